@@ -1,0 +1,154 @@
+"""The exception hierarchy of sessiontree (SPEC §5, REFERENCE §3.9).
+
+Every error the library raises on purpose derives from :class:`SessionError`.
+Each class carries the data a caller needs as attributes, and a message a
+user can act on. The CLI maps them to one stderr line and exit status 1.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "SessionError",
+    "SessionNotFoundError",
+    "SessionExistsError",
+    "EntryNotFoundError",
+    "InvalidSessionIdError",
+    "StoreOpenError",
+    "StorageError",
+    "InvalidSessionError",
+    "UnsupportedVersionError",
+    "SessionInUseError",
+    "ListingCancelledError",
+    "INVALID_SESSION_ID_MESSAGE",
+]
+
+#: REFERENCE B.5: the exact text for a rejected caller-supplied session id.
+INVALID_SESSION_ID_MESSAGE = (
+    "Session id must be non-empty, contain only alphanumeric characters, "
+    "'-', '_', and '.', and start and end with an alphanumeric character"
+)
+
+
+class SessionError(Exception):
+    """Base class of every error sessiontree raises on purpose."""
+
+
+class SessionNotFoundError(SessionError, LookupError):
+    """No session with this id exists in the store.
+
+    Attributes:
+        session_id: the id that was looked up.
+    """
+
+    def __init__(self, session_id: str, where: str | None = None) -> None:
+        self.session_id = session_id
+        suffix = f" in {where}" if where else ""
+        super().__init__(f"Session {session_id} not found{suffix}")
+
+
+class SessionExistsError(SessionError):
+    """A session with this id already exists in the target store.
+
+    Attributes:
+        session_id: the conflicting id.
+    """
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"Session {session_id} already exists")
+
+
+class EntryNotFoundError(SessionError, KeyError):
+    """An entry id is not in this session's index.
+
+    ``str()`` is exactly ``Entry <id> not found`` (REFERENCE U).
+
+    Attributes:
+        entry_id: the missing id.
+    """
+
+    def __init__(self, entry_id: str) -> None:
+        self.entry_id = entry_id
+        super().__init__(entry_id)
+
+    def __str__(self) -> str:  # KeyError would quote the argument
+        return f"Entry {self.entry_id} not found"
+
+
+class InvalidSessionIdError(SessionError, ValueError):
+    """A caller-supplied session id does not match the allowed pattern (REFERENCE B.4/B.5).
+
+    Attributes:
+        session_id: the rejected value.
+    """
+
+    def __init__(self, session_id: Any) -> None:
+        self.session_id = session_id
+        super().__init__(INVALID_SESSION_ID_MESSAGE)
+
+
+class StoreOpenError(SessionError):
+    """A store could not be opened (bad URL, unwritable directory, corrupt database).
+
+    Never followed by a silent fallback to memory (seed, "SessionManager API").
+    """
+
+
+class StorageError(SessionError):
+    """A write failed; nothing was published. The OS or database error is ``__cause__``."""
+
+
+class InvalidSessionError(SessionError):
+    """A session file or record is structurally invalid and was rejected.
+
+    Attributes:
+        path: the file (or a description of the source), or ``None``.
+        line: 1-based physical line number, or ``None`` when not line-specific.
+        reason: what is wrong, naming the field where one is at fault.
+    """
+
+    def __init__(self, reason: str, path: str | None = None, line: int | None = None) -> None:
+        self.path = path
+        self.line = line
+        self.reason = reason
+        where = ""
+        if path is not None and line is not None:
+            where = f"{path}:{line}: "
+        elif path is not None:
+            where = f"{path}: "
+        elif line is not None:
+            where = f"line {line}: "
+        super().__init__(f"{where}{reason}")
+
+
+class UnsupportedVersionError(InvalidSessionError):
+    """The header's ``version`` is a future or unrecognized value (REFERENCE C.12/C.13).
+
+    Attributes:
+        version: the value found in the header (any JSON value).
+    """
+
+    def __init__(self, version: Any, path: str | None = None, line: int | None = None) -> None:
+        self.version = version
+        super().__init__(f"unsupported session version {version!r}", path, line)
+
+
+class SessionInUseError(SessionError):
+    """The session is open in this manager and cannot be deleted through it.
+
+    Attributes:
+        session_id: the id of the open session.
+    """
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"Session {session_id} is open in this manager and cannot be deleted")
+
+
+class ListingCancelledError(SessionError):
+    """A listing was cancelled through its ``cancel`` event; no partial list is returned."""
+
+    def __init__(self) -> None:
+        super().__init__("Session listing was cancelled")

@@ -1,0 +1,201 @@
+"""JSON encoding and decoding, as the format needs it.
+
+Invariants:
+
+* Records are compact JSON (no spaces, non-ASCII raw, insertion key order),
+  one per line, as the original agent's ``JSON.stringify`` writes them
+  (REFERENCE E.1).
+* ``orjson`` is the fast path both ways. It refuses two things the original
+  agent can write: strings holding lone UTF-16 surrogate escapes such as
+  ``"\\ud83d"`` (left by truncations that counted UTF-16 units) and invalid
+  UTF-8. For those lines we fall back to the standard library, which accepts
+  lone surrogates, and we write them back as ``\\udxxx`` escapes, exactly as
+  JavaScript does (REFERENCE §2.6 item 4), so nothing is lost either way.
+* :func:`js_stringify` reproduces ``JSON.stringify`` byte for byte (numbers,
+  integer-like key order, escapes); the transcript grammar renders tool-call
+  arguments with it (REFERENCE §2.3, §2.6).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+import orjson
+
+__all__ = ["loads", "dumps", "dumps_str", "js_stringify", "js_number", "utf16_len"]
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_decoder = json.JSONDecoder()
+
+
+def loads(data: bytes | str) -> Any:
+    """Parse one JSON document.
+
+    Args:
+        data: UTF-8 bytes or text of exactly one JSON value (surrounding JSON
+            whitespace, including a trailing ``\\r``, is allowed).
+
+    Returns:
+        The parsed value (dict, list, str, int, float, bool or None). Strings
+        may contain lone surrogates when the text escaped them.
+
+    Raises:
+        ValueError: the text is not one valid JSON value.
+    """
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass
+    text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+    # json.loads accepts NaN/Infinity, which JSON forbids; refuse them.
+    return json.loads(text, parse_constant=_reject_constant)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"invalid JSON constant {name}")
+
+
+def _escape_surrogates(text: str) -> str:
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def dumps(value: Any) -> bytes:
+    """Serialize ``value`` as one compact JSON record (no trailing newline).
+
+    Args:
+        value: JSON-compatible data (dict, list, str, int, float, bool, None).
+
+    Returns:
+        UTF-8 bytes. Lone surrogates in strings are written as ``\\udxxx``.
+
+    Raises:
+        ValueError: NaN or infinite floats, or values that are not JSON data.
+    """
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        pass
+    # orjson refuses lone surrogates and integers beyond 64 bits.
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except TypeError as exc:
+        raise ValueError(str(exc)) from exc
+    return _escape_surrogates(text).encode("utf-8")
+
+
+def dumps_str(value: Any) -> str:
+    """Like :func:`dumps`, returning text."""
+    return dumps(value).decode("utf-8")
+
+
+def utf16_len(text: str) -> int:
+    """Length of ``text`` in UTF-16 code units (JavaScript's ``String.length``)."""
+    return len(text.encode("utf-16-le", errors="surrogatepass")) // 2
+
+
+def js_number(value: float | int) -> str:
+    """Format a number as JavaScript's ``Number.prototype.toString`` does.
+
+    ``1.0`` -> ``"1"``, ``1e21`` -> ``"1e+21"``, ``1e-7`` -> ``"1e-7"``,
+    ``0.00001`` -> ``"0.00001"``; NaN and infinities give ``"null"`` as in
+    ``JSON.stringify``.
+    """
+    if isinstance(value, int):
+        return str(value)
+    if not math.isfinite(value):
+        return "null"
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    text = repr(abs(value))  # shortest round-trip digits
+    mantissa, _, exp_text = text.partition("e")
+    exponent = int(exp_text) if exp_text else 0
+    int_part, _, frac_part = mantissa.partition(".")
+    all_digits = int_part + frac_part
+    stripped = all_digits.lstrip("0")
+    leading_zeros = len(all_digits) - len(stripped)
+    digits = stripped.rstrip("0") or "0"
+    k = len(digits)
+    n = len(int_part) - leading_zeros + exponent  # value = 0.digits * 10**n
+    if k <= n <= 21:
+        body = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        body = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        body = "0." + "0" * (-n) + digits
+    else:
+        e = n - 1
+        e_text = ("+" if e >= 0 else "-") + str(abs(e))
+        body = digits + "e" + e_text if k == 1 else digits[0] + "." + digits[1:] + "e" + e_text
+    return sign + body
+
+
+def _is_array_index(key: str) -> bool:
+    # JavaScript orders "array index" keys (canonical 0..2**32-2) first, ascending.
+    return key.isdigit() and key.isascii() and (key == "0" or key[0] != "0") and int(key) < 4294967295
+
+
+def _js_key_order(obj: dict[str, Any]) -> list[str]:
+    keys = list(obj)
+    index_keys = [k for k in keys if _is_array_index(k)]
+    if not index_keys:
+        return keys
+    index_keys.sort(key=int)
+    return index_keys + [k for k in keys if not _is_array_index(k)]
+
+
+def _js_string(text: str) -> str:
+    return _escape_surrogates(json.dumps(text, ensure_ascii=False))
+
+
+def js_stringify(value: Any) -> str:
+    """Serialize ``value`` exactly as JavaScript's ``JSON.stringify`` would.
+
+    Differences from ``json.dumps`` that matter here (REFERENCE §2.6): JS
+    number formatting, integer-like keys first in ascending order, lone
+    surrogates escaped as ``\\udxxx``, NaN/Infinity as ``null``. Iterative, so
+    deeply nested values cannot exhaust the recursion limit.
+
+    Raises:
+        ValueError: a value that is not JSON data.
+    """
+    out: list[str] = []
+    # Work stack of either ("v", value) to render or ("s", literal) to emit.
+    stack: list[tuple[str, Any]] = [("v", value)]
+    while stack:
+        kind, item = stack.pop()
+        if kind == "s":
+            out.append(item)
+            continue
+        if item is None:
+            out.append("null")
+        elif item is True:
+            out.append("true")
+        elif item is False:
+            out.append("false")
+        elif isinstance(item, str):
+            out.append(_js_string(item))
+        elif isinstance(item, (int, float)):
+            out.append(js_number(item))
+        elif isinstance(item, dict):
+            parts: list[tuple[str, Any]] = [("s", "{")]
+            for i, key in enumerate(_js_key_order(item)):
+                prefix = "," if i else ""
+                parts.append(("s", prefix + _js_string(str(key)) + ":"))
+                parts.append(("v", item[key]))
+            parts.append(("s", "}"))
+            stack.extend(reversed(parts))
+        elif isinstance(item, (list, tuple)):
+            parts = [("s", "[")]
+            for i, element in enumerate(item):
+                if i:
+                    parts.append(("s", ","))
+                parts.append(("v", element))
+            parts.append(("s", "]"))
+            stack.extend(reversed(parts))
+        else:
+            raise ValueError(f"not JSON data: {type(item).__name__}")
+    return "".join(out)
