@@ -1,12 +1,39 @@
 """The entry tree: leaf, branches, children, labels, names, summary freshness.
 
-Placeholder: the full module is being written; get_branch is final.
+Invariants (seed "Tree Structure"; REFERENCE groups F, H, I, J, K):
+
+* Entries keep file order; that order is insertion order.
+* The leaf after loading is the last entry in file order, whatever its type
+  (F.1). Every append becomes a child of the leaf and the new leaf (F.2).
+* Walks never recurse and stop when an id repeats, so self-parents, parent
+  cycles and trees 100,000 entries deep are safe (F.6, H.5).
+* Labels, the session name and the session summary are global state over
+  all entries in file order, not along the active branch (I.3, J.2, K.2).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
+
+from .errors import EntryNotFoundError, InvalidSessionError
+
+__all__ = [
+    "Entry",
+    "TreeNode",
+    "NameState",
+    "SessionTree",
+    "get_branch",
+    "build_tree",
+    "label_state",
+    "session_name_state",
+    "summary_anchor",
+    "active_summary",
+    "fresh_summary",
+    "parse_timestamp_ms",
+]
 
 Entry = dict[str, Any]
 
@@ -30,3 +57,272 @@ def get_branch(by_id: Mapping[str, Entry], leaf_id: str | None) -> list[Entry]:
         current = entry.get("parentId")
     path.reverse()
     return path
+
+
+def parse_timestamp_ms(value: Any) -> float | None:
+    """Milliseconds since the epoch of an ISO-8601 string, or ``None`` if unparsable."""
+    if not isinstance(value, str):
+        return None
+    try:
+        text = value[:-1] + "+00:00" if value.endswith("Z") else value
+        return datetime.fromisoformat(text).timestamp() * 1000.0
+    except ValueError:
+        return None
+
+
+@dataclass
+class TreeNode:
+    """One node of :func:`build_tree` (REFERENCE H.1).
+
+    Attributes:
+        entry: the entry itself (shared, not copied).
+        children: child nodes, oldest timestamp first, file order on ties.
+        label: the entry's current label, if any.
+        label_timestamp: the ``timestamp`` of the label entry that set it.
+    """
+
+    entry: Entry
+    children: list[TreeNode] = field(default_factory=list)
+    label: str | None = None
+    label_timestamp: str | None = None
+
+
+def label_state(entries: Iterable[Entry]) -> dict[str, tuple[str, str]]:
+    """Current labels: ``{target id: (label, label entry timestamp)}`` (REFERENCE I.2-I.7).
+
+    Computed over all entries in file order; a later label entry for a target
+    overrides an earlier one; ``""`` or an absent label clears it. Targets that
+    do not exist are kept (I.5). Dict order is the label map's insertion order.
+    """
+    labels: dict[str, tuple[str, str]] = {}
+    for entry in entries:
+        if entry.get("type") != "label":
+            continue
+        target = entry.get("targetId")
+        if not isinstance(target, str):
+            continue
+        text = entry.get("label")
+        if isinstance(text, str) and text:
+            labels[target] = (text, entry.get("timestamp", ""))
+        else:
+            labels.pop(target, None)
+    return labels
+
+
+def build_tree(entries: list[Entry], labels: Mapping[str, tuple[str, str]] | None = None) -> list[TreeNode]:
+    """All entries as a forest of :class:`TreeNode` (REFERENCE H.1-H.5).
+
+    Roots, in file order: entries whose ``parentId`` is null, is their own id,
+    or names a missing entry. Entries caught in a parent cycle are unreachable
+    from those roots; the first of each cycle in file order becomes a root so
+    nothing is lost. Children are sorted by parsed timestamp (stable).
+    """
+    if labels is None:
+        labels = label_state(entries)
+    nodes: dict[str, TreeNode] = {}
+    order: list[TreeNode] = []
+    for entry in entries:
+        label = labels.get(entry["id"])
+        node = TreeNode(entry, [], label[0] if label else None, label[1] if label else None)
+        nodes[entry["id"]] = node
+        order.append(node)
+    roots: list[TreeNode] = []
+    for node in order:
+        parent_id = node.entry.get("parentId")
+        parent = nodes.get(parent_id) if isinstance(parent_id, str) and parent_id != node.entry["id"] else None
+        if parent is None:
+            roots.append(node)
+        else:
+            parent.children.append(node)
+    # Nodes unreachable from a root sit on a cycle (or below one): break it.
+    reached: set[int] = set()
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        reached.add(id(node))
+        stack.extend(node.children)
+    if len(reached) != len(order):
+        for node in order:
+            if id(node) in reached:
+                continue
+            parent = nodes.get(node.entry.get("parentId"))
+            if parent is not None:
+                parent.children = [c for c in parent.children if c is not node]
+            roots.append(node)
+            stack = [node]
+            while stack:
+                current = stack.pop()
+                reached.add(id(current))
+                stack.extend(c for c in current.children if id(c) not in reached)
+    for node in order:
+        if len(node.children) > 1:
+            node.children.sort(key=_timestamp_key)
+    return roots
+
+
+def _timestamp_key(node: TreeNode) -> float:
+    value = parse_timestamp_ms(node.entry.get("timestamp"))
+    return value if value is not None else float("inf")
+
+
+@dataclass(frozen=True)
+class NameState:
+    """Session name state (seed "SessionInfoEntry", REFERENCE J.2).
+
+    ``has_name`` is False when never named; True with ``name=None`` when the
+    latest ``session_info`` cleared it; True with the name when named.
+    """
+
+    has_name: bool
+    name: str | None = None
+
+
+def session_name_state(entries: Iterable[Entry]) -> NameState:
+    """The name state from the last ``session_info`` entry in file order (J.2)."""
+    last: Entry | None = None
+    for entry in entries:
+        if entry.get("type") == "session_info":
+            last = entry
+    if last is None:
+        return NameState(False)
+    name = last.get("name")
+    name = name.strip() if isinstance(name, str) else ""
+    return NameState(True, name or None)
+
+
+def _is_conversation_message(entry: Entry) -> bool:
+    if entry.get("type") != "message":
+        return False
+    message = entry.get("message")
+    return isinstance(message, dict) and message.get("role") in ("user", "assistant")
+
+
+def summary_anchor(entries: list[Entry]) -> str | None:
+    """Id of the newest user/assistant ``message`` entry in file order (K.3)."""
+    for entry in reversed(entries):
+        if _is_conversation_message(entry):
+            return entry["id"]
+    return None
+
+
+def active_summary(entries: list[Entry]) -> Entry | None:
+    """The candidate ``session_summary``: the last one, unless a ``branch_summary``
+    comes after it (K.2)."""
+    for entry in reversed(entries):
+        entry_type = entry.get("type")
+        if entry_type == "branch_summary":
+            return None
+        if entry_type == "session_summary":
+            return entry
+    return None
+
+
+def fresh_summary(entries: list[Entry]) -> str | None:
+    """The session summary text while it is fresh, else ``None`` (seed
+    "SessionSummaryEntry", REFERENCE K.4/K.5): its ``summarizedThroughId``
+    must be the newest user/assistant message; tool results do not count; a
+    later ``branch_summary`` retires it."""
+    candidate = active_summary(entries)
+    if candidate is None:
+        return None
+    if candidate.get("summarizedThroughId") != summary_anchor(entries):
+        return None
+    text = candidate.get("summary")
+    return text if isinstance(text, str) else None
+
+
+class SessionTree:
+    """The entries of one session with their id index, leaf and labels.
+
+    Entries are the caller's dicts and are never copied or modified. Mutators
+    (:meth:`add`, :meth:`pop`) keep the index and labels consistent so that a
+    failed write can be rolled back exactly.
+    """
+
+    def __init__(self, entries: Iterable[Entry] = ()) -> None:
+        """Index ``entries`` (file order); the leaf is the last one (F.1).
+
+        Raises:
+            InvalidSessionError: two entries share an id.
+        """
+        self.entries: list[Entry] = []
+        self.by_id: dict[str, Entry] = {}
+        self.leaf_id: str | None = None
+        self._labels: dict[str, tuple[str, str]] | None = None
+        for entry in entries:
+            if entry["id"] in self.by_id:
+                raise InvalidSessionError(f'duplicate entry id "{entry["id"]}"')
+            self.entries.append(entry)
+            self.by_id[entry["id"]] = entry
+        if self.entries:
+            self.leaf_id = self.entries[-1]["id"]
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self.by_id
+
+    def add(self, entry: Entry) -> None:
+        """Append ``entry`` (already parented) and make it the leaf."""
+        self.entries.append(entry)
+        self.by_id[entry["id"]] = entry
+        self.leaf_id = entry["id"]
+        if entry.get("type") == "label":
+            self._labels = None
+
+    def pop(self, previous_leaf: str | None) -> Entry:
+        """Remove the last entry and restore ``previous_leaf`` (rollback of :meth:`add`)."""
+        entry = self.entries.pop()
+        del self.by_id[entry["id"]]
+        self.leaf_id = previous_leaf
+        if entry.get("type") == "label":
+            self._labels = None
+        return entry
+
+    def get_entry(self, entry_id: str) -> Entry | None:
+        """The entry with this id, or ``None``."""
+        return self.by_id.get(entry_id)
+
+    def require(self, entry_id: str) -> Entry:
+        """The entry with this id.
+
+        Raises:
+            EntryNotFoundError: ``Entry <id> not found``.
+        """
+        entry = self.by_id.get(entry_id) if isinstance(entry_id, str) else None
+        if entry is None:
+            raise EntryNotFoundError(entry_id)
+        return entry
+
+    def get_branch(self, from_id: str | None = None) -> list[Entry]:
+        """Root-first path to ``from_id`` (default: the leaf); ``[]`` if unknown (F.6)."""
+        return get_branch(self.by_id, self.leaf_id if from_id is None else from_id)
+
+    def get_children(self, parent_id: str | None) -> list[Entry]:
+        """Entries whose ``parentId`` equals ``parent_id``, in file order (H.6)."""
+        return [e for e in self.entries if e.get("parentId") == parent_id]
+
+    @property
+    def labels(self) -> dict[str, tuple[str, str]]:
+        """Current labels ``{target: (label, timestamp)}`` (see :func:`label_state`)."""
+        if self._labels is None:
+            self._labels = label_state(self.entries)
+        return self._labels
+
+    def get_label(self, entry_id: str) -> str | None:
+        """The current label of ``entry_id`` (which need not exist, I.5)."""
+        label = self.labels.get(entry_id)
+        return label[0] if label else None
+
+    def get_tree(self) -> list[TreeNode]:
+        """The whole forest with labels resolved (see :func:`build_tree`)."""
+        return build_tree(self.entries, self.labels)
+
+    def name_state(self) -> NameState:
+        """See :func:`session_name_state`."""
+        return session_name_state(self.entries)
+
+    def fresh_summary(self) -> str | None:
+        """See :func:`fresh_summary`."""
+        return fresh_summary(self.entries)

@@ -1,0 +1,90 @@
+"""Session and entry identifiers (REFERENCE group B).
+
+* Entry ids are 8 lowercase hex digits, unique within a session; a
+  candidate that collides is drawn again, and after 100 collisions a full
+  UUID is used (B.1).
+* Generated session ids are UUIDv7 (B.3); caller-supplied ones must match
+  :data:`SESSION_ID_PATTERN` with ``re.fullmatch`` and ASCII classes only
+  (B.4, B.7): ``re.match(...$)`` would accept a trailing newline and ``\\w``
+  would accept non-ASCII letters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+import uuid
+from collections.abc import Container
+from typing import Any
+
+from .errors import InvalidSessionIdError
+
+__all__ = [
+    "SESSION_ID_PATTERN",
+    "is_valid_session_id",
+    "validate_session_id",
+    "new_session_id",
+    "new_entry_id",
+    "derived_entry_id",
+    "session_id_hash",
+]
+
+SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+
+
+def is_valid_session_id(value: Any) -> bool:
+    """Whether ``value`` is a string accepted as a caller-supplied session id (B.4)."""
+    return isinstance(value, str) and SESSION_ID_PATTERN.fullmatch(value) is not None
+
+
+def validate_session_id(value: Any) -> str:
+    """Return ``value`` if it is a valid session id.
+
+    Raises:
+        InvalidSessionIdError: with the exact message of REFERENCE B.5.
+    """
+    if not is_valid_session_id(value):
+        raise InvalidSessionIdError(value)
+    return value
+
+
+def new_session_id() -> str:
+    """A new UUIDv7 string: 48-bit Unix milliseconds, version 7, RFC 4122 variant (B.3)."""
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms & ((1 << 48) - 1)) << 80
+    value |= 0x7 << 76
+    value |= ((rand >> 62) & 0xFFF) << 64  # 12 random bits
+    value |= 0b10 << 62
+    value |= rand & ((1 << 62) - 1)
+    return str(uuid.UUID(int=value))
+
+
+def new_entry_id(existing: Container[str]) -> str:
+    """A random 8-hex entry id not in ``existing`` (B.1)."""
+    for _ in range(100):
+        candidate = uuid.uuid4().hex[:8]
+        if candidate not in existing:
+            return candidate
+    return str(uuid.uuid4())
+
+
+def derived_entry_id(seed: str, existing: Container[str]) -> str:
+    """A deterministic 8-hex entry id derived from ``seed``, not in ``existing``.
+
+    Used by the format-1 upgrade so that reading the same old file twice gives
+    the same ids (the original agent drew random ones on every open, C.7).
+    """
+    counter = 0
+    while True:
+        digest = hashlib.sha256(f"{seed}#{counter}".encode("utf-8", "surrogatepass")).hexdigest()
+        if digest[:8] not in existing:
+            return digest[:8]
+        counter += 1
+
+
+def session_id_hash(session_id: str) -> str:
+    """First 16 hex digits of SHA-256 over the UTF-8 id: the JSONL file-name hash (D-7)."""
+    return hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
