@@ -1,0 +1,136 @@
+"""The ``SessionStore`` protocol: the whole contract between manager and storage.
+
+Every store keeps sessions as a format-4 header plus entries in insertion
+order, each entry with its JSON text verbatim (SPEC §2, §4). Invariants every
+implementation upholds, checked by one conformance suite:
+
+* A mutating call returns only after it committed; when it raises
+  :class:`~sessiontree.errors.StorageError` nothing of it is visible.
+* ``append`` is all-or-nothing for the entries of one call, and appends from
+  several processes never lose or interleave entries.
+* ``create`` refuses an existing id with ``SessionExistsError``; ``load`` of a
+  missing id raises ``SessionNotFoundError``; ``delete`` of a missing id does
+  nothing.
+* Listing answers from per-session metadata where the store has it and never
+  modifies a session. Sessions that cannot be loaded are left out.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from ..format import ParsedSession
+from ..info import SessionInfo
+
+__all__ = ["SessionStore", "ProgressCallback", "CancelEvent"]
+
+#: ``on_progress(loaded, total)``, called once per session examined.
+ProgressCallback = Callable[[int, int], None]
+#: Anything with ``is_set()``, e.g. :class:`threading.Event`.
+CancelEvent = threading.Event
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Persistent (or in-memory) home of sessions.
+
+    Attributes:
+        url: the store's URL (``sqlite:///...``, ``jsonl:///...``, ``memory:``).
+        kind: ``"sqlite"``, ``"jsonl"`` or ``"memory"``.
+    """
+
+    url: str
+    kind: str
+
+    def create(self, header: dict[str, Any], entries: Sequence[dict[str, Any]] = (),
+               raw: Sequence[bytes | None] | None = None, *, path: str | None = None) -> None:
+        """Store a new session: its header and initial entries, atomically.
+
+        Args:
+            header: a format-4 header; ``header["id"]`` is the session id.
+            entries: initial entries in order (may be empty).
+            raw: optional stored JSON text per entry (``None`` items are serialized).
+            path: JSONL stores only: the exact file to write (``open_file``);
+                other stores ignore it.
+
+        Raises:
+            SessionExistsError: the id is already in the store.
+            StorageError: the write failed; nothing was stored.
+        """
+        ...
+
+    def load(self, session_id: str) -> ParsedSession:
+        """The session's header and entries (format 4).
+
+        A JSONL store that finds an older format persists the format-4 upgrade
+        atomically under the file lock before returning (D-9).
+
+        Raises:
+            SessionNotFoundError: no such id.
+            InvalidSessionError: the stored session is invalid.
+            StorageError: persisting an upgrade failed.
+        """
+        ...
+
+    def append(self, session_id: str, entries: Sequence[dict[str, Any]]) -> None:
+        """Append entries to an existing session, all or nothing.
+
+        Raises:
+            SessionNotFoundError: no such id.
+            StorageError: the write failed; nothing was appended.
+        """
+        ...
+
+    def replace_header(self, session_id: str, header: dict[str, Any]) -> None:
+        """Replace the session's header (same id), atomically.
+
+        Raises:
+            SessionNotFoundError, StorageError.
+        """
+        ...
+
+    def delete(self, session_id: str) -> None:
+        """Remove the session and its entries; a missing id does nothing.
+
+        Raises:
+            StorageError: the removal failed.
+        """
+        ...
+
+    def exists(self, session_id: str) -> bool:
+        """Whether the id is in the store."""
+        ...
+
+    def session_ids(self) -> list[str]:
+        """Every session id in the store (any order), internal ones included."""
+        ...
+
+    def location(self, session_id: str) -> str | None:
+        """The JSONL file of the session, or ``None`` for stores without files."""
+        ...
+
+    def list_sessions(self, *, cwd: str | None = None, include_internal: bool = False,
+                      on_progress: ProgressCallback | None = None,
+                      cancel: CancelEvent | None = None) -> list[SessionInfo]:
+        """Listing rows, newest ``modified`` first (REFERENCE group L).
+
+        Args:
+            cwd: keep only sessions whose header cwd resolves to this absolute path.
+            include_internal: include classified workflow sessions.
+            on_progress: called ``(loaded, total)`` once per session examined.
+            cancel: when set (before or during), the listing stops.
+
+        Raises:
+            ListingCancelledError: ``cancel`` was set; no partial list.
+        """
+        ...
+
+    def find_most_recent(self, cwd: str | None = None, include_internal: bool = False) -> str | None:
+        """Id of the most recently written session (optionally for ``cwd``), or ``None``."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and handles. Idempotent."""
+        ...

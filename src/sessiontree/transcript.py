@@ -1,0 +1,383 @@
+"""The kept-tail transcript grammar (REFERENCE §2).
+
+A transcript turns provider-bound messages (``user``, ``assistant``,
+``toolResult``; see :func:`sessiontree.projection.convert_to_llm`) into a
+list of *chunks*. One grammar, two modes:
+
+* ``"compacted"`` renders the durable ``summary`` text a planner works on:
+  images become the text ``[image]`` and long tool-result texts are truncated
+  at 16000 UTF-16 code units;
+* ``"retained"`` renders the kept tail appended to a compaction boundary
+  message: images stay image blocks and nothing is truncated.
+
+Invariants:
+
+* A chunk is either a ``str`` (text) or a ``dict`` (a *copy* of an image
+  block). Text chunks are merged by :func:`append_text`, so two text chunks
+  are never adjacent in a list built with the primitives here.
+* The first section of a serialization has no leading separator; later
+  sections are separated by exactly ``"\\n\\n"`` (:func:`push_section`).
+* Inputs are never mutated; image blocks are copied when they enter a list.
+* Output is byte-stable: tool-call arguments use JavaScript's
+  ``JSON.stringify`` rules (:func:`sessiontree.jsonio.js_stringify`) and
+  lengths count UTF-16 code units, as the original agent does (REFERENCE
+  §2.6), so transcripts written here and there agree byte for byte.
+
+The fixed sentences of the original agent are replaced by our own wording
+(:data:`BOUNDARY_PREFIX`, :data:`BRANCH_SUMMARY_PREFIX`,
+:data:`BRANCH_SUMMARY_SUFFIX`); the role labels and the ``(filtered N lines)``
+marker are part of the grammar and are used as written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+from sessiontree.jsonio import js_number, js_stringify, utf16_len
+
+__all__ = [
+    "BOUNDARY_PREFIX",
+    "BRANCH_SUMMARY_PREFIX",
+    "BRANCH_SUMMARY_SUFFIX",
+    "USER_LABEL",
+    "ASSISTANT_LABEL",
+    "ASSISTANT_THINKING_LABEL",
+    "ASSISTANT_TOOL_CALLS_LABEL",
+    "TOOL_RESULT_LABEL",
+    "TOOL_RESULT_TRUNCATE_UNITS",
+    "Chunk",
+    "Mode",
+    "append_text",
+    "push_section",
+    "blocks",
+    "format_tool_call",
+    "truncate_tool_result_text",
+    "bash_text",
+    "branch_summary_text",
+    "serialize_messages",
+    "serialize_compacted",
+    "compose_boundary_content",
+]
+
+#: Opens the text of every active compaction boundary message (REFERENCE
+#: Q.10). It must tell the model that a verbatim transcript follows and how
+#: elided spans are marked; it ends with a blank line so the durable summary
+#: (which starts with a role label) reads as its own paragraph.
+BOUNDARY_PREFIX = (
+    "Earlier turns of this conversation were compacted. What follows is a "
+    "verbatim transcript of them, not a paraphrase: every line shown is "
+    "exactly as it was, and each span of removed lines is marked "
+    "\"(filtered N lines)\", where N is the number of lines removed there.\n\n"
+)
+
+#: Wraps a branch summary when it is handed to the model as a user turn
+#: (REFERENCE P.2, §2.3).
+BRANCH_SUMMARY_PREFIX = (
+    "The conversation came back here from another branch that was abandoned. "
+    "A summary of that branch:\n\n<branch-summary>\n"
+)
+BRANCH_SUMMARY_SUFFIX = "\n</branch-summary>"
+
+# Section headers of the grammar (REFERENCE §2.3), used exactly as written.
+USER_LABEL = "[User]: "
+ASSISTANT_LABEL = "[Assistant]: "
+ASSISTANT_THINKING_LABEL = "[Assistant thinking]: "
+ASSISTANT_TOOL_CALLS_LABEL = "[Assistant tool calls]: "
+TOOL_RESULT_LABEL = "[Tool result]: "
+
+#: Compacted mode truncates each tool-result text chunk above this many
+#: UTF-16 code units (REFERENCE §2.3).
+TOOL_RESULT_TRUNCATE_UNITS = 16000
+
+Chunk = str | dict[str, Any]
+"""A text chunk (``str``) or an image chunk (a copy of an image block)."""
+
+Mode = Literal["retained", "compacted"]
+
+_MODES = ("retained", "compacted")
+
+
+def append_text(chunks: list[Chunk], text: str) -> None:
+    """Append ``text`` to ``chunks`` in place (REFERENCE §2.2 *appendText*).
+
+    Does nothing for ``""``; concatenates onto the last chunk when it is text;
+    otherwise pushes a new text chunk.
+    """
+    if text == "":
+        return
+    if chunks and isinstance(chunks[-1], str):
+        chunks[-1] += text
+    else:
+        chunks.append(text)
+
+
+def _has_content(section: Iterable[Chunk]) -> bool:
+    # A section counts when it has any image or any non-empty text (§2.2.1).
+    return any(not isinstance(c, str) or len(c) > 0 for c in section)
+
+
+def push_section(chunks: list[Chunk], header: str, section: Sequence[Chunk]) -> None:
+    """Append one labelled section to ``chunks`` in place (REFERENCE §2.2 *pushSection*).
+
+    Skips a section without content (no image, no non-empty text). Otherwise
+    appends ``"\\n\\n"`` (only when ``chunks`` is non-empty) plus ``header``,
+    then each section chunk: text through :func:`append_text`, images pushed
+    as they are.
+    """
+    if not _has_content(section):
+        return
+    append_text(chunks, ("\n\n" if chunks else "") + header)
+    for chunk in section:
+        if isinstance(chunk, str):
+            append_text(chunks, chunk)
+        else:
+            chunks.append(chunk)
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in _MODES:
+        raise ValueError(f"transcript mode must be 'retained' or 'compacted', not {mode!r}")
+
+
+def blocks(content: Any, mode: Mode) -> list[Chunk]:
+    """The chunks of a user or tool-result ``content`` (REFERENCE §2.3 ``blocks``).
+
+    Args:
+        content: a string, or a list of content blocks. Anything else (``None``
+            included) gives no chunks.
+        mode: ``"retained"`` keeps images as image chunks (copies), preceded
+            by ``"\\n"`` when the section already has a chunk; ``"compacted"``
+            writes ``[image]`` on its own line.
+
+    Returns:
+        A new chunk list. Adjacent text blocks are concatenated with nothing
+        between them; exactly one trailing ``"\\n"`` of the last text chunk is
+        removed; block kinds other than text and image are ignored.
+
+    Raises:
+        ValueError: an unknown ``mode``.
+    """
+    _check_mode(mode)
+    if isinstance(content, str):
+        return [content] if content else []
+    out: list[Chunk] = []
+    if not isinstance(content, list):
+        return out
+    for block in content:
+        if not isinstance(block, Mapping):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            text = block.get("text")
+            # A non-string text is data damage; render nothing rather than
+            # JavaScript's "undefined".
+            append_text(out, text if isinstance(text, str) else "")
+        elif kind == "image":
+            if mode == "compacted":
+                if out and isinstance(out[-1], str) and not out[-1].endswith("\n"):
+                    append_text(out, "\n")
+                append_text(out, "[image]\n")
+            else:
+                # Retained mode separates an image from anything before it,
+                # even text that already ends in a newline (as the original).
+                if out:
+                    append_text(out, "\n")
+                out.append(dict(block))
+    if out and isinstance(out[-1], str) and out[-1].endswith("\n"):
+        out[-1] = out[-1][:-1]
+    return out
+
+
+def _is_array_index(key: str) -> bool:
+    # JavaScript enumerates canonical array-index keys (0 .. 2**32-2) first,
+    # ascending, in any object it builds (REFERENCE §2.6 item 3).
+    return (
+        key.isascii()
+        and key.isdigit()
+        and (key == "0" or key[0] != "0")
+        and int(key) < 4294967295
+    )
+
+
+def _js_keys(obj: Mapping[str, Any]) -> list[str]:
+    keys = [str(k) for k in obj]
+    index_keys = sorted((k for k in keys if _is_array_index(k)), key=int)
+    if not index_keys:
+        return keys
+    return index_keys + [k for k in keys if not _is_array_index(k)]
+
+
+def format_tool_call(block: Mapping[str, Any]) -> str:
+    """Render one ``toolCall`` block as ``name(key=JSON, ...)`` (REFERENCE §2.3, §2.6).
+
+    Values are compact JSON exactly as JavaScript's ``JSON.stringify`` writes
+    them; keys follow JavaScript's own-key order (integer-like keys first,
+    ascending). Missing or non-object ``arguments`` render as ``name()``
+    (§2.6 item 5: the original threw; we do not).
+    """
+    name = block.get("name")
+    arguments = block.get("arguments")
+    if not isinstance(arguments, Mapping):
+        arguments = {}
+    args = ", ".join(f"{key}={js_stringify(arguments[key])}" for key in _js_keys(arguments))
+    return f"{name if isinstance(name, str) else ''}({args})"
+
+
+def _slice_utf16(text: str, units: int) -> str:
+    # Slice on UTF-16 code units like JavaScript's String.prototype.slice; a
+    # cut inside a surrogate pair leaves a lone surrogate, as it does in JS.
+    raw = text.encode("utf-16-le", errors="surrogatepass")
+    return raw[: units * 2].decode("utf-16-le", errors="surrogatepass")
+
+
+def truncate_tool_result_text(text: str) -> str:
+    """Compacted-mode truncation of one tool-result text chunk (REFERENCE §2.3).
+
+    A text longer than 16000 UTF-16 code units becomes its first 16000 units
+    followed by ``"\\n\\n[... N more characters truncated]"``, N being the
+    number of units removed. Shorter texts are returned unchanged.
+    """
+    length = utf16_len(text)
+    if length <= TOOL_RESULT_TRUNCATE_UNITS:
+        return text
+    removed = length - TOOL_RESULT_TRUNCATE_UNITS
+    return (
+        _slice_utf16(text, TOOL_RESULT_TRUNCATE_UNITS)
+        + f"\n\n[... {removed} more characters truncated]"
+    )
+
+
+def bash_text(message: Mapping[str, Any]) -> str:
+    """The user-turn text of a ``bashExecution`` message (REFERENCE §2.3 *bashText*).
+
+    ``Ran `command```, then the fenced output or ``(no output)``, then
+    ``(command cancelled)`` or ``Command exited with code N`` (for a numeric
+    non-zero exit code), then the full-output pointer when the output was
+    truncated and a path is set.
+    """
+    command = message.get("command")
+    output = message.get("output")
+    text = f"Ran `{command if isinstance(command, str) else ''}`\n"
+    if isinstance(output, str) and output:
+        text += f"```\n{output}\n```"
+    else:
+        text += "(no output)"
+    exit_code = message.get("exitCode")
+    if message.get("cancelled"):
+        text += "\n\n(command cancelled)"
+    elif (
+        isinstance(exit_code, (int, float))
+        and not isinstance(exit_code, bool)
+        and exit_code != 0
+    ):
+        text += f"\n\nCommand exited with code {js_number(exit_code)}"
+    full_output_path = message.get("fullOutputPath")
+    if message.get("truncated") and full_output_path:
+        text += f"\n\n[Output truncated. Full output: {full_output_path}]"
+    return text
+
+
+def branch_summary_text(summary: str) -> str:
+    """A branch summary wrapped for the model (REFERENCE P.2)."""
+    return BRANCH_SUMMARY_PREFIX + summary + BRANCH_SUMMARY_SUFFIX
+
+
+def _serialize_assistant(out: list[Chunk], message: Mapping[str, Any]) -> None:
+    texts: list[str] = []
+    thinking: list[str] = []
+    calls: list[str] = []
+    content = message.get("content")
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, Mapping):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            value = block.get("text")
+            texts.append(value if isinstance(value, str) else "")
+        elif kind == "thinking":
+            value = block.get("thinking")
+            thinking.append(value if isinstance(value, str) else "")
+        elif kind == "toolCall":
+            calls.append(format_tool_call(block))
+    # Fixed section order, whatever the block order (REFERENCE §2.3). An
+    # empty join yields no section through push_section's content test.
+    if thinking:
+        push_section(out, ASSISTANT_THINKING_LABEL, ["\n".join(thinking)])
+    if texts:
+        push_section(out, ASSISTANT_LABEL, ["\n".join(texts)])
+    if calls:
+        push_section(out, ASSISTANT_TOOL_CALLS_LABEL, ["; ".join(calls)])
+
+
+def serialize_messages(messages: Iterable[Mapping[str, Any]], mode: Mode) -> list[Chunk]:
+    """Serialize provider-bound messages into chunks (REFERENCE §2.3).
+
+    Args:
+        messages: messages after :func:`sessiontree.projection.convert_to_llm`
+            (``user``, ``assistant``, ``toolResult``). Any other role, such as
+            ``system``, is skipped: the grammar has no section for it.
+        mode: ``"retained"`` or ``"compacted"``.
+
+    Returns:
+        A new chunk list; in compacted mode it holds at most one text chunk.
+        Tool-result ids, names, ``isError``, ``details`` and assistant
+        metadata are never rendered.
+
+    Raises:
+        ValueError: an unknown ``mode``.
+    """
+    _check_mode(mode)
+    out: list[Chunk] = []
+    for message in messages:
+        if not isinstance(message, Mapping):
+            continue
+        role = message.get("role")
+        if role == "user":
+            push_section(out, USER_LABEL, blocks(message.get("content"), mode))
+        elif role == "assistant":
+            _serialize_assistant(out, message)
+        elif role == "toolResult":
+            section = blocks(message.get("content"), mode)
+            if mode == "compacted":
+                section = [
+                    truncate_tool_result_text(c) if isinstance(c, str) else c for c in section
+                ]
+            push_section(out, TOOL_RESULT_LABEL, section)
+    return out
+
+
+def serialize_compacted(messages: Iterable[Mapping[str, Any]]) -> str:
+    """The compacted-mode transcript of ``messages`` as one string (REFERENCE §2).
+
+    ``""`` when no message has content. See :func:`serialize_messages`.
+    """
+    # Compacted mode never produces image chunks, so the list is one string.
+    return "".join(c for c in serialize_messages(messages, "compacted") if isinstance(c, str))
+
+
+def compose_boundary_content(summary: str, tail: Sequence[Chunk]) -> list[dict[str, Any]]:
+    """Content blocks of a compaction boundary message (REFERENCE Q.10, §2.4).
+
+    Starts with one text block ``BOUNDARY_PREFIX + summary``; appends
+    ``"\\n\\n"`` when ``tail`` is non-empty and ``summary`` is not ``""``;
+    then merges the retained-mode ``tail`` chunks: text onto the last block
+    when that is a text block, images as new blocks (copies).
+
+    Returns:
+        A new list of content blocks (``{"type": "text", "text": ...}`` and
+        image blocks).
+    """
+    content: list[dict[str, Any]] = [{"type": "text", "text": BOUNDARY_PREFIX + summary}]
+    if tail and summary != "":
+        content[0]["text"] += "\n\n"
+    for chunk in tail:
+        if isinstance(chunk, str):
+            last = content[-1]
+            if last.get("type") == "text":
+                last["text"] += chunk
+            else:
+                content.append({"type": "text", "text": chunk})
+        else:
+            content.append(dict(chunk))
+    return content
