@@ -1,0 +1,93 @@
+"""sessiontree: AI coding-agent sessions as trees of entries (format 4).
+
+Read, write, upgrade, project and store sessions of the format described in
+``seed/session-format.md``. The public surface:
+
+* :class:`SessionManager`: the seed's SessionManager API, synchronous.
+* Stores: :class:`SqliteStore` (default), :class:`JsonlStore`,
+  :class:`MemoryStore`, behind the :class:`SessionStore` protocol, and
+  :func:`open_store` for URLs.
+* The format core: :func:`parse_session`, :func:`read_session_file`,
+  :func:`serialize_session`, :func:`build_session_projection`.
+* Errors: :class:`SessionError` and its subclasses.
+
+Layering (imports point one way only): ``format`` <- ``tree``/``projection``
+<- ``stores`` <- ``manager`` <- ``cli``.
+"""
+
+from importlib import import_module
+from typing import Any
+
+# Attributes are imported on first use (PEP 562): ``import sessiontree.format``
+# stays cheap and never drags in the stores or the manager.
+_LAZY = {
+    "SessionManager": "manager",
+    "SessionStore": "stores.base",
+    "SqliteStore": "stores.sqlite",
+    "JsonlStore": "stores.jsonl",
+    "MemoryStore": "stores.memory",
+    "open_store": "stores",
+    "SessionInfo": "info",
+    "ParsedSession": "format",
+    "parse_session": "format",
+    "read_session_file": "format",
+    "serialize_session": "format",
+    "build_session_projection": "projection",
+    "NameState": "tree",
+    "TreeNode": "tree",
+    "SessionError": "errors",
+    "SessionNotFoundError": "errors",
+    "SessionExistsError": "errors",
+    "EntryNotFoundError": "errors",
+    "InvalidSessionIdError": "errors",
+    "StoreOpenError": "errors",
+    "StorageError": "errors",
+    "InvalidSessionError": "errors",
+    "UnsupportedVersionError": "errors",
+    "SessionInUseError": "errors",
+    "ListingCancelledError": "errors",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sessiontree' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
+
+__version__ = "0.1.0"
+
+__all__ = [  # noqa: F822 (resolved lazily by __getattr__)
+    "SessionManager",
+    "SessionStore",
+    "SqliteStore",
+    "JsonlStore",
+    "MemoryStore",
+    "open_store",
+    "SessionInfo",
+    "ParsedSession",
+    "parse_session",
+    "read_session_file",
+    "serialize_session",
+    "build_session_projection",
+    "NameState",
+    "TreeNode",
+    "SessionError",
+    "SessionNotFoundError",
+    "SessionExistsError",
+    "EntryNotFoundError",
+    "InvalidSessionIdError",
+    "StoreOpenError",
+    "StorageError",
+    "InvalidSessionError",
+    "UnsupportedVersionError",
+    "SessionInUseError",
+    "ListingCancelledError",
+]
