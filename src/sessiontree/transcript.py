@@ -13,10 +13,10 @@ list of *chunks*. One grammar, two modes:
 Invariants:
 
 * A chunk is either a ``str`` (text) or a ``dict`` (a *copy* of an image
-  block). Text chunks are merged by :func:`append_text`, so two text chunks
-  are never adjacent in a list built with the primitives here.
+  block). Text is merged by :meth:`ChunkList.append_text`, so two text
+  chunks are never adjacent in a list built with the primitives here.
 * The first section of a serialization has no leading separator; later
-  sections are separated by exactly ``"\\n\\n"`` (:func:`push_section`).
+  sections are separated by exactly ``"\\n\\n"`` (:meth:`ChunkList.push_section`).
 * Inputs are never mutated; image blocks are copied when they enter a list.
 * Output is byte-stable: tool-call arguments use JavaScript's
   ``JSON.stringify`` rules (:func:`sessiontree.jsonio.js_stringify`) and
@@ -48,8 +48,7 @@ __all__ = [
     "TOOL_RESULT_TRUNCATE_UNITS",
     "Chunk",
     "Mode",
-    "append_text",
-    "push_section",
+    "ChunkList",
     "blocks",
     "format_tool_call",
     "truncate_tool_result_text",
@@ -98,41 +97,95 @@ Mode = Literal["retained", "compacted"]
 _MODES = ("retained", "compacted")
 
 
-def append_text(chunks: list[Chunk], text: str) -> None:
-    """Append ``text`` to ``chunks`` in place (REFERENCE §2.2 *appendText*).
+class ChunkList:
+    """An output list of chunks with the grammar's primitives (REFERENCE §2.2).
 
-    Does nothing for ``""``; concatenates onto the last chunk when it is text;
-    otherwise pushes a new text chunk.
+    :meth:`append_text` is *appendText* and :meth:`push_section` is
+    *pushSection*. The trailing text chunk is kept as a list of parts and
+    joined once in :meth:`to_list`: concatenating onto one growing string
+    would make a long kept tail quadratic (a 100,000-message tail took
+    seconds).
+
+    Args:
+        chunks: initial chunks, taken as they are.
     """
-    if text == "":
-        return
-    if chunks and isinstance(chunks[-1], str):
-        chunks[-1] += text
-    else:
-        chunks.append(text)
 
+    __slots__ = ("_done", "_parts")
 
-def _has_content(section: Iterable[Chunk]) -> bool:
-    # A section counts when it has any image or any non-empty text (§2.2.1).
-    return any(not isinstance(c, str) or len(c) > 0 for c in section)
+    def __init__(self, chunks: Iterable[Chunk] = ()) -> None:
+        # `_done` holds every chunk before the trailing text chunk; `_parts`
+        # is that trailing text chunk, non-empty exactly when the last chunk
+        # is text (it may be [""] after a strip, as in the list form).
+        self._done: list[Chunk] = []
+        self._parts: list[str] = []
+        for chunk in chunks:
+            if isinstance(chunk, str):
+                self._flush()
+                self._parts.append(chunk)
+            else:
+                self.push_image(chunk)
 
+    def _flush(self) -> None:
+        if self._parts:
+            self._done.append("".join(self._parts))
+            self._parts = []
 
-def push_section(chunks: list[Chunk], header: str, section: Sequence[Chunk]) -> None:
-    """Append one labelled section to ``chunks`` in place (REFERENCE §2.2 *pushSection*).
+    def __bool__(self) -> bool:
+        return bool(self._done or self._parts)
 
-    Skips a section without content (no image, no non-empty text). Otherwise
-    appends ``"\\n\\n"`` (only when ``chunks`` is non-empty) plus ``header``,
-    then each section chunk: text through :func:`append_text`, images pushed
-    as they are.
-    """
-    if not _has_content(section):
-        return
-    append_text(chunks, ("\n\n" if chunks else "") + header)
-    for chunk in section:
-        if isinstance(chunk, str):
-            append_text(chunks, chunk)
-        else:
-            chunks.append(chunk)
+    def last_is_text(self) -> bool:
+        """Whether the last chunk is a text chunk."""
+        return bool(self._parts)
+
+    def last_text_ends_with_newline(self) -> bool:
+        """Whether the last chunk is text ending in ``"\\n"``."""
+        for part in reversed(self._parts):
+            if part:
+                return part.endswith("\n")
+        return False
+
+    def append_text(self, text: str) -> None:
+        """*appendText*: nothing for ``""``; merge onto a trailing text chunk; else a new one."""
+        if text:
+            self._parts.append(text)
+
+    def push_image(self, image: Mapping[str, Any]) -> None:
+        """Push an image chunk as it is (callers pass copies)."""
+        self._flush()
+        self._done.append(image)  # type: ignore[arg-type]
+
+    def strip_one_trailing_newline(self) -> None:
+        """Remove exactly one ``"\\n"`` when the last chunk is text ending in one."""
+        while self._parts and self._parts[-1] == "":
+            if len(self._parts) == 1:
+                return
+            self._parts.pop()
+        if self._parts and self._parts[-1].endswith("\n"):
+            self._parts[-1] = self._parts[-1][:-1]
+
+    def push_section(self, header: str, section: Sequence[Chunk]) -> None:
+        """*pushSection*: append one labelled section.
+
+        Skips a section without content (no image, no non-empty text).
+        Otherwise appends ``"\\n\\n"`` (only when this list is non-empty) plus
+        ``header``, then each section chunk: text through :meth:`append_text`,
+        images pushed as they are.
+        """
+        if not any(not isinstance(c, str) or len(c) > 0 for c in section):
+            return
+        self.append_text(("\n\n" if self else "") + header)
+        for chunk in section:
+            if isinstance(chunk, str):
+                self.append_text(chunk)
+            else:
+                self.push_image(chunk)
+
+    def to_list(self) -> list[Chunk]:
+        """The chunks as a new list (text chunks as ``str``, images as dicts)."""
+        out = list(self._done)
+        if self._parts:
+            out.append("".join(self._parts))
+        return out
 
 
 def _check_mode(mode: str) -> None:
@@ -161,9 +214,9 @@ def blocks(content: Any, mode: Mode) -> list[Chunk]:
     _check_mode(mode)
     if isinstance(content, str):
         return [content] if content else []
-    out: list[Chunk] = []
     if not isinstance(content, list):
-        return out
+        return []
+    out = ChunkList()
     for block in content:
         if not isinstance(block, Mapping):
             continue
@@ -172,21 +225,20 @@ def blocks(content: Any, mode: Mode) -> list[Chunk]:
             text = block.get("text")
             # A non-string text is data damage; render nothing rather than
             # JavaScript's "undefined".
-            append_text(out, text if isinstance(text, str) else "")
+            out.append_text(text if isinstance(text, str) else "")
         elif kind == "image":
             if mode == "compacted":
-                if out and isinstance(out[-1], str) and not out[-1].endswith("\n"):
-                    append_text(out, "\n")
-                append_text(out, "[image]\n")
+                if out.last_is_text() and not out.last_text_ends_with_newline():
+                    out.append_text("\n")
+                out.append_text("[image]\n")
             else:
                 # Retained mode separates an image from anything before it,
                 # even text that already ends in a newline (as the original).
                 if out:
-                    append_text(out, "\n")
-                out.append(dict(block))
-    if out and isinstance(out[-1], str) and out[-1].endswith("\n"):
-        out[-1] = out[-1][:-1]
-    return out
+                    out.append_text("\n")
+                out.push_image(dict(block))
+    out.strip_one_trailing_newline()
+    return out.to_list()
 
 
 def _is_array_index(key: str) -> bool:
@@ -283,7 +335,7 @@ def branch_summary_text(summary: str) -> str:
     return BRANCH_SUMMARY_PREFIX + summary + BRANCH_SUMMARY_SUFFIX
 
 
-def _serialize_assistant(out: list[Chunk], message: Mapping[str, Any]) -> None:
+def _serialize_assistant(out: ChunkList, message: Mapping[str, Any]) -> None:
     texts: list[str] = []
     thinking: list[str] = []
     calls: list[str] = []
@@ -303,11 +355,11 @@ def _serialize_assistant(out: list[Chunk], message: Mapping[str, Any]) -> None:
     # Fixed section order, whatever the block order (REFERENCE §2.3). An
     # empty join yields no section through push_section's content test.
     if thinking:
-        push_section(out, ASSISTANT_THINKING_LABEL, ["\n".join(thinking)])
+        out.push_section(ASSISTANT_THINKING_LABEL, ["\n".join(thinking)])
     if texts:
-        push_section(out, ASSISTANT_LABEL, ["\n".join(texts)])
+        out.push_section(ASSISTANT_LABEL, ["\n".join(texts)])
     if calls:
-        push_section(out, ASSISTANT_TOOL_CALLS_LABEL, ["; ".join(calls)])
+        out.push_section(ASSISTANT_TOOL_CALLS_LABEL, ["; ".join(calls)])
 
 
 def serialize_messages(messages: Iterable[Mapping[str, Any]], mode: Mode) -> list[Chunk]:
@@ -328,13 +380,13 @@ def serialize_messages(messages: Iterable[Mapping[str, Any]], mode: Mode) -> lis
         ValueError: an unknown ``mode``.
     """
     _check_mode(mode)
-    out: list[Chunk] = []
+    out = ChunkList()
     for message in messages:
         if not isinstance(message, Mapping):
             continue
         role = message.get("role")
         if role == "user":
-            push_section(out, USER_LABEL, blocks(message.get("content"), mode))
+            out.push_section(USER_LABEL, blocks(message.get("content"), mode))
         elif role == "assistant":
             _serialize_assistant(out, message)
         elif role == "toolResult":
@@ -343,8 +395,8 @@ def serialize_messages(messages: Iterable[Mapping[str, Any]], mode: Mode) -> lis
                 section = [
                     truncate_tool_result_text(c) if isinstance(c, str) else c for c in section
                 ]
-            push_section(out, TOOL_RESULT_LABEL, section)
-    return out
+            out.push_section(TOOL_RESULT_LABEL, section)
+    return out.to_list()
 
 
 def serialize_compacted(messages: Iterable[Mapping[str, Any]]) -> str:

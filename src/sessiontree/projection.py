@@ -1,0 +1,946 @@
+"""Rebuilding the model context of a session branch (seed "Context Building").
+
+The projection walks the active branch root to leaf and returns the
+model-visible messages together with the entries they come from
+(REFERENCE P, Q, R, S, §3.6-§3.8, Decision D-11).
+
+Invariants:
+
+* Raw entries and their messages are never mutated. Where something must
+  change (null content, a context edit, a converted block) a shallow copy is
+  made; unchanged messages are shared with the raw entries, as the original
+  agent shares them.
+* Nothing here recurses on the length of a branch: paths are walked with
+  loops (:func:`sessiontree.tree.get_branch` is iterative too), so a
+  100,000-entry chain projects like a short one.
+* Projection messages are *agent* messages (REFERENCE Q.9, Q.17): ``custom``,
+  ``bashExecution``, ``branchSummary`` and ``system`` keep their stored roles,
+  and the active compaction boundary is a ``custom`` message with
+  ``customType: "compaction"``. Provider-bound conversion is a separate step,
+  :func:`convert_to_llm`.
+* Tool pairing is applied by the projection itself (D-11): orphaned and
+  duplicate tool results are dropped; each unanswered call of a
+  ``stopReason == "toolUse"`` turn gets a synthetic error result, owned by the
+  entry whose message closes the window (or by the last entry, for calls still
+  open at the end of a reopened session). Applying :func:`convert_to_llm` to
+  the projection's messages gives exactly what converting first and repairing
+  afterwards (the original order) gives: messages that conversion would drop
+  are transparent to pairing, like ``system`` messages.
+* Settings (thinking level, model, context window) are replayed from the raw
+  entries of the whole path, including the compacted part; context edits
+  never change them (REFERENCE Q.3, R.7, S).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Final
+
+from sessiontree.transcript import (
+    bash_text,
+    branch_summary_text,
+    compose_boundary_content,
+    serialize_messages,
+)
+from sessiontree.tree import get_branch
+
+__all__ = [
+    "INTERRUPTED_TEXT",
+    "LAST_ENTRY",
+    "ProjectedEntry",
+    "SessionProjection",
+    "SessionContext",
+    "convert_to_llm",
+    "repair_orphan_tool_results",
+    "get_current_system_message",
+    "entry_to_context_messages",
+    "build_context_entries",
+    "build_session_projection",
+    "build_session_context",
+    "is_active_compaction",
+]
+
+Entry = dict[str, Any]
+Message = dict[str, Any]
+
+#: Text of the synthetic error result given to a tool call that never got a
+#: result (seed "Message Types"; REFERENCE P.5). It must not claim that the
+#: call had no effect: the process may have stopped after the tool ran.
+INTERRUPTED_TEXT: Final = (
+    "Tool execution was interrupted before its result was recorded, so the "
+    "result is unavailable. The tool may have run partly or completely; its "
+    "effects are unknown and should be checked before retrying."
+)
+
+
+class _Leaf(enum.Enum):
+    LAST = "last entry"
+
+
+#: Default ``leaf_id``: the last entry of the list (REFERENCE Q.1, Q.13).
+LAST_ENTRY: Final = _Leaf.LAST
+
+LeafArg = str | None | _Leaf
+
+# Roles whose null or missing content is replaced by [] (REFERENCE P.1).
+_CONTENT_ROLES = frozenset({"user", "assistant", "toolResult", "custom"})
+# Roles a context edit may target inside a `message` entry (REFERENCE R.1).
+_EDITABLE_ROLES = frozenset({"user", "assistant", "toolResult"})
+# Roles whose string replacement becomes one text block (REFERENCE R.2).
+_ARRAY_CONTENT_ROLES = frozenset({"assistant", "toolResult"})
+
+# JavaScript's String.prototype.trim whitespace (WhiteSpace + LineTerminator).
+# Python's str.strip differs (it strips U+001C-U+001F and U+0085 and keeps
+# U+FEFF), and visibility must match the original byte for byte.
+_JS_WHITESPACE = frozenset(
+    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+# Marks a key that is absent, as opposed to present with the value None.
+_ABSENT: Final = object()
+
+
+# --------------------------------------------------------------------------
+# Data classes
+
+
+@dataclass(frozen=True)
+class ProjectedEntry:
+    """One entry of a projection and the model-visible messages it contributes.
+
+    Attributes:
+        source_entry: the (P.1-normalized) entry on the active branch; shared
+            with the raw entries unless its content had to be normalized.
+        messages: its messages in context order. ``[]`` for state entries,
+            omitted edit targets and kept-tail entries (whose text lives in
+            the boundary message).
+    """
+
+    source_entry: dict[str, Any]
+    messages: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class SessionProjection:
+    """The context-edited projection of one branch (seed "Context Building", REFERENCE Q.17).
+
+    Attributes:
+        entries: exactly :func:`build_context_entries` for the same leaf, each
+            with its messages.
+        messages: the concatenation of ``entries[i].messages`` (agent
+            messages, not provider-converted).
+        thinking_level: the last ``thinking_level_change`` on the path, ``"off"``
+            by default.
+        model: ``{"provider", "modelId"}`` of the last model change or
+            assistant message on the path, ``None`` by default.
+        context_window: the last ``context_window_change`` value, ``None`` by
+            default (REFERENCE §3.8).
+        system_message: the replayed system state of ``messages``
+            (:func:`get_current_system_message`), ``None`` without one.
+    """
+
+    entries: list[ProjectedEntry]
+    messages: list[dict[str, Any]]
+    thinking_level: str = "off"
+    model: dict[str, Any] | None = None
+    context_window: int | None = None
+    system_message: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class SessionContext:
+    """What :func:`build_session_context` returns (REFERENCE Q.1, Q.17).
+
+    Attributes:
+        messages: the projection's messages.
+        thinking_level: as in :class:`SessionProjection`.
+        model: as in :class:`SessionProjection`.
+    """
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    thinking_level: str = "off"
+    model: dict[str, Any] | None = None
+
+
+# --------------------------------------------------------------------------
+# Small helpers
+
+
+def _is_blank(text: str) -> bool:
+    return all(ch in _JS_WHITESPACE for ch in text)
+
+
+def _block_visible(block: Any) -> bool:
+    # REFERENCE P.3: images and non-blank texts are visible; an unknown block
+    # kind with a non-blank type fails visible so future kinds are not lost.
+    if not isinstance(block, Mapping):
+        return False
+    kind = block.get("type")
+    if kind == "image":
+        return True
+    if kind == "text":
+        text = block.get("text")
+        return isinstance(text, str) and not _is_blank(text)
+    return isinstance(kind, str) and not _is_blank(kind)
+
+
+def _content_visible(content: Any) -> bool:
+    if isinstance(content, str):
+        return not _is_blank(content)
+    if isinstance(content, list):
+        return any(_block_visible(b) for b in content)
+    return False
+
+
+def _iso_to_ms(value: Any) -> int | None:
+    """Milliseconds since the epoch of an entry timestamp, like JS ``Date.parse``.
+
+    A naive timestamp is taken as UTC (format-4 writers always add ``Z``).
+    ``None`` when unparsable (JavaScript would give NaN, written as null).
+    """
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(value)
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return (parsed - _EPOCH) // timedelta(milliseconds=1)
+
+
+def _normalize_entry(entry: Entry) -> Entry:
+    """REFERENCE P.1: null/missing content of a user-like message becomes ``[]`` in a copy."""
+    if entry.get("type") != "message":
+        return entry
+    message = entry.get("message")
+    if (
+        isinstance(message, dict)
+        and message.get("role") in _CONTENT_ROLES
+        and message.get("content") is None
+    ):
+        fixed = dict(entry)
+        fixed["message"] = {**message, "content": []}
+        return fixed
+    return entry
+
+
+def is_active_compaction(entry: Mapping[str, Any]) -> bool:
+    """Whether ``entry`` is an active verbatim compaction boundary (seed "CompactionEntry").
+
+    True only for ``type == "compaction"`` with ``details.strategy`` exactly
+    ``"verbatim-lines"``; retired summary compactions are inert.
+    """
+    if entry.get("type") != "compaction":
+        return False
+    details = entry.get("details")
+    return isinstance(details, Mapping) and details.get("strategy") == "verbatim-lines"
+
+
+def _copy_present(target: dict[str, Any], source: Mapping[str, Any], *keys: str) -> None:
+    # A JS `undefined` property is dropped on write; copying only present
+    # keys gives the same JSON as the original.
+    for key in keys:
+        if key in source:
+            target[key] = source[key]
+
+
+def _context_message(entry: Entry) -> Message | None:
+    """REFERENCE Q.6: the context message of one (normalized) entry, without edits.
+
+    Compactions give nothing here: only the latest boundary speaks, and it is
+    built by the projection itself (Q.11).
+    """
+    kind = entry.get("type")
+    if kind == "message":
+        message = entry.get("message")
+        return message if isinstance(message, dict) else None
+    if kind == "custom_message":
+        content = entry.get("content")
+        out: Message = {
+            "role": "custom",
+            "customType": entry.get("customType"),
+            "content": [] if content is None else content,
+        }
+        _copy_present(out, entry, "display", "details", "stageAdmissionKey")
+        out["timestamp"] = _iso_to_ms(entry.get("timestamp"))
+        if entry.get("excludeFromContext") is True:
+            out["excludeFromContext"] = True
+        return out
+    if kind == "branch_summary":
+        summary = entry.get("summary")
+        if not isinstance(summary, str) or summary == "":
+            return None
+        out = {"role": "branchSummary", "summary": summary}
+        _copy_present(out, entry, "fromId")
+        out["timestamp"] = _iso_to_ms(entry.get("timestamp"))
+        return out
+    return None
+
+
+def _boundary_message(boundary: Mapping[str, Any], tail: Sequence[Any]) -> Message:
+    # REFERENCE Q.9/Q.10: one visible custom message holding summary + tail.
+    summary = boundary.get("summary")
+    return {
+        "role": "custom",
+        "customType": "compaction",
+        "content": compose_boundary_content(summary if isinstance(summary, str) else "", tail),
+        "display": True,
+        "details": boundary.get("details"),
+        "timestamp": _iso_to_ms(boundary.get("timestamp")),
+    }
+
+
+def _boundary_messages(boundary: Mapping[str, Any], tail: Sequence[Any]) -> list[Message]:
+    # REFERENCE §3.6, Q.17: the systemMessage checkpoint is replayed before
+    # the compacted transcript.
+    out: list[Message] = []
+    checkpoint = boundary.get("systemMessage")
+    if isinstance(checkpoint, dict):
+        out.append(checkpoint)
+    out.append(_boundary_message(boundary, tail))
+    return out
+
+
+def entry_to_context_messages(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The context messages one entry contributes on its own (REFERENCE Q.6, Q.16).
+
+    Args:
+        entry: a session entry (not modified).
+
+    Returns:
+        * ``message``: ``[message]`` (any role; null content becomes ``[]`` in
+          a copy, P.1);
+        * ``custom_message``: ``[{"role": "custom", customType, content,
+          display, details?, stageAdmissionKey?, timestamp (ms),
+          excludeFromContext?}]``;
+        * ``branch_summary`` with a non-empty summary: ``[{"role":
+          "branchSummary", summary, fromId, timestamp (ms)}]``;
+        * an active verbatim ``compaction``: its ``systemMessage`` checkpoint
+          when stored, then the boundary message without a kept tail (as the
+          boundary entry's messages of a projection with an empty tail);
+        * anything else: ``[]``.
+
+    Context edits are not applied: they depend on the branch.
+    """
+    normalized = _normalize_entry(entry if isinstance(entry, dict) else dict(entry))
+    if is_active_compaction(normalized):
+        return _boundary_messages(normalized, [])
+    message = _context_message(normalized)
+    return [] if message is None else [message]
+
+
+# --------------------------------------------------------------------------
+# Provider conversion and tool pairing
+
+
+def _drops_in_conversion(message: Mapping[str, Any]) -> bool:
+    """Whether :func:`convert_to_llm` drops ``message`` entirely (REFERENCE P.2)."""
+    role = message.get("role")
+    if role in ("assistant", "toolResult", "system"):
+        return False
+    if role == "user":
+        return not _content_visible(message.get("content"))
+    if role == "bashExecution":
+        return message.get("excludeFromContext") is True
+    if role == "custom":
+        return message.get("excludeFromContext") is True or not _content_visible(
+            message.get("content")
+        )
+    if role == "branchSummary":
+        summary = message.get("summary")
+        return not (isinstance(summary, str) and summary != "")
+    return True  # compactionSummary and unknown roles
+
+
+def _is_transparent(message: Any) -> bool:
+    # D-11: system messages neither close a pairing window nor are dropped.
+    # Messages that provider conversion drops are transparent too, so that
+    # pairing agent messages gives what the original gave by pairing after
+    # conversion (a `!!` bash run while a tool runs must not orphan its result).
+    if not isinstance(message, Mapping):
+        return True
+    return message.get("role") == "system" or _drops_in_conversion(message)
+
+
+def _convert_one(message: Message) -> Message | None:
+    """REFERENCE P.2 for one message; ``None`` when it is dropped."""
+    role = message.get("role")
+    if role == "assistant":
+        content = message.get("content")
+        if content is None:
+            return {**message, "content": []}
+        if isinstance(content, list) and any(
+            isinstance(b, Mapping) and b.get("type") == "redacted_thinking" for b in content
+        ):
+            # Legacy blocks are rewritten in the copy only (P.2).
+            converted = [
+                {
+                    "type": "thinking",
+                    "thinking": "",
+                    "thinkingSignature": b.get("data"),
+                    "redacted": True,
+                }
+                if isinstance(b, Mapping) and b.get("type") == "redacted_thinking"
+                else b
+                for b in content
+            ]
+            return {**message, "content": converted}
+        return message
+    if role == "toolResult":
+        return {**message, "content": []} if message.get("content") is None else message
+    if role == "system":
+        return message
+    if _drops_in_conversion(message):
+        return None
+    if role == "user":
+        content = message.get("content")
+        if isinstance(content, list):
+            visible = [b for b in content if _block_visible(b)]
+            if len(visible) != len(content):
+                return {**message, "content": visible}
+        return message
+    user: Message = {"role": "user"}
+    if role == "bashExecution":
+        user["content"] = [{"type": "text", "text": bash_text(message)}]
+    elif role == "custom":
+        content = message.get("content")
+        if isinstance(content, str):
+            user["content"] = [{"type": "text", "text": content}]
+        else:
+            user["content"] = [b for b in content if _block_visible(b)]
+    else:  # branchSummary with a non-empty summary
+        user["content"] = [{"type": "text", "text": branch_summary_text(message["summary"])}]
+    _copy_present(user, message, "timestamp")
+    return user
+
+
+def convert_to_llm(
+    messages: Iterable[dict[str, Any]], *, repair_trailing: bool = False
+) -> list[dict[str, Any]]:
+    """Provider-bound messages from agent messages (REFERENCE P.2, P.3, P.4).
+
+    Args:
+        messages: agent messages (e.g. :attr:`SessionProjection.messages`);
+            never modified.
+        repair_trailing: also close tool calls still open at the end (P.6);
+            the original's resume paths use it, plain conversion does not.
+
+    Returns:
+        A new list of ``system``, ``user``, ``assistant`` and ``toolResult``
+        messages:
+
+        * ``assistant``/``toolResult`` kept (null content as ``[]``); legacy
+          ``redacted_thinking`` blocks become ``{"type": "thinking",
+          "thinking": "", "thinkingSignature": data, "redacted": True}`` in a
+          copy;
+        * ``system`` passes through unchanged (format 4);
+        * ``user`` kept when visible (P.3), array content filtered to visible
+          blocks;
+        * ``bashExecution`` becomes a user text (``bash_text``) unless
+          ``excludeFromContext`` is true;
+        * ``custom`` becomes a user message of its visible blocks unless
+          excluded or invisible (``display`` has no effect);
+        * ``branchSummary`` with a non-empty summary becomes a wrapped user text;
+        * ``compactionSummary`` and unknown roles are dropped.
+
+        Tool pairing is then repaired with :func:`repair_orphan_tool_results`.
+    """
+    out: list[Message] = []
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        converted = _convert_one(message)
+        if converted is not None:
+            out.append(converted)
+    return repair_orphan_tool_results(out, repair_trailing)
+
+
+def _synthetic_result(call_id: str, name: str, timestamp: Any) -> Message:
+    result: Message = {
+        "role": "toolResult",
+        "toolCallId": call_id,
+        "toolName": name,
+        "content": [{"type": "text", "text": INTERRUPTED_TEXT}],
+        "isError": True,
+    }
+    if timestamp is not _ABSENT:
+        result["timestamp"] = timestamp
+    return result
+
+
+
+def _pair(messages: Sequence[Any], repair_trailing: bool) -> list[int | Message] | None:
+    """Tool pairing plan (REFERENCE P.4-P.7, D-11).
+
+    Returns ``None`` when nothing changes, else the new order as a list whose
+    items are either an index into ``messages`` (kept) or a synthetic result
+    (inserted just before the kept item that closed its window, or at the end).
+    """
+    plan: list[int | Message] = []
+    changed = False
+    allowed: set[str] = set()
+    answered: set[str] = set()
+    pending: list[tuple[str, str]] = []
+    pending_ts: Any = _ABSENT
+
+    def close() -> None:
+        nonlocal changed, pending
+        for call_id, name in pending:
+            if call_id not in answered:
+                plan.append(_synthetic_result(call_id, name, pending_ts))
+                changed = True
+        pending = []
+        allowed.clear()
+        answered.clear()
+
+    for index, message in enumerate(messages):
+        if _is_transparent(message):
+            plan.append(index)
+            continue
+        role = message.get("role")
+        if role == "toolResult":
+            call_id = message.get("toolCallId")
+            if isinstance(call_id, str) and call_id in allowed and call_id not in answered:
+                answered.add(call_id)
+                plan.append(index)
+            else:
+                changed = True  # orphan or duplicate
+            continue
+        close()
+        plan.append(index)
+        if role == "assistant":
+            calls: list[tuple[str, str]] = []
+            content = message.get("content")
+            for block in content if isinstance(content, list) else []:
+                if (
+                    isinstance(block, Mapping)
+                    and block.get("type") == "toolCall"
+                    and isinstance(block.get("id"), str)
+                    and isinstance(block.get("name"), str)
+                ):
+                    calls.append((block["id"], block["name"]))
+            allowed.update(call_id for call_id, _ in calls)
+            # Only a turn that stopped to use tools expects results; aborted,
+            # error, length-limited and "pending" turns are dropped whole by
+            # provider adapters, so a synthetic result would be an orphan.
+            if message.get("stopReason") == "toolUse":
+                seen: set[str] = set()
+                for call_id, name in calls:
+                    if call_id not in seen:  # one result per id, never two
+                        seen.add(call_id)
+                        pending.append((call_id, name))
+            pending_ts = message.get("timestamp", _ABSENT)
+    if repair_trailing:
+        close()
+    return plan if changed else None
+
+
+def repair_orphan_tool_results(
+    messages: list[dict[str, Any]], repair_trailing: bool
+) -> list[dict[str, Any]]:
+    """Pair tool results with their calls (REFERENCE P.4-P.8, Decision D-11).
+
+    Walking in order: an ``assistant`` message closes the previous window and
+    opens its own (allowed ids: its ``toolCall`` blocks with string ``id`` and
+    ``name``); a ``toolResult`` is kept only when its ``toolCallId`` is allowed
+    in the current window and not yet answered (orphans and duplicates are
+    dropped); any other message closes the window. ``system`` messages, and
+    messages that :func:`convert_to_llm` would drop, are transparent: they
+    neither close the window nor are dropped.
+
+    Closing a window of a ``stopReason == "toolUse"`` turn inserts, before the
+    closing message and in call order, one synthetic result per unanswered
+    call: ``{"role": "toolResult", "toolCallId", "toolName", "content":
+    [text(INTERRUPTED_TEXT)], "isError": True, "timestamp": <assistant
+    timestamp>}``. Aborted, error, length-limited and ``"pending"`` turns get
+    none, though results for their ids are still accepted.
+
+    Args:
+        messages: the messages; never mutated.
+        repair_trailing: close the window still open at the end too (for a
+            reopened session, whose tools cannot still be running).
+
+    Returns:
+        ``messages`` itself when nothing changed, else a new list.
+    """
+    plan = _pair(messages, repair_trailing)
+    if plan is None:
+        return messages
+    return [messages[item] if isinstance(item, int) else item for item in plan]
+
+
+# --------------------------------------------------------------------------
+# System messages
+
+
+def _system_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            b["text"]
+            for b in content
+            if isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        )
+    return ""
+
+
+def get_current_system_message(messages: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Replay the ``system`` messages of ``messages`` in order (REFERENCE §3.6, seed "Message Types").
+
+    * content: each message's text (strings as they are, text blocks joined
+      with ``"\\n"``) is collected when non-empty; the collection is joined
+      with ``"\\n\\n"``;
+    * ``sections``: a name -> value map; ``None`` deletes, a new name goes to
+      the end, an existing name keeps its place;
+    * tools: per message ``toolsRemoved`` (by name) first, then ``toolsAdded``
+      (set by name).
+
+    Returns:
+        ``{"role": "system", "content": str, "sections"?: {...}, "toolsAdded"?:
+        [current tools], "timestamp": <first system message's timestamp or
+        0>}`` (``sections``/``toolsAdded`` only when non-empty), or ``None``
+        when there is no system message. Inputs are not modified.
+    """
+    texts: list[str] = []
+    sections: dict[str, Any] = {}
+    tools: dict[Any, Any] = {}
+    timestamp: Any = _ABSENT
+    for message in messages:
+        if not isinstance(message, Mapping) or message.get("role") != "system":
+            continue
+        if timestamp is _ABSENT:
+            timestamp = message.get("timestamp")
+        text = _system_text(message.get("content"))
+        if text:
+            texts.append(text)
+        patch = message.get("sections")
+        if isinstance(patch, Mapping):
+            for name, value in patch.items():
+                if value is None:
+                    sections.pop(name, None)
+                else:
+                    sections[name] = value
+        removed = message.get("toolsRemoved")
+        for tool in removed if isinstance(removed, list) else []:
+            if isinstance(tool, Mapping):
+                tools.pop(tool.get("name"), None)
+        added = message.get("toolsAdded")
+        for tool in added if isinstance(added, list) else []:
+            if isinstance(tool, Mapping):
+                tools[tool.get("name")] = tool
+    if timestamp is _ABSENT:  # no system message (hence no tools either)
+        return None
+    result: dict[str, Any] = {"role": "system", "content": "\n\n".join(texts)}
+    if sections:
+        result["sections"] = sections
+    if tools:
+        result["toolsAdded"] = list(tools.values())
+    result["timestamp"] = 0 if timestamp is None else timestamp
+    return result
+
+
+# --------------------------------------------------------------------------
+# Paths, boundaries, edits
+
+
+def _index(entries: Iterable[Entry]) -> dict[str, Entry]:
+    return {e["id"]: e for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)}
+
+
+def _last_id(entries: Sequence[Entry]) -> str | None:
+    if not entries:
+        return None
+    last = entries[-1]
+    leaf = last.get("id") if isinstance(last, dict) else None
+    return leaf if isinstance(leaf, str) else None
+
+
+def _resolve_path(entries: Sequence[Entry], leaf_id: LeafArg) -> list[Entry]:
+    """The P.1-normalized active path for ``leaf_id`` under the rules of REFERENCE Q.13.
+
+    ``None`` and unknown ids give ``[]``; :data:`LAST_ENTRY` uses the last entry.
+    """
+    if leaf_id is None:
+        return []
+    by_id = _index(entries)
+    if leaf_id is LAST_ENTRY:
+        leaf = _last_id(entries)
+    elif isinstance(leaf_id, str) and leaf_id in by_id:
+        leaf = leaf_id
+    else:
+        return []
+    return [_normalize_entry(e) for e in get_branch(by_id, leaf)]
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where the active boundary and its kept tail sit on a path (REFERENCE Q.4, Q.7)."""
+
+    boundary: int | None  # index of the latest verbatim compaction
+    first_kept: int | None  # index where the kept tail starts, if any
+
+
+def _layout(path: Sequence[Entry]) -> _Layout:
+    boundary: int | None = None
+    for index in range(len(path) - 1, -1, -1):
+        if is_active_compaction(path[index]):
+            boundary = index
+            break
+    if boundary is None:
+        return _Layout(None, None)
+    first_kept_id = path[boundary].get("firstKeptEntryId")
+    if not isinstance(first_kept_id, str):
+        return _Layout(boundary, None)
+    for index in range(boundary):
+        if path[index].get("id") == first_kept_id:
+            return _Layout(boundary, index)
+    # Unknown, after the boundary, on another branch or the boundary itself:
+    # no tail, never a resurrection of older content (seed).
+    return _Layout(boundary, None)
+
+
+def _context_entries(path: list[Entry], layout: _Layout) -> list[Entry]:
+    if layout.boundary is None:
+        return path
+    tail = path[layout.first_kept : layout.boundary] if layout.first_kept is not None else []
+    return [path[layout.boundary], *tail, *path[layout.boundary + 1 :]]
+
+
+def _valid_replacement(edit: Mapping[str, Any]) -> bool:
+    if "replacement" not in edit:
+        return False
+    replacement = edit["replacement"]
+    return replacement is None or (
+        isinstance(replacement, Mapping) and isinstance(replacement.get("content"), (str, list))
+    )
+
+
+def _latest_edits(path: Iterable[Entry]) -> dict[str, Entry]:
+    """REFERENCE R.4: the latest valid ``context_edit`` per target on the path."""
+    edits: dict[str, Entry] = {}
+    for entry in path:
+        if entry.get("type") == "context_edit":
+            target = entry.get("targetId")
+            # A malformed edit is rejected on load and append; if one slips
+            # through it is inert rather than hiding an earlier valid edit.
+            if isinstance(target, str) and _valid_replacement(entry):
+                edits[target] = entry
+    return edits
+
+
+def _is_editable(entry: Mapping[str, Any]) -> bool:
+    if entry.get("type") == "custom_message":
+        return True
+    message = entry.get("message")
+    return (
+        entry.get("type") == "message"
+        and isinstance(message, Mapping)
+        and message.get("role") in _EDITABLE_ROLES
+    )
+
+
+def _edited_message(entry: Entry, edits: Mapping[str, Entry]) -> Message | None:
+    """The entry's context message with the latest edit applied (REFERENCE R.5)."""
+    message = _context_message(entry)
+    if message is None:
+        return None
+    entry_id = entry.get("id")
+    edit = edits.get(entry_id) if isinstance(entry_id, str) else None
+    if edit is None or not _is_editable(entry):
+        return message
+    replacement = edit["replacement"]
+    if replacement is None:
+        return None
+    content = replacement["content"]
+    if isinstance(content, str) and message.get("role") in _ARRAY_CONTENT_ROLES:
+        content = [{"type": "text", "text": content}]
+    return {**message, "content": content}
+
+
+def _replay_settings(path: Iterable[Entry]) -> tuple[str, dict[str, Any] | None, int | None]:
+    """REFERENCE Q.3, S: thinking level, model and context window of the whole path."""
+    thinking_level = "off"
+    model: dict[str, Any] | None = None
+    context_window: int | None = None
+    for entry in path:
+        kind = entry.get("type")
+        if kind == "thinking_level_change":
+            level = entry.get("thinkingLevel")
+            if isinstance(level, str):
+                thinking_level = level
+        elif kind == "model_change":
+            model = {"provider": entry.get("provider"), "modelId": entry.get("modelId")}
+        elif kind == "context_window_change":
+            value = entry.get("contextWindow")
+            if isinstance(value, int) and not isinstance(value, bool):
+                context_window = value
+        elif kind == "message":
+            message = entry.get("message")
+            if isinstance(message, Mapping) and message.get("role") == "assistant":
+                provider, model_id = message.get("provider"), message.get("model")
+                # S.2 [P]: an assistant without provider/model says nothing
+                # about the model; the original set a half-undefined object.
+                if isinstance(provider, str) and isinstance(model_id, str):
+                    model = {"provider": provider, "modelId": model_id}
+    return thinking_level, model, context_window
+
+
+# --------------------------------------------------------------------------
+# Public builders
+
+
+def build_context_entries(
+    entries: Sequence[dict[str, Any]], leaf_id: LeafArg = LAST_ENTRY
+) -> list[dict[str, Any]]:
+    """Active-branch entries that shape the context (REFERENCE Q.13).
+
+    Args:
+        entries: all entries of the session, header excluded, in file order.
+        leaf_id: the leaf. ``None`` gives ``[]``; an unknown id gives ``[]``;
+            :data:`LAST_ENTRY` (default) uses the last entry of ``entries``.
+
+    Returns:
+        The P.1-normalized path root first when there is no active boundary;
+        otherwise ``[boundary, *kept-tail entries (all types), *entries after
+        the boundary]``. Entries before the boundary and outside the tail are
+        left out.
+    """
+    path = _resolve_path(entries, leaf_id)
+    return _context_entries(path, _layout(path))
+
+
+def build_session_projection(
+    entries: Sequence[dict[str, Any]],
+    leaf_id: LeafArg = LAST_ENTRY,
+    *,
+    repair_trailing: bool = True,
+) -> SessionProjection:
+    """The context-edited projection of one branch (seed "Context Building"; REFERENCE Q.17, R, S, D-11).
+
+    Args:
+        entries: all entries of the session, header excluded, in file order.
+            Never modified.
+        leaf_id: the leaf, resolved as in :func:`build_context_entries`
+            (``None`` or an unknown id: an empty projection; default
+            :data:`LAST_ENTRY`), so that ``entries`` of the result are exactly
+            that function's output.
+        repair_trailing: close tool calls still open at the end of the branch
+            with synthetic results. ``True`` for sessions loaded from a store
+            or file; ``False`` for entries this process appended (their tools
+            may still be running).
+
+    Returns:
+        A :class:`SessionProjection`:
+
+        * no active boundary: every path entry contributes its context
+          message (Q.6) with the latest context edit applied;
+        * with the latest verbatim boundary: the boundary entry contributes
+          ``[systemMessage checkpoint (if stored), boundary message]`` whose
+          text is ``BOUNDARY_PREFIX + summary`` plus the kept tail (edited,
+          converted, pair-repaired and serialized in retained mode); kept-tail
+          entries contribute ``[]``; entries after the boundary contribute as
+          above;
+        * tool pairing (D-11) is applied across the result; synthetic results
+          belong to the entry whose message closes the window, or to the last
+          entry for trailing ones;
+        * settings are replayed from the raw entries of the whole path.
+    """
+    path = _resolve_path(entries, leaf_id)
+    thinking_level, model, context_window = _replay_settings(path)
+    layout = _layout(path)
+    edits = _latest_edits(path)
+    context_entries = _context_entries(path, layout)
+
+    owners: list[int] = []  # index into context_entries of each message
+    flat: list[Message] = []
+    start = 0
+    if layout.boundary is not None:
+        tail_entries = context_entries[1 : 1 + _tail_length(layout)]
+        tail_messages = [m for e in tail_entries if (m := _edited_message(e, edits)) is not None]
+        # REFERENCE §2.1: convert (pairing repaired, no trailing repair),
+        # then serialize in retained mode.
+        tail_chunks = serialize_messages(convert_to_llm(tail_messages), "retained")
+        for message in _boundary_messages(context_entries[0], tail_chunks):
+            owners.append(0)
+            flat.append(message)
+        start = 1 + len(tail_entries)
+    for index in range(start, len(context_entries)):
+        message = _edited_message(context_entries[index], edits)
+        if message is not None:
+            owners.append(index)
+            flat.append(message)
+
+    plan = _pair(flat, repair_trailing)
+    per_entry: list[list[Message]] = [[] for _ in context_entries]
+    messages: list[Message] = []
+    if plan is None:
+        for owner, message in zip(owners, flat):
+            per_entry[owner].append(message)
+        messages = flat
+    else:
+        # A synthetic result belongs to the entry of the next kept message
+        # (the one that closed its window), or to the last entry at the end.
+        last_owner = len(context_entries) - 1
+        waiting: list[Message] = []
+        for item in plan:
+            if isinstance(item, int):
+                owner = owners[item]
+                per_entry[owner].extend(waiting)
+                waiting = []
+                per_entry[owner].append(flat[item])
+            else:
+                waiting.append(item)
+        if waiting:
+            per_entry[last_owner].extend(waiting)
+        messages = [m for bucket in per_entry for m in bucket]
+
+    projected = [ProjectedEntry(e, bucket) for e, bucket in zip(context_entries, per_entry)]
+    return SessionProjection(
+        entries=projected,
+        messages=messages,
+        thinking_level=thinking_level,
+        model=model,
+        context_window=context_window,
+        system_message=get_current_system_message(messages),
+    )
+
+
+def _tail_length(layout: _Layout) -> int:
+    if layout.boundary is None or layout.first_kept is None:
+        return 0
+    return layout.boundary - layout.first_kept
+
+
+def build_session_context(
+    entries: Sequence[dict[str, Any]],
+    leaf_id: LeafArg = LAST_ENTRY,
+    *,
+    repair_trailing: bool = True,
+) -> SessionContext:
+    """Messages, thinking level and model of one branch (seed "Context Building"; REFERENCE Q.1, Q.17).
+
+    The leaf is resolved as in the original ``buildSessionContext`` (Q.1):
+    ``None`` gives the empty context; an unknown id and :data:`LAST_ENTRY`
+    both use the last entry of ``entries``; no entries give the empty context.
+    Everything else is :func:`build_session_projection` for that leaf.
+    """
+    if leaf_id is None:
+        return SessionContext()
+    by_id = _index(entries)
+    leaf = leaf_id if isinstance(leaf_id, str) and leaf_id in by_id else _last_id(entries)
+    projection = build_session_projection(entries, leaf, repair_trailing=repair_trailing)
+    return SessionContext(
+        messages=projection.messages,
+        thinking_level=projection.thinking_level,
+        model=projection.model,
+    )
