@@ -29,6 +29,7 @@ __all__ = ["loads", "dumps", "dumps_str", "js_stringify", "js_number", "utf16_le
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _decoder = json.JSONDecoder()
+_MAX_SAFE_INTEGER = 2**53 - 1  # Number.MAX_SAFE_INTEGER
 
 
 def loads(data: bytes | str) -> Any:
@@ -104,7 +105,13 @@ def js_number(value: float | int) -> str:
     ``JSON.stringify``.
     """
     if isinstance(value, int):
-        return str(value)
+        if -_MAX_SAFE_INTEGER <= value <= _MAX_SAFE_INTEGER:
+            return str(value)
+        # A JS number is a double: larger integers print as the double they round to.
+        try:
+            value = float(value)
+        except OverflowError:
+            return "null"  # Infinity in JS
     if not math.isfinite(value):
         return "null"
     if value == 0:

@@ -142,18 +142,33 @@ def build_tree(entries: list[Entry], labels: Mapping[str, tuple[str, str]] | Non
         reached.add(id(node))
         stack.extend(node.children)
     if len(reached) != len(order):
+        position = {id(node): i for i, node in enumerate(order)}
         for node in order:
             if id(node) in reached:
                 continue
-            parent = nodes.get(node.entry.get("parentId"))
-            if parent is not None:
-                parent.children = [c for c in parent.children if c is not node]
-            roots.append(node)
-            stack = [node]
+            # An unreached node's parent exists and is unreached too, so walking
+            # up ends on the cycle it hangs from. Only a cycle member may become
+            # a root: nodes below the cycle keep their (existing) parent (H.2).
+            walked: set[int] = set()
+            current = node
+            while id(current) not in walked:
+                walked.add(id(current))
+                current = nodes[current.entry["parentId"]]
+            cycle = [current]
+            member = nodes[current.entry["parentId"]]
+            while member is not current:
+                cycle.append(member)
+                member = nodes[member.entry["parentId"]]
+            root = min(cycle, key=lambda n: position[id(n)])
+            parent = nodes[root.entry["parentId"]]
+            parent.children = [c for c in parent.children if c is not root]
+            roots.append(root)
+            stack = [root]
             while stack:
                 current = stack.pop()
                 reached.add(id(current))
                 stack.extend(c for c in current.children if id(c) not in reached)
+        roots.sort(key=lambda n: position[id(n)])  # roots stay in file order (H.3)
     for node in order:
         if len(node.children) > 1:
             node.children.sort(key=_timestamp_key)

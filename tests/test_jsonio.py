@@ -1,0 +1,145 @@
+"""JSON encoding as the format needs it (REFERENCE E.1, §2.6). Expected texts
+are what JavaScript's ``JSON.stringify`` / ``Number.prototype.toString`` give,
+worked out from the ECMAScript rules."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from sessiontree.jsonio import dumps, dumps_str, js_number, js_stringify, loads, utf16_len
+
+# --------------------------------------------------------------------------- loads
+
+
+def test_loads_lone_surrogate_escapes_from_bytes_and_text() -> None:
+    assert loads(b'{"a":"x\\ud83d","\\udc00":1}') == {"a": "x\ud83d", "\udc00": 1}
+    assert loads('["\\udfff"]') == ["\udfff"]
+
+
+def test_loads_surrogate_pair_escape_is_one_character() -> None:
+    assert loads(b'"\\ud83d\\ude00"') == "\U0001f600"
+
+
+@pytest.mark.parametrize("text", [b"NaN", b"[Infinity]", b"-Infinity", b'["\\ud800",NaN]', b'{"a":"\\ud800","b":Infinity}'])
+def test_loads_rejects_non_json_constants(text: bytes) -> None:
+    with pytest.raises(ValueError):
+        loads(text)
+
+
+@pytest.mark.parametrize("text", [b"", b"{", b'{"a":1}{"b":2}', b'{"a":1,}', b"{'a':1}", b'"\\ud800" x', b'{"a":"\\ud800"'])
+def test_loads_rejects_invalid_json(text: bytes) -> None:
+    with pytest.raises(ValueError):
+        loads(text)
+
+
+def test_loads_allows_json_whitespace_including_cr() -> None:
+    assert loads(b' {"a":1}\r') == {"a": 1}
+
+
+def test_loads_replaces_invalid_utf8() -> None:
+    assert loads(b'"a\xffb"') == "a\ufffdb"
+
+
+# --------------------------------------------------------------------------- dumps
+
+
+def test_dumps_is_compact_with_raw_non_ascii_and_key_order() -> None:
+    value = {"z": "é\u2028", "a": [1, 2.5, None, True], "m": {"y": 1, "b": 2}}
+    assert dumps(value) == '{"z":"é\u2028","a":[1,2.5,null,true],"m":{"y":1,"b":2}}'.encode("utf-8")
+    assert dumps_str(value) == '{"z":"é\u2028","a":[1,2.5,null,true],"m":{"y":1,"b":2}}'
+
+
+def test_dumps_escapes_lone_surrogates_like_javascript() -> None:
+    assert dumps({"k\udc00": "cut \ud83d", "n": 1}) == b'{"k\\udc00":"cut \\ud83d","n":1}'
+    # a backslash right before a lone surrogate stays a backslash
+    text = dumps({"k": "\\\ud800"})
+    assert text == b'{"k":"\\\\\\ud800"}'
+    assert loads(text) == {"k": "\\\ud800"}
+
+
+def test_dumps_escapes_control_characters() -> None:
+    assert dumps("\b\f\n\r\t\x01\x1f\"\\") == b'"\\b\\f\\n\\r\\t\\u0001\\u001f\\"\\\\"'
+
+
+def test_dumps_rejects_non_json_values() -> None:
+    with pytest.raises(ValueError):
+        dumps({"a": object()})
+
+
+# --------------------------------------------------------------------------- js_number
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (0, "0"), (0.0, "0"), (-0.0, "0"), (1.0, "1"), (100.0, "100"), (-1.5, "-1.5"), (2.5, "2.5"),
+        (0.1, "0.1"), (0.1 + 0.2, "0.30000000000000004"), (123456789012, "123456789012"),
+        (1e15, "1000000000000000"), (1e20, "100000000000000000000"), (1.23e20, "123000000000000000000"),
+        (1e21, "1e+21"), (1.5e21, "1.5e+21"), (-1e21, "-1e+21"), (1e300, "1e+300"),
+        (1.7976931348623157e308, "1.7976931348623157e+308"),
+        (1e-6, "0.000001"), (0.00001, "0.00001"), (1.2345e-5, "0.000012345"),
+        (1e-7, "1e-7"), (-1e-7, "-1e-7"), (1.5e-7, "1.5e-7"), (5e-324, "5e-324"),
+        (float("nan"), "null"), (float("inf"), "null"), (float("-inf"), "null"),
+        # JS numbers are doubles: integers beyond 2**53 print as the double they round to
+        (2**53, "9007199254740992"), (2**53 + 1, "9007199254740992"), (-(2**53 + 1), "-9007199254740992"),
+        (10**21, "1e+21"), (2**64, "18446744073709552000"), (10**400, "null"),
+    ],
+)
+def test_js_number(value: float, expected: str) -> None:
+    assert js_number(value) == expected
+
+
+# --------------------------------------------------------------------------- js_stringify
+
+
+def test_js_stringify_reference_example() -> None:
+    # REFERENCE §2.6: integer-like keys first, JS number formatting.
+    value = {"b": 1, "2": 2, "1": 3, "f": 1.0, "g": 1e21, "h": 1e-7}
+    assert js_stringify(value) == '{"1":3,"2":2,"b":1,"f":1,"g":1e+21,"h":1e-7}'
+
+
+def test_js_stringify_array_index_keys() -> None:
+    # Array indexes are canonical integers 0 .. 2**32 - 2; "01" and 2**32 - 1 are plain strings.
+    value = {"x": 1, "4294967295": 2, "01": 3, "4294967294": 4, "10": 5, "9": 6, "-1": 7, "0": 8}
+    assert js_stringify(value) == '{"0":8,"9":6,"10":5,"4294967294":4,"x":1,"4294967295":2,"01":3,"-1":7}'
+    assert js_stringify({"a": {"2": 1, "1": 2}}) == '{"a":{"1":2,"2":1}}'
+
+
+def test_js_stringify_strings() -> None:
+    text = "\b\f\n\r\t\x01\x1f\"\\\x7f\u2028é\ud83d\U0001f600"
+    assert js_stringify(text) == '"\\b\\f\\n\\r\\t\\u0001\\u001f\\"\\\\\x7f\u2028é\\ud83d\U0001f600"'
+
+
+def test_js_stringify_scalars_and_containers() -> None:
+    assert js_stringify([None, True, False, "a", 1.0, [], {}, (1, 2), float("nan")]) == '[null,true,false,"a",1,[],{},[1,2],null]'
+    assert js_stringify({"k": [{"a": "b"}], "n": 2.5}) == '{"k":[{"a":"b"}],"n":2.5}'
+
+
+def test_js_stringify_deep_nesting_does_not_recurse() -> None:
+    depth = 100_000
+    value: list = []
+    for _ in range(depth - 1):
+        value = [value]
+    assert js_stringify(value) == "[" * depth + "]" * depth
+
+
+def test_js_stringify_rejects_non_json() -> None:
+    with pytest.raises(ValueError):
+        js_stringify({"a": {1, 2}})
+
+
+# --------------------------------------------------------------------------- utf16_len
+
+
+@pytest.mark.parametrize(("text", "expected"), [("", 0), ("a", 1), ("é", 1), ("\U0001f600", 2), ("\ud83d", 1),
+                                                ("\U0001f600" * 8001, 16002)])
+def test_utf16_len(text: str, expected: int) -> None:
+    assert utf16_len(text) == expected
+
+
+def test_js_number_matches_float_value() -> None:
+    for value in (3.14159, 6.02214076e23, 1.602e-19, 299792458.0):
+        assert float(js_number(value)) == value
+        assert not math.isnan(float(js_number(value)))
