@@ -1,0 +1,569 @@
+"""The command line, driven through its real entry point against temporary stores.
+
+Every command is exercised through click's ``CliRunner`` on ``sessiontree.cli.cli``
+(the object behind the ``sessiontree`` console script), plus one run of the
+installed script in a subprocess. Each test uses a SQLite store under
+``tmp_path`` (``--store`` or ``$SESSIONTREE_STORE``); the user's data
+directory is redirected to ``tmp_path`` too, so a test can never touch real data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from sessiontree.cli import cli
+from sessiontree.format import read_session_file
+from sessiontree.manager import SessionManager
+from sessiontree.stores import open_store
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+CORPUS = ROOT / ".." / "shared" / "corpus"
+CORPUS_FILES = sorted(CORPUS.rglob("*.jsonl")) if CORPUS.is_dir() else []
+
+BRANCHING = "019cadb4-6e80-7a3c-9b1d-2f4e6a8c0b01"
+COMPACTION = "019cadc9-1f40-7b2e-8d3c-4a5b6c7d8e02"
+INTERRUPTED = "019cadd2-8a00-7c1f-a2b3-5c6d7e8f9003"
+LARGE = "d703a1a9-1b7b-4fb1-b512-c9738b1fe617"
+BEFORE_COMPACTION = "ffae836b-9420-4060-ac13-7745215f90ff"
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path, monkeypatch):
+    """Never the user's data directory: the default store and XDG dirs point into tmp_path."""
+    monkeypatch.setenv("SESSIONTREE_STORE", f"sqlite:///{tmp_path / 'env-default.db'}")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
+@pytest.fixture
+def db(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'sessions.db'}"
+
+
+def _runner() -> CliRunner:
+    try:
+        return CliRunner(mix_stderr=False)  # click 8.1
+    except TypeError:
+        return CliRunner()  # click >= 8.2 keeps stderr apart
+
+
+def run(store: str | None, *args: str, input: str | None = None, code: int = 0):
+    """Invoke ``sessiontree [--store STORE] ARGS`` and check the exit status."""
+    argv = (["--store", store] if store else []) + list(args)
+    result = _runner().invoke(cli, argv, input=input, catch_exceptions=False)
+    assert result.exit_code == code, (argv, result.exit_code, result.stdout, result.stderr)
+    if code == 1:
+        # A user error: exactly one line on stderr, no traceback.
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert lines and lines[-1].startswith("sessiontree: error: "), result.stderr
+        assert "Traceback" not in result.stderr
+    return result
+
+
+def run_json(store: str | None, *args: str, code: int = 0):
+    return json.loads(run(store, *args, "--json", code=code).stdout)
+
+
+@pytest.fixture
+def loaded(db) -> str:
+    """A store holding the three example sessions."""
+    run(db, "import", str(EXAMPLES))
+    return db
+
+
+# --------------------------------------------------------------------------- import
+
+
+def test_import_directory_then_reimport_is_idempotent(db):
+    result = run(db, "import", str(EXAMPLES))
+    assert "3 imported, 0 already present, 0 rejected" in result.stdout
+    for session_id in (BRANCHING, COMPACTION, INTERRUPTED):
+        assert session_id in result.stdout
+    before = run(db, "export", BRANCHING).stdout_bytes
+
+    again = run_json(db, "import", str(EXAMPLES))
+    assert (again["imported"], again["present"], again["rejected"]) == (0, 3, 0)
+    assert {row["reason"] for row in again["files"]} == {"already present"}
+    assert run(db, "export", BRANCHING).stdout_bytes == before
+    assert len(run_json(db, "list")) == 3
+
+
+def test_import_recurses_and_gives_a_reason_for_every_rejected_file(db, tmp_path):
+    tree = tmp_path / "in" / "nested" / "deeper"
+    tree.mkdir(parents=True)
+    shutil.copy(EXAMPLES / "branching.jsonl", tree / "a.jsonl")
+    shutil.copy(EXAMPLES / "compaction.jsonl", tmp_path / "in" / "b.jsonl")
+    (tmp_path / "in" / "notes.txt").write_text("ignored: not *.jsonl")
+    (tmp_path / "in" / "torn.jsonl").write_bytes(
+        (EXAMPLES / "interrupted.jsonl").read_bytes() + b'{"type":"message","id":"c1')
+    (tmp_path / "in" / "nested" / "empty.jsonl").write_bytes(b"")
+    (tmp_path / "in" / "future.jsonl").write_text('{"type":"session","version":9,"id":"x","cwd":"/"}\n')
+    (tmp_path / "empty-dir").mkdir()
+
+    data = run_json(db, "import", str(tmp_path / "in"), str(tmp_path / "missing.jsonl"),
+                    str(tmp_path / "empty-dir"), code=1)
+    by_name = {Path(row["path"]).name: row for row in data["files"]}
+    assert by_name["a.jsonl"]["status"] == "imported"
+    assert by_name["b.jsonl"]["status"] == "imported"
+    assert "notes.txt" not in by_name
+    assert "torn final record" in by_name["torn.jsonl"]["reason"]
+    assert "line 5" in by_name["torn.jsonl"]["reason"]
+    assert "empty" in by_name["empty.jsonl"]["reason"]
+    assert "unsupported session version 9" in by_name["future.jsonl"]["reason"]
+    assert by_name["missing.jsonl"]["reason"] == "no such file or directory"
+    assert by_name["empty-dir"]["reason"] == "directory contains no *.jsonl files"
+    assert (data["imported"], data["present"], data["rejected"]) == (2, 0, 5)
+    assert {row["id"] for row in run_json(db, "list")} == {BRANCHING, COMPACTION}
+
+
+def test_import_human_output_and_exit_status(db, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n")
+    result = run(db, "import", str(EXAMPLES / "branching.jsonl"), str(bad), code=1)
+    assert "imported" in result.stdout and "rejected" in result.stdout
+    assert "line 1: malformed line" in result.stdout
+    assert "1 imported, 0 already present, 1 rejected" in result.stdout
+    assert result.stderr.strip() == "sessiontree: error: 1 of 2 files rejected"
+
+
+def test_import_same_id_with_different_content_is_rejected(loaded, tmp_path):
+    changed = tmp_path / "changed.jsonl"
+    text = (EXAMPLES / "branching.jsonl").read_text().replace("Try option 1: quote it.", "Try option 1.")
+    changed.write_text(text)
+    data = run_json(loaded, "import", str(changed), code=1)
+    assert data["files"][0]["status"] == "rejected"
+    assert data["files"][0]["reason"] == "session id already present with different content"
+    assert "Try option 1: quote it." in run(loaded, "export", BRANCHING).stdout
+
+
+def test_import_keeps_the_files_own_cwd(loaded):
+    rows = run_json(loaded, "list", "--cwd", "/home/dev/projects/weather-app")
+    assert {row["id"] for row in rows} == {BRANCHING, COMPACTION}
+
+
+# --------------------------------------------------------------------------- list
+
+
+def _internal_session(tmp_path: Path) -> Path:
+    path = tmp_path / "stage.jsonl"
+    header = {"type": "session", "version": 4, "id": "workflow-stage-1", "createdAt": "2026-03-03T08:00:00.000Z",
+              "cwd": "/home/dev/projects/notes", "internal": True,
+              "workflow": {"runId": "run-1", "stageId": "stage-build", "stageName": "build"}}
+    entry = {"type": "message", "id": "d1000001", "parentId": None, "timestamp": "2026-03-03T08:00:01.000Z",
+             "message": {"role": "user", "content": "build the docs", "timestamp": 1772524801000}}
+    path.write_text(json.dumps(header) + "\n" + json.dumps(entry) + "\n")
+    return path
+
+
+def test_list_newest_first_with_filters(loaded, tmp_path):
+    run(loaded, "import", str(_internal_session(tmp_path)))
+    rows = run_json(loaded, "list")
+    assert [row["id"] for row in rows] == [INTERRUPTED, COMPACTION, BRANCHING]
+    assert rows[2]["name"] == "Fix 500 on city names with spaces"
+
+    assert [r["id"] for r in run_json(loaded, "list", "--internal")][0] == "workflow-stage-1"
+    assert len(run_json(loaded, "list", "--all")) == 4
+    assert [r["id"] for r in run_json(loaded, "list", "--cwd", "/home/dev/projects/notes")] == [INTERRUPTED]
+    assert [r["id"] for r in run_json(loaded, "list", "--cwd", "/home/dev/projects/notes", "--internal")] == [
+        "workflow-stage-1", INTERRUPTED]
+    assert [r["id"] for r in run_json(loaded, "list", "-n", "1")] == [INTERRUPTED]
+    assert run_json(loaded, "list", "--cwd", "/nowhere") == []
+
+    table = run(loaded, "list", "--all").stdout
+    assert table.splitlines()[0].split()[:3] == ["id", "modified", "msgs"]
+    assert "[workflow build] build the docs" in table
+    assert BRANCHING in table and "Fix 500 on city names with spaces" in table
+    assert "No sessions for /nowhere." in run(loaded, "list", "--cwd", "/nowhere").stdout
+
+
+def test_list_usage_errors_exit_2(loaded):
+    result = run(loaded, "list", "--all", "--cwd", "/x", code=2)
+    assert "cannot be combined" in result.stderr
+    run(loaded, "list", "--limit", "0", code=2)
+
+
+def test_store_from_environment_and_plain_path(tmp_path, monkeypatch):
+    db_path = tmp_path / "from-env.db"
+    monkeypatch.setenv("SESSIONTREE_STORE", f"sqlite:///{db_path}")
+    run(None, "import", str(EXAMPLES / "compaction.jsonl"))
+    assert db_path.exists()
+    assert [r["id"] for r in run_json(str(db_path), "list")] == [COMPACTION]
+    # --store wins over the environment.
+    assert run_json(f"sqlite:///{tmp_path / 'other.db'}", "list") == []
+
+
+def test_jsonl_store_directory(tmp_path):
+    store_dir = tmp_path / "jsonl-store"
+    store_dir.mkdir()
+    run(str(store_dir), "import", str(EXAMPLES))
+    assert len(list(store_dir.glob("*.jsonl"))) == 3
+    assert [r["id"] for r in run_json(f"jsonl:///{store_dir}", "list")][0] == INTERRUPTED
+
+
+@pytest.mark.skipif(not CORPUS_FILES, reason="shared/corpus not beside the checkout")
+def test_read_only_commands_never_write_to_a_jsonl_store(tmp_path):
+    store_dir = tmp_path / "old-files"
+    store_dir.mkdir()
+    old = store_dir / "old.jsonl"
+    shutil.copy(CORPUS_FILES[0], old)  # format 1
+    original = old.read_bytes()
+    store = str(store_dir)
+    session_id = read_session_file(old).header["id"]
+    run(store, "list")
+    run(store, "show", session_id[:6], "--tree")
+    run(store, "context", session_id[:6])
+    run(store, "export", session_id[:6], "--format", "markdown")
+    run(store, "export", session_id[:6])
+    assert old.read_bytes() == original
+
+
+# --------------------------------------------------------------------------- show
+
+
+def test_show_header_info_and_tree(loaded):
+    out = run(loaded, "show", "019cadb4", "--tree").stdout
+    assert BRANCHING in out
+    assert "Fix 500 on city names with spaces" in out
+    assert "/home/dev/projects/weather-app" in out
+    assert "14 (2 leaves; active branch 12 entries)" in out
+    lines = out.splitlines()
+    branch_point = next(line for line in lines if " a1000005 " in line)
+    assert branch_point.startswith("* ")
+    assert "[label: two-options]" in branch_point and "[2 branches]" in branch_point
+    abandoned = next(line for line in lines if " a1000006 " in line)
+    assert abandoned.startswith("├─   a1000006 user: Try option 1")
+    taken = next(line for line in lines if " a1000008 " in line)
+    assert taken.startswith("└─ * a1000008 branch_summary:")
+    leaf = next(line for line in lines if " a100000e " in line)
+    assert leaf.endswith("← active leaf")
+    assert sum("← active leaf" in line for line in lines) == 1
+
+
+def test_show_json(loaded):
+    data = run_json(loaded, "show", BRANCHING, "--tree")
+    assert data["header"]["id"] == BRANCHING
+    assert data["info"]["name"] == "Fix 500 on city names with spaces"
+    assert data["info"]["messageCount"] == 10
+    assert data["leafId"] == "a100000e" and data["entryCount"] == 14 and data["leafCount"] == 2
+    assert data["labels"] == {"a1000005": "two-options"}
+    rows = {row["id"]: row for row in data["tree"]}
+    assert rows["a1000005"]["children"] == 2 and rows["a1000005"]["label"] == "two-options"
+    assert rows["a1000006"]["active"] is False and rows["a1000009"]["active"] is True
+    assert [r["id"] for r in data["tree"] if r["leaf"]] == ["a100000e"]
+    assert "tree" not in run_json(loaded, "show", BRANCHING)
+
+
+def test_session_prefixes(loaded):
+    result = run(loaded, "show", "019cad", code=1)
+    assert "ambiguous" in result.stderr and BRANCHING in result.stderr and COMPACTION in result.stderr
+    result = run(loaded, "show", "zzz", code=1)
+    assert result.stderr.strip() == "sessiontree: error: no session matches 'zzz'"
+    assert run_json(loaded, "show", "019cadc")["header"]["id"] == COMPACTION
+
+
+# --------------------------------------------------------------------------- context
+
+
+def test_context_compaction_boundary_and_tool_calls(loaded):
+    out = run(loaded, "context", COMPACTION).stdout
+    assert "model anthropic/claude-sonnet-4-5  thinking medium" in out
+    assert "messages 5" in out
+    assert "#1 custom compaction  [b1000009]" in out
+    assert "verbatim transcript" in out
+    assert "(filtered 3 lines)" in out
+    assert "[User]: Now take the default from WEATHER_UNITS when it is set." in out
+    assert '→ bash(command="pytest -q")' in out
+    assert "#4 toolResult bash  [b100000c]" in out
+
+
+def test_context_json_matches_the_library_projection(loaded, tmp_path):
+    data = run_json(loaded, "context", COMPACTION)
+    store = open_store(loaded)
+    try:
+        projection = SessionManager.open(store, COMPACTION).build_session_projection()
+    finally:
+        store.close()
+    assert data["messages"] == json.loads(json.dumps(projection.messages))
+    assert data["thinkingLevel"] == "medium"
+    assert data["model"] == {"provider": "anthropic", "modelId": "claude-sonnet-4-5"}
+    assert [e["id"] for e in data["entries"]][:3] == ["b1000009", "b1000007", "b1000008"]
+
+
+def test_context_interrupted_tool_call_gets_a_synthetic_result(loaded):
+    data = run_json(loaded, "context", INTERRUPTED)
+    last = data["messages"][-1]
+    assert last["role"] == "toolResult" and last["isError"] is True
+    assert "interrupted" in last["content"][0]["text"]
+    assert "toolResult bash (error)" in run(loaded, "context", INTERRUPTED).stdout
+
+
+def test_context_leaf_prefix(loaded):
+    data = run_json(loaded, "context", BRANCHING, "--leaf", "a1000007")
+    assert data["leafId"] == "a1000007"
+    texts = [json.dumps(m) for m in data["messages"]]
+    assert any("Try option 1: quote it." in t for t in texts)
+    assert not any("option 2 instead" in t for t in texts)
+    run(loaded, "context", BRANCHING, "--leaf", "a10000", code=1)
+    result = run(loaded, "context", BRANCHING, "--leaf", "ffff", code=1)
+    assert "no entry matches 'ffff'" in result.stderr
+
+
+def test_context_shortens_long_blocks_unless_full(db, tmp_path):
+    manager = SessionManager.create("/tmp/project", store=open_store(db))
+    manager.append_message({"role": "user", "content": "x" * 5000, "timestamp": 1})
+    session_id = manager.get_session_id()
+    manager.get_session_store().close()
+    assert "3000 more characters; --full shows everything" in run(db, "context", session_id).stdout
+    assert "x" * 5000 in run(db, "context", session_id, "--full").stdout
+
+
+# --------------------------------------------------------------------------- export
+
+
+def test_export_jsonl_is_byte_identical_and_markdown_is_readable(loaded, tmp_path):
+    assert run(loaded, "export", BRANCHING).stdout_bytes == (EXAMPLES / "branching.jsonl").read_bytes()
+    target = tmp_path / "out.jsonl"
+    result = run(loaded, "export", COMPACTION, "-o", str(target))
+    assert target.read_bytes() == (EXAMPLES / "compaction.jsonl").read_bytes()
+    assert f"Exported {COMPACTION} to {target}" in result.stderr
+
+    md = run(loaded, "export", BRANCHING, "--format", "markdown").stdout
+    assert md.startswith("# Fix 500 on city names with spaces\n")
+    assert "## User" in md and "## Assistant" in md and "## Tool result: read" in md
+    assert '**Tool call:**\n\n```\nread(path="src/routes/forecast.py")\n```' in md
+    assert "## Branch summary" in md
+    assert "Try option 1: quote it." not in md  # the abandoned branch is not on the active path
+    md = run(loaded, "export", COMPACTION, "--format", "markdown").stdout
+    assert "Context compacted here" in md and "Add a --units flag" in md
+    run(loaded, "export", BRANCHING, "--format", "html", code=2)
+
+
+# --------------------------------------------------------------------------- fork, delete, name, label
+
+
+def test_fork_whole_session_and_at_an_entry(loaded):
+    data = run_json(loaded, "fork", "019cadb4")
+    assert data["parentSessionId"] == BRANCHING and data["entries"] == 14
+    forked = run_json(loaded, "show", data["sessionId"])
+    assert forked["header"]["parentSessionId"] == BRANCHING
+    assert forked["header"]["cwd"] == "/home/dev/projects/weather-app"
+
+    data = run_json(loaded, "fork", BRANCHING, "--at", "a1000007", "--cwd", "/elsewhere")
+    branch = run_json(loaded, "show", data["sessionId"], "--tree")
+    assert branch["header"]["cwd"] == "/elsewhere"
+    assert branch["leafCount"] == 1
+    assert branch["labels"] == {"a1000005": "two-options"}
+    assert "a1000008" not in {row["id"] for row in branch["tree"]}
+
+    out = run(loaded, "fork", COMPACTION).stdout
+    assert out.startswith(f"Forked {COMPACTION} into ")
+    assert len(run_json(loaded, "list")) == 6
+    assert run(loaded, "export", BRANCHING).stdout_bytes == (EXAMPLES / "branching.jsonl").read_bytes()
+
+
+def test_delete_asks_unless_yes(loaded):
+    result = run(loaded, "delete", INTERRUPTED[:8], input="n\n", code=1)
+    assert "nothing was deleted" in result.stderr
+    assert len(run_json(loaded, "list")) == 3
+    run(loaded, "delete", INTERRUPTED[:8], input="y\n")
+    assert len(run_json(loaded, "list")) == 2
+    assert run_json(loaded, "delete", COMPACTION, "--yes") == {"deleted": COMPACTION}
+    assert run(loaded, "delete", BRANCHING, "-y").stdout.strip() == f"Deleted {BRANCHING}"
+    assert run_json(loaded, "list") == []
+    run(loaded, "delete", BRANCHING, "-y", code=1)
+
+
+def test_name_and_label(loaded):
+    assert run(loaded, "name", COMPACTION, "Units flag").stdout.strip() == f"Named {COMPACTION}: Units flag"
+    assert run_json(loaded, "show", COMPACTION)["info"]["name"] == "Units flag"
+    data = run_json(loaded, "name", COMPACTION, "")
+    assert data["name"] is None
+    info = run_json(loaded, "show", COMPACTION)["info"]
+    assert info["name"] is None and info["hasName"] is True
+
+    assert run(loaded, "label", COMPACTION, "b1000007", "env-default").stdout.strip() == "Labelled b1000007: env-default"
+    assert run_json(loaded, "show", COMPACTION)["labels"] == {"b1000007": "env-default"}
+    assert "[label: env-default]" in run(loaded, "show", COMPACTION, "--tree").stdout
+    data = run_json(loaded, "label", COMPACTION, "b1000007")
+    assert data["label"] is None and data["targetId"] == "b1000007"
+    assert run_json(loaded, "show", COMPACTION)["labels"] == {}
+    run(loaded, "label", COMPACTION, "b10000", "x", code=1)
+    run(loaded, "label", COMPACTION, "nope", "x", code=1)
+    run(loaded, "name", "nope", "x", code=1)
+
+
+# --------------------------------------------------------------------------- migrate
+
+
+@pytest.mark.skipif(not CORPUS_FILES, reason="shared/corpus not beside the checkout")
+def test_migrate_upgrades_in_place_with_backup(tmp_path):
+    old = tmp_path / "old.jsonl"
+    shutil.copy(CORPUS_FILES[0], old)
+    os.chmod(old, 0o644)
+    original = old.read_bytes()
+    current = tmp_path / "current.jsonl"
+    shutil.copy(EXAMPLES / "branching.jsonl", current)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"type":"session","id":"x"}\n{oops\n')
+    expected = read_session_file(old).to_bytes()
+
+    data = run_json(None, "migrate", str(old), str(current), str(bad), code=1)
+    statuses = {Path(r["path"]).name: r for r in data["files"]}
+    assert statuses["old.jsonl"]["status"] == "upgraded" and statuses["old.jsonl"]["fromVersion"] == 1
+    assert statuses["current.jsonl"]["status"] == "current"
+    assert statuses["bad.jsonl"]["status"] == "rejected" and statuses["bad.jsonl"]["reason"].startswith("line 2:")
+    assert old.read_bytes() == expected
+    assert read_session_file(old).source_version == 4 and not read_session_file(old).upgraded
+    assert (tmp_path / "old.jsonl.bak").read_bytes() == original
+    assert current.read_bytes() == (EXAMPLES / "branching.jsonl").read_bytes()
+    assert not (tmp_path / "current.jsonl.bak").exists()
+    assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
+
+    out = run(None, "migrate", str(old)).stdout
+    assert out.strip() == f"skipped   {old} (already format 4)"
+
+
+def test_migrate_no_backup_and_human_output(tmp_path):
+    old = tmp_path / "v3.jsonl"
+    old.write_text(
+        '{"type":"session","version":3,"id":"s-v3","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}\n'
+        '{"type":"message","id":"e1000001","parentId":null,"timestamp":"2025-01-01T00:00:01.000Z",'
+        '"message":{"role":"user","content":"hi","timestamp":1735689601000}}\n')
+    out = run(None, "migrate", "--no-backup", str(old)).stdout
+    assert out.strip() == f"upgraded  {old} (format 3 -> 4)"
+    assert not (tmp_path / "v3.jsonl.bak").exists()
+    header = json.loads(old.read_text().splitlines()[0])
+    assert header["version"] == 4 and header["createdAt"] == "2025-01-01T00:00:00.000Z"
+    result = run(None, "migrate", str(tmp_path / "missing.jsonl"), code=1)
+    assert "No such file or directory" in result.stdout
+
+
+# --------------------------------------------------------------------------- errors and entry point
+
+
+def test_usage_errors_exit_2(loaded):
+    run(loaded, "frobnicate", code=2)
+    run(loaded, "show", code=2)
+    run(loaded, "import", code=2)
+    run(loaded, "export", BRANCHING, "--format", "pdf", code=2)
+    run(loaded, "context", BRANCHING, "--bogus-option", code=2)
+    result = run(loaded, "frobnicate", code=2)
+    assert "No such command 'frobnicate'" in result.stderr
+
+
+def test_user_errors_are_one_line_without_traceback(tmp_path):
+    result = run("postgresql://u@h/db", "list", code=1)
+    assert "not implemented" in result.stderr
+    result = run("bogus://x", "list", code=1)
+    assert "unknown store URL scheme" in result.stderr
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    run(f"sqlite:///{blocker}/sub/s.db", "list", code=1)
+
+
+def test_help_documents_the_listing_choice():
+    out = run(None, "list", "--help").stdout
+    assert "--cwd" in out and "--internal" in out and "--all" in out
+    top = run(None, "--help").stdout
+    for command in ("import", "list", "show", "context", "export", "fork", "delete", "name", "label", "migrate"):
+        assert command in top
+
+
+@pytest.mark.skipif(not CORPUS_FILES, reason="shared/corpus not beside the checkout")
+def test_corpus_through_the_installed_script(tmp_path):
+    """The README's flow: import the corpus, list, show --tree, context, via the console script."""
+    script = Path(sys.executable).with_name("sessiontree")
+    if not script.exists():
+        pytest.skip("console script not installed next to the interpreter")
+    env = {**os.environ, "SESSIONTREE_STORE": f"sqlite:///{tmp_path / 'corpus.db'}",
+           "XDG_DATA_HOME": str(tmp_path / "xdg")}
+
+    def sh(*args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([str(script), *args], capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == code, (args, done.stdout, done.stderr)
+        return done
+
+    sh("import", str(CORPUS))
+    assert "0 imported, 2 already present" in sh("import", str(CORPUS)).stdout
+    listing = sh("list").stdout
+    assert LARGE in listing and BEFORE_COMPACTION in listing
+    tree = sh("show", "d703", "--tree").stdout
+    assert "1018 (1 leaves; active branch 1018 entries)" in tree and "← active leaf" in tree
+    assert "messages 914" in sh("context", "d703").stdout
+    data = json.loads(sh("context", "ffae", "--json").stdout)
+    assert len(data["messages"]) == 991  # 990 stored + 1 synthetic result (SPEC §6)
+    failed = sh("show", "no-such-session", code=1)
+    assert failed.stderr == "sessiontree: error: no session matches 'no-such-session'\n"
+    assert sh("frobnicate", code=2).stderr.startswith("Usage:")
+
+
+def test_main_is_the_console_entry_point():
+    from importlib.metadata import entry_points
+
+    scripts = {ep.name: ep.value for ep in entry_points(group="console_scripts")}
+    assert scripts.get("sessiontree") == "sessiontree.cli:main"
+    assert isinstance(cli, click.Group)
+
+
+# --------------------------------------------------------------------------- check
+
+
+def _damaged(tmp_path: Path) -> Path:
+    path = tmp_path / "damaged.jsonl"
+    glued = (b'{"type":"message","id":"zz000001","parentId":"c1000003","timestamp":"2026-03-02T09:30:00.000Z",'
+             b'"message":{"role":"user","content":"x"}}'
+             b'{"type":"message","id":"zz000002","parentId":"zz000001","timestamp":"2026-03-02T09:30:01.000Z",'
+             b'"message":{"role":"user","content":"y"}}\n')
+    path.write_bytes((EXAMPLES / "interrupted.jsonl").read_bytes() + glued + b'{"type":"mess')
+    return path
+
+
+def test_check_reports_every_problem_with_file_and_line(tmp_path):
+    damaged = _damaged(tmp_path)
+    before = damaged.read_bytes()
+    result = run(None, "check", str(EXAMPLES), str(damaged), code=1)
+    out = result.stdout
+    assert f"{EXAMPLES / 'branching.jsonl'}: ok" in out
+    assert f"{damaged}:5: error: " in out and "[glued-records]" in out
+    assert f"{damaged}:6: error: " in out and "[torn-final-record]" in out
+    assert f"{damaged}:4: warning: " in out and "[tool-call-without-result]" in out
+    assert "4 files checked: 2 errors, 2 warnings" in out
+    assert result.stderr.strip() == "sessiontree: error: errors found"
+    assert damaged.read_bytes() == before  # check only reads
+
+    data = run_json(None, "check", str(damaged), code=1)
+    assert [(p["line"], p["code"]) for p in data[0]["problems"] if p["severity"] == "error"] == [
+        (5, "glued-records"), (6, "torn-final-record")]
+    assert run(None, "check", str(EXAMPLES / "compaction.jsonl")).stdout.endswith("0 errors, 0 warnings\n")
+
+
+def test_check_repair_writes_a_fixed_copy(tmp_path, db):
+    damaged = _damaged(tmp_path)
+    before = damaged.read_bytes()
+    out = run(None, "check", "--repair", str(damaged)).stdout
+    copy = tmp_path / "damaged.repaired.jsonl"
+    assert f"repaired copy written to {copy} (2 changes)" in out
+    assert "0 errors left after repair" in out
+    assert damaged.read_bytes() == before
+    run(db, "import", str(copy))
+    assert len(run_json(db, "context", INTERRUPTED)["messages"]) == 5
+
+    target = tmp_path / "fixed.jsonl"
+    data = run_json(None, "check", "--repair", "-o", str(target), str(damaged))
+    assert data[0]["out_path"] == str(target) and target.exists()
+    assert [c["code"] for c in data[0]["changes"]] == ["glued-records", "torn-final-record"]
+    run(None, "check", "-o", str(target), str(damaged), code=2)
+    run(None, "check", "--repair", "-o", str(damaged), str(damaged), code=1)
+    result = run(None, "check", str(tmp_path / "missing.jsonl"), code=1)
+    assert "cannot check: no such file or directory" in result.stdout
