@@ -40,7 +40,7 @@ EXPECTED = {
         "messages": 990,
         "leaf_type": "thinking_level_change",
         "leaf_timestamp": "2025-12-09T01:26:35.570Z",
-        "leaf_id": "ab93442e",
+        "leaf_id": "12c73fe9",
         "projected": 991,  # 990 stored + 1 synthetic interrupted result (SPEC §6)
     },
     LARGE: {
@@ -50,7 +50,7 @@ EXPECTED = {
         "messages": 914,
         "leaf_type": "message",
         "leaf_timestamp": "2025-11-21T02:14:02.980Z",
-        "leaf_id": "c0f41780",
+        "leaf_id": "31ff5080",
         "projected": 914,  # unanswered calls only in aborted/error turns (SPEC §6)
     },
 }

@@ -10,9 +10,10 @@ Steps (seed "Session Version", REFERENCE C.3-C.9):
 
 * ``v1_to_v2``: assign ids in file order and chain ``parentId``; turn a
   compaction's numeric ``firstKeptEntryIndex`` (header = index 0) into
-  ``firstKeptEntryId``. Ids are derived from the session id and the record's
-  position, so reading the same file twice gives the same ids; the
-  collision set is real (B.10 was a bug).
+  ``firstKeptEntryId``. Ids come from a generator seeded with the session
+  id, so reading the same file twice gives the same ids (the original agent
+  drew new random ones on every open); the collision set is real (B.10 was
+  a bug).
 * ``v2_to_v3``: message role ``hookMessage`` becomes ``custom``.
 * ``v3_to_v4`` (also for early-4 headers): ``timestamp`` -> ``createdAt``,
   ``parentSession`` (a path) -> ``parentSessionId`` (an id, D-8).
@@ -21,12 +22,13 @@ Steps (seed "Session Version", REFERENCE C.3-C.9):
 from __future__ import annotations
 
 import os
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import jsonio
-from .ids import derived_entry_id, is_valid_session_id
+from .ids import is_valid_session_id
 
 __all__ = ["Records", "STEPS", "upgrade", "upgrade_header", "parent_session_to_id"]
 
@@ -59,9 +61,13 @@ def v1_to_v2(records: Records, original_positions: list[int] | None = None) -> N
     by_position: dict[int, int] = {pos: i for i, pos in enumerate(positions)}
     used: set[str] = set()
     previous: str | None = None
-    session_id = str(records.header.get("id"))
+    # Seeded by the session id: the same file always gets the same ids. A
+    # seeded generator is ~5x cheaper than hashing per record (bench_read.py).
+    rng = random.Random(f"sessiontree-v1:{records.header.get('id')}")
     for i, entry in enumerate(records.entries):
-        entry_id = derived_entry_id(f"{session_id}:{positions[i]}", used)
+        entry_id = f"{rng.getrandbits(32):08x}"
+        while entry_id in used:
+            entry_id = f"{rng.getrandbits(32):08x}"
         used.add(entry_id)
         entry["id"] = entry_id
         entry["parentId"] = previous

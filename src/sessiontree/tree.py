@@ -240,7 +240,8 @@ def fresh_summary(entries: list[Entry]) -> str | None:
     candidate = active_summary(entries)
     if candidate is None:
         return None
-    if candidate.get("summarizedThroughId") != summary_anchor(entries):
+    through = candidate.get("summarizedThroughId")
+    if not isinstance(through, str) or through != summary_anchor(entries):
         return None
     text = candidate.get("summary")
     return text if isinstance(text, str) else None
