@@ -1,0 +1,507 @@
+"""Tests of sessiontree.check: one damaged file per problem code, exact reports,
+exact repairs, and the real corpus.
+
+``tests/data/damaged/<code>.jsonl`` is a damaged input and
+``<code>.expected.json`` its exact report (list of ``Problem.to_dict()``),
+both written by hand. For a repairable code, ``<code>.repair.json`` is the
+exact change list and ``<code>.repaired.jsonl`` the exact repaired copy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sessiontree import check as check_module
+from sessiontree.check import (
+    CODES,
+    PROBLEM_CODES,
+    REPAIRABLE_CODES,
+    Change,
+    Problem,
+    RepairTargetError,
+    check_bytes,
+    check_file,
+    has_errors,
+    repair_bytes,
+    repair_file,
+)
+from sessiontree.format import parse_session
+from sessiontree.ids import session_id_hash
+
+DAMAGED = Path(__file__).resolve().parent / "data" / "damaged"
+CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus"
+
+# The file-name check needs a <timestamp>_<id>.jsonl name; the data file for
+# that code is checked under this name instead of its own.
+VIRTUAL_NAMES = {"header-id-mismatch": "2026-02-01T09-00-00-000Z_other.jsonl"}
+
+HEADER = b'{"type":"session","version":4,"id":"chk","createdAt":"2026-02-01T09:00:00.000Z","cwd":"/w"}'
+USER = (b'{"type":"message","id":"u1","parentId":null,"timestamp":"2026-02-01T09:00:01.000Z",'
+        b'"message":{"role":"user","content":"hi","timestamp":1}}')
+ASSISTANT = (b'{"type":"message","id":"a1","parentId":"u1","timestamp":"2026-02-01T09:00:02.000Z",'
+             b'"message":{"role":"assistant","content":[{"type":"text","text":"hello"}],"stopReason":"stop",'
+             b'"timestamp":2}}')
+CLEAN = HEADER + b"\n" + USER + b"\n" + ASSISTANT + b"\n"
+
+
+def _name(code: str) -> str:
+    return VIRTUAL_NAMES.get(code, f"{code}.jsonl")
+
+
+def _load(code: str, suffix: str) -> object:
+    return json.loads((DAMAGED / f"{code}{suffix}").read_text(encoding="utf-8"))
+
+
+def _dicts(items: list[Problem] | list[Change]) -> list[dict[str, object]]:
+    return [item.to_dict() for item in items]
+
+
+# ---------------------------------------------------------------- the code table
+
+
+def test_every_code_has_a_damaged_file_and_an_expected_report() -> None:
+    for code in PROBLEM_CODES:
+        assert (DAMAGED / f"{code}.jsonl").is_file(), code
+        assert (DAMAGED / f"{code}.expected.json").is_file(), code
+
+
+def test_every_repairable_code_has_a_repair_case() -> None:
+    for code in REPAIRABLE_CODES:
+        assert (DAMAGED / f"{code}.repair.json").is_file(), code
+        assert (DAMAGED / f"{code}.repaired.jsonl").is_file(), code
+
+
+def test_no_data_file_without_a_code() -> None:
+    suffixes = (".expected.json", ".repair.json", ".repaired.jsonl", ".jsonl")
+    for path in DAMAGED.iterdir():
+        code = next(path.name[: -len(s)] for s in suffixes if path.name.endswith(s))
+        assert code in PROBLEM_CODES, path.name
+
+
+def test_code_table_is_consistent() -> None:
+    assert set(PROBLEM_CODES) == set(CODES)
+    assert REPAIRABLE_CODES == {c for c, info in CODES.items() if info.repairable}
+    for code, info in CODES.items():
+        assert code == code.lower() and " " not in code and "_" not in code
+        assert info.severity in ("error", "warning")
+        assert info.description and "\n" not in info.description
+        # The module docstring documents every code with its severity.
+        assert f"{code} " in (check_module.__doc__ or ""), code
+
+
+# ---------------------------------------------------------------- one report per code
+
+
+@pytest.mark.parametrize("code", sorted(PROBLEM_CODES))
+def test_damaged_file_gives_its_exact_report(code: str) -> None:
+    data = (DAMAGED / f"{code}.jsonl").read_bytes()
+    problems = check_bytes(data, _name(code))
+    assert _dicts(problems) == _load(code, ".expected.json")
+    assert code in {p.code for p in problems}
+    for problem in problems:
+        assert problem.severity == CODES[problem.code].severity
+
+
+@pytest.mark.parametrize("code", sorted(PROBLEM_CODES))
+def test_check_file_reads_like_check_bytes(code: str) -> None:
+    path = DAMAGED / f"{code}.jsonl"
+    before = path.read_bytes()
+    assert check_file(path) == check_bytes(before, str(path))
+    assert path.read_bytes() == before
+
+
+# ---------------------------------------------------------------- repairs
+
+
+@pytest.mark.parametrize("code", sorted(REPAIRABLE_CODES))
+def test_repair_gives_exact_changes_and_copy(code: str) -> None:
+    data = (DAMAGED / f"{code}.jsonl").read_bytes()
+    result = repair_bytes(data, _name(code))
+    assert _dicts(result.changes) == _load(code, ".repair.json")
+    assert result.data == (DAMAGED / f"{code}.repaired.jsonl").read_bytes()
+    assert result.problems == check_bytes(data, _name(code))
+    assert result.remaining == check_bytes(result.data, _name(code))
+    assert not has_errors(result.remaining)
+    assert code not in {p.code for p in result.remaining}
+    # The copy is a format-4 file the strict reader accepts.
+    assert parse_session(result.data).source_version == 4
+    if not has_errors(result.problems):
+        # Nothing was damaged: the copy is exactly the reader's own format-4 rewrite.
+        assert result.data == parse_session(data).to_bytes()
+
+
+@pytest.mark.parametrize("code", sorted(REPAIRABLE_CODES))
+def test_repair_is_idempotent(code: str) -> None:
+    data = (DAMAGED / f"{code}.jsonl").read_bytes()
+    first = repair_bytes(data, _name(code))
+    second = repair_bytes(first.data, _name(code))
+    assert second.changes == []
+    assert second.data == first.data
+
+
+@pytest.mark.parametrize("code", sorted(set(PROBLEM_CODES) - REPAIRABLE_CODES))
+def test_repair_keeps_what_it_cannot_fix(code: str) -> None:
+    data = (DAMAGED / f"{code}.jsonl").read_bytes()
+    result = repair_bytes(data, _name(code))
+    assert result.changes == []
+    assert result.data == data  # every such input is otherwise clean format 4
+    assert result.remaining == result.problems
+
+
+def test_dropped_bytes_are_kept_in_the_change() -> None:
+    data = (DAMAGED / "nul-bytes.jsonl").read_bytes()
+    changes = repair_bytes(data, "x.jsonl").changes
+    assert [c.dropped for c in changes] == [b"\x00" * 32, b"\x00" * 16]
+
+
+def test_repair_file_writes_a_copy_and_leaves_the_input_unchanged(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    shutil.copyfile(DAMAGED / "torn-record.jsonl", source)
+    before = source.read_bytes()
+    stat = source.stat()
+    out = tmp_path / "out" / "fixed.jsonl"
+    out.parent.mkdir()
+    result = repair_file(source, out)
+    assert source.read_bytes() == before
+    assert source.stat().st_mtime_ns == stat.st_mtime_ns
+    assert out.read_bytes() == result.data == (DAMAGED / "torn-record.repaired.jsonl").read_bytes()
+    assert result.out_path == str(out)
+    assert not has_errors(check_file(out))
+    assert sorted(os.listdir(out.parent)) == ["fixed.jsonl"]  # no temporary file left
+
+
+def test_repair_file_replaces_an_existing_output(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(CLEAN)
+    out = tmp_path / "out.jsonl"
+    out.write_bytes(b"old")
+    repair_file(source, out)
+    assert out.read_bytes() == CLEAN
+
+
+def test_repair_file_refuses_to_write_over_its_input(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    shutil.copyfile(DAMAGED / "glued-records.jsonl", source)
+    before = source.read_bytes()
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(source)
+    hard = tmp_path / "hard.jsonl"
+    os.link(source, hard)
+    for target in (source, tmp_path / "." / "in.jsonl", link, hard):
+        with pytest.raises(RepairTargetError):
+            repair_file(source, target)
+    assert source.read_bytes() == before
+    assert sorted(os.listdir(tmp_path)) == ["hard.jsonl", "in.jsonl", "link.jsonl"]
+
+
+def test_repair_target_error_is_a_session_and_value_error() -> None:
+    from sessiontree.errors import SessionError
+
+    error = RepairTargetError("x.jsonl")
+    assert isinstance(error, SessionError) and isinstance(error, ValueError)
+    assert error.path == "x.jsonl"
+
+
+# ---------------------------------------------------------------- more inputs
+
+
+def test_clean_file_has_no_problem_and_repairs_to_itself() -> None:
+    assert check_bytes(CLEAN, "clean.jsonl") == []
+    result = repair_bytes(CLEAN, "clean.jsonl")
+    assert result.data == CLEAN and result.changes == [] and not result.changed
+
+
+@pytest.mark.parametrize("data, reason", [
+    (b"", "no session header: the file is empty or blank"),
+    (b" \n\n\t\n", "no session header: the file is empty or blank"),
+])
+def test_empty_files_have_no_header(data: bytes, reason: str) -> None:
+    problems = check_bytes(data, "e.jsonl")
+    assert [(p.code, p.line, p.message) for p in problems if p.code == "missing-header"] == [
+        ("missing-header", None, reason)]
+
+
+def test_torn_header_alone_reports_torn_record_and_missing_header() -> None:
+    problems = check_bytes(b'{"type":"session","vers', "t.jsonl")
+    assert [(p.code, p.line) for p in problems] == [("missing-header", None), ("torn-final-record", 1)]
+    assert problems[0].message == "no session header: the file has no readable record"
+
+
+def test_several_problems_in_one_file_are_all_reported() -> None:
+    data = (b"\xef\xbb\xbf" + HEADER + b"\r\n" + USER + ASSISTANT + b"\r\n" + b"\x00" * 4 + b"\r\n"
+            + b'{"type":"label","id":"l1","parentId":"zz","timestamp":"t","targetId":"gone"}\r\n'
+            + b'{"type":"message","id":"u1","parentId":"a1"')
+    problems = check_bytes(data, "many.jsonl")
+    assert [(p.code, p.line) for p in problems] == [
+        ("bom", 1),
+        ("crlf", 1),
+        ("glued-records", 2),
+        ("nul-bytes", 3),
+        ("dangling-parent", 4),
+        ("label-target-missing", 4),
+        ("torn-final-record", 5),
+    ]
+    result = repair_bytes(data, "many.jsonl")
+    assert not has_errors(result.remaining)
+    assert [p.code for p in result.remaining] == ["label-target-missing"]
+
+
+def test_torn_record_glued_before_a_record_at_the_end_of_the_file() -> None:
+    data = HEADER + b"\n" + USER + b"\n" + b'{"type":"message","id":"x' + ASSISTANT
+    problems = check_bytes(data, "t.jsonl")
+    assert [(p.code, p.line) for p in problems] == [("torn-record", 3), ("missing-final-newline", 3)]
+    assert repair_bytes(data, "t.jsonl").data == CLEAN
+
+
+def test_record_followed_by_a_torn_tail_on_the_last_line() -> None:
+    data = HEADER + b"\n" + USER + b"\n" + ASSISTANT + b'{"type":"message","id":"u2","par'
+    problems = check_bytes(data, "t.jsonl")
+    assert [(p.code, p.line, p.entry_id) for p in problems] == [("torn-final-record", 3, "u2")]
+    assert "at byte offset %d" % len(ASSISTANT) in problems[0].message
+    assert repair_bytes(data, "t.jsonl").data == CLEAN
+
+
+def test_content_blocks_inside_a_torn_record_are_not_taken_for_records() -> None:
+    torn = (b'{"type":"message","id":"a1","parentId":"u1","timestamp":"t","message":{"role":"assistant",'
+            b'"content":[{"type":"text","text":"hi"},{"type":"toolCall","id":"c1","name":"x","arguments":{}}')
+    problems = check_bytes(HEADER + b"\n" + USER + b"\n" + torn, "t.jsonl")
+    assert [p.code for p in problems] == ["torn-final-record"]
+
+
+def test_malformed_line_keeps_its_bytes_and_its_children_in_the_copy() -> None:
+    broken = b'{"type":"message","id":"a1","parentId":"u1","timestamp":"t","message":{oops}}'
+    child = b'{"type":"message","id":"u2","parentId":"a1","timestamp":"t","message":{"role":"user","content":"x"}}'
+    data = HEADER + b"\n" + USER + b"\n" + broken + b"\n" + child + b"\n"
+    problems = check_bytes(data, "m.jsonl")
+    assert [(p.code, p.line, p.entry_id) for p in problems] == [
+        ("malformed-line", 3, "a1"), ("dangling-parent", 4, "u2")]
+    assert problems[1].message == 'parentId "a1" names no entry (its record on line 3 is damaged)'
+    result = repair_bytes(data, "m.jsonl")
+    # Fixing line 3 by hand must restore the link, so u2 is not re-parented.
+    assert result.data == data and result.changes == []
+
+
+def test_reparenting_follows_salvaged_parents_through_several_lost_records() -> None:
+    lost1 = b'{"type":"message","id":"m2","parentId":"a1","timestamp":"t","mess'
+    lost2 = b'{"type":"message","id":"m3","parentId":"m2","timestamp":"t","mess'
+    child = b'{"type":"message","id":"m4","parentId":"m3","timestamp":"t","message":{"role":"user","content":"x"}}'
+    data = CLEAN + lost1 + lost2 + child + b"\n"
+    result = repair_bytes(data, "r.jsonl")
+    assert [c.code for c in result.changes] == ["torn-record", "torn-record", "dangling-parent"]
+    assert result.changes[-1].description == 're-parented from missing "m3" to "a1", its nearest surviving ancestor'
+    assert result.data.endswith(child.replace(b'"parentId":"m3"', b'"parentId":"a1"') + b"\n")
+    assert not has_errors(result.remaining)
+
+
+def test_reparenting_that_closes_a_cycle_is_broken_too() -> None:
+    # x1's lost parent "m9" was itself a child of x2, which descends from x1.
+    lost = b'{"type":"message","id":"m9","parentId":"x2","timestamp":"t","mess'
+    x1 = b'{"type":"custom","id":"x1","parentId":"m9","timestamp":"t","customType":"k"}'
+    x2 = b'{"type":"custom","id":"x2","parentId":"x1","timestamp":"t","customType":"k"}'
+    data = HEADER + b"\n" + lost + x1 + b"\n" + x2 + b"\n"
+    result = repair_bytes(data, "c.jsonl")
+    assert [(c.code, c.line) for c in result.changes] == [
+        ("torn-record", 2), ("dangling-parent", 2), ("parent-cycle", 2)]
+    assert not has_errors(result.remaining)
+
+
+def test_duplicate_id_with_other_content_in_format_3_is_an_error() -> None:
+    header3 = b'{"type":"session","version":3,"id":"chk","timestamp":"2026-02-01T09:00:00.000Z","cwd":"/w"}'
+    other = USER.replace(b'"hi"', b'"bye"')
+    problems = check_bytes(header3 + b"\n" + USER + b"\n" + other + b"\n", "d.jsonl")
+    assert [(p.code, p.severity, p.line) for p in problems] == [
+        ("legacy-version", "warning", 1), ("duplicate-id", "error", 3)]
+
+
+def test_early_format_4_header_is_a_legacy_warning() -> None:
+    early = b'{"type":"session","version":4,"id":"chk","timestamp":"2026-02-01T09:00:00.000Z","cwd":"/w"}'
+    data = early + b"\n" + USER + b"\n"
+    problems = check_bytes(data, "e.jsonl")
+    assert [(p.code, p.line) for p in problems] == [("legacy-version", 1)]
+    assert problems[0].message.startswith("early format-4 header")
+    assert repair_bytes(data, "e.jsonl").data == HEADER + b"\n" + USER + b"\n"
+
+
+def test_invalid_header_with_unsupported_version_reports_both() -> None:
+    header = b'{"type":"session","version":"4","cwd":"/w"}'
+    problems = check_bytes(header + b"\n" + USER + b"\n", "h.jsonl")
+    assert [(p.code, p.message) for p in problems] == [
+        ("invalid-header", 'header field "id" must be a non-empty string'),
+        ("unsupported-version", "unsupported session version '4'"),
+    ]
+
+
+@pytest.mark.parametrize("name, expect_problem", [
+    (f"2026-02-01T09-00-00-000Z_{session_id_hash('chk')}.jsonl", False),
+    ("2026-02-01T09-00-00-000Z_chk.jsonl", False),
+    ("2026-02-01T09-00-00-000Z_0123456789abcdef.jsonl", True),
+    ("chk.jsonl", False),
+    ("notes_other.jsonl", False),
+])
+def test_file_name_id_check(name: str, expect_problem: bool) -> None:
+    codes = [p.code for p in check_bytes(CLEAN, os.path.join("some", "dir", name))]
+    assert codes == (["header-id-mismatch"] if expect_problem else [])
+
+
+def test_tool_pairing_is_checked_per_branch() -> None:
+    call = (b'{"type":"message","id":"a1","parentId":"u1","timestamp":"t","message":{"role":"assistant",'
+            b'"content":[{"type":"toolCall","id":"c1","name":"read","arguments":{}}],"stopReason":"toolUse"}}')
+    answer = (b'{"type":"message","id":"r1","parentId":"a1","timestamp":"t","message":{"role":"toolResult",'
+              b'"toolCallId":"c1","toolName":"read","content":[],"isError":false}}')
+    system = (b'{"type":"message","id":"s1","parentId":"a1","timestamp":"t","message":{"role":"system",'
+              b'"content":"be brief"}}')
+    late = (b'{"type":"message","id":"r2","parentId":"s1","timestamp":"t","message":{"role":"toolResult",'
+            b'"toolCallId":"c1","toolName":"read","content":[],"isError":false}}')
+    other = b'{"type":"message","id":"u2","parentId":"a1","timestamp":"t","message":{"role":"user","content":"no"}}'
+    # Branch 1 answers c1; branch 2 answers it after a transparent system
+    # message; branch 3 leaves it open. One warning, on the call.
+    data = HEADER + b"\n" + USER + b"\n" + b"\n".join([call, answer, system, late, other]) + b"\n"
+    problems = check_bytes(data, "p.jsonl")
+    assert [(p.code, p.line, p.entry_id) for p in problems] == [("tool-call-without-result", 3, "a1")]
+
+
+def test_trailing_unanswered_call_is_reported() -> None:
+    call = (b'{"type":"message","id":"a1","parentId":"u1","timestamp":"t","message":{"role":"assistant",'
+            b'"content":[{"type":"toolCall","id":"c1","name":"read","arguments":{}}],"stopReason":"toolUse"}}')
+    problems = check_bytes(HEADER + b"\n" + USER + b"\n" + call + b"\n", "p.jsonl")
+    assert [p.code for p in problems] == ["tool-call-without-result"]
+
+
+def test_nul_bytes_inside_a_record_are_cut_out_and_the_record_kept() -> None:
+    data = HEADER + b"\n" + USER[:1] + b"\x00" * 3 + USER[1:] + b"\n" + ASSISTANT + b"\n"
+    problems = check_bytes(data, "n.jsonl")
+    assert [(p.code, p.line, p.message) for p in problems] == [
+        ("nul-bytes", 2, "run of 3 NUL bytes at byte offset 1 (left by a crash)")]
+    assert repair_bytes(data, "n.jsonl").data == CLEAN
+
+
+def test_torn_tail_padded_with_nul_bytes_reports_offsets_in_the_stored_line() -> None:
+    tail = b'{"type":"message","id":"u2","parentId":"a1","times'
+    data = CLEAN + b"\x00" * 8 + tail + b"\x00" * 100
+    problems = check_bytes(data, "n.jsonl")
+    assert [(p.code, p.line, p.message) for p in problems] == [
+        ("nul-bytes", 4, "run of 8 NUL bytes at byte offset 0 (left by a crash)"),
+        ("nul-bytes", 4, f"run of 100 NUL bytes at byte offset {8 + len(tail)} (left by a crash)"),
+        ("torn-final-record", 4,
+         f"torn final record: the last line is incomplete JSON with no newline ({len(tail)} bytes at byte offset 8)"),
+    ]
+    result = repair_bytes(data, "n.jsonl")
+    assert result.data == CLEAN
+    assert [c.dropped for c in result.changes] == [b"\x00" * 8, b"\x00" * 100, tail]
+
+
+def test_deeply_nested_line_is_malformed_not_a_crash() -> None:
+    data = HEADER + b"\n" + b"[" * 200_000 + b"\n" + USER + b"\n"
+    problems = check_bytes(data, "n.jsonl")
+    assert [(p.code, p.line) for p in problems] == [("malformed-line", 2)]
+    assert repair_bytes(data, "n.jsonl").data == data
+
+
+def test_problem_and_change_dicts() -> None:
+    problem = Problem("bom", "warning", "f.jsonl", 1, "m", None)
+    assert problem.to_dict() == {"code": "bom", "severity": "warning", "path": "f.jsonl", "line": 1,
+                                 "message": "m", "entry_id": None}
+    assert str(problem) == "f.jsonl:1: warning: m [bom]"
+    assert str(Problem("missing-header", "error", "f.jsonl", None, "m")) == "f.jsonl: error: m [missing-header]"
+    change = Change("nul-bytes", 2, "removed", None, b"\x00\xff")
+    assert change.to_dict()["dropped"] == "\x00\\xff"
+    assert change.to_dict()["dropped_base64"] == "AP8="
+    assert "dropped" not in Change("crlf", 1, "converted").to_dict()
+    with pytest.raises(AttributeError):
+        problem.code = "x"  # type: ignore[misc]
+
+
+# ---------------------------------------------------------------- robustness
+
+_SAMPLES = [
+    (DAMAGED / f"{code}.jsonl").read_bytes() for code in ("duplicate-tool-call-id", "compaction-kept-off-branch",
+                                                          "legacy-version", "duplicate-id", "parent-cycle")
+]
+
+
+@st.composite
+def _damaged(draw: st.DrawFn) -> bytes:
+    data = bytearray(draw(st.sampled_from(_SAMPLES)))
+    for _ in range(draw(st.integers(0, 4))):
+        where = draw(st.integers(0, len(data)))
+        action = draw(st.sampled_from(["cut", "insert", "delete", "replace"]))
+        chunk = draw(st.sampled_from([b"\n", b"\x00\x00\x00", b"{", b"}", b'"', b"\r\n", b"\xff", b"\\ud83d",
+                                      b'"parentId":"a1"', b'{"type":"session","id":"x"}', b" "]))
+        if action == "cut":
+            del data[where:]
+        elif action == "insert":
+            data[where:where] = chunk
+        elif action == "delete":
+            del data[where:where + draw(st.integers(1, 40))]
+        else:
+            data[where:where + len(chunk)] = chunk
+    return bytes(data)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_damaged())
+def test_never_raises_and_repair_is_stable(data: bytes) -> None:
+    problems = check_bytes(data, "fuzz.jsonl")
+    for problem in problems:
+        assert problem.code in CODES and problem.severity == CODES[problem.code].severity
+    result = repair_bytes(data, "fuzz.jsonl")
+    assert result.remaining == check_bytes(result.data, "fuzz.jsonl")
+    left = {p.code for p in result.remaining if p.severity == "error"} & REPAIRABLE_CODES
+    # Only a child of a record on a kept malformed line stays dangling (on purpose).
+    assert left <= {"dangling-parent"}
+    if left:
+        assert "malformed-line" in {p.code for p in result.remaining}
+    again = repair_bytes(result.data, "fuzz.jsonl")
+    assert again.data == result.data and again.changes == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300))
+def test_never_raises_on_arbitrary_bytes(data: bytes) -> None:
+    check_bytes(data, "bytes.jsonl")
+    repair_bytes(data, "bytes.jsonl")
+
+
+# ---------------------------------------------------------------- the real corpus
+
+# (file, expected warnings as (code, line)); no errors expected. Both files
+# are format 1, so entry ids are the ones the upgrade assigns; the test takes
+# them from the strict reader rather than pinning the migration's generator.
+CORPUS_WARNINGS = {
+    "pi-v1/pi-mono-large-session.jsonl": [
+        ("legacy-version", 1),
+    ],
+    "pi-v1/pi-mono-before-compaction.jsonl": [
+        ("legacy-version", 1),
+        ("retired-compaction", 360),
+        ("tool-call-without-result", 628),
+        ("retired-compaction", 629),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS_WARNINGS))
+def test_real_corpus_has_no_errors(name: str) -> None:
+    path = CORPUS / name
+    if not path.is_file():
+        pytest.skip(f"corpus file {name} not available")
+    problems = check_file(path)
+    assert not has_errors(problems)
+    assert [(p.code, p.line) for p in problems] == CORPUS_WARNINGS[name]
+    data = path.read_bytes()
+    parsed = parse_session(data, str(path))
+    id_at_line = dict(zip(parsed.lines, (entry["id"] for entry in parsed.entries)))
+    assert [p.entry_id for p in problems] == [id_at_line.get(p.line) if p.line != 1 else None for p in problems]
+    result = repair_bytes(data, str(path))
+    # The only repair is the upgrade, and it is the strict reader's own rewrite.
+    assert [c.code for c in result.changes] == ["legacy-version"]
+    assert result.data == parsed.to_bytes()
+    assert [(p.code, p.entry_id) for p in result.remaining] == [
+        (p.code, p.entry_id) for p in problems if p.code != "legacy-version"]
