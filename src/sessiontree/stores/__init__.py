@@ -1,0 +1,118 @@
+"""Session stores and store URLs (SPEC §4).
+
+URLs follow SQLAlchemy's convention: the scheme, ``:///``, then a path, so an
+absolute path gives four slashes.
+
+=================================  ==========================================
+``sqlite:///sessions.db``          SQLite file relative to the current directory
+``sqlite:////home/me/sessions.db`` SQLite file, absolute
+``jsonl:///sessions``              JSONL directory, relative
+``jsonl:////home/me/sessions``     JSONL directory, absolute
+``memory:``                        in memory, no I/O
+a plain path                       an existing directory (or one ending in a
+                                   slash) is JSONL, anything else a SQLite file
+=================================  ==========================================
+
+Without an argument the store comes from ``SESSIONTREE_STORE`` (a URL or a
+path), else it is SQLite at ``<platformdirs user data dir>/sessions.db``.
+A store that cannot be opened raises :class:`~sessiontree.errors.StoreOpenError`;
+there is never a fallback to memory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import platformdirs
+
+from ..errors import StoreOpenError
+from .base import CancelEvent, ProgressCallback, SessionStore
+from .jsonl import JsonlStore
+from .memory import MemoryStore
+from .sqlite import SqliteStore
+
+__all__ = [
+    "SessionStore",
+    "ProgressCallback",
+    "CancelEvent",
+    "MemoryStore",
+    "SqliteStore",
+    "JsonlStore",
+    "open_store",
+    "default_store_url",
+    "default_sqlite_path",
+    "STORE_ENV",
+]
+
+#: Environment variable naming the default store (a URL or a plain path).
+STORE_ENV = "SESSIONTREE_STORE"
+_APP_NAME = "sessiontree"
+# At least two letters, so a Windows drive ("C:\\...") is never taken for a scheme.
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]+):")
+
+
+def default_sqlite_path() -> str:
+    """``<platformdirs.user_data_dir("sessiontree")>/sessions.db``, absolute."""
+    return os.path.abspath(os.path.join(platformdirs.user_data_dir(_APP_NAME), "sessions.db"))
+
+
+def default_store_url() -> str:
+    """The store used when none is given: ``$SESSIONTREE_STORE`` if set and non-empty,
+    else ``sqlite:///`` + :func:`default_sqlite_path` (four slashes, the path being absolute)."""
+    configured = os.environ.get(STORE_ENV, "").strip()
+    if configured:
+        return configured
+    return "sqlite:///" + default_sqlite_path()
+
+
+def _url_path(url: str, scheme: str) -> str:
+    rest = url[len(scheme) + 1:]
+    if not rest.startswith("///") or len(rest) == 3:
+        raise StoreOpenError(f"invalid store URL {url!r}: expected {scheme}:///relative/path "
+                             f"or {scheme}:////absolute/path")
+    return rest[3:]
+
+
+def open_store(url_or_path: str | os.PathLike[str] | None = None) -> SessionStore:
+    """Open the store named by a URL or a plain path (SPEC §4).
+
+    Args:
+        url_or_path: ``sqlite:///...``, ``jsonl:///...``, ``memory:``, or a
+            plain path (an existing directory or a path ending in a separator
+            means JSONL, anything else a SQLite file; ``~`` is expanded).
+            ``None`` means :func:`default_store_url`.
+
+    Returns:
+        A :class:`SqliteStore`, :class:`JsonlStore` or :class:`MemoryStore`.
+
+    Raises:
+        StoreOpenError: an unknown or unsupported scheme (``postgresql://`` is
+            not implemented yet), a malformed URL, or a store that cannot be opened.
+    """
+    if url_or_path is None:
+        url_or_path = default_store_url()
+    target = os.fspath(url_or_path)
+    if not target:
+        raise StoreOpenError("empty store URL")
+    match = _SCHEME.match(target)
+    if match is None:
+        path = os.path.expanduser(target)
+        if os.path.isdir(path) or path.endswith(("/", os.sep)):
+            return JsonlStore(path)
+        return SqliteStore(path)
+    scheme = match.group(1).lower()
+    if scheme == "memory":
+        if target[len("memory:"):] not in ("", "//"):
+            raise StoreOpenError(f"invalid store URL {target!r}: a memory store is just 'memory:'")
+        return MemoryStore()
+    if scheme == "sqlite":
+        return SqliteStore(_url_path(target, "sqlite"))
+    if scheme == "jsonl":
+        return JsonlStore(_url_path(target, "jsonl"))
+    if scheme in ("postgresql", "postgres") or scheme.startswith("postgresql+"):
+        # The URL itself is not echoed: it may carry a password.
+        raise StoreOpenError(f"PostgreSQL stores ({scheme}://) are not implemented yet; "
+                             "use sqlite:///PATH, jsonl:///DIR or memory:")
+    raise StoreOpenError(f"unknown store URL scheme {scheme!r}; "
+                         "expected sqlite:///PATH, jsonl:///DIR or memory:")

@@ -1,0 +1,145 @@
+"""Helpers shared by the store implementations (not part of the public API).
+
+What every store must agree on lives here once, so the conformance suite
+sees the same behaviour from each backend:
+
+* what a storable header and entry look like (format 4, REFERENCE A.3,
+  D.18, D.19) and how an entry becomes its stored JSON text;
+* the cwd filter of listings (REFERENCE L.18);
+* progress reporting and cancellation of listings (L.21, §3.5);
+* listing order: newest ``modified`` first, stable (L.17).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .. import jsonio
+from ..errors import InvalidSessionError, ListingCancelledError
+from ..format import CURRENT_VERSION, validate_entry, validate_header
+from ..info import SessionInfo
+from .base import CancelEvent, ProgressCallback
+
+__all__ = [
+    "check_header",
+    "encode_entries",
+    "cwd_matches",
+    "resolve_cwd",
+    "Progress",
+    "sort_listing",
+]
+
+
+def check_header(header: Any) -> str:
+    """Validate a header a store is asked to write; return its session id.
+
+    Stores only ever write format 4, so older or early-4 headers are refused
+    here rather than written and silently upgraded on the next read.
+
+    Raises:
+        InvalidSessionError: not a valid header (REFERENCE D.18), or not version 4.
+        UnsupportedVersionError: an unrecognized version.
+    """
+    version = validate_header(header)
+    if version != CURRENT_VERSION or isinstance(header.get("version"), float):
+        raise InvalidSessionError(f"a store writes format {CURRENT_VERSION} headers only (got version {version})")
+    if "timestamp" in header or "parentSession" in header:
+        raise InvalidSessionError('an early version-4 header ("timestamp"/"parentSession") must be upgraded first')
+    return header["id"]
+
+
+def encode_entries(entries: Sequence[dict[str, Any]], raw: Sequence[bytes | None] | None = None) -> list[bytes]:
+    """Validate entries and return the JSON text to store for each.
+
+    Args:
+        entries: entry objects in order.
+        raw: optional stored JSON text per entry; ``None`` items (or no
+            ``raw`` at all) are serialized with :func:`sessiontree.jsonio.dumps`.
+
+    Returns:
+        One ``bytes`` per entry, without newline.
+
+    Raises:
+        InvalidSessionError: an entry fails REFERENCE D.19, two entries of the
+            batch share an id, ``raw`` has the wrong length, or a raw text is
+            not a single line.
+        ValueError: an entry holds values that are not JSON data.
+    """
+    if raw is not None and len(raw) != len(entries):
+        raise InvalidSessionError(f"raw has {len(raw)} items for {len(entries)} entries")
+    seen: set[str] = set()
+    out: list[bytes] = []
+    for index, entry in enumerate(entries):
+        validate_entry(entry)
+        entry_id = entry["id"]
+        if entry_id in seen:
+            raise InvalidSessionError(f'duplicate entry id "{entry_id}"')
+        seen.add(entry_id)
+        text = raw[index] if raw is not None else None
+        if text is None:
+            text = jsonio.dumps(entry)
+        else:
+            text = bytes(text)
+            # A newline inside a record would split it into two JSONL lines.
+            if b"\n" in text:
+                raise InvalidSessionError(f'raw text of entry "{entry_id}" contains a newline')
+        out.append(text)
+    return out
+
+
+def resolve_cwd(cwd: str) -> str:
+    """The absolute, normalized form of ``cwd`` (like Node's ``path.resolve``; no symlinks)."""
+    return os.path.abspath(cwd)
+
+
+def cwd_matches(header_cwd: Any, resolved_cwd: str | None) -> bool:
+    """The cwd filter of REFERENCE L.18.
+
+    Args:
+        header_cwd: the header's ``cwd`` value (any JSON value).
+        resolved_cwd: the wanted cwd, already passed through :func:`resolve_cwd`,
+            or ``None`` for no filter.
+
+    Returns:
+        True when there is no filter, or the header cwd is a non-empty string
+        resolving to the same absolute path.
+    """
+    if resolved_cwd is None:
+        return True
+    return isinstance(header_cwd, str) and bool(header_cwd) and os.path.abspath(header_cwd) == resolved_cwd
+
+
+class Progress:
+    """Progress reporting and cancellation for one listing run.
+
+    ``step()`` is called once per session examined (skipped ones included),
+    reporting ``(loaded, total)``; the cancel event is checked before the
+    first session and after each one, so a callback that sets it stops the
+    listing at once.
+    """
+
+    def __init__(self, total: int, on_progress: ProgressCallback | None, cancel: CancelEvent | None) -> None:
+        self.total = total
+        self.loaded = 0
+        self._on_progress = on_progress
+        self._cancel = cancel
+        self.check()
+
+    def check(self) -> None:
+        """Raise :class:`ListingCancelledError` if the cancel event is set."""
+        if self._cancel is not None and self._cancel.is_set():
+            raise ListingCancelledError()
+
+    def step(self) -> None:
+        """Count one examined session, report it, then check for cancellation."""
+        self.loaded += 1
+        if self._on_progress is not None:
+            self._on_progress(self.loaded, self.total)
+        self.check()
+
+
+def sort_listing(infos: Iterable[SessionInfo]) -> list[SessionInfo]:
+    """Rows newest ``modified`` first; ties keep their input order (REFERENCE L.17)."""
+    return sorted(infos, key=lambda info: info.modified, reverse=True)

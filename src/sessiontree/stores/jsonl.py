@@ -1,0 +1,801 @@
+"""``JsonlStore``: one format-4 JSONL file per session in one directory (seed, SPEC §4).
+
+Invariants:
+
+* **Names are not identity.** New files are named ``<createdAt with ':' and
+  '.' replaced by '-'>_<session_id_hash(id)>.jsonl`` (D-7), directly in the
+  directory; an odd or missing ``createdAt`` is normalized or replaced by the
+  current time so the name always has that shape. Lookups by id read headers
+  (:func:`~sessiontree.format.read_header_file`) and never parse names; an
+  id -> path cache is checked against the file's header and rebuilt by a
+  directory scan on a miss.
+* **Every write holds the file lock**: an exclusive ``fcntl.flock`` on the
+  session file itself. After locking, the descriptor's inode is compared
+  with the path's, so a writer that waited while another process replaced or
+  deleted the file retries on the new file (or finds the session gone)
+  instead of writing to an unlinked inode. Readers take a shared lock, so
+  they never see half an append.
+* **Appends are all or nothing**: one ``write`` of every new line, then
+  ``fsync``. A file whose last byte is not ``\\n`` gets one first, in the same
+  write (REFERENCE D.9); a torn last record is refused, not buried. If
+  anything fails, the file is truncated back to its previous size and
+  :class:`~sessiontree.errors.StorageError` is raised with the OS error as
+  ``__cause__`` (E.5); if the truncation fails too, the error says so and
+  carries both (``rollback_error``).
+* **Rewrites are atomic**: upgrades of older formats found by ``load`` (D-9),
+  ``replace_header`` and new files are written to ``<file>.tmp-<random>`` in
+  the same directory, fsynced, then renamed over (or hard-linked to) the
+  target; the temporary file never survives, on success or failure (E.13).
+* **Reading never writes**: listing, header look-ups, ``find_most_recent`` and
+  :func:`read_file` parse in memory only (seed "Session Version", D-9).
+* ``delete`` moves every file whose header has the id to the platform trash
+  (``send2trash``) and unlinks it where there is no usable trash (SPEC §4).
+
+Locking uses ``fcntl`` and so protects writers on POSIX systems; elsewhere
+the store works without cross-process locking.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import secrets
+import stat
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - non-POSIX platforms
+    fcntl = None  # type: ignore[assignment]
+
+from .. import jsonio
+from ..errors import (
+    InvalidSessionError,
+    SessionExistsError,
+    SessionNotFoundError,
+    StorageError,
+    StoreOpenError,
+)
+from ..format import CURRENT_VERSION, ParsedSession, parse_session, read_header_file
+from ..ids import session_id_hash
+from ..info import InfoAccumulator, SessionInfo, is_classified
+from ..tree import parse_timestamp_ms
+from ._shared import Progress, check_header, cwd_matches, encode_entries, resolve_cwd, sort_listing
+from .base import CancelEvent, ProgressCallback
+
+__all__ = ["JsonlStore", "file_name_for", "read_file", "FILE_SUFFIX"]
+
+FILE_SUFFIX = ".jsonl"
+_CANONICAL_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
+_JSON_WS = b" \t\r\n"
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_ATTEMPTS = 5  # a session file replaced or moved under us is looked up again this often
+
+
+def _iso_ms(ms: float) -> str:
+    moment = datetime.fromtimestamp(ms / 1000.0, tz=timezone.utc)
+    return (f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:"
+            f"{moment.minute:02d}:{moment.second:02d}.{moment.microsecond // 1000:03d}Z")
+
+
+def file_name_for(header: dict[str, Any]) -> str:
+    """The file name of a new session (REFERENCE D-7, §3.4).
+
+    ``createdAt`` in the canonical ``YYYY-MM-DDTHH:MM:SS.mmmZ`` form is used as
+    it is; another parsable time is rendered in that form (UTC); a missing or
+    unparsable one is replaced by the current time. ``:`` and ``.`` become ``-``.
+
+    Returns:
+        e.g. ``2024-12-03T14-00-00-000Z_0123456789abcdef.jsonl``.
+    """
+    created = header.get("createdAt")
+    if isinstance(created, str) and _CANONICAL_TIME.fullmatch(created):
+        stamp = created
+    else:
+        ms = parse_timestamp_ms(created)
+        try:
+            stamp = _iso_ms(ms if ms is not None else time.time() * 1000.0)
+        except (OverflowError, OSError, ValueError):
+            stamp = _iso_ms(time.time() * 1000.0)
+    return stamp.replace(":", "-").replace(".", "-") + "_" + session_id_hash(header["id"]) + FILE_SUFFIX
+
+
+# -- low-level file helpers (module-level so tests can inject failures) -----------------------
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` (``os.write`` may write less than asked)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _truncate(fd: int, size: int) -> None:
+    os.ftruncate(fd, size)
+    os.fsync(fd)
+
+
+def _send_to_trash(path: str) -> None:
+    """Move ``path`` to the platform trash (raises when there is none usable)."""
+    from send2trash import send2trash  # imported late: it inspects the platform on import
+
+    send2trash(path)
+
+
+def _fsync_dir(directory: str) -> None:
+    # Makes a rename or new name durable; best effort, since some filesystems refuse it
+    # and the data itself is already on disk when this runs.
+    try:
+        fd = os.open(directory, os.O_RDONLY | _O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _read_all(fd: int) -> bytes:
+    size = os.fstat(fd).st_size
+    chunks = []
+    offset = 0
+    while True:
+        chunk = os.pread(fd, max(size - offset, 1 << 16), offset)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        offset += len(chunk)
+
+
+def _first_line(fd: int) -> bytes:
+    """The bytes before the first ``\\n`` (or the whole file)."""
+    chunks = []
+    offset = 0
+    while True:
+        chunk = os.pread(fd, 1 << 14, offset)
+        if not chunk:
+            return b"".join(chunks)
+        end = chunk.find(b"\n")
+        if end >= 0:
+            chunks.append(chunk[:end])
+            return b"".join(chunks)
+        chunks.append(chunk)
+        offset += len(chunk)
+
+
+def _last_line(fd: int, size: int) -> bytes:
+    """The bytes after the last ``\\n`` of a file of ``size`` bytes."""
+    chunks: list[bytes] = []
+    end = size
+    while end > 0:
+        start = max(0, end - (1 << 14))
+        chunk = os.pread(fd, end - start, start)
+        cut = chunk.rfind(b"\n")
+        if cut >= 0:
+            chunks.append(chunk[cut + 1:])
+            break
+        chunks.append(chunk)
+        end = start
+    return b"".join(reversed(chunks))
+
+
+def _lock(fd: int, exclusive: bool) -> None:
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+
+
+@contextmanager
+def _locked(path: str, *, exclusive: bool, writable: bool = False) -> Iterator[int]:
+    """Open ``path`` and hold its flock; yields the descriptor.
+
+    Raises:
+        FileNotFoundError: the file does not exist, or was removed while we waited.
+    """
+    flags = (os.O_RDWR | os.O_APPEND if writable else os.O_RDONLY) | _O_CLOEXEC
+    while True:
+        fd = os.open(path, flags)
+        try:
+            _lock(fd, exclusive)
+            held = os.fstat(fd)
+            try:
+                current: os.stat_result | None = os.stat(path)
+            except FileNotFoundError:
+                current = None
+        except BaseException:
+            os.close(fd)
+            raise
+        if current is not None and (current.st_dev, current.st_ino) == (held.st_dev, held.st_ino):
+            break
+        # Replaced (atomic rewrite) or removed while we waited: our inode is stale.
+        os.close(fd)
+        if current is None:
+            raise FileNotFoundError(errno.ENOENT, "session file was removed", path)
+    try:
+        yield fd
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def read_file(path: str | os.PathLike[str]) -> ParsedSession:
+    """Read a session file of any supported format into format 4, in memory.
+
+    The file is read under a shared lock (never half an append) and never
+    written, whatever its format.
+
+    Raises:
+        OSError: the file cannot be read (``FileNotFoundError`` when missing).
+        InvalidSessionError, UnsupportedVersionError: see :func:`~sessiontree.format.parse_session`.
+    """
+    path = os.path.abspath(os.fspath(path))
+    with _locked(path, exclusive=False) as fd:
+        data = _read_all(fd)
+    return parse_session(data, path)
+
+
+def _header_is_current(line: bytes, session_id: str) -> bool | None:
+    """Whether a first line is this session's format-4 header needing no upgrade.
+
+    Returns ``None`` when it is another session's header (the cache was stale),
+    ``False`` when the file must be parsed in full (older format, BOM, blank or
+    odd first line), ``True`` when appending directly is safe.
+    """
+    if line.startswith(b"\xef\xbb\xbf"):
+        return False
+    try:
+        header = jsonio.loads(line)
+    except ValueError:
+        return False
+    if not isinstance(header, dict) or header.get("type") != "session":
+        return False
+    if header.get("id") != session_id:
+        return None
+    version = header.get("version")
+    return (type(version) is int and version == CURRENT_VERSION
+            and "timestamp" not in header and "parentSession" not in header)
+
+
+class JsonlStore:
+    """A :class:`~sessiontree.stores.base.SessionStore` over a directory of JSONL files.
+
+    Args:
+        directory: where the session files live (created when missing).
+
+    Attributes:
+        url: ``jsonl:///`` + the absolute directory (four slashes for ``/...``).
+        kind: ``"jsonl"``.
+        directory: the absolute directory.
+
+    Raises:
+        StoreOpenError: the directory cannot be created or is not a directory.
+    """
+
+    kind = "jsonl"
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = os.path.abspath(os.fspath(directory))
+        self.url = "jsonl:///" + self.directory
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+        except OSError as exc:
+            raise StoreOpenError(f"cannot create the session directory {self.directory}: {exc}") from exc
+        if not os.path.isdir(self.directory):
+            raise StoreOpenError(f"{self.directory} is not a directory")
+        self._mutex = threading.RLock()
+        #: session id -> file, checked against the file's header before use.
+        self._paths: dict[str, str] = {}
+        #: file -> (stat signature, header or None): header reads skipped for unchanged files.
+        self._headers: dict[str, tuple[tuple[int, int, int, int], dict[str, Any] | None]] = {}
+
+    def __repr__(self) -> str:
+        return f"JsonlStore({self.directory!r})"
+
+    def __enter__(self) -> JsonlStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- finding files ---------------------------------------------------------------------
+
+    def _files(self) -> list[str]:
+        """Every ``*.jsonl`` regular file directly in the directory, by name."""
+        try:
+            with os.scandir(self.directory) as it:
+                names = [entry.name for entry in it if entry.name.endswith(FILE_SUFFIX) and entry.is_file()]
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise StorageError(f"cannot read the session directory {self.directory}: {exc}") from exc
+        return [os.path.join(self.directory, name) for name in sorted(names)]
+
+    def _header(self, path: str) -> dict[str, Any] | None:
+        """The file's (upgraded in memory) header, or ``None`` when unreadable or invalid."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            with self._mutex:
+                self._headers.pop(path, None)
+            return None
+        signature = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        with self._mutex:
+            cached = self._headers.get(path)
+        if cached is not None and cached[0] == signature:
+            return cached[1]
+        try:
+            header: dict[str, Any] | None = read_header_file(path)
+        except (OSError, InvalidSessionError):
+            header = None
+        with self._mutex:
+            self._headers[path] = (signature, header)
+        return header
+
+    def _scan(self) -> dict[str, list[str]]:
+        """id -> files with that header id (by name), refreshing the id cache."""
+        files = self._files()
+        found: dict[str, list[str]] = {}
+        for path in files:
+            header = self._header(path)
+            if header is not None:
+                found.setdefault(header["id"], []).append(path)
+        with self._mutex:
+            # Files created at an explicit path outside the directory are known only
+            # through the cache; keep them while their header still matches.
+            outside = {sid: path for sid, path in self._paths.items()
+                       if sid not in found and os.path.dirname(path) != self.directory}
+        for sid, path in outside.items():
+            header = self._header(path)
+            if header is not None and header["id"] == sid:
+                found[sid] = [path]
+        with self._mutex:
+            self._paths = {sid: paths[0] for sid, paths in found.items()}
+            live = set(files) | {paths[0] for paths in found.values()}
+            self._headers = {path: value for path, value in self._headers.items() if path in live}
+        return found
+
+    def _find(self, session_id: str) -> str | None:
+        with self._mutex:
+            path = self._paths.get(session_id)
+        if path is not None:
+            header = self._header(path)
+            if header is not None and header["id"] == session_id:
+                return path
+        paths = self._scan().get(session_id)
+        return paths[0] if paths else None
+
+    def _forget(self, session_id: str) -> None:
+        with self._mutex:
+            self._paths.pop(session_id, None)
+
+    def _require(self, session_id: str) -> str:
+        path = self._find(session_id)
+        if path is None:
+            raise SessionNotFoundError(session_id, self.directory)
+        return path
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def create(self, header: dict[str, Any], entries: Sequence[dict[str, Any]] = (),
+               raw: Sequence[bytes | None] | None = None, *, path: str | None = None) -> None:
+        """Write a new session file, complete or not at all.
+
+        Args:
+            header, entries, raw: see :meth:`SessionStore.create`.
+            path: the exact file to write (``SessionManager.open_file``); it may
+                exist only if empty. Default: a new D-7 name in the directory.
+
+        The id check and the write are serialized within this process; two
+        processes creating the *same* id at once with different ``createdAt``
+        values could both succeed (ids are UUIDv7 or caller-chosen, so this
+        needs a caller bug). The same name is refused by the exclusive link.
+
+        Raises:
+            SessionExistsError: a file in the directory has this header id.
+            InvalidSessionError: the header or an entry is not valid format 4.
+            StorageError: the write failed (or ``path`` is a non-empty file); no file is left.
+        """
+        session_id = check_header(header)
+        texts = encode_entries(entries, raw)
+        data = b"".join([jsonio.dumps(header), b"\n", *(text + b"\n" for text in texts)])
+        target = os.path.abspath(os.fspath(path)) if path is not None else self.path_for(header)
+        with self._mutex:
+            if self._find(session_id) is not None:
+                raise SessionExistsError(session_id)
+            if path is not None:
+                try:
+                    os.makedirs(os.path.dirname(target), exist_ok=True)
+                except OSError as exc:
+                    raise StorageError(f"cannot create the directory of {target}: {exc}") from exc
+            self._write_new(target, data)
+            self._paths[session_id] = target
+
+    def _write_new(self, target: str, data: bytes) -> None:
+        """Make ``target`` hold ``data``: a new file, or one that exists empty."""
+        tmp = f"{target}.tmp-{secrets.token_hex(6)}"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o644)
+            try:
+                _write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            try:
+                # A hard link publishes the complete file under its name, and only if
+                # the name is free: no reader ever sees a partial new session.
+                os.link(tmp, target)
+            except FileExistsError:
+                self._replace_empty(target, tmp)
+            except OSError as exc:
+                if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, errno.EMLINK):
+                    raise
+                self._create_exclusive(target, data)  # filesystems without hard links
+        except OSError as exc:
+            raise StorageError(f"cannot write {target}: {exc}") from exc
+        finally:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                pass  # best effort; nothing else can be done about it here
+        _fsync_dir(os.path.dirname(target))
+
+    @staticmethod
+    def _replace_empty(target: str, tmp: str) -> None:
+        # open_file() on a 0-byte path writes the header into it (REFERENCE D.10).
+        with _locked(target, exclusive=True) as fd:
+            if os.fstat(fd).st_size != 0:
+                raise FileExistsError(errno.EEXIST, "file exists and is not empty", target)
+            os.replace(tmp, target)
+
+    @staticmethod
+    def _create_exclusive(target: str, data: bytes) -> None:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o644)
+        try:
+            _lock(fd, True)
+            _write_all(fd, data)
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            os.unlink(target)
+            raise
+        os.close(fd)
+
+    def append(self, session_id: str, entries: Sequence[dict[str, Any]]) -> None:
+        """Append entries under the file lock in one write, then fsync.
+
+        An older-format file is upgraded first, atomically and together with
+        the new entries (seed "Session Version").
+
+        Raises:
+            SessionNotFoundError: no file has this header id.
+            InvalidSessionError: an entry is invalid, or the file ends in a torn record.
+            StorageError: the write failed; the file is as it was.
+        """
+        texts = encode_entries(entries)
+        payload = b"".join(text + b"\n" for text in texts)
+        for _ in range(_ATTEMPTS):
+            path = self._require(session_id)
+            try:
+                with _locked(path, exclusive=True, writable=True) as fd:
+                    current = _header_is_current(_first_line(fd), session_id)
+                    if current is None:
+                        self._forget(session_id)
+                        continue
+                    if not current:
+                        parsed = parse_session(_read_all(fd), path)
+                        if parsed.header["id"] != session_id:
+                            self._forget(session_id)
+                            continue
+                        if parsed.upgraded:
+                            self._replace_locked(path, fd, parsed.to_bytes() + payload)
+                            return
+                    if payload:
+                        self._append_locked(path, fd, payload)
+                    return
+            except FileNotFoundError:
+                self._forget(session_id)
+        raise SessionNotFoundError(session_id, self.directory)
+
+    @staticmethod
+    def _append_locked(path: str, fd: int, payload: bytes) -> None:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            tail = _last_line(fd, size)
+            if tail.strip(_JSON_WS + b"\x0b\x0c"):
+                try:
+                    jsonio.loads(tail.strip(_JSON_WS))
+                except ValueError as exc:
+                    # Burying a torn record under new lines would hide the damage;
+                    # `check --repair` is the place to fix it.
+                    raise InvalidSessionError(
+                        "torn final record: the last line is incomplete JSON with no newline", path) from exc
+            # A complete last record without its newline: end it first (REFERENCE D.9).
+            payload = b"\n" + payload
+        try:
+            _write_all(fd, payload)
+            os.fsync(fd)
+        except BaseException as exc:
+            try:
+                _truncate(fd, size)
+            except OSError as rollback_exc:
+                error = StorageError(f"append to {path} failed ({exc}) and the rollback failed too "
+                                     f"({rollback_exc}); the file may hold a partial record")
+                error.rollback_error = rollback_exc  # type: ignore[attr-defined]
+                raise error from exc
+            if isinstance(exc, OSError):
+                raise StorageError(f"append to {path} failed: {exc}") from exc
+            raise
+
+    @staticmethod
+    def _replace_locked(path: str, fd: int, data: bytes) -> None:
+        """Atomically replace ``path`` (whose lock ``fd`` holds) with ``data``."""
+        tmp = f"{path}.tmp-{secrets.token_hex(6)}"
+        try:
+            mode = stat.S_IMODE(os.fstat(fd).st_mode)
+            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o600)
+            try:
+                os.fchmod(out, mode)
+                _write_all(out, data)
+                os.fsync(out)
+            finally:
+                os.close(out)
+            os.replace(tmp, path)
+        except BaseException as exc:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            if isinstance(exc, OSError):
+                raise StorageError(f"rewriting {path} failed: {exc}") from exc
+            raise
+        _fsync_dir(os.path.dirname(path))
+
+    def replace_header(self, session_id: str, header: dict[str, Any]) -> None:
+        """Atomically rewrite the file with a new header (same id); entries keep their bytes.
+
+        Raises:
+            SessionNotFoundError: no file has this header id.
+            InvalidSessionError: the header is invalid or has another id, or the file is invalid.
+            StorageError: the rewrite failed; the file is as it was.
+        """
+        new_id = check_header(header)
+        if new_id != session_id:
+            raise InvalidSessionError(f"header id {new_id!r} does not match session {session_id!r}")
+        header_raw = jsonio.dumps(header)
+        for _ in range(_ATTEMPTS):
+            path = self._require(session_id)
+            try:
+                with _locked(path, exclusive=True) as fd:
+                    parsed = parse_session(_read_all(fd), path)
+                    if parsed.header["id"] != session_id:
+                        self._forget(session_id)
+                        continue
+                    parsed.header = header
+                    parsed.header_raw = header_raw
+                    self._replace_locked(path, fd, parsed.to_bytes())
+                    return
+            except FileNotFoundError:
+                self._forget(session_id)
+        raise SessionNotFoundError(session_id, self.directory)
+
+    def delete(self, session_id: str) -> None:
+        """Trash (or unlink) every file whose header id is ``session_id``; a missing id does nothing.
+
+        Raises:
+            StorageError: a file could be neither trashed nor removed.
+        """
+        paths = list(self._scan().get(session_id, []))
+        with self._mutex:
+            known = self._paths.get(session_id)
+        if known is not None and known not in paths:
+            paths.append(known)
+        for path in paths:
+            try:
+                # Under the lock, so a concurrent writer finishes first or finds the file gone.
+                with _locked(path, exclusive=True):
+                    try:
+                        header = read_header_file(path)
+                    except InvalidSessionError:
+                        continue
+                    if header["id"] != session_id:
+                        continue
+                    self._remove(path)
+            except FileNotFoundError:
+                continue
+        self._forget(session_id)
+
+    @staticmethod
+    def _remove(path: str) -> None:
+        try:
+            _send_to_trash(path)
+            return
+        except Exception:
+            pass  # no usable trash here (headless system, other volume...): delete instead
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StorageError(f"cannot delete {path}: {exc}") from exc
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def load(self, session_id: str) -> ParsedSession:
+        """Read the session into format 4; persist an older format's upgrade first (D-9).
+
+        The upgrade is written atomically under the exclusive lock; the result
+        then has ``upgraded == False`` (the file is format 4), while
+        ``source_version`` and ``steps`` tell what was converted.
+
+        Raises:
+            SessionNotFoundError: no file has this header id.
+            InvalidSessionError, UnsupportedVersionError: the file is invalid.
+            StorageError: the file could not be read, or the upgrade not written.
+        """
+        for _ in range(_ATTEMPTS):
+            path = self._require(session_id)
+            try:
+                parsed = self._read_for_writing(path, session_id)
+            except FileNotFoundError:
+                parsed = None
+            if parsed is not None:
+                return parsed
+            self._forget(session_id)
+        raise SessionNotFoundError(session_id, self.directory)
+
+    def open_path(self, path: str | os.PathLike[str]) -> ParsedSession | None:
+        """Open one file for writing (``SessionManager.open_file``), in or outside the directory.
+
+        Returns:
+            ``None`` when the file is missing or empty (the caller then writes
+            a new header with ``create(..., path=path)``); otherwise the session
+            in format 4, an older format's upgrade persisted atomically under
+            the lock first (D-9). The session id is then bound to this file.
+
+        Raises:
+            InvalidSessionError, UnsupportedVersionError: a non-empty file that
+                is not a valid session (left untouched).
+            StorageError: the file could not be read, or the upgrade not written.
+        """
+        target = os.path.abspath(os.fspath(path))
+        try:
+            parsed = self._read_for_writing(target, None)
+        except FileNotFoundError:
+            return None
+        if parsed is not None:
+            with self._mutex:
+                self._paths[parsed.header["id"]] = target
+        return parsed
+
+    def _read_for_writing(self, path: str, session_id: str | None) -> ParsedSession | None:
+        """Parse ``path`` and persist a pending upgrade under the exclusive lock.
+
+        Returns ``None`` when the file is empty or (with ``session_id``) holds
+        another session. Raises ``FileNotFoundError`` when it is gone.
+        """
+        try:
+            with _locked(path, exclusive=False) as fd:
+                data = _read_all(fd)
+            if not data:
+                return None
+            parsed = parse_session(data, path)
+            if session_id is not None and parsed.header["id"] != session_id:
+                return None
+            if not parsed.upgraded:
+                return parsed
+            with _locked(path, exclusive=True) as fd:
+                # Read again: another process may have upgraded or appended meanwhile.
+                data = _read_all(fd)
+                if not data:
+                    return None
+                parsed = parse_session(data, path)
+                if session_id is not None and parsed.header["id"] != session_id:
+                    return None
+                if parsed.upgraded:
+                    self._replace_locked(path, fd, parsed.to_bytes())
+                    parsed.upgraded = False
+                return parsed
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise StorageError(f"cannot read {path}: {exc}") from exc
+
+    def path_for(self, header: dict[str, Any]) -> str:
+        """Where :meth:`create` would write a new session with this header (D-7 name)."""
+        return os.path.join(self.directory, file_name_for(header))
+
+    def exists(self, session_id: str) -> bool:
+        """Whether a file in the store has this header id."""
+        return self._find(session_id) is not None
+
+    def session_ids(self) -> list[str]:
+        """Ids of every file with a valid header (by file name), internal ones included."""
+        return list(self._scan())
+
+    def location(self, session_id: str) -> str | None:
+        """The session's file, or ``None`` when no file has this id."""
+        return self._find(session_id)
+
+    def list_sessions(self, *, cwd: str | None = None, include_internal: bool = False,
+                      on_progress: ProgressCallback | None = None,
+                      cancel: CancelEvent | None = None) -> list[SessionInfo]:
+        """Parse each ``*.jsonl`` file of the directory in memory and list it (REFERENCE L).
+
+        Files that fail to load are left out; internal sessions and other cwds
+        are skipped by their header before the body is parsed (L.4). Nothing
+        is ever written. ``on_progress`` is called once per file.
+
+        Raises:
+            ListingCancelledError: ``cancel`` was set before or during the listing.
+        """
+        wanted = resolve_cwd(cwd) if cwd is not None else None
+        Progress(0, None, cancel)  # cancelled before starting: do not even scan
+        files = self._files()
+        progress = Progress(len(files), on_progress, cancel)
+        infos: list[SessionInfo] = []
+        for path in files:
+            info = self._list_one(path, wanted, include_internal)
+            if info is not None:
+                infos.append(info)
+            progress.step()
+        return sort_listing(infos)
+
+    def _list_one(self, path: str, wanted: str | None, include_internal: bool) -> SessionInfo | None:
+        header = self._header(path)
+        if header is None:
+            return None
+        if not include_internal and is_classified(header):
+            return None
+        if not cwd_matches(header.get("cwd"), wanted):
+            return None
+        try:
+            with _locked(path, exclusive=False) as fd:
+                data = _read_all(fd)
+                mtime = os.fstat(fd).st_mtime
+            parsed = parse_session(data, path)
+        except (OSError, InvalidSessionError):
+            return None
+        # Re-check on the full parse: the file may have changed since its header was read.
+        if not include_internal and is_classified(parsed.header):
+            return None
+        if not cwd_matches(parsed.header.get("cwd"), wanted):
+            return None
+        return InfoAccumulator().extend(parsed.entries).to_info(parsed.header, path, fallback_mtime=mtime)
+
+    def find_most_recent(self, cwd: str | None = None, include_internal: bool = False) -> str | None:
+        """Id of the session whose file was modified last (REFERENCE M.1), or ``None``.
+
+        Only the first record (the header) of each file is read.
+        """
+        wanted = resolve_cwd(cwd) if cwd is not None else None
+        best: tuple[int, str] | None = None
+        best_id: str | None = None
+        for path in self._files():
+            header = self._header(path)
+            if header is None:
+                continue
+            if not include_internal and is_classified(header):
+                continue
+            if not cwd_matches(header.get("cwd"), wanted):
+                continue
+            try:
+                key = (os.stat(path).st_mtime_ns, path)
+            except OSError:
+                continue
+            if best is None or key > best:
+                best, best_id = key, header["id"]
+        return best_id
+
+    def close(self) -> None:
+        """Drop cached look-ups. Idempotent; the store stays usable."""
+        with self._mutex:
+            self._paths.clear()
+            self._headers.clear()

@@ -1,0 +1,229 @@
+"""``MemoryStore``: sessions held in process memory, no I/O at all (seed §3.1, SPEC §4).
+
+Invariants:
+
+* Each entry is kept as its stored JSON text (``bytes``), exactly as the
+  other stores keep it, so exporting a session gives the same bytes from
+  every store. ``load`` parses that text again, so callers get fresh objects
+  and can never alter what is stored by mutating them.
+* Listing metadata is an :class:`~sessiontree.info.InfoAccumulator` per
+  session, updated from the appended entries only.
+* One lock serializes every call, so a store may be shared between threads.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .. import jsonio
+from ..errors import InvalidSessionError, SessionExistsError, SessionNotFoundError
+from ..format import CURRENT_VERSION, ParsedSession
+from ..info import InfoAccumulator, SessionInfo, is_classified
+from ._shared import Progress, check_header, cwd_matches, encode_entries, resolve_cwd, sort_listing
+from .base import CancelEvent, ProgressCallback
+
+__all__ = ["MemoryStore"]
+
+
+@dataclass
+class _Session:
+    header_raw: bytes
+    header: dict[str, Any]
+    raw: list[bytes]
+    ids: set[str]
+    info: InfoAccumulator
+    #: Store-wide write counter at the last mutation: recency for find_most_recent.
+    write_seq: int
+    #: Wall-clock seconds of the last mutation: ``modified`` when nothing else gives one.
+    written_at: float
+
+
+class MemoryStore:
+    """A :class:`~sessiontree.stores.base.SessionStore` that never touches the filesystem.
+
+    ``url`` is ``"memory:"`` and ``kind`` ``"memory"``. Listing rows use the
+    session id as ``path`` (seed "Static Listing Methods").
+    """
+
+    url = "memory:"
+    kind = "memory"
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, _Session] = {}
+        self._lock = threading.RLock()
+        self._counter = itertools.count(1)
+
+    def __repr__(self) -> str:
+        return f"MemoryStore({len(self._sessions)} sessions)"
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def create(self, header: dict[str, Any], entries: Sequence[dict[str, Any]] = (),
+               raw: Sequence[bytes | None] | None = None, *, path: str | None = None) -> None:
+        """Store a new session (``path`` is ignored). See :meth:`SessionStore.create`.
+
+        Raises:
+            SessionExistsError: the id is already stored.
+            InvalidSessionError: the header or an entry is not valid format 4.
+        """
+        session_id = check_header(header)
+        texts = encode_entries(entries, raw)
+        header_raw = jsonio.dumps(header)
+        with self._lock:
+            if session_id in self._sessions:
+                raise SessionExistsError(session_id)
+            session = _Session(header_raw=header_raw, header=jsonio.loads(header_raw), raw=[], ids=set(),
+                               info=InfoAccumulator(), write_seq=0, written_at=0.0)
+            self._add(session, entries, texts)
+            self._sessions[session_id] = session
+
+    def append(self, session_id: str, entries: Sequence[dict[str, Any]]) -> None:
+        """Append entries, all or nothing. See :meth:`SessionStore.append`.
+
+        Raises:
+            SessionNotFoundError: no such id.
+            InvalidSessionError: an entry is invalid or reuses an id of the session.
+        """
+        texts = encode_entries(entries)
+        with self._lock:
+            session = self._require(session_id)
+            for entry in entries:
+                if entry["id"] in session.ids:
+                    raise InvalidSessionError(f'duplicate entry id "{entry["id"]}" in session {session_id}')
+            if texts:
+                self._add(session, entries, texts)
+
+    def _add(self, session: _Session, entries: Sequence[dict[str, Any]], texts: list[bytes]) -> None:
+        # Account from the stored text, not the caller's objects: what is listed
+        # must be what load() returns, even if the caller mutates its dicts later.
+        # Everything is parsed before anything changes, so a bad text changes nothing.
+        try:
+            parsed = [jsonio.loads(text) for text in texts]
+        except ValueError as exc:
+            raise InvalidSessionError(f"stored entry text is not valid JSON ({exc})") from exc
+        if not all(isinstance(entry, dict) for entry in parsed):
+            raise InvalidSessionError("stored entry text is not a JSON object")
+        for text, entry, given in zip(texts, parsed, entries):
+            session.raw.append(text)
+            session.ids.add(given["id"])
+            session.info.add(entry)
+        self._touch(session)
+
+    def _touch(self, session: _Session) -> None:
+        session.write_seq = next(self._counter)
+        session.written_at = time.time()
+
+    def replace_header(self, session_id: str, header: dict[str, Any]) -> None:
+        """Replace the header (same id). See :meth:`SessionStore.replace_header`.
+
+        Raises:
+            SessionNotFoundError: no such id.
+            InvalidSessionError: the header is invalid or has another id.
+        """
+        new_id = check_header(header)
+        if new_id != session_id:
+            raise InvalidSessionError(f"header id {new_id!r} does not match session {session_id!r}")
+        header_raw = jsonio.dumps(header)
+        with self._lock:
+            session = self._require(session_id)
+            session.header_raw = header_raw
+            session.header = jsonio.loads(header_raw)
+            self._touch(session)
+
+    def delete(self, session_id: str) -> None:
+        """Forget the session; a missing id does nothing."""
+        with self._lock:
+            self._sessions.pop(session_id, None)
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def _require(self, session_id: str) -> _Session:
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise SessionNotFoundError(session_id, self.url)
+        return session
+
+    def load(self, session_id: str) -> ParsedSession:
+        """The session as fresh objects parsed from the stored text.
+
+        Raises:
+            SessionNotFoundError: no such id.
+        """
+        with self._lock:
+            session = self._require(session_id)
+            header_raw = session.header_raw
+            raw: list[bytes | None] = list(session.raw)
+        loads = jsonio.loads
+        return ParsedSession(
+            header=loads(header_raw),
+            entries=[loads(text) for text in raw if text is not None],
+            raw=raw,
+            header_raw=header_raw,
+            source_version=CURRENT_VERSION,
+            upgraded=False,
+            lines=list(range(2, len(raw) + 2)),
+            path=None,
+        )
+
+    def exists(self, session_id: str) -> bool:
+        """Whether the id is stored."""
+        with self._lock:
+            return session_id in self._sessions
+
+    def session_ids(self) -> list[str]:
+        """Every stored id, in creation order."""
+        with self._lock:
+            return list(self._sessions)
+
+    def location(self, session_id: str) -> str | None:
+        """Always ``None``: memory sessions have no file."""
+        return None
+
+    def list_sessions(self, *, cwd: str | None = None, include_internal: bool = False,
+                      on_progress: ProgressCallback | None = None,
+                      cancel: CancelEvent | None = None) -> list[SessionInfo]:
+        """Listing rows, newest ``modified`` first. See :meth:`SessionStore.list_sessions`.
+
+        Raises:
+            ListingCancelledError: ``cancel`` was set before or during the listing.
+        """
+        wanted = resolve_cwd(cwd) if cwd is not None else None
+        with self._lock:
+            snapshot = [(s.header, InfoAccumulator.from_state(s.info.to_state()), tuple(s.info.texts), s.written_at)
+                        for s in self._sessions.values()]
+        progress = Progress(len(snapshot), on_progress, cancel)
+        rows: list[SessionInfo] = []
+        for header, info, texts, written_at in snapshot:
+            if (include_internal or not is_classified(header)) and cwd_matches(header.get("cwd"), wanted):
+                rows.append(info.to_info(header, header["id"], fallback_mtime=written_at,
+                                         text_loader=lambda texts=texts: " ".join(texts)))
+            progress.step()
+        return sort_listing(rows)
+
+    def find_most_recent(self, cwd: str | None = None, include_internal: bool = False) -> str | None:
+        """Id of the session written last (optionally only for ``cwd``), or ``None``."""
+        wanted = resolve_cwd(cwd) if cwd is not None else None
+        with self._lock:
+            best: _Session | None = None
+            for session in self._sessions.values():
+                if not include_internal and is_classified(session.header):
+                    continue
+                if not cwd_matches(session.header.get("cwd"), wanted):
+                    continue
+                if best is None or session.write_seq > best.write_seq:
+                    best = session
+            return best.header["id"] if best is not None else None
+
+    def close(self) -> None:
+        """Nothing to release; the sessions stay available."""
