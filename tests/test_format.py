@@ -693,3 +693,18 @@ def test_raw_bytes_roundtrip_of_generated_sessions(session: tuple[dict[str, Any]
     assert parsed.to_bytes() == data
     assert serialize_session(parsed.header, parsed.entries) == data
     assert serialize_session(parsed.header, parsed.entries, parsed.raw) == data
+
+
+def test_bad_line_followed_by_unterminated_blank_is_malformed_not_torn() -> None:
+    # The bad record ends with "\n": only a whitespace fragment follows it.
+    data = b'{"type":"session","version":4,"id":"a"}\n{bad\n  '
+    with pytest.raises(InvalidSessionError) as info:
+        parse_session(data, "f.jsonl")
+    assert info.value.line == 2 and info.value.reason.startswith("malformed line")
+
+
+def test_absurdly_nested_line_is_rejected_not_a_crash() -> None:
+    data = b'{"type":"session","version":4,"id":"a"}\n' + b"[" * 100_000 + b"\n"
+    with pytest.raises(InvalidSessionError) as info:
+        parse_session(data, "f.jsonl")
+    assert info.value.line == 2

@@ -285,7 +285,7 @@ def _parse_session(data: bytes, path: str | None) -> ParsedSession:
         try:
             obj = loads(text)
         except ValueError as exc:
-            if index == last_content and not terminated:
+            if index == len(lines) - 1 and not terminated:  # no newline follows this very line
                 raise InvalidSessionError(
                     "torn final record: the last line is incomplete JSON with no newline", path, number
                 ) from exc

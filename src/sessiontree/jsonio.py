@@ -52,7 +52,10 @@ def loads(data: bytes | str) -> Any:
         pass
     text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
     # json.loads accepts NaN/Infinity, which JSON forbids; refuse them.
-    return json.loads(text, parse_constant=_reject_constant)
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError as exc:  # absurd nesting: invalid input, not a crash
+        raise ValueError("JSON nested too deeply") from exc
 
 
 def _reject_constant(name: str) -> Any:
