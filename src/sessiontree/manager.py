@@ -1,0 +1,829 @@
+"""``SessionManager``: the seed's SessionManager API in Python (SPEC §5).
+
+Invariants (seed "SessionManager API"; REFERENCE Decisions D-1, D-9, E.11):
+
+* Write-through. Every mutation has committed to the store when it returns.
+  A session from :meth:`SessionManager.create` / :meth:`new_session` writes
+  its header together with its first mutation, so creating and closing
+  without mutations leaves nothing behind; :meth:`open_file` on a missing or
+  empty file writes the header at once. There is no ``flush``.
+* A failed write raises :class:`~sessiontree.errors.StorageError` and leaves
+  the manager exactly as before: the entry is not published, the leaf and
+  labels are restored (REFERENCE E.6).
+* Factories without an explicit store or directory use the configured store
+  (``SESSIONTREE_STORE``, else the shared SQLite database); a directory
+  argument selects JSONL; :meth:`in_memory` selects memory and does no I/O.
+  A store that cannot be opened raises ``StoreOpenError``; there is never a
+  fallback to memory.
+* The manager talks to storage only through the ``SessionStore`` protocol.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from . import projection as _projection
+from .errors import (
+    EntryNotFoundError,
+    SessionInUseError,
+    SessionNotFoundError,
+    StorageError,
+)
+from .format import ParsedSession, read_session_file
+from .ids import new_entry_id, new_session_id, validate_session_id
+from .info import SessionInfo, is_classified
+from .migrations import parent_session_to_id
+from .normalize import normalize_nested_calls, normalize_summary
+from .stores import open_store
+from .stores.base import CancelEvent, ProgressCallback, SessionStore
+from .stores.jsonl import JsonlStore
+from .stores.memory import MemoryStore
+from .tree import Entry, NameState, SessionTree, TreeNode
+
+__all__ = ["SessionManager", "now_iso"]
+
+
+class _Unset:
+    """Marker for "argument not provided", distinct from ``None`` (REFERENCE A.19)."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+
+_EDITABLE_ROLES = ("user", "assistant", "toolResult")
+
+
+def now_iso() -> str:
+    """The current UTC time as ISO-8601 with milliseconds, e.g. ``2026-02-01T09:05:00.000Z``."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _resolve_store(store: SessionStore | str | None, session_dir: str | os.PathLike[str] | None) -> SessionStore:
+    if store is not None:
+        return open_store(store) if isinstance(store, str) else store
+    if session_dir is not None:
+        return JsonlStore(os.fspath(session_dir))
+    return open_store(None)
+
+
+def _classification(internal: bool, workflow: Any) -> dict[str, Any] | None:
+    """The ``internal``/``workflow`` pair to write, or ``None`` (REFERENCE O.3)."""
+    if internal is True and is_classified({"internal": True, "workflow": workflow}):
+        return {"internal": True, "workflow": workflow}
+    return None
+
+
+def _new_header(session_id: str | None, cwd: str, parent_session: str | None = None,
+                classification: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A format-4 header in the key order of REFERENCE A.3."""
+    header: dict[str, Any] = {
+        "type": "session",
+        "version": 4,
+        "id": validate_session_id(session_id) if session_id is not None else new_session_id(),
+        "createdAt": now_iso(),
+        "cwd": cwd,
+    }
+    if parent_session is not None:
+        parent_id = parent_session_to_id(parent_session)
+        if parent_id is not None:
+            header["parentSessionId"] = parent_id
+    if classification:
+        header.update(classification)
+    return header
+
+
+class SessionManager:
+    """One open session: its header, entry tree and leaf, bound to a store.
+
+    Build one with the static constructors (:meth:`create`, :meth:`open`,
+    :meth:`open_file`, :meth:`continue_recent`, :meth:`in_memory`,
+    :meth:`fork_from`, :meth:`import_from_jsonl`), not directly.
+    """
+
+    def __init__(self, store: SessionStore, header: dict[str, Any], entries: Sequence[Entry] = (),
+                 *, cwd: str, saved: bool, session_file: str | None = None) -> None:
+        """Bind a header and entries to ``store``.
+
+        Args:
+            store: where mutations are written.
+            header: the format-4 header (its ``id`` is the session id).
+            entries: entries in file order; the leaf is the last one.
+            cwd: the manager's working directory (absolute).
+            saved: whether the session already exists in the store.
+            session_file: explicit JSONL path (``open_file``), if any.
+        """
+        self._store = store
+        self._header = header
+        self._tree = SessionTree(entries)
+        self._cwd = os.path.abspath(cwd)
+        self._saved = saved
+        self._session_file = session_file
+        # Ids this process appended: their tools may still run (D-11).
+        self._appended: set[str] = set()
+
+    # ------------------------------------------------------------------ factories
+
+    @classmethod
+    def create(cls, cwd: str, session_dir: str | os.PathLike[str] | None = None, *,
+               store: SessionStore | str | None = None, id: str | None = None,
+               parent_session: str | None = None, internal: bool = False,
+               workflow: dict[str, Any] | None = None) -> SessionManager:
+        """A new session (seed "Static Creation Methods": ``create``).
+
+        Nothing is written until the first mutation (D-1).
+
+        Args:
+            cwd: the session's working directory (made absolute).
+            session_dir: a directory selects a JSONL store there.
+            store: an explicit store or store URL (wins over ``session_dir``).
+            id: a session id to use instead of a new UUIDv7.
+            parent_session: the parent session id (a path is converted, §3.15).
+            internal, workflow: workflow classification; written only as a valid pair (O.3).
+
+        Raises:
+            InvalidSessionIdError: ``id`` is not a valid session id.
+            StoreOpenError: the store cannot be opened.
+            SessionExistsError: on the first write, if ``id`` is taken.
+        """
+        target = _resolve_store(store, session_dir)
+        cwd = os.path.abspath(cwd)
+        header = _new_header(id, cwd, parent_session, _classification(internal, workflow))
+        return cls(target, header, cwd=cwd, saved=False)
+
+    @classmethod
+    def open(cls, store: SessionStore | str, session_id: str, cwd_override: str | None = None) -> SessionManager:
+        """Open an existing session by exact id (seed: ``open(store, sessionId)``).
+
+        An older JSONL file has its format-4 upgrade persisted atomically first (D-9).
+
+        Raises:
+            InvalidSessionIdError: malformed id (REFERENCE B.8).
+            SessionNotFoundError: no such session; nothing is created.
+            InvalidSessionError: the stored session is invalid.
+        """
+        validate_session_id(session_id)
+        target = open_store(store) if isinstance(store, str) else store
+        parsed = target.load(session_id)
+        cwd = cwd_override if cwd_override is not None else (parsed.header.get("cwd") or os.getcwd())
+        return cls(target, parsed.header, parsed.entries, cwd=cwd, saved=True)
+
+    @classmethod
+    def open_file(cls, path: str | os.PathLike[str], session_dir: str | os.PathLike[str] | None = None,
+                  cwd_override: str | None = None) -> SessionManager:
+        """Open a JSONL file directly, creating it if missing (seed: ``open(path, ...)``).
+
+        A missing or 0-byte file gets a new session whose header is written at
+        once (D-1, REFERENCE D.10). An older format is upgraded and persisted
+        atomically under the file lock before anything else is written (D-9).
+        The working directory is ``cwd_override``, else the header's, else the
+        process's (D.13).
+
+        Raises:
+            InvalidSessionError: a non-empty file that is not a valid session
+                (file left untouched).
+            StorageError: writing the header or the upgrade failed.
+        """
+        path = os.path.abspath(os.fspath(path))
+        store = JsonlStore(os.fspath(session_dir) if session_dir is not None else os.path.dirname(path))
+        parsed = store.open_path(path)
+        if parsed is None:
+            cwd = os.path.abspath(cwd_override if cwd_override is not None else os.getcwd())
+            header = _new_header(None, cwd)
+            store.create(header, [], path=path)
+            return cls(store, header, cwd=cwd, saved=True, session_file=path)
+        cwd = cwd_override if cwd_override is not None else (parsed.header.get("cwd") or os.getcwd())
+        return cls(store, parsed.header, parsed.entries, cwd=cwd, saved=True, session_file=path)
+
+    @classmethod
+    def continue_recent(cls, cwd: str, session_dir: str | os.PathLike[str] | None = None, *,
+                        store: SessionStore | str | None = None,
+                        include_internal: bool = False) -> SessionManager:
+        """Continue the most recent regular session of ``cwd`` or create one (seed, REFERENCE M.2/M.3).
+
+        Recency is the session's last write. The found session is opened with
+        the given ``cwd``. Workflow sessions are considered only with
+        ``include_internal``.
+        """
+        target = _resolve_store(store, session_dir)
+        cwd = os.path.abspath(cwd)
+        recent = target.find_most_recent(cwd, include_internal)
+        if recent is not None:
+            return cls.open(target, recent, cwd_override=cwd)
+        return cls.create(cwd, store=target)
+
+    @classmethod
+    def in_memory(cls, cwd: str | None = None, *, id: str | None = None, parent_session: str | None = None,
+                  internal: bool = False, workflow: dict[str, Any] | None = None,
+                  entries: Sequence[dict[str, Any]] | None = None) -> SessionManager:
+        """A session in a private :class:`MemoryStore`; no filesystem I/O (seed ``inMemory``, §3.5).
+
+        Args:
+            entries: optional records. When they include a header (``type ==
+                "session"``) it is used, upgraded to format 4; the other
+                records are the entries and the leaf is the last one.
+        """
+        cwd = os.path.abspath(cwd if cwd is not None else os.getcwd())
+        records = list(entries or [])
+        headers = [r for r in records if r.get("type") == "session"]
+        body = [r for r in records if r.get("type") != "session"]
+        if headers:
+            from .migrations import upgrade_header
+
+            header = upgrade_header(headers[0])
+        else:
+            header = _new_header(id, cwd, parent_session, _classification(internal, workflow))
+        store = MemoryStore()
+        manager = cls(store, header, body, cwd=cwd, saved=False)
+        if body:
+            manager._persist(body)
+        return manager
+
+    @classmethod
+    def fork_from(cls, source_path: str | os.PathLike[str], target_cwd: str,
+                  session_dir: str | os.PathLike[str] | None = None, *,
+                  store: SessionStore | str | None = None, id: str | None = None,
+                  internal: bool = False, workflow: dict[str, Any] | None = None) -> SessionManager:
+        """Fork a JSONL file into a new session (seed ``forkFrom``, REFERENCE N.7-N.10).
+
+        The source is read and upgraded in memory (never modified); every
+        entry is copied in order; the new header has ``cwd`` = ``target_cwd``
+        and ``parentSessionId`` = the source id; classification comes from the
+        arguments, else from a valid source pair (D-14).
+
+        Raises:
+            OSError: the source cannot be read.
+            InvalidSessionError: the source is not a valid session.
+        """
+        parsed = read_session_file(source_path)
+        target = _resolve_store(store, session_dir)
+        return cls._fork(parsed, target, target_cwd, id, internal, workflow)
+
+    @classmethod
+    def _fork(cls, source: ParsedSession, target: SessionStore, cwd: str, session_id: str | None,
+              internal: bool, workflow: dict[str, Any] | None) -> SessionManager:
+        classification = _classification(internal, workflow)
+        if classification is None and is_classified(source.header):
+            classification = {"internal": True, "workflow": source.header["workflow"]}
+        cwd = os.path.abspath(cwd)
+        header = _new_header(session_id, cwd, None, None)
+        header["parentSessionId"] = source.header["id"]
+        if classification:
+            header.update(classification)
+        raw = [source.entry_bytes(i) for i in range(len(source.entries))]
+        target.create(header, source.entries, raw)
+        return cls(target, header, source.entries, cwd=cwd, saved=True)
+
+    @classmethod
+    def import_from_jsonl(cls, input_path: str | os.PathLike[str], cwd: str | None = None,
+                          target: SessionStore | str | os.PathLike[str] | None = None) -> SessionManager:
+        """Import a JSONL file keeping its id (seed ``importFromJsonl``, D-16).
+
+        The file is read with the format-4 reader and upgraded in memory (it
+        is never modified); id, ``createdAt``, parent, classification and every
+        entry (with its stored JSON text) are kept. The header ``cwd`` becomes
+        ``cwd`` when given (the import lands in that project), else it is kept.
+
+        Args:
+            target: a store, a store URL, or a directory (JSONL); default: the configured store.
+
+        Raises:
+            FileNotFoundError: the input file does not exist.
+            InvalidSessionError: the file is not a valid session.
+            InvalidSessionIdError: the file's session id is not a valid id.
+            SessionExistsError: the id is already in the target store (target untouched).
+        """
+        parsed = read_session_file(input_path)
+        validate_session_id(parsed.header["id"])
+        if isinstance(target, (str, os.PathLike)) and os.path.isdir(os.fspath(target)):
+            store = JsonlStore(os.fspath(target))
+        else:
+            store = _resolve_store(target if isinstance(target, (SessionStore, str)) or target is None else os.fspath(target), None)
+        header = dict(parsed.header)
+        if cwd is not None:
+            header["cwd"] = os.path.abspath(cwd)
+        raw = [parsed.entry_bytes(i) for i in range(len(parsed.entries))]
+        store.create(header, parsed.entries, raw)
+        return cls(store, header, parsed.entries, cwd=header.get("cwd") or os.getcwd(), saved=True)
+
+    # ------------------------------------------------------------------ listing
+
+    @staticmethod
+    def list(cwd: str, store_or_dir: SessionStore | str | os.PathLike[str] | None = None,
+             on_progress: ProgressCallback | None = None, *, include_internal: bool = False,
+             cancel: CancelEvent | None = None) -> builtins.list[SessionInfo]:
+        """Sessions of one project, newest first (seed ``list``; REFERENCE group L).
+
+        Internal workflow sessions are left out unless ``include_internal``.
+
+        Raises:
+            ListingCancelledError: ``cancel`` was set; no partial list.
+        """
+        store = SessionManager._listing_store(store_or_dir)
+        return store.list_sessions(cwd=os.path.abspath(cwd), include_internal=include_internal,
+                                   on_progress=on_progress, cancel=cancel)
+
+    @staticmethod
+    def list_all(store_or_dir: SessionStore | str | os.PathLike[str] | None = None,
+                 on_progress: ProgressCallback | None = None, *, include_internal: bool = False,
+                 cancel: CancelEvent | None = None) -> builtins.list[SessionInfo]:
+        """Sessions of every project in the store, newest first (seed ``listAll``)."""
+        store = SessionManager._listing_store(store_or_dir)
+        return store.list_sessions(include_internal=include_internal, on_progress=on_progress, cancel=cancel)
+
+    @staticmethod
+    def _listing_store(store_or_dir: SessionStore | str | os.PathLike[str] | None) -> SessionStore:
+        if store_or_dir is None or isinstance(store_or_dir, str) and "://" in store_or_dir or store_or_dir == "memory:":
+            return open_store(store_or_dir)  # type: ignore[arg-type]
+        if isinstance(store_or_dir, (str, os.PathLike)):
+            return JsonlStore(os.fspath(store_or_dir))
+        return store_or_dir
+
+    # ------------------------------------------------------------------ session management
+
+    def new_session(self, *, id: str | None = None, parent_session: str | None = None,
+                    internal: bool = False, workflow: dict[str, Any] | None = None) -> str | None:
+        """Start a new, empty session in the same store (seed ``newSession``, REFERENCE T.3).
+
+        Labels, entries and the leaf are cleared; nothing is written until the
+        first mutation.
+
+        Returns:
+            The new session's JSONL path when the store has files, else ``None``.
+        """
+        header = _new_header(id, self._cwd, parent_session, _classification(internal, workflow))
+        self._header = header
+        self._tree = SessionTree()
+        self._saved = False
+        self._session_file = None
+        self._appended = set()
+        return self.get_session_file()
+
+    def mark_session_internal(self, workflow: dict[str, Any] | None = None) -> None:
+        """Apply valid workflow ownership (seed ``markSessionInternal``, REFERENCE O.4).
+
+        Does nothing when the header is already classified or ``workflow`` is
+        invalid; otherwise sets ``internal: true`` and ``workflow`` and, when
+        the session is already stored, replaces its header at once.
+
+        Raises:
+            StorageError: the header could not be written (the header is restored).
+        """
+        if is_classified(self._header) or _classification(True, workflow) is None:
+            return
+        previous = self._header
+        header = {k: v for k, v in previous.items() if k not in ("internal", "workflow")}
+        header["internal"] = True
+        header["workflow"] = workflow
+        self._header = header
+        if self._saved:
+            try:
+                self._store.replace_header(self.get_session_id(), header)
+            except BaseException:
+                self._header = previous
+                raise
+
+    def set_session_file(self, path: str | os.PathLike[str]) -> None:
+        """Switch this manager to a JSONL file, keeping its cwd (seed ``setSessionFile``, T.4)."""
+        other = SessionManager.open_file(path, cwd_override=self._cwd)
+        self.__dict__.update(other.__dict__)
+
+    def create_branched_session(self, leaf_id: str) -> str | None:
+        """Extract the branch ending at ``leaf_id`` into a new session and switch to it
+        (seed ``createBranchedSession``; REFERENCE N.1-N.6, D-5, §3.15).
+
+        Label entries on the path are dropped and the kept entries re-chained
+        around them; labels of path entries are recreated (original text and
+        timestamp, new ids) after the last path entry. The new header has
+        ``parentSessionId`` = the current id and inherits a valid
+        classification. The new session is written at once.
+
+        Returns:
+            The new JSONL path when the store has files, else ``None``.
+
+        Raises:
+            EntryNotFoundError: ``leaf_id`` is unknown.
+            StorageError: the write failed (the manager is unchanged).
+        """
+        path = self._tree.get_branch(leaf_id)
+        if not path:
+            raise EntryNotFoundError(leaf_id)
+        kept: builtins.list[Entry] = []
+        dropped_labels: set[str] = set()
+        previous_kept: str | None = None
+        for entry in path:
+            if entry.get("type") == "label":
+                dropped_labels.add(entry["id"])
+                continue
+            if entry.get("parentId") != previous_kept:
+                entry = {**entry, "parentId": previous_kept}
+            kept.append(entry)
+            previous_kept = entry["id"]
+        # A firstKeptEntryId on a dropped label moves to the next kept entry (D-5).
+        position = {e["id"]: i for i, e in enumerate(path)}
+        for i, entry in enumerate(kept):
+            first_kept = entry.get("firstKeptEntryId") if entry.get("type") == "compaction" else None
+            if isinstance(first_kept, str) and first_kept in dropped_labels:
+                later = [e["id"] for e in path[position[first_kept] + 1:] if e["id"] not in dropped_labels]
+                kept[i] = {**entry, "firstKeptEntryId": later[0] if later else None}
+        on_path = {e["id"] for e in kept}
+        used = set(on_path)
+        parent = previous_kept
+        for target, (text, stamp) in self._tree.labels.items():
+            if target not in on_path:
+                continue
+            label_id = new_entry_id(used)
+            used.add(label_id)
+            kept.append({"type": "label", "id": label_id, "parentId": parent, "timestamp": stamp,
+                         "targetId": target, "label": text})
+            parent = label_id
+        classification = ({"internal": True, "workflow": self._header["workflow"]}
+                          if is_classified(self._header) else None)
+        header = _new_header(None, self._cwd, None, None)
+        header["parentSessionId"] = self.get_session_id()
+        if classification:
+            header.update(classification)
+        # Entries that were not changed keep their stored JSON text.
+        self._store.create(header, kept)
+        self._header = header
+        self._tree = SessionTree(kept)
+        self._saved = True
+        self._session_file = None
+        self._appended = set()
+        return self.get_session_file()
+
+    def fork_to(self, cwd: str, target: SessionStore | str | os.PathLike[str] | None = None, *,
+                id: str | None = None, internal: bool = False,
+                workflow: dict[str, Any] | None = None) -> SessionManager:
+        """Copy every entry of this session into a new session (seed ``forkTo``, §3.5).
+
+        Entries of all branches are copied in order with their ids; the new
+        header has a new id (or ``id``), ``cwd``, and ``parentSessionId`` = this
+        id; classification per D-14. This session is unchanged.
+
+        Args:
+            target: a store, store URL or JSONL directory; default: this store.
+
+        Returns:
+            A manager opened on the copy.
+        """
+        if target is None:
+            store = self._store
+        elif isinstance(target, (str, os.PathLike)) and os.path.isdir(os.fspath(target)):
+            store = JsonlStore(os.fspath(target))
+        else:
+            store = _resolve_store(target if not isinstance(target, os.PathLike) else os.fspath(target), None)
+        if self._saved:
+            source = self._store.load(self.get_session_id())  # keeps each entry's stored JSON text
+        else:
+            source = ParsedSession(header=self._header, entries=self._tree.entries,
+                                   raw=[None] * len(self._tree.entries), header_raw=b"", source_version=4)
+        return SessionManager._fork(source, store, cwd, id, internal, workflow)
+
+    def delete_session(self, session_id: str) -> None:
+        """Delete another session of this store (seed ``deleteSession``).
+
+        An id that is not in the store does nothing.
+
+        Raises:
+            SessionInUseError: ``session_id`` is this manager's session.
+            StorageError: the removal failed.
+        """
+        if session_id == self.get_session_id():
+            raise SessionInUseError(session_id)
+        self._store.delete(session_id)
+
+    # ------------------------------------------------------------------ appending
+
+    def _persist(self, entries: Sequence[Entry]) -> None:
+        try:
+            if self._saved:
+                self._store.append(self.get_session_id(), entries)
+            else:
+                self._store.create(self._header, entries, path=self._session_file)
+                self._saved = True
+        except StorageError:
+            raise
+        except OSError as exc:
+            raise StorageError(f"could not write session {self.get_session_id()}: {exc}") from exc
+
+    def _append(self, entry: Entry) -> str:
+        """Publish ``entry`` as the new leaf only once it has committed."""
+        previous = self._tree.leaf_id
+        self._tree.add(entry)
+        try:
+            self._persist([entry])
+        except BaseException:
+            self._tree.pop(previous)
+            raise
+        self._appended.add(entry["id"])
+        return entry["id"]
+
+    def _base(self, entry_type: str) -> Entry:
+        return {"type": entry_type, "id": new_entry_id(self._tree.by_id),
+                "parentId": self._tree.leaf_id, "timestamp": now_iso()}
+
+    def append_message(self, message: dict[str, Any]) -> str:
+        """Append a ``message`` entry (seed "SessionMessageEntry").
+
+        Tool results have their ``nestedCalls`` bounded (§3.10).
+
+        Returns:
+            The new entry id.
+
+        Raises:
+            ValueError: ``message`` is not an object with a string ``role``, or
+                is an assistant message with ``stopReason == "pending"`` (§3.11).
+            StorageError: the write failed; nothing was appended.
+        """
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise ValueError("A message must be an object with a string role")
+        if message["role"] == "assistant" and message.get("stopReason") == "pending":
+            raise ValueError('An assistant message with stopReason "pending" is still streaming and cannot be stored')
+        if message["role"] == "toolResult" and isinstance(message.get("nestedCalls"), dict):
+            message = {**message, "nestedCalls": normalize_nested_calls(message["nestedCalls"])}
+        entry = self._base("message")
+        entry["message"] = message
+        return self._append(entry)
+
+    def append_thinking_level_change(self, level: str) -> str:
+        """Append a ``thinking_level_change`` (stored as given, REFERENCE A.7)."""
+        entry = self._base("thinking_level_change")
+        entry["thinkingLevel"] = level
+        return self._append(entry)
+
+    def append_context_window_change(self, context_window: int) -> str:
+        """Append a ``context_window_change`` of ``context_window`` tokens (§3.8).
+
+        Raises:
+            ValueError: not a positive ``int`` (``bool`` excluded).
+        """
+        if isinstance(context_window, bool) or not isinstance(context_window, int) or context_window <= 0:
+            raise ValueError("Context window must be a positive integer")
+        entry = self._base("context_window_change")
+        entry["contextWindow"] = context_window
+        return self._append(entry)
+
+    def append_model_change(self, provider: str, model_id: str) -> str:
+        """Append a ``model_change`` (REFERENCE A.8)."""
+        entry = self._base("model_change")
+        entry["provider"] = provider
+        entry["modelId"] = model_id
+        return self._append(entry)
+
+    def append_compaction(self, compacted_text: str, first_kept_entry_id: str | None,
+                          tokens_before: int, details: Any) -> str:
+        """Append a verbatim-line compaction boundary (seed "CompactionEntry"; Q.14, §3.6).
+
+        ``fromHook: true`` is written when ``details["rung"] == "extension"``.
+        The current system-message state, if any, is stored as the
+        ``systemMessage`` checkpoint.
+
+        Raises:
+            EntryNotFoundError: a non-null ``first_kept_entry_id`` is unknown.
+        """
+        if first_kept_entry_id is not None:
+            self._tree.require(first_kept_entry_id)
+        system = _projection.get_current_system_message(self.build_session_projection().messages)
+        entry = self._base("compaction")
+        entry["summary"] = compacted_text
+        entry["firstKeptEntryId"] = first_kept_entry_id
+        entry["tokensBefore"] = tokens_before
+        entry["details"] = details
+        if isinstance(details, dict) and details.get("rung") == "extension":
+            entry["fromHook"] = True
+        if system is not None:
+            stamp = datetime.fromisoformat(entry["timestamp"].replace("Z", "+00:00"))
+            entry["systemMessage"] = {**system, "timestamp": int(stamp.timestamp() * 1000)}
+        return self._append(entry)
+
+    def append_custom_entry(self, custom_type: str, data: Any = UNSET) -> str:
+        """Append extension state, not in context (REFERENCE A.11: base fields last;
+        no ``data`` key when not provided, ``null`` when ``None``)."""
+        base = self._base("custom")
+        entry: Entry = {"type": "custom", "customType": custom_type}
+        if data is not UNSET:
+            entry["data"] = data
+        entry.update(id=base["id"], parentId=base["parentId"], timestamp=base["timestamp"])
+        return self._append(entry)
+
+    def append_session_info(self, name: str) -> str:
+        """Set the display name, trimmed; an empty name clears it (seed "SessionInfoEntry")."""
+        entry = self._base("session_info")
+        entry["name"] = name.strip()
+        return self._append(entry)
+
+    def append_session_summary(self, summary: str, summarized_through_id: str, usage: Any = UNSET) -> str:
+        """Store a resume-picker summary anchored to a message (seed "SessionSummaryEntry", D-13).
+
+        Raises:
+            EntryNotFoundError: ``summarized_through_id`` is unknown.
+        """
+        self._tree.require(summarized_through_id)
+        entry = self._base("session_summary")
+        entry["summary"] = normalize_summary(summary)
+        entry["summarizedThroughId"] = summarized_through_id
+        if usage is not UNSET:
+            entry["usage"] = usage
+        return self._append(entry)
+
+    def append_custom_message_entry(self, custom_type: str, content: Any, display: bool,
+                                    details: Any = UNSET) -> str:
+        """Append an extension message that is in context (REFERENCE A.12: base fields last)."""
+        base = self._base("custom_message")
+        entry: Entry = {"type": "custom_message", "customType": custom_type, "content": content,
+                        "display": display}
+        if details is not UNSET:
+            entry["details"] = details
+        entry.update(id=base["id"], parentId=base["parentId"], timestamp=base["timestamp"])
+        return self._append(entry)
+
+    def append_label_change(self, target_id: str, label: str | None = None) -> str:
+        """Set (non-empty ``label``) or clear (``""`` or ``None``) a label (REFERENCE I.1, A.13).
+
+        Raises:
+            EntryNotFoundError: ``target_id`` is unknown; nothing appended.
+        """
+        self._tree.require(target_id)
+        entry = self._base("label")
+        entry["targetId"] = target_id
+        if label is not None:
+            entry["label"] = label
+        return self._append(entry)
+
+    def append_context_edit(self, target_id: str, replacement: dict[str, Any] | None) -> str:
+        """Append a branch-local context edit (seed "ContextEditEntry", REFERENCE R.1/R.2).
+
+        Args:
+            replacement: ``None`` omits the target from model context;
+                ``{"content": str | blocks}`` replaces only its content. A string
+                for an assistant or tool-result target is stored as one text block.
+
+        Raises:
+            ValueError: a malformed replacement.
+            EntryNotFoundError: unknown target.
+            ValueError: the target is not on the active branch, or does not
+                contribute editable model content.
+        """
+        if replacement is not None and not (
+            isinstance(replacement, dict) and isinstance(replacement.get("content"), (str, builtins.list))
+        ):
+            raise ValueError("Context edit replacement must be null or contain string/array content")
+        target = self._tree.require(target_id)
+        if not any(e["id"] == target_id for e in self._tree.get_branch()):
+            raise ValueError(f"Entry {target_id} is not on the active branch")
+        role = target.get("message", {}).get("role") if target.get("type") == "message" else None
+        if not (target.get("type") == "custom_message" or role in _EDITABLE_ROLES):
+            raise ValueError(f"Entry {target_id} does not contribute editable model content")
+        if replacement is not None and role in ("assistant", "toolResult") and isinstance(replacement["content"], str):
+            replacement = {**replacement, "content": [{"type": "text", "text": replacement["content"]}]}
+        entry = self._base("context_edit")
+        entry["targetId"] = target_id
+        entry["replacement"] = replacement
+        return self._append(entry)
+
+    # ------------------------------------------------------------------ navigation
+
+    def get_leaf_id(self) -> str | None:
+        """The current leaf id, or ``None`` (F.5)."""
+        return self._tree.leaf_id
+
+    def get_leaf_entry(self) -> Entry | None:
+        """The current leaf entry, or ``None``."""
+        return self._tree.get_entry(self._tree.leaf_id) if self._tree.leaf_id is not None else None
+
+    def get_entry(self, entry_id: str) -> Entry | None:
+        """The entry with this id, or ``None``."""
+        return self._tree.get_entry(entry_id)
+
+    def get_branch(self, from_id: str | None = None) -> builtins.list[Entry]:
+        """Entries from the root to ``from_id`` (default: the leaf), root first (F.6)."""
+        return self._tree.get_branch(from_id)
+
+    def get_tree(self) -> builtins.list[TreeNode]:
+        """The whole tree: roots in file order, children oldest first, labels resolved (H)."""
+        return self._tree.get_tree()
+
+    def get_children(self, parent_id: str | None) -> builtins.list[Entry]:
+        """Direct children of ``parent_id`` in file order (H.6)."""
+        return self._tree.get_children(parent_id)
+
+    def get_label(self, entry_id: str) -> str | None:
+        """The current label of ``entry_id`` (I)."""
+        return self._tree.get_label(entry_id)
+
+    def branch(self, entry_id: str) -> None:
+        """Move the leaf to an earlier entry; writes nothing (F.3).
+
+        Raises:
+            EntryNotFoundError: unknown id.
+        """
+        self._tree.require(entry_id)
+        self._tree.leaf_id = entry_id
+
+    def reset_leaf(self) -> None:
+        """Set the leaf to ``None``: the next append starts a new root (F.4)."""
+        self._tree.leaf_id = None
+
+    def branch_with_summary(self, branch_from_id: str | None, summary: str, details: Any = UNSET,
+                            from_hook: Any = UNSET, usage: Any = UNSET) -> str:
+        """Move the leaf to ``branch_from_id`` and append a ``branch_summary`` there
+        (seed "BranchSummaryEntry"; REFERENCE G.2, D-4).
+
+        ``fromId`` is the leaf that was left (``"root"`` when there was none);
+        the summary is stored as given.
+
+        Raises:
+            EntryNotFoundError: a non-null ``branch_from_id`` is unknown.
+        """
+        if branch_from_id is not None:
+            self._tree.require(branch_from_id)
+        left = self._tree.leaf_id
+        self._tree.leaf_id = branch_from_id
+        entry = self._base("branch_summary")
+        entry["fromId"] = left if left is not None else "root"
+        entry["summary"] = summary
+        for key, value in (("details", details), ("usage", usage), ("fromHook", from_hook)):
+            if value is not UNSET:
+                entry[key] = value
+        try:
+            return self._append(entry)
+        except BaseException:
+            self._tree.leaf_id = left
+            raise
+
+    # ------------------------------------------------------------------ context
+
+    def _repair_trailing(self) -> bool:
+        # D-11: trailing calls of a turn appended by this process may still be running.
+        for entry in reversed(self._tree.get_branch()):
+            message = entry.get("message") if entry.get("type") == "message" else None
+            if isinstance(message, dict) and message.get("role") == "assistant":
+                return entry["id"] not in self._appended
+        return True
+
+    def build_session_projection(self) -> _projection.SessionProjection:
+        """The model-visible projection of the active branch (seed "Context Building", SPEC §6)."""
+        return _projection.build_session_projection(self._tree.entries, self._tree.leaf_id,
+                                                     repair_trailing=self._repair_trailing())
+
+    def build_session_context(self) -> _projection.SessionContext:
+        """Messages, thinking level and model for the model (seed ``buildSessionContext``)."""
+        projection = self.build_session_projection()
+        return _projection.SessionContext(messages=projection.messages, thinking_level=projection.thinking_level,
+                                          model=projection.model)
+
+    def build_context_entries(self) -> builtins.list[Entry]:
+        """Active-branch entries after the latest compaction boundary (REFERENCE Q.13)."""
+        return _projection.build_context_entries(self._tree.entries, self._tree.leaf_id)
+
+    # ------------------------------------------------------------------ getters
+
+    def get_entries(self) -> builtins.list[Entry]:
+        """All entries, header excluded, in file order (a new list; entries shared)."""
+        return builtins.list(self._tree.entries)
+
+    def get_header(self) -> dict[str, Any]:
+        """The session header."""
+        return self._header
+
+    def get_session_name(self) -> str | None:
+        """The display name, ``None`` when never named or cleared (seed)."""
+        return self._tree.name_state().name
+
+    def get_session_name_state(self) -> NameState:
+        """Never named / cleared / named (seed "SessionInfoEntry")."""
+        return self._tree.name_state()
+
+    def get_cwd(self) -> str:
+        """The absolute working directory."""
+        return self._cwd
+
+    def get_session_dir(self) -> str:
+        """The JSONL directory, or ``""`` for stores without files."""
+        return self._store.directory if isinstance(self._store, JsonlStore) else ""
+
+    def get_session_id(self) -> str:
+        """The exact session id."""
+        return self._header["id"]
+
+    def get_session_store(self) -> SessionStore:
+        """The active store."""
+        return self._store
+
+    def get_session_file(self) -> str | None:
+        """The JSONL file of this session (existing or future), or ``None``."""
+        if self._session_file is not None:
+            return self._session_file
+        if isinstance(self._store, JsonlStore):
+            return self._store.location(self.get_session_id()) or self._store.path_for(self._header)
+        return None
+
+    def is_persisted(self) -> bool:
+        """Whether the store is not a memory store."""
+        return self._store.kind != "memory"

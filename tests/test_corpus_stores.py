@@ -1,0 +1,81 @@
+"""The real corpus through every persistent store: import, list, export, re-import.
+
+Expected values were derived with jq from the files themselves (see the
+issue's closing note): message entries over all roles, the first user text,
+the newest user/assistant message timestamp.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from sessiontree.format import read_session_file
+from sessiontree.manager import SessionManager
+from sessiontree.stores.jsonl import JsonlStore
+from sessiontree.stores.sqlite import SqliteStore
+
+CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus"
+FILES = sorted(CORPUS.rglob("*.jsonl")) if CORPUS.is_dir() else []
+
+pytestmark = pytest.mark.skipif(not FILES, reason="shared/corpus not beside the checkout")
+
+EXPECTED = {
+    "d703a1a9-1b7b-4fb1-b512-c9738b1fe617": {  # pi-mono-large-session.jsonl
+        "message_count": 914,
+        "entries": 1018,
+        "first_message": "/mode",
+        "modified_ms": 1763691237236,
+    },
+    "ffae836b-9420-4060-ac13-7745215f90ff": {  # pi-mono-before-compaction.jsonl
+        "message_count": 990,
+        "entries": 1002,
+        "first_message_prefix": "alright, read @packages/coding-agent/src/main.ts",
+        "modified_ms": 1765240959594,
+    },
+}
+
+
+@pytest.fixture(params=["sqlite", "jsonl"])
+def store(request, tmp_path):
+    s = SqliteStore(str(tmp_path / "s.db")) if request.param == "sqlite" else JsonlStore(str(tmp_path / "j"))
+    yield s
+    s.close()
+
+
+def test_corpus_imports_lists_exports_and_reimports(store, tmp_path):
+    before = {path: path.read_bytes() for path in FILES}
+    for path in FILES:
+        SessionManager.import_from_jsonl(str(path), None, store)
+    rows = {row.id: row for row in SessionManager.list_all(store)}
+    assert set(rows) == set(EXPECTED)
+    for session_id, expected in EXPECTED.items():
+        row = rows[session_id]
+        assert row.message_count == expected["message_count"]
+        assert row.name is None and row.has_name is False
+        if "first_message" in expected:
+            assert row.first_message == expected["first_message"]
+        else:
+            assert row.first_message.startswith(expected["first_message_prefix"])
+        assert row.modified == datetime.fromtimestamp(expected["modified_ms"] / 1000, tz=timezone.utc)
+        assert row.cwd == "/Users/badlogic/workspaces/pi-mono"
+    # newest first
+    assert [r.id for r in SessionManager.list_all(store)] == [
+        "ffae836b-9420-4060-ac13-7745215f90ff", "d703a1a9-1b7b-4fb1-b512-c9738b1fe617"]
+
+    for session_id, expected in EXPECTED.items():
+        exported = store.load(session_id).to_bytes()
+        out = tmp_path / f"{session_id}.jsonl"
+        out.write_bytes(exported)
+        parsed = read_session_file(str(out))
+        assert parsed.source_version == 4 and not parsed.upgraded
+        assert len(parsed.entries) == expected["entries"]
+        # re-import into a fresh store of the other kind: byte-identical export
+        again = SqliteStore(str(tmp_path / f"again-{session_id}.db"))
+        SessionManager.import_from_jsonl(str(out), None, again)
+        assert again.load(session_id).to_bytes() == exported
+        again.close()
+    # the input files were never modified
+    assert {path: path.read_bytes() for path in FILES} == before
