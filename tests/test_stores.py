@@ -1094,3 +1094,35 @@ def test_jsonl_path_for_is_where_create_writes(jsonl_store):
     assert not os.path.exists(future)
     jsonl_store.create(h)
     assert jsonl_store.location("s1") == future
+
+
+def test_migrate_file_upgrades_atomically_with_backup(tmp_path):
+    from sessiontree.stores.jsonl import migrate_file
+
+    path = tmp_path / "old.jsonl"
+    original = (b'{"type":"session","version":3,"id":"m-1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}\r\n'
+                b'{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z",'
+                b'"message":{"role":"user","content":"hi","timestamp":1}}')
+    path.write_bytes(original)
+    result = migrate_file(path)
+    assert result.upgraded and result.from_version == 3 and result.backup == str(path) + ".bak"
+    assert (tmp_path / "old.jsonl.bak").read_bytes() == original
+    assert path.read_bytes() == (
+        b'{"type":"session","version":4,"id":"m-1","createdAt":"2026-01-01T00:00:00.000Z","cwd":"/w"}\n'
+        b'{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z",'
+        b'"message":{"role":"user","content":"hi","timestamp":1}}\n')
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.jsonl", "old.jsonl.bak"]
+    again = migrate_file(path, backup=False)
+    assert not again.upgraded and again.backup is None
+
+
+def test_migrate_file_refuses_invalid_and_leaves_it(tmp_path):
+    from sessiontree.errors import InvalidSessionError
+    from sessiontree.stores.jsonl import migrate_file
+
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b'{"type":"session","id":"x"}\n{torn')
+    with pytest.raises(InvalidSessionError):
+        migrate_file(path)
+    assert path.read_bytes() == b'{"type":"session","id":"x"}\n{torn'
+    assert [p.name for p in tmp_path.iterdir()] == ["bad.jsonl"]

@@ -28,17 +28,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - non-POSIX platforms: no cross-process lock
-    fcntl = None  # type: ignore[assignment]
 
 import click
 import orjson
@@ -49,11 +43,11 @@ from rich.text import Text
 
 from . import render
 from .errors import InvalidSessionError, SessionError, SessionExistsError
-from .format import ParsedSession, parse_session, read_session_file
+from .format import ParsedSession, read_session_file
 from .manager import SessionManager
 from .stores import open_store
 from .stores.base import SessionStore
-from .stores.jsonl import read_file
+from .stores.jsonl import migrate_file, read_file
 
 __all__ = ["cli", "main"]
 
@@ -656,63 +650,15 @@ def _migrate_one(path: Path, backup: bool) -> dict[str, Any]:
     row: dict[str, Any] = {"path": str(path), "status": "rejected", "fromVersion": None, "backup": None,
                            "reason": None}
     try:
-        outcome = _upgrade_in_place(path, backup)
+        outcome = migrate_file(path, backup=backup)
     except (SessionError, OSError, ValueError) as exc:
         row["reason"] = _reason(exc)
         return row
-    row.update(outcome)
+    if outcome.upgraded:
+        row.update(status="upgraded", fromVersion=outcome.from_version, backup=outcome.backup)
+    else:
+        row.update(status="current", fromVersion=outcome.from_version, reason="already format 4")
     return row
-
-
-def _upgrade_in_place(path: Path, backup: bool) -> dict[str, Any]:
-    """Rewrite one session file as format 4: under its lock, temporary file beside it,
-    fsync, rename (the JSONL store's writers lock the same file and notice the new inode)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        data = b"".join(chunks)
-        parsed = parse_session(data, str(path))
-        if not parsed.upgraded:
-            return {"status": "current", "fromVersion": parsed.source_version, "reason": "already format 4"}
-        mode = os.fstat(fd).st_mode & 0o7777
-        backup_path = None
-        if backup:
-            backup_path = path.with_name(path.name + ".bak")
-            _atomic_write(backup_path, data, mode)
-        _atomic_write(path, parsed.to_bytes(), mode)
-    finally:
-        os.close(fd)  # releases the lock
-    return {"status": "upgraded", "fromVersion": parsed.source_version,
-            "backup": str(backup_path) if backup_path else None}
-
-
-def _atomic_write(path: Path, data: bytes, mode: int) -> None:
-    """Replace ``path`` with ``data`` atomically: temporary file beside it, fsync, rename, fsync dir."""
-    temp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(6)}")
-    try:
-        out = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.fchmod(out, mode)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(out, view):]
-            os.fsync(out)
-        finally:
-            os.close(out)
-        os.replace(temp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            temp.unlink()
-    with contextlib.suppress(OSError):
-        directory = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
 
 
 @cli.command("migrate", short_help='Upgrade files to format 4 in place.')

@@ -30,7 +30,6 @@ from . import projection as _projection
 from .errors import (
     EntryNotFoundError,
     SessionInUseError,
-    SessionNotFoundError,
     StorageError,
 )
 from .format import ParsedSession, read_session_file

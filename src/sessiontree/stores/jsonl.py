@@ -46,6 +46,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -69,7 +70,7 @@ from ..tree import parse_timestamp_ms
 from ._shared import Progress, check_header, cwd_matches, encode_entries, resolve_cwd, sort_listing
 from .base import CancelEvent, ProgressCallback
 
-__all__ = ["JsonlStore", "file_name_for", "read_file", "FILE_SUFFIX"]
+__all__ = ["JsonlStore", "file_name_for", "read_file", "migrate_file", "MigrationResult", "FILE_SUFFIX"]
 
 FILE_SUFFIX = ".jsonl"
 _CANONICAL_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
@@ -238,6 +239,53 @@ def read_file(path: str | os.PathLike[str]) -> ParsedSession:
     with _locked(path, exclusive=False) as fd:
         data = _read_all(fd)
     return parse_session(data, path)
+
+
+@dataclass(frozen=True)
+class MigrationResult:
+    """Outcome of :func:`migrate_file`.
+
+    Attributes:
+        path: the file (absolute).
+        from_version: the version the file declared (1 when absent).
+        upgraded: False when the file already was canonical format 4 (left untouched).
+        backup: the path of the backup copy, when one was written.
+    """
+
+    path: str
+    from_version: int
+    upgraded: bool
+    backup: str | None = None
+
+
+def migrate_file(path: str | os.PathLike[str], *, backup: bool = True) -> MigrationResult:
+    """Upgrade one session file to format 4 in place, atomically (SPEC §3, §7 ``migrate``).
+
+    Under the file's exclusive lock (the one every writer of this module
+    takes), the file is read and parsed; if it is not already canonical
+    format 4 its original bytes are first copied to ``<file>.bak`` (when
+    ``backup``) and then the file is replaced by its format-4 form through a
+    temporary file in the same directory, fsync and rename. A file that is
+    already format 4 is not touched.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        InvalidSessionError, UnsupportedVersionError: the file is not a valid
+            session (it is left untouched; ``check --repair`` can help).
+        StorageError: the backup or the rewrite could not be written.
+    """
+    target = os.path.abspath(os.fspath(path))
+    with _locked(target, exclusive=True) as fd:
+        data = _read_all(fd)
+        parsed = parse_session(data, target)
+        if not parsed.upgraded:
+            return MigrationResult(target, parsed.source_version, False)
+        backup_path = None
+        if backup:
+            backup_path = target + ".bak"
+            JsonlStore._replace_locked(backup_path, fd, data)
+        JsonlStore._replace_locked(target, fd, parsed.to_bytes())
+    return MigrationResult(target, parsed.source_version, True, backup_path)
 
 
 def _header_is_current(line: bytes, session_id: str) -> bool | None:
