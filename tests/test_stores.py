@@ -1126,3 +1126,27 @@ def test_migrate_file_refuses_invalid_and_leaves_it(tmp_path):
         migrate_file(path)
     assert path.read_bytes() == b'{"type":"session","id":"x"}\n{torn'
     assert [p.name for p in tmp_path.iterdir()] == ["bad.jsonl"]
+
+
+def test_read_equals_load_and_never_writes(store):
+    h = header("s1")
+    store.create(h, [message("e1", None, "user", "Hello", 1)])
+    assert store.read("s1").to_bytes() == store.load("s1").to_bytes()
+    with pytest.raises(SessionNotFoundError):
+        store.read("missing")
+
+
+def test_jsonl_read_of_an_older_file_leaves_it_untouched(tmp_path):
+    directory = tmp_path / "j"
+    directory.mkdir()
+    path = directory / "old.jsonl"
+    original = (b'{"type":"session","version":3,"id":"old","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}\n'
+                b'{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z",'
+                b'"message":{"role":"user","content":"hi","timestamp":1}}\n')
+    path.write_bytes(original)
+    store = JsonlStore(str(directory))
+    parsed = store.read("old")
+    assert parsed.header["version"] == 4 and parsed.upgraded
+    assert path.read_bytes() == original
+    store.load("old")  # opening for writing persists the upgrade (D-9)
+    assert path.read_bytes() != original and b'"version":4' in path.read_bytes()

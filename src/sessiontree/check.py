@@ -654,8 +654,13 @@ class _Analysis:
         self.problems: list[Problem] = []
         self.changes: list[Change] = []
         self.items: list[_Rec | _Kept] = []
-        # id -> (line, parentId or _UNKNOWN, kept in the copy) of damaged records
+        # id -> (line, parentId or _UNKNOWN, kept in the copy) of the first
+        # damaged record with that id (for messages)
         self.salvaged: dict[str, tuple[int, Any, bool]] = {}
+        # id -> line of the first malformed line kept in the copy that shows it
+        self.kept_ids: dict[str, int] = {}
+        # id -> (line, parentId or _UNKNOWN) of the first dropped torn record
+        self.lost: dict[str, tuple[int, Any]] = {}
         self.header: _Rec | None = None
         self.header_obj: dict[str, Any] | None = None
         self.header_changed = False
@@ -712,7 +717,10 @@ class _Analysis:
                 self._check_utf8(number, line)
             if line.endswith(b"\r"):
                 crlf_lines.append(number)
-                line = line[:-1]
+                # A run of CRs before the LF (a CRLF file converted twice) is
+                # one line end: a CR left at the end of the line would make the
+                # copy's LF a CRLF again.
+                line = line.rstrip(b"\r")
             final = index == len(lines) - 1 and not terminated
             self._scan_line(number, line, final, has_nul)
         if crlf_lines:
@@ -822,8 +830,15 @@ class _Analysis:
         self.final_output = final
 
     def _remember_salvage(self, entry_id: str | None, number: int, fields: dict[str, Any], kept: bool) -> None:
-        if entry_id and entry_id not in self.salvaged:
-            self.salvaged[entry_id] = (number, fields.get("parentId", _UNKNOWN), kept)
+        if not entry_id:
+            return
+        parent = fields.get("parentId", _UNKNOWN)
+        if entry_id not in self.salvaged:
+            self.salvaged[entry_id] = (number, parent, kept)
+        if kept:
+            self.kept_ids.setdefault(entry_id, number)
+        elif entry_id not in self.lost:
+            self.lost[entry_id] = (number, parent)
 
     # -- header and version
 
@@ -1237,16 +1252,19 @@ class _Analysis:
             if not rec.parent_missing:
                 continue
             missing = rec.obj["parentId"]
-            found, new_parent = self._surviving_ancestor(missing)
-            if not found:
+            new_parent, on_kept_line = self._surviving_ancestor(missing)
+            if new_parent == missing:
                 continue  # the parent's line is kept as written; fixing it restores the link
             rec.obj["parentId"] = new_parent
-            rec.parent = new_parent
+            # An id on a kept malformed line is no entry of the model (yet).
+            rec.parent = None if on_kept_line else new_parent
             rec.changed = True
             if new_parent is None:
                 description = f're-parented from missing "{missing}" to null (no ancestor survives): now a root'
             else:
                 description = f're-parented from missing "{missing}" to "{new_parent}", its nearest surviving ancestor'
+                if on_kept_line:
+                    description += f" (kept as written on malformed line {self.kept_ids[new_parent]})"
             self.change("dangling-parent", rec.line, description, rec.oid)
         # Re-parenting can close a cycle, so cycles are found after it.
         for cycle in self._cycles():
@@ -1257,22 +1275,30 @@ class _Analysis:
             first.parent = None
             first.changed = True
 
-    def _surviving_ancestor(self, missing: str) -> tuple[bool, str | None]:
-        """``(True, key or None)`` for the nearest ancestor of a missing parent
-        that is still an entry, following the salvaged ``parentId`` of damaged
-        records; ``(False, None)`` when the missing parent's line is kept."""
+    def _surviving_ancestor(self, missing: str) -> tuple[str | None, bool]:
+        """``(id, on a kept line)`` of the nearest ancestor of a missing parent
+        that survives in the copy, ``(None, False)`` when none does.
+
+        The walk starts at ``missing`` itself and follows the salvaged
+        ``parentId`` of the torn records this pass drops. An ancestor survives
+        when it is an entry (its model key is returned) or when its id is
+        readable on a malformed line the copy keeps as written (the id is
+        returned, and ``missing`` itself when that line holds it). The copy
+        holds exactly the entries and kept lines of this pass and no dropped
+        record, so a second pass finds the same ancestor at its first step.
+        """
         seen: set[str] = set()
         current: Any = missing
         while True:
-            if current is None or current is _UNKNOWN:
-                return True, None
+            if current is None or current is _UNKNOWN or current in seen:
+                return None, False
             if current in self.first_def:
-                return True, self.first_def[current].key
-            found = self.salvaged.get(current)
-            if found is None or current in seen:
-                return True, None
-            if found[2]:
-                return False, None
+                return self.first_def[current].key, False
+            if current in self.kept_ids:
+                return current, True
+            found = self.lost.get(current)
+            if found is None:
+                return None, False
             seen.add(current)
             current = found[1]
 

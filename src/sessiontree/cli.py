@@ -47,7 +47,7 @@ from .format import ParsedSession, read_session_file
 from .manager import SessionManager
 from .stores import open_store
 from .stores.base import SessionStore
-from .stores.jsonl import migrate_file, read_file
+from .stores.jsonl import migrate_file
 
 __all__ = ["cli", "main"]
 
@@ -198,25 +198,15 @@ def _entry_id(manager: SessionManager, prefix: str) -> str:
 
 
 def _read_parsed(app: _App, session_id: str) -> ParsedSession:
-    """The stored session, without writing to it (D-9: a JSONL file is read, not opened)."""
-    location = app.store.location(session_id)
-    if location is not None:
-        return read_file(location)
-    return app.store.load(session_id)
+    """The stored session, read without writing to it (D-9)."""
+    return app.store.read(session_id)
 
 
 def _open_readonly(app: _App, session_id: str) -> SessionManager:
-    """A manager for navigation and projection that never writes to the store.
-
-    Opening a JSONL session persists an older format's upgrade (D-9), so a
-    session with a file is read from it into a private in-memory copy; other
-    stores are opened directly (opening them writes nothing).
-    """
+    """A private in-memory manager over the stored session, for navigation and
+    projection: nothing a read-only command does can write to the store."""
     with _busy("Loading session…"):
-        location = app.store.location(session_id)
-        if location is None:
-            return SessionManager.open(app.store, session_id)
-        parsed = read_file(location)
+        parsed = app.store.read(session_id)
         return SessionManager.in_memory(parsed.header.get("cwd") or None,
                                         entries=[parsed.header, *parsed.entries])
 

@@ -63,12 +63,32 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _resolve_store(store: SessionStore | str | None, session_dir: str | os.PathLike[str] | None) -> SessionStore:
-    if store is not None:
-        return open_store(store) if isinstance(store, str) else store
-    if session_dir is not None:
-        return JsonlStore(os.fspath(session_dir))
-    return open_store(None)
+StoreOrDir = SessionStore | str | os.PathLike[str]
+
+
+def _store_or_dir(value: StoreOrDir | None) -> SessionStore:
+    """The store a ``storeOrDir`` argument selects (seed "SessionManager API").
+
+    ``None``: the configured store (``SESSIONTREE_STORE``, else the shared
+    SQLite database). A :class:`SessionStore`: itself. A store URL
+    (``sqlite:///...``, ``jsonl:///...``, ``memory:``): that store. Any other
+    string or path is a directory, which explicitly selects JSONL.
+
+    Raises:
+        StoreOpenError: the store cannot be opened (never a fallback to memory).
+    """
+    if value is None:
+        return open_store(None)
+    if isinstance(value, str) and (value == "memory:" or "://" in value):
+        return open_store(value)
+    if isinstance(value, (str, os.PathLike)):
+        return JsonlStore(os.fspath(value))
+    return value
+
+
+def _resolve_store(store: StoreOrDir | None, session_dir: str | os.PathLike[str] | None) -> SessionStore:
+    """``store`` when given, else ``session_dir`` (JSONL), else the configured store."""
+    return _store_or_dir(store if store is not None else session_dir)
 
 
 def _classification(internal: bool, workflow: Any) -> dict[str, Any] | None:
@@ -130,7 +150,7 @@ class SessionManager:
 
     @classmethod
     def create(cls, cwd: str, session_dir: str | os.PathLike[str] | None = None, *,
-               store: SessionStore | str | None = None, id: str | None = None,
+               store: StoreOrDir | None = None, id: str | None = None,
                parent_session: str | None = None, internal: bool = False,
                workflow: dict[str, Any] | None = None) -> SessionManager:
         """A new session (seed "Static Creation Methods": ``create``).
@@ -167,7 +187,7 @@ class SessionManager:
             InvalidSessionError: the stored session is invalid.
         """
         validate_session_id(session_id)
-        target = open_store(store) if isinstance(store, str) else store
+        target = _store_or_dir(store)
         parsed = target.load(session_id)
         cwd = cwd_override if cwd_override is not None else (parsed.header.get("cwd") or os.getcwd())
         return cls(target, parsed.header, parsed.entries, cwd=cwd, saved=True)
@@ -201,7 +221,7 @@ class SessionManager:
 
     @classmethod
     def continue_recent(cls, cwd: str, session_dir: str | os.PathLike[str] | None = None, *,
-                        store: SessionStore | str | None = None,
+                        store: StoreOrDir | None = None,
                         include_internal: bool = False) -> SessionManager:
         """Continue the most recent regular session of ``cwd`` or create one (seed, REFERENCE M.2/M.3).
 
@@ -246,7 +266,7 @@ class SessionManager:
     @classmethod
     def fork_from(cls, source_path: str | os.PathLike[str], target_cwd: str,
                   session_dir: str | os.PathLike[str] | None = None, *,
-                  store: SessionStore | str | None = None, id: str | None = None,
+                  store: StoreOrDir | None = None, id: str | None = None,
                   internal: bool = False, workflow: dict[str, Any] | None = None) -> SessionManager:
         """Fork a JSONL file into a new session (seed ``forkFrom``, REFERENCE N.7-N.10).
 
@@ -280,7 +300,7 @@ class SessionManager:
 
     @classmethod
     def import_from_jsonl(cls, input_path: str | os.PathLike[str], cwd: str | None = None,
-                          target: SessionStore | str | os.PathLike[str] | None = None) -> SessionManager:
+                          target: StoreOrDir | None = None) -> SessionManager:
         """Import a JSONL file keeping its id (seed ``importFromJsonl``, D-16).
 
         The file is read with the format-4 reader and upgraded in memory (it
@@ -299,10 +319,7 @@ class SessionManager:
         """
         parsed = read_session_file(input_path)
         validate_session_id(parsed.header["id"])
-        if isinstance(target, (str, os.PathLike)) and os.path.isdir(os.fspath(target)):
-            store = JsonlStore(os.fspath(target))
-        else:
-            store = _resolve_store(target if isinstance(target, (SessionStore, str)) or target is None else os.fspath(target), None)
+        store = _store_or_dir(target)
         header = dict(parsed.header)
         if cwd is not None:
             header["cwd"] = os.path.abspath(cwd)
@@ -313,7 +330,7 @@ class SessionManager:
     # ------------------------------------------------------------------ listing
 
     @staticmethod
-    def list(cwd: str, store_or_dir: SessionStore | str | os.PathLike[str] | None = None,
+    def list(cwd: str, store_or_dir: StoreOrDir | None = None,
              on_progress: ProgressCallback | None = None, *, include_internal: bool = False,
              cancel: CancelEvent | None = None) -> builtins.list[SessionInfo]:
         """Sessions of one project, newest first (seed ``list``; REFERENCE group L).
@@ -323,25 +340,17 @@ class SessionManager:
         Raises:
             ListingCancelledError: ``cancel`` was set; no partial list.
         """
-        store = SessionManager._listing_store(store_or_dir)
+        store = _store_or_dir(store_or_dir)
         return store.list_sessions(cwd=os.path.abspath(cwd), include_internal=include_internal,
                                    on_progress=on_progress, cancel=cancel)
 
     @staticmethod
-    def list_all(store_or_dir: SessionStore | str | os.PathLike[str] | None = None,
+    def list_all(store_or_dir: StoreOrDir | None = None,
                  on_progress: ProgressCallback | None = None, *, include_internal: bool = False,
                  cancel: CancelEvent | None = None) -> builtins.list[SessionInfo]:
         """Sessions of every project in the store, newest first (seed ``listAll``)."""
-        store = SessionManager._listing_store(store_or_dir)
+        store = _store_or_dir(store_or_dir)
         return store.list_sessions(include_internal=include_internal, on_progress=on_progress, cancel=cancel)
-
-    @staticmethod
-    def _listing_store(store_or_dir: SessionStore | str | os.PathLike[str] | None) -> SessionStore:
-        if store_or_dir is None or isinstance(store_or_dir, str) and "://" in store_or_dir or store_or_dir == "memory:":
-            return open_store(store_or_dir)  # type: ignore[arg-type]
-        if isinstance(store_or_dir, (str, os.PathLike)):
-            return JsonlStore(os.fspath(store_or_dir))
-        return store_or_dir
 
     # ------------------------------------------------------------------ session management
 
@@ -456,7 +465,7 @@ class SessionManager:
         self._appended = set()
         return self.get_session_file()
 
-    def fork_to(self, cwd: str, target: SessionStore | str | os.PathLike[str] | None = None, *,
+    def fork_to(self, cwd: str, target: StoreOrDir | None = None, *,
                 id: str | None = None, internal: bool = False,
                 workflow: dict[str, Any] | None = None) -> SessionManager:
         """Copy every entry of this session into a new session (seed ``forkTo``, §3.5).
@@ -471,12 +480,7 @@ class SessionManager:
         Returns:
             A manager opened on the copy.
         """
-        if target is None:
-            store = self._store
-        elif isinstance(target, (str, os.PathLike)) and os.path.isdir(os.fspath(target)):
-            store = JsonlStore(os.fspath(target))
-        else:
-            store = _resolve_store(target if not isinstance(target, os.PathLike) else os.fspath(target), None)
+        store = self._store if target is None else _store_or_dir(target)
         if self._saved:
             source = self._store.load(self.get_session_id())  # keeps each entry's stored JSON text
         else:

@@ -74,6 +74,17 @@ class SessionStore(Protocol):
         """
         ...
 
+    def read(self, session_id: str) -> ParsedSession:
+        """Like :meth:`load`, but never writes: for read-only paths (show,
+        context, export, check), which must leave the stored session exactly as
+        it is (D-9). An older JSONL file is upgraded in memory only.
+
+        Raises:
+            SessionNotFoundError, InvalidSessionError: as :meth:`load`.
+            StorageError: the session could not be read.
+        """
+        ...
+
     def append(self, session_id: str, entries: Sequence[dict[str, Any]]) -> None:
         """Append entries to an existing session, all or nothing.
 

@@ -676,6 +676,29 @@ class JsonlStore:
 
     # -- reads ----------------------------------------------------------------------------
 
+    def read(self, session_id: str) -> ParsedSession:
+        """The session in format 4, read under a shared lock; the file is never
+        written, even when it holds an older format (D-9 read-only paths).
+
+        Raises:
+            SessionNotFoundError: no file has this header id.
+            InvalidSessionError, UnsupportedVersionError: the file is invalid.
+            StorageError: the file could not be read.
+        """
+        for _ in range(_ATTEMPTS):
+            path = self._require(session_id)
+            try:
+                parsed = read_file(path)
+            except FileNotFoundError:
+                self._forget(session_id)
+                continue
+            except OSError as exc:
+                raise StorageError(f"cannot read {path}: {exc}") from exc
+            if parsed.header["id"] == session_id:
+                return parsed
+            self._forget(session_id)
+        raise SessionNotFoundError(session_id, self.directory)
+
     def load(self, session_id: str) -> ParsedSession:
         """Read the session into format 4; persist an older format's upgrade first (D-9).
 

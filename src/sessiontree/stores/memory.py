@@ -154,6 +154,10 @@ class MemoryStore:
             raise SessionNotFoundError(session_id, self.url)
         return session
 
+    def read(self, session_id: str) -> ParsedSession:
+        """Same as :meth:`load`: a memory store never has anything to upgrade."""
+        return self.load(session_id)
+
     def load(self, session_id: str) -> ParsedSession:
         """The session as fresh objects parsed from the stored text.
 

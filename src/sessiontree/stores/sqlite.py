@@ -569,6 +569,10 @@ class SqliteStore:
             raise InvalidSessionError("stored record is not a JSON object", f"{self.url}#{_py(key)}", line)
         return record
 
+    def read(self, session_id: str) -> ParsedSession:
+        """Same as :meth:`load`: stored sessions are always format 4, loading writes nothing."""
+        return self.load(session_id)
+
     def load(self, session_id: str) -> ParsedSession:
         """The session's header and entries, read in one snapshot.
 
