@@ -216,6 +216,13 @@ def validate_entry(entry: Any) -> None:
             raise _field_error(entry_type, "firstKeptEntryId", "a string, null or absent")
 
 
+def _located(exc: InvalidSessionError, path: str | None, line: int) -> InvalidSessionError:
+    """The same error with the file and 1-based line where it was found."""
+    if isinstance(exc, UnsupportedVersionError):
+        return UnsupportedVersionError(exc.version, path, line)
+    return InvalidSessionError(exc.reason, path, line)
+
+
 def _is_blank(line: bytes) -> bool:
     return not line.strip(_JSON_WS + b"\x0b\x0c")
 
@@ -295,10 +302,8 @@ def _parse_session(data: bytes, path: str | None) -> ParsedSession:
         if header is None:
             try:
                 version = validate_header(obj)
-            except UnsupportedVersionError as exc:
-                raise UnsupportedVersionError(exc.version, path, number) from None
             except InvalidSessionError as exc:
-                raise InvalidSessionError(exc.reason, path, number) from None
+                raise _located(exc, path, number) from None
             header = obj
             header_line = number
             continue
@@ -310,7 +315,7 @@ def _parse_session(data: bytes, path: str | None) -> ParsedSession:
             try:
                 validate_entry(obj)
             except InvalidSessionError as exc:
-                raise InvalidSessionError(exc.reason, path, number) from None
+                raise _located(exc, path, number) from None
             entry_id = obj["id"]
             if entry_id in seen:
                 if version < 4 and seen[entry_id] == text:
@@ -341,7 +346,7 @@ def _parse_session(data: bytes, path: str | None) -> ParsedSession:
             try:
                 validate_entry(entry)
             except InvalidSessionError as exc:
-                raise InvalidSessionError(exc.reason, path, line_numbers[i]) from None
+                raise _located(exc, path, line_numbers[i]) from None
     for i in records.changed:
         raw[i] = None
     header_raw = jsonio.dumps(records.header) if records.header_changed else lines[header_line - 1].strip(_JSON_WS)
@@ -397,10 +402,8 @@ def read_header_file(path: str | os.PathLike[str]) -> dict[str, Any]:
                 raise InvalidSessionError(f"malformed header line ({exc})", path, number) from exc
             try:
                 version = validate_header(obj)
-            except UnsupportedVersionError as exc:
-                raise UnsupportedVersionError(exc.version, path, number) from None
             except InvalidSessionError as exc:
-                raise InvalidSessionError(exc.reason, path, number) from None
+                raise _located(exc, path, number) from None
             records = Records(header=obj, entries=[], base_dir=os.path.dirname(os.path.abspath(path)))
             upgrade(records, version)
             return records.header

@@ -752,23 +752,22 @@ class JsonlStore:
         Returns ``None`` when the file is empty or (with ``session_id``) holds
         another session. Raises ``FileNotFoundError`` when it is gone.
         """
-        try:
-            with _locked(path, exclusive=False) as fd:
-                data = _read_all(fd)
+        def parse_if_ours(fd: int) -> ParsedSession | None:
+            data = _read_all(fd)
             if not data:
                 return None
             parsed = parse_session(data, path)
-            if session_id is not None and parsed.header["id"] != session_id:
-                return None
-            if not parsed.upgraded:
+            return None if session_id is not None and parsed.header["id"] != session_id else parsed
+
+        try:
+            with _locked(path, exclusive=False) as fd:
+                parsed = parse_if_ours(fd)
+            if parsed is None or not parsed.upgraded:
                 return parsed
             with _locked(path, exclusive=True) as fd:
                 # Read again: another process may have upgraded or appended meanwhile.
-                data = _read_all(fd)
-                if not data:
-                    return None
-                parsed = parse_session(data, path)
-                if session_id is not None and parsed.header["id"] != session_id:
+                parsed = parse_if_ours(fd)
+                if parsed is None:
                     return None
                 if parsed.upgraded:
                     self._replace_locked(path, fd, parsed.to_bytes())
