@@ -499,7 +499,7 @@ def test_corpus_through_the_installed_script(tmp_path):
     listing = sh("list").stdout
     assert LARGE in listing and BEFORE_COMPACTION in listing
     tree = sh("show", "d703", "--tree").stdout
-    assert "1018 (1 leaves; active branch 1018 entries)" in tree and "← active leaf" in tree
+    assert "1018 (1 leaf; active branch 1018 entries)" in tree and "← active leaf" in tree
     assert "messages 914" in sh("context", "d703").stdout
     data = json.loads(sh("context", "ffae", "--json").stdout)
     assert len(data["messages"]) == 991  # 990 stored + 1 synthetic result (SPEC §6)
@@ -567,3 +567,48 @@ def test_check_repair_writes_a_fixed_copy(tmp_path, db):
     run(None, "check", "--repair", "-o", str(damaged), str(damaged), code=1)
     result = run(None, "check", str(tmp_path / "missing.jsonl"), code=1)
     assert "cannot check: no such file or directory" in result.stdout
+
+
+# --------------------------------------------------------------------------- hostile session text
+
+
+def test_session_text_is_data_not_markup_or_terminal_codes(db, tmp_path):
+    manager = SessionManager.create(str(tmp_path / "[/x] project"), store=open_store(db))
+    first = manager.append_message({"role": "user", "timestamp": 1700000000000,
+                                    "content": 'Why does re.split(r"[/\\]", p) fail? \x1b[31mred\x1b[0m'})
+    manager.append_session_info("[/bold] oops")
+    manager.append_label_change(first, "[/x]")
+    session_id = manager.get_session_id()
+    manager.get_session_store().close()
+    listing = run(db, "list").stdout
+    assert "[/bold] oops" in listing
+    shown = run(db, "show", session_id, "--tree").stdout
+    assert "[/bold] oops" in shown and "[label: [/x]]" in shown and "[/x] project" in shown
+    context = run(db, "context", session_id).stdout
+    assert 're.split(r"[/\\]", p)' in context
+    assert "\x1b" not in context and "\\x1b[31mred\\x1b[0m" in context
+
+
+def test_name_and_label_repeat_appends_nothing(loaded):
+    before = run_json(loaded, "show", COMPACTION)["entryCount"]
+    assert run_json(loaded, "name", COMPACTION, "Same")["changed"] is True
+    data = run_json(loaded, "name", COMPACTION, " Same ")
+    assert data["changed"] is False and data["entryId"] is None
+    assert run(loaded, "name", COMPACTION, "Same").stdout.strip() == f"Unchanged: {COMPACTION} is named Same"
+    assert run_json(loaded, "label", COMPACTION, "b1000007")["changed"] is False  # no label to clear
+    assert run_json(loaded, "label", COMPACTION, "b1000007", "x")["changed"] is True
+    assert run_json(loaded, "label", COMPACTION, "b1000007", "x")["changed"] is False
+    assert run_json(loaded, "show", COMPACTION)["entryCount"] == before + 2
+
+
+def test_unanswered_confirmation_is_a_one_line_error(loaded):
+    result = run(loaded, "delete", COMPACTION, input="", code=1)
+    assert "aborted" in result.stderr
+    assert COMPACTION in [row["id"] for row in run_json(loaded, "list")]
+
+
+def test_list_times_are_utc(loaded, monkeypatch):
+    monkeypatch.setenv("TZ", "America/New_York")
+    row = next(r for r in run_json(loaded, "list") if r["id"] == COMPACTION)
+    shown = row["modified"][:16].replace("T", " ") + "Z"  # ISO UTC from --json, to the minute
+    assert shown in run(loaded, "list").stdout

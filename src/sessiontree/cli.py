@@ -31,11 +31,13 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import timezone
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 import orjson
+from rich.cells import cell_len
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -94,6 +96,10 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except BrokenPipeError:
             raise  # click handles a closed pipe (``| head``) quietly
+        except click.Abort:
+            # A confirmation got no answer (closed stdin) or Ctrl-C; end the prompt's line first.
+            click.echo(err=True)
+            raise UserError("aborted; nothing was changed") from None
         except (SessionError, OSError, ValueError) as exc:
             raise UserError(_describe(exc)) from exc
 
@@ -130,14 +136,15 @@ PIPE_WIDTH = 160
 
 
 def _out() -> Console:
-    console = Console(highlight=False)
+    # markup=False: session text such as "[/x]" is data, never rich markup.
+    console = Console(highlight=False, markup=False)
     if not console.is_terminal and not os.environ.get("COLUMNS"):
         console.width = PIPE_WIDTH
     return console
 
 
 def _err() -> Console:
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, markup=False)
 
 
 def _show(console: Console, *renderables: Any, **options: Any) -> None:
@@ -216,12 +223,17 @@ def _open(app: _App, session_id: str, cwd: str | None = None) -> SessionManager:
         return SessionManager.open(app.store, session_id, cwd)
 
 
+def _plural(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
+
+
 def _title(info_name: str | None, summary: str | None, first: str) -> str:
     return info_name or summary or first
 
 
-def _local(dt: Any) -> str:
-    return dt.astimezone().strftime("%Y-%m-%d %H:%M")
+def _utc(dt: Any) -> str:
+    """Minutes in UTC, marked ``Z`` (``show`` and ``--json`` print full UTC ISO-8601 too)."""
+    return dt.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%MZ")
 
 
 # --------------------------------------------------------------------------- the group
@@ -394,19 +406,20 @@ def list_cmd(app: _App, cwd: str | None, internal: bool, all_: bool, limit: int 
             title = f"[workflow {info.workflow.get('stageName')}] {title}"
         inside_home = home not in ("", "/") and (info.cwd + "/").startswith(home + "/")
         project = "~" + info.cwd[len(home):] if inside_home else info.cwd
-        rows.append((info.id, _local(info.modified), str(info.message_count), project, title))
+        rows.append((info.id, _utc(info.modified), str(info.message_count), project, title))
     # Fixed widths: the id is never cut; the title keeps at least 20 cells;
     # the project column shrinks first and is dropped on narrow terminals.
     id_w = max(len(r[0]) for r in rows)
-    avail = console.width - id_w - 16 - 4 - 8
-    proj_w = min(max(len(r[3]) for r in rows) or 1, 40)
+    avail = console.width - id_w - 17 - 4 - 8
+    longest = max(cell_len(r[3]) for r in rows)
+    proj_w = min(longest or 1, 40)
     if avail - proj_w < 20:
         proj_w = max(0, avail - 20)
-    show_project = proj_w >= 8
+    show_project = longest > 0 and proj_w >= min(8, longest)
     title_w = max(10, avail - (proj_w if show_project else -2))
     table = Table(box=None, pad_edge=False, header_style="bold")
     table.add_column("id", no_wrap=True, style="cyan", width=id_w)
-    table.add_column("modified", no_wrap=True, width=16)
+    table.add_column("modified", no_wrap=True, width=17)
     table.add_column("msgs", justify="right", no_wrap=True, width=4)
     if show_project:
         table.add_column("project", no_wrap=True, overflow="ellipsis", max_width=proj_w)
@@ -436,7 +449,8 @@ def show_cmd(app: _App, session: str, tree: bool, as_json: bool) -> None:
     leaf_id = manager.get_leaf_id()
     branch_ids = [e["id"] for e in manager.get_branch()]
     rows = render.tree_rows(manager.get_tree(), leaf_id, branch_ids) if tree else []
-    leaves = sum(1 for e in entries if not manager.get_children(e["id"])) if entries else 0
+    parents = {e.get("parentId") for e in entries}
+    leaves = sum(1 for e in entries if e["id"] not in parents)
     labels = {e["targetId"]: manager.get_label(e["targetId"]) for e in entries
               if e.get("type") == "label" and manager.get_label(e["targetId"])}
     if as_json:
@@ -462,8 +476,9 @@ def show_cmd(app: _App, session: str, tree: bool, as_json: bool) -> None:
         wf = info.workflow
         grid.add_row("workflow", f"run {wf.get('runId')}, stage {wf.get('stageId')} ({wf.get('stageName')})")
     grid.add_row("messages", str(info.message_count))
-    grid.add_row("entries", f"{len(entries)} ({leaves} leaves; active branch {len(branch_ids)} entries)")
-    grid.add_row("active leaf", str(leaf_id))
+    grid.add_row("entries", f"{len(entries)} ({_plural(leaves, 'leaf', 'leaves')}; "
+                            f"active branch {_plural(len(branch_ids), 'entry', 'entries')})")
+    grid.add_row("active leaf", leaf_id or "(none: no entries)")
     if labels:
         grid.add_row("labels", ", ".join(f"{target}={text}" for target, text in labels.items()))
     grid.add_row("first message", render.entry_summary({"type": "message", "message": {"role": "user", "content": info.first_message}}))
@@ -606,12 +621,18 @@ def name_cmd(app: _App, session: str, name: str, as_json: bool) -> None:
     """Set a session's display name; an empty NAME ("") clears it."""
     session_id = _session_id(app, session)
     manager = _open(app, session_id)
-    entry_id = manager.append_session_info(name)
+    state = manager.get_session_name_state()
+    # An entry only when the state changes: the log is append-only, repeats would pile up.
+    unchanged = state.name == (name.strip() or None) and (state.has_name or not name.strip())
+    entry_id = None if unchanged else manager.append_session_info(name)
     current = manager.get_session_name()
     if as_json:
-        _print_json({"sessionId": session_id, "entryId": entry_id, "name": current})
+        _print_json({"sessionId": session_id, "entryId": entry_id, "name": current, "changed": not unchanged})
         return
-    click.echo(f"Named {session_id}: {current}" if current else f"Cleared the name of {session_id}")
+    if unchanged:
+        click.echo(f"Unchanged: {session_id} is named {current}" if current else f"Unchanged: {session_id} has no name")
+    else:
+        click.echo(f"Named {session_id}: {current}" if current else f"Cleared the name of {session_id}")
 
 
 @cli.command("label", short_help='Set or clear the label of an entry.')
@@ -625,12 +646,17 @@ def label_cmd(app: _App, session: str, entry: str, label: str | None, as_json: b
     session_id = _session_id(app, session)
     manager = _open(app, session_id)
     target = _entry_id(manager, entry)
-    entry_id = manager.append_label_change(target, label or None)
+    unchanged = manager.get_label(target) == (label or None)
+    entry_id = None if unchanged else manager.append_label_change(target, label or None)
     current = manager.get_label(target)
     if as_json:
-        _print_json({"sessionId": session_id, "targetId": target, "entryId": entry_id, "label": current})
+        _print_json({"sessionId": session_id, "targetId": target, "entryId": entry_id, "label": current,
+                     "changed": not unchanged})
         return
-    click.echo(f"Labelled {target}: {current}" if current else f"Cleared the label of {target}")
+    if unchanged:
+        click.echo(f"Unchanged: {target} is labelled {current}" if current else f"Unchanged: {target} has no label")
+    else:
+        click.echo(f"Labelled {target}: {current}" if current else f"Cleared the label of {target}")
 
 
 # --------------------------------------------------------------------------- migrate

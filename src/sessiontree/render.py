@@ -47,13 +47,21 @@ __all__ = [
 ]
 
 _SPACES = re.compile(r"\s+")
+# Control characters other than newline and tab: shown as escapes, never sent to
+# the terminal raw (a session may hold ANSI sequences from tool output).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters (ANSI escapes included) shown as ``\\xNN``."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 #: Per-block character budget of the human-readable context view.
 CONTEXT_BLOCK_CHARS = 2000
 
 
 def _one_line(text: str, limit: int = 200) -> str:
-    text = _SPACES.sub(" ", text).strip()
+    text = printable(_SPACES.sub(" ", text).strip())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -298,6 +306,7 @@ def tree_row_dict(row: TreeRow) -> dict[str, Any]:
 
 
 def _clip(text: str, limit: int | None) -> str:
+    text = printable(text)
     if limit is None or len(text) <= limit:
         return text
     return text[:limit] + f"\n… ({len(text) - limit} more characters; --full shows everything)"
