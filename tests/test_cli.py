@@ -200,7 +200,9 @@ def test_store_from_environment_and_plain_path(tmp_path, monkeypatch):
     assert db_path.exists()
     assert [r["id"] for r in run_json(str(db_path), "list")] == [COMPACTION]
     # --store wins over the environment.
-    assert run_json(f"sqlite:///{tmp_path / 'other.db'}", "list") == []
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    run(other, "import", str(EXAMPLES / "branching.jsonl"))
+    assert [r["id"] for r in run_json(other, "list")] == [BRANCHING]
 
 
 def test_jsonl_store_directory(tmp_path):
@@ -612,3 +614,15 @@ def test_list_times_are_utc(loaded, monkeypatch):
     row = next(r for r in run_json(loaded, "list") if r["id"] == COMPACTION)
     shown = row["modified"][:16].replace("T", " ") + "Z"  # ISO UTC from --json, to the minute
     assert shown in run(loaded, "list").stdout
+
+
+def test_read_only_commands_never_create_a_store(tmp_path):
+    missing_db = tmp_path / "nodir" / "typo.db"
+    result = run(f"sqlite:///{missing_db}", "list", code=1)
+    assert "no session store at" in result.stderr
+    assert not missing_db.exists() and not missing_db.parent.exists()
+    missing_dir = tmp_path / "nosuchdir"
+    run(f"jsonl:///{missing_dir}", "list", code=1)
+    assert not missing_dir.exists()
+    run(f"sqlite:///{missing_db}", "import", str(EXAMPLES))  # import may start a store
+    assert missing_db.exists()

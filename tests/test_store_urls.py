@@ -132,3 +132,15 @@ def test_an_unopenable_store_never_falls_back_to_memory(tmp_path):
     blocker.write_text("x")
     with pytest.raises(StoreOpenError):
         open_store(f"jsonl:///{blocker}/sub")
+
+
+def test_open_store_without_create_refuses_missing_stores(tmp_path):
+    from sessiontree.errors import StoreOpenError
+    from sessiontree.stores import open_store
+
+    for url in (f"sqlite:///{tmp_path / 'a' / 'x.db'}", f"jsonl:///{tmp_path / 'b'}", str(tmp_path / "c.db")):
+        with pytest.raises(StoreOpenError):
+            open_store(url, create=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    open_store(f"jsonl:///{tmp_path / 'b'}").close()
+    open_store(f"jsonl:///{tmp_path / 'b'}", create=False).close()

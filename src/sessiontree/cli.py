@@ -113,12 +113,15 @@ class _App:
 
     store_arg: str | None
     _store: SessionStore | None = field(default=None, repr=False)
+    #: Only ``import`` may create a missing store: elsewhere a mistyped
+    #: ``--store`` path would look like an empty store.
+    create_store: bool = False
 
     @property
     def store(self) -> SessionStore:
         """The selected store (``--store`` > ``$SESSIONTREE_STORE`` > default)."""
         if self._store is None:
-            self._store = open_store(self.store_arg)
+            self._store = open_store(self.store_arg, create=self.create_store)
         return self._store
 
     def close(self) -> None:
@@ -327,6 +330,7 @@ def import_cmd(app: _App, paths: tuple[str, ...], as_json: bool) -> None:
     other files are still imported. Exit status 1 when any file was rejected.
     """
     files, results = _collect(paths)
+    app.create_store = True  # the one command that may start a new store
     store = app.store
     err = _err()
     with _progress(err) as progress:

@@ -74,7 +74,7 @@ def _url_path(url: str, scheme: str) -> str:
     return rest[3:]
 
 
-def open_store(url_or_path: str | os.PathLike[str] | None = None) -> SessionStore:
+def open_store(url_or_path: str | os.PathLike[str] | None = None, *, create: bool = True) -> SessionStore:
     """Open the store named by a URL or a plain path (SPEC §4).
 
     Args:
@@ -82,6 +82,9 @@ def open_store(url_or_path: str | os.PathLike[str] | None = None) -> SessionStor
             plain path (an existing directory or a path ending in a separator
             means JSONL, anything else a SQLite file; ``~`` is expanded).
             ``None`` means :func:`default_store_url`.
+        create: create a missing SQLite file or JSONL directory (default). With
+            ``False`` a missing one raises ``StoreOpenError``: read-only tools
+            use it so that a mistyped path is an error, not an empty store.
 
     Returns:
         A :class:`SqliteStore`, :class:`JsonlStore` or :class:`MemoryStore`.
@@ -99,17 +102,17 @@ def open_store(url_or_path: str | os.PathLike[str] | None = None) -> SessionStor
     if match is None:
         path = os.path.expanduser(target)
         if os.path.isdir(path) or path.endswith(("/", os.sep)):
-            return JsonlStore(path)
-        return SqliteStore(path)
+            return JsonlStore(path, create=create)
+        return SqliteStore(path, create=create)
     scheme = match.group(1).lower()
     if scheme == "memory":
         if target[len("memory:"):] not in ("", "//"):
             raise StoreOpenError(f"invalid store URL {target!r}: a memory store is just 'memory:'")
         return MemoryStore()
     if scheme == "sqlite":
-        return SqliteStore(_url_path(target, "sqlite"))
+        return SqliteStore(_url_path(target, "sqlite"), create=create)
     if scheme == "jsonl":
-        return JsonlStore(_url_path(target, "jsonl"))
+        return JsonlStore(_url_path(target, "jsonl"), create=create)
     if scheme in ("postgresql", "postgres") or scheme.startswith("postgresql+"):
         # The URL itself is not echoed: it may carry a password.
         raise StoreOpenError(f"PostgreSQL stores ({scheme}://) are not implemented yet; "

@@ -315,6 +315,8 @@ class JsonlStore:
 
     Args:
         directory: where the session files live (created when missing).
+        create: with ``False``, a missing directory raises ``StoreOpenError``
+            instead of being created (read-only tools).
 
     Attributes:
         url: ``jsonl:///`` + the absolute directory (four slashes for ``/...``).
@@ -327,9 +329,12 @@ class JsonlStore:
 
     kind = "jsonl"
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    def __init__(self, directory: str | os.PathLike[str], *, create: bool = True) -> None:
         self.directory = os.path.abspath(os.fspath(directory))
         self.url = "jsonl:///" + self.directory
+        if not create and not os.path.isdir(self.directory):
+            # Read-only callers: a mistyped path must not look like an empty store.
+            raise StoreOpenError(f"no session directory at {self.directory}")
         try:
             os.makedirs(self.directory, exist_ok=True)
         except OSError as exc:

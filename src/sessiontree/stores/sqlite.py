@@ -202,6 +202,8 @@ class SqliteStore:
         path: the database file (created with its directory when missing), or
             ``":memory:"`` for a private in-memory database (no WAL).
         timeout: seconds to wait for another connection's write lock.
+        create: with ``False``, a missing file raises ``StoreOpenError`` instead
+            of being created (read-only tools).
 
     Attributes:
         url: ``sqlite:///`` + the absolute path (four slashes for ``/...``).
@@ -218,7 +220,8 @@ class SqliteStore:
 
     kind = "sqlite"
 
-    def __init__(self, path: str | os.PathLike[str], *, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = DEFAULT_TIMEOUT,
+                 create: bool = True) -> None:
         raw_path = os.fspath(path)
         self.path = raw_path if raw_path == ":memory:" else os.path.abspath(raw_path)
         self.url = "sqlite:///" + self.path
@@ -228,6 +231,9 @@ class SqliteStore:
         self._pid = os.getpid()
         self._closed = False
         if self.path != ":memory:":
+            if not create and not os.path.exists(self.path):
+                # Read-only callers: a mistyped path must not look like an empty store.
+                raise StoreOpenError(f"no session store at {self.path}")
             directory = os.path.dirname(self.path)
             try:
                 os.makedirs(directory, exist_ok=True)
