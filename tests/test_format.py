@@ -708,3 +708,9 @@ def test_absurdly_nested_line_is_rejected_not_a_crash() -> None:
     with pytest.raises(InvalidSessionError) as info:
         parse_session(data, "f.jsonl")
     assert info.value.line == 2
+
+
+def test_parse_session_accepts_text() -> None:
+    text = '{"type":"session","version":4,"id":"a"}\n{"type":"custom","customType":"é","id":"1","parentId":null,"timestamp":"t"}\n'
+    parsed = parse_session(text, "f.jsonl")
+    assert parsed.entries[0]["customType"] == "é" and parsed.to_bytes() == text.encode("utf-8")

@@ -227,11 +227,11 @@ def _is_blank(line: bytes) -> bool:
     return not line.strip(_JSON_WS + b"\x0b\x0c")
 
 
-def parse_session(data: bytes, path: str | None = None) -> ParsedSession:
+def parse_session(data: bytes | str, path: str | None = None) -> ParsedSession:
     """Read the bytes of a session file (any supported format) into format 4.
 
     Args:
-        data: the whole file.
+        data: the whole file (``str`` is accepted and encoded as UTF-8).
         path: used in error messages and to resolve a relative ``parentSession``.
 
     Returns:
@@ -246,6 +246,8 @@ def parse_session(data: bytes, path: str | None = None) -> ParsedSession:
     # Parsing allocates many container objects and no reference cycles; the
     # cyclic collector's passes over them cost ~25% of a load (measured with
     # benchmarks/bench_read.py), so it is paused for the duration.
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogatepass")
     enabled = gc.isenabled()
     gc.disable()
     try:
