@@ -9,6 +9,7 @@ exact change list and ``<code>.repaired.jsonl`` the exact repaired copy.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -310,6 +311,126 @@ def test_reparenting_that_closes_a_cycle_is_broken_too() -> None:
     assert [(c.code, c.line) for c in result.changes] == [
         ("torn-record", 2), ("dangling-parent", 2), ("parent-cycle", 2)]
     assert not has_errors(result.remaining)
+
+
+# A torn "a1" glued before "r1" on line 3, while "a1"'s parent "u1" sits on a
+# malformed line (a stray quote) that the copy keeps as written. Found by
+# test_never_raises_and_repair_is_stable: the first repair used to keep
+# r1 -> "a1" (a record it drops) and a second repair made r1 a root.
+_KEPT_U1 = (b'{"type":"message","id":"u1"","parentId":null,"timestamp":"2026-02-01T09:00:01.000Z",'
+            b'"message":{"role":"user","content":"hi","timestamp":1}}')
+_TORN_A1 = (b'{"type":"message","id":"a1","parentId":"u1","timestamp":"2026-02-01T09:00:02.000Z",'
+            b'"message":{"role":"assistant","content":[{"type":"toolCall","id":"c1","name":"read",'
+            b'"arguments":{"path":"a.txt"}}],"stopReason":"toolUse",""parentId":"a1"')
+_R1 = (b'{"type":"message","id":"r1","parentId":"a1","timestamp":"2026-02-01T09:00:03.000Z",'
+       b'"message":{"role":"toolResult","toolCallId":"c1","toolName":"read","content":[{"type":"text","text":"data"}],'
+       b'"isError":false,"timestamp":3}}')
+_A2 = (b'{"type":"message","id":"a2","parentId":"r1","timestamp":"2026-02-01T09:00:04.000Z",'
+       b'"message":{"role":"assistant","content":[{"type":"toolCall","id":"c1","name":"read",'
+       b'"arguments":{"path":"a.txt"}}],"stopReason":"toolUse","timestamp":4}}')
+_R2 = (b'{"type":"message","id":"r2","parentId":"a2","timestamp":"2026-02-01T09:00:05.000Z",'
+       b'"message":{"role":"toolResult","toolCallId":"c1","toolName":"read","content":[{"type":"text","text":"data"}],'
+       b'"isError":false,"timestamp":5}}')
+
+
+def test_torn_parent_of_an_entry_under_a_kept_malformed_line_is_reparented_in_one_pass() -> None:
+    data = b"\n".join([HEADER, _KEPT_U1, _TORN_A1 + _R1, _A2, _R2]) + b"\n"
+    problems = check_bytes(data, "k.jsonl")
+    assert [(p.code, p.line, p.entry_id) for p in problems] == [
+        ("malformed-line", 2, "u1"),
+        ("torn-record", 3, "a1"),
+        ("dangling-parent", 3, "r1"),
+        ("orphan-tool-result", 3, "r1"),
+    ]
+    result = repair_bytes(data, "k.jsonl")
+    assert len(_TORN_A1) == 237
+    assert _dicts(result.changes) == [
+        {"code": "torn-record", "line": 3, "description": "dropped the 237-byte torn record", "entry_id": "a1",
+         "dropped": _TORN_A1.decode("utf-8"), "dropped_base64": base64.b64encode(_TORN_A1).decode("ascii")},
+        # "a1" is dropped; its salvaged parent "u1" survives on the kept line 2.
+        {"code": "dangling-parent", "line": 3,
+         "description": 're-parented from missing "a1" to "u1", its nearest surviving ancestor '
+                        "(kept as written on malformed line 2)",
+         "entry_id": "r1"},
+    ]
+    r1_fixed = (b'{"type":"message","id":"r1","parentId":"u1","timestamp":"2026-02-01T09:00:03.000Z",'
+                b'"message":{"role":"toolResult","toolCallId":"c1","toolName":"read",'
+                b'"content":[{"type":"text","text":"data"}],"isError":false,"timestamp":3}}')
+    assert result.data == b"\n".join([HEADER, _KEPT_U1, r1_fixed, _A2, _R2]) + b"\n"
+    # Fixing line 2 by hand restores the link; until then check still reports it.
+    assert [(p.code, p.line, p.entry_id, p.message) for p in result.remaining if p.severity == "error"] == [
+        ("malformed-line", 2, "u1", problems[0].message),
+        ("dangling-parent", 3, "r1", 'parentId "u1" names no entry (its record on line 2 is damaged)'),
+    ]
+    again = repair_bytes(result.data, "k.jsonl")
+    assert again.changes == [] and again.data == result.data
+    fixed_by_hand = result.data.replace(b'"id":"u1""', b'"id":"u1"')
+    assert not has_errors(check_bytes(fixed_by_hand, "k.jsonl"))
+
+
+def test_an_id_on_a_kept_line_survives_even_when_a_torn_record_with_it_is_dropped() -> None:
+    # "m1" is both a dropped torn record (child of u1) and readable on a kept
+    # malformed line: the copy still holds "m1", so x1 keeps naming it,
+    # whichever of the two comes first.
+    torn = b'{"type":"message","id":"m1","parentId":"u1","timestamp":"t","mess'
+    x1 = b'{"type":"custom","id":"x1","parentId":"m1","timestamp":"t","customType":"k"}'
+    kept = b'{"type":"custom","id":"m1","parentId":"u1","timestamp":"t",oops}'
+    for lines in ([torn + x1, kept], [kept, torn + x1]):
+        data = HEADER + b"\n" + USER + b"\n" + b"\n".join(lines) + b"\n"
+        result = repair_bytes(data, "k.jsonl")
+        assert [c.code for c in result.changes] == ["torn-record"]
+        assert result.data == HEADER + b"\n" + USER + b"\n" + b"\n".join(
+            [x1, kept] if lines[0] is not kept else [kept, x1]) + b"\n"
+        again = repair_bytes(result.data, "k.jsonl")
+        assert again.changes == [] and again.data == result.data
+
+
+@pytest.mark.parametrize("data, changes, repaired", [
+    # CRLF written twice: the CR run is one line end.
+    (HEADER + b"\r\r\n" + USER + b"\r\n" + ASSISTANT + b"\r\r\r\n",
+     [("crlf", 1, "converted 3 CRLF line ends to LF")], CLEAN),
+    # A CR that only a NUL run kept from its LF.
+    (HEADER + b"\n" + USER + b"\r\x00\x00\n" + ASSISTANT + b"\n",
+     [("nul-bytes", 2, "removed 2 NUL bytes"), ("crlf", 2, "converted 1 CRLF line end to LF")], CLEAN),
+    # A kept malformed line must not end in a CR either.
+    (HEADER + b"\n{oops\r\r\n", [("crlf", 2, "converted 1 CRLF line end to LF")], HEADER + b"\n{oops\n"),
+], ids=["crlf-twice", "cr-nul-lf", "kept-line"])
+def test_cr_runs_before_a_line_feed_are_one_crlf_end(
+        data: bytes, changes: list[tuple[str, int, str]], repaired: bytes) -> None:
+    result = repair_bytes(data, "cr.jsonl")
+    assert [(c.code, c.line, c.description) for c in result.changes] == changes
+    assert result.data == repaired
+    again = repair_bytes(result.data, "cr.jsonl")
+    assert again.changes == [] and again.data == result.data
+
+
+_BOM_BYTES = b"\xef\xbb\xbf"
+_STRIPPED_BOM = ("bom", 1, "removed the UTF-8 byte order mark from the start of the malformed line")
+
+
+@pytest.mark.parametrize("data, changes, repaired", [
+    # A second BOM before a malformed first line would be the copy's BOM.
+    (_BOM_BYTES * 2 + b'{oops\n' + USER + b"\n",
+     [("bom", 1, "removed the UTF-8 byte order mark"), _STRIPPED_BOM], b"{oops\n" + USER + b"\n"),
+    # A BOM split by a NUL run.
+    (b"\xef\xbb\x00\x00\xbf{oops\n" + USER + b"\n",
+     [("nul-bytes", 1, "removed 2 NUL bytes"), _STRIPPED_BOM], b"{oops\n" + USER + b"\n"),
+    # A BOM on the second line, once a blank first line is dropped.
+    (b" \n" + _BOM_BYTES + b"{oops\n" + USER + b"\n",
+     [("blank-line", 1, "removed the whitespace-only line"), ("bom", 2, _STRIPPED_BOM[2])],
+     b"{oops\n" + USER + b"\n"),
+    # Nothing after the BOM: a blank line.
+    (_BOM_BYTES * 2 + b"\n" + HEADER + b"\n",
+     [("bom", 1, "removed the UTF-8 byte order mark"), _STRIPPED_BOM,
+      ("blank-line", 1, "removed the whitespace-only line")], HEADER + b"\n"),
+], ids=["second-bom", "nul-split-bom", "after-blank-line", "bom-only-line"])
+def test_a_bom_that_would_begin_the_copy_is_removed(
+        data: bytes, changes: list[tuple[str, int, str]], repaired: bytes) -> None:
+    result = repair_bytes(data, "b.jsonl")
+    assert [(c.code, c.line, c.description) for c in result.changes] == changes
+    assert result.data == repaired
+    again = repair_bytes(result.data, "b.jsonl")
+    assert again.changes == [] and again.data == result.data
 
 
 def test_duplicate_id_with_other_content_in_format_3_is_an_error() -> None:

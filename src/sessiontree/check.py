@@ -10,6 +10,9 @@ Invariants:
 
 * Tolerant: no input makes :func:`check_bytes` or :func:`repair_bytes` raise.
   A damaged line does not hide the problems of the lines after it.
+* Idempotent: repairing a repaired copy changes nothing (no change listed,
+  the same bytes). Each repair decides from what the copy will hold, not
+  from what it drops, so a second pass reaches the same decisions.
 * The strict reader's rules are not restated here: header and entry shapes
   are judged by :func:`~sessiontree.format.validate_header`,
   :func:`~sessiontree.format.validate_entry` and
@@ -88,15 +91,33 @@ Repairs are conservative and each is listed as a :class:`Change`: split
 glued records; drop torn records, NUL runs and blank lines (dropped bytes
 kept in the change); keep one copy of a byte-identical duplicate; rename a
 differing duplicate id (to a deterministic 8-hex id) together with the
-references that name it; re-parent an entry whose parent is missing to the
-nearest ancestor the file still proves (the salvaged ``parentId`` of a
-damaged record), or make it a root when none survives; break a cycle at its
-first entry in file order, which becomes a root (as the tree already treats
-it, REFERENCE H.2); strip a BOM, CRLF ends, add the final newline, and
-upgrade to format 4 exactly as the reader does. Everything else is kept as
-written: a malformed line stays in the copy byte for byte (without its NUL
-runs), so what the repair cannot fix is still reported by ``check`` on the
-copy (:attr:`RepairResult.remaining`).
+references that name it; re-parent an entry whose parent is missing to its
+nearest surviving ancestor, or make it a root when none survives; break a
+cycle at its first entry in file order, which becomes a root (as the tree
+already treats it, REFERENCE H.2); strip a BOM, CRLF ends, add the final
+newline, and upgrade to format 4 exactly as the reader does. Everything else
+is kept as written: a malformed line stays in the copy byte for byte
+(without its NUL runs), so what the repair cannot fix is still reported by
+``check`` on the copy (:attr:`RepairResult.remaining`).
+
+Surviving ancestors. The walk starts at the missing parent and climbs
+through the records this repair drops (torn records), using the
+``parentId`` salvaged from each. An id *survives* when the copy still holds
+it: as an entry, or readable on a malformed line that the copy keeps as
+written (an id readable from a kept malformed line counts as surviving,
+even when a torn record with the same id is dropped too). So an entry whose
+missing parent is itself on a kept line is left alone (fixing that line by
+hand restores the link), and one whose lost parent descends from a kept
+line is re-parented to that line's id, still reported as a dangling parent
+until the line is fixed. The walk never stops at a dropped record, so a
+second repair of the copy, which no longer holds it, finds the same ancestor.
+
+Line ends and the first line. A run of CRs before the LF (CRLF written
+twice, or with NUL runs between the CR and the LF) is one CRLF end, so no CR
+is left to make the copy's LF a CRLF again. A BOM at the start of a
+malformed line before any record (a second BOM, or one that NUL runs had
+split) would be the copy's leading BOM, which readers strip; it is removed
+(``bom``) and the rest of the line is read as the line.
 """
 
 from __future__ import annotations
@@ -661,6 +682,7 @@ class _Analysis:
         self.kept_ids: dict[str, int] = {}
         # id -> (line, parentId or _UNKNOWN) of the first dropped torn record
         self.lost: dict[str, tuple[int, Any]] = {}
+        self._crlf_lines: list[int] = []  # lines whose end was CR(s) + LF
         self.header: _Rec | None = None
         self.header_obj: dict[str, Any] | None = None
         self.header_changed = False
@@ -710,7 +732,7 @@ class _Analysis:
         except UnicodeDecodeError:
             valid_utf8 = False
         has_nul = b"\x00" in data
-        crlf_lines: list[int] = []
+        crlf_lines = self._crlf_lines
         for index, line in enumerate(lines):
             number = index + 1
             if not valid_utf8:
@@ -761,15 +783,24 @@ class _Analysis:
             line = _NUL_RUN.sub(b"", line)
             if not line.strip(_BLANK):
                 return  # nothing but NUL bytes (and whitespace)
-        value, _ = _loads(line)
-        if isinstance(value, dict):  # the common case: one record on its line
-            self._add_record(number, line, value, final)
-            return
+            if line.endswith(b"\r"):
+                # CRs that only NUL bytes kept from the LF ("\r\0\0\n"): a CRLF end too.
+                if number not in self._crlf_lines:
+                    self._crlf_lines.append(number)
+                line = line.rstrip(b"\r")
 
         def in_line(offset: int) -> int:
             # Offsets in the original line, NUL runs included.
             return offset + sum(length for at, length in removed if at <= offset)
 
+        self._read_line(number, line, final, in_line)
+
+    def _read_line(self, number: int, line: bytes, final: bool, in_line: Callable[[int], int]) -> None:
+        """Records, torn records or a kept malformed line from a non-blank line without NULs."""
+        value, _ = _loads(line)
+        if isinstance(value, dict):  # the common case: one record on its line
+            self._add_record(number, line, value, final)
+            return
         pieces = _decompose(line, in_line)
         values: list[tuple[_Piece, dict[str, Any]]] = []
         reason: str | None = None
@@ -785,6 +816,9 @@ class _Analysis:
             elif piece.kind == "junk" and not (final and piece is pieces[-1]):
                 reason = reason or f"malformed line: not valid JSON ({piece.error})"
         if reason is not None:
+            if not self.items and line.startswith(_BOM):
+                self._strip_leading_bom(number, line, final, in_line)
+                return
             self._add_kept(number, line, pieces, reason, final)
             return
         if len(values) > 1:
@@ -812,6 +846,26 @@ class _Analysis:
         for piece, value in values:
             # A record followed by a dropped torn tail is not "missing" its newline.
             self._add_record(number, piece.data, value, final and piece is pieces[-1])
+
+    def _strip_leading_bom(self, number: int, line: bytes, final: bool, in_line: Callable[[int], int]) -> None:
+        """A malformed line the copy would begin with starts with a BOM (a
+        second one, or one that NUL runs had split): as the copy's first bytes
+        it would be read as the file's BOM, so it is removed now and the rest
+        of the line read as the line."""
+        rest = line
+        while rest.startswith(_BOM):
+            rest = rest[len(_BOM):]
+        size = len(line) - len(rest)
+        self.problem("bom", number,
+                     "UTF-8 byte order mark at the start of a malformed line before any record "
+                     "(a copy that begins with this line would read it as the file's byte order mark)")
+        self.change("bom", number, "removed the UTF-8 byte order mark from the start of the malformed line",
+                    dropped=line[:size])
+        if not rest.strip(_BLANK):
+            self.problem("blank-line", number, "whitespace-only line (readers skip it)")
+            self.change("blank-line", number, "removed the whitespace-only line", dropped=rest)
+            return
+        self._read_line(number, rest, final, lambda offset: in_line(offset + size))
 
     def _add_record(self, number: int, raw: bytes, obj: dict[str, Any], final: bool) -> None:
         self.items.append(_Rec(number, raw, obj))
