@@ -325,3 +325,12 @@ def test_parent_session_conversion_never_fails_an_upgrade(tmp_path: Path) -> Non
     assert "parentSessionId" not in parsed.header
     assert "parentSession" not in parsed.header
     assert parsed.header["version"] == 4
+
+
+def test_v1_header_id_with_a_lone_surrogate_upgrades() -> None:
+    from sessiontree.format import parse_session
+
+    data = b'{"type":"session","id":"\\ud83dchk","timestamp":"2025-01-01T00:00:00.000Z"}\n' \
+           b'{"type":"message","timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"a"}}\n'
+    parsed = parse_session(data, "f.jsonl")
+    assert parsed.header["id"] == "\ud83dchk" and len(parsed.entries[0]["id"]) == 8
