@@ -265,7 +265,7 @@ def test_record_followed_by_a_torn_tail_on_the_last_line() -> None:
     data = HEADER + b"\n" + USER + b"\n" + ASSISTANT + b'{"type":"message","id":"u2","par'
     problems = check_bytes(data, "t.jsonl")
     assert [(p.code, p.line, p.entry_id) for p in problems] == [("torn-final-record", 3, "u2")]
-    assert "at byte offset %d" % len(ASSISTANT) in problems[0].message
+    assert "at byte %d of the line" % len(ASSISTANT) in problems[0].message
     assert repair_bytes(data, "t.jsonl").data == CLEAN
 
 
@@ -345,13 +345,13 @@ def test_torn_parent_of_an_entry_under_a_kept_malformed_line_is_reparented_in_on
     result = repair_bytes(data, "k.jsonl")
     assert len(_TORN_A1) == 237
     assert _dicts(result.changes) == [
-        {"code": "torn-record", "line": 3, "description": "dropped the 237-byte torn record", "entry_id": "a1",
-         "dropped": _TORN_A1.decode("utf-8"), "dropped_base64": base64.b64encode(_TORN_A1).decode("ascii")},
+        {"code": "torn-record", "line": 3, "description": "dropped the 237-byte torn record", "entryId": "a1",
+         "dropped": _TORN_A1.decode("utf-8"), "droppedBase64": base64.b64encode(_TORN_A1).decode("ascii")},
         # "a1" is dropped; its salvaged parent "u1" survives on the kept line 2.
         {"code": "dangling-parent", "line": 3,
          "description": 're-parented from missing "a1" to "u1", its nearest surviving ancestor '
                         "(kept as written on malformed line 2)",
-         "entry_id": "r1"},
+         "entryId": "r1"},
     ]
     r1_fixed = (b'{"type":"message","id":"r1","parentId":"u1","timestamp":"2026-02-01T09:00:03.000Z",'
                 b'"message":{"role":"toolResult","toolCallId":"c1","toolName":"read",'
@@ -499,7 +499,7 @@ def test_nul_bytes_inside_a_record_are_cut_out_and_the_record_kept() -> None:
     data = HEADER + b"\n" + USER[:1] + b"\x00" * 3 + USER[1:] + b"\n" + ASSISTANT + b"\n"
     problems = check_bytes(data, "n.jsonl")
     assert [(p.code, p.line, p.message) for p in problems] == [
-        ("nul-bytes", 2, "run of 3 NUL bytes at byte offset 1 (left by a crash)")]
+        ("nul-bytes", 2, "run of 3 NUL bytes at byte 1 of the line (left by a crash)")]
     assert repair_bytes(data, "n.jsonl").data == CLEAN
 
 
@@ -508,10 +508,10 @@ def test_torn_tail_padded_with_nul_bytes_reports_offsets_in_the_stored_line() ->
     data = CLEAN + b"\x00" * 8 + tail + b"\x00" * 100
     problems = check_bytes(data, "n.jsonl")
     assert [(p.code, p.line, p.message) for p in problems] == [
-        ("nul-bytes", 4, "run of 8 NUL bytes at byte offset 0 (left by a crash)"),
-        ("nul-bytes", 4, f"run of 100 NUL bytes at byte offset {8 + len(tail)} (left by a crash)"),
+        ("nul-bytes", 4, "run of 8 NUL bytes at byte 0 of the line (left by a crash)"),
+        ("nul-bytes", 4, f"run of 100 NUL bytes at byte {8 + len(tail)} of the line (left by a crash)"),
         ("torn-final-record", 4,
-         f"torn final record: the last line is incomplete JSON with no newline ({len(tail)} bytes at byte offset 8)"),
+         f"torn final record: the last line is incomplete JSON with no newline ({len(tail)} bytes at byte 8 of the line)"),
     ]
     result = repair_bytes(data, "n.jsonl")
     assert result.data == CLEAN
@@ -528,12 +528,12 @@ def test_deeply_nested_line_is_malformed_not_a_crash() -> None:
 def test_problem_and_change_dicts() -> None:
     problem = Problem("bom", "warning", "f.jsonl", 1, "m", None)
     assert problem.to_dict() == {"code": "bom", "severity": "warning", "path": "f.jsonl", "line": 1,
-                                 "message": "m", "entry_id": None}
+                                 "message": "m", "entryId": None}
     assert str(problem) == "f.jsonl:1: warning: m [bom]"
     assert str(Problem("missing-header", "error", "f.jsonl", None, "m")) == "f.jsonl: error: m [missing-header]"
     change = Change("nul-bytes", 2, "removed", None, b"\x00\xff")
     assert change.to_dict()["dropped"] == "\x00\\xff"
-    assert change.to_dict()["dropped_base64"] == "AP8="
+    assert change.to_dict()["droppedBase64"] == "AP8="
     assert "dropped" not in Change("crlf", 1, "converted").to_dict()
     with pytest.raises(AttributeError):
         problem.code = "x"  # type: ignore[misc]

@@ -563,7 +563,7 @@ def test_check_repair_writes_a_fixed_copy(tmp_path, db):
 
     target = tmp_path / "fixed.jsonl"
     data = run_json(None, "check", "--repair", "-o", str(target), str(damaged))
-    assert data[0]["out_path"] == str(target) and target.exists()
+    assert data[0]["outPath"] == str(target) and target.exists()
     assert [c["code"] for c in data[0]["changes"]] == ["glued-records", "torn-final-record"]
     run(None, "check", "-o", str(target), str(damaged), code=2)
     run(None, "check", "--repair", "-o", str(damaged), str(damaged), code=1)
@@ -626,3 +626,9 @@ def test_read_only_commands_never_create_a_store(tmp_path):
     assert not missing_dir.exists()
     run(f"sqlite:///{missing_db}", "import", str(EXAMPLES))  # import may start a store
     assert missing_db.exists()
+
+
+def test_check_of_a_missing_path_says_so(tmp_path):
+    result = run(None, "check", str(tmp_path / "missing.jsonl"), code=1)
+    assert "0 files checked" in result.stdout and "1 path could not be checked" in result.stdout
+    assert result.stderr.strip() == "sessiontree: error: some paths could not be checked"

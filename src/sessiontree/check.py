@@ -242,14 +242,14 @@ class Problem:
 
     def to_dict(self) -> dict[str, Any]:
         """The problem as a JSON-ready dict with keys
-        ``code, severity, path, line, message, entry_id``."""
+        ``code, severity, path, line, message, entryId``."""
         return {
             "code": self.code,
             "severity": self.severity,
             "path": self.path,
             "line": self.line,
             "message": self.message,
-            "entry_id": self.entry_id,
+            "entryId": self.entry_id,
         }
 
     def __str__(self) -> str:
@@ -276,18 +276,18 @@ class Change:
     dropped: bytes | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict: ``code, line, description, entry_id``, and, when
+        """JSON-ready dict: ``code, line, description, entryId``, and, when
         bytes were dropped, ``dropped`` (readable text: UTF-8 with
-        ``\\xNN`` for other bytes) and ``dropped_base64`` (the exact bytes)."""
+        ``\\xNN`` for other bytes) and ``droppedBase64`` (the exact bytes)."""
         out: dict[str, Any] = {
             "code": self.code,
             "line": self.line,
             "description": self.description,
-            "entry_id": self.entry_id,
+            "entryId": self.entry_id,
         }
         if self.dropped is not None:
             out["dropped"] = self.dropped.decode("utf-8", "backslashreplace")
-            out["dropped_base64"] = base64.b64encode(self.dropped).decode("ascii")
+            out["droppedBase64"] = base64.b64encode(self.dropped).decode("ascii")
         return out
 
 
@@ -318,10 +318,10 @@ class RepairResult:
         return bool(self.changes)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready report: ``path, out_path, changes, problems, remaining``."""
+        """JSON-ready report: ``path, outPath, changes, problems, remaining``."""
         return {
             "path": self.path,
-            "out_path": self.out_path,
+            "outPath": self.out_path,
             "changes": [c.to_dict() for c in self.changes],
             "problems": [p.to_dict() for p in self.problems],
             "remaining": [p.to_dict() for p in self.remaining],
@@ -473,7 +473,7 @@ def _decompose(line: bytes, in_line: Callable[[int], int]) -> list[_Piece]:
         try:
             _, end = _DECODER.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
-            error = f"{exc.msg} at byte offset {offset(exc.pos)}"
+            error = f"{exc.msg} at byte {offset(exc.pos)} of the line"
         except (ValueError, RecursionError) as exc:
             error = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         else:
@@ -760,7 +760,7 @@ class _Analysis:
             line.decode("utf-8")
         except UnicodeDecodeError as exc:
             self.problem("invalid-utf8", number,
-                         f"invalid UTF-8 byte 0x{line[exc.start]:02x} at byte offset {exc.start} "
+                         f"invalid UTF-8 byte 0x{line[exc.start]:02x} at byte {exc.start} of the line "
                          "(readers replace invalid bytes with U+FFFD)")
 
     def _scan_line(self, number: int, line: bytes, final: bool, has_nul: bool) -> None:
@@ -776,7 +776,7 @@ class _Analysis:
                 size = match.end() - match.start()
                 removed.append((match.start() - sum(length for _, length in removed), size))
                 self.problem("nul-bytes", number,
-                             f"run of {size} NUL byte{'s' if size > 1 else ''} at byte offset {match.start()} "
+                             f"run of {size} NUL byte{'s' if size > 1 else ''} at byte {match.start()} of the line "
                              "(left by a crash)")
                 self.change("nul-bytes", number, f"removed {size} NUL byte{'s' if size > 1 else ''}",
                             dropped=match.group())
@@ -834,13 +834,13 @@ class _Analysis:
             size = len(piece.data)
             if piece.kind == "fragment":
                 self.problem("torn-record", number,
-                             f"torn record: {size} bytes of incomplete JSON at byte offset {piece.start}, "
+                             f"torn record: {size} bytes of incomplete JSON at byte {piece.start} of the line, "
                              "followed on the same line by a record written after it", entry_id)
                 self.change("torn-record", number, f"dropped the {size}-byte torn record", entry_id, piece.data)
             else:
                 self.problem("torn-final-record", number,
                              f"torn final record: the last line is incomplete JSON with no newline "
-                             f"({size} bytes at byte offset {piece.start})", entry_id)
+                             f"({size} bytes at byte {piece.start} of the line)", entry_id)
                 self.change("torn-final-record", number, f"dropped the {size}-byte torn final record",
                             entry_id, piece.data)
         for piece, value in values:

@@ -777,13 +777,19 @@ def check_cmd(paths: tuple[str, ...], repair: bool, output: Path | None, as_json
         problems_all = [p for r in reports for p in r.get("problems", [])]
         n_err = sum(p["severity"] == "error" for p in problems_all)
         n_warn = len(problems_all) - n_err
-        summary = (f"{len(reports)} file{'s' if len(reports) != 1 else ''} checked: "
-                   f"{n_err} error{'s' if n_err != 1 else ''}, {n_warn} warning{'s' if n_warn != 1 else ''}")
+        unreadable = sum("error" in r for r in reports)
+        checked = len(reports) - unreadable
+        summary = (f"{_plural(checked, 'file', 'files')} checked: "
+                   f"{_plural(n_err, 'error', 'errors')}, {_plural(n_warn, 'warning', 'warnings')}")
+        if unreadable:
+            summary += f"; {_plural(unreadable, 'path', 'paths')} could not be checked"
         if repair:
             left = sum(p["severity"] == "error" for r in reports for p in r.get("remaining", []))
             summary += f"; {left} error{'s' if left != 1 else ''} left after repair"
         click.echo(summary)
     if errors:
+        if not any(p["severity"] == "error" for r in reports for p in r.get("problems", [])) and not repair:
+            raise UserError("some paths could not be checked")
         raise UserError("errors remain" if repair else "errors found")
 
 
@@ -799,13 +805,13 @@ def _echo_check_report(report: dict[str, Any], repair: bool) -> None:
         if not report["problems"]:
             click.echo(f"{path}: ok")
         return
-    if report.get("out_path"):
-        click.echo(f"{path}: repaired copy written to {report['out_path']} ({len(report['changes'])} changes)")
+    if report.get("outPath"):
+        click.echo(f"{path}: repaired copy written to {report['outPath']} ({len(report['changes'])} changes)")
         for change in report["changes"]:
             line = f"line {change['line']}: " if change["line"] is not None else ""
             click.echo(f"  {line}{change['description']} [{change['code']}]")
         for problem in report["remaining"]:
-            where = f"{report['out_path']}:{problem['line']}" if problem["line"] is not None else report["out_path"]
+            where = f"{report['outPath']}:{problem['line']}" if problem["line"] is not None else report["outPath"]
             click.echo(f"  remaining: {where}: {problem['severity']}: {problem['message']} [{problem['code']}]")
     elif not report["problems"]:
         click.echo(f"{path}: ok")
