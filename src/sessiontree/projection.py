@@ -34,6 +34,7 @@ Invariants:
 from __future__ import annotations
 
 import enum
+import gc
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -665,21 +666,54 @@ def _last_id(entries: Sequence[Entry]) -> str | None:
     return leaf if isinstance(leaf, str) else None
 
 
-def _resolve_path(entries: Sequence[Entry], leaf_id: LeafArg) -> list[Entry]:
-    """The P.1-normalized active path for ``leaf_id`` under the rules of REFERENCE Q.13.
+def _walk(by_id: Mapping[str, Entry], leaf: str | None) -> list[Entry]:
+    """:func:`sessiontree.tree.get_branch`, without a set of seen ids.
 
-    ``None`` and unknown ids give ``[]``; :data:`LAST_ENTRY` uses the last entry.
+    A walk longer than the number of entries must have met a parent cycle;
+    only then is the walk redone with ``get_branch`` (which stops where an id
+    repeats), so the result is the same and the common case skips a set
+    insertion and look-up per step.
     """
+    path: list[Entry] = []
+    append = path.append
+    get = by_id.get
+    budget = len(by_id)
+    current = leaf
+    while current is not None:
+        entry = get(current)
+        if entry is None:
+            break
+        append(entry)
+        budget -= 1
+        if budget < 0:
+            return get_branch(by_id, leaf)
+        current = entry.get("parentId")
+    path.reverse()
+    return path
+
+
+def _leaf_path(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Entry] | None) -> list[Entry]:
+    """The raw (not normalized) active path for ``leaf_id`` (REFERENCE Q.13 leaf rules)."""
     if leaf_id is None:
         return []
-    by_id = _index(entries)
+    if by_id is None:
+        by_id = _index(entries)
     if leaf_id is LAST_ENTRY:
         leaf = _last_id(entries)
     elif isinstance(leaf_id, str) and leaf_id in by_id:
         leaf = leaf_id
     else:
         return []
-    return [_normalize_entry(e) for e in get_branch(by_id, leaf)]
+    return _walk(by_id, leaf)
+
+
+def _resolve_path(entries: Sequence[Entry], leaf_id: LeafArg,
+                  by_id: Mapping[str, Entry] | None = None) -> list[Entry]:
+    """The P.1-normalized active path for ``leaf_id`` under the rules of REFERENCE Q.13.
+
+    ``None`` and unknown ids give ``[]``; :data:`LAST_ENTRY` uses the last entry.
+    """
+    return [_normalize_entry(e) for e in _leaf_path(entries, leaf_id, by_id)]
 
 
 @dataclass(frozen=True)
@@ -706,6 +740,19 @@ def _layout(path: Sequence[Entry]) -> _Layout:
             return _Layout(boundary, index)
     # Unknown, after the boundary, on another branch or the boundary itself:
     # no tail, never a resurrection of older content (seed).
+    return _Layout(boundary, None)
+
+
+def _layout_at(path: Sequence[Entry], boundary: int | None) -> _Layout:
+    """:func:`_layout` when the boundary index is already known."""
+    if boundary is None:
+        return _Layout(None, None)
+    first_kept_id = path[boundary].get("firstKeptEntryId")
+    if not isinstance(first_kept_id, str):
+        return _Layout(boundary, None)
+    for index in range(boundary):
+        if path[index].get("id") == first_kept_id:
+            return _Layout(boundary, index)
     return _Layout(boundary, None)
 
 
@@ -800,7 +847,10 @@ def _replay_settings(path: Iterable[Entry]) -> tuple[str, dict[str, Any] | None,
 
 
 def build_context_entries(
-    entries: Sequence[dict[str, Any]], leaf_id: LeafArg = LAST_ENTRY
+    entries: Sequence[dict[str, Any]],
+    leaf_id: LeafArg = LAST_ENTRY,
+    *,
+    by_id: Mapping[str, dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Active-branch entries that shape the context (REFERENCE Q.13).
 
@@ -808,6 +858,10 @@ def build_context_entries(
         entries: all entries of the session, header excluded, in file order.
         leaf_id: the leaf. ``None`` gives ``[]``; an unknown id gives ``[]``;
             :data:`LAST_ENTRY` (default) uses the last entry of ``entries``.
+        by_id: optional index ``{entry id: entry}`` of ``entries`` that the
+            caller already keeps (e.g. a :class:`~sessiontree.tree.SessionTree`'s),
+            saving one pass over all entries; it must equal
+            ``{e["id"]: e for e in entries}``.
 
     Returns:
         The P.1-normalized path root first when there is no active boundary;
@@ -815,7 +869,7 @@ def build_context_entries(
         the boundary]``. Entries before the boundary and outside the tail are
         left out.
     """
-    path = _resolve_path(entries, leaf_id)
+    path = _resolve_path(entries, leaf_id, by_id)
     return _context_entries(path, _layout(path))
 
 
@@ -823,6 +877,7 @@ def build_session_projection(
     entries: Sequence[dict[str, Any]],
     leaf_id: LeafArg = LAST_ENTRY,
     *,
+    by_id: Mapping[str, dict[str, Any]] | None = None,
     repair_trailing: bool = True,
 ) -> SessionProjection:
     """The context-edited projection of one branch (seed "Context Building"; REFERENCE Q.17, R, S, D-11).
@@ -834,6 +889,8 @@ def build_session_projection(
             (``None`` or an unknown id: an empty projection; default
             :data:`LAST_ENTRY`), so that ``entries`` of the result are exactly
             that function's output.
+        by_id: optional index ``{entry id: entry}`` of ``entries`` (see
+            :func:`build_context_entries`).
         repair_trailing: close tool calls still open at the end of the branch
             with synthetic results. ``True`` for sessions loaded from a store
             or file; ``False`` for entries this process appended (their tools
@@ -854,15 +911,212 @@ def build_session_projection(
           belong to the entry whose message closes the window, or to the last
           entry for trailing ones;
         * settings are replayed from the raw entries of the whole path.
+
+    Cost: one walk up from the leaf and two passes over the path (settings,
+    boundary and edits; then messages with tool pairing inline), so it is
+    linear in the branch length. The cyclic garbage collector is paused
+    meanwhile: the projection allocates one container per entry and no
+    reference cycles, and collector passes over a large loaded session
+    cost about a quarter of the time (measured with ``benchmarks/run.py``).
     """
-    path = _resolve_path(entries, leaf_id)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _project(entries, leaf_id, by_id, repair_trailing)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+@dataclass
+class _Scan:
+    """What the first pass over a branch finds (REFERENCE P.1, Q.3, Q.4, R.4, S)."""
+
+    path: list[Entry]  # root first, P.1-normalized
+    thinking_level: str
+    model: dict[str, Any] | None
+    context_window: int | None
+    boundary: int | None  # index in path of the latest active compaction
+    edits: dict[str, Entry]  # the latest valid context_edit per target
+
+
+def _scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Entry] | None) -> _Scan:
+    """Walk from the leaf to the root and take in the path's state on the way.
+
+    Walking upwards, the *latest* item of a kind on the path is the *first*
+    one met, so each kind is looked at only until it is found. A walk longer
+    than the number of entries has met a parent cycle: it is redone by
+    :func:`_scan_down` on :func:`sessiontree.tree.get_branch`'s path (which
+    stops where an id repeats), so the result never depends on the route.
+    """
+    if leaf_id is None:
+        return _Scan([], "off", None, None, None, {})
+    if by_id is None:
+        by_id = _index(entries)
+    if leaf_id is LAST_ENTRY:
+        leaf = _last_id(entries)
+    elif isinstance(leaf_id, str) and leaf_id in by_id:
+        leaf = leaf_id
+    else:
+        return _Scan([], "off", None, None, None, {})
+    path: list[Entry] = []
+    append = path.append
+    get = by_id.get
+    budget = len(by_id)
+    thinking_level: Any = _ABSENT
+    model: Any = _ABSENT
+    context_window: Any = _ABSENT
+    boundary_up: int | None = None
+    edits: dict[str, Entry] = {}
+    normalize_up: list[int] = []
+    content_roles = _CONTENT_ROLES
+    current = leaf
+    while current is not None:
+        entry = get(current)
+        if entry is None:
+            break
+        budget -= 1
+        if budget < 0:
+            return _scan_down(get_branch(by_id, leaf))
+        kind = entry.get("type")
+        if kind == "message":
+            message = entry.get("message")
+            if isinstance(message, dict):
+                if message.get("content") is None and message.get("role") in content_roles:
+                    normalize_up.append(len(path))
+                if model is _ABSENT and message.get("role") == "assistant":
+                    provider, model_id = message.get("provider"), message.get("model")
+                    # S.2 [P]: an assistant without provider/model says nothing about the model.
+                    if isinstance(provider, str) and isinstance(model_id, str):
+                        model = {"provider": provider, "modelId": model_id}
+            elif model is _ABSENT and isinstance(message, Mapping) and message.get("role") == "assistant":
+                provider, model_id = message.get("provider"), message.get("model")
+                if isinstance(provider, str) and isinstance(model_id, str):
+                    model = {"provider": provider, "modelId": model_id}
+        elif kind == "thinking_level_change":
+            if thinking_level is _ABSENT:
+                level = entry.get("thinkingLevel")
+                if isinstance(level, str):
+                    thinking_level = level
+        elif kind == "model_change":
+            if model is _ABSENT:
+                model = {"provider": entry.get("provider"), "modelId": entry.get("modelId")}
+        elif kind == "context_window_change":
+            if context_window is _ABSENT:
+                value = entry.get("contextWindow")
+                if isinstance(value, int) and not isinstance(value, bool):
+                    context_window = value
+        elif kind == "compaction":
+            if boundary_up is None and is_active_compaction(entry):
+                boundary_up = len(path)
+        elif kind == "context_edit":
+            target = entry.get("targetId")
+            # A malformed edit is rejected on load and append; if one slips
+            # through it is inert rather than hiding an earlier valid edit.
+            if isinstance(target, str) and target not in edits and _valid_replacement(entry):
+                edits[target] = entry
+        append(entry)
+        current = entry.get("parentId")
+    path.reverse()
+    last = len(path) - 1
+    for index in normalize_up:
+        path[last - index] = _normalize_entry(path[last - index])
+    return _Scan(
+        path,
+        "off" if thinking_level is _ABSENT else thinking_level,
+        None if model is _ABSENT else model,
+        None if context_window is _ABSENT else context_window,
+        None if boundary_up is None else last - boundary_up,
+        edits,
+    )
+
+
+def _scan_down(raw_path: list[Entry]) -> _Scan:
+    """:func:`_scan_up`'s result from a root-first path (the slow, obviously right way)."""
+    path = [_normalize_entry(e) for e in raw_path]
     thinking_level, model, context_window = _replay_settings(path)
-    layout = _layout(path)
-    edits = _latest_edits(path)
+    return _Scan(path, thinking_level, model, context_window, _layout(path).boundary, _latest_edits(path))
+
+
+def _project(
+    entries: Sequence[Entry],
+    leaf_id: LeafArg,
+    by_id: Mapping[str, Entry] | None,
+    repair_trailing: bool,
+) -> SessionProjection:
+    # Pass 1, walking up from the leaf: the path (P.1-normalized), settings
+    # replay (Q.3, S), the latest active boundary (Q.4), the latest valid
+    # edit per target (R.4).
+    scan = _scan_up(entries, leaf_id, by_id)
+    path, boundary, edits = scan.path, scan.boundary, scan.edits
+    thinking_level, model, context_window = scan.thinking_level, scan.model, scan.context_window
+
+    layout = _layout_at(path, boundary)
     context_entries = _context_entries(path, layout)
 
-    owners: list[int] = []  # index into context_entries of each message
-    flat: list[Message] = []
+    # Pass 2 over the context entries: messages (edits applied) and tool
+    # pairing (D-11) inline. A synthetic result belongs to the entry whose
+    # message closes its window, or to the last entry when it closes at the end.
+    buckets: list[list[Message]] = []
+    messages: list[Message] = []
+    allowed: set[str] = set()
+    answered: set[str] = set()
+    pending: list[tuple[str, str]] = []
+    pending_ts: Any = _ABSENT
+    has_system = False
+
+    def close(bucket: list[Message]) -> None:
+        nonlocal pending
+        for call_id, name in pending:
+            if call_id not in answered:
+                synthetic = _synthetic_result(call_id, name, pending_ts)
+                bucket.append(synthetic)
+                messages.append(synthetic)
+        pending = []
+        allowed.clear()
+        answered.clear()
+
+    def open_window(message: Message) -> None:
+        nonlocal pending_ts
+        content = message.get("content")
+        if isinstance(content, list):
+            to_use = message.get("stopReason") == "toolUse"
+            for block in content:
+                if (block.__class__ is dict or isinstance(block, Mapping)) and block.get("type") == "toolCall":
+                    call_id, name = block.get("id"), block.get("name")
+                    if isinstance(call_id, str) and isinstance(name, str):
+                        # Only a turn that stopped to use tools expects results;
+                        # aborted, error, length-limited and "pending" turns are
+                        # dropped whole by provider adapters, so a synthetic
+                        # result would be an orphan. One result per id, never two.
+                        if to_use and call_id not in allowed:
+                            pending.append((call_id, name))
+                        allowed.add(call_id)
+        pending_ts = message.get("timestamp", _ABSENT)
+
+    def feed(message: Message, bucket: list[Message]) -> None:
+        """The pairing step of :func:`_pair` for one message, appending what is kept."""
+        nonlocal has_system
+        role = message.get("role")
+        if role == "toolResult":
+            call_id = message.get("toolCallId")
+            if isinstance(call_id, str) and call_id in allowed and call_id not in answered:
+                answered.add(call_id)
+                bucket.append(message)
+                messages.append(message)
+            return  # else: an orphan or a duplicate, dropped
+        if role != "assistant" and _is_transparent(message):
+            has_system = has_system or role == "system"
+            bucket.append(message)
+            messages.append(message)
+            return
+        if pending or allowed:
+            close(bucket)
+        bucket.append(message)
+        messages.append(message)
+        if role == "assistant":
+            open_window(message)
+
     start = 0
     if layout.boundary is not None:
         tail_entries = context_entries[1 : 1 + _tail_length(layout)]
@@ -870,48 +1124,72 @@ def build_session_projection(
         # REFERENCE §2.1: convert (pairing repaired, no trailing repair),
         # then serialize in retained mode.
         tail_chunks = serialize_messages(convert_to_llm(tail_messages), "retained")
+        bucket: list[Message] = []
         for message in _boundary_messages(context_entries[0], tail_chunks):
-            owners.append(0)
-            flat.append(message)
+            feed(message, bucket)
+        buckets.append(bucket)
+        buckets.extend([] for _ in tail_entries)
         start = 1 + len(tail_entries)
-    for index in range(start, len(context_entries)):
-        message = _edited_message(context_entries[index], edits)
-        if message is not None:
-            owners.append(index)
-            flat.append(message)
 
-    plan = _pair(flat, repair_trailing)
-    per_entry: list[list[Message]] = [[] for _ in context_entries]
-    messages: list[Message] = []
-    if plan is None:
-        for owner, message in zip(owners, flat):
-            per_entry[owner].append(message)
-        messages = flat
-    else:
-        # A synthetic result belongs to the entry of the next kept message
-        # (the one that closed its window), or to the last entry at the end.
-        last_owner = len(context_entries) - 1
-        waiting: list[Message] = []
-        for item in plan:
-            if isinstance(item, int):
-                owner = owners[item]
-                per_entry[owner].extend(waiting)
-                waiting = []
-                per_entry[owner].append(flat[item])
+    add_bucket = buckets.append
+    add_message = messages.append
+    for entry in context_entries[start:] if start else context_entries:
+        kind = entry.get("type")
+        if kind == "message":
+            message = entry.get("message")
+            if message.__class__ is not dict and not isinstance(message, dict):
+                add_bucket([])
+                continue
+        elif kind == "custom_message" or kind == "branch_summary":
+            message = _context_message(entry)
+            if message is None:
+                add_bucket([])
+                continue
+        else:
+            add_bucket([])
+            continue
+        if edits:
+            entry_id = entry.get("id")
+            if isinstance(entry_id, str) and entry_id in edits:
+                message = _edited_message(entry, edits)
+                if message is None:
+                    add_bucket([])
+                    continue
+        # Inline fast paths of feed() for the two commonest roles.
+        role = message.get("role")
+        if role == "toolResult":
+            call_id = message.get("toolCallId")
+            if isinstance(call_id, str) and call_id in allowed and call_id not in answered:
+                answered.add(call_id)
+                add_bucket([message])
+                add_message(message)
             else:
-                waiting.append(item)
-        if waiting:
-            per_entry[last_owner].extend(waiting)
-        messages = [m for bucket in per_entry for m in bucket]
+                add_bucket([])  # an orphan or a duplicate, dropped
+        elif role == "assistant":
+            if pending or allowed:
+                bucket = []
+                close(bucket)
+                bucket.append(message)
+            else:
+                bucket = [message]
+            add_message(message)
+            add_bucket(bucket)
+            open_window(message)
+        else:
+            bucket = []
+            feed(message, bucket)
+            add_bucket(bucket)
+    if repair_trailing and (pending or allowed) and buckets:
+        close(buckets[-1])
 
-    projected = [ProjectedEntry(e, bucket) for e, bucket in zip(context_entries, per_entry)]
+    projected = [ProjectedEntry(e, bucket) for e, bucket in zip(context_entries, buckets)]
     return SessionProjection(
         entries=projected,
         messages=messages,
         thinking_level=thinking_level,
         model=model,
         context_window=context_window,
-        system_message=get_current_system_message(messages),
+        system_message=get_current_system_message(messages) if has_system else None,
     )
 
 

@@ -1,0 +1,211 @@
+// One benchmark case on the reference side: the original agent's own
+// SessionManager (@earendil-works/pi-coding-agent, format 3 JSONL), in its
+// own process. Our code; it only calls the package's public API.
+//
+// Usage: node --expose-gc driver.mjs '<json command>'   (or the JSON on stdin)
+// Prints one JSON object, the same shape as benchmarks/worker.py:
+//   {"times": [seconds...], "rss0": bytes, "rss1": bytes, "hwm": bytes, "result": ...}
+// rss0/rss1: VmRSS before / after the first run (garbage collected, result
+// held); hwm: VmHWM, the process's peak RSS. Both read from /proc/self/status.
+//
+// Command keys: op, module (absolute path of dist/core/session-manager.js:
+// imported by file path because the package index needs a newer Node), warmup,
+// iters, first_timed, and the op's own arguments.
+
+import { closeSync, copyFileSync, fsyncSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, existsSync } from "node:fs";
+import { join } from "node:path";
+
+function status(field) {
+  const text = readFileSync("/proc/self/status", "utf8");
+  const match = text.match(new RegExp(`^${field}:\\s+(\\d+) kB`, "m"));
+  return match ? Number(match[1]) * 1024 : 0;
+}
+
+function collect() {
+  if (typeof globalThis.gc === "function") {
+    globalThis.gc();
+    globalThis.gc();
+  }
+}
+
+function now() {
+  return Number(process.hrtime.bigint()) / 1e9;
+}
+
+function readMessages(path, count) {
+  return readFileSync(path, "utf8")
+    .split("\n")
+    .filter((line) => line.trim())
+    .slice(0, count)
+    .map((line) => JSON.parse(line));
+}
+
+function jsonlFiles(dir) {
+  return readdirSync(dir)
+    .filter((name) => name.endsWith(".jsonl"))
+    .sort()
+    .map((name) => join(dir, name));
+}
+
+// Each case: { setup(), run(), reset(), teardown() }; run() may be async.
+function makeCase(cmd, SessionManager) {
+  const cwd = "/home/dev/work/project";
+  switch (cmd.op) {
+    case "load": {
+      // SessionManager.open(path): reads the whole file, migrates to v3 if older
+      // (rewriting it: so a copy is opened when cmd.copy), builds its index.
+      let target = cmd.file;
+      let scratch;
+      return {
+        setup() {
+          if (cmd.copy) {
+            scratch = mkdtempSync(join(cmd.tmp, "load-"));
+            target = join(scratch, "session.jsonl");
+          }
+        },
+        reset() {
+          if (cmd.copy) copyFileSync(cmd.file, target);
+        },
+        run() {
+          return SessionManager.open(target, cmd.sessionDir ?? cmd.tmp);
+        },
+        teardown() {
+          if (scratch) rmSync(scratch, { recursive: true, force: true });
+        },
+      };
+    }
+    case "project": {
+      let manager;
+      return {
+        setup() {
+          manager = SessionManager.open(cmd.file, cmd.tmp);
+        },
+        reset() {},
+        run() {
+          return manager.buildSessionProjection().messages.length;
+        },
+        teardown() {},
+      };
+    }
+    case "append": {
+      // appendMessage once per entry into a new persisted session (JSONL,
+      // appendFileSync per call). With cmd.fsync, the file is also fsynced after
+      // each append, which is what "durable" costs (the package itself never fsyncs).
+      const messages = readMessages(cmd.messages, cmd.count);
+      let dir;
+      return {
+        setup() {},
+        reset() {
+          if (dir) rmSync(dir, { recursive: true, force: true });
+          dir = mkdtempSync(join(cmd.tmp, "append-"));
+        },
+        run() {
+          const manager = SessionManager.create(cwd, dir);
+          let fd = -1;
+          try {
+            for (const message of messages) {
+              manager.appendMessage(message);
+              if (cmd.fsync) {
+                if (fd < 0 && existsSync(manager.getSessionFile())) fd = openSync(manager.getSessionFile(), "r");
+                if (fd >= 0) fsyncSync(fd);
+              }
+            }
+          } finally {
+            if (fd >= 0) closeSync(fd);
+          }
+          return messages.length;
+        },
+        teardown() {
+          if (dir) rmSync(dir, { recursive: true, force: true });
+        },
+      };
+    }
+    case "list":
+      return {
+        setup() {},
+        reset() {},
+        async run() {
+          return (await SessionManager.listAll(cmd.dir)).length;
+        },
+        teardown() {},
+      };
+    case "search":
+      // What the agent's session picker searches: listAll() reads every file and
+      // gives each session's allMessagesText; the query is a plain substring.
+      return {
+        setup() {},
+        reset() {},
+        async run() {
+          const sessions = await SessionManager.listAll(cmd.dir);
+          return sessions.filter((info) => info.allMessagesText.includes(cmd.query)).length;
+        },
+        teardown() {},
+      };
+    case "import": {
+      // The package has no import: forkFrom(path, cwd, dir) is how it brings a
+      // session file into a session directory (read, parse, write a copy, open it).
+      const files = jsonlFiles(cmd.dir);
+      let dir;
+      return {
+        setup() {},
+        reset() {
+          if (dir) rmSync(dir, { recursive: true, force: true });
+          dir = mkdtempSync(join(cmd.tmp, "import-"));
+        },
+        run() {
+          for (const file of files) SessionManager.forkFrom(file, cwd, dir);
+          return files.length;
+        },
+        teardown() {
+          if (dir) rmSync(dir, { recursive: true, force: true });
+        },
+      };
+    }
+    default:
+      throw new Error(`unknown op ${cmd.op}`);
+  }
+}
+
+async function main() {
+  const raw = process.argv[2] ?? readFileSync(0, "utf8");
+  const cmd = JSON.parse(raw);
+  mkdirSync(cmd.tmp ?? "/tmp", { recursive: true });
+  const { SessionManager } = await import(cmd.module);
+  const bench = makeCase(cmd, SessionManager);
+  bench.setup();
+  let out;
+  try {
+    bench.reset();
+    collect();
+    const rss0 = status("VmRSS");
+    let started = now();
+    let result = await bench.run();
+    const firstTime = now() - started;
+    collect();
+    const rss1 = status("VmRSS");
+    const firstResult = typeof result === "number" || typeof result === "string" ? result : null;
+    result = null;
+    collect();
+    const times = cmd.first_timed ? [firstTime] : [];
+    const warmup = Math.max(0, (cmd.warmup ?? 1) - 1);
+    const total = warmup + (cmd.iters ?? 3) - times.length;
+    for (let index = 0; index < total; index++) {
+      bench.reset();
+      started = now();
+      result = await bench.run();
+      const elapsed = now() - started;
+      result = null;
+      collect();
+      if (index >= warmup) times.push(elapsed);
+    }
+    out = { times, rss0, rss1, hwm: status("VmHWM"), result: firstResult };
+  } finally {
+    bench.teardown();
+  }
+  process.stdout.write(JSON.stringify(out) + "\n");
+}
+
+main().catch((error) => {
+  process.stderr.write(`${error?.stack ?? error}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,603 @@
+"""Run every benchmark: sessiontree against the original agent and the physical limit.
+
+One command, both sides in one run::
+
+    .venv/bin/python benchmarks/run.py            # default: ~15 minutes on 2 cores
+    .venv/bin/python benchmarks/run.py --quick    # a minute or two, smaller sizes
+    .venv/bin/python benchmarks/run.py --full     # adds 200,000-entry sessions, more repetitions
+    .venv/bin/python benchmarks/run.py --only load,list
+
+Three sides per operation:
+
+* **ours**: sessiontree through its public API (``SessionManager`` on the
+  default SQLite store; JSONL rows for information);
+* **ref**: ``@earendil-works/pi-coding-agent``'s own ``SessionManager``
+  (format 3 JSONL), installed from the npm registry into
+  ``benchmarks/.work/`` and driven by ``node/driver.mjs``;
+* **limit**: the floor on this machine: the bytes read and parsed with
+  ``orjson``, or raw SQLite inserts/selects of the same rows.
+
+Every case runs in its own subprocess (``worker.py`` or ``node/driver.mjs``)
+so that its peak RSS is its own. Repetitions are interleaved: repetition 1
+of every case of an operation and size, then repetition 2 (the order of the
+sides alternates), so that drift in machine load hits all sides alike. A
+sample is the median of a process's timed iterations (after warm-up); the
+table shows the median of the samples, ratios ``ours / ref`` and
+``ours / limit``, the peak RSS, the growth class fitted over the sizes, and
+the targets with OK / MISSED. Data (generated sessions, stores) is cached in
+``benchmarks/.work/data``; results are written to ``benchmarks/.work/results-*.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import generate
+from reference import ensure_reference
+
+WORK = os.path.join(HERE, ".work")
+DATA = os.path.join(WORK, "data", f"g{generate.GENERATOR_VERSION}")
+TMP = os.path.join(WORK, "tmp")
+DRIVER = os.path.join(HERE, "node", "driver.mjs")
+WORKER = os.path.join(HERE, "worker.py")
+QUERY = generate.NEEDLE
+
+PROFILES: dict[str, dict[str, Any]] = {
+    "quick": {"reps": 3, "load": [100, 1_000, 10_000], "project": [1_000, 10_000, 30_000],
+              "append": [100, 300, 1_000], "list": [100, 300, 1_000], "search": [100, 300, 1_000],
+              "import": [30, 100, 300]},
+    "default": {"reps": 3, "load": [100, 1_000, 10_000, 100_000], "project": [1_000, 10_000, 100_000],
+                "append": [300, 1_000, 3_000, 10_000], "list": [100, 1_000, 10_000],
+                "search": [100, 1_000, 10_000], "import": [100, 300, 1_000]},
+    "full": {"reps": 5, "load": [100, 1_000, 10_000, 100_000, 200_000],
+             "project": [1_000, 10_000, 100_000, 200_000], "append": [300, 1_000, 3_000, 10_000],
+             "list": [100, 1_000, 10_000], "search": [100, 1_000, 10_000], "import": [100, 300, 1_000]},
+}
+GROUPS = ("load", "project", "append", "batch", "list", "search", "import")
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------
+# Data
+
+
+def real_spec(entries: int) -> generate.SessionSpec:
+    """A long realistic session: branches, big outputs, images, compactions."""
+    return generate.SessionSpec(entries=entries, seed=entries)
+
+
+def deep_spec(entries: int) -> generate.SessionSpec:
+    """The same without compactions: the whole active branch (~97%) is model-visible."""
+    return generate.SessionSpec(entries=entries, seed=entries, compaction_every=0)
+
+
+class Data:
+    """Generated inputs and the stores built from them, cached on disk."""
+
+    def __init__(self) -> None:
+        os.makedirs(DATA, exist_ok=True)
+        os.makedirs(TMP, exist_ok=True)
+
+    def _done(self, path: str) -> bool:
+        return os.path.exists(path + ".ok")
+
+    def _mark(self, path: str) -> None:
+        open(path + ".ok", "w").close()
+
+    def session(self, flavor: str, entries: int) -> dict[str, Any]:
+        """A session file (format 3) plus the same session in a SQLite store and as format-4 JSONL."""
+        spec = real_spec(entries) if flavor == "real" else deep_spec(entries)
+        base = os.path.join(DATA, f"{flavor}-{entries}")
+        file = base + ".jsonl"
+        db = base + ".db"
+        v4dir = base + "-v4"
+        if not self._done(base):
+            from sessiontree import SessionManager
+            from sessiontree.stores.jsonl import JsonlStore
+            from sessiontree.stores.sqlite import SqliteStore
+
+            log(f"  generating {flavor} session of {entries:,} entries ...")
+            generate.write_session(file, spec)
+            for leftover in (db, db + "-wal", db + "-shm"):
+                if os.path.exists(leftover):
+                    os.unlink(leftover)
+            shutil.rmtree(v4dir, ignore_errors=True)
+            store = SqliteStore(db)
+            manager = SessionManager.import_from_jsonl(file, None, store)
+            store.close()
+            SessionManager.import_from_jsonl(file, None, JsonlStore(v4dir))
+            with open(base + ".json", "w") as handle:
+                json.dump({"id": manager.get_session_id()}, handle)
+            self._mark(base)
+        with open(base + ".json") as handle:
+            session_id = json.load(handle)["id"]
+        v4file = os.path.join(v4dir, os.listdir(v4dir)[0])
+        return {"file": file, "db": db, "id": session_id, "v4file": v4file, "size": os.path.getsize(file)}
+
+    def corpus(self, sessions: int) -> dict[str, Any]:
+        """A directory of ``sessions`` format-3 files and a SQLite store holding the same sessions."""
+        directory = os.path.join(DATA, f"corpus-{sessions}")
+        db = os.path.join(DATA, f"corpus-{sessions}.db")
+        if not self._done(directory):
+            from sessiontree.format import read_session_file
+            from sessiontree.stores.sqlite import SqliteStore
+
+            log(f"  generating a corpus of {sessions:,} sessions ...")
+            shutil.rmtree(directory, ignore_errors=True)
+            pool = os.path.join(DATA, "corpus-pool")
+            paths = generate.write_corpus(pool, sessions)
+            os.makedirs(directory)
+            for path in paths:
+                os.link(path, os.path.join(directory, os.path.basename(path)))
+            for leftover in (db, db + "-wal", db + "-shm"):
+                if os.path.exists(leftover):
+                    os.unlink(leftover)
+            store = SqliteStore(db)
+            batch = []
+            for path in paths:
+                parsed = read_session_file(path)
+                batch.append((parsed.header, parsed.entries, [parsed.entry_bytes(i) for i in range(len(parsed.entries))]))
+                if len(batch) == 200:
+                    store.create_many(batch)
+                    batch = []
+            if batch:
+                store.create_many(batch)
+            store.close()
+            self._mark(directory)
+        size = sum(os.path.getsize(os.path.join(directory, name)) for name in os.listdir(directory))
+        return {"dir": directory, "db": db, "size": size}
+
+    def messages(self, count: int) -> str:
+        """``count`` message objects (one JSON per line) taken from a realistic session."""
+        path = os.path.join(DATA, f"messages-{count}.jsonl")
+        if not self._done(path):
+            import orjson
+
+            records = generate.generate_records(generate.SessionSpec(entries=int(count * 1.15) + 50, seed=99))
+            messages = [r["message"] for r in records[1:] if r["type"] == "message"][:count]
+            # The original agent writes its session file at the first user message.
+            first_user = next(i for i, m in enumerate(messages) if m["role"] == "user")
+            messages = messages[first_user:] + messages[:first_user]
+            assert len(messages) == count, (len(messages), count)
+            with open(path, "wb") as handle:
+                handle.write(b"\n".join(orjson.dumps(m) for m in messages) + b"\n")
+            self._mark(path)
+        return path
+
+
+# ---------------------------------------------------------------------------------------
+# Cases
+
+
+@dataclass
+class Case:
+    group: str
+    size: int
+    name: str  # e.g. "ours sqlite", "ref", "limit"
+    side: str  # "ours", "ref", "limit"
+    lang: str  # "py" or "node"
+    cmd: dict[str, Any]
+    primary: bool = False  # the "ours" row the targets and ratios use
+    unit: str = ""  # what size counts, for rates
+    bytes: int = 0  # input size, for memory ratios
+    samples: list[float] = field(default_factory=list)
+    memory: list[dict[str, int]] = field(default_factory=list)
+    results: list[Any] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return f"{self.group}/{self.size}/{self.name}"
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.samples) if self.samples else None
+
+
+def run_case(case: Case, module: str, timeout: float) -> None:
+    cmd = dict(case.cmd, tmp=TMP)
+    if case.lang == "node":
+        cmd["module"] = module
+        argv = ["node", "--expose-gc", "--max-old-space-size=16384", DRIVER, json.dumps(cmd)]
+    else:
+        argv = [sys.executable, WORKER, json.dumps(cmd)]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        case.errors.append(f"timeout after {timeout:.0f} s")
+        return
+    if done.returncode != 0:
+        case.errors.append((done.stderr.strip() or f"exit {done.returncode}")[-600:])
+        return
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    case.samples.append(statistics.median(out["times"]))
+    case.memory.append({"rss0": out["rss0"], "rss1": out["rss1"], "hwm": out["hwm"]})
+    case.results.append(out["result"])
+
+
+def build_cases(profile: dict[str, Any], only: set[str], data: Data) -> list[Case]:
+    cases: list[Case] = []
+
+    def add(group: str, size: int, name: str, side: str, lang: str, cmd: dict[str, Any], **extra: Any) -> None:
+        cases.append(Case(group, size, name, side, lang, cmd, **extra))
+
+    if "load" in only:
+        for n in profile["load"]:
+            s = data.session("real", n)
+            # Large sizes: the first (memory-measuring) run is timed too, to stay within the budget.
+            it = {"warmup": 1, "iters": 3} if n <= 10_000 else {"warmup": 1, "iters": 2, "first_timed": True}
+            common = {"unit": "entries", "bytes": s["size"]}
+            add("load", n, "ours sqlite", "ours", "py", {"op": "load_sqlite", "db": s["db"], "id": s["id"], **it},
+                primary=True, **common)
+            add("load", n, "ours jsonl", "ours", "py", {"op": "load_jsonl", "file": s["v4file"], **it}, **common)
+            add("load", n, "ours read_session_file", "ours", "py", {"op": "read_file", "file": s["file"], **it}, **common)
+            add("load", n, "ref", "ref", "node", {"op": "load", "file": s["file"], "copy": True, **it}, **common)
+            add("load", n, "limit read+orjson", "limit", "py", {"op": "limit_parse", "file": s["file"], **it}, **common)
+    if "project" in only:
+        for n in profile["project"]:
+            s = data.session("deep", n)
+            it = {"warmup": 2, "iters": 5 if n <= 10_000 else 3}
+            add("project", n, "ours", "ours", "py", {"op": "project", "db": s["db"], "id": s["id"], **it},
+                primary=True, unit="entries", bytes=s["size"])
+            add("project", n, "ours, what-if wiring", "ours", "py",
+                {"op": "project_wired", "db": s["db"], "id": s["id"], **it}, unit="entries", bytes=s["size"])
+            add("project", n, "ref", "ref", "node", {"op": "project", "file": s["file"], **it},
+                unit="entries", bytes=s["size"])
+        n = max(profile["project"])
+        s = data.session("real", n)
+        it = {"warmup": 2, "iters": 3}
+        add("project+compactions", n, "ours", "ours", "py", {"op": "project", "db": s["db"], "id": s["id"], **it},
+            primary=True, unit="entries")
+        add("project+compactions", n, "ref", "ref", "node", {"op": "project", "file": s["file"], **it}, unit="entries")
+    if "append" in only:
+        for n in profile["append"]:
+            m = data.messages(n)
+            it = {"warmup": 1, "iters": 1, "first_timed": True}
+            base = {"messages": m, "count": n, **it}
+            add("append", n, "ours sqlite", "ours", "py", {"op": "append_sqlite", **base}, primary=True, unit="appends")
+            # Every call of these fsyncs once: the largest size costs minutes when the disk is slow,
+            # so the JSONL rows stop at the second largest (they are for information).
+            small = n < max(profile["append"])
+            if small:
+                add("append", n, "ours jsonl", "ours", "py", {"op": "append_jsonl", **base}, unit="appends")
+            add("append", n, "ours sqlite, what-if NORMAL", "ours", "py",
+                {"op": "append_sqlite", "synchronous": "NORMAL", **base}, unit="appends")
+            add("append", n, "ref", "ref", "node", {"op": "append", **base}, unit="appends")
+            add("append", n, "ref + fsync", "ref", "node", {"op": "append", "fsync": True, **base}, unit="appends")
+            if small:
+                add("append", n, "limit write+fsync", "limit", "py", {"op": "limit_file_append", **base},
+                    unit="appends")
+            add("append", n, "limit sqlite txn/row", "limit", "py", {"op": "limit_sqlite_insert", "batch": 1, **base},
+                unit="appends")
+    if "batch" in only:
+        for n in profile["append"]:
+            m = data.messages(n)
+            it = {"warmup": 1, "iters": 3}
+            base = {"messages": m, "count": n, **it}
+            add("batch", n, "ours sqlite, 100/txn", "ours", "py", {"op": "append_sqlite_batch", "batch": 100, **base},
+                primary=True, unit="appends")
+            add("batch", n, "ours sqlite, 1 txn", "ours", "py", {"op": "append_sqlite_batch", "batch": n, **base},
+                unit="appends")
+            add("batch", n, "limit sqlite, 100/txn", "limit", "py", {"op": "limit_sqlite_insert", "batch": 100, **base},
+                unit="appends")
+            add("batch", n, "limit sqlite, 1 txn", "limit", "py", {"op": "limit_sqlite_insert", "batch": n, **base},
+                unit="appends")
+    for group in ("list", "search"):
+        if group not in only:
+            continue
+        for n in profile[group]:
+            c = data.corpus(n)
+            it = {"warmup": 1, "iters": 3} if n <= 1_000 else {"warmup": 1, "iters": 2, "first_timed": True}
+            if group == "list":
+                add("list", n, "ours sqlite", "ours", "py", {"op": "list_sqlite", "db": c["db"], **it}, primary=True,
+                    unit="sessions", bytes=c["size"])
+                add("list", n, "ours jsonl", "ours", "py", {"op": "list_jsonl", "dir": c["dir"], **it},
+                    unit="sessions", bytes=c["size"])
+                add("list", n, "ref", "ref", "node", {"op": "list", "dir": c["dir"], **it}, unit="sessions",
+                    bytes=c["size"])
+                add("list", n, "limit sqlite select", "limit", "py", {"op": "limit_list", "db": c["db"], **it},
+                    unit="sessions", bytes=c["size"])
+            else:
+                add("search", n, "ours sqlite", "ours", "py", {"op": "search_sqlite", "db": c["db"], "query": QUERY, **it},
+                    primary=True, unit="sessions", bytes=c["size"])
+                add("search", n, "ref", "ref", "node", {"op": "search", "dir": c["dir"], "query": QUERY, **it},
+                    unit="sessions", bytes=c["size"])
+                add("search", n, "limit sqlite instr", "limit", "py",
+                    {"op": "limit_search", "db": c["db"], "query": QUERY, **it}, unit="sessions", bytes=c["size"])
+    if "import" in only:
+        for n in profile["import"]:
+            c = data.corpus(n)
+            it = {"warmup": 1, "iters": 1, "first_timed": True}
+            add("import", n, "ours sqlite", "ours", "py", {"op": "import_sqlite", "dir": c["dir"], **it}, primary=True,
+                unit="sessions", bytes=c["size"])
+            add("import", n, "ref forkFrom", "ref", "node", {"op": "import", "dir": c["dir"], **it}, unit="sessions",
+                bytes=c["size"])
+            add("import", n, "limit read+orjson+insert", "limit", "py", {"op": "limit_import", "dir": c["dir"], **it},
+                unit="sessions", bytes=c["size"])
+    return cases
+
+
+# ---------------------------------------------------------------------------------------
+# Analysis
+
+
+def growth(points: list[tuple[int, float]]) -> tuple[float | None, str]:
+    """Least-squares slope of log(time) over log(size) on the largest three sizes, and its class."""
+    points = sorted(p for p in points if p[1] and p[1] > 0)[-3:]
+    if len(points) < 2:
+        return None, "n/a"
+    xs = [math.log(p[0]) for p in points]
+    ys = [math.log(p[1]) for p in points]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    if slope < 0.25:
+        label = "constant"
+    elif slope < 0.8:
+        label = "sublinear"
+    elif slope < 1.12:
+        label = "linear"
+    elif slope < 1.35:
+        label = "n log n"
+    elif slope < 1.75:
+        label = "superlinear"
+    else:
+        label = "quadratic"
+    return slope, label
+
+
+def fmt_time(seconds: float | None) -> str:
+    if seconds is None:
+        return "error"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} us"
+    if seconds < 1:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds:.2f} s"
+
+
+def fmt_ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def mb(value: float) -> str:
+    return f"{value / 1e6:.0f}"
+
+
+@dataclass
+class Target:
+    name: str
+    measured: str
+    ok: bool | None
+
+
+def analyse(cases: list[Case]) -> tuple[list[str], list[Target], dict[str, Any]]:
+    by_key = {case.key: case for case in cases}
+    groups: dict[str, list[Case]] = {}
+    for case in cases:
+        groups.setdefault(case.group, []).append(case)
+    lines: list[str] = []
+    fits: dict[str, Any] = {}
+    header = (f"{'operation':<20} {'size':>8} {'side':<26} {'median':>9} {'rate':>13} "
+              f"{'ours/ref':>8} {'ours/lim':>8} {'peak RSS MB':>11}")
+    for group, members in groups.items():
+        lines.append("")
+        lines.append(header)
+        lines.append("-" * len(header))
+        sizes = sorted({c.size for c in members})
+        for size in sizes:
+            row_cases = [c for c in members if c.size == size]
+            ref = next((c for c in row_cases if c.side == "ref" and "fsync" not in c.name), None)
+            limit = next((c for c in row_cases if c.side == "limit"), None)
+            for case in row_cases:
+                t = case.median
+                rate = f"{case.size / t:,.0f} {case.unit[:4]}/s" if t and case.unit else ""
+                vs_ref = vs_lim = None
+                if case.side == "ours" and t:
+                    if ref is not None and ref.median:
+                        vs_ref = t / ref.median
+                    if limit is not None and limit.median:
+                        vs_lim = t / limit.median
+                peak = statistics.median(m["hwm"] for m in case.memory) if case.memory else 0
+                err = f"  ERROR: {case.errors[0].splitlines()[-1][:80]}" if case.errors else ""
+                lines.append(f"{group:<20} {size:>8,} {case.name:<26} {fmt_time(t):>9} {rate:>13} "
+                             f"{fmt_ratio(vs_ref):>8} {fmt_ratio(vs_lim):>8} {mb(peak):>11}{err}")
+        # Growth of each side over the sizes.
+        if len(sizes) >= 2:
+            for name in dict.fromkeys(c.name for c in members):
+                points = [(c.size, c.median) for c in members if c.name == name and c.median]
+                slope, label = growth(points)
+                fits[f"{group}/{name}"] = {"slope": slope, "class": label}
+                if slope is not None:
+                    lines.append(f"{'':<20} {'growth':>8} {name:<26} {label} (log-log slope {slope:.2f} "
+                                 f"over {', '.join(f'{p[0]:,}' for p in sorted(points)[-3:])})")
+
+    targets: list[Target] = []
+
+    def med(key: str) -> float | None:
+        case = by_key.get(key)
+        return case.median if case else None
+
+    if "load" in groups:
+        n = max(c.size for c in groups["load"])
+        ours, ref, lim = med(f"load/{n}/ours sqlite"), med(f"load/{n}/ref"), med(f"load/{n}/limit read+orjson")
+        if ours and ref:
+            targets.append(Target(f"load {n:,} entries: ours sqlite / ref <= 1.0", f"{ours / ref:.2f}", ours / ref <= 1.0))
+        if ours and lim:
+            targets.append(Target(f"load {n:,} entries: ours sqlite / orjson limit <= 2.0", f"{ours / lim:.2f}",
+                                  ours / lim <= 2.0))
+        worst = max(((med(f"load/{c.size}/ours sqlite") or 0) / (med(f"load/{c.size}/ref") or 1), c.size)
+                    for c in groups["load"] if c.name == "ref" and c.median)
+        targets.append(Target("load, every size: max ours sqlite / ref <= 1.0", f"{worst[0]:.2f} (at {worst[1]:,})",
+                              worst[0] <= 1.0))
+        for name in ("ours jsonl", "ours read_session_file"):
+            value, lim_n = med(f"load/{n}/{name}"), lim
+            if value and lim_n:
+                targets.append(Target(f"load {n:,}: {name} / orjson limit <= 2.0 (info)", f"{value / lim_n:.2f}",
+                                      value / lim_n <= 2.0))
+        case = by_key.get(f"load/{n}/ours sqlite")
+        if case and case.memory and case.bytes:
+            retained = statistics.median(m["rss1"] - m["rss0"] for m in case.memory)
+            peak = statistics.median(m["hwm"] - m["rss0"] for m in case.memory)
+            targets.append(Target(f"memory: loaded {n:,}-entry session RSS / file size <= 3.0",
+                                  f"{retained / case.bytes:.2f} retained ({mb(retained)} MB for a {mb(case.bytes)} MB file; "
+                                  f"peak during load {peak / case.bytes:.2f})", retained / case.bytes <= 3.0))
+        refcase = by_key.get(f"load/{n}/ref")
+        if refcase and refcase.memory and refcase.bytes:
+            retained = statistics.median(m["rss1"] - m["rss0"] for m in refcase.memory)
+            targets.append(Target(f"memory (info): ref loaded {n:,}-entry session RSS / file size",
+                                  f"{retained / refcase.bytes:.2f}", None))
+    if "project" in groups:
+        n = max(c.size for c in groups["project"])
+        ours, ref = med(f"project/{n}/ours"), med(f"project/{n}/ref")
+        if ours and ref:
+            targets.append(Target(f"projection of a {n:,}-entry branch: ours / ref <= 1.0", f"{ours / ref:.2f}",
+                                  ours / ref <= 1.0))
+        wired = med(f"project/{n}/ours, what-if wiring")
+        if wired and ref:
+            targets.append(Target(f"projection {n:,} (info): what-if manager wiring / ref", f"{wired / ref:.2f}", None))
+        fit = fits.get("project/ours")
+        if fit and fit["slope"] is not None:
+            targets.append(Target("projection growth: linear", f"{fit['class']} (slope {fit['slope']:.2f})",
+                                  fit["slope"] < 1.12))
+    if "list" in groups:
+        n = max(c.size for c in groups["list"])
+        ours, ref = med(f"list/{n}/ours sqlite"), med(f"list/{n}/ref")
+        if ours and ref:
+            targets.append(Target(f"list {n:,} sessions: ref / ours >= 20", f"{ref / ours:.1f}x faster", ref / ours >= 20))
+    if "batch" in groups:
+        n = max(c.size for c in groups["batch"])
+        for name in ("ours sqlite, 100/txn", "ours sqlite, 1 txn"):
+            t = med(f"batch/{n}/{name}")
+            if t:
+                targets.append(Target(f"batched durable appends ({name}) >= 10,000/s", f"{n / t:,.0f}/s",
+                                      n / t >= 10_000))
+    if "append" in groups:
+        n = max(c.size for c in groups["append"])
+        ours = med(f"append/{n}/ours sqlite")
+        for name in ("ref", "ref + fsync"):
+            ref = med(f"append/{n}/{name}")
+            if ours and ref:
+                targets.append(Target(f"per-call appends: ours sqlite / {name} <= 1.0", f"{ours / ref:.2f}",
+                                      ours / ref <= 1.0))
+        normal, ref = med(f"append/{n}/ours sqlite, what-if NORMAL"), med(f"append/{n}/ref")
+        if normal and ref:
+            targets.append(Target("per-call appends (info): what-if sqlite synchronous=NORMAL / ref", f"{normal / ref:.2f}",
+                                  None))
+        jsonl = med(f"append/{n}/ours jsonl")
+        ref = med(f"append/{n}/ref + fsync")
+        if jsonl and ref:
+            targets.append(Target("per-call appends (info): ours jsonl / ref + fsync", f"{jsonl / ref:.2f}", None))
+    if "import" in groups:
+        n = max(c.size for c in groups["import"])
+        ours, ref, lim = (med(f"import/{n}/ours sqlite"), med(f"import/{n}/ref forkFrom"),
+                          med(f"import/{n}/limit read+orjson+insert"))
+        if ours and ref:
+            targets.append(Target(f"import {n:,} sessions (info): ours / ref", f"{ours / ref:.2f}", None))
+        if ours and lim:
+            targets.append(Target(f"import {n:,} sessions (info): ours / limit", f"{ours / lim:.2f}", None))
+    if "search" in groups:
+        n = max(c.size for c in groups["search"])
+        ours, ref = med(f"search/{n}/ours sqlite"), med(f"search/{n}/ref")
+        if ours and ref:
+            targets.append(Target(f"search {n:,} sessions (info): ours / ref", f"{ours / ref:.2f}", None))
+    # Both sides must agree on what they counted.
+    for group in ("list", "search"):
+        for case in groups.get(group, []):
+            if case.side == "ref" and case.results:
+                ours_case = next((c for c in groups[group] if c.size == case.size and c.primary), None)
+                if ours_case and ours_case.results and ours_case.results[0] != case.results[0]:
+                    targets.append(Target(f"{group} {case.size:,}: same count on both sides",
+                                          f"ours {ours_case.results[0]} vs ref {case.results[0]}", False))
+    return lines, targets, fits
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="smaller sizes, a minute or two")
+    mode.add_argument("--full", action="store_true", help="adds 200,000-entry sessions and more repetitions")
+    parser.add_argument("--only", help=f"comma-separated operations among {', '.join(GROUPS)}")
+    parser.add_argument("--reps", type=int, help="interleaved repetitions (default: by profile)")
+    parser.add_argument("--ref-version", help="reference package version (default: cached, else latest)")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds per subprocess")
+    parser.add_argument("--no-ref", action="store_true", help="skip the reference side")
+    args = parser.parse_args(argv)
+    profile_name = "quick" if args.quick else "full" if args.full else "default"
+    profile = dict(PROFILES[profile_name])
+    reps = args.reps or profile["reps"]
+    only = set(GROUPS) if not args.only else {g.strip() for g in args.only.split(",")}
+    unknown = only - set(GROUPS)
+    if unknown:
+        parser.error(f"unknown operations: {', '.join(sorted(unknown))}")
+
+    started = time.time()
+    module, version = ("", "") if args.no_ref else ensure_reference(WORK, args.ref_version, log=log)
+    node_version = subprocess.run(["node", "--version"], capture_output=True, text=True, check=False).stdout.strip()
+    log(f"profile {profile_name}, {reps} repetitions; reference @earendil-works/pi-coding-agent {version or '-'} "
+        f"on Node {node_version}")
+    log("preparing data (cached in benchmarks/.work/data) ...")
+    data = Data()
+    cases = build_cases(profile, only, data)
+    if args.no_ref:
+        cases = [c for c in cases if c.side != "ref"]
+    log(f"data ready after {time.time() - started:.0f} s; {len(cases)} cases x {reps} repetitions")
+
+    # Interleave: for each repetition, every (operation, size) runs all its sides, order alternating.
+    blocks: dict[tuple[str, int], list[Case]] = {}
+    for case in cases:
+        blocks.setdefault((case.group, case.size), []).append(case)
+    for rep in range(reps):
+        for (group, size), members in blocks.items():
+            order = members if rep % 2 == 0 else members[::-1]
+            for case in order:
+                run_case(case, module, args.timeout)
+            log(f"  rep {rep + 1}/{reps} {group} {size:,}: " + ", ".join(
+                f"{c.name} {fmt_time(c.samples[-1]) if c.samples and not c.errors else 'ERR'}" for c in order))
+
+    lines, targets, fits = analyse(cases)
+    elapsed = time.time() - started
+    print(f"sessiontree benchmarks ({profile_name}, {reps} interleaved repetitions, medians; "
+          f"reference @earendil-works/pi-coding-agent {version} on Node {node_version}; "
+          f"Python {sys.version.split()[0]}; {os.cpu_count()} CPUs; {elapsed / 60:.1f} min)")
+    print("ratios: time of ours / time of the reference (ref) or of the physical limit (lim); < 1 is faster")
+    for line in lines:
+        print(line)
+    print()
+    print("targets")
+    for target in targets:
+        verdict = "info" if target.ok is None else "OK" if target.ok else "MISSED"
+        print(f"  [{verdict:>6}] {target.name}: {target.measured}")
+    out = os.path.join(WORK, f"results-{time.strftime('%Y%m%d-%H%M%S')}-{profile_name}.json")
+    with open(out, "w") as handle:
+        json.dump({"profile": profile_name, "reps": reps, "reference": version, "node": node_version,
+                   "python": sys.version, "elapsed_s": elapsed,
+                   "cases": [{"key": c.key, "side": c.side, "samples": c.samples, "memory": c.memory,
+                              "results": c.results, "errors": c.errors, "bytes": c.bytes} for c in cases],
+                   "growth": fits,
+                   "targets": [{"name": t.name, "measured": t.measured, "ok": t.ok} for t in targets]},
+                  handle, indent=1)
+    log(f"results written to {out}")
+    return 0 if not any(c.errors for c in cases) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

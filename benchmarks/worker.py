@@ -1,0 +1,509 @@
+"""One benchmark case on the Python side, in its own process (ours and the limits).
+
+Invoked by ``run.py`` as ``python benchmarks/worker.py '<json command>'``;
+prints one JSON object on stdout::
+
+    {"times": [seconds, ...], "rss0": bytes, "rss1": bytes, "hwm": bytes, "result": ...}
+
+``times`` are the measured iterations (after ``warmup`` untimed ones; with
+``first_timed`` the first run is one of them);
+``rss0`` is the resident set before the first iteration, ``rss1`` after it
+(garbage collected, result still held), ``hwm`` the process's peak RSS
+(``VmHWM``). The Node driver (``node/driver.mjs``) prints the same shape,
+read from the same ``/proc/self/status`` fields, so the columns compare.
+
+Command keys: ``op`` (one of :data:`OPS`), ``warmup``, ``iters`` and the
+op's own arguments (paths prepared by ``run.py``).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from sessiontree import SessionManager
+from sessiontree.format import read_session_file
+from sessiontree.ids import new_entry_id
+from sessiontree.projection import build_session_projection
+from sessiontree.stores.sqlite import SqliteStore
+
+
+def _status(field: str) -> int:
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def rss() -> int:
+    return _status("VmRSS")
+
+
+def hwm() -> int:
+    return _status("VmHWM")
+
+
+def _iso(ms: int) -> str:
+    seconds, millis = divmod(ms, 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
+
+
+def _messages(path: str, count: int) -> list[dict[str, Any]]:
+    with open(path, "rb") as handle:
+        messages = [orjson.loads(line) for line in handle if line.strip()]
+    return messages[:count]
+
+
+class Case:
+    """``setup()`` once, then ``run()`` per iteration (timed), ``reset()`` between them (untimed)."""
+
+    def setup(self) -> None:
+        pass
+
+    def run(self) -> Any:
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        pass
+
+    def teardown(self) -> None:
+        pass
+
+
+# -- load --------------------------------------------------------------------------------
+
+class LoadSqlite(Case):
+    """``SessionManager.open(SqliteStore, id)``: the default store."""
+
+    def __init__(self, cmd: dict[str, Any]) -> None:
+        self.db, self.id = cmd["db"], cmd["id"]
+
+    def setup(self) -> None:
+        self.store = SqliteStore(self.db)
+
+    def run(self) -> Any:
+        return SessionManager.open(self.store, self.id)
+
+
+class LoadJsonl(Case):
+    """``SessionManager.open_file(path)`` of a format-4 file (JsonlStore, shared lock)."""
+
+    def __init__(self, cmd: dict[str, Any]) -> None:
+        self.file = cmd["file"]
+
+    def run(self) -> Any:
+        return SessionManager.open_file(self.file)
+
+
+class ReadFile(Case):
+    """``read_session_file``: read, validate and upgrade format 3 -> 4 in memory."""
+
+    def __init__(self, cmd: dict[str, Any]) -> None:
+        self.file = cmd["file"]
+
+    def run(self) -> Any:
+        return read_session_file(self.file)
+
+
+class LimitParse(Case):
+    """The floor of loading: read the bytes and ``orjson.loads`` every line."""
+
+    def __init__(self, cmd: dict[str, Any]) -> None:
+        self.file = cmd["file"]
+
+    def run(self) -> Any:
+        # The cyclic garbage collector is paused: its passes are interpreter
+        # overhead, not part of the floor (sessiontree's reader pauses it too).
+        gc.disable()
+        try:
+            with open(self.file, "rb") as handle:
+                data = handle.read()
+            loads = orjson.loads
+            return [loads(line) for line in data.split(b"\n") if line]
+        finally:
+            gc.enable()
+
+
+# -- projection --------------------------------------------------------------------------
+
+class Project(Case):
+    """``build_session_projection()`` of the active (deepest) branch of a loaded session."""
+
+    def __init__(self, cmd: dict[str, Any]) -> None:
+        self.db, self.id = cmd["db"], cmd["id"]
+
+    def setup(self) -> None:
+        self.manager = SessionManager.open(SqliteStore(self.db), self.id)
+
+    def run(self) -> Any:
+        return len(self.manager.build_session_projection().messages)
+
+
+class ProjectWired(Project):
+    """What-if, not the shipped manager: ``build_session_projection`` called the way
+    ``SessionManager`` could call it: with the tree's own id index (``by_id``)
+    and the D-11 trailing-repair rule decided by walking up from the leaf to the
+    last assistant message only, instead of materializing the whole branch."""
+
+    def run(self) -> Any:
+        manager = self.manager
+        tree = manager._tree  # the manager's SessionTree (private; a what-if row)
+        by_id, appended = tree.by_id, manager._appended
+        repair = True
+        current, budget = tree.leaf_id, len(by_id)
+        while current is not None and budget >= 0:
+            entry = by_id.get(current)
+            if entry is None:
+                break
+            message = entry.get("message") if entry.get("type") == "message" else None
+            if isinstance(message, dict) and message.get("role") == "assistant":
+                repair = entry["id"] not in appended
+                break
+            current, budget = entry.get("parentId"), budget - 1
+        return len(build_session_projection(tree.entries, tree.leaf_id, by_id=by_id,
+                                            repair_trailing=repair).messages)
+
+
+# -- appends -----------------------------------------------------------------------------
+
+class _AppendCase(Case):
+    def __init__(self, cmd: dict[str, Any]) -> None:
+        self.count = cmd["count"]
+        self.messages = _messages(cmd["messages"], self.count)
+        self.base = cmd["tmp"]
+        self.dir = ""
+
+    def reset(self) -> None:
+        if self.dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir = tempfile.mkdtemp(dir=self.base)
+
+    def setup(self) -> None:
+        self.reset()
+
+    def teardown(self) -> None:
+        if self.dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class AppendSqlite(_AppendCase):
+    """``append_message`` once per entry into a new SQLite session: one transaction each."""
+
+    def __init__(self, cmd: dict[str, Any]) -> None:
+        super().__init__(cmd)
+        self.synchronous = cmd.get("synchronous")
+
+    def run(self) -> Any:
+        store = SqliteStore(os.path.join(self.dir, "s.db"))
+        if self.synchronous:
+            # What-if row: the store always uses FULL; NORMAL in WAL mode survives a process
+            # crash but may lose the last commits on power loss (like an un-fsynced file).
+            store._conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+        manager = SessionManager.create("/home/dev/work/project", store=store)
+        for message in self.messages:
+            manager.append_message(message)
+        store.close()
+        return self.count
+
+
+class AppendJsonl(_AppendCase):
+    """``append_message`` once per entry into a new JSONL session: lock, write, fsync each."""
+
+    def run(self) -> Any:
+        manager = SessionManager.create("/home/dev/work/project", self.dir)
+        for message in self.messages:
+            manager.append_message(message)
+        return self.count
+
+
+class AppendSqliteBatch(_AppendCase):
+    """``SqliteStore.append(id, batch)``: ``batch`` entries per transaction (entries built inside the timing)."""
+
+    def __init__(self, cmd: dict[str, Any]) -> None:
+        super().__init__(cmd)
+        self.batch = cmd["batch"]
+
+    def run(self) -> Any:
+        store = SqliteStore(os.path.join(self.dir, "s.db"))
+        manager = SessionManager.create("/home/dev/work/project", store=store)
+        header = manager.get_header()
+        store.create(header, [])
+        used: set[str] = set()
+        parent = None
+        stamp = 1_767_225_600_000
+        pending = []
+        for message in self.messages:
+            entry_id = new_entry_id(used)
+            used.add(entry_id)
+            stamp += 1
+            pending.append({"type": "message", "id": entry_id, "parentId": parent, "timestamp": _iso(stamp),
+                            "message": message})
+            parent = entry_id
+            if len(pending) == self.batch:
+                store.append(header["id"], pending)
+                pending = []
+        if pending:
+            store.append(header["id"], pending)
+        store.close()
+        return self.count
+
+
+def _raw_db(path: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute("CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, header BLOB NOT NULL)")
+    conn.execute("CREATE TABLE IF NOT EXISTS entries (session_id TEXT NOT NULL, seq INTEGER NOT NULL,"
+                 " json BLOB NOT NULL, PRIMARY KEY (session_id, seq))")
+    return conn
+
+
+class LimitSqliteInsert(_AppendCase):
+    """Raw SQLite: the same rows (serialized entries) inserted ``batch`` per transaction, WAL + FULL sync."""
+
+    def __init__(self, cmd: dict[str, Any]) -> None:
+        super().__init__(cmd)
+        self.batch = cmd["batch"]
+
+    def run(self) -> Any:
+        conn = _raw_db(os.path.join(self.dir, "raw.db"))
+        dumps = orjson.dumps
+        rows = []
+        for seq, message in enumerate(self.messages):
+            rows.append(("s1", seq, dumps({"type": "message", "id": f"{seq:08x}", "parentId": None,
+                                           "timestamp": "2026-01-01T00:00:00.000Z", "message": message})))
+            if len(rows) == self.batch:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.executemany("INSERT INTO entries VALUES (?, ?, ?)", rows)
+                conn.execute("COMMIT")
+                rows = []
+        if rows:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany("INSERT INTO entries VALUES (?, ?, ?)", rows)
+            conn.execute("COMMIT")
+        conn.close()
+        return self.count
+
+
+class LimitFileAppend(_AppendCase):
+    """Raw file: one ``write`` + ``fsync`` per serialized entry (the JSONL durable floor)."""
+
+    def run(self) -> Any:
+        fd = os.open(os.path.join(self.dir, "raw.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        dumps = orjson.dumps
+        try:
+            for seq, message in enumerate(self.messages):
+                os.write(fd, dumps({"type": "message", "id": f"{seq:08x}", "parentId": None,
+                                    "timestamp": "2026-01-01T00:00:00.000Z", "message": message}) + b"\n")
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        return self.count
+
+
+# -- listing and search ------------------------------------------------------------------
+
+class ListSqlite(Case):
+    """``SessionManager.list_all`` of a SQLite store (opened inside the timing)."""
+
+    def __init__(self, cmd: dict[str, Any]) -> None:
+        self.db = cmd["db"]
+
+    def run(self) -> Any:
+        store = SqliteStore(self.db)
+        try:
+            return len(SessionManager.list_all(store))
+        finally:
+            store.close()
+
+
+class ListJsonl(Case):
+    """``SessionManager.list_all(dir)``: a JSONL directory, every file parsed (as the reference does)."""
+
+    def __init__(self, cmd: dict[str, Any]) -> None:
+        self.dir = cmd["dir"]
+
+    def run(self) -> Any:
+        return len(SessionManager.list_all(self.dir))
+
+
+class LimitList(Case):
+    """Raw SQLite: select the listing columns of every session (no objects built)."""
+
+    def __init__(self, cmd: dict[str, Any]) -> None:
+        self.db = cmd["db"]
+
+    def run(self) -> Any:
+        conn = sqlite3.connect(self.db)
+        try:
+            return len(conn.execute(
+                "SELECT id, header_json, classified, cwd, updated_at, message_count, first_message, modified_ms,"
+                " has_name, name, anchor_id, summary_through, summary_text FROM sessions").fetchall())
+        finally:
+            conn.close()
+
+
+class SearchSqlite(Case):
+    """Substring search: ``list_all`` then ``query in info.all_messages_text`` (no search API yet)."""
+
+    def __init__(self, cmd: dict[str, Any]) -> None:
+        self.db, self.query = cmd["db"], cmd["query"]
+
+    def run(self) -> Any:
+        store = SqliteStore(self.db)
+        try:
+            return sum(1 for info in SessionManager.list_all(store) if self.query in info.all_messages_text)
+        finally:
+            store.close()
+
+
+class LimitSearch(Case):
+    """Raw SQLite: ``instr`` over the same message texts, distinct sessions."""
+
+    def __init__(self, cmd: dict[str, Any]) -> None:
+        self.db, self.query = cmd["db"], cmd["query"]
+
+    def run(self) -> Any:
+        conn = sqlite3.connect(self.db)
+        try:
+            return len(conn.execute("SELECT DISTINCT session_id FROM message_texts WHERE instr(text, ?) > 0",
+                                    (self.query,)).fetchall())
+        finally:
+            conn.close()
+
+
+# -- import ------------------------------------------------------------------------------
+
+class _ImportCase(Case):
+    def __init__(self, cmd: dict[str, Any]) -> None:
+        src = cmd["dir"]
+        self.files = sorted(os.path.join(src, name) for name in os.listdir(src) if name.endswith(".jsonl"))
+        self.base = cmd["tmp"]
+        self.dir = ""
+
+    def reset(self) -> None:
+        if self.dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir = tempfile.mkdtemp(dir=self.base)
+
+    def setup(self) -> None:
+        self.reset()
+
+    def teardown(self) -> None:
+        if self.dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class ImportSqlite(_ImportCase):
+    """``SessionManager.import_from_jsonl`` of every file into one new SQLite store (a transaction each)."""
+
+    def run(self) -> Any:
+        store = SqliteStore(os.path.join(self.dir, "import.db"))
+        try:
+            for path in self.files:
+                SessionManager.import_from_jsonl(path, None, store)
+        finally:
+            store.close()
+        return len(self.files)
+
+
+class LimitImport(_ImportCase):
+    """Read + ``orjson`` parse every line + raw SQLite inserts of the rows, a transaction per session."""
+
+    def run(self) -> Any:
+        gc.disable()  # as in LimitParse
+        try:
+            return self._run()
+        finally:
+            gc.enable()
+
+    def _run(self) -> Any:
+        conn = _raw_db(os.path.join(self.dir, "raw.db"))
+        loads = orjson.loads
+        for path in self.files:
+            with open(path, "rb") as handle:
+                lines = [line for line in handle.read().split(b"\n") if line]
+            header = loads(lines[0])
+            for line in lines[1:]:
+                loads(line)
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT INTO sessions VALUES (?, ?)", (header["id"], lines[0]))
+            conn.executemany("INSERT INTO entries VALUES (?, ?, ?)",
+                             [(header["id"], seq, line) for seq, line in enumerate(lines[1:])])
+            conn.execute("COMMIT")
+        conn.close()
+        return len(self.files)
+
+
+OPS: dict[str, Callable[[dict[str, Any]], Case]] = {
+    "load_sqlite": LoadSqlite,
+    "load_jsonl": LoadJsonl,
+    "read_file": ReadFile,
+    "limit_parse": LimitParse,
+    "project": Project,
+    "project_wired": ProjectWired,
+    "append_sqlite": AppendSqlite,
+    "append_jsonl": AppendJsonl,
+    "append_sqlite_batch": AppendSqliteBatch,
+    "limit_sqlite_insert": LimitSqliteInsert,
+    "limit_file_append": LimitFileAppend,
+    "list_sqlite": ListSqlite,
+    "list_jsonl": ListJsonl,
+    "limit_list": LimitList,
+    "search_sqlite": SearchSqlite,
+    "limit_search": LimitSearch,
+    "import_sqlite": ImportSqlite,
+    "limit_import": LimitImport,
+}
+
+
+def execute(cmd: dict[str, Any]) -> dict[str, Any]:
+    case = OPS[cmd["op"]](cmd)
+    case.setup()
+    try:
+        gc.collect()
+        rss0 = rss()
+        started = time.perf_counter()
+        result = case.run()  # first run: memory is measured on it (and it warms caches)
+        first_time = time.perf_counter() - started
+        gc.collect()
+        rss1 = rss()
+        first_result = result if isinstance(result, (int, float, str)) else None
+        del result
+        gc.collect()
+        # Slow cases (appends, imports) time their first run too, rather than run twice.
+        times: list[float] = [first_time] if cmd.get("first_timed") else []
+        warmup = max(0, cmd.get("warmup", 1) - 1)
+        for index in range(warmup + cmd.get("iters", 3) - len(times)):
+            case.reset()
+            started = time.perf_counter()
+            result = case.run()
+            elapsed = time.perf_counter() - started
+            del result
+            gc.collect()
+            if index >= warmup:
+                times.append(elapsed)
+    finally:
+        case.teardown()
+    return {"times": times, "rss0": rss0, "rss1": rss1, "hwm": hwm(), "result": first_result}
+
+
+def main() -> int:
+    cmd = json.loads(sys.argv[1] if len(sys.argv) > 1 else sys.stdin.read())
+    print(json.dumps(execute(cmd)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
