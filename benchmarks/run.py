@@ -245,6 +245,8 @@ def build_cases(profile: dict[str, Any], only: set[str], data: Data) -> list[Cas
             common = {"unit": "entries", "bytes": s["size"]}
             add("load", n, "ours sqlite", "ours", "py", {"op": "load_sqlite", "db": s["db"], "id": s["id"], **it},
                 primary=True, **common)
+            add("load", n, "ours sqlite, what-if no GC", "ours", "py",
+                {"op": "load_sqlite", "db": s["db"], "id": s["id"], "pause_gc": True, **it}, **common)
             add("load", n, "ours jsonl", "ours", "py", {"op": "load_jsonl", "file": s["v4file"], **it}, **common)
             add("load", n, "ours read_session_file", "ours", "py", {"op": "read_file", "file": s["file"], **it}, **common)
             add("load", n, "ref", "ref", "node", {"op": "load", "file": s["file"], "copy": True, **it}, **common)
@@ -445,7 +447,10 @@ def analyse(cases: list[Case]) -> tuple[list[str], list[Target], dict[str, Any]]
                     for c in groups["load"] if c.name == "ref" and c.median)
         targets.append(Target("load, every size: max ours sqlite / ref <= 1.0", f"{worst[0]:.2f} (at {worst[1]:,})",
                               worst[0] <= 1.0))
-        for name in ("ours jsonl", "ours read_session_file"):
+        for name in ("ours sqlite, what-if no GC", "ours jsonl", "ours read_session_file"):
+            value = med(f"load/{n}/{name}")
+            if value and ref and name.startswith("ours sqlite"):
+                targets.append(Target(f"load {n:,}: {name} / ref (info)", f"{value / ref:.2f}", None))
             value, lim_n = med(f"load/{n}/{name}"), lim
             if value and lim_n:
                 targets.append(Target(f"load {n:,}: {name} / orjson limit <= 2.0 (info)", f"{value / lim_n:.2f}",

@@ -88,12 +88,21 @@ class LoadSqlite(Case):
 
     def __init__(self, cmd: dict[str, Any]) -> None:
         self.db, self.id = cmd["db"], cmd["id"]
+        self.pause_gc = cmd.get("pause_gc", False)
 
     def setup(self) -> None:
         self.store = SqliteStore(self.db)
 
     def run(self) -> Any:
-        return SessionManager.open(self.store, self.id)
+        if not self.pause_gc:
+            return SessionManager.open(self.store, self.id)
+        # What-if row: the cyclic collector paused around the load, as
+        # parse_session does for files; the store itself does not (yet).
+        gc.disable()
+        try:
+            return SessionManager.open(self.store, self.id)
+        finally:
+            gc.enable()
 
 
 class LoadJsonl(Case):
