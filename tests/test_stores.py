@@ -1150,3 +1150,17 @@ def test_jsonl_read_of_an_older_file_leaves_it_untouched(tmp_path):
     assert path.read_bytes() == original
     store.load("old")  # opening for writing persists the upgrade (D-9)
     assert path.read_bytes() != original and b'"version":4' in path.read_bytes()
+
+
+def test_sqlite_synchronous_setting(tmp_path):
+    full = SqliteStore(tmp_path / "a.db")
+    normal = SqliteStore(tmp_path / "b.db", synchronous="normal")
+    try:
+        # PRAGMA synchronous: 1 = NORMAL, 2 = FULL
+        assert full._connection().execute("PRAGMA synchronous").fetchone()[0] == 2
+        assert normal._connection().execute("PRAGMA synchronous").fetchone()[0] == 1
+    finally:
+        full.close()
+        normal.close()
+    with pytest.raises(ValueError):
+        SqliteStore(tmp_path / "c.db", synchronous="off")

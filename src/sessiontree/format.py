@@ -30,12 +30,12 @@ entries byte for byte; only entries an upgrade changed are re-serialized.
 
 from __future__ import annotations
 
-import gc
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import jsonio
+from ._gc import gc_paused
 from .errors import InvalidSessionError, UnsupportedVersionError
 from .migrations import Records, upgrade
 
@@ -243,18 +243,10 @@ def parse_session(data: bytes | str, path: str | None = None) -> ParsedSession:
             second header (``path`` and 1-based ``line`` set).
         UnsupportedVersionError: a future or unrecognized version.
     """
-    # Parsing allocates many container objects and no reference cycles; the
-    # cyclic collector's passes over them cost ~25% of a load (measured with
-    # benchmarks/bench_read.py), so it is paused for the duration.
     if isinstance(data, str):
         data = data.encode("utf-8", "surrogatepass")
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():  # see sessiontree._gc: ~25% of a load otherwise
         return _parse_session(data, path)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _parse_session(data: bytes, path: str | None) -> ParsedSession:

@@ -763,16 +763,28 @@ class SessionManager:
     # ------------------------------------------------------------------ context
 
     def _repair_trailing(self) -> bool:
-        # D-11: trailing calls of a turn appended by this process may still be running.
-        for entry in reversed(self._tree.get_branch()):
+        # D-11: trailing calls of a turn appended by this process may still be
+        # running. Walk up from the leaf only as far as the last assistant turn.
+        if not self._appended:
+            return True
+        by_id = self._tree.by_id
+        seen: set[str] = set()
+        current = self._tree.leaf_id
+        while current is not None and current not in seen:
+            entry = by_id.get(current)
+            if entry is None:
+                break
             message = entry.get("message") if entry.get("type") == "message" else None
             if isinstance(message, dict) and message.get("role") == "assistant":
-                return entry["id"] not in self._appended
+                return current not in self._appended
+            seen.add(current)
+            current = entry.get("parentId")
         return True
 
     def build_session_projection(self) -> _projection.SessionProjection:
         """The model-visible projection of the active branch (seed "Context Building", SPEC §6)."""
         return _projection.build_session_projection(self._tree.entries, self._tree.leaf_id,
+                                                     by_id=self._tree.by_id,
                                                      repair_trailing=self._repair_trailing())
 
     def build_session_context(self) -> _projection.SessionContext:
@@ -783,7 +795,7 @@ class SessionManager:
 
     def build_context_entries(self) -> builtins.list[Entry]:
         """Active-branch entries after the latest compaction boundary (REFERENCE Q.13)."""
-        return _projection.build_context_entries(self._tree.entries, self._tree.leaf_id)
+        return _projection.build_context_entries(self._tree.entries, self._tree.leaf_id, by_id=self._tree.by_id)
 
     # ------------------------------------------------------------------ getters
 

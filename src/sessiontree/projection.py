@@ -34,7 +34,6 @@ Invariants:
 from __future__ import annotations
 
 import enum
-import gc
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -46,6 +45,7 @@ from sessiontree.transcript import (
     compose_boundary_content,
     serialize_messages,
 )
+from sessiontree._gc import gc_paused
 from sessiontree.tree import get_branch
 
 __all__ = [
@@ -919,13 +919,8 @@ def build_session_projection(
     reference cycles, and collector passes over a large loaded session
     cost about a quarter of the time (measured with ``benchmarks/run.py``).
     """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         return _project(entries, leaf_id, by_id, repair_trailing)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 @dataclass
