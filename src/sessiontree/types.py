@@ -25,17 +25,23 @@ __all__ = [
 
 
 class TextContent(TypedDict):
+    """A text block (seed "Content Blocks")."""
+
     type: Literal["text"]
     text: str
 
 
 class ImageContent(TypedDict):
+    """An image block: base64 ``data`` and its ``mimeType`` (seed "Content Blocks")."""
+
     type: Literal["image"]
     data: str  # base64
     mimeType: str
 
 
 class ThinkingContent(TypedDict):
+    """A thinking block; ``thinkingSignature``/``redacted`` as providers send them (REFERENCE A.22)."""
+
     type: Literal["thinking"]
     thinking: str
     thinkingSignature: NotRequired[str]
@@ -43,6 +49,8 @@ class ThinkingContent(TypedDict):
 
 
 class ToolCall(TypedDict):
+    """A tool call inside an assistant message; ``arguments`` is a JSON object (seed "Content Blocks")."""
+
     type: Literal["toolCall"]
     id: str
     name: str
@@ -53,6 +61,8 @@ ContentBlock = Union[TextContent, ImageContent, ThinkingContent, ToolCall]
 
 
 class Cost(TypedDict):
+    """Cost of a call in the provider's currency units (seed "Base Message Types", ``Usage.cost``)."""
+
     input: float
     output: float
     cacheRead: float
@@ -61,6 +71,8 @@ class Cost(TypedDict):
 
 
 class Usage(TypedDict):
+    """Token counts and cost of one model call (seed "Base Message Types")."""
+
     input: int
     output: int
     cacheRead: int
@@ -70,6 +82,8 @@ class Usage(TypedDict):
 
 
 class SystemMessage(TypedDict):
+    """Prompt and tool changes, replayed in order: ``sections`` patch by name (``None`` deletes), tools added/removed (seed "Base Message Types", REFERENCE §3.6)."""
+
     role: Literal["system"]
     content: str | list[TextContent]
     sections: NotRequired[dict[str, str | None]]
@@ -79,12 +93,16 @@ class SystemMessage(TypedDict):
 
 
 class UserMessage(TypedDict):
+    """A user turn; ``content`` is a string or text/image blocks; ``timestamp`` in Unix ms (seed)."""
+
     role: Literal["user"]
     content: str | list[TextContent | ImageContent]
     timestamp: int  # Unix ms
 
 
 class AssistantMessage(TypedDict):
+    """A model turn with its provider, model, usage and ``stopReason`` (seed; ``"pending"`` never stored)."""
+
     role: Literal["assistant"]
     content: list[TextContent | ThinkingContent | ToolCall]
     api: str
@@ -97,6 +115,8 @@ class AssistantMessage(TypedDict):
 
 
 class ToolResultMessage(TypedDict):
+    """The result of one tool call, matched by ``toolCallId`` (seed; ``nestedCalls`` bounded on write, REFERENCE §3.10)."""
+
     role: Literal["toolResult"]
     toolCallId: str
     toolName: str
@@ -110,6 +130,8 @@ class ToolResultMessage(TypedDict):
 
 
 class BashExecutionMessage(TypedDict):
+    """A shell command run by the user; ``excludeFromContext`` for ``!!`` commands (seed "Extended Message Types")."""
+
     role: Literal["bashExecution"]
     command: str
     output: str
@@ -122,6 +144,8 @@ class BashExecutionMessage(TypedDict):
 
 
 class CustomMessage(TypedDict):
+    """An extension message in context; ``display`` only affects the UI (seed "Extended Message Types")."""
+
     role: Literal["custom"]
     customType: str
     content: str | list[TextContent | ImageContent]
@@ -131,6 +155,8 @@ class CustomMessage(TypedDict):
 
 
 class BranchSummaryMessage(TypedDict):
+    """Summary of an abandoned branch as a message (seed "Extended Message Types")."""
+
     role: Literal["branchSummary"]
     summary: str
     fromId: str
@@ -144,6 +170,8 @@ AgentMessage = Union[
 
 
 class WorkflowLink(TypedDict):
+    """Workflow ownership of an internal session; all three fields non-empty strings (seed "SessionHeader")."""
+
     runId: str
     stageId: str
     stageName: str
@@ -163,6 +191,8 @@ class SessionHeader(TypedDict):
 
 
 class SessionEntryBase(TypedDict):
+    """Fields every entry has: 8-hex ``id`` (any non-empty string when read), ``parentId`` (``None`` for a root), ISO ``timestamp`` (seed "Entry Base")."""
+
     type: str
     id: str  # 8 hex characters when generated here
     parentId: str | None
@@ -170,23 +200,33 @@ class SessionEntryBase(TypedDict):
 
 
 class SessionMessageEntry(SessionEntryBase):
+    """A conversation message (seed "SessionMessageEntry")."""
+
     message: AgentMessage
 
 
 class ModelChangeEntry(SessionEntryBase):
+    """The user switched models (seed "ModelChangeEntry")."""
+
     provider: str
     modelId: str
 
 
 class ThinkingLevelChangeEntry(SessionEntryBase):
+    """The thinking level changed; stored as given (seed "ThinkingLevelChangeEntry")."""
+
     thinkingLevel: str
 
 
 class ContextWindowChangeEntry(SessionEntryBase):
+    """The selected context window, a positive number of tokens (SPEC §2, REFERENCE §3.8)."""
+
     contextWindow: int  # tokens
 
 
 class CompactionEntry(SessionEntryBase):
+    """A compaction; active only with ``details.strategy == "verbatim-lines"``; ``firstKeptEntryId`` string, ``None`` or absent (seed "CompactionEntry")."""
+
     summary: str
     firstKeptEntryId: NotRequired[str | None]
     tokensBefore: int
@@ -196,6 +236,8 @@ class CompactionEntry(SessionEntryBase):
 
 
 class ContextCompactionEntry(SessionEntryBase):
+    """Retired logical-deletion record: kept and round-tripped, never applied (seed "ContextCompactionEntry")."""
+
     promptVersion: int
     deletedTargets: list[dict[str, Any]]
     protectedEntryIds: list[str]
@@ -203,11 +245,15 @@ class ContextCompactionEntry(SessionEntryBase):
 
 
 class ContextEditEntry(SessionEntryBase):
+    """Branch-local edit of one earlier entry's model content; ``None`` omits it (seed "ContextEditEntry")."""
+
     targetId: str
     replacement: dict[str, Any] | None  # None or {"content": str | blocks}
 
 
 class BranchSummaryEntry(SessionEntryBase):
+    """Summary of the branch left behind; ``fromId`` is the leaf that was left or ``"root"`` (seed, D-4)."""
+
     fromId: str
     summary: str
     details: NotRequired[Any]
@@ -216,11 +262,15 @@ class BranchSummaryEntry(SessionEntryBase):
 
 
 class CustomEntry(SessionEntryBase):
+    """Extension state; never in model context (seed "CustomEntry")."""
+
     customType: str
     data: NotRequired[Any]
 
 
 class CustomMessageEntry(SessionEntryBase):
+    """Extension message that is in model context (seed "CustomMessageEntry")."""
+
     customType: str
     content: str | list[TextContent | ImageContent]
     display: bool
@@ -228,15 +278,21 @@ class CustomMessageEntry(SessionEntryBase):
 
 
 class LabelEntry(SessionEntryBase):
+    """Sets (non-empty ``label``) or clears (absent or ``""``) a bookmark on ``targetId`` (seed "LabelEntry")."""
+
     targetId: str
     label: NotRequired[str]
 
 
 class SessionInfoEntry(SessionEntryBase):
+    """Display name; an empty ``name`` clears it (seed "SessionInfoEntry")."""
+
     name: str
 
 
 class SessionSummaryEntry(SessionEntryBase):
+    """Generated one-line description, fresh only while ``summarizedThroughId`` is the newest user/assistant message (seed "SessionSummaryEntry")."""
+
     summary: str
     summarizedThroughId: str
     usage: NotRequired[Any]
