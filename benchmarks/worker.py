@@ -35,6 +35,7 @@ from sessiontree import SessionManager
 from sessiontree.format import read_session_file
 from sessiontree.ids import new_entry_id
 from sessiontree.projection import build_session_projection
+from sessiontree.stores.jsonl import JsonlStore
 from sessiontree.stores.sqlite import SqliteStore
 
 
@@ -214,11 +215,9 @@ class AppendSqlite(_AppendCase):
         self.synchronous = cmd.get("synchronous")
 
     def run(self) -> Any:
-        store = SqliteStore(os.path.join(self.dir, "s.db"))
-        if self.synchronous:
-            # What-if row: the store always uses FULL; NORMAL in WAL mode survives a process
-            # crash but may lose the last commits on power loss (like an un-fsynced file).
-            store._conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+        # synchronous="normal" (opt-in) survives a process crash but may lose the last
+        # commits on power loss, like the reference's un-fsynced appends.
+        store = SqliteStore(os.path.join(self.dir, "s.db"), synchronous=self.synchronous or "full")
         manager = SessionManager.create("/home/dev/work/project", store=store)
         for message in self.messages:
             manager.append_message(message)
@@ -227,10 +226,15 @@ class AppendSqlite(_AppendCase):
 
 
 class AppendJsonl(_AppendCase):
-    """``append_message`` once per entry into a new JSONL session: lock, write, fsync each."""
+    """``append_message`` once per entry into a new JSONL session: lock, write, fsync each
+    (no fsync with ``"fsync": false``, the opt-in ``JsonlStore(dir, fsync=False)``)."""
+
+    def __init__(self, cmd: dict[str, Any]) -> None:
+        super().__init__(cmd)
+        self.fsync = cmd.get("fsync", True)
 
     def run(self) -> Any:
-        manager = SessionManager.create("/home/dev/work/project", self.dir)
+        manager = SessionManager.create("/home/dev/work/project", store=JsonlStore(self.dir, fsync=self.fsync))
         for message in self.messages:
             manager.append_message(message)
         return self.count

@@ -1164,3 +1164,21 @@ def test_sqlite_synchronous_setting(tmp_path):
         normal.close()
     with pytest.raises(ValueError):
         SqliteStore(tmp_path / "c.db", synchronous="off")
+
+
+def test_jsonl_fsync_false_skips_only_the_append_fsync(tmp_path, monkeypatch):
+    calls = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real_fsync(fd))[1])
+    store = JsonlStore(tmp_path / "j", fsync=False)
+    store.create(header("s1"), [message("e1", None, "user", "a", 1)])
+    created = len(calls)
+    assert created >= 1  # creating a file is always made durable
+    store.append("s1", [message("e2", "e1", "user", "b", 2)])
+    assert len(calls) == created
+    assert [e["id"] for e in store.load("s1").entries] == ["e1", "e2"]
+    durable = JsonlStore(tmp_path / "k")
+    durable.create(header("s2"), [])
+    before = len(calls)
+    durable.append("s2", [message("e1", None, "user", "a", 1)])
+    assert len(calls) == before + 1

@@ -65,7 +65,9 @@ def new_session_id() -> str:
 def new_entry_id(existing: Container[str]) -> str:
     """A random 8-hex entry id not in ``existing`` (B.1)."""
     for _ in range(100):
-        candidate = uuid.uuid4().hex[:8]
+        # 32 random bits: the same distribution as the first 8 hex digits of a
+        # UUIDv4, without building one (a tenth of the cost per append).
+        candidate = os.urandom(4).hex()
         if candidate not in existing:
             return candidate
     return str(uuid.uuid4())

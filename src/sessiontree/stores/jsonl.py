@@ -317,6 +317,11 @@ class JsonlStore:
         directory: where the session files live (created when missing).
         create: with ``False``, a missing directory raises ``StoreOpenError``
             instead of being created (read-only tools).
+        fsync: ``True`` (default): an append returns once its bytes are on
+            disk (they survive a power loss). ``False`` (opt-in): once they are
+            in the operating system's cache (they survive a crash of the
+            process, not of the machine), the durability of the original
+            agent's appends, which never fsync. Rewrites always fsync.
 
     Attributes:
         url: ``jsonl:///`` + the absolute directory (four slashes for ``/...``).
@@ -329,8 +334,9 @@ class JsonlStore:
 
     kind = "jsonl"
 
-    def __init__(self, directory: str | os.PathLike[str], *, create: bool = True) -> None:
+    def __init__(self, directory: str | os.PathLike[str], *, create: bool = True, fsync: bool = True) -> None:
         self.directory = os.path.abspath(os.fspath(directory))
+        self.fsync = fsync
         self.url = "jsonl:///" + self.directory
         if not create and not os.path.isdir(self.directory):
             # Read-only callers: a mistyped path must not look like an empty store.
@@ -416,7 +422,19 @@ class JsonlStore:
     def _find(self, session_id: str) -> str | None:
         with self._mutex:
             path = self._paths.get(session_id)
+            cached = self._headers.get(path) if path is not None else None
         if path is not None:
+            if cached is not None and cached[1] is not None and cached[1]["id"] == session_id:
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    st = None
+                # Same inode as when the header was read: appends never change a
+                # header and rewrites replace the inode (os.replace). Every caller
+                # checks the header again under the file lock, so skipping the
+                # re-read here is safe and saves an open+read per append.
+                if st is not None and cached[0][:2] == (st.st_dev, st.st_ino):
+                    return path
             header = self._header(path)
             if header is not None and header["id"] == session_id:
                 return path
@@ -522,7 +540,7 @@ class JsonlStore:
         os.close(fd)
 
     def append(self, session_id: str, entries: Sequence[dict[str, Any]]) -> None:
-        """Append entries under the file lock in one write, then fsync.
+        """Append entries under the file lock in one write, then fsync (unless ``fsync=False``).
 
         An older-format file is upgraded first, atomically and together with
         the new entries (seed "Session Version").
@@ -551,14 +569,14 @@ class JsonlStore:
                             self._replace_locked(path, fd, parsed.to_bytes() + payload)
                             return
                     if payload:
-                        self._append_locked(path, fd, payload)
+                        self._append_locked(path, fd, payload, self.fsync)
                     return
             except FileNotFoundError:
                 self._forget(session_id)
         raise SessionNotFoundError(session_id, self.directory)
 
     @staticmethod
-    def _append_locked(path: str, fd: int, payload: bytes) -> None:
+    def _append_locked(path: str, fd: int, payload: bytes, fsync: bool = True) -> None:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
             tail = _last_line(fd, size)
@@ -574,7 +592,8 @@ class JsonlStore:
             payload = b"\n" + payload
         try:
             _write_all(fd, payload)
-            os.fsync(fd)
+            if fsync:
+                os.fsync(fd)
         except BaseException as exc:
             try:
                 _truncate(fd, size)
