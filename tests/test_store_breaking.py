@@ -1,9 +1,11 @@
 """Adversarial store tests: crashes, races, odd files (SPEC §3-§5, REFERENCE D-1, D-9, D, E).
 
-Tests marked ``xfail(strict=True)`` document contract violations that are not
-fixed yet; each reason names the function at fault. The others guard
-scenarios that were tried and hold. Slow ones (real processes killed or racing)
-are marked ``slow``.
+Six of these found contract violations in the JSONL store (a rewrite through
+a symlink split the session; a duplicate id from another writer made the file
+unreadable; a crashed rewrite left its temp file; a rewrite changed the
+owner; an unwritable file raised a bare OSError); they now guard the fixes.
+The others guard scenarios that were tried and held. Slow ones (real
+processes killed or racing) are marked ``slow``.
 """
 
 from __future__ import annotations
@@ -64,9 +66,6 @@ def _temp_files(directory: Path) -> list[str]:
 # ============================================================================ violations
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "JsonlStore._replace_locked os.replace()s the path itself: a symlinked session file is "
-    "replaced by a regular file on upgrade, the link's target keeps the old format"))
 def test_upgrade_through_a_symlink_keeps_the_link_and_upgrades_its_target(tmp_path: Path) -> None:
     real = tmp_path / "real" / "s.jsonl"
     real.parent.mkdir()
@@ -83,10 +82,6 @@ def test_upgrade_through_a_symlink_keeps_the_link_and_upgrades_its_target(tmp_pa
     assert _ids(SessionManager.open_file(real)) == _ids(manager)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "JsonlStore._replace_locked replaces a symlink instead of its target: after a header "
-    "rewrite through the link, writers through the link and through the real path write "
-    "two different files and each reopen loses the other's entries"))
 def test_header_rewrite_through_a_symlink_does_not_split_the_session(tmp_path: Path) -> None:
     real = tmp_path / "real" / "t.jsonl"
     real.parent.mkdir()
@@ -107,10 +102,6 @@ def test_header_rewrite_through_a_symlink_does_not_split_the_session(tmp_path: P
         assert reopened.get_header().get("internal") is True, path
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "JsonlStore.append never checks new ids against the file: an id another writer already "
-    "appended is written again and the file is then rejected on open (D-15); SqliteStore "
-    "refuses such an append"))
 def test_jsonl_append_refuses_an_id_another_writer_already_used(tmp_path: Path, monkeypatch) -> None:
     store_dir = tmp_path / "j"
     creator = SessionManager.create(str(tmp_path), store=JsonlStore(store_dir))
@@ -127,9 +118,6 @@ def test_jsonl_append_refuses_an_id_another_writer_already_used(tmp_path: Path, 
     assert len(SessionManager.open(JsonlStore(store_dir), sid).get_entries()) == 2
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a crash between writing <file>.tmp-<random> and os.replace leaves the temp file forever: "
-    "nothing (open_file, load, append, migrate) removes stale temp files of a session"))
 def test_no_temp_file_survives_a_crash_during_the_upgrade(tmp_path: Path) -> None:
     path = tmp_path / "old.jsonl"
     path.write_bytes(_v3_bytes())
@@ -149,10 +137,6 @@ def test_no_temp_file_survives_a_crash_during_the_upgrade(tmp_path: Path) -> Non
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to chown")
-@pytest.mark.xfail(strict=True, reason=(
-    "JsonlStore._replace_locked keeps the mode but not the owner: a privileged process "
-    "(sudo sessiontree migrate, a root agent) that upgrades or rewrites a user's file leaves "
-    "it owned by root, and the user can no longer append to their own session"))
 def test_rewrite_keeps_the_files_owner(tmp_path: Path) -> None:
     path = tmp_path / "old.jsonl"
     path.write_bytes(_v3_bytes())
@@ -162,10 +146,6 @@ def test_rewrite_keeps_the_files_owner(tmp_path: Path) -> None:
     assert (st.st_uid, st.st_gid) == (1000, 1000)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "JsonlStore.append opens the file outside any OSError handler: an open that fails with "
-    "EACCES/EROFS escapes as a bare OSError instead of StorageError (SessionStore.append "
-    "contract); SessionManager only hides it by wrapping OSError itself"))
 def test_store_append_open_failure_is_a_storage_error(tmp_path: Path, monkeypatch) -> None:
     store = JsonlStore(tmp_path)
     manager = SessionManager.create(str(tmp_path), store=store)

@@ -188,6 +188,26 @@ def _last_line(fd: int, size: int) -> bytes:
     return b"".join(reversed(chunks))
 
 
+def _remove_stale_temps(path: str) -> None:
+    """Delete ``<path>.tmp-*`` left by a writer that crashed mid-rewrite.
+
+    Call only while holding the file's exclusive lock, under which every such
+    temp file is created, so none of them can belong to a live writer.
+    """
+    directory, name = os.path.split(path)
+    prefix = name + ".tmp-"
+    try:
+        with os.scandir(directory) as it:
+            stale = [entry.path for entry in it if entry.name.startswith(prefix)]
+    except OSError:
+        return
+    for leftover in stale:
+        try:
+            os.unlink(leftover)
+        except OSError:
+            pass
+
+
 def _lock(fd: int, exclusive: bool) -> None:
     if fcntl is not None:
         fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
@@ -350,6 +370,8 @@ class JsonlStore:
         self._mutex = threading.RLock()
         #: session id -> file, checked against the file's header before use.
         self._paths: dict[str, str] = {}
+        #: file -> (dev, inode, size, entry ids): the duplicate-id guard of append.
+        self._ids: dict[str, tuple[int, int, int, set[str]]] = {}
         #: file -> (stat signature, header or None): header reads skipped for unchanged files.
         self._headers: dict[str, tuple[tuple[int, int, int, int], dict[str, Any] | None]] = {}
 
@@ -569,11 +591,48 @@ class JsonlStore:
                             self._replace_locked(path, fd, parsed.to_bytes() + payload)
                             return
                     if payload:
+                        known = self._file_ids(path, fd)
+                        clash = next((e["id"] for e in entries if e["id"] in known), None)
+                        if clash is not None:
+                            # Another writer of this file used the id: appending it again
+                            # would make the file unreadable (duplicate ids, D-15).
+                            raise InvalidSessionError(f'entry id "{clash}" is already used in this session', path)
                         self._append_locked(path, fd, payload, self.fsync)
+                        after = os.fstat(fd)
+                        known.update(e["id"] for e in entries)
+                        with self._mutex:
+                            self._ids[path] = (after.st_dev, after.st_ino, after.st_size, known)
                     return
             except FileNotFoundError:
                 self._forget(session_id)
+            except OSError as exc:  # read-only filesystem, permissions: the protocol's error
+                raise StorageError(f"cannot append to {path}: {exc}") from exc
         raise SessionNotFoundError(session_id, self.directory)
+
+    def _file_ids(self, path: str, fd: int) -> set[str]:
+        """Entry ids in the locked file ``fd``: cached per inode, reading only the
+        bytes other writers appended since this store last looked."""
+        st = os.fstat(fd)
+        with self._mutex:
+            cached = self._ids.get(path)
+        if cached is not None and cached[:2] == (st.st_dev, st.st_ino) and cached[2] <= st.st_size:
+            ids = set(cached[3])
+            data = os.pread(fd, st.st_size - cached[2], cached[2]) if st.st_size > cached[2] else b""
+        else:
+            ids = set()
+            data = _read_all(fd)
+        for line in data.split(b"\n"):
+            if not line.strip(_JSON_WS):
+                continue
+            try:
+                record = jsonio.loads(line.strip(_JSON_WS))
+            except ValueError:
+                continue  # damage is the reader's and check's business, not this guard's
+            if isinstance(record, dict) and record.get("type") != "session" and isinstance(record.get("id"), str):
+                ids.add(record["id"])
+        with self._mutex:
+            self._ids[path] = (st.st_dev, st.st_ino, st.st_size, ids)
+        return ids
 
     @staticmethod
     def _append_locked(path: str, fd: int, payload: bytes, fsync: bool = True) -> None:
@@ -608,13 +667,26 @@ class JsonlStore:
 
     @staticmethod
     def _replace_locked(path: str, fd: int, data: bytes) -> None:
-        """Atomically replace ``path`` (whose lock ``fd`` holds) with ``data``."""
+        """Atomically replace ``path`` (whose lock ``fd`` holds) with ``data``.
+
+        A symlink is followed: the file it points to is replaced and the link
+        kept, so every name of the session still reaches the same file. The
+        new file keeps the old one's mode and (where permitted) owner. Temp
+        files that a crashed writer left beside it are removed first: they
+        are only ever written under this same exclusive lock.
+        """
+        path = os.path.realpath(path)
+        _remove_stale_temps(path)
         tmp = f"{path}.tmp-{secrets.token_hex(6)}"
         try:
-            mode = stat.S_IMODE(os.fstat(fd).st_mode)
+            held = os.fstat(fd)
             out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o600)
             try:
-                os.fchmod(out, mode)
+                os.fchmod(out, stat.S_IMODE(held.st_mode))
+                try:
+                    os.fchown(out, held.st_uid, held.st_gid)
+                except OSError:
+                    pass  # not permitted for non-root writers: they own what they write anyway
                 _write_all(out, data)
                 os.fsync(out)
             finally:
