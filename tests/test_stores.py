@@ -1182,3 +1182,16 @@ def test_jsonl_fsync_false_skips_only_the_append_fsync(tmp_path, monkeypatch):
     before = len(calls)
     durable.append("s2", [message("e1", None, "user", "a", 1)])
     assert len(calls) == before + 1
+
+
+def test_migrate_file_never_overwrites_an_earlier_backup(tmp_path):
+    from sessiontree.stores.jsonl import migrate_file
+
+    path = tmp_path / "s.jsonl"
+    (tmp_path / "s.jsonl.bak").write_bytes(b"older backup")
+    original = b'{"type":"session","version":3,"id":"b-1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}\n'
+    path.write_bytes(original)
+    result = migrate_file(path)
+    assert result.backup == str(path) + ".bak.1"
+    assert (tmp_path / "s.jsonl.bak").read_bytes() == b"older backup"
+    assert (tmp_path / "s.jsonl.bak.1").read_bytes() == original

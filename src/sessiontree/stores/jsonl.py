@@ -284,7 +284,7 @@ def migrate_file(path: str | os.PathLike[str], *, backup: bool = True) -> Migrat
     Under the file's exclusive lock (the one every writer of this module
     takes), the file is read and parsed; if it is not already canonical
     format 4 its original bytes are first copied to ``<file>.bak`` (when
-    ``backup``) and then the file is replaced by its format-4 form through a
+    ``backup``; ``<file>.bak.1``, ``.bak.2``, ... when that exists) and then the file is replaced by its format-4 form through a
     temporary file in the same directory, fsync and rename. A file that is
     already format 4 is not touched.
 
@@ -302,7 +302,12 @@ def migrate_file(path: str | os.PathLike[str], *, backup: bool = True) -> Migrat
             return MigrationResult(target, parsed.source_version, False)
         backup_path = None
         if backup:
+            # Never overwrite an earlier backup: it may be the only copy of older bytes.
             backup_path = target + ".bak"
+            number = 1
+            while os.path.lexists(backup_path):
+                backup_path = f"{target}.bak.{number}"
+                number += 1
             JsonlStore._replace_locked(backup_path, fd, data)
         JsonlStore._replace_locked(target, fd, parsed.to_bytes())
     return MigrationResult(target, parsed.source_version, True, backup_path)
