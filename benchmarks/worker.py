@@ -187,12 +187,11 @@ class ProjectWired(Project):
 
 # -- appends -----------------------------------------------------------------------------
 
-class _AppendCase(Case):
-    def __init__(self, cmd: dict[str, Any]) -> None:
-        self.count = cmd["count"]
-        self.messages = _messages(cmd["messages"], self.count)
-        self.base = cmd["tmp"]
-        self.dir = ""
+class _ScratchCase(Case):
+    """A case that writes into a fresh scratch directory under ``self.base`` per run."""
+
+    base: str
+    dir: str
 
     def reset(self) -> None:
         if self.dir:
@@ -205,6 +204,15 @@ class _AppendCase(Case):
     def teardown(self) -> None:
         if self.dir:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class _AppendCase(_ScratchCase):
+    def __init__(self, cmd: dict[str, Any]) -> None:
+        self.count = cmd["count"]
+        self.messages = _messages(cmd["messages"], self.count)
+        self.base = cmd["tmp"]
+        self.dir = ""
+
 
 
 class AppendSqlite(_AppendCase):
@@ -398,24 +406,13 @@ class LimitSearch(Case):
 
 # -- import ------------------------------------------------------------------------------
 
-class _ImportCase(Case):
+class _ImportCase(_ScratchCase):
     def __init__(self, cmd: dict[str, Any]) -> None:
         src = cmd["dir"]
         self.files = sorted(os.path.join(src, name) for name in os.listdir(src) if name.endswith(".jsonl"))
         self.base = cmd["tmp"]
         self.dir = ""
 
-    def reset(self) -> None:
-        if self.dir:
-            shutil.rmtree(self.dir, ignore_errors=True)
-        self.dir = tempfile.mkdtemp(dir=self.base)
-
-    def setup(self) -> None:
-        self.reset()
-
-    def teardown(self) -> None:
-        if self.dir:
-            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class ImportSqlite(_ImportCase):

@@ -730,6 +730,11 @@ def _layout(path: Sequence[Entry]) -> _Layout:
         if is_active_compaction(path[index]):
             boundary = index
             break
+    return _layout_at(path, boundary)
+
+
+def _layout_at(path: Sequence[Entry], boundary: int | None) -> _Layout:
+    """The boundary at ``boundary`` (or none) and where its kept tail starts."""
     if boundary is None:
         return _Layout(None, None)
     first_kept_id = path[boundary].get("firstKeptEntryId")
@@ -740,19 +745,6 @@ def _layout(path: Sequence[Entry]) -> _Layout:
             return _Layout(boundary, index)
     # Unknown, after the boundary, on another branch or the boundary itself:
     # no tail, never a resurrection of older content (seed).
-    return _Layout(boundary, None)
-
-
-def _layout_at(path: Sequence[Entry], boundary: int | None) -> _Layout:
-    """:func:`_layout` when the boundary index is already known."""
-    if boundary is None:
-        return _Layout(None, None)
-    first_kept_id = path[boundary].get("firstKeptEntryId")
-    if not isinstance(first_kept_id, str):
-        return _Layout(boundary, None)
-    for index in range(boundary):
-        if path[index].get("id") == first_kept_id:
-            return _Layout(boundary, index)
     return _Layout(boundary, None)
 
 
