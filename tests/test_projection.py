@@ -1210,3 +1210,33 @@ def test_property_projection_never_mutates_input(entries, leaf, repair_trailing)
     assert proj_ids(projection) == ids(context_entries)
     assert repair_orphan_tool_results(projection.messages, repair_trailing) is projection.messages
     assert all(m["role"] in ("system", "user", "assistant", "toolResult") for m in provider)
+
+
+# --------------------------------------------------------------------------- P.9 guard
+
+
+def _assistant_calls(*ids: str, exclude: bool = False) -> dict:
+    message = {"role": "assistant", "stopReason": "toolUse", "timestamp": 1,
+               "content": [{"type": "toolCall", "id": i, "name": "bash", "arguments": {}} for i in ids]}
+    if exclude:
+        message["excludeFromContext"] = True
+    return message
+
+
+def test_tool_pairing_guard_refuses_a_call_id_in_two_assistant_messages() -> None:
+    from sessiontree.errors import ToolPairingError
+    from sessiontree.projection import assert_tool_pairing_invariant
+
+    ok = [_assistant_calls("a", "b"), {"role": "user", "content": "x", "timestamp": 2}, _assistant_calls("c")]
+    assert assert_tool_pairing_invariant(ok) is None
+    # the same id twice inside ONE message is not this guard's business
+    assert assert_tool_pairing_invariant([_assistant_calls("a", "a")]) is None
+    # excluded assistant messages are skipped
+    assert assert_tool_pairing_invariant([_assistant_calls("a"), _assistant_calls("a", exclude=True)]) is None
+    with pytest.raises(ToolPairingError) as info:
+        assert_tool_pairing_invariant([_assistant_calls("a", "b"), _assistant_calls("b"), _assistant_calls("a", "b")])
+    assert info.value.call_ids == ["b", "a"]
+    assert str(info.value) == ("Context is structurally invalid for the provider: tool call ids b, a appear in "
+                               "more than one assistant message. The request was not sent.")
+    with pytest.raises(ValueError, match="tool call id c appears in more than one"):
+        assert_tool_pairing_invariant([_assistant_calls("c"), _assistant_calls("c")])

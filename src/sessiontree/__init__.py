@@ -46,6 +46,7 @@ _LAZY = {
     "UnsupportedVersionError": "errors",
     "SessionInUseError": "errors",
     "ListingCancelledError": "errors",
+    "ToolPairingError": "errors",
 }
 
 
@@ -90,4 +91,5 @@ __all__ = [  # noqa: F822 (resolved lazily by __getattr__)
     "UnsupportedVersionError",
     "SessionInUseError",
     "ListingCancelledError",
+    "ToolPairingError",
 ]

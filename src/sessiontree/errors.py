@@ -21,6 +21,7 @@ __all__ = [
     "UnsupportedVersionError",
     "SessionInUseError",
     "ListingCancelledError",
+    "ToolPairingError",
     "INVALID_SESSION_ID_MESSAGE",
 ]
 
@@ -152,3 +153,22 @@ class ListingCancelledError(SessionError):
 
     def __init__(self) -> None:
         super().__init__("Session listing was cancelled")
+
+
+class ToolPairingError(SessionError, ValueError):
+    """Provider-bound context reuses a tool call id across assistant messages (REFERENCE P.9).
+
+    Not repaired: the request must not be sent.
+
+    Attributes:
+        call_ids: the offending tool call ids, in first-seen order.
+    """
+
+    def __init__(self, call_ids: list[str]) -> None:
+        self.call_ids = call_ids
+        plural = len(call_ids) != 1
+        super().__init__(
+            "Context is structurally invalid for the provider: tool call id"
+            f"{'s' if plural else ''} {', '.join(call_ids)} appear{'' if plural else 's'} in more than one "
+            "assistant message. The request was not sent."
+        )

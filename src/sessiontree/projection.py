@@ -46,6 +46,7 @@ from sessiontree.transcript import (
     serialize_messages,
 )
 from sessiontree._gc import gc_paused
+from sessiontree.errors import ToolPairingError
 from sessiontree.tree import get_branch
 
 __all__ = [
@@ -62,6 +63,7 @@ __all__ = [
     "build_session_projection",
     "build_session_context",
     "is_active_compaction",
+    "assert_tool_pairing_invariant",
 ]
 
 Entry = dict[str, Any]
@@ -463,6 +465,30 @@ def convert_to_llm(
         if converted is not None:
             out.append(converted)
     return repair_orphan_tool_results(out, repair_trailing)
+
+
+def assert_tool_pairing_invariant(messages: Iterable[Mapping[str, Any]]) -> None:
+    """Refuse provider-bound context in which one tool call id appears in two
+    different assistant messages (REFERENCE P.9). Assistant messages with
+    ``excludeFromContext: true`` are skipped. Nothing is repaired.
+
+    Raises:
+        ToolPairingError: naming every such id, in first-seen order.
+    """
+    owner: dict[str, int] = {}
+    repeated: list[str] = []
+    for index, message in enumerate(messages):
+        if message.get("role") != "assistant" or message.get("excludeFromContext") is True:
+            continue
+        content = message.get("content")
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, Mapping) and block.get("type") == "toolCall" and isinstance(block.get("id"), str):
+                call_id = block["id"]
+                first = owner.setdefault(call_id, index)
+                if first != index and call_id not in repeated:
+                    repeated.append(call_id)
+    if repeated:
+        raise ToolPairingError(repeated)
 
 
 def _synthetic_result(call_id: str, name: str, timestamp: Any) -> Message:
