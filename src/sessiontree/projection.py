@@ -718,19 +718,26 @@ def _walk(by_id: Mapping[str, Entry], leaf: str | None) -> list[Entry]:
     return path
 
 
-def _leaf_path(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Entry] | None) -> list[Entry]:
-    """The raw (not normalized) active path for ``leaf_id`` (REFERENCE Q.13 leaf rules)."""
+def _resolve_leaf(entries: Sequence[Entry], leaf_id: LeafArg,
+                  by_id: Mapping[str, Entry] | None) -> tuple[str | None, Mapping[str, Entry]]:
+    """The leaf to walk from and the id index (REFERENCE Q.13 leaf rules):
+    ``None`` when ``leaf_id`` is ``None`` or unknown; the last entry for
+    :data:`LAST_ENTRY`."""
     if leaf_id is None:
-        return []
+        return None, by_id or {}
     if by_id is None:
         by_id = _index(entries)
     if leaf_id is LAST_ENTRY:
-        leaf = _last_id(entries)
-    elif isinstance(leaf_id, str) and leaf_id in by_id:
-        leaf = leaf_id
-    else:
-        return []
-    return _walk(by_id, leaf)
+        return _last_id(entries), by_id
+    if isinstance(leaf_id, str) and leaf_id in by_id:
+        return leaf_id, by_id
+    return None, by_id
+
+
+def _leaf_path(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Entry] | None) -> list[Entry]:
+    """The raw (not normalized) active path for ``leaf_id`` (REFERENCE Q.13 leaf rules)."""
+    leaf, index = _resolve_leaf(entries, leaf_id, by_id)
+    return _walk(index, leaf) if leaf is not None else []
 
 
 def _resolve_path(entries: Sequence[Entry], leaf_id: LeafArg,
@@ -962,15 +969,8 @@ def _scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Ent
     :func:`_scan_down` on :func:`sessiontree.tree.get_branch`'s path (which
     stops where an id repeats), so the result never depends on the route.
     """
-    if leaf_id is None:
-        return _Scan([], "off", None, None, None, {})
-    if by_id is None:
-        by_id = _index(entries)
-    if leaf_id is LAST_ENTRY:
-        leaf = _last_id(entries)
-    elif isinstance(leaf_id, str) and leaf_id in by_id:
-        leaf = leaf_id
-    else:
+    leaf, by_id = _resolve_leaf(entries, leaf_id, by_id)
+    if leaf is None:
         return _Scan([], "off", None, None, None, {})
     path: list[Entry] = []
     append = path.append
