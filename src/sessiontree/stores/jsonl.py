@@ -375,6 +375,8 @@ class JsonlStore:
         self._mutex = threading.RLock()
         #: session id -> file, checked against the file's header before use.
         self._paths: dict[str, str] = {}
+        #: (dev, inode) -> session id whose current format-4 header it was seen to hold.
+        self._current: dict[tuple[int, int], str] = {}
         #: file -> (dev, inode, size, entry ids): the duplicate-id guard of append.
         self._ids: dict[str, tuple[int, int, int, set[str]]] = {}
         #: file -> (stat signature, header or None): header reads skipped for unchanged files.
@@ -583,10 +585,20 @@ class JsonlStore:
             path = self._require(session_id)
             try:
                 with _locked(path, exclusive=True, writable=True) as fd:
-                    current = _header_is_current(_first_line(fd), session_id)
+                    st = os.fstat(fd)
+                    inode = (st.st_dev, st.st_ino)
+                    # A header is only ever changed by an atomic rewrite (a new
+                    # inode), so an inode once checked needs no second look.
+                    with self._mutex:
+                        current = True if self._current.get(inode) == session_id else None
+                    if current is None:
+                        current = _header_is_current(_first_line(fd), session_id)
                     if current is None:
                         self._forget(session_id)
                         continue
+                    if current:
+                        with self._mutex:
+                            self._current[inode] = session_id
                     if not current:
                         parsed = parse_session(_read_all(fd), path)
                         if parsed.header["id"] != session_id:
@@ -596,17 +608,16 @@ class JsonlStore:
                             self._replace_locked(path, fd, parsed.to_bytes() + payload)
                             return
                     if payload:
-                        known = self._file_ids(path, fd)
+                        known = self._file_ids(path, fd, st)
                         clash = next((e["id"] for e in entries if e["id"] in known), None)
                         if clash is not None:
                             # Another writer of this file used the id: appending it again
                             # would make the file unreadable (duplicate ids, D-15).
                             raise InvalidSessionError(f'entry id "{clash}" is already used in this session', path)
-                        self._append_locked(path, fd, payload, self.fsync)
-                        after = os.fstat(fd)
+                        written = self._append_locked(path, fd, payload, self.fsync, st.st_size)
                         known.update(e["id"] for e in entries)
                         with self._mutex:
-                            self._ids[path] = (after.st_dev, after.st_ino, after.st_size, known)
+                            self._ids[path] = (st.st_dev, st.st_ino, st.st_size + written, known)
                     return
             except FileNotFoundError:
                 self._forget(session_id)
@@ -614,14 +625,14 @@ class JsonlStore:
                 raise StorageError(f"cannot append to {path}: {exc}") from exc
         raise SessionNotFoundError(session_id, self.directory)
 
-    def _file_ids(self, path: str, fd: int) -> set[str]:
-        """Entry ids in the locked file ``fd``: cached per inode, reading only the
-        bytes other writers appended since this store last looked."""
-        st = os.fstat(fd)
+    def _file_ids(self, path: str, fd: int, st: os.stat_result) -> set[str]:
+        """Entry ids in the locked file ``fd`` (whose ``fstat`` is ``st``): cached
+        per inode, reading only the bytes other writers appended since this store
+        last looked. The cached set is updated in place (callers hold the lock)."""
         with self._mutex:
             cached = self._ids.get(path)
         if cached is not None and cached[:2] == (st.st_dev, st.st_ino) and cached[2] <= st.st_size:
-            ids = set(cached[3])
+            ids = cached[3]
             data = os.pread(fd, st.st_size - cached[2], cached[2]) if st.st_size > cached[2] else b""
         else:
             ids = set()
@@ -640,8 +651,10 @@ class JsonlStore:
         return ids
 
     @staticmethod
-    def _append_locked(path: str, fd: int, payload: bytes, fsync: bool = True) -> None:
-        size = os.fstat(fd).st_size
+    def _append_locked(path: str, fd: int, payload: bytes, fsync: bool = True, size: int | None = None) -> int:
+        """Append ``payload`` to the locked file; returns the number of bytes written."""
+        if size is None:
+            size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
             tail = _last_line(fd, size)
             if tail.strip(_JSON_WS + b"\x0b\x0c"):
@@ -669,6 +682,7 @@ class JsonlStore:
             if isinstance(exc, OSError):
                 raise StorageError(f"append to {path} failed: {exc}") from exc
             raise
+        return len(payload)
 
     @staticmethod
     def _replace_locked(path: str, fd: int, data: bytes) -> None:
