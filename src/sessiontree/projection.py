@@ -505,6 +505,65 @@ def _synthetic_result(call_id: str, name: str, timestamp: Any) -> Message:
 
 
 
+class _ToolWindow:
+    """The tool-pairing state between one assistant turn and the next
+    (REFERENCE P.4-P.7, D-11): the one implementation behind
+    :func:`repair_orphan_tool_results` and the projection.
+
+    An assistant message closes the previous window and opens its own; a
+    tool result is kept only when its call is allowed in the window and not
+    yet answered; any other non-transparent message closes the window.
+    """
+
+    __slots__ = ("allowed", "answered", "pending", "timestamp")
+
+    def __init__(self) -> None:
+        self.allowed: set[str] = set()
+        self.answered: set[str] = set()
+        self.pending: list[tuple[str, str]] = []
+        self.timestamp: Any = _ABSENT
+
+    @property
+    def is_open(self) -> bool:
+        """Whether closing would do anything."""
+        return bool(self.pending or self.allowed)
+
+    def accept(self, message: Mapping[str, Any]) -> bool:
+        """Whether a ``toolResult`` is kept (else it is an orphan or a duplicate)."""
+        call_id = message.get("toolCallId")
+        if isinstance(call_id, str) and call_id in self.allowed and call_id not in self.answered:
+            self.answered.add(call_id)
+            return True
+        return False
+
+    def close(self) -> list[Message]:
+        """End the window: one synthetic result per unanswered call of a ``toolUse`` turn."""
+        synthetic = [_synthetic_result(call_id, name, self.timestamp)
+                     for call_id, name in self.pending if call_id not in self.answered]
+        self.pending = []
+        self.allowed.clear()
+        self.answered.clear()
+        return synthetic
+
+    def open(self, message: Mapping[str, Any]) -> None:
+        """Start the window of an assistant message (call :meth:`close` first)."""
+        content = message.get("content")
+        if isinstance(content, list):
+            to_use = message.get("stopReason") == "toolUse"
+            for block in content:
+                if (block.__class__ is dict or isinstance(block, Mapping)) and block.get("type") == "toolCall":
+                    call_id, name = block.get("id"), block.get("name")
+                    if isinstance(call_id, str) and isinstance(name, str):
+                        # Only a turn that stopped to use tools expects results;
+                        # aborted, error, length-limited and "pending" turns are
+                        # dropped whole by provider adapters, so a synthetic
+                        # result would be an orphan. One result per id, never two.
+                        if to_use and call_id not in self.allowed:
+                            self.pending.append((call_id, name))
+                        self.allowed.add(call_id)
+        self.timestamp = message.get("timestamp", _ABSENT)
+
+
 def _pair(messages: Sequence[Any], repair_trailing: bool) -> list[int | Message] | None:
     """Tool pairing plan (REFERENCE P.4-P.7, D-11).
 
@@ -514,60 +573,30 @@ def _pair(messages: Sequence[Any], repair_trailing: bool) -> list[int | Message]
     """
     plan: list[int | Message] = []
     changed = False
-    allowed: set[str] = set()
-    answered: set[str] = set()
-    pending: list[tuple[str, str]] = []
-    pending_ts: Any = _ABSENT
-
-    def close() -> None:
-        nonlocal changed, pending
-        for call_id, name in pending:
-            if call_id not in answered:
-                plan.append(_synthetic_result(call_id, name, pending_ts))
-                changed = True
-        pending = []
-        allowed.clear()
-        answered.clear()
-
+    window = _ToolWindow()
     for index, message in enumerate(messages):
         if _is_transparent(message):
             plan.append(index)
             continue
         role = message.get("role")
         if role == "toolResult":
-            call_id = message.get("toolCallId")
-            if isinstance(call_id, str) and call_id in allowed and call_id not in answered:
-                answered.add(call_id)
+            if window.accept(message):
                 plan.append(index)
             else:
                 changed = True  # orphan or duplicate
             continue
-        close()
+        synthetic = window.close()
+        if synthetic:
+            plan.extend(synthetic)
+            changed = True
         plan.append(index)
         if role == "assistant":
-            calls: list[tuple[str, str]] = []
-            content = message.get("content")
-            for block in content if isinstance(content, list) else []:
-                if (
-                    isinstance(block, Mapping)
-                    and block.get("type") == "toolCall"
-                    and isinstance(block.get("id"), str)
-                    and isinstance(block.get("name"), str)
-                ):
-                    calls.append((block["id"], block["name"]))
-            allowed.update(call_id for call_id, _ in calls)
-            # Only a turn that stopped to use tools expects results; aborted,
-            # error, length-limited and "pending" turns are dropped whole by
-            # provider adapters, so a synthetic result would be an orphan.
-            if message.get("stopReason") == "toolUse":
-                seen: set[str] = set()
-                for call_id, name in calls:
-                    if call_id not in seen:  # one result per id, never two
-                        seen.add(call_id)
-                        pending.append((call_id, name))
-            pending_ts = message.get("timestamp", _ABSENT)
+            window.open(message)
     if repair_trailing:
-        close()
+        synthetic = window.close()
+        if synthetic:
+            plan.extend(synthetic)
+            changed = True
     return plan if changed else None
 
 
@@ -1072,49 +1101,15 @@ def _project(
     # message closes its window, or to the last entry when it closes at the end.
     buckets: list[list[Message]] = []
     messages: list[Message] = []
-    allowed: set[str] = set()
-    answered: set[str] = set()
-    pending: list[tuple[str, str]] = []
-    pending_ts: Any = _ABSENT
+    window = _ToolWindow()
     has_system = False
-
-    def close(bucket: list[Message]) -> None:
-        nonlocal pending
-        for call_id, name in pending:
-            if call_id not in answered:
-                synthetic = _synthetic_result(call_id, name, pending_ts)
-                bucket.append(synthetic)
-                messages.append(synthetic)
-        pending = []
-        allowed.clear()
-        answered.clear()
-
-    def open_window(message: Message) -> None:
-        nonlocal pending_ts
-        content = message.get("content")
-        if isinstance(content, list):
-            to_use = message.get("stopReason") == "toolUse"
-            for block in content:
-                if (block.__class__ is dict or isinstance(block, Mapping)) and block.get("type") == "toolCall":
-                    call_id, name = block.get("id"), block.get("name")
-                    if isinstance(call_id, str) and isinstance(name, str):
-                        # Only a turn that stopped to use tools expects results;
-                        # aborted, error, length-limited and "pending" turns are
-                        # dropped whole by provider adapters, so a synthetic
-                        # result would be an orphan. One result per id, never two.
-                        if to_use and call_id not in allowed:
-                            pending.append((call_id, name))
-                        allowed.add(call_id)
-        pending_ts = message.get("timestamp", _ABSENT)
 
     def feed(message: Message, bucket: list[Message]) -> None:
         """The pairing step of :func:`_pair` for one message, appending what is kept."""
         nonlocal has_system
         role = message.get("role")
         if role == "toolResult":
-            call_id = message.get("toolCallId")
-            if isinstance(call_id, str) and call_id in allowed and call_id not in answered:
-                answered.add(call_id)
+            if window.accept(message):
                 bucket.append(message)
                 messages.append(message)
             return  # else: an orphan or a duplicate, dropped
@@ -1123,12 +1118,14 @@ def _project(
             bucket.append(message)
             messages.append(message)
             return
-        if pending or allowed:
-            close(bucket)
+        if window.is_open:
+            synthetic = window.close()
+            bucket.extend(synthetic)
+            messages.extend(synthetic)
         bucket.append(message)
         messages.append(message)
         if role == "assistant":
-            open_window(message)
+            window.open(message)
 
     start = 0
     if layout.boundary is not None:
@@ -1145,7 +1142,6 @@ def _project(
         start = 1 + len(tail_entries)
 
     add_bucket = buckets.append
-    add_message = messages.append
     for entry in context_entries[start:] if start else context_entries:
         kind = entry.get("type")
         if kind == "message":
@@ -1168,32 +1164,13 @@ def _project(
                 if message is None:
                     add_bucket([])
                     continue
-        # Inline fast paths of feed() for the two commonest roles.
-        role = message.get("role")
-        if role == "toolResult":
-            call_id = message.get("toolCallId")
-            if isinstance(call_id, str) and call_id in allowed and call_id not in answered:
-                answered.add(call_id)
-                add_bucket([message])
-                add_message(message)
-            else:
-                add_bucket([])  # an orphan or a duplicate, dropped
-        elif role == "assistant":
-            if pending or allowed:
-                bucket = []
-                close(bucket)
-                bucket.append(message)
-            else:
-                bucket = [message]
-            add_message(message)
-            add_bucket(bucket)
-            open_window(message)
-        else:
-            bucket = []
-            feed(message, bucket)
-            add_bucket(bucket)
-    if repair_trailing and (pending or allowed) and buckets:
-        close(buckets[-1])
+        bucket = []
+        feed(message, bucket)
+        add_bucket(bucket)
+    if repair_trailing and window.is_open and buckets:
+        synthetic = window.close()
+        buckets[-1].extend(synthetic)
+        messages.extend(synthetic)
 
     projected = [ProjectedEntry(e, bucket) for e, bucket in zip(context_entries, buckets)]
     return SessionProjection(
