@@ -630,3 +630,24 @@ def test_store_open_error_never_falls_back(tmp_path):
     bad.write_bytes(b"this is not a database" * 100)
     with pytest.raises(errors.StoreOpenError):
         SessionManager.create(str(tmp_path), store=f"sqlite:///{bad}").append_message(user("x"))
+
+
+def test_fork_from_inherits_a_valid_classification_only(tmp_path):
+    header = {"type": "session", "version": 4, "id": "wf-src", "createdAt": "2026-01-01T00:00:00.000Z",
+              "cwd": "/w", "internal": True, "workflow": WORKFLOW}
+    src = tmp_path / "wf.jsonl"
+    src.write_text(json.dumps(header) + "\n")
+    assert SessionManager.fork_from(str(src), str(tmp_path), store=MemoryStore()).get_header()["workflow"] == WORKFLOW
+    malformed = {**header, "id": "wf-bad", "workflow": {**WORKFLOW, "stageName": " "}}
+    src.write_text(json.dumps(malformed) + "\n")
+    forked = SessionManager.fork_from(str(src), str(tmp_path), store=MemoryStore()).get_header()
+    assert "internal" not in forked and "workflow" not in forked  # a malformed marker is never copied
+
+
+def test_import_session_of_an_already_read_file(store, tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b'{"type":"session","version":4,"id":"pre-read","createdAt":"2026-01-01T00:00:00.000Z","cwd":"/w"}\n')
+    parsed = read_session_file(str(src))
+    assert SessionManager.import_session(parsed, None, store).get_session_id() == "pre-read"
+    with pytest.raises(errors.SessionExistsError):
+        SessionManager.import_session(parsed, None, store)

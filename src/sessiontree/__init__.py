@@ -18,6 +18,9 @@ Layering (imports point one way only): ``format`` <- ``tree``/``projection``
 from importlib import import_module
 from typing import Any
 
+from . import errors as _errors
+from .errors import *  # noqa: F403 - the exception hierarchy: a small leaf module, always loaded
+
 # Attributes are imported on first use (PEP 562): ``import sessiontree.format``
 # stays cheap and never drags in the stores or the manager.
 _LAZY = {
@@ -35,18 +38,6 @@ _LAZY = {
     "build_session_projection": "projection",
     "NameState": "tree",
     "TreeNode": "tree",
-    "SessionError": "errors",
-    "SessionNotFoundError": "errors",
-    "SessionExistsError": "errors",
-    "EntryNotFoundError": "errors",
-    "InvalidSessionIdError": "errors",
-    "StoreOpenError": "errors",
-    "StorageError": "errors",
-    "InvalidSessionError": "errors",
-    "UnsupportedVersionError": "errors",
-    "SessionInUseError": "errors",
-    "ListingCancelledError": "errors",
-    "ToolPairingError": "errors",
 }
 
 
@@ -65,31 +56,7 @@ def __dir__() -> list[str]:
 
 __version__ = "0.1.0"
 
-__all__ = [  # noqa: F822 (resolved lazily by __getattr__)
-    "SessionManager",
-    "SessionStore",
-    "SqliteStore",
-    "JsonlStore",
-    "MemoryStore",
-    "open_store",
-    "SessionInfo",
-    "ParsedSession",
-    "parse_session",
-    "read_session_file",
-    "serialize_session",
-    "build_session_projection",
-    "NameState",
-    "TreeNode",
-    "SessionError",
-    "SessionNotFoundError",
-    "SessionExistsError",
-    "EntryNotFoundError",
-    "InvalidSessionIdError",
-    "StoreOpenError",
-    "StorageError",
-    "InvalidSessionError",
-    "UnsupportedVersionError",
-    "SessionInUseError",
-    "ListingCancelledError",
-    "ToolPairingError",
+__all__ = [  # noqa: F822 (most names resolved lazily by __getattr__)
+    *_LAZY,
+    *(name for name in _errors.__all__ if name != "INVALID_SESSION_ID_MESSAGE"),
 ]

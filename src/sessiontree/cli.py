@@ -294,13 +294,16 @@ def _same_session(a: ParsedSession, b: ParsedSession) -> bool:
 
 
 def _import_one(store: SessionStore, path: Path) -> dict[str, Any]:
+    """Import one file, reading it once; an id already stored is "present" when
+    the stored session equals the file, else a rejection."""
     row: dict[str, Any] = {"path": str(path), "status": "rejected", "sessionId": None, "reason": None}
     try:
-        manager = SessionManager.import_from_jsonl(path, None, store)
+        parsed = read_session_file(path)
+        row["sessionId"] = parsed.header["id"]
+        manager = SessionManager.import_session(parsed, None, store)
     except SessionExistsError as exc:
-        row["sessionId"] = exc.session_id
         try:
-            same = _same_session(read_session_file(path), store.load(exc.session_id))
+            same = _same_session(parsed, store.read(exc.session_id))
         except (SessionError, OSError, ValueError) as inner:
             row["reason"] = f"session id already present; comparing failed: {_reason(inner)}"
             return row
@@ -312,8 +315,7 @@ def _import_one(store: SessionStore, path: Path) -> dict[str, Any]:
     except (SessionError, OSError, ValueError) as exc:
         row["reason"] = _reason(exc)
         return row
-    row.update(status="imported", sessionId=manager.get_session_id(),
-               entries=len(manager.get_entries()))
+    row.update(status="imported", entries=len(manager.get_entries()))
     return row
 
 

@@ -317,7 +317,17 @@ class SessionManager:
             InvalidSessionIdError: the file's session id is not a valid id.
             SessionExistsError: the id is already in the target store (target untouched).
         """
-        parsed = read_session_file(input_path)
+        return cls.import_session(read_session_file(input_path), cwd, target)
+
+    @classmethod
+    def import_session(cls, parsed: ParsedSession, cwd: str | None = None,
+                       target: StoreOrDir | None = None) -> SessionManager:
+        """Import an already-read session (see :meth:`import_from_jsonl`), for
+        callers that have parsed the file themselves and should not read it twice.
+
+        Raises:
+            InvalidSessionIdError, SessionExistsError: as :meth:`import_from_jsonl`.
+        """
         validate_session_id(parsed.header["id"])
         store = _store_or_dir(target)
         header = dict(parsed.header)
