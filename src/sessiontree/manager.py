@@ -35,7 +35,7 @@ from .errors import (
 from .format import ParsedSession, read_session_file
 from .ids import new_entry_id, new_session_id, validate_session_id
 from .info import SessionInfo, is_classified
-from .migrations import parent_session_to_id
+from .migrations import parent_session_to_id, upgrade_header
 from .normalize import normalize_nested_calls, normalize_summary
 from .stores import open_store
 from .stores.base import CancelEvent, ProgressCallback, SessionStore
@@ -252,8 +252,6 @@ class SessionManager:
         headers = [r for r in records if r.get("type") == "session"]
         body = [r for r in records if r.get("type") != "session"]
         if headers:
-            from .migrations import upgrade_header
-
             header = upgrade_header(headers[0])
         else:
             header = _new_header(id, cwd, parent_session, _classification(internal, workflow))
