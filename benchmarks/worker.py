@@ -34,7 +34,6 @@ import orjson
 from sessiontree import SessionManager
 from sessiontree.format import read_session_file
 from sessiontree.ids import new_entry_id
-from sessiontree.projection import build_session_projection
 from sessiontree.stores.jsonl import JsonlStore
 from sessiontree.stores.sqlite import SqliteStore
 
@@ -148,7 +147,9 @@ class LimitParse(Case):
 # -- projection --------------------------------------------------------------------------
 
 class Project(Case):
-    """``build_session_projection()`` of the active (deepest) branch of a loaded session."""
+    """A cold ``build_session_projection()`` of the active (deepest) branch of a loaded
+    session: the manager's kept projection is dropped before each run, so every run is
+    what a manager's first call after ``open`` does."""
 
     def __init__(self, cmd: dict[str, Any]) -> None:
         self.db, self.id = cmd["db"], cmd["id"]
@@ -157,32 +158,60 @@ class Project(Case):
         self.manager = SessionManager.open(SqliteStore(self.db), self.id)
 
     def run(self) -> Any:
+        self.manager._projector = None  # private: forces a build from scratch
         return len(self.manager.build_session_projection().messages)
 
 
-class ProjectWired(Project):
-    """What-if, not the shipped manager: ``build_session_projection`` called the way
-    ``SessionManager`` could call it: with the tree's own id index (``by_id``)
-    and the D-11 trailing-repair rule decided by walking up from the leaf to the
-    last assistant message only, instead of materializing the whole branch."""
+class ProjectWarm(Project):
+    """``build_session_projection()`` again on an unchanged session: the manager's kept
+    projection, copied out (the reference rebuilds on every call)."""
 
     def run(self) -> Any:
-        manager = self.manager
-        tree = manager._tree  # the manager's SessionTree (private; a what-if row)
-        by_id, appended = tree.by_id, manager._appended
-        repair = True
-        current, budget = tree.leaf_id, len(by_id)
-        while current is not None and budget >= 0:
-            entry = by_id.get(current)
-            if entry is None:
-                break
-            message = entry.get("message") if entry.get("type") == "message" else None
-            if isinstance(message, dict) and message.get("role") == "assistant":
-                repair = entry["id"] not in appended
-                break
-            current, budget = entry.get("parentId"), budget - 1
-        return len(build_session_projection(tree.entries, tree.leaf_id, by_id=by_id,
-                                            repair_trailing=repair).messages)
+        return len(self.manager.build_session_projection().messages)
+
+
+def turn_messages(turn: int, stamp: int) -> list[dict[str, Any]]:
+    """One agent turn: a prompt, a tool call, its result, the answer (the Node driver builds the same)."""
+    call = f"call_turn_{turn}"
+    usage = {"input": 1200, "output": 80, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 1280,
+             "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
+    common = {"api": "anthropic-messages", "provider": "anthropic", "model": "claude-sonnet-4-5", "usage": usage}
+    return [
+        {"role": "user", "content": [{"type": "text", "text": f"Turn {turn}: run the tests again."}],
+         "timestamp": stamp},
+        {"role": "assistant", "content": [{"type": "toolCall", "id": call, "name": "bash",
+                                           "arguments": {"command": "pytest -q"}}],
+         "stopReason": "toolUse", "timestamp": stamp + 1, **common},
+        {"role": "toolResult", "toolCallId": call, "toolName": "bash",
+         "content": [{"type": "text", "text": "412 passed in 3.1s"}], "isError": False, "timestamp": stamp + 2},
+        {"role": "assistant", "content": [{"type": "text", "text": "All 412 tests pass."}],
+         "stopReason": "stop", "timestamp": stamp + 3, **common},
+    ]
+
+
+class Turn(Case):
+    """One agent turn in a live session: append its four messages (durable SQLite
+    appends, one transaction each), then ``build_session_context()``. The session is
+    a copy of the benchmark's; it grows by a turn per run."""
+
+    def __init__(self, cmd: dict[str, Any]) -> None:
+        self.db, self.id, self.base = cmd["db"], cmd["id"], cmd["tmp"]
+        self.turn = 0
+
+    def setup(self) -> None:
+        self.dir = tempfile.mkdtemp(dir=self.base)
+        copy = os.path.join(self.dir, "s.db")
+        shutil.copyfile(self.db, copy)
+        self.manager = SessionManager.open(SqliteStore(copy), self.id)
+
+    def run(self) -> Any:
+        self.turn += 1
+        for message in turn_messages(self.turn, 1_800_000_000_000 + 10 * self.turn):
+            self.manager.append_message(message)
+        return len(self.manager.build_session_context().messages)
+
+    def teardown(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 # -- appends -----------------------------------------------------------------------------
@@ -462,7 +491,8 @@ OPS: dict[str, Callable[[dict[str, Any]], Case]] = {
     "read_file": ReadFile,
     "limit_parse": LimitParse,
     "project": Project,
-    "project_wired": ProjectWired,
+    "project_warm": ProjectWarm,
+    "turn": Turn,
     "append_sqlite": AppendSqlite,
     "append_jsonl": AppendJsonl,
     "append_sqlite_batch": AppendSqliteBatch,

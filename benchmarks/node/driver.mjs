@@ -47,6 +47,23 @@ function jsonlFiles(dir) {
     .map((name) => join(dir, name));
 }
 
+// One agent turn: a prompt, a tool call, its result, the answer (= worker.turn_messages).
+function turnMessages(turn, stamp) {
+  const call = `call_turn_${turn}`;
+  const usage = { input: 1200, output: 80, cacheRead: 0, cacheWrite: 0, totalTokens: 1280,
+    cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } };
+  const common = { api: "anthropic-messages", provider: "anthropic", model: "claude-sonnet-4-5", usage };
+  return [
+    { role: "user", content: [{ type: "text", text: `Turn ${turn}: run the tests again.` }], timestamp: stamp },
+    { role: "assistant", content: [{ type: "toolCall", id: call, name: "bash", arguments: { command: "pytest -q" } }],
+      stopReason: "toolUse", timestamp: stamp + 1, ...common },
+    { role: "toolResult", toolCallId: call, toolName: "bash",
+      content: [{ type: "text", text: "412 passed in 3.1s" }], isError: false, timestamp: stamp + 2 },
+    { role: "assistant", content: [{ type: "text", text: "All 412 tests pass." }],
+      stopReason: "stop", timestamp: stamp + 3, ...common },
+  ];
+}
+
 // Each case: { setup(), run(), reset(), teardown() }; run() may be async.
 function makeCase(cmd, SessionManager) {
   const cwd = "/home/dev/work/project";
@@ -85,6 +102,30 @@ function makeCase(cmd, SessionManager) {
           return manager.buildSessionProjection().messages.length;
         },
         teardown() {},
+      };
+    }
+    case "turn": {
+      // One agent turn in a live session (same messages as worker.turn_messages):
+      // appendMessage x4 (appendFileSync, no fsync), then buildSessionContext().
+      // The session is a copy; it grows by a turn per run.
+      let manager, scratch;
+      let turn = 0;
+      return {
+        setup() {
+          scratch = mkdtempSync(join(cmd.tmp, "turn-"));
+          const target = join(scratch, "session.jsonl");
+          copyFileSync(cmd.file, target);
+          manager = SessionManager.open(target, scratch);
+        },
+        reset() {},
+        run() {
+          turn += 1;
+          for (const message of turnMessages(turn, 1_800_000_000_000 + 10 * turn)) manager.appendMessage(message);
+          return manager.buildSessionContext().messages.length;
+        },
+        teardown() {
+          if (scratch) rmSync(scratch, { recursive: true, force: true });
+        },
       };
     }
     case "append": {

@@ -34,6 +34,7 @@ from .errors import (
 )
 from .format import ParsedSession, read_session_file
 from .ids import new_entry_id, new_session_id, validate_session_id
+from ._gc import gc_paused
 from .info import SessionInfo, is_classified
 from .migrations import parent_session_to_id, upgrade_header
 from .normalize import normalize_nested_calls, normalize_summary
@@ -145,6 +146,9 @@ class SessionManager:
         self._session_file = session_file
         # Ids this process appended: their tools may still run (D-11).
         self._appended: set[str] = set()
+        # The last projection's state, for the tree it was built from and the
+        # number of entries it has seen (see _current_projector).
+        self._projector: tuple[SessionTree, int, _projection.ProjectionBuilder] | None = None
 
     # ------------------------------------------------------------------ factories
 
@@ -789,11 +793,46 @@ class SessionManager:
             current = entry.get("parentId")
         return True
 
+    def _current_projector(self) -> _projection.ProjectionBuilder:
+        """The projection state of the active branch, extended rather than rebuilt when possible.
+
+        Entries are only ever appended, so a projection built for leaf L
+        stays right for as long as the leaf is L, and grows by the entries
+        appended below it. Anything else (another leaf, a new compaction
+        boundary, a context edit, another tree, fewer entries after a rolled
+        back write) builds it afresh.
+        """
+        tree = self._tree
+        cached = self._projector
+        if cached is not None and cached[0] is tree and cached[1] <= len(tree.entries):
+            _, seen, projector = cached
+            fresh = True
+            for entry in tree.entries[seen:] if seen < len(tree.entries) else ():
+                # Entries on other branches are skipped: they can never be
+                # ancestors of a leaf that the projector reaches.
+                if entry.get("parentId") == projector.leaf_id and not projector.advance(entry):
+                    fresh = False
+                    break
+            if fresh and projector.leaf_id == tree.leaf_id:
+                self._projector = (tree, len(tree.entries), projector)
+                return projector
+        with gc_paused():
+            projector = _projection.ProjectionBuilder.build(tree.entries, tree.leaf_id, tree.by_id)
+        self._projector = (tree, len(tree.entries), projector)
+        return projector
+
     def build_session_projection(self) -> _projection.SessionProjection:
-        """The model-visible projection of the active branch (seed "Context Building", SPEC §6)."""
-        return _projection.build_session_projection(self._tree.entries, self._tree.leaf_id,
-                                                     by_id=self._tree.by_id,
-                                                     repair_trailing=self._repair_trailing())
+        """The model-visible projection of the active branch (seed "Context Building", SPEC §6).
+
+        Same result as :func:`sessiontree.projection.build_session_projection`
+        for the leaf (with D-11 trailing repair unless the last assistant turn
+        was appended by this manager), but the manager keeps the projection's
+        state between calls: after appending a turn, the next call costs in
+        proportion to the new entries (plus copying the message list), not
+        to the branch. A new boundary, a context edit or a leaf move
+        rebuilds it.
+        """
+        return self._current_projector().result(self._repair_trailing())
 
     def build_session_context(self) -> _projection.SessionContext:
         """Messages, thinking level and model for the model (seed ``buildSessionContext``)."""

@@ -36,6 +36,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from datetime import datetime, timedelta, timezone
 from typing import Any, Final
 
@@ -54,6 +55,7 @@ __all__ = [
     "LAST_ENTRY",
     "ProjectedEntry",
     "SessionProjection",
+    "ProjectionBuilder",
     "SessionContext",
     "convert_to_llm",
     "repair_orphan_tool_results",
@@ -134,9 +136,7 @@ class SessionProjection:
     """The context-edited projection of one branch (seed "Context Building", REFERENCE Q.17).
 
     Attributes:
-        entries: exactly :func:`build_context_entries` for the same leaf, each
-            with its messages.
-        messages: the concatenation of ``entries[i].messages`` (agent
+        messages: the model-visible messages in context order (agent
             messages, not provider-converted).
         thinking_level: the last ``thinking_level_change`` on the path, ``"off"``
             by default.
@@ -146,14 +146,36 @@ class SessionProjection:
             default (REFERENCE §3.8).
         system_message: the replayed system state of ``messages``
             (:func:`get_current_system_message`), ``None`` without one.
+        entries: (property) exactly :func:`build_context_entries` for the
+            same leaf, each as a :class:`ProjectedEntry` with its messages;
+            ``messages`` is the concatenation of their ``messages``.
+
+    Built by :func:`build_session_projection`. ``entries`` is materialized
+    on first access from the source entries and, per source entry, the
+    offset in ``messages`` where its messages end: most callers (building a
+    request) only read ``messages``, and one object per entry of a long
+    branch costs more than the rest of the projection.
     """
 
-    entries: list[ProjectedEntry]
     messages: list[dict[str, Any]]
     thinking_level: str = "off"
     model: dict[str, Any] | None = None
     context_window: int | None = None
     system_message: dict[str, Any] | None = None
+    #: The context entries, in order (``build_context_entries``).
+    sources: Sequence[dict[str, Any]] = field(default=(), repr=False)
+    #: ``ends[i]``: the offset in ``messages`` just past ``sources[i]``'s
+    #: messages (non-decreasing; the last one is ``len(messages)``).
+    ends: Sequence[int] = field(default=(), repr=False)
+
+    @cached_property
+    def entries(self) -> list[ProjectedEntry]:
+        """One :class:`ProjectedEntry` per context entry, built once on first access."""
+        messages, start, out = self.messages, 0, []
+        for source, end in zip(self.sources, self.ends):
+            out.append(ProjectedEntry(source, messages[start:end]))
+            start = end
+        return out
 
 
 @dataclass(frozen=True)
@@ -536,10 +558,14 @@ class _ToolWindow:
             return True
         return False
 
+    def synthetic(self) -> list[Message]:
+        """One synthetic result per unanswered call of a ``toolUse`` turn (the window stays open)."""
+        return [_synthetic_result(call_id, name, self.timestamp)
+                for call_id, name in self.pending if call_id not in self.answered]
+
     def close(self) -> list[Message]:
-        """End the window: one synthetic result per unanswered call of a ``toolUse`` turn."""
-        synthetic = [_synthetic_result(call_id, name, self.timestamp)
-                     for call_id, name in self.pending if call_id not in self.answered]
+        """End the window, returning :meth:`synthetic`."""
+        synthetic = self.synthetic()
         self.pending = []
         self.allowed.clear()
         self.answered.clear()
@@ -868,32 +894,38 @@ def _edited_message(entry: Entry, edits: Mapping[str, Entry]) -> Message | None:
     return {**message, "content": content}
 
 
+def _setting(entry: Entry) -> tuple[str, Any] | None:
+    """The setting one path entry sets (REFERENCE Q.3, S), as ``(attribute, value)``
+    with attribute ``"thinking_level"``, ``"model"`` or ``"context_window"``;
+    ``None`` when it sets none."""
+    kind = entry.get("type")
+    if kind == "thinking_level_change":
+        level = entry.get("thinkingLevel")
+        return ("thinking_level", level) if isinstance(level, str) else None
+    if kind == "model_change":
+        return "model", {"provider": entry.get("provider"), "modelId": entry.get("modelId")}
+    if kind == "context_window_change":
+        value = entry.get("contextWindow")
+        return ("context_window", value) if isinstance(value, int) and not isinstance(value, bool) else None
+    if kind == "message":
+        message = entry.get("message")
+        if isinstance(message, Mapping) and message.get("role") == "assistant":
+            provider, model_id = message.get("provider"), message.get("model")
+            # S.2 [P]: an assistant without provider/model says nothing
+            # about the model; the original set a half-undefined object.
+            if isinstance(provider, str) and isinstance(model_id, str):
+                return "model", {"provider": provider, "modelId": model_id}
+    return None
+
+
 def _replay_settings(path: Iterable[Entry]) -> tuple[str, dict[str, Any] | None, int | None]:
     """REFERENCE Q.3, S: thinking level, model and context window of the whole path."""
-    thinking_level = "off"
-    model: dict[str, Any] | None = None
-    context_window: int | None = None
+    settings: dict[str, Any] = {"thinking_level": "off", "model": None, "context_window": None}
     for entry in path:
-        kind = entry.get("type")
-        if kind == "thinking_level_change":
-            level = entry.get("thinkingLevel")
-            if isinstance(level, str):
-                thinking_level = level
-        elif kind == "model_change":
-            model = {"provider": entry.get("provider"), "modelId": entry.get("modelId")}
-        elif kind == "context_window_change":
-            value = entry.get("contextWindow")
-            if isinstance(value, int) and not isinstance(value, bool):
-                context_window = value
-        elif kind == "message":
-            message = entry.get("message")
-            if isinstance(message, Mapping) and message.get("role") == "assistant":
-                provider, model_id = message.get("provider"), message.get("model")
-                # S.2 [P]: an assistant without provider/model says nothing
-                # about the model; the original set a half-undefined object.
-                if isinstance(provider, str) and isinstance(model_id, str):
-                    model = {"provider": provider, "modelId": model_id}
-    return thinking_level, model, context_window
+        setting = _setting(entry)
+        if setting is not None:
+            settings[setting[0]] = setting[1]
+    return settings["thinking_level"], settings["model"], settings["context_window"]
 
 
 # --------------------------------------------------------------------------
@@ -1086,101 +1118,183 @@ def _project(
     by_id: Mapping[str, Entry] | None,
     repair_trailing: bool,
 ) -> SessionProjection:
-    # Pass 1, walking up from the leaf: the path (P.1-normalized), settings
-    # replay (Q.3, S), the latest active boundary (Q.4), the latest valid
-    # edit per target (R.4).
-    scan = _scan_up(entries, leaf_id, by_id)
-    path, boundary, edits = scan.path, scan.boundary, scan.edits
-    thinking_level, model, context_window = scan.thinking_level, scan.model, scan.context_window
+    return ProjectionBuilder.build(entries, leaf_id, by_id).result(repair_trailing, copy=False)
 
-    layout = _layout_at(path, boundary)
-    context_entries = _context_entries(path, layout)
 
-    # Pass 2 over the context entries: messages (edits applied) and tool
-    # pairing (D-11) inline. A synthetic result belongs to the entry whose
-    # message closes its window, or to the last entry when it closes at the end.
-    buckets: list[list[Message]] = []
-    messages: list[Message] = []
-    window = _ToolWindow()
-    has_system = False
+class ProjectionBuilder:
+    """A branch's projection that can grow with the branch (seed "Context Building").
 
-    def feed(message: Message, bucket: list[Message]) -> None:
-        """The pairing step of :func:`_pair` for one message, appending what is kept."""
-        nonlocal has_system
-        role = message.get("role")
-        if role == "toolResult":
-            if window.accept(message):
-                bucket.append(message)
-                messages.append(message)
-            return  # else: an orphan or a duplicate, dropped
-        if role != "assistant" and _is_transparent(message):
-            has_system = has_system or role == "system"
-            bucket.append(message)
-            messages.append(message)
-            return
-        if window.is_open:
-            synthetic = window.close()
-            bucket.extend(synthetic)
-            messages.extend(synthetic)
-        bucket.append(message)
-        messages.append(message)
-        if role == "assistant":
-            window.open(message)
+    :meth:`build` projects a branch from scratch, exactly as
+    :func:`build_session_projection`; :meth:`advance` extends it by one entry
+    appended below its leaf, in time proportional to that entry;
+    :meth:`result` gives the :class:`SessionProjection`.
+    :class:`~sessiontree.manager.SessionManager` keeps one between calls, so
+    an agent that appends a turn and rebuilds its context does work in
+    proportion to the turn, not to the session. What cannot be applied
+    incrementally (a new active compaction boundary, a context edit) makes
+    :meth:`advance` refuse; the caller then builds afresh.
 
-    start = 0
-    if layout.boundary is not None:
+    Attributes:
+        leaf_id: the leaf projected so far (``None`` for an empty branch).
+
+    The synthetic results of a tool window still open at the leaf are not
+    part of the state: whether they are wanted depends on the caller (D-11),
+    so :meth:`result` adds them.
+    """
+
+    __slots__ = ("leaf_id", "sources", "messages", "ends", "window", "system_messages", "edits",
+                 "thinking_level", "model", "context_window")
+
+    def __init__(self, leaf_id: str | None, thinking_level: str, model: dict[str, Any] | None,
+                 context_window: int | None, edits: dict[str, Entry]) -> None:
+        self.leaf_id = leaf_id
+        self.sources: list[Entry] = []  # the context entries (build_context_entries)
+        self.messages: list[Message] = []
+        self.ends: list[int] = []  # per source: offset in messages just past its own
+        self.window = _ToolWindow()
+        self.system_messages: list[Message] = []
+        self.edits = edits
+        self.thinking_level = thinking_level
+        self.model = model
+        self.context_window = context_window
+
+    @classmethod
+    def build(cls, entries: Sequence[Entry], leaf_id: LeafArg,
+              by_id: Mapping[str, Entry] | None) -> ProjectionBuilder:
+        """Project the branch of ``leaf_id`` from scratch (see :func:`build_session_projection`)."""
+        # Pass 1, walking up from the leaf: the path (P.1-normalized), settings
+        # replay (Q.3, S), the latest active boundary (Q.4), the latest valid
+        # edit per target (R.4).
+        scan = _scan_up(entries, leaf_id, by_id)
+        path, edits = scan.path, scan.edits
+        self = cls(path[-1]["id"] if path else None, scan.thinking_level, scan.model,
+                   scan.context_window, edits)
+        layout = _layout_at(path, scan.boundary)
+        context_entries = _context_entries(path, layout)
+        self.sources = context_entries
+        if layout.boundary is None:
+            self._extend(context_entries)
+            return self
         tail_entries = context_entries[1 : 1 + _tail_length(layout)]
         tail_messages = [m for e in tail_entries if (m := _edited_message(e, edits)) is not None]
         # REFERENCE §2.1: convert (pairing repaired, no trailing repair),
         # then serialize in retained mode.
         tail_chunks = serialize_messages(convert_to_llm(tail_messages), "retained")
-        bucket: list[Message] = []
-        for message in _boundary_messages(context_entries[0], tail_chunks):
-            feed(message, bucket)
-        buckets.append(bucket)
-        buckets.extend([] for _ in tail_entries)
-        start = 1 + len(tail_entries)
+        # The boundary's messages go through the same pairing steps as
+        # everything else, as stand-in entries without ids (no edit applies).
+        stand_ins = [{"type": "message", "message": m}
+                     for m in _boundary_messages(context_entries[0], tail_chunks)]
+        after = context_entries[1 + len(tail_entries):]
+        self._extend(stand_ins)
+        # The boundary entry owns what its stand-ins produced; the kept-tail
+        # entries own nothing (their text is in the boundary message).
+        self.ends[:] = [len(self.messages)] * (1 + len(tail_entries))
+        self._extend(after)
+        return self
 
-    add_bucket = buckets.append
-    for entry in context_entries[start:] if start else context_entries:
-        kind = entry.get("type")
-        if kind == "message":
-            message = entry.get("message")
-            if message.__class__ is not dict and not isinstance(message, dict):
-                add_bucket([])
-                continue
-        elif kind == "custom_message" or kind == "branch_summary":
-            message = _context_message(entry)
-            if message is None:
-                add_bucket([])
-                continue
-        else:
-            add_bucket([])
-            continue
-        if edits:
-            entry_id = entry.get("id")
-            if isinstance(entry_id, str) and entry_id in edits:
-                message = _edited_message(entry, edits)
-                if message is None:
-                    add_bucket([])
+    def _extend(self, body: Iterable[Entry]) -> None:
+        """Pass 2 over context entries (P.1-normalized): their messages, edits
+        applied, and tool pairing (D-11). Records one end offset per entry."""
+        # The projection's hot path, one iteration per entry of the branch:
+        # the pairing step of :func:`_pair` is spelled out inline. A synthetic
+        # result belongs to the entry whose message closes its window.
+        messages, edits, window = self.messages, self.edits, self.window
+        push, mark = messages.append, self.ends.append
+        accept, open_window = window.accept, window.open
+        for entry in body:
+            kind = entry.get("type")
+            if kind == "message":
+                message = entry.get("message")
+                if message.__class__ is not dict and not isinstance(message, dict):
+                    mark(len(messages))
                     continue
-        bucket = []
-        feed(message, bucket)
-        add_bucket(bucket)
-    if repair_trailing and window.is_open and buckets:
-        synthetic = window.close()
-        buckets[-1].extend(synthetic)
-        messages.extend(synthetic)
+            elif kind == "custom_message" or kind == "branch_summary":
+                message = _context_message(entry)
+                if message is None:
+                    mark(len(messages))
+                    continue
+            else:
+                mark(len(messages))
+                continue
+            if edits:
+                entry_id = entry.get("id")
+                if isinstance(entry_id, str) and entry_id in edits:
+                    message = _edited_message(entry, edits)
+                    if message is None:
+                        mark(len(messages))
+                        continue
+            role = message.get("role")
+            if role == "toolResult":
+                if accept(message):
+                    push(message)
+                # else: an orphan or a duplicate, dropped
+            elif role == "assistant":
+                if window.pending or window.allowed:
+                    messages.extend(window.close())
+                push(message)
+                open_window(message)
+            elif _is_transparent(message):
+                if role == "system":
+                    self.system_messages.append(message)
+                push(message)
+            else:
+                if window.pending or window.allowed:
+                    messages.extend(window.close())
+                push(message)
+            mark(len(messages))
 
-    projected = [ProjectedEntry(e, bucket) for e, bucket in zip(context_entries, buckets)]
-    return SessionProjection(
-        entries=projected,
-        messages=messages,
-        thinking_level=thinking_level,
-        model=model,
-        context_window=context_window,
-        system_message=get_current_system_message(messages) if has_system else None,
-    )
+    def advance(self, entry: Entry) -> bool:
+        """Extend the projection by ``entry``, a new child of :attr:`leaf_id`.
+
+        Returns:
+            ``False``, changing nothing, when ``entry`` is not a child of the
+            leaf or changes earlier context (an active compaction boundary, a
+            context edit): the projection must then be built afresh.
+        """
+        entry_id = entry.get("id")
+        if (not isinstance(entry_id, str) or self.leaf_id is None
+                or entry.get("parentId") != self.leaf_id or entry_id in self.edits):
+            return False
+        kind = entry.get("type")
+        if kind == "context_edit" or is_active_compaction(entry):
+            return False
+        setting = _setting(entry)
+        if setting is not None:
+            name, value = setting
+            setattr(self, name, value)
+        entry = _normalize_entry(entry)
+        self.sources.append(entry)
+        self._extend((entry,))
+        self.leaf_id = entry_id
+        return True
+
+    def result(self, repair_trailing: bool, *, copy: bool = True) -> SessionProjection:
+        """The projection. ``copy=False`` hands over the lists (the projector is then spent).
+
+        ``repair_trailing``: close tool calls still open at the end with
+        synthetic results, owned by the last entry (D-11).
+        """
+        messages, ends, sources = self.messages, self.ends, self.sources
+        window = self.window
+        trailing = (window.pending or window.allowed) and repair_trailing and ends
+        if copy or trailing:
+            messages, ends = list(messages), list(ends)
+        if copy:
+            sources = list(sources)
+        if trailing:
+            # Synthetic results of the still-open window, without closing it:
+            # the next appended message may still answer the calls.
+            messages.extend(window.synthetic())
+            ends[-1] = len(messages)
+        return SessionProjection(
+            messages=messages,
+            thinking_level=self.thinking_level,
+            model=self.model,
+            context_window=self.context_window,
+            system_message=get_current_system_message(self.system_messages) if self.system_messages else None,
+            sources=sources,
+            ends=ends,
+        )
 
 
 def _tail_length(layout: _Layout) -> int:
