@@ -604,7 +604,7 @@ class SessionManager:
         """
         if first_kept_entry_id is not None:
             self._tree.require(first_kept_entry_id)
-        system = _projection.get_current_system_message(self.build_session_projection().messages)
+        system = self.build_session_projection().system_message
         entry = self._base("compaction")
         entry["summary"] = compacted_text
         entry["firstKeptEntryId"] = first_kept_entry_id
