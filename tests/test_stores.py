@@ -1195,3 +1195,116 @@ def test_migrate_file_never_overwrites_an_earlier_backup(tmp_path):
     assert result.backup == str(path) + ".bak.1"
     assert (tmp_path / "s.jsonl.bak").read_bytes() == b"older backup"
     assert (tmp_path / "s.jsonl.bak.1").read_bytes() == original
+
+
+# ---------------------------------------------------------------- JSONL append fast path
+# After an append, JsonlStore keeps the file's descriptor open and appends through it
+# while nothing changed (same inode, size where it left it). Each test changes
+# something between two appends of one store and checks the second one noticed.
+
+
+def _open_fds() -> set[str]:
+    out = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            out.add(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            pass
+    return out
+
+
+def _session_file(store: JsonlStore, session_id: str) -> str:
+    return store._require(session_id)
+
+
+def test_jsonl_held_append_sees_another_writers_entries(jsonl_store):
+    jsonl_store.create(header("s1"), [custom("a")])
+    jsonl_store.append("s1", [custom("b", "a")])  # keeps the descriptor
+    other = JsonlStore(jsonl_store.directory)
+    other.append("s1", [custom("c", "b")])
+    with pytest.raises(InvalidSessionError, match='"c" is already used'):
+        jsonl_store.append("s1", [custom("c", "b")])  # the other writer's id
+    jsonl_store.append("s1", [custom("d", "c")])
+    assert [e["id"] for e in JsonlStore(jsonl_store.directory).load("s1").entries] == ["a", "b", "c", "d"]
+
+
+def test_jsonl_held_append_rejects_a_reused_id(jsonl_store):
+    jsonl_store.create(header("s1"), [custom("a")])
+    jsonl_store.append("s1", [custom("b", "a")])
+    before = open(_session_file(jsonl_store, "s1"), "rb").read()
+    with pytest.raises(InvalidSessionError, match='"b" is already used'):
+        jsonl_store.append("s1", [custom("b", "a")])
+    assert open(_session_file(jsonl_store, "s1"), "rb").read() == before
+
+
+def test_jsonl_held_append_follows_an_atomic_rewrite(jsonl_store):
+    jsonl_store.create(header("s1"), [custom("a")])
+    jsonl_store.append("s1", [custom("b", "a")])
+    path = _session_file(jsonl_store, "s1")
+    data = open(path, "rb").read()
+    with open(path + ".new", "wb") as handle:
+        handle.write(data)
+    os.replace(path + ".new", path)  # what a rewrite by another process does
+    jsonl_store.append("s1", [custom("c", "b")])
+    assert [e["id"] for e in JsonlStore(jsonl_store.directory).load("s1").entries] == ["a", "b", "c"]
+
+
+def test_jsonl_held_append_after_delete_by_another_store_raises(jsonl_store):
+    jsonl_store.create(header("s1"), [custom("a")])
+    jsonl_store.append("s1", [custom("b", "a")])
+    JsonlStore(jsonl_store.directory).delete("s1")
+    with pytest.raises(SessionNotFoundError):
+        jsonl_store.append("s1", [custom("c", "b")])
+    assert os.listdir(jsonl_store.directory) == []
+
+
+def test_jsonl_held_append_failure_rolls_back(jsonl_store, monkeypatch):
+    jsonl_store.create(header("s1"), [custom("a")])
+    jsonl_store.append("s1", [custom("b", "a")])
+    path = _session_file(jsonl_store, "s1")
+    before = open(path, "rb").read()
+
+    def fail(fd: int, data: bytes) -> None:
+        os.write(fd, data[:7])
+        raise OSError(28, "No space left on device (injected)")
+
+    monkeypatch.setattr(jsonl_module, "_write_all", fail)
+    with pytest.raises(StorageError):
+        jsonl_store.append("s1", [custom("c", "b")])
+    monkeypatch.undo()
+    assert open(path, "rb").read() == before
+    jsonl_store.append("s1", [custom("c", "b")])
+    assert [e["id"] for e in jsonl_store.load("s1").entries] == ["a", "b", "c"]
+
+
+def test_jsonl_keeps_few_descriptors_and_close_releases_them(jsonl_store):
+    before = _open_fds()
+    for n in range(20):
+        jsonl_store.create(header(f"s{n}"), [custom("a")])
+        jsonl_store.append(f"s{n}", [custom("b", "a")])
+    kept = {p for p in _open_fds() - before if p.startswith(jsonl_store.directory)}
+    assert len(kept) == jsonl_module._HELD_FILES
+    jsonl_store.close()
+    assert not {p for p in _open_fds() - before if p.startswith(jsonl_store.directory)}
+    jsonl_store.append("s0", [custom("c", "b")])  # still usable after close
+    assert [e["id"] for e in jsonl_store.load("s0").entries] == ["a", "b", "c"]
+
+
+def test_jsonl_held_descriptor_is_not_used_across_fork(jsonl_store):
+    jsonl_store.create(header("s1"), [custom("p0")])
+    jsonl_store.append("s1", [custom("p1", "p0")])  # the parent keeps the descriptor
+    pid = os.fork()
+    if pid == 0:  # child: same store object, inherited descriptor
+        code = 0
+        try:
+            for i in range(50):
+                jsonl_store.append("s1", [custom(f"c{i}")])
+        except BaseException:
+            code = 1
+        os._exit(code)
+    for i in range(50):
+        jsonl_store.append("s1", [custom(f"q{i}")])
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    ids = [e["id"] for e in JsonlStore(jsonl_store.directory).load("s1").entries]
+    assert sorted(ids) == sorted(["p0", "p1"] + [f"c{i}" for i in range(50)] + [f"q{i}" for i in range(50)])

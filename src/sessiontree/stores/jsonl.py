@@ -44,6 +44,8 @@ import secrets
 import stat
 import threading
 import time
+import weakref
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -211,6 +213,25 @@ def _remove_stale_temps(path: str) -> None:
 def _lock(fd: int, exclusive: bool) -> None:
     if fcntl is not None:
         fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+
+
+def _unlock(fd: int) -> None:
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def _close_all(held: dict[str, tuple[int, int, int]]) -> None:
+    """Close kept descriptors (store close, garbage collection)."""
+    for fd, _, _ in held.values():
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    held.clear()
+
+
+#: Descriptors a store keeps open for appends, at most (least recently used go first).
+_HELD_FILES = 8
 
 
 @contextmanager
@@ -381,6 +402,12 @@ class JsonlStore:
         self._ids: dict[str, tuple[int, int, int, set[str]]] = {}
         #: file -> (stat signature, header or None): header reads skipped for unchanged files.
         self._headers: dict[str, tuple[tuple[int, int, int, int], dict[str, Any] | None]] = {}
+        #: file -> (descriptor, dev, inode): kept open (O_APPEND) after an append by this
+        #: process, so the next append of the session skips open and close (_append_held).
+        self._held: OrderedDict[str, tuple[int, int, int]] = OrderedDict()
+        self._held_pid = os.getpid()
+        self._held_lock = threading.Lock()
+        weakref.finalize(self, _close_all, self._held)
 
     def __repr__(self) -> str:
         return f"JsonlStore({self.directory!r})"
@@ -581,6 +608,8 @@ class JsonlStore:
         """
         texts = encode_entries(entries)
         payload = b"".join(text + b"\n" for text in texts)
+        if payload and self._append_held(session_id, entries, payload):
+            return
         for _ in range(_ATTEMPTS):
             path = self._require(session_id)
             try:
@@ -618,12 +647,120 @@ class JsonlStore:
                         known.update(e["id"] for e in entries)
                         with self._mutex:
                             self._ids[path] = (st.st_dev, st.st_ino, st.st_size + written, known)
-                    return
+                        appended = st
+                    else:
+                        return
+                # Outside the file lock: _hold takes the kept-descriptor lock, which the
+                # fast path holds while it waits for the file lock.
+                self._hold(path, appended)
+                return
             except FileNotFoundError:
                 self._forget(session_id)
             except OSError as exc:  # read-only filesystem, permissions: the protocol's error
                 raise StorageError(f"cannot append to {path}: {exc}") from exc
         raise SessionNotFoundError(session_id, self.directory)
+
+    def _append_held(self, session_id: str, entries: Sequence[dict[str, Any]], payload: bytes) -> bool:
+        """The append fast path: lock, check, write (and fsync), unlock, through the
+        descriptor an earlier append of this store kept open.
+
+        It applies only while nothing changed since that append: the name still
+        reaches the same inode, whose format-4 header was checked, and its size
+        is where this store's last append left it (so its id set is complete and
+        its last byte is a newline). Anything else returns ``False`` having
+        written nothing, and :meth:`append` takes the full path (which re-reads
+        what other writers added). Threads of this process take turns on
+        ``_held_lock``: they share the descriptor, so flock would not separate
+        them. Lock order: ``_held_lock``, then the file lock; ``_mutex`` is only
+        ever taken briefly and never while waiting for either.
+
+        Raises:
+            InvalidSessionError: an entry id is already used in the file.
+            StorageError: the write failed; the file is as it was.
+        """
+        with self._held_lock:
+            with self._mutex:
+                if self._held_pid != os.getpid():
+                    # After fork() the descriptors (and their flocks) are shared with the parent.
+                    _close_all(self._held)
+                    self._held_pid = os.getpid()
+                    return False
+                path = self._paths.get(session_id)
+                held = self._held.get(path) if path is not None else None
+                cached = self._ids.get(path) if path is not None else None
+                if held is None or cached is None:
+                    return False
+                fd, dev, ino = held
+                if cached[:2] != (dev, ino) or self._current.get((dev, ino)) != session_id:
+                    return False
+            drop = False
+            try:
+                _lock(fd, True)
+                try:
+                    st = os.fstat(fd)
+                    current = os.stat(path)
+                    if (st.st_nlink == 0 or st.st_size != cached[2]
+                            or (current.st_dev, current.st_ino) != (dev, ino)):
+                        drop = True  # replaced, removed or appended to by another writer
+                        return False
+                    known = cached[3]
+                    clash = next((e["id"] for e in entries if e["id"] in known), None)
+                    if clash is not None:
+                        raise InvalidSessionError(f'entry id "{clash}" is already used in this session', path)
+                    written = self._append_locked(path, fd, payload, self.fsync, st.st_size, newline_ended=True)
+                    known.update(e["id"] for e in entries)
+                    with self._mutex:
+                        self._ids[path] = (dev, ino, st.st_size + written, known)
+                        self._held.move_to_end(path)
+                    return True
+                finally:
+                    _unlock(fd)
+            except FileNotFoundError:
+                drop = True
+                return False
+            except OSError as exc:
+                raise StorageError(f"cannot append to {path}: {exc}") from exc
+            finally:
+                if drop:
+                    self._release_held(path)
+
+    def _hold(self, path: str, st: os.stat_result) -> None:
+        """Keep a descriptor of ``path`` (whose locked ``fstat`` was ``st``) for
+        :meth:`_append_held`. Never called while holding a file lock."""
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | _O_CLOEXEC)
+        except OSError:
+            return  # the fast path is an optimization only
+        try:
+            mine = os.fstat(fd)
+        except OSError:
+            os.close(fd)
+            return
+        if (mine.st_dev, mine.st_ino) != (st.st_dev, st.st_ino) or self._held_pid != os.getpid():
+            os.close(fd)  # replaced meanwhile, or a forked child
+            return
+        with self._held_lock:
+            self._release_held(path)
+            with self._mutex:
+                self._held[path] = (fd, st.st_dev, st.st_ino)
+                evicted = [self._held.popitem(last=False)[1] for _ in range(len(self._held) - _HELD_FILES)]
+            for old, _, _ in evicted:
+                os.close(old)
+
+    def _release(self, path: str) -> None:
+        """Close the kept descriptor of ``path``, if any (waits for an append using it)."""
+        with self._held_lock:
+            self._release_held(path)
+
+    def _release_held(self, path: str) -> None:
+        # The caller holds _held_lock.
+        with self._mutex:
+            held = self._held.pop(path, None)
+        if held is not None:
+            try:
+                os.close(held[0])
+            except OSError:
+                pass
 
     def _file_ids(self, path: str, fd: int, st: os.stat_result) -> set[str]:
         """Entry ids in the locked file ``fd`` (whose ``fstat`` is ``st``): cached
@@ -651,11 +788,15 @@ class JsonlStore:
         return ids
 
     @staticmethod
-    def _append_locked(path: str, fd: int, payload: bytes, fsync: bool = True, size: int | None = None) -> int:
-        """Append ``payload`` to the locked file; returns the number of bytes written."""
+    def _append_locked(path: str, fd: int, payload: bytes, fsync: bool = True, size: int | None = None,
+                       *, newline_ended: bool = False) -> int:
+        """Append ``payload`` to the locked file; returns the number of bytes written.
+
+        ``newline_ended``: the caller knows the file ends with a newline (its own last write).
+        """
         if size is None:
             size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
+        if size and not newline_ended and os.pread(fd, 1, size - 1) != b"\n":
             tail = _last_line(fd, size)
             if tail.strip(_JSON_WS + b"\x0b\x0c"):
                 try:
@@ -761,6 +902,9 @@ class JsonlStore:
         if known is not None and known not in paths:
             paths.append(known)
         for path in paths:
+            # Before the file lock (lock order: kept descriptors first); an append
+            # that keeps one again meanwhile finds the file gone on its next try.
+            self._release(path)
             try:
                 # Under the lock, so a concurrent writer finishes first or finds the file gone.
                 with _locked(path, exclusive=True):
@@ -980,7 +1124,8 @@ class JsonlStore:
         return best_id
 
     def close(self) -> None:
-        """Drop cached look-ups. Idempotent; the store stays usable."""
-        with self._mutex:
+        """Drop cached look-ups and close kept descriptors. Idempotent; the store stays usable."""
+        with self._held_lock, self._mutex:
             self._paths.clear()
             self._headers.clear()
+            _close_all(self._held)
