@@ -46,6 +46,12 @@ def assert_same(manager: SessionManager) -> None:
     kept, scratch = manager.build_session_projection(), fresh(manager)
     assert kept == scratch
     assert kept.entries == scratch.entries
+    # A caller annotating what it got (top-level keys) must not change the next
+    # projection: dicts the projection made are fresh on every call.
+    for message in kept.messages:
+        message["annotated"] = True
+    if kept.model is not None:
+        kept.model["annotated"] = True
 
 
 def synthetic(call_id: str, ts: int) -> dict:

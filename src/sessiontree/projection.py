@@ -1019,6 +1019,7 @@ class _Scan:
     context_window: int | None
     boundary: int | None  # index in path of the latest active compaction
     edits: dict[str, Entry]  # the latest valid context_edit per target
+    copies: list[Entry] = field(default_factory=list)  # path entries that are P.1 copies
 
 
 def _scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Entry] | None) -> _Scan:
@@ -1093,8 +1094,10 @@ def _scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Ent
         current = entry.get("parentId")
     path.reverse()
     last = len(path) - 1
+    copies: list[Entry] = []
     for index in normalize_up:
         path[last - index] = _normalize_entry(path[last - index])
+        copies.append(path[last - index])
     return _Scan(
         path,
         "off" if thinking_level is _ABSENT else thinking_level,
@@ -1102,6 +1105,7 @@ def _scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Ent
         None if context_window is _ABSENT else context_window,
         None if boundary_up is None else last - boundary_up,
         edits,
+        copies,
     )
 
 
@@ -1109,7 +1113,9 @@ def _scan_down(raw_path: list[Entry]) -> _Scan:
     """:func:`_scan_up`'s result from a root-first path (the slow, obviously right way)."""
     path = [_normalize_entry(e) for e in raw_path]
     thinking_level, model, context_window = _replay_settings(path)
-    return _Scan(path, thinking_level, model, context_window, _layout(path).boundary, _latest_edits(path))
+    copies = [entry for entry, raw in zip(path, raw_path) if entry is not raw]
+    return _Scan(path, thinking_level, model, context_window, _layout(path).boundary, _latest_edits(path),
+                 copies)
 
 
 def _project(
@@ -1143,7 +1149,7 @@ class ProjectionBuilder:
     """
 
     __slots__ = ("leaf_id", "sources", "messages", "ends", "window", "system_messages", "edits",
-                 "thinking_level", "model", "context_window")
+                 "thinking_level", "model", "context_window", "copies", "owned", "owned_sources")
 
     def __init__(self, leaf_id: str | None, thinking_level: str, model: dict[str, Any] | None,
                  context_window: int | None, edits: dict[str, Entry]) -> None:
@@ -1157,6 +1163,13 @@ class ProjectionBuilder:
         self.thinking_level = thinking_level
         self.model = model
         self.context_window = context_window
+        # What the projection made itself (not stored data), so that result()
+        # can hand out fresh copies as a fresh build would: ids of source
+        # entries that are P.1 copies; positions in messages of dicts it made;
+        # (source position, message position or -1) of the P.1 copies.
+        self.copies: set[int] = set()
+        self.owned: list[int] = []
+        self.owned_sources: list[tuple[int, int]] = []
 
     @classmethod
     def build(cls, entries: Sequence[Entry], leaf_id: LeafArg,
@@ -1169,6 +1182,7 @@ class ProjectionBuilder:
         path, edits = scan.path, scan.edits
         self = cls(path[-1]["id"] if path else None, scan.thinking_level, scan.model,
                    scan.context_window, edits)
+        self.copies = {id(entry) for entry in scan.copies}
         layout = _layout_at(path, scan.boundary)
         context_entries = _context_entries(path, layout)
         self.sources = context_entries
@@ -1186,6 +1200,8 @@ class ProjectionBuilder:
                      for m in _boundary_messages(context_entries[0], tail_chunks)]
         after = context_entries[1 + len(tail_entries):]
         self._extend(stand_ins)
+        boundary_message = stand_ins[-1]["message"]
+        self.owned += [i for i, m in enumerate(self.messages) if m is boundary_message]
         # The boundary entry owns what its stand-ins produced; the kept-tail
         # entries own nothing (their text is in the boundary message).
         self.ends[:] = [len(self.messages)] * (1 + len(tail_entries))
@@ -1198,49 +1214,57 @@ class ProjectionBuilder:
         # The projection's hot path, one iteration per entry of the branch:
         # the pairing step of :func:`_pair` is spelled out inline. A synthetic
         # result belongs to the entry whose message closes its window.
-        messages, edits, window = self.messages, self.edits, self.window
-        push, mark = messages.append, self.ends.append
+        messages, edits, window, copies = self.messages, self.edits, self.window, self.copies
+        push, mark, own = messages.append, self.ends.append, self.owned.append
         accept, open_window = window.accept, window.open
         for entry in body:
             kind = entry.get("type")
+            made = False  # whether the message is a dict made here, not stored data
             if kind == "message":
                 message = entry.get("message")
                 if message.__class__ is not dict and not isinstance(message, dict):
                     mark(len(messages))
                     continue
+                if copies and id(entry) in copies:
+                    made = True
+                    self.owned_sources.append((len(self.ends), -1))
             elif kind == "custom_message" or kind == "branch_summary":
                 message = _context_message(entry)
                 if message is None:
                     mark(len(messages))
                     continue
+                made = True
             else:
                 mark(len(messages))
                 continue
             if edits:
                 entry_id = entry.get("id")
                 if isinstance(entry_id, str) and entry_id in edits:
-                    message = _edited_message(entry, edits)
-                    if message is None:
+                    edited = _edited_message(entry, edits)
+                    if edited is None:
                         mark(len(messages))
                         continue
+                    made = made or edited is not message
+                    message = edited
             role = message.get("role")
             if role == "toolResult":
-                if accept(message):
-                    push(message)
-                # else: an orphan or a duplicate, dropped
-            elif role == "assistant":
+                if not accept(message):
+                    mark(len(messages))
+                    continue  # an orphan or a duplicate, dropped
+            elif role == "assistant" or not _is_transparent(message):
                 if window.pending or window.allowed:
-                    messages.extend(window.close())
-                push(message)
+                    for synthetic in window.close():
+                        own(len(messages))
+                        push(synthetic)
+            elif role == "system":
+                self.system_messages.append(message)
+            if made:
+                own(len(messages))
+                if copies and id(entry) in copies and message is entry.get("message"):
+                    self.owned_sources[-1] = (len(self.ends), len(messages))
+            push(message)
+            if role == "assistant":
                 open_window(message)
-            elif _is_transparent(message):
-                if role == "system":
-                    self.system_messages.append(message)
-                push(message)
-            else:
-                if window.pending or window.allowed:
-                    messages.extend(window.close())
-                push(message)
             mark(len(messages))
 
     def advance(self, entry: Entry) -> bool:
@@ -1262,9 +1286,11 @@ class ProjectionBuilder:
         if setting is not None:
             name, value = setting
             setattr(self, name, value)
-        entry = _normalize_entry(entry)
-        self.sources.append(entry)
-        self._extend((entry,))
+        normalized = _normalize_entry(entry)
+        if normalized is not entry:
+            self.copies.add(id(normalized))
+        self.sources.append(normalized)
+        self._extend((normalized,))
         self.leaf_id = entry_id
         return True
 
@@ -1274,13 +1300,22 @@ class ProjectionBuilder:
         ``repair_trailing``: close tool calls still open at the end with
         synthetic results, owned by the last entry (D-11).
         """
-        messages, ends, sources = self.messages, self.ends, self.sources
+        messages, ends, sources, model = self.messages, self.ends, self.sources, self.model
         window = self.window
         trailing = (window.pending or window.allowed) and repair_trailing and ends
         if copy or trailing:
             messages, ends = list(messages), list(ends)
         if copy:
+            # Fresh top-level dicts for everything the projection made, as a
+            # fresh build gives: a caller annotating a returned message in
+            # place must not change the next projection.
+            for index in self.owned:
+                messages[index] = dict(messages[index])
             sources = list(sources)
+            for position, index in self.owned_sources:
+                source = sources[position] = dict(sources[position])
+                source["message"] = messages[index] if index >= 0 else dict(source["message"])
+            model = None if model is None else dict(model)
         if trailing:
             # Synthetic results of the still-open window, without closing it:
             # the next appended message may still answer the calls.
@@ -1289,7 +1324,7 @@ class ProjectionBuilder:
         return SessionProjection(
             messages=messages,
             thinking_level=self.thinking_level,
-            model=self.model,
+            model=model,
             context_window=self.context_window,
             system_message=get_current_system_message(self.system_messages) if self.system_messages else None,
             sources=sources,

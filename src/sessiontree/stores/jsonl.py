@@ -220,11 +220,22 @@ def _unlock(fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
 
-def _close_all(held: dict[str, tuple[int, int, int]]) -> None:
-    """Close kept descriptors (store close, garbage collection)."""
-    for fd, _, _ in held.values():
+@dataclass
+class _Held:
+    """A session file's descriptor kept by a store between its appends."""
+
+    fd: int
+    dev: int
+    ino: int
+    session_id: str
+    end: int  # the file size this store's own last write left
+
+
+def _close_all(held: dict[str, _Held]) -> None:
+    """Close kept descriptors (store close, garbage collection, fork)."""
+    for item in held.values():
         try:
-            os.close(fd)
+            os.close(item.fd)
         except OSError:
             pass
     held.clear()
@@ -232,6 +243,18 @@ def _close_all(held: dict[str, tuple[int, int, int]]) -> None:
 
 #: Descriptors a store keeps open for appends, at most (least recently used go first).
 _HELD_FILES = 8
+
+#: Live stores, for the after-fork hook.
+_STORES: weakref.WeakSet[JsonlStore] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for store in list(_STORES):
+        store._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @contextmanager
@@ -396,18 +419,16 @@ class JsonlStore:
         self._mutex = threading.RLock()
         #: session id -> file, checked against the file's header before use.
         self._paths: dict[str, str] = {}
-        #: (dev, inode) -> session id whose current format-4 header it was seen to hold.
-        self._current: dict[tuple[int, int], str] = {}
         #: file -> (dev, inode, size, entry ids): the duplicate-id guard of append.
         self._ids: dict[str, tuple[int, int, int, set[str]]] = {}
         #: file -> (stat signature, header or None): header reads skipped for unchanged files.
         self._headers: dict[str, tuple[tuple[int, int, int, int], dict[str, Any] | None]] = {}
-        #: file -> (descriptor, dev, inode): kept open (O_APPEND) after an append by this
-        #: process, so the next append of the session skips open and close (_append_held).
-        self._held: OrderedDict[str, tuple[int, int, int]] = OrderedDict()
-        self._held_pid = os.getpid()
+        #: file -> descriptor kept open (O_APPEND) after an append by this store, so
+        #: the next append of the session skips open, checks and close (_append_held).
+        self._held: OrderedDict[str, _Held] = OrderedDict()
         self._held_lock = threading.Lock()
         weakref.finalize(self, _close_all, self._held)
+        _STORES.add(self)
 
     def __repr__(self) -> str:
         return f"JsonlStore({self.directory!r})"
@@ -615,19 +636,14 @@ class JsonlStore:
             try:
                 with _locked(path, exclusive=True, writable=True) as fd:
                     st = os.fstat(fd)
-                    inode = (st.st_dev, st.st_ino)
-                    # A header is only ever changed by an atomic rewrite (a new
-                    # inode), so an inode once checked needs no second look.
-                    with self._mutex:
-                        current = True if self._current.get(inode) == session_id else None
-                    if current is None:
-                        current = _header_is_current(_first_line(fd), session_id)
+                    # The header is read every time here: a file can be truncated or
+                    # overwritten in place, or its inode reused by another session.
+                    # The common case, this store appending again to a file it just
+                    # appended to, takes _append_held and skips this.
+                    current = _header_is_current(_first_line(fd), session_id)
                     if current is None:
                         self._forget(session_id)
                         continue
-                    if current:
-                        with self._mutex:
-                            self._current[inode] = session_id
                     if not current:
                         parsed = parse_session(_read_all(fd), path)
                         if parsed.header["id"] != session_id:
@@ -647,12 +663,12 @@ class JsonlStore:
                         known.update(e["id"] for e in entries)
                         with self._mutex:
                             self._ids[path] = (st.st_dev, st.st_ino, st.st_size + written, known)
-                        appended = st
+                        end = st.st_size + written
                     else:
                         return
                 # Outside the file lock: _hold takes the kept-descriptor lock, which the
                 # fast path holds while it waits for the file lock.
-                self._hold(path, appended)
+                self._hold(path, st, session_id, end)
                 return
             except FileNotFoundError:
                 self._forget(session_id)
@@ -665,14 +681,14 @@ class JsonlStore:
         descriptor an earlier append of this store kept open.
 
         It applies only while nothing changed since that append: the name still
-        reaches the same inode, whose format-4 header was checked, and its size
-        is where this store's last append left it (so its id set is complete and
-        its last byte is a newline). Anything else returns ``False`` having
-        written nothing, and :meth:`append` takes the full path (which re-reads
-        what other writers added). Threads of this process take turns on
-        ``_held_lock``: they share the descriptor, so flock would not separate
-        them. Lock order: ``_held_lock``, then the file lock; ``_mutex`` is only
-        ever taken briefly and never while waiting for either.
+        reaches the same inode, and its size is where this store's own last
+        write left it (so nobody else wrote: its id set is complete, its header
+        is the one checked then, its last byte is a newline). Anything else
+        returns ``False`` having written nothing, and :meth:`append` takes the
+        full path (which re-reads what changed). Threads of this process take
+        turns on ``_held_lock``: they share the descriptor, so flock would not
+        separate them. Lock order: ``_held_lock``, then the file lock;
+        ``_mutex`` is only taken briefly and never while waiting for either.
 
         Raises:
             InvalidSessionError: an entry id is already used in the file.
@@ -680,28 +696,23 @@ class JsonlStore:
         """
         with self._held_lock:
             with self._mutex:
-                if self._held_pid != os.getpid():
-                    # After fork() the descriptors (and their flocks) are shared with the parent.
-                    _close_all(self._held)
-                    self._held_pid = os.getpid()
-                    return False
                 path = self._paths.get(session_id)
                 held = self._held.get(path) if path is not None else None
                 cached = self._ids.get(path) if path is not None else None
-                if held is None or cached is None:
+                if held is None or cached is None or held.session_id != session_id:
                     return False
-                fd, dev, ino = held
-                if cached[:2] != (dev, ino) or self._current.get((dev, ino)) != session_id:
+                if cached[:3] != (held.dev, held.ino, held.end):
                     return False
+            fd = held.fd
             drop = False
             try:
                 _lock(fd, True)
                 try:
                     st = os.fstat(fd)
                     current = os.stat(path)
-                    if (st.st_nlink == 0 or st.st_size != cached[2]
-                            or (current.st_dev, current.st_ino) != (dev, ino)):
-                        drop = True  # replaced, removed or appended to by another writer
+                    if (st.st_nlink == 0 or st.st_size != held.end
+                            or (current.st_dev, current.st_ino) != (held.dev, held.ino)):
+                        drop = True  # replaced, removed or written by someone else
                         return False
                     known = cached[3]
                     clash = next((e["id"] for e in entries if e["id"] in known), None)
@@ -709,8 +720,9 @@ class JsonlStore:
                         raise InvalidSessionError(f'entry id "{clash}" is already used in this session', path)
                     written = self._append_locked(path, fd, payload, self.fsync, st.st_size, newline_ended=True)
                     known.update(e["id"] for e in entries)
+                    held.end = st.st_size + written
                     with self._mutex:
-                        self._ids[path] = (dev, ino, st.st_size + written, known)
+                        self._ids[path] = (held.dev, held.ino, held.end, known)
                         self._held.move_to_end(path)
                     return True
                 finally:
@@ -724,9 +736,10 @@ class JsonlStore:
                 if drop:
                     self._release_held(path)
 
-    def _hold(self, path: str, st: os.stat_result) -> None:
-        """Keep a descriptor of ``path`` (whose locked ``fstat`` was ``st``) for
-        :meth:`_append_held`. Never called while holding a file lock."""
+    def _hold(self, path: str, st: os.stat_result, session_id: str, end: int) -> None:
+        """Keep a descriptor of ``path`` for :meth:`_append_held`, after this store's own
+        append to it: ``st`` was the locked ``fstat`` before that write, ``end`` the
+        size it left. Never called while holding a file lock."""
         try:
             fd = os.open(path, os.O_RDWR | os.O_APPEND | _O_CLOEXEC)
         except OSError:
@@ -736,16 +749,25 @@ class JsonlStore:
         except OSError:
             os.close(fd)
             return
-        if (mine.st_dev, mine.st_ino) != (st.st_dev, st.st_ino) or self._held_pid != os.getpid():
-            os.close(fd)  # replaced meanwhile, or a forked child
+        if (mine.st_dev, mine.st_ino) != (st.st_dev, st.st_ino):
+            os.close(fd)  # replaced meanwhile
             return
         with self._held_lock:
             self._release_held(path)
             with self._mutex:
-                self._held[path] = (fd, st.st_dev, st.st_ino)
+                self._held[path] = _Held(fd, st.st_dev, st.st_ino, session_id, end)
                 evicted = [self._held.popitem(last=False)[1] for _ in range(len(self._held) - _HELD_FILES)]
-            for old, _, _ in evicted:
-                os.close(old)
+            for old in evicted:
+                os.close(old.fd)
+
+    def _after_fork_in_child(self) -> None:
+        # Runs in the child right after fork(), before anything else can reuse
+        # descriptor numbers: the inherited descriptors share their flocks with
+        # the parent, and the locks may have been held by a thread that does
+        # not exist here.
+        self._mutex = threading.RLock()
+        self._held_lock = threading.Lock()
+        _close_all(self._held)
 
     def _release(self, path: str) -> None:
         """Close the kept descriptor of ``path``, if any (waits for an append using it)."""
@@ -758,7 +780,7 @@ class JsonlStore:
             held = self._held.pop(path, None)
         if held is not None:
             try:
-                os.close(held[0])
+                os.close(held.fd)
             except OSError:
                 pass
 
@@ -771,9 +793,15 @@ class JsonlStore:
         if cached is not None and cached[:2] == (st.st_dev, st.st_ino) and cached[2] <= st.st_size:
             ids = cached[3]
             data = os.pread(fd, st.st_size - cached[2], cached[2]) if st.st_size > cached[2] else b""
+            start = cached[2]
         else:
             ids = set()
             data = _read_all(fd)
+            start = 0
+        # Only bytes up to the last newline count as read: a record another
+        # writer has not finished yet is read again, whole, next time (its id
+        # is taken now too if it already parses).
+        complete = data.rfind(b"\n") + 1
         for line in data.split(b"\n"):
             if not line.strip(_JSON_WS):
                 continue
@@ -784,7 +812,7 @@ class JsonlStore:
             if isinstance(record, dict) and record.get("type") != "session" and isinstance(record.get("id"), str):
                 ids.add(record["id"])
         with self._mutex:
-            self._ids[path] = (st.st_dev, st.st_ino, st.st_size, ids)
+            self._ids[path] = (st.st_dev, st.st_ino, start + complete, ids)
         return ids
 
     @staticmethod
@@ -917,6 +945,9 @@ class JsonlStore:
                     self._remove(path)
             except FileNotFoundError:
                 continue
+            # An append between the release above and the removal may have kept
+            # the file open again; nothing can keep it once it is gone.
+            self._release(path)
         self._forget(session_id)
 
     @staticmethod
