@@ -517,10 +517,15 @@ def analyse(cases: list[Case]) -> tuple[list[str], list[Target], dict[str, Any]]
             if ours_nf and ref:
                 targets.append(Target(f"per-call appends, no fsync on either side: {side} / ref <= 1.0",
                                       f"{ours_nf / ref:.2f}", ours_nf / ref <= 1.0))
-        jsonl = med(f"append/{n}/ours jsonl")
-        ref = med(f"append/{n}/ref + fsync")
-        if jsonl and ref:
-            targets.append(Target("per-call appends (info): ours jsonl / ref + fsync", f"{jsonl / ref:.2f}", None))
+        # Durable on both sides: the JSONL store (fsync per call) against the reference plus
+        # an fsync per call, at the largest size that has the (slow) durable JSONL row.
+        sizes = [c.size for c in groups["append"] if c.name == "ours jsonl" and c.median]
+        if sizes:
+            m = max(sizes)
+            jsonl, ref = med(f"append/{m}/ours jsonl"), med(f"append/{m}/ref + fsync")
+            if jsonl and ref:
+                targets.append(Target(f"per-call appends, durable on both sides ({m:,}): ours jsonl / ref + fsync"
+                                      " <= 1.0", f"{jsonl / ref:.2f}", jsonl / ref <= 1.0))
     if "import" in groups:
         n = max(c.size for c in groups["import"])
         ours, ref, lim = (med(f"import/{n}/ours sqlite"), med(f"import/{n}/ref forkFrom"),

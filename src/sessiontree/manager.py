@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import builtins
 import os
+import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -59,9 +60,20 @@ UNSET: Any = _Unset()
 _EDITABLE_ROLES = ("user", "assistant", "toolResult")
 
 
+_second_prefix: tuple[int, str] = (-1, "")
+
+
 def now_iso() -> str:
     """The current UTC time as ISO-8601 with milliseconds, e.g. ``2026-02-01T09:05:00.000Z``."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    global _second_prefix
+    ms = time.time_ns() // 1_000_000
+    second, millis = divmod(ms, 1000)
+    cached_second, prefix = _second_prefix
+    if second != cached_second:
+        # Formatting is the costly part of a stamp; appends come many per second.
+        prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        _second_prefix = (second, prefix)
+    return f"{prefix}.{millis:03d}Z"
 
 
 StoreOrDir = SessionStore | str | os.PathLike[str]

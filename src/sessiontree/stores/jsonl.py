@@ -695,35 +695,36 @@ class JsonlStore:
             StorageError: the write failed; the file is as it was.
         """
         with self._held_lock:
-            with self._mutex:
-                path = self._paths.get(session_id)
-                held = self._held.get(path) if path is not None else None
-                cached = self._ids.get(path) if path is not None else None
-                if held is None or cached is None or held.session_id != session_id:
-                    return False
-                if cached[:3] != (held.dev, held.ino, held.end):
-                    return False
+            # Single dict reads and the tuple swap below are atomic; _held itself
+            # only changes under _held_lock, which is held.
+            path = self._paths.get(session_id)
+            held = self._held.get(path) if path is not None else None
+            if held is None or held.session_id != session_id:
+                return False
+            cached = self._ids.get(path)
+            if cached is None or cached[0] != held.dev or cached[1] != held.ino or cached[2] != held.end:
+                return False
             fd = held.fd
             drop = False
             try:
                 _lock(fd, True)
                 try:
-                    st = os.fstat(fd)
+                    # One stat of the name tells both: it still reaches our inode (so
+                    # that inode is linked), and the inode's size.
                     current = os.stat(path)
-                    if (st.st_nlink == 0 or st.st_size != held.end
-                            or (current.st_dev, current.st_ino) != (held.dev, held.ino)):
+                    if current.st_ino != held.ino or current.st_dev != held.dev or current.st_size != held.end:
                         drop = True  # replaced, removed or written by someone else
                         return False
                     known = cached[3]
-                    clash = next((e["id"] for e in entries if e["id"] in known), None)
-                    if clash is not None:
-                        raise InvalidSessionError(f'entry id "{clash}" is already used in this session', path)
-                    written = self._append_locked(path, fd, payload, self.fsync, st.st_size, newline_ended=True)
-                    known.update(e["id"] for e in entries)
-                    held.end = st.st_size + written
-                    with self._mutex:
-                        self._ids[path] = (held.dev, held.ino, held.end, known)
-                        self._held.move_to_end(path)
+                    for entry in entries:
+                        if entry["id"] in known:
+                            raise InvalidSessionError(
+                                f'entry id "{entry["id"]}" is already used in this session', path)
+                    written = self._append_locked(path, fd, payload, self.fsync, held.end, newline_ended=True)
+                    known.update([entry["id"] for entry in entries])
+                    held.end += written
+                    self._ids[path] = (held.dev, held.ino, held.end, known)
+                    self._held.move_to_end(path)
                     return True
                 finally:
                     _unlock(fd)
