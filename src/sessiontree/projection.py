@@ -1205,6 +1205,7 @@ class ProjectionBuilder:
         # The boundary entry owns what its stand-ins produced; the kept-tail
         # entries own nothing (their text is in the boundary message).
         self.ends[:] = [len(self.messages)] * (1 + len(tail_entries))
+        self.owned_sources += [(1 + k, -1) for k, entry in enumerate(tail_entries) if id(entry) in self.copies]
         self._extend(after)
         return self
 
