@@ -146,9 +146,12 @@ class SessionProjection:
             default (REFERENCE §3.8).
         system_message: the replayed system state of ``messages``
             (:func:`get_current_system_message`), ``None`` without one.
-        entries: (property) exactly :func:`build_context_entries` for the
-            same leaf, each as a :class:`ProjectedEntry` with its messages;
-            ``messages`` is the concatenation of their ``messages``.
+        sources: the context entries, exactly :func:`build_context_entries`
+            for the same leaf (P.1-normalized).
+        ends: per source, the offset in ``messages`` just past the messages
+            it contributes (non-decreasing; the last is ``len(messages)``).
+        entries: (property) one :class:`ProjectedEntry` per source with its
+            slice of ``messages``; ``messages`` is their concatenation.
 
     Built by :func:`build_session_projection`. ``entries`` is materialized
     on first access from the source entries and, per source entry, the
@@ -1149,7 +1152,7 @@ class ProjectionBuilder:
     """
 
     __slots__ = ("leaf_id", "sources", "messages", "ends", "window", "system_messages", "edits",
-                 "thinking_level", "model", "context_window", "copies", "owned", "owned_sources")
+                 "thinking_level", "model", "context_window", "copies", "copy_refs", "owned", "owned_sources")
 
     def __init__(self, leaf_id: str | None, thinking_level: str, model: dict[str, Any] | None,
                  context_window: int | None, edits: dict[str, Entry]) -> None:
@@ -1168,6 +1171,9 @@ class ProjectionBuilder:
         # entries that are P.1 copies; positions in messages of dicts it made;
         # (source position, message position or -1) of the P.1 copies.
         self.copies: set[int] = set()
+        # The copies themselves, kept alive so that their ids are never reused
+        # by other objects (copies before a boundary are not in sources).
+        self.copy_refs: list[Entry] = []
         self.owned: list[int] = []
         self.owned_sources: list[tuple[int, int]] = []
 
@@ -1183,6 +1189,7 @@ class ProjectionBuilder:
         self = cls(path[-1]["id"] if path else None, scan.thinking_level, scan.model,
                    scan.context_window, edits)
         self.copies = {id(entry) for entry in scan.copies}
+        self.copy_refs = scan.copies
         layout = _layout_at(path, scan.boundary)
         context_entries = _context_entries(path, layout)
         self.sources = context_entries

@@ -48,7 +48,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -220,6 +220,16 @@ def _unlock(fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
 
+def _unlock_and_close(fd: int) -> None:
+    """Release the flock explicitly, then close: a child forked meanwhile holds a copy
+    of the descriptor, and closing ours alone would leave the lock held by the copy."""
+    try:
+        _unlock(fd)
+    except OSError:
+        pass
+    os.close(fd)
+
+
 @dataclass
 class _Held:
     """A session file's descriptor kept by a store between its appends."""
@@ -229,16 +239,28 @@ class _Held:
     ino: int
     session_id: str
     end: int  # the file size this store's own last write left
+    head: bytes  # the header line with its newline, as checked by the full path
+    tail: bytes  # the last bytes of this store's last write
+    #: Held for a whole fast-path append (its flock wait included), so one busy
+    #: file never stalls appends to the store's other files.
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    closed: bool = False
 
 
 def _close_all(held: dict[str, _Held]) -> None:
-    """Close kept descriptors (store close, garbage collection, fork)."""
+    """Close kept descriptors without waiting for their locks (garbage collection: no
+    append can be running; fork: the threads that held them do not exist in the child)."""
     for item in held.values():
+        item.closed = True
         try:
             os.close(item.fd)
         except OSError:
             pass
     held.clear()
+
+
+#: Bytes of a write remembered to recognise the file on the next append.
+_TAIL = 64
 
 
 #: Descriptors a store keeps open for appends, at most (least recently used go first).
@@ -275,18 +297,18 @@ def _locked(path: str, *, exclusive: bool, writable: bool = False) -> Iterator[i
             except FileNotFoundError:
                 current = None
         except BaseException:
-            os.close(fd)
+            _unlock_and_close(fd)
             raise
         if current is not None and (current.st_dev, current.st_ino) == (held.st_dev, held.st_ino):
             break
         # Replaced (atomic rewrite) or removed while we waited: our inode is stale.
-        os.close(fd)
+        _unlock_and_close(fd)
         if current is None:
             raise FileNotFoundError(errno.ENOENT, "session file was removed", path)
     try:
         yield fd
     finally:
-        os.close(fd)  # closing the descriptor releases the lock
+        _unlock_and_close(fd)
 
 
 def read_file(path: str | os.PathLike[str]) -> ParsedSession:
@@ -611,10 +633,10 @@ class JsonlStore:
             _write_all(fd, data)
             os.fsync(fd)
         except BaseException:
-            os.close(fd)
+            _unlock_and_close(fd)
             os.unlink(target)
             raise
-        os.close(fd)
+        _unlock_and_close(fd)
 
     def append(self, session_id: str, entries: Sequence[dict[str, Any]]) -> None:
         """Append entries under the file lock in one write, then fsync (unless ``fsync=False``).
@@ -640,7 +662,8 @@ class JsonlStore:
                     # overwritten in place, or its inode reused by another session.
                     # The common case, this store appending again to a file it just
                     # appended to, takes _append_held and skips this.
-                    current = _header_is_current(_first_line(fd), session_id)
+                    first = _first_line(fd)
+                    current = _header_is_current(first, session_id)
                     if current is None:
                         self._forget(session_id)
                         continue
@@ -650,6 +673,11 @@ class JsonlStore:
                             self._forget(session_id)
                             continue
                         if parsed.upgraded:
+                            used = {e["id"] for e in parsed.entries}
+                            clash = next((e["id"] for e in entries if e["id"] in used), None)
+                            if clash is not None:
+                                raise InvalidSessionError(
+                                    f'entry id "{clash}" is already used in this session', path)
                             self._replace_locked(path, fd, parsed.to_bytes() + payload)
                             return
                     if payload:
@@ -666,9 +694,9 @@ class JsonlStore:
                         end = st.st_size + written
                     else:
                         return
-                # Outside the file lock: _hold takes the kept-descriptor lock, which the
-                # fast path holds while it waits for the file lock.
-                self._hold(path, st, session_id, end)
+                # Outside the file lock: _hold may wait for a kept descriptor's lock,
+                # which the fast path holds while it waits for a file lock.
+                self._hold(path, st, session_id, end, first + b"\n", payload)
                 return
             except FileNotFoundError:
                 self._forget(session_id)
@@ -681,25 +709,27 @@ class JsonlStore:
         descriptor an earlier append of this store kept open.
 
         It applies only while nothing changed since that append: the name still
-        reaches the same inode, and its size is where this store's own last
-        write left it (so nobody else wrote: its id set is complete, its header
-        is the one checked then, its last byte is a newline). Anything else
-        returns ``False`` having written nothing, and :meth:`append` takes the
-        full path (which re-reads what changed). Threads of this process take
-        turns on ``_held_lock``: they share the descriptor, so flock would not
-        separate them. Lock order: ``_held_lock``, then the file lock;
-        ``_mutex`` is only taken briefly and never while waiting for either.
+        reaches the same inode, its size is where this store's own last write
+        left it, it still starts with the header line checked then and ends
+        with the bytes of that write (so nobody else wrote: its id set is
+        complete, its last byte is a newline). Anything else returns ``False`` having written
+        nothing, and :meth:`append` takes the full path (which re-reads what
+        changed). Threads of this process take turns on the descriptor's own
+        lock: they share the descriptor, so flock would not separate them.
+        Lock order: a descriptor's lock, then its file lock; ``_held_lock``
+        (the table of descriptors) is never held while waiting for either.
 
         Raises:
             InvalidSessionError: an entry id is already used in the file.
             StorageError: the write failed; the file is as it was.
         """
+        path = self._paths.get(session_id)
         with self._held_lock:
-            # Single dict reads and the tuple swap below are atomic; _held itself
-            # only changes under _held_lock, which is held.
-            path = self._paths.get(session_id)
             held = self._held.get(path) if path is not None else None
-            if held is None or held.session_id != session_id:
+        if held is None or held.session_id != session_id:
+            return False
+        with held.lock:
+            if held.closed:
                 return False
             cached = self._ids.get(path)
             if cached is None or cached[0] != held.dev or cached[1] != held.ino or cached[2] != held.end:
@@ -710,9 +740,14 @@ class JsonlStore:
                 _lock(fd, True)
                 try:
                     # One stat of the name tells both: it still reaches our inode (so
-                    # that inode is linked), and the inode's size.
+                    # that inode is linked), and the inode's size. The header line and
+                    # the tail of our last write, read back, tell an in-place overwrite
+                    # (`cp other.jsonl this.jsonl`) that happens to leave the same size.
                     current = os.stat(path)
-                    if current.st_ino != held.ino or current.st_dev != held.dev or current.st_size != held.end:
+                    if (current.st_ino != held.ino or current.st_dev != held.dev
+                            or current.st_size != held.end
+                            or os.pread(fd, len(held.head), 0) != held.head
+                            or os.pread(fd, len(held.tail), held.end - len(held.tail)) != held.tail):
                         drop = True  # replaced, removed or written by someone else
                         return False
                     known = cached[3]
@@ -723,8 +758,8 @@ class JsonlStore:
                     written = self._append_locked(path, fd, payload, self.fsync, held.end, newline_ended=True)
                     known.update([entry["id"] for entry in entries])
                     held.end += written
+                    held.tail = payload[-_TAIL:]
                     self._ids[path] = (held.dev, held.ino, held.end, known)
-                    self._held.move_to_end(path)
                     return True
                 finally:
                     _unlock(fd)
@@ -735,12 +770,18 @@ class JsonlStore:
                 raise StorageError(f"cannot append to {path}: {exc}") from exc
             finally:
                 if drop:
-                    self._release_held(path)
+                    held.closed = True
+                    os.close(held.fd)
+                    with self._held_lock:
+                        if self._held.get(path) is held:
+                            del self._held[path]
 
-    def _hold(self, path: str, st: os.stat_result, session_id: str, end: int) -> None:
+    def _hold(self, path: str, st: os.stat_result, session_id: str, end: int, head: bytes,
+              written: bytes) -> None:
         """Keep a descriptor of ``path`` for :meth:`_append_held`, after this store's own
         append to it: ``st`` was the locked ``fstat`` before that write, ``end`` the
-        size it left. Never called while holding a file lock."""
+        size it left, ``head`` the header line it checked, ``written`` what it wrote.
+        Never called while holding a file lock."""
         try:
             fd = os.open(path, os.O_RDWR | os.O_APPEND | _O_CLOEXEC)
         except OSError:
@@ -754,12 +795,22 @@ class JsonlStore:
             os.close(fd)  # replaced meanwhile
             return
         with self._held_lock:
-            self._release_held(path)
-            with self._mutex:
-                self._held[path] = _Held(fd, st.st_dev, st.st_ino, session_id, end)
-                evicted = [self._held.popitem(last=False)[1] for _ in range(len(self._held) - _HELD_FILES)]
-            for old in evicted:
-                os.close(old.fd)
+            previous = self._held.pop(path, None)
+            self._held[path] = _Held(fd, st.st_dev, st.st_ino, session_id, end, head, written[-_TAIL:])
+            evicted = [self._held.popitem(last=False)[1] for _ in range(len(self._held) - _HELD_FILES)]
+        for old in ([previous] if previous is not None else []) + evicted:
+            self._close_held(old)
+
+    @staticmethod
+    def _close_held(held: _Held) -> None:
+        # Waits for an append that is using the descriptor (never called holding _held_lock).
+        with held.lock:
+            if not held.closed:
+                held.closed = True
+                try:
+                    os.close(held.fd)
+                except OSError:
+                    pass
 
     def _after_fork_in_child(self) -> None:
         # Runs in the child right after fork(), before anything else can reuse
@@ -773,17 +824,9 @@ class JsonlStore:
     def _release(self, path: str) -> None:
         """Close the kept descriptor of ``path``, if any (waits for an append using it)."""
         with self._held_lock:
-            self._release_held(path)
-
-    def _release_held(self, path: str) -> None:
-        # The caller holds _held_lock.
-        with self._mutex:
             held = self._held.pop(path, None)
         if held is not None:
-            try:
-                os.close(held.fd)
-            except OSError:
-                pass
+            self._close_held(held)
 
     def _file_ids(self, path: str, fd: int, st: os.stat_result) -> set[str]:
         """Entry ids in the locked file ``fd`` (whose ``fstat`` is ``st``): cached
@@ -1157,7 +1200,11 @@ class JsonlStore:
 
     def close(self) -> None:
         """Drop cached look-ups and close kept descriptors. Idempotent; the store stays usable."""
-        with self._held_lock, self._mutex:
+        with self._mutex:
             self._paths.clear()
             self._headers.clear()
-            _close_all(self._held)
+        with self._held_lock:
+            held = list(self._held.values())
+            self._held.clear()
+        for item in held:
+            self._close_held(item)
