@@ -239,8 +239,7 @@ class _Held:
     ino: int
     session_id: str
     end: int  # the file size this store's own last write left
-    head: bytes  # the header line with its newline, as checked by the full path
-    tail: bytes  # the last bytes of this store's last write
+    tail: bytes  # the last bytes of this store's last write (its last record, mostly whole)
     #: Held for a whole fast-path append (its flock wait included), so one busy
     #: file never stalls appends to the store's other files.
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -259,8 +258,9 @@ def _close_all(held: dict[str, _Held]) -> None:
     held.clear()
 
 
-#: Bytes of a write remembered to recognise the file on the next append.
-_TAIL = 64
+#: Bytes of a write remembered to recognise the file on the next append: enough for
+#: the whole last record of most writes, whose random id no other session shares.
+_TAIL = 4096
 
 
 #: Descriptors a store keeps open for appends, at most (least recently used go first).
@@ -662,8 +662,7 @@ class JsonlStore:
                     # overwritten in place, or its inode reused by another session.
                     # The common case, this store appending again to a file it just
                     # appended to, takes _append_held and skips this.
-                    first = _first_line(fd)
-                    current = _header_is_current(first, session_id)
+                    current = _header_is_current(_first_line(fd), session_id)
                     if current is None:
                         self._forget(session_id)
                         continue
@@ -696,7 +695,7 @@ class JsonlStore:
                         return
                 # Outside the file lock: _hold may wait for a kept descriptor's lock,
                 # which the fast path holds while it waits for a file lock.
-                self._hold(path, st, session_id, end, first + b"\n", payload)
+                self._hold(path, st, session_id, end, payload)
                 return
             except FileNotFoundError:
                 self._forget(session_id)
@@ -710,9 +709,9 @@ class JsonlStore:
 
         It applies only while nothing changed since that append: the name still
         reaches the same inode, its size is where this store's own last write
-        left it, it still starts with the header line checked then and ends
-        with the bytes of that write (so nobody else wrote: its id set is
-        complete, its last byte is a newline). Anything else returns ``False`` having written
+        left it, and it still ends with the bytes of that write (so nobody else
+        wrote: its id set is complete, its header is the one checked then, its
+        last byte is a newline). Anything else returns ``False`` having written
         nothing, and :meth:`append` takes the full path (which re-reads what
         changed). Threads of this process take turns on the descriptor's own
         lock: they share the descriptor, so flock would not separate them.
@@ -740,13 +739,13 @@ class JsonlStore:
                 _lock(fd, True)
                 try:
                     # One stat of the name tells both: it still reaches our inode (so
-                    # that inode is linked), and the inode's size. The header line and
-                    # the tail of our last write, read back, tell an in-place overwrite
-                    # (`cp other.jsonl this.jsonl`) that happens to leave the same size.
+                    # that inode is linked), and the inode's size. The tail of our last
+                    # write, read back, tells an in-place overwrite that happens to
+                    # leave the same size (`cp other.jsonl this.jsonl`): another
+                    # session's last record differs, if only in its random id.
                     current = os.stat(path)
                     if (current.st_ino != held.ino or current.st_dev != held.dev
                             or current.st_size != held.end
-                            or os.pread(fd, len(held.head), 0) != held.head
                             or os.pread(fd, len(held.tail), held.end - len(held.tail)) != held.tail):
                         drop = True  # replaced, removed or written by someone else
                         return False
@@ -776,12 +775,10 @@ class JsonlStore:
                         if self._held.get(path) is held:
                             del self._held[path]
 
-    def _hold(self, path: str, st: os.stat_result, session_id: str, end: int, head: bytes,
-              written: bytes) -> None:
+    def _hold(self, path: str, st: os.stat_result, session_id: str, end: int, written: bytes) -> None:
         """Keep a descriptor of ``path`` for :meth:`_append_held`, after this store's own
         append to it: ``st`` was the locked ``fstat`` before that write, ``end`` the
-        size it left, ``head`` the header line it checked, ``written`` what it wrote.
-        Never called while holding a file lock."""
+        size it left, ``written`` what it wrote. Never called while holding a file lock."""
         try:
             fd = os.open(path, os.O_RDWR | os.O_APPEND | _O_CLOEXEC)
         except OSError:
@@ -796,7 +793,7 @@ class JsonlStore:
             return
         with self._held_lock:
             previous = self._held.pop(path, None)
-            self._held[path] = _Held(fd, st.st_dev, st.st_ino, session_id, end, head, written[-_TAIL:])
+            self._held[path] = _Held(fd, st.st_dev, st.st_ino, session_id, end, written[-_TAIL:])
             evicted = [self._held.popitem(last=False)[1] for _ in range(len(self._held) - _HELD_FILES)]
         for old in ([previous] if previous is not None else []) + evicted:
             self._close_held(old)
