@@ -16,30 +16,21 @@ import threading
 import time
 
 import pytest
+from support import (
+    FailingMemoryStore,
+    custom,
+    fds_to,
+    fresh_projection,
+    header,
+    ids_in,
+)
 
 import sessiontree.stores.jsonl as jsonl_module
 from sessiontree import errors, jsonio
 from sessiontree.errors import InvalidSessionError, SessionNotFoundError, StorageError
 from sessiontree.format import read_session_file
 from sessiontree.manager import SessionManager
-from sessiontree.projection import build_session_projection
 from sessiontree.stores.jsonl import JsonlStore, migrate_file
-from sessiontree.stores.memory import MemoryStore
-
-CREATED = "2026-02-01T09:00:00.000Z"
-
-
-def header(session_id: str, **extra) -> dict:
-    return {"type": "session", "version": 4, "id": session_id, "createdAt": CREATED, "cwd": "/w", **extra}
-
-
-def custom(entry_id: str, parent: str | None = None) -> dict:
-    return {"type": "custom", "id": entry_id, "parentId": parent, "timestamp": CREATED,
-            "customType": "t", "data": {}}
-
-
-def ids_in(path: str) -> list[str]:
-    return [e["id"] for e in read_session_file(path).entries]
 
 
 def ids_in_complete_lines(path: str) -> list[str]:
@@ -47,29 +38,6 @@ def ids_in_complete_lines(path: str) -> list[str]:
     data = open(path, "rb").read()
     lines = data[: data.rfind(b"\n") + 1].splitlines()[1:]
     return [json.loads(line)["id"] for line in lines]
-
-
-def fds_to(prefix: str) -> list[str]:
-    out = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith(prefix):
-            out.append(target)
-    return out
-
-
-@pytest.fixture
-def no_trash(monkeypatch):
-    """delete() unlinks (no platform trash), so the inode is really freed."""
-    def refuse(path: str) -> None:
-        raise OSError("no trash in tests")
-    monkeypatch.setattr(jsonl_module, "_send_to_trash", refuse)
-
-
-# =============================================================== JSONL fast path: regressions
 
 
 def test_fast_path_does_not_append_onto_a_torn_record_after_a_late_hold(tmp_path):
@@ -426,10 +394,6 @@ def test_garbage_collected_store_and_manager_close_their_descriptors(tmp_path):
 # =========================================================== kept projection: regressions
 
 
-def fresh(m: SessionManager):
-    return build_session_projection(m.get_entries(), m.get_leaf_id(), repair_trailing=m._repair_trailing())
-
-
 def _custom_message(m):
     m.append_message({"role": "user", "content": "hi"})
     m.append_custom_message_entry("note", "original", True)
@@ -482,9 +446,9 @@ def test_annotating_a_returned_message_does_not_change_the_next_projection(setup
     message = first.messages[index]
     assert all(message is not e.get("message") for e in m.get_entries())  # not a stored message
     message["cache_control"] = {"type": "ephemeral"}
-    assert "cache_control" not in fresh(m).messages[index]  # no stored entry was touched
+    assert "cache_control" not in fresh_projection(m).messages[index]  # no stored entry was touched
     again = m.build_session_projection()
-    assert again == fresh(m)
+    assert again == fresh_projection(m)
 
 
 def test_editing_the_returned_model_does_not_change_the_next_projection():
@@ -499,20 +463,6 @@ def test_editing_the_returned_model_does_not_change_the_next_projection():
 
 
 # =========================================================== kept projection: held
-
-
-class _FailingStore(MemoryStore):
-    fail = False
-
-    def append(self, session_id, entries):
-        if self.fail:
-            raise errors.StorageError("injected")
-        return super().append(session_id, entries)
-
-    def create(self, header, entries, *args, **kwargs):
-        if self.fail:
-            raise errors.StorageError("injected")
-        return super().create(header, entries, *args, **kwargs)
 
 
 def _random_message(rng: random.Random) -> dict:
@@ -586,7 +536,7 @@ def _random_step(m: SessionManager, rng: random.Random) -> SessionManager:
         m.reset_leaf()
     elif op == "bws":
         m.branch_with_summary(rng.choice(ids) if ids and rng.random() < 0.8 else None, rng.choice(["w", ""]))
-    elif op == "fail" and isinstance(store, _FailingStore):
+    elif op == "fail" and isinstance(store, FailingMemoryStore):
         store.fail = True
         with pytest.raises(errors.StorageError):
             m.append_message({"role": "user", "content": "lost"})
@@ -617,10 +567,10 @@ def test_kept_projection_matches_a_fresh_build_under_more_operations():
     clearing, new_session, create_branched_session, fork_to, list mutation)."""
     for seed in range(150):
         rng = random.Random(seed)
-        m = SessionManager.create("/w", store=_FailingStore())
+        m = SessionManager.create("/w", store=FailingMemoryStore())
         for _ in range(rng.randint(5, 40)):
             m = _random_step(m, rng)
-            kept, scratch = m.build_session_projection(), fresh(m)
+            kept, scratch = m.build_session_projection(), fresh_projection(m)
             assert kept == scratch, seed
             assert kept.entries == scratch.entries, seed
 
@@ -644,7 +594,7 @@ def test_kept_projection_with_a_jsonl_store_whose_fast_path_write_fails(tmp_path
         m.append_message({"role": "toolResult", "toolCallId": "c1", "toolName": "bash", "content": []})
     monkeypatch.undo()
     assert open(path, "rb").read() == data
-    assert m.build_session_projection() == before == fresh(m)
+    assert m.build_session_projection() == before == fresh_projection(m)
     m.append_message({"role": "toolResult", "toolCallId": "c1", "toolName": "bash", "content": []})
-    assert m.build_session_projection() == fresh(m)
+    assert m.build_session_projection() == fresh_projection(m)
     assert ids_in(path) == [e["id"] for e in m.get_entries()]

@@ -9,60 +9,17 @@ from __future__ import annotations
 
 import fcntl
 import os
-import signal
 import threading
 import time
 
 import pytest
+from support import custom, fresh_projection, header, ids_in, wait_child
 
 import sessiontree.stores.jsonl as jsonl_module
 from sessiontree import jsonio
 from sessiontree.errors import InvalidSessionError, SessionNotFoundError
-from sessiontree.format import read_session_file
 from sessiontree.manager import SessionManager
-from sessiontree.projection import build_session_projection
 from sessiontree.stores.jsonl import JsonlStore, migrate_file
-
-CREATED = "2026-02-01T09:00:00.000Z"
-
-
-def header(session_id: str, **extra) -> dict:
-    return {"type": "session", "version": 4, "id": session_id, "createdAt": CREATED, "cwd": "/w", **extra}
-
-
-def custom(entry_id: str, parent: str | None = None) -> dict:
-    return {"type": "custom", "id": entry_id, "parentId": parent, "timestamp": CREATED,
-            "customType": "t", "data": {}}
-
-
-def ids_in(path: str) -> list[str]:
-    return [e["id"] for e in read_session_file(path).entries]
-
-
-def fresh(m: SessionManager):
-    return build_session_projection(m.get_entries(), m.get_leaf_id(), repair_trailing=m._repair_trailing())
-
-
-def _wait_child(pid: int, seconds: float):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return status
-        time.sleep(0.02)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    return None
-
-
-@pytest.fixture
-def no_trash(monkeypatch):
-    def refuse(path: str) -> None:
-        raise OSError("no trash in tests")
-    monkeypatch.setattr(jsonl_module, "_send_to_trash", refuse)
-
-
-# ======================================================================= JSONL: regressions
 
 
 def test_fast_path_appends_into_another_session_after_a_same_size_in_place_copy(tmp_path):
@@ -184,7 +141,7 @@ def test_forked_child_deadlocks_on_a_lock_inherited_from_a_full_path_append(tmp_
             os._exit(1)
     release.set()
     worker.join(5)
-    status = _wait_child(pid, 2.5)
+    status = wait_child(pid, 2.5)
     assert status is not None, "the forked child hung on a file lock it inherited"
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
@@ -244,7 +201,7 @@ def test_kept_projection_source_entries_stay_the_stored_entries_after_a_boundary
         m.build_session_projection()
         for i in range(60):
             m.append_message({"role": "user", "content": f"m{i}"})
-            projection, scratch = m.build_session_projection(), fresh(m)
+            projection, scratch = m.build_session_projection(), fresh_projection(m)
             assert projection == scratch
             stored = {id(e) for e in m.get_entries()}
             for position, (mine, theirs) in enumerate(zip(projection.sources, scratch.sources)):
@@ -309,7 +266,7 @@ def test_held_store_used_in_a_forked_child_for_append_list_and_delete(tmp_path, 
         except BaseException:
             code = 3
         os._exit(code)
-    status = _wait_child(pid, 4)
+    status = wait_child(pid, 4)
     assert status is not None and os.WEXITSTATUS(status) == 0
     store.append("a", [custom("a2", "c2")])
     with pytest.raises(SessionNotFoundError):
@@ -338,8 +295,8 @@ def test_held_kept_projection_copies_for_null_content_tail_and_edits():
     del null_id
     for _ in range(3):
         p = m.build_session_projection()
-        assert p == fresh(m)
-        scratch = fresh(m)
+        assert p == fresh_projection(m)
+        scratch = fresh_projection(m)
         for mine, theirs in zip(p.entries, scratch.entries):
             message = theirs.source_entry.get("message")
             shared = any(message is x for x in theirs.messages)
@@ -357,5 +314,5 @@ def test_held_kept_projection_copies_for_null_content_tail_and_edits():
             p.model.clear()
         if p.system_message is not None:
             p.system_message.clear()
-        assert m.build_session_projection() == fresh(m)
+        assert m.build_session_projection() == fresh_projection(m)
         assert not [x for x in m.build_session_projection().messages if "junk" in x]

@@ -9,13 +9,13 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import FailingMemoryStore, fresh_projection
 
 from sessiontree import errors
 from sessiontree.manager import SessionManager
 from sessiontree.projection import (
     INTERRUPTED_TEXT,
     ProjectionBuilder,
-    build_session_projection,
 )
 from sessiontree.stores.memory import MemoryStore
 
@@ -36,14 +36,8 @@ def result(call_id: str, text: str = "out") -> dict:
             "content": [{"type": "text", "text": text}], "isError": False, "timestamp": 3}
 
 
-def fresh(manager: SessionManager):
-    """The projection built from scratch, with the trailing rule the manager applies."""
-    return build_session_projection(manager.get_entries(), manager.get_leaf_id(),
-                                    repair_trailing=manager._repair_trailing())
-
-
 def assert_same(manager: SessionManager) -> None:
-    kept, scratch = manager.build_session_projection(), fresh(manager)
+    kept, scratch = manager.build_session_projection(), fresh_projection(manager)
     assert kept == scratch
     assert kept.entries == scratch.entries
     # A caller annotating what it got (top-level keys) must not change the next
@@ -171,22 +165,8 @@ def test_branch_moves_and_entries_on_other_branches():
     assert_same(m)
 
 
-class FailingStore(MemoryStore):
-    fail = False
-
-    def append(self, session_id, entries):
-        if self.fail:
-            raise errors.StorageError("injected")
-        return super().append(session_id, entries)
-
-    def create(self, header, entries, *args, **kwargs):
-        if self.fail:
-            raise errors.StorageError("injected")
-        return super().create(header, entries, *args, **kwargs)
-
-
 def test_rolled_back_append_leaves_no_trace_in_the_projection():
-    store = FailingStore()
+    store = FailingMemoryStore()
     m = SessionManager.create("/w", store=store)
     m.append_message(user("a"))
     before = m.build_session_projection()
@@ -245,7 +225,7 @@ OPS = st.lists(
 )
 
 
-def _apply(m: SessionManager, store: FailingStore, op: tuple) -> SessionManager:
+def _apply(m: SessionManager, store: FailingMemoryStore, op: tuple) -> SessionManager:
     ids = [e["id"] for e in m.get_entries()]
     pick = (lambda i: ids[i % len(ids)]) if ids else (lambda i: None)
     kind = op[0]
@@ -298,7 +278,7 @@ def _apply(m: SessionManager, store: FailingStore, op: tuple) -> SessionManager:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(OPS)
 def test_kept_projection_always_equals_a_fresh_build(ops):
-    store = FailingStore()
+    store = FailingMemoryStore()
     m = SessionManager.create("/w", store=store)
     for op in ops:
         m = _apply(m, store, op)

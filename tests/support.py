@@ -1,0 +1,79 @@
+"""Helpers shared by several test modules (plain functions; fixtures live in conftest.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from sessiontree import errors
+from sessiontree.format import read_session_file
+from sessiontree.manager import SessionManager
+from sessiontree.projection import SessionProjection, build_session_projection
+from sessiontree.stores.memory import MemoryStore
+
+CREATED = "2026-02-01T09:00:00.000Z"
+
+
+def header(session_id: str, **extra) -> dict:
+    """A minimal format-4 header with ``id`` ``session_id``."""
+    return {"type": "session", "version": 4, "id": session_id, "createdAt": CREATED, "cwd": "/w", **extra}
+
+
+def custom(entry_id: str, parent: str | None = None) -> dict:
+    """A ``custom`` entry (not in context): the cheapest valid entry."""
+    return {"type": "custom", "id": entry_id, "parentId": parent, "timestamp": CREATED,
+            "customType": "t", "data": {}}
+
+
+def ids_in(path: str) -> list[str]:
+    """Entry ids of a session file, read (and validated) from disk."""
+    return [e["id"] for e in read_session_file(path).entries]
+
+
+def fds_to(prefix: str) -> list[str]:
+    """Targets of this process's open descriptors that start with ``prefix``."""
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(prefix):
+            out.append(target)
+    return out
+
+
+def wait_child(pid: int, seconds: float) -> int | None:
+    """The forked child's wait status, or ``None`` (child killed) after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        time.sleep(0.02)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return None
+
+
+def fresh_projection(manager: SessionManager) -> SessionProjection:
+    """The projection built from scratch, with the trailing rule the manager applies."""
+    return build_session_projection(manager.get_entries(), manager.get_leaf_id(),
+                                    repair_trailing=manager._repair_trailing())
+
+
+class FailingMemoryStore(MemoryStore):
+    """A memory store whose writes raise ``StorageError`` while ``fail`` is set."""
+
+    fail = False
+
+    def append(self, session_id, entries):
+        if self.fail:
+            raise errors.StorageError("injected")
+        return super().append(session_id, entries)
+
+    def create(self, header, entries, *args, **kwargs):
+        if self.fail:
+            raise errors.StorageError("injected")
+        return super().create(header, entries, *args, **kwargs)
