@@ -905,7 +905,7 @@ def test_jsonl_failed_append_restores_the_file(jsonl_store, monkeypatch):
     with pytest.raises(StorageError, match="rollback failed") as info:
         jsonl_store.append("s1", [custom("e2", "e1")])
     assert isinstance(info.value.__cause__, OSError)
-    assert isinstance(info.value.rollback_error, OSError)  # type: ignore[attr-defined]
+    assert isinstance(info.value.rollback_error, OSError)
 
 
 def test_jsonl_failed_fsync_restores_the_file(jsonl_store, monkeypatch):

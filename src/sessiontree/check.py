@@ -380,9 +380,8 @@ def _loads(data: bytes) -> tuple[Any, str | None]:
     """``(value, None)``, or ``(None, reason)`` when ``data`` is not JSON."""
     try:
         return jsonio.loads(data), None
-    except (ValueError, RecursionError) as exc:
-        # Deep nesting exhausts the stdlib decoder's recursion; it is still just bad input.
-        return None, "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+    except ValueError as exc:  # jsonio.loads reports absurd nesting as a ValueError too
+        return None, str(exc)
 
 
 def _json_type(value: Any) -> str:

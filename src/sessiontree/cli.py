@@ -353,8 +353,7 @@ def import_cmd(app: _App, paths: tuple[str, ...], as_json: bool) -> None:
         styles = {"imported": "green", "present": "dim", "rejected": "red"}
         for row in results:
             detail = f"{row['entries']} entries" if row["status"] == "imported" else row["reason"]
-            label = {"present": "present"}.get(row["status"], row["status"])
-            table.add_row(Text(label, style=styles[row["status"]]), row["sessionId"] or "", row["path"], detail)
+            table.add_row(Text(row["status"], style=styles[row["status"]]), row["sessionId"] or "", row["path"], detail)
         console = _out()
         _show(console, table)
         _show(console, f"{counts['imported']} imported, {counts['present']} already present, "

@@ -98,7 +98,14 @@ class StoreOpenError(SessionError):
 
 
 class StorageError(SessionError):
-    """A write failed; nothing was published. The OS or database error is ``__cause__``."""
+    """A write failed; nothing was published. The OS or database error is ``__cause__``.
+
+    Attributes:
+        rollback_error: when undoing the failed write failed too (the file or
+            database may then hold part of it), that second error; else ``None``.
+    """
+
+    rollback_error: BaseException | None = None
 
 
 class InvalidSessionError(SessionError):

@@ -224,7 +224,7 @@ def _located(exc: InvalidSessionError, path: str | None, line: int) -> InvalidSe
 
 
 def _is_blank(line: bytes) -> bool:
-    return not line.strip(_JSON_WS + b"\x0b\x0c")
+    return not line.strip(_BLANK_START)
 
 
 def parse_session(data: bytes | str, path: str | None = None) -> ParsedSession:

@@ -34,7 +34,7 @@ from .errors import (
     StorageError,
 )
 from .format import ParsedSession, read_session_file
-from .ids import new_entry_id, new_session_id, validate_session_id
+from .ids import is_valid_session_id, new_entry_id, new_session_id, validate_session_id
 from ._gc import gc_paused
 from .info import SessionInfo, is_classified
 from .migrations import parent_session_to_id, upgrade_header
@@ -122,7 +122,9 @@ def _new_header(session_id: str | None, cwd: str, parent_session: str | None = N
         "cwd": cwd,
     }
     if parent_session is not None:
-        parent_id = parent_session_to_id(parent_session)
+        # An id is taken as it is: only a legacy path needs a look-up (in_memory
+        # must not touch the filesystem, and a file named like the id must not win).
+        parent_id = parent_session if is_valid_session_id(parent_session) else parent_session_to_id(parent_session)
         if parent_id is not None:
             header["parentSessionId"] = parent_id
     if classification:
@@ -616,7 +618,7 @@ class SessionManager:
         """
         if first_kept_entry_id is not None:
             self._tree.require(first_kept_entry_id)
-        system = self.build_session_projection().system_message
+        system = _projection.get_current_system_message(self._current_projector().system_messages)
         entry = self._base("compaction")
         entry["summary"] = compacted_text
         entry["firstKeptEntryId"] = first_kept_entry_id

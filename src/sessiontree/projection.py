@@ -1152,7 +1152,7 @@ class ProjectionBuilder:
     """
 
     __slots__ = ("leaf_id", "sources", "messages", "ends", "window", "system_messages", "edits",
-                 "thinking_level", "model", "context_window", "copies", "copy_refs", "owned", "owned_sources")
+                 "thinking_level", "model", "context_window", "copies", "owned", "owned_sources")
 
     def __init__(self, leaf_id: str | None, thinking_level: str, model: dict[str, Any] | None,
                  context_window: int | None, edits: dict[str, Entry]) -> None:
@@ -1167,13 +1167,10 @@ class ProjectionBuilder:
         self.model = model
         self.context_window = context_window
         # What the projection made itself (not stored data), so that result()
-        # can hand out fresh copies as a fresh build would: ids of source
-        # entries that are P.1 copies; positions in messages of dicts it made;
+        # can hand out fresh copies as a fresh build would: entry ids of the
+        # sources that are P.1 copies; positions in messages of dicts it made;
         # (source position, message position or -1) of the P.1 copies.
-        self.copies: set[int] = set()
-        # The copies themselves, kept alive so that their ids are never reused
-        # by other objects (copies before a boundary are not in sources).
-        self.copy_refs: list[Entry] = []
+        self.copies: set[str] = set()
         self.owned: list[int] = []
         self.owned_sources: list[tuple[int, int]] = []
 
@@ -1188,8 +1185,7 @@ class ProjectionBuilder:
         path, edits = scan.path, scan.edits
         self = cls(path[-1]["id"] if path else None, scan.thinking_level, scan.model,
                    scan.context_window, edits)
-        self.copies = {id(entry) for entry in scan.copies}
-        self.copy_refs = scan.copies
+        self.copies = {entry["id"] for entry in scan.copies}
         layout = _layout_at(path, scan.boundary)
         context_entries = _context_entries(path, layout)
         self.sources = context_entries
@@ -1212,7 +1208,7 @@ class ProjectionBuilder:
         # The boundary entry owns what its stand-ins produced; the kept-tail
         # entries own nothing (their text is in the boundary message).
         self.ends[:] = [len(self.messages)] * (1 + len(tail_entries))
-        self.owned_sources += [(1 + k, -1) for k, entry in enumerate(tail_entries) if id(entry) in self.copies]
+        self.owned_sources += [(1 + k, -1) for k, entry in enumerate(tail_entries) if entry["id"] in self.copies]
         self._extend(after)
         return self
 
@@ -1233,7 +1229,7 @@ class ProjectionBuilder:
                 if message.__class__ is not dict and not isinstance(message, dict):
                     mark(len(messages))
                     continue
-                if copies and id(entry) in copies:
+                if copies and entry.get("id") in copies:
                     made = True
                     self.owned_sources.append((len(self.ends), -1))
             elif kind == "custom_message" or kind == "branch_summary":
@@ -1260,7 +1256,7 @@ class ProjectionBuilder:
                     mark(len(messages))
                     continue  # an orphan or a duplicate, dropped
             elif role == "assistant" or not _is_transparent(message):
-                if window.pending or window.allowed:
+                if window.is_open:
                     for synthetic in window.close():
                         own(len(messages))
                         push(synthetic)
@@ -1268,7 +1264,7 @@ class ProjectionBuilder:
                 self.system_messages.append(message)
             if made:
                 own(len(messages))
-                if copies and id(entry) in copies and message is entry.get("message"):
+                if copies and entry.get("id") in copies and message is entry.get("message"):
                     self.owned_sources[-1] = (len(self.ends), len(messages))
             push(message)
             if role == "assistant":
@@ -1296,7 +1292,7 @@ class ProjectionBuilder:
             setattr(self, name, value)
         normalized = _normalize_entry(entry)
         if normalized is not entry:
-            self.copies.add(id(normalized))
+            self.copies.add(entry_id)
         self.sources.append(normalized)
         self._extend((normalized,))
         self.leaf_id = entry_id
@@ -1310,7 +1306,7 @@ class ProjectionBuilder:
         """
         messages, ends, sources, model = self.messages, self.ends, self.sources, self.model
         window = self.window
-        trailing = (window.pending or window.allowed) and repair_trailing and ends
+        trailing = window.is_open and repair_trailing and ends
         if copy or trailing:
             messages, ends = list(messages), list(ends)
         if copy:
@@ -1363,7 +1359,7 @@ def build_session_context(
         return SessionContext()
     by_id = _index(entries)
     leaf = leaf_id if isinstance(leaf_id, str) and leaf_id in by_id else _last_id(entries)
-    projection = build_session_projection(entries, leaf, repair_trailing=repair_trailing)
+    projection = build_session_projection(entries, leaf, by_id=by_id, repair_trailing=repair_trailing)
     return SessionContext(
         messages=projection.messages,
         thinking_level=projection.thinking_level,

@@ -67,7 +67,7 @@ from ..errors import (
 )
 from ..format import CURRENT_VERSION, ParsedSession, parse_session, read_header_file
 from ..ids import session_id_hash
-from ..info import InfoAccumulator, SessionInfo, is_classified
+from ..info import InfoAccumulator, SessionInfo, is_classified, session_info_from_entries
 from ..tree import parse_timestamp_ms
 from ._shared import Progress, check_header, cwd_matches, encode_entries, resolve_cwd, sort_listing
 from .base import CancelEvent, ProgressCallback
@@ -887,7 +887,7 @@ class JsonlStore:
             except OSError as rollback_exc:
                 error = StorageError(f"append to {path} failed ({exc}) and the rollback failed too "
                                      f"({rollback_exc}); the file may hold a partial record")
-                error.rollback_error = rollback_exc  # type: ignore[attr-defined]
+                error.rollback_error = rollback_exc
                 raise error from exc
             if isinstance(exc, OSError):
                 raise StorageError(f"append to {path} failed: {exc}") from exc
@@ -1169,7 +1169,7 @@ class JsonlStore:
             return None
         if not cwd_matches(parsed.header.get("cwd"), wanted):
             return None
-        return InfoAccumulator().extend(parsed.entries).to_info(parsed.header, path, fallback_mtime=mtime)
+        return session_info_from_entries(parsed.header, parsed.entries, path, fallback_mtime=mtime)
 
     def find_most_recent(self, cwd: str | None = None, include_internal: bool = False) -> str | None:
         """Id of the session whose file was modified last (REFERENCE M.1), or ``None``.

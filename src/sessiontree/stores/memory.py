@@ -167,11 +167,11 @@ class MemoryStore:
         with self._lock:
             session = self._require(session_id)
             header_raw = session.header_raw
-            raw: list[bytes | None] = list(session.raw)
+            raw: list[bytes | None] = list(session.raw)  # all bytes here; the type is ParsedSession's
         loads = jsonio.loads
         return ParsedSession(
             header=loads(header_raw),
-            entries=[loads(text) for text in raw if text is not None],
+            entries=[loads(text) for text in raw],
             raw=raw,
             header_raw=header_raw,
             source_version=CURRENT_VERSION,

@@ -369,7 +369,7 @@ class SqliteStore:
                     if rollback_error is not None:
                         message += f"; the rollback failed too: {rollback_error}"
                     error = StorageError(message)
-                    error.rollback_error = rollback_error  # type: ignore[attr-defined]
+                    error.rollback_error = rollback_error
                     raise error from exc
                 raise
 
