@@ -30,6 +30,7 @@ from typing import Any
 from . import projection as _projection
 from .errors import (
     EntryNotFoundError,
+    InvalidSessionError,
     SessionInUseError,
     StorageError,
 )
@@ -245,13 +246,28 @@ class SessionManager:
 
         Recency is the session's last write. The found session is opened with
         the given ``cwd``. Workflow sessions are considered only with
-        ``include_internal``.
+        ``include_internal``. Unloadable sessions are skipped, as in resume
+        listings (seed "SessionManager API"): when the most recent one does not
+        load, the newest loadable row of ``list`` is continued instead.
+
+        Raises:
+            StoreOpenError: the store cannot be opened.
+            StorageError: creating the new session failed.
         """
         target = _resolve_store(store, session_dir)
         cwd = os.path.abspath(cwd)
         recent = target.find_most_recent(cwd, include_internal)
         if recent is not None:
-            return cls.open(target, recent, cwd_override=cwd)
+            try:
+                return cls.open(target, recent, cwd_override=cwd)
+            except InvalidSessionError:
+                for info in target.list_sessions(cwd=cwd, include_internal=include_internal):
+                    if info.id == recent:
+                        continue
+                    try:
+                        return cls.open(target, info.id, cwd_override=cwd)
+                    except InvalidSessionError:
+                        continue
         return cls.create(cwd, store=target)
 
     @classmethod
