@@ -488,6 +488,20 @@ def test_tool_pairing_is_checked_per_branch() -> None:
     assert [(p.code, p.line, p.entry_id) for p in problems] == [("tool-call-without-result", 3, "a1")]
 
 
+def test_a_blank_user_message_by_javascript_rules_is_transparent_to_pairing() -> None:
+    # U+FEFF is whitespace for JavaScript's trim (not for Python's str.strip): the
+    # user message is invisible, conversion drops it, and the later result still
+    # answers c1, exactly as the projection pairs it. No warning.
+    call = (b'{"type":"message","id":"a1","parentId":"u1","timestamp":"t","message":{"role":"assistant",'
+            b'"content":[{"type":"toolCall","id":"c1","name":"read","arguments":{}}],"stopReason":"toolUse"}}')
+    blank = (b'{"type":"message","id":"u2","parentId":"a1","timestamp":"t","message":{"role":"user",'
+             b'"content":"\\ufeff"}}')
+    answer = (b'{"type":"message","id":"r1","parentId":"u2","timestamp":"t","message":{"role":"toolResult",'
+              b'"toolCallId":"c1","toolName":"read","content":[],"isError":false}}')
+    data = HEADER + b"\n" + USER + b"\n" + b"\n".join([call, blank, answer]) + b"\n"
+    assert check_bytes(data, "p.jsonl") == []
+
+
 def test_trailing_unanswered_call_is_reported() -> None:
     call = (b'{"type":"message","id":"a1","parentId":"u1","timestamp":"t","message":{"role":"assistant",'
             b'"content":[{"type":"toolCall","id":"c1","name":"read","arguments":{}}],"stopReason":"toolUse"}}')

@@ -136,6 +136,7 @@ from .errors import InvalidSessionError, SessionError, UnsupportedVersionError
 from .format import parse_version, split_lines, validate_entry, validate_header
 from .ids import derived_entry_id, session_id_hash
 from .migrations import Records, upgrade
+from .projection import closes_tool_window, entry_to_context_messages, is_active_compaction
 from .types import ENTRY_TYPES, MESSAGE_ROLES
 
 __all__ = [
@@ -563,54 +564,10 @@ def _lone_surrogates(value: Any) -> Iterator[tuple[str, str]]:
                 stack.append((item[i], f"{path}[{i}]"))
 
 
-def _visible(content: Any) -> bool:
-    """REFERENCE P.3: whether user-like content survives provider conversion."""
-    if isinstance(content, str):
-        return bool(content.strip())
-    if not isinstance(content, list):
-        return False
-    for block in content:
-        if not isinstance(block, dict):
-            continue
-        kind = block.get("type")
-        if kind == "image":
-            return True
-        if kind == "text":
-            if isinstance(block.get("text"), str) and block["text"].strip():
-                return True
-        elif isinstance(kind, str) and kind.strip():
-            return True
-    return False
-
-
 def _closes_window(obj: dict[str, Any]) -> bool:
-    """Whether an entry (not assistant/toolResult) yields a provider-bound
-    message, which closes the tool-call window (REFERENCE P.2, P.4, Q.6)."""
-    kind = obj.get("type")
-    if kind == "message":
-        message = obj.get("message")
-        role = message.get("role") if isinstance(message, dict) else None
-        if role == "user":
-            return _visible(message.get("content"))
-        if role == "custom":
-            return message.get("excludeFromContext") is not True and _visible(message.get("content"))
-        if role == "bashExecution":
-            return message.get("excludeFromContext") is not True
-        if role == "branchSummary":
-            return isinstance(message.get("summary"), str) and bool(message["summary"])
-        return False  # system is transparent (D-11); unknown roles are dropped
-    if kind == "custom_message":
-        return obj.get("excludeFromContext") is not True and _visible(obj.get("content"))
-    if kind == "branch_summary":
-        return isinstance(obj.get("summary"), str) and bool(obj["summary"])
-    if kind == "compaction":
-        return _is_verbatim(obj)
-    return False
-
-
-def _is_verbatim(obj: dict[str, Any]) -> bool:
-    details = obj.get("details")
-    return isinstance(details, dict) and details.get("strategy") == "verbatim-lines"
+    """Whether an entry (not assistant/toolResult) yields a message that closes the
+    tool-call window: the projection's own rule (REFERENCE P.2-P.4, Q.6, D-11)."""
+    return any(closes_tool_window(m) for m in entry_to_context_messages(obj))
 
 
 # --------------------------------------------------------------------------
@@ -1023,7 +980,7 @@ class _Analysis:
                              entry_id)
             elif kind == "context_compaction":
                 self.problem("retired-compaction", rec.line, "retired context_compaction record (inert)", entry_id)
-            elif kind == "compaction" and not _is_verbatim(obj):
+            elif kind == "compaction" and not is_active_compaction(obj):
                 self.problem("retired-compaction", rec.line,
                              'retired summary-compaction record (details.strategy is not "verbatim-lines"; inert)',
                              entry_id)
@@ -1134,7 +1091,7 @@ class _Analysis:
                 self.problem("summary-target-missing", rec.line,
                              f'summarizedThroughId "{anchor}" names no entry{self._damaged(anchor)} '
                              "(the summary is never shown)", rec.oid)
-            if kind == "compaction" and _is_verbatim(obj) and isinstance(obj.get("firstKeptEntryId"), str):
+            if kind == "compaction" and is_active_compaction(obj) and isinstance(obj.get("firstKeptEntryId"), str):
                 self._check_kept(rec)
 
     def _damaged(self, entry_id: str) -> str:

@@ -65,6 +65,7 @@ __all__ = [
     "build_session_projection",
     "build_session_context",
     "is_active_compaction",
+    "closes_tool_window",
     "assert_tool_pairing_invariant",
 ]
 
@@ -397,6 +398,21 @@ def _is_transparent(message: Any) -> bool:
     if not isinstance(message, Mapping):
         return True
     return message.get("role") == "system" or _drops_in_conversion(message)
+
+
+def closes_tool_window(message: Mapping[str, Any]) -> bool:
+    """Whether ``message`` ends an open tool-call window (REFERENCE P.4, Decision D-11).
+
+    An ``assistant`` message does (it opens its own); a ``toolResult`` never
+    does; anything else does unless it is transparent: a ``system`` message,
+    or one that :func:`convert_to_llm` drops (P.2, P.3, with JavaScript's
+    whitespace for "blank"). The projection pairs with this rule inline;
+    ``sessiontree.check`` uses it to report what the projection will repair.
+    """
+    role = message.get("role")
+    if role == "toolResult":
+        return False
+    return role == "assistant" or not _is_transparent(message)
 
 
 def _convert_one(message: Message) -> Message | None:
