@@ -388,3 +388,21 @@ def test_latest_summary_is_the_candidate() -> None:
                summary("s2", "u1", "stale one")]
     # s2 is the candidate and its anchor is not the newest message: nothing shown.
     assert fresh_summary(entries) is None
+
+
+def test_timestamps_without_a_zone_are_utc_whatever_the_machine_zone(monkeypatch) -> None:
+    import time
+
+    from sessiontree.tree import parse_timestamp_ms
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        # 2024-01-01T00:00:00Z is 19,723 days after the epoch: 1,704,067,200,000 ms.
+        assert parse_timestamp_ms("2024-01-01T00:00:00") == 1704067200000.0
+        assert parse_timestamp_ms("2024-01-01T00:00:00.123Z") == 1704067200123.0
+        assert parse_timestamp_ms("2024-01-01T01:00:00+01:00") == 1704067200000.0
+        assert parse_timestamp_ms("not a time") is None
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()

@@ -37,7 +37,6 @@ import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from datetime import datetime, timedelta, timezone
 from typing import Any, Final
 
 from sessiontree.transcript import (
@@ -48,7 +47,7 @@ from sessiontree.transcript import (
 )
 from sessiontree._gc import gc_paused
 from sessiontree.errors import ToolPairingError
-from sessiontree.tree import get_branch
+from sessiontree.tree import get_branch, parse_timestamp_ms
 
 __all__ = [
     "INTERRUPTED_TEXT",
@@ -106,7 +105,6 @@ _JS_WHITESPACE = frozenset(
     "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 )
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 # Marks a key that is absent, as opposed to present with the value None.
 _ABSENT: Final = object()
@@ -228,22 +226,13 @@ def _content_visible(content: Any) -> bool:
 
 
 def _iso_to_ms(value: Any) -> int | None:
-    """Milliseconds since the epoch of an entry timestamp, like JS ``Date.parse``.
-
-    A naive timestamp is taken as UTC (format-4 writers always add ``Z``).
-    ``None`` when unparsable (JavaScript would give NaN, written as null).
-    """
+    """Whole milliseconds since the epoch of an entry timestamp, like JS ``Date.parse``
+    (:func:`sessiontree.tree.parse_timestamp_ms`, truncated); a number is taken
+    as it is; ``None`` when unparsable (JavaScript would give NaN, written as null)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return int(value)
-    if not isinstance(value, str):
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
-    return (parsed - _EPOCH) // timedelta(milliseconds=1)
+    ms = parse_timestamp_ms(value)
+    return None if ms is None else int(ms // 1)
 
 
 def _normalize_entry(entry: Entry) -> Entry:

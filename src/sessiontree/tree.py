@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .errors import EntryNotFoundError, InvalidSessionError
@@ -59,15 +59,26 @@ def get_branch(by_id: Mapping[str, Entry], leaf_id: str | None) -> list[Entry]:
     return path
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
 def parse_timestamp_ms(value: Any) -> float | None:
-    """Milliseconds since the epoch of an ISO-8601 string, or ``None`` if unparsable."""
+    """Milliseconds since the epoch of an ISO-8601 string, or ``None`` if unparsable.
+
+    Exact to the microsecond (``"...00.123Z"`` gives ``...123.0``). A string
+    without a zone is read as UTC: format-4 writers always add ``Z``, and a
+    result must not depend on the machine's time zone (JavaScript's
+    ``Date.parse`` would read it as local time).
+    """
     if not isinstance(value, str):
         return None
     try:
-        text = value[:-1] + "+00:00" if value.endswith("Z") else value
-        return datetime.fromisoformat(text).timestamp() * 1000.0
+        parsed = datetime.fromisoformat(value)
     except ValueError:
         return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return ((parsed - _EPOCH) // timedelta(microseconds=1)) / 1000.0
 
 
 @dataclass
