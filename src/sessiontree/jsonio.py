@@ -21,11 +21,12 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
-__all__ = ["loads", "dumps", "dumps_str", "js_stringify", "js_number", "utf16_len"]
+__all__ = ["loads", "dumps", "dumps_str", "js_stringify", "js_number", "js_key_order", "utf16_len"]
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _decoder = json.JSONDecoder()
@@ -148,7 +149,10 @@ def _is_array_index(key: str) -> bool:
     return key.isdigit() and key.isascii() and (key == "0" or key[0] != "0") and int(key) < 4294967295
 
 
-def _js_key_order(obj: dict[str, Any]) -> list[str]:
+def js_key_order(obj: Mapping[str, Any]) -> list[str]:
+    """The keys of a JSON object in the order JavaScript enumerates them: canonical
+    array-index keys (``"0"`` .. ``"4294967294"``) first, ascending, then the others
+    in insertion order (ECMA-262 OrdinaryOwnPropertyKeys; REFERENCE §2.6 item 3)."""
     keys = list(obj)
     index_keys = [k for k in keys if _is_array_index(k)]
     if not index_keys:
@@ -192,7 +196,7 @@ def js_stringify(value: Any) -> str:
             out.append(js_number(item))
         elif isinstance(item, dict):
             parts: list[tuple[str, Any]] = [("s", "{")]
-            for i, key in enumerate(_js_key_order(item)):
+            for i, key in enumerate(js_key_order(item)):
                 prefix = "," if i else ""
                 parts.append(("s", prefix + _js_string(str(key)) + ":"))
                 parts.append(("v", item[key]))

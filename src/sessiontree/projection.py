@@ -755,32 +755,6 @@ def _last_id(entries: Sequence[Entry]) -> str | None:
     return leaf if isinstance(leaf, str) else None
 
 
-def _walk(by_id: Mapping[str, Entry], leaf: str | None) -> list[Entry]:
-    """:func:`sessiontree.tree.get_branch`, without a set of seen ids.
-
-    A walk longer than the number of entries must have met a parent cycle;
-    only then is the walk redone with ``get_branch`` (which stops where an id
-    repeats), so the result is the same and the common case skips a set
-    insertion and look-up per step.
-    """
-    path: list[Entry] = []
-    append = path.append
-    get = by_id.get
-    budget = len(by_id)
-    current = leaf
-    while current is not None:
-        entry = get(current)
-        if entry is None:
-            break
-        append(entry)
-        budget -= 1
-        if budget < 0:
-            return get_branch(by_id, leaf)
-        current = entry.get("parentId")
-    path.reverse()
-    return path
-
-
 def _resolve_leaf(entries: Sequence[Entry], leaf_id: LeafArg,
                   by_id: Mapping[str, Entry] | None) -> tuple[str | None, Mapping[str, Entry]]:
     """The leaf to walk from and the id index (REFERENCE Q.13 leaf rules):
@@ -795,21 +769,6 @@ def _resolve_leaf(entries: Sequence[Entry], leaf_id: LeafArg,
     if isinstance(leaf_id, str) and leaf_id in by_id:
         return leaf_id, by_id
     return None, by_id
-
-
-def _leaf_path(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Entry] | None) -> list[Entry]:
-    """The raw (not normalized) active path for ``leaf_id`` (REFERENCE Q.13 leaf rules)."""
-    leaf, index = _resolve_leaf(entries, leaf_id, by_id)
-    return _walk(index, leaf) if leaf is not None else []
-
-
-def _resolve_path(entries: Sequence[Entry], leaf_id: LeafArg,
-                  by_id: Mapping[str, Entry] | None = None) -> list[Entry]:
-    """The P.1-normalized active path for ``leaf_id`` under the rules of REFERENCE Q.13.
-
-    ``None`` and unknown ids give ``[]``; :data:`LAST_ENTRY` uses the last entry.
-    """
-    return [_normalize_entry(e) for e in _leaf_path(entries, leaf_id, by_id)]
 
 
 @dataclass(frozen=True)
@@ -963,8 +922,8 @@ def build_context_entries(
         the boundary]``. Entries before the boundary and outside the tail are
         left out.
     """
-    path = _resolve_path(entries, leaf_id, by_id)
-    return _context_entries(path, _layout(path))
+    scan = _scan_up(entries, leaf_id, by_id)
+    return _context_entries(scan.path, _layout_at(scan.path, scan.boundary))
 
 
 def build_session_projection(

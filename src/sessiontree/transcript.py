@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from sessiontree.jsonio import js_number, js_stringify, utf16_len
+from sessiontree.jsonio import js_key_order, js_number, js_stringify, utf16_len
 
 __all__ = [
     "BOUNDARY_PREFIX",
@@ -241,25 +241,6 @@ def blocks(content: Any, mode: Mode) -> list[Chunk]:
     return out.to_list()
 
 
-def _is_array_index(key: str) -> bool:
-    # JavaScript enumerates canonical array-index keys (0 .. 2**32-2) first,
-    # ascending, in any object it builds (REFERENCE §2.6 item 3).
-    return (
-        key.isascii()
-        and key.isdigit()
-        and (key == "0" or key[0] != "0")
-        and int(key) < 4294967295
-    )
-
-
-def _js_keys(obj: Mapping[str, Any]) -> list[str]:
-    keys = [str(k) for k in obj]
-    index_keys = sorted((k for k in keys if _is_array_index(k)), key=int)
-    if not index_keys:
-        return keys
-    return index_keys + [k for k in keys if not _is_array_index(k)]
-
-
 def format_tool_call(block: Mapping[str, Any]) -> str:
     """Render one ``toolCall`` block as ``name(key=JSON, ...)`` (REFERENCE §2.3, §2.6).
 
@@ -272,7 +253,7 @@ def format_tool_call(block: Mapping[str, Any]) -> str:
     arguments = block.get("arguments")
     if not isinstance(arguments, Mapping):
         arguments = {}
-    args = ", ".join(f"{key}={js_stringify(arguments[key])}" for key in _js_keys(arguments))
+    args = ", ".join(f"{key}={js_stringify(arguments[key])}" for key in js_key_order(arguments))
     return f"{name if isinstance(name, str) else ''}({args})"
 
 
