@@ -9,17 +9,15 @@ from typing import Any
 import pytest
 
 from sessiontree.errors import EntryNotFoundError, InvalidSessionError
+from sessiontree.info import InfoAccumulator
 from sessiontree.tree import (
     NameState,
     SessionTree,
     TreeNode,
-    active_summary,
     build_tree,
-    fresh_summary,
     get_branch,
     label_state,
     session_name_state,
-    summary_anchor,
 )
 
 
@@ -342,10 +340,15 @@ def branch_summary(entry_id: str) -> dict[str, Any]:
     return ent(entry_id, None, kind="branch_summary", fromId="x", summary="left branch")
 
 
+def listing(entries: list[dict[str, Any]]) -> InfoAccumulator:
+    """The listing state of ``entries``: the one implementation of K.2-K.4."""
+    return InfoAccumulator().extend(entries)
+
+
 def test_summary_fresh_while_its_anchor_is_newest() -> None:
     entries = [message("u1", None, "user"), message("a1", "u1", "assistant"), summary("s1", "a1")]
-    assert summary_anchor(entries) == "a1"
-    assert fresh_summary(entries) == "Did things"
+    assert listing(entries).anchor_id == "a1"
+    assert listing(entries).summary == "Did things"
 
 
 def test_tool_results_and_other_roles_do_not_count() -> None:
@@ -354,40 +357,40 @@ def test_tool_results_and_other_roles_do_not_count() -> None:
                message("t1", "a1", "toolResult"), message("b1", "t1", "bashExecution"),
                message("c1", "b1", "custom"), message("bs", "c1", "branchSummary"),
                message("sy", "bs", "system"), ent("m", "sy", kind="model_change")]
-    assert summary_anchor(entries) == "a1"
-    assert fresh_summary(entries) == "Did things"
+    assert listing(entries).anchor_id == "a1"
+    assert listing(entries).summary == "Did things"
 
 
 def test_newer_user_message_makes_summary_stale() -> None:
     entries = [message("u1", None, "user"), summary("s1", "u1"), message("u2", "u1", "user")]
-    assert fresh_summary(entries) is None
+    assert listing(entries).summary is None
 
 
 def test_tool_call_only_assistant_turn_counts() -> None:
     calls = [{"type": "toolCall", "id": "c", "name": "bash", "arguments": {}}]
     entries = [message("u1", None, "user"), summary("s1", "u1"), message("a1", "u1", "assistant", content=calls)]
-    assert summary_anchor(entries) == "a1"
-    assert fresh_summary(entries) is None
+    assert listing(entries).anchor_id == "a1"
+    assert listing(entries).summary is None
 
 
 def test_later_branch_summary_retires_the_summary() -> None:
     entries = [message("u1", None, "user"), summary("s1", "u1"), branch_summary("b1")]
-    assert active_summary(entries) is None
-    assert fresh_summary(entries) is None
+    assert listing(entries).summary_text is None
+    assert listing(entries).summary is None
 
 
 def test_summary_after_branch_summary_is_valid_again() -> None:
     entries = [message("u1", None, "user"), summary("s0", "u1", "old"), branch_summary("b1"),
                summary("s1", "u1", "new")]
-    assert active_summary(entries) is entries[3]
-    assert fresh_summary(entries) == "new"
+    assert listing(entries).summary_text == entries[3]["summary"]
+    assert listing(entries).summary == "new"
 
 
 def test_latest_summary_is_the_candidate() -> None:
     entries = [message("u1", None, "user"), message("a1", "u1", "assistant"), summary("s1", "a1", "fresh one"),
                summary("s2", "u1", "stale one")]
     # s2 is the candidate and its anchor is not the newest message: nothing shown.
-    assert fresh_summary(entries) is None
+    assert listing(entries).summary is None
 
 
 def test_timestamps_without_a_zone_are_utc_whatever_the_machine_zone(monkeypatch) -> None:

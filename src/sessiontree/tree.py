@@ -29,9 +29,6 @@ __all__ = [
     "build_tree",
     "label_state",
     "session_name_state",
-    "summary_anchor",
-    "active_summary",
-    "fresh_summary",
     "parse_timestamp_ms",
 ]
 
@@ -216,48 +213,6 @@ def session_name_state(entries: Iterable[Entry]) -> NameState:
     return NameState(True, name or None)
 
 
-def _is_conversation_message(entry: Entry) -> bool:
-    if entry.get("type") != "message":
-        return False
-    message = entry.get("message")
-    return isinstance(message, dict) and message.get("role") in ("user", "assistant")
-
-
-def summary_anchor(entries: list[Entry]) -> str | None:
-    """Id of the newest user/assistant ``message`` entry in file order (K.3)."""
-    for entry in reversed(entries):
-        if _is_conversation_message(entry):
-            return entry["id"]
-    return None
-
-
-def active_summary(entries: list[Entry]) -> Entry | None:
-    """The candidate ``session_summary``: the last one, unless a ``branch_summary``
-    comes after it (K.2)."""
-    for entry in reversed(entries):
-        entry_type = entry.get("type")
-        if entry_type == "branch_summary":
-            return None
-        if entry_type == "session_summary":
-            return entry
-    return None
-
-
-def fresh_summary(entries: list[Entry]) -> str | None:
-    """The session summary text while it is fresh, else ``None`` (seed
-    "SessionSummaryEntry", REFERENCE K.4/K.5): its ``summarizedThroughId``
-    must be the newest user/assistant message; tool results do not count; a
-    later ``branch_summary`` retires it."""
-    candidate = active_summary(entries)
-    if candidate is None:
-        return None
-    through = candidate.get("summarizedThroughId")
-    if not isinstance(through, str) or through != summary_anchor(entries):
-        return None
-    text = candidate.get("summary")
-    return text if isinstance(text, str) else None
-
-
 class SessionTree:
     """The entries of one session with their id index, leaf and labels.
 
@@ -350,6 +305,3 @@ class SessionTree:
         """See :func:`session_name_state`."""
         return session_name_state(self.entries)
 
-    def fresh_summary(self) -> str | None:
-        """See :func:`fresh_summary`."""
-        return fresh_summary(self.entries)
