@@ -143,3 +143,12 @@ def test_js_number_matches_float_value() -> None:
     for value in (3.14159, 6.02214076e23, 1.602e-19, 299792458.0):
         assert float(js_number(value)) == value
         assert not math.isnan(float(js_number(value)))
+
+
+def test_non_finite_floats_are_written_as_null_like_json_stringify() -> None:
+    # JSON.stringify(NaN) and JSON.stringify(Infinity) are "null" (REFERENCE §2.6 item 4),
+    # on the fast path and on the fallback that lone surrogates take.
+    from sessiontree.jsonio import dumps
+
+    assert dumps({"a": float("nan"), "b": [float("inf"), -float("inf")]}) == b'{"a":null,"b":[null,null]}'
+    assert dumps({"a": float("nan"), "s": "\ud800"}) == b'{"a":null,"s":"\\ud800"}'

@@ -48,7 +48,6 @@ __all__ = [
     "parse_version",
     "validate_header",
     "validate_entry",
-    "serialize_record",
     "serialize_session",
     "split_lines",
 ]
@@ -404,15 +403,6 @@ def read_header_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     raise InvalidSessionError("no session header: the file is empty or blank", path)
 
 
-def serialize_record(record: dict[str, Any]) -> bytes:
-    """One record as compact JSON bytes, without newline (REFERENCE E.1).
-
-    Raises:
-        ValueError: the record holds non-JSON values or NaN/infinity.
-    """
-    return jsonio.dumps(record)
-
-
 def serialize_session(header: dict[str, Any], entries: list[dict[str, Any]],
                       raw: list[bytes | None] | None = None) -> bytes:
     """A whole format-4 JSONL file: the header line, then one line per entry.
@@ -422,9 +412,16 @@ def serialize_session(header: dict[str, Any], entries: list[dict[str, Any]],
         entries: entries in order.
         raw: optional stored JSON text per entry (``None`` items are serialized),
             so unchanged entries are written back byte for byte.
+
+    Returns:
+        UTF-8 bytes, every line ending in ``\n``; records as compact JSON
+        (:func:`sessiontree.jsonio.dumps`, REFERENCE E.1, §2.6).
+
+    Raises:
+        ValueError: a record holds values that are not JSON data.
     """
-    out = [serialize_record(header)]
+    out = [jsonio.dumps(header)]
     for i, entry in enumerate(entries):
         text = raw[i] if raw is not None else None
-        out.append(text if text is not None else serialize_record(entry))
+        out.append(text if text is not None else jsonio.dumps(entry))
     return b"\n".join(out) + b"\n"

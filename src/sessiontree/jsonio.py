@@ -74,10 +74,12 @@ def dumps(value: Any) -> bytes:
         value: JSON-compatible data (dict, list, str, int, float, bool, None).
 
     Returns:
-        UTF-8 bytes. Lone surrogates in strings are written as ``\\udxxx``.
+        UTF-8 bytes. Lone surrogates in strings are written as ``\\udxxx``;
+        NaN and infinite floats as ``null``, as JavaScript's ``JSON.stringify``
+        writes them (REFERENCE §2.6 item 4).
 
     Raises:
-        ValueError: NaN or infinite floats, or values that are not JSON data.
+        ValueError: values that are not JSON data.
     """
     try:
         return orjson.dumps(value)
@@ -85,10 +87,21 @@ def dumps(value: Any) -> bytes:
         pass
     # orjson refuses lone surrogates and integers beyond 64 bits.
     try:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = json.dumps(_finite(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except TypeError as exc:
         raise ValueError(str(exc)) from exc
     return _escape_surrogates(text).encode("utf-8")
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with NaN and infinite floats replaced by ``None`` (orjson's and JavaScript's ``null``)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
 
 def dumps_str(value: Any) -> str:
