@@ -156,20 +156,25 @@ class InfoAccumulator:
     summary_text: str | None = None
     texts: list[str] = field(default_factory=list)
 
-    def add(self, entry: dict[str, Any]) -> None:
-        """Account for one entry (REFERENCE L.14-L.16, J.2, K.2-K.4)."""
+    def add(self, entry: dict[str, Any]) -> str | None:
+        """Account for one entry (REFERENCE L.14-L.16, J.2, K.2-K.4).
+
+        Returns:
+            The listing text the entry added to :attr:`texts` (a user or
+            assistant message's non-empty text), else ``None``.
+        """
         entry_type = entry.get("type")
         if entry_type == "message":
             self.message_count += 1
             message = entry.get("message")
             if not isinstance(message, dict):
-                return
+                return None
             role = message.get("role")
             if role not in ("user", "assistant"):
-                return
+                return None
             self.anchor_id = entry.get("id")
             if "content" not in message:
-                return  # L.15/L.16 filter: no content key, no text and no activity
+                return None  # L.15/L.16 filter: no content key, no text and no activity
             stamp = message.get("timestamp")
             if isinstance(stamp, bool) or not isinstance(stamp, (int, float)):
                 stamp = parse_timestamp_ms(entry.get("timestamp"))
@@ -180,6 +185,7 @@ class InfoAccumulator:
                 self.texts.append(text)
                 if role == "user" and self.first_message is None:
                     self.first_message = text
+                return text
         elif entry_type == "session_info":
             name = entry.get("name")
             name = name.strip() if isinstance(name, str) else ""
@@ -193,6 +199,7 @@ class InfoAccumulator:
         elif entry_type == "branch_summary":
             self.summary_through = None
             self.summary_text = None
+        return None
 
     def extend(self, entries: Iterable[dict[str, Any]]) -> InfoAccumulator:
         """Account for several entries; returns ``self``."""

@@ -475,16 +475,14 @@ class SqliteStore:
         key = _db(session_id)
         rows = []
         text_rows = []
-        info.texts.clear()  # only this call's texts; older ones are already in message_texts
         for offset, (entry, text) in enumerate(zip(entries, texts)):
             seq = start + offset
-            before = len(info.texts)
-            info.add(entry)
-            if len(info.texts) > before:
-                text_rows.append((key, seq, _db(info.texts[-1])))
+            listed = info.add(entry)
+            if listed is not None:
+                text_rows.append((key, seq, _db(listed)))
             rows.append((key, seq, _db(entry["id"]), _db(entry["parentId"]), _db(entry["type"]),
                          _db(entry["timestamp"]), text))
-        info.texts.clear()
+        info.texts.clear()  # they are in message_texts rows; the accumulator need not hold them
         try:
             _insert_entry_rows(conn, rows)
         except sqlite3.IntegrityError as exc:
@@ -558,10 +556,9 @@ class SqliteStore:
                 for seq, text in conn.execute("SELECT seq, json FROM entries WHERE session_id = ? ORDER BY seq",
                                               (key,)).fetchall():
                     entry = self._parse_record(text, key, seq + 2)
-                    before = len(info.texts)
-                    info.add(entry)
-                    if len(info.texts) > before:
-                        text_rows.append((key, seq, _db(info.texts[-1])))
+                    listed = info.add(entry)
+                    if listed is not None:
+                        text_rows.append((key, seq, _db(listed)))
                     count += 1
                 conn.execute("DELETE FROM message_texts WHERE session_id = ?", (key,))
                 _insert_text_rows(conn, text_rows)
