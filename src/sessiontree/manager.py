@@ -280,6 +280,10 @@ class SessionManager:
             entries: optional records. When they include a header (``type ==
                 "session"``) it is used, upgraded to format 4; the other
                 records are the entries and the leaf is the last one.
+
+        Raises:
+            InvalidSessionIdError: ``id`` is not a valid session id.
+            InvalidSessionError: ``entries`` are not a valid session.
         """
         cwd = os.path.abspath(cwd if cwd is not None else os.getcwd())
         records = list(entries or [])
@@ -390,7 +394,16 @@ class SessionManager:
     def list_all(store_or_dir: StoreOrDir | None = None,
                  on_progress: ProgressCallback | None = None, *, include_internal: bool = False,
                  cancel: CancelEvent | None = None) -> builtins.list[SessionInfo]:
-        """Sessions of every project in the store, newest first (seed ``listAll``)."""
+        """Sessions of every project in the store, newest first (seed ``listAll``).
+
+        Returns:
+            One :class:`SessionInfo` per loadable session (unloadable ones are
+            left out); workflow sessions only with ``include_internal``.
+
+        Raises:
+            StoreOpenError: the store cannot be opened.
+            ListingCancelledError: ``cancel`` was set.
+        """
         store = _store_or_dir(store_or_dir)
         return store.list_sessions(include_internal=include_internal, on_progress=on_progress, cancel=cancel)
 
@@ -439,7 +452,15 @@ class SessionManager:
                 raise
 
     def set_session_file(self, path: str | os.PathLike[str]) -> None:
-        """Switch this manager to a JSONL file, keeping its cwd (seed ``setSessionFile``, T.4)."""
+        """Switch this manager to a JSONL file, keeping its cwd (seed ``setSessionFile``, T.4).
+
+        A missing file is created on the first append; an existing one is opened
+        as :meth:`open_file` does (an older format's upgrade persisted).
+
+        Raises:
+            InvalidSessionError: the file is not a valid session.
+            StorageError: persisting an upgrade failed.
+        """
         other = SessionManager.open_file(path, cwd_override=self._cwd)
         self.__dict__.update(other.__dict__)
 
@@ -521,6 +542,11 @@ class SessionManager:
 
         Returns:
             A manager opened on the copy.
+
+        Raises:
+            StoreOpenError: ``target`` cannot be opened.
+            SessionExistsError: ``id`` is already stored there.
+            StorageError: the copy could not be written (nothing is left behind).
         """
         store = self._store if target is None else _store_or_dir(target)
         if self._saved:
@@ -597,7 +623,12 @@ class SessionManager:
         return self._append(entry)
 
     def append_thinking_level_change(self, level: str) -> str:
-        """Append a ``thinking_level_change`` (stored as given, REFERENCE A.7)."""
+        """Append a ``thinking_level_change`` (stored as given, REFERENCE A.7; seed
+        "ThinkingLevelChangeEntry").
+
+        Returns the new entry's id. Raises ``StorageError`` when the write fails
+        (nothing is published; see :meth:`append_message`).
+        """
         entry = self._base("thinking_level_change")
         entry["thinkingLevel"] = level
         return self._append(entry)
@@ -615,7 +646,11 @@ class SessionManager:
         return self._append(entry)
 
     def append_model_change(self, provider: str, model_id: str) -> str:
-        """Append a ``model_change`` (REFERENCE A.8)."""
+        """Append a ``model_change`` (REFERENCE A.8; seed "ModelChangeEntry").
+
+        Returns the new entry's id. Raises ``StorageError`` when the write fails
+        (nothing is published; see :meth:`append_message`).
+        """
         entry = self._base("model_change")
         entry["provider"] = provider
         entry["modelId"] = model_id
@@ -648,8 +683,12 @@ class SessionManager:
         return self._append(entry)
 
     def append_custom_entry(self, custom_type: str, data: Any = UNSET) -> str:
-        """Append extension state, not in context (REFERENCE A.11: base fields last;
-        no ``data`` key when not provided, ``null`` when ``None``)."""
+        """Append extension state, not in context (seed "CustomEntry"; REFERENCE A.11:
+        base fields last; no ``data`` key when not provided, ``null`` when ``None``).
+
+        Returns the new entry's id. Raises ``StorageError`` when the write fails
+        (nothing is published; see :meth:`append_message`).
+        """
         base = self._base("custom")
         entry: Entry = {"type": "custom", "customType": custom_type}
         if data is not UNSET:
@@ -658,7 +697,12 @@ class SessionManager:
         return self._append(entry)
 
     def append_session_info(self, name: str) -> str:
-        """Set the display name, trimmed; an empty name clears it (seed "SessionInfoEntry")."""
+        """Set the display name, trimmed; an empty name clears it and the empty entry
+        stays (seed "SessionInfoEntry").
+
+        Returns the new entry's id. Raises ``StorageError`` when the write fails
+        (nothing is published; see :meth:`append_message`).
+        """
         entry = self._base("session_info")
         entry["name"] = name.strip()
         return self._append(entry)
@@ -679,7 +723,12 @@ class SessionManager:
 
     def append_custom_message_entry(self, custom_type: str, content: Any, display: bool,
                                     details: Any = UNSET) -> str:
-        """Append an extension message that is in context (REFERENCE A.12: base fields last)."""
+        """Append an extension message that is in context (seed "CustomMessageEntry";
+        REFERENCE A.12: base fields last).
+
+        Returns the new entry's id. Raises ``StorageError`` when the write fails
+        (nothing is published; see :meth:`append_message`).
+        """
         base = self._base("custom_message")
         entry: Entry = {"type": "custom_message", "customType": custom_type, "content": content,
                         "display": display}
