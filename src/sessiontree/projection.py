@@ -861,6 +861,10 @@ def _edited_message(entry: Entry, edits: Mapping[str, Entry]) -> Message | None:
     return {**message, "content": content}
 
 
+#: Entry types that only set a setting (assistant messages set the model too).
+_SETTING_KINDS = frozenset({"thinking_level_change", "model_change", "context_window_change"})
+
+
 def _setting(entry: Entry) -> tuple[str, Any] | None:
     """The setting one path entry sets (REFERENCE Q.3, S), as ``(attribute, value)``
     with attribute ``"thinking_level"``, ``"model"`` or ``"context_window"``;
@@ -1023,31 +1027,25 @@ def _scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Ent
         kind = entry.get("type")
         if kind == "message":
             message = entry.get("message")
-            if isinstance(message, dict):
-                if message.get("content") is None and message.get("role") in content_roles:
+            is_dict = message.__class__ is dict  # the common case, without an ABC check
+            if is_dict or isinstance(message, Mapping):
+                role = message.get("role")
+                if message.get("content") is None and role in content_roles and (is_dict or isinstance(message, dict)):
                     normalize_up.append(len(path))
-                if model is _ABSENT and message.get("role") == "assistant":
-                    provider, model_id = message.get("provider"), message.get("model")
-                    # S.2 [P]: an assistant without provider/model says nothing about the model.
-                    if isinstance(provider, str) and isinstance(model_id, str):
-                        model = {"provider": provider, "modelId": model_id}
-            elif model is _ABSENT and isinstance(message, Mapping) and message.get("role") == "assistant":
-                provider, model_id = message.get("provider"), message.get("model")
-                if isinstance(provider, str) and isinstance(model_id, str):
-                    model = {"provider": provider, "modelId": model_id}
-        elif kind == "thinking_level_change":
-            if thinking_level is _ABSENT:
-                level = entry.get("thinkingLevel")
-                if isinstance(level, str):
-                    thinking_level = level
-        elif kind == "model_change":
-            if model is _ABSENT:
-                model = {"provider": entry.get("provider"), "modelId": entry.get("modelId")}
-        elif kind == "context_window_change":
-            if context_window is _ABSENT:
-                value = entry.get("contextWindow")
-                if isinstance(value, int) and not isinstance(value, bool):
-                    context_window = value
+                if model is _ABSENT and role == "assistant":
+                    setting = _setting(entry)  # the one settings rule (S.2: may say nothing)
+                    if setting is not None:
+                        model = setting[1]
+        elif kind in _SETTING_KINDS:
+            # Walking up, the latest setting of a kind is the first one met.
+            setting = _setting(entry)
+            if setting is not None:
+                if setting[0] == "thinking_level" and thinking_level is _ABSENT:
+                    thinking_level = setting[1]
+                elif setting[0] == "model" and model is _ABSENT:
+                    model = setting[1]
+                elif setting[0] == "context_window" and context_window is _ABSENT:
+                    context_window = setting[1]
         elif kind == "compaction":
             if boundary_up is None and is_active_compaction(entry):
                 boundary_up = len(path)
