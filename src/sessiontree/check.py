@@ -153,6 +153,7 @@ __all__ = [
     "check_file",
     "repair_bytes",
     "repair_file",
+    "write_repaired",
     "has_errors",
 ]
 
@@ -1410,15 +1411,36 @@ def repair_file(path: str | os.PathLike[str], out_path: str | os.PathLike[str]) 
         OSError: the input cannot be read or the copy cannot be written.
     """
     source = os.fspath(path)
-    target = os.fspath(out_path)
+    _refuse_same_file(source, os.fspath(out_path))
+    with open(source, "rb") as handle:
+        data = handle.read()
+    return write_repaired(repair_bytes(data, source, os.fspath(out_path)), out_path)
+
+
+def _refuse_same_file(source: str, target: str) -> None:
     same = os.path.realpath(source) == os.path.realpath(target)
-    if not same and os.path.exists(target):
+    if not same and os.path.exists(target) and os.path.exists(source):
         same = os.path.samefile(source, target)
     if same:
         raise RepairTargetError(target)
-    with open(source, "rb") as handle:
-        data = handle.read()
-    result = repair_bytes(data, source, target)
+
+
+def write_repaired(result: RepairResult, out_path: str | os.PathLike[str]) -> RepairResult:
+    """Write ``result.data`` (from :func:`repair_bytes`) to ``out_path`` atomically.
+
+    The copy is written to a temporary file in the output directory, flushed
+    to disk and renamed over ``out_path``, so a crash leaves either the old
+    ``out_path`` or the complete copy.
+
+    Returns:
+        ``result``, with ``out_path`` set.
+
+    Raises:
+        RepairTargetError: ``out_path`` is the input (``result.path``) itself.
+        OSError: the copy cannot be written.
+    """
+    target = os.fspath(out_path)
+    _refuse_same_file(result.path, target)
     directory = os.path.dirname(os.path.abspath(target))
     fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
     try:

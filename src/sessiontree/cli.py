@@ -753,17 +753,17 @@ def check_cmd(paths: tuple[str, ...], repair: bool, output: Path | None, as_json
         for path in files:
             report: dict[str, Any] = {"path": str(path)}
             try:
+                with open(path, "rb") as handle:
+                    data = handle.read()  # read once, checked and (maybe) repaired from memory
+                problems = checker.check_bytes(data, str(path))
+                report["problems"] = [p.to_dict() for p in problems]
                 if repair:
-                    problems = checker.check_file(path)
-                    report["problems"] = [p.to_dict() for p in problems]
                     if any(p.code in checker.REPAIRABLE_CODES for p in problems):
-                        result = checker.repair_file(path, output or _repaired_path(path))
+                        target = output or _repaired_path(path)
+                        result = checker.write_repaired(checker.repair_bytes(data, str(path), target), target)
                         report.update(result.to_dict())
                         problems = result.remaining
                     report["remaining"] = [p.to_dict() for p in problems]
-                else:
-                    problems = checker.check_file(path)
-                    report["problems"] = [p.to_dict() for p in problems]
                 errors = errors or checker.has_errors(problems)
             except (SessionError, OSError, ValueError) as exc:
                 report.update(error=_reason(exc), problems=[])
