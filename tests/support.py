@@ -77,3 +77,32 @@ class FailingMemoryStore(MemoryStore):
         if self.fail:
             raise errors.StorageError("injected")
         return super().create(header, entries, *args, **kwargs)
+
+
+def start_append_paused_in_write(store, session_id: str, entries: list[dict]):
+    """Start ``store.append(session_id, entries)`` (a JSONL store) in a thread and return
+    once it is inside its write, holding its locks.
+
+    Returns:
+        ``(worker, release)``: set ``release`` to let the write finish, then join ``worker``.
+    """
+    import threading
+
+    import sessiontree.stores.jsonl as jsonl_module
+
+    inside, release = threading.Event(), threading.Event()
+    real_write = jsonl_module._write_all
+
+    def paused_write(fd, data):
+        inside.set()
+        release.wait(5)
+        real_write(fd, data)
+
+    jsonl_module._write_all = paused_write
+    try:
+        worker = threading.Thread(target=store.append, args=(session_id, entries))
+        worker.start()
+        assert inside.wait(5), "the append never reached its write"
+    finally:
+        jsonl_module._write_all = real_write  # the paused call keeps its own reference
+    return worker, release

@@ -11,13 +11,13 @@ import gc
 import json
 import os
 import random
-import signal
 import threading
-import time
 
 import pytest
 from support import (
     FailingMemoryStore,
+    start_append_paused_in_write,
+    wait_child,
     custom,
     fds_to,
     fresh_projection,
@@ -87,21 +87,7 @@ def test_forked_child_does_not_deadlock_when_another_thread_was_appending(tmp_pa
     store.create(header("a"), [custom("a0")])
     store.create(header("b"), [custom("b0")])
     store.append("a", [custom("a1", "a0")])  # keeps a's descriptor
-    inside, release = threading.Event(), threading.Event()
-    real_write = jsonl_module._write_all
-
-    def slow_write(fd, data):
-        inside.set()
-        release.wait(5)
-        real_write(fd, data)
-
-    jsonl_module._write_all = slow_write
-    try:
-        worker = threading.Thread(target=store.append, args=("a", [custom("a2", "a1")]))
-        worker.start()
-        assert inside.wait(5)  # the worker is inside the fast path, holding _held_lock
-    finally:
-        jsonl_module._write_all = real_write
+    worker, release = start_append_paused_in_write(store, "a", [custom("a2", "a1")])  # holding its locks
     pid = os.fork()
     if pid == 0:  # pragma: no cover - child
         try:
@@ -111,17 +97,8 @@ def test_forked_child_does_not_deadlock_when_another_thread_was_appending(tmp_pa
             os._exit(1)
     release.set()
     worker.join(5)
-    deadline = time.monotonic() + 2.5
-    status = None
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        time.sleep(0.02)
-    else:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        pytest.fail("the forked child hung in JsonlStore.append (inherited _held_lock)")
+    status = wait_child(pid, 2.5)
+    assert status is not None, "the forked child hung in JsonlStore.append (inherited lock)"
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 

@@ -13,9 +13,8 @@ import threading
 import time
 
 import pytest
-from support import custom, fresh_projection, header, ids_in, wait_child
+from support import custom, fresh_projection, header, ids_in, start_append_paused_in_write, wait_child
 
-import sessiontree.stores.jsonl as jsonl_module
 from sessiontree import jsonio
 from sessiontree.errors import InvalidSessionError, SessionNotFoundError
 from sessiontree.manager import SessionManager
@@ -71,21 +70,7 @@ def test_forked_child_holding_a_full_path_lock_descriptor_blocks_the_parents_app
     for all duplicates (the fast path already unlocks explicitly and is not affected)."""
     store = JsonlStore(tmp_path, fsync=False)
     store.create(header("a"), [custom("a0")])
-    inside, release = threading.Event(), threading.Event()
-    real_write = jsonl_module._write_all
-
-    def slow_write(fd, data):
-        inside.set()
-        release.wait(5)
-        real_write(fd, data)
-
-    jsonl_module._write_all = slow_write
-    try:
-        worker = threading.Thread(target=store.append, args=("a", [custom("a1", "a0")]))
-        worker.start()  # first append of the store: the full path, inside _locked
-        assert inside.wait(5)
-    finally:
-        jsonl_module._write_all = real_write
+    worker, release = start_append_paused_in_write(store, "a", [custom("a1", "a0")])  # holding its locks
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - child: a long-lived worker that never touches the store
@@ -116,21 +101,7 @@ def test_forked_child_deadlocks_on_a_lock_inherited_from_a_full_path_append(tmp_
     append finished."""
     store = JsonlStore(tmp_path, fsync=False)
     store.create(header("a"), [custom("a0")])
-    inside, release = threading.Event(), threading.Event()
-    real_write = jsonl_module._write_all
-
-    def slow_write(fd, data):
-        inside.set()
-        release.wait(5)
-        real_write(fd, data)
-
-    jsonl_module._write_all = slow_write
-    try:
-        worker = threading.Thread(target=store.append, args=("a", [custom("a1", "a0")]))
-        worker.start()
-        assert inside.wait(5)
-    finally:
-        jsonl_module._write_all = real_write
+    worker, release = start_append_paused_in_write(store, "a", [custom("a1", "a0")])  # holding its locks
     pid = os.fork()
     if pid == 0:  # pragma: no cover - child
         try:
