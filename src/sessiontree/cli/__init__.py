@@ -1,0 +1,29 @@
+"""The ``sessiontree`` command line (SPEC §7).
+
+``sessiontree [--store URL|PATH] COMMAND ...``. Each command parses its
+input, calls the library (:class:`~sessiontree.manager.SessionManager`, the
+store, :mod:`sessiontree.format`), and formats the result with ``rich``
+(:mod:`sessiontree.render` holds the renderings). No rule of the format
+lives here.
+
+Conventions:
+
+* Store: ``--store`` (a URL such as ``sqlite:////abs/sessions.db``,
+  ``jsonl:///dir``, ``memory:``, or a plain path: a directory means JSONL,
+  anything else a SQLite file) > ``$SESSIONTREE_STORE`` > the default SQLite
+  database in the platform data directory.
+* Session ids and entry ids may be abbreviated to a unique prefix.
+* ``--json`` prints data as JSON on stdout for every command whose output is data.
+* Exit status: 0 success; 1 user error, reported as one line on stderr with
+  no traceback (every :class:`~sessiontree.errors.SessionError`, ``OSError``
+  and ``ValueError`` is mapped in one place, :class:`_Group`); 2 usage error.
+* Progress bars and spinners go to stderr, only when it is a terminal.
+* Read-only commands (``list``, ``show``, ``context``, ``export``) never write
+  to the session they read (REFERENCE D-9): a session of a JSONL store is read
+  from its file directly instead of being opened for writing.
+"""
+
+from . import edit, files, sessions  # noqa: E402,F401  (each module registers its commands on ``cli``)
+from ._common import cli, main
+
+__all__ = ["cli", "main"]

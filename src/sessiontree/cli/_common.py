@@ -1,0 +1,244 @@
+"""Shared state and helpers of the command line: the group, errors, output, id prefixes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import timezone
+from typing import Any, NoReturn
+
+import click
+import orjson
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from ..errors import InvalidSessionError, SessionError
+from ..format import ParsedSession
+from ..manager import SessionManager
+from ..stores import open_store
+from ..stores.base import SessionStore
+
+_CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class UserError(click.ClickException):
+    """A problem the user can fix: one line on stderr, exit status 1."""
+
+    exit_code = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(str(message).split()))
+
+    def show(self, file: Any = None) -> None:
+        """Print ``sessiontree: error: <message>`` on stderr."""
+        click.echo(f"sessiontree: error: {self.format_message()}", err=True)
+
+
+def _reason(exc: BaseException) -> str:
+    """Why one file of a batch failed, without repeating its path."""
+    if isinstance(exc, InvalidSessionError):
+        return f"line {exc.line}: {exc.reason}" if exc.line is not None else exc.reason
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return _describe(exc)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        where = exc.filename if exc.filename is not None else ""
+        return f"{exc.strerror}: {where}" if where else exc.strerror
+    return str(exc) or type(exc).__name__
+
+
+class _Group(click.Group):
+    """The command group; maps library errors to :class:`UserError` in one place."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise  # click handles a closed pipe (``| head``) quietly
+        except click.Abort:
+            # A confirmation got no answer (closed stdin) or Ctrl-C; end the prompt's line first.
+            click.echo(err=True)
+            raise UserError("aborted; nothing was changed") from None
+        except (SessionError, OSError, ValueError) as exc:
+            raise UserError(_describe(exc)) from exc
+
+
+# --------------------------------------------------------------------------- state and helpers
+
+
+@dataclass
+class _App:
+    """Per-invocation state: the store option and the store, opened on first use."""
+
+    store_arg: str | None
+    _store: SessionStore | None = field(default=None, repr=False)
+    #: Only ``import`` may create a missing store: elsewhere a mistyped
+    #: ``--store`` path would look like an empty store.
+    create_store: bool = False
+
+    @property
+    def store(self) -> SessionStore:
+        """The selected store (``--store`` > ``$SESSIONTREE_STORE`` > default)."""
+        if self._store is None:
+            self._store = open_store(self.store_arg, create=self.create_store)
+        return self._store
+
+    def close(self) -> None:
+        """Close the store if it was opened."""
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+
+pass_app = click.make_pass_decorator(_App)
+
+
+#: Output width when stdout is not a terminal (``$COLUMNS`` overrides it).
+PIPE_WIDTH = 160
+
+
+def _out() -> Console:
+    # markup=False: session text such as "[/x]" is data, never rich markup.
+    console = Console(highlight=False, markup=False)
+    if not console.is_terminal and not os.environ.get("COLUMNS"):
+        console.width = PIPE_WIDTH
+    return console
+
+
+def _err() -> Console:
+    return Console(stderr=True, highlight=False, markup=False)
+
+
+def _show(console: Console, *renderables: Any, **options: Any) -> None:
+    """Print to stdout; when it is not a terminal, without the padding rich adds at line ends."""
+    if console.is_terminal:
+        console.print(*renderables, **options)
+        return
+    with console.capture() as capture:
+        console.print(*renderables, **options)
+    text = "\n".join(line.rstrip() for line in capture.get().split("\n"))
+    click.echo(text, nl=False)
+
+
+def _print_json(data: Any) -> None:
+    try:
+        text = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode("utf-8")
+    except TypeError:  # lone surrogates, huge integers: the standard library escapes them
+        text = json.dumps(data, indent=2, ensure_ascii=True, default=str)
+    click.echo(text)
+
+
+@contextlib.contextmanager
+def _busy(message: str) -> Iterator[None]:
+    """A spinner on stderr while something slow runs (nothing when stderr is not a terminal)."""
+    console = _err()
+    if not console.is_terminal:
+        yield
+        return
+    with console.status(message):
+        yield
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=console, transient=True,
+                    disable=not console.is_terminal)
+
+
+def _unique(prefix: str, candidates: Sequence[str], what: str) -> str:
+    """The one candidate equal to ``prefix`` or starting with it."""
+    if prefix in candidates:
+        return prefix
+    matches = sorted(c for c in candidates if c.startswith(prefix)) if prefix else []
+    if not matches:
+        raise UserError(f"no {what} matches {prefix!r}")
+    if len(matches) > 1:
+        shown = ", ".join(matches[:5]) + (f" (and {len(matches) - 5} more)" if len(matches) > 5 else "")
+        raise UserError(f"{what} prefix {prefix!r} is ambiguous: it matches {shown}")
+    return matches[0]
+
+
+def _session_id(app: _App, prefix: str) -> str:
+    return _unique(prefix, app.store.session_ids(), "session")
+
+
+def _entry_id(manager: SessionManager, prefix: str) -> str:
+    return _unique(prefix, [e["id"] for e in manager.get_entries()], "entry")
+
+
+def _read_parsed(app: _App, session_id: str) -> ParsedSession:
+    """The stored session, read without writing to it (D-9)."""
+    return app.store.read(session_id)
+
+
+def _open_readonly(app: _App, session_id: str) -> SessionManager:
+    """A private in-memory manager over the stored session, for navigation and
+    projection: nothing a read-only command does can write to the store."""
+    with _busy("Loading session…"):
+        parsed = app.store.read(session_id)
+        return SessionManager.in_memory(parsed.header.get("cwd") or None,
+                                        entries=[parsed.header, *parsed.entries])
+
+
+def _open(app: _App, session_id: str, cwd: str | None = None) -> SessionManager:
+    with _busy("Loading session…"):
+        return SessionManager.open(app.store, session_id, cwd)
+
+
+def _plural(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
+
+
+def _title(info_name: str | None, summary: str | None, first: str) -> str:
+    return info_name or summary or first
+
+
+def _utc(dt: Any) -> str:
+    """Minutes in UTC, marked ``Z`` (``show`` and ``--json`` print full UTC ISO-8601 too)."""
+    return dt.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%MZ")
+
+
+# --------------------------------------------------------------------------- the group
+
+
+@click.group(cls=_Group, context_settings=_CONTEXT_SETTINGS)
+@click.option("--store", "store_arg", metavar="URL|PATH", default=None,
+              help="Session store: sqlite:///FILE, jsonl:///DIR, memory:, or a path (a directory "
+                   "means JSONL, anything else a SQLite file). Default: $SESSIONTREE_STORE, else the "
+                   "shared SQLite database in the user data directory.")
+@click.version_option(package_name="sessiontree", prog_name="sessiontree")
+@click.pass_context
+def cli(ctx: click.Context, store_arg: str | None) -> None:
+    """Store AI coding-agent sessions (format-4 JSONL) and rebuild what the model sees.
+
+    Session and entry ids may be abbreviated to any unique prefix.
+    """
+    app = _App(store_arg)
+    ctx.obj = app
+    ctx.call_on_close(app.close)
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """Run the command line (the ``sessiontree`` console script)."""
+
+    cli.main(args=list(argv) if argv is not None else None, prog_name="sessiontree")
+    sys.exit(0)  # pragma: no cover - cli.main exits itself in standalone mode

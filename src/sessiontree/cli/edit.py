@@ -1,0 +1,114 @@
+"""Commands that change a session or the store: ``fork``, ``delete``, ``name``, ``label``."""
+
+from __future__ import annotations
+
+import click
+
+from ._common import (
+    UserError,
+    _App,
+    _entry_id,
+    _open,
+    _print_json,
+    _session_id,
+    cli,
+    pass_app,
+)
+
+# --------------------------------------------------------------------------- fork, delete, name, label
+
+
+@cli.command("fork", short_help='Copy a session (or one branch) into a new one.')
+@click.argument("session")
+@click.option("--at", "at", metavar="ENTRY",
+              help="Fork only the branch ending at this entry (labels on it are kept).")
+@click.option("--cwd", "cwd", metavar="DIR", help="Project directory of the new session (default: the source's).")
+@click.option("--json", "as_json", is_flag=True, help="Print the new session as JSON.")
+@pass_app
+def fork_cmd(app: _App, session: str, at: str | None, cwd: str | None, as_json: bool) -> None:
+    """Copy a session into a new one (new id, parentSessionId = the source); the source is unchanged.
+
+    Without --at every entry of every branch is copied; with --at ENTRY only
+    the path from the root to ENTRY.
+    """
+    session_id = _session_id(app, session)
+    source = _open(app, session_id, cwd)
+    target_cwd = cwd if cwd is not None else source.get_cwd()
+    if at is not None:
+        entry_id = _entry_id(source, at)
+        source.create_branched_session(entry_id)
+        fork = source
+    else:
+        fork = source.fork_to(target_cwd)
+    new_id = fork.get_session_id()
+    if as_json:
+        _print_json({"sessionId": new_id, "parentSessionId": session_id, "entries": len(fork.get_entries()),
+                     "cwd": fork.get_cwd()})
+        return
+    click.echo(f"Forked {session_id} into {new_id} ({len(fork.get_entries())} entries)")
+
+
+@cli.command("delete", short_help='Delete a session from the store.')
+@click.argument("session")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--json", "as_json", is_flag=True, help="Print the deleted id as JSON.")
+@pass_app
+def delete_cmd(app: _App, session: str, yes: bool, as_json: bool) -> None:
+    """Delete a session and its entries from the store (a JSONL file goes to the trash)."""
+    session_id = _session_id(app, session)
+    if not yes and not click.confirm(f"Delete session {session_id}?", err=True):
+        raise UserError("cancelled; nothing was deleted")
+    app.store.delete(session_id)
+    if as_json:
+        _print_json({"deleted": session_id})
+        return
+    click.echo(f"Deleted {session_id}")
+
+
+@cli.command("name", short_help="Set or clear a session's display name.")
+@click.argument("session")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_app
+def name_cmd(app: _App, session: str, name: str, as_json: bool) -> None:
+    """Set a session's display name; an empty NAME ("") clears it."""
+    session_id = _session_id(app, session)
+    manager = _open(app, session_id)
+    state = manager.get_session_name_state()
+    # An entry only when the state changes: the log is append-only, repeats would pile up.
+    unchanged = state.name == (name.strip() or None) and (state.has_name or not name.strip())
+    entry_id = None if unchanged else manager.append_session_info(name)
+    current = manager.get_session_name()
+    if as_json:
+        _print_json({"sessionId": session_id, "entryId": entry_id, "name": current, "changed": not unchanged})
+        return
+    if unchanged:
+        click.echo(f"Unchanged: {session_id} is named {current}" if current else f"Unchanged: {session_id} has no name")
+    else:
+        click.echo(f"Named {session_id}: {current}" if current else f"Cleared the name of {session_id}")
+
+
+@cli.command("label", short_help='Set or clear the label of an entry.')
+@click.argument("session")
+@click.argument("entry")
+@click.argument("label", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_app
+def label_cmd(app: _App, session: str, entry: str, label: str | None, as_json: bool) -> None:
+    """Set the label of ENTRY to LABEL; without LABEL (or with "") clear it."""
+    session_id = _session_id(app, session)
+    manager = _open(app, session_id)
+    target = _entry_id(manager, entry)
+    unchanged = manager.get_label(target) == (label or None)
+    entry_id = None if unchanged else manager.append_label_change(target, label or None)
+    current = manager.get_label(target)
+    if as_json:
+        _print_json({"sessionId": session_id, "targetId": target, "entryId": entry_id, "label": current,
+                     "changed": not unchanged})
+        return
+    if unchanged:
+        click.echo(f"Unchanged: {target} is labelled {current}" if current else f"Unchanged: {target} has no label")
+    else:
+        click.echo(f"Labelled {target}: {current}" if current else f"Cleared the label of {target}")
+
+

@@ -1,0 +1,290 @@
+"""Commands that work on session files: ``import``, ``migrate``, ``check``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from ..errors import SessionError, SessionExistsError
+from ..format import ParsedSession, read_session_file
+from ..manager import SessionManager
+from ..stores.base import SessionStore
+from ..stores.jsonl import migrate_file
+from ._common import (
+    UserError,
+    _App,
+    _err,
+    _out,
+    _plural,
+    _print_json,
+    _progress,
+    _reason,
+    _show,
+    cli,
+    pass_app,
+)
+
+# --------------------------------------------------------------------------- import
+
+
+def _collect(paths: Sequence[str]) -> tuple[list[Path], list[dict[str, Any]]]:
+    """Files to import (directories searched recursively for ``*.jsonl``) and paths rejected outright."""
+    files: list[Path] = []
+    rejected: list[dict[str, Any]] = []
+    seen: set[Path] = set()
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+            if not found:
+                rejected.append({"path": raw, "status": "rejected", "sessionId": None,
+                                 "reason": "directory contains no *.jsonl files"})
+        elif path.exists():
+            found = [path]
+        else:
+            rejected.append({"path": raw, "status": "rejected", "sessionId": None,
+                             "reason": "no such file or directory"})
+            continue
+        for item in found:
+            key = item.resolve()
+            if key not in seen:
+                seen.add(key)
+                files.append(item)
+    return files, rejected
+
+
+def _same_session(a: ParsedSession, b: ParsedSession) -> bool:
+    """Whether two sessions hold the same header and entries (compared as JSON values)."""
+    return a.header == b.header and a.entries == b.entries
+
+
+def _import_one(store: SessionStore, path: Path) -> dict[str, Any]:
+    """Import one file, reading it once; an id already stored is "present" when
+    the stored session equals the file, else a rejection."""
+    row: dict[str, Any] = {"path": str(path), "status": "rejected", "sessionId": None, "reason": None}
+    try:
+        parsed = read_session_file(path)
+        row["sessionId"] = parsed.header["id"]
+        manager = SessionManager.import_session(parsed, None, store)
+    except SessionExistsError as exc:
+        try:
+            same = _same_session(parsed, store.read(exc.session_id))
+        except (SessionError, OSError, ValueError) as inner:
+            row["reason"] = f"session id already present; comparing failed: {_reason(inner)}"
+            return row
+        if same:
+            row.update(status="present", reason="already present")
+        else:
+            row["reason"] = "session id already present with different content"
+        return row
+    except (SessionError, OSError, ValueError) as exc:
+        row["reason"] = _reason(exc)
+        return row
+    row.update(status="imported", entries=len(manager.get_entries()))
+    return row
+
+
+@cli.command("import", short_help='Import session files or directories (idempotent).')
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option("--json", "as_json", is_flag=True, help="Print the per-file results as JSON.")
+@pass_app
+def import_cmd(app: _App, paths: tuple[str, ...], as_json: bool) -> None:
+    """Import session files, keeping their ids; directories are searched recursively for *.jsonl.
+
+    Older formats (1-3, early 4) are upgraded on the way in; the files are never
+    modified. Re-importing a session that is already stored changes nothing and
+    is reported as "already present". Every rejected file gets a reason and the
+    other files are still imported. Exit status 1 when any file was rejected.
+    """
+    files, results = _collect(paths)
+    app.create_store = True  # the one command that may start a new store
+    store = app.store
+    err = _err()
+    with _progress(err) as progress:
+        task = progress.add_task("Importing", total=len(files))
+        for path in files:
+            progress.update(task, description=f"Importing {path.name}")
+            results.append(_import_one(store, path))
+            progress.advance(task)
+    counts = {s: sum(1 for r in results if r["status"] == s) for s in ("imported", "present", "rejected")}
+    if as_json:
+        _print_json({"files": results, **counts})
+    else:
+        table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
+        table.add_column("result", no_wrap=True)
+        table.add_column("session", no_wrap=True, style="cyan")
+        table.add_column("file", overflow="fold")
+        table.add_column("detail", overflow="fold")
+        styles = {"imported": "green", "present": "dim", "rejected": "red"}
+        for row in results:
+            detail = f"{row['entries']} entries" if row["status"] == "imported" else row["reason"]
+            table.add_row(Text(row["status"], style=styles[row["status"]]), row["sessionId"] or "", row["path"], detail)
+        console = _out()
+        _show(console, table)
+        _show(console, f"{counts['imported']} imported, {counts['present']} already present, "
+                      f"{counts['rejected']} rejected")
+    if counts["rejected"]:
+        raise UserError(f"{counts['rejected']} of {len(results)} files rejected")
+
+
+# --------------------------------------------------------------------------- migrate
+
+
+def _migrate_one(path: Path, backup: bool) -> dict[str, Any]:
+    row: dict[str, Any] = {"path": str(path), "status": "rejected", "fromVersion": None, "backup": None,
+                           "reason": None}
+    try:
+        outcome = migrate_file(path, backup=backup)
+    except (SessionError, OSError, ValueError) as exc:
+        row["reason"] = _reason(exc)
+        return row
+    if outcome.upgraded:
+        row.update(status="upgraded", fromVersion=outcome.from_version, backup=outcome.backup)
+    else:
+        row.update(status="current", fromVersion=outcome.from_version, reason="already format 4")
+    return row
+
+
+@cli.command("migrate", short_help='Upgrade files to format 4 in place.')
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@click.option("--no-backup", is_flag=True, help="Do not keep the original as FILE.bak.")
+@click.option("--json", "as_json", is_flag=True, help="Print the per-file results as JSON.")
+def migrate_cmd(files: tuple[str, ...], no_backup: bool, as_json: bool) -> None:
+    """Upgrade session files to format 4 in place, atomically, keeping FILE.bak.
+
+    Files already in format 4 are left alone. Does not use the store.
+    Exit status 1 when any file could not be upgraded.
+    """
+    results = []
+    err = _err()
+    with _progress(err) as progress:
+        task = progress.add_task("Migrating", total=len(files))
+        for name in files:
+            results.append(_migrate_one(Path(name), not no_backup))
+            progress.advance(task)
+    rejected = [r for r in results if r["status"] == "rejected"]
+    if as_json:
+        _print_json({"files": results, "upgraded": sum(r["status"] == "upgraded" for r in results),
+                     "current": sum(r["status"] == "current" for r in results), "rejected": len(rejected)})
+    else:
+        for row in results:
+            if row["status"] == "upgraded":
+                note = f", backup {row['backup']}" if row["backup"] else ""
+                click.echo(f"upgraded  {row['path']} (format {row['fromVersion']} -> 4{note})")
+            elif row["status"] == "current":
+                click.echo(f"skipped   {row['path']} (already format 4)")
+            else:
+                click.echo(f"rejected  {row['path']}: {row['reason']}")
+    if rejected:
+        raise UserError(f"{len(rejected)} of {len(results)} files not migrated")
+
+
+# --------------------------------------------------------------------------- check
+
+
+def _repaired_path(path: Path) -> Path:
+    stem = path.name[: -len(".jsonl")] if path.name.endswith(".jsonl") else path.name
+    return path.with_name(stem + ".repaired.jsonl")
+
+
+@cli.command("check", short_help='Report problems in session files; --repair fixes a copy.')
+@click.argument("paths", nargs=-1, required=True, metavar="FILE...")
+@click.option("--repair", is_flag=True,
+              help="Also write a repaired copy of each damaged file (FILE.repaired.jsonl beside it, or -o).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="With --repair and a single FILE: where to write the repaired copy.")
+@click.option("--json", "as_json", is_flag=True, help="Print problems (and repairs) as JSON.")
+def check_cmd(paths: tuple[str, ...], repair: bool, output: Path | None, as_json: bool) -> None:
+    """Report every problem of session files, with file and line; directories are searched for *.jsonl.
+
+    Files are only read. --repair writes a fixed copy next to each file that
+    needs one and lists every change; what cannot be repaired is reported
+    again for the copy. Exit status 1 when an error remains (warnings alone exit 0).
+    Does not use the store.
+    """
+    from .. import check as checker  # imported on use: the other commands do not need it
+
+    if output is not None and (not repair or len(paths) != 1):
+        raise click.UsageError("-o/--output needs --repair and exactly one FILE")
+    files, rejected = _collect(paths)
+    reports: list[dict[str, Any]] = []
+    for row in rejected:
+        reports.append({"path": row["path"], "error": row["reason"], "problems": []})
+    errors = bool(rejected)
+    with _progress(_err()) as progress:
+        task = progress.add_task("Checking", total=len(files))
+        for path in files:
+            report: dict[str, Any] = {"path": str(path)}
+            try:
+                with open(path, "rb") as handle:
+                    data = handle.read()  # read once, checked and (maybe) repaired from memory
+                problems = checker.check_bytes(data, str(path))
+                report["problems"] = [p.to_dict() for p in problems]
+                if repair:
+                    if any(p.code in checker.REPAIRABLE_CODES for p in problems):
+                        target = output or _repaired_path(path)
+                        result = checker.write_repaired(checker.repair_bytes(data, str(path), target), target)
+                        report.update(result.to_dict())
+                        problems = result.remaining
+                    report["remaining"] = [p.to_dict() for p in problems]
+                errors = errors or checker.has_errors(problems)
+            except (SessionError, OSError, ValueError) as exc:
+                report.update(error=_reason(exc), problems=[])
+                errors = True
+            reports.append(report)
+            progress.advance(task)
+    if as_json:
+        _print_json(reports)
+    else:
+        for report in reports:
+            _echo_check_report(report, repair)
+        problems_all = [p for r in reports for p in r.get("problems", [])]
+        n_err = sum(p["severity"] == "error" for p in problems_all)
+        n_warn = len(problems_all) - n_err
+        unreadable = sum("error" in r for r in reports)
+        checked = len(reports) - unreadable
+        summary = (f"{_plural(checked, 'file', 'files')} checked: "
+                   f"{_plural(n_err, 'error', 'errors')}, {_plural(n_warn, 'warning', 'warnings')}")
+        if unreadable:
+            summary += f"; {_plural(unreadable, 'path', 'paths')} could not be checked"
+        if repair:
+            left = sum(p["severity"] == "error" for r in reports for p in r.get("remaining", []))
+            summary += f"; {left} error{'s' if left != 1 else ''} left after repair"
+        click.echo(summary)
+    if errors:
+        if not any(p["severity"] == "error" for r in reports for p in r.get("problems", [])) and not repair:
+            raise UserError("some paths could not be checked")
+        raise UserError("errors remain" if repair else "errors found")
+
+
+def _echo_check_report(report: dict[str, Any], repair: bool) -> None:
+    path = report["path"]
+    if report.get("error"):
+        click.echo(f"{path}: cannot check: {report['error']}")
+        return
+    for problem in report["problems"]:
+        where = f"{path}:{problem['line']}" if problem["line"] is not None else path
+        click.echo(f"{where}: {problem['severity']}: {problem['message']} [{problem['code']}]")
+    if not repair:
+        if not report["problems"]:
+            click.echo(f"{path}: ok")
+        return
+    if report.get("outPath"):
+        click.echo(f"{path}: repaired copy written to {report['outPath']} ({len(report['changes'])} changes)")
+        for change in report["changes"]:
+            line = f"line {change['line']}: " if change["line"] is not None else ""
+            click.echo(f"  {line}{change['description']} [{change['code']}]")
+        for problem in report["remaining"]:
+            where = f"{report['outPath']}:{problem['line']}" if problem["line"] is not None else report["outPath"]
+            click.echo(f"  remaining: {where}: {problem['severity']}: {problem['message']} [{problem['code']}]")
+    elif not report["problems"]:
+        click.echo(f"{path}: ok")
+    else:
+        click.echo(f"{path}: nothing --repair can fix")
+
+

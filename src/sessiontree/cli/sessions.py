@@ -1,0 +1,240 @@
+"""Read-only commands: ``list``, ``show``, ``context``, ``export``."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.cells import cell_len
+from rich.table import Table
+from rich.text import Text
+
+from .. import render
+from ..manager import SessionManager
+from ._common import (
+    _App,
+    _busy,
+    _entry_id,
+    _err,
+    _open_readonly,
+    _out,
+    _plural,
+    _print_json,
+    _progress,
+    _read_parsed,
+    _session_id,
+    _show,
+    _title,
+    _utc,
+    cli,
+    pass_app,
+)
+
+# --------------------------------------------------------------------------- list
+
+
+@cli.command("list", short_help='List sessions, newest first.')
+@click.option("--cwd", "cwd", metavar="DIR", type=click.Path(file_okay=False, path_type=str),
+              help="Only sessions of this project directory.")
+@click.option("--internal", is_flag=True, help="Include internal workflow sessions.")
+@click.option("--all", "all_", is_flag=True, help="Every session in the store (same as --internal; not with --cwd).")
+@click.option("-n", "--limit", type=click.IntRange(min=1), default=None, help="Show at most N sessions.")
+@click.option("--json", "as_json", is_flag=True, help="Print the sessions as JSON.")
+@pass_app
+def list_cmd(app: _App, cwd: str | None, internal: bool, all_: bool, limit: int | None, as_json: bool) -> None:
+    """List sessions, newest first.
+
+    By default every regular session of every project; --cwd DIR keeps one
+    project. Internal workflow sessions (headers marked internal with a
+    complete workflow link) are hidden unless --internal or --all is given.
+    """
+    if all_ and cwd is not None:
+        raise click.UsageError("--all lists every session; it cannot be combined with --cwd")
+    include_internal = internal or all_
+    err = _err()
+    with _progress(err) as progress:
+        task = progress.add_task("Listing sessions", total=None)
+
+        def on_progress(loaded: int, total: int) -> None:
+            progress.update(task, completed=loaded, total=total)
+
+        if cwd is not None:
+            infos = SessionManager.list(cwd, app.store, on_progress, include_internal=include_internal)
+        else:
+            infos = SessionManager.list_all(app.store, on_progress, include_internal=include_internal)
+    if limit is not None:
+        infos = infos[:limit]
+    if as_json:
+        _print_json([info.to_dict() for info in infos])
+        return
+    console = _out()
+    if not infos:
+        _show(console, "No sessions." if cwd is None else f"No sessions for {os.path.abspath(cwd)}.")
+        return
+    home = os.path.expanduser("~")
+    rows = []
+    for info in infos:
+        title = " ".join(_title(info.name, info.summary, info.first_message).split())
+        if info.internal and info.workflow:
+            title = f"[workflow {info.workflow.get('stageName')}] {title}"
+        inside_home = home not in ("", "/") and (info.cwd + "/").startswith(home + "/")
+        project = "~" + info.cwd[len(home):] if inside_home else info.cwd
+        rows.append((info.id, _utc(info.modified), str(info.message_count), project, title))
+    # Fixed widths: the id is never cut; the title keeps at least 20 cells;
+    # the project column shrinks first and is dropped on narrow terminals.
+    id_w = max(len(r[0]) for r in rows)
+    avail = console.width - id_w - 17 - 4 - 8
+    longest = max(cell_len(r[3]) for r in rows)
+    proj_w = min(longest or 1, 40)
+    if avail - proj_w < 20:
+        proj_w = max(0, avail - 20)
+    show_project = longest > 0 and proj_w >= min(8, longest)
+    title_w = max(10, avail - (proj_w if show_project else -2))
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("id", no_wrap=True, style="cyan", width=id_w)
+    table.add_column("modified", no_wrap=True, width=17)
+    table.add_column("msgs", justify="right", no_wrap=True, width=4)
+    if show_project:
+        table.add_column("project", no_wrap=True, overflow="ellipsis", max_width=proj_w)
+    table.add_column("title", no_wrap=True, overflow="ellipsis", max_width=title_w)
+    for row in rows:
+        cells = row if show_project else row[:3] + row[4:]
+        table.add_row(*cells[:-1], Text(cells[-1]))
+    _show(console, table)
+
+
+# --------------------------------------------------------------------------- show
+
+
+@cli.command("show", short_help='Show a session; --tree draws its entry tree.')
+@click.argument("session")
+@click.option("--tree", is_flag=True, help="Draw every entry as a tree: labels, branch points, the active branch (*) and leaf.")
+@click.option("--json", "as_json", is_flag=True, help="Print header, info (and tree) as JSON.")
+@pass_app
+def show_cmd(app: _App, session: str, tree: bool, as_json: bool) -> None:
+    """Show a session's header and listing info; --tree draws the whole entry tree."""
+    session_id = _session_id(app, session)
+    manager = _open_readonly(app, session_id)
+    header = manager.get_header()
+    location = app.store.location(session_id)
+    info = _session_info(manager, location or session_id)
+    entries = manager.get_entries()
+    leaf_id = manager.get_leaf_id()
+    branch_ids = [e["id"] for e in manager.get_branch()]
+    rows = render.tree_rows(manager.get_tree(), leaf_id, branch_ids) if tree else []
+    parents = {e.get("parentId") for e in entries}
+    leaves = sum(1 for e in entries if e["id"] not in parents)
+    labels = {e["targetId"]: manager.get_label(e["targetId"]) for e in entries
+              if e.get("type") == "label" and manager.get_label(e["targetId"])}
+    if as_json:
+        data: dict[str, Any] = {"header": header, "info": info.to_dict(), "location": location,
+                                "entryCount": len(entries), "leafId": leaf_id,
+                                "activeBranchLength": len(branch_ids), "leafCount": leaves, "labels": labels}
+        if tree:
+            data["tree"] = [render.tree_row_dict(row) for row in rows]
+        _print_json(data)
+        return
+    console = _out()
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_row("id", Text(header["id"], style="cyan"))
+    grid.add_row("name", info.name or ("(cleared)" if info.has_name else "(none)"))
+    grid.add_row("project", info.cwd or "(none)")
+    grid.add_row("created", str(header.get("createdAt")))
+    grid.add_row("modified", info.to_dict()["modified"])
+    if info.parent_session_id:
+        grid.add_row("forked from", info.parent_session_id)
+    if info.internal and info.workflow:
+        wf = info.workflow
+        grid.add_row("workflow", f"run {wf.get('runId')}, stage {wf.get('stageId')} ({wf.get('stageName')})")
+    grid.add_row("messages", str(info.message_count))
+    grid.add_row("entries", f"{len(entries)} ({_plural(leaves, 'leaf', 'leaves')}; "
+                            f"active branch {_plural(len(branch_ids), 'entry', 'entries')})")
+    grid.add_row("active leaf", leaf_id or "(none: no entries)")
+    if labels:
+        grid.add_row("labels", ", ".join(f"{target}={text}" for target, text in labels.items()))
+    grid.add_row("first message", render.entry_summary({"type": "message", "message": {"role": "user", "content": info.first_message}}))
+    if info.summary:
+        grid.add_row("summary", info.summary)
+    if location:
+        grid.add_row("file", location)
+    _show(console, grid)
+    if tree:
+        _show(console)
+        lines = Text("\n").join(render.tree_row_text(row, console.width) for row in rows)
+        _show(console, lines, no_wrap=True, overflow="ellipsis")
+
+
+def _session_info(manager: SessionManager, path: str) -> Any:
+    from ..info import session_info_from_entries
+
+    return session_info_from_entries(manager.get_header(), manager.get_entries(), path)
+
+
+# --------------------------------------------------------------------------- context
+
+
+@cli.command("context", short_help='Show the model context of a branch.')
+@click.argument("session")
+@click.option("--leaf", "leaf", metavar="ENTRY", help="Build the context as if this entry were the leaf.")
+@click.option("--full", is_flag=True, help="Do not shorten long blocks.")
+@click.option("--json", "as_json", is_flag=True, help="Print the projection as JSON (always complete).")
+@pass_app
+def context_cmd(app: _App, session: str, leaf: str | None, full: bool, as_json: bool) -> None:
+    """Show the model context rebuilt from the active branch (or from --leaf ENTRY).
+
+    This is the projection a provider request is built from: compaction
+    boundaries applied, context edits applied, interrupted tool calls closed
+    with synthetic error results.
+    """
+    session_id = _session_id(app, session)
+    manager = _open_readonly(app, session_id)
+    if leaf is not None:
+        manager.branch(_entry_id(manager, leaf))
+    projection = manager.build_session_projection()
+    leaf_id = manager.get_leaf_id()
+    if as_json:
+        _print_json(render.context_dict(projection, session_id, leaf_id))
+        return
+    console = _out()
+    limit = None if full else render.CONTEXT_BLOCK_CHARS
+    if console.is_terminal:
+        console.print(*render.context_renderables(projection, session_id, leaf_id, limit=limit))
+    else:
+        click.echo(render.context_text(projection, session_id, leaf_id, limit=limit), nl=False)
+
+
+# --------------------------------------------------------------------------- export
+
+
+@cli.command("export", short_help='Export as JSONL or a Markdown transcript.')
+@click.argument("session")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path),
+              help="Write to FILE instead of stdout.")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "markdown"]), default="jsonl", show_default=True,
+              help="jsonl: the format-4 session file (stored entries byte for byte); markdown: a readable "
+                   "transcript of the active branch.")
+@pass_app
+def export_cmd(app: _App, session: str, output: Path | None, fmt: str) -> None:
+    """Export a session as a format-4 JSONL file or a Markdown transcript."""
+    session_id = _session_id(app, session)
+    if fmt == "jsonl":
+        with _busy("Loading session…"):
+            data = _read_parsed(app, session_id).to_bytes()
+    else:
+        manager = _open_readonly(app, session_id)
+        title = manager.get_session_name()
+        data = render.markdown_transcript(manager.get_header(), manager.get_branch(), title).encode("utf-8")
+    if output is None:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return
+    output.write_bytes(data)
+    click.echo(f"Exported {session_id} to {output}", err=True)
+
+
