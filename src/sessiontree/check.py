@@ -126,7 +126,7 @@ import base64
 import json
 import os
 import re
-import tempfile
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
@@ -136,6 +136,7 @@ from .errors import InvalidSessionError, SessionError, UnsupportedVersionError
 from .format import parse_version, split_lines, validate_entry, validate_header
 from .ids import derived_entry_id, session_id_hash
 from .migrations import Records, upgrade
+from .outfile import write_atomic
 from .projection import closes_tool_window, entry_to_context_messages, is_active_compaction
 from .types import ENTRY_TYPES, MESSAGE_ROLES
 
@@ -1429,31 +1430,25 @@ def write_repaired(result: RepairResult, out_path: str | os.PathLike[str]) -> Re
     """Write ``result.data`` (from :func:`repair_bytes`) to ``out_path`` atomically.
 
     The copy is written to a temporary file in the output directory, flushed
-    to disk and renamed over ``out_path``, so a crash leaves either the old
-    ``out_path`` or the complete copy.
+    to disk and renamed over ``out_path``, so a failure leaves either the old
+    ``out_path`` or the complete copy (:func:`sessiontree.outfile.write_atomic`).
+    The copy gets the permission bits of the input file; a symbolic link at
+    ``out_path`` is refused, not followed (docs/output-files.md).
 
     Returns:
         ``result``, with ``out_path`` set.
 
     Raises:
         RepairTargetError: ``out_path`` is the input (``result.path``) itself.
+        OutputPathError: ``out_path`` is a symbolic link or a directory.
         OSError: the copy cannot be written.
     """
     target = os.fspath(out_path)
     _refuse_same_file(result.path, target)
-    directory = os.path.dirname(os.path.abspath(target))
-    fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(result.data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-        raise
+        mode: int | None = stat.S_IMODE(os.stat(result.path).st_mode)
+    except (OSError, ValueError):
+        mode = None  # repaired from bytes that came from nowhere on disk
+    write_atomic(target, result.data, mode=mode)
     result.out_path = target
     return result

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,22 +36,37 @@ from ._common import (
 
 
 def _collect(paths: Sequence[str]) -> tuple[list[Path], list[dict[str, Any]]]:
-    """Files to import (directories searched recursively for ``*.jsonl``) and paths rejected outright."""
+    """Files to read (directories searched recursively for ``*.jsonl``) and paths rejected outright.
+
+    Nothing found is skipped silently: a ``*.jsonl`` that is a dangling or
+    looping symbolic link, or not a regular file, is rejected with a reason.
+    Directories named ``*.jsonl`` are searched, not rejected.
+    """
     files: list[Path] = []
     rejected: list[dict[str, Any]] = []
     seen: set[Path] = set()
+
+    def reject(path: str, reason: str) -> None:
+        rejected.append({"path": path, "status": "rejected", "sessionId": None, "reason": reason})
+
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
-            if not found:
-                rejected.append({"path": raw, "status": "rejected", "sessionId": None,
-                                 "reason": "directory contains no *.jsonl files"})
-        elif path.exists():
+            found = []
+            unreadable = 0
+            for item in sorted(path.rglob("*.jsonl")):
+                problem = _not_a_file(item)
+                if problem is None:
+                    found.append(item)
+                elif problem:
+                    unreadable += 1
+                    reject(str(item), problem)
+            if not found and not unreadable:
+                reject(raw, "directory contains no *.jsonl files")
+        elif (problem := _not_a_file(path)) is None:
             found = [path]
         else:
-            rejected.append({"path": raw, "status": "rejected", "sessionId": None,
-                             "reason": "no such file or directory"})
+            reject(raw, problem or "is a directory")
             continue
         for item in found:
             key = item.resolve()
@@ -56,6 +74,25 @@ def _collect(paths: Sequence[str]) -> tuple[list[Path], list[dict[str, Any]]]:
                 seen.add(key)
                 files.append(item)
     return files, rejected
+
+
+def _not_a_file(path: Path) -> str | None:
+    """``None`` for a readable regular file (or a link to one), ``""`` for a
+    directory, else why the path cannot be read as a session file."""
+    try:
+        st = path.stat()
+    except OSError as exc:
+        if path.is_symlink():
+            if exc.errno == errno.ELOOP:
+                return "symbolic link loop"
+            return f"dangling symbolic link (target {os.readlink(path)!r} missing)" \
+                if exc.errno == errno.ENOENT else f"symbolic link: {exc.strerror}"
+        return "no such file or directory" if exc.errno == errno.ENOENT else (exc.strerror or str(exc))
+    if stat.S_ISDIR(st.st_mode):
+        return ""
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    return None
 
 
 def _same_session(a: ParsedSession, b: ParsedSession) -> bool:
@@ -225,17 +262,25 @@ def check_cmd(paths: tuple[str, ...], repair: bool, output: Path | None, as_json
                     data = handle.read()  # read once, checked and (maybe) repaired from memory
                 problems = checker.check_bytes(data, str(path))
                 report["problems"] = [p.to_dict() for p in problems]
-                if repair:
-                    if any(p.code in checker.REPAIRABLE_CODES for p in problems):
-                        target = output or _repaired_path(path)
-                        result = checker.write_repaired(checker.repair_bytes(data, str(path), target), target)
-                        report.update(result.to_dict())
-                        problems = result.remaining
-                    report["remaining"] = [p.to_dict() for p in problems]
-                errors = errors or checker.has_errors(problems)
             except (SessionError, OSError, ValueError) as exc:
                 report.update(error=_reason(exc), problems=[])
                 errors = True
+                reports.append(report)
+                progress.advance(task)
+                continue
+            if repair:
+                if any(p.code in checker.REPAIRABLE_CODES for p in problems):
+                    target = output or _repaired_path(path)
+                    try:
+                        result = checker.write_repaired(checker.repair_bytes(data, str(path), target), target)
+                    except (SessionError, OSError, ValueError) as exc:
+                        # The input was checked; only the copy failed: say so, not "cannot check".
+                        report["repairError"] = f"could not write the repaired copy to {target}: {_reason(exc)}"
+                    else:
+                        report.update(result.to_dict())
+                        problems = result.remaining
+                report["remaining"] = [p.to_dict() for p in problems]
+            errors = errors or checker.has_errors(problems) or "repairError" in report
             reports.append(report)
             progress.advance(task)
     if as_json:
@@ -274,7 +319,9 @@ def _echo_check_report(report: dict[str, Any], repair: bool) -> None:
         if not report["problems"]:
             click.echo(f"{path}: ok")
         return
-    if report.get("outPath"):
+    if report.get("repairError"):
+        click.echo(f"{path}: {report['repairError']}")
+    elif report.get("outPath"):
         click.echo(f"{path}: repaired copy written to {report['outPath']} ({len(report['changes'])} changes)")
         for change in report["changes"]:
             line = f"line {change['line']}: " if change["line"] is not None else ""

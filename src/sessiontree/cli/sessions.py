@@ -14,6 +14,7 @@ from rich.text import Text
 
 from .. import render
 from ..manager import SessionManager
+from ..outfile import write_atomic
 from ._common import (
     _App,
     _busy,
@@ -234,7 +235,7 @@ def export_cmd(app: _App, session: str, output: Path | None, fmt: str) -> None:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
         return
-    output.write_bytes(data)
+    write_atomic(output, data)  # never a truncated FILE (docs/output-files.md)
     click.echo(f"Exported {session_id} to {output}", err=True)
 
 
