@@ -375,15 +375,26 @@ def test_fork_whole_session_and_at_an_entry(loaded):
 
 
 def test_delete_asks_unless_yes(loaded):
-    result = run(loaded, "delete", INTERRUPTED[:8], input="n\n", code=1)
-    assert "nothing was deleted" in result.stderr
+    result = run(loaded, "delete", INTERRUPTED[:8], input="n\n")  # declining is not an error
+    assert "Nothing deleted." in result.stderr
     assert len(run_json(loaded, "list")) == 3
     run(loaded, "delete", INTERRUPTED[:8], input="y\n")
     assert len(run_json(loaded, "list")) == 2
-    assert run_json(loaded, "delete", COMPACTION, "--yes") == {"deleted": COMPACTION}
+    assert run_json(loaded, "delete", COMPACTION, "--yes") == {"deleted": [COMPACTION], "failed": []}
     assert run(loaded, "delete", BRANCHING, "-y").stdout.strip() == f"Deleted {BRANCHING}"
     assert run_json(loaded, "list") == []
     run(loaded, "delete", BRANCHING, "-y", code=1)
+
+
+def test_delete_takes_several_sessions_and_resolves_all_first(loaded):
+    # One unknown prefix: nothing is deleted, not even the ones that resolve.
+    result = run(loaded, "delete", BRANCHING[:8], "ffffffff", "-y", code=1)
+    assert "no session matches 'ffffffff'" in result.stderr
+    assert len(run_json(loaded, "list")) == 3
+    result = run(loaded, "delete", BRANCHING[:8], COMPACTION[:8], BRANCHING, input="y\n")
+    assert f"Delete 2 sessions ({BRANCHING}, {COMPACTION})?" in result.stderr  # duplicates folded
+    assert result.stdout.splitlines() == [f"Deleted {BRANCHING}", f"Deleted {COMPACTION}"]
+    assert [row["id"] for row in run_json(loaded, "list")] == [INTERRUPTED]
 
 
 def test_name_and_label(loaded):
@@ -632,3 +643,26 @@ def test_check_of_a_missing_path_says_so(tmp_path):
     result = run(None, "check", str(tmp_path / "missing.jsonl"), code=1)
     assert "0 files checked" in result.stdout and "1 path could not be checked" in result.stdout
     assert result.stderr.strip() == "sessiontree: error: some paths could not be checked"
+
+
+def test_ctrl_c_during_import_reports_what_was_done_and_exits_130(db, tmp_path, monkeypatch):
+    import sessiontree.cli.files as files_module
+
+    real = files_module._import_one
+    calls = []
+
+    def interrupt_on_second(store, path):
+        calls.append(path)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(store, path)
+
+    monkeypatch.setattr(files_module, "_import_one", interrupt_on_second)
+    result = _runner().invoke(cli, ["--store", db, "import", str(EXAMPLES)])
+    assert result.exit_code == 130
+    # The three examples in name order: branching imported, compaction interrupted, interrupted.jsonl not reached.
+    assert "1 imported, 0 already present, 0 rejected, 2 not done (interrupted)" in result.stdout
+    assert "interrupted: 1 imported, 2 files left; run the same import again to finish" in result.stderr
+    assert [row["id"] for row in run_json(db, "list")] == [BRANCHING]
+    monkeypatch.setattr(files_module, "_import_one", real)
+    assert run_json(db, "import", str(EXAMPLES))["imported"] == 2

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import click
 
+from ..errors import SessionError
 from ._common import (
     UserError,
     _App,
+    _describe,
     _entry_id,
     _open,
     _print_json,
@@ -48,21 +50,46 @@ def fork_cmd(app: _App, session: str, at: str | None, cwd: str | None, as_json: 
     click.echo(f"Forked {session_id} into {new_id} ({len(fork.get_entries())} entries)")
 
 
-@cli.command("delete", short_help='Delete a session from the store.')
-@click.argument("session")
+@cli.command("delete", short_help='Delete sessions from the store.')
+@click.argument("sessions", nargs=-1, required=True, metavar="SESSION...")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
-@click.option("--json", "as_json", is_flag=True, help="Print the deleted id as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the deleted ids as JSON.")
 @pass_app
-def delete_cmd(app: _App, session: str, yes: bool, as_json: bool) -> None:
-    """Delete a session and its entries from the store (a JSONL file goes to the trash)."""
-    session_id = _session_id(app, session)
-    if not yes and not click.confirm(f"Delete session {session_id}?", err=True):
-        raise UserError("cancelled; nothing was deleted")
-    app.store.delete(session_id)
+def delete_cmd(app: _App, sessions: tuple[str, ...], yes: bool, as_json: bool) -> None:
+    """Delete sessions and their entries from the store (a JSONL file goes to the trash).
+
+    Every SESSION prefix is resolved before anything is deleted: one unknown or
+    ambiguous prefix deletes nothing. Declining the question is not an error:
+    "Nothing deleted." and exit status 0. A session that cannot be deleted is
+    reported and the others are still deleted; exit status 1 then.
+    """
+    ids = list(dict.fromkeys(_session_id(app, prefix) for prefix in sessions))
+    if not yes:
+        question = (f"Delete session {ids[0]}?" if len(ids) == 1
+                    else f"Delete {len(ids)} sessions ({', '.join(ids)})?")
+        if not click.confirm(question, err=True):
+            click.echo("Nothing deleted.", err=True)
+            if as_json:
+                _print_json({"deleted": [], "failed": []})
+            return
+    deleted: list[str] = []
+    failed: list[dict[str, str]] = []
+    for session_id in ids:
+        try:
+            app.store.delete(session_id)
+        except (SessionError, OSError) as exc:
+            failed.append({"sessionId": session_id, "reason": _describe(exc)})
+        else:
+            deleted.append(session_id)
     if as_json:
-        _print_json({"deleted": session_id})
-        return
-    click.echo(f"Deleted {session_id}")
+        _print_json({"deleted": deleted, "failed": failed})
+    else:
+        for session_id in deleted:
+            click.echo(f"Deleted {session_id}")
+        for row in failed:
+            click.echo(f"Not deleted {row['sessionId']}: {row['reason']}", err=True)
+    if failed:
+        raise UserError(f"{len(failed)} of {len(ids)} sessions not deleted")
 
 
 @cli.command("name", short_help="Set or clear a session's display name.")

@@ -130,27 +130,38 @@ def _import_one(store: SessionStore, path: Path) -> dict[str, Any]:
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @click.option("--json", "as_json", is_flag=True, help="Print the per-file results as JSON.")
 @pass_app
-def import_cmd(app: _App, paths: tuple[str, ...], as_json: bool) -> None:
+@click.pass_context
+def import_cmd(ctx: click.Context, app: _App, paths: tuple[str, ...], as_json: bool) -> None:
     """Import session files, keeping their ids; directories are searched recursively for *.jsonl.
 
     Older formats (1-3, early 4) are upgraded on the way in; the files are never
     modified. Re-importing a session that is already stored changes nothing and
     is reported as "already present". Every rejected file gets a reason and the
-    other files are still imported. Exit status 1 when any file was rejected.
+    other files are still imported. Exit status 1 when any file was rejected;
+    130 when interrupted (Ctrl-C), after the summary of what was done: each file
+    is imported in one transaction, so running the same import again finishes it.
     """
     files, results = _collect(paths)
     app.create_store = True  # the one command that may start a new store
     store = app.store
     err = _err()
+    interrupted = False
     with _progress(err) as progress:
         task = progress.add_task("Importing", total=len(files))
-        for path in files:
-            progress.update(task, description=f"Importing {path.name}")
-            results.append(_import_one(store, path))
-            progress.advance(task)
+        try:
+            for path in files:
+                progress.update(task, description=f"Importing {path.name}")
+                results.append(_import_one(store, path))
+                progress.advance(task)
+        except KeyboardInterrupt:
+            interrupted = True
     counts = {s: sum(1 for r in results if r["status"] == s) for s in ("imported", "present", "rejected")}
+    left = max(0, len(files) - _files_done(results, files))
     if as_json:
-        _print_json({"files": results, **counts})
+        data: dict[str, Any] = {"files": results, **counts}
+        if interrupted:
+            data.update(interrupted=True, left=left)
+        _print_json(data)
     else:
         table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
         table.add_column("result", no_wrap=True)
@@ -163,10 +174,21 @@ def import_cmd(app: _App, paths: tuple[str, ...], as_json: bool) -> None:
             table.add_row(Text(row["status"], style=styles[row["status"]]), row["sessionId"] or "", row["path"], detail)
         console = _out()
         _show(console, table)
-        _show(console, f"{counts['imported']} imported, {counts['present']} already present, "
-                      f"{counts['rejected']} rejected")
+        summary = (f"{counts['imported']} imported, {counts['present']} already present, "
+                   f"{counts['rejected']} rejected")
+        _show(console, summary + (f", {left} not done (interrupted)" if interrupted else ""))
+    if interrupted:
+        click.echo(f"sessiontree: interrupted: {counts['imported']} imported, {left} "
+                   f"{'file' if left == 1 else 'files'} left; run the same import again to finish", err=True)
+        ctx.exit(130)
     if counts["rejected"]:
         raise UserError(f"{counts['rejected']} of {len(results)} files rejected")
+
+
+def _files_done(results: list[dict[str, Any]], files: list[Path]) -> int:
+    """How many of ``files`` have a result (rows for paths rejected before reading are not files)."""
+    wanted = {str(path) for path in files}
+    return sum(1 for row in results if row["path"] in wanted)
 
 
 # --------------------------------------------------------------------------- migrate
