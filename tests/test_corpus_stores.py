@@ -33,7 +33,9 @@ EXPECTED = {
         "message_count": 990,
         "entries": 1002,
         "first_message_prefix": "alright, read @packages/coding-agent/src/main.ts",
-        "modified_ms": 1765240959594,
+        # A branched session: its newest message (00:42:39.594Z, 1765240959594) predates the
+        # header's creation (00:53:29.825Z); modified is never earlier than created (docs/listing.md).
+        "modified_ms": 1765241609825,
     },
 }
 

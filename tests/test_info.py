@@ -229,3 +229,39 @@ def test_classification(header_fields: dict[str, Any], expected: bool) -> None:
     info = listing([], header)
     assert info.internal is expected
     assert info.workflow == (header["workflow"] if expected else None)
+
+
+def test_modified_is_never_earlier_than_created():
+    # A branched copy: its messages were written at 00:42, the copy was created at 00:53.
+    header = {"type": "session", "version": 4, "id": "s-1", "cwd": "/p",
+              "createdAt": "2025-12-09T00:53:00.000Z"}
+    entries = [{"type": "message", "id": "a1", "parentId": None, "timestamp": "2025-12-09T00:42:00.000Z",
+                "message": {"role": "user", "content": "hi", "timestamp": 1765240920000}}]  # 00:42:00Z
+    info = session_info_from_entries(header, entries, "s-1")
+    assert info.created.isoformat() == "2025-12-09T00:53:00+00:00"
+    assert info.modified == info.created
+    # Activity after creation still wins.
+    later = [*entries, {"type": "message", "id": "a2", "parentId": "a1", "timestamp": "2025-12-09T01:00:00.000Z",
+                        "message": {"role": "assistant", "content": "yo", "timestamp": 1765242000000}}]  # 01:00:00Z
+    assert session_info_from_entries(header, later, "s-1").modified.isoformat() == "2025-12-09T01:00:00+00:00"
+
+
+def test_a_fork_lists_with_its_own_creation_time(tmp_path):
+    import json
+
+    from sessiontree.manager import SessionManager
+    from sessiontree.stores import MemoryStore
+
+    source_file = tmp_path / "old.jsonl"
+    header = {"type": "session", "version": 4, "id": "s-old", "cwd": "/p", "createdAt": "2001-09-09T01:46:40.000Z"}
+    entry = {"type": "message", "id": "a1", "parentId": None, "timestamp": "2001-09-09T01:46:40.000Z",
+             "message": {"role": "user", "content": "old", "timestamp": 1_000_000_000_000}}  # 2001-09-09T01:46:40Z
+    source_file.write_text(json.dumps(header) + "\n" + json.dumps(entry) + "\n")
+    store = MemoryStore()
+    SessionManager.import_from_jsonl(source_file, None, store)
+    fork = SessionManager.open(store, "s-old").fork_to("/p")
+    infos = {info.id: info for info in SessionManager.list_all(store)}
+    assert infos["s-old"].modified.isoformat() == "2001-09-09T01:46:40+00:00"
+    mine = infos[fork.get_session_id()]
+    assert mine.modified == mine.created > infos["s-old"].modified  # before the rule: the source's 2001
+    assert [info.id for info in SessionManager.list_all(store)] == [fork.get_session_id(), "s-old"]

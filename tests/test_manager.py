@@ -445,20 +445,21 @@ def test_delete_session(store, tmp_path):
 def test_list_and_list_all(store, tmp_path):
     proj = str(tmp_path / "proj")
     m = SessionManager.create(proj, store=store)
-    m.append_message(user("first question", ts=1700000000000))
-    m.append_message(assistant("answer", ts=1700000005000))
+    # Message times after the sessions' creation (now): modified is never earlier than created.
+    m.append_message(user("first question", ts=4000000000000))
+    m.append_message(assistant("answer", ts=4000000005000))
     m.append_session_info("Named")
     n = SessionManager.create(str(tmp_path / "other"), store=store)
-    n.append_message(user("elsewhere", ts=1600000000000))
+    n.append_message(user("elsewhere", ts=3900000000000))
     w = SessionManager.create(proj, store=store, internal=True, workflow=WORKFLOW)
-    w.append_message(user("workflow", ts=1800000000000))
+    w.append_message(user("workflow", ts=4100000000000))
     rows = SessionManager.list(proj, store)
     assert [r.id for r in rows] == [m.get_session_id()]
     row = rows[0]
     assert row.name == "Named" and row.has_name and row.message_count == 2
     assert row.first_message == "first question" and row.cwd == proj
     assert row.all_messages_text == "first question answer"
-    assert row.modified.timestamp() == 1700000005.0
+    assert row.modified.timestamp() == 4000000005.0
     with_internal = SessionManager.list(proj, store, include_internal=True)
     assert [r.id for r in with_internal] == [w.get_session_id(), m.get_session_id()]
     assert with_internal[0].internal and with_internal[0].workflow == WORKFLOW
