@@ -148,7 +148,9 @@ class SessionManager:
         Args:
             store: where mutations are written.
             header: the format-4 header (its ``id`` is the session id).
-            entries: entries in file order; the leaf is the last one.
+            entries: entries in file order; the leaf is the last one, or the
+                target of a final upstream ``leaf`` record
+                (:func:`sessiontree.tree.loaded_leaf_id`).
             cwd: the manager's working directory (absolute).
             saved: whether the session already exists in the store.
             session_file: explicit JSONL path (``open_file``), if any.
@@ -279,7 +281,8 @@ class SessionManager:
         Args:
             entries: optional records. When they include a header (``type ==
                 "session"``) it is used, upgraded to format 4; the other
-                records are the entries and the leaf is the last one.
+                records are the entries and the leaf is decided as on load
+                (:func:`sessiontree.tree.loaded_leaf_id`).
 
         Raises:
             InvalidSessionIdError: ``id`` is not a valid session id.
@@ -918,6 +921,18 @@ class SessionManager:
         projection = self.build_session_projection()
         return _projection.SessionContext(messages=projection.messages, thinking_level=projection.thinking_level,
                                           model=projection.model)
+
+    def build_historical_projection(self) -> _projection.HistoricalProjection:
+        """The active branch's context as the agent that wrote its latest retired
+        summary compaction rebuilt it: an archival view, never what a current
+        agent sends (see :func:`sessiontree.projection.build_historical_projection`).
+
+        Trailing tool calls are closed as in :meth:`build_session_projection`.
+        Built afresh on every call; nothing is written.
+        """
+        return _projection.build_historical_projection(self._tree.entries, self._tree.leaf_id,
+                                                       by_id=self._tree.by_id,
+                                                       repair_trailing=self._repair_trailing())
 
     def build_context_entries(self) -> builtins.list[Entry]:
         """Active-branch entries after the latest compaction boundary (REFERENCE Q.13)."""

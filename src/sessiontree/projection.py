@@ -47,7 +47,7 @@ from sessiontree.transcript import (
 )
 from sessiontree._gc import gc_paused
 from sessiontree.errors import ToolPairingError
-from sessiontree.tree import get_branch, parse_timestamp_ms
+from sessiontree.tree import get_branch, loaded_leaf_id, parse_timestamp_ms
 
 __all__ = [
     "INTERRUPTED_TEXT",
@@ -66,6 +66,11 @@ __all__ = [
     "is_active_compaction",
     "closes_tool_window",
     "assert_tool_pairing_invariant",
+    "is_retired_record",
+    "HISTORICAL_SUMMARY_PREFIX",
+    "HISTORICAL_SUMMARY_SUFFIX",
+    "HistoricalProjection",
+    "build_historical_projection",
 ]
 
 Entry = dict[str, Any]
@@ -85,7 +90,10 @@ class _Leaf(enum.Enum):
     LAST = "last entry"
 
 
-#: Default ``leaf_id``: the last entry of the list (REFERENCE Q.1, Q.13).
+#: Default ``leaf_id``: the leaf as loaded, i.e. the last entry of the list
+#: (REFERENCE Q.1, Q.13), or the target of a final upstream ``leaf`` record
+#: (:func:`sessiontree.tree.loaded_leaf_id`), so that a projection of stored
+#: entries and a manager that loaded them agree.
 LAST_ENTRY: Final = _Leaf.LAST
 
 LeafArg = str | None | _Leaf
@@ -261,6 +269,30 @@ def is_active_compaction(entry: Mapping[str, Any]) -> bool:
         return False
     details = entry.get("details")
     return isinstance(details, Mapping) and details.get("strategy") == "verbatim-lines"
+
+
+def is_retired_record(entry: Mapping[str, Any]) -> bool:
+    """Whether ``entry`` is a retired, archival record (seed "CompactionEntry",
+    "ContextCompactionEntry (Retired)", "Extended Message Types"; REFERENCE C.14).
+
+    True for a ``compaction`` without ``details.strategy == "verbatim-lines"``
+    (a summary compaction of older agents), a ``context_compaction`` (logical
+    deletions of older agents) and a ``message`` whose role is
+    ``compactionSummary``. Such records are kept, parsed and shown by audit
+    and export tools, and contribute nothing to the model context of
+    :func:`build_session_projection` (the seed's projection). Only
+    :func:`build_historical_projection` gives a retired ``compaction`` its
+    old meaning back, for a historical view.
+    """
+    kind = entry.get("type")
+    if kind == "compaction":
+        return not is_active_compaction(entry)
+    if kind == "context_compaction":
+        return True
+    if kind == "message":
+        message = entry.get("message")
+        return isinstance(message, Mapping) and message.get("role") == "compactionSummary"
+    return False
 
 
 def _copy_present(target: dict[str, Any], source: Mapping[str, Any], *keys: str) -> None:
@@ -747,12 +779,9 @@ def _index(entries: Iterable[Entry]) -> dict[str, Entry]:
     return {e["id"]: e for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)}
 
 
-def _last_id(entries: Sequence[Entry]) -> str | None:
-    if not entries:
-        return None
-    last = entries[-1]
-    leaf = last.get("id") if isinstance(last, dict) else None
-    return leaf if isinstance(leaf, str) else None
+def _last_id(entries: Sequence[Entry], by_id: Mapping[str, Entry] | None = None) -> str | None:
+    """The leaf as loaded (:data:`LAST_ENTRY`): one rule with the manager's."""
+    return loaded_leaf_id(entries, by_id)
 
 
 def _resolve_leaf(entries: Sequence[Entry], leaf_id: LeafArg,
@@ -765,7 +794,7 @@ def _resolve_leaf(entries: Sequence[Entry], leaf_id: LeafArg,
     if by_id is None:
         by_id = _index(entries)
     if leaf_id is LAST_ENTRY:
-        return _last_id(entries), by_id
+        return _last_id(entries, by_id), by_id
     if isinstance(leaf_id, str) and leaf_id in by_id:
         return leaf_id, by_id
     return None, by_id
@@ -914,7 +943,8 @@ def build_context_entries(
     Args:
         entries: all entries of the session, header excluded, in file order.
         leaf_id: the leaf. ``None`` gives ``[]``; an unknown id gives ``[]``;
-            :data:`LAST_ENTRY` (default) uses the last entry of ``entries``.
+            :data:`LAST_ENTRY` (default) uses the leaf as loaded: the last
+            entry of ``entries``, or the target of a final ``leaf`` record.
         by_id: optional index ``{entry id: entry}`` of ``entries`` that the
             caller already keeps (e.g. a :class:`~sessiontree.tree.SessionTree`'s),
             saving one pass over all entries; it must equal
@@ -1314,16 +1344,153 @@ def build_session_context(
 
     The leaf is resolved as in the original ``buildSessionContext`` (Q.1):
     ``None`` gives the empty context; an unknown id and :data:`LAST_ENTRY`
-    both use the last entry of ``entries``; no entries give the empty context.
+    both use the leaf as loaded (the last entry of ``entries``, or the target
+    of a final ``leaf`` record); no entries give the empty context.
     Everything else is :func:`build_session_projection` for that leaf.
     """
     if leaf_id is None:
         return SessionContext()
     by_id = _index(entries)
-    leaf = leaf_id if isinstance(leaf_id, str) and leaf_id in by_id else _last_id(entries)
+    leaf = leaf_id if isinstance(leaf_id, str) and leaf_id in by_id else _last_id(entries, by_id)
     projection = build_session_projection(entries, leaf, by_id=by_id, repair_trailing=repair_trailing)
     return SessionContext(
         messages=projection.messages,
         thinking_level=projection.thinking_level,
         model=projection.model,
     )
+
+
+# --------------------------------------------------------------------------
+# The historical view of retired summary compactions
+
+#: Wraps the summary of a retired compaction in the historical view
+#: (:func:`build_historical_projection`). Older agents handed the model their
+#: summary as one user turn wrapped in fixed sentences; this is our own
+#: wording for it, so the historical view reproduces which records the model
+#: saw and the summary text itself, not the old wrapper byte for byte.
+HISTORICAL_SUMMARY_PREFIX = (
+    "The earlier part of this conversation was compacted. A summary of it "
+    "follows; the turns kept after the summary are shown as they were.\n\n<summary>\n"
+)
+HISTORICAL_SUMMARY_SUFFIX = "\n</summary>"
+
+
+@dataclass(frozen=True)
+class HistoricalProjection:
+    """What :func:`build_historical_projection` returns.
+
+    Attributes:
+        projection: the rebuilt context, with the same shape and rules as a
+            :class:`SessionProjection` (``sources``/``entries`` name the entry
+            each message came from; the summary message belongs to the
+            compaction entry).
+        compaction: the retired ``compaction`` entry that shaped it, or
+            ``None`` when the branch has no retired compaction after its
+            latest active boundary; ``projection`` is then exactly the
+            seed's projection (:func:`build_session_projection`).
+        first_kept_entry_id: the id where the kept entries start (the
+            compaction's ``firstKeptEntryId`` found on the path before it), or
+            ``None`` when nothing before the compaction was kept.
+        kept_entries: how many path entries (of any type) lie between the
+            first kept entry and the compaction, the first one included.
+    """
+
+    projection: SessionProjection
+    compaction: dict[str, Any] | None = None
+    first_kept_entry_id: str | None = None
+    kept_entries: int = 0
+
+    @property
+    def is_historical(self) -> bool:
+        """Whether a retired compaction shaped the result (``compaction`` is set)."""
+        return self.compaction is not None
+
+
+def _historical_summary_message(compaction: Mapping[str, Any]) -> Message:
+    summary = compaction.get("summary")
+    text = HISTORICAL_SUMMARY_PREFIX + (summary if isinstance(summary, str) else "") + HISTORICAL_SUMMARY_SUFFIX
+    return {
+        "role": "user",
+        "content": [{"type": "text", "text": text}],
+        "timestamp": _iso_to_ms(compaction.get("timestamp")),
+    }
+
+
+def build_historical_projection(
+    entries: Sequence[dict[str, Any]],
+    leaf_id: LeafArg = LAST_ENTRY,
+    *,
+    by_id: Mapping[str, dict[str, Any]] | None = None,
+    repair_trailing: bool = True,
+) -> HistoricalProjection:
+    """The context as the agent that wrote a retired summary compaction rebuilt it.
+
+    This is an archival view, never the context a current agent sends: under
+    format 4 a ``compaction`` without ``details.strategy == "verbatim-lines"``
+    is inert (seed "CompactionEntry"), so :func:`build_session_projection`
+    shows every older turn again. Older agents treated every compaction as a
+    boundary; this function answers "what did the model see back then?" with
+    their rule (REFERENCE Q.4-Q.8 applied to any compaction, with the kept
+    entries emitted as ordinary messages rather than serialized):
+
+    * the path is the branch root to leaf, the leaf resolved as in
+      :func:`build_context_entries`;
+    * the *latest* ``compaction`` on the path wins, whatever its strategy.
+      When it is an active verbatim boundary (or there is none), the result
+      is the seed's projection and :attr:`HistoricalProjection.compaction`
+      is ``None``; older compactions never count;
+    * that compaction contributes one ``user`` message,
+      ``HISTORICAL_SUMMARY_PREFIX + summary + HISTORICAL_SUMMARY_SUFFIX``
+      as one text block, timestamped with the compaction's time (ms);
+    * the kept entries are those from the first path entry before the
+      compaction whose id is its ``firstKeptEntryId`` up to the compaction
+      (Q.7: ``null``, absent, unknown, off-branch or later ids keep nothing);
+      each contributes its ordinary context message (Q.6), then every entry
+      after the compaction does. Entries before the kept ones contribute
+      nothing;
+    * otherwise the seed's rules apply unchanged: settings replayed over the
+      whole path (Q.3, S), the latest context edit per target (R), tool
+      pairing with synthetic interrupted results (D-11; ``repair_trailing``
+      as in :func:`build_session_projection`). Retired ``context_compaction``
+      records and stored ``compactionSummary`` messages stay inert: their
+      old effect is not reconstructed.
+
+    Args:
+        entries: all entries of the session, header excluded, in file order.
+            Never modified.
+        leaf_id: the leaf (``None`` or an unknown id: an empty result;
+            default :data:`LAST_ENTRY`, the leaf as loaded).
+        by_id: optional id index of ``entries`` (see :func:`build_context_entries`).
+        repair_trailing: see :func:`build_session_projection`.
+
+    Returns:
+        A :class:`HistoricalProjection`. Raises nothing for malformed
+        entries: they contribute what :func:`build_session_projection` would.
+    """
+    with gc_paused():
+        scan = _scan_up(entries, leaf_id, by_id)
+        path = scan.path
+        latest: int | None = None
+        for index in range(len(path) - 1, -1, -1):
+            if path[index].get("type") == "compaction":
+                latest = index
+                break
+        if latest is None or is_active_compaction(path[latest]):
+            return HistoricalProjection(_project(entries, leaf_id, by_id, repair_trailing))
+        compaction = path[latest]
+        first_kept = _layout_at(path, latest).first_kept
+        kept = path[first_kept:latest] if first_kept is not None else []
+        builder = ProjectionBuilder(path[-1]["id"], scan.thinking_level, scan.model, scan.context_window,
+                                    scan.edits)
+        builder.copies = {entry["id"] for entry in scan.copies}
+        builder.sources = [compaction, *kept, *path[latest + 1:]]
+        # The summary goes through the same pairing step as everything else,
+        # as a stand-in entry without an id (no edit applies to it).
+        builder._extend(({"type": "message", "message": _historical_summary_message(compaction)},))
+        builder._extend(builder.sources[1:])
+        return HistoricalProjection(
+            builder.result(repair_trailing, copy=False),
+            compaction,
+            kept[0]["id"] if kept else None,
+            len(kept),
+        )

@@ -28,7 +28,7 @@ from rich.console import Group, RenderableType
 from rich.padding import Padding
 from rich.text import Text
 
-from .projection import SessionProjection, is_active_compaction
+from .projection import HistoricalProjection, SessionProjection, is_active_compaction, is_retired_record
 from .transcript import bash_text, format_tool_call
 from .tree import TreeNode
 
@@ -44,6 +44,10 @@ __all__ = [
     "context_text",
     "context_dict",
     "markdown_transcript",
+    "RETIRED_NOTE",
+    "retired_record_text",
+    "historical_note",
+    "historical_context_dict",
 ]
 
 _SPACES = re.compile(r"\s+")
@@ -144,6 +148,8 @@ def _message_summary(message: Mapping[str, Any]) -> str:
 
 def entry_summary(entry: Mapping[str, Any], limit: int = 200) -> str:
     """One line describing an entry, for trees and lists (whitespace collapsed, clipped to ``limit``)."""
+    if is_retired_record(entry):
+        return _one_line(retired_record_text(entry), limit)
     kind = entry.get("type")
     text: str
     if kind == "message":
@@ -161,10 +167,6 @@ def entry_summary(entry: Mapping[str, Any], limit: int = 200) -> str:
             text = f"verbatim-lines boundary, kept from {kept}" if kept else "verbatim-lines boundary, nothing kept"
             if isinstance(entry.get("tokensBefore"), int):
                 text += f", {entry['tokensBefore']} tokens before"
-        else:
-            text = "retired compaction record (inert)"
-    elif kind == "context_compaction":
-        text = "retired compaction record (inert)"
     elif kind == "context_edit":
         target = entry.get("targetId")
         replacement = entry.get("replacement")
@@ -194,6 +196,65 @@ def entry_summary(entry: Mapping[str, Any], limit: int = 200) -> str:
     else:
         text = "(entry type not known to sessiontree; kept verbatim)"
     return _one_line(text, limit)
+
+
+# --------------------------------------------------------------------------- retired records
+
+#: How every view marks a retired record (seed: "parseable and visible to
+#: audit/export tools" but "inert in active LLM context").
+RETIRED_NOTE = "archival; not in the model context"
+
+
+def retired_record_text(entry: Mapping[str, Any]) -> str:
+    """A one-paragraph description of a retired record (see
+    :func:`sessiontree.projection.is_retired_record`), marked archival.
+
+    ``compaction`` (summary kind): what it kept and its summary;
+    ``context_compaction``: what it deleted; ``compactionSummary`` message:
+    its summary. Never raises on malformed fields.
+    """
+    kind = entry.get("type")
+    if kind == "compaction":
+        kept = entry.get("firstKeptEntryId")
+        facts = [f"kept from {kept}" if isinstance(kept, str) else "nothing kept"]
+        if isinstance(entry.get("tokensBefore"), int) and not isinstance(entry.get("tokensBefore"), bool):
+            facts.append(f"{entry['tokensBefore']} tokens before")
+        summary = entry.get("summary") if isinstance(entry.get("summary"), str) else ""
+        return f"retired compaction ({RETIRED_NOTE}; {', '.join(facts)}): {summary}"
+    if kind == "context_compaction":
+        targets = entry.get("deletedTargets")
+        targets = targets if isinstance(targets, list) else []
+        named = [str(t.get("entryId")) for t in targets if isinstance(t, Mapping) and t.get("kind") == "entry"]
+        other = len(targets) - len(named)
+        parts = [f"entries {', '.join(named)}"] if named else []
+        if other:
+            parts.append(f"{other} other target{'s' if other != 1 else ''}")
+        deleted = "; ".join(parts) if parts else "nothing"
+        return f"retired context_compaction ({RETIRED_NOTE}): deleted {deleted}"
+    message = entry.get("message")
+    summary = message.get("summary") if isinstance(message, Mapping) else None
+    return f"retired compaction summary ({RETIRED_NOTE}): {summary if isinstance(summary, str) else ''}"
+
+
+def _md_retired(entry: Mapping[str, Any]) -> list[str]:
+    """Markdown lines for a retired record: an archival note, then its text fenced."""
+    kind = entry.get("type")
+    note = f"*Retired record `{entry.get('id')}` ({RETIRED_NOTE}): "
+    if kind == "compaction":
+        kept = entry.get("firstKeptEntryId")
+        note += ("an older agent compacted the turns above into this summary" +
+                 (f" and kept the turns from `{kept}` on" if isinstance(kept, str) else "") +
+                 "; `sessiontree context --historical` rebuilds what it sent.*")
+        body = entry.get("summary") if isinstance(entry.get("summary"), str) else ""
+    elif kind == "context_compaction":
+        note += "an older agent hid these targets from its context.*"
+        body = retired_record_text(entry).split(": ", 1)[-1]
+    else:
+        note += "a compaction summary message of an older agent.*"
+        message = entry.get("message")
+        summary = message.get("summary") if isinstance(message, Mapping) else None
+        body = summary if isinstance(summary, str) else ""
+    return ["---", "", note, "", _fence(body), "", "---", ""]
 
 
 # --------------------------------------------------------------------------- tree
@@ -519,8 +580,11 @@ def markdown_transcript(header: Mapping[str, Any], branch: Sequence[Mapping[str,
 
     Every entry of the branch is shown, including those a compaction boundary
     hides from the model (the boundary itself appears as a note where it
-    happened). State changes (model, thinking level) appear as short notes;
-    labels, names and extension state are left out.
+    happened). Retired records (summary compactions, ``context_compaction``,
+    ``compactionSummary`` messages) appear where they happened, marked as
+    archival and not part of the model context. State changes (model,
+    thinking level) appear as short notes; labels, names and extension state
+    are left out.
 
     Args:
         header: the session header.
@@ -538,7 +602,9 @@ def markdown_transcript(header: Mapping[str, Any], branch: Sequence[Mapping[str,
     lines.append("")
     for entry in branch:
         kind = entry.get("type")
-        if kind == "message" and isinstance(entry.get("message"), Mapping):
+        if is_retired_record(entry):
+            lines += _md_retired(entry)
+        elif kind == "message" and isinstance(entry.get("message"), Mapping):
             heading, parts = _md_message(entry["message"])
             if not parts:
                 continue
@@ -560,3 +626,33 @@ def markdown_transcript(header: Mapping[str, Any], branch: Sequence[Mapping[str,
         elif kind == "thinking_level_change":
             lines += [f"*Thinking level: {entry.get('thinkingLevel')}*", ""]
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+# --------------------------------------------------------------------------- historical context
+
+
+def historical_note(historical: HistoricalProjection) -> str:
+    """The label every human view of a historical context starts with (``context --historical``)."""
+    compaction = historical.compaction
+    if compaction is None:
+        return ("HISTORICAL VIEW: this branch has no retired compaction after its latest active "
+                "boundary, so the context below is the same as the current one.")
+    kept = (f"the {historical.kept_entries} entries kept from {historical.first_kept_entry_id}"
+            if historical.first_kept_entry_id else "no kept entries")
+    return (f"HISTORICAL VIEW (archival; not what a current agent sends): the context as the agent that "
+            f"wrote retired compaction {compaction.get('id')} rebuilt it: its summary, then {kept}, "
+            f"then the entries after it.")
+
+
+def historical_context_dict(historical: HistoricalProjection, session_id: str, leaf_id: str | None) -> dict[str, Any]:
+    """:func:`context_dict` of a historical context, with a ``historical`` object saying so."""
+    data = context_dict(historical.projection, session_id, leaf_id)
+    compaction = historical.compaction
+    data["historical"] = {
+        "rule": "retired-summary-compaction" if compaction is not None else "none",
+        "compactionId": compaction.get("id") if compaction is not None else None,
+        "firstKeptEntryId": historical.first_kept_entry_id,
+        "keptEntries": historical.kept_entries,
+        "note": historical_note(historical),
+    }
+    return data

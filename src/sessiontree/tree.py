@@ -3,8 +3,11 @@
 Invariants (seed "Tree Structure"; REFERENCE groups F, H, I, J, K):
 
 * Entries keep file order; that order is insertion order.
-* The leaf after loading is the last entry in file order, whatever its type
-  (F.1). Every append becomes a child of the leaf and the new leaf (F.2).
+* The leaf after loading is decided in one place, :func:`loaded_leaf_id`:
+  the last record in file order, whatever its type (F.1), except that an
+  upstream ``leaf`` record (a persisted move of the leaf, SPEC §2) stands
+  for its target. Every append becomes a child of the leaf and the new leaf
+  (F.2).
 * Walks never recurse and stop when an id repeats, so self-parents, parent
   cycles and trees 100,000 entries deep are safe (F.6, H.5).
 * Labels, the session name and the session summary are global state over
@@ -13,7 +16,7 @@ Invariants (seed "Tree Structure"; REFERENCE groups F, H, I, J, K):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -25,7 +28,9 @@ __all__ = [
     "TreeNode",
     "NameState",
     "SessionTree",
+    "LEAF_ENTRY_TYPE",
     "get_branch",
+    "loaded_leaf_id",
     "build_tree",
     "label_state",
     "session_name_state",
@@ -33,6 +38,62 @@ __all__ = [
 ]
 
 Entry = dict[str, Any]
+
+#: Entry type of the upstream agent's persisted leaf move: ``{"type": "leaf",
+#: "id", "parentId", "timestamp", "targetId": <entry id or null>}`` (SPEC §2).
+LEAF_ENTRY_TYPE = "leaf"
+
+
+def loaded_leaf_id(entries: Sequence[Entry], by_id: Mapping[str, Entry] | None = None) -> str | None:
+    """The active leaf of a session as loaded from its records (REFERENCE F.1; SPEC §2 ``leaf``).
+
+    The records are replayed in file order, and each one moves the leaf:
+
+    * an ordinary entry (any type but ``leaf``) makes itself the leaf, as
+      an append does (F.1, F.2);
+    * a ``leaf`` record whose ``targetId`` names an entry of the session
+      moves the leaf to that entry (the upstream agent writes one when it
+      navigates the tree; the record itself is never the leaf);
+    * a ``leaf`` record whose ``targetId`` is ``null`` resets the leaf to
+      ``None`` (the upstream form of ``reset_leaf``: the next append starts
+      a new root);
+    * a ``leaf`` record whose ``targetId`` is missing, not a string, or
+      names no entry of the session is ignored: the leaf stays where the
+      records before it put it (never on the ``leaf`` record itself, and
+      never lost entirely because of one bad record).
+
+    So the last record decides, unless it is a ``leaf`` record that cannot be
+    honoured; entries written after a ``leaf`` record are ordinary entries
+    and the last of them is the leaf.
+
+    Args:
+        entries: all entries of the session, header excluded, in file order.
+        by_id: the id index of ``entries`` when the caller has one (it must
+            equal ``{e["id"]: e for e in entries}``); built when omitted.
+
+    Returns:
+        The leaf id, or ``None`` (no entries, or a final reset).
+
+    Cost: it walks back from the end only over trailing ``leaf`` records
+    that cannot be honoured, so it is constant time for ordinary sessions.
+    """
+    index: Mapping[str, Entry] | None = by_id
+    for position in range(len(entries) - 1, -1, -1):
+        entry = entries[position]
+        if not isinstance(entry, Mapping):
+            continue
+        if entry.get("type") != LEAF_ENTRY_TYPE:
+            entry_id = entry.get("id")
+            return entry_id if isinstance(entry_id, str) else None
+        if "targetId" in entry and entry["targetId"] is None:
+            return None
+        target = entry.get("targetId")
+        if isinstance(target, str):
+            if index is None:
+                index = {e["id"]: e for e in entries if isinstance(e, Mapping) and isinstance(e.get("id"), str)}
+            if target in index:
+                return target
+    return None
 
 
 def get_branch(by_id: Mapping[str, Entry], leaf_id: str | None) -> list[Entry]:
@@ -222,7 +283,8 @@ class SessionTree:
     """
 
     def __init__(self, entries: Iterable[Entry] = ()) -> None:
-        """Index ``entries`` (file order); the leaf is the last one (F.1).
+        """Index ``entries`` (file order); the leaf is :func:`loaded_leaf_id` of them
+        (the last record, or the target of a final ``leaf`` record; F.1, SPEC §2).
 
         Raises:
             InvalidSessionError: two entries share an id.
@@ -236,8 +298,7 @@ class SessionTree:
                 raise InvalidSessionError(f'duplicate entry id "{entry["id"]}"')
             self.entries.append(entry)
             self.by_id[entry["id"]] = entry
-        if self.entries:
-            self.leaf_id = self.entries[-1]["id"]
+        self.leaf_id = loaded_leaf_id(self.entries, self.by_id)
 
     def __len__(self) -> int:
         return len(self.entries)

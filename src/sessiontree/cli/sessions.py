@@ -183,25 +183,43 @@ def _session_info(manager: SessionManager, path: str) -> Any:
 @click.argument("session")
 @click.option("--leaf", "leaf", metavar="ENTRY", help="Build the context as if this entry were the leaf.")
 @click.option("--full", is_flag=True, help="Do not shorten long blocks.")
+@click.option("--historical", is_flag=True,
+              help="Archival view: the context as the agent that wrote the branch's latest retired "
+                   "(summary) compaction rebuilt it (its summary, then the entries kept from "
+                   "firstKeptEntryId). Not what a current agent sends.")
 @click.option("--json", "as_json", is_flag=True, help="Print the projection as JSON (always complete).")
 @pass_app
-def context_cmd(app: _App, session: str, leaf: str | None, full: bool, as_json: bool) -> None:
+def context_cmd(app: _App, session: str, leaf: str | None, full: bool, historical: bool, as_json: bool) -> None:
     """Show the model context rebuilt from the active branch (or from --leaf ENTRY).
 
     This is the projection a provider request is built from: compaction
     boundaries applied, context edits applied, interrupted tool calls closed
-    with synthetic error results.
+    with synthetic error results. With --historical, retired summary
+    compactions of older agents are applied as those agents applied them,
+    and the output is labelled as historical.
     """
     session_id = _session_id(app, session)
     manager = _open_readonly(app, session_id)
     if leaf is not None:
         manager.branch(_entry_id(manager, leaf))
-    projection = manager.build_session_projection()
     leaf_id = manager.get_leaf_id()
-    if as_json:
-        _print_json(render.context_dict(projection, session_id, leaf_id))
-        return
+    if historical:
+        past = manager.build_historical_projection()
+        projection = past.projection
+        if as_json:
+            _print_json(render.historical_context_dict(past, session_id, leaf_id))
+            return
+    else:
+        projection = manager.build_session_projection()
+        if as_json:
+            _print_json(render.context_dict(projection, session_id, leaf_id))
+            return
     console = _out()
+    if historical:
+        if console.is_terminal:
+            console.print(Text(render.historical_note(past), style="bold yellow"))
+        else:
+            click.echo(render.historical_note(past))
     limit = None if full else render.CONTEXT_BLOCK_CHARS
     if console.is_terminal:
         console.print(*render.context_renderables(projection, session_id, leaf_id, limit=limit))
