@@ -179,6 +179,8 @@ def test_cli_show_and_context_agree_on_the_leaf(tmp_path):
     assert context["leafId"] == "a1"
     assert texts(context["messages"]) == ["first", "one"]
     assert "a1 assistant: one  ← active leaf" in run("--store", store, "show", "rules-1", "--tree").stdout
+    # u1 <- a1 <- u2 <- a2 <- l1 (leaf record): one tip, a2; the leaf record is not a branch.
+    assert shown["leafCount"] == 1
 
 
 # --------------------------------------------------------------------------- 2. retired records shown

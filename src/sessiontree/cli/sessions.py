@@ -126,8 +126,10 @@ def show_cmd(app: _App, session: str, tree: bool, as_json: bool) -> None:
     leaf_id = manager.get_leaf_id()
     branch_ids = [e["id"] for e in manager.get_branch()]
     rows = render.tree_rows(manager.get_tree(), leaf_id, branch_ids) if tree else []
-    parents = {e.get("parentId") for e in entries}
-    leaves = sum(1 for e in entries if e["id"] not in parents)
+    # Tips of the tree; a persisted leaf move (a ``leaf`` entry) is bookkeeping, not a branch.
+    nodes = [e for e in entries if e.get("type") != "leaf"]
+    parents = {e.get("parentId") for e in nodes}
+    leaves = sum(1 for e in nodes if e["id"] not in parents)
     labels = {e["targetId"]: manager.get_label(e["targetId"]) for e in entries
               if e.get("type") == "label" and manager.get_label(e["targetId"])}
     if as_json:
