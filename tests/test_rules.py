@@ -179,7 +179,14 @@ def test_cli_show_and_context_agree_on_the_leaf(tmp_path):
     assert context["leafId"] == "a1"
     assert texts(context["messages"]) == ["first", "one"]
     assert "a1 assistant: one  ← active leaf" in run("--store", store, "show", "rules-1", "--tree").stdout
-    # u1 <- a1 <- u2 <- a2 <- l1 (leaf record): one tip, a2; the leaf record is not a branch.
+
+
+def test_a_leaf_record_is_not_a_tip_of_the_tree(tmp_path):
+    # u1 <- a1 <- u2 <- a2, and a leaf record hanging off a1 (written while a1 was the leaf):
+    # one tip, a2; the leaf record is bookkeeping, not a second branch.
+    store = f"sqlite:///{tmp_path / 's.db'}"
+    run("--store", store, "import", str(write(tmp_path / "s.jsonl", [*CHAIN, leaf("l1", "a1", "u1", 5)])))
+    shown = json.loads(run("--store", store, "show", "rules-1", "--json").stdout)
     assert shown["leafCount"] == 1
 
 
