@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import click
 
+from ..textsafe import safe_line
 from ._common import (
     UserError,
     _App,
+    _echo,
     _entry_id,
     _open,
     _print_json,
@@ -45,7 +47,7 @@ def fork_cmd(app: _App, session: str, at: str | None, cwd: str | None, as_json: 
         _print_json({"sessionId": new_id, "parentSessionId": session_id, "entries": len(fork.get_entries()),
                      "cwd": fork.get_cwd()})
         return
-    click.echo(f"Forked {session_id} into {new_id} ({len(fork.get_entries())} entries)")
+    _echo(f"Forked {session_id} into {new_id} ({len(fork.get_entries())} entries)")
 
 
 @cli.command("delete", short_help='Delete a session from the store.')
@@ -56,13 +58,13 @@ def fork_cmd(app: _App, session: str, at: str | None, cwd: str | None, as_json: 
 def delete_cmd(app: _App, session: str, yes: bool, as_json: bool) -> None:
     """Delete a session and its entries from the store (a JSONL file goes to the trash)."""
     session_id = _session_id(app, session)
-    if not yes and not click.confirm(f"Delete session {session_id}?", err=True):
+    if not yes and not click.confirm(f"Delete session {safe_line(session_id)}?", err=True):
         raise UserError("cancelled; nothing was deleted")
     app.store.delete(session_id)
     if as_json:
         _print_json({"deleted": session_id})
         return
-    click.echo(f"Deleted {session_id}")
+    _echo(f"Deleted {session_id}")
 
 
 @cli.command("name", short_help="Set or clear a session's display name.")
@@ -83,9 +85,9 @@ def name_cmd(app: _App, session: str, name: str, as_json: bool) -> None:
         _print_json({"sessionId": session_id, "entryId": entry_id, "name": current, "changed": not unchanged})
         return
     if unchanged:
-        click.echo(f"Unchanged: {session_id} is named {current}" if current else f"Unchanged: {session_id} has no name")
+        _echo(f"Unchanged: {session_id} is named {current}" if current else f"Unchanged: {session_id} has no name")
     else:
-        click.echo(f"Named {session_id}: {current}" if current else f"Cleared the name of {session_id}")
+        _echo(f"Named {session_id}: {current}" if current else f"Cleared the name of {session_id}")
 
 
 @cli.command("label", short_help='Set or clear the label of an entry.')
@@ -107,8 +109,8 @@ def label_cmd(app: _App, session: str, entry: str, label: str | None, as_json: b
                      "changed": not unchanged})
         return
     if unchanged:
-        click.echo(f"Unchanged: {target} is labelled {current}" if current else f"Unchanged: {target} has no label")
+        _echo(f"Unchanged: {target} is labelled {current}" if current else f"Unchanged: {target} has no label")
     else:
-        click.echo(f"Labelled {target}: {current}" if current else f"Cleared the label of {target}")
+        _echo(f"Labelled {target}: {current}" if current else f"Cleared the label of {target}")
 
 

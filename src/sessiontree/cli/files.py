@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -15,9 +16,11 @@ from ..format import ParsedSession, read_session_file
 from ..manager import SessionManager
 from ..stores.base import SessionStore
 from ..stores.jsonl import migrate_file
+from ..textsafe import safe_line
 from ._common import (
     UserError,
     _App,
+    _echo,
     _err,
     _out,
     _plural,
@@ -108,7 +111,8 @@ def import_cmd(app: _App, paths: tuple[str, ...], as_json: bool) -> None:
     with _progress(err) as progress:
         task = progress.add_task("Importing", total=len(files))
         for path in files:
-            progress.update(task, description=f"Importing {path.name}")
+            # the description is rich markup: the file name is escaped for both
+            progress.update(task, description=escape(f"Importing {safe_line(path.name)}"))
             results.append(_import_one(store, path))
             progress.advance(task)
     counts = {s: sum(1 for r in results if r["status"] == s) for s in ("imported", "present", "rejected")}
@@ -123,7 +127,8 @@ def import_cmd(app: _App, paths: tuple[str, ...], as_json: bool) -> None:
         styles = {"imported": "green", "present": "dim", "rejected": "red"}
         for row in results:
             detail = f"{row['entries']} entries" if row["status"] == "imported" else row["reason"]
-            table.add_row(Text(row["status"], style=styles[row["status"]]), row["sessionId"] or "", row["path"], detail)
+            table.add_row(Text(row["status"], style=styles[row["status"]]), safe_line(row["sessionId"] or ""),
+                          safe_line(row["path"]), safe_line(detail))
         console = _out()
         _show(console, table)
         _show(console, f"{counts['imported']} imported, {counts['present']} already present, "
@@ -175,11 +180,11 @@ def migrate_cmd(files: tuple[str, ...], no_backup: bool, as_json: bool) -> None:
         for row in results:
             if row["status"] == "upgraded":
                 note = f", backup {row['backup']}" if row["backup"] else ""
-                click.echo(f"upgraded  {row['path']} (format {row['fromVersion']} -> 4{note})")
+                _echo(f"upgraded  {row['path']} (format {row['fromVersion']} -> 4{note})")
             elif row["status"] == "current":
-                click.echo(f"skipped   {row['path']} (already format 4)")
+                _echo(f"skipped   {row['path']} (already format 4)")
             else:
-                click.echo(f"rejected  {row['path']}: {row['reason']}")
+                _echo(f"rejected  {row['path']}: {row['reason']}")
     if rejected:
         raise UserError(f"{len(rejected)} of {len(results)} files not migrated")
 
@@ -265,26 +270,26 @@ def check_cmd(paths: tuple[str, ...], repair: bool, output: Path | None, as_json
 def _echo_check_report(report: dict[str, Any], repair: bool) -> None:
     path = report["path"]
     if report.get("error"):
-        click.echo(f"{path}: cannot check: {report['error']}")
+        _echo(f"{path}: cannot check: {report['error']}")
         return
     for problem in report["problems"]:
         where = f"{path}:{problem['line']}" if problem["line"] is not None else path
-        click.echo(f"{where}: {problem['severity']}: {problem['message']} [{problem['code']}]")
+        _echo(f"{where}: {problem['severity']}: {problem['message']} [{problem['code']}]")
     if not repair:
         if not report["problems"]:
-            click.echo(f"{path}: ok")
+            _echo(f"{path}: ok")
         return
     if report.get("outPath"):
-        click.echo(f"{path}: repaired copy written to {report['outPath']} ({len(report['changes'])} changes)")
+        _echo(f"{path}: repaired copy written to {report['outPath']} ({len(report['changes'])} changes)")
         for change in report["changes"]:
             line = f"line {change['line']}: " if change["line"] is not None else ""
-            click.echo(f"  {line}{change['description']} [{change['code']}]")
+            _echo(f"  {line}{change['description']} [{change['code']}]")
         for problem in report["remaining"]:
             where = f"{report['outPath']}:{problem['line']}" if problem["line"] is not None else report["outPath"]
-            click.echo(f"  remaining: {where}: {problem['severity']}: {problem['message']} [{problem['code']}]")
+            _echo(f"  remaining: {where}: {problem['severity']}: {problem['message']} [{problem['code']}]")
     elif not report["problems"]:
-        click.echo(f"{path}: ok")
+        _echo(f"{path}: ok")
     else:
-        click.echo(f"{path}: nothing --repair can fix")
+        _echo(f"{path}: nothing --repair can fix")
 
 
