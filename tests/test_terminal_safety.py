@@ -48,7 +48,8 @@ TS = "2026-03-02T09:00:00.000Z"
 
 
 def _id(name: str) -> str:
-    """Hostile entry ids: a short printable prefix (for the command line), then the hostile text."""
+    """Hostile entry ids: a short prefix for the command line, then the hostile text. The prefixes
+    start with p, q or r, never a hex digit, so ids the commands generate cannot make them ambiguous."""
     return name + H
 
 
@@ -59,38 +60,38 @@ def _entries() -> list[dict]:
 
     call = {"type": "toolCall", "id": "call" + H, "name": "tool" + H, "arguments": {"cmd" + H: H}}
     return [
-        entry("a1", None, "model_change", provider="prov" + H, modelId="model" + H),
-        entry("a2", "a1", "thinking_level_change", thinkingLevel="high" + H),
-        entry("a3", "a2", "message", message={"role": "user", "content": "first " + H, "timestamp": 1}),
-        # a second branch from a3 (a branch point); the leaf is the last entry, b9
-        entry("c1", "a3", "message", message={"role": "assistant", "content": [{"type": "text", "text": "alt " + H}],
+        entry("p1", None, "model_change", provider="prov" + H, modelId="model" + H),
+        entry("p2", "p1", "thinking_level_change", thinkingLevel="high" + H),
+        entry("p3", "p2", "message", message={"role": "user", "content": "first " + H, "timestamp": 1}),
+        # a second branch from a3 (a branch point); the leaf is the last entry, q9
+        entry("r1", "p3", "message", message={"role": "assistant", "content": [{"type": "text", "text": "alt " + H}],
                                               "stopReason": "stop", "timestamp": 9}),
-        entry("a4", "a3", "message", message={
+        entry("p4", "p3", "message", message={
             "role": "assistant", "content": [{"type": "text", "text": "answer " + H},
                                              {"type": "thinking", "thinking": "think " + H}, call,
                                              {"type": "image", "mimeType": "image/" + H, "data": "AAAA"}],
             "provider": "prov" + H, "model": "model" + H, "stopReason": "error", "errorMessage": "oops " + H,
             "timestamp": 2}),
-        entry("a5", "a4", "message", message={
+        entry("p5", "p4", "message", message={
             "role": "toolResult", "toolCallId": "call" + H, "toolName": "tool" + H,
             "content": [{"type": "text", "text": "result " + H}], "isError": True, "timestamp": 3}),
-        entry("a6", "a5", "session_info", name="name " + H),
-        entry("a7", "a6", "label", targetId=_id("a3"), label="label " + H),
-        entry("a8", "a7", "weird" + H, data=H),
-        entry("a9", "a8", "custom", customType="ctype" + H, data={H: H}),
-        entry("b1", "a9", "custom_message", customType="cmsg" + H, content="cmsg " + H, display=True),
-        entry("b2", "b1", "message", message={"role": "custom", "customType": "crole" + H,
+        entry("p6", "p5", "session_info", name="name " + H),
+        entry("p7", "p6", "label", targetId=_id("p3"), label="label " + H),
+        entry("p8", "p7", "weird" + H, data=H),
+        entry("p9", "p8", "custom", customType="ctype" + H, data={H: H}),
+        entry("q1", "p9", "custom_message", customType="cmsg" + H, content="cmsg " + H, display=True),
+        entry("q2", "q1", "message", message={"role": "custom", "customType": "crole" + H,
                                               "content": "custom " + H, "display": True, "timestamp": 4}),
-        entry("b3", "b2", "message", message={"role": "bashExecution", "command": "ls " + H,
+        entry("q3", "q2", "message", message={"role": "bashExecution", "command": "ls " + H,
                                               "output": "out " + H, "exitCode": 1, "timestamp": 5}),
-        entry("b4", "b3", "branch_summary", fromId=_id("a3"), summary="summary " + H),
-        entry("b5", "b4", "message", message={"role": "role" + H, "content": "unknown role " + H, "timestamp": 6}),
-        entry("b6", "b5", "message", message={
+        entry("q4", "q3", "branch_summary", fromId=_id("p3"), summary="summary " + H),
+        entry("q5", "q4", "message", message={"role": "role" + H, "content": "unknown role " + H, "timestamp": 6}),
+        entry("q6", "q5", "message", message={
             "role": "system", "content": "system " + H, "sections": {"sec" + H: "value " + H},
             "toolsAdded": [{"name": "added" + H}], "timestamp": 7}),
-        entry("b7", "b6", "context_edit", targetId=_id("b3"), replacement={"content": "edited " + H}),
-        entry("b8", "b7", "session_summary", summary="session summary " + H),
-        entry("b9", "b8", "message", message={"role": "user", "content": "last " + H, "timestamp": 8}),
+        entry("q7", "q6", "context_edit", targetId=_id("q3"), replacement={"content": "edited " + H}),
+        entry("q8", "q7", "session_summary", summary="session summary " + H),
+        entry("q9", "q8", "message", message={"role": "user", "content": "last " + H, "timestamp": 8}),
     ]
 
 
@@ -106,7 +107,8 @@ def _write_sessions(folder: Path) -> dict[str, Path]:
               "parentSessionId": "parent" + H}
     internal = {"type": "session", "version": 4, "id": INTERNAL_SID, "createdAt": TS, "cwd": "/wf/" + H,
                 "internal": True, "workflow": {"runId": "run" + H, "stageId": "stage" + H, "stageName": "name" + H}}
-    name = "\x1b]0;file\x07\u202e\x7f\x9b"  # a file name with control characters ("/" and NUL impossible)
+    # a file name with control characters ("/" and NUL are impossible) and rich markup (an OSC 8 link)
+    name = "\x1b]0;file\x07\u202e\x7f\x9b[link=evil.example]"
     paths = {
         "hostile": folder / f"hostile{name}.jsonl",
         "internal": folder / f"internal{name}.jsonl",
@@ -157,13 +159,13 @@ def _assert_clean(text: str, mode: str, where: str) -> None:
     assert not bad, f"{where}: raw {', '.join(bad)} in {text!r}"
 
 
-def _invoke(mode: str, *args: str):
-    return _runner().invoke(cli, list(args), env=MODES[mode], catch_exceptions=False)
+def _invoke(mode: str, *args: str, input: str | None = None):
+    return _runner().invoke(cli, list(args), env=MODES[mode], input=input, catch_exceptions=False)
 
 
-def _run(mode: str, *args: str, code: int | None = 0) -> tuple[str, str]:
+def _run(mode: str, *args: str, code: int | None = 0, input: str | None = None) -> tuple[str, str]:
     """Run ``sessiontree ARGS`` in ``mode``; check stdout and stderr are clean; return them."""
-    result = _invoke(mode, *args)
+    result = _invoke(mode, *args, input=input)
     where = f"{mode}: sessiontree {' '.join(args)!r}"
     if code is not None:
         assert result.exit_code == code, (where, result.exit_code, result.stdout, result.stderr)
@@ -190,6 +192,8 @@ def test_every_command_keeps_hostile_text_off_the_terminal(tmp_path, mode):
     assert H in data["files"][0]["reason"]  # --json keeps the value; only its spelling is escaped
     assert data["files"][0]["path"] == str(paths["broken"])
 
+    # "No sessions for <path>.": argv cannot hold NUL, and only U+DC80-U+DCFF (undecodable bytes) as surrogates
+    _run(mode, *st, "list", "--cwd", "/nowhere/" + H.replace("\x00", "").replace("\ud800", "\udcff"))
     for extra in ((), ("--all",)):
         _run(mode, *st, "list", *extra)
         listed = _json(mode, *st, "list", *extra)
@@ -199,7 +203,7 @@ def test_every_command_keeps_hostile_text_off_the_terminal(tmp_path, mode):
         shown = _json(mode, *st, "show", SID, *extra)
         assert shown["header"]["cwd"] == "/proj/" + H
     _run(mode, *st, "show", INTERNAL_SID)
-    for extra in ((), ("--full",), ("--leaf", "c1")):
+    for extra in ((), ("--full",), ("--leaf", "r1")):
         _run(mode, *st, "context", SID, *extra)
         context = _json(mode, *st, "context", SID, *extra)
         assert context["sessionId"] == SID
@@ -221,7 +225,11 @@ def test_every_command_keeps_hostile_text_off_the_terminal(tmp_path, mode):
         assert [json.loads(line) for line in jsonl_out.split("\n") if line] == \
                [json.loads(line) for line in stored.decode("utf-8").split("\n") if line]
 
-    # check, plain and --repair, human and --json
+    # check, plain and --repair, human and --json; a blank line gives --repair something to do
+    damaged = tmp_path / f"damaged{paths['hostile'].name}"
+    lines = paths["hostile"].read_text(encoding="utf-8").split("\n")
+    damaged.write_text("\n".join([*lines[:3], "", *lines[3:]]), encoding="utf-8")
+    _run(mode, "check", "--repair", str(damaged), code=None)
     for path in paths.values():
         _run(mode, "check", str(path), code=None)
         _json(mode, "check", str(path), code=None)
@@ -238,19 +246,20 @@ def test_every_command_keeps_hostile_text_off_the_terminal(tmp_path, mode):
     _run(mode, *st, "name", SID, "renamed " + H)
     _run(mode, *st, "name", SID, "renamed " + H)  # unchanged: echoes the stored name
     _json(mode, *st, "name", SID, "again " + H)
-    _run(mode, *st, "label", SID, "b9", "lab " + H)
-    _run(mode, *st, "label", SID, "b9", "lab " + H)  # unchanged
-    _run(mode, *st, "label", SID, "b9")
-    _json(mode, *st, "label", SID, "a3")
-    _run(mode, *st, "label", SID, "a", code=1)  # ambiguous prefix: the error lists hostile ids
-    _run(mode, *st, "context", SID, "--leaf", "a", code=1)
-    out, _ = _run(mode, *st, "fork", SID)
-    _json(mode, *st, "fork", SID, "--at", "b3", "--cwd", "/fork/" + H)
-    forked = [s for s in _json(mode, *st, "list") if s["parentSessionId"] == SID]
-    assert forked
-    _run(mode, *st, "show", forked[0]["id"])
-    _run(mode, *st, "delete", forked[0]["id"], "-y")
-    _json(mode, *st, "delete", forked[1]["id"], "-y") if len(forked) > 1 else None
+    _run(mode, *st, "label", SID, "q9", "lab " + H)
+    _run(mode, *st, "label", SID, "q9", "lab " + H)  # unchanged
+    _run(mode, *st, "label", SID, "q9")
+    _json(mode, *st, "label", SID, "p3")
+    _run(mode, *st, "label", SID, "p", code=1)  # ambiguous prefix: the error lists hostile ids
+    _run(mode, *st, "context", SID, "--leaf", "p", code=1)
+    _run(mode, *st, "fork", SID)
+    _json(mode, *st, "fork", SID, "--at", "q3", "--cwd", "/fork/" + H)
+    forked = [s["id"] for s in _json(mode, *st, "list") if s["parentSessionId"] == SID]
+    assert len(forked) == 2
+    _run(mode, *st, "show", forked[0], "--tree")
+    _run(mode, *st, "delete", forked[0], input="n\n", code=1)  # the prompt, on stderr
+    _run(mode, *st, "delete", forked[0], "-y")
+    _json(mode, *st, "delete", forked[1], "-y")
     _run(mode, *st, "list")
 
 
@@ -281,7 +290,7 @@ def test_escapes_are_visible_in_human_output(tmp_path):
     out, _ = _run("pipe", "--store", db, "export", SID, "--format", "markdown")
     assert "result \\x1b]8;;http://evil" in out
     out, _ = _run("pipe", "--store", db, "show", SID, "--tree")
-    assert "* a8\\x1b]8;;http://evil" in out
+    assert "* p8\\x1b]8;;http://evil" in out
     out, _ = _run("pipe", "check", str(paths["hostile"]), code=None)
     assert 'unknown entry type "weird\\x1b]8;;http://evil' in out
 

@@ -66,8 +66,6 @@ UNSAFE = re.compile(
 )
 # The same minus newline and tab, for multi-line blocks.
 _UNSAFE_IN_BLOCK = re.compile(UNSAFE.pattern.replace("\x00-\x1f", "\x00-\x08\x0b-\x1f", 1))
-# Inside JSON text: the same set; CR (only whitespace between tokens there) is replaced before.
-_UNSAFE_IN_JSON = _UNSAFE_IN_BLOCK
 
 
 def _visible(match: re.Match[str]) -> str:
@@ -84,11 +82,11 @@ def _as_str(value: Any) -> str:
 
 
 def safe_line(value: Any) -> str:
-    """``value`` (``str()`` of it when not a string) with every :data:`UNSAFE`
+    r"""``value`` (``str()`` of it when not a string) with every :data:`UNSAFE`
     character, newline and tab included, replaced by a visible escape.
 
-    For one-line fields: ``safe_line("a\\x1b[31m\\nb")`` is ``'a\\\\x1b[31m\\\\x0ab'``.
-    Never raises.
+    For one-line fields: ``safe_line("a\x1b[31m\nb")`` is the 14 characters
+    ``a\x1b[31m\x0ab``. Never raises.
     """
     return UNSAFE.sub(_visible, _as_str(value))
 
@@ -124,4 +122,4 @@ def safe_json_text(text: str) -> str:
     other unsafe character can only sit inside a string, where the escape
     means the same character. Never raises.
     """
-    return _UNSAFE_IN_JSON.sub(_json_escape, text.replace("\r", " "))
+    return _UNSAFE_IN_BLOCK.sub(_json_escape, text.replace("\r", " "))

@@ -74,7 +74,7 @@ def list_cmd(app: _App, cwd: str | None, internal: bool, all_: bool, limit: int 
         return
     console = _out()
     if not infos:
-        _show(console, "No sessions." if cwd is None else f"No sessions for {os.path.abspath(cwd)}.")
+        _show(console, "No sessions." if cwd is None else safe_line(f"No sessions for {os.path.abspath(cwd)}."))
         return
     home = os.path.expanduser("~")
     rows = []
@@ -221,8 +221,9 @@ def context_cmd(app: _App, session: str, leaf: str | None, full: bool, as_json: 
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path),
               help="Write to FILE instead of stdout.")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "markdown"]), default="jsonl", show_default=True,
-              help="jsonl: the format-4 session file (stored entries byte for byte); markdown: a readable "
-                   "transcript of the active branch.")
+              help="jsonl: the format-4 session file (stored entries byte for byte; on a terminal, control "
+                   "characters in strings as JSON escapes); markdown: a readable transcript of the active "
+                   "branch, control characters shown as escapes.")
 @pass_app
 def export_cmd(app: _App, session: str, output: Path | None, fmt: str) -> None:
     """Export a session as a format-4 JSONL file or a Markdown transcript.
