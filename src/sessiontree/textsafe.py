@@ -52,7 +52,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["UNSAFE", "is_safe", "safe_line", "safe_block", "safe_json_text"]
+__all__ = ["UNSAFE", "is_safe", "safe_block", "safe_json_text", "safe_line"]
 
 #: Every character that is never written raw to a terminal or a Markdown file.
 UNSAFE = re.compile(

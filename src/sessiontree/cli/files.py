@@ -111,7 +111,7 @@ def import_cmd(app: _App, paths: tuple[str, ...], as_json: bool) -> None:
     with _progress(err) as progress:
         task = progress.add_task("Importing", total=len(files))
         for path in files:
-            # the description is rich markup: the file name is escaped for both
+            # the description is rich markup: the file name is sanitised, then escaped as markup
             progress.update(task, description=escape(f"Importing {safe_line(path.name)}"))
             results.append(_import_one(store, path))
             progress.advance(task)
