@@ -15,6 +15,13 @@ Invariants:
   short one, and a straight chain does not indent further at each step.
 * Renderings tolerate malformed content (missing fields, wrong types) and
   never raise on it: a session that loads can always be shown.
+* Every piece of session text in a human-readable rendering (the tree, the
+  context listing, the Markdown transcript) has passed through
+  :mod:`sessiontree.textsafe` before it is cut to a width: one-line fields
+  through ``safe_line``, text blocks through ``safe_block``. No control,
+  bidi or invisible character of a session reaches the output raw, and no
+  cut can split an escape sequence. The ``*_dict`` forms keep raw values
+  (their JSON spelling is escaped by the caller, see ``safe_json_text``).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from rich.padding import Padding
 from rich.text import Text
 
 from .projection import HistoricalProjection, SessionProjection, is_active_compaction, is_retired_record
+from .textsafe import safe_block, safe_line
 from .transcript import bash_text, format_tool_call
 from .tree import TreeNode
 
@@ -51,21 +59,22 @@ __all__ = [
 ]
 
 _SPACES = re.compile(r"\s+")
-# Control characters other than newline and tab: shown as escapes, never sent to
-# the terminal raw (a session may hold ANSI sequences from tool output).
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def printable(text: str) -> str:
-    """``text`` with control characters (ANSI escapes included) shown as ``\\xNN``."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    """``text`` with every unsafe character but newline and tab shown as an escape.
+
+    Kept for callers of the earlier name; the same as
+    :func:`sessiontree.textsafe.safe_block`.
+    """
+    return safe_block(text)
 
 #: Per-block character budget of the human-readable context view.
 CONTEXT_BLOCK_CHARS = 2000
 
 
 def _one_line(text: str, limit: int = 200) -> str:
-    text = printable(_SPACES.sub(" ", text).strip())
+    text = safe_line(_SPACES.sub(" ", text).strip())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -88,7 +97,7 @@ def _content_text(content: Any, *, images: bool = True) -> str:
 
 
 def _image_placeholder(block: Mapping[str, Any]) -> str:
-    mime = block.get("mimeType") if isinstance(block.get("mimeType"), str) else "image"
+    mime = safe_line(block["mimeType"]) if isinstance(block.get("mimeType"), str) else "image"
     data = block.get("data")
     size = f", {len(data) * 3 // 4} bytes" if isinstance(data, str) else ""
     return f"[image {mime}{size}]"
@@ -330,13 +339,13 @@ def tree_row_text(row: TreeRow, width: int | None = None) -> Text:
     head = Text(no_wrap=True)
     head.append(row.lead, style="dim")
     head.append("* " if row.active else "  ", style="bold green" if row.active else "")
-    head.append(str(row.entry.get("id")), style=f"cyan {base}".strip())
+    head.append(safe_line(row.entry.get("id")), style=f"cyan {base}".strip())
     head.append(" ")
-    head.append(entry_kind(row.entry), style=f"bold {base}".strip())
+    head.append(safe_line(entry_kind(row.entry)), style=f"bold {base}".strip())
     head.append(": ", style=base)
     tail = Text(no_wrap=True)
     if row.label:
-        tail.append(f"  [label: {row.label}]", style="bold magenta")
+        tail.append(f"  [label: {safe_line(row.label)}]", style="bold magenta")
     if row.children > 1:
         tail.append(f"  [{row.children} branches]", style="bold yellow")
     if row.leaf:
@@ -367,7 +376,7 @@ def tree_row_dict(row: TreeRow) -> dict[str, Any]:
 
 
 def _clip(text: str, limit: int | None) -> str:
-    text = printable(text)
+    text = safe_block(text)
     if limit is None or len(text) <= limit:
         return text
     return text[:limit] + f"\n… ({len(text) - limit} more characters; --full shows everything)"
@@ -412,12 +421,13 @@ def message_body(message: Mapping[str, Any], limit: int | None = CONTEXT_BLOCK_C
         sections = message.get("sections")
         if isinstance(sections, Mapping):
             for name, value in sections.items():
-                add(f"[section {name}] " + ("(deleted)" if value is None else _clip(str(value), limit)), "dim")
+                add(f"[section {safe_line(name)}] " + ("(deleted)" if value is None else _clip(str(value), limit)),
+                    "dim")
         for key in ("toolsAdded", "toolsRemoved"):
             tools = message.get(key)
             if isinstance(tools, list) and tools:
                 names = [t.get("name") if isinstance(t, Mapping) else str(t) for t in tools]
-                add(f"{key}: {', '.join(str(n) for n in names)}", "dim")
+                add(f"{key}: {', '.join(safe_line(n) for n in names)}", "dim")
     if not out.plain:
         out.append("(no content)", style="dim")
     return out
@@ -427,18 +437,18 @@ def _message_title(index: int, message: Mapping[str, Any], entry_id: Any) -> Tex
     role = message.get("role") if isinstance(message.get("role"), str) else "?"
     title = Text()
     title.append(f"#{index} ", style="dim")
-    title.append(role, style="bold")
+    title.append(safe_line(role), style="bold")
     if role == "toolResult":
-        title.append(f" {message.get('toolName')}")
+        title.append(f" {safe_line(message.get('toolName'))}")
         if message.get("isError"):
             title.append(" (error)", style="red")
     elif role == "custom":
-        title.append(f" {message.get('customType')}")
+        title.append(f" {safe_line(message.get('customType'))}")
     elif role == "assistant":
         stop = message.get("stopReason")
         if stop and stop != "stop":
-            title.append(f" ({stop})", style="dim")
-    title.append(f"  [{entry_id}]", style="cyan dim")
+            title.append(f" ({safe_line(stop)})", style="dim")
+    title.append(f"  [{safe_line(entry_id)}]", style="cyan dim")
     return title
 
 
@@ -447,13 +457,13 @@ def _context_parts(projection: SessionProjection, session_id: str, leaf_id: str 
     model = projection.model
     head = Text()
     head.append("session ", style="dim")
-    head.append(session_id, style="cyan")
+    head.append(safe_line(session_id), style="cyan")
     head.append("  leaf ", style="dim")
-    head.append(str(leaf_id), style="cyan")
+    head.append(safe_line(leaf_id), style="cyan")
     head.append("\nmodel ", style="dim")
-    head.append(f"{model.get('provider')}/{model.get('modelId')}" if model else "(none)")
+    head.append(safe_line(f"{model.get('provider')}/{model.get('modelId')}") if model else "(none)")
     head.append("  thinking ", style="dim")
-    head.append(projection.thinking_level)
+    head.append(safe_line(projection.thinking_level))
     head.append("  context window ", style="dim")
     head.append(str(projection.context_window) if projection.context_window else "(default)")
     head.append("  messages ", style="dim")
@@ -515,9 +525,37 @@ def context_dict(projection: SessionProjection, session_id: str, leaf_id: str | 
 
 
 # --------------------------------------------------------------------------- markdown
+#
+# Markdown output is for reading, in a terminal, an editor or a viewer: it is
+# always sanitised, whether it goes to a terminal, a pipe or a file (a file
+# with raw ESC is as hostile when it is cat-ed). Session text enters it only
+# through _md_block (multi-line text, newline and tab kept), _md_inline (one
+# line: headings, list items, notes) and _code_span; the whole document
+# passes safe_block once more at the end. The faithful, byte-for-byte copy of
+# a session is the JSONL export.
+
+
+def _md_block(text: str) -> str:
+    return safe_block(text)
+
+
+def _md_inline(value: Any) -> str:
+    """A one-line field: unsafe characters (newline included) escaped, so a
+    value can never start a heading or a new block of its own."""
+    return safe_line(value)
+
+
+def _code_span(value: Any) -> str:
+    """``value`` as inline code, delimited by more backticks than it contains."""
+    text = safe_line(value)
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
 def _fence(text: str, info: str = "") -> str:
+    text = _md_block(text)
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
     ticks = "`" * max(3, longest + 1)
     return f"{ticks}{info}\n{text}\n{ticks}"
@@ -527,16 +565,16 @@ def _md_content(content: Any) -> list[str]:
     parts: list[str] = []
     if isinstance(content, str):
         if content.strip():
-            parts.append(content)
+            parts.append(_md_block(content))
         return parts
     for block in content if isinstance(content, list) else []:
         if not isinstance(block, Mapping):
             continue
         kind = block.get("type")
         if kind == "text" and isinstance(block.get("text"), str) and block["text"].strip():
-            parts.append(block["text"])
+            parts.append(_md_block(block["text"]))
         elif kind == "thinking" and isinstance(block.get("thinking"), str) and block["thinking"].strip():
-            quoted = "\n".join("> " + line for line in block["thinking"].splitlines())
+            quoted = "\n".join("> " + line for line in _md_block(block["thinking"]).split("\n"))
             parts.append("> *Thinking*\n>\n" + quoted)
         elif kind == "toolCall":
             parts.append("**Tool call:**\n\n" + _fence(format_tool_call(block)))
@@ -555,23 +593,23 @@ def _md_message(message: Mapping[str, Any]) -> tuple[str, list[str]]:
         stop = message.get("stopReason")
         if stop in ("aborted", "error", "length"):
             reason = message.get("errorMessage")
-            parts.append(f"*(turn ended: {stop}{': ' + reason if isinstance(reason, str) else ''})*")
+            parts.append(f"*(turn ended: {stop}{': ' + _md_inline(reason) if isinstance(reason, str) else ''})*")
         return "Assistant", parts
     if role == "toolResult":
         name = message.get("toolName") if isinstance(message.get("toolName"), str) else "tool"
-        title = f"Tool result: {name}" + (" (error)" if message.get("isError") else "")
+        title = f"Tool result: {_md_inline(name)}" + (" (error)" if message.get("isError") else "")
         text = _content_text(content)
         return title, [_fence(text)] if text else ["*(no output)*"]
     if role == "bashExecution":
         return "Shell", [_fence(bash_text(message))]
     if role == "branchSummary":
         summary = message.get("summary")
-        return "Branch summary", [summary] if isinstance(summary, str) else []
+        return "Branch summary", [_md_block(summary)] if isinstance(summary, str) else []
     if role == "custom":
-        return f"Extension message: {message.get('customType')}", _md_content(content)
+        return f"Extension message: {_md_inline(message.get('customType'))}", _md_content(content)
     if role == "system":
         return "System", _md_content(content)
-    return str(role), _md_content(content)
+    return _md_inline(role), _md_content(content)
 
 
 def markdown_transcript(header: Mapping[str, Any], branch: Sequence[Mapping[str, Any]],
@@ -586,19 +624,25 @@ def markdown_transcript(header: Mapping[str, Any], branch: Sequence[Mapping[str,
     thinking level) appear as short notes; labels, names and extension state
     are left out.
 
+    The result is always sanitised (:mod:`sessiontree.textsafe`): control,
+    bidi and invisible characters of the session are shown as escapes, text
+    blocks keep their newlines and tabs, one-line fields (title, headings,
+    notes) are kept on one line. It is safe to print to a terminal and to
+    ``cat`` from a file; ``export --format jsonl`` is the verbatim copy.
+
     Args:
         header: the session header.
         branch: the active branch, root first (``SessionManager.get_branch()``).
         title: the document title; default: the session id.
     """
-    lines = [f"# {title or header.get('id')}", ""]
-    lines.append(f"- Session: `{header.get('id')}`")
+    lines = [f"# {_md_inline(title or header.get('id'))}", ""]
+    lines.append(f"- Session: {_code_span(header.get('id'))}")
     if header.get("cwd"):
-        lines.append(f"- Project: `{header.get('cwd')}`")
+        lines.append(f"- Project: {_code_span(header.get('cwd'))}")
     if header.get("createdAt"):
-        lines.append(f"- Created: {header.get('createdAt')}")
+        lines.append(f"- Created: {_md_inline(header.get('createdAt'))}")
     if header.get("parentSessionId"):
-        lines.append(f"- Forked from: `{header.get('parentSessionId')}`")
+        lines.append(f"- Forked from: {_code_span(header.get('parentSessionId'))}")
     lines.append("")
     for entry in branch:
         kind = entry.get("type")
@@ -612,20 +656,22 @@ def markdown_transcript(header: Mapping[str, Any], branch: Sequence[Mapping[str,
         elif kind == "custom_message":
             parts = _md_content(entry.get("content"))
             if parts:
-                lines += [f"## Extension message: {entry.get('customType')}", "", "\n\n".join(parts), ""]
+                lines += [f"## Extension message: {_md_inline(entry.get('customType'))}", "", "\n\n".join(parts), ""]
         elif kind == "branch_summary":
             summary = entry.get("summary")
-            lines += ["## Branch summary", "", summary if isinstance(summary, str) else "", ""]
+            lines += ["## Branch summary", "", _md_block(summary) if isinstance(summary, str) else "", ""]
         elif kind == "compaction" and is_active_compaction(entry):
             summary = entry.get("summary") if isinstance(entry.get("summary"), str) else ""
             lines += ["---", "", "*Context compacted here. The model sees this verbatim transcript"
                       " (plus the turns kept after it) instead of the turns above:*", "",
                       _fence(summary), "", "---", ""]
         elif kind == "model_change":
-            lines += [f"*Model: {entry.get('provider')}/{entry.get('modelId')}*", ""]
+            model = f"{entry.get('provider')}/{entry.get('modelId')}"
+            lines += [f"*Model: {_md_inline(model)}*", ""]
         elif kind == "thinking_level_change":
-            lines += [f"*Thinking level: {entry.get('thinkingLevel')}*", ""]
-    return "\n".join(lines).rstrip("\n") + "\n"
+            lines += [f"*Thinking level: {_md_inline(entry.get('thinkingLevel'))}*", ""]
+    # Every piece went through textsafe above; this pass makes the guarantee local.
+    return safe_block("\n".join(lines).rstrip("\n") + "\n")
 
 
 # --------------------------------------------------------------------------- historical context

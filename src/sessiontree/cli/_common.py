@@ -1,4 +1,11 @@
-"""Shared state and helpers of the command line: the group, errors, output, id prefixes."""
+"""Shared state and helpers of the command line: the group, errors, output, id prefixes.
+
+Output rule (docs/terminal-output.md): every human-readable line or cell that
+holds text from a session, a file name or an error message passes through
+:mod:`sessiontree.textsafe` (``safe_line`` for one-line fields, ``safe_block``
+for text blocks) before it is printed; :class:`UserError` sanitises its
+message, :func:`_echo` its line, :func:`_print_json` escapes its JSON text.
+"""
 
 from __future__ import annotations
 
@@ -27,6 +34,7 @@ from ..format import ParsedSession
 from ..manager import SessionManager
 from ..stores import open_store
 from ..stores.base import SessionStore
+from ..textsafe import safe_block, safe_json_text, safe_line
 
 _CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -40,7 +48,8 @@ class UserError(click.ClickException):
     exit_code = 1
 
     def __init__(self, message: str) -> None:
-        super().__init__(" ".join(str(message).split()))
+        # One line, and nothing from a session (ids, types, paths in reasons) raw.
+        super().__init__(safe_line(" ".join(str(message).split())))
 
     def show(self, file: Any = None) -> None:
         """Print ``sessiontree: error: <message>`` on stderr."""
@@ -125,8 +134,20 @@ def _err() -> Console:
     return Console(stderr=True, highlight=False, markup=False)
 
 
+def _echo(line: str = "", *, err: bool = False) -> None:
+    """``click.echo`` of one line built from session text or file names, sanitised with
+    :func:`~sessiontree.textsafe.safe_line` (a stray newline is shown, not obeyed)."""
+    click.echo(safe_line(line), err=err)
+
+
 def _show(console: Console, *renderables: Any, **options: Any) -> None:
-    """Print to stdout; when it is not a terminal, without the padding rich adds at line ends."""
+    """Print to stdout; when it is not a terminal, without the padding rich adds at line ends.
+
+    Plain ``str`` renderables are sanitised (:func:`~sessiontree.textsafe.safe_block`);
+    rich objects must be built from sanitised text (tables, ``Text``, renderings
+    of :mod:`sessiontree.render`).
+    """
+    renderables = tuple(safe_block(r) if isinstance(r, str) else r for r in renderables)
     if console.is_terminal:
         console.print(*renderables, **options)
         return
@@ -137,11 +158,14 @@ def _show(console: Console, *renderables: Any, **options: Any) -> None:
 
 
 def _print_json(data: Any) -> None:
+    """Print ``data`` as indented JSON on stdout. Control, bidi and invisible
+    characters inside strings are written as ``\\uXXXX`` escapes
+    (:func:`~sessiontree.textsafe.safe_json_text`): the values parse back unchanged."""
     try:
         text = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode("utf-8")
     except TypeError:  # lone surrogates, huge integers: the standard library escapes them
         text = json.dumps(data, indent=2, ensure_ascii=True, default=str)
-    click.echo(text)
+    click.echo(safe_json_text(text))
 
 
 @contextlib.contextmanager

@@ -5,10 +5,12 @@ from __future__ import annotations
 import click
 
 from ..errors import SessionError
+from ..textsafe import safe_line
 from ._common import (
     UserError,
     _App,
     _describe,
+    _echo,
     _entry_id,
     _open,
     _print_json,
@@ -47,7 +49,7 @@ def fork_cmd(app: _App, session: str, at: str | None, cwd: str | None, as_json: 
         _print_json({"sessionId": new_id, "parentSessionId": session_id, "entries": len(fork.get_entries()),
                      "cwd": fork.get_cwd()})
         return
-    click.echo(f"Forked {session_id} into {new_id} ({len(fork.get_entries())} entries)")
+    _echo(f"Forked {session_id} into {new_id} ({len(fork.get_entries())} entries)")
 
 
 @cli.command("delete", short_help='Delete sessions from the store.')
@@ -67,6 +69,7 @@ def delete_cmd(app: _App, sessions: tuple[str, ...], yes: bool, as_json: bool) -
     if not yes:
         question = (f"Delete session {ids[0]}?" if len(ids) == 1
                     else f"Delete {len(ids)} sessions ({', '.join(ids)})?")
+        question = safe_line(question)
         if not click.confirm(question, err=True):
             click.echo("Nothing deleted.", err=True)
             if as_json:
@@ -85,9 +88,9 @@ def delete_cmd(app: _App, sessions: tuple[str, ...], yes: bool, as_json: bool) -
         _print_json({"deleted": deleted, "failed": failed})
     else:
         for session_id in deleted:
-            click.echo(f"Deleted {session_id}")
+            _echo(f"Deleted {session_id}")
         for row in failed:
-            click.echo(f"Not deleted {row['sessionId']}: {row['reason']}", err=True)
+            _echo(f"Not deleted {row['sessionId']}: {row['reason']}", err=True)
     if failed:
         raise UserError(f"{len(failed)} of {len(ids)} sessions not deleted")
 
@@ -110,9 +113,9 @@ def name_cmd(app: _App, session: str, name: str, as_json: bool) -> None:
         _print_json({"sessionId": session_id, "entryId": entry_id, "name": current, "changed": not unchanged})
         return
     if unchanged:
-        click.echo(f"Unchanged: {session_id} is named {current}" if current else f"Unchanged: {session_id} has no name")
+        _echo(f"Unchanged: {session_id} is named {current}" if current else f"Unchanged: {session_id} has no name")
     else:
-        click.echo(f"Named {session_id}: {current}" if current else f"Cleared the name of {session_id}")
+        _echo(f"Named {session_id}: {current}" if current else f"Cleared the name of {session_id}")
 
 
 @cli.command("label", short_help='Set or clear the label of an entry.')
@@ -134,8 +137,8 @@ def label_cmd(app: _App, session: str, entry: str, label: str | None, as_json: b
                      "changed": not unchanged})
         return
     if unchanged:
-        click.echo(f"Unchanged: {target} is labelled {current}" if current else f"Unchanged: {target} has no label")
+        _echo(f"Unchanged: {target} is labelled {current}" if current else f"Unchanged: {target} has no label")
     else:
-        click.echo(f"Labelled {target}: {current}" if current else f"Cleared the label of {target}")
+        _echo(f"Labelled {target}: {current}" if current else f"Cleared the label of {target}")
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -18,9 +19,11 @@ from ..format import ParsedSession, read_session_file
 from ..manager import SessionManager
 from ..stores.base import SessionStore
 from ..stores.jsonl import migrate_file
+from ..textsafe import safe_line
 from ._common import (
     UserError,
     _App,
+    _echo,
     _err,
     _out,
     _plural,
@@ -150,7 +153,8 @@ def import_cmd(ctx: click.Context, app: _App, paths: tuple[str, ...], as_json: b
         task = progress.add_task("Importing", total=len(files))
         try:
             for path in files:
-                progress.update(task, description=f"Importing {path.name}")
+                # the description is rich markup: the file name is sanitised, then escaped as markup
+                progress.update(task, description=escape(f"Importing {safe_line(path.name)}"))
                 results.append(_import_one(store, path))
                 progress.advance(task)
         except KeyboardInterrupt:
@@ -171,14 +175,15 @@ def import_cmd(ctx: click.Context, app: _App, paths: tuple[str, ...], as_json: b
         styles = {"imported": "green", "present": "dim", "rejected": "red"}
         for row in results:
             detail = f"{row['entries']} entries" if row["status"] == "imported" else row["reason"]
-            table.add_row(Text(row["status"], style=styles[row["status"]]), row["sessionId"] or "", row["path"], detail)
+            table.add_row(Text(row["status"], style=styles[row["status"]]), safe_line(row["sessionId"] or ""),
+                          safe_line(row["path"]), safe_line(detail))
         console = _out()
         _show(console, table)
         summary = (f"{counts['imported']} imported, {counts['present']} already present, "
                    f"{counts['rejected']} rejected")
         _show(console, summary + (f", {left} not done (interrupted)" if interrupted else ""))
     if interrupted:
-        click.echo(f"sessiontree: interrupted: {counts['imported']} imported, {left} "
+        _echo(f"sessiontree: interrupted: {counts['imported']} imported, {left} "
                    f"{'file' if left == 1 else 'files'} left; run the same import again to finish", err=True)
         ctx.exit(130)
     if counts["rejected"]:
@@ -234,11 +239,11 @@ def migrate_cmd(files: tuple[str, ...], no_backup: bool, as_json: bool) -> None:
         for row in results:
             if row["status"] == "upgraded":
                 note = f", backup {row['backup']}" if row["backup"] else ""
-                click.echo(f"upgraded  {row['path']} (format {row['fromVersion']} -> 4{note})")
+                _echo(f"upgraded  {row['path']} (format {row['fromVersion']} -> 4{note})")
             elif row["status"] == "current":
-                click.echo(f"skipped   {row['path']} (already format 4)")
+                _echo(f"skipped   {row['path']} (already format 4)")
             else:
-                click.echo(f"rejected  {row['path']}: {row['reason']}")
+                _echo(f"rejected  {row['path']}: {row['reason']}")
     if rejected:
         raise UserError(f"{len(rejected)} of {len(results)} files not migrated")
 
@@ -332,28 +337,28 @@ def check_cmd(paths: tuple[str, ...], repair: bool, output: Path | None, as_json
 def _echo_check_report(report: dict[str, Any], repair: bool) -> None:
     path = report["path"]
     if report.get("error"):
-        click.echo(f"{path}: cannot check: {report['error']}")
+        _echo(f"{path}: cannot check: {report['error']}")
         return
     for problem in report["problems"]:
         where = f"{path}:{problem['line']}" if problem["line"] is not None else path
-        click.echo(f"{where}: {problem['severity']}: {problem['message']} [{problem['code']}]")
+        _echo(f"{where}: {problem['severity']}: {problem['message']} [{problem['code']}]")
     if not repair:
         if not report["problems"]:
-            click.echo(f"{path}: ok")
+            _echo(f"{path}: ok")
         return
     if report.get("repairError"):
-        click.echo(f"{path}: {report['repairError']}")
+        _echo(f"{path}: {report['repairError']}")
     elif report.get("outPath"):
-        click.echo(f"{path}: repaired copy written to {report['outPath']} ({len(report['changes'])} changes)")
+        _echo(f"{path}: repaired copy written to {report['outPath']} ({len(report['changes'])} changes)")
         for change in report["changes"]:
             line = f"line {change['line']}: " if change["line"] is not None else ""
-            click.echo(f"  {line}{change['description']} [{change['code']}]")
+            _echo(f"  {line}{change['description']} [{change['code']}]")
         for problem in report["remaining"]:
             where = f"{report['outPath']}:{problem['line']}" if problem["line"] is not None else report["outPath"]
-            click.echo(f"  remaining: {where}: {problem['severity']}: {problem['message']} [{problem['code']}]")
+            _echo(f"  remaining: {where}: {problem['severity']}: {problem['message']} [{problem['code']}]")
     elif not report["problems"]:
-        click.echo(f"{path}: ok")
+        _echo(f"{path}: ok")
     else:
-        click.echo(f"{path}: nothing --repair can fix")
+        _echo(f"{path}: nothing --repair can fix")
 
 

@@ -15,9 +15,11 @@ from rich.text import Text
 from .. import render
 from ..manager import SessionManager
 from ..outfile import write_atomic
+from ..textsafe import safe_json_text, safe_line
 from ._common import (
     _App,
     _busy,
+    _echo,
     _entry_id,
     _err,
     _open_readonly,
@@ -73,7 +75,7 @@ def list_cmd(app: _App, cwd: str | None, internal: bool, all_: bool, limit: int 
         return
     console = _out()
     if not infos:
-        _show(console, "No sessions." if cwd is None else f"No sessions for {os.path.abspath(cwd)}.")
+        _show(console, "No sessions." if cwd is None else safe_line(f"No sessions for {os.path.abspath(cwd)}."))
         return
     home = os.path.expanduser("~")
     rows = []
@@ -83,7 +85,9 @@ def list_cmd(app: _App, cwd: str | None, internal: bool, all_: bool, limit: int 
             title = f"[workflow {info.workflow.get('stageName')}] {title}"
         inside_home = home not in ("", "/") and (info.cwd + "/").startswith(home + "/")
         project = "~" + info.cwd[len(home):] if inside_home else info.cwd
-        rows.append((info.id, _utc(info.modified), str(info.message_count), project, title))
+        # Sanitised before the widths are measured and cells cut: no cut splits a sequence.
+        rows.append((safe_line(info.id), _utc(info.modified), str(info.message_count), safe_line(project),
+                     safe_line(title)))
     # Fixed widths: the id is never cut; the title keeps at least 20 cells;
     # the project column shrinks first and is dropped on narrow terminals.
     id_w = max(len(r[0]) for r in rows)
@@ -144,27 +148,28 @@ def show_cmd(app: _App, session: str, tree: bool, as_json: bool) -> None:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
-    grid.add_row("id", Text(header["id"], style="cyan"))
-    grid.add_row("name", info.name or ("(cleared)" if info.has_name else "(none)"))
-    grid.add_row("project", info.cwd or "(none)")
-    grid.add_row("created", str(header.get("createdAt")))
+    # Every value is one line of session text: safe_line before rich folds it.
+    grid.add_row("id", Text(safe_line(header["id"]), style="cyan"))
+    grid.add_row("name", safe_line(info.name) if info.name else ("(cleared)" if info.has_name else "(none)"))
+    grid.add_row("project", safe_line(info.cwd) if info.cwd else "(none)")
+    grid.add_row("created", safe_line(header.get("createdAt")))
     grid.add_row("modified", info.to_dict()["modified"])
     if info.parent_session_id:
-        grid.add_row("forked from", info.parent_session_id)
+        grid.add_row("forked from", safe_line(info.parent_session_id))
     if info.internal and info.workflow:
         wf = info.workflow
-        grid.add_row("workflow", f"run {wf.get('runId')}, stage {wf.get('stageId')} ({wf.get('stageName')})")
+        grid.add_row("workflow", safe_line(f"run {wf.get('runId')}, stage {wf.get('stageId')} ({wf.get('stageName')})"))
     grid.add_row("messages", str(info.message_count))
     grid.add_row("entries", f"{len(entries)} ({_plural(leaves, 'leaf', 'leaves')}; "
                             f"active branch {_plural(len(branch_ids), 'entry', 'entries')})")
-    grid.add_row("active leaf", leaf_id or "(none: no entries)")
+    grid.add_row("active leaf", safe_line(leaf_id) if leaf_id else "(none: no entries)")
     if labels:
-        grid.add_row("labels", ", ".join(f"{target}={text}" for target, text in labels.items()))
+        grid.add_row("labels", ", ".join(f"{safe_line(target)}={safe_line(text)}" for target, text in labels.items()))
     grid.add_row("first message", render.entry_summary({"type": "message", "message": {"role": "user", "content": info.first_message}}))
     if info.summary:
-        grid.add_row("summary", info.summary)
+        grid.add_row("summary", safe_line(info.summary))
     if location:
-        grid.add_row("file", location)
+        grid.add_row("file", safe_line(location))
     _show(console, grid)
     if tree:
         _show(console)
@@ -221,7 +226,7 @@ def context_cmd(app: _App, session: str, leaf: str | None, full: bool, historica
         if console.is_terminal:
             console.print(Text(render.historical_note(past), style="bold yellow"))
         else:
-            click.echo(render.historical_note(past))
+            _echo(render.historical_note(past))
     limit = None if full else render.CONTEXT_BLOCK_CHARS
     if console.is_terminal:
         console.print(*render.context_renderables(projection, session_id, leaf_id, limit=limit))
@@ -237,11 +242,18 @@ def context_cmd(app: _App, session: str, leaf: str | None, full: bool, historica
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path),
               help="Write to FILE instead of stdout.")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "markdown"]), default="jsonl", show_default=True,
-              help="jsonl: the format-4 session file (stored entries byte for byte); markdown: a readable "
-                   "transcript of the active branch.")
+              help="jsonl: the format-4 session file (stored entries byte for byte; on a terminal, control "
+                   "characters in strings as JSON escapes); markdown: a readable transcript of the active "
+                   "branch, control characters shown as escapes.")
 @pass_app
 def export_cmd(app: _App, session: str, output: Path | None, fmt: str) -> None:
-    """Export a session as a format-4 JSONL file or a Markdown transcript."""
+    """Export a session as a format-4 JSONL file or a Markdown transcript.
+
+    The Markdown transcript shows control, bidi and invisible characters of
+    the session as escapes (\\x1b, \\u202e), wherever it goes. JSONL is the
+    stored bytes, except on a terminal, where such characters inside its
+    strings are written as JSON escapes (the same values).
+    """
     session_id = _session_id(app, session)
     if fmt == "jsonl":
         with _busy("Loading session…"):
@@ -251,11 +263,15 @@ def export_cmd(app: _App, session: str, output: Path | None, fmt: str) -> None:
         title = manager.get_session_name()
         data = render.markdown_transcript(manager.get_header(), manager.get_branch(), title).encode("utf-8")
     if output is None:
+        if fmt == "jsonl" and _out().is_terminal:
+            # On a terminal the JSONL is for reading: unsafe characters inside its strings are
+            # shown as JSON escapes (same values). Pipes and files get the stored bytes.
+            data = safe_json_text(data.decode("utf-8", errors="backslashreplace")).encode("utf-8")
         sys.stdout.flush()
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
         return
     write_atomic(output, data)  # never a truncated FILE (docs/output-files.md)
-    click.echo(f"Exported {session_id} to {output}", err=True)
+    _echo(f"Exported {session_id} to {output}", err=True)
 
 
