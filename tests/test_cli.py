@@ -183,7 +183,8 @@ def test_list_newest_first_with_filters(loaded, tmp_path):
     table = run(loaded, "list", "--all").stdout
     assert table.splitlines()[0].split()[:3] == ["id", "modified", "msgs"]
     assert "[workflow build] build the docs" in table
-    assert BRANCHING in table and "Fix 500 on city names with spaces" in table
+    assert BRANCHING[:8] in table and BRANCHING not in table and "Fix 500 on city names with spaces" in table
+    assert BRANCHING in run(loaded, "list", "--full-ids").stdout
     assert "No sessions for /nowhere." in run(loaded, "list", "--cwd", "/nowhere").stdout
 
 
@@ -510,7 +511,8 @@ def test_corpus_through_the_installed_script(tmp_path):
     sh("import", str(CORPUS))
     assert "0 imported, 2 already present" in sh("import", str(CORPUS)).stdout
     listing = sh("list").stdout
-    assert LARGE in listing and BEFORE_COMPACTION in listing
+    assert [line.split()[0] for line in listing.splitlines()[1:]] == [BEFORE_COMPACTION[:8], LARGE[:8]]
+    assert LARGE in sh("list", "--full-ids").stdout
     tree = sh("show", "d703", "--tree").stdout
     assert "1018 (1 leaf; active branch 1018 entries)" in tree and "← active leaf" in tree
     assert "messages 914" in sh("context", "d703").stdout
@@ -666,3 +668,17 @@ def test_ctrl_c_during_import_reports_what_was_done_and_exits_130(db, tmp_path, 
     assert [row["id"] for row in run_json(db, "list")] == [BRANCHING]
     monkeypatch.setattr(files_module, "_import_one", real)
     assert run_json(db, "import", str(EXAMPLES))["imported"] == 2
+
+
+def test_list_at_80_columns_keeps_the_project_and_a_readable_title(loaded, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    lines = run(loaded, "list").stdout.splitlines()
+    assert lines[0].split() == ["id", "modified", "msgs", "project", "title"]
+    assert all(len(line) <= 80 for line in lines)
+    row = next(line for line in lines if line.startswith(BRANCHING[:8]))
+    # 80 - 8 (id) - 17 - 4 - 4 gaps of 2 = 43 cells for project and title. The whole project
+    # (30 cells) would leave the title 13 (< 20), so the project gets a third, 14 cells, cut
+    # at the left and at a "/": "…/weather-app"; the title gets 43 - 14 = 29 cells.
+    assert row.split()[:4] == [BRANCHING[:8], "2026-03-02", "09:03Z", "10"]
+    assert row.split()[4] == "…/weather-app"
+    assert row.endswith("Fix 500 on city names with s…")  # 28 characters and the ellipsis

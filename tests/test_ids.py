@@ -92,3 +92,18 @@ def test_derived_entry_id_is_deterministic_and_avoids_existing() -> None:
 def test_session_id_hash_is_sha256_prefix() -> None:
     # D-7: first 16 hex digits of SHA-256 over the UTF-8 id (FIPS 180-2 test vector for "abc").
     assert session_id_hash("abc") == "ba7816bf8f01cfea"
+
+
+def test_shortest_unique_prefixes_like_git():
+    from sessiontree.ids import shortest_unique_prefixes
+
+    ids = ["019cadb4-6e80-7a3c", "019cadb4-6e81-0000", "019cadc9-1f40-7b2e", "ab", "abc"]
+    assert shortest_unique_prefixes(ids) == {
+        "019cadb4-6e80-7a3c": "019cadb4-6e80",   # shares "019cadb4-6e8" (12) with its neighbour: 13 chars
+        "019cadb4-6e81-0000": "019cadb4-6e81",
+        "019cadc9-1f40-7b2e": "019cadc9",        # unique after 7 characters: the minimum 8
+        "ab": "ab",                              # shorter than the minimum: whole
+        "abc": "abc",
+    }
+    assert shortest_unique_prefixes(["x" * 36], minimum=8) == {"x" * 36: "x" * 8}
+    assert shortest_unique_prefixes([]) == {}

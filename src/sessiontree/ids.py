@@ -16,7 +16,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Container
+from collections.abc import Container, Iterable
 from typing import Any
 
 from .errors import InvalidSessionIdError
@@ -28,6 +28,7 @@ __all__ = [
     "new_session_id",
     "new_entry_id",
     "derived_entry_id",
+    "shortest_unique_prefixes",
     "session_id_hash",
 ]
 
@@ -90,3 +91,32 @@ def derived_entry_id(seed: str, existing: Container[str]) -> str:
 def session_id_hash(session_id: str) -> str:
     """First 16 hex digits of SHA-256 over the UTF-8 id: the JSONL file-name hash (D-7)."""
     return hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def shortest_unique_prefixes(ids: Iterable[str], minimum: int = 8) -> dict[str, str]:
+    """The shortest prefix of each id that no other id starts with, like git's short hashes.
+
+    Args:
+        ids: every id the prefix must tell apart (all ids of a store, not just
+            the ones shown, so a printed prefix always resolves to one session).
+        minimum: shortest prefix given, in characters (shorter ids are whole).
+
+    Returns:
+        ``{id: prefix}``. An id that is itself a prefix of another id gets
+        the whole id (it resolves exactly, see the CLI's prefix rule).
+    """
+    ordered = sorted(set(ids))
+    result: dict[str, str] = {}
+    for i, current in enumerate(ordered):
+        # In sorted order, the ids sharing the longest prefix with this one are its neighbours.
+        shared = 0
+        for j in (i - 1, i + 1):
+            if 0 <= j < len(ordered):
+                other = ordered[j]
+                n = 0
+                limit = min(len(current), len(other))
+                while n < limit and current[n] == other[n]:
+                    n += 1
+                shared = max(shared, n)
+        result[current] = current[:max(minimum, shared + 1)]
+    return result

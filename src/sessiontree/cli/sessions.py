@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import render
+from ..ids import shortest_unique_prefixes
 from ..manager import SessionManager
 from ..outfile import write_atomic
 from ..textsafe import safe_json_text, safe_line
@@ -45,14 +46,19 @@ from ._common import (
 @click.option("--internal", is_flag=True, help="Include internal workflow sessions.")
 @click.option("--all", "all_", is_flag=True, help="Every session in the store (same as --internal; not with --cwd).")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=None, help="Show at most N sessions.")
-@click.option("--json", "as_json", is_flag=True, help="Print the sessions as JSON.")
+@click.option("--full-ids", is_flag=True, help="Show whole session ids (default: the shortest unique prefix, "
+                                               "at least 8 characters).")
+@click.option("--json", "as_json", is_flag=True, help="Print the sessions as JSON (always whole ids).")
 @pass_app
-def list_cmd(app: _App, cwd: str | None, internal: bool, all_: bool, limit: int | None, as_json: bool) -> None:
+def list_cmd(app: _App, cwd: str | None, internal: bool, all_: bool, limit: int | None, full_ids: bool,
+             as_json: bool) -> None:
     """List sessions, newest first.
 
     By default every regular session of every project; --cwd DIR keeps one
     project. Internal workflow sessions (headers marked internal with a
     complete workflow link) are hidden unless --internal or --all is given.
+    Ids are shown as the shortest prefix that is unique in the store (at
+    least 8 characters, like git), which every command accepts.
     """
     if all_ and cwd is not None:
         raise click.UsageError("--all lists every session; it cannot be combined with --cwd")
@@ -78,6 +84,7 @@ def list_cmd(app: _App, cwd: str | None, internal: bool, all_: bool, limit: int 
         _show(console, "No sessions." if cwd is None else safe_line(f"No sessions for {os.path.abspath(cwd)}."))
         return
     home = os.path.expanduser("~")
+    short = {} if full_ids else shortest_unique_prefixes(app.store.session_ids())
     rows = []
     for info in infos:
         title = " ".join(_title(info.name, info.summary, info.first_message).split())
@@ -86,29 +93,47 @@ def list_cmd(app: _App, cwd: str | None, internal: bool, all_: bool, limit: int 
         inside_home = home not in ("", "/") and (info.cwd + "/").startswith(home + "/")
         project = "~" + info.cwd[len(home):] if inside_home else info.cwd
         # Sanitised before the widths are measured and cells cut: no cut splits a sequence.
-        rows.append((safe_line(info.id), _utc(info.modified), str(info.message_count), safe_line(project),
-                     safe_line(title)))
-    # Fixed widths: the id is never cut; the title keeps at least 20 cells;
-    # the project column shrinks first and is dropped on narrow terminals.
-    id_w = max(len(r[0]) for r in rows)
+        rows.append((safe_line(short.get(info.id, info.id)), _utc(info.modified), str(info.message_count),
+                     safe_line(project), safe_line(title)))
+    # The id is never cut. The project takes what the title (at least 20 cells)
+    # leaves, at most 40 cells and, when space is short, a third of the line;
+    # it is cut at the left ("…/app"): a path's end tells projects apart.
+    id_w = max(cell_len(r[0]) for r in rows)
     avail = console.width - id_w - 17 - 4 - 8
     longest = max(cell_len(r[3]) for r in rows)
-    proj_w = min(longest or 1, 40)
+    proj_w = min(longest, 40)
     if avail - proj_w < 20:
-        proj_w = max(0, avail - 20)
-    show_project = longest > 0 and proj_w >= min(8, longest)
+        proj_w = min(longest, max(8, avail // 3))
+    show_project = longest > 0 and avail - proj_w >= 10
     title_w = max(10, avail - (proj_w if show_project else -2))
     table = Table(box=None, pad_edge=False, header_style="bold")
     table.add_column("id", no_wrap=True, style="cyan", width=id_w)
     table.add_column("modified", no_wrap=True, width=17)
     table.add_column("msgs", justify="right", no_wrap=True, width=4)
     if show_project:
-        table.add_column("project", no_wrap=True, overflow="ellipsis", max_width=proj_w)
+        table.add_column("project", no_wrap=True, width=proj_w)
     table.add_column("title", no_wrap=True, overflow="ellipsis", max_width=title_w)
     for row in rows:
-        cells = row if show_project else row[:3] + row[4:]
+        cells = (*row[:3], _cut_left(row[3], proj_w), row[4]) if show_project else row[:3] + row[4:]
         table.add_row(*cells[:-1], Text(cells[-1]))
     _show(console, table)
+
+
+def _cut_left(text: str, width: int) -> str:
+    """``text`` in at most ``width`` terminal cells, cut at the left with "…" when longer;
+    a path is cut at a ``/`` when one is in what remains ("…/weather-app")."""
+    if cell_len(text) <= width:
+        return text
+    kept: list[str] = []
+    used = 1  # the ellipsis
+    for char in reversed(text):
+        used += cell_len(char)
+        if used > width:
+            break
+        kept.append(char)
+    tail = "".join(reversed(kept))
+    slash = tail.find("/")
+    return "…" + (tail[slash:] if slash > 0 else tail)
 
 
 # --------------------------------------------------------------------------- show
