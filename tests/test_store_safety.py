@@ -152,9 +152,9 @@ def test_reading_commands_do_not_create_or_change_a_sessiontree_database(tmp_pat
     db = tmp_path / "s.db"
     run(str(db), "import", str(session_file(tmp_path, "s1")))
     before = digest(db)["db"]
-    for args in (["list"], ["show", "s1"], ["export", "s1"], ["context", "s1"]):
+    for args in (["list"], ["show", "s1"], ["export", "s1"], ["context", "s1"], ["check", "--store"]):
         run(str(db), *args)
-    assert digest(db)["db"] == before
+        assert digest(db) == {"db": before, "-wal": None, "-shm": None, "-journal": None}, args
     missing = tmp_path / "missing.db"
     run(str(missing), "list", code=1)
     assert not missing.exists()

@@ -255,9 +255,10 @@ class SqliteStore:
             missing file raises ``StoreOpenError``; an empty one is opened
             uninitialised (it lists no sessions, and writes raise
             ``StorageError``), never changed.
-        readonly: open for reading only (``mode=ro``; with ``immutable=1`` when
-            the directory is not writable, since SQLite then cannot create the
-            ``-wal``/``-shm`` files a WAL reader needs). Nothing is created,
+        readonly: open for reading only (``PRAGMA query_only``; ``mode=ro`` when
+            the file is not writable; ``immutable=1`` when the directory is not
+            writable, since SQLite then cannot create the ``-wal``/``-shm``
+            files a WAL reader needs). Nothing is created,
             initialised or migrated; a database with an older schema is read
             as it is; every write raises ``StorageError``. Implies ``create=False``.
         synchronous: ``"full"`` (default): every committed mutation survives a
@@ -273,8 +274,9 @@ class SqliteStore:
         kind: ``"sqlite"``.
         path: the absolute database path.
         readonly: whether the store was opened read-only.
-        open_mode: ``"readwrite"``, ``"readonly"`` (``mode=ro``) or
-            ``"immutable"`` (``mode=ro&immutable=1``).
+        open_mode: ``"readwrite"``; for a read-only store ``"query_only"`` (an
+            ordinary connection with ``PRAGMA query_only``), ``"readonly"``
+            (``mode=ro``) or ``"immutable"`` (``mode=ro&immutable=1``).
         journal_mode: what SQLite reports after asking for WAL (``"wal"``
             except on filesystems that cannot share memory maps); for a
             read-only or uninitialised store, what the file already uses.
@@ -428,8 +430,7 @@ class SqliteStore:
         initialised stores only: it changes the file's header)."""
         try:
             if self.readonly:
-                immutable = self.open_mode == "immutable" or not _dir_writable(os.path.dirname(self.path))
-                conn = self._connect_readonly(immutable)
+                conn = self._connect_readonly()
             else:
                 # isolation_level=None: we issue BEGIN/COMMIT ourselves, one per mutation.
                 conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
@@ -460,9 +461,25 @@ class SqliteStore:
             raise StoreOpenError(f"cannot open {self.url}: {exc}") from exc
         return conn
 
-    def _connect_readonly(self, immutable: bool) -> sqlite3.Connection:
-        """``mode=ro``, falling back to ``immutable=1`` when SQLite cannot open the
-        shared-memory files (a directory or ``-shm`` we cannot write)."""
+    def _connect_readonly(self) -> sqlite3.Connection:
+        """A connection that cannot change the database, the least restricted that works.
+
+        * File and directory writable: an ordinary connection with ``PRAGMA
+          query_only`` (set by the caller). It reads like any other reader, and
+          when it is the last connection to close, SQLite removes the ``-wal``
+          and ``-shm`` files as usual, so a reading command leaves nothing behind.
+        * File not writable, directory writable: ``mode=ro``. SQLite may create
+          the ``-wal``/``-shm`` files a WAL reader needs and cannot remove them.
+        * Directory not writable (or ``mode=ro`` cannot open the shared-memory
+          files): ``mode=ro&immutable=1``. SQLite then takes no locks and reads
+          the file as it is, ignoring any ``-wal``: a write by someone else
+          during the read could be missed or seen half-done.
+        """
+        directory = os.path.dirname(self.path)
+        immutable = self.open_mode == "immutable" or not _dir_writable(directory)
+        if not immutable and os.access(self.path, os.W_OK):
+            self.open_mode = "query_only"
+            return sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
         if not immutable:
             conn = sqlite3.connect(self._uri(False), uri=True, timeout=self.timeout, isolation_level=None,
                                    check_same_thread=False)
@@ -835,8 +852,8 @@ class SqliteStore:
                     raise SessionNotFoundError(session_id, self.url)
                 rows = conn.execute("SELECT json, crc FROM entries WHERE session_id = ? ORDER BY seq",
                                     (key,)).fetchall()
-                texts = [text for text, _ in rows]
-                self._check_crcs(conn, session_id, row, texts, [crc for _, crc in rows])
+                texts, crcs = zip(*rows) if rows else ((), ())  # two tuples, split in C
+                self._check_crcs(conn, session_id, row, texts, crcs)
             else:  # an older schema opened read-only: nothing to check against
                 row = conn.execute("SELECT header_json FROM sessions WHERE id = ?", (key,)).fetchone()
                 if row is None:
@@ -847,16 +864,16 @@ class SqliteStore:
             return self._parsed(session_id, key, row[0], texts)
 
     def _check_crcs(self, conn: sqlite3.Connection, session_id: str, header_row: Sequence[Any],
-                    texts: list[Any], crcs: list[Any]) -> None:
+                    texts: Sequence[Any], crcs: Sequence[Any]) -> None:
         """Raise :class:`CorruptEntryError` for the first record whose bytes differ from
         the CRC-32 recorded when it was written (a missing CRC counts as different)."""
         where = f"{self.url}#{session_id}"
         if header_row[1] is None or _crc(header_row[0]) != header_row[1]:
             raise CorruptEntryError(session_id, None, 1, where)
         try:
-            computed = list(map(zlib.crc32, texts))  # the hot path: one C call per record
+            computed = tuple(map(zlib.crc32, texts))  # the hot path: one C call per record
         except TypeError:  # a str stored by hand
-            computed = [_crc(text) for text in texts]
+            computed = tuple(_crc(text) for text in texts)
         if computed == crcs:
             return
         index = next(i for i, (a, b) in enumerate(zip(computed, crcs)) if a != b)
@@ -865,7 +882,7 @@ class SqliteStore:
         raise CorruptEntryError(session_id, _py(found[0]) if found else None, index + 2, where)
 
     def _parsed(self, session_id: str, key: Any, header_text: bytes | str,
-                texts: list[bytes | str]) -> ParsedSession:
+                texts: Sequence[bytes | str]) -> ParsedSession:
         header_raw = header_text if isinstance(header_text, bytes) else header_text.encode("utf-8", "surrogatepass")
         header = self._parse_record(header_raw, key, 1)
         entries = []
