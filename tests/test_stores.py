@@ -404,6 +404,44 @@ def test_listing_empty_store(store):
     assert calls == []
 
 
+def _damage(store: Any, session_id: str) -> None:
+    """Make one stored session unloadable behind the store's back (persistent stores only)."""
+    if store.kind == "sqlite":
+        raw = sqlite3.connect(store.path)
+        raw.execute("UPDATE sessions SET header_json = X'7b6e6f74' WHERE id = ?", (session_id,))  # '{not'
+        raw.commit()
+        raw.close()
+    elif store.kind == "jsonl":
+        with open(store.location(session_id), "ab") as handle:
+            handle.write(b"not json at all\n")
+
+
+def test_listing_counts_the_sessions_it_could_not_load(store):
+    """Issue 10: a listing reports how many sessions it left out because they cannot be loaded."""
+    empty = store.list_sessions()
+    assert empty == [] and empty.skipped == 0
+    store.create(header("s1"), [custom("e1")])
+    store.create(header("s2"), [custom("e1")])
+    store.create(header("s3", cwd="/work/b"), [custom("e1")])
+    rows = store.list_sessions()
+    assert sorted(r.id for r in rows) == ["s1", "s2", "s3"] and rows.skipped == 0
+    if store.kind == "memory":
+        return  # nothing can damage a memory store behind its back
+    _damage(store, "s2")
+    rows = store.list_sessions()
+    assert sorted(r.id for r in rows) == ["s1", "s3"] and rows.skipped == 1
+    rows = store.list_sessions(include_internal=True, cwd="/work/a")
+    assert [r.id for r in rows] == ["s1"] and rows.skipped == 1
+
+
+def test_verify_a_healthy_store_finds_nothing(store):
+    """Issue 10: ``verify()`` (``check --store``) reports no problem on a store we wrote ourselves."""
+    assert store.verify() == []
+    store.create(header("s1"), [message("e1", None, "user", "hi", 1), custom("e2", "e1")])
+    store.append("s1", [session_info("e3", "e2", "named")])
+    assert store.verify() == []
+
+
 def test_find_most_recent(store):
     assert store.find_most_recent() is None
     store.create(header("s1", cwd="/work/a"), [custom("e1")])
@@ -485,17 +523,18 @@ def test_sqlite_wal_and_migrations(tmp_path, sqlite_store):
     raw = sqlite3.connect(path)
     try:
         assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert [r[0] for r in raw.execute("SELECT name FROM schema_migrations ORDER BY rowid")] == ["m001_initial"]
+        assert [r[0] for r in raw.execute("SELECT name FROM schema_migrations ORDER BY rowid")] == [
+            "m001_initial", "m002_record_crc"]
         tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {"sessions", "entries", "message_texts", "schema_migrations"} <= tables
         sql = raw.execute("SELECT sql FROM sqlite_master WHERE name = 'entries'").fetchone()[0]
         assert "--" in sql  # the schema says why each column exists
     finally:
         raw.close()
-    assert sqlite_store.applied_migrations() == ["m001_initial"]
+    assert sqlite_store.applied_migrations() == ["m001_initial", "m002_record_crc"]
     SqliteStore(path).close()  # reopening applies nothing twice
-    assert sqlite_store.applied_migrations() == ["m001_initial"]
-    assert [name for name, _ in sqlite_module.MIGRATIONS] == ["m001_initial"]
+    assert sqlite_store.applied_migrations() == ["m001_initial", "m002_record_crc"]
+    assert [name for name, _ in sqlite_module.MIGRATIONS] == ["m001_initial", "m002_record_crc"]
 
 
 def test_sqlite_state_columns_cover_the_accumulator():

@@ -18,6 +18,7 @@ __all__ = [
     "StoreOpenError",
     "StorageError",
     "InvalidSessionError",
+    "CorruptEntryError",
     "UnsupportedVersionError",
     "SessionInUseError",
     "ListingCancelledError",
@@ -129,6 +130,32 @@ class InvalidSessionError(SessionError):
         elif line is not None:
             where = f"line {line}: "
         super().__init__(f"{where}{reason}")
+
+
+class CorruptEntryError(InvalidSessionError):
+    """A stored record no longer matches the checksum recorded when it was written.
+
+    The store's bytes were damaged after the write (disk or filesystem fault,
+    a page of the database overwritten, an edit behind the store's back), so
+    the record is not exported or loaded as if it were the original
+    (issue 10). ``sessiontree check --store`` lists every such record.
+
+    Attributes:
+        session_id: the session holding the record.
+        entry_id: the entry's id as the damaged row's ``id`` column gives it,
+            or ``None`` for the header.
+        line: 1-based line of the record in the session's JSONL form (the
+            header is line 1, the first entry line 2).
+        path, reason: as :class:`InvalidSessionError` (``path`` is ``<store url>#<session id>``).
+    """
+
+    def __init__(self, session_id: str, entry_id: str | None, line: int, path: str | None = None) -> None:
+        self.session_id = session_id
+        self.entry_id = entry_id
+        what = "header" if entry_id is None else f"entry {entry_id}"
+        super().__init__(
+            f"stored {what} of session {session_id} does not match the checksum recorded when it was "
+            "written: the store is damaged (run sessiontree check --store)", path, line)
 
 
 class UnsupportedVersionError(InvalidSessionError):

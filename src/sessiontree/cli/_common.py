@@ -91,21 +91,64 @@ class _Group(click.Group):
 # --------------------------------------------------------------------------- state and helpers
 
 
+#: How a command opens the store. ``create``: may create a missing store or
+#: initialise an empty database, and refuses a damaged one (``quick_check``);
+#: ``write``: an existing store only. Every command not named here opens the
+#: store read-only, so it works on a store the user can only read and can
+#: never create or change one (issue 10); a new writing command must be added.
+STORE_MODES: dict[str, str] = {
+    "import": "create",
+    "sync": "create",
+    "fork": "write",
+    "delete": "write",
+    "name": "write",
+    "label": "write",
+    "reindex": "write",
+}
+
+
 @dataclass
 class _App:
-    """Per-invocation state: the store option and the store, opened on first use."""
+    """Per-invocation state: the store option and the store, opened on first use.
+
+    Attributes:
+        store_arg: ``--store`` as given, or ``None`` (``$SESSIONTREE_STORE``, else the default).
+        command: the subcommand being run; its entry in :data:`STORE_MODES`
+            (default ``read``) decides how the store is opened.
+        create_store: set by a command that may start a new store (same as mode ``create``).
+    """
 
     store_arg: str | None
     _store: SessionStore | None = field(default=None, repr=False)
+    command: str | None = None
     #: Only ``import`` may create a missing store: elsewhere a mistyped
     #: ``--store`` path would look like an empty store.
     create_store: bool = False
 
     @property
+    def store_mode(self) -> str:
+        """``"create"``, ``"write"`` or ``"read"`` for this invocation."""
+        if self.create_store:
+            return "create"
+        return STORE_MODES.get(self.command or "", "read")
+
+    @property
     def store(self) -> SessionStore:
-        """The selected store (``--store`` > ``$SESSIONTREE_STORE`` > default)."""
+        """The selected store (``--store`` > ``$SESSIONTREE_STORE`` > default), opened
+        read-only, for writing, or for creating as :attr:`store_mode` says.
+
+        Raises:
+            StoreOpenError: the store cannot be opened in that mode (missing,
+                another program's database, damaged, or not writable for a writer).
+        """
         if self._store is None:
-            self._store = open_store(self.store_arg, create=self.create_store)
+            mode = self.store_mode
+            if mode == "read":
+                self._store = open_store(self.store_arg, create=False, readonly=True)
+            elif mode == "write":
+                self._store = open_store(self.store_arg, create=False)
+            else:
+                self._store = open_store(self.store_arg, create=True, quick_check=True)
         return self._store
 
     def close(self) -> None:
@@ -253,7 +296,7 @@ def cli(ctx: click.Context, store_arg: str | None) -> None:
 
     Session and entry ids may be abbreviated to any unique prefix.
     """
-    app = _App(store_arg)
+    app = _App(store_arg, command=ctx.invoked_subcommand)
     ctx.obj = app
     ctx.call_on_close(app.close)
 

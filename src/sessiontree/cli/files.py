@@ -257,13 +257,16 @@ def _repaired_path(path: Path) -> Path:
 
 
 @cli.command("check", short_help='Report problems in session files; --repair fixes a copy.')
-@click.argument("paths", nargs=-1, required=True, metavar="FILE...")
+@click.argument("paths", nargs=-1, metavar="FILE...")
 @click.option("--repair", is_flag=True,
               help="Also write a repaired copy of each damaged file (FILE.repaired.jsonl beside it, or -o).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="With --repair and a single FILE: where to write the repaired copy.")
 @click.option("--json", "as_json", is_flag=True, help="Print problems (and repairs) as JSON.")
-def check_cmd(paths: tuple[str, ...], repair: bool, output: Path | None, as_json: bool) -> None:
+@click.option("--store", "store_url", is_flag=False, flag_value="", default=None, metavar="[URL]",
+              help="Verify a whole store instead of files: the selected store, or URL (read-only).")
+def check_cmd(paths: tuple[str, ...], repair: bool, output: Path | None, as_json: bool,
+              store_url: str | None = None) -> None:
     """Report every problem of session files, with file and line; directories are searched for *.jsonl.
 
     Files are only read. --repair writes a fixed copy next to each file that
@@ -271,6 +274,13 @@ def check_cmd(paths: tuple[str, ...], repair: bool, output: Path | None, as_json
     again for the copy. Exit status 1 when an error remains (warnings alone exit 0).
     Does not use the store.
     """
+    if store_url is not None:
+        from .verify import verify_store_cmd
+
+        verify_store_cmd(store_url, paths, repair, output, as_json)
+        return
+    if not paths:
+        raise click.UsageError("give FILE... to check, or --store [URL] to verify a store")
     from .. import check as checker  # imported on use: the other commands do not need it
 
     if output is not None and (not repair or len(paths) != 1):

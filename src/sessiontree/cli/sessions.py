@@ -74,6 +74,10 @@ def list_cmd(app: _App, cwd: str | None, internal: bool, all_: bool, limit: int 
             infos = SessionManager.list(cwd, app.store, on_progress, include_internal=include_internal)
         else:
             infos = SessionManager.list_all(app.store, on_progress, include_internal=include_internal)
+    skipped = getattr(infos, "skipped", 0)
+    if skipped:
+        click.echo(f"{_plural(skipped, 'session', 'sessions')} could not be loaded; "
+                   "run sessiontree check --store", err=True)
     if limit is not None:
         infos = infos[:limit]
     if as_json:

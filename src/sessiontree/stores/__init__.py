@@ -27,13 +27,15 @@ import re
 import platformdirs
 
 from ..errors import StoreOpenError
-from .base import CancelEvent, ProgressCallback, SessionStore
+from .base import CancelEvent, ProgressCallback, SessionListing, SessionStore, StoreProblem
 from .jsonl import JsonlStore
 from .memory import MemoryStore
 from .sqlite import SqliteStore
 
 __all__ = [
     "SessionStore",
+    "SessionListing",
+    "StoreProblem",
     "ProgressCallback",
     "CancelEvent",
     "MemoryStore",
@@ -74,7 +76,8 @@ def _url_path(url: str, scheme: str) -> str:
     return rest[3:]
 
 
-def open_store(url_or_path: str | os.PathLike[str] | None = None, *, create: bool = True) -> SessionStore:
+def open_store(url_or_path: str | os.PathLike[str] | None = None, *, create: bool = True,
+               readonly: bool = False, quick_check: bool = False) -> SessionStore:
     """Open the store named by a URL or a plain path (SPEC §4).
 
     Args:
@@ -82,16 +85,27 @@ def open_store(url_or_path: str | os.PathLike[str] | None = None, *, create: boo
             plain path (an existing directory or a path ending in a separator
             means JSONL, anything else a SQLite file; ``~`` is expanded).
             ``None`` means :func:`default_store_url`.
-        create: create a missing SQLite file or JSONL directory (default). With
-            ``False`` a missing one raises ``StoreOpenError``: read-only tools
-            use it so that a mistyped path is an error, not an empty store.
+        create: create a missing SQLite file or JSONL directory, and
+            initialise an empty SQLite database (default). With ``False`` a
+            missing one raises ``StoreOpenError`` (a mistyped path is an error,
+            not an empty store) and an empty database is left uninitialised.
+        readonly: open for reading only: nothing is created, initialised,
+            migrated or cleaned up, and every write raises ``StorageError``
+            (implies ``create=False``). Reading commands use it, so they work
+            on stores the user can only read and never change a store.
+        quick_check: SQLite only: refuse (``StoreOpenError``) a writable open of a
+            database that fails ``PRAGMA quick_check``. Costs a read of the
+            whole file, so bulk writers (``import``) ask for it; others do not.
 
     Returns:
         A :class:`SqliteStore`, :class:`JsonlStore` or :class:`MemoryStore`.
 
     Raises:
         StoreOpenError: an unknown or unsupported scheme (``postgresql://`` is
-            not implemented yet), a malformed URL, or a store that cannot be opened.
+            not implemented yet), a malformed URL, or a store that cannot be
+            opened: among others an existing SQLite database of another program
+            (refused and left byte for byte as it was), a damaged one (with
+            ``quick_check``), or one we may not write when writing was asked for.
     """
     if url_or_path is None:
         url_or_path = default_store_url()
@@ -102,17 +116,17 @@ def open_store(url_or_path: str | os.PathLike[str] | None = None, *, create: boo
     if match is None:
         path = os.path.expanduser(target)
         if os.path.isdir(path) or path.endswith(("/", os.sep)):
-            return JsonlStore(path, create=create)
-        return SqliteStore(path, create=create)
+            return JsonlStore(path, create=create, readonly=readonly)
+        return SqliteStore(path, create=create, readonly=readonly, quick_check=quick_check)
     scheme = match.group(1).lower()
     if scheme == "memory":
         if target[len("memory:"):] not in ("", "//"):
             raise StoreOpenError(f"invalid store URL {target!r}: a memory store is just 'memory:'")
         return MemoryStore()
     if scheme == "sqlite":
-        return SqliteStore(_url_path(target, "sqlite"), create=create)
+        return SqliteStore(_url_path(target, "sqlite"), create=create, readonly=readonly, quick_check=quick_check)
     if scheme == "jsonl":
-        return JsonlStore(_url_path(target, "jsonl"), create=create)
+        return JsonlStore(_url_path(target, "jsonl"), create=create, readonly=readonly)
     if scheme in ("postgresql", "postgres") or scheme.startswith("postgresql+"):
         # The URL itself is not echoed: it may carry a password.
         raise StoreOpenError(f"PostgreSQL stores ({scheme}://) are not implemented yet; "

@@ -20,7 +20,7 @@ from .. import jsonio
 from ..errors import InvalidSessionError, ListingCancelledError
 from ..format import CURRENT_VERSION, validate_entry, validate_header
 from ..info import SessionInfo
-from .base import CancelEvent, ProgressCallback
+from .base import CancelEvent, ProgressCallback, SessionListing
 
 __all__ = [
     "check_header",
@@ -140,6 +140,10 @@ class Progress:
         self.check()
 
 
-def sort_listing(infos: Iterable[SessionInfo]) -> list[SessionInfo]:
-    """Rows newest ``modified`` first; ties keep their input order (REFERENCE L.17)."""
-    return sorted(infos, key=lambda info: info.modified, reverse=True)
+def sort_listing(infos: Iterable[SessionInfo], skipped: int = 0) -> SessionListing:
+    """Rows newest ``modified`` first; ties keep their input order (REFERENCE L.17).
+
+    ``skipped`` (sessions left out because they cannot be loaded) is carried
+    on the returned :class:`~sessiontree.stores.base.SessionListing`.
+    """
+    return SessionListing(sorted(infos, key=lambda info: info.modified, reverse=True), skipped)

@@ -12,24 +12,83 @@ implementation upholds, checked by one conformance suite:
   missing id raises ``SessionNotFoundError``; ``delete`` of a missing id does
   nothing.
 * Listing answers from per-session metadata where the store has it and never
-  modifies a session. Sessions that cannot be loaded are left out.
+  modifies a session. Sessions that cannot be loaded are left out, and the
+  returned :class:`SessionListing` says how many (``skipped``).
+* A store opened read-only (``readonly=True``) never creates, initialises,
+  migrates or otherwise changes anything; its writes raise ``StorageError``.
+* ``verify()`` reads everything and changes nothing (``check --store``).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..format import ParsedSession
 from ..info import SessionInfo
 
-__all__ = ["SessionStore", "ProgressCallback", "CancelEvent"]
+__all__ = ["SessionStore", "SessionListing", "StoreProblem", "ProgressCallback", "CancelEvent"]
 
 #: ``on_progress(loaded, total)``, called once per session examined.
 ProgressCallback = Callable[[int, int], None]
 #: Anything with ``is_set()``, e.g. :class:`threading.Event`.
 CancelEvent = threading.Event
+
+
+class SessionListing(list[SessionInfo]):
+    """The rows of a listing (a plain ``list`` of :class:`SessionInfo`) plus how
+    many stored sessions were left out because they cannot be loaded.
+
+    Attributes:
+        skipped: sessions examined and left out because their stored form is
+            damaged or invalid (a header that does not parse, a JSONL file that
+            fails to load). Sessions left out by the ``cwd`` or internal filters
+            are not counted; with a ``cwd`` filter a session whose header still
+            names another cwd is filtered before its body is read, so it is not
+            counted even if its body is damaged. ``sessiontree check --store``
+            names each one.
+    """
+
+    def __init__(self, rows: Iterable[SessionInfo] = (), skipped: int = 0) -> None:
+        super().__init__(rows)
+        self.skipped = skipped
+
+
+@dataclass(frozen=True)
+class StoreProblem:
+    """One problem :meth:`SessionStore.verify` found.
+
+    Attributes:
+        code: a stable identifier: ``integrity`` (SQLite's ``integrity_check``
+            failed), ``hash-mismatch`` (a record differs from the checksum
+            recorded at write time), ``invalid-record`` (a record does not
+            parse or is not a valid entry), ``metadata-drift`` (listing columns
+            or derived tables differ from a rebuild from the entries),
+            ``column-drift`` (an entry's copied columns differ from its JSON),
+            or a :mod:`sessiontree.check` code for JSONL files.
+        message: what is wrong, in one line.
+        severity: ``"error"`` or ``"warning"``.
+        session_id: the session concerned, or ``None`` for the whole store.
+        line: 1-based line of the record in the session's JSONL form (header =
+            1), or ``None``.
+        entry_id: the entry concerned, when known.
+        path: the file (JSONL stores) or ``<store url>#<session id>``, or ``None``.
+    """
+
+    code: str
+    message: str
+    severity: str = "error"
+    session_id: str | None = None
+    line: int | None = None
+    entry_id: str | None = None
+    path: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The problem as JSON data (camelCase keys, as the CLI prints it)."""
+        return {"code": self.code, "severity": self.severity, "message": self.message,
+                "sessionId": self.session_id, "line": self.line, "entryId": self.entry_id, "path": self.path}
 
 
 @runtime_checkable
@@ -124,8 +183,12 @@ class SessionStore(Protocol):
 
     def list_sessions(self, *, cwd: str | None = None, include_internal: bool = False,
                       on_progress: ProgressCallback | None = None,
-                      cancel: CancelEvent | None = None) -> list[SessionInfo]:
+                      cancel: CancelEvent | None = None) -> SessionListing:
         """Listing rows, newest ``modified`` first (REFERENCE group L).
+
+        Returns:
+            A :class:`SessionListing`: the rows, and in ``skipped`` how many
+            sessions were left out because they cannot be loaded.
 
         Args:
             cwd: keep only sessions whose header cwd resolves to this absolute path.
@@ -140,6 +203,20 @@ class SessionStore(Protocol):
 
     def find_most_recent(self, cwd: str | None = None, include_internal: bool = False) -> str | None:
         """Id of the most recently written session (optionally for ``cwd``), or ``None``."""
+        ...
+
+    def verify(self, on_progress: ProgressCallback | None = None) -> list[StoreProblem]:
+        """Check everything stored without changing anything (``sessiontree check --store``).
+
+        Args:
+            on_progress: called ``(checked, total)`` once per session (or file).
+
+        Returns:
+            Every problem found, in store order; ``[]`` for a healthy store.
+
+        Raises:
+            StorageError: the store could not be read at all.
+        """
         ...
 
     def close(self) -> None:

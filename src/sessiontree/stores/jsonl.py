@@ -23,9 +23,15 @@ Invariants:
   ``__cause__`` (E.5); if the truncation fails too, the error says so and
   carries both (``rollback_error``).
 * **Rewrites are atomic**: upgrades of older formats found by ``load`` (D-9),
-  ``replace_header`` and new files are written to ``<file>.tmp-<random>`` in
-  the same directory, fsynced, then renamed over (or hard-linked to) the
-  target; the temporary file never survives, on success or failure (E.13).
+  ``replace_header`` and new files are written to ``<file>.tmp-<pid>-<random>``
+  in the same directory, fsynced, then renamed over (or hard-linked to) the
+  target; the temporary file never survives a failure the writer lives
+  through (E.13). A writer holds an exclusive ``flock`` on its temporary file
+  from the moment it creates it until it is renamed or removed, so a temp
+  file nobody holds is stale: its writer was killed. Such files are removed
+  when the store is opened for writing and before each rewrite of their
+  target, under their own lock (see :func:`_remove_if_stale`); they are never
+  listed, and a read-only store never removes anything.
 * **Reading never writes**: listing, header look-ups, ``find_most_recent`` and
   :func:`read_file` parse in memory only (seed "Session Version", D-9).
 * ``delete`` moves every file whose header has the id to the platform trash
@@ -70,7 +76,7 @@ from ..ids import session_id_hash
 from ..info import InfoAccumulator, SessionInfo, is_classified, session_info_from_entries
 from ..tree import parse_timestamp_ms
 from ._shared import Progress, check_header, cwd_matches, encode_entries, resolve_cwd, sort_listing
-from .base import CancelEvent, ProgressCallback
+from .base import CancelEvent, ProgressCallback, SessionListing, StoreProblem
 
 __all__ = ["JsonlStore", "file_name_for", "read_file", "migrate_file", "MigrationResult", "FILE_SUFFIX"]
 
@@ -79,6 +85,14 @@ _CANONICAL_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 _JSON_WS = b" \t\r\n"
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _ATTEMPTS = 5  # a session file replaced or moved under us is looked up again this often
+#: A temporary file's name: ``<target>.tmp-<pid>-<12 hex>`` (``<target>.tmp-<12 hex>``
+#: from earlier versions, which carried no pid).
+_TEMP_NAME = re.compile(r"\.tmp-(?:(\d+)-)?[0-9a-f]{12}$")
+#: Seconds after which an unlocked temporary file is stale even if the pid in its
+#: name is alive (the pid was reused, or the name carries none). A live writer
+#: holds the flock from a few microseconds after creating the file, so only a
+#: writer stopped inside those microseconds for this long could be mistaken.
+TEMP_GRACE_SECONDS = 60.0
 
 
 def _iso_ms(ms: float) -> str:
@@ -190,24 +204,89 @@ def _last_line(fd: int, size: int) -> bytes:
     return b"".join(reversed(chunks))
 
 
-def _remove_stale_temps(path: str) -> None:
-    """Delete ``<path>.tmp-*`` left by a writer that crashed mid-rewrite.
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return pid > 0  # exists, owned by someone else (or not a pid at all)
+    return True
 
-    Call only while holding the file's exclusive lock, under which every such
-    temp file is created, so none of them can belong to a live writer.
+
+def _open_temp(target: str) -> tuple[str, int]:
+    """Create ``<target>.tmp-<pid>-<random>`` exclusively and lock it (``flock``, exclusive).
+
+    The caller keeps the descriptor open, and so the lock held, until the temp
+    file is renamed over its target or removed: that lock is what tells a
+    live writer's temp file from a stale one (:func:`_remove_if_stale`).
     """
+    tmp = f"{target}.tmp-{os.getpid()}-{secrets.token_hex(6)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o600)
+    try:
+        _lock(fd, True)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    return tmp, fd
+
+
+def _remove_if_stale(path: str) -> bool:
+    """Remove the temporary file ``path`` if no live writer owns it; return whether it was removed.
+
+    Stale means: nobody holds its ``flock`` (a writer holds it for the temp
+    file's whole life), and either the pid in its name is not a running
+    process or it is older than :data:`TEMP_GRACE_SECONDS` (the pid check
+    covers the instant between creating the file and locking it). The file
+    is removed while we hold its lock, after checking the name still reaches
+    the inode we locked. Only names matching ``*.jsonl.tmp-[<pid>-]<12 hex>`` qualify.
+    """
+    match = _TEMP_NAME.search(path)
+    if match is None or not path[: match.start()].endswith(FILE_SUFFIX) or fcntl is None:
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | _O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False  # a live writer holds it
+        held = os.fstat(fd)
+        if not stat.S_ISREG(held.st_mode):
+            return False
+        old = time.time() - held.st_mtime >= TEMP_GRACE_SECONDS
+        pid = match.group(1)
+        if not old and (pid is None or _pid_alive(int(pid))):
+            return False
+        try:
+            current = os.stat(path, follow_symlinks=False)
+        except OSError:
+            return False
+        if (current.st_dev, current.st_ino) != (held.st_dev, held.st_ino):
+            return False
+        try:
+            os.unlink(path)
+        except OSError:
+            return False
+        return True
+    finally:
+        os.close(fd)
+
+
+def _remove_stale_temps(path: str) -> None:
+    """Remove stale ``<path>.tmp-*`` files left by writers killed mid-write (see :func:`_remove_if_stale`)."""
     directory, name = os.path.split(path)
     prefix = name + ".tmp-"
     try:
         with os.scandir(directory) as it:
-            stale = [entry.path for entry in it if entry.name.startswith(prefix)]
+            candidates = [entry.path for entry in it if entry.name.startswith(prefix)]
     except OSError:
         return
-    for leftover in stale:
-        try:
-            os.unlink(leftover)
-        except OSError:
-            pass
+    for leftover in candidates:
+        _remove_if_stale(leftover)
 
 
 def _lock(fd: int, exclusive: bool) -> None:
@@ -262,6 +341,9 @@ def _close_all(held: dict[str, _Held]) -> None:
 #: the whole last record of most writes, whose random id no other session shares.
 _TAIL = 4096
 
+
+#: What :meth:`JsonlStore._list_one` returns for a file that cannot be loaded.
+_UNLOADABLE: Any = object()
 
 #: Descriptors a store keeps open for appends, at most (least recently used go first).
 _HELD_FILES = 8
@@ -408,6 +490,10 @@ class JsonlStore:
         directory: where the session files live (created when missing).
         create: with ``False``, a missing directory raises ``StoreOpenError``
             instead of being created (read-only tools).
+        readonly: never write anything: the directory is not created, stale
+            temporary files are left alone, :meth:`load` upgrades older files
+            in memory only (like :meth:`read`), and every write raises
+            ``StorageError``. Implies ``create=False``.
         fsync: ``True`` (default): an append returns once its bytes are on
             disk (they survive a power loss). ``False`` (opt-in): once they are
             in the operating system's cache (they survive a crash of the
@@ -418,6 +504,10 @@ class JsonlStore:
         url: ``jsonl:///`` + the absolute directory (four slashes for ``/...``).
         kind: ``"jsonl"``.
         directory: the absolute directory.
+        readonly: whether the store was opened read-only.
+
+    A writable open removes stale temporary files that killed writers left in
+    the directory (:meth:`remove_stale_temps`).
 
     Raises:
         StoreOpenError: the directory cannot be created or is not a directory.
@@ -425,17 +515,20 @@ class JsonlStore:
 
     kind = "jsonl"
 
-    def __init__(self, directory: str | os.PathLike[str], *, create: bool = True, fsync: bool = True) -> None:
+    def __init__(self, directory: str | os.PathLike[str], *, create: bool = True, fsync: bool = True,
+                 readonly: bool = False) -> None:
         self.directory = os.path.abspath(os.fspath(directory))
         self.fsync = fsync
+        self.readonly = readonly
         self.url = "jsonl:///" + self.directory
-        if not create and not os.path.isdir(self.directory):
+        if (readonly or not create) and not os.path.isdir(self.directory):
             # Read-only callers: a mistyped path must not look like an empty store.
             raise StoreOpenError(f"no session directory at {self.directory}")
-        try:
-            os.makedirs(self.directory, exist_ok=True)
-        except OSError as exc:
-            raise StoreOpenError(f"cannot create the session directory {self.directory}: {exc}") from exc
+        if not readonly:
+            try:
+                os.makedirs(self.directory, exist_ok=True)
+            except OSError as exc:
+                raise StoreOpenError(f"cannot create the session directory {self.directory}: {exc}") from exc
         if not os.path.isdir(self.directory):
             raise StoreOpenError(f"{self.directory} is not a directory")
         self._mutex = threading.RLock()
@@ -451,6 +544,32 @@ class JsonlStore:
         self._held_lock = threading.Lock()
         weakref.finalize(self, _close_all, self._held)
         _STORES.add(self)
+        if not readonly:
+            self.remove_stale_temps()
+
+    def remove_stale_temps(self) -> int:
+        """Remove temporary files (``*.jsonl.tmp-*``) of this directory that no live
+        writer owns: left by a writer killed mid-write (see :func:`_remove_if_stale`
+        for how staleness is decided). Runs on every writable open.
+
+        Returns:
+            The number of files removed.
+
+        Raises:
+            StorageError: the store is read-only.
+        """
+        self._require_writable("removing stale temporary files")
+        try:
+            with os.scandir(self.directory) as it:
+                candidates = [entry.path for entry in it if _TEMP_NAME.search(entry.name)
+                              and FILE_SUFFIX + ".tmp-" in entry.name]
+        except OSError:
+            return 0
+        return sum(_remove_if_stale(path) for path in candidates)
+
+    def _require_writable(self, what: str) -> None:
+        if self.readonly:
+            raise StorageError(f"{what}: {self.url} is opened read-only")
 
     def __repr__(self) -> str:
         return f"JsonlStore({self.directory!r})"
@@ -571,6 +690,7 @@ class JsonlStore:
             InvalidSessionError: the header or an entry is not valid format 4.
             StorageError: the write failed (or ``path`` is a non-empty file); no file is left.
         """
+        self._require_writable("create")
         session_id = check_header(header)
         texts = encode_entries(entries, raw)
         data = b"".join([jsonio.dumps(header), b"\n", *(text + b"\n" for text in texts)])
@@ -588,14 +708,13 @@ class JsonlStore:
 
     def _write_new(self, target: str, data: bytes) -> None:
         """Make ``target`` hold ``data``: a new file, or one that exists empty."""
-        tmp = f"{target}.tmp-{secrets.token_hex(6)}"
+        tmp = None
+        fd = -1
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o644)
-            try:
-                _write_all(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            tmp, fd = _open_temp(target)
+            os.fchmod(fd, 0o644)
+            _write_all(fd, data)
+            os.fsync(fd)
             try:
                 # A hard link publishes the complete file under its name, and only if
                 # the name is free: no reader ever sees a partial new session.
@@ -609,12 +728,13 @@ class JsonlStore:
         except OSError as exc:
             raise StorageError(f"cannot write {target}: {exc}") from exc
         finally:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            except OSError:
-                pass  # best effort; nothing else can be done about it here
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass  # best effort; a later writer removes it as stale
+            if fd >= 0:
+                os.close(fd)  # releases the temp file's lock, after it is gone
         _fsync_dir(os.path.dirname(target))
 
     @staticmethod
@@ -649,6 +769,7 @@ class JsonlStore:
             InvalidSessionError: an entry is invalid, or the file ends in a torn record.
             StorageError: the write failed; the file is as it was.
         """
+        self._require_writable("append")
         texts = encode_entries(entries)
         payload = b"".join(text + b"\n" for text in texts)
         if payload and self._append_held(session_id, entries, payload):
@@ -906,29 +1027,32 @@ class JsonlStore:
         """
         path = os.path.realpath(path)
         _remove_stale_temps(path)
-        tmp = f"{path}.tmp-{secrets.token_hex(6)}"
+        tmp = None
+        out = -1
         try:
             held = os.fstat(fd)
-            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o600)
+            tmp, out = _open_temp(path)
+            os.fchmod(out, stat.S_IMODE(held.st_mode))
             try:
-                os.fchmod(out, stat.S_IMODE(held.st_mode))
-                try:
-                    os.fchown(out, held.st_uid, held.st_gid)
-                except OSError:
-                    pass  # not permitted for non-root writers: they own what they write anyway
-                _write_all(out, data)
-                os.fsync(out)
-            finally:
-                os.close(out)
-            os.replace(tmp, path)
-        except BaseException as exc:
-            try:
-                os.unlink(tmp)
+                os.fchown(out, held.st_uid, held.st_gid)
             except OSError:
-                pass
+                pass  # not permitted for non-root writers: they own what they write anyway
+            _write_all(out, data)
+            os.fsync(out)
+            os.replace(tmp, path)
+            tmp = None
+        except BaseException as exc:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
             if isinstance(exc, OSError):
                 raise StorageError(f"rewriting {path} failed: {exc}") from exc
             raise
+        finally:
+            if out >= 0:
+                os.close(out)  # after the rename it locks the new file: release it at once
         _fsync_dir(os.path.dirname(path))
 
     def replace_header(self, session_id: str, header: dict[str, Any]) -> None:
@@ -939,6 +1063,7 @@ class JsonlStore:
             InvalidSessionError: the header is invalid or has another id, or the file is invalid.
             StorageError: the rewrite failed; the file is as it was.
         """
+        self._require_writable("replace header")
         new_id = check_header(header)
         if new_id != session_id:
             raise InvalidSessionError(f"header id {new_id!r} does not match session {session_id!r}")
@@ -965,6 +1090,7 @@ class JsonlStore:
         Raises:
             StorageError: a file could be neither trashed nor removed.
         """
+        self._require_writable("delete")
         paths = list(self._scan().get(session_id, []))
         with self._mutex:
             known = self._paths.get(session_id)
@@ -1042,6 +1168,8 @@ class JsonlStore:
             InvalidSessionError, UnsupportedVersionError: the file is invalid.
             StorageError: the file could not be read, or the upgrade not written.
         """
+        if self.readonly:
+            return self.read(session_id)  # upgraded in memory only
         for _ in range(_ATTEMPTS):
             path = self._require(session_id)
             try:
@@ -1067,6 +1195,7 @@ class JsonlStore:
                 is not a valid session (left untouched).
             StorageError: the file could not be read, or the upgrade not written.
         """
+        self._require_writable("open file")
         target = os.path.abspath(os.fspath(path))
         try:
             parsed = self._read_for_writing(target, None)
@@ -1127,12 +1256,13 @@ class JsonlStore:
 
     def list_sessions(self, *, cwd: str | None = None, include_internal: bool = False,
                       on_progress: ProgressCallback | None = None,
-                      cancel: CancelEvent | None = None) -> list[SessionInfo]:
+                      cancel: CancelEvent | None = None) -> SessionListing:
         """Parse each ``*.jsonl`` file of the directory in memory and list it (REFERENCE L).
 
-        Files that fail to load are left out; internal sessions and other cwds
-        are skipped by their header before the body is parsed (L.4). Nothing
-        is ever written. ``on_progress`` is called once per file.
+        Files that fail to load are left out and counted in ``skipped``;
+        internal sessions and other cwds are skipped by their header before the
+        body is parsed (L.4), and not counted. Temporary files are never listed.
+        Nothing is ever written. ``on_progress`` is called once per file.
 
         Raises:
             ListingCancelledError: ``cancel`` was set before or during the listing.
@@ -1142,17 +1272,21 @@ class JsonlStore:
         files = self._files()
         progress = Progress(len(files), on_progress, cancel)
         infos: list[SessionInfo] = []
+        skipped = 0
         for path in files:
             info = self._list_one(path, wanted, include_internal)
-            if info is not None:
+            if info is _UNLOADABLE:
+                skipped += 1
+            elif info is not None:
                 infos.append(info)
             progress.step()
-        return sort_listing(infos)
+        return sort_listing(infos, skipped)
 
-    def _list_one(self, path: str, wanted: str | None, include_internal: bool) -> SessionInfo | None:
+    def _list_one(self, path: str, wanted: str | None, include_internal: bool) -> Any:
+        """The file's listing row; ``None`` when filtered out; ``_UNLOADABLE`` when it cannot be loaded."""
         header = self._header(path)
         if header is None:
-            return None
+            return _UNLOADABLE if os.path.exists(path) else None
         if not include_internal and is_classified(header):
             return None
         if not cwd_matches(header.get("cwd"), wanted):
@@ -1162,8 +1296,10 @@ class JsonlStore:
                 data = _read_all(fd)
                 mtime = os.fstat(fd).st_mtime
             parsed = parse_session(data, path)
+        except FileNotFoundError:
+            return None  # removed meanwhile: nothing to report
         except (OSError, InvalidSessionError):
-            return None
+            return _UNLOADABLE
         # Re-check on the full parse: the file may have changed since its header was read.
         if not include_internal and is_classified(parsed.header):
             return None
@@ -1194,6 +1330,52 @@ class JsonlStore:
             if best is None or key > best:
                 best, best_id = key, header["id"]
         return best_id
+
+    def session_files(self) -> list[str]:
+        """Every ``*.jsonl`` file directly in the directory (absolute paths, by name),
+        valid or not; temporary files excluded.
+
+        Raises:
+            StorageError: the directory cannot be read.
+        """
+        return self._files()
+
+    def verify(self, on_progress: ProgressCallback | None = None) -> list[StoreProblem]:
+        """Run the file checker (:func:`sessiontree.check.check_bytes`) over every
+        session file, each read under its shared lock; nothing is written.
+
+        Returns:
+            One :class:`StoreProblem` per problem the checker reports (its code,
+            severity, line and entry id; ``path`` the file, ``session_id`` the
+            header id when the header is readable), plus ``unreadable`` for a
+            file that cannot be read.
+
+        Raises:
+            StorageError: the directory cannot be read.
+        """
+        from .. import check as checker  # imported on use: the checker is large
+
+        files = self._files()
+        problems: list[StoreProblem] = []
+        for done, path in enumerate(files, 1):
+            header = self._header(path)
+            session_id = header["id"] if header is not None else None
+            try:
+                with _locked(path, exclusive=False) as fd:
+                    data = _read_all(fd)
+            except FileNotFoundError:
+                data = None
+            except OSError as exc:
+                problems.append(StoreProblem("unreadable", f"cannot read the file: {exc.strerror or exc}",
+                                             session_id=session_id, path=path))
+                data = None
+            if data is not None:
+                for found in checker.check_bytes(data, path):
+                    problems.append(StoreProblem(found.code, found.message, found.severity, session_id,
+                                                 found.line, found.entry_id, path))
+            if on_progress is not None:
+                on_progress(done, len(files))
+        return problems
 
     def close(self) -> None:
         """Drop cached look-ups and close kept descriptors. Idempotent; the store stays usable."""

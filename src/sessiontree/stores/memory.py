@@ -25,7 +25,7 @@ from ..errors import InvalidSessionError, SessionExistsError, SessionNotFoundErr
 from ..format import CURRENT_VERSION, ParsedSession
 from ..info import InfoAccumulator, SessionInfo, is_classified
 from ._shared import Progress, check_header, cwd_matches, encode_entries, resolve_cwd, sort_listing
-from .base import CancelEvent, ProgressCallback
+from .base import CancelEvent, ProgressCallback, SessionListing, StoreProblem
 
 __all__ = ["MemoryStore"]
 
@@ -196,8 +196,11 @@ class MemoryStore:
 
     def list_sessions(self, *, cwd: str | None = None, include_internal: bool = False,
                       on_progress: ProgressCallback | None = None,
-                      cancel: CancelEvent | None = None) -> list[SessionInfo]:
+                      cancel: CancelEvent | None = None) -> SessionListing:
         """Listing rows, newest ``modified`` first. See :meth:`SessionStore.list_sessions`.
+
+        Nothing here can become unloadable behind the store's back, so
+        ``skipped`` is always 0.
 
         Raises:
             ListingCancelledError: ``cancel`` was set before or during the listing.
@@ -228,6 +231,27 @@ class MemoryStore:
                 if best is None or session.write_seq > best.write_seq:
                     best = session
             return best.header["id"] if best is not None else None
+
+    def verify(self, on_progress: ProgressCallback | None = None) -> list[StoreProblem]:
+        """Re-parse every stored record; returns the problems (``[]``: nothing can damage
+        a memory store behind its back, so this only guards this module's own code)."""
+        problems: list[StoreProblem] = []
+        with self._lock:
+            sessions = list(self._sessions.items())
+        for done, (session_id, session) in enumerate(sessions, 1):
+            for index, text in enumerate([session.header_raw, *session.raw]):
+                try:
+                    record = jsonio.loads(text)
+                except ValueError as exc:
+                    problems.append(StoreProblem("invalid-record", f"stored record is not valid JSON ({exc})",
+                                                 session_id=session_id, line=index + 1))
+                    continue
+                if not isinstance(record, dict):
+                    problems.append(StoreProblem("invalid-record", "stored record is not a JSON object",
+                                                 session_id=session_id, line=index + 1))
+            if on_progress is not None:
+                on_progress(done, len(sessions))
+        return problems
 
     def close(self) -> None:
         """Nothing to release; the sessions stay available."""

@@ -42,6 +42,8 @@ import os
 import sqlite3
 import threading
 import time
+import urllib.parse
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -49,21 +51,40 @@ from typing import Any
 from .. import jsonio
 from .._gc import gc_paused
 from ..errors import (
+    CorruptEntryError,
     InvalidSessionError,
     SessionExistsError,
     SessionNotFoundError,
     StorageError,
     StoreOpenError,
 )
-from ..format import CURRENT_VERSION, ParsedSession, validate_entry
-from ..info import InfoAccumulator, SessionInfo, is_classified
+from ..format import CURRENT_VERSION, ParsedSession, validate_entry, validate_header
+from ..info import InfoAccumulator, is_classified
 from ._shared import Progress, check_header, cwd_matches, encode_entries, resolve_cwd, sort_listing
-from .base import CancelEvent, ProgressCallback
+from .base import CancelEvent, ProgressCallback, SessionListing, StoreProblem
 
 __all__ = ["SqliteStore", "MIGRATIONS", "STATE_COLUMNS", "DEFAULT_TIMEOUT"]
 
 #: Seconds a connection waits for another writer's lock before failing.
 DEFAULT_TIMEOUT = 30.0
+
+#: The first 16 bytes of every SQLite database file.
+_MAGIC = b"SQLite format 3\x00"
+
+
+def _dir_writable(directory: str) -> bool:
+    """Whether we may create files in ``directory`` (SQLite's ``-wal``/``-shm``).
+
+    Module-level so tests can simulate an unwritable directory as root, for
+    whom permission bits do not apply."""
+    return os.access(directory or ".", os.W_OK | os.X_OK)
+
+
+def _crc(data: bytes | str) -> int:
+    """CRC-32 of a stored record's bytes (``str`` values, stored by hand, as UTF-8)."""
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogatepass")
+    return zlib.crc32(data)
 
 #: ``InfoAccumulator.to_state()`` key -> ``sessions`` column holding it.
 STATE_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -157,6 +178,24 @@ def m001_initial(conn: sqlite3.Connection) -> None:
         )""")
 
 
+@migration
+def m002_record_crc(conn: sqlite3.Connection) -> None:
+    """A CRC-32 of every stored record, recorded when it is written and checked on
+    every read, so silent damage to a record's bytes is an error, never exported
+    as the original (issue 10).
+
+    ``entries.crc`` is ``zlib.crc32(entries.json)``, ``sessions.header_crc`` is
+    ``zlib.crc32(sessions.header_json)``. Rows already present when a database
+    is upgraded are checksummed as they are at that moment: they are trusted as
+    of the upgrade, and only damage after it is detected.
+    """
+    conn.create_function("sessiontree_crc32", 1, _crc, deterministic=True)
+    conn.execute("ALTER TABLE entries ADD COLUMN crc INTEGER")
+    conn.execute("ALTER TABLE sessions ADD COLUMN header_crc INTEGER")
+    conn.execute("UPDATE entries SET crc = sessiontree_crc32(json)")
+    conn.execute("UPDATE sessions SET header_crc = sessiontree_crc32(header_json)")
+
+
 def _db(value: Any) -> Any:
     """A Python value as SQLite can store it (lone surrogates -> BLOB)."""
     if isinstance(value, str) and not value.isascii():
@@ -199,33 +238,62 @@ def _header_columns(header: dict[str, Any]) -> tuple[Any, Any, Any, int]:
 class SqliteStore:
     """A :class:`~sessiontree.stores.base.SessionStore` in one SQLite database file.
 
+    Opening never writes to a database that is not ours (issue 10): an
+    existing file is first identified without writing anything (its first
+    bytes, then its schema through a read-only connection). A file with
+    tables but no sessiontree schema raises ``StoreOpenError`` and is left
+    byte for byte as it was. Only a writable open with ``create=True`` may
+    create a missing file or initialise an empty one (0 bytes, or a database
+    without tables).
+
     Args:
-        path: the database file (created with its directory when missing), or
-            ``":memory:"`` for a private in-memory database (no WAL).
+        path: the database file, or ``":memory:"`` for a private in-memory
+            database (no WAL).
         timeout: seconds to wait for another connection's write lock.
-        create: with ``False``, a missing file raises ``StoreOpenError`` instead
-            of being created (read-only tools).
+        create: ``True`` (default, writers): a missing file is created with its
+            directory, and an empty database is initialised. ``False``: a
+            missing file raises ``StoreOpenError``; an empty one is opened
+            uninitialised (it lists no sessions, and writes raise
+            ``StorageError``), never changed.
+        readonly: open for reading only (``PRAGMA query_only``; ``mode=ro`` when
+            the file is not writable; ``immutable=1`` when the directory is not
+            writable, since SQLite then cannot create the ``-wal``/``-shm``
+            files a WAL reader needs). Nothing is created,
+            initialised or migrated; a database with an older schema is read
+            as it is; every write raises ``StorageError``. Implies ``create=False``.
         synchronous: ``"full"`` (default): every committed mutation survives a
             power loss; ``"normal"``: it survives a crash of the process but
             not of the machine, and appends skip the fsync (WAL mode).
+        quick_check: run SQLite's ``PRAGMA quick_check`` before the first write
+            and refuse a damaged database with ``StoreOpenError`` (bulk writers
+            such as ``import`` ask for it; it reads the whole file, so the
+            default is off). Ignored with ``readonly``.
 
     Attributes:
         url: ``sqlite:///`` + the absolute path (four slashes for ``/...``).
         kind: ``"sqlite"``.
         path: the absolute database path.
+        readonly: whether the store was opened read-only.
+        open_mode: ``"readwrite"``; for a read-only store ``"query_only"`` (an
+            ordinary connection with ``PRAGMA query_only``), ``"readonly"``
+            (``mode=ro``) or ``"immutable"`` (``mode=ro&immutable=1``).
         journal_mode: what SQLite reports after asking for WAL (``"wal"``
-            except on filesystems that cannot share memory maps).
+            except on filesystems that cannot share memory maps); for a
+            read-only or uninitialised store, what the file already uses.
 
     Raises:
-        StoreOpenError: the directory cannot be created, the file is not a
-            SQLite database or is corrupt, it is locked past ``timeout`` while
-            migrating, or its schema is newer than this code.
+        StoreOpenError: the directory cannot be created, the file is missing
+            (``create=False`` or ``readonly``), is not a SQLite database, is a
+            database of another program, is corrupt (or fails ``quick_check``),
+            is read-only while a writable open was asked for, is locked past
+            ``timeout`` while migrating, or its schema is newer than this code.
     """
 
     kind = "sqlite"
 
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = DEFAULT_TIMEOUT,
-                 create: bool = True, synchronous: str = "full") -> None:
+                 create: bool = True, readonly: bool = False, synchronous: str = "full",
+                 quick_check: bool = False) -> None:
         raw_path = os.fspath(path)
         if synchronous.lower() not in ("full", "normal"):
             raise ValueError('synchronous must be "full" or "normal"')
@@ -233,24 +301,46 @@ class SqliteStore:
         self.path = raw_path if raw_path == ":memory:" else os.path.abspath(raw_path)
         self.url = "sqlite:///" + self.path
         self.timeout = timeout
+        self.readonly = bool(readonly) and self.path != ":memory:"
+        self.open_mode = "readonly" if self.readonly else "readwrite"
+        self.journal_mode = "memory"
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._pid = os.getpid()
         self._closed = False
+        #: The database holds our schema (False: an empty database left uninitialised).
+        self._initialised = True
+        #: Records carry a CRC-32 (schema step m002); False only for an older
+        #: schema opened read-only.
+        self._has_crc = True
+        state = "missing"
         if self.path != ":memory:":
-            if not create and not os.path.exists(self.path):
-                # Read-only callers: a mistyped path must not look like an empty store.
-                raise StoreOpenError(f"no session store at {self.path}")
-            directory = os.path.dirname(self.path)
-            try:
-                os.makedirs(directory, exist_ok=True)
-            except OSError as exc:
-                raise StoreOpenError(f"cannot create directory {directory} for {self.url}: {exc}") from exc
             if os.path.isdir(self.path):
                 raise StoreOpenError(f"cannot open {self.url}: it is a directory")
-        conn = self._connect()
+            if os.path.exists(self.path):
+                # "empty" or "ours"; another program's database raises, and so does a
+                # damaged one when a quick_check was asked for before writing.
+                state = self._identify(quick_check=quick_check and not self.readonly)
+            elif self.readonly or not create:
+                # Read-only callers: a mistyped path must not look like an empty store.
+                raise StoreOpenError(f"no session store at {self.path}")
+            if not self.readonly:
+                self._check_writable(state)
+            if state == "missing":
+                directory = os.path.dirname(self.path)
+                try:
+                    os.makedirs(directory, exist_ok=True)
+                except OSError as exc:
+                    raise StoreOpenError(f"cannot create directory {directory} for {self.url}: {exc}") from exc
+        initialise = state != "empty" or (create and not self.readonly)
+        conn = self._connect(wal=initialise and not self.readonly)
         try:
-            self._migrate(conn)
+            if self.readonly:
+                self._inspect(conn)
+            elif not initialise:
+                self._initialised = False  # create=False on an empty database: leave it as it is
+            else:
+                self._migrate(conn)
         except sqlite3.Error as exc:
             conn.close()
             raise StoreOpenError(f"cannot open {self.url}: {exc}") from exc
@@ -270,19 +360,94 @@ class SqliteStore:
 
     # -- connection and schema --------------------------------------------------------------
 
-    def _connect(self) -> sqlite3.Connection:
+    def _uri(self, immutable: bool) -> str:
+        return "file:" + urllib.parse.quote(self.path) + ("?mode=ro&immutable=1" if immutable else "?mode=ro")
+
+    def _identify(self, quick_check: bool = False) -> str:
+        """Whether an existing file is ``"empty"`` or ``"ours"``, without writing to it.
+
+        The first bytes are read directly; the schema through a ``mode=ro``
+        connection, or an ``immutable=1`` one when the file is a WAL database
+        with no ``-wal`` file (a plain read-only connection would leave an
+        empty ``-wal`` and ``-shm`` behind) or the directory is not writable.
+        With ``quick_check``, a database of ours is also run through
+        ``PRAGMA quick_check`` on that same read-only connection, so a damaged
+        database is refused before anything (even a ``-wal`` file) is written.
+
+        Raises:
+            StoreOpenError: not a database, unreadable, another program's
+                database, or (``quick_check``) a damaged one.
+        """
         try:
-            # isolation_level=None: we issue BEGIN/COMMIT ourselves, one per mutation.
-            conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
-                                   check_same_thread=False)
+            with open(self.path, "rb") as handle:
+                head = handle.read(100)
+        except OSError as exc:
+            raise StoreOpenError(f"cannot open {self.url}: {exc.strerror or exc}") from exc
+        if not head:
+            return "empty"
+        wal = head.startswith(_MAGIC) and len(head) >= 20 and head[18] == 2 and head[19] == 2
+        immutable = not _dir_writable(os.path.dirname(self.path)) or (wal and not os.path.exists(self.path + "-wal"))
+        try:
+            probe = sqlite3.connect(self._uri(immutable), uri=True, timeout=self.timeout)
         except sqlite3.Error as exc:
             raise StoreOpenError(f"cannot open {self.url}: {exc}") from exc
         try:
-            if self.path != ":memory:":
+            names = [row[0] for row in probe.execute(
+                "SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY rowid")]
+            if not names:
+                return "empty"
+            if "schema_migrations" in names:
+                try:
+                    steps = {row[0] for row in probe.execute("SELECT name FROM schema_migrations")}
+                except sqlite3.Error:
+                    steps = set()
+                if MIGRATIONS[0][0] in steps:
+                    if quick_check:
+                        self._quick_check(probe)
+                    return "ours"
+        except sqlite3.Error as exc:
+            raise StoreOpenError(f"cannot open {self.url}: {exc}") from exc
+        finally:
+            probe.close()
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        raise StoreOpenError(f"cannot open {self.url}: it is a SQLite database but not a sessiontree store "
+                             f"(it holds {shown}); nothing was changed")
+
+    def _check_writable(self, state: str) -> None:
+        """Refuse a writable open of a file or directory we may not write, in one clear line."""
+        directory = os.path.dirname(self.path)
+        if state != "missing" and not os.access(self.path, os.W_OK):
+            raise StoreOpenError(f"cannot write to {self.url}: the database file is read-only "
+                                 "(reading commands still work)")
+        if state != "missing" and not _dir_writable(directory):
+            sidecars = [self.path + "-wal", self.path + "-shm"]
+            if not all(os.access(name, os.W_OK) for name in sidecars):
+                raise StoreOpenError(f"cannot write to {self.url}: its directory {directory} is read-only "
+                                     "(reading commands still work)")
+
+    def _connect(self, wal: bool = True) -> sqlite3.Connection:
+        """A connection with our settings. ``wal``: switch the file to WAL (writable,
+        initialised stores only: it changes the file's header)."""
+        try:
+            if self.readonly:
+                conn = self._connect_readonly()
+            else:
+                # isolation_level=None: we issue BEGIN/COMMIT ourselves, one per mutation.
+                conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
+                                       check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StoreOpenError(f"cannot open {self.url}: {exc}") from exc
+        try:
+            if self.readonly:
+                conn.execute("PRAGMA query_only = ON")
+                self.journal_mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+            elif self.path == ":memory:":
+                self.journal_mode = "memory"
+            elif wal:
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 self.journal_mode = str(mode).lower()
             else:
-                self.journal_mode = "memory"
+                self.journal_mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
             # FULL (default): a returned mutation survives power loss. NORMAL (opt-in):
             # it survives a crash of the process, not of the machine, and an
             # append costs no fsync: the durability of the original agent's
@@ -296,6 +461,65 @@ class SqliteStore:
             raise StoreOpenError(f"cannot open {self.url}: {exc}") from exc
         return conn
 
+    def _connect_readonly(self) -> sqlite3.Connection:
+        """A connection that cannot change the database, the least restricted that works.
+
+        * File and directory writable: an ordinary connection with ``PRAGMA
+          query_only`` (set by the caller). It reads like any other reader, and
+          when it is the last connection to close, SQLite removes the ``-wal``
+          and ``-shm`` files as usual, so a reading command leaves nothing behind.
+        * File not writable, directory writable: ``mode=ro``. SQLite may create
+          the ``-wal``/``-shm`` files a WAL reader needs and cannot remove them.
+        * Directory not writable (or ``mode=ro`` cannot open the shared-memory
+          files): ``mode=ro&immutable=1``. SQLite then takes no locks and reads
+          the file as it is, ignoring any ``-wal``: a write by someone else
+          during the read could be missed or seen half-done.
+        """
+        directory = os.path.dirname(self.path)
+        immutable = self.open_mode == "immutable" or not _dir_writable(directory)
+        if not immutable and os.access(self.path, os.W_OK):
+            self.open_mode = "query_only"
+            return sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
+        if not immutable:
+            conn = sqlite3.connect(self._uri(False), uri=True, timeout=self.timeout, isolation_level=None,
+                                   check_same_thread=False)
+            try:
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                self.open_mode = "readonly"
+                return conn
+            except sqlite3.OperationalError as exc:
+                conn.close()
+                if "unable to open" not in str(exc) and "readonly" not in str(exc):
+                    raise
+        conn = sqlite3.connect(self._uri(True), uri=True, timeout=self.timeout, isolation_level=None,
+                               check_same_thread=False)
+        self.open_mode = "immutable"
+        return conn
+
+    def _inspect(self, conn: sqlite3.Connection) -> None:
+        """Read-only open: note which schema steps the file has; refuse a newer schema."""
+        applied = self._applied(conn)
+        self._initialised = applied is not None
+        known = [name for name, _ in MIGRATIONS]
+        unknown = [name for name in applied or [] if name not in known]
+        if unknown:
+            raise StoreOpenError(
+                f"cannot open {self.url}: its schema has steps this version does not know "
+                f"({', '.join(unknown)}); it was written by a newer sessiontree")
+        self._has_crc = applied is not None and "m002_record_crc" in applied
+
+    def _quick_check(self, conn: sqlite3.Connection) -> None:
+        """Refuse to write into a database that fails ``PRAGMA quick_check``."""
+        try:
+            rows = [row[0] for row in conn.execute("PRAGMA quick_check")]
+        except sqlite3.DatabaseError as exc:
+            rows = [str(exc)]
+        if rows != ["ok"]:
+            raise StoreOpenError(
+                f"cannot write to {self.url}: the database fails SQLite's integrity check ({rows[0]}"
+                f"{f'; {len(rows) - 1} more problems' if len(rows) > 1 else ''}); nothing was written. "
+                "Run sessiontree check --store for details")
+
     def _migrate(self, conn: sqlite3.Connection) -> None:
         known = [name for name, _ in MIGRATIONS]
         applied = self._applied(conn)
@@ -303,10 +527,17 @@ class SqliteStore:
             return  # the common case needs no write lock
         conn.execute("BEGIN IMMEDIATE")
         try:
+            applied = self._applied(conn)
+            if applied is None:
+                # Under the write lock: nobody made it another program's database meanwhile.
+                other = conn.execute("SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'").fetchone()
+                if other is not None:
+                    raise StoreOpenError(f"cannot open {self.url}: it is a SQLite database but not a "
+                                         f"sessiontree store (it holds {other[0]}); nothing was changed")
             conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations ("
                          " name TEXT PRIMARY KEY,"  # the step's function name, e.g. m001_initial
                          " applied_at TEXT NOT NULL)")  # when it ran (ISO-8601 UTC), for diagnosis
-            applied = self._applied(conn) or []
+            applied = applied or []
             unknown = [name for name in applied if name not in known]
             if unknown:
                 raise StoreOpenError(
@@ -341,15 +572,20 @@ class SqliteStore:
             raise StorageError(f"{self.url} is closed")
         if os.getpid() != self._pid:
             # A connection must not cross fork(): leave the parent's alone and open our own.
-            self._conn = self._connect()
+            self._conn = self._connect(wal=self._initialised and not self.readonly)
             self._pid = os.getpid()
         return self._conn
 
     @contextmanager
     def _write(self, what: str) -> Iterator[sqlite3.Connection]:
         """One write transaction; sqlite errors become StorageError, everything rolls back."""
+        if self.readonly:
+            raise StorageError(f"{what}: {self.url} is opened read-only")
         with self._lock:
             conn = self._connection()
+            if not self._initialised:
+                raise StorageError(f"{what}: {self.url} is an empty database not initialised as a sessiontree "
+                                   "store; open it with create=True (as sessiontree import does) to initialise it")
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
@@ -387,6 +623,18 @@ class SqliteStore:
                         conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 raise StorageError(f"reading {self.url} failed: {exc}") from exc
+
+    def _ready(self, conn: sqlite3.Connection) -> bool:
+        """Whether the database holds our schema (an empty one opened without
+        initialising it holds none, unless another process initialised it since)."""
+        if self._initialised:
+            return True
+        applied = self._applied(conn)
+        if applied is None:
+            return False
+        self._initialised = True
+        self._has_crc = "m002_record_crc" in applied
+        return True
 
     @staticmethod
     def _next_updated_at(conn: sqlite3.Connection) -> int:
@@ -437,9 +685,9 @@ class SqliteStore:
                 seen.add(session_id)
                 info = InfoAccumulator()
                 conn.execute(
-                    "INSERT INTO sessions (id, header_json, created_at, cwd, parent_session_id, classified,"
-                    " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (key, header_raw, *_header_columns(header), self._next_updated_at(conn)))
+                    "INSERT INTO sessions (id, header_json, header_crc, created_at, cwd, parent_session_id,"
+                    " classified, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (key, header_raw, _crc(header_raw), *_header_columns(header), self._next_updated_at(conn)))
                 self._insert_entries(conn, session_id, 0, entries, texts, info)
                 conn.execute(f"UPDATE sessions SET entry_count = ?, {_STATE_ASSIGN} WHERE id = ?",
                              (len(texts), *_state_values(info), key))
@@ -481,7 +729,7 @@ class SqliteStore:
             if listed is not None:
                 text_rows.append((key, seq, _db(listed)))
             rows.append((key, seq, _db(entry["id"]), _db(entry["parentId"]), _db(entry["type"]),
-                         _db(entry["timestamp"]), text))
+                         _db(entry["timestamp"]), text, zlib.crc32(text)))
         info.texts.clear()  # they are in message_texts rows; the accumulator need not hold them
         try:
             _insert_entry_rows(conn, rows)
@@ -506,9 +754,9 @@ class SqliteStore:
         with self._write("replace header") as conn:
             updated_at = self._next_updated_at(conn)
             cursor = conn.execute(
-                "UPDATE sessions SET header_json = ?, created_at = ?, cwd = ?, parent_session_id = ?,"
-                " classified = ?, updated_at = ? WHERE id = ?",
-                (header_raw, *_header_columns(header), updated_at, _db(session_id)))
+                "UPDATE sessions SET header_json = ?, header_crc = ?, created_at = ?, cwd = ?,"
+                " parent_session_id = ?, classified = ?, updated_at = ? WHERE id = ?",
+                (header_raw, _crc(header_raw), *_header_columns(header), updated_at, _db(session_id)))
             if cursor.rowcount == 0:
                 raise SessionNotFoundError(session_id, self.url)
 
@@ -596,16 +844,45 @@ class SqliteStore:
         """
         key = _db(session_id)
         with self._read() as conn:
-            row = conn.execute("SELECT header_json FROM sessions WHERE id = ?", (key,)).fetchone()
-            if row is None:
+            if not self._ready(conn):
                 raise SessionNotFoundError(session_id, self.url)
-            texts = [text for (text,) in conn.execute(
-                "SELECT json FROM entries WHERE session_id = ? ORDER BY seq", (key,))]
+            if self._has_crc:
+                row = conn.execute("SELECT header_json, header_crc FROM sessions WHERE id = ?", (key,)).fetchone()
+                if row is None:
+                    raise SessionNotFoundError(session_id, self.url)
+                rows = conn.execute("SELECT json, crc FROM entries WHERE session_id = ? ORDER BY seq",
+                                    (key,)).fetchall()
+                texts, crcs = zip(*rows) if rows else ((), ())  # two tuples, split in C
+                self._check_crcs(conn, session_id, row, texts, crcs)
+            else:  # an older schema opened read-only: nothing to check against
+                row = conn.execute("SELECT header_json FROM sessions WHERE id = ?", (key,)).fetchone()
+                if row is None:
+                    raise SessionNotFoundError(session_id, self.url)
+                texts = [text for (text,) in conn.execute(
+                    "SELECT json FROM entries WHERE session_id = ? ORDER BY seq", (key,))]
         with gc_paused():  # see sessiontree._gc: ~45% of a 100,000-entry load otherwise
             return self._parsed(session_id, key, row[0], texts)
 
+    def _check_crcs(self, conn: sqlite3.Connection, session_id: str, header_row: Sequence[Any],
+                    texts: Sequence[Any], crcs: Sequence[Any]) -> None:
+        """Raise :class:`CorruptEntryError` for the first record whose bytes differ from
+        the CRC-32 recorded when it was written (a missing CRC counts as different)."""
+        where = f"{self.url}#{session_id}"
+        if header_row[1] is None or _crc(header_row[0]) != header_row[1]:
+            raise CorruptEntryError(session_id, None, 1, where)
+        try:
+            computed = tuple(map(zlib.crc32, texts))  # the hot path: one C call per record
+        except TypeError:  # a str stored by hand
+            computed = tuple(_crc(text) for text in texts)
+        if computed == crcs:
+            return
+        index = next(i for i, (a, b) in enumerate(zip(computed, crcs)) if a != b)
+        found = conn.execute("SELECT id FROM entries WHERE session_id = ? ORDER BY seq LIMIT 1 OFFSET ?",
+                             (_db(session_id), index)).fetchone()
+        raise CorruptEntryError(session_id, _py(found[0]) if found else None, index + 2, where)
+
     def _parsed(self, session_id: str, key: Any, header_text: bytes | str,
-                texts: list[bytes | str]) -> ParsedSession:
+                texts: Sequence[bytes | str]) -> ParsedSession:
         header_raw = header_text if isinstance(header_text, bytes) else header_text.encode("utf-8", "surrogatepass")
         header = self._parse_record(header_raw, key, 1)
         entries = []
@@ -626,11 +903,15 @@ class SqliteStore:
     def exists(self, session_id: str) -> bool:
         """Whether the id is stored."""
         with self._read() as conn:
+            if not self._ready(conn):
+                return False
             return conn.execute("SELECT 1 FROM sessions WHERE id = ?", (_db(session_id),)).fetchone() is not None
 
     def session_ids(self) -> list[str]:
         """Every stored id, oldest row first."""
         with self._read() as conn:
+            if not self._ready(conn):
+                return []
             return [_py(row[0]) for row in conn.execute("SELECT id FROM sessions ORDER BY rowid")]
 
     def location(self, session_id: str) -> str | None:
@@ -639,10 +920,13 @@ class SqliteStore:
 
     def list_sessions(self, *, cwd: str | None = None, include_internal: bool = False,
                       on_progress: ProgressCallback | None = None,
-                      cancel: CancelEvent | None = None) -> list[SessionInfo]:
+                      cancel: CancelEvent | None = None) -> SessionListing:
         """Listing rows from the ``sessions`` table alone, newest ``modified`` first.
 
         ``all_messages_text`` of a row is read from ``message_texts`` on first access.
+        A row whose header does not parse is left out and counted in ``skipped``
+        (damage to entries is found by :meth:`load` and :meth:`verify`, not here:
+        listing never reads entries).
 
         Raises:
             ListingCancelledError: ``cancel`` was set before or during the listing.
@@ -652,11 +936,14 @@ class SqliteStore:
         if cancel is not None:
             Progress(0, None, cancel)  # cancelled before starting: do not even query
         with self._read() as conn:
+            if not self._ready(conn):
+                return SessionListing()
             rows = conn.execute(
                 f"SELECT id, header_json, classified, cwd, updated_at, {_STATE_SQL} FROM sessions"
                 " ORDER BY rowid").fetchall()
         progress = Progress(len(rows), on_progress, cancel)
-        infos: list[SessionInfo] = []
+        infos = []
+        skipped = 0
         loads = jsonio.loads
         for row in rows:
             if (include_internal or not row[2]) and cwd_matches(_py(row[3]), wanted):
@@ -669,11 +956,15 @@ class SqliteStore:
                     infos.append(_state_from_row(row[5:]).to_info(
                         header, session_id, fallback_mtime=row[4] / 1e6,
                         text_loader=functools.partial(self._load_text, session_id)))
+                else:
+                    skipped += 1
             progress.step()
-        return sort_listing(infos)
+        return sort_listing(infos, skipped)
 
     def _load_text(self, session_id: str) -> str:
         with self._read() as conn:
+            if not self._ready(conn):
+                return ""
             return " ".join(_py(text) for (text,) in conn.execute(
                 "SELECT text FROM message_texts WHERE session_id = ? ORDER BY seq", (_db(session_id),)))
 
@@ -681,6 +972,8 @@ class SqliteStore:
         """Id of the session written last (``updated_at``), optionally only for ``cwd``."""
         wanted = resolve_cwd(cwd) if cwd is not None else None
         with self._read() as conn:
+            if not self._ready(conn):
+                return None
             cursor = conn.execute("SELECT id, classified, cwd FROM sessions ORDER BY updated_at DESC")
             try:
                 for session_id, classified, session_cwd in cursor:
@@ -691,6 +984,137 @@ class SqliteStore:
             finally:
                 cursor.close()
         return None
+
+    # -- verification ---------------------------------------------------------------------
+
+    def verify(self, on_progress: ProgressCallback | None = None) -> list[StoreProblem]:
+        """Check the whole database without changing it (``sessiontree check --store``).
+
+        In one read snapshot: SQLite's ``PRAGMA integrity_check``; then for every
+        session, each record's CRC-32 against the one recorded at write time,
+        that each record parses and is a valid header or entry, that an entry's
+        copied columns (id, parentId, type, timestamp) match its JSON, and that
+        the listing columns, ``entry_count``, header columns and
+        ``message_texts`` equal a rebuild from the records
+        (:meth:`rebuild_metadata` repairs drift; a hash mismatch can only be
+        repaired by re-importing the session from its original file).
+
+        Args:
+            on_progress: called ``(checked, total)`` once per session.
+
+        Returns:
+            The problems, integrity first, then by session in store order.
+
+        Raises:
+            StorageError: the database cannot be read at all (e.g. closed).
+        """
+        problems: list[StoreProblem] = []
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN")
+            try:
+                try:
+                    messages = [row[0] for row in conn.execute("PRAGMA integrity_check")]
+                except sqlite3.DatabaseError as exc:
+                    messages = [str(exc)]
+                if messages != ["ok"]:
+                    problems.extend(StoreProblem("integrity", f"SQLite integrity check: {message}")
+                                    for message in messages)
+                if not self._ready(conn):
+                    return problems
+                try:
+                    keys = [row[0] for row in conn.execute("SELECT id FROM sessions ORDER BY rowid")]
+                except sqlite3.DatabaseError as exc:
+                    problems.append(StoreProblem("integrity", f"the sessions table cannot be read: {exc}"))
+                    return problems
+                for done, key in enumerate(keys, 1):
+                    try:
+                        problems.extend(self._verify_session(conn, key))
+                    except sqlite3.DatabaseError as exc:
+                        problems.append(StoreProblem("integrity", f"reading the session failed: {exc}",
+                                                     session_id=_py(key), path=f"{self.url}#{_py(key)}"))
+                    if on_progress is not None:
+                        on_progress(done, len(keys))
+            finally:
+                if conn.in_transaction:
+                    try:
+                        conn.execute("COMMIT")  # a read transaction: nothing to keep
+                    except sqlite3.Error:
+                        if conn.in_transaction:
+                            conn.execute("ROLLBACK")
+        return problems
+
+    def _verify_session(self, conn: sqlite3.Connection, key: Any) -> list[StoreProblem]:
+        session_id = _py(key)
+        where = f"{self.url}#{session_id}"
+        problems: list[StoreProblem] = []
+
+        def problem(code: str, message: str, line: int | None = None, entry_id: str | None = None) -> None:
+            problems.append(StoreProblem(code, message, "error", session_id, line, entry_id, where))
+
+        crc_sql = "header_crc" if self._has_crc else "NULL"
+        row = conn.execute(
+            f"SELECT header_json, {crc_sql}, created_at, cwd, parent_session_id, classified, entry_count,"
+            f" {_STATE_SQL} FROM sessions WHERE id = ?", (key,)).fetchone()
+        header: dict[str, Any] | None = None
+        if self._has_crc and (row[1] is None or _crc(row[0]) != row[1]):
+            problem("hash-mismatch", "the stored header does not match the checksum recorded when it was written",
+                    1)
+        else:
+            try:
+                header = self._parse_record(row[0], key, 1)
+                validate_header(header)
+            except InvalidSessionError as exc:
+                problem("invalid-record", f"header: {exc.reason}", 1)
+                header = None
+        entry_sql = "crc" if self._has_crc else "NULL"
+        info = InfoAccumulator()
+        texts: list[tuple[int, Any]] = []
+        count = 0
+        for seq, entry_key, parent, kind, stamp, text, crc in conn.execute(
+                f"SELECT seq, id, parent_id, type, timestamp, json, {entry_sql} FROM entries"
+                " WHERE session_id = ? ORDER BY seq", (key,)):
+            count += 1
+            line = count + 1
+            entry_id = _py(entry_key)
+            if self._has_crc and (crc is None or _crc(text) != crc):
+                problem("hash-mismatch", f"entry {entry_id} does not match the checksum recorded when it was "
+                        "written", line, entry_id)
+                continue
+            try:
+                entry = self._parse_record(text, key, line)
+                validate_entry(entry)
+            except InvalidSessionError as exc:
+                problem("invalid-record", f"entry {entry_id}: {exc.reason}", line, entry_id)
+                continue
+            copied = (entry_id, _py(parent), _py(kind), _py(stamp))
+            if copied != (entry.get("id"), entry.get("parentId"), entry.get("type"), entry.get("timestamp")):
+                problem("column-drift", f"entry {entry_id}: the id/parent_id/type/timestamp columns differ "
+                        "from its JSON", line, entry_id)
+            listed = info.add(entry)
+            if listed is not None:
+                texts.append((seq, listed))
+        if problems or header is None:
+            return problems  # a rebuild from damaged records would only repeat the damage
+        drift = []
+        if row[6] != count:
+            drift.append(f"entry_count {row[6]} (rebuilt: {count})")
+        for name, stored, rebuilt in zip(("created_at", "cwd", "parent_session_id", "classified"),
+                                         row[2:6], _header_columns(header)):
+            if _py(stored) != _py(rebuilt):
+                drift.append(f"{name} {_py(stored)!r} (rebuilt: {_py(rebuilt)!r})")
+        info.texts.clear()
+        for (_, column), stored, rebuilt in zip(STATE_COLUMNS, row[7:], _state_values(info)):
+            if _py(stored) != _py(rebuilt):
+                drift.append(f"{column} {_py(stored)!r} (rebuilt: {_py(rebuilt)!r})")
+        stored_texts = [(seq, _py(text)) for seq, text in conn.execute(
+            "SELECT seq, text FROM message_texts WHERE session_id = ? ORDER BY seq", (key,))]
+        if stored_texts != texts:
+            drift.append(f"message_texts ({len(stored_texts)} rows; rebuilt: {len(texts)})")
+        if drift:
+            problem("metadata-drift", "derived data differs from a rebuild from the entries: "
+                    + "; ".join(drift) + " (rebuilding the metadata from the entries repairs it)")
+        return problems
 
     def close(self) -> None:
         """Close the connection. Idempotent; later calls raise StorageError."""
@@ -704,7 +1128,8 @@ class SqliteStore:
 # Module-level so tests can inject a failure in the middle of a write.
 def _insert_entry_rows(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
     conn.executemany(
-        "INSERT INTO entries (session_id, seq, id, parent_id, type, timestamp, json) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO entries (session_id, seq, id, parent_id, type, timestamp, json, crc)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         rows)
 
 

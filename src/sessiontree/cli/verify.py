@@ -1,0 +1,81 @@
+"""``check --store [URL]``: verify a whole store (issue 10).
+
+Hooked into ``check`` (see :func:`sessiontree.cli.files.check_cmd`): ``check
+--store`` verifies the selected store (``sessiontree --store``,
+``$SESSIONTREE_STORE``, else the default), ``check --store URL`` the given one.
+The store is opened read-only and nothing is written. What is checked is the
+store's :meth:`~sessiontree.stores.base.SessionStore.verify`: for SQLite,
+``PRAGMA integrity_check``, every record against the checksum recorded when
+it was written, every record parsed, and the listing metadata and derived
+tables against a rebuild from the entries; for JSONL, the file checker over
+every session file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..stores import open_store
+from ..stores.base import SessionStore
+from ._common import UserError, _App, _err, _plural, _print_json, _progress
+
+
+def _where(problem: dict[str, Any], url: str) -> str:
+    where = problem["path"] or url
+    return f"{where}:{problem['line']}" if problem["line"] is not None else where
+
+
+def verify_store_cmd(store_url: str, paths: tuple[str, ...], repair: bool, output: Path | None,
+                     as_json: bool) -> None:
+    """Run ``check --store [URL]``: print every problem of the store and a summary.
+
+    Args:
+        store_url: the URL or path given to ``--store``, or ``""`` for the selected store.
+        paths, repair, output: ``check``'s other arguments; none may be given with ``--store``.
+        as_json: print ``{"store", "sessions", "problems", "errors", "warnings"}`` instead of text.
+
+    Raises:
+        click.UsageError: FILE, ``--repair`` or ``-o`` given with ``--store``.
+        UserError: the store has errors (exit status 1), or cannot be opened.
+    """
+    if paths or repair or output is not None:
+        raise click.UsageError("check --store verifies a store: it takes no FILE, --repair or -o")
+    app = click.get_current_context().find_object(_App)
+    own: SessionStore | None = None
+    if store_url:
+        own = store = open_store(store_url, create=False, readonly=True)
+    elif app is not None:
+        store = app.store  # "check" is not a writing command: opened read-only
+    else:  # pragma: no cover - check always runs under the group
+        own = store = open_store(None, create=False, readonly=True)
+    try:
+        with _progress(_err()) as progress:
+            task = progress.add_task("Verifying", total=None)
+
+            def on_progress(done: int, total: int) -> None:
+                progress.update(task, completed=done, total=total)
+
+            problems = [p.to_dict() for p in store.verify(on_progress)]
+        sessions = len(store.session_ids())
+    finally:
+        if own is not None:
+            own.close()
+    errors = sum(p["severity"] == "error" for p in problems)
+    warnings = len(problems) - errors
+    if as_json:
+        _print_json({"store": store.url, "sessions": sessions, "problems": problems,
+                     "errors": errors, "warnings": warnings})
+    else:
+        for problem in problems:
+            click.echo(f"{_where(problem, store.url)}: {problem['severity']}: {problem['message']} "
+                       f"[{problem['code']}]")
+        if not problems:
+            click.echo(f"{store.url}: ok ({_plural(sessions, 'session', 'sessions')})")
+        else:
+            click.echo(f"{store.url}: {_plural(sessions, 'session', 'sessions')} checked: "
+                       f"{_plural(errors, 'error', 'errors')}, {_plural(warnings, 'warning', 'warnings')}")
+    if errors:
+        raise UserError("errors found in the store")
