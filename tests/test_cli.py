@@ -682,3 +682,38 @@ def test_list_at_80_columns_keeps_the_project_and_a_readable_title(loaded, monke
     assert row.split()[:4] == [BRANCHING[:8], "2026-03-02", "09:03Z", "10"]
     assert row.split()[4] == "…/weather-app"
     assert row.endswith("Fix 500 on city names with s…")  # 28 characters and the ellipsis
+
+
+def test_path_says_where_the_store_is_without_opening_it(tmp_path, monkeypatch):
+    monkeypatch.delenv("SESSIONTREE_STORE")
+    default = tmp_path / "xdg-data" / "sessiontree" / "sessions.db"
+    result = run(None, "path")
+    assert result.stdout == f"{default}\n"
+    assert "does not exist yet; fill it with: sessiontree import" in result.stderr
+    assert not default.exists()  # path opens nothing
+    assert run_json(None, "path") == {"kind": "sqlite", "path": str(default), "url": f"sqlite:///{default}",
+                                      "source": "default", "exists": False}
+    folder = tmp_path / "dir"
+    folder.mkdir()
+    assert run_json(str(folder), "path") == {"kind": "jsonl", "path": str(folder), "url": str(folder),
+                                             "source": "argument", "exists": True}
+    monkeypatch.setenv("SESSIONTREE_STORE", "memory:")
+    assert run_json(None, "path")["source"] == "environment"
+
+
+def test_a_missing_store_error_says_how_to_fill_it(tmp_path):
+    result = run(f"sqlite:///{tmp_path / 'none.db'}", "list", code=1)
+    assert "fill it with: sessiontree import PATH..." in result.stderr
+
+
+def test_reindex_rebuilds_derived_data(loaded):
+    import sqlite3
+
+    path = loaded[len("sqlite:///"):]
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE sessions SET message_count = 0, name = NULL")
+    assert {row["messageCount"] for row in run_json(loaded, "list")} == {0}
+    assert run_json(loaded, "reindex") == {"reindexed": 3}
+    rows = {row["id"]: row for row in run_json(loaded, "list")}
+    assert rows[BRANCHING]["messageCount"] == 10 and rows[BRANCHING]["name"] == "Fix 500 on city names with spaces"
+    assert run(loaded, "reindex", BRANCHING[:8]).stdout == "Reindexed 1 session\n"

@@ -667,7 +667,7 @@ def test_sqlite_listing_reads_only_sessions_and_append_never_reads_entries(sqlit
     assert ("message_texts", "text") not in append_reads
 
 
-def test_sqlite_rebuild_metadata_restores_derived_columns(tmp_path, sqlite_store):
+def test_sqlite_reindex_restores_derived_columns(tmp_path, sqlite_store):
     build_listing_fixture(sqlite_store)
     expected = [(r.id, r.to_dict(), r.all_messages_text) for r in sqlite_store.list_sessions(include_internal=True)]
     raw = sqlite3.connect(tmp_path / "sessions.db")
@@ -676,11 +676,11 @@ def test_sqlite_rebuild_metadata_restores_derived_columns(tmp_path, sqlite_store
     raw.execute("DELETE FROM message_texts")
     raw.commit()
     raw.close()
-    assert sqlite_store.rebuild_metadata() == 7
+    assert sqlite_store.reindex() == 7
     actual = [(r.id, r.to_dict(), r.all_messages_text) for r in sqlite_store.list_sessions(include_internal=True)]
     assert actual == expected
-    assert sqlite_store.rebuild_metadata("A") == 1
-    assert sqlite_store.rebuild_metadata("missing") == 0
+    assert sqlite_store.reindex("A") == 1
+    assert sqlite_store.reindex("missing") == 0
 
 
 def test_sqlite_listing_skips_a_damaged_header(tmp_path, sqlite_store):

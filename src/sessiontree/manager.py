@@ -24,7 +24,7 @@ import builtins
 import os
 import time
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from . import projection as _projection

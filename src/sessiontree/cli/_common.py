@@ -29,10 +29,10 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from ..errors import InvalidSessionError, SessionError
+from ..errors import InvalidSessionError, SessionError, StoreOpenError
 from ..format import ParsedSession
 from ..manager import SessionManager
-from ..stores import open_store
+from ..stores import open_store, resolve_store
 from ..stores.base import SessionStore
 from ..textsafe import safe_block, safe_json_text, safe_line
 
@@ -96,6 +96,9 @@ class _Group(click.Group):
 #: ``write``: an existing store only. Every command not named here opens the
 #: store read-only, so it works on a store the user can only read and can
 #: never create or change one (issue 10); a new writing command must be added.
+#: How to put sessions into a store that does not exist yet, for messages.
+FILL_HINT = "fill it with: sessiontree import PATH... (files or folders of *.jsonl sessions)"
+
 STORE_MODES: dict[str, str] = {
     "import": "create",
     "sync": "create",
@@ -143,12 +146,19 @@ class _App:
         """
         if self._store is None:
             mode = self.store_mode
-            if mode == "read":
-                self._store = open_store(self.store_arg, create=False, readonly=True)
-            elif mode == "write":
-                self._store = open_store(self.store_arg, create=False)
-            else:
-                self._store = open_store(self.store_arg, create=True, quick_check=True)
+            try:
+                if mode == "read":
+                    self._store = open_store(self.store_arg, create=False, readonly=True)
+                elif mode == "write":
+                    self._store = open_store(self.store_arg, create=False)
+                else:
+                    self._store = open_store(self.store_arg, create=True, quick_check=True)
+            except StoreOpenError as exc:
+                where = resolve_store(self.store_arg)
+                if where.exists:
+                    raise
+                # A new user's first command: say how to fill the store, not just that it is missing.
+                raise StoreOpenError(f"{exc}; {FILL_HINT}") from exc
         return self._store
 
     def close(self) -> None:

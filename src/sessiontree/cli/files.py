@@ -281,7 +281,9 @@ def check_cmd(paths: tuple[str, ...], repair: bool, output: Path | None, as_json
         return
     if not paths:
         raise click.UsageError("give FILE... to check, or --store [URL] to verify a store")
-    from .. import check as checker  # imported on use: the other commands do not need it
+    from .. import (
+        check as checker,  # imported on use: the other commands do not need it
+    )
 
     if output is not None and (not repair or len(paths) != 1):
         raise click.UsageError("-o/--output needs --repair and exactly one FILE")

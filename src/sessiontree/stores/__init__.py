@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 
 import platformdirs
 
@@ -42,6 +43,8 @@ __all__ = [
     "SqliteStore",
     "JsonlStore",
     "open_store",
+    "resolve_store",
+    "StoreLocation",
     "default_store_url",
     "default_sqlite_path",
     "STORE_ENV",
@@ -107,26 +110,64 @@ def open_store(url_or_path: str | os.PathLike[str] | None = None, *, create: boo
             (refused and left byte for byte as it was), a damaged one (with
             ``quick_check``), or one we may not write when writing was asked for.
     """
+    where = resolve_store(url_or_path)
+    if where.kind == "memory":
+        return MemoryStore()
+    if where.kind == "jsonl":
+        return JsonlStore(where.path, create=create, readonly=readonly)
+    return SqliteStore(where.path, create=create, readonly=readonly, quick_check=quick_check)
+
+
+@dataclass(frozen=True)
+class StoreLocation:
+    """Where a store URL or path points, found without opening anything.
+
+    Attributes:
+        kind: ``"sqlite"``, ``"jsonl"`` or ``"memory"``.
+        path: the SQLite file or JSONL directory as given (``~`` expanded;
+            relative paths stay relative), ``None`` for memory.
+        url: what was resolved (the argument, or :func:`default_store_url`).
+        source: ``"argument"``, ``"environment"`` (``$SESSIONTREE_STORE``) or ``"default"``.
+    """
+
+    kind: str
+    path: str | None
+    url: str
+    source: str
+
+    @property
+    def exists(self) -> bool:
+        """Whether the file or directory is there (a memory store always is)."""
+        return self.path is None or os.path.exists(self.path)
+
+
+def resolve_store(url_or_path: str | os.PathLike[str] | None = None) -> StoreLocation:
+    """Resolve a store URL or plain path (rules of :func:`open_store`) without opening it.
+
+    Raises:
+        StoreOpenError: empty, malformed, or an unknown or unsupported scheme
+            (``postgresql://`` is not implemented yet).
+    """
     if url_or_path is None:
+        source = "environment" if os.environ.get(STORE_ENV, "").strip() else "default"
         url_or_path = default_store_url()
+    else:
+        source = "argument"
     target = os.fspath(url_or_path)
     if not target:
         raise StoreOpenError("empty store URL")
     match = _SCHEME.match(target)
     if match is None:
         path = os.path.expanduser(target)
-        if os.path.isdir(path) or path.endswith(("/", os.sep)):
-            return JsonlStore(path, create=create, readonly=readonly)
-        return SqliteStore(path, create=create, readonly=readonly, quick_check=quick_check)
+        kind = "jsonl" if os.path.isdir(path) or path.endswith(("/", os.sep)) else "sqlite"
+        return StoreLocation(kind, path, target, source)
     scheme = match.group(1).lower()
     if scheme == "memory":
         if target[len("memory:"):] not in ("", "//"):
             raise StoreOpenError(f"invalid store URL {target!r}: a memory store is just 'memory:'")
-        return MemoryStore()
-    if scheme == "sqlite":
-        return SqliteStore(_url_path(target, "sqlite"), create=create, readonly=readonly, quick_check=quick_check)
-    if scheme == "jsonl":
-        return JsonlStore(_url_path(target, "jsonl"), create=create, readonly=readonly)
+        return StoreLocation("memory", None, target, source)
+    if scheme in ("sqlite", "jsonl"):
+        return StoreLocation(scheme, _url_path(target, scheme), target, source)
     if scheme in ("postgresql", "postgres") or scheme.startswith("postgresql+"):
         # The URL itself is not echoed: it may carry a password.
         raise StoreOpenError(f"PostgreSQL stores ({scheme}://) are not implemented yet; "

@@ -219,6 +219,22 @@ class SessionStore(Protocol):
         """
         ...
 
+    def reindex(self, session_id: str | None = None) -> int:
+        """Recompute the store's derived data (listing metadata, search index,
+        usage ledger) from the stored entries alone (docs/stores.md, "Derived data").
+
+        Args:
+            session_id: one session, or ``None`` for every session.
+
+        Returns:
+            The number of sessions rebuilt (0 for an unknown id).
+
+        Raises:
+            InvalidSessionError: a stored record cannot be parsed.
+            StorageError: the rebuild could not be written; nothing changed.
+        """
+        ...
+
     def close(self) -> None:
         """Release connections and handles. Idempotent."""
         ...

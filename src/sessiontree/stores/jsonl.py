@@ -73,7 +73,7 @@ from ..errors import (
 )
 from ..format import CURRENT_VERSION, ParsedSession, parse_session, read_header_file
 from ..ids import session_id_hash
-from ..info import InfoAccumulator, SessionInfo, is_classified, session_info_from_entries
+from ..info import SessionInfo, is_classified, session_info_from_entries
 from ..tree import parse_timestamp_ms
 from ._shared import Progress, check_header, cwd_matches, encode_entries, resolve_cwd, sort_listing
 from .base import CancelEvent, ProgressCallback, SessionListing, StoreProblem
@@ -1339,6 +1339,19 @@ class JsonlStore:
             StorageError: the directory cannot be read.
         """
         return self._files()
+
+    def reindex(self, session_id: str | None = None) -> int:
+        """Nothing to rebuild: a JSONL store keeps no derived data on disk (listing,
+        search and usage are computed from the files when asked). See
+        :meth:`SessionStore.reindex`.
+
+        Returns:
+            The number of sessions the call covers (every file with a valid
+            header, or 1 for a stored ``session_id``, 0 for an unknown one).
+        """
+        if session_id is not None:
+            return 1 if self.exists(session_id) else 0
+        return len(self.session_ids())
 
     def verify(self, on_progress: ProgressCallback | None = None) -> list[StoreProblem]:
         """Run the file checker (:func:`sessiontree.check.check_bytes`) over every

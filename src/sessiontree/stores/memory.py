@@ -232,6 +232,24 @@ class MemoryStore:
                     best = session
             return best.header["id"] if best is not None else None
 
+    def reindex(self, session_id: str | None = None) -> int:
+        """Recompute each session's listing state from its stored records. See
+        :meth:`SessionStore.reindex`. Other derived data of this store (search,
+        usage) is computed on demand from the entries, so there is nothing else to rebuild.
+
+        Raises:
+            InvalidSessionError: a stored record cannot be parsed.
+        """
+        with self._lock:
+            ids = list(self._sessions) if session_id is None else [i for i in (session_id,) if i in self._sessions]
+            for sid in ids:
+                session = self._sessions[sid]
+                info = InfoAccumulator()
+                for text in session.raw:
+                    info.add(jsonio.loads(text))
+                session.info = info
+            return len(ids)
+
     def verify(self, on_progress: ProgressCallback | None = None) -> list[StoreProblem]:
         """Re-parse every stored record; returns the problems (``[]``: nothing can damage
         a memory store behind its back, so this only guards this module's own code)."""

@@ -6,7 +6,7 @@ Invariants:
   each record's JSON text byte for byte (a ``BLOB``, so even invalid UTF-8
   read from an old file survives), ``sessions.header_json`` the header's.
   Everything else (listing columns, ``message_texts``) is derived from them
-  and can be dropped and recomputed by :meth:`SqliteStore.rebuild_metadata`.
+  and can be dropped and recomputed by :meth:`SqliteStore.reindex`.
 * **One mutation, one transaction.** Each write runs inside ``BEGIN
   IMMEDIATE`` ... ``COMMIT``; on any error it is rolled back and a
   :class:`~sessiontree.errors.StorageError` is raised with the SQLite error
@@ -46,7 +46,7 @@ import urllib.parse
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from .. import jsonio
 from .._gc import gc_paused
@@ -111,6 +111,35 @@ def migration(step: Migration) -> Migration:
     return step
 
 
+class DerivedIndex(Protocol):
+    """Derived data kept in its own tables beside the entries (search index, usage
+    ledger, sync state is *not* one: it is not derivable from entries).
+
+    Written in the same transaction as the entries it derives from, removed with
+    their session, and rebuilt from the entries alone by :meth:`SqliteStore.reindex`
+    (docs/stores.md, "Derived data"). Its tables are created by schema steps
+    registered with :func:`migration`.
+    """
+
+    #: Short name, for messages (``"search"``, ``"usage"``).
+    name: str
+
+    def add(self, conn: sqlite3.Connection, key: Any, rows: Sequence[tuple[int, dict[str, Any], bytes]]) -> None:
+        """Index new entries of the session whose ``sessions.id`` column is ``key``.
+
+        ``rows`` are ``(seq, entry, text)``: the entry's position in file order,
+        the parsed entry, and its stored JSON bytes, in ``seq`` order. Runs
+        inside the writing transaction; raising rolls the whole write back."""
+
+    def remove(self, conn: sqlite3.Connection, key: Any) -> None:
+        """Drop everything derived from the session ``key`` (inside the transaction)."""
+
+
+#: Every derived index, maintained by each write in this order. A module adding one
+#: appends it here and registers the schema steps creating its tables.
+DERIVED_INDEXES: list[DerivedIndex] = []
+
+
 @migration
 def m001_initial(conn: sqlite3.Connection) -> None:
     """Sessions, their entries, and the listing text kept apart."""
@@ -136,7 +165,7 @@ def m001_initial(conn: sqlite3.Connection) -> None:
             entry_count INTEGER NOT NULL DEFAULT 0,
             -- The InfoAccumulator state (to_state()), updated from appended
             -- entries only, so listing never reads entries (REFERENCE L.14-L.16,
-            -- J, K). Derived data: rebuild_metadata() recomputes it.
+            -- J, K). Derived data: reindex() recomputes it.
             message_count INTEGER NOT NULL DEFAULT 0,
             first_message TEXT,
             modified_ms REAL NOT NULL DEFAULT 0,
@@ -738,6 +767,10 @@ class SqliteStore:
                 raise InvalidSessionError(f"an entry id is already used in session {session_id}") from exc
             raise
         _insert_text_rows(conn, text_rows)
+        if DERIVED_INDEXES:
+            indexed = [(start + offset, entry, text) for offset, (entry, text) in enumerate(zip(entries, texts))]
+            for index in DERIVED_INDEXES:
+                index.add(conn, key, indexed)
 
     def replace_header(self, session_id: str, header: dict[str, Any]) -> None:
         """Replace the header (same id) and its derived columns in one transaction.
@@ -770,15 +803,19 @@ class SqliteStore:
         with self._write("delete") as conn:
             # Explicit rather than relying on ON DELETE CASCADE, which only works
             # on connections that enabled foreign keys.
+            for index in DERIVED_INDEXES:
+                index.remove(conn, key)
             conn.execute("DELETE FROM message_texts WHERE session_id = ?", (key,))
             conn.execute("DELETE FROM entries WHERE session_id = ?", (key,))
             conn.execute("DELETE FROM sessions WHERE id = ?", (key,))
 
-    def rebuild_metadata(self, session_id: str | None = None) -> int:
-        """Recompute every derived column and ``message_texts`` from the entries.
+    def reindex(self, session_id: str | None = None) -> int:
+        """Recompute all derived data from the entries: the listing columns,
+        ``message_texts`` and every :data:`DERIVED_INDEXES` table.
 
-        Proves that entries (and headers) are the only truth; also repairs
-        drift. ``updated_at`` is kept: a repair is not activity.
+        The one rebuild path (docs/stores.md, "Derived data"): proves that entries
+        and headers are the only truth, and repairs drift. ``updated_at`` is kept:
+        a repair is not activity. One transaction: a failure changes nothing.
 
         Args:
             session_id: one session, or ``None`` for all.
@@ -790,7 +827,7 @@ class SqliteStore:
             InvalidSessionError: a stored record is not valid JSON.
             StorageError: the write failed; nothing changed.
         """
-        with self._write("rebuild metadata") as conn:
+        with self._write("reindex") as conn:
             if session_id is None:
                 keys = [row[0] for row in conn.execute("SELECT id FROM sessions")]
             else:
@@ -800,20 +837,23 @@ class SqliteStore:
                 header = self._parse_record(header_raw, key, 1)
                 info = InfoAccumulator()
                 text_rows = []
-                count = 0
+                rows: list[tuple[int, dict[str, Any], bytes]] = []
                 for seq, text in conn.execute("SELECT seq, json FROM entries WHERE session_id = ? ORDER BY seq",
                                               (key,)).fetchall():
                     entry = self._parse_record(text, key, seq + 2)
                     listed = info.add(entry)
                     if listed is not None:
                         text_rows.append((key, seq, _db(listed)))
-                    count += 1
+                    rows.append((seq, entry, text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")))
                 conn.execute("DELETE FROM message_texts WHERE session_id = ?", (key,))
                 _insert_text_rows(conn, text_rows)
                 conn.execute(
                     "UPDATE sessions SET created_at = ?, cwd = ?, parent_session_id = ?, classified = ?,"
                     f" entry_count = ?, {_STATE_ASSIGN} WHERE id = ?",
-                    (*_header_columns(header), count, *_state_values(info), key))
+                    (*_header_columns(header), len(rows), *_state_values(info), key))
+                for index in DERIVED_INDEXES:
+                    index.remove(conn, key)
+                    index.add(conn, key, rows)
             return len(keys)
 
     # -- reads ----------------------------------------------------------------------------
@@ -996,7 +1036,7 @@ class SqliteStore:
         copied columns (id, parentId, type, timestamp) match its JSON, and that
         the listing columns, ``entry_count``, header columns and
         ``message_texts`` equal a rebuild from the records
-        (:meth:`rebuild_metadata` repairs drift; a hash mismatch can only be
+        (:meth:`reindex` repairs drift; a hash mismatch can only be
         repaired by re-importing the session from its original file).
 
         Args:

@@ -1,0 +1,60 @@
+"""Commands about the store itself: ``path`` (where it is) and ``reindex`` (rebuild derived data)."""
+
+from __future__ import annotations
+
+import click
+
+from ..stores import resolve_store
+from ._common import (
+    FILL_HINT,
+    _App,
+    _busy,
+    _echo,
+    _plural,
+    _print_json,
+    _session_id,
+    cli,
+    pass_app,
+)
+
+
+@cli.command("path", short_help="Print where the store is.")
+@click.option("--json", "as_json", is_flag=True, help="Print kind, path, URL, where it came from, and whether it exists.")
+@pass_app
+def path_cmd(app: _App, as_json: bool) -> None:
+    """Print the store's file (SQLite) or directory (JSONL); opens nothing.
+
+    The store is --store, else $SESSIONTREE_STORE, else the default SQLite
+    database in the user data directory. A store that does not exist yet is
+    still printed (on stderr: how to fill it).
+    """
+    where = resolve_store(app.store_arg)
+    shown = where.path if where.path is not None else where.url
+    if as_json:
+        _print_json({"kind": where.kind, "path": where.path, "url": where.url, "source": where.source,
+                     "exists": where.exists})
+        return
+    _echo(shown)
+    if not where.exists:
+        _echo(f"(does not exist yet; {FILL_HINT})", err=True)
+
+
+@cli.command("reindex", short_help="Rebuild derived data (listing, search, usage) from the entries.")
+@click.argument("session", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print the number of sessions rebuilt as JSON.")
+@pass_app
+def reindex_cmd(app: _App, session: str | None, as_json: bool) -> None:
+    """Recompute everything the store derives from the entries: listing columns,
+    the search index and the usage ledger, for SESSION or every session.
+
+    Entries are the only truth; this is the one path that rebuilds the rest
+    (after an upgrade, or when `check --store` reports drift). One transaction:
+    an interrupted reindex changes nothing.
+    """
+    session_id = _session_id(app, session) if session is not None else None
+    with _busy("Reindexing…"):
+        count = app.store.reindex(session_id)
+    if as_json:
+        _print_json({"reindexed": count})
+        return
+    _echo(f"Reindexed {_plural(count, 'session', 'sessions')}")
