@@ -9,7 +9,6 @@ deeper records are rejected with a clear library error, never with a bare
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -148,3 +147,15 @@ def test_dumps_between_orjson_limit_and_ours_round_trips():
     assert jsonio.loads(jsonio.dumps(value)) == value
     with pytest.raises(ValueError, match="nested more than 512 levels"):
         jsonio.dumps(_deep_value(513))
+
+
+def test_header_too_deep_names_line(tmp_path):
+    from sessiontree.format import read_header_file
+
+    header = V4_HEADER[:-1] + b',"x":' + nested(600) + b"}"
+    path = tmp_path / "h.jsonl"
+    path.write_bytes(b"\n" + header + b"\n")
+    for read in (read_header_file, read_session_file):
+        with pytest.raises(InvalidSessionError) as info:
+            read(path)
+        assert (info.value.path, info.value.line) == (str(path), 2)
