@@ -26,9 +26,12 @@ types in every field, deep nesting, huge strings, invalid UTF-8, lone
 surrogate escapes, BOM, CRLF), and Hypothesis-built sessions.
 
 Sizes: the default run tries ``DEFAULT_N`` mutations and 100 Hypothesis
-examples (a few seconds). ``pytest -m slow tests/test_fuzz.py`` runs
-``$SESSIONTREE_FUZZ_N`` mutations (default 5000) and 2000 Hypothesis
-examples. ``$SESSIONTREE_FUZZ_SEED`` changes the seed (default 20260210).
+examples (a few seconds). The long runs are marked ``slow`` and, since this
+suite runs ``slow`` tests by default, also skipped unless
+``$SESSIONTREE_FUZZ_N`` is set: ``SESSIONTREE_FUZZ_N=5000 pytest -m slow
+tests/test_fuzz.py`` runs that many mutations and
+``$SESSIONTREE_FUZZ_HYPOTHESIS_N`` (default 2000) Hypothesis examples.
+``$SESSIONTREE_FUZZ_SEED`` changes the seed (default 20260210).
 """
 
 from __future__ import annotations
@@ -58,7 +61,9 @@ EXAMPLES = ROOT / "examples"
 CORPUS = ROOT / ".." / "shared" / "corpus"
 SEED = int(os.environ.get("SESSIONTREE_FUZZ_SEED", "20260210"))
 DEFAULT_N = 300
-SLOW_N = int(os.environ.get("SESSIONTREE_FUZZ_N", "5000"))
+SLOW_N = int(os.environ.get("SESSIONTREE_FUZZ_N", "0"))
+# Opt-in: the default suite runs ``slow`` tests too, and these take minutes.
+long_run = pytest.mark.skipif(SLOW_N <= 0, reason="long fuzz run: set SESSIONTREE_FUZZ_N (e.g. 5000)")
 CORPUS_WINDOW = 40  # lines of a corpus file per base (the files are megabytes)
 
 #: Exceptions that are the library's own, clear answer to bad input.
@@ -388,6 +393,7 @@ def test_mutation_corpus_default(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@long_run
 def test_mutation_corpus_long(tmp_path: Path) -> None:
     tried = _run_corpus(SLOW_N, tmp_path)
     print(f"fuzz: {SLOW_N} inputs, seed {SEED}: {dict(sorted(tried.items()))}")
@@ -460,6 +466,7 @@ def test_hypothesis_sessions_default(tmp_path: Path, data: bytes) -> None:
 
 
 @pytest.mark.slow
+@long_run
 @settings(max_examples=int(os.environ.get("SESSIONTREE_FUZZ_HYPOTHESIS_N", "2000")), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=_session())
