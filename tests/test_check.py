@@ -532,10 +532,11 @@ def test_torn_tail_padded_with_nul_bytes_reports_offsets_in_the_stored_line() ->
     assert [c.dropped for c in result.changes] == [b"\x00" * 8, b"\x00" * 100, tail]
 
 
-def test_deeply_nested_line_is_malformed_not_a_crash() -> None:
+def test_deeply_nested_line_is_reported_not_a_crash() -> None:
+    # Deeper than the nesting limit before it is found incomplete: reported as too deep.
     data = HEADER + b"\n" + b"[" * 200_000 + b"\n" + USER + b"\n"
     problems = check_bytes(data, "n.jsonl")
-    assert [(p.code, p.line) for p in problems] == [("malformed-line", 2)]
+    assert [(p.code, p.line) for p in problems] == [("nesting-too-deep", 2)]
     assert repair_bytes(data, "n.jsonl").data == data
 
 
@@ -640,3 +641,225 @@ def test_real_corpus_has_no_errors(name: str) -> None:
     assert result.data == parsed.to_bytes()
     assert [(p.code, p.entry_id) for p in result.remaining] == [
         (p.code, p.entry_id) for p in problems if p.code != "legacy-version"]
+
+
+# --------------------------------------------------------------------------
+# Every JSON type in every field (issue 10, item 1)
+
+# One entry of every type, with the fields each rule of check reads, so
+# substituting a field reaches the rule that reads it.
+_ALL_TYPES_SESSION = [
+    {"type": "session", "version": 4, "id": "types", "createdAt": "2026-02-01T09:00:00.000Z", "cwd": "/w",
+     "parentSessionId": "p1"},
+    {"type": "model_change", "id": "e1", "parentId": None, "timestamp": "2026-02-01T09:00:01.000Z",
+     "provider": "anthropic", "modelId": "m"},
+    {"type": "thinking_level_change", "id": "e2", "parentId": "e1", "timestamp": "2026-02-01T09:00:02.000Z",
+     "thinkingLevel": "high"},
+    {"type": "context_window_change", "id": "e3", "parentId": "e2", "timestamp": "2026-02-01T09:00:03.000Z",
+     "contextWindow": 1000},
+    {"type": "message", "id": "e4", "parentId": "e3", "timestamp": "2026-02-01T09:00:04.000Z",
+     "message": {"role": "user", "content": [{"type": "text", "text": "hi"},
+                                             {"type": "image", "data": "AA==", "mimeType": "image/png"}],
+                 "timestamp": 4}},
+    {"type": "message", "id": "e5", "parentId": "e4", "timestamp": "2026-02-01T09:00:05.000Z",
+     "message": {"role": "assistant", "content": [{"type": "text", "text": "ok"},
+                                                  {"type": "toolCall", "id": "c1", "name": "bash",
+                                                   "arguments": {"command": "ls"}}],
+                 "stopReason": "toolUse", "excludeFromContext": False, "timestamp": 5}},
+    {"type": "message", "id": "e6", "parentId": "e5", "timestamp": "2026-02-01T09:00:06.000Z",
+     "message": {"role": "toolResult", "toolCallId": "c1", "toolName": "bash",
+                 "content": [{"type": "text", "text": "a"}], "isError": False, "timestamp": 6}},
+    {"type": "message", "id": "e7", "parentId": "e6", "timestamp": "2026-02-01T09:00:07.000Z",
+     "message": {"role": "bashExecution", "command": "ls", "output": "a", "exitCode": 0,
+                 "excludeFromContext": True, "timestamp": 7}},
+    {"type": "custom_message", "id": "e8", "parentId": "e7", "timestamp": "2026-02-01T09:00:08.000Z",
+     "customType": "note", "content": "x", "display": True, "details": {"k": 1}},
+    {"type": "custom", "id": "e9", "parentId": "e8", "timestamp": "2026-02-01T09:00:09.000Z",
+     "customType": "state", "data": {"k": 1}},
+    {"type": "label", "id": "e10", "parentId": "e9", "timestamp": "2026-02-01T09:00:10.000Z",
+     "targetId": "e4", "label": "start"},
+    {"type": "context_edit", "id": "e11", "parentId": "e10", "timestamp": "2026-02-01T09:00:11.000Z",
+     "targetId": "e6", "replacement": {"content": "short"}},
+    {"type": "compaction", "id": "e12", "parentId": "e11", "timestamp": "2026-02-01T09:00:12.000Z",
+     "summary": "s", "firstKeptEntryId": "e4", "tokensBefore": 10,
+     "details": {"strategy": "verbatim-lines"},
+     "systemMessage": {"role": "system", "content": "sys"}},
+    {"type": "context_compaction", "id": "e13", "parentId": "e12", "timestamp": "2026-02-01T09:00:13.000Z"},
+    {"type": "branch_summary", "id": "e14", "parentId": "e13", "timestamp": "2026-02-01T09:00:14.000Z",
+     "fromId": "e5", "summary": "b"},
+    {"type": "session_info", "id": "e15", "parentId": "e14", "timestamp": "2026-02-01T09:00:15.000Z",
+     "name": "n"},
+    {"type": "session_summary", "id": "e16", "parentId": "e15", "timestamp": "2026-02-01T09:00:16.000Z",
+     "summarizedThroughId": "e14", "summary": "done"},
+]
+
+_JSON_SAMPLES = [None, True, 3, 2.5, "x", ["a", {"role": "user"}], {"role": ["user"], "type": {}}]
+
+
+def _field_paths(value: object, prefix: tuple = ()) -> list[tuple]:
+    """Every path (keys and list indexes) to a value inside ``value``, outermost first."""
+    paths: list[tuple] = []
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        paths.append((*prefix, key))
+        paths.extend(_field_paths(item, (*prefix, key)))
+    return paths
+
+
+def _substituted(records: list, index: int, path: tuple, replacement: object) -> bytes:
+    copy = json.loads(json.dumps(records))
+    target = copy[index]
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = replacement
+    return b"".join(json.dumps(r, separators=(",", ":")).encode() + b"\n" for r in copy)
+
+
+def test_every_json_type_in_every_field_never_raises():
+    """Issue 10 item 1: a list/object role reached projection._normalize_entry and
+    raised TypeError (unhashable). Every rule must take any JSON type anywhere."""
+    base = b"".join(json.dumps(r, separators=(",", ":")).encode() + b"\n" for r in _ALL_TYPES_SESSION)
+    # The sample is clean but for its inert legacy record.
+    assert [p.code for p in check_bytes(base, "types.jsonl")] == ["retired-compaction"]
+    tried = 0
+    for index, record in enumerate(_ALL_TYPES_SESSION):
+        for path in _field_paths(record):
+            for replacement in _JSON_SAMPLES:
+                data = _substituted(_ALL_TYPES_SESSION, index, path, replacement)
+                try:
+                    check_bytes(data, "types.jsonl")
+                    result = repair_bytes(data, "types.jsonl")
+                except Exception as exc:  # noqa: BLE001 - the point of the test
+                    pytest.fail(f"record {index} field {path!r} = {replacement!r}: {exc!r}")
+                assert result.remaining == check_bytes(result.data, "types.jsonl")
+                tried += 1
+    assert tried > 700
+
+
+def test_list_role_is_reported_not_raised():
+    """The exact case of the issue: a message whose role is an array."""
+    data = _substituted(_ALL_TYPES_SESSION, 4, ("message", "role"), ["user"])
+    codes = [(p.code, p.line) for p in check_bytes(data, "types.jsonl")]
+    assert ("invalid-entry", 5) in codes
+
+
+# --------------------------------------------------------------------------
+# check and import agree (issue 10, item 3)
+
+HEADER_4_0 = b'{"type":"session","version":4.0,"id":"four","createdAt":"2026-02-01T09:00:00.000Z","cwd":"/w"}'
+FILE_4_0 = HEADER_4_0 + b"\n" + USER + b"\n" + ASSISTANT + b"\n"
+
+
+def _stores(tmp_path: Path) -> dict[str, object]:
+    from sessiontree.stores.jsonl import JsonlStore
+    from sessiontree.stores.memory import MemoryStore
+    from sessiontree.stores.sqlite import SqliteStore
+
+    return {"memory": MemoryStore(), "sqlite": SqliteStore(tmp_path / "s.db"), "jsonl": JsonlStore(tmp_path / "store")}
+
+
+def test_version_4_0_is_version_4_in_check_and_read(tmp_path: Path) -> None:
+    """JSON cannot tell 4.0 from 4: every path takes it as format 4."""
+    from sessiontree.format import read_session_file
+
+    assert check_bytes(FILE_4_0, "four.jsonl") == []
+    path = tmp_path / "four.jsonl"
+    path.write_bytes(FILE_4_0)
+    parsed = read_session_file(path)
+    assert parsed.header["version"] == 4 and type(parsed.header["version"]) is int
+    assert parsed.source_version == 4
+    assert parsed.upgraded is False  # already format 4: nothing to persist
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "jsonl"])
+def test_version_4_0_imports_into_every_store(tmp_path: Path, kind: str) -> None:
+    from sessiontree.format import read_session_file
+    from sessiontree.manager import SessionManager
+
+    path = tmp_path / "four.jsonl"
+    path.write_bytes(FILE_4_0)
+    store = _stores(tmp_path)[kind]
+    manager = SessionManager.import_session(read_session_file(path), None, store)
+    assert [e["id"] for e in manager.get_entries()] == ["u1", "a1"]
+    manager.append_message({"role": "user", "content": "more"})
+    reread = SessionManager.open(store, "four")
+    assert len(reread.get_entries()) == 3
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "jsonl"])
+def test_version_4_0_header_created_directly_in_every_store(tmp_path: Path, kind: str) -> None:
+    store = _stores(tmp_path)[kind]
+    header = json.loads(HEADER_4_0)
+    assert isinstance(header["version"], float)
+    store.create(header)  # type: ignore[attr-defined]
+    assert store.read("four").header["id"] == "four"  # type: ignore[attr-defined]
+
+
+def test_version_4_0_open_file_and_migrate(tmp_path: Path) -> None:
+    from sessiontree.manager import SessionManager
+    from sessiontree.stores.jsonl import migrate_file
+
+    path = tmp_path / "four.jsonl"
+    path.write_bytes(FILE_4_0)
+    result = migrate_file(path)
+    assert (result.upgraded, result.backup, result.from_version) == (False, None, 4)
+    assert path.read_bytes() == FILE_4_0
+    manager = SessionManager.open_file(path)
+    manager.append_message({"role": "user", "content": "more"})
+    assert path.read_bytes().startswith(FILE_4_0)
+    assert check_bytes(path.read_bytes(), "four.jsonl") == []
+
+
+def test_invalid_session_id_in_header_is_an_error() -> None:
+    """``import`` refuses a header id that is not a valid session id; check says so."""
+    from sessiontree.errors import InvalidSessionIdError
+    from sessiontree.manager import SessionManager
+    from sessiontree.stores.memory import MemoryStore
+
+    data = HEADER.replace(b'"id":"chk"', b'"id":"../../etc/x"') + b"\n" + USER + b"\n"
+    problems = check_bytes(data, "x.jsonl")
+    assert [(p.code, p.severity, p.line) for p in problems] == [("invalid-session-id", "error", 1)]
+    assert "../../etc/x" in problems[0].message
+    with pytest.raises(InvalidSessionIdError):
+        SessionManager.import_session(parse_session(data, "x.jsonl"), None, MemoryStore())
+
+
+def _imports(data: bytes, name: str, store: object) -> bool:
+    """Whether the library's import (what ``sessiontree import`` runs) accepts the bytes."""
+    from sessiontree.errors import SessionError
+    from sessiontree.manager import SessionManager
+
+    try:
+        SessionManager.import_session(parse_session(data, name), None, store)  # type: ignore[arg-type]
+    except SessionError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("code", sorted(CODES))
+def test_import_accepts_column_matches_import(tmp_path: Path, code: str) -> None:
+    """The table's ``import_accepts`` flag, checked against a real import of the
+    code's damaged file (which shows that code, plus at most codes that do
+    not decide the outcome), into a memory and an SQLite store."""
+    data = (DAMAGED / f"{code}.jsonl").read_bytes()
+    codes = {p.code for p in check_bytes(data, _name(code))}
+    assert code in codes
+    others = codes - {code}
+    # Another code in the file must not decide the outcome on its own.
+    assert all(CODES[c].import_accepts for c in others) or not CODES[code].import_accepts, others
+    stores = _stores(tmp_path)
+    for kind in ("memory", "sqlite"):
+        assert _imports(data, _name(code), stores[kind]) == CODES[code].import_accepts, (code, kind)
+
+
+def test_docs_code_table_matches_codes() -> None:
+    """docs/check.md lists every code with the severity, repair and import flags of CODES."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "check.md").read_text(encoding="utf-8")
+    rows = {}
+    for line in page.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = tuple(cells[1:4])
+    expected = {code: (info.severity, "yes" if info.repairable else "no", "yes" if info.import_accepts else "no")
+                for code, info in CODES.items()}
+    assert rows == expected

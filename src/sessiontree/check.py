@@ -40,6 +40,7 @@ invalid-utf8                      error     no      bytes that are not UTF-8
 lone-surrogate                    error     no      ``"\\ud83d"``-style lone surrogate
 missing-header                    error     no      no ``type:"session"`` first record
 invalid-header                    error     no      header fails validate_header
+invalid-session-id                error     no      header id not a valid session id
 unsupported-version               error     no      future or unknown version
 extra-header                      error     no      second header in a format-4 file
 invalid-entry                     error     no      entry fails validate_entry
@@ -65,7 +66,11 @@ label-target-missing              warning   no      label on a missing entry
 edit-target-missing               warning   no      context edit of a missing entry
 summary-target-missing            warning   no      session_summary anchor missing
 header-id-mismatch                warning   no      file name id differs from header
+nesting-too-deep                  error     no      record deeper than jsonio.MAX_DEPTH
 ================================  ========  ======  =================================
+
+``docs/check.md`` holds the full table, including which codes ``import``
+still accepts (:attr:`CodeInfo.import_accepts`).
 
 Why some are warnings: tool-pairing gaps are repaired by every projection
 (seed "Message Types", REFERENCE D-11), dangling label/edit/summary targets
@@ -132,9 +137,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from . import jsonio
-from .errors import InvalidSessionError, SessionError, UnsupportedVersionError
+from .errors import INVALID_SESSION_ID_MESSAGE, InvalidSessionError, SessionError, UnsupportedVersionError
 from .format import parse_version, split_lines, validate_entry, validate_header
-from .ids import derived_entry_id, session_id_hash
+from .ids import derived_entry_id, is_valid_session_id, session_id_hash
 from .migrations import Records, upgrade
 from .outfile import write_atomic
 from .projection import closes_tool_window, entry_to_context_messages, is_active_compaction
@@ -169,51 +174,129 @@ class CodeInfo:
         severity: ``"error"`` or ``"warning"`` (see the module docstring).
         repairable: whether :func:`repair_bytes` fixes it.
         description: one line for listings and ``--help``.
+        import_accepts: whether ``sessiontree import`` (and
+            :meth:`~sessiontree.manager.SessionManager.import_session` after
+            :func:`~sessiontree.format.read_session_file`) still accepts a
+            file whose only problem has this code: readers tolerate many
+            errors on purpose (see ``docs/check.md``).
     """
 
     severity: Severity
     repairable: bool
     description: str
+    import_accepts: bool
 
 
 #: Every problem code: the single source of codes, severities and descriptions.
 CODES: dict[str, CodeInfo] = {
-    "torn-final-record": CodeInfo("error", True, "the last record is incomplete JSON with no newline after it"),
-    "torn-record": CodeInfo("error", True, "an incomplete record followed, on the same line, by a record appended later"),
-    "malformed-line": CodeInfo("error", False, "a line that is not a JSON object and cannot be split into records"),
-    "glued-records": CodeInfo("error", True, "two or more complete records on one line with no newline between them"),
-    "nul-bytes": CodeInfo("error", True, "a run of NUL bytes, as left by a crash"),
-    "invalid-utf8": CodeInfo("error", False, "bytes that are not UTF-8 (readers see U+FFFD)"),
-    "lone-surrogate": CodeInfo("error", False, "a lone UTF-16 surrogate escape such as \\ud83d, which providers reject"),
-    "missing-header": CodeInfo("error", False, 'no session header: the first record is not {"type": "session"}'),
-    "invalid-header": CodeInfo("error", False, "the session header has a missing or wrongly typed field"),
-    "unsupported-version": CodeInfo("error", False, "the header's version is a future or unrecognized value"),
-    "extra-header": CodeInfo("error", False, "a second session header in a format-4 file"),
-    "invalid-entry": CodeInfo("error", False, "an entry with a missing or wrongly typed field"),
-    "duplicate-id": CodeInfo("error", True, "two entries share one id"),
-    "dangling-parent": CodeInfo("error", True, "an entry's parentId names no entry"),
-    "parent-cycle": CodeInfo("error", True, "parentId links form a cycle that no root reaches"),
+    "torn-final-record": CodeInfo(
+        "error", True, "the last record is incomplete JSON with no newline after it",
+        import_accepts=False),
+    "torn-record": CodeInfo(
+        "error", True, "an incomplete record followed, on the same line, by a record appended later",
+        import_accepts=False),
+    "malformed-line": CodeInfo(
+        "error", False, "a line that is not a JSON object and cannot be split into records",
+        import_accepts=False),
+    "glued-records": CodeInfo(
+        "error", True, "two or more complete records on one line with no newline between them",
+        import_accepts=False),
+    "nul-bytes": CodeInfo(
+        "error", True, "a run of NUL bytes, as left by a crash",
+        import_accepts=False),
+    "invalid-utf8": CodeInfo(
+        "error", False, "bytes that are not UTF-8 (readers see U+FFFD)",
+        import_accepts=True),
+    "lone-surrogate": CodeInfo(
+        "error", False, "a lone UTF-16 surrogate escape such as \\ud83d, which providers reject",
+        import_accepts=True),
+    "missing-header": CodeInfo(
+        "error", False, 'no session header: the first record is not {"type": "session"}',
+        import_accepts=False),
+    "invalid-header": CodeInfo(
+        "error", False, "the session header has a missing or wrongly typed field",
+        import_accepts=False),
+    "invalid-session-id": CodeInfo(
+        "error", False, "the header id is not a valid session id, so import refuses the file",
+        import_accepts=False),
+    "unsupported-version": CodeInfo(
+        "error", False, "the header's version is a future or unrecognized value",
+        import_accepts=False),
+    "extra-header": CodeInfo(
+        "error", False, "a second session header in a format-4 file",
+        import_accepts=False),
+    "invalid-entry": CodeInfo(
+        "error", False, "an entry with a missing or wrongly typed field",
+        import_accepts=False),
+    "duplicate-id": CodeInfo(
+        "error", True, "two entries share one id",
+        import_accepts=False),
+    "dangling-parent": CodeInfo(
+        "error", True, "an entry's parentId names no entry",
+        import_accepts=True),
+    "parent-cycle": CodeInfo(
+        "error", True, "parentId links form a cycle that no root reaches",
+        import_accepts=True),
     "compaction-kept-off-branch": CodeInfo(
-        "error", False, "a verbatim compaction whose firstKeptEntryId is not before it on its branch"),
-    "tool-arguments-not-object": CodeInfo("error", False, "a tool call whose arguments is not a JSON object"),
-    "duplicate-tool-call-id": CodeInfo("error", False, "one tool call id in two assistant messages of a branch"),
-    "bom": CodeInfo("warning", True, "a UTF-8 byte order mark at the start of the file"),
-    "crlf": CodeInfo("warning", True, "lines end with CRLF instead of LF"),
-    "missing-final-newline": CodeInfo("warning", True, "the last record has no newline after it"),
-    "blank-line": CodeInfo("warning", True, "a whitespace-only line"),
-    "legacy-version": CodeInfo("warning", True, "format 1-3 or an early format-4 header, upgraded when read"),
+        "error", False, "a verbatim compaction whose firstKeptEntryId is not before it on its branch",
+        import_accepts=True),
+    "tool-arguments-not-object": CodeInfo(
+        "error", False, "a tool call whose arguments is not a JSON object",
+        import_accepts=True),
+    "duplicate-tool-call-id": CodeInfo(
+        "error", False, "one tool call id in two assistant messages of a branch",
+        import_accepts=True),
+    "bom": CodeInfo(
+        "warning", True, "a UTF-8 byte order mark at the start of the file",
+        import_accepts=True),
+    "crlf": CodeInfo(
+        "warning", True, "lines end with CRLF instead of LF",
+        import_accepts=True),
+    "missing-final-newline": CodeInfo(
+        "warning", True, "the last record has no newline after it",
+        import_accepts=True),
+    "blank-line": CodeInfo(
+        "warning", True, "a whitespace-only line",
+        import_accepts=True),
+    "legacy-version": CodeInfo(
+        "warning", True, "format 1-3 or an early format-4 header, upgraded when read",
+        import_accepts=True),
     "legacy-duplicate": CodeInfo(
-        "warning", True, "a duplicate record or extra header of an old writer, dropped when upgraded"),
-    "unknown-entry-type": CodeInfo("warning", False, "an entry type this library does not know (kept, inert)"),
-    "unknown-message-role": CodeInfo("warning", False, "a message role this library does not know (not sent)"),
-    "retired-compaction": CodeInfo("warning", False, "a retired compaction record or message (kept, inert)"),
-    "tool-call-without-result": CodeInfo("warning", False, "a tool call of a toolUse turn without a result"),
-    "orphan-tool-result": CodeInfo("warning", False, "a tool result that answers no call of its assistant message"),
-    "duplicate-tool-result": CodeInfo("warning", False, "a second result for one tool call"),
-    "label-target-missing": CodeInfo("warning", False, "a label whose targetId names no entry"),
-    "edit-target-missing": CodeInfo("warning", False, "a context edit whose targetId names no entry"),
-    "summary-target-missing": CodeInfo("warning", False, "a session_summary whose summarizedThroughId names no entry"),
-    "header-id-mismatch": CodeInfo("warning", False, "the id in the file name differs from the header id"),
+        "warning", True, "a duplicate record or extra header of an old writer, dropped when upgraded",
+        import_accepts=True),
+    "unknown-entry-type": CodeInfo(
+        "warning", False, "an entry type this library does not know (kept, inert)",
+        import_accepts=True),
+    "unknown-message-role": CodeInfo(
+        "warning", False, "a message role this library does not know (not sent)",
+        import_accepts=True),
+    "retired-compaction": CodeInfo(
+        "warning", False, "a retired compaction record or message (kept, inert)",
+        import_accepts=True),
+    "tool-call-without-result": CodeInfo(
+        "warning", False, "a tool call of a toolUse turn without a result",
+        import_accepts=True),
+    "orphan-tool-result": CodeInfo(
+        "warning", False, "a tool result that answers no call of its assistant message",
+        import_accepts=True),
+    "duplicate-tool-result": CodeInfo(
+        "warning", False, "a second result for one tool call",
+        import_accepts=True),
+    "label-target-missing": CodeInfo(
+        "warning", False, "a label whose targetId names no entry",
+        import_accepts=True),
+    "edit-target-missing": CodeInfo(
+        "warning", False, "a context edit whose targetId names no entry",
+        import_accepts=True),
+    "summary-target-missing": CodeInfo(
+        "warning", False, "a session_summary whose summarizedThroughId names no entry",
+        import_accepts=True),
+    "header-id-mismatch": CodeInfo(
+        "warning", False, "the id in the file name differs from the header id",
+        import_accepts=True),
+    "nesting-too-deep": CodeInfo(
+        "error", False, f"a record nested more than {jsonio.MAX_DEPTH} levels deep (readers and writers refuse it)",
+        import_accepts=False),
 }
 
 #: Code -> one-line description (derived from :data:`CODES`).
@@ -755,7 +838,16 @@ class _Analysis:
 
     def _read_line(self, number: int, line: bytes, final: bool, in_line: Callable[[int], int]) -> None:
         """Records, torn records or a kept malformed line from a non-blank line without NULs."""
-        value, _ = _loads(line)
+        try:
+            value = jsonio.loads(line)
+        except jsonio.NestingError:
+            # Readers refuse the record; it is kept as written, like a malformed line.
+            self._add_kept(number, line, [_Piece("value", 0, line)],
+                           f"record nested more than {jsonio.MAX_DEPTH} levels deep (readers reject the file)",
+                           final, code="nesting-too-deep")
+            return
+        except ValueError:
+            value = None
         if isinstance(value, dict):  # the common case: one record on its line
             self._add_record(number, line, value, final)
             return
@@ -829,7 +921,8 @@ class _Analysis:
         self.items.append(_Rec(number, raw, obj))
         self.final_output = final
 
-    def _add_kept(self, number: int, line: bytes, pieces: list[_Piece], reason: str, final: bool) -> None:
+    def _add_kept(self, number: int, line: bytes, pieces: list[_Piece], reason: str, final: bool,
+                  code: str = "malformed-line") -> None:
         entry_id = None
         for piece in pieces:
             fields = _salvage(piece.data)
@@ -837,7 +930,7 @@ class _Analysis:
             if isinstance(found, str) and found:
                 entry_id = entry_id or found
                 self._remember_salvage(found, number, fields, kept=True)
-        self.problem("malformed-line", number, reason, entry_id)
+        self.problem(code, number, reason, entry_id)
         self.items.append(_Kept(number, line))
         self.final_output = final
 
@@ -888,6 +981,12 @@ class _Analysis:
                 self.problem("unsupported-version", first.line, exc2.reason)
         if valid:
             self._check_file_name(first)
+            session_id = first.obj["id"]
+            if not is_valid_session_id(session_id):
+                # Readers open such a file; import refuses it (REFERENCE B.4/B.5).
+                self.problem("invalid-session-id", first.line,
+                             f'header id "{session_id}" is not a valid session id (import refuses it: '
+                             f"{INVALID_SESSION_ID_MESSAGE})")
         self.header_valid = valid
 
     def _check_file_name(self, header: _Rec) -> None:

@@ -7,7 +7,8 @@ D-3, D-15), each enforced here and pinned by a test:
   trailing ``\\r`` is JSON whitespace, so CRLF files read fine.
 * Whitespace-only lines are skipped wherever they are.
 * Every other line must be one JSON object, or the session is rejected with
-  :class:`InvalidSessionError` naming file and 1-based line. A last line that
+  :class:`InvalidSessionError` naming file and 1-based line. So is a record
+  nested deeper than :data:`sessiontree.jsonio.MAX_DEPTH` (512) levels. A last line that
   fails to parse and has no newline after it is a *torn final record* and is
   rejected too (never silently dropped); a last line that parses is accepted
   with or without its newline.
@@ -121,7 +122,8 @@ def parse_version(header: dict[str, Any]) -> int:
     """The header's format version (REFERENCE C.1, C.13).
 
     Absent means 1; accepted are the integers 1-4 (an integral float too,
-    since JavaScript cannot tell ``3.0`` from ``3``). ``bool`` is not a number.
+    since JSON and JavaScript cannot tell ``4.0`` from ``4``: one rule for
+    check, readers, import into every store and migrate). ``bool`` is not a number.
 
     Raises:
         UnsupportedVersionError: any other value (future versions included).
@@ -136,6 +138,19 @@ def parse_version(header: dict[str, Any]) -> int:
     if not 1 <= version <= CURRENT_VERSION:
         raise UnsupportedVersionError(version)
     return int(version)
+
+
+def _integral_version(header: dict[str, Any], version: int) -> dict[str, Any]:
+    """The header with an integral float ``version`` (``4.0``) as the int it
+    equals (``4``), so every consumer (stores included) sees one value.
+
+    JSON has one number type: ``4.0`` *is* version 4, and such a file is
+    canonical format 4 (it is not upgraded or rewritten for it; its header
+    line is kept as written). Modifies and returns ``header``.
+    """
+    if isinstance(header.get("version"), float):
+        header["version"] = version
+    return header
 
 
 def validate_header(header: Any) -> int:
@@ -222,6 +237,13 @@ def _located(exc: InvalidSessionError, path: str | None, line: int) -> InvalidSe
     return InvalidSessionError(exc.reason, path, line)
 
 
+def _too_deep(path: str | None, line: int) -> InvalidSessionError:
+    """The error for a record deeper than :data:`sessiontree.jsonio.MAX_DEPTH`."""
+    return InvalidSessionError(
+        f"record nested more than {jsonio.MAX_DEPTH} levels deep (the limit sessiontree reads and writes)",
+        path, line)
+
+
 def _is_blank(line: bytes) -> bool:
     return not line.strip(_BLANK_START)
 
@@ -238,7 +260,8 @@ def parse_session(data: bytes | str, path: str | None = None) -> ParsedSession:
 
     Raises:
         InvalidSessionError: empty or whitespace-only data, a malformed or torn
-            line, a missing/invalid header, an invalid entry, a duplicate id or
+            line, a record nested deeper than ``jsonio.MAX_DEPTH``, a missing or
+            invalid header, an invalid entry, a duplicate id or
             second header (``path`` and 1-based ``line`` set).
         UnsupportedVersionError: a future or unrecognized version.
     """
@@ -284,6 +307,8 @@ def _parse_session(data: bytes, path: str | None) -> ParsedSession:
         number = index + 1
         try:
             obj = loads(text)
+        except jsonio.NestingError as exc:
+            raise _too_deep(path, number) from exc
         except ValueError as exc:
             if index == len(lines) - 1 and not terminated:  # no newline follows this very line
                 raise InvalidSessionError(
@@ -297,7 +322,7 @@ def _parse_session(data: bytes, path: str | None) -> ParsedSession:
                 version = validate_header(obj)
             except InvalidSessionError as exc:
                 raise _located(exc, path, number) from None
-            header = obj
+            header = _integral_version(obj, version)
             header_line = number
             continue
         record_index += 1
@@ -391,13 +416,15 @@ def read_header_file(path: str | os.PathLike[str]) -> dict[str, Any]:
                 continue
             try:
                 obj = jsonio.loads(line.strip(_JSON_WS))
+            except jsonio.NestingError as exc:
+                raise _too_deep(path, number) from exc
             except ValueError as exc:
                 raise InvalidSessionError(f"malformed header line ({exc})", path, number) from exc
             try:
                 version = validate_header(obj)
             except InvalidSessionError as exc:
                 raise _located(exc, path, number) from None
-            records = Records(header=obj, entries=[], base_dir=os.path.dirname(os.path.abspath(path)))
+            records = Records(header=_integral_version(obj, version), entries=[], base_dir=os.path.dirname(os.path.abspath(path)))
             upgrade(records, version)
             return records.header
     raise InvalidSessionError("no session header: the file is empty or blank", path)

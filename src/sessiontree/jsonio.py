@@ -11,6 +11,12 @@ Invariants:
   UTF-8. For those lines we fall back to the standard library, which accepts
   lone surrogates, and we write them back as ``\\udxxx`` escapes, exactly as
   JavaScript does (REFERENCE §2.6 item 4), so nothing is lost either way.
+* One nesting limit, :data:`MAX_DEPTH` (512 levels), for reading and
+  writing alike: :func:`loads` and :func:`dumps` refuse deeper values with
+  :class:`NestingError` (a ``ValueError``) instead of running into
+  ``RecursionError`` in a fallback, and every walk here is iterative.
+  512 is below what orjson reads (1024) and what JavaScript's ``JSON.parse``
+  handles, so any file we accept the original agent reads too.
 * :func:`js_stringify` reproduces ``JSON.stringify`` byte for byte (numbers,
   integer-like key order, escapes); the transcript grammar renders tool-call
   arguments with it (REFERENCE §2.3, §2.6).
@@ -26,11 +32,63 @@ from typing import Any
 
 import orjson
 
-__all__ = ["loads", "dumps", "dumps_str", "js_stringify", "js_number", "js_key_order", "utf16_len"]
+__all__ = ["MAX_DEPTH", "NestingError", "depth", "loads", "dumps", "dumps_str", "js_stringify", "js_number", "js_key_order", "utf16_len"]
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _decoder = json.JSONDecoder()
 _MAX_SAFE_INTEGER = 2**53 - 1  # Number.MAX_SAFE_INTEGER
+
+#: The deepest JSON value sessiontree reads or writes, in levels of arrays and
+#: objects: ``0`` is 0 deep, ``{}`` 1, ``{"a":[1]}`` 2; a record's own object
+#: counts as level 1. Deeper records are refused when read (a file error
+#: naming the line; ``check`` code ``nesting-too-deep``) and when appended.
+MAX_DEPTH = 512
+
+
+class NestingError(ValueError):
+    """A JSON value is nested deeper than :data:`MAX_DEPTH` levels.
+
+    A ``ValueError``, like every other "not valid JSON data" error of this
+    module; readers turn it into an ``InvalidSessionError`` with file and line.
+    """
+
+    def __init__(self, limit: int = MAX_DEPTH) -> None:
+        self.limit = limit
+        super().__init__(f"JSON nested more than {limit} levels deep")
+
+
+def depth(value: Any, limit: int | None = None) -> int:
+    """How many levels of arrays and objects ``value`` nests (0 for a scalar).
+
+    Iterative, so any depth is measured without recursion. With ``limit``,
+    the walk stops at the first level beyond it and returns ``limit + 1``.
+    """
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if level > deepest:
+            deepest = level
+            if limit is not None and deepest > limit:
+                return deepest
+        stack.extend((child, level + 1) for child in children if isinstance(child, (dict, list, tuple)))
+    return deepest
+
+
+def _may_exceed(data: bytes | str) -> bool:
+    """Cheap pre-test: a value deeper than MAX_DEPTH needs more than MAX_DEPTH
+    opening brackets, so almost every line skips the walk of :func:`depth`."""
+    if len(data) <= 2 * MAX_DEPTH:
+        return False
+    if isinstance(data, bytes):
+        return data.count(b"[") + data.count(b"{") > MAX_DEPTH
+    return data.count("[") + data.count("{") > MAX_DEPTH
 
 
 def loads(data: bytes | str) -> Any:
@@ -45,18 +103,28 @@ def loads(data: bytes | str) -> Any:
         may contain lone surrogates when the text escaped them.
 
     Raises:
+        NestingError: the value nests more than :data:`MAX_DEPTH` levels.
         ValueError: the text is not one valid JSON value.
     """
     try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        pass
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        if str(exc).startswith("depth limit exceeded"):  # orjson stops at 1024 levels
+            raise NestingError() from None
+        value = _loads_fallback(data)
+    if _may_exceed(data) and depth(value, MAX_DEPTH) > MAX_DEPTH:
+        raise NestingError()
+    return value
+
+
+def _loads_fallback(data: bytes | str) -> Any:
+    """The standard library's parse, for what orjson refuses (lone surrogates, invalid UTF-8)."""
     text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
     # json.loads accepts NaN/Infinity, which JSON forbids; refuse them.
     try:
         return json.loads(text, parse_constant=_reject_constant)
-    except RecursionError as exc:  # absurd nesting: invalid input, not a crash
-        raise ValueError("JSON nested too deeply") from exc
+    except RecursionError:  # its recursive parser gave up: deeper than we accept anyway
+        raise NestingError() from None
 
 
 def _reject_constant(name: str) -> Any:
@@ -79,13 +147,15 @@ def dumps(value: Any) -> bytes:
         writes them (REFERENCE §2.6 item 4).
 
     Raises:
+        NestingError: ``value`` nests more than :data:`MAX_DEPTH` levels.
         ValueError: values that are not JSON data.
     """
     try:
         return orjson.dumps(value)
     except TypeError:
         pass
-    # orjson refuses lone surrogates and integers beyond 64 bits.
+    # orjson refuses lone surrogates, integers beyond 64 bits and values
+    # nested more than 255 levels; _finite also enforces MAX_DEPTH.
     try:
         text = json.dumps(_finite(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except TypeError as exc:
@@ -94,14 +164,38 @@ def dumps(value: Any) -> bytes:
 
 
 def _finite(value: Any) -> Any:
-    """``value`` with NaN and infinite floats replaced by ``None`` (orjson's and JavaScript's ``null``)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(item) for item in value]
-    return value
+    """A copy of ``value`` with NaN and infinite floats replaced by ``None``
+    (orjson's and JavaScript's ``null``), tuples as lists.
+
+    Iterative (a recursive copy hit ``RecursionError`` a few hundred levels
+    down, before ``json.dumps`` could say anything).
+
+    Raises:
+        NestingError: ``value`` nests more than :data:`MAX_DEPTH` levels.
+    """
+    holder: list[Any] = [None]
+    # (container of the copy, key or index in it, original item, its level)
+    stack: list[tuple[Any, Any, Any, int]] = [(holder, 0, value, 1)]
+    while stack:
+        out, key, item, level = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            out[key] = None
+        elif isinstance(item, dict):
+            if level > MAX_DEPTH:
+                raise NestingError()
+            # Keys first, values later: the copy keeps the key order.
+            copy: Any = dict.fromkeys(item)
+            out[key] = copy
+            stack.extend((copy, k, v, level + 1) for k, v in item.items())
+        elif isinstance(item, (list, tuple)):
+            if level > MAX_DEPTH:
+                raise NestingError()
+            copy = [None] * len(item)
+            out[key] = copy
+            stack.extend((copy, i, v, level + 1) for i, v in enumerate(item))
+        else:
+            out[key] = item
+    return holder[0]
 
 
 def dumps_str(value: Any) -> str:

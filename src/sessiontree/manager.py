@@ -612,7 +612,9 @@ class SessionManager:
 
         Raises:
             ValueError: ``message`` is not an object with a string ``role``, or
-                is an assistant message with ``stopReason == "pending"`` (§3.11).
+                is an assistant message with ``stopReason == "pending"`` (§3.11),
+                or the entry would nest deeper than ``jsonio.MAX_DEPTH``
+                (``jsonio.NestingError``; nothing is written).
             StorageError: the write failed; nothing was appended.
         """
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):

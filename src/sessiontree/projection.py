@@ -243,6 +243,13 @@ def _iso_to_ms(value: Any) -> int | None:
     return None if ms is None else int(ms // 1)
 
 
+def _role(message: Mapping[str, Any]) -> str | None:
+    """The message's role when it is a string, else ``None``: a list or object
+    role must not reach a set lookup (unhashable), whatever the input."""
+    role = message.get("role")
+    return role if isinstance(role, str) else None
+
+
 def _normalize_entry(entry: Entry) -> Entry:
     """REFERENCE P.1: null/missing content of a user-like message becomes ``[]`` in a copy."""
     if entry.get("type") != "message":
@@ -250,7 +257,7 @@ def _normalize_entry(entry: Entry) -> Entry:
     message = entry.get("message")
     if (
         isinstance(message, dict)
-        and message.get("role") in _CONTENT_ROLES
+        and _role(message) in _CONTENT_ROLES
         and message.get("content") is None
     ):
         fixed = dict(entry)
@@ -868,7 +875,7 @@ def _is_editable(entry: Mapping[str, Any]) -> bool:
     return (
         entry.get("type") == "message"
         and isinstance(message, Mapping)
-        and message.get("role") in _EDITABLE_ROLES
+        and _role(message) in _EDITABLE_ROLES
     )
 
 
@@ -885,7 +892,7 @@ def _edited_message(entry: Entry, edits: Mapping[str, Entry]) -> Message | None:
     if replacement is None:
         return None
     content = replacement["content"]
-    if isinstance(content, str) and message.get("role") in _ARRAY_CONTENT_ROLES:
+    if isinstance(content, str) and _role(message) in _ARRAY_CONTENT_ROLES:
         content = [{"type": "text", "text": content}]
     return {**message, "content": content}
 
@@ -1059,14 +1066,14 @@ def _scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Ent
             message = entry.get("message")
             is_dict = message.__class__ is dict  # the common case, without an ABC check
             if is_dict or isinstance(message, Mapping):
-                role = message.get("role")
+                role = _role(message)
                 if message.get("content") is None and role in content_roles and (is_dict or isinstance(message, dict)):
                     normalize_up.append(len(path))
                 if model is _ABSENT and role == "assistant":
                     setting = _setting(entry)  # the one settings rule (S.2: may say nothing)
                     if setting is not None:
                         model = setting[1]
-        elif kind in _SETTING_KINDS:
+        elif isinstance(kind, str) and kind in _SETTING_KINDS:
             # Walking up, the latest setting of a kind is the first one met.
             setting = _setting(entry)
             if setting is not None:

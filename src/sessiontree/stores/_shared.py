@@ -43,7 +43,7 @@ def check_header(header: Any) -> str:
         UnsupportedVersionError: an unrecognized version.
     """
     version = validate_header(header)
-    if version != CURRENT_VERSION or isinstance(header.get("version"), float):
+    if version != CURRENT_VERSION:  # 4.0 is 4: JSON has one number type
         raise InvalidSessionError(f"a store writes format {CURRENT_VERSION} headers only (got version {version})")
     if "timestamp" in header or "parentSession" in header:
         raise InvalidSessionError('an early version-4 header ("timestamp"/"parentSession") must be upgraded first')
