@@ -8,6 +8,8 @@ request can change a session):
 * ``/s/{id}/conversation``: the conversation pane's HTML for one window
   (``leaf``, ``view``, ``start`` or ``around``);
 * ``/s/{id}/tree.json``: the tree rows (:class:`sessiontree.web.view.TreeData`);
+* ``/s/{id}/summaries.json?rows=I,J,...``: one-line summaries of tree rows
+  (large sessions send the tree without them);
 * ``/s/{id}/state.json``: ``{"version", "entries", "leaf"}``, polled every
   second by the page for live updates;
 * ``/static/...``: the package's stylesheet and script.
@@ -50,6 +52,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..errors import EntryNotFoundError, SessionError, SessionNotFoundError
 from ..manager import SessionManager
 from ..stores.base import SessionStore
+from ..stores.memory import MemoryStore
 from . import page, view
 
 __all__ = ["ViewerConfig", "create_app", "SessionCache", "LOOPBACK_HOSTS", "MIN_REREAD_SECONDS"]
@@ -61,6 +64,8 @@ MIN_REREAD_SECONDS = 0.5
 #: Listing rows are reused this long (seconds) between list requests.
 LIST_TTL_SECONDS = 2.0
 _TOKEN_COOKIE = "sessiontree_token"
+#: Sessions with more entries get their tree summaries on demand (``/summaries``).
+EAGER_SUMMARY_ROWS = 2000
 
 
 @dataclass
@@ -98,6 +103,7 @@ class _Cached:
     manager: SessionManager
     version: str
     tree: view.TreeData | None = None
+    memo: dict[Any, Any] | None = None
 
 
 class SessionCache:
@@ -156,8 +162,11 @@ class SessionCache:
             if cached is not None and cached.version == version:
                 cached.hint, cached.checked = hint, now
                 return cached
-            manager = SessionManager.in_memory(parsed.header.get("cwd") or None,
-                                               entries=[parsed.header, *entries])
+            # Read-only: nothing is ever appended, so the entries are bound to an
+            # empty private store instead of being copied into one (in_memory
+            # re-serializes every entry: seconds for a 100,000-entry session).
+            manager = SessionManager(MemoryStore(), parsed.header, entries,
+                                     cwd=parsed.header.get("cwd") or os.getcwd(), saved=True)
             fresh = _Cached(hint, now, manager, version)
             self._items[session_id] = fresh
             self._items.move_to_end(session_id)
@@ -175,7 +184,8 @@ class SessionCache:
                     cached.manager.reset_leaf()
                 else:
                     cached.manager.branch(leaf)
-                cached.tree = view.build_tree_data(cached.manager)
+                lazy = len(cached.manager.get_entries()) > EAGER_SUMMARY_ROWS
+                cached.tree = view.build_tree_data(cached.manager, summaries=not lazy)
             return cached.tree
 
 
@@ -303,8 +313,11 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
         start = _int(p.get("start"), -1)
         manager: SessionManager = cached.manager
         try:
+            if cached.memo is None:
+                cached.memo = {}
             return view.build_conversation(manager, leaf or _active_leaf(cached), viewname,
-                                           start=start if start >= 0 else None, around=p.get("around") or None)
+                                           start=start if start >= 0 else None, around=p.get("around") or None,
+                                           memo=cached.memo)
         except EntryNotFoundError:
             return PlainTextResponse("No such entry in this session", status_code=404)
 
@@ -340,7 +353,18 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
         cached = _session(request)
         if cached is None:
             return JSONResponse({"error": "no such session"}, status_code=404)
-        return JSONResponse(cache.tree(cached).to_json())
+        with cache._lock:
+            text = cache.tree(cached).json_text()
+        return Response(text, media_type="application/json")
+
+    def summaries_json(request: Request) -> Response:
+        cached = _session(request)
+        if cached is None:
+            return JSONResponse({"error": "no such session"}, status_code=404)
+        wanted = [_int(v, -1) for v in request.query_params.get("rows", "").split(",")[:500]]
+        with cache._lock:
+            found = cache.tree(cached).summaries(wanted)
+        return JSONResponse({"version": cached.version, "summaries": {str(k): v for k, v in found.items()}})
 
     def state_json(request: Request) -> Response:
         cached = _session(request)
@@ -356,6 +380,7 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
         Route("/s/{session_id}/conversation", conversation),
         Route("/s/{session_id}/tree.json", tree_json),
         Route("/s/{session_id}/state.json", state_json),
+        Route("/s/{session_id}/summaries.json", summaries_json),
         Mount("/static", app=static, name="static"),
     ]
 

@@ -86,15 +86,17 @@ def render_conversation(conversation: view.Conversation, session_id: str, *, win
 
 def _session_context(manager: SessionManager, tree: view.TreeData, conversation: view.Conversation) -> dict[str, Any]:
     header = manager.get_header()
-    tips = view.leaf_tips(tree.rows)
-    tips.reverse()  # newest branches first
+    tip_rows = [i for i, row in enumerate(tree.rows) if row[7] == i]
+    tip_rows.reverse()  # newest branches first
+    tree.summaries(tip_rows[:500])
+    tips = [tree.rows[i] for i in tip_rows[:500]]
     return {
         "header": header,
         "session_id": header.get("id"),
         "title": manager.get_session_name() or header.get("id"),
-        "tree": tree.to_json(),
+        "tree_json": tree.json_text(),
         "tips": tips[:500],
-        "tip_count": len(tips),
+        "tip_count": len(tip_rows),
         "conv": conversation,
         "entry_count": len(tree.rows),
     }

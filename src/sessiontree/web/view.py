@@ -129,24 +129,50 @@ class TreeData:
     Attributes:
         rows: one list per entry, ``[id, depth, kind, summary, flags, label,
             parent_row, subtree_end, tip_row]``: ``depth`` counts the branch
-            points above the row (indentation), ``flags`` is an OR of the
-            ``F_*`` bits, ``label`` is the current label or ``None``,
-            ``parent_row`` the row index of the parent (``-1`` for a root),
-            ``subtree_end`` the index of the last row of its subtree (rows
-            ``i+1 .. subtree_end`` are its descendants), ``tip_row`` the row of
-            the tip its branch selection shows (the active leaf for entries on
+            points above the row (indentation); ``summary`` is the entry's
+            one-line summary, or ``None`` until :meth:`summaries` computed it
+            (large sessions: the page asks for the rows it draws); ``flags``
+            is an OR of the ``F_*`` bits; ``label`` is the current label or
+            ``None``; ``parent_row`` the row index of the parent (``-1`` for a
+            root); ``subtree_end`` the index of the last row of its subtree
+            (rows ``i+1 .. subtree_end`` are its descendants); ``tip_row`` the
+            row of the tip a click on it shows (the active leaf for entries on
             the active path, else the newest tip below it).
         leaf_id: the active leaf, or ``None``.
-        timestamps: ``{entry id: timestamp}`` is not kept; rows stay small.
+        index: ``{entry id: row index}``.
+        entries: the entry of each row (for summaries computed later).
     """
 
     rows: list[list[Any]]
     leaf_id: str | None
     index: dict[str, int] = field(default_factory=dict)
+    entries: list[Mapping[str, Any]] = field(default_factory=list, repr=False)
+    _json: str | None = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON the tree pane's script reads: ``{"leaf": ..., "rows": [...]}``."""
         return {"leaf": self.leaf_id, "rows": self.rows}
+
+    def json_text(self) -> Markup:
+        """:meth:`to_json` serialized once, safe inside a ``<script>`` element
+        (``<``, ``>``, ``&`` and ``'`` written as ``\\u`` escapes, as Jinja2's ``tojson``)."""
+        if self._json is None:
+            import orjson
+
+            text = orjson.dumps(self.to_json()).decode("utf-8")
+            self._json = (text.replace("&", "\\u0026").replace("<", "\\u003c")
+                          .replace(">", "\\u003e").replace("'", "\\u0027"))
+        return Markup(self._json)
+
+    def summaries(self, row_indices: Iterable[int]) -> dict[int, str]:
+        """One-line summaries of the given rows (computed once each; unknown indices skipped)."""
+        out: dict[int, str] = {}
+        for i in row_indices:
+            if 0 <= i < len(self.rows):
+                if self.rows[i][3] is None:
+                    self.rows[i][3] = entry_summary(_preview(self.entries[i]), TREE_SUMMARY_CHARS)
+                out[i] = self.rows[i][3]
+        return out
 
 
 def _tree_flags(entry: Mapping[str, Any]) -> int:
@@ -171,8 +197,60 @@ def _tree_flags(entry: Mapping[str, Any]) -> int:
     return flags
 
 
-def build_tree_data(manager: SessionManager) -> TreeData:
+#: Characters of each text kept when summarising an entry for the tree.
+_PREVIEW_CHARS = 400
+
+
+def _clip_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return value[:_PREVIEW_CHARS]
+    if isinstance(value, Mapping):
+        return {k: _clip_value(v) for k, v in list(value.items())[:8]}
+    if isinstance(value, list):
+        return [_clip_value(v) for v in value[:8]]
+    return value
+
+
+def _preview(entry: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``entry`` with the texts of its message cut to a few hundred characters.
+
+    :func:`sessiontree.render.entry_summary` keeps its rules; it just no
+    longer normalises a 200 KB tool output to show 120 characters of it
+    (that made the tree of a 100,000-entry session take seconds).
+    """
+    message = entry.get("message")
+    if entry.get("type") != "message" or not isinstance(message, Mapping):
+        return entry
+    short = dict(message)
+    content = message.get("content")
+    if isinstance(content, str):
+        short["content"] = content[:_PREVIEW_CHARS]
+    elif isinstance(content, list):
+        blocks = []
+        for block in content[:16]:
+            if isinstance(block, Mapping):
+                block = dict(block)
+                for key in ("text", "thinking"):
+                    if isinstance(block.get(key), str):
+                        block[key] = block[key][:_PREVIEW_CHARS]
+                if block.get("type") == "toolCall":
+                    block["arguments"] = _clip_value(block.get("arguments"))
+                if block.get("type") == "image":
+                    block["data"] = ""
+            blocks.append(block)
+        short["content"] = blocks
+    for key in ("command", "summary"):
+        if isinstance(short.get(key), str):
+            short[key] = short[key][:_PREVIEW_CHARS]
+    return {**entry, "message": short}
+
+
+def build_tree_data(manager: SessionManager, *, summaries: bool = True) -> TreeData:
     """Lay out every entry of the session as tree rows (see :class:`TreeData`).
+
+    With ``summaries=False`` the one-line summaries are left ``None`` for
+    :meth:`TreeData.summaries` to fill in on demand: summarising 100,000
+    entries costs seconds, and a page draws a few dozen rows at a time.
 
     A node with one child continues at the same depth; the children of a
     branch point (oldest first, as :meth:`SessionManager.get_tree` orders
@@ -183,6 +261,7 @@ def build_tree_data(manager: SessionManager) -> TreeData:
     leaf_id = manager.get_leaf_id()
     active = {e.get("id") for e in manager.get_branch()}
     rows: list[list[Any]] = []
+    entries: list[Mapping[str, Any]] = []
     # (node, depth, parent row, starts a branch)
     stack: list[tuple[Any, int, int, bool]] = [(root, 0, -1, len(roots) > 1) for root in reversed(roots)]
     while stack:
@@ -200,8 +279,10 @@ def build_tree_data(manager: SessionManager) -> TreeData:
         if starts:
             flags |= F_BRANCH_START
         row = len(rows)
-        rows.append([entry_id, depth, entry_kind(entry), entry_summary(entry, TREE_SUMMARY_CHARS),
+        rows.append([entry_id, depth, entry_kind(entry),
+                     entry_summary(_preview(entry), TREE_SUMMARY_CHARS) if summaries else None,
                      flags, node.label, parent, row, row])
+        entries.append(entry)
         if len(children) == 1:
             stack.append((children[0], depth, row, False))
         else:
@@ -222,7 +303,7 @@ def build_tree_data(manager: SessionManager) -> TreeData:
         for i, row in enumerate(rows):
             if row[4] & F_ACTIVE:
                 row[8] = leaf_row
-    return TreeData(rows, leaf_id, {row[0]: i for i, row in enumerate(rows)})
+    return TreeData(rows, leaf_id, {row[0]: i for i, row in enumerate(rows)}, entries)
 
 
 # --------------------------------------------------------------------------- conversation
@@ -650,7 +731,7 @@ def _unit_item(unit: _Unit, results: Callable[[str], Item | None]) -> Item:
 
 def build_conversation(manager: SessionManager, leaf_id: str | None, view: str = "raw", *,
                        start: int | None = None, around: str | None = None,
-                       limit: int = WINDOW_ITEMS) -> Conversation:
+                       limit: int = WINDOW_ITEMS, memo: dict[Any, Any] | None = None) -> Conversation:
     """A window of the conversation of the branch ending at ``leaf_id``.
 
     Args:
@@ -663,6 +744,9 @@ def build_conversation(manager: SessionManager, leaf_id: str | None, view: str =
         start: first unit of the window; default: the last ``limit`` units.
         around: an entry id the window must contain (a permalink target).
         limit: units per window.
+        memo: a dict the caller keeps per session version: the branch's
+            units are kept there per ``(leaf, view)``, so the next window of
+            the same branch costs only its own items.
 
     Raises:
         EntryNotFoundError: ``leaf_id`` is not an entry of the session.
@@ -672,12 +756,20 @@ def build_conversation(manager: SessionManager, leaf_id: str | None, view: str =
         raise ValueError(f"unknown view {view!r}: expected 'raw' or 'model'")
     if leaf_id is not None:
         manager.branch(leaf_id)
-    branch = manager.get_branch()
-    note = ""
-    if view == "raw":
-        units = _raw_units(branch)
+    key = (manager.get_leaf_id(), view)
+    if memo is not None and key in memo:
+        units, note = memo[key]
     else:
-        units, note = _model_units(manager, branch)
+        branch = manager.get_branch()
+        note = ""
+        if view == "raw":
+            units = _raw_units(branch)
+        else:
+            units, note = _model_units(manager, branch)
+        if memo is not None:
+            if len(memo) >= 8:
+                memo.pop(next(iter(memo)))
+            memo[key] = (units, note)
     total = len(units)
     if around is not None:
         hit = next((i for i, u in enumerate(units) if u.entry is not None and u.entry.get("id") == around), None)

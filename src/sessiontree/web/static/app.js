@@ -95,9 +95,31 @@
       var n = 0; for (var j = i + 1; j <= row[END]; j = rows[j][END] + 1) n++;
       bp.textContent = n + " branches"; el.appendChild(bp);
     }
-    el.appendChild(document.createTextNode(" " + row[SUMMARY]));
+    el.appendChild(document.createTextNode(" " + (row[SUMMARY] === null ? "" : row[SUMMARY])));
+    if (row[SUMMARY] === null) wantSummary(i);
     el.title = row[ID] + (f & F_LEAF ? " (active leaf)" : "");
     return el;
+  }
+
+  // Large sessions come without summaries: ask for those of the rows drawn.
+  var wanted = {}, asked = {}, summaryTimer = null;
+  function wantSummary(i) {
+    if (mode !== "server" || asked[i]) return;
+    wanted[i] = true;
+    if (!summaryTimer) summaryTimer = setTimeout(fetchSummaries, 30);
+  }
+  function fetchSummaries() {
+    summaryTimer = null;
+    var list = Object.keys(wanted).slice(0, 500);
+    wanted = {};
+    list.forEach(function (i) { asked[i] = true; });
+    if (!list.length) return;
+    fetch("/s/" + encodeURIComponent(sessionId) + "/summaries.json?rows=" + list.join(","), { credentials: "same-origin" })
+      .then(function (r) { return r.json(); })
+      .then(function (d) {
+        Object.keys(d.summaries || {}).forEach(function (k) { if (rows[+k]) rows[+k][SUMMARY] = d.summaries[k]; });
+        render(true);
+      }).catch(function () {});
   }
 
   var drawn = "";
@@ -233,6 +255,8 @@
     else showTarget(hash);
   }
   history.replaceState({ leaf: state.leaf, view: state.view, target: hash }, "", location.href);
+  // Measured by benchmarks/bench_viewer.py: the page is usable (tree drawn, conversation shown).
+  if (window.performance && performance.mark) performance.mark("sessiontree-ready");
 
   // ------------------------------------------------------------------ live updates (server only)
 
@@ -254,7 +278,7 @@
         return fetch("/s/" + encodeURIComponent(sessionId) + "/tree.json" + token, { credentials: "same-origin" })
           .then(function (r) { return r.json(); })
           .then(function (d) {
-            data = d; rows = d.rows; reindex();
+            data = d; rows = d.rows; asked = {}; reindex();
             var leaf = followed ? d.leaf : state.leaf;
             return load(leaf, state.view, atBottom ? null : state.target, false).then(function () {
               if (!atBottom && state.target) showTarget(state.target);
