@@ -349,7 +349,7 @@ def test_export_jsonl_is_byte_identical_and_markdown_is_readable(loaded, tmp_pat
     assert "Try option 1: quote it." not in md  # the abandoned branch is not on the active path
     md = run(loaded, "export", COMPACTION, "--format", "markdown").stdout
     assert "Context compacted here" in md and "Add a --units flag" in md
-    run(loaded, "export", BRANCHING, "--format", "html", code=2)
+    run(loaded, "export", BRANCHING, "--format", "pdf", code=2)  # html exists since issue 15 (tests/test_web.py)
 
 
 # --------------------------------------------------------------------------- fork, delete, name, label

@@ -16,7 +16,7 @@ from .. import render
 from ..ids import shortest_unique_prefixes
 from ..manager import SessionManager
 from ..outfile import write_atomic
-from ..textsafe import safe_json_text, safe_line
+from ..textsafe import safe_block, safe_json_text, safe_line
 from ._common import (
     _App,
     _busy,
@@ -266,17 +266,18 @@ def context_cmd(app: _App, session: str, leaf: str | None, full: bool, historica
 # --------------------------------------------------------------------------- export
 
 
-@cli.command("export", short_help='Export as JSONL or a Markdown transcript.')
+@cli.command("export", short_help='Export as JSONL, a Markdown transcript or an HTML page.')
 @click.argument("session")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path),
               help="Write to FILE instead of stdout.")
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "markdown"]), default="jsonl", show_default=True,
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "markdown", "html"]), default="jsonl", show_default=True,
               help="jsonl: the format-4 session file (stored entries byte for byte; on a terminal, control "
                    "characters in strings as JSON escapes); markdown: a readable transcript of the active "
-                   "branch, control characters shown as escapes.")
+                   "branch, control characters shown as escapes; html: the viewer's session page as one "
+                   "self-contained file (opens from disk, no network).")
 @pass_app
 def export_cmd(app: _App, session: str, output: Path | None, fmt: str) -> None:
-    """Export a session as a format-4 JSONL file or a Markdown transcript.
+    """Export a session as a format-4 JSONL file, a Markdown transcript or an HTML page.
 
     The Markdown transcript shows control, bidi and invisible characters of
     the session as escapes (\\x1b, \\u202e), wherever it goes. JSONL is the
@@ -287,6 +288,12 @@ def export_cmd(app: _App, session: str, output: Path | None, fmt: str) -> None:
     if fmt == "jsonl":
         with _busy("Loading session…"):
             data = _read_parsed(app, session_id).to_bytes()
+    elif fmt == "html":
+        from ..web.page import render_session_document
+
+        manager = _open_readonly(app, session_id)
+        with _busy("Rendering…"):
+            data = render_session_document(manager).encode("utf-8")
     else:
         manager = _open_readonly(app, session_id)
         title = manager.get_session_name()
@@ -296,6 +303,9 @@ def export_cmd(app: _App, session: str, output: Path | None, fmt: str) -> None:
             # On a terminal the JSONL is for reading: unsafe characters inside its strings are
             # shown as JSON escapes (same values). Pipes and files get the stored bytes.
             data = safe_json_text(data.decode("utf-8", errors="backslashreplace")).encode("utf-8")
+        elif fmt == "html" and _out().is_terminal:
+            # Session text inside the page may hold escape sequences: shown, not obeyed.
+            data = safe_block(data.decode("utf-8")).encode("utf-8")
         sys.stdout.flush()
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()

@@ -1,0 +1,398 @@
+"""The viewer's web application (Starlette), read-only over any store.
+
+Routes (all ``GET``/``HEAD``; every other method is refused with 405, so no
+request can change a session):
+
+* ``/``: the session list (search, filters, sort, pages);
+* ``/s/{id}``: the session page (``?leaf=ENTRY&view=raw|model#ENTRY``);
+* ``/s/{id}/conversation``: the conversation pane's HTML for one window
+  (``leaf``, ``view``, ``start`` or ``around``);
+* ``/s/{id}/tree.json``: the tree rows (:class:`sessiontree.web.view.TreeData`);
+* ``/s/{id}/summaries.json?rows=I,J,...``: one-line summaries of tree rows
+  (large sessions send the tree without them);
+* ``/s/{id}/state.json``: ``{"version", "entries", "leaf"}``, polled every
+  second by the page for live updates;
+* ``/static/...``: the package's stylesheet and script.
+
+Safety (docs/viewer.md): the ``Host`` header must name the address the
+server was started for (or ``localhost``/``127.0.0.1``/``[::1]`` on
+loopback), which defeats DNS rebinding; when a token is set (any
+non-loopback bind), a request must carry it once as ``?token=`` (it is then
+kept in an ``HttpOnly``, ``SameSite=Strict`` cookie) or be refused with 403;
+every response carries a strict Content-Security-Policy and
+``X-Content-Type-Options: nosniff``.
+
+Caching: each session is read from the store once per change. A cheap
+change hint (the JSONL file's or the SQLite database's size and mtime)
+decides whether the stored session must be read again; stores without
+files are re-read at most once per :data:`MIN_REREAD_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import date
+from importlib import resources
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..errors import EntryNotFoundError, SessionError, SessionNotFoundError
+from ..manager import SessionManager
+from ..stores.base import SessionStore
+from ..stores.memory import MemoryStore
+from . import page, view
+
+__all__ = ["ViewerConfig", "create_app", "SessionCache", "LOOPBACK_HOSTS", "MIN_REREAD_SECONDS"]
+
+#: Host names a loopback server answers to.
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+#: Stores without a change hint are read again at most this often (seconds).
+MIN_REREAD_SECONDS = 0.5
+#: Listing rows are reused this long (seconds) between list requests.
+LIST_TTL_SECONDS = 2.0
+_TOKEN_COOKIE = "sessiontree_token"
+#: Sessions with more entries get their tree summaries on demand (``/summaries``).
+EAGER_SUMMARY_ROWS = 2000
+
+
+@dataclass
+class ViewerConfig:
+    """How the app was started.
+
+    Attributes:
+        host: the address the server binds (used for the ``Host`` check).
+        port: its port.
+        token: the secret every request must carry (``None``: no token,
+            loopback only).
+        live: whether pages poll for new entries.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    token: str | None = None
+    live: bool = True
+
+    def allowed_hosts(self) -> set[str]:
+        """``Host`` header values (without port) that are accepted."""
+        hosts = {self.host.lower(), f"[{self.host.lower()}]"}
+        if self.host in LOOPBACK_HOSTS or self.host.startswith("127."):
+            hosts |= LOOPBACK_HOSTS
+        return hosts
+
+
+# --------------------------------------------------------------------------- session cache
+
+
+@dataclass
+class _Cached:
+    hint: Any
+    checked: float
+    manager: SessionManager
+    version: str
+    tree: view.TreeData | None = None
+    memo: dict[Any, Any] | None = None
+
+
+class SessionCache:
+    """Read-only managers of recently viewed sessions, re-read when the store changed.
+
+    Thread-safe (Starlette runs sync endpoints in a thread pool). Holds at
+    most ``size`` sessions.
+    """
+
+    def __init__(self, store: SessionStore, size: int = 4) -> None:
+        """Cache sessions of ``store``, at most ``size`` at once."""
+        self.store = store
+        self.size = size
+        self._items: OrderedDict[str, _Cached] = OrderedDict()
+        self._lock = threading.RLock()  # endpoints hold it while they use a manager
+
+    def _hint(self, session_id: str) -> Any:
+        # A cheap "did anything change" signal: file size and mtime where the store has files.
+        path = self.store.location(session_id)
+        if path is None and getattr(self.store, "kind", None) == "sqlite":
+            db = getattr(self.store, "path", None)
+            path = db if isinstance(db, str) and db != ":memory:" else None
+            paths = [path, f"{path}-wal"] if path else []
+        else:
+            paths = [path] if path else []
+        if not paths:
+            return None
+        stats = []
+        for p in paths:
+            try:
+                st = os.stat(p)
+                stats.append((st.st_size, st.st_mtime_ns))
+            except OSError:
+                stats.append(None)
+        return tuple(stats)
+
+    def get(self, session_id: str) -> _Cached:
+        """The cached session, read again if the store shows a change.
+
+        Raises:
+            SessionNotFoundError: no such session.
+            InvalidSessionError, StorageError: the stored session cannot be read.
+        """
+        with self._lock:
+            cached = self._items.get(session_id)
+            now = time.monotonic()
+            hint = self._hint(session_id)
+            if cached is not None:
+                unchanged = hint == cached.hint if hint is not None else now - cached.checked < MIN_REREAD_SECONDS
+                if unchanged:
+                    self._items.move_to_end(session_id)
+                    return cached
+            parsed = self.store.read(session_id)
+            entries = parsed.entries
+            version = f"{len(entries)}:{entries[-1].get('id') if entries else ''}"
+            if cached is not None and cached.version == version:
+                cached.hint, cached.checked = hint, now
+                return cached
+            # Read-only: nothing is ever appended, so the entries are bound to an
+            # empty private store instead of being copied into one (in_memory
+            # re-serializes every entry: seconds for a 100,000-entry session).
+            manager = SessionManager(MemoryStore(), parsed.header, entries,
+                                     cwd=parsed.header.get("cwd") or os.getcwd(), saved=True)
+            fresh = _Cached(hint, now, manager, version)
+            self._items[session_id] = fresh
+            self._items.move_to_end(session_id)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+            return fresh
+
+    def tree(self, cached: _Cached) -> view.TreeData:
+        """The tree rows of a cached session, laid out once per version."""
+        with self._lock:
+            if cached.tree is None:
+                # Viewing branches moves the manager's leaf: lay out from the loaded leaf.
+                leaf = _active_leaf(cached)
+                if leaf is None:
+                    cached.manager.reset_leaf()
+                else:
+                    cached.manager.branch(leaf)
+                lazy = len(cached.manager.get_entries()) > EAGER_SUMMARY_ROWS
+                cached.tree = view.build_tree_data(cached.manager, summaries=not lazy)
+            return cached.tree
+
+
+# --------------------------------------------------------------------------- middleware
+
+
+class _Guard:
+    """Host check, token check, read-only methods and security headers, for every request."""
+
+    def __init__(self, app: ASGIApp, config: ViewerConfig) -> None:
+        self.app = app
+        self.config = config
+        self.hosts = config.allowed_hosts()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        host = (request.headers.get("host") or "").lower()
+        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+        if name not in self.hosts:
+            # DNS rebinding: a page of another site resolved to our address.
+            await PlainTextResponse("Invalid Host header", status_code=400)(scope, receive, send)
+            return
+        if request.method not in ("GET", "HEAD"):
+            await PlainTextResponse("This viewer is read-only", status_code=405,
+                                    headers={"Allow": "GET, HEAD"})(scope, receive, send)
+            return
+        set_cookie = False
+        if self.config.token is not None:
+            given = request.query_params.get("token") or request.cookies.get(_TOKEN_COOKIE) or ""
+            if not hmac.compare_digest(given.encode(), self.config.token.encode()):
+                await PlainTextResponse("A valid token is required (see the URL sessiontree serve printed)",
+                                        status_code=403)(scope, receive, send)
+                return
+            set_cookie = request.query_params.get("token") is not None
+
+        async def send_with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = message.setdefault("headers", [])
+                headers.append((b"content-security-policy", page.SERVER_CSP.encode()))
+                headers.append((b"x-content-type-options", b"nosniff"))
+                headers.append((b"referrer-policy", b"no-referrer"))
+                headers.append((b"x-frame-options", b"DENY"))
+                headers.append((b"cache-control", b"no-store"))
+                if set_cookie and self.config.token is not None:
+                    headers.append((b"set-cookie", f"{_TOKEN_COOKIE}={self.config.token}; Path=/; HttpOnly; "
+                                                   "SameSite=Strict".encode()))
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+# --------------------------------------------------------------------------- endpoints
+
+
+def _flag(value: str | None) -> bool:
+    return value not in (None, "", "0", "false", "off")
+
+
+def _date(value: str | None) -> date | None:
+    try:
+        return date.fromisoformat(value) if value else None
+    except ValueError:
+        return None
+
+
+def _int(value: str | None, default: int) -> int:
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
+
+
+def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starlette:
+    """The viewer over ``store`` (read-only; the store stays open and owned by the caller).
+
+    Args:
+        store: any :class:`SessionStore`.
+        config: host, port and token (see :class:`ViewerConfig`); default:
+            loopback, no token.
+    """
+    config = config or ViewerConfig()
+    cache = SessionCache(store)
+    listing: dict[str, Any] = {"at": -1e9, "infos": None}
+    listing_lock = threading.Lock()
+
+    def infos() -> list[Any]:
+        with listing_lock:
+            now = time.monotonic()
+            if listing["infos"] is None or now - listing["at"] > LIST_TTL_SECONDS:
+                listing["infos"] = SessionManager.list_all(store, include_internal=True)
+                listing["at"] = now
+            return listing["infos"]
+
+    def session_list(request: Request) -> Response:
+        p = request.query_params
+        query = view.ListQuery(q=p.get("q", ""), project=p.get("project", ""), named=_flag(p.get("named")),
+                               since=_date(p.get("since")), until=_date(p.get("until")),
+                               internal=_flag(p.get("internal")),
+                               sort="created" if p.get("sort") == "created" else "modified",
+                               page=_int(p.get("page"), 1), per_page=min(200, max(1, _int(p.get("per_page"), 50))))
+        result = view.build_list_page(store, query, infos())
+        base = {k: v for k, v in p.items() if k not in ("page", "token")}
+
+        def page_query(number: int) -> str:
+            return urlencode({**base, "page": number})
+
+        html = page.environment().get_template("list.html").render(
+            page=result, q=query, inline=False, token_query="", page_query=page_query)
+        return HTMLResponse(html)
+
+    def _session(request: Request) -> Any:
+        session_id = request.path_params["session_id"]
+        try:
+            return cache.get(session_id)
+        except SessionNotFoundError:
+            return None
+
+    def _conversation(cached: Any, request: Request) -> view.Conversation | Response:
+        p = request.query_params
+        leaf = p.get("leaf") or None
+        viewname = "model" if p.get("view") == "model" else "raw"
+        start = _int(p.get("start"), -1)
+        manager: SessionManager = cached.manager
+        try:
+            if cached.memo is None:
+                cached.memo = {}
+            return view.build_conversation(manager, leaf or _active_leaf(cached), viewname,
+                                           start=start if start >= 0 else None, around=p.get("around") or None,
+                                           memo=cached.memo)
+        except EntryNotFoundError:
+            return PlainTextResponse("No such entry in this session", status_code=404)
+
+    def session_page(request: Request) -> Response:
+        cached = _session(request)
+        if cached is None:
+            # A unique prefix of a session id, as on the command line: redirect to the full id.
+            prefix = request.path_params["session_id"]
+            matches = [i for i in store.session_ids() if i.startswith(prefix)] if prefix else []
+            if len(matches) == 1:
+                query = f"?{request.url.query}" if request.url.query else ""
+                return RedirectResponse(f"/s/{quote(matches[0])}{query}", status_code=302)
+            return PlainTextResponse("No such session" if not matches else "Ambiguous session id prefix",
+                                     status_code=404)
+        with cache._lock:
+            tree = cache.tree(cached)
+            conv = _conversation(cached, request)
+        if isinstance(conv, Response):
+            return conv
+        return HTMLResponse(page.render_session_page(cached.manager, tree, conv, version=cached.version))
+
+    def conversation(request: Request) -> Response:
+        cached = _session(request)
+        if cached is None:
+            return PlainTextResponse("No such session", status_code=404)
+        with cache._lock:
+            conv = _conversation(cached, request)
+        if isinstance(conv, Response):
+            return conv
+        return HTMLResponse(page.render_conversation(conv, request.path_params["session_id"]))
+
+    def tree_json(request: Request) -> Response:
+        cached = _session(request)
+        if cached is None:
+            return JSONResponse({"error": "no such session"}, status_code=404)
+        with cache._lock:
+            text = cache.tree(cached).json_text()
+        return Response(text, media_type="application/json")
+
+    def summaries_json(request: Request) -> Response:
+        cached = _session(request)
+        if cached is None:
+            return JSONResponse({"error": "no such session"}, status_code=404)
+        wanted = [_int(v, -1) for v in request.query_params.get("rows", "").split(",")[:500]]
+        with cache._lock:
+            found = cache.tree(cached).summaries(wanted)
+        return JSONResponse({"version": cached.version, "summaries": {str(k): v for k, v in found.items()}})
+
+    def state_json(request: Request) -> Response:
+        cached = _session(request)
+        if cached is None:
+            return JSONResponse({"error": "no such session"}, status_code=404)
+        return JSONResponse({"version": cached.version, "entries": int(cached.version.split(":")[0]),
+                             "leaf": _active_leaf(cached)})
+
+    static = StaticFiles(directory=str(resources.files("sessiontree.web").joinpath("static")))
+    routes = [
+        Route("/", session_list),
+        Route("/s/{session_id}", session_page),
+        Route("/s/{session_id}/conversation", conversation),
+        Route("/s/{session_id}/tree.json", tree_json),
+        Route("/s/{session_id}/state.json", state_json),
+        Route("/s/{session_id}/summaries.json", summaries_json),
+        Mount("/static", app=static, name="static"),
+    ]
+
+    def on_error(request: Request, exc: Exception) -> Response:
+        return PlainTextResponse(f"Cannot show this session: {exc}", status_code=500)
+
+    return Starlette(routes=routes, middleware=[Middleware(_Guard, config=config)],
+                     exception_handlers={SessionError: on_error})
+
+
+def _active_leaf(cached: Any) -> str | None:
+    """The session's leaf as loaded (the cached manager's leaf moves as branches are viewed)."""
+    from ..tree import loaded_leaf_id
+
+    return loaded_leaf_id(cached.manager.get_entries())

@@ -1,0 +1,157 @@
+"""The one HTML renderer of the viewer: Jinja2 templates over :mod:`sessiontree.web.view`.
+
+Both the server (:mod:`sessiontree.web.app`) and ``export --format html``
+(:func:`render_session_document`) render sessions through the functions
+here, with the same templates: the server links its stylesheet and script,
+the export inlines them (and the images are ``data:`` URLs already), so the
+file opens from disk with no server and no network.
+
+Escaping: the environment autoescapes every template, so any session text
+reaches the page as text. The only values marked safe are rendered Markdown
+(raw HTML disabled, see :func:`sessiontree.web.view.markdown_html`) and the
+inlined assets of the package itself. JSON embedded in a page goes through
+Jinja2's ``tojson`` filter, which escapes ``<``, ``>``, ``&`` and ``'`` so
+that no session text can close the ``<script>`` element that holds it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
+
+from ..manager import SessionManager
+from ..render import entry_summary
+from . import view
+
+__all__ = [
+    "environment",
+    "static_text",
+    "render_list_page",
+    "render_session_page",
+    "render_conversation",
+    "render_session_document",
+    "SERVER_CSP",
+]
+
+#: Content-Security-Policy of every page the server sends: scripts, styles
+#: and fetches only from the server itself, images also from ``data:`` URLs
+#: (session images), nothing framed, no plugins, no inline script or style.
+SERVER_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+              "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+
+#: Branches the export pre-renders at most (two views each); a session with
+#: more tips gets its active branch and the newest others.
+EXPORT_MAX_BRANCHES = 50
+#: Entries of all pre-rendered branches together, at most.
+EXPORT_MAX_ENTRIES = 20_000
+
+
+@lru_cache(maxsize=1)
+def environment() -> Environment:
+    """The Jinja2 environment of the viewer (package templates, autoescape on for all)."""
+    env = Environment(loader=PackageLoader("sessiontree.web", "templates"),
+                      autoescape=select_autoescape(default=True, default_for_string=True),
+                      trim_blocks=True, lstrip_blocks=True)
+    env.globals["FILTER_MODES"] = view.FILTER_MODES
+    return env
+
+
+@lru_cache(maxsize=4)
+def static_text(name: str) -> str:
+    """A file of the package's ``static/`` folder, as text."""
+    return resources.files("sessiontree.web").joinpath("static", name).read_text("utf-8")
+
+
+def _hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
+def render_list_page(page: view.ListPage, *, token_query: str = "") -> str:
+    """The session list page (server only)."""
+    return environment().get_template("list.html").render(page=page, q=page.query, inline=False,
+                                                          token_query=token_query)
+
+
+def render_conversation(conversation: view.Conversation, session_id: str, *, windowed: bool = True) -> str:
+    """The conversation pane's inner HTML for one window of a branch."""
+    return environment().get_template("conversation.html").render(
+        conv=conversation, session_id=session_id, windowed=windowed)
+
+
+def _session_context(manager: SessionManager, tree: view.TreeData, conversation: view.Conversation) -> dict[str, Any]:
+    header = manager.get_header()
+    tip_rows = [i for i, row in enumerate(tree.rows) if row[7] == i]
+    tip_rows.reverse()  # newest branches first
+    tree.summaries(tip_rows[:500])
+    tips = [tree.rows[i] for i in tip_rows[:500]]
+    return {
+        "header": header,
+        "session_id": header.get("id"),
+        "title": manager.get_session_name() or header.get("id"),
+        "tree_json": tree.json_text(),
+        "tips": tips[:500],
+        "tip_count": len(tip_rows),
+        "conv": conversation,
+        "entry_count": len(tree.rows),
+    }
+
+
+def render_session_page(manager: SessionManager, tree: view.TreeData, conversation: view.Conversation, *,
+                        version: str = "", token_query: str = "") -> str:
+    """The session page the server sends (assets linked, live updates on)."""
+    context = _session_context(manager, tree, conversation)
+    return environment().get_template("session.html").render(
+        **context, inline=False, version=version, token_query=token_query,
+        conversation_html=Markup(render_conversation(conversation, context["session_id"])))
+
+
+def render_session_document(manager: SessionManager) -> str:
+    """The session page as one self-contained HTML document (``export --format html``).
+
+    Styles, script and images are inline; a ``<meta>`` Content-Security-Policy
+    allows exactly the inlined style and script (by hash) and ``data:``
+    images, so the file makes no network request when opened. The active
+    branch and up to :data:`EXPORT_MAX_BRANCHES` other branches (newest
+    first, :data:`EXPORT_MAX_ENTRIES` entries in all) are pre-rendered in
+    both views; the tree shows every entry.
+
+    The manager's leaf is moved while rendering and restored afterwards.
+    """
+    original_leaf = manager.get_leaf_id()
+    tree = view.build_tree_data(manager)
+    active = view.build_conversation(manager, original_leaf, "raw", limit=10**9)
+    branches: list[dict[str, Any]] = []
+    budget = EXPORT_MAX_ENTRIES
+    tips = [row[0] for row in reversed(view.leaf_tips(tree.rows))]
+    if original_leaf is not None:
+        tips = [original_leaf, *[t for t in tips if t != original_leaf]]
+    for tip in tips[:EXPORT_MAX_BRANCHES]:
+        length = len(manager.get_branch(tip))
+        if branches and length > budget:
+            continue
+        budget -= length
+        for which in ("raw", "model"):
+            conv = active if (tip == original_leaf and which == "raw") else \
+                view.build_conversation(manager, tip, which, limit=10**9)
+            branches.append({"leaf": tip, "view": which,
+                             "html": Markup(render_conversation(conv, str(manager.get_session_id()),
+                                                                windowed=False))})
+    if original_leaf is None:
+        manager.reset_leaf()
+    else:
+        manager.branch(original_leaf)
+    context = _session_context(manager, tree, active)
+    css, js = static_text("app.css"), static_text("app.js")
+    csp = (f"default-src 'none'; script-src {_hash(js)}; style-src {_hash(css)}; img-src data:; "
+           "base-uri 'none'; form-action 'none'")
+    return environment().get_template("session.html").render(
+        **context, inline=True, css=Markup(css), js=Markup(js), csp=csp, branches=branches,
+        omitted_branches=max(0, len(tips) - len({b["leaf"] for b in branches})),
+        conversation_html=Markup(branches[0]["html"]) if branches else Markup(""),
+        version="", token_query="", entry_summary=entry_summary)

@@ -1,0 +1,958 @@
+"""View models of the web viewer: what the pages show, built from the library.
+
+One module builds everything a page displays, for the server
+(:mod:`sessiontree.web.app`) and the HTML export
+(:func:`sessiontree.web.page.render_session_document`) alike; the Jinja2
+templates only display these objects. No rule of the format is decided here
+either: the tree comes from :meth:`SessionManager.get_tree`, branches from
+:meth:`SessionManager.get_branch`, the model's view from
+:meth:`SessionManager.build_session_projection`, one-line summaries and
+retired-record notes from :mod:`sessiontree.render`, and what a view marks
+(edited, omitted, synthetic, kept in a compaction) is read off the
+projection's result, never recomputed.
+
+Invariants:
+
+* Nothing here recurses on the depth of the tree or the length of a branch:
+  a 100,000-entry chain lays out like a short one.
+* Session text is never trusted: every string reaches the page through
+  Jinja2 autoescaping; Markdown is rendered by ``markdown-it-py`` with raw
+  HTML disabled and its link validation (no ``javascript:``, ``vbscript:``,
+  ``file:`` or non-image ``data:`` URLs); image blocks become ``data:``
+  URLs only for raster image types with base64 payloads.
+* Nothing here writes to a store.
+
+Seams for APIs other issues add (feature-detected, so this module works
+before and after they land):
+
+* search: :func:`search_sessions` calls ``store.search(query)`` when the
+  store has it (issue 13), else scans titles and
+  :attr:`SessionInfo.all_messages_text`;
+* statistics: :func:`stats_provider` returns
+  ``sessiontree.usage.session_stats`` when that module exists (issue 14),
+  else ``None``, and the list hides its model, token and cost columns.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import importlib
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
+from typing import Any
+
+from markdown_it import MarkdownIt
+from markupsafe import Markup, escape
+
+from ..info import SessionInfo
+from ..manager import SessionManager
+from ..projection import INTERRUPTED_TEXT, _latest_edits, is_active_compaction, is_retired_record
+from ..render import RETIRED_NOTE, entry_kind, entry_summary, retired_record_text
+from ..stores.base import SessionStore
+from ..transcript import bash_text
+
+__all__ = [
+    "FILTER_MODES",
+    "TreeData",
+    "build_tree_data",
+    "Part",
+    "Item",
+    "Conversation",
+    "build_conversation",
+    "markdown_html",
+    "ListQuery",
+    "ListRow",
+    "ListPage",
+    "build_list_page",
+    "search_sessions",
+    "stats_provider",
+    "session_title",
+]
+
+# --------------------------------------------------------------------------- Markdown
+
+# CommonMark with tables and strikethrough; raw HTML off (session text is
+# untrusted), typographer and linkify off (what the model wrote is shown as
+# written). markdown-it's default validateLink refuses javascript:, vbscript:,
+# file: and non-image data: URLs.
+_MD = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable(
+    ["table", "strikethrough"])
+
+
+def markdown_html(text: str) -> Markup:
+    """``text`` rendered as Markdown, safe to put in a page.
+
+    Raw HTML in ``text`` is shown as text; links with dangerous schemes are
+    left as text. Never raises on odd input.
+    """
+    return Markup(_MD.render(text))
+
+
+# --------------------------------------------------------------------------- tree
+
+#: Filter modes of the tree, as the agent's ``/tree`` has them.
+FILTER_MODES: tuple[tuple[str, str], ...] = (
+    ("default", "default"),
+    ("no-tools", "no tools"),
+    ("user-only", "user only"),
+    ("labeled-only", "labelled"),
+    ("all", "all"),
+)
+
+# Row flags (bit values shared with static/app.js).
+F_ACTIVE = 1        # on the active path (root to active leaf)
+F_LEAF = 2          # the active leaf
+F_RETIRED = 4       # a retired, archival record
+F_COMPACTION = 8    # an active verbatim compaction boundary
+F_BRANCH_SUMMARY = 16
+F_TOOL = 32         # a tool result or bash execution (hidden by "no tools")
+F_USER = 64         # a user message (kept by "user only")
+F_META = 128        # bookkeeping (labels, names, settings, extension state): hidden by "default"
+F_BRANCH_POINT = 256
+F_BRANCH_START = 512  # first entry of a branch below a branch point
+F_CONTEXT_EDIT = 1024
+
+_META_TYPES = frozenset({"label", "session_info", "session_summary", "custom", "model_change",
+                         "thinking_level_change", "context_window_change", "leaf"})
+
+#: Characters of an entry's one-line summary in the tree.
+TREE_SUMMARY_CHARS = 120
+
+
+@dataclass
+class TreeData:
+    """The whole entry tree laid out as rows, in pre-order (what the tree pane draws).
+
+    Attributes:
+        rows: one list per entry, ``[id, depth, kind, summary, flags, label,
+            parent_row, subtree_end, tip_row]``: ``depth`` counts the branch
+            points above the row (indentation); ``summary`` is the entry's
+            one-line summary, or ``None`` until :meth:`summaries` computed it
+            (large sessions: the page asks for the rows it draws); ``flags``
+            is an OR of the ``F_*`` bits; ``label`` is the current label or
+            ``None``; ``parent_row`` the row index of the parent (``-1`` for a
+            root); ``subtree_end`` the index of the last row of its subtree
+            (rows ``i+1 .. subtree_end`` are its descendants); ``tip_row`` the
+            row of the tip a click on it shows (the active leaf for entries on
+            the active path, else the newest tip below it).
+        leaf_id: the active leaf, or ``None``.
+        index: ``{entry id: row index}``.
+        entries: the entry of each row (for summaries computed later).
+    """
+
+    rows: list[list[Any]]
+    leaf_id: str | None
+    index: dict[str, int] = field(default_factory=dict)
+    entries: list[Mapping[str, Any]] = field(default_factory=list, repr=False)
+    _json: str | None = field(default=None, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON the tree pane's script reads: ``{"leaf": ..., "rows": [...]}``."""
+        return {"leaf": self.leaf_id, "rows": self.rows}
+
+    def json_text(self) -> Markup:
+        """:meth:`to_json` serialized once, safe inside a ``<script>`` element
+        (``<``, ``>``, ``&`` and ``'`` written as ``\\u`` escapes, as Jinja2's ``tojson``)."""
+        if self._json is None:
+            import orjson
+
+            text = orjson.dumps(self.to_json()).decode("utf-8")
+            self._json = (text.replace("&", "\\u0026").replace("<", "\\u003c")
+                          .replace(">", "\\u003e").replace("'", "\\u0027"))
+        return Markup(self._json)
+
+    def summaries(self, row_indices: Iterable[int]) -> dict[int, str]:
+        """One-line summaries of the given rows (computed once each; unknown indices skipped)."""
+        out: dict[int, str] = {}
+        for i in row_indices:
+            if 0 <= i < len(self.rows):
+                if self.rows[i][3] is None:
+                    self.rows[i][3] = entry_summary(_preview(self.entries[i]), TREE_SUMMARY_CHARS)
+                out[i] = self.rows[i][3]
+        return out
+
+
+def _tree_flags(entry: Mapping[str, Any]) -> int:
+    flags = 0
+    kind = entry.get("type")
+    if is_retired_record(entry):
+        flags |= F_RETIRED
+    elif kind == "compaction":
+        flags |= F_COMPACTION
+    if kind == "branch_summary":
+        flags |= F_BRANCH_SUMMARY
+    if kind == "context_edit":
+        flags |= F_CONTEXT_EDIT
+    if kind in _META_TYPES:
+        flags |= F_META
+    if kind == "message":
+        role = entry_kind(entry)
+        if role in ("toolResult", "bashExecution"):
+            flags |= F_TOOL
+        elif role == "user":
+            flags |= F_USER
+    return flags
+
+
+#: Characters of each text kept when summarising an entry for the tree.
+_PREVIEW_CHARS = 400
+
+
+def _clip_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return value[:_PREVIEW_CHARS]
+    if isinstance(value, Mapping):
+        return {k: _clip_value(v) for k, v in list(value.items())[:8]}
+    if isinstance(value, list):
+        return [_clip_value(v) for v in value[:8]]
+    return value
+
+
+def _preview(entry: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``entry`` with the texts of its message cut to a few hundred characters.
+
+    :func:`sessiontree.render.entry_summary` keeps its rules; it just no
+    longer normalises a 200 KB tool output to show 120 characters of it
+    (that made the tree of a 100,000-entry session take seconds).
+    """
+    message = entry.get("message")
+    if entry.get("type") != "message" or not isinstance(message, Mapping):
+        return entry
+    short = dict(message)
+    content = message.get("content")
+    if isinstance(content, str):
+        short["content"] = content[:_PREVIEW_CHARS]
+    elif isinstance(content, list):
+        blocks = []
+        for block in content[:16]:
+            if isinstance(block, Mapping):
+                block = dict(block)
+                for key in ("text", "thinking"):
+                    if isinstance(block.get(key), str):
+                        block[key] = block[key][:_PREVIEW_CHARS]
+                if block.get("type") == "toolCall":
+                    block["arguments"] = _clip_value(block.get("arguments"))
+                if block.get("type") == "image":
+                    block["data"] = ""
+            blocks.append(block)
+        short["content"] = blocks
+    for key in ("command", "summary"):
+        if isinstance(short.get(key), str):
+            short[key] = short[key][:_PREVIEW_CHARS]
+    return {**entry, "message": short}
+
+
+def build_tree_data(manager: SessionManager, *, summaries: bool = True) -> TreeData:
+    """Lay out every entry of the session as tree rows (see :class:`TreeData`).
+
+    With ``summaries=False`` the one-line summaries are left ``None`` for
+    :meth:`TreeData.summaries` to fill in on demand: summarising 100,000
+    entries costs seconds, and a page draws a few dozen rows at a time.
+
+    A node with one child continues at the same depth; the children of a
+    branch point (oldest first, as :meth:`SessionManager.get_tree` orders
+    them) each start a branch one level deeper. Iterative (an explicit stack),
+    linear in the number of entries.
+    """
+    roots = manager.get_tree()
+    leaf_id = manager.get_leaf_id()
+    active = {e.get("id") for e in manager.get_branch()}
+    rows: list[list[Any]] = []
+    entries: list[Mapping[str, Any]] = []
+    # (node, depth, parent row, starts a branch)
+    stack: list[tuple[Any, int, int, bool]] = [(root, 0, -1, len(roots) > 1) for root in reversed(roots)]
+    while stack:
+        node, depth, parent, starts = stack.pop()
+        entry = node.entry
+        entry_id = entry.get("id")
+        flags = _tree_flags(entry)
+        if entry_id in active:
+            flags |= F_ACTIVE
+        if entry_id == leaf_id:
+            flags |= F_LEAF
+        children = node.children
+        if len(children) > 1:
+            flags |= F_BRANCH_POINT
+        if starts:
+            flags |= F_BRANCH_START
+        row = len(rows)
+        rows.append([entry_id, depth, entry_kind(entry),
+                     entry_summary(_preview(entry), TREE_SUMMARY_CHARS) if summaries else None,
+                     flags, node.label, parent, row, row])
+        entries.append(entry)
+        if len(children) == 1:
+            stack.append((children[0], depth, row, False))
+        else:
+            for child in reversed(children):
+                stack.append((child, depth + 1, row, True))
+    # Subtree ends and tips, children before parents (pre-order reversed).
+    for i in range(len(rows) - 1, -1, -1):
+        parent = rows[i][6]
+        if parent >= 0 and rows[i][7] > rows[parent][7]:
+            rows[parent][7] = rows[i][7]
+    leaf_row = -1
+    for i, row in enumerate(rows):
+        # The last row of a subtree in pre-order is a tip: that of its newest branch.
+        row[8] = row[7]
+        if row[0] == leaf_id:
+            leaf_row = i
+    if leaf_row >= 0:
+        for i, row in enumerate(rows):
+            if row[4] & F_ACTIVE:
+                row[8] = leaf_row
+    return TreeData(rows, leaf_id, {row[0]: i for i, row in enumerate(rows)}, entries)
+
+
+# --------------------------------------------------------------------------- conversation
+
+#: Lines and characters above which a text block is folded.
+FOLD_LINES = 12
+FOLD_CHARS = 1500
+#: Characters of one block shown at most; the rest is cut with a note.
+MAX_BLOCK_CHARS = 200_000
+#: Conversation items rendered at once; earlier ones load on demand.
+WINDOW_ITEMS = 200
+
+_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+_BASE64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
+
+
+@dataclass
+class Part:
+    """One displayable piece of a conversation item.
+
+    Attributes:
+        kind: ``"markdown"`` (``html`` is rendered Markdown), ``"text"``
+            (plain text, shown preformatted), ``"thinking"``, ``"image"``
+            (``src`` is a ``data:`` URL, or ``None`` with ``text`` saying why),
+            ``"tool"`` (a tool call: ``name``, ``text`` = its arguments as
+            JSON, ``result`` = the paired result :class:`Item` or ``None``),
+            ``"note"``.
+        folded: whether the part starts folded (long text, thinking).
+        lines: number of lines of ``text``.
+    """
+
+    kind: str
+    text: str = ""
+    html: Markup | None = None
+    src: str | None = None
+    name: str = ""
+    result: Item | None = None
+    folded: bool = False
+    lines: int = 0
+    truncated: int = 0
+
+
+@dataclass
+class Item:
+    """One entry (or projected message) of the conversation pane.
+
+    Attributes:
+        id: the entry id (anchor and permalink target), or ``None``.
+        kind: css-friendly kind: ``user``, ``assistant``, ``toolResult``,
+            ``bashExecution``, ``custom``, ``branchSummary``, ``compaction``,
+            ``retired``, ``system``, ``note``, ``omitted``, ``compacted``.
+        title: the heading shown (role, tool name, ...).
+        timestamp: the entry's ISO timestamp.
+        parts: the :class:`Part` list shown in order.
+        marks: ``(css class, text)`` badges: edits, synthetic results,
+            archival records, kept-tail entries.
+        meta: small facts shown on the heading line (model, token usage).
+        error: whether it reports an error (tool error, failed turn).
+    """
+
+    id: str | None
+    kind: str
+    title: str
+    timestamp: str | None = None
+    parts: list[Part] = field(default_factory=list)
+    marks: list[tuple[str, str]] = field(default_factory=list)
+    meta: list[str] = field(default_factory=list)
+    error: bool = False
+    dim: bool = False
+
+
+@dataclass
+class Conversation:
+    """A window of the conversation of one branch.
+
+    Attributes:
+        leaf_id: the branch's leaf.
+        view: ``"raw"`` (every entry of the branch) or ``"model"`` (the projection).
+        items: the items of this window.
+        start: index of the first item of the window among ``total``.
+        total: number of items of the whole branch in this view.
+        model_note: for the model view, a sentence about the projection
+            (message count, model, thinking level).
+    """
+
+    leaf_id: str | None
+    view: str
+    items: list[Item]
+    start: int
+    total: int
+    model_note: str = ""
+
+
+def _clip(text: str) -> tuple[str, int]:
+    if len(text) <= MAX_BLOCK_CHARS:
+        return text, 0
+    return text[:MAX_BLOCK_CHARS], len(text) - MAX_BLOCK_CHARS
+
+
+def _text_part(text: str, kind: str = "text", fold: bool = True) -> Part:
+    text, cut = _clip(text)
+    lines = text.count("\n") + 1
+    folded = fold and (lines > FOLD_LINES or len(text) > FOLD_CHARS)
+    html = markdown_html(text) if kind == "markdown" else None
+    return Part(kind, text=text, html=html, folded=folded, lines=lines, truncated=cut)
+
+
+def _image_part(block: Mapping[str, Any]) -> Part:
+    mime = block.get("mimeType")
+    data = block.get("data")
+    if not isinstance(mime, str) or mime.lower() not in _IMAGE_TYPES:
+        return Part("image", text=f"image of type {mime!r} not shown")
+    if not isinstance(data, str) or not _BASE64.match(data):
+        return Part("image", text="image data is not base64; not shown")
+    try:
+        size = len(base64.b64decode(data, validate=True))
+    except (binascii.Error, ValueError):
+        return Part("image", text="image data is not base64; not shown")
+    return Part("image", src=f"data:{mime.lower()};base64,{data}", text=f"{mime}, {size} bytes")
+
+
+def _json_text(value: Any) -> str:
+    import json
+
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _content_parts(content: Any, *, markdown: bool) -> list[Part]:
+    """Parts of a message ``content`` (a string or blocks), tool calls excluded."""
+    if isinstance(content, str):
+        return [_text_part(content, "markdown" if markdown else "text", fold=not markdown)] if content else []
+    parts: list[Part] = []
+    for block in content if isinstance(content, list) else ():
+        if not isinstance(block, Mapping):
+            continue
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str):
+            if block["text"]:
+                parts.append(_text_part(block["text"], "markdown" if markdown else "text", fold=not markdown))
+        elif kind == "thinking":
+            thinking = block.get("thinking") if isinstance(block.get("thinking"), str) else ""
+            if block.get("redacted") and not thinking:
+                thinking = "(redacted thinking)"
+            part = _text_part(thinking, "thinking")
+            part.folded = True  # thinking is folded by default
+            parts.append(part)
+        elif kind == "image":
+            parts.append(_image_part(block))
+    return parts
+
+
+def _usage_meta(message: Mapping[str, Any]) -> list[str]:
+    meta: list[str] = []
+    model = message.get("model")
+    if isinstance(model, str) and model:
+        provider = message.get("provider")
+        meta.append(f"{provider}/{model}" if isinstance(provider, str) and provider else model)
+    usage = message.get("usage")
+    if isinstance(usage, Mapping):
+        def num(key: str) -> int:
+            value = usage.get(key)
+            return value if isinstance(value, int) and not isinstance(value, bool) else 0
+        tokens = f"{num('input')} in, {num('output')} out"
+        if num("cacheRead") or num("cacheWrite"):
+            tokens += f", cache {num('cacheRead')} read / {num('cacheWrite')} write"
+        meta.append(tokens)
+        cost = usage.get("cost")
+        total = cost.get("total") if isinstance(cost, Mapping) else None
+        if isinstance(total, (int, float)) and not isinstance(total, bool) and total:
+            meta.append(f"${total:.4f}")
+    stop = message.get("stopReason")
+    if stop in ("aborted", "error", "length"):
+        meta.append(f"stopped: {stop}")
+    return meta
+
+
+def _message_item(entry_id: str | None, timestamp: Any, message: Mapping[str, Any],
+                  results: Callable[[str], Item | None]) -> Item:
+    """The item of one agent message; ``results(call_id)`` gives a tool call's paired result."""
+    role = message.get("role")
+    content = message.get("content")
+    ts = timestamp if isinstance(timestamp, str) else None
+    if role == "user":
+        return Item(entry_id, "user", "User", ts, _content_parts(content, markdown=False))
+    if role == "assistant":
+        item = Item(entry_id, "assistant", "Assistant", ts, _content_parts(content, markdown=True),
+                    meta=_usage_meta(message), error=message.get("stopReason") in ("error", "aborted"))
+        if isinstance(message.get("errorMessage"), str):
+            item.parts.append(Part("note", text=f"error: {message['errorMessage']}"))
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, Mapping) and block.get("type") == "toolCall":
+                call_id = block.get("id")
+                name = block.get("name") if isinstance(block.get("name"), str) else "tool"
+                result = results(call_id) if isinstance(call_id, str) else None
+                args = _json_text(block.get("arguments"))
+                part = _text_part(args)
+                part.kind, part.name, part.result = "tool", name, result
+                item.parts.append(part)
+        return item
+    if role == "toolResult":
+        name = message.get("toolName") if isinstance(message.get("toolName"), str) else "tool"
+        item = Item(entry_id, "toolResult", f"Result: {name}", ts, _content_parts(content, markdown=False),
+                    error=message.get("isError") is True)
+        if not item.parts:
+            item.parts.append(Part("note", text="(no output)"))
+        return item
+    if role == "bashExecution":
+        item = Item(entry_id, "bashExecution", "Shell", ts, [_text_part(bash_text(message))],
+                    error=message.get("exitCode") not in (0, None) or message.get("cancelled") is True)
+        if message.get("excludeFromContext") is True:
+            item.marks.append(("muted", "excluded from context (!! command)"))
+        return item
+    if role == "branchSummary":
+        summary = message.get("summary") if isinstance(message.get("summary"), str) else ""
+        return Item(entry_id, "branchSummary", "Branch summary", ts, [_text_part(summary, "markdown", fold=False)])
+    if role == "custom":
+        custom = message.get("customType") if isinstance(message.get("customType"), str) else "custom"
+        if custom == "compaction":
+            return Item(entry_id, "compaction", "Compaction: what the model sees instead of the turns before",
+                        ts, _content_parts(content, markdown=False))
+        item = Item(entry_id, "custom", f"Extension message: {custom}", ts, _content_parts(content, markdown=False))
+        if message.get("display") is False:
+            item.marks.append(("muted", "not displayed in the agent's UI"))
+        return item
+    if role == "system":
+        return Item(entry_id, "system", "System", ts, _content_parts(content, markdown=False))
+    return Item(entry_id, "note", str(role), ts, _content_parts(content, markdown=False))
+
+
+def _entry_message(entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The agent message an entry displays as (raw view), or ``None``."""
+    kind = entry.get("type")
+    if kind == "message" and isinstance(entry.get("message"), Mapping):
+        return entry["message"]
+    if kind == "custom_message":
+        return {"role": "custom", "customType": entry.get("customType"), "content": entry.get("content"),
+                "display": entry.get("display")}
+    if kind == "branch_summary":
+        return {"role": "branchSummary", "summary": entry.get("summary"), "fromId": entry.get("fromId")}
+    return None
+
+
+def _note_item(entry: Mapping[str, Any]) -> Item:
+    """A short note for an entry that is not a message (settings, labels, names, boundaries)."""
+    entry_id = entry.get("id")
+    ts = entry.get("timestamp") if isinstance(entry.get("timestamp"), str) else None
+    if is_retired_record(entry):
+        item = Item(entry_id, "retired", "Retired record", ts,
+                    [_text_part(retired_record_text(entry))])
+        item.marks.append(("archival", f"archival: {RETIRED_NOTE}"))
+        return item
+    if is_active_compaction(entry):
+        summary = entry.get("summary") if isinstance(entry.get("summary"), str) else ""
+        item = Item(entry_id, "compaction", "Compaction boundary", ts, [_text_part(summary)])
+        item.marks.append(("boundary", entry_summary(entry)))
+        return item
+    return Item(entry_id, "note", entry_kind(entry), ts, [Part("note", text=entry_summary(entry, 300))], dim=True)
+
+
+def _result_index(messages: Sequence[tuple[str | None, Any, Mapping[str, Any]]]) -> dict[int, int]:
+    """Pair tool calls with results over one ordered message list: ``{result position: call position}``.
+
+    A result pairs with the nearest earlier unanswered call of the same id
+    (the first result wins); others stay standalone.
+    """
+    open_calls: dict[str, int] = {}
+    paired: dict[int, int] = {}
+    for position, (_, _, message) in enumerate(messages):
+        role = message.get("role")
+        if role == "assistant":
+            for block in message.get("content") if isinstance(message.get("content"), list) else ():
+                if isinstance(block, Mapping) and block.get("type") == "toolCall" and isinstance(block.get("id"), str):
+                    open_calls[block["id"]] = position
+        elif role == "toolResult":
+            call_id = message.get("toolCallId")
+            if isinstance(call_id, str) and call_id in open_calls:
+                paired[position] = open_calls.pop(call_id)
+    return paired
+
+
+@dataclass
+class _Unit:
+    """One row of a view before items are built: an entry, maybe with its messages."""
+
+    entry: Mapping[str, Any] | None
+    message: Mapping[str, Any] | None = None
+    marks: list[tuple[str, str]] = field(default_factory=list)
+    kind: str | None = None   # "omitted" / "compacted" placeholders
+    title: str = ""
+    text: str = ""
+
+
+def _raw_units(branch: Sequence[Mapping[str, Any]]) -> list[_Unit]:
+    return [_Unit(entry, _entry_message(entry)) for entry in branch]
+
+
+def _model_units(manager: SessionManager, branch: Sequence[Mapping[str, Any]]) -> tuple[list[_Unit], str]:
+    """The projection as units: each projected message with its source entry and marks,
+    plus placeholders for entries that send nothing (compacted, kept in the boundary,
+    omitted by an edit, dropped by tool pairing) and archival records."""
+    projection = manager.build_session_projection()
+    by_id = {pe.source_entry.get("id"): pe for pe in projection.entries}
+    edits = _latest_edits(branch)
+    boundary = next((pe.source_entry for pe in projection.entries if is_active_compaction(pe.source_entry)), None)
+    units: list[_Unit] = []
+    compacted: list[Mapping[str, Any]] = []
+
+    def flush_compacted() -> None:
+        if compacted:
+            first, last = compacted[0].get("id"), compacted[-1].get("id")
+            units.append(_Unit(compacted[0], kind="compacted", title=f"{len(compacted)} entries not sent",
+                               text=f"Entries {first} … {last} lie before the compaction boundary; the model "
+                                    f"sees them only through the compaction message."))
+            compacted.clear()
+
+    # Branch order; the boundary's kept tail is shown where the boundary is (it is
+    # inside the boundary's message), the entries before it are collapsed.
+    boundary_id = boundary.get("id") if boundary is not None else None
+    boundary_index = next((i for i, e in enumerate(branch) if e.get("id") == boundary_id), None)
+    # The kept tail: context entries that lie before the boundary on the branch.
+    kept_ids = ({e.get("id") for e in branch[:boundary_index]} & set(by_id)) if boundary_index is not None else set()
+    for index, entry in enumerate(branch):
+        entry_id = entry.get("id")
+        pe = by_id.get(entry_id)
+        if is_retired_record(entry):
+            units.append(_Unit(entry, marks=[("archival", f"archival: {RETIRED_NOTE}")]))
+            continue
+        if boundary_index is not None and index < boundary_index:
+            if entry_id in kept_ids:
+                flush_compacted()
+                units.append(_Unit(entry, kind="omitted", title="kept in the compaction message",
+                                   text=entry_summary(entry, 160),
+                                   marks=[("kept", f"kept tail of boundary {boundary_id}")]))
+            else:
+                compacted.append(entry)
+            continue
+        flush_compacted()
+        if pe is None:
+            # Not a context entry at all (state, labels, names): shown as a note.
+            if _entry_message(entry) is None:
+                units.append(_Unit(entry))
+            continue
+        edit = edits.get(entry_id) if isinstance(entry_id, str) else None
+        own = _entry_message(entry)
+        own_is_result = own is not None and own.get("role") == "toolResult"
+        if not pe.messages:
+            if edit is not None and edit.get("replacement") is None:
+                units.append(_Unit(entry, kind="omitted", title="omitted from the model's context",
+                                   text=entry_summary(entry, 160),
+                                   marks=[("edit", f"omitted by context edit {edit.get('id')}")]))
+            elif own_is_result:
+                units.append(_Unit(entry, kind="omitted", title="dropped: orphaned or duplicate tool result",
+                                   text=entry_summary(entry, 160), marks=[("edit", "dropped by tool pairing")]))
+            elif own is None and entry.get("type") not in ("message", "custom_message", "branch_summary"):
+                units.append(_Unit(entry))
+            else:
+                units.append(_Unit(entry, kind="omitted", title="sends nothing to the model",
+                                   text=entry_summary(entry, 160)))
+            continue
+        for message in pe.messages:
+            marks: list[tuple[str, str]] = []
+            synthetic = message.get("role") == "toolResult" and (
+                not own_is_result or message.get("toolCallId") != own.get("toolCallId"))
+            if synthetic:
+                marks.append(("synthetic", "synthetic result: the call was interrupted, none was recorded"))
+            elif edit is not None and own is not None and message.get("role") == own.get("role") \
+                    and message.get("content") is not own.get("content"):
+                marks.append(("edit", f"content replaced by context edit {edit.get('id')}"))
+            if entry is boundary and message.get("role") == "system":
+                marks.append(("muted", "system checkpoint stored with the boundary"))
+            units.append(_Unit(entry, message, marks))
+    flush_compacted()
+    model = projection.model
+    note = (f"{len(projection.messages)} messages sent to the model"
+            + (f"; model {model.get('provider')}/{model.get('modelId')}" if isinstance(model, Mapping) else "")
+            + f"; thinking level {projection.thinking_level}")
+    if any(m.get("content") and isinstance(m.get("content"), list) and any(
+            isinstance(b, Mapping) and b.get("text") == INTERRUPTED_TEXT for b in m["content"])
+           for m in projection.messages if m.get("role") == "toolResult"):
+        note += "; includes synthetic results for interrupted tool calls"
+    return units, note
+
+
+def _items(units: Sequence[_Unit], start: int, stop: int) -> list[Item]:
+    """Items for ``units[start:stop]``, tool results nested under their calls."""
+    messages = [(None, None, u.message) if u.message is not None else (None, None, {}) for u in units]
+    paired = _result_index(messages)
+    by_call: dict[tuple[int, str], int] = {}
+    for result_pos, call_pos in paired.items():
+        call_id = units[result_pos].message.get("toolCallId")  # type: ignore[union-attr]
+        by_call[(call_pos, call_id)] = result_pos
+    items: list[Item] = []
+    for position in range(start, stop):
+        unit = units[position]
+        if position in paired and paired[position] >= start:
+            continue  # shown under its call
+        items.append(_unit_item(unit, lambda call_id, p=position: _paired(units, by_call, p, call_id)))
+    return items
+
+
+def _paired(units: Sequence[_Unit], by_call: Mapping[tuple[int, str], int], call_pos: int, call_id: str) -> Item | None:
+    result_pos = by_call.get((call_pos, call_id))
+    if result_pos is None:
+        return None
+    return _unit_item(units[result_pos], lambda _c: None)
+
+
+def _unit_item(unit: _Unit, results: Callable[[str], Item | None]) -> Item:
+    entry = unit.entry or {}
+    entry_id = entry.get("id") if isinstance(entry.get("id"), str) else None
+    timestamp = entry.get("timestamp")
+    if unit.kind is not None:
+        item = Item(entry_id, unit.kind, unit.title, timestamp if isinstance(timestamp, str) else None,
+                    [Part("note", text=unit.text)], dim=True)
+    elif unit.message is not None:
+        item = _message_item(entry_id, timestamp, unit.message, results)
+    else:
+        item = _note_item(entry)
+    item.marks.extend(m for m in unit.marks if m not in item.marks)
+    return item
+
+
+def build_conversation(manager: SessionManager, leaf_id: str | None, view: str = "raw", *,
+                       start: int | None = None, around: str | None = None,
+                       limit: int = WINDOW_ITEMS, memo: dict[Any, Any] | None = None) -> Conversation:
+    """A window of the conversation of the branch ending at ``leaf_id``.
+
+    Args:
+        manager: an (in-memory, read-only) manager of the session; its leaf
+            is moved to ``leaf_id`` (nothing is written).
+        leaf_id: the branch's leaf; ``None`` keeps the manager's leaf.
+        view: ``"raw"``: every entry of the branch; ``"model"``: the
+            projection (what the model is sent), with marks for entries that
+            send nothing or something else.
+        start: first unit of the window; default: the last ``limit`` units.
+        around: an entry id the window must contain (a permalink target).
+        limit: units per window.
+        memo: a dict the caller keeps per session version: the branch's
+            units are kept there per ``(leaf, view)``, so the next window of
+            the same branch costs only its own items.
+
+    Raises:
+        EntryNotFoundError: ``leaf_id`` is not an entry of the session.
+        ValueError: ``view`` is neither ``"raw"`` nor ``"model"``.
+    """
+    if view not in ("raw", "model"):
+        raise ValueError(f"unknown view {view!r}: expected 'raw' or 'model'")
+    if leaf_id is not None:
+        manager.branch(leaf_id)
+    key = (manager.get_leaf_id(), view)
+    if memo is not None and key in memo:
+        units, note = memo[key]
+    else:
+        branch = manager.get_branch()
+        note = ""
+        if view == "raw":
+            units = _raw_units(branch)
+        else:
+            units, note = _model_units(manager, branch)
+        if memo is not None:
+            if len(memo) >= 8:
+                memo.pop(next(iter(memo)))
+            memo[key] = (units, note)
+    total = len(units)
+    if around is not None:
+        hit = next((i for i, u in enumerate(units) if u.entry is not None and u.entry.get("id") == around), None)
+        if hit is not None:
+            start = max(0, min(hit - limit // 2, total - limit))
+    if start is None:
+        start = max(0, total - limit)
+    start = max(0, min(start, total))
+    stop = min(total, start + limit)
+    return Conversation(manager.get_leaf_id(), view, _items(units, start, stop), start, total, note)
+
+
+# --------------------------------------------------------------------------- session list
+
+
+def session_title(info: SessionInfo) -> str:
+    """The title a session is listed under: its name, else its fresh summary, else its first message."""
+    return " ".join((info.name or info.summary or info.first_message or "").split())
+
+
+@dataclass
+class ListQuery:
+    """The list page's query (all optional).
+
+    Attributes:
+        q: search text.
+        project: keep sessions whose cwd equals this or lies below it.
+        named: only sessions with a current name.
+        since, until: ``modified`` (or ``created``, with ``sort="created"``) date bounds, inclusive, UTC.
+        internal: include internal workflow sessions.
+        sort: ``"modified"`` or ``"created"`` (newest first).
+        page: 1-based page number.
+        per_page: rows per page.
+    """
+
+    q: str = ""
+    project: str = ""
+    named: bool = False
+    since: date | None = None
+    until: date | None = None
+    internal: bool = False
+    sort: str = "modified"
+    page: int = 1
+    per_page: int = 50
+
+
+@dataclass
+class ListRow:
+    """One row of the session list (see :func:`build_list_page`)."""
+
+    info: SessionInfo
+    title: str
+    stats: Mapping[str, Any] | None = None
+    snippet: str = ""
+
+
+@dataclass
+class ListPage:
+    """One page of the session list.
+
+    Attributes:
+        rows: the sessions of this page.
+        total: sessions matching the query.
+        pages: number of pages.
+        projects: every project (cwd) of the store, for the filter.
+        search_mode: ``"store"`` (``store.search``) or ``"scan"`` (fallback),
+            empty without a query.
+        has_stats: whether the statistics columns are shown.
+    """
+
+    query: ListQuery
+    rows: list[ListRow]
+    total: int
+    pages: int
+    projects: list[str]
+    search_mode: str = ""
+    has_stats: bool = False
+
+
+def search_sessions(store: SessionStore, infos: Sequence[SessionInfo], q: str) -> tuple[list[SessionInfo], dict[str, str], str]:
+    """Sessions of ``infos`` matching ``q``, best first, with snippets, and how they were found.
+
+    Uses ``store.search(q)`` when the store has one (issue 13: its results
+    may be objects or dicts with ``session_id`` / ``sessionId`` / ``id``
+    and an optional ``snippet``); otherwise a case-insensitive scan of every
+    word of ``q`` over each session's title and
+    :attr:`SessionInfo.all_messages_text`, in listing order.
+
+    Returns:
+        ``(matches, {session id: snippet}, "store" | "scan")``.
+    """
+    search = getattr(store, "search", None)
+    if callable(search):
+        by_id = {info.id: info for info in infos}
+        found: list[SessionInfo] = []
+        snippets: dict[str, str] = {}
+        for hit in search(q):
+            get = hit.get if isinstance(hit, Mapping) else (lambda k, h=hit: getattr(h, k, None))
+            sid = get("session_id") or get("sessionId") or get("id")
+            if isinstance(sid, str) and sid in by_id and by_id[sid] not in found:
+                found.append(by_id[sid])
+                snippet = get("snippet")
+                if isinstance(snippet, str):
+                    snippets[sid] = snippet
+        return found, snippets, "store"
+    words = [w for w in q.casefold().split() if w]
+    found = []
+    snippets = {}
+    for info in infos:
+        title = session_title(info)
+        haystack = f"{title}\n{info.all_messages_text}"
+        folded = haystack.casefold()
+        if all(w in folded for w in words):
+            found.append(info)
+            at = folded.find(words[0]) if words else 0
+            if at > len(title):
+                snippets[info.id] = " ".join(haystack[max(0, at - 60): at + 100].split())
+    return found, snippets, "scan"
+
+
+def stats_provider() -> Callable[[SessionStore, Sequence[str]], Mapping[str, Mapping[str, Any]]] | None:
+    """The statistics hook of the list page, or ``None`` while ``sessiontree.usage`` does not exist.
+
+    Contract expected from issue 14: ``sessiontree.usage.session_stats(store,
+    session_ids)`` returns ``{session id: {"entries": int, "models":
+    [str], "tokens": int, "cost": float}}`` (keys optional). Replace this
+    function's lookup if the module names its function differently.
+    """
+    try:
+        usage = importlib.import_module("sessiontree.usage")
+    except ImportError:
+        return None
+    hook = getattr(usage, "session_stats", None)
+    return hook if callable(hook) else None
+
+
+def _day(value: datetime) -> date:
+    return value.astimezone(timezone.utc).date()
+
+
+def build_list_page(store: SessionStore, query: ListQuery, infos: Sequence[SessionInfo] | None = None) -> ListPage:
+    """The session list for ``query``: filtered, searched, sorted, one page of it.
+
+    Args:
+        store: the store to list (read-only).
+        query: see :class:`ListQuery`.
+        infos: the listing to use (a cache of ``SessionManager.list_all(store,
+            include_internal=True)``); read from the store when omitted.
+    """
+    if infos is None:
+        infos = SessionManager.list_all(store, include_internal=True)
+    projects = sorted({i.cwd for i in infos if i.cwd})
+    rows = [i for i in infos if query.internal or not i.internal]
+    if query.project:
+        prefix = query.project.rstrip("/") + "/"
+        rows = [i for i in rows if i.cwd == query.project or i.cwd.startswith(prefix)]
+    if query.named:
+        rows = [i for i in rows if i.name]
+    key: Callable[[SessionInfo], datetime] = (lambda i: i.created) if query.sort == "created" else (lambda i: i.modified)
+    if query.since is not None:
+        rows = [i for i in rows if _day(key(i)) >= query.since]
+    if query.until is not None:
+        rows = [i for i in rows if _day(key(i)) <= query.until]
+    snippets: dict[str, str] = {}
+    mode = ""
+    if query.q.strip():
+        rows, snippets, mode = search_sessions(store, rows, query.q.strip())
+    else:
+        rows = sorted(rows, key=key, reverse=True)
+    total = len(rows)
+    per_page = max(1, query.per_page)
+    pages = max(1, -(-total // per_page))
+    page = min(max(1, query.page), pages)
+    query.page = page
+    window = rows[(page - 1) * per_page: page * per_page]
+    hook = stats_provider()
+    stats: Mapping[str, Mapping[str, Any]] = {}
+    if hook is not None:
+        stats = hook(store, [i.id for i in window]) or {}
+    out = [ListRow(i, session_title(i) or "(untitled)", stats.get(i.id), snippets.get(i.id, "")) for i in window]
+    return ListPage(query, out, total, pages, projects, mode, hook is not None)
+
+
+def leaf_tips(rows: Iterable[list[Any]]) -> list[list[Any]]:
+    """Rows of the tree that are tips (no children): one per branch."""
+    return [row for i, row in enumerate(rows) if row[7] == i]
