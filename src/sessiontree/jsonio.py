@@ -340,9 +340,11 @@ def js_stringify(value: Any) -> str:
             out.append(js_number(item))
         elif isinstance(item, dict):
             parts: list[tuple[str, Any]] = [("s", "{")]
+            if not all(isinstance(key, str) for key in item):
+                item = {_js_key(key): element for key, element in item.items()}
             for i, key in enumerate(js_key_order(item)):
                 prefix = "," if i else ""
-                parts.append(("s", prefix + _js_string(_js_key(key)) + ":"))
+                parts.append(("s", prefix + _js_string(key) + ":"))
                 parts.append(("v", item[key]))
             parts.append(("s", "}"))
             stack.extend(reversed(parts))
