@@ -11,8 +11,8 @@ Invariants:
   :func:`dumps` is the one serialiser every JSONL write path uses.
 * ``orjson`` is the fast path both ways. Its string escaping is
   ``JSON.stringify``'s; its number text is not, so :func:`dumps` rewrites the
-  few number tokens that differ, found by a scan of orjson's output bytes,
-  and re-serialises objects with integer-like keys. orjson refuses strings
+  few number tokens that differ (found by one walk over the containers, which
+  never looks into strings) and re-serialises objects with integer-like keys. orjson refuses strings
   holding lone surrogates (left by truncations that counted UTF-16 units),
   integers beyond 64 bits and nesting beyond 255 levels; those values go
   through :func:`js_stringify`, the exact (slower, iterative) serialiser.
@@ -81,17 +81,30 @@ def _surrogate_text(match: re.Match[str]) -> str:
     return f"\\u{ord(found):04x}"
 
 
-# Number tokens in orjson's output that JavaScript writes differently: exponent forms
-# (orjson: 9e-6, 1e+16; JS: fixed notation for 1e-7 <= |x| < 1e21), integer-valued
-# floats (orjson: 1.0, -0.0; JS: 1, 0) and integers of 16+ digits (a JS number is a
-# double: beyond 2**53 it prints the double the integer rounds to). orjson writes fixed
-# notation only for 1e-5 <= |x| < 1e16 with the shortest round-trip digits, which is what
-# JS writes too. Only tokens in value position (after ``:`` ``,`` ``[`` or the start, before
-# ``,`` ``}`` ``]`` or the end) match; matches inside strings are told apart by quote parity.
-_NUMBER_TO_FIX = re.compile(rb"(?:\A|[:,\[])(-?\d+(?:\.\d+)?e[+-]?\d+|-?\d+\.0|-?\d{16,})(?=[,}\]]|\Z)")
-# A key made of digits only. In orjson's output a '"' after '{' or ',' is always a real
-# (unescaped) opening quote, so this never matches inside a string.
-_DIGIT_KEY = re.compile(rb'[{,]"\d+":')
+# orjson's number text differs from JavaScript's for exponent forms (orjson: 9e-6, 1e+16;
+# JS: fixed notation for 1e-7 <= |x| < 1e21), integer-valued floats (orjson: 1.0, -0.0;
+# JS: 1, 0) and integers beyond 2**53 - 1 in magnitude (a JS number is a double: it prints
+# the double the integer rounds to). orjson writes fixed notation only for
+# 1e-5 <= |x| < 1e16, with the shortest round-trip digits, which is what JS writes too.
+# So a float needs rewriting unless 1e-5 <= |x| < 1e16 and x is not integral.
+_BEFORE_VALUE = frozenset(b":,[")
+_AFTER_VALUE = frozenset(b",}]")
+_str_isdigit = str.isdigit
+# Small caches (cleared when full): the same few numbers recur across records
+# (per-token costs such as 0.000009), and formatting one is the costly step.
+_CACHE_SIZE = 4096
+_ORJSON_TEXT: dict[float, bytes] = {}  # nonzero finite float -> orjson's text
+_JS_TEXT: dict[bytes, bytes] = {}  # orjson's number text -> JavaScript's
+
+
+def _orjson_text(number: float) -> bytes:
+    text = _ORJSON_TEXT.get(number)
+    if text is None:
+        text = orjson.dumps(number)
+        if len(_ORJSON_TEXT) >= _CACHE_SIZE:
+            _ORJSON_TEXT.clear()
+        _ORJSON_TEXT[number] = text
+    return text
 
 
 def dumps(value: Any) -> bytes:
@@ -115,55 +128,127 @@ def dumps(value: Any) -> bytes:
     Raises:
         ValueError: values that are not JSON data (e.g. a set or an object).
 
-    Rule: ``orjson.dumps`` first; a regex scan of its output finds number tokens to
-    rewrite (few: most records have none) and digit-only keys (then the record is
-    serialised again with JavaScript's key order). Values orjson refuses (lone
-    surrogates, integers beyond 64 bits, nesting beyond 255 levels, non-string
-    keys) are serialised by :func:`js_stringify`.
+    Rule: ``orjson.dumps`` first (its string escaping is JavaScript's). One walk over
+    the containers (strings are not looked into) collects the numbers whose orjson
+    text JavaScript writes differently and notes digit-only keys; most records have
+    neither and are returned as orjson wrote them. Otherwise objects with array-index
+    keys are rebuilt in JavaScript order and serialised again, and each collected
+    number's orjson text is replaced where it stands as a value (not inside a string).
+    Values orjson refuses (lone surrogates, integers beyond 64 bits, nesting beyond
+    255 levels, non-string keys) are serialised by :func:`js_stringify`.
     """
     try:
         out = orjson.dumps(value)
     except TypeError:
         return _js_stringify_bytes(value)
-    if _DIGIT_KEY.search(out) is not None:
+    first = out[0]
+    if first != 123 and first != 91:  # not "{" or "[": a scalar
+        if first == 45 or 48 <= first <= 57:  # "-" or a digit: a number
+            return js_number(float(out) if b"." in out or b"e" in out else int(out)).encode("ascii")
+        return out
+    tokens: dict[bytes, int] = {}
+    if _audit(value, tokens):
         ordered = _js_ordered(value)
         if ordered is not value:
             out = orjson.dumps(ordered)
-    if _NUMBER_TO_FIX.search(out) is None:
-        return out
-    return _fix_numbers(out)
+    if tokens:
+        return _fix_numbers(out, tokens)
+    return out
+
+
+def _audit(value: Any, tokens: dict[bytes, int]) -> bool:
+    """Walk a dict/list/tuple orjson has serialised: count in ``tokens`` orjson's text
+    of every number JavaScript writes differently (text -> occurrences as a value);
+    return whether a key is all digits. Strings are never looked into. (Recursion is
+    bounded: orjson refuses nesting beyond 255 levels.)"""
+    if isinstance(value, dict):
+        digit_key = any(map(_str_isdigit, value))  # orjson refused non-string keys
+        items: Any = value.values()
+    else:
+        digit_key = False
+        items = value
+    for item in items:
+        kind = type(item)
+        if kind is str:
+            continue
+        if kind is int:
+            if not -_MAX_SAFE_INTEGER <= item <= _MAX_SAFE_INTEGER:
+                text = orjson.dumps(item)
+                tokens[text] = tokens.get(text, 0) + 1
+        elif kind is float:
+            if (1e-5 <= item < 1e16 or -1e16 < item <= -1e-5) and not item.is_integer():
+                continue
+            if item - item == 0:  # finite (orjson and JS both write NaN and infinities as null)
+                # 0.0 and -0.0 are equal as dict keys but differ in text
+                text = (b"-0.0" if math.copysign(1.0, item) < 0 else b"0.0") if item == 0 else _orjson_text(item)
+                tokens[text] = tokens.get(text, 0) + 1
+        elif kind is dict or kind is list or kind is tuple:
+            digit_key = _audit(item, tokens) or digit_key
+        elif item is None or kind is bool:
+            continue
+        elif isinstance(item, (dict, list, tuple)):
+            digit_key = _audit(item, tokens) or digit_key
+        elif isinstance(item, (int, float)):
+            # int and float subclasses (IntEnum, ...): orjson writes the number
+            text = orjson.dumps(item)
+            if text != js_number(item).encode("ascii"):
+                tokens[text] = tokens.get(text, 0) + 1
+    return digit_key
 
 
 def _js_stringify_bytes(value: Any) -> bytes:
-    try:
-        text = js_stringify(value)
-    except RecursionError as exc:  # pragma: no cover - js_stringify is iterative
-        raise ValueError("JSON nested too deeply") from exc
-    # Lone surrogates are escaped by now, so the text encodes as UTF-8.
-    return text.encode("utf-8")
+    # Lone surrogates are escaped by js_stringify, so the text encodes as UTF-8.
+    return js_stringify(value).encode("utf-8")
 
 
-def _fix_numbers(out: bytes) -> bytes:
-    """orjson output with every number token JavaScript writes differently rewritten."""
-    # A '"' is real (not part of a string's content) unless escaped; blank out escaped
-    # backslashes, then escaped quotes (same length), and count the remaining quotes:
-    # a token is in value position when an even number of real quotes precede it.
-    plain = out.replace(b"\\\\", b"__").replace(b'\\"', b"__") if b"\\" in out else out
-    parts: list[bytes] = []
-    last = counted = quotes = 0
-    for match in _NUMBER_TO_FIX.finditer(out):
-        start, end = match.span(1)
-        quotes += plain.count(b'"', counted, start)
-        counted = start
-        if quotes & 1:
-            continue  # inside a string
-        token = match.group(1)
-        number: float | int = float(token) if b"." in token or b"e" in token else int(token)
-        parts.append(out[last:start])
-        parts.append(js_number(number).encode("ascii"))
-        last = end
-    if not parts:
+def _fix_numbers(out: bytes, tokens: dict[bytes, int]) -> bytes:
+    """orjson output (an object or array) with each orjson number text in ``tokens``
+    replaced by JavaScript's text wherever it stands as a value.
+
+    ``tokens`` maps each text to how often it occurs as a value. Candidates are the
+    occurrences after ``:`` ``,`` ``[`` and before ``,`` ``}`` ``]``: every real
+    value is one, and when there are exactly as many as expected they are exactly the
+    values. Only otherwise (the same text inside a string, e.g. ``"a:9e-6,"``) are
+    strings told apart, by quote parity.
+    """
+    size = len(out)
+    spans: list[tuple[int, int, bytes]] = []
+    ambiguous: list[tuple[int, int, bytes]] = []
+    for token, expected in tokens.items():
+        replacement = _JS_TEXT.get(token)
+        if replacement is None:
+            replacement = js_number(float(token) if b"." in token or b"e" in token else int(token)).encode("ascii")
+            if len(_JS_TEXT) >= _CACHE_SIZE:
+                _JS_TEXT.clear()
+            _JS_TEXT[token] = replacement
+        length = len(token)
+        found = []
+        at = out.find(token)
+        while at >= 0:
+            end = at + length
+            if out[at - 1] in _BEFORE_VALUE and end < size and out[end] in _AFTER_VALUE:
+                found.append((at, end, replacement))
+            at = out.find(token, end)
+        (spans if len(found) == expected else ambiguous).extend(found)
+    if ambiguous:
+        # A '"' is real (not part of a string's content) unless escaped; blank out
+        # escaped backslashes, then escaped quotes (same length), and count the rest:
+        # a candidate is outside every string when an even number of real quotes precede it.
+        plain = out.replace(b"\\\\", b"__").replace(b'\\"', b"__") if b"\\" in out else out
+        counted = quotes = 0
+        for start, end, replacement in sorted(ambiguous):
+            quotes += plain.count(b'"', counted, start)
+            counted = start
+            if not quotes & 1:
+                spans.append((start, end, replacement))
+    if not spans:
         return out
+    parts: list[bytes] = []
+    last = 0
+    for start, end, replacement in sorted(spans):
+        parts.append(out[last:start])
+        parts.append(replacement)
+        last = end
     parts.append(out[last:])
     return b"".join(parts)
 
