@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sessiontree import jsonio
 from sessiontree.errors import InvalidSessionError, UnsupportedVersionError
 from sessiontree.format import (
     parse_session,
@@ -677,11 +678,31 @@ def test_roundtrip_of_generated_sessions(session: tuple[dict[str, Any], list[dic
     header, entries = session
     data = serialize_session(header, entries)
     parsed = parse_session(data, "gen.jsonl")
-    assert parsed.header == header
-    assert parsed.entries == entries
-    assert _key_orders(parsed.header) == _key_orders(header)
-    assert _key_orders(parsed.entries) == _key_orders(entries)
+    # Numbers are JavaScript numbers (doubles): 4.922093561796222e16 is written
+    # 49220935617962220 (docs/format-bytes.md) and reads back as that int, the same double.
+    assert _doubles(parsed.header) == _doubles(header)
+    assert _doubles(parsed.entries) == _doubles(entries)
+    # Key order and number types as JavaScript sees them once written:
+    # array-index keys first, ascending; integral floats written without ".0" read back as ints.
+    assert _key_orders(parsed.header) == _key_orders(_js_view(header))
+    assert _key_orders(parsed.entries) == _key_orders(_js_view(entries))
     assert data.count(b"\n") == len(entries) + 1
+
+
+def _doubles(value: Any) -> Any:
+    """``value`` with every number as a float (bools kept), for equality as JavaScript numbers."""
+    if isinstance(value, dict):
+        return {k: _doubles(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_doubles(v) for v in value]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def _js_view(value: Any) -> Any:
+    """``value`` as read back from ``JSON.stringify``'s text (the exact serialiser, not dumps)."""
+    return jsonio.loads(jsonio.js_stringify(value))
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

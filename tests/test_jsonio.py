@@ -152,3 +152,36 @@ def test_non_finite_floats_are_written_as_null_like_json_stringify() -> None:
 
     assert dumps({"a": float("nan"), "b": [float("inf"), -float("inf")]}) == b'{"a":null,"b":[null,null]}'
     assert dumps({"a": float("nan"), "s": "\ud800"}) == b'{"a":null,"s":"\\ud800"}'
+
+
+# --------------------------------------------------------------------------- dumps: JavaScript bytes (issue 11)
+
+
+@pytest.mark.parametrize("value", [0.0, -0.0, 1.0, 9e-6, 5e-6, 1e-7, 1e16, 1e21, 1.5e300, 5e-324, 0.1, 123.0,
+                                   2**53 + 1, 2**63 - 1, 2**64 - 1, 2**64, 10**400, -(10**30)])
+def test_dumps_numbers_use_js_number(value: float) -> None:
+    # The fast path and the fallback (a lone surrogate beside it forces js_stringify) agree.
+    assert dumps(value) == js_number(value).encode()
+    assert dumps([value, {"n": value}]) == f'[{js_number(value)},{{"n":{js_number(value)}}}]'.encode()
+    assert dumps([value, "\ud800"]) == f'[{js_number(value)},"\\ud800"]'.encode()
+
+
+def test_dumps_leaves_number_like_string_content_alone() -> None:
+    value = {"a": ":1.0,", "b": "\\", "c": '\\":9e-6}', "d": ",1e+16]", "e": 1.0}
+    assert dumps(value) == b'{"a":":1.0,","b":"\\\\","c":"\\\\\\":9e-6}","d":",1e+16]","e":1}'
+
+
+def test_dumps_orders_array_index_keys_at_every_level() -> None:
+    value = {"b": [{"2": 1, "1": 2}], "1": {"x": 1}, "a": {"10": 1, "9": 2, "09": 3}}
+    assert dumps(value) == b'{"1":{"x":1},"b":[{"1":2,"2":1}],"a":{"9":2,"10":1,"09":3}}'
+    # Already in JavaScript order: the same bytes as orjson.
+    assert dumps({"0": 1, "1": 2, "a": 3}) == b'{"0":1,"1":2,"a":3}'
+
+
+def test_dumps_joins_adjacent_surrogate_code_points() -> None:
+    # A JavaScript string cannot tell "\ud83d\ude00" from U+1F600: JSON.stringify writes the character.
+    assert dumps("\ud83d\ude00|\ude00\ud83d") == '"\U0001f600|\\ude00\\ud83d"'.encode()
+
+
+def test_dumps_non_string_keys_as_json_dumps_names_them() -> None:
+    assert dumps({1: 1.0, None: 2, False: 3}) == b'{"1":1,"null":2,"false":3}'

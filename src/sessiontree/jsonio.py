@@ -2,24 +2,28 @@
 
 Invariants:
 
-* Records are compact JSON (no spaces, non-ASCII raw, insertion key order),
-  one per line, as the original agent's ``JSON.stringify`` writes them
-  (REFERENCE E.1).
-* ``orjson`` is the fast path both ways. It refuses two things the original
-  agent can write: strings holding lone UTF-16 surrogate escapes such as
-  ``"\\ud83d"`` (left by truncations that counted UTF-16 units) and invalid
-  UTF-8. For those lines we fall back to the standard library, which accepts
-  lone surrogates, and we write them back as ``\\udxxx`` escapes, exactly as
-  JavaScript does (REFERENCE §2.6 item 4), so nothing is lost either way.
+* Records are written exactly as the original agent's ``JSON.stringify``
+  writes them (REFERENCE E.1, §2.6; the rules in ``docs/format-bytes.md``):
+  compact, non-ASCII and U+2028/U+2029 raw, JavaScript number text
+  (``0.000009``, ``1e+21``, ``1`` for ``1.0``), canonical array-index keys
+  (``"0"`` .. ``"4294967294"``) first in ascending order, then the others in
+  insertion order, lone UTF-16 surrogates as lowercase ``\\udxxx`` escapes.
+  :func:`dumps` is the one serialiser every JSONL write path uses.
+* ``orjson`` is the fast path both ways. Its string escaping is
+  ``JSON.stringify``'s; its number text is not, so :func:`dumps` rewrites the
+  few number tokens that differ (found by one walk over the containers, which
+  never looks into strings) and re-serialises objects with integer-like keys. orjson refuses strings
+  holding lone surrogates (left by truncations that counted UTF-16 units),
+  integers beyond 64 bits and nesting beyond 255 levels; those values go
+  through :func:`js_stringify`, the exact (slower, iterative) serialiser.
+* :func:`loads` falls back to the standard library for lone-surrogate escapes
+  and invalid UTF-8, which orjson refuses, so nothing is lost either way.
 * One nesting limit, :data:`MAX_DEPTH` (512 levels), for reading and
   writing alike: :func:`loads` and :func:`dumps` refuse deeper values with
   :class:`NestingError` (a ``ValueError``) instead of running into
   ``RecursionError`` in a fallback, and every walk here is iterative.
   512 is below what orjson reads (1024) and what JavaScript's ``JSON.parse``
   handles, so any file we accept the original agent reads too.
-* :func:`js_stringify` reproduces ``JSON.stringify`` byte for byte (numbers,
-  integer-like key order, escapes); the transcript grammar renders tool-call
-  arguments with it (REFERENCE §2.3, §2.6).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import orjson
 
 __all__ = ["MAX_DEPTH", "NestingError", "depth", "loads", "dumps", "dumps_str", "js_stringify", "js_number", "js_key_order", "utf16_len"]
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udbff][\udc00-\udfff]|[\ud800-\udfff]")
 _decoder = json.JSONDecoder()
 _MAX_SAFE_INTEGER = 2**53 - 1  # Number.MAX_SAFE_INTEGER
 
@@ -132,35 +136,217 @@ def _reject_constant(name: str) -> Any:
 
 
 def _escape_surrogates(text: str) -> str:
-    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    """``text`` with lone surrogates as ``\\udxxx`` escapes and adjacent high+low
+    surrogate code points joined into the one character they encode (a JavaScript
+    string cannot tell the two apart; ``JSON.stringify`` writes the character raw)."""
+    return _SURROGATE.sub(_surrogate_text, text)
+
+
+def _surrogate_text(match: re.Match[str]) -> str:
+    found = match.group()
+    if len(found) == 2:
+        return chr(0x10000 + ((ord(found[0]) - 0xD800) << 10) + (ord(found[1]) - 0xDC00))
+    return f"\\u{ord(found):04x}"
+
+
+# orjson's number text differs from JavaScript's for exponent forms (orjson: 9e-6, 1e+16;
+# JS: fixed notation for 1e-7 <= |x| < 1e21), integer-valued floats (orjson: 1.0, -0.0;
+# JS: 1, 0) and integers beyond 2**53 - 1 in magnitude (a JS number is a double: it prints
+# the double the integer rounds to). orjson writes fixed notation only for
+# 1e-5 <= |x| < 1e16, with the shortest round-trip digits, which is what JS writes too.
+# So a float needs rewriting unless 1e-5 <= |x| < 1e16 and x is not integral.
+_BEFORE_VALUE = frozenset(b":,[")
+_AFTER_VALUE = frozenset(b",}]")
+_str_isdigit = str.isdigit
+# Small caches (cleared when full): the same few numbers recur across records
+# (per-token costs such as 0.000009), and formatting one is the costly step.
+_CACHE_SIZE = 4096
+_ORJSON_TEXT: dict[float, bytes] = {}  # nonzero finite float -> orjson's text
+_JS_TEXT: dict[bytes, bytes] = {}  # orjson's number text -> JavaScript's
+
+
+def _orjson_text(number: float) -> bytes:
+    text = _ORJSON_TEXT.get(number)
+    if text is None:
+        text = orjson.dumps(number)
+        if len(_ORJSON_TEXT) >= _CACHE_SIZE:
+            _ORJSON_TEXT.clear()
+        _ORJSON_TEXT[number] = text
+    return text
 
 
 def dumps(value: Any) -> bytes:
-    """Serialize ``value`` as one compact JSON record (no trailing newline).
+    """Serialize ``value`` as one compact JSON record, exactly as ``JSON.stringify`` would.
 
     Args:
-        value: JSON-compatible data (dict, list, str, int, float, bool, None).
+        value: JSON data: dict (str keys), list or tuple, str, int, float, bool,
+            None. (The fast path also accepts what ``orjson`` serialises natively.)
 
     Returns:
-        UTF-8 bytes. Lone surrogates in strings are written as ``\\udxxx``;
-        NaN and infinite floats as ``null``, as JavaScript's ``JSON.stringify``
-        writes them (REFERENCE §2.6 item 4).
+        UTF-8 bytes, no trailing newline, byte-identical to what
+        ``JSON.stringify(value)`` gives in JavaScript for the same data
+        (``docs/format-bytes.md``): JavaScript number text (``0.000009``,
+        ``1e+21``, ``1e-7``, ``1`` for ``1.0``, ``0`` for ``-0.0``, NaN and
+        infinities as ``null``; integers beyond 2**53 as the double they round to,
+        which is what ``JSON.stringify(JSON.parse(text))`` writes); canonical
+        array-index keys first in ascending order, then the others in insertion
+        order; only ``"``, ``\\`` and control characters escaped; lone surrogates
+        as ``\\udxxx``; non-ASCII, U+2028 and U+2029 raw.
 
     Raises:
         NestingError: ``value`` nests more than :data:`MAX_DEPTH` levels.
-        ValueError: values that are not JSON data.
+        ValueError: values that are not JSON data (e.g. a set or an object).
+
+    Rule: ``orjson.dumps`` first (its string escaping is JavaScript's). One walk over
+    the containers (strings are not looked into) collects the numbers whose orjson
+    text JavaScript writes differently and notes digit-only keys; most records have
+    neither and are returned as orjson wrote them. Otherwise objects with array-index
+    keys are rebuilt in JavaScript order and serialised again, and each collected
+    number's orjson text is replaced where it stands as a value (not inside a string).
+    Values orjson refuses (lone surrogates, integers beyond 64 bits, nesting beyond
+    255 levels, non-string keys) are serialised by :func:`js_stringify`.
     """
     try:
-        return orjson.dumps(value)
+        out = orjson.dumps(value)
     except TypeError:
-        pass
-    # orjson refuses lone surrogates, integers beyond 64 bits and values
-    # nested more than 255 levels; _finite also enforces MAX_DEPTH.
-    try:
-        text = json.dumps(_finite(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except TypeError as exc:
-        raise ValueError(str(exc)) from exc
-    return _escape_surrogates(text).encode("utf-8")
+        return _js_stringify_bytes(value)
+    first = out[0]
+    if first != 123 and first != 91:  # not "{" or "[": a scalar
+        if first == 45 or 48 <= first <= 57:  # "-" or a digit: a number
+            return js_number(float(out) if b"." in out or b"e" in out else int(out)).encode("ascii")
+        return out
+    tokens: dict[bytes, int] = {}
+    if _audit(value, tokens):
+        ordered = _js_ordered(value)
+        if ordered is not value:
+            out = orjson.dumps(ordered)
+    if tokens:
+        return _fix_numbers(out, tokens)
+    return out
+
+
+def _audit(value: Any, tokens: dict[bytes, int]) -> bool:
+    """Walk a dict/list/tuple orjson has serialised: count in ``tokens`` orjson's text
+    of every number JavaScript writes differently (text -> occurrences as a value);
+    return whether a key is all digits. Strings are never looked into. (Recursion is
+    bounded: orjson refuses nesting beyond 255 levels.)"""
+    if isinstance(value, dict):
+        digit_key = any(map(_str_isdigit, value))  # orjson refused non-string keys
+        items: Any = value.values()
+    else:
+        digit_key = False
+        items = value
+    for item in items:
+        kind = type(item)
+        if kind is str:
+            continue
+        if kind is int:
+            if not -_MAX_SAFE_INTEGER <= item <= _MAX_SAFE_INTEGER:
+                text = orjson.dumps(item)
+                tokens[text] = tokens.get(text, 0) + 1
+        elif kind is float:
+            if (1e-5 <= item < 1e16 or -1e16 < item <= -1e-5) and not item.is_integer():
+                continue
+            if item - item == 0:  # finite (orjson and JS both write NaN and infinities as null)
+                # 0.0 and -0.0 are equal as dict keys but differ in text
+                text = (b"-0.0" if math.copysign(1.0, item) < 0 else b"0.0") if item == 0 else _orjson_text(item)
+                tokens[text] = tokens.get(text, 0) + 1
+        elif kind is dict or kind is list or kind is tuple:
+            digit_key = _audit(item, tokens) or digit_key
+        elif item is None or kind is bool:
+            continue
+        elif isinstance(item, (dict, list, tuple)):
+            digit_key = _audit(item, tokens) or digit_key
+        elif isinstance(item, (int, float)):
+            # int and float subclasses (IntEnum, ...): orjson writes the number
+            text = orjson.dumps(item)
+            if text != js_number(item).encode("ascii"):
+                tokens[text] = tokens.get(text, 0) + 1
+    return digit_key
+
+
+def _js_stringify_bytes(value: Any) -> bytes:
+    # orjson refused the value (it may be nested past its 255 levels): the one
+    # nesting limit applies to writing too. Lone surrogates are escaped by
+    # js_stringify, so the text encodes as UTF-8.
+    if depth(value, MAX_DEPTH) > MAX_DEPTH:
+        raise NestingError()
+    return js_stringify(value).encode("utf-8")
+
+
+def _fix_numbers(out: bytes, tokens: dict[bytes, int]) -> bytes:
+    """orjson output (an object or array) with each orjson number text in ``tokens``
+    replaced by JavaScript's text wherever it stands as a value.
+
+    ``tokens`` maps each text to how often it occurs as a value. Candidates are the
+    occurrences after ``:`` ``,`` ``[`` and before ``,`` ``}`` ``]``: every real
+    value is one, and when there are exactly as many as expected they are exactly the
+    values. Only otherwise (the same text inside a string, e.g. ``"a:9e-6,"``) are
+    strings told apart, by quote parity.
+    """
+    size = len(out)
+    spans: list[tuple[int, int, bytes]] = []
+    ambiguous: list[tuple[int, int, bytes]] = []
+    for token, expected in tokens.items():
+        replacement = _JS_TEXT.get(token)
+        if replacement is None:
+            replacement = js_number(float(token) if b"." in token or b"e" in token else int(token)).encode("ascii")
+            if len(_JS_TEXT) >= _CACHE_SIZE:
+                _JS_TEXT.clear()
+            _JS_TEXT[token] = replacement
+        length = len(token)
+        found = []
+        at = out.find(token)
+        while at >= 0:
+            end = at + length
+            if out[at - 1] in _BEFORE_VALUE and end < size and out[end] in _AFTER_VALUE:
+                found.append((at, end, replacement))
+            at = out.find(token, end)
+        (spans if len(found) == expected else ambiguous).extend(found)
+    if ambiguous:
+        # A '"' is real (not part of a string's content) unless escaped; blank out
+        # escaped backslashes, then escaped quotes (same length), and count the rest:
+        # a candidate is outside every string when an even number of real quotes precede it.
+        plain = out.replace(b"\\\\", b"__").replace(b'\\"', b"__") if b"\\" in out else out
+        counted = quotes = 0
+        for start, end, replacement in sorted(ambiguous):
+            quotes += plain.count(b'"', counted, start)
+            counted = start
+            if not quotes & 1:
+                spans.append((start, end, replacement))
+    if not spans:
+        return out
+    parts: list[bytes] = []
+    last = 0
+    for start, end, replacement in sorted(spans):
+        parts.append(out[last:start])
+        parts.append(replacement)
+        last = end
+    parts.append(out[last:])
+    return b"".join(parts)
+
+
+def _js_ordered(value: Any) -> Any:
+    """``value`` with every dict that has array-index keys rebuilt in JavaScript key
+    order; the same object when nothing changes (recursion bounded by orjson's 255)."""
+    if isinstance(value, dict):
+        changed = False
+        items = []
+        for key, item in value.items():
+            new = _js_ordered(item)
+            changed = changed or new is not item
+            items.append((key, new))
+        order = js_key_order(value)
+        if order != list(value):
+            lookup = dict(items)
+            return {key: lookup[key] for key in order}
+        return dict(items) if changed else value
+    if isinstance(value, (list, tuple)):
+        new_items = [_js_ordered(item) for item in value]
+        if any(new is not old for new, old in zip(new_items, value)):
+            return new_items
+        return value
+    return value
 
 
 def _finite(value: Any) -> Any:
@@ -199,25 +385,37 @@ def _finite(value: Any) -> Any:
 
 
 def dumps_str(value: Any) -> str:
-    """Like :func:`dumps`, returning text."""
+    """Like :func:`dumps`, returning text (same rules; raises ``ValueError`` likewise)."""
     return dumps(value).decode("utf-8")
 
 
 def utf16_len(text: str) -> int:
-    """Length of ``text`` in UTF-16 code units (JavaScript's ``String.length``)."""
+    """Length of ``text`` in UTF-16 code units (JavaScript's ``String.length``).
+
+    Characters beyond U+FFFF count 2, everything else (lone surrogates too) 1.
+    """
     return len(text.encode("utf-16-le", errors="surrogatepass")) // 2
 
 
 def js_number(value: float | int) -> str:
     """Format a number as JavaScript's ``Number.prototype.toString`` does.
 
-    ``1.0`` -> ``"1"``, ``1e21`` -> ``"1e+21"``, ``1e-7`` -> ``"1e-7"``,
-    ``0.00001`` -> ``"0.00001"``; NaN and infinities give ``"null"`` as in
-    ``JSON.stringify``.
+    Args:
+        value: an int or float (bool is an int: ``True`` gives ``"1"``).
+
+    Returns:
+        ASCII text. Rule: the shortest digits that read back as the same double;
+        fixed notation for 1e-7 <= |x| < 1e21, else ``d[.ddd]e+N`` / ``e-N``;
+        no ``.0`` on integer values; ``-0.0`` gives ``"0"``. ``1.0`` -> ``"1"``,
+        ``1e21`` -> ``"1e+21"``, ``1e-7`` -> ``"1e-7"``, ``0.000009`` ->
+        ``"0.000009"``. Integers beyond 2**53 - 1 in magnitude print as the double
+        they round to (``2**64`` -> ``"18446744073709552000"``), as a JavaScript
+        number holding them would; NaN, infinities and integers too large for a
+        double give ``"null"``, as ``JSON.stringify`` writes them. Never raises.
     """
     if isinstance(value, int):
         if -_MAX_SAFE_INTEGER <= value <= _MAX_SAFE_INTEGER:
-            return str(value)
+            return str(int(value))
         # A JS number is a double: larger integers print as the double they round to.
         try:
             value = float(value)
@@ -272,13 +470,34 @@ def _js_string(text: str) -> str:
     return _escape_surrogates(json.dumps(text, ensure_ascii=False))
 
 
+def _js_key(key: Any) -> str:
+    # Keys that are not strings are written as json.dumps writes them (JavaScript
+    # object keys are always strings; this only serves Python callers).
+    if isinstance(key, str):
+        return key
+    if key is True or key is False or key is None:
+        return "true" if key is True else "false" if key is False else "null"
+    if isinstance(key, (int, float)):
+        return js_number(key)
+    raise ValueError(f"not a JSON object key: {type(key).__name__}")
+
+
 def js_stringify(value: Any) -> str:
     """Serialize ``value`` exactly as JavaScript's ``JSON.stringify`` would.
 
-    Differences from ``json.dumps`` that matter here (REFERENCE §2.6): JS
-    number formatting, integer-like keys first in ascending order, lone
-    surrogates escaped as ``\\udxxx``, NaN/Infinity as ``null``. Iterative, so
-    deeply nested values cannot exhaust the recursion limit.
+    Args:
+        value: JSON data (dict, list, tuple, str, int, float, bool, None);
+            dict keys should be strings (others are written as ``json.dumps``
+            would name them).
+
+    Returns:
+        Text with the rules of :func:`dumps` (``docs/format-bytes.md``). Differences
+        from ``json.dumps`` that matter here (REFERENCE §2.6): JS number
+        formatting (:func:`js_number`), array-index keys first in ascending order
+        (:func:`js_key_order`), lone surrogates escaped as ``\\udxxx``,
+        NaN/Infinity as ``null``. Iterative, so deeply nested values cannot
+        exhaust the recursion limit. Pure Python: :func:`dumps` is the fast way
+        to the same bytes.
 
     Raises:
         ValueError: a value that is not JSON data.
@@ -303,9 +522,11 @@ def js_stringify(value: Any) -> str:
             out.append(js_number(item))
         elif isinstance(item, dict):
             parts: list[tuple[str, Any]] = [("s", "{")]
+            if not all(isinstance(key, str) for key in item):
+                item = {_js_key(key): element for key, element in item.items()}
             for i, key in enumerate(js_key_order(item)):
                 prefix = "," if i else ""
-                parts.append(("s", prefix + _js_string(str(key)) + ":"))
+                parts.append(("s", prefix + _js_string(key) + ":"))
                 parts.append(("v", item[key]))
             parts.append(("s", "}"))
             stack.extend(reversed(parts))
