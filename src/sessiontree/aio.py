@@ -47,9 +47,13 @@ Invariants:
   used inside a running loop; it blocks the loop for the duration of the
   store call, which is what this module exists to avoid.
 
-Measured (``benchmarks/bench_aio.py``; see ``docs/aio.md``): 10,000 awaited
-durable SQLite appends cost about 1.1 times the synchronous ones, and a
-10 ms ticker on the same loop misses at most one or two ticks meanwhile.
+Measured (``benchmarks/bench_aio.py``, ``docs/aio.md``) on a shared 2-core
+machine at load 7-8: 10,000 awaited durable SQLite appends took 1.35-1.45
+times as long as the synchronous ones (about 1-1.7 ms more per call: the two
+thread hand-offs, which grow with the machine's load), the memory store 1.4-1.5
+times (16-34 us of bookkeeping per call). A 10 ms ticker on the same loop
+missed at most 0-3 ticks in a row meanwhile, like a control ticker on an idle
+loop in another thread.
 """
 
 from __future__ import annotations
