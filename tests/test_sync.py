@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from sessiontree import jsonio
 from sessiontree import sync as sync_module
 from sessiontree.cli import cli
-from sessiontree.errors import InvalidSessionError
+from sessiontree.errors import InvalidSessionError, SessionError
 from sessiontree.format import read_session_file
 from sessiontree.sources import agent_sources
 from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore, open_store
@@ -72,7 +72,8 @@ def run_json(store: str | None, *args: str, code: int = 0):
 
 
 def record(entry_id: str, parent: str | None, text: str = "hi", role: str = "user") -> dict:
-    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": f"2026-03-01T10:00:{int(entry_id, 16) % 60:02d}.000Z",
+    stamp = f"2026-03-01T10:00:{int(entry_id, 16) % 60:02d}.000Z"
+    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": stamp,
             "message": {"role": role, "content": text, "timestamp": 1}}
 
 
@@ -316,7 +317,8 @@ def test_rejected_files_get_a_reason_and_the_rest_continue(store, tmp_path, _fak
     (folder / "notes.jsonl").write_text("hello\n")
     (folder / "bad-entry.jsonl").write_bytes(line(head(OTHER)) + line({"type": "message", "id": "x"}))
     (folder / "blank.jsonl").write_text("\n \n")
-    files, rejected = discover([str(folder)])
+    files, problems = discover([str(folder)])
+    assert problems == []
     report = Syncer(store).sync_files(files)
     by_name = {Path(r.path).name: r for r in report.files}
     assert by_name[good.name].status == "new"
@@ -556,8 +558,8 @@ def _count(db: Path) -> int:
     try:
         with SqliteStore(db, readonly=True) as s:
             return len(s.read(SID).entries) if s.exists(SID) else 0
-    except Exception:
-        return -1
+    except (SessionError, OSError):
+        return -1  # the database is being created by the watcher: try again
 
 
 # --------------------------------------------------------------------------- the real corpus

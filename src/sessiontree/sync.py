@@ -690,7 +690,10 @@ class Syncer:
             commit(SyncChange("append", session_id, entries=added, raw=raw[compared.common:]))
             return FileResult(path, "grown", session_id, added=len(added), pending=pending)
         index = compared.index
-        line = parsed.lines[index] if index is not None and index < len(parsed.lines) else (1 if index is None else None)
+        if index is None:
+            line = 1  # the header
+        else:
+            line = parsed.lines[index] if index < len(parsed.lines) else None
         entry_id = parsed.entries[index]["id"] if index is not None and index < len(parsed.entries) else None
         what = f"entry {entry_id} " if entry_id is not None else ""
         reason = f"diverged: {what}{compared.reason}"
@@ -760,7 +763,8 @@ def _lock_path(store: SessionStore) -> str | None:
         path = getattr(store, "path", None)
         return None if not path or path == ":memory:" else f"{path}.sync-lock"
     if store.kind == "jsonl":
-        return os.path.join(getattr(store, "directory"), ".sessiontree-sync-run.lock")
+        directory = getattr(store, "directory", None)
+        return None if directory is None else os.path.join(directory, ".sessiontree-sync-run.lock")
     return None
 
 

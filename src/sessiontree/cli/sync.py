@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ..errors import SessionError
 from ..sources import agent_sources
 from ..stores import MemoryStore, open_store, resolve_store
 from ..stores.base import SessionStore
@@ -226,7 +227,8 @@ def sync_cmd(ctx: click.Context, app: _App, paths: tuple[str, ...], watching: bo
                 task = progress.add_task("Syncing", total=len(files))
 
                 def step(path: str) -> None:
-                    progress.update(task, advance=1, description=escape(f"Syncing {safe_line(os.path.basename(path))}"))
+                    name = safe_line(os.path.basename(path))
+                    progress.update(task, advance=1, description=escape(f"Syncing {name}"))
 
                 _merge(report, syncer.sync_files(files, on_file=step, stop=stop))
                 for url in stores:
@@ -269,7 +271,7 @@ def _sync_store_source(syncer: Syncer, target: SessionStore, url: str, stop: thr
     """Copy the sessions of the store ``url`` into the target (read-only on the source)."""
     try:
         source = open_store(url, create=False, readonly=True)
-    except Exception as exc:  # StoreOpenError and OS errors: one rejected row, the run goes on
+    except (SessionError, OSError, ValueError) as exc:  # one rejected row; the run goes on
         return SyncReport(files=[FileResult(url, "rejected", reason=str(exc))])
     try:
         if source.url == target.url:

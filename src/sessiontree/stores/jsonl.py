@@ -76,8 +76,16 @@ from ..format import CURRENT_VERSION, ParsedSession, parse_session, read_header_
 from ..ids import session_id_hash
 from ..info import SessionInfo, is_classified, session_info_from_entries
 from ..tree import parse_timestamp_ms
-from ._shared import Progress, check_header, cwd_matches, encode_entries, resolve_cwd, sort_listing
-from ._shared import header_of, sync_expected
+from ._shared import (
+    Progress,
+    check_header,
+    cwd_matches,
+    encode_entries,
+    header_of,
+    resolve_cwd,
+    sort_listing,
+    sync_expected,
+)
 from .base import CancelEvent, ProgressCallback, SessionListing, StoreProblem, SyncChange, SyncState
 
 __all__ = ["JsonlStore", "file_name_for", "read_file", "migrate_file", "MigrationResult", "FILE_SUFFIX"]

@@ -24,9 +24,16 @@ from .. import jsonio
 from ..errors import InvalidSessionError, SessionExistsError, SessionNotFoundError, SyncConflictError
 from ..format import CURRENT_VERSION, ParsedSession
 from ..info import InfoAccumulator, SessionInfo, is_classified
-from ._shared import Progress, check_header, cwd_matches, encode_entries, resolve_cwd, sort_listing
-from ._shared import header_of as _header_of
-from ._shared import sync_expected
+from ._shared import (
+    Progress,
+    check_header,
+    cwd_matches,
+    encode_entries,
+    header_of,
+    resolve_cwd,
+    sort_listing,
+    sync_expected,
+)
 from .base import CancelEvent, ProgressCallback, SessionListing, StoreProblem, SyncChange, SyncState
 
 __all__ = ["MemoryStore"]
@@ -181,11 +188,11 @@ class MemoryStore:
             if not sync_expected(expect, current):
                 raise SyncConflictError(state.path)
             if change.kind == "create":
-                self.create(_header_of(change), change.entries, change.raw)
+                self.create(header_of(change), change.entries, change.raw)
             elif change.kind == "append":
                 self.append(change.session_id, change.entries, change.raw)
             elif change.kind == "replace":
-                self.replace_session(_header_of(change), change.entries, change.raw)
+                self.replace_session(header_of(change), change.entries, change.raw)
             self._sync[state.path] = state
 
     def delete(self, session_id: str) -> None:

@@ -61,8 +61,16 @@ from ..errors import (
 )
 from ..format import CURRENT_VERSION, ParsedSession, validate_entry, validate_header
 from ..info import InfoAccumulator, is_classified
-from ._shared import Progress, check_header, cwd_matches, encode_entries, resolve_cwd, sort_listing
-from ._shared import header_of, sync_expected
+from ._shared import (
+    Progress,
+    check_header,
+    cwd_matches,
+    encode_entries,
+    header_of,
+    resolve_cwd,
+    sort_listing,
+    sync_expected,
+)
 from .base import CancelEvent, ProgressCallback, SessionListing, StoreProblem, SyncChange, SyncState
 
 __all__ = ["SqliteStore", "MIGRATIONS", "STATE_COLUMNS", "DEFAULT_TIMEOUT"]
