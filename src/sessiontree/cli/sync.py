@@ -207,6 +207,8 @@ def sync_cmd(ctx: click.Context, app: _App, paths: tuple[str, ...], watching: bo
     if watching and not folders:
         raise click.UsageError("--watch needs folders or files to watch, not only stores")
     store = _target(app, dry_run)
+    if dry_run:
+        ctx.call_on_close(store.close)  # opened here, not through the app
     exclude = getattr(store, "directory", None) if store.kind == "jsonl" else None
     if exclude is not None and any(os.path.realpath(os.path.abspath(f)) == os.path.realpath(exclude)
                                    for f in folders):
