@@ -71,9 +71,8 @@ def agent_sources(environ: Mapping[str, str] | None = None, home: str | None = N
             value = env.get(name, "").strip()
             if value:
                 origin = name
-                agent_dir = os.path.join(base, value[2:]) if value in ("~",) or value.startswith("~/") else value
-                if value == "~":
-                    agent_dir = base
+                # "~" means the given home (not the process's), so tests can fake it.
+                agent_dir = base if value == "~" else os.path.join(base, value[2:]) if value.startswith("~/") else value
                 break
         path = os.path.abspath(os.path.join(agent_dir, "sessions"))
         key = os.path.realpath(path)
