@@ -689,7 +689,7 @@ def test_path_says_where_the_store_is_without_opening_it(tmp_path, monkeypatch):
     default = tmp_path / "xdg-data" / "sessiontree" / "sessions.db"
     result = run(None, "path")
     assert result.stdout == f"{default}\n"
-    assert "does not exist yet; fill it with: sessiontree import" in result.stderr
+    assert "does not exist yet; fill it with: sessiontree sync" in result.stderr
     assert not default.exists()  # path opens nothing
     assert run_json(None, "path") == {"kind": "sqlite", "path": str(default), "url": f"sqlite:///{default}",
                                       "source": "default", "exists": False}
@@ -703,7 +703,8 @@ def test_path_says_where_the_store_is_without_opening_it(tmp_path, monkeypatch):
 
 def test_a_missing_store_error_says_how_to_fill_it(tmp_path):
     result = run(f"sqlite:///{tmp_path / 'none.db'}", "list", code=1)
-    assert "fill it with: sessiontree import PATH..." in result.stderr
+    assert "fill it with: sessiontree sync (the agents' own session folders)" in result.stderr
+    assert "sessiontree import PATH..." in result.stderr
 
 
 def test_reindex_rebuilds_derived_data(loaded):

@@ -264,6 +264,7 @@ def test_schema_upgrade_hashes_existing_rows(tmp_path):
     raw = sqlite3.connect(db)
     raw.execute("ALTER TABLE entries DROP COLUMN crc")
     raw.execute("ALTER TABLE sessions DROP COLUMN header_crc")
+    raw.execute("DROP TABLE sync_state")
     raw.execute("DELETE FROM schema_migrations WHERE name != 'm001_initial'")
     raw.commit()
     raw.close()
@@ -272,7 +273,7 @@ def test_schema_upgrade_hashes_existing_rows(tmp_path):
         assert len(reader.load("s1").entries) == 3
     assert digest(db)["db"] == old
     store = SqliteStore(db)  # a writable open applies m002 and hashes the rows it finds
-    assert store.applied_migrations() == ["m001_initial", "m002_record_crc"]
+    assert store.applied_migrations() == ["m001_initial", "m002_record_crc", "m003_sync_state"]
     store.close()
     _flip(db, b'"content":"' + MARKER.encode(), b'"content":"' + MARKER.replace("fox", "fix").encode())
     with pytest.raises(CorruptEntryError):

@@ -524,17 +524,17 @@ def test_sqlite_wal_and_migrations(tmp_path, sqlite_store):
     try:
         assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert [r[0] for r in raw.execute("SELECT name FROM schema_migrations ORDER BY rowid")] == [
-            "m001_initial", "m002_record_crc"]
+            "m001_initial", "m002_record_crc", "m003_sync_state"]
         tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {"sessions", "entries", "message_texts", "schema_migrations"} <= tables
         sql = raw.execute("SELECT sql FROM sqlite_master WHERE name = 'entries'").fetchone()[0]
         assert "--" in sql  # the schema says why each column exists
     finally:
         raw.close()
-    assert sqlite_store.applied_migrations() == ["m001_initial", "m002_record_crc"]
+    assert sqlite_store.applied_migrations() == ["m001_initial", "m002_record_crc", "m003_sync_state"]
     SqliteStore(path).close()  # reopening applies nothing twice
-    assert sqlite_store.applied_migrations() == ["m001_initial", "m002_record_crc"]
-    assert [name for name, _ in sqlite_module.MIGRATIONS] == ["m001_initial", "m002_record_crc"]
+    assert sqlite_store.applied_migrations() == ["m001_initial", "m002_record_crc", "m003_sync_state"]
+    assert [name for name, _ in sqlite_module.MIGRATIONS] == ["m001_initial", "m002_record_crc", "m003_sync_state"]
 
 
 def test_sqlite_state_columns_cover_the_accumulator():
@@ -773,11 +773,13 @@ def test_jsonl_lookup_reads_headers_not_names(tmp_path, jsonl_store):
     other.create(header("s2"))
     assert jsonl_store.exists("s2")
     other.close()
-    # Non-session files and files in subdirectories are ignored.
+    # Non-session files are ignored; one level of subfolders (the agents' per-project
+    # layout, issue 12) is read, deeper ones are not.
     (tmp_path / "sessions" / "notes.jsonl").write_text("not json\n")
-    os.makedirs(tmp_path / "sessions" / "sub")
-    (tmp_path / "sessions" / "sub" / "x.jsonl").write_bytes(line(header("deep")))
-    assert sorted(jsonl_store.session_ids()) == ["s1", "s2"]
+    os.makedirs(tmp_path / "sessions" / "sub" / "deeper")
+    (tmp_path / "sessions" / "sub" / "x.jsonl").write_bytes(line(header("project")))
+    (tmp_path / "sessions" / "sub" / "deeper" / "y.jsonl").write_bytes(line(header("deep")))
+    assert sorted(jsonl_store.session_ids()) == ["project", "s1", "s2"]
 
 
 def test_jsonl_create_at_explicit_path(tmp_path, jsonl_store):

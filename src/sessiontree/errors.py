@@ -23,6 +23,7 @@ __all__ = [
     "SessionInUseError",
     "ListingCancelledError",
     "ToolPairingError",
+    "SyncConflictError",
     "INVALID_SESSION_ID_MESSAGE",
 ]
 
@@ -206,3 +207,17 @@ class ToolPairingError(SessionError, ValueError):
             f"{'s' if plural else ''} {', '.join(call_ids)} appear{'' if plural else 's'} in more than one "
             "assistant message. The request was not sent."
         )
+
+
+class SyncConflictError(SessionError):
+    """A sync write found the per-file sync state changed since it was read: another
+    ``sync`` (or a crash-recovered one) committed this file first. Nothing was written;
+    the caller reads the state again and decides anew (docs/sync.md).
+
+    Attributes:
+        path: the source file whose state changed.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(f"the sync state of {path} changed while it was being synced")

@@ -97,11 +97,13 @@ class _Group(click.Group):
 #: store read-only, so it works on a store the user can only read and can
 #: never create or change one (issue 10); a new writing command must be added.
 #: How to put sessions into a store that does not exist yet, for messages.
-FILL_HINT = "fill it with: sessiontree import PATH... (files or folders of *.jsonl sessions)"
+FILL_HINT = ("fill it with: sessiontree sync (the agents' own session folders) or "
+             "sessiontree import PATH... (files or folders of *.jsonl sessions)")
 
 STORE_MODES: dict[str, str] = {
     "import": "create",
     "sync": "create",
+    "sources": "read",
     "fork": "write",
     "delete": "write",
     "name": "write",

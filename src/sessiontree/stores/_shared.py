@@ -29,6 +29,8 @@ __all__ = [
     "resolve_cwd",
     "Progress",
     "sort_listing",
+    "header_of",
+    "sync_expected",
 ]
 
 
@@ -147,3 +149,21 @@ def sort_listing(infos: Iterable[SessionInfo], skipped: int = 0) -> SessionListi
     on the returned :class:`~sessiontree.stores.base.SessionListing`.
     """
     return SessionListing(sorted(infos, key=lambda info: info.modified, reverse=True), skipped)
+
+
+def header_of(change: Any) -> dict[str, Any]:
+    """The header of a ``create``/``replace`` :class:`~sessiontree.stores.base.SyncChange`.
+
+    Raises:
+        ValueError: the change carries no header.
+    """
+    if change.header is None:
+        raise ValueError(f"a {change.kind!r} sync change needs a header")
+    return change.header
+
+
+def sync_expected(expect: Any, current: Any) -> bool:
+    """The compare-and-set test of ``sync_commit``: both ``None``, or the same file state."""
+    if expect is None:
+        return current is None
+    return expect.same_file(current)

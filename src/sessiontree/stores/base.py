@@ -29,7 +29,8 @@ from typing import Any, Protocol, runtime_checkable
 from ..format import ParsedSession
 from ..info import SessionInfo
 
-__all__ = ["SessionStore", "SessionListing", "StoreProblem", "ProgressCallback", "CancelEvent"]
+__all__ = ["SessionStore", "SessionListing", "StoreProblem", "ProgressCallback", "CancelEvent",
+           "SyncState", "SyncChange"]
 
 #: ``on_progress(loaded, total)``, called once per session examined.
 ProgressCallback = Callable[[int, int], None]
@@ -91,6 +92,94 @@ class StoreProblem:
                 "sessionId": self.session_id, "line": self.line, "entryId": self.entry_id, "path": self.path}
 
 
+@dataclass(frozen=True)
+class SyncState:
+    """What ``sessiontree sync`` last took from one source file (docs/sync.md).
+
+    Not derived data: it records what was read from a file outside the store,
+    so it cannot be rebuilt from the entries and ``reindex`` leaves it alone.
+
+    Attributes:
+        path: the source file, absolute (the key).
+        session_id: the header id the file holds.
+        size: the file's size in bytes when it was last looked at.
+        mtime_ns: its modification time then, in nanoseconds.
+        inode: its inode number then.
+        dev: the device of that inode.
+        consumed: bytes of the file taken into the store, from offset 0; an
+            unfinished last line (an agent still writing it) is not consumed.
+        lines: physical lines in those bytes (the header line included), so a
+            problem in the bytes after them is reported with its file line.
+        entries: entries taken from the file (after the format upgrade).
+        version: the format version the file declares (1-4).
+        header_hash: SHA-256 of the file's header line, as it was read.
+        tail_hash: SHA-256 of the last (up to 4,096) consumed bytes: bytes
+            appended after them are trusted only while these still match.
+    """
+
+    path: str
+    session_id: str
+    size: int
+    mtime_ns: int
+    inode: int
+    dev: int
+    consumed: int
+    lines: int
+    entries: int
+    version: int
+    header_hash: bytes
+    tail_hash: bytes
+
+    def same_file(self, other: SyncState | None) -> bool:
+        """Whether ``other`` records the same session, file identity and consumed bytes
+        (the compare-and-set test of :meth:`SessionStore.sync_commit`)."""
+        return other is not None and (self.session_id, self.size, self.mtime_ns, self.inode, self.dev,
+                                      self.consumed, self.entries) == (
+            other.session_id, other.size, other.mtime_ns, other.inode, other.dev, other.consumed,
+            other.entries)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The state as JSON data (hashes as hex), for files and ``--json``."""
+        data = dict(self.__dict__)
+        data["header_hash"] = self.header_hash.hex()
+        data["tail_hash"] = self.tail_hash.hex()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SyncState:
+        """Inverse of :meth:`to_dict`.
+
+        Raises:
+            KeyError, TypeError, ValueError: ``data`` is not a state written by :meth:`to_dict`.
+        """
+        values = dict(data)
+        values["header_hash"] = bytes.fromhex(values["header_hash"])
+        values["tail_hash"] = bytes.fromhex(values["tail_hash"])
+        return cls(**{name: values[name] for name in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class SyncChange:
+    """The change to a session that goes with a new :class:`SyncState`, in one commit.
+
+    Attributes:
+        kind: ``"none"`` (the state alone), ``"create"`` (a new session:
+            ``header``, ``entries``, ``raw``), ``"append"`` (``entries`` and
+            their ``raw`` texts added to ``session_id``) or ``"replace"`` (the
+            session's header and entries become ``header``/``entries``/``raw``).
+        session_id: the session written.
+        header: the format-4 header (``create``, ``replace``).
+        entries: entries in order.
+        raw: each entry's stored JSON text (``None`` items are serialized).
+    """
+
+    kind: str
+    session_id: str
+    header: dict[str, Any] | None = None
+    entries: Sequence[dict[str, Any]] = ()
+    raw: Sequence[bytes | None] | None = None
+
+
 @runtime_checkable
 class SessionStore(Protocol):
     """Persistent (or in-memory) home of sessions.
@@ -144,12 +233,51 @@ class SessionStore(Protocol):
         """
         ...
 
-    def append(self, session_id: str, entries: Sequence[dict[str, Any]]) -> None:
+    def append(self, session_id: str, entries: Sequence[dict[str, Any]],
+               raw: Sequence[bytes | None] | None = None) -> None:
         """Append entries to an existing session, all or nothing.
+
+        Args:
+            raw: optional stored JSON text per entry (``None`` items are
+                serialized), so entries read from a file keep their bytes.
 
         Raises:
             SessionNotFoundError: no such id.
             StorageError: the write failed; nothing was appended.
+        """
+        ...
+
+    def replace_session(self, header: dict[str, Any], entries: Sequence[dict[str, Any]],
+                        raw: Sequence[bytes | None] | None = None) -> None:
+        """Replace an existing session's header and all its entries, atomically: a
+        reader sees the old session or the new one, never a mix (``sync --replace``).
+
+        Raises:
+            SessionNotFoundError: no session has ``header["id"]``.
+            InvalidSessionError: the header or an entry is invalid, or two entries share an id.
+            StorageError: the write failed; the session is as it was.
+        """
+        ...
+
+    def sync_states(self) -> dict[str, SyncState]:
+        """Every recorded :class:`SyncState`, by source path (``{}`` when none or read-only
+        on a store that has none yet)."""
+        ...
+
+    def sync_commit(self, expect: SyncState | None, state: SyncState, change: SyncChange) -> None:
+        """Apply ``change`` and record ``state`` for ``state.path`` in one atomic step,
+        only if the recorded state of that path is still ``expect``.
+
+        The compare-and-set is what keeps two ``sync`` processes from both
+        appending the same entries: the second finds the state moved on.
+
+        Raises:
+            SyncConflictError: the recorded state is not ``expect`` (compared with
+                :meth:`SyncState.same_file`; ``None`` = no state); nothing written.
+            SessionExistsError: ``create`` of an id already stored.
+            SessionNotFoundError: ``append``/``replace`` of a missing session.
+            InvalidSessionError: an invalid entry, or an entry id already in the session.
+            StorageError: the write failed; nothing was written.
         """
         ...
 

@@ -70,17 +70,30 @@ from ..errors import (
     SessionNotFoundError,
     StorageError,
     StoreOpenError,
+    SyncConflictError,
 )
 from ..format import CURRENT_VERSION, ParsedSession, parse_session, read_header_file
 from ..ids import session_id_hash
 from ..info import SessionInfo, is_classified, session_info_from_entries
 from ..tree import parse_timestamp_ms
-from ._shared import Progress, check_header, cwd_matches, encode_entries, resolve_cwd, sort_listing
-from .base import CancelEvent, ProgressCallback, SessionListing, StoreProblem
+from ._shared import (
+    Progress,
+    check_header,
+    cwd_matches,
+    encode_entries,
+    header_of,
+    resolve_cwd,
+    sort_listing,
+    sync_expected,
+)
+from .base import CancelEvent, ProgressCallback, SessionListing, StoreProblem, SyncChange, SyncState
 
 __all__ = ["JsonlStore", "file_name_for", "read_file", "migrate_file", "MigrationResult", "FILE_SUFFIX"]
 
 FILE_SUFFIX = ".jsonl"
+#: ``sessiontree sync`` state of a JSONL store, in its directory (not ``*.jsonl``: never listed).
+SYNC_STATE_FILE = ".sessiontree-sync-state"
+SYNC_LOCK_FILE = ".sessiontree-sync.lock"
 _CANONICAL_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 _JSON_WS = b" \t\r\n"
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -542,6 +555,10 @@ class JsonlStore:
         #: the next append of the session skips open, checks and close (_append_held).
         self._held: OrderedDict[str, _Held] = OrderedDict()
         self._held_lock = threading.Lock()
+        #: The sync state log as last read: states by path, (dev, inode, bytes read), lines read.
+        self._sync_cache: dict[str, SyncState] = {}
+        self._sync_seen: tuple[int, int, int] = (0, 0, 0)
+        self._sync_lines = 0
         weakref.finalize(self, _close_all, self._held)
         _STORES.add(self)
         if not readonly:
@@ -583,14 +600,33 @@ class JsonlStore:
     # -- finding files ---------------------------------------------------------------------
 
     def _files(self) -> list[str]:
-        """Every ``*.jsonl`` regular file directly in the directory, by name."""
+        """Every ``*.jsonl`` regular file directly in the directory or in one of its
+        subdirectories (the agents' ``--<cwd>--/`` project folders), by relative name.
+
+        One level only, so a symbolic link loop cannot recurse; a subdirectory
+        that cannot be read is passed over (its sessions are not listed), the
+        directory itself must be readable. New sessions are still written flat.
+        """
         try:
             with os.scandir(self.directory) as it:
-                names = [entry.name for entry in it if entry.name.endswith(FILE_SUFFIX) and entry.is_file()]
+                names = []
+                subdirs = []
+                for entry in it:
+                    if entry.name.endswith(FILE_SUFFIX) and entry.is_file():
+                        names.append(entry.name)
+                    elif entry.is_dir() and not entry.name.startswith("."):
+                        subdirs.append(entry.name)
         except FileNotFoundError:
             return []
         except OSError as exc:
             raise StorageError(f"cannot read the session directory {self.directory}: {exc}") from exc
+        for sub in subdirs:
+            try:
+                with os.scandir(os.path.join(self.directory, sub)) as it:
+                    names.extend(os.path.join(sub, entry.name) for entry in it
+                                 if entry.name.endswith(FILE_SUFFIX) and entry.is_file())
+            except OSError:
+                continue  # unreadable project folder: what can be read is still listed
         return [os.path.join(self.directory, name) for name in sorted(names)]
 
     def _header(self, path: str) -> dict[str, Any] | None:
@@ -758,8 +794,11 @@ class JsonlStore:
             raise
         _unlock_and_close(fd)
 
-    def append(self, session_id: str, entries: Sequence[dict[str, Any]]) -> None:
+    def append(self, session_id: str, entries: Sequence[dict[str, Any]],
+               raw: Sequence[bytes | None] | None = None) -> None:
         """Append entries under the file lock in one write, then fsync (unless ``fsync=False``).
+
+        ``raw``: optional stored JSON text per entry, written as it is.
 
         An older-format file is upgraded first, atomically and together with
         the new entries (seed "Session Version").
@@ -770,7 +809,7 @@ class JsonlStore:
             StorageError: the write failed; the file is as it was.
         """
         self._require_writable("append")
-        texts = encode_entries(entries)
+        texts = encode_entries(entries, raw)
         payload = b"".join(text + b"\n" for text in texts)
         if payload and self._append_held(session_id, entries, payload):
             return
@@ -1083,6 +1122,148 @@ class JsonlStore:
             except FileNotFoundError:
                 self._forget(session_id)
         raise SessionNotFoundError(session_id, self.directory)
+
+    def replace_session(self, header: dict[str, Any], entries: Sequence[dict[str, Any]],
+                        raw: Sequence[bytes | None] | None = None) -> None:
+        """Atomically rewrite the session's file with a new header and entries (same
+        file, same id): a temporary file renamed over it under the file lock.
+
+        Raises:
+            SessionNotFoundError: no file has the header's id.
+            InvalidSessionError: the header or an entry is invalid.
+            StorageError: the rewrite failed; the file is as it was.
+        """
+        self._require_writable("replace session")
+        session_id = check_header(header)
+        texts = encode_entries(entries, raw)
+        data = b"".join([jsonio.dumps(header), b"\n", *(text + b"\n" for text in texts)])
+        for _ in range(_ATTEMPTS):
+            path = self._require(session_id)
+            try:
+                with _locked(path, exclusive=True) as fd:
+                    if _header_is_current(_first_line(fd), session_id) is None:
+                        self._forget(session_id)
+                        continue
+                    self._replace_locked(path, fd, data)
+                    return
+            except FileNotFoundError:
+                self._forget(session_id)
+        raise SessionNotFoundError(session_id, self.directory)
+
+    # -- sync state (docs/sync.md) ----------------------------------------------------------
+    #
+    # A log of JSON lines, one SyncState (or {"path": ..., "forget": true}) per commit,
+    # the last line of a path winning: a commit appends one short line instead of
+    # rewriting a file that grows with the number of synced files. Commits hold an
+    # flock on a separate lock file (the log itself is replaced when compacted), and
+    # read only what other processes appended since this store last looked.
+
+    def _sync_paths(self) -> tuple[str, str]:
+        return (os.path.join(self.directory, SYNC_STATE_FILE), os.path.join(self.directory, SYNC_LOCK_FILE))
+
+    def _sync_refresh(self) -> dict[str, SyncState]:
+        """Bring the cached states up to date with the log; returns the cache (call under ``_mutex``)."""
+        log, _ = self._sync_paths()
+        try:
+            st = os.stat(log)
+        except FileNotFoundError:
+            self._sync_cache, self._sync_seen = {}, (0, 0, 0)
+            return self._sync_cache
+        dev_ino = (st.st_dev, st.st_ino)
+        if self._sync_seen[:2] != dev_ino or st.st_size < self._sync_seen[2]:
+            self._sync_cache, self._sync_seen = {}, (*dev_ino, 0)
+        start = self._sync_seen[2]
+        if st.st_size > start:
+            with open(log, "rb") as handle:
+                handle.seek(start)
+                data = handle.read(st.st_size - start)
+            complete = data.rfind(b"\n") + 1  # a line still being written is read next time
+            for line in data[:complete].split(b"\n"):
+                if not line.strip():
+                    continue
+                try:
+                    record = jsonio.loads(line)
+                    if record.get("forget"):
+                        self._sync_cache.pop(record["path"], None)
+                    else:
+                        state = SyncState.from_dict(record)
+                        self._sync_cache[state.path] = state
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    continue  # a damaged line forgets nothing: that file is just compared again
+            self._sync_lines += data[:complete].count(b"\n")
+            self._sync_seen = (*dev_ino, start + complete)
+        return self._sync_cache
+
+    def sync_states(self) -> dict[str, SyncState]:
+        """Every recorded sync state, by source path, from the state log."""
+        with self._mutex:
+            return dict(self._sync_refresh())
+
+    def sync_commit(self, expect: SyncState | None, state: SyncState, change: SyncChange) -> None:
+        """Apply ``change`` and record ``state``, under the store's sync lock, if the
+        recorded state is still ``expect``. See :meth:`SessionStore.sync_commit`.
+
+        The session write and the state line are two writes: a crash between them
+        leaves the state behind the file, and the next sync finds the entries
+        already stored (compares, and records the state) instead of adding them twice.
+
+        Raises:
+            SyncConflictError, SessionExistsError, SessionNotFoundError, InvalidSessionError,
+            StorageError: as the protocol says.
+        """
+        self._require_writable("sync")
+        log, lock = self._sync_paths()
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise StorageError(f"cannot open the sync lock {lock}: {exc}") from exc
+        try:
+            _lock(fd, True)
+            with self._mutex:
+                if not sync_expected(expect, self._sync_refresh().get(state.path)):
+                    raise SyncConflictError(state.path)
+                if change.kind == "create":
+                    self.create(header_of(change), change.entries, change.raw)
+                elif change.kind == "append":
+                    self.append(change.session_id, change.entries, change.raw)
+                elif change.kind == "replace":
+                    self.replace_session(header_of(change), change.entries, change.raw)
+                line = jsonio.dumps(state.to_dict()) + b"\n"
+                try:
+                    out = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_CLOEXEC, 0o644)
+                    try:
+                        _write_all(out, line)
+                        if self.fsync:
+                            os.fsync(out)
+                    finally:
+                        os.close(out)
+                except OSError as exc:
+                    raise StorageError(f"cannot record the sync state in {log}: {exc}") from exc
+                self._sync_refresh()
+                if self._sync_lines > 2 * len(self._sync_cache) + 1000:
+                    self._sync_compact(log)
+        finally:
+            _unlock_and_close(fd)
+
+    def _sync_compact(self, log: str) -> None:
+        """Rewrite the log with one line per path (atomically; under the sync lock)."""
+        data = b"".join(jsonio.dumps(state.to_dict()) + b"\n" for state in self._sync_cache.values())
+        tmp = f"{log}.tmp-{os.getpid()}-{secrets.token_hex(6)}"
+        try:
+            with open(tmp, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, log)
+        except OSError:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            return  # compaction is an optimization: the long log stays valid
+        self._sync_lines = len(self._sync_cache)
+        st = os.stat(log)
+        self._sync_seen = (st.st_dev, st.st_ino, st.st_size)
 
     def delete(self, session_id: str) -> None:
         """Trash (or unlink) every file whose header id is ``session_id``; a missing id does nothing.

@@ -21,11 +21,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import jsonio
-from ..errors import InvalidSessionError, SessionExistsError, SessionNotFoundError
+from ..errors import InvalidSessionError, SessionExistsError, SessionNotFoundError, SyncConflictError
 from ..format import CURRENT_VERSION, ParsedSession
 from ..info import InfoAccumulator, SessionInfo, is_classified
-from ._shared import Progress, check_header, cwd_matches, encode_entries, resolve_cwd, sort_listing
-from .base import CancelEvent, ProgressCallback, SessionListing, StoreProblem
+from ._shared import (
+    Progress,
+    check_header,
+    cwd_matches,
+    encode_entries,
+    header_of,
+    resolve_cwd,
+    sort_listing,
+    sync_expected,
+)
+from .base import CancelEvent, ProgressCallback, SessionListing, StoreProblem, SyncChange, SyncState
 
 __all__ = ["MemoryStore"]
 
@@ -57,6 +66,8 @@ class MemoryStore:
         self._sessions: dict[str, _Session] = {}
         self._lock = threading.RLock()
         self._counter = itertools.count(1)
+        #: ``sessiontree sync`` per-file state, by source path (docs/sync.md).
+        self._sync: dict[str, SyncState] = {}
 
     def __repr__(self) -> str:
         return f"MemoryStore({len(self._sessions)} sessions)"
@@ -88,14 +99,15 @@ class MemoryStore:
             self._add(session, entries, texts)
             self._sessions[session_id] = session
 
-    def append(self, session_id: str, entries: Sequence[dict[str, Any]]) -> None:
+    def append(self, session_id: str, entries: Sequence[dict[str, Any]],
+               raw: Sequence[bytes | None] | None = None) -> None:
         """Append entries, all or nothing. See :meth:`SessionStore.append`.
 
         Raises:
             SessionNotFoundError: no such id.
             InvalidSessionError: an entry is invalid or reuses an id of the session.
         """
-        texts = encode_entries(entries)
+        texts = encode_entries(entries, raw)
         with self._lock:
             session = self._require(session_id)
             for entry in entries:
@@ -140,6 +152,48 @@ class MemoryStore:
             session.header_raw = header_raw
             session.header = jsonio.loads(header_raw)
             self._touch(session)
+
+    def replace_session(self, header: dict[str, Any], entries: Sequence[dict[str, Any]],
+                        raw: Sequence[bytes | None] | None = None) -> None:
+        """Replace a session's header and entries at once. See :meth:`SessionStore.replace_session`.
+
+        Raises:
+            SessionNotFoundError: no session has the header's id.
+            InvalidSessionError: the header or an entry is invalid.
+        """
+        session_id = check_header(header)
+        texts = encode_entries(entries, raw)
+        header_raw = jsonio.dumps(header)
+        with self._lock:
+            self._require(session_id)
+            session = _Session(header_raw=header_raw, header=jsonio.loads(header_raw), raw=[], ids=set(),
+                               info=InfoAccumulator(), write_seq=0, written_at=0.0)
+            self._add(session, entries, texts)  # built aside: a bad text leaves the old session
+            self._sessions[session_id] = session
+
+    def sync_states(self) -> dict[str, SyncState]:
+        """The recorded sync states by source path. See :meth:`SessionStore.sync_states`."""
+        with self._lock:
+            return dict(self._sync)
+
+    def sync_commit(self, expect: SyncState | None, state: SyncState, change: SyncChange) -> None:
+        """Apply ``change`` and record ``state`` under one lock, if the state is still ``expect``.
+        See :meth:`SessionStore.sync_commit`.
+
+        Raises:
+            SyncConflictError, SessionExistsError, SessionNotFoundError, InvalidSessionError.
+        """
+        with self._lock:
+            current = self._sync.get(state.path)
+            if not sync_expected(expect, current):
+                raise SyncConflictError(state.path)
+            if change.kind == "create":
+                self.create(header_of(change), change.entries, change.raw)
+            elif change.kind == "append":
+                self.append(change.session_id, change.entries, change.raw)
+            elif change.kind == "replace":
+                self.replace_session(header_of(change), change.entries, change.raw)
+            self._sync[state.path] = state
 
     def delete(self, session_id: str) -> None:
         """Forget the session; a missing id does nothing."""

@@ -57,11 +57,21 @@ from ..errors import (
     SessionNotFoundError,
     StorageError,
     StoreOpenError,
+    SyncConflictError,
 )
 from ..format import CURRENT_VERSION, ParsedSession, validate_entry, validate_header
 from ..info import InfoAccumulator, is_classified
-from ._shared import Progress, check_header, cwd_matches, encode_entries, resolve_cwd, sort_listing
-from .base import CancelEvent, ProgressCallback, SessionListing, StoreProblem
+from ._shared import (
+    Progress,
+    check_header,
+    cwd_matches,
+    encode_entries,
+    header_of,
+    resolve_cwd,
+    sort_listing,
+    sync_expected,
+)
+from .base import CancelEvent, ProgressCallback, SessionListing, StoreProblem, SyncChange, SyncState
 
 __all__ = ["SqliteStore", "MIGRATIONS", "STATE_COLUMNS", "DEFAULT_TIMEOUT"]
 
@@ -223,6 +233,42 @@ def m002_record_crc(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE sessions ADD COLUMN header_crc INTEGER")
     conn.execute("UPDATE entries SET crc = sessiontree_crc32(json)")
     conn.execute("UPDATE sessions SET header_crc = sessiontree_crc32(header_json)")
+
+
+@migration
+def m003_sync_state(conn: sqlite3.Connection) -> None:
+    """What ``sessiontree sync`` last took from each source file (docs/sync.md).
+
+    Not derived data: it describes files outside the store, so ``reindex``
+    never touches it, and a session's rows are written in the same transaction
+    as the entries they account for (the compare-and-set that keeps two sync
+    processes from appending the same entries twice).
+    """
+    conn.execute("""
+        CREATE TABLE sync_state (
+            -- The source file, absolute (a str; BLOB when it holds surrogates).
+            path TEXT PRIMARY KEY,
+            -- The header id the file holds.
+            session_id TEXT NOT NULL,
+            -- File identity and size when last looked at: all equal -> unchanged,
+            -- and the file is skipped without being opened.
+            size INTEGER NOT NULL,
+            mtime_ns INTEGER NOT NULL,
+            inode INTEGER NOT NULL,
+            dev INTEGER NOT NULL,
+            -- Bytes from offset 0 taken into the store; a grown file is read from here.
+            consumed INTEGER NOT NULL,
+            -- Physical lines in those bytes, for file line numbers in later errors.
+            lines INTEGER NOT NULL,
+            -- Entries taken from the file (after the format upgrade).
+            entries INTEGER NOT NULL,
+            -- The format version the file declares.
+            version INTEGER NOT NULL,
+            -- SHA-256 of the header line and of the last <= 4 KiB consumed: appended
+            -- bytes are trusted only while both still match.
+            header_hash BLOB NOT NULL,
+            tail_hash BLOB NOT NULL
+        )""")
 
 
 def _db(value: Any) -> Any:
@@ -708,21 +754,33 @@ class SqliteStore:
         with self._write("create") as conn:
             seen: set[str] = set()
             for session_id, header, header_raw, entries, texts in prepared:
-                key = _db(session_id)
-                if session_id in seen or conn.execute("SELECT 1 FROM sessions WHERE id = ?", (key,)).fetchone():
+                if session_id in seen:
                     raise SessionExistsError(session_id)
                 seen.add(session_id)
-                info = InfoAccumulator()
-                conn.execute(
-                    "INSERT INTO sessions (id, header_json, header_crc, created_at, cwd, parent_session_id,"
-                    " classified, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (key, header_raw, _crc(header_raw), *_header_columns(header), self._next_updated_at(conn)))
-                self._insert_entries(conn, session_id, 0, entries, texts, info)
-                conn.execute(f"UPDATE sessions SET entry_count = ?, {_STATE_ASSIGN} WHERE id = ?",
-                             (len(texts), *_state_values(info), key))
+                self._create_in(conn, session_id, header, header_raw, entries, texts)
         return len(prepared)
 
-    def append(self, session_id: str, entries: Sequence[dict[str, Any]]) -> None:
+    def _create_in(self, conn: sqlite3.Connection, session_id: str, header: dict[str, Any], header_raw: bytes,
+                   entries: Sequence[dict[str, Any]], texts: list[bytes]) -> None:
+        """Store one new session inside the caller's transaction.
+
+        Raises:
+            SessionExistsError: the id is already stored.
+        """
+        key = _db(session_id)
+        if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (key,)).fetchone():
+            raise SessionExistsError(session_id)
+        info = InfoAccumulator()
+        conn.execute(
+            "INSERT INTO sessions (id, header_json, header_crc, created_at, cwd, parent_session_id,"
+            " classified, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (key, header_raw, _crc(header_raw), *_header_columns(header), self._next_updated_at(conn)))
+        self._insert_entries(conn, session_id, 0, entries, texts, info)
+        conn.execute(f"UPDATE sessions SET entry_count = ?, {_STATE_ASSIGN} WHERE id = ?",
+                     (len(texts), *_state_values(info), key))
+
+    def append(self, session_id: str, entries: Sequence[dict[str, Any]],
+               raw: Sequence[bytes | None] | None = None) -> None:
         """Append entries in one transaction, updating the listing state from them only.
 
         Raises:
@@ -730,22 +788,27 @@ class SqliteStore:
             InvalidSessionError: an entry is invalid or reuses an id of the session.
             StorageError: the write failed; nothing was appended.
         """
-        texts = encode_entries(entries)
-        key = _db(session_id)
+        texts = encode_entries(entries, raw)
         with self._write("append") as conn:
-            row = conn.execute(f"SELECT entry_count, {_STATE_SQL} FROM sessions WHERE id = ?", (key,)).fetchone()
-            if row is None:
-                raise SessionNotFoundError(session_id, self.url)
-            if not texts:
-                return
-            info = _state_from_row(row[1:])
-            # max(seq) + 1 rather than entry_count: robust even if rows were removed by hand.
-            start = conn.execute("SELECT coalesce(max(seq) + 1, 0) FROM entries WHERE session_id = ?",
-                                 (key,)).fetchone()[0]
-            self._insert_entries(conn, session_id, start, entries, texts, info)
-            conn.execute(
-                f"UPDATE sessions SET entry_count = ?, updated_at = ?, {_STATE_ASSIGN} WHERE id = ?",
-                (row[0] + len(texts), self._next_updated_at(conn), *_state_values(info), key))
+            self._append_in(conn, session_id, entries, texts)
+
+    def _append_in(self, conn: sqlite3.Connection, session_id: str, entries: Sequence[dict[str, Any]],
+                   texts: list[bytes]) -> None:
+        """The body of :meth:`append`, inside the caller's transaction."""
+        key = _db(session_id)
+        row = conn.execute(f"SELECT entry_count, {_STATE_SQL} FROM sessions WHERE id = ?", (key,)).fetchone()
+        if row is None:
+            raise SessionNotFoundError(session_id, self.url)
+        if not texts:
+            return
+        info = _state_from_row(row[1:])
+        # max(seq) + 1 rather than entry_count: robust even if rows were removed by hand.
+        start = conn.execute("SELECT coalesce(max(seq) + 1, 0) FROM entries WHERE session_id = ?",
+                             (key,)).fetchone()[0]
+        self._insert_entries(conn, session_id, start, entries, texts, info)
+        conn.execute(
+            f"UPDATE sessions SET entry_count = ?, updated_at = ?, {_STATE_ASSIGN} WHERE id = ?",
+            (row[0] + len(texts), self._next_updated_at(conn), *_state_values(info), key))
 
     def _insert_entries(self, conn: sqlite3.Connection, session_id: str, start: int,
                         entries: Sequence[dict[str, Any]], texts: list[bytes], info: InfoAccumulator) -> None:
@@ -792,6 +855,73 @@ class SqliteStore:
                 (header_raw, _crc(header_raw), *_header_columns(header), updated_at, _db(session_id)))
             if cursor.rowcount == 0:
                 raise SessionNotFoundError(session_id, self.url)
+
+    def replace_session(self, header: dict[str, Any], entries: Sequence[dict[str, Any]],
+                        raw: Sequence[bytes | None] | None = None) -> None:
+        """Replace a session's header and entries in one transaction (``sync --replace``).
+
+        Its ``updated_at`` moves on (it was written); derived data is rebuilt from
+        the new entries in the same transaction.
+
+        Raises:
+            SessionNotFoundError: no session has the header's id.
+            InvalidSessionError: the header or an entry is invalid.
+            StorageError: the write failed; the session is as it was.
+        """
+        session_id = check_header(header)
+        texts = encode_entries(entries, raw)
+        with self._write("replace session") as conn:
+            self._replace_in(conn, session_id, header, texts, entries)
+
+    def _replace_in(self, conn: sqlite3.Connection, session_id: str, header: dict[str, Any],
+                    texts: list[bytes], entries: Sequence[dict[str, Any]]) -> None:
+        key = _db(session_id)
+        if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (key,)).fetchone() is None:
+            raise SessionNotFoundError(session_id, self.url)
+        for index in DERIVED_INDEXES:
+            index.remove(conn, key)
+        conn.execute("DELETE FROM message_texts WHERE session_id = ?", (key,))
+        conn.execute("DELETE FROM entries WHERE session_id = ?", (key,))
+        conn.execute("DELETE FROM sessions WHERE id = ?", (key,))
+        self._create_in(conn, session_id, header, jsonio.dumps(header), entries, texts)
+
+    def sync_states(self) -> dict[str, SyncState]:
+        """Every recorded sync state, by source path (one query; ``{}`` before the first sync)."""
+        with self._read() as conn:
+            if not self._ready(conn) or not conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sync_state'").fetchone():
+                return {}
+            rows = conn.execute(f"SELECT {_SYNC_SQL} FROM sync_state").fetchall()
+        return {state.path: state for state in map(_sync_state, rows)}
+
+    def sync_commit(self, expect: SyncState | None, state: SyncState, change: SyncChange) -> None:
+        """Apply ``change`` and record ``state`` in one ``BEGIN IMMEDIATE`` transaction, if the
+        recorded state of the path is still ``expect`` (read again under the write lock).
+        See :meth:`SessionStore.sync_commit`.
+
+        Raises:
+            SyncConflictError, SessionExistsError, SessionNotFoundError, InvalidSessionError,
+            StorageError: as the protocol says; nothing is written.
+        """
+        texts = encode_entries(change.entries, change.raw)
+        header = header_of(change) if change.kind in ("create", "replace") else None
+        if header is not None:
+            check_header(header)
+        with self._write("sync") as conn:
+            row = conn.execute(f"SELECT {_SYNC_SQL} FROM sync_state WHERE path = ?", (_db(state.path),)).fetchone()
+            if not sync_expected(expect, _sync_state(row) if row is not None else None):
+                raise SyncConflictError(state.path)
+            if change.kind == "create" and header is not None:
+                self._create_in(conn, change.session_id, header, jsonio.dumps(header), change.entries, texts)
+            elif change.kind == "append":
+                self._append_in(conn, change.session_id, change.entries, texts)
+            elif change.kind == "replace" and header is not None:
+                self._replace_in(conn, change.session_id, header, texts, change.entries)
+            values = [_db(state.path), _db(state.session_id), state.size, state.mtime_ns, state.inode, state.dev,
+                      state.consumed, state.lines, state.entries, state.version, state.header_hash,
+                      state.tail_hash]
+            conn.execute(f"INSERT OR REPLACE INTO sync_state ({_SYNC_SQL})"
+                         f" VALUES ({', '.join('?' * len(values))})", values)
 
     def delete(self, session_id: str) -> None:
         """Delete the session's rows in one transaction; a missing id does nothing.
@@ -1163,6 +1293,15 @@ class SqliteStore:
             conn, self._conn = self._conn, None
             if conn is not None and os.getpid() == self._pid:
                 conn.close()
+
+
+_SYNC_SQL = ("path, session_id, size, mtime_ns, inode, dev, consumed, lines, entries, version, header_hash,"
+             " tail_hash")
+
+
+def _sync_state(row: Sequence[Any]) -> SyncState:
+    """A ``sync_state`` row (columns of ``_SYNC_SQL``) as a :class:`SyncState`."""
+    return SyncState(_py(row[0]), _py(row[1]), *row[2:10], bytes(row[10]), bytes(row[11]))
 
 
 # Module-level so tests can inject a failure in the middle of a write.

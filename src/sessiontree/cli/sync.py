@@ -1,0 +1,306 @@
+"""Commands that keep the store in step with the agents' folders: ``sync`` and ``sources``.
+
+Thin edge over :mod:`sessiontree.sync` (the engine) and :mod:`sessiontree.sources`
+(where the agents keep their files); docs/sync.md describes the outcomes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from ..errors import SessionError
+from ..sources import agent_sources
+from ..stores import MemoryStore, open_store, resolve_store
+from ..stores.base import SessionStore
+from ..sync import FileResult, Syncer, SyncReport, discover, run_lock, watch
+from ..textsafe import safe_line
+from ._common import (
+    UserError,
+    _App,
+    _echo,
+    _err,
+    _out,
+    _print_json,
+    _progress,
+    _show,
+    cli,
+    pass_app,
+)
+
+_STORE_SCHEMES = ("sqlite:", "jsonl:", "memory:", "postgresql:", "postgres:")
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_STYLES = {"new": "green", "grown": "green", "unchanged": "dim", "in-progress": "yellow", "replaced": "yellow",
+           "diverged": "red", "rejected": "red"}
+
+
+def _is_store_source(arg: str) -> bool:
+    """Whether a sync argument names another store (a URL, or a SQLite database file)."""
+    if arg.lower().startswith(_STORE_SCHEMES):
+        return True
+    path = os.path.expanduser(arg)
+    if os.path.isfile(path) and not path.endswith(".jsonl"):
+        try:
+            with open(path, "rb") as handle:
+                return handle.read(16) == _SQLITE_MAGIC
+        except OSError:
+            return False
+    return False
+
+
+@contextmanager
+def _stop_on_interrupt() -> Iterator[threading.Event]:
+    """An event set by Ctrl-C (SIGINT) instead of an exception, so the file being synced
+    is finished before the run stops; the previous handler is restored afterwards."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop  # signal handlers can only be set from the main thread
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _detail(row: FileResult) -> str:
+    """The human-readable detail of one result."""
+    where = f"line {row.line}: " if row.line is not None else ""
+    if row.status == "new":
+        text = f"{row.added} entries"
+    elif row.status == "grown":
+        text = f"+{row.added} entries"
+    elif row.status == "unchanged":
+        text = ""
+    elif row.status == "in-progress":
+        text = row.reason or f"{row.pending} bytes of an unfinished last line left for the next run"
+        if row.reason and row.pending:
+            text += f" ({row.pending} bytes)"
+    elif row.status == "replaced":
+        text = (f"{where}{row.reason}; now the file's {row.added} entries, {row.kept} store-only re-appended, "
+                f"{row.superseded} superseded, {len(row.dropped)} dropped")
+        if row.dropped:
+            text += " (" + ", ".join(f"{d['id']}: {d['reason']}" for d in row.dropped) + ")"
+    else:
+        text = f"{where}{row.reason}"
+    if row.pending and row.status in ("new", "grown"):
+        text += f"; {row.pending} bytes of an unfinished line left for the next run"
+    return text
+
+
+def _print_report(report: SyncReport, as_json: bool, *, show_unchanged: bool = False) -> None:
+    if as_json:
+        _print_json(report.to_dict())
+        return
+    console = _out()
+    rows = [r for r in report.files if show_unchanged or r.status != "unchanged"]
+    if rows:
+        table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
+        table.add_column("result", no_wrap=True)
+        table.add_column("session", no_wrap=True, style="cyan")
+        table.add_column("file", overflow="fold")
+        table.add_column("detail", overflow="fold")
+        for row in rows:
+            table.add_row(Text(row.status, style=_STYLES[row.status]), safe_line(row.session_id or ""),
+                          safe_line(row.path), safe_line(_detail(row)))
+        _show(console, table)
+    for note in report.notes:
+        _show(console, safe_line(f"note: {note}"))
+    _show(console, safe_line(report.summary() + (f", {report.left} not done (interrupted)"
+                                                 if report.interrupted else "")))
+
+
+def _merge(into: SyncReport, other: SyncReport) -> None:
+    into.files.extend(other.files)
+    into.notes.extend(other.notes)
+    if other.interrupted:
+        into.interrupted = True
+        into.left += other.left
+
+
+def _default_sources() -> tuple[list[str], list[str]]:
+    """The agent folders that exist, and a note for each that does not."""
+    paths, notes = [], []
+    for source in agent_sources():
+        if source.exists:
+            paths.append(source.path)
+        else:
+            notes.append(f"{source.agent}: no session folder at {source.path}")
+    return paths, notes
+
+
+@cli.command("sources", short_help="List the agent session folders sync reads.")
+@click.option("--json", "as_json", is_flag=True, help="Print the folders as JSON.")
+def sources_cmd(as_json: bool) -> None:
+    """List every agent session folder `sessiontree sync` reads when given no PATH:
+    pi (~/.pi/agent/sessions, or $PI_CODING_AGENT_DIR/sessions) and Atomic
+    (~/.atomic/agent/sessions, or $ATOMIC_CODING_AGENT_DIR/sessions, with
+    $PI_CODING_AGENT_DIR as its compatibility alias), whether each exists and
+    how many session files it holds. Opens neither the store nor any session file.
+    """
+    rows = []
+    for source in agent_sources():
+        files, problems = discover([source.path]) if source.exists else ([], [])
+        rows.append({**source.to_dict(), "files": len(files), "problems": [p.to_dict() for p in problems]})
+    if as_json:
+        _print_json(rows)
+        return
+    table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
+    for name in ("agent", "folder", "from", "files"):
+        table.add_column(name, overflow="fold")
+    for row in rows:
+        count = str(row["files"]) if row["exists"] else "(missing)"
+        if row["problems"]:
+            count += f", {len(row['problems'])} unreadable"
+        table.add_row(row["agent"], safe_line(row["path"]), row["origin"], count)
+    _show(_out(), table)
+
+
+@cli.command("sync", short_help="Keep the store in step with the agents' session folders.")
+@click.argument("paths", nargs=-1, metavar="[PATH|STORE]...")
+@click.option("--watch", "watching", is_flag=True, help="Keep running and sync each change as it happens.")
+@click.option("--replace", is_flag=True,
+              help="Make diverged sessions the file's content (store-only entries re-appended or reported).")
+@click.option("--dry-run", is_flag=True, help="Say what would be done; write nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the per-file results as JSON.")
+@click.option("--debounce", default=400, show_default=True, metavar="MS",
+              help="With --watch: group changes made within this many milliseconds.")
+@pass_app
+@click.pass_context
+def sync_cmd(ctx: click.Context, app: _App, paths: tuple[str, ...], watching: bool, replace: bool,
+             dry_run: bool, as_json: bool, debounce: int) -> None:
+    """Bring new and grown sessions from the agents' own folders into the store.
+
+    With no PATH: every agent session folder that exists (see `sessiontree
+    sources`). A PATH is a session file or a folder (searched recursively),
+    or another store (a URL, or a SQLite file): its sessions are copied in.
+
+    Per file: new sessions are imported; grown ones get only their new entries;
+    unchanged ones are skipped without being read; a last line an agent is still
+    writing is left for the next run; a file that no longer extends the stored
+    session is reported as diverged (--replace makes the stored session the
+    file's, keeping entries set with sessiontree); files that are not sessions
+    are rejected with a reason. Exit status 1 when a file was rejected or
+    diverged; 130 when interrupted (Ctrl-C stops after the current file).
+    """
+    stores = [p for p in paths if _is_store_source(p)]
+    folders = [p for p in paths if p not in stores]
+    notes: list[str] = []
+    if not paths:
+        folders, notes = _default_sources()
+        if not folders:
+            raise UserError("no agent session folders found (" + "; ".join(notes) +
+                            "); give PATH... or set PI_CODING_AGENT_DIR / ATOMIC_CODING_AGENT_DIR")
+    if watching and not folders:
+        raise click.UsageError("--watch needs folders or files to watch, not only stores")
+    store = _target(app, dry_run)
+    if dry_run:
+        ctx.call_on_close(store.close)  # opened here, not through the app
+    exclude = getattr(store, "directory", None) if store.kind == "jsonl" else None
+    if exclude is not None and any(os.path.realpath(os.path.abspath(f)) == os.path.realpath(exclude)
+                                   for f in folders):
+        notes.append(f"{exclude} is the store itself: its files are not synced into it")
+    err = _err()
+    report = SyncReport(notes=list(notes))
+    interrupted = False
+
+    def busy() -> None:
+        _echo("sessiontree: another sync is running on this store; waiting for it to finish…", err=True)
+
+    with _stop_on_interrupt() as stop:
+        with run_lock(store, busy) if not dry_run else _nothing():
+            syncer = Syncer(store, replace=replace, dry_run=dry_run)
+            files, rejected = discover(folders, exclude=exclude)
+            report.files.extend(rejected)
+            with _progress(err) as progress:
+                task = progress.add_task("Syncing", total=len(files))
+
+                def step(path: str) -> None:
+                    name = safe_line(os.path.basename(path))
+                    progress.update(task, advance=1, description=escape(f"Syncing {name}"))
+
+                _merge(report, syncer.sync_files(files, on_file=step, stop=stop))
+                for url in stores:
+                    if stop.is_set():
+                        report.interrupted = True
+                        break
+                    _merge(report, _sync_store_source(syncer, store, url, stop))
+        interrupted = report.interrupted
+        _print_report(report, as_json)
+        if watching and not interrupted:
+            _watch(store, folders, exclude, replace, as_json, stop, debounce)
+            return
+    if interrupted:
+        _echo(f"sessiontree: interrupted: {report.left} left; run the same sync again to finish", err=True)
+        ctx.exit(130)
+    if not report.ok:
+        counts = report.counts()
+        raise UserError(f"{counts['rejected']} rejected, {counts['diverged']} diverged"
+                        + ("" if replace else " (--replace makes diverged sessions the file's content)"
+                           if counts["diverged"] else ""))
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+def _target(app: _App, dry_run: bool) -> SessionStore:
+    """The store to sync into: for ``--dry-run`` opened read-only (a memory store stands
+    in for one that does not exist yet, so everything is "new")."""
+    if not dry_run:
+        return app.store
+    where = resolve_store(app.store_arg)
+    if not where.exists:
+        return MemoryStore()
+    return open_store(app.store_arg, create=False, readonly=True)
+
+
+def _sync_store_source(syncer: Syncer, target: SessionStore, url: str, stop: threading.Event) -> SyncReport:
+    """Copy the sessions of the store ``url`` into the target (read-only on the source)."""
+    try:
+        source = open_store(url, create=False, readonly=True)
+    except (SessionError, OSError, ValueError) as exc:  # one rejected row; the run goes on
+        return SyncReport(files=[FileResult(url, "rejected", reason=str(exc))])
+    try:
+        if source.url == target.url:
+            return SyncReport(notes=[f"{url} is the store itself: nothing to copy"])
+        return syncer.sync_store(source, stop=stop)
+    finally:
+        source.close()
+
+
+def _watch(store: SessionStore, folders: list[str], exclude: str | None, replace: bool, as_json: bool,
+           stop: threading.Event, debounce: int) -> None:
+    """Sync each batch of changed files until Ctrl-C (which ends the watch after the current file)."""
+    roots = [os.path.abspath(os.path.expanduser(f)) for f in folders if os.path.exists(os.path.expanduser(f))]
+    if not roots:
+        raise UserError("nothing to watch: none of the folders exists")
+    _echo(f"sessiontree: watching {len(roots)} {'folder' if len(roots) == 1 else 'folders'} "
+          "(Ctrl-C stops)", err=True)
+
+    def on_change(paths: list[str]) -> None:
+        files = [p for p in paths if exclude is None or not os.path.realpath(p).startswith(
+            os.path.realpath(exclude) + os.sep)]
+        with run_lock(store, None):
+            syncer = Syncer(store, replace=replace)
+            batch = syncer.sync_files(files, stop=stop)
+        shown = [r for r in batch.files if r.status != "unchanged"]
+        if shown or as_json:
+            _print_report(batch, as_json)
+
+    watch(roots, on_change, stop, debounce_ms=debounce)
+    _echo("sessiontree: watch stopped", err=True)

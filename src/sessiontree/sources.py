@@ -1,0 +1,83 @@
+"""Where coding agents keep their own session files (``sessiontree sources``, ``sync``).
+
+Found the way the agents find them (docs/sync.md):
+
+* **pi**: the agent directory is ``$PI_CODING_AGENT_DIR`` when set, else
+  ``~/.pi/agent``; sessions live in its ``sessions`` folder.
+* **Atomic**: ``$ATOMIC_CODING_AGENT_DIR``, else ``$PI_CODING_AGENT_DIR`` (its
+  compatibility alias), else ``~/.atomic/agent``; sessions in ``sessions``.
+
+Both keep one subfolder per project, ``--<cwd with / as ->--``, holding
+``<timestamp>_<uuid>.jsonl`` files. Nothing here reads a session file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = ["AgentSource", "agent_sources", "AGENTS"]
+
+#: ``(agent, environment variables in order of precedence, default agent directory under home)``.
+AGENTS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("pi", ("PI_CODING_AGENT_DIR",), os.path.join(".pi", "agent")),
+    ("atomic", ("ATOMIC_CODING_AGENT_DIR", "PI_CODING_AGENT_DIR"), os.path.join(".atomic", "agent")),
+)
+
+
+@dataclass(frozen=True)
+class AgentSource:
+    """One agent's session folder.
+
+    Attributes:
+        agent: ``"pi"`` or ``"atomic"``.
+        path: the sessions folder, absolute (``<agent dir>/sessions``).
+        origin: how the agent directory was chosen: the environment variable
+            that set it, or ``"default"``.
+        exists: whether the folder is there (a directory).
+    """
+
+    agent: str
+    path: str
+    origin: str
+    exists: bool
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON data for ``--json``."""
+        return {"agent": self.agent, "path": self.path, "origin": self.origin, "exists": self.exists}
+
+
+def agent_sources(environ: Mapping[str, str] | None = None, home: str | None = None) -> list[AgentSource]:
+    """Every agent's session folder, existing or not, one per distinct folder.
+
+    Args:
+        environ: the environment to read (default ``os.environ``).
+        home: the home directory (default ``~`` expanded, i.e. ``$HOME``).
+
+    Returns:
+        Sources in the order of :data:`AGENTS`; a folder two agents share (an
+        Atomic falling back to ``$PI_CODING_AGENT_DIR``) is listed once, under
+        the first agent. ``~`` at the start of a variable's value is expanded.
+    """
+    env = os.environ if environ is None else environ
+    base = home if home is not None else os.path.expanduser("~")
+    found: list[AgentSource] = []
+    seen: set[str] = set()
+    for agent, variables, default in AGENTS:
+        origin = "default"
+        agent_dir = os.path.join(base, default)
+        for name in variables:
+            value = env.get(name, "").strip()
+            if value:
+                origin = name
+                # "~" means the given home (not the process's), so tests can fake it.
+                agent_dir = base if value == "~" else os.path.join(base, value[2:]) if value.startswith("~/") else value
+                break
+        path = os.path.abspath(os.path.join(agent_dir, "sessions"))
+        key = os.path.realpath(path)
+        if key in seen:
+            continue
+        seen.add(key)
+        found.append(AgentSource(agent, path, origin, os.path.isdir(path)))
+    return found
