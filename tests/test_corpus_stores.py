@@ -34,7 +34,7 @@ EXPECTED = {
         "entries": 1002,
         "first_message_prefix": "alright, read @packages/coding-agent/src/main.ts",
         # A branched session: its newest message (00:42:39.594Z, 1765240959594) predates the
-        # header's creation (00:53:29.825Z); modified is never earlier than created (docs/listing.md).
+        # header's creation (00:53:29.825Z); modified is never earlier than created (docs/rules/listing.md L.16).
         "modified_ms": 1765241609825,
     },
 }

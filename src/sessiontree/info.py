@@ -79,7 +79,7 @@ class SessionInfo:
         workflow: the workflow object of a classified session, else ``None``.
         created: header ``createdAt`` as an aware UTC datetime.
         modified: newest user/assistant activity, never earlier than ``created``
-            (docs/listing.md), aware UTC.
+            (docs/rules/listing.md L.16), aware UTC.
         message_count: ``message`` entries over all roles and branches (L.14).
         first_message: text of the first user message with text, or ``(no messages)``.
         summary: the session summary while fresh (K.4), else ``None``.
@@ -259,7 +259,7 @@ class InfoAccumulator:
         if self.modified_ms > 0:
             # A session cannot be modified before it was created: a fork or a
             # branched session copies older messages, and its creation is its
-            # latest activity (docs/listing.md, "created and modified").
+            # latest activity (docs/rules/listing.md L.16).
             modified_ms: float | None = max(self.modified_ms, created_ms or 0.0)
         elif created_ms is not None:
             modified_ms = created_ms
