@@ -58,6 +58,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+import orjson
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - non-POSIX platforms
@@ -1228,7 +1230,7 @@ class JsonlStore:
                     self.append(change.session_id, change.entries, change.raw)
                 elif change.kind == "replace":
                     self.replace_session(header_of(change), change.entries, change.raw)
-                line = jsonio.dumps(state.to_dict()) + b"\n"
+                line = _state_line(state)
                 try:
                     out = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_CLOEXEC, 0o644)
                     try:
@@ -1247,7 +1249,7 @@ class JsonlStore:
 
     def _sync_compact(self, log: str) -> None:
         """Rewrite the log with one line per path (atomically; under the sync lock)."""
-        data = b"".join(jsonio.dumps(state.to_dict()) + b"\n" for state in self._sync_cache.values())
+        data = b"".join(_state_line(state) for state in self._sync_cache.values())
         tmp = f"{log}.tmp-{os.getpid()}-{secrets.token_hex(6)}"
         try:
             with open(tmp, "wb") as handle:
@@ -1581,3 +1583,10 @@ class JsonlStore:
             self._held.clear()
         for item in held:
             self._close_held(item)
+
+
+def _state_line(state: SyncState) -> bytes:
+    """One line of the sync-state log. Plain orjson, not :func:`jsonio.dumps`: this
+    is our own file, not a session record, and ``mtime_ns`` (beyond 2**53) must
+    read back exactly, where JavaScript's number rules would round it."""
+    return orjson.dumps(state.to_dict()) + b"\n"
