@@ -23,6 +23,7 @@ __all__ = [
     "SessionInUseError",
     "ListingCancelledError",
     "ToolPairingError",
+    "SearchQueryError",
     "INVALID_SESSION_ID_MESSAGE",
 ]
 
@@ -206,3 +207,19 @@ class ToolPairingError(SessionError, ValueError):
             f"{'s' if plural else ''} {', '.join(call_ids)} appear{'' if plural else 's'} in more than one "
             "assistant message. The request was not sent."
         )
+
+
+class SearchQueryError(SessionError, ValueError):
+    """A search query that cannot be run: empty (no term once quotes and
+    whitespace are removed), or over the limits of :mod:`sessiontree.searchtext`
+    (``MAX_QUERY_CHARS`` characters, ``MAX_TERMS`` terms).
+
+    Attributes:
+        query: the query as given.
+        reason: what is wrong, in words.
+    """
+
+    def __init__(self, query: str, reason: str) -> None:
+        self.query = query
+        self.reason = reason
+        super().__init__(f"invalid search query: {reason}")
