@@ -83,7 +83,7 @@ CORPUS = [
         msg("b4000004", "b3000003", "assistant", [{"type": "text", "text": "we should retry the request once"}], 3),
     ]),
     (header("sess-gamma", "/w/alpha"), [
-        msg("c1000001", None, "user", "emoji 🎉 party and a-b-c hyphen * star NEAR(x y) \"quoted\"", 0),
+        msg("c1000001", None, "user", "emoji 🎉 party and a-b-c hyphen * star NEAR(x y) \"quoted\" 5 \u212aM", 0),
         msg("c2000002", "c1000001", "toolResult", [{"type": "text", "text": LOREM + " retry"}], 1,
             toolCallId="c9", toolName="read", isError=False),
         base("c3000003", "c2000002", "label", 2, targetId="c1000001", label="retry-label"),
@@ -115,6 +115,7 @@ EXPECTED = {
     "py": {"a2000002", "a4000004", "a5000005"},
     "30": {"a3000003"},  # a number inside tool-call arguments
     "bash": {"a3000003"},  # the tool-call name; a result's toolName is not its text
+    "km": {"c1000001"},  # short, and the Kelvin sign folds to ASCII k: the SQL prefilter lets it through
     "retry-label": set(),  # labels and custom state are not indexed
 }
 EXPECTED['"quoted"'] = {"c1000001"}

@@ -174,6 +174,20 @@ def _facts(conn: sqlite3.Connection, key: Any) -> SessionFacts:
     row = conn.execute(f"SELECT header_json, {_STATE_SQL} FROM sessions WHERE id = ?", (key,)).fetchone()
     header = jsonio.loads(row[0])
     info = _state_from_row(row[1:])
+    cwd = header.get("cwd") if isinstance(header, dict) else None
+    last = conn.execute("SELECT id, type FROM entries WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
+                        (key,)).fetchone()
+    if last is None or _py(last[1]) != "leaf":
+        # The common case: the last record is the leaf (tree.loaded_leaf_id); walk up a
+        # parent map built in C (dict of rows), stopping when an id repeats (cycles).
+        parents = dict(conn.execute("SELECT id, parent_id FROM entries WHERE session_id = ?", (key,)).fetchall())
+        branch: set[Any] = set()
+        current = last[0] if last is not None else None
+        while current is not None and current not in branch and current in parents:
+            branch.add(current)
+            current = parents[current]
+        return SessionFacts(_py(key), title_of(info), info.name, cwd if isinstance(cwd, str) else "",
+                            frozenset(_py(entry_id) for entry_id in branch))
     entries: list[dict[str, Any]] = []
     for entry_id, parent, kind, leaf_json in conn.execute(
             "SELECT id, parent_id, type, CASE WHEN type = 'leaf' THEN json END FROM entries"
@@ -187,7 +201,6 @@ def _facts(conn: sqlite3.Connection, key: Any) -> SessionFacts:
             if isinstance(target, dict) and "targetId" in target:
                 entry["targetId"] = target["targetId"]
         entries.append(entry)
-    cwd = header.get("cwd") if isinstance(header, dict) else None
     return SessionFacts(_py(key), title_of(info), info.name, cwd if isinstance(cwd, str) else "", active_ids(entries))
 
 
@@ -236,11 +249,18 @@ def _hits_from_index(conn: sqlite3.Connection, query: SearchQuery, filters: Sear
         cursor.close()
     else:
         # Only terms of one or two characters: trigrams cannot answer, scan the stored text.
-        sql = "SELECT session_id, entry_id, type, role, ts_ms, text FROM search_entries"
+        sql = "SELECT session_id, entry_id, type, role, ts_ms, text FROM search_entries WHERE 1"
         params = []
         if filters.session is not None:
-            sql += " WHERE session_id = ?"
+            sql += " AND session_id = ?"
             params.append(_db(filters.session))
+        for term in query.folded:
+            if term.isascii():
+                # A superset of the rule's matches, in C: SQLite's lower() folds ASCII only,
+                # and the two non-ASCII code points folding to ASCII (U+017F, U+212A) are let
+                # through; Python checks every row it returns.
+                sql += " AND (instr(lower(text), ?) > 0 OR instr(text, char(383)) > 0 OR instr(text, char(8490)) > 0)"
+                params.append(term)
         for key, entry_id, kind, role, ts_ms, text in conn.execute(sql, params):
             if allowed is not None and key not in allowed:
                 continue
