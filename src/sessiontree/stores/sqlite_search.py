@@ -124,7 +124,12 @@ INDEX = SearchIndex()
 
 @migration
 def m004_search_index(conn: sqlite3.Connection) -> None:
-    """The full-text index (issue 13), filled from every session already stored."""
+    """The full-text index (issue 13), filled from every session already stored.
+
+    Derived data, so the step rebuilds it from nothing: tables left by an
+    interrupted or hand-edited schema are dropped first."""
+    conn.execute("DROP TABLE IF EXISTS search_fts")
+    conn.execute("DROP TABLE IF EXISTS search_entries")
     conn.execute("""
         CREATE TABLE search_entries (
             -- Also the rowid of search_fts (external content).
