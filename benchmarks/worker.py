@@ -405,13 +405,46 @@ class LimitList(Case):
 
 
 class SearchSqlite(Case):
-    """Substring search: ``list_all`` then ``query in info.all_messages_text`` (no search API yet)."""
+    """``sessiontree.search.search`` on the SQLite store (FTS5 index; store opened read-only
+    inside the timing). ``limit``: hits asked for (``None``: every hit, with snippets and
+    branch flags). Returns the number of distinct sessions hit (all hits) or of hits."""
+
+    def __init__(self, cmd: dict[str, Any]) -> None:
+        self.db, self.query, self.limit = cmd["db"], cmd["query"], cmd.get("limit")
+
+    def run(self) -> Any:
+        from sessiontree.search import search
+
+        store = SqliteStore(self.db, readonly=True)
+        try:
+            hits = search(store, self.query, limit=self.limit).hits
+            return len({hit.session_id for hit in hits}) if self.limit is None else len(hits)
+        finally:
+            store.close()
+
+
+class SearchJsonl(Case):
+    """The same search on a JSONL store over the corpus files: a scan that reads every file."""
+
+    def __init__(self, cmd: dict[str, Any]) -> None:
+        self.dir, self.query, self.limit = cmd["dir"], cmd["query"], cmd.get("limit")
+
+    def run(self) -> Any:
+        from sessiontree.search import search
+
+        store = JsonlStore(self.dir, readonly=True)
+        hits = search(store, self.query, limit=self.limit).hits
+        return len({hit.session_id for hit in hits}) if self.limit is None else len(hits)
+
+
+class SearchListing(Case):
+    """Before the search API: ``list_all`` then ``query in info.all_messages_text``."""
 
     def __init__(self, cmd: dict[str, Any]) -> None:
         self.db, self.query = cmd["db"], cmd["query"]
 
     def run(self) -> Any:
-        store = SqliteStore(self.db)
+        store = SqliteStore(self.db, readonly=True)
         try:
             return sum(1 for info in SessionManager.list_all(store) if self.query in info.all_messages_text)
         finally:
@@ -502,6 +535,8 @@ OPS: dict[str, Callable[[dict[str, Any]], Case]] = {
     "list_jsonl": ListJsonl,
     "limit_list": LimitList,
     "search_sqlite": SearchSqlite,
+    "search_jsonl": SearchJsonl,
+    "search_listing": SearchListing,
     "limit_search": LimitSearch,
     "import_sqlite": ImportSqlite,
     "limit_import": LimitImport,
@@ -509,6 +544,11 @@ OPS: dict[str, Callable[[dict[str, Any]], Case]] = {
 
 
 def execute(cmd: dict[str, Any]) -> dict[str, Any]:
+    if cmd.get("index") is False:
+        # "Before the index" rows: writes maintain no derived index (the tables exist, empty).
+        from sessiontree.stores.sqlite import DERIVED_INDEXES
+
+        DERIVED_INDEXES.clear()
     case = OPS[cmd["op"]](cmd)
     case.setup()
     try:

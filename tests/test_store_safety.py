@@ -273,7 +273,7 @@ def test_schema_upgrade_hashes_existing_rows(tmp_path):
         assert len(reader.load("s1").entries) == 3
     assert digest(db)["db"] == old
     store = SqliteStore(db)  # a writable open applies m002 and hashes the rows it finds
-    assert store.applied_migrations() == ["m001_initial", "m002_record_crc", "m003_sync_state"]
+    assert store.applied_migrations() == ["m001_initial", "m002_record_crc", "m003_sync_state", "m004_search_index"]
     store.close()
     _flip(db, b'"content":"' + MARKER.encode(), b'"content":"' + MARKER.replace("fox", "fix").encode())
     with pytest.raises(CorruptEntryError):

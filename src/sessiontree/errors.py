@@ -24,6 +24,7 @@ __all__ = [
     "ListingCancelledError",
     "ToolPairingError",
     "SyncConflictError",
+    "SearchQueryError",
     "INVALID_SESSION_ID_MESSAGE",
 ]
 
@@ -221,3 +222,19 @@ class SyncConflictError(SessionError):
     def __init__(self, path: str) -> None:
         self.path = path
         super().__init__(f"the sync state of {path} changed while it was being synced")
+
+
+class SearchQueryError(SessionError, ValueError):
+    """A search query that cannot be run: empty (no term once quotes and
+    whitespace are removed), or over the limits of :mod:`sessiontree.searchtext`
+    (``MAX_QUERY_CHARS`` characters, ``MAX_TERMS`` terms).
+
+    Attributes:
+        query: the query as given.
+        reason: what is wrong, in words.
+    """
+
+    def __init__(self, query: str, reason: str) -> None:
+        self.query = query
+        self.reason = reason
+        super().__init__(f"invalid search query: {reason}")

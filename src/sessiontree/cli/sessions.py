@@ -146,12 +146,17 @@ def _cut_left(text: str, width: int) -> str:
 @cli.command("show", short_help='Show a session; --tree draws its entry tree.')
 @click.argument("session")
 @click.option("--tree", is_flag=True, help="Draw every entry as a tree: labels, branch points, the active branch (*) and leaf.")
+@click.option("--entry", "entry", metavar="ENTRY", help="Show this one entry (an id as sessiontree search prints "
+                                                       "it, or a unique prefix): its place and its searchable text.")
 @click.option("--json", "as_json", is_flag=True, help="Print header, info (and tree) as JSON.")
 @pass_app
-def show_cmd(app: _App, session: str, tree: bool, as_json: bool) -> None:
+def show_cmd(app: _App, session: str, tree: bool, entry: str | None, as_json: bool) -> None:
     """Show a session's header and listing info; --tree draws the whole entry tree."""
     session_id = _session_id(app, session)
     manager = _open_readonly(app, session_id)
+    if entry is not None:
+        _show_entry(manager, session_id, _entry_id(manager, entry), as_json)
+        return
     header = manager.get_header()
     location = app.store.location(session_id)
     info = _session_info(manager, location or session_id)
@@ -204,6 +209,35 @@ def show_cmd(app: _App, session: str, tree: bool, as_json: bool) -> None:
         _show(console)
         lines = Text("\n").join(render.tree_row_text(row, console.width) for row in rows)
         _show(console, lines, no_wrap=True, overflow="ellipsis")
+
+
+def _show_entry(manager: SessionManager, session_id: str, entry_id: str, as_json: bool) -> None:
+    """``show SESSION --entry ENTRY``: where the entry is, and the text search indexes for it."""
+    from ..searchtext import entry_text
+
+    entry = manager.get_entry(entry_id)
+    on_branch = entry_id in {e["id"] for e in manager.get_branch()}
+    found = entry_text(entry) if entry is not None else None
+    if as_json:
+        _print_json({"sessionId": session_id, "onActiveBranch": on_branch, "role": found.role if found else None,
+                     "text": found.text if found else None, "entry": entry})
+        return
+    message = entry.get("message") if isinstance(entry.get("message"), dict) else {}
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_row("session", Text(safe_line(session_id), style="cyan"))
+    grid.add_row("entry", Text(safe_line(entry_id), style="cyan"))
+    grid.add_row("type", safe_line(entry.get("type")))
+    if found is not None and found.role or message.get("role"):
+        grid.add_row("role", safe_line(found.role if found is not None and found.role else message.get("role")))
+    grid.add_row("timestamp", safe_line(entry.get("timestamp")))
+    grid.add_row("parent", safe_line(entry.get("parentId")) if entry.get("parentId") else "(none: a root)")
+    grid.add_row("active branch", "yes" if on_branch else "no (an abandoned branch)")
+    console = _out()
+    _show(console, grid)
+    _show(console)
+    _show(console, found.text if found is not None else render.entry_summary(entry))
 
 
 def _session_info(manager: SessionManager, path: str) -> Any:

@@ -32,6 +32,7 @@ from .base import CancelEvent, ProgressCallback, SessionListing, SessionStore, S
 from .jsonl import JsonlStore
 from .memory import MemoryStore
 from .sqlite import SqliteStore
+from . import sqlite_search  # noqa: F401,E402  (registers the search index and its schema step)
 
 __all__ = [
     "SessionStore",

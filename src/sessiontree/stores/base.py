@@ -28,6 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..format import ParsedSession
 from ..info import SessionInfo
+from ..searchtext import SearchHit
 
 __all__ = ["SessionStore", "SessionListing", "StoreProblem", "ProgressCallback", "CancelEvent",
            "SyncState", "SyncChange"]
@@ -344,6 +345,37 @@ class SessionStore(Protocol):
 
         Raises:
             StorageError: the store could not be read at all.
+        """
+        ...
+
+    def search(self, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
+               since: Any = None, until: Any = None, session: str | None = None,
+               limit: int | None = 50) -> list[SearchHit]:
+        """Full-text search over every stored session, internal ones included (docs/search.md).
+
+        Matching is :mod:`sessiontree.searchtext`'s rule on every store: each
+        term of the query (whitespace-separated; ``"a phrase"`` is one term)
+        must occur in an entry's indexed text as a case-folded substring. The
+        same query gives the same set of hits on every store; the order
+        (``rank``) is bm25 on SQLite and :func:`~sessiontree.searchtext.scan_score`
+        on the scanning stores.
+
+        Args:
+            query: the query text.
+            cwd: only sessions whose header cwd resolves to this directory.
+            roles: keep entries whose role or entry type is one of these.
+            since, until: entry timestamps in ``[since, until)``; a
+                ``datetime`` (naive = UTC), an ISO-8601 string or ms.
+            session: only this exact session id.
+            limit: at most this many hits (``None``: all).
+
+        Returns:
+            :class:`~sessiontree.searchtext.SearchHit` objects, best first.
+
+        Raises:
+            SearchQueryError: an empty or over-long query.
+            ValueError: a bad ``limit``, ``since`` or ``until``.
+            StorageError: the store could not be read.
         """
         ...
 

@@ -52,7 +52,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -77,7 +77,9 @@ from ..errors import (
 from ..format import CURRENT_VERSION, ParsedSession, parse_session, read_header_file
 from ..ids import session_id_hash
 from ..info import SessionInfo, is_classified, session_info_from_entries
+from ..searchtext import SearchHit, make_filters, parse_query
 from ..tree import parse_timestamp_ms
+from ._search_scan import check_limit, scan
 from ._shared import (
     Progress,
     check_header,
@@ -1522,6 +1524,40 @@ class JsonlStore:
             StorageError: the directory cannot be read.
         """
         return self._files()
+
+    def search(self, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
+               since: Any = None, until: Any = None, session: str | None = None,
+               limit: int | None = 50) -> list[SearchHit]:
+        """Search by reading and scanning every session file (each under its shared
+        lock; nothing is written). See :meth:`SessionStore.search`. Files that
+        cannot be loaded are passed over, as listings pass them over.
+
+        Raises:
+            SearchQueryError, ValueError: see :meth:`SessionStore.search`.
+            StorageError: the directory cannot be read.
+        """
+        parsed = parse_query(query)
+        filters = make_filters(cwd=cwd, roles=roles, since=since, until=until, session=session)
+        limit = check_limit(limit)
+        if filters.session is not None:
+            found = self._find(filters.session)
+            paths = [found] if found is not None else []
+        else:
+            paths = self._files()
+
+        def sessions() -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
+            for path in paths:
+                header = self._header(path)
+                # The header alone decides the cwd filter: no need to read the body.
+                if header is None or not cwd_matches(header.get("cwd"), filters.cwd):
+                    continue
+                try:
+                    session_data = read_file(path)
+                except (OSError, InvalidSessionError):
+                    continue
+                yield session_data.header, session_data.entries
+
+        return scan(sessions(), parsed, filters, limit)
 
     def reindex(self, session_id: str | None = None) -> int:
         """Nothing to rebuild: a JSONL store keeps no derived data on disk (listing,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,8 @@ from .. import jsonio
 from ..errors import InvalidSessionError, SessionExistsError, SessionNotFoundError, SyncConflictError
 from ..format import CURRENT_VERSION, ParsedSession
 from ..info import InfoAccumulator, SessionInfo, is_classified
+from ..searchtext import SearchHit, make_filters, parse_query
+from ._search_scan import check_limit, scan
 from ._shared import (
     Progress,
     check_header,
@@ -285,6 +287,27 @@ class MemoryStore:
                 if best is None or session.write_seq > best.write_seq:
                     best = session
             return best.header["id"] if best is not None else None
+
+    def search(self, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
+               since: Any = None, until: Any = None, session: str | None = None,
+               limit: int | None = 50) -> list[SearchHit]:
+        """Search by scanning every session's entries. See :meth:`SessionStore.search`.
+
+        Raises:
+            SearchQueryError, ValueError: see :meth:`SessionStore.search`.
+        """
+        parsed = parse_query(query)
+        filters = make_filters(cwd=cwd, roles=roles, since=since, until=until, session=session)
+        limit = check_limit(limit)
+        with self._lock:
+            snapshot = [(s.header_raw, list(s.raw)) for sid, s in self._sessions.items()
+                        if filters.session is None or sid == filters.session]
+
+        def sessions() -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
+            for header_raw, raw in snapshot:
+                yield jsonio.loads(header_raw), [jsonio.loads(text) for text in raw]
+
+        return scan(sessions(), parsed, filters, limit)
 
     def reindex(self, session_id: str | None = None) -> int:
         """Recompute each session's listing state from its stored records. See

@@ -1155,6 +1155,16 @@ class SqliteStore:
                 cursor.close()
         return None
 
+    def search(self, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
+               since: Any = None, until: Any = None, session: str | None = None,
+               limit: int | None = 50) -> list[Any]:
+        """Full-text search through the FTS5 index (:mod:`sessiontree.stores.sqlite_search`).
+        See :meth:`SessionStore.search` for arguments, results and errors."""
+        from .sqlite_search import search_store  # it imports this module
+
+        return search_store(self, query, cwd=cwd, roles=roles, since=since, until=until, session=session,
+                            limit=limit)
+
     # -- verification ---------------------------------------------------------------------
 
     def verify(self, on_progress: ProgressCallback | None = None) -> list[StoreProblem]:

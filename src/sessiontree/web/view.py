@@ -45,7 +45,7 @@ from datetime import date, datetime, timezone
 from typing import Any
 
 from markdown_it import MarkdownIt
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
 from ..info import SessionInfo
 from ..manager import SessionManager

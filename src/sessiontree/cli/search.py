@@ -1,0 +1,139 @@
+"""``sessiontree search``: full-text search across every session (issue 13).
+
+A thin edge: it parses the options, calls :func:`sessiontree.search.search`,
+and prints the hits grouped by session. Snippets are session text: each piece
+passes through :func:`~sessiontree.textsafe.safe_line` before it is
+highlighted, so the highlight never splits an escape.
+"""
+
+from __future__ import annotations
+
+from datetime import timezone
+
+import click
+from rich.text import Text
+
+from ..errors import SearchQueryError
+from ..ids import shortest_unique_prefixes
+from ..search import group_by_session, parse_when, search
+from ..searchtext import SearchHit
+from ..textsafe import safe_line
+from ..tree import parse_timestamp_ms
+from ._common import _App, _echo, _out, _plural, _print_json, _session_id, _show, cli, pass_app
+
+
+def _query(words: tuple[str, ...]) -> str:
+    """The query from the command-line words: one argument holding whitespace and no
+    quote (``sessiontree search "a phrase"``) is a phrase; the rest are joined by spaces."""
+    parts = []
+    for word in words:
+        if any(c.isspace() for c in word) and '"' not in word and word.strip():
+            parts.append(f'"{word}"')
+        else:
+            parts.append(word)
+    return " ".join(parts)
+
+
+def _when(value: str | None, option: str, end: bool) -> object:
+    if value is None:
+        return None
+    try:
+        return parse_when(value, end=end)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=option) from None
+
+
+def _time(hit: SearchHit) -> str:
+    ms = parse_timestamp_ms(hit.timestamp)
+    if ms is None:
+        return "-".ljust(17)
+    from datetime import datetime
+
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%MZ")
+
+
+def _snippet(hit: SearchHit) -> Text:
+    """The snippet with its matches in bold yellow; every piece sanitised first."""
+    text = Text()
+    at = 0
+    for start, end in hit.highlights:
+        text.append(safe_line(hit.snippet[at:start]))
+        text.append(safe_line(hit.snippet[start:end]), style="bold yellow")
+        at = end
+    text.append(safe_line(hit.snippet[at:]))
+    return text
+
+
+@cli.command("search", short_help="Full-text search across every session.")
+@click.argument("words", nargs=-1, metavar="QUERY")
+@click.option("--cwd", metavar="DIR", type=click.Path(file_okay=False, path_type=str),
+              help="Only sessions of this project directory.")
+@click.option("--role", "roles", metavar="ROLE", multiple=True,
+              help="Only entries of this role (user, assistant, toolResult, bashExecution, custom, "
+                   "branchSummary, compactionSummary) or entry type (session_info, session_summary, ...). "
+                   "Repeatable.")
+@click.option("--since", metavar="DATE", help="Only entries from DATE on (YYYY-MM-DD, UTC, or an ISO-8601 time).")
+@click.option("--until", metavar="DATE", help="Only entries up to DATE, that day included (or before an "
+                                              "ISO-8601 time).")
+@click.option("--session", "session", metavar="ID", help="Only this session (a unique id prefix).")
+@click.option("-n", "--limit", type=click.IntRange(min=1), default=50, show_default=True,
+              help="Show at most N hits.")
+@click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON (whole ids, highlight offsets).")
+@pass_app
+def search_cmd(app: _App, words: tuple[str, ...], cwd: str | None, roles: tuple[str, ...], since: str | None,
+               until: str | None, session: str | None, limit: int, as_json: bool) -> None:
+    """Find entries whose text holds every term of QUERY, best first, grouped by session.
+
+    Terms are separated by spaces; "a phrase" in quotes is one term (quote it
+    for the shell too: '"a phrase"'). Matching ignores case and finds any
+    substring, so code, paths and identifiers match exactly; nothing else is
+    syntax (-, *, NEAR, OR are plain text). Searched: user and assistant text,
+    thinking, tool calls and results, bash commands and output, custom
+    messages, branch and compaction summaries, session names and summaries;
+    abandoned branches and entries hidden by context edits too.
+
+    Each hit names its entry: see it with sessiontree show SESSION --entry ENTRY,
+    or the context up to it with sessiontree context SESSION --leaf ENTRY.
+    """
+    query = _query(words)
+    if not query.strip():
+        raise click.UsageError("give a search query, e.g. sessiontree search 'flaky test'")
+    session_id = _session_id(app, session) if session is not None else None
+    try:
+        result = search(app.store, query, cwd=cwd, roles=roles or None, since=_when(since, "--since", False),
+                        until=_when(until, "--until", True), session=session_id, limit=limit)
+    except SearchQueryError as exc:
+        raise click.UsageError(str(exc)) from None
+    if as_json:
+        _print_json(result.to_dict())
+        return
+    console = _out()
+    if not result.hits:
+        _show(console, "No matches.")
+        return
+    short = shortest_unique_prefixes(app.store.session_ids())
+    lines: list[Text] = []
+    for sid, hits in group_by_session(result.hits):
+        first = hits[0]
+        title = " ".join(first.title.split())
+        head = Text()
+        head.append(safe_line(short.get(sid, sid)), style="bold cyan")
+        head.append("  ")
+        head.append(safe_line(title), style="bold")
+        head.append(f"  ({_plural(len(hits), 'hit', 'hits')})", style="dim")
+        lines.append(head)
+        for hit in hits:
+            row = Text("  ")
+            row.append(safe_line(hit.entry_id), style="cyan")
+            row.append("  ")
+            row.append(safe_line(hit.role or hit.entry_type).ljust(12)[:12])
+            row.append("  ")
+            row.append(_time(hit), style="dim")
+            row.append("  ")
+            if not hit.on_active_branch:
+                row.append("[off branch] ", style="magenta")
+            row.append_text(_snippet(hit))
+            lines.append(row)
+    _show(console, Text("\n").join(lines), no_wrap=True, overflow="ellipsis")
+    if result.more:
+        _echo(f"showing the best {_plural(len(result.hits), 'hit', 'hits')}; more with -n {limit * 4}", err=True)

@@ -1,0 +1,328 @@
+"""The SQLite full-text index: FTS5 ``trigram`` over the text of every entry (issue 13).
+
+Invariants:
+
+* **Derived data** (docs/stores.md): :class:`SearchIndex` is a
+  :class:`~sessiontree.stores.sqlite.DerivedIndex`, so its rows are written
+  in the transaction that writes their entries (create, import, append, fork,
+  branched sessions), removed in the transaction that deletes their session,
+  and rebuilt from the entries alone by ``store.reindex()``. It is never
+  stale, and a database without it is repaired by ``sessiontree reindex``.
+* **The same hits as a scan.** The indexed text of an entry is exactly
+  :func:`sessiontree.searchtext.entry_text`, the text the JSONL and memory
+  stores scan. Each candidate FTS5 returns is checked again with
+  :meth:`~sessiontree.searchtext.SearchQuery.matches` before it becomes a hit,
+  and the fold of :mod:`sessiontree.searchtext` is FTS5's own, so the index
+  neither adds nor loses a hit (the conformance test runs every store).
+* **Every user token is quoted**: the MATCH expression is built by
+  :meth:`~sessiontree.searchtext.SearchQuery.fts_expression`, so no query can
+  reach FTS5's syntax (``-``, ``*``, ``NEAR``, ``:``, ``"``, ``AND``).
+
+Schema (step ``m004_search_index``)::
+
+    search_entries(rowid, session_id, seq, entry_id, type, role, ts_ms, text)
+    search_fts USING fts5(text, content='search_entries', tokenize='trigram case_sensitive 0')
+
+Design, and the measurements that chose it (docs/search.md has the full
+table; code-heavy text, i.e. the benchmark corpus and the real sessions):
+
+* **trigram, not unicode61 or porter.** Sessions are code, paths, logs and
+  identifiers, and people search for exact pieces of them. Only ``trigram``
+  finds substrings (``dedup`` inside ``_dedup_ids``, ``parse_ts`` inside a
+  path) and text without spaces (CJK): on code-heavy text unicode61 found
+  240 of 667 true matches of ``dedup``, and porter stemming answered
+  ``parsing`` with 1,927 hits for 289 true ones. Trigram's price is size
+  (about 2.5x a unicode61 index) and coarser ranking (bm25 over trigrams
+  rewards rare trigrams, not rare words). We take exactness: a hit list that
+  misses the session you fixed X in is the failure this feature exists to
+  prevent; the rank only orders what is found.
+* **Short terms fall back to a scan.** A trigram index cannot answer a term
+  of one or two characters (FTS5 silently returns nothing). Terms of three or
+  more characters go to FTS5; shorter ones are checked on its candidates;
+  a query made only of short terms scans ``search_entries.text`` (it still
+  works, at scan speed).
+* **External content, text stored once.** The FTS5 table keeps only its
+  index (``content='search_entries'``); the extracted text lives once, in
+  ``search_entries``, which snippets, the verification of candidates and the
+  short-term scan read. A default FTS5 table would keep a second copy; a
+  contentless one would force every snippet and every short-term query to
+  re-parse entry JSON, and its rows could not be deleted on SQLite 3.40
+  without re-extracting their text. The entries' JSON still holds the text in
+  escaped form: that copy is the truth, this one is derived.
+* **Ranking**: ``bm25(search_fts)`` ascending (``rank = -bm25``, higher is
+  better), ties broken newest first, then by session and entry id.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .. import jsonio
+from ..searchtext import (
+    SearchFilters,
+    SearchHit,
+    SearchQuery,
+    entry_text,
+    fold,
+    make_filters,
+    parse_query,
+    scan_score,
+)
+from ._search_scan import SessionFacts, active_ids, check_limit, make_hit, scan, title_of, top_hits
+from ._shared import cwd_matches
+from .sqlite import _STATE_SQL, DERIVED_INDEXES, _db, _py, _state_from_row, migration
+
+if TYPE_CHECKING:
+    from .sqlite import SqliteStore
+
+__all__ = ["SearchIndex", "INDEX", "search_store", "m004_search_index", "TOKENIZER"]
+
+#: The FTS5 tokenizer of ``search_fts`` (see the module docstring for why).
+TOKENIZER = "trigram case_sensitive 0"
+
+_INSERT = ("INSERT INTO search_entries (session_id, seq, entry_id, type, role, ts_ms, text)"
+           " VALUES (?, ?, ?, ?, ?, ?, ?)")
+
+
+class SearchIndex:
+    """The search index as a :class:`~sessiontree.stores.sqlite.DerivedIndex`."""
+
+    name = "search"
+
+    def add(self, conn: sqlite3.Connection, key: Any, rows: Sequence[tuple[int, dict[str, Any], bytes]]) -> None:
+        """Index the text of new entries of session ``key`` (inside the writing transaction).
+
+        ``rows`` must be entries after every entry already indexed for the
+        session (appends), or all of them after :meth:`remove` (reindex)."""
+        out = []
+        for seq, entry, _ in rows:
+            found = entry_text(entry)
+            if found is not None:
+                out.append((key, seq, _db(entry["id"]), _db(entry["type"]), _db(found.role), found.ts_ms,
+                            found.text))
+        if not out:
+            return
+        conn.executemany(_INSERT, out)
+        # External content: FTS5 indexes what it is given; the text is read back from
+        # the rows just written, so FTS5 and search_entries cannot disagree.
+        conn.execute("INSERT INTO search_fts (rowid, text) SELECT rowid, text FROM search_entries"
+                     " WHERE session_id = ? AND seq >= ?", (key, out[0][1]))
+
+    def remove(self, conn: sqlite3.Connection, key: Any) -> None:
+        """Drop session ``key`` from the index (inside the writing transaction)."""
+        # An external-content FTS5 table forgets a row only when told its old text.
+        conn.execute("INSERT INTO search_fts (search_fts, rowid, text)"
+                     " SELECT 'delete', rowid, text FROM search_entries WHERE session_id = ?", (key,))
+        conn.execute("DELETE FROM search_entries WHERE session_id = ?", (key,))
+
+
+#: The registered instance (appended to :data:`~sessiontree.stores.sqlite.DERIVED_INDEXES`).
+INDEX = SearchIndex()
+
+
+@migration
+def m004_search_index(conn: sqlite3.Connection) -> None:
+    """The full-text index (issue 13), filled from every session already stored.
+
+    Derived data, so the step rebuilds it from nothing: tables left by an
+    interrupted or hand-edited schema are dropped first."""
+    conn.execute("DROP TABLE IF EXISTS search_fts")
+    conn.execute("DROP TABLE IF EXISTS search_entries")
+    conn.execute("""
+        CREATE TABLE search_entries (
+            -- Also the rowid of search_fts (external content).
+            rowid INTEGER PRIMARY KEY,
+            -- sessions.id and entries.seq of the entry the text comes from.
+            session_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            -- Copied from the entry for hits and filters, so a hit needs no JSON parse.
+            entry_id TEXT NOT NULL,
+            type TEXT NOT NULL,
+            -- searchtext.entry_text's role (NULL for session_info/session_summary).
+            role TEXT,
+            -- The entry's timestamp in ms (NULL when it does not parse), for since/until.
+            ts_ms REAL,
+            -- searchtext.entry_text's text: the one copy snippets and checks read.
+            text TEXT NOT NULL,
+            UNIQUE (session_id, seq)
+        )""")
+    conn.execute(f"CREATE VIRTUAL TABLE search_fts USING fts5(text, content='search_entries',"
+                 f" content_rowid='rowid', tokenize='{TOKENIZER}')")
+    keys = [row[0] for row in conn.execute("SELECT id FROM sessions ORDER BY rowid")]
+    for key in keys:
+        rows = []
+        for seq, text in conn.execute("SELECT seq, json FROM entries WHERE session_id = ? ORDER BY seq", (key,)):
+            try:
+                entry = jsonio.loads(text)
+            except ValueError:
+                continue  # a damaged record: load() reports it; reindex() fills the rest later
+            if isinstance(entry, dict) and isinstance(entry.get("id"), str) and isinstance(entry.get("type"), str):
+                rows.append((seq, entry, b""))
+        INDEX.add(conn, key, rows)
+
+
+DERIVED_INDEXES.append(INDEX)
+
+
+# -- queries ----------------------------------------------------------------------------------
+
+
+def _has_index(conn: sqlite3.Connection) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'search_fts'").fetchone() is not None
+
+
+def _facts(conn: sqlite3.Connection, key: Any) -> SessionFacts:
+    """Title, name, cwd and active branch of session ``key``, from columns (JSON parsed
+    only for the header and for ``leaf`` records)."""
+    row = conn.execute(f"SELECT header_json, {_STATE_SQL} FROM sessions WHERE id = ?", (key,)).fetchone()
+    header = jsonio.loads(row[0])
+    info = _state_from_row(row[1:])
+    cwd = header.get("cwd") if isinstance(header, dict) else None
+    last = conn.execute("SELECT id, type FROM entries WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
+                        (key,)).fetchone()
+    if last is None or _py(last[1]) != "leaf":
+        # The common case: the last record is the leaf (tree.loaded_leaf_id); walk up a
+        # parent map built in C (dict of rows), stopping when an id repeats (cycles).
+        parents = dict(conn.execute("SELECT id, parent_id FROM entries WHERE session_id = ?", (key,)).fetchall())
+        branch: set[Any] = set()
+        current = last[0] if last is not None else None
+        while current is not None and current not in branch and current in parents:
+            branch.add(current)
+            current = parents[current]
+        return SessionFacts(_py(key), title_of(info), info.name, cwd if isinstance(cwd, str) else "",
+                            frozenset(_py(entry_id) for entry_id in branch))
+    entries: list[dict[str, Any]] = []
+    for entry_id, parent, kind, leaf_json in conn.execute(
+            "SELECT id, parent_id, type, CASE WHEN type = 'leaf' THEN json END FROM entries"
+            " WHERE session_id = ? ORDER BY seq", (key,)):
+        entry = {"id": _py(entry_id), "parentId": _py(parent), "type": _py(kind)}
+        if leaf_json is not None:
+            try:
+                target = jsonio.loads(leaf_json)
+            except ValueError:
+                target = {}
+            if isinstance(target, dict) and "targetId" in target:
+                entry["targetId"] = target["targetId"]
+        entries.append(entry)
+    return SessionFacts(_py(key), title_of(info), info.name, cwd if isinstance(cwd, str) else "", active_ids(entries))
+
+
+def _allowed(conn: sqlite3.Connection, filters: SearchFilters) -> set[Any] | None:
+    """Session keys passing the session and cwd filters, or ``None`` for every session."""
+    if filters.session is None and filters.cwd is None:
+        return None
+    if filters.session is not None:
+        rows = conn.execute("SELECT id, cwd FROM sessions WHERE id = ?", (_db(filters.session),)).fetchall()
+    else:
+        rows = conn.execute("SELECT id, cwd FROM sessions").fetchall()
+    return {key for key, cwd in rows if cwd_matches(_py(cwd), filters.cwd)}
+
+
+def _hits_from_index(conn: sqlite3.Connection, query: SearchQuery, filters: SearchFilters,
+                     limit: int | None) -> list[SearchHit]:
+    allowed = _allowed(conn, filters)
+    if allowed is not None and not allowed:
+        return []
+    expression = query.fts_expression()
+    found: list[tuple[Any, str, str, str | None, float | None, str, float]] = []
+    if expression is not None:
+        where = " AND e.session_id = ?" if filters.session is not None else ""
+        params: list[Any] = [expression] + ([_db(filters.session)] if filters.session is not None else [])
+        # Best first, ties newest first then by ids: the order of searchtext.hit_order, so
+        # stopping at `limit` keeps exactly the best hits.
+        cursor = conn.execute(
+            "SELECT e.rowid, e.session_id, e.entry_id, e.type, e.role, e.ts_ms, bm25(search_fts) AS score"
+            " FROM search_fts JOIN search_entries AS e ON e.rowid = search_fts.rowid"
+            f" WHERE search_fts MATCH ?{where}"
+            " ORDER BY score, coalesce(e.ts_ms, 0) DESC, e.session_id, e.entry_id", params)
+        text_of = conn.cursor()
+        for rowid, key, entry_id, kind, role, ts_ms, score in cursor:
+            if allowed is not None and key not in allowed:
+                continue
+            role, kind = _py(role), _py(kind)
+            if not filters.keeps(kind, role, ts_ms):
+                continue
+            text = text_of.execute("SELECT text FROM search_entries WHERE rowid = ?", (rowid,)).fetchone()[0]
+            # Short terms, and the guarantee that the index finds what a scan finds.
+            if not query.matches(fold(text)):
+                continue
+            found.append((key, _py(entry_id), kind, role, ts_ms, text, -score))
+            if limit is not None and len(found) >= limit:
+                break
+        cursor.close()
+    else:
+        # Only terms of one or two characters: trigrams cannot answer, scan the stored text.
+        sql = "SELECT session_id, entry_id, type, role, ts_ms, text FROM search_entries WHERE 1"
+        params = []
+        if filters.session is not None:
+            sql += " AND session_id = ?"
+            params.append(_db(filters.session))
+        for term in query.folded:
+            if term.isascii():
+                # A superset of the rule's matches, in C: SQLite's lower() folds ASCII only,
+                # and the two non-ASCII code points folding to ASCII (U+017F, U+212A) are let
+                # through; Python checks every row it returns.
+                sql += " AND (instr(lower(text), ?) > 0 OR instr(text, char(383)) > 0 OR instr(text, char(8490)) > 0)"
+                params.append(term)
+        for key, entry_id, kind, role, ts_ms, text in conn.execute(sql, params):
+            if allowed is not None and key not in allowed:
+                continue
+            role, kind = _py(role), _py(kind)
+            if not filters.keeps(kind, role, ts_ms):
+                continue
+            folded = fold(text)
+            if query.matches(folded):
+                found.append((key, _py(entry_id), kind, role, ts_ms, text, scan_score(folded, query)))
+    facts: dict[Any, SessionFacts] = {}
+    timestamps = _timestamps(conn, found)
+    hits = []
+    for key, entry_id, kind, role, _, text, rank in found:
+        shared = facts.get(key)
+        if shared is None:
+            shared = facts[key] = _facts(conn, key)
+        hits.append(make_hit(shared, entry_id, kind, timestamps.get((key, entry_id)), text, role, query, rank))
+    return top_hits(hits, limit) if expression is None else hits
+
+
+def _timestamps(conn: sqlite3.Connection, found: Iterable[tuple[Any, ...]]) -> dict[tuple[Any, str], str]:
+    """The stored ``timestamp`` string of each found entry (a hit shows it as written)."""
+    out = {}
+    for key, entry_id, *_ in found:
+        row = conn.execute("SELECT timestamp FROM entries WHERE session_id = ? AND id = ?",
+                           (key, _db(entry_id))).fetchone()
+        if row is not None:
+            out[(key, entry_id)] = _py(row[0])
+    return out
+
+
+def search_store(store: SqliteStore, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
+                 since: Any = None, until: Any = None, session: str | None = None,
+                 limit: int | None = 50) -> list[SearchHit]:
+    """:meth:`SqliteStore.search <sessiontree.stores.sqlite.SqliteStore.search>`: one read snapshot.
+
+    A database without the index (an older schema opened read-only) is
+    searched by loading and scanning every session, with the same result.
+
+    Raises:
+        SearchQueryError, ValueError: see :meth:`SessionStore.search`.
+        StorageError: the database could not be read.
+    """
+    parsed = parse_query(query)
+    filters = make_filters(cwd=cwd, roles=roles, since=since, until=until, session=session)
+    limit = check_limit(limit)
+    with store._read() as conn:
+        if not store._ready(conn):
+            return []
+        if _has_index(conn):
+            return _hits_from_index(conn, parsed, filters, limit)
+    ids = [filters.session] if filters.session is not None else store.session_ids()
+
+    def sessions() -> Iterable[tuple[dict[str, Any], list[dict[str, Any]]]]:
+        for session_id in ids:
+            if store.exists(session_id):
+                loaded = store.read(session_id)
+                yield loaded.header, loaded.entries
+
+    return scan(sessions(), parsed, filters, limit)

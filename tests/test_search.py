@@ -1,0 +1,487 @@
+"""Full-text search (issue 13): the rule, every store, the SQLite index, the command line.
+
+The hand-made corpus below is small enough to know every answer by reading
+it; the expected hit sets are written by hand from the entries' text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import tempfile
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sessiontree import SessionManager
+from sessiontree.cli import cli
+from sessiontree.errors import SearchQueryError
+from sessiontree.search import parse_when, search
+from sessiontree.searchtext import (
+    _FOLD,
+    MAX_QUERY_CHARS,
+    entry_text,
+    fold,
+    parse_query,
+    snippet,
+)
+from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore
+from sessiontree.stores import sqlite as sqlite_module
+
+T0 = "2026-01-01T10:0{}:00.000Z"
+
+
+def msg(entry_id, parent, role, content, minute=0, **extra):
+    message = {"role": role, "content": content, "timestamp": 1_767_261_600_000 + minute * 60_000, **extra}
+    if role == "assistant":
+        message = {"api": "a", "provider": "p", "model": "m", "usage": {}, "stopReason": "stop", **message}
+    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": T0.format(minute), "message": message}
+
+
+def base(entry_id, parent, kind, minute=0, **fields):
+    return {"type": kind, "id": entry_id, "parentId": parent, "timestamp": T0.format(minute), **fields}
+
+
+def header(session_id, cwd):
+    return {"type": "session", "version": 4, "id": session_id, "createdAt": "2026-01-01T09:00:00.000Z", "cwd": cwd}
+
+
+LOREM = " ".join(["lorem ipsum dolor sit amet consectetur"] * 40)
+
+CORPUS = [
+    (header("sess-alpha", "/w/alpha"), [
+        base("a1000001", None, "session_info", 0, name="Retry work"),
+        msg("a2000002", "a1000001", "user", "Please fix the flaky retry in parser.py", 0),
+        msg("a3000003", "a2000002", "assistant", [
+            {"type": "thinking", "thinking": "the dedup step drops lines"},
+            {"type": "text", "text": "I will look at _dedup_ids"},
+            {"type": "toolCall", "id": "c1", "name": "bash", "arguments": {"command": "grep -rn dedup src/",
+                                                                           "timeout": 30}}], 1),
+        msg("a4000004", "a3000003", "toolResult", [
+            {"type": "text", "text": "src/util.py:12: def _dedup_ids(ids):"},
+            {"type": "image", "data": "ZGVkdXA=", "mimeType": "image/png"}], 2,
+            toolCallId="c1", toolName="bash", isError=False),
+        {"type": "message", "id": "a5000005", "parentId": "a4000004", "timestamp": T0.format(3),
+         "message": {"role": "bashExecution", "command": "pytest -k retry", "output": "1 failed: test_retry_backoff",
+                     "exitCode": 1, "cancelled": False, "truncated": False, "timestamp": 1}},
+        base("a6000006", "a5000005", "context_edit", 3, targetId="a2000002", replacement=None),
+        msg("a7000007", "a6000006", "assistant", [{"type": "text", "text": "retry retry retry"}], 4),
+        base("a8000008", "a6000006", "branch_summary", 5, fromId="a7000007",
+             summary="Tried exponential backoff for retry"),
+        base("a9000009", "a8000008", "compaction", 6, summary="old summary mentions 東京 and naïve café",
+             firstKeptEntryId="a2000002", tokensBefore=10),
+    ]),
+    (header("sess-beta", "/w/beta"), [
+        msg("b1000001", None, "user", "日本語のテキスト 東京タワー", 0),
+        base("b2000002", "b1000001", "custom_message", 1, customType="x",
+             content="CUSTOM NOTE: ΣΊΣΥΦΟΣ uses µ-law", display=True),
+        base("b3000003", "b2000002", "session_summary", 2, summary="Summary: straße repair",
+             summarizedThroughId="b1000001"),
+        msg("b4000004", "b3000003", "assistant", [{"type": "text", "text": "we should retry the request once"}], 3),
+    ]),
+    (header("sess-gamma", "/w/alpha"), [
+        msg("c1000001", None, "user", "emoji 🎉 party and a-b-c hyphen * star NEAR(x y) \"quoted\" 5 \u212aM", 0),
+        msg("c2000002", "c1000001", "toolResult", [{"type": "text", "text": LOREM + " retry"}], 1,
+            toolCallId="c9", toolName="read", isError=False),
+        base("c3000003", "c2000002", "label", 2, targetId="c1000001", label="retry-label"),
+        base("c4000004", "c3000003", "custom", 3, customType="x", data={"text": "retry"}),
+    ]),
+]
+
+# Hand-derived: which entries hold each query (every term, case-folded substring).
+EXPECTED = {
+    "retry": {"a1000001", "a2000002", "a5000005", "a7000007", "a8000008", "b4000004", "c2000002"},
+    "dedup": {"a3000003", "a4000004"},
+    "grep dedup": {"a3000003"},
+    "ZGVkdXA": set(),  # image data is never indexed
+    "東京": {"a9000009", "b1000001"},
+    "σίσυφος": {"b2000002"},  # final sigma and Ί fold like FTS5
+    "μ-law": {"b2000002"},  # Greek mu finds the micro sign
+    "STRAßE": {"b3000003"},
+    "STRASSE": set(),  # one code point never folds to two
+    "naive": set(),  # diacritics are kept
+    "NAÏVE": {"a9000009"},
+    "🎉": {"c1000001"},
+    "a-b-c": {"c1000001"},
+    "NEAR(x": {"c1000001"},
+    "*": {"c1000001"},
+    '"quoted"': set(),  # quotes delimit a phrase: this is the word quoted, present
+    '"flaky retry"': {"a2000002"},
+    "flaky parser": {"a2000002"},
+    '"retry parser"': set(),
+    "py": {"a2000002", "a4000004", "a5000005"},
+    "30": {"a3000003"},  # a number inside tool-call arguments
+    "bash": {"a3000003"},  # the tool-call name; a result's toolName is not its text
+    "km": {"c1000001"},  # short, and the Kelvin sign folds to ASCII k: the SQL prefilter lets it through
+    "retry-label": set(),  # labels and custom state are not indexed
+}
+EXPECTED['"quoted"'] = {"c1000001"}
+
+
+def fill(store):
+    for head, entries in CORPUS:
+        store.create(head, entries)
+    return store
+
+
+@pytest.fixture(params=["memory", "sqlite", "jsonl"])
+def store(request, tmp_path):
+    made = {"memory": MemoryStore, "sqlite": lambda: SqliteStore(tmp_path / "s.db"),
+            "jsonl": lambda: JsonlStore(tmp_path / "j")}[request.param]()
+    fill(made)
+    yield made
+    made.close()
+
+
+def ids(hits):
+    return {hit.entry_id for hit in hits}
+
+
+# -- the rule ---------------------------------------------------------------------------------
+
+
+def test_fold_is_sqlite_fts5_trigram_folding():
+    """Every BMP code point, and every astral one Python or our table folds, folds exactly as
+    the running SQLite's trigram tokenizer (case_sensitive 0) does."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(a, tokenize='trigram case_sensitive 0')")
+    conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, instance)")
+    codes = [c for c in range(1, 0x10000) if not 0xD800 <= c <= 0xDFFF]
+    codes += [c for c in range(0x10000, 0x110000) if chr(c).lower() != chr(c) or c in _FOLD]
+    conn.executemany("INSERT INTO t (rowid, a) VALUES (?, ?)", ((c, chr(c) * 3) for c in codes))
+    sqlite_fold = {doc: term[0] for term, doc in conn.execute("SELECT term, doc FROM v")}
+    wrong = [hex(c) for c in codes if fold(chr(c)) != sqlite_fold[c]]
+    assert wrong == []
+    assert fold("ÉΣς µK") == "éσσ μk"  # Kelvin sign to k
+    assert len(fold("İstanbul")) == len("İstanbul")
+
+
+def test_entry_text_per_type():
+    alpha = CORPUS[0][1]
+    assert entry_text(alpha[0]).text == "Retry work" and entry_text(alpha[0]).role is None
+    assistant = entry_text(alpha[2])
+    assert assistant.role == "assistant"
+    assert assistant.text == "the dedup step drops lines\nI will look at _dedup_ids\nbash\ngrep -rn dedup src/\n30"
+    assert entry_text(alpha[3]).text == "src/util.py:12: def _dedup_ids(ids):"  # no image data
+    assert entry_text(alpha[4]).text == "pytest -k retry\n1 failed: test_retry_backoff"
+    assert entry_text(alpha[5]) is None  # context_edit
+    assert (entry_text(alpha[7]).role, entry_text(alpha[7]).text) == ("branchSummary", "Tried exponential backoff for retry")
+    assert entry_text(alpha[8]).role == "compactionSummary"  # retired compaction: still history
+    assert entry_text(CORPUS[1][1][1]).role == "custom"
+    assert entry_text(CORPUS[2][1][2]) is None and entry_text(CORPUS[2][1][3]) is None
+    assert entry_text(alpha[1]).ts_ms == 1_767_261_600_000
+    nul = msg("n1", None, "user", "a\x00b \ud83d")
+    assert entry_text(nul).text == "a\ufffdb \ufffd"
+
+
+def test_query_parsing_quotes_everything():
+    query = parse_query('foo "a phrase"  -x NEAR(a * "open')
+    assert query.terms == ("foo", "a phrase", "-x", "NEAR(a", "*", "open")
+    assert query.fts_expression() == '"foo" AND "a phrase" AND "near(a" AND "open"'
+    assert parse_query('say "he said ""hi"""').terms == ("say", "he said ", "hi")
+    assert parse_query('x"y').fts_expression() == '"x""y"'
+    assert parse_query("A a").terms == ("A",)  # folded duplicates removed
+    for empty in ("", "   ", '""', '" "'):
+        with pytest.raises(SearchQueryError):
+            parse_query(empty)
+    with pytest.raises(SearchQueryError, match="10,000 characters"):
+        parse_query("x" * 10_000)
+    with pytest.raises(SearchQueryError, match="terms"):
+        parse_query(" ".join(f"t{i}" for i in range(40)))
+
+
+def test_snippet_offsets_and_window():
+    text = "x" * 300 + "Needle\there" + "y" * 300
+    shown, marks = snippet(text, parse_query("needle"))
+    assert shown.startswith("…") and shown.endswith("…")
+    assert [shown[s:e] for s, e in marks] == ["Needle"]
+    assert "\t" not in shown
+    short, marks = snippet("ab ab", parse_query("ab"))
+    assert (short, marks) == ("ab ab", ((0, 2), (3, 5)))
+
+
+def test_parse_when():
+    assert parse_when("2026-01-31").isoformat() == "2026-01-31T00:00:00+00:00"
+    assert parse_when("2026-01-31", end=True).isoformat() == "2026-02-01T00:00:00+00:00"
+    assert parse_when("2026-01-31T12:00Z").isoformat() == "2026-01-31T12:00:00+00:00"
+    with pytest.raises(ValueError):
+        parse_when("yesterday")
+
+
+# -- every store ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("query", sorted(EXPECTED))
+def test_same_hits_on_every_store(store, query):
+    assert ids(store.search(query, limit=None)) == EXPECTED[query]
+
+
+def test_hit_fields(store):
+    hits = {hit.entry_id: hit for hit in store.search("retry", limit=None)}
+    a2 = hits["a2000002"]  # hidden from the model by a context_edit: still found
+    assert (a2.session_id, a2.title, a2.session_name, a2.cwd) == ("sess-alpha", "Retry work", "Retry work", "/w/alpha")
+    assert (a2.entry_type, a2.role, a2.timestamp) == ("message", "user", "2026-01-01T10:00:00.000Z")
+    assert a2.snippet == "Please fix the flaky retry in parser.py"
+    assert a2.highlights == ((21, 26),)
+    assert a2.on_active_branch is True
+    assert hits["a7000007"].on_active_branch is False  # the abandoned branch
+    assert hits["a8000008"].on_active_branch is True
+    assert hits["b4000004"].title == "日本語のテキスト 東京タワー"  # summary stale: the first message
+    assert hits["a7000007"].to_dict()["onActiveBranch"] is False
+
+
+def test_filters(store):
+    assert ids(store.search("retry", roles=["user"], limit=None)) == {"a2000002"}
+    assert ids(store.search("retry", roles=["session_info", "branchSummary"], limit=None)) == {"a1000001", "a8000008"}
+    assert ids(store.search("retry", cwd="/w/beta", limit=None)) == {"b4000004"}
+    assert ids(store.search("retry", cwd="/w/alpha/../beta", limit=None)) == {"b4000004"}
+    assert ids(store.search("retry", session="sess-gamma", limit=None)) == {"c2000002"}
+    assert ids(store.search("retry", session="nope", limit=None)) == set()
+    assert ids(store.search("retry", since="2026-01-01T10:04:00Z", until="2026-01-01T10:05:00Z",
+                            limit=None)) == {"a7000007"}
+    assert ids(store.search("retry", since=1_767_261_840_000, limit=None)) == {"a7000007", "a8000008"}
+    assert len(store.search("retry", limit=3)) == 3
+    with pytest.raises(ValueError):
+        store.search("retry", limit=0)
+    with pytest.raises(ValueError):
+        store.search("retry", since="not a date")
+
+
+@pytest.mark.parametrize("query", ["\x00", "a\x00b", "🎉🎉🎉", "\"", "NEAR(a b, 2)", "x OR y", "col:val",
+                                   "^start", "a AND", "{a b}", "'", "-", "\\", "\ud800"])
+def test_hostile_queries_answer_or_refuse_clearly(store, query):
+    try:
+        hits = store.search(query)
+    except SearchQueryError as exc:
+        assert "search query" in str(exc)
+    else:
+        assert isinstance(hits, list)
+
+
+def test_same_hits_for_hostile_queries(tmp_path):
+    stores = [fill(MemoryStore()), fill(SqliteStore(tmp_path / "s.db")), fill(JsonlStore(tmp_path / "j"))]
+    for query in ["🎉", "a\x00b", "\"NEAR(x y)\"", "NEAR(x y)", "party and", "a-b", "ΣΥΦ", "tt"]:
+        answers = [ids(s.search(query, limit=None)) for s in stores]
+        assert answers[0] == answers[1] == answers[2], query
+
+
+def test_sqlite_ranking_is_pinned(tmp_path):
+    """bm25 over trigrams (k1 = 1.2, b = 0.75), worked by hand: every hit shares the
+    trigrams of "retry", so only tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * dl / avgdl)) orders
+    them; avgdl is about 120 trigrams (the long lorem text lifts it). a7: tf 3, dl 15;
+    a5: tf 2, dl 42 (1.68); a1: tf 1, dl 8 (1.62); b4: dl 30 (1.44); a8: dl 33 (1.42);
+    a2: dl 37 (1.40); c2: one occurrence in 1,500 characters, last."""
+    store = fill(SqliteStore(tmp_path / "s.db"))
+    order = [hit.entry_id for hit in store.search("retry", limit=None)]
+    assert order == ["a7000007", "a5000005", "a1000001", "b4000004", "a8000008", "a2000002", "c2000002"]
+    ranks = [hit.rank for hit in store.search("retry", limit=None)]
+    assert ranks == sorted(ranks, reverse=True)
+    # Scans order by scan_score, documented to differ; the set is the same.
+    scan_order = [hit.entry_id for hit in fill(MemoryStore()).search("retry", limit=None)]
+    assert scan_order[0] == "a7000007" and scan_order[-1] == "c2000002"
+
+
+def test_sqlite_without_index_is_scanned(tmp_path):
+    """An older database opened read-only has no index: search still answers, by scanning."""
+    path = tmp_path / "s.db"
+    fill(SqliteStore(path)).close()
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE search_fts")
+    conn.execute("DROP TABLE search_entries")
+    conn.execute("DELETE FROM schema_migrations WHERE name = 'm004_search_index'")
+    conn.commit()
+    conn.close()
+    readonly = SqliteStore(path, readonly=True)
+    assert ids(readonly.search("dedup", limit=None)) == EXPECTED["dedup"]
+    readonly.close()
+    migrated = SqliteStore(path)  # a writable open runs the step, which fills the index
+    assert "m004_search_index" in migrated.applied_migrations()
+    assert migrated._conn.execute("SELECT count(*) FROM search_entries").fetchone()[0] == 14  # 8 + 4 + 2 entries with text
+    assert ids(migrated.search("retry", limit=None)) == EXPECTED["retry"]
+    migrated.close()
+
+
+# -- the index is derived data ----------------------------------------------------------------
+
+
+def index_state(store):
+    conn = store._conn
+    rows = sorted(conn.execute("SELECT session_id, seq, entry_id, type, role, ts_ms, text FROM search_entries"))
+    conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
+    answers = {q: [(h.session_id, h.entry_id, round(h.rank, 9), h.on_active_branch, h.title)
+                   for h in store.search(q, limit=None)] for q in PROBES}
+    return rows, answers
+
+
+PROBES = ["retry", "dedup", "py", "東京", "x"]
+TEXTS = ["retry the flaky test", "dedup ids in parser.py", "東京 x", "nothing here", "py", "RETRY again"]
+
+operation = st.one_of(
+    st.tuples(st.just("create"), st.lists(st.sampled_from(TEXTS), max_size=4)),
+    st.tuples(st.just("append"), st.integers(0, 5), st.lists(st.sampled_from(TEXTS), min_size=1, max_size=3)),
+    st.tuples(st.just("delete"), st.integers(0, 5)),
+    st.tuples(st.just("fork"), st.integers(0, 5)),
+    st.tuples(st.just("branch"), st.integers(0, 5)),
+    st.tuples(st.just("import"), st.lists(st.sampled_from(TEXTS), max_size=3)),
+    st.tuples(st.just("rename"), st.integers(0, 5), st.sampled_from(TEXTS)),
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(operation, min_size=1, max_size=10))
+def test_index_equals_a_rebuild_after_any_operations(operations):
+    with tempfile.TemporaryDirectory() as directory:
+        store = SqliteStore(os.path.join(directory, "s.db"))
+        sessions: list[str] = []
+
+        def pick(index):
+            return SessionManager.open(store, sessions[index % len(sessions)]) if sessions else None
+
+        for op in operations:
+            kind = op[0]
+            if kind == "create":
+                manager = SessionManager.create("/w", store=store)
+                for text in op[1]:
+                    manager.append_message({"role": "user", "content": text, "timestamp": 1})
+                manager.append_session_info("s")  # a session is stored from its first entry
+                sessions.append(manager.get_session_id())
+            elif kind == "import":
+                other = MemoryStore()
+                manager = SessionManager.create("/w", store=other)
+                for text in op[1]:
+                    manager.append_message({"role": "assistant", "content": [{"type": "text", "text": text}],
+                                            "api": "a", "provider": "p", "model": "m", "usage": {},
+                                            "stopReason": "stop", "timestamp": 1})
+                manager.append_session_info("imported")
+                parsed = other.load(manager.get_session_id())
+                store.create_many([(parsed.header, parsed.entries, parsed.raw)])
+                sessions.append(parsed.header["id"])
+            elif not sessions:
+                continue
+            elif kind == "append":
+                manager = pick(op[1])
+                for text in op[2]:
+                    manager.append_message({"role": "user", "content": text, "timestamp": 2})
+            elif kind == "delete":
+                victim = sessions.pop(op[1] % len(sessions))
+                store.delete(victim)
+            elif kind == "fork":
+                forked = pick(op[1]).fork_to("/w2", store)
+                sessions.append(forked.get_session_id())
+            elif kind == "branch":
+                manager = pick(op[1])
+                entries = manager.get_entries()
+                if entries:
+                    new_id = manager.create_branched_session(entries[len(entries) // 2]["id"])
+                    if new_id is not None and store.exists(new_id):
+                        sessions.append(new_id)
+            elif kind == "rename":
+                pick(op[1]).append_session_info(op[2])
+        before = index_state(store)
+        store.reindex()
+        assert index_state(store) == before
+        # And a store built from nothing but the same entries answers the same.
+        fresh = MemoryStore()
+        for session_id in store.session_ids():
+            parsed = store.load(session_id)
+            fresh.create(parsed.header, parsed.entries, parsed.raw)
+        for query in PROBES:
+            assert ids(fresh.search(query, limit=None)) == {h[1] for h in before[1][query]}
+        store.close()
+
+
+def test_delete_removes_the_session_from_the_index(tmp_path):
+    store = fill(SqliteStore(tmp_path / "s.db"))
+    store.delete("sess-alpha")
+    assert store._conn.execute("SELECT count(*) FROM search_entries WHERE session_id = 'sess-alpha'").fetchone() == (0,)
+    assert ids(store.search("retry", limit=None)) == {"b4000004", "c2000002"}
+    store._conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
+
+
+def test_failed_append_leaves_no_index_rows(tmp_path, monkeypatch):
+    store = fill(SqliteStore(tmp_path / "s.db"))
+
+    def broken(conn, rows):
+        raise sqlite3.OperationalError("injected")
+
+    monkeypatch.setattr(sqlite_module, "_insert_text_rows", broken)
+    with pytest.raises(Exception):
+        store.append("sess-beta", [msg("b5000005", "b4000004", "user", "zebra crossing", 5)])
+    monkeypatch.undo()
+    assert store.search("zebra") == []
+
+
+# -- command line -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cli_store(tmp_path):
+    path = tmp_path / "s.db"
+    fill(SqliteStore(path)).close()
+    return str(path)
+
+
+def run(store_path, *args):
+    return CliRunner().invoke(cli, ["--store", store_path, *args], catch_exceptions=False)
+
+
+def test_cli_search_rows_grouped_by_session(cli_store):
+    result = run(cli_store, "search", "retry")
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    assert lines[0].startswith("sess-alp ") and "Retry work" in lines[0] and "(5 hits)" in lines[0]
+    assert lines[1].split()[:2] == ["a7000007", "assistant"]
+    assert "[off branch]" in lines[1]
+    assert any(line.startswith("sess-bet ") for line in lines)
+
+
+def test_cli_search_json_and_filters(cli_store):
+    result = run(cli_store, "search", "--json", "--role", "user", "--session", "sess-al", "retry")
+    data = json.loads(result.output)
+    assert [hit["entryId"] for hit in data["hits"]] == ["a2000002"] and data["more"] is False
+    result = run(cli_store, "search", "--json", "--since", "2026-01-02", "retry")
+    assert json.loads(result.output)["hits"] == []
+    result = run(cli_store, "search", "--json", "--until", "2026-01-01", "retry")
+    assert len(json.loads(result.output)["hits"]) == 7  # the whole day of the 1st
+    result = run(cli_store, "search", "--json", "-n", "2", "retry")
+    assert json.loads(result.output)["more"] is True
+
+
+def test_cli_search_phrase_argument_and_usage_errors(cli_store):
+    assert run(cli_store, "search", "flaky retry").output.count("a2000002") == 1
+    assert "a2000002" not in run(cli_store, "search", "retry parser").output  # one argument: a phrase
+    assert "a2000002" in run(cli_store, "search", "retry", "parser").output  # two arguments: two terms
+    for args in ([], [""], ['""']):
+        assert run(cli_store, "search", *args).exit_code == 2
+    assert run(cli_store, "search", "x" * (MAX_QUERY_CHARS + 1)).exit_code == 2
+    assert run(cli_store, "search", "--since", "soon", "x").exit_code == 2
+    assert run(cli_store, "search", "zzzz").output == "No matches.\n"
+
+
+def test_cli_snippet_is_sanitised(tmp_path):
+    path = tmp_path / "s.db"
+    store = SqliteStore(path)
+    store.create(header("evil", "/w"), [msg("e1000001", None, "user", "hack \x1b]0;owned\x07 \u202eevil here", 0)])
+    store.close()
+    out = run(str(path), "search", "evil").output
+    assert "\x1b" not in out and "\u202e" not in out and "\\x1b" in out
+
+
+def test_cli_show_entry_accepts_the_printed_id(cli_store):
+    result = run(cli_store, "show", "sess-alpha", "--entry", "a7000007")
+    assert result.exit_code == 0
+    assert "no (an abandoned branch)" in result.output and "retry retry retry" in result.output
+    data = json.loads(run(cli_store, "show", "sess-alpha", "--entry", "a2", "--json").output)
+    assert data["entry"]["id"] == "a2000002" and data["onActiveBranch"] is True
+    assert run(cli_store, "context", "sess-alpha", "--leaf", "a7000007").exit_code == 0
+
+
+def test_library_search_result(tmp_path):
+    store = fill(MemoryStore())
+    result = search(store, "retry", limit=2)
+    assert len(result.hits) == 2 and result.more
+    assert [sid for sid, _ in result.by_session()][0] == result.hits[0].session_id
+    assert search(store, "retry", limit=None).more is False
