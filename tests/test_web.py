@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 import sys
-from html import unescape
 import types
+from html import unescape
+from html.parser import HTMLParser
+from urllib.parse import quote
 
 import pytest
 
@@ -17,7 +19,7 @@ from sessiontree.format import read_session_file  # noqa: E402
 from sessiontree.web import page, view  # noqa: E402
 from sessiontree.web.app import ViewerConfig, create_app  # noqa: E402
 
-from web_support import EXAMPLES, HOSTILE_ID, add_hostile_session  # noqa: E402
+from web_support import EVIL_ID, EXAMPLES, HOSTILE_ID, add_evil_session, add_hostile_session  # noqa: E402
 
 
 def _manager(name: str) -> SessionManager:
@@ -185,7 +187,7 @@ def test_token_required_when_set(store):
     assert c.get("/").status_code == 403
     assert c.get("/?token=wrong").status_code == 403
     r = c.get("/?token=s3cret")
-    assert r.status_code == 200 and "HttpOnly" in r.headers["set-cookie"]
+    assert r.status_code == 200 and "HttpOnly" in r.history[0].headers["set-cookie"]
     assert c.get("/s/019cadb4-6e80-7a3c-9b1d-2f4e6a8c0b01").status_code == 200  # the cookie carries it
 
 
@@ -236,3 +238,285 @@ def test_serve_refuses_non_loopback_without_expose():
 
     result = CliRunner().invoke(cli, ["--store", "memory:", "serve", "--host", "0.0.0.0"])
     assert result.exit_code == 1 and "--expose" in result.output
+
+
+# --------------------------------------------------------------------------- security (docs/viewer.md "Security")
+
+
+class _Markup(HTMLParser):
+    """Every start tag of a page, to find markup the session text could have added."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+
+_SAFE_IMG = re.compile(r"data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/]*={0,2}")
+
+
+def _unsafe_markup(html: str) -> list:
+    """Elements or attributes no page of the viewer has on its own: event handlers, style
+    attributes, frames, SVG, scripts other than ours, images other than raster data: URLs,
+    links with a scheme other than http(s)."""
+    parser = _Markup()
+    parser.feed(html)
+    bad = []
+    for tag, attrs in parser.tags:
+        bad += [(tag, k) for k in attrs if k.startswith("on") or k in ("style", "srcdoc", "formaction", "srcset")]
+        if tag in ("iframe", "frame", "object", "embed", "svg", "math", "base"):
+            bad.append((tag,))
+        if tag == "script" and attrs not in ({"src": "/static/app.js", "defer": None},
+                                             {"type": "application/json", "id": "tree-data"}, {}):
+            bad.append((tag, attrs))
+        if tag == "img" and not _SAFE_IMG.fullmatch(attrs.get("src") or ""):
+            bad.append((tag, attrs.get("src")))
+        href = (attrs.get("href") or "").strip().lower() if tag == "a" else ""
+        if re.match(r"[a-z][a-z0-9+.-]*:", href) and not href.startswith(("http:", "https:")):
+            bad.append((tag, href))
+    return bad
+
+
+@pytest.fixture
+def evil_client():
+    s = MemoryStore()
+    add_evil_session(s)
+    SessionManager.import_from_jsonl(EXAMPLES / "branching.jsonl", None, s)
+    return TestClient(create_app(s), base_url="http://127.0.0.1:8765"), s
+
+
+def test_every_field_of_a_hostile_session_stays_text(evil_client):
+    client, store = evil_client
+    manager = SessionManager.open(store, EVIL_ID)
+    tips = [row[0] for row in view.leaf_tips(view.build_tree_data(manager).rows)]
+    urls = ["/", "/?internal=1", "/?internal=1&q=img", "/?internal=1&project=%3Cscript%3E&q=%22%3E%3Cb%3E"]
+    for v in ("raw", "model"):
+        urls.append(f"/s/{EVIL_ID}?view={v}")
+        urls += [f"/s/{EVIL_ID}/conversation?view={v}&leaf={quote(tip, safe='')}" for tip in tips]
+    for url in urls:
+        r = client.get(url)
+        assert r.status_code == 200, (url, r.text[:200])
+        assert not _unsafe_markup(r.text), (url, _unsafe_markup(r.text))
+    assert "&lt;script&gt;window.__pwned=2" in client.get(f"/s/{EVIL_ID}").text
+    html = page.render_session_document(manager)
+    assert not _unsafe_markup(html.replace("<script>" + page.static_text("app.js"), "<script>"))
+    # JSON bodies are served as JSON, never sniffed as HTML.
+    for url in (f"/s/{EVIL_ID}/tree.json", f"/s/{EVIL_ID}/state.json", f"/s/{EVIL_ID}/summaries.json?rows=0,1,2,3"):
+        r = client.get(url)
+        assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+        assert r.headers["x-content-type-options"] == "nosniff"
+    # The tree data is inside <script>: nothing can close it or open a comment.
+    data = client.get(f"/s/{EVIL_ID}").text.split('id="tree-data">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in data and ">" not in data and "&" not in data
+
+
+def test_lone_surrogates_do_not_break_any_page(evil_client):
+    """A string cut inside a UTF-16 pair is stored as a lone surrogate (JSON "\\ud83d").
+    It used to make every page that showed it fail with 500, the session list included."""
+    client, store = evil_client
+    for url in ("/", "/?internal=1", "/?internal=1&q=emoji", f"/s/{EVIL_ID}", f"/s/{EVIL_ID}?view=model",
+                f"/s/{EVIL_ID}/conversation", f"/s/{EVIL_ID}/tree.json", f"/s/{EVIL_ID}/state.json",
+                f"/s/{EVIL_ID}/summaries.json?rows=" + ",".join(map(str, range(30)))):
+        r = client.get(url)
+        assert r.status_code == 200, (url, r.status_code)
+    assert "cut emoji \ufffd here" in client.get(f"/s/{EVIL_ID}").text
+    assert client.get(f"/s/{EVIL_ID}/state.json").json()["leaf"] == "lab-cut"
+    html = page.render_session_document(SessionManager.open(store, EVIL_ID))
+    html.encode("utf-8")  # the export can be written
+
+
+def test_arguments_nested_to_the_store_limit():
+    """The store accepts 512 levels; summarising a tool call used to recurse on them (RecursionError, 500)."""
+    from sessiontree import jsonio
+
+    value: object = "deep"
+    for _ in range(jsonio.MAX_DEPTH - 8):
+        value = [value]
+    m = SessionManager.in_memory("/tmp")
+    m.append_message({"role": "assistant", "content": [{"type": "toolCall", "id": "c", "name": "t", "arguments": value}],
+                      "timestamp": 1})
+    store = MemoryStore()
+    store.create(m.get_header(), m.get_entries())
+    client = TestClient(create_app(store), base_url="http://127.0.0.1:8765")
+    for url in ("/", f"/s/{m.get_session_id()}", f"/s/{m.get_session_id()}/tree.json"):
+        assert client.get(url).status_code == 200, url
+    page.render_session_document(m)
+
+
+def test_markdown_images_only_from_raster_data_urls():
+    html = view.markdown_html("![beacon](https://tracker.example/p.png) ![rel](y) ![svg](data:image/svg+xml;base64,PHN2Zz4=) "
+                              "![ok](data:image/png;base64,iVBORw0KGgo=)")
+    assert html.count("<img") == 1 and 'src="data:image/png;base64,iVBORw0KGgo="' in html
+    assert "[image: beacon] (https://tracker.example/p.png)" in html
+    # Pages load images only from data: URLs (not even from the server itself).
+    assert "img-src data:;" in page.SERVER_CSP and "'self' data:" not in page.SERVER_CSP
+
+
+def test_permalinks_url_encode_entry_ids():
+    """An id with "#", "&" or "%" used to end up raw in href="?leaf=...#ID" (a broken or
+    extra parameter); now every id is one URL component, and the script reads it from data-target."""
+    m = SessionManager.in_memory("/tmp")
+    header = m.get_header()
+    entries = [{"type": "message", "id": "a&view=model#x%", "parentId": None, "timestamp": "2026-01-01T00:00:00Z",
+                "message": {"role": "user", "content": "hi", "timestamp": 1}}]
+    store = MemoryStore()
+    store.create(header, entries)
+    client = TestClient(create_app(store), base_url="http://127.0.0.1:8765")
+    text = client.get(f"/s/{header['id']}").text
+    assert 'href="?leaf=a%26view%3Dmodel%23x%25&amp;view=raw#a%26view%3Dmodel%23x%25"' in text
+    assert 'data-target="a&amp;view=model#x%"' in text and 'id="leaf-link" href="?leaf=a%26view%3Dmodel%23x%25"' in text
+
+
+def test_security_headers_on_every_response(client):
+    for url in ("/", "/s/019cadb4-6e80-7a3c-9b1d-2f4e6a8c0b01", "/s/019cadb4-6e80-7a3c-9b1d-2f4e6a8c0b01/tree.json",
+                "/static/app.js", "/static/app.css", "/s/nope", "/s/nope/state.json"):
+        r = client.get(url)
+        csp = dict(d.strip().split(" ", 1) for d in r.headers["content-security-policy"].split(";"))
+        assert csp["default-src"] == "'none'" and csp["script-src"] == "'self'" and csp["style-src"] == "'self'"
+        assert csp["img-src"] == "data:" and csp["base-uri"] == "'none'" and csp["frame-ancestors"] == "'none'"
+        assert csp["form-action"] == "'self'" and csp["connect-src"] == "'self'" and "object-src" not in csp
+        assert "unsafe" not in r.headers["content-security-policy"]
+        assert r.headers["x-content-type-options"] == "nosniff" and r.headers["x-frame-options"] == "DENY"
+        assert r.headers["referrer-policy"] == "no-referrer" and r.headers["cache-control"] == "no-store"
+    # No inline script or style in served pages: only the linked files.
+    text = client.get("/s/019cadb4-6e80-7a3c-9b1d-2f4e6a8c0b01").text
+    assert "<style" not in text and " style=" not in text
+    assert re.findall(r"<script[^>]*>", text) == ['<script src="/static/app.js" defer>',
+                                                 '<script type="application/json" id="tree-data">']
+
+
+def test_every_other_method_is_refused_and_static_files_stay_in_their_folder(client):
+    for method in ("POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "PROPFIND"):
+        for url in ("/", "/s/019cadb4", "/static/app.js", "/s/019cadb4/state.json"):
+            assert client.request(method, url).status_code == 405, (method, url)
+    assert client.head("/").status_code == 200
+    for url in ("/static/../app.py", "/static/%2e%2e/app.py", "/static/..%2fapp.py", "/static/%2e%2e%2f%2e%2e%2fweb%2fapp.py",
+                "/static/..%5capp.py", "/static//etc/passwd", "/static/%2fetc%2fpasswd", "/static/app.js%00.png"):
+        r = client.get(url)
+        assert r.status_code == 404 and "import" not in r.text, url
+
+
+def test_error_pages_do_not_reflect_the_request(client):
+    for url in ("/s/%3Cscript%3Ealert(1)%3C%2Fscript%3E", "/s/%3Cimg%20src=x%3E/state.json",
+                "/s/019cadb4-6e80-7a3c-9b1d-2f4e6a8c0b01/conversation?leaf=%3Cscript%3E",
+                "/s/019cadb4-6e80-7a3c-9b1d-2f4e6a8c0b01?leaf=%3Cscript%3E"):
+        r = client.get(url)
+        assert r.status_code == 404 and "<" not in r.text and "script" not in r.text, url
+    r = client.get("/?q=%3Cscript%3Ex&project=%22%3E%3Cb%3E&since=%3Cx%3E&sort=%3Cx%3E&page=%3Cx%3E")
+    assert r.status_code == 200 and "<script>x" not in r.text and '"><b>' not in r.text
+
+
+def test_host_header_checks():
+    s = MemoryStore()
+    loop = TestClient(create_app(s), base_url="http://127.0.0.1:8765")
+    for host, status in [("127.0.0.1", 200), ("127.0.0.1:8765", 200), ("localhost:1234", 200), ("LOCALHOST", 200),
+                         ("[::1]", 200), ("[::1]:8765", 200), ("evil.example", 400), ("127.0.0.1.evil.example", 400),
+                         ("localhost.evil.example:8765", 400), ("127.0.0.1:80@evil.example", 400),
+                         ("127.0.0.1:x", 400), ("evil.example:127.0.0.1", 400), ("", 400), ("127.0.0.2", 400)]:
+        assert loop.get("/", headers={"Host": host}).status_code == status, host
+    assert loop.get("/", headers={"Host": "evil.example", "X-Forwarded-Host": "127.0.0.1"}).status_code == 400
+    # A wildcard bind is reached by names it cannot list: with a token, any name (the token guards);
+    # without one (only a library caller can do that), loopback names only.
+    wild = TestClient(create_app(s, ViewerConfig("0.0.0.0", 8765, "t0k")), base_url="http://192.168.1.5:8765")
+    assert wild.get("/?token=t0k").status_code == 200
+    wild = TestClient(create_app(s, ViewerConfig("0.0.0.0", 8765, "t0k")), base_url="http://evil.example:8765")
+    assert wild.get("/").status_code == 403  # a rebinding page has no token
+    bare = TestClient(create_app(s, ViewerConfig("::", 8765, None)), base_url="http://192.168.1.5:8765")
+    assert bare.get("/").status_code == 400 and bare.get("/", headers={"Host": "[::1]:8765"}).status_code == 200
+
+
+def test_token_on_every_route_moved_to_a_cookie_and_out_of_the_url(store):
+    c = TestClient(create_app(store, ViewerConfig("192.0.2.10", 8765, "s3cret")), base_url="http://192.0.2.10:8765",
+                   follow_redirects=False)
+    sid = "019cadb4-6e80-7a3c-9b1d-2f4e6a8c0b01"
+    routes = ["/", f"/s/{sid}", f"/s/{sid}/conversation", f"/s/{sid}/tree.json", f"/s/{sid}/state.json",
+              f"/s/{sid}/summaries.json?rows=1", "/static/app.js", "/static/app.css", "/s/nope"]
+    for url in routes:
+        assert c.get(url).status_code == 403, url
+        assert c.get(url, params={"token": "s3cre"}).status_code == 403, url
+        assert c.get(url, params={"token": "s3cret\u00e9"}).status_code == 403, url
+    r = c.get(f"/s/{sid}?view=model&token=s3cret")
+    # The token goes into a cookie, and the browser is sent to the same URL without it.
+    assert r.status_code == 303 and r.headers["location"] == f"/s/{sid}?view=model"
+    cookie = r.headers["set-cookie"]
+    assert cookie.startswith("sessiontree_token_8765=s3cret;") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert "content-security-policy" in r.headers
+    r = c.get("http://192.0.2.10:8765//evil.example/?token=s3cret")
+    assert r.headers["location"] == "/evil.example/"  # never "//evil.example/": off-site
+    for url in routes[:-1]:
+        assert c.get(url).status_code == 200, url  # the cookie carries it
+    assert c.get("/s/nope").status_code == 404
+    c.cookies.clear()
+    c.cookies.set("sessiontree_token_8765", "wrong")
+    assert c.get("/").status_code == 403
+    # The page carries no token (the script's requests send the cookie).
+    c.cookies.clear()
+    c.cookies.set("sessiontree_token_8765", "s3cret")
+    assert "s3cret" not in c.get(f"/s/{sid}").text
+    # Constant-time comparison.
+    import inspect
+
+    from sessiontree.web import app as app_module
+
+    assert "hmac.compare_digest" in inspect.getsource(app_module._Guard)
+
+
+def _digest_tree(root) -> dict:
+    import hashlib
+
+    return {str(p.relative_to(root)): (hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir",
+                                       p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*"))}
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+def test_browsing_changes_nothing_in_the_store(tmp_path, kind):
+    """The CLI opens the store read-only for serve; a whole browsing session changes no byte and no mtime."""
+    from click.testing import CliRunner
+
+    from sessiontree import open_store
+    from sessiontree.cli import cli
+
+    where = tmp_path / "store"
+    url = f"jsonl:///{where}" if kind == "jsonl" else f"sqlite:///{where}/s.db"
+    assert CliRunner().invoke(cli, ["--store", url, "import", str(EXAMPLES)]).exit_code == 0
+    writer = open_store(url)
+    add_evil_session(writer)
+    writer.close()
+    before = _digest_tree(where)
+    store = open_store(url, create=False, readonly=True)  # as `sessiontree serve` opens it
+    try:
+        c = TestClient(create_app(store), base_url="http://127.0.0.1:8765")
+        for sid in store.session_ids():
+            for u in (f"/s/{sid}", f"/s/{sid}?view=model", f"/s/{sid}/tree.json", f"/s/{sid}/state.json",
+                      f"/s/{sid}/conversation?start=0", f"/s/{sid}/summaries.json?rows=0,1,2"):
+                assert c.get(u).status_code == 200, u
+        assert c.get("/?q=option&internal=1").status_code == 200
+        page.render_session_document(SessionManager.open(store, EVIL_ID))
+    finally:
+        store.close()
+    assert _digest_tree(where) == before
+
+
+def test_export_csp_allows_exactly_its_inline_script_and_style():
+    import base64
+    import hashlib
+
+    html = page.render_session_document(_manager("branching.jsonl"))
+    csp = unescape(re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', html).group(1))
+    directives = dict(d.strip().split(" ", 1) for d in csp.split(";"))
+    assert directives == {"default-src": "'none'", "script-src": directives["script-src"],
+                          "style-src": directives["style-src"], "img-src": "data:", "base-uri": "'none'",
+                          "form-action": "'none'"}
+
+    def sha(text: str) -> str:
+        return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+    scripts = re.findall(r"<script>(.*?)</script>", html, re.DOTALL)
+    styles = re.findall(r"<style>(.*?)</style>", html, re.DOTALL)
+    assert len(scripts) == 1 and len(styles) == 1 and " style=" not in html
+    assert directives["script-src"] == sha(scripts[0]) and directives["style-src"] == sha(styles[0])
+    # The policy comes before anything of the session.
+    assert html.index("Content-Security-Policy") < html.index("<title>")

@@ -7,13 +7,14 @@ where Chromium is not installed; ``.ci/run`` installs it.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from urllib.parse import quote
 
 import pytest
 
-from web_support import (CORPUS, EXAMPLES, HOSTILE_ID, add_hostile_session, chromium, chromium_missing,
-                         running_server)
+from web_support import (CORPUS, EVIL_ID, EXAMPLES, HOSTILE_ID, add_evil_session, add_hostile_session, chromium,
+                         chromium_missing, running_server)
 
 _missing = chromium_missing()
 pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")
@@ -31,6 +32,8 @@ def store(tmp_path_factory):
     for path in [*sorted(EXAMPLES.glob("*.jsonl")), *sorted(CORPUS.rglob("*.jsonl"))]:
         SessionManager.import_from_jsonl(path, None, s)
     add_hostile_session(s)
+    add_evil_session(s)
+    _deep_chain(s)
     yield s
     s.close()
 
@@ -214,3 +217,150 @@ def test_html_export_opens_from_file_with_network_disabled(browser, store, tmp_p
     finally:
         browser.execute_cdp_cmd("Network.emulateNetworkConditions", {
             "offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
+
+
+# --------------------------------------------------------------------------- security (docs/viewer.md "Security")
+
+DEEP_ID = "0deep-0000-4000-8000-000000000003"
+DEEP_LENGTH = 10_000
+
+
+def _deep_chain(store) -> None:
+    """A 10,000-entry chain (no branch): nothing may recurse on its depth, in Python or in the script."""
+    ts = "2026-01-01T00:00:00.000Z"
+    entries = [{"type": "message", "id": f"d{i:05d}", "parentId": f"d{i - 1:05d}" if i else None, "timestamp": ts,
+                "message": {"role": "user" if i % 2 == 0 else "assistant",
+                            "content": f"message {i}" if i % 2 == 0 else [{"type": "text", "text": f"reply {i}"}],
+                            "timestamp": 1767225600000 + i}} for i in range(DEEP_LENGTH)]
+    store.create({"type": "session", "version": 4, "id": DEEP_ID, "createdAt": ts, "cwd": "/tmp/deep",
+                  # internal (a workflow session): kept out of the default list the tests above count
+                  "internal": True, "workflow": {"runId": "r", "stageId": "s", "stageName": "deep"}}, entries)
+
+
+def _not_pwned(driver) -> None:
+    assert driver.execute_script("return window.__pwned === undefined"), driver.execute_script("return window.__pwned")
+    assert driver.title != "PWNED" and "PWNED" != driver.execute_script("return document.title")
+
+
+def _errors(driver) -> list[str]:
+    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def _exercise_every_control(driver) -> None:
+    """Click every tree row, both views for each, every branch of the select, every fold."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+
+    css(driver, "#tree-filter option[value='all']")[0].click()
+    count = len(css(driver, "#tree .row"))
+    assert count > 10
+    for i in range(count):
+        try:
+            css(driver, "#tree .row")[i].click()
+            for v in ("#view-model", "#view-raw"):
+                css(driver, v)[0].click()
+                wait(driver, lambda d: css(d, "#conv .conv-head"))
+        except (StaleElementReferenceException, IndexError):
+            continue
+        _not_pwned(driver)
+    for value in [o.get_attribute("value") for o in css(driver, "#branch-select option")]:
+        driver.execute_script("var s = document.getElementById('branch-select'); s.value = arguments[0];"
+                              "s.dispatchEvent(new Event('change'));", value)
+        wait(driver, lambda d: css(d, "#conv .conv-head"))
+    for el in css(driver, "#conv details summary, #conv a.anchor"):
+        with contextlib.suppress(WebDriverException):  # hidden or scrolled away: nothing to prove there
+            el.click()
+    _not_pwned(driver)
+
+
+def _csp_blocks_injected_markup(driver) -> None:
+    """If markup ever slipped through, the policy still stops it: prove it by injecting some."""
+    driver.get_log("browser")  # drain
+    driver.execute_script(
+        "document.getElementById('conv').insertAdjacentHTML('beforeend',"
+        " '<img src=x onerror=\"window.__pwned=1\"><div onclick=\"window.__pwned=2\" id=\"clk\">x</div>');"
+        "var s = document.createElement('script'); s.textContent = 'window.__pwned = 3';"
+        "document.body.appendChild(s);")
+    driver.execute_script("document.getElementById('clk').click()")
+    time.sleep(0.3)
+    _not_pwned(driver)
+    blocked = [m for m in _errors(driver) if "Content Security Policy" in m]
+    assert len(blocked) >= 2, blocked  # the inline script and the inline handler(s) were refused
+
+
+def test_every_hostile_field_in_server_pages_never_runs(browser, server):
+    browser.get_log("browser")
+    for path in ("/?internal=1", "/?internal=1&q=img", f"/s/{EVIL_ID}?view=model", f"/s/{EVIL_ID}"):
+        browser.get(server + path)
+        wait(browser, lambda d: d.execute_script("return document.readyState") == "complete")
+        _not_pwned(browser)
+    wait(browser, lambda d: css(d, "#conv .item.assistant"))
+    assert "&lt;" not in conv_text(browser) and "<script>window.__pwned=2</script>" in conv_text(browser)
+    _exercise_every_control(browser)
+    assert not _errors(browser), _errors(browser)  # nothing needed blocking: it was all text
+    _csp_blocks_injected_markup(browser)
+
+
+def test_every_hostile_field_in_the_export_never_runs(browser, store, tmp_path):
+    from sessiontree import SessionManager
+    from sessiontree.web.page import render_session_document
+
+    path = tmp_path / "evil.html"
+    path.write_text(render_session_document(SessionManager.open(store, EVIL_ID)), encoding="utf-8")
+    browser.get_log("browser")
+    browser.get(path.as_uri())
+    wait(browser, lambda d: css(d, "#tree .row") and css(d, "#conv .item"))
+    _not_pwned(browser)
+    _exercise_every_control(browser)
+    assert not _errors(browser), _errors(browser)  # the inline script and style match the policy's hashes
+    _csp_blocks_injected_markup(browser)
+
+
+def test_a_malformed_fragment_does_not_stop_the_page(browser, server, store, tmp_path):
+    """decodeURIComponent("%E0%A4%A") throws: the script used to stop there, leaving the tree empty."""
+    from sessiontree import SessionManager
+    from sessiontree.web.page import render_session_document
+
+    path = tmp_path / "branching.html"
+    path.write_text(render_session_document(SessionManager.open(store, BRANCHING)), encoding="utf-8")
+    for url in (f"{server}/s/{BRANCHING}#%E0%A4%A", path.as_uri() + "#%E0%A4%A", f"{server}/s/{BRANCHING}#a1000006"):
+        browser.get_log("browser")
+        browser.get(url)
+        wait(browser, lambda d: css(d, "#tree .row") and css(d, "#conv .item"))
+        assert not [m for m in _errors(browser) if "URIError" in m]
+
+
+def test_a_10000_deep_chain(browser, server):
+    browser.get_log("browser")  # drain
+    browser.get(f"{server}/s/{DEEP_ID}")
+    wait(browser, lambda d: css(d, "#tree .row") and css(d, "#conv .item"), timeout=60)
+    assert f"reply {DEEP_LENGTH - 1}" in conv_text(browser)
+    assert browser.execute_script("return document.getElementById('tree-count').textContent").startswith(
+        f"{DEEP_LENGTH} of {DEEP_LENGTH}")
+    # The first entry, far up: the window around it is loaded, and the tree scrolls to it.
+    browser.execute_script("var t = document.getElementById('tree'); t.scrollTop = 0; t.dispatchEvent(new Event('scroll'))")
+    wait(browser, lambda d: tree_row(d, "d00000"))
+    tree_row(browser, "d00000").click()
+    wait(browser, lambda d: "message 0" in conv_text(d), timeout=30)
+    assert not _errors(browser), _errors(browser)
+
+
+def test_show_earlier_never_inserts_an_error_body(browser, server, store):
+    """The session vanishes while the page is open: "show earlier" gets a plain-text 404 and must
+    not put it in the page (an error body may quote the session); the live indicator goes stale."""
+    from sessiontree.format import read_session_file
+
+    parsed = read_session_file(EXAMPLES / "branching.jsonl")
+    entries, parent = [], None
+    for i in range(260):
+        entries.append({"type": "message", "id": f"v{i:04d}", "parentId": parent, "timestamp": "2026-01-01T00:00:00Z",
+                        "message": {"role": "user", "content": f"line {i}", "timestamp": 1}})
+        parent = f"v{i:04d}"
+    sid = "vanishing-session-1"
+    store.create({**parsed.header, "id": sid}, entries)
+    browser.get(f"{server}/s/{sid}")
+    wait(browser, lambda d: css(d, "#conv button.earlier"))
+    store.delete(sid)
+    wait(browser, lambda d: "stale" in css(d, "#live")[0].get_attribute("class"), timeout=6)
+    css(browser, "#conv button.earlier")[0].click()
+    time.sleep(1)
+    assert "No such session" not in conv_text(browser) and css(browser, "#conv button.earlier")

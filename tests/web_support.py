@@ -47,6 +47,88 @@ def add_hostile_session(store: SessionStore) -> str:
     return HOSTILE_ID
 
 
+#: Payloads planted in every field of :func:`evil_session`: each would set
+#: ``window.__pwned`` or the page title if it ran.
+EVIL = ('"\'><img src=x onerror="window.__pwned=1;document.title=\'PWNED\'"><script>window.__pwned=2</script>'
+        '<svg onload="window.__pwned=3"></svg></script><!--')
+EVIL_JS = "javascript:window.__pwned=4//"
+_TS = "2026-01-01T00:00:00.000Z"
+EVIL_ID = "0evil-0000-4000-8000-000000000002"
+
+
+def _evil_id(n: int) -> str:
+    return f"{EVIL_JS}{EVIL}e{n}"
+
+
+def evil_session() -> tuple[dict, list[dict]]:
+    """Header and entries of a session with a hostile value in every field the viewer shows."""
+    header = {"type": "session", "version": 4, "id": EVIL_ID, "createdAt": _TS, "cwd": "/tmp/" + EVIL,
+              "parentSessionId": EVIL, "internal": True,
+              "workflow": {"runId": EVIL, "stageId": EVIL, "stageName": EVIL}}
+    e: list[dict] = []
+
+    def add(entry: dict) -> dict:
+        entry.setdefault("id", _evil_id(len(e)))
+        entry.setdefault("parentId", e[-1]["id"] if e else None)
+        entry.setdefault("timestamp", EVIL)
+        e.append(entry)
+        return entry
+    add({"type": "model_change", "provider": EVIL, "modelId": EVIL})
+    add({"type": "thinking_level_change", "thinkingLevel": EVIL})
+    add({"type": "message", "message": {"role": "user", "content": EVIL + "\u2028\u2029\x00", "timestamp": 1}})
+    md = "\n\n".join([f"[l1]({EVIL_JS})", "[l2](jav&#x61;script:window.__pwned=5)", "<javascript:window.__pwned=6>",
+                      "[l3](data:text/html,<script>window.__pwned=7</script>)", "![i](data:image/svg+xml;base64,PHN2Zy8+)",
+                      "[l4][r]\n\n[r]: vbscript:x", "<div onmouseover=window.__pwned=8>html block</div>",
+                      "inline <b onclick=x>html</b>", "![x\" onerror=\"window.__pwned=9](y)", "```html\n" + EVIL + "\n```",
+                      "| a | b |\n|---|---|\n| " + EVIL.replace("|", "") + " | x |", "<https://example.com/" + EVIL + ">",
+                      "[l5](https://example.com/\"onmouseover=\"window.__pwned=10)"])
+    add({"type": "message", "message": {"role": "assistant", "content": [
+        {"type": "thinking", "thinking": EVIL},
+        {"type": "text", "text": md + EVIL},
+        {"type": "toolCall", "id": "call" + EVIL, "name": EVIL, "arguments": {EVIL: {"nested" + EVIL: [EVIL, {"k": EVIL}]}}},
+        {"type": "toolCall", "id": "call2", "name": "bash", "arguments": EVIL}],
+        "provider": EVIL, "model": EVIL, "stopReason": "error", "errorMessage": EVIL,
+        "usage": {"input": EVIL, "cost": {"total": EVIL}}, "timestamp": 2}})
+    add({"type": "message", "message": {"role": "toolResult", "toolCallId": "call" + EVIL, "toolName": EVIL, "isError": True,
+        "content": [{"type": "text", "text": EVIL},
+                    {"type": "image", "mimeType": "image/svg+xml", "data": "PHN2ZyBvbmxvYWQ9YWxlcnQoMSk+"},
+                    {"type": "image", "mimeType": "text/html", "data": "PHNjcmlwdD4="},
+                    {"type": "image", "mimeType": "image/png\" onerror=\"window.__pwned=11", "data": "AAAA"},
+                    {"type": "image", "mimeType": "image/png", "data": "AA\"AA</script>"},
+                    {"type": "image", "mimeType": "IMAGE/PNG", "data": "iVBORw0KGgo="}], "timestamp": 3}})
+    add({"type": "message", "message": {"role": "bashExecution", "command": EVIL, "output": EVIL, "exitCode": EVIL,
+                                        "cancelled": False, "truncated": False, "timestamp": 4}})
+    add({"type": "custom_message", "customType": EVIL, "content": EVIL, "display": True})
+    add({"type": "custom", "customType": EVIL, "data": {EVIL: EVIL}})
+    add({"type": "message", "message": {"role": EVIL, "content": EVIL, "timestamp": 5}})
+    add({"type": "message", "message": {"role": "custom", "customType": EVIL, "content": [{"type": "text", "text": EVIL}], "timestamp": 6}})
+    add({"type": "label", "targetId": e[2]["id"], "label": EVIL})
+    add({"type": "session_info", "name": EVIL})
+    add({"type": EVIL, "data": EVIL})
+    add({"type": "context_edit", "targetId": e[4]["id"], "replacement": {"content": EVIL}})
+    add({"type": "context_edit", "targetId": e[3]["id"], "replacement": None})
+    add({"type": "context_edit", "targetId": EVIL, "replacement": None})
+    add({"type": "branch_summary", "fromId": EVIL, "summary": EVIL + "[x](javascript:y)"})
+    add({"type": "compaction", "summary": EVIL, "firstKeptEntryId": e[5]["id"], "tokensBefore": EVIL})
+    add({"type": "message", "message": {"role": "user", "content": "after " + EVIL, "timestamp": 7}})
+    # a second branch from e[3]
+    add({"type": "message", "parentId": e[3]["id"], "message": {"role": "user", "content": "other " + EVIL, "timestamp": 8}})
+    # and a tail on main again so the active leaf is the main one
+    add({"type": "message", "parentId": e[-2]["id"], "message": {"role": "assistant", "content": [{"type": "text", "text": "end " + EVIL}], "timestamp": 9}})
+    return header, e
+
+
+def add_evil_session(store: SessionStore) -> str:
+    """:func:`evil_session` in ``store``, plus a lone surrogate (an emoji cut in half); returns its id."""
+    header, entries = evil_session()
+    entries.append({"type": "message", "id": "cut\ud83d", "parentId": entries[-1]["id"], "timestamp": _TS,
+                    "message": {"role": "user", "content": "cut emoji \ud83d here", "timestamp": 10}})
+    entries.append({"type": "label", "id": "lab-cut", "parentId": "cut\ud83d", "timestamp": _TS,
+                    "targetId": "cut\ud83d", "label": "half \udc00"})
+    store.create(header, entries)
+    return EVIL_ID
+
+
 def free_port() -> int:
     """A free TCP port on 127.0.0.1."""
     with socket.socket() as s:

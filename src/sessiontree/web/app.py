@@ -31,7 +31,9 @@ files are re-read at most once per :data:`MIN_REREAD_SECONDS`.
 from __future__ import annotations
 
 import hmac
+import json
 import os
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -64,6 +66,10 @@ MIN_REREAD_SECONDS = 0.5
 #: Listing rows are reused this long (seconds) between list requests.
 LIST_TTL_SECONDS = 2.0
 _TOKEN_COOKIE = "sessiontree_token"
+#: Addresses that bind every interface: the server cannot know the names it is reached by.
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
+#: A ``Host`` header: a name or a bracketed IPv6 address, then an optional numeric port.
+_HOST_HEADER = re.compile(r"(\[[0-9a-f:.]+\]|[a-z0-9._-]+)(?::[0-9]{1,5})?")
 #: Sessions with more entries get their tree summaries on demand (``/summaries``).
 EAGER_SUMMARY_ROWS = 2000
 
@@ -85,8 +91,17 @@ class ViewerConfig:
     token: str | None = None
     live: bool = True
 
-    def allowed_hosts(self) -> set[str]:
-        """``Host`` header values (without port) that are accepted."""
+    def allowed_hosts(self) -> set[str] | None:
+        """``Host`` header values (without port) that are accepted; ``None``: any.
+
+        A wildcard bind (``0.0.0.0``, ``::``) is reached by names the server
+        cannot list (its LAN address, its DNS name). With a token it accepts
+        any name: a page that rebinds its own name to this server has neither
+        the token nor the cookie (kept for the name the user opened). Without
+        a token (a library caller's choice) it answers loopback names only.
+        """
+        if self.host.lower() in WILDCARD_HOSTS:
+            return None if self.token is not None else set(LOOPBACK_HOSTS)
         hosts = {self.host.lower(), f"[{self.host.lower()}]"}
         if self.host in LOOPBACK_HOSTS or self.host.startswith("127."):
             hosts |= LOOPBACK_HOSTS
@@ -205,9 +220,8 @@ class _Guard:
             await self.app(scope, receive, send)
             return
         request = Request(scope)
-        host = (request.headers.get("host") or "").lower()
-        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-        if name not in self.hosts:
+        host = _HOST_HEADER.fullmatch((request.headers.get("host") or "").lower())
+        if host is None or (self.hosts is not None and host.group(1) not in self.hosts):
             # DNS rebinding: a page of another site resolved to our address.
             await PlainTextResponse("Invalid Host header", status_code=400)(scope, receive, send)
             return
@@ -216,13 +230,15 @@ class _Guard:
                                     headers={"Allow": "GET, HEAD"})(scope, receive, send)
             return
         set_cookie = False
+        cookie = f"{_TOKEN_COOKIE}_{self.config.port}"  # two viewers on one host keep their own
         if self.config.token is not None:
-            given = request.query_params.get("token") or request.cookies.get(_TOKEN_COOKIE) or ""
+            in_url = request.query_params.get("token")
+            given = in_url or request.cookies.get(cookie) or ""
             if not hmac.compare_digest(given.encode(), self.config.token.encode()):
                 await PlainTextResponse("A valid token is required (see the URL sessiontree serve printed)",
                                         status_code=403)(scope, receive, send)
                 return
-            set_cookie = request.query_params.get("token") is not None
+            set_cookie = in_url is not None
 
         async def send_with_headers(message: Any) -> None:
             if message["type"] == "http.response.start":
@@ -233,10 +249,18 @@ class _Guard:
                 headers.append((b"x-frame-options", b"DENY"))
                 headers.append((b"cache-control", b"no-store"))
                 if set_cookie and self.config.token is not None:
-                    headers.append((b"set-cookie", f"{_TOKEN_COOKIE}={self.config.token}; Path=/; HttpOnly; "
+                    headers.append((b"set-cookie", f"{cookie}={self.config.token}; Path=/; HttpOnly; "
                                                    "SameSite=Strict".encode()))
             await send(message)
 
+        if set_cookie:
+            # The token now lives in the cookie: send the browser to the same URL
+            # without it, so it stays out of the address bar, history and bookmarks.
+            rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+            path = "/" + quote(request.url.path).lstrip("/")  # never "//host": same origin only
+            location = path + (f"?{urlencode(rest)}" if rest else "")
+            await RedirectResponse(location, status_code=303)(scope, receive, send_with_headers)
+            return
         await self.app(scope, receive, send_with_headers)
 
 
@@ -297,7 +321,7 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
 
         html = page.environment().get_template("list.html").render(
             page=result, q=query, inline=False, token_query="", page_query=page_query)
-        return HTMLResponse(html)
+        return HTMLResponse(view.scrub_surrogates(html))
 
     def _session(request: Request) -> Any:
         session_id = request.path_params["session_id"]
@@ -364,14 +388,14 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
         wanted = [_int(v, -1) for v in request.query_params.get("rows", "").split(",")[:500]]
         with cache._lock:
             found = cache.tree(cached).summaries(wanted)
-        return JSONResponse({"version": cached.version, "summaries": {str(k): v for k, v in found.items()}})
+        return _json({"version": cached.version, "summaries": {str(k): v for k, v in found.items()}})
 
     def state_json(request: Request) -> Response:
         cached = _session(request)
         if cached is None:
             return JSONResponse({"error": "no such session"}, status_code=404)
-        return JSONResponse({"version": cached.version, "entries": int(cached.version.split(":")[0]),
-                             "leaf": _active_leaf(cached)})
+        return _json({"version": cached.version, "entries": int(cached.version.split(":")[0]),
+                      "leaf": _active_leaf(cached)})
 
     static = StaticFiles(directory=str(resources.files("sessiontree.web").joinpath("static")))
     routes = [
@@ -385,10 +409,16 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
     ]
 
     def on_error(request: Request, exc: Exception) -> Response:
-        return PlainTextResponse(f"Cannot show this session: {exc}", status_code=500)
+        return PlainTextResponse(view.scrub_surrogates(f"Cannot show this session: {exc}"), status_code=500)
 
     return Starlette(routes=routes, middleware=[Middleware(_Guard, config=config)],
                      exception_handlers={SessionError: on_error})
+
+
+def _json(value: Any) -> Response:
+    """A JSON response of session data (lone surrogates replaced: they cannot be sent as UTF-8)."""
+    return Response(view.scrub_surrogates(json.dumps(value, ensure_ascii=False, separators=(",", ":"))),
+                    media_type="application/json")
 
 
 def _active_leaf(cached: Any) -> str | None:

@@ -21,6 +21,7 @@ import hashlib
 from functools import lru_cache
 from importlib import resources
 from typing import Any
+from urllib.parse import quote
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
@@ -42,7 +43,7 @@ __all__ = [
 #: Content-Security-Policy of every page the server sends: scripts, styles
 #: and fetches only from the server itself, images also from ``data:`` URLs
 #: (session images), nothing framed, no plugins, no inline script or style.
-SERVER_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+SERVER_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src data:; "
               "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 
 #: Branches the export pre-renders at most (two views each); a session with
@@ -59,7 +60,15 @@ def environment() -> Environment:
                       autoescape=select_autoescape(default=True, default_for_string=True),
                       trim_blocks=True, lstrip_blocks=True)
     env.globals["FILTER_MODES"] = view.FILTER_MODES
+    env.filters["urlpart"] = url_part
     return env
+
+
+def url_part(value: object) -> str:
+    """``value`` as one URL component (query value, fragment, path segment): every
+    reserved character percent-encoded, so an id cannot add a parameter or end the
+    component; lone surrogates become U+FFFD first (they have no UTF-8 form)."""
+    return quote(view.scrub_surrogates(str(value)), safe="")
 
 
 @lru_cache(maxsize=4)
@@ -74,14 +83,14 @@ def _hash(text: str) -> str:
 
 def render_list_page(page: view.ListPage, *, token_query: str = "") -> str:
     """The session list page (server only)."""
-    return environment().get_template("list.html").render(page=page, q=page.query, inline=False,
-                                                          token_query=token_query)
+    return view.scrub_surrogates(environment().get_template("list.html").render(
+        page=page, q=page.query, inline=False, token_query=token_query))
 
 
 def render_conversation(conversation: view.Conversation, session_id: str, *, windowed: bool = True) -> str:
     """The conversation pane's inner HTML for one window of a branch."""
-    return environment().get_template("conversation.html").render(
-        conv=conversation, session_id=session_id, windowed=windowed)
+    return view.scrub_surrogates(environment().get_template("conversation.html").render(
+        conv=conversation, session_id=session_id, windowed=windowed))
 
 
 def _session_context(manager: SessionManager, tree: view.TreeData, conversation: view.Conversation) -> dict[str, Any]:
@@ -106,9 +115,9 @@ def render_session_page(manager: SessionManager, tree: view.TreeData, conversati
                         version: str = "", token_query: str = "") -> str:
     """The session page the server sends (assets linked, live updates on)."""
     context = _session_context(manager, tree, conversation)
-    return environment().get_template("session.html").render(
+    return view.scrub_surrogates(environment().get_template("session.html").render(
         **context, inline=False, version=version, token_query=token_query,
-        conversation_html=Markup(render_conversation(conversation, context["session_id"])))
+        conversation_html=Markup(render_conversation(conversation, context["session_id"]))))
 
 
 def render_session_document(manager: SessionManager) -> str:
@@ -150,8 +159,8 @@ def render_session_document(manager: SessionManager) -> str:
     css, js = static_text("app.css"), static_text("app.js")
     csp = (f"default-src 'none'; script-src {_hash(js)}; style-src {_hash(css)}; img-src data:; "
            "base-uri 'none'; form-action 'none'")
-    return environment().get_template("session.html").render(
+    return view.scrub_surrogates(environment().get_template("session.html").render(
         **context, inline=True, css=Markup(css), js=Markup(js), csp=csp, branches=branches,
         omitted_branches=max(0, len(tips) - len({b["leaf"] for b in branches})),
         conversation_html=Markup(branches[0]["html"]) if branches else Markup(""),
-        version="", token_query="", entry_summary=entry_summary)
+        version="", token_query="", entry_summary=entry_summary))

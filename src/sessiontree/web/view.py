@@ -38,6 +38,7 @@ from __future__ import annotations
 import base64
 import binascii
 import importlib
+import json as jsonlib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -70,6 +71,7 @@ __all__ = [
     "search_sessions",
     "stats_provider",
     "session_title",
+    "scrub_surrogates",
 ]
 
 # --------------------------------------------------------------------------- Markdown
@@ -80,6 +82,37 @@ __all__ = [
 # file: and non-image data: URLs.
 _MD = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable(
     ["table", "strikethrough"])
+_DEFAULT_IMAGE = _MD.renderer.rules["image"]
+#: A Markdown image is drawn only from a ``data:`` URL of a raster type with a
+#: base64 payload; any other source would make the browser fetch a URL the
+#: session chose (blocked by the Content-Security-Policy anyway).
+_MD_IMAGE_SRC = re.compile(r"^data:image/(?:png|jpeg|gif|webp);base64,[A-Za-z0-9+/]*={0,2}\Z", re.IGNORECASE)
+
+
+def _md_image(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    token = tokens[idx]
+    src = token.attrGet("src") or ""
+    if _MD_IMAGE_SRC.match(src):
+        return _DEFAULT_IMAGE(tokens, idx, options, env)
+    alt = self.renderInlineAsText(token.children or [], options, env)
+    return str(escape(f"[image: {alt}] ({src})"))
+
+
+_MD.renderer.rules["image"] = _md_image.__get__(_MD.renderer)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def scrub_surrogates(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD.
+
+    JSON may carry ``"\\ud800"`` alone (an agent that cut a string inside a
+    UTF-16 pair writes exactly that); Python keeps it in a ``str``, and
+    encoding a page that contains it as UTF-8 raises. Every page and JSON
+    body the viewer sends goes through this once, at the end.
+    """
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
 
 
 def markdown_html(text: str) -> Markup:
@@ -159,7 +192,11 @@ class TreeData:
         if self._json is None:
             import orjson
 
-            text = orjson.dumps(self.to_json()).decode("utf-8")
+            try:
+                text = orjson.dumps(self.to_json()).decode("utf-8")
+            except orjson.JSONEncodeError:
+                # A lone surrogate (a string cut inside a UTF-16 pair): orjson refuses it.
+                text = scrub_surrogates(jsonlib.dumps(self.to_json(), ensure_ascii=False))
             self._json = (text.replace("&", "\\u0026").replace("<", "\\u003c")
                           .replace(">", "\\u003e").replace("'", "\\u0027"))
         return Markup(self._json)
@@ -201,13 +238,21 @@ def _tree_flags(entry: Mapping[str, Any]) -> int:
 _PREVIEW_CHARS = 400
 
 
-def _clip_value(value: Any) -> Any:
+#: Nesting kept when summarising tool-call arguments (deeper values become "…"):
+#: a summary shows 120 characters, and the store allows 512 levels, more than
+#: Python's recursion limit allows to walk recursively.
+_PREVIEW_DEPTH = 8
+
+
+def _clip_value(value: Any, depth: int = 0) -> Any:
     if isinstance(value, str):
         return value[:_PREVIEW_CHARS]
+    if isinstance(value, (Mapping, list)) and depth >= _PREVIEW_DEPTH:
+        return "…"
     if isinstance(value, Mapping):
-        return {k: _clip_value(v) for k, v in list(value.items())[:8]}
+        return {k: _clip_value(v, depth + 1) for k, v in list(value.items())[:8]}
     if isinstance(value, list):
-        return [_clip_value(v) for v in value[:8]]
+        return [_clip_value(v, depth + 1) for v in value[:8]]
     return value
 
 

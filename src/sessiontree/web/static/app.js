@@ -221,20 +221,25 @@
     if (more && mode === "server") {
       var q = "/s/" + encodeURIComponent(sessionId) + "/conversation" + url(state.leaf, state.view, null) +
         "&start=" + encodeURIComponent(more.dataset.start);
-      fetch(q, { credentials: "same-origin" }).then(function (r) { return r.text(); }).then(function (html) {
+      fetch(q, { credentials: "same-origin" }).then(function (r) {
+        // Only our template output goes into the page: never an error body (plain text
+        // that may quote the session, e.g. "Cannot show this session: ...").
+        if (!r.ok) throw new Error("HTTP " + r.status);
+        return r.text();
+      }).then(function (html) {
         var tmp = document.createElement("div");
         tmp.innerHTML = html;  // escaped template output
         var oldHead = tmp.querySelector(".conv-head"); if (oldHead) oldHead.remove();
         var height = convEl.scrollHeight;
         more.replaceWith.apply(more, Array.prototype.slice.call(tmp.childNodes));
         convEl.scrollTop += convEl.scrollHeight - height;
-      });
+      }).catch(function () {});
       return;
     }
     var anchor = ev.target.closest("a.anchor");
     if (anchor) {
       ev.preventDefault();
-      var id = anchor.getAttribute("href").split("#")[1];
+      var id = anchor.dataset.target;  // the entry id as is (the href has it URL-encoded)
       history.pushState({ leaf: state.leaf, view: state.view, target: id }, "", url(state.leaf, state.view, id));
       state.target = id; showTarget(id); refreshTree(id);
     }
@@ -242,9 +247,16 @@
 
   // ------------------------------------------------------------------ start
 
+  // The entry a URL's fragment names. A malformed escape ("#%E0%A4%A") must not
+  // stop the page: decodeURIComponent throws on it, so the raw text is used.
+  function fragment() {
+    var raw = location.hash.replace(/^#/, "");
+    try { return decodeURIComponent(raw) || null; } catch (e) { return raw || null; }
+  }
+
   reindex();
   var params = new URLSearchParams(location.search);
-  var hash = decodeURIComponent(location.hash.replace(/^#/, "")) || null;
+  var hash = fragment();
   state.target = hash;
   if (mode === "static") {
     var leaf = params.get("leaf") || state.leaf || data.leaf;
