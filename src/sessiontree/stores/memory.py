@@ -24,7 +24,17 @@ from .. import jsonio
 from ..errors import InvalidSessionError, SessionExistsError, SessionNotFoundError
 from ..format import CURRENT_VERSION, ParsedSession
 from ..info import InfoAccumulator, SessionInfo, is_classified
-from ._shared import Progress, check_header, cwd_matches, encode_entries, resolve_cwd, sort_listing
+from ._shared import (
+    Progress,
+    StoreBase,
+    check_header,
+    check_replacement_header,
+    cwd_matches,
+    encode_entries,
+    id_in_use_error,
+    resolve_cwd,
+    sort_listing,
+)
 from .base import CancelEvent, ProgressCallback, SessionListing, StoreProblem
 
 __all__ = ["MemoryStore"]
@@ -43,7 +53,7 @@ class _Session:
     written_at: float
 
 
-class MemoryStore:
+class MemoryStore(StoreBase):
     """A :class:`~sessiontree.stores.base.SessionStore` that never touches the filesystem.
 
     ``url`` is ``"memory:"`` and ``kind`` ``"memory"``. Listing rows use the
@@ -60,12 +70,6 @@ class MemoryStore:
 
     def __repr__(self) -> str:
         return f"MemoryStore({len(self._sessions)} sessions)"
-
-    def __enter__(self) -> MemoryStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -100,7 +104,7 @@ class MemoryStore:
             session = self._require(session_id)
             for entry in entries:
                 if entry["id"] in session.ids:
-                    raise InvalidSessionError(f'duplicate entry id "{entry["id"]}" in session {session_id}')
+                    raise id_in_use_error(session_id, entry["id"])
             if texts:
                 self._add(session, entries, texts)
 
@@ -131,9 +135,7 @@ class MemoryStore:
             SessionNotFoundError: no such id.
             InvalidSessionError: the header is invalid or has another id.
         """
-        new_id = check_header(header)
-        if new_id != session_id:
-            raise InvalidSessionError(f"header id {new_id!r} does not match session {session_id!r}")
+        check_replacement_header(session_id, header)
         header_raw = jsonio.dumps(header)
         with self._lock:
             session = self._require(session_id)
