@@ -41,12 +41,13 @@ from __future__ import annotations
 
 import functools
 import os
+import select
 import threading
 import time
 import urllib.parse
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, Protocol
 
 from .. import jsonio
@@ -385,7 +386,7 @@ class PostgresStore(StoreBase):
         # restart between two calls costs one reconnect instead of a failed call.
         return ConnectionPool(psycopg.conninfo.make_conninfo(**params), min_size=1, max_size=self.pool_size,
                               kwargs=self._connect_kwargs(), timeout=self.timeout, open=True,
-                              check=ConnectionPool.check_connection, reconnect_timeout=max(self.timeout, 1.0),
+                              check=_check_connection, reconnect_timeout=max(self.timeout, 1.0),
                               name="sessiontree")
 
     def _get_pool(self) -> Any:
@@ -400,9 +401,16 @@ class PostgresStore(StoreBase):
             return self._pool
 
     @contextmanager
-    def _transaction(self, what: str, *, write: bool, snapshot: bool = False) -> Iterator[Any]:
+    def _transaction(self, what: str, *, write: bool, snapshot: bool = False,
+                     session_id: str | None = None) -> Iterator[Any]:
         """One transaction on a pooled connection; database and connection errors become
         ``StorageError`` and everything rolls back.
+
+        Writes run in pipeline mode: statements whose results are not read are
+        sent without waiting, and the server's answers (errors included) arrive
+        at the next read or at ``COMMIT``, so an append costs three round trips
+        whatever its size. A unique violation of an entry id, wherever it
+        surfaces, is :func:`id_in_use_error` for ``session_id``.
 
         ``snapshot``: ``REPEATABLE READ``, so several statements see one snapshot
         (reads only; writers stay ``READ COMMITTED`` and serialize with row locks)."""
@@ -412,15 +420,18 @@ class PostgresStore(StoreBase):
         characteristics = ", ".join(filter(None, ["ISOLATION LEVEL REPEATABLE READ" if snapshot else "",
                                                   "READ ONLY" if self.readonly or snapshot else ""]))
         try:
-            with pool.connection() as conn:
-                with conn.transaction():
-                    if characteristics:
-                        conn.execute("SET TRANSACTION " + characteristics)
-                    if write and not self._initialised and not self._ready(conn):
-                        raise StorageError(
-                            f"{what}: {self.url} is an empty database not initialised as a sessiontree store; "
-                            "open it with create=True (as sessiontree import does) to initialise it")
-                    yield conn
+            with pool.connection() as conn, (conn.pipeline() if write else nullcontext()), conn.transaction():
+                if characteristics:
+                    conn.execute("SET TRANSACTION " + characteristics)
+                if write and not self._initialised and not self._ready(conn):
+                    raise StorageError(
+                        f"{what}: {self.url} is an empty database not initialised as a sessiontree store; "
+                        "open it with create=True (as sessiontree import does) to initialise it")
+                yield conn
+        except psycopg.errors.UniqueViolation as exc:
+            if session_id is not None and _is_unique_violation(exc, "entries_session_id_id_key"):
+                raise id_in_use_error(session_id) from exc
+            raise StorageError(f"{what} failed on {self.url}: {_first_line(exc)}") from exc
         except PoolTimeout as exc:
             raise StorageError(f"{what} failed on {self.url}: no connection within {self.timeout:g} s "
                                f"({_first_line(exc)})") from exc
@@ -564,7 +575,7 @@ class PostgresStore(StoreBase):
             for entry in entries:
                 _key(entry["id"], "entry id")
             prepared.append((session_id, header, jsonio.dumps(header), entries, texts))
-        with self._transaction("create", write=True) as conn:
+        with self._transaction("create", write=True, session_id=prepared[0][0] if prepared else None) as conn:
             for session_id, header, header_raw, entries, texts in prepared:
                 info = InfoAccumulator()
                 inserted = conn.execute(
@@ -595,7 +606,7 @@ class PostgresStore(StoreBase):
             raise SessionNotFoundError(session_id, self.url)
         for entry in entries:
             _key(entry["id"], "entry id")
-        with self._transaction("append", write=True) as conn:
+        with self._transaction("append", write=True, session_id=session_id) as conn:
             # FOR UPDATE: appends to one session take turns (across hosts), so seq is
             # computed from a count nobody else is changing; other sessions are not blocked.
             row = conn.execute("SELECT entry_count, listing FROM sessions WHERE id = %s FOR UPDATE",
@@ -624,13 +635,9 @@ class PostgresStore(StoreBase):
             rows.append((session_id, seq, entry["id"], _text(entry["parentId"]), _text(entry["type"]),
                          _text(entry["timestamp"]), text, zlib.crc32(text)))
         info.texts.clear()  # they are in message_texts rows
-        try:
-            # No savepoint: a violation aborts the transaction, which rolls back whole anyway.
-            _insert_entry_rows(conn, rows)
-        except psycopg.errors.UniqueViolation as exc:
-            if _is_unique_violation(exc, "entries_session_id_id_key"):
-                raise id_in_use_error(session_id) from exc
-            raise
+        # A duplicate id violates UNIQUE (session_id, id); the error arrives at the next
+        # sync and _transaction names it. No savepoint: the whole write rolls back anyway.
+        _insert_entry_rows(conn, rows)
         if text_rows:
             with conn.cursor() as cur:
                 cur.executemany("INSERT INTO message_texts (session_id, seq, text) VALUES (%s, %s, %s)", text_rows)
@@ -652,12 +659,14 @@ class PostgresStore(StoreBase):
             raise SessionNotFoundError(session_id, self.url)
         header_raw = jsonio.dumps(header)
         with self._transaction("replace header", write=True) as conn:
-            cursor = conn.execute(
+            # RETURNING, not rowcount: in pipeline mode the count is known only after a sync.
+            found = conn.execute(
                 "UPDATE sessions SET header_json = %s, header_crc = %s, created_at = %s, cwd = %s,"
                 " parent_session_id = %s, classified = %s, updated_at = %s,"
-                " write_seq = nextval('sessions_write_seq_counter') WHERE id = %s",
-                (header_raw, _crc(header_raw), *_header_columns(header), time.time_ns() // 1000, session_id))
-            if cursor.rowcount == 0:
+                " write_seq = nextval('sessions_write_seq_counter') WHERE id = %s RETURNING 1",
+                (header_raw, _crc(header_raw), *_header_columns(header), time.time_ns() // 1000,
+                 session_id)).fetchone()
+            if found is None:
                 raise SessionNotFoundError(session_id, self.url)
 
     def delete(self, session_id: str) -> None:
@@ -992,6 +1001,22 @@ class PostgresStore(StoreBase):
             pool, self._pool = self._pool, None
         if pool is not None and os.getpid() == self._pid:
             pool.close()
+
+
+def _check_connection(conn: Any) -> None:
+    """The pool's test of a connection before handing it out, without a round trip in
+    the common case.
+
+    An idle connection has nothing to read. When its socket is readable the server has
+    closed it (restart, ``pg_terminate_backend``, idle timeout) or sent a notice; only
+    then does a round trip decide, and a dead connection raises, so the pool replaces
+    it. A server restart between two calls thus costs a reconnect, not a failed call.
+    """
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("connection closed")
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    if readable:
+        ConnectionPool.check_connection(conn)
 
 
 def _first_line(exc: BaseException) -> str:
