@@ -300,6 +300,10 @@ def test_lost_connections_surface_as_storage_error_and_the_pool_recovers(pg_url)
     with _raw(pg_url) as conn:
         for pid in _backends(pg_url):
             conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    deadline = time.monotonic() + 5
+    while _backends(pg_url) and time.monotonic() < deadline:  # termination is asynchronous
+        time.sleep(0.02)
+    time.sleep(0.05)  # and the closed socket reaches us
     manager.append_message({"role": "user", "content": "two", "timestamp": 1})
     # During a call: the append waits on the session's row lock, then its backend dies.
     blocker = _raw(pg_url)
