@@ -277,8 +277,9 @@ _APPEND_LOOP = """
     from sessiontree import SessionManager
     from sessiontree.stores.jsonl import JsonlStore
     from sessiontree.stores.sqlite import SqliteStore
+    from sessiontree.stores import open_store
     kind, where, sid, size = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-    m = SessionManager.open(JsonlStore(where) if kind == "jsonl" else SqliteStore(where), sid)
+    m = SessionManager.open({"jsonl": JsonlStore, "sqlite": SqliteStore, "postgres": open_store}[kind](where), sid)
     i = 0
     while True:
         entry_id = m.append_message({"role": "user", "content": "x" * size + str(i), "timestamp": 1})
@@ -288,12 +289,19 @@ _APPEND_LOOP = """
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
-def test_kill_9_during_an_append_loop_loses_no_committed_entry(tmp_path: Path, kind: str) -> None:
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
+def test_kill_9_during_an_append_loop_loses_no_committed_entry(tmp_path: Path, kind: str, request) -> None:
     for round_ in range(3):
-        where = tmp_path / (f"j{round_}" if kind == "jsonl" else f"s{round_}.db")
+        if kind == "postgres":  # the server rolls back the killed client's open transaction
+            from sessiontree.stores.postgres import PostgresStore
 
-        def make(where: Path = where):
+            where = request.getfixturevalue("pg_cluster").url(request.getfixturevalue("pg_cluster").new_database())
+        else:
+            where = tmp_path / (f"j{round_}" if kind == "jsonl" else f"s{round_}.db")
+
+        def make(where: Path | str = where):
+            if kind == "postgres":
+                return PostgresStore(str(where))
             return JsonlStore(where) if kind == "jsonl" else SqliteStore(where)
 
         creator = SessionManager.create(str(tmp_path), store=make())
@@ -307,8 +315,11 @@ def test_kill_9_during_an_append_loop_loses_no_committed_entry(tmp_path: Path, k
         committed = (first_report + child.stdout.read()).split()
         child.wait()
         assert committed, child.returncode
+        creator.get_session_store().close()
         try:
-            reopened = _ids(SessionManager.open(make(), sid))
+            reopened_store = make()
+            reopened = _ids(SessionManager.open(reopened_store, sid))
+            reopened_store.close()
         except InvalidSessionError as exc:  # JSONL only: a torn record, rejected, then repaired
             assert kind == "jsonl" and exc.line is not None
             fixed = tmp_path / f"fixed{round_}.jsonl"

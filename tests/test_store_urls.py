@@ -9,7 +9,7 @@ import pytest
 
 import sessiontree.stores as stores
 from sessiontree.errors import StoreOpenError
-from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore, default_store_url, open_store
+from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore, default_store_url, open_store, resolve_store
 
 
 @pytest.fixture(autouse=True)
@@ -95,10 +95,20 @@ def test_environment_overrides_the_default(monkeypatch, tmp_path):
     assert default_store_url().startswith("sqlite:////")
 
 
-@pytest.mark.parametrize("url", ["postgresql://user@localhost/sessions", "postgres://h/db",
-                                 "postgresql+psycopg://h/db"])
-def test_postgres_is_not_implemented_yet(url):
-    with pytest.raises(StoreOpenError, match="not implemented"):
+@pytest.mark.parametrize(("url", "shown"), [
+    ("postgresql://user@localhost/sessions", "postgresql://user@localhost/sessions"),
+    ("postgres://me:secret@h:5433/db?sslmode=require", "postgres://me@h:5433/db?sslmode=require"),
+    ("postgresql:///db?host=/run/postgresql&password=pw&prepare_threshold=none",
+     "postgresql:///db?host=/run/postgresql"),
+])
+def test_postgres_urls_resolve_without_connecting_or_showing_the_password(url, shown):
+    where = resolve_store(url)
+    assert (where.kind, where.path, where.url, where.connect_url) == ("postgres", None, shown, url)
+
+
+@pytest.mark.parametrize("url", ["postgresql+psycopg://h/db", "postgresql:db"])
+def test_postgres_urls_we_do_not_take(url):
+    with pytest.raises(StoreOpenError):
         open_store(url)
 
 

@@ -101,9 +101,14 @@ def make_store(kind: str, tmp_path) -> Any:
     return JsonlStore(tmp_path / "sessions")
 
 
-@pytest.fixture(params=["memory", "sqlite", "jsonl"])
+@pytest.fixture(params=["memory", "sqlite", "jsonl", "postgres"])
 def store(request, tmp_path):
-    created = make_store(request.param, tmp_path)
+    if request.param == "postgres":
+        from sessiontree.stores.postgres import PostgresStore
+
+        created = PostgresStore(request.getfixturevalue("pg_url"))
+    else:
+        created = make_store(request.param, tmp_path)
     yield created
     created.close()
 
@@ -123,9 +128,10 @@ def test_is_a_session_store_with_url_and_kind(store, tmp_path):
         "memory": "memory:",
         "sqlite": "sqlite:///" + str(tmp_path / "db" / "sessions.db"),
         "jsonl": "jsonl:///" + str(tmp_path / "sessions"),
+        "postgres": store.url if store.kind == "postgres" else None,  # the test database's URL
     }[store.kind]
     assert store.url == expected
-    if store.kind != "memory":
+    if store.kind in ("sqlite", "jsonl"):
         assert store.url.startswith(store.kind + ":////")  # absolute path: four slashes
 
 
@@ -414,6 +420,11 @@ def _damage(store: Any, session_id: str) -> None:
     elif store.kind == "jsonl":
         with open(store.location(session_id), "ab") as handle:
             handle.write(b"not json at all\n")
+    elif store.kind == "postgres":
+        import psycopg
+
+        with psycopg.connect(store._conninfo, autocommit=True) as raw:
+            raw.execute("UPDATE sessions SET header_json = '\\x7b6e6f74'::bytea WHERE id = %s", (session_id,))
 
 
 def test_listing_counts_the_sessions_it_could_not_load(store):

@@ -135,7 +135,7 @@ def test_list_filters_sort_and_fallback_search(store):
     named = view.build_list_page(store, view.ListQuery(named=True))
     assert {r.info.id for r in named.rows} == {"019cadb4-6e80-7a3c-9b1d-2f4e6a8c0b01", HOSTILE_ID}
     found = view.build_list_page(store, view.ListQuery(q="units flag"))
-    assert found.search_mode == "scan" and [r.info.id[:8] for r in found.rows] == ["019cadc9"]
+    assert found.search_mode == "store" and [r.info.id[:8] for r in found.rows] == ["019cadc9"]
     proj = view.build_list_page(store, view.ListQuery(project="/home/dev/projects/weather-app"))
     assert proj.total == 2 and not proj.has_stats
     paged = view.build_list_page(store, view.ListQuery(per_page=3, page=2))

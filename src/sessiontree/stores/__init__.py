@@ -9,6 +9,8 @@ absolute path gives four slashes.
 ``jsonl:///sessions``              JSONL directory, relative
 ``jsonl:////home/me/sessions``     JSONL directory, absolute
 ``memory:``                        in memory, no I/O
+``postgresql://user@host/db``      PostgreSQL, as libpq takes the URL (also
+                                   ``postgres://``, unix sockets via ``?host=/dir``)
 a plain path                       an existing directory (or one ending in a
                                    slash) is JSONL, anything else a SQLite file
 =================================  ==========================================
@@ -43,6 +45,7 @@ __all__ = [
     "MemoryStore",
     "SqliteStore",
     "JsonlStore",
+    "PostgresStore",
     "open_store",
     "resolve_store",
     "StoreLocation",
@@ -102,16 +105,21 @@ def open_store(url_or_path: str | os.PathLike[str] | None = None, *, create: boo
             whole file, so bulk writers (``import``) ask for it; others do not.
 
     Returns:
-        A :class:`SqliteStore`, :class:`JsonlStore` or :class:`MemoryStore`.
+        A :class:`SqliteStore`, :class:`JsonlStore`, :class:`MemoryStore` or
+        :class:`~sessiontree.stores.postgres.PostgresStore` (``psycopg`` is
+        imported only then: it is the optional extra ``sessiontree[postgres]``).
 
     Raises:
-        StoreOpenError: an unknown or unsupported scheme (``postgresql://`` is
-            not implemented yet), a malformed URL, or a store that cannot be
+        StoreOpenError: an unknown or unsupported scheme, a malformed URL, or a store that cannot be
             opened: among others an existing SQLite database of another program
             (refused and left byte for byte as it was), a damaged one (with
             ``quick_check``), or one we may not write when writing was asked for.
     """
     where = resolve_store(url_or_path)
+    if where.kind == "postgres":
+        from .postgres import PostgresStore
+
+        return PostgresStore(where.connect_url or where.url, create=create, readonly=readonly)
     if where.kind == "memory":
         return MemoryStore()
     if where.kind == "jsonl":
@@ -124,21 +132,25 @@ class StoreLocation:
     """Where a store URL or path points, found without opening anything.
 
     Attributes:
-        kind: ``"sqlite"``, ``"jsonl"`` or ``"memory"``.
+        kind: ``"sqlite"``, ``"jsonl"``, ``"memory"`` or ``"postgres"``.
         path: the SQLite file or JSONL directory as given (``~`` expanded;
-            relative paths stay relative), ``None`` for memory.
+            relative paths stay relative), ``None`` for memory and PostgreSQL.
         url: what was resolved (the argument, or :func:`default_store_url`).
         source: ``"argument"``, ``"environment"`` (``$SESSIONTREE_STORE``) or ``"default"``.
+        connect_url: PostgreSQL only: the URL as given, password included (``url``
+            is shown to users, so it has none); ``None`` for other stores.
     """
 
     kind: str
     path: str | None
     url: str
     source: str
+    connect_url: str | None = None
 
     @property
     def exists(self) -> bool:
-        """Whether the file or directory is there (a memory store always is)."""
+        """Whether the file or directory is there (a memory store always is; a
+        PostgreSQL database is taken to be, since finding out means connecting)."""
         return self.path is None or os.path.exists(self.path)
 
 
@@ -147,7 +159,7 @@ def resolve_store(url_or_path: str | os.PathLike[str] | None = None) -> StoreLoc
 
     Raises:
         StoreOpenError: empty, malformed, or an unknown or unsupported scheme
-            (``postgresql://`` is not implemented yet).
+            (``postgresql+driver://`` is).
     """
     if url_or_path is None:
         source = "environment" if os.environ.get(STORE_ENV, "").strip() else "default"
@@ -169,9 +181,26 @@ def resolve_store(url_or_path: str | os.PathLike[str] | None = None) -> StoreLoc
         return StoreLocation("memory", None, target, source)
     if scheme in ("sqlite", "jsonl"):
         return StoreLocation(scheme, _url_path(target, scheme), target, source)
-    if scheme in ("postgresql", "postgres") or scheme.startswith("postgresql+"):
+    if scheme in ("postgresql", "postgres"):
+        from .postgres import redact_url
+
+        if not target[len(scheme) + 1:].startswith("//"):
+            raise StoreOpenError(f"invalid store URL {redact_url(target)!r}: expected postgresql://[user@]host/db "
+                                 "or postgresql:///db?host=/socket/dir")
+        return StoreLocation("postgres", None, redact_url(target), source, connect_url=target)
+    if scheme.startswith("postgresql+"):
         # The URL itself is not echoed: it may carry a password.
-        raise StoreOpenError(f"PostgreSQL stores ({scheme}://) are not implemented yet; "
-                             "use sqlite:///PATH, jsonl:///DIR or memory:")
+        raise StoreOpenError(f"unsupported store URL scheme {scheme!r}: write postgresql://... "
+                             "(psycopg 3 is the only driver)")
     raise StoreOpenError(f"unknown store URL scheme {scheme!r}; "
-                         "expected sqlite:///PATH, jsonl:///DIR or memory:")
+                         "expected sqlite:///PATH, jsonl:///DIR, postgresql://HOST/DB or memory:")
+
+
+def __getattr__(name: str) -> object:
+    # PostgresStore is imported on first use: psycopg is an optional extra and costs
+    # start-up time to every command that does not need it.
+    if name == "PostgresStore":
+        from .postgres import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,7 +7,11 @@ sees the same behaviour from each backend:
   D.18, D.19) and how an entry becomes its stored JSON text;
 * the cwd filter of listings (REFERENCE L.18);
 * progress reporting and cancellation of listings (L.21, §3.5);
-* listing order: newest ``modified`` first, stable (L.17).
+* listing order: newest ``modified`` first, stable (L.17);
+* what every store class repeats: the context-manager methods, ``__repr__``,
+  the header-id check of ``replace_header``, the "id already used" error
+  (:class:`StoreBase`, :func:`check_replacement_header`, :func:`id_in_use_error`),
+  so a new store writes only its storage.
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ __all__ = [
     "sort_listing",
     "header_of",
     "sync_expected",
+    "StoreBase",
+    "check_replacement_header",
+    "id_in_use_error",
 ]
 
 
@@ -167,3 +174,43 @@ def sync_expected(expect: Any, current: Any) -> bool:
     if expect is None:
         return current is None
     return expect.same_file(current)
+
+
+class StoreBase:
+    """Mixin of what every store class shares: ``with store:`` closes it, and
+    ``repr()`` names the class and the store's URL. Subclasses set ``url`` and
+    ``kind`` and define ``close()``."""
+
+    url: str
+    kind: str
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r})"
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:  # pragma: no cover - every store defines its own
+        """Release what the store holds. Idempotent."""
+
+
+def check_replacement_header(session_id: str, header: Any) -> str:
+    """Validate a header given to ``replace_header(session_id, header)``; return its id.
+
+    Raises:
+        InvalidSessionError: invalid (see :func:`check_header`) or its id is not ``session_id``.
+    """
+    new_id = check_header(header)
+    if new_id != session_id:
+        raise InvalidSessionError(f"header id {new_id!r} does not match session {session_id!r}")
+    return new_id
+
+
+def id_in_use_error(session_id: str, entry_id: str | None = None, path: str | None = None) -> InvalidSessionError:
+    """The error every store raises when an appended entry reuses an id of its session
+    (REFERENCE D.15/D.19); ``entry_id`` when the store knows which one."""
+    which = f'entry id "{entry_id}"' if entry_id is not None else "an entry id"
+    return InvalidSessionError(f"{which} is already used in session {session_id}", path)

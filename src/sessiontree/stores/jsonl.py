@@ -82,10 +82,13 @@ from ..tree import parse_timestamp_ms
 from ._search_scan import check_limit, scan
 from ._shared import (
     Progress,
+    StoreBase,
     check_header,
+    check_replacement_header,
     cwd_matches,
     encode_entries,
     header_of,
+    id_in_use_error,
     resolve_cwd,
     sort_listing,
     sync_expected,
@@ -500,7 +503,7 @@ def _header_is_current(line: bytes, session_id: str) -> bool | None:
             and "timestamp" not in header and "parentSession" not in header)
 
 
-class JsonlStore:
+class JsonlStore(StoreBase):
     """A :class:`~sessiontree.stores.base.SessionStore` over a directory of JSONL files.
 
     Args:
@@ -594,12 +597,6 @@ class JsonlStore:
 
     def __repr__(self) -> str:
         return f"JsonlStore({self.directory!r})"
-
-    def __enter__(self) -> JsonlStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- finding files ---------------------------------------------------------------------
 
@@ -839,8 +836,7 @@ class JsonlStore:
                             used = {e["id"] for e in parsed.entries}
                             clash = next((e["id"] for e in entries if e["id"] in used), None)
                             if clash is not None:
-                                raise InvalidSessionError(
-                                    f'entry id "{clash}" is already used in this session', path)
+                                raise id_in_use_error(session_id, clash, path)
                             self._replace_locked(path, fd, parsed.to_bytes() + payload)
                             return
                     if payload:
@@ -849,7 +845,7 @@ class JsonlStore:
                         if clash is not None:
                             # Another writer of this file used the id: appending it again
                             # would make the file unreadable (duplicate ids, D-15).
-                            raise InvalidSessionError(f'entry id "{clash}" is already used in this session', path)
+                            raise id_in_use_error(session_id, clash, path)
                         written = self._append_locked(path, fd, payload, self.fsync, st.st_size)
                         known.update(e["id"] for e in entries)
                         with self._mutex:
@@ -916,8 +912,7 @@ class JsonlStore:
                     known = cached[3]
                     for entry in entries:
                         if entry["id"] in known:
-                            raise InvalidSessionError(
-                                f'entry id "{entry["id"]}" is already used in this session', path)
+                            raise id_in_use_error(session_id, entry["id"], path)
                     written = self._append_locked(path, fd, payload, self.fsync, held.end, newline_ended=True)
                     known.update([entry["id"] for entry in entries])
                     held.end += written
@@ -1107,9 +1102,7 @@ class JsonlStore:
             StorageError: the rewrite failed; the file is as it was.
         """
         self._require_writable("replace header")
-        new_id = check_header(header)
-        if new_id != session_id:
-            raise InvalidSessionError(f"header id {new_id!r} does not match session {session_id!r}")
+        check_replacement_header(session_id, header)
         header_raw = jsonio.dumps(header)
         for _ in range(_ATTEMPTS):
             path = self._require(session_id)

@@ -28,10 +28,13 @@ from ..searchtext import SearchHit, make_filters, parse_query
 from ._search_scan import check_limit, scan
 from ._shared import (
     Progress,
+    StoreBase,
     check_header,
+    check_replacement_header,
     cwd_matches,
     encode_entries,
     header_of,
+    id_in_use_error,
     resolve_cwd,
     sort_listing,
     sync_expected,
@@ -54,7 +57,7 @@ class _Session:
     written_at: float
 
 
-class MemoryStore:
+class MemoryStore(StoreBase):
     """A :class:`~sessiontree.stores.base.SessionStore` that never touches the filesystem.
 
     ``url`` is ``"memory:"`` and ``kind`` ``"memory"``. Listing rows use the
@@ -73,12 +76,6 @@ class MemoryStore:
 
     def __repr__(self) -> str:
         return f"MemoryStore({len(self._sessions)} sessions)"
-
-    def __enter__(self) -> MemoryStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -114,7 +111,7 @@ class MemoryStore:
             session = self._require(session_id)
             for entry in entries:
                 if entry["id"] in session.ids:
-                    raise InvalidSessionError(f'duplicate entry id "{entry["id"]}" in session {session_id}')
+                    raise id_in_use_error(session_id, entry["id"])
             if texts:
                 self._add(session, entries, texts)
 
@@ -145,9 +142,7 @@ class MemoryStore:
             SessionNotFoundError: no such id.
             InvalidSessionError: the header is invalid or has another id.
         """
-        new_id = check_header(header)
-        if new_id != session_id:
-            raise InvalidSessionError(f"header id {new_id!r} does not match session {session_id!r}")
+        check_replacement_header(session_id, header)
         header_raw = jsonio.dumps(header)
         with self._lock:
             session = self._require(session_id)

@@ -63,10 +63,13 @@ from ..format import CURRENT_VERSION, ParsedSession, validate_entry, validate_he
 from ..info import InfoAccumulator, is_classified
 from ._shared import (
     Progress,
+    StoreBase,
     check_header,
+    check_replacement_header,
     cwd_matches,
     encode_entries,
     header_of,
+    id_in_use_error,
     resolve_cwd,
     sort_listing,
     sync_expected,
@@ -310,7 +313,7 @@ def _header_columns(header: dict[str, Any]) -> tuple[Any, Any, Any, int]:
             int(is_classified(header)))
 
 
-class SqliteStore:
+class SqliteStore(StoreBase):
     """A :class:`~sessiontree.stores.base.SessionStore` in one SQLite database file.
 
     Opening never writes to a database that is not ours (issue 10): an
@@ -423,15 +426,6 @@ class SqliteStore:
             conn.close()
             raise
         self._conn = conn
-
-    def __repr__(self) -> str:
-        return f"SqliteStore({self.path!r})"
-
-    def __enter__(self) -> SqliteStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- connection and schema --------------------------------------------------------------
 
@@ -827,7 +821,7 @@ class SqliteStore:
             _insert_entry_rows(conn, rows)
         except sqlite3.IntegrityError as exc:
             if "entries.session_id, entries.id" in str(exc):
-                raise InvalidSessionError(f"an entry id is already used in session {session_id}") from exc
+                raise id_in_use_error(session_id) from exc
             raise
         _insert_text_rows(conn, text_rows)
         if DERIVED_INDEXES:
@@ -843,9 +837,7 @@ class SqliteStore:
             InvalidSessionError: the header is invalid or has another id.
             StorageError: the write failed; nothing changed.
         """
-        new_id = check_header(header)
-        if new_id != session_id:
-            raise InvalidSessionError(f"header id {new_id!r} does not match session {session_id!r}")
+        check_replacement_header(session_id, header)
         header_raw = jsonio.dumps(header)
         with self._write("replace header") as conn:
             updated_at = self._next_updated_at(conn)

@@ -46,7 +46,7 @@ from datetime import date, datetime, timezone
 from typing import Any
 
 from markdown_it import MarkdownIt
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from ..info import SessionInfo
 from ..manager import SessionManager

@@ -1,0 +1,409 @@
+"""What is specific to ``PostgresStore`` (the conformance suite in test_stores.py covers the
+rest): schema steps and their advisory lock, refusing foreign or newer databases, the
+database enforcing unique ids, prepared statements off for PgBouncer, unix-socket URLs,
+connection loss and server restarts, two writers on one session, verify and reindex.
+
+Every test gets a fresh database on the run's throwaway cluster (conftest ``pg_url``);
+expected values are worked out by hand.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+
+import pytest
+
+psycopg = pytest.importorskip("psycopg", reason="psycopg 3 is not installed (the postgres extra)")
+
+from sessiontree import SessionManager  # noqa: E402
+from sessiontree.errors import (  # noqa: E402
+    CorruptEntryError,
+    InvalidSessionError,
+    SessionExistsError,
+    StorageError,
+    StoreOpenError,
+)
+from sessiontree.stores import open_store  # noqa: E402
+from sessiontree.stores import postgres as pg_module  # noqa: E402
+from sessiontree.stores.postgres import MIGRATIONS, PostgresStore  # noqa: E402
+from support import custom, header  # noqa: E402
+
+
+def _raw(url: str):
+    return psycopg.connect(url, autocommit=True)
+
+
+def _tables(url: str) -> list[str]:
+    with _raw(url) as conn:
+        return [r[0] for r in conn.execute(
+            "SELECT relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = 'public' AND relkind IN ('r', 'S', 'i') ORDER BY relname")]
+
+
+def _steps(url: str) -> list[str]:
+    with _raw(url) as conn:
+        return [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY name")]
+
+
+# ---------------------------------------------------------------------------------- schema
+
+
+def _open_and_close(url: str, barrier) -> str:
+    barrier.wait()
+    try:
+        PostgresStore(url).close()
+        return "ok"
+    except Exception as exc:  # reported to the parent, which asserts on it
+        return repr(exc)
+
+
+def test_processes_opening_a_new_database_at_once_all_succeed(pg_url):
+    """The failure of other projects (parallel setup raising unique violations) does
+    not happen: the steps run once, under the advisory lock, and every opener succeeds."""
+    context = multiprocessing.get_context("spawn")
+    with context.Manager() as manager:
+        barrier = manager.Barrier(6)
+        with context.Pool(6) as pool:
+            results = pool.starmap(_open_and_close, [(pg_url, barrier)] * 6)
+    assert results == ["ok"] * 6
+    assert _steps(pg_url) == [name for name, _ in MIGRATIONS]
+
+
+def test_threads_opening_a_new_database_at_once_all_succeed(pg_url):
+    results: list[str] = []
+    start = threading.Barrier(5)
+
+    def work() -> None:
+        start.wait()
+        try:
+            PostgresStore(pg_url).close()
+            results.append("ok")
+        except Exception as exc:
+            results.append(repr(exc))
+
+    threads = [threading.Thread(target=work) for _ in range(5)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == ["ok"] * 5
+    assert _steps(pg_url) == [name for name, _ in MIGRATIONS]
+
+
+def test_another_applications_database_is_refused_and_left_alone(pg_url):
+    with _raw(pg_url) as conn:
+        conn.execute("CREATE TABLE customers (id int PRIMARY KEY, name text)")
+        conn.execute("INSERT INTO customers VALUES (1, 'a')")
+    before = _tables(pg_url)
+    for kwargs in ({}, {"readonly": True}, {"create": False}):
+        with pytest.raises(StoreOpenError, match="another application's tables \\(customers\\)"):
+            PostgresStore(pg_url, **kwargs)
+    assert _tables(pg_url) == before == ["customers", "customers_pkey"]
+
+
+def test_a_rails_style_schema_migrations_table_is_not_taken_for_ours(pg_url):
+    with _raw(pg_url) as conn:
+        conn.execute("CREATE TABLE schema_migrations (version varchar PRIMARY KEY)")
+    with pytest.raises(StoreOpenError, match="another application's tables"):
+        PostgresStore(pg_url)
+    with _raw(pg_url) as conn:
+        assert [r[0] for r in conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'schema_migrations'")] == [
+            "version"]
+
+
+def test_a_step_this_version_does_not_know_is_refused(pg_url):
+    PostgresStore(pg_url).close()
+    with _raw(pg_url) as conn:
+        conn.execute("INSERT INTO schema_migrations (name) VALUES ('m999_from_the_future')")
+    before = _tables(pg_url)
+    for kwargs in ({}, {"readonly": True}):
+        with pytest.raises(StoreOpenError, match="m999_from_the_future"):
+            PostgresStore(pg_url, **kwargs)
+    assert _tables(pg_url) == before
+
+
+def test_a_missing_step_is_applied_at_the_next_writable_open(pg_url, monkeypatch):
+    """A database written by an older version: the new step runs once, recorded."""
+    calls: list[str] = []
+
+    def m900_test_step(conn) -> None:
+        calls.append("ran")
+        conn.execute("CREATE TABLE test_step (x int)")
+
+    PostgresStore(pg_url).close()
+    monkeypatch.setattr(pg_module, "MIGRATIONS", [*MIGRATIONS, ("m900_test_step", m900_test_step)])
+    reader = PostgresStore(pg_url, readonly=True)  # a reader of the older schema changes nothing
+    reader.close()
+    assert calls == [] and "test_step" not in _tables(pg_url)
+    PostgresStore(pg_url).close()
+    PostgresStore(pg_url).close()
+    assert calls == ["ran"]
+    assert _steps(pg_url)[-1] == "m900_test_step" and "test_step" in _tables(pg_url)
+
+
+def test_empty_database_readonly_and_create_false_change_nothing(pg_url):
+    for kwargs in ({"readonly": True}, {"create": False}):
+        store = PostgresStore(pg_url, **kwargs)
+        assert store.list_sessions() == [] and store.session_ids() == [] and not store.exists("x")
+        with pytest.raises(StorageError, match="read-only|not initialised"):
+            store.create(header("s1"))
+        store.close()
+    assert _tables(pg_url) == []
+    store = open_store(pg_url)  # the default: create
+    store.create(header("s1"), [custom("e1")])
+    store.close()
+    reader = open_store(pg_url, readonly=True)
+    assert [e["id"] for e in reader.load("s1").entries] == ["e1"]
+    with pytest.raises(StorageError, match="read-only"):
+        reader.append("s1", [custom("e2", "e1")])
+    reader.close()
+
+
+def test_unreachable_server_is_a_store_open_error_without_the_password(pg_cluster):
+    url = f"postgresql://postgres:hunter2@127.0.0.1:{pg_cluster.port}/no_such_database"
+    with pytest.raises(StoreOpenError) as info:
+        open_store(url)
+    assert "hunter2" not in str(info.value) and "no_such_database" in str(info.value)
+
+
+# ------------------------------------------------------------------------------ writes
+
+
+def test_the_database_enforces_unique_entry_ids(pg_url):
+    store = PostgresStore(pg_url)
+    store.create(header("s1"), [custom("e1")])
+    store.create(header("s2"), [custom("e1")])  # per session: another session may use it
+    with pytest.raises(InvalidSessionError, match='already used in session s1'):
+        store.append("s1", [custom("e2"), custom("e1")])
+    assert [e["id"] for e in store.load("s1").entries] == ["e1"]
+    with _raw(pg_url) as conn, pytest.raises(psycopg.errors.UniqueViolation):
+        conn.execute("INSERT INTO entries (session_id, seq, id, type, timestamp, json, crc)"
+                     " VALUES ('s1', 7, 'e1', 'custom', 't', '\\x7b7d', 0)")
+    with pytest.raises(SessionExistsError):
+        store.create(header("s1"))
+    store.close()
+
+
+def test_ids_postgres_text_cannot_hold_are_refused_and_copies_are_replaced(pg_url):
+    store = PostgresStore(pg_url)
+    with pytest.raises(InvalidSessionError, match="cannot be stored in PostgreSQL"):
+        store.create(header("bad\x00id"))
+    with pytest.raises(InvalidSessionError, match="cannot be stored in PostgreSQL"):
+        store.create(header("s1"), [custom("e\ud83d")])
+    assert store.session_ids() == []
+    odd = header("s1", cwd="/w/\ud83d")
+    store.create(odd, [custom("e1")])
+    [row] = store.list_sessions(cwd="/w/\ud83d")
+    assert row.cwd == "/w/\ud83d"  # exact, from the header
+    assert store.find_most_recent(cwd="/w/\ud83d") == "s1"
+    assert store.list_sessions(cwd="/w/\ufffd") == []  # the lossy copy never matches by itself
+    with _raw(pg_url) as conn:
+        assert conn.execute("SELECT cwd FROM sessions").fetchone()[0] == "/w/\ufffd"
+    assert store.verify() == []
+    store.close()
+
+
+def test_prepared_statements_can_be_switched_off_for_pgbouncer(pg_url):
+    for url, kwargs, expected in ((pg_url, {}, 5), (pg_url + "?prepare_threshold=none", {}, None),
+                                  (pg_url + "?prepare_threshold=2", {}, 2), (pg_url, {"prepare_threshold": None}, None)):
+        store = PostgresStore(url, **kwargs)
+        assert store.prepare_threshold == expected
+        assert "prepare_threshold" not in store.url
+        store.create(header("p"), [custom("e0")])
+        for i in range(1, 8):
+            store.append("p", [custom(f"e{i}", f"e{i - 1}")])
+        with store._get_pool().connection() as conn:
+            assert conn.prepare_threshold == expected
+            prepared = conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()[0]
+        assert (prepared == 0) == (expected is None)
+        store.delete("p")
+        store.close()
+
+
+def test_unix_socket_url(pg_cluster, pg_url):
+    name = pg_url.rsplit("/", 1)[1]
+    url = pg_cluster.url(name, socket_host=True)
+    assert url.startswith("postgresql:///") and "host=/" in url
+    store = open_store(url)
+    store.create(header("s1"), [custom("e1")])
+    assert store.url == url and [r.id for r in store.list_sessions()] == ["s1"]
+    store.close()
+
+
+def test_two_writers_on_two_hosts_extend_one_session(pg_url):
+    """Each writer appends after its own leaf: no entry lost, no id repeated, both
+    continuations in the tree, each writer's leaf its own (docs/postgres.md)."""
+    first = SessionManager.create("/w", store=PostgresStore(pg_url))
+    root = first.append_message({"role": "user", "content": "start", "timestamp": 1})
+    sid = first.get_session_id()
+    second = SessionManager.open(PostgresStore(pg_url), sid)  # "another host"
+    a, b = [], []
+    for i in range(5):
+        a.append(first.append_message({"role": "user", "content": f"a{i}", "timestamp": 1}))
+        b.append(second.append_message({"role": "user", "content": f"b{i}", "timestamp": 1}))
+    assert first.get_leaf_id() == a[-1] and second.get_leaf_id() == b[-1]
+    reader = SessionManager.open(PostgresStore(pg_url), sid)
+    entries = reader.get_entries()
+    assert [e["id"] for e in entries] == [root] + [x for pair in zip(a, b) for x in pair]  # commit order
+    assert len({e["id"] for e in entries}) == 11
+    assert [c["id"] for c in reader.get_children(root)] == [a[0], b[0]]  # two continuations
+    assert [e["id"] for e in reader.get_branch(a[-1])] == [root, *a]
+    assert [e["id"] for e in reader.get_branch(b[-1])] == [root, *b]
+    assert reader.get_leaf_id() == b[-1]  # a fresh open: the last entry written
+    for manager in (first, second, reader):
+        manager.get_session_store().close()
+
+
+def test_concurrent_appends_to_one_session_from_two_stores_lose_nothing(pg_url):
+    setup = PostgresStore(pg_url)
+    setup.create(header("s"), [custom("root")])
+    stores = [PostgresStore(pg_url) for _ in range(3)]
+
+    def work(w: int) -> None:
+        for i in range(40):
+            stores[w].append("s", [custom(f"w{w}-{i:02d}", "root"), custom(f"w{w}-{i:02d}b", f"w{w}-{i:02d}")])
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    ids = [e["id"] for e in setup.load("s").entries]
+    assert len(ids) == 1 + 3 * 80 == len(set(ids))
+    for w in range(3):  # each call's two entries stay together, each writer's calls in order
+        mine = [i for i in ids if i.startswith(f"w{w}-")]
+        assert mine == [f"w{w}-{i:02d}{s}" for i in range(40) for s in ("", "b")]
+        assert all(ids[ids.index(f"w{w}-{i:02d}") + 1] == f"w{w}-{i:02d}b" for i in range(40))
+    for store in (setup, *stores):
+        store.close()
+
+
+# ------------------------------------------------------------------------- faults
+
+
+def _backends(url: str, name: str = "sessiontree") -> list[int]:
+    with _raw(url) as conn:
+        return [r[0] for r in conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND datname = current_database()",
+            (name,))]
+
+
+def test_lost_connections_surface_as_storage_error_and_the_pool_recovers(pg_url):
+    store = PostgresStore(pg_url, timeout=5)
+    manager = SessionManager.create("/w", store=store)
+    manager.append_message({"role": "user", "content": "one", "timestamp": 1})
+    sid = manager.get_session_id()
+    # Between calls: the pool notices the dead connection and hands out a new one.
+    with _raw(pg_url) as conn:
+        for pid in _backends(pg_url):
+            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    deadline = time.monotonic() + 5
+    while _backends(pg_url) and time.monotonic() < deadline:  # termination is asynchronous
+        time.sleep(0.02)
+    time.sleep(0.05)  # and the closed socket reaches us
+    manager.append_message({"role": "user", "content": "two", "timestamp": 1})
+    # During a call: the append waits on the session's row lock, then its backend dies.
+    blocker = _raw(pg_url)
+    blocker.autocommit = False
+    blocker.execute("SELECT 1 FROM sessions WHERE id = %s FOR UPDATE", (sid,))
+    errors: list[BaseException] = []
+    before = [e["id"] for e in manager.get_entries()]
+    leaf = manager.get_leaf_id()
+
+    def append() -> None:
+        try:
+            manager.append_message({"role": "user", "content": "three", "timestamp": 1})
+        except StorageError as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=append)
+    worker.start()
+    deadline = time.monotonic() + 5
+    with _raw(pg_url) as conn:
+        while time.monotonic() < deadline:
+            waiting = conn.execute("SELECT pid FROM pg_stat_activity WHERE application_name = 'sessiontree'"
+                                   " AND wait_event_type = 'Lock'").fetchall()
+            if waiting:
+                conn.execute("SELECT pg_terminate_backend(%s)", (waiting[0][0],))
+                break
+            time.sleep(0.02)
+    worker.join(10)
+    blocker.close()
+    assert len(errors) == 1 and "append failed" in str(errors[0])
+    assert [e["id"] for e in manager.get_entries()] == before and manager.get_leaf_id() == leaf
+    retried = manager.append_message({"role": "user", "content": "three", "timestamp": 1})
+    assert [e["id"] for e in store.load(sid).entries] == [*before, retried]
+    store.close()
+
+
+@pytest.mark.slow
+def test_server_stopped_during_a_write_then_restarted(pg_cluster, pg_url):
+    """The server stops while an append waits inside its transaction: StorageError, the
+    manager unchanged; after the restart the retry succeeds. Then a restart between two
+    appends: the next append simply works."""
+    store = PostgresStore(pg_url, timeout=3)
+    manager = SessionManager.create("/w", store=store)
+    manager.append_message({"role": "user", "content": "one", "timestamp": 1})
+    sid = manager.get_session_id()
+    blocker = _raw(pg_url)
+    blocker.autocommit = False
+    blocker.execute("SELECT 1 FROM sessions WHERE id = %s FOR UPDATE", (sid,))
+    before, leaf = [e["id"] for e in manager.get_entries()], manager.get_leaf_id()
+    errors: list[BaseException] = []
+
+    def append() -> None:
+        try:
+            manager.append_message({"role": "user", "content": "two", "timestamp": 1})
+        except StorageError as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=append)
+    worker.start()
+    time.sleep(0.5)  # the append is waiting for the row lock, inside its transaction
+    pg_cluster.stop("fast")
+    worker.join(15)
+    try:
+        blocker.close()
+    except psycopg.Error:
+        pass
+    assert len(errors) == 1, errors
+    assert [e["id"] for e in manager.get_entries()] == before and manager.get_leaf_id() == leaf
+    with pytest.raises(StorageError):  # still down: a clear error, not a hang
+        manager.append_message({"role": "user", "content": "two", "timestamp": 1})
+    assert [e["id"] for e in manager.get_entries()] == before
+    pg_cluster.start()
+    second = manager.append_message({"role": "user", "content": "two", "timestamp": 1})
+    pg_cluster.restart("fast")  # between two appends
+    third = manager.append_message({"role": "user", "content": "three", "timestamp": 1})
+    assert [e["id"] for e in store.load(sid).entries] == [*before, second, third]
+    store.close()
+
+
+# ------------------------------------------------------------------- verify, reindex
+
+
+def test_verify_finds_damage_and_reindex_repairs_drift(pg_url):
+    store = PostgresStore(pg_url)
+    store.create(header("s1"), [{"type": "message", "id": "e1", "parentId": None, "timestamp": "t",
+                                 "message": {"role": "user", "content": "hello there", "timestamp": 5}}])
+    store.create(header("s2"), [custom("e1")])
+    with _raw(pg_url) as conn:
+        conn.execute("UPDATE sessions SET message_count = 9, listing = '\\x7b7d' WHERE id = 's1'")
+        conn.execute("DELETE FROM message_texts WHERE session_id = 's1'")
+        conn.execute("UPDATE entries SET json = '\\x7b7d' WHERE session_id = 's2'")  # '{}', CRC unchanged
+    problems = store.verify()
+    assert [(p.code, p.session_id, p.line) for p in problems] == [("metadata-drift", "s1", None),
+                                                                   ("hash-mismatch", "s2", 2)]
+    assert "message_count 9 (rebuilt: 1)" in problems[0].message
+    with pytest.raises(CorruptEntryError) as info:
+        store.load("s2")
+    assert (info.value.entry_id, info.value.line) == ("e1", 2)
+    assert store.reindex("s1") == 1
+    assert store.verify()[0].code == "hash-mismatch"  # only the damage reindex cannot repair
+    [row] = [r for r in store.list_sessions() if r.id == "s1"]
+    assert (row.message_count, row.first_message, row.all_messages_text) == (1, "hello there", "hello there")
+    assert store.reindex("nope") == 0
+    store.close()
