@@ -30,6 +30,7 @@ from sessiontree.searchtext import (
 )
 from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore
 from sessiontree.stores import sqlite as sqlite_module
+from sessiontree.stores import sqlite_search
 
 T0 = "2026-01-01T10:0{}:00.000Z"
 
@@ -127,11 +128,30 @@ def fill(store):
     return store
 
 
-@pytest.fixture(params=["memory", "sqlite", "jsonl"])
+def fill_tail(path):
+    """The corpus written as agents write it: each session created with its first
+    entry, then one append per entry. Those appends stay pending (not merged into
+    FTS5: only creating a session merges, and every session is created first); the
+    store is reopened read-only, so searches scan the tail and write nothing."""
+    writer = SqliteStore(path)
+    for head, entries in CORPUS:
+        writer.create(head, entries[:1])
+    for head, entries in CORPUS:
+        for entry in entries[1:]:
+            writer.append(head["id"], [entry])
+    pending = writer._conn.execute("SELECT count(*) FROM entries").fetchone()[0] - len(CORPUS)
+    assert writer._conn.execute("SELECT count(*) FROM search_entries").fetchone()[0] <= len(CORPUS) < pending
+    writer.close()
+    return SqliteStore(path, readonly=True)
+
+
+@pytest.fixture(params=["memory", "sqlite", "sqlite-tail", "jsonl"])
 def store(request, tmp_path):
-    made = {"memory": MemoryStore, "sqlite": lambda: SqliteStore(tmp_path / "s.db"),
-            "jsonl": lambda: JsonlStore(tmp_path / "j")}[request.param]()
-    fill(made)
+    if request.param == "sqlite-tail":
+        made = fill_tail(tmp_path / "t.db")
+    else:
+        made = fill({"memory": MemoryStore, "sqlite": lambda: SqliteStore(tmp_path / "s.db"),
+                     "jsonl": lambda: JsonlStore(tmp_path / "j")}[request.param]())
     yield made
     made.close()
 
@@ -316,6 +336,11 @@ def index_state(store):
     return rows, answers
 
 
+def hit_sets(store):
+    return {q: {(h.session_id, h.entry_id, h.on_active_branch, h.title) for h in store.search(q, limit=None)}
+            for q in PROBES}
+
+
 PROBES = ["retry", "dedup", "py", "東京", "x"]
 TEXTS = ["retry the flaky test", "dedup ids in parser.py", "東京 x", "nothing here", "py", "RETRY again"]
 
@@ -380,9 +405,17 @@ def test_index_equals_a_rebuild_after_any_operations(operations):
                         sessions.append(new_id)
             elif kind == "rename":
                 pick(op[1]).append_session_info(op[2])
+        # Whatever is pending, the hits are those of a rebuild; a merge then leaves
+        # exactly the rebuilt index (rows, FTS5 statistics, hence bm25 ranks).
+        store._conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
+        sets = hit_sets(store)
+        sqlite_search.merge_store(store)
         before = index_state(store)
+        assert hit_sets(store) == sets
         store.reindex()
         assert index_state(store) == before
+        assert store._conn.execute("SELECT count(*) FROM entries AS e JOIN search_merged AS m"
+                                   " ON m.session_id = e.session_id WHERE e.seq > m.seq").fetchone() == (0,)
         # And a store built from nothing but the same entries answers the same.
         fresh = MemoryStore()
         for session_id in store.session_ids():
