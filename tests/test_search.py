@@ -426,6 +426,72 @@ def test_index_equals_a_rebuild_after_any_operations(operations):
         store.close()
 
 
+def pending_count(store):
+    return store._conn.execute("SELECT count(*) FROM entries AS e LEFT JOIN search_merged AS m"
+                               " ON m.session_id = e.session_id WHERE e.seq > coalesce(m.seq, -1)").fetchone()[0]
+
+
+def test_pending_tail_is_found_ranked_first_and_merged_by_creation(tmp_path):
+    """Appends write no index row; their entries are scanned (pending first, by
+    scan_score), until creating a session merges them; then bm25 orders them all."""
+    path = tmp_path / "t.db"
+    store = fill_tail(path)
+    store.close()
+    store = SqliteStore(path)
+    assert pending_count(store) > 0
+    hits = store.search("retry", limit=None)
+    assert ids(hits) == EXPECTED["retry"]
+    merged = {row[0] for row in store._conn.execute("SELECT entry_id FROM search_entries")}
+    tail = [hit for hit in hits if hit.entry_id not in merged]
+    assert hits[:len(tail)] == tail and tail  # the pending hits come first...
+    assert [h.rank for h in tail] == sorted((h.rank for h in tail), reverse=True)  # ...best first
+    assert [h.entry_id for h in store.search("retry", limit=2)] == [h.entry_id for h in hits[:2]]
+    # Creating a session merges every pending entry (bulk, in its transaction).
+    store.create(header("sess-delta", "/w/delta"), [msg("d1000001", None, "user", "no match here")])
+    assert pending_count(store) == 0
+    assert [h.entry_id for h in store.search("retry", limit=None)] == [
+        "a7000007", "a5000005", "a1000001", "b4000004", "a8000008", "a2000002", "c2000002"]  # the pinned bm25 order
+    store.close()
+
+
+def test_readonly_search_of_a_pending_tail_writes_nothing(tmp_path):
+    path = tmp_path / "t.db"
+    fill_tail(path).close()
+    files = {name: (tmp_path / name).read_bytes() for name in os.listdir(tmp_path)}
+    readonly = SqliteStore(path, readonly=True)
+    assert ids(readonly.search("dedup", limit=None)) == EXPECTED["dedup"]
+    assert ids(readonly.search("py", limit=None)) == EXPECTED["py"]
+    readonly.close()
+    assert {name: (tmp_path / name).read_bytes() for name in os.listdir(tmp_path)} == files
+
+
+def test_backstop_merges_a_long_tail(tmp_path, monkeypatch):
+    monkeypatch.setattr(sqlite_search, "MAX_PENDING", 3)
+    store = fill(SqliteStore(tmp_path / "s.db"))
+    parent = "b4000004"
+    for index in range(5, 9):
+        store.append("sess-beta", [msg(f"b{index}00000{index}", parent, "user", f"zebra {index}", index)])
+        parent = f"b{index}00000{index}"
+        assert pending_count(store) == (index - 4 if index < 8 else 0)  # the 4th append crosses 3
+    assert ids(store.search("zebra", limit=None)) == {"b5000005", "b6000006", "b7000007", "b8000008"}
+    store.close()
+
+
+def test_delete_and_merge_store_with_a_pending_tail(tmp_path):
+    path = tmp_path / "t.db"
+    fill_tail(path).close()
+    store = SqliteStore(path)
+    store.delete("sess-alpha")
+    assert ids(store.search("retry", limit=None)) == {"b4000004", "c2000002"}
+    assert sqlite_search.merge_store(store) > 0
+    assert pending_count(store) == 0 and sqlite_search.merge_store(store) == 0
+    assert ids(store.search("retry", limit=None)) == {"b4000004", "c2000002"}
+    store._conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
+    store.close()
+    with pytest.raises(Exception):
+        sqlite_search.merge_store(SqliteStore(path, readonly=True))
+
+
 def test_delete_removes_the_session_from_the_index(tmp_path):
     store = fill(SqliteStore(tmp_path / "s.db"))
     store.delete("sess-alpha")

@@ -360,7 +360,9 @@ def _hits_from_index(conn: sqlite3.Connection, query: SearchQuery, filters: Sear
     pending = _pending(conn, query, filters, allowed)
     found: list[tuple[Any, str, str, str | None, float | None, str, float]] = []
     if expression is not None:
-        pending_hits = top_hits(_make_hits(conn, pending, query), limit)
+        # The best `limit` pending matches by hit_order's key, before snippets are made.
+        pending.sort(key=lambda row: (-row[6], -(row[4] or 0.0), _py(row[0]), row[1]))
+        pending_hits = _make_hits(conn, pending if limit is None else pending[:limit], query)
         wanted = None if limit is None else limit - len(pending_hits)
         if wanted == 0:
             return pending_hits
