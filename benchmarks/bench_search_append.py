@@ -34,12 +34,12 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import generate  # noqa: E402
+import generate
 
-from sessiontree.ids import new_entry_id  # noqa: E402
-from sessiontree.manager import SessionManager  # noqa: E402
-from sessiontree.stores import sqlite_search  # noqa: E402
-from sessiontree.stores.sqlite import DERIVED_INDEXES, SqliteStore  # noqa: E402
+from sessiontree.ids import new_entry_id
+from sessiontree.manager import SessionManager
+from sessiontree.stores import sqlite_search
+from sessiontree.stores.sqlite import DERIVED_INDEXES, SqliteStore
 
 
 def messages(count: int) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from sessiontree import SessionManager
 from sessiontree.cli import cli
-from sessiontree.errors import SearchQueryError
+from sessiontree.errors import SearchQueryError, StorageError
 from sessiontree.search import parse_when, search
 from sessiontree.searchtext import (
     _FOLD,
@@ -28,9 +28,8 @@ from sessiontree.searchtext import (
     parse_query,
     snippet,
 )
-from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore
+from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore, sqlite_search
 from sessiontree.stores import sqlite as sqlite_module
-from sessiontree.stores import sqlite_search
 
 T0 = "2026-01-01T10:0{}:00.000Z"
 
@@ -488,7 +487,7 @@ def test_delete_and_merge_store_with_a_pending_tail(tmp_path):
     assert ids(store.search("retry", limit=None)) == {"b4000004", "c2000002"}
     store._conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
     store.close()
-    with pytest.raises(Exception):
+    with pytest.raises(StorageError):
         sqlite_search.merge_store(SqliteStore(path, readonly=True))
 
 

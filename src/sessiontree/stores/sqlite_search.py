@@ -3,25 +3,64 @@
 Invariants:
 
 * **Derived data** (docs/stores.md): :class:`SearchIndex` is a
-  :class:`~sessiontree.stores.sqlite.DerivedIndex`, so its rows are written
-  in the transaction that writes their entries (create, import, append, fork,
-  branched sessions), removed in the transaction that deletes their session,
-  and rebuilt from the entries alone by ``store.reindex()``. It is never
-  stale, and a database without it is repaired by ``sessiontree reindex``.
+  :class:`~sessiontree.stores.sqlite.DerivedIndex`. What it holds is a pure
+  function of the entries, kept in their transactions: every entry is either
+  *merged* (its text in ``search_entries`` and FTS5) or *pending* (after its
+  session's watermark in ``search_merged``), and a query answers from both.
+  It is never stale; ``store.reindex()`` rebuilds it from the entries alone.
 * **The same hits as a scan.** The indexed text of an entry is exactly
   :func:`sessiontree.searchtext.entry_text`, the text the JSONL and memory
   stores scan. Each candidate FTS5 returns is checked again with
   :meth:`~sessiontree.searchtext.SearchQuery.matches` before it becomes a hit,
-  and the fold of :mod:`sessiontree.searchtext` is FTS5's own, so the index
-  neither adds nor loses a hit (the conformance test runs every store).
+  pending entries are matched by that same rule, and the fold of
+  :mod:`sessiontree.searchtext` is FTS5's own, so the index neither adds nor
+  loses a hit (the conformance test runs every store, and a SQLite store whose
+  entries are all pending, opened read-only).
 * **Every user token is quoted**: the MATCH expression is built by
   :meth:`~sessiontree.searchtext.SearchQuery.fts_expression`, so no query can
   reach FTS5's syntax (``-``, ``*``, ``NEAR``, ``:``, ``"``, ``AND``).
 
-Schema (step ``m004_search_index``)::
+Schema (steps ``m004_search_index``, ``m005_search_pending``)::
 
     search_entries(rowid, session_id, seq, entry_id, type, role, ts_ms, text)
     search_fts USING fts5(text, content='search_entries', tokenize='trigram case_sensitive 0')
+    search_merged(session_id PRIMARY KEY, seq)   -- entries with seq <= this are merged
+    search_state(updated_at)                     -- sessions.updated_at of the last full merge
+
+**The pending tail** (issue 13: "appends stay within 10% of their speed before
+the index"). FTS5 trigram costs about 0.65 ms of CPU per 2 KB message in a
+one-row transaction and 0.18 ms in bulk, while a whole batched append costs
+0.04-0.07 ms per message without the index: no FTS5 work can stay in an
+append and meet the target, even amortised. So:
+
+* **An append writes nothing** for search (one primary-key lookup of its
+  session's watermark). Its entries are pending.
+* **Merges are bulk**, one FTS5 insert for many entries: when a session is
+  created (import, fork, a new agent session), replaced or rebuilt, its own
+  entries and every pending entry of the store are merged in that write's
+  transaction; :func:`merge_store` does it on demand; and an append leaving
+  more than :data:`MAX_PENDING` (2,048) pending entries in its session merges
+  them all (the backstop bounding a query's scan).
+* **Queries** find pending entries by scanning them (sessions written since
+  the last full merge: ``sessions.updated_at > search_state.updated_at``, an
+  index range, then entries after each watermark; JSON parsed, text
+  extracted, matched by the rule). Read-only opens never write: they only scan.
+  About 50 us per 2 KB pending entry, so a 2,048-entry tail adds ~0.1 s.
+* **Order.** Pending hits first, ranked among themselves by
+  :func:`~sessiontree.searchtext.scan_score` (they are the newest activity, and
+  bm25 cannot score an entry FTS5 does not hold), then merged hits by bm25. For
+  queries made only of short terms every hit is ranked by ``scan_score``, as
+  after a rebuild. After any merge of everything (a rebuild, a creation,
+  :func:`merge_store`) the ranks equal those of a fresh rebuild exactly; the
+  Hypothesis test checks that, and that the hit set before the merge is the
+  rebuild's.
+
+Measured (``benchmarks/bench_search_append.py``, 1,000 messages of ~2 KB,
+interleaved with/without the index in one process; CPU time ratios, the
+machine being shared; two runs): per call durable 2.43 -> 0.91-0.93, per call
+``synchronous=normal`` 4.13 -> 1.07-1.14 (wall 1.04-1.05), 100 per transaction
+4.58 -> 0.96-1.08, one transaction 4.95 -> 0.97-1.02. The work moved to the merge: ~0.5 ms per 2 KB
+entry (parse, extract, insert, FTS5), paid once, in bulk.
 
 Design, and the measurements that chose it (docs/search.md has the full
 table; code-heavy text, i.e. the benchmark corpus and the real sessions):
@@ -49,8 +88,17 @@ table; code-heavy text, i.e. the benchmark corpus and the real sessions):
   re-parse entry JSON, and its rows could not be deleted on SQLite 3.40
   without re-extracting their text. The entries' JSON still holds the text in
   escaped form: that copy is the truth, this one is derived.
-* **Ranking**: ``bm25(search_fts)`` ascending (``rank = -bm25``, higher is
-  better), ties broken newest first, then by session and entry id.
+* **FTS5 options, measured** (1,000 messages, 1.53 M characters; CPU ms for
+  one-row transactions / 100 rows / all in one): ``detail=full`` 645 / 221 /
+  183, ``detail=column`` 617 / 164 / 141, ``detail=none`` 545 / 138 / 99,
+  ``detail=none, columnsize=0`` 402 / 105 / 64. Kept ``detail=full``: with
+  the pending tail no append pays any of it, the merge is bulk already, and
+  ``none`` would lose phrase matching in C (every trigram of a term ANDed
+  instead, candidates checked in Python) and ``columnsize=0`` the document
+  lengths bm25 reads. ``automerge``/``crisismerge`` matter for many small
+  transactions, which merges no longer make.
+* **Ranking** of merged entries: ``bm25(search_fts)`` ascending (``rank = -bm25``,
+  higher is better), ties broken newest first, then by session and entry id.
 """
 
 from __future__ import annotations
@@ -70,15 +118,32 @@ from ..searchtext import (
     parse_query,
     scan_score,
 )
-from ._search_scan import SessionFacts, active_ids, check_limit, make_hit, scan, title_of, top_hits
+from ._search_scan import (
+    SessionFacts,
+    active_ids,
+    check_limit,
+    make_hit,
+    scan,
+    title_of,
+    top_hits,
+)
 from ._shared import cwd_matches
 from .sqlite import _STATE_SQL, DERIVED_INDEXES, _db, _py, _state_from_row, migration
 
 if TYPE_CHECKING:
     from .sqlite import SqliteStore
 
-__all__ = ["SearchIndex", "INDEX", "search_store", "merge_pending", "merge_store", "m004_search_index",
-           "m005_search_pending", "TOKENIZER", "MAX_PENDING"]
+__all__ = [
+    "INDEX",
+    "MAX_PENDING",
+    "TOKENIZER",
+    "SearchIndex",
+    "m004_search_index",
+    "m005_search_pending",
+    "merge_pending",
+    "merge_store",
+    "search_store",
+]
 
 #: The FTS5 tokenizer of ``search_fts`` (see the module docstring for why).
 TOKENIZER = "trigram case_sensitive 0"
