@@ -83,7 +83,7 @@ def _detail(row: FileResult) -> str:
     if row.status == "new":
         text = f"{row.added} entries"
     elif row.status == "grown":
-        text = f"+{row.added} entries"
+        text = f"+{row.added} {'entry' if row.added == 1 else 'entries'}"
     elif row.status == "unchanged":
         text = ""
     elif row.status == "in-progress":
