@@ -1,6 +1,6 @@
 """``AsyncSessionManager``: the seed's SessionManager API as coroutines (SPEC §5, issue 16).
 
-The seed's API is asynchronous: "Await create, open, continueRecent, forkFrom,
+The format's API is asynchronous (docs/rules/manager.md seed:api): "Await create, open, continueRecent, forkFrom,
 and all session mutations. A resolved mutation has committed to its store; a
 failed write rejects with its typed storage error without publishing the
 failed entry." This module gives asyncio programs that API without blocking

@@ -322,8 +322,8 @@ def _complete_prefix(data: bytes) -> tuple[int, int]:
     """How many leading bytes of ``data`` are complete records, and how many follow.
 
     Complete: up to the last ``\\n``, plus a last line without one when it
-    already parses as a JSON object (the seed accepts a complete final
-    record without its newline). A last line that does not parse yet is an
+    already parses as a JSON object (docs/rules/versions.md seed:session-version
+    accepts a complete final record without its newline). A last line that does not parse yet is an
     agent still writing it: not consumed, not an error.
     """
     cut = data.rfind(b"\n") + 1
