@@ -613,7 +613,7 @@ class _ToolWindow:
     def close(self) -> list[Message]:
         """End the window, returning :meth:`synthetic`."""
         synthetic = self.synthetic()
-        self.pending = []
+        self.pending.clear()  # in place: the projection keeps references to these
         self.allowed.clear()
         self.answered.clear()
         return synthetic
@@ -1066,8 +1066,9 @@ def _scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Ent
             message = entry.get("message")
             is_dict = message.__class__ is dict  # the common case, without an ABC check
             if is_dict or isinstance(message, Mapping):
-                role = _role(message)
-                if message.get("content") is None and role in content_roles and (is_dict or isinstance(message, dict)):
+                role = message.get("role")
+                if (message.get("content") is None and isinstance(role, str) and role in content_roles
+                        and (is_dict or isinstance(message, dict))):
                     normalize_up.append(len(path))
                 if model is _ABSENT and role == "assistant":
                     setting = _setting(entry)  # the one settings rule (S.2: may say nothing)
@@ -1215,11 +1216,14 @@ class ProjectionBuilder:
         """Pass 2 over context entries (P.1-normalized): their messages, edits
         applied, and tool pairing (D-11). Records one end offset per entry."""
         # The projection's hot path, one iteration per entry of the branch:
-        # the pairing step of :func:`_pair` is spelled out inline. A synthetic
-        # result belongs to the entry whose message closes its window.
+        # the pairing steps of :class:`_ToolWindow` (accept, close, open) are
+        # spelled out inline on the window's own sets and list, which are
+        # mutated in place (never rebound) so that the window stays the state.
+        # A synthetic result belongs to the entry whose message closes its window.
         messages, edits, window, copies = self.messages, self.edits, self.window, self.copies
         push, mark, own = messages.append, self.ends.append, self.owned.append
-        accept, open_window = window.accept, window.open
+        allowed, answered, pending = window.allowed, window.answered, window.pending
+        content_visible, is_transparent = _content_visible, _is_transparent
         for entry in body:
             kind = entry.get("type")
             made = False  # whether the message is a dict made here, not stored data
@@ -1251,14 +1255,26 @@ class ProjectionBuilder:
                     message = edited
             role = message.get("role")
             if role == "toolResult":
-                if not accept(message):
+                # _ToolWindow.accept
+                call_id = message.get("toolCallId")
+                if not (isinstance(call_id, str) and call_id in allowed and call_id not in answered):
                     mark(len(messages))
                     continue  # an orphan or a duplicate, dropped
-            elif role == "assistant" or not _is_transparent(message):
-                if window.is_open:
-                    for synthetic in window.close():
-                        own(len(messages))
-                        push(synthetic)
+                answered.add(call_id)
+            elif (role == "assistant"
+                  # a user message is transparent exactly when its content is invisible
+                  or (content_visible(message.get("content")) if role == "user" else not is_transparent(message))):
+                # _ToolWindow.close
+                if pending:
+                    timestamp = window.timestamp
+                    for call_id, name in pending:
+                        if call_id not in answered:
+                            own(len(messages))
+                            push(_synthetic_result(call_id, name, timestamp))
+                    pending.clear()
+                if allowed:
+                    allowed.clear()
+                    answered.clear()
             elif role == "system":
                 self.system_messages.append(message)
             if made:
@@ -1267,7 +1283,18 @@ class ProjectionBuilder:
                     self.owned_sources[-1] = (len(self.ends), len(messages))
             push(message)
             if role == "assistant":
-                open_window(message)
+                # _ToolWindow.open (the window was just closed)
+                content = message.get("content")
+                if isinstance(content, list):
+                    to_use = message.get("stopReason") == "toolUse"
+                    for block in content:
+                        if (block.__class__ is dict or isinstance(block, Mapping)) and block.get("type") == "toolCall":
+                            call_id, name = block.get("id"), block.get("name")
+                            if isinstance(call_id, str) and isinstance(name, str):
+                                if to_use and call_id not in allowed:
+                                    pending.append((call_id, name))
+                                allowed.add(call_id)
+                window.timestamp = message.get("timestamp", _ABSENT)
             mark(len(messages))
 
     def advance(self, entry: Entry) -> bool:
