@@ -187,3 +187,63 @@ def test_a_user_message_closes_a_tool_window_only_when_visible(content, closes):
         assert roles[1][1] == [{"type": "text", "text": INTERRUPTED_TEXT}]
     else:  # transparent: the result still answers the call
         assert [r for r, _ in roles] == ["assistant", "user", "toolResult"]
+
+
+# ------------------------------------------------- the one-pass build of a plain branch
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from sessiontree.projection import LAST_ENTRY, ProjectionBuilder  # noqa: E402
+from test_projection import _IDS, sessions  # noqa: E402
+
+
+def _general(entries, leaf, monkeypatch_ctx):
+    with monkeypatch_ctx.context() as patch:
+        patch.setattr(ProjectionBuilder, "_build_plain", classmethod(lambda cls, *args: None))
+        return ProjectionBuilder.build(entries, leaf, None)
+
+
+def _fields(builder: ProjectionBuilder, repair: bool) -> tuple:
+    p = builder.result(repair, copy=True)
+    return (p.messages, p.thinking_level, p.model, p.context_window, p.system_message, list(p.sources),
+            list(p.ends), builder.leaf_id, builder.edits, builder.copies, builder.owned, builder.owned_sources)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                   HealthCheck.function_scoped_fixture])
+@given(sessions(), st.one_of(st.just(LAST_ENTRY), st.none(), st.sampled_from([*_IDS, "nope"])), st.booleans())
+def test_the_one_pass_build_equals_the_general_build(monkeypatch, entries, leaf, repair):
+    general = _general(entries, leaf, monkeypatch)
+    plain = ProjectionBuilder._build_plain(entries, leaf, None)
+    if plain is not None:
+        assert _fields(plain, repair) == _fields(general, repair)
+    assert _fields(ProjectionBuilder.build(entries, leaf, None), repair) == _fields(general, repair)
+
+
+def test_a_plain_branch_takes_the_one_pass_build_and_settings_follow_the_path(monkeypatch):
+    entries = _entries(9)
+    entries.insert(2, {"type": "thinking_level_change", "id": "t1", "parentId": entries[1]["id"], "timestamp": TS,
+                       "thinkingLevel": "high"})
+    entries[3] = dict(entries[3], parentId="t1")
+    entries[4] = dict(entries[4], message={**entries[4]["message"], "provider": "p", "model": "m1"})
+    entries.append({"type": "model_change", "id": "m2", "parentId": entries[-1]["id"], "timestamp": TS,
+                    "provider": "q", "modelId": "m2"})
+    entries.append({"type": "context_window_change", "id": "w", "parentId": "m2", "timestamp": TS,
+                    "contextWindow": 5})
+    plain = ProjectionBuilder._build_plain(entries, LAST_ENTRY, None)
+    assert plain is not None
+    assert (plain.thinking_level, plain.model, plain.context_window) == ("high", {"provider": "q", "modelId": "m2"}, 5)
+    assert _fields(plain, True) == _fields(_general(entries, LAST_ENTRY, monkeypatch), True)
+    # a later assistant naming its model wins over the model change
+    entries.append(_entry("a2", "w", {"role": "assistant", "content": [], "provider": "r", "model": "m3",
+                                      "stopReason": "stop", "timestamp": 9}))
+    again = ProjectionBuilder._build_plain(entries, LAST_ENTRY, None)
+    assert again is not None and again.model == {"provider": "r", "modelId": "m3"}
+    # what a plain path cannot have sends the build the general way
+    for extra in ({"type": "context_edit", "targetId": "e0000000", "replacement": None},
+                  {"type": "compaction", "summary": "s", "firstKeptEntryId": None,
+                   "details": {"strategy": "verbatim-lines"}},
+                  {"type": "message", "message": {"role": "user", "content": None, "timestamp": 1}}):
+        tail = {"id": "x", "parentId": "a2", "timestamp": TS, **extra}
+        assert ProjectionBuilder._build_plain([*entries, tail], LAST_ENTRY, None) is None

@@ -1178,6 +1178,11 @@ class ProjectionBuilder:
     def build(cls, entries: Sequence[Entry], leaf_id: LeafArg,
               by_id: Mapping[str, Entry] | None) -> ProjectionBuilder:
         """Project the branch of ``leaf_id`` from scratch (see :func:`build_session_projection`)."""
+        if by_id is None and leaf_id is not None:
+            by_id = _index(entries)  # once, for both ways of building
+        fast = cls._build_plain(entries, leaf_id, by_id)
+        if fast is not None:
+            return fast
         # Pass 1, walking up from the leaf: the path (P.1-normalized), settings
         # replay (Q.3, S), the latest active boundary (Q.4), the latest valid
         # edit per target (R.4).
@@ -1212,9 +1217,72 @@ class ProjectionBuilder:
         self._extend(after)
         return self
 
-    def _extend(self, body: Iterable[Entry]) -> None:
+    @classmethod
+    def _build_plain(cls, entries: Sequence[Entry], leaf_id: LeafArg,
+                     by_id: Mapping[str, Entry] | None) -> ProjectionBuilder | None:
+        """:meth:`build` in one pass over the branch, for a plain one; ``None`` otherwise.
+
+        A branch is plain when it has no ``compaction`` (active or retired), no
+        ``context_edit``, no message needing a P.1 copy (null content) or
+        stored as anything but a dict, and no parent cycle: then the context
+        entries are the path itself, nothing is edited, and the projection is
+        one :meth:`_extend` over the path, which also notes the settings
+        (Q.3, S). The walk up collects only the path, instead of reading each
+        entry twice (once walking up, once projecting). On anything else the
+        caller builds the general way; the result is the same either way.
+        """
+        leaf, index = _resolve_leaf(entries, leaf_id, by_id)
+        if leaf is None:
+            return None
+        path: list[Entry] = []
+        append, get = path.append, index.get
+        budget = len(index)
+        current: Any = leaf
+        while current is not None:
+            entry = get(current)
+            if entry is None:
+                break
+            budget -= 1
+            if budget < 0:
+                return None  # a parent cycle: the general build stops where an id repeats
+            kind = entry.get("type")
+            if kind == "compaction" or kind == "context_edit":
+                # Met walking up, so a session with compactions gives up after
+                # the entries since its latest boundary, not after the whole path.
+                return None
+            append(entry)
+            current = entry.get("parentId")
+        path.reverse()
+        settings: dict[str, tuple[int, Any]] = {}
+        self = cls(leaf, "off", None, None, {})
+        self.sources = path
+        if not self._extend(path, settings):
+            return None
+        if "thinking_level" in settings:
+            self.thinking_level = settings["thinking_level"][1]
+        if "context_window" in settings:
+            self.context_window = settings["context_window"][1]
+        # The model: the last model_change, unless a later assistant message names one (S.2).
+        position, model = settings.get("model", (-1, None))
+        for i in range(len(path) - 1, position, -1):
+            entry = path[i]
+            if entry.get("type") == "message" and entry["message"].get("role") == "assistant":
+                setting = _setting(entry)
+                if setting is not None:
+                    model = setting[1]
+                    break
+        self.model = model
+        return self
+
+    def _extend(self, body: Iterable[Entry], scan: dict[str, tuple[int, Any]] | None = None) -> bool:
         """Pass 2 over context entries (P.1-normalized): their messages, edits
-        applied, and tool pairing (D-11). Records one end offset per entry."""
+        applied, and tool pairing (D-11). Records one end offset per entry.
+
+        With ``scan`` (:meth:`_build_plain`), ``body`` is a raw path and the
+        pass also records in ``scan`` the position and value of the last
+        thinking-level, context-window and model-change setting; it stops,
+        returning ``False`` (the builder is then spent), at an entry a plain
+        path cannot have. Returns ``True`` otherwise."""
         # The projection's hot path, one iteration per entry of the branch:
         # the pairing steps of :class:`_ToolWindow` (accept, close, open) are
         # spelled out inline on the window's own sets and list, which are
@@ -1229,9 +1297,14 @@ class ProjectionBuilder:
             made = False  # whether the message is a dict made here, not stored data
             if kind == "message":
                 message = entry.get("message")
-                if message.__class__ is not dict and not isinstance(message, dict):
-                    mark(len(messages))
-                    continue
+                if message.__class__ is not dict:
+                    if scan is not None or not isinstance(message, dict):
+                        if scan is not None:
+                            return False
+                        mark(len(messages))
+                        continue
+                elif scan is not None and message.get("content") is None:
+                    return False  # may need a P.1 copy: the general build makes it
                 if copies and entry.get("id") in copies:
                     made = True
                     self.owned_sources.append((len(self.ends), -1))
@@ -1242,6 +1315,13 @@ class ProjectionBuilder:
                     continue
                 made = True
             else:
+                if scan is not None:
+                    if kind == "context_edit" or (kind == "compaction" and is_active_compaction(entry)):
+                        return False
+                    if isinstance(kind, str) and kind in _SETTING_KINDS:
+                        setting = _setting(entry)
+                        if setting is not None:
+                            scan[setting[0]] = (len(self.ends), setting[1])
                 mark(len(messages))
                 continue
             if edits:
@@ -1296,6 +1376,7 @@ class ProjectionBuilder:
                                 allowed.add(call_id)
                 window.timestamp = message.get("timestamp", _ABSENT)
             mark(len(messages))
+        return True
 
     def advance(self, entry: Entry) -> bool:
         """Extend the projection by ``entry``, a new child of :attr:`leaf_id`.
