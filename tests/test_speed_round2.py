@@ -231,12 +231,15 @@ def test_a_plain_branch_takes_the_one_pass_build_and_settings_follow_the_path(mo
                     "provider": "q", "modelId": "m2"})
     entries.append({"type": "context_window_change", "id": "w", "parentId": "m2", "timestamp": TS,
                     "contextWindow": 5})
+    # a message without content in a role that is never normalized (P.1) stays plain
+    entries.append(_entry("b1", "w", {"role": "bashExecution", "command": "ls", "output": "o", "exitCode": 0,
+                                      "cancelled": False, "truncated": False, "timestamp": 8}))
     plain = ProjectionBuilder._build_plain(entries, LAST_ENTRY, None)
     assert plain is not None
     assert (plain.thinking_level, plain.model, plain.context_window) == ("high", {"provider": "q", "modelId": "m2"}, 5)
     assert _fields(plain, True) == _fields(_general(entries, LAST_ENTRY, monkeypatch), True)
     # a later assistant naming its model wins over the model change
-    entries.append(_entry("a2", "w", {"role": "assistant", "content": [], "provider": "r", "model": "m3",
+    entries.append(_entry("a2", "b1", {"role": "assistant", "content": [], "provider": "r", "model": "m3",
                                       "stopReason": "stop", "timestamp": 9}))
     again = ProjectionBuilder._build_plain(entries, LAST_ENTRY, None)
     assert again is not None and again.model == {"provider": "r", "modelId": "m3"}

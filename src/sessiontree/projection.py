@@ -1223,8 +1223,8 @@ class ProjectionBuilder:
         """:meth:`build` in one pass over the branch, for a plain one; ``None`` otherwise.
 
         A branch is plain when it has no ``compaction`` (active or retired), no
-        ``context_edit``, no message needing a P.1 copy (null content) or
-        stored as anything but a dict, and no parent cycle: then the context
+        ``context_edit``, no message needing a P.1 copy (null content of a
+        user-like role) or stored as anything but a dict, and no parent cycle: then the context
         entries are the path itself, nothing is edited, and the projection is
         one :meth:`_extend` over the path, which also notes the settings
         (Q.3, S). The walk up collects only the path, instead of reading each
@@ -1304,7 +1304,9 @@ class ProjectionBuilder:
                         mark(len(messages))
                         continue
                 elif scan is not None and message.get("content") is None:
-                    return False  # may need a P.1 copy: the general build makes it
+                    role = message.get("role")
+                    if isinstance(role, str) and role in _CONTENT_ROLES:
+                        return False  # needs a P.1 copy: the general build makes it
                 if copies and entry.get("id") in copies:
                     made = True
                     self.owned_sources.append((len(self.ends), -1))
