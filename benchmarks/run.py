@@ -56,17 +56,18 @@ WORKER = os.path.join(HERE, "worker.py")
 QUERY = generate.NEEDLE
 
 PROFILES: dict[str, dict[str, Any]] = {
-    "quick": {"reps": 3, "load": [100, 1_000, 10_000], "project": [1_000, 10_000, 30_000],
+    "quick": {"reps": 3, "load": [100, 1_000, 10_000], "resume": [1_000, 10_000], "project": [1_000, 10_000, 30_000],
               "append": [100, 300, 1_000], "list": [100, 300, 1_000], "search": [100, 300, 1_000],
               "import": [30, 100, 300]},
-    "default": {"reps": 3, "load": [100, 1_000, 10_000, 100_000], "project": [1_000, 10_000, 100_000],
+    "default": {"reps": 3, "load": [100, 1_000, 10_000, 100_000], "resume": [10_000, 100_000],
+                "project": [1_000, 10_000, 100_000],
                 "append": [300, 1_000, 3_000, 10_000], "list": [100, 1_000, 10_000],
                 "search": [100, 1_000, 10_000], "import": [100, 300, 1_000]},
-    "full": {"reps": 5, "load": [100, 1_000, 10_000, 100_000, 200_000],
+    "full": {"reps": 5, "load": [100, 1_000, 10_000, 100_000, 200_000], "resume": [10_000, 100_000, 200_000],
              "project": [1_000, 10_000, 100_000, 200_000], "append": [300, 1_000, 3_000, 10_000],
              "list": [100, 1_000, 10_000], "search": [100, 1_000, 10_000], "import": [100, 300, 1_000]},
 }
-GROUPS = ("load", "project", "append", "batch", "list", "search", "import")
+GROUPS = ("load", "resume", "project", "append", "batch", "list", "search", "import")
 
 
 def log(message: str) -> None:
@@ -205,6 +206,7 @@ class Case:
     memory: list[dict[str, int]] = field(default_factory=list)
     results: list[Any] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    pythonpath: str | None = None  # another checkout's src, for "(before)" rows
 
     @property
     def key(self) -> str:
@@ -222,8 +224,9 @@ def run_case(case: Case, module: str, timeout: float) -> None:
         argv = ["node", "--expose-gc", "--max-old-space-size=16384", DRIVER, json.dumps(cmd)]
     else:
         argv = [sys.executable, WORKER, json.dumps(cmd)]
+    env = None if case.pythonpath is None else dict(os.environ, PYTHONPATH=case.pythonpath)
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, env=env)
     except subprocess.TimeoutExpired:
         case.errors.append(f"timeout after {timeout:.0f} s")
         return
@@ -256,6 +259,14 @@ def build_cases(profile: dict[str, Any], only: set[str], data: Data) -> list[Cas
             add("load", n, "ours read_session_file", "ours", "py", {"op": "read_file", "file": s["file"], **it}, **common)
             add("load", n, "ref", "ref", "node", {"op": "load", "file": s["file"], "copy": True, **it}, **common)
             add("load", n, "limit read+orjson", "limit", "py", {"op": "limit_parse", "file": s["file"], **it}, **common)
+    if "resume" in only:
+        for n in profile["resume"]:
+            s = data.session("real", n)
+            it = {"warmup": 1, "iters": 3} if n <= 10_000 else {"warmup": 1, "iters": 2, "first_timed": True}
+            add("resume", n, "ours sqlite", "ours", "py", {"op": "resume", "db": s["db"], "id": s["id"], **it},
+                primary=True, unit="entries", bytes=s["size"])
+            add("resume", n, "ref", "ref", "node", {"op": "resume", "file": s["file"], **it}, unit="entries",
+                bytes=s["size"])
     if "project" in only:
         for n in profile["project"]:
             s = data.session("deep", n)
@@ -503,14 +514,20 @@ def analyse(cases: list[Case]) -> tuple[list[str], list[Target], dict[str, Any]]
         if case and case.memory and case.bytes:
             retained = statistics.median(m["rss1"] - m["rss0"] for m in case.memory)
             peak = statistics.median(m["hwm"] - m["rss0"] for m in case.memory)
-            targets.append(Target(f"memory: loaded {n:,}-entry session RSS / file size <= 3.0",
+            targets.append(Target(f"memory: loaded {n:,}-entry session RSS / file size <= 2.0",
                                   f"{retained / case.bytes:.2f} retained ({mb(retained)} MB for a {mb(case.bytes)} MB file; "
-                                  f"peak during load {peak / case.bytes:.2f})", retained / case.bytes <= 3.0))
+                                  f"peak during load {peak / case.bytes:.2f})", retained / case.bytes <= 2.0))
         refcase = by_key.get(f"load/{n}/ref")
         if refcase and refcase.memory and refcase.bytes:
             retained = statistics.median(m["rss1"] - m["rss0"] for m in refcase.memory)
             targets.append(Target(f"memory (info): ref loaded {n:,}-entry session RSS / file size",
                                   f"{retained / refcase.bytes:.2f}", None))
+    if "resume" in groups:
+        for size in sorted({c.size for c in groups["resume"]}):
+            ours, ref = med(f"resume/{size}/ours sqlite"), med(f"resume/{size}/ref")
+            if ours and ref:
+                targets.append(Target(f"resume a {size:,}-entry session (open by id + context): ours / ref <= 0.7",
+                                      f"{ours / ref:.2f}", ours / ref <= 0.7))
     if "project" in groups:
         n = max(c.size for c in groups["project"])
         ours, ref = med(f"project/{n}/ours"), med(f"project/{n}/ref")
@@ -633,6 +650,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ref-version", help="reference package version (default: cached, else latest)")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per subprocess")
     parser.add_argument("--no-ref", action="store_true", help="skip the reference side")
+    parser.add_argument("--before", metavar="SRC",
+                        help="also run each primary 'ours' row with PYTHONPATH=SRC (another checkout's src "
+                             "directory, e.g. from `git archive`), interleaved, as '<row> (before)'")
     args = parser.parse_args(argv)
     profile_name = "quick" if args.quick else "full" if args.full else "default"
     profile = dict(PROFILES[profile_name])
@@ -652,6 +672,15 @@ def main(argv: list[str] | None = None) -> int:
     cases = build_cases(profile, only, data)
     if args.no_ref:
         cases = [c for c in cases if c.side != "ref"]
+    if args.before:
+        before = os.path.abspath(args.before)
+        with_before: list[Case] = []
+        for case in cases:
+            with_before.append(case)
+            if case.primary and case.lang == "py":
+                with_before.append(Case(case.group, case.size, f"{case.name} (before)", case.side, case.lang,
+                                        dict(case.cmd), unit=case.unit, bytes=case.bytes, pythonpath=before))
+        cases = with_before
     log(f"data ready after {time.time() - started:.0f} s; {len(cases)} cases x {reps} repetitions")
 
     # Interleave: for each repetition, every (operation, size) runs all its sides, order alternating.

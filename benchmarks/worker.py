@@ -144,6 +144,21 @@ class LimitParse(Case):
             gc.enable()
 
 
+class Resume(Case):
+    """What a user waits for when resuming a session: open the SQLite store, open
+    the session by id and build the context its next request sends."""
+
+    def __init__(self, cmd: dict[str, Any]) -> None:
+        self.db, self.id = cmd["db"], cmd["id"]
+
+    def run(self) -> Any:
+        store = SqliteStore(self.db)
+        try:
+            return len(SessionManager.open(store, self.id).build_session_context().messages)
+        finally:
+            store.close()
+
+
 # -- projection --------------------------------------------------------------------------
 
 class Project(Case):
@@ -523,6 +538,7 @@ OPS: dict[str, Callable[[dict[str, Any]], Case]] = {
     "load_jsonl": LoadJsonl,
     "read_file": ReadFile,
     "limit_parse": LimitParse,
+    "resume": Resume,
     "project": Project,
     "project_warm": ProjectWarm,
     "turn": Turn,

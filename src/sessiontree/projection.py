@@ -613,7 +613,7 @@ class _ToolWindow:
     def close(self) -> list[Message]:
         """End the window, returning :meth:`synthetic`."""
         synthetic = self.synthetic()
-        self.pending = []
+        self.pending.clear()  # in place: the projection keeps references to these
         self.allowed.clear()
         self.answered.clear()
         return synthetic
@@ -1066,8 +1066,9 @@ def _scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Ent
             message = entry.get("message")
             is_dict = message.__class__ is dict  # the common case, without an ABC check
             if is_dict or isinstance(message, Mapping):
-                role = _role(message)
-                if message.get("content") is None and role in content_roles and (is_dict or isinstance(message, dict)):
+                role = message.get("role")
+                if (message.get("content") is None and isinstance(role, str) and role in content_roles
+                        and (is_dict or isinstance(message, dict))):
                     normalize_up.append(len(path))
                 if model is _ABSENT and role == "assistant":
                     setting = _setting(entry)  # the one settings rule (S.2: may say nothing)
@@ -1177,6 +1178,11 @@ class ProjectionBuilder:
     def build(cls, entries: Sequence[Entry], leaf_id: LeafArg,
               by_id: Mapping[str, Entry] | None) -> ProjectionBuilder:
         """Project the branch of ``leaf_id`` from scratch (see :func:`build_session_projection`)."""
+        if by_id is None and leaf_id is not None:
+            by_id = _index(entries)  # once, for both ways of building
+        fast = cls._build_plain(entries, leaf_id, by_id)
+        if fast is not None:
+            return fast
         # Pass 1, walking up from the leaf: the path (P.1-normalized), settings
         # replay (Q.3, S), the latest active boundary (Q.4), the latest valid
         # edit per target (R.4).
@@ -1211,23 +1217,96 @@ class ProjectionBuilder:
         self._extend(after)
         return self
 
-    def _extend(self, body: Iterable[Entry]) -> None:
+    @classmethod
+    def _build_plain(cls, entries: Sequence[Entry], leaf_id: LeafArg,
+                     by_id: Mapping[str, Entry] | None) -> ProjectionBuilder | None:
+        """:meth:`build` in one pass over the branch, for a plain one; ``None`` otherwise.
+
+        A branch is plain when it has no ``compaction`` (active or retired), no
+        ``context_edit``, no message needing a P.1 copy (null content of a
+        user-like role) or stored as anything but a dict, and no parent cycle: then the context
+        entries are the path itself, nothing is edited, and the projection is
+        one :meth:`_extend` over the path, which also notes the settings
+        (Q.3, S). The walk up collects only the path, instead of reading each
+        entry twice (once walking up, once projecting). On anything else the
+        caller builds the general way; the result is the same either way.
+        """
+        leaf, index = _resolve_leaf(entries, leaf_id, by_id)
+        if leaf is None:
+            return None
+        path: list[Entry] = []
+        append, get = path.append, index.get
+        budget = len(index)
+        current: Any = leaf
+        while current is not None:
+            entry = get(current)
+            if entry is None:
+                break
+            budget -= 1
+            if budget < 0:
+                return None  # a parent cycle: the general build stops where an id repeats
+            kind = entry.get("type")
+            if kind == "compaction" or kind == "context_edit":
+                # Met walking up, so a session with compactions gives up after
+                # the entries since its latest boundary, not after the whole path.
+                return None
+            append(entry)
+            current = entry.get("parentId")
+        path.reverse()
+        settings: dict[str, tuple[int, Any]] = {}
+        self = cls(leaf, "off", None, None, {})
+        self.sources = path
+        if not self._extend(path, settings):
+            return None
+        if "thinking_level" in settings:
+            self.thinking_level = settings["thinking_level"][1]
+        if "context_window" in settings:
+            self.context_window = settings["context_window"][1]
+        # The model: the last model_change, unless a later assistant message names one (S.2).
+        position, model = settings.get("model", (-1, None))
+        for i in range(len(path) - 1, position, -1):
+            entry = path[i]
+            if entry.get("type") == "message" and entry["message"].get("role") == "assistant":
+                setting = _setting(entry)
+                if setting is not None:
+                    model = setting[1]
+                    break
+        self.model = model
+        return self
+
+    def _extend(self, body: Iterable[Entry], scan: dict[str, tuple[int, Any]] | None = None) -> bool:
         """Pass 2 over context entries (P.1-normalized): their messages, edits
-        applied, and tool pairing (D-11). Records one end offset per entry."""
+        applied, and tool pairing (D-11). Records one end offset per entry.
+
+        With ``scan`` (:meth:`_build_plain`), ``body`` is a raw path and the
+        pass also records in ``scan`` the position and value of the last
+        thinking-level, context-window and model-change setting; it stops,
+        returning ``False`` (the builder is then spent), at an entry a plain
+        path cannot have. Returns ``True`` otherwise."""
         # The projection's hot path, one iteration per entry of the branch:
-        # the pairing step of :func:`_pair` is spelled out inline. A synthetic
-        # result belongs to the entry whose message closes its window.
+        # the pairing steps of :class:`_ToolWindow` (accept, close, open) are
+        # spelled out inline on the window's own sets and list, which are
+        # mutated in place (never rebound) so that the window stays the state.
+        # A synthetic result belongs to the entry whose message closes its window.
         messages, edits, window, copies = self.messages, self.edits, self.window, self.copies
         push, mark, own = messages.append, self.ends.append, self.owned.append
-        accept, open_window = window.accept, window.open
+        allowed, answered, pending = window.allowed, window.answered, window.pending
+        content_visible, is_transparent = _content_visible, _is_transparent
         for entry in body:
             kind = entry.get("type")
             made = False  # whether the message is a dict made here, not stored data
             if kind == "message":
                 message = entry.get("message")
-                if message.__class__ is not dict and not isinstance(message, dict):
-                    mark(len(messages))
-                    continue
+                if message.__class__ is not dict:
+                    if scan is not None or not isinstance(message, dict):
+                        if scan is not None:
+                            return False
+                        mark(len(messages))
+                        continue
+                elif scan is not None and message.get("content") is None:
+                    role = message.get("role")
+                    if isinstance(role, str) and role in _CONTENT_ROLES:
+                        return False  # needs a P.1 copy: the general build makes it
                 if copies and entry.get("id") in copies:
                     made = True
                     self.owned_sources.append((len(self.ends), -1))
@@ -1238,6 +1317,13 @@ class ProjectionBuilder:
                     continue
                 made = True
             else:
+                if scan is not None:
+                    if kind == "context_edit" or (kind == "compaction" and is_active_compaction(entry)):
+                        return False
+                    if isinstance(kind, str) and kind in _SETTING_KINDS:
+                        setting = _setting(entry)
+                        if setting is not None:
+                            scan[setting[0]] = (len(self.ends), setting[1])
                 mark(len(messages))
                 continue
             if edits:
@@ -1251,14 +1337,26 @@ class ProjectionBuilder:
                     message = edited
             role = message.get("role")
             if role == "toolResult":
-                if not accept(message):
+                # _ToolWindow.accept
+                call_id = message.get("toolCallId")
+                if not (isinstance(call_id, str) and call_id in allowed and call_id not in answered):
                     mark(len(messages))
                     continue  # an orphan or a duplicate, dropped
-            elif role == "assistant" or not _is_transparent(message):
-                if window.is_open:
-                    for synthetic in window.close():
-                        own(len(messages))
-                        push(synthetic)
+                answered.add(call_id)
+            elif (role == "assistant"
+                  # a user message is transparent exactly when its content is invisible
+                  or (content_visible(message.get("content")) if role == "user" else not is_transparent(message))):
+                # _ToolWindow.close
+                if pending:
+                    timestamp = window.timestamp
+                    for call_id, name in pending:
+                        if call_id not in answered:
+                            own(len(messages))
+                            push(_synthetic_result(call_id, name, timestamp))
+                    pending.clear()
+                if allowed:
+                    allowed.clear()
+                    answered.clear()
             elif role == "system":
                 self.system_messages.append(message)
             if made:
@@ -1267,8 +1365,20 @@ class ProjectionBuilder:
                     self.owned_sources[-1] = (len(self.ends), len(messages))
             push(message)
             if role == "assistant":
-                open_window(message)
+                # _ToolWindow.open (the window was just closed)
+                content = message.get("content")
+                if isinstance(content, list):
+                    to_use = message.get("stopReason") == "toolUse"
+                    for block in content:
+                        if (block.__class__ is dict or isinstance(block, Mapping)) and block.get("type") == "toolCall":
+                            call_id, name = block.get("id"), block.get("name")
+                            if isinstance(call_id, str) and isinstance(name, str):
+                                if to_use and call_id not in allowed:
+                                    pending.append((call_id, name))
+                                allowed.add(call_id)
+                window.timestamp = message.get("timestamp", _ABSENT)
             mark(len(messages))
+        return True
 
     def advance(self, entry: Entry) -> bool:
         """Extend the projection by ``entry``, a new child of :attr:`leaf_id`.

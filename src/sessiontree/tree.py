@@ -289,15 +289,22 @@ class SessionTree:
         Raises:
             InvalidSessionError: two entries share an id.
         """
-        self.entries: list[Entry] = []
-        self.by_id: dict[str, Entry] = {}
+        self.entries: list[Entry] = list(entries)
         self.leaf_id: str | None = None
         self._labels: dict[str, tuple[str, str]] | None = None
-        for entry in entries:
-            if entry["id"] in self.by_id:
-                raise InvalidSessionError(f'duplicate entry id "{entry["id"]}"')
-            self.entries.append(entry)
-            self.by_id[entry["id"]] = entry
+        # One comprehension builds the index; a duplicate shows as a shorter
+        # index (or a record without a hashable id raises), and the entries
+        # are then walked in order for the same error as an entry-by-entry build.
+        try:
+            self.by_id: dict[str, Entry] = {entry["id"]: entry for entry in self.entries}
+        except (KeyError, TypeError):
+            self.by_id = {}
+        if len(self.by_id) != len(self.entries):
+            self.by_id = {}
+            for entry in self.entries:
+                if entry["id"] in self.by_id:
+                    raise InvalidSessionError(f'duplicate entry id "{entry["id"]}"')
+                self.by_id[entry["id"]] = entry
         self.leaf_id = loaded_leaf_id(self.entries, self.by_id)
 
     def __len__(self) -> int:

@@ -268,12 +268,11 @@ def _read_parsed(app: _App, session_id: str) -> ParsedSession:
 
 
 def _open_readonly(app: _App, session_id: str) -> SessionManager:
-    """A private in-memory manager over the stored session, for navigation and
-    projection: nothing a read-only command does can write to the store."""
+    """A manager over the stored session for navigation and projection, bound to
+    a private empty store (:meth:`SessionManager.from_parsed`): nothing a
+    read-only command does can write to the store."""
     with _busy("Loading session…"):
-        parsed = app.store.read(session_id)
-        return SessionManager.in_memory(parsed.header.get("cwd") or None,
-                                        entries=[parsed.header, *parsed.entries])
+        return SessionManager.from_parsed(app.store.read(session_id))
 
 
 def _open(app: _App, session_id: str, cwd: str | None = None) -> SessionManager:

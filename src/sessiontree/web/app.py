@@ -54,7 +54,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..errors import EntryNotFoundError, SessionError, SessionNotFoundError
 from ..manager import SessionManager
 from ..stores.base import SessionStore
-from ..stores.memory import MemoryStore
 from . import page, view
 
 __all__ = ["ViewerConfig", "create_app", "SessionCache", "LOOPBACK_HOSTS", "MIN_REREAD_SECONDS"]
@@ -180,8 +179,7 @@ class SessionCache:
             # Read-only: nothing is ever appended, so the entries are bound to an
             # empty private store instead of being copied into one (in_memory
             # re-serializes every entry: seconds for a 100,000-entry session).
-            manager = SessionManager(MemoryStore(), parsed.header, entries,
-                                     cwd=parsed.header.get("cwd") or os.getcwd(), saved=True)
+            manager = SessionManager.from_parsed(parsed)
             fresh = _Cached(hint, now, manager, version)
             self._items[session_id] = fresh
             self._items.move_to_end(session_id)
