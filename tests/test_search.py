@@ -127,10 +127,16 @@ def fill(store):
     return store
 
 
-@pytest.fixture(params=["memory", "sqlite", "jsonl"])
+def _postgres(request):
+    from sessiontree.stores.postgres import PostgresStore
+
+    return PostgresStore(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture(params=["memory", "sqlite", "jsonl", "postgres"])
 def store(request, tmp_path):
     made = {"memory": MemoryStore, "sqlite": lambda: SqliteStore(tmp_path / "s.db"),
-            "jsonl": lambda: JsonlStore(tmp_path / "j")}[request.param]()
+            "jsonl": lambda: JsonlStore(tmp_path / "j"), "postgres": lambda: _postgres(request)}[request.param]()
     fill(made)
     yield made
     made.close()

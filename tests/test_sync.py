@@ -122,9 +122,13 @@ def stored_entries(store, session_id: str = SID) -> list[bytes]:
     return [parsed.entry_bytes(i) for i in range(len(parsed.entries))]
 
 
-@pytest.fixture(params=["sqlite", "jsonl", "memory"])
+@pytest.fixture(params=["sqlite", "jsonl", "memory", "postgres"])
 def store(request, tmp_path):
-    if request.param == "sqlite":
+    if request.param == "postgres":
+        from sessiontree.stores.postgres import PostgresStore
+
+        s = PostgresStore(request.getfixturevalue("pg_url"))
+    elif request.param == "sqlite":
         s = SqliteStore(tmp_path / "target.db")
     elif request.param == "jsonl":
         s = JsonlStore(tmp_path / "target-dir")
