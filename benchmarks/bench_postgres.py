@@ -35,8 +35,8 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.join(HERE, "..", "src"), os.path.join(HERE, "..", "tests")]
 
-from sessiontree.stores.postgres import PostgresStore  # noqa: E402
-from sessiontree.stores.sqlite import SqliteStore  # noqa: E402
+from sessiontree.stores.postgres import PostgresStore
+from sessiontree.stores.sqlite import SqliteStore
 
 STAMP = "2026-02-01T09:00:00.000Z"
 

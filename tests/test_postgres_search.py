@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import psycopg
 import pytest
+from test_search import CORPUS, EXPECTED, fill, header, ids, msg
 
 from sessiontree import SessionManager
+from sessiontree.errors import StorageError
 from sessiontree.searchtext import parse_query
-from sessiontree.stores import MemoryStore
+from sessiontree.stores import MemoryStore, postgres_search
 from sessiontree.stores import postgres as postgres_module
-from sessiontree.stores import postgres_search
 from sessiontree.stores.postgres import PostgresStore
-from test_search import CORPUS, EXPECTED, fill, header, ids, msg
 
 pytestmark = pytest.mark.usefixtures("pg_cluster")
 
@@ -130,7 +130,7 @@ def test_a_failed_append_leaves_no_index_rows(pg, monkeypatch):
         raise psycopg.errors.DiskFull("injected")
 
     monkeypatch.setattr(postgres_search.INDEX, "add", broken)
-    with pytest.raises(Exception):
+    with pytest.raises(StorageError):
         pg.append("sess-beta", [msg("b5000005", "b4000004", "user", "zebra crossing", 5)])
     monkeypatch.undo()
     assert pg.search("zebra") == []

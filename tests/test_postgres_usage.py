@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 usagerecords = pytest.importorskip("sessiontree.usagerecords")  # issue 14 (branch h-usage)
 
-from sessiontree.stores._shared import cwd_matches, resolve_cwd  # noqa: E402
-from sessiontree.stores.postgres import PostgresStore  # noqa: E402
+from sessiontree.stores._shared import cwd_matches, resolve_cwd
+from sessiontree.stores.postgres import PostgresStore
 
 UsageQuery = usagerecords.UsageQuery
 

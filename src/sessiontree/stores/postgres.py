@@ -77,7 +77,14 @@ from ._shared import (
     sort_listing,
     sync_expected,
 )
-from .base import CancelEvent, ProgressCallback, SessionListing, StoreProblem, SyncChange, SyncState
+from .base import (
+    CancelEvent,
+    ProgressCallback,
+    SessionListing,
+    StoreProblem,
+    SyncChange,
+    SyncState,
+)
 
 try:  # an optional extra: sessiontree[postgres]
     import psycopg
@@ -86,8 +93,17 @@ try:  # an optional extra: sessiontree[postgres]
 except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg = None  # type: ignore[assignment]
 
-__all__ = ["PostgresStore", "MIGRATIONS", "DERIVED_INDEXES", "DerivedIndex", "MIGRATION_LOCK", "redact_url",
-           "DEFAULT_TIMEOUT", "URL_OPTIONS", "SYNC_LOCK"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "DERIVED_INDEXES",
+    "MIGRATIONS",
+    "MIGRATION_LOCK",
+    "SYNC_LOCK",
+    "URL_OPTIONS",
+    "DerivedIndex",
+    "PostgresStore",
+    "redact_url",
+]
 
 #: Seconds to wait for a pooled connection (and for connecting) before ``StorageError``.
 DEFAULT_TIMEOUT = 30.0
@@ -1311,10 +1327,10 @@ def _sync_state(row: Sequence[Any]) -> SyncState:
                      bytes(row[10]), bytes(row[11]))
 
 
-from . import postgres_search  # noqa: E402,F401  (registers the search index and its schema step)
+from . import postgres_search  # noqa: F401  (registers the search index and its schema step)
 
 try:  # the usage ledger needs sessiontree.usagerecords (issue 14, branch h-usage)
-    from . import postgres_usage  # noqa: E402,F401  (registers the ledger and its schema step)
+    from . import postgres_usage  # noqa: F401  (registers the ledger and its schema step)
 except ModuleNotFoundError as _missing:  # pragma: no cover - only before h-usage is merged
     if _missing.name != "sessiontree.usagerecords":
         raise

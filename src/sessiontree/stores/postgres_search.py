@@ -62,15 +62,30 @@ from ..searchtext import (
     make_filters,
     parse_query,
 )
-from ._search_scan import SessionFacts, active_ids, check_limit, make_hit, scan, title_of
+from ._search_scan import (
+    SessionFacts,
+    active_ids,
+    check_limit,
+    make_hit,
+    scan,
+    title_of,
+)
 from ._shared import cwd_matches
 from .postgres import DERIVED_INDEXES, _info_from, _text, migration, psycopg
 
 if TYPE_CHECKING:
     from .postgres import PostgresStore
 
-__all__ = ["SearchIndex", "INDEX", "search_store", "m003_search_index", "TSV_CHARS", "trigram_available",
-           "ensure_trigram_index", "rank_query"]
+__all__ = [
+    "INDEX",
+    "TSV_CHARS",
+    "SearchIndex",
+    "ensure_trigram_index",
+    "m003_search_index",
+    "rank_query",
+    "search_store",
+    "trigram_available",
+]
 
 #: Characters of an entry's folded text that feed its ``tsvector`` (ranking only).
 TSV_CHARS = 100_000

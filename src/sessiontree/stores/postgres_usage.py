@@ -38,7 +38,7 @@ from .. import jsonio
 from ..usagerecords import BUCKET_MS, UsageQuery, UsageRow, records_from_entry
 from .postgres import DERIVED_INDEXES, _text, migration
 
-__all__ = ["LEDGER", "UsageLedger", "query_usage", "m004_usage_ledger"]
+__all__ = ["LEDGER", "UsageLedger", "m004_usage_ledger", "query_usage"]
 
 _RECORD_TYPES = ("message", "session_summary", "compaction", "branch_summary", "usage")
 
