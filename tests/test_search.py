@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from sessiontree import SessionManager
 from sessiontree.cli import cli
-from sessiontree.errors import SearchQueryError
+from sessiontree.errors import SearchQueryError, StorageError
 from sessiontree.search import parse_when, search
 from sessiontree.searchtext import (
     _FOLD,
@@ -28,7 +28,7 @@ from sessiontree.searchtext import (
     parse_query,
     snippet,
 )
-from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore
+from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore, sqlite_search
 from sessiontree.stores import sqlite as sqlite_module
 
 T0 = "2026-01-01T10:0{}:00.000Z"
@@ -127,17 +127,38 @@ def fill(store):
     return store
 
 
+def fill_tail(path):
+    """The corpus written as agents write it: each session created with its first
+    entry, then one append per entry. Those appends stay pending (not merged into
+    FTS5: only creating a session merges, and every session is created first); the
+    store is reopened read-only, so searches scan the tail and write nothing."""
+    writer = SqliteStore(path)
+    for head, entries in CORPUS:
+        writer.create(head, entries[:1])
+    for head, entries in CORPUS:
+        for entry in entries[1:]:
+            writer.append(head["id"], [entry])
+    pending = writer._conn.execute("SELECT count(*) FROM entries").fetchone()[0] - len(CORPUS)
+    assert writer._conn.execute("SELECT count(*) FROM search_entries").fetchone()[0] <= len(CORPUS) < pending
+    writer.close()
+    return SqliteStore(path, readonly=True)
+
+
 def _postgres(request):
     from sessiontree.stores.postgres import PostgresStore
 
     return PostgresStore(request.getfixturevalue("pg_url"))
 
 
-@pytest.fixture(params=["memory", "sqlite", "jsonl", "postgres"])
+@pytest.fixture(params=["memory", "sqlite", "sqlite-tail", "jsonl", "postgres"])
 def store(request, tmp_path):
-    made = {"memory": MemoryStore, "sqlite": lambda: SqliteStore(tmp_path / "s.db"),
-            "jsonl": lambda: JsonlStore(tmp_path / "j"), "postgres": lambda: _postgres(request)}[request.param]()
-    fill(made)
+    if request.param == "sqlite-tail":
+        made = fill_tail(tmp_path / "t.db")
+    elif request.param == "postgres":
+        made = fill(_postgres(request))
+    else:
+        made = fill({"memory": MemoryStore, "sqlite": lambda: SqliteStore(tmp_path / "s.db"),
+                     "jsonl": lambda: JsonlStore(tmp_path / "j")}[request.param]())
     yield made
     made.close()
 
@@ -322,6 +343,11 @@ def index_state(store):
     return rows, answers
 
 
+def hit_sets(store):
+    return {q: {(h.session_id, h.entry_id, h.on_active_branch, h.title) for h in store.search(q, limit=None)}
+            for q in PROBES}
+
+
 PROBES = ["retry", "dedup", "py", "東京", "x"]
 TEXTS = ["retry the flaky test", "dedup ids in parser.py", "東京 x", "nothing here", "py", "RETRY again"]
 
@@ -386,9 +412,17 @@ def test_index_equals_a_rebuild_after_any_operations(operations):
                         sessions.append(new_id)
             elif kind == "rename":
                 pick(op[1]).append_session_info(op[2])
+        # Whatever is pending, the hits are those of a rebuild; a merge then leaves
+        # exactly the rebuilt index (rows, FTS5 statistics, hence bm25 ranks).
+        store._conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
+        sets = hit_sets(store)
+        sqlite_search.merge_store(store)
         before = index_state(store)
+        assert hit_sets(store) == sets
         store.reindex()
         assert index_state(store) == before
+        assert store._conn.execute("SELECT count(*) FROM entries AS e JOIN search_merged AS m"
+                                   " ON m.session_id = e.session_id WHERE e.seq > m.seq").fetchone() == (0,)
         # And a store built from nothing but the same entries answers the same.
         fresh = MemoryStore()
         for session_id in store.session_ids():
@@ -397,6 +431,72 @@ def test_index_equals_a_rebuild_after_any_operations(operations):
         for query in PROBES:
             assert ids(fresh.search(query, limit=None)) == {h[1] for h in before[1][query]}
         store.close()
+
+
+def pending_count(store):
+    return store._conn.execute("SELECT count(*) FROM entries AS e LEFT JOIN search_merged AS m"
+                               " ON m.session_id = e.session_id WHERE e.seq > coalesce(m.seq, -1)").fetchone()[0]
+
+
+def test_pending_tail_is_found_ranked_first_and_merged_by_creation(tmp_path):
+    """Appends write no index row; their entries are scanned (pending first, by
+    scan_score), until creating a session merges them; then bm25 orders them all."""
+    path = tmp_path / "t.db"
+    store = fill_tail(path)
+    store.close()
+    store = SqliteStore(path)
+    assert pending_count(store) > 0
+    hits = store.search("retry", limit=None)
+    assert ids(hits) == EXPECTED["retry"]
+    merged = {row[0] for row in store._conn.execute("SELECT entry_id FROM search_entries")}
+    tail = [hit for hit in hits if hit.entry_id not in merged]
+    assert hits[:len(tail)] == tail and tail  # the pending hits come first...
+    assert [h.rank for h in tail] == sorted((h.rank for h in tail), reverse=True)  # ...best first
+    assert [h.entry_id for h in store.search("retry", limit=2)] == [h.entry_id for h in hits[:2]]
+    # Creating a session merges every pending entry (bulk, in its transaction).
+    store.create(header("sess-delta", "/w/delta"), [msg("d1000001", None, "user", "no match here")])
+    assert pending_count(store) == 0
+    assert [h.entry_id for h in store.search("retry", limit=None)] == [
+        "a7000007", "a5000005", "a1000001", "b4000004", "a8000008", "a2000002", "c2000002"]  # the pinned bm25 order
+    store.close()
+
+
+def test_readonly_search_of_a_pending_tail_writes_nothing(tmp_path):
+    path = tmp_path / "t.db"
+    fill_tail(path).close()
+    files = {name: (tmp_path / name).read_bytes() for name in os.listdir(tmp_path)}
+    readonly = SqliteStore(path, readonly=True)
+    assert ids(readonly.search("dedup", limit=None)) == EXPECTED["dedup"]
+    assert ids(readonly.search("py", limit=None)) == EXPECTED["py"]
+    readonly.close()
+    assert {name: (tmp_path / name).read_bytes() for name in os.listdir(tmp_path)} == files
+
+
+def test_backstop_merges_a_long_tail(tmp_path, monkeypatch):
+    monkeypatch.setattr(sqlite_search, "MAX_PENDING", 3)
+    store = fill(SqliteStore(tmp_path / "s.db"))
+    parent = "b4000004"
+    for index in range(5, 9):
+        store.append("sess-beta", [msg(f"b{index}00000{index}", parent, "user", f"zebra {index}", index)])
+        parent = f"b{index}00000{index}"
+        assert pending_count(store) == (index - 4 if index < 8 else 0)  # the 4th append crosses 3
+    assert ids(store.search("zebra", limit=None)) == {"b5000005", "b6000006", "b7000007", "b8000008"}
+    store.close()
+
+
+def test_delete_and_merge_store_with_a_pending_tail(tmp_path):
+    path = tmp_path / "t.db"
+    fill_tail(path).close()
+    store = SqliteStore(path)
+    store.delete("sess-alpha")
+    assert ids(store.search("retry", limit=None)) == {"b4000004", "c2000002"}
+    assert sqlite_search.merge_store(store) > 0
+    assert pending_count(store) == 0 and sqlite_search.merge_store(store) == 0
+    assert ids(store.search("retry", limit=None)) == {"b4000004", "c2000002"}
+    store._conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
+    store.close()
+    with pytest.raises(StorageError):
+        sqlite_search.merge_store(SqliteStore(path, readonly=True))
 
 
 def test_delete_removes_the_session_from_the_index(tmp_path):

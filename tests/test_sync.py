@@ -665,3 +665,20 @@ def test_postgres_sync_commit_is_a_compare_and_set_across_connections(request, t
         stores[1].sync_commit(None, odd, SyncChange("none", SID))
     for store in stores:
         store.close()
+
+
+def test_a_sync_that_grew_sessions_leaves_no_search_tail(tmp_path, _fake_home):
+    # Appends leave their search text pending (docs/search.md); a sync run that grew a
+    # session folds it into the index itself, so the next session creation pays nothing.
+    import sqlite3
+
+    store = SqliteStore(tmp_path / "s.db")
+    path = agent_file(_fake_home, n=4)
+    assert Syncer(store).sync_files([str(path)]).counts()["new"] == 1
+    append(path, entries(5, 3, f"{4:08x}"))
+    assert Syncer(store).sync_files([str(path)]).counts()["grown"] == 1
+    with sqlite3.connect(tmp_path / "s.db") as conn:
+        # 7 entries, seq 0..6: the watermark is the last one.
+        assert conn.execute("SELECT seq FROM search_merged").fetchall() == [(6,)]
+    assert [hit.entry_id for hit in store.search('"message 6"')] == ["00000006"]  # found in the index
+    store.close()

@@ -81,7 +81,7 @@ def test_list_and_search(browser, server):
     wait(browser, lambda d: "q=units" in d.current_url)
     assert [a.text for a in css(browser, "#sessions td.title a")] == [
         "Add a --units flag to the CLI (metric or imperial)."]
-    assert "scans session titles" in css(browser, "#search-mode")[0].text  # no store.search yet (issue 13)
+    assert css(browser, "#search-mode") == []  # answered by store.search, not the fallback scan
     css(browser, "#sessions td.title a")[0].click()
     wait(browser, lambda d: f"/s/{COMPACTION}" in d.current_url and css(d, "#tree .row"))
 

@@ -62,7 +62,9 @@ from .errors import (
 )
 from .format import ParsedSession, parse_session
 from .ids import is_valid_session_id
+from .stores import sqlite_search
 from .stores.base import SessionStore, SyncChange, SyncState
+from .stores.sqlite import SqliteStore
 
 try:
     import fcntl
@@ -532,7 +534,16 @@ class Syncer:
             report.files.append(self.sync_file(path))
             if on_file is not None:
                 on_file(path)
+        if not self.dry_run and any(r.status == "grown" for r in report.files):
+            self._merge_search()
         return report
+
+    def _merge_search(self) -> None:
+        """Fold the search tail that grown sessions left into the SQLite index now, in
+        one transaction, so the next session creation does not pay for it (appends
+        leave their search text pending; docs/search.md). Other stores keep none."""
+        if isinstance(self.store, SqliteStore):
+            sqlite_search.merge_store(self.store)
 
     def sync_file(self, path: str) -> FileResult:
         """Sync one file; never raises for a problem of the file (it becomes ``rejected``).

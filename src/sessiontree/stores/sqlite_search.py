@@ -3,25 +3,64 @@
 Invariants:
 
 * **Derived data** (docs/stores.md): :class:`SearchIndex` is a
-  :class:`~sessiontree.stores.sqlite.DerivedIndex`, so its rows are written
-  in the transaction that writes their entries (create, import, append, fork,
-  branched sessions), removed in the transaction that deletes their session,
-  and rebuilt from the entries alone by ``store.reindex()``. It is never
-  stale, and a database without it is repaired by ``sessiontree reindex``.
+  :class:`~sessiontree.stores.sqlite.DerivedIndex`. What it holds is a pure
+  function of the entries, kept in their transactions: every entry is either
+  *merged* (its text in ``search_entries`` and FTS5) or *pending* (after its
+  session's watermark in ``search_merged``), and a query answers from both.
+  It is never stale; ``store.reindex()`` rebuilds it from the entries alone.
 * **The same hits as a scan.** The indexed text of an entry is exactly
   :func:`sessiontree.searchtext.entry_text`, the text the JSONL and memory
   stores scan. Each candidate FTS5 returns is checked again with
   :meth:`~sessiontree.searchtext.SearchQuery.matches` before it becomes a hit,
-  and the fold of :mod:`sessiontree.searchtext` is FTS5's own, so the index
-  neither adds nor loses a hit (the conformance test runs every store).
+  pending entries are matched by that same rule, and the fold of
+  :mod:`sessiontree.searchtext` is FTS5's own, so the index neither adds nor
+  loses a hit (the conformance test runs every store, and a SQLite store whose
+  entries are all pending, opened read-only).
 * **Every user token is quoted**: the MATCH expression is built by
   :meth:`~sessiontree.searchtext.SearchQuery.fts_expression`, so no query can
   reach FTS5's syntax (``-``, ``*``, ``NEAR``, ``:``, ``"``, ``AND``).
 
-Schema (step ``m004_search_index``)::
+Schema (steps ``m004_search_index``, ``m005_search_pending``)::
 
     search_entries(rowid, session_id, seq, entry_id, type, role, ts_ms, text)
     search_fts USING fts5(text, content='search_entries', tokenize='trigram case_sensitive 0')
+    search_merged(session_id PRIMARY KEY, seq)   -- entries with seq <= this are merged
+    search_state(updated_at)                     -- sessions.updated_at of the last full merge
+
+**The pending tail** (issue 13: "appends stay within 10% of their speed before
+the index"). FTS5 trigram costs about 0.65 ms of CPU per 2 KB message in a
+one-row transaction and 0.18 ms in bulk, while a whole batched append costs
+0.04-0.07 ms per message without the index: no FTS5 work can stay in an
+append and meet the target, even amortised. So:
+
+* **An append writes nothing** for search (one primary-key lookup of its
+  session's watermark). Its entries are pending.
+* **Merges are bulk**, one FTS5 insert for many entries: when a session is
+  created (import, fork, a new agent session), replaced or rebuilt, its own
+  entries and every pending entry of the store are merged in that write's
+  transaction; :func:`merge_store` does it on demand; and an append leaving
+  more than :data:`MAX_PENDING` (2,048) pending entries in its session merges
+  them all (the backstop bounding a query's scan).
+* **Queries** find pending entries by scanning them (sessions written since
+  the last full merge: ``sessions.updated_at > search_state.updated_at``, an
+  index range, then entries after each watermark; JSON parsed, text
+  extracted, matched by the rule). Read-only opens never write: they only scan.
+  About 50 us per 2 KB pending entry, so a 2,048-entry tail adds ~0.1 s.
+* **Order.** Pending hits first, ranked among themselves by
+  :func:`~sessiontree.searchtext.scan_score` (they are the newest activity, and
+  bm25 cannot score an entry FTS5 does not hold), then merged hits by bm25. For
+  queries made only of short terms every hit is ranked by ``scan_score``, as
+  after a rebuild. After any merge of everything (a rebuild, a creation,
+  :func:`merge_store`) the ranks equal those of a fresh rebuild exactly; the
+  Hypothesis test checks that, and that the hit set before the merge is the
+  rebuild's.
+
+Measured (``benchmarks/bench_search_append.py``, 1,000 messages of ~2 KB,
+interleaved with/without the index in one process; CPU time ratios, the
+machine being shared; two runs): per call durable 2.43 -> 0.91-0.93, per call
+``synchronous=normal`` 4.13 -> 1.07-1.14 (wall 1.04-1.05), 100 per transaction
+4.58 -> 0.96-1.08, one transaction 4.95 -> 0.97-1.02. The work moved to the merge: ~0.5 ms per 2 KB
+entry (parse, extract, insert, FTS5), paid once, in bulk.
 
 Design, and the measurements that chose it (docs/search.md has the full
 table; code-heavy text, i.e. the benchmark corpus and the real sessions):
@@ -49,8 +88,17 @@ table; code-heavy text, i.e. the benchmark corpus and the real sessions):
   re-parse entry JSON, and its rows could not be deleted on SQLite 3.40
   without re-extracting their text. The entries' JSON still holds the text in
   escaped form: that copy is the truth, this one is derived.
-* **Ranking**: ``bm25(search_fts)`` ascending (``rank = -bm25``, higher is
-  better), ties broken newest first, then by session and entry id.
+* **FTS5 options, measured** (1,000 messages, 1.53 M characters; CPU ms for
+  one-row transactions / 100 rows / all in one): ``detail=full`` 645 / 221 /
+  183, ``detail=column`` 617 / 164 / 141, ``detail=none`` 545 / 138 / 99,
+  ``detail=none, columnsize=0`` 402 / 105 / 64. Kept ``detail=full``: with
+  the pending tail no append pays any of it, the merge is bulk already, and
+  ``none`` would lose phrase matching in C (every trigram of a term ANDed
+  instead, candidates checked in Python) and ``columnsize=0`` the document
+  lengths bm25 reads. ``automerge``/``crisismerge`` matter for many small
+  transactions, which merges no longer make.
+* **Ranking** of merged entries: ``bm25(search_fts)`` ascending (``rank = -bm25``,
+  higher is better), ties broken newest first, then by session and entry id.
 """
 
 from __future__ import annotations
@@ -70,14 +118,32 @@ from ..searchtext import (
     parse_query,
     scan_score,
 )
-from ._search_scan import SessionFacts, active_ids, check_limit, make_hit, scan, title_of, top_hits
+from ._search_scan import (
+    SessionFacts,
+    active_ids,
+    check_limit,
+    make_hit,
+    scan,
+    title_of,
+    top_hits,
+)
 from ._shared import cwd_matches
 from .sqlite import _STATE_SQL, DERIVED_INDEXES, _db, _py, _state_from_row, migration
 
 if TYPE_CHECKING:
     from .sqlite import SqliteStore
 
-__all__ = ["SearchIndex", "INDEX", "search_store", "m004_search_index", "TOKENIZER"]
+__all__ = [
+    "INDEX",
+    "MAX_PENDING",
+    "TOKENIZER",
+    "SearchIndex",
+    "m004_search_index",
+    "m005_search_pending",
+    "merge_pending",
+    "merge_store",
+    "search_store",
+]
 
 #: The FTS5 tokenizer of ``search_fts`` (see the module docstring for why).
 TOKENIZER = "trigram case_sensitive 0"
@@ -85,37 +151,120 @@ TOKENIZER = "trigram case_sensitive 0"
 _INSERT = ("INSERT INTO search_entries (session_id, seq, entry_id, type, role, ts_ms, text)"
            " VALUES (?, ?, ?, ?, ?, ?, ?)")
 
+#: An append leaving more than this many unmerged entries in its session merges
+#: every pending entry of the store (the backstop bounding the tail a query scans).
+MAX_PENDING = 2048
+
+
+def _parsed(conn: sqlite3.Connection, key: Any, after: int) -> list[tuple[int, dict[str, Any]]]:
+    """Entries of session ``key`` with ``seq > after``, parsed (damaged records skipped:
+    ``load()`` reports them, ``reindex()`` refuses them)."""
+    out = []
+    for seq, text in conn.execute("SELECT seq, json FROM entries WHERE session_id = ? AND seq > ? ORDER BY seq",
+                                  (key, after)):
+        try:
+            entry = jsonio.loads(text)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str) and isinstance(entry.get("type"), str):
+            out.append((seq, entry))
+    return out
+
+
+def _text_rows(key: Any, rows: Iterable[tuple[int, dict[str, Any]]]) -> list[tuple[Any, ...]]:
+    out = []
+    for seq, entry in rows:
+        found = entry_text(entry)
+        if found is not None:
+            out.append((key, seq, _db(entry["id"]), _db(entry["type"]), _db(found.role), found.ts_ms, found.text))
+    return out
+
+
+def _watermark(conn: sqlite3.Connection, key: Any) -> int | None:
+    row = conn.execute("SELECT seq FROM search_merged WHERE session_id = ?", (key,)).fetchone()
+    return None if row is None else row[0]
+
+
+def _merge(conn: sqlite3.Connection, work: Iterable[tuple[Any, int, list[tuple[int, dict[str, Any]]]]]) -> int:
+    """Move pending entries into the index: ``work`` is ``(key, last_seq, parsed rows)``
+    per session (rows after its watermark, up to ``last_seq``). The text goes into
+    ``search_entries`` and then, for every session at once, into FTS5 with one
+    statement: FTS5's cost is mostly per statement and per transaction (segment
+    writes), so one bulk insert is far cheaper than one per entry. Returns the number
+    of entries with text merged."""
+    first = conn.execute("SELECT coalesce(max(rowid), 0) + 1 FROM search_entries").fetchone()[0]
+    count = 0
+    for key, last, rows in work:
+        out = _text_rows(key, rows)
+        if out:
+            conn.executemany(_INSERT, out)
+            count += len(out)
+        conn.execute("INSERT INTO search_merged (session_id, seq) VALUES (?, ?)"
+                     " ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq", (key, last))
+    if count:
+        # External content: FTS5 indexes the rows just written (rowids only grow), so
+        # FTS5 and search_entries cannot disagree.
+        conn.execute("INSERT INTO search_fts (rowid, text) SELECT rowid, text FROM search_entries"
+                     " WHERE rowid >= ?", (first,))
+    return count
+
+
+def merge_pending(conn: sqlite3.Connection) -> int:
+    """Merge every pending entry of the store into FTS5 (inside a write transaction).
+
+    The sessions that can hold pending entries are those written since the last
+    full merge (``sessions.updated_at`` above ``search_state.updated_at``, an
+    index range); afterwards that mark moves to the newest session. Returns the
+    number of entries with text merged."""
+    mark = conn.execute("SELECT updated_at FROM search_state").fetchone()[0]
+    dirty = conn.execute("SELECT s.id, coalesce(m.seq, -1) FROM sessions AS s"
+                         " LEFT JOIN search_merged AS m ON m.session_id = s.id"
+                         " WHERE s.updated_at > ? ORDER BY s.updated_at", (mark,)).fetchall()
+    work = []
+    for key, after in dirty:
+        rows = _parsed(conn, key, after)
+        if rows:
+            work.append((key, rows[-1][0], rows))
+    merged = _merge(conn, work)
+    conn.execute("UPDATE search_state SET updated_at = (SELECT coalesce(max(updated_at), 0) FROM sessions)")
+    return merged
+
 
 class SearchIndex:
-    """The search index as a :class:`~sessiontree.stores.sqlite.DerivedIndex`."""
+    """The search index as a :class:`~sessiontree.stores.sqlite.DerivedIndex`: merged
+    entries in FTS5, appended ones pending until the next merge (module docstring)."""
 
     name = "search"
 
     def add(self, conn: sqlite3.Connection, key: Any, rows: Sequence[tuple[int, dict[str, Any], bytes]]) -> None:
-        """Index the text of new entries of session ``key`` (inside the writing transaction).
+        """Index new entries of session ``key`` (inside the writing transaction).
 
-        ``rows`` must be entries after every entry already indexed for the
-        session (appends), or all of them after :meth:`remove` (reindex)."""
-        out = []
-        for seq, entry, _ in rows:
-            found = entry_text(entry)
-            if found is not None:
-                out.append((key, seq, _db(entry["id"]), _db(entry["type"]), _db(found.role), found.ts_ms,
-                            found.text))
-        if not out:
-            return
-        conn.executemany(_INSERT, out)
-        # External content: FTS5 indexes what it is given; the text is read back from
-        # the rows just written, so FTS5 and search_entries cannot disagree.
-        conn.execute("INSERT INTO search_fts (rowid, text) SELECT rowid, text FROM search_entries"
-                     " WHERE session_id = ? AND seq >= ?", (key, out[0][1]))
+        A session without a watermark (just created, replaced, or rebuilt by
+        ``reindex``: :meth:`remove` dropped it) is merged at once, with every
+        other pending entry of the store: bulk writes pay for their index in their
+        own transaction. An append to an indexed session writes nothing: its
+        entries stay pending (found by the scan of the tail) until a merge, or
+        until the session has more than :data:`MAX_PENDING` of them."""
+        mark = _watermark(conn, key)
+        if mark is None:
+            if rows and conn.execute("SELECT 1 FROM entries WHERE session_id = ? AND seq < ? LIMIT 1",
+                                     (key, rows[0][0])).fetchone() is None:
+                whole = [(seq, entry) for seq, entry, _ in rows]
+            else:  # the rows do not start the session (or there are none): read it back
+                whole = _parsed(conn, key, -1)
+            _merge(conn, [(key, whole[-1][0] if whole else -1, whole)])
+            merge_pending(conn)
+        elif rows and rows[-1][0] - mark > MAX_PENDING:
+            merge_pending(conn)
 
     def remove(self, conn: sqlite3.Connection, key: Any) -> None:
-        """Drop session ``key`` from the index (inside the writing transaction)."""
+        """Drop session ``key`` from the index (inside the writing transaction); its
+        pending entries are only entries, deleted with them."""
         # An external-content FTS5 table forgets a row only when told its old text.
         conn.execute("INSERT INTO search_fts (search_fts, rowid, text)"
                      " SELECT 'delete', rowid, text FROM search_entries WHERE session_id = ?", (key,))
         conn.execute("DELETE FROM search_entries WHERE session_id = ?", (key,))
+        conn.execute("DELETE FROM search_merged WHERE session_id = ?", (key,))
 
 
 #: The registered instance (appended to :data:`~sessiontree.stores.sqlite.DERIVED_INDEXES`).
@@ -127,7 +276,8 @@ def m004_search_index(conn: sqlite3.Connection) -> None:
     """The full-text index (issue 13), filled from every session already stored.
 
     Derived data, so the step rebuilds it from nothing: tables left by an
-    interrupted or hand-edited schema are dropped first."""
+    interrupted or hand-edited schema are dropped first. (Frozen as applied:
+    the pending-tail tables come with :func:`m005_search_pending`.)"""
     conn.execute("DROP TABLE IF EXISTS search_fts")
     conn.execute("DROP TABLE IF EXISTS search_entries")
     conn.execute("""
@@ -152,15 +302,34 @@ def m004_search_index(conn: sqlite3.Connection) -> None:
                  f" content_rowid='rowid', tokenize='{TOKENIZER}')")
     keys = [row[0] for row in conn.execute("SELECT id FROM sessions ORDER BY rowid")]
     for key in keys:
-        rows = []
-        for seq, text in conn.execute("SELECT seq, json FROM entries WHERE session_id = ? ORDER BY seq", (key,)):
-            try:
-                entry = jsonio.loads(text)
-            except ValueError:
-                continue  # a damaged record: load() reports it; reindex() fills the rest later
-            if isinstance(entry, dict) and isinstance(entry.get("id"), str) and isinstance(entry.get("type"), str):
-                rows.append((seq, entry, b""))
-        INDEX.add(conn, key, rows)
+        conn.executemany(_INSERT, _text_rows(key, _parsed(conn, key, -1)))
+    conn.execute("INSERT INTO search_fts (rowid, text) SELECT rowid, text FROM search_entries")
+
+
+@migration
+def m005_search_pending(conn: sqlite3.Connection) -> None:
+    """The pending tail: per-session watermarks of what FTS5 holds, and the mark of the
+    last full merge. Every session already stored is indexed whole (step m004 and the
+    writes since), so each watermark starts at its last entry."""
+    conn.execute("DROP TABLE IF EXISTS search_merged")
+    conn.execute("DROP TABLE IF EXISTS search_state")
+    conn.execute("""
+        CREATE TABLE search_merged (
+            -- sessions.id: entries of the session with seq <= this one are in
+            -- search_entries and search_fts; later ones are pending. No row: none merged.
+            session_id TEXT PRIMARY KEY,
+            seq INTEGER NOT NULL
+        ) WITHOUT ROWID""")
+    conn.execute("""
+        CREATE TABLE search_state (
+            -- Only sessions with updated_at above this can hold pending entries.
+            updated_at INTEGER NOT NULL
+        )""")
+    conn.execute("INSERT INTO search_merged (session_id, seq)"
+                 " SELECT session_id, max(seq) FROM entries GROUP BY session_id")
+    conn.execute("INSERT INTO search_merged (session_id, seq) SELECT id, -1 FROM sessions WHERE id NOT IN"
+                 " (SELECT session_id FROM search_merged)")
+    conn.execute("INSERT INTO search_state (updated_at) SELECT coalesce(max(updated_at), 0) FROM sessions")
 
 
 DERIVED_INDEXES.append(INDEX)
@@ -220,14 +389,48 @@ def _allowed(conn: sqlite3.Connection, filters: SearchFilters) -> set[Any] | Non
     return {key for key, cwd in rows if cwd_matches(_py(cwd), filters.cwd)}
 
 
+def _pending(conn: sqlite3.Connection, query: SearchQuery, filters: SearchFilters,
+             allowed: set[Any] | None) -> list[tuple[Any, str, str, str | None, float | None, str, float]]:
+    """Matches among the pending entries (appended since their session's last merge),
+    found by the scan's rule, scored by :func:`~sessiontree.searchtext.scan_score`."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'search_merged'").fetchone() is None:
+        return []  # an older schema opened read-only: FTS5 holds every entry
+    sql = ("SELECT s.id, coalesce(m.seq, -1) FROM sessions AS s LEFT JOIN search_merged AS m ON m.session_id = s.id"
+           " WHERE s.updated_at > (SELECT updated_at FROM search_state)")
+    params: list[Any] = []
+    if filters.session is not None:
+        sql += " AND s.id = ?"
+        params.append(_db(filters.session))
+    found = []
+    for key, after in conn.execute(sql, params).fetchall():
+        if allowed is not None and key not in allowed:
+            continue
+        for _, entry in _parsed(conn, key, after):
+            text = entry_text(entry)
+            if text is None or not filters.keeps(entry["type"], text.role, text.ts_ms):
+                continue
+            folded = fold(text.text)
+            if query.matches(folded):
+                found.append((key, entry["id"], entry["type"], text.role, text.ts_ms, text.text,
+                              scan_score(folded, query)))
+    return found
+
+
 def _hits_from_index(conn: sqlite3.Connection, query: SearchQuery, filters: SearchFilters,
                      limit: int | None) -> list[SearchHit]:
     allowed = _allowed(conn, filters)
     if allowed is not None and not allowed:
         return []
     expression = query.fts_expression()
+    pending = _pending(conn, query, filters, allowed)
     found: list[tuple[Any, str, str, str | None, float | None, str, float]] = []
     if expression is not None:
+        # The best `limit` pending matches by hit_order's key, before snippets are made.
+        pending.sort(key=lambda row: (-row[6], -(row[4] or 0.0), _py(row[0]), row[1]))
+        pending_hits = _make_hits(conn, pending if limit is None else pending[:limit], query)
+        wanted = None if limit is None else limit - len(pending_hits)
+        if wanted == 0:
+            return pending_hits
         where = " AND e.session_id = ?" if filters.session is not None else ""
         params: list[Any] = [expression] + ([_db(filters.session)] if filters.session is not None else [])
         # Best first, ties newest first then by ids: the order of searchtext.hit_order, so
@@ -249,32 +452,41 @@ def _hits_from_index(conn: sqlite3.Connection, query: SearchQuery, filters: Sear
             if not query.matches(fold(text)):
                 continue
             found.append((key, _py(entry_id), kind, role, ts_ms, text, -score))
-            if limit is not None and len(found) >= limit:
+            if wanted is not None and len(found) >= wanted:
                 break
         cursor.close()
-    else:
-        # Only terms of one or two characters: trigrams cannot answer, scan the stored text.
-        sql = "SELECT session_id, entry_id, type, role, ts_ms, text FROM search_entries WHERE 1"
-        params = []
-        if filters.session is not None:
-            sql += " AND session_id = ?"
-            params.append(_db(filters.session))
-        for term in query.folded:
-            if term.isascii():
-                # A superset of the rule's matches, in C: SQLite's lower() folds ASCII only,
-                # and the two non-ASCII code points folding to ASCII (U+017F, U+212A) are let
-                # through; Python checks every row it returns.
-                sql += " AND (instr(lower(text), ?) > 0 OR instr(text, char(383)) > 0 OR instr(text, char(8490)) > 0)"
-                params.append(term)
-        for key, entry_id, kind, role, ts_ms, text in conn.execute(sql, params):
-            if allowed is not None and key not in allowed:
-                continue
-            role, kind = _py(role), _py(kind)
-            if not filters.keeps(kind, role, ts_ms):
-                continue
-            folded = fold(text)
-            if query.matches(folded):
-                found.append((key, _py(entry_id), kind, role, ts_ms, text, scan_score(folded, query)))
+        # Pending entries first (the newest activity, ranked by scan_score among
+        # themselves), then the merged ones in bm25 order (module docstring).
+        return pending_hits + _make_hits(conn, found, query)
+    # Only terms of one or two characters: trigrams cannot answer, scan the stored text.
+    sql = "SELECT session_id, entry_id, type, role, ts_ms, text FROM search_entries WHERE 1"
+    params = []
+    if filters.session is not None:
+        sql += " AND session_id = ?"
+        params.append(_db(filters.session))
+    for term in query.folded:
+        if term.isascii():
+            # A superset of the rule's matches, in C: SQLite's lower() folds ASCII only,
+            # and the two non-ASCII code points folding to ASCII (U+017F, U+212A) are let
+            # through; Python checks every row it returns.
+            sql += " AND (instr(lower(text), ?) > 0 OR instr(text, char(383)) > 0 OR instr(text, char(8490)) > 0)"
+            params.append(term)
+    for key, entry_id, kind, role, ts_ms, text in conn.execute(sql, params):
+        if allowed is not None and key not in allowed:
+            continue
+        role, kind = _py(role), _py(kind)
+        if not filters.keeps(kind, role, ts_ms):
+            continue
+        folded = fold(text)
+        if query.matches(folded):
+            found.append((key, _py(entry_id), kind, role, ts_ms, text, scan_score(folded, query)))
+    # Every hit scored by scan_score, merged or pending alike: the order a rebuild gives.
+    return top_hits(_make_hits(conn, pending + found, query), limit)
+
+
+def _make_hits(conn: sqlite3.Connection, found: Sequence[tuple[Any, str, str, str | None, float | None, str, float]],
+               query: SearchQuery) -> list[SearchHit]:
+    """Hits from ``(key, entry_id, type, role, ts_ms, text, rank)`` rows, in their order."""
     facts: dict[Any, SessionFacts] = {}
     timestamps = _timestamps(conn, found)
     hits = []
@@ -283,7 +495,7 @@ def _hits_from_index(conn: sqlite3.Connection, query: SearchQuery, filters: Sear
         if shared is None:
             shared = facts[key] = _facts(conn, key)
         hits.append(make_hit(shared, entry_id, kind, timestamps.get((key, entry_id)), text, role, query, rank))
-    return top_hits(hits, limit) if expression is None else hits
+    return hits
 
 
 def _timestamps(conn: sqlite3.Connection, found: Iterable[tuple[Any, ...]]) -> dict[tuple[Any, str], str]:
@@ -326,3 +538,16 @@ def search_store(store: SqliteStore, query: str, *, cwd: str | None = None, role
                 yield loaded.header, loaded.entries
 
     return scan(sessions(), parsed, filters, limit)
+
+
+def merge_store(store: SqliteStore) -> int:
+    """Merge every pending entry of ``store`` into FTS5 now, in one write transaction
+    (what a session creation, a ``reindex`` or the :data:`MAX_PENDING` backstop also
+    do). Queries give the same hits before and after; afterwards they rank every hit
+    by bm25, exactly as after a rebuild. Returns the number of entries with text merged.
+
+    Raises:
+        StorageError: the store is read-only or the write failed (nothing changed).
+    """
+    with store._write("merge the search index") as conn:
+        return merge_pending(conn)
