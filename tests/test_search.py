@@ -538,7 +538,7 @@ def test_cli_search_rows_grouped_by_session(cli_store):
     result = run(cli_store, "search", "retry")
     assert result.exit_code == 0
     lines = result.output.splitlines()
-    assert lines[0].startswith("sess-alp ") and "Retry work" in lines[0] and "(5 hits)" in lines[0]
+    assert lines[0].startswith("sess-alp  (5 hits)  ") and "Retry work" in lines[0]  # count before the title
     assert lines[1].split()[:2] == ["a7000007", "assistant"]
     assert "[off branch]" in lines[1]
     assert any(line.startswith("sess-bet ") for line in lines)
@@ -565,6 +565,12 @@ def test_cli_search_phrase_argument_and_usage_errors(cli_store):
     assert run(cli_store, "search", "x" * (MAX_QUERY_CHARS + 1)).exit_code == 2
     assert run(cli_store, "search", "--since", "soon", "x").exit_code == 2
     assert run(cli_store, "search", "zzzz").output == "No matches.\n"
+    # --role is checked: an unknown value is a usage error, not a silent "No matches.";
+    # case is forgiven.
+    bad = run(cli_store, "search", "--role", "tool", "retry")
+    assert bad.exit_code == 2 and "unknown role 'tool'" in bad.output
+    same = run(cli_store, "search", "--json", "--role", "USER", "--session", "sess-al", "retry")
+    assert [hit["entryId"] for hit in json.loads(same.output)["hits"]] == ["a2000002"]
 
 
 def test_cli_snippet_is_sanitised(tmp_path):

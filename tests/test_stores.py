@@ -453,6 +453,15 @@ def test_verify_a_healthy_store_finds_nothing(store):
     assert store.verify() == []
 
 
+def test_verify_applies_the_file_rules_on_every_store(store):
+    """``check --store`` gives a session the same verdict whichever store holds it: the
+    file checker's rules run on every store (a dangling parent is accepted by import,
+    docs/check.md, but reported)."""
+    store.create(header("s1"), [message("e1", None, "user", "hi", 1), custom("e2", "zzzzzzzz")])
+    found = [(p.code, p.severity, p.session_id, p.line, p.entry_id) for p in store.verify()]
+    assert found == [("dangling-parent", "error", "s1", 3, "e2")]  # header line 1, e1 line 2, e2 line 3
+
+
 def test_find_most_recent(store):
     assert store.find_most_recent() is None
     store.create(header("s1", cwd="/work/a"), [custom("e1")])

@@ -682,3 +682,16 @@ def test_a_sync_that_grew_sessions_leaves_no_search_tail(tmp_path, _fake_home):
         assert conn.execute("SELECT seq FROM search_merged").fetchall() == [(6,)]
     assert [hit.entry_id for hit in store.search('"message 6"')] == ["00000006"]  # found in the index
     store.close()
+
+
+def test_sync_table_is_one_line_per_file_at_100_columns(_fake_home, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    for n in range(3):
+        agent_file(_fake_home, session_id=f"{SID[:-2]}{n:02d}", n=2)
+    out = run(None, "sync").stdout.splitlines()
+    # header, three rows, the summary; no note about the Atomic agent, which is not installed
+    assert len(out) == 5 and all(len(line) <= 100 for line in out), out
+    assert [line.split()[0] for line in out[1:4]] == ["new"] * 3
+    assert all(line.split()[1] == SID[:8] for line in out[1:4])
+    assert all(".jsonl" in line for line in out[1:4])  # the file name survives the cut
+    assert not any(line.startswith("note:") for line in out)

@@ -192,7 +192,7 @@ class SyncReport:
         """One line: ``3 new, 1 grown (+12 entries), 40 unchanged, 0 in progress, ...``."""
         c = self.counts()
         grown = sum(result.added for result in self.files if result.status == "grown")
-        parts = [f"{c['new']} new", f"{c['grown']} grown (+{grown} entries)", f"{c['unchanged']} unchanged",
+        parts = [f"{c['new']} new", f"{c['grown']} grown (+{grown} {'entry' if grown == 1 else 'entries'})", f"{c['unchanged']} unchanged",
                  f"{c['in-progress']} in progress"]
         if c["replaced"]:
             parts.append(f"{c['replaced']} replaced")

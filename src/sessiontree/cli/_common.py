@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 
 import click
 import orjson
+from rich.cells import cell_len
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -321,3 +322,20 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
 
     cli.main(args=list(argv) if argv is not None else None, prog_name="sessiontree")
     sys.exit(0)  # pragma: no cover - cli.main exits itself in standalone mode
+
+
+def _cut_left(text: str, width: int) -> str:
+    """``text`` in at most ``width`` terminal cells, cut at the left with "…" when longer;
+    a path is cut at a ``/`` when one is in what remains ("…/weather-app")."""
+    if cell_len(text) <= width:
+        return text
+    kept: list[str] = []
+    used = 1  # the ellipsis
+    for char in reversed(text):
+        used += cell_len(char)
+        if used > width:
+            break
+        kept.append(char)
+    tail = "".join(reversed(kept))
+    slash = tail.find("/")
+    return "…" + (tail[slash:] if slash > 0 else tail)

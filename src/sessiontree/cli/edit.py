@@ -13,6 +13,7 @@ from ._common import (
     _echo,
     _entry_id,
     _open,
+    _plural,
     _print_json,
     _session_id,
     cli,
@@ -49,7 +50,7 @@ def fork_cmd(app: _App, session: str, at: str | None, cwd: str | None, as_json: 
         _print_json({"sessionId": new_id, "parentSessionId": session_id, "entries": len(fork.get_entries()),
                      "cwd": fork.get_cwd()})
         return
-    _echo(f"Forked {session_id} into {new_id} ({len(fork.get_entries())} entries)")
+    _echo(f"Forked {session_id} into {new_id} ({_plural(len(fork.get_entries()), 'entry', 'entries')})")
 
 
 @cli.command("delete", short_help='Delete sessions from the store.')

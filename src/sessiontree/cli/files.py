@@ -361,7 +361,7 @@ def _echo_check_report(report: dict[str, Any], repair: bool) -> None:
     if report.get("repairError"):
         _echo(f"{path}: {report['repairError']}")
     elif report.get("outPath"):
-        _echo(f"{path}: repaired copy written to {report['outPath']} ({len(report['changes'])} changes)")
+        _echo(f"{path}: repaired copy written to {report['outPath']} ({_plural(len(report['changes']), 'change', 'changes')})")
         for change in report["changes"]:
             line = f"line {change['line']}: " if change["line"] is not None else ""
             _echo(f"  {line}{change['description']} [{change['code']}]")

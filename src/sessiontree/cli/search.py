@@ -19,7 +19,18 @@ from ..search import group_by_session, parse_when, search
 from ..searchtext import SearchHit
 from ..textsafe import safe_line
 from ..tree import parse_timestamp_ms
-from ._common import _App, _echo, _out, _plural, _print_json, _session_id, _show, cli, pass_app
+from ..types import ENTRY_TYPES, MESSAGE_ROLES
+from ._common import (
+    _App,
+    _echo,
+    _out,
+    _plural,
+    _print_json,
+    _session_id,
+    _show,
+    cli,
+    pass_app,
+)
 
 
 def _query(words: tuple[str, ...]) -> str:
@@ -64,6 +75,26 @@ def _snippet(hit: SearchHit) -> Text:
     return text
 
 
+#: What --role accepts: message roles (and the roles summaries and custom messages
+#: are searched under), and entry types.
+SEARCH_ROLES = tuple(dict.fromkeys([*sorted(MESSAGE_ROLES), *sorted(ENTRY_TYPES)]))
+_ROLE_WIDTH = len("branchSummary")  # the longest common one; "compactionSummary" is cut
+
+
+def _known_roles(roles: tuple[str, ...]) -> tuple[str, ...]:
+    """``--role`` values in their canonical spelling (case-insensitive); an unknown
+    one is a usage error that lists the valid values, never a silent "No matches"."""
+    canonical = {role.lower(): role for role in SEARCH_ROLES}
+    out = []
+    for role in roles:
+        known = canonical.get(role.lower())
+        if known is None:
+            raise click.BadParameter(f"unknown role {role!r}; one of: {', '.join(SEARCH_ROLES)}",
+                                     param_hint="--role")
+        out.append(known)
+    return tuple(out)
+
+
 @cli.command("search", short_help="Full-text search across every session.")
 @click.argument("words", nargs=-1, metavar="QUERY")
 @click.option("--cwd", metavar="DIR", type=click.Path(file_okay=False, path_type=str),
@@ -95,6 +126,7 @@ def search_cmd(app: _App, words: tuple[str, ...], cwd: str | None, roles: tuple[
     Each hit names its entry: see it with sessiontree show SESSION --entry ENTRY,
     or the context up to it with sessiontree context SESSION --leaf ENTRY.
     """
+    roles = _known_roles(roles)
     query = _query(words)
     if not query.strip():
         raise click.UsageError("give a search query, e.g. sessiontree search 'flaky test'")
@@ -118,15 +150,15 @@ def search_cmd(app: _App, words: tuple[str, ...], cwd: str | None, roles: tuple[
         title = " ".join(first.title.split())
         head = Text()
         head.append(safe_line(short.get(sid, sid)), style="bold cyan")
-        head.append("  ")
+        # The count before the title: a long title is cut at the line's end, never the count.
+        head.append(f"  ({_plural(len(hits), 'hit', 'hits')})  ", style="dim")
         head.append(safe_line(title), style="bold")
-        head.append(f"  ({_plural(len(hits), 'hit', 'hits')})", style="dim")
         lines.append(head)
         for hit in hits:
             row = Text("  ")
             row.append(safe_line(hit.entry_id), style="cyan")
             row.append("  ")
-            row.append(safe_line(hit.role or hit.entry_type).ljust(12)[:12])
+            row.append(safe_line(hit.role or hit.entry_type).ljust(_ROLE_WIDTH)[:_ROLE_WIDTH])
             row.append("  ")
             row.append(_time(hit), style="dim")
             row.append("  ")

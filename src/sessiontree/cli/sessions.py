@@ -20,6 +20,7 @@ from ..textsafe import safe_block, safe_json_text, safe_line
 from ._common import (
     _App,
     _busy,
+    _cut_left,
     _echo,
     _entry_id,
     _err,
@@ -121,23 +122,6 @@ def list_cmd(app: _App, cwd: str | None, internal: bool, all_: bool, limit: int 
         cells = (*row[:3], _cut_left(row[3], proj_w), row[4]) if show_project else row[:3] + row[4:]
         table.add_row(*cells[:-1], Text(cells[-1]))
     _show(console, table)
-
-
-def _cut_left(text: str, width: int) -> str:
-    """``text`` in at most ``width`` terminal cells, cut at the left with "…" when longer;
-    a path is cut at a ``/`` when one is in what remains ("…/weather-app")."""
-    if cell_len(text) <= width:
-        return text
-    kept: list[str] = []
-    used = 1  # the ellipsis
-    for char in reversed(text):
-        used += cell_len(char)
-        if used > width:
-            break
-        kept.append(char)
-    tail = "".join(reversed(kept))
-    slash = tail.find("/")
-    return "…" + (tail[slash:] if slash > 0 else tail)
 
 
 # --------------------------------------------------------------------------- show

@@ -27,6 +27,7 @@ from ..textsafe import safe_line
 from ._common import (
     UserError,
     _App,
+    _cut_left,
     _echo,
     _err,
     _out,
@@ -82,7 +83,7 @@ def _detail(row: FileResult) -> str:
     if row.status == "new":
         text = f"{row.added} entries"
     elif row.status == "grown":
-        text = f"+{row.added} entries"
+        text = f"+{row.added} {'entry' if row.added == 1 else 'entries'}"
     elif row.status == "unchanged":
         text = ""
     elif row.status == "in-progress":
@@ -108,14 +109,22 @@ def _print_report(report: SyncReport, as_json: bool, *, show_unchanged: bool = F
     console = _out()
     rows = [r for r in report.files if show_unchanged or r.status != "unchanged"]
     if rows:
+        # One line per file where it fits: short session ids (as list shows them), the
+        # file with ~ for the home folder and cut at the left (its name is what tells
+        # files apart); the whole paths are in --json.
+        home = os.path.expanduser("~")
+        file_w = max(20, (console.width - 11 - 8 - 6) // 2)
         table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
         table.add_column("result", no_wrap=True)
         table.add_column("session", no_wrap=True, style="cyan")
-        table.add_column("file", overflow="fold")
+        table.add_column("file", no_wrap=True, max_width=file_w)
         table.add_column("detail", overflow="fold")
         for row in rows:
-            table.add_row(Text(row.status, style=_STYLES[row.status]), safe_line(row.session_id or ""),
-                          safe_line(row.path), safe_line(_detail(row)))
+            path = row.path
+            if home not in ("", "/") and path.startswith(home + os.sep):
+                path = "~" + path[len(home):]
+            table.add_row(Text(row.status, style=_STYLES[row.status]), safe_line((row.session_id or "")[:8]),
+                          _cut_left(safe_line(path), file_w), safe_line(_detail(row)))
         _show(console, table)
     for note in report.notes:
         _show(console, safe_line(f"note: {note}"))
@@ -200,10 +209,11 @@ def sync_cmd(ctx: click.Context, app: _App, paths: tuple[str, ...], watching: bo
     folders = [p for p in paths if p not in stores]
     notes: list[str] = []
     if not paths:
-        folders, notes = _default_sources()
+        folders, missing = _default_sources()
         if not folders:
-            raise UserError("no agent session folders found (" + "; ".join(notes) +
+            raise UserError("no agent session folders found (" + "; ".join(missing) +
                             "); give PATH... or set PI_CODING_AGENT_DIR / ATOMIC_CODING_AGENT_DIR")
+        # An agent that is not installed is not news on every run: `sessiontree sources` lists it.
     if watching and not folders:
         raise click.UsageError("--watch needs folders or files to watch, not only stores")
     store = _target(app, dry_run)

@@ -27,6 +27,7 @@ from ..info import SessionInfo
 from .base import CancelEvent, ProgressCallback, SessionListing
 
 __all__ = [
+    "file_rule_problems",
     "check_header",
     "encode_entries",
     "cwd_matches",
@@ -214,3 +215,21 @@ def id_in_use_error(session_id: str, entry_id: str | None = None, path: str | No
     (REFERENCE D.15/D.19); ``entry_id`` when the store knows which one."""
     which = f'entry id "{entry_id}"' if entry_id is not None else "an entry id"
     return InvalidSessionError(f"{which} is already used in session {session_id}", path)
+
+
+def file_rule_problems(data: bytes, session_id: str | None, where: str) -> list[Any]:
+    """Every problem the file checker (:func:`sessiontree.check.check_bytes`) reports
+    for a session in its JSONL form, as :class:`~sessiontree.stores.base.StoreProblem`
+    rows: the one set of rules ``check --store`` applies on every store, so a session
+    gets the same verdict whichever store holds it (docs/check.md).
+
+    Args:
+        data: the session's bytes (header line, then one line per entry).
+        session_id: the session, for the rows.
+        where: the file path, or ``<store url>#<session id>``.
+    """
+    from .. import check as checker  # imported on use: the checker is large
+    from .base import StoreProblem
+
+    return [StoreProblem(found.code, found.message, found.severity, session_id, found.line, found.entry_id, where)
+            for found in checker.check_bytes(data, where)]

@@ -87,6 +87,7 @@ from ._shared import (
     check_replacement_header,
     cwd_matches,
     encode_entries,
+    file_rule_problems,
     header_of,
     id_in_use_error,
     resolve_cwd,
@@ -1578,8 +1579,6 @@ class JsonlStore(StoreBase):
         Raises:
             StorageError: the directory cannot be read.
         """
-        from .. import check as checker  # imported on use: the checker is large
-
         files = self._files()
         problems: list[StoreProblem] = []
         for done, path in enumerate(files, 1):
@@ -1595,9 +1594,7 @@ class JsonlStore(StoreBase):
                                              session_id=session_id, path=path))
                 data = None
             if data is not None:
-                for found in checker.check_bytes(data, path):
-                    problems.append(StoreProblem(found.code, found.message, found.severity, session_id,
-                                                 found.line, found.entry_id, path))
+                problems.extend(file_rule_problems(data, session_id, path))
             if on_progress is not None:
                 on_progress(done, len(files))
         return problems

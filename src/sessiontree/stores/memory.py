@@ -33,6 +33,7 @@ from ._shared import (
     check_replacement_header,
     cwd_matches,
     encode_entries,
+    file_rule_problems,
     header_of,
     id_in_use_error,
     resolve_cwd,
@@ -323,22 +324,28 @@ class MemoryStore(StoreBase):
             return len(ids)
 
     def verify(self, on_progress: ProgressCallback | None = None) -> list[StoreProblem]:
-        """Re-parse every stored record; returns the problems (``[]``: nothing can damage
-        a memory store behind its back, so this only guards this module's own code)."""
+        """Re-parse every stored record and apply the file checker's rules to each
+        session (:func:`~sessiontree.stores._shared.file_rule_problems`); returns the problems."""
         problems: list[StoreProblem] = []
         with self._lock:
             sessions = list(self._sessions.items())
         for done, (session_id, session) in enumerate(sessions, 1):
+            damaged = False
             for index, text in enumerate([session.header_raw, *session.raw]):
                 try:
                     record = jsonio.loads(text)
                 except ValueError as exc:
                     problems.append(StoreProblem("invalid-record", f"stored record is not valid JSON ({exc})",
                                                  session_id=session_id, line=index + 1))
+                    damaged = True
                     continue
                 if not isinstance(record, dict):
                     problems.append(StoreProblem("invalid-record", "stored record is not a JSON object",
                                                  session_id=session_id, line=index + 1))
+                    damaged = True
+            if not damaged:  # the file rules, as every store applies them (docs/check.md)
+                data = b"\n".join([session.header_raw, *session.raw]) + b"\n"
+                problems.extend(file_rule_problems(data, session_id, session_id))
             if on_progress is not None:
                 on_progress(done, len(sessions))
         return problems

@@ -68,6 +68,7 @@ from ._shared import (
     check_replacement_header,
     cwd_matches,
     encode_entries,
+    file_rule_problems,
     header_of,
     id_in_use_error,
     resolve_cwd,
@@ -1242,6 +1243,7 @@ class SqliteStore(StoreBase):
         entry_sql = "crc" if self._has_crc else "NULL"
         info = InfoAccumulator()
         texts: list[tuple[int, Any]] = []
+        records: list[bytes] = [row[0] if isinstance(row[0], bytes) else _db_bytes(row[0])]
         count = 0
         for seq, entry_key, parent, kind, stamp, text, crc in conn.execute(
                 f"SELECT seq, id, parent_id, type, timestamp, json, {entry_sql} FROM entries"
@@ -1266,8 +1268,12 @@ class SqliteStore(StoreBase):
             listed = info.add(entry)
             if listed is not None:
                 texts.append((seq, listed))
+            records.append(text if isinstance(text, bytes) else _db_bytes(text))
         if problems or header is None:
             return problems  # a rebuild from damaged records would only repeat the damage
+        # The file rules (dangling parents, tool pairing, ...) as check gives them for
+        # this session's JSONL form: the same verdict as on a JSONL store.
+        problems.extend(file_rule_problems(b"\n".join(records) + b"\n", session_id, where))
         drift = []
         if row[6] != count:
             drift.append(f"entry_count {row[6]} (rebuilt: {count})")
@@ -1317,3 +1323,8 @@ def _insert_entry_rows(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) ->
 def _insert_text_rows(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
     if rows:
         conn.executemany("INSERT INTO message_texts (session_id, seq, text) VALUES (?, ?, ?)", rows)
+
+
+def _db_bytes(value: Any) -> bytes:
+    """A record column read back as text (rows written before BLOBs) as its UTF-8 bytes."""
+    return value.encode("utf-8", "surrogatepass")
