@@ -71,6 +71,7 @@ from ._shared import (
     check_replacement_header,
     cwd_matches,
     encode_entries,
+    file_rule_problems,
     header_of,
     id_in_use_error,
     resolve_cwd,
@@ -1177,7 +1178,9 @@ class PostgresStore(StoreBase):
         or entry (``invalid-record``), that an entry's copied columns match its
         JSON (``column-drift``), and that ``entry_count``, the header copies,
         the listing state and ``message_texts`` equal a rebuild from the records
-        (``metadata-drift``; :meth:`reindex` repairs it). The server keeps its own
+        (``metadata-drift``; :meth:`reindex` repairs it), and the file checker's rules
+        on the session's JSONL form (:func:`~sessiontree.stores._shared.file_rule_problems`:
+        the verdict every store gives). The server keeps its own
         pages' checksums (``data_checksums``), so there is no store-wide integrity step.
 
         Returns:
@@ -1224,9 +1227,11 @@ class PostgresStore(StoreBase):
                 header = None
         info = InfoAccumulator()
         texts: list[tuple[int, str]] = []
+        jsonl = [bytes(row[0])]  # the session's JSONL form, for the file rules
         for count, (seq, entry_id, parent, kind, stamp, text, crc) in enumerate(records, 1):
             line = count + 1
             text = bytes(text)
+            jsonl.append(text)
             if _crc(text) != crc:
                 problem("hash-mismatch", f"entry {entry_id} does not match the checksum recorded when it was "
                         "written", line, entry_id)
@@ -1246,6 +1251,9 @@ class PostgresStore(StoreBase):
                 texts.append((seq, listed))
         if problems or header is None:
             return problems  # a rebuild from damaged records would only repeat the damage
+        # The file rules (dangling parents, tool pairing, ...) as check gives them for
+        # this session's JSONL form: the same verdict as on every other store.
+        problems.extend(file_rule_problems(b"\n".join(jsonl) + b"\n", session_id, where))
         drift = []
         if row[6] != len(records):
             drift.append(f"entry_count {row[6]} (rebuilt: {len(records)})")
