@@ -6,8 +6,10 @@ Times, on each store, with the same data:
   (100 entries per call);
 * listing 10,000 sessions (``list_sessions()``, medians of 5);
 * loading one 2,000-entry session;
-* search and stats where the store offers them (``store.search`` /
-  ``store.usage``; skipped, and said so, where it does not exist yet).
+* search (:data:`SEARCHES`: many candidates, few, and a term too short for
+  trigrams; medians of 5);
+* stats (``store.usage``) where the store offers it (skipped, and said so,
+  on a branch without the usage ledger).
 
 PostgreSQL is a throwaway cluster started for the run (tests/pg.py: ``fsync=off``,
 ``synchronous_commit=off``, so appends are not bound by the disk; SQLite is timed
@@ -33,8 +35,8 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.join(HERE, "..", "src"), os.path.join(HERE, "..", "tests")]
 
-from sessiontree.stores.postgres import PostgresStore  # noqa: E402
-from sessiontree.stores.sqlite import SqliteStore  # noqa: E402
+from sessiontree.stores.postgres import PostgresStore
+from sessiontree.stores.sqlite import SqliteStore
 
 STAMP = "2026-02-01T09:00:00.000Z"
 
@@ -60,6 +62,16 @@ def _chain(n: int) -> list[dict[str, Any]]:
         out.append(_entry(i, parent))
         parent = out[-1]["id"]
     return out
+
+
+#: (row label, query, limit): a term in every user message (many candidates, best 50), a
+#: rare one (the trigram index narrows to a few rows), a two-character one (no trigram:
+#: a scan of the folded text on PostgreSQL, of search_entries on SQLite).
+SEARCHES = (
+    ("search: common words, best 50", "advisory locks", 50),
+    ("search: rare term, all hits", "answer 1999:", None),
+    ("search: 2-character term, best 50", "42", 50),
+)
 
 
 def _rate(count: int, seconds: float) -> str:
@@ -102,17 +114,28 @@ def measure(store: Any, sessions: int) -> dict[str, str]:
         store.load("batched")
         times.append(time.perf_counter() - started)
     results["load a 2,000-entry session"] = f"{statistics.median(times) * 1000:.0f} ms"
-    for name in ("search", "usage"):
-        method = getattr(store, name, None)
-        if method is None:
-            results[name] = "n/a (not on this branch)"
-            continue
+    for label, query, limit in SEARCHES:
         times = []
         for _ in range(5):
             started = time.perf_counter()
-            method("trigram") if name == "search" else method()
+            hits = store.search(query, limit=limit)
             times.append(time.perf_counter() - started)
-        results[name] = f"{statistics.median(times) * 1000:.0f} ms"
+        results[f"{label} ({len(hits):,} hits)"] = f"{statistics.median(times) * 1000:.0f} ms"
+    usage = getattr(store, "usage", None)
+    if usage is None:
+        results["stats: usage(), whole store"] = "n/a (not on this branch)"
+        results["stats: usage(), per session"] = "n/a (not on this branch)"
+    else:
+        from sessiontree.usagerecords import UsageQuery
+
+        for label, query in (("stats: usage(), whole store", UsageQuery(by_time=False)),
+                             ("stats: usage(), per session", UsageQuery(per_session=True, by_time=False))):
+            times = []
+            for _ in range(5):
+                started = time.perf_counter()
+                usage(query)
+                times.append(time.perf_counter() - started)
+            results[label] = f"{statistics.median(times) * 1000:.0f} ms"
     return results
 
 

@@ -8,7 +8,7 @@ every factory, listing, mutation and I/O call goes through a coroutine of
 :class:`~sessiontree.aio.AsyncSessionManager` on an event loop. The tests
 are collected from the module when this file is imported, so a test added
 to the suite is driven both ways without touching this file. The suite's
-``store`` fixture (memory, SQLite, JSONL) parametrizes both.
+``store`` fixture (memory, SQLite, JSONL, PostgreSQL) parametrizes both.
 """
 
 from __future__ import annotations

@@ -39,9 +39,13 @@ def tool_result(call_id: str, text: str = "out", name: str = "bash") -> dict:
             "content": [{"type": "text", "text": text}], "isError": False, "timestamp": 1700000000002}
 
 
-@pytest.fixture(params=["memory", "sqlite", "jsonl"])
+@pytest.fixture(params=["memory", "sqlite", "jsonl", "postgres"])
 def store(request, tmp_path):
-    if request.param == "memory":
+    if request.param == "postgres":
+        from sessiontree.stores.postgres import PostgresStore
+
+        s = PostgresStore(request.getfixturevalue("pg_url"))
+    elif request.param == "memory":
         s = MemoryStore()
     elif request.param == "sqlite":
         s = SqliteStore(str(tmp_path / "s.db"))

@@ -144,10 +144,18 @@ def fill_tail(path):
     return SqliteStore(path, readonly=True)
 
 
-@pytest.fixture(params=["memory", "sqlite", "sqlite-tail", "jsonl"])
+def _postgres(request):
+    from sessiontree.stores.postgres import PostgresStore
+
+    return PostgresStore(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture(params=["memory", "sqlite", "sqlite-tail", "jsonl", "postgres"])
 def store(request, tmp_path):
     if request.param == "sqlite-tail":
         made = fill_tail(tmp_path / "t.db")
+    elif request.param == "postgres":
+        made = fill(_postgres(request))
     else:
         made = fill({"memory": MemoryStore, "sqlite": lambda: SqliteStore(tmp_path / "s.db"),
                      "jsonl": lambda: JsonlStore(tmp_path / "j")}[request.param]())

@@ -122,9 +122,13 @@ def stored_entries(store, session_id: str = SID) -> list[bytes]:
     return [parsed.entry_bytes(i) for i in range(len(parsed.entries))]
 
 
-@pytest.fixture(params=["sqlite", "jsonl", "memory"])
+@pytest.fixture(params=["sqlite", "jsonl", "memory", "postgres"])
 def store(request, tmp_path):
-    if request.param == "sqlite":
+    if request.param == "postgres":
+        from sessiontree.stores.postgres import PostgresStore
+
+        s = PostgresStore(request.getfixturevalue("pg_url"))
+    elif request.param == "sqlite":
         s = SqliteStore(tmp_path / "target.db")
     elif request.param == "jsonl":
         s = JsonlStore(tmp_path / "target-dir")
@@ -513,11 +517,17 @@ def test_two_sync_processes_at_once(tmp_path, _fake_home):
             assert stored_entries(s, session_id) == file_entries(path)
 
 
-def test_the_state_compare_and_set_stops_a_second_writer(tmp_path, _fake_home):
+def _target(kind: str, request, tmp_path) -> str:
+    """A store URL of ``kind``: a SQLite file, or a fresh PostgreSQL database."""
+    return request.getfixturevalue("pg_url") if kind == "postgres" else f"sqlite:///{tmp_path / 's.db'}"
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_the_state_compare_and_set_stops_a_second_writer(kind, request, tmp_path, _fake_home):
     """Two engines that both decided to append: the second finds the state moved on,
     decides again, and adds nothing twice."""
     path = agent_file(_fake_home, n=2)
-    with SqliteStore(tmp_path / "s.db") as s:
+    with open_store(_target(kind, request, tmp_path)) as s:
         Syncer(s).sync_file(str(path))
         first, second = Syncer(s), Syncer(s)  # both read the same state
         append(path, entries(3, 2, "00000002"))
@@ -566,14 +576,17 @@ def _count(db: Path) -> int:
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="corpus not present")
-def test_corpus_in_the_agents_layout(tmp_path, _fake_home):
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_corpus_in_the_agents_layout(kind, request, tmp_path, _fake_home):
+    """``sessiontree --store URL sync`` of the corpus laid out as the agent lays it out:
+    into a SQLite file, and into a team PostgreSQL database."""
     folder = _fake_home / ".pi/agent/sessions/--Users-badlogic-workspaces-pi-mono--"
     folder.mkdir(parents=True)
     for source in sorted(CORPUS.glob("*.jsonl")):
         first = json.loads(source.read_bytes().split(b"\n", 1)[0])
         stamp = first["timestamp"].replace(":", "-").replace(".", "-")
         (folder / f"{stamp}_{first['id']}.jsonl").write_bytes(source.read_bytes())
-    db = f"sqlite:///{tmp_path / 's.db'}"
+    db = _target(kind, request, tmp_path)
     report = run_json(db, "sync")
     assert (report["new"], report["entriesAdded"], report["rejected"]) == (2, 2020, 0)
     large = next(folder.glob(f"*{LARGE}.jsonl"))
@@ -583,6 +596,75 @@ def test_corpus_in_the_agents_layout(tmp_path, _fake_home):
     assert (report["grown"], report["unchanged"], report["entriesAdded"]) == (1, 1, 1)
     with open_store(db) as s:
         assert stored_entries(s, LARGE) == file_entries(large)
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="corpus not present")
+def test_corpus_synced_into_postgres_is_found_by_id_from_any_host(request, tmp_path, _fake_home, monkeypatch):
+    """The team database: what one laptop synced, another opens by id alone and syncs its
+    own files into, each host keeping its own sync states (SESSIONTREE_SYNC_HOST)."""
+    url = request.getfixturevalue("pg_url")
+    folder = _fake_home / ".pi/agent/sessions/--Users-badlogic-workspaces-pi-mono--"
+    folder.mkdir(parents=True)
+    source = next(p for p in CORPUS.glob("*.jsonl") if LARGE.encode() in p.read_bytes().split(b"\n", 1)[0])
+    (folder / f"2025-11-20T10-00-00-000Z_{LARGE}.jsonl").write_bytes(source.read_bytes())
+    monkeypatch.setenv("SESSIONTREE_SYNC_HOST", "laptop-a")
+    assert run_json(url, "sync")["new"] == 1
+    monkeypatch.setenv("SESSIONTREE_SYNC_HOST", "laptop-b")
+    path = agent_file(_fake_home, n=3)
+    report = run_json(url, "sync")
+    # Laptop B has no state of its own for the large file: it finds the stored session
+    # equal to its copy (unchanged) and records its own state; its new file is new.
+    assert (report["new"], report["unchanged"], report["entriesAdded"]) == (1, 1, 3)
+    with open_store(url) as s:
+        assert s.sync_host == "laptop-b"
+        assert len(s.sync_states()) == 2
+        assert stored_entries(s, SID) == file_entries(path)
+    monkeypatch.setenv("SESSIONTREE_SYNC_HOST", "laptop-a")
+    with open_store(url) as s:
+        assert [state.session_id for state in s.sync_states().values()] == [LARGE]
+        assert len(s.read(SID).entries) == 3  # any host opens any session by id
+    report = run_json(url, "sync")  # laptop A sees the same folder here: both files adopted
+    assert (report["unchanged"], report["entriesAdded"]) == (2, 0)
+
+
+def test_postgres_sync_commit_is_a_compare_and_set_across_connections(request, tmp_path, _fake_home):
+    """Two stores (two pools, as two processes) commit the first state of one file at
+    once: exactly one wins, the other raises SyncConflictError and wrote nothing."""
+    from sessiontree.errors import SyncConflictError
+    from sessiontree.stores.base import SyncChange, SyncState
+    from sessiontree.stores.postgres import PostgresStore
+
+    url = request.getfixturevalue("pg_url")
+    stores = [PostgresStore(url), PostgresStore(url)]
+    state = SyncState("/home/me/x.jsonl", SID, 10, 1, 2, 3, 10, 1, 1, 4, b"h" * 32, b"t" * 32)
+    barrier = threading.Barrier(2)
+    outcomes: list[str] = []
+
+    def commit(store, n):
+        change = SyncChange("create", SID, head(), [record(f"0000000{n}", None)])
+        barrier.wait()
+        try:
+            store.sync_commit(None, state, change)
+            outcomes.append("ok")
+        except SyncConflictError:
+            outcomes.append("conflict")
+
+    threads = [threading.Thread(target=commit, args=(store, n)) for n, store in enumerate(stores)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["conflict", "ok"]
+    assert len(stores[0].read(SID).entries) == 1
+    assert stores[1].sync_states()["/home/me/x.jsonl"] == state
+    # A path that is not UTF-8 (surrogateescape) is kept exactly.
+    odd = SyncState("/home/me/\udcff.jsonl", SID, 10, 1, 2**64 - 1, 3, 10, 1, 1, 4, b"h" * 32, b"t" * 32)
+    stores[0].sync_commit(None, odd, SyncChange("none", SID))
+    assert stores[1].sync_states()[odd.path] == odd
+    with pytest.raises(SyncConflictError):
+        stores[1].sync_commit(None, odd, SyncChange("none", SID))
+    for store in stores:
+        store.close()
 
 
 def test_a_sync_that_grew_sessions_leaves_no_search_tail(tmp_path, _fake_home):

@@ -475,7 +475,8 @@ class SearchHit:
         highlights: ``(start, end)`` code-point offsets of the matches in
             ``snippet``, sorted, not overlapping.
         rank: relevance, higher is better; comparable only between hits of one
-            search on one store (SQLite: ``-bm25``; scans: :func:`scan_score`).
+            search on one store (SQLite: ``-bm25``; PostgreSQL: ``ts_rank``; scans:
+            :func:`scan_score`).
         on_active_branch: whether the entry is on the path from the session's
             root to its active leaf; ``False`` for an abandoned branch.
     """

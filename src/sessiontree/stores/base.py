@@ -186,8 +186,9 @@ class SessionStore(Protocol):
     """Persistent (or in-memory) home of sessions.
 
     Attributes:
-        url: the store's URL (``sqlite:///...``, ``jsonl:///...``, ``memory:``).
-        kind: ``"sqlite"``, ``"jsonl"`` or ``"memory"``.
+        url: the store's URL (``sqlite:///...``, ``jsonl:///...``, ``memory:``,
+            ``postgresql://...`` without its password).
+        kind: ``"sqlite"``, ``"jsonl"``, ``"memory"`` or ``"postgres"``.
     """
 
     url: str
@@ -357,8 +358,8 @@ class SessionStore(Protocol):
         term of the query (whitespace-separated; ``"a phrase"`` is one term)
         must occur in an entry's indexed text as a case-folded substring. The
         same query gives the same set of hits on every store; the order
-        (``rank``) is bm25 on SQLite and :func:`~sessiontree.searchtext.scan_score`
-        on the scanning stores.
+        (``rank``) is bm25 on SQLite, ``ts_rank`` on PostgreSQL and
+        :func:`~sessiontree.searchtext.scan_score` on the scanning stores.
 
         Args:
             query: the query text.

@@ -42,6 +42,7 @@ from __future__ import annotations
 import functools
 import os
 import select
+import socket
 import threading
 import time
 import urllib.parse
@@ -59,6 +60,7 @@ from ..errors import (
     SessionNotFoundError,
     StorageError,
     StoreOpenError,
+    SyncConflictError,
 )
 from ..format import CURRENT_VERSION, ParsedSession, validate_entry, validate_header
 from ..info import InfoAccumulator, is_classified
@@ -69,11 +71,21 @@ from ._shared import (
     check_replacement_header,
     cwd_matches,
     encode_entries,
+    file_rule_problems,
+    header_of,
     id_in_use_error,
     resolve_cwd,
     sort_listing,
+    sync_expected,
 )
-from .base import CancelEvent, ProgressCallback, SessionListing, StoreProblem
+from .base import (
+    CancelEvent,
+    ProgressCallback,
+    SessionListing,
+    StoreProblem,
+    SyncChange,
+    SyncState,
+)
 
 try:  # an optional extra: sessiontree[postgres]
     import psycopg
@@ -82,8 +94,17 @@ try:  # an optional extra: sessiontree[postgres]
 except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg = None  # type: ignore[assignment]
 
-__all__ = ["PostgresStore", "MIGRATIONS", "DERIVED_INDEXES", "DerivedIndex", "MIGRATION_LOCK", "redact_url",
-           "DEFAULT_TIMEOUT", "URL_OPTIONS"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "DERIVED_INDEXES",
+    "MIGRATIONS",
+    "MIGRATION_LOCK",
+    "SYNC_LOCK",
+    "URL_OPTIONS",
+    "DerivedIndex",
+    "PostgresStore",
+    "redact_url",
+]
 
 #: Seconds to wait for a pooled connection (and for connecting) before ``StorageError``.
 DEFAULT_TIMEOUT = 30.0
@@ -195,6 +216,44 @@ def m001_initial(conn: Any) -> None:
             -- bytes; read only when SessionInfo.all_messages_text is accessed.
             text bytea NOT NULL,
             PRIMARY KEY (session_id, seq)
+        )""")
+
+
+@migration
+def m002_sync_state(conn: Any) -> None:
+    """What ``sessiontree sync`` last took from each source file (docs/sync.md).
+
+    Not derived data: it describes files outside the store, so ``reindex``
+    never touches it; a state is written in the same transaction as the entries
+    it accounts for (:meth:`PostgresStore.sync_commit`)."""
+    conn.execute("""
+        CREATE TABLE sync_state (
+            -- The host whose file this is (PostgresStore.sync_host): many hosts
+            -- sync into one database, and a path names a file on one host only.
+            host text NOT NULL,
+            -- The source file, absolute, as UTF-8 bytes (surrogatepass: a path that
+            -- is not valid UTF-8 survives exactly).
+            path bytea NOT NULL,
+            -- The header id the file holds.
+            session_id text NOT NULL,
+            -- File identity and size when last looked at: all equal -> unchanged.
+            size bigint NOT NULL,
+            mtime_ns bigint NOT NULL,
+            inode numeric NOT NULL,
+            dev numeric NOT NULL,
+            -- Bytes from offset 0 taken into the store; a grown file is read from here.
+            consumed bigint NOT NULL,
+            -- Physical lines in those bytes, for file line numbers in later errors.
+            lines bigint NOT NULL,
+            -- Entries taken from the file (after the format upgrade).
+            entries bigint NOT NULL,
+            -- The format version the file declares.
+            version integer NOT NULL,
+            -- SHA-256 of the header line and of the last <= 4 KiB consumed.
+            header_hash bytea NOT NULL,
+            tail_hash bytea NOT NULL,
+            -- The key of the compare-and-set.
+            PRIMARY KEY (host, path)
         )""")
 
 
@@ -323,6 +382,8 @@ class PostgresStore(StoreBase):
         url: the URL without password and without our parameters.
         kind: ``"postgres"``.
         readonly: whether the store was opened read-only.
+        sync_host: the host whose files :meth:`sync_states` and :meth:`sync_commit`
+            record (``$SESSIONTREE_SYNC_HOST``, else :func:`socket.gethostname`).
 
     Raises:
         StoreOpenError: psycopg is missing, the server cannot be reached or
@@ -351,6 +412,8 @@ class PostgresStore(StoreBase):
         self._pid = os.getpid()
         self._closed = False
         self._initialised = True
+        #: Which host's files the sync states are (``SESSIONTREE_SYNC_HOST``, else the host name).
+        self.sync_host: str = _text(os.environ.get("SESSIONTREE_SYNC_HOST") or socket.gethostname()) or "localhost"
         #: Schema steps present in the database when it was opened.
         self.applied_steps: frozenset[str] = frozenset(name for name, _ in MIGRATIONS)
         try:
@@ -577,51 +640,189 @@ class PostgresStore(StoreBase):
             prepared.append((session_id, header, jsonio.dumps(header), entries, texts))
         with self._transaction("create", write=True, session_id=prepared[0][0] if prepared else None) as conn:
             for session_id, header, header_raw, entries, texts in prepared:
-                info = InfoAccumulator()
-                inserted = conn.execute(
-                    "INSERT INTO sessions (id, header_json, header_crc, created_at, cwd, parent_session_id,"
-                    " classified, updated_at, write_seq, listing)"
-                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, nextval('sessions_write_seq_counter'), %s)"
-                    " ON CONFLICT (id) DO NOTHING RETURNING 1",
-                    (session_id, header_raw, _crc(header_raw), *_header_columns(header),
-                     time.time_ns() // 1000, _listing_values(info)[0])).fetchone()
-                if inserted is None:  # also when another host created it a moment ago
-                    raise SessionExistsError(session_id)
-                self._insert_entries(conn, session_id, 0, entries, texts, info)
-                conn.execute("UPDATE sessions SET entry_count = %s, listing = %s, message_count = %s,"
-                             " modified_ms = %s, name = %s WHERE id = %s",
-                             (len(texts), *_listing_values(info), session_id))
+                self._create_in(conn, session_id, header, header_raw, entries, texts)
         return len(prepared)
 
-    def append(self, session_id: str, entries: Sequence[dict[str, Any]]) -> None:
+    def _create_in(self, conn: Any, session_id: str, header: dict[str, Any], header_raw: bytes,
+                   entries: Sequence[dict[str, Any]], texts: list[bytes]) -> None:
+        """The body of :meth:`create`, inside the caller's transaction.
+
+        Raises:
+            SessionExistsError: the id is already stored (also when another host
+                created it a moment ago)."""
+        info = InfoAccumulator()
+        inserted = conn.execute(
+            "INSERT INTO sessions (id, header_json, header_crc, created_at, cwd, parent_session_id,"
+            " classified, updated_at, write_seq, listing)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, nextval('sessions_write_seq_counter'), %s)"
+            " ON CONFLICT (id) DO NOTHING RETURNING 1",
+            (session_id, header_raw, _crc(header_raw), *_header_columns(header),
+             time.time_ns() // 1000, _listing_values(info)[0])).fetchone()
+        if inserted is None:
+            raise SessionExistsError(session_id)
+        self._insert_entries(conn, session_id, 0, entries, texts, info)
+        conn.execute("UPDATE sessions SET entry_count = %s, listing = %s, message_count = %s,"
+                     " modified_ms = %s, name = %s WHERE id = %s",
+                     (len(texts), *_listing_values(info), session_id))
+
+    def append(self, session_id: str, entries: Sequence[dict[str, Any]],
+               raw: Sequence[bytes | None] | None = None) -> None:
         """Append entries in one transaction, holding the session's row lock.
+
+        Args:
+            session_id: the session.
+            entries: entries in order.
+            raw: optional stored JSON text per entry (``None`` items are serialized),
+                so entries read from a file keep their exact bytes (``sync``).
 
         Raises:
             SessionNotFoundError: no such id.
-            InvalidSessionError: an entry is invalid or reuses an id of the session.
+            InvalidSessionError: an entry is invalid, reuses an id of the session, or
+                has an id PostgreSQL text cannot hold exactly.
             StorageError: the write failed (or the connection was lost); nothing was appended.
         """
-        texts = encode_entries(entries)
+        texts = encode_entries(entries, raw)
         if not _exact(session_id):
             raise SessionNotFoundError(session_id, self.url)
         for entry in entries:
             _key(entry["id"], "entry id")
         with self._transaction("append", write=True, session_id=session_id) as conn:
-            # FOR UPDATE: appends to one session take turns (across hosts), so seq is
-            # computed from a count nobody else is changing; other sessions are not blocked.
-            row = conn.execute("SELECT entry_count, listing FROM sessions WHERE id = %s FOR UPDATE",
-                               (session_id,)).fetchone()
-            if row is None:
-                raise SessionNotFoundError(session_id, self.url)
-            if not texts:
-                return
-            info = _info_from(row[1])
-            self._insert_entries(conn, session_id, row[0], entries, texts, info)
+            self._append_in(conn, session_id, entries, texts)
+
+    def _append_in(self, conn: Any, session_id: str, entries: Sequence[dict[str, Any]], texts: list[bytes]) -> None:
+        """The body of :meth:`append`, inside the caller's transaction."""
+        # FOR UPDATE: appends to one session take turns (across hosts), so seq is
+        # computed from a count nobody else is changing; other sessions are not blocked.
+        row = conn.execute("SELECT entry_count, listing FROM sessions WHERE id = %s FOR UPDATE",
+                           (session_id,)).fetchone()
+        if row is None:
+            raise SessionNotFoundError(session_id, self.url)
+        if not texts:
+            return
+        info = _info_from(row[1])
+        self._insert_entries(conn, session_id, row[0], entries, texts, info)
+        conn.execute(
+            "UPDATE sessions SET entry_count = %s, updated_at = %s,"
+            " write_seq = nextval('sessions_write_seq_counter'), listing = %s, message_count = %s,"
+            " modified_ms = %s, name = %s WHERE id = %s",
+            (row[0] + len(texts), time.time_ns() // 1000, *_listing_values(info), session_id))
+
+    def replace_session(self, header: dict[str, Any], entries: Sequence[dict[str, Any]],
+                        raw: Sequence[bytes | None] | None = None) -> None:
+        """Replace a session's header and all its entries in one transaction (``sync --replace``):
+        a reader sees the old session or the new one, never a mix.
+
+        The session keeps its place in insertion order (its ``sessions`` row is
+        updated, not recreated); ``updated_at`` and ``write_seq`` move on, and its
+        derived data is rebuilt from the new entries in the same transaction.
+
+        Raises:
+            SessionNotFoundError: no session has ``header["id"]``.
+            InvalidSessionError: the header or an entry is invalid, two entries share an
+                id, or an id PostgreSQL text cannot hold exactly.
+            StorageError: the write failed; the session is as it was.
+        """
+        session_id = check_header(header)
+        texts = encode_entries(entries, raw)
+        for entry in entries:
+            _key(entry["id"], "entry id")
+        if not _exact(session_id):
+            raise SessionNotFoundError(session_id, self.url)
+        with self._transaction("replace session", write=True, session_id=session_id) as conn:
+            self._replace_in(conn, session_id, header, entries, texts)
+
+    def _replace_in(self, conn: Any, session_id: str, header: dict[str, Any], entries: Sequence[dict[str, Any]],
+                    texts: list[bytes]) -> None:
+        """The body of :meth:`replace_session`, inside the caller's transaction (row-locked)."""
+        if conn.execute("SELECT 1 FROM sessions WHERE id = %s FOR UPDATE", (session_id,)).fetchone() is None:
+            raise SessionNotFoundError(session_id, self.url)
+        for index in DERIVED_INDEXES:
+            index.remove(conn, session_id)
+        conn.execute("DELETE FROM message_texts WHERE session_id = %s", (session_id,))
+        conn.execute("DELETE FROM entries WHERE session_id = %s", (session_id,))
+        info = InfoAccumulator()
+        self._insert_entries(conn, session_id, 0, entries, texts, info)
+        header_raw = jsonio.dumps(header)
+        conn.execute(
+            "UPDATE sessions SET header_json = %s, header_crc = %s, created_at = %s, cwd = %s,"
+            " parent_session_id = %s, classified = %s, updated_at = %s,"
+            " write_seq = nextval('sessions_write_seq_counter'), entry_count = %s, listing = %s,"
+            " message_count = %s, modified_ms = %s, name = %s WHERE id = %s",
+            (header_raw, _crc(header_raw), *_header_columns(header), time.time_ns() // 1000, len(texts),
+             *_listing_values(info), session_id))
+
+    # -- sync state ---------------------------------------------------------------------------
+
+    def sync_states(self) -> dict[str, SyncState]:
+        """Every :class:`~sessiontree.stores.base.SyncState` recorded by this host
+        (:attr:`sync_host`), by source path (one query; ``{}`` before the first sync, on an empty database, or on an older schema
+        opened read-only).
+
+        Raises:
+            StorageError: the database could not be read.
+        """
+        with self._transaction("reading sync states", write=False) as conn:
+            if not self._ready(conn) or "m002_sync_state" not in self.applied_steps:
+                return {}
+            with conn.cursor(binary=True) as cur:
+                rows = cur.execute(f"SELECT {_SYNC_SQL} FROM sync_state WHERE host = %s",
+                                   (self.sync_host,)).fetchall()
+        return {state.path: state for state in map(_sync_state, rows)}
+
+    def sync_commit(self, expect: SyncState | None, state: SyncState, change: SyncChange) -> None:
+        """Apply ``change`` and record ``state`` for ``state.path`` in one transaction, only
+        if the recorded state of that path is still ``expect`` (see
+        :meth:`SessionStore.sync_commit <sessiontree.stores.base.SessionStore.sync_commit>`).
+
+        States are per host (:attr:`sync_host`): two laptops syncing into one
+        database each keep their own, since a path names a file on one host.
+
+        The compare-and-set: a transaction-scoped advisory lock on the path
+        (:data:`SYNC_LOCK` and the CRC-32 of host and path) serializes commits for one
+        file across processes and hosts, including the first one, when there
+        is no row yet to lock; the state is then read, compared with
+        :meth:`SyncState.same_file`, and written with the change before COMMIT.
+        Entries are written as :meth:`create`, :meth:`append` and
+        :meth:`replace_session` write them (row lock on the session).
+
+        Raises:
+            SyncConflictError: the recorded state is not ``expect``; nothing written.
+            SessionExistsError: ``create`` of an id already stored.
+            SessionNotFoundError: ``append``/``replace`` of a missing session.
+            InvalidSessionError: an invalid entry, or an entry id already in the session.
+            StorageError: the write failed; nothing was written.
+        """
+        texts = encode_entries(change.entries, change.raw)
+        header = header_of(change) if change.kind in ("create", "replace") else None
+        if header is not None:
+            check_header(header)
+        if change.kind not in ("none", "create", "append", "replace"):
+            raise ValueError(f"unknown sync change kind {change.kind!r}")
+        _key(change.session_id, "session id")
+        for entry in change.entries:
+            _key(entry["id"], "entry id")
+        path = state.path.encode("utf-8", "surrogatepass")
+        with self._transaction("sync", write=True, session_id=change.session_id) as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)",
+                         (SYNC_LOCK, _lock_key(self.sync_host.encode("utf-8", "surrogatepass") + b"\0" + path)))
+            with conn.cursor(binary=True) as cur:
+                row = cur.execute(f"SELECT {_SYNC_SQL} FROM sync_state WHERE host = %s AND path = %s",
+                                  (self.sync_host, path)).fetchone()
+            if not sync_expected(expect, _sync_state(row) if row is not None else None):
+                raise SyncConflictError(state.path)
+            if change.kind == "create" and header is not None:
+                self._create_in(conn, change.session_id, header, jsonio.dumps(header), change.entries, texts)
+            elif change.kind == "append":
+                self._append_in(conn, change.session_id, change.entries, texts)
+            elif change.kind == "replace" and header is not None:
+                self._replace_in(conn, change.session_id, header, change.entries, texts)
+            values = (self.sync_host, path, _key(state.session_id, "session id"), state.size, state.mtime_ns, state.inode,
+                      state.dev, state.consumed, state.lines, state.entries, state.version,
+                      bytes(state.header_hash), bytes(state.tail_hash))
             conn.execute(
-                "UPDATE sessions SET entry_count = %s, updated_at = %s,"
-                " write_seq = nextval('sessions_write_seq_counter'), listing = %s, message_count = %s,"
-                " modified_ms = %s, name = %s WHERE id = %s",
-                (row[0] + len(texts), time.time_ns() // 1000, *_listing_values(info), session_id))
+                f"INSERT INTO sync_state (host, {_SYNC_SQL}) VALUES ({', '.join(['%s'] * len(values))})"
+                " ON CONFLICT (host, path) DO UPDATE SET "
+                + ", ".join(f"{name} = excluded.{name}" for name in _SYNC_COLUMNS[1:]), values)
 
     def _insert_entries(self, conn: Any, session_id: str, start: int, entries: Sequence[dict[str, Any]],
                         texts: list[bytes], info: InfoAccumulator) -> None:
@@ -703,6 +904,8 @@ class PostgresStore(StoreBase):
         """
         if session_id is not None and not _exact(session_id):
             return 0
+        if session_id is None:
+            self._prepare_derived()
         with self._transaction("reindex", write=True) as conn:
             if session_id is None:
                 ids = [row[0] for row in conn.execute("SELECT id FROM sessions ORDER BY rowno FOR UPDATE")]
@@ -738,6 +941,20 @@ class PostgresStore(StoreBase):
                     index.remove(conn, sid)
                     index.add(conn, sid, rows)
             return len(ids)
+
+    def _prepare_derived(self) -> None:
+        """Before a full reindex: let each derived index fix its own schema (the search
+        index creates its trigram index if ``pg_trgm`` has become available), each in
+        its own transaction under the schema lock."""
+        if self.readonly:
+            return  # the reindex itself refuses
+        for index in DERIVED_INDEXES:
+            prepare = getattr(index, "prepare", None)
+            if prepare is None:
+                continue
+            with self._transaction(f"preparing the {index.name} index", write=False) as conn:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+                prepare(conn)
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -873,6 +1090,63 @@ class PostgresStore(StoreBase):
                 return " ".join(bytes(text).decode("utf-8", "surrogatepass") for (text,) in cur.execute(
                     "SELECT text FROM message_texts WHERE session_id = %s ORDER BY seq", (session_id,)))
 
+    def search(self, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
+               since: Any = None, until: Any = None, session: str | None = None,
+               limit: int | None = 50) -> list[Any]:
+        """Full-text search through the ``pg_trgm`` index, ranked by ``ts_rank``
+        (:mod:`sessiontree.stores.postgres_search`): the same hits as every store.
+        See :meth:`SessionStore.search <sessiontree.stores.base.SessionStore.search>` for
+        arguments, results and errors."""
+        from .postgres_search import search_store
+
+        return search_store(self, query, cwd=cwd, roles=roles, since=since, until=until, session=session,
+                            limit=limit)
+
+    def usage(self, query: Any = None) -> Any:
+        """Billed usage summed with SQL aggregates over the usage ledger
+        (:mod:`sessiontree.stores.postgres_usage`): no entry is read. A database without
+        the ledger (an older schema opened read-only) is answered from its entries by
+        :func:`~sessiontree.usagerecords.aggregate`, with the same rows. See
+        :meth:`SessionStore.usage <sessiontree.stores.base.SessionStore.usage>`.
+
+        Args:
+            query: a :class:`~sessiontree.usagerecords.UsageQuery`, or ``None`` for everything.
+
+        Returns:
+            :class:`~sessiontree.usagerecords.UsageRows` (``skipped`` is always 0: every
+            stored session can be read).
+
+        Raises:
+            StorageError: the database could not be read.
+        """
+        from ..usagerecords import UsageQuery, UsageRows, aggregate
+        from .postgres_usage import query_usage
+
+        query = query or UsageQuery()
+        wanted = resolve_cwd(query.cwd) if query.cwd is not None else None
+        if query.session_id is not None and not _exact(query.session_id):
+            return UsageRows()
+        with self._transaction("usage", write=False, snapshot=True) as conn:
+            if not self._ready(conn):
+                return UsageRows()
+            if "m004_usage_ledger" in self.applied_steps:
+                return UsageRows(query_usage(conn, query, functools.partial(self._exact_cwds, conn),
+                                             lambda cwd: cwd_matches(cwd, wanted)))
+        sessions = ((parsed.header, parsed.entries) for parsed in map(self.read, self.session_ids()))
+        return UsageRows(aggregate(sessions, query, lambda cwd: cwd_matches(cwd, wanted)))
+
+    def _exact_cwds(self, conn: Any, session_ids: list[str]) -> dict[str, str | None]:
+        """The header ``cwd`` (``None`` unless a string) of each session, exact: from the
+        ``cwd`` column, or from the header where the column's copy is lossy."""
+        out: dict[str, str | None] = {}
+        for session_id, cwd in conn.execute("SELECT id, cwd FROM sessions WHERE id = ANY(%s)", (session_ids,)):
+            if cwd is not None and "\ufffd" in cwd:
+                header = jsonio.loads(bytes(conn.execute("SELECT header_json FROM sessions WHERE id = %s",
+                                                         (session_id,)).fetchone()[0]))
+                cwd = header.get("cwd") if isinstance(header, dict) and isinstance(header.get("cwd"), str) else None
+            out[session_id] = cwd
+        return out
+
     def find_most_recent(self, cwd: str | None = None, include_internal: bool = False) -> str | None:
         """Id of the session written last (``write_seq``), optionally only for ``cwd``."""
         wanted = resolve_cwd(cwd) if cwd is not None else None
@@ -904,7 +1178,9 @@ class PostgresStore(StoreBase):
         or entry (``invalid-record``), that an entry's copied columns match its
         JSON (``column-drift``), and that ``entry_count``, the header copies,
         the listing state and ``message_texts`` equal a rebuild from the records
-        (``metadata-drift``; :meth:`reindex` repairs it). The server keeps its own
+        (``metadata-drift``; :meth:`reindex` repairs it), and the file checker's rules
+        on the session's JSONL form (:func:`~sessiontree.stores._shared.file_rule_problems`:
+        the verdict every store gives). The server keeps its own
         pages' checksums (``data_checksums``), so there is no store-wide integrity step.
 
         Returns:
@@ -951,9 +1227,11 @@ class PostgresStore(StoreBase):
                 header = None
         info = InfoAccumulator()
         texts: list[tuple[int, str]] = []
+        jsonl = [bytes(row[0])]  # the session's JSONL form, for the file rules
         for count, (seq, entry_id, parent, kind, stamp, text, crc) in enumerate(records, 1):
             line = count + 1
             text = bytes(text)
+            jsonl.append(text)
             if _crc(text) != crc:
                 problem("hash-mismatch", f"entry {entry_id} does not match the checksum recorded when it was "
                         "written", line, entry_id)
@@ -973,6 +1251,9 @@ class PostgresStore(StoreBase):
                 texts.append((seq, listed))
         if problems or header is None:
             return problems  # a rebuild from damaged records would only repeat the damage
+        # The file rules (dangling parents, tool pairing, ...) as check gives them for
+        # this session's JSONL form: the same verdict as on every other store.
+        problems.extend(file_rule_problems(b"\n".join(jsonl) + b"\n", session_id, where))
         drift = []
         if row[6] != len(records):
             drift.append(f"entry_count {row[6]} (rebuilt: {len(records)})")
@@ -1030,3 +1311,34 @@ def _insert_entry_rows(conn: Any, rows: list[tuple[Any, ...]]) -> None:
         cur.executemany(
             "INSERT INTO entries (session_id, seq, id, parent_id, type, timestamp, json, crc)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)", rows)
+
+
+#: Key space (first key) of the transaction-scoped advisory locks :meth:`PostgresStore.sync_commit`
+#: takes per source path (second key: the CRC-32 of the path, as a signed 32-bit integer).
+SYNC_LOCK = int.from_bytes(b"sync", "big")
+
+_SYNC_COLUMNS = ("path", "session_id", "size", "mtime_ns", "inode", "dev", "consumed", "lines", "entries",
+                 "version", "header_hash", "tail_hash")
+_SYNC_SQL = ", ".join(_SYNC_COLUMNS)
+
+
+def _lock_key(path: bytes) -> int:
+    """The second key of a path's advisory lock: its CRC-32 as a signed 32-bit int
+    (two paths sharing it only take turns)."""
+    value = zlib.crc32(path)
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _sync_state(row: Sequence[Any]) -> SyncState:
+    """A ``sync_state`` row (columns of ``_SYNC_SQL``) as a :class:`SyncState`."""
+    return SyncState(bytes(row[0]).decode("utf-8", "surrogatepass"), row[1], *(int(value) for value in row[2:10]),
+                     bytes(row[10]), bytes(row[11]))
+
+
+from . import postgres_search  # noqa: F401  (registers the search index and its schema step)
+
+try:  # the usage ledger needs sessiontree.usagerecords (issue 14, branch h-usage)
+    from . import postgres_usage  # noqa: F401  (registers the ledger and its schema step)
+except ModuleNotFoundError as _missing:  # pragma: no cover - only before h-usage is merged
+    if _missing.name != "sessiontree.usagerecords":
+        raise

@@ -1,0 +1,157 @@
+"""Search on PostgreSQL (issue 17): the pg_trgm index, its fallback, ranking, and the index as
+derived data. The conformance tests (the same hits as every store) are in tests/test_search.py,
+whose ``store`` fixture includes PostgreSQL."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from test_search import CORPUS, EXPECTED, fill, header, ids, msg
+
+from sessiontree import SessionManager
+from sessiontree.errors import StorageError
+from sessiontree.searchtext import parse_query
+from sessiontree.stores import MemoryStore, postgres_search
+from sessiontree.stores import postgres as postgres_module
+from sessiontree.stores.postgres import PostgresStore
+
+pytestmark = pytest.mark.usefixtures("pg_cluster")
+
+
+@pytest.fixture
+def pg(pg_url):
+    store = fill(PostgresStore(pg_url))
+    yield store
+    store.close()
+
+
+def index_rows(store):
+    with store._transaction("test", write=False) as conn:
+        return conn.execute("SELECT session_id, seq, type, role, ts_ms, folded, tsv::text FROM search_entries"
+                            " ORDER BY session_id, seq").fetchall()
+
+
+def test_same_hits_as_a_scan_for_hostile_queries(pg):
+    memory = fill(MemoryStore())
+    for query in ["🎉", "a\x00b", "\"NEAR(x y)\"", "NEAR(x y)", "party and", "a-b", "ΣΥΦ", "tt", "%", "_", "\\",
+                  "100%", "a_b", "'", "':*", "x & y", "!retry", "retry:*", "ab" * 300, "é" * 600, "K"]:
+        assert ids(pg.search(query, limit=None)) == ids(memory.search(query, limit=None)), query
+
+
+def test_like_wildcards_are_literal(pg):
+    pg.create(header("sess-wild", "/w"), [msg("w1000001", None, "user", "50% off_sale \\ done", 0),
+                                          msg("w2000002", "w1000001", "user", "50X offXsale", 1)])
+    assert ids(pg.search("50%", limit=None)) == {"w1000001"}
+    assert ids(pg.search("off_sale", limit=None)) == {"w1000001"}
+    assert ids(pg.search("\\", limit=None)) == {"w1000001"}
+    assert ids(pg.search("f_", limit=None)) == {"w1000001"}  # short: strpos, no wildcard either
+
+
+def test_ranking_and_limit(pg):
+    order = [hit.entry_id for hit in pg.search("retry", limit=None)]
+    assert order[0] == "a7000007" and order[-1] == "c2000002"  # three times in a short text; once in 1,500 chars
+    ranks = [hit.rank for hit in pg.search("retry", limit=None)]
+    assert ranks == sorted(ranks, reverse=True)
+    assert [hit.entry_id for hit in pg.search("retry", limit=3)] == order[:3]
+    # A term inside a longer word ranks by prefix: 東京タワー starts with 東京.
+    assert [hit.entry_id for hit in pg.search("東京", limit=None)] == ["b1000001", "a9000009"]
+    # Only terms without words: every rank 0, newest first.
+    assert [hit.rank for hit in pg.search("*", limit=None)] == [0.0]
+
+
+def test_rank_query_quotes_everything():
+    assert postgres_search.rank_query(parse_query("retry \"a-b\" *")) == "'retry':* | 'a':* | 'b':*"
+    assert postgres_search.rank_query(parse_query("* % '")) is None
+    assert postgres_search.rank_query(parse_query("x" * 600)) is None
+
+
+def test_the_trigram_index_answers_long_terms(pg):
+    with pg._transaction("test", write=False) as conn:
+        assert postgres_search.trigram_available(conn)
+        conn.execute("SET LOCAL enable_seqscan = off")
+        plan = "\n".join(row[0] for row in conn.execute(
+            "EXPLAIN SELECT 1 FROM search_entries WHERE folded LIKE %s AND strpos(folded, %s) > 0",
+            ("%retry%", "py")))
+    assert "search_entries_trgm" in plan
+
+
+def test_without_pg_trgm_search_scans_with_the_same_hits(pg_url, monkeypatch):
+    def refused(conn):
+        raise psycopg.errors.UndefinedFile('could not open extension control file "pg_trgm.control"')
+
+    monkeypatch.setattr(postgres_search, "_create_trigram_index", refused)
+    store = fill(PostgresStore(pg_url))
+    with store._transaction("test", write=False) as conn:
+        assert not postgres_search.trigram_available(conn)
+    for query in ("retry", "dedup", "py", "東京"):
+        assert ids(store.search(query, limit=None)) == EXPECTED[query]
+    monkeypatch.undo()  # the extension is installed now: a full reindex creates the index
+    assert store.reindex() == 3
+    with store._transaction("test", write=False) as conn:
+        assert postgres_search.trigram_available(conn)
+    assert ids(store.search("retry", limit=None)) == EXPECTED["retry"]
+    store.close()
+
+
+def test_an_older_schema_is_scanned_read_only_and_filled_when_migrated(pg_url):
+    fill(PostgresStore(pg_url)).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP TABLE search_entries")
+        conn.execute("DELETE FROM schema_migrations WHERE name = 'm003_search_index'")
+    readonly = PostgresStore(pg_url, readonly=True)
+    assert ids(readonly.search("dedup", limit=None)) == EXPECTED["dedup"]
+    readonly.close()
+    migrated = PostgresStore(pg_url)  # the step fills the index from the stored entries
+    assert "m003_search_index" in migrated.applied_migrations()
+    assert len(index_rows(migrated)) == 14  # entries with text: 8 + 4 + 2
+    assert ids(migrated.search("retry", limit=None)) == EXPECTED["retry"]
+    migrated.close()
+
+
+def test_the_index_is_derived_data(pg):
+    manager = SessionManager.open(pg, "sess-beta")
+    manager.append_message({"role": "user", "content": "a zebra crossing", "timestamp": 5})
+    forked = manager.fork_to("/w/fork", pg)
+    pg.delete("sess-gamma")
+    head, entries = CORPUS[0]
+    pg.replace_session(head, entries[:3])  # sess-alpha shrinks to three entries
+    before = index_rows(pg)
+    assert {row[0] for row in before} == {"sess-alpha", "sess-beta", forked.get_session_id()}
+    assert ids(pg.search("zebra", limit=None)) == {manager.get_entries()[-1]["id"]}
+    assert len(pg.search("zebra", limit=None, session=forked.get_session_id())) == 1
+    assert ids(pg.search("retry", limit=None)) == {"a1000001", "a2000002", "b4000004"}
+    assert pg.reindex() == 3
+    assert index_rows(pg) == before
+    assert pg.verify() == []
+
+
+def test_a_failed_append_leaves_no_index_rows(pg, monkeypatch):
+    def broken(conn, session_id, rows):
+        raise psycopg.errors.DiskFull("injected")
+
+    monkeypatch.setattr(postgres_search.INDEX, "add", broken)
+    with pytest.raises(StorageError):
+        pg.append("sess-beta", [msg("b5000005", "b4000004", "user", "zebra crossing", 5)])
+    monkeypatch.undo()
+    assert pg.search("zebra") == []
+    assert len(pg.load("sess-beta").entries) == 4
+
+
+def test_lossy_columns_are_decided_from_the_records(pg):
+    """A cwd and a role PostgreSQL text cannot hold exactly: the copies are U+FFFD, the
+    filters answer from the exact values."""
+    pg.create({**header("sess-odd", "/w/\ud800x")}, [
+        msg("o1000001", None, "user", "odd retry", 0),
+        {"type": "message", "id": "o2000002", "parentId": "o1000001", "timestamp": "2026-01-01T10:01:00.000Z",
+         "message": {"role": "r\ud800", "content": "odd retry again", "timestamp": 1}}])
+    assert ids(pg.search("odd", cwd="/w/\ud800x", limit=None)) == {"o1000001", "o2000002"}
+    assert ids(pg.search("odd", cwd="/w/\udc00x", limit=None)) == set()  # same U+FFFD copy, other cwd
+    assert ids(pg.search("odd", roles=["r\ud800"], limit=None)) == {"o2000002"}
+    assert ids(pg.search("odd", roles=["r\udc00"], limit=None)) == set()
+    assert pg.search("odd", session="sess-\ud800") == []
+
+
+def test_module_registers_its_step_after_sync_state():
+    names = [name for name, _ in postgres_module.MIGRATIONS]
+    assert names.index("m002_sync_state") < names.index("m003_search_index")
+    assert postgres_search.INDEX in postgres_module.DERIVED_INDEXES

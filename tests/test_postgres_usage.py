@@ -1,0 +1,144 @@
+"""The usage ledger on PostgreSQL (issues 14 and 17): SQL aggregates over ``usage_ledger``
+give exactly the rows :func:`sessiontree.usagerecords.aggregate` computes from the entries,
+for every kind of query, on random stores full of copies."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+usagerecords = pytest.importorskip("sessiontree.usagerecords")  # issue 14 (branch h-usage)
+
+from sessiontree.stores._shared import cwd_matches, resolve_cwd
+from sessiontree.stores.postgres import PostgresStore
+
+UsageQuery = usagerecords.UsageQuery
+
+pytestmark = pytest.mark.usefixtures("pg_cluster")
+
+
+def _header(sid, created="2026-01-01T00:00:00.000Z", cwd="/w"):
+    return {"type": "session", "version": 4, "id": sid, "createdAt": created, "cwd": cwd}
+
+
+def _assistant(eid, parent, ts, inp, cost, model="m", provider="p"):
+    usage = {"input": inp, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0}
+    if cost is not None:
+        usage["cost"] = {"total": cost}
+    return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts,
+            "message": {"role": "assistant", "content": [], "api": "a", "provider": provider, "model": model,
+                        "usage": usage, "stopReason": "stop", "timestamp": 1}}
+
+
+def _expected(sessions, query):
+    wanted = resolve_cwd(query.cwd) if query.cwd is not None else None
+    return usagerecords.aggregate(sessions, query, lambda cwd: cwd_matches(cwd, wanted))
+
+
+def _rows(rows):
+    return sorted((r.session_id or "", r.cwd or "", r.provider or "", r.model or "", r.bucket, r.recorded, r.copied,
+                   r.per_call, r.calls, r.input, r.output, r.cache_read, r.cache_write, r.cost_nanos) for r in rows)
+
+
+QUERIES = [UsageQuery(), UsageQuery(by_time=False), UsageQuery(per_session=True), UsageQuery(price_all=True),
+           UsageQuery(per_session=True, by_time=False, price_all=True), UsageQuery(cwd="/w/a"),
+           UsageQuery(cwd="/w/b", by_time=False), UsageQuery(since_ms=1_767_261_600_000),
+           UsageQuery(until_ms=1_767_263_400_000, per_session=True), UsageQuery(session_id="s0"),
+           UsageQuery(session_id="s2", by_time=False), UsageQuery(session_id="s3", price_all=True)]
+
+call = st.tuples(st.sampled_from(["2026-01-01T09:50:00.000Z", "2026-01-01T10:00:00.000Z",
+                                  "2026-01-01T10:20:00.000Z", "2026-01-01T10:40:00.000Z"]),
+                 st.sampled_from([0, 5, 7]), st.sampled_from([None, 0, 0.002, 0.5]), st.sampled_from(["m", "n"]))
+session = st.tuples(st.sampled_from(["2026-01-01T00:00:00.000Z", "2026-01-02T00:00:00.000Z"]),
+                    st.sampled_from(["/w/a", "/w/b"]), st.lists(call, max_size=4),
+                    st.lists(st.integers(0, 7), max_size=3))  # copied calls
+
+
+@pytest.fixture(scope="module")
+def shared_url(pg_cluster):
+    name = pg_cluster.new_database("usage")
+    yield pg_cluster.url(name)
+    pg_cluster.drop_database(name)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(st.lists(session, min_size=1, max_size=4))
+def test_ledger_sums_equal_the_rule_on_random_stores(shared_url, sessions):
+    store = PostgresStore(shared_url)
+    try:
+        for sid in store.session_ids():
+            store.delete(sid)
+        made = []
+        pool = []  # every call written so far: copies reuse them verbatim, as forks do
+        for n, (created, cwd, calls, copies) in enumerate(sessions):
+            entries, parent = [], None
+            for k, (ts, inp, cost, model) in enumerate(calls):
+                entry = _assistant(f"e{n}x{k}", parent, ts, inp, cost, model)
+                entries.append(entry)
+                parent = entry["id"]
+            for index in copies:
+                if pool or entries:
+                    # From an earlier session (a copy) or this one (the same call twice in one
+                    # session: distinct calls, as the rule says).
+                    candidates = pool + entries
+                    source = candidates[index % len(candidates)]
+                    entries.append({**source, "id": f"c{n}x{len(entries)}", "parentId": parent})
+                    parent = entries[-1]["id"]
+            pool.extend(entries)
+            made.append((_header(f"s{n}", created, cwd), entries))
+        for head, entries in made:
+            store.create(head, entries[:1])
+            if entries[1:]:
+                store.append(head["id"], entries[1:])
+        for query in QUERIES:
+            assert _rows(store.usage(query)) == _rows(_expected(made, query)), query
+    finally:
+        store.close()
+
+
+def test_ledger_is_derived_data(pg_url):
+    store = PostgresStore(pg_url)
+    entries = [_assistant("a1", None, "2026-01-01T10:00:00.000Z", 5, 0.5),
+               _assistant("a2", "a1", "2026-01-01T10:20:00.000Z", 6, None)]
+    store.create(_header("one"), entries)
+    store.create(_header("two", created="2026-02-01T00:00:00.000Z"), entries[:1])  # a copy
+    before = _rows(store.usage(UsageQuery(per_session=True)))
+    assert [row[8] for row in before] == [1, 1]  # two calls, the copy counted once, owned by "one"
+    with store._transaction("test", write=False) as conn:
+        ledger = conn.execute("SELECT * FROM usage_ledger ORDER BY session_id, seq").fetchall()
+    assert len(ledger) == 3
+    assert store.reindex() == 2
+    with store._transaction("test", write=False) as conn:
+        assert conn.execute("SELECT * FROM usage_ledger ORDER BY session_id, seq").fetchall() == ledger
+    store.delete("one")  # the copy's owner is now "two"
+    assert _rows(store.usage(UsageQuery(per_session=True)))[0][0] == "two"
+    store.replace_session(_header("two", created="2026-02-01T00:00:00.000Z"), entries)
+    assert sum(row.calls for row in store.usage()) == 2
+    assert store.verify() == []
+    store.close()
+
+
+def test_an_older_schema_read_only_is_answered_from_the_entries(pg_url):
+    import psycopg
+
+    store = PostgresStore(pg_url)
+    store.create(_header("one"), [_assistant("a1", None, "2026-01-01T10:00:00.000Z", 5, 0.5)])
+    expected = _rows(store.usage())
+    store.close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP TABLE usage_ledger")
+        conn.execute("DELETE FROM schema_migrations WHERE name = 'm004_usage_ledger'")
+    with PostgresStore(pg_url, readonly=True) as readonly:
+        assert _rows(readonly.usage()) == expected
+    with PostgresStore(pg_url) as migrated:  # the step fills the ledger from the entries
+        assert _rows(migrated.usage()) == expected
+        with migrated._transaction("test", write=False) as conn:
+            assert conn.execute("SELECT count(*) FROM usage_ledger").fetchone()[0] == 1
+
+
+def test_huge_token_counts_do_not_fail_an_append(pg_url):
+    with PostgresStore(pg_url) as store:
+        store.create(_header("one"), [_assistant("a1", None, "2026-01-01T10:00:00.000Z", 2**70, None)])
+        assert [row.input for row in store.usage()] == [2**70]
