@@ -23,7 +23,7 @@ Conventions:
   from its file directly instead of being opened for writing.
 """
 
-from . import edit, files, sessions, store  # noqa: E402,F401  (each module registers its commands on ``cli``)
+from . import edit, files, sessions, stats, store  # noqa: E402,F401  (each module registers its commands on ``cli``)
 from ._common import cli, main
 
 __all__ = ["cli", "main"]

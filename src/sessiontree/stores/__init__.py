@@ -32,6 +32,7 @@ from .base import CancelEvent, ProgressCallback, SessionListing, SessionStore, S
 from .jsonl import JsonlStore
 from .memory import MemoryStore
 from .sqlite import SqliteStore
+from . import sqlite_usage  # noqa: E402,F401  (registers the usage ledger: schema step and derived index)
 
 __all__ = [
     "SessionStore",

@@ -25,6 +25,7 @@ from ..errors import InvalidSessionError, SessionExistsError, SessionNotFoundErr
 from ..format import CURRENT_VERSION, ParsedSession
 from ..info import InfoAccumulator, SessionInfo, is_classified
 from ._shared import Progress, check_header, cwd_matches, encode_entries, resolve_cwd, sort_listing
+from ..usagerecords import UsageQuery, UsageRows, aggregate
 from .base import CancelEvent, ProgressCallback, SessionListing, StoreProblem
 
 __all__ = ["MemoryStore"]
@@ -249,6 +250,16 @@ class MemoryStore:
                     info.add(jsonio.loads(text))
                 session.info = info
             return len(ids)
+
+    def usage(self, query: UsageQuery | None = None) -> UsageRows:
+        """Billed usage computed from the stored entries (no ledger is kept). See
+        :meth:`SessionStore.usage`."""
+        query = query or UsageQuery()
+        with self._lock:
+            snapshot = [(s.header, list(s.raw)) for s in self._sessions.values()]
+        wanted = resolve_cwd(query.cwd) if query.cwd is not None else None
+        sessions = ((header, [jsonio.loads(text) for text in raw]) for header, raw in snapshot)
+        return UsageRows(aggregate(sessions, query, lambda cwd: cwd_matches(cwd, wanted)))
 
     def verify(self, on_progress: ProgressCallback | None = None) -> list[StoreProblem]:
         """Re-parse every stored record; returns the problems (``[]``: nothing can damage
