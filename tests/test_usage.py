@@ -365,12 +365,14 @@ def test_ledger_is_written_with_entries_removed_with_sessions_and_rebuilt(tmp_pa
     store.create(_header("s"), [_assistant("a1", None, "2026-01-01T10:00:00.000Z", _usage(5, cost=0.5))])
     store.append("s", [_assistant("a2", "a1", "2026-01-01T10:01:00.000Z", _usage(6))])
     assert _ledger(store) == [("s", 0, "assistant", 5, 500_000_000), ("s", 1, "assistant", 6, None)]
-    store._connection().execute("DELETE FROM usage_ledger")  # drift
+    store._connection().execute("DELETE FROM usage_calls")  # drift
     assert usage_report(store).totals.calls == 0
     assert store.reindex() == 1
     assert _ledger(store) == [("s", 0, "assistant", 5, 500_000_000), ("s", 1, "assistant", 6, None)]
+    assert store._connection().execute("SELECT m, owner FROM usage_calls").fetchall() == [(1, "s"), (1, "s")]
     store.delete("s")
     assert _ledger(store) == []
+    assert store._connection().execute("SELECT count(*) FROM usage_calls").fetchone()[0] == 0
 
 
 def test_schema_step_fills_the_ledger_of_an_existing_store(tmp_path):
@@ -380,6 +382,7 @@ def test_schema_step_fills_the_ledger_of_an_existing_store(tmp_path):
     store.close()
     conn = sqlite3.connect(path)
     conn.execute("DROP TABLE usage_ledger")
+    conn.execute("DROP TABLE usage_calls")
     conn.execute("DELETE FROM schema_migrations WHERE name = 'm005_usage_ledger'")
     conn.commit()
     conn.close()
