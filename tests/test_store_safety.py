@@ -272,7 +272,7 @@ def test_schema_upgrade_hashes_existing_rows(tmp_path):
         assert len(reader.load("s1").entries) == 3
     assert digest(db)["db"] == old
     store = SqliteStore(db)  # a writable open applies m002 and hashes the rows it finds
-    assert store.applied_migrations() == ["m001_initial", "m002_record_crc"]
+    assert store.applied_migrations()[:2] == ["m001_initial", "m002_record_crc"]
     store.close()
     _flip(db, b'"content":"' + MARKER.encode(), b'"content":"' + MARKER.replace("fox", "fix").encode())
     with pytest.raises(CorruptEntryError):

@@ -369,7 +369,7 @@ def test_ledger_is_written_with_entries_removed_with_sessions_and_rebuilt(tmp_pa
     assert usage_report(store).totals.calls == 0
     assert store.reindex() == 1
     assert _ledger(store) == [("s", 0, "assistant", 5, 500_000_000), ("s", 1, "assistant", 6, None)]
-    assert store._connection().execute("SELECT m, owner FROM usage_calls").fetchall() == [(1, "s"), (1, "s")]
+    assert store._connection().execute("SELECT m, owner FROM usage_calls").fetchall() == [(1, "73"), (1, "73")]  # hex("s")
     store.delete("s")
     assert _ledger(store) == []
     assert store._connection().execute("SELECT count(*) FROM usage_calls").fetchone()[0] == 0

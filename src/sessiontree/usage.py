@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone, tzinfo
 from decimal import Decimal
@@ -231,21 +231,28 @@ def _model_name(provider: str | None, model: str | None) -> str:
     return f"{provider or _UNKNOWN}/{model or _UNKNOWN}"
 
 
-def _row_totals(row: UsageRow, mode: str, catalog: Callable[[], PriceCatalog]) -> Totals:
-    """Price one store row by the cost mode."""
+def _row_totals(row: UsageRow, mode: str, catalog: Callable[[], PriceCatalog],
+                into: Iterable[Totals] = ()) -> Totals | None:
+    """Price one store row by the cost mode; add it to each of ``into`` (returns ``None``)
+    or, with no ``into``, return it as a new :class:`Totals`."""
+    targets = list(into) or [Totals()]
+    name = _model_name(row.provider, row.model)
+    if row.total_tokens == 0 or (row.recorded and mode != "catalog"):
+        # Recorded (a row without tokens is free in every mode: its 0 is true, not missing).
+        for t in targets:
+            t.calls += row.calls
+            t.input += row.input
+            t.output += row.output
+            t.cache_read += row.cache_read
+            t.cache_write += row.cache_write
+            t.recorded_calls += row.calls
+            t.recorded_nanos += row.cost_nanos
+            t.cost_nanos += row.cost_nanos
+            t.models.add(name)
+        return None if into else targets[0]
     t = Totals(calls=row.calls, input=row.input, output=row.output, cache_read=row.cache_read,
                cache_write=row.cache_write)
-    name = _model_name(row.provider, row.model)
     t.models.add(name)
-    if row.total_tokens == 0:
-        # Nothing used: free whatever the mode (a recorded 0 is then true, not missing).
-        t.recorded_calls = row.calls
-        t.recorded_nanos = t.cost_nanos = row.cost_nanos
-        return t
-    if row.recorded and mode != "catalog":
-        t.recorded_calls = row.calls
-        t.recorded_nanos = t.cost_nanos = row.cost_nanos
-        return t
     price = None
     if mode != "recorded" and row.per_call and row.calls:
         n = row.calls
@@ -259,6 +266,10 @@ def _row_totals(row: UsageRow, mode: str, catalog: Callable[[], PriceCatalog]) -
     else:
         t.estimated_calls = row.calls
         t.estimated_nanos = t.cost_nanos = price
+    if into:
+        for target in targets:
+            target.merge(t)
+        return None
     return t
 
 
@@ -467,20 +478,19 @@ def usage_report(store: SessionStore, *, by: str = "day", since: str | None = No
     until_ms = parse_date_bound(until, zone, end=True) if until else None
     resolved_cwd = os.path.abspath(cwd) if cwd is not None else None
     query = UsageQuery(since_ms=since_ms, until_ms=until_ms, cwd=resolved_cwd,
-                       per_session=by in ("session", "project"), price_all=cost == "catalog")
+                       per_session=by in ("session", "project"), price_all=cost == "catalog",
+                       by_time=by in ("day", "week", "month"))
     rows = store.usage(query)
     lazy = _LazyCatalog(catalog)
     groups: dict[str, Group] = {}
     totals = Totals()
     day_cache: dict[int, date] = {}
     for row in rows:
-        t = _row_totals(row, cost, lazy)
         key = _group_key(by, row, zone, day_cache)
         group = groups.get(key)
         if group is None:
             group = groups[key] = Group(key, Totals(), row.cwd if by == "session" else None)
-        group.totals.merge(t)
-        totals.merge(t)
+        _row_totals(row, cost, lazy, (group.totals, totals))
     ordered = list(groups.values())
     if by in ("day", "week", "month"):
         ordered.sort(key=lambda g: g.key)
@@ -557,15 +567,14 @@ def session_usage(store: SessionStore, session_id: str, *, cost: str = "auto",
         StorageError: the store could not be read.
     """
     _check_mode(cost)
-    rows = store.usage(UsageQuery(session_id=session_id, price_all=cost == "catalog"))
+    rows = store.usage(UsageQuery(session_id=session_id, price_all=cost == "catalog", by_time=False))
     lazy = _LazyCatalog(catalog)
     totals, copied, by_model = Totals(), Totals(), {}
     for row in rows:
-        t = _row_totals(row, cost, lazy)
-        totals.merge(t)
+        into = [totals, by_model.setdefault(_model_name(row.provider, row.model), Totals())]
         if row.copied:
-            copied.merge(t)
-        by_model.setdefault(_model_name(row.provider, row.model), Totals()).merge(t)
+            into.append(copied)
+        _row_totals(row, cost, lazy, into)
     return SessionUsage(session_id, totals, copied, by_model, cost,
                         lazy.used.name if lazy.used is not None else None)
 

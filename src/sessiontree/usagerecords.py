@@ -278,6 +278,9 @@ class UsageQuery:
             ``cwd`` and ``per_session`` are ignored.
         price_all: keep records apart by their token counts even when their
             recorded cost is usable (``--cost catalog`` prices each of them).
+        by_time: keep rows apart by 15-minute bucket. When ``False`` (a report
+            by model, session...), rows with a usable recorded cost get bucket
+            0; rows to be priced keep theirs (prices change over time).
     """
 
     since_ms: int | None = None
@@ -286,6 +289,7 @@ class UsageQuery:
     per_session: bool = False
     session_id: str | None = None
     price_all: bool = False
+    by_time: bool = True
 
 
 @dataclass(slots=True)
@@ -342,10 +346,10 @@ class _SessionRecords:
 
 
 def _row_key(session_id: str | None, cwd: str | None, record: UsageRecord, copied: bool,
-             price_all: bool) -> tuple[Any, ...]:
-    bucket = record.timestamp_ms - record.timestamp_ms % BUCKET_MS
+             query: UsageQuery) -> tuple[Any, ...]:
     recorded = record.cost_nanos is not None
-    per_call = price_all or not recorded
+    per_call = query.price_all or not recorded
+    bucket = record.timestamp_ms - record.timestamp_ms % BUCKET_MS if query.by_time or per_call else 0
     tokens = (record.input, record.output, record.cache_read, record.cache_write) if per_call else None
     return (session_id, cwd, record.provider, record.model, bucket, recorded, copied, per_call, tokens)
 
@@ -398,7 +402,7 @@ def aggregate(sessions: Iterable[tuple[dict[str, Any], Sequence[dict[str, Any]]]
         for item in held:
             if item.session_id == query.session_id:
                 for record in item.records:
-                    _add(rows, _row_key(item.session_id, item.cwd, record, record.key in earlier, query.price_all),
+                    _add(rows, _row_key(item.session_id, item.cwd, record, record.key in earlier, query),
                          record, 1)
                 break
             earlier.update(record.key for record in item.records)
@@ -418,7 +422,7 @@ def aggregate(sessions: Iterable[tuple[dict[str, Any], Sequence[dict[str, Any]]]
         if cwd_filter is not None and not cwd_filter(item.cwd):
             continue
         sid, cwd = (item.session_id, item.cwd) if query.per_session else (None, None)
-        _add(rows, _row_key(sid, cwd, record, False, query.price_all), record, most[key])
+        _add(rows, _row_key(sid, cwd, record, False, query), record, most[key])
     return list(rows.values())
 
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..usagerecords import BUCKET_MS, UsageQuery, UsageRow, records_from_entry
-from .sqlite import DERIVED_INDEXES, migration
+from .sqlite import DERIVED_INDEXES, _db, migration
 
 __all__ = ["LEDGER", "UsageLedger", "query_usage"]
 
@@ -30,7 +30,12 @@ _RECORD_TYPES = frozenset(("message", "session_summary", "compaction", "branch_s
 
 @migration
 def m005_usage_ledger(conn: sqlite3.Connection) -> None:
-    """The ``usage_ledger`` table, filled from the entries already stored."""
+    """The ``usage_ledger`` and ``usage_calls`` tables, filled from the entries already stored.
+
+    Both are derived data: tables left by an interrupted or hand-edited history
+    are dropped and rebuilt rather than trusted."""
+    conn.execute("DROP TABLE IF EXISTS usage_ledger")
+    conn.execute("DROP TABLE IF EXISTS usage_calls")
     # WITHOUT ROWID, clustered on the content key: the de-duplicating GROUP BY of
     # query_usage is then one streaming pass over the table, with no sort and no
     # lookups (measured: benchmarks/bench_stats.py).
@@ -70,7 +75,8 @@ def m005_usage_ledger(conn: sqlite3.Connection) -> None:
             -- How many times the call counts: the most rows this key has in one
             -- session (equal records inside one session are distinct calls).
             m INTEGER NOT NULL,
-            -- sessions.id of the owner: the earliest session (createdAt, id) holding the key.
+            -- The owner, the earliest session (createdAt, id) holding the key, as
+            -- hex(sessions.id): ASCII whatever the id holds (lone surrogates are BLOBs).
             owner TEXT NOT NULL,
             provider TEXT,
             model TEXT,
@@ -97,7 +103,7 @@ class UsageLedger:
             if entry.get("type") not in _RECORD_TYPES:
                 continue
             for n, r in enumerate(records_from_entry(entry)):
-                values.append((key, seq, n, r.key, r.source, r.provider, r.model, r.timestamp_ms,
+                values.append((key, seq, n, r.key, r.source, _db(r.provider), _db(r.model), r.timestamp_ms,
                                r.input, r.output, r.cache_read, r.cache_write, r.cost_nanos))
         if values:
             conn.executemany(
@@ -147,7 +153,7 @@ def _refresh_calls(conn: sqlite3.Connection, keys: set[bytes]) -> None:
     conn.execute(f"""
         INSERT INTO usage_calls (dedup_key, m, owner, {_ATTRS})
         SELECT dedup_key, max(n), substr(min(o), instr(min(o), char(1)) + 1), {_ATTRS} FROM (
-            SELECT l.dedup_key, count(*) AS n, coalesce(s.created_at, '') || char(1) || l.session_id AS o,
+            SELECT l.dedup_key, count(*) AS n, coalesce(s.created_at, '') || char(1) || hex(l.session_id) AS o,
                    l.provider, l.model, l.ts_ms, l.input, l.output, l.cache_read, l.cache_write, l.cost_nanos
             FROM temp.usage_touched t JOIN usage_ledger l ON l.dedup_key = t.k
             JOIN sessions s ON s.id = l.session_id
@@ -196,6 +202,8 @@ def query_usage(conn: sqlite3.Connection, query: UsageQuery, cwd_filter: Any = N
     sums = ("sum(m), sum(m * input), sum(m * output), sum(m * cache_read), sum(m * cache_write),"
             " sum(m * coalesce(cost_nanos, 0))")
     bucket = f"(ts_ms - ts_ms % {BUCKET_MS})"
+    if not query.by_time:
+        bucket = f"(CASE WHEN {per_call} THEN {bucket} ELSE 0 END)"
     attrs = _ATTRS
     if query.session_id is not None:
         sql = f"""
@@ -208,8 +216,8 @@ def query_usage(conn: sqlite3.Connection, query: UsageQuery, cwd_filter: Any = N
                       AND (coalesce(s.created_at, ''), s.id) < (me.c, me.id)) AS copied
                 FROM usage_ledger l WHERE l.session_id = (SELECT id FROM me) AND {time_sql})
             GROUP BY provider, model, {bucket}, cost_nanos IS NOT NULL, copied, {split}"""
-        rows = conn.execute(sql, (query.session_id, *params)).fetchall()
-        cwd_row = conn.execute("SELECT cwd FROM sessions WHERE id = ?", (query.session_id,)).fetchone()
+        rows = conn.execute(sql, (_db(query.session_id), *params)).fetchall()
+        cwd_row = conn.execute("SELECT cwd FROM sessions WHERE id = ?", (_db(query.session_id),)).fetchone()
         owners = {None: (query.session_id, _text(cwd_row[0]) if cwd_row else None)}
     else:
         sessions = query.per_session or query.cwd is not None
@@ -221,9 +229,10 @@ def query_usage(conn: sqlite3.Connection, query: UsageQuery, cwd_filter: Any = N
         rows = conn.execute(sql, params).fetchall()
         owners: dict[Any, tuple[str | None, str | None]] = {None: (None, None)}
         if sessions:
-            cwds = {sid: _text(cwd) for sid, cwd in conn.execute("SELECT id, cwd FROM sessions")}
-            for sid in {row[0] for row in rows}:
-                owners[sid] = (_text(sid), cwds.get(sid))
+            cwds = {_text(sid): _text(cwd) for sid, cwd in conn.execute("SELECT id, cwd FROM sessions")}
+            for owner_hex in {row[0] for row in rows}:
+                sid = bytes.fromhex(owner_hex).decode("utf-8", "surrogatepass")
+                owners[owner_hex] = (sid, cwds.get(sid))
     result = []
     for row in rows:
         session_id, cwd = owners[row[0]]
