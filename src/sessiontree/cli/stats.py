@@ -109,7 +109,7 @@ def _day_chart(report: UsageReport) -> Table:
 def _notes(report: UsageReport) -> None:
     """What the total leaves out or estimates, under the table."""
     t = report.totals
-    lines = [f"Costs: {report.cost_mode} ({_plural(t.recorded_calls, 'call', 'calls')} recorded"
+    lines = [f"Costs: {report.cost_mode} ({_plural(t.recorded_calls, 'call', 'calls')} at recorded cost"
              + (f", {t.estimated_calls} estimated from {report.catalog}: {format_usd(t.estimated_nanos)}"
                 if t.estimated_calls else "") + "). Total tokens = input + output + cache read + cache write."]
     if t.unpriced_calls:

@@ -1025,7 +1025,7 @@ class SqliteStore:
             if not self._ready(conn):
                 return UsageRows()
             has_ledger = conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'usage_ledger'").fetchone()
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'usage_calls'").fetchone()
             if has_ledger:
                 return UsageRows(query_usage(conn, query, lambda cwd: cwd_matches(cwd, wanted)))
         sessions = ((parsed.header, parsed.entries) for parsed in map(self.read, self.session_ids()))
