@@ -49,10 +49,13 @@ from ._common import (
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=None, help="Show at most N sessions.")
 @click.option("--full-ids", is_flag=True, help="Show whole session ids (default: the shortest unique prefix, "
                                                "at least 8 characters).")
+@click.option("--cost", "with_cost", is_flag=True,
+              help="Add a cost column: what each session billed (history copied from an earlier session "
+                   "counts there, as in stats --by session; ~ marks estimates).")
 @click.option("--json", "as_json", is_flag=True, help="Print the sessions as JSON (always whole ids).")
 @pass_app
 def list_cmd(app: _App, cwd: str | None, internal: bool, all_: bool, limit: int | None, full_ids: bool,
-             as_json: bool) -> None:
+             with_cost: bool, as_json: bool) -> None:
     """List sessions, newest first.
 
     By default every regular session of every project; --cwd DIR keeps one
@@ -81,8 +84,13 @@ def list_cmd(app: _App, cwd: str | None, internal: bool, all_: bool, limit: int 
                    "run sessiontree check --store", err=True)
     if limit is not None:
         infos = infos[:limit]
+    costs = _session_costs(app) if with_cost else None
     if as_json:
-        _print_json([info.to_dict() for info in infos])
+        rows_json = [info.to_dict() for info in infos]
+        if costs is not None:
+            for row in rows_json:
+                row["usage"] = _cost_json(costs.get(row["id"]))
+        _print_json(rows_json)
         return
     console = _out()
     if not infos:
@@ -100,11 +108,13 @@ def list_cmd(app: _App, cwd: str | None, internal: bool, all_: bool, limit: int 
         # Sanitised before the widths are measured and cells cut: no cut splits a sequence.
         rows.append((safe_line(short.get(info.id, info.id)), _utc(info.modified), str(info.message_count),
                      safe_line(project), safe_line(title)))
+    cost_cells = [_cost_text(costs.get(info.id)) for info in infos] if costs is not None else None
     # The id is never cut. The project takes what the title (at least 20 cells)
     # leaves, at most 40 cells and, when space is short, a third of the line;
     # it is cut at the left ("…/app"): a path's end tells projects apart.
     id_w = max(cell_len(r[0]) for r in rows)
-    avail = console.width - id_w - 17 - 4 - 8
+    cost_w = max(4, *(cell_len(c) for c in cost_cells)) if cost_cells is not None else 0
+    avail = console.width - id_w - 17 - 4 - 8 - (cost_w + 2 if cost_cells is not None else 0)
     longest = max(cell_len(r[3]) for r in rows)
     proj_w = min(longest, 40)
     if avail - proj_w < 20:
@@ -115,13 +125,40 @@ def list_cmd(app: _App, cwd: str | None, internal: bool, all_: bool, limit: int 
     table.add_column("id", no_wrap=True, style="cyan", width=id_w)
     table.add_column("modified", no_wrap=True, width=17)
     table.add_column("msgs", justify="right", no_wrap=True, width=4)
+    if cost_cells is not None:
+        table.add_column("cost", justify="right", no_wrap=True, width=cost_w)
     if show_project:
         table.add_column("project", no_wrap=True, width=proj_w)
     table.add_column("title", no_wrap=True, overflow="ellipsis", max_width=title_w)
-    for row in rows:
+    for index, row in enumerate(rows):
         cells = (*row[:3], _cut_left(row[3], proj_w), row[4]) if show_project else row[:3] + row[4:]
+        if cost_cells is not None:
+            cells = (*cells[:3], cost_cells[index], *cells[3:])
         table.add_row(*cells[:-1], Text(cells[-1]))
     _show(console, table)
+
+
+def _session_costs(app: _App) -> dict[str, Any]:
+    from ..usage import session_costs
+
+    with _busy("Summing usage…"):
+        return session_costs(app.store)
+
+
+def _cost_text(totals: Any) -> str:
+    """A cost cell: ``$1.23``, ``~$1.23`` with estimates, ``+?`` with unpriced calls, ``-`` for none."""
+    from ..usage import format_usd
+
+    if totals is None or not totals.calls:
+        return "-"
+    text = ("~" if totals.estimated_calls else "") + format_usd(totals.cost_nanos)
+    return text + (" +?" if totals.unpriced_calls else "")
+
+
+def _cost_json(totals: Any) -> dict[str, Any]:
+    from ..usage import Totals
+
+    return (totals or Totals()).to_dict()
 
 
 # --------------------------------------------------------------------------- show
@@ -154,10 +191,12 @@ def show_cmd(app: _App, session: str, tree: bool, entry: str | None, as_json: bo
     leaves = sum(1 for e in nodes if e["id"] not in parents)
     labels = {e["targetId"]: manager.get_label(e["targetId"]) for e in entries
               if e.get("type") == "label" and manager.get_label(e["targetId"])}
+    usage = _usage_of(app, session_id)
     if as_json:
         data: dict[str, Any] = {"header": header, "info": info.to_dict(), "location": location,
                                 "entryCount": len(entries), "leafId": leaf_id,
-                                "activeBranchLength": len(branch_ids), "leafCount": leaves, "labels": labels}
+                                "activeBranchLength": len(branch_ids), "leafCount": leaves, "labels": labels,
+                                "usage": usage.to_dict()}
         if tree:
             data["tree"] = [render.tree_row_dict(row) for row in rows]
         _print_json(data)
@@ -186,6 +225,8 @@ def show_cmd(app: _App, session: str, tree: bool, entry: str | None, as_json: bo
     grid.add_row("first message", render.entry_summary({"type": "message", "message": {"role": "user", "content": info.first_message}}))
     if info.summary:
         grid.add_row("summary", safe_line(info.summary))
+    for name, value in _usage_rows(usage):
+        grid.add_row(name, safe_line(value))
     if location:
         grid.add_row("file", safe_line(location))
     _show(console, grid)
@@ -222,6 +263,35 @@ def _show_entry(manager: SessionManager, session_id: str, entry_id: str, as_json
     _show(console, grid)
     _show(console)
     _show(console, found.text if found is not None else render.entry_summary(entry))
+def _usage_of(app: _App, session_id: str) -> Any:
+    from ..usage import session_usage
+
+    return session_usage(app.store, session_id)
+
+
+def _usage_rows(usage: Any) -> list[tuple[str, str]]:
+    """``show``'s usage lines: models, tokens, cost (and what was copied from an earlier session)."""
+    from ..usage import format_usd
+
+    t = usage.totals
+    if not t.calls:
+        return [("usage", "(no billed calls recorded)")]
+    models = ", ".join(f"{name} ({m.calls})" for name, m in sorted(usage.by_model.items(),
+                                                                     key=lambda kv: -kv[1].calls))
+    cost = ("~" if t.estimated_calls else "") + format_usd(t.cost_nanos, 4)
+    notes = []
+    if t.estimated_calls:
+        notes.append(f"{format_usd(t.estimated_nanos, 4)} of it estimated from {usage.catalog}")
+    if t.unpriced_calls:
+        notes.append(f"{_plural(t.unpriced_calls, 'call', 'calls')} not priced: {', '.join(sorted(t.unpriced_models))}")
+    if usage.copied.calls:
+        notes.append(f"{_plural(usage.copied.calls, 'call', 'calls')}, {format_usd(usage.copied.cost_nanos, 4)}, "
+                     "copied from an earlier session and billed there")
+    rows = [("models", models),
+            ("tokens", f"{t.total_tokens:,} in {_plural(t.calls, 'call', 'calls')} (input {t.input:,}, "
+                       f"output {t.output:,}, cache read {t.cache_read:,}, cache write {t.cache_write:,})"),
+            ("cost", cost + (f" ({'; '.join(notes)})" if notes else ""))]
+    return rows
 
 
 def _session_info(manager: SessionManager, path: str) -> Any:

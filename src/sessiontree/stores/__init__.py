@@ -35,6 +35,7 @@ from .jsonl import JsonlStore
 from .memory import MemoryStore
 from .sqlite import SqliteStore
 from . import sqlite_search  # noqa: F401,E402  (registers the search index and its schema step)
+from . import sqlite_usage  # noqa: E402,F401  (registers the usage ledger: schema step and derived index)
 
 __all__ = [
     "SessionStore",

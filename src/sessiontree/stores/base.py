@@ -29,6 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 from ..format import ParsedSession
 from ..info import SessionInfo
 from ..searchtext import SearchHit
+from ..usagerecords import UsageQuery, UsageRows
 
 __all__ = ["SessionStore", "SessionListing", "StoreProblem", "ProgressCallback", "CancelEvent",
            "SyncState", "SyncChange"]
@@ -393,6 +394,30 @@ class SessionStore(Protocol):
         Raises:
             InvalidSessionError: a stored record cannot be parsed.
             StorageError: the rebuild could not be written; nothing changed.
+        """
+        ...
+
+    def usage(self, query: UsageQuery | None = None) -> UsageRows:
+        """Billed usage summed over de-duplicated records (docs/usage.md), the input of
+        :mod:`sessiontree.usage` and ``sessiontree stats``.
+
+        Every store follows the rules of :mod:`sessiontree.usagerecords` (what a
+        billed record is, its content key, one bill per key across the store,
+        the earliest session owning it); the SQLite store answers from its usage
+        ledger without reading entries, the others compute the same rows from
+        the entries (:func:`~sessiontree.usagerecords.aggregate`).
+
+        Args:
+            query: time range, project, per-session or one-session mode
+                (:class:`~sessiontree.usagerecords.UsageQuery`); ``None``: everything.
+
+        Returns:
+            :class:`~sessiontree.usagerecords.UsageRows`: sums per group (tokens,
+            calls, recorded cost in nano-dollars), and in ``skipped`` how many
+            sessions could not be read (their usage is missing).
+
+        Raises:
+            StorageError: the store could not be read.
         """
         ...
 

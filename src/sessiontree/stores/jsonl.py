@@ -79,6 +79,7 @@ from ..ids import session_id_hash
 from ..info import SessionInfo, is_classified, session_info_from_entries
 from ..searchtext import SearchHit, make_filters, parse_query
 from ..tree import parse_timestamp_ms
+from ..usagerecords import UsageQuery, UsageRows, aggregate
 from ._search_scan import check_limit, scan
 from ._shared import (
     Progress,
@@ -1565,6 +1566,31 @@ class JsonlStore(StoreBase):
         if session_id is not None:
             return 1 if self.exists(session_id) else 0
         return len(self.session_ids())
+
+    def usage(self, query: UsageQuery | None = None) -> UsageRows:
+        """Billed usage computed by reading every session file (a JSONL store keeps no
+        ledger). A file that cannot be read is left out and counted in ``skipped``.
+        See :meth:`SessionStore.usage`.
+
+        Raises:
+            StorageError: the directory cannot be read.
+        """
+        query = query or UsageQuery()
+        wanted = resolve_cwd(query.cwd) if query.cwd is not None else None
+        skipped = 0
+
+        def sessions() -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
+            nonlocal skipped
+            for session_id in self.session_ids():
+                try:
+                    parsed = self.read(session_id)
+                except (SessionNotFoundError, InvalidSessionError, StorageError):
+                    skipped += 1
+                    continue
+                yield parsed.header, parsed.entries
+
+        rows = aggregate(sessions(), query, lambda cwd: cwd_matches(cwd, wanted))
+        return UsageRows(rows, skipped)
 
     def verify(self, on_progress: ProgressCallback | None = None) -> list[StoreProblem]:
         """Run the file checker (:func:`sessiontree.check.check_bytes`) over every

@@ -25,6 +25,7 @@ from ..errors import InvalidSessionError, SessionExistsError, SessionNotFoundErr
 from ..format import CURRENT_VERSION, ParsedSession
 from ..info import InfoAccumulator, SessionInfo, is_classified
 from ..searchtext import SearchHit, make_filters, parse_query
+from ..usagerecords import UsageQuery, UsageRows, aggregate
 from ._search_scan import check_limit, scan
 from ._shared import (
     Progress,
@@ -322,6 +323,16 @@ class MemoryStore(StoreBase):
                     info.add(jsonio.loads(text))
                 session.info = info
             return len(ids)
+
+    def usage(self, query: UsageQuery | None = None) -> UsageRows:
+        """Billed usage computed from the stored entries (no ledger is kept). See
+        :meth:`SessionStore.usage`."""
+        query = query or UsageQuery()
+        with self._lock:
+            snapshot = [(s.header, list(s.raw)) for s in self._sessions.values()]
+        wanted = resolve_cwd(query.cwd) if query.cwd is not None else None
+        sessions = ((header, [jsonio.loads(text) for text in raw]) for header, raw in snapshot)
+        return UsageRows(aggregate(sessions, query, lambda cwd: cwd_matches(cwd, wanted)))
 
     def verify(self, on_progress: ProgressCallback | None = None) -> list[StoreProblem]:
         """Re-parse every stored record and apply the file checker's rules to each

@@ -1337,8 +1337,4 @@ def _sync_state(row: Sequence[Any]) -> SyncState:
 
 from . import postgres_search  # noqa: F401  (registers the search index and its schema step)
 
-try:  # the usage ledger needs sessiontree.usagerecords (issue 14, branch h-usage)
-    from . import postgres_usage  # noqa: F401  (registers the ledger and its schema step)
-except ModuleNotFoundError as _missing:  # pragma: no cover - only before h-usage is merged
-    if _missing.name != "sessiontree.usagerecords":
-        raise
+from . import postgres_usage  # noqa: F401,E402  (registers the ledger and its schema step)

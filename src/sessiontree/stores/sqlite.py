@@ -63,6 +63,7 @@ from ..errors import (
 )
 from ..format import CURRENT_VERSION, ParsedSession, validate_entry, validate_header
 from ..info import InfoAccumulator, is_classified
+from ..usagerecords import UsageQuery, UsageRows, aggregate
 from ._shared import (
     Progress,
     StoreBase,
@@ -1192,6 +1193,28 @@ class SqliteStore(StoreBase):
                 return ""
             return " ".join(_py(text) for (text,) in conn.execute(
                 "SELECT text FROM message_texts WHERE session_id = ? ORDER BY seq", (_db(session_id),)))
+
+    def usage(self, query: UsageQuery | None = None) -> UsageRows:
+        """Billed usage from the usage ledger alone (``stores/sqlite_usage.py``): no
+        entry is read. A database without the ledger (an older schema opened
+        read-only) is answered from its entries instead. See :meth:`SessionStore.usage`.
+
+        Raises:
+            StorageError: the database could not be read.
+        """
+        from .sqlite_usage import query_usage  # registers itself on import; imported by stores/__init__
+
+        query = query or UsageQuery()
+        wanted = resolve_cwd(query.cwd) if query.cwd is not None else None
+        with self._read() as conn:
+            if not self._ready(conn):
+                return UsageRows()
+            has_ledger = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'usage_calls'").fetchone()
+            if has_ledger:
+                return UsageRows(query_usage(conn, query, lambda cwd: cwd_matches(cwd, wanted)))
+        sessions = ((parsed.header, parsed.entries) for parsed in map(self.read, self.session_ids()))
+        return UsageRows(aggregate(sessions, query, lambda cwd: cwd_matches(cwd, wanted)))
 
     def find_most_recent(self, cwd: str | None = None, include_internal: bool = False) -> str | None:
         """Id of the session written last (``updated_at``), optionally only for ``cwd``."""

@@ -1,0 +1,123 @@
+"""``sessiontree stats``: tokens and cost of every billed call, counted once (docs/usage.md).
+
+A thin edge over :func:`sessiontree.usage.usage_report`: parse flags, call
+it, print a table (and, by day, a bar chart) or its JSON form.
+"""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from ..textsafe import safe_line
+from ..usage import COST_MODES, GROUPINGS, Totals, UsageReport, format_usd, usage_report
+from ._common import _App, _busy, _echo, _out, _plural, _print_json, _show, cli, pass_app
+
+#: Width of the longest bar of the per-day chart, in cells.
+BAR_WIDTH = 40
+
+_GROUP_TITLES = {"day": "day", "week": "week of", "month": "month", "session": "session", "model": "model",
+                 "provider": "provider", "project": "project"}
+
+
+@cli.command("stats", short_help="Tokens and cost by day, week, month, session, model, provider or project.")
+@click.option("--by", "by", type=click.Choice(GROUPINGS), default="day", show_default=True,
+              help="How to group the calls (week: weeks starting on Monday).")
+@click.option("--since", metavar="DATE|Nd", help="From this day on (YYYY-MM-DD or YYYYMMDD), or the last N "
+                                                 "days including today (7d; also Nw).")
+@click.option("--until", metavar="DATE", help="Up to and including this day (YYYY-MM-DD or YYYYMMDD).")
+@click.option("--cwd", "cwd", metavar="DIR", type=click.Path(file_okay=False, path_type=str),
+              help="Only calls first made in sessions of this project directory.")
+@click.option("--timezone", "-z", "tz", metavar="TZ",
+              help="Time zone of day boundaries and dates (IANA name such as Europe/Berlin, UTC, or +01:00). "
+                   "Default: the local zone.")
+@click.option("--cost", "cost", type=click.Choice(COST_MODES), default="auto", show_default=True,
+              help="auto: recorded cost, catalogue estimate where a call has tokens but no usable cost; "
+                   "recorded: recorded costs only; catalog: every call priced from the offline catalogue.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (docs/usage.md; schemaVersion 1).")
+@pass_app
+def stats_cmd(app: _App, by: str, since: str | None, until: str | None, cwd: str | None, tz: str | None,
+              cost: str, as_json: bool) -> None:
+    """Tokens and cost of every billed call in the store, each counted once.
+
+    Counted: assistant messages, usage recorded on tool results, session
+    summaries, compactions and branch summaries, and the agent's own usage
+    entries. A call copied into another session (fork, branch, re-import)
+    is one bill, counted where it first appears. Costs are the recorded ones;
+    a call with tokens but no usable recorded cost is priced from the offline
+    catalogue and marked estimated, and calls that cannot be priced are named,
+    so a partial total never looks complete.
+    """
+    with _busy("Summing usage…"):
+        report = usage_report(app.store, by=by, since=since, until=until, cwd=cwd, tz=tz, cost=cost)
+    if as_json:
+        _print_json(report.to_dict())
+        return
+    console = _out()
+    if not report.groups:
+        _show(console, "No usage recorded" + (" in that range." if since or until or cwd else "."))
+        _notes(report)
+        return
+    table = Table(box=None, pad_edge=False, header_style="bold", show_footer=True, footer_style="bold")
+    table.add_column(_GROUP_TITLES[by], "total", no_wrap=True, overflow="ellipsis",
+                     max_width=max(20, console.width - 80))
+    columns = (("calls", lambda t: t.calls), ("input", lambda t: t.input), ("output", lambda t: t.output),
+               ("cache read", lambda t: t.cache_read), ("cache write", lambda t: t.cache_write),
+               ("total tokens", lambda t: t.total_tokens))
+    for title, getter in columns:
+        table.add_column(title, f"{getter(report.totals):,}", justify="right", no_wrap=True)
+    table.add_column("cost", _cost_cell(report.totals), justify="right", no_wrap=True)
+    for group in report.groups:
+        label = group.key or "(none)"
+        if by == "session" and group.cwd:
+            label = f"{label}  {group.cwd}"
+        table.add_row(Text(safe_line(label)), *(f"{getter(group.totals):,}" for _, getter in columns),
+                      _cost_cell(group.totals))
+    _show(console, table)
+    if by == "day" and len(report.groups) > 1:
+        _show(console)
+        _show(console, _day_chart(report))
+    _notes(report)
+
+
+def _cost_cell(totals: Totals) -> str:
+    """``$42.60``; ``~`` marks a cost with estimated parts, ``+?`` one missing unpriced calls."""
+    text = format_usd(totals.cost_nanos)
+    if totals.estimated_calls:
+        text = "~" + text
+    if totals.unpriced_calls:
+        text += " +?"
+    return text
+
+
+def _day_chart(report: UsageReport) -> Table:
+    """Cost per day as horizontal bars (``█`` scaled to the most expensive day)."""
+    top = max(group.totals.cost_nanos for group in report.groups) or 1
+    chart = Table(box=None, pad_edge=False, show_header=False)
+    chart.add_column(no_wrap=True)
+    chart.add_column(no_wrap=True, style="green")
+    chart.add_column(justify="right", no_wrap=True)
+    for group in report.groups:
+        cells = group.totals.cost_nanos * BAR_WIDTH / top
+        whole = int(cells)
+        bar = "█" * whole + ("▏" if cells - whole >= 0.5 or (whole == 0 and group.totals.cost_nanos) else "")
+        chart.add_row(group.key, bar.ljust(BAR_WIDTH), format_usd(group.totals.cost_nanos))
+    return chart
+
+
+def _notes(report: UsageReport) -> None:
+    """What the total leaves out or estimates, under the table."""
+    t = report.totals
+    lines = [f"Costs: {report.cost_mode} ({_plural(t.recorded_calls, 'call', 'calls')} at recorded cost"
+             + (f", {t.estimated_calls} estimated from {report.catalog}: {format_usd(t.estimated_nanos)}"
+                if t.estimated_calls else "") + "). Total tokens = input + output + cache read + cache write."]
+    if t.unpriced_calls:
+        names = ", ".join(sorted(t.unpriced_models))
+        lines.append(f"Not priced: {_plural(t.unpriced_calls, 'call', 'calls')} ({t.unpriced_tokens:,} tokens) "
+                     f"of {names}; the cost above leaves them out.")
+    if report.skipped_sessions:
+        lines.append(f"{_plural(report.skipped_sessions, 'session', 'sessions')} could not be read and are "
+                     "not counted; run sessiontree check --store")
+    for line in lines:
+        _echo(line)
