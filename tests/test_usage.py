@@ -477,3 +477,21 @@ def test_store_usage_protocol_rows_agree(tmp_path):
     # a2 and a3 have no cost and the same tokens in one bucket: one per-call row of 2 calls.
     assert ("", "p", "m-known", 1_767_262_500_000, False, False, True, 2, 12, 0) in by_kind["sqlite"][0]  # 10:15Z
     assert os.path.exists(tmp_path / "s.db")
+
+
+def test_counts_beyond_what_an_agent_can_record_are_unusable_and_never_break_a_write(store):
+    # 2**53 - 1 is JavaScript's largest exact integer: taken. One more, or 2**64: 0 tokens.
+    from sessiontree.usagerecords import MAX_COUNT, records_from_entry
+
+    def assistant(entry_id, tokens):
+        return {"type": "message", "id": entry_id, "parentId": None, "timestamp": "2026-01-01T00:00:00.000Z",
+                "message": {"role": "assistant", "content": [], "provider": "p", "model": "m", "timestamp": 1,
+                            "usage": {"input": tokens, "output": 0, "cacheRead": 0, "cacheWrite": 0,
+                                      "cost": {"total": 10**12}}}}
+
+    assert records_from_entry(assistant("a", MAX_COUNT))[0].input == MAX_COUNT
+    assert records_from_entry(assistant("a", MAX_COUNT + 1))[0].input == 0
+    # A recorded cost of a trillion dollars is beyond MAX_COST_NANOS: unusable, not an overflow.
+    assert records_from_entry(assistant("a", 5))[0].cost_nanos is None
+    store.create(_header("huge"), [assistant("a1", 2**64)])  # before the bound: OverflowError in SQLite
+    assert store.load("huge").entries[0]["id"] == "a1"

@@ -641,6 +641,16 @@ class AsyncSessionManager:
                                             workflow=workflow, entries=entries))
 
     @classmethod
+    async def from_parsed(cls, parsed: ParsedSession, cwd: str | None = None) -> AsyncSessionManager:
+        """A read-only view of a session already read (see :meth:`SessionManager.from_parsed`);
+        no I/O and no threads: nothing is copied or written.
+
+        Raises:
+            SessionNotFoundError: later, from any write (the private store holds nothing).
+        """
+        return cls(SessionManager.from_parsed(parsed, cwd))
+
+    @classmethod
     async def fork_from(cls, source_path: str | os.PathLike[str], target_cwd: str,
                         session_dir: str | os.PathLike[str] | None = None, *,
                         store: StoreOrDir | None = None, id: str | None = None,

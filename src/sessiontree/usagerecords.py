@@ -128,14 +128,23 @@ class UsageRecord:
         return self.cost_nanos is None and self.total_tokens > 0
 
 
+#: The largest token count taken as recorded: JavaScript's largest exact integer
+#: (``Number.MAX_SAFE_INTEGER``). A larger one cannot have been counted by an agent;
+#: it is treated as unusable (0), like a negative one, so no ledger overflows.
+MAX_COUNT = 2**53 - 1
+#: The largest recorded cost taken, in nano-dollars (about 4.6 billion USD); a larger
+#: one is unusable (priced from the catalogue when estimates are on).
+MAX_COST_NANOS = 2**62
+
+
 def _tokens(value: Any) -> int:
-    """A token count as recorded, or 0 when it is not a non-negative integer (floats
-    with an integral value are accepted: JavaScript writes ``3`` and ``3.0`` alike)."""
+    """A token count as recorded, or 0 when it is not an integer in 0..:data:`MAX_COUNT`
+    (floats with an integral value are accepted: JavaScript writes ``3`` and ``3.0`` alike)."""
     if isinstance(value, bool):
         return 0
     if isinstance(value, int):
-        return value if value >= 0 else 0
-    if isinstance(value, float) and math.isfinite(value) and value >= 0 and value.is_integer():
+        return value if 0 <= value <= MAX_COUNT else 0
+    if isinstance(value, float) and math.isfinite(value) and 0 <= value <= MAX_COUNT and value.is_integer():
         return int(value)
     return 0
 
@@ -143,7 +152,7 @@ def _tokens(value: Any) -> int:
 def cost_to_nanos(value: Any) -> int | None:
     """A recorded cost in USD as integer nano-dollars (half-even rounding of the
     number's shortest decimal form), or ``None`` when it is not a finite,
-    non-negative number."""
+    non-negative number of at most :data:`MAX_COST_NANOS` nano-dollars."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     if isinstance(value, float) and not math.isfinite(value):
@@ -151,9 +160,10 @@ def cost_to_nanos(value: Any) -> int | None:
     if value < 0:
         return None
     try:
-        return int((Decimal(repr(value)) * NANOS_PER_USD).to_integral_value())
+        nanos = int((Decimal(repr(value)) * NANOS_PER_USD).to_integral_value())
     except (InvalidOperation, ValueError):
         return None
+    return nanos if nanos <= MAX_COST_NANOS else None
 
 
 def timestamp_ms(entry: dict[str, Any], message: dict[str, Any] | None = None) -> int:
