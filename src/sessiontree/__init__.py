@@ -1,9 +1,9 @@
 """sessiontree: AI coding-agent sessions as trees of entries (format 4).
 
 Read, write, upgrade, project and store sessions of the format described in
-``seed/session-format.md``. The public surface:
+``docs/rules/``. The public surface:
 
-* :class:`SessionManager`: the seed's SessionManager API, synchronous.
+* :class:`SessionManager`: the format's SessionManager API, synchronous.
 * Stores: :class:`SqliteStore` (default), :class:`JsonlStore`,
   :class:`MemoryStore`, behind the :class:`SessionStore` protocol, and
   :func:`open_store` for URLs.

@@ -1,4 +1,5 @@
-"""``AsyncSessionManager``: the seed's SessionManager API as coroutines (SPEC §5, issue 16).
+"""``AsyncSessionManager``: the format's SessionManager API as coroutines
+(docs/rules/manager.md spec:python-api, issue 16).
 
 The format's API is asynchronous (docs/rules/manager.md seed:api): "Await create, open, continueRecent, forkFrom,
 and all session mutations. A resolved mutation has committed to its store; a
@@ -189,7 +190,7 @@ def _inline(store: SessionStore | None) -> bool:
 
 
 def _load_writes(store: SessionStore) -> bool:
-    # A JSONL load may persist a format upgrade (D-9), and an unknown store may
+    # A JSONL load may persist a format upgrade (docs/rules/decisions.md D-9), and an unknown store may
     # write too: both go to the writer. A SQLite load only reads.
     return getattr(store, "kind", None) != "sqlite"
 
@@ -400,7 +401,7 @@ class _AnyEvent:
 # ---------------------------------------------------------------------- the manager
 
 class AsyncSessionManager:
-    """One open session, driven from asyncio (the seed's awaited SessionManager API).
+    """One open session, driven from asyncio (the format's awaited SessionManager API).
 
     Build one with the static coroutines (:meth:`create`, :meth:`open`,
     :meth:`open_file`, :meth:`continue_recent`, :meth:`in_memory`,

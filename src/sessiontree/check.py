@@ -4,7 +4,7 @@ People bring session files damaged by crashes, full disks, concurrent
 writers, editors (BOM, CRLF) and old versions. :func:`check_bytes` reports
 every problem it can find in one pass, each with file, 1-based line and a
 stable code; :func:`repair_bytes` derives a repaired format-4 copy and lists
-every change it made. Neither ever modifies its input (REFERENCE D-9).
+every change it made. Neither ever modifies its input (docs/rules/decisions.md D-9).
 
 Invariants:
 
@@ -21,8 +21,9 @@ Invariants:
 * :data:`CODES` is the single source of the codes, their severity, whether
   ``--repair`` fixes them and their one-line description.
 
-Severity. An *error* is damage: the strict reader rejects the file (seed
-"Session Version", REFERENCE D.17-D.19, D-2, D-15), or reading it silently
+Severity. An *error* is damage: the strict reader rejects the file (docs/rules/versions.md
+seed:session-version, docs/rules/format.md D.17-D.19,
+docs/rules/decisions.md D-2, D-15), or reading it silently
 loses or misplaces content, or a provider request built from it is refused.
 A *warning* is legacy or odd content that every reader handles in a defined
 way (an upgrade, a skipped line, an inert record, a synthetic tool result).
@@ -73,11 +74,13 @@ nesting-too-deep                  error     no      record deeper than jsonio.MA
 still accepts (:attr:`CodeInfo.import_accepts`).
 
 Why some are warnings: tool-pairing gaps are repaired by every projection
-(seed "Message Types", REFERENCE D-11), dangling label/edit/summary targets
-are tolerated and inert (REFERENCE I.5, R.4, K.4), and file names are never
-parsed for identity (D-7).
+(docs/rules/projection.md seed:interrupted-tool-calls,
+docs/rules/decisions.md D-11), dangling label/edit/summary targets
+are tolerated and inert (docs/rules/tree.md I.5, docs/rules/projection.md R.4,
+docs/rules/listing.md K.4), and file names are never
+parsed for identity (docs/rules/decisions.md D-7).
 
-Reading rules the checker follows. Lines are split on ``\\n`` only (D-3).
+Reading rules the checker follows. Lines are split on ``\\n`` only (docs/rules/decisions.md D-3).
 A line that does not parse is taken apart with ``json.JSONDecoder.raw_decode``:
 two or more complete objects are *glued records*; an incomplete record
 followed by a complete one (a crash, then an append after it) is a *torn
@@ -87,7 +90,7 @@ valid JSON text, so runs of them are cut out first. Ids are resolved as an
 appending writer sees them: a reference names the nearest earlier entry
 with that id (the first one for a forward reference).
 
-Tool pairing (REFERENCE P.4-P.7, P.9, D-11) is checked on the stored
+Tool pairing (docs/rules/projection.md P.4-P.7, P.9, docs/rules/decisions.md D-11) is checked on the stored
 messages along every branch, before context edits and compaction: an
 assistant message opens a window, results match its calls by id, any other
 context-visible message closes it, ``system`` messages are transparent.
@@ -99,7 +102,7 @@ differing duplicate id (to a deterministic 8-hex id) together with the
 references that name it; re-parent an entry whose parent is missing to its
 nearest surviving ancestor, or make it a root when none survives; break a
 cycle at its first entry in file order, which becomes a root (as the tree
-already treats it, REFERENCE H.2); strip a BOM, CRLF ends, add the final
+already treats it, docs/rules/tree.md H.2); strip a BOM, CRLF ends, add the final
 newline, and upgrade to format 4 exactly as the reader does. Everything else
 is kept as written: a malformed line stays in the copy byte for byte
 (without its NUL runs), so what the repair cannot fix is still reported by
@@ -436,10 +439,10 @@ def has_errors(problems: Iterable[Problem]) -> bool:
 
 _BOM = b"\xef\xbb\xbf"
 _JSON_WS = " \t\r\n"
-# Blank as the strict reader sees it: JSON whitespace plus \v and \f (D.3).
+# Blank as the strict reader sees it: JSON whitespace plus \v and \f (docs/rules/format.md D.3).
 _BLANK = b" \t\r\n\x0b\x0c"
 _NUL_RUN = re.compile(rb"\x00+")
-# Every writer starts a record with its "type" key (REFERENCE A.3-A.17).
+# Every writer starts a record with its "type" key (docs/rules/format.md A.3-A.17).
 _RECORD_START = re.compile(r'\{\s*"type"\s*:')
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -651,7 +654,8 @@ def _lone_surrogates(value: Any) -> Iterator[tuple[str, str]]:
 
 def _closes_window(obj: dict[str, Any]) -> bool:
     """Whether an entry (not assistant/toolResult) yields a message that closes the
-    tool-call window: the projection's own rule (REFERENCE P.2-P.4, Q.6, D-11)."""
+    tool-call window: the projection's own rule (docs/rules/projection.md P.2-P.4, Q.6,
+    docs/rules/decisions.md D-11)."""
     return any(closes_tool_window(m) for m in entry_to_context_messages(obj))
 
 
@@ -983,14 +987,15 @@ class _Analysis:
             self._check_file_name(first)
             session_id = first.obj["id"]
             if not is_valid_session_id(session_id):
-                # Readers open such a file; import refuses it (REFERENCE B.4/B.5).
+                # Readers open such a file; import refuses it (docs/rules/format.md B.4/B.5).
                 self.problem("invalid-session-id", first.line,
                              f'header id "{session_id}" is not a valid session id (import refuses it: '
                              f"{INVALID_SESSION_ID_MESSAGE})")
         self.header_valid = valid
 
     def _check_file_name(self, header: _Rec) -> None:
-        """D-7: files are named ``<ts>_<id>`` (old) or ``<ts>_<16 hex of sha256(id)>``."""
+        """docs/rules/decisions.md D-7: files are named ``<ts>_<id>`` (old) or ``<ts>_<16 hex of
+        sha256(id)>``."""
         match = _TIMESTAMP_NAME.fullmatch(os.path.basename(self.path))
         if match is None:
             return
@@ -1028,7 +1033,8 @@ class _Analysis:
             if legacy:
                 text = rec.raw.strip(_BLANK)
                 if text in seen:
-                    # Old buggy writers repeated records (REFERENCE E.3/E.4, D-15).
+                    # Old buggy writers repeated records (docs/rules/format.md E.3/E.4,
+                    # docs/rules/decisions.md D-15).
                     self.problem("legacy-duplicate", rec.line,
                                  f"byte-identical copy of line {seen[text]} (dropped when the file is upgraded)",
                                  _id_of(rec.obj))
@@ -1200,7 +1206,7 @@ class _Analysis:
         return f" (its record on line {found[0]} is damaged)" if found else ""
 
     def _check_kept(self, rec: _Rec) -> None:
-        """REFERENCE Q.7: the kept entry must precede the boundary on its path."""
+        """docs/rules/projection.md Q.7: the kept entry must precede the boundary on its path."""
         kept = rec.obj["firstKeptEntryId"]
         key = rec.refs.get("firstKeptEntryId")
         lost = "(the kept tail is lost from the rebuilt context)"
@@ -1254,7 +1260,8 @@ class _Analysis:
     # -- tool pairing
 
     def _check_pairing(self, cycles: list[list[_Rec]]) -> None:
-        """REFERENCE P.4-P.7, P.9 and D-11 along every root-to-leaf branch."""
+        """docs/rules/projection.md P.4-P.7, P.9 and
+        docs/rules/decisions.md D-11 along every root-to-leaf branch."""
         breakers = {id(cycle[0]) for cycle in cycles}
         children: dict[str, list[_Rec]] = {}
         roots: list[_Rec] = []
@@ -1277,7 +1284,7 @@ class _Analysis:
             stack.append((False, rec, registered))
             below = children.get(rec.key or "", [])
             if not below:
-                # A reopened session closes trailing calls too (D-11).
+                # A reopened session closes trailing calls too (docs/rules/decisions.md D-11).
                 self._close(window, reported)
             for child in reversed(below):
                 stack.append((True, child, window))
@@ -1330,7 +1337,7 @@ class _Analysis:
         if not isinstance(message, dict) or message.get("role") != "assistant":
             return []
         if message.get("excludeFromContext") is True:
-            return []  # P.9 skips messages that never reach a provider
+            return []  # docs/rules/projection.md P.9 skips messages that never reach a provider
         registered: list[str] = []
         for block in _blocks(message):
             call_id = block.get("id")
@@ -1450,7 +1457,7 @@ def check_bytes(data: bytes, path: str) -> list[Problem]:
         data: the whole file, exactly as stored.
         path: how to name the file in problems; its base name is also
             compared with the header id when it has the ``<ts>_<id>.jsonl``
-            or ``<ts>_<hash>.jsonl`` shape (D-7).
+            or ``<ts>_<hash>.jsonl`` shape (docs/rules/decisions.md D-7).
 
     Returns:
         Problems sorted by line (file-wide ones first), several per line

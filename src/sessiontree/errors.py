@@ -1,4 +1,4 @@
-"""The exception hierarchy of sessiontree (SPEC §5, REFERENCE §3.9).
+"""The exception hierarchy of sessiontree (docs/rules/manager.md spec:python-api, docs/rules/errors.md §3.9).
 
 Every error the library raises on purpose derives from :class:`SessionError`.
 Each class carries the data a caller needs as attributes, and a message a
@@ -28,7 +28,7 @@ __all__ = [
     "INVALID_SESSION_ID_MESSAGE",
 ]
 
-#: REFERENCE B.5: the exact text for a rejected caller-supplied session id.
+#: docs/rules/format.md B.5: the exact text for a rejected caller-supplied session id.
 INVALID_SESSION_ID_MESSAGE = (
     "Session id must be non-empty, contain only alphanumeric characters, "
     "'-', '_', and '.', and start and end with an alphanumeric character"
@@ -67,7 +67,7 @@ class SessionExistsError(SessionError):
 class EntryNotFoundError(SessionError, KeyError):
     """An entry id is not in this session's index.
 
-    ``str()`` is exactly ``Entry <id> not found`` (REFERENCE U).
+    ``str()`` is exactly ``Entry <id> not found`` (docs/rules/errors.md).
 
     Attributes:
         entry_id: the missing id.
@@ -82,7 +82,7 @@ class EntryNotFoundError(SessionError, KeyError):
 
 
 class InvalidSessionIdError(SessionError, ValueError):
-    """A caller-supplied session id does not match the allowed pattern (REFERENCE B.4/B.5).
+    """A caller-supplied session id does not match the allowed pattern (docs/rules/format.md B.4/B.5).
 
     Attributes:
         session_id: the rejected value.
@@ -96,7 +96,7 @@ class InvalidSessionIdError(SessionError, ValueError):
 class StoreOpenError(SessionError):
     """A store could not be opened (bad URL, unwritable directory, corrupt database).
 
-    Never followed by a silent fallback to memory (seed, "SessionManager API").
+    Never followed by a silent fallback to memory (docs/rules/manager.md seed:api).
     """
 
 
@@ -161,7 +161,7 @@ class CorruptEntryError(InvalidSessionError):
 
 
 class UnsupportedVersionError(InvalidSessionError):
-    """The header's ``version`` is a future or unrecognized value (REFERENCE C.12/C.13).
+    """The header's ``version`` is a future or unrecognized value (docs/rules/versions.md C.12/C.13).
 
     Attributes:
         version: the value found in the header (any JSON value).
@@ -192,7 +192,7 @@ class ListingCancelledError(SessionError):
 
 
 class ToolPairingError(SessionError, ValueError):
-    """Provider-bound context reuses a tool call id across assistant messages (REFERENCE P.9).
+    """Provider-bound context reuses a tool call id across assistant messages (docs/rules/projection.md P.9).
 
     Not repaired: the request must not be sent.
 

@@ -1,6 +1,7 @@
 """The JSONL codec: read session files of format 1-4 into format 4, write format 4.
 
-Reading rules (seed "Session Version"; REFERENCE D.17-D.22, Decisions D-2,
+Reading rules (docs/rules/versions.md seed:session-version; docs/rules/format.md D.17-D.22,
+docs/rules/decisions.md D-2,
 D-3, D-15), each enforced here and pinned by a test:
 
 * One leading UTF-8 BOM is stripped; lines are split on ``\\n`` only; a
@@ -16,13 +17,13 @@ D-3, D-15), each enforced here and pinned by a test:
   ``id``, a recognized ``version`` (absent = 1, or the integers 1-4).
   Future and unrecognized versions raise :class:`UnsupportedVersionError`.
 * Entries need a valid base (``type``, ``id``, ``parentId``, ``timestamp``)
-  and the per-type fields of D.19. Format-4 files with a duplicate id or a
+  and the per-type fields of docs/rules/format.md D.19. Format-4 files with a duplicate id or a
   second header are rejected; while upgrading formats 1-3, byte-identical
   duplicate records and extra headers are dropped (old writers produced
   them) and a duplicate id with different content is rejected.
 * Orphans, self-parents and parent cycles are tolerated here; the tree
   handles them.
-* Entries of unknown ``type`` with a valid base are kept verbatim (D-10).
+* Entries of unknown ``type`` with a valid base are kept verbatim (docs/rules/decisions.md D-10).
 
 Every entry's JSON text is kept next to its parsed form
 (:attr:`ParsedSession.raw`) so that writing a session back reproduces stored
@@ -119,7 +120,7 @@ def split_lines(data: bytes) -> tuple[list[bytes], bool]:
 
 
 def parse_version(header: dict[str, Any]) -> int:
-    """The header's format version (REFERENCE C.1, C.13).
+    """The header's format version (docs/rules/versions.md C.1, C.13).
 
     Absent means 1; accepted are the integers 1-4 (an integral float too,
     since JSON and JavaScript cannot tell ``4.0`` from ``4``: one rule for
@@ -154,7 +155,7 @@ def _integral_version(header: dict[str, Any], version: int) -> dict[str, Any]:
 
 
 def validate_header(header: Any) -> int:
-    """Check a header object (REFERENCE D.18) and return its version.
+    """Check a header object (docs/rules/format.md D.18) and return its version.
 
     Raises:
         InvalidSessionError: not an object, wrong ``type``, missing/empty ``id``,
@@ -178,7 +179,7 @@ def _field_error(entry_type: str, name: str, expected: str) -> InvalidSessionErr
 
 
 def validate_entry(entry: Any) -> None:
-    """Check one entry's structure (REFERENCE D.19).
+    """Check one entry's structure (docs/rules/format.md D.19).
 
     Raises:
         InvalidSessionError: with a reason naming the offending field (no path/line;
@@ -327,7 +328,8 @@ def _parse_session(data: bytes, path: str | None) -> ParsedSession:
             continue
         record_index += 1
         if version < 4 and obj.get("type") == "session":
-            dropped = True  # extra headers of old buggy writers (REFERENCE E.3/E.4, D-15)
+            dropped = True  # extra headers of old buggy writers (docs/rules/format.md E.3/E.4,
+                            # docs/rules/decisions.md D-15)
             continue
         if version > 1:
             try:
@@ -337,7 +339,8 @@ def _parse_session(data: bytes, path: str | None) -> ParsedSession:
             entry_id = obj["id"]
             if entry_id in seen:
                 if version < 4 and seen[entry_id] == text:
-                    dropped = True  # byte-identical duplicate record of an old writer (D-15)
+                    dropped = True  # byte-identical duplicate record of an old writer
+                                    # (docs/rules/decisions.md D-15)
                     continue
                 raise InvalidSessionError(f'duplicate entry id "{entry_id}"', path, number)
             seen[entry_id] = text
@@ -442,7 +445,7 @@ def serialize_session(header: dict[str, Any], entries: list[dict[str, Any]],
 
     Returns:
         UTF-8 bytes, every line ending in ``\n``; records as compact JSON
-        (:func:`sessiontree.jsonio.dumps`, REFERENCE E.1, §2.6).
+        (:func:`sessiontree.jsonio.dumps`, docs/rules/format.md E.1, §2.6).
 
     Raises:
         ValueError: a record holds values that are not JSON data.

@@ -1,11 +1,11 @@
-"""Session and entry identifiers (REFERENCE group B).
+"""Session and entry identifiers (docs/rules/format.md).
 
 * Entry ids are 8 lowercase hex digits, unique within a session; a
   candidate that collides is drawn again, and after 100 collisions a full
-  UUID is used (B.1).
-* Generated session ids are UUIDv7 (B.3); caller-supplied ones must match
+  UUID is used (docs/rules/format.md B.1).
+* Generated session ids are UUIDv7 (docs/rules/format.md B.3); caller-supplied ones must match
   :data:`SESSION_ID_PATTERN` with ``re.fullmatch`` and ASCII classes only
-  (B.4, B.7): ``re.match(...$)`` would accept a trailing newline and ``\\w``
+  (docs/rules/format.md B.4, B.7): ``re.match(...$)`` would accept a trailing newline and ``\\w``
   would accept non-ASCII letters.
 """
 
@@ -36,7 +36,7 @@ SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 
 
 def is_valid_session_id(value: Any) -> bool:
-    """Whether ``value`` is a string accepted as a caller-supplied session id (B.4)."""
+    """Whether ``value`` is a string accepted as a caller-supplied session id (docs/rules/format.md B.4)."""
     return isinstance(value, str) and SESSION_ID_PATTERN.fullmatch(value) is not None
 
 
@@ -44,7 +44,7 @@ def validate_session_id(value: Any) -> str:
     """Return ``value`` if it is a valid session id.
 
     Raises:
-        InvalidSessionIdError: with the exact message of REFERENCE B.5.
+        InvalidSessionIdError: with the exact message of docs/rules/format.md B.5.
     """
     if not is_valid_session_id(value):
         raise InvalidSessionIdError(value)
@@ -52,7 +52,8 @@ def validate_session_id(value: Any) -> str:
 
 
 def new_session_id() -> str:
-    """A new UUIDv7 string: 48-bit Unix milliseconds, version 7, RFC 4122 variant (B.3)."""
+    """A new UUIDv7 string: 48-bit Unix milliseconds, version 7, RFC 4122 variant
+    (docs/rules/format.md B.3)."""
     ms = time.time_ns() // 1_000_000
     rand = int.from_bytes(os.urandom(10), "big")
     value = (ms & ((1 << 48) - 1)) << 80
@@ -64,7 +65,7 @@ def new_session_id() -> str:
 
 
 def new_entry_id(existing: Container[str]) -> str:
-    """A random 8-hex entry id not in ``existing`` (B.1)."""
+    """A random 8-hex entry id not in ``existing`` (docs/rules/format.md B.1)."""
     for _ in range(100):
         # 32 random bits: the same distribution as the first 8 hex digits of a
         # UUIDv4, without building one (a tenth of the cost per append).
@@ -78,7 +79,7 @@ def derived_entry_id(seed: str, existing: Container[str]) -> str:
     """A deterministic 8-hex entry id derived from ``seed``, not in ``existing``.
 
     Used by the format-1 upgrade so that reading the same old file twice gives
-    the same ids (the original agent drew random ones on every open, C.7).
+    the same ids (the original agent drew random ones on every open, docs/rules/versions.md C.7).
     """
     counter = 0
     while True:
@@ -89,7 +90,8 @@ def derived_entry_id(seed: str, existing: Container[str]) -> str:
 
 
 def session_id_hash(session_id: str) -> str:
-    """First 16 hex digits of SHA-256 over the UTF-8 id: the JSONL file-name hash (D-7)."""
+    """First 16 hex digits of SHA-256 over the UTF-8 id: the JSONL file-name hash
+    (docs/rules/decisions.md D-7)."""
     return hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 

@@ -1,6 +1,6 @@
 """Listing information per session (``SessionInfo``), computed incrementally.
 
-Rules: seed "SessionManager API" (listing) and REFERENCE group L, K, O.
+Rules: docs/rules/manager.md seed:api (listing) and docs/rules/listing.md.
 
 :class:`InfoAccumulator` consumes entries one at a time and keeps only small
 state (counts, the first message, the newest activity time, name and
@@ -28,12 +28,13 @@ __all__ = [
     "session_info_from_entries",
 ]
 
-#: ``firstMessage`` when no user message has text (REFERENCE L.15).
+#: ``firstMessage`` when no user message has text (docs/rules/listing.md L.15).
 NO_MESSAGES = "(no messages)"
 
 
 def is_classified(header: dict[str, Any]) -> bool:
-    """Whether a header marks a workflow-owned session (seed "SessionHeader", REFERENCE O.1).
+    """Whether a header marks a workflow-owned session (docs/rules/format.md seed:header,
+    docs/rules/listing.md O.1).
 
     ``internal`` must be exactly ``True`` and ``workflow`` an object whose
     ``runId``, ``stageId`` and ``stageName`` are strings non-empty after trimming.
@@ -47,7 +48,7 @@ def is_classified(header: dict[str, Any]) -> bool:
 
 
 def message_text(message: dict[str, Any]) -> str:
-    """Listing text of a user/assistant message (REFERENCE L.15, L.19).
+    """Listing text of a user/assistant message (docs/rules/listing.md L.15, L.19).
 
     A string content is taken verbatim; an array gives its ``text`` blocks
     joined by one space; ``null`` or a missing content gives ``""``.
@@ -70,7 +71,7 @@ class SessionInfo:
     Attributes:
         id: the session id.
         path: the JSONL file path when the store has one, otherwise the id
-            (never treat it as a path blindly; seed "Static Listing Methods").
+            (never treat it as a path blindly; docs/rules/listing.md seed:listing).
         cwd: header ``cwd`` (``""`` when absent).
         name: the current name, ``None`` when never named or cleared.
         has_name: True when any ``session_info`` entry exists (cleared included).
@@ -80,9 +81,9 @@ class SessionInfo:
         created: header ``createdAt`` as an aware UTC datetime.
         modified: newest user/assistant activity, never earlier than ``created``
             (docs/rules/listing.md L.16), aware UTC.
-        message_count: ``message`` entries over all roles and branches (L.14).
+        message_count: ``message`` entries over all roles and branches (docs/rules/listing.md L.14).
         first_message: text of the first user message with text, or ``(no messages)``.
-        summary: the session summary while fresh (K.4), else ``None``.
+        summary: the session summary while fresh (docs/rules/listing.md K.4), else ``None``.
     """
 
     id: str
@@ -103,7 +104,8 @@ class SessionInfo:
 
     @property
     def all_messages_text(self) -> str:
-        """Every non-empty user/assistant text in file order, joined by one space (L.15).
+        """Every non-empty user/assistant text in file order, joined by one space
+        (docs/rules/listing.md L.15).
 
         Loaded on first access when the store keeps it apart from listing data.
         """
@@ -158,7 +160,7 @@ class InfoAccumulator:
     texts: list[str] = field(default_factory=list)
 
     def add(self, entry: dict[str, Any]) -> str | None:
-        """Account for one entry (REFERENCE L.14-L.16, J.2, K.2-K.4).
+        """Account for one entry (docs/rules/listing.md L.14-L.16, J.2, K.2-K.4).
 
         Returns:
             The listing text the entry added to :attr:`texts` (a user or
@@ -175,7 +177,7 @@ class InfoAccumulator:
                 return None
             self.anchor_id = entry.get("id")
             if "content" not in message:
-                return None  # L.15/L.16 filter: no content key, no text and no activity
+                return None  # docs/rules/listing.md L.15/L.16 filter: no content key, no text and no activity
             stamp = message.get("timestamp")
             if isinstance(stamp, bool) or not isinstance(stamp, (int, float)):
                 stamp = parse_timestamp_ms(entry.get("timestamp"))
@@ -210,7 +212,7 @@ class InfoAccumulator:
 
     @property
     def summary(self) -> str | None:
-        """The fresh summary text (K.4), else ``None``."""
+        """The fresh summary text (docs/rules/listing.md K.4), else ``None``."""
         if self.summary_through is not None and self.summary_through == self.anchor_id:
             return self.summary_text
         return None
@@ -250,7 +252,7 @@ class InfoAccumulator:
             header: the format-4 header.
             path: the JSONL path or, for stores without files, the session id.
             fallback_mtime: file modification time in seconds, used for
-                ``modified`` when neither messages nor header give one (L.16).
+                ``modified`` when neither messages nor header give one (docs/rules/listing.md L.16).
             text_loader: called on first access of ``all_messages_text`` when
                 ``texts`` is not held in memory.
         """
@@ -292,5 +294,5 @@ class InfoAccumulator:
 
 def session_info_from_entries(header: dict[str, Any], entries: Iterable[dict[str, Any]], path: str,
                               fallback_mtime: float | None = None) -> SessionInfo:
-    """The :class:`SessionInfo` of a loaded session (REFERENCE group L)."""
+    """The :class:`SessionInfo` of a loaded session (docs/rules/listing.md)."""
     return InfoAccumulator().extend(entries).to_info(header, path, fallback_mtime=fallback_mtime)

@@ -3,7 +3,7 @@
 Invariants:
 
 * Records are written exactly as the original agent's ``JSON.stringify``
-  writes them (REFERENCE E.1, §2.6; the rules in ``docs/format-bytes.md``):
+  writes them (docs/rules/format.md E.1, §2.6; the rules in ``docs/format-bytes.md``):
   compact, non-ASCII and U+2028/U+2029 raw, JavaScript number text
   (``0.000009``, ``1e+21``, ``1`` for ``1.0``), canonical array-index keys
   (``"0"`` .. ``"4294967294"``) first in ascending order, then the others in
@@ -457,7 +457,7 @@ def _is_array_index(key: str) -> bool:
 def js_key_order(obj: Mapping[str, Any]) -> list[str]:
     """The keys of a JSON object in the order JavaScript enumerates them: canonical
     array-index keys (``"0"`` .. ``"4294967294"``) first, ascending, then the others
-    in insertion order (ECMA-262 OrdinaryOwnPropertyKeys; REFERENCE §2.6 item 3)."""
+    in insertion order (ECMA-262 OrdinaryOwnPropertyKeys; docs/rules/format.md §2.6 item 3)."""
     keys = list(obj)
     index_keys = [k for k in keys if _is_array_index(k)]
     if not index_keys:
@@ -492,7 +492,7 @@ def js_stringify(value: Any) -> str:
 
     Returns:
         Text with the rules of :func:`dumps` (``docs/format-bytes.md``). Differences
-        from ``json.dumps`` that matter here (REFERENCE §2.6): JS number
+        from ``json.dumps`` that matter here (docs/rules/format.md §2.6): JS number
         formatting (:func:`js_number`), array-index keys first in ascending order
         (:func:`js_key_order`), lone surrogates escaped as ``\\udxxx``,
         NaN/Infinity as ``null``. Iterative, so deeply nested values cannot

@@ -1,6 +1,6 @@
-"""``SessionManager``: the seed's SessionManager API in Python (SPEC §5).
+"""``SessionManager``: the format's SessionManager API in Python (docs/rules/manager.md spec:python-api).
 
-Invariants (seed "SessionManager API"; REFERENCE Decisions D-1, D-9, E.11):
+Invariants (docs/rules/manager.md seed:api; docs/rules/decisions.md D-1, D-9, docs/rules/format.md E.11):
 
 * Write-through. Every mutation has committed to the store when it returns.
   A session from :meth:`SessionManager.create` / :meth:`new_session` writes
@@ -9,7 +9,7 @@ Invariants (seed "SessionManager API"; REFERENCE Decisions D-1, D-9, E.11):
   empty file writes the header at once. There is no ``flush``.
 * A failed write raises :class:`~sessiontree.errors.StorageError` and leaves
   the manager exactly as before: the entry is not published, the leaf and
-  labels are restored (REFERENCE E.6).
+  labels are restored (docs/rules/format.md E.6).
 * Factories without an explicit store or directory use the configured store
   (``SESSIONTREE_STORE``, else the shared SQLite database); a directory
   argument selects JSONL; :meth:`in_memory` selects memory and does no I/O.
@@ -51,7 +51,7 @@ __all__ = ["SessionManager", "now_iso"]
 
 
 class _Unset:
-    """Marker for "argument not provided", distinct from ``None`` (REFERENCE A.19)."""
+    """Marker for "argument not provided", distinct from ``None`` (docs/rules/format.md A.19)."""
 
     def __repr__(self) -> str:
         return "UNSET"
@@ -82,7 +82,7 @@ StoreOrDir = SessionStore | str | os.PathLike[str]
 
 
 def _store_or_dir(value: StoreOrDir | None) -> SessionStore:
-    """The store a ``storeOrDir`` argument selects (seed "SessionManager API").
+    """The store a ``storeOrDir`` argument selects (docs/rules/manager.md seed:api).
 
     ``None``: the configured store (``SESSIONTREE_STORE``, else the shared
     SQLite database). A :class:`SessionStore`: itself. A store URL
@@ -107,7 +107,7 @@ def _resolve_store(store: StoreOrDir | None, session_dir: str | os.PathLike[str]
 
 
 def _classification(internal: bool, workflow: Any) -> dict[str, Any] | None:
-    """The ``internal``/``workflow`` pair to write, or ``None`` (REFERENCE O.3)."""
+    """The ``internal``/``workflow`` pair to write, or ``None`` (docs/rules/listing.md O.3)."""
     if internal is True and is_classified({"internal": True, "workflow": workflow}):
         return {"internal": True, "workflow": workflow}
     return None
@@ -115,7 +115,7 @@ def _classification(internal: bool, workflow: Any) -> dict[str, Any] | None:
 
 def _new_header(session_id: str | None, cwd: str, parent_session: str | None = None,
                 classification: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A format-4 header in the key order of REFERENCE A.3."""
+    """A format-4 header in the key order of docs/rules/format.md A.3."""
     header: dict[str, Any] = {
         "type": "session",
         "version": 4,
@@ -162,7 +162,7 @@ class SessionManager:
         self._cwd = os.path.abspath(cwd)
         self._saved = saved
         self._session_file = session_file
-        # Ids this process appended: their tools may still run (D-11).
+        # Ids this process appended: their tools may still run (docs/rules/decisions.md D-11).
         self._appended: set[str] = set()
         # The last projection's state, for the tree it was built from and the
         # number of entries it has seen (see _current_projector).
@@ -175,17 +175,18 @@ class SessionManager:
                store: StoreOrDir | None = None, id: str | None = None,
                parent_session: str | None = None, internal: bool = False,
                workflow: dict[str, Any] | None = None) -> SessionManager:
-        """A new session (seed "Static Creation Methods": ``create``).
+        """A new session (docs/rules/manager.md seed:create).
 
-        Nothing is written until the first mutation (D-1).
+        Nothing is written until the first mutation (docs/rules/decisions.md D-1).
 
         Args:
             cwd: the session's working directory (made absolute).
             session_dir: a directory selects a JSONL store there.
             store: an explicit store or store URL (wins over ``session_dir``).
             id: a session id to use instead of a new UUIDv7.
-            parent_session: the parent session id (a path is converted, §3.15).
-            internal, workflow: workflow classification; written only as a valid pair (O.3).
+            parent_session: the parent session id (a path is converted, docs/rules/manager.md §3.15).
+            internal, workflow: workflow classification; written only as a valid pair
+            (docs/rules/listing.md O.3).
 
         Raises:
             InvalidSessionIdError: ``id`` is not a valid session id.
@@ -199,12 +200,12 @@ class SessionManager:
 
     @classmethod
     def open(cls, store: SessionStore | str, session_id: str, cwd_override: str | None = None) -> SessionManager:
-        """Open an existing session by exact id (seed: ``open(store, sessionId)``).
+        """Open an existing session by exact id (docs/rules/manager.md seed:open-store).
 
-        An older JSONL file has its format-4 upgrade persisted atomically first (D-9).
+        An older JSONL file has its format-4 upgrade persisted atomically first (docs/rules/decisions.md D-9).
 
         Raises:
-            InvalidSessionIdError: malformed id (REFERENCE B.8).
+            InvalidSessionIdError: malformed id (docs/rules/format.md B.8).
             SessionNotFoundError: no such session; nothing is created.
             InvalidSessionError: the stored session is invalid.
         """
@@ -219,13 +220,14 @@ class SessionManager:
     @classmethod
     def open_file(cls, path: str | os.PathLike[str], session_dir: str | os.PathLike[str] | None = None,
                   cwd_override: str | None = None) -> SessionManager:
-        """Open a JSONL file directly, creating it if missing (seed: ``open(path, ...)``).
+        """Open a JSONL file directly, creating it if missing (docs/rules/manager.md seed:open-file).
 
         A missing or 0-byte file gets a new session whose header is written at
-        once (D-1, REFERENCE D.10). An older format is upgraded and persisted
-        atomically under the file lock before anything else is written (D-9).
+        once (docs/rules/decisions.md D-1,
+        docs/rules/format.md D.10). An older format is upgraded and persisted
+        atomically under the file lock before anything else is written (docs/rules/decisions.md D-9).
         The working directory is ``cwd_override``, else the header's, else the
-        process's (D.13).
+        process's (docs/rules/format.md D.13).
 
         Raises:
             InvalidSessionError: a non-empty file that is not a valid session
@@ -247,12 +249,13 @@ class SessionManager:
     def continue_recent(cls, cwd: str, session_dir: str | os.PathLike[str] | None = None, *,
                         store: StoreOrDir | None = None,
                         include_internal: bool = False) -> SessionManager:
-        """Continue the most recent regular session of ``cwd`` or create one (seed, REFERENCE M.2/M.3).
+        """Continue the most recent regular session of ``cwd`` or create one
+        (docs/rules/manager.md seed:continue-recent, docs/rules/listing.md M.2/M.3).
 
         Recency is the session's last write. The found session is opened with
         the given ``cwd``. Workflow sessions are considered only with
         ``include_internal``. Unloadable sessions are skipped, as in resume
-        listings (seed "SessionManager API"): when the most recent one does not
+        listings (docs/rules/manager.md seed:api): when the most recent one does not
         load, the newest loadable row of ``list`` is continued instead.
 
         Raises:
@@ -279,7 +282,8 @@ class SessionManager:
     def in_memory(cls, cwd: str | None = None, *, id: str | None = None, parent_session: str | None = None,
                   internal: bool = False, workflow: dict[str, Any] | None = None,
                   entries: Sequence[dict[str, Any]] | None = None) -> SessionManager:
-        """A session in a private :class:`MemoryStore`; no filesystem I/O (seed ``inMemory``, §3.5).
+        """A session in a private :class:`MemoryStore`; no filesystem I/O
+        (docs/rules/manager.md seed:in-memory, §3.5).
 
         Args:
             entries: optional records. When they include a header (``type ==
@@ -349,12 +353,12 @@ class SessionManager:
                   session_dir: str | os.PathLike[str] | None = None, *,
                   store: StoreOrDir | None = None, id: str | None = None,
                   internal: bool = False, workflow: dict[str, Any] | None = None) -> SessionManager:
-        """Fork a JSONL file into a new session (seed ``forkFrom``, REFERENCE N.7-N.10).
+        """Fork a JSONL file into a new session (docs/rules/manager.md seed:fork-from, N.7-N.10).
 
         The source is read and upgraded in memory (never modified); every
         entry is copied in order; the new header has ``cwd`` = ``target_cwd``
         and ``parentSessionId`` = the source id; classification comes from the
-        arguments, else from a valid source pair (D-14).
+        arguments, else from a valid source pair (docs/rules/decisions.md D-14).
 
         Raises:
             OSError: the source cannot be read.
@@ -382,7 +386,8 @@ class SessionManager:
     @classmethod
     def import_from_jsonl(cls, input_path: str | os.PathLike[str], cwd: str | None = None,
                           target: StoreOrDir | None = None) -> SessionManager:
-        """Import a JSONL file keeping its id (seed ``importFromJsonl``, D-16).
+        """Import a JSONL file keeping its id (docs/rules/manager.md seed:import,
+        docs/rules/decisions.md D-16).
 
         The file is read with the format-4 reader and upgraded in memory (it
         is never modified); id, ``createdAt``, parent, classification and every
@@ -424,7 +429,7 @@ class SessionManager:
     def list(cwd: str, store_or_dir: StoreOrDir | None = None,
              on_progress: ProgressCallback | None = None, *, include_internal: bool = False,
              cancel: CancelEvent | None = None) -> builtins.list[SessionInfo]:
-        """Sessions of one project, newest first (seed ``list``; REFERENCE group L).
+        """Sessions of one project, newest first (docs/rules/listing.md seed:listing; group L).
 
         Internal workflow sessions are left out unless ``include_internal``.
 
@@ -439,7 +444,7 @@ class SessionManager:
     def list_all(store_or_dir: StoreOrDir | None = None,
                  on_progress: ProgressCallback | None = None, *, include_internal: bool = False,
                  cancel: CancelEvent | None = None) -> builtins.list[SessionInfo]:
-        """Sessions of every project in the store, newest first (seed ``listAll``).
+        """Sessions of every project in the store, newest first (docs/rules/listing.md seed:listing).
 
         Returns:
             One :class:`SessionInfo` per loadable session (unloadable ones are
@@ -456,7 +461,7 @@ class SessionManager:
 
     def new_session(self, *, id: str | None = None, parent_session: str | None = None,
                     internal: bool = False, workflow: dict[str, Any] | None = None) -> str | None:
-        """Start a new, empty session in the same store (seed ``newSession``, REFERENCE T.3).
+        """Start a new, empty session in the same store (docs/rules/manager.md seed:new-session, T.3).
 
         Labels, entries and the leaf are cleared; nothing is written until the
         first mutation.
@@ -473,7 +478,8 @@ class SessionManager:
         return self.get_session_file()
 
     def mark_session_internal(self, workflow: dict[str, Any] | None = None) -> None:
-        """Apply valid workflow ownership (seed ``markSessionInternal``, REFERENCE O.4).
+        """Apply valid workflow ownership (docs/rules/manager.md seed:mark-internal,
+        docs/rules/listing.md O.4).
 
         Does nothing when the header is already classified or ``workflow`` is
         invalid; otherwise sets ``internal: true`` and ``workflow`` and, when
@@ -497,7 +503,8 @@ class SessionManager:
                 raise
 
     def set_session_file(self, path: str | os.PathLike[str]) -> None:
-        """Switch this manager to a JSONL file, keeping its cwd (seed ``setSessionFile``, T.4).
+        """Switch this manager to a JSONL file, keeping its cwd
+        (docs/rules/manager.md seed:set-session-file, T.4).
 
         A missing file is created on the first append; an existing one is opened
         as :meth:`open_file` does (an older format's upgrade persisted).
@@ -511,7 +518,8 @@ class SessionManager:
 
     def create_branched_session(self, leaf_id: str) -> str | None:
         """Extract the branch ending at ``leaf_id`` into a new session and switch to it
-        (seed ``createBranchedSession``; REFERENCE N.1-N.6, D-5, §3.15).
+        (docs/rules/manager.md seed:create-branched; N.1-N.6, docs/rules/decisions.md D-5,
+        docs/rules/manager.md §3.15).
 
         Label entries on the path are dropped and the kept entries re-chained
         around them; labels of path entries are recreated (original text and
@@ -540,7 +548,7 @@ class SessionManager:
                 entry = {**entry, "parentId": previous_kept}
             kept.append(entry)
             previous_kept = entry["id"]
-        # A firstKeptEntryId on a dropped label moves to the next kept entry (D-5).
+        # A firstKeptEntryId on a dropped label moves to the next kept entry (docs/rules/decisions.md D-5).
         position = {e["id"]: i for i, e in enumerate(path)}
         for i, entry in enumerate(kept):
             first_kept = entry.get("firstKeptEntryId") if entry.get("type") == "compaction" else None
@@ -576,11 +584,11 @@ class SessionManager:
     def fork_to(self, cwd: str, target: StoreOrDir | None = None, *,
                 id: str | None = None, internal: bool = False,
                 workflow: dict[str, Any] | None = None) -> SessionManager:
-        """Copy every entry of this session into a new session (seed ``forkTo``, §3.5).
+        """Copy every entry of this session into a new session (docs/rules/manager.md seed:fork-to, §3.5).
 
         Entries of all branches are copied in order with their ids; the new
         header has a new id (or ``id``), ``cwd``, and ``parentSessionId`` = this
-        id; classification per D-14. This session is unchanged.
+        id; classification per docs/rules/decisions.md D-14. This session is unchanged.
 
         Args:
             target: a store, store URL or JSONL directory; default: this store.
@@ -602,7 +610,7 @@ class SessionManager:
         return SessionManager._fork(source, store, cwd, id, internal, workflow)
 
     def delete_session(self, session_id: str) -> None:
-        """Delete another session of this store (seed ``deleteSession``).
+        """Delete another session of this store (docs/rules/manager.md seed:delete-session).
 
         An id that is not in the store does nothing.
 
@@ -645,16 +653,16 @@ class SessionManager:
                 "parentId": self._tree.leaf_id, "timestamp": now_iso()}
 
     def append_message(self, message: dict[str, Any]) -> str:
-        """Append a ``message`` entry (seed "SessionMessageEntry").
+        """Append a ``message`` entry (docs/rules/format.md seed:message-entry).
 
-        Tool results have their ``nestedCalls`` bounded (§3.10).
+        Tool results have their ``nestedCalls`` bounded (docs/rules/projection.md §3.10).
 
         Returns:
             The new entry id.
 
         Raises:
             ValueError: ``message`` is not an object with a string ``role``, or
-                is an assistant message with ``stopReason == "pending"`` (§3.11),
+                is an assistant message with ``stopReason == "pending"`` (docs/rules/projection.md §3.11),
                 or the entry would nest deeper than ``jsonio.MAX_DEPTH``
                 (``jsonio.NestingError``; nothing is written).
             StorageError: the write failed; nothing was appended.
@@ -670,8 +678,8 @@ class SessionManager:
         return self._append(entry)
 
     def append_thinking_level_change(self, level: str) -> str:
-        """Append a ``thinking_level_change`` (stored as given, REFERENCE A.7; seed
-        "ThinkingLevelChangeEntry").
+        """Append a ``thinking_level_change`` (stored as given, docs/rules/format.md A.7;
+        seed:thinking-level-change).
 
         Returns the new entry's id. Raises ``StorageError`` when the write fails
         (nothing is published; see :meth:`append_message`).
@@ -681,7 +689,7 @@ class SessionManager:
         return self._append(entry)
 
     def append_context_window_change(self, context_window: int) -> str:
-        """Append a ``context_window_change`` of ``context_window`` tokens (§3.8).
+        """Append a ``context_window_change`` of ``context_window`` tokens (docs/rules/projection.md §3.8).
 
         Raises:
             ValueError: not a positive ``int`` (``bool`` excluded).
@@ -693,7 +701,7 @@ class SessionManager:
         return self._append(entry)
 
     def append_model_change(self, provider: str, model_id: str) -> str:
-        """Append a ``model_change`` (REFERENCE A.8; seed "ModelChangeEntry").
+        """Append a ``model_change`` (docs/rules/format.md A.8; seed:model-change).
 
         Returns the new entry's id. Raises ``StorageError`` when the write fails
         (nothing is published; see :meth:`append_message`).
@@ -705,7 +713,8 @@ class SessionManager:
 
     def append_compaction(self, compacted_text: str, first_kept_entry_id: str | None,
                           tokens_before: int, details: Any) -> str:
-        """Append a verbatim-line compaction boundary (seed "CompactionEntry"; Q.14, §3.6).
+        """Append a verbatim-line compaction boundary (docs/rules/format.md seed:compaction-entry;
+        docs/rules/projection.md Q.14, §3.6).
 
         ``fromHook: true`` is written when ``details["rung"] == "extension"``.
         The current system-message state, if any, is stored as the
@@ -730,7 +739,7 @@ class SessionManager:
         return self._append(entry)
 
     def append_custom_entry(self, custom_type: str, data: Any = UNSET) -> str:
-        """Append extension state, not in context (seed "CustomEntry"; REFERENCE A.11:
+        """Append extension state, not in context (docs/rules/format.md seed:custom-entry; A.11:
         base fields last; no ``data`` key when not provided, ``null`` when ``None``).
 
         Returns the new entry's id. Raises ``StorageError`` when the write fails
@@ -745,7 +754,7 @@ class SessionManager:
 
     def append_session_info(self, name: str) -> str:
         """Set the display name, trimmed; an empty name clears it and the empty entry
-        stays (seed "SessionInfoEntry").
+        stays (docs/rules/format.md seed:session-info-entry).
 
         Returns the new entry's id. Raises ``StorageError`` when the write fails
         (nothing is published; see :meth:`append_message`).
@@ -755,7 +764,8 @@ class SessionManager:
         return self._append(entry)
 
     def append_session_summary(self, summary: str, summarized_through_id: str, usage: Any = UNSET) -> str:
-        """Store a resume-picker summary anchored to a message (seed "SessionSummaryEntry", D-13).
+        """Store a resume-picker summary anchored to a message
+        (docs/rules/format.md seed:session-summary-entry, docs/rules/decisions.md D-13).
 
         Raises:
             EntryNotFoundError: ``summarized_through_id`` is unknown.
@@ -770,8 +780,8 @@ class SessionManager:
 
     def append_custom_message_entry(self, custom_type: str, content: Any, display: bool,
                                     details: Any = UNSET) -> str:
-        """Append an extension message that is in context (seed "CustomMessageEntry";
-        REFERENCE A.12: base fields last).
+        """Append an extension message that is in context (docs/rules/format.md seed:custom-message-entry;
+        A.12: base fields last).
 
         Returns the new entry's id. Raises ``StorageError`` when the write fails
         (nothing is published; see :meth:`append_message`).
@@ -785,7 +795,8 @@ class SessionManager:
         return self._append(entry)
 
     def append_label_change(self, target_id: str, label: str | None = None) -> str:
-        """Set (non-empty ``label``) or clear (``""`` or ``None``) a label (REFERENCE I.1, A.13).
+        """Set (non-empty ``label``) or clear (``""`` or ``None``) a label
+        (docs/rules/tree.md I.1, docs/rules/format.md A.13).
 
         Raises:
             EntryNotFoundError: ``target_id`` is unknown; nothing appended.
@@ -798,7 +809,8 @@ class SessionManager:
         return self._append(entry)
 
     def append_context_edit(self, target_id: str, replacement: dict[str, Any] | None) -> str:
-        """Append a branch-local context edit (seed "ContextEditEntry", REFERENCE R.1/R.2).
+        """Append a branch-local context edit (docs/rules/format.md seed:context-edit-entry,
+        docs/rules/projection.md R.1/R.2).
 
         Args:
             replacement: ``None`` omits the target from model context;
@@ -831,7 +843,7 @@ class SessionManager:
     # ------------------------------------------------------------------ navigation
 
     def get_leaf_id(self) -> str | None:
-        """The current leaf id, or ``None`` (F.5)."""
+        """The current leaf id, or ``None`` (docs/rules/tree.md F.5)."""
         return self._tree.leaf_id
 
     def get_leaf_entry(self) -> Entry | None:
@@ -843,7 +855,7 @@ class SessionManager:
         return self._tree.get_entry(entry_id)
 
     def get_branch(self, from_id: str | None = None) -> builtins.list[Entry]:
-        """Entries from the root to ``from_id`` (default: the leaf), root first (F.6)."""
+        """Entries from the root to ``from_id`` (default: the leaf), root first (docs/rules/tree.md F.6)."""
         return self._tree.get_branch(from_id)
 
     def get_tree(self) -> builtins.list[TreeNode]:
@@ -851,7 +863,7 @@ class SessionManager:
         return self._tree.get_tree()
 
     def get_children(self, parent_id: str | None) -> builtins.list[Entry]:
-        """Direct children of ``parent_id`` in file order (H.6)."""
+        """Direct children of ``parent_id`` in file order (docs/rules/tree.md H.6)."""
         return self._tree.get_children(parent_id)
 
     def get_label(self, entry_id: str) -> str | None:
@@ -859,7 +871,7 @@ class SessionManager:
         return self._tree.get_label(entry_id)
 
     def branch(self, entry_id: str) -> None:
-        """Move the leaf to an earlier entry; writes nothing (F.3).
+        """Move the leaf to an earlier entry; writes nothing (docs/rules/tree.md F.3).
 
         Raises:
             EntryNotFoundError: unknown id.
@@ -868,13 +880,13 @@ class SessionManager:
         self._tree.leaf_id = entry_id
 
     def reset_leaf(self) -> None:
-        """Set the leaf to ``None``: the next append starts a new root (F.4)."""
+        """Set the leaf to ``None``: the next append starts a new root (docs/rules/tree.md F.4)."""
         self._tree.leaf_id = None
 
     def branch_with_summary(self, branch_from_id: str | None, summary: str, details: Any = UNSET,
                             from_hook: Any = UNSET, usage: Any = UNSET) -> str:
         """Move the leaf to ``branch_from_id`` and append a ``branch_summary`` there
-        (seed "BranchSummaryEntry"; REFERENCE G.2, D-4).
+        (docs/rules/format.md seed:branch-summary-entry; docs/rules/tree.md G.2, docs/rules/decisions.md D-4).
 
         ``fromId`` is the leaf that was left (``"root"`` when there was none);
         the summary is stored as given.
@@ -901,7 +913,7 @@ class SessionManager:
     # ------------------------------------------------------------------ context
 
     def _repair_trailing(self) -> bool:
-        # D-11: trailing calls of a turn appended by this process may still be
+        # docs/rules/decisions.md D-11: trailing calls of a turn appended by this process may still be
         # running. Walk up from the leaf only as far as the last assistant turn.
         if not self._appended:
             return True
@@ -948,10 +960,11 @@ class SessionManager:
         return projector
 
     def build_session_projection(self) -> _projection.SessionProjection:
-        """The model-visible projection of the active branch (seed "Context Building", SPEC §6).
+        """The model-visible projection of the active branch
+        (docs/rules/projection.md seed:context-building, spec:projection).
 
         Same result as :func:`sessiontree.projection.build_session_projection`
-        for the leaf (with D-11 trailing repair unless the last assistant turn
+        for the leaf (with docs/rules/decisions.md D-11 trailing repair unless the last assistant turn
         was appended by this manager), but the manager keeps the projection's
         state between calls: after appending a turn, the next call costs in
         proportion to the new entries (plus copying the message list), not
@@ -961,7 +974,8 @@ class SessionManager:
         return self._current_projector().result(self._repair_trailing())
 
     def build_session_context(self) -> _projection.SessionContext:
-        """Messages, thinking level and model for the model (seed ``buildSessionContext``)."""
+        """Messages, thinking level and model for the model
+        (docs/rules/projection.md seed:context-building)."""
         projection = self.build_session_projection()
         return _projection.SessionContext(messages=projection.messages, thinking_level=projection.thinking_level,
                                           model=projection.model)
@@ -979,7 +993,7 @@ class SessionManager:
                                                        repair_trailing=self._repair_trailing())
 
     def build_context_entries(self) -> builtins.list[Entry]:
-        """Active-branch entries after the latest compaction boundary (REFERENCE Q.13)."""
+        """Active-branch entries after the latest compaction boundary (docs/rules/projection.md Q.13)."""
         return _projection.build_context_entries(self._tree.entries, self._tree.leaf_id, by_id=self._tree.by_id)
 
     # ------------------------------------------------------------------ getters
@@ -993,11 +1007,11 @@ class SessionManager:
         return self._header
 
     def get_session_name(self) -> str | None:
-        """The display name, ``None`` when never named or cleared (seed)."""
+        """The display name, ``None`` when never named or cleared (docs/rules/listing.md J.3)."""
         return self._tree.name_state().name
 
     def get_session_name_state(self) -> NameState:
-        """Never named / cleared / named (seed "SessionInfoEntry")."""
+        """Never named / cleared / named (docs/rules/format.md seed:session-info-entry)."""
         return self._tree.name_state()
 
     def get_cwd(self) -> str:

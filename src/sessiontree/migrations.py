@@ -4,19 +4,19 @@ Each step takes a :class:`Records` (the header and the entries read from a
 file, in file order) and returns nothing: it rewrites the records it
 touches and marks them changed, so the caller knows which entries keep their
 original JSON text. Steps run in memory only; nothing here touches a file
-except to *read* the header of a ``parentSession`` file (REFERENCE §3.3).
+except to *read* the header of a ``parentSession`` file (docs/rules/versions.md §3.3).
 
-Steps (seed "Session Version", REFERENCE C.3-C.9):
+Steps (docs/rules/versions.md seed:session-version, C.3-C.9):
 
 * ``v1_to_v2``: assign ids in file order and chain ``parentId``; turn a
   compaction's numeric ``firstKeptEntryIndex`` (header = index 0) into
   ``firstKeptEntryId``. Ids come from a generator seeded with the session
   id, so reading the same file twice gives the same ids (the original agent
-  drew new random ones on every open); the collision set is real (B.10 was
+  drew new random ones on every open); the collision set is real (docs/rules/format.md B.10 was
   a bug).
 * ``v2_to_v3``: message role ``hookMessage`` becomes ``custom``.
 * ``v3_to_v4`` (also for early-4 headers): ``timestamp`` -> ``createdAt``,
-  ``parentSession`` (a path) -> ``parentSessionId`` (an id, D-8).
+  ``parentSession`` (a path) -> ``parentSessionId`` (an id, docs/rules/decisions.md D-8).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class Records:
 
 
 def v1_to_v2(records: Records, original_positions: list[int] | None = None) -> None:
-    """REFERENCE C.3/C.4. ``original_positions[i]`` is entry i's index in the file's
+    """docs/rules/versions.md C.3/C.4. ``original_positions[i]`` is entry i's index in the file's
     record list (header = 0), used to resolve ``firstKeptEntryIndex``."""
     positions = original_positions or list(range(1, len(records.entries) + 1))
     by_position: dict[int, int] = {pos: i for i, pos in enumerate(positions)}
@@ -77,7 +77,7 @@ def v1_to_v2(records: Records, original_positions: list[int] | None = None) -> N
             index = entry.get("firstKeptEntryIndex")
             if isinstance(index, (int, float)) and not isinstance(index, bool):
                 target = by_position.get(index) if float(index).is_integer() else None
-                # A forward reference finds a record without an id yet (C.4).
+                # A forward reference finds a record without an id yet (docs/rules/versions.md C.4).
                 if target is not None and target <= i:
                     entry["firstKeptEntryId"] = records.entries[target]["id"]
                 del entry["firstKeptEntryIndex"]
@@ -87,7 +87,7 @@ def v1_to_v2(records: Records, original_positions: list[int] | None = None) -> N
 
 
 def v2_to_v3(records: Records) -> None:
-    """REFERENCE C.5: ``hookMessage`` role becomes ``custom``."""
+    """docs/rules/versions.md C.5: ``hookMessage`` role becomes ``custom``."""
     for i, entry in enumerate(records.entries):
         message = entry.get("message") if entry.get("type") == "message" else None
         if isinstance(message, dict) and message.get("role") == "hookMessage":
@@ -98,13 +98,13 @@ def v2_to_v3(records: Records) -> None:
 
 
 def v3_to_v4(records: Records) -> None:
-    """REFERENCE C.9: the version-4 header; entries are unchanged."""
+    """docs/rules/versions.md C.9: the version-4 header; entries are unchanged."""
     records.header = upgrade_header(records.header, records.base_dir)
     records.header_changed = True
 
 
 def upgrade_header(header: dict[str, Any], base_dir: str | None = None) -> dict[str, Any]:
-    """Return a version-4 copy of a version 1-4 header (REFERENCE C.9, A.3).
+    """Return a version-4 copy of a version 1-4 header (docs/rules/versions.md C.9, docs/rules/format.md A.3).
 
     Keys are ordered ``type, version, id, createdAt, cwd, parentSessionId,
     internal, workflow``, then any other keys in their original order.
@@ -135,7 +135,8 @@ def upgrade_header(header: dict[str, Any], base_dir: str | None = None) -> dict[
 
 
 def parent_session_to_id(value: Any, base_dir: str | None = None) -> str | None:
-    """Convert a format-3 ``parentSession`` path to a session id (REFERENCE §3.3, D-8).
+    """Convert a format-3 ``parentSession`` path to a session id (docs/rules/versions.md §3.3,
+    docs/rules/decisions.md D-8).
 
     First match wins: the header id of an existing readable file; the part of
     a ``*.jsonl`` basename after the first ``_``; the value itself when it is

@@ -1,4 +1,5 @@
-"""Bounds the format enforces on write (SPEC §2, REFERENCE §3.10, §3.14, D-13).
+"""Bounds the format enforces on write (docs/rules/format.md spec:data-model,
+docs/rules/projection.md §3.10, docs/rules/listing.md §3.14, docs/rules/decisions.md D-13).
 
 Pure functions over plain data; loading never applies them, so stored
 records are never altered after the fact.
@@ -30,7 +31,7 @@ _WHITESPACE = re.compile(r"\s+")
 
 
 def normalize_nested_calls(record: dict[str, Any]) -> dict[str, Any]:
-    """Bound a tool result's ``nestedCalls`` record (seed "Message Types", REFERENCE §3.10).
+    """Bound a tool result's ``nestedCalls`` record (docs/rules/projection.md seed:nested-calls, §3.10).
 
     Keeps the first 256 calls; omits ``arguments`` (recording ``argumentsBytes``)
     when a call's compact-JSON arguments exceed 8 KiB or would push the running
@@ -77,7 +78,7 @@ def normalize_nested_calls(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def normalize_summary(summary: str) -> str:
-    """Collapse whitespace runs to one space, trim, clamp to 160 characters (D-13).
+    """Collapse whitespace runs to one space, trim, clamp to 160 characters (docs/rules/decisions.md D-13).
 
     A longer text becomes its first 159 characters, trailing whitespace
     removed, followed by ``…`` (U+2026).

@@ -1,8 +1,8 @@
-"""Rebuilding the model context of a session branch (seed "Context Building").
+"""Rebuilding the model context of a session branch (docs/rules/projection.md seed:context-building).
 
 The projection walks the active branch root to leaf and returns the
 model-visible messages together with the entries they come from
-(REFERENCE P, Q, R, S, §3.6-§3.8, Decision D-11).
+(docs/rules/projection.md §3.6-§3.8, docs/rules/decisions.md D-11).
 
 Invariants:
 
@@ -13,12 +13,12 @@ Invariants:
 * Nothing here recurses on the length of a branch: paths are walked with
   loops (:func:`sessiontree.tree.get_branch` is iterative too), so a
   100,000-entry chain projects like a short one.
-* Projection messages are *agent* messages (REFERENCE Q.9, Q.17): ``custom``,
+* Projection messages are *agent* messages (docs/rules/projection.md Q.9, Q.17): ``custom``,
   ``bashExecution``, ``branchSummary`` and ``system`` keep their stored roles,
   and the active compaction boundary is a ``custom`` message with
   ``customType: "compaction"``. Provider-bound conversion is a separate step,
   :func:`convert_to_llm`.
-* Tool pairing is applied by the projection itself (D-11): orphaned and
+* Tool pairing is applied by the projection itself (docs/rules/decisions.md D-11): orphaned and
   duplicate tool results are dropped; each unanswered call of a
   ``stopReason == "toolUse"`` turn gets a synthetic error result, owned by the
   entry whose message closes the window (or by the last entry, for calls still
@@ -28,7 +28,7 @@ Invariants:
   are transparent to pairing, like ``system`` messages.
 * Settings (thinking level, model, context window) are replayed from the raw
   entries of the whole path, including the compacted part; context edits
-  never change them (REFERENCE Q.3, R.7, S).
+  never change them (docs/rules/projection.md Q.3, R.7, S).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ Entry = dict[str, Any]
 Message = dict[str, Any]
 
 #: Text of the synthetic error result given to a tool call that never got a
-#: result (seed "Message Types"; REFERENCE P.5). It must not claim that the
+#: result (docs/rules/projection.md seed:interrupted-tool-calls; P.5). It must not claim that the
 #: call had no effect: the process may have stopped after the tool ran.
 INTERRUPTED_TEXT: Final = (
     "Tool execution was interrupted before its result was recorded, so the "
@@ -91,18 +91,18 @@ class _Leaf(enum.Enum):
 
 
 #: Default ``leaf_id``: the leaf as loaded, i.e. the last entry of the list
-#: (REFERENCE Q.1, Q.13), or the target of a final upstream ``leaf`` record
+#: (docs/rules/projection.md Q.1, Q.13), or the target of a final upstream ``leaf`` record
 #: (:func:`sessiontree.tree.loaded_leaf_id`), so that a projection of stored
 #: entries and a manager that loaded them agree.
 LAST_ENTRY: Final = _Leaf.LAST
 
 LeafArg = str | None | _Leaf
 
-# Roles whose null or missing content is replaced by [] (REFERENCE P.1).
+# Roles whose null or missing content is replaced by [] (docs/rules/projection.md P.1).
 _CONTENT_ROLES = frozenset({"user", "assistant", "toolResult", "custom"})
-# Roles a context edit may target inside a `message` entry (REFERENCE R.1).
+# Roles a context edit may target inside a `message` entry (docs/rules/projection.md R.1).
 _EDITABLE_ROLES = frozenset({"user", "assistant", "toolResult"})
-# Roles whose string replacement becomes one text block (REFERENCE R.2).
+# Roles whose string replacement becomes one text block (docs/rules/projection.md R.2).
 _ARRAY_CONTENT_ROLES = frozenset({"assistant", "toolResult"})
 
 # JavaScript's String.prototype.trim whitespace (WhiteSpace + LineTerminator).
@@ -140,7 +140,7 @@ class ProjectedEntry:
 
 @dataclass(frozen=True)
 class SessionProjection:
-    """The context-edited projection of one branch (seed "Context Building", REFERENCE Q.17).
+    """The context-edited projection of one branch (docs/rules/projection.md seed:context-building, Q.17).
 
     Attributes:
         messages: the model-visible messages in context order (agent
@@ -150,7 +150,7 @@ class SessionProjection:
         model: ``{"provider", "modelId"}`` of the last model change or
             assistant message on the path, ``None`` by default.
         context_window: the last ``context_window_change`` value, ``None`` by
-            default (REFERENCE §3.8).
+            default (docs/rules/projection.md §3.8).
         system_message: the replayed system state of ``messages``
             (:func:`get_current_system_message`), ``None`` without one.
         sources: the context entries, exactly :func:`build_context_entries`
@@ -190,7 +190,7 @@ class SessionProjection:
 
 @dataclass(frozen=True)
 class SessionContext:
-    """What :func:`build_session_context` returns (REFERENCE Q.1, Q.17).
+    """What :func:`build_session_context` returns (docs/rules/projection.md Q.1, Q.17).
 
     Attributes:
         messages: the projection's messages.
@@ -212,7 +212,7 @@ def _is_blank(text: str) -> bool:
 
 
 def _block_visible(block: Any) -> bool:
-    # REFERENCE P.3: images and non-blank texts are visible; an unknown block
+    # docs/rules/projection.md P.3: images and non-blank texts are visible; an unknown block
     # kind with a non-blank type fails visible so future kinds are not lost.
     if not isinstance(block, Mapping):
         return False
@@ -251,7 +251,7 @@ def _role(message: Mapping[str, Any]) -> str | None:
 
 
 def _normalize_entry(entry: Entry) -> Entry:
-    """REFERENCE P.1: null/missing content of a user-like message becomes ``[]`` in a copy."""
+    """docs/rules/projection.md P.1: null/missing content of a user-like message becomes ``[]`` in a copy."""
     if entry.get("type") != "message":
         return entry
     message = entry.get("message")
@@ -267,7 +267,8 @@ def _normalize_entry(entry: Entry) -> Entry:
 
 
 def is_active_compaction(entry: Mapping[str, Any]) -> bool:
-    """Whether ``entry`` is an active verbatim compaction boundary (seed "CompactionEntry").
+    """Whether ``entry`` is an active verbatim compaction boundary
+    (docs/rules/format.md seed:compaction-entry).
 
     True only for ``type == "compaction"`` with ``details.strategy`` exactly
     ``"verbatim-lines"``; retired summary compactions are inert.
@@ -279,15 +280,15 @@ def is_active_compaction(entry: Mapping[str, Any]) -> bool:
 
 
 def is_retired_record(entry: Mapping[str, Any]) -> bool:
-    """Whether ``entry`` is a retired, archival record (seed "CompactionEntry",
-    "ContextCompactionEntry (Retired)", "Extended Message Types"; REFERENCE C.14).
+    """Whether ``entry`` is a retired, archival record (docs/rules/format.md seed:compaction-entry,
+    "ContextCompactionEntry (Retired)", "Extended Message Types"; docs/rules/versions.md C.14).
 
     True for a ``compaction`` without ``details.strategy == "verbatim-lines"``
     (a summary compaction of older agents), a ``context_compaction`` (logical
     deletions of older agents) and a ``message`` whose role is
     ``compactionSummary``. Such records are kept, parsed and shown by audit
     and export tools, and contribute nothing to the model context of
-    :func:`build_session_projection` (the seed's projection). Only
+    :func:`build_session_projection` (the format's projection). Only
     :func:`build_historical_projection` gives a retired ``compaction`` its
     old meaning back, for a historical view.
     """
@@ -311,10 +312,10 @@ def _copy_present(target: dict[str, Any], source: Mapping[str, Any], *keys: str)
 
 
 def _context_message(entry: Entry) -> Message | None:
-    """REFERENCE Q.6: the context message of one (normalized) entry, without edits.
+    """docs/rules/projection.md Q.6: the context message of one (normalized) entry, without edits.
 
     Compactions give nothing here: only the latest boundary speaks, and it is
-    built by the projection itself (Q.11).
+    built by the projection itself (docs/rules/projection.md Q.11).
     """
     kind = entry.get("type")
     if kind == "message":
@@ -344,7 +345,7 @@ def _context_message(entry: Entry) -> Message | None:
 
 
 def _boundary_message(boundary: Mapping[str, Any], tail: Sequence[Any]) -> Message:
-    # REFERENCE Q.9/Q.10: one visible custom message holding summary + tail.
+    # docs/rules/projection.md Q.9/Q.10: one visible custom message holding summary + tail.
     summary = boundary.get("summary")
     return {
         "role": "custom",
@@ -357,7 +358,7 @@ def _boundary_message(boundary: Mapping[str, Any], tail: Sequence[Any]) -> Messa
 
 
 def _boundary_messages(boundary: Mapping[str, Any], tail: Sequence[Any]) -> list[Message]:
-    # REFERENCE §3.6, Q.17: the systemMessage checkpoint is replayed before
+    # docs/rules/projection.md §3.6, Q.17: the systemMessage checkpoint is replayed before
     # the compacted transcript.
     out: list[Message] = []
     checkpoint = boundary.get("systemMessage")
@@ -368,14 +369,14 @@ def _boundary_messages(boundary: Mapping[str, Any], tail: Sequence[Any]) -> list
 
 
 def entry_to_context_messages(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The context messages one entry contributes on its own (REFERENCE Q.6, Q.16).
+    """The context messages one entry contributes on its own (docs/rules/projection.md Q.6, Q.16).
 
     Args:
         entry: a session entry (not modified).
 
     Returns:
         * ``message``: ``[message]`` (any role; null content becomes ``[]`` in
-          a copy, P.1);
+          a copy, docs/rules/projection.md P.1);
         * ``custom_message``: ``[{"role": "custom", customType, content,
           display, details?, stageAdmissionKey?, timestamp (ms),
           excludeFromContext?}]``;
@@ -400,7 +401,7 @@ def entry_to_context_messages(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _drops_in_conversion(message: Mapping[str, Any]) -> bool:
-    """Whether :func:`convert_to_llm` drops ``message`` entirely (REFERENCE P.2)."""
+    """Whether :func:`convert_to_llm` drops ``message`` entirely (docs/rules/projection.md P.2)."""
     role = message.get("role")
     if role in ("assistant", "toolResult", "system"):
         return False
@@ -419,7 +420,7 @@ def _drops_in_conversion(message: Mapping[str, Any]) -> bool:
 
 
 def _is_transparent(message: Any) -> bool:
-    # D-11: system messages neither close a pairing window nor are dropped.
+    # docs/rules/decisions.md D-11: system messages neither close a pairing window nor are dropped.
     # Messages that provider conversion drops are transparent too, so that
     # pairing agent messages gives what the original gave by pairing after
     # conversion (a `!!` bash run while a tool runs must not orphan its result).
@@ -429,11 +430,12 @@ def _is_transparent(message: Any) -> bool:
 
 
 def closes_tool_window(message: Mapping[str, Any]) -> bool:
-    """Whether ``message`` ends an open tool-call window (REFERENCE P.4, Decision D-11).
+    """Whether ``message`` ends an open tool-call window (docs/rules/projection.md P.4,
+    docs/rules/decisions.md D-11).
 
     An ``assistant`` message does (it opens its own); a ``toolResult`` never
     does; anything else does unless it is transparent: a ``system`` message,
-    or one that :func:`convert_to_llm` drops (P.2, P.3, with JavaScript's
+    or one that :func:`convert_to_llm` drops (docs/rules/projection.md P.2, P.3, with JavaScript's
     whitespace for "blank"). The projection pairs with this rule inline;
     ``sessiontree.check`` uses it to report what the projection will repair.
     """
@@ -444,7 +446,7 @@ def closes_tool_window(message: Mapping[str, Any]) -> bool:
 
 
 def _convert_one(message: Message) -> Message | None:
-    """REFERENCE P.2 for one message; ``None`` when it is dropped."""
+    """docs/rules/projection.md P.2 for one message; ``None`` when it is dropped."""
     role = message.get("role")
     if role == "assistant":
         content = message.get("content")
@@ -453,7 +455,7 @@ def _convert_one(message: Message) -> Message | None:
         if isinstance(content, list) and any(
             isinstance(b, Mapping) and b.get("type") == "redacted_thinking" for b in content
         ):
-            # Legacy blocks are rewritten in the copy only (P.2).
+            # Legacy blocks are rewritten in the copy only (docs/rules/projection.md P.2).
             converted = [
                 {
                     "type": "thinking",
@@ -498,12 +500,12 @@ def _convert_one(message: Message) -> Message | None:
 def convert_to_llm(
     messages: Iterable[dict[str, Any]], *, repair_trailing: bool = False
 ) -> list[dict[str, Any]]:
-    """Provider-bound messages from agent messages (REFERENCE P.2, P.3, P.4).
+    """Provider-bound messages from agent messages (docs/rules/projection.md P.2, P.3, P.4).
 
     Args:
         messages: agent messages (e.g. :attr:`SessionProjection.messages`);
             never modified.
-        repair_trailing: also close tool calls still open at the end (P.6);
+        repair_trailing: also close tool calls still open at the end (docs/rules/projection.md P.6);
             the original's resume paths use it, plain conversion does not.
 
     Returns:
@@ -515,7 +517,7 @@ def convert_to_llm(
           "thinking": "", "thinkingSignature": data, "redacted": True}`` in a
           copy;
         * ``system`` passes through unchanged (format 4);
-        * ``user`` kept when visible (P.3), array content filtered to visible
+        * ``user`` kept when visible (docs/rules/projection.md P.3), array content filtered to visible
           blocks;
         * ``bashExecution`` becomes a user text (``bash_text``) unless
           ``excludeFromContext`` is true;
@@ -538,7 +540,7 @@ def convert_to_llm(
 
 def assert_tool_pairing_invariant(messages: Iterable[Mapping[str, Any]]) -> None:
     """Refuse provider-bound context in which one tool call id appears in two
-    different assistant messages (REFERENCE P.9). Assistant messages with
+    different assistant messages (docs/rules/projection.md P.9). Assistant messages with
     ``excludeFromContext: true`` are skipped. Nothing is repaired.
 
     Raises:
@@ -576,7 +578,7 @@ def _synthetic_result(call_id: str, name: str, timestamp: Any) -> Message:
 
 class _ToolWindow:
     """The tool-pairing state between one assistant turn and the next
-    (REFERENCE P.4-P.7, D-11): the one implementation behind
+    (docs/rules/projection.md P.4-P.7, docs/rules/decisions.md D-11): the one implementation behind
     :func:`repair_orphan_tool_results` and the projection.
 
     An assistant message closes the previous window and opens its own; a
@@ -638,7 +640,7 @@ class _ToolWindow:
 
 
 def _pair(messages: Sequence[Any], repair_trailing: bool) -> list[int | Message] | None:
-    """Tool pairing plan (REFERENCE P.4-P.7, D-11).
+    """Tool pairing plan (docs/rules/projection.md P.4-P.7, docs/rules/decisions.md D-11).
 
     Returns ``None`` when nothing changes, else the new order as a list whose
     items are either an index into ``messages`` (kept) or a synthetic result
@@ -676,7 +678,7 @@ def _pair(messages: Sequence[Any], repair_trailing: bool) -> list[int | Message]
 def repair_orphan_tool_results(
     messages: list[dict[str, Any]], repair_trailing: bool
 ) -> list[dict[str, Any]]:
-    """Pair tool results with their calls (REFERENCE P.4-P.8, Decision D-11).
+    """Pair tool results with their calls (docs/rules/projection.md P.4-P.8, docs/rules/decisions.md D-11).
 
     Walking in order: an ``assistant`` message closes the previous window and
     opens its own (allowed ids: its ``toolCall`` blocks with string ``id`` and
@@ -724,7 +726,8 @@ def _system_text(content: Any) -> str:
 
 
 def get_current_system_message(messages: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """Replay the ``system`` messages of ``messages`` in order (REFERENCE §3.6, seed "Message Types").
+    """Replay the ``system`` messages of ``messages`` in order
+    (docs/rules/projection.md §3.6, seed:system-messages).
 
     * content: each message's text (strings as they are, text blocks joined
       with ``"\\n"``) is collected when non-empty; the collection is joined
@@ -793,7 +796,7 @@ def _last_id(entries: Sequence[Entry], by_id: Mapping[str, Entry] | None = None)
 
 def _resolve_leaf(entries: Sequence[Entry], leaf_id: LeafArg,
                   by_id: Mapping[str, Entry] | None) -> tuple[str | None, Mapping[str, Entry]]:
-    """The leaf to walk from and the id index (REFERENCE Q.13 leaf rules):
+    """The leaf to walk from and the id index (docs/rules/projection.md Q.13 leaf rules):
     ``None`` when ``leaf_id`` is ``None`` or unknown; the last entry for
     :data:`LAST_ENTRY`."""
     if leaf_id is None:
@@ -809,7 +812,7 @@ def _resolve_leaf(entries: Sequence[Entry], leaf_id: LeafArg,
 
 @dataclass(frozen=True)
 class _Layout:
-    """Where the active boundary and its kept tail sit on a path (REFERENCE Q.4, Q.7)."""
+    """Where the active boundary and its kept tail sit on a path (docs/rules/projection.md Q.4, Q.7)."""
 
     boundary: int | None  # index of the latest verbatim compaction
     first_kept: int | None  # index where the kept tail starts, if any
@@ -835,7 +838,7 @@ def _layout_at(path: Sequence[Entry], boundary: int | None) -> _Layout:
         if path[index].get("id") == first_kept_id:
             return _Layout(boundary, index)
     # Unknown, after the boundary, on another branch or the boundary itself:
-    # no tail, never a resurrection of older content (seed).
+    # no tail, never a resurrection of older content (docs/rules/projection.md seed:context-building).
     return _Layout(boundary, None)
 
 
@@ -856,7 +859,7 @@ def _valid_replacement(edit: Mapping[str, Any]) -> bool:
 
 
 def _latest_edits(path: Iterable[Entry]) -> dict[str, Entry]:
-    """REFERENCE R.4: the latest valid ``context_edit`` per target on the path."""
+    """docs/rules/projection.md R.4: the latest valid ``context_edit`` per target on the path."""
     edits: dict[str, Entry] = {}
     for entry in path:
         if entry.get("type") == "context_edit":
@@ -880,7 +883,7 @@ def _is_editable(entry: Mapping[str, Any]) -> bool:
 
 
 def _edited_message(entry: Entry, edits: Mapping[str, Entry]) -> Message | None:
-    """The entry's context message with the latest edit applied (REFERENCE R.5)."""
+    """The entry's context message with the latest edit applied (docs/rules/projection.md R.5)."""
     message = _context_message(entry)
     if message is None:
         return None
@@ -902,7 +905,7 @@ _SETTING_KINDS = frozenset({"thinking_level_change", "model_change", "context_wi
 
 
 def _setting(entry: Entry) -> tuple[str, Any] | None:
-    """The setting one path entry sets (REFERENCE Q.3, S), as ``(attribute, value)``
+    """The setting one path entry sets (docs/rules/projection.md Q.3, S), as ``(attribute, value)``
     with attribute ``"thinking_level"``, ``"model"`` or ``"context_window"``;
     ``None`` when it sets none."""
     kind = entry.get("type")
@@ -918,7 +921,7 @@ def _setting(entry: Entry) -> tuple[str, Any] | None:
         message = entry.get("message")
         if isinstance(message, Mapping) and message.get("role") == "assistant":
             provider, model_id = message.get("provider"), message.get("model")
-            # S.2 [P]: an assistant without provider/model says nothing
+            # docs/rules/projection.md S.2 [P]: an assistant without provider/model says nothing
             # about the model; the original set a half-undefined object.
             if isinstance(provider, str) and isinstance(model_id, str):
                 return "model", {"provider": provider, "modelId": model_id}
@@ -926,7 +929,7 @@ def _setting(entry: Entry) -> tuple[str, Any] | None:
 
 
 def _replay_settings(path: Iterable[Entry]) -> tuple[str, dict[str, Any] | None, int | None]:
-    """REFERENCE Q.3, S: thinking level, model and context window of the whole path."""
+    """docs/rules/projection.md Q.3, S: thinking level, model and context window of the whole path."""
     settings: dict[str, Any] = {"thinking_level": "off", "model": None, "context_window": None}
     for entry in path:
         setting = _setting(entry)
@@ -945,7 +948,7 @@ def build_context_entries(
     *,
     by_id: Mapping[str, dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Active-branch entries that shape the context (REFERENCE Q.13).
+    """Active-branch entries that shape the context (docs/rules/projection.md Q.13).
 
     Args:
         entries: all entries of the session, header excluded, in file order.
@@ -974,7 +977,8 @@ def build_session_projection(
     by_id: Mapping[str, dict[str, Any]] | None = None,
     repair_trailing: bool = True,
 ) -> SessionProjection:
-    """The context-edited projection of one branch (seed "Context Building"; REFERENCE Q.17, R, S, D-11).
+    """The context-edited projection of one branch
+    (docs/rules/projection.md seed:context-building; Q.17, R, S, docs/rules/decisions.md D-11).
 
     Args:
         entries: all entries of the session, header excluded, in file order.
@@ -994,14 +998,14 @@ def build_session_projection(
         A :class:`SessionProjection`:
 
         * no active boundary: every path entry contributes its context
-          message (Q.6) with the latest context edit applied;
+          message (docs/rules/projection.md Q.6) with the latest context edit applied;
         * with the latest verbatim boundary: the boundary entry contributes
           ``[systemMessage checkpoint (if stored), boundary message]`` whose
           text is ``BOUNDARY_PREFIX + summary`` plus the kept tail (edited,
           converted, pair-repaired and serialized in retained mode); kept-tail
           entries contribute ``[]``; entries after the boundary contribute as
           above;
-        * tool pairing (D-11) is applied across the result; synthetic results
+        * tool pairing (docs/rules/decisions.md D-11) is applied across the result; synthetic results
           belong to the entry whose message closes the window, or to the last
           entry for trailing ones;
         * settings are replayed from the raw entries of the whole path.
@@ -1019,7 +1023,7 @@ def build_session_projection(
 
 @dataclass
 class _Scan:
-    """What the first pass over a branch finds (REFERENCE P.1, Q.3, Q.4, R.4, S)."""
+    """What the first pass over a branch finds (docs/rules/projection.md P.1, Q.3, Q.4, R.4, S)."""
 
     path: list[Entry]  # root first, P.1-normalized
     thinking_level: str
@@ -1027,7 +1031,8 @@ class _Scan:
     context_window: int | None
     boundary: int | None  # index in path of the latest active compaction
     edits: dict[str, Entry]  # the latest valid context_edit per target
-    copies: list[Entry] = field(default_factory=list)  # path entries that are P.1 copies
+    copies: list[Entry] = field(default_factory=list)  # path entries that are
+                                                       # docs/rules/projection.md P.1 copies
 
 
 def _scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Entry] | None) -> _Scan:
@@ -1071,7 +1076,8 @@ def _scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Ent
                         and (is_dict or isinstance(message, dict))):
                     normalize_up.append(len(path))
                 if model is _ABSENT and role == "assistant":
-                    setting = _setting(entry)  # the one settings rule (S.2: may say nothing)
+                    setting = _setting(entry)  # the one settings rule
+                                               # (docs/rules/projection.md S.2: may say nothing)
                     if setting is not None:
                         model = setting[1]
         elif isinstance(kind, str) and kind in _SETTING_KINDS:
@@ -1131,7 +1137,7 @@ def _project(
 
 
 class ProjectionBuilder:
-    """A branch's projection that can grow with the branch (seed "Context Building").
+    """A branch's projection that can grow with the branch (docs/rules/projection.md seed:context-building).
 
     :meth:`build` projects a branch from scratch, exactly as
     :func:`build_session_projection`; :meth:`advance` extends it by one entry
@@ -1147,7 +1153,7 @@ class ProjectionBuilder:
         leaf_id: the leaf projected so far (``None`` for an empty branch).
 
     The synthetic results of a tool window still open at the leaf are not
-    part of the state: whether they are wanted depends on the caller (D-11),
+    part of the state: whether they are wanted depends on the caller (docs/rules/decisions.md D-11),
     so :meth:`result` adds them.
     """
 
@@ -1168,8 +1174,8 @@ class ProjectionBuilder:
         self.context_window = context_window
         # What the projection made itself (not stored data), so that result()
         # can hand out fresh copies as a fresh build would: entry ids of the
-        # sources that are P.1 copies; positions in messages of dicts it made;
-        # (source position, message position or -1) of the P.1 copies.
+        # sources that are docs/rules/projection.md P.1 copies; positions in messages of dicts it made;
+        # (source position, message position or -1) of the docs/rules/projection.md P.1 copies.
         self.copies: set[str] = set()
         self.owned: list[int] = []
         self.owned_sources: list[tuple[int, int]] = []
@@ -1184,8 +1190,9 @@ class ProjectionBuilder:
         if fast is not None:
             return fast
         # Pass 1, walking up from the leaf: the path (P.1-normalized), settings
-        # replay (Q.3, S), the latest active boundary (Q.4), the latest valid
-        # edit per target (R.4).
+        # replay (docs/rules/projection.md Q.3, S), the latest active boundary
+        # (docs/rules/projection.md Q.4), the latest valid
+        # edit per target (docs/rules/projection.md R.4).
         scan = _scan_up(entries, leaf_id, by_id)
         path, edits = scan.path, scan.edits
         self = cls(path[-1]["id"] if path else None, scan.thinking_level, scan.model,
@@ -1199,7 +1206,7 @@ class ProjectionBuilder:
             return self
         tail_entries = context_entries[1 : 1 + _tail_length(layout)]
         tail_messages = [m for e in tail_entries if (m := _edited_message(e, edits)) is not None]
-        # REFERENCE §2.1: convert (pairing repaired, no trailing repair),
+        # docs/rules/transcript.md §2.1: convert (pairing repaired, no trailing repair),
         # then serialize in retained mode.
         tail_chunks = serialize_messages(convert_to_llm(tail_messages), "retained")
         # The boundary's messages go through the same pairing steps as
@@ -1223,11 +1230,11 @@ class ProjectionBuilder:
         """:meth:`build` in one pass over the branch, for a plain one; ``None`` otherwise.
 
         A branch is plain when it has no ``compaction`` (active or retired), no
-        ``context_edit``, no message needing a P.1 copy (null content of a
+        ``context_edit``, no message needing a docs/rules/projection.md P.1 copy (null content of a
         user-like role) or stored as anything but a dict, and no parent cycle: then the context
         entries are the path itself, nothing is edited, and the projection is
         one :meth:`_extend` over the path, which also notes the settings
-        (Q.3, S). The walk up collects only the path, instead of reading each
+        (docs/rules/projection.md Q.3, S). The walk up collects only the path, instead of reading each
         entry twice (once walking up, once projecting). On anything else the
         caller builds the general way; the result is the same either way.
         """
@@ -1262,7 +1269,8 @@ class ProjectionBuilder:
             self.thinking_level = settings["thinking_level"][1]
         if "context_window" in settings:
             self.context_window = settings["context_window"][1]
-        # The model: the last model_change, unless a later assistant message names one (S.2).
+        # The model: the last model_change, unless a later assistant message names one
+        # (docs/rules/projection.md S.2).
         position, model = settings.get("model", (-1, None))
         for i in range(len(path) - 1, position, -1):
             entry = path[i]
@@ -1276,7 +1284,7 @@ class ProjectionBuilder:
 
     def _extend(self, body: Iterable[Entry], scan: dict[str, tuple[int, Any]] | None = None) -> bool:
         """Pass 2 over context entries (P.1-normalized): their messages, edits
-        applied, and tool pairing (D-11). Records one end offset per entry.
+        applied, and tool pairing (docs/rules/decisions.md D-11). Records one end offset per entry.
 
         With ``scan`` (:meth:`_build_plain`), ``body`` is a raw path and the
         pass also records in ``scan`` the position and value of the last
@@ -1306,7 +1314,7 @@ class ProjectionBuilder:
                 elif scan is not None and message.get("content") is None:
                     role = message.get("role")
                     if isinstance(role, str) and role in _CONTENT_ROLES:
-                        return False  # needs a P.1 copy: the general build makes it
+                        return False  # needs a docs/rules/projection.md P.1 copy: the general build makes it
                 if copies and entry.get("id") in copies:
                     made = True
                     self.owned_sources.append((len(self.ends), -1))
@@ -1411,7 +1419,7 @@ class ProjectionBuilder:
         """The projection. ``copy=False`` hands over the lists (the projector is then spent).
 
         ``repair_trailing``: close tool calls still open at the end with
-        synthetic results, owned by the last entry (D-11).
+        synthetic results, owned by the last entry (docs/rules/decisions.md D-11).
         """
         messages, ends, sources, model = self.messages, self.ends, self.sources, self.model
         window = self.window
@@ -1457,9 +1465,10 @@ def build_session_context(
     *,
     repair_trailing: bool = True,
 ) -> SessionContext:
-    """Messages, thinking level and model of one branch (seed "Context Building"; REFERENCE Q.1, Q.17).
+    """Messages, thinking level and model of one branch
+    (docs/rules/projection.md seed:context-building; Q.1, Q.17).
 
-    The leaf is resolved as in the original ``buildSessionContext`` (Q.1):
+    The leaf is resolved as in the original ``buildSessionContext`` (docs/rules/projection.md Q.1):
     ``None`` gives the empty context; an unknown id and :data:`LAST_ENTRY`
     both use the leaf as loaded (the last entry of ``entries``, or the target
     of a final ``leaf`` record); no entries give the empty context.
@@ -1504,7 +1513,7 @@ class HistoricalProjection:
         compaction: the retired ``compaction`` entry that shaped it, or
             ``None`` when the branch has no retired compaction after its
             latest active boundary; ``projection`` is then exactly the
-            seed's projection (:func:`build_session_projection`).
+            format's projection (:func:`build_session_projection`).
         first_kept_entry_id: the id where the kept entries start (the
             compaction's ``firstKeptEntryId`` found on the path before it), or
             ``None`` when nothing before the compaction was kept.
@@ -1544,30 +1553,30 @@ def build_historical_projection(
 
     This is an archival view, never the context a current agent sends: under
     format 4 a ``compaction`` without ``details.strategy == "verbatim-lines"``
-    is inert (seed "CompactionEntry"), so :func:`build_session_projection`
+    is inert (docs/rules/format.md seed:compaction-entry), so :func:`build_session_projection`
     shows every older turn again. Older agents treated every compaction as a
     boundary; this function answers "what did the model see back then?" with
-    their rule (REFERENCE Q.4-Q.8 applied to any compaction, with the kept
+    their rule (docs/rules/projection.md Q.4-Q.8 applied to any compaction, with the kept
     entries emitted as ordinary messages rather than serialized):
 
     * the path is the branch root to leaf, the leaf resolved as in
       :func:`build_context_entries`;
     * the *latest* ``compaction`` on the path wins, whatever its strategy.
       When it is an active verbatim boundary (or there is none), the result
-      is the seed's projection and :attr:`HistoricalProjection.compaction`
+      is the format's projection and :attr:`HistoricalProjection.compaction`
       is ``None``; older compactions never count;
     * that compaction contributes one ``user`` message,
       ``HISTORICAL_SUMMARY_PREFIX + summary + HISTORICAL_SUMMARY_SUFFIX``
       as one text block, timestamped with the compaction's time (ms);
     * the kept entries are those from the first path entry before the
       compaction whose id is its ``firstKeptEntryId`` up to the compaction
-      (Q.7: ``null``, absent, unknown, off-branch or later ids keep nothing);
-      each contributes its ordinary context message (Q.6), then every entry
+      (docs/rules/projection.md Q.7: ``null``, absent, unknown, off-branch or later ids keep nothing);
+      each contributes its ordinary context message (docs/rules/projection.md Q.6), then every entry
       after the compaction does. Entries before the kept ones contribute
       nothing;
-    * otherwise the seed's rules apply unchanged: settings replayed over the
-      whole path (Q.3, S), the latest context edit per target (R), tool
-      pairing with synthetic interrupted results (D-11; ``repair_trailing``
+    * otherwise the format's rules apply unchanged: settings replayed over the
+      whole path (docs/rules/projection.md Q.3, S), the latest context edit per target (R), tool
+      pairing with synthetic interrupted results (docs/rules/decisions.md D-11; ``repair_trailing``
       as in :func:`build_session_projection`). Retired ``context_compaction``
       records and stored ``compactionSummary`` messages stay inert: their
       old effect is not reconstructed.

@@ -209,7 +209,8 @@ def entry_summary(entry: Mapping[str, Any], limit: int = 200) -> str:
 
 # --------------------------------------------------------------------------- retired records
 
-#: How every view marks a retired record (seed: "parseable and visible to
+#: How every view marks a retired record
+#: (docs/rules/format.md seed:compaction-entry: "parseable and visible to
 #: audit/export tools" but "inert in active LLM context").
 RETIRED_NOTE = "archival; not in the model context"
 

@@ -1,4 +1,4 @@
-"""The kept-tail transcript grammar (REFERENCE §2).
+"""The kept-tail transcript grammar (docs/rules/transcript.md §2).
 
 A transcript turns provider-bound messages (``user``, ``assistant``,
 ``toolResult``; see :func:`sessiontree.projection.convert_to_llm`) into a
@@ -20,7 +20,7 @@ Invariants:
 * Inputs are never mutated; image blocks are copied when they enter a list.
 * Output is byte-stable: tool-call arguments use JavaScript's
   ``JSON.stringify`` rules (:func:`sessiontree.jsonio.js_stringify`) and
-  lengths count UTF-16 code units, as the original agent does (REFERENCE
+  lengths count UTF-16 code units, as the original agent does (docs/rules/format.md
   §2.6), so transcripts written here and there agree byte for byte.
 
 The fixed sentences of the original agent are replaced by our own wording
@@ -59,7 +59,7 @@ __all__ = [
     "compose_boundary_content",
 ]
 
-#: Opens the text of every active compaction boundary message (REFERENCE
+#: Opens the text of every active compaction boundary message (docs/rules/projection.md
 #: Q.10). It must tell the model that a verbatim transcript follows and how
 #: elided spans are marked; it ends with a blank line so the durable summary
 #: (which starts with a role label) reads as its own paragraph.
@@ -71,14 +71,14 @@ BOUNDARY_PREFIX = (
 )
 
 #: Wraps a branch summary when it is handed to the model as a user turn
-#: (REFERENCE P.2, §2.3).
+#: (docs/rules/projection.md P.2, docs/rules/transcript.md §2.3).
 BRANCH_SUMMARY_PREFIX = (
     "The conversation came back here from another branch that was abandoned. "
     "A summary of that branch:\n\n<branch-summary>\n"
 )
 BRANCH_SUMMARY_SUFFIX = "\n</branch-summary>"
 
-# Section headers of the grammar (REFERENCE §2.3), used exactly as written.
+# Section headers of the grammar (docs/rules/transcript.md §2.3), used exactly as written.
 USER_LABEL = "[User]: "
 ASSISTANT_LABEL = "[Assistant]: "
 ASSISTANT_THINKING_LABEL = "[Assistant thinking]: "
@@ -86,7 +86,7 @@ ASSISTANT_TOOL_CALLS_LABEL = "[Assistant tool calls]: "
 TOOL_RESULT_LABEL = "[Tool result]: "
 
 #: Compacted mode truncates each tool-result text chunk above this many
-#: UTF-16 code units (REFERENCE §2.3).
+#: UTF-16 code units (docs/rules/transcript.md §2.3).
 TOOL_RESULT_TRUNCATE_UNITS = 16000
 
 Chunk = str | dict[str, Any]
@@ -98,7 +98,7 @@ _MODES = ("retained", "compacted")
 
 
 class ChunkList:
-    """An output list of chunks with the grammar's primitives (REFERENCE §2.2).
+    """An output list of chunks with the grammar's primitives (docs/rules/transcript.md §2.2).
 
     :meth:`append_text` is *appendText* and :meth:`push_section` is
     *pushSection*. The trailing text chunk is kept as a list of parts and
@@ -194,7 +194,7 @@ def _check_mode(mode: str) -> None:
 
 
 def blocks(content: Any, mode: Mode) -> list[Chunk]:
-    """The chunks of a user or tool-result ``content`` (REFERENCE §2.3 ``blocks``).
+    """The chunks of a user or tool-result ``content`` (docs/rules/transcript.md §2.3 ``blocks``).
 
     Args:
         content: a string, or a list of content blocks. Anything else (``None``
@@ -242,12 +242,13 @@ def blocks(content: Any, mode: Mode) -> list[Chunk]:
 
 
 def format_tool_call(block: Mapping[str, Any]) -> str:
-    """Render one ``toolCall`` block as ``name(key=JSON, ...)`` (REFERENCE §2.3, §2.6).
+    """Render one ``toolCall`` block as ``name(key=JSON, ...)`` (docs/rules/transcript.md §2.3,
+    docs/rules/format.md §2.6).
 
     Values are compact JSON exactly as JavaScript's ``JSON.stringify`` writes
     them; keys follow JavaScript's own-key order (integer-like keys first,
     ascending). Missing or non-object ``arguments`` render as ``name()``
-    (§2.6 item 5: the original threw; we do not).
+    (docs/rules/format.md §2.6 item 5: the original threw; we do not).
     """
     name = block.get("name")
     arguments = block.get("arguments")
@@ -265,7 +266,7 @@ def _slice_utf16(text: str, units: int) -> str:
 
 
 def truncate_tool_result_text(text: str) -> str:
-    """Compacted-mode truncation of one tool-result text chunk (REFERENCE §2.3).
+    """Compacted-mode truncation of one tool-result text chunk (docs/rules/transcript.md §2.3).
 
     A text longer than 16000 UTF-16 code units becomes its first 16000 units
     followed by ``"\\n\\n[... N more characters truncated]"``, N being the
@@ -282,7 +283,7 @@ def truncate_tool_result_text(text: str) -> str:
 
 
 def bash_text(message: Mapping[str, Any]) -> str:
-    """The user-turn text of a ``bashExecution`` message (REFERENCE §2.3 *bashText*).
+    """The user-turn text of a ``bashExecution`` message (docs/rules/transcript.md §2.3 *bashText*).
 
     ``Ran `command```, then the fenced output or ``(no output)``, then
     ``(command cancelled)`` or ``Command exited with code N`` (for a numeric
@@ -312,7 +313,7 @@ def bash_text(message: Mapping[str, Any]) -> str:
 
 
 def branch_summary_text(summary: str) -> str:
-    """A branch summary wrapped for the model (REFERENCE P.2)."""
+    """A branch summary wrapped for the model (docs/rules/projection.md P.2)."""
     return BRANCH_SUMMARY_PREFIX + summary + BRANCH_SUMMARY_SUFFIX
 
 
@@ -333,7 +334,7 @@ def _serialize_assistant(out: ChunkList, message: Mapping[str, Any]) -> None:
             thinking.append(value if isinstance(value, str) else "")
         elif kind == "toolCall":
             calls.append(format_tool_call(block))
-    # Fixed section order, whatever the block order (REFERENCE §2.3). An
+    # Fixed section order, whatever the block order (docs/rules/transcript.md §2.3). An
     # empty join yields no section through push_section's content test.
     if thinking:
         out.push_section(ASSISTANT_THINKING_LABEL, ["\n".join(thinking)])
@@ -344,7 +345,7 @@ def _serialize_assistant(out: ChunkList, message: Mapping[str, Any]) -> None:
 
 
 def serialize_messages(messages: Iterable[Mapping[str, Any]], mode: Mode) -> list[Chunk]:
-    """Serialize provider-bound messages into chunks (REFERENCE §2.3).
+    """Serialize provider-bound messages into chunks (docs/rules/transcript.md §2.3).
 
     Args:
         messages: messages after :func:`sessiontree.projection.convert_to_llm`
@@ -381,7 +382,7 @@ def serialize_messages(messages: Iterable[Mapping[str, Any]], mode: Mode) -> lis
 
 
 def serialize_compacted(messages: Iterable[Mapping[str, Any]]) -> str:
-    """The compacted-mode transcript of ``messages`` as one string (REFERENCE §2).
+    """The compacted-mode transcript of ``messages`` as one string (docs/rules/transcript.md §2).
 
     ``""`` when no message has content. See :func:`serialize_messages`.
     """
@@ -390,7 +391,8 @@ def serialize_compacted(messages: Iterable[Mapping[str, Any]]) -> str:
 
 
 def compose_boundary_content(summary: str, tail: Sequence[Chunk]) -> list[dict[str, Any]]:
-    """Content blocks of a compaction boundary message (REFERENCE Q.10, §2.4).
+    """Content blocks of a compaction boundary message (docs/rules/projection.md Q.10,
+    docs/rules/transcript.md §2.4).
 
     Starts with one text block ``BOUNDARY_PREFIX + summary``; appends
     ``"\\n\\n"`` when ``tail`` is non-empty and ``summary`` is not ``""``;

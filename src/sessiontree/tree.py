@@ -1,17 +1,18 @@
 """The entry tree: leaf, branches, children, labels, names, summary freshness.
 
-Invariants (seed "Tree Structure"; REFERENCE groups F, H, I, J, K):
+Invariants (docs/rules/tree.md seed:tree-structure; group F, H, I, docs/rules/listing.md):
 
 * Entries keep file order; that order is insertion order.
 * The leaf after loading is decided in one place, :func:`loaded_leaf_id`:
-  the last record in file order, whatever its type (F.1), except that an
-  upstream ``leaf`` record (a persisted move of the leaf, SPEC §2) stands
+  the last record in file order, whatever its type (docs/rules/tree.md F.1), except that an
+  upstream ``leaf`` record (a persisted move of the leaf, docs/rules/format.md spec:data-model) stands
   for its target. Every append becomes a child of the leaf and the new leaf
-  (F.2).
+  (docs/rules/tree.md F.2).
 * Walks never recurse and stop when an id repeats, so self-parents, parent
-  cycles and trees 100,000 entries deep are safe (F.6, H.5).
+  cycles and trees 100,000 entries deep are safe (docs/rules/tree.md F.6, H.5).
 * Labels, the session name and the session summary are global state over
-  all entries in file order, not along the active branch (I.3, J.2, K.2).
+  all entries in file order, not along the active branch (docs/rules/tree.md I.3,
+  docs/rules/listing.md J.2, K.2).
 """
 
 from __future__ import annotations
@@ -40,17 +41,18 @@ __all__ = [
 Entry = dict[str, Any]
 
 #: Entry type of the upstream agent's persisted leaf move: ``{"type": "leaf",
-#: "id", "parentId", "timestamp", "targetId": <entry id or null>}`` (SPEC §2).
+#: "id", "parentId", "timestamp", "targetId": <entry id or null>}`` (docs/rules/format.md spec:data-model).
 LEAF_ENTRY_TYPE = "leaf"
 
 
 def loaded_leaf_id(entries: Sequence[Entry], by_id: Mapping[str, Entry] | None = None) -> str | None:
-    """The active leaf of a session as loaded from its records (REFERENCE F.1; SPEC §2 ``leaf``).
+    """The active leaf of a session as loaded from its records (docs/rules/tree.md F.1;
+    docs/rules/format.md spec:data-model ``leaf``).
 
     The records are replayed in file order, and each one moves the leaf:
 
     * an ordinary entry (any type but ``leaf``) makes itself the leaf, as
-      an append does (F.1, F.2);
+      an append does (docs/rules/tree.md F.1, F.2);
     * a ``leaf`` record whose ``targetId`` names an entry of the session
       moves the leaf to that entry (the upstream agent writes one when it
       navigates the tree; the record itself is never the leaf);
@@ -97,7 +99,7 @@ def loaded_leaf_id(entries: Sequence[Entry], by_id: Mapping[str, Entry] | None =
 
 
 def get_branch(by_id: Mapping[str, Entry], leaf_id: str | None) -> list[Entry]:
-    """Entries from a root down to ``leaf_id``, root first (REFERENCE F.6).
+    """Entries from a root down to ``leaf_id``, root first (docs/rules/tree.md F.6).
 
     Follows ``parentId`` links upwards. An unknown or ``None`` start gives
     ``[]``; a missing parent ends the walk silently; a self-parent or a parent
@@ -141,7 +143,7 @@ def parse_timestamp_ms(value: Any) -> float | None:
 
 @dataclass
 class TreeNode:
-    """One node of :func:`build_tree` (REFERENCE H.1).
+    """One node of :func:`build_tree` (docs/rules/tree.md H.1).
 
     Attributes:
         entry: the entry itself (shared, not copied).
@@ -157,11 +159,11 @@ class TreeNode:
 
 
 def label_state(entries: Iterable[Entry]) -> dict[str, tuple[str, str]]:
-    """Current labels: ``{target id: (label, label entry timestamp)}`` (REFERENCE I.2-I.7).
+    """Current labels: ``{target id: (label, label entry timestamp)}`` (docs/rules/tree.md I.2-I.7).
 
     Computed over all entries in file order; a later label entry for a target
     overrides an earlier one; ``""`` or an absent label clears it. Targets that
-    do not exist are kept (I.5). Dict order is the label map's insertion order.
+    do not exist are kept (docs/rules/tree.md I.5). Dict order is the label map's insertion order.
     """
     labels: dict[str, tuple[str, str]] = {}
     for entry in entries:
@@ -179,7 +181,7 @@ def label_state(entries: Iterable[Entry]) -> dict[str, tuple[str, str]]:
 
 
 def build_tree(entries: list[Entry], labels: Mapping[str, tuple[str, str]] | None = None) -> list[TreeNode]:
-    """All entries as a forest of :class:`TreeNode` (REFERENCE H.1-H.5).
+    """All entries as a forest of :class:`TreeNode` (docs/rules/tree.md H.1-H.5).
 
     Roots, in file order: entries whose ``parentId`` is null, is their own id,
     or names a missing entry. Entries caught in a parent cycle are unreachable
@@ -217,7 +219,7 @@ def build_tree(entries: list[Entry], labels: Mapping[str, tuple[str, str]] | Non
                 continue
             # An unreached node's parent exists and is unreached too, so walking
             # up ends on the cycle it hangs from. Only a cycle member may become
-            # a root: nodes below the cycle keep their (existing) parent (H.2).
+            # a root: nodes below the cycle keep their (existing) parent (docs/rules/tree.md H.2).
             walked: set[int] = set()
             current = node
             while id(current) not in walked:
@@ -237,7 +239,7 @@ def build_tree(entries: list[Entry], labels: Mapping[str, tuple[str, str]] | Non
                 current = stack.pop()
                 reached.add(id(current))
                 stack.extend(c for c in current.children if id(c) not in reached)
-        roots.sort(key=lambda n: position[id(n)])  # roots stay in file order (H.3)
+        roots.sort(key=lambda n: position[id(n)])  # roots stay in file order (docs/rules/tree.md H.3)
     for node in order:
         if len(node.children) > 1:
             node.children.sort(key=_timestamp_key)
@@ -251,7 +253,7 @@ def _timestamp_key(node: TreeNode) -> float:
 
 @dataclass(frozen=True)
 class NameState:
-    """Session name state (seed "SessionInfoEntry", REFERENCE J.2).
+    """Session name state (docs/rules/format.md seed:session-info-entry, docs/rules/listing.md J.2).
 
     ``has_name`` is False when never named; True with ``name=None`` when the
     latest ``session_info`` cleared it; True with the name when named.
@@ -262,7 +264,7 @@ class NameState:
 
 
 def session_name_state(entries: Iterable[Entry]) -> NameState:
-    """The name state from the last ``session_info`` entry in file order (J.2)."""
+    """The name state from the last ``session_info`` entry in file order (docs/rules/listing.md J.2)."""
     last: Entry | None = None
     for entry in entries:
         if entry.get("type") == "session_info":
@@ -284,7 +286,8 @@ class SessionTree:
 
     def __init__(self, entries: Iterable[Entry] = ()) -> None:
         """Index ``entries`` (file order); the leaf is :func:`loaded_leaf_id` of them
-        (the last record, or the target of a final ``leaf`` record; F.1, SPEC §2).
+        (the last record, or the target of a final ``leaf`` record; docs/rules/tree.md F.1,
+        docs/rules/format.md spec:data-model).
 
         Raises:
             InvalidSessionError: two entries share an id.
@@ -346,11 +349,11 @@ class SessionTree:
         return entry
 
     def get_branch(self, from_id: str | None = None) -> list[Entry]:
-        """Root-first path to ``from_id`` (default: the leaf); ``[]`` if unknown (F.6)."""
+        """Root-first path to ``from_id`` (default: the leaf); ``[]`` if unknown (docs/rules/tree.md F.6)."""
         return get_branch(self.by_id, self.leaf_id if from_id is None else from_id)
 
     def get_children(self, parent_id: str | None) -> list[Entry]:
-        """Entries whose ``parentId`` equals ``parent_id``, in file order (H.6)."""
+        """Entries whose ``parentId`` equals ``parent_id``, in file order (docs/rules/tree.md H.6)."""
         return [e for e in self.entries if e.get("parentId") == parent_id]
 
     @property
@@ -361,7 +364,7 @@ class SessionTree:
         return self._labels
 
     def get_label(self, entry_id: str) -> str | None:
-        """The current label of ``entry_id`` (which need not exist, I.5)."""
+        """The current label of ``entry_id`` (which need not exist, docs/rules/tree.md I.5)."""
         label = self.labels.get(entry_id)
         return label[0] if label else None
 

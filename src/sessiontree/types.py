@@ -1,10 +1,10 @@
 """Typed shapes of the header, every entry kind and every message role.
 
-Entries stay plain ``dict``s (SPEC §2): these ``TypedDict``s describe them
+Entries stay plain ``dict``s (docs/rules/format.md spec:data-model): these ``TypedDict``s describe them
 for type checkers and readers without restricting them, so unknown fields
 that extensions add survive a read/write round trip. Keys are the file's own
-camelCase names. Shapes follow the seed's "Message Types" and "Entry Types"
-sections and REFERENCE group A.
+camelCase names. Shapes follow the format's message and entry types
+(docs/rules/format.md).
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ __all__ = [
 
 
 class TextContent(TypedDict):
-    """A text block (seed "Content Blocks")."""
+    """A text block (docs/rules/format.md seed:content-blocks)."""
 
     type: Literal["text"]
     text: str
 
 
 class ImageContent(TypedDict):
-    """An image block: base64 ``data`` and its ``mimeType`` (seed "Content Blocks")."""
+    """An image block: base64 ``data`` and its ``mimeType`` (docs/rules/format.md seed:content-blocks)."""
 
     type: Literal["image"]
     data: str  # base64
@@ -40,7 +40,8 @@ class ImageContent(TypedDict):
 
 
 class ThinkingContent(TypedDict):
-    """A thinking block; ``thinkingSignature``/``redacted`` as providers send them (REFERENCE A.22)."""
+    """A thinking block; ``thinkingSignature``/``redacted`` as providers send them
+    (docs/rules/format.md A.22)."""
 
     type: Literal["thinking"]
     thinking: str
@@ -49,7 +50,8 @@ class ThinkingContent(TypedDict):
 
 
 class ToolCall(TypedDict):
-    """A tool call inside an assistant message; ``arguments`` is a JSON object (seed "Content Blocks")."""
+    """A tool call inside an assistant message; ``arguments`` is a JSON object
+    (docs/rules/format.md seed:content-blocks)."""
 
     type: Literal["toolCall"]
     id: str
@@ -61,7 +63,8 @@ ContentBlock = Union[TextContent, ImageContent, ThinkingContent, ToolCall]
 
 
 class Cost(TypedDict):
-    """Cost of a call in the provider's currency units (seed "Base Message Types", ``Usage.cost``)."""
+    """Cost of a call in the provider's currency units
+    (docs/rules/format.md seed:messages, ``Usage.cost``)."""
 
     input: float
     output: float
@@ -71,7 +74,7 @@ class Cost(TypedDict):
 
 
 class Usage(TypedDict):
-    """Token counts and cost of one model call (seed "Base Message Types")."""
+    """Token counts and cost of one model call (docs/rules/format.md seed:messages)."""
 
     input: int
     output: int
@@ -82,7 +85,8 @@ class Usage(TypedDict):
 
 
 class SystemMessage(TypedDict):
-    """Prompt and tool changes, replayed in order: ``sections`` patch by name (``None`` deletes), tools added/removed (seed "Base Message Types", REFERENCE §3.6)."""
+    """Prompt and tool changes, replayed in order: ``sections`` patch by name (``None`` deletes), tools
+    added/removed (docs/rules/format.md seed:messages, docs/rules/projection.md §3.6)."""
 
     role: Literal["system"]
     content: str | list[TextContent]
@@ -93,7 +97,8 @@ class SystemMessage(TypedDict):
 
 
 class UserMessage(TypedDict):
-    """A user turn; ``content`` is a string or text/image blocks; ``timestamp`` in Unix ms (seed)."""
+    """A user turn; ``content`` is a string or text/image blocks; ``timestamp`` in Unix ms
+    (docs/rules/format.md seed:messages)."""
 
     role: Literal["user"]
     content: str | list[TextContent | ImageContent]
@@ -101,7 +106,8 @@ class UserMessage(TypedDict):
 
 
 class AssistantMessage(TypedDict):
-    """A model turn with its provider, model, usage and ``stopReason`` (seed; ``"pending"`` never stored)."""
+    """A model turn with its provider, model, usage and ``stopReason``
+    (docs/rules/format.md seed:messages; ``"pending"`` never stored)."""
 
     role: Literal["assistant"]
     content: list[TextContent | ThinkingContent | ToolCall]
@@ -115,7 +121,8 @@ class AssistantMessage(TypedDict):
 
 
 class ToolResultMessage(TypedDict):
-    """The result of one tool call, matched by ``toolCallId`` (seed; ``nestedCalls`` bounded on write, REFERENCE §3.10)."""
+    """The result of one tool call, matched by ``toolCallId``
+    (docs/rules/format.md seed:messages; ``nestedCalls`` bounded on write, docs/rules/projection.md §3.10)."""
 
     role: Literal["toolResult"]
     toolCallId: str
@@ -130,7 +137,8 @@ class ToolResultMessage(TypedDict):
 
 
 class BashExecutionMessage(TypedDict):
-    """A shell command run by the user; ``excludeFromContext`` for ``!!`` commands (seed "Extended Message Types")."""
+    """A shell command run by the user; ``excludeFromContext`` for ``!!`` commands
+    (docs/rules/format.md seed:extended-messages)."""
 
     role: Literal["bashExecution"]
     command: str
@@ -144,7 +152,8 @@ class BashExecutionMessage(TypedDict):
 
 
 class CustomMessage(TypedDict):
-    """An extension message in context; ``display`` only affects the UI (seed "Extended Message Types")."""
+    """An extension message in context; ``display`` only affects the UI
+    (docs/rules/format.md seed:extended-messages)."""
 
     role: Literal["custom"]
     customType: str
@@ -155,7 +164,7 @@ class CustomMessage(TypedDict):
 
 
 class BranchSummaryMessage(TypedDict):
-    """Summary of an abandoned branch as a message (seed "Extended Message Types")."""
+    """Summary of an abandoned branch as a message (docs/rules/format.md seed:extended-messages)."""
 
     role: Literal["branchSummary"]
     summary: str
@@ -170,7 +179,8 @@ AgentMessage = Union[
 
 
 class WorkflowLink(TypedDict):
-    """Workflow ownership of an internal session; all three fields non-empty strings (seed "SessionHeader")."""
+    """Workflow ownership of an internal session; all three fields non-empty strings
+    (docs/rules/format.md seed:header)."""
 
     runId: str
     stageId: str
@@ -178,7 +188,7 @@ class WorkflowLink(TypedDict):
 
 
 class SessionHeader(TypedDict):
-    """First line of a file; metadata, not a tree entry (seed "SessionHeader")."""
+    """First line of a file; metadata, not a tree entry (docs/rules/format.md seed:header)."""
 
     type: Literal["session"]
     version: int
@@ -191,7 +201,8 @@ class SessionHeader(TypedDict):
 
 
 class SessionEntryBase(TypedDict):
-    """Fields every entry has: 8-hex ``id`` (any non-empty string when read), ``parentId`` (``None`` for a root), ISO ``timestamp`` (seed "Entry Base")."""
+    """Fields every entry has: 8-hex ``id`` (any non-empty string when read), ``parentId`` (``None`` for a
+    root), ISO ``timestamp`` (docs/rules/format.md seed:entry-base)."""
 
     type: str
     id: str  # 8 hex characters when generated here
@@ -200,32 +211,34 @@ class SessionEntryBase(TypedDict):
 
 
 class SessionMessageEntry(SessionEntryBase):
-    """A conversation message (seed "SessionMessageEntry")."""
+    """A conversation message (docs/rules/format.md seed:message-entry)."""
 
     message: AgentMessage
 
 
 class ModelChangeEntry(SessionEntryBase):
-    """The user switched models (seed "ModelChangeEntry")."""
+    """The user switched models (docs/rules/format.md seed:model-change)."""
 
     provider: str
     modelId: str
 
 
 class ThinkingLevelChangeEntry(SessionEntryBase):
-    """The thinking level changed; stored as given (seed "ThinkingLevelChangeEntry")."""
+    """The thinking level changed; stored as given (docs/rules/format.md seed:thinking-level-change)."""
 
     thinkingLevel: str
 
 
 class ContextWindowChangeEntry(SessionEntryBase):
-    """The selected context window, a positive number of tokens (SPEC §2, REFERENCE §3.8)."""
+    """The selected context window, a positive number of tokens
+    (docs/rules/format.md spec:data-model, docs/rules/projection.md §3.8)."""
 
     contextWindow: int  # tokens
 
 
 class CompactionEntry(SessionEntryBase):
-    """A compaction; active only with ``details.strategy == "verbatim-lines"``; ``firstKeptEntryId`` string, ``None`` or absent (seed "CompactionEntry")."""
+    """A compaction; active only with ``details.strategy == "verbatim-lines"``; ``firstKeptEntryId`` string,
+    ``None`` or absent (docs/rules/format.md seed:compaction-entry)."""
 
     summary: str
     firstKeptEntryId: NotRequired[str | None]
@@ -236,7 +249,8 @@ class CompactionEntry(SessionEntryBase):
 
 
 class ContextCompactionEntry(SessionEntryBase):
-    """Retired logical-deletion record: kept and round-tripped, never applied (seed "ContextCompactionEntry")."""
+    """Retired logical-deletion record: kept and round-tripped, never applied
+    (docs/rules/format.md seed:context-compaction)."""
 
     promptVersion: int
     deletedTargets: list[dict[str, Any]]
@@ -245,14 +259,16 @@ class ContextCompactionEntry(SessionEntryBase):
 
 
 class ContextEditEntry(SessionEntryBase):
-    """Branch-local edit of one earlier entry's model content; ``None`` omits it (seed "ContextEditEntry")."""
+    """Branch-local edit of one earlier entry's model content; ``None`` omits it
+    (docs/rules/format.md seed:context-edit-entry)."""
 
     targetId: str
     replacement: dict[str, Any] | None  # None or {"content": str | blocks}
 
 
 class BranchSummaryEntry(SessionEntryBase):
-    """Summary of the branch left behind; ``fromId`` is the leaf that was left or ``"root"`` (seed, D-4)."""
+    """Summary of the branch left behind; ``fromId`` is the leaf that was left or ``"root"``
+    (docs/rules/format.md seed:messages, docs/rules/decisions.md D-4)."""
 
     fromId: str
     summary: str
@@ -262,14 +278,14 @@ class BranchSummaryEntry(SessionEntryBase):
 
 
 class CustomEntry(SessionEntryBase):
-    """Extension state; never in model context (seed "CustomEntry")."""
+    """Extension state; never in model context (docs/rules/format.md seed:custom-entry)."""
 
     customType: str
     data: NotRequired[Any]
 
 
 class CustomMessageEntry(SessionEntryBase):
-    """Extension message that is in model context (seed "CustomMessageEntry")."""
+    """Extension message that is in model context (docs/rules/format.md seed:custom-message-entry)."""
 
     customType: str
     content: str | list[TextContent | ImageContent]
@@ -278,20 +294,22 @@ class CustomMessageEntry(SessionEntryBase):
 
 
 class LabelEntry(SessionEntryBase):
-    """Sets (non-empty ``label``) or clears (absent or ``""``) a bookmark on ``targetId`` (seed "LabelEntry")."""
+    """Sets (non-empty ``label``) or clears (absent or ``""``) a bookmark on ``targetId``
+    (docs/rules/format.md seed:label-entry)."""
 
     targetId: str
     label: NotRequired[str]
 
 
 class SessionInfoEntry(SessionEntryBase):
-    """Display name; an empty ``name`` clears it (seed "SessionInfoEntry")."""
+    """Display name; an empty ``name`` clears it (docs/rules/format.md seed:session-info-entry)."""
 
     name: str
 
 
 class SessionSummaryEntry(SessionEntryBase):
-    """Generated one-line description, fresh only while ``summarizedThroughId`` is the newest user/assistant message (seed "SessionSummaryEntry")."""
+    """Generated one-line description, fresh only while ``summarizedThroughId`` is the newest user/assistant
+    message (docs/rules/format.md seed:session-summary-entry)."""
 
     summary: str
     summarizedThroughId: str
@@ -305,14 +323,14 @@ SessionEntry = Union[
     LabelEntry, SessionInfoEntry, SessionSummaryEntry,
 ]
 
-#: Every entry ``type`` the seed defines; others are kept verbatim and inert (D-10).
+#: Every entry ``type`` the format defines; others are kept verbatim and inert (docs/rules/decisions.md D-10).
 ENTRY_TYPES = frozenset({
     "message", "model_change", "thinking_level_change", "context_window_change",
     "compaction", "context_compaction", "context_edit", "branch_summary",
     "custom", "custom_message", "label", "session_info", "session_summary",
 })
 
-#: Every message role of the seed's AgentMessage union (plus legacy ``compactionSummary``).
+#: Every message role of the format's AgentMessage union (plus legacy ``compactionSummary``).
 MESSAGE_ROLES = frozenset({
     "system", "user", "assistant", "toolResult", "bashExecution", "custom",
     "branchSummary", "compactionSummary",

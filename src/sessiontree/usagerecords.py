@@ -10,15 +10,15 @@ time zones and presentation live above the stores, in :mod:`sessiontree.usage`.
 Invariants:
 
 * **What is a billed record.** Exactly these, read from raw entries (never from
-  the context projection, so a ``context_edit`` changes nothing, as the seed
-  says: "accounting unchanged"):
+  the context projection, so a ``context_edit`` changes nothing:
+  docs/rules/projection.md R.3, accounting sees the original):
 
   - every assistant message (its ``usage``; a call even when all zeros);
   - a tool result's ``usage`` (the tool's own and nested billed usage);
-  - ``session_summary.usage`` (counted toward session totals, seed);
+  - ``session_summary.usage`` (counted toward session totals, docs/rules/README.md);
   - ``usage`` on ``compaction`` and ``branch_summary`` entries, where present;
   - the upstream agent's ``usage`` entries (``kind``, ``provider``, ``model``,
-    ``usage``; SPEC §2).
+    ``usage``; docs/rules/format.md spec:data-model).
 
 * **Tokens.** ``input``, ``output``, ``cacheRead``, ``cacheWrite`` as
   recorded (a value that is not a non-negative integer counts as 0). Total

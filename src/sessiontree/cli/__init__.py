@@ -1,4 +1,4 @@
-"""The ``sessiontree`` command line (SPEC §7).
+"""The ``sessiontree`` command line (docs/rules/cli.md spec:cli).
 
 ``sessiontree [--store URL|PATH] COMMAND ...``. Each command parses its
 input, calls the library (:class:`~sessiontree.manager.SessionManager`, the
@@ -19,7 +19,7 @@ Conventions:
   and ``ValueError`` is mapped in one place, :class:`_Group`); 2 usage error.
 * Progress bars and spinners go to stderr, only when it is a terminal.
 * Read-only commands (``list``, ``show``, ``context``, ``export``) never write
-  to the session they read (REFERENCE D-9): a session of a JSONL store is read
+  to the session they read (docs/rules/decisions.md D-9): a session of a JSONL store is read
   from its file directly instead of being opened for writing.
 """
 

@@ -263,7 +263,7 @@ def _entry_id(manager: SessionManager, prefix: str) -> str:
 
 
 def _read_parsed(app: _App, session_id: str) -> ParsedSession:
-    """The stored session, read without writing to it (D-9)."""
+    """The stored session, read without writing to it (docs/rules/decisions.md D-9)."""
     return app.store.read(session_id)
 
 
@@ -298,7 +298,7 @@ def _utc(dt: Any) -> str:
 
 @click.group(cls=_Group, context_settings=_CONTEXT_SETTINGS)
 @click.option("--store", "store_arg", metavar="URL|PATH", default=None,
-              help="Session store: sqlite:///FILE, jsonl:///DIR, memory:, or a path (a directory "
+              help="Session store: sqlite:///FILE, jsonl:///DIR, postgresql://..., memory:, or a path (a directory "
                    "means JSONL, anything else a SQLite file). Default: $SESSIONTREE_STORE, else the "
                    "shared SQLite database in the user data directory.")
 @click.version_option(package_name="sessiontree", prog_name="sessiontree")

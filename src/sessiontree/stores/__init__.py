@@ -1,4 +1,4 @@
-"""Session stores and store URLs (SPEC §4).
+"""Session stores and store URLs (docs/rules/stores.md spec:stores).
 
 URLs follow SQLAlchemy's convention: the scheme, ``:///``, then a path, so an
 absolute path gives four slashes.
@@ -86,7 +86,7 @@ def _url_path(url: str, scheme: str) -> str:
 
 def open_store(url_or_path: str | os.PathLike[str] | None = None, *, create: bool = True,
                readonly: bool = False, quick_check: bool = False) -> SessionStore:
-    """Open the store named by a URL or a plain path (SPEC §4).
+    """Open the store named by a URL or a plain path (docs/rules/stores.md spec:stores).
 
     Args:
         url_or_path: ``sqlite:///...``, ``jsonl:///...``, ``memory:``, or a

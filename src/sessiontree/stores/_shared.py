@@ -3,11 +3,11 @@
 What every store must agree on lives here once, so the conformance suite
 sees the same behaviour from each backend:
 
-* what a storable header and entry look like (format 4, REFERENCE A.3,
+* what a storable header and entry look like (format 4, docs/rules/format.md A.3,
   D.18, D.19) and how an entry becomes its stored JSON text;
-* the cwd filter of listings (REFERENCE L.18);
-* progress reporting and cancellation of listings (L.21, §3.5);
-* listing order: newest ``modified`` first, stable (L.17);
+* the cwd filter of listings (docs/rules/listing.md L.18);
+* progress reporting and cancellation of listings (docs/rules/listing.md L.21, docs/rules/manager.md §3.5);
+* listing order: newest ``modified`` first, stable (docs/rules/listing.md L.17);
 * what every store class repeats: the context-manager methods, ``__repr__``,
   the header-id check of ``replace_header``, the "id already used" error
   (:class:`StoreBase`, :func:`check_replacement_header`, :func:`id_in_use_error`),
@@ -49,7 +49,7 @@ def check_header(header: Any) -> str:
     here rather than written and silently upgraded on the next read.
 
     Raises:
-        InvalidSessionError: not a valid header (REFERENCE D.18), or not version 4.
+        InvalidSessionError: not a valid header (docs/rules/format.md D.18), or not version 4.
         UnsupportedVersionError: an unrecognized version.
     """
     version = validate_header(header)
@@ -72,7 +72,7 @@ def encode_entries(entries: Sequence[dict[str, Any]], raw: Sequence[bytes | None
         One ``bytes`` per entry, without newline.
 
     Raises:
-        InvalidSessionError: an entry fails REFERENCE D.19, two entries of the
+        InvalidSessionError: an entry fails docs/rules/format.md D.19, two entries of the
             batch share an id, ``raw`` has the wrong length, or a raw text is
             not a single line.
         ValueError: an entry holds values that are not JSON data.
@@ -105,7 +105,7 @@ def resolve_cwd(cwd: str) -> str:
 
 
 def cwd_matches(header_cwd: Any, resolved_cwd: str | None) -> bool:
-    """The cwd filter of REFERENCE L.18.
+    """The cwd filter of docs/rules/listing.md L.18.
 
     Args:
         header_cwd: the header's ``cwd`` value (any JSON value).
@@ -151,7 +151,7 @@ class Progress:
 
 
 def sort_listing(infos: Iterable[SessionInfo], skipped: int = 0) -> SessionListing:
-    """Rows newest ``modified`` first; ties keep their input order (REFERENCE L.17).
+    """Rows newest ``modified`` first; ties keep their input order (docs/rules/listing.md L.17).
 
     ``skipped`` (sessions left out because they cannot be loaded) is carried
     on the returned :class:`~sessiontree.stores.base.SessionListing`.
@@ -212,7 +212,7 @@ def check_replacement_header(session_id: str, header: Any) -> str:
 
 def id_in_use_error(session_id: str, entry_id: str | None = None, path: str | None = None) -> InvalidSessionError:
     """The error every store raises when an appended entry reuses an id of its session
-    (REFERENCE D.15/D.19); ``entry_id`` when the store knows which one."""
+    (docs/rules/format.md D.15/D.19); ``entry_id`` when the store knows which one."""
     which = f'entry id "{entry_id}"' if entry_id is not None else "an entry id"
     return InvalidSessionError(f"{which} is already used in session {session_id}", path)
 

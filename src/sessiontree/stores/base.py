@@ -1,7 +1,8 @@
 """The ``SessionStore`` protocol: the whole contract between manager and storage.
 
 Every store keeps sessions as a format-4 header plus entries in insertion
-order, each entry with its JSON text verbatim (SPEC §2, §4). Invariants every
+order, each entry with its JSON text verbatim (docs/rules/format.md spec:data-model,
+docs/rules/stores.md spec:stores). Invariants every
 implementation upholds, checked by one conformance suite:
 
 * A mutating call returns only after it committed; when it raises
@@ -216,7 +217,7 @@ class SessionStore(Protocol):
         """The session's header and entries (format 4).
 
         A JSONL store that finds an older format persists the format-4 upgrade
-        atomically under the file lock before returning (D-9).
+        atomically under the file lock before returning (docs/rules/decisions.md D-9).
 
         Raises:
             SessionNotFoundError: no such id.
@@ -228,7 +229,7 @@ class SessionStore(Protocol):
     def read(self, session_id: str) -> ParsedSession:
         """Like :meth:`load`, but never writes: for read-only paths (show,
         context, export, check), which must leave the stored session exactly as
-        it is (D-9). An older JSONL file is upgraded in memory only.
+        it is (docs/rules/decisions.md D-9). An older JSONL file is upgraded in memory only.
 
         Raises:
             SessionNotFoundError, InvalidSessionError: as :meth:`load`.
@@ -315,7 +316,7 @@ class SessionStore(Protocol):
     def list_sessions(self, *, cwd: str | None = None, include_internal: bool = False,
                       on_progress: ProgressCallback | None = None,
                       cancel: CancelEvent | None = None) -> SessionListing:
-        """Listing rows, newest ``modified`` first (REFERENCE group L).
+        """Listing rows, newest ``modified`` first (docs/rules/listing.md).
 
         Returns:
             A :class:`SessionListing`: the rows, and in ``skipped`` how many

@@ -1,9 +1,10 @@
-"""``JsonlStore``: one format-4 JSONL file per session in one directory (seed, SPEC §4).
+"""``JsonlStore``: one format-4 JSONL file per session in one directory
+(docs/rules/stores.md seed:file-location, spec:stores).
 
 Invariants:
 
 * **Names are not identity.** New files are named ``<createdAt with ':' and
-  '.' replaced by '-'>_<session_id_hash(id)>.jsonl`` (D-7), directly in the
+  '.' replaced by '-'>_<session_id_hash(id)>.jsonl`` (docs/rules/decisions.md D-7), directly in the
   directory; an odd or missing ``createdAt`` is normalized or replaced by the
   current time so the name always has that shape. Lookups by id read headers
   (:func:`~sessiontree.format.read_header_file`) and never parse names; an
@@ -17,25 +18,26 @@ Invariants:
   they never see half an append.
 * **Appends are all or nothing**: one ``write`` of every new line, then
   ``fsync``. A file whose last byte is not ``\\n`` gets one first, in the same
-  write (REFERENCE D.9); a torn last record is refused, not buried. If
+  write (docs/rules/format.md D.9); a torn last record is refused, not buried. If
   anything fails, the file is truncated back to its previous size and
   :class:`~sessiontree.errors.StorageError` is raised with the OS error as
-  ``__cause__`` (E.5); if the truncation fails too, the error says so and
+  ``__cause__`` (docs/rules/format.md E.5); if the truncation fails too, the error says so and
   carries both (``rollback_error``).
-* **Rewrites are atomic**: upgrades of older formats found by ``load`` (D-9),
+* **Rewrites are atomic**: upgrades of older formats found by ``load`` (docs/rules/decisions.md D-9),
   ``replace_header`` and new files are written to ``<file>.tmp-<pid>-<random>``
   in the same directory, fsynced, then renamed over (or hard-linked to) the
   target; the temporary file never survives a failure the writer lives
-  through (E.13). A writer holds an exclusive ``flock`` on its temporary file
+  through (docs/rules/format.md E.13). A writer holds an exclusive ``flock`` on its temporary file
   from the moment it creates it until it is renamed or removed, so a temp
   file nobody holds is stale: its writer was killed. Such files are removed
   when the store is opened for writing and before each rewrite of their
   target, under their own lock (see :func:`_remove_if_stale`); they are never
   listed, and a read-only store never removes anything.
 * **Reading never writes**: listing, header look-ups, ``find_most_recent`` and
-  :func:`read_file` parse in memory only (seed "Session Version", D-9).
+  :func:`read_file` parse in memory only (docs/rules/versions.md seed:session-version,
+  docs/rules/decisions.md D-9).
 * ``delete`` moves every file whose header has the id to the platform trash
-  (``send2trash``) and unlinks it where there is no usable trash (SPEC §4).
+  (``send2trash``) and unlinks it where there is no usable trash (docs/rules/stores.md spec:stores).
 
 Locking uses ``fcntl`` and so protects writers on POSIX systems; elsewhere
 the store works without cross-process locking.
@@ -124,7 +126,7 @@ def _iso_ms(ms: float) -> str:
 
 
 def file_name_for(header: dict[str, Any]) -> str:
-    """The file name of a new session (REFERENCE D-7, §3.4).
+    """The file name of a new session (docs/rules/decisions.md D-7, docs/rules/format.md §3.4).
 
     ``createdAt`` in the canonical ``YYYY-MM-DDTHH:MM:SS.mmmZ`` form is used as
     it is; another parsable time is rendered in that form (UTC); a missing or
@@ -449,7 +451,8 @@ class MigrationResult:
 
 
 def migrate_file(path: str | os.PathLike[str], *, backup: bool = True) -> MigrationResult:
-    """Upgrade one session file to format 4 in place, atomically (SPEC §3, §7 ``migrate``).
+    """Upgrade one session file to format 4 in place, atomically
+    (docs/rules/versions.md spec:versions, docs/rules/cli.md spec:cli ``migrate``).
 
     Under the file's exclusive lock (the one every writer of this module
     takes), the file is read and parsed; if it is not already canonical
@@ -717,7 +720,7 @@ class JsonlStore(StoreBase):
         Args:
             header, entries, raw: see :meth:`SessionStore.create`.
             path: the exact file to write (``SessionManager.open_file``); it may
-                exist only if empty. Default: a new D-7 name in the directory.
+                exist only if empty. Default: a new docs/rules/decisions.md D-7 name in the directory.
 
         The id check and the write are serialized within this process; two
         processes creating the *same* id at once with different ``createdAt``
@@ -778,7 +781,7 @@ class JsonlStore(StoreBase):
 
     @staticmethod
     def _replace_empty(target: str, tmp: str) -> None:
-        # open_file() on a 0-byte path writes the header into it (REFERENCE D.10).
+        # open_file() on a 0-byte path writes the header into it (docs/rules/format.md D.10).
         with _locked(target, exclusive=True) as fd:
             if os.fstat(fd).st_size != 0:
                 raise FileExistsError(errno.EEXIST, "file exists and is not empty", target)
@@ -804,7 +807,7 @@ class JsonlStore(StoreBase):
         ``raw``: optional stored JSON text per entry, written as it is.
 
         An older-format file is upgraded first, atomically and together with
-        the new entries (seed "Session Version").
+        the new entries (docs/rules/versions.md seed:session-version).
 
         Raises:
             SessionNotFoundError: no file has this header id.
@@ -846,7 +849,7 @@ class JsonlStore(StoreBase):
                         clash = next((e["id"] for e in entries if e["id"] in known), None)
                         if clash is not None:
                             # Another writer of this file used the id: appending it again
-                            # would make the file unreadable (duplicate ids, D-15).
+                            # would make the file unreadable (duplicate ids, docs/rules/decisions.md D-15).
                             raise id_in_use_error(session_id, clash, path)
                         written = self._append_locked(path, fd, payload, self.fsync, st.st_size)
                         known.update(e["id"] for e in entries)
@@ -1036,7 +1039,7 @@ class JsonlStore(StoreBase):
                     # `check --repair` is the place to fix it.
                     raise InvalidSessionError(
                         "torn final record: the last line is incomplete JSON with no newline", path) from exc
-            # A complete last record without its newline: end it first (REFERENCE D.9).
+            # A complete last record without its newline: end it first (docs/rules/format.md D.9).
             payload = b"\n" + payload
         try:
             _write_all(fd, payload)
@@ -1315,7 +1318,7 @@ class JsonlStore(StoreBase):
 
     def read(self, session_id: str) -> ParsedSession:
         """The session in format 4, read under a shared lock; the file is never
-        written, even when it holds an older format (D-9 read-only paths).
+        written, even when it holds an older format (docs/rules/decisions.md D-9 read-only paths).
 
         Raises:
             SessionNotFoundError: no file has this header id.
@@ -1337,7 +1340,8 @@ class JsonlStore(StoreBase):
         raise SessionNotFoundError(session_id, self.directory)
 
     def load(self, session_id: str) -> ParsedSession:
-        """Read the session into format 4; persist an older format's upgrade first (D-9).
+        """Read the session into format 4; persist an older format's upgrade first
+        (docs/rules/decisions.md D-9).
 
         The upgrade is written atomically under the exclusive lock; the result
         then has ``upgraded == False`` (the file is format 4), while
@@ -1368,7 +1372,7 @@ class JsonlStore(StoreBase):
             ``None`` when the file is missing or empty (the caller then writes
             a new header with ``create(..., path=path)``); otherwise the session
             in format 4, an older format's upgrade persisted atomically under
-            the lock first (D-9). The session id is then bound to this file.
+            the lock first (docs/rules/decisions.md D-9). The session id is then bound to this file.
 
         Raises:
             InvalidSessionError, UnsupportedVersionError: a non-empty file that
@@ -1419,7 +1423,8 @@ class JsonlStore(StoreBase):
             raise StorageError(f"cannot read {path}: {exc}") from exc
 
     def path_for(self, header: dict[str, Any]) -> str:
-        """Where :meth:`create` would write a new session with this header (D-7 name)."""
+        """Where :meth:`create` would write a new session with this header
+        (docs/rules/decisions.md D-7 name)."""
         return os.path.join(self.directory, file_name_for(header))
 
     def exists(self, session_id: str) -> bool:
@@ -1437,11 +1442,11 @@ class JsonlStore(StoreBase):
     def list_sessions(self, *, cwd: str | None = None, include_internal: bool = False,
                       on_progress: ProgressCallback | None = None,
                       cancel: CancelEvent | None = None) -> SessionListing:
-        """Parse each ``*.jsonl`` file of the directory in memory and list it (REFERENCE L).
+        """Parse each ``*.jsonl`` file of the directory in memory and list it (docs/rules/listing.md).
 
         Files that fail to load are left out and counted in ``skipped``;
         internal sessions and other cwds are skipped by their header before the
-        body is parsed (L.4), and not counted. Temporary files are never listed.
+        body is parsed (docs/rules/listing.md L.4), and not counted. Temporary files are never listed.
         Nothing is ever written. ``on_progress`` is called once per file.
 
         Raises:
@@ -1488,7 +1493,7 @@ class JsonlStore(StoreBase):
         return session_info_from_entries(parsed.header, parsed.entries, path, fallback_mtime=mtime)
 
     def find_most_recent(self, cwd: str | None = None, include_internal: bool = False) -> str | None:
-        """Id of the session whose file was modified last (REFERENCE M.1), or ``None``.
+        """Id of the session whose file was modified last (docs/rules/listing.md M.1), or ``None``.
 
         Only the first record (the header) of each file is read.
         """

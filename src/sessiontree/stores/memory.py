@@ -1,4 +1,4 @@
-"""``MemoryStore``: sessions held in process memory, no I/O at all (seed §3.1, SPEC §4).
+"""``MemoryStore``: sessions held in process memory, no I/O at all (docs/rules/stores.md §3.1, spec:stores).
 
 Invariants:
 
@@ -63,7 +63,7 @@ class MemoryStore(StoreBase):
     """A :class:`~sessiontree.stores.base.SessionStore` that never touches the filesystem.
 
     ``url`` is ``"memory:"`` and ``kind`` ``"memory"``. Listing rows use the
-    session id as ``path`` (seed "Static Listing Methods").
+    session id as ``path`` (docs/rules/listing.md seed:listing).
     """
 
     url = "memory:"

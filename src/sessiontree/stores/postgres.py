@@ -169,12 +169,12 @@ def m001_initial(conn: Any) -> None:
             created_at text,
             cwd text,
             parent_session_id text,
-            -- A valid workflow classification (REFERENCE O.1): internal session.
+            -- A valid workflow classification (docs/rules/listing.md O.1): internal session.
             classified boolean NOT NULL DEFAULT false,
             -- Wall-clock microseconds of the last write: modified time fallback.
             updated_at bigint NOT NULL,
             -- Store-wide order of writes (a sequence, so no global lock is
-            -- needed): recency for find_most_recent (M.3).
+            -- needed): recency for find_most_recent (docs/rules/listing.md M.3).
             write_seq bigint NOT NULL,
             -- Number of stored entries (= next seq).
             entry_count integer NOT NULL DEFAULT 0,
@@ -205,14 +205,14 @@ def m001_initial(conn: Any) -> None:
             -- zlib.crc32(json) at write time, checked on every read.
             crc bigint NOT NULL,
             PRIMARY KEY (session_id, seq),
-            -- Entry ids are unique within a session (REFERENCE D.15/D.19).
+            -- Entry ids are unique within a session (docs/rules/format.md D.15/D.19).
             UNIQUE (session_id, id)
         )""")
     conn.execute("""
         CREATE TABLE message_texts (
             session_id text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
             seq integer NOT NULL,
-            -- Listing text of a user/assistant message (REFERENCE L.15), exact
+            -- Listing text of a user/assistant message (docs/rules/listing.md L.15), exact
             -- bytes; read only when SessionInfo.all_messages_text is accessed.
             text bytea NOT NULL,
             PRIMARY KEY (session_id, seq)

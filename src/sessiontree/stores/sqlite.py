@@ -1,4 +1,4 @@
-"""``SqliteStore``: every session in one local SQLite database (SPEC §4, REFERENCE §3.1).
+"""``SqliteStore``: every session in one local SQLite database (docs/rules/stores.md spec:stores, §3.1).
 
 Invariants:
 
@@ -172,16 +172,16 @@ def m001_initial(conn: sqlite3.Connection) -> None:
             created_at TEXT,
             cwd TEXT,
             parent_session_id TEXT,
-            -- 1 when the header is a valid workflow classification (REFERENCE
+            -- 1 when the header is a valid workflow classification (docs/rules/listing.md
             -- O.1): listings skip internal sessions without parsing anything.
             classified INTEGER NOT NULL DEFAULT 0,
             -- Microseconds since the Unix epoch of the last write, strictly
-            -- increasing across the store: recency for find_most_recent (M.3).
+            -- increasing across the store: recency for find_most_recent (docs/rules/listing.md M.3).
             updated_at INTEGER NOT NULL,
             -- Number of stored entries.
             entry_count INTEGER NOT NULL DEFAULT 0,
             -- The InfoAccumulator state (to_state()), updated from appended
-            -- entries only, so listing never reads entries (REFERENCE L.14-L.16,
+            -- entries only, so listing never reads entries (docs/rules/listing.md L.14-L.16,
             -- J, K). Derived data: reindex() recomputes it.
             message_count INTEGER NOT NULL DEFAULT 0,
             first_message TEXT,
@@ -208,7 +208,7 @@ def m001_initial(conn: sqlite3.Connection) -> None:
             -- The record's exact JSON text (no newline): the one source of truth.
             json BLOB NOT NULL,
             PRIMARY KEY (session_id, seq),
-            -- Entry ids are unique within a session (REFERENCE D.15/D.19).
+            -- Entry ids are unique within a session (docs/rules/format.md D.15/D.19).
             UNIQUE (session_id, id)
         )""")
     conn.execute("""
@@ -216,7 +216,7 @@ def m001_initial(conn: sqlite3.Connection) -> None:
             session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
             -- seq of the entry the text came from: keeps file order.
             seq INTEGER NOT NULL,
-            -- Non-empty listing text of a user/assistant message (REFERENCE L.15).
+            -- Non-empty listing text of a user/assistant message (docs/rules/listing.md L.15).
             -- Kept out of sessions because it grows with the transcript; read
             -- only when SessionInfo.all_messages_text is accessed.
             text TEXT NOT NULL,
