@@ -64,6 +64,7 @@ from .format import ParsedSession, parse_session
 from .ids import is_valid_session_id
 from .stores import sqlite_search
 from .stores.base import SessionStore, SyncChange, SyncState
+from .stores.jsonl import first_line
 from .stores.sqlite import SqliteStore
 
 try:
@@ -340,22 +341,6 @@ def _complete_prefix(data: bytes) -> tuple[int, int]:
     return cut, len(rest)
 
 
-def _first_line(fd: int) -> bytes:
-    """The bytes before the first ``\\n`` of the open file (the whole file when it has none)."""
-    chunks = []
-    offset = 0
-    while True:
-        chunk = os.pread(fd, 1 << 14, offset)
-        if not chunk:
-            return b"".join(chunks)
-        end = chunk.find(b"\n")
-        if end >= 0:
-            chunks.append(chunk[:end])
-            return b"".join(chunks)
-        chunks.append(chunk)
-        offset += len(chunk)
-
-
 def _pread_range(fd: int, start: int, end: int) -> bytes:
     """Bytes ``[start, end)`` of the open file (fewer if it was truncated meanwhile)."""
     chunks = []
@@ -606,7 +591,7 @@ class Syncer:
     def _grow(self, path: str, fd: int, fst: os.stat_result, state: SyncState) -> FileResult | None:
         """Sync the bytes after ``state.consumed``, or ``None`` when they cannot be trusted
         (the caller then reads the whole file)."""
-        header = _first_line(fd)
+        header = first_line(fd)
         if _sha(header) != state.header_hash:
             return None
         low = max(0, state.consumed - TAIL_CHECK)

@@ -14,7 +14,7 @@ whether an entry is on the active branch), computed the same way everywhere.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..info import InfoAccumulator
@@ -32,7 +32,7 @@ from ..searchtext import (
 from ..tree import get_branch, loaded_leaf_id
 from ._shared import cwd_matches
 
-__all__ = ["SessionFacts", "session_facts", "active_ids", "make_hit", "scan", "top_hits", "check_limit"]
+__all__ = ["SessionFacts", "session_facts", "active_ids", "make_hit", "scan", "scan_store", "top_hits", "check_limit"]
 
 
 def check_limit(limit: int | None) -> int | None:
@@ -145,3 +145,22 @@ def scan(sessions: Iterable[tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]
         if limit is not None and len(hits) > 4 * limit:
             hits = top_hits(hits, limit)  # keep memory bounded on a store full of hits
     return top_hits(hits, limit)
+
+
+def scan_store(store: Any, query: SearchQuery, filters: SearchFilters, limit: int | None) -> list[SearchHit]:
+    """:func:`scan` over the sessions of ``store`` read one at a time (``store.read``):
+    the fallback of the indexed stores when their index is absent (an older schema
+    opened read-only, or no ``pg_trgm``), with the same hits as the index.
+
+    Returns:
+        At most ``limit`` hits, best first.
+    """
+    ids = [filters.session] if filters.session is not None else store.session_ids()
+
+    def sessions() -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
+        for session_id in ids:
+            if store.exists(session_id):
+                loaded = store.read(session_id)
+                yield loaded.header, loaded.entries
+
+    return scan(sessions(), query, filters, limit)

@@ -99,7 +99,7 @@ from ._shared import (
 )
 from .base import CancelEvent, ProgressCallback, SessionListing, StoreProblem, SyncChange, SyncState
 
-__all__ = ["JsonlStore", "file_name_for", "read_file", "migrate_file", "MigrationResult", "FILE_SUFFIX"]
+__all__ = ["JsonlStore", "file_name_for", "read_file", "migrate_file", "MigrationResult", "FILE_SUFFIX", "first_line"]
 
 FILE_SUFFIX = ".jsonl"
 #: ``sessiontree sync`` state of a JSONL store, in its directory (not ``*.jsonl``: never listed).
@@ -196,8 +196,9 @@ def _read_all(fd: int) -> bytes:
         offset += len(chunk)
 
 
-def _first_line(fd: int) -> bytes:
-    """The bytes before the first ``\\n`` (or the whole file)."""
+def first_line(fd: int) -> bytes:
+    """The bytes before the first ``\\n`` of the open file ``fd`` (the whole file when
+    it has none), read with ``pread`` (the file offset is not moved)."""
     chunks = []
     offset = 0
     while True:
@@ -828,7 +829,7 @@ class JsonlStore(StoreBase):
                     # overwritten in place, or its inode reused by another session.
                     # The common case, this store appending again to a file it just
                     # appended to, takes _append_held and skips this.
-                    current = _header_is_current(_first_line(fd), session_id)
+                    current = _header_is_current(first_line(fd), session_id)
                     if current is None:
                         self._forget(session_id)
                         continue
@@ -1143,7 +1144,7 @@ class JsonlStore(StoreBase):
             path = self._require(session_id)
             try:
                 with _locked(path, exclusive=True) as fd:
-                    if _header_is_current(_first_line(fd), session_id) is None:
+                    if _header_is_current(first_line(fd), session_id) is None:
                         self._forget(session_id)
                         continue
                     self._replace_locked(path, fd, data)

@@ -67,7 +67,7 @@ from ._search_scan import (
     active_ids,
     check_limit,
     make_hit,
-    scan,
+    scan_store,
     title_of,
 )
 from ._shared import cwd_matches
@@ -375,13 +375,5 @@ def search_store(store: PostgresStore, query: str, *, cwd: str | None = None, ro
             return []
         if "m003_search_index" in store.applied_steps:
             return _hits_from_index(conn, parsed, filters, limit)
-    ids = [filters.session] if filters.session is not None else store.session_ids()
-
-    def sessions() -> Iterable[tuple[dict[str, Any], list[dict[str, Any]]]]:
-        for session_id in ids:
-            if store.exists(session_id):
-                loaded = store.read(session_id)
-                yield loaded.header, loaded.entries
-
-    return scan(sessions(), parsed, filters, limit)
+    return scan_store(store, parsed, filters, limit)
 

@@ -123,7 +123,7 @@ from ._search_scan import (
     active_ids,
     check_limit,
     make_hit,
-    scan,
+    scan_store,
     title_of,
     top_hits,
 )
@@ -529,15 +529,7 @@ def search_store(store: SqliteStore, query: str, *, cwd: str | None = None, role
             return []
         if _has_index(conn):
             return _hits_from_index(conn, parsed, filters, limit)
-    ids = [filters.session] if filters.session is not None else store.session_ids()
-
-    def sessions() -> Iterable[tuple[dict[str, Any], list[dict[str, Any]]]]:
-        for session_id in ids:
-            if store.exists(session_id):
-                loaded = store.read(session_id)
-                yield loaded.header, loaded.entries
-
-    return scan(sessions(), parsed, filters, limit)
+    return scan_store(store, parsed, filters, limit)
 
 
 def merge_store(store: SqliteStore) -> int:
