@@ -349,41 +349,6 @@ def _js_ordered(value: Any) -> Any:
     return value
 
 
-def _finite(value: Any) -> Any:
-    """A copy of ``value`` with NaN and infinite floats replaced by ``None``
-    (orjson's and JavaScript's ``null``), tuples as lists.
-
-    Iterative (a recursive copy hit ``RecursionError`` a few hundred levels
-    down, before ``json.dumps`` could say anything).
-
-    Raises:
-        NestingError: ``value`` nests more than :data:`MAX_DEPTH` levels.
-    """
-    holder: list[Any] = [None]
-    # (container of the copy, key or index in it, original item, its level)
-    stack: list[tuple[Any, Any, Any, int]] = [(holder, 0, value, 1)]
-    while stack:
-        out, key, item, level = stack.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            out[key] = None
-        elif isinstance(item, dict):
-            if level > MAX_DEPTH:
-                raise NestingError()
-            # Keys first, values later: the copy keeps the key order.
-            copy: Any = dict.fromkeys(item)
-            out[key] = copy
-            stack.extend((copy, k, v, level + 1) for k, v in item.items())
-        elif isinstance(item, (list, tuple)):
-            if level > MAX_DEPTH:
-                raise NestingError()
-            copy = [None] * len(item)
-            out[key] = copy
-            stack.extend((copy, i, v, level + 1) for i, v in enumerate(item))
-        else:
-            out[key] = item
-    return holder[0]
-
-
 def dumps_str(value: Any) -> str:
     """Like :func:`dumps`, returning text (same rules; raises ``ValueError`` likewise)."""
     return dumps(value).decode("utf-8")

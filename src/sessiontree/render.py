@@ -61,14 +61,6 @@ __all__ = [
 _SPACES = re.compile(r"\s+")
 
 
-def printable(text: str) -> str:
-    """``text`` with every unsafe character but newline and tab shown as an escape.
-
-    Kept for callers of the earlier name; the same as
-    :func:`sessiontree.textsafe.safe_block`.
-    """
-    return safe_block(text)
-
 #: Per-block character budget of the human-readable context view.
 CONTEXT_BLOCK_CHARS = 2000
 
