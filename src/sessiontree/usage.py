@@ -37,7 +37,7 @@ from typing import Any, Literal, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .stores.base import SessionStore
-from .usagerecords import NANOS_PER_USD, UsageQuery, UsageRow
+from .usagerecords import NANOS_PER_USD, TokenCounts, UsageQuery, UsageRow
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -160,7 +160,7 @@ def _default_catalog() -> GenaiPricesCatalog:
 
 
 @dataclass
-class Totals:
+class Totals(TokenCounts):
     """Sums of one group (or of everything).
 
     Attributes:
@@ -190,11 +190,6 @@ class Totals:
     unpriced_tokens: int = 0
     models: set[str] = field(default_factory=set)
     unpriced_models: set[str] = field(default_factory=set)
-
-    @property
-    def total_tokens(self) -> int:
-        """``input + output + cache_read + cache_write`` (never a recorded ``totalTokens``)."""
-        return self.input + self.output + self.cache_read + self.cache_write
 
     def merge(self, other: Totals) -> None:
         """Add ``other`` into this total."""

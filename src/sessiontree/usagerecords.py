@@ -58,6 +58,7 @@ from typing import Any
 from . import jsonio
 
 __all__ = [
+    "TokenCounts",
     "UsageRecord",
     "UsageRow",
     "UsageRows",
@@ -89,8 +90,26 @@ BUCKET_MS = 15 * 60 * 1000
 _TOKEN_FIELDS = ("input", "output", "cacheRead", "cacheWrite")
 
 
+class TokenCounts:
+    """The one rule for total tokens, shared by records, store rows and report totals:
+    ``input + output + cache_read + cache_write``. A recorded ``totalTokens`` is never
+    used (the old agent wrote 0 or nothing there; docs/usage.md). Subclasses are
+    dataclasses with those four integer fields."""
+
+    __slots__ = ()
+    input: int
+    output: int
+    cache_read: int
+    cache_write: int
+
+    @property
+    def total_tokens(self) -> int:
+        """The four token counts summed."""
+        return self.input + self.output + self.cache_read + self.cache_write
+
+
 @dataclass(frozen=True, slots=True)
-class UsageRecord:
+class UsageRecord(TokenCounts):
     """One billed usage record of one entry.
 
     Attributes:
@@ -116,11 +135,6 @@ class UsageRecord:
     cost_nanos: int | None
     timestamp_ms: int
     key: bytes
-
-    @property
-    def total_tokens(self) -> int:
-        """``input + output + cache_read + cache_write`` (recorded ``totalTokens`` is not used)."""
-        return self.input + self.output + self.cache_read + self.cache_write
 
     @property
     def needs_price(self) -> bool:
@@ -303,7 +317,7 @@ class UsageQuery:
 
 
 @dataclass(slots=True)
-class UsageRow:
+class UsageRow(TokenCounts):
     """Sums over de-duplicated records sharing one group, as a store returns them.
 
     Records are grouped by ``(session_id, cwd, provider, model, bucket, recorded,
@@ -340,11 +354,6 @@ class UsageRow:
     cache_read: int = 0
     cache_write: int = 0
     cost_nanos: int = 0
-
-    @property
-    def total_tokens(self) -> int:
-        """Sum of the four token counts."""
-        return self.input + self.output + self.cache_read + self.cache_write
 
 
 @dataclass(slots=True)
