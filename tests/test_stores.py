@@ -462,6 +462,19 @@ def test_verify_applies_the_file_rules_on_every_store(store):
     assert found == [("dangling-parent", "error", "s1", 3, "e2")]  # header line 1, e1 line 2, e2 line 3
 
 
+def test_settle_derived_finishes_deferred_work_without_changing_answers(store):
+    """Every store answers ``settle_derived()``; only SQLite defers work (appended
+    entries' search text), and settling changes no search answer."""
+    store.create(header("s1"), [message("e1", None, "user", "alpha one", 1)])
+    store.append("s1", [message("e2", "e1", "assistant", "alpha two", 2),
+                        message("e3", "e2", "user", "beta", 3)])
+    before = sorted(hit.entry_id for hit in store.search("alpha"))
+    # SQLite: the two appended entries with text were pending; the others defer nothing.
+    assert store.settle_derived() == (2 if store.kind == "sqlite" else 0)
+    assert store.settle_derived() == 0  # nothing left
+    assert sorted(hit.entry_id for hit in store.search("alpha")) == before == ["e1", "e2"]
+
+
 def test_find_most_recent(store):
     assert store.find_most_recent() is None
     store.create(header("s1", cwd="/work/a"), [custom("e1")])

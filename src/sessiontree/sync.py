@@ -62,10 +62,8 @@ from .errors import (
 )
 from .format import ParsedSession, parse_session
 from .ids import is_valid_session_id
-from .stores import sqlite_search
 from .stores.base import SessionStore, SyncChange, SyncState
 from .stores.jsonl import first_line
-from .stores.sqlite import SqliteStore
 
 try:
     import fcntl
@@ -520,15 +518,10 @@ class Syncer:
             if on_file is not None:
                 on_file(path)
         if not self.dry_run and any(r.status == "grown" for r in report.files):
-            self._merge_search()
+            # Grown sessions were appended to: let the store finish what appends defer
+            # (the search tail), so the next session creation does not pay for it.
+            self.store.settle_derived()
         return report
-
-    def _merge_search(self) -> None:
-        """Fold the search tail that grown sessions left into the SQLite index now, in
-        one transaction, so the next session creation does not pay for it (appends
-        leave their search text pending; docs/search.md). Other stores keep none."""
-        if isinstance(self.store, SqliteStore):
-            sqlite_search.merge_store(self.store)
 
     def sync_file(self, path: str) -> FileResult:
         """Sync one file; never raises for a problem of the file (it becomes ``rejected``).

@@ -197,6 +197,11 @@ class StoreBase:
     def close(self) -> None:  # pragma: no cover - every store defines its own
         """Release what the store holds. Idempotent."""
 
+    def settle_derived(self) -> int:
+        """Finish derived work that writes deferred; stores that defer none (JSONL,
+        memory, PostgreSQL) have nothing to do. Returns the entries processed: 0."""
+        return 0
+
 
 def check_replacement_header(session_id: str, header: Any) -> str:
     """Validate a header given to ``replace_header(session_id, header)``; return its id.

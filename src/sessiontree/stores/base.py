@@ -382,6 +382,20 @@ class SessionStore(Protocol):
         """
         ...
 
+    def settle_derived(self) -> int:
+        """Finish derived work the store's writes deferred to stay cheap (SQLite leaves
+        appended entries' search text pending and merges it in bulk; docs/search.md).
+        Bulk writers (sync) call it when they are done, so the next ordinary write does
+        not pay for their backlog. Results never depend on it: queries see pending work.
+
+        Returns:
+            The number of entries processed (0 when nothing was deferred).
+
+        Raises:
+            StorageError: the store is read-only or the write failed; nothing changed.
+        """
+        ...
+
     def reindex(self, session_id: str | None = None) -> int:
         """Recompute the store's derived data (listing metadata, search index,
         usage ledger) from the stored entries alone (docs/stores.md, "Derived data").

@@ -151,6 +151,10 @@ class DerivedIndex(Protocol):
     def remove(self, conn: sqlite3.Connection, key: Any) -> None:
         """Drop everything derived from the session ``key`` (inside the transaction)."""
 
+    def settle(self, conn: sqlite3.Connection) -> int:
+        """Finish work this index deferred to keep appends cheap (inside a writing
+        transaction); return how many entries it processed (0: nothing was deferred)."""
+
 
 #: Every derived index, maintained by each write in this order. A module adding one
 #: appends it here and registers the schema steps creating its tables.
@@ -934,6 +938,20 @@ class SqliteStore(StoreBase):
             conn.execute("DELETE FROM message_texts WHERE session_id = ?", (key,))
             conn.execute("DELETE FROM entries WHERE session_id = ?", (key,))
             conn.execute("DELETE FROM sessions WHERE id = ?", (key,))
+
+    def settle_derived(self) -> int:
+        """Finish the derived work appends deferred (the search text left pending, see
+        ``sqlite_search``) in one write transaction, so no later write pays for it. See
+        :meth:`SessionStore.settle_derived`.
+
+        Returns:
+            The number of entries processed.
+
+        Raises:
+            StorageError: the store is read-only or the write failed (nothing changed).
+        """
+        with self._write("settle derived data") as conn:
+            return sum(index.settle(conn) for index in DERIVED_INDEXES)
 
     def reindex(self, session_id: str | None = None) -> int:
         """Recompute all derived data from the entries: the listing columns,

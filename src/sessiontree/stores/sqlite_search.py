@@ -266,6 +266,11 @@ class SearchIndex:
         conn.execute("DELETE FROM search_entries WHERE session_id = ?", (key,))
         conn.execute("DELETE FROM search_merged WHERE session_id = ?", (key,))
 
+    def settle(self, conn: sqlite3.Connection) -> int:
+        """Merge every pending entry into FTS5 (:func:`merge_pending`); returns how many
+        entries with text were merged."""
+        return merge_pending(conn)
+
 
 #: The registered instance (appended to :data:`~sessiontree.stores.sqlite.DERIVED_INDEXES`).
 INDEX = SearchIndex()
@@ -542,4 +547,4 @@ def merge_store(store: SqliteStore) -> int:
         StorageError: the store is read-only or the write failed (nothing changed).
     """
     with store._write("merge the search index") as conn:
-        return merge_pending(conn)
+        return INDEX.settle(conn)

@@ -118,6 +118,10 @@ class UsageLedger:
         if keys:
             _refresh_calls(conn, keys)
 
+    def settle(self, conn: sqlite3.Connection) -> int:
+        """Nothing to finish: the ledger is complete after every write."""
+        return 0
+
     def rebuild_all(self, conn: sqlite3.Connection) -> None:
         """Refill the whole ledger from ``entries`` (the schema step on an existing store)."""
         from .. import jsonio
