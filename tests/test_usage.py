@@ -495,3 +495,23 @@ def test_counts_beyond_what_an_agent_can_record_are_unusable_and_never_break_a_w
     assert records_from_entry(assistant("a", 5))[0].cost_nanos is None
     store.create(_header("huge"), [assistant("a1", 2**64)])  # before the bound: OverflowError in SQLite
     assert store.load("huge").entries[0]["id"] == "a1"
+
+
+def test_session_stats_feeds_the_viewer_list(store):
+    # Two calls owned by "a" (10 + 5 tokens, $0.000001 + $0.000002), none by "b".
+    from decimal import Decimal
+
+    from sessiontree.usage import session_stats
+
+    def call(entry_id, parent, second, tokens, cost):
+        return {"type": "message", "id": entry_id, "parentId": parent,
+                "timestamp": f"2026-01-01T00:00:0{second}.000Z",
+                "message": {"role": "assistant", "content": [], "provider": "p", "model": "m", "timestamp": second,
+                            "usage": {"input": tokens, "output": 0, "cacheRead": 0, "cacheWrite": 0,
+                                      "cost": {"total": cost}}}}
+
+    store.create(_header("a"), [call("c1", None, 1, 10, 0.000001), call("c2", "c1", 2, 5, 0.000002)])
+    store.create(_header("b"), [])
+    assert session_stats(store, ["a", "b"]) == {"a": {"models": ["p/m"], "tokens": 15,
+                                                     "cost": Decimal("0.000003")}}
+    assert session_stats(store, ["b"]) == {}

@@ -137,7 +137,10 @@ def test_list_filters_sort_and_fallback_search(store):
     found = view.build_list_page(store, view.ListQuery(q="units flag"))
     assert found.search_mode == "store" and [r.info.id[:8] for r in found.rows] == ["019cadc9"]
     proj = view.build_list_page(store, view.ListQuery(project="/home/dev/projects/weather-app"))
-    assert proj.total == 2 and not proj.has_stats
+    # Stats columns come from sessiontree.usage.session_stats: the weather-app sessions'
+    # assistant turns are anthropic/claude-sonnet-4-5 calls.
+    assert proj.total == 2 and proj.has_stats
+    assert all(row.stats and row.stats["models"] == ["anthropic/claude-sonnet-4-5"] for row in proj.rows)
     paged = view.build_list_page(store, view.ListQuery(per_page=3, page=2))
     assert paged.pages == 2 and len(paged.rows) == 1
 

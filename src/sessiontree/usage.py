@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone, tzinfo
 from decimal import Decimal
@@ -52,6 +52,7 @@ __all__ = [
     "usage_report",
     "session_usage",
     "session_costs",
+    "session_stats",
     "parse_date_bound",
     "resolve_timezone",
     "format_usd",
@@ -587,3 +588,21 @@ def session_costs(store: SessionStore, *, cost: str = "auto",
     """
     report = usage_report(store, by="session", cost=cost, catalog=catalog)
     return {group.key: group.totals for group in report.groups}
+
+
+def session_stats(store: SessionStore, session_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Per-session models, tokens and cost for the web viewer's session list: the
+    numbers of :func:`session_costs` (calls each session owns; a fork's copied history
+    stays with its source), for the sessions in ``session_ids``.
+
+    Returns:
+        ``{session id: {"models": [provider/model, ...], "tokens": int, "cost": Decimal
+        (USD)}}`` for the given sessions owning at least one call.
+
+    Raises:
+        StorageError: the store could not be read.
+    """
+    wanted = set(session_ids)
+    return {sid: {"models": sorted(totals.models), "tokens": totals.total_tokens,
+                  "cost": nanos_to_decimal(totals.cost_nanos)}
+            for sid, totals in session_costs(store).items() if sid in wanted}

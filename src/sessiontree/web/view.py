@@ -936,12 +936,9 @@ def search_sessions(store: SessionStore, infos: Sequence[SessionInfo], q: str) -
 
 
 def stats_provider() -> Callable[[SessionStore, Sequence[str]], Mapping[str, Mapping[str, Any]]] | None:
-    """The statistics hook of the list page, or ``None`` while ``sessiontree.usage`` does not exist.
-
-    Contract expected from issue 14: ``sessiontree.usage.session_stats(store,
-    session_ids)`` returns ``{session id: {"entries": int, "models":
-    [str], "tokens": int, "cost": float}}`` (keys optional). Replace this
-    function's lookup if the module names its function differently.
+    """The statistics of the list page: :func:`sessiontree.usage.session_stats` (models,
+    tokens and cost per session), looked up when the page is built; ``None`` hides the
+    columns (a build without the usage module).
     """
     try:
         usage = importlib.import_module("sessiontree.usage")
