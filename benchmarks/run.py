@@ -207,6 +207,7 @@ class Case:
     results: list[Any] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     pythonpath: str | None = None  # another checkout's src, for "(before)" rows
+    before: bool = False  # also gets a "(before)" row with --before (primary rows always do)
 
     @property
     def key(self) -> str:
@@ -350,7 +351,7 @@ def build_cases(profile: dict[str, Any], only: set[str], data: Data) -> list[Cas
                     primary=True, unit="sessions", bytes=c["size"])
                 add("search", n, "ours sqlite, -n 50", "ours", "py",
                     {"op": "search_sqlite", "db": c["db"], "query": QUERY, "limit": 50, **it},
-                    unit="sessions", bytes=c["size"])
+                    unit="sessions", bytes=c["size"], before=True)
                 add("search", n, "ours jsonl scan", "ours", "py",
                     {"op": "search_jsonl", "dir": c["dir"], "query": QUERY,
                      **({"warmup": 0, "iters": 1, "first_timed": True} if n > 1_000 else it)},
@@ -640,6 +641,46 @@ def analyse(cases: list[Case]) -> tuple[list[str], list[Target], dict[str, Any]]
 # ---------------------------------------------------------------------------------------
 
 
+def before_db(db: str, src: str) -> str:
+    """``db`` as the "(before)" tree can open it: unchanged when its schema knows every
+    step the database has applied, else a copy (``<db>.before.db``, made once) from
+    which the newer steps are removed: their rows in ``schema_migrations`` and the
+    tables and indexes an empty store of the before tree does not have. (Enough for
+    steps that only add tables, as derived-data steps do.)"""
+    import sqlite3
+
+    probe = ("import json, os, sys, tempfile; from sessiontree.stores.sqlite import MIGRATIONS, SqliteStore;"
+             "d = tempfile.mkdtemp(); s = SqliteStore(os.path.join(d, 'x.db')); s.close();"
+             "import sqlite3; c = sqlite3.connect(os.path.join(d, 'x.db'));"
+             "print(json.dumps([[n for n, _ in MIGRATIONS],"
+             " [r[0] for r in c.execute('SELECT name FROM sqlite_master')]]))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                          env=dict(os.environ, PYTHONPATH=src))
+    known, names = json.loads(done.stdout.strip().splitlines()[-1])
+    conn = sqlite3.connect(db)
+    try:
+        applied = [row[0] for row in conn.execute("SELECT name FROM schema_migrations")]
+    finally:
+        conn.close()
+    if all(name in known for name in applied):
+        return db
+    copy = db + ".before.db"
+    if not os.path.exists(copy + ".ok"):
+        log(f"  copying {os.path.basename(db)} without the schema steps the before tree lacks ...")
+        source, target = sqlite3.connect(db), sqlite3.connect(copy)
+        source.backup(target)
+        source.close()
+        for kind, name in target.execute("SELECT type, name FROM sqlite_master WHERE type IN ('table', 'index')"
+                                         " AND name NOT LIKE 'sqlite_%'").fetchall():
+            if name not in names and not name.startswith(tuple(n + "_" for n in names)):
+                target.execute(f"DROP {kind.upper()} IF EXISTS \"{name}\"")
+        target.executemany("DELETE FROM schema_migrations WHERE name = ?", [(n,) for n in applied if n not in known])
+        target.commit()
+        target.close()
+        open(copy + ".ok", "w").close()
+    return copy
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group()
@@ -677,9 +718,12 @@ def main(argv: list[str] | None = None) -> int:
         with_before: list[Case] = []
         for case in cases:
             with_before.append(case)
-            if case.primary and case.lang == "py":
+            if (case.primary or case.before) and case.lang == "py":
+                cmd = dict(case.cmd)
+                if "db" in cmd:
+                    cmd["db"] = before_db(cmd["db"], before)
                 with_before.append(Case(case.group, case.size, f"{case.name} (before)", case.side, case.lang,
-                                        dict(case.cmd), unit=case.unit, bytes=case.bytes, pythonpath=before))
+                                        cmd, unit=case.unit, bytes=case.bytes, pythonpath=before))
         cases = with_before
     log(f"data ready after {time.time() - started:.0f} s; {len(cases)} cases x {reps} repetitions")
 

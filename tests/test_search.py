@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from sessiontree import SessionManager
 from sessiontree.cli import cli
 from sessiontree.errors import SearchQueryError, StorageError
+from sessiontree.ids import new_entry_id
 from sessiontree.search import parse_when, search
 from sessiontree.searchtext import (
     _FOLD,
@@ -337,10 +338,14 @@ def test_sqlite_without_index_is_scanned(tmp_path):
 def index_state(store):
     conn = store._conn
     rows = sorted(conn.execute("SELECT session_id, seq, entry_id, type, role, ts_ms, text FROM search_entries"))
+    # The kept active-branch flags (rowids differ between builds: compare by entry).
+    off = sorted(conn.execute("SELECT e.session_id, e.entry_id FROM search_off_branch AS o"
+                              " JOIN search_entries AS e ON e.rowid = o.rowid"))
+    assert conn.execute("SELECT count(*) FROM search_off_branch").fetchone()[0] == len(off)  # none dangling
     conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
     answers = {q: [(h.session_id, h.entry_id, round(h.rank, 9), h.on_active_branch, h.title)
                    for h in store.search(q, limit=None)] for q in PROBES}
-    return rows, answers
+    return rows, off, answers
 
 
 def hit_sets(store):
@@ -359,6 +364,11 @@ operation = st.one_of(
     st.tuples(st.just("branch"), st.integers(0, 5)),
     st.tuples(st.just("import"), st.lists(st.sampled_from(TEXTS), max_size=3)),
     st.tuples(st.just("rename"), st.integers(0, 5), st.sampled_from(TEXTS)),
+    # Branches inside a session (the leaf moves back, then an append), leaf records,
+    # and merges at any point: the kept active-branch flags must follow all of them.
+    st.tuples(st.just("rebranch"), st.integers(0, 5), st.integers(0, 50), st.sampled_from(TEXTS)),
+    st.tuples(st.just("leaf"), st.integers(0, 5), st.integers(0, 50)),
+    st.tuples(st.just("merge"),),
 )
 
 
@@ -412,6 +422,20 @@ def test_index_equals_a_rebuild_after_any_operations(operations):
                         sessions.append(new_id)
             elif kind == "rename":
                 pick(op[1]).append_session_info(op[2])
+            elif kind == "rebranch":
+                manager = pick(op[1])
+                entries = manager.get_entries()
+                manager.branch(entries[op[2] % len(entries)]["id"])
+                manager.append_message({"role": "user", "content": op[3], "timestamp": 3})
+            elif kind == "leaf":
+                session_id = sessions[op[1] % len(sessions)]
+                entries = store.load(session_id).entries
+                target = entries[op[2] % len(entries)]["id"]
+                store.append(session_id, [{"type": "leaf", "id": new_entry_id({e["id"] for e in entries}),
+                                           "parentId": entries[-1]["id"],
+                                           "timestamp": "2026-01-01T00:00:00.000Z", "targetId": target}])
+            elif kind == "merge":
+                sqlite_search.merge_store(store)
         # Whatever is pending, the hits are those of a rebuild; a merge then leaves
         # exactly the rebuilt index (rows, FTS5 statistics, hence bm25 ranks).
         store._conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
@@ -429,7 +453,9 @@ def test_index_equals_a_rebuild_after_any_operations(operations):
             parsed = store.load(session_id)
             fresh.create(parsed.header, parsed.entries, parsed.raw)
         for query in PROBES:
-            assert ids(fresh.search(query, limit=None)) == {h[1] for h in before[1][query]}
+            assert ids(fresh.search(query, limit=None)) == {h[1] for h in before[2][query]}
+        # The active-branch flags and titles, kept or walked, are those of the loaded tree.
+        assert hit_sets(fresh) == sets
         store.close()
 
 

@@ -532,13 +532,17 @@ def _spans(folded_text: str, terms: Iterable[str]) -> list[tuple[int, int]]:
 _BLANKS = str.maketrans({"\n": " ", "\t": " ", "\r": " "})
 
 
-def snippet(text: str, query: SearchQuery, width: int = SNIPPET_CHARS) -> tuple[str, tuple[tuple[int, int], ...]]:
+def snippet(text: str, query: SearchQuery, width: int = SNIPPET_CHARS,
+            folded: str | None = None) -> tuple[str, tuple[tuple[int, int], ...]]:
     """The snippet of ``text`` for ``query`` and its highlight offsets (see :class:`SearchHit`).
 
     The window starts a quarter of ``width`` before the first match (or at the
     start), so the match is near the left with some context before it.
+    ``folded``: ``fold(text)`` when the caller has it already (matching folded
+    the text once; folding is the costly part for long non-ASCII texts).
     """
-    folded = fold(text)
+    if folded is None:
+        folded = fold(text)
     spans = _spans(folded, query.folded)
     first = spans[0][0] if spans else 0
     start = max(0, min(first - width // 4, len(text) - width))

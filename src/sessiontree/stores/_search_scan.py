@@ -92,15 +92,21 @@ def session_facts(header: Mapping[str, Any], entries: Sequence[Mapping[str, Any]
 
 
 def make_hit(facts: SessionFacts, entry_id: str, entry_type: str, timestamp: Any, found: EntryText | str,
-             role: str | None, query: SearchQuery, rank: float) -> SearchHit:
-    """One :class:`~sessiontree.searchtext.SearchHit` (snippet and highlights computed here)."""
+             role: str | None, query: SearchQuery, rank: float, *, folded: str | None = None,
+             on_branch: bool | None = None) -> SearchHit:
+    """One :class:`~sessiontree.searchtext.SearchHit` (snippet and highlights computed here).
+
+    ``folded``: ``fold`` of the text, when the caller has it. ``on_branch``: the
+    active-branch flag when the caller knows it (SQLite keeps it with its index);
+    ``None`` looks the entry up in ``facts.branch``."""
     text = found.text if isinstance(found, EntryText) else found
-    shown, marks = snippet(text, query)
+    shown, marks = snippet(text, query, folded=folded)
     return SearchHit(
         session_id=facts.session_id, title=facts.title, session_name=facts.name, cwd=facts.cwd,
         entry_id=entry_id, entry_type=entry_type, role=role,
         timestamp=timestamp if isinstance(timestamp, str) else None,
-        snippet=shown, highlights=marks, rank=rank, on_active_branch=entry_id in facts.branch)
+        snippet=shown, highlights=marks, rank=rank,
+        on_active_branch=entry_id in facts.branch if on_branch is None else on_branch)
 
 
 def top_hits(hits: Iterable[SearchHit], limit: int | None) -> list[SearchHit]:

@@ -125,7 +125,6 @@ from ._search_scan import (
     make_hit,
     scan_store,
     title_of,
-    top_hits,
 )
 from ._shared import cwd_matches
 from .sqlite import _STATE_SQL, DERIVED_INDEXES, _db, _py, _state_from_row, migration
@@ -140,6 +139,7 @@ __all__ = [
     "SearchIndex",
     "m004_search_index",
     "m005_search_pending",
+    "m007_search_branch",
     "merge_pending",
     "merge_store",
     "search_store",
@@ -150,6 +150,8 @@ TOKENIZER = "trigram case_sensitive 0"
 
 _INSERT = ("INSERT INTO search_entries (session_id, seq, entry_id, type, role, ts_ms, text)"
            " VALUES (?, ?, ?, ?, ?, ?, ?)")
+_INSERT_ROWID = ("INSERT INTO search_entries (rowid, session_id, seq, entry_id, type, role, ts_ms, text)"
+                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
 
 #: An append leaving more than this many unmerged entries in its session merges
 #: every pending entry of the store (the backstop bounding the tail a query scans).
@@ -185,28 +187,113 @@ def _watermark(conn: sqlite3.Connection, key: Any) -> int | None:
     return None if row is None else row[0]
 
 
-def _merge(conn: sqlite3.Connection, work: Iterable[tuple[Any, int, list[tuple[int, dict[str, Any]]]]]) -> int:
-    """Move pending entries into the index: ``work`` is ``(key, last_seq, parsed rows)``
-    per session (rows after its watermark, up to ``last_seq``). The text goes into
+def _branch_ids(conn: sqlite3.Connection, key: Any, upto: int | None = None) -> frozenset[str]:
+    """Ids of the entries on the active branch of session ``key`` (root to the leaf
+    :func:`~sessiontree.tree.loaded_leaf_id` gives), counting only records with
+    ``seq <= upto`` when given. Read from the ``id``/``parent_id``/``type`` columns
+    (JSON parsed only for ``leaf`` records), so a record whose JSON is damaged still
+    counts, as it does in the tree of ``load()``'s columns."""
+    bound, params = ("", (key,)) if upto is None else (" AND seq <= ?", (key, upto))
+    last = conn.execute(f"SELECT id, type FROM entries WHERE session_id = ?{bound} ORDER BY seq DESC LIMIT 1",
+                        params).fetchone()
+    if last is None or _py(last[1]) != "leaf":
+        # The common case: the last record is the leaf (tree.loaded_leaf_id); walk up a
+        # parent map built in C (dict of rows), stopping when an id repeats (cycles).
+        parents = dict(conn.execute(f"SELECT id, parent_id FROM entries WHERE session_id = ?{bound}",
+                                    params).fetchall())
+        branch: set[Any] = set()
+        current = last[0] if last is not None else None
+        while current is not None and current not in branch and current in parents:
+            branch.add(current)
+            current = parents[current]
+        return frozenset(_py(entry_id) for entry_id in branch)
+    entries: list[dict[str, Any]] = []
+    for entry_id, parent, kind, leaf_json in conn.execute(
+            "SELECT id, parent_id, type, CASE WHEN type = 'leaf' THEN json END FROM entries"
+            f" WHERE session_id = ?{bound} ORDER BY seq", params):
+        entry = {"id": _py(entry_id), "parentId": _py(parent), "type": _py(kind)}
+        if leaf_json is not None:
+            try:
+                target = jsonio.loads(leaf_json)
+            except ValueError:
+                target = {}
+            if isinstance(target, dict) and "targetId" in target:
+                entry["targetId"] = target["targetId"]
+        entries.append(entry)
+    return active_ids(entries)
+
+
+def _mark_off_branch(conn: sqlite3.Connection, key: Any, branch: frozenset[str],
+                     rows: Iterable[tuple[int, Any]] | None = None) -> None:
+    """Record which merged entries of session ``key`` are off its active ``branch``
+    (``search_off_branch``, see :func:`m007_search_branch`). ``rows``: the session's
+    ``(rowid, entry_id)`` pairs in ``search_entries`` when the caller has them (all of
+    them: the session's previous marks are replaced); read back when ``None``."""
+    conn.execute("DELETE FROM search_off_branch WHERE rowid IN"
+                 " (SELECT rowid FROM search_entries WHERE session_id = ?)", (key,))
+    if rows is None:
+        rows = conn.execute("SELECT rowid, entry_id FROM search_entries WHERE session_id = ?", (key,)).fetchall()
+    off = [(rowid,) for rowid, entry_id in rows if _py(entry_id) not in branch]
+    if off:
+        conn.executemany("INSERT INTO search_off_branch (rowid) VALUES (?)", off)
+
+
+def _extends_branch(conn: sqlite3.Connection, key: Any, after: int, last: int) -> bool:
+    """Whether the records of session ``key`` with ``after < seq <= last`` only extend
+    the active branch the records up to ``after`` give: the record at ``after`` is an
+    ordinary entry (so it was the leaf), and each new record is an ordinary entry whose
+    parent is the record before it. Then the branch is the old one plus the new
+    records (ids are unique in a session), and no merged entry's flag changes."""
+    row = conn.execute("SELECT id, type FROM entries WHERE session_id = ? AND seq = ?", (key, after)).fetchone()
+    if row is None or _py(row[1]) == "leaf":
+        return False
+    previous = row[0]
+    for entry_id, parent, kind in conn.execute(
+            "SELECT id, parent_id, type FROM entries WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq",
+            (key, after, last)):
+        if parent != previous or _py(kind) == "leaf":
+            return False
+        previous = entry_id
+    return True
+
+
+_Work = tuple[Any, int, int, list[tuple[int, dict[str, Any]]], "frozenset[str] | None"]
+
+
+def _merge(conn: sqlite3.Connection, work: Iterable[_Work]) -> int:
+    """Move pending entries into the index: ``work`` is ``(key, after, last, parsed rows,
+    branch)`` per session: its watermark before (``-1``: nothing merged), the seq to
+    merge up to, the parsed rows in between, and its active branch as of ``last`` when
+    the caller knows it (``None``: worked out here). The text goes into
     ``search_entries`` and then, for every session at once, into FTS5 with one
     statement: FTS5's cost is mostly per statement and per transaction (segment
-    writes), so one bulk insert is far cheaper than one per entry. Returns the number
-    of entries with text merged."""
+    writes), so one bulk insert is far cheaper than one per entry. The off-branch marks
+    are kept as of ``last`` (:func:`m007_search_branch`): unchanged when the new records
+    only extend the branch (appends do), recomputed for the session otherwise.
+    Returns the number of entries with text merged."""
     first = conn.execute("SELECT coalesce(max(rowid), 0) + 1 FROM search_entries").fetchone()[0]
-    count = 0
-    for key, last, rows in work:
+    rowid = first
+    for key, after, last, rows, branch in work:
         out = _text_rows(key, rows)
         if out:
-            conn.executemany(_INSERT, out)
-            count += len(out)
+            # Explicit rowids (the next free ones), so the new rows' ids are known
+            # without reading them back.
+            conn.executemany(_INSERT_ROWID, [(rowid + offset, *row) for offset, row in enumerate(out)])
+        new = [(rowid + offset, row[2]) for offset, row in enumerate(out)]
+        rowid += len(out)
+        if last > after:
+            if after < 0:  # nothing merged before: the new rows are all the session's rows
+                _mark_off_branch(conn, key, branch if branch is not None else _branch_ids(conn, key, last), new)
+            elif not _extends_branch(conn, key, after, last):
+                _mark_off_branch(conn, key, _branch_ids(conn, key, last))
         conn.execute("INSERT INTO search_merged (session_id, seq) VALUES (?, ?)"
                      " ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq", (key, last))
-    if count:
+    if rowid > first:
         # External content: FTS5 indexes the rows just written (rowids only grow), so
         # FTS5 and search_entries cannot disagree.
         conn.execute("INSERT INTO search_fts (rowid, text) SELECT rowid, text FROM search_entries"
                      " WHERE rowid >= ?", (first,))
-    return count
+    return rowid - first
 
 
 def merge_pending(conn: sqlite3.Connection) -> int:
@@ -220,11 +307,11 @@ def merge_pending(conn: sqlite3.Connection) -> int:
     dirty = conn.execute("SELECT s.id, coalesce(m.seq, -1) FROM sessions AS s"
                          " LEFT JOIN search_merged AS m ON m.session_id = s.id"
                          " WHERE s.updated_at > ? ORDER BY s.updated_at", (mark,)).fetchall()
-    work = []
+    work: list[_Work] = []
     for key, after in dirty:
         rows = _parsed(conn, key, after)
         if rows:
-            work.append((key, rows[-1][0], rows))
+            work.append((key, after, rows[-1][0], rows, None))
     merged = _merge(conn, work)
     conn.execute("UPDATE search_state SET updated_at = (SELECT coalesce(max(updated_at), 0) FROM sessions)")
     return merged
@@ -247,12 +334,16 @@ class SearchIndex:
         until the session has more than :data:`MAX_PENDING` of them."""
         mark = _watermark(conn, key)
         if mark is None:
+            branch: frozenset[str] | None = None
             if rows and conn.execute("SELECT 1 FROM entries WHERE session_id = ? AND seq < ? LIMIT 1",
                                      (key, rows[0][0])).fetchone() is None:
                 whole = [(seq, entry) for seq, entry, _ in rows]
+                # The whole session is in hand (valid entries, as their columns were
+                # written from them): its branch needs no read.
+                branch = active_ids([entry for _, entry, _ in rows])
             else:  # the rows do not start the session (or there are none): read it back
                 whole = _parsed(conn, key, -1)
-            _merge(conn, [(key, whole[-1][0] if whole else -1, whole)])
+            _merge(conn, [(key, -1, whole[-1][0] if whole else -1, whole, branch)])
             merge_pending(conn)
         elif rows and rows[-1][0] - mark > MAX_PENDING:
             merge_pending(conn)
@@ -260,6 +351,8 @@ class SearchIndex:
     def remove(self, conn: sqlite3.Connection, key: Any) -> None:
         """Drop session ``key`` from the index (inside the writing transaction); its
         pending entries are only entries, deleted with them."""
+        conn.execute("DELETE FROM search_off_branch WHERE rowid IN"
+                     " (SELECT rowid FROM search_entries WHERE session_id = ?)", (key,))
         # An external-content FTS5 table forgets a row only when told its old text.
         conn.execute("INSERT INTO search_fts (search_fts, rowid, text)"
                      " SELECT 'delete', rowid, text FROM search_entries WHERE session_id = ?", (key,))
@@ -309,6 +402,10 @@ def m004_search_index(conn: sqlite3.Connection) -> None:
     for key in keys:
         conn.executemany(_INSERT, _text_rows(key, _parsed(conn, key, -1)))
     conn.execute("INSERT INTO search_fts (rowid, text) SELECT rowid, text FROM search_entries")
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'search_off_branch'").fetchone() is not None:
+        # Run again on a later schema (the tables were dropped by hand): the rowids are new.
+        conn.execute("DELETE FROM search_off_branch")
+        _fill_off_branch(conn)
 
 
 @migration
@@ -339,48 +436,66 @@ def m005_search_pending(conn: sqlite3.Connection) -> None:
 
 DERIVED_INDEXES.append(INDEX)
 
+# Schema steps run in registration order: the usage ledger's m006 comes before m007.
+from . import sqlite_usage  # noqa: F401
+
+
+@migration
+def m007_search_branch(conn: sqlite3.Connection) -> None:
+    """Active-branch flags kept with the index, so a query needs no walk of each hit
+    session's tree (issue 13, "1/50 of the agent's picker").
+
+    ``search_off_branch`` holds the ``search_entries`` rowids of merged entries that
+    are *not* on their session's active branch, as the session's records up to its
+    watermark (``search_merged.seq``) give it: abandoned branches are few, so most
+    sessions have no row. A query trusts these marks for a session whose last record
+    is its watermark (nothing pending) and walks the tree of any other hit session.
+    Kept by every merge (:func:`_merge`), dropped with the session's index rows, and
+    rebuilt by ``reindex`` like the rest of the index. Filled here for every session
+    already stored."""
+    conn.execute("DROP TABLE IF EXISTS search_off_branch")
+    conn.execute("""
+        CREATE TABLE search_off_branch (
+            -- search_entries.rowid of an entry off its session's active branch.
+            rowid INTEGER PRIMARY KEY
+        )""")
+    _fill_off_branch(conn)
+
+
+def _fill_off_branch(conn: sqlite3.Connection) -> None:
+    """Mark the off-branch entries of every session, as of its watermark."""
+    for key, mark in conn.execute("SELECT session_id, seq FROM search_merged WHERE seq >= 0").fetchall():
+        branch = _branch_ids(conn, key, mark)
+        records = conn.execute("SELECT count(*) FROM entries WHERE session_id = ? AND seq <= ?",
+                               (key, mark)).fetchone()[0]
+        if len(branch) < records:  # something is off the branch (else no row to write)
+            _mark_off_branch(conn, key, branch)
+
 
 # -- queries ----------------------------------------------------------------------------------
 
 
+def _tables(conn: sqlite3.Connection) -> set[str]:
+    """Which of the search tables the database holds (older schemas lack some)."""
+    return {row[0] for row in conn.execute(
+        "SELECT name FROM sqlite_master WHERE name IN ('search_fts', 'search_merged', 'search_off_branch')")}
+
+
 def _has_index(conn: sqlite3.Connection) -> bool:
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'search_fts'").fetchone() is not None
+    return "search_fts" in _tables(conn)
 
 
-def _facts(conn: sqlite3.Connection, key: Any) -> SessionFacts:
-    """Title, name, cwd and active branch of session ``key``, from columns (JSON parsed
-    only for the header and for ``leaf`` records)."""
-    row = conn.execute(f"SELECT header_json, {_STATE_SQL} FROM sessions WHERE id = ?", (key,)).fetchone()
-    header = jsonio.loads(row[0])
-    info = _state_from_row(row[1:])
-    cwd = header.get("cwd") if isinstance(header, dict) else None
-    last = conn.execute("SELECT id, type FROM entries WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
-                        (key,)).fetchone()
-    if last is None or _py(last[1]) != "leaf":
-        # The common case: the last record is the leaf (tree.loaded_leaf_id); walk up a
-        # parent map built in C (dict of rows), stopping when an id repeats (cycles).
-        parents = dict(conn.execute("SELECT id, parent_id FROM entries WHERE session_id = ?", (key,)).fetchall())
-        branch: set[Any] = set()
-        current = last[0] if last is not None else None
-        while current is not None and current not in branch and current in parents:
-            branch.add(current)
-            current = parents[current]
-        return SessionFacts(_py(key), title_of(info), info.name, cwd if isinstance(cwd, str) else "",
-                            frozenset(_py(entry_id) for entry_id in branch))
-    entries: list[dict[str, Any]] = []
-    for entry_id, parent, kind, leaf_json in conn.execute(
-            "SELECT id, parent_id, type, CASE WHEN type = 'leaf' THEN json END FROM entries"
-            " WHERE session_id = ? ORDER BY seq", (key,)):
-        entry = {"id": _py(entry_id), "parentId": _py(parent), "type": _py(kind)}
-        if leaf_json is not None:
-            try:
-                target = jsonio.loads(leaf_json)
-            except ValueError:
-                target = {}
-            if isinstance(target, dict) and "targetId" in target:
-                entry["targetId"] = target["targetId"]
-        entries.append(entry)
-    return SessionFacts(_py(key), title_of(info), info.name, cwd if isinstance(cwd, str) else "", active_ids(entries))
+#: A found entry before it becomes a hit: ``(key, seq, rowid, entry_id, type, role,
+#: ts_ms, text, folded, rank)``; ``rowid`` is its ``search_entries`` row (``None`` when pending).
+_Found = tuple[Any, int, "int | None", str, str, "str | None", "float | None", str, str, float]
+
+#: Rows of a ``VALUES`` list or ``IN`` list per statement (well under SQLite's limits).
+_CHUNK = 400
+
+
+def _chunks(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start:start + _CHUNK]
 
 
 def _allowed(conn: sqlite3.Connection, filters: SearchFilters) -> set[Any] | None:
@@ -395,10 +510,10 @@ def _allowed(conn: sqlite3.Connection, filters: SearchFilters) -> set[Any] | Non
 
 
 def _pending(conn: sqlite3.Connection, query: SearchQuery, filters: SearchFilters,
-             allowed: set[Any] | None) -> list[tuple[Any, str, str, str | None, float | None, str, float]]:
+             allowed: set[Any] | None, tables: set[str]) -> list[_Found]:
     """Matches among the pending entries (appended since their session's last merge),
     found by the scan's rule, scored by :func:`~sessiontree.searchtext.scan_score`."""
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'search_merged'").fetchone() is None:
+    if "search_merged" not in tables:
         return []  # an older schema opened read-only: FTS5 holds every entry
     sql = ("SELECT s.id, coalesce(m.seq, -1) FROM sessions AS s LEFT JOIN search_merged AS m ON m.session_id = s.id"
            " WHERE s.updated_at > (SELECT updated_at FROM search_state)")
@@ -406,47 +521,55 @@ def _pending(conn: sqlite3.Connection, query: SearchQuery, filters: SearchFilter
     if filters.session is not None:
         sql += " AND s.id = ?"
         params.append(_db(filters.session))
-    found = []
+    found: list[_Found] = []
     for key, after in conn.execute(sql, params).fetchall():
         if allowed is not None and key not in allowed:
             continue
-        for _, entry in _parsed(conn, key, after):
+        for seq, entry in _parsed(conn, key, after):
             text = entry_text(entry)
             if text is None or not filters.keeps(entry["type"], text.role, text.ts_ms):
                 continue
             folded = fold(text.text)
             if query.matches(folded):
-                found.append((key, entry["id"], entry["type"], text.role, text.ts_ms, text.text,
+                found.append((key, seq, None, entry["id"], entry["type"], text.role, text.ts_ms, text.text, folded,
                               scan_score(folded, query)))
     return found
 
 
+def _best_first(found: list[_Found], limit: int | None) -> list[_Found]:
+    """``found`` in :func:`~sessiontree.searchtext.hit_order`'s order (rank, then newer,
+    then ids; ``ts_ms`` is the parsed ``timestamp`` that order reads), cut to ``limit``,
+    before any hit is built."""
+    found.sort(key=lambda row: (-row[9], -(row[6] or 0.0), _py(row[0]), row[3]))
+    return found if limit is None else found[:limit]
+
+
 def _hits_from_index(conn: sqlite3.Connection, query: SearchQuery, filters: SearchFilters,
-                     limit: int | None) -> list[SearchHit]:
+                     limit: int | None, tables: set[str]) -> list[SearchHit]:
     allowed = _allowed(conn, filters)
     if allowed is not None and not allowed:
         return []
     expression = query.fts_expression()
-    pending = _pending(conn, query, filters, allowed)
-    found: list[tuple[Any, str, str, str | None, float | None, str, float]] = []
+    pending = _pending(conn, query, filters, allowed, tables)
+    found: list[_Found] = []
     if expression is not None:
         # The best `limit` pending matches by hit_order's key, before snippets are made.
-        pending.sort(key=lambda row: (-row[6], -(row[4] or 0.0), _py(row[0]), row[1]))
-        pending_hits = _make_hits(conn, pending if limit is None else pending[:limit], query)
-        wanted = None if limit is None else limit - len(pending_hits)
+        pending = _best_first(pending, limit)
+        wanted = None if limit is None else limit - len(pending)
         if wanted == 0:
-            return pending_hits
+            return _make_hits(conn, pending, query, tables)
         where = " AND e.session_id = ?" if filters.session is not None else ""
         params: list[Any] = [expression] + ([_db(filters.session)] if filters.session is not None else [])
         # Best first, ties newest first then by ids: the order of searchtext.hit_order, so
-        # stopping at `limit` keeps exactly the best hits.
+        # stopping at `limit` keeps exactly the best hits. The text is read per candidate
+        # (below), not carried through the sort of every candidate.
         cursor = conn.execute(
-            "SELECT e.rowid, e.session_id, e.entry_id, e.type, e.role, e.ts_ms, bm25(search_fts) AS score"
+            "SELECT e.rowid, e.session_id, e.seq, e.entry_id, e.type, e.role, e.ts_ms, bm25(search_fts) AS score"
             " FROM search_fts JOIN search_entries AS e ON e.rowid = search_fts.rowid"
             f" WHERE search_fts MATCH ?{where}"
             " ORDER BY score, coalesce(e.ts_ms, 0) DESC, e.session_id, e.entry_id", params)
         text_of = conn.cursor()
-        for rowid, key, entry_id, kind, role, ts_ms, score in cursor:
+        for rowid, key, seq, entry_id, kind, role, ts_ms, score in cursor:
             if allowed is not None and key not in allowed:
                 continue
             role, kind = _py(role), _py(kind)
@@ -454,17 +577,18 @@ def _hits_from_index(conn: sqlite3.Connection, query: SearchQuery, filters: Sear
                 continue
             text = text_of.execute("SELECT text FROM search_entries WHERE rowid = ?", (rowid,)).fetchone()[0]
             # Short terms, and the guarantee that the index finds what a scan finds.
-            if not query.matches(fold(text)):
+            folded = fold(text)
+            if not query.matches(folded):
                 continue
-            found.append((key, _py(entry_id), kind, role, ts_ms, text, -score))
+            found.append((key, seq, rowid, _py(entry_id), kind, role, ts_ms, text, folded, -score))
             if wanted is not None and len(found) >= wanted:
                 break
         cursor.close()
         # Pending entries first (the newest activity, ranked by scan_score among
         # themselves), then the merged ones in bm25 order (module docstring).
-        return pending_hits + _make_hits(conn, found, query)
+        return _make_hits(conn, pending + found, query, tables)
     # Only terms of one or two characters: trigrams cannot answer, scan the stored text.
-    sql = "SELECT session_id, entry_id, type, role, ts_ms, text FROM search_entries WHERE 1"
+    sql = "SELECT rowid, session_id, seq, entry_id, type, role, ts_ms, text FROM search_entries WHERE 1"
     params = []
     if filters.session is not None:
         sql += " AND session_id = ?"
@@ -476,7 +600,7 @@ def _hits_from_index(conn: sqlite3.Connection, query: SearchQuery, filters: Sear
             # through; Python checks every row it returns.
             sql += " AND (instr(lower(text), ?) > 0 OR instr(text, char(383)) > 0 OR instr(text, char(8490)) > 0)"
             params.append(term)
-    for key, entry_id, kind, role, ts_ms, text in conn.execute(sql, params):
+    for rowid, key, seq, entry_id, kind, role, ts_ms, text in conn.execute(sql, params):
         if allowed is not None and key not in allowed:
             continue
         role, kind = _py(role), _py(kind)
@@ -484,34 +608,60 @@ def _hits_from_index(conn: sqlite3.Connection, query: SearchQuery, filters: Sear
             continue
         folded = fold(text)
         if query.matches(folded):
-            found.append((key, _py(entry_id), kind, role, ts_ms, text, scan_score(folded, query)))
+            found.append((key, seq, rowid, _py(entry_id), kind, role, ts_ms, text, folded,
+                          scan_score(folded, query)))
     # Every hit scored by scan_score, merged or pending alike: the order a rebuild gives.
-    return top_hits(_make_hits(conn, pending + found, query), limit)
+    return _make_hits(conn, _best_first(pending + found, limit), query, tables)
 
 
-def _make_hits(conn: sqlite3.Connection, found: Sequence[tuple[Any, str, str, str | None, float | None, str, float]],
-               query: SearchQuery) -> list[SearchHit]:
-    """Hits from ``(key, entry_id, type, role, ts_ms, text, rank)`` rows, in their order."""
+def _make_hits(conn: sqlite3.Connection, found: Sequence[_Found], query: SearchQuery,
+               tables: set[str]) -> list[SearchHit]:
+    """Hits from found rows, in their order, with a fixed number of statements per
+    :data:`_CHUNK` hits: the sessions' titles and watermarks, the off-branch marks and
+    the stored timestamps are each read for all hits at once. A session whose records
+    all lie at or below its watermark (nothing pending) takes its active-branch flags
+    from ``search_off_branch``; any other hit session has its tree walked
+    (:func:`_branch_ids`), as the marks may be stale there."""
+    if not found:
+        return []
+    keys = list(dict.fromkeys(row[0] for row in found))
+    marks = "search_off_branch" in tables and "search_merged" in tables
     facts: dict[Any, SessionFacts] = {}
-    timestamps = _timestamps(conn, found)
+    trusted: set[Any] = set()
+    extra = (", coalesce(m.seq, -1), (SELECT max(seq) FROM entries WHERE session_id = s.id)"
+             " FROM sessions AS s LEFT JOIN search_merged AS m ON m.session_id = s.id") if marks else \
+        ", -1, NULL FROM sessions AS s"
+    for chunk in _chunks(keys):
+        for key, header_json, *state, mark, last in conn.execute(
+                f"SELECT s.id, s.header_json, {', '.join('s.' + c for c in _STATE_SQL.split(', '))}{extra}"
+                f" WHERE s.id IN ({', '.join('?' * len(chunk))})", chunk):
+            header = jsonio.loads(header_json)
+            info = _state_from_row(state)
+            cwd = header.get("cwd") if isinstance(header, dict) else None
+            clean = marks and last is not None and last == mark
+            if clean:
+                trusted.add(key)
+            facts[key] = SessionFacts(_py(key), title_of(info), info.name, cwd if isinstance(cwd, str) else "",
+                                      frozenset() if clean else _branch_ids(conn, key))
+    off: set[int] = set()
+    rowids = [row[2] for row in found if row[0] in trusted]
+    for chunk in _chunks(rowids):
+        off.update(rowid for rowid, in conn.execute(
+            f"SELECT rowid FROM search_off_branch WHERE rowid IN ({', '.join('?' * len(chunk))})", chunk))
+    stamps: dict[tuple[Any, int], Any] = {}
+    pairs = [(row[0], row[1]) for row in found]
+    for chunk in _chunks(pairs):
+        stamps.update(((key, seq), stamp) for key, seq, stamp in conn.execute(
+            f"SELECT e.session_id, e.seq, e.timestamp FROM (VALUES {', '.join('(?, ?)' for _ in chunk)}) AS v"
+            " JOIN entries AS e ON e.session_id = v.column1 AND e.seq = v.column2",
+            [value for pair in chunk for value in pair]))
     hits = []
-    for key, entry_id, kind, role, _, text, rank in found:
-        shared = facts.get(key)
-        if shared is None:
-            shared = facts[key] = _facts(conn, key)
-        hits.append(make_hit(shared, entry_id, kind, timestamps.get((key, entry_id)), text, role, query, rank))
+    for key, seq, rowid, entry_id, kind, role, _, text, folded, rank in found:
+        stamp = stamps.get((key, seq))
+        hits.append(make_hit(facts[key], entry_id, kind, _py(stamp) if stamp is not None else None, text, role,
+                             query, rank, folded=folded,
+                             on_branch=(rowid not in off) if key in trusted else None))
     return hits
-
-
-def _timestamps(conn: sqlite3.Connection, found: Iterable[tuple[Any, ...]]) -> dict[tuple[Any, str], str]:
-    """The stored ``timestamp`` string of each found entry (a hit shows it as written)."""
-    out = {}
-    for key, entry_id, *_ in found:
-        row = conn.execute("SELECT timestamp FROM entries WHERE session_id = ? AND id = ?",
-                           (key, _db(entry_id))).fetchone()
-        if row is not None:
-            out[(key, entry_id)] = _py(row[0])
-    return out
 
 
 def search_store(store: SqliteStore, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
@@ -532,8 +682,9 @@ def search_store(store: SqliteStore, query: str, *, cwd: str | None = None, role
     with store._read() as conn:
         if not store._ready(conn):
             return []
-        if _has_index(conn):
-            return _hits_from_index(conn, parsed, filters, limit)
+        tables = _tables(conn)
+        if "search_fts" in tables:
+            return _hits_from_index(conn, parsed, filters, limit, tables)
     return scan_store(store, parsed, filters, limit)
 
 
