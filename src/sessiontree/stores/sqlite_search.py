@@ -20,12 +20,25 @@ Invariants:
   :meth:`~sessiontree.searchtext.SearchQuery.fts_expression`, so no query can
   reach FTS5's syntax (``-``, ``*``, ``NEAR``, ``:``, ``"``, ``AND``).
 
-Schema (steps ``m004_search_index``, ``m005_search_pending``)::
+Schema (steps ``m004_search_index``, ``m005_search_pending``, ``m007_search_branch``)::
 
     search_entries(rowid, session_id, seq, entry_id, type, role, ts_ms, text)
     search_fts USING fts5(text, content='search_entries', tokenize='trigram case_sensitive 0')
     search_merged(session_id PRIMARY KEY, seq)   -- entries with seq <= this are merged
     search_state(updated_at)                     -- sessions.updated_at of the last full merge
+    search_off_branch(rowid PRIMARY KEY)         -- merged entries off their active branch
+
+**Hits in bulk** (issue 13: "at most 1/50 of the agent's picker"). Building a
+hit needs its session's title and whether the entry is on the active branch.
+Walking each hit session's tree at query time cost ~5 us per entry of the
+session (parent links live in the wide ``entries`` rows) and was most of a
+query returning every hit. So ``search_off_branch`` keeps, as derived data, the
+merged entries that are *off* the active branch of their session's records up
+to its watermark (:func:`m007_search_branch`, kept by :func:`_merge`: unchanged
+when the merged records only extend the branch, recomputed for the session
+otherwise). A query trusts those marks for sessions with nothing pending and
+walks the tree of the others; titles, watermarks, marks and timestamps are each
+read for all hits in one statement (:func:`_make_hits`).
 
 **The pending tail** (issue 13: "appends stay within 10% of their speed before
 the index"). FTS5 trigram costs about 0.65 ms of CPU per 2 KB message in a
