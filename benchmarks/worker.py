@@ -5,6 +5,8 @@ prints one JSON object on stdout::
 
     {"times": [seconds, ...], "rss0": bytes, "rss1": bytes, "hwm": bytes, "result": ...}
 
+``cpu`` is the process CPU time (user + system, every thread) of the same
+iterations: steadier than wall time on a loaded machine.
 ``times`` are the measured iterations (after ``warmup`` untimed ones; with
 ``first_timed`` the first run is one of them);
 ``rss0`` is the resident set before the first iteration, ``rss1`` after it
@@ -570,9 +572,10 @@ def execute(cmd: dict[str, Any]) -> dict[str, Any]:
     try:
         gc.collect()
         rss0 = rss()
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         result = case.run()  # first run: memory is measured on it (and it warms caches)
         first_time = time.perf_counter() - started
+        first_cpu = time.process_time() - cpu_started
         gc.collect()
         rss1 = rss()
         first_result = result if isinstance(result, (int, float, str)) else None
@@ -580,19 +583,22 @@ def execute(cmd: dict[str, Any]) -> dict[str, Any]:
         gc.collect()
         # Slow cases (appends, imports) time their first run too, rather than run twice.
         times: list[float] = [first_time] if cmd.get("first_timed") else []
+        cpu: list[float] = [first_cpu] if cmd.get("first_timed") else []
         warmup = max(0, cmd.get("warmup", 1) - 1)
         for index in range(warmup + cmd.get("iters", 3) - len(times)):
             case.reset()
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             result = case.run()
             elapsed = time.perf_counter() - started
+            cpu_time = time.process_time() - cpu_started
             del result
             gc.collect()
             if index >= warmup:
                 times.append(elapsed)
+                cpu.append(cpu_time)
     finally:
         case.teardown()
-    return {"times": times, "rss0": rss0, "rss1": rss1, "hwm": hwm(), "result": first_result}
+    return {"times": times, "cpu": cpu, "rss0": rss0, "rss1": rss1, "hwm": hwm(), "result": first_result}
 
 
 def main() -> int:

@@ -32,6 +32,12 @@ function now() {
   return Number(process.hrtime.bigint()) / 1e9;
 }
 
+// Process CPU time (user + system, every thread, libuv's pool included) in seconds,
+// as worker.py's time.process_time().
+function cpuSeconds(usage) {
+  return (usage.user + usage.system) / 1e6;
+}
+
 function readMessages(path, count) {
   return readFileSync(path, "utf8")
     .split("\n")
@@ -242,26 +248,34 @@ async function main() {
     collect();
     const rss0 = status("VmRSS");
     let started = now();
+    let cpuStarted = process.cpuUsage();
     let result = await bench.run();
     const firstTime = now() - started;
+    const firstCpu = cpuSeconds(process.cpuUsage(cpuStarted));
     collect();
     const rss1 = status("VmRSS");
     const firstResult = typeof result === "number" || typeof result === "string" ? result : null;
     result = null;
     collect();
     const times = cmd.first_timed ? [firstTime] : [];
+    const cpu = cmd.first_timed ? [firstCpu] : [];
     const warmup = Math.max(0, (cmd.warmup ?? 1) - 1);
     const total = warmup + (cmd.iters ?? 3) - times.length;
     for (let index = 0; index < total; index++) {
       bench.reset();
       started = now();
+      cpuStarted = process.cpuUsage();
       result = await bench.run();
       const elapsed = now() - started;
+      const cpuTime = cpuSeconds(process.cpuUsage(cpuStarted));
       result = null;
       collect();
-      if (index >= warmup) times.push(elapsed);
+      if (index >= warmup) {
+        times.push(elapsed);
+        cpu.push(cpuTime);
+      }
     }
-    out = { times, rss0, rss1, hwm: status("VmHWM"), result: firstResult };
+    out = { times, cpu, rss0, rss1, hwm: status("VmHWM"), result: firstResult };
   } finally {
     bench.teardown();
   }
