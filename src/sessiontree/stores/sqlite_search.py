@@ -574,21 +574,24 @@ def _hits_from_index(conn: sqlite3.Connection, query: SearchQuery, filters: Sear
         where = " AND e.session_id = ?" if filters.session is not None else ""
         params: list[Any] = [expression] + ([_db(filters.session)] if filters.session is not None else [])
         # Best first, ties newest first then by ids: the order of searchtext.hit_order, so
-        # stopping at `limit` keeps exactly the best hits. The text is read per candidate
-        # (below), not carried through the sort of every candidate.
+        # stopping at `limit` keeps exactly the best hits. With a limit the text is read
+        # per candidate (below), not carried through the sort of every candidate; without
+        # one every candidate is read anyway, so it comes with the row.
+        text_column = "e.text" if wanted is None else "NULL"
         cursor = conn.execute(
-            "SELECT e.rowid, e.session_id, e.seq, e.entry_id, e.type, e.role, e.ts_ms, bm25(search_fts) AS score"
-            " FROM search_fts JOIN search_entries AS e ON e.rowid = search_fts.rowid"
+            "SELECT e.rowid, e.session_id, e.seq, e.entry_id, e.type, e.role, e.ts_ms, bm25(search_fts) AS score,"
+            f" {text_column} FROM search_fts JOIN search_entries AS e ON e.rowid = search_fts.rowid"
             f" WHERE search_fts MATCH ?{where}"
             " ORDER BY score, coalesce(e.ts_ms, 0) DESC, e.session_id, e.entry_id", params)
         text_of = conn.cursor()
-        for rowid, key, seq, entry_id, kind, role, ts_ms, score in cursor:
+        for rowid, key, seq, entry_id, kind, role, ts_ms, score, text in cursor:
             if allowed is not None and key not in allowed:
                 continue
             role, kind = _py(role), _py(kind)
             if not filters.keeps(kind, role, ts_ms):
                 continue
-            text = text_of.execute("SELECT text FROM search_entries WHERE rowid = ?", (rowid,)).fetchone()[0]
+            if text is None:
+                text = text_of.execute("SELECT text FROM search_entries WHERE rowid = ?", (rowid,)).fetchone()[0]
             # Short terms, and the guarantee that the index finds what a scan finds.
             folded = fold(text)
             if not query.matches(folded):
