@@ -197,6 +197,24 @@ class StoreBase:
     def close(self) -> None:  # pragma: no cover - every store defines its own
         """Release what the store holds. Idempotent."""
 
+    def read_skeleton(self, session_id: str) -> Any:
+        """Generic ``read_skeleton`` (docs in :class:`~sessiontree.stores.base.SessionStore`):
+        :meth:`read`, then :func:`~sessiontree.tree.skeleton_entry` of every entry.
+        Costs a full read; stores with cheaper access override it."""
+        from ..format import ParsedSession
+        from ..tree import skeleton_entry
+
+        parsed = self.read(session_id)  # type: ignore[attr-defined]
+        entries = [skeleton_entry(e) for e in parsed.entries]
+        return ParsedSession(parsed.header, entries, [None] * len(entries), parsed.header_raw,
+                             parsed.source_version, False, [], list(parsed.lines), parsed.path)
+
+    def read_entries(self, session_id: str, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """Generic ``read_entries`` (docs in :class:`~sessiontree.stores.base.SessionStore`):
+        :meth:`read`, then the entries of ``ids`` in that order (unknown ids skipped)."""
+        by_id = {e.get("id"): e for e in self.read(session_id).entries}  # type: ignore[attr-defined]
+        return [by_id[i] for i in ids if i in by_id]
+
     def settle_derived(self) -> int:
         """Finish derived work that writes deferred; stores that defer none (JSONL,
         memory, PostgreSQL) have nothing to do. Returns the entries processed: 0."""

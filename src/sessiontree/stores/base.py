@@ -237,6 +237,38 @@ class SessionStore(Protocol):
         """
         ...
 
+    def read_skeleton(self, session_id: str) -> ParsedSession:
+        """The session's header and its entries reduced to skeletons, never writing.
+
+        Each entry is :func:`sessiontree.tree.skeleton_entry` of the stored
+        entry (type, id, parent, timestamp, a message's role, label/leaf
+        targets, names): enough to lay out the tree, find the loaded leaf,
+        walk branches and read labels and the name, without the content. For
+        viewers of large sessions (docs/viewer.md): SQLite and PostgreSQL
+        answer from indexed columns plus the few fields they extract, without
+        parsing each record; other stores fall back to :meth:`read` and strip
+        (``StoreBase.read_skeleton``). ``raw`` holds ``None`` per entry.
+
+        Raises:
+            SessionNotFoundError: no such id.
+            InvalidSessionError, StorageError: as :meth:`read`.
+        """
+        ...
+
+    def read_entries(self, session_id: str, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """The full stored entries with the given ids, in the order of ``ids``, never writing.
+
+        Unknown ids are skipped. For reading a window of a branch whose ids
+        came from :meth:`read_skeleton`; SQLite and PostgreSQL look the ids up
+        by index, other stores fall back to :meth:`read`.
+
+        Raises:
+            SessionNotFoundError: no such id.
+            InvalidSessionError, StorageError: as :meth:`read` (a SQLite record
+                whose checksum fails raises ``CorruptEntryError``).
+        """
+        ...
+
     def append(self, session_id: str, entries: Sequence[dict[str, Any]],
                raw: Sequence[bytes | None] | None = None) -> None:
         """Append entries to an existing session, all or nothing.

@@ -1018,6 +1018,70 @@ class SqliteStore(StoreBase):
         """Same as :meth:`load`: stored sessions are always format 4, loading writes nothing."""
         return self.load(session_id)
 
+    def read_skeleton(self, session_id: str) -> ParsedSession:
+        """The session's header and skeleton entries (see ``SessionStore.read_skeleton``),
+        from the ``entries`` columns: only a message's role (``json_extract``, in
+        SQLite's C parser) and the rare label, leaf, session-info and compaction
+        records (parsed whole) are read out of the JSON text; no per-record
+        Python parse and no CRC pass (``read_entries`` and ``load`` check the
+        records they return). Same skeletons as the generic fallback.
+        """
+        from ..tree import SKELETON_FIELDS, skeleton_entry
+
+        key = _db(session_id)
+        whole = ("compaction", *SKELETON_FIELDS)
+        with self._read() as conn:
+            if not self._ready(conn):
+                raise SessionNotFoundError(session_id, self.url)
+            row = conn.execute("SELECT header_json FROM sessions WHERE id = ?", (key,)).fetchone()
+            if row is None:
+                raise SessionNotFoundError(session_id, self.url)
+            rows = conn.execute(
+                "SELECT id, parent_id, type, timestamp, CASE WHEN type = 'message'"
+                " THEN json_extract(CAST(json AS TEXT), '$.message.role') END,"
+                f" CASE WHEN type IN ({', '.join('?' * len(whole))}) THEN json END"
+                " FROM entries WHERE session_id = ? ORDER BY seq", (*whole, key)).fetchall()
+        header_raw = row[0] if isinstance(row[0], bytes) else row[0].encode("utf-8", "surrogatepass")
+        header = self._parse_record(header_raw, key, 1)
+        entries: list[dict[str, Any]] = []
+        push = entries.append
+        for index, (entry_id, parent_id, kind, timestamp, role, text) in enumerate(rows, 2):
+            if text is not None:
+                push(skeleton_entry(self._parse_record(text, key, index)))
+                continue
+            entry = {"type": _py(kind), "id": _py(entry_id), "parentId": _py(parent_id), "timestamp": _py(timestamp)}
+            if kind == "message":
+                entry["message"] = {"role": role} if role is not None else {}
+            push(entry)
+        return ParsedSession(header, entries, [None] * len(entries), header_raw, 4,
+                             lines=list(range(2, len(entries) + 2)))
+
+    def read_entries(self, session_id: str, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """The stored entries of ``ids`` (see ``SessionStore.read_entries``), looked up by
+        the ``(session_id, id)`` index, each checked against its CRC-32.
+
+        Raises:
+            SessionNotFoundError: no such session.
+            CorruptEntryError: a returned record's bytes fail their checksum.
+        """
+        key = _db(session_id)
+        found: dict[str, dict[str, Any]] = {}
+        with self._read() as conn:
+            if not self._ready(conn) or conn.execute(
+                    "SELECT 1 FROM sessions WHERE id = ?", (key,)).fetchone() is None:
+                raise SessionNotFoundError(session_id, self.url)
+            crc_sql = "crc" if self._has_crc else "NULL"
+            wanted = list(dict.fromkeys(ids))
+            for at in range(0, len(wanted), 500):
+                chunk = [_db(i) for i in wanted[at:at + 500]]
+                for entry_id, seq, text, crc in conn.execute(
+                        f"SELECT id, seq, json, {crc_sql} FROM entries WHERE session_id = ?"
+                        f" AND id IN ({', '.join('?' * len(chunk))})", (key, *chunk)):
+                    if self._has_crc and (crc is None or _crc(text) != crc):
+                        raise CorruptEntryError(session_id, _py(entry_id), seq + 2, f"{self.url}#{session_id}")
+                    found[_py(entry_id)] = self._parse_record(text, key, seq + 2)
+        return [found[i] for i in ids if i in found]
+
     def load(self, session_id: str, *, keep_raw: bool = True) -> ParsedSession:
         """The session's header and entries, read in one snapshot.
 

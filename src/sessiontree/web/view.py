@@ -63,6 +63,8 @@ __all__ = [
     "Item",
     "Conversation",
     "build_conversation",
+    "build_branch_window",
+    "TREE_WINDOW_ROWS",
     "markdown_html",
     "ListQuery",
     "ListRow",
@@ -72,6 +74,7 @@ __all__ = [
     "stats_provider",
     "session_title",
     "scrub_surrogates",
+    "script_json",
 ]
 
 # --------------------------------------------------------------------------- Markdown
@@ -153,6 +156,8 @@ _META_TYPES = frozenset({"label", "session_info", "session_summary", "custom", "
 
 #: Characters of an entry's one-line summary in the tree.
 TREE_SUMMARY_CHARS = 120
+#: Tree rows the server sends at once (the page asks for more as it scrolls).
+TREE_WINDOW_ROWS = 200
 
 
 @dataclass
@@ -181,6 +186,10 @@ class TreeData:
     index: dict[str, int] = field(default_factory=dict)
     entries: list[Mapping[str, Any]] = field(default_factory=list, repr=False)
     _json: str | None = field(default=None, repr=False)
+    #: ``load(ids) -> entries``: full entries for rows laid out from skeletons
+    #: (``store.read_entries``); ``None`` when :attr:`entries` are full entries.
+    loader: Callable[[Sequence[str]], list[Mapping[str, Any]]] | None = field(default=None, repr=False)
+    _visible: dict[Any, list[int]] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON the tree pane's script reads: ``{"leaf": ..., "rows": [...]}``."""
@@ -190,26 +199,127 @@ class TreeData:
         """:meth:`to_json` serialized once, safe inside a ``<script>`` element
         (``<``, ``>``, ``&`` and ``'`` written as ``\\u`` escapes, as Jinja2's ``tojson``)."""
         if self._json is None:
-            import orjson
-
-            try:
-                text = orjson.dumps(self.to_json()).decode("utf-8")
-            except orjson.JSONEncodeError:
-                # A lone surrogate (a string cut inside a UTF-16 pair): orjson refuses it.
-                text = scrub_surrogates(jsonlib.dumps(self.to_json(), ensure_ascii=False))
-            self._json = (text.replace("&", "\\u0026").replace("<", "\\u003c")
-                          .replace(">", "\\u003e").replace("'", "\\u0027"))
+            self._json = str(script_json(self.to_json()))
         return Markup(self._json)
 
     def summaries(self, row_indices: Iterable[int]) -> dict[int, str]:
-        """One-line summaries of the given rows (computed once each; unknown indices skipped)."""
-        out: dict[int, str] = {}
-        for i in row_indices:
-            if 0 <= i < len(self.rows):
-                if self.rows[i][3] is None:
-                    self.rows[i][3] = entry_summary(_preview(self.entries[i]), TREE_SUMMARY_CHARS)
-                out[i] = self.rows[i][3]
+        """One-line summaries of the given rows (computed once each; unknown indices skipped).
+
+        Rows laid out from skeletons get their full entries from :attr:`loader`
+        in one batch (a window's worth of index lookups)."""
+        wanted = [i for i in row_indices if 0 <= i < len(self.rows)]
+        missing = [i for i in wanted if self.rows[i][3] is None]
+        if missing:
+            full: Mapping[str, Mapping[str, Any]] = {}
+            if self.loader is not None:
+                full = {e.get("id"): e for e in self.loader([self.rows[i][0] for i in missing])}
+            for i in missing:
+                entry = full.get(self.rows[i][0], self.entries[i])
+                self.rows[i][3] = entry_summary(_preview(entry), TREE_SUMMARY_CHARS)
+        return {i: self.rows[i][3] for i in wanted}
+
+    def visible(self, mode: str, folded: Iterable[int] = ()) -> list[int]:
+        """Row indices shown under filter ``mode`` (:data:`FILTER_MODES`) with the rows of
+        ``folded`` folded (their descendants hidden), in order. The active leaf is always
+        shown. Linear in the rows; the last few answers are kept."""
+        folded = frozenset(folded)
+        key = (mode, folded)
+        hit = self._visible.get(key)
+        if hit is not None:
+            return hit
+        rows, out = self.rows, []
+        i, n = 0, len(rows)
+        while i < n:
+            row = rows[i]
+            if _keep_row(row, mode) or row[4] & F_LEAF:
+                out.append(i)
+            i = row[7] + 1 if i in folded else i + 1
+        if len(self._visible) >= 8:
+            self._visible.pop(next(iter(self._visible)))
+        self._visible[key] = out
         return out
+
+    def window(self, *, mode: str = "default", folded: Iterable[int] = (), leaf: str | None = None,
+               offset: int = 0, limit: int = TREE_WINDOW_ROWS, find: str | None = None) -> dict[str, Any]:
+        """One window of the visible rows, as the tree pane of the server draws it.
+
+        Args:
+            mode, folded: as :meth:`visible`.
+            leaf: the branch the page shows; its path is marked.
+            offset: first visible position to send.
+            limit: rows to send (at most :data:`TREE_WINDOW_ROWS` * 4).
+            find: an entry id; when it is visible, ``found`` is its position and
+                the window is centred on it (``offset`` is ignored).
+
+        Returns:
+            ``{"total": visible rows, "entries": all rows, "offset": first
+            position sent, "found": position of ``find`` or -1, "rows": [[row
+            index, id, depth, kind, summary, flags, label, tip id, branches,
+            foldable, on the shown path], ...]}`` (``branches``: children of a
+            branch point, else 0).
+        """
+        visible = self.visible(mode, folded)
+        limit = max(1, min(limit, TREE_WINDOW_ROWS * 4))
+        found = -1
+        if find is not None and find in self.index:
+            target = self.index[find]
+            from bisect import bisect_left
+
+            at = bisect_left(visible, target)
+            if at < len(visible) and visible[at] == target:
+                found = at
+                offset = at - limit // 2
+        offset = max(0, min(offset, len(visible) - 1))
+        chosen = visible[offset:offset + limit]
+        self.summaries(chosen)
+        path: set[int] = set()
+        i = self.index.get(leaf, -1) if leaf is not None else -1
+        while i >= 0 and i not in path:
+            path.add(i)
+            i = self.rows[i][6]
+        rows = self.rows
+        out = []
+        for i in chosen:
+            row = rows[i]
+            branches = 0
+            if row[4] & F_BRANCH_POINT:
+                j = i + 1
+                while j <= row[7]:
+                    branches += 1
+                    j = rows[j][7] + 1
+            foldable = 1 if row[7] > i and row[4] & (F_BRANCH_POINT | F_BRANCH_START) else 0
+            out.append([i, row[0], row[1], row[2], row[3], row[4], row[5], rows[row[8]][0], branches,
+                        foldable, 1 if i in path else 0])
+        return {"total": len(visible), "entries": len(rows), "offset": offset, "found": found, "rows": out}
+
+
+def _keep_row(row: Sequence[Any], mode: str) -> bool:
+    """Whether filter ``mode`` shows ``row`` (the agent's ``/tree`` filters; static/app.js
+    applies the same rule to the export's rows)."""
+    flags = row[4]
+    if mode == "all":
+        return True
+    if mode == "user-only":
+        return bool(flags & F_USER)
+    if mode == "labeled-only":
+        return row[5] is not None
+    if flags & F_META:
+        return False
+    return not (mode == "no-tools" and flags & F_TOOL)
+
+
+def script_json(value: Any) -> Markup:
+    """``value`` as JSON safe inside a ``<script>`` element: ``<``, ``>``, ``&`` and ``'``
+    written as ``\\u`` escapes (as Jinja2's ``tojson``), lone surrogates as U+FFFD."""
+    import orjson
+
+    try:
+        text = orjson.dumps(value).decode("utf-8")
+    except orjson.JSONEncodeError:
+        # A lone surrogate (a string cut inside a UTF-16 pair): orjson refuses it.
+        text = scrub_surrogates(jsonlib.dumps(value, ensure_ascii=False))
+    return Markup(text.replace("&", "\\u0026").replace("<", "\\u003c")
+                  .replace(">", "\\u003e").replace("'", "\\u0027"))
 
 
 def _tree_flags(entry: Mapping[str, Any]) -> int:
@@ -825,6 +935,48 @@ def build_conversation(manager: SessionManager, leaf_id: str | None, view: str =
     start = max(0, min(start, total))
     stop = min(total, start + limit)
     return Conversation(manager.get_leaf_id(), view, _items(units, start, stop), start, total, note)
+
+
+#: Entries read past a window's end so that a call near the end still finds its result.
+PAIRING_LOOKAHEAD = 64
+
+
+def build_branch_window(path: Sequence[Mapping[str, Any]], load: Callable[[Sequence[str]], list[Mapping[str, Any]]],
+                    *, start: int | None = None, around: str | None = None,
+                    limit: int = WINDOW_ITEMS) -> Conversation:
+    """A window of the raw view of one branch, reading only the window's entries.
+
+    The same window :func:`build_conversation` gives for ``view="raw"``
+    (raw items are one per branch entry), but the branch comes as
+    skeletons (``store.read_skeleton``) and only the entries of the window
+    and :data:`PAIRING_LOOKAHEAD` after it are read in full (``load``,
+    i.e. ``store.read_entries``). Tool results are paired with calls
+    within what was read: a result more than the look-ahead past the
+    window's end is not nested under its call (the last window, the one a
+    page opens on, has nothing after it, so it is exact).
+
+    Args:
+        path: the branch root first, as skeleton (or full) entries.
+        load: ``ids -> full entries``.
+        start, around, limit: as :func:`build_conversation`.
+    """
+    total = len(path)
+    if around is not None:
+        hit = next((i for i in range(total - 1, -1, -1) if path[i].get("id") == around), None)
+        if hit is not None:
+            start = max(0, min(hit - limit // 2, total - limit))
+    if start is None:
+        start = max(0, total - limit)
+    start = max(0, min(start, total))
+    stop = min(total, start + limit)
+    read_to = min(total, stop + PAIRING_LOOKAHEAD)
+    ids = [e.get("id") for e in path[start:read_to]]
+    full = {e.get("id"): e for e in load([i for i in ids if isinstance(i, str)])}
+    entries = [full.get(e.get("id"), e) for e in path[start:read_to]]
+    units = _raw_units(entries)
+    leaf = path[-1].get("id") if path else None
+    return Conversation(leaf if isinstance(leaf, str) else None, "raw", _items(units, 0, stop - start),
+                        start, total)
 
 
 # --------------------------------------------------------------------------- session list
