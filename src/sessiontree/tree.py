@@ -132,13 +132,14 @@ def skeleton_entry(entry: Mapping[str, Any]) -> Entry:
     if kind == "message":
         message = entry.get("message")
         if isinstance(message, Mapping):
-            out["message"] = {"role": message["role"]} if "role" in message else {}
+            # An absent and a null role mean the same to every reader (not a string).
+            out["message"] = {"role": message["role"]} if message.get("role") is not None else {}
         elif "message" in entry:
             out["message"] = message
     elif kind == "compaction":
         details = entry.get("details")
         if isinstance(details, Mapping):
-            out["details"] = {"strategy": details["strategy"]} if "strategy" in details else {}
+            out["details"] = {"strategy": details["strategy"]} if details.get("strategy") is not None else {}
         elif "details" in entry:
             out["details"] = details
     else:

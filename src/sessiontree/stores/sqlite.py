@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -1026,7 +1027,7 @@ class SqliteStore(StoreBase):
         Python parse and no CRC pass (``read_entries`` and ``load`` check the
         records they return). Same skeletons as the generic fallback.
         """
-        from ..tree import SKELETON_FIELDS, skeleton_entry
+        from ..tree import SKELETON_FIELDS
 
         key = _db(session_id)
         whole = ("compaction", *SKELETON_FIELDS)
@@ -1036,25 +1037,51 @@ class SqliteStore(StoreBase):
             row = conn.execute("SELECT header_json FROM sessions WHERE id = ?", (key,)).fetchone()
             if row is None:
                 raise SessionNotFoundError(session_id, self.url)
+            # A message's role from the first bytes of its text where they show it plainly
+            # (_ROLE_HEAD); otherwise from json_extract, which parses the whole record.
             rows = conn.execute(
                 "SELECT id, parent_id, type, timestamp, CASE WHEN type = 'message'"
-                " THEN json_extract(CAST(json AS TEXT), '$.message.role') END,"
-                f" CASE WHEN type IN ({', '.join('?' * len(whole))}) THEN json END"
+                f" THEN CAST(substr(json, 1, {_ROLE_HEAD_BYTES}) AS BLOB) END,"
+                f" CASE WHEN type IN ({', '.join('?' * len(whole))}) THEN json END, seq"
                 " FROM entries WHERE session_id = ? ORDER BY seq", (*whole, key)).fetchall()
+            unclear = [row[6] for row in rows if row[4] is not None and _ROLE_HEAD.match(row[4]) is None]
+            roles: dict[int, Any] = {}
+            for at in range(0, len(unclear), 500):
+                chunk = unclear[at:at + 500]
+                roles.update(conn.execute(
+                    "SELECT seq, json_extract(CAST(json AS TEXT), '$.message.role') FROM entries"
+                    f" WHERE session_id = ? AND seq IN ({', '.join('?' * len(chunk))})", (key, *chunk)))
         header_raw = row[0] if isinstance(row[0], bytes) else row[0].encode("utf-8", "surrogatepass")
         header = self._parse_record(header_raw, key, 1)
         entries: list[dict[str, Any]] = []
         push = entries.append
-        for index, (entry_id, parent_id, kind, timestamp, role, text) in enumerate(rows, 2):
+        with gc_paused():  # see sessiontree._gc
+            self._skeletons(rows, key, push, roles)
+        return ParsedSession(header, entries, [None] * len(entries), header_raw, 4,
+                             lines=list(range(2, len(entries) + 2)))
+
+    def _skeletons(self, rows: Sequence[Any], key: Any, push: Callable[[dict[str, Any]], None],
+                   roles: dict[int, Any]) -> None:
+        """:meth:`read_skeleton`'s rows as skeleton entries, in order (``roles``: by seq,
+        for the messages whose head does not show the role)."""
+        from ..tree import skeleton_entry
+
+        match = _ROLE_HEAD.match
+        for index, (entry_id, parent_id, kind, timestamp, head, text, seq) in enumerate(rows, 2):
+            role = None
+            if head is not None:
+                found = match(head)
+                role = found.group(1).decode("utf-8", "surrogatepass") if found is not None else roles.get(seq)
             if text is not None:
                 push(skeleton_entry(self._parse_record(text, key, index)))
                 continue
-            entry = {"type": _py(kind), "id": _py(entry_id), "parentId": _py(parent_id), "timestamp": _py(timestamp)}
+            if entry_id.__class__ is bytes or parent_id.__class__ is bytes or kind.__class__ is bytes \
+                    or timestamp.__class__ is bytes:  # lone surrogates (see _db): rare
+                entry_id, parent_id, kind, timestamp = _py(entry_id), _py(parent_id), _py(kind), _py(timestamp)
+            entry = {"type": kind, "id": entry_id, "parentId": parent_id, "timestamp": timestamp}
             if kind == "message":
                 entry["message"] = {"role": role} if role is not None else {}
             push(entry)
-        return ParsedSession(header, entries, [None] * len(entries), header_raw, 4,
-                             lines=list(range(2, len(entries) + 2)))
 
     def read_entries(self, session_id: str, ids: Sequence[str]) -> list[dict[str, Any]]:
         """The stored entries of ``ids`` (see ``SessionStore.read_entries``), looked up by
@@ -1480,6 +1507,14 @@ def _sync_state(row: Sequence[Any]) -> SyncState:
 
 
 # Module-level so tests can inject a failure in the middle of a write.
+#: Bytes of a message record read to find its role without parsing it.
+_ROLE_HEAD_BYTES = 256
+#: A record whose text starts with top-level string (or null) members among type, id,
+#: parentId and timestamp, then ``"message":{"role":"ROLE"``: the role is exactly ROLE
+#: (no key before it can be nested, and ROLE has no escapes). Writers put these keys first.
+_ROLE_HEAD = re.compile(rb'\{(?:"(?:type|id|parentId|timestamp)":(?:"[^"\\]*"|null),)*"message":\{"role":"([^"\\]*)"')
+
+
 class _Parser:
     """Parses a session's stored records into a :class:`ParsedSession`, a chunk at a time.
 

@@ -48,12 +48,14 @@ from typing import Any
 from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
 
+from .._gc import gc_paused
 from ..info import SessionInfo
 from ..manager import SessionManager
 from ..projection import INTERRUPTED_TEXT, _latest_edits, is_active_compaction, is_retired_record
 from ..render import RETIRED_NOTE, entry_kind, entry_summary, retired_record_text
 from ..stores.base import SessionStore
 from ..transcript import bash_text
+from ..tree import label_state, parse_timestamp_ms
 
 __all__ = [
     "FILTER_MODES",
@@ -410,6 +412,119 @@ def build_tree_data(manager: SessionManager, *, summaries: bool = True) -> TreeD
     A node with one child continues at the same depth; the children of a
     branch point (oldest first, as :meth:`SessionManager.get_tree` orders
     them) each start a branch one level deeper. Iterative (an explicit stack),
+    linear in the number of entries. Works on skeleton entries
+    (``store.read_skeleton``) as on full ones.
+
+    The forest is built here over entry positions, without
+    :class:`~sessiontree.tree.TreeNode` objects (a 100,000-entry session took
+    seconds that way), with the rules of :func:`sessiontree.tree.build_tree`
+    (docs/rules/tree.md H.1-H.5): roots in file order, children by parsed
+    timestamp (stable). A session with a parent cycle takes the general path.
+    """
+    with gc_paused():  # 100,000 rows of new lists: the collector would run ~100 times
+        return _build_tree_data(manager, summaries)
+
+
+def _build_tree_data(manager: SessionManager, summaries: bool) -> TreeData:
+    entries = manager.get_entries()
+    n = len(entries)
+    position: dict[Any, int] = {}
+    for i, entry in enumerate(entries):
+        position[entry.get("id")] = i
+    parent = [-1] * n
+    kids: dict[int, list[int]] = {}
+    roots: list[int] = []
+    for i, entry in enumerate(entries):
+        pid = entry.get("parentId")
+        p = position.get(pid, -1) if pid.__class__ is str and pid != entry.get("id") else -1
+        if p < 0:
+            roots.append(i)
+        else:
+            parent[i] = p
+            got = kids.get(p)
+            if got is None:
+                kids[p] = [i]
+            else:
+                got.append(i)
+    # Nodes on (or below) a parent cycle are not reached from a root.
+    seen = 0
+    stack = list(roots)
+    while stack:
+        i = stack.pop()
+        seen += 1
+        children = kids.get(i)
+        if children is not None:
+            stack.extend(children)
+    if seen != n:
+        return _build_tree_data_nodes(manager, summaries=summaries)
+    for p, children in kids.items():
+        if len(children) > 1:
+            children.sort(key=lambda i: _timestamp_ms(entries[i]))
+    labels = label_state(entries)
+    leaf_id = manager.get_leaf_id()
+    active = {e.get("id") for e in manager.get_branch()}
+    rows: list[list[Any]] = []
+    ordered: list[Mapping[str, Any]] = []
+    push_row, push_entry = rows.append, ordered.append
+    multi_root = len(roots) > 1
+    stack2: list[tuple[int, int, int, bool]] = [(r, 0, -1, multi_root) for r in reversed(roots)]
+    while stack2:
+        i, depth, parent_row, starts = stack2.pop()
+        entry = entries[i]
+        entry_id = entry.get("id")
+        kind = entry.get("type")
+        if kind == "message":
+            message = entry.get("message")
+            role = message.get("role") if message.__class__ is dict else None
+            if role.__class__ is not str:
+                role = None
+            flags = F_RETIRED if role == "compactionSummary" else 0
+            if role == "toolResult" or role == "bashExecution":
+                flags |= F_TOOL
+            elif role == "user":
+                flags |= F_USER
+            kind = role if role is not None else "message"
+        else:
+            flags = _tree_flags(entry)
+            kind = kind if kind.__class__ is str else "?"
+        if entry_id in active:
+            flags |= F_ACTIVE
+        if entry_id == leaf_id:
+            flags |= F_LEAF
+        children = kids.get(i)
+        if children is not None and len(children) > 1:
+            flags |= F_BRANCH_POINT
+        if starts:
+            flags |= F_BRANCH_START
+        row = len(rows)
+        label = labels.get(entry_id) if entry_id.__class__ is str else None
+        push_row([entry_id, depth, kind, entry_summary(_preview(entry), TREE_SUMMARY_CHARS) if summaries else None,
+                  flags, label[0] if label else None, parent_row, row, row])
+        push_entry(entry)
+        if children is not None:
+            if len(children) == 1:
+                stack2.append((children[0], depth, row, False))
+            else:
+                for child in reversed(children):
+                    stack2.append((child, depth + 1, row, True))
+    return _finish_rows(rows, ordered, leaf_id)
+
+
+def _timestamp_ms(entry: Mapping[str, Any]) -> float:
+    value = parse_timestamp_ms(entry.get("timestamp"))
+    return value if value is not None else float("inf")
+
+
+def _build_tree_data_nodes(manager: SessionManager, *, summaries: bool = True) -> TreeData:
+    """:func:`build_tree_data` over :meth:`SessionManager.get_tree` (the general path, cycles included).
+
+    With ``summaries=False`` the one-line summaries are left ``None`` for
+    :meth:`TreeData.summaries` to fill in on demand: summarising 100,000
+    entries costs seconds, and a page draws a few dozen rows at a time.
+
+    A node with one child continues at the same depth; the children of a
+    branch point (oldest first, as :meth:`SessionManager.get_tree` orders
+    them) each start a branch one level deeper. Iterative (an explicit stack),
     linear in the number of entries.
     """
     roots = manager.get_tree()
@@ -443,6 +558,11 @@ def build_tree_data(manager: SessionManager, *, summaries: bool = True) -> TreeD
         else:
             for child in reversed(children):
                 stack.append((child, depth + 1, row, True))
+    return _finish_rows(rows, entries, leaf_id)
+
+
+def _finish_rows(rows: list[list[Any]], entries: list[Mapping[str, Any]], leaf_id: str | None) -> TreeData:
+    """Fill in subtree ends and tip rows of pre-order ``rows`` (see :class:`TreeData`)."""
     # Subtree ends and tips, children before parents (pre-order reversed).
     for i in range(len(rows) - 1, -1, -1):
         parent = rows[i][6]
