@@ -1062,13 +1062,13 @@ class PostgresStore(StoreBase):
             if not self._ready(conn):
                 return SessionListing()
             with conn.cursor(binary=True) as cur:
-                rows = cur.execute("SELECT id, header_json, classified, cwd, updated_at, listing FROM sessions"
-                                   " ORDER BY rowno").fetchall()
+                rows = cur.execute("SELECT id, header_json, classified, cwd, updated_at, listing, entry_count"
+                                   " FROM sessions ORDER BY rowno").fetchall()
         progress = Progress(len(rows), on_progress, cancel)
         infos = []
         skipped = 0
         loads = jsonio.loads
-        for session_id, header_json, classified, session_cwd, updated_at, listing in rows:
+        for session_id, header_json, classified, session_cwd, updated_at, listing, count in rows:
             lossy = session_cwd is not None and "\ufffd" in session_cwd
             if (include_internal or not classified) and (lossy or cwd_matches(session_cwd, wanted)):
                 try:
@@ -1080,7 +1080,7 @@ class PostgresStore(StoreBase):
                 elif not lossy or cwd_matches(header.get("cwd"), wanted):  # the header has the exact cwd
                     infos.append(_info_from(bytes(listing)).to_info(
                         header, session_id, fallback_mtime=updated_at / 1e6,
-                        text_loader=functools.partial(self._load_text, session_id)))
+                        text_loader=functools.partial(self._load_text, session_id), entry_count=count))
             progress.step()
         return sort_listing(infos, skipped)
 

@@ -1274,7 +1274,7 @@ class SqliteStore(StoreBase):
             if not self._ready(conn):
                 return SessionListing()
             rows = conn.execute(
-                f"SELECT id, header_json, classified, cwd, updated_at, {_STATE_SQL} FROM sessions"
+                f"SELECT id, header_json, classified, cwd, updated_at, entry_count, {_STATE_SQL} FROM sessions"
                 " ORDER BY rowid").fetchall()
         progress = Progress(len(rows), on_progress, cancel)
         infos = []
@@ -1288,9 +1288,9 @@ class SqliteStore(StoreBase):
                 except ValueError:
                     header = None  # damaged by hand: the session cannot be loaded, so it is not listed
                 if isinstance(header, dict) and isinstance(header.get("id"), str):
-                    infos.append(_state_from_row(row[5:]).to_info(
+                    infos.append(_state_from_row(row[6:]).to_info(
                         header, session_id, fallback_mtime=row[4] / 1e6,
-                        text_loader=functools.partial(self._load_text, session_id)))
+                        text_loader=functools.partial(self._load_text, session_id), entry_count=row[5]))
                 else:
                     skipped += 1
             progress.step()

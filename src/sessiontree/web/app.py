@@ -381,7 +381,11 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
             key = ("path", leaf)
             path = cached.memo.get(key)
             if path is None:
-                path = manager.get_branch(leaf) if leaf is not None else []
+                tree = cache.tree(cached)
+                if leaf is not None and leaf == tree.leaf_id and tree.active_path is not None:
+                    path = tree.active_path  # the layout walked it already
+                else:
+                    path = manager.get_branch(leaf) if leaf is not None else []
                 cached.memo[key] = path
             return view.build_branch_window(path, functools.partial(cache.entries, cached),
                                             start=start if start >= 0 else None, around=around, limit=limit)

@@ -46,6 +46,8 @@ __all__ = [
 SERVER_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src data:; "
               "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 
+#: Branches listed in the branch menu, newest first (every branch stays reachable from the tree).
+BRANCH_MENU_TIPS = 300
 #: Branches the export pre-renders at most (two views each); a session with
 #: more tips gets its active branch and the newest others.
 EXPORT_MAX_BRANCHES = 50
@@ -98,15 +100,15 @@ def _session_context(manager: SessionManager, tree: view.TreeData, conversation:
     header = manager.get_header()
     tip_rows = [i for i, row in enumerate(tree.rows) if row[7] == i]
     tip_rows.reverse()  # newest branches first
-    tree.summaries(tip_rows[:500])
-    tips = [tree.rows[i] for i in tip_rows[:500]]
+    tree.summaries(tip_rows[:BRANCH_MENU_TIPS])
+    tips = [tree.rows[i] for i in tip_rows[:BRANCH_MENU_TIPS]]
     return {
         "header": header,
         "session_id": header.get("id"),
         "title": manager.get_session_name() or header.get("id"),
         "tree_json": tree.json_text() if window is None else view.script_json(
             {"leaf": tree.leaf_id, "windowed": True, **window}),
-        "tips": tips[:500],
+        "tips": tips,
         "tip_count": len(tip_rows),
         "conv": conversation,
         "entry_count": len(tree.rows),

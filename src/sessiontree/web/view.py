@@ -192,6 +192,9 @@ class TreeData:
     #: (``store.read_entries``); ``None`` when :attr:`entries` are full entries.
     loader: Callable[[Sequence[str]], list[Mapping[str, Any]]] | None = field(default=None, repr=False)
     _visible: dict[Any, list[int]] = field(default_factory=dict, repr=False)
+    #: The entries from the root to :attr:`leaf_id` (``get_branch()``) when the
+    #: layout walked them anyway, else ``None``.
+    active_path: list[Mapping[str, Any]] | None = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON the tree pane's script reads: ``{"leaf": ..., "rows": [...]}``."""
@@ -446,23 +449,21 @@ def _build_tree_data(manager: SessionManager, summaries: bool) -> TreeData:
                 kids[p] = [i]
             else:
                 got.append(i)
-    # Nodes on (or below) a parent cycle are not reached from a root.
-    seen = 0
-    stack = list(roots)
-    while stack:
-        i = stack.pop()
-        seen += 1
-        children = kids.get(i)
-        if children is not None:
-            stack.extend(children)
-    if seen != n:
-        return _build_tree_data_nodes(manager, summaries=summaries)
+    if n and not roots:
+        return _build_tree_data_nodes(manager, summaries=summaries)  # all on cycles
     for p, children in kids.items():
         if len(children) > 1:
             children.sort(key=lambda i: _timestamp_ms(entries[i]))
     labels = label_state(entries)
     leaf_id = manager.get_leaf_id()
-    active = {e.get("id") for e in manager.get_branch()}
+    # The active path, walked over positions (at most n steps: a cycle falls back below).
+    active_path: list[int] = []
+    at = position.get(leaf_id, -1) if leaf_id is not None else -1
+    while at >= 0 and len(active_path) <= n:
+        active_path.append(at)
+        at = parent[at]
+    active_path.reverse()
+    active = {entries[i].get("id") for i in active_path}
     rows: list[list[Any]] = []
     ordered: list[Mapping[str, Any]] = []
     push_row, push_entry = rows.append, ordered.append
@@ -507,7 +508,12 @@ def _build_tree_data(manager: SessionManager, summaries: bool) -> TreeData:
             else:
                 for child in reversed(children):
                     stack2.append((child, depth + 1, row, True))
-    return _finish_rows(rows, ordered, leaf_id)
+    if len(rows) != n:
+        # Entries on (or below) a parent cycle are not reached from a root.
+        return _build_tree_data_nodes(manager, summaries=summaries)
+    tree = _finish_rows(rows, ordered, leaf_id)
+    tree.active_path = [entries[i] for i in active_path]
+    return tree
 
 
 def _timestamp_ms(entry: Mapping[str, Any]) -> float:
