@@ -51,9 +51,13 @@ def browser():
 
 
 def wait(driver, condition, timeout=10.0):
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(lambda d: condition(d))
+    # The tree pane redraws its rows when a window of them arrives: an element found
+    # just before a redraw goes stale, and the condition is simply tried again.
+    return WebDriverWait(driver, timeout, poll_frequency=0.05,
+                         ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: condition(d))
 
 
 def css(driver, selector):
@@ -109,8 +113,7 @@ def test_switch_branch_on_branching_example(browser, server):
     assert "leaf=a1000007" in browser.current_url and browser.current_url.endswith("#a1000006")
     assert css(browser, "#a1000006.target")
     # Fold the abandoned branch, then filter to user messages only.
-    row = tree_row(browser, "a1000006")
-    row.find_element("css selector", "[data-fold]").click()
+    wait(browser, lambda d: tree_row(d, "a1000006").find_element("css selector", "[data-fold]").click() or True)
     wait(browser, lambda d: tree_row(d, "a1000007") is None)
     from selenium.webdriver.support.ui import Select
 
@@ -403,6 +406,7 @@ def test_scrolling_the_conversation_up_fetches_earlier_messages(browser, server)
 
 
 def test_a_permalink_far_from_the_end_lands_on_its_entry(browser, server):
+    browser.get_log("browser")  # drain
     browser.get(f"{server}/s/{DEEP_ID}?leaf=d{DEEP_LENGTH - 1:05d}&view=raw#d00042")
     wait(browser, lambda d: css(d, "#conv .item.target"), timeout=60)
     target = css(browser, "#conv .item.target")[0]
