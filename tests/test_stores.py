@@ -1460,3 +1460,25 @@ def test_listing_entry_count_follows_every_write(store):
     assert counts() == {"count": 5, "empty": 0}
     store.delete("empty")
     assert counts() == {"count": 5}
+
+
+def test_skeleton_of_records_the_columns_cannot_show(store):
+    """Records whose first bytes do not show the role plainly (role after content, a nested
+    look-alike before it, an escaped role) and a type PostgreSQL's text column cannot hold
+    give the skeletons of the parsed records."""
+    from sessiontree.tree import skeleton_entry
+
+    ts = "2026-02-01T09:00:00.000Z"
+    entries = [
+        {"type": "message", "id": "u1", "parentId": None, "timestamp": ts,
+         "message": {"content": "role last", "role": "user"}},
+        {"id": "u2", "type": "message", "parentId": "u1", "timestamp": ts, "extra": {"message": {"role": "no"}},
+         "message": {"role": "assistant", "content": [{"type": "text", "text": "a nested look-alike first"}]}},
+        {"type": "message", "id": "u3", "parentId": "u2", "timestamp": ts,
+         "message": {"role": "us\\u0065r", "content": "escaped role"}},
+        {"type": "x\ud800y", "id": "u4", "parentId": "u3", "timestamp": ts, "data": "a lone surrogate in the type"},
+    ]
+    store.create(header("odd"), entries)
+    assert store.read_skeleton("odd").entries == [skeleton_entry(e) for e in store.read("odd").entries]
+    assert store.read_skeleton("odd").entries[2]["message"] == {"role": "us\\u0065r"}
+    assert isinstance(store.partial_reads, bool) and store.partial_reads == (store.kind in ("sqlite", "postgres"))

@@ -17,7 +17,8 @@ sees the same behaviour from each backend:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .. import jsonio
@@ -177,6 +178,60 @@ def sync_expected(expect: Any, current: Any) -> bool:
     return expect.same_file(current)
 
 
+#: Bytes of a message record that a skeleton read takes to find its role without parsing it.
+ROLE_HEAD_BYTES = 256
+#: A record whose text starts with top-level string (or null) members among type, id,
+#: parentId and timestamp, then ``"message":{"role":"ROLE"``: the role is exactly ROLE
+#: (no key before it can be nested, and ROLE has no escapes). Writers put these keys first.
+ROLE_HEAD = re.compile(rb'\{(?:"(?:type|id|parentId|timestamp)":(?:"[^"\\]*"|null),)*"message":\{"role":"([^"\\]*)"')
+
+
+def unclear_skeleton_rows(rows: Sequence[Sequence[Any]], lossy: Callable[[Sequence[Any]], bool] | None = None) -> list[int]:
+    """The ``seq`` of each row of a skeleton query that must be parsed whole: a message
+    whose first bytes do not show its role plainly (:data:`ROLE_HEAD`), or a row whose
+    copied columns may differ from its JSON (``lossy``).
+
+    ``rows``: ``(id, parent id, type, timestamp, head bytes or None, whole text or None,
+    seq)``, ``head`` given for messages only, ``whole`` for records parsed whole anyway.
+    """
+    match = ROLE_HEAD.match
+    return [row[6] for row in rows if row[5] is None and (
+        (row[4] is not None and match(row[4]) is None) or (lossy is not None and lossy(row)))]
+
+
+def skeletons_from_rows(rows: Sequence[Sequence[Any]], parse: Callable[[Any, int], dict[str, Any]],
+                        whole: Mapping[int, Any], text: Callable[[Any], Any] = lambda v: v) -> list[dict[str, Any]]:
+    """Skeleton entries (:func:`sessiontree.tree.skeleton_entry`) of a skeleton query's rows.
+
+    Args:
+        rows: as :func:`unclear_skeleton_rows`.
+        parse: ``(record text, line) -> record``.
+        whole: ``{seq: record text}`` of the rows :func:`unclear_skeleton_rows` named.
+        text: a column value as ``str`` (a store that keeps lone surrogates as bytes decodes them).
+
+    A row is built from its columns and, for a message, the role in its head; a row
+    with a ``whole`` text (its own or from ``whole``) is parsed and reduced instead.
+    The same skeletons as ``skeleton_entry`` of the parsed records.
+    """
+    from ..tree import skeleton_entry
+
+    out: list[dict[str, Any]] = []
+    push, match = out.append, ROLE_HEAD.match
+    for line, (entry_id, parent_id, kind, timestamp, head, own, seq) in enumerate(rows, 2):
+        record = own if own is not None else whole.get(seq)
+        if record is not None:
+            push(skeleton_entry(parse(record, line)))
+            continue
+        if entry_id.__class__ is not str or parent_id.__class__ not in (str, type(None)) \
+                or kind.__class__ is not str or timestamp.__class__ is not str:
+            entry_id, parent_id, kind, timestamp = text(entry_id), text(parent_id), text(kind), text(timestamp)
+        entry: dict[str, Any] = {"type": kind, "id": entry_id, "parentId": parent_id, "timestamp": timestamp}
+        if head is not None:
+            entry["message"] = {"role": match(head).group(1).decode("utf-8", "surrogatepass")}  # type: ignore[union-attr]
+        push(entry)
+    return out
+
+
 class StoreBase:
     """Mixin of what every store class shares: ``with store:`` closes it, and
     ``repr()`` names the class and the store's URL. Subclasses set ``url`` and
@@ -184,6 +239,8 @@ class StoreBase:
 
     url: str
     kind: str
+    #: See ``SessionStore.partial_reads``: the generic read_skeleton/read_entries read everything.
+    partial_reads = False
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"

@@ -191,10 +191,16 @@ class SessionStore(Protocol):
         url: the store's URL (``sqlite:///...``, ``jsonl:///...``, ``memory:``,
             ``postgresql://...`` without its password).
         kind: ``"sqlite"``, ``"jsonl"``, ``"memory"`` or ``"postgres"``.
+        partial_reads: whether :meth:`read_skeleton` and :meth:`read_entries`
+            cost less than :meth:`read` (SQLite, PostgreSQL: indexed columns
+            and lookups). ``False`` where they fall back to reading the whole
+            session (JSONL, memory): a caller that needs many windows of one
+            session then reads it once instead (the web viewer does).
     """
 
     url: str
     kind: str
+    partial_reads: bool
 
     def create(self, header: dict[str, Any], entries: Sequence[dict[str, Any]] = (),
                raw: Sequence[bytes | None] | None = None, *, path: str | None = None) -> None:

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import sqlite3
 import threading
 import time
@@ -66,6 +65,7 @@ from ..format import CURRENT_VERSION, ParsedSession, validate_entry, validate_he
 from ..info import InfoAccumulator, is_classified
 from ..usagerecords import UsageQuery, UsageRows, aggregate
 from ._shared import (
+    ROLE_HEAD_BYTES,
     Progress,
     StoreBase,
     check_header,
@@ -77,7 +77,9 @@ from ._shared import (
     id_in_use_error,
     resolve_cwd,
     sort_listing,
+    skeletons_from_rows,
     sync_expected,
+    unclear_skeleton_rows,
 )
 from .base import CancelEvent, ProgressCallback, SessionListing, StoreProblem, SyncChange, SyncState
 
@@ -377,6 +379,8 @@ class SqliteStore(StoreBase):
     """
 
     kind = "sqlite"
+    #: read_skeleton and read_entries answer from columns and the (session_id, id) index.
+    partial_reads = True
 
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = DEFAULT_TIMEOUT,
                  create: bool = True, readonly: bool = False, synchronous: str = "full",
@@ -1021,67 +1025,41 @@ class SqliteStore(StoreBase):
 
     def read_skeleton(self, session_id: str) -> ParsedSession:
         """The session's header and skeleton entries (see ``SessionStore.read_skeleton``),
-        from the ``entries`` columns: only a message's role (``json_extract``, in
-        SQLite's C parser) and the rare label, leaf, session-info and compaction
-        records (parsed whole) are read out of the JSON text; no per-record
-        Python parse and no CRC pass (``read_entries`` and ``load`` check the
-        records they return). Same skeletons as the generic fallback.
+        from the ``entries`` columns plus the first bytes of each message (its role,
+        ``_shared.ROLE_HEAD``); only the rare label, leaf, session-info and compaction
+        records, and messages whose first bytes do not show the role plainly, are
+        parsed whole. No CRC pass (``read_entries`` and ``load`` check the records
+        they return). The same skeletons as the generic fallback.
         """
         from ..tree import SKELETON_FIELDS
 
         key = _db(session_id)
-        whole = ("compaction", *SKELETON_FIELDS)
+        kinds = ("compaction", *SKELETON_FIELDS)
         with self._read() as conn:
             if not self._ready(conn):
                 raise SessionNotFoundError(session_id, self.url)
             row = conn.execute("SELECT header_json FROM sessions WHERE id = ?", (key,)).fetchone()
             if row is None:
                 raise SessionNotFoundError(session_id, self.url)
-            # A message's role from the first bytes of its text where they show it plainly
-            # (_ROLE_HEAD); otherwise from json_extract, which parses the whole record.
             rows = conn.execute(
                 "SELECT id, parent_id, type, timestamp, CASE WHEN type = 'message'"
-                f" THEN CAST(substr(json, 1, {_ROLE_HEAD_BYTES}) AS BLOB) END,"
-                f" CASE WHEN type IN ({', '.join('?' * len(whole))}) THEN json END, seq"
-                " FROM entries WHERE session_id = ? ORDER BY seq", (*whole, key)).fetchall()
-            unclear = [row[6] for row in rows if row[4] is not None and _ROLE_HEAD.match(row[4]) is None]
-            roles: dict[int, Any] = {}
+                f" THEN CAST(substr(json, 1, {ROLE_HEAD_BYTES}) AS BLOB) END,"
+                f" CASE WHEN type IN ({', '.join('?' * len(kinds))}) THEN json END, seq"
+                " FROM entries WHERE session_id = ? ORDER BY seq", (*kinds, key)).fetchall()
+            unclear = unclear_skeleton_rows(rows)
+            whole: dict[int, Any] = {}
             for at in range(0, len(unclear), 500):
                 chunk = unclear[at:at + 500]
-                roles.update(conn.execute(
-                    "SELECT seq, json_extract(CAST(json AS TEXT), '$.message.role') FROM entries"
-                    f" WHERE session_id = ? AND seq IN ({', '.join('?' * len(chunk))})", (key, *chunk)))
+                whole.update(conn.execute(
+                    f"SELECT seq, json FROM entries WHERE session_id = ? AND seq IN ({', '.join('?' * len(chunk))})",
+                    (key, *chunk)))
         header_raw = row[0] if isinstance(row[0], bytes) else row[0].encode("utf-8", "surrogatepass")
         header = self._parse_record(header_raw, key, 1)
-        entries: list[dict[str, Any]] = []
-        push = entries.append
         with gc_paused():  # see sessiontree._gc
-            self._skeletons(rows, key, push, roles)
+            entries = skeletons_from_rows(
+                rows, lambda text, line: self._parse_record(text, key, line), whole, _py)
         return ParsedSession(header, entries, [None] * len(entries), header_raw, 4,
                              lines=list(range(2, len(entries) + 2)))
-
-    def _skeletons(self, rows: Sequence[Any], key: Any, push: Callable[[dict[str, Any]], None],
-                   roles: dict[int, Any]) -> None:
-        """:meth:`read_skeleton`'s rows as skeleton entries, in order (``roles``: by seq,
-        for the messages whose head does not show the role)."""
-        from ..tree import skeleton_entry
-
-        match = _ROLE_HEAD.match
-        for index, (entry_id, parent_id, kind, timestamp, head, text, seq) in enumerate(rows, 2):
-            role = None
-            if head is not None:
-                found = match(head)
-                role = found.group(1).decode("utf-8", "surrogatepass") if found is not None else roles.get(seq)
-            if text is not None:
-                push(skeleton_entry(self._parse_record(text, key, index)))
-                continue
-            if entry_id.__class__ is bytes or parent_id.__class__ is bytes or kind.__class__ is bytes \
-                    or timestamp.__class__ is bytes:  # lone surrogates (see _db): rare
-                entry_id, parent_id, kind, timestamp = _py(entry_id), _py(parent_id), _py(kind), _py(timestamp)
-            entry = {"type": kind, "id": entry_id, "parentId": parent_id, "timestamp": timestamp}
-            if kind == "message":
-                entry["message"] = {"role": role} if role is not None else {}
-            push(entry)
 
     def read_entries(self, session_id: str, ids: Sequence[str]) -> list[dict[str, Any]]:
         """The stored entries of ``ids`` (see ``SessionStore.read_entries``), looked up by
@@ -1507,14 +1485,6 @@ def _sync_state(row: Sequence[Any]) -> SyncState:
 
 
 # Module-level so tests can inject a failure in the middle of a write.
-#: Bytes of a message record read to find its role without parsing it.
-_ROLE_HEAD_BYTES = 256
-#: A record whose text starts with top-level string (or null) members among type, id,
-#: parentId and timestamp, then ``"message":{"role":"ROLE"``: the role is exactly ROLE
-#: (no key before it can be nested, and ROLE has no escapes). Writers put these keys first.
-_ROLE_HEAD = re.compile(rb'\{(?:"(?:type|id|parentId|timestamp)":(?:"[^"\\]*"|null),)*"message":\{"role":"([^"\\]*)"')
-
-
 class _Parser:
     """Parses a session's stored records into a :class:`ParsedSession`, a chunk at a time.
 

@@ -186,9 +186,12 @@ class SessionCache:
                 if unchanged:
                     self._items.move_to_end(session_id)
                     return cached
-            # Skeletons only: a 100,000-entry session's full read and parse costs
-            # seconds, its skeleton a fraction of that (docs/viewer.md, "What is sent when").
-            parsed = self.store.read_skeleton(session_id)
+            # Skeletons only where the store reads them cheaply: a 100,000-entry session's
+            # full read and parse costs seconds, its skeleton a fraction of that
+            # (docs/viewer.md, "What is sent when"). Elsewhere read_skeleton would read
+            # everything anyway, and so would each read_entries: read once, keep it all.
+            partial = bool(getattr(self.store, "partial_reads", False))
+            parsed = self.store.read_skeleton(session_id) if partial else self.store.read(session_id)
             entries = parsed.entries
             version = f"{len(entries)}:{entries[-1].get('id') if entries else ''}"
             if cached is not None and cached.version == version:
@@ -198,7 +201,7 @@ class SessionCache:
             # empty private store instead of being copied into one (in_memory
             # re-serializes every entry: seconds for a 100,000-entry session).
             manager = SessionManager.from_parsed(parsed)
-            fresh = _Cached(hint, now, manager, version, session_id)
+            fresh = _Cached(hint, now, manager, version, session_id, full=None if partial else manager)
             self._items[session_id] = fresh
             self._items.move_to_end(session_id)
             while len(self._items) > self.size:
@@ -216,7 +219,7 @@ class SessionCache:
                 else:
                     cached.manager.branch(leaf)
                 cached.tree = view.build_tree_data(cached.manager, summaries=False)
-                cached.tree.loader = functools.partial(self.store.read_entries, cached.session_id)
+                cached.tree.loader = functools.partial(self.entries, cached)
             return cached.tree
 
     def full(self, cached: _Cached) -> SessionManager:
@@ -227,7 +230,10 @@ class SessionCache:
             return cached.full
 
     def entries(self, cached: _Cached, ids: Any) -> list[Any]:
-        """Full entries of ``ids`` (``store.read_entries``)."""
+        """Full entries of ``ids``: from the session held in full, else ``store.read_entries``."""
+        if cached.full is not None:
+            get = cached.full.get_entry
+            return [entry for entry in map(get, ids) if entry is not None]
         return self.store.read_entries(cached.session_id, ids)
 
 
