@@ -76,8 +76,8 @@ from ._shared import (
     header_of,
     id_in_use_error,
     resolve_cwd,
-    sort_listing,
     skeletons_from_rows,
+    sort_listing,
     sync_expected,
     unclear_skeleton_rows,
 )
