@@ -186,49 +186,63 @@ ROLE_HEAD_BYTES = 256
 ROLE_HEAD = re.compile(rb'\{(?:"(?:type|id|parentId|timestamp)":(?:"[^"\\]*"|null),)*"message":\{"role":"([^"\\]*)"')
 
 
-def unclear_skeleton_rows(rows: Sequence[Sequence[Any]], lossy: Callable[[Sequence[Any]], bool] | None = None) -> list[int]:
-    """The ``seq`` of each row of a skeleton query that must be parsed whole: a message
-    whose first bytes do not show its role plainly (:data:`ROLE_HEAD`), or a row whose
-    copied columns may differ from its JSON (``lossy``).
-
-    ``rows``: ``(id, parent id, type, timestamp, head bytes or None, whole text or None,
-    seq)``, ``head`` given for messages only, ``whole`` for records parsed whole anyway.
-    """
-    match = ROLE_HEAD.match
-    return [row[6] for row in rows if row[5] is None and (
-        (row[4] is not None and match(row[4]) is None) or (lossy is not None and lossy(row)))]
-
-
 def skeletons_from_rows(rows: Sequence[Sequence[Any]], parse: Callable[[Any, int], dict[str, Any]],
-                        whole: Mapping[int, Any], text: Callable[[Any], Any] = lambda v: v) -> list[dict[str, Any]]:
+                        fetch_whole: Callable[[list[Any]], Mapping[Any, Any]],
+                        text: Callable[[Any], Any] = lambda v: v,
+                        lossy: Callable[[Sequence[Any]], bool] | None = None) -> list[dict[str, Any]]:
     """Skeleton entries (:func:`sessiontree.tree.skeleton_entry`) of a skeleton query's rows.
 
     Args:
-        rows: as :func:`unclear_skeleton_rows`.
+        rows: ``(id, parent id, type, timestamp, head, whole, seq)`` per entry in
+            order: ``head`` (bytes) the first :data:`ROLE_HEAD_BYTES` of a
+            message's text, else ``None``; ``whole`` the record's text for the
+            records always parsed whole (label, leaf, session-info, compaction),
+            else ``None``.
         parse: ``(record text, line) -> record``.
-        whole: ``{seq: record text}`` of the rows :func:`unclear_skeleton_rows` named.
-        text: a column value as ``str`` (a store that keeps lone surrogates as bytes decodes them).
+        fetch_whole: ``[seq, ...] -> {seq: record text}``, called once, for the rows
+            that must be parsed whole after all: a message whose head does not show
+            its role plainly (:data:`ROLE_HEAD`), or a row ``lossy`` says its copied
+            columns may not hold the exact values.
+        text: a column value as ``str`` (a store that keeps lone surrogates as bytes
+            decodes them).
 
-    A row is built from its columns and, for a message, the role in its head; a row
-    with a ``whole`` text (its own or from ``whole``) is parsed and reduced instead.
-    The same skeletons as ``skeleton_entry`` of the parsed records.
+    Returns the same skeletons as ``skeleton_entry`` of the parsed records. One pass
+    (the regular expression runs once per message).
     """
     from ..tree import skeleton_entry
 
     out: list[dict[str, Any]] = []
     push, match = out.append, ROLE_HEAD.match
-    for line, (entry_id, parent_id, kind, timestamp, head, own, seq) in enumerate(rows, 2):
-        record = own if own is not None else whole.get(seq)
-        if record is not None:
-            push(skeleton_entry(parse(record, line)))
+    roles: dict[bytes, str] = {}  # a handful of distinct roles: decode each once
+    later: list[tuple[int, Any]] = []
+    for line, row in enumerate(rows, 2):
+        entry_id, parent_id, kind, timestamp, head, own, seq = row
+        if own is not None:
+            push(skeleton_entry(parse(own, line)))
+            continue
+        role = None
+        if head is not None:
+            found = match(head)
+            if found is not None:
+                raw = found.group(1)
+                role = roles.get(raw)
+                if role is None:
+                    role = roles[raw] = raw.decode("utf-8", "surrogatepass")
+        if (head is not None and role is None) or (lossy is not None and lossy(row)):
+            later.append((len(out), seq))
+            push({})
             continue
         if entry_id.__class__ is not str or parent_id.__class__ not in (str, type(None)) \
                 or kind.__class__ is not str or timestamp.__class__ is not str:
             entry_id, parent_id, kind, timestamp = text(entry_id), text(parent_id), text(kind), text(timestamp)
         entry: dict[str, Any] = {"type": kind, "id": entry_id, "parentId": parent_id, "timestamp": timestamp}
-        if head is not None:
-            entry["message"] = {"role": match(head).group(1).decode("utf-8", "surrogatepass")}  # type: ignore[union-attr]
+        if role is not None:
+            entry["message"] = {"role": role}
         push(entry)
+    if later:
+        whole = fetch_whole([seq for _, seq in later])
+        for position, seq in later:
+            out[position] = skeleton_entry(parse(whole[seq], position + 2))
     return out
 
 

@@ -79,7 +79,6 @@ from ._shared import (
     skeletons_from_rows,
     sort_listing,
     sync_expected,
-    unclear_skeleton_rows,
 )
 from .base import (
     CancelEvent,
@@ -999,17 +998,20 @@ class PostgresStore(StoreBase):
                     f" THEN substring(json from 1 for {ROLE_HEAD_BYTES}) END,"
                     " CASE WHEN type = ANY(%s) THEN json END, seq"
                     " FROM entries WHERE session_id = %s ORDER BY seq", (kinds, session_id)).fetchall()
-                unclear = unclear_skeleton_rows(rows, lambda r: any(
-                    isinstance(v, str) and "\ufffd" in v for v in r[:4]))
-                whole = dict(cur.execute("SELECT seq, json FROM entries WHERE session_id = %s AND seq = ANY(%s)",
-                                         (session_id, unclear)).fetchall()) if unclear else {}
-        header_raw = bytes(row[0])
-        if _crc(header_raw) != row[1]:
-            raise CorruptEntryError(session_id, None, 1, f"{self.url}#{session_id}")
-        header = self._parse_record(header_raw, session_id, 1)
-        rows = [(*r[:4], None if r[4] is None else bytes(r[4]), r[5], r[6]) for r in rows]
-        with gc_paused():
-            entries = skeletons_from_rows(rows, lambda text, line: self._parse_record(text, session_id, line), whole)
+                header_raw = bytes(row[0])
+                if _crc(header_raw) != row[1]:
+                    raise CorruptEntryError(session_id, None, 1, f"{self.url}#{session_id}")
+                header = self._parse_record(header_raw, session_id, 1)
+                rows = [(*r[:4], None if r[4] is None else bytes(r[4]), r[5], r[6]) for r in rows]
+
+                def fetch_whole(seqs: list[Any]) -> dict[Any, Any]:
+                    return dict(cur.execute("SELECT seq, json FROM entries WHERE session_id = %s AND seq = ANY(%s)",
+                                            (session_id, seqs)).fetchall())
+
+                with gc_paused():
+                    entries = skeletons_from_rows(
+                        rows, lambda text, line: self._parse_record(text, session_id, line), fetch_whole,
+                        lossy=lambda r: any(isinstance(v, str) and "\ufffd" in v for v in r[:4]))
         return ParsedSession(header=header, entries=entries, raw=[None] * len(entries), header_raw=header_raw,
                              source_version=CURRENT_VERSION, upgraded=False,
                              lines=list(range(2, len(entries) + 2)), path=None)

@@ -79,7 +79,6 @@ from ._shared import (
     skeletons_from_rows,
     sort_listing,
     sync_expected,
-    unclear_skeleton_rows,
 )
 from .base import CancelEvent, ProgressCallback, SessionListing, StoreProblem, SyncChange, SyncState
 
@@ -1046,18 +1045,21 @@ class SqliteStore(StoreBase):
                 f" THEN CAST(substr(json, 1, {ROLE_HEAD_BYTES}) AS BLOB) END,"
                 f" CASE WHEN type IN ({', '.join('?' * len(kinds))}) THEN json END, seq"
                 " FROM entries WHERE session_id = ? ORDER BY seq", (*kinds, key)).fetchall()
-            unclear = unclear_skeleton_rows(rows)
-            whole: dict[int, Any] = {}
-            for at in range(0, len(unclear), 500):
-                chunk = unclear[at:at + 500]
-                whole.update(conn.execute(
-                    f"SELECT seq, json FROM entries WHERE session_id = ? AND seq IN ({', '.join('?' * len(chunk))})",
-                    (key, *chunk)))
-        header_raw = row[0] if isinstance(row[0], bytes) else row[0].encode("utf-8", "surrogatepass")
-        header = self._parse_record(header_raw, key, 1)
-        with gc_paused():  # see sessiontree._gc
-            entries = skeletons_from_rows(
-                rows, lambda text, line: self._parse_record(text, key, line), whole, _py)
+            header_raw = row[0] if isinstance(row[0], bytes) else row[0].encode("utf-8", "surrogatepass")
+            header = self._parse_record(header_raw, key, 1)
+
+            def fetch_whole(seqs: list[Any]) -> dict[Any, Any]:
+                found: dict[Any, Any] = {}
+                for at in range(0, len(seqs), 500):
+                    chunk = seqs[at:at + 500]
+                    found.update(conn.execute(
+                        f"SELECT seq, json FROM entries WHERE session_id = ? AND seq IN ({', '.join('?' * len(chunk))})",
+                        (key, *chunk)))
+                return found
+
+            with gc_paused():  # see sessiontree._gc
+                entries = skeletons_from_rows(
+                    rows, lambda text, line: self._parse_record(text, key, line), fetch_whole, _py)
         return ParsedSession(header, entries, [None] * len(entries), header_raw, 4,
                              lines=list(range(2, len(entries) + 2)))
 
