@@ -25,10 +25,15 @@ kept in an ``HttpOnly``, ``SameSite=Strict`` cookie) or be refused with 403;
 every response carries a strict Content-Security-Policy and
 ``X-Content-Type-Options: nosniff``.
 
-Caching: each session is read from the store once per change. A cheap
-change hint (the JSONL file's or the SQLite database's size and mtime)
-decides whether the stored session must be read again; stores without
-files are re-read at most once per :data:`MIN_REREAD_SECONDS`.
+Caching: each session is read from the store once per change: its
+skeleton (``store.read_skeleton``) where the store reads that cheaply
+(``store.partial_reads``), else the whole session; tree summaries and
+conversation windows then read their entries by id (``store.read_entries``),
+and the model's view reads the whole session once (docs/viewer.md, "What
+is sent when"). A cheap change hint (the JSONL file's or the SQLite
+database's size and mtime) decides whether the stored session must be read
+again; stores without files are re-read at most once per
+:data:`MIN_REREAD_SECONDS`.
 """
 
 from __future__ import annotations
