@@ -4,7 +4,8 @@ One module builds everything a page displays, for the server
 (:mod:`sessiontree.web.app`) and the HTML export
 (:func:`sessiontree.web.page.render_session_document`) alike; the Jinja2
 templates only display these objects. No rule of the format is decided here
-either: the tree comes from :meth:`SessionManager.get_tree`, branches from
+either: the tree is laid out with the rules of :meth:`SessionManager.get_tree`
+(:func:`build_tree_data` says how; a cyclic session uses it directly), branches from
 :meth:`SessionManager.get_branch`, the model's view from
 :meth:`SessionManager.build_session_projection`, one-line summaries and
 retired-record notes from :mod:`sessiontree.render`, and what a view marks
