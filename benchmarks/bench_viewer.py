@@ -9,13 +9,18 @@ imports it into a scratch SQLite store, serves it on a free loopback port and
 opens its page in headless Chromium (``/usr/bin/chromium``). Reported, per
 repetition:
 
-* ``cold``: first load after the server started: the store read, the tree
-  layout and the first conversation window are all computed for this request;
-* ``warm``: a reload (the server reuses the session it read, since the store
-  did not change);
-* for each, milliseconds from navigation start to the ``sessiontree-ready``
-  mark that ``static/app.js`` sets once the tree is drawn and the
-  conversation is shown, plus the server's own time for the HTML.
+* ``first visit``: first load after the server started: everything the page
+  needs is read and computed for this request;
+* ``cached``: a reload (the server reuses what it read: the store did not change);
+* for each, **usable**: milliseconds from navigation start to the
+  ``sessiontree-ready`` mark, which ``static/app.js`` sets once the tree's
+  first rows and the last messages of the active branch are drawn (the
+  benchmark checks both are there), and then the time a click on a drawn
+  tree row takes to show that entry in the conversation (it must be
+  responsive, not just drawn).
+
+``--src DIR`` runs another source tree (main's, for the "before" rows); its
+store is the same SQLite file (``benchmarks/.work/viewer/store-N.db``).
 
 Not a test: numbers depend on the machine (and on what else runs on it).
 """
@@ -25,12 +30,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "src"))
+# --src DIR: measure another tree's code (e.g. main's, for "before" rows).
+SRC = Path(sys.argv[sys.argv.index("--src") + 1]) if "--src" in sys.argv else HERE.parent / "src"
+if "--src" in sys.argv:
+    del sys.argv[sys.argv.index("--src"):sys.argv.index("--src") + 2]
+sys.path.insert(0, str(SRC))
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE))
 
@@ -42,7 +50,7 @@ from sessiontree import SessionManager, open_store  # noqa: E402
 
 def ready_ms(driver) -> float:
     """Milliseconds from navigation start to the ``sessiontree-ready`` mark."""
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         marks = driver.execute_script(
             "return performance.getEntriesByName('sessiontree-ready').map(m => m.startTime)")
@@ -50,6 +58,28 @@ def ready_ms(driver) -> float:
             return float(marks[0])
         time.sleep(0.02)
     raise RuntimeError("the page never became ready")
+
+
+def usable_ms(driver) -> tuple[float, float, int, int]:
+    """``(ready, click, tree rows drawn, messages drawn)``: the ``sessiontree-ready``
+    mark (tree rows and the last messages of the active branch drawn), then the
+    milliseconds from a click on a tree row off the shown branch's end to its
+    entry being drawn and marked in the conversation pane."""
+    ready = ready_ms(driver)
+    rows = driver.execute_script("return document.querySelectorAll('#tree .row[data-row]').length")
+    items = driver.execute_script("return document.querySelectorAll('#conv .item').length")
+    if rows == 0 or items == 0:
+        raise RuntimeError(f"not usable: {rows} tree rows, {items} messages drawn")
+    started = time.perf_counter()
+    driver.execute_script(
+        "const rows = document.querySelectorAll('#tree .row[data-row]');"
+        "rows[Math.floor(rows.length / 3)].click();")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if driver.execute_script("return !!document.querySelector('#conv .item.target')"):
+            return ready, (time.perf_counter() - started) * 1000, rows, items
+        time.sleep(0.005)
+    raise RuntimeError("a click on a tree row showed nothing")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,43 +93,51 @@ def main(argv: list[str] | None = None) -> int:
     if not source.exists():
         generate.write_session(source, generate.SessionSpec(entries=args.entries, seed=1))
     print(f"session: {source} ({source.stat().st_size / 1e6:.0f} MB, {args.entries} entries)")
-    with tempfile.TemporaryDirectory() as tmp:
-        store = open_store(f"sqlite:///{tmp}/s.db", create=True)
-        manager = SessionManager.import_from_jsonl(source, None, store)
-        session_id = manager.get_session_id()
-        print(f"active branch: {len(manager.get_branch())} entries; tips: "
-              f"{sum(1 for _ in manager.get_entries()) and len({e['id'] for e in manager.get_entries()} - {e.get('parentId') for e in manager.get_entries()})}")
-        # Where a cold load goes, measured in this process.
-        from sessiontree.stores.memory import MemoryStore
+    db = work / f"store-{args.entries}.db"
+    if not db.exists():
+        store = open_store(f"sqlite:///{db}", create=True)
+        SessionManager.import_from_jsonl(source, None, store)
+        store.close()
+    store = open_store(f"sqlite:///{db}", readonly=True)
+    session_id = store.session_ids()[0]
+    print(f"code: {SRC}")
+    if hasattr(store, "read_skeleton"):
+        # Where a first visit goes, measured in this process.
         from sessiontree.web import view
 
         t0 = time.perf_counter()
-        parsed = store.read(session_id)
+        parsed = store.read_skeleton(session_id)
         t1 = time.perf_counter()
-        loaded = SessionManager(MemoryStore(), parsed.header, parsed.entries, cwd="/", saved=True)
+        loaded = SessionManager.from_parsed(parsed)
         tree = view.build_tree_data(loaded, summaries=False)
+        tree.loader = lambda ids: store.read_entries(session_id, ids)
         t2 = time.perf_counter()
-        view.build_conversation(loaded, None, "raw")
+        tree.window(leaf=loaded.get_leaf_id(), find=loaded.get_leaf_id())
+        path = loaded.get_branch()
+        view.build_branch_window(path, lambda ids: store.read_entries(session_id, ids), limit=60)
         t3 = time.perf_counter()
-        print(f"cold parts: store.read {t1 - t0:.2f} s, tree layout ({len(tree.rows)} rows) {t2 - t1:.2f} s, "
-              f"first conversation window {t3 - t2:.2f} s")
-        del parsed, loaded, tree
-        with chromium() as driver:
-            for rep in range(args.reps):
-                with running_server(store) as url:
-                    for label in ("cold", "warm"):
-                        started = time.perf_counter()
-                        driver.get(f"{url}/s/{session_id}")
-                        total = ready_ms(driver)
-                        nav = driver.execute_script(
-                            "const n = performance.getEntriesByType('navigation')[0];"
-                            "return [n.responseStart, n.responseEnd, n.domContentLoadedEventEnd, n.transferSize]")
-                        rows = driver.execute_script("return document.querySelectorAll('#tree .row').length")
-                        print(f"rep {rep + 1} {label}: usable after {total:7.0f} ms "
-                              f"(first byte {nav[0]:.0f} ms, HTML done {nav[1]:.0f} ms, "
-                              f"DOMContentLoaded {nav[2]:.0f} ms, page {nav[3] / 1e6:.1f} MB, "
-                              f"{rows} tree rows drawn; wall {time.perf_counter() - started:.2f} s)")
-        store.close()
+        print(f"first-visit parts: store.read_skeleton {t1 - t0:.2f} s, tree layout ({len(tree.rows)} rows) "
+              f"{t2 - t1:.2f} s, first tree window and conversation window {t3 - t2:.2f} s")
+        del parsed, loaded, tree, path
+    with chromium() as driver:
+        driver.set_window_size(1400, 900)
+        for rep in range(args.reps):
+            with running_server(store) as url:
+                for label in ("first visit", "cached"):
+                    started, cpu = time.perf_counter(), time.process_time()
+                    driver.get(f"{url}/s/{session_id}")
+                    total, click, rows, items = usable_ms(driver)
+                    # CPU seconds of this process (the server, plus the driver's polling) until
+                    # usable and the click answered: less sensitive to other jobs than wall time.
+                    cpu = time.process_time() - cpu
+                    nav = driver.execute_script(
+                        "const n = performance.getEntriesByType('navigation')[0];"
+                        "return [n.responseStart, n.responseEnd, n.domContentLoadedEventEnd, n.transferSize]")
+                    print(f"rep {rep + 1} {label:11}: usable after {total:7.0f} ms, click answered in {click:5.0f} ms "
+                          f"(first byte {nav[0]:.0f} ms, HTML done {nav[1]:.0f} ms, page {nav[3] / 1e6:.2f} MB, "
+                          f"{rows} tree rows and {items} messages drawn; wall {time.perf_counter() - started:.2f} s, "
+                          f"server process CPU {cpu:.2f} s)")
+    store.close()
     return 0
 
 

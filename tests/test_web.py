@@ -523,3 +523,103 @@ def test_export_csp_allows_exactly_its_inline_script_and_style():
     assert directives["script-src"] == sha(scripts[0]) and directives["style-src"] == sha(styles[0])
     # The policy comes before anything of the session.
     assert html.index("Content-Security-Policy") < html.index("<title>")
+
+
+# --------------------------------------------------------------------------- windows (issue 15)
+
+BRANCHING_ID = "019cadb4-6e80-7a3c-9b1d-2f4e6a8c0b01"
+
+
+def test_tree_visible_rows_follow_filters_and_folds():
+    # Rows of examples/branching.jsonl (pre-order): 0 model_change, 1 user, 2 assistant, 3 toolResult,
+    # 4 assistant (branch point, label), 5-6 first branch, 7 branch_summary, 8 user, 9 assistant,
+    # 10 toolResult, 11 assistant, 12 label, 13 session_info (the active leaf).
+    tree = view.build_tree_data(_manager("branching.jsonl"))
+    assert tree.visible("default") == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13]  # bookkeeping hidden, leaf kept
+    assert tree.visible("all") == list(range(14))
+    assert tree.visible("user-only") == [1, 5, 8, 13]
+    assert tree.visible("no-tools") == [1, 2, 4, 5, 6, 7, 8, 9, 11, 13]
+    assert tree.visible("labeled-only") == [4, 13]
+    assert tree.visible("default", {5}) == [1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 13]
+    assert tree.visible("default", {4}) == [1, 2, 3, 4]
+
+
+def test_tree_window_sends_a_slice_with_what_a_row_needs():
+    tree = view.build_tree_data(_manager("branching.jsonl"))
+    w = tree.window(leaf="a1000007", offset=0, limit=4)
+    assert (w["total"], w["entries"], w["offset"], w["found"]) == (12, 14, 0, -1)
+    first, fourth = w["rows"][0], w["rows"][3]
+    assert first[:4] == [1, "a1000002", 0, "user"] and first[5:] == [65, None, "a100000e", 0, 0, 1]
+    # The branch point: two branches, foldable, on the path to a1000007.
+    assert fourth[:4] == [4, "a1000005", 0, "assistant"] and fourth[5:] == [257, "two-options", "a100000e", 2, 1, 1]
+    assert fourth[4].startswith("The city is put into the URL path")
+    # Centred on an entry: a1000008 (row 7) is the 7th visible row.
+    w = tree.window(leaf="a100000e", find="a1000008", limit=4)
+    assert w["found"] == 6 and w["offset"] == 4 and [r[1] for r in w["rows"]] == [
+        "a1000006", "a1000007", "a1000008", "a1000009"]
+    assert [r[10] for r in w["rows"]] == [0, 0, 1, 1]  # a1000006/7 are off the shown branch
+    assert tree.window(find="nope", offset=99)["offset"] == 11  # clamped to the last row
+
+
+def test_tree_rows_endpoint(client):
+    r = client.get(f"/s/{BRANCHING_ID}/rows.json?filter=user-only&leaf=a1000007")
+    data = r.json()
+    assert r.headers["content-type"] == "application/json"
+    assert data["total"] == 4 and [row[1] for row in data["rows"]] == ["a1000002", "a1000006", "a1000009", "a100000e"]
+    assert [row[10] for row in data["rows"]] == [1, 1, 0, 0]
+    data = client.get(f"/s/{BRANCHING_ID}/rows.json?folded=4&filter=bogus").json()
+    assert data["total"] == 4 and [row[1] for row in data["rows"]][-1] == "a1000005"
+    assert client.get("/s/nope/rows.json").status_code == 404
+
+
+def _tool_chain(n: int) -> SessionManager:
+    """A chain of n entries: user, assistant with a tool call, its result, ... (results one entry later)."""
+    ts = "2026-01-01T00:00:00.000Z"
+    entries, parent = [], None
+    for i in range(n):
+        if i % 3 == 0:
+            message = {"role": "user", "content": f"ask {i}", "timestamp": 1}
+        elif i % 3 == 1:
+            message = {"role": "assistant", "content": [{"type": "text", "text": f"call {i}"}, {
+                "type": "toolCall", "id": f"c{i}", "name": "bash", "arguments": {"command": f"echo {i}"}}],
+                "timestamp": 1}
+        else:
+            message = {"role": "toolResult", "toolCallId": f"c{i - 1}", "toolName": "bash",
+                       "content": [{"type": "text", "text": f"out {i}"}], "isError": False, "timestamp": 1}
+        entries.append({"type": "message", "id": f"t{i:04d}", "parentId": parent, "timestamp": ts, "message": message})
+        parent = f"t{i:04d}"
+    store = MemoryStore()
+    store.create({"type": "session", "version": 4, "id": "chain", "createdAt": ts, "cwd": "/tmp"}, entries)
+    return SessionManager.from_parsed(store.read("chain"))
+
+
+def test_branch_window_from_skeletons_equals_the_full_raw_view():
+    manager = _tool_chain(500)
+    skeleton = [{k: e[k] for k in ("type", "id", "parentId", "timestamp")} for e in manager.get_branch()]
+    by_id = {e["id"]: e for e in manager.get_entries()}
+    asked: list[int] = []
+
+    def load(ids):
+        asked.append(len(ids))
+        return [by_id[i] for i in ids]
+
+    for kwargs in ({}, {"start": 0}, {"start": 137, "limit": 50}, {"around": "t0010"}, {"around": "t0250", "limit": 60}):
+        want = view.build_conversation(manager, None, "raw", **kwargs)
+        got = view.build_branch_window(skeleton, load, **kwargs)
+        assert (got.start, got.total, got.leaf_id) == (want.start, want.total, want.leaf_id), kwargs
+        assert got.items == want.items, kwargs
+    # Only the window and the look-ahead were read, never the whole branch.
+    assert max(asked) <= view.WINDOW_ITEMS + view.PAIRING_LOOKAHEAD
+
+
+def test_first_page_is_the_last_window_and_the_list_counts_entries(client):
+    text = client.get(f"/s/{BRANCHING_ID}").text
+    data = text.split('id="tree-data">', 1)[1].split("</script>", 1)[0]
+    import json
+
+    tree = json.loads(data)
+    assert tree["windowed"] is True and tree["total"] == 12 and tree["entries"] == 14
+    rows = client.get("/").text.split("<tr class=\"session-row")
+    row = next(r for r in rows if "Fix 500 on city names" in r)
+    # 14 entries, 10 of them messages (rows 1-6 and 8-11 above)
+    assert re.search(r'<td class="num">14</td>\s*<td class="num">10</td>', row), row

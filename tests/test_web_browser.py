@@ -51,9 +51,13 @@ def browser():
 
 
 def wait(driver, condition, timeout=10.0):
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(lambda d: condition(d))
+    # The tree pane redraws its rows when a window of them arrives: an element found
+    # just before a redraw goes stale, and the condition is simply tried again.
+    return WebDriverWait(driver, timeout, poll_frequency=0.05,
+                         ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: condition(d))
 
 
 def css(driver, selector):
@@ -109,8 +113,7 @@ def test_switch_branch_on_branching_example(browser, server):
     assert "leaf=a1000007" in browser.current_url and browser.current_url.endswith("#a1000006")
     assert css(browser, "#a1000006.target")
     # Fold the abandoned branch, then filter to user messages only.
-    row = tree_row(browser, "a1000006")
-    row.find_element("css selector", "[data-fold]").click()
+    wait(browser, lambda d: tree_row(d, "a1000006").find_element("css selector", "[data-fold]").click() or True)
     wait(browser, lambda d: tree_row(d, "a1000007") is None)
     from selenium.webdriver.support.ui import Select
 
@@ -364,3 +367,50 @@ def test_show_earlier_never_inserts_an_error_body(browser, server, store):
     css(browser, "#conv button.earlier")[0].click()
     time.sleep(1)
     assert "No such session" not in conv_text(browser) and css(browser, "#conv button.earlier")
+
+
+# --------------------------------------------------------------------------- windows (issue 15)
+
+def _fetched(driver, part: str) -> int:
+    return driver.execute_script(
+        "return performance.getEntriesByType('resource').filter(e => e.name.includes(arguments[0])).length", part)
+
+
+def test_scrolling_the_tree_fetches_more_rows(browser, server):
+    browser.get(f"{server}/s/{DEEP_ID}")
+    wait(browser, lambda d: css(d, "#tree .row[data-row]") and css(d, "#conv .item"), timeout=60)
+    # The page came with one window of rows around the leaf, not the whole tree.
+    assert browser.execute_script("return JSON.parse(document.getElementById('tree-data').textContent).rows.length") <= 200
+    before = _fetched(browser, "/rows.json")
+    browser.execute_script("var t = document.getElementById('tree'); t.scrollTop = 20 * 5000;"
+                           " t.dispatchEvent(new Event('scroll'))")
+    wait(browser, lambda d: tree_row(d, "d05000"), timeout=30)
+    assert _fetched(browser, "/rows.json") > before
+    assert len(css(browser, "#tree .row")) < 200  # only the rows on screen exist
+    tree_row(browser, "d05000").click()
+    wait(browser, lambda d: "message 5000" in conv_text(d), timeout=30)
+
+
+def test_scrolling_the_conversation_up_fetches_earlier_messages(browser, server):
+    browser.get(f"{server}/s/{DEEP_ID}")
+    wait(browser, lambda d: css(d, "#conv .item"), timeout=60)
+    shown = len(css(browser, "#conv .item"))
+    assert shown < 200 and f"reply {DEEP_LENGTH - 1}" in conv_text(browser)
+    first = css(browser, "#conv .item")[0].get_attribute("id")
+    assert f"d{DEEP_LENGTH - shown - 1:05d}" not in {e.get_attribute("id") for e in css(browser, "#conv .item")}
+    browser.execute_script("var c = document.getElementById('conv'); c.scrollTop = 0; c.dispatchEvent(new Event('scroll'))")
+    wait(browser, lambda d: len(css(d, "#conv .item")) > shown, timeout=30)
+    ids = [e.get_attribute("id") for e in css(browser, "#conv .item")]
+    assert f"d{DEEP_LENGTH - shown - 1:05d}" in ids and ids.index(first) > 0  # earlier ones went above
+    assert len(ids) == len(set(ids))  # no item twice
+
+
+def test_a_permalink_far_from_the_end_lands_on_its_entry(browser, server):
+    browser.get_log("browser")  # drain
+    browser.get(f"{server}/s/{DEEP_ID}?leaf=d{DEEP_LENGTH - 1:05d}&view=raw#d00042")
+    wait(browser, lambda d: css(d, "#conv .item.target"), timeout=60)
+    target = css(browser, "#conv .item.target")[0]
+    assert target.get_attribute("id") == "d00042" and "message 42" in target.text
+    wait(browser, lambda d: tree_row(d, "d00042") and "current" in tree_row(d, "d00042").get_attribute("class"),
+         timeout=30)
+    assert not _errors(browser), _errors(browser)

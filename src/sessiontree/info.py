@@ -84,6 +84,11 @@ class SessionInfo:
         message_count: ``message`` entries over all roles and branches (docs/rules/listing.md L.14).
         first_message: text of the first user message with text, or ``(no messages)``.
         summary: the session summary while fresh (docs/rules/listing.md K.4), else ``None``.
+        entry_count: entries stored (every type and branch, header excluded),
+            as the store keeps it (SQLite and PostgreSQL: their ``entry_count``
+            column, kept on every write and rebuilt by ``reindex``; JSONL: the
+            entries parsed for the row; memory: the entries held); ``None``
+            when the row was built without it.
     """
 
     id: str
@@ -99,6 +104,7 @@ class SessionInfo:
     message_count: int
     first_message: str
     summary: str | None
+    entry_count: int | None = None
     _all_messages_text: str | None = field(default=None, repr=False)
     _text_loader: Callable[[], str] | None = field(default=None, repr=False, compare=False)
 
@@ -245,7 +251,7 @@ class InfoAccumulator:
         )
 
     def to_info(self, header: dict[str, Any], path: str, *, fallback_mtime: float | None = None,
-                text_loader: Callable[[], str] | None = None) -> SessionInfo:
+                text_loader: Callable[[], str] | None = None, entry_count: int | None = None) -> SessionInfo:
         """The :class:`SessionInfo` of a session with this state and ``header``.
 
         Args:
@@ -255,6 +261,7 @@ class InfoAccumulator:
                 ``modified`` when neither messages nor header give one (docs/rules/listing.md L.16).
             text_loader: called on first access of ``all_messages_text`` when
                 ``texts`` is not held in memory.
+            entry_count: the session's number of entries, when the caller knows it.
         """
         classified = is_classified(header)
         created_ms = parse_timestamp_ms(header.get("createdAt"))
@@ -285,6 +292,7 @@ class InfoAccumulator:
             message_count=self.message_count,
             first_message=self.first_message if self.first_message is not None else NO_MESSAGES,
             summary=self.summary,
+            entry_count=entry_count,
             _text_loader=text_loader,
         )
         if text_loader is None:
@@ -294,5 +302,10 @@ class InfoAccumulator:
 
 def session_info_from_entries(header: dict[str, Any], entries: Iterable[dict[str, Any]], path: str,
                               fallback_mtime: float | None = None) -> SessionInfo:
-    """The :class:`SessionInfo` of a loaded session (docs/rules/listing.md)."""
-    return InfoAccumulator().extend(entries).to_info(header, path, fallback_mtime=fallback_mtime)
+    """The :class:`SessionInfo` of a loaded session (docs/rules/listing.md), with its entry count."""
+    accumulator = InfoAccumulator()
+    count = 0
+    for entry in entries:
+        accumulator.add(entry)
+        count += 1
+    return accumulator.to_info(header, path, fallback_mtime=fallback_mtime, entry_count=count)

@@ -34,6 +34,8 @@ __all__ = [
     "loaded_leaf_id",
     "build_tree",
     "label_state",
+    "skeleton_entry",
+    "SKELETON_FIELDS",
     "session_name_state",
     "parse_timestamp_ms",
 ]
@@ -96,6 +98,55 @@ def loaded_leaf_id(entries: Sequence[Entry], by_id: Mapping[str, Entry] | None =
             if target in index:
                 return target
     return None
+
+
+#: What :func:`skeleton_entry` keeps of an entry, by entry type (every type
+#: keeps ``type``, ``id``, ``parentId`` and ``timestamp``); ``message`` keeps
+#: only ``message.role`` and ``compaction`` only ``details.strategy``.
+SKELETON_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "label": ("targetId", "label"),
+    LEAF_ENTRY_TYPE: ("targetId",),
+    "session_info": ("name",),
+}
+
+
+def skeleton_entry(entry: Mapping[str, Any]) -> Entry:
+    """The part of ``entry`` the tree needs, without its content (a "skeleton" record).
+
+    Kept: ``type``, ``id``, ``parentId``, ``timestamp`` (those present), the
+    fields of :data:`SKELETON_FIELDS` for label, leaf and session-info records,
+    ``message.role`` of a ``message`` and ``details.strategy`` of a
+    ``compaction``. That is everything :func:`build_tree`, :func:`label_state`,
+    :func:`loaded_leaf_id`, :func:`get_branch`, :func:`session_name_state`,
+    ``render.entry_kind`` and ``projection.is_retired_record`` read, so each of
+    them gives the same answer on skeletons as on the full entries
+    (docs/rules/tree.md F.1, F.6, H.1-H.5, I.2-I.7; docs/rules/listing.md J.2).
+    Stores answer ``read_skeleton`` with these records
+    (:meth:`sessiontree.stores.base.SessionStore.read_skeleton`).
+
+    Returns:
+        A new dict; ``entry`` is not modified.
+    """
+    out: Entry = {key: entry[key] for key in ("type", "id", "parentId", "timestamp") if key in entry}
+    kind = entry.get("type")
+    if kind == "message":
+        message = entry.get("message")
+        if isinstance(message, Mapping):
+            # An absent and a null role mean the same to every reader (not a string).
+            out["message"] = {"role": message["role"]} if message.get("role") is not None else {}
+        elif "message" in entry:
+            out["message"] = message
+    elif kind == "compaction":
+        details = entry.get("details")
+        if isinstance(details, Mapping):
+            out["details"] = {"strategy": details["strategy"]} if details.get("strategy") is not None else {}
+        elif "details" in entry:
+            out["details"] = details
+    else:
+        for key in SKELETON_FIELDS.get(kind, ()) if isinstance(kind, str) else ():
+            if key in entry:
+                out[key] = entry[key]
+    return out
 
 
 def get_branch(by_id: Mapping[str, Entry], leaf_id: str | None) -> list[Entry]:

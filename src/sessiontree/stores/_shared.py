@@ -17,7 +17,8 @@ sees the same behaviour from each backend:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .. import jsonio
@@ -177,6 +178,74 @@ def sync_expected(expect: Any, current: Any) -> bool:
     return expect.same_file(current)
 
 
+#: Bytes of a message record that a skeleton read takes to find its role without parsing it.
+ROLE_HEAD_BYTES = 256
+#: A record whose text starts with top-level string (or null) members among type, id,
+#: parentId and timestamp, then ``"message":{"role":"ROLE"``: the role is exactly ROLE
+#: (no key before it can be nested, and ROLE has no escapes). Writers put these keys first.
+ROLE_HEAD = re.compile(rb'\{(?:"(?:type|id|parentId|timestamp)":(?:"[^"\\]*"|null),)*"message":\{"role":"([^"\\]*)"')
+
+
+def skeletons_from_rows(rows: Sequence[Sequence[Any]], parse: Callable[[Any, int], dict[str, Any]],
+                        fetch_whole: Callable[[list[Any]], Mapping[Any, Any]],
+                        text: Callable[[Any], Any] = lambda v: v,
+                        lossy: Callable[[Sequence[Any]], bool] | None = None) -> list[dict[str, Any]]:
+    """Skeleton entries (:func:`sessiontree.tree.skeleton_entry`) of a skeleton query's rows.
+
+    Args:
+        rows: ``(id, parent id, type, timestamp, head, whole, seq)`` per entry in
+            order: ``head`` (bytes) the first :data:`ROLE_HEAD_BYTES` of a
+            message's text, else ``None``; ``whole`` the record's text for the
+            records always parsed whole (label, leaf, session-info, compaction),
+            else ``None``.
+        parse: ``(record text, line) -> record``.
+        fetch_whole: ``[seq, ...] -> {seq: record text}``, called once, for the rows
+            that must be parsed whole after all: a message whose head does not show
+            its role plainly (:data:`ROLE_HEAD`), or a row ``lossy`` says its copied
+            columns may not hold the exact values.
+        text: a column value as ``str`` (a store that keeps lone surrogates as bytes
+            decodes them).
+
+    Returns the same skeletons as ``skeleton_entry`` of the parsed records. One pass
+    (the regular expression runs once per message).
+    """
+    from ..tree import skeleton_entry
+
+    out: list[dict[str, Any]] = []
+    push, match = out.append, ROLE_HEAD.match
+    roles: dict[bytes, str] = {}  # a handful of distinct roles: decode each once
+    later: list[tuple[int, Any]] = []
+    for line, row in enumerate(rows, 2):
+        entry_id, parent_id, kind, timestamp, head, own, seq = row
+        if own is not None:
+            push(skeleton_entry(parse(own, line)))
+            continue
+        role = None
+        if head is not None:
+            found = match(head)
+            if found is not None:
+                raw = found.group(1)
+                role = roles.get(raw)
+                if role is None:
+                    role = roles[raw] = raw.decode("utf-8", "surrogatepass")
+        if (head is not None and role is None) or (lossy is not None and lossy(row)):
+            later.append((len(out), seq))
+            push({})
+            continue
+        if entry_id.__class__ is not str or parent_id.__class__ not in (str, type(None)) \
+                or kind.__class__ is not str or timestamp.__class__ is not str:
+            entry_id, parent_id, kind, timestamp = text(entry_id), text(parent_id), text(kind), text(timestamp)
+        entry: dict[str, Any] = {"type": kind, "id": entry_id, "parentId": parent_id, "timestamp": timestamp}
+        if role is not None:
+            entry["message"] = {"role": role}
+        push(entry)
+    if later:
+        whole = fetch_whole([seq for _, seq in later])
+        for position, seq in later:
+            out[position] = skeleton_entry(parse(whole[seq], position + 2))
+    return out
+
+
 class StoreBase:
     """Mixin of what every store class shares: ``with store:`` closes it, and
     ``repr()`` names the class and the store's URL. Subclasses set ``url`` and
@@ -184,6 +253,8 @@ class StoreBase:
 
     url: str
     kind: str
+    #: See ``SessionStore.partial_reads``: the generic read_skeleton/read_entries read everything.
+    partial_reads = False
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"
@@ -196,6 +267,24 @@ class StoreBase:
 
     def close(self) -> None:  # pragma: no cover - every store defines its own
         """Release what the store holds. Idempotent."""
+
+    def read_skeleton(self, session_id: str) -> Any:
+        """Generic ``read_skeleton`` (docs in :class:`~sessiontree.stores.base.SessionStore`):
+        :meth:`read`, then :func:`~sessiontree.tree.skeleton_entry` of every entry.
+        Costs a full read; stores with cheaper access override it."""
+        from ..format import ParsedSession
+        from ..tree import skeleton_entry
+
+        parsed = self.read(session_id)  # type: ignore[attr-defined]
+        entries = [skeleton_entry(e) for e in parsed.entries]
+        return ParsedSession(parsed.header, entries, [None] * len(entries), parsed.header_raw,
+                             parsed.source_version, False, [], list(parsed.lines), parsed.path)
+
+    def read_entries(self, session_id: str, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """Generic ``read_entries`` (docs in :class:`~sessiontree.stores.base.SessionStore`):
+        :meth:`read`, then the entries of ``ids`` in that order (unknown ids skipped)."""
+        by_id = {e.get("id"): e for e in self.read(session_id).entries}  # type: ignore[attr-defined]
+        return [by_id[i] for i in ids if i in by_id]
 
     def settle_derived(self) -> int:
         """Finish derived work that writes deferred; stores that defer none (JSONL,

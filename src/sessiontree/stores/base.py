@@ -191,10 +191,16 @@ class SessionStore(Protocol):
         url: the store's URL (``sqlite:///...``, ``jsonl:///...``, ``memory:``,
             ``postgresql://...`` without its password).
         kind: ``"sqlite"``, ``"jsonl"``, ``"memory"`` or ``"postgres"``.
+        partial_reads: whether :meth:`read_skeleton` and :meth:`read_entries`
+            cost less than :meth:`read` (SQLite, PostgreSQL: indexed columns
+            and lookups). ``False`` where they fall back to reading the whole
+            session (JSONL, memory): a caller that needs many windows of one
+            session then reads it once instead (the web viewer does).
     """
 
     url: str
     kind: str
+    partial_reads: bool
 
     def create(self, header: dict[str, Any], entries: Sequence[dict[str, Any]] = (),
                raw: Sequence[bytes | None] | None = None, *, path: str | None = None) -> None:
@@ -234,6 +240,38 @@ class SessionStore(Protocol):
         Raises:
             SessionNotFoundError, InvalidSessionError: as :meth:`load`.
             StorageError: the session could not be read.
+        """
+        ...
+
+    def read_skeleton(self, session_id: str) -> ParsedSession:
+        """The session's header and its entries reduced to skeletons, never writing.
+
+        Each entry is :func:`sessiontree.tree.skeleton_entry` of the stored
+        entry (type, id, parent, timestamp, a message's role, label/leaf
+        targets, names): enough to lay out the tree, find the loaded leaf,
+        walk branches and read labels and the name, without the content. For
+        viewers of large sessions (docs/viewer.md): SQLite and PostgreSQL
+        answer from indexed columns plus the few fields they extract, without
+        parsing each record; other stores fall back to :meth:`read` and strip
+        (``StoreBase.read_skeleton``). ``raw`` holds ``None`` per entry.
+
+        Raises:
+            SessionNotFoundError: no such id.
+            InvalidSessionError, StorageError: as :meth:`read`.
+        """
+        ...
+
+    def read_entries(self, session_id: str, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """The full stored entries with the given ids, in the order of ``ids``, never writing.
+
+        Unknown ids are skipped. For reading a window of a branch whose ids
+        came from :meth:`read_skeleton`; SQLite and PostgreSQL look the ids up
+        by index, other stores fall back to :meth:`read`.
+
+        Raises:
+            SessionNotFoundError: no such id.
+            InvalidSessionError, StorageError: as :meth:`read` (a SQLite record
+                whose checksum fails raises ``CorruptEntryError``).
         """
         ...
 

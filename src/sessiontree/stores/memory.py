@@ -260,14 +260,14 @@ class MemoryStore(StoreBase):
         """
         wanted = resolve_cwd(cwd) if cwd is not None else None
         with self._lock:
-            snapshot = [(s.header, InfoAccumulator.from_state(s.info.to_state()), tuple(s.info.texts), s.written_at)
-                        for s in self._sessions.values()]
+            snapshot = [(s.header, InfoAccumulator.from_state(s.info.to_state()), tuple(s.info.texts), s.written_at,
+                         len(s.raw)) for s in self._sessions.values()]
         progress = Progress(len(snapshot), on_progress, cancel)
         rows: list[SessionInfo] = []
-        for header, info, texts, written_at in snapshot:
+        for header, info, texts, written_at, count in snapshot:
             if (include_internal or not is_classified(header)) and cwd_matches(header.get("cwd"), wanted):
                 rows.append(info.to_info(header, header["id"], fallback_mtime=written_at,
-                                         text_loader=lambda texts=texts: " ".join(texts)))
+                                         text_loader=lambda texts=texts: " ".join(texts), entry_count=count))
             progress.step()
         return sort_listing(rows)
 

@@ -65,6 +65,7 @@ from ..errors import (
 from ..format import CURRENT_VERSION, ParsedSession, validate_entry, validate_header
 from ..info import InfoAccumulator, is_classified
 from ._shared import (
+    ROLE_HEAD_BYTES,
     Progress,
     StoreBase,
     check_header,
@@ -75,6 +76,7 @@ from ._shared import (
     header_of,
     id_in_use_error,
     resolve_cwd,
+    skeletons_from_rows,
     sort_listing,
     sync_expected,
 )
@@ -392,6 +394,8 @@ class PostgresStore(StoreBase):
     """
 
     kind = "postgres"
+    #: read_skeleton and read_entries answer from columns and the (session_id, id) index.
+    partial_reads = True
 
     def __init__(self, url: str, *, create: bool = True, readonly: bool = False,
                  prepare_threshold: int | None | str = "url", pool_size: int | None = None,
@@ -968,6 +972,76 @@ class PostgresStore(StoreBase):
             raise InvalidSessionError("stored record is not a JSON object", f"{self.url}#{session_id}", line)
         return record
 
+    def read_skeleton(self, session_id: str) -> ParsedSession:
+        """The session's header and skeleton entries (see ``SessionStore.read_skeleton``),
+        from the ``entries`` columns plus the first bytes of each message (its role);
+        label, leaf, session-info and compaction records, messages whose first bytes
+        do not show the role plainly, and rows whose copied ``text`` columns may be
+        lossy (U+FFFD, see :func:`_text`) are parsed whole. The header's CRC is
+        checked; entries' CRCs are checked by ``read_entries`` and ``load``.
+        """
+        from ..tree import SKELETON_FIELDS
+
+        if not _exact(session_id):
+            raise SessionNotFoundError(session_id, self.url)
+        kinds = ["compaction", *SKELETON_FIELDS]
+        with self._transaction("reading a skeleton", write=False, snapshot=True) as conn:
+            if not self._ready(conn):
+                raise SessionNotFoundError(session_id, self.url)
+            with conn.cursor(binary=True) as cur:
+                row = cur.execute("SELECT header_json, header_crc FROM sessions WHERE id = %s",
+                                  (session_id,)).fetchone()
+                if row is None:
+                    raise SessionNotFoundError(session_id, self.url)
+                rows = cur.execute(
+                    "SELECT id, parent_id, type, timestamp, CASE WHEN type = 'message'"
+                    f" THEN substring(json from 1 for {ROLE_HEAD_BYTES}) END,"
+                    " CASE WHEN type = ANY(%s) THEN json END, seq"
+                    " FROM entries WHERE session_id = %s ORDER BY seq", (kinds, session_id)).fetchall()
+                header_raw = bytes(row[0])
+                if _crc(header_raw) != row[1]:
+                    raise CorruptEntryError(session_id, None, 1, f"{self.url}#{session_id}")
+                header = self._parse_record(header_raw, session_id, 1)
+                rows = [(*r[:4], None if r[4] is None else bytes(r[4]), r[5], r[6]) for r in rows]
+
+                def fetch_whole(seqs: list[Any]) -> dict[Any, Any]:
+                    return dict(cur.execute("SELECT seq, json FROM entries WHERE session_id = %s AND seq = ANY(%s)",
+                                            (session_id, seqs)).fetchall())
+
+                with gc_paused():
+                    entries = skeletons_from_rows(
+                        rows, lambda text, line: self._parse_record(text, session_id, line), fetch_whole,
+                        lossy=lambda r: any(isinstance(v, str) and "\ufffd" in v for v in r[:4]))
+        return ParsedSession(header=header, entries=entries, raw=[None] * len(entries), header_raw=header_raw,
+                             source_version=CURRENT_VERSION, upgraded=False,
+                             lines=list(range(2, len(entries) + 2)), path=None)
+
+    def read_entries(self, session_id: str, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """The stored entries of ``ids`` (see ``SessionStore.read_entries``), looked up by
+        the ``(session_id, id)`` index, each checked against its CRC-32.
+
+        Raises:
+            SessionNotFoundError: no such session.
+            CorruptEntryError: a returned record's bytes fail their checksum.
+        """
+        if not _exact(session_id):
+            raise SessionNotFoundError(session_id, self.url)
+        wanted = [i for i in dict.fromkeys(ids) if isinstance(i, str) and _exact(i)]
+        with self._transaction("reading entries", write=False) as conn:
+            if not self._ready(conn) or conn.execute(
+                    "SELECT 1 FROM sessions WHERE id = %s", (session_id,)).fetchone() is None:
+                raise SessionNotFoundError(session_id, self.url)
+            with conn.cursor(binary=True) as cur:
+                rows = cur.execute("SELECT id, seq, json, crc FROM entries WHERE session_id = %s AND id = ANY(%s)",
+                                   (session_id, wanted)).fetchall() if wanted else []
+        found: dict[str, dict[str, Any]] = {}
+        for entry_id, seq, text, crc in rows:
+            text = bytes(text)
+            if _crc(text) != crc:
+                raise CorruptEntryError(session_id, entry_id, seq + 2, f"{self.url}#{session_id}")
+            found[entry_id] = self._parse_record(text, session_id, seq + 2)
+        return [found[i] for i in ids if i in found]
+
     def read(self, session_id: str) -> ParsedSession:
         """Same as :meth:`load`: stored sessions are always format 4, loading writes nothing."""
         return self.load(session_id)
@@ -1062,13 +1136,13 @@ class PostgresStore(StoreBase):
             if not self._ready(conn):
                 return SessionListing()
             with conn.cursor(binary=True) as cur:
-                rows = cur.execute("SELECT id, header_json, classified, cwd, updated_at, listing FROM sessions"
-                                   " ORDER BY rowno").fetchall()
+                rows = cur.execute("SELECT id, header_json, classified, cwd, updated_at, listing, entry_count"
+                                   " FROM sessions ORDER BY rowno").fetchall()
         progress = Progress(len(rows), on_progress, cancel)
         infos = []
         skipped = 0
         loads = jsonio.loads
-        for session_id, header_json, classified, session_cwd, updated_at, listing in rows:
+        for session_id, header_json, classified, session_cwd, updated_at, listing, count in rows:
             lossy = session_cwd is not None and "\ufffd" in session_cwd
             if (include_internal or not classified) and (lossy or cwd_matches(session_cwd, wanted)):
                 try:
@@ -1080,7 +1154,7 @@ class PostgresStore(StoreBase):
                 elif not lossy or cwd_matches(header.get("cwd"), wanted):  # the header has the exact cwd
                     infos.append(_info_from(bytes(listing)).to_info(
                         header, session_id, fallback_mtime=updated_at / 1e6,
-                        text_loader=functools.partial(self._load_text, session_id)))
+                        text_loader=functools.partial(self._load_text, session_id), entry_count=count))
             progress.step()
         return sort_listing(infos, skipped)
 

@@ -65,6 +65,7 @@ from ..format import CURRENT_VERSION, ParsedSession, validate_entry, validate_he
 from ..info import InfoAccumulator, is_classified
 from ..usagerecords import UsageQuery, UsageRows, aggregate
 from ._shared import (
+    ROLE_HEAD_BYTES,
     Progress,
     StoreBase,
     check_header,
@@ -75,6 +76,7 @@ from ._shared import (
     header_of,
     id_in_use_error,
     resolve_cwd,
+    skeletons_from_rows,
     sort_listing,
     sync_expected,
 )
@@ -376,6 +378,8 @@ class SqliteStore(StoreBase):
     """
 
     kind = "sqlite"
+    #: read_skeleton and read_entries answer from columns and the (session_id, id) index.
+    partial_reads = True
 
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = DEFAULT_TIMEOUT,
                  create: bool = True, readonly: bool = False, synchronous: str = "full",
@@ -1018,6 +1022,73 @@ class SqliteStore(StoreBase):
         """Same as :meth:`load`: stored sessions are always format 4, loading writes nothing."""
         return self.load(session_id)
 
+    def read_skeleton(self, session_id: str) -> ParsedSession:
+        """The session's header and skeleton entries (see ``SessionStore.read_skeleton``),
+        from the ``entries`` columns plus the first bytes of each message (its role,
+        ``_shared.ROLE_HEAD``); only the rare label, leaf, session-info and compaction
+        records, and messages whose first bytes do not show the role plainly, are
+        parsed whole. No CRC pass (``read_entries`` and ``load`` check the records
+        they return). The same skeletons as the generic fallback.
+        """
+        from ..tree import SKELETON_FIELDS
+
+        key = _db(session_id)
+        kinds = ("compaction", *SKELETON_FIELDS)
+        with self._read() as conn:
+            if not self._ready(conn):
+                raise SessionNotFoundError(session_id, self.url)
+            row = conn.execute("SELECT header_json FROM sessions WHERE id = ?", (key,)).fetchone()
+            if row is None:
+                raise SessionNotFoundError(session_id, self.url)
+            rows = conn.execute(
+                "SELECT id, parent_id, type, timestamp, CASE WHEN type = 'message'"
+                f" THEN CAST(substr(json, 1, {ROLE_HEAD_BYTES}) AS BLOB) END,"
+                f" CASE WHEN type IN ({', '.join('?' * len(kinds))}) THEN json END, seq"
+                " FROM entries WHERE session_id = ? ORDER BY seq", (*kinds, key)).fetchall()
+            header_raw = row[0] if isinstance(row[0], bytes) else row[0].encode("utf-8", "surrogatepass")
+            header = self._parse_record(header_raw, key, 1)
+
+            def fetch_whole(seqs: list[Any]) -> dict[Any, Any]:
+                found: dict[Any, Any] = {}
+                for at in range(0, len(seqs), 500):
+                    chunk = seqs[at:at + 500]
+                    found.update(conn.execute(
+                        f"SELECT seq, json FROM entries WHERE session_id = ? AND seq IN ({', '.join('?' * len(chunk))})",
+                        (key, *chunk)))
+                return found
+
+            with gc_paused():  # see sessiontree._gc
+                entries = skeletons_from_rows(
+                    rows, lambda text, line: self._parse_record(text, key, line), fetch_whole, _py)
+        return ParsedSession(header, entries, [None] * len(entries), header_raw, 4,
+                             lines=list(range(2, len(entries) + 2)))
+
+    def read_entries(self, session_id: str, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """The stored entries of ``ids`` (see ``SessionStore.read_entries``), looked up by
+        the ``(session_id, id)`` index, each checked against its CRC-32.
+
+        Raises:
+            SessionNotFoundError: no such session.
+            CorruptEntryError: a returned record's bytes fail their checksum.
+        """
+        key = _db(session_id)
+        found: dict[str, dict[str, Any]] = {}
+        with self._read() as conn:
+            if not self._ready(conn) or conn.execute(
+                    "SELECT 1 FROM sessions WHERE id = ?", (key,)).fetchone() is None:
+                raise SessionNotFoundError(session_id, self.url)
+            crc_sql = "crc" if self._has_crc else "NULL"
+            wanted = list(dict.fromkeys(ids))
+            for at in range(0, len(wanted), 500):
+                chunk = [_db(i) for i in wanted[at:at + 500]]
+                for entry_id, seq, text, crc in conn.execute(
+                        f"SELECT id, seq, json, {crc_sql} FROM entries WHERE session_id = ?"
+                        f" AND id IN ({', '.join('?' * len(chunk))})", (key, *chunk)):
+                    if self._has_crc and (crc is None or _crc(text) != crc):
+                        raise CorruptEntryError(session_id, _py(entry_id), seq + 2, f"{self.url}#{session_id}")
+                    found[_py(entry_id)] = self._parse_record(text, key, seq + 2)
+        return [found[i] for i in ids if i in found]
+
     def load(self, session_id: str, *, keep_raw: bool = True) -> ParsedSession:
         """The session's header and entries, read in one snapshot.
 
@@ -1183,7 +1254,7 @@ class SqliteStore(StoreBase):
             if not self._ready(conn):
                 return SessionListing()
             rows = conn.execute(
-                f"SELECT id, header_json, classified, cwd, updated_at, {_STATE_SQL} FROM sessions"
+                f"SELECT id, header_json, classified, cwd, updated_at, entry_count, {_STATE_SQL} FROM sessions"
                 " ORDER BY rowid").fetchall()
         progress = Progress(len(rows), on_progress, cancel)
         infos = []
@@ -1197,9 +1268,9 @@ class SqliteStore(StoreBase):
                 except ValueError:
                     header = None  # damaged by hand: the session cannot be loaded, so it is not listed
                 if isinstance(header, dict) and isinstance(header.get("id"), str):
-                    infos.append(_state_from_row(row[5:]).to_info(
+                    infos.append(_state_from_row(row[6:]).to_info(
                         header, session_id, fallback_mtime=row[4] / 1e6,
-                        text_loader=functools.partial(self._load_text, session_id)))
+                        text_loader=functools.partial(self._load_text, session_id), entry_count=row[5]))
                 else:
                     skipped += 1
             progress.step()

@@ -7,7 +7,10 @@ request can change a session):
 * ``/s/{id}``: the session page (``?leaf=ENTRY&view=raw|model#ENTRY``);
 * ``/s/{id}/conversation``: the conversation pane's HTML for one window
   (``leaf``, ``view``, ``start`` or ``around``);
-* ``/s/{id}/tree.json``: the tree rows (:class:`sessiontree.web.view.TreeData`);
+* ``/s/{id}/tree.json``: all tree rows (:class:`sessiontree.web.view.TreeData`);
+* ``/s/{id}/rows.json?filter=&folded=I,J&leaf=&offset=&limit=&find=``: one
+  window of the visible tree rows (:meth:`sessiontree.web.view.TreeData.window`),
+  what the page's tree pane fetches as it scrolls;
 * ``/s/{id}/summaries.json?rows=I,J,...``: one-line summaries of tree rows
   (large sessions send the tree without them);
 * ``/s/{id}/state.json``: ``{"version", "entries", "leaf"}``, polled every
@@ -22,14 +25,20 @@ kept in an ``HttpOnly``, ``SameSite=Strict`` cookie) or be refused with 403;
 every response carries a strict Content-Security-Policy and
 ``X-Content-Type-Options: nosniff``.
 
-Caching: each session is read from the store once per change. A cheap
-change hint (the JSONL file's or the SQLite database's size and mtime)
-decides whether the stored session must be read again; stores without
-files are re-read at most once per :data:`MIN_REREAD_SECONDS`.
+Caching: each session is read from the store once per change: its
+skeleton (``store.read_skeleton``) where the store reads that cheaply
+(``store.partial_reads``), else the whole session; tree summaries and
+conversation windows then read their entries by id (``store.read_entries``),
+and the model's view reads the whole session once (docs/viewer.md, "What
+is sent when"). A cheap change hint (the JSONL file's or the SQLite
+database's size and mtime) decides whether the stored session must be read
+again; stores without files are re-read at most once per
+:data:`MIN_REREAD_SECONDS`.
 """
 
 from __future__ import annotations
 
+import functools
 import hmac
 import json
 import os
@@ -69,8 +78,9 @@ _TOKEN_COOKIE = "sessiontree_token"
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
 #: A ``Host`` header: a name or a bracketed IPv6 address, then an optional numeric port.
 _HOST_HEADER = re.compile(r"(\[[0-9a-f:.]+\]|[a-z0-9._-]+)(?::[0-9]{1,5})?")
-#: Sessions with more entries get their tree summaries on demand (``/summaries``).
-EAGER_SUMMARY_ROWS = 2000
+#: Conversation entries of the first window a session page shows (earlier ones
+#: load as the reader scrolls up, :data:`sessiontree.web.view.WINDOW_ITEMS` at a time).
+FIRST_WINDOW_ITEMS = 60
 
 
 @dataclass
@@ -112,12 +122,23 @@ class ViewerConfig:
 
 @dataclass
 class _Cached:
+    """One session as the server holds it: skeletons first, full entries on demand.
+
+    ``manager`` is bound to the session's skeleton entries
+    (``store.read_skeleton``): tree layout, branches, labels and the leaf
+    come from it; conversation windows read their entries by id
+    (``store.read_entries``). ``full`` is the manager over the full session,
+    read only when a view needs every entry (the model's view).
+    """
+
     hint: Any
     checked: float
     manager: SessionManager
     version: str
+    session_id: str = ""
     tree: view.TreeData | None = None
     memo: dict[Any, Any] | None = None
+    full: SessionManager | None = None
 
 
 class SessionCache:
@@ -170,7 +191,12 @@ class SessionCache:
                 if unchanged:
                     self._items.move_to_end(session_id)
                     return cached
-            parsed = self.store.read(session_id)
+            # Skeletons only where the store reads them cheaply: a 100,000-entry session's
+            # full read and parse costs seconds, its skeleton a fraction of that
+            # (docs/viewer.md, "What is sent when"). Elsewhere read_skeleton would read
+            # everything anyway, and so would each read_entries: read once, keep it all.
+            partial = bool(getattr(self.store, "partial_reads", False))
+            parsed = self.store.read_skeleton(session_id) if partial else self.store.read(session_id)
             entries = parsed.entries
             version = f"{len(entries)}:{entries[-1].get('id') if entries else ''}"
             if cached is not None and cached.version == version:
@@ -180,7 +206,7 @@ class SessionCache:
             # empty private store instead of being copied into one (in_memory
             # re-serializes every entry: seconds for a 100,000-entry session).
             manager = SessionManager.from_parsed(parsed)
-            fresh = _Cached(hint, now, manager, version)
+            fresh = _Cached(hint, now, manager, version, session_id, full=None if partial else manager)
             self._items[session_id] = fresh
             self._items.move_to_end(session_id)
             while len(self._items) > self.size:
@@ -197,9 +223,23 @@ class SessionCache:
                     cached.manager.reset_leaf()
                 else:
                     cached.manager.branch(leaf)
-                lazy = len(cached.manager.get_entries()) > EAGER_SUMMARY_ROWS
-                cached.tree = view.build_tree_data(cached.manager, summaries=not lazy)
+                cached.tree = view.build_tree_data(cached.manager, summaries=False)
+                cached.tree.loader = functools.partial(self.entries, cached)
             return cached.tree
+
+    def full(self, cached: _Cached) -> SessionManager:
+        """The manager over the whole session (every entry parsed), read once per version."""
+        with self._lock:
+            if cached.full is None:
+                cached.full = SessionManager.from_parsed(self.store.read(cached.session_id))
+            return cached.full
+
+    def entries(self, cached: _Cached, ids: Any) -> list[Any]:
+        """Full entries of ``ids``: from the session held in full, else ``store.read_entries``."""
+        if cached.full is not None:
+            get = cached.full.get_entry
+            return [entry for entry in map(get, ids) if entry is not None]
+        return self.store.read_entries(cached.session_id, ids)
 
 
 # --------------------------------------------------------------------------- middleware
@@ -328,18 +368,38 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
         except SessionNotFoundError:
             return None
 
-    def _conversation(cached: Any, request: Request) -> view.Conversation | Response:
+    def _conversation(cached: Any, request: Request, limit: int = view.WINDOW_ITEMS) -> view.Conversation | Response:
         p = request.query_params
         leaf = p.get("leaf") or None
         viewname = "model" if p.get("view") == "model" else "raw"
         start = _int(p.get("start"), -1)
-        manager: SessionManager = cached.manager
+        stop = _int(p.get("stop"), -1)
+        if start >= 0 and stop > start:
+            limit = min(limit, stop - start)  # an earlier window ends where the shown one starts
+        around = p.get("around") or None
         try:
             if cached.memo is None:
                 cached.memo = {}
-            return view.build_conversation(manager, leaf or _active_leaf(cached), viewname,
-                                           start=start if start >= 0 else None, around=p.get("around") or None,
-                                           memo=cached.memo)
+            if viewname == "model":
+                return view.build_conversation(cache.full(cached), leaf or _active_leaf(cached), viewname,
+                                               start=start if start >= 0 else None, around=around,
+                                               limit=limit, memo=cached.memo)
+            # The raw view reads only the window's entries: the branch comes from skeletons.
+            manager: SessionManager = cached.manager
+            leaf = leaf or _active_leaf(cached)
+            if leaf is not None:
+                manager.branch(leaf)  # EntryNotFoundError for an unknown leaf
+            key = ("path", leaf)
+            path = cached.memo.get(key)
+            if path is None:
+                tree = cache.tree(cached)
+                if leaf is not None and leaf == tree.leaf_id and tree.active_path is not None:
+                    path = tree.active_path  # the layout walked it already
+                else:
+                    path = manager.get_branch(leaf) if leaf is not None else []
+                cached.memo[key] = path
+            return view.build_branch_window(path, functools.partial(cache.entries, cached),
+                                            start=start if start >= 0 else None, around=around, limit=limit)
         except EntryNotFoundError:
             return PlainTextResponse("No such entry in this session", status_code=404)
 
@@ -356,10 +416,28 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
                                      status_code=404)
         with cache._lock:
             tree = cache.tree(cached)
-            conv = _conversation(cached, request)
-        if isinstance(conv, Response):
-            return conv
-        return HTMLResponse(page.render_session_page(cached.manager, tree, conv, version=cached.version))
+            conv = _conversation(cached, request, FIRST_WINDOW_ITEMS)
+            if isinstance(conv, Response):
+                return conv
+            window = tree.window(leaf=conv.leaf_id, find=conv.leaf_id)
+            html = page.render_session_page(cached.manager, tree, conv, version=cached.version, window=window)
+        return HTMLResponse(html)
+
+    def rows_json(request: Request) -> Response:
+        cached = _session(request)
+        if cached is None:
+            return JSONResponse({"error": "no such session"}, status_code=404)
+        p = request.query_params
+        mode = p.get("filter", "default")
+        if mode not in {value for value, _ in view.FILTER_MODES}:
+            mode = "default"
+        folded = {_int(v, -1) for v in p.get("folded", "").split(",") if v}
+        with cache._lock:
+            window = cache.tree(cached).window(mode=mode, folded=folded, leaf=p.get("leaf") or None,
+                                               offset=_int(p.get("offset"), 0),
+                                               limit=_int(p.get("limit"), view.TREE_WINDOW_ROWS),
+                                               find=p.get("find") or None)
+        return _json({"version": cached.version, **window})
 
     def conversation(request: Request) -> Response:
         cached = _session(request)
@@ -401,6 +479,7 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
         Route("/s/{session_id}", session_page),
         Route("/s/{session_id}/conversation", conversation),
         Route("/s/{session_id}/tree.json", tree_json),
+        Route("/s/{session_id}/rows.json", rows_json),
         Route("/s/{session_id}/state.json", state_json),
         Route("/s/{session_id}/summaries.json", summaries_json),
         Mount("/static", app=static, name="static"),

@@ -46,6 +46,8 @@ __all__ = [
 SERVER_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src data:; "
               "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 
+#: Branches listed in the branch menu, newest first (every branch stays reachable from the tree).
+BRANCH_MENU_TIPS = 300
 #: Branches the export pre-renders at most (two views each); a session with
 #: more tips gets its active branch and the newest others.
 EXPORT_MAX_BRANCHES = 50
@@ -93,18 +95,20 @@ def render_conversation(conversation: view.Conversation, session_id: str, *, win
         conv=conversation, session_id=session_id, windowed=windowed))
 
 
-def _session_context(manager: SessionManager, tree: view.TreeData, conversation: view.Conversation) -> dict[str, Any]:
+def _session_context(manager: SessionManager, tree: view.TreeData, conversation: view.Conversation,
+                     window: dict[str, Any] | None = None) -> dict[str, Any]:
     header = manager.get_header()
     tip_rows = [i for i, row in enumerate(tree.rows) if row[7] == i]
     tip_rows.reverse()  # newest branches first
-    tree.summaries(tip_rows[:500])
-    tips = [tree.rows[i] for i in tip_rows[:500]]
+    tree.summaries(tip_rows[:BRANCH_MENU_TIPS])
+    tips = [tree.rows[i] for i in tip_rows[:BRANCH_MENU_TIPS]]
     return {
         "header": header,
         "session_id": header.get("id"),
         "title": manager.get_session_name() or header.get("id"),
-        "tree_json": tree.json_text(),
-        "tips": tips[:500],
+        "tree_json": tree.json_text() if window is None else view.script_json(
+            {"leaf": tree.leaf_id, "windowed": True, **window}),
+        "tips": tips,
         "tip_count": len(tip_rows),
         "conv": conversation,
         "entry_count": len(tree.rows),
@@ -112,9 +116,13 @@ def _session_context(manager: SessionManager, tree: view.TreeData, conversation:
 
 
 def render_session_page(manager: SessionManager, tree: view.TreeData, conversation: view.Conversation, *,
-                        version: str = "", token_query: str = "") -> str:
-    """The session page the server sends (assets linked, live updates on)."""
-    context = _session_context(manager, tree, conversation)
+                        version: str = "", token_query: str = "", window: dict[str, Any] | None = None) -> str:
+    """The session page the server sends (assets linked, live updates on).
+
+    With ``window`` (:meth:`TreeData.window`) the page carries only those tree
+    rows and its script fetches the others as the tree scrolls; without, it
+    carries every row."""
+    context = _session_context(manager, tree, conversation, window)
     return view.scrub_surrogates(environment().get_template("session.html").render(
         **context, inline=False, version=version, token_query=token_query,
         conversation_html=Markup(render_conversation(conversation, context["session_id"]))))

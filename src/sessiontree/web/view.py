@@ -4,7 +4,8 @@ One module builds everything a page displays, for the server
 (:mod:`sessiontree.web.app`) and the HTML export
 (:func:`sessiontree.web.page.render_session_document`) alike; the Jinja2
 templates only display these objects. No rule of the format is decided here
-either: the tree comes from :meth:`SessionManager.get_tree`, branches from
+either: the tree is laid out with the rules of :meth:`SessionManager.get_tree`
+(:func:`build_tree_data` says how; a cyclic session uses it directly), branches from
 :meth:`SessionManager.get_branch`, the model's view from
 :meth:`SessionManager.build_session_projection`, one-line summaries and
 retired-record notes from :mod:`sessiontree.render`, and what a view marks
@@ -48,12 +49,14 @@ from typing import Any
 from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
 
+from .._gc import gc_paused
 from ..info import SessionInfo
 from ..manager import SessionManager
 from ..projection import INTERRUPTED_TEXT, _latest_edits, is_active_compaction, is_retired_record
 from ..render import RETIRED_NOTE, entry_kind, entry_summary, retired_record_text
 from ..stores.base import SessionStore
 from ..transcript import bash_text
+from ..tree import label_state, parse_timestamp_ms
 
 __all__ = [
     "FILTER_MODES",
@@ -63,6 +66,8 @@ __all__ = [
     "Item",
     "Conversation",
     "build_conversation",
+    "build_branch_window",
+    "TREE_WINDOW_ROWS",
     "markdown_html",
     "ListQuery",
     "ListRow",
@@ -72,6 +77,7 @@ __all__ = [
     "stats_provider",
     "session_title",
     "scrub_surrogates",
+    "script_json",
 ]
 
 # --------------------------------------------------------------------------- Markdown
@@ -153,6 +159,8 @@ _META_TYPES = frozenset({"label", "session_info", "session_summary", "custom", "
 
 #: Characters of an entry's one-line summary in the tree.
 TREE_SUMMARY_CHARS = 120
+#: Tree rows the server sends at once (the page asks for more as it scrolls).
+TREE_WINDOW_ROWS = 200
 
 
 @dataclass
@@ -181,6 +189,13 @@ class TreeData:
     index: dict[str, int] = field(default_factory=dict)
     entries: list[Mapping[str, Any]] = field(default_factory=list, repr=False)
     _json: str | None = field(default=None, repr=False)
+    #: ``load(ids) -> entries``: full entries for rows laid out from skeletons
+    #: (``store.read_entries``); ``None`` when :attr:`entries` are full entries.
+    loader: Callable[[Sequence[str]], list[Mapping[str, Any]]] | None = field(default=None, repr=False)
+    _visible: dict[Any, list[int]] = field(default_factory=dict, repr=False)
+    #: The entries from the root to :attr:`leaf_id` (``get_branch()``) when the
+    #: layout walked them anyway, else ``None``.
+    active_path: list[Mapping[str, Any]] | None = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON the tree pane's script reads: ``{"leaf": ..., "rows": [...]}``."""
@@ -190,26 +205,127 @@ class TreeData:
         """:meth:`to_json` serialized once, safe inside a ``<script>`` element
         (``<``, ``>``, ``&`` and ``'`` written as ``\\u`` escapes, as Jinja2's ``tojson``)."""
         if self._json is None:
-            import orjson
-
-            try:
-                text = orjson.dumps(self.to_json()).decode("utf-8")
-            except orjson.JSONEncodeError:
-                # A lone surrogate (a string cut inside a UTF-16 pair): orjson refuses it.
-                text = scrub_surrogates(jsonlib.dumps(self.to_json(), ensure_ascii=False))
-            self._json = (text.replace("&", "\\u0026").replace("<", "\\u003c")
-                          .replace(">", "\\u003e").replace("'", "\\u0027"))
+            self._json = str(script_json(self.to_json()))
         return Markup(self._json)
 
     def summaries(self, row_indices: Iterable[int]) -> dict[int, str]:
-        """One-line summaries of the given rows (computed once each; unknown indices skipped)."""
-        out: dict[int, str] = {}
-        for i in row_indices:
-            if 0 <= i < len(self.rows):
-                if self.rows[i][3] is None:
-                    self.rows[i][3] = entry_summary(_preview(self.entries[i]), TREE_SUMMARY_CHARS)
-                out[i] = self.rows[i][3]
+        """One-line summaries of the given rows (computed once each; unknown indices skipped).
+
+        Rows laid out from skeletons get their full entries from :attr:`loader`
+        in one batch (a window's worth of index lookups)."""
+        wanted = [i for i in row_indices if 0 <= i < len(self.rows)]
+        missing = [i for i in wanted if self.rows[i][3] is None]
+        if missing:
+            full: Mapping[str, Mapping[str, Any]] = {}
+            if self.loader is not None:
+                full = {e.get("id"): e for e in self.loader([self.rows[i][0] for i in missing])}
+            for i in missing:
+                entry = full.get(self.rows[i][0], self.entries[i])
+                self.rows[i][3] = entry_summary(_preview(entry), TREE_SUMMARY_CHARS)
+        return {i: self.rows[i][3] for i in wanted}
+
+    def visible(self, mode: str, folded: Iterable[int] = ()) -> list[int]:
+        """Row indices shown under filter ``mode`` (:data:`FILTER_MODES`) with the rows of
+        ``folded`` folded (their descendants hidden), in order. The active leaf is always
+        shown. Linear in the rows; the last few answers are kept."""
+        folded = frozenset(folded)
+        key = (mode, folded)
+        hit = self._visible.get(key)
+        if hit is not None:
+            return hit
+        rows, out = self.rows, []
+        i, n = 0, len(rows)
+        while i < n:
+            row = rows[i]
+            if _keep_row(row, mode) or row[4] & F_LEAF:
+                out.append(i)
+            i = row[7] + 1 if i in folded else i + 1
+        if len(self._visible) >= 8:
+            self._visible.pop(next(iter(self._visible)))
+        self._visible[key] = out
         return out
+
+    def window(self, *, mode: str = "default", folded: Iterable[int] = (), leaf: str | None = None,
+               offset: int = 0, limit: int = TREE_WINDOW_ROWS, find: str | None = None) -> dict[str, Any]:
+        """One window of the visible rows, as the tree pane of the server draws it.
+
+        Args:
+            mode, folded: as :meth:`visible`.
+            leaf: the branch the page shows; its path is marked.
+            offset: first visible position to send.
+            limit: rows to send (at most :data:`TREE_WINDOW_ROWS` * 4).
+            find: an entry id; when it is visible, ``found`` is its position and
+                the window is centred on it (``offset`` is ignored).
+
+        Returns:
+            ``{"total": visible rows, "entries": all rows, "offset": first
+            position sent, "found": position of ``find`` or -1, "rows": [[row
+            index, id, depth, kind, summary, flags, label, tip id, branches,
+            foldable, on the shown path], ...]}`` (``branches``: children of a
+            branch point, else 0).
+        """
+        visible = self.visible(mode, folded)
+        limit = max(1, min(limit, TREE_WINDOW_ROWS * 4))
+        found = -1
+        if find is not None and find in self.index:
+            target = self.index[find]
+            from bisect import bisect_left
+
+            at = bisect_left(visible, target)
+            if at < len(visible) and visible[at] == target:
+                found = at
+                offset = at - limit // 2
+        offset = max(0, min(offset, len(visible) - 1))
+        chosen = visible[offset:offset + limit]
+        self.summaries(chosen)
+        path: set[int] = set()
+        i = self.index.get(leaf, -1) if leaf is not None else -1
+        while i >= 0 and i not in path:
+            path.add(i)
+            i = self.rows[i][6]
+        rows = self.rows
+        out = []
+        for i in chosen:
+            row = rows[i]
+            branches = 0
+            if row[4] & F_BRANCH_POINT:
+                j = i + 1
+                while j <= row[7]:
+                    branches += 1
+                    j = rows[j][7] + 1
+            foldable = 1 if row[7] > i and row[4] & (F_BRANCH_POINT | F_BRANCH_START) else 0
+            out.append([i, row[0], row[1], row[2], row[3], row[4], row[5], rows[row[8]][0], branches,
+                        foldable, 1 if i in path else 0])
+        return {"total": len(visible), "entries": len(rows), "offset": offset, "found": found, "rows": out}
+
+
+def _keep_row(row: Sequence[Any], mode: str) -> bool:
+    """Whether filter ``mode`` shows ``row`` (the agent's ``/tree`` filters; static/app.js
+    applies the same rule to the export's rows)."""
+    flags = row[4]
+    if mode == "all":
+        return True
+    if mode == "user-only":
+        return bool(flags & F_USER)
+    if mode == "labeled-only":
+        return row[5] is not None
+    if flags & F_META:
+        return False
+    return not (mode == "no-tools" and flags & F_TOOL)
+
+
+def script_json(value: Any) -> Markup:
+    """``value`` as JSON safe inside a ``<script>`` element: ``<``, ``>``, ``&`` and ``'``
+    written as ``\\u`` escapes (as Jinja2's ``tojson``), lone surrogates as U+FFFD."""
+    import orjson
+
+    try:
+        text = orjson.dumps(value).decode("utf-8")
+    except orjson.JSONEncodeError:
+        # A lone surrogate (a string cut inside a UTF-16 pair): orjson refuses it.
+        text = scrub_surrogates(jsonlib.dumps(value, ensure_ascii=False))
+    return Markup(text.replace("&", "\\u0026").replace("<", "\\u003c")
+                  .replace(">", "\\u003e").replace("'", "\\u0027"))
 
 
 def _tree_flags(entry: Mapping[str, Any]) -> int:
@@ -300,6 +416,122 @@ def build_tree_data(manager: SessionManager, *, summaries: bool = True) -> TreeD
     A node with one child continues at the same depth; the children of a
     branch point (oldest first, as :meth:`SessionManager.get_tree` orders
     them) each start a branch one level deeper. Iterative (an explicit stack),
+    linear in the number of entries. Works on skeleton entries
+    (``store.read_skeleton``) as on full ones.
+
+    The forest is built here over entry positions, without
+    :class:`~sessiontree.tree.TreeNode` objects (a 100,000-entry session took
+    seconds that way), with the rules of :func:`sessiontree.tree.build_tree`
+    (docs/rules/tree.md H.1-H.5): roots in file order, children by parsed
+    timestamp (stable). A session with a parent cycle takes the general path.
+    """
+    with gc_paused():  # 100,000 rows of new lists: the collector would run ~100 times
+        return _build_tree_data(manager, summaries)
+
+
+def _build_tree_data(manager: SessionManager, summaries: bool) -> TreeData:
+    entries = manager.get_entries()
+    n = len(entries)
+    position: dict[Any, int] = {}
+    for i, entry in enumerate(entries):
+        position[entry.get("id")] = i
+    parent = [-1] * n
+    kids: dict[int, list[int]] = {}
+    roots: list[int] = []
+    for i, entry in enumerate(entries):
+        pid = entry.get("parentId")
+        p = position.get(pid, -1) if pid.__class__ is str and pid != entry.get("id") else -1
+        if p < 0:
+            roots.append(i)
+        else:
+            parent[i] = p
+            got = kids.get(p)
+            if got is None:
+                kids[p] = [i]
+            else:
+                got.append(i)
+    if n and not roots:
+        return _build_tree_data_nodes(manager, summaries=summaries)  # all on cycles
+    for p, children in kids.items():
+        if len(children) > 1:
+            children.sort(key=lambda i: _timestamp_ms(entries[i]))
+    labels = label_state(entries)
+    leaf_id = manager.get_leaf_id()
+    # The active path, walked over positions (at most n steps: a cycle falls back below).
+    active_path: list[int] = []
+    at = position.get(leaf_id, -1) if leaf_id is not None else -1
+    while at >= 0 and len(active_path) <= n:
+        active_path.append(at)
+        at = parent[at]
+    active_path.reverse()
+    active = {entries[i].get("id") for i in active_path}
+    rows: list[list[Any]] = []
+    ordered: list[Mapping[str, Any]] = []
+    push_row, push_entry = rows.append, ordered.append
+    multi_root = len(roots) > 1
+    stack2: list[tuple[int, int, int, bool]] = [(r, 0, -1, multi_root) for r in reversed(roots)]
+    while stack2:
+        i, depth, parent_row, starts = stack2.pop()
+        entry = entries[i]
+        entry_id = entry.get("id")
+        kind = entry.get("type")
+        if kind == "message":
+            message = entry.get("message")
+            role = message.get("role") if message.__class__ is dict else None
+            if role.__class__ is not str:
+                role = None
+            flags = F_RETIRED if role == "compactionSummary" else 0
+            if role == "toolResult" or role == "bashExecution":
+                flags |= F_TOOL
+            elif role == "user":
+                flags |= F_USER
+            kind = role if role is not None else "message"
+        else:
+            flags = _tree_flags(entry)
+            kind = kind if kind.__class__ is str else "?"
+        if entry_id in active:
+            flags |= F_ACTIVE
+        if entry_id == leaf_id:
+            flags |= F_LEAF
+        children = kids.get(i)
+        if children is not None and len(children) > 1:
+            flags |= F_BRANCH_POINT
+        if starts:
+            flags |= F_BRANCH_START
+        row = len(rows)
+        label = labels.get(entry_id) if entry_id.__class__ is str else None
+        push_row([entry_id, depth, kind, entry_summary(_preview(entry), TREE_SUMMARY_CHARS) if summaries else None,
+                  flags, label[0] if label else None, parent_row, row, row])
+        push_entry(entry)
+        if children is not None:
+            if len(children) == 1:
+                stack2.append((children[0], depth, row, False))
+            else:
+                for child in reversed(children):
+                    stack2.append((child, depth + 1, row, True))
+    if len(rows) != n:
+        # Entries on (or below) a parent cycle are not reached from a root.
+        return _build_tree_data_nodes(manager, summaries=summaries)
+    tree = _finish_rows(rows, ordered, leaf_id)
+    tree.active_path = [entries[i] for i in active_path]
+    return tree
+
+
+def _timestamp_ms(entry: Mapping[str, Any]) -> float:
+    value = parse_timestamp_ms(entry.get("timestamp"))
+    return value if value is not None else float("inf")
+
+
+def _build_tree_data_nodes(manager: SessionManager, *, summaries: bool = True) -> TreeData:
+    """:func:`build_tree_data` over :meth:`SessionManager.get_tree` (the general path, cycles included).
+
+    With ``summaries=False`` the one-line summaries are left ``None`` for
+    :meth:`TreeData.summaries` to fill in on demand: summarising 100,000
+    entries costs seconds, and a page draws a few dozen rows at a time.
+
+    A node with one child continues at the same depth; the children of a
+    branch point (oldest first, as :meth:`SessionManager.get_tree` orders
+    them) each start a branch one level deeper. Iterative (an explicit stack),
     linear in the number of entries.
     """
     roots = manager.get_tree()
@@ -333,6 +565,11 @@ def build_tree_data(manager: SessionManager, *, summaries: bool = True) -> TreeD
         else:
             for child in reversed(children):
                 stack.append((child, depth + 1, row, True))
+    return _finish_rows(rows, entries, leaf_id)
+
+
+def _finish_rows(rows: list[list[Any]], entries: list[Mapping[str, Any]], leaf_id: str | None) -> TreeData:
+    """Fill in subtree ends and tip rows of pre-order ``rows`` (see :class:`TreeData`)."""
     # Subtree ends and tips, children before parents (pre-order reversed).
     for i in range(len(rows) - 1, -1, -1):
         parent = rows[i][6]
@@ -825,6 +1062,48 @@ def build_conversation(manager: SessionManager, leaf_id: str | None, view: str =
     start = max(0, min(start, total))
     stop = min(total, start + limit)
     return Conversation(manager.get_leaf_id(), view, _items(units, start, stop), start, total, note)
+
+
+#: Entries read past a window's end so that a call near the end still finds its result.
+PAIRING_LOOKAHEAD = 64
+
+
+def build_branch_window(path: Sequence[Mapping[str, Any]], load: Callable[[Sequence[str]], list[Mapping[str, Any]]],
+                    *, start: int | None = None, around: str | None = None,
+                    limit: int = WINDOW_ITEMS) -> Conversation:
+    """A window of the raw view of one branch, reading only the window's entries.
+
+    The same window :func:`build_conversation` gives for ``view="raw"``
+    (raw items are one per branch entry), but the branch comes as
+    skeletons (``store.read_skeleton``) and only the entries of the window
+    and :data:`PAIRING_LOOKAHEAD` after it are read in full (``load``,
+    i.e. ``store.read_entries``). Tool results are paired with calls
+    within what was read: a result more than the look-ahead past the
+    window's end is not nested under its call (the last window, the one a
+    page opens on, has nothing after it, so it is exact).
+
+    Args:
+        path: the branch root first, as skeleton (or full) entries.
+        load: ``ids -> full entries``.
+        start, around, limit: as :func:`build_conversation`.
+    """
+    total = len(path)
+    if around is not None:
+        hit = next((i for i in range(total - 1, -1, -1) if path[i].get("id") == around), None)
+        if hit is not None:
+            start = max(0, min(hit - limit // 2, total - limit))
+    if start is None:
+        start = max(0, total - limit)
+    start = max(0, min(start, total))
+    stop = min(total, start + limit)
+    read_to = min(total, stop + PAIRING_LOOKAHEAD)
+    ids = [e.get("id") for e in path[start:read_to]]
+    full = {e.get("id"): e for e in load([i for i in ids if isinstance(i, str)])}
+    entries = [full.get(e.get("id"), e) for e in path[start:read_to]]
+    units = _raw_units(entries)
+    leaf = path[-1].get("id") if path else None
+    return Conversation(leaf if isinstance(leaf, str) else None, "raw", _items(units, 0, stop - start),
+                        start, total)
 
 
 # --------------------------------------------------------------------------- session list

@@ -25,8 +25,19 @@
   var branchEl = document.getElementById("branch-select");
   var leafLink = document.getElementById("leaf-link");
 
+  // The server's page carries one window of visible rows ({windowed: true, total,
+  // offset, found, rows: [[row, id, depth, kind, summary, flags, label, tip id,
+  // branches, foldable, on path], ...]}) and the script asks /rows.json for the
+  // others as the tree scrolls; the export carries every row (TreeData.rows) and
+  // the script makes the same windows itself.
   var data = JSON.parse(document.getElementById("tree-data").textContent);
-  var rows = data.rows, index = {}, folded = {}, visible = [], selectedPath = {};
+  var windowed = !!data.windowed;
+  var rows = windowed ? [] : data.rows, index = {}, folded = {};
+  var W_ROW = 0, W_ID = 1, W_DEPTH = 2, W_KIND = 3, W_SUMMARY = 4, W_FLAGS = 5, W_LABEL = 6, W_TIP = 7,
+      W_BRANCHES = 8, W_FOLDABLE = 9, W_PATH = 10;
+  var CHUNK = 200;
+  // The rows known for the current filter, folds and branch: position -> row.
+  var tv = { key: "", total: 0, entries: 0, cache: {}, asked: {} };
   var state = { leaf: null, view: "raw", target: null };
   var head = convEl.querySelector(".conv-head");
   state.leaf = head ? head.dataset.leaf || null : data.leaf;
@@ -35,13 +46,6 @@
   function reindex() {
     index = {};
     for (var i = 0; i < rows.length; i++) index[rows[i][ID]] = i;
-  }
-
-  function computePath() {
-    selectedPath = {};
-    var i = index[state.leaf];
-    var guard = 0;
-    while (i !== undefined && i >= 0 && guard++ <= rows.length) { selectedPath[i] = true; i = rows[i][PARENT]; }
   }
 
   function keep(row, filter) {
@@ -54,97 +58,134 @@
     return true;
   }
 
-  // Visible rows: filter, then folds (a folded row hides rows i+1..END). Linear.
-  function computeVisible() {
-    var filter = filterEl.value;
-    visible = [];
+  function foldedList() {
+    return Object.keys(folded).filter(function (k) { return folded[k]; }).sort(function (a, b) { return a - b; }).join(",");
+  }
+
+  // The export's windows, made here with the rule the server applies (view.TreeData.window).
+  function localQuery(q) {
+    var visible = [];
     for (var i = 0; i < rows.length; i++) {
       var row = rows[i];
-      if (keep(row, filter) || (row[FLAGS] & F_LEAF)) visible.push(i);
+      if (keep(row, q.filter) || (row[FLAGS] & F_LEAF)) visible.push(i);
       if (folded[i]) i = row[END];
     }
-    innerEl.style.height = (visible.length * ROW_H) + "px";
-    countEl.textContent = visible.length + " of " + rows.length + " entries";
+    var path = {}, p = index[q.leaf], guard = 0;
+    while (p !== undefined && p >= 0 && guard++ <= rows.length) { path[p] = true; p = rows[p][PARENT]; }
+    var found = q.find !== null && index[q.find] !== undefined ? visible.indexOf(index[q.find]) : -1;
+    var out = [];
+    for (var k = 0; k < visible.length; k++) {
+      var j = visible[k], r = rows[j], n = 0;
+      if (r[FLAGS] & F_BRANCH_POINT) for (var c = j + 1; c <= r[END]; c = rows[c][END] + 1) n++;
+      out.push([j, r[ID], r[DEPTH], r[KIND], r[SUMMARY], r[FLAGS], r[LABEL], rows[r[TIP]][ID], n,
+                r[END] > j && (r[FLAGS] & (F_BRANCH_POINT | F_BRANCH_START)) ? 1 : 0, path[j] ? 1 : 0]);
+    }
+    return Promise.resolve({ total: visible.length, entries: rows.length, offset: 0, found: found, rows: out });
   }
 
-  function foldable(row) {
-    return row[END] > index[row[ID]] && (row[FLAGS] & (F_BRANCH_POINT | F_BRANCH_START)) !== 0;
+  function query(q) {
+    if (!windowed) return localQuery(q);
+    var u = "/s/" + encodeURIComponent(sessionId) + "/rows.json?filter=" + encodeURIComponent(q.filter) +
+      "&folded=" + foldedList() + "&leaf=" + encodeURIComponent(q.leaf || "") + "&offset=" + q.offset +
+      "&limit=" + q.limit + (q.find ? "&find=" + encodeURIComponent(q.find) : "") +
+      (token ? "&" + token.replace(/^\?/, "") : "");
+    return fetch(u, { credentials: "same-origin" }).then(function (r) {
+      if (!r.ok) throw new Error("HTTP " + r.status);
+      return r.json();
+    });
   }
 
-  function drawRow(i, top) {
-    var row = rows[i], f = row[FLAGS];
+  function treeKey() { return filterEl.value + "|" + foldedList() + "|" + (state.leaf || ""); }
+
+  // Take a window of rows if it still answers the current filter, folds and branch.
+  function accept(d, key) {
+    if (key !== tv.key) return false;
+    tv.total = d.total; tv.entries = d.entries;
+    for (var k = 0; k < d.rows.length; k++) tv.cache[d.offset + k] = d.rows[k];
+    innerEl.style.height = (tv.total * ROW_H) + "px";
+    countEl.textContent = tv.total + " of " + tv.entries + " entries";
+    return true;
+  }
+
+  function need(pos) {
+    var chunk = Math.floor(pos / CHUNK), key = tv.key;
+    if (!windowed || tv.asked[chunk]) return;
+    tv.asked[chunk] = true;
+    query({ filter: filterEl.value, leaf: state.leaf, offset: chunk * CHUNK, limit: CHUNK, find: null })
+      .then(function (d) { if (accept(d, key)) render(true); })
+      .catch(function () { if (key === tv.key) delete tv.asked[chunk]; });
+  }
+
+  function drawRow(r, pos) {
+    var f = r[W_FLAGS];
     var el = document.createElement("div");
     el.className = "row" + (f & F_ACTIVE ? " on-path" : "") + (f & F_LEAF ? " leaf" : "") +
-      (selectedPath[i] ? " selected-path" : "") + (row[ID] === state.target ? " current" : "") +
+      (r[W_PATH] ? " selected-path" : "") + (r[W_ID] === state.target ? " current" : "") +
       (f & F_RETIRED ? " retired" : "") + (f & F_COMPACTION ? " compaction" : "") +
       (f & F_BRANCH_SUMMARY ? " branch_summary" : "");
-    el.style.top = top + "px";
-    el.style.paddingLeft = (4 + row[DEPTH] * INDENT) + "px";
-    el.dataset.row = i;
+    el.style.top = (pos * ROW_H) + "px";
+    el.style.paddingLeft = (4 + r[W_DEPTH] * INDENT) + "px";
+    el.dataset.pos = pos;
+    el.dataset.row = r[W_ROW];
     var fold = document.createElement("span");
     fold.className = "fold";
-    if (foldable(row)) { fold.textContent = folded[i] ? "▸" : "▾"; fold.dataset.fold = i; }
+    if (r[W_FOLDABLE]) { fold.textContent = folded[r[W_ROW]] ? "▸" : "▾"; fold.dataset.fold = r[W_ROW]; }
     el.appendChild(fold);
-    var id = document.createElement("span"); id.className = "id"; id.textContent = row[ID] + " ";
-    var kind = document.createElement("span"); kind.className = "kind " + row[KIND];
-    kind.textContent = (f & F_RETIRED ? "retired " : "") + row[KIND];
+    var id = document.createElement("span"); id.className = "id"; id.textContent = r[W_ID] + " ";
+    var kind = document.createElement("span"); kind.className = "kind " + r[W_KIND];
+    kind.textContent = (f & F_RETIRED ? "retired " : "") + r[W_KIND];
     el.appendChild(id); el.appendChild(kind);
-    if (row[LABEL] !== null) { var lab = document.createElement("span"); lab.className = "lab"; lab.textContent = row[LABEL]; el.appendChild(lab); }
+    if (r[W_LABEL] !== null) { var lab = document.createElement("span"); lab.className = "lab"; lab.textContent = r[W_LABEL]; el.appendChild(lab); }
     if (f & F_BRANCH_POINT) {
       var bp = document.createElement("span"); bp.className = "bp";
-      var n = 0; for (var j = i + 1; j <= row[END]; j = rows[j][END] + 1) n++;
-      bp.textContent = n + " branches"; el.appendChild(bp);
+      bp.textContent = r[W_BRANCHES] + " branches"; el.appendChild(bp);
     }
-    el.appendChild(document.createTextNode(" " + (row[SUMMARY] === null ? "" : row[SUMMARY])));
-    if (row[SUMMARY] === null) wantSummary(i);
-    el.title = row[ID] + (f & F_LEAF ? " (active leaf)" : "");
+    el.appendChild(document.createTextNode(" " + (r[W_SUMMARY] === null ? "" : r[W_SUMMARY])));
+    el.title = r[W_ID] + (f & F_LEAF ? " (active leaf)" : "");
     return el;
   }
 
-  // Large sessions come without summaries: ask for those of the rows drawn.
-  var wanted = {}, asked = {}, summaryTimer = null;
-  function wantSummary(i) {
-    if (mode !== "server" || asked[i]) return;
-    wanted[i] = true;
-    if (!summaryTimer) summaryTimer = setTimeout(fetchSummaries, 30);
-  }
-  function fetchSummaries() {
-    summaryTimer = null;
-    var list = Object.keys(wanted).slice(0, 500);
-    wanted = {};
-    list.forEach(function (i) { asked[i] = true; });
-    if (!list.length) return;
-    fetch("/s/" + encodeURIComponent(sessionId) + "/summaries.json?rows=" + list.join(","), { credentials: "same-origin" })
-      .then(function (r) { return r.json(); })
-      .then(function (d) {
-        Object.keys(d.summaries || {}).forEach(function (k) { if (rows[+k]) rows[+k][SUMMARY] = d.summaries[k]; });
-        render(true);
-      }).catch(function () {});
+  function placeholder(pos) {
+    var el = document.createElement("div");
+    el.className = "row pending";
+    el.style.top = (pos * ROW_H) + "px";
+    el.textContent = "…";
+    return el;
   }
 
   var drawn = "";
   function render(force) {
     var first = Math.max(0, Math.floor(treeEl.scrollTop / ROW_H) - OVERSCAN);
-    var last = Math.min(visible.length, Math.ceil((treeEl.scrollTop + treeEl.clientHeight) / ROW_H) + OVERSCAN);
+    var last = Math.min(tv.total, Math.ceil((treeEl.scrollTop + treeEl.clientHeight) / ROW_H) + OVERSCAN);
     var key = first + ":" + last;
     if (!force && key === drawn) return;
     drawn = key;
     var frag = document.createDocumentFragment();
-    for (var k = first; k < last; k++) frag.appendChild(drawRow(visible[k], k * ROW_H));
+    for (var k = first; k < last; k++) {
+      var r = tv.cache[k];
+      if (r) frag.appendChild(drawRow(r, k)); else { frag.appendChild(placeholder(k)); need(k); }
+    }
     innerEl.replaceChildren(frag);
   }
 
+  function scrollToPos(pos) {
+    var y = pos * ROW_H;
+    if (y < treeEl.scrollTop || y > treeEl.scrollTop + treeEl.clientHeight - ROW_H)
+      treeEl.scrollTop = Math.max(0, y - treeEl.clientHeight / 2);
+  }
+
+  // Show the tree for the current filter, folds and branch; centre on entry
+  // ``scrollTo`` when it is visible and off screen.
   function refreshTree(scrollTo) {
-    computePath(); computeVisible(); render(true);
-    if (scrollTo !== undefined) {
-      var pos = visible.indexOf(index[scrollTo]);
-      if (pos >= 0) {
-        var y = pos * ROW_H;
-        if (y < treeEl.scrollTop || y > treeEl.scrollTop + treeEl.clientHeight - ROW_H)
-          treeEl.scrollTop = Math.max(0, y - treeEl.clientHeight / 2);
-        render(true);
-      }
-    }
+    var key = treeKey();
+    if (key !== tv.key) { tv.key = key; tv.cache = {}; tv.asked = {}; }
+    var q = { filter: filterEl.value, leaf: state.leaf, offset: Math.floor(treeEl.scrollTop / ROW_H),
+              limit: CHUNK, find: scrollTo || null };
+    return query(q).then(function (d) {
+      if (!accept(d, key)) return;
+      if (d.found >= 0) scrollToPos(d.found);
+      render(true);
+    }).catch(function () {});
   }
 
   // ------------------------------------------------------------------ conversation
@@ -203,9 +244,9 @@
     var foldEl = ev.target.closest("[data-fold]");
     if (foldEl) { var i = +foldEl.dataset.fold; folded[i] = !folded[i]; refreshTree(); return; }
     var rowEl = ev.target.closest(".row");
-    if (!rowEl) return;
-    var row = rows[+rowEl.dataset.row];
-    load(rows[row[TIP]][ID], state.view, row[ID], true);
+    if (!rowEl || rowEl.dataset.pos === undefined) return;
+    var r = tv.cache[+rowEl.dataset.pos];
+    if (r) load(r[W_TIP], state.view, r[W_ID], true);
   });
   filterEl.addEventListener("change", function () { refreshTree(state.target || state.leaf); });
   document.getElementById("tree-unfold").addEventListener("click", function () { folded = {}; refreshTree(); });
@@ -216,26 +257,36 @@
     var s = ev.state || {};
     load(s.leaf || data.leaf, s.view || "raw", s.target || null, false);
   });
+  // Earlier messages of the branch, inserted above the shown ones (the button, or
+  // scrolling near the top, asks for them).
+  function loadEarlier(more) {
+    if (more.disabled) return;
+    more.disabled = true;
+    var q = "/s/" + encodeURIComponent(sessionId) + "/conversation" + url(state.leaf, state.view, null) +
+      "&start=" + encodeURIComponent(more.dataset.start) + "&stop=" + encodeURIComponent(more.dataset.stop || "");
+    fetch(q, { credentials: "same-origin" }).then(function (r) {
+      // Only our template output goes into the page: never an error body (plain text
+      // that may quote the session, e.g. "Cannot show this session: ...").
+      if (!r.ok) throw new Error("HTTP " + r.status);
+      return r.text();
+    }).then(function (html) {
+      if (!more.isConnected) return;  // the branch or view changed meanwhile
+      var tmp = document.createElement("div");
+      tmp.innerHTML = html;  // escaped template output
+      var oldHead = tmp.querySelector(".conv-head"); if (oldHead) oldHead.remove();
+      var height = convEl.scrollHeight;
+      more.replaceWith.apply(more, Array.prototype.slice.call(tmp.childNodes));
+      convEl.scrollTop += convEl.scrollHeight - height;
+    }).catch(function () { more.disabled = false; });
+  }
+  convEl.addEventListener("scroll", function () {
+    if (mode !== "server" || convEl.scrollTop > 400) return;
+    var more = convEl.querySelector("button.earlier");
+    if (more) loadEarlier(more);
+  });
   convEl.addEventListener("click", function (ev) {
     var more = ev.target.closest("button.earlier");
-    if (more && mode === "server") {
-      var q = "/s/" + encodeURIComponent(sessionId) + "/conversation" + url(state.leaf, state.view, null) +
-        "&start=" + encodeURIComponent(more.dataset.start);
-      fetch(q, { credentials: "same-origin" }).then(function (r) {
-        // Only our template output goes into the page: never an error body (plain text
-        // that may quote the session, e.g. "Cannot show this session: ...").
-        if (!r.ok) throw new Error("HTTP " + r.status);
-        return r.text();
-      }).then(function (html) {
-        var tmp = document.createElement("div");
-        tmp.innerHTML = html;  // escaped template output
-        var oldHead = tmp.querySelector(".conv-head"); if (oldHead) oldHead.remove();
-        var height = convEl.scrollHeight;
-        more.replaceWith.apply(more, Array.prototype.slice.call(tmp.childNodes));
-        convEl.scrollTop += convEl.scrollHeight - height;
-      }).catch(function () {});
-      return;
-    }
+    if (more && mode === "server") { loadEarlier(more); return; }
     var anchor = ev.target.closest("a.anchor");
     if (anchor) {
       ev.preventDefault();
@@ -262,7 +313,12 @@
     var leaf = params.get("leaf") || state.leaf || data.leaf;
     load(leaf, params.get("view") === "model" ? "model" : "raw", hash, false);
   } else {
-    refreshTree(hash || state.leaf);
+    // The window the page came with answers the default filter on the shown branch.
+    tv.key = treeKey();
+    accept(data, tv.key);
+    if (data.found >= 0) scrollToPos(data.found);
+    render(true);
+    if (hash) refreshTree(hash);
     if (hash && !document.getElementById(hash)) load(state.leaf, state.view, hash, false);
     else showTarget(hash);
   }
@@ -287,15 +343,12 @@
         var followed = state.leaf === data.leaf;   // showing the active branch: follow it
         var atBottom = convEl.scrollTop + convEl.clientHeight >= convEl.scrollHeight - 40;
         version = s.version;
-        return fetch("/s/" + encodeURIComponent(sessionId) + "/tree.json" + token, { credentials: "same-origin" })
-          .then(function (r) { return r.json(); })
-          .then(function (d) {
-            data = d; rows = d.rows; asked = {}; reindex();
-            var leaf = followed ? d.leaf : state.leaf;
-            return load(leaf, state.view, atBottom ? null : state.target, false).then(function () {
-              if (!atBottom && state.target) showTarget(state.target);
-            });
-          });
+        data.leaf = s.leaf;
+        tv.key = "";  // every known row may have changed
+        var leaf = followed ? s.leaf : state.leaf;
+        return load(leaf, state.view, atBottom ? null : state.target, false).then(function () {
+          if (!atBottom && state.target) showTarget(state.target);
+        });
       })
       .catch(function () { liveEl.classList.add("stale"); })
       .then(function () { busy = false; });
