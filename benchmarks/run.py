@@ -317,6 +317,8 @@ def build_cases(profile: dict[str, Any], only: set[str], data: Data) -> list[Cas
                     unit="appends")
             add("append", n, "limit sqlite txn/row", "limit", "py", {"op": "limit_sqlite_insert", "batch": 1, **base},
                 unit="appends")
+            add("append", n, "limit sqlite txn/row, normal", "limit", "py",
+                {"op": "limit_sqlite_insert", "batch": 1, "synchronous": "normal", **base}, unit="appends")
     if "batch" in only:
         for n in profile["append"]:
             m = data.messages(n)
@@ -371,6 +373,8 @@ def build_cases(profile: dict[str, Any], only: set[str], data: Data) -> list[Cas
             it = {"warmup": 1, "iters": 1, "first_timed": True}
             add("import", n, "ours sqlite", "ours", "py", {"op": "import_sqlite", "dir": c["dir"], **it}, primary=True,
                 unit="sessions", bytes=c["size"])
+            add("import", n, "ours sqlite, no search index", "ours", "py",
+                {"op": "import_sqlite", "dir": c["dir"], "index": False, **it}, unit="sessions", bytes=c["size"])
             add("import", n, "ref forkFrom", "ref", "node", {"op": "import", "dir": c["dir"], **it}, unit="sessions",
                 bytes=c["size"])
             add("import", n, "limit read+orjson+insert", "limit", "py", {"op": "limit_import", "dir": c["dir"], **it},
@@ -566,6 +570,15 @@ def analyse(cases: list[Case]) -> tuple[list[str], list[Target], dict[str, Any]]
             if t:
                 targets.append(Target(f"batched durable appends ({name}) >= 10,000/s", f"{n / t:,.0f}/s",
                                       n / t >= 10_000))
+        for name, limit in (("ours sqlite, 100/txn", "limit sqlite, 100/txn"),
+                            ("ours sqlite, 1 txn", "limit sqlite, 1 txn"),
+                            ("ours sqlite, 100/txn, no search index", "limit sqlite, 100/txn"),
+                            ("ours sqlite, 1 txn, no search index", "limit sqlite, 1 txn")):
+            t, lim = med(f"batch/{n}/{name}"), med(f"batch/{n}/{limit}")
+            if t and lim:
+                targets.append(Target(f"batched durable appends: {name} / {limit} <= 1.2"
+                                      + (" (info)" if "no search" in name else ""), f"{t / lim:.2f}",
+                                      None if "no search" in name else t / lim <= 1.2))
     if "append" in groups:
         n = max(c.size for c in groups["append"])
         ours = med(f"append/{n}/ours sqlite")
@@ -580,6 +593,16 @@ def analyse(cases: list[Case]) -> tuple[list[str], list[Target], dict[str, Any]]
             if ours_nf and ref:
                 targets.append(Target(f"per-call appends, no fsync on either side: {side} / ref <= 1.0",
                                       f"{ours_nf / ref:.2f}", ours_nf / ref <= 1.0))
+        lim_n, ref = med(f"append/{n}/limit sqlite txn/row, normal"), med(f"append/{n}/ref")
+        for side in ("ours sqlite, synchronous=normal", "ours sqlite, normal, no search index"):
+            ours_nf = med(f"append/{n}/{side}")
+            if ours_nf and lim_n and ref:
+                targets.append(Target(f"per-call appends (info): {side} / raw SQLite txn/row, normal; that limit / ref",
+                                      f"{ours_nf / lim_n:.2f}; {lim_n / ref:.2f}", None))
+        lim = med(f"append/{n}/limit sqlite txn/row")
+        if ours and lim:
+            targets.append(Target("per-call appends: ours sqlite / raw SQLite txn/row limit <= 1.3",
+                                  f"{ours / lim:.2f}", ours / lim <= 1.3))
         # Durable on both sides: the JSONL store (fsync per call) against the reference plus
         # an fsync per call, at the largest size that has the (slow) durable JSONL row.
         sizes = [c.size for c in groups["append"] if c.name == "ours jsonl" and c.median]
@@ -597,6 +620,10 @@ def analyse(cases: list[Case]) -> tuple[list[str], list[Target], dict[str, Any]]
             targets.append(Target(f"import {n:,} sessions (info): ours / ref", f"{ours / ref:.2f}", None))
         if ours and lim:
             targets.append(Target(f"import {n:,} sessions (info): ours / limit", f"{ours / lim:.2f}", None))
+        bare = med(f"import/{n}/ours sqlite, no search index")
+        if bare and ref and lim:
+            targets.append(Target(f"import {n:,} sessions (info): ours without the search index / ref, / limit",
+                                  f"{bare / ref:.2f}, {bare / lim:.2f}", None))
     if "search" in groups:
         # Issue 13: at most 1/20 of the JSONL scan and 1/50 of the agent's picker search.
         for n in sorted({c.size for c in groups["search"]}):

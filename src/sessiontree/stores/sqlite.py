@@ -87,6 +87,13 @@ __all__ = ["SqliteStore", "MIGRATIONS", "STATE_COLUMNS", "DEFAULT_TIMEOUT"]
 #: Seconds a connection waits for another writer's lock before failing.
 DEFAULT_TIMEOUT = 30.0
 
+#: WAL pages between automatic checkpoints of a writable connection (16 MiB of 4 KiB
+#: pages; SQLite's default is 1,000). Measured in benchmarks/README.md ("Appends and
+#: import (round two, part 2)"): per-call appends with synchronous=normal ~35% faster,
+#: durable ones unchanged. Durability does not depend on it: a commit is in the WAL
+#: (and, with synchronous=full, on disk) before it returns, whenever checkpoints run.
+WAL_AUTOCHECKPOINT = 4096
+
 #: The first 16 bytes of every SQLite database file.
 _MAGIC = b"SQLite format 3\x00"
 
@@ -398,6 +405,13 @@ class SqliteStore(StoreBase):
         self._conn: sqlite3.Connection | None = None
         self._pid = os.getpid()
         self._closed = False
+        #: Per session this store appended to: (entry_count, next seq, listing state)
+        #: as its last write left them, trusted only while _memo_mark still holds
+        #: (see _memo_fresh); saves an append re-reading them.
+        self._memo: dict[Any, tuple[int, int, InfoAccumulator]] = {}
+        self._memo_mark: tuple[Any, int, int] | None = None
+        #: The store's max(sessions.updated_at) as our last append left it (same validity).
+        self._memo_updated_at: int | None = None
         #: The database holds our schema (False: an empty database left uninitialised).
         self._initialised = True
         #: Records carry a CRC-32 (schema step m002); False only for an older
@@ -534,6 +548,11 @@ class SqliteStore(StoreBase):
             # append costs no fsync: the durability of the original agent's
             # JSONL appends, which never fsync (benchmarks/README.md).
             conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
+            if not self.readonly:
+                # Checkpoint every WAL_AUTOCHECKPOINT pages instead of SQLite's 1,000: each
+                # checkpoint costs three fsyncs (also with synchronous=normal), and an
+                # append writes ~9 WAL pages, so the default paid them every ~110 appends.
+                conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}")
             conn.execute("PRAGMA foreign_keys = ON")
             # Reading the schema detects files that are not databases or are corrupt.
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
@@ -675,6 +694,7 @@ class SqliteStore(StoreBase):
                 yield conn
                 conn.execute("COMMIT")
             except BaseException as exc:
+                self._forget()  # the memo may describe what was just rolled back
                 rollback_error: sqlite3.Error | None = None
                 if conn.in_transaction:
                     try:
@@ -717,11 +737,36 @@ class SqliteStore(StoreBase):
         self._has_crc = "m002_record_crc" in applied
         return True
 
+    def _forget(self) -> None:
+        """Drop the append memo (a write failed, or the database changed under it)."""
+        self._memo.clear()
+        self._memo_mark = None
+        self._memo_updated_at = None
+
+    def _memo_fresh(self, conn: sqlite3.Connection) -> int:
+        """Inside a write transaction: forget the memo unless nothing changed the database
+        since this connection's last append, and return ``PRAGMA data_version`` for the
+        mark :meth:`_append_in` leaves.
+
+        The memo holds while the mark ``(connection, data_version, total_changes)`` is the
+        one the last append left: ``data_version`` moves when any other connection (any
+        process) commits, and ``total_changes`` when this connection changes any row
+        (another kind of write, or a statement issued by hand); a failed write forgets it
+        in :meth:`_write`. So a trusted value is what re-reading it would give.
+        """
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        if self._memo_mark != (conn, version, conn.total_changes):
+            self._forget()
+        return version
+
     @staticmethod
-    def _next_updated_at(conn: sqlite3.Connection) -> int:
+    def _next_updated_at(conn: sqlite3.Connection, last: int | None = None) -> int:
+        """The ``updated_at`` of a write now: microseconds since the epoch, above every
+        stored one (``last``: that maximum when already known, else it is read)."""
         # Strictly increasing even within one microsecond or after a clock step
         # back, so "most recent" is never a tie.
-        last = conn.execute("SELECT max(updated_at) FROM sessions").fetchone()[0]
+        if last is None:
+            last = conn.execute("SELECT max(updated_at) FROM sessions").fetchone()[0]
         now = time.time_ns() // 1000
         return now if last is None or now > last else last + 1
 
@@ -800,21 +845,39 @@ class SqliteStore(StoreBase):
 
     def _append_in(self, conn: sqlite3.Connection, session_id: str, entries: Sequence[dict[str, Any]],
                    texts: list[bytes]) -> None:
-        """The body of :meth:`append`, inside the caller's transaction."""
+        """The body of :meth:`append`, inside the caller's transaction.
+
+        The session's count, next ``seq`` and listing state, and the store's latest
+        ``updated_at``, come from the memo when nothing changed since this
+        connection's last append (:meth:`_memo_fresh`), else from the database.
+        """
         key = _db(session_id)
-        row = conn.execute(f"SELECT entry_count, {_STATE_SQL} FROM sessions WHERE id = ?", (key,)).fetchone()
-        if row is None:
-            raise SessionNotFoundError(session_id, self.url)
-        if not texts:
-            return
-        info = _state_from_row(row[1:])
-        # max(seq) + 1 rather than entry_count: robust even if rows were removed by hand.
-        start = conn.execute("SELECT coalesce(max(seq) + 1, 0) FROM entries WHERE session_id = ?",
-                             (key,)).fetchone()[0]
+        version = self._memo_fresh(conn)
+        memo = self._memo.get(key)
+        if memo is None:
+            row = conn.execute(f"SELECT entry_count, {_STATE_SQL} FROM sessions WHERE id = ?", (key,)).fetchone()
+            if row is None:
+                raise SessionNotFoundError(session_id, self.url)
+            if not texts:
+                return
+            count, info = row[0], _state_from_row(row[1:])
+            # max(seq) + 1 rather than entry_count: robust even if rows were removed by hand.
+            start = conn.execute("SELECT coalesce(max(seq) + 1, 0) FROM entries WHERE session_id = ?",
+                                 (key,)).fetchone()[0]
+        else:
+            count, start, info = memo
+            if not texts:
+                return
         self._insert_entries(conn, session_id, start, entries, texts, info)
+        updated_at = self._next_updated_at(conn, self._memo_updated_at)
         conn.execute(
             f"UPDATE sessions SET entry_count = ?, updated_at = ?, {_STATE_ASSIGN} WHERE id = ?",
-            (row[0] + len(texts), self._next_updated_at(conn), *_state_values(info), key))
+            (count + len(texts), updated_at, *_state_values(info), key))
+        if len(self._memo) >= 256:
+            self._memo.clear()  # bounded: one store may append to many sessions (sync)
+        self._memo[key] = (count + len(texts), start + len(texts), info)
+        self._memo_updated_at = updated_at
+        self._memo_mark = (conn, version, conn.total_changes)
 
     def _insert_entries(self, conn: sqlite3.Connection, session_id: str, start: int,
                         entries: Sequence[dict[str, Any]], texts: list[bytes], info: InfoAccumulator) -> None:

@@ -105,11 +105,30 @@ class UsageLedger:
             for n, r in enumerate(records_from_entry(entry)):
                 values.append((key, seq, n, r.key, r.source, _db(r.provider), _db(r.model), r.timestamp_ms,
                                r.input, r.output, r.cache_read, r.cache_write, r.cost_nanos))
-        if values:
-            conn.executemany(
-                "INSERT INTO usage_ledger (session_id, seq, n, dedup_key, source, provider, model, ts_ms,"
-                " input, output, cache_read, cache_write, cost_nanos) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", values)
-            _refresh_calls(conn, {value[3] for value in values})
+        if not values:
+            return
+        conn.executemany(
+            "INSERT INTO usage_ledger (session_id, seq, n, dedup_key, source, provider, model, ts_ms,"
+            " input, output, cache_read, cache_write, cost_nanos) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", values)
+        # Fast path (every record of a new agent turn): a key with no usage_calls row had no
+        # ledger row before this write (usage_calls holds one row per key of the ledger), so
+        # its rows are exactly the ones just inserted, all in this session: it counts as
+        # many times as it occurs here, and this session owns it. One upsert that inserts
+        # only such keys; if any key was already known, recount every key of the write by
+        # the full rule (_refresh_calls), which gives the same rows for the new ones.
+        fresh: dict[bytes, list[Any]] = {}
+        for value in values:
+            row = fresh.get(value[3])
+            if row is None:
+                fresh[value[3]] = [value[3], 1, *value[5:]]
+            else:
+                row[1] += 1
+        inserted = conn.executemany(
+            f"INSERT INTO usage_calls (dedup_key, m, owner, {_ATTRS}) VALUES (?, ?, hex(?), ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (dedup_key) DO NOTHING",
+            [(row[0], row[1], key, *row[2:]) for row in fresh.values()]).rowcount
+        if inserted != len(fresh):
+            _refresh_calls(conn, set(fresh))
 
     def remove(self, conn: sqlite3.Connection, key: Any) -> None:
         """Delete the ledger rows of session ``key`` and recount its calls (inside the transaction)."""
