@@ -998,6 +998,11 @@ class SqliteStore(StoreBase):
                 for index in DERIVED_INDEXES:
                     index.remove(conn, key)
                     index.add(conn, key, rows)
+            for index in DERIVED_INDEXES:
+                # Optional hook: an index with store-wide sums rebuilds them after a full reindex.
+                reindexed = getattr(index, "reindexed", None)
+                if reindexed is not None:
+                    reindexed(conn, session_id is None)
             return len(keys)
 
     # -- reads ----------------------------------------------------------------------------
