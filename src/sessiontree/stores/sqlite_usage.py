@@ -122,6 +122,9 @@ _ROLLUP_MOVE = f"""
         calls = calls + excluded.calls, input = input + excluded.input, output = output + excluded.output,
         cache_read = cache_read + excluded.cache_read, cache_write = cache_write + excluded.cache_write,
         cost_nanos = cost_nanos + excluded.cost_nanos"""
+# Formatted once: the statement cache hashes the text on every execute, and a str caches its hash.
+_ROLLUP_ADD = _ROLLUP_MOVE.format(sign="")
+_ROLLUP_SUBTRACT = _ROLLUP_MOVE.format(sign="-")
 
 
 @migration
@@ -264,7 +267,7 @@ def _refresh_calls(conn: sqlite3.Connection, keys: set[bytes], rollup: bool = Tr
     emptied = False
     if rollup:
         before = conn.total_changes
-        conn.execute(_ROLLUP_MOVE.format(sign="-"))
+        conn.execute(_ROLLUP_SUBTRACT)
         emptied = conn.total_changes != before  # an append of new calls subtracts nothing
     conn.execute("DELETE FROM usage_calls WHERE dedup_key IN (SELECT k FROM temp.usage_touched)")
     # Records sharing a key share their content, so any row's attributes serve.
@@ -278,7 +281,7 @@ def _refresh_calls(conn: sqlite3.Connection, keys: set[bytes], rollup: bool = Tr
             GROUP BY l.dedup_key, l.session_id)
         GROUP BY dedup_key""")
     if rollup:
-        conn.execute(_ROLLUP_MOVE.format(sign=""))
+        conn.execute(_ROLLUP_ADD)
         if emptied:
             conn.execute("DELETE FROM usage_rollup WHERE calls = 0")
     conn.execute("DELETE FROM temp.usage_touched")
