@@ -127,11 +127,11 @@ def _rollup_rows(conn):
     return conn.execute("SELECT * FROM usage_rollup ORDER BY owner, provider, model, bucket, shape").fetchall()
 
 
-QUERIES = [dict(by=by) for by in ("day", "week", "month", "session", "model", "provider", "project")] + [
-    dict(by="day", tz="+05:45"), dict(by="day", tz="America/St_Johns"), dict(by="session", since="2026-01-02"),
-    dict(by="day", since="2026-01-02", tz="+01:00"), dict(by="model", cwd="/w/a"),
-    dict(by="session", cwd="/w/b", until="2026-01-01"), dict(by="model", cost="recorded"),
-    dict(by="day", cost="catalog"), dict(by="day", since="2026-01-02", tz="+00:07"),
+QUERIES = [{"by": by} for by in ("day", "week", "month", "session", "model", "provider", "project")] + [
+    {"by": "day", "tz": "+05:45"}, {"by": "day", "tz": "America/St_Johns"}, {"by": "session", "since": "2026-01-02"},
+    {"by": "day", "since": "2026-01-02", "tz": "+01:00"}, {"by": "model", "cwd": "/w/a"},
+    {"by": "session", "cwd": "/w/b", "until": "2026-01-01"}, {"by": "model", "cost": "recorded"},
+    {"by": "day", "cost": "catalog"}, {"by": "day", "since": "2026-01-02", "tz": "+00:07"},
 ]
 
 
