@@ -5,21 +5,29 @@ forks that copy an earlier session's entries and add their own), stores them
 in a SQLite store (ledger written with the entries) and exports the same
 sessions to a JSONL directory. Then times, interleaved, the same report:
 
-* **sqlite**: ``usage_report(SqliteStore, by=...)``: SQL over ``usage_ledger``,
-  no entry read;
+* **sqlite rollup**: ``usage_report(SqliteStore, by=...)``: SQL over
+  ``usage_rollup`` (per owner, model, 15-minute bucket), no entry read;
+* **sqlite calls**: the same with the rollup hidden, so the store sums
+  ``usage_calls`` (one row per billed call: the path before the rollup);
 * **jsonl scan**: ``usage_report(JsonlStore(export), by=...)``: every file read,
   parsed, validated, and its entries run through the same rules;
-* **limit**: read every export file and ``orjson.loads`` each line, summing
-  assistant tokens with no de-duplication (the floor of any scan).
+* **limit** (first report only): read every export file and ``orjson.loads``
+  each line, summing assistant tokens with no de-duplication (the floor of any scan).
 
-Each sample opens its store inside the timing (a fresh CLI run does). Medians
-of ``--reps``; the reports of both sides are compared and must be equal.
+Each sample opens its store inside the timing (a fresh CLI run does; process
+start and imports are not timed, they are the same on both sides). Wall and
+CPU (``time.process_time``) medians of ``--reps``: on a loaded machine the CPU
+ratio is the steadier one. The reports of all sides are compared and must be equal.
+
+A report is a grouping, optionally with filters: ``day``, ``session@cwd=DIR``,
+``day@since=2026-03-01``, ``model@since=2026-03-01@cwd=DIR``.
 
 Usage::
 
     python benchmarks/bench_stats.py                    # 10,000 sessions
     python benchmarks/bench_stats.py --sessions 1000    # quick check
-    python benchmarks/bench_stats.py --dir /tmp/b --keep
+    python benchmarks/bench_stats.py --dir /tmp/b       # keep the corpus in /tmp/b ...
+    python benchmarks/bench_stats.py --dir /tmp/b --reuse  # ... and time it again without rebuilding
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ from generate import SessionSpec, generate_records  # noqa: E402
 
 from sessiontree import jsonio  # noqa: E402
 from sessiontree.format import parse_session  # noqa: E402
+from sessiontree.stores import sqlite_usage  # noqa: E402
 from sessiontree.stores.jsonl import JsonlStore, file_name_for  # noqa: E402
 from sessiontree.stores.sqlite import SqliteStore  # noqa: E402
 from sessiontree.usage import usage_report  # noqa: E402
@@ -97,15 +106,28 @@ def build(directory: str, sessions: int, entries: int) -> tuple[str, str, int]:
     return db, export, total
 
 
-def run_sqlite(db: str, by: str) -> dict:
-    with SqliteStore(db, readonly=True) as store:
-        return usage_report(store, by=by, tz="UTC").to_dict()
+def _report_args(report: str) -> tuple[str, dict[str, str]]:
+    by, *filters = report.split("@")
+    return by, dict(f.split("=", 1) for f in filters)
 
 
-def run_jsonl(export: str, by: str) -> dict:
+def run_sqlite(db: str, report: str, rollup: bool = True) -> dict:
+    by, filters = _report_args(report)
+    hidden = sqlite_usage._has_rollup
+    if not rollup:
+        sqlite_usage._has_rollup = lambda conn: False  # the path before the rollup: usage_calls summed
+    try:
+        with SqliteStore(db, readonly=True) as store:
+            return usage_report(store, by=by, tz="UTC", **filters).to_dict()
+    finally:
+        sqlite_usage._has_rollup = hidden
+
+
+def run_jsonl(export: str, report: str) -> dict:
+    by, filters = _report_args(report)
     store = JsonlStore(export, create=False, readonly=True)
     try:
-        return usage_report(store, by=by, tz="UTC").to_dict()
+        return usage_report(store, by=by, tz="UTC", **filters).to_dict()
     finally:
         store.close()
 
@@ -125,49 +147,74 @@ def run_limit(export: str) -> int:
     return tokens
 
 
+DEFAULT_REPORTS = ("day,week,month,session,model,provider,project,"
+                   "day@since=2026-03-01,session@since=2026-03-01,day@cwd=/home/dev/project-3,"
+                   "session@cwd=/home/dev/project-3,model@since=2026-03-01@cwd=/home/dev/project-3")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument("--entries", type=int, default=40, help="entries per (non-fork) session")
     parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--by", default="day,model,session")
+    parser.add_argument("--by", default=DEFAULT_REPORTS, help="reports, comma-separated (see the docstring)")
     parser.add_argument("--dir", default=None)
+    parser.add_argument("--reuse", action="store_true", help="time the corpus already built in --dir")
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args(argv)
     directory = args.dir or tempfile.mkdtemp(prefix="bench-stats-")
     os.makedirs(directory, exist_ok=True)
     try:
         started = time.perf_counter()
-        db, export, total = build(directory, args.sessions, args.entries)
+        db, export = os.path.join(directory, "stats.db"), os.path.join(directory, "export")
+        if args.reuse:
+            SqliteStore(db).close()  # applies any newer schema step (the rollup) to an older build
+        else:
+            db, export, _total = build(directory, args.sessions, args.entries)
         with SqliteStore(db, readonly=True) as store:
-            ledger = store._connection().execute("SELECT count(*) FROM usage_ledger").fetchone()[0]
-        print(f"built {args.sessions:,} sessions, {total:,} entries, {ledger:,} ledger rows "
+            conn = store._connection()
+            counts = [conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                      for table in ("sessions", "entries", "usage_ledger", "usage_calls", "usage_rollup")]
+        print(f"{'reused' if args.reuse else 'built'} {counts[0]:,} sessions, {counts[1]:,} entries, "
+              f"{counts[2]:,} ledger rows, {counts[3]:,} calls, {counts[4]:,} rollup rows "
               f"in {time.perf_counter() - started:.1f} s ({directory})", file=sys.stderr)
-        print(f"| report | sqlite ledger (ms) | jsonl scan (ms) | limit: orjson scan (ms) | scan / ledger |")
-        print("|---|---:|---:|---:|---:|")
-        for by in args.by.split(","):
-            times: dict[str, list[float]] = {"sqlite": [], "jsonl": [], "limit": []}
+        print("| report | rollup ms (cpu) | calls ms (cpu) | jsonl scan ms (cpu) | limit ms | "
+              "scan / rollup wall | scan / rollup cpu | scan / calls cpu |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        sides = ["rollup", "calls", "jsonl", "limit"]
+        for number, report in enumerate(args.by.split(",")):
+            wall: dict[str, list[float]] = {side: [] for side in sides}
+            cpu: dict[str, list[float]] = {side: [] for side in sides}
             results = {}
             for rep in range(args.reps):
-                order = ["sqlite", "jsonl", "limit"] if rep % 2 == 0 else ["limit", "jsonl", "sqlite"]
+                order = sides if rep % 2 == 0 else sides[::-1]
                 for side in order:
-                    t0 = time.perf_counter()
-                    if side == "sqlite":
-                        results[side] = run_sqlite(db, by)
+                    if side == "limit" and number:
+                        continue
+                    t0, c0 = time.perf_counter(), time.process_time()
+                    if side == "rollup":
+                        results[side] = run_sqlite(db, report)
+                    elif side == "calls":
+                        results[side] = run_sqlite(db, report, rollup=False)
                     elif side == "jsonl":
-                        results[side] = run_jsonl(export, by)
+                        results[side] = run_jsonl(export, report)
                     else:
                         run_limit(export)
-                    times[side].append(time.perf_counter() - t0)
-            if results["sqlite"] != results["jsonl"]:
-                print(f"MISMATCH for --by {by}: the two reports differ", file=sys.stderr)
+                    wall[side].append(time.perf_counter() - t0)
+                    cpu[side].append(time.process_time() - c0)
+            if not results["rollup"] == results["calls"] == results["jsonl"]:
+                print(f"MISMATCH for {report}: the reports differ", file=sys.stderr)
                 return 1
-            med = {side: statistics.median(values) * 1000 for side, values in times.items()}
-            print(f"| `stats --by {by}` | {med['sqlite']:.0f} | {med['jsonl']:.0f} | {med['limit']:.0f} "
-                  f"| {med['jsonl'] / med['sqlite']:.1f}x |")
+            w = {side: statistics.median(v) * 1000 if v else float("nan") for side, v in wall.items()}
+            c = {side: statistics.median(v) * 1000 if v else float("nan") for side, v in cpu.items()}
+            name = report.replace("@", " --").replace("=", " ")
+            limit = "" if number else f"{w['limit']:,.0f}"
+            print(f"| `--by {name}` | {w['rollup']:,.0f} ({c['rollup']:,.0f}) | {w['calls']:,.0f} ({c['calls']:,.0f}) "
+                  f"| {w['jsonl']:,.0f} ({c['jsonl']:,.0f}) | {limit} "
+                  f"| {w['jsonl'] / w['rollup']:.1f}x | {c['jsonl'] / c['rollup']:.1f}x | {c['jsonl'] / c['calls']:.1f}x |")
             sys.stdout.flush()
-        totals = results["sqlite"]["totals"]
-        print(f"\ntotals: {totals['calls']:,} calls, {totals['totalTokens']:,} tokens, ${totals['cost']}",
+        totals = results["rollup"]["totals"]
+        print(f"\ntotals (last report): {totals['calls']:,} calls, {totals['totalTokens']:,} tokens, ${totals['cost']}",
               file=sys.stderr)
         return 0
     finally:

@@ -558,7 +558,7 @@ def test_sqlite_wal_and_migrations(tmp_path, sqlite_store):
         assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert [r[0] for r in raw.execute("SELECT name FROM schema_migrations ORDER BY rowid")] == [
             "m001_initial", "m002_record_crc", "m003_sync_state", "m004_search_index",
-            "m005_search_pending", "m006_usage_ledger", "m007_search_branch"]
+            "m005_search_pending", "m006_usage_ledger", "m007_usage_rollup", "m008_search_branch"]
         tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {"sessions", "entries", "message_texts", "schema_migrations"} <= tables
         sql = raw.execute("SELECT sql FROM sqlite_master WHERE name = 'entries'").fetchone()[0]
@@ -566,12 +566,12 @@ def test_sqlite_wal_and_migrations(tmp_path, sqlite_store):
     finally:
         raw.close()
     assert sqlite_store.applied_migrations() == ["m001_initial", "m002_record_crc", "m003_sync_state", "m004_search_index",
-            "m005_search_pending", "m006_usage_ledger", "m007_search_branch"]
+            "m005_search_pending", "m006_usage_ledger", "m007_usage_rollup", "m008_search_branch"]
     SqliteStore(path).close()  # reopening applies nothing twice
     assert sqlite_store.applied_migrations() == ["m001_initial", "m002_record_crc", "m003_sync_state", "m004_search_index",
-            "m005_search_pending", "m006_usage_ledger", "m007_search_branch"]
+            "m005_search_pending", "m006_usage_ledger", "m007_usage_rollup", "m008_search_branch"]
     assert [name for name, _ in sqlite_module.MIGRATIONS] == ["m001_initial", "m002_record_crc", "m003_sync_state", "m004_search_index",
-            "m005_search_pending", "m006_usage_ledger", "m007_search_branch"]
+            "m005_search_pending", "m006_usage_ledger", "m007_usage_rollup", "m008_search_branch"]
 
 
 def test_sqlite_state_columns_cover_the_accumulator():
@@ -1386,99 +1386,3 @@ def test_jsonl_held_descriptor_is_not_used_across_fork(jsonl_store):
     assert os.WEXITSTATUS(status) == 0
     ids = [e["id"] for e in JsonlStore(jsonl_store.directory).load("s1").entries]
     assert sorted(ids) == sorted(["p0", "p1"] + [f"c{i}" for i in range(50)] + [f"q{i}" for i in range(50)])
-
-
-# -- skeleton reads and entry counts (the viewer's first visit, issue 15) ----------------------------
-
-def _skeleton_session() -> list[dict[str, Any]]:
-    """One entry of each kind the skeleton treats apart; the second message puts its role
-    after its content (a record the SQLite fast path cannot read from its first bytes)."""
-    ts = "2026-02-01T09:00:00.000Z"
-    return [
-        message("s1", None, "user", "hello " * 100, ms(2026, 2, 1, 9)),
-        {"type": "message", "id": "s2", "parentId": "s1", "timestamp": ts,
-         "message": {"content": [{"type": "text", "text": "late role"}], "role": "assistant"}},
-        message("s3", "s2", "toolResult", [{"type": "text", "text": "out"}], toolCallId="c1", toolName="bash"),
-        {"type": "compaction", "id": "s4", "parentId": "s3", "timestamp": ts, "summary": "x",
-         "firstKeptEntryId": "s1", "tokensBefore": 10, "details": {"strategy": "verbatim-lines", "other": [1, 2]}},
-        {"type": "label", "id": "s5", "parentId": "s4", "timestamp": ts, "targetId": "s2", "label": "here"},
-        session_info("s6", "s5", "named"),
-        custom("s7", "s6", big="y" * 1000),
-        message("s8", "s1", "user", "other branch", ms(2026, 2, 1, 10)),
-    ]
-
-
-def test_read_skeleton_keeps_what_the_tree_needs(store):
-    store.create(header("skel"), _skeleton_session())
-    parsed = store.read_skeleton("skel")
-    ts = "2026-02-01T09:00:00.000Z"
-    base = [{"type": t, "id": i, "parentId": p, "timestamp": ts} for t, i, p in (
-        ("message", "s1", None), ("message", "s2", "s1"), ("message", "s3", "s2"), ("compaction", "s4", "s3"),
-        ("label", "s5", "s4"), ("session_info", "s6", "s5"), ("custom", "s7", "s6"), ("message", "s8", "s1"))]
-    base[0]["message"] = {"role": "user"}
-    base[1]["message"] = {"role": "assistant"}
-    base[2]["message"] = {"role": "toolResult"}
-    base[3]["details"] = {"strategy": "verbatim-lines"}
-    base[4].update(targetId="s2", label="here")
-    base[5]["name"] = "named"
-    base[7]["message"] = {"role": "user"}
-    assert parsed.entries == base
-    assert parsed.header["id"] == "skel"
-    # What the readers of the tree answer is the same on skeletons as on the stored entries.
-    from sessiontree.manager import SessionManager
-
-    full, skeleton = SessionManager.from_parsed(store.read("skel")), SessionManager.from_parsed(parsed)
-    assert skeleton.get_leaf_id() == full.get_leaf_id() == "s8"
-    assert skeleton.get_label("s2") == "here" and skeleton.get_session_name() == "named"
-    assert [e["id"] for e in skeleton.get_branch("s7")] == ["s1", "s2", "s3", "s4", "s5", "s6", "s7"]
-
-
-def test_read_entries_returns_full_entries_in_the_order_asked(store):
-    entries = _skeleton_session()
-    store.create(header("skel"), entries)
-    got = store.read_entries("skel", ["s7", "nope", "s2", "s1"])
-    assert got == [entries[6], entries[1], entries[0]]
-    assert store.read_entries("skel", []) == []
-    with pytest.raises(SessionNotFoundError):
-        store.read_entries("missing", ["s1"])
-    with pytest.raises(SessionNotFoundError):
-        store.read_skeleton("missing")
-
-
-def test_listing_entry_count_follows_every_write(store):
-    entries = _skeleton_session()
-    store.create(header("count"), entries[:3])
-    store.create(header("empty"), [])
-
-    def counts() -> dict[str, Any]:
-        return {info.id: info.entry_count for info in store.list_sessions()}
-
-    assert counts() == {"count": 3, "empty": 0}
-    store.append("count", entries[3:5])
-    assert counts() == {"count": 5, "empty": 0}
-    store.reindex()
-    assert counts() == {"count": 5, "empty": 0}
-    store.delete("empty")
-    assert counts() == {"count": 5}
-
-
-def test_skeleton_of_records_the_columns_cannot_show(store):
-    """Records whose first bytes do not show the role plainly (role after content, a nested
-    look-alike before it, an escaped role) and a type PostgreSQL's text column cannot hold
-    give the skeletons of the parsed records."""
-    from sessiontree.tree import skeleton_entry
-
-    ts = "2026-02-01T09:00:00.000Z"
-    entries = [
-        {"type": "message", "id": "u1", "parentId": None, "timestamp": ts,
-         "message": {"content": "role last", "role": "user"}},
-        {"id": "u2", "type": "message", "parentId": "u1", "timestamp": ts, "extra": {"message": {"role": "no"}},
-         "message": {"role": "assistant", "content": [{"type": "text", "text": "a nested look-alike first"}]}},
-        {"type": "message", "id": "u3", "parentId": "u2", "timestamp": ts,
-         "message": {"role": "us\\u0065r", "content": "escaped role"}},
-        {"type": "x\ud800y", "id": "u4", "parentId": "u3", "timestamp": ts, "data": "a lone surrogate in the type"},
-    ]
-    store.create(header("odd"), entries)
-    assert store.read_skeleton("odd").entries == [skeleton_entry(e) for e in store.read("odd").entries]
-    assert store.read_skeleton("odd").entries[2]["message"] == {"role": "us\\u0065r"}
-    assert isinstance(store.partial_reads, bool) and store.partial_reads == (store.kind in ("sqlite", "postgres"))

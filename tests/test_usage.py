@@ -364,19 +364,35 @@ def _ledger(store):
         "SELECT session_id, seq, source, input, cost_nanos FROM usage_ledger ORDER BY session_id, seq").fetchall()
 
 
+def _rollup(store):
+    return store._connection().execute(
+        "SELECT owner, provider, model, bucket, shape, calls, input, cost_nanos FROM usage_rollup"
+        " ORDER BY owner, provider, model, bucket, shape").fetchall()
+
+
 def test_ledger_is_written_with_entries_removed_with_sessions_and_rebuilt(tmp_path):
     store = SqliteStore(str(tmp_path / "s.db"))
     store.create(_header("s"), [_assistant("a1", None, "2026-01-01T10:00:00.000Z", _usage(5, cost=0.5))])
     store.append("s", [_assistant("a2", "a1", "2026-01-01T10:01:00.000Z", _usage(6))])
     assert _ledger(store) == [("s", 0, "assistant", 5, 500_000_000), ("s", 1, "assistant", 6, None)]
-    store._connection().execute("DELETE FROM usage_calls")  # drift
+    # The rollup: one row per (owner, provider, model, bucket, shape); the unpriced call keeps its tokens.
+    rollup = [("73", "p", "m-known", 1_767_261_600_000, "", 1, 5, 500_000_000),
+              ("73", "p", "m-known", 1_767_261_600_000, "6,0,0,0", 1, 6, 0)]  # 2026-01-01T10:00Z
+    assert _rollup(store) == rollup
+    store._connection().execute("DELETE FROM usage_calls")  # drift, in both derived tables
+    store._connection().execute("DELETE FROM usage_rollup")
     assert usage_report(store).totals.calls == 0
     assert store.reindex() == 1
     assert _ledger(store) == [("s", 0, "assistant", 5, 500_000_000), ("s", 1, "assistant", 6, None)]
     assert store._connection().execute("SELECT m, owner FROM usage_calls").fetchall() == [(1, "73"), (1, "73")]  # hex("s")
+    assert _rollup(store) == rollup
+    store._connection().execute("UPDATE usage_rollup SET calls = 7")  # drift in the rollup alone
+    assert store.reindex() == 1
+    assert _rollup(store) == rollup
     store.delete("s")
     assert _ledger(store) == []
     assert store._connection().execute("SELECT count(*) FROM usage_calls").fetchone()[0] == 0
+    assert _rollup(store) == []
 
 
 def test_schema_step_fills_the_ledger_of_an_existing_store(tmp_path):

@@ -144,7 +144,10 @@ class DerivedIndex(Protocol):
     Written in the same transaction as the entries it derives from, removed with
     their session, and rebuilt from the entries alone by :meth:`SqliteStore.reindex`
     (docs/stores.md, "Derived data"). Its tables are created by schema steps
-    registered with :func:`migration`.
+    registered with :func:`migration`. Optionally it defines
+    ``reindexed(conn, everything: bool)``, which :meth:`SqliteStore.reindex` calls
+    once after rebuilding the sessions (``everything``: all of them), inside
+    the same transaction, for store-wide sums (the usage rollup).
     """
 
     #: Short name, for messages (``"search"``, ``"usage"``).
@@ -1065,6 +1068,11 @@ class SqliteStore(StoreBase):
                 for index in DERIVED_INDEXES:
                     index.remove(conn, key)
                     index.add(conn, key, rows)
+            for index in DERIVED_INDEXES:
+                # Optional hook: an index with store-wide sums rebuilds them after a full reindex.
+                reindexed = getattr(index, "reindexed", None)
+                if reindexed is not None:
+                    reindexed(conn, session_id is None)
             return len(keys)
 
     # -- reads ----------------------------------------------------------------------------

@@ -20,7 +20,7 @@ Invariants:
   :meth:`~sessiontree.searchtext.SearchQuery.fts_expression`, so no query can
   reach FTS5's syntax (``-``, ``*``, ``NEAR``, ``:``, ``"``, ``AND``).
 
-Schema (steps ``m004_search_index``, ``m005_search_pending``, ``m007_search_branch``)::
+Schema (steps ``m004_search_index``, ``m005_search_pending``, ``m008_search_branch``)::
 
     search_entries(rowid, session_id, seq, entry_id, type, role, ts_ms, text)
     search_fts USING fts5(text, content='search_entries', tokenize='trigram case_sensitive 0')
@@ -34,7 +34,7 @@ Walking each hit session's tree at query time cost ~5 us per entry of the
 session (parent links live in the wide ``entries`` rows) and was most of a
 query returning every hit. So ``search_off_branch`` keeps, as derived data, the
 merged entries that are *off* the active branch of their session's records up
-to its watermark (:func:`m007_search_branch`, kept by :func:`_merge`: unchanged
+to its watermark (:func:`m008_search_branch`, kept by :func:`_merge`: unchanged
 when the merged records only extend the branch, recomputed for the session
 otherwise). A query trusts those marks for sessions with nothing pending and
 walks the tree of the others; titles, watermarks, marks and timestamps are each
@@ -152,7 +152,7 @@ __all__ = [
     "SearchIndex",
     "m004_search_index",
     "m005_search_pending",
-    "m007_search_branch",
+    "m008_search_branch",
     "merge_pending",
     "merge_store",
     "search_store",
@@ -239,7 +239,7 @@ def _branch_ids(conn: sqlite3.Connection, key: Any, upto: int | None = None) -> 
 def _mark_off_branch(conn: sqlite3.Connection, key: Any, branch: frozenset[str],
                      rows: Iterable[tuple[int, Any]] | None = None) -> None:
     """Record which merged entries of session ``key`` are off its active ``branch``
-    (``search_off_branch``, see :func:`m007_search_branch`). ``rows``: the session's
+    (``search_off_branch``, see :func:`m008_search_branch`). ``rows``: the session's
     ``(rowid, entry_id)`` pairs in ``search_entries`` when the caller has them (all of
     them: the session's previous marks are replaced); read back when ``None``."""
     conn.execute("DELETE FROM search_off_branch WHERE rowid IN"
@@ -281,7 +281,7 @@ def _merge(conn: sqlite3.Connection, work: Iterable[_Work]) -> int:
     ``search_entries`` and then, for every session at once, into FTS5 with one
     statement: FTS5's cost is mostly per statement and per transaction (segment
     writes), so one bulk insert is far cheaper than one per entry. The off-branch marks
-    are kept as of ``last`` (:func:`m007_search_branch`): unchanged when the new records
+    are kept as of ``last`` (:func:`m008_search_branch`): unchanged when the new records
     only extend the branch (appends do), recomputed for the session otherwise.
     Returns the number of entries with text merged."""
     first = conn.execute("SELECT coalesce(max(rowid), 0) + 1 FROM search_entries").fetchone()[0]
@@ -449,12 +449,12 @@ def m005_search_pending(conn: sqlite3.Connection) -> None:
 
 DERIVED_INDEXES.append(INDEX)
 
-# Schema steps run in registration order: the usage ledger's m006 comes before m007.
+# Schema steps run in registration order: the usage ledger's m006 and m007 come before m008.
 from . import sqlite_usage  # noqa: F401
 
 
 @migration
-def m007_search_branch(conn: sqlite3.Connection) -> None:
+def m008_search_branch(conn: sqlite3.Connection) -> None:
     """Active-branch flags kept with the index, so a query needs no walk of each hit
     session's tree (issue 13, "1/50 of the agent's picker").
 

@@ -8,10 +8,14 @@ schema step ``m006_usage_ledger`` and appends :data:`LEDGER` to
 :data:`~sessiontree.stores.sqlite.DERIVED_INDEXES`; ``stores/__init__.py``
 imports it, so every opened store has it.
 
-De-duplication happens at query time, in SQL (:func:`query_usage`): rows are
-grouped by their content key, each key counts the largest number of rows it
-has in one session, and belongs to the earliest session holding it. Measured
-by ``benchmarks/bench_stats.py`` (benchmarks/README.md).
+De-duplication happens at write time: ``usage_calls`` holds each billed call
+of the store once (its multiplicity: the most rows its key has in one
+session; its owner: the earliest session holding it), recounted for the keys
+each write touches. ``usage_rollup`` (schema step ``m007_usage_rollup``) sums
+``usage_calls`` per (owner, provider, model, 15-minute UTC bucket, priced
+shape), kept by the same recount, so a report sums one rollup row per session,
+model and quarter hour instead of one row per call (docs/usage.md, "Storage
+and speed"). Measured by ``benchmarks/bench_stats.py`` (benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 from ..usagerecords import BUCKET_MS, UsageQuery, UsageRow, records_from_entry
 from .sqlite import DERIVED_INDEXES, _db, migration
 
-__all__ = ["LEDGER", "UsageLedger", "query_usage"]
+__all__ = ["LEDGER", "UsageLedger", "query_usage", "rebuild_rollup"]
 
 _RECORD_TYPES = frozenset(("message", "session_summary", "compaction", "branch_summary", "usage"))
 
@@ -90,6 +94,102 @@ def m006_usage_ledger(conn: sqlite3.Connection) -> None:
     LEDGER.rebuild_all(conn)
 
 
+#: A Unix-millisecond column's 15-minute UTC bucket, floored (SQL's ``%`` truncates
+#: toward zero; a record dated before 1970 belongs to the bucket below it, as in
+#: :mod:`sessiontree.usagerecords`).
+def _bucket_sql(column: str) -> str:
+    return f"({column} - (({column} % {BUCKET_MS}) + {BUCKET_MS}) % {BUCKET_MS})"
+
+
+#: A call's "priced shape": '' when its recorded cost is usable, else its four token
+#: counts, so calls to be priced from a catalogue stay one shape per rollup row.
+_SHAPE = ("CASE WHEN cost_nanos IS NULL THEN input || ',' || output || ',' || cache_read || ',' || cache_write"
+          " ELSE '' END")
+
+_ROLLUP_KEY = f"owner, coalesce(provider, ''), coalesce(model, ''), {_bucket_sql('ts_ms')}, {_SHAPE}"
+
+#: Adds (``sign=""``) or takes out (``sign="-"``) the ``usage_calls`` rows of the keys
+#: in ``temp.usage_touched`` to or from their rollup rows.
+_ROLLUP_MOVE = f"""
+    INSERT INTO usage_rollup (owner, provider, model, bucket, shape, calls, input, output, cache_read,
+                              cache_write, cost_nanos)
+    SELECT {_ROLLUP_KEY}, {{sign}}sum(m), {{sign}}sum(m * input), {{sign}}sum(m * output),
+           {{sign}}sum(m * cache_read), {{sign}}sum(m * cache_write), {{sign}}sum(m * coalesce(cost_nanos, 0))
+    FROM temp.usage_touched t JOIN usage_calls c ON c.dedup_key = t.k
+    WHERE 1
+    GROUP BY 1, 2, 3, 4, 5
+    ON CONFLICT (owner, provider, model, bucket, shape) DO UPDATE SET
+        calls = calls + excluded.calls, input = input + excluded.input, output = output + excluded.output,
+        cache_read = cache_read + excluded.cache_read, cache_write = cache_write + excluded.cache_write,
+        cost_nanos = cost_nanos + excluded.cost_nanos"""
+# Formatted once: the statement cache hashes the text on every execute, and a str caches its hash.
+_ROLLUP_ADD = _ROLLUP_MOVE.format(sign="")
+_ROLLUP_SUBTRACT = _ROLLUP_MOVE.format(sign="-")
+
+#: Adds one new ``usage_calls`` row, given as its values ``(dedup_key, m, session key,
+#: provider, model, ts_ms, input, output, cache_read, cache_write, cost_nanos)``, to its
+#: rollup row (the append fast path of :meth:`UsageLedger.add`: same sums as
+#: :data:`_ROLLUP_ADD` over that row).
+_ROLLUP_ADD_CALL = _ROLLUP_ADD.replace(
+    "FROM temp.usage_touched t JOIN usage_calls c ON c.dedup_key = t.k",
+    "FROM (SELECT ? AS dedup_key, ? AS m, hex(?) AS owner, ? AS provider, ? AS model, ? AS ts_ms, ? AS input,"
+    " ? AS output, ? AS cache_read, ? AS cache_write, ? AS cost_nanos)")
+assert _ROLLUP_ADD_CALL != _ROLLUP_ADD
+
+
+@migration
+def m007_usage_rollup(conn: sqlite3.Connection) -> None:
+    """The ``usage_rollup`` table: ``usage_calls`` summed per owner, provider, model,
+    15-minute UTC bucket and priced shape, filled from ``usage_calls``. Derived data:
+    a leftover table is dropped and rebuilt."""
+    conn.execute("DROP TABLE IF EXISTS usage_rollup")
+    conn.execute("""
+        CREATE TABLE usage_rollup (
+            -- usage_calls.owner: hex(sessions.id) of the session owning the calls.
+            owner TEXT NOT NULL,
+            -- usage_calls.provider and .model, '' for NULL (a recorded name is never
+            -- empty: usagerecords reads an empty one as not recorded).
+            provider TEXT NOT NULL,
+            model TEXT NOT NULL,
+            -- Start of the 15-minute UTC bucket, Unix ms (floored): every UTC offset in
+            -- use is a whole number of quarter hours, so local days are unions of buckets.
+            bucket INTEGER NOT NULL,
+            -- '' when the calls' recorded costs are usable; else the calls' four token
+            -- counts 'input,output,cacheRead,cacheWrite': calls to be priced from the
+            -- catalogue are priced per call (tiered prices are not linear in tokens).
+            shape TEXT NOT NULL,
+            -- Sums over the calls (usage_calls.m each): calls, tokens, recorded cost
+            -- in nano-dollars (0 where unusable).
+            calls INTEGER NOT NULL,
+            input INTEGER NOT NULL,
+            output INTEGER NOT NULL,
+            cache_read INTEGER NOT NULL,
+            cache_write INTEGER NOT NULL,
+            cost_nanos INTEGER NOT NULL,
+            PRIMARY KEY (owner, provider, model, bucket, shape)
+        ) WITHOUT ROWID""")
+    # Rows whose calls have all moved away (owner deleted, key re-owned): found by
+    # the upkeep without scanning the table, and normally empty.
+    conn.execute("CREATE INDEX usage_rollup_empty ON usage_rollup (owner) WHERE calls = 0")
+    rebuild_rollup(conn)
+
+
+def rebuild_rollup(conn: sqlite3.Connection) -> None:
+    """Refill ``usage_rollup`` from ``usage_calls`` (the schema step and a whole-store reindex)."""
+    conn.execute("DELETE FROM usage_rollup")
+    conn.execute(f"""
+        INSERT INTO usage_rollup (owner, provider, model, bucket, shape, calls, input, output, cache_read,
+                                  cache_write, cost_nanos)
+        SELECT {_ROLLUP_KEY}, sum(m), sum(m * input), sum(m * output), sum(m * cache_read), sum(m * cache_write),
+               sum(m * coalesce(cost_nanos, 0))
+        FROM usage_calls GROUP BY 1, 2, 3, 4, 5""")
+
+
+def _has_rollup(conn: sqlite3.Connection) -> bool:
+    return conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'usage_rollup'").fetchone() is not None
+
+
 class UsageLedger:
     """The :class:`~sessiontree.stores.sqlite.DerivedIndex` writing ``usage_ledger`` rows."""
 
@@ -97,7 +197,12 @@ class UsageLedger:
 
     def add(self, conn: sqlite3.Connection, key: Any, rows: Sequence[tuple[int, dict[str, Any], bytes]]) -> None:
         """Insert a ledger row for every billed record of the new entries ``rows``
-        (``(seq, entry, text)``) of session ``key``; inside the writing transaction."""
+        (``(seq, entry, text)``) of session ``key``, and recount the calls (and the
+        rollup) of their keys; inside the writing transaction."""
+        self._add(conn, key, rows, True)
+
+    def _add(self, conn: sqlite3.Connection, key: Any, rows: Sequence[tuple[int, dict[str, Any], bytes]],
+             rollup: bool) -> None:
         values = []
         for seq, entry, _text in rows:
             if entry.get("type") not in _RECORD_TYPES:
@@ -114,8 +219,9 @@ class UsageLedger:
         # ledger row before this write (usage_calls holds one row per key of the ledger), so
         # its rows are exactly the ones just inserted, all in this session: it counts as
         # many times as it occurs here, and this session owns it. One upsert that inserts
-        # only such keys; if any key was already known, recount every key of the write by
-        # the full rule (_refresh_calls), which gives the same rows for the new ones.
+        # only such keys, and one that adds them to the rollup; if any key was already
+        # known, recount every key of the write by the full rule (_refresh_calls), which
+        # gives the same rows for the new ones.
         fresh: dict[bytes, list[Any]] = {}
         for value in values:
             row = fresh.get(value[3])
@@ -123,12 +229,14 @@ class UsageLedger:
                 fresh[value[3]] = [value[3], 1, *value[5:]]
             else:
                 row[1] += 1
+        calls = [(row[0], row[1], key, *row[2:]) for row in fresh.values()]
         inserted = conn.executemany(
             f"INSERT INTO usage_calls (dedup_key, m, owner, {_ATTRS}) VALUES (?, ?, hex(?), ?, ?, ?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (dedup_key) DO NOTHING",
-            [(row[0], row[1], key, *row[2:]) for row in fresh.values()]).rowcount
+            " ON CONFLICT (dedup_key) DO NOTHING", calls).rowcount
         if inserted != len(fresh):
-            _refresh_calls(conn, set(fresh))
+            _refresh_calls(conn, set(fresh), rollup)
+        elif rollup:
+            conn.executemany(_ROLLUP_ADD_CALL, calls)
 
     def remove(self, conn: sqlite3.Connection, key: Any) -> None:
         """Delete the ledger rows of session ``key`` and recount its calls (inside the transaction)."""
@@ -141,12 +249,22 @@ class UsageLedger:
         """Nothing to finish: the ledger is complete after every write."""
         return 0
 
+    def reindexed(self, conn: sqlite3.Connection, everything: bool) -> None:
+        """After ``store.reindex()`` rebuilt sessions' rows with :meth:`remove` and
+        :meth:`add`: a whole-store reindex also rebuilds ``usage_rollup`` from
+        ``usage_calls``, so drift in the rollup itself is repaired too (the
+        incremental upkeep only moves what it is told about)."""
+        if everything and _has_rollup(conn):
+            rebuild_rollup(conn)
+
     def rebuild_all(self, conn: sqlite3.Connection) -> None:
         """Refill the whole ledger from ``entries`` (the schema step on an existing store)."""
         from .. import jsonio
 
         conn.execute("DELETE FROM usage_ledger")
         conn.execute("DELETE FROM usage_calls")
+        # Calls first, the rollup once at the end (the schema step m006 runs before
+        # m007 creates the rollup; and one GROUP BY beats a recount per session).
         for (key,) in conn.execute("SELECT id FROM sessions").fetchall():
             rows = []
             for seq, text in conn.execute(
@@ -159,18 +277,30 @@ class UsageLedger:
                     continue  # a damaged record: check --store reports it, reindex refuses it
                 if isinstance(entry, dict):
                     rows.append((seq, entry, b""))
-            self.add(conn, key, rows)
+            self._add(conn, key, rows, False)
+        if _has_rollup(conn):
+            rebuild_rollup(conn)
 
 
 _ATTRS = "provider, model, ts_ms, input, output, cache_read, cache_write, cost_nanos"
 
 
-def _refresh_calls(conn: sqlite3.Connection, keys: set[bytes]) -> None:
+def _refresh_calls(conn: sqlite3.Connection, keys: set[bytes], rollup: bool = True) -> None:
     """Recompute the ``usage_calls`` rows of ``keys`` from the ledger (the rule of
     :mod:`sessiontree.usagerecords`: multiplicity = most rows in one session, owner
-    = earliest session). A key no session holds any more loses its row."""
+    = earliest session). A key no session holds any more loses its row.
+
+    With ``rollup``, ``usage_rollup`` moves with them: the old rows' sums are
+    taken out before the recount and the new rows' sums put in after it, and a
+    rollup row left with no call is deleted (found through the partial index on
+    ``calls = 0``, so the search costs nothing when none is left)."""
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS usage_touched (k BLOB PRIMARY KEY) WITHOUT ROWID")
     conn.executemany("INSERT OR IGNORE INTO temp.usage_touched (k) VALUES (?)", ((k,) for k in keys))
+    emptied = False
+    if rollup:
+        before = conn.total_changes
+        conn.execute(_ROLLUP_SUBTRACT)
+        emptied = conn.total_changes != before  # an append of new calls subtracts nothing
     conn.execute("DELETE FROM usage_calls WHERE dedup_key IN (SELECT k FROM temp.usage_touched)")
     # Records sharing a key share their content, so any row's attributes serve.
     conn.execute(f"""
@@ -182,6 +312,10 @@ def _refresh_calls(conn: sqlite3.Connection, keys: set[bytes]) -> None:
             JOIN sessions s ON s.id = l.session_id
             GROUP BY l.dedup_key, l.session_id)
         GROUP BY dedup_key""")
+    if rollup:
+        conn.execute(_ROLLUP_ADD)
+        if emptied:
+            conn.execute("DELETE FROM usage_rollup WHERE calls = 0")
     conn.execute("DELETE FROM temp.usage_touched")
 
 
@@ -200,10 +334,24 @@ def query_usage(conn: sqlite3.Connection, query: UsageQuery, cwd_filter: Any = N
 
     The same result as :func:`sessiontree.usagerecords.aggregate` over the
     sessions' entries. Records sharing a content key have the same content, so
-    SQL can (1) count each key's rows per session, (2) keep each key once with
-    the largest of those counts (and, when sessions matter, its owner: the
-    smallest ``createdAt``, session id), and (3) sum per group. Rows that may
-    need a catalogue price stay apart by their token counts.
+    ``usage_calls`` holds each billed call once with its multiplicity and owner
+    (:func:`_refresh_calls`), and a store-wide report sums ``usage_rollup``, its
+    per (owner, provider, model, 15-minute bucket, priced shape) sums. Rows that
+    may need a catalogue price stay apart by their token counts.
+
+    The rollup answers every store-wide query except these, which sum
+    ``usage_calls`` (same result, one row per call):
+
+    * ``price_all`` (``--cost catalog``): every call is priced on its own token
+      counts, and the rollup keeps those only for calls without a usable cost;
+    * a ``since_ms`` / ``until_ms`` that is not on a 15-minute boundary (a
+      zone whose offset at that date is not whole quarter hours, such as a
+      historical local mean time or a ``+01:07`` offset): the rollup cannot
+      split a bucket;
+    * a database whose rollup is missing (an older schema opened read-only),
+      or whose sums overflowed 64-bit integers (SQLite then stores a float).
+
+    Session mode (``query.session_id``) reads that session's ``usage_ledger`` rows.
 
     Args:
         conn: a connection inside a read transaction.
@@ -211,20 +359,78 @@ def query_usage(conn: sqlite3.Connection, query: UsageQuery, cwd_filter: Any = N
         cwd_filter: ``(cwd) -> bool`` for :attr:`UsageQuery.cwd`, applied to the
             owning sessions, or ``None``.
     """
+    if query.session_id is None and not query.price_all and all(
+            bound is None or bound % BUCKET_MS == 0 for bound in (query.since_ms, query.until_ms)) \
+            and _has_rollup(conn):
+        rows = _query_rollup(conn, query, cwd_filter)
+        if rows is not None:
+            return rows
+    return _query_calls(conn, query, cwd_filter)
+
+
+def _time_where(query: UsageQuery, column: str) -> tuple[str, list[int]]:
     where, params = [], []
     if query.since_ms is not None:
-        where.append("ts_ms >= ?")
+        where.append(f"{column} >= ?")
         params.append(query.since_ms)
     if query.until_ms is not None:
-        where.append("ts_ms < ?")
+        where.append(f"{column} < ?")
         params.append(query.until_ms)
-    time_sql = (" AND ".join(where)) or "1"
+    return (" AND ".join(where)) or "1", params
+
+
+def _owners(conn: sqlite3.Connection, owner_hexes: set[Any]) -> dict[Any, tuple[str | None, str | None]]:
+    """``{hex owner: (session id, header cwd)}`` for the owners in ``owner_hexes``."""
+    owners: dict[Any, tuple[str | None, str | None]] = {None: (None, None)}
+    cwds = {_text(sid): _text(cwd) for sid, cwd in conn.execute("SELECT id, cwd FROM sessions")}
+    for owner_hex in owner_hexes:
+        sid = bytes.fromhex(owner_hex).decode("utf-8", "surrogatepass")
+        owners[owner_hex] = (sid, cwds.get(sid))
+    return owners
+
+
+def _query_rollup(conn: sqlite3.Connection, query: UsageQuery, cwd_filter: Any) -> list[UsageRow] | None:
+    """A store-wide query summed from ``usage_rollup``; ``None`` when a sum is not an
+    exact integer (an overflowed rollup: the caller sums ``usage_calls`` instead)."""
+    time_sql, params = _time_where(query, "bucket")
+    sessions = query.per_session or query.cwd is not None
+    owner = "owner" if sessions else "NULL"
+    # Calls with a usable recorded cost sum across buckets unless time matters;
+    # calls to be priced keep their bucket (prices change over time).
+    bucket = "bucket" if query.by_time else "(CASE WHEN shape = '' THEN 0 ELSE bucket END)"
+    rows = conn.execute(f"""
+        SELECT {owner}, nullif(provider, ''), nullif(model, ''), {bucket}, shape = '', shape != '',
+               sum(calls), sum(input), sum(output), sum(cache_read), sum(cache_write), sum(cost_nanos)
+        FROM usage_rollup WHERE {time_sql}
+        GROUP BY {owner}, provider, model, {bucket}, shape""", params).fetchall()
+    owners = _owners(conn, {row[0] for row in rows}) if sessions else {None: (None, None)}
+    result = []
+    for row in rows:
+        sums = row[6:]
+        if float in map(type, sums):
+            return None
+        session_id, cwd = owners[row[0]]
+        if query.cwd is not None and cwd_filter is not None and not cwd_filter(cwd):
+            continue
+        if not query.per_session:
+            session_id = cwd = None
+        result.append(UsageRow(session_id, cwd, _text(row[1]), _text(row[2]), row[3], bool(row[4]), False,
+                               bool(row[5]), *sums))
+    return result
+
+
+def _query_calls(conn: sqlite3.Connection, query: UsageQuery, cwd_filter: Any) -> list[UsageRow]:
+    """:func:`query_usage` summed from ``usage_calls`` (store-wide) or ``usage_ledger``
+    (session mode): SQL (1) counts each key's rows per session, (2) keeps each key
+    once with the largest of those counts and, when sessions matter, its owner (the
+    smallest ``createdAt``, session id), (3) sums per group."""
+    time_sql, params = _time_where(query, "ts_ms")
     per_call = "1" if query.price_all else "(cost_nanos IS NULL)"
     # Rows to be priced from a catalogue keep their own token counts.
     split = f"CASE WHEN {per_call} THEN input || ',' || output || ',' || cache_read || ',' || cache_write END"
     sums = ("sum(m), sum(m * input), sum(m * output), sum(m * cache_read), sum(m * cache_write),"
             " sum(m * coalesce(cost_nanos, 0))")
-    bucket = f"(ts_ms - ts_ms % {BUCKET_MS})"
+    bucket = _bucket_sql("ts_ms")
     if not query.by_time:
         bucket = f"(CASE WHEN {per_call} THEN {bucket} ELSE 0 END)"
     attrs = _ATTRS
@@ -250,12 +456,7 @@ def query_usage(conn: sqlite3.Connection, query: UsageQuery, cwd_filter: Any = N
             FROM usage_calls WHERE {time_sql}
             GROUP BY {owner}, provider, model, {bucket}, cost_nanos IS NOT NULL, {split}"""
         rows = conn.execute(sql, params).fetchall()
-        owners: dict[Any, tuple[str | None, str | None]] = {None: (None, None)}
-        if sessions:
-            cwds = {_text(sid): _text(cwd) for sid, cwd in conn.execute("SELECT id, cwd FROM sessions")}
-            for owner_hex in {row[0] for row in rows}:
-                sid = bytes.fromhex(owner_hex).decode("utf-8", "surrogatepass")
-                owners[owner_hex] = (sid, cwds.get(sid))
+        owners = _owners(conn, {row[0] for row in rows}) if sessions else {None: (None, None)}
     result = []
     for row in rows:
         session_id, cwd = owners[row[0]]
