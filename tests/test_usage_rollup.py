@@ -77,6 +77,7 @@ def _apply(store, sessions, ops):
         kind = item[0]
         if kind == "create":
             sid = f"s{len(sessions)}-{counter}"
+            counter += 1  # unique even when a deletion makes len(sessions) repeat
             entries, parent = [], None
             for when, tokens, cost, model in item[3]:
                 entries.append(_entry(new_id(), parent, when, tokens, cost, model))

@@ -126,15 +126,18 @@ _ROLLUP_MOVE = f"""
 _ROLLUP_ADD = _ROLLUP_MOVE.format(sign="")
 _ROLLUP_SUBTRACT = _ROLLUP_MOVE.format(sign="-")
 
-#: Adds one new ``usage_calls`` row, given as its values ``(dedup_key, m, session key,
-#: provider, model, ts_ms, input, output, cache_read, cache_write, cost_nanos)``, to its
-#: rollup row (the append fast path of :meth:`UsageLedger.add`: same sums as
-#: :data:`_ROLLUP_ADD` over that row).
-_ROLLUP_ADD_CALL = _ROLLUP_ADD.replace(
-    "FROM temp.usage_touched t JOIN usage_calls c ON c.dedup_key = t.k",
+#: Adds a ``usage_calls`` row about to be inserted, given as its values ``(dedup_key, m,
+#: session key, provider, model, ts_ms, input, output, cache_read, cache_write,
+#: cost_nanos)``, to its rollup row, unless ``usage_calls`` already holds that key (the
+#: append fast path of :meth:`UsageLedger.add`: the same sums :data:`_ROLLUP_ADD` adds
+#: once the row is in, so the rollup matches ``usage_calls`` at every step).
+_ROLLUP_ADD_NEW_CALL = _ROLLUP_ADD.replace(
+    "FROM temp.usage_touched t JOIN usage_calls c ON c.dedup_key = t.k\n    WHERE 1",
     "FROM (SELECT ? AS dedup_key, ? AS m, hex(?) AS owner, ? AS provider, ? AS model, ? AS ts_ms, ? AS input,"
-    " ? AS output, ? AS cache_read, ? AS cache_write, ? AS cost_nanos)")
-assert _ROLLUP_ADD_CALL != _ROLLUP_ADD
+    " ? AS output, ? AS cache_read, ? AS cache_write, ? AS cost_nanos) AS c\n"
+    "    WHERE NOT EXISTS (SELECT 1 FROM usage_calls u WHERE u.dedup_key = c.dedup_key)")
+if _ROLLUP_ADD_NEW_CALL == _ROLLUP_ADD:  # the text it rewrites changed
+    raise AssertionError("usage rollup statement out of date")
 
 
 @migration
@@ -219,7 +222,7 @@ class UsageLedger:
         # ledger row before this write (usage_calls holds one row per key of the ledger), so
         # its rows are exactly the ones just inserted, all in this session: it counts as
         # many times as it occurs here, and this session owns it. One upsert that inserts
-        # only such keys, and one that adds them to the rollup; if any key was already
+        # only such keys, after one that adds only them to the rollup; if any key was already
         # known, recount every key of the write by the full rule (_refresh_calls), which
         # gives the same rows for the new ones.
         fresh: dict[bytes, list[Any]] = {}
@@ -230,13 +233,13 @@ class UsageLedger:
             else:
                 row[1] += 1
         calls = [(row[0], row[1], key, *row[2:]) for row in fresh.values()]
+        if rollup:  # first: it adds only keys usage_calls does not hold yet
+            conn.executemany(_ROLLUP_ADD_NEW_CALL, calls)
         inserted = conn.executemany(
             f"INSERT INTO usage_calls (dedup_key, m, owner, {_ATTRS}) VALUES (?, ?, hex(?), ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (dedup_key) DO NOTHING", calls).rowcount
         if inserted != len(fresh):
             _refresh_calls(conn, set(fresh), rollup)
-        elif rollup:
-            conn.executemany(_ROLLUP_ADD_CALL, calls)
 
     def remove(self, conn: sqlite3.Connection, key: Any) -> None:
         """Delete the ledger rows of session ``key`` and recount its calls (inside the transaction)."""
