@@ -596,7 +596,9 @@ class AsyncSessionManager:
             InvalidSessionIdError, SessionNotFoundError, InvalidSessionError: as the synchronous method.
         """
         def build(target: SessionStore) -> SessionManager:
-            return SessionManager.open(target, session_id, cwd_override)
+            # A full load: a lazily opened manager reads the rest of the session on
+            # first use, which would be store work on the loop (see "Off the loop").
+            return SessionManager.open(target, session_id, cwd_override, lazy=False)
         return await cls._factory("open", store, build, write=_load_writes)  # type: ignore[arg-type]
 
     @classmethod

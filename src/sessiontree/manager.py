@@ -37,6 +37,7 @@ from .errors import (
 from .format import ParsedSession, read_session_file
 from .ids import is_valid_session_id, new_entry_id, new_session_id, validate_session_id
 from ._gc import gc_paused
+from ._lazy import open_lazy
 from .info import SessionInfo, is_classified
 from .migrations import parent_session_to_id, upgrade_header
 from .normalize import normalize_nested_calls, normalize_summary
@@ -199,10 +200,24 @@ class SessionManager:
         return cls(target, header, cwd=cwd, saved=False)
 
     @classmethod
-    def open(cls, store: SessionStore | str, session_id: str, cwd_override: str | None = None) -> SessionManager:
+    def open(cls, store: SessionStore | str, session_id: str, cwd_override: str | None = None, *,
+             lazy: bool = True) -> SessionManager:
         """Open an existing session by exact id (docs/rules/manager.md seed:open-store).
 
         An older JSONL file has its format-4 upgrade persisted atomically first (docs/rules/decisions.md D-9).
+
+        **Lazy open** (SQLite, ``lazy=True``, docs/stores.md "Lazy open"): a
+        session whose active branch has a compaction boundary is opened from
+        the store's outline plus the records its context needs (the entries
+        since the boundary, its kept tail, and the setting changes, edits and
+        boundaries further up); the other records are read, once, when
+        something first needs them (the whole tree, a branch move, an
+        off-branch entry). Every result is the same as after a full load. A
+        damaged record that was not read is reported by the call that first
+        reads it rather than here, and if another process replaces or deletes
+        the session before then, that call raises
+        :class:`~sessiontree.errors.SessionChangedError`. ``lazy=False``
+        loads everything now.
 
         Raises:
             InvalidSessionIdError: malformed id (docs/rules/format.md B.8).
@@ -211,6 +226,15 @@ class SessionManager:
         """
         validate_session_id(session_id)
         target = _store_or_dir(store)
+        if lazy and isinstance(target, SqliteStore):
+            opened = open_lazy(target, session_id)
+            if opened is not None:
+                header, tree, builder = opened
+                cwd = cwd_override if cwd_override is not None else (header.get("cwd") or os.getcwd())
+                manager = cls(target, header, cwd=cwd, saved=True)
+                manager._tree = tree
+                manager._projector = (tree, len(tree), builder)
+                return manager
         # The manager keeps only the entries: a SQLite store then frees each
         # stored text as soon as it is parsed (a third less memory held).
         parsed = target.load(session_id, keep_raw=False) if isinstance(target, SqliteStore) else target.load(session_id)
@@ -649,7 +673,7 @@ class SessionManager:
         return entry["id"]
 
     def _base(self, entry_type: str) -> Entry:
-        return {"type": entry_type, "id": new_entry_id(self._tree.by_id),
+        return {"type": entry_type, "id": new_entry_id(self._tree),
                 "parentId": self._tree.leaf_id, "timestamp": now_iso()}
 
     def append_message(self, message: dict[str, Any]) -> str:
@@ -917,11 +941,11 @@ class SessionManager:
         # running. Walk up from the leaf only as far as the last assistant turn.
         if not self._appended:
             return True
-        by_id = self._tree.by_id
+        get = self._tree.get_entry
         seen: set[str] = set()
         current = self._tree.leaf_id
         while current is not None and current not in seen:
-            entry = by_id.get(current)
+            entry = get(current)
             if entry is None:
                 break
             message = entry.get("message") if entry.get("type") == "message" else None
@@ -942,21 +966,22 @@ class SessionManager:
         """
         tree = self._tree
         cached = self._projector
-        if cached is not None and cached[0] is tree and cached[1] <= len(tree.entries):
+        count = len(tree)  # len(), not len(tree.entries): a lazy tree answers it without reading
+        if cached is not None and cached[0] is tree and cached[1] <= count:
             _, seen, projector = cached
             fresh = True
-            for entry in tree.entries[seen:] if seen < len(tree.entries) else ():
+            for entry in tree.entries_from(seen) if seen < count else ():
                 # Entries on other branches are skipped: they can never be
                 # ancestors of a leaf that the projector reaches.
                 if entry.get("parentId") == projector.leaf_id and not projector.advance(entry):
                     fresh = False
                     break
             if fresh and projector.leaf_id == tree.leaf_id:
-                self._projector = (tree, len(tree.entries), projector)
+                self._projector = (tree, count, projector)
                 return projector
         with gc_paused():
             projector = _projection.ProjectionBuilder.build(tree.entries, tree.leaf_id, tree.by_id)
-        self._projector = (tree, len(tree.entries), projector)
+        self._projector = (tree, len(tree), projector)
         return projector
 
     def build_session_projection(self) -> _projection.SessionProjection:

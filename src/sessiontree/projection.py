@@ -34,7 +34,7 @@ Invariants:
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Final
@@ -902,6 +902,9 @@ def _edited_message(entry: Entry, edits: Mapping[str, Entry]) -> Message | None:
 
 #: Entry types that only set a setting (assistant messages set the model too).
 _SETTING_KINDS = frozenset({"thinking_level_change", "model_change", "context_window_change"})
+#: Entry types that act on the context from anywhere on the branch: boundaries
+#: (docs/rules/projection.md Q.4), edits (R.4) and settings (Q.3, S).
+_FAR_KINDS = _SETTING_KINDS | {"compaction", "context_edit"}
 
 
 def _setting(entry: Entry) -> tuple[str, Any] | None:
@@ -1223,6 +1226,98 @@ class ProjectionBuilder:
         self.owned_sources += [(1 + k, -1) for k, entry in enumerate(tail_entries) if entry["id"] in self.copies]
         self._extend(after)
         return self
+
+    @classmethod
+    def build_partial(cls, ids: Sequence[str], parent_ids: Sequence[str | None], types: Sequence[str],
+                      fetch: Callable[[list[int]], Sequence[Entry]]) -> tuple[ProjectionBuilder, dict[int, Entry]] | None:
+        """:meth:`build` for a branch of which only an outline is at hand, reading as few
+        entries as the result depends on; ``None`` when that would be the whole branch.
+
+        What a projection of a branch with an active compaction boundary
+        depends on, and so what is read (``fetch``), walking up from the leaf:
+
+        * every entry after the latest active boundary, the boundary itself and
+          its kept tail (docs/rules/projection.md Q.4, Q.7, seed:context-building);
+        * wherever they sit on the branch, the entries that act from afar: every
+          ``compaction`` (to find the latest active one), ``context_edit``
+          (docs/rules/projection.md R.4: an edit may target a kept-tail entry)
+          and setting change (docs/rules/projection.md Q.3, S);
+        * the model (docs/rules/projection.md S.2) is the first model change or
+          assistant message naming its model met walking up: message records
+          above the boundary are read only until one decides it.
+
+        Nothing else above the boundary reaches the result: those entries are
+        outside the context, and each is passed to :meth:`build` as a stand-in
+        (a run of them as one stand-in that links the run's ends), so the
+        build is exactly the full one (checked by a Hypothesis property in
+        ``tests/test_lazy_open.py``).
+
+        Args:
+            ids, parent_ids, types: the branch root first (leaf last), each
+                entry's ``id``, ``parentId`` and ``type``; every ``parent_ids[i]``
+                is ``ids[i - 1]`` (a walk that met no cycle and no duplicate id,
+                as :func:`sessiontree.tree.get_branch` gives it).
+            fetch: the full entries at the given branch positions, in that
+                order; their ``id``, ``parentId`` and ``type`` must be those of
+                the outline (the caller checks).
+
+        Returns:
+            ``(builder, read)``: the builder for the leaf ``ids[-1]``, and every
+            entry read, by branch position; or ``None`` when the branch has no
+            active boundary (the caller builds from all its entries).
+        """
+        count = len(ids)
+        read: dict[int, Entry] = {}
+
+        def load(positions: Iterable[int]) -> None:
+            wanted = [p for p in positions if p not in read]
+            if wanted:
+                read.update(zip(wanted, fetch(wanted)))
+
+        load([i for i in range(count) if types[i] in _FAR_KINDS])
+        boundary = next((i for i in range(count - 1, -1, -1)
+                         if types[i] == "compaction" and is_active_compaction(read[i])), None)
+        if boundary is None:
+            return None
+        load(range(boundary + 1, count))
+        first_kept = read[boundary].get("firstKeptEntryId")
+        if isinstance(first_kept, str):
+            start = next((i for i in range(boundary) if ids[i] == first_kept), None)
+            if start is not None:
+                load(range(start, boundary))
+        # The model (S.2): what _scan_up takes is the first model change, or assistant
+        # naming its model, met walking up. Messages above the boundary are read in
+        # batches only while none has decided it.
+        position = count - 1
+        while position >= 0:
+            entry = read.get(position)
+            if entry is None:
+                if types[position] != "message":
+                    position -= 1  # unread and not a message: sets no model (model changes are read)
+                    continue
+                load([p for p in range(position, max(position - 256, -1), -1) if types[p] == "message"])
+                entry = read[position]
+            kind = entry.get("type")
+            if kind == "model_change" or (kind == "message" and _setting(entry) is not None):
+                break
+            position -= 1
+        # The branch as build() walks it: the entries read, and one stand-in per run
+        # of unread entries (id of the run's last, parent of its first), which
+        # _scan_up passes over (no message, no setting, no edit, no boundary).
+        view: dict[str, Entry] = {}
+        run_start: int | None = None
+        for i in range(count):
+            entry = read.get(i)
+            if entry is None:
+                if run_start is None:
+                    run_start = i
+                if i + 1 < count and (i + 1) not in read:
+                    continue
+                view[ids[i]] = {"type": types[i], "id": ids[i], "parentId": parent_ids[run_start]}
+                run_start = None
+            else:
+                view[ids[i]] = entry
+        return cls.build((), ids[-1], view), read
 
     @classmethod
     def _build_plain(cls, entries: Sequence[Entry], leaf_id: LeafArg,
