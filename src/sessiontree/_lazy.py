@@ -91,10 +91,13 @@ def open_lazy(store: SessionStore, session_id: str) -> tuple[dict[str, Any], Laz
     # The loaded leaf's branch (docs/rules/tree.md F.1, F.6), from the columns.
     parents, get = outline.parent_ids, position_of.get
     path: list[int] = []
+    push = path.append
     current: int | None = count - 1
+    steps = count
     while current is not None:
-        path.append(current)
-        if len(path) > count:
+        push(current)
+        steps -= 1
+        if steps < 0:
             return None  # a parent cycle: the full build stops where an id repeats
         parent = parents[current]
         current = get(parent) if parent is not None else None
@@ -109,8 +112,9 @@ def open_lazy(store: SessionStore, session_id: str) -> tuple[dict[str, Any], Laz
     ids, types = outline.ids, outline.types
     try:
         with gc_paused():
-            built = ProjectionBuilder.build_partial([ids[p] for p in path], [parents[p] for p in path],
-                                                    [types[p] for p in path], fetch)
+            built = ProjectionBuilder.build_partial(list(map(ids.__getitem__, path)),
+                                                    list(map(parents.__getitem__, path)),
+                                                    list(map(types.__getitem__, path)), fetch)
     except (InvalidSessionError, SessionChangedError, _Drift):
         return None  # the full load gives the answer (or the first error in file order)
     if built is None:

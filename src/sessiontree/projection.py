@@ -34,6 +34,7 @@ Invariants:
 from __future__ import annotations
 
 import enum
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -1274,7 +1275,7 @@ class ProjectionBuilder:
             if wanted:
                 read.update(zip(wanted, fetch(wanted)))
 
-        load([i for i in range(count) if types[i] in _FAR_KINDS])
+        load(itertools.compress(range(count), map(_FAR_KINDS.__contains__, types)))  # in C: no loop per entry
         boundary = next((i for i in range(count - 1, -1, -1)
                          if types[i] == "compaction" and is_active_compaction(read[i])), None)
         if boundary is None:
@@ -1305,18 +1306,13 @@ class ProjectionBuilder:
         # of unread entries (id of the run's last, parent of its first), which
         # _scan_up passes over (no message, no setting, no edit, no boundary).
         view: dict[str, Entry] = {}
-        run_start: int | None = None
-        for i in range(count):
-            entry = read.get(i)
-            if entry is None:
-                if run_start is None:
-                    run_start = i
-                if i + 1 < count and (i + 1) not in read:
-                    continue
-                view[ids[i]] = {"type": types[i], "id": ids[i], "parentId": parent_ids[run_start]}
-                run_start = None
-            else:
-                view[ids[i]] = entry
+        after = 0  # the first position not yet in the view
+        for i in sorted(read):
+            if i > after:  # positions after..i-1 were not read: one stand-in
+                view[ids[i - 1]] = {"type": types[i - 1], "id": ids[i - 1], "parentId": parent_ids[after]}
+            view[ids[i]] = read[i]
+            after = i + 1
+        # (the leaf, count - 1, is always read: it is after the boundary or is the boundary)
         return cls.build((), ids[-1], view), read
 
     @classmethod
