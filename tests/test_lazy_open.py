@@ -43,6 +43,7 @@ from sessiontree.errors import (
     SessionNotFoundError,
 )
 from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore
+from sessiontree.projection import build_session_projection
 from sessiontree.tree import SessionTree
 
 SID = "0190a7b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b"
@@ -293,12 +294,21 @@ def test_a_lazy_open_answers_like_a_full_open(monkeypatch, entries, ops, peek_fi
                 first = _outcome(lazy, op, target, flag)
                 counter = itertools.count()
                 assert _outcome(full, op, target, flag) == first, (op, target, flag)
+                if flag:
+                    # a rebuild from scratch, as after a leaf move: a plain branch kept from
+                    # an earlier build of the same leaf is not walked again
+                    lazy._projector = None
                 assert _projection(lazy) == _projection(full), (op, target, flag)
             every = ids + [e["id"] for e in full.get_entries()[len(ids):]]
             assert _snapshot_cheap(lazy, every) == _snapshot_cheap(full, every)
             assert _snapshot_full(lazy, every) == _snapshot_full(full, every)
             assert type(lazy._tree) is SessionTree  # read in full by now, the same object kind
             assert _projection(lazy) == _projection(full)
+            stateless = build_session_projection(full.get_entries(), full.get_leaf_id(),
+                                                 repair_trailing=full._repair_trailing())
+            assert _projection(full)[:7] == (
+                stateless.messages, stateless.thinking_level, stateless.model, stateless.context_window,
+                stateless.system_message, list(stateless.sources), list(stateless.ends))
             # what both wrote is the same
             assert lazy_store.load(SID).entries == full_store.load(SID).entries
         finally:
@@ -502,3 +512,20 @@ def test_read_entries_at_checks_each_record_like_load(tmp_path):
         store.read_entries_at(outline, [2, 31])
     assert crc.value.entry_id == "e0030"
     store.close()
+
+
+def test_a_rebuild_of_the_same_leaf_reuses_the_plain_branch_and_projects_the_same():
+    manager = SessionManager.in_memory("/work/a", entries=[_header(), *_chain(30)])
+    first = _projection(manager)
+    manager._projector = None
+    kept = manager._branch
+    assert kept is not None and kept[1] == "e0029" and kept[3] == 30
+    assert _projection(manager) == first
+    assert manager._projector[2].sources is kept[2]  # built on the kept branch, not a new walk
+    manager.append_message({"role": "user", "content": None, "timestamp": 5})  # needs a P.1 copy: not plain
+    manager._projector = None
+    after = _projection(manager)
+    assert after[5][-1]["message"]["content"] == [] and manager._branch[1] == "e0029"
+    fresh = build_session_projection(manager.get_entries(), manager.get_leaf_id(), repair_trailing=False)
+    assert after[:7] == (fresh.messages, fresh.thinking_level, fresh.model, fresh.context_window,
+                         fresh.system_message, list(fresh.sources), list(fresh.ends))

@@ -168,6 +168,9 @@ class SessionManager:
         # The last projection's state, for the tree it was built from and the
         # number of entries it has seen (see _current_projector).
         self._projector: tuple[SessionTree, int, _projection.ProjectionBuilder] | None = None
+        # The raw branch of a leaf whose projection was built the one-pass way: (tree,
+        # leaf id, a list whose first n items are that branch, n); see _current_projector.
+        self._branch: tuple[SessionTree, str | None, list[Entry], int] | None = None
 
     # ------------------------------------------------------------------ factories
 
@@ -979,9 +982,18 @@ class SessionManager:
             if fresh and projector.leaf_id == tree.leaf_id:
                 self._projector = (tree, count, projector)
                 return projector
+        # A plain branch (no boundary, no edit) seen by an earlier build of the same
+        # leaf is projected without walking it again: entries are only ever
+        # appended, so a leaf's branch never changes.
+        branch = None
+        kept = self._branch
+        if kept is not None and kept[0] is tree and kept[1] == tree.leaf_id and kept[3] <= len(kept[2]):
+            branch = kept[2] if kept[3] == len(kept[2]) else kept[2][:kept[3]]
         with gc_paused():
-            projector = _projection.ProjectionBuilder.build(tree.entries, tree.leaf_id, tree.by_id)
+            projector = _projection.ProjectionBuilder.build(tree.entries, tree.leaf_id, tree.by_id, branch=branch)
         self._projector = (tree, len(tree), projector)
+        if projector.plain_branch is not None:
+            self._branch = (tree, tree.leaf_id, projector.plain_branch, len(projector.plain_branch))
         return projector
 
     def build_session_projection(self) -> _projection.SessionProjection:

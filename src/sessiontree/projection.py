@@ -1155,6 +1155,10 @@ class ProjectionBuilder:
 
     Attributes:
         leaf_id: the leaf projected so far (``None`` for an empty branch).
+        plain_branch: when the branch is plain (see :meth:`_build_plain`), the
+            raw branch of :attr:`leaf_id` root first, which a caller may keep and
+            give to a later :meth:`build` of the same leaf (it is the
+            :attr:`sources` list itself: a copy must be kept); else ``None``.
 
     The synthetic results of a tool window still open at the leaf are not
     part of the state: whether they are wanted depends on the caller (docs/rules/decisions.md D-11),
@@ -1162,7 +1166,8 @@ class ProjectionBuilder:
     """
 
     __slots__ = ("leaf_id", "sources", "messages", "ends", "window", "system_messages", "edits",
-                 "thinking_level", "model", "context_window", "copies", "owned", "owned_sources")
+                 "thinking_level", "model", "context_window", "copies", "owned", "owned_sources",
+                 "plain_branch")
 
     def __init__(self, leaf_id: str | None, thinking_level: str, model: dict[str, Any] | None,
                  context_window: int | None, edits: dict[str, Entry]) -> None:
@@ -1183,14 +1188,25 @@ class ProjectionBuilder:
         self.copies: set[str] = set()
         self.owned: list[int] = []
         self.owned_sources: list[tuple[int, int]] = []
+        # The raw branch root first when the build was the one-pass one (a plain
+        # branch: the sources are that branch), else None. advance() appends to it.
+        self.plain_branch: list[Entry] | None = None
 
     @classmethod
     def build(cls, entries: Sequence[Entry], leaf_id: LeafArg,
-              by_id: Mapping[str, Entry] | None) -> ProjectionBuilder:
-        """Project the branch of ``leaf_id`` from scratch (see :func:`build_session_projection`)."""
+              by_id: Mapping[str, Entry] | None, *, branch: list[Entry] | None = None) -> ProjectionBuilder:
+        """Project the branch of ``leaf_id`` from scratch (see :func:`build_session_projection`).
+
+        Args:
+            branch: the raw branch of ``leaf_id`` root first, when the caller kept
+                it from an earlier build (:attr:`plain_branch`): a plain branch is
+                then projected without walking it again. It must be exactly what
+                that earlier build walked (entries are only ever appended, so
+                the branch of a given leaf never changes).
+        """
         if by_id is None and leaf_id is not None:
             by_id = _index(entries)  # once, for both ways of building
-        fast = cls._build_plain(entries, leaf_id, by_id)
+        fast = cls._build_plain(entries, leaf_id, by_id, branch)
         if fast is not None:
             return fast
         # Pass 1, walking up from the leaf: the path (P.1-normalized), settings
@@ -1317,7 +1333,8 @@ class ProjectionBuilder:
 
     @classmethod
     def _build_plain(cls, entries: Sequence[Entry], leaf_id: LeafArg,
-                     by_id: Mapping[str, Entry] | None) -> ProjectionBuilder | None:
+                     by_id: Mapping[str, Entry] | None,
+                     branch: list[Entry] | None = None) -> ProjectionBuilder | None:
         """:meth:`build` in one pass over the branch, for a plain one; ``None`` otherwise.
 
         A branch is plain when it has no ``compaction`` (active or retired), no
@@ -1332,6 +1349,8 @@ class ProjectionBuilder:
         leaf, index = _resolve_leaf(entries, leaf_id, by_id)
         if leaf is None:
             return None
+        if branch is not None:
+            return cls._plain_from(leaf, branch)
         path: list[Entry] = []
         append, get = path.append, index.get
         budget = len(index)
@@ -1351,9 +1370,16 @@ class ProjectionBuilder:
             append(entry)
             current = entry.get("parentId")
         path.reverse()
+        return cls._plain_from(leaf, path)
+
+    @classmethod
+    def _plain_from(cls, leaf: str, path: list[Entry]) -> ProjectionBuilder | None:
+        """The one-pass build over ``path``, the raw branch of ``leaf`` root first (see
+        :meth:`_build_plain`); ``None`` when it is not plain after all."""
         settings: dict[str, tuple[int, Any]] = {}
         self = cls(leaf, "off", None, None, {})
         self.sources = path
+        self.plain_branch = path
         if not self._extend(path, settings):
             return None
         if "thinking_level" in settings:
@@ -1501,6 +1527,11 @@ class ProjectionBuilder:
         normalized = _normalize_entry(entry)
         if normalized is not entry:
             self.copies.add(entry_id)
+        if self.plain_branch is not None and (normalized is not entry or kind == "compaction"):
+            # No longer a branch the one-pass build takes (see _build_plain): forget it,
+            # before appending, since it is the sources list itself.
+            self.plain_branch = None
+            self.sources = list(self.sources)
         self.sources.append(normalized)
         self._extend((normalized,))
         self.leaf_id = entry_id
