@@ -42,8 +42,8 @@ from sessiontree.errors import (
     SessionChangedError,
     SessionNotFoundError,
 )
-from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore
 from sessiontree.projection import build_session_projection
+from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore
 from sessiontree.tree import SessionTree
 
 SID = "0190a7b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b"
@@ -529,3 +529,21 @@ def test_a_rebuild_of_the_same_leaf_reuses_the_plain_branch_and_projects_the_sam
     fresh = build_session_projection(manager.get_entries(), manager.get_leaf_id(), repair_trailing=False)
     assert after[:7] == (fresh.messages, fresh.thinking_level, fresh.model, fresh.context_window,
                          fresh.system_message, list(fresh.sources), list(fresh.ends))
+
+
+def test_the_outline_gives_back_ids_stored_as_blobs(tmp_path):
+    # A lone surrogate cannot be SQLite text: such ids are stored as BLOBs (stores/sqlite.py _db).
+    entries = _chain(3)
+    entries.append(_message("\ud800odd", "e0002", _user("x")))
+    entries.append(_compaction("b\udfff", "\ud800odd", "e0001"))
+    entries.append(_message("last", "b\udfff", _assistant("y")))
+    store = _store(tmp_path / "s.db", entries)
+    outline = store.read_outline(SID)
+    assert list(outline.ids) == [e["id"] for e in entries]
+    assert list(outline.parent_ids) == [e["parentId"] for e in entries]
+    assert store.read_entries_at(outline, [3, 4]) == entries[3:5]
+    manager = SessionManager.open(store, SID)
+    assert isinstance(manager._tree, LazySessionTree)
+    assert manager.build_session_context() == SessionManager.open(store, SID, lazy=False).build_session_context()
+    assert manager.get_entry("\ud800odd") == entries[3]
+    store.close()

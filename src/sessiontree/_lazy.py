@@ -41,7 +41,14 @@ from ._gc import gc_paused
 from .errors import EntryNotFoundError, InvalidSessionError, SessionChangedError
 from .projection import ProjectionBuilder
 from .stores.base import SessionOutline, SessionStore
-from .tree import LEAF_ENTRY_TYPE, Entry, NameState, SessionTree, label_state, session_name_state
+from .tree import (
+    LEAF_ENTRY_TYPE,
+    Entry,
+    NameState,
+    SessionTree,
+    label_state,
+    session_name_state,
+)
 
 __all__ = ["LazySessionTree", "open_lazy"]
 

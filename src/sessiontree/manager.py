@@ -499,6 +499,7 @@ class SessionManager:
         header = _new_header(id, self._cwd, parent_session, _classification(internal, workflow))
         self._header = header
         self._tree = SessionTree()
+        self._branch = None  # the kept branch belongs to the old tree: let it go
         self._saved = False
         self._session_file = None
         self._appended = set()
@@ -603,6 +604,7 @@ class SessionManager:
         self._store.create(header, kept)
         self._header = header
         self._tree = SessionTree(kept)
+        self._branch = None
         self._saved = True
         self._session_file = None
         self._appended = set()
