@@ -547,3 +547,19 @@ def test_the_outline_gives_back_ids_stored_as_blobs(tmp_path):
     assert manager.build_session_context() == SessionManager.open(store, SID, lazy=False).build_session_context()
     assert manager.get_entry("\ud800odd") == entries[3]
     store.close()
+
+
+def test_a_boundary_far_from_the_end_is_not_worth_an_outline(tmp_path, monkeypatch):
+    import sessiontree._lazy as lazy_module
+
+    entries = _session_with_boundary()  # the boundary is the 11th record from the end
+    store = _store(tmp_path / "s.db", entries)
+    assert store.recent_entry_types(SID, 11) == {"compaction", "message"}
+    assert store.recent_entry_types(SID, 10) == {"message"}
+    assert store.recent_entry_types("0190a7b2-7c3d-7e4f-8a9b-000000000000", 10) == set()
+    reads = _record_reads(monkeypatch)
+    monkeypatch.setattr(lazy_module, "PROBE", 10)
+    assert type(SessionManager.open(store, SID)._tree) is SessionTree and reads == []
+    monkeypatch.setattr(lazy_module, "PROBE", 11)
+    assert isinstance(SessionManager.open(store, SID)._tree, LazySessionTree)
+    store.close()

@@ -1153,6 +1153,23 @@ class SqliteStore(StoreBase):
                              (_db(session_id), index)).fetchone()
         raise CorruptEntryError(session_id, _py(found[0]) if found else None, index + 2, where)
 
+    def recent_entry_types(self, session_id: str, count: int) -> set[str]:
+        """The entry types among the session's last ``count`` records (file order), read
+        from the ``type`` column through the primary key: ``count`` row look-ups, no
+        record parsed. Empty for a missing session or one without entries. The lazy
+        open asks it whether a compaction is near the end before reading an outline
+        (docs/stores.md, "Lazy open").
+
+        Raises:
+            StorageError: the database could not be read.
+        """
+        with self._read() as conn:
+            if not self._ready(conn):
+                return set()
+            rows = conn.execute("SELECT DISTINCT type FROM (SELECT type FROM entries WHERE session_id = ?"
+                                " ORDER BY seq DESC LIMIT ?)", (_db(session_id), count)).fetchall()
+        return {_py(kind) for (kind,) in rows}
+
     def read_outline(self, session_id: str) -> SessionOutline:
         """The session's header and its entries' ids, parent ids and types (see
         ``SessionStore.read_outline``), from the ``entries`` columns in one read
