@@ -61,6 +61,15 @@ def _iso(ms: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
 
 
+def _open_full(store: Any, session_id: str) -> SessionManager:
+    """``SessionManager.open`` loading every entry (``lazy=False``; older code, run for
+    ``(before)`` rows, has no lazy open and always loads everything)."""
+    try:
+        return SessionManager.open(store, session_id, lazy=False)
+    except TypeError:
+        return SessionManager.open(store, session_id)
+
+
 def _messages(path: str, count: int) -> list[dict[str, Any]]:
     with open(path, "rb") as handle:
         messages = [orjson.loads(line) for line in handle if line.strip()]
@@ -86,7 +95,9 @@ class Case:
 # -- load --------------------------------------------------------------------------------
 
 class LoadSqlite(Case):
-    """``SessionManager.open(SqliteStore, id)``: the default store."""
+    """``SessionManager.open(SqliteStore, id, lazy=False)``: the default store, every
+    entry loaded (the lazy open reads a fraction of the session; the ``resume`` rows
+    measure it)."""
 
     def __init__(self, cmd: dict[str, Any]) -> None:
         self.db, self.id = cmd["db"], cmd["id"]
@@ -97,12 +108,12 @@ class LoadSqlite(Case):
 
     def run(self) -> Any:
         if not self.pause_gc:
-            return SessionManager.open(self.store, self.id)
+            return _open_full(self.store, self.id)
         # What-if row: the cyclic collector paused around the load, as
         # parse_session does for files; the store itself does not (yet).
         gc.disable()
         try:
-            return SessionManager.open(self.store, self.id)
+            return _open_full(self.store, self.id)
         finally:
             gc.enable()
 
@@ -172,7 +183,7 @@ class Project(Case):
         self.db, self.id = cmd["db"], cmd["id"]
 
     def setup(self) -> None:
-        self.manager = SessionManager.open(SqliteStore(self.db), self.id)
+        self.manager = _open_full(SqliteStore(self.db), self.id)
 
     def run(self) -> Any:
         self.manager._projector = None  # private: forces a build from scratch

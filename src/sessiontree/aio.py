@@ -589,14 +589,21 @@ class AsyncSessionManager:
 
     @classmethod
     async def open(cls, store: SessionStore | str, session_id: str,
-                   cwd_override: str | None = None) -> AsyncSessionManager:
+                   cwd_override: str | None = None, *, lazy: bool = True) -> AsyncSessionManager:
         """Open an existing session by exact id (see :meth:`SessionManager.open`).
+
+        The whole session is read in the open's worker thread whatever ``lazy``
+        says (accepted for the same signature as the synchronous method): a
+        lazily opened manager reads the rest of the session on first use, which
+        here would be store work on the event loop (see "Off the loop").
 
         Raises:
             InvalidSessionIdError, SessionNotFoundError, InvalidSessionError: as the synchronous method.
         """
         def build(target: SessionStore) -> SessionManager:
-            return SessionManager.open(target, session_id, cwd_override)
+            # A full load: a lazily opened manager reads the rest of the session on
+            # first use, which would be store work on the loop (see "Off the loop").
+            return SessionManager.open(target, session_id, cwd_override, lazy=False)
         return await cls._factory("open", store, build, write=_load_writes)  # type: ignore[arg-type]
 
     @classmethod

@@ -24,6 +24,7 @@ __all__ = [
     "ListingCancelledError",
     "ToolPairingError",
     "SyncConflictError",
+    "SessionChangedError",
     "SearchQueryError",
     "INVALID_SESSION_ID_MESSAGE",
 ]
@@ -109,6 +110,27 @@ class StorageError(SessionError):
     """
 
     rollback_error: BaseException | None = None
+
+
+class SessionChangedError(StorageError):
+    """The stored session no longer holds the records a lazily opened manager was built from.
+
+    :meth:`SessionManager.open <sessiontree.manager.SessionManager.open>` of a
+    SQLite session reads only what the context needs and the rest of the
+    session when something first asks for it (docs/stores.md, "Lazy open").
+    If another process replaced or deleted the session in between (``sync
+    --replace``, ``delete``), the records read then are not those of the
+    session as it was opened, and this is raised instead of mixing the two.
+    Entries appended by other writers are not a change: they are after the
+    opened snapshot, which a manager never sees (as with a full open).
+
+    Attributes:
+        session_id: the session concerned.
+    """
+
+    def __init__(self, session_id: str, detail: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"session {session_id} changed after it was opened ({detail}): open it again")
 
 
 class InvalidSessionError(SessionError):

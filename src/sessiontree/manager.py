@@ -37,6 +37,7 @@ from .errors import (
 from .format import ParsedSession, read_session_file
 from .ids import is_valid_session_id, new_entry_id, new_session_id, validate_session_id
 from ._gc import gc_paused
+from ._lazy import open_lazy
 from .info import SessionInfo, is_classified
 from .migrations import parent_session_to_id, upgrade_header
 from .normalize import normalize_nested_calls, normalize_summary
@@ -167,6 +168,9 @@ class SessionManager:
         # The last projection's state, for the tree it was built from and the
         # number of entries it has seen (see _current_projector).
         self._projector: tuple[SessionTree, int, _projection.ProjectionBuilder] | None = None
+        # The raw branch of a leaf whose projection was built the one-pass way: (tree,
+        # leaf id, a list whose first n items are that branch, n); see _current_projector.
+        self._branch: tuple[SessionTree, str | None, list[Entry], int] | None = None
 
     # ------------------------------------------------------------------ factories
 
@@ -199,10 +203,24 @@ class SessionManager:
         return cls(target, header, cwd=cwd, saved=False)
 
     @classmethod
-    def open(cls, store: SessionStore | str, session_id: str, cwd_override: str | None = None) -> SessionManager:
+    def open(cls, store: SessionStore | str, session_id: str, cwd_override: str | None = None, *,
+             lazy: bool = True) -> SessionManager:
         """Open an existing session by exact id (docs/rules/manager.md seed:open-store).
 
         An older JSONL file has its format-4 upgrade persisted atomically first (docs/rules/decisions.md D-9).
+
+        **Lazy open** (SQLite, ``lazy=True``, docs/stores.md "Lazy open"): a
+        session whose active branch has a compaction boundary is opened from
+        the store's outline plus the records its context needs (the entries
+        since the boundary, its kept tail, and the setting changes, edits and
+        boundaries further up); the other records are read, once, when
+        something first needs them (the whole tree, a branch move, an
+        off-branch entry). Every result is the same as after a full load. A
+        damaged record that was not read is reported by the call that first
+        reads it rather than here, and if another process replaces or deletes
+        the session before then, that call raises
+        :class:`~sessiontree.errors.SessionChangedError`. ``lazy=False``
+        loads everything now.
 
         Raises:
             InvalidSessionIdError: malformed id (docs/rules/format.md B.8).
@@ -211,6 +229,15 @@ class SessionManager:
         """
         validate_session_id(session_id)
         target = _store_or_dir(store)
+        if lazy and isinstance(target, SqliteStore):
+            opened = open_lazy(target, session_id)
+            if opened is not None:
+                header, tree, builder = opened
+                cwd = cwd_override if cwd_override is not None else (header.get("cwd") or os.getcwd())
+                manager = cls(target, header, cwd=cwd, saved=True)
+                manager._tree = tree
+                manager._projector = (tree, len(tree), builder)
+                return manager
         # The manager keeps only the entries: a SQLite store then frees each
         # stored text as soon as it is parsed (a third less memory held).
         parsed = target.load(session_id, keep_raw=False) if isinstance(target, SqliteStore) else target.load(session_id)
@@ -472,6 +499,7 @@ class SessionManager:
         header = _new_header(id, self._cwd, parent_session, _classification(internal, workflow))
         self._header = header
         self._tree = SessionTree()
+        self._branch = None  # the kept branch belongs to the old tree: let it go
         self._saved = False
         self._session_file = None
         self._appended = set()
@@ -576,6 +604,7 @@ class SessionManager:
         self._store.create(header, kept)
         self._header = header
         self._tree = SessionTree(kept)
+        self._branch = None
         self._saved = True
         self._session_file = None
         self._appended = set()
@@ -649,7 +678,7 @@ class SessionManager:
         return entry["id"]
 
     def _base(self, entry_type: str) -> Entry:
-        return {"type": entry_type, "id": new_entry_id(self._tree.by_id),
+        return {"type": entry_type, "id": new_entry_id(self._tree),
                 "parentId": self._tree.leaf_id, "timestamp": now_iso()}
 
     def append_message(self, message: dict[str, Any]) -> str:
@@ -917,11 +946,11 @@ class SessionManager:
         # running. Walk up from the leaf only as far as the last assistant turn.
         if not self._appended:
             return True
-        by_id = self._tree.by_id
+        get = self._tree.get_entry
         seen: set[str] = set()
         current = self._tree.leaf_id
         while current is not None and current not in seen:
-            entry = by_id.get(current)
+            entry = get(current)
             if entry is None:
                 break
             message = entry.get("message") if entry.get("type") == "message" else None
@@ -942,21 +971,31 @@ class SessionManager:
         """
         tree = self._tree
         cached = self._projector
-        if cached is not None and cached[0] is tree and cached[1] <= len(tree.entries):
+        count = len(tree)  # len(), not len(tree.entries): a lazy tree answers it without reading
+        if cached is not None and cached[0] is tree and cached[1] <= count:
             _, seen, projector = cached
             fresh = True
-            for entry in tree.entries[seen:] if seen < len(tree.entries) else ():
+            for entry in tree.entries_from(seen) if seen < count else ():
                 # Entries on other branches are skipped: they can never be
                 # ancestors of a leaf that the projector reaches.
                 if entry.get("parentId") == projector.leaf_id and not projector.advance(entry):
                     fresh = False
                     break
             if fresh and projector.leaf_id == tree.leaf_id:
-                self._projector = (tree, len(tree.entries), projector)
+                self._projector = (tree, count, projector)
                 return projector
+        # A plain branch (no boundary, no edit) seen by an earlier build of the same
+        # leaf is projected without walking it again: entries are only ever
+        # appended, so a leaf's branch never changes.
+        branch = None
+        kept = self._branch
+        if kept is not None and kept[0] is tree and kept[1] == tree.leaf_id and kept[3] <= len(kept[2]):
+            branch = kept[2] if kept[3] == len(kept[2]) else kept[2][:kept[3]]
         with gc_paused():
-            projector = _projection.ProjectionBuilder.build(tree.entries, tree.leaf_id, tree.by_id)
-        self._projector = (tree, len(tree.entries), projector)
+            projector = _projection.ProjectionBuilder.build(tree.entries, tree.leaf_id, tree.by_id, branch=branch)
+        self._projector = (tree, len(tree), projector)
+        if projector.plain_branch is not None:
+            self._branch = (tree, tree.leaf_id, projector.plain_branch, len(projector.plain_branch))
         return projector
 
     def build_session_projection(self) -> _projection.SessionProjection:

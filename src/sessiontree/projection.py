@@ -34,7 +34,8 @@ Invariants:
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Final
@@ -902,6 +903,9 @@ def _edited_message(entry: Entry, edits: Mapping[str, Entry]) -> Message | None:
 
 #: Entry types that only set a setting (assistant messages set the model too).
 _SETTING_KINDS = frozenset({"thinking_level_change", "model_change", "context_window_change"})
+#: Entry types that act on the context from anywhere on the branch: boundaries
+#: (docs/rules/projection.md Q.4), edits (R.4) and settings (Q.3, S).
+_FAR_KINDS = _SETTING_KINDS | {"compaction", "context_edit"}
 
 
 def _setting(entry: Entry) -> tuple[str, Any] | None:
@@ -1151,6 +1155,10 @@ class ProjectionBuilder:
 
     Attributes:
         leaf_id: the leaf projected so far (``None`` for an empty branch).
+        plain_branch: when the branch is plain (see :meth:`_build_plain`), the
+            raw branch of :attr:`leaf_id` root first, which a caller may keep and
+            give to a later :meth:`build` of the same leaf (it is the
+            :attr:`sources` list itself: a copy must be kept); else ``None``.
 
     The synthetic results of a tool window still open at the leaf are not
     part of the state: whether they are wanted depends on the caller (docs/rules/decisions.md D-11),
@@ -1158,7 +1166,8 @@ class ProjectionBuilder:
     """
 
     __slots__ = ("leaf_id", "sources", "messages", "ends", "window", "system_messages", "edits",
-                 "thinking_level", "model", "context_window", "copies", "owned", "owned_sources")
+                 "thinking_level", "model", "context_window", "copies", "owned", "owned_sources",
+                 "plain_branch")
 
     def __init__(self, leaf_id: str | None, thinking_level: str, model: dict[str, Any] | None,
                  context_window: int | None, edits: dict[str, Entry]) -> None:
@@ -1179,14 +1188,25 @@ class ProjectionBuilder:
         self.copies: set[str] = set()
         self.owned: list[int] = []
         self.owned_sources: list[tuple[int, int]] = []
+        # The raw branch root first when the build was the one-pass one (a plain
+        # branch: the sources are that branch), else None. advance() appends to it.
+        self.plain_branch: list[Entry] | None = None
 
     @classmethod
     def build(cls, entries: Sequence[Entry], leaf_id: LeafArg,
-              by_id: Mapping[str, Entry] | None) -> ProjectionBuilder:
-        """Project the branch of ``leaf_id`` from scratch (see :func:`build_session_projection`)."""
+              by_id: Mapping[str, Entry] | None, *, branch: list[Entry] | None = None) -> ProjectionBuilder:
+        """Project the branch of ``leaf_id`` from scratch (see :func:`build_session_projection`).
+
+        Args:
+            branch: the raw branch of ``leaf_id`` root first, when the caller kept
+                it from an earlier build (:attr:`plain_branch`): a plain branch is
+                then projected without walking it again. It must be exactly what
+                that earlier build walked (entries are only ever appended, so
+                the branch of a given leaf never changes).
+        """
         if by_id is None and leaf_id is not None:
             by_id = _index(entries)  # once, for both ways of building
-        fast = cls._build_plain(entries, leaf_id, by_id)
+        fast = cls._build_plain(entries, leaf_id, by_id, branch)
         if fast is not None:
             return fast
         # Pass 1, walking up from the leaf: the path (P.1-normalized), settings
@@ -1225,8 +1245,96 @@ class ProjectionBuilder:
         return self
 
     @classmethod
+    def build_partial(cls, ids: Sequence[str], parent_ids: Sequence[str | None], types: Sequence[str],
+                      fetch: Callable[[list[int]], Sequence[Entry]]) -> tuple[ProjectionBuilder, dict[int, Entry]] | None:
+        """:meth:`build` for a branch of which only an outline is at hand, reading as few
+        entries as the result depends on; ``None`` when that would be the whole branch.
+
+        What a projection of a branch with an active compaction boundary
+        depends on, and so what is read (``fetch``), walking up from the leaf:
+
+        * every entry after the latest active boundary, the boundary itself and
+          its kept tail (docs/rules/projection.md Q.4, Q.7, seed:context-building);
+        * wherever they sit on the branch, the entries that act from afar: every
+          ``compaction`` (to find the latest active one), ``context_edit``
+          (docs/rules/projection.md R.4: an edit may target a kept-tail entry)
+          and setting change (docs/rules/projection.md Q.3, S);
+        * the model (docs/rules/projection.md S.2) is the first model change or
+          assistant message naming its model met walking up: message records
+          above the boundary are read only until one decides it.
+
+        Nothing else above the boundary reaches the result: those entries are
+        outside the context, and each is passed to :meth:`build` as a stand-in
+        (a run of them as one stand-in that links the run's ends), so the
+        build is exactly the full one (checked by a Hypothesis property in
+        ``tests/test_lazy_open.py``).
+
+        Args:
+            ids, parent_ids, types: the branch root first (leaf last), each
+                entry's ``id``, ``parentId`` and ``type``; every ``parent_ids[i]``
+                is ``ids[i - 1]`` (a walk that met no cycle and no duplicate id,
+                as :func:`sessiontree.tree.get_branch` gives it).
+            fetch: the full entries at the given branch positions, in that
+                order; their ``id``, ``parentId`` and ``type`` must be those of
+                the outline (the caller checks).
+
+        Returns:
+            ``(builder, read)``: the builder for the leaf ``ids[-1]``, and every
+            entry read, by branch position; or ``None`` when the branch has no
+            active boundary (the caller builds from all its entries).
+        """
+        count = len(ids)
+        read: dict[int, Entry] = {}
+
+        def load(positions: Iterable[int]) -> None:
+            wanted = [p for p in positions if p not in read]
+            if wanted:
+                read.update(zip(wanted, fetch(wanted)))
+
+        load(itertools.compress(range(count), map(_FAR_KINDS.__contains__, types)))  # in C: no loop per entry
+        boundary = next((i for i in range(count - 1, -1, -1)
+                         if types[i] == "compaction" and is_active_compaction(read[i])), None)
+        if boundary is None:
+            return None
+        load(range(boundary + 1, count))
+        first_kept = read[boundary].get("firstKeptEntryId")
+        if isinstance(first_kept, str):
+            start = next((i for i in range(boundary) if ids[i] == first_kept), None)
+            if start is not None:
+                load(range(start, boundary))
+        # The model (S.2): what _scan_up takes is the first model change, or assistant
+        # naming its model, met walking up. Messages above the boundary are read in
+        # batches only while none has decided it.
+        position = count - 1
+        while position >= 0:
+            entry = read.get(position)
+            if entry is None:
+                if types[position] != "message":
+                    position -= 1  # unread and not a message: sets no model (model changes are read)
+                    continue
+                load([p for p in range(position, max(position - 256, -1), -1) if types[p] == "message"])
+                entry = read[position]
+            kind = entry.get("type")
+            if kind == "model_change" or (kind == "message" and _setting(entry) is not None):
+                break
+            position -= 1
+        # The branch as build() walks it: the entries read, and one stand-in per run
+        # of unread entries (id of the run's last, parent of its first), which
+        # _scan_up passes over (no message, no setting, no edit, no boundary).
+        view: dict[str, Entry] = {}
+        after = 0  # the first position not yet in the view
+        for i in sorted(read):
+            if i > after:  # positions after..i-1 were not read: one stand-in
+                view[ids[i - 1]] = {"type": types[i - 1], "id": ids[i - 1], "parentId": parent_ids[after]}
+            view[ids[i]] = read[i]
+            after = i + 1
+        # (the leaf, count - 1, is always read: it is after the boundary or is the boundary)
+        return cls.build((), ids[-1], view), read
+
+    @classmethod
     def _build_plain(cls, entries: Sequence[Entry], leaf_id: LeafArg,
-                     by_id: Mapping[str, Entry] | None) -> ProjectionBuilder | None:
+                     by_id: Mapping[str, Entry] | None,
+                     branch: list[Entry] | None = None) -> ProjectionBuilder | None:
         """:meth:`build` in one pass over the branch, for a plain one; ``None`` otherwise.
 
         A branch is plain when it has no ``compaction`` (active or retired), no
@@ -1241,6 +1349,8 @@ class ProjectionBuilder:
         leaf, index = _resolve_leaf(entries, leaf_id, by_id)
         if leaf is None:
             return None
+        if branch is not None:
+            return cls._plain_from(leaf, branch)
         path: list[Entry] = []
         append, get = path.append, index.get
         budget = len(index)
@@ -1260,9 +1370,16 @@ class ProjectionBuilder:
             append(entry)
             current = entry.get("parentId")
         path.reverse()
+        return cls._plain_from(leaf, path)
+
+    @classmethod
+    def _plain_from(cls, leaf: str, path: list[Entry]) -> ProjectionBuilder | None:
+        """The one-pass build over ``path``, the raw branch of ``leaf`` root first (see
+        :meth:`_build_plain`); ``None`` when it is not plain after all."""
         settings: dict[str, tuple[int, Any]] = {}
         self = cls(leaf, "off", None, None, {})
         self.sources = path
+        self.plain_branch = path
         if not self._extend(path, settings):
             return None
         if "thinking_level" in settings:
@@ -1410,6 +1527,11 @@ class ProjectionBuilder:
         normalized = _normalize_entry(entry)
         if normalized is not entry:
             self.copies.add(entry_id)
+        if self.plain_branch is not None and (normalized is not entry or kind == "compaction"):
+            # No longer a branch the one-pass build takes (see _build_plain): forget it,
+            # before appending, since it is the sources list itself.
+            self.plain_branch = None
+            self.sources = list(self.sources)
         self.sources.append(normalized)
         self._extend((normalized,))
         self.leaf_id = entry_id

@@ -384,6 +384,11 @@ class SessionTree:
             self._labels = None
         return entry
 
+    def entries_from(self, position: int) -> list[Entry]:
+        """The entries from file position ``position`` on (``entries[position:]``): what
+        was appended since a caller last saw ``position`` entries."""
+        return self.entries[position:]
+
     def get_entry(self, entry_id: str) -> Entry | None:
         """The entry with this id, or ``None``."""
         return self.by_id.get(entry_id)

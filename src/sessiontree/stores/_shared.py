@@ -291,6 +291,51 @@ class StoreBase:
         memory, PostgreSQL) have nothing to do. Returns the entries processed: 0."""
         return 0
 
+    def read_outline(self, session_id: str) -> Any:
+        """Generic ``read_outline`` (docs in :class:`~sessiontree.stores.base.SessionStore`):
+        a full :meth:`read`, whose entries the outline keeps, so that
+        :meth:`read_entries_at` answers from that snapshot without reading again.
+        Stores that can list their entries' ids, parents and types without
+        parsing the records (SQLite) override it."""
+        from .base import SessionOutline
+
+        parsed = self.read(session_id)  # type: ignore[attr-defined]
+        entries = parsed.entries
+        return SessionOutline(session_id, parsed.header, [e["id"] for e in entries],
+                              [e.get("parentId") for e in entries], [e["type"] for e in entries],
+                              range(len(entries)), None, entries)
+
+    def read_entries_at(self, outline: Any, positions: Sequence[int]) -> list[dict[str, Any]]:
+        """Generic ``read_entries_at`` (docs in :class:`~sessiontree.stores.base.SessionStore`):
+        from the outline's own entries when it holds them, else from a fresh
+        :meth:`read` whose records at ``positions`` must still carry the outline's
+        ids, parents and types.
+
+        Raises:
+            SessionChangedError: they do not (or the session is gone).
+            IndexError: a position outside the outline.
+        """
+        from ..errors import SessionChangedError, SessionNotFoundError
+
+        size = len(outline.ids)
+        for position in positions:
+            if not 0 <= position < size:
+                raise IndexError(f"position {position} outside a session of {size} entries")
+        if outline.entries is not None:
+            return [outline.entries[p] for p in positions]
+        try:
+            entries = self.read(outline.session_id).entries  # type: ignore[attr-defined]
+        except SessionNotFoundError:
+            raise SessionChangedError(outline.session_id, "it was deleted") from None
+        out = []
+        for position in positions:
+            entry = entries[position] if position < len(entries) else None
+            if entry is None or (entry["id"], entry.get("parentId"), entry["type"]) != (
+                    outline.ids[position], outline.parent_ids[position], outline.types[position]):
+                raise SessionChangedError(outline.session_id, f"entry {position + 1} differs")
+            out.append(entry)
+        return out
+
 
 def check_replacement_header(session_id: str, header: Any) -> str:
     """Validate a header given to ``replace_header(session_id, header)``; return its id.

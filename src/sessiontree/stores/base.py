@@ -32,7 +32,7 @@ from ..info import SessionInfo
 from ..searchtext import SearchHit
 from ..usagerecords import UsageQuery, UsageRows
 
-__all__ = ["SessionStore", "SessionListing", "StoreProblem", "ProgressCallback", "CancelEvent",
+__all__ = ["SessionStore", "SessionListing", "SessionOutline", "StoreProblem", "ProgressCallback", "CancelEvent",
            "SyncState", "SyncChange"]
 
 #: ``on_progress(loaded, total)``, called once per session examined.
@@ -183,6 +183,47 @@ class SyncChange:
     raw: Sequence[bytes | None] | None = None
 
 
+@dataclass(frozen=True)
+class SessionOutline:
+    """A session's shape without its records: what :meth:`SessionStore.read_outline` returns.
+
+    One item per entry in file order (position ``i`` is the entry on JSONL
+    line ``i + 2``), taken from the store's copied columns where it has them,
+    so no record is parsed. Enough to find the loaded leaf, walk any branch by
+    parent links, and pick which records to read in full with
+    :meth:`SessionStore.read_entries_at` (the lazy ``SessionManager.open``
+    reads only what the context needs; docs/stores.md, "Lazy open").
+
+    Attributes:
+        session_id: the session.
+        header: the parsed format-4 header.
+        ids: each entry's ``id``.
+        parent_ids: each entry's ``parentId`` (``None`` for a root).
+        types: each entry's ``type``.
+        keys: the store's own key of each record (SQLite: ``seq``), opaque to
+            callers; :meth:`SessionStore.read_entries_at` uses it.
+        stamps: a fingerprint of each stored record (SQLite: the CRC-32
+            recorded at write time), equal while the record is unchanged; or
+            ``None`` when the store has none. Opaque to callers.
+        entries: the parsed entries when producing the outline required reading
+            them anyway (the generic fallback), so that
+            :meth:`SessionStore.read_entries_at` answers from this snapshot;
+            ``None`` otherwise.
+    """
+
+    session_id: str
+    header: dict[str, Any]
+    ids: Sequence[str]
+    parent_ids: Sequence[str | None]
+    types: Sequence[str]
+    keys: Sequence[Any]
+    stamps: Sequence[Any] | None = None
+    entries: Sequence[dict[str, Any]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
 @runtime_checkable
 class SessionStore(Protocol):
     """Persistent (or in-memory) home of sessions.
@@ -261,6 +302,23 @@ class SessionStore(Protocol):
         """
         ...
 
+    def read_outline(self, session_id: str) -> SessionOutline:
+        """The session's header and the ids, parent ids and types of its entries, in
+        file order, parsing no entry record where the store can (never writes).
+
+        The SQLite store answers from its ``entries`` columns in one read
+        snapshot (the header's CRC checked, no entry's: only
+        :meth:`read_entries_at` returns records). Other stores fall back to
+        :meth:`read` (``StoreBase.read_outline``) and keep the parsed entries in
+        the outline, so reading from it later costs nothing.
+
+        Raises:
+            SessionNotFoundError: no such id.
+            CorruptEntryError: the header's bytes fail their checksum.
+            InvalidSessionError, StorageError: as :meth:`read`.
+        """
+        ...
+
     def read_entries(self, session_id: str, ids: Sequence[str]) -> list[dict[str, Any]]:
         """The full stored entries with the given ids, in the order of ``ids``, never writing.
 
@@ -272,6 +330,28 @@ class SessionStore(Protocol):
             SessionNotFoundError: no such id.
             InvalidSessionError, StorageError: as :meth:`read` (a SQLite record
                 whose checksum fails raises ``CorruptEntryError``).
+        """
+        ...
+
+    def read_entries_at(self, outline: SessionOutline, positions: Sequence[int]) -> list[dict[str, Any]]:
+        """The full entries at ``positions`` (indexes into ``outline``) of the session as
+        the outline saw it, in the order of ``positions``; never writes.
+
+        Each record gets the checks :meth:`load` gives it: its checksum
+        (``CorruptEntryError``), then parsing and entry validation
+        (``InvalidSessionError`` with the record's line, ``position + 2``).
+        Among the records of one call a checksum failure wins over a parse
+        error, and the first failing position in file order is reported.
+        Entries appended after the outline was read are not part of it and
+        never returned.
+
+        Raises:
+            SessionChangedError: a record at one of ``positions`` is no longer
+                the one the outline saw (the session was replaced or deleted
+                since; detected by id, parent, type and ``stamps``).
+            CorruptEntryError, InvalidSessionError: as above.
+            IndexError: a position outside ``outline``.
+            StorageError: the store could not be read.
         """
         ...
 

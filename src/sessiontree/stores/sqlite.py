@@ -55,6 +55,7 @@ from .._gc import gc_paused
 from ..errors import (
     CorruptEntryError,
     InvalidSessionError,
+    SessionChangedError,
     SessionExistsError,
     SessionNotFoundError,
     StorageError,
@@ -80,7 +81,15 @@ from ._shared import (
     sort_listing,
     sync_expected,
 )
-from .base import CancelEvent, ProgressCallback, SessionListing, StoreProblem, SyncChange, SyncState
+from .base import (
+    CancelEvent,
+    ProgressCallback,
+    SessionListing,
+    SessionOutline,
+    StoreProblem,
+    SyncChange,
+    SyncState,
+)
 
 __all__ = ["SqliteStore", "MIGRATIONS", "STATE_COLUMNS", "DEFAULT_TIMEOUT"]
 
@@ -1286,6 +1295,139 @@ class SqliteStore(StoreBase):
                              (_db(session_id), index)).fetchone()
         raise CorruptEntryError(session_id, _py(found[0]) if found else None, index + 2, where)
 
+    def recent_entry_types(self, session_id: str, count: int) -> set[str]:
+        """The entry types among the session's last ``count`` records (file order), read
+        from the ``type`` column through the primary key: ``count`` row look-ups, no
+        record parsed. Empty for a missing session or one without entries. The lazy
+        open asks it whether a compaction is near the end before reading an outline
+        (docs/stores.md, "Lazy open").
+
+        Raises:
+            StorageError: the database could not be read.
+        """
+        with self._read() as conn:
+            if not self._ready(conn):
+                return set()
+            rows = conn.execute("SELECT DISTINCT type FROM (SELECT type FROM entries WHERE session_id = ?"
+                                " ORDER BY seq DESC LIMIT ?)", (_db(session_id), count)).fetchall()
+        return {_py(kind) for (kind,) in rows}
+
+    def read_outline(self, session_id: str) -> SessionOutline:
+        """The session's header and its entries' ids, parent ids and types (see
+        ``SessionStore.read_outline``), from the ``entries`` columns in one read
+        snapshot: no record is parsed or checksummed (only the header's), so it
+        costs a sixth of a :meth:`load` of the same session (CPU time, 10,000 and
+        100,000 entries; benchmarks/README.md, "Resume and cold projection").
+        ``stamps`` are the CRC-32s recorded at write time (``None`` on an
+        older schema without them).
+
+        Raises:
+            SessionNotFoundError: no such id.
+            CorruptEntryError: the header's bytes fail their checksum.
+            InvalidSessionError: the header is not a JSON object.
+            StorageError: the database could not be read.
+        """
+        key = _db(session_id)
+        with self._read() as conn:
+            if not self._ready(conn):
+                raise SessionNotFoundError(session_id, self.url)
+            crc = self._has_crc
+            row = conn.execute(f"SELECT header_json, {'header_crc' if crc else 'NULL'} FROM sessions WHERE id = ?",
+                               (key,)).fetchone()
+            if row is None:
+                raise SessionNotFoundError(session_id, self.url)
+            rows = conn.execute(f"SELECT seq, id, parent_id, type{', crc' if crc else ''} FROM entries"
+                                " WHERE session_id = ? ORDER BY seq", (key,)).fetchall()
+        header_raw = row[0] if isinstance(row[0], bytes) else row[0].encode("utf-8", "surrogatepass")
+        if crc and (row[1] is None or _crc(header_raw) != row[1]):
+            raise CorruptEntryError(session_id, None, 1, f"{self.url}#{session_id}")
+        header = self._parse_record(header_raw, key, 1)
+        columns: list[Sequence[Any]] = list(zip(*rows)) if rows else [()] * (5 if crc else 4)
+        del rows
+        for index in (1, 2, 3):
+            # Values holding lone surrogates are stored as BLOBs (see _db); rare, so
+            # the column is converted only when its set of value types says so.
+            if bytes in set(map(type, columns[index])):
+                columns[index] = tuple(map(_py, columns[index]))
+        return SessionOutline(session_id, header, columns[1], columns[2], columns[3], columns[0],
+                              columns[4] if crc else None)
+
+    def read_entries_at(self, outline: SessionOutline, positions: Sequence[int]) -> list[dict[str, Any]]:
+        """The full entries at ``positions`` of ``outline`` (see
+        ``SessionStore.read_entries_at``), in one read snapshot.
+
+        Few positions are looked up by ``seq``; many (a quarter of the session
+        or more) are read in one ordered range scan, a chunk of rows at a time,
+        so the stored texts of a chunk are freed before the next. Each row must
+        still have the outline's id, parent id, type and CRC
+        (``SessionChangedError`` otherwise); then its bytes are checked against
+        the CRC, parsed and validated as :meth:`load` does.
+
+        Raises:
+            SessionChangedError, CorruptEntryError, InvalidSessionError,
+            IndexError, StorageError: see ``SessionStore.read_entries_at``.
+        """
+        size = len(outline.ids)
+        for position in positions:
+            if not 0 <= position < size:
+                raise IndexError(f"position {position} outside a session of {size} entries")
+        if not positions:
+            return []
+        session_id, keys, stamps = outline.session_id, outline.keys, outline.stamps
+        key, where = _db(session_id), f"{self.url}#{session_id}"
+        wanted = sorted(set(positions))
+        # seq -> position: the keys are ascending; contiguous ones (the usual case) need no map.
+        first = keys[0]
+        if keys[-1] - first == size - 1:
+            def position_of(seq: int) -> int:
+                return seq - first
+        else:
+            position_of = dict(zip(keys, range(size))).__getitem__
+        crc_sql = "crc" if stamps is not None else "NULL"
+        sql = f"SELECT seq, id, parent_id, type, json, {crc_sql} FROM entries WHERE session_id = ?"
+        found: dict[int, dict[str, Any]] = {}
+        matched = 0
+        pending: InvalidSessionError | None = None
+        with self._read() as conn, gc_paused():
+            if not self._ready(conn) or conn.execute("SELECT 1 FROM sessions WHERE id = ?", (key,)).fetchone() is None:
+                raise SessionChangedError(session_id, "it was deleted")
+            if len(wanted) * 4 >= size:
+                cursor = conn.execute(sql + " AND seq BETWEEN ? AND ? ORDER BY seq",
+                                      (key, keys[wanted[0]], keys[wanted[-1]]))
+                take = set(wanted) if len(wanted) != wanted[-1] - wanted[0] + 1 else None
+                batches: Iterable[list[Any]] = iter(functools.partial(cursor.fetchmany, self._CHUNK), [])
+            else:
+                take = None
+                batches = (conn.execute(sql + f" AND seq IN ({', '.join('?' * len(chunk))}) ORDER BY seq",
+                                        (key, *(keys[p] for p in chunk))).fetchall()
+                           for chunk in (wanted[at:at + 500] for at in range(0, len(wanted), 500)))
+            for batch in batches:
+                for seq, entry_id, parent_id, kind, text, crc in batch:
+                    try:
+                        position = position_of(seq)
+                    except KeyError:  # a row the outline did not see: another replaced the session
+                        raise SessionChangedError(session_id, f"a record at seq {seq} is new") from None
+                    if take is not None and position not in take:
+                        continue
+                    if (_py(entry_id), _py(parent_id), _py(kind)) != (
+                            outline.ids[position], outline.parent_ids[position], outline.types[position]) or (
+                            stamps is not None and crc != stamps[position]):
+                        raise SessionChangedError(session_id, f"entry {position + 1} differs")
+                    matched += 1
+                    if stamps is not None and _crc(text) != crc:
+                        raise CorruptEntryError(session_id, _py(entry_id), position + 2, where)
+                    if pending is None:
+                        try:
+                            found[position] = _parse_entry(self, text, key, where, position + 2)
+                        except InvalidSessionError as exc:
+                            pending = exc  # raised once every CRC is known to match
+                del batch
+            if matched != len(wanted):
+                raise SessionChangedError(session_id, f"{len(wanted) - matched} of its entries are gone")
+        if pending is not None:
+            raise pending
+        return [found[p] for p in positions]
+
     def exists(self, session_id: str) -> bool:
         """Whether the id is stored."""
         with self._read() as conn:
@@ -1614,6 +1756,27 @@ class _Parser:
                              raw=self.raw if self.keep_raw else [None] * count, header_raw=self.header_raw,
                              source_version=CURRENT_VERSION, upgraded=False,
                              lines=list(range(2, count + 2)), path=None)
+
+
+def _parse_entry(store: SqliteStore, text: bytes | str, key: Any, where: str, line: int) -> dict[str, Any]:
+    """One stored record parsed and validated as :meth:`_Parser.feed` does it (the
+    same fast path and the same errors), for reads of single records."""
+    entry = None
+    if text.__class__ is bytes:
+        try:
+            entry = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            entry = None
+        if entry.__class__ is not dict or (
+                len(text) > 2 * jsonio.MAX_DEPTH and text.count(b"[") + text.count(b"{") > jsonio.MAX_DEPTH):
+            entry = None
+    if entry is None:
+        entry = store._parse_record(text, key, line)
+    try:
+        validate_entry(entry)
+    except InvalidSessionError as exc:
+        raise InvalidSessionError(exc.reason, where, line) from None
+    return entry
 
 
 def _insert_entry_rows(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
