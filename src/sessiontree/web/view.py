@@ -1053,15 +1053,23 @@ def build_conversation(manager: SessionManager, leaf_id: str | None, view: str =
                 memo.pop(next(iter(memo)))
             memo[key] = (units, note)
     total = len(units)
+    hit = None
     if around is not None:
         hit = next((i for i, u in enumerate(units) if u.entry is not None and u.entry.get("id") == around), None)
-        if hit is not None:
-            start = max(0, min(hit - limit // 2, total - limit))
+    start, stop = _window_bounds(total, start, hit, limit)
+    return Conversation(manager.get_leaf_id(), view, _items(units, start, stop), start, total, note)
+
+
+def _window_bounds(total: int, start: int | None, hit: int | None, limit: int) -> tuple[int, int]:
+    """``(start, stop)`` of a window of at most ``limit`` of ``total`` items: centred on
+    item ``hit`` when given (a permalink target), else from ``start``, else the last
+    ``limit`` items; clamped to ``[0, total]``."""
+    if hit is not None:
+        start = max(0, min(hit - limit // 2, total - limit))
     if start is None:
         start = max(0, total - limit)
     start = max(0, min(start, total))
-    stop = min(total, start + limit)
-    return Conversation(manager.get_leaf_id(), view, _items(units, start, stop), start, total, note)
+    return start, min(total, start + limit)
 
 
 #: Entries read past a window's end so that a call near the end still finds its result.
@@ -1088,14 +1096,10 @@ def build_branch_window(path: Sequence[Mapping[str, Any]], load: Callable[[Seque
         start, around, limit: as :func:`build_conversation`.
     """
     total = len(path)
+    hit = None
     if around is not None:
         hit = next((i for i in range(total - 1, -1, -1) if path[i].get("id") == around), None)
-        if hit is not None:
-            start = max(0, min(hit - limit // 2, total - limit))
-    if start is None:
-        start = max(0, total - limit)
-    start = max(0, min(start, total))
-    stop = min(total, start + limit)
+    start, stop = _window_bounds(total, start, hit, limit)
     read_to = min(total, stop + PAIRING_LOOKAHEAD)
     ids = [e.get("id") for e in path[start:read_to]]
     full = {e.get("id"): e for e in load([i for i in ids if isinstance(i, str)])}
