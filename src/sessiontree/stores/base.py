@@ -354,11 +354,11 @@ class SessionStore(Protocol):
         Raises:
             SessionNotFoundError: no such id.
             CorruptEntryError: a returned record's checksum fails (SQLite,
-                PostgreSQL; in SQLite this wins over a parse error, and the first
-                failing record in file order is reported, as :meth:`read_entries_at`).
-            InvalidSessionError, StorageError: as :meth:`read` (SQLite validates
-                each returned record as :meth:`load` does; other stores the whole
-                session).
+                PostgreSQL: this wins over a parse error, and the first failing
+                record in file order is reported, as :meth:`read_entries_at`).
+            InvalidSessionError, StorageError: as :meth:`read` (SQLite and
+                PostgreSQL validate each returned record as :meth:`load` does;
+                other stores the whole session).
         """
         ...
 
