@@ -235,9 +235,10 @@ class SessionStore(Protocol):
         partial_reads: whether :meth:`read_skeleton` and :meth:`read_entries`
             cost less than :meth:`read` (SQLite, PostgreSQL: indexed columns
             and lookups; :meth:`read_outline` and :meth:`read_entries_at` are
-            cheap on SQLite only, and the lazy open uses them there only). ``False`` where they fall back to reading the whole
-            session (JSONL, memory): a caller that needs many windows of one
-            session then reads it once instead (the web viewer does).
+            cheap on SQLite only, and the lazy open uses them there only).
+            ``False`` where they fall back to reading the whole session
+            (JSONL, memory): a caller that needs many windows of one session
+            then reads it once instead (the web viewer does).
     """
 
     url: str
@@ -324,9 +325,14 @@ class SessionStore(Protocol):
           session as it is at each call, unknown ids skipped; for a reader that
           tracks changes itself (the viewer compares file stamps and entry counts).
 
-        Both record reads check each record the way :meth:`load` does (one code
-        path in the SQLite store); the generic ``read_entries`` is
-        ``read_entries_at`` of a fresh outline.
+        Neither pair stands in for the other at no cost (a skeleton needs record
+        heads an outline does not read; ``read_entries`` through
+        ``read_entries_at`` would need a fresh outline, every row, per window),
+        so both stay; they share the code instead. Both record reads check each
+        record the way :meth:`load` does (one code path in the SQLite store:
+        checksum, parse, validation, which error wins); the generic
+        ``read_entries`` is ``read_entries_at`` of a fresh outline
+        (docs/stores.md, "Partial reads").
 
         The SQLite store answers from its ``entries`` columns in one read
         snapshot (the header's CRC checked, no entry's: only
