@@ -514,6 +514,69 @@ def test_read_entries_at_checks_each_record_like_load(tmp_path):
     store.close()
 
 
+@pytest.mark.parametrize("kind", ["sqlite", "jsonl", "memory"])
+def test_read_entries_is_the_by_id_form_of_read_entries_at(tmp_path, kind):
+    entries = _session_with_boundary()
+    store = (SqliteStore(tmp_path / "s.db") if kind == "sqlite" else JsonlStore(tmp_path / "dir")
+             if kind == "jsonl" else MemoryStore())
+    store.create(_header(), entries)
+    by_id = {e["id"]: e for e in entries}
+    asked = ["e0045", "unknown", "t1", "e0045", "n1"]  # order kept, repeats repeated, unknown skipped
+    assert store.read_entries(SID, asked) == [by_id["e0045"], by_id["t1"], by_id["e0045"], by_id["n1"]]
+    outline = store.read_outline(SID)
+    # positions: e0000-e0002 0-2, t1 3, e0003-e0039 4-40, side 41, l1 42, n1 43, b1 44, e0040.. 45..
+    assert store.read_entries(SID, asked) == store.read_entries_at(outline, [50, 3, 50, 43])
+    assert store.read_entries(SID, []) == []
+    with pytest.raises(SessionNotFoundError):
+        store.read_entries("0190a7b2-7c3d-7e4f-8a9b-000000000000", ["e0001"])
+    store.close()
+
+
+def test_read_entries_checks_each_record_like_read_entries_at_and_load(tmp_path):
+    entries = _session_with_boundary()
+    _store(tmp_path / "s.db", entries).close()
+    # e0005 (position 6, line 8) parses but is no valid message entry: validated as load does
+    bad = b'{"type":"message","id":"e0005","parentId":"e0004","timestamp":"2026-02-01T09:00:00.000Z"}'
+    _set_row(tmp_path / "s.db", "e0005", bad, zlib.crc32(bad))
+    store = SqliteStore(tmp_path / "s.db")
+    outline = store.read_outline(SID)
+    with pytest.raises(InvalidSessionError) as by_id:
+        store.read_entries(SID, ["e0005"])
+    with pytest.raises(InvalidSessionError) as at:
+        store.read_entries_at(outline, [6])
+    with pytest.raises(InvalidSessionError) as whole:
+        store.load(SID)
+    assert by_id.value.line == at.value.line == whole.value.line == 8
+    assert str(by_id.value) == str(at.value) == str(whole.value)
+    # e0002 (line 4) does not parse; asked after e0005, it is still the one reported (file order)
+    _set_row(tmp_path / "s.db", "e0002", b'{"type":"message"', zlib.crc32(b'{"type":"message"'))
+    with pytest.raises(InvalidSessionError) as first:
+        store.read_entries(SID, ["e0005", "e0002"])
+    assert not isinstance(first.value, CorruptEntryError) and first.value.line == 4
+    # a checksum failure later in the file wins over both parse errors
+    conn = sqlite3.connect(tmp_path / "s.db")
+    with conn:
+        conn.execute("UPDATE entries SET json = json || ' ' WHERE id = 'e0030'")  # bytes changed, CRC kept
+    conn.close()
+    with pytest.raises(CorruptEntryError) as crc:
+        store.read_entries(SID, ["e0002", "e0005", "e0030"])
+    assert crc.value.entry_id == "e0030" and crc.value.line == 33
+    store.close()
+
+
+def test_read_entries_reports_the_first_failure_in_file_order_across_look_up_batches(tmp_path):
+    entries = _chain(1200)
+    _store(tmp_path / "s.db", entries).close()
+    for entry_id in ("e0003", "e1100"):
+        _set_row(tmp_path / "s.db", entry_id, b'{"type":', zlib.crc32(b'{"type":'))
+    store = SqliteStore(tmp_path / "s.db")
+    # asked in reverse: e1100 is in the first batch of 500 ids, e0003 in the third
+    with pytest.raises(InvalidSessionError) as first:
+        store.read_entries(SID, [e["id"] for e in reversed(entries)])
+    assert first.value.line == 5
+    store.close()
+
+
 def test_a_rebuild_of_the_same_leaf_reuses_the_plain_branch_and_projects_the_same():
     manager = SessionManager.in_memory("/work/a", entries=[_header(), *_chain(30)])
     first = _projection(manager)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import multiprocessing
 import threading
 import time
+import zlib
 
 import pytest
 
@@ -384,6 +385,28 @@ def test_server_stopped_during_a_write_then_restarted(pg_cluster, pg_url):
 
 
 # ------------------------------------------------------------------- verify, reindex
+
+
+def test_read_entries_checks_each_record_like_load(pg_url):
+    store = PostgresStore(pg_url)
+    store.create(header("s1"), [custom("e1"), custom("e2", "e1"), custom("e3", "e2")])
+    # e2 (line 3) parses but is no valid entry: a message without its message
+    bad = b'{"type":"message","id":"e2","parentId":"e1","timestamp":"2026-01-01T00:00:00.000Z"}'
+    with _raw(pg_url) as conn:
+        conn.execute("UPDATE entries SET json = %s, crc = %s WHERE session_id = 's1' AND id = 'e2'",
+                     (bad, zlib.crc32(bad)))
+    with pytest.raises(InvalidSessionError) as by_id:
+        store.read_entries("s1", ["e3", "e2"])
+    with pytest.raises(InvalidSessionError) as whole:
+        store.load("s1")
+    assert by_id.value.line == whole.value.line == 3 and str(by_id.value) == str(whole.value)
+    assert store.read_entries("s1", ["e3", "e1"]) == [custom("e3", "e2"), custom("e1")]
+    with _raw(pg_url) as conn:  # e3 (line 4): '{}', CRC unchanged
+        conn.execute("UPDATE entries SET json = '\\x7b7d' WHERE session_id = 's1' AND id = 'e3'")
+    with pytest.raises(CorruptEntryError) as crc:  # a checksum failure anywhere wins, as in load
+        store.read_entries("s1", ["e2", "e3"])
+    assert (crc.value.entry_id, crc.value.line) == ("e3", 4)
+    store.close()
 
 
 def test_verify_finds_damage_and_reindex_repairs_drift(pg_url):

@@ -282,9 +282,12 @@ class StoreBase:
 
     def read_entries(self, session_id: str, ids: Sequence[str]) -> list[dict[str, Any]]:
         """Generic ``read_entries`` (docs in :class:`~sessiontree.stores.base.SessionStore`):
-        :meth:`read`, then the entries of ``ids`` in that order (unknown ids skipped)."""
-        by_id = {e.get("id"): e for e in self.read(session_id).entries}  # type: ignore[attr-defined]
-        return [by_id[i] for i in ids if i in by_id]
+        the by-id form of :meth:`read_entries_at`: a fresh :meth:`read_outline` (here a
+        full :meth:`read`), then the entries at the positions of ``ids`` in that order
+        (unknown ids skipped)."""
+        outline = self.read_outline(session_id)
+        position = {entry_id: at for at, entry_id in enumerate(outline.ids)}
+        return self.read_entries_at(outline, [position[i] for i in ids if i in position])
 
     def settle_derived(self) -> int:
         """Finish derived work that writes deferred; stores that defer none (JSONL,

@@ -234,9 +234,11 @@ class SessionStore(Protocol):
         kind: ``"sqlite"``, ``"jsonl"``, ``"memory"`` or ``"postgres"``.
         partial_reads: whether :meth:`read_skeleton` and :meth:`read_entries`
             cost less than :meth:`read` (SQLite, PostgreSQL: indexed columns
-            and lookups). ``False`` where they fall back to reading the whole
-            session (JSONL, memory): a caller that needs many windows of one
-            session then reads it once instead (the web viewer does).
+            and lookups; :meth:`read_outline` and :meth:`read_entries_at` are
+            cheap on SQLite only, and the lazy open uses them there only).
+            ``False`` where they fall back to reading the whole session
+            (JSONL, memory): a caller that needs many windows of one session
+            then reads it once instead (the web viewer does).
     """
 
     url: str
@@ -287,6 +289,10 @@ class SessionStore(Protocol):
     def read_skeleton(self, session_id: str) -> ParsedSession:
         """The session's header and its entries reduced to skeletons, never writing.
 
+        One of the two partial reads of a session (see :meth:`read_outline` for
+        how they relate): the one for displaying a whole tree, with
+        :meth:`read_entries` for the records of a window.
+
         Each entry is :func:`sessiontree.tree.skeleton_entry` of the stored
         entry (type, id, parent, timestamp, a message's role, label/leaf
         targets, names): enough to lay out the tree, find the loaded leaf,
@@ -306,6 +312,28 @@ class SessionStore(Protocol):
         """The session's header and the ids, parent ids and types of its entries, in
         file order, parsing no entry record where the store can (never writes).
 
+        The two partial reads of a session, and when to use which:
+
+        * :meth:`read_outline` with :meth:`read_entries_at` (the lazy
+          ``SessionManager.open``): the least a store can read (no timestamp, role
+          or label; the SQLite outline costs about half a skeleton), plus each
+          record's key and stamp, so that the records read later are checked to
+          be the ones the outline saw (``SessionChangedError`` otherwise).
+          For code that builds state from a snapshot of the session.
+        * :meth:`read_skeleton` with :meth:`read_entries` (the web viewer): the
+          fields a tree display needs, and records looked up by id in the
+          session as it is at each call, unknown ids skipped; for a reader that
+          tracks changes itself (the viewer compares file stamps and entry counts).
+
+        Neither pair stands in for the other at no cost (a skeleton needs record
+        heads an outline does not read; ``read_entries`` through
+        ``read_entries_at`` would need a fresh outline, every row, per window),
+        so both stay; they share the code instead. Both record reads check each
+        record the way :meth:`load` does (one code path in the SQLite store:
+        checksum, parse, validation, which error wins); the generic
+        ``read_entries`` is ``read_entries_at`` of a fresh outline
+        (docs/stores.md, "Partial reads").
+
         The SQLite store answers from its ``entries`` columns in one read
         snapshot (the header's CRC checked, no entry's: only
         :meth:`read_entries_at` returns records). Other stores fall back to
@@ -324,12 +352,19 @@ class SessionStore(Protocol):
 
         Unknown ids are skipped. For reading a window of a branch whose ids
         came from :meth:`read_skeleton`; SQLite and PostgreSQL look the ids up
-        by index, other stores fall back to :meth:`read`.
+        by index, other stores fall back to :meth:`read`. The by-id form of
+        :meth:`read_entries_at` on the session as it is now (no snapshot: see
+        :meth:`read_outline` for when to use which); the generic fallback is
+        exactly that, SQLite shares its record checks.
 
         Raises:
             SessionNotFoundError: no such id.
-            InvalidSessionError, StorageError: as :meth:`read` (a SQLite record
-                whose checksum fails raises ``CorruptEntryError``).
+            CorruptEntryError: a returned record's checksum fails (SQLite,
+                PostgreSQL: this wins over a parse error, and the first failing
+                record in file order is reported, as :meth:`read_entries_at`).
+            InvalidSessionError, StorageError: as :meth:`read` (SQLite and
+                PostgreSQL validate each returned record as :meth:`load` does;
+                other stores the whole session).
         """
         ...
 
@@ -344,6 +379,9 @@ class SessionStore(Protocol):
         error, and the first failing position in file order is reported.
         Entries appended after the outline was read are not part of it and
         never returned.
+
+        The snapshot form of :meth:`read_entries` (see :meth:`read_outline` for
+        when to use which).
 
         Raises:
             SessionChangedError: a record at one of ``positions`` is no longer

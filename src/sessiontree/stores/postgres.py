@@ -1018,11 +1018,16 @@ class PostgresStore(StoreBase):
 
     def read_entries(self, session_id: str, ids: Sequence[str]) -> list[dict[str, Any]]:
         """The stored entries of ``ids`` (see ``SessionStore.read_entries``), looked up by
-        the ``(session_id, id)`` index, each checked against its CRC-32.
+        the ``(session_id, id)`` index, each given the checks :meth:`load` gives it
+        (its CRC-32, then parsing and validation, :meth:`_entry`); the line reported
+        is ``seq + 2``.
 
         Raises:
             SessionNotFoundError: no such session.
-            CorruptEntryError: a returned record's bytes fail their checksum.
+            CorruptEntryError: a returned record's bytes fail their checksum (this
+                wins over a parse error; the first record in file order).
+            InvalidSessionError: a returned record is not a valid entry (the first
+                in file order).
         """
         if not _exact(session_id):
             raise SessionNotFoundError(session_id, self.url)
@@ -1034,12 +1039,15 @@ class PostgresStore(StoreBase):
             with conn.cursor(binary=True) as cur:
                 rows = cur.execute("SELECT id, seq, json, crc FROM entries WHERE session_id = %s AND id = ANY(%s)",
                                    (session_id, wanted)).fetchall() if wanted else []
-        found: dict[str, dict[str, Any]] = {}
-        for entry_id, seq, text, crc in rows:
-            text = bytes(text)
+        # The checks load gives these records, in file order: every CRC first, then parsing
+        # and validation (the same errors as load and SQLite's read_entries).
+        rows = sorted((seq, entry_id, bytes(text), crc) for entry_id, seq, text, crc in rows)
+        where = f"{self.url}#{session_id}"
+        for seq, entry_id, text, crc in rows:
             if _crc(text) != crc:
-                raise CorruptEntryError(session_id, entry_id, seq + 2, f"{self.url}#{session_id}")
-            found[entry_id] = self._parse_record(text, session_id, seq + 2)
+                raise CorruptEntryError(session_id, entry_id, seq + 2, where)
+        with gc_paused():
+            found = {entry_id: self._entry(text, session_id, seq + 2, where) for seq, entry_id, text, _ in rows}
         return [found[i] for i in ids if i in found]
 
     def read(self, session_id: str) -> ParsedSession:
@@ -1085,16 +1093,25 @@ class PostgresStore(StoreBase):
         entries = []
         where = f"{self.url}#{session_id}"
         for index, text in enumerate(texts):
-            entry = self._parse_record(text, session_id, index + 2)
-            try:
-                validate_entry(entry)
-            except InvalidSessionError as exc:
-                raise InvalidSessionError(exc.reason, where, index + 2) from None
-            entries.append(entry)
+            entries.append(self._entry(text, session_id, index + 2, where))
         raw: list[bytes | None] = list(texts)
         return ParsedSession(header=header, entries=entries, raw=raw, header_raw=header_raw,
                              source_version=CURRENT_VERSION, upgraded=False,
                              lines=list(range(2, len(raw) + 2)), path=None)
+
+    def _entry(self, text: bytes, session_id: str, line: int, where: str) -> dict[str, Any]:
+        """One stored record (JSONL ``line``) parsed and validated as an entry: the
+        record check of :meth:`load` and :meth:`read_entries`.
+
+        Raises:
+            InvalidSessionError: not a JSON object, or not a valid entry.
+        """
+        entry = self._parse_record(text, session_id, line)
+        try:
+            validate_entry(entry)
+        except InvalidSessionError as exc:
+            raise InvalidSessionError(exc.reason, where, line) from None
+        return entry
 
     def exists(self, session_id: str) -> bool:
         """Whether the id is stored."""
