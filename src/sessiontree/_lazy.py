@@ -219,11 +219,13 @@ class LazySessionTree(SessionTree):
 
     @property  # type: ignore[override]
     def entries(self) -> list[Entry]:  # type: ignore[override]
+        """Every entry in file order, as :attr:`SessionTree.entries` (reads the rest first)."""
         self._materialize()
         return self.entries
 
     @property  # type: ignore[override]
     def by_id(self) -> dict[str, Entry]:  # type: ignore[override]
+        """Entries by id, as :attr:`SessionTree.by_id` (reads the rest of the session first)."""
         self._materialize()
         return self.by_id
 
