@@ -1386,3 +1386,31 @@ def test_jsonl_held_descriptor_is_not_used_across_fork(jsonl_store):
     assert os.WEXITSTATUS(status) == 0
     ids = [e["id"] for e in JsonlStore(jsonl_store.directory).load("s1").entries]
     assert sorted(ids) == sorted(["p0", "p1"] + [f"c{i}" for i in range(50)] + [f"q{i}" for i in range(50)])
+
+
+def test_schema_steps_run_in_number_order_whoever_registers_first():
+    from sessiontree.stores._shared import register_step
+
+    def m002_second(conn):
+        pass
+
+    def m001_first(conn):
+        pass
+
+    def m002_other(conn):
+        pass
+
+    def step_without_number(conn):
+        pass
+
+    steps: list = []
+    register_step(steps, m002_second)
+    register_step(steps, m001_first)
+    assert [name for name, _ in steps] == ["m001_first", "m002_second"]
+    register_step(steps, m002_second)  # a reloaded module registers again: replaced, not doubled
+    assert [name for name, _ in steps] == ["m001_first", "m002_second"]
+    with pytest.raises(ValueError, match="share the number 002"):
+        register_step(steps, m002_other)
+    with pytest.raises(ValueError, match="m001_initial"):
+        register_step(steps, step_without_number)
+    assert [name for name, _ in steps] == ["m001_first", "m002_second"]

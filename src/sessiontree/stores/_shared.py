@@ -340,6 +340,37 @@ class StoreBase:
         return out
 
 
+_STEP_NAME = re.compile(r"m(\d{3})_[a-z0-9_]+")
+
+
+def register_step(steps: list[tuple[str, Any]], step: Any) -> Any:
+    """Register the schema step ``step`` in ``steps`` (a store's ``MIGRATIONS``) and return it.
+
+    A step is named after its function, ``mNNN_what`` (``m004_search_index``).
+    ``steps`` is kept ordered by number, so steps run in number order whichever
+    module registers them first (the derived-index modules register their
+    own steps on import, in any order). Registering the same name again
+    replaces it (a module reloaded).
+
+    Raises:
+        ValueError: the name is not ``mNNN_what``, or its number is taken by
+            another step (two steps written apart with the same number).
+    """
+    name = step.__name__
+    match = _STEP_NAME.fullmatch(name)
+    if match is None:
+        raise ValueError(f"schema step {name!r}: expected a name like m001_initial")
+    for i, (other, _) in enumerate(steps):
+        if other == name:
+            steps[i] = (name, step)
+            return step
+        if other[:4] == name[:4]:
+            raise ValueError(f"schema steps {other!r} and {name!r} share the number {match.group(1)}")
+    steps.append((name, step))
+    steps.sort(key=lambda item: item[0])
+    return step
+
+
 def check_replacement_header(session_id: str, header: Any) -> str:
     """Validate a header given to ``replace_header(session_id, header)``; return its id.
 

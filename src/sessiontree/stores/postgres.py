@@ -75,6 +75,7 @@ from ._shared import (
     file_rule_problems,
     header_of,
     id_in_use_error,
+    register_step,
     resolve_cwd,
     skeletons_from_rows,
     sort_listing,
@@ -120,14 +121,15 @@ MIGRATION_LOCK = int.from_bytes(b"sesstree", "big") & 0x7FFF_FFFF_FFFF_FFFF
 URL_OPTIONS = ("prepare_threshold", "pool_size", "pool_timeout")
 
 Migration = Callable[["psycopg.Connection[Any]"], None]
-#: Ordered schema steps ``(name, function)``; append new steps, never edit applied ones.
+#: Schema steps ``(name, function)`` in number order; add new steps, never edit applied ones.
 MIGRATIONS: list[tuple[str, Migration]] = []
 
 
 def migration(step: Migration) -> Migration:
-    """Register ``step`` as the next schema step, named after the function (``m001_...``)."""
-    MIGRATIONS.append((step.__name__, step))
-    return step
+    """Register ``step`` as a schema step named after the function (``m001_initial``);
+    steps run in number order (:func:`~sessiontree.stores._shared.register_step`,
+    which raises ``ValueError`` for a malformed name or a number taken twice)."""
+    return register_step(MIGRATIONS, step)
 
 
 class DerivedIndex(Protocol):
@@ -1426,6 +1428,7 @@ def _sync_state(row: Sequence[Any]) -> SyncState:
                      bytes(row[10]), bytes(row[11]))
 
 
-from . import postgres_search  # noqa: F401  (registers the search index and its schema step)
-
-from . import postgres_usage  # noqa: F401,E402  (registers the ledger and its schema step)
+from . import (
+    postgres_search,  # noqa: F401  (registers the search index and its schema step)
+    postgres_usage,  # noqa: F401,E402  (registers the ledger and its schema step)
+)

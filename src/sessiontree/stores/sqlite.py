@@ -76,6 +76,7 @@ from ._shared import (
     file_rule_problems,
     header_of,
     id_in_use_error,
+    register_step,
     resolve_cwd,
     skeletons_from_rows,
     sort_listing,
@@ -136,14 +137,15 @@ _STATE_SQL = ", ".join(column for _, column in STATE_COLUMNS)
 _STATE_ASSIGN = ", ".join(f"{column} = ?" for _, column in STATE_COLUMNS)
 
 Migration = Callable[[sqlite3.Connection], None]
-#: Ordered schema steps ``(name, function)``; append new steps, never edit applied ones.
+#: Schema steps ``(name, function)`` in number order; add new steps, never edit applied ones.
 MIGRATIONS: list[tuple[str, Migration]] = []
 
 
 def migration(step: Migration) -> Migration:
-    """Register ``step`` as the next schema migration, named after the function."""
-    MIGRATIONS.append((step.__name__, step))
-    return step
+    """Register ``step`` as a schema step named after the function (``m001_initial``);
+    steps run in number order (:func:`~sessiontree.stores._shared.register_step`,
+    which raises ``ValueError`` for a malformed name or a number taken twice)."""
+    return register_step(MIGRATIONS, step)
 
 
 class DerivedIndex(Protocol):
@@ -1506,7 +1508,9 @@ class SqliteStore(StoreBase):
         Raises:
             StorageError: the database could not be read.
         """
-        from .sqlite_usage import query_usage  # registers itself on import; imported by stores/__init__
+        from .sqlite_usage import (
+            query_usage,  # registers itself on import; imported by stores/__init__
+        )
 
         query = query or UsageQuery()
         wanted = resolve_cwd(query.cwd) if query.cwd is not None else None

@@ -449,9 +449,6 @@ def m005_search_pending(conn: sqlite3.Connection) -> None:
 
 DERIVED_INDEXES.append(INDEX)
 
-# Schema steps run in registration order: the usage ledger's m006 and m007 come before m008.
-from . import sqlite_usage  # noqa: F401
-
 
 @migration
 def m008_search_branch(conn: sqlite3.Connection) -> None:
