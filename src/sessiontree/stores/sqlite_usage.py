@@ -108,36 +108,38 @@ _SHAPE = ("CASE WHEN cost_nanos IS NULL THEN input || ',' || output || ',' || ca
 
 _ROLLUP_KEY = f"owner, coalesce(provider, ''), coalesce(model, ''), {_bucket_sql('ts_ms')}, {_SHAPE}"
 
-#: Adds (``sign=""``) or takes out (``sign="-"``) the ``usage_calls`` rows of the keys
-#: in ``temp.usage_touched`` to or from their rollup rows.
-_ROLLUP_MOVE = f"""
+def _rollup_move(sign: str, source: str) -> str:
+    """The statement adding (``sign=""``) or taking out (``sign="-"``) the calls of
+    ``source`` (a ``FROM ... WHERE ...`` giving ``usage_calls``-shaped rows) to or from
+    their rollup rows."""
+    return f"""
     INSERT INTO usage_rollup (owner, provider, model, bucket, shape, calls, input, output, cache_read,
                               cache_write, cost_nanos)
-    SELECT {_ROLLUP_KEY}, {{sign}}sum(m), {{sign}}sum(m * input), {{sign}}sum(m * output),
-           {{sign}}sum(m * cache_read), {{sign}}sum(m * cache_write), {{sign}}sum(m * coalesce(cost_nanos, 0))
-    FROM temp.usage_touched t JOIN usage_calls c ON c.dedup_key = t.k
-    WHERE 1
+    SELECT {_ROLLUP_KEY}, {sign}sum(m), {sign}sum(m * input), {sign}sum(m * output),
+           {sign}sum(m * cache_read), {sign}sum(m * cache_write), {sign}sum(m * coalesce(cost_nanos, 0))
+    {source}
     GROUP BY 1, 2, 3, 4, 5
     ON CONFLICT (owner, provider, model, bucket, shape) DO UPDATE SET
         calls = calls + excluded.calls, input = input + excluded.input, output = output + excluded.output,
         cache_read = cache_read + excluded.cache_read, cache_write = cache_write + excluded.cache_write,
         cost_nanos = cost_nanos + excluded.cost_nanos"""
-# Formatted once: the statement cache hashes the text on every execute, and a str caches its hash.
-_ROLLUP_ADD = _ROLLUP_MOVE.format(sign="")
-_ROLLUP_SUBTRACT = _ROLLUP_MOVE.format(sign="-")
 
+
+# Built once: the statement cache hashes the text on every execute, and a str caches its hash.
+# (The WHERE keeps SQLite from reading the upsert's ON as a join constraint.)
+_TOUCHED = "FROM temp.usage_touched t JOIN usage_calls c ON c.dedup_key = t.k WHERE 1"
+#: The ``usage_calls`` rows of the keys in ``temp.usage_touched``, into / out of the rollup.
+_ROLLUP_ADD = _rollup_move("", _TOUCHED)
+_ROLLUP_SUBTRACT = _rollup_move("-", _TOUCHED)
 #: Adds a ``usage_calls`` row about to be inserted, given as its values ``(dedup_key, m,
 #: session key, provider, model, ts_ms, input, output, cache_read, cache_write,
 #: cost_nanos)``, to its rollup row, unless ``usage_calls`` already holds that key (the
 #: append fast path of :meth:`UsageLedger.add`: the same sums :data:`_ROLLUP_ADD` adds
 #: once the row is in, so the rollup matches ``usage_calls`` at every step).
-_ROLLUP_ADD_NEW_CALL = _ROLLUP_ADD.replace(
-    "FROM temp.usage_touched t JOIN usage_calls c ON c.dedup_key = t.k\n    WHERE 1",
-    "FROM (SELECT ? AS dedup_key, ? AS m, hex(?) AS owner, ? AS provider, ? AS model, ? AS ts_ms, ? AS input,"
-    " ? AS output, ? AS cache_read, ? AS cache_write, ? AS cost_nanos) AS c\n"
-    "    WHERE NOT EXISTS (SELECT 1 FROM usage_calls u WHERE u.dedup_key = c.dedup_key)")
-if _ROLLUP_ADD_NEW_CALL == _ROLLUP_ADD:  # the text it rewrites changed
-    raise AssertionError("usage rollup statement out of date")
+_ROLLUP_ADD_NEW_CALL = _rollup_move(
+    "", "FROM (SELECT ? AS dedup_key, ? AS m, hex(?) AS owner, ? AS provider, ? AS model, ? AS ts_ms,"
+        " ? AS input, ? AS output, ? AS cache_read, ? AS cache_write, ? AS cost_nanos) AS c"
+        " WHERE NOT EXISTS (SELECT 1 FROM usage_calls u WHERE u.dedup_key = c.dedup_key)")
 
 
 @migration
