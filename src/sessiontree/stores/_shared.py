@@ -371,6 +371,22 @@ def register_step(steps: list[tuple[str, Any]], step: Any) -> Any:
     return step
 
 
+def ledger_row_owner(query: Any, owner: tuple[str | None, str | None],
+                     cwd_filter: Callable[[Any], bool] | None) -> tuple[str | None, str | None] | None:
+    """The ``(session_id, cwd)`` a usage-ledger row owned by ``owner`` (its owning
+    session's id and cwd) is reported under for ``query`` (a
+    :class:`~sessiontree.usagerecords.UsageQuery`), or ``None`` when the query's
+    ``cwd`` filter (``cwd_filter(cwd) -> bool``) drops it. A store-wide query that
+    is not per session reports ``(None, None)``: rows of several owners become
+    one, as :func:`~sessiontree.usagerecords.aggregate` sums them (docs/usage.md).
+    """
+    if query.session_id is not None:
+        return owner
+    if query.cwd is not None and cwd_filter is not None and not cwd_filter(owner[1]):
+        return None
+    return owner if query.per_session else (None, None)
+
+
 def check_replacement_header(session_id: str, header: Any) -> str:
     """Validate a header given to ``replace_header(session_id, header)``; return its id.
 

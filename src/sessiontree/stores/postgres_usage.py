@@ -36,6 +36,7 @@ from typing import Any
 
 from .. import jsonio
 from ..usagerecords import BUCKET_MS, UsageQuery, UsageRow, records_from_entry
+from ._shared import ledger_row_owner
 from .postgres import DERIVED_INDEXES, _text, migration
 
 __all__ = ["LEDGER", "UsageLedger", "m004_usage_ledger", "query_usage"]
@@ -203,12 +204,10 @@ def query_usage(conn: Any, query: UsageQuery, cwd_of: Callable[[list[str]], dict
             owners.update({sid: (sid, cwd) for sid, cwd in cwds.items()})
     merged: dict[tuple[Any, ...], UsageRow] = {}
     for row in rows:
-        session_id, cwd = owners[row[0]]
-        if query.session_id is None:
-            if query.cwd is not None and cwd_filter is not None and not cwd_filter(cwd):
-                continue
-            if not query.per_session:
-                session_id = cwd = None  # rows of several owners become one, as aggregate() sums them
+        reported = ledger_row_owner(query, owners[row[0]], cwd_filter)
+        if reported is None:
+            continue
+        session_id, cwd = reported
         calls, tokens, cost = int(row[7]), [int(value) for value in row[8:12]], int(row[12])
         per_call = bool(row[6])
         key = (session_id, cwd, row[1], row[2], int(row[3]), bool(row[4]), bool(row[5]), per_call,

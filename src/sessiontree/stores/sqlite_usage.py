@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..usagerecords import BUCKET_MS, UsageQuery, UsageRow, records_from_entry
+from ._shared import ledger_row_owner
 from .sqlite import DERIVED_INDEXES, _db, migration
 
 __all__ = ["LEDGER", "UsageLedger", "query_usage", "rebuild_rollup"]
@@ -464,12 +465,10 @@ def _query_calls(conn: sqlite3.Connection, query: UsageQuery, cwd_filter: Any) -
         owners = _owners(conn, {row[0] for row in rows}) if sessions else {None: (None, None)}
     result = []
     for row in rows:
-        session_id, cwd = owners[row[0]]
-        if query.session_id is None:
-            if query.cwd is not None and cwd_filter is not None and not cwd_filter(cwd):
-                continue
-            if not query.per_session:
-                session_id = cwd = None
+        reported = ledger_row_owner(query, owners[row[0]], cwd_filter)
+        if reported is None:
+            continue
+        session_id, cwd = reported
         result.append(UsageRow(session_id, cwd, _text(row[1]), _text(row[2]), row[3], bool(row[4]), bool(row[5]),
                                bool(row[6]), *row[7:]))
     return result
