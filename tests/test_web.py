@@ -19,7 +19,7 @@ from sessiontree.format import read_session_file  # noqa: E402
 from sessiontree.web import page, view  # noqa: E402
 from sessiontree.web.app import ViewerConfig, create_app  # noqa: E402
 
-from web_support import EVIL_ID, EXAMPLES, HOSTILE_ID, add_evil_session, add_hostile_session  # noqa: E402
+from web_support import CORPUS, EVIL_ID, EXAMPLES, HOSTILE_ID, add_evil_session, add_hostile_session  # noqa: E402
 
 
 def _manager(name: str) -> SessionManager:
@@ -56,6 +56,31 @@ def test_tree_rows_mark_branches_labels_leaf_and_path():
     assert tree.rows[rows["a1000002"][8]][0] == "a100000e"
     # subtree_end covers every descendant.
     assert rows["a1000005"][7] == len(tree.rows) - 1
+
+
+@pytest.mark.parametrize("path", [EXAMPLES / "branching.jsonl", EXAMPLES / "compaction.jsonl",
+                                  EXAMPLES / "interrupted.jsonl",
+                                  CORPUS / "pi-v1" / "pi-mono-before-compaction.jsonl"], ids=lambda p: p.name)
+def test_tree_layout_over_positions_equals_the_general_layout(path):
+    # build_tree_data lays out over entry positions; the TreeNode layout is the general
+    # path it falls back to (cycles). Both must give the same rows wherever both apply.
+    manager = SessionManager.from_parsed(read_session_file(path))
+    fast = view.build_tree_data(manager).rows
+    assert fast == view._build_tree_data_nodes(manager).rows
+    assert len(fast) == len(manager.get_entries())
+
+
+def test_tree_layout_of_a_session_with_a_parent_cycle_takes_the_general_path():
+    entry = {"type": "custom", "customType": "step", "timestamp": "2026-01-01T00:00:00.000Z"}
+    header = {"type": "session", "version": 4, "id": "cyc", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/tmp"}
+    entries = [{**entry, "id": "r", "parentId": None}, {**entry, "id": "c", "parentId": "r"},
+               {**entry, "id": "x", "parentId": "y"}, {**entry, "id": "y", "parentId": "x"}]
+    manager = SessionManager.in_memory("/tmp", entries=[header, *entries])
+    rows = view.build_tree_data(manager).rows
+    # x and y hang from each other (docs/rules/tree.md): no root reaches them, so the
+    # position layout gives up and the general one decides what is drawn.
+    assert rows == view._build_tree_data_nodes(manager).rows
+    assert [r[0] for r in rows][:2] == ["r", "c"]
 
 
 def test_tree_layout_is_iterative_on_a_deep_chain():

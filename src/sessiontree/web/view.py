@@ -523,17 +523,9 @@ def _timestamp_ms(entry: Mapping[str, Any]) -> float:
 
 
 def _build_tree_data_nodes(manager: SessionManager, *, summaries: bool = True) -> TreeData:
-    """:func:`build_tree_data` over :meth:`SessionManager.get_tree` (the general path, cycles included).
-
-    With ``summaries=False`` the one-line summaries are left ``None`` for
-    :meth:`TreeData.summaries` to fill in on demand: summarising 100,000
-    entries costs seconds, and a page draws a few dozen rows at a time.
-
-    A node with one child continues at the same depth; the children of a
-    branch point (oldest first, as :meth:`SessionManager.get_tree` orders
-    them) each start a branch one level deeper. Iterative (an explicit stack),
-    linear in the number of entries.
-    """
+    """:func:`build_tree_data` over :meth:`SessionManager.get_tree`: the general path,
+    for sessions with a parent cycle (same rows as the position layout elsewhere;
+    tests/test_web.py checks both agree)."""
     roots = manager.get_tree()
     leaf_id = manager.get_leaf_id()
     active = {e.get("id") for e in manager.get_branch()}
