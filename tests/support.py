@@ -106,3 +106,13 @@ def start_append_paused_in_write(store, session_id: str, entries: list[dict]):
     finally:
         jsonl_module._write_all = real_write  # the paused call keeps its own reference
     return worker, release
+
+
+def field_paths(value: object, prefix: tuple = ()) -> list[tuple]:
+    """Every path (keys and list indexes) to a value inside ``value``, outermost first."""
+    paths: list[tuple] = []
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        paths.append((*prefix, key))
+        paths.extend(field_paths(item, (*prefix, key)))
+    return paths

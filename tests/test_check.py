@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import field_paths  # noqa: E402
 
 from sessiontree import check as check_module
 from sessiontree.check import (
@@ -696,14 +697,7 @@ _ALL_TYPES_SESSION = [
 _JSON_SAMPLES = [None, True, 3, 2.5, "x", ["a", {"role": "user"}], {"role": ["user"], "type": {}}]
 
 
-def _field_paths(value: object, prefix: tuple = ()) -> list[tuple]:
-    """Every path (keys and list indexes) to a value inside ``value``, outermost first."""
-    paths: list[tuple] = []
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for key, item in items:
-        paths.append((*prefix, key))
-        paths.extend(_field_paths(item, (*prefix, key)))
-    return paths
+_field_paths = field_paths
 
 
 def _substituted(records: list, index: int, path: tuple, replacement: object) -> bytes:

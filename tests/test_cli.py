@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 import pytest
-from click.testing import CliRunner
+from cli_support import cli_runner, run_cli  # noqa: E402
 
 from sessiontree.cli import cli
 from sessiontree.format import read_session_file
@@ -51,24 +51,8 @@ def db(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'sessions.db'}"
 
 
-def _runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # click 8.1
-    except TypeError:
-        return CliRunner()  # click >= 8.2 keeps stderr apart
-
-
-def run(store: str | None, *args: str, input: str | None = None, code: int = 0):
-    """Invoke ``sessiontree [--store STORE] ARGS`` and check the exit status."""
-    argv = (["--store", store] if store else []) + list(args)
-    result = _runner().invoke(cli, argv, input=input, catch_exceptions=False)
-    assert result.exit_code == code, (argv, result.exit_code, result.stdout, result.stderr)
-    if code == 1:
-        # A user error: exactly one line on stderr, no traceback.
-        lines = [line for line in result.stderr.splitlines() if line.strip()]
-        assert lines and lines[-1].startswith("sessiontree: error: "), result.stderr
-        assert "Traceback" not in result.stderr
-    return result
+_runner = cli_runner
+run = run_cli
 
 
 def run_json(store: str | None, *args: str, code: int = 0):

@@ -46,6 +46,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import field_paths  # noqa: E402
 
 from sessiontree import jsonio
 from sessiontree.check import CODES, check_bytes, repair_bytes
@@ -189,13 +190,7 @@ _JSON_VALUES: list[object] = [None, True, False, 0, -1, 1.5, 1e308, 2**70, "", "
                               {"role": ["user"]}, {"type": {}}, {"content": None}]
 
 
-def _field_paths(value: object, prefix: tuple = ()) -> list[tuple]:
-    paths: list[tuple] = []
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for key, item in items:
-        paths.append((*prefix, key))
-        paths.extend(_field_paths(item, (*prefix, key)))
-    return paths
+_field_paths = field_paths
 
 
 # Fields some rule reads: chosen half of the time, so each is hit often.

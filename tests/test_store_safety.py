@@ -20,11 +20,16 @@ import time
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_support import cli_runner, run_cli  # noqa: E402
 
 from sessiontree import jsonio
 from sessiontree.cli import cli
-from sessiontree.errors import CorruptEntryError, InvalidSessionError, StorageError, StoreOpenError
+from sessiontree.errors import (
+    CorruptEntryError,
+    InvalidSessionError,
+    StorageError,
+    StoreOpenError,
+)
 from sessiontree.stores import JsonlStore, SqliteStore, open_store
 from sessiontree.stores import jsonl as jsonl_module
 from sessiontree.stores import sqlite as sqlite_module
@@ -50,21 +55,11 @@ def digest(path: Path) -> dict[str, str | None]:
     return out
 
 
-def _runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # click 8.1
-    except TypeError:
-        return CliRunner()
+_runner = cli_runner
 
 
 def run(store: str | None, *args: str, code: int = 0):
-    argv = (["--store", store] if store else []) + list(args)
-    result = _runner().invoke(cli, argv, catch_exceptions=False)
-    assert result.exit_code == code, (argv, result.exit_code, result.stdout, result.stderr)
-    if code == 1:
-        lines = [line for line in result.stderr.splitlines() if line.strip()]
-        assert len(lines) == 1 and lines[0].startswith("sessiontree: error: "), result.stderr
-    return result
+    return run_cli(store, *args, code=code, one_error_line=True)
 
 
 @pytest.fixture(autouse=True)

@@ -17,11 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_support import run_cli  # noqa: E402
 
 from sessiontree import jsonio
 from sessiontree import sync as sync_module
-from sessiontree.cli import cli
 from sessiontree.errors import InvalidSessionError, SessionError
 from sessiontree.format import read_session_file
 from sessiontree.sources import agent_sources
@@ -47,21 +46,7 @@ def _fake_home(tmp_path, monkeypatch):
     return home
 
 
-def _runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # click 8.1
-    except TypeError:
-        return CliRunner()
-
-
-def run(store: str | None, *args: str, code: int = 0):
-    argv = (["--store", store] if store else []) + list(args)
-    result = _runner().invoke(cli, argv, catch_exceptions=False)
-    assert result.exit_code == code, (argv, result.exit_code, result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr
-    if code == 1:
-        assert result.stderr.strip().splitlines()[-1].startswith("sessiontree: error: ")
-    return result
+run = run_cli
 
 
 def run_json(store: str | None, *args: str, code: int = 0):

@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_support import cli_runner  # noqa: E402
 
 from sessiontree.cli import cli
 
@@ -145,11 +145,7 @@ def _isolated(tmp_path, monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
-def _runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # click 8.1
-    except TypeError:
-        return CliRunner()  # click >= 8.2 keeps stderr apart
+_runner = cli_runner
 
 
 def _assert_clean(text: str, mode: str, where: str) -> None:
