@@ -77,8 +77,10 @@ def open_lazy(store: SessionStore, session_id: str) -> tuple[dict[str, Any], Laz
     """Open a session reading only what its active branch's projection needs.
 
     Args:
-        store: a store with a cheap :meth:`~sessiontree.stores.base.SessionStore.read_outline`
-            (SQLite).
+        store: any store. Only one that reads outlines from columns, which it says
+            by having ``recent_entry_types(session_id, count)`` (SQLite), is
+            opened lazily; for any other this returns ``None`` at once (its
+            generic outline is a full read).
         session_id: the exact session id.
 
     Returns:
@@ -92,7 +94,7 @@ def open_lazy(store: SessionStore, session_id: str) -> tuple[dict[str, Any], Laz
         StorageError: the store could not be read.
     """
     probe = getattr(store, "recent_entry_types", None)
-    if probe is not None and "compaction" not in probe(session_id, PROBE):
+    if probe is None or "compaction" not in probe(session_id, PROBE):
         # No compaction near the end: the context is (nearly) the whole branch, and the
         # outline would only add to the full load. A few thousand row look-ups decide.
         return None

@@ -229,7 +229,7 @@ class SessionManager:
         """
         validate_session_id(session_id)
         target = _store_or_dir(store)
-        if lazy and isinstance(target, SqliteStore):
+        if lazy:  # the store decides whether it can (open_lazy returns None otherwise)
             opened = open_lazy(target, session_id)
             if opened is not None:
                 header, tree, builder = opened
