@@ -207,6 +207,7 @@ class _Settled:
 
     @property
     def ok(self) -> bool:
+        """Whether the job ran and raised nothing."""
         return self.ran and self.error is None
 
 
@@ -338,6 +339,7 @@ class _Lease:
         self._lock = threading.Lock()
 
     def retain(self) -> _Lease:
+        """Take one more reference to the store (each :meth:`release` gives one back); returns self."""
         with self._lock:
             self._refs += 1
         return self
@@ -395,6 +397,7 @@ class _AnyEvent:
         self._events = [event for event in events if event is not None]
 
     def is_set(self) -> bool:
+        """Whether any of the events is set."""
         return any(event.is_set() for event in self._events)
 
 

@@ -753,13 +753,16 @@ class _Analysis:
     # -- reporting
 
     def problem(self, code: str, line: int | None, message: str, entry_id: str | None = None) -> None:
+        """Record a problem ``code`` (a key of ``CODES``, which gives its severity) at file ``line``."""
         self.problems.append(Problem(code, CODES[code].severity, self.path, line, message, entry_id))
 
     def change(self, code: str, line: int | None, description: str, entry_id: str | None = None,
                dropped: bytes | None = None) -> None:
+        """Record a repair ``code`` made at file ``line`` (``dropped``: the bytes it removed, if any)."""
         self.changes.append(Change(code, line, description, entry_id, dropped))
 
     def sorted_problems(self) -> list[Problem]:
+        """The problems by file line (file-level ones, line ``None``, first)."""
         # Stable: within a line, problems keep the order in which they were found.
         return sorted(self.problems, key=lambda p: p.line or 0)
 
@@ -1421,6 +1424,7 @@ class _Analysis:
             current = found[1]
 
     def output(self) -> bytes:
+        """The repaired file's bytes: lines kept as written, changed records re-serialized, dropped ones left out."""
         lines: list[bytes] = []
         for item in self.items:
             if isinstance(item, _Kept):

@@ -77,6 +77,7 @@ class _Group(click.Group):
     """The command group; maps library errors to :class:`UserError` in one place."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        """Run the command, turning library errors into one ``sessiontree: error:`` line."""
         try:
             return super().invoke(ctx)
         except BrokenPipeError:
