@@ -626,3 +626,18 @@ def test_a_boundary_far_from_the_end_is_not_worth_an_outline(tmp_path, monkeypat
     monkeypatch.setattr(lazy_module, "PROBE", 11)
     assert isinstance(SessionManager.open(store, SID)._tree, LazySessionTree)
     store.close()
+
+
+def test_both_partial_reads_refuse_a_header_that_fails_its_checksum(tmp_path):
+    # One header check (SqliteStore._scan) serves the outline and the skeleton, as load has its own.
+    _store(tmp_path / "s.db", _session_with_boundary()).close()
+    conn = sqlite3.connect(tmp_path / "s.db")
+    with conn:
+        header_json = conn.execute("SELECT header_json FROM sessions WHERE id = ?", (SID,)).fetchone()[0]
+        conn.execute("UPDATE sessions SET header_json = ? WHERE id = ?",
+                     (bytes(header_json).replace(b'"cwd"', b'"cwD"'), SID))
+    conn.close()
+    store = SqliteStore(tmp_path / "s.db")
+    for read in (store.load, store.read_outline, store.read_skeleton):
+        with pytest.raises(CorruptEntryError):
+            read(SID)

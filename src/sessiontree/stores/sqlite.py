@@ -1104,33 +1104,41 @@ class SqliteStore(StoreBase):
         """Same as :meth:`load`: stored sessions are always format 4, loading writes nothing."""
         return self.load(session_id)
 
-    def _scan(self, conn: sqlite3.Connection, session_id: str, header_columns: str, entry_columns: str,
-              params: Sequence[Any] = ()) -> tuple[Sequence[Any], list[Any]]:
-        """The session's ``sessions`` row (``header_columns``) and one row of
-        ``entry_columns`` per entry in file order, by one ordered scan of the primary
-        key: the SQL reading path of the reads that take a few columns of every entry
-        (:meth:`read_skeleton`, :meth:`read_outline`). ``params`` fill the ``?`` of
-        ``entry_columns``.
+    def _scan(self, conn: sqlite3.Connection, session_id: str, entry_columns: str,
+              params: Sequence[Any] = ()) -> tuple[dict[str, Any], bytes, list[Any]]:
+        """The session's header (parsed, and its stored bytes), checked against its CRC-32 (where the schema records
+        it) and parsed, and one row of ``entry_columns`` per entry in file order, by
+        one ordered scan of the primary key: the reading path of the reads that take
+        a few columns of every entry (:meth:`read_skeleton`, :meth:`read_outline`).
+        ``params`` fill the ``?`` of ``entry_columns``.
 
         Raises:
             SessionNotFoundError: no such id.
+            CorruptEntryError: the header's bytes fail their checksum.
+            InvalidSessionError: the header is not a JSON object.
         """
         if not self._ready(conn):
             raise SessionNotFoundError(session_id, self.url)
         key = _db(session_id)
-        row = conn.execute(f"SELECT {header_columns} FROM sessions WHERE id = ?", (key,)).fetchone()
+        crc = self._has_crc
+        row = conn.execute(f"SELECT header_json, {'header_crc' if crc else 'NULL'} FROM sessions WHERE id = ?",
+                           (key,)).fetchone()
         if row is None:
             raise SessionNotFoundError(session_id, self.url)
-        return row, conn.execute(f"SELECT {entry_columns} FROM entries WHERE session_id = ? ORDER BY seq",
-                                 (*params, key)).fetchall()
+        header_raw = row[0] if isinstance(row[0], bytes) else row[0].encode("utf-8", "surrogatepass")
+        if crc and (row[1] is None or _crc(header_raw) != row[1]):
+            raise CorruptEntryError(session_id, None, 1, f"{self.url}#{session_id}")
+        header = self._parse_record(header_raw, key, 1)
+        return header, header_raw, conn.execute(
+            f"SELECT {entry_columns} FROM entries WHERE session_id = ? ORDER BY seq", (*params, key)).fetchall()
 
     def read_skeleton(self, session_id: str) -> ParsedSession:
         """The session's header and skeleton entries (see ``SessionStore.read_skeleton``),
         from the ``entries`` columns plus the first bytes of each message (its role,
         ``_shared.ROLE_HEAD``); only the rare label, leaf, session-info and compaction
         records, and messages whose first bytes do not show the role plainly, are
-        parsed whole. No CRC pass (``read_entries`` and ``load`` check the records
-        they return). The same skeletons as the generic fallback. One ordered scan
+        parsed whole. The header's CRC is checked (``_scan``); the entries' are not
+        (``read_entries`` and ``load`` check the records they return). The same skeletons as the generic fallback. One ordered scan
         (``_scan``), the one :meth:`read_outline` makes for its own columns.
         """
         from ..tree import SKELETON_FIELDS
@@ -1138,13 +1146,11 @@ class SqliteStore(StoreBase):
         key = _db(session_id)
         kinds = ("compaction", *SKELETON_FIELDS)
         with self._read() as conn:
-            row, rows = self._scan(
-                conn, session_id, "header_json",
+            header, header_raw, rows = self._scan(
+                conn, session_id,
                 "id, parent_id, type, timestamp, CASE WHEN type = 'message'"
                 f" THEN CAST(substr(json, 1, {ROLE_HEAD_BYTES}) AS BLOB) END,"
                 f" CASE WHEN type IN ({', '.join('?' * len(kinds))}) THEN json END, seq", kinds)
-            header_raw = row[0] if isinstance(row[0], bytes) else row[0].encode("utf-8", "surrogatepass")
-            header = self._parse_record(header_raw, key, 1)
 
             def fetch_whole(seqs: list[Any]) -> dict[Any, Any]:
                 return {seq: text for batch in _rows_in(conn, "seq, json", key, "seq", seqs) for seq, text in batch}
@@ -1344,15 +1350,9 @@ class SqliteStore(StoreBase):
             InvalidSessionError: the header is not a JSON object.
             StorageError: the database could not be read.
         """
-        key = _db(session_id)
         crc = self._has_crc
         with self._read() as conn:
-            row, rows = self._scan(conn, session_id, f"header_json, {'header_crc' if crc else 'NULL'}",
-                                   f"seq, id, parent_id, type{', crc' if crc else ''}")
-        header_raw = row[0] if isinstance(row[0], bytes) else row[0].encode("utf-8", "surrogatepass")
-        if crc and (row[1] is None or _crc(header_raw) != row[1]):
-            raise CorruptEntryError(session_id, None, 1, f"{self.url}#{session_id}")
-        header = self._parse_record(header_raw, key, 1)
+            header, _, rows = self._scan(conn, session_id, f"seq, id, parent_id, type{', crc' if crc else ''}")
         columns: list[Sequence[Any]] = list(zip(*rows)) if rows else [()] * (5 if crc else 4)
         del rows
         for index in (1, 2, 3):
