@@ -93,9 +93,9 @@ class HeldStore:
     def create(self, header, entries=(), raw=None, *, path=None):
         return self._write("create", lambda: self.inner.create(header, entries, raw, path=path))
 
-    def load(self, session_id):
+    def load(self, session_id, *, keep_raw=True):
         self.threads.append(("load", threading.get_ident()))
-        return self.inner.load(session_id)
+        return self.inner.load(session_id, keep_raw=keep_raw)
 
 
 async def wait_entered(held: HeldStore) -> None:

@@ -1414,3 +1414,12 @@ def test_schema_steps_run_in_number_order_whoever_registers_first():
     with pytest.raises(ValueError, match="m001_initial"):
         register_step(steps, step_without_number)
     assert [name for name, _ in steps] == ["m001_first", "m002_second"]
+
+
+def test_load_without_the_stored_texts_gives_the_same_session(store):
+    # SessionStore.load(keep_raw=False): what SessionManager.open asks of every store.
+    store.create(header("k1"), [custom("e1"), custom("e2", "e1")])
+    full, lean = store.load("k1"), store.load("k1", keep_raw=False)
+    assert (lean.header, lean.entries) == (full.header, full.entries)
+    assert lean.raw == [None, None] and all(isinstance(text, bytes) for text in full.raw)
+    assert [lean.entry_bytes(i) for i in range(2)] == [jsonio.dumps(e) for e in full.entries]

@@ -45,7 +45,6 @@ from .stores import open_store
 from .stores.base import CancelEvent, ProgressCallback, SessionStore
 from .stores.jsonl import JsonlStore
 from .stores.memory import MemoryStore
-from .stores.sqlite import SqliteStore
 from .tree import Entry, NameState, SessionTree, TreeNode
 
 __all__ = ["SessionManager", "now_iso"]
@@ -238,9 +237,9 @@ class SessionManager:
                 manager._tree = tree
                 manager._projector = (tree, len(tree), builder)
                 return manager
-        # The manager keeps only the entries: a SQLite store then frees each
-        # stored text as soon as it is parsed (a third less memory held).
-        parsed = target.load(session_id, keep_raw=False) if isinstance(target, SqliteStore) else target.load(session_id)
+        # The manager keeps only the entries: the store need not hold the stored texts
+        # (SQLite frees each as soon as it is parsed: a third less memory held).
+        parsed = target.load(session_id, keep_raw=False)
         cwd = cwd_override if cwd_override is not None else (parsed.header.get("cwd") or os.getcwd())
         return cls(target, parsed.header, parsed.entries, cwd=cwd, saved=True)
 

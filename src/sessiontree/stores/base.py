@@ -262,11 +262,16 @@ class SessionStore(Protocol):
         """
         ...
 
-    def load(self, session_id: str) -> ParsedSession:
+    def load(self, session_id: str, *, keep_raw: bool = True) -> ParsedSession:
         """The session's header and entries (format 4).
 
         A JSONL store that finds an older format persists the format-4 upgrade
         atomically under the file lock before returning (docs/rules/decisions.md D-9).
+
+        With ``keep_raw=False`` :attr:`ParsedSession.raw` holds ``None`` for every
+        entry (:meth:`ParsedSession.entry_bytes` then serializes on demand), for a
+        caller that keeps only the entries (``SessionManager.open``): the stored
+        texts are not held, and SQLite frees each as soon as it is parsed.
 
         Raises:
             SessionNotFoundError: no such id.

@@ -1340,9 +1340,9 @@ class JsonlStore(StoreBase):
             self._forget(session_id)
         raise SessionNotFoundError(session_id, self.directory)
 
-    def load(self, session_id: str) -> ParsedSession:
+    def load(self, session_id: str, *, keep_raw: bool = True) -> ParsedSession:
         """Read the session into format 4; persist an older format's upgrade first
-        (docs/rules/decisions.md D-9).
+        (docs/rules/decisions.md D-9). ``keep_raw``: see ``SessionStore.load``.
 
         The upgrade is written atomically under the exclusive lock; the result
         then has ``upgraded == False`` (the file is format 4), while
@@ -1354,7 +1354,10 @@ class JsonlStore(StoreBase):
             StorageError: the file could not be read, or the upgrade not written.
         """
         if self.readonly:
-            return self.read(session_id)  # upgraded in memory only
+            parsed = self.read(session_id)  # upgraded in memory only
+            if not keep_raw:
+                parsed.raw = [None] * len(parsed.entries)
+            return parsed
         for _ in range(_ATTEMPTS):
             path = self._require(session_id)
             try:
@@ -1362,6 +1365,8 @@ class JsonlStore(StoreBase):
             except FileNotFoundError:
                 parsed = None
             if parsed is not None:
+                if not keep_raw:
+                    parsed.raw = [None] * len(parsed.entries)
                 return parsed
             self._forget(session_id)
         raise SessionNotFoundError(session_id, self.directory)

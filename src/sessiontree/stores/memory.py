@@ -211,8 +211,9 @@ class MemoryStore(StoreBase):
         """Same as :meth:`load`: a memory store never has anything to upgrade."""
         return self.load(session_id)
 
-    def load(self, session_id: str) -> ParsedSession:
-        """The session as fresh objects parsed from the stored text.
+    def load(self, session_id: str, *, keep_raw: bool = True) -> ParsedSession:
+        """The session as fresh objects parsed from the stored text (``keep_raw``: see
+        ``SessionStore.load``).
 
         Raises:
             SessionNotFoundError: no such id.
@@ -225,7 +226,7 @@ class MemoryStore(StoreBase):
         return ParsedSession(
             header=loads(header_raw),
             entries=[loads(text) for text in raw],
-            raw=raw,
+            raw=raw if keep_raw else [None] * len(raw),
             header_raw=header_raw,
             source_version=CURRENT_VERSION,
             upgraded=False,

@@ -1056,8 +1056,9 @@ class PostgresStore(StoreBase):
         """Same as :meth:`load`: stored sessions are always format 4, loading writes nothing."""
         return self.load(session_id)
 
-    def load(self, session_id: str) -> ParsedSession:
-        """The session's header and entries, read in one snapshot, each record's CRC-32 checked.
+    def load(self, session_id: str, *, keep_raw: bool = True) -> ParsedSession:
+        """The session's header and entries, read in one snapshot, each record's CRC-32 checked
+        (``keep_raw``: see ``SessionStore.load``).
 
         Raises:
             SessionNotFoundError: no such id.
@@ -1088,15 +1089,16 @@ class PostgresStore(StoreBase):
             if value != crc:
                 raise CorruptEntryError(session_id, entry_id, index + 2, where)
         with gc_paused():
-            return self._parsed(session_id, header_raw, texts)
+            return self._parsed(session_id, header_raw, texts, keep_raw)
 
-    def _parsed(self, session_id: str, header_raw: bytes, texts: list[bytes]) -> ParsedSession:
+    def _parsed(self, session_id: str, header_raw: bytes, texts: list[bytes],
+                keep_raw: bool = True) -> ParsedSession:
         header = self._parse_record(header_raw, session_id, 1)
         entries = []
         where = f"{self.url}#{session_id}"
         for index, text in enumerate(texts):
             entries.append(self._entry(text, session_id, index + 2, where))
-        raw: list[bytes | None] = list(texts)
+        raw: list[bytes | None] = list(texts) if keep_raw else [None] * len(texts)
         return ParsedSession(header=header, entries=entries, raw=raw, header_raw=header_raw,
                              source_version=CURRENT_VERSION, upgraded=False,
                              lines=list(range(2, len(raw) + 2)), path=None)
