@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import field_paths  # noqa: E402
+from support import field_paths
 
 from sessiontree import check as check_module
 from sessiontree.check import (

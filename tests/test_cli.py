@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 import pytest
-from cli_support import cli_runner, run_cli  # noqa: E402
+from cli_support import cli_runner, run_cli
 
 from sessiontree.cli import cli
 from sessiontree.format import read_session_file

@@ -46,7 +46,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import field_paths  # noqa: E402
+from support import field_paths
 
 from sessiontree import jsonio
 from sessiontree.check import CODES, check_bytes, repair_bytes

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_support import cli_runner, run_cli  # noqa: E402
+from cli_support import cli_runner, run_cli
 
 from sessiontree import jsonio
 from sessiontree.cli import cli

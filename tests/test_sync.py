@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_support import run_cli  # noqa: E402
+from cli_support import run_cli
 
 from sessiontree import jsonio
 from sessiontree import sync as sync_module

@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from cli_support import cli_runner  # noqa: E402
+from cli_support import cli_runner
 
 from sessiontree.cli import cli
 
