@@ -130,12 +130,13 @@ def fill(store):
 
 def fill_tail(path):
     """The corpus written as agents write it: each session created with its first
-    entry, then one append per entry. Those appends stay pending (not merged into
-    FTS5: only creating a session merges, and every session is created first); the
-    store is reopened read-only, so searches scan the tail and write nothing."""
+    entry, those settled into FTS5 (as an import or a sync does at its end), then one
+    append per entry. The appends stay pending (no write merges anything); the store
+    is reopened read-only, so searches scan the tail and write nothing."""
     writer = SqliteStore(path)
     for head, entries in CORPUS:
         writer.create(head, entries[:1])
+    assert writer.settle_derived() == len(CORPUS)  # one record per session, each merged
     for head, entries in CORPUS:
         for entry in entries[1:]:
             writer.append(head["id"], [entry])
@@ -464,23 +465,29 @@ def pending_count(store):
                                " ON m.session_id = e.session_id WHERE e.seq > coalesce(m.seq, -1)").fetchone()[0]
 
 
-def test_pending_tail_is_found_ranked_first_and_merged_by_creation(tmp_path):
-    """Appends write no index row; their entries are scanned (pending first, by
-    scan_score), until creating a session merges them; then bm25 orders them all."""
+def test_pending_tail_is_found_ranked_first_and_merged_by_settle(tmp_path):
+    """Writes add no index row; their entries are scanned (pending first, by
+    scan_score); creating a session merges nothing either; settling merges them all,
+    and then bm25 orders every hit."""
     path = tmp_path / "t.db"
     store = fill_tail(path)
     store.close()
     store = SqliteStore(path)
-    assert pending_count(store) > 0
+    tail_before = pending_count(store)
+    assert tail_before > 0
     hits = store.search("retry", limit=None)
     assert ids(hits) == EXPECTED["retry"]
     merged = {row[0] for row in store._conn.execute("SELECT entry_id FROM search_entries")}
     tail = [hit for hit in hits if hit.entry_id not in merged]
     assert hits[:len(tail)] == tail and tail  # the pending hits come first...
+    assert len(tail) < len(hits)  # ...before merged ones
     assert [h.rank for h in tail] == sorted((h.rank for h in tail), reverse=True)  # ...best first
     assert [h.entry_id for h in store.search("retry", limit=2)] == [h.entry_id for h in hits[:2]]
-    # Creating a session merges every pending entry (bulk, in its transaction).
+    # Creating a session merges nothing: its one record joins the tail.
     store.create(header("sess-delta", "/w/delta"), [msg("d1000001", None, "user", "no match here")])
+    assert pending_count(store) == tail_before + 1
+    # Settling merges every pending record, in short transactions.
+    assert store.settle_derived() == tail_before + 1
     assert pending_count(store) == 0
     assert [h.entry_id for h in store.search("retry", limit=None)] == [
         "a7000007", "a5000005", "a1000001", "b4000004", "a8000008", "a2000002", "c2000002"]  # the pinned bm25 order
@@ -498,15 +505,32 @@ def test_readonly_search_of_a_pending_tail_writes_nothing(tmp_path):
     assert {name: (tmp_path / name).read_bytes() for name in os.listdir(tmp_path)} == files
 
 
-def test_backstop_merges_a_long_tail(tmp_path, monkeypatch):
+def test_no_write_merges_and_a_search_merges_a_long_tail(tmp_path, monkeypatch):
+    """Appends never merge, however long the tail; a search on a writable store that
+    finds more than MAX_PENDING pending records merges them first (in transactions
+    of SETTLE_BUDGET records), and a read-only one scans them and writes nothing."""
     monkeypatch.setattr(sqlite_search, "MAX_PENDING", 3)
+    monkeypatch.setattr(sqlite_module, "SETTLE_BUDGET", 2)
     store = fill(SqliteStore(tmp_path / "s.db"))
+    store.settle_derived()
     parent = "b4000004"
     for index in range(5, 9):
         store.append("sess-beta", [msg(f"b{index}00000{index}", parent, "user", f"zebra {index}", index)])
         parent = f"b{index}00000{index}"
-        assert pending_count(store) == (index - 4 if index < 8 else 0)  # the 4th append crosses 3
+        assert pending_count(store) == index - 4  # the 4th append crosses 3: still nothing merged
+    store.close()
+    readonly = SqliteStore(tmp_path / "s.db", readonly=True)
+    assert ids(readonly.search("zebra", limit=None)) == {"b5000005", "b6000006", "b7000007", "b8000008"}
+    assert pending_count(readonly) == 4
+    readonly.close()
+    store = SqliteStore(tmp_path / "s.db")
+    calls = []
+    real = sqlite_search.merge_pending
+    monkeypatch.setattr(sqlite_search, "merge_pending",
+                        lambda conn, budget=None: calls.append(budget) or real(conn, budget))
     assert ids(store.search("zebra", limit=None)) == {"b5000005", "b6000006", "b7000007", "b8000008"}
+    assert pending_count(store) == 0
+    assert calls == [2, 2, 2]  # 2 + 2 records, then an empty round that ends the settle
     store.close()
 
 

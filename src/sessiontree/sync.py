@@ -517,9 +517,9 @@ class Syncer:
             report.files.append(self.sync_file(path))
             if on_file is not None:
                 on_file(path)
-        if not self.dry_run and any(r.status == "grown" for r in report.files):
-            # Grown sessions were appended to: let the store finish what appends defer
-            # (the search tail), so the next session creation does not pay for it.
+        if not self.dry_run and any(r.status in ("new", "grown", "replaced") for r in report.files):
+            # Sessions were written: let the store finish the derived work writes defer
+            # (SQLite's search tail, docs/search.md), here rather than in a later search.
             self.store.settle_derived()
         return report
 

@@ -159,6 +159,8 @@ def import_cmd(ctx: click.Context, app: _App, paths: tuple[str, ...], as_json: b
                 progress.advance(task)
         except KeyboardInterrupt:
             interrupted = True
+    if not interrupted and any(r["status"] == "imported" for r in results):
+        _settle(store, err)
     counts = {s: sum(1 for r in results if r["status"] == s) for s in ("imported", "present", "rejected")}
     left = max(0, len(files) - _files_done(results, files))
     if as_json:
@@ -188,6 +190,20 @@ def import_cmd(ctx: click.Context, app: _App, paths: tuple[str, ...], as_json: b
         ctx.exit(130)
     if counts["rejected"]:
         raise UserError(f"{counts['rejected']} of {len(results)} files rejected")
+
+
+def _settle(store: SessionStore, err: Any) -> None:
+    """Finish the derived work the imports deferred (SQLite's search index merges the
+    new entries; docs/search.md, "When the index is merged"), so the first search
+    after an import reads the index. Ctrl-C stops it between short transactions:
+    what is left stays pending, and searches still find it."""
+    with _progress(err) as progress:
+        progress.add_task("Indexing for search", total=None)
+        try:
+            store.settle_derived()
+        except KeyboardInterrupt:
+            _echo("sessiontree: search indexing interrupted (the imports are kept, and searches"
+                  " still find every entry)", err=True)
 
 
 def _files_done(results: list[dict[str, Any]], files: list[Path]) -> int:

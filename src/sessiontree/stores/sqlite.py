@@ -174,10 +174,17 @@ class DerivedIndex(Protocol):
     def remove(self, conn: sqlite3.Connection, key: Any) -> None:
         """Drop everything derived from the session ``key`` (inside the transaction)."""
 
-    def settle(self, conn: sqlite3.Connection) -> int:
-        """Finish work this index deferred to keep appends cheap (inside a writing
-        transaction); return how many entries it processed (0: nothing was deferred)."""
+    def settle(self, conn: sqlite3.Connection, budget: int | None = None) -> int:
+        """Finish work this index deferred to keep writes cheap (inside a writing
+        transaction): all of it, or about ``budget`` entries. Returns how many
+        entries it processed; fewer than ``budget`` means nothing is left (0:
+        nothing was deferred)."""
 
+
+#: Entries an index settles per write transaction in :meth:`SqliteStore.settle_derived`
+#: (for the search index about 0.2-0.5 s of FTS5 work: the longest a settle holds
+#: the store's write lock, which other writers wait for within their busy timeout).
+SETTLE_BUDGET = 2048
 
 #: Every derived index, maintained by each write in this order. A module adding one
 #: appends it here and registers the schema steps creating its tables.
@@ -1021,18 +1028,25 @@ class SqliteStore(StoreBase):
             conn.execute("DELETE FROM sessions WHERE id = ?", (key,))
 
     def settle_derived(self) -> int:
-        """Finish the derived work appends deferred (the search text left pending, see
-        ``sqlite_search``) in one write transaction, so no later write pays for it. See
-        :meth:`SessionStore.settle_derived`.
+        """Finish the derived work writes deferred (the search text left pending, see
+        ``sqlite_search``), in write transactions of about :data:`SETTLE_BUDGET`
+        entries each, so that no transaction holds the write lock for long and an
+        interruption keeps what was done. See :meth:`SessionStore.settle_derived`.
 
         Returns:
             The number of entries processed.
 
         Raises:
-            StorageError: the store is read-only or the write failed (nothing changed).
+            StorageError: the store is read-only or a write failed (the
+                transactions before it are kept; what is left stays pending).
         """
-        with self._write("settle derived data") as conn:
-            return sum(index.settle(conn) for index in DERIVED_INDEXES)
+        total = 0
+        while True:
+            with self._write("settle derived data") as conn:
+                done = [index.settle(conn, SETTLE_BUDGET) for index in DERIVED_INDEXES]
+            total += sum(done)
+            if all(count < SETTLE_BUDGET for count in done):
+                return total
 
     def reindex(self, session_id: str | None = None) -> int:
         """Recompute all derived data from the entries: the listing columns,

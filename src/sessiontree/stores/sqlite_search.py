@@ -121,6 +121,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import jsonio
+from ..errors import StorageError
 from ..searchtext import (
     SearchFilters,
     SearchHit,
@@ -155,6 +156,8 @@ __all__ = [
     "m008_search_branch",
     "merge_pending",
     "merge_store",
+    "pending_records",
+    "settle_if_due",
     "search_store",
 ]
 
@@ -166,24 +169,32 @@ _INSERT = ("INSERT INTO search_entries (session_id, seq, entry_id, type, role, t
 _INSERT_ROWID = ("INSERT INTO search_entries (rowid, session_id, seq, entry_id, type, role, ts_ms, text)"
                  " VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
 
-#: An append leaving more than this many unmerged entries in its session merges
-#: every pending entry of the store (the backstop bounding the tail a query scans).
+#: A search on a writable store that finds more pending records than this merges
+#: them first (:func:`search_store`): the bound on the tail a query scans, paid by
+#: the reader that would otherwise scan it, never by a write.
 MAX_PENDING = 2048
 
 
-def _parsed(conn: sqlite3.Connection, key: Any, after: int) -> list[tuple[int, dict[str, Any]]]:
-    """Entries of session ``key`` with ``seq > after``, parsed (damaged records skipped:
-    ``load()`` reports them, ``reindex()`` refuses them)."""
+def _parsed(conn: sqlite3.Connection, key: Any, after: int,
+            limit: int | None = None) -> tuple[list[tuple[int, dict[str, Any]]], int, int]:
+    """Entries of session ``key`` with ``seq > after`` (the first ``limit`` records when
+    given), parsed; damaged records are skipped (``load()`` reports them, ``reindex()``
+    refuses them). Returns ``(rows, last, count)``: the parsed ``(seq, entry)`` pairs,
+    the seq of the last record read (``after`` when none) and how many were read, so a
+    merge moves its watermark past damaged records too."""
     out = []
-    for seq, text in conn.execute("SELECT seq, json FROM entries WHERE session_id = ? AND seq > ? ORDER BY seq",
-                                  (key, after)):
+    last, count = after, 0
+    bound = "" if limit is None else f" LIMIT {int(limit)}"
+    for seq, text in conn.execute("SELECT seq, json FROM entries WHERE session_id = ? AND seq > ? ORDER BY seq"
+                                  + bound, (key, after)):
+        last, count = seq, count + 1
         try:
             entry = jsonio.loads(text)
         except ValueError:
             continue
         if isinstance(entry, dict) and isinstance(entry.get("id"), str) and isinstance(entry.get("type"), str):
             out.append((seq, entry))
-    return out
+    return out, last, count
 
 
 def _text_rows(key: Any, rows: Iterable[tuple[int, dict[str, Any]]]) -> list[tuple[Any, ...]]:
@@ -309,57 +320,65 @@ def _merge(conn: sqlite3.Connection, work: Iterable[_Work]) -> int:
     return rowid - first
 
 
-def merge_pending(conn: sqlite3.Connection) -> int:
-    """Merge every pending entry of the store into FTS5 (inside a write transaction).
+def merge_pending(conn: sqlite3.Connection, budget: int | None = None) -> int:
+    """Merge pending entries into FTS5 (inside a write transaction): every one, or
+    about ``budget`` records (the first ones of the sessions written longest ago), so
+    that a caller can settle a long tail in several short transactions and never
+    hold the store's write lock for long (:data:`MERGE_CHUNK`).
 
     The sessions that can hold pending entries are those written since the last
     full merge (``sessions.updated_at`` above ``search_state.updated_at``, an
-    index range); afterwards that mark moves to the newest session. Returns the
-    number of entries with text merged."""
+    index range); once they are all merged that mark moves to the newest session.
+    Returns the number of records the watermarks moved over (0: nothing was
+    pending); fewer than ``budget`` means everything is merged."""
     mark = conn.execute("SELECT updated_at FROM search_state").fetchone()[0]
     dirty = conn.execute("SELECT s.id, coalesce(m.seq, -1) FROM sessions AS s"
                          " LEFT JOIN search_merged AS m ON m.session_id = s.id"
                          " WHERE s.updated_at > ? ORDER BY s.updated_at", (mark,)).fetchall()
     work: list[_Work] = []
+    taken = 0
     for key, after in dirty:
-        rows = _parsed(conn, key, after)
-        if rows:
-            work.append((key, after, rows[-1][0], rows, None))
-    merged = _merge(conn, work)
-    conn.execute("UPDATE search_state SET updated_at = (SELECT coalesce(max(updated_at), 0) FROM sessions)")
-    return merged
+        if budget is not None and taken >= budget:
+            break
+        rows, last, count = _parsed(conn, key, after, None if budget is None else budget - taken)
+        taken += count
+        if count:
+            work.append((key, after, last, rows, None))
+    _merge(conn, work)
+    if budget is None or taken < budget:
+        conn.execute("UPDATE search_state SET updated_at = (SELECT coalesce(max(updated_at), 0) FROM sessions)")
+    return taken
+
+
+def pending_records(conn: sqlite3.Connection) -> int:
+    """How many records are pending (after their session's watermark), from the
+    sessions written since the last full merge: one index range and one
+    primary-key probe per such session, no record read."""
+    if "search_merged" not in _tables(conn):
+        return 0
+    return conn.execute(
+        "SELECT coalesce(sum((SELECT coalesce(max(seq), -1) FROM entries WHERE session_id = s.id)"
+        " - coalesce(m.seq, -1)), 0) FROM sessions AS s LEFT JOIN search_merged AS m ON m.session_id = s.id"
+        " WHERE s.updated_at > (SELECT updated_at FROM search_state)").fetchone()[0]
 
 
 class SearchIndex:
     """The search index as a :class:`~sessiontree.stores.sqlite.DerivedIndex`: merged
-    entries in FTS5, appended ones pending until the next merge (module docstring)."""
+    entries in FTS5, written ones pending until the next merge (module docstring)."""
 
     name = "search"
 
     def add(self, conn: sqlite3.Connection, key: Any, rows: Sequence[tuple[int, dict[str, Any], bytes]]) -> None:
-        """Index new entries of session ``key`` (inside the writing transaction).
-
-        A session without a watermark (just created, replaced, or rebuilt by
-        ``reindex``: :meth:`remove` dropped it) is merged at once, with every
-        other pending entry of the store: bulk writes pay for their index in their
-        own transaction. An append to an indexed session writes nothing: its
-        entries stay pending (found by the scan of the tail) until a merge, or
-        until the session has more than :data:`MAX_PENDING` of them."""
-        mark = _watermark(conn, key)
-        if mark is None:
-            branch: frozenset[str] | None = None
-            if rows and conn.execute("SELECT 1 FROM entries WHERE session_id = ? AND seq < ? LIMIT 1",
-                                     (key, rows[0][0])).fetchone() is None:
-                whole = [(seq, entry) for seq, entry, _ in rows]
-                # The whole session is in hand (valid entries, as their columns were
-                # written from them): its branch needs no read.
-                branch = active_ids([entry for _, entry, _ in rows])
-            else:  # the rows do not start the session (or there are none): read it back
-                whole = _parsed(conn, key, -1)
-            _merge(conn, [(key, -1, whole[-1][0] if whole else -1, whole, branch)])
-            merge_pending(conn)
-        elif rows and rows[-1][0] - mark > MAX_PENDING:
-            merge_pending(conn)
+        """Nothing to write for new entries of session ``key``: they stay pending
+        (found by the scan of the tail) until a merge (module docstring, "The
+        pending tail"). A write moves the session's ``updated_at`` above the mark
+        of the last full merge, which is how queries and merges find it; only
+        ``reindex`` keeps ``updated_at``, so a session without a watermark (just
+        rebuilt) lowers that mark below its own ``updated_at`` when needed (a
+        statement that changes nothing for creations and appends)."""
+        if _watermark(conn, key) is None:
+            conn.execute("UPDATE search_state SET updated_at = (SELECT updated_at - 1 FROM sessions WHERE id = ?)"
+                         " WHERE updated_at >= (SELECT updated_at FROM sessions WHERE id = ?)", (key, key))
 
     def remove(self, conn: sqlite3.Connection, key: Any) -> None:
         """Drop session ``key`` from the index (inside the writing transaction); its
@@ -372,10 +391,16 @@ class SearchIndex:
         conn.execute("DELETE FROM search_entries WHERE session_id = ?", (key,))
         conn.execute("DELETE FROM search_merged WHERE session_id = ?", (key,))
 
-    def settle(self, conn: sqlite3.Connection) -> int:
-        """Merge every pending entry into FTS5 (:func:`merge_pending`); returns how many
-        entries with text were merged."""
-        return merge_pending(conn)
+    def settle(self, conn: sqlite3.Connection, budget: int | None = None) -> int:
+        """Merge pending entries into FTS5: all of them, or about ``budget`` records
+        (:func:`merge_pending`); returns how many records were merged (fewer than
+        ``budget``: nothing is left)."""
+        return merge_pending(conn, budget)
+
+    def reindexed(self, conn: sqlite3.Connection, everything: bool) -> None:
+        """After ``store.reindex()`` rebuilt sessions: merge them now, in the same
+        transaction, so a rebuilt index holds every entry and ranks every hit by bm25."""
+        merge_pending(conn)
 
 
 #: The registered instance (appended to :data:`~sessiontree.stores.sqlite.DERIVED_INDEXES`).
@@ -413,7 +438,7 @@ def m004_search_index(conn: sqlite3.Connection) -> None:
                  f" content_rowid='rowid', tokenize='{TOKENIZER}')")
     keys = [row[0] for row in conn.execute("SELECT id FROM sessions ORDER BY rowid")]
     for key in keys:
-        conn.executemany(_INSERT, _text_rows(key, _parsed(conn, key, -1)))
+        conn.executemany(_INSERT, _text_rows(key, _parsed(conn, key, -1)[0]))
     conn.execute("INSERT INTO search_fts (rowid, text) SELECT rowid, text FROM search_entries")
     if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'search_off_branch'").fetchone() is not None:
         # Run again on a later schema (the tables were dropped by hand): the rowids are new.
@@ -535,7 +560,7 @@ def _pending(conn: sqlite3.Connection, query: SearchQuery, filters: SearchFilter
     for key, after in conn.execute(sql, params).fetchall():
         if allowed is not None and key not in allowed:
             continue
-        for seq, entry in _parsed(conn, key, after):
+        for seq, entry in _parsed(conn, key, after)[0]:
             text = entry_text(entry)
             if text is None or not filters.keeps(entry["type"], text.role, text.ts_ms):
                 continue
@@ -692,6 +717,8 @@ def search_store(store: SqliteStore, query: str, *, cwd: str | None = None, role
     parsed = parse_query(query)
     filters = make_filters(cwd=cwd, roles=roles, since=since, until=until, session=session)
     limit = check_limit(limit)
+    if not store.readonly:
+        settle_if_due(store)
     with store._read() as conn:
         if not store._ready(conn):
             return []
@@ -701,11 +728,34 @@ def search_store(store: SqliteStore, query: str, *, cwd: str | None = None, role
     return scan_store(store, parsed, filters, limit)
 
 
+def settle_if_due(store: SqliteStore) -> int:
+    """Merge the pending tail of a writable ``store`` when it holds more than
+    :data:`MAX_PENDING` records (what a search does before it reads, so no query
+    scans a long tail twice); returns the records merged (0: not due).
+
+    The merge runs in short transactions (``store.settle_derived()``). When it
+    cannot write (another writer holds the lock past the busy timeout, a full
+    disk), the answer is unchanged: the query scans the tail instead, so the
+    error is not raised here.
+
+    Raises:
+        StorageError: the database could not be read.
+    """
+    with store._read() as conn:
+        due = store._ready(conn) and pending_records(conn) > MAX_PENDING
+    if not due:
+        return 0
+    try:
+        return store.settle_derived()
+    except StorageError:
+        return 0
+
+
 def merge_store(store: SqliteStore) -> int:
     """Merge every pending entry of ``store`` into FTS5 now, in one write transaction
-    (what a session creation, a ``reindex`` or the :data:`MAX_PENDING` backstop also
-    do). Queries give the same hits before and after; afterwards they rank every hit
-    by bm25, exactly as after a rebuild. Returns the number of entries with text merged.
+    (``store.settle_derived()`` does the same in short ones; ``reindex`` merges what it
+    rebuilds). Queries give the same hits before and after; afterwards they rank every
+    hit by bm25, exactly as after a rebuild. Returns the number of records merged.
 
     Raises:
         StorageError: the store is read-only or the write failed (nothing changed).

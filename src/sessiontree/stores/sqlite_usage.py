@@ -251,7 +251,7 @@ class UsageLedger:
         if keys:
             _refresh_calls(conn, keys)
 
-    def settle(self, conn: sqlite3.Connection) -> int:
+    def settle(self, conn: sqlite3.Connection, budget: int | None = None) -> int:
         """Nothing to finish: the ledger is complete after every write."""
         return 0
 
