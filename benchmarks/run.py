@@ -159,6 +159,8 @@ class Data:
                     batch = []
             if batch:
                 store.create_many(batch)
+            # What `sessiontree import` does at its end: the search rows time a settled index.
+            store.settle_derived()
             store.close()
             self._mark(directory)
         # A writable open applies pending schema steps (the search index fills itself there),

@@ -647,3 +647,40 @@ def test_library_search_result(tmp_path):
     assert len(result.hits) == 2 and result.more
     assert [sid for sid, _ in result.by_session()][0] == result.hits[0].session_id
     assert search(store, "retry", limit=None).more is False
+
+
+def test_cli_search_merges_a_long_tail_and_import_settles(tmp_path, monkeypatch):
+    """``sessiontree search`` opens the store read-only; past MAX_PENDING pending
+    records it merges them through a writable handle first (same hits), and
+    ``sessiontree import`` settles what it wrote before it returns."""
+    path = str(tmp_path / "t.db")
+    fill_tail(path).close()
+    store = SqliteStore(path)
+    tail = pending_count(store)
+    store.close()
+    assert tail > 3
+    monkeypatch.setattr(sqlite_search, "MAX_PENDING", tail)  # not due: the search scans, writes nothing
+    out = json.loads(run(path, "search", "retry", "-n", "100", "--json").stdout)
+    assert {hit["entryId"] for hit in out["hits"]} == EXPECTED["retry"]
+    store = SqliteStore(path, readonly=True)
+    assert pending_count(store) == tail
+    store.close()
+    monkeypatch.setattr(sqlite_search, "MAX_PENDING", tail - 1)  # due: merged first
+    out = json.loads(run(path, "search", "retry", "-n", "100", "--json").stdout)
+    assert {hit["entryId"] for hit in out["hits"]} == EXPECTED["retry"]
+    store = SqliteStore(path, readonly=True)
+    assert pending_count(store) == 0
+    store.close()
+    # An import leaves nothing pending: the sessions it wrote are merged at its end.
+    source = tmp_path / "src"
+    source.mkdir()
+    for head, entries in CORPUS[:2]:
+        fresh = dict(head, id=head["id"] + "-copy")
+        (source / f"{fresh['id']}.jsonl").write_text(
+            "".join(json.dumps(record) + "\n" for record in [fresh, *entries]))
+    target = str(tmp_path / "imported.db")
+    assert "2 imported" in run(target, "import", str(source)).stdout
+    store = SqliteStore(target, readonly=True)
+    assert pending_count(store) == 0
+    assert store._conn.execute("SELECT count(*) FROM search_entries").fetchone()[0] > 0
+    store.close()

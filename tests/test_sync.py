@@ -680,3 +680,19 @@ def test_sync_table_is_one_line_per_file_at_100_columns(_fake_home, monkeypatch)
     assert all(line.split()[1] == SID[:8] for line in out[1:4])
     assert all(".jsonl" in line for line in out[1:4])  # the file name survives the cut
     assert not any(line.startswith("note:") for line in out)
+
+
+def test_sync_settles_what_it_wrote(tmp_path, _fake_home):
+    """A sync that wrote sessions (new, then grown) leaves no pending search text in
+    a SQLite store: it settles at its end, so searches read the index."""
+    store = SqliteStore(tmp_path / "settled.db")
+    path = agent_file(_fake_home, n=20)
+    pending = ("SELECT count(*) FROM entries AS e LEFT JOIN search_merged AS m ON m.session_id = e.session_id"
+               " WHERE e.seq > coalesce(m.seq, -1)")
+    assert Syncer(store).sync_files([str(path)]).counts()["new"] == 1
+    assert store._conn.execute(pending).fetchone() == (0,)
+    assert store._conn.execute("SELECT count(*) FROM search_merged").fetchone() == (1,)
+    append(path, entries(21, 3, f"{20:08x}"))
+    assert Syncer(store).sync_files([str(path)]).counts()["grown"] == 1
+    assert store._conn.execute(pending).fetchone() == (0,)
+    store.close()

@@ -545,9 +545,10 @@ class SessionStore(Protocol):
 
     def settle_derived(self) -> int:
         """Finish derived work the store's writes deferred to stay cheap (SQLite leaves
-        appended entries' search text pending and merges it in bulk; docs/search.md).
-        Bulk writers (sync) call it when they are done, so the next ordinary write does
-        not pay for their backlog. Results never depend on it: queries see pending work.
+        written entries' search text pending and merges it in bulk, in short
+        transactions; docs/search.md, "When the index is merged"). Bulk writers
+        (``sessiontree import``, sync) call it when they are done, so no search pays
+        for their backlog. Results never depend on it: queries see pending work.
 
         Returns:
             The number of entries processed (0 when nothing was deferred).

@@ -43,17 +43,22 @@ read for all hits in one statement (:func:`_make_hits`).
 **The pending tail** (issue 13: "appends stay within 10% of their speed before
 the index"). FTS5 trigram costs about 0.65 ms of CPU per 2 KB message in a
 one-row transaction and 0.18 ms in bulk, while a whole batched append costs
-0.04-0.07 ms per message without the index: no FTS5 work can stay in an
-append and meet the target, even amortised. So:
+0.04-0.07 ms per message without the index: no FTS5 work can stay in any write
+and meet the target, even amortised (merging at session creation made imports
+4.7x slower; merging when an append left 2,048 entries pending made 10,000
+appends 1.55-3.31x). So:
 
-* **An append writes nothing** for search (one primary-key lookup of its
-  session's watermark). Its entries are pending.
-* **Merges are bulk**, one FTS5 insert for many entries: when a session is
-  created (import, fork, a new agent session), replaced or rebuilt, its own
-  entries and every pending entry of the store are merged in that write's
-  transaction; :func:`merge_store` does it on demand; and an append leaving
-  more than :data:`MAX_PENDING` (2,048) pending entries in its session merges
-  them all (the backstop bounding a query's scan).
+* **No write merges.** Appends, creations (import, fork, a new agent session),
+  replacements write nothing for search (one primary-key lookup of the
+  session's watermark). Their entries are pending.
+* **Merges are bulk, off the write path,** one FTS5 insert for many entries,
+  in transactions of about :data:`~sessiontree.stores.sqlite.SETTLE_BUDGET`
+  records (the longest a merge holds the write lock): ``store.settle_derived()``
+  (called by the CLI's ``import`` and by ``sync`` at their end), ``reindex``
+  (:meth:`SearchIndex.reindexed`), and a search finding more than
+  :data:`MAX_PENDING` pending records on a writable store
+  (:func:`settle_if_due`; the CLI's read-only ``search`` does it through a
+  second, writable handle). :func:`merge_store` merges in one transaction.
 * **Queries** find pending entries by scanning them (sessions written since
   the last full merge: ``sessions.updated_at > search_state.updated_at``, an
   index range, then entries after each watermark; JSON parsed, text
@@ -63,14 +68,14 @@ append and meet the target, even amortised. So:
   :func:`~sessiontree.searchtext.scan_score` (they are the newest activity, and
   bm25 cannot score an entry FTS5 does not hold), then merged hits by bm25. For
   queries made only of short terms every hit is ranked by ``scan_score``, as
-  after a rebuild. After any merge of everything (a rebuild, a creation,
+  after a rebuild. After any merge of everything (a rebuild, a settle,
   :func:`merge_store`) the ranks equal those of a fresh rebuild exactly; the
   Hypothesis test checks that, and that the hit set before the merge is the
   rebuild's.
 
 Measured (``benchmarks/bench_search_append.py``, 1,000 messages of ~2 KB,
 interleaved with/without the index in one process; CPU time ratios, the
-machine being shared; two runs): per call durable 2.43 -> 0.91-0.93, per call
+machine being shared; two runs, before the merges left the write paths): per call durable 2.43 -> 0.91-0.93, per call
 ``synchronous=normal`` 4.13 -> 1.07-1.14 (wall 1.04-1.05), 100 per transaction
 4.58 -> 0.96-1.08, one transaction 4.95 -> 0.97-1.02. The work moved to the merge: ~0.5 ms per 2 KB
 entry (parse, extract, insert, FTS5), paid once, in bulk.
@@ -105,7 +110,7 @@ table; code-heavy text, i.e. the benchmark corpus and the real sessions):
   one-row transactions / 100 rows / all in one): ``detail=full`` 645 / 221 /
   183, ``detail=column`` 617 / 164 / 141, ``detail=none`` 545 / 138 / 99,
   ``detail=none, columnsize=0`` 402 / 105 / 64. Kept ``detail=full``: with
-  the pending tail no append pays any of it, the merge is bulk already, and
+  the pending tail no write pays any of it, the merge is bulk already, and
   ``none`` would lose phrase matching in C (every trigram of a term ANDed
   instead, candidates checked in Python) and ``columnsize=0`` the document
   lengths bm25 reads. ``automerge``/``crisismerge`` matter for many small
