@@ -684,3 +684,32 @@ def test_cli_search_merges_a_long_tail_and_import_settles(tmp_path, monkeypatch)
     assert pending_count(store) == 0
     assert store._conn.execute("SELECT count(*) FROM search_entries").fetchone()[0] > 0
     store.close()
+
+
+def test_a_write_after_deleting_the_newest_session_and_a_clock_step_back_is_found(tmp_path, monkeypatch):
+    """The mark of the last full merge follows a delete down: after the newest session
+    is deleted and the clock steps back, a new session's updated_at (only above the
+    stored ones) is still above the mark, so its pending entries are found."""
+    store = SqliteStore(tmp_path / "s.db")
+    store.create(header("sess-one", "/w/a"), [msg("a1000001", None, "user", "first words", 1)])
+    store.create(header("sess-two", "/w/b"), [msg("b1000001", None, "user", "second words", 2)])
+    store.settle_derived()
+    newest = store._conn.execute("SELECT max(updated_at) FROM sessions").fetchone()[0]
+    assert store._conn.execute("SELECT updated_at FROM search_state").fetchone() == (newest,)
+    store.delete("sess-two")
+    monkeypatch.setattr(sqlite_module.time, "time_ns", lambda: 1_000_000_000)  # 1970: a clock far behind
+    store.create(header("sess-three", "/w/c"), [msg("c1000001", None, "user", "zygote words", 3)])
+    assert store._conn.execute("SELECT updated_at FROM sessions WHERE id = 'sess-three'").fetchone()[0] < newest
+    assert [hit.entry_id for hit in store.search("zygote")] == ["c1000001"]
+    store.close()
+
+
+def test_reindex_of_one_session_merges_it(tmp_path):
+    """reindex keeps updated_at (a repair is not activity): the rebuilt session is
+    merged in the reindex's transaction, found by its missing watermark."""
+    store = fill(SqliteStore(tmp_path / "s.db"))
+    store.settle_derived()
+    assert store.reindex("sess-alpha") == 1
+    assert pending_count(store) == 0
+    assert ids(store.search("retry", limit=None)) == EXPECTED["retry"]
+    store.close()

@@ -49,8 +49,10 @@ and meet the target, even amortised (merging at session creation made imports
 appends 1.55-3.31x). So:
 
 * **No write merges.** Appends, creations (import, fork, a new agent session),
-  replacements write nothing for search (one primary-key lookup of the
-  session's watermark). Their entries are pending.
+  replacements run no search statement at all: their entries are pending,
+  found through ``sessions.updated_at``, which every write moves above the
+  mark of the last full merge (a delete moves that mark down with it,
+  :meth:`SearchIndex.remove`; ``reindex`` merges what it rebuilt).
 * **Merges are bulk, off the write path,** one FTS5 insert for many entries,
   in transactions of about :data:`~sessiontree.stores.sqlite.SETTLE_BUDGET`
   records (the longest a merge holds the write lock): ``store.settle_derived()``
@@ -374,20 +376,21 @@ class SearchIndex:
     name = "search"
 
     def add(self, conn: sqlite3.Connection, key: Any, rows: Sequence[tuple[int, dict[str, Any], bytes]]) -> None:
-        """Nothing to write for new entries of session ``key``: they stay pending
-        (found by the scan of the tail) until a merge (module docstring, "The
-        pending tail"). A write moves the session's ``updated_at`` above the mark
-        of the last full merge, which is how queries and merges find it; only
-        ``reindex`` keeps ``updated_at``, so a session without a watermark (just
-        rebuilt) lowers that mark below its own ``updated_at`` when needed (a
-        statement that changes nothing for creations and appends)."""
-        if _watermark(conn, key) is None:
-            conn.execute("UPDATE search_state SET updated_at = (SELECT updated_at - 1 FROM sessions WHERE id = ?)"
-                         " WHERE updated_at >= (SELECT updated_at FROM sessions WHERE id = ?)", (key, key))
+        """Nothing to write for new entries of session ``key``: no statement at all.
+        They stay pending (found by the scan of the tail) until a merge (module
+        docstring, "The pending tail"): the write moved the session's
+        ``updated_at`` above the mark of the last full merge, which is how queries
+        and merges find it. (``reindex`` keeps ``updated_at``; :meth:`reindexed`
+        merges what it rebuilt in the same transaction.)"""
 
     def remove(self, conn: sqlite3.Connection, key: Any) -> None:
         """Drop session ``key`` from the index (inside the writing transaction); its
-        pending entries are only entries, deleted with them."""
+        pending entries are only entries, deleted with them.
+
+        The mark of the last full merge never stays above every remaining session:
+        if it did (the newest session deleted, then the clock stepping back), a
+        later write's ``updated_at``, which only exceeds the stored ones, could
+        fall at or below it and its entries would be missed."""
         conn.execute("DELETE FROM search_off_branch WHERE rowid IN"
                      " (SELECT rowid FROM search_entries WHERE session_id = ?)", (key,))
         # An external-content FTS5 table forgets a row only when told its old text.
@@ -395,6 +398,9 @@ class SearchIndex:
                      " SELECT 'delete', rowid, text FROM search_entries WHERE session_id = ?", (key,))
         conn.execute("DELETE FROM search_entries WHERE session_id = ?", (key,))
         conn.execute("DELETE FROM search_merged WHERE session_id = ?", (key,))
+        conn.execute("UPDATE search_state SET updated_at = (SELECT coalesce(max(updated_at), 0) FROM sessions"
+                     " WHERE id != ?) WHERE updated_at > (SELECT coalesce(max(updated_at), 0) FROM sessions"
+                     " WHERE id != ?)", (key, key))
 
     def settle(self, conn: sqlite3.Connection, budget: int | None = None) -> int:
         """Merge pending entries into FTS5: all of them, or about ``budget`` records
@@ -403,8 +409,17 @@ class SearchIndex:
         return merge_pending(conn, budget)
 
     def reindexed(self, conn: sqlite3.Connection, everything: bool) -> None:
-        """After ``store.reindex()`` rebuilt sessions: merge them now, in the same
-        transaction, so a rebuilt index holds every entry and ranks every hit by bm25."""
+        """After ``store.reindex()`` rebuilt sessions (:meth:`remove`, then :meth:`add`,
+        which writes nothing): merge them now, in the same transaction, so a rebuilt
+        index holds every entry and ranks every hit by bm25. A rebuilt session keeps
+        its ``updated_at``, so it is found by its missing watermark, not by the mark."""
+        work: list[_Work] = []
+        for key, in conn.execute("SELECT id FROM sessions WHERE id NOT IN"
+                                 " (SELECT session_id FROM search_merged)").fetchall():
+            rows, last, count = _parsed(conn, key, -1)
+            if count:
+                work.append((key, -1, last, rows, None))
+        _merge(conn, work)
         merge_pending(conn)
 
 
