@@ -19,16 +19,17 @@ Example::
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from .errors import SessionError
 from .searchtext import MAX_QUERY_CHARS, SearchHit, SearchQuery, parse_query
 from .stores.base import SessionStore
 
 __all__ = ["SearchHit", "SearchQuery", "SearchResult", "search", "parse_query", "group_by_session", "parse_when",
-           "MAX_QUERY_CHARS", "DEFAULT_LIMIT"]
+           "settle_search_tail", "MAX_QUERY_CHARS", "DEFAULT_LIMIT"]
 
 #: Hits returned when no limit is given.
 DEFAULT_LIMIT = 50
@@ -87,6 +88,53 @@ def search(store: SessionStore, query: str, *, cwd: str | None = None, roles: It
                         limit=None if limit is None else limit + 1)
     more = limit is not None and len(hits) > limit
     return SearchResult(query, hits[:limit] if limit is not None else hits, more)
+
+
+def settle_search_tail(store: SessionStore, on_merge: Callable[[int], None] | None = None) -> int:
+    """Before a search by a front end (``sessiontree search``, the viewer): when
+    ``store`` is SQLite and its search index has a long pending tail (more than
+    :data:`~sessiontree.stores.sqlite_search.MAX_PENDING` records written since
+    the last merge), merge it, so this search and the next ones read the index
+    instead of scanning the tail (docs/search.md, "When the index is merged").
+
+    A store opened read-only (as reading commands open it) is merged through a
+    second, writable handle on the same file; only when the file's schema is
+    current, so a reading command never migrates a store. Derived data only:
+    when the file cannot be written (permissions, another writer holding the
+    lock past the busy timeout) nothing happens and the search scans the tail,
+    with the same hits. Other stores defer nothing: 0.
+
+    Args:
+        store: the store about to be searched.
+        on_merge: called with the number of pending records just before a merge
+            (to tell the user why the search pauses).
+
+    Returns:
+        The number of records merged.
+    """
+    from .stores.sqlite import MIGRATIONS, SqliteStore
+    from .stores.sqlite_search import MAX_PENDING, pending_records, settle_if_due
+
+    if not isinstance(store, SqliteStore) or store.path == ":memory:":
+        return 0
+    try:
+        if store.applied_migrations() != [name for name, _ in MIGRATIONS]:
+            return 0  # an older schema: a writable open would migrate it
+        with store._read() as conn:
+            pending = pending_records(conn) if store._ready(conn) else 0
+        if pending <= MAX_PENDING:
+            return 0
+        if on_merge is not None:
+            on_merge(pending)
+        if not store.readonly:
+            return settle_if_due(store)
+        writer = SqliteStore(store.path, create=False)
+        try:
+            return settle_if_due(writer)
+        finally:
+            writer.close()
+    except (SessionError, OSError):
+        return 0  # the search scans the tail instead: same hits
 
 
 def parse_when(text: str, *, end: bool = False) -> datetime:

@@ -9,14 +9,13 @@ highlighted, so the highlight never splits an escape.
 from __future__ import annotations
 
 from datetime import timezone
-from typing import Any
 
 import click
 from rich.text import Text
 
-from ..errors import SearchQueryError, SessionError
+from ..errors import SearchQueryError
 from ..ids import shortest_unique_prefixes
-from ..search import group_by_session, parse_when, search
+from ..search import group_by_session, parse_when, search, settle_search_tail
 from ..searchtext import SearchHit
 from ..textsafe import safe_line
 from ..tree import parse_timestamp_ms
@@ -83,6 +82,12 @@ SEARCH_ROLES = tuple(dict.fromkeys([*sorted(MESSAGE_ROLES), *sorted(ENTRY_TYPES)
 _ROLE_WIDTH = len("branchSummary")  # the longest common one; "compactionSummary" is cut
 
 
+def _merging(pending: int) -> None:
+    """Say why this search pauses (only on a terminal: scripts read stdout alone)."""
+    if _err().is_terminal:
+        _echo(f"Merging {pending:,} new entries into the search index...", err=True)
+
+
 def _known_roles(roles: tuple[str, ...]) -> tuple[str, ...]:
     """``--role`` values in their canonical spelling (case-insensitive); an unknown
     one is a usage error that lists the valid values, never a silent "No matches"."""
@@ -95,39 +100,6 @@ def _known_roles(roles: tuple[str, ...]) -> tuple[str, ...]:
                                      param_hint="--role")
         out.append(known)
     return tuple(out)
-
-
-def _settle_search_tail(store: Any) -> None:
-    """Before a search of a SQLite store (opened read-only, as every reading command
-    opens it): when its search index has a long pending tail (more than
-    ``sqlite_search.MAX_PENDING`` records written since the last merge), merge it
-    through a second, writable handle, so this search and the next ones read the
-    index instead of scanning the tail (docs/search.md, "When the index is
-    merged"). Derived data only; when the store cannot be written (permissions,
-    another writer holding the lock, an older schema that would need migrating)
-    nothing happens and the search scans."""
-    from ..stores.sqlite import MIGRATIONS, SqliteStore
-    from ..stores.sqlite_search import MAX_PENDING, pending_records, settle_if_due
-
-    if not isinstance(store, SqliteStore) or store.path == ":memory:":
-        return
-    if store.applied_migrations() != [name for name, _ in MIGRATIONS]:
-        return  # an older schema: a writable open would migrate it, not this command's job
-    try:
-        with store._read() as conn:
-            pending = pending_records(conn) if store._ready(conn) else 0
-        if pending <= MAX_PENDING:
-            return
-        err = _err()
-        if err.is_terminal:
-            _echo(f"Merging {pending:,} new entries into the search index...", err=True)
-        writer = SqliteStore(store.path, create=False)
-        try:
-            settle_if_due(writer)
-        finally:
-            writer.close()
-    except (SessionError, OSError):
-        return  # the search scans the tail instead: same hits
 
 
 @cli.command("search", short_help="Full-text search across every session.")
@@ -166,7 +138,7 @@ def search_cmd(app: _App, words: tuple[str, ...], cwd: str | None, roles: tuple[
     if not query.strip():
         raise click.UsageError("give a search query, e.g. sessiontree search 'flaky test'")
     session_id = _session_id(app, session) if session is not None else None
-    _settle_search_tail(app.store)
+    settle_search_tail(app.store, on_merge=_merging)
     try:
         result = search(app.store, query, cwd=cwd, roles=roles or None, since=_when(since, "--since", False),
                         until=_when(until, "--until", True), session=session_id, limit=limit)

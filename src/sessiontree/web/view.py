@@ -54,6 +54,7 @@ from ..info import SessionInfo
 from ..manager import SessionManager
 from ..projection import INTERRUPTED_TEXT, _latest_edits, is_active_compaction, is_retired_record
 from ..render import RETIRED_NOTE, entry_kind, entry_summary, retired_record_text
+from ..search import settle_search_tail
 from ..stores.base import SessionStore
 from ..transcript import bash_text
 from ..tree import label_state, parse_timestamp_ms
@@ -1183,6 +1184,7 @@ def search_sessions(store: SessionStore, infos: Sequence[SessionInfo], q: str) -
     """
     search = getattr(store, "search", None)
     if callable(search):
+        settle_search_tail(store)  # a long pending tail is merged once, not scanned by every query
         by_id = {info.id: info for info in infos}
         found: list[SessionInfo] = []
         snippets: dict[str, str] = {}
