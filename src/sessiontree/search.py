@@ -102,7 +102,10 @@ def settle_search_tail(store: SessionStore, on_merge: Callable[[int], None] | No
     current, so a reading command never migrates a store. Derived data only:
     when the file cannot be written (permissions, another writer holding the
     lock past the busy timeout) nothing happens and the search scans the tail,
-    with the same hits. Other stores defer nothing: 0.
+    with the same hits. The merge waits at most
+    :data:`~sessiontree.stores.sqlite_search.SETTLE_TIMEOUT` seconds for another
+    writer's lock (a search must not hang behind an import or a reindex). Other
+    stores defer nothing: 0.
 
     Args:
         store: the store about to be searched.
@@ -113,7 +116,7 @@ def settle_search_tail(store: SessionStore, on_merge: Callable[[int], None] | No
         The number of records merged.
     """
     from .stores.sqlite import MIGRATIONS, SqliteStore
-    from .stores.sqlite_search import MAX_PENDING, pending_records, settle_if_due
+    from .stores.sqlite_search import MAX_PENDING, SETTLE_TIMEOUT, pending_records, settle_if_due
 
     if not isinstance(store, SqliteStore) or store.path == ":memory:":
         return 0
@@ -128,7 +131,9 @@ def settle_search_tail(store: SessionStore, on_merge: Callable[[int], None] | No
             on_merge(pending)
         if not store.readonly:
             return settle_if_due(store)
-        writer = SqliteStore(store.path, create=False)
+        # A short busy timeout for opening it too: the search must not wait out another
+        # writer's long transaction (settle_if_due gives up as quickly).
+        writer = SqliteStore(store.path, create=False, timeout=min(store.timeout, SETTLE_TIMEOUT))
         try:
             return settle_if_due(writer)
         finally:

@@ -157,6 +157,7 @@ __all__ = [
     "INDEX",
     "MAX_PENDING",
     "TOKENIZER",
+    "SETTLE_TIMEOUT",
     "SearchIndex",
     "m004_search_index",
     "m005_search_pending",
@@ -180,6 +181,11 @@ _INSERT_ROWID = ("INSERT INTO search_entries (rowid, session_id, seq, entry_id, 
 #: them first (:func:`search_store`): the bound on the tail a query scans, paid by
 #: the reader that would otherwise scan it, never by a write.
 MAX_PENDING = 2048
+
+#: Seconds the merge of a search (:func:`settle_if_due`) waits for another writer's
+#: lock before it gives up and the query scans the tail: short, as that merge is
+#: only an optimisation of the read.
+SETTLE_TIMEOUT = 0.5
 
 
 def _parsed(conn: sqlite3.Connection, key: Any, after: int,
@@ -753,22 +759,43 @@ def settle_if_due(store: SqliteStore) -> int:
     :data:`MAX_PENDING` records (what a search does before it reads, so no query
     scans a long tail twice); returns the records merged (0: not due).
 
-    The merge runs in short transactions (``store.settle_derived()``). When it
-    cannot write (another writer holds the lock past the busy timeout, a full
-    disk), the answer is unchanged: the query scans the tail instead, so the
-    error is not raised here.
+    Opportunistic, so bounded: the merge runs in transactions of about
+    :data:`~sessiontree.stores.sqlite.SETTLE_BUDGET` records, at most as many as the
+    tail found here needs (records other writers add meanwhile are left pending:
+    a search during a bulk import must not merge everything the import goes on
+    writing), and each waits at most :data:`SETTLE_TIMEOUT` seconds for another
+    writer's lock instead of the store's busy timeout (30 s by default: a search
+    must not hang while an import or a reindex holds the lock). When it cannot
+    write (the lock is held, a full disk), the answer is unchanged: the query
+    scans the tail instead, so the error is not raised here.
 
     Raises:
         StorageError: the database could not be read.
     """
+    from . import sqlite as sqlite_module  # SETTLE_BUDGET read at call time
+
     with store._read() as conn:
-        due = store._ready(conn) and pending_records(conn) > MAX_PENDING
-    if not due:
+        pending = pending_records(conn) if store._ready(conn) else 0
+    if pending <= MAX_PENDING:
         return 0
+    budget = sqlite_module.SETTLE_BUDGET
+    total = 0
     try:
-        return store.settle_derived()
+        for _ in range(pending // budget + 1):
+            with store._lock:
+                conn = store._connection()
+                conn.execute(f"PRAGMA busy_timeout = {int(min(store.timeout, SETTLE_TIMEOUT) * 1000)}")
+                try:
+                    with store._write("merge the search index") as conn:
+                        done = INDEX.settle(conn, budget)
+                finally:
+                    store._connection().execute(f"PRAGMA busy_timeout = {int(store.timeout * 1000)}")
+            total += done
+            if done < budget:
+                break
     except StorageError:
-        return 0
+        pass  # the lock is held or the write failed: the query scans what is left
+    return total
 
 
 def merge_store(store: SqliteStore) -> int:
