@@ -141,3 +141,160 @@ def test_search_merge_is_bounded_while_writers_keep_adding(tmp_path, monkeypatch
     total = store._conn.execute("SELECT count(*) FROM entries").fetchone()[0]
     assert len(hits) == total  # every entry holds "zebra", merged or pending
     store.close()
+
+
+# -- concurrent writers, searchers and settlers -------------------------------------------------
+
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
+QUERIES = ["alpha", "bravo charlie", "echo", "ta", "zz"]
+
+_WORKER = r'''
+import json, os, random, sys, time
+from sessiontree.stores import SqliteStore, sqlite_search
+from sessiontree.stores import sqlite as sqlite_module
+from sessiontree.search import settle_search_tail
+role, path, seconds, seed = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+sqlite_search.MAX_PENDING = 5
+sqlite_module.SETTLE_BUDGET = 3
+words = %(words)r
+queries = %(queries)r
+rng = random.Random(seed)
+end = time.monotonic() + seconds
+store = SqliteStore(path)
+
+def message(entry_id, parent, n):
+    text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 4))) + " zz" * (n %% 3 == 0)
+    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": "2026-01-01T00:00:00.000Z",
+            "message": {"role": "user", "content": text, "timestamp": 1}}
+
+if role == "writer":
+    counter, sessions = 0, {}
+    while time.monotonic() < end:
+        op = rng.random()
+        counter += 1
+        if op < 0.25 or not sessions:
+            sid = "s-%%d-%%d" %% (seed, counter)
+            entries = [message("e%%07d" %% i, "e%%07d" %% (i - 1) if i else None, i) for i in range(rng.randint(1, 6))]
+            store.create({"type": "session", "version": 4, "id": sid, "createdAt": "2026-01-01T00:00:00.000Z",
+                          "cwd": "/w"}, entries)
+            sessions[sid] = len(entries)
+        elif op < 0.35:
+            sid = rng.choice(sorted(sessions))
+            store.delete(sid)
+            del sessions[sid]
+        else:
+            sid = rng.choice(sorted(sessions))
+            n = sessions[sid]
+            # Sometimes a branch from an earlier entry: the active branch changes.
+            parent = "e%%07d" %% (rng.randrange(n) if rng.random() < 0.2 else n - 1) if n else None
+            batch = [message("e%%07d" %% (n + i), parent if i == 0 else "e%%07d" %% (n + i - 1), n + i)
+                     for i in range(rng.randint(1, 4))]
+            store.append(sid, batch)
+            sessions[sid] = n + len(batch)
+elif role == "searcher":
+    reader = SqliteStore(path, readonly=True)
+    while time.monotonic() < end:
+        for q in queries:
+            target = store if rng.random() < 0.5 else reader
+            if target is reader:
+                settle_search_tail(reader)
+            hits = target.search(q, limit=None)
+            pairs = [(h.session_id, h.entry_id) for h in hits]
+            if len(pairs) != len(set(pairs)):
+                print("DUPLICATE", q, pairs, flush=True)
+                sys.exit(3)
+else:
+    while time.monotonic() < end:
+        store.settle_derived()
+        time.sleep(rng.random() * 0.01)
+store.close()
+'''
+
+
+@pytest.mark.slow
+def test_concurrent_writers_searchers_and_settlers_agree_with_a_scan(tmp_path):
+    """One process writes (creates, appends, branches, deletes), one searches (merging
+    whenever more than 5 records are pending, through the writable store and through
+    a read-only one's second handle), one settles in transactions of 3 records, all
+    at once for a few seconds. No search may return an entry twice (merged and
+    pending at once); at the end the hits are a scan's, FTS5 passes its integrity
+    check, and after a full settle nothing is pending."""
+    path = str(tmp_path / "s.db")
+    SqliteStore(path).close()
+    code = _WORKER % {"words": WORDS, "queries": QUERIES}
+    env = dict(os.environ, PYTHONPATH=SRC)
+    procs = [subprocess.Popen([sys.executable, "-c", code, role, path, "6", str(seed)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for seed, role in enumerate(["writer", "searcher", "settler", "searcher"])]
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, (out, err)
+    integrity_check(path)
+    store = SqliteStore(path)
+    assert store.session_ids()
+    expected = scan_hits(store, QUERIES)
+    assert store_hits(store, QUERIES) == expected
+    store.settle_derived()
+    assert pending_count(store) == 0
+    assert store_hits(store, QUERIES) == expected
+    store.close()
+    integrity_check(path)
+
+
+# -- killed in the middle of a settle -----------------------------------------------------------
+
+_SETTLER = r'''
+import sys
+from sessiontree.stores import SqliteStore
+from sessiontree.stores import sqlite as sqlite_module
+sqlite_module.SETTLE_BUDGET = int(sys.argv[2])
+store = SqliteStore(sys.argv[1])
+print("open", flush=True)
+store.settle_derived()
+print("done", flush=True)
+'''
+
+
+@pytest.mark.slow
+def test_settle_killed_at_random_points_leaves_a_consistent_index(tmp_path):
+    """SIGKILL a process settling a long tail (transactions of 40 records), many times
+    at random points; after each kill FTS5 and SQLite pass their integrity checks and
+    the hits are a scan's; at the end a settle leaves the index a rebuild would."""
+    import random
+
+    rng = random.Random(7)
+    path = str(tmp_path / "s.db")
+    store = SqliteStore(path)
+    for n in range(60):
+        entries = [msg(f"e{n:03d}{i:04d}", f"e{n:03d}{i - 1:04d}" if i else None, "user",
+                       " ".join(rng.choice(WORDS) for _ in range(30)) + " zz" * (i % 5 == 0), 0)
+                   for i in range(25)]
+        store.create(header(f"sess-{n:03d}", "/w"), entries)
+    expected = scan_hits(store, QUERIES)
+    store.close()
+    env = dict(os.environ, PYTHONPATH=SRC)
+    left = []
+    for _ in range(8):
+        proc = subprocess.Popen([sys.executable, "-c", _SETTLER, path, "40"], env=env,
+                                stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline() == "open\n"
+        time.sleep(rng.random() * 0.3)
+        proc.kill()
+        proc.communicate()
+        integrity_check(path)
+        reader = SqliteStore(path, readonly=True)
+        left.append(pending_count(reader))
+        assert store_hits(reader, QUERIES) == expected
+        reader.close()
+    assert any(0 < n < 1500 for n in left), left  # some kills fell inside the settle
+    store = SqliteStore(path)
+    store.settle_derived()
+    assert pending_count(store) == 0
+    merged = sorted(store._conn.execute("SELECT session_id, seq, entry_id, text FROM search_entries"))
+    ranked = {q: [(h.entry_id, round(h.rank, 9)) for h in store.search(q, limit=None)] for q in QUERIES}
+    store.reindex()
+    assert sorted(store._conn.execute("SELECT session_id, seq, entry_id, text FROM search_entries")) == merged
+    assert {q: [(h.entry_id, round(h.rank, 9)) for h in store.search(q, limit=None)] for q in QUERIES} == ranked
+    assert store_hits(store, QUERIES) == expected
+    store.close()
+    integrity_check(path)
