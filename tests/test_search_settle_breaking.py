@@ -298,3 +298,67 @@ def test_settle_killed_at_random_points_leaves_a_consistent_index(tmp_path):
     assert store_hits(store, QUERIES) == expected
     store.close()
     integrity_check(path)
+
+
+# -- read-only paths: no permission, an older schema ----------------------------------------------
+
+_CLI_SEARCH = ("import sys; from sessiontree.stores import sqlite_search; sqlite_search.MAX_PENDING = 3;"
+               "from sessiontree.cli import cli;"
+               "sys.argv = ['sessiontree', '--store', sys.argv[1], 'search', '--json', '-n', '100', 'retry']; cli()")
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0 or not os.path.exists("/usr/bin/setpriv"),
+                    reason="needs root and setpriv to drop the capability that ignores file permissions")
+@pytest.mark.parametrize("directory_mode", [0o555, 0o755])
+def test_cli_search_of_a_store_it_may_not_write_scans_the_tail(tmp_path, directory_mode):
+    """``sessiontree search`` by a process that may not write the file (root without
+    CAP_DAC_OVERRIDE, so the permission bits apply: the file 0444; its directory
+    read-only too, or writable): the merge's writable open is refused, the search
+    scans the long tail and answers with the same hits, and the database file is
+    left byte for byte."""
+    os.chmod(tmp_path, 0o755)
+    directory = tmp_path / "store"
+    directory.mkdir()
+    path = str(directory / "s.db")
+    fill_tail(path).close()
+    os.chmod(path, 0o444)
+    os.chmod(directory, directory_mode)
+    before = open(path, "rb").read()
+    try:
+        result = subprocess.run(
+            ["/usr/bin/setpriv", "--bounding-set=-dac_override,-dac_read_search", sys.executable, "-c",
+             _CLI_SEARCH, path], capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONPATH=SRC))
+    finally:
+        os.chmod(directory, 0o755)
+    assert result.returncode == 0, result.stderr
+    assert {hit["entryId"] for hit in json.loads(result.stdout)["hits"]} == EXPECTED["retry"]
+    assert open(path, "rb").read() == before
+    reader = SqliteStore(path, readonly=True)
+    assert pending_count(reader) > 3  # still pending: nothing could merge it
+    reader.close()
+
+
+def test_cli_search_does_not_migrate_an_older_schema(tmp_path, monkeypatch):
+    """A store of an older schema (before ``m008_search_branch``) with a long pending
+    tail: ``sessiontree search`` (and the viewer, through the same
+    ``settle_search_tail``) must not open it writable, as that would migrate it;
+    it scans the tail and answers with the same hits, the schema untouched."""
+    monkeypatch.setattr(sqlite_search, "MAX_PENDING", 3)
+    path = str(tmp_path / "s.db")
+    fill_tail(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE search_off_branch")
+    conn.execute("DELETE FROM schema_migrations WHERE name = 'm008_search_branch'")
+    conn.commit()
+    conn.close()
+    reader = SqliteStore(path, readonly=True)
+    steps = reader.applied_migrations()
+    tail = pending_count(reader)
+    assert settle_search_tail(reader) == 0
+    reader.close()
+    out = run(path, "search", "retry", "-n", "100", "--json")
+    assert {hit["entryId"] for hit in json.loads(out.stdout)["hits"]} == EXPECTED["retry"]
+    reader = SqliteStore(path, readonly=True)
+    assert reader.applied_migrations() == steps and "m008_search_branch" not in steps
+    assert pending_count(reader) == tail
+    reader.close()
