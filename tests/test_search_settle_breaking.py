@@ -362,3 +362,137 @@ def test_cli_search_does_not_migrate_an_older_schema(tmp_path, monkeypatch):
     assert reader.applied_migrations() == steps and "m008_search_branch" not in steps
     assert pending_count(reader) == tail
     reader.close()
+
+
+# -- merges in small budgets mixed with reindex, replace, leaf records, clock steps ------------------
+
+from unittest import mock  # noqa: E402
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from sessiontree import SessionManager  # noqa: E402
+from sessiontree.ids import new_entry_id  # noqa: E402
+
+TEXTS = ["retry the flaky test", "dedup ids in parser.py", "東京 x", "nothing", "py", "RETRY again"]
+PROBES = ["retry", "dedup", "py", "東京", "x"]
+
+step = st.one_of(
+    st.tuples(st.just("create"), st.lists(st.sampled_from(TEXTS), max_size=4)),
+    st.tuples(st.just("append"), st.integers(0, 5), st.lists(st.sampled_from(TEXTS), min_size=1, max_size=4)),
+    st.tuples(st.just("rebranch"), st.integers(0, 5), st.integers(0, 50), st.sampled_from(TEXTS)),
+    st.tuples(st.just("leaf"), st.integers(0, 5), st.integers(0, 50)),
+    st.tuples(st.just("delete"), st.integers(0, 5)),
+    st.tuples(st.just("fork"), st.integers(0, 5)),
+    st.tuples(st.just("reindex"), st.integers(0, 5)),
+    st.tuples(st.just("replace"), st.integers(0, 5), st.integers(0, 50), st.sampled_from(TEXTS)),
+    st.tuples(st.just("settle"), st.integers(1, 3)),
+    st.tuples(st.just("search"), st.integers(1, 3)),
+    st.tuples(st.just("clock-back"),),
+)
+
+
+def full_answers(store):
+    return {q: [(h.session_id, h.entry_id, round(h.rank, 9), h.on_active_branch, h.title)
+                for h in store.search(q, limit=None)] for q in PROBES}
+
+
+def sets_of(store):
+    return {q: {(h.session_id, h.entry_id, h.on_active_branch, h.title) for h in store.search(q, limit=None)}
+            for q in PROBES}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(step, min_size=1, max_size=14))
+def test_budgeted_merges_with_reindex_replace_and_clock_steps_equal_a_rebuild(tmp_path_factory, steps):
+    """Any mix of writes (appends, branches, leaf records, forks, deletes, a one-session
+    reindex, replace_session, a write with the clock stepped back) and partial merges
+    (settle in transactions of 1-3 records; a search merging past MAX_PENDING=2):
+    the hits (with their active-branch flags and titles) are a scan's at every end
+    state, and after a full settle the index, ranks included, is a rebuild's."""
+    path = str(tmp_path_factory.mktemp("h") / "s.db")
+    store = SqliteStore(path)
+    sessions: list[str] = []
+    budget = sqlite_module.SETTLE_BUDGET
+    pending_bound = sqlite_search.MAX_PENDING
+
+    def pick(index):
+        return sessions[index % len(sessions)]
+
+    try:
+        for op in steps:
+            kind = op[0]
+            if kind == "create":
+                manager = SessionManager.create("/w", store=store)
+                for text in op[1]:
+                    manager.append_message({"role": "user", "content": text, "timestamp": 1})
+                manager.append_session_info(op[1][0] if op[1] else "s")
+                sessions.append(manager.get_session_id())
+            elif kind == "settle":
+                sqlite_module.SETTLE_BUDGET = op[1]
+                store.settle_derived()
+            elif kind == "search":
+                sqlite_module.SETTLE_BUDGET = op[1]
+                sqlite_search.MAX_PENDING = 2
+                store.search("retry", limit=3)
+            elif kind == "clock-back":
+                # A write with the clock far behind (updated_at is then max + 1).
+                with mock.patch.object(sqlite_module.time, "time_ns", lambda: 1_000_000_000):
+                    manager = SessionManager.create("/w", store=store)
+                    manager.append_message({"role": "user", "content": "retry clock", "timestamp": 1})
+                    sessions.append(manager.get_session_id())
+            elif not sessions:
+                continue
+            elif kind == "append":
+                manager = SessionManager.open(store, pick(op[1]))
+                for text in op[2]:
+                    manager.append_message({"role": "user", "content": text, "timestamp": 2})
+            elif kind == "rebranch":
+                manager = SessionManager.open(store, pick(op[1]))
+                entries = manager.get_entries()
+                manager.branch(entries[op[2] % len(entries)]["id"])
+                manager.append_message({"role": "user", "content": op[3], "timestamp": 3})
+            elif kind == "leaf":
+                session_id = pick(op[1])
+                entries = store.load(session_id).entries
+                target = entries[op[2] % len(entries)]["id"]
+                store.append(session_id, [{"type": "leaf", "id": new_entry_id({e["id"] for e in entries}),
+                                           "parentId": entries[-1]["id"],
+                                           "timestamp": "2026-01-01T00:00:00.000Z", "targetId": target}])
+            elif kind == "delete":
+                store.delete(sessions.pop(op[1] % len(sessions)))
+            elif kind == "fork":
+                sessions.append(SessionManager.open(store, pick(op[1])).fork_to("/w2", store).get_session_id())
+            elif kind == "reindex":
+                store.reindex(pick(op[1]))
+            elif kind == "replace":
+                # sync --replace: the same session rewritten, cut short, with one new entry.
+                parsed = store.load(pick(op[1]))
+                kept = parsed.entries[:op[2] % (len(parsed.entries) + 1)]
+                parent = kept[-1]["id"] if kept else None
+                kept = kept + [msg(new_entry_id({e["id"] for e in kept}), parent, "user", op[3], 9)]
+                store.replace_session(parsed.header, kept)
+            sqlite_module.SETTLE_BUDGET = budget
+            sqlite_search.MAX_PENDING = pending_bound
+        store._conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
+        expected = {q: {(h.session_id, h.entry_id, h.on_active_branch, h.title) for h in hits}
+                    for q, hits in ((q, _memory(store).search(q, limit=None)) for q in PROBES)}
+        assert sets_of(store) == expected
+        store.settle_derived()
+        assert pending_count(store) == 0
+        settled = full_answers(store)
+        assert {q: {(s, e, b, t) for s, e, _, b, t in rows} for q, rows in settled.items()} == expected
+        store.reindex()
+        assert full_answers(store) == settled
+    finally:
+        sqlite_module.SETTLE_BUDGET = budget
+        sqlite_search.MAX_PENDING = pending_bound
+        store.close()
+
+
+def _memory(store):
+    fresh = MemoryStore()
+    for session_id in store.session_ids():
+        parsed = store.load(session_id)
+        fresh.create(parsed.header, parsed.entries, parsed.raw)
+    return fresh
