@@ -517,9 +517,13 @@ class Syncer:
             report.files.append(self.sync_file(path))
             if on_file is not None:
                 on_file(path)
-        if not self.dry_run and any(r.status in ("new", "grown", "replaced") for r in report.files):
+        if not self.dry_run and not report.interrupted and any(
+                r.status in ("new", "grown", "replaced") for r in report.files):
             # Sessions were written: let the store finish the derived work writes defer
             # (SQLite's search tail, docs/search.md), here rather than in a later search.
+            # Not when stopped (as an interrupted import): the stop asked to end now, and
+            # the CLI catches SIGINT, so a long settle could not be interrupted again;
+            # what is left stays pending and is still found.
             self.store.settle_derived()
         return report
 
