@@ -420,7 +420,7 @@ def test_budgeted_merges_with_reindex_replace_and_clock_steps_equal_a_rebuild(tm
     reindex, replace_session, a write with the clock stepped back) and partial merges
     (settle in transactions of 1-3 records; a search merging past MAX_PENDING=2):
     the hits (with their active-branch flags and titles) are a scan's at every end
-    state, and after a full settle the index, ranks included, is a rebuild's."""
+    state, a limit keeps a prefix of them, and after a full settle the index, ranks included, is a rebuild's."""
     path = str(tmp_path_factory.mktemp("h") / "s.db")
     store = SqliteStore(path)
     sessions: list[str] = []
@@ -489,6 +489,10 @@ def test_budgeted_merges_with_reindex_replace_and_clock_steps_equal_a_rebuild(tm
         expected = {q: {(h.session_id, h.entry_id, h.on_active_branch, h.title) for h in hits}
                     for q, hits in ((q, _memory(store).search(q, limit=None)) for q in PROBES)}
         assert sets_of(store) == expected
+        for q in PROBES:  # a limit keeps the best hits: a prefix of the whole answer
+            whole = [(h.session_id, h.entry_id) for h in store.search(q, limit=None)]
+            for limit in (1, 2, 3):
+                assert [(h.session_id, h.entry_id) for h in store.search(q, limit=limit)] == whole[:limit]
         store.settle_derived()
         assert pending_count(store) == 0
         settled = full_answers(store)
