@@ -108,6 +108,20 @@ def test_store_search_on_a_writable_store_does_not_wait_its_busy_timeout(locked_
     store.close()
 
 
+def test_viewer_search_answers_while_another_process_holds_the_write_lock(locked_tail):
+    """The web viewer's search (``search_sessions``, the same ``settle_search_tail``)
+    on a store opened read-only: no 30 s wait behind the held lock, the same sessions."""
+    from sessiontree.web.view import search_sessions
+
+    store = SqliteStore(locked_tail, readonly=True)
+    infos = store.list_sessions()
+    started = time.monotonic()
+    found, _, mode = search_sessions(store, infos, "retry")
+    assert time.monotonic() - started < 15
+    assert mode == "store" and {info.id for info in found} == {"sess-alpha", "sess-beta", "sess-gamma"}
+    store.close()
+
+
 def test_search_merge_is_bounded_while_writers_keep_adding(tmp_path, monkeypatch):
     """A search merges the tail it found, not everything other writers add while it
     merges: a bulk import appends faster than FTS5 merges, so an unbounded loop would
