@@ -583,3 +583,43 @@ def test_settle_derived_is_bounded_while_writers_keep_adding(tmp_path, monkeypat
     store.settle_derived()
     store.close()
     assert len(rounds) <= 3
+
+
+# -- arbitrary text: pending and merged entries match alike ---------------------------------------
+
+ALPHABET = st.sampled_from(list("aAbB-_ .\"*:") + ["\x00", "\ud800", "\u017f", "\u212a", "K", "k", "ß", "Σ", "ς",
+                                                  "σ", "µ", "μ", "東", "é", "É", "🎉", "\n"])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.text(ALPHABET, min_size=0, max_size=12), min_size=1, max_size=6),
+       st.lists(st.text(ALPHABET, min_size=1, max_size=4), min_size=1, max_size=3))
+def test_pending_and_merged_entries_answer_arbitrary_text_alike(tmp_path_factory, texts, queries):
+    """Texts and queries over a small alphabet of the hard cases (NUL, lone surrogates,
+    the code points folding to ASCII, final sigma, micro sign, quotes and FTS5
+    syntax): the hits of an all-pending store, of the same store merged, and of a
+    scan are the same set, for every query that parses."""
+    from sessiontree.errors import SearchQueryError
+
+    path = str(tmp_path_factory.mktemp("t") / "s.db")
+    store = SqliteStore(path)
+    store.create(header("sess-t", "/w"), [msg(f"t{i:07d}", f"t{i - 1:07d}" if i else None, "user", text, i % 10)
+                                          for i, text in enumerate(texts)])
+    memory = _memory(store)
+    try:
+        for query in queries:
+            try:
+                expected = {h.entry_id for h in memory.search(query, limit=None)}
+            except SearchQueryError:
+                continue
+            assert {h.entry_id for h in store.search(query, limit=None)} == expected, query
+        sqlite_search.merge_store(store)
+        assert pending_count(store) == 0
+        for query in queries:
+            try:
+                expected = {h.entry_id for h in memory.search(query, limit=None)}
+            except SearchQueryError:
+                continue
+            assert {h.entry_id for h in store.search(query, limit=None)} == expected, query
+    finally:
+        store.close()
