@@ -60,7 +60,9 @@ appends 1.55-3.31x). So:
   (:meth:`SearchIndex.reindexed`), and a search finding more than
   :data:`MAX_PENDING` pending records on a writable store
   (:func:`settle_if_due`; the CLI's read-only ``search`` does it through a
-  second, writable handle). :func:`merge_store` merges in one transaction.
+  second, writable handle; bounded, as it only speeds up a read: the tail it
+  found, waiting at most :data:`SETTLE_TIMEOUT` for another writer's lock).
+  :func:`merge_store` merges in one transaction.
 * **Queries** find pending entries by scanning them (sessions written since
   the last full merge: ``sessions.updated_at > search_state.updated_at``, an
   index range, then entries after each watermark; JSON parsed, text
