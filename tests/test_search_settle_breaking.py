@@ -20,15 +20,32 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
+from unittest import mock
 
 import pytest
 from click.testing import CliRunner
-from test_search import EXPECTED, fill, fill_tail, header, ids, msg, pending_count
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_search import (
+    CORPUS,
+    EXPECTED,
+    fill,
+    fill_tail,
+    header,
+    ids,
+    msg,
+    pending_count,
+)
 
+from sessiontree import SessionManager
 from sessiontree.cli import cli
+from sessiontree.errors import SearchQueryError
+from sessiontree.ids import new_entry_id
 from sessiontree.search import settle_search_tail
 from sessiontree.stores import MemoryStore, SqliteStore, sqlite_search
 from sessiontree.stores import sqlite as sqlite_module
+from sessiontree.sync import Syncer
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 
@@ -348,16 +365,17 @@ def test_cli_search_of_a_store_it_may_not_write_scans_the_tail(tmp_path, directo
     fill_tail(path).close()
     os.chmod(path, 0o444)
     os.chmod(directory, directory_mode)
-    before = open(path, "rb").read()
+    before = Path(path).read_bytes()
     try:
         result = subprocess.run(
             ["/usr/bin/setpriv", "--bounding-set=-dac_override,-dac_read_search", sys.executable, "-c",
-             _CLI_SEARCH, path], capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONPATH=SRC))
+             _CLI_SEARCH, path], check=False, capture_output=True, text=True, timeout=120,
+            env=dict(os.environ, PYTHONPATH=SRC))
     finally:
         os.chmod(directory, 0o755)
     assert result.returncode == 0, result.stderr
     assert {hit["entryId"] for hit in json.loads(result.stdout)["hits"]} == EXPECTED["retry"]
-    assert open(path, "rb").read() == before
+    assert Path(path).read_bytes() == before
     reader = SqliteStore(path, readonly=True)
     assert pending_count(reader) > 3  # still pending: nothing could merge it
     reader.close()
@@ -391,13 +409,8 @@ def test_cli_search_does_not_migrate_an_older_schema(tmp_path, monkeypatch):
 
 # -- merges in small budgets mixed with reindex, replace, leaf records, clock steps ------------------
 
-from unittest import mock  # noqa: E402
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
-from sessiontree import SessionManager  # noqa: E402
-from sessiontree.ids import new_entry_id  # noqa: E402
 
 TEXTS = ["retry the flaky test", "dedup ids in parser.py", "東京 x", "nothing", "py", "RETRY again"]
 PROBES = ["retry", "dedup", "py", "東京", "x"]
@@ -536,10 +549,6 @@ def test_interrupted_sync_leaves_the_rest_pending_like_import(tmp_path):
     and not go on to settle the whole pending tail: with SIGINT caught, a second
     Ctrl-C could not interrupt that settle either. What it wrote stays pending and is
     still found."""
-    from sessiontree.sync import Syncer
-
-    from test_search import CORPUS
-
     paths = []
     for head, entries in CORPUS:
         path = tmp_path / f"{head['id']}.jsonl"
@@ -599,8 +608,6 @@ def test_pending_and_merged_entries_answer_arbitrary_text_alike(tmp_path_factory
     the code points folding to ASCII, final sigma, micro sign, quotes and FTS5
     syntax): the hits of an all-pending store, of the same store merged, and of a
     scan are the same set, for every query that parses."""
-    from sessiontree.errors import SearchQueryError
-
     path = str(tmp_path_factory.mktemp("t") / "s.db")
     store = SqliteStore(path)
     store.create(header("sess-t", "/w"), [msg(f"t{i:07d}", f"t{i - 1:07d}" if i else None, "user", text, i % 10)

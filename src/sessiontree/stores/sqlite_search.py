@@ -158,8 +158,8 @@ if TYPE_CHECKING:
 __all__ = [
     "INDEX",
     "MAX_PENDING",
-    "TOKENIZER",
     "SETTLE_TIMEOUT",
+    "TOKENIZER",
     "SearchIndex",
     "m004_search_index",
     "m005_search_pending",
