@@ -563,10 +563,6 @@ def test_interrupted_sync_leaves_the_rest_pending_like_import(tmp_path):
     store.close()
 
 
-@pytest.mark.xfail(strict=True, reason="settle_derived (stores/sqlite.py) loops until a transaction merges fewer "
-                   "than SETTLE_BUDGET records, so while another writer adds faster than FTS5 merges (a second "
-                   "import), one import's closing settle goes on until the other import ends; bounding it needs "
-                   "the rounds (or the updated_at mark) known at its start, a change to the shared write path")
 def test_settle_derived_is_bounded_while_writers_keep_adding(tmp_path, monkeypatch):
     """As the search's merge above, for ``store.settle_derived()`` (the end of an
     import or a sync): every transaction adds SETTLE_BUDGET + 1 records; a settle of

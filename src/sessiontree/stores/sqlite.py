@@ -174,6 +174,9 @@ class DerivedIndex(Protocol):
     def remove(self, conn: sqlite3.Connection, key: Any) -> None:
         """Drop everything derived from the session ``key`` (inside the transaction)."""
 
+    def pending(self, conn: sqlite3.Connection) -> int:
+        """How many entries :meth:`settle` has left to do (0: nothing deferred)."""
+
     def settle(self, conn: sqlite3.Connection, budget: int | None = None) -> int:
         """Finish work this index deferred to keep writes cheap (inside a writing
         transaction): all of it, or about ``budget`` entries. Returns how many
@@ -1027,26 +1030,50 @@ class SqliteStore(StoreBase):
             conn.execute("DELETE FROM entries WHERE session_id = ?", (key,))
             conn.execute("DELETE FROM sessions WHERE id = ?", (key,))
 
-    def settle_derived(self) -> int:
+    def settle_derived(self, *, lock_timeout: float | None = None) -> int:
         """Finish the derived work writes deferred (the search text left pending, see
         ``sqlite_search``), in write transactions of about :data:`SETTLE_BUDGET`
         entries each, so that no transaction holds the write lock for long and an
-        interruption keeps what was done. See :meth:`SessionStore.settle_derived`.
+        interruption keeps what was done. Bounded by the work pending when it
+        starts: entries other writers add meanwhile may stay pending (a settle
+        must not chase a concurrent import). See :meth:`SessionStore.settle_derived`.
+
+        Args:
+            lock_timeout: seconds each transaction waits for another writer's
+                lock; ``None``: the store's busy timeout.
 
         Returns:
             The number of entries processed.
 
         Raises:
-            StorageError: the store is read-only or a write failed (the
-                transactions before it are kept; what is left stays pending).
+            StorageError: the store is read-only, a write failed or the lock
+                stayed held (the transactions before it are kept; what is left
+                stays pending).
         """
+        with self._read() as conn:
+            pending = sum(index.pending(conn) for index in DERIVED_INDEXES) if self._ready(conn) else 0
         total = 0
-        while True:
-            with self._write("settle derived data") as conn:
+        for _ in range(pending // SETTLE_BUDGET + 1):
+            with self._busy_timeout(lock_timeout), self._write("settle derived data") as conn:
                 done = [index.settle(conn, SETTLE_BUDGET) for index in DERIVED_INDEXES]
             total += sum(done)
             if all(count < SETTLE_BUDGET for count in done):
-                return total
+                break
+        return total
+
+    @contextmanager
+    def _busy_timeout(self, seconds: float | None) -> Iterator[None]:
+        """Within the block, this connection waits at most ``seconds`` for another
+        writer's lock (``None``: unchanged); the store's own timeout afterwards."""
+        if seconds is None:
+            yield
+            return
+        with self._lock:
+            self._connection().execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+            try:
+                yield
+            finally:
+                self._connection().execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
 
     def reindex(self, session_id: str | None = None) -> int:
         """Recompute all derived data from the entries: the listing columns,

@@ -410,6 +410,10 @@ class SearchIndex:
                      " WHERE id != ?) WHERE updated_at > (SELECT coalesce(max(updated_at), 0) FROM sessions"
                      " WHERE id != ?)", (key, key))
 
+    def pending(self, conn: sqlite3.Connection) -> int:
+        """Pending records (:func:`pending_records`)."""
+        return pending_records(conn)
+
     def settle(self, conn: sqlite3.Connection, budget: int | None = None) -> int:
         """Merge pending entries into FTS5: all of them, or about ``budget`` records
         (:func:`merge_pending`); returns how many records were merged (fewer than
@@ -774,30 +778,14 @@ def settle_if_due(store: SqliteStore) -> int:
     Raises:
         StorageError: the database could not be read.
     """
-    from . import sqlite as sqlite_module  # SETTLE_BUDGET read at call time
-
     with store._read() as conn:
         pending = pending_records(conn) if store._ready(conn) else 0
     if pending <= MAX_PENDING:
         return 0
-    budget = sqlite_module.SETTLE_BUDGET
-    total = 0
     try:
-        for _ in range(pending // budget + 1):
-            with store._lock:
-                conn = store._connection()
-                conn.execute(f"PRAGMA busy_timeout = {int(min(store.timeout, SETTLE_TIMEOUT) * 1000)}")
-                try:
-                    with store._write("merge the search index") as conn:
-                        done = INDEX.settle(conn, budget)
-                finally:
-                    store._connection().execute(f"PRAGMA busy_timeout = {int(store.timeout * 1000)}")
-            total += done
-            if done < budget:
-                break
+        return store.settle_derived(lock_timeout=min(store.timeout, SETTLE_TIMEOUT))
     except StorageError:
-        pass  # the lock is held or the write failed: the query scans what is left
-    return total
+        return 0  # the lock is held or the write failed: the query scans what is left
 
 
 def merge_store(store: SqliteStore) -> int:

@@ -251,6 +251,10 @@ class UsageLedger:
         if keys:
             _refresh_calls(conn, keys)
 
+    def pending(self, conn: sqlite3.Connection) -> int:
+        """Nothing deferred: the ledger is complete after every write."""
+        return 0
+
     def settle(self, conn: sqlite3.Connection, budget: int | None = None) -> int:
         """Nothing to finish: the ledger is complete after every write."""
         return 0
