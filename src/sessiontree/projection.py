@@ -208,8 +208,13 @@ class SessionContext:
 # Small helpers
 
 
+# The same characters as one string, for str.strip: a text is blank exactly when
+# stripping them leaves nothing (one C call instead of a generator per text).
+_JS_WHITESPACE_CHARS: Final = "".join(sorted(_JS_WHITESPACE))
+
+
 def _is_blank(text: str) -> bool:
-    return all(ch in _JS_WHITESPACE for ch in text)
+    return not text.strip(_JS_WHITESPACE_CHARS)
 
 
 def _block_visible(block: Any) -> bool:
@@ -1131,6 +1136,87 @@ def _scan_down(raw_path: list[Entry]) -> _Scan:
                  copies)
 
 
+# What the one-pass build of a plain branch does with one entry (see _plain_ops),
+# as the first item of an (op, item, extra) step:
+_OP_SKIP = 0  # nothing to project (item, extra: None)
+_OP_SETTING = 1  # a setting change (item: the entry)
+_OP_CLOSE = 2  # a stored message that closes the tool window (item: the message)
+_OP_RESULT = 3  # a tool result (item: the message; extra: its toolCallId if a string, else None)
+_OP_ASSISTANT = 4  # item: the message; extra: (its (call id, name) pairs in order, stopReason is
+#                    "toolUse", its timestamp or _ABSENT)
+_OP_TRANSPARENT = 5  # a stored message transparent to pairing, not a system one (item: the message)
+_OP_SYSTEM = 6  # a stored system message (item: the message)
+_OP_MADE = 7  # a custom_message or branch_summary (item: the entry; extra: whether its message closes)
+
+#: One step of :func:`_plain_ops`.
+PlainOp = tuple[int, Any, Any]
+_SKIP_OP: Final[PlainOp] = (_OP_SKIP, None, None)
+
+
+def _plain_ops(path: Iterable[Entry]) -> list[PlainOp] | None:
+    """What :meth:`ProjectionBuilder._extend` derives from each entry of a plain branch,
+    one step per entry in path order; ``None`` when the path is not plain
+    (see :meth:`ProjectionBuilder._build_plain`).
+
+    Each step is a pure function of its entry (the branch is plain: no edit
+    and no docs/rules/projection.md P.1 copy applies): the entry's kind, its
+    message, how the message takes part in tool pairing (docs/rules/decisions.md
+    D-11: closes the window, answers a call, opens one, or is transparent) and
+    the tool calls it opens. Stored entries are never mutated, so the steps of a
+    branch stay right for as long as the branch is kept, and a rebuild replays
+    them (:meth:`ProjectionBuilder._replay`) without reading the entries again:
+    the steps are small tuples allocated together, where the entries are
+    scattered over the loaded session's heap. The pairing itself, which depends
+    on the order of the whole branch, is done by the replay on every build.
+    """
+    ops: list[PlainOp] = []
+    push = ops.append
+    content_visible, is_transparent, skip = _content_visible, _is_transparent, _SKIP_OP
+    for entry in path:
+        kind = entry.get("type")
+        if kind == "message":
+            message = entry.get("message")
+            if message.__class__ is not dict:
+                return None  # the general build gives it no message (or a P.1 copy of a dict subclass)
+            role = message.get("role")
+            if role == "toolResult":
+                call_id = message.get("toolCallId")
+                if message.get("content") is None:
+                    return None  # needs a docs/rules/projection.md P.1 copy: the general build makes it
+                push((_OP_RESULT, message, call_id if isinstance(call_id, str) else None))
+                continue
+            content = message.get("content")
+            if content is None and isinstance(role, str) and role in _CONTENT_ROLES:
+                return None  # needs a docs/rules/projection.md P.1 copy: the general build makes it
+            if role == "assistant":
+                calls = []
+                if isinstance(content, list):
+                    for block in content:
+                        if (block.__class__ is dict or isinstance(block, Mapping)) and block.get("type") == "toolCall":
+                            call_id, name = block.get("id"), block.get("name")
+                            if isinstance(call_id, str) and isinstance(name, str):
+                                calls.append((call_id, name))
+                push((_OP_ASSISTANT, message,
+                      (tuple(calls), message.get("stopReason") == "toolUse", message.get("timestamp", _ABSENT))))
+            # a user message is transparent exactly when its content is invisible
+            elif content_visible(content) if role == "user" else not is_transparent(message):
+                push((_OP_CLOSE, message, None))
+            elif role == "system":
+                push((_OP_SYSTEM, message, None))
+            else:
+                push((_OP_TRANSPARENT, message, None))
+        elif kind == "custom_message" or kind == "branch_summary":
+            made = _context_message(entry)
+            push(skip if made is None else (_OP_MADE, entry, not is_transparent(made)))
+        elif kind == "context_edit" or (kind == "compaction" and is_active_compaction(entry)):
+            return None
+        elif isinstance(kind, str) and kind in _SETTING_KINDS and _setting(entry) is not None:
+            push((_OP_SETTING, entry, None))
+        else:
+            push(skip)
+    return ops
+
+
 def _project(
     entries: Sequence[Entry],
     leaf_id: LeafArg,
@@ -1159,6 +1245,11 @@ class ProjectionBuilder:
             raw branch of :attr:`leaf_id` root first, which a caller may keep and
             give to a later :meth:`build` of the same leaf (it is the
             :attr:`sources` list itself: a copy must be kept); else ``None``.
+        plain_ops: with :attr:`plain_branch`, one step per entry of it
+            (:func:`_plain_ops`: what the build derives from each entry), which
+            a caller may keep with the branch and give to that later build, so
+            that it replays the steps instead of reading the entries; else
+            ``None``. Like :attr:`plain_branch`, :meth:`advance` appends to it.
 
     The synthetic results of a tool window still open at the leaf are not
     part of the state: whether they are wanted depends on the caller (docs/rules/decisions.md D-11),
@@ -1167,7 +1258,7 @@ class ProjectionBuilder:
 
     __slots__ = ("leaf_id", "sources", "messages", "ends", "window", "system_messages", "edits",
                  "thinking_level", "model", "context_window", "copies", "owned", "owned_sources",
-                 "plain_branch")
+                 "plain_branch", "plain_ops")
 
     def __init__(self, leaf_id: str | None, thinking_level: str, model: dict[str, Any] | None,
                  context_window: int | None, edits: dict[str, Entry]) -> None:
@@ -1191,10 +1282,12 @@ class ProjectionBuilder:
         # The raw branch root first when the build was the one-pass one (a plain
         # branch: the sources are that branch), else None. advance() appends to it.
         self.plain_branch: list[Entry] | None = None
+        self.plain_ops: list[PlainOp] | None = None  # _plain_ops(plain_branch), grown with it
 
     @classmethod
     def build(cls, entries: Sequence[Entry], leaf_id: LeafArg,
-              by_id: Mapping[str, Entry] | None, *, branch: list[Entry] | None = None) -> ProjectionBuilder:
+              by_id: Mapping[str, Entry] | None, *, branch: list[Entry] | None = None,
+              ops: list[PlainOp] | None = None) -> ProjectionBuilder:
         """Project the branch of ``leaf_id`` from scratch (see :func:`build_session_projection`).
 
         Args:
@@ -1203,10 +1296,13 @@ class ProjectionBuilder:
                 then projected without walking it again. It must be exactly what
                 that earlier build walked (entries are only ever appended, so
                 the branch of a given leaf never changes).
+            ops: with ``branch``, that earlier build's :attr:`plain_ops` for it
+                (the first ``len(branch)`` steps): the build then replays them
+                rather than reading the entries (see :func:`_plain_ops`).
         """
         if by_id is None and leaf_id is not None:
             by_id = _index(entries)  # once, for both ways of building
-        fast = cls._build_plain(entries, leaf_id, by_id, branch)
+        fast = cls._build_plain(entries, leaf_id, by_id, branch, ops)
         if fast is not None:
             return fast
         # Pass 1, walking up from the leaf: the path (P.1-normalized), settings
@@ -1334,7 +1430,8 @@ class ProjectionBuilder:
     @classmethod
     def _build_plain(cls, entries: Sequence[Entry], leaf_id: LeafArg,
                      by_id: Mapping[str, Entry] | None,
-                     branch: list[Entry] | None = None) -> ProjectionBuilder | None:
+                     branch: list[Entry] | None = None,
+                     ops: list[PlainOp] | None = None) -> ProjectionBuilder | None:
         """:meth:`build` in one pass over the branch, for a plain one; ``None`` otherwise.
 
         A branch is plain when it has no ``compaction`` (active or retired), no
@@ -1350,7 +1447,7 @@ class ProjectionBuilder:
         if leaf is None:
             return None
         if branch is not None:
-            return cls._plain_from(leaf, branch)
+            return cls._plain_from(leaf, branch, ops)
         path: list[Entry] = []
         append, get = path.append, index.get
         budget = len(index)
@@ -1373,15 +1470,20 @@ class ProjectionBuilder:
         return cls._plain_from(leaf, path)
 
     @classmethod
-    def _plain_from(cls, leaf: str, path: list[Entry]) -> ProjectionBuilder | None:
+    def _plain_from(cls, leaf: str, path: list[Entry], ops: list[PlainOp] | None = None) -> ProjectionBuilder | None:
         """The one-pass build over ``path``, the raw branch of ``leaf`` root first (see
-        :meth:`_build_plain`); ``None`` when it is not plain after all."""
-        settings: dict[str, tuple[int, Any]] = {}
+        :meth:`_build_plain`); ``None`` when it is not plain after all. ``ops``:
+        :func:`_plain_ops` of ``path`` when the caller kept them (else they are
+        made here)."""
+        if ops is None or len(ops) != len(path):
+            ops = _plain_ops(path)
+            if ops is None:
+                return None
         self = cls(leaf, "off", None, None, {})
         self.sources = path
         self.plain_branch = path
-        if not self._extend(path, settings):
-            return None
+        self.plain_ops = ops
+        settings = self._replay(ops)
         if "thinking_level" in settings:
             self.thinking_level = settings["thinking_level"][1]
         if "context_window" in settings:
@@ -1399,15 +1501,68 @@ class ProjectionBuilder:
         self.model = model
         return self
 
-    def _extend(self, body: Iterable[Entry], scan: dict[str, tuple[int, Any]] | None = None) -> bool:
+    def _replay(self, ops: Iterable[PlainOp]) -> dict[str, tuple[int, Any]]:
+        """:meth:`_extend` over a plain branch from its :func:`_plain_ops` steps: the same
+        messages, ends, owned positions, system messages and tool pairing
+        (docs/rules/decisions.md D-11), without reading the entries. Returns
+        the position and value of the last thinking-level, context-window and
+        model-change setting (docs/rules/projection.md Q.3, S), as
+        :meth:`_extend` records them in ``scan``."""
+        # Spelled out inline like _extend (the hot path of a rebuild): one
+        # iteration per entry, the window's sets mutated in place.
+        messages, window, ends = self.messages, self.window, self.ends
+        push, mark, own = messages.append, ends.append, self.owned.append
+        allowed, answered, pending = window.allowed, window.answered, window.pending
+        settings: dict[str, tuple[int, Any]] = {}
+        for op, item, extra in ops:
+            if op == _OP_RESULT:
+                # _ToolWindow.accept: an orphan or a duplicate is dropped
+                if extra is not None and extra in allowed and extra not in answered:
+                    answered.add(extra)
+                    push(item)
+            elif op == _OP_ASSISTANT or op == _OP_CLOSE or (op == _OP_MADE and extra):
+                if op == _OP_MADE:
+                    item = _context_message(item)  # made afresh on every build, as _extend does
+                # _ToolWindow.close
+                if pending:
+                    timestamp = window.timestamp
+                    for call_id, name in pending:
+                        if call_id not in answered:
+                            own(len(messages))
+                            push(_synthetic_result(call_id, name, timestamp))
+                    pending.clear()
+                if allowed:
+                    allowed.clear()
+                    answered.clear()
+                if op == _OP_MADE:
+                    own(len(messages))
+                push(item)
+                if op == _OP_ASSISTANT:
+                    # _ToolWindow.open (the window was just closed)
+                    calls, to_use, window.timestamp = extra
+                    for call in calls:
+                        if to_use and call[0] not in allowed:
+                            pending.append(call)
+                        allowed.add(call[0])
+            elif op == _OP_TRANSPARENT:
+                push(item)
+            elif op == _OP_SYSTEM:
+                self.system_messages.append(item)
+                push(item)
+            elif op == _OP_MADE:  # a made message transparent to pairing
+                own(len(messages))
+                push(_context_message(item))
+            elif op == _OP_SETTING:
+                setting = _setting(item)
+                if setting is not None:
+                    settings[setting[0]] = (len(ends), setting[1])
+            mark(len(messages))
+        return settings
+
+    def _extend(self, body: Iterable[Entry]) -> None:
         """Pass 2 over context entries (P.1-normalized): their messages, edits
         applied, and tool pairing (docs/rules/decisions.md D-11). Records one end offset per entry.
-
-        With ``scan`` (:meth:`_build_plain`), ``body`` is a raw path and the
-        pass also records in ``scan`` the position and value of the last
-        thinking-level, context-window and model-change setting; it stops,
-        returning ``False`` (the builder is then spent), at an entry a plain
-        path cannot have. Returns ``True`` otherwise."""
+        (A plain branch is built by :meth:`_replay` instead.)"""
         # The projection's hot path, one iteration per entry of the branch:
         # the pairing steps of :class:`_ToolWindow` (accept, close, open) are
         # spelled out inline on the window's own sets and list, which are
@@ -1422,16 +1577,9 @@ class ProjectionBuilder:
             made = False  # whether the message is a dict made here, not stored data
             if kind == "message":
                 message = entry.get("message")
-                if message.__class__ is not dict:
-                    if scan is not None or not isinstance(message, dict):
-                        if scan is not None:
-                            return False
-                        mark(len(messages))
-                        continue
-                elif scan is not None and message.get("content") is None:
-                    role = message.get("role")
-                    if isinstance(role, str) and role in _CONTENT_ROLES:
-                        return False  # needs a docs/rules/projection.md P.1 copy: the general build makes it
+                if message.__class__ is not dict and not isinstance(message, dict):
+                    mark(len(messages))
+                    continue
                 if copies and entry.get("id") in copies:
                     made = True
                     self.owned_sources.append((len(self.ends), -1))
@@ -1442,13 +1590,6 @@ class ProjectionBuilder:
                     continue
                 made = True
             else:
-                if scan is not None:
-                    if kind == "context_edit" or (kind == "compaction" and is_active_compaction(entry)):
-                        return False
-                    if isinstance(kind, str) and kind in _SETTING_KINDS:
-                        setting = _setting(entry)
-                        if setting is not None:
-                            scan[setting[0]] = (len(self.ends), setting[1])
                 mark(len(messages))
                 continue
             if edits:
@@ -1503,7 +1644,6 @@ class ProjectionBuilder:
                                 allowed.add(call_id)
                 window.timestamp = message.get("timestamp", _ABSENT)
             mark(len(messages))
-        return True
 
     def advance(self, entry: Entry) -> bool:
         """Extend the projection by ``entry``, a new child of :attr:`leaf_id`.
@@ -1527,11 +1667,15 @@ class ProjectionBuilder:
         normalized = _normalize_entry(entry)
         if normalized is not entry:
             self.copies.add(entry_id)
-        if self.plain_branch is not None and (normalized is not entry or kind == "compaction"):
-            # No longer a branch the one-pass build takes (see _build_plain): forget it,
-            # before appending, since it is the sources list itself.
-            self.plain_branch = None
-            self.sources = list(self.sources)
+        if self.plain_branch is not None:
+            step = None if normalized is not entry or kind == "compaction" else _plain_ops((entry,))
+            if step is None:
+                # No longer a branch the one-pass build takes (see _build_plain): forget it,
+                # before appending, since it is the sources list itself.
+                self.plain_branch = self.plain_ops = None
+                self.sources = list(self.sources)
+            elif self.plain_ops is not None:
+                self.plain_ops += step
         self.sources.append(normalized)
         self._extend((normalized,))
         self.leaf_id = entry_id
