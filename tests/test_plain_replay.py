@@ -1,4 +1,4 @@
-"""A rebuild of a plain branch from the steps kept with it (projection._plain_ops,
+"""A rebuild of a plain branch from the steps kept with it (projection._plain_step,
 ProjectionBuilder._replay) gives exactly what the general build gives."""
 
 from __future__ import annotations
@@ -23,6 +23,10 @@ def _general(entries, leaf, monkeypatch_ctx):
         return ProjectionBuilder.build(entries, leaf, None)
 
 
+def _copy(steps: projection_module.PlainSteps) -> projection_module.PlainSteps:
+    return projection_module.PlainSteps(bytearray(steps.codes), list(steps.items), list(steps.extras))
+
+
 def _fields(builder: ProjectionBuilder, repair: bool) -> tuple:
     p = builder.result(repair, copy=True)
     return (p.messages, p.thinking_level, p.model, p.context_window, p.system_message, list(p.sources),
@@ -44,9 +48,9 @@ def test_a_rebuild_from_the_kept_steps_equals_the_general_build(monkeypatch, ent
     assert len(plain.plain_ops) == len(plain.plain_branch)
     general = _general(entries, leaf, monkeypatch)
     with monkeypatch.context() as patch:  # the entries are not read again: no step is derived
-        patch.setattr(projection_module, "_plain_ops", None)
+        patch.setattr(projection_module, "_plain_step", None)
         again = ProjectionBuilder.build(entries, leaf, None, branch=list(plain.plain_branch),
-                                        ops=list(plain.plain_ops))
+                                        ops=_copy(plain.plain_ops))
     assert again.plain_branch is not None
     assert _fields(again, repair) == _fields(general, repair) == _fields(plain, repair)
 
@@ -72,7 +76,7 @@ def test_steps_grown_by_advance_rebuild_what_the_general_build_gives(monkeypatch
         return
     assert builder.plain_ops == projection_module._plain_ops(builder.plain_branch)
     again = ProjectionBuilder.build(entries, path[-1]["id"], None, branch=list(builder.plain_branch),
-                                    ops=list(builder.plain_ops))
+                                    ops=_copy(builder.plain_ops))
     assert _fields(again, repair) == _fields(general, repair)
 
 
@@ -139,7 +143,7 @@ def test_a_manager_rebuild_replays_the_kept_steps(monkeypatch, repair):
     assert (first.thinking_level, first.model) == ("high", {"provider": "p", "modelId": "m1"})
     manager._projector = None
     with monkeypatch.context() as patch:  # the rebuild derives nothing from the entries
-        patch.setattr(projection_module, "_plain_ops", None)
+        patch.setattr(projection_module, "_plain_step", None)
         again = manager.build_session_projection()
     assert again == expected
     assert again.messages[4] is not first.messages[4]  # a made message is a fresh dict per build

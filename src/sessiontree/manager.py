@@ -170,7 +170,7 @@ class SessionManager:
         # The raw branch of a leaf whose projection was built the one-pass way: (tree,
         # leaf id, a list whose first n items are that branch, n, a list whose first n
         # items are the build's steps for them); see _current_projector.
-        self._branch: tuple[SessionTree, str | None, list[Entry], int, list[_projection.PlainOp]] | None = None
+        self._branch: tuple[SessionTree, str | None, list[Entry], int, _projection.PlainSteps] | None = None
 
     # ------------------------------------------------------------------ factories
 
@@ -986,7 +986,7 @@ class SessionManager:
                 return projector
         # A plain branch (no boundary, no edit) seen by an earlier build of the same
         # leaf is projected without walking it again, from the steps that build
-        # derived from each entry (projection._plain_ops): entries are only ever
+        # derived from each entry (projection._plain_step): entries are only ever
         # appended and never changed, so a leaf's branch and those steps never change.
         branch = ops = None
         kept = self._branch
@@ -994,7 +994,7 @@ class SessionManager:
                 and kept[3] <= len(kept[2]) and kept[3] <= len(kept[4])):
             n = kept[3]
             branch = kept[2] if n == len(kept[2]) else kept[2][:n]
-            ops = kept[4] if n == len(kept[4]) else kept[4][:n]
+            ops = kept[4].prefix(n)
         with gc_paused():
             projector = _projection.ProjectionBuilder.build(tree.entries, tree.leaf_id, tree.by_id,
                                                             branch=branch, ops=ops)
