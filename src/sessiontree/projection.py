@@ -1211,9 +1211,13 @@ def _plain_step(entry: Entry) -> PlainOp | None:
     entries are never mutated, so the steps of a branch stay right for as long
     as the branch is kept, and a rebuild replays them
     (:meth:`ProjectionBuilder._replay`) without reading the entries again: the
-    steps are small tuples allocated together, where the entries are scattered
-    over the loaded session's heap. The pairing itself, which depends on the
-    order of the whole branch, is done by the replay on every build.
+    steps sit in three contiguous lists (:class:`PlainSteps`), where the entries
+    are scattered over the loaded session's heap. The pairing itself, which
+    depends on the order of the whole branch, is done by the replay on every
+    build. The first build records the steps in its own pass
+    (:meth:`ProjectionBuilder._extend_plain`); this function gives the step of
+    one appended entry (:meth:`ProjectionBuilder.advance`), and the tests check
+    the two agree.
     """
     kind = entry.get("type")
     if kind == "message":
