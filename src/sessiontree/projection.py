@@ -1165,7 +1165,7 @@ class PlainSteps:
     traverse (what :func:`_plain_step` returns is transient).
     """
 
-    __slots__ = ("codes", "items", "extras")
+    __slots__ = ("codes", "extras", "items")
 
     def __init__(self, codes: bytearray | None = None, items: list[Any] | None = None,
                  extras: list[Any] | None = None) -> None:
