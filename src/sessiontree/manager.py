@@ -168,8 +168,9 @@ class SessionManager:
         # number of entries it has seen (see _current_projector).
         self._projector: tuple[SessionTree, int, _projection.ProjectionBuilder] | None = None
         # The raw branch of a leaf whose projection was built the one-pass way: (tree,
-        # leaf id, a list whose first n items are that branch, n); see _current_projector.
-        self._branch: tuple[SessionTree, str | None, list[Entry], int] | None = None
+        # leaf id, a list whose first n items are that branch, n, a list whose first n
+        # items are the build's steps for them); see _current_projector.
+        self._branch: tuple[SessionTree, str | None, list[Entry], int, _projection.PlainSteps] | None = None
 
     # ------------------------------------------------------------------ factories
 
@@ -984,17 +985,23 @@ class SessionManager:
                 self._projector = (tree, count, projector)
                 return projector
         # A plain branch (no boundary, no edit) seen by an earlier build of the same
-        # leaf is projected without walking it again: entries are only ever
-        # appended, so a leaf's branch never changes.
-        branch = None
+        # leaf is projected without walking it again, from the steps that build
+        # derived from each entry (projection._plain_step): entries are only ever
+        # appended and never changed, so a leaf's branch and those steps never change.
+        branch = ops = None
         kept = self._branch
-        if kept is not None and kept[0] is tree and kept[1] == tree.leaf_id and kept[3] <= len(kept[2]):
-            branch = kept[2] if kept[3] == len(kept[2]) else kept[2][:kept[3]]
+        if (kept is not None and kept[0] is tree and kept[1] == tree.leaf_id
+                and kept[3] <= len(kept[2]) and kept[3] <= len(kept[4])):
+            n = kept[3]
+            branch = kept[2] if n == len(kept[2]) else kept[2][:n]
+            ops = kept[4].prefix(n)
         with gc_paused():
-            projector = _projection.ProjectionBuilder.build(tree.entries, tree.leaf_id, tree.by_id, branch=branch)
+            projector = _projection.ProjectionBuilder.build(tree.entries, tree.leaf_id, tree.by_id,
+                                                            branch=branch, ops=ops)
         self._projector = (tree, len(tree), projector)
-        if projector.plain_branch is not None:
-            self._branch = (tree, tree.leaf_id, projector.plain_branch, len(projector.plain_branch))
+        if projector.plain_branch is not None and projector.plain_ops is not None:
+            self._branch = (tree, tree.leaf_id, projector.plain_branch, len(projector.plain_branch),
+                            projector.plain_ops)
         return projector
 
     def build_session_projection(self) -> _projection.SessionProjection:

@@ -208,8 +208,13 @@ class SessionContext:
 # Small helpers
 
 
+# The same characters as one string, for str.strip: a text is blank exactly when
+# stripping them leaves nothing (one C call instead of a generator per text).
+_JS_WHITESPACE_CHARS: Final = "".join(sorted(_JS_WHITESPACE))
+
+
 def _is_blank(text: str) -> bool:
-    return all(ch in _JS_WHITESPACE for ch in text)
+    return not text.strip(_JS_WHITESPACE_CHARS)
 
 
 def _block_visible(block: Any) -> bool:
@@ -1131,6 +1136,151 @@ def _scan_down(raw_path: list[Entry]) -> _Scan:
                  copies)
 
 
+# What the one-pass build of a plain branch does with one entry (see _plain_step),
+# as the first item of an (op, item, extra) step. The ops that close the tool
+# window are numbered together (<= _OP_MADE), so that the replay tests for them at once.
+_OP_RESULT = 0  # a tool result (item: the message; extra: its toolCallId if a string, else None)
+_OP_ASSISTANT = 1  # an assistant message without tool calls (item: it; extra: its timestamp or _ABSENT)
+_OP_CALLS = 2  # an assistant message with tool calls and stopReason "toolUse" (item: it; extra:
+#                (its timestamp or _ABSENT, id, name, id, name, ...) of the first call of each id)
+_OP_CALLS_KEPT = 3  # the same with another stopReason: its calls are allowed but left unanswered
+_OP_CLOSE = 4  # another stored message that closes the tool window (item: the message)
+_OP_MADE = 5  # a custom_message or branch_summary (item: the entry; extra: whether its message closes)
+_OP_TRANSPARENT = 6  # a stored message transparent to pairing, not a system one (item: the message)
+_OP_SYSTEM = 7  # a stored system message (item: the message)
+_OP_SETTING = 8  # a setting change (item: the entry)
+_OP_SKIP = 9  # nothing to project (item, extra: None)
+
+#: One step of :func:`_plain_step`: (op, item, extra).
+PlainOp = tuple[int, Any, Any]
+_SKIP_OP: Final[PlainOp] = (_OP_SKIP, None, None)
+
+
+class PlainSteps:
+    """The :func:`_plain_step` steps of a plain branch, in branch order, kept as three
+    parallel lists: ``codes`` (a ``bytearray`` of ops), ``items`` and ``extras``.
+
+    Parallel lists rather than a tuple per entry: a 100,000-entry branch then
+    adds three containers, not 100,000, for the cyclic collector to count and
+    traverse (what :func:`_plain_step` returns is transient).
+    """
+
+    __slots__ = ("codes", "extras", "items")
+
+    def __init__(self, codes: bytearray | None = None, items: list[Any] | None = None,
+                 extras: list[Any] | None = None) -> None:
+        self.codes = bytearray() if codes is None else codes
+        self.items: list[Any] = [] if items is None else items
+        self.extras: list[Any] = [] if extras is None else extras
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def append(self, step: PlainOp) -> None:
+        """Add one step at the end."""
+        op, item, extra = step
+        self.codes.append(op)
+        self.items.append(item)
+        self.extras.append(extra)
+
+    def prefix(self, count: int) -> PlainSteps:
+        """The first ``count`` steps (``self`` when that is all of them)."""
+        if count == len(self.codes):
+            return self
+        return PlainSteps(self.codes[:count], self.items[:count], self.extras[:count])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PlainSteps):
+            return NotImplemented
+        return (self.codes, self.items, self.extras) == (other.codes, other.items, other.extras)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+
+def _plain_step(entry: Entry) -> PlainOp | None:
+    """What the one-pass build of a plain branch (:meth:`ProjectionBuilder._build_plain`)
+    derives from one entry of it, as one ``(op, item, extra)`` step (the ``_OP_*``
+    codes); ``None`` when a plain branch cannot have the entry: a ``compaction``, a
+    ``context_edit``, a message needing a docs/rules/projection.md P.1 copy or
+    stored as anything but a dict.
+
+    A step is a pure function of its entry (on a plain branch no edit and no
+    P.1 copy applies): the message the entry contributes, how it takes part in
+    tool pairing (docs/rules/decisions.md D-11: answers a call, opens calls,
+    closes the window, or is transparent), or the setting it changes. Stored
+    entries are never mutated, so the steps of a branch stay right for as long
+    as the branch is kept, and a rebuild replays them
+    (:meth:`ProjectionBuilder._replay`) without reading the entries again: the
+    steps sit in three contiguous lists (:class:`PlainSteps`), where the entries
+    are scattered over the loaded session's heap. The pairing itself, which
+    depends on the order of the whole branch, is done by the replay on every
+    build. The first build records the steps in its own pass
+    (:meth:`ProjectionBuilder._extend_plain`); this function gives the step of
+    one appended entry (:meth:`ProjectionBuilder.advance`), and the tests check
+    the two agree.
+    """
+    kind = entry.get("type")
+    if kind == "message":
+        message = entry.get("message")
+        if message.__class__ is not dict:
+            return None  # the general build gives it no message (or a P.1 copy of a dict subclass)
+        role = message.get("role")
+        content = message.get("content")
+        if role == "toolResult":
+            if content is None:
+                return None  # needs a docs/rules/projection.md P.1 copy: the general build makes it
+            call_id = message.get("toolCallId")
+            return _OP_RESULT, message, call_id if isinstance(call_id, str) else None
+        if role == "assistant":
+            if content is None:
+                return None
+            calls = None
+            if isinstance(content, list):
+                for block in content:
+                    if (block.__class__ is dict or isinstance(block, Mapping)) and block.get("type") == "toolCall":
+                        call_id, name = block.get("id"), block.get("name")
+                        if isinstance(call_id, str) and isinstance(name, str):
+                            if calls is None:
+                                calls = [(call_id, name)]
+                            else:
+                                calls.append((call_id, name))
+            stamp = message.get("timestamp", _ABSENT)
+            if calls is None:
+                return _OP_ASSISTANT, message, stamp
+            op = _OP_CALLS if message.get("stopReason") == "toolUse" else _OP_CALLS_KEPT
+            if len(calls) == 1:
+                return op, message, (stamp, *calls[0])
+            first: dict[str, str] = {}  # an id repeated in one message: its first call counts (_ToolWindow.open)
+            for call_id, name in calls:
+                first.setdefault(call_id, name)
+            return op, message, (stamp, *itertools.chain.from_iterable(first.items()))
+        if content is None and isinstance(role, str) and role in _CONTENT_ROLES:
+            return None  # needs a docs/rules/projection.md P.1 copy: the general build makes it
+        # a user message is transparent exactly when its content is invisible
+        if _content_visible(content) if role == "user" else not _is_transparent(message):
+            return _OP_CLOSE, message, None
+        return (_OP_SYSTEM if role == "system" else _OP_TRANSPARENT), message, None
+    if kind == "custom_message" or kind == "branch_summary":
+        made = _context_message(entry)
+        return _SKIP_OP if made is None else (_OP_MADE, entry, not _is_transparent(made))
+    if kind == "compaction" or kind == "context_edit":
+        return None
+    if isinstance(kind, str) and kind in _SETTING_KINDS and _setting(entry) is not None:
+        return _OP_SETTING, entry, None
+    return _SKIP_OP
+
+
+def _plain_ops(path: Iterable[Entry]) -> PlainSteps | None:
+    """:func:`_plain_step` of each entry of ``path``, in order; ``None`` when one is ``None``."""
+    ops = PlainSteps()
+    for entry in path:
+        step = _plain_step(entry)
+        if step is None:
+            return None
+        ops.append(step)
+    return ops
+
+
 def _project(
     entries: Sequence[Entry],
     leaf_id: LeafArg,
@@ -1159,6 +1309,11 @@ class ProjectionBuilder:
             raw branch of :attr:`leaf_id` root first, which a caller may keep and
             give to a later :meth:`build` of the same leaf (it is the
             :attr:`sources` list itself: a copy must be kept); else ``None``.
+        plain_ops: with :attr:`plain_branch`, one step per entry of it
+            (:func:`_plain_step`: what the build derives from each entry), which
+            a caller may keep with the branch and give to that later build, so
+            that it replays the steps instead of reading the entries; else
+            ``None``. Like :attr:`plain_branch`, :meth:`advance` appends to it.
 
     The synthetic results of a tool window still open at the leaf are not
     part of the state: whether they are wanted depends on the caller (docs/rules/decisions.md D-11),
@@ -1167,7 +1322,7 @@ class ProjectionBuilder:
 
     __slots__ = ("leaf_id", "sources", "messages", "ends", "window", "system_messages", "edits",
                  "thinking_level", "model", "context_window", "copies", "owned", "owned_sources",
-                 "plain_branch")
+                 "plain_branch", "plain_ops")
 
     def __init__(self, leaf_id: str | None, thinking_level: str, model: dict[str, Any] | None,
                  context_window: int | None, edits: dict[str, Entry]) -> None:
@@ -1191,10 +1346,12 @@ class ProjectionBuilder:
         # The raw branch root first when the build was the one-pass one (a plain
         # branch: the sources are that branch), else None. advance() appends to it.
         self.plain_branch: list[Entry] | None = None
+        self.plain_ops: PlainSteps | None = None  # _plain_step of each plain_branch entry
 
     @classmethod
     def build(cls, entries: Sequence[Entry], leaf_id: LeafArg,
-              by_id: Mapping[str, Entry] | None, *, branch: list[Entry] | None = None) -> ProjectionBuilder:
+              by_id: Mapping[str, Entry] | None, *, branch: list[Entry] | None = None,
+              ops: PlainSteps | None = None) -> ProjectionBuilder:
         """Project the branch of ``leaf_id`` from scratch (see :func:`build_session_projection`).
 
         Args:
@@ -1203,10 +1360,13 @@ class ProjectionBuilder:
                 then projected without walking it again. It must be exactly what
                 that earlier build walked (entries are only ever appended, so
                 the branch of a given leaf never changes).
+            ops: with ``branch``, that earlier build's :attr:`plain_ops` for it
+                (the first ``len(branch)`` steps): the build then replays them
+                rather than reading the entries (see :func:`_plain_step`).
         """
         if by_id is None and leaf_id is not None:
             by_id = _index(entries)  # once, for both ways of building
-        fast = cls._build_plain(entries, leaf_id, by_id, branch)
+        fast = cls._build_plain(entries, leaf_id, by_id, branch, ops)
         if fast is not None:
             return fast
         # Pass 1, walking up from the leaf: the path (P.1-normalized), settings
@@ -1334,34 +1494,35 @@ class ProjectionBuilder:
     @classmethod
     def _build_plain(cls, entries: Sequence[Entry], leaf_id: LeafArg,
                      by_id: Mapping[str, Entry] | None,
-                     branch: list[Entry] | None = None) -> ProjectionBuilder | None:
+                     branch: list[Entry] | None = None,
+                     ops: PlainSteps | None = None) -> ProjectionBuilder | None:
         """:meth:`build` in one pass over the branch, for a plain one; ``None`` otherwise.
 
         A branch is plain when it has no ``compaction`` (active or retired), no
         ``context_edit``, no message needing a docs/rules/projection.md P.1 copy (null content of a
         user-like role) or stored as anything but a dict, and no parent cycle: then the context
         entries are the path itself, nothing is edited, and the projection is
-        one :meth:`_extend` over the path, which also notes the settings
-        (docs/rules/projection.md Q.3, S). The walk up collects only the path, instead of reading each
-        entry twice (once walking up, once projecting). On anything else the
-        caller builds the general way; the result is the same either way.
+        one pass over the path (:meth:`_extend_plain`), which also notes the
+        settings (docs/rules/projection.md Q.3, S) and records each entry's
+        step (:func:`_plain_step`) for a later rebuild of the same leaf to
+        replay (:meth:`_replay`). The walk up collects only the path. On
+        anything else the caller builds the general way; the result is the
+        same either way.
         """
         leaf, index = _resolve_leaf(entries, leaf_id, by_id)
         if leaf is None:
             return None
         if branch is not None:
-            return cls._plain_from(leaf, branch)
+            return cls._plain_from(leaf, branch, ops)
         path: list[Entry] = []
         append, get = path.append, index.get
-        budget = len(index)
         current: Any = leaf
-        while current is not None:
+        # At most one step per indexed entry (the count kept by the loop, in C): a
+        # walk still going after that has met an id twice.
+        for _ in itertools.repeat(None, len(index)):
             entry = get(current)
             if entry is None:
                 break
-            budget -= 1
-            if budget < 0:
-                return None  # a parent cycle: the general build stops where an id repeats
             kind = entry.get("type")
             if kind == "compaction" or kind == "context_edit":
                 # Met walking up, so a session with compactions gives up after
@@ -1369,19 +1530,30 @@ class ProjectionBuilder:
                 return None
             append(entry)
             current = entry.get("parentId")
+        else:
+            if get(current) is not None:
+                return None  # a parent cycle: the general build stops where an id repeats
         path.reverse()
         return cls._plain_from(leaf, path)
 
     @classmethod
-    def _plain_from(cls, leaf: str, path: list[Entry]) -> ProjectionBuilder | None:
+    def _plain_from(cls, leaf: str, path: list[Entry], ops: PlainSteps | None = None) -> ProjectionBuilder | None:
         """The one-pass build over ``path``, the raw branch of ``leaf`` root first (see
-        :meth:`_build_plain`); ``None`` when it is not plain after all."""
-        settings: dict[str, tuple[int, Any]] = {}
+        :meth:`_build_plain`); ``None`` when it is not plain after all. ``ops``:
+        the :func:`_plain_step` of each entry of ``path`` when the caller has them
+        (they are replayed), else they are recorded by the pass."""
         self = cls(leaf, "off", None, None, {})
         self.sources = path
         self.plain_branch = path
-        if not self._extend(path, settings):
-            return None
+        if ops is not None and len(ops) == len(path):
+            self.plain_ops = ops
+            settings = self._replay(ops)
+        else:
+            self.plain_ops = PlainSteps()
+            found = self._extend_plain(path, self.plain_ops)
+            if found is None:
+                return None
+            settings = found
         if "thinking_level" in settings:
             self.thinking_level = settings["thinking_level"][1]
         if "context_window" in settings:
@@ -1399,15 +1571,190 @@ class ProjectionBuilder:
         self.model = model
         return self
 
-    def _extend(self, body: Iterable[Entry], scan: dict[str, tuple[int, Any]] | None = None) -> bool:
+    def _extend_plain(self, path: Iterable[Entry], steps: PlainSteps) -> dict[str, tuple[int, Any]] | None:
+        """The first build of a plain branch: :meth:`_extend` over the raw path (no edit,
+        no copy applies), recording each entry's :func:`_plain_step` in ``steps``
+        as it goes. Returns what :meth:`_replay` returns, or ``None`` (the builder
+        is then spent) at an entry a plain branch cannot have."""
+        # One pass, reading each entry once: _extend's pairing steps inline (see
+        # there), specialized to a plain path, with the step noted per entry.
+        # tests/test_plain_replay.py checks the steps against _plain_step.
+        messages, window, ends = self.messages, self.window, self.ends
+        push, mark, own = messages.append, ends.append, self.owned.append
+        allowed, answered, pending = window.allowed, window.answered, window.pending
+        add_code, add_item, add_extra = steps.codes.append, steps.items.append, steps.extras.append
+        content_visible, is_transparent = _content_visible, _is_transparent
+        stamp = window.timestamp
+        settings: dict[str, tuple[int, Any]] = {}
+        for entry in path:
+            kind = entry.get("type")
+            if kind == "message":
+                item = message = entry.get("message")
+                if message.__class__ is not dict:
+                    return None  # the general build gives it no message (or a P.1 copy of a dict subclass)
+                role = message.get("role")
+                content = message.get("content")
+                if role == "toolResult":
+                    if content is None:
+                        return None  # needs a docs/rules/projection.md P.1 copy: the general build makes it
+                    call_id = message.get("toolCallId")
+                    if not isinstance(call_id, str):
+                        call_id = None
+                    add_code(_OP_RESULT)
+                    add_item(message)
+                    add_extra(call_id)
+                    # _ToolWindow.accept: an orphan or a duplicate is dropped
+                    if call_id in allowed and call_id not in answered:
+                        answered.add(call_id)
+                        push(message)
+                    mark(len(messages))
+                    continue
+                if role == "assistant":
+                    if content is None:
+                        return None
+                    op = _OP_ASSISTANT
+                elif content is None and isinstance(role, str) and role in _CONTENT_ROLES:
+                    return None
+                # a user message is transparent exactly when its content is invisible
+                elif content_visible(content) if role == "user" else not is_transparent(message):
+                    op = _OP_CLOSE
+                else:
+                    op = _OP_SYSTEM if role == "system" else _OP_TRANSPARENT
+            elif kind == "custom_message" or kind == "branch_summary":
+                message = _context_message(entry)
+                if message is None:
+                    add_code(_OP_SKIP)
+                    add_item(None)
+                    add_extra(None)
+                    mark(len(messages))
+                    continue
+                item, op = entry, _OP_MADE
+            elif kind == "compaction" or kind == "context_edit":
+                return None
+            else:
+                setting = _setting(entry) if isinstance(kind, str) and kind in _SETTING_KINDS else None
+                if setting is None:
+                    add_code(_OP_SKIP)
+                    add_item(None)
+                else:
+                    settings[setting[0]] = (len(ends), setting[1])
+                    add_code(_OP_SETTING)
+                    add_item(entry)
+                add_extra(None)
+                mark(len(messages))
+                continue
+            extra = None
+            if op == _OP_MADE:
+                extra = not is_transparent(message)
+            if op <= _OP_CLOSE or extra:
+                # _ToolWindow.close
+                if pending:
+                    for call_id, name in pending:
+                        if call_id not in answered:
+                            own(len(messages))
+                            push(_synthetic_result(call_id, name, stamp))
+                    pending.clear()
+                if allowed:
+                    allowed.clear()
+                    answered.clear()
+            elif op == _OP_SYSTEM:
+                self.system_messages.append(message)
+            if op == _OP_MADE:
+                own(len(messages))
+            push(message)
+            if op == _OP_ASSISTANT:
+                # _ToolWindow.open (the window was just closed): the first call of each id
+                extra = stamp = message.get("timestamp", _ABSENT)
+                if isinstance(content, list):
+                    to_use = message.get("stopReason") == "toolUse"
+                    for block in content:
+                        if (block.__class__ is dict or isinstance(block, Mapping)) and block.get("type") == "toolCall":
+                            call_id, name = block.get("id"), block.get("name")
+                            if isinstance(call_id, str) and isinstance(name, str):
+                                if call_id not in allowed:
+                                    if to_use:
+                                        pending.append((call_id, name))
+                                    if op == _OP_ASSISTANT:
+                                        op, extra = (_OP_CALLS if to_use else _OP_CALLS_KEPT), (stamp, call_id, name)
+                                    else:
+                                        extra += (call_id, name)
+                                allowed.add(call_id)
+            add_code(op)
+            add_item(item)
+            add_extra(extra)
+            mark(len(messages))
+        window.timestamp = stamp
+        return settings
+
+    def _replay(self, ops: PlainSteps) -> dict[str, tuple[int, Any]]:
+        """:meth:`_extend` over a plain branch from its :func:`_plain_step` steps: the same
+        messages, ends, owned positions, system messages and tool pairing
+        (docs/rules/decisions.md D-11), without reading the entries. Returns
+        the position and value of the last thinking-level, context-window and
+        model-change setting (docs/rules/projection.md Q.3, S) on the branch,
+        by name (``"thinking_level"``, ``"model"``, ``"context_window"``)."""
+        # Spelled out inline like _extend (the hot path of a rebuild): one
+        # iteration per entry, the window's sets mutated in place; the ops are
+        # local names, most frequent first.
+        messages, window, ends = self.messages, self.window, self.ends
+        push, mark, own = messages.append, ends.append, self.owned.append
+        allowed, answered, pending = window.allowed, window.answered, window.pending
+        stamp = window.timestamp
+        result_op, assistant_op, calls_op, close_op, last_closing, made_op = (
+            _OP_RESULT, _OP_ASSISTANT, _OP_CALLS, _OP_CLOSE, _OP_MADE, _OP_MADE)
+        transparent_op, system_op, setting_op = _OP_TRANSPARENT, _OP_SYSTEM, _OP_SETTING
+        settings: dict[str, tuple[int, Any]] = {}
+        for op, item, extra in zip(ops.codes, ops.items, ops.extras):
+            if op == result_op:
+                # _ToolWindow.accept: an orphan or a duplicate is dropped (allowed holds strings only)
+                if extra in allowed and extra not in answered:
+                    answered.add(extra)
+                    push(item)
+            elif op <= last_closing and (op != made_op or extra):
+                if op == made_op:
+                    item = _context_message(item)  # made afresh on every build, as _extend does
+                # _ToolWindow.close
+                if pending:
+                    for call_id, name in pending:
+                        if call_id not in answered:
+                            own(len(messages))
+                            push(_synthetic_result(call_id, name, stamp))
+                    pending.clear()
+                if allowed:
+                    allowed.clear()
+                    answered.clear()
+                if op == made_op:
+                    own(len(messages))
+                push(item)
+                # _ToolWindow.open, on the window just emptied
+                if op == assistant_op:
+                    stamp = extra
+                elif op < close_op:  # calls: (timestamp, id, name, id, name, ...)
+                    stamp = extra[0]
+                    for k in range(1, len(extra), 2):
+                        allowed.add(extra[k])
+                        if op == calls_op:
+                            pending.append((extra[k], extra[k + 1]))
+            elif op == transparent_op:
+                push(item)
+            elif op == system_op:
+                self.system_messages.append(item)
+                push(item)
+            elif op == made_op:  # a made message transparent to pairing
+                own(len(messages))
+                push(_context_message(item))
+            elif op == setting_op:
+                setting = _setting(item)
+                if setting is not None:
+                    settings[setting[0]] = (len(ends), setting[1])
+            mark(len(messages))
+        window.timestamp = stamp
+        return settings
+
+    def _extend(self, body: Iterable[Entry]) -> None:
         """Pass 2 over context entries (P.1-normalized): their messages, edits
         applied, and tool pairing (docs/rules/decisions.md D-11). Records one end offset per entry.
-
-        With ``scan`` (:meth:`_build_plain`), ``body`` is a raw path and the
-        pass also records in ``scan`` the position and value of the last
-        thinking-level, context-window and model-change setting; it stops,
-        returning ``False`` (the builder is then spent), at an entry a plain
-        path cannot have. Returns ``True`` otherwise."""
+        (A plain branch is built by :meth:`_replay` instead.)"""
         # The projection's hot path, one iteration per entry of the branch:
         # the pairing steps of :class:`_ToolWindow` (accept, close, open) are
         # spelled out inline on the window's own sets and list, which are
@@ -1422,16 +1769,9 @@ class ProjectionBuilder:
             made = False  # whether the message is a dict made here, not stored data
             if kind == "message":
                 message = entry.get("message")
-                if message.__class__ is not dict:
-                    if scan is not None or not isinstance(message, dict):
-                        if scan is not None:
-                            return False
-                        mark(len(messages))
-                        continue
-                elif scan is not None and message.get("content") is None:
-                    role = message.get("role")
-                    if isinstance(role, str) and role in _CONTENT_ROLES:
-                        return False  # needs a docs/rules/projection.md P.1 copy: the general build makes it
+                if message.__class__ is not dict and not isinstance(message, dict):
+                    mark(len(messages))
+                    continue
                 if copies and entry.get("id") in copies:
                     made = True
                     self.owned_sources.append((len(self.ends), -1))
@@ -1442,13 +1782,6 @@ class ProjectionBuilder:
                     continue
                 made = True
             else:
-                if scan is not None:
-                    if kind == "context_edit" or (kind == "compaction" and is_active_compaction(entry)):
-                        return False
-                    if isinstance(kind, str) and kind in _SETTING_KINDS:
-                        setting = _setting(entry)
-                        if setting is not None:
-                            scan[setting[0]] = (len(self.ends), setting[1])
                 mark(len(messages))
                 continue
             if edits:
@@ -1503,7 +1836,6 @@ class ProjectionBuilder:
                                 allowed.add(call_id)
                 window.timestamp = message.get("timestamp", _ABSENT)
             mark(len(messages))
-        return True
 
     def advance(self, entry: Entry) -> bool:
         """Extend the projection by ``entry``, a new child of :attr:`leaf_id`.
@@ -1527,11 +1859,15 @@ class ProjectionBuilder:
         normalized = _normalize_entry(entry)
         if normalized is not entry:
             self.copies.add(entry_id)
-        if self.plain_branch is not None and (normalized is not entry or kind == "compaction"):
-            # No longer a branch the one-pass build takes (see _build_plain): forget it,
-            # before appending, since it is the sources list itself.
-            self.plain_branch = None
-            self.sources = list(self.sources)
+        if self.plain_branch is not None:
+            step = None if normalized is not entry else _plain_step(entry)
+            if step is None:
+                # No longer a branch the one-pass build takes (see _build_plain): forget it,
+                # before appending, since it is the sources list itself.
+                self.plain_branch = self.plain_ops = None
+                self.sources = list(self.sources)
+            elif self.plain_ops is not None:
+                self.plain_ops.append(step)
         self.sources.append(normalized)
         self._extend((normalized,))
         self.leaf_id = entry_id
