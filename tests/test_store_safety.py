@@ -15,6 +15,8 @@ import json
 import os
 import signal
 import sqlite3
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -464,3 +466,45 @@ def test_list_reports_sessions_it_could_not_load(tmp_path):
     result = run(f"jsonl:///{directory}", "list")
     assert result.stderr.strip() == "1 session could not be loaded; run sessiontree check --store"
     assert run(f"jsonl:///{directory}", "list", "--json").stderr.strip().startswith("1 session")
+
+
+_LOCK_PROBE = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+try:
+    # SQLite's SHARED byte range on the database file, which every open WAL connection holds.
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 510, 0x40000002)
+    print("free")
+except OSError:
+    print("held")
+"""
+
+
+def test_a_second_store_on_the_same_file_keeps_the_first_ones_locks(tmp_path):
+    """POSIX locks belong to the process: closing any descriptor of the database file
+    drops every lock this process holds on it, and SQLite then reads and writes
+    unprotected (a concurrent writer's checkpoint overwrote pages under a reader:
+    "database disk image is malformed", snapshots that moved). Opening another
+    store on the same file (a read-only one, the search's writable handle, the
+    viewer) must not read the file through a descriptor of its own."""
+    path = str(tmp_path / "s.db")
+    SqliteStore(path).close()
+    first = SqliteStore(path)
+
+    def probe() -> str:
+        return subprocess.run([sys.executable, "-c", _LOCK_PROBE, path], capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    assert probe() == "held"
+    second = SqliteStore(path, readonly=True)
+    third = SqliteStore(path)
+    assert probe() == "held"
+    third.close()
+    second.close()
+    assert probe() == "held"  # the first store is still open
+    first.close()
+    assert probe() == "free"
+    # Once no store of ours holds it, the file is read directly again (and identified).
+    again = SqliteStore(path, readonly=True)
+    assert again.session_ids() == []
+    again.close()

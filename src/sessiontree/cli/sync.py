@@ -22,6 +22,7 @@ from ..errors import SessionError
 from ..sources import agent_sources
 from ..stores import MemoryStore, open_store, resolve_store
 from ..stores.base import SessionStore
+from ..stores.sqlite import file_header
 from ..sync import FileResult, Syncer, SyncReport, discover, run_lock, watch
 from ..textsafe import safe_line
 from ._common import (
@@ -51,10 +52,12 @@ def _is_store_source(arg: str) -> bool:
     path = os.path.expanduser(arg)
     if os.path.isfile(path) and not path.endswith(".jsonl"):
         try:
-            with open(path, "rb") as handle:
-                return handle.read(16) == _SQLITE_MAGIC
+            head = file_header(path, 16)
         except OSError:
             return False
+        # None: a store of this process holds it open (so it is a SQLite database), and
+        # reading it here would release that store's locks.
+        return head is None or head == _SQLITE_MAGIC
     return False
 
 

@@ -116,6 +116,42 @@ def _dir_writable(directory: str) -> bool:
     return os.access(directory or ".", os.W_OK | os.X_OK)
 
 
+#: How many open stores of this process hold each database file, by ``(st_dev, st_ino)``.
+#: POSIX advisory locks belong to the process and the file: closing *any* descriptor of
+#: the file releases every lock this process holds on it, including those of SQLite's
+#: own connections, which then read and write unprotected (SQLite, "How To Corrupt An
+#: SQLite Database File", 2.2). So while a store of ours has a file open, nothing of
+#: ours opens that file by other means (see :func:`file_header`).
+_OPEN_FILES: dict[tuple[int, int], int] = {}
+_OPEN_FILES_LOCK = threading.Lock()
+
+
+def _file_key(path: str) -> tuple[int, int] | None:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return status.st_dev, status.st_ino
+
+
+def file_header(path: str, size: int = 100) -> bytes | None:
+    """The first ``size`` bytes of the file at ``path``, read directly, or ``None``
+    when an open :class:`SqliteStore` of this process holds that file: closing the
+    descriptor a read needs would release that store's locks (see ``_OPEN_FILES``).
+    A file another store of ours holds open is a SQLite database.
+
+    Raises:
+        OSError: the file cannot be opened or read.
+    """
+    key = _file_key(path)
+    with _OPEN_FILES_LOCK:
+        if key is not None and _OPEN_FILES.get(key):
+            return None
+        # Read under the lock, so no store of this process opens the file meanwhile.
+        with open(path, "rb") as handle:
+            return handle.read(size)
+
+
 def _crc(data: bytes | str) -> int:
     """CRC-32 of a stored record's bytes (``str`` values, stored by hand, as UTF-8)."""
     if isinstance(data, str):
@@ -429,6 +465,8 @@ class SqliteStore(StoreBase):
         self._conn: sqlite3.Connection | None = None
         self._pid = os.getpid()
         self._closed = False
+        #: (st_dev, st_ino) of the database file while this store counts in _OPEN_FILES.
+        self._file_key: tuple[int, int] | None = None
         #: Per session this store appended to: (entry_count, next seq, listing state)
         #: as its last write left them, trusted only while _memo_mark still holds
         #: (see _memo_fresh); saves an append re-reading them.
@@ -476,6 +514,10 @@ class SqliteStore(StoreBase):
             conn.close()
             raise
         self._conn = conn
+        self._file_key = None if self.path == ":memory:" else _file_key(self.path)
+        if self._file_key is not None:
+            with _OPEN_FILES_LOCK:
+                _OPEN_FILES[self._file_key] = _OPEN_FILES.get(self._file_key, 0) + 1
 
     # -- connection and schema --------------------------------------------------------------
 
@@ -498,8 +540,13 @@ class SqliteStore(StoreBase):
                 database, or (``quick_check``) a damaged one.
         """
         try:
-            with open(self.path, "rb") as handle:
-                head = handle.read(100)
+            head = file_header(self.path)
+            if head is None:
+                # Another store of this process has the file open: it is a database of
+                # ours or an empty one, and a WAL one has its -wal file while open.
+                if os.path.getsize(self.path) == 0:
+                    return "empty"
+                head = _MAGIC + bytes([0, 0, 2, 2])
         except OSError as exc:
             raise StoreOpenError(f"cannot open {self.url}: {exc.strerror or exc}") from exc
         if not head:
@@ -1735,6 +1782,14 @@ class SqliteStore(StoreBase):
             conn, self._conn = self._conn, None
             if conn is not None and os.getpid() == self._pid:
                 conn.close()
+            key, self._file_key = self._file_key, None
+            if key is not None:
+                with _OPEN_FILES_LOCK:
+                    left = _OPEN_FILES.get(key, 0) - 1
+                    if left > 0:
+                        _OPEN_FILES[key] = left
+                    else:
+                        _OPEN_FILES.pop(key, None)
 
 
 _SYNC_SQL = ("path, session_id, size, mtime_ns, inode, dev, consumed, lines, entries, version, header_hash,"
