@@ -36,7 +36,8 @@ from typing import Any
 
 import orjson
 
-__all__ = ["MAX_DEPTH", "NestingError", "depth", "loads", "dumps", "dumps_str", "js_stringify", "js_number", "js_key_order", "utf16_len"]
+__all__ = ["MAX_DEPTH", "NestingError", "depth", "loads", "dumps", "dumps_str", "js_stringify", "js_number", "js_key_order",
+           "orjson_text_is_exact", "utf16_len"]
 
 _SURROGATE = re.compile("[\ud800-\udbff][\udc00-\udfff]|[\ud800-\udfff]")
 _decoder = json.JSONDecoder()
@@ -223,6 +224,16 @@ def dumps(value: Any) -> bytes:
     if tokens:
         return _fix_numbers(out, tokens)
     return out
+
+
+def orjson_text_is_exact(value: Any) -> bool:
+    """Whether ``orjson.dumps`` of ``value`` (a dict, list or tuple orjson serialised, with
+    or without ``OPT_SORT_KEYS``) is already what :func:`dumps` writes for it (and for the
+    same value with its keys reordered): no number whose text JavaScript writes
+    differently and no all-digit key. One walk over the containers; strings are not
+    looked into."""
+    tokens: dict[bytes, int] = {}
+    return not _audit(value, tokens) and not tokens
 
 
 def _audit(value: Any, tokens: dict[bytes, int]) -> bool:
