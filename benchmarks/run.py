@@ -329,9 +329,9 @@ def build_cases(profile: dict[str, Any], only: set[str], data: Data) -> list[Cas
             add("batch", n, "ours sqlite, 1 txn", "ours", "py", {"op": "append_sqlite_batch", "batch": n, **base},
                 unit="appends")
             add("batch", n, "ours sqlite, 100/txn, no search index", "ours", "py",
-                {"op": "append_sqlite_batch", "batch": 100, "index": False, **base}, unit="appends")
+                {"op": "append_sqlite_batch", "batch": 100, "index": False, **base}, unit="appends", before=True)
             add("batch", n, "ours sqlite, 1 txn, no search index", "ours", "py",
-                {"op": "append_sqlite_batch", "batch": n, "index": False, **base}, unit="appends")
+                {"op": "append_sqlite_batch", "batch": n, "index": False, **base}, unit="appends", before=True)
             add("batch", n, "limit sqlite, 100/txn", "limit", "py", {"op": "limit_sqlite_insert", "batch": 100, **base},
                 unit="appends")
             add("batch", n, "limit sqlite, 1 txn", "limit", "py", {"op": "limit_sqlite_insert", "batch": n, **base},
@@ -374,7 +374,8 @@ def build_cases(profile: dict[str, Any], only: set[str], data: Data) -> list[Cas
             add("import", n, "ours sqlite", "ours", "py", {"op": "import_sqlite", "dir": c["dir"], **it}, primary=True,
                 unit="sessions", bytes=c["size"])
             add("import", n, "ours sqlite, no search index", "ours", "py",
-                {"op": "import_sqlite", "dir": c["dir"], "index": False, **it}, unit="sessions", bytes=c["size"])
+                {"op": "import_sqlite", "dir": c["dir"], "index": False, **it}, unit="sessions", bytes=c["size"],
+                before=True)
             add("import", n, "ours sqlite, per file, no search index", "ours", "py",
                 {"op": "import_sqlite", "dir": c["dir"], "index": False, "per_file": True, **it}, unit="sessions",
                 bytes=c["size"])
