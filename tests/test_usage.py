@@ -34,7 +34,12 @@ from sessiontree.usage import (
     session_usage,
     usage_report,
 )
-from sessiontree.usagerecords import UsageQuery, cost_to_nanos, dedup_key, records_from_entry
+from sessiontree.usagerecords import (
+    UsageQuery,
+    cost_to_nanos,
+    dedup_key,
+    records_from_entry,
+)
 
 CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus" / "pi-v1"
 BEFORE = CORPUS / "pi-mono-before-compaction.jsonl"

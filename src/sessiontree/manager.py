@@ -49,7 +49,7 @@ from .stores.jsonl import JsonlStore
 from .stores.memory import MemoryStore
 from .tree import Entry, NameState, SessionTree, TreeNode
 
-__all__ = ["SessionManager", "ImportOutcome", "IMPORT_BATCH_SESSIONS", "IMPORT_BATCH_BYTES", "now_iso"]
+__all__ = ["IMPORT_BATCH_BYTES", "IMPORT_BATCH_SESSIONS", "ImportOutcome", "SessionManager", "now_iso"]
 
 #: :meth:`SessionManager.import_files` writes at most this many sessions per transaction ...
 IMPORT_BATCH_SESSIONS = 100
