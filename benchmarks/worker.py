@@ -508,20 +508,37 @@ class _ImportCase(_ScratchCase):
 
 
 class ImportSqlite(_ImportCase):
-    """``SessionManager.import_from_jsonl`` of every file into one new SQLite store (a transaction each)."""
+    """What ``sessiontree import`` runs: ``SessionManager.import_files`` of every file into one
+    new SQLite store (groups of up to 100 sessions per transaction). With ``"per_file": true``,
+    ``SessionManager.import_from_jsonl`` per file (a transaction each), the row of earlier runs;
+    code without ``import_files`` (a ``--before`` tree) runs that too."""
+
+    def __init__(self, cmd: dict[str, Any]) -> None:
+        super().__init__(cmd)
+        self.per_file = cmd.get("per_file", False) or not hasattr(SessionManager, "import_files")
 
     def run(self) -> Any:
         store = SqliteStore(os.path.join(self.dir, "import.db"))
         try:
-            for path in self.files:
-                SessionManager.import_from_jsonl(path, None, store)
+            if self.per_file:
+                for path in self.files:
+                    SessionManager.import_from_jsonl(path, None, store)
+            else:
+                for outcome in SessionManager.import_files(self.files, None, store):
+                    if outcome.error is not None:
+                        raise outcome.error
         finally:
             store.close()
         return len(self.files)
 
 
 class LimitImport(_ImportCase):
-    """Read + ``orjson`` parse every line + raw SQLite inserts of the rows, a transaction per session."""
+    """Read + ``orjson`` parse every line + raw SQLite inserts of the rows, a transaction per session
+    (``"group": n``: per ``n`` sessions, as ``SessionManager.import_files`` groups them)."""
+
+    def __init__(self, cmd: dict[str, Any]) -> None:
+        super().__init__(cmd)
+        self.group = cmd.get("group", 1)
 
     def run(self) -> Any:
         gc.disable()  # as in LimitParse
@@ -533,16 +550,23 @@ class LimitImport(_ImportCase):
     def _run(self) -> Any:
         conn = _raw_db(os.path.join(self.dir, "raw.db"))
         loads = orjson.loads
+        pending = 0
         for path in self.files:
             with open(path, "rb") as handle:
                 lines = [line for line in handle.read().split(b"\n") if line]
             header = loads(lines[0])
             for line in lines[1:]:
                 loads(line)
-            conn.execute("BEGIN IMMEDIATE")
+            if not conn.in_transaction:
+                conn.execute("BEGIN IMMEDIATE")
             conn.execute("INSERT INTO sessions VALUES (?, ?)", (header["id"], lines[0]))
             conn.executemany("INSERT INTO entries VALUES (?, ?, ?)",
                              [(header["id"], seq, line) for seq, line in enumerate(lines[1:])])
+            pending += 1
+            if pending == self.group:
+                conn.execute("COMMIT")
+                pending = 0
+        if conn.in_transaction:
             conn.execute("COMMIT")
         conn.close()
         return len(self.files)

@@ -54,6 +54,7 @@ class AsyncDriven:
     fork_from = _Static("fork_from")
     import_from_jsonl = _Static("import_from_jsonl")
     import_session = _Static("import_session")
+    import_files = _Static("import_files")  # a list here, an iterator in the synchronous API
     list = _Static("list")
     list_all = _Static("list_all")
 

@@ -582,3 +582,20 @@ def test_the_loop_keeps_ticking_during_10000_durable_appends(tmp_path):
     ticks, missed, machine = ticker_during_appends(tmp_path, 10_000)
     print(f"10,000 appends: {ticks} ticks, at most {missed} missed in a row (control ticker: {machine})")
     assert ticks > 200 and missed <= 3 + machine
+
+
+def test_import_files_runs_the_grouped_import_off_the_loop(store, tmp_path):
+    header = b'{"type":"session","version":4,"id":"%s","createdAt":"2026-01-01T00:00:00.000Z","cwd":"/w"}\n'
+    paths = []
+    for name in ("a", "b", "a"):  # the second "a" is the same id again: rejected as already stored
+        path = tmp_path / f"{name}{len(paths)}.jsonl"
+        path.write_bytes(header % name.encode())
+        paths.append(str(path))
+
+    async def main():
+        return await AsyncSessionManager.import_files(paths, None, store, batch_sessions=2)
+
+    outcomes = asyncio.run(main())
+    assert [(o.session_id, o.error is None) for o in outcomes] == [("a", True), ("b", True), ("a", False)]
+    assert isinstance(outcomes[2].error, errors.SessionExistsError)
+    assert sorted(store.session_ids()) == ["a", "b"]

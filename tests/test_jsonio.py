@@ -7,7 +7,10 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from sessiontree import jsonio
 from sessiontree.jsonio import dumps, dumps_str, js_number, js_stringify, loads, utf16_len
 
 # --------------------------------------------------------------------------- loads
@@ -185,3 +188,38 @@ def test_dumps_joins_adjacent_surrogate_code_points() -> None:
 
 def test_dumps_non_string_keys_as_json_dumps_names_them() -> None:
     assert dumps({1: 1.0, None: 2, False: 3}) == b'{"1":1,"null":2,"false":3}'
+
+
+_numbers = st.one_of(
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from([0.0, -0.0, 1.0, 123.0, 1e15, 1e16, 1e21, 1e-5, 9.99e-6, 1e-7, 0.000009, 2**53 + 1, -(2**53) - 1]))
+_keys = st.one_of(st.text(max_size=4), st.sampled_from(["0", "1", "10", "01", "4294967294", "4294967295", "٣", "a1"]))
+_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), _numbers, st.text(max_size=8),
+              st.sampled_from(["a:1.0,", ",1e5]", '"7":', "x 12345678901234567"])),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(_keys, inner, max_size=4)),
+    max_leaves=12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_values)
+def test_dumps_of_tricky_numbers_and_keys_is_js_stringify(value) -> None:
+    """dumps (orjson, then the number/key fix-ups) gives js_stringify's bytes (the exact
+    serialiser) for integers beyond 2**53, integral, tiny and huge floats, array-index
+    keys, and strings that look like number tokens."""
+    assert jsonio.dumps(value) == jsonio.js_stringify(value).encode("utf-8")
+
+
+def test_both_parsers_read_big_integers_alike():
+    """orjson reads an integer literal beyond 64 bits as a float; the fallback parser
+    (taken for text orjson refuses, e.g. a lone surrogate escape) must give the same
+    value, not a Python int JavaScript could never hold."""
+    text = '{"s":"\\ud800","big":18446744073709551616,"top":18446744073709551615,"low":-9223372036854775809}'
+    value = jsonio.loads(text)
+    assert value["s"] == "\ud800"
+    assert value["big"] == 2.0 ** 64 and isinstance(value["big"], float)
+    assert value["top"] == 2 ** 64 - 1 and isinstance(value["top"], int)
+    assert value["low"] == -(2.0 ** 63) and isinstance(value["low"], float)
+    plain = jsonio.loads(text.replace('"\\ud800"', '"x"'))  # the orjson path
+    assert [type(plain[k]) for k in ("big", "top", "low")] == [float, int, float]

@@ -656,3 +656,47 @@ def test_import_session_of_an_already_read_file(store, tmp_path):
     assert SessionManager.import_session(parsed, None, store).get_session_id() == "pre-read"
     with pytest.raises(errors.SessionExistsError):
         SessionManager.import_session(parsed, None, store)
+
+
+def _session_file(path, session_id: str, text: str = "hi") -> str:
+    path.write_bytes(
+        b'{"type":"session","version":4,"id":"%s","createdAt":"2026-01-01T00:00:00.000Z","cwd":"/w"}\n' % session_id.encode()
+        + b'{"type":"message","id":"m1","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z",'
+          b'"message":{"role":"user","content":"%s","timestamp":1}}\n' % text.encode())
+    return str(path)
+
+
+def test_import_files_gives_each_file_its_own_outcome_in_a_failing_group(store, tmp_path):
+    SessionManager.import_from_jsonl(_session_file(tmp_path / "old.jsonl", "old"), None, store)
+    (tmp_path / "bad.jsonl").write_bytes(b'{"type":"session","version":4}\n')
+    paths = [_session_file(tmp_path / "a.jsonl", "a"),
+             str(tmp_path / "bad.jsonl"),                       # invalid: rejected when read
+             _session_file(tmp_path / "old2.jsonl", "old"),     # id already stored: the group fails as a whole
+             str(tmp_path / "missing.jsonl"),                   # unreadable
+             _session_file(tmp_path / "b.jsonl", "b", "two"),
+             _session_file(tmp_path / "b2.jsonl", "b", "other")]  # same id twice in one group
+    outcomes = list(SessionManager.import_files(paths, None, store, batch_sessions=10))
+    assert [o.path for o in outcomes] == paths
+    assert [o.session_id for o in outcomes] == ["a", None, "old", None, "b", "b"]
+    assert [o.entries for o in outcomes] == [1, 0, 0, 0, 1, 0]
+    assert outcomes[0].error is None and outcomes[4].error is None
+    assert isinstance(outcomes[1].error, errors.InvalidSessionError)
+    assert isinstance(outcomes[2].error, errors.SessionExistsError)
+    assert isinstance(outcomes[3].error, FileNotFoundError)
+    assert isinstance(outcomes[5].error, errors.SessionExistsError)
+    # The group fell back to one write per session: the good files are stored, the first "b" kept.
+    assert store.load("a").entries[0]["message"]["content"] == "hi"
+    assert store.load("b").entries[0]["message"]["content"] == "two"
+
+
+def test_import_files_groups_by_count_and_reports_only_committed_groups(tmp_path):
+    store = SqliteStore(str(tmp_path / "s.db"))
+    paths = [_session_file(tmp_path / f"{i}.jsonl", f"s{i}") for i in range(5)]
+    stored_when_yielded = []
+    for outcome in SessionManager.import_files(paths, str(tmp_path / "proj"), store, batch_sessions=2):
+        # Yielded after its group committed: a second connection sees it.
+        stored_when_yielded.append(outcome.session_id in SqliteStore(str(tmp_path / "s.db")).session_ids())
+        assert outcome.error is None and outcome.entries == 1
+    assert stored_when_yielded == [True] * 5
+    assert store.load("s4").header["cwd"] == str(tmp_path / "proj")
+    assert sorted(store.session_ids()) == [f"s{i}" for i in range(5)]

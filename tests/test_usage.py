@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sessiontree.cli import cli
 from sessiontree.format import read_session_file
@@ -32,7 +34,12 @@ from sessiontree.usage import (
     session_usage,
     usage_report,
 )
-from sessiontree.usagerecords import UsageQuery, cost_to_nanos, records_from_entry
+from sessiontree.usagerecords import (
+    UsageQuery,
+    cost_to_nanos,
+    dedup_key,
+    records_from_entry,
+)
 
 CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus" / "pi-v1"
 BEFORE = CORPUS / "pi-mono-before-compaction.jsonl"
@@ -531,3 +538,37 @@ def test_session_stats_feeds_the_viewer_list(store):
     assert session_stats(store, ["a", "b"]) == {"a": {"models": ["p/m"], "tokens": 15,
                                                      "cost": Decimal("0.000003")}}
     assert session_stats(store, ["b"]) == {}
+
+
+def _old_dedup_key(source, entry, message, usage, provider, model, extra):
+    """The rule as first written: canonical (sorted) usage, jsonio.dumps, BLAKE2b-128."""
+    import hashlib
+
+    from sessiontree import jsonio
+    from sessiontree.usagerecords import _canonical
+
+    parts = [source, entry.get("timestamp"), message.get("timestamp") if message is not None else None,
+             provider, model, extra, _canonical(usage)]
+    return hashlib.blake2b(jsonio.dumps(parts), digest_size=16).digest()
+
+
+_key_text = st.one_of(st.text(max_size=5), st.sampled_from(["input", "output", "cacheRead", "0", "10", "2", "é", "z",
+                                                            "Z", "\U0001f600", "\uffff", "\ud800", "a\x00"]))
+_usage_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
+              st.floats(allow_nan=False), st.text(max_size=5),
+              st.sampled_from([0.033697, 1.0, 0.0, -0.0, 1e-7, 1e21, 2**53 + 1])),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_key_text, inner, max_size=5)),
+    max_leaves=10)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_usage_values, st.sampled_from(["2026-01-01T00:00:00.000Z", None, 5]), st.sampled_from([None, "p", "\ud800"]))
+def test_dedup_key_fast_path_gives_the_stored_keys(usage, stamp, provider):
+    """Ledger rows already stored hold keys of the original rule: the orjson fast path
+    must give the same 16 bytes for any usage value (key order, numbers, surrogates)."""
+    entry = {"type": "message", "id": "a", "parentId": None, "timestamp": stamp}
+    message = {"role": "assistant", "timestamp": 1700000000000, "usage": usage}
+    for args in (("assistant", entry, message, usage, provider, "m", None),
+                 ("usage", entry, None, usage, None, None, "kind")):
+        assert dedup_key(*args) == _old_dedup_key(*args)

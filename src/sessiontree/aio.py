@@ -68,7 +68,7 @@ import functools
 import os
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,7 +76,7 @@ from . import projection as _projection
 from .errors import SessionError
 from .format import ParsedSession
 from .info import SessionInfo
-from .manager import UNSET, SessionManager, StoreOrDir
+from .manager import UNSET, ImportOutcome, SessionManager, StoreOrDir
 from .stores import open_store
 from .stores.base import CancelEvent, ProgressCallback, SessionStore
 from .stores.jsonl import JsonlStore
@@ -689,6 +689,41 @@ class AsyncSessionManager:
         def build(store: SessionStore) -> SessionManager:
             return SessionManager.import_from_jsonl(input_path, cwd, store)
         return await cls._factory("import_from_jsonl", target, build, write=True)
+
+    @classmethod
+    async def import_files(cls, paths: Iterable[str | os.PathLike[str]], cwd: str | None = None,
+                           target: StoreOrDir | None = None, *, batch_sessions: int | None = None,
+                           batch_bytes: int | None = None) -> builtins.list[ImportOutcome]:
+        """Import many JSONL files keeping their ids, in groups of sessions per transaction
+        (see :meth:`SessionManager.import_files`), on the store's writer thread.
+
+        Returns:
+            One :class:`ImportOutcome` per path, in order (errors of single files are in
+            the outcomes). Cancelling the awaiting task stops reading further files; the
+            group being written is finished, and the outcomes so far travel with the
+            cancellation (:class:`WriteOutcome`).
+
+        Raises:
+            StoreOpenError: the target store cannot be opened.
+        """
+        store, lease = await _open_target("import_files", target)
+        stop = threading.Event()
+
+        def until_stopped() -> Iterator[str | os.PathLike[str]]:
+            for path in paths:
+                if stop.is_set():
+                    return
+                yield path
+
+        def work() -> builtins.list[ImportOutcome]:
+            return builtins.list(SessionManager.import_files(until_stopped(), cwd, store,
+                                                             batch_sessions=batch_sessions,
+                                                             batch_bytes=batch_bytes))
+        try:
+            settled = await _run(store, work, write=True, on_cancel=stop.set)
+        finally:
+            await _close_owned(lease)
+        return _finish("import_files", settled, settled.value)
 
     @classmethod
     async def import_session(cls, parsed: ParsedSession, cwd: str | None = None,

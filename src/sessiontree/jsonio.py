@@ -36,10 +36,20 @@ from typing import Any
 
 import orjson
 
-__all__ = ["MAX_DEPTH", "NestingError", "depth", "loads", "dumps", "dumps_str", "js_stringify", "js_number", "js_key_order", "utf16_len"]
+__all__ = ["MAX_DEPTH", "NestingError", "depth", "loads", "dumps", "dumps_str", "js_stringify", "js_number", "js_key_order",
+           "orjson_text_is_exact", "utf16_len"]
 
 _SURROGATE = re.compile("[\ud800-\udbff][\udc00-\udfff]|[\ud800-\udfff]")
-_decoder = json.JSONDecoder()
+
+
+def _parse_int(text: str) -> int | float:
+    """An integer literal as orjson reads it: an ``int`` within 64 bits (signed or
+    unsigned), a ``float`` beyond, so that both parsers give the same value."""
+    value = int(text)
+    return value if -(2 ** 63) <= value < 2 ** 64 else float(value)
+
+
+_decoder = json.JSONDecoder(parse_int=_parse_int)
 _MAX_SAFE_INTEGER = 2**53 - 1  # Number.MAX_SAFE_INTEGER
 
 #: The deepest JSON value sessiontree reads or writes, in levels of arrays and
@@ -126,7 +136,7 @@ def _loads_fallback(data: bytes | str) -> Any:
     text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
     # json.loads accepts NaN/Infinity, which JSON forbids; refuse them.
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=_reject_constant, parse_int=_parse_int)
     except RecursionError:  # its recursive parser gave up: deeper than we accept anyway
         raise NestingError() from None
 
@@ -223,6 +233,16 @@ def dumps(value: Any) -> bytes:
     if tokens:
         return _fix_numbers(out, tokens)
     return out
+
+
+def orjson_text_is_exact(value: Any) -> bool:
+    """Whether ``orjson.dumps`` of ``value`` (a dict, list or tuple orjson serialised, with
+    or without ``OPT_SORT_KEYS``) is already what :func:`dumps` writes for it (and for the
+    same value with its keys reordered): no number whose text JavaScript writes
+    differently and no all-digit key. One walk over the containers; strings are not
+    looked into."""
+    tokens: dict[bytes, int] = {}
+    return not _audit(value, tokens) and not tokens
 
 
 def _audit(value: Any, tokens: dict[bytes, int]) -> bool:

@@ -23,7 +23,8 @@ from __future__ import annotations
 import builtins
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -31,6 +32,7 @@ from . import projection as _projection
 from .errors import (
     EntryNotFoundError,
     InvalidSessionError,
+    SessionError,
     SessionInUseError,
     StorageError,
 )
@@ -47,7 +49,37 @@ from .stores.jsonl import JsonlStore
 from .stores.memory import MemoryStore
 from .tree import Entry, NameState, SessionTree, TreeNode
 
-__all__ = ["SessionManager", "now_iso"]
+__all__ = ["IMPORT_BATCH_BYTES", "IMPORT_BATCH_SESSIONS", "ImportOutcome", "SessionManager", "now_iso"]
+
+#: :meth:`SessionManager.import_files` writes at most this many sessions per transaction ...
+IMPORT_BATCH_SESSIONS = 100
+#: ... and at most this many bytes of entry text (one larger session is a batch of its own):
+#: what a batch holds in memory, and what an interruption or a crash makes the next run redo.
+IMPORT_BATCH_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ImportOutcome:
+    """What :meth:`SessionManager.import_files` did with one file.
+
+    Attributes:
+        path: the file, as given.
+        session_id: the id read from the file (``None`` when it could not be read).
+        entries: how many entries were imported (0 unless imported).
+        error: ``None`` when the session was imported; else why not: a
+            :class:`SessionExistsError` (the id is already stored; compare with
+            ``parsed`` to tell a re-import from a clash), another
+            :class:`SessionError` (invalid file or id, storage failure), an
+            ``OSError`` or a ``ValueError``.
+        parsed: the session as read (``None`` when it could not be read).
+    """
+
+    path: str
+    session_id: str | None
+    entries: int
+    error: Exception | None
+    parsed: ParsedSession | None
+
 
 
 class _Unset:
@@ -449,6 +481,92 @@ class SessionManager:
         raw = [parsed.entry_bytes(i) for i in range(len(parsed.entries))]
         store.create(header, parsed.entries, raw)
         return cls(store, header, parsed.entries, cwd=header.get("cwd") or os.getcwd(), saved=True)
+
+    @classmethod
+    def import_files(cls, paths: Iterable[str | os.PathLike[str]], cwd: str | None = None,
+                     target: StoreOrDir | None = None, *, batch_sessions: int | None = None,
+                     batch_bytes: int | None = None) -> Iterator[ImportOutcome]:
+        """Import many JSONL files keeping their ids, as :meth:`import_from_jsonl` does
+        for each (docs/rules/manager.md seed:import; what ``sessiontree import`` runs).
+
+        Files are read in order and written in groups of up to ``batch_sessions``
+        sessions or ``batch_bytes`` bytes of entry text, each group in one
+        transaction of the store's ``create_many`` (stores without it: one
+        ``create`` per session). A group that fails as a whole (an id already
+        stored, a storage error) is written again one session per transaction,
+        so every file gets its own outcome and one bad file costs no other its
+        import. Each group's outcomes are yielded, in file order, only after its
+        transaction committed: a yielded "imported" is as durable as the store
+        makes any write, and an interruption (``KeyboardInterrupt``) or crash
+        loses only the group in progress, none of whose files was reported, so
+        running the same import again finishes it.
+
+        Args:
+            paths: the files, in order.
+            cwd: as for :meth:`import_from_jsonl` (the imports land in that project).
+            target: a store, a store URL, or a directory (JSONL); default: the configured store.
+            batch_sessions, batch_bytes: the group bounds (default :data:`IMPORT_BATCH_SESSIONS`,
+                :data:`IMPORT_BATCH_BYTES`).
+
+        Returns:
+            An iterator of one :class:`ImportOutcome` per path, in order. Errors of
+            single files are in the outcomes; nothing is raised for them.
+        """
+        store = _store_or_dir(target)
+        batch_sessions = batch_sessions or IMPORT_BATCH_SESSIONS
+        batch_bytes = batch_bytes or IMPORT_BATCH_BYTES
+        many = getattr(store, "create_many", None)
+        pending: list[tuple[str, ParsedSession | None, Exception | None]] = []
+        size = 0
+        for path in paths:
+            parsed = None
+            try:
+                parsed = read_session_file(path)
+                validate_session_id(parsed.header["id"])
+            except (SessionError, OSError, ValueError) as exc:
+                pending.append((str(path), parsed, exc))
+            else:
+                pending.append((str(path), parsed, None))
+                size += sum(len(parsed.entry_bytes(i)) for i in range(len(parsed.entries)))
+            if len(pending) >= batch_sessions or size >= batch_bytes:
+                yield from cls._import_group(store, many, pending, cwd)
+                pending, size = [], 0
+        if pending:
+            yield from cls._import_group(store, many, pending, cwd)
+
+    @staticmethod
+    def _import_group(store: SessionStore, many: Any,
+                      pending: Sequence[tuple[str, ParsedSession | None, Exception | None]],
+                      cwd: str | None) -> Iterator[ImportOutcome]:
+        """Write one group of :meth:`import_files`; its outcomes in order, after the commit."""
+        items = []
+        for index, (_path, parsed, error) in enumerate(pending):
+            if parsed is None or error is not None:
+                continue
+            header = dict(parsed.header)
+            if cwd is not None:
+                header["cwd"] = os.path.abspath(cwd)
+            raw = [parsed.entry_bytes(i) for i in range(len(parsed.entries))]
+            items.append((index, (header, parsed.entries, raw)))
+        errors: dict[int, Exception] = {}
+        written = False
+        if many is not None and len(items) > 1:
+            try:
+                many([triple for _index, triple in items])
+                written = True
+            except (SessionError, ValueError):
+                pass  # nothing was stored: write them one by one, so each gets its own outcome
+        if not written:
+            for index, (header, entries, raw) in items:
+                try:
+                    store.create(header, entries, raw)
+                except (SessionError, ValueError) as exc:
+                    errors[index] = exc
+        for index, (path, parsed, error) in enumerate(pending):
+            error = error or errors.get(index)
+            session_id = parsed.header.get("id") if parsed is not None else None
+            yield ImportOutcome(path, session_id, 0 if error or parsed is None else len(parsed.entries), error,
+                                parsed)
 
     # ------------------------------------------------------------------ listing
 

@@ -524,7 +524,10 @@ class Syncer:
             # Not when stopped (as an interrupted import): the stop asked to end now, and
             # the CLI catches SIGINT, so a long settle could not be interrupted again;
             # what is left stays pending and is still found.
-            self.store.settle_derived()
+            try:
+                self.store.settle_derived()
+            except StorageError:
+                pass  # the files are synced; a lock held too long only leaves the merge for later
         return report
 
     def sync_file(self, path: str) -> FileResult:

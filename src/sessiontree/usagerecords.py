@@ -55,6 +55,8 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+import orjson
+
 from . import jsonio
 
 __all__ = [
@@ -212,8 +214,18 @@ def dedup_key(source: str, entry: dict[str, Any], message: dict[str, Any] | None
     (a tool call id or a usage entry's ``kind``) and the usage object with sorted
     keys. Entry ids are left out on purpose (see the module docstring)."""
     parts = [source, entry.get("timestamp"), message.get("timestamp") if message is not None else None,
-             provider, model, extra, _canonical(usage)]
-    return hashlib.blake2b(jsonio.dumps(parts), digest_size=16).digest()
+             provider, model, extra, usage]
+    # Fast path, the same bytes: orjson sorts keys by code point, as sorted() does in
+    # _canonical, and when no number or key needs JavaScript's form its text is what
+    # jsonio.dumps writes (values orjson refuses, e.g. lone surrogates, take the rule).
+    try:
+        text = orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        text = None
+    if text is None or not jsonio.orjson_text_is_exact(parts):
+        parts[6] = _canonical(usage)
+        text = jsonio.dumps(parts)
+    return hashlib.blake2b(text, digest_size=16).digest()
 
 
 def _string(value: Any) -> str | None:

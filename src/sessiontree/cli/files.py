@@ -15,8 +15,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import SessionError, SessionExistsError
-from ..format import ParsedSession, read_session_file
-from ..manager import SessionManager
+from ..format import ParsedSession
+from ..manager import ImportOutcome, SessionManager
 from ..stores.base import SessionStore
 from ..stores.jsonl import migrate_file
 from ..textsafe import safe_line
@@ -103,17 +103,18 @@ def _same_session(a: ParsedSession, b: ParsedSession) -> bool:
     return a.header == b.header and a.entries == b.entries
 
 
-def _import_one(store: SessionStore, path: Path) -> dict[str, Any]:
-    """Import one file, reading it once; an id already stored is "present" when
-    the stored session equals the file, else a rejection."""
-    row: dict[str, Any] = {"path": str(path), "status": "rejected", "sessionId": None, "reason": None}
-    try:
-        parsed = read_session_file(path)
-        row["sessionId"] = parsed.header["id"]
-        manager = SessionManager.import_session(parsed, None, store)
-    except SessionExistsError as exc:
+def _import_row(store: SessionStore, outcome: ImportOutcome) -> dict[str, Any]:
+    """The result row of one file of :meth:`SessionManager.import_files`; an id already
+    stored is "present" when the stored session equals the file, else a rejection."""
+    row: dict[str, Any] = {"path": outcome.path, "status": "rejected", "sessionId": outcome.session_id,
+                           "reason": None}
+    exc = outcome.error
+    if exc is None:
+        row.update(status="imported", entries=outcome.entries)
+        return row
+    if isinstance(exc, SessionExistsError) and outcome.parsed is not None:
         try:
-            same = _same_session(parsed, store.read(exc.session_id))
+            same = _same_session(outcome.parsed, store.read(exc.session_id))
         except (SessionError, OSError, ValueError) as inner:
             row["reason"] = f"session id already present; comparing failed: {_reason(inner)}"
             return row
@@ -122,10 +123,7 @@ def _import_one(store: SessionStore, path: Path) -> dict[str, Any]:
         else:
             row["reason"] = "session id already present with different content"
         return row
-    except (SessionError, OSError, ValueError) as exc:
-        row["reason"] = _reason(exc)
-        return row
-    row.update(status="imported", entries=len(manager.get_entries()))
+    row["reason"] = _reason(exc)
     return row
 
 
@@ -141,8 +139,9 @@ def import_cmd(ctx: click.Context, app: _App, paths: tuple[str, ...], as_json: b
     modified. Re-importing a session that is already stored changes nothing and
     is reported as "already present". Every rejected file gets a reason and the
     other files are still imported. Exit status 1 when any file was rejected;
-    130 when interrupted (Ctrl-C), after the summary of what was done: each file
-    is imported in one transaction, so running the same import again finishes it.
+    130 when interrupted (Ctrl-C), after the summary of what was done: files are
+    imported in groups of up to 100, one transaction each, and a file is reported
+    only once its group committed, so running the same import again finishes it.
     """
     files, results = _collect(paths)
     app.create_store = True  # the one command that may start a new store
@@ -151,11 +150,15 @@ def import_cmd(ctx: click.Context, app: _App, paths: tuple[str, ...], as_json: b
     interrupted = False
     with _progress(err) as progress:
         task = progress.add_task("Importing", total=len(files))
-        try:
+        def reading() -> Any:
             for path in files:
                 # the description is rich markup: the file name is sanitised, then escaped as markup
                 progress.update(task, description=escape(f"Importing {safe_line(path.name)}"))
-                results.append(_import_one(store, path))
+                yield path
+
+        try:
+            for outcome in SessionManager.import_files(reading(), None, store):
+                results.append(_import_row(store, outcome))
                 progress.advance(task)
         except KeyboardInterrupt:
             interrupted = True
@@ -204,6 +207,10 @@ def _settle(store: SessionStore, err: Any) -> None:
         except KeyboardInterrupt:
             _echo("sessiontree: search indexing interrupted (the imports are kept, and searches"
                   " still find every entry)", err=True)
+        except SessionError as exc:
+            # The imports are committed; only the merge of derived data failed (a lock held
+            # past the busy timeout, a full disk). Searches still find every entry.
+            _echo(f"sessiontree: warning: search indexing left for later: {_reason(exc)}", err=True)
 
 
 def _files_done(results: list[dict[str, Any]], files: list[Path]) -> int:
