@@ -378,6 +378,8 @@ def build_cases(profile: dict[str, Any], only: set[str], data: Data) -> list[Cas
             add("import", n, "ours sqlite, no search index", "ours", "py",
                 {"op": "import_sqlite", "dir": c["dir"], "index": False, **it}, unit="sessions", bytes=c["size"],
                 before=True)
+            add("import", n, "ours sqlite + search settle (the command)", "ours", "py",
+                {"op": "import_sqlite", "dir": c["dir"], "settle": True, **it}, unit="sessions", bytes=c["size"])
             add("import", n, "ours sqlite, per file, no search index", "ours", "py",
                 {"op": "import_sqlite", "dir": c["dir"], "index": False, "per_file": True, **it}, unit="sessions",
                 bytes=c["size"])

@@ -508,14 +508,18 @@ class _ImportCase(_ScratchCase):
 
 
 class ImportSqlite(_ImportCase):
-    """What ``sessiontree import`` runs: ``SessionManager.import_files`` of every file into one
-    new SQLite store (groups of up to 100 sessions per transaction). With ``"per_file": true``,
+    """``SessionManager.import_files`` of every file into one new SQLite store (groups of up
+    to 100 sessions per transaction); with ``"settle": true`` then ``settle_derived()``,
+    the whole of what ``sessiontree import`` runs. With ``"per_file": true``,
     ``SessionManager.import_from_jsonl`` per file (a transaction each), the row of earlier runs;
     code without ``import_files`` (a ``--before`` tree) runs that too."""
 
     def __init__(self, cmd: dict[str, Any]) -> None:
         super().__init__(cmd)
         self.per_file = cmd.get("per_file", False) or not hasattr(SessionManager, "import_files")
+        #: Also settle the derived data at the end, as the command does (the search index's
+        #: merge, which no write does; see docs/search.md).
+        self.settle = cmd.get("settle", False)
 
     def run(self) -> Any:
         store = SqliteStore(os.path.join(self.dir, "import.db"))
@@ -527,6 +531,8 @@ class ImportSqlite(_ImportCase):
                 for outcome in SessionManager.import_files(self.files, None, store):
                     if outcome.error is not None:
                         raise outcome.error
+            if self.settle:
+                store.settle_derived()
         finally:
             store.close()
         return len(self.files)
