@@ -28,8 +28,18 @@ from .errors import SessionError
 from .searchtext import MAX_QUERY_CHARS, SearchHit, SearchQuery, parse_query
 from .stores.base import SessionStore
 
-__all__ = ["SearchHit", "SearchQuery", "SearchResult", "search", "parse_query", "group_by_session", "parse_when",
-           "settle_search_tail", "MAX_QUERY_CHARS", "DEFAULT_LIMIT"]
+__all__ = [
+    "DEFAULT_LIMIT",
+    "MAX_QUERY_CHARS",
+    "SearchHit",
+    "SearchQuery",
+    "SearchResult",
+    "group_by_session",
+    "parse_query",
+    "parse_when",
+    "search",
+    "settle_search_tail",
+]
 
 #: Hits returned when no limit is given.
 DEFAULT_LIMIT = 50
@@ -116,7 +126,12 @@ def settle_search_tail(store: SessionStore, on_merge: Callable[[int], None] | No
         The number of records merged.
     """
     from .stores.sqlite import MIGRATIONS, SqliteStore
-    from .stores.sqlite_search import MAX_PENDING, SETTLE_TIMEOUT, pending_records, settle_if_due
+    from .stores.sqlite_search import (
+        MAX_PENDING,
+        SETTLE_TIMEOUT,
+        pending_records,
+        settle_if_due,
+    )
 
     if not isinstance(store, SqliteStore) or store.path == ":memory:":
         return 0

@@ -167,8 +167,8 @@ __all__ = [
     "merge_pending",
     "merge_store",
     "pending_records",
-    "settle_if_due",
     "search_store",
+    "settle_if_due",
 ]
 
 #: The FTS5 tokenizer of ``search_fts`` (see the module docstring for why).
