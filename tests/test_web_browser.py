@@ -60,6 +60,12 @@ def wait(driver, condition, timeout=10.0):
                          ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: condition(d))
 
 
+def click(driver, selector, index=0):
+    """Click the ``index``-th element matching ``selector``, found again if a redraw
+    made it stale first (a stale element is reported before the click is sent)."""
+    wait(driver, lambda d: css(d, selector)[index].click() or True)
+
+
 def css(driver, selector):
     from selenium.webdriver.common.by import By
 
@@ -86,7 +92,7 @@ def test_list_and_search(browser, server):
     assert [a.text for a in css(browser, "#sessions td.title a")] == [
         "Add a --units flag to the CLI (metric or imperial)."]
     assert css(browser, "#search-mode") == []  # answered by store.search, not the fallback scan
-    css(browser, "#sessions td.title a")[0].click()
+    click(browser, "#sessions td.title a")
     wait(browser, lambda d: f"/s/{COMPACTION}" in d.current_url and css(d, "#tree .row"))
 
 
@@ -94,8 +100,8 @@ def test_open_a_real_corpus_session(browser, server):
     browser.get(f"{server}/s/d703a1a9")  # a prefix, as on the command line
     wait(browser, lambda d: len(css(d, "#tree .row")) > 10 and css(d, "#conv .item"))
     assert "1018 entries" in css(browser, ".facts")[0].text
-    assert "show" in css(browser, "button.earlier")[0].text  # a long branch is windowed
-    css(browser, "button.earlier")[0].click()
+    wait(browser, lambda d: "show" in css(d, "button.earlier")[0].text)  # a long branch is windowed
+    click(browser, "button.earlier")
     wait(browser, lambda d: len(css(d, "#conv .item")) > 150)
     # Tool calls are paired with their results.
     assert css(browser, "#conv .tool .tool-result:not(.missing)")
@@ -129,13 +135,13 @@ def test_projection_toggle_on_compaction(browser, server):
     wait(browser, lambda d: css(d, "#conv .item"))
     raw = conv_text(browser)
     assert "Compaction boundary" in raw
-    css(browser, "#view-model")[0].click()
+    click(browser, "#view-model")
     wait(browser, lambda d: "Model's view" in conv_text(d))
     text = conv_text(browser)
     assert "entries not sent" in text and "kept in the compaction message" in text
     assert "Compaction: what the model sees" in text
     assert "view=model" in browser.current_url
-    css(browser, "#view-raw")[0].click()
+    click(browser, "#view-raw")
     wait(browser, lambda d: "Raw branch" in conv_text(d))
 
 
@@ -143,7 +149,7 @@ def test_projection_toggle_on_interrupted(browser, server):
     browser.get(f"{server}/s/{INTERRUPTED}")
     wait(browser, lambda d: css(d, "#conv .item"))
     assert "no result on this branch" in conv_text(browser)
-    css(browser, "#view-model")[0].click()
+    click(browser, "#view-model")
     wait(browser, lambda d: "synthetic result" in conv_text(d))
     assert "interrupted" in css(browser, "#conv .mark.synthetic")[0].text
 
@@ -211,7 +217,7 @@ def test_html_export_opens_from_file_with_network_disabled(browser, store, tmp_p
         assert "Let's do option 2 instead" in conv_text(browser)
         tree_row(browser, "a1000006").click()
         wait(browser, lambda d: "Try option 1: quote it." in conv_text(d))
-        css(browser, "#view-model")[0].click()
+        click(browser, "#view-model")
         wait(browser, lambda d: "Model's view" in conv_text(d))
         # Nothing was fetched: no resource entries at all, and the page shows no error.
         assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
@@ -364,7 +370,7 @@ def test_show_earlier_never_inserts_an_error_body(browser, server, store):
     wait(browser, lambda d: css(d, "#conv button.earlier"))
     store.delete(sid)
     wait(browser, lambda d: "stale" in css(d, "#live")[0].get_attribute("class"), timeout=6)
-    css(browser, "#conv button.earlier")[0].click()
+    click(browser, "#conv button.earlier")
     time.sleep(1)
     assert "No such session" not in conv_text(browser) and css(browser, "#conv button.earlier")
 
