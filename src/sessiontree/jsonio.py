@@ -48,8 +48,6 @@ def _parse_int(text: str) -> int | float:
     value = int(text)
     return value if -(2 ** 63) <= value < 2 ** 64 else float(value)
 
-
-_decoder = json.JSONDecoder(parse_int=_parse_int)
 _MAX_SAFE_INTEGER = 2**53 - 1  # Number.MAX_SAFE_INTEGER
 
 #: The deepest JSON value sessiontree reads or writes, in levels of arrays and

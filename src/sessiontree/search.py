@@ -145,12 +145,12 @@ def settle_search_tail(store: SessionStore, on_merge: Callable[[int], None] | No
         if on_merge is not None:
             on_merge(pending)
         if not store.readonly:
-            return settle_if_due(store)
+            return settle_if_due(store, pending)
         # A short busy timeout for opening it too: the search must not wait out another
         # writer's long transaction (settle_if_due gives up as quickly).
         writer = SqliteStore(store.path, create=False, timeout=min(store.timeout, SETTLE_TIMEOUT))
         try:
-            return settle_if_due(writer)
+            return settle_if_due(writer, pending)
         finally:
             writer.close()
     except (SessionError, OSError):

@@ -1077,7 +1077,7 @@ class SqliteStore(StoreBase):
             conn.execute("DELETE FROM entries WHERE session_id = ?", (key,))
             conn.execute("DELETE FROM sessions WHERE id = ?", (key,))
 
-    def settle_derived(self, *, lock_timeout: float | None = None) -> int:
+    def settle_derived(self, *, lock_timeout: float | None = None, pending: int | None = None) -> int:
         """Finish the derived work writes deferred (the search text left pending, see
         ``sqlite_search``), in write transactions of about :data:`SETTLE_BUDGET`
         entries each, so that no transaction holds the write lock for long and an
@@ -1088,6 +1088,8 @@ class SqliteStore(StoreBase):
         Args:
             lock_timeout: seconds each transaction waits for another writer's
                 lock; ``None``: the store's busy timeout.
+            pending: the entries the indexes have left to do, when the caller has
+                just counted them (``DerivedIndex.pending``); ``None``: counted here.
 
         Returns:
             The number of entries processed.
@@ -1097,8 +1099,9 @@ class SqliteStore(StoreBase):
                 stayed held (the transactions before it are kept; what is left
                 stays pending).
         """
-        with self._read() as conn:
-            pending = sum(index.pending(conn) for index in DERIVED_INDEXES) if self._ready(conn) else 0
+        if pending is None:
+            with self._read() as conn:
+                pending = sum(index.pending(conn) for index in DERIVED_INDEXES) if self._ready(conn) else 0
         total = 0
         for _ in range(pending // SETTLE_BUDGET + 1):
             with self._busy_timeout(lock_timeout), self._write("settle derived data") as conn:

@@ -760,7 +760,7 @@ def search_store(store: SqliteStore, query: str, *, cwd: str | None = None, role
     return scan_store(store, parsed, filters, limit)
 
 
-def settle_if_due(store: SqliteStore) -> int:
+def settle_if_due(store: SqliteStore, pending: int | None = None) -> int:
     """Merge the pending tail of a writable ``store`` when it holds more than
     :data:`MAX_PENDING` records (what a search does before it reads, so no query
     scans a long tail twice); returns the records merged (0: not due).
@@ -775,15 +775,22 @@ def settle_if_due(store: SqliteStore) -> int:
     write (the lock is held, a full disk), the answer is unchanged: the query
     scans the tail instead, so the error is not raised here.
 
+    Args:
+        store: a writable SQLite store.
+        pending: its pending records when the caller has just counted them
+            (:func:`pending_records`); ``None``: counted here.
+
     Raises:
         StorageError: the database could not be read.
     """
-    with store._read() as conn:
-        pending = pending_records(conn) if store._ready(conn) else 0
+    if pending is None:
+        with store._read() as conn:
+            pending = pending_records(conn) if store._ready(conn) else 0
     if pending <= MAX_PENDING:
         return 0
     try:
-        return store.settle_derived(lock_timeout=min(store.timeout, SETTLE_TIMEOUT))
+        # The count just read bounds the settle (it need not count again).
+        return store.settle_derived(lock_timeout=min(store.timeout, SETTLE_TIMEOUT), pending=pending)
     except StorageError:
         return 0  # the lock is held or the write failed: the query scans what is left
 
