@@ -23,6 +23,7 @@ from sessiontree.errors import (  # noqa: E402
     CorruptEntryError,
     InvalidSessionError,
     SessionExistsError,
+    SessionNotFoundError,
     StorageError,
     StoreOpenError,
 )
@@ -385,6 +386,22 @@ def test_server_stopped_during_a_write_then_restarted(pg_cluster, pg_url):
 
 
 # ------------------------------------------------------------------- verify, reindex
+
+
+def test_load_and_read_skeleton_refuse_a_tampered_header(pg_url):
+    """The header is read and CRC-checked in one place for both reads: bytes changed
+    behind the store's back (CRC unchanged) are refused by load and read_skeleton alike."""
+    store = PostgresStore(pg_url)
+    store.create(header("s1"), [custom("e1")])
+    with _raw(pg_url) as conn:
+        conn.execute("UPDATE sessions SET header_json = '\\x7b7d' WHERE id = 's1'")  # '{}', CRC unchanged
+    for read in (store.load, store.read_skeleton):
+        with pytest.raises(CorruptEntryError) as info:
+            read("s1")
+        assert (info.value.line, info.value.entry_id) == (1, None)
+    with pytest.raises(SessionNotFoundError):
+        store.read_skeleton("nope")
+    store.close()
 
 
 def test_read_entries_checks_each_record_like_load(pg_url):

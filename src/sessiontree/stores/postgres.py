@@ -984,36 +984,24 @@ class PostgresStore(StoreBase):
         """
         from ..tree import SKELETON_FIELDS
 
-        if not _exact(session_id):
-            raise SessionNotFoundError(session_id, self.url)
         kinds = ["compaction", *SKELETON_FIELDS]
-        with self._transaction("reading a skeleton", write=False, snapshot=True) as conn:
-            if not self._ready(conn):
-                raise SessionNotFoundError(session_id, self.url)
-            with conn.cursor(binary=True) as cur:
-                row = cur.execute("SELECT header_json, header_crc FROM sessions WHERE id = %s",
-                                  (session_id,)).fetchone()
-                if row is None:
-                    raise SessionNotFoundError(session_id, self.url)
-                rows = cur.execute(
-                    "SELECT id, parent_id, type, timestamp, CASE WHEN type = 'message'"
-                    f" THEN substring(json from 1 for {ROLE_HEAD_BYTES}) END,"
-                    " CASE WHEN type = ANY(%s) THEN json END, seq"
-                    " FROM entries WHERE session_id = %s ORDER BY seq", (kinds, session_id)).fetchall()
-                header_raw = bytes(row[0])
-                if _crc(header_raw) != row[1]:
-                    raise CorruptEntryError(session_id, None, 1, f"{self.url}#{session_id}")
-                header = self._parse_record(header_raw, session_id, 1)
-                rows = [(*r[:4], None if r[4] is None else bytes(r[4]), r[5], r[6]) for r in rows]
+        with self._session_cursor(session_id, "reading a skeleton") as (cur, header_raw):
+            rows = cur.execute(
+                "SELECT id, parent_id, type, timestamp, CASE WHEN type = 'message'"
+                f" THEN substring(json from 1 for {ROLE_HEAD_BYTES}) END,"
+                " CASE WHEN type = ANY(%s) THEN json END, seq"
+                " FROM entries WHERE session_id = %s ORDER BY seq", (kinds, session_id)).fetchall()
+            header = self._parse_record(header_raw, session_id, 1)
+            rows = [(*r[:4], None if r[4] is None else bytes(r[4]), r[5], r[6]) for r in rows]
 
-                def fetch_whole(seqs: list[Any]) -> dict[Any, Any]:
-                    return dict(cur.execute("SELECT seq, json FROM entries WHERE session_id = %s AND seq = ANY(%s)",
-                                            (session_id, seqs)).fetchall())
+            def fetch_whole(seqs: list[Any]) -> dict[Any, Any]:
+                return dict(cur.execute("SELECT seq, json FROM entries WHERE session_id = %s AND seq = ANY(%s)",
+                                        (session_id, seqs)).fetchall())
 
-                with gc_paused():
-                    entries = skeletons_from_rows(
-                        rows, lambda text, line: self._parse_record(text, session_id, line), fetch_whole,
-                        lossy=lambda r: any(isinstance(v, str) and "\ufffd" in v for v in r[:4]))
+            with gc_paused():
+                entries = skeletons_from_rows(
+                    rows, lambda text, line: self._parse_record(text, session_id, line), fetch_whole,
+                    lossy=lambda r: any(isinstance(v, str) and "\ufffd" in v for v in r[:4]))
         return ParsedSession(header=header, entries=entries, raw=[None] * len(entries), header_raw=header_raw,
                              source_version=CURRENT_VERSION, upgraded=False,
                              lines=list(range(2, len(entries) + 2)), path=None)
@@ -1056,6 +1044,33 @@ class PostgresStore(StoreBase):
         """Same as :meth:`load`: stored sessions are always format 4, loading writes nothing."""
         return self.load(session_id)
 
+    @contextmanager
+    def _session_cursor(self, session_id: str, what: str) -> Iterator[tuple[Any, bytes]]:
+        """A binary cursor in a read-only snapshot transaction, with the session's
+        header bytes already read and checked against their CRC: header and entries
+        come from one snapshot, even across statements (the reading path of
+        :meth:`load` and :meth:`read_skeleton`).
+
+        Raises:
+            SessionNotFoundError: no such id (or no schema yet).
+            CorruptEntryError: the header's bytes fail their checksum.
+            StorageError: the database could not be read.
+        """
+        if not _exact(session_id):
+            raise SessionNotFoundError(session_id, self.url)
+        with self._transaction(what, write=False, snapshot=True) as conn:
+            if not self._ready(conn):
+                raise SessionNotFoundError(session_id, self.url)
+            with conn.cursor(binary=True) as cur:
+                row = cur.execute("SELECT header_json, header_crc FROM sessions WHERE id = %s",
+                                  (session_id,)).fetchone()
+                if row is None:
+                    raise SessionNotFoundError(session_id, self.url)
+                header_raw = bytes(row[0])
+                if _crc(header_raw) != row[1]:
+                    raise CorruptEntryError(session_id, None, 1, f"{self.url}#{session_id}")
+                yield cur, header_raw
+
     def load(self, session_id: str, *, keep_raw: bool = True) -> ParsedSession:
         """The session's header and entries, read in one snapshot, each record's CRC-32 checked
         (``keep_raw``: see ``SessionStore.load``).
@@ -1066,23 +1081,10 @@ class PostgresStore(StoreBase):
             InvalidSessionError: a stored record is not a valid entry.
             StorageError: the database could not be read.
         """
-        if not _exact(session_id):
-            raise SessionNotFoundError(session_id, self.url)
-        # snapshot: header and entries from one snapshot, even across statements.
-        with self._transaction("load", write=False, snapshot=True) as conn:
-            if not self._ready(conn):
-                raise SessionNotFoundError(session_id, self.url)
-            with conn.cursor(binary=True) as cur:
-                row = cur.execute("SELECT header_json, header_crc FROM sessions WHERE id = %s",
-                                  (session_id,)).fetchone()
-                if row is None:
-                    raise SessionNotFoundError(session_id, self.url)
-                rows = cur.execute("SELECT json, crc, id FROM entries WHERE session_id = %s ORDER BY seq",
-                                   (session_id,)).fetchall()
+        with self._session_cursor(session_id, "load") as (cur, header_raw):
+            rows = cur.execute("SELECT json, crc, id FROM entries WHERE session_id = %s ORDER BY seq",
+                               (session_id,)).fetchall()
         where = f"{self.url}#{session_id}"
-        header_raw = bytes(row[0])
-        if _crc(header_raw) != row[1]:
-            raise CorruptEntryError(session_id, None, 1, where)
         texts = [bytes(text) for text, _, _ in rows]
         computed = list(map(zlib.crc32, texts))
         for index, (value, (_, crc, entry_id)) in enumerate(zip(computed, rows)):
