@@ -61,6 +61,22 @@ def check_header(header: Any) -> str:
     return header["id"]
 
 
+def validated(entry: dict[str, Any], where: str, line: int) -> dict[str, Any]:
+    """``entry`` after :func:`~sessiontree.format.validate_entry` (docs/rules/format.md:
+    every stored record is a valid entry), its error located where the store holds
+    the record: ``where`` (``<store url>#<session id>``) and the record's 1-based
+    line in the session's JSONL form.
+
+    Raises:
+        InvalidSessionError: not a valid entry (reason from ``validate_entry``).
+    """
+    try:
+        validate_entry(entry)
+    except InvalidSessionError as exc:
+        raise InvalidSessionError(exc.reason, where, line) from None
+    return entry
+
+
 def encode_entries(entries: Sequence[dict[str, Any]], raw: Sequence[bytes | None] | None = None) -> list[bytes]:
     """Validate entries and return the JSON text to store for each.
 

@@ -80,6 +80,7 @@ from ._shared import (
     skeletons_from_rows,
     sort_listing,
     sync_expected,
+    validated,
 )
 from .base import (
     CancelEvent,
@@ -1112,12 +1113,7 @@ class PostgresStore(StoreBase):
         Raises:
             InvalidSessionError: not a JSON object, or not a valid entry.
         """
-        entry = self._parse_record(text, session_id, line)
-        try:
-            validate_entry(entry)
-        except InvalidSessionError as exc:
-            raise InvalidSessionError(exc.reason, where, line) from None
-        return entry
+        return validated(self._parse_record(text, session_id, line), where, line)
 
     def exists(self, session_id: str) -> bool:
         """Whether the id is stored."""

@@ -81,6 +81,7 @@ from ._shared import (
     skeletons_from_rows,
     sort_listing,
     sync_expected,
+    validated,
 )
 from .base import (
     CancelEvent,
@@ -1846,11 +1847,7 @@ class _Parser:
                     entry = None
             if entry is None:
                 entry = parse(text, key, index)
-            try:
-                validate_entry(entry)
-            except InvalidSessionError as exc:
-                raise InvalidSessionError(exc.reason, where, index) from None
-            push(entry)
+            push(validated(entry, where, index))
             if keep_raw:
                 raw.append(text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass"))
 
@@ -1877,11 +1874,7 @@ def _parse_entry(store: SqliteStore, text: bytes | str, key: Any, where: str, li
             entry = None
     if entry is None:
         entry = store._parse_record(text, key, line)
-    try:
-        validate_entry(entry)
-    except InvalidSessionError as exc:
-        raise InvalidSessionError(exc.reason, where, line) from None
-    return entry
+    return validated(entry, where, line)
 
 
 #: Values bound per ``IN (...)`` look-up, well under SQLite's bound-parameter limit.
