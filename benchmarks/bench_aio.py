@@ -26,8 +26,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "src"))
 
-from sessiontree.aio import AsyncSessionManager  # noqa: E402
-from sessiontree.manager import SessionManager  # noqa: E402
+from sessiontree.session.aio import AsyncSessionManager  # noqa: E402
+from sessiontree.session.manager import SessionManager  # noqa: E402
 from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore  # noqa: E402
 
 

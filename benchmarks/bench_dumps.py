@@ -31,11 +31,11 @@ from pathlib import Path
 
 import orjson
 
-from sessiontree import jsonio
-from sessiontree.format import read_session_file
-from sessiontree.manager import SessionManager
-from sessiontree.stores.jsonl import JsonlStore
-from sessiontree.stores.sqlite import SqliteStore
+from sessiontree.format import jsonio
+from sessiontree.format.codec import read_session_file
+from sessiontree.session.manager import SessionManager
+from sessiontree.stores.jsonl.store import JsonlStore
+from sessiontree.stores.sqlite.store import SqliteStore
 
 CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus" / "pi-v1"
 

@@ -29,8 +29,8 @@ import tempfile
 import time
 from typing import Any
 
-from sessiontree import jsonio
-from sessiontree.stores.sqlite import SqliteStore
+from sessiontree.format import jsonio
+from sessiontree.stores.sqlite.store import SqliteStore
 
 BASE_MS = 1_769_936_400_000  # 2026-02-01T09:00:00Z
 

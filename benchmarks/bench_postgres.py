@@ -35,8 +35,8 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.join(HERE, "..", "src"), os.path.join(HERE, "..", "tests")]
 
-from sessiontree.stores.postgres import PostgresStore
-from sessiontree.stores.sqlite import SqliteStore
+from sessiontree.stores.postgres.store import PostgresStore
+from sessiontree.stores.sqlite.store import SqliteStore
 
 STAMP = "2026-02-01T09:00:00.000Z"
 
@@ -126,7 +126,7 @@ def measure(store: Any, sessions: int) -> dict[str, str]:
         results["stats: usage(), whole store"] = "n/a (not on this branch)"
         results["stats: usage(), per session"] = "n/a (not on this branch)"
     else:
-        from sessiontree.usagerecords import UsageQuery
+        from sessiontree.core.usagerecords import UsageQuery
 
         for label, query in (("stats: usage(), whole store", UsageQuery(by_time=False)),
                              ("stats: usage(), per session", UsageQuery(per_session=True, by_time=False))):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import orjson
 
-from sessiontree.format import read_session_file
+from sessiontree.format.codec import read_session_file
 
 DEFAULT = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus" / "pi-v1" / "pi-mono-before-compaction.jsonl"
 TARGET = 2.0

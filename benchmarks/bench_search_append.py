@@ -36,10 +36,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import generate
 
-from sessiontree.ids import new_entry_id
-from sessiontree.manager import SessionManager
-from sessiontree.stores import sqlite_search
-from sessiontree.stores.sqlite import DERIVED_INDEXES, SqliteStore
+from sessiontree.format.ids import new_entry_id
+from sessiontree.session.manager import SessionManager
+from sessiontree.stores.sqlite import search as sqlite_search
+from sessiontree.stores.sqlite.store import DERIVED_INDEXES, SqliteStore
 
 
 def messages(count: int) -> list[dict[str, Any]]:

@@ -34,12 +34,12 @@ import tempfile
 import time
 from typing import Any
 
-from sessiontree import jsonio
-from sessiontree import sync as sync_module
-from sessiontree.format import read_session_file
-from sessiontree.manager import SessionManager
-from sessiontree.stores.sqlite import SqliteStore
-from sessiontree.sync import Syncer, discover
+from sessiontree.format import jsonio
+from sessiontree.sync import engine as sync_module
+from sessiontree.format.codec import read_session_file
+from sessiontree.session.manager import SessionManager
+from sessiontree.stores.sqlite.store import SqliteStore
+from sessiontree.sync.engine import Syncer, discover
 
 
 def _entry(n: int, parent: str | None) -> dict[str, Any]:

@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"code: {SRC}")
     if hasattr(store, "read_skeleton"):
         # Where a first visit goes, measured in this process.
-        from sessiontree.web import view
+        from sessiontree.web import views as view
 
         t0 = time.perf_counter()
         parsed = store.read_skeleton(session_id)

@@ -110,8 +110,8 @@ class Data:
         v4dir = base + "-v4"
         if not self._done(base):
             from sessiontree import SessionManager
-            from sessiontree.stores.jsonl import JsonlStore
-            from sessiontree.stores.sqlite import SqliteStore
+            from sessiontree.stores.jsonl.store import JsonlStore
+            from sessiontree.stores.sqlite.store import SqliteStore
 
             log(f"  generating {flavor} session of {entries:,} entries ...")
             generate.write_session(file, spec)
@@ -136,8 +136,8 @@ class Data:
         directory = os.path.join(DATA, f"corpus-{sessions}")
         db = os.path.join(DATA, f"corpus-{sessions}.db")
         if not self._done(directory):
-            from sessiontree.format import read_session_file
-            from sessiontree.stores.sqlite import SqliteStore
+            from sessiontree.format.codec import read_session_file
+            from sessiontree.stores.sqlite.store import SqliteStore
 
             log(f"  generating a corpus of {sessions:,} sessions ...")
             shutil.rmtree(directory, ignore_errors=True)
@@ -165,7 +165,7 @@ class Data:
             self._mark(directory)
         # A writable open applies pending schema steps (the search index fills itself there),
         # so no timed run pays for a migration.
-        from sessiontree.stores.sqlite import SqliteStore
+        from sessiontree.stores.sqlite.store import SqliteStore
 
         SqliteStore(db).close()
         size = sum(os.path.getsize(os.path.join(directory, name)) for name in os.listdir(directory))

@@ -34,10 +34,10 @@ from typing import Any
 import orjson
 
 from sessiontree import SessionManager
-from sessiontree.format import read_session_file
-from sessiontree.ids import new_entry_id
-from sessiontree.stores.jsonl import JsonlStore
-from sessiontree.stores.sqlite import SqliteStore
+from sessiontree.format.codec import read_session_file
+from sessiontree.format.ids import new_entry_id
+from sessiontree.stores.jsonl.store import JsonlStore
+from sessiontree.stores.sqlite.store import SqliteStore
 
 
 def _status(field: str) -> int:
@@ -443,7 +443,7 @@ class SearchSqlite(Case):
         self.db, self.query, self.limit = cmd["db"], cmd["query"], cmd.get("limit")
 
     def run(self) -> Any:
-        from sessiontree.search import search
+        from sessiontree.search.query import search
 
         store = SqliteStore(self.db, readonly=True)
         try:
@@ -460,7 +460,7 @@ class SearchJsonl(Case):
         self.dir, self.query, self.limit = cmd["dir"], cmd["query"], cmd.get("limit")
 
     def run(self) -> Any:
-        from sessiontree.search import search
+        from sessiontree.search.query import search
 
         store = JsonlStore(self.dir, readonly=True)
         hits = search(store, self.query, limit=self.limit).hits
@@ -609,8 +609,8 @@ def execute(cmd: dict[str, Any]) -> dict[str, Any]:
         # "Before the index" rows (issue 13): writes maintain no search index (its tables
         # exist, empty); the other derived data (usage ledger) is kept, as in
         # bench_search_append.py, so the ratio is the search index's own cost.
-        from sessiontree.stores import sqlite_search
-        from sessiontree.stores.sqlite import DERIVED_INDEXES
+        from sessiontree.stores.sqlite import search as sqlite_search
+        from sessiontree.stores.sqlite.store import DERIVED_INDEXES
 
         if sqlite_search.INDEX in DERIVED_INDEXES:
             DERIVED_INDEXES.remove(sqlite_search.INDEX)

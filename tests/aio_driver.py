@@ -15,7 +15,7 @@ import asyncio
 import inspect
 from typing import Any
 
-from sessiontree.aio import AsyncSessionManager
+from sessiontree.session.aio import AsyncSessionManager
 
 #: The loop every driven call runs on; replaced per test by :func:`use_runner`.
 RUNNER: asyncio.Runner | None = None

@@ -10,12 +10,15 @@ def _private_data_dirs(tmp_path_factory, monkeypatch):
     """Point XDG data (the default store and the trash ``send2trash`` uses) into a temp dir."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))
     monkeypatch.delenv("SESSIONTREE_STORE", raising=False)
+    # pytest-xdist's workers inherit COLUMNS=80 from execnet; output widths are the tests' choice.
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
 
 
 @pytest.fixture
 def no_trash(monkeypatch):
     """JSONL deletes unlink instead of trashing, so the inode is really freed."""
-    import sessiontree.stores.jsonl as jsonl_module
+    import sessiontree.stores.jsonl.store as jsonl_module
 
     def refuse(path: str) -> None:
         raise OSError("no trash in tests")

@@ -7,9 +7,9 @@ import signal
 import time
 
 from sessiontree import errors
-from sessiontree.format import read_session_file
-from sessiontree.manager import SessionManager
-from sessiontree.projection import SessionProjection, build_session_projection
+from sessiontree.format.codec import read_session_file
+from sessiontree.session.manager import SessionManager
+from sessiontree.core.projection.build import SessionProjection, build_session_projection
 from sessiontree.stores.memory import MemoryStore
 
 CREATED = "2026-02-01T09:00:00.000Z"
@@ -88,7 +88,7 @@ def start_append_paused_in_write(store, session_id: str, entries: list[dict]):
     """
     import threading
 
-    import sessiontree.stores.jsonl as jsonl_module
+    import sessiontree.stores.jsonl.store as jsonl_module
 
     inside, release = threading.Event(), threading.Event()
     real_write = jsonl_module._write_all

@@ -17,11 +17,11 @@ import time
 import pytest
 
 from sessiontree import errors
-from sessiontree.aio import AsyncSessionManager, ManagerClosedError, WriteOutcome, outcome_of
-from sessiontree.manager import SessionManager
-from sessiontree.stores.jsonl import JsonlStore
+from sessiontree.session.aio import AsyncSessionManager, ManagerClosedError, WriteOutcome, outcome_of
+from sessiontree.session.manager import SessionManager
+from sessiontree.stores.jsonl.store import JsonlStore
 from sessiontree.stores.memory import MemoryStore
-from sessiontree.stores.sqlite import SqliteStore
+from sessiontree.stores.sqlite.store import SqliteStore
 
 PLAIN = {
     "get_leaf_id", "get_leaf_entry", "get_entry", "get_branch", "get_tree", "get_children", "get_label",

@@ -13,11 +13,11 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from sessiontree.aio import AsyncSessionManager, WriteOutcome, outcome_of
-from sessiontree.manager import SessionManager
-from sessiontree.stores.jsonl import JsonlStore
+from sessiontree.session.aio import AsyncSessionManager, WriteOutcome, outcome_of
+from sessiontree.session.manager import SessionManager
+from sessiontree.stores.jsonl.store import JsonlStore
 from sessiontree.stores.memory import MemoryStore
-from sessiontree.stores.sqlite import SqliteStore
+from sessiontree.stores.sqlite.store import SqliteStore
 
 # When a call is cancelled: never, after some turns of the loop (mostly while
 # it waits for its turn), or after some milliseconds (often while its write

@@ -25,12 +25,13 @@ from support import (
     ids_in,
 )
 
-import sessiontree.stores.jsonl as jsonl_module
-from sessiontree import errors, jsonio
+import sessiontree.stores.jsonl.store as jsonl_module
+from sessiontree import errors
+from sessiontree.format import jsonio
 from sessiontree.errors import InvalidSessionError, SessionNotFoundError, StorageError
-from sessiontree.format import read_session_file
-from sessiontree.manager import SessionManager
-from sessiontree.stores.jsonl import JsonlStore, migrate_file
+from sessiontree.format.codec import read_session_file
+from sessiontree.session.manager import SessionManager
+from sessiontree.stores.jsonl.store import JsonlStore, migrate_file
 
 
 def ids_in_complete_lines(path: str) -> list[str]:

@@ -15,10 +15,10 @@ import time
 import pytest
 from support import custom, fresh_projection, header, ids_in, start_append_paused_in_write, wait_child
 
-from sessiontree import jsonio
+from sessiontree.format import jsonio
 from sessiontree.errors import InvalidSessionError, SessionNotFoundError
-from sessiontree.manager import SessionManager
-from sessiontree.stores.jsonl import JsonlStore, migrate_file
+from sessiontree.session.manager import SessionManager
+from sessiontree.stores.jsonl.store import JsonlStore, migrate_file
 
 
 def test_fast_path_appends_into_another_session_after_a_same_size_in_place_copy(tmp_path):

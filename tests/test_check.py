@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import field_paths
 
-from sessiontree import check as check_module
-from sessiontree.check import (
+from sessiontree.check import checker as check_module
+from sessiontree.check.checker import (
     CODES,
     PROBLEM_CODES,
     REPAIRABLE_CODES,
@@ -34,8 +34,8 @@ from sessiontree.check import (
     repair_bytes,
     repair_file,
 )
-from sessiontree.format import parse_session
-from sessiontree.ids import session_id_hash
+from sessiontree.format.codec import parse_session
+from sessiontree.format.ids import session_id_hash
 
 DAMAGED = Path(__file__).resolve().parent / "data" / "damaged"
 CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus"
@@ -745,16 +745,16 @@ FILE_4_0 = HEADER_4_0 + b"\n" + USER + b"\n" + ASSISTANT + b"\n"
 
 
 def _stores(tmp_path: Path) -> dict[str, object]:
-    from sessiontree.stores.jsonl import JsonlStore
+    from sessiontree.stores.jsonl.store import JsonlStore
     from sessiontree.stores.memory import MemoryStore
-    from sessiontree.stores.sqlite import SqliteStore
+    from sessiontree.stores.sqlite.store import SqliteStore
 
     return {"memory": MemoryStore(), "sqlite": SqliteStore(tmp_path / "s.db"), "jsonl": JsonlStore(tmp_path / "store")}
 
 
 def test_version_4_0_is_version_4_in_check_and_read(tmp_path: Path) -> None:
     """JSON cannot tell 4.0 from 4: every path takes it as format 4."""
-    from sessiontree.format import read_session_file
+    from sessiontree.format.codec import read_session_file
 
     assert check_bytes(FILE_4_0, "four.jsonl") == []
     path = tmp_path / "four.jsonl"
@@ -767,8 +767,8 @@ def test_version_4_0_is_version_4_in_check_and_read(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite", "jsonl"])
 def test_version_4_0_imports_into_every_store(tmp_path: Path, kind: str) -> None:
-    from sessiontree.format import read_session_file
-    from sessiontree.manager import SessionManager
+    from sessiontree.format.codec import read_session_file
+    from sessiontree.session.manager import SessionManager
 
     path = tmp_path / "four.jsonl"
     path.write_bytes(FILE_4_0)
@@ -790,8 +790,8 @@ def test_version_4_0_header_created_directly_in_every_store(tmp_path: Path, kind
 
 
 def test_version_4_0_open_file_and_migrate(tmp_path: Path) -> None:
-    from sessiontree.manager import SessionManager
-    from sessiontree.stores.jsonl import migrate_file
+    from sessiontree.session.manager import SessionManager
+    from sessiontree.stores.jsonl.store import migrate_file
 
     path = tmp_path / "four.jsonl"
     path.write_bytes(FILE_4_0)
@@ -807,7 +807,7 @@ def test_version_4_0_open_file_and_migrate(tmp_path: Path) -> None:
 def test_invalid_session_id_in_header_is_an_error() -> None:
     """``import`` refuses a header id that is not a valid session id; check says so."""
     from sessiontree.errors import InvalidSessionIdError
-    from sessiontree.manager import SessionManager
+    from sessiontree.session.manager import SessionManager
     from sessiontree.stores.memory import MemoryStore
 
     data = HEADER.replace(b'"id":"chk"', b'"id":"../../etc/x"') + b"\n" + USER + b"\n"
@@ -821,7 +821,7 @@ def test_invalid_session_id_in_header_is_an_error() -> None:
 def _imports(data: bytes, name: str, store: object) -> bool:
     """Whether the library's import (what ``sessiontree import`` runs) accepts the bytes."""
     from sessiontree.errors import SessionError
-    from sessiontree.manager import SessionManager
+    from sessiontree.session.manager import SessionManager
 
     try:
         SessionManager.import_session(parse_session(data, name), None, store)  # type: ignore[arg-type]

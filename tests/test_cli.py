@@ -21,8 +21,8 @@ import pytest
 from cli_support import cli_runner, run_cli
 
 from sessiontree.cli import cli
-from sessiontree.format import read_session_file
-from sessiontree.manager import SessionManager
+from sessiontree.format.codec import read_session_file
+from sessiontree.session.manager import SessionManager
 from sessiontree.stores import open_store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -633,7 +633,7 @@ def test_check_of_a_missing_path_says_so(tmp_path):
 
 
 def test_ctrl_c_during_import_reports_what_was_done_and_exits_130(db, tmp_path, monkeypatch):
-    import sessiontree.manager as manager_module
+    import sessiontree.session.manager as manager_module
 
     real = manager_module.read_session_file
     calls = []
@@ -658,7 +658,7 @@ def test_ctrl_c_during_import_reports_what_was_done_and_exits_130(db, tmp_path, 
 
 
 def test_ctrl_c_inside_a_group_reports_none_of_it_and_rerunning_imports_all(db, monkeypatch):
-    import sessiontree.manager as manager_module
+    import sessiontree.session.manager as manager_module
 
     real = manager_module.read_session_file
     calls = []

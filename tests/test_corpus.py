@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from sessiontree.format import read_header_file, read_session_file
-from sessiontree.tree import SessionTree
+from sessiontree.format.codec import read_header_file, read_session_file
+from sessiontree.core.tree import SessionTree
 
 CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus"
 PI_V1 = CORPUS / "pi-v1"
@@ -138,7 +138,7 @@ def test_upgraded_file_rereads_to_the_same_session(corpus_file: tuple[str, Path]
 
 def test_projection_message_counts(corpus_file: tuple[str, Path]) -> None:
     projection = pytest.importorskip(
-        "sessiontree.projection", reason="sessiontree.projection is not written yet (issue: context projection)")
+        "sessiontree.core.projection.build", reason="sessiontree.core.projection.build is not written yet (issue: context projection)")
     name, path = corpus_file
     entries = read_session_file(path).entries
     result = projection.build_session_projection(entries, entries[-1]["id"])

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from sessiontree.format import read_session_file
-from sessiontree.manager import SessionManager
-from sessiontree.stores.jsonl import JsonlStore
-from sessiontree.stores.sqlite import SqliteStore
+from sessiontree.format.codec import read_session_file
+from sessiontree.session.manager import SessionManager
+from sessiontree.stores.jsonl.store import JsonlStore
+from sessiontree.stores.sqlite.store import SqliteStore
 
 CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus"
 FILES = sorted(CORPUS.rglob("*.jsonl")) if CORPUS.is_dir() else []

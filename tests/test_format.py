@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessiontree import jsonio
+from sessiontree.format import jsonio
 from sessiontree.errors import InvalidSessionError, UnsupportedVersionError
-from sessiontree.format import (
+from sessiontree.format.codec import (
     parse_session,
     read_header_file,
     read_session_file,

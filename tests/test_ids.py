@@ -8,7 +8,7 @@ import time
 import pytest
 
 from sessiontree.errors import InvalidSessionIdError
-from sessiontree.ids import (
+from sessiontree.format.ids import (
     derived_entry_id,
     is_valid_session_id,
     new_entry_id,
@@ -95,7 +95,7 @@ def test_session_id_hash_is_sha256_prefix() -> None:
 
 
 def test_shortest_unique_prefixes_like_git():
-    from sessiontree.ids import shortest_unique_prefixes
+    from sessiontree.format.ids import shortest_unique_prefixes
 
     ids = ["019cadb4-6e80-7a3c", "019cadb4-6e81-0000", "019cadc9-1f40-7b2e", "ab", "abc"]
     assert shortest_unique_prefixes(ids) == {

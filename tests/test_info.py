@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sessiontree.info import NO_MESSAGES, InfoAccumulator, is_classified, message_text, session_info_from_entries
+from sessiontree.core.listing import NO_MESSAGES, InfoAccumulator, is_classified, message_text, session_info_from_entries
 
 HEADER = {"type": "session", "version": 4, "id": "sess-1", "createdAt": "2023-06-01T12:00:00.000Z", "cwd": "/p"}
 CREATED = datetime(2023, 6, 1, 12, 0, tzinfo=timezone.utc)
@@ -249,7 +249,7 @@ def test_modified_is_never_earlier_than_created():
 def test_a_fork_lists_with_its_own_creation_time(tmp_path):
     import json
 
-    from sessiontree.manager import SessionManager
+    from sessiontree.session.manager import SessionManager
     from sessiontree.stores import MemoryStore
 
     source_file = tmp_path / "old.jsonl"

@@ -39,12 +39,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessiontree import jsonio
-from sessiontree.check import repair_bytes
-from sessiontree.format import parse_session, read_session_file
-from sessiontree.manager import SessionManager
-from sessiontree.stores.jsonl import JsonlStore
-from sessiontree.stores.sqlite import SqliteStore
+from sessiontree.format import jsonio
+from sessiontree.check.checker import repair_bytes
+from sessiontree.format.codec import parse_session, read_session_file
+from sessiontree.session.manager import SessionManager
+from sessiontree.stores.jsonl.store import JsonlStore
+from sessiontree.stores.sqlite.store import SqliteStore
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / ".." / "shared" / "corpus"

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sessiontree import jsonio
-from sessiontree.jsonio import dumps, dumps_str, js_number, js_stringify, loads, utf16_len
+from sessiontree.format import jsonio
+from sessiontree.format.jsonio import dumps, dumps_str, js_number, js_stringify, loads, utf16_len
 
 # --------------------------------------------------------------------------- loads
 
@@ -151,7 +151,7 @@ def test_js_number_matches_float_value() -> None:
 def test_non_finite_floats_are_written_as_null_like_json_stringify() -> None:
     # JSON.stringify(NaN) and JSON.stringify(Infinity) are "null" (REFERENCE §2.6 item 4),
     # on the fast path and on the fallback that lone surrogates take.
-    from sessiontree.jsonio import dumps
+    from sessiontree.format.jsonio import dumps
 
     assert dumps({"a": float("nan"), "b": [float("inf"), -float("inf")]}) == b'{"a":null,"b":[null,null]}'
     assert dumps({"a": float("nan"), "s": "\ud800"}) == b'{"a":null,"s":"\\ud800"}'

@@ -33,8 +33,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sessiontree import SessionManager
-from sessiontree import manager as manager_module
-from sessiontree._lazy import LazySessionTree
+from sessiontree.session import manager as manager_module
+from sessiontree.session.lazy import LazySessionTree
 from sessiontree.errors import (
     CorruptEntryError,
     EntryNotFoundError,
@@ -42,9 +42,9 @@ from sessiontree.errors import (
     SessionChangedError,
     SessionNotFoundError,
 )
-from sessiontree.projection import build_session_projection
+from sessiontree.core.projection.build import build_session_projection
 from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore
-from sessiontree.tree import SessionTree
+from sessiontree.core.tree import SessionTree
 
 SID = "0190a7b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b"
 TS = "2026-02-01T09:00:00.000Z"
@@ -613,7 +613,7 @@ def test_the_outline_gives_back_ids_stored_as_blobs(tmp_path):
 
 
 def test_a_boundary_far_from_the_end_is_not_worth_an_outline(tmp_path, monkeypatch):
-    import sessiontree._lazy as lazy_module
+    import sessiontree.session.lazy as lazy_module
 
     entries = _session_with_boundary()  # the boundary is the 11th record from the end
     store = _store(tmp_path / "s.db", entries)

@@ -9,11 +9,11 @@ import re
 import pytest
 
 from sessiontree import errors
-from sessiontree.format import read_session_file
-from sessiontree.manager import SessionManager
-from sessiontree.stores.jsonl import JsonlStore
+from sessiontree.format.codec import read_session_file
+from sessiontree.session.manager import SessionManager
+from sessiontree.stores.jsonl.store import JsonlStore
 from sessiontree.stores.memory import MemoryStore
-from sessiontree.stores.sqlite import SqliteStore
+from sessiontree.stores.sqlite.store import SqliteStore
 
 UUID7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 HEX8 = re.compile(r"^[0-9a-f]{8}$")
@@ -42,7 +42,7 @@ def tool_result(call_id: str, text: str = "out", name: str = "bash") -> dict:
 @pytest.fixture(params=["memory", "sqlite", "jsonl", "postgres"])
 def store(request, tmp_path):
     if request.param == "postgres":
-        from sessiontree.stores.postgres import PostgresStore
+        from sessiontree.stores.postgres.store import PostgresStore
 
         s = PostgresStore(request.getfixturevalue("pg_url"))
     elif request.param == "memory":
@@ -328,7 +328,7 @@ def test_compaction_stores_system_checkpoint(store, tmp_path):
     checkpoint = entry["systemMessage"]
     assert checkpoint["role"] == "system" and checkpoint["content"] == "Be terse."
     assert checkpoint["sections"] == {"a": "1"}
-    from sessiontree.tree import parse_timestamp_ms
+    from sessiontree.core.tree import parse_timestamp_ms
     assert checkpoint["timestamp"] == int(parse_timestamp_ms(entry["timestamp"]))
     projection = m.build_session_projection()
     assert projection.messages[0]["role"] == "system"

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from sessiontree.format import parse_session
-from sessiontree.migrations import parent_session_to_id, upgrade_header
+from sessiontree.format.codec import parse_session
+from sessiontree.format.upgrade import parent_session_to_id, upgrade_header
 
 HEX8 = re.compile(r"[0-9a-f]{8}")
 
@@ -328,7 +328,7 @@ def test_parent_session_conversion_never_fails_an_upgrade(tmp_path: Path) -> Non
 
 
 def test_v1_header_id_with_a_lone_surrogate_upgrades() -> None:
-    from sessiontree.format import parse_session
+    from sessiontree.format.codec import parse_session
 
     data = b'{"type":"session","id":"\\ud83dchk","timestamp":"2025-01-01T00:00:00.000Z"}\n' \
            b'{"type":"message","timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"a"}}\n'

@@ -13,15 +13,15 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from sessiontree import jsonio
-from sessiontree.check import check_bytes, repair_bytes
+from sessiontree.format import jsonio
+from sessiontree.check.checker import check_bytes, repair_bytes
 from sessiontree.cli import cli
 from sessiontree.errors import InvalidSessionError
-from sessiontree.format import parse_session, read_session_file
-from sessiontree.manager import SessionManager
-from sessiontree.stores.jsonl import JsonlStore, migrate_file
+from sessiontree.format.codec import parse_session, read_session_file
+from sessiontree.session.manager import SessionManager
+from sessiontree.stores.jsonl.store import JsonlStore, migrate_file
 from sessiontree.stores.memory import MemoryStore
-from sessiontree.stores.sqlite import SqliteStore
+from sessiontree.stores.sqlite.store import SqliteStore
 
 
 def nested(levels: int) -> bytes:
@@ -150,7 +150,7 @@ def test_dumps_between_orjson_limit_and_ours_round_trips():
 
 
 def test_header_too_deep_names_line(tmp_path):
-    from sessiontree.format import read_header_file
+    from sessiontree.format.codec import read_header_file
 
     header = V4_HEADER[:-1] + b',"x":' + nested(600) + b"}"
     path = tmp_path / "h.jsonl"

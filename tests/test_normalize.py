@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 
-from sessiontree.normalize import normalize_nested_calls, normalize_summary
+from sessiontree.format.bounds import normalize_nested_calls, normalize_summary
 
 
 def call(i: int, args: object | None = None, **extra: object) -> dict:

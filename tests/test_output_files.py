@@ -26,7 +26,7 @@ import pytest
 from click.testing import CliRunner
 
 from sessiontree.cli import cli
-from sessiontree.outfile import OutputPathError, write_atomic
+from sessiontree.format.outfile import OutputPathError, write_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

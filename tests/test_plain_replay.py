@@ -8,14 +8,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_projection import _IDS, TS, sessions
 
-import sessiontree.projection as projection_module
+import sessiontree.core.projection.build as projection_module
 from sessiontree import SessionManager
-from sessiontree.projection import (
+from sessiontree.core.projection.build import (
     LAST_ENTRY,
     ProjectionBuilder,
     build_session_projection,
 )
-from sessiontree.tree import get_branch
+from sessiontree.core.tree import get_branch
 
 _HEADER = {"type": "session", "version": 3, "id": "0190a7b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b", "timestamp": TS,
            "cwd": "/work/a"}

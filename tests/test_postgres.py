@@ -28,8 +28,8 @@ from sessiontree.errors import (  # noqa: E402
     StoreOpenError,
 )
 from sessiontree.stores import open_store  # noqa: E402
-from sessiontree.stores import postgres as pg_module  # noqa: E402
-from sessiontree.stores.postgres import MIGRATIONS, PostgresStore  # noqa: E402
+from sessiontree.stores.postgres import store as pg_module  # noqa: E402
+from sessiontree.stores.postgres.store import MIGRATIONS, PostgresStore  # noqa: E402
 from support import custom, header  # noqa: E402
 
 

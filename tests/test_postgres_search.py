@@ -10,10 +10,11 @@ from test_search import CORPUS, EXPECTED, fill, header, ids, msg
 
 from sessiontree import SessionManager
 from sessiontree.errors import StorageError
-from sessiontree.searchtext import parse_query
-from sessiontree.stores import MemoryStore, postgres_search
-from sessiontree.stores import postgres as postgres_module
-from sessiontree.stores.postgres import PostgresStore
+from sessiontree.core.searchtext import parse_query
+from sessiontree.stores import MemoryStore
+from sessiontree.stores.postgres import search as postgres_search
+from sessiontree.stores.postgres import store as postgres_module
+from sessiontree.stores.postgres.store import PostgresStore
 
 pytestmark = pytest.mark.usefixtures("pg_cluster")
 

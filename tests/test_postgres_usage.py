@@ -8,10 +8,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-usagerecords = pytest.importorskip("sessiontree.usagerecords")  # issue 14 (branch h-usage)
+usagerecords = pytest.importorskip("sessiontree.core.usagerecords")  # issue 14 (branch h-usage)
 
-from sessiontree.stores._shared import cwd_matches, resolve_cwd
-from sessiontree.stores.postgres import PostgresStore
+from sessiontree.stores.shared import cwd_matches, resolve_cwd
+from sessiontree.stores.postgres.store import PostgresStore
 
 UsageQuery = usagerecords.UsageQuery
 

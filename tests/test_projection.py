@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessiontree.projection import (
+from sessiontree.core.projection.build import (
     INTERRUPTED_TEXT,
     LAST_ENTRY,
     SessionContext,
@@ -25,7 +25,7 @@ from sessiontree.projection import (
     get_current_system_message,
     repair_orphan_tool_results,
 )
-from sessiontree.transcript import (
+from sessiontree.core.transcript import (
     BOUNDARY_PREFIX,
     BRANCH_SUMMARY_PREFIX,
     BRANCH_SUMMARY_SUFFIX,
@@ -1225,7 +1225,7 @@ def _assistant_calls(*ids: str, exclude: bool = False) -> dict:
 
 def test_tool_pairing_guard_refuses_a_call_id_in_two_assistant_messages() -> None:
     from sessiontree.errors import ToolPairingError
-    from sessiontree.projection import assert_tool_pairing_invariant
+    from sessiontree.core.projection.build import assert_tool_pairing_invariant
 
     ok = [_assistant_calls("a", "b"), {"role": "user", "content": "x", "timestamp": 2}, _assistant_calls("c")]
     assert assert_tool_pairing_invariant(ok) is None

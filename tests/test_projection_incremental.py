@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from support import FailingMemoryStore, fresh_projection
 
 from sessiontree import errors
-from sessiontree.manager import SessionManager
-from sessiontree.projection import (
+from sessiontree.session.manager import SessionManager
+from sessiontree.core.projection.build import (
     INTERRUPTED_TEXT,
     ProjectionBuilder,
 )

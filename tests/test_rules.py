@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from sessiontree import render
+from sessiontree.core import render
 from sessiontree.cli import cli
-from sessiontree.format import read_session_file
-from sessiontree.manager import SessionManager
-from sessiontree.projection import (
+from sessiontree.format.codec import read_session_file
+from sessiontree.session.manager import SessionManager
+from sessiontree.core.projection.build import (
     HISTORICAL_SUMMARY_PREFIX,
     HISTORICAL_SUMMARY_SUFFIX,
     LAST_ENTRY,
@@ -30,7 +30,7 @@ from sessiontree.projection import (
     build_session_projection,
     is_retired_record,
 )
-from sessiontree.tree import SessionTree, loaded_leaf_id
+from sessiontree.core.tree import SessionTree, loaded_leaf_id
 
 CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus" / "pi-v1"
 BEFORE = CORPUS / "pi-mono-before-compaction.jsonl"

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from sessiontree import SessionManager
 from sessiontree.cli import cli
 from sessiontree.errors import SearchQueryError, StorageError
-from sessiontree.ids import new_entry_id
-from sessiontree.search import parse_when, search
-from sessiontree.searchtext import (
+from sessiontree.format.ids import new_entry_id
+from sessiontree.search.query import parse_when, search
+from sessiontree.core.searchtext import (
     _FOLD,
     MAX_QUERY_CHARS,
     entry_text,
@@ -29,8 +29,9 @@ from sessiontree.searchtext import (
     parse_query,
     snippet,
 )
-from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore, sqlite_search
-from sessiontree.stores import sqlite as sqlite_module
+from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore
+from sessiontree.stores.sqlite import search as sqlite_search
+from sessiontree.stores.sqlite import store as sqlite_module
 
 T0 = "2026-01-01T10:0{}:00.000Z"
 
@@ -147,7 +148,7 @@ def fill_tail(path):
 
 
 def _postgres(request):
-    from sessiontree.stores.postgres import PostgresStore
+    from sessiontree.stores.postgres.store import PostgresStore
 
     return PostgresStore(request.getfixturevalue("pg_url"))
 

@@ -41,11 +41,12 @@ from test_search import (
 from sessiontree import SessionManager
 from sessiontree.cli import cli
 from sessiontree.errors import SearchQueryError
-from sessiontree.ids import new_entry_id
-from sessiontree.search import settle_search_tail
-from sessiontree.stores import MemoryStore, SqliteStore, sqlite_search
-from sessiontree.stores import sqlite as sqlite_module
-from sessiontree.sync import Syncer
+from sessiontree.format.ids import new_entry_id
+from sessiontree.search.query import settle_search_tail
+from sessiontree.stores import MemoryStore, SqliteStore
+from sessiontree.stores.sqlite import search as sqlite_search
+from sessiontree.stores.sqlite import store as sqlite_module
+from sessiontree.sync.engine import Syncer
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 
@@ -128,7 +129,7 @@ def test_store_search_on_a_writable_store_does_not_wait_its_busy_timeout(locked_
 def test_viewer_search_answers_while_another_process_holds_the_write_lock(locked_tail):
     """The web viewer's search (``search_sessions``, the same ``settle_search_tail``)
     on a store opened read-only: no 30 s wait behind the held lock, the same sessions."""
-    from sessiontree.web.view import search_sessions
+    from sessiontree.web.views import search_sessions
 
     store = SqliteStore(locked_tail, readonly=True)
     infos = store.list_sessions()
@@ -181,9 +182,10 @@ QUERIES = ["alpha", "bravo charlie", "echo", "ta", "zz"]
 
 _WORKER = r'''
 import json, os, random, sys, time
-from sessiontree.stores import SqliteStore, sqlite_search
-from sessiontree.stores import sqlite as sqlite_module
-from sessiontree.search import settle_search_tail
+from sessiontree.stores import SqliteStore
+from sessiontree.stores.sqlite import search as sqlite_search
+from sessiontree.stores.sqlite import store as sqlite_module
+from sessiontree.search.query import settle_search_tail
 role, path, seconds, seed = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
 sqlite_search.MAX_PENDING = 5
 sqlite_module.SETTLE_BUDGET = 3
@@ -277,7 +279,7 @@ def test_concurrent_writers_searchers_and_settlers_agree_with_a_scan(tmp_path):
 _SETTLER = r'''
 import sys
 from sessiontree.stores import SqliteStore
-from sessiontree.stores import sqlite as sqlite_module
+from sessiontree.stores.sqlite import store as sqlite_module
 sqlite_module.SETTLE_BUDGET = int(sys.argv[2])
 store = SqliteStore(sys.argv[1])
 print("open", flush=True)
@@ -344,7 +346,7 @@ def test_settle_killed_at_random_points_leaves_a_consistent_index(tmp_path):
 
 # -- read-only paths: no permission, an older schema ----------------------------------------------
 
-_CLI_SEARCH = ("import sys; from sessiontree.stores import sqlite_search; sqlite_search.MAX_PENDING = 3;"
+_CLI_SEARCH = ("import sys; from sessiontree.stores.sqlite import search as sqlite_search; sqlite_search.MAX_PENDING = 3;"
                "from sessiontree.cli import cli;"
                "sys.argv = ['sessiontree', '--store', sys.argv[1], 'search', '--json', '-n', '100', 'retry']; cli()")
 

@@ -20,12 +20,13 @@ import zlib
 
 import pytest
 
-from sessiontree import SessionManager, jsonio
+from sessiontree import SessionManager
+from sessiontree.format import jsonio
 from sessiontree.errors import CorruptEntryError, InvalidSessionError, SessionNotFoundError
-from sessiontree.projection import INTERRUPTED_TEXT, build_session_projection
+from sessiontree.core.projection.build import INTERRUPTED_TEXT, build_session_projection
 from sessiontree.stores import SqliteStore
-from sessiontree.stores import sqlite as sqlite_module
-from sessiontree.tree import SessionTree
+from sessiontree.stores.sqlite import store as sqlite_module
+from sessiontree.core.tree import SessionTree
 
 SID = "0190a7b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b"
 TS = "2026-02-01T09:00:00.000Z"
@@ -194,7 +195,7 @@ def test_a_user_message_closes_a_tool_window_only_when_visible(content, closes):
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from sessiontree.projection import LAST_ENTRY, ProjectionBuilder  # noqa: E402
+from sessiontree.core.projection.build import LAST_ENTRY, ProjectionBuilder  # noqa: E402
 from test_projection import _IDS, sessions  # noqa: E402
 
 

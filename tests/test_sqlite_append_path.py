@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from sessiontree.errors import InvalidSessionError, StorageError
 from sessiontree.stores import SqliteStore
-from sessiontree.stores.sqlite_usage import _refresh_calls
+from sessiontree.stores.sqlite.usage import _refresh_calls
 
 
 def _header(sid: str, created: str = "2026-01-01T00:00:00.000Z") -> dict:

@@ -22,13 +22,13 @@ from pathlib import Path
 
 import pytest
 
-import sessiontree.manager as manager_module
-import sessiontree.stores.jsonl as jsonl_module
-import sessiontree.stores.sqlite as sqlite_module
+import sessiontree.session.manager as manager_module
+import sessiontree.stores.jsonl.store as jsonl_module
+import sessiontree.stores.sqlite.store as sqlite_module
 from sessiontree import InvalidSessionError, SessionManager, StorageError
-from sessiontree.check import repair_file
-from sessiontree.stores.jsonl import JsonlStore, read_file
-from sessiontree.stores.sqlite import SqliteStore
+from sessiontree.check.checker import repair_file
+from sessiontree.stores.jsonl.store import JsonlStore, read_file
+from sessiontree.stores.sqlite.store import SqliteStore
 
 WORKFLOW = {"runId": "r", "stageId": "s", "stageName": "n"}
 
@@ -123,7 +123,7 @@ def test_no_temp_file_survives_a_crash_during_the_upgrade(tmp_path: Path) -> Non
     path.write_bytes(_v3_bytes())
     crashed = _run("""
         import os, signal, sys
-        import sessiontree.stores.jsonl as J
+        import sessiontree.stores.jsonl.store as J
         from sessiontree import SessionManager
         J.os.replace = lambda a, b: os.kill(os.getpid(), signal.SIGKILL)  # crash just before the rename
         SessionManager.open_file(sys.argv[1])
@@ -179,9 +179,9 @@ def test_torn_record_from_a_killed_writer_is_rejected_and_repairable(tmp_path: P
     # Another process dies (SIGKILL) half-way through writing its record.
     killed = _run("""
         import os, signal, sys
-        import sessiontree.stores.jsonl as J
+        import sessiontree.stores.jsonl.store as J
         from sessiontree import SessionManager
-        from sessiontree.stores.jsonl import JsonlStore
+        from sessiontree.stores.jsonl.store import JsonlStore
         def half(fd, data):
             os.write(fd, bytes(data)[: len(data) // 2])
             os.kill(os.getpid(), signal.SIGKILL)
@@ -275,8 +275,8 @@ def test_failed_upgrade_at_open_leaves_the_file_and_no_temp(tmp_path: Path, monk
 _APPEND_LOOP = """
     import os, sys
     from sessiontree import SessionManager
-    from sessiontree.stores.jsonl import JsonlStore
-    from sessiontree.stores.sqlite import SqliteStore
+    from sessiontree.stores.jsonl.store import JsonlStore
+    from sessiontree.stores.sqlite.store import SqliteStore
     from sessiontree.stores import open_store
     kind, where, sid, size = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     m = SessionManager.open({"jsonl": JsonlStore, "sqlite": SqliteStore, "postgres": open_store}[kind](where), sid)
@@ -293,7 +293,7 @@ _APPEND_LOOP = """
 def test_kill_9_during_an_append_loop_loses_no_committed_entry(tmp_path: Path, kind: str, request) -> None:
     for round_ in range(3):
         if kind == "postgres":  # the server rolls back the killed client's open transaction
-            from sessiontree.stores.postgres import PostgresStore
+            from sessiontree.stores.postgres.store import PostgresStore
 
             where = request.getfixturevalue("pg_cluster").url(request.getfixturevalue("pg_cluster").new_database())
         else:
@@ -361,7 +361,7 @@ def test_processes_upgrading_and_appending_the_same_old_file_lose_nothing(tmp_pa
 
 _RAW_APPENDS = """
     import secrets, sys
-    from sessiontree.stores.jsonl import JsonlStore
+    from sessiontree.stores.jsonl.store import JsonlStore
     store = JsonlStore(sys.argv[1])
     for i in range(150):
         entry_id = secrets.token_hex(4)
@@ -379,7 +379,7 @@ def test_migrate_while_other_processes_append(tmp_path: Path) -> None:
                                 stdout=subprocess.PIPE, text=True) for _ in range(3)]
     migrate = _run("""
         import sys
-        from sessiontree.stores.jsonl import migrate_file
+        from sessiontree.stores.jsonl.store import migrate_file
         migrate_file(sys.argv[1], backup=False)
     """, str(path))
     appended = [line for w in writers for line in w.communicate(timeout=120)[0].split()]
@@ -394,7 +394,7 @@ def test_migrate_while_other_processes_append(tmp_path: Path) -> None:
 _APPEND_UNTIL_GONE = """
     import sys
     from sessiontree import SessionManager, SessionNotFoundError
-    from sessiontree.stores.jsonl import JsonlStore
+    from sessiontree.stores.jsonl.store import JsonlStore
     m = SessionManager.open(JsonlStore(sys.argv[1]), sys.argv[2])
     try:
         while True:

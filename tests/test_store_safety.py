@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from cli_support import cli_runner, run_cli
 
-from sessiontree import jsonio
+from sessiontree.format import jsonio
 from sessiontree.cli import cli
 from sessiontree.errors import (
     CorruptEntryError,
@@ -33,8 +33,8 @@ from sessiontree.errors import (
     StoreOpenError,
 )
 from sessiontree.stores import JsonlStore, SqliteStore, open_store
-from sessiontree.stores import jsonl as jsonl_module
-from sessiontree.stores import sqlite as sqlite_module
+from sessiontree.stores.jsonl import store as jsonl_module
+from sessiontree.stores.sqlite import store as sqlite_module
 
 CREATED = "2026-02-01T09:00:00.000Z"
 

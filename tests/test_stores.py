@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from sessiontree import jsonio
+from sessiontree.format import jsonio
 from sessiontree.errors import (
     InvalidSessionError,
     ListingCancelledError,
@@ -28,11 +28,11 @@ from sessiontree.errors import (
     StorageError,
     StoreOpenError,
 )
-from sessiontree.ids import session_id_hash
-from sessiontree.info import InfoAccumulator
+from sessiontree.format.ids import session_id_hash
+from sessiontree.core.listing import InfoAccumulator
 from sessiontree.stores import JsonlStore, MemoryStore, SessionStore, SqliteStore
-from sessiontree.stores import jsonl as jsonl_module
-from sessiontree.stores import sqlite as sqlite_module
+from sessiontree.stores.jsonl import store as jsonl_module
+from sessiontree.stores.sqlite import store as sqlite_module
 
 UTC = timezone.utc
 CREATED = "2026-02-01T09:00:00.000Z"
@@ -104,7 +104,7 @@ def make_store(kind: str, tmp_path) -> Any:
 @pytest.fixture(params=["memory", "sqlite", "jsonl", "postgres"])
 def store(request, tmp_path):
     if request.param == "postgres":
-        from sessiontree.stores.postgres import PostgresStore
+        from sessiontree.stores.postgres.store import PostgresStore
 
         created = PostgresStore(request.getfixturevalue("pg_url"))
     else:
@@ -1176,7 +1176,7 @@ def test_jsonl_path_for_is_where_create_writes(jsonl_store):
 
 
 def test_migrate_file_upgrades_atomically_with_backup(tmp_path):
-    from sessiontree.stores.jsonl import migrate_file
+    from sessiontree.stores.jsonl.store import migrate_file
 
     path = tmp_path / "old.jsonl"
     original = (b'{"type":"session","version":3,"id":"m-1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}\r\n'
@@ -1197,7 +1197,7 @@ def test_migrate_file_upgrades_atomically_with_backup(tmp_path):
 
 def test_migrate_file_refuses_invalid_and_leaves_it(tmp_path):
     from sessiontree.errors import InvalidSessionError
-    from sessiontree.stores.jsonl import migrate_file
+    from sessiontree.stores.jsonl.store import migrate_file
 
     path = tmp_path / "bad.jsonl"
     path.write_bytes(b'{"type":"session","id":"x"}\n{torn')
@@ -1264,7 +1264,7 @@ def test_jsonl_fsync_false_skips_only_the_append_fsync(tmp_path, monkeypatch):
 
 
 def test_migrate_file_never_overwrites_an_earlier_backup(tmp_path):
-    from sessiontree.stores.jsonl import migrate_file
+    from sessiontree.stores.jsonl.store import migrate_file
 
     path = tmp_path / "s.jsonl"
     (tmp_path / "s.jsonl.bak").write_bytes(b"older backup")
@@ -1390,7 +1390,7 @@ def test_jsonl_held_descriptor_is_not_used_across_fork(jsonl_store):
 
 
 def test_schema_steps_run_in_number_order_whoever_registers_first():
-    from sessiontree.stores._shared import register_step
+    from sessiontree.stores.shared import register_step
 
     def m002_second(conn):
         pass

@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 from cli_support import run_cli
 
-from sessiontree import jsonio
-from sessiontree import sync as sync_module
+from sessiontree.format import jsonio
+from sessiontree.sync import engine as sync_module
 from sessiontree.errors import InvalidSessionError, SessionError
-from sessiontree.format import read_session_file
-from sessiontree.sources import agent_sources
+from sessiontree.format.codec import read_session_file
+from sessiontree.sync.sources import agent_sources
 from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore, open_store
-from sessiontree.sync import Syncer, discover
+from sessiontree.sync.engine import Syncer, discover
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / ".." / "shared" / "corpus" / "pi-v1"
@@ -110,7 +110,7 @@ def stored_entries(store, session_id: str = SID) -> list[bytes]:
 @pytest.fixture(params=["sqlite", "jsonl", "memory", "postgres"])
 def store(request, tmp_path):
     if request.param == "postgres":
-        from sessiontree.stores.postgres import PostgresStore
+        from sessiontree.stores.postgres.store import PostgresStore
 
         s = PostgresStore(request.getfixturevalue("pg_url"))
     elif request.param == "sqlite":
@@ -617,7 +617,7 @@ def test_postgres_sync_commit_is_a_compare_and_set_across_connections(request, t
     once: exactly one wins, the other raises SyncConflictError and wrote nothing."""
     from sessiontree.errors import SyncConflictError
     from sessiontree.stores.base import SyncChange, SyncState
-    from sessiontree.stores.postgres import PostgresStore
+    from sessiontree.stores.postgres.store import PostgresStore
 
     url = request.getfixturevalue("pg_url")
     stores = [PostgresStore(url), PostgresStore(url)]

@@ -307,7 +307,7 @@ def test_json_escapes_parse_back_to_the_same_values(tmp_path):
 
 @pytest.fixture
 def textsafe():
-    from sessiontree import textsafe as module
+    from sessiontree.core import textsafe as module
 
     return module
 

@@ -10,8 +10,8 @@ import copy
 
 import pytest
 
-from sessiontree import jsonio
-from sessiontree.transcript import (
+from sessiontree.format import jsonio
+from sessiontree.core.transcript import (
     BOUNDARY_PREFIX,
     BRANCH_SUMMARY_PREFIX,
     BRANCH_SUMMARY_SUFFIX,

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from sessiontree.errors import EntryNotFoundError, InvalidSessionError
-from sessiontree.info import InfoAccumulator
-from sessiontree.tree import (
+from sessiontree.core.listing import InfoAccumulator
+from sessiontree.core.tree import (
     NameState,
     SessionTree,
     TreeNode,
@@ -396,7 +396,7 @@ def test_latest_summary_is_the_candidate() -> None:
 def test_timestamps_without_a_zone_are_utc_whatever_the_machine_zone(monkeypatch) -> None:
     import time
 
-    from sessiontree.tree import parse_timestamp_ms
+    from sessiontree.core.tree import parse_timestamp_ms
 
     monkeypatch.setenv("TZ", "America/New_York")
     time.tzset()

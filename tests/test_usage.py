@@ -20,12 +20,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sessiontree.cli import cli
-from sessiontree.format import read_session_file
-from sessiontree.manager import SessionManager
-from sessiontree.stores.jsonl import JsonlStore
+from sessiontree.format.codec import read_session_file
+from sessiontree.session.manager import SessionManager
+from sessiontree.stores.jsonl.store import JsonlStore
 from sessiontree.stores.memory import MemoryStore
-from sessiontree.stores.sqlite import SqliteStore
-from sessiontree.usage import (
+from sessiontree.stores.sqlite.store import SqliteStore
+from sessiontree.usage.report import (
     GenaiPricesCatalog,
     format_usd,
     nanos_to_decimal,
@@ -34,7 +34,7 @@ from sessiontree.usage import (
     session_usage,
     usage_report,
 )
-from sessiontree.usagerecords import (
+from sessiontree.core.usagerecords import (
     UsageQuery,
     cost_to_nanos,
     dedup_key,
@@ -80,7 +80,7 @@ def store(request, tmp_path):
     elif request.param == "jsonl":
         s = JsonlStore(str(tmp_path / "j"))
     elif request.param == "postgres":
-        from sessiontree.stores.postgres import PostgresStore
+        from sessiontree.stores.postgres.store import PostgresStore
 
         s = PostgresStore(request.getfixturevalue("pg_url"))
     else:
@@ -504,7 +504,7 @@ def test_store_usage_protocol_rows_agree(tmp_path):
 
 def test_counts_beyond_what_an_agent_can_record_are_unusable_and_never_break_a_write(store):
     # 2**53 - 1 is JavaScript's largest exact integer: taken. One more, or 2**64: 0 tokens.
-    from sessiontree.usagerecords import MAX_COUNT, records_from_entry
+    from sessiontree.core.usagerecords import MAX_COUNT, records_from_entry
 
     def assistant(entry_id, tokens):
         return {"type": "message", "id": entry_id, "parentId": None, "timestamp": "2026-01-01T00:00:00.000Z",
@@ -524,7 +524,7 @@ def test_session_stats_feeds_the_viewer_list(store):
     # Two calls owned by "a" (10 + 5 tokens, $0.000001 + $0.000002), none by "b".
     from decimal import Decimal
 
-    from sessiontree.usage import session_stats
+    from sessiontree.usage.report import session_stats
 
     def call(entry_id, parent, second, tokens, cost):
         return {"type": "message", "id": entry_id, "parentId": parent,
@@ -544,8 +544,8 @@ def _old_dedup_key(source, entry, message, usage, provider, model, extra):
     """The rule as first written: canonical (sorted) usage, jsonio.dumps, BLAKE2b-128."""
     import hashlib
 
-    from sessiontree import jsonio
-    from sessiontree.usagerecords import _canonical
+    from sessiontree.format import jsonio
+    from sessiontree.core.usagerecords import _canonical
 
     parts = [source, entry.get("timestamp"), message.get("timestamp") if message is not None else None,
              provider, model, extra, _canonical(usage)]

@@ -15,8 +15,9 @@ pytest.importorskip("starlette")
 from starlette.testclient import TestClient  # noqa: E402
 
 from sessiontree import MemoryStore, SessionManager  # noqa: E402
-from sessiontree.format import read_session_file  # noqa: E402
-from sessiontree.web import page, view  # noqa: E402
+from sessiontree.format.codec import read_session_file  # noqa: E402
+from sessiontree.web import page  # noqa: E402
+from sessiontree.web import views as view  # noqa: E402
 from sessiontree.web.app import ViewerConfig, create_app  # noqa: E402
 
 from web_support import CORPUS, EVIL_ID, EXAMPLES, HOSTILE_ID, add_evil_session, add_hostile_session  # noqa: E402
@@ -172,10 +173,10 @@ def test_list_filters_sort_and_fallback_search(store):
 
 def test_list_uses_store_search_and_stats_hooks(store, monkeypatch):
     store.search = lambda q: [{"session_id": "019cadd2-8a00-7c1f-a2b3-5c6d7e8f9003", "snippet": "hit"}]
-    usage = types.ModuleType("sessiontree.usage")
+    usage = types.ModuleType("sessiontree.usage.report")
     usage.session_stats = lambda st, ids: {i: {"entries": 3, "models": ["m1"], "tokens": 1234, "cost": 0.5}
                                            for i in ids}
-    monkeypatch.setitem(sys.modules, "sessiontree.usage", usage)
+    monkeypatch.setitem(sys.modules, "sessiontree.usage.report", usage)
     result = view.build_list_page(store, view.ListQuery(q="anything"))
     assert result.search_mode == "store" and result.has_stats and result.rows[0].snippet == "hit"
     html = page.environment().get_template("list.html").render(page=result, q=result.query, inline=False,
@@ -357,7 +358,7 @@ def test_lone_surrogates_do_not_break_any_page(evil_client):
 
 def test_arguments_nested_to_the_store_limit():
     """The store accepts 512 levels; summarising a tool call used to recurse on them (RecursionError, 500)."""
-    from sessiontree import jsonio
+    from sessiontree.format import jsonio
 
     value: object = "deep"
     for _ in range(jsonio.MAX_DEPTH - 8):

@@ -192,7 +192,7 @@ def test_live_updates_without_reload(browser, server, store):
 def _copy(store) -> str:
     """A fresh copy of the interrupted example under a new id; returns the id."""
     from sessiontree import SessionManager
-    from sessiontree.format import read_session_file
+    from sessiontree.format.codec import read_session_file
 
     parsed = read_session_file(EXAMPLES / "interrupted.jsonl")
     header = {**parsed.header, "id": "live-session-1"}
@@ -356,7 +356,7 @@ def test_a_10000_deep_chain(browser, server):
 def test_show_earlier_never_inserts_an_error_body(browser, server, store):
     """The session vanishes while the page is open: "show earlier" gets a plain-text 404 and must
     not put it in the page (an error body may quote the session); the live indicator goes stale."""
-    from sessiontree.format import read_session_file
+    from sessiontree.format.codec import read_session_file
 
     parsed = read_session_file(EXAMPLES / "branching.jsonl")
     entries, parent = [], None

@@ -11,33 +11,36 @@ Read, write, upgrade, project and store sessions of the format described in
   :func:`serialize_session`, :func:`build_session_projection`.
 * Errors: :class:`SessionError` and its subclasses.
 
-Layering (imports point one way only): ``format`` <- ``tree``/``projection``
-<- ``stores`` <- ``manager`` <- ``cli``.
+Layering (imports point one way only; docs/architecture.md, checked by
+import-linter): ``format`` <- ``core`` <- ``check`` <- ``stores`` <-
+``session`` <- ``search``/``usage``/``sync`` <- ``cli``/``web``.
 """
 
 from importlib import import_module
 from typing import Any
 
-from . import errors as _errors
-from .errors import *  # noqa: F403 - the exception hierarchy: a small leaf module, always loaded
+from sessiontree import errors as _errors
+from sessiontree.errors import *  # noqa: F403 - the exception hierarchy: a small leaf module, always loaded
 
 # Attributes are imported on first use (PEP 562): ``import sessiontree.format``
 # stays cheap and never drags in the stores or the manager.
 _LAZY = {
-    "SessionManager": "manager",
+    "SessionManager": "session.manager",
+    "AsyncSessionManager": "session.aio",
     "SessionStore": "stores.base",
-    "SqliteStore": "stores.sqlite",
-    "JsonlStore": "stores.jsonl",
+    "SqliteStore": "stores.sqlite.store",
+    "JsonlStore": "stores.jsonl.store",
     "MemoryStore": "stores.memory",
+    "PostgresStore": "stores.postgres.store",
     "open_store": "stores",
-    "SessionInfo": "info",
-    "ParsedSession": "format",
-    "parse_session": "format",
-    "read_session_file": "format",
-    "serialize_session": "format",
-    "build_session_projection": "projection",
-    "NameState": "tree",
-    "TreeNode": "tree",
+    "SessionInfo": "core.listing",
+    "ParsedSession": "format.codec",
+    "parse_session": "format.codec",
+    "read_session_file": "format.codec",
+    "serialize_session": "format.codec",
+    "build_session_projection": "core.projection.build",
+    "NameState": "core.tree",
+    "TreeNode": "core.tree",
 }
 
 

@@ -30,12 +30,12 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from ..errors import InvalidSessionError, SessionError, StoreOpenError
-from ..format import ParsedSession
-from ..manager import SessionManager
-from ..stores import open_store, resolve_store
-from ..stores.base import SessionStore
-from ..textsafe import safe_block, safe_json_text, safe_line
+from sessiontree.errors import InvalidSessionError, SessionError, StoreOpenError
+from sessiontree.format.codec import ParsedSession
+from sessiontree.session.manager import SessionManager
+from sessiontree.stores import open_store, resolve_store
+from sessiontree.stores.base import SessionStore
+from sessiontree.core.textsafe import safe_block, safe_json_text, safe_line
 
 _CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from ..errors import SessionError
-from ..textsafe import safe_line
-from ._common import (
+from sessiontree.errors import SessionError
+from sessiontree.core.textsafe import safe_line
+from sessiontree.cli._common import (
     UserError,
     _App,
     _describe,

@@ -14,13 +14,13 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ..errors import SessionError, SessionExistsError
-from ..format import ParsedSession
-from ..manager import ImportOutcome, SessionManager
-from ..stores.base import SessionStore
-from ..stores.jsonl import migrate_file
-from ..textsafe import safe_line
-from ._common import (
+from sessiontree.errors import SessionError, SessionExistsError
+from sessiontree.format.codec import ParsedSession
+from sessiontree.session.manager import ImportOutcome, SessionManager
+from sessiontree.stores.base import SessionStore
+from sessiontree.stores.jsonl.store import migrate_file
+from sessiontree.core.textsafe import safe_line
+from sessiontree.cli._common import (
     UserError,
     _App,
     _echo,
@@ -298,15 +298,13 @@ def check_cmd(paths: tuple[str, ...], repair: bool, output: Path | None, as_json
     Does not use the store.
     """
     if store_url is not None:
-        from .verify import verify_store_cmd
+        from sessiontree.cli.verify import verify_store_cmd
 
         verify_store_cmd(store_url, paths, repair, output, as_json)
         return
     if not paths:
         raise click.UsageError("give FILE... to check, or --store [URL] to verify a store")
-    from .. import (
-        check as checker,  # imported on use: the other commands do not need it
-    )
+    from sessiontree.check import checker  # imported on use: the other commands do not need it
 
     if output is not None and (not repair or len(paths) != 1):
         raise click.UsageError("-o/--output needs --repair and exactly one FILE")

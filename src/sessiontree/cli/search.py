@@ -13,14 +13,14 @@ from datetime import timezone
 import click
 from rich.text import Text
 
-from ..errors import SearchQueryError
-from ..ids import shortest_unique_prefixes
-from ..search import group_by_session, parse_when, search, settle_search_tail
-from ..searchtext import SearchHit
-from ..textsafe import safe_line
-from ..tree import parse_timestamp_ms
-from ..types import ENTRY_TYPES, MESSAGE_ROLES
-from ._common import (
+from sessiontree.errors import SearchQueryError
+from sessiontree.format.ids import shortest_unique_prefixes
+from sessiontree.search.query import group_by_session, parse_when, search, settle_search_tail
+from sessiontree.core.searchtext import SearchHit
+from sessiontree.core.textsafe import safe_line
+from sessiontree.core.tree import parse_timestamp_ms
+from sessiontree.format.types import ENTRY_TYPES, MESSAGE_ROLES
+from sessiontree.cli._common import (
     _App,
     _echo,
     _err,

@@ -12,12 +12,12 @@ from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 
-from .. import render
-from ..ids import shortest_unique_prefixes
-from ..manager import SessionManager
-from ..outfile import write_atomic
-from ..textsafe import safe_block, safe_json_text, safe_line
-from ._common import (
+from sessiontree.core import render
+from sessiontree.format.ids import shortest_unique_prefixes
+from sessiontree.session.manager import SessionManager
+from sessiontree.format.outfile import write_atomic
+from sessiontree.core.textsafe import safe_block, safe_json_text, safe_line
+from sessiontree.cli._common import (
     _App,
     _busy,
     _cut_left,
@@ -139,7 +139,7 @@ def list_cmd(app: _App, cwd: str | None, internal: bool, all_: bool, limit: int 
 
 
 def _session_costs(app: _App) -> dict[str, Any]:
-    from ..usage import session_costs
+    from sessiontree.usage.report import session_costs
 
     with _busy("Summing usage…"):
         return session_costs(app.store)
@@ -147,7 +147,7 @@ def _session_costs(app: _App) -> dict[str, Any]:
 
 def _cost_text(totals: Any) -> str:
     """A cost cell: ``$1.23``, ``~$1.23`` with estimates, ``+?`` with unpriced calls, ``-`` for none."""
-    from ..usage import format_usd
+    from sessiontree.usage.report import format_usd
 
     if totals is None or not totals.calls:
         return "-"
@@ -156,7 +156,7 @@ def _cost_text(totals: Any) -> str:
 
 
 def _cost_json(totals: Any) -> dict[str, Any]:
-    from ..usage import Totals
+    from sessiontree.usage.report import Totals
 
     return (totals or Totals()).to_dict()
 
@@ -238,7 +238,7 @@ def show_cmd(app: _App, session: str, tree: bool, entry: str | None, as_json: bo
 
 def _show_entry(manager: SessionManager, session_id: str, entry_id: str, as_json: bool) -> None:
     """``show SESSION --entry ENTRY``: where the entry is, and the text search indexes for it."""
-    from ..searchtext import entry_text
+    from sessiontree.core.searchtext import entry_text
 
     entry = manager.get_entry(entry_id)
     on_branch = entry_id in {e["id"] for e in manager.get_branch()}
@@ -264,14 +264,14 @@ def _show_entry(manager: SessionManager, session_id: str, entry_id: str, as_json
     _show(console)
     _show(console, found.text if found is not None else render.entry_summary(entry))
 def _usage_of(app: _App, session_id: str) -> Any:
-    from ..usage import session_usage
+    from sessiontree.usage.report import session_usage
 
     return session_usage(app.store, session_id)
 
 
 def _usage_rows(usage: Any) -> list[tuple[str, str]]:
     """``show``'s usage lines: models, tokens, cost (and what was copied from an earlier session)."""
-    from ..usage import format_usd
+    from sessiontree.usage.report import format_usd
 
     t = usage.totals
     if not t.calls:
@@ -295,7 +295,7 @@ def _usage_rows(usage: Any) -> list[tuple[str, str]]:
 
 
 def _session_info(manager: SessionManager, path: str) -> Any:
-    from ..info import session_info_from_entries
+    from sessiontree.core.listing import session_info_from_entries
 
     return session_info_from_entries(manager.get_header(), manager.get_entries(), path)
 
@@ -377,7 +377,7 @@ def export_cmd(app: _App, session: str, output: Path | None, fmt: str) -> None:
         with _busy("Loading session…"):
             data = _read_parsed(app, session_id).to_bytes()
     elif fmt == "html":
-        from ..web.page import render_session_document
+        from sessiontree.web.page import render_session_document
 
         manager = _open_readonly(app, session_id)
         with _busy("Rendering…"):

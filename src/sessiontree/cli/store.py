@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..stores import resolve_store
-from ._common import (
+from sessiontree.stores import resolve_store
+from sessiontree.cli._common import (
     FILL_HINT,
     _App,
     _busy,

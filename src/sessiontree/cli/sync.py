@@ -18,14 +18,14 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ..errors import SessionError
-from ..sources import agent_sources
-from ..stores import MemoryStore, open_store, resolve_store
-from ..stores.base import SessionStore
-from ..stores.sqlite import file_header
-from ..sync import FileResult, Syncer, SyncReport, discover, run_lock, watch
-from ..textsafe import safe_line
-from ._common import (
+from sessiontree.errors import SessionError
+from sessiontree.sync.sources import agent_sources
+from sessiontree.stores import MemoryStore, open_store, resolve_store
+from sessiontree.stores.base import SessionStore
+from sessiontree.stores.sqlite.store import file_header
+from sessiontree.sync.engine import FileResult, Syncer, SyncReport, discover, run_lock, watch
+from sessiontree.core.textsafe import safe_line
+from sessiontree.cli._common import (
     UserError,
     _App,
     _cut_left,

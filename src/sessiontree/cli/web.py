@@ -13,7 +13,7 @@ import secrets
 
 import click
 
-from ._common import UserError, _App, _echo, cli, pass_app
+from sessiontree.cli._common import UserError, _App, _echo, cli, pass_app
 
 _LOOPBACK_NAMES = {"localhost"}
 
@@ -48,7 +48,7 @@ def serve_cmd(app: _App, host: str, port: int, expose: bool, token_opt: str | No
 
     import uvicorn
 
-    from ..web.app import ViewerConfig, create_app
+    from sessiontree.web.app import ViewerConfig, create_app
 
     loopback = _is_loopback(host)
     if not loopback and not expose:

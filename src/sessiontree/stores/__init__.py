@@ -29,13 +29,13 @@ from dataclasses import dataclass
 
 import platformdirs
 
-from ..errors import StoreOpenError
-from .base import CancelEvent, ProgressCallback, SessionListing, SessionStore, StoreProblem
-from .jsonl import JsonlStore
-from .memory import MemoryStore
-from .sqlite import SqliteStore
-from . import sqlite_search  # noqa: F401,E402  (registers the search index and its schema step)
-from . import sqlite_usage  # noqa: E402,F401  (registers the usage ledger: schema step and derived index)
+from sessiontree.errors import StoreOpenError
+from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, SessionStore, StoreProblem
+from sessiontree.stores.jsonl.store import JsonlStore
+from sessiontree.stores.memory import MemoryStore
+from sessiontree.stores.sqlite.store import SqliteStore
+from sessiontree.stores.sqlite import search as sqlite_search  # noqa: F401,E402  (registers the search index and its schema step)
+from sessiontree.stores.sqlite import usage as sqlite_usage  # noqa: E402,F401  (registers the usage ledger: schema step and derived index)
 
 __all__ = [
     "SessionStore",
@@ -118,7 +118,7 @@ def open_store(url_or_path: str | os.PathLike[str] | None = None, *, create: boo
     """
     where = resolve_store(url_or_path)
     if where.kind == "postgres":
-        from .postgres import PostgresStore
+        from sessiontree.stores.postgres.store import PostgresStore
 
         return PostgresStore(where.connect_url or where.url, create=create, readonly=readonly)
     if where.kind == "memory":
@@ -183,7 +183,7 @@ def resolve_store(url_or_path: str | os.PathLike[str] | None = None) -> StoreLoc
     if scheme in ("sqlite", "jsonl"):
         return StoreLocation(scheme, _url_path(target, scheme), target, source)
     if scheme in ("postgresql", "postgres"):
-        from .postgres import redact_url
+        from sessiontree.stores.postgres.store import redact_url
 
         if not target[len(scheme) + 1:].startswith("//"):
             raise StoreOpenError(f"invalid store URL {redact_url(target)!r}: expected postgresql://[user@]host/db "
@@ -201,7 +201,7 @@ def __getattr__(name: str) -> object:
     # PostgresStore is imported on first use: psycopg is an optional extra and costs
     # start-up time to every command that does not need it.
     if name == "PostgresStore":
-        from .postgres import PostgresStore
+        from sessiontree.stores.postgres.store import PostgresStore
 
         return PostgresStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

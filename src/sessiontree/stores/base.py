@@ -27,10 +27,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ..format import ParsedSession
-from ..info import SessionInfo
-from ..searchtext import SearchHit
-from ..usagerecords import UsageQuery, UsageRows
+from sessiontree.format.codec import ParsedSession
+from sessiontree.core.listing import SessionInfo
+from sessiontree.core.searchtext import SearchHit
+from sessiontree.core.usagerecords import UsageQuery, UsageRows
 
 __all__ = ["SessionStore", "SessionListing", "SessionOutline", "StoreProblem", "ProgressCallback", "CancelEvent",
            "SyncState", "SyncChange"]

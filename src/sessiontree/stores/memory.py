@@ -20,14 +20,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import jsonio
-from ..errors import InvalidSessionError, SessionExistsError, SessionNotFoundError, SyncConflictError
-from ..format import CURRENT_VERSION, ParsedSession
-from ..info import InfoAccumulator, SessionInfo, is_classified
-from ..searchtext import SearchHit, make_filters, parse_query
-from ..usagerecords import UsageQuery, UsageRows, aggregate
-from ._search_scan import check_limit, scan
-from ._shared import (
+from sessiontree.format import jsonio
+from sessiontree.errors import InvalidSessionError, SessionExistsError, SessionNotFoundError, SyncConflictError
+from sessiontree.format.codec import CURRENT_VERSION, ParsedSession
+from sessiontree.core.listing import InfoAccumulator, SessionInfo, is_classified
+from sessiontree.core.searchtext import SearchHit, make_filters, parse_query
+from sessiontree.core.usagerecords import UsageQuery, UsageRows, aggregate
+from sessiontree.stores.scan import check_limit, scan
+from sessiontree.stores.shared import (
     Progress,
     StoreBase,
     check_header,
@@ -41,7 +41,7 @@ from ._shared import (
     sort_listing,
     sync_expected,
 )
-from .base import CancelEvent, ProgressCallback, SessionListing, StoreProblem, SyncChange, SyncState
+from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, StoreProblem, SyncChange, SyncState
 
 __all__ = ["MemoryStore"]
 

@@ -16,11 +16,11 @@ __all__ = ["create_app", "render_session_document"]
 
 def __getattr__(name: str):  # PEP 562: lazy, as in sessiontree/__init__.py
     if name == "create_app":
-        from .app import create_app
+        from sessiontree.web.app import create_app
 
         return create_app
     if name == "render_session_document":
-        from .page import render_session_document
+        from sessiontree.web.page import render_session_document
 
         return render_session_document
     raise AttributeError(f"module 'sessiontree.web' has no attribute {name!r}")

@@ -60,10 +60,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..errors import EntryNotFoundError, SessionError, SessionNotFoundError
-from ..manager import SessionManager
-from ..stores.base import SessionStore
-from . import page, view
+from sessiontree.errors import EntryNotFoundError, SessionError, SessionNotFoundError
+from sessiontree.session.manager import SessionManager
+from sessiontree.stores.base import SessionStore
+from sessiontree.web import page
+from sessiontree.web import views as view
 
 __all__ = ["ViewerConfig", "create_app", "SessionCache", "LOOPBACK_HOSTS", "MIN_REREAD_SECONDS"]
 
@@ -500,6 +501,6 @@ def _json(value: Any) -> Response:
 
 def _active_leaf(cached: Any) -> str | None:
     """The session's leaf as loaded (the cached manager's leaf moves as branches are viewed)."""
-    from ..tree import loaded_leaf_id
+    from sessiontree.core.tree import loaded_leaf_id
 
     return loaded_leaf_id(cached.manager.get_entries())

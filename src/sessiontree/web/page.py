@@ -26,9 +26,9 @@ from urllib.parse import quote
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
-from ..manager import SessionManager
-from ..render import entry_summary
-from . import view
+from sessiontree.session.manager import SessionManager
+from sessiontree.core.render import entry_summary
+from sessiontree.web import views as view
 
 __all__ = [
     "environment",

@@ -1,0 +1,697 @@
+"""Human-readable renderings of sessions: one-line entry summaries, the
+drawn entry tree, the projected context, and a Markdown transcript.
+
+Presentation only. What an entry *means* (the active branch, the leaf,
+labels, the projection) is computed by the library (:mod:`sessiontree.tree`,
+:mod:`sessiontree.projection`, :class:`sessiontree.manager.SessionManager`);
+this module only turns those results into text, so the command line and any
+other front end show the same thing.
+
+Invariants:
+
+* Nothing here modifies an entry or a message.
+* Nothing recurses on the depth of a tree or the length of a branch: the
+  tree is drawn with an explicit stack, so a 100,000-entry chain draws like a
+  short one, and a straight chain does not indent further at each step.
+* Renderings tolerate malformed content (missing fields, wrong types) and
+  never raise on it: a session that loads can always be shown.
+* Every piece of session text in a human-readable rendering (the tree, the
+  context listing, the Markdown transcript) has passed through
+  :mod:`sessiontree.textsafe` before it is cut to a width: one-line fields
+  through ``safe_line``, text blocks through ``safe_block``. No control,
+  bidi or invisible character of a session reaches the output raw, and no
+  cut can split an escape sequence. The ``*_dict`` forms keep raw values
+  (their JSON spelling is escaped by the caller, see ``safe_json_text``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.padding import Padding
+from rich.text import Text
+
+from sessiontree.core.projection.build import HistoricalProjection, SessionProjection, is_active_compaction, is_retired_record
+from sessiontree.core.textsafe import safe_block, safe_line
+from sessiontree.core.transcript import bash_text, format_tool_call
+from sessiontree.core.tree import TreeNode
+
+__all__ = [
+    "TreeRow",
+    "entry_kind",
+    "entry_summary",
+    "tree_rows",
+    "tree_row_text",
+    "tree_row_dict",
+    "message_body",
+    "context_renderables",
+    "context_text",
+    "context_dict",
+    "markdown_transcript",
+    "RETIRED_NOTE",
+    "retired_record_text",
+    "historical_note",
+    "historical_context_dict",
+]
+
+_SPACES = re.compile(r"\s+")
+
+
+#: Per-block character budget of the human-readable context view.
+CONTEXT_BLOCK_CHARS = 2000
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    text = safe_line(_SPACES.sub(" ", text).strip())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _content_text(content: Any, *, images: bool = True) -> str:
+    """The text of a message ``content`` (string or blocks), images as placeholders."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    parts: list[str] = []
+    for block in content:
+        if not isinstance(block, Mapping):
+            continue
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        elif kind == "image" and images:
+            parts.append(_image_placeholder(block))
+    return "\n".join(parts)
+
+
+def _image_placeholder(block: Mapping[str, Any]) -> str:
+    mime = safe_line(block["mimeType"]) if isinstance(block.get("mimeType"), str) else "image"
+    data = block.get("data")
+    size = f", {len(data) * 3 // 4} bytes" if isinstance(data, str) else ""
+    return f"[image {mime}{size}]"
+
+
+def _blocks(content: Any, kind: str) -> list[Mapping[str, Any]]:
+    if not isinstance(content, list):
+        return []
+    return [b for b in content if isinstance(b, Mapping) and b.get("type") == kind]
+
+
+def entry_kind(entry: Mapping[str, Any]) -> str:
+    """A short kind for an entry: the message role for ``message`` entries, else the entry type."""
+    if entry.get("type") == "message":
+        message = entry.get("message")
+        role = message.get("role") if isinstance(message, Mapping) else None
+        return role if isinstance(role, str) else "message"
+    kind = entry.get("type")
+    return kind if isinstance(kind, str) else "?"
+
+
+def _message_summary(message: Mapping[str, Any]) -> str:
+    role = message.get("role")
+    content = message.get("content")
+    if role == "assistant":
+        parts = [_content_text(content)]
+        parts += ["→ " + format_tool_call(b) for b in _blocks(content, "toolCall")]
+        text = " ".join(p for p in parts if p.strip())
+        if not text:
+            thinking = " ".join(b["thinking"] for b in _blocks(content, "thinking")
+                                if isinstance(b.get("thinking"), str))
+            text = f"(thinking) {thinking}" if thinking.strip() else ""
+        stop = message.get("stopReason")
+        if stop in ("aborted", "error", "length"):
+            text = f"[{stop}] {text}".strip()
+        return text or "(empty)"
+    if role == "toolResult":
+        name = message.get("toolName") if isinstance(message.get("toolName"), str) else "tool"
+        flag = " (error)" if message.get("isError") else ""
+        return f"{name}{flag}: {_content_text(content)}"
+    if role == "bashExecution":
+        command = message.get("command") if isinstance(message.get("command"), str) else ""
+        return f"$ {command}"
+    if role == "branchSummary":
+        summary = message.get("summary")
+        return summary if isinstance(summary, str) else ""
+    if role == "custom":
+        custom = message.get("customType") if isinstance(message.get("customType"), str) else "custom"
+        return f"{custom}: {_content_text(content)}"
+    if role == "system":
+        text = _content_text(content)
+        sections = message.get("sections")
+        extra = f" (sections: {', '.join(sections)})" if isinstance(sections, Mapping) and sections else ""
+        return (text or "system state change") + extra
+    return _content_text(content)
+
+
+def entry_summary(entry: Mapping[str, Any], limit: int = 200) -> str:
+    """One line describing an entry, for trees and lists (whitespace collapsed, clipped to ``limit``)."""
+    if is_retired_record(entry):
+        return _one_line(retired_record_text(entry), limit)
+    kind = entry.get("type")
+    text: str
+    if kind == "message":
+        message = entry.get("message")
+        text = _message_summary(message) if isinstance(message, Mapping) else ""
+    elif kind == "model_change":
+        text = f"{entry.get('provider')}/{entry.get('modelId')}"
+    elif kind == "thinking_level_change":
+        text = str(entry.get("thinkingLevel"))
+    elif kind == "context_window_change":
+        text = f"{entry.get('contextWindow')} tokens"
+    elif kind == "compaction":
+        if is_active_compaction(entry):
+            kept = entry.get("firstKeptEntryId")
+            text = f"verbatim-lines boundary, kept from {kept}" if kept else "verbatim-lines boundary, nothing kept"
+            if isinstance(entry.get("tokensBefore"), int):
+                text += f", {entry['tokensBefore']} tokens before"
+    elif kind == "context_edit":
+        target = entry.get("targetId")
+        replacement = entry.get("replacement")
+        if replacement is None:
+            text = f"omit {target}"
+        else:
+            body = _content_text(replacement.get("content")) if isinstance(replacement, Mapping) else ""
+            text = f"replace {target}: {body}"
+    elif kind == "branch_summary":
+        summary = entry.get("summary")
+        text = f"from {entry.get('fromId')}: {summary if isinstance(summary, str) else ''}"
+    elif kind == "custom":
+        text = str(entry.get("customType"))
+    elif kind == "custom_message":
+        text = f"{entry.get('customType')}: {_content_text(entry.get('content'))}"
+    elif kind == "label":
+        label = entry.get("label")
+        text = f"{entry.get('targetId')} = {label}" if isinstance(label, str) and label else f"clear {entry.get('targetId')}"
+    elif kind == "session_info":
+        name = entry.get("name")
+        text = f"name: {name}" if isinstance(name, str) and name.strip() else "name cleared"
+    elif kind == "session_summary":
+        summary = entry.get("summary")
+        text = summary if isinstance(summary, str) else ""
+    elif kind == "leaf":
+        text = f"leaf → {entry.get('targetId')}"
+    else:
+        text = "(entry type not known to sessiontree; kept verbatim)"
+    return _one_line(text, limit)
+
+
+# --------------------------------------------------------------------------- retired records
+
+#: How every view marks a retired record
+#: (docs/rules/format.md seed:compaction-entry: "parseable and visible to
+#: audit/export tools" but "inert in active LLM context").
+RETIRED_NOTE = "archival; not in the model context"
+
+
+def retired_record_text(entry: Mapping[str, Any]) -> str:
+    """A one-paragraph description of a retired record (see
+    :func:`sessiontree.projection.is_retired_record`), marked archival.
+
+    ``compaction`` (summary kind): what it kept and its summary;
+    ``context_compaction``: what it deleted; ``compactionSummary`` message:
+    its summary. Never raises on malformed fields.
+    """
+    kind = entry.get("type")
+    if kind == "compaction":
+        kept = entry.get("firstKeptEntryId")
+        facts = [f"kept from {kept}" if isinstance(kept, str) else "nothing kept"]
+        if isinstance(entry.get("tokensBefore"), int) and not isinstance(entry.get("tokensBefore"), bool):
+            facts.append(f"{entry['tokensBefore']} tokens before")
+        summary = entry.get("summary") if isinstance(entry.get("summary"), str) else ""
+        return f"retired compaction ({RETIRED_NOTE}; {', '.join(facts)}): {summary}"
+    if kind == "context_compaction":
+        targets = entry.get("deletedTargets")
+        targets = targets if isinstance(targets, list) else []
+        named = [str(t.get("entryId")) for t in targets if isinstance(t, Mapping) and t.get("kind") == "entry"]
+        other = len(targets) - len(named)
+        parts = [f"entries {', '.join(named)}"] if named else []
+        if other:
+            parts.append(f"{other} other target{'s' if other != 1 else ''}")
+        deleted = "; ".join(parts) if parts else "nothing"
+        return f"retired context_compaction ({RETIRED_NOTE}): deleted {deleted}"
+    message = entry.get("message")
+    summary = message.get("summary") if isinstance(message, Mapping) else None
+    return f"retired compaction summary ({RETIRED_NOTE}): {summary if isinstance(summary, str) else ''}"
+
+
+def _md_retired(entry: Mapping[str, Any]) -> list[str]:
+    """Markdown lines for a retired record: an archival note, then its text fenced."""
+    kind = entry.get("type")
+    note = f"*Retired record `{entry.get('id')}` ({RETIRED_NOTE}): "
+    if kind == "compaction":
+        kept = entry.get("firstKeptEntryId")
+        note += ("an older agent compacted the turns above into this summary" +
+                 (f" and kept the turns from `{kept}` on" if isinstance(kept, str) else "") +
+                 "; `sessiontree context --historical` rebuilds what it sent.*")
+        body = entry.get("summary") if isinstance(entry.get("summary"), str) else ""
+    elif kind == "context_compaction":
+        note += "an older agent hid these targets from its context.*"
+        body = retired_record_text(entry).split(": ", 1)[-1]
+    else:
+        note += "a compaction summary message of an older agent.*"
+        message = entry.get("message")
+        summary = message.get("summary") if isinstance(message, Mapping) else None
+        body = summary if isinstance(summary, str) else ""
+    return ["---", "", note, "", _fence(body), "", "---", ""]
+
+
+# --------------------------------------------------------------------------- tree
+
+
+@dataclass(frozen=True)
+class TreeRow:
+    """One drawn line of an entry tree.
+
+    Attributes:
+        lead: the connector drawing before the entry (``"│  ├─ "`` and the like).
+        entry: the entry of this line.
+        label: its current label, if any.
+        children: how many children it has (more than one: a branch point).
+        active: whether it lies on the active branch (root to leaf).
+        leaf: whether it is the active leaf.
+        depth: how many branch points lie above it (0 on the first line of descent).
+    """
+
+    lead: str
+    entry: Mapping[str, Any]
+    label: str | None
+    children: int
+    active: bool
+    leaf: bool
+    depth: int
+
+
+def tree_rows(roots: Sequence[TreeNode], leaf_id: str | None, active_ids: Iterable[str]) -> list[TreeRow]:
+    """Lay out a forest (from ``get_tree()``) as drawable rows, in pre-order.
+
+    A node with one child continues straight down at the same indentation;
+    the children of a branch point are drawn with ``├─``/``└─`` connectors and
+    their subtrees indented under them. Iterative: depth does not matter.
+
+    Args:
+        roots: the tree roots.
+        leaf_id: the active leaf id (marked), or ``None``.
+        active_ids: ids of the entries on the active branch.
+    """
+    active = set(active_ids)
+    rows: list[TreeRow] = []
+    # (node, lead for this node, prefix for its descendants, depth)
+    stack: list[tuple[TreeNode, str, str, int]] = [(root, "", "", 0) for root in reversed(roots)]
+    while stack:
+        node, lead, prefix, depth = stack.pop()
+        entry_id = node.entry.get("id")
+        rows.append(TreeRow(lead=lead, entry=node.entry, label=node.label, children=len(node.children),
+                            active=entry_id in active, leaf=entry_id == leaf_id, depth=depth))
+        children = node.children
+        if len(children) == 1:
+            stack.append((children[0], prefix, prefix, depth))
+            continue
+        last = len(children) - 1
+        for index in range(last, -1, -1):
+            is_last = index == last
+            stack.append((children[index], prefix + ("└─ " if is_last else "├─ "),
+                          prefix + ("   " if is_last else "│  "), depth + 1))
+    return rows
+
+
+def tree_row_text(row: TreeRow, width: int | None = None) -> Text:
+    """A styled line for one :class:`TreeRow`: marker, id, kind, summary, label, branch and leaf marks.
+
+    Entries on the active branch carry ``*``; others are dimmed. A branch
+    point shows ``[N branches]``; the active leaf ends with ``← active leaf``.
+
+    Args:
+        width: when given, the summary is shortened so that the whole line,
+            marks included, fits in ``width`` cells (it keeps at least 20).
+    """
+    base = "" if row.active else "dim"
+    head = Text(no_wrap=True)
+    head.append(row.lead, style="dim")
+    head.append("* " if row.active else "  ", style="bold green" if row.active else "")
+    head.append(safe_line(row.entry.get("id")), style=f"cyan {base}".strip())
+    head.append(" ")
+    head.append(safe_line(entry_kind(row.entry)), style=f"bold {base}".strip())
+    head.append(": ", style=base)
+    tail = Text(no_wrap=True)
+    if row.label:
+        tail.append(f"  [label: {safe_line(row.label)}]", style="bold magenta")
+    if row.children > 1:
+        tail.append(f"  [{row.children} branches]", style="bold yellow")
+    if row.leaf:
+        tail.append("  ← active leaf", style="bold green")
+    limit = 160 if width is None else max(20, width - head.cell_len - tail.cell_len)
+    head.append(entry_summary(row.entry, limit), style=base)
+    head.append_text(tail)
+    return head
+
+
+def tree_row_dict(row: TreeRow) -> dict[str, Any]:
+    """JSON-ready form of a :class:`TreeRow` (flat; ``parentId`` gives the structure)."""
+    return {
+        "id": row.entry.get("id"),
+        "parentId": row.entry.get("parentId"),
+        "type": row.entry.get("type"),
+        "kind": entry_kind(row.entry),
+        "summary": entry_summary(row.entry),
+        "label": row.label,
+        "children": row.children,
+        "active": row.active,
+        "leaf": row.leaf,
+        "timestamp": row.entry.get("timestamp"),
+    }
+
+
+# --------------------------------------------------------------------------- context
+
+
+def _clip(text: str, limit: int | None) -> str:
+    text = safe_block(text)
+    if limit is None or len(text) <= limit:
+        return text
+    return text[:limit] + f"\n… ({len(text) - limit} more characters; --full shows everything)"
+
+
+def message_body(message: Mapping[str, Any], limit: int | None = CONTEXT_BLOCK_CHARS) -> Text:
+    """The content of one message as styled text: text, thinking, tool calls, tool results, images.
+
+    Args:
+        limit: characters kept per block, ``None`` for everything.
+    """
+    out = Text()
+
+    def add(part: str, style: str = "") -> None:
+        if out.plain:
+            out.append("\n")
+        out.append(part, style=style)
+
+    role = message.get("role")
+    content = message.get("content")
+    if role == "bashExecution":
+        add(_clip(bash_text(message), limit))
+    elif role == "branchSummary":
+        summary = message.get("summary")
+        add(_clip(summary if isinstance(summary, str) else "", limit))
+    elif isinstance(content, str):
+        add(_clip(content, limit))
+    elif isinstance(content, list):
+        for block in content:
+            if not isinstance(block, Mapping):
+                continue
+            kind = block.get("type")
+            if kind == "text" and isinstance(block.get("text"), str):
+                add(_clip(block["text"], limit))
+            elif kind == "thinking" and isinstance(block.get("thinking"), str):
+                add("(thinking) " + _clip(block["thinking"], limit), "dim italic")
+            elif kind == "toolCall":
+                add("→ " + _clip(format_tool_call(block), limit), "yellow")
+            elif kind == "image":
+                add(_image_placeholder(block), "dim")
+    if role == "system":
+        sections = message.get("sections")
+        if isinstance(sections, Mapping):
+            for name, value in sections.items():
+                add(f"[section {safe_line(name)}] " + ("(deleted)" if value is None else _clip(str(value), limit)),
+                    "dim")
+        for key in ("toolsAdded", "toolsRemoved"):
+            tools = message.get(key)
+            if isinstance(tools, list) and tools:
+                names = [t.get("name") if isinstance(t, Mapping) else str(t) for t in tools]
+                add(f"{key}: {', '.join(safe_line(n) for n in names)}", "dim")
+    if not out.plain:
+        out.append("(no content)", style="dim")
+    return out
+
+
+def _message_title(index: int, message: Mapping[str, Any], entry_id: Any) -> Text:
+    role = message.get("role") if isinstance(message.get("role"), str) else "?"
+    title = Text()
+    title.append(f"#{index} ", style="dim")
+    title.append(safe_line(role), style="bold")
+    if role == "toolResult":
+        title.append(f" {safe_line(message.get('toolName'))}")
+        if message.get("isError"):
+            title.append(" (error)", style="red")
+    elif role == "custom":
+        title.append(f" {safe_line(message.get('customType'))}")
+    elif role == "assistant":
+        stop = message.get("stopReason")
+        if stop and stop != "stop":
+            title.append(f" ({safe_line(stop)})", style="dim")
+    title.append(f"  [{safe_line(entry_id)}]", style="cyan dim")
+    return title
+
+
+def _context_parts(projection: SessionProjection, session_id: str, leaf_id: str | None,
+                   limit: int | None) -> tuple[Text, list[tuple[Text, Text]]]:
+    model = projection.model
+    head = Text()
+    head.append("session ", style="dim")
+    head.append(safe_line(session_id), style="cyan")
+    head.append("  leaf ", style="dim")
+    head.append(safe_line(leaf_id), style="cyan")
+    head.append("\nmodel ", style="dim")
+    head.append(safe_line(f"{model.get('provider')}/{model.get('modelId')}") if model else "(none)")
+    head.append("  thinking ", style="dim")
+    head.append(safe_line(projection.thinking_level))
+    head.append("  context window ", style="dim")
+    head.append(str(projection.context_window) if projection.context_window else "(default)")
+    head.append("  messages ", style="dim")
+    head.append(str(len(projection.messages)))
+    items: list[tuple[Text, Text]] = []
+    for projected in projection.entries:
+        for message in projected.messages:
+            title = _message_title(len(items) + 1, message, projected.source_entry.get("id"))
+            items.append((title, message_body(message, limit)))
+    return head, items
+
+
+def context_renderables(projection: SessionProjection, session_id: str, leaf_id: str | None,
+                        *, limit: int | None = CONTEXT_BLOCK_CHARS) -> list[RenderableType]:
+    """The projection as a readable listing for a terminal: a settings line, then every
+    message (numbered, with its source entry id) and its content, indented and wrapped.
+
+    Args:
+        projection: from ``build_session_projection()``.
+        session_id: shown in the first line.
+        leaf_id: the leaf the projection was built for.
+        limit: characters per content block, ``None`` for everything.
+    """
+    head, items = _context_parts(projection, session_id, leaf_id, limit)
+    out: list[RenderableType] = [head]
+    for title, body in items:
+        out += [Text(""), Group(title, Padding(body, (0, 0, 0, 2), expand=False))]
+    return out
+
+
+def context_text(projection: SessionProjection, session_id: str, leaf_id: str | None,
+                 *, limit: int | None = CONTEXT_BLOCK_CHARS) -> str:
+    """The same listing as :func:`context_renderables` as plain text, lines not wrapped
+    (for pipes and files; fast on long sessions)."""
+    head, items = _context_parts(projection, session_id, leaf_id, limit)
+    out = [head.plain]
+    for title, body in items:
+        out += ["", title.plain]
+        out += ["  " + line if line else "" for line in body.plain.split("\n")]
+    return "\n".join(out) + "\n"
+
+
+def context_dict(projection: SessionProjection, session_id: str, leaf_id: str | None) -> dict[str, Any]:
+    """JSON-ready form of a projection: settings, the messages, and which entry each came from."""
+    model = projection.model
+    return {
+        "sessionId": session_id,
+        "leafId": leaf_id,
+        "thinkingLevel": projection.thinking_level,
+        "model": dict(model) if model else None,
+        "contextWindow": projection.context_window,
+        "systemMessage": projection.system_message,
+        "messages": projection.messages,
+        "entries": [
+            {"id": p.source_entry.get("id"), "type": p.source_entry.get("type"), "messageCount": len(p.messages)}
+            for p in projection.entries
+        ],
+    }
+
+
+# --------------------------------------------------------------------------- markdown
+#
+# Markdown output is for reading, in a terminal, an editor or a viewer: it is
+# always sanitised, whether it goes to a terminal, a pipe or a file (a file
+# with raw ESC is as hostile when it is cat-ed). Session text enters it only
+# through _md_block (multi-line text, newline and tab kept), _md_inline (one
+# line: headings, list items, notes) and _code_span; the whole document
+# passes safe_block once more at the end. The faithful, byte-for-byte copy of
+# a session is the JSONL export.
+
+
+def _md_block(text: str) -> str:
+    return safe_block(text)
+
+
+def _md_inline(value: Any) -> str:
+    """A one-line field: unsafe characters (newline included) escaped, so a
+    value can never start a heading or a new block of its own."""
+    return safe_line(value)
+
+
+def _code_span(value: Any) -> str:
+    """``value`` as inline code, delimited by more backticks than it contains."""
+    text = safe_line(value)
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def _fence(text: str, info: str = "") -> str:
+    text = _md_block(text)
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}{info}\n{text}\n{ticks}"
+
+
+def _md_content(content: Any) -> list[str]:
+    parts: list[str] = []
+    if isinstance(content, str):
+        if content.strip():
+            parts.append(_md_block(content))
+        return parts
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, Mapping):
+            continue
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str) and block["text"].strip():
+            parts.append(_md_block(block["text"]))
+        elif kind == "thinking" and isinstance(block.get("thinking"), str) and block["thinking"].strip():
+            quoted = "\n".join("> " + line for line in _md_block(block["thinking"]).split("\n"))
+            parts.append("> *Thinking*\n>\n" + quoted)
+        elif kind == "toolCall":
+            parts.append("**Tool call:**\n\n" + _fence(format_tool_call(block)))
+        elif kind == "image":
+            parts.append(f"*{_image_placeholder(block)}*")
+    return parts
+
+
+def _md_message(message: Mapping[str, Any]) -> tuple[str, list[str]]:
+    role = message.get("role")
+    content = message.get("content")
+    if role == "user":
+        return "User", _md_content(content)
+    if role == "assistant":
+        parts = _md_content(content)
+        stop = message.get("stopReason")
+        if stop in ("aborted", "error", "length"):
+            reason = message.get("errorMessage")
+            parts.append(f"*(turn ended: {stop}{': ' + _md_inline(reason) if isinstance(reason, str) else ''})*")
+        return "Assistant", parts
+    if role == "toolResult":
+        name = message.get("toolName") if isinstance(message.get("toolName"), str) else "tool"
+        title = f"Tool result: {_md_inline(name)}" + (" (error)" if message.get("isError") else "")
+        text = _content_text(content)
+        return title, [_fence(text)] if text else ["*(no output)*"]
+    if role == "bashExecution":
+        return "Shell", [_fence(bash_text(message))]
+    if role == "branchSummary":
+        summary = message.get("summary")
+        return "Branch summary", [_md_block(summary)] if isinstance(summary, str) else []
+    if role == "custom":
+        return f"Extension message: {_md_inline(message.get('customType'))}", _md_content(content)
+    if role == "system":
+        return "System", _md_content(content)
+    return _md_inline(role), _md_content(content)
+
+
+def markdown_transcript(header: Mapping[str, Any], branch: Sequence[Mapping[str, Any]],
+                        title: str | None = None) -> str:
+    """A readable Markdown transcript of one branch (root to leaf): roles, text, tool calls, results.
+
+    Every entry of the branch is shown, including those a compaction boundary
+    hides from the model (the boundary itself appears as a note where it
+    happened). Retired records (summary compactions, ``context_compaction``,
+    ``compactionSummary`` messages) appear where they happened, marked as
+    archival and not part of the model context. State changes (model,
+    thinking level) appear as short notes; labels, names and extension state
+    are left out.
+
+    The result is always sanitised (:mod:`sessiontree.textsafe`): control,
+    bidi and invisible characters of the session are shown as escapes, text
+    blocks keep their newlines and tabs, one-line fields (title, headings,
+    notes) are kept on one line. It is safe to print to a terminal and to
+    ``cat`` from a file; ``export --format jsonl`` is the verbatim copy.
+
+    Args:
+        header: the session header.
+        branch: the active branch, root first (``SessionManager.get_branch()``).
+        title: the document title; default: the session id.
+    """
+    lines = [f"# {_md_inline(title or header.get('id'))}", ""]
+    lines.append(f"- Session: {_code_span(header.get('id'))}")
+    if header.get("cwd"):
+        lines.append(f"- Project: {_code_span(header.get('cwd'))}")
+    if header.get("createdAt"):
+        lines.append(f"- Created: {_md_inline(header.get('createdAt'))}")
+    if header.get("parentSessionId"):
+        lines.append(f"- Forked from: {_code_span(header.get('parentSessionId'))}")
+    lines.append("")
+    for entry in branch:
+        kind = entry.get("type")
+        if is_retired_record(entry):
+            lines += _md_retired(entry)
+        elif kind == "message" and isinstance(entry.get("message"), Mapping):
+            heading, parts = _md_message(entry["message"])
+            if not parts:
+                continue
+            lines += [f"## {heading}", "", "\n\n".join(parts), ""]
+        elif kind == "custom_message":
+            parts = _md_content(entry.get("content"))
+            if parts:
+                lines += [f"## Extension message: {_md_inline(entry.get('customType'))}", "", "\n\n".join(parts), ""]
+        elif kind == "branch_summary":
+            summary = entry.get("summary")
+            lines += ["## Branch summary", "", _md_block(summary) if isinstance(summary, str) else "", ""]
+        elif kind == "compaction" and is_active_compaction(entry):
+            summary = entry.get("summary") if isinstance(entry.get("summary"), str) else ""
+            lines += ["---", "", "*Context compacted here. The model sees this verbatim transcript"
+                      " (plus the turns kept after it) instead of the turns above:*", "",
+                      _fence(summary), "", "---", ""]
+        elif kind == "model_change":
+            model = f"{entry.get('provider')}/{entry.get('modelId')}"
+            lines += [f"*Model: {_md_inline(model)}*", ""]
+        elif kind == "thinking_level_change":
+            lines += [f"*Thinking level: {_md_inline(entry.get('thinkingLevel'))}*", ""]
+    # Every piece went through textsafe above; this pass makes the guarantee local.
+    return safe_block("\n".join(lines).rstrip("\n") + "\n")
+
+
+# --------------------------------------------------------------------------- historical context
+
+
+def historical_note(historical: HistoricalProjection) -> str:
+    """The label every human view of a historical context starts with (``context --historical``)."""
+    compaction = historical.compaction
+    if compaction is None:
+        return ("HISTORICAL VIEW: this branch has no retired compaction after its latest active "
+                "boundary, so the context below is the same as the current one.")
+    kept = (f"the {historical.kept_entries} entries kept from {historical.first_kept_entry_id}"
+            if historical.first_kept_entry_id else "no kept entries")
+    return (f"HISTORICAL VIEW (archival; not what a current agent sends): the context as the agent that "
+            f"wrote retired compaction {compaction.get('id')} rebuilt it: its summary, then {kept}, "
+            f"then the entries after it.")
+
+
+def historical_context_dict(historical: HistoricalProjection, session_id: str, leaf_id: str | None) -> dict[str, Any]:
+    """:func:`context_dict` of a historical context, with a ``historical`` object saying so."""
+    data = context_dict(historical.projection, session_id, leaf_id)
+    compaction = historical.compaction
+    data["historical"] = {
+        "rule": "retired-summary-compaction" if compaction is not None else "none",
+        "compactionId": compaction.get("id") if compaction is not None else None,
+        "firstKeptEntryId": historical.first_kept_entry_id,
+        "keptEntries": historical.kept_entries,
+        "note": historical_note(historical),
+    }
+    return data

@@ -1,0 +1,434 @@
+"""The entry tree: leaf, branches, children, labels, names, summary freshness.
+
+Invariants (docs/rules/tree.md seed:tree-structure; group F, H, I, docs/rules/listing.md):
+
+* Entries keep file order; that order is insertion order.
+* The leaf after loading is decided in one place, :func:`loaded_leaf_id`:
+  the last record in file order, whatever its type (docs/rules/tree.md F.1), except that an
+  upstream ``leaf`` record (a persisted move of the leaf, docs/rules/format.md spec:data-model) stands
+  for its target. Every append becomes a child of the leaf and the new leaf
+  (docs/rules/tree.md F.2).
+* Walks never recurse and stop when an id repeats, so self-parents, parent
+  cycles and trees 100,000 entries deep are safe (docs/rules/tree.md F.6, H.5).
+* Labels, the session name and the session summary are global state over
+  all entries in file order, not along the active branch (docs/rules/tree.md I.3,
+  docs/rules/listing.md J.2, K.2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from sessiontree.errors import EntryNotFoundError, InvalidSessionError
+
+__all__ = [
+    "Entry",
+    "TreeNode",
+    "NameState",
+    "SessionTree",
+    "LEAF_ENTRY_TYPE",
+    "get_branch",
+    "loaded_leaf_id",
+    "build_tree",
+    "label_state",
+    "skeleton_entry",
+    "SKELETON_FIELDS",
+    "session_name_state",
+    "parse_timestamp_ms",
+]
+
+Entry = dict[str, Any]
+
+#: Entry type of the upstream agent's persisted leaf move: ``{"type": "leaf",
+#: "id", "parentId", "timestamp", "targetId": <entry id or null>}`` (docs/rules/format.md spec:data-model).
+LEAF_ENTRY_TYPE = "leaf"
+
+
+def loaded_leaf_id(entries: Sequence[Entry], by_id: Mapping[str, Entry] | None = None) -> str | None:
+    """The active leaf of a session as loaded from its records (docs/rules/tree.md F.1;
+    docs/rules/format.md spec:data-model ``leaf``).
+
+    The records are replayed in file order, and each one moves the leaf:
+
+    * an ordinary entry (any type but ``leaf``) makes itself the leaf, as
+      an append does (docs/rules/tree.md F.1, F.2);
+    * a ``leaf`` record whose ``targetId`` names an entry of the session
+      moves the leaf to that entry (the upstream agent writes one when it
+      navigates the tree; the record itself is never the leaf);
+    * a ``leaf`` record whose ``targetId`` is ``null`` resets the leaf to
+      ``None`` (the upstream form of ``reset_leaf``: the next append starts
+      a new root);
+    * a ``leaf`` record whose ``targetId`` is missing, not a string, or
+      names no entry of the session is ignored: the leaf stays where the
+      records before it put it (never on the ``leaf`` record itself, and
+      never lost entirely because of one bad record).
+
+    So the last record decides, unless it is a ``leaf`` record that cannot be
+    honoured; entries written after a ``leaf`` record are ordinary entries
+    and the last of them is the leaf.
+
+    Args:
+        entries: all entries of the session, header excluded, in file order.
+        by_id: the id index of ``entries`` when the caller has one (it must
+            equal ``{e["id"]: e for e in entries}``); built when omitted.
+
+    Returns:
+        The leaf id, or ``None`` (no entries, or a final reset).
+
+    Cost: it walks back from the end only over trailing ``leaf`` records
+    that cannot be honoured, so it is constant time for ordinary sessions.
+    """
+    index: Mapping[str, Entry] | None = by_id
+    for position in range(len(entries) - 1, -1, -1):
+        entry = entries[position]
+        if not isinstance(entry, Mapping):
+            continue
+        if entry.get("type") != LEAF_ENTRY_TYPE:
+            entry_id = entry.get("id")
+            return entry_id if isinstance(entry_id, str) else None
+        if "targetId" in entry and entry["targetId"] is None:
+            return None
+        target = entry.get("targetId")
+        if isinstance(target, str):
+            if index is None:
+                index = {e["id"]: e for e in entries if isinstance(e, Mapping) and isinstance(e.get("id"), str)}
+            if target in index:
+                return target
+    return None
+
+
+#: What :func:`skeleton_entry` keeps of an entry, by entry type (every type
+#: keeps ``type``, ``id``, ``parentId`` and ``timestamp``); ``message`` keeps
+#: only ``message.role`` and ``compaction`` only ``details.strategy``.
+SKELETON_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "label": ("targetId", "label"),
+    LEAF_ENTRY_TYPE: ("targetId",),
+    "session_info": ("name",),
+}
+
+
+def skeleton_entry(entry: Mapping[str, Any]) -> Entry:
+    """The part of ``entry`` the tree needs, without its content (a "skeleton" record).
+
+    Kept: ``type``, ``id``, ``parentId``, ``timestamp`` (those present), the
+    fields of :data:`SKELETON_FIELDS` for label, leaf and session-info records,
+    ``message.role`` of a ``message`` and ``details.strategy`` of a
+    ``compaction``. That is everything :func:`build_tree`, :func:`label_state`,
+    :func:`loaded_leaf_id`, :func:`get_branch`, :func:`session_name_state`,
+    ``render.entry_kind`` and ``projection.is_retired_record`` read, so each of
+    them gives the same answer on skeletons as on the full entries
+    (docs/rules/tree.md F.1, F.6, H.1-H.5, I.2-I.7; docs/rules/listing.md J.2).
+    Stores answer ``read_skeleton`` with these records
+    (:meth:`sessiontree.stores.base.SessionStore.read_skeleton`).
+
+    Returns:
+        A new dict; ``entry`` is not modified.
+    """
+    out: Entry = {key: entry[key] for key in ("type", "id", "parentId", "timestamp") if key in entry}
+    kind = entry.get("type")
+    if kind == "message":
+        message = entry.get("message")
+        if isinstance(message, Mapping):
+            # An absent and a null role mean the same to every reader (not a string).
+            out["message"] = {"role": message["role"]} if message.get("role") is not None else {}
+        elif "message" in entry:
+            out["message"] = message
+    elif kind == "compaction":
+        details = entry.get("details")
+        if isinstance(details, Mapping):
+            out["details"] = {"strategy": details["strategy"]} if details.get("strategy") is not None else {}
+        elif "details" in entry:
+            out["details"] = details
+    else:
+        for key in SKELETON_FIELDS.get(kind, ()) if isinstance(kind, str) else ():
+            if key in entry:
+                out[key] = entry[key]
+    return out
+
+
+def get_branch(by_id: Mapping[str, Entry], leaf_id: str | None) -> list[Entry]:
+    """Entries from a root down to ``leaf_id``, root first (docs/rules/tree.md F.6).
+
+    Follows ``parentId`` links upwards. An unknown or ``None`` start gives
+    ``[]``; a missing parent ends the walk silently; a self-parent or a parent
+    cycle ends it when an id repeats (the old code looped forever).
+    """
+    path: list[Entry] = []
+    seen: set[str] = set()
+    current = leaf_id
+    while current is not None and current not in seen:
+        entry = by_id.get(current)
+        if entry is None:
+            break
+        seen.add(current)
+        path.append(entry)
+        current = entry.get("parentId")
+    path.reverse()
+    return path
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def parse_timestamp_ms(value: Any) -> float | None:
+    """Milliseconds since the epoch of an ISO-8601 string, or ``None`` if unparsable.
+
+    Exact to the microsecond (``"...00.123Z"`` gives ``...123.0``). A string
+    without a zone is read as UTC: format-4 writers always add ``Z``, and a
+    result must not depend on the machine's time zone (JavaScript's
+    ``Date.parse`` would read it as local time).
+    """
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return ((parsed - _EPOCH) // timedelta(microseconds=1)) / 1000.0
+
+
+@dataclass
+class TreeNode:
+    """One node of :func:`build_tree` (docs/rules/tree.md H.1).
+
+    Attributes:
+        entry: the entry itself (shared, not copied).
+        children: child nodes, oldest timestamp first, file order on ties.
+        label: the entry's current label, if any.
+        label_timestamp: the ``timestamp`` of the label entry that set it.
+    """
+
+    entry: Entry
+    children: list[TreeNode] = field(default_factory=list)
+    label: str | None = None
+    label_timestamp: str | None = None
+
+
+def label_state(entries: Iterable[Entry]) -> dict[str, tuple[str, str]]:
+    """Current labels: ``{target id: (label, label entry timestamp)}`` (docs/rules/tree.md I.2-I.7).
+
+    Computed over all entries in file order; a later label entry for a target
+    overrides an earlier one; ``""`` or an absent label clears it. Targets that
+    do not exist are kept (docs/rules/tree.md I.5). Dict order is the label map's insertion order.
+    """
+    labels: dict[str, tuple[str, str]] = {}
+    for entry in entries:
+        if entry.get("type") != "label":
+            continue
+        target = entry.get("targetId")
+        if not isinstance(target, str):
+            continue
+        text = entry.get("label")
+        if isinstance(text, str) and text:
+            labels[target] = (text, entry.get("timestamp", ""))
+        else:
+            labels.pop(target, None)
+    return labels
+
+
+def build_tree(entries: list[Entry], labels: Mapping[str, tuple[str, str]] | None = None) -> list[TreeNode]:
+    """All entries as a forest of :class:`TreeNode` (docs/rules/tree.md H.1-H.5).
+
+    Roots, in file order: entries whose ``parentId`` is null, is their own id,
+    or names a missing entry. Entries caught in a parent cycle are unreachable
+    from those roots; the first of each cycle in file order becomes a root so
+    nothing is lost. Children are sorted by parsed timestamp (stable).
+    """
+    if labels is None:
+        labels = label_state(entries)
+    nodes: dict[str, TreeNode] = {}
+    order: list[TreeNode] = []
+    for entry in entries:
+        label = labels.get(entry["id"])
+        node = TreeNode(entry, [], label[0] if label else None, label[1] if label else None)
+        nodes[entry["id"]] = node
+        order.append(node)
+    roots: list[TreeNode] = []
+    for node in order:
+        parent_id = node.entry.get("parentId")
+        parent = nodes.get(parent_id) if isinstance(parent_id, str) and parent_id != node.entry["id"] else None
+        if parent is None:
+            roots.append(node)
+        else:
+            parent.children.append(node)
+    # Nodes unreachable from a root sit on a cycle (or below one): break it.
+    reached: set[int] = set()
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        reached.add(id(node))
+        stack.extend(node.children)
+    if len(reached) != len(order):
+        position = {id(node): i for i, node in enumerate(order)}
+        for node in order:
+            if id(node) in reached:
+                continue
+            # An unreached node's parent exists and is unreached too, so walking
+            # up ends on the cycle it hangs from. Only a cycle member may become
+            # a root: nodes below the cycle keep their (existing) parent (docs/rules/tree.md H.2).
+            walked: set[int] = set()
+            current = node
+            while id(current) not in walked:
+                walked.add(id(current))
+                current = nodes[current.entry["parentId"]]
+            cycle = [current]
+            member = nodes[current.entry["parentId"]]
+            while member is not current:
+                cycle.append(member)
+                member = nodes[member.entry["parentId"]]
+            root = min(cycle, key=lambda n: position[id(n)])
+            parent = nodes[root.entry["parentId"]]
+            parent.children = [c for c in parent.children if c is not root]
+            roots.append(root)
+            stack = [root]
+            while stack:
+                current = stack.pop()
+                reached.add(id(current))
+                stack.extend(c for c in current.children if id(c) not in reached)
+        roots.sort(key=lambda n: position[id(n)])  # roots stay in file order (docs/rules/tree.md H.3)
+    for node in order:
+        if len(node.children) > 1:
+            node.children.sort(key=_timestamp_key)
+    return roots
+
+
+def _timestamp_key(node: TreeNode) -> float:
+    value = parse_timestamp_ms(node.entry.get("timestamp"))
+    return value if value is not None else float("inf")
+
+
+@dataclass(frozen=True)
+class NameState:
+    """Session name state (docs/rules/format.md seed:session-info-entry, docs/rules/listing.md J.2).
+
+    ``has_name`` is False when never named; True with ``name=None`` when the
+    latest ``session_info`` cleared it; True with the name when named.
+    """
+
+    has_name: bool
+    name: str | None = None
+
+
+def session_name_state(entries: Iterable[Entry]) -> NameState:
+    """The name state from the last ``session_info`` entry in file order (docs/rules/listing.md J.2)."""
+    last: Entry | None = None
+    for entry in entries:
+        if entry.get("type") == "session_info":
+            last = entry
+    if last is None:
+        return NameState(False)
+    name = last.get("name")
+    name = name.strip() if isinstance(name, str) else ""
+    return NameState(True, name or None)
+
+
+class SessionTree:
+    """The entries of one session with their id index, leaf and labels.
+
+    Entries are the caller's dicts and are never copied or modified. Mutators
+    (:meth:`add`, :meth:`pop`) keep the index and labels consistent so that a
+    failed write can be rolled back exactly.
+    """
+
+    def __init__(self, entries: Iterable[Entry] = ()) -> None:
+        """Index ``entries`` (file order); the leaf is :func:`loaded_leaf_id` of them
+        (the last record, or the target of a final ``leaf`` record; docs/rules/tree.md F.1,
+        docs/rules/format.md spec:data-model).
+
+        Raises:
+            InvalidSessionError: two entries share an id.
+        """
+        self.entries: list[Entry] = list(entries)
+        self.leaf_id: str | None = None
+        self._labels: dict[str, tuple[str, str]] | None = None
+        # One comprehension builds the index; a duplicate shows as a shorter
+        # index (or a record without a hashable id raises), and the entries
+        # are then walked in order for the same error as an entry-by-entry build.
+        try:
+            self.by_id: dict[str, Entry] = {entry["id"]: entry for entry in self.entries}
+        except (KeyError, TypeError):
+            self.by_id = {}
+        if len(self.by_id) != len(self.entries):
+            self.by_id = {}
+            for entry in self.entries:
+                if entry["id"] in self.by_id:
+                    raise InvalidSessionError(f'duplicate entry id "{entry["id"]}"')
+                self.by_id[entry["id"]] = entry
+        self.leaf_id = loaded_leaf_id(self.entries, self.by_id)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self.by_id
+
+    def add(self, entry: Entry) -> None:
+        """Append ``entry`` (already parented) and make it the leaf."""
+        self.entries.append(entry)
+        self.by_id[entry["id"]] = entry
+        self.leaf_id = entry["id"]
+        if entry.get("type") == "label":
+            self._labels = None
+
+    def pop(self, previous_leaf: str | None) -> Entry:
+        """Remove the last entry and restore ``previous_leaf`` (rollback of :meth:`add`)."""
+        entry = self.entries.pop()
+        del self.by_id[entry["id"]]
+        self.leaf_id = previous_leaf
+        if entry.get("type") == "label":
+            self._labels = None
+        return entry
+
+    def entries_from(self, position: int) -> list[Entry]:
+        """The entries from file position ``position`` on (``entries[position:]``): what
+        was appended since a caller last saw ``position`` entries."""
+        return self.entries[position:]
+
+    def get_entry(self, entry_id: str) -> Entry | None:
+        """The entry with this id, or ``None``."""
+        return self.by_id.get(entry_id)
+
+    def require(self, entry_id: str) -> Entry:
+        """The entry with this id.
+
+        Raises:
+            EntryNotFoundError: ``Entry <id> not found``.
+        """
+        entry = self.by_id.get(entry_id) if isinstance(entry_id, str) else None
+        if entry is None:
+            raise EntryNotFoundError(entry_id)
+        return entry
+
+    def get_branch(self, from_id: str | None = None) -> list[Entry]:
+        """Root-first path to ``from_id`` (default: the leaf); ``[]`` if unknown (docs/rules/tree.md F.6)."""
+        return get_branch(self.by_id, self.leaf_id if from_id is None else from_id)
+
+    def get_children(self, parent_id: str | None) -> list[Entry]:
+        """Entries whose ``parentId`` equals ``parent_id``, in file order (docs/rules/tree.md H.6)."""
+        return [e for e in self.entries if e.get("parentId") == parent_id]
+
+    @property
+    def labels(self) -> dict[str, tuple[str, str]]:
+        """Current labels ``{target: (label, timestamp)}`` (see :func:`label_state`)."""
+        if self._labels is None:
+            self._labels = label_state(self.entries)
+        return self._labels
+
+    def get_label(self, entry_id: str) -> str | None:
+        """The current label of ``entry_id`` (which need not exist, docs/rules/tree.md I.5)."""
+        label = self.labels.get(entry_id)
+        return label[0] if label else None
+
+    def get_tree(self) -> list[TreeNode]:
+        """The whole forest with labels resolved (see :func:`build_tree`)."""
+        return build_tree(self.entries, self.labels)
+
+    def name_state(self) -> NameState:
+        """See :func:`session_name_state`."""
+        return session_name_state(self.entries)
+

@@ -1,0 +1,96 @@
+"""Writing a whole output file the user asked for: atomic, never through a link.
+
+Used by ``export -o`` and ``check --repair`` (and their library functions).
+The rules (docs/output-files.md):
+
+* The bytes go to a temporary file in the target's directory, are flushed to
+  disk, and the temporary file is renamed over the target. A failure midway
+  (disk full, quota, a kill) leaves the old target untouched, or no target,
+  and removes the temporary file: never a truncated output.
+* A symbolic link at the target path is refused, not followed: writing
+  through it would replace a file the user never named (a link planted
+  beside a session file would otherwise redirect ``FILE.repaired.jsonl``).
+* The new file's permission bits: ``mode`` when given (``check --repair``
+  passes the input file's), else those of the file being replaced, else
+  ``0o666`` minus the umask, as a plain ``open()`` would create it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+
+from sessiontree.errors import SessionError
+
+__all__ = ["OutputPathError", "write_atomic"]
+
+
+class OutputPathError(SessionError, ValueError):
+    """The output path cannot be written safely (a symbolic link, a directory).
+
+    Attributes:
+        path: the refused output path.
+        reason: why, in a few words.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"refusing to write {path}: {reason}")
+
+
+def _umask() -> int:
+    # The umask can only be read by setting it; set it straight back.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int | None = None) -> str:
+    """Replace the file at ``path`` with ``data`` atomically.
+
+    Args:
+        path: the output file; its directory must exist.
+        data: the complete new content.
+        mode: permission bits for the new file (``0o644`` style); ``None``
+            keeps the bits of the file being replaced, or uses
+            ``0o666 & ~umask`` for a new file.
+
+    Returns:
+        ``path`` as a string.
+
+    Raises:
+        OutputPathError: ``path`` is a symbolic link (dangling or not) or a
+            directory; nothing is written.
+        OSError: the directory is missing or not writable, or the disk is
+            full; the old file at ``path`` (if any) is unchanged and no
+            temporary file is left behind.
+    """
+    target = os.fspath(path)
+    try:
+        st = os.lstat(target)
+    except FileNotFoundError:
+        st = None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise OutputPathError(target, "it is a symbolic link (links are not followed)")
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise OutputPathError(target, "it is a directory")
+    if mode is None:
+        mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
+    directory = os.path.dirname(os.path.abspath(target))
+    fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fchmod(handle.fileno(), mode)
+            os.fsync(handle.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
+    return target

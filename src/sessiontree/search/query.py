@@ -1,0 +1,179 @@
+"""Search across sessions: the one entry point of the command line and the web viewer.
+
+The rules (what is indexed, how a query matches, how hits look) live in
+:mod:`sessiontree.searchtext`; each store answers with
+:meth:`~sessiontree.stores.base.SessionStore.search` (SQLite through its FTS5
+index, JSONL and memory by scanning, the same hits everywhere). This module
+adds what a front end needs on top: whether there are more hits than shown,
+hits grouped by session, and dates as a user types them. docs/search.md
+describes the whole feature.
+
+Example::
+
+    from sessiontree.search.query import search
+    result = search(store, '"flaky retry" parser', roles=["user", "assistant"], limit=20)
+    for session_id, hits in result.by_session():
+        ...
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from sessiontree.errors import SessionError
+from sessiontree.core.searchtext import MAX_QUERY_CHARS, SearchHit, SearchQuery, parse_query
+from sessiontree.stores.base import SessionStore
+
+__all__ = [
+    "DEFAULT_LIMIT",
+    "MAX_QUERY_CHARS",
+    "SearchHit",
+    "SearchQuery",
+    "SearchResult",
+    "group_by_session",
+    "parse_query",
+    "parse_when",
+    "search",
+    "settle_search_tail",
+]
+
+#: Hits returned when no limit is given.
+DEFAULT_LIMIT = 50
+
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """The answer to one search.
+
+    Attributes:
+        query: the query as given.
+        hits: at most ``limit`` hits, best first.
+        more: whether the store holds more hits than ``hits`` (ask with a higher limit).
+    """
+
+    query: str
+    hits: list[SearchHit] = field(default_factory=list)
+    more: bool = False
+
+    def by_session(self) -> list[tuple[str, list[SearchHit]]]:
+        """:func:`group_by_session` of :attr:`hits`."""
+        return group_by_session(self.hits)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: ``{"query", "hits": [SearchHit.to_dict(), ...], "more"}``."""
+        return {"query": self.query, "hits": [hit.to_dict() for hit in self.hits], "more": self.more}
+
+
+def group_by_session(hits: Sequence[SearchHit]) -> list[tuple[str, list[SearchHit]]]:
+    """``(session_id, hits)`` pairs: sessions in the order of their best hit, each
+    session's hits in their given order (best first)."""
+    groups: dict[str, list[SearchHit]] = {}
+    for hit in hits:
+        groups.setdefault(hit.session_id, []).append(hit)
+    return list(groups.items())
+
+
+def search(store: SessionStore, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
+           since: datetime | str | float | None = None, until: datetime | str | float | None = None,
+           session: str | None = None, limit: int | None = DEFAULT_LIMIT) -> SearchResult:
+    """Search every session of ``store`` (arguments as :meth:`SessionStore.search`).
+
+    Returns:
+        A :class:`SearchResult`; ``more`` tells whether hits were left out by ``limit``.
+
+    Raises:
+        SearchQueryError: an empty or over-long query.
+        ValueError: a bad ``limit``, ``since`` or ``until``.
+        StorageError: the store could not be read.
+    """
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be a positive integer or None, not {limit!r}")
+    hits = store.search(query, cwd=cwd, roles=roles, since=since, until=until, session=session,
+                        limit=None if limit is None else limit + 1)
+    more = limit is not None and len(hits) > limit
+    return SearchResult(query, hits[:limit] if limit is not None else hits, more)
+
+
+def settle_search_tail(store: SessionStore, on_merge: Callable[[int], None] | None = None) -> int:
+    """Before a search by a front end (``sessiontree search``, the viewer): when
+    ``store`` is SQLite and its search index has a long pending tail (more than
+    :data:`~sessiontree.stores.sqlite_search.MAX_PENDING` records written since
+    the last merge), merge it, so this search and the next ones read the index
+    instead of scanning the tail (docs/search.md, "When the index is merged").
+
+    A store opened read-only (as reading commands open it) is merged through a
+    second, writable handle on the same file; only when the file's schema is
+    current, so a reading command never migrates a store. Derived data only:
+    when the file cannot be written (permissions, another writer holding the
+    lock past the busy timeout) nothing happens and the search scans the tail,
+    with the same hits. The merge waits at most
+    :data:`~sessiontree.stores.sqlite_search.SETTLE_TIMEOUT` seconds for another
+    writer's lock (a search must not hang behind an import or a reindex). Other
+    stores defer nothing: 0.
+
+    Args:
+        store: the store about to be searched.
+        on_merge: called with the number of pending records just before a merge
+            (to tell the user why the search pauses).
+
+    Returns:
+        The number of records merged.
+    """
+    from sessiontree.stores.sqlite.store import MIGRATIONS, SqliteStore
+    from sessiontree.stores.sqlite.search import (
+        MAX_PENDING,
+        SETTLE_TIMEOUT,
+        pending_records,
+        settle_if_due,
+    )
+
+    if not isinstance(store, SqliteStore) or store.path == ":memory:":
+        return 0
+    try:
+        if store.applied_migrations() != [name for name, _ in MIGRATIONS]:
+            return 0  # an older schema: a writable open would migrate it
+        with store._read() as conn:
+            pending = pending_records(conn) if store._ready(conn) else 0
+        if pending <= MAX_PENDING:
+            return 0
+        if on_merge is not None:
+            on_merge(pending)
+        if not store.readonly:
+            return settle_if_due(store, pending)
+        # A short busy timeout for opening it too: the search must not wait out another
+        # writer's long transaction (settle_if_due gives up as quickly).
+        writer = SqliteStore(store.path, create=False, timeout=min(store.timeout, SETTLE_TIMEOUT))
+        try:
+            return settle_if_due(writer, pending)
+        finally:
+            writer.close()
+    except (SessionError, OSError):
+        return 0  # the search scans the tail instead: same hits
+
+
+def parse_when(text: str, *, end: bool = False) -> datetime:
+    """A date or time as a user types it, as an aware UTC datetime.
+
+    ``YYYY-MM-DD`` is that day in UTC: its start, or with ``end=True`` the start
+    of the next day (so ``--until 2026-01-31`` includes the 31st). Anything
+    else must be ISO-8601 (``2026-01-31T12:00``, ``...Z``, ``...+02:00``; no
+    zone means UTC) and is taken as it is.
+
+    Raises:
+        ValueError: not a date or ISO-8601 time.
+    """
+    value = text.strip()
+    if _DATE.fullmatch(value):
+        day = datetime.fromisoformat(value).replace(tzinfo=timezone.utc)
+        return day + timedelta(days=1) if end else day
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a date (YYYY-MM-DD) or an ISO-8601 time") from None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=timezone.utc)

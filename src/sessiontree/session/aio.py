@@ -1,0 +1,1106 @@
+"""``AsyncSessionManager``: the format's SessionManager API as coroutines
+(docs/rules/manager.md spec:python-api, issue 16).
+
+The format's API is asynchronous (docs/rules/manager.md seed:api): "Await create, open, continueRecent, forkFrom,
+and all session mutations. A resolved mutation has committed to its store; a
+failed write rejects with its typed storage error without publishing the
+failed entry." This module gives asyncio programs that API without blocking
+their event loop. It wraps a synchronous :class:`~sessiontree.manager.SessionManager`
+and reuses all of its rules; only *where* and *when* the work runs changes.
+
+Invariants:
+
+* **Off the loop.** Store work never runs on the event loop. Writes of a
+  SQLite or JSONL store run on that store's one writer thread (created on
+  first use, ended when the store is closed through this module or garbage
+  collected), so writes reach a store in the order they were issued.
+  Reads (listing, ``open``/``load`` of SQLite, ``get_session_file``) run on
+  a small shared reader pool, so they can overlap with writes where the
+  store allows it. A :class:`~sessiontree.stores.memory.MemoryStore` does no
+  I/O and is called inline, without threads. What runs on the loop is
+  in-memory work: argument checks, building the entry, publishing it.
+* **Call order.** Mutations of one manager (every ``append_*``,
+  ``branch``, ``reset_leaf``, ``branch_with_summary``, the session-management
+  methods) pass a FIFO gate and run one at a time, in the order their
+  coroutines started. Each one builds its entry from the state the
+  previous one left, so concurrent appends from many tasks chain exactly as
+  if they had been awaited one by one (each ``parentId`` is the entry of the
+  call before it). A call that fails or is cancelled before it wrote leaves
+  the state as it found it, so the next call chains onto the last committed
+  entry.
+* **Commit, then publish.** An entry enters the manager's tree only after
+  its write committed; while the write is in flight, getters show the state
+  before it. A failed write raises its typed error (``StorageError`` with
+  the OS or database error as ``__cause__``, ...) and publishes nothing.
+* **Settle, then cancel.** A call cancelled while its write is queued but
+  not started withdraws it (nothing written). A call cancelled while its
+  write runs waits for the write to finish, publishes it if it committed,
+  and only then raises :class:`asyncio.CancelledError`. The error carries a
+  :class:`WriteOutcome` (read it with :func:`outcome_of`, which also finds it
+  behind the ``TimeoutError`` of :func:`asyncio.timeout`), and the manager
+  keeps the latest one as :attr:`AsyncSessionManager.last_cancelled`. A
+  plain ``CancelledError`` is raised, never a subclass, because
+  :func:`asyncio.timeout` recognizes its own cancellation by exact type.
+* **Any loop, any thread.** The gate and the workers hand results back to
+  the loop that awaits them, never to the loop that made the manager, so
+  the API works (and cannot deadlock on a blocked loop) when called from
+  another thread's loop. The synchronous ``SessionManager`` may still be
+  used inside a running loop; it blocks the loop for the duration of the
+  store call, which is what this module exists to avoid.
+
+Measured (``benchmarks/bench_aio.py``, ``docs/aio.md``) on a shared 2-core
+machine at load 7-8: 10,000 awaited durable SQLite appends took 1.35-1.45
+times as long as the synchronous ones (about 1-1.7 ms more per call: the two
+thread hand-offs, which grow with the machine's load), the memory store 1.4-1.5
+times (16-34 us of bookkeeping per call). A 10 ms ticker on the same loop
+missed at most 0-3 ticks in a row meanwhile, like a control ticker on an idle
+loop in another thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import collections
+import concurrent.futures
+import copy
+import functools
+import os
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sessiontree.core.projection import build as _projection
+from sessiontree.errors import SessionError
+from sessiontree.format.codec import ParsedSession
+from sessiontree.core.listing import SessionInfo
+from sessiontree.session.manager import UNSET, ImportOutcome, SessionManager, StoreOrDir
+from sessiontree.stores import open_store
+from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionStore
+from sessiontree.stores.jsonl.store import JsonlStore
+from sessiontree.core.tree import Entry, NameState, TreeNode
+
+__all__ = ["AsyncSessionManager", "WriteOutcome", "ManagerClosedError", "outcome_of", "READER_THREADS"]
+
+#: Threads of the shared reader pool (listings, SQLite loads, file lookups).
+READER_THREADS = 4
+
+
+class ManagerClosedError(SessionError, RuntimeError):
+    """A mutation or I/O method was called on an :class:`AsyncSessionManager`
+    after :meth:`~AsyncSessionManager.aclose`."""
+
+    def __init__(self) -> None:
+        super().__init__("AsyncSessionManager is closed")
+
+
+@dataclass(frozen=True)
+class WriteOutcome:
+    """What a cancelled call did before its cancellation was delivered.
+
+    Attributes:
+        method: the method's name, e.g. ``"append_message"``.
+        committed: ``True`` when the call ran to completion: its writes
+            committed and the manager's state includes them. ``False`` when it
+            took no effect at all (withdrawn before it started, or its write
+            failed).
+        result: what the call would have returned (the new entry id, the new
+            manager, the listing, ...) when ``committed``; else ``None``.
+        error: the call's own error when its write failed (the cancellation
+            is still what is raised); else ``None``.
+    """
+
+    method: str
+    committed: bool
+    result: Any = None
+    error: BaseException | None = None
+
+
+_OUTCOME_ATTR = "sessiontree_outcome"
+
+
+def outcome_of(exc: BaseException) -> WriteOutcome | None:
+    """The :class:`WriteOutcome` carried by a cancellation of this module, or ``None``.
+
+    Follows ``__cause__`` and ``__context__``, so it also answers for the
+    ``TimeoutError`` that :func:`asyncio.timeout` raises in place of the
+    cancellation. (``asyncio.wait_for`` replaces the error object; read
+    :attr:`AsyncSessionManager.last_cancelled` there.)
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        outcome = getattr(current, _OUTCOME_ATTR, None)
+        if isinstance(outcome, WriteOutcome):
+            return outcome
+        current = current.__cause__ or current.__context__
+    return None
+
+
+# ---------------------------------------------------------------------- workers
+
+_WRITERS: dict[int, concurrent.futures.ThreadPoolExecutor] = {}
+_WRITERS_LOCK = threading.Lock()
+_READERS: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _retire_writer(key: int, executor: concurrent.futures.ThreadPoolExecutor) -> None:
+    # Takes no lock of this module: as a weakref finalizer it can run inside a
+    # garbage collection triggered while this very thread holds _WRITERS_LOCK.
+    # The identity check keeps a newer store's writer (an id is reused only
+    # after its object, and so this callback, is gone).
+    if _WRITERS.get(key) is executor:
+        _WRITERS.pop(key, None)
+    # No wait: this may run on the writer thread itself (its last job dropped the store).
+    executor.shutdown(wait=False)
+
+
+def _writer_for(store: SessionStore) -> concurrent.futures.ThreadPoolExecutor:
+    """The store's writer: one thread, so its writes run one at a time in submission order."""
+    key = id(store)
+    with _WRITERS_LOCK:
+        executor = _WRITERS.get(key)
+        if executor is None:
+            executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix=f"sessiontree-writer-{getattr(store, 'kind', 'store')}")
+            _WRITERS[key] = executor
+            try:
+                # The thread ends with the store: an id is reused only after its object is gone.
+                weakref.finalize(store, _retire_writer, key, executor)
+            except TypeError:
+                pass  # not weak-referenceable: the idle thread lives as long as the process
+        return executor
+
+
+def _readers() -> concurrent.futures.ThreadPoolExecutor:
+    global _READERS
+    with _WRITERS_LOCK:
+        if _READERS is None:
+            _READERS = concurrent.futures.ThreadPoolExecutor(max_workers=READER_THREADS,
+                                                             thread_name_prefix="sessiontree-reader")
+        return _READERS
+
+
+def _inline(store: SessionStore | None) -> bool:
+    # A memory store does no I/O: a thread hop would cost more than the call.
+    return store is not None and getattr(store, "kind", None) == "memory"
+
+
+def _load_writes(store: SessionStore) -> bool:
+    # A JSONL load may persist a format upgrade (docs/rules/decisions.md D-9), and an unknown store may
+    # write too: both go to the writer. A SQLite load only reads.
+    return getattr(store, "kind", None) != "sqlite"
+
+
+@dataclass
+class _Settled:
+    """How one job ended: ``ran`` (started at all), its value or error, and the
+    first cancellation its awaiting task received meanwhile."""
+
+    ran: bool
+    value: Any = None
+    error: BaseException | None = None
+    cancelled: asyncio.CancelledError | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the job ran and raised nothing."""
+        return self.ran and self.error is None
+
+
+async def _run(store: SessionStore | None, fn: Callable[[], Any], *, write: bool,
+               on_cancel: Callable[[], None] | None = None) -> _Settled:
+    """Run ``fn`` off the loop and wait until it has settled, whatever happens to the waiter.
+
+    ``write`` selects the store's writer thread, else the reader pool; a
+    memory store runs ``fn`` inline. When the awaiting task is cancelled, a
+    job that has not started is withdrawn (``ran`` False); a running one is
+    waited for (``on_cancel`` may ask it to stop early, as listings do). The
+    cancellation is returned in ``cancelled``, for the caller to raise once it
+    has published or rolled back.
+    """
+    if _inline(store):
+        try:
+            return _Settled(True, fn())
+        except Exception as exc:
+            return _Settled(True, error=exc)
+    executor = _writer_for(store) if write and store is not None else _readers()
+    cfut = executor.submit(fn)
+    afut = asyncio.wrap_future(cfut)
+    cancelled: asyncio.CancelledError | None = None
+    while True:
+        try:
+            # shield: a cancelled waiter must not cancel the write itself.
+            value = await asyncio.shield(afut)
+            return _Settled(True, value, cancelled=cancelled)
+        except asyncio.CancelledError as exc:
+            if afut.cancelled():
+                return _Settled(False, cancelled=cancelled or exc)  # withdrawn before it started
+            if cancelled is None:
+                cancelled = exc
+                if not cfut.cancel() and on_cancel is not None:
+                    on_cancel()
+        except BaseException as exc:  # the job's own error, delivered as it is
+            return _Settled(True, error=exc, cancelled=cancelled)
+
+
+def _deliver(exc: asyncio.CancelledError, outcome: WriteOutcome) -> asyncio.CancelledError:
+    """Attach ``outcome`` to the cancellation about to be re-raised."""
+    setattr(exc, _OUTCOME_ATTR, outcome)
+    committed = "committed" if outcome.committed else "took no effect"
+    exc.add_note(f"sessiontree: the cancelled {outcome.method} {committed}"
+                 + (f" (result {outcome.result!r})" if outcome.committed and isinstance(outcome.result, str) else ""))
+    return exc
+
+
+def _finish(method: str, settled: _Settled, result: Any,
+            record: Callable[[WriteOutcome], None] | None = None) -> Any:
+    """Return ``result``, raise the job's error, or deliver the pending cancellation."""
+    if settled.cancelled is not None:
+        outcome = WriteOutcome(method, settled.ok, result if settled.ok else None, settled.error)
+        if record is not None:
+            record(outcome)
+        raise _deliver(settled.cancelled, outcome)
+    if settled.error is not None:
+        raise settled.error
+    return result
+
+
+# ---------------------------------------------------------------------- ordering
+
+class _Gate:
+    """FIFO mutual exclusion usable from any event loop in any thread.
+
+    ``asyncio.Lock`` binds to one loop; this gate keeps a thread lock for its
+    own bookkeeping only (never held across an ``await``) and wakes each
+    waiter on the waiter's own loop. Ownership passes directly from the
+    releaser to the first waiter, so no later caller can overtake it.
+    """
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._held = False
+        self._waiters: collections.deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = \
+            collections.deque()
+
+    async def acquire(self) -> None:
+        """Wait for the gate. Cancelled while waiting: not acquired (raises ``CancelledError``)."""
+        loop = asyncio.get_running_loop()
+        with self._mutex:
+            if not self._held:
+                self._held = True
+                return
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._waiters.append((loop, waiter))
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            with self._mutex:
+                try:
+                    self._waiters.remove((loop, waiter))
+                    granted = False
+                except ValueError:
+                    granted = True  # a release already handed the gate to us
+            if granted:
+                self.release()
+            raise
+
+    def release(self) -> None:
+        """Hand the gate to the first waiter, or open it."""
+        while True:
+            with self._mutex:
+                if not self._waiters:
+                    self._held = False
+                    return
+                loop, waiter = self._waiters.popleft()
+            try:
+                loop.call_soon_threadsafe(_wake, waiter)
+                return
+            except RuntimeError:
+                continue  # that loop is closed: its task will never run, skip it
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    # A cancelled waiter releases the gate itself (see _Gate.acquire).
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+class _Lease:
+    """Shared ownership of a store this module opened (from a URL, a directory
+    or the configuration); the last manager to release it closes it."""
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+        self._refs = 1
+        self._lock = threading.Lock()
+
+    def retain(self) -> _Lease:
+        """Take one more reference to the store (each :meth:`release` gives one back); returns self."""
+        with self._lock:
+            self._refs += 1
+        return self
+
+    def release(self) -> bool:
+        """Drop one reference; ``True`` when it was the last."""
+        with self._lock:
+            self._refs -= 1
+            return self._refs == 0
+
+
+def _given_store(value: Any) -> bool:
+    """Whether a ``store``/``storeOrDir`` argument is a store object (not opened here)."""
+    return value is not None and not isinstance(value, (str, os.PathLike))
+
+
+async def _open_target(method: str, value: StoreOrDir | None,
+                       session_dir: str | os.PathLike[str] | None = None) -> tuple[SessionStore, _Lease | None]:
+    """The store an argument selects, opened off the loop when it is not an object already."""
+    if value is None and session_dir is not None:
+        value = session_dir
+    if _given_store(value):
+        return value, None  # type: ignore[return-value]
+    settled = await _run(None, functools.partial(_open_selected, value), write=False)
+    store = _finish(method, settled, settled.value)
+    return store, _Lease(store)
+
+
+def _open_selected(value: str | os.PathLike[str] | None) -> SessionStore:
+    # The rule of manager._store_or_dir: a URL is a store, any other path a JSONL directory.
+    if value is None:
+        return open_store(None)
+    if isinstance(value, str) and (value == "memory:" or "://" in value):
+        return open_store(value)
+    return JsonlStore(os.fspath(value))
+
+
+async def _close_owned(lease: _Lease | None) -> None:
+    """Release ``lease``; the last release closes the store after its queued writes."""
+    if lease is None or not lease.release():
+        return
+    store = lease.store
+    settled = await _run(store, store.close, write=True)
+    if not _inline(store):
+        executor = _WRITERS.get(id(store))
+        if executor is not None:
+            _retire_writer(id(store), executor)
+    _finish("aclose", settled, None)
+
+
+class _AnyEvent:
+    """Set when any of its events is: the caller's ``cancel`` plus the task's own."""
+
+    def __init__(self, *events: Any) -> None:
+        self._events = [event for event in events if event is not None]
+
+    def is_set(self) -> bool:
+        """Whether any of the events is set."""
+        return any(event.is_set() for event in self._events)
+
+
+# ---------------------------------------------------------------------- the manager
+
+class AsyncSessionManager:
+    """One open session, driven from asyncio (the format's awaited SessionManager API).
+
+    Build one with the static coroutines (:meth:`create`, :meth:`open`,
+    :meth:`open_file`, :meth:`continue_recent`, :meth:`in_memory`,
+    :meth:`fork_from`, :meth:`import_from_jsonl`, :meth:`import_session`),
+    or wrap an existing synchronous manager with :meth:`wrap`. Names,
+    arguments, return values and errors are those of
+    :class:`~sessiontree.manager.SessionManager`; see its methods for the
+    format rules.
+
+    Coroutines: every factory, listing, mutation and I/O method, plus
+    :meth:`branch` and :meth:`reset_leaf` (they move the leaf, so they take
+    their turn after earlier appends) and :meth:`get_session_file` (a JSONL
+    store looks the file up on disk). Plain methods: the in-memory getters
+    (tree navigation, context building, ``get_header``, ``get_session_id``,
+    ...); they read the committed state and never block on I/O, though
+    building a cold projection of a long session is CPU work on the loop.
+
+    Use ``async with`` or :meth:`aclose` to release a store that the
+    manager opened itself.
+    """
+
+    def __init__(self, manager: SessionManager, *, _lease: _Lease | None = None) -> None:
+        """Wrap a synchronous manager; prefer the factories or :meth:`wrap`.
+
+        Do not use ``manager`` directly afterwards: its writes would bypass
+        the ordering gate.
+        """
+        self._core = manager
+        self._gate = _Gate()
+        self._lease = _lease
+        self._closed = False
+        #: The outcome of the latest cancelled call on this manager, or ``None``.
+        self.last_cancelled: WriteOutcome | None = None
+
+    @classmethod
+    def wrap(cls, manager: SessionManager) -> AsyncSessionManager:
+        """An async manager over an existing synchronous one (which it then owns;
+        its store is not closed by :meth:`aclose`, since it was not opened here)."""
+        return cls(manager)
+
+    def __repr__(self) -> str:
+        return f"AsyncSessionManager({self._core.get_session_id()!r}, store={self._core.get_session_store()!r})"
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _record(self, outcome: WriteOutcome) -> None:
+        self.last_cancelled = outcome
+
+    async def _enter(self, method: str) -> None:
+        """Take this manager's turn; refused once closed."""
+        if self._closed:
+            raise ManagerClosedError()
+        try:
+            await self._gate.acquire()
+        except asyncio.CancelledError as exc:
+            outcome = WriteOutcome(method, False)
+            self._record(outcome)
+            raise _deliver(exc, outcome)
+        if self._closed:
+            self._gate.release()
+            raise ManagerClosedError()
+
+    async def _append_via(self, method: str, *args: Any, **kwargs: Any) -> str:
+        """Run ``SessionManager.<method>`` with its write captured, then commit and publish.
+
+        The synchronous method checks its arguments and builds the entry on
+        the loop; instead of writing, ``_append`` hands the entry over. The
+        leaf is left as it was (``branch_with_summary`` moves it) until the
+        write committed.
+        """
+        await self._enter(method)
+        try:
+            core = self._core
+            leaf = core._tree.leaf_id
+            captured: list[Entry] = []
+
+            def capture(entry: Entry) -> str:
+                captured.append(entry)
+                return entry["id"]
+
+            core.__dict__["_append"] = capture
+            try:
+                getattr(SessionManager, method)(core, *args, **kwargs)
+            finally:
+                del core.__dict__["_append"]
+                core._tree.leaf_id = leaf
+            settled = await _run(core._store, functools.partial(core._persist, captured), write=True)
+            if settled.ok:
+                for entry in captured:
+                    core._tree.add(entry)
+                    core._appended.add(entry["id"])
+        finally:
+            self._gate.release()
+        return _finish(method, settled, captured[-1]["id"], self._record)
+
+    async def _swap_via(self, method: str, *args: Any, write: bool = True, **kwargs: Any) -> Any:
+        """Run ``SessionManager.<method>`` on a shallow copy off the loop; adopt its state once it succeeded.
+
+        For the methods that replace attributes wholesale (header, tree,
+        store) rather than appending: readers on the loop see the old state
+        until the new one is complete.
+        """
+        await self._enter(method)
+        try:
+            core = self._core
+            clone = copy.copy(core)
+            job = functools.partial(getattr(SessionManager, method), clone, *args, **kwargs)
+            settled = await _run(core._store, job, write=write)
+            if settled.ok:
+                old_store = core._store
+                core.__dict__.update(clone.__dict__)
+                if core._store is not old_store:
+                    # set_session_file opened a JSONL store of its own: ours to close.
+                    previous, self._lease = self._lease, _Lease(core._store)
+                    await _close_owned(previous)
+        finally:
+            self._gate.release()
+        return _finish(method, settled, settled.value, self._record)
+
+    @classmethod
+    async def _factory(cls, method: str, target: StoreOrDir | None, build: Callable[[SessionStore], SessionManager],
+                       *, write: bool, session_dir: str | os.PathLike[str] | None = None) -> AsyncSessionManager:
+        store, lease = await _open_target(method, target, session_dir)
+        writes = write if not callable(write) else write(store)
+        settled = await _run(store, functools.partial(build, store), write=writes)
+        manager = cls(settled.value, _lease=lease) if settled.ok else None
+        if manager is None:
+            await _close_owned(lease)
+        return _finish(method, settled, manager)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ManagerClosedError()
+
+    # ------------------------------------------------------------------ lifetime
+
+    async def aclose(self) -> None:
+        """Wait for this manager's queued and running mutations, then close.
+
+        A store the manager opened itself (from a URL, a directory or the
+        configuration) is closed once no manager derived from it uses it; a
+        store passed in is left open. Getters keep answering from memory;
+        mutations and I/O methods raise :class:`ManagerClosedError`.
+        Idempotent.
+        """
+        if self._closed:
+            return
+        await self._gate.acquire()
+        try:
+            if self._closed:
+                return
+            self._closed = True
+            lease, self._lease = self._lease, None
+        finally:
+            self._gate.release()
+        await _close_owned(lease)
+
+    async def __aenter__(self) -> AsyncSessionManager:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`aclose` has run."""
+        return self._closed
+
+    # ------------------------------------------------------------------ factories
+
+    @classmethod
+    async def create(cls, cwd: str, session_dir: str | os.PathLike[str] | None = None, *,
+                     store: StoreOrDir | None = None, id: str | None = None,
+                     parent_session: str | None = None, internal: bool = False,
+                     workflow: dict[str, Any] | None = None) -> AsyncSessionManager:
+        """A new session; nothing is written until the first mutation (see :meth:`SessionManager.create`).
+
+        Raises:
+            InvalidSessionIdError, StoreOpenError: as the synchronous method.
+        """
+        def build(target: SessionStore) -> SessionManager:
+            return SessionManager.create(cwd, store=target, id=id, parent_session=parent_session,
+                                         internal=internal, workflow=workflow)
+        return await cls._factory("create", store, build, write=False, session_dir=session_dir)
+
+    @classmethod
+    async def open(cls, store: SessionStore | str, session_id: str,
+                   cwd_override: str | None = None, *, lazy: bool = True) -> AsyncSessionManager:
+        """Open an existing session by exact id (see :meth:`SessionManager.open`).
+
+        The whole session is read in the open's worker thread whatever ``lazy``
+        says (accepted for the same signature as the synchronous method): a
+        lazily opened manager reads the rest of the session on first use, which
+        here would be store work on the event loop (see "Off the loop").
+
+        Raises:
+            InvalidSessionIdError, SessionNotFoundError, InvalidSessionError: as the synchronous method.
+        """
+        def build(target: SessionStore) -> SessionManager:
+            # A full load: a lazily opened manager reads the rest of the session on
+            # first use, which would be store work on the loop (see "Off the loop").
+            return SessionManager.open(target, session_id, cwd_override, lazy=False)
+        return await cls._factory("open", store, build, write=_load_writes)  # type: ignore[arg-type]
+
+    @classmethod
+    async def open_file(cls, path: str | os.PathLike[str], session_dir: str | os.PathLike[str] | None = None,
+                        cwd_override: str | None = None) -> AsyncSessionManager:
+        """Open a JSONL file directly, creating it if missing (see :meth:`SessionManager.open_file`).
+
+        The file's store is opened here, so :meth:`aclose` closes it.
+
+        Raises:
+            InvalidSessionError, StorageError: as the synchronous method.
+        """
+        settled = await _run(None, functools.partial(SessionManager.open_file, path, session_dir, cwd_override),
+                             write=False)
+        manager = cls(settled.value, _lease=_Lease(settled.value._store)) if settled.ok else None
+        return _finish("open_file", settled, manager)
+
+    @classmethod
+    async def continue_recent(cls, cwd: str, session_dir: str | os.PathLike[str] | None = None, *,
+                              store: StoreOrDir | None = None,
+                              include_internal: bool = False) -> AsyncSessionManager:
+        """Continue the most recent regular session of ``cwd`` or create one
+        (see :meth:`SessionManager.continue_recent`).
+
+        Raises:
+            StoreOpenError, StorageError: as the synchronous method.
+        """
+        def build(target: SessionStore) -> SessionManager:
+            return SessionManager.continue_recent(cwd, store=target, include_internal=include_internal)
+        return await cls._factory("continue_recent", store, build, write=_load_writes,  # type: ignore[arg-type]
+                                  session_dir=session_dir)
+
+    @classmethod
+    async def in_memory(cls, cwd: str | None = None, *, id: str | None = None, parent_session: str | None = None,
+                        internal: bool = False, workflow: dict[str, Any] | None = None,
+                        entries: Sequence[dict[str, Any]] | None = None) -> AsyncSessionManager:
+        """A session in a private memory store; no I/O and no threads (see :meth:`SessionManager.in_memory`).
+
+        Raises:
+            InvalidSessionIdError, InvalidSessionError: as the synchronous method.
+        """
+        return cls(SessionManager.in_memory(cwd, id=id, parent_session=parent_session, internal=internal,
+                                            workflow=workflow, entries=entries))
+
+    @classmethod
+    async def from_parsed(cls, parsed: ParsedSession, cwd: str | None = None) -> AsyncSessionManager:
+        """A read-only view of a session already read (see :meth:`SessionManager.from_parsed`);
+        no I/O and no threads: nothing is copied or written.
+
+        Raises:
+            SessionNotFoundError: later, from any write (the private store holds nothing).
+        """
+        return cls(SessionManager.from_parsed(parsed, cwd))
+
+    @classmethod
+    async def fork_from(cls, source_path: str | os.PathLike[str], target_cwd: str,
+                        session_dir: str | os.PathLike[str] | None = None, *,
+                        store: StoreOrDir | None = None, id: str | None = None,
+                        internal: bool = False, workflow: dict[str, Any] | None = None) -> AsyncSessionManager:
+        """Fork a JSONL file into a new session (see :meth:`SessionManager.fork_from`).
+
+        Raises:
+            OSError, InvalidSessionError: the source cannot be read or is invalid.
+            SessionExistsError, StorageError: as the synchronous method.
+        """
+        def build(target: SessionStore) -> SessionManager:
+            return SessionManager.fork_from(source_path, target_cwd, store=target, id=id,
+                                            internal=internal, workflow=workflow)
+        return await cls._factory("fork_from", store, build, write=True, session_dir=session_dir)
+
+    @classmethod
+    async def import_from_jsonl(cls, input_path: str | os.PathLike[str], cwd: str | None = None,
+                                target: StoreOrDir | None = None) -> AsyncSessionManager:
+        """Import a JSONL file keeping its id (see :meth:`SessionManager.import_from_jsonl`).
+
+        Raises:
+            FileNotFoundError, InvalidSessionError, InvalidSessionIdError,
+            SessionExistsError: as the synchronous method.
+        """
+        def build(store: SessionStore) -> SessionManager:
+            return SessionManager.import_from_jsonl(input_path, cwd, store)
+        return await cls._factory("import_from_jsonl", target, build, write=True)
+
+    @classmethod
+    async def import_files(cls, paths: Iterable[str | os.PathLike[str]], cwd: str | None = None,
+                           target: StoreOrDir | None = None, *, batch_sessions: int | None = None,
+                           batch_bytes: int | None = None) -> builtins.list[ImportOutcome]:
+        """Import many JSONL files keeping their ids, in groups of sessions per transaction
+        (see :meth:`SessionManager.import_files`), on the store's writer thread.
+
+        Returns:
+            One :class:`ImportOutcome` per path, in order (errors of single files are in
+            the outcomes). Cancelling the awaiting task stops reading further files; the
+            group being written is finished, and the outcomes so far travel with the
+            cancellation (:class:`WriteOutcome`).
+
+        Raises:
+            StoreOpenError: the target store cannot be opened.
+        """
+        store, lease = await _open_target("import_files", target)
+        stop = threading.Event()
+
+        def until_stopped() -> Iterator[str | os.PathLike[str]]:
+            for path in paths:
+                if stop.is_set():
+                    return
+                yield path
+
+        def work() -> builtins.list[ImportOutcome]:
+            return builtins.list(SessionManager.import_files(until_stopped(), cwd, store,
+                                                             batch_sessions=batch_sessions,
+                                                             batch_bytes=batch_bytes))
+        try:
+            settled = await _run(store, work, write=True, on_cancel=stop.set)
+        finally:
+            await _close_owned(lease)
+        return _finish("import_files", settled, settled.value)
+
+    @classmethod
+    async def import_session(cls, parsed: ParsedSession, cwd: str | None = None,
+                             target: StoreOrDir | None = None) -> AsyncSessionManager:
+        """Import an already-read session (see :meth:`SessionManager.import_session`).
+
+        Raises:
+            InvalidSessionIdError, SessionExistsError: as the synchronous method.
+        """
+        def build(store: SessionStore) -> SessionManager:
+            return SessionManager.import_session(parsed, cwd, store)
+        return await cls._factory("import_session", target, build, write=True)
+
+    # ------------------------------------------------------------------ listing
+
+    @staticmethod
+    async def list(cwd: str, store_or_dir: StoreOrDir | None = None,
+                   on_progress: ProgressCallback | None = None, *, include_internal: bool = False,
+                   cancel: CancelEvent | None = None) -> builtins.list[SessionInfo]:
+        """Sessions of one project, newest first (see :meth:`SessionManager.list`).
+
+        ``on_progress(loaded, total)`` is called on the awaiting loop, in
+        order, before the result is returned. Cancelling the awaiting task
+        stops the listing after the session being examined; so does setting
+        ``cancel``.
+
+        Raises:
+            ListingCancelledError: ``cancel`` was set; no partial list.
+            StoreOpenError: the store cannot be opened.
+        """
+        return await AsyncSessionManager._listing("list", store_or_dir, on_progress, cancel,
+                                                  lambda store, progress, stop: SessionManager.list(
+                                                      cwd, store, progress, include_internal=include_internal,
+                                                      cancel=stop))
+
+    @staticmethod
+    async def list_all(store_or_dir: StoreOrDir | None = None,
+                       on_progress: ProgressCallback | None = None, *, include_internal: bool = False,
+                       cancel: CancelEvent | None = None) -> builtins.list[SessionInfo]:
+        """Sessions of every project in the store, newest first (see :meth:`SessionManager.list_all`
+        and :meth:`list` for progress and cancellation).
+
+        Raises:
+            ListingCancelledError, StoreOpenError: as :meth:`list`.
+        """
+        return await AsyncSessionManager._listing("list_all", store_or_dir, on_progress, cancel,
+                                                  lambda store, progress, stop: SessionManager.list_all(
+                                                      store, progress, include_internal=include_internal,
+                                                      cancel=stop))
+
+    @staticmethod
+    async def _listing(method: str, store_or_dir: StoreOrDir | None, on_progress: ProgressCallback | None,
+                       cancel: CancelEvent | None, call: Callable[..., builtins.list[SessionInfo]]
+                       ) -> builtins.list[SessionInfo]:
+        loop = asyncio.get_running_loop()
+        store, lease = await _open_target(method, store_or_dir)
+        stop = threading.Event()
+        progress = None
+        if on_progress is not None:
+            if _inline(store):
+                progress = on_progress
+            else:
+                def progress(loaded: int, total: int) -> None:
+                    loop.call_soon_threadsafe(on_progress, loaded, total)
+        try:
+            settled = await _run(store, functools.partial(call, store, progress, _AnyEvent(cancel, stop)),
+                                 write=False, on_cancel=stop.set)
+        finally:
+            await _close_owned(lease)
+        return _finish(method, settled, settled.value)
+
+    # ------------------------------------------------------------------ session management
+
+    async def new_session(self, *, id: str | None = None, parent_session: str | None = None,
+                          internal: bool = False, workflow: dict[str, Any] | None = None) -> str | None:
+        """Start a new, empty session in the same store (see :meth:`SessionManager.new_session`).
+
+        Returns:
+            The new session's JSONL path when the store has files, else ``None``.
+        """
+        return await self._swap_via("new_session", id=id, parent_session=parent_session,
+                                    internal=internal, workflow=workflow)
+
+    async def mark_session_internal(self, workflow: dict[str, Any] | None = None) -> None:
+        """Apply valid workflow ownership (see :meth:`SessionManager.mark_session_internal`).
+
+        Raises:
+            StorageError: the header could not be written (the header is unchanged).
+        """
+        await self._swap_via("mark_session_internal", workflow)
+
+    async def set_session_file(self, path: str | os.PathLike[str]) -> None:
+        """Switch to a JSONL file, keeping the cwd (see :meth:`SessionManager.set_session_file`).
+
+        The file's store is opened here and closed by :meth:`aclose`.
+
+        Raises:
+            InvalidSessionError, StorageError: as the synchronous method (the manager is unchanged).
+        """
+        await self._swap_via("set_session_file", path)
+
+    async def create_branched_session(self, leaf_id: str) -> str | None:
+        """Extract the branch ending at ``leaf_id`` into a new session and switch to it
+        (see :meth:`SessionManager.create_branched_session`).
+
+        Raises:
+            EntryNotFoundError: ``leaf_id`` is unknown.
+            StorageError: the write failed (the manager is unchanged).
+        """
+        return await self._swap_via("create_branched_session", leaf_id)
+
+    async def fork_to(self, cwd: str, target: StoreOrDir | None = None, *, id: str | None = None,
+                      internal: bool = False, workflow: dict[str, Any] | None = None) -> AsyncSessionManager:
+        """Copy every entry into a new session (see :meth:`SessionManager.fork_to`); this one is unchanged.
+
+        Returns:
+            An :class:`AsyncSessionManager` on the copy (sharing this manager's
+            store when ``target`` is ``None``).
+
+        Raises:
+            StoreOpenError, SessionExistsError, StorageError: as the synchronous method.
+        """
+        method = "fork_to"
+        await self._enter(method)
+        try:
+            core = self._core
+            if target is None:
+                store, lease = core._store, (self._lease.retain() if self._lease is not None else None)
+            else:
+                store, lease = await _open_target(method, target)
+            job = functools.partial(SessionManager.fork_to, core, cwd, store, id=id, internal=internal,
+                                    workflow=workflow)
+            settled = await _run(store, job, write=True)
+            fork = AsyncSessionManager(settled.value, _lease=lease) if settled.ok else None
+            if fork is None:
+                await _close_owned(lease)
+        finally:
+            self._gate.release()
+        return _finish(method, settled, fork, self._record)
+
+    async def delete_session(self, session_id: str) -> None:
+        """Delete another session of this store (see :meth:`SessionManager.delete_session`).
+
+        Raises:
+            SessionInUseError: ``session_id`` is this manager's session.
+            StorageError: the removal failed.
+        """
+        await self._swap_via("delete_session", session_id)
+
+    # ------------------------------------------------------------------ appending
+
+    async def append_message(self, message: dict[str, Any]) -> str:
+        """Append a ``message`` entry; returns its id once committed (see :meth:`SessionManager.append_message`).
+
+        Raises:
+            ValueError: not a message object, or a ``"pending"`` assistant message.
+            StorageError: the write failed; nothing was published.
+        """
+        return await self._append_via("append_message", message)
+
+    async def append_thinking_level_change(self, level: str) -> str:
+        """Append a ``thinking_level_change``; returns its id once committed.
+
+        Raises:
+            StorageError: the write failed; nothing was published.
+        """
+        return await self._append_via("append_thinking_level_change", level)
+
+    async def append_context_window_change(self, context_window: int) -> str:
+        """Append a ``context_window_change`` of ``context_window`` tokens; returns its id once committed.
+
+        Raises:
+            ValueError: not a positive ``int``.
+            StorageError: the write failed; nothing was published.
+        """
+        return await self._append_via("append_context_window_change", context_window)
+
+    async def append_model_change(self, provider: str, model_id: str) -> str:
+        """Append a ``model_change``; returns its id once committed.
+
+        Raises:
+            StorageError: the write failed; nothing was published.
+        """
+        return await self._append_via("append_model_change", provider, model_id)
+
+    async def append_compaction(self, compacted_text: str, first_kept_entry_id: str | None,
+                                tokens_before: int, details: Any) -> str:
+        """Append a verbatim-line compaction boundary (see :meth:`SessionManager.append_compaction`).
+
+        Raises:
+            EntryNotFoundError: a non-null ``first_kept_entry_id`` is unknown.
+            StorageError: the write failed; nothing was published.
+        """
+        return await self._append_via("append_compaction", compacted_text, first_kept_entry_id,
+                                      tokens_before, details)
+
+    async def append_custom_entry(self, custom_type: str, data: Any = UNSET) -> str:
+        """Append extension state, not in context; returns its id once committed.
+
+        Raises:
+            StorageError: the write failed; nothing was published.
+        """
+        return await self._append_via("append_custom_entry", custom_type, data)
+
+    async def append_session_info(self, name: str) -> str:
+        """Set the display name (``""`` clears it); returns the entry id once committed.
+
+        Raises:
+            StorageError: the write failed; nothing was published.
+        """
+        return await self._append_via("append_session_info", name)
+
+    async def append_session_summary(self, summary: str, summarized_through_id: str, usage: Any = UNSET) -> str:
+        """Store a resume-picker summary anchored to a message (see
+        :meth:`SessionManager.append_session_summary`).
+
+        Raises:
+            EntryNotFoundError: ``summarized_through_id`` is unknown.
+            StorageError: the write failed; nothing was published.
+        """
+        return await self._append_via("append_session_summary", summary, summarized_through_id, usage)
+
+    async def append_custom_message_entry(self, custom_type: str, content: Any, display: bool,
+                                          details: Any = UNSET) -> str:
+        """Append an extension message that is in context; returns its id once committed.
+
+        Raises:
+            StorageError: the write failed; nothing was published.
+        """
+        return await self._append_via("append_custom_message_entry", custom_type, content, display, details)
+
+    async def append_label_change(self, target_id: str, label: str | None = None) -> str:
+        """Set or clear a label (see :meth:`SessionManager.append_label_change`).
+
+        Raises:
+            EntryNotFoundError: ``target_id`` is unknown; nothing appended.
+            StorageError: the write failed; nothing was published.
+        """
+        return await self._append_via("append_label_change", target_id, label)
+
+    async def append_context_edit(self, target_id: str, replacement: dict[str, Any] | None) -> str:
+        """Append a branch-local context edit (see :meth:`SessionManager.append_context_edit`).
+
+        Raises:
+            ValueError, EntryNotFoundError: as the synchronous method.
+            StorageError: the write failed; nothing was published.
+        """
+        return await self._append_via("append_context_edit", target_id, replacement)
+
+    async def branch_with_summary(self, branch_from_id: str | None, summary: str, details: Any = UNSET,
+                                  from_hook: Any = UNSET, usage: Any = UNSET) -> str:
+        """Move the leaf to ``branch_from_id`` and append a ``branch_summary`` there
+        (see :meth:`SessionManager.branch_with_summary`). The leaf moves only
+        once the entry committed.
+
+        Raises:
+            EntryNotFoundError: a non-null ``branch_from_id`` is unknown.
+            StorageError: the write failed; the leaf is where it was.
+        """
+        return await self._append_via("branch_with_summary", branch_from_id, summary, details, from_hook, usage)
+
+    # ------------------------------------------------------------------ leaf moves (ordered, no I/O)
+
+    async def branch(self, entry_id: str) -> None:
+        """Move the leaf to an earlier entry, after the mutations called before
+        this one; writes nothing (see :meth:`SessionManager.branch`).
+
+        Raises:
+            EntryNotFoundError: unknown id.
+        """
+        await self._enter("branch")
+        try:
+            self._core.branch(entry_id)
+        finally:
+            self._gate.release()
+
+    async def reset_leaf(self) -> None:
+        """Set the leaf to ``None``, after the mutations called before this one (see
+        :meth:`SessionManager.reset_leaf`)."""
+        await self._enter("reset_leaf")
+        try:
+            self._core.reset_leaf()
+        finally:
+            self._gate.release()
+
+    # ------------------------------------------------------------------ plain getters (in memory)
+
+    def get_leaf_id(self) -> str | None:
+        """The current leaf id (committed state), or ``None``. Plain method."""
+        return self._core.get_leaf_id()
+
+    def get_leaf_entry(self) -> Entry | None:
+        """The current leaf entry, or ``None``. Plain method."""
+        return self._core.get_leaf_entry()
+
+    def get_entry(self, entry_id: str) -> Entry | None:
+        """The committed entry with this id, or ``None``. Plain method."""
+        return self._core.get_entry(entry_id)
+
+    def get_branch(self, from_id: str | None = None) -> builtins.list[Entry]:
+        """Entries from the root to ``from_id`` (default: the leaf), root first. Plain method."""
+        return self._core.get_branch(from_id)
+
+    def get_tree(self) -> builtins.list[TreeNode]:
+        """The whole tree (see :meth:`SessionManager.get_tree`). Plain method."""
+        return self._core.get_tree()
+
+    def get_children(self, parent_id: str | None) -> builtins.list[Entry]:
+        """Direct children of ``parent_id`` in file order. Plain method."""
+        return self._core.get_children(parent_id)
+
+    def get_label(self, entry_id: str) -> str | None:
+        """The current label of ``entry_id``. Plain method."""
+        return self._core.get_label(entry_id)
+
+    def build_session_projection(self) -> _projection.SessionProjection:
+        """The model-visible projection of the active branch (see
+        :meth:`SessionManager.build_session_projection`). Plain method: in-memory
+        CPU work on the loop, proportional to new entries once built."""
+        return self._core.build_session_projection()
+
+    def build_session_context(self) -> _projection.SessionContext:
+        """Messages, thinking level and model for the model. Plain method."""
+        return self._core.build_session_context()
+
+    def build_historical_projection(self) -> _projection.HistoricalProjection:
+        """The archival context the agent that wrote the latest retired compaction
+        rebuilt (see :meth:`SessionManager.build_historical_projection`). Plain method:
+        in-memory CPU work on the loop; nothing is written."""
+        return self._core.build_historical_projection()
+
+    def build_context_entries(self) -> builtins.list[Entry]:
+        """Active-branch entries after the latest compaction boundary. Plain method."""
+        return self._core.build_context_entries()
+
+    def get_entries(self) -> builtins.list[Entry]:
+        """All committed entries in file order (a new list). Plain method."""
+        return self._core.get_entries()
+
+    def get_header(self) -> dict[str, Any]:
+        """The session header. Plain method."""
+        return self._core.get_header()
+
+    def get_session_name(self) -> str | None:
+        """The display name, ``None`` when never named or cleared. Plain method."""
+        return self._core.get_session_name()
+
+    def get_session_name_state(self) -> NameState:
+        """Never named / cleared / named. Plain method."""
+        return self._core.get_session_name_state()
+
+    def get_cwd(self) -> str:
+        """The absolute working directory. Plain method."""
+        return self._core.get_cwd()
+
+    def get_session_dir(self) -> str:
+        """The JSONL directory, or ``""`` for stores without files. Plain method."""
+        return self._core.get_session_dir()
+
+    def get_session_id(self) -> str:
+        """The exact session id. Plain method."""
+        return self._core.get_session_id()
+
+    def get_session_store(self) -> SessionStore:
+        """The active store. Plain method."""
+        return self._core.get_session_store()
+
+    def is_persisted(self) -> bool:
+        """Whether the store is not a memory store. Plain method."""
+        return self._core.is_persisted()
+
+    async def get_session_file(self) -> str | None:
+        """The JSONL file of this session (existing or future), or ``None``.
+
+        A coroutine: a JSONL store checks the file's header on disk.
+        """
+        self._check_open()
+        core = self._core
+        settled = await _run(core._store, core.get_session_file, write=False)
+        return _finish("get_session_file", settled, settled.value, self._record)

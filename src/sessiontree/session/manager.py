@@ -1,0 +1,1206 @@
+"""``SessionManager``: the format's SessionManager API in Python (docs/rules/manager.md spec:python-api).
+
+Invariants (docs/rules/manager.md seed:api; docs/rules/decisions.md D-1, D-9, docs/rules/format.md E.11):
+
+* Write-through. Every mutation has committed to the store when it returns.
+  A session from :meth:`SessionManager.create` / :meth:`new_session` writes
+  its header together with its first mutation, so creating and closing
+  without mutations leaves nothing behind; :meth:`open_file` on a missing or
+  empty file writes the header at once. There is no ``flush``.
+* A failed write raises :class:`~sessiontree.errors.StorageError` and leaves
+  the manager exactly as before: the entry is not published, the leaf and
+  labels are restored (docs/rules/format.md E.6).
+* Factories without an explicit store or directory use the configured store
+  (``SESSIONTREE_STORE``, else the shared SQLite database); a directory
+  argument selects JSONL; :meth:`in_memory` selects memory and does no I/O.
+  A store that cannot be opened raises ``StoreOpenError``; there is never a
+  fallback to memory.
+* The manager talks to storage only through the ``SessionStore`` protocol.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sessiontree.core.projection import build as _projection
+from sessiontree.errors import (
+    EntryNotFoundError,
+    InvalidSessionError,
+    SessionError,
+    SessionInUseError,
+    StorageError,
+)
+from sessiontree.format.codec import ParsedSession, read_session_file
+from sessiontree.format.ids import is_valid_session_id, new_entry_id, new_session_id, validate_session_id
+from sessiontree.format.gcpause import gc_paused
+from sessiontree.session.lazy import open_lazy
+from sessiontree.core.listing import SessionInfo, is_classified
+from sessiontree.format.upgrade import parent_session_to_id, upgrade_header
+from sessiontree.format.bounds import normalize_nested_calls, normalize_summary
+from sessiontree.stores import open_store
+from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionStore
+from sessiontree.stores.jsonl.store import JsonlStore
+from sessiontree.stores.memory import MemoryStore
+from sessiontree.core.tree import Entry, NameState, SessionTree, TreeNode
+
+__all__ = ["IMPORT_BATCH_BYTES", "IMPORT_BATCH_SESSIONS", "ImportOutcome", "SessionManager", "now_iso"]
+
+#: :meth:`SessionManager.import_files` writes at most this many sessions per transaction ...
+IMPORT_BATCH_SESSIONS = 100
+#: ... and at most this many bytes of entry text (one larger session is a batch of its own):
+#: what a batch holds in memory, and what an interruption or a crash makes the next run redo.
+IMPORT_BATCH_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ImportOutcome:
+    """What :meth:`SessionManager.import_files` did with one file.
+
+    Attributes:
+        path: the file, as given.
+        session_id: the id read from the file (``None`` when it could not be read).
+        entries: how many entries were imported (0 unless imported).
+        error: ``None`` when the session was imported; else why not: a
+            :class:`SessionExistsError` (the id is already stored; compare with
+            ``parsed`` to tell a re-import from a clash), another
+            :class:`SessionError` (invalid file or id, storage failure), an
+            ``OSError`` or a ``ValueError``.
+        parsed: the session as read (``None`` when it could not be read).
+    """
+
+    path: str
+    session_id: str | None
+    entries: int
+    error: Exception | None
+    parsed: ParsedSession | None
+
+
+
+class _Unset:
+    """Marker for "argument not provided", distinct from ``None`` (docs/rules/format.md A.19)."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+
+_EDITABLE_ROLES = ("user", "assistant", "toolResult")
+
+
+_second_prefix: tuple[int, str] = (-1, "")
+
+
+def now_iso() -> str:
+    """The current UTC time as ISO-8601 with milliseconds, e.g. ``2026-02-01T09:05:00.000Z``."""
+    global _second_prefix
+    ms = time.time_ns() // 1_000_000
+    second, millis = divmod(ms, 1000)
+    cached_second, prefix = _second_prefix
+    if second != cached_second:
+        # Formatting is the costly part of a stamp; appends come many per second.
+        prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        _second_prefix = (second, prefix)
+    return f"{prefix}.{millis:03d}Z"
+
+
+StoreOrDir = SessionStore | str | os.PathLike[str]
+
+
+def _store_or_dir(value: StoreOrDir | None) -> SessionStore:
+    """The store a ``storeOrDir`` argument selects (docs/rules/manager.md seed:api).
+
+    ``None``: the configured store (``SESSIONTREE_STORE``, else the shared
+    SQLite database). A :class:`SessionStore`: itself. A store URL
+    (``sqlite:///...``, ``jsonl:///...``, ``memory:``): that store. Any other
+    string or path is a directory, which explicitly selects JSONL.
+
+    Raises:
+        StoreOpenError: the store cannot be opened (never a fallback to memory).
+    """
+    if value is None:
+        return open_store(None)
+    if isinstance(value, str) and (value == "memory:" or "://" in value):
+        return open_store(value)
+    if isinstance(value, (str, os.PathLike)):
+        return JsonlStore(os.fspath(value))
+    return value
+
+
+def _resolve_store(store: StoreOrDir | None, session_dir: str | os.PathLike[str] | None) -> SessionStore:
+    """``store`` when given, else ``session_dir`` (JSONL), else the configured store."""
+    return _store_or_dir(store if store is not None else session_dir)
+
+
+def _classification(internal: bool, workflow: Any) -> dict[str, Any] | None:
+    """The ``internal``/``workflow`` pair to write, or ``None`` (docs/rules/listing.md O.3)."""
+    if internal is True and is_classified({"internal": True, "workflow": workflow}):
+        return {"internal": True, "workflow": workflow}
+    return None
+
+
+def _new_header(session_id: str | None, cwd: str, parent_session: str | None = None,
+                classification: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A format-4 header in the key order of docs/rules/format.md A.3."""
+    header: dict[str, Any] = {
+        "type": "session",
+        "version": 4,
+        "id": validate_session_id(session_id) if session_id is not None else new_session_id(),
+        "createdAt": now_iso(),
+        "cwd": cwd,
+    }
+    if parent_session is not None:
+        # An id is taken as it is: only a legacy path needs a look-up (in_memory
+        # must not touch the filesystem, and a file named like the id must not win).
+        parent_id = parent_session if is_valid_session_id(parent_session) else parent_session_to_id(parent_session)
+        if parent_id is not None:
+            header["parentSessionId"] = parent_id
+    if classification:
+        header.update(classification)
+    return header
+
+
+class SessionManager:
+    """One open session: its header, entry tree and leaf, bound to a store.
+
+    Build one with the static constructors (:meth:`create`, :meth:`open`,
+    :meth:`open_file`, :meth:`continue_recent`, :meth:`in_memory`,
+    :meth:`fork_from`, :meth:`import_from_jsonl`), not directly.
+    """
+
+    def __init__(self, store: SessionStore, header: dict[str, Any], entries: Sequence[Entry] = (),
+                 *, cwd: str, saved: bool, session_file: str | None = None) -> None:
+        """Bind a header and entries to ``store``.
+
+        Args:
+            store: where mutations are written.
+            header: the format-4 header (its ``id`` is the session id).
+            entries: entries in file order; the leaf is the last one, or the
+                target of a final upstream ``leaf`` record
+                (:func:`sessiontree.tree.loaded_leaf_id`).
+            cwd: the manager's working directory (absolute).
+            saved: whether the session already exists in the store.
+            session_file: explicit JSONL path (``open_file``), if any.
+        """
+        self._store = store
+        self._header = header
+        self._tree = SessionTree(entries)
+        self._cwd = os.path.abspath(cwd)
+        self._saved = saved
+        self._session_file = session_file
+        # Ids this process appended: their tools may still run (docs/rules/decisions.md D-11).
+        self._appended: set[str] = set()
+        # The last projection's state, for the tree it was built from and the
+        # number of entries it has seen (see _current_projector).
+        self._projector: tuple[SessionTree, int, _projection.ProjectionBuilder] | None = None
+        # The raw branch of a leaf whose projection was built the one-pass way: (tree,
+        # leaf id, a list whose first n items are that branch, n, a list whose first n
+        # items are the build's steps for them); see _current_projector.
+        self._branch: tuple[SessionTree, str | None, list[Entry], int, _projection.PlainSteps] | None = None
+
+    # ------------------------------------------------------------------ factories
+
+    @classmethod
+    def create(cls, cwd: str, session_dir: str | os.PathLike[str] | None = None, *,
+               store: StoreOrDir | None = None, id: str | None = None,
+               parent_session: str | None = None, internal: bool = False,
+               workflow: dict[str, Any] | None = None) -> SessionManager:
+        """A new session (docs/rules/manager.md seed:create).
+
+        Nothing is written until the first mutation (docs/rules/decisions.md D-1).
+
+        Args:
+            cwd: the session's working directory (made absolute).
+            session_dir: a directory selects a JSONL store there.
+            store: an explicit store or store URL (wins over ``session_dir``).
+            id: a session id to use instead of a new UUIDv7.
+            parent_session: the parent session id (a path is converted, docs/rules/manager.md §3.15).
+            internal, workflow: workflow classification; written only as a valid pair
+            (docs/rules/listing.md O.3).
+
+        Raises:
+            InvalidSessionIdError: ``id`` is not a valid session id.
+            StoreOpenError: the store cannot be opened.
+            SessionExistsError: on the first write, if ``id`` is taken.
+        """
+        target = _resolve_store(store, session_dir)
+        cwd = os.path.abspath(cwd)
+        header = _new_header(id, cwd, parent_session, _classification(internal, workflow))
+        return cls(target, header, cwd=cwd, saved=False)
+
+    @classmethod
+    def open(cls, store: SessionStore | str, session_id: str, cwd_override: str | None = None, *,
+             lazy: bool = True) -> SessionManager:
+        """Open an existing session by exact id (docs/rules/manager.md seed:open-store).
+
+        An older JSONL file has its format-4 upgrade persisted atomically first (docs/rules/decisions.md D-9).
+
+        **Lazy open** (SQLite, ``lazy=True``, docs/stores.md "Lazy open"): a
+        session whose active branch has a compaction boundary is opened from
+        the store's outline plus the records its context needs (the entries
+        since the boundary, its kept tail, and the setting changes, edits and
+        boundaries further up); the other records are read, once, when
+        something first needs them (the whole tree, a branch move, an
+        off-branch entry). Every result is the same as after a full load. A
+        damaged record that was not read is reported by the call that first
+        reads it rather than here, and if another process replaces or deletes
+        the session before then, that call raises
+        :class:`~sessiontree.errors.SessionChangedError`. ``lazy=False``
+        loads everything now.
+
+        Raises:
+            InvalidSessionIdError: malformed id (docs/rules/format.md B.8).
+            SessionNotFoundError: no such session; nothing is created.
+            InvalidSessionError: the stored session is invalid.
+        """
+        validate_session_id(session_id)
+        target = _store_or_dir(store)
+        if lazy:  # the store decides whether it can (open_lazy returns None otherwise)
+            opened = open_lazy(target, session_id)
+            if opened is not None:
+                header, tree, builder = opened
+                cwd = cwd_override if cwd_override is not None else (header.get("cwd") or os.getcwd())
+                manager = cls(target, header, cwd=cwd, saved=True)
+                manager._tree = tree
+                manager._projector = (tree, len(tree), builder)
+                return manager
+        # The manager keeps only the entries: the store need not hold the stored texts
+        # (SQLite frees each as soon as it is parsed: a third less memory held).
+        parsed = target.load(session_id, keep_raw=False)
+        cwd = cwd_override if cwd_override is not None else (parsed.header.get("cwd") or os.getcwd())
+        return cls(target, parsed.header, parsed.entries, cwd=cwd, saved=True)
+
+    @classmethod
+    def open_file(cls, path: str | os.PathLike[str], session_dir: str | os.PathLike[str] | None = None,
+                  cwd_override: str | None = None) -> SessionManager:
+        """Open a JSONL file directly, creating it if missing (docs/rules/manager.md seed:open-file).
+
+        A missing or 0-byte file gets a new session whose header is written at
+        once (docs/rules/decisions.md D-1,
+        docs/rules/format.md D.10). An older format is upgraded and persisted
+        atomically under the file lock before anything else is written (docs/rules/decisions.md D-9).
+        The working directory is ``cwd_override``, else the header's, else the
+        process's (docs/rules/format.md D.13).
+
+        Raises:
+            InvalidSessionError: a non-empty file that is not a valid session
+                (file left untouched).
+            StorageError: writing the header or the upgrade failed.
+        """
+        path = os.path.abspath(os.fspath(path))
+        store = JsonlStore(os.fspath(session_dir) if session_dir is not None else os.path.dirname(path))
+        parsed = store.open_path(path)
+        if parsed is None:
+            cwd = os.path.abspath(cwd_override if cwd_override is not None else os.getcwd())
+            header = _new_header(None, cwd)
+            store.create(header, [], path=path)
+            return cls(store, header, cwd=cwd, saved=True, session_file=path)
+        cwd = cwd_override if cwd_override is not None else (parsed.header.get("cwd") or os.getcwd())
+        return cls(store, parsed.header, parsed.entries, cwd=cwd, saved=True, session_file=path)
+
+    @classmethod
+    def continue_recent(cls, cwd: str, session_dir: str | os.PathLike[str] | None = None, *,
+                        store: StoreOrDir | None = None,
+                        include_internal: bool = False) -> SessionManager:
+        """Continue the most recent regular session of ``cwd`` or create one
+        (docs/rules/manager.md seed:continue-recent, docs/rules/listing.md M.2/M.3).
+
+        Recency is the session's last write. The found session is opened with
+        the given ``cwd``. Workflow sessions are considered only with
+        ``include_internal``. Unloadable sessions are skipped, as in resume
+        listings (docs/rules/manager.md seed:api): when the most recent one does not
+        load, the newest loadable row of ``list`` is continued instead.
+
+        Raises:
+            StoreOpenError: the store cannot be opened.
+            StorageError: creating the new session failed.
+        """
+        target = _resolve_store(store, session_dir)
+        cwd = os.path.abspath(cwd)
+        recent = target.find_most_recent(cwd, include_internal)
+        if recent is not None:
+            try:
+                return cls.open(target, recent, cwd_override=cwd)
+            except InvalidSessionError:
+                for info in target.list_sessions(cwd=cwd, include_internal=include_internal):
+                    if info.id == recent:
+                        continue
+                    try:
+                        return cls.open(target, info.id, cwd_override=cwd)
+                    except InvalidSessionError:
+                        continue
+        return cls.create(cwd, store=target)
+
+    @classmethod
+    def in_memory(cls, cwd: str | None = None, *, id: str | None = None, parent_session: str | None = None,
+                  internal: bool = False, workflow: dict[str, Any] | None = None,
+                  entries: Sequence[dict[str, Any]] | None = None) -> SessionManager:
+        """A session in a private :class:`MemoryStore`; no filesystem I/O
+        (docs/rules/manager.md seed:in-memory, §3.5).
+
+        Args:
+            entries: optional records. When they include a header (``type ==
+                "session"``) it is used, upgraded to format 4; the other
+                records are the entries and the leaf is decided as on load
+                (:func:`sessiontree.tree.loaded_leaf_id`).
+
+        Raises:
+            InvalidSessionIdError: ``id`` is not a valid session id.
+            InvalidSessionError: ``entries`` are not a valid session.
+        """
+        cwd = os.path.abspath(cwd if cwd is not None else os.getcwd())
+        records = list(entries or [])
+        headers = [r for r in records if r.get("type") == "session"]
+        body = [r for r in records if r.get("type") != "session"]
+        if headers:
+            header = upgrade_header(headers[0])
+        else:
+            header = _new_header(id, cwd, parent_session, _classification(internal, workflow))
+        store = MemoryStore()
+        manager = cls(store, header, body, cwd=cwd, saved=False)
+        if body:
+            manager._persist(body)
+        return manager
+
+    @classmethod
+    def from_parsed(cls, parsed: ParsedSession, cwd: str | None = None) -> SessionManager:
+        """A manager over a session already read, for reading it: navigation and projections.
+
+        The cheap way to look at a stored session without the risk of
+        writing to it (read-only CLI commands, the web viewer): the parsed
+        header and entries are bound as they are, not copied, re-serialized
+        or re-validated (they were validated when read), to a private, empty
+        :class:`~sessiontree.stores.memory.MemoryStore`. Building a
+        40,000-entry session's manager this way costs the index of its ids
+        (tens of milliseconds), where :meth:`in_memory` would re-encode and
+        re-parse every entry (0.76 s).
+
+        Args:
+            parsed: a session as a store's ``read``/``load`` or
+                :func:`sessiontree.format.read_session_file` returns it
+                (format 4). Its header and entry dicts become the manager's
+                and must not be modified afterwards.
+            cwd: the manager's working directory; default the header's
+                ``cwd``, else the process's (made absolute).
+
+        Returns:
+            A manager whose leaf is the loaded leaf
+            (:func:`sessiontree.tree.loaded_leaf_id`). Moving the leaf
+            (:meth:`branch`, :meth:`reset_leaf`) and every getter and
+            projection work as on :meth:`open`, with the same results.
+
+        Read-only safety: the session is not in the private store, so any
+        append raises :class:`~sessiontree.errors.SessionNotFoundError` and
+        leaves the manager as it was; nothing this manager does can reach the
+        store or file the session was read from.
+
+        Raises:
+            InvalidSessionError: two entries share an id.
+        """
+        cwd = cwd if cwd is not None else (parsed.header.get("cwd") or os.getcwd())
+        with gc_paused():  # one index entry per entry; no cycles (see sessiontree._gc)
+            return cls(MemoryStore(), parsed.header, parsed.entries, cwd=cwd, saved=True)
+
+    @classmethod
+    def fork_from(cls, source_path: str | os.PathLike[str], target_cwd: str,
+                  session_dir: str | os.PathLike[str] | None = None, *,
+                  store: StoreOrDir | None = None, id: str | None = None,
+                  internal: bool = False, workflow: dict[str, Any] | None = None) -> SessionManager:
+        """Fork a JSONL file into a new session (docs/rules/manager.md seed:fork-from, N.7-N.10).
+
+        The source is read and upgraded in memory (never modified); every
+        entry is copied in order; the new header has ``cwd`` = ``target_cwd``
+        and ``parentSessionId`` = the source id; classification comes from the
+        arguments, else from a valid source pair (docs/rules/decisions.md D-14).
+
+        Raises:
+            OSError: the source cannot be read.
+            InvalidSessionError: the source is not a valid session.
+        """
+        parsed = read_session_file(source_path)
+        target = _resolve_store(store, session_dir)
+        return cls._fork(parsed, target, target_cwd, id, internal, workflow)
+
+    @classmethod
+    def _fork(cls, source: ParsedSession, target: SessionStore, cwd: str, session_id: str | None,
+              internal: bool, workflow: dict[str, Any] | None) -> SessionManager:
+        classification = _classification(internal, workflow)
+        if classification is None and is_classified(source.header):
+            classification = {"internal": True, "workflow": source.header["workflow"]}
+        cwd = os.path.abspath(cwd)
+        header = _new_header(session_id, cwd, None, None)
+        header["parentSessionId"] = source.header["id"]
+        if classification:
+            header.update(classification)
+        raw = [source.entry_bytes(i) for i in range(len(source.entries))]
+        target.create(header, source.entries, raw)
+        return cls(target, header, source.entries, cwd=cwd, saved=True)
+
+    @classmethod
+    def import_from_jsonl(cls, input_path: str | os.PathLike[str], cwd: str | None = None,
+                          target: StoreOrDir | None = None) -> SessionManager:
+        """Import a JSONL file keeping its id (docs/rules/manager.md seed:import,
+        docs/rules/decisions.md D-16).
+
+        The file is read with the format-4 reader and upgraded in memory (it
+        is never modified); id, ``createdAt``, parent, classification and every
+        entry (with its stored JSON text) are kept. The header ``cwd`` becomes
+        ``cwd`` when given (the import lands in that project), else it is kept.
+
+        Args:
+            target: a store, a store URL, or a directory (JSONL); default: the configured store.
+
+        Raises:
+            FileNotFoundError: the input file does not exist.
+            InvalidSessionError: the file is not a valid session.
+            InvalidSessionIdError: the file's session id is not a valid id.
+            SessionExistsError: the id is already in the target store (target untouched).
+        """
+        return cls.import_session(read_session_file(input_path), cwd, target)
+
+    @classmethod
+    def import_session(cls, parsed: ParsedSession, cwd: str | None = None,
+                       target: StoreOrDir | None = None) -> SessionManager:
+        """Import an already-read session (see :meth:`import_from_jsonl`), for
+        callers that have parsed the file themselves and should not read it twice.
+
+        Raises:
+            InvalidSessionIdError, SessionExistsError: as :meth:`import_from_jsonl`.
+        """
+        validate_session_id(parsed.header["id"])
+        store = _store_or_dir(target)
+        header = dict(parsed.header)
+        if cwd is not None:
+            header["cwd"] = os.path.abspath(cwd)
+        raw = [parsed.entry_bytes(i) for i in range(len(parsed.entries))]
+        store.create(header, parsed.entries, raw)
+        return cls(store, header, parsed.entries, cwd=header.get("cwd") or os.getcwd(), saved=True)
+
+    @classmethod
+    def import_files(cls, paths: Iterable[str | os.PathLike[str]], cwd: str | None = None,
+                     target: StoreOrDir | None = None, *, batch_sessions: int | None = None,
+                     batch_bytes: int | None = None) -> Iterator[ImportOutcome]:
+        """Import many JSONL files keeping their ids, as :meth:`import_from_jsonl` does
+        for each (docs/rules/manager.md seed:import; what ``sessiontree import`` runs).
+
+        Files are read in order and written in groups of up to ``batch_sessions``
+        sessions or ``batch_bytes`` bytes of entry text, each group in one
+        transaction of the store's ``create_many`` (stores without it: one
+        ``create`` per session). A group that fails as a whole (an id already
+        stored, a storage error) is written again one session per transaction,
+        so every file gets its own outcome and one bad file costs no other its
+        import. Each group's outcomes are yielded, in file order, only after its
+        transaction committed: a yielded "imported" is as durable as the store
+        makes any write, and an interruption (``KeyboardInterrupt``) or crash
+        loses only the group in progress, none of whose files was reported, so
+        running the same import again finishes it.
+
+        Args:
+            paths: the files, in order.
+            cwd: as for :meth:`import_from_jsonl` (the imports land in that project).
+            target: a store, a store URL, or a directory (JSONL); default: the configured store.
+            batch_sessions, batch_bytes: the group bounds (default :data:`IMPORT_BATCH_SESSIONS`,
+                :data:`IMPORT_BATCH_BYTES`).
+
+        Returns:
+            An iterator of one :class:`ImportOutcome` per path, in order. Errors of
+            single files are in the outcomes; nothing is raised for them.
+        """
+        store = _store_or_dir(target)
+        batch_sessions = batch_sessions or IMPORT_BATCH_SESSIONS
+        batch_bytes = batch_bytes or IMPORT_BATCH_BYTES
+        many = getattr(store, "create_many", None)
+        pending: list[tuple[str, ParsedSession | None, Exception | None]] = []
+        size = 0
+        for path in paths:
+            parsed = None
+            try:
+                parsed = read_session_file(path)
+                validate_session_id(parsed.header["id"])
+            except (SessionError, OSError, ValueError) as exc:
+                pending.append((str(path), parsed, exc))
+            else:
+                pending.append((str(path), parsed, None))
+                size += sum(len(parsed.entry_bytes(i)) for i in range(len(parsed.entries)))
+            if len(pending) >= batch_sessions or size >= batch_bytes:
+                yield from cls._import_group(store, many, pending, cwd)
+                pending, size = [], 0
+        if pending:
+            yield from cls._import_group(store, many, pending, cwd)
+
+    @staticmethod
+    def _import_group(store: SessionStore, many: Any,
+                      pending: Sequence[tuple[str, ParsedSession | None, Exception | None]],
+                      cwd: str | None) -> Iterator[ImportOutcome]:
+        """Write one group of :meth:`import_files`; its outcomes in order, after the commit."""
+        items = []
+        for index, (_path, parsed, error) in enumerate(pending):
+            if parsed is None or error is not None:
+                continue
+            header = dict(parsed.header)
+            if cwd is not None:
+                header["cwd"] = os.path.abspath(cwd)
+            raw = [parsed.entry_bytes(i) for i in range(len(parsed.entries))]
+            items.append((index, (header, parsed.entries, raw)))
+        errors: dict[int, Exception] = {}
+        written = False
+        if many is not None and len(items) > 1:
+            try:
+                many([triple for _index, triple in items])
+                written = True
+            except (SessionError, ValueError):
+                pass  # nothing was stored: write them one by one, so each gets its own outcome
+        if not written:
+            for index, (header, entries, raw) in items:
+                try:
+                    store.create(header, entries, raw)
+                except (SessionError, ValueError) as exc:
+                    errors[index] = exc
+        for index, (path, parsed, error) in enumerate(pending):
+            error = error or errors.get(index)
+            session_id = parsed.header.get("id") if parsed is not None else None
+            yield ImportOutcome(path, session_id, 0 if error or parsed is None else len(parsed.entries), error,
+                                parsed)
+
+    # ------------------------------------------------------------------ listing
+
+    @staticmethod
+    def list(cwd: str, store_or_dir: StoreOrDir | None = None,
+             on_progress: ProgressCallback | None = None, *, include_internal: bool = False,
+             cancel: CancelEvent | None = None) -> builtins.list[SessionInfo]:
+        """Sessions of one project, newest first (docs/rules/listing.md seed:listing; group L).
+
+        Internal workflow sessions are left out unless ``include_internal``.
+
+        Raises:
+            ListingCancelledError: ``cancel`` was set; no partial list.
+        """
+        store = _store_or_dir(store_or_dir)
+        return store.list_sessions(cwd=os.path.abspath(cwd), include_internal=include_internal,
+                                   on_progress=on_progress, cancel=cancel)
+
+    @staticmethod
+    def list_all(store_or_dir: StoreOrDir | None = None,
+                 on_progress: ProgressCallback | None = None, *, include_internal: bool = False,
+                 cancel: CancelEvent | None = None) -> builtins.list[SessionInfo]:
+        """Sessions of every project in the store, newest first (docs/rules/listing.md seed:listing).
+
+        Returns:
+            One :class:`SessionInfo` per loadable session (unloadable ones are
+            left out); workflow sessions only with ``include_internal``.
+
+        Raises:
+            StoreOpenError: the store cannot be opened.
+            ListingCancelledError: ``cancel`` was set.
+        """
+        store = _store_or_dir(store_or_dir)
+        return store.list_sessions(include_internal=include_internal, on_progress=on_progress, cancel=cancel)
+
+    # ------------------------------------------------------------------ session management
+
+    def new_session(self, *, id: str | None = None, parent_session: str | None = None,
+                    internal: bool = False, workflow: dict[str, Any] | None = None) -> str | None:
+        """Start a new, empty session in the same store (docs/rules/manager.md seed:new-session, T.3).
+
+        Labels, entries and the leaf are cleared; nothing is written until the
+        first mutation.
+
+        Returns:
+            The new session's JSONL path when the store has files, else ``None``.
+        """
+        header = _new_header(id, self._cwd, parent_session, _classification(internal, workflow))
+        self._header = header
+        self._tree = SessionTree()
+        self._branch = None  # the kept branch belongs to the old tree: let it go
+        self._saved = False
+        self._session_file = None
+        self._appended = set()
+        return self.get_session_file()
+
+    def mark_session_internal(self, workflow: dict[str, Any] | None = None) -> None:
+        """Apply valid workflow ownership (docs/rules/manager.md seed:mark-internal,
+        docs/rules/listing.md O.4).
+
+        Does nothing when the header is already classified or ``workflow`` is
+        invalid; otherwise sets ``internal: true`` and ``workflow`` and, when
+        the session is already stored, replaces its header at once.
+
+        Raises:
+            StorageError: the header could not be written (the header is restored).
+        """
+        if is_classified(self._header) or _classification(True, workflow) is None:
+            return
+        previous = self._header
+        header = {k: v for k, v in previous.items() if k not in ("internal", "workflow")}
+        header["internal"] = True
+        header["workflow"] = workflow
+        self._header = header
+        if self._saved:
+            try:
+                self._store.replace_header(self.get_session_id(), header)
+            except BaseException:
+                self._header = previous
+                raise
+
+    def set_session_file(self, path: str | os.PathLike[str]) -> None:
+        """Switch this manager to a JSONL file, keeping its cwd
+        (docs/rules/manager.md seed:set-session-file, T.4).
+
+        A missing file is created on the first append; an existing one is opened
+        as :meth:`open_file` does (an older format's upgrade persisted).
+
+        Raises:
+            InvalidSessionError: the file is not a valid session.
+            StorageError: persisting an upgrade failed.
+        """
+        other = SessionManager.open_file(path, cwd_override=self._cwd)
+        self.__dict__.update(other.__dict__)
+
+    def create_branched_session(self, leaf_id: str) -> str | None:
+        """Extract the branch ending at ``leaf_id`` into a new session and switch to it
+        (docs/rules/manager.md seed:create-branched; N.1-N.6, docs/rules/decisions.md D-5,
+        docs/rules/manager.md §3.15).
+
+        Label entries on the path are dropped and the kept entries re-chained
+        around them; labels of path entries are recreated (original text and
+        timestamp, new ids) after the last path entry. The new header has
+        ``parentSessionId`` = the current id and inherits a valid
+        classification. The new session is written at once.
+
+        Returns:
+            The new JSONL path when the store has files, else ``None``.
+
+        Raises:
+            EntryNotFoundError: ``leaf_id`` is unknown.
+            StorageError: the write failed (the manager is unchanged).
+        """
+        path = self._tree.get_branch(leaf_id)
+        if not path:
+            raise EntryNotFoundError(leaf_id)
+        kept: builtins.list[Entry] = []
+        dropped_labels: set[str] = set()
+        previous_kept: str | None = None
+        for entry in path:
+            if entry.get("type") == "label":
+                dropped_labels.add(entry["id"])
+                continue
+            if entry.get("parentId") != previous_kept:
+                entry = {**entry, "parentId": previous_kept}
+            kept.append(entry)
+            previous_kept = entry["id"]
+        # A firstKeptEntryId on a dropped label moves to the next kept entry (docs/rules/decisions.md D-5).
+        position = {e["id"]: i for i, e in enumerate(path)}
+        for i, entry in enumerate(kept):
+            first_kept = entry.get("firstKeptEntryId") if entry.get("type") == "compaction" else None
+            if isinstance(first_kept, str) and first_kept in dropped_labels:
+                later = [e["id"] for e in path[position[first_kept] + 1:] if e["id"] not in dropped_labels]
+                kept[i] = {**entry, "firstKeptEntryId": later[0] if later else None}
+        on_path = {e["id"] for e in kept}
+        used = set(on_path)
+        parent = previous_kept
+        for target, (text, stamp) in self._tree.labels.items():
+            if target not in on_path:
+                continue
+            label_id = new_entry_id(used)
+            used.add(label_id)
+            kept.append({"type": "label", "id": label_id, "parentId": parent, "timestamp": stamp,
+                         "targetId": target, "label": text})
+            parent = label_id
+        classification = ({"internal": True, "workflow": self._header["workflow"]}
+                          if is_classified(self._header) else None)
+        header = _new_header(None, self._cwd, None, None)
+        header["parentSessionId"] = self.get_session_id()
+        if classification:
+            header.update(classification)
+        # Entries that were not changed keep their stored JSON text.
+        self._store.create(header, kept)
+        self._header = header
+        self._tree = SessionTree(kept)
+        self._branch = None
+        self._saved = True
+        self._session_file = None
+        self._appended = set()
+        return self.get_session_file()
+
+    def fork_to(self, cwd: str, target: StoreOrDir | None = None, *,
+                id: str | None = None, internal: bool = False,
+                workflow: dict[str, Any] | None = None) -> SessionManager:
+        """Copy every entry of this session into a new session (docs/rules/manager.md seed:fork-to, §3.5).
+
+        Entries of all branches are copied in order with their ids; the new
+        header has a new id (or ``id``), ``cwd``, and ``parentSessionId`` = this
+        id; classification per docs/rules/decisions.md D-14. This session is unchanged.
+
+        Args:
+            target: a store, store URL or JSONL directory; default: this store.
+
+        Returns:
+            A manager opened on the copy.
+
+        Raises:
+            StoreOpenError: ``target`` cannot be opened.
+            SessionExistsError: ``id`` is already stored there.
+            StorageError: the copy could not be written (nothing is left behind).
+        """
+        store = self._store if target is None else _store_or_dir(target)
+        if self._saved:
+            source = self._store.load(self.get_session_id())  # keeps each entry's stored JSON text
+        else:
+            source = ParsedSession(header=self._header, entries=self._tree.entries,
+                                   raw=[None] * len(self._tree.entries), header_raw=b"", source_version=4)
+        return SessionManager._fork(source, store, cwd, id, internal, workflow)
+
+    def delete_session(self, session_id: str) -> None:
+        """Delete another session of this store (docs/rules/manager.md seed:delete-session).
+
+        An id that is not in the store does nothing.
+
+        Raises:
+            SessionInUseError: ``session_id`` is this manager's session.
+            StorageError: the removal failed.
+        """
+        if session_id == self.get_session_id():
+            raise SessionInUseError(session_id)
+        self._store.delete(session_id)
+
+    # ------------------------------------------------------------------ appending
+
+    def _persist(self, entries: Sequence[Entry]) -> None:
+        try:
+            if self._saved:
+                self._store.append(self.get_session_id(), entries)
+            else:
+                self._store.create(self._header, entries, path=self._session_file)
+                self._saved = True
+        except StorageError:
+            raise
+        except OSError as exc:
+            raise StorageError(f"could not write session {self.get_session_id()}: {exc}") from exc
+
+    def _append(self, entry: Entry) -> str:
+        """Publish ``entry`` as the new leaf only once it has committed."""
+        previous = self._tree.leaf_id
+        self._tree.add(entry)
+        try:
+            self._persist([entry])
+        except BaseException:
+            self._tree.pop(previous)
+            raise
+        self._appended.add(entry["id"])
+        return entry["id"]
+
+    def _base(self, entry_type: str) -> Entry:
+        return {"type": entry_type, "id": new_entry_id(self._tree),
+                "parentId": self._tree.leaf_id, "timestamp": now_iso()}
+
+    def append_message(self, message: dict[str, Any]) -> str:
+        """Append a ``message`` entry (docs/rules/format.md seed:message-entry).
+
+        Tool results have their ``nestedCalls`` bounded (docs/rules/projection.md §3.10).
+
+        Returns:
+            The new entry id.
+
+        Raises:
+            ValueError: ``message`` is not an object with a string ``role``, or
+                is an assistant message with ``stopReason == "pending"`` (docs/rules/projection.md §3.11),
+                or the entry would nest deeper than ``jsonio.MAX_DEPTH``
+                (``jsonio.NestingError``; nothing is written).
+            StorageError: the write failed; nothing was appended.
+        """
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise ValueError("A message must be an object with a string role")
+        if message["role"] == "assistant" and message.get("stopReason") == "pending":
+            raise ValueError('An assistant message with stopReason "pending" is still streaming and cannot be stored')
+        if message["role"] == "toolResult" and isinstance(message.get("nestedCalls"), dict):
+            message = {**message, "nestedCalls": normalize_nested_calls(message["nestedCalls"])}
+        entry = self._base("message")
+        entry["message"] = message
+        return self._append(entry)
+
+    def append_thinking_level_change(self, level: str) -> str:
+        """Append a ``thinking_level_change`` (stored as given, docs/rules/format.md A.7;
+        seed:thinking-level-change).
+
+        Returns the new entry's id. Raises ``StorageError`` when the write fails
+        (nothing is published; see :meth:`append_message`).
+        """
+        entry = self._base("thinking_level_change")
+        entry["thinkingLevel"] = level
+        return self._append(entry)
+
+    def append_context_window_change(self, context_window: int) -> str:
+        """Append a ``context_window_change`` of ``context_window`` tokens (docs/rules/projection.md §3.8).
+
+        Raises:
+            ValueError: not a positive ``int`` (``bool`` excluded).
+        """
+        if isinstance(context_window, bool) or not isinstance(context_window, int) or context_window <= 0:
+            raise ValueError("Context window must be a positive integer")
+        entry = self._base("context_window_change")
+        entry["contextWindow"] = context_window
+        return self._append(entry)
+
+    def append_model_change(self, provider: str, model_id: str) -> str:
+        """Append a ``model_change`` (docs/rules/format.md A.8; seed:model-change).
+
+        Returns the new entry's id. Raises ``StorageError`` when the write fails
+        (nothing is published; see :meth:`append_message`).
+        """
+        entry = self._base("model_change")
+        entry["provider"] = provider
+        entry["modelId"] = model_id
+        return self._append(entry)
+
+    def append_compaction(self, compacted_text: str, first_kept_entry_id: str | None,
+                          tokens_before: int, details: Any) -> str:
+        """Append a verbatim-line compaction boundary (docs/rules/format.md seed:compaction-entry;
+        docs/rules/projection.md Q.14, §3.6).
+
+        ``fromHook: true`` is written when ``details["rung"] == "extension"``.
+        The current system-message state, if any, is stored as the
+        ``systemMessage`` checkpoint.
+
+        Raises:
+            EntryNotFoundError: a non-null ``first_kept_entry_id`` is unknown.
+        """
+        if first_kept_entry_id is not None:
+            self._tree.require(first_kept_entry_id)
+        system = _projection.get_current_system_message(self._current_projector().system_messages)
+        entry = self._base("compaction")
+        entry["summary"] = compacted_text
+        entry["firstKeptEntryId"] = first_kept_entry_id
+        entry["tokensBefore"] = tokens_before
+        entry["details"] = details
+        if isinstance(details, dict) and details.get("rung") == "extension":
+            entry["fromHook"] = True
+        if system is not None:
+            stamp = datetime.fromisoformat(entry["timestamp"].replace("Z", "+00:00"))
+            entry["systemMessage"] = {**system, "timestamp": int(stamp.timestamp() * 1000)}
+        return self._append(entry)
+
+    def append_custom_entry(self, custom_type: str, data: Any = UNSET) -> str:
+        """Append extension state, not in context (docs/rules/format.md seed:custom-entry; A.11:
+        base fields last; no ``data`` key when not provided, ``null`` when ``None``).
+
+        Returns the new entry's id. Raises ``StorageError`` when the write fails
+        (nothing is published; see :meth:`append_message`).
+        """
+        base = self._base("custom")
+        entry: Entry = {"type": "custom", "customType": custom_type}
+        if data is not UNSET:
+            entry["data"] = data
+        entry.update(id=base["id"], parentId=base["parentId"], timestamp=base["timestamp"])
+        return self._append(entry)
+
+    def append_session_info(self, name: str) -> str:
+        """Set the display name, trimmed; an empty name clears it and the empty entry
+        stays (docs/rules/format.md seed:session-info-entry).
+
+        Returns the new entry's id. Raises ``StorageError`` when the write fails
+        (nothing is published; see :meth:`append_message`).
+        """
+        entry = self._base("session_info")
+        entry["name"] = name.strip()
+        return self._append(entry)
+
+    def append_session_summary(self, summary: str, summarized_through_id: str, usage: Any = UNSET) -> str:
+        """Store a resume-picker summary anchored to a message
+        (docs/rules/format.md seed:session-summary-entry, docs/rules/decisions.md D-13).
+
+        Raises:
+            EntryNotFoundError: ``summarized_through_id`` is unknown.
+        """
+        self._tree.require(summarized_through_id)
+        entry = self._base("session_summary")
+        entry["summary"] = normalize_summary(summary)
+        entry["summarizedThroughId"] = summarized_through_id
+        if usage is not UNSET:
+            entry["usage"] = usage
+        return self._append(entry)
+
+    def append_custom_message_entry(self, custom_type: str, content: Any, display: bool,
+                                    details: Any = UNSET) -> str:
+        """Append an extension message that is in context (docs/rules/format.md seed:custom-message-entry;
+        A.12: base fields last).
+
+        Returns the new entry's id. Raises ``StorageError`` when the write fails
+        (nothing is published; see :meth:`append_message`).
+        """
+        base = self._base("custom_message")
+        entry: Entry = {"type": "custom_message", "customType": custom_type, "content": content,
+                        "display": display}
+        if details is not UNSET:
+            entry["details"] = details
+        entry.update(id=base["id"], parentId=base["parentId"], timestamp=base["timestamp"])
+        return self._append(entry)
+
+    def append_label_change(self, target_id: str, label: str | None = None) -> str:
+        """Set (non-empty ``label``) or clear (``""`` or ``None``) a label
+        (docs/rules/tree.md I.1, docs/rules/format.md A.13).
+
+        Raises:
+            EntryNotFoundError: ``target_id`` is unknown; nothing appended.
+        """
+        self._tree.require(target_id)
+        entry = self._base("label")
+        entry["targetId"] = target_id
+        if label is not None:
+            entry["label"] = label
+        return self._append(entry)
+
+    def append_context_edit(self, target_id: str, replacement: dict[str, Any] | None) -> str:
+        """Append a branch-local context edit (docs/rules/format.md seed:context-edit-entry,
+        docs/rules/projection.md R.1/R.2).
+
+        Args:
+            replacement: ``None`` omits the target from model context;
+                ``{"content": str | blocks}`` replaces only its content. A string
+                for an assistant or tool-result target is stored as one text block.
+
+        Raises:
+            ValueError: a malformed replacement.
+            EntryNotFoundError: unknown target.
+            ValueError: the target is not on the active branch, or does not
+                contribute editable model content.
+        """
+        if replacement is not None and not (
+            isinstance(replacement, dict) and isinstance(replacement.get("content"), (str, builtins.list))
+        ):
+            raise ValueError("Context edit replacement must be null or contain string/array content")
+        target = self._tree.require(target_id)
+        if not any(e["id"] == target_id for e in self._tree.get_branch()):
+            raise ValueError(f"Entry {target_id} is not on the active branch")
+        role = target.get("message", {}).get("role") if target.get("type") == "message" else None
+        if not (target.get("type") == "custom_message" or role in _EDITABLE_ROLES):
+            raise ValueError(f"Entry {target_id} does not contribute editable model content")
+        if replacement is not None and role in ("assistant", "toolResult") and isinstance(replacement["content"], str):
+            replacement = {**replacement, "content": [{"type": "text", "text": replacement["content"]}]}
+        entry = self._base("context_edit")
+        entry["targetId"] = target_id
+        entry["replacement"] = replacement
+        return self._append(entry)
+
+    # ------------------------------------------------------------------ navigation
+
+    def get_leaf_id(self) -> str | None:
+        """The current leaf id, or ``None`` (docs/rules/tree.md F.5)."""
+        return self._tree.leaf_id
+
+    def get_leaf_entry(self) -> Entry | None:
+        """The current leaf entry, or ``None``."""
+        return self._tree.get_entry(self._tree.leaf_id) if self._tree.leaf_id is not None else None
+
+    def get_entry(self, entry_id: str) -> Entry | None:
+        """The entry with this id, or ``None``."""
+        return self._tree.get_entry(entry_id)
+
+    def get_branch(self, from_id: str | None = None) -> builtins.list[Entry]:
+        """Entries from the root to ``from_id`` (default: the leaf), root first (docs/rules/tree.md F.6)."""
+        return self._tree.get_branch(from_id)
+
+    def get_tree(self) -> builtins.list[TreeNode]:
+        """The whole tree: roots in file order, children oldest first, labels resolved (H)."""
+        return self._tree.get_tree()
+
+    def get_children(self, parent_id: str | None) -> builtins.list[Entry]:
+        """Direct children of ``parent_id`` in file order (docs/rules/tree.md H.6)."""
+        return self._tree.get_children(parent_id)
+
+    def get_label(self, entry_id: str) -> str | None:
+        """The current label of ``entry_id`` (I)."""
+        return self._tree.get_label(entry_id)
+
+    def branch(self, entry_id: str) -> None:
+        """Move the leaf to an earlier entry; writes nothing (docs/rules/tree.md F.3).
+
+        Raises:
+            EntryNotFoundError: unknown id.
+        """
+        self._tree.require(entry_id)
+        self._tree.leaf_id = entry_id
+
+    def reset_leaf(self) -> None:
+        """Set the leaf to ``None``: the next append starts a new root (docs/rules/tree.md F.4)."""
+        self._tree.leaf_id = None
+
+    def branch_with_summary(self, branch_from_id: str | None, summary: str, details: Any = UNSET,
+                            from_hook: Any = UNSET, usage: Any = UNSET) -> str:
+        """Move the leaf to ``branch_from_id`` and append a ``branch_summary`` there
+        (docs/rules/format.md seed:branch-summary-entry; docs/rules/tree.md G.2, docs/rules/decisions.md D-4).
+
+        ``fromId`` is the leaf that was left (``"root"`` when there was none);
+        the summary is stored as given.
+
+        Raises:
+            EntryNotFoundError: a non-null ``branch_from_id`` is unknown.
+        """
+        if branch_from_id is not None:
+            self._tree.require(branch_from_id)
+        left = self._tree.leaf_id
+        self._tree.leaf_id = branch_from_id
+        entry = self._base("branch_summary")
+        entry["fromId"] = left if left is not None else "root"
+        entry["summary"] = summary
+        for key, value in (("details", details), ("usage", usage), ("fromHook", from_hook)):
+            if value is not UNSET:
+                entry[key] = value
+        try:
+            return self._append(entry)
+        except BaseException:
+            self._tree.leaf_id = left
+            raise
+
+    # ------------------------------------------------------------------ context
+
+    def _repair_trailing(self) -> bool:
+        # docs/rules/decisions.md D-11: trailing calls of a turn appended by this process may still be
+        # running. Walk up from the leaf only as far as the last assistant turn.
+        if not self._appended:
+            return True
+        get = self._tree.get_entry
+        seen: set[str] = set()
+        current = self._tree.leaf_id
+        while current is not None and current not in seen:
+            entry = get(current)
+            if entry is None:
+                break
+            message = entry.get("message") if entry.get("type") == "message" else None
+            if isinstance(message, dict) and message.get("role") == "assistant":
+                return current not in self._appended
+            seen.add(current)
+            current = entry.get("parentId")
+        return True
+
+    def _current_projector(self) -> _projection.ProjectionBuilder:
+        """The projection state of the active branch, extended rather than rebuilt when possible.
+
+        Entries are only ever appended, so a projection built for leaf L
+        stays right for as long as the leaf is L, and grows by the entries
+        appended below it. Anything else (another leaf, a new compaction
+        boundary, a context edit, another tree, fewer entries after a rolled
+        back write) builds it afresh.
+        """
+        tree = self._tree
+        cached = self._projector
+        count = len(tree)  # len(), not len(tree.entries): a lazy tree answers it without reading
+        if cached is not None and cached[0] is tree and cached[1] <= count:
+            _, seen, projector = cached
+            fresh = True
+            for entry in tree.entries_from(seen) if seen < count else ():
+                # Entries on other branches are skipped: they can never be
+                # ancestors of a leaf that the projector reaches.
+                if entry.get("parentId") == projector.leaf_id and not projector.advance(entry):
+                    fresh = False
+                    break
+            if fresh and projector.leaf_id == tree.leaf_id:
+                self._projector = (tree, count, projector)
+                return projector
+        # A plain branch (no boundary, no edit) seen by an earlier build of the same
+        # leaf is projected without walking it again, from the steps that build
+        # derived from each entry (projection._plain_step): entries are only ever
+        # appended and never changed, so a leaf's branch and those steps never change.
+        branch = ops = None
+        kept = self._branch
+        if (kept is not None and kept[0] is tree and kept[1] == tree.leaf_id
+                and kept[3] <= len(kept[2]) and kept[3] <= len(kept[4])):
+            n = kept[3]
+            branch = kept[2] if n == len(kept[2]) else kept[2][:n]
+            ops = kept[4].prefix(n)
+        with gc_paused():
+            projector = _projection.ProjectionBuilder.build(tree.entries, tree.leaf_id, tree.by_id,
+                                                            branch=branch, ops=ops)
+        self._projector = (tree, len(tree), projector)
+        if projector.plain_branch is not None and projector.plain_ops is not None:
+            self._branch = (tree, tree.leaf_id, projector.plain_branch, len(projector.plain_branch),
+                            projector.plain_ops)
+        return projector
+
+    def build_session_projection(self) -> _projection.SessionProjection:
+        """The model-visible projection of the active branch
+        (docs/rules/projection.md seed:context-building, spec:projection).
+
+        Same result as :func:`sessiontree.projection.build_session_projection`
+        for the leaf (with docs/rules/decisions.md D-11 trailing repair unless the last assistant turn
+        was appended by this manager), but the manager keeps the projection's
+        state between calls: after appending a turn, the next call costs in
+        proportion to the new entries (plus copying the message list), not
+        to the branch. A new boundary, a context edit or a leaf move
+        rebuilds it.
+        """
+        return self._current_projector().result(self._repair_trailing())
+
+    def build_session_context(self) -> _projection.SessionContext:
+        """Messages, thinking level and model for the model
+        (docs/rules/projection.md seed:context-building)."""
+        projection = self.build_session_projection()
+        return _projection.SessionContext(messages=projection.messages, thinking_level=projection.thinking_level,
+                                          model=projection.model)
+
+    def build_historical_projection(self) -> _projection.HistoricalProjection:
+        """The active branch's context as the agent that wrote its latest retired
+        summary compaction rebuilt it: an archival view, never what a current
+        agent sends (see :func:`sessiontree.projection.build_historical_projection`).
+
+        Trailing tool calls are closed as in :meth:`build_session_projection`.
+        Built afresh on every call; nothing is written.
+        """
+        return _projection.build_historical_projection(self._tree.entries, self._tree.leaf_id,
+                                                       by_id=self._tree.by_id,
+                                                       repair_trailing=self._repair_trailing())
+
+    def build_context_entries(self) -> builtins.list[Entry]:
+        """Active-branch entries after the latest compaction boundary (docs/rules/projection.md Q.13)."""
+        return _projection.build_context_entries(self._tree.entries, self._tree.leaf_id, by_id=self._tree.by_id)
+
+    # ------------------------------------------------------------------ getters
+
+    def get_entries(self) -> builtins.list[Entry]:
+        """All entries, header excluded, in file order (a new list; entries shared)."""
+        return builtins.list(self._tree.entries)
+
+    def get_header(self) -> dict[str, Any]:
+        """The session header."""
+        return self._header
+
+    def get_session_name(self) -> str | None:
+        """The display name, ``None`` when never named or cleared (docs/rules/listing.md J.3)."""
+        return self._tree.name_state().name
+
+    def get_session_name_state(self) -> NameState:
+        """Never named / cleared / named (docs/rules/format.md seed:session-info-entry)."""
+        return self._tree.name_state()
+
+    def get_cwd(self) -> str:
+        """The absolute working directory."""
+        return self._cwd
+
+    def get_session_dir(self) -> str:
+        """The JSONL directory, or ``""`` for stores without files."""
+        return self._store.directory if isinstance(self._store, JsonlStore) else ""
+
+    def get_session_id(self) -> str:
+        """The exact session id."""
+        return self._header["id"]
+
+    def get_session_store(self) -> SessionStore:
+        """The active store."""
+        return self._store
+
+    def get_session_file(self) -> str | None:
+        """The JSONL file of this session (existing or future), or ``None``."""
+        if self._session_file is not None:
+            return self._session_file
+        if isinstance(self._store, JsonlStore):
+            return self._store.location(self.get_session_id()) or self._store.path_for(self._header)
+        return None
+
+    def is_persisted(self) -> bool:
+        """Whether the store is not a memory store."""
+        return self._store.kind != "memory"

@@ -1,0 +1,379 @@
+"""The PostgreSQL search index: ``pg_trgm`` for substrings, a ``tsvector`` for ranking (issue 17).
+
+Invariants (the same as :mod:`sessiontree.stores.sqlite_search`):
+
+* **Derived data** (docs/stores.md): :class:`SearchIndex` is a
+  :class:`~sessiontree.stores.postgres.DerivedIndex`, so its rows are written
+  in the transaction that writes their entries, removed with their session,
+  and rebuilt from the entries alone by ``store.reindex()``.
+* **The same hits as every other store.** Each row holds ``fold(entry_text(entry).text)``
+  (:mod:`sessiontree.searchtext`: the text the JSONL and memory stores scan and
+  SQLite indexes, folded by the one rule). A query's terms are folded the same
+  way and matched as substrings of that column *by the server*: ``LIKE
+  '%term%'`` (``%``, ``_`` and ``\\`` escaped) for terms of three or more
+  characters, which the trigram index answers, and ``strpos(folded, term) > 0``
+  for shorter ones, which a trigram index cannot answer and which are checked
+  on the candidates of the longer terms (or by a scan of the table when a
+  query has only short terms). Both are exact substring tests on
+  code points (``LIKE`` is rechecked on every row the lossy trigram index
+  returns), and every row is checked once more with
+  :meth:`~sessiontree.searchtext.SearchQuery.matches` before it becomes a hit.
+  The folding is done in Python, never by the server's ``lower()``, so the
+  database's locale and collation cannot change what matches.
+* **Every user token is a parameter**: no query text reaches SQL or tsquery syntax.
+
+Schema (step ``m003_search_index``)::
+
+    search_entries(session_id, seq, type, role, ts_ms, folded,
+                   tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', left(folded, 100000))) STORED)
+    search_entries_trgm  GIN (folded gin_trgm_ops)      -- substrings (pg_trgm)
+    search_entries_tsv   GIN (tsv)                      -- words (ranking, @@)
+
+Ranking: ``ts_rank(tsv, q, 1)`` (term frequency over the document, divided
+by ``1 + log(length)``) where ``q`` ORs every word of every term as a
+prefix (:func:`rank_query`): an entry where the terms start words, often, in
+a short text ranks first. Ties (a term found only in the middle of words
+gives 0) are broken newest first, then by session and entry id, as on every
+store. Only the
+first :data:`TSV_CHARS` characters of an entry feed its ``tsvector`` (a
+``tsvector`` is limited to 1 MB); matching always reads the whole text.
+
+Without ``pg_trgm`` (not installed on the server, or not allowed to create
+it) the step creates everything but the trigram index and search runs the
+same SQL as a sequential scan of ``search_entries`` on the server: the same
+hits, slower. :func:`trigram_available` tells which; a full
+``store.reindex()`` tries to create the extension and the index again.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from sessiontree.format import jsonio
+from sessiontree.core.searchtext import (
+    TRIGRAM,
+    SearchFilters,
+    SearchHit,
+    SearchQuery,
+    entry_text,
+    fold,
+    make_filters,
+    parse_query,
+)
+from sessiontree.stores.scan import (
+    SessionFacts,
+    active_ids,
+    check_limit,
+    make_hit,
+    scan_store,
+    title_of,
+)
+from sessiontree.stores.shared import cwd_matches
+from sessiontree.stores.postgres.store import DERIVED_INDEXES, _info_from, _text, migration, psycopg
+
+if TYPE_CHECKING:
+    from sessiontree.stores.postgres.store import PostgresStore
+
+__all__ = [
+    "INDEX",
+    "TSV_CHARS",
+    "SearchIndex",
+    "ensure_trigram_index",
+    "m003_search_index",
+    "rank_query",
+    "search_store",
+    "trigram_available",
+]
+
+#: Characters of an entry's folded text that feed its ``tsvector`` (ranking only).
+TSV_CHARS = 100_000
+
+_INSERT = ("INSERT INTO search_entries (session_id, seq, type, role, ts_ms, folded)"
+           " VALUES (%s, %s, %s, %s, %s, %s)")
+
+
+class SearchIndex:
+    """The search index as a :class:`~sessiontree.stores.postgres.DerivedIndex`."""
+
+    name = "search"
+
+    def add(self, conn: Any, session_id: str, rows: Sequence[tuple[int, dict[str, Any], bytes]]) -> None:
+        """Index the folded text of new entries of ``session_id`` (inside the writing
+        transaction; the ``tsvector`` is computed by the server as a generated column).
+
+        ``rows`` are ``(seq, entry, stored bytes)``: entries after every entry already
+        indexed for the session (appends), or all of them after :meth:`remove` (reindex)."""
+        out = []
+        for seq, entry, _ in rows:
+            found = entry_text(entry)
+            if found is not None:
+                # entry_text's text is clean (no NUL, no lone surrogate): text holds it exactly.
+                out.append((session_id, seq, _text(entry.get("type")) or "", _text(found.role), found.ts_ms,
+                            fold(found.text)))
+        if out:
+            with conn.cursor() as cur:
+                cur.executemany(_INSERT, out)
+
+    def remove(self, conn: Any, session_id: str) -> None:
+        """Drop ``session_id`` from the index (inside the writing transaction)."""
+        conn.execute("DELETE FROM search_entries WHERE session_id = %s", (session_id,))
+
+    def prepare(self, conn: Any) -> None:
+        """Before a full reindex, in its own transaction: create the trigram index if
+        the schema step could not (``pg_trgm`` installed or allowed since)."""
+        ensure_trigram_index(conn)
+
+
+#: The registered instance (appended to :data:`~sessiontree.stores.postgres.DERIVED_INDEXES`).
+INDEX = SearchIndex()
+
+
+def ensure_trigram_index(conn: Any) -> bool:
+    """Create ``pg_trgm`` (``CREATE EXTENSION IF NOT EXISTS``) and the trigram index of
+    ``search_entries.folded`` unless they exist, inside a savepoint of the caller's
+    transaction, so a server without the extension (or a role not allowed to create
+    it) leaves the transaction usable.
+
+    Returns:
+        Whether the trigram index exists afterwards.
+    """
+    if trigram_available(conn):
+        return True
+    try:
+        with conn.transaction():  # a savepoint
+            _create_trigram_index(conn)
+    except psycopg.Error:  # the extension is not installed, or this role may not create it
+        return False
+    return True
+
+
+# Module-level so tests can simulate a server without pg_trgm.
+def _create_trigram_index(conn: Any) -> None:
+    conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+    conn.execute("CREATE INDEX IF NOT EXISTS search_entries_trgm ON search_entries USING gin (folded gin_trgm_ops)")
+
+
+def trigram_available(conn: Any) -> bool:
+    """Whether ``search_entries`` has its trigram index (else search scans the table)."""
+    return conn.execute("SELECT 1 FROM pg_indexes WHERE schemaname = current_schema()"
+                        " AND indexname = 'search_entries_trgm'").fetchone() is not None
+
+
+@migration
+def m003_search_index(conn: Any) -> None:
+    """The search index (issue 17), filled from every session already stored.
+
+    ``pg_trgm`` is created under the schema lock the step runs under; when it
+    cannot be, the trigram index is left out and search scans (see the module
+    docstring). Derived data, so tables left by a hand-edited schema are dropped first."""
+    conn.execute("DROP TABLE IF EXISTS search_entries")
+    conn.execute(f"""
+        CREATE TABLE search_entries (
+            -- sessions.id and entries.seq of the entry the text comes from.
+            session_id text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            seq integer NOT NULL,
+            -- Copied from the entry for the role filter (U+FFFD for what text cannot hold;
+            -- the exact values are checked on the hits).
+            type text NOT NULL,
+            -- searchtext.entry_text's role (NULL for session_info/session_summary).
+            role text,
+            -- The entry's timestamp in ms (NULL when it does not parse), for since/until.
+            ts_ms double precision,
+            -- fold(entry_text(entry).text): what queries match, by substring.
+            folded text NOT NULL,
+            -- Its words, for ranking (ts_rank); only the first {TSV_CHARS} characters,
+            -- since a tsvector is limited to 1 MB.
+            tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple'::regconfig, left(folded, {TSV_CHARS}))) STORED,
+            PRIMARY KEY (session_id, seq)
+        )""")
+    conn.execute("CREATE INDEX search_entries_tsv ON search_entries USING gin (tsv)")
+    ensure_trigram_index(conn)
+    ids = [row[0] for row in conn.execute("SELECT id FROM sessions ORDER BY rowno")]
+    for session_id in ids:
+        rows = []
+        with conn.cursor(binary=True) as cur:
+            for seq, text in cur.execute("SELECT seq, json FROM entries WHERE session_id = %s ORDER BY seq",
+                                         (session_id,)):
+                try:
+                    entry = jsonio.loads(bytes(text))
+                except ValueError:
+                    continue  # a damaged record: load() reports it; reindex() fills the rest later
+                if isinstance(entry, dict) and isinstance(entry.get("type"), str):
+                    rows.append((seq, entry, b""))
+        INDEX.add(conn, session_id, rows)
+
+
+DERIVED_INDEXES.append(INDEX)
+
+
+# -- queries ----------------------------------------------------------------------------------
+
+
+def _like(term: str) -> str:
+    """A ``LIKE`` pattern matching ``term`` anywhere: ``\\``, ``%`` and ``_`` escaped."""
+    return "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def rank_query(query: SearchQuery) -> str | None:
+    """The ``tsquery`` (as text) that ranks hits: every word (``\\w+``) of every folded
+    term as a prefix (``'word':*``), ORed, so a term inside a longer word (``dedup`` in
+    ``_dedup_ids``, ``東京`` in ``東京タワー``) still counts. Quotes and backslashes are
+    doubled, so no query reaches tsquery syntax. Words over 500 characters are left
+out (a lexeme is limited to 2,047 bytes). ``None`` when no term has a word.
+
+    Example: ``retry "a-b"`` -> ``'retry':* | 'a':* | 'b':*``.
+    """
+    # A lexeme is at most 2,047 bytes; a longer word cannot rank anything anyway.
+    words = dict.fromkeys(word for term in query.folded for word in _WORD.findall(term) if len(word) <= 500)
+    if not words:
+        return None
+    return " | ".join("'" + word.replace("\\", "\\\\").replace("'", "''") + "':*" for word in words)
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _allowed(conn: Any, filters: SearchFilters) -> list[str] | None:
+    """Session ids passing the session and cwd filters, or ``None`` for every session.
+
+    The ``cwd`` column is a lossy copy where the header's cwd holds what text
+    cannot; such sessions are decided from their header."""
+    if filters.session is None and filters.cwd is None:
+        return None
+    if filters.session is not None:
+        rows = conn.execute("SELECT id, cwd FROM sessions WHERE id = %s", (filters.session,)).fetchall()
+    else:
+        rows = conn.execute("SELECT id, cwd FROM sessions").fetchall()
+    allowed = []
+    for session_id, cwd in rows:
+        if cwd is not None and "\ufffd" in cwd:
+            header = jsonio.loads(bytes(conn.execute("SELECT header_json FROM sessions WHERE id = %s",
+                                                     (session_id,)).fetchone()[0]))
+            cwd = header.get("cwd") if isinstance(header, dict) else None
+        if cwd_matches(cwd, filters.cwd):
+            allowed.append(session_id)
+    return allowed
+
+
+def _facts(conn: Any, session_id: str) -> SessionFacts:
+    """Title, name, cwd and active branch of a session, from its listing state and the
+    entries' columns (JSON read only for ``leaf`` records and lossy parent ids)."""
+    with conn.cursor(binary=True) as cur:
+        header_json, listing = cur.execute("SELECT header_json, listing FROM sessions WHERE id = %s",
+                                           (session_id,)).fetchone()
+        records = cur.execute(
+            "SELECT id, parent_id, type, CASE WHEN type = 'leaf' OR strpos(parent_id, U&'\\FFFD') > 0"
+            " THEN json END FROM entries WHERE session_id = %s ORDER BY seq", (session_id,)).fetchall()
+    header = jsonio.loads(bytes(header_json))
+    info = _info_from(bytes(listing))
+    cwd = header.get("cwd") if isinstance(header, dict) else None
+    entries: list[dict[str, Any]] = []
+    for entry_id, parent, kind, exact in records:
+        entry: dict[str, Any] = {"id": entry_id, "parentId": parent, "type": kind}
+        if exact is not None:
+            try:
+                record = jsonio.loads(bytes(exact))
+            except ValueError:
+                record = {}
+            if isinstance(record, dict):
+                entry["parentId"] = record.get("parentId", parent)
+                entry["type"] = record.get("type", kind)
+                if "targetId" in record:
+                    entry["targetId"] = record["targetId"]
+        entries.append(entry)
+    return SessionFacts(session_id, title_of(info), info.name, cwd if isinstance(cwd, str) else "",
+                        active_ids(entries))
+
+
+def _hits_from_index(conn: Any, query: SearchQuery, filters: SearchFilters, limit: int | None) -> list[SearchHit]:
+    allowed = _allowed(conn, filters)
+    if allowed is not None and not allowed:
+        return []
+    where: list[str] = []
+    params: list[Any] = []
+    for term in query.folded:
+        if len(term) >= TRIGRAM:
+            where.append("s.folded LIKE %s")  # the trigram index answers it
+            params.append(_like(term))
+    for term in query.folded:
+        if len(term) < TRIGRAM:
+            where.append("strpos(s.folded, %s) > 0")  # checked on the candidates (or by the scan)
+            params.append(term)
+    if allowed is not None:
+        where.append("s.session_id = ANY(%s)")
+        params.append(allowed)
+    if filters.roles is not None:
+        kept = [value for value in (_text(role) for role in filters.roles) if value is not None]
+        where.append("(s.role = ANY(%s) OR s.type = ANY(%s))")
+        params += [kept, kept]
+    if filters.since_ms is not None:
+        where.append("s.ts_ms >= %s")
+        params.append(filters.since_ms)
+    if filters.until_ms is not None:
+        where.append("s.ts_ms < %s")
+        params.append(filters.until_ms)
+    ranking = rank_query(query)
+    score = "ts_rank(s.tsv, %s::tsquery, 1)" if ranking is not None else "0::real"
+    sql = (f"SELECT s.session_id, s.seq, e.id, s.folded, {score} AS score, s.ts_ms"
+           " FROM search_entries AS s JOIN entries AS e ON e.session_id = s.session_id AND e.seq = s.seq"
+           f" WHERE {' AND '.join(where)}"
+           # Best first, then newest, then ids in code-point order (COLLATE "C"): the order
+           # of searchtext.hit_order, so stopping at `limit` keeps exactly the best hits.
+           " ORDER BY score DESC, coalesce(s.ts_ms, 0) DESC, s.session_id COLLATE \"C\", e.id COLLATE \"C\"")
+    params = ([ranking] if ranking is not None else []) + params
+    if limit is not None:
+        sql += " LIMIT %s"
+        params.append(limit)
+    rows = conn.execute(sql, params).fetchall()
+    found = [row for row in rows if query.matches(row[3])]
+    if not found:
+        return []
+    # The hits' exact values (text for the snippet, type, role, timestamp) from their records.
+    with conn.cursor(binary=True) as cur:
+        records = {(sid, seq): bytes(text) for sid, seq, text in cur.execute(
+            "SELECT e.session_id, e.seq, e.json FROM entries AS e"
+            " JOIN unnest(%s::text[], %s::int[]) AS h (sid, seq) ON e.session_id = h.sid AND e.seq = h.seq",
+            ([row[0] for row in found], [row[1] for row in found]))}
+    facts: dict[str, SessionFacts] = {}
+    hits = []
+    for session_id, seq, entry_id, folded, score, ts_ms in found:
+        entry = jsonio.loads(records[(session_id, seq)])
+        text = entry_text(entry)
+        if text is None or not filters.keeps(entry.get("type", ""), text.role, text.ts_ms):
+            continue  # the lossy copies let it through; the exact values do not
+        shared = facts.get(session_id)
+        if shared is None:
+            shared = facts[session_id] = _facts(conn, session_id)
+        hits.append(make_hit(shared, entry["id"], entry["type"], entry.get("timestamp"), text, text.role, query,
+                             float(score)))
+    return hits
+
+
+def search_store(store: PostgresStore, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
+                 since: Any = None, until: Any = None, session: str | None = None,
+                 limit: int | None = 50) -> list[SearchHit]:
+    """:meth:`PostgresStore.search <sessiontree.stores.postgres.PostgresStore.search>`: one
+    ``REPEATABLE READ`` snapshot.
+
+    A database without the index (an older schema opened read-only) is searched by
+    loading and scanning every session, with the same hits (ranked by
+    :func:`~sessiontree.searchtext.scan_score`).
+
+    Raises:
+        SearchQueryError, ValueError: see :meth:`SessionStore.search`.
+        StorageError: the database could not be read.
+    """
+    parsed = parse_query(query)
+    filters = make_filters(cwd=cwd, roles=roles, since=since, until=until, session=session)
+    limit = check_limit(limit)
+    if session is not None and _text(session) != session:
+        return []  # no stored id holds NUL or a lone surrogate
+    with store._transaction("search", write=False, snapshot=True) as conn:
+        if not store._ready(conn):
+            return []
+        if "m003_search_index" in store.applied_steps:
+            return _hits_from_index(conn, parsed, filters, limit)
+    return scan_store(store, parsed, filters, limit)
+

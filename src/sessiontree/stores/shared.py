@@ -1,0 +1,440 @@
+"""Helpers shared by the store implementations (not part of the public API).
+
+What every store must agree on lives here once, so the conformance suite
+sees the same behaviour from each backend:
+
+* what a storable header and entry look like (format 4, docs/rules/format.md A.3,
+  D.18, D.19) and how an entry becomes its stored JSON text;
+* the cwd filter of listings (docs/rules/listing.md L.18);
+* progress reporting and cancellation of listings (docs/rules/listing.md L.21, docs/rules/manager.md §3.5);
+* listing order: newest ``modified`` first, stable (docs/rules/listing.md L.17);
+* what every store class repeats: the context-manager methods, ``__repr__``,
+  the header-id check of ``replace_header``, the "id already used" error
+  (:class:`StoreBase`, :func:`check_replacement_header`, :func:`id_in_use_error`),
+  so a new store writes only its storage.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from sessiontree.format import jsonio
+from sessiontree.errors import InvalidSessionError, ListingCancelledError
+from sessiontree.format.codec import CURRENT_VERSION, validate_entry, validate_header
+from sessiontree.core.listing import SessionInfo
+from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing
+
+__all__ = [
+    "file_rule_problems",
+    "check_header",
+    "encode_entries",
+    "cwd_matches",
+    "resolve_cwd",
+    "Progress",
+    "sort_listing",
+    "header_of",
+    "sync_expected",
+    "StoreBase",
+    "check_replacement_header",
+    "id_in_use_error",
+]
+
+
+def check_header(header: Any) -> str:
+    """Validate a header a store is asked to write; return its session id.
+
+    Stores only ever write format 4, so older or early-4 headers are refused
+    here rather than written and silently upgraded on the next read.
+
+    Raises:
+        InvalidSessionError: not a valid header (docs/rules/format.md D.18), or not version 4.
+        UnsupportedVersionError: an unrecognized version.
+    """
+    version = validate_header(header)
+    if version != CURRENT_VERSION:  # 4.0 is 4: JSON has one number type
+        raise InvalidSessionError(f"a store writes format {CURRENT_VERSION} headers only (got version {version})")
+    if "timestamp" in header or "parentSession" in header:
+        raise InvalidSessionError('an early version-4 header ("timestamp"/"parentSession") must be upgraded first')
+    return header["id"]
+
+
+def validated(entry: dict[str, Any], where: str, line: int) -> dict[str, Any]:
+    """``entry`` after :func:`~sessiontree.format.validate_entry` (docs/rules/format.md:
+    every stored record is a valid entry), its error located where the store holds
+    the record: ``where`` (``<store url>#<session id>``) and the record's 1-based
+    line in the session's JSONL form.
+
+    Raises:
+        InvalidSessionError: not a valid entry (reason from ``validate_entry``).
+    """
+    try:
+        validate_entry(entry)
+    except InvalidSessionError as exc:
+        raise InvalidSessionError(exc.reason, where, line) from None
+    return entry
+
+
+def encode_entries(entries: Sequence[dict[str, Any]], raw: Sequence[bytes | None] | None = None) -> list[bytes]:
+    """Validate entries and return the JSON text to store for each.
+
+    Args:
+        entries: entry objects in order.
+        raw: optional stored JSON text per entry; ``None`` items (or no
+            ``raw`` at all) are serialized with :func:`sessiontree.jsonio.dumps`.
+
+    Returns:
+        One ``bytes`` per entry, without newline.
+
+    Raises:
+        InvalidSessionError: an entry fails docs/rules/format.md D.19, two entries of the
+            batch share an id, ``raw`` has the wrong length, or a raw text is
+            not a single line.
+        ValueError: an entry holds values that are not JSON data.
+    """
+    if raw is not None and len(raw) != len(entries):
+        raise InvalidSessionError(f"raw has {len(raw)} items for {len(entries)} entries")
+    seen: set[str] = set()
+    out: list[bytes] = []
+    for index, entry in enumerate(entries):
+        validate_entry(entry)
+        entry_id = entry["id"]
+        if entry_id in seen:
+            raise InvalidSessionError(f'duplicate entry id "{entry_id}"')
+        seen.add(entry_id)
+        text = raw[index] if raw is not None else None
+        if text is None:
+            text = jsonio.dumps(entry)
+        else:
+            text = bytes(text)
+            # A newline inside a record would split it into two JSONL lines.
+            if b"\n" in text:
+                raise InvalidSessionError(f'raw text of entry "{entry_id}" contains a newline')
+        out.append(text)
+    return out
+
+
+def resolve_cwd(cwd: str) -> str:
+    """The absolute, normalized form of ``cwd`` (like Node's ``path.resolve``; no symlinks)."""
+    return os.path.abspath(cwd)
+
+
+def cwd_matches(header_cwd: Any, resolved_cwd: str | None) -> bool:
+    """The cwd filter of docs/rules/listing.md L.18.
+
+    Args:
+        header_cwd: the header's ``cwd`` value (any JSON value).
+        resolved_cwd: the wanted cwd, already passed through :func:`resolve_cwd`,
+            or ``None`` for no filter.
+
+    Returns:
+        True when there is no filter, or the header cwd is a non-empty string
+        resolving to the same absolute path.
+    """
+    if resolved_cwd is None:
+        return True
+    return isinstance(header_cwd, str) and bool(header_cwd) and os.path.abspath(header_cwd) == resolved_cwd
+
+
+class Progress:
+    """Progress reporting and cancellation for one listing run.
+
+    ``step()`` is called once per session examined (skipped ones included),
+    reporting ``(loaded, total)``; the cancel event is checked before the
+    first session and after each one, so a callback that sets it stops the
+    listing at once.
+    """
+
+    def __init__(self, total: int, on_progress: ProgressCallback | None, cancel: CancelEvent | None) -> None:
+        self.total = total
+        self.loaded = 0
+        self._on_progress = on_progress
+        self._cancel = cancel
+        self.check()
+
+    def check(self) -> None:
+        """Raise :class:`ListingCancelledError` if the cancel event is set."""
+        if self._cancel is not None and self._cancel.is_set():
+            raise ListingCancelledError()
+
+    def step(self) -> None:
+        """Count one examined session, report it, then check for cancellation."""
+        self.loaded += 1
+        if self._on_progress is not None:
+            self._on_progress(self.loaded, self.total)
+        self.check()
+
+
+def sort_listing(infos: Iterable[SessionInfo], skipped: int = 0) -> SessionListing:
+    """Rows newest ``modified`` first; ties keep their input order (docs/rules/listing.md L.17).
+
+    ``skipped`` (sessions left out because they cannot be loaded) is carried
+    on the returned :class:`~sessiontree.stores.base.SessionListing`.
+    """
+    return SessionListing(sorted(infos, key=lambda info: info.modified, reverse=True), skipped)
+
+
+def header_of(change: Any) -> dict[str, Any]:
+    """The header of a ``create``/``replace`` :class:`~sessiontree.stores.base.SyncChange`.
+
+    Raises:
+        ValueError: the change carries no header.
+    """
+    if change.header is None:
+        raise ValueError(f"a {change.kind!r} sync change needs a header")
+    return change.header
+
+
+def sync_expected(expect: Any, current: Any) -> bool:
+    """The compare-and-set test of ``sync_commit``: both ``None``, or the same file state."""
+    if expect is None:
+        return current is None
+    return expect.same_file(current)
+
+
+#: Bytes of a message record that a skeleton read takes to find its role without parsing it.
+ROLE_HEAD_BYTES = 256
+#: A record whose text starts with top-level string (or null) members among type, id,
+#: parentId and timestamp, then ``"message":{"role":"ROLE"``: the role is exactly ROLE
+#: (no key before it can be nested, and ROLE has no escapes). Writers put these keys first.
+ROLE_HEAD = re.compile(rb'\{(?:"(?:type|id|parentId|timestamp)":(?:"[^"\\]*"|null),)*"message":\{"role":"([^"\\]*)"')
+
+
+def skeletons_from_rows(rows: Sequence[Sequence[Any]], parse: Callable[[Any, int], dict[str, Any]],
+                        fetch_whole: Callable[[list[Any]], Mapping[Any, Any]],
+                        text: Callable[[Any], Any] = lambda v: v,
+                        lossy: Callable[[Sequence[Any]], bool] | None = None) -> list[dict[str, Any]]:
+    """Skeleton entries (:func:`sessiontree.tree.skeleton_entry`) of a skeleton query's rows.
+
+    Args:
+        rows: ``(id, parent id, type, timestamp, head, whole, seq)`` per entry in
+            order: ``head`` (bytes) the first :data:`ROLE_HEAD_BYTES` of a
+            message's text, else ``None``; ``whole`` the record's text for the
+            records always parsed whole (label, leaf, session-info, compaction),
+            else ``None``.
+        parse: ``(record text, line) -> record``.
+        fetch_whole: ``[seq, ...] -> {seq: record text}``, called once, for the rows
+            that must be parsed whole after all: a message whose head does not show
+            its role plainly (:data:`ROLE_HEAD`), or a row ``lossy`` says its copied
+            columns may not hold the exact values.
+        text: a column value as ``str`` (a store that keeps lone surrogates as bytes
+            decodes them).
+
+    Returns the same skeletons as ``skeleton_entry`` of the parsed records. One pass
+    (the regular expression runs once per message).
+    """
+    from sessiontree.core.tree import skeleton_entry
+
+    out: list[dict[str, Any]] = []
+    push, match = out.append, ROLE_HEAD.match
+    roles: dict[bytes, str] = {}  # a handful of distinct roles: decode each once
+    later: list[tuple[int, Any]] = []
+    for line, row in enumerate(rows, 2):
+        entry_id, parent_id, kind, timestamp, head, own, seq = row
+        if own is not None:
+            push(skeleton_entry(parse(own, line)))
+            continue
+        role = None
+        if head is not None:
+            found = match(head)
+            if found is not None:
+                raw = found.group(1)
+                role = roles.get(raw)
+                if role is None:
+                    role = roles[raw] = raw.decode("utf-8", "surrogatepass")
+        if (head is not None and role is None) or (lossy is not None and lossy(row)):
+            later.append((len(out), seq))
+            push({})
+            continue
+        if entry_id.__class__ is not str or parent_id.__class__ not in (str, type(None)) \
+                or kind.__class__ is not str or timestamp.__class__ is not str:
+            entry_id, parent_id, kind, timestamp = text(entry_id), text(parent_id), text(kind), text(timestamp)
+        entry: dict[str, Any] = {"type": kind, "id": entry_id, "parentId": parent_id, "timestamp": timestamp}
+        if role is not None:
+            entry["message"] = {"role": role}
+        push(entry)
+    if later:
+        whole = fetch_whole([seq for _, seq in later])
+        for position, seq in later:
+            out[position] = skeleton_entry(parse(whole[seq], position + 2))
+    return out
+
+
+class StoreBase:
+    """Mixin of what every store class shares: ``with store:`` closes it, and
+    ``repr()`` names the class and the store's URL. Subclasses set ``url`` and
+    ``kind`` and define ``close()``."""
+
+    url: str
+    kind: str
+    #: See ``SessionStore.partial_reads``: the generic read_skeleton/read_entries read everything.
+    partial_reads = False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r})"
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:  # pragma: no cover - every store defines its own
+        """Release what the store holds. Idempotent."""
+
+    def read_skeleton(self, session_id: str) -> Any:
+        """Generic ``read_skeleton`` (docs in :class:`~sessiontree.stores.base.SessionStore`):
+        :meth:`read`, then :func:`~sessiontree.tree.skeleton_entry` of every entry.
+        Costs a full read; stores with cheaper access override it."""
+        from sessiontree.format.codec import ParsedSession
+        from sessiontree.core.tree import skeleton_entry
+
+        parsed = self.read(session_id)  # type: ignore[attr-defined]
+        entries = [skeleton_entry(e) for e in parsed.entries]
+        return ParsedSession(parsed.header, entries, [None] * len(entries), parsed.header_raw,
+                             parsed.source_version, False, [], list(parsed.lines), parsed.path)
+
+    def read_entries(self, session_id: str, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """Generic ``read_entries`` (docs in :class:`~sessiontree.stores.base.SessionStore`):
+        the by-id form of :meth:`read_entries_at`: a fresh :meth:`read_outline` (here a
+        full :meth:`read`), then the entries at the positions of ``ids`` in that order
+        (unknown ids skipped)."""
+        outline = self.read_outline(session_id)
+        position = {entry_id: at for at, entry_id in enumerate(outline.ids)}
+        return self.read_entries_at(outline, [position[i] for i in ids if i in position])
+
+    def settle_derived(self) -> int:
+        """Finish derived work that writes deferred; stores that defer none (JSONL,
+        memory, PostgreSQL) have nothing to do. Returns the entries processed: 0."""
+        return 0
+
+    def read_outline(self, session_id: str) -> Any:
+        """Generic ``read_outline`` (docs in :class:`~sessiontree.stores.base.SessionStore`):
+        a full :meth:`read`, whose entries the outline keeps, so that
+        :meth:`read_entries_at` answers from that snapshot without reading again.
+        Stores that can list their entries' ids, parents and types without
+        parsing the records (SQLite) override it."""
+        from sessiontree.stores.base import SessionOutline
+
+        parsed = self.read(session_id)  # type: ignore[attr-defined]
+        entries = parsed.entries
+        return SessionOutline(session_id, parsed.header, [e["id"] for e in entries],
+                              [e.get("parentId") for e in entries], [e["type"] for e in entries],
+                              range(len(entries)), None, entries)
+
+    def read_entries_at(self, outline: Any, positions: Sequence[int]) -> list[dict[str, Any]]:
+        """Generic ``read_entries_at`` (docs in :class:`~sessiontree.stores.base.SessionStore`):
+        from the outline's own entries when it holds them, else from a fresh
+        :meth:`read` whose records at ``positions`` must still carry the outline's
+        ids, parents and types.
+
+        Raises:
+            SessionChangedError: they do not (or the session is gone).
+            IndexError: a position outside the outline.
+        """
+        from sessiontree.errors import SessionChangedError, SessionNotFoundError
+
+        size = len(outline.ids)
+        for position in positions:
+            if not 0 <= position < size:
+                raise IndexError(f"position {position} outside a session of {size} entries")
+        if outline.entries is not None:
+            return [outline.entries[p] for p in positions]
+        try:
+            entries = self.read(outline.session_id).entries  # type: ignore[attr-defined]
+        except SessionNotFoundError:
+            raise SessionChangedError(outline.session_id, "it was deleted") from None
+        out = []
+        for position in positions:
+            entry = entries[position] if position < len(entries) else None
+            if entry is None or (entry["id"], entry.get("parentId"), entry["type"]) != (
+                    outline.ids[position], outline.parent_ids[position], outline.types[position]):
+                raise SessionChangedError(outline.session_id, f"entry {position + 1} differs")
+            out.append(entry)
+        return out
+
+
+_STEP_NAME = re.compile(r"m(\d{3})_[a-z0-9_]+")
+
+
+def register_step(steps: list[tuple[str, Any]], step: Any) -> Any:
+    """Register the schema step ``step`` in ``steps`` (a store's ``MIGRATIONS``) and return it.
+
+    A step is named after its function, ``mNNN_what`` (``m004_search_index``).
+    ``steps`` is kept ordered by number, so steps run in number order whichever
+    module registers them first (the derived-index modules register their
+    own steps on import, in any order). Registering the same name again
+    replaces it (a module reloaded).
+
+    Raises:
+        ValueError: the name is not ``mNNN_what``, or its number is taken by
+            another step (two steps written apart with the same number).
+    """
+    name = step.__name__
+    match = _STEP_NAME.fullmatch(name)
+    if match is None:
+        raise ValueError(f"schema step {name!r}: expected a name like m001_initial")
+    for i, (other, _) in enumerate(steps):
+        if other == name:
+            steps[i] = (name, step)
+            return step
+        if other[:4] == name[:4]:
+            raise ValueError(f"schema steps {other!r} and {name!r} share the number {match.group(1)}")
+    steps.append((name, step))
+    steps.sort(key=lambda item: item[0])
+    return step
+
+
+def ledger_row_owner(query: Any, owner: tuple[str | None, str | None],
+                     cwd_filter: Callable[[Any], bool] | None) -> tuple[str | None, str | None] | None:
+    """The ``(session_id, cwd)`` a usage-ledger row owned by ``owner`` (its owning
+    session's id and cwd) is reported under for ``query`` (a
+    :class:`~sessiontree.usagerecords.UsageQuery`), or ``None`` when the query's
+    ``cwd`` filter (``cwd_filter(cwd) -> bool``) drops it. A store-wide query that
+    is not per session reports ``(None, None)``: rows of several owners become
+    one, as :func:`~sessiontree.usagerecords.aggregate` sums them (docs/usage.md).
+    """
+    if query.session_id is not None:
+        return owner
+    if query.cwd is not None and cwd_filter is not None and not cwd_filter(owner[1]):
+        return None
+    return owner if query.per_session else (None, None)
+
+
+def check_replacement_header(session_id: str, header: Any) -> str:
+    """Validate a header given to ``replace_header(session_id, header)``; return its id.
+
+    Raises:
+        InvalidSessionError: invalid (see :func:`check_header`) or its id is not ``session_id``.
+    """
+    new_id = check_header(header)
+    if new_id != session_id:
+        raise InvalidSessionError(f"header id {new_id!r} does not match session {session_id!r}")
+    return new_id
+
+
+def id_in_use_error(session_id: str, entry_id: str | None = None, path: str | None = None) -> InvalidSessionError:
+    """The error every store raises when an appended entry reuses an id of its session
+    (docs/rules/format.md D.15/D.19); ``entry_id`` when the store knows which one."""
+    which = f'entry id "{entry_id}"' if entry_id is not None else "an entry id"
+    return InvalidSessionError(f"{which} is already used in session {session_id}", path)
+
+
+def file_rule_problems(data: bytes, session_id: str | None, where: str) -> list[Any]:
+    """Every problem the file checker (:func:`sessiontree.check.check_bytes`) reports
+    for a session in its JSONL form, as :class:`~sessiontree.stores.base.StoreProblem`
+    rows: the one set of rules ``check --store`` applies on every store, so a session
+    gets the same verdict whichever store holds it (docs/check.md).
+
+    Args:
+        data: the session's bytes (header line, then one line per entry).
+        session_id: the session, for the rows.
+        where: the file path, or ``<store url>#<session id>``.
+    """
+    from sessiontree.check import checker  # imported on use: the checker is large
+    from sessiontree.stores.base import StoreProblem
+
+    return [StoreProblem(found.code, found.message, found.severity, session_id, found.line, found.entry_id, where)
+            for found in checker.check_bytes(data, where)]

@@ -1,0 +1,478 @@
+"""The usage ledger of :class:`~sessiontree.stores.sqlite.SqliteStore`: derived data
+(docs/stores.md, "Derived data"), so ``sessiontree stats`` reads no transcript.
+
+One row per billed usage record (:mod:`sessiontree.usagerecords` decides what
+one is), written in the transaction that writes its entry, removed with its
+session, rebuilt by ``store.reindex()``. Importing this module registers the
+schema step ``m006_usage_ledger`` and appends :data:`LEDGER` to
+:data:`~sessiontree.stores.sqlite.DERIVED_INDEXES`; ``stores/__init__.py``
+imports it, so every opened store has it.
+
+De-duplication happens at write time: ``usage_calls`` holds each billed call
+of the store once (its multiplicity: the most rows its key has in one
+session; its owner: the earliest session holding it), recounted for the keys
+each write touches. ``usage_rollup`` (schema step ``m007_usage_rollup``) sums
+``usage_calls`` per (owner, provider, model, 15-minute UTC bucket, priced
+shape), kept by the same recount, so a report sums one rollup row per session,
+model and quarter hour instead of one row per call (docs/usage.md, "Storage
+and speed"). Measured by ``benchmarks/bench_stats.py`` (benchmarks/README.md).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from sessiontree.core.usagerecords import BUCKET_MS, UsageQuery, UsageRow, records_from_entry
+from sessiontree.stores.shared import ledger_row_owner
+from sessiontree.stores.sqlite.store import DERIVED_INDEXES, _db, migration
+
+__all__ = ["LEDGER", "UsageLedger", "query_usage", "rebuild_rollup"]
+
+_RECORD_TYPES = frozenset(("message", "session_summary", "compaction", "branch_summary", "usage"))
+
+
+@migration
+def m006_usage_ledger(conn: sqlite3.Connection) -> None:
+    """The ``usage_ledger`` and ``usage_calls`` tables, filled from the entries already stored.
+
+    Both are derived data: tables left by an interrupted or hand-edited history
+    are dropped and rebuilt rather than trusted."""
+    conn.execute("DROP TABLE IF EXISTS usage_ledger")
+    conn.execute("DROP TABLE IF EXISTS usage_calls")
+    # WITHOUT ROWID, clustered on the content key: the de-duplicating GROUP BY of
+    # query_usage is then one streaming pass over the table, with no sort and no
+    # lookups (measured: benchmarks/bench_stats.py).
+    conn.execute("""
+        CREATE TABLE usage_ledger (
+            -- usagerecords.dedup_key: 16 bytes identifying the billed call by
+            -- content, equal in every copy of the entry (forks, imports).
+            dedup_key BLOB NOT NULL,
+            -- sessions.id of the session holding the entry.
+            session_id TEXT NOT NULL,
+            -- entries.seq of the entry, and the record's index within it.
+            seq INTEGER NOT NULL,
+            n INTEGER NOT NULL,
+            -- assistant, toolResult, session_summary, compaction, branch_summary, usage.
+            source TEXT NOT NULL,
+            provider TEXT,
+            model TEXT,
+            -- Unix milliseconds (UTC) of the record: filters and day grouping.
+            ts_ms INTEGER NOT NULL,
+            input INTEGER NOT NULL,
+            output INTEGER NOT NULL,
+            cache_read INTEGER NOT NULL,
+            cache_write INTEGER NOT NULL,
+            -- Recorded cost.total in nano-dollars; NULL when unusable (to be
+            -- priced from a catalogue when asked).
+            cost_nanos INTEGER,
+            PRIMARY KEY (dedup_key, session_id, seq, n)
+        ) WITHOUT ROWID""")
+    # Deleting or reindexing one session, and show's one-session query.
+    conn.execute("CREATE INDEX usage_ledger_session ON usage_ledger (session_id, seq)")
+    conn.execute("""
+        CREATE TABLE usage_calls (
+            -- One row per billed call of the store: the ledger de-duplicated,
+            -- kept up to date for the keys each write touches, so a report is
+            -- one scan of this table (no GROUP BY over copies at query time).
+            dedup_key BLOB PRIMARY KEY,
+            -- How many times the call counts: the most rows this key has in one
+            -- session (equal records inside one session are distinct calls).
+            m INTEGER NOT NULL,
+            -- The owner, the earliest session (createdAt, id) holding the key, as
+            -- hex(sessions.id): ASCII whatever the id holds (lone surrogates are BLOBs).
+            owner TEXT NOT NULL,
+            provider TEXT,
+            model TEXT,
+            ts_ms INTEGER NOT NULL,
+            input INTEGER NOT NULL,
+            output INTEGER NOT NULL,
+            cache_read INTEGER NOT NULL,
+            cache_write INTEGER NOT NULL,
+            cost_nanos INTEGER
+        ) WITHOUT ROWID""")
+    LEDGER.rebuild_all(conn)
+
+
+#: A Unix-millisecond column's 15-minute UTC bucket, floored (SQL's ``%`` truncates
+#: toward zero; a record dated before 1970 belongs to the bucket below it, as in
+#: :mod:`sessiontree.usagerecords`).
+def _bucket_sql(column: str) -> str:
+    return f"({column} - (({column} % {BUCKET_MS}) + {BUCKET_MS}) % {BUCKET_MS})"
+
+
+#: A call's "priced shape": '' when its recorded cost is usable, else its four token
+#: counts, so calls to be priced from a catalogue stay one shape per rollup row.
+_SHAPE = ("CASE WHEN cost_nanos IS NULL THEN input || ',' || output || ',' || cache_read || ',' || cache_write"
+          " ELSE '' END")
+
+_ROLLUP_KEY = f"owner, coalesce(provider, ''), coalesce(model, ''), {_bucket_sql('ts_ms')}, {_SHAPE}"
+
+def _rollup_move(sign: str, source: str) -> str:
+    """The statement adding (``sign=""``) or taking out (``sign="-"``) the calls of
+    ``source`` (a ``FROM ... WHERE ...`` giving ``usage_calls``-shaped rows) to or from
+    their rollup rows."""
+    return f"""
+    INSERT INTO usage_rollup (owner, provider, model, bucket, shape, calls, input, output, cache_read,
+                              cache_write, cost_nanos)
+    SELECT {_ROLLUP_KEY}, {sign}sum(m), {sign}sum(m * input), {sign}sum(m * output),
+           {sign}sum(m * cache_read), {sign}sum(m * cache_write), {sign}sum(m * coalesce(cost_nanos, 0))
+    {source}
+    GROUP BY 1, 2, 3, 4, 5
+    ON CONFLICT (owner, provider, model, bucket, shape) DO UPDATE SET
+        calls = calls + excluded.calls, input = input + excluded.input, output = output + excluded.output,
+        cache_read = cache_read + excluded.cache_read, cache_write = cache_write + excluded.cache_write,
+        cost_nanos = cost_nanos + excluded.cost_nanos"""
+
+
+# Built once: the statement cache hashes the text on every execute, and a str caches its hash.
+# (The WHERE keeps SQLite from reading the upsert's ON as a join constraint.)
+_TOUCHED = "FROM temp.usage_touched t JOIN usage_calls c ON c.dedup_key = t.k WHERE 1"
+#: The ``usage_calls`` rows of the keys in ``temp.usage_touched``, into / out of the rollup.
+_ROLLUP_ADD = _rollup_move("", _TOUCHED)
+_ROLLUP_SUBTRACT = _rollup_move("-", _TOUCHED)
+#: Adds a ``usage_calls`` row about to be inserted, given as its values ``(dedup_key, m,
+#: session key, provider, model, ts_ms, input, output, cache_read, cache_write,
+#: cost_nanos)``, to its rollup row, unless ``usage_calls`` already holds that key (the
+#: append fast path of :meth:`UsageLedger.add`: the same sums :data:`_ROLLUP_ADD` adds
+#: once the row is in, so the rollup matches ``usage_calls`` at every step).
+_ROLLUP_ADD_NEW_CALL = _rollup_move(
+    "", "FROM (SELECT ? AS dedup_key, ? AS m, hex(?) AS owner, ? AS provider, ? AS model, ? AS ts_ms,"
+        " ? AS input, ? AS output, ? AS cache_read, ? AS cache_write, ? AS cost_nanos) AS c"
+        " WHERE NOT EXISTS (SELECT 1 FROM usage_calls u WHERE u.dedup_key = c.dedup_key)")
+
+
+@migration
+def m007_usage_rollup(conn: sqlite3.Connection) -> None:
+    """The ``usage_rollup`` table: ``usage_calls`` summed per owner, provider, model,
+    15-minute UTC bucket and priced shape, filled from ``usage_calls``. Derived data:
+    a leftover table is dropped and rebuilt."""
+    conn.execute("DROP TABLE IF EXISTS usage_rollup")
+    conn.execute("""
+        CREATE TABLE usage_rollup (
+            -- usage_calls.owner: hex(sessions.id) of the session owning the calls.
+            owner TEXT NOT NULL,
+            -- usage_calls.provider and .model, '' for NULL (a recorded name is never
+            -- empty: usagerecords reads an empty one as not recorded).
+            provider TEXT NOT NULL,
+            model TEXT NOT NULL,
+            -- Start of the 15-minute UTC bucket, Unix ms (floored): every UTC offset in
+            -- use is a whole number of quarter hours, so local days are unions of buckets.
+            bucket INTEGER NOT NULL,
+            -- '' when the calls' recorded costs are usable; else the calls' four token
+            -- counts 'input,output,cacheRead,cacheWrite': calls to be priced from the
+            -- catalogue are priced per call (tiered prices are not linear in tokens).
+            shape TEXT NOT NULL,
+            -- Sums over the calls (usage_calls.m each): calls, tokens, recorded cost
+            -- in nano-dollars (0 where unusable).
+            calls INTEGER NOT NULL,
+            input INTEGER NOT NULL,
+            output INTEGER NOT NULL,
+            cache_read INTEGER NOT NULL,
+            cache_write INTEGER NOT NULL,
+            cost_nanos INTEGER NOT NULL,
+            PRIMARY KEY (owner, provider, model, bucket, shape)
+        ) WITHOUT ROWID""")
+    # Rows whose calls have all moved away (owner deleted, key re-owned): found by
+    # the upkeep without scanning the table, and normally empty.
+    conn.execute("CREATE INDEX usage_rollup_empty ON usage_rollup (owner) WHERE calls = 0")
+    rebuild_rollup(conn)
+
+
+def rebuild_rollup(conn: sqlite3.Connection) -> None:
+    """Refill ``usage_rollup`` from ``usage_calls`` (the schema step and a whole-store reindex)."""
+    conn.execute("DELETE FROM usage_rollup")
+    conn.execute(f"""
+        INSERT INTO usage_rollup (owner, provider, model, bucket, shape, calls, input, output, cache_read,
+                                  cache_write, cost_nanos)
+        SELECT {_ROLLUP_KEY}, sum(m), sum(m * input), sum(m * output), sum(m * cache_read), sum(m * cache_write),
+               sum(m * coalesce(cost_nanos, 0))
+        FROM usage_calls GROUP BY 1, 2, 3, 4, 5""")
+
+
+def _has_rollup(conn: sqlite3.Connection) -> bool:
+    return conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'usage_rollup'").fetchone() is not None
+
+
+class UsageLedger:
+    """The :class:`~sessiontree.stores.sqlite.DerivedIndex` writing ``usage_ledger`` rows."""
+
+    name = "usage"
+
+    def add(self, conn: sqlite3.Connection, key: Any, rows: Sequence[tuple[int, dict[str, Any], bytes]]) -> None:
+        """Insert a ledger row for every billed record of the new entries ``rows``
+        (``(seq, entry, text)``) of session ``key``, and recount the calls (and the
+        rollup) of their keys; inside the writing transaction."""
+        self._add(conn, key, rows, True)
+
+    def _add(self, conn: sqlite3.Connection, key: Any, rows: Sequence[tuple[int, dict[str, Any], bytes]],
+             rollup: bool) -> None:
+        values = []
+        for seq, entry, _text in rows:
+            if entry.get("type") not in _RECORD_TYPES:
+                continue
+            for n, r in enumerate(records_from_entry(entry)):
+                values.append((key, seq, n, r.key, r.source, _db(r.provider), _db(r.model), r.timestamp_ms,
+                               r.input, r.output, r.cache_read, r.cache_write, r.cost_nanos))
+        if not values:
+            return
+        conn.executemany(
+            "INSERT INTO usage_ledger (session_id, seq, n, dedup_key, source, provider, model, ts_ms,"
+            " input, output, cache_read, cache_write, cost_nanos) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", values)
+        # Fast path (every record of a new agent turn): a key with no usage_calls row had no
+        # ledger row before this write (usage_calls holds one row per key of the ledger), so
+        # its rows are exactly the ones just inserted, all in this session: it counts as
+        # many times as it occurs here, and this session owns it. One upsert that inserts
+        # only such keys, after one that adds only them to the rollup; if any key was already
+        # known, recount every key of the write by the full rule (_refresh_calls), which
+        # gives the same rows for the new ones.
+        fresh: dict[bytes, list[Any]] = {}
+        for value in values:
+            row = fresh.get(value[3])
+            if row is None:
+                fresh[value[3]] = [value[3], 1, *value[5:]]
+            else:
+                row[1] += 1
+        calls = [(row[0], row[1], key, *row[2:]) for row in fresh.values()]
+        if rollup:  # first: it adds only keys usage_calls does not hold yet
+            conn.executemany(_ROLLUP_ADD_NEW_CALL, calls)
+        inserted = conn.executemany(
+            f"INSERT INTO usage_calls (dedup_key, m, owner, {_ATTRS}) VALUES (?, ?, hex(?), ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (dedup_key) DO NOTHING", calls).rowcount
+        if inserted != len(fresh):
+            _refresh_calls(conn, set(fresh), rollup)
+
+    def remove(self, conn: sqlite3.Connection, key: Any) -> None:
+        """Delete the ledger rows of session ``key`` and recount its calls (inside the transaction)."""
+        keys = {row[0] for row in conn.execute("SELECT dedup_key FROM usage_ledger WHERE session_id = ?", (key,))}
+        conn.execute("DELETE FROM usage_ledger WHERE session_id = ?", (key,))
+        if keys:
+            _refresh_calls(conn, keys)
+
+    def pending(self, conn: sqlite3.Connection) -> int:
+        """Nothing deferred: the ledger is complete after every write."""
+        return 0
+
+    def settle(self, conn: sqlite3.Connection, budget: int | None = None) -> int:
+        """Nothing to finish: the ledger is complete after every write."""
+        return 0
+
+    def reindexed(self, conn: sqlite3.Connection, everything: bool) -> None:
+        """After ``store.reindex()`` rebuilt sessions' rows with :meth:`remove` and
+        :meth:`add`: a whole-store reindex also rebuilds ``usage_rollup`` from
+        ``usage_calls``, so drift in the rollup itself is repaired too (the
+        incremental upkeep only moves what it is told about)."""
+        if everything and _has_rollup(conn):
+            rebuild_rollup(conn)
+
+    def rebuild_all(self, conn: sqlite3.Connection) -> None:
+        """Refill the whole ledger from ``entries`` (the schema step on an existing store)."""
+        from sessiontree.format import jsonio
+
+        conn.execute("DELETE FROM usage_ledger")
+        conn.execute("DELETE FROM usage_calls")
+        # Calls first, the rollup once at the end (the schema step m006 runs before
+        # m007 creates the rollup; and one GROUP BY beats a recount per session).
+        for (key,) in conn.execute("SELECT id FROM sessions").fetchall():
+            rows = []
+            for seq, text in conn.execute(
+                    "SELECT seq, json FROM entries WHERE session_id = ? AND type IN"
+                    " ('message', 'session_summary', 'compaction', 'branch_summary', 'usage') ORDER BY seq",
+                    (key,)):
+                try:
+                    entry = jsonio.loads(text)
+                except ValueError:
+                    continue  # a damaged record: check --store reports it, reindex refuses it
+                if isinstance(entry, dict):
+                    rows.append((seq, entry, b""))
+            self._add(conn, key, rows, False)
+        if _has_rollup(conn):
+            rebuild_rollup(conn)
+
+
+_ATTRS = "provider, model, ts_ms, input, output, cache_read, cache_write, cost_nanos"
+
+
+def _refresh_calls(conn: sqlite3.Connection, keys: set[bytes], rollup: bool = True) -> None:
+    """Recompute the ``usage_calls`` rows of ``keys`` from the ledger (the rule of
+    :mod:`sessiontree.usagerecords`: multiplicity = most rows in one session, owner
+    = earliest session). A key no session holds any more loses its row.
+
+    With ``rollup``, ``usage_rollup`` moves with them: the old rows' sums are
+    taken out before the recount and the new rows' sums put in after it, and a
+    rollup row left with no call is deleted (found through the partial index on
+    ``calls = 0``, so the search costs nothing when none is left)."""
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS usage_touched (k BLOB PRIMARY KEY) WITHOUT ROWID")
+    conn.executemany("INSERT OR IGNORE INTO temp.usage_touched (k) VALUES (?)", ((k,) for k in keys))
+    emptied = False
+    if rollup:
+        before = conn.total_changes
+        conn.execute(_ROLLUP_SUBTRACT)
+        emptied = conn.total_changes != before  # an append of new calls subtracts nothing
+    conn.execute("DELETE FROM usage_calls WHERE dedup_key IN (SELECT k FROM temp.usage_touched)")
+    # Records sharing a key share their content, so any row's attributes serve.
+    conn.execute(f"""
+        INSERT INTO usage_calls (dedup_key, m, owner, {_ATTRS})
+        SELECT dedup_key, max(n), substr(min(o), instr(min(o), char(1)) + 1), {_ATTRS} FROM (
+            SELECT l.dedup_key, count(*) AS n, coalesce(s.created_at, '') || char(1) || hex(l.session_id) AS o,
+                   l.provider, l.model, l.ts_ms, l.input, l.output, l.cache_read, l.cache_write, l.cost_nanos
+            FROM temp.usage_touched t JOIN usage_ledger l ON l.dedup_key = t.k
+            JOIN sessions s ON s.id = l.session_id
+            GROUP BY l.dedup_key, l.session_id)
+        GROUP BY dedup_key""")
+    if rollup:
+        conn.execute(_ROLLUP_ADD)
+        if emptied:
+            conn.execute("DELETE FROM usage_rollup WHERE calls = 0")
+    conn.execute("DELETE FROM temp.usage_touched")
+
+
+#: The ledger instance registered in DERIVED_INDEXES.
+LEDGER = UsageLedger()
+if not any(getattr(index, "name", None) == LEDGER.name for index in DERIVED_INDEXES):
+    DERIVED_INDEXES.append(LEDGER)
+
+
+def _text(value: Any) -> Any:
+    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else value
+
+
+def query_usage(conn: sqlite3.Connection, query: UsageQuery, cwd_filter: Any = None) -> list[UsageRow]:
+    """Answer :meth:`SqliteStore.usage` from the ledger alone (no entry is read).
+
+    The same result as :func:`sessiontree.usagerecords.aggregate` over the
+    sessions' entries. Records sharing a content key have the same content, so
+    ``usage_calls`` holds each billed call once with its multiplicity and owner
+    (:func:`_refresh_calls`), and a store-wide report sums ``usage_rollup``, its
+    per (owner, provider, model, 15-minute bucket, priced shape) sums. Rows that
+    may need a catalogue price stay apart by their token counts.
+
+    The rollup answers every store-wide query except these, which sum
+    ``usage_calls`` (same result, one row per call):
+
+    * ``price_all`` (``--cost catalog``): every call is priced on its own token
+      counts, and the rollup keeps those only for calls without a usable cost;
+    * a ``since_ms`` / ``until_ms`` that is not on a 15-minute boundary (a
+      zone whose offset at that date is not whole quarter hours, such as a
+      historical local mean time or a ``+01:07`` offset): the rollup cannot
+      split a bucket;
+    * a database whose rollup is missing (an older schema opened read-only),
+      or whose sums overflowed 64-bit integers (SQLite then stores a float).
+
+    Session mode (``query.session_id``) reads that session's ``usage_ledger`` rows.
+
+    Args:
+        conn: a connection inside a read transaction.
+        query: what to sum.
+        cwd_filter: ``(cwd) -> bool`` for :attr:`UsageQuery.cwd`, applied to the
+            owning sessions, or ``None``.
+    """
+    if query.session_id is None and not query.price_all and all(
+            bound is None or bound % BUCKET_MS == 0 for bound in (query.since_ms, query.until_ms)) \
+            and _has_rollup(conn):
+        rows = _query_rollup(conn, query, cwd_filter)
+        if rows is not None:
+            return rows
+    return _query_calls(conn, query, cwd_filter)
+
+
+def _time_where(query: UsageQuery, column: str) -> tuple[str, list[int]]:
+    where, params = [], []
+    if query.since_ms is not None:
+        where.append(f"{column} >= ?")
+        params.append(query.since_ms)
+    if query.until_ms is not None:
+        where.append(f"{column} < ?")
+        params.append(query.until_ms)
+    return (" AND ".join(where)) or "1", params
+
+
+def _owners(conn: sqlite3.Connection, owner_hexes: set[Any]) -> dict[Any, tuple[str | None, str | None]]:
+    """``{hex owner: (session id, header cwd)}`` for the owners in ``owner_hexes``."""
+    owners: dict[Any, tuple[str | None, str | None]] = {None: (None, None)}
+    cwds = {_text(sid): _text(cwd) for sid, cwd in conn.execute("SELECT id, cwd FROM sessions")}
+    for owner_hex in owner_hexes:
+        sid = bytes.fromhex(owner_hex).decode("utf-8", "surrogatepass")
+        owners[owner_hex] = (sid, cwds.get(sid))
+    return owners
+
+
+def _query_rollup(conn: sqlite3.Connection, query: UsageQuery, cwd_filter: Any) -> list[UsageRow] | None:
+    """A store-wide query summed from ``usage_rollup``; ``None`` when a sum is not an
+    exact integer (an overflowed rollup: the caller sums ``usage_calls`` instead)."""
+    time_sql, params = _time_where(query, "bucket")
+    sessions = query.per_session or query.cwd is not None
+    owner = "owner" if sessions else "NULL"
+    # Calls with a usable recorded cost sum across buckets unless time matters;
+    # calls to be priced keep their bucket (prices change over time).
+    bucket = "bucket" if query.by_time else "(CASE WHEN shape = '' THEN 0 ELSE bucket END)"
+    rows = conn.execute(f"""
+        SELECT {owner}, nullif(provider, ''), nullif(model, ''), {bucket}, shape = '', shape != '',
+               sum(calls), sum(input), sum(output), sum(cache_read), sum(cache_write), sum(cost_nanos)
+        FROM usage_rollup WHERE {time_sql}
+        GROUP BY {owner}, provider, model, {bucket}, shape""", params).fetchall()
+    owners = _owners(conn, {row[0] for row in rows}) if sessions else {None: (None, None)}
+    result = []
+    for row in rows:
+        sums = row[6:]
+        if float in map(type, sums):
+            return None
+        session_id, cwd = owners[row[0]]
+        if query.cwd is not None and cwd_filter is not None and not cwd_filter(cwd):
+            continue
+        if not query.per_session:
+            session_id = cwd = None
+        result.append(UsageRow(session_id, cwd, _text(row[1]), _text(row[2]), row[3], bool(row[4]), False,
+                               bool(row[5]), *sums))
+    return result
+
+
+def _query_calls(conn: sqlite3.Connection, query: UsageQuery, cwd_filter: Any) -> list[UsageRow]:
+    """:func:`query_usage` summed from ``usage_calls`` (store-wide) or ``usage_ledger``
+    (session mode): SQL (1) counts each key's rows per session, (2) keeps each key
+    once with the largest of those counts and, when sessions matter, its owner (the
+    smallest ``createdAt``, session id), (3) sums per group."""
+    time_sql, params = _time_where(query, "ts_ms")
+    per_call = "1" if query.price_all else "(cost_nanos IS NULL)"
+    # Rows to be priced from a catalogue keep their own token counts.
+    split = f"CASE WHEN {per_call} THEN input || ',' || output || ',' || cache_read || ',' || cache_write END"
+    sums = ("sum(m), sum(m * input), sum(m * output), sum(m * cache_read), sum(m * cache_write),"
+            " sum(m * coalesce(cost_nanos, 0))")
+    bucket = _bucket_sql("ts_ms")
+    if not query.by_time:
+        bucket = f"(CASE WHEN {per_call} THEN {bucket} ELSE 0 END)"
+    attrs = _ATTRS
+    if query.session_id is not None:
+        sql = f"""
+            WITH me AS (SELECT id, coalesce(created_at, '') AS c FROM sessions WHERE id = ?)
+            SELECT NULL AS owner, provider, model, {bucket}, cost_nanos IS NOT NULL, copied, {per_call}, {sums}
+            FROM (
+                SELECT 1 AS m, {attrs}, EXISTS (
+                    SELECT 1 FROM usage_ledger o JOIN sessions s ON s.id = o.session_id, me
+                    WHERE o.dedup_key = l.dedup_key AND o.session_id != me.id
+                      AND (coalesce(s.created_at, ''), s.id) < (me.c, me.id)) AS copied
+                FROM usage_ledger l WHERE l.session_id = (SELECT id FROM me) AND {time_sql})
+            GROUP BY provider, model, {bucket}, cost_nanos IS NOT NULL, copied, {split}"""
+        rows = conn.execute(sql, (_db(query.session_id), *params)).fetchall()
+        cwd_row = conn.execute("SELECT cwd FROM sessions WHERE id = ?", (_db(query.session_id),)).fetchone()
+        owners = {None: (query.session_id, _text(cwd_row[0]) if cwd_row else None)}
+    else:
+        sessions = query.per_session or query.cwd is not None
+        owner = "owner" if sessions else "NULL"
+        sql = f"""
+            SELECT {owner}, provider, model, {bucket}, cost_nanos IS NOT NULL, 0, {per_call}, {sums}
+            FROM usage_calls WHERE {time_sql}
+            GROUP BY {owner}, provider, model, {bucket}, cost_nanos IS NOT NULL, {split}"""
+        rows = conn.execute(sql, params).fetchall()
+        owners = _owners(conn, {row[0] for row in rows}) if sessions else {None: (None, None)}
+    result = []
+    for row in rows:
+        reported = ledger_row_owner(query, owners[row[0]], cwd_filter)
+        if reported is None:
+            continue
+        session_id, cwd = reported
+        result.append(UsageRow(session_id, cwd, _text(row[1]), _text(row[2]), row[3], bool(row[4]), bool(row[5]),
+                               bool(row[6]), *row[7:]))
+    return result

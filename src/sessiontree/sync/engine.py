@@ -1,0 +1,823 @@
+"""Keep a store in step with the agents' own session folders (``sessiontree sync``).
+
+Each source file ends in exactly one outcome (docs/sync.md):
+
+* ``new``: its session id is not stored: imported as ``import`` does (id,
+  header and every entry's bytes kept, older formats upgraded in memory);
+* ``grown``: what is stored from it is a prefix of its entries (same ids,
+  same bytes): only the new entries are appended, in one transaction;
+* ``unchanged``: size, mtime, inode and device equal the recorded state: the
+  file is not even opened;
+* ``in-progress``: its last line has no newline and is not a complete record
+  yet (an agent is writing it): that line is left for the next run, the
+  complete records before it are synced;
+* ``diverged``: the file no longer extends what is stored (an agent rewrote
+  it with new ids, someone edited it): reported with the first differing
+  entry, the stored session untouched; with ``replace`` the stored session
+  becomes the file's content atomically (``replaced``), entries that exist
+  only in the store re-appended or reported as dropped;
+* ``rejected``: not a session, unreadable, invalid, vanished: a reason (with
+  the file line where there is one); the other files go on.
+
+Invariants:
+
+* **Per-file state lives in the store** (:class:`~sessiontree.stores.base.SyncState`:
+  path, size, mtime_ns, inode, bytes consumed, hashes of the header line and
+  of the last consumed bytes) and is written in the same commit as the
+  entries it accounts for, with a compare-and-set on the previous state
+  (:meth:`~sessiontree.stores.base.SessionStore.sync_commit`): two sync
+  processes cannot append the same entries twice.
+* **A grown file is read from its consumed offset.** The appended bytes are
+  trusted only while the inode is the same, the file is not shorter, and the
+  header line and the last consumed bytes hash as recorded; anything else
+  (and every format-1 file, whose entry ids depend on the whole file) is
+  read whole and compared entry by entry. New lines are parsed by the
+  library's own reader (:func:`~sessiontree.format.parse_session` over the
+  header line plus the new lines), so every format rule applies to them.
+* **Nothing is partial.** A session is created, appended to or replaced in
+  one atomic store write, or not at all; a file that fails half-way leaves
+  the store as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import stat
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sessiontree.format import jsonio
+from sessiontree.errors import (
+    InvalidSessionError,
+    SessionError,
+    SessionExistsError,
+    SessionNotFoundError,
+    StorageError,
+    SyncConflictError,
+)
+from sessiontree.format.codec import ParsedSession, parse_session
+from sessiontree.format.ids import is_valid_session_id
+from sessiontree.stores.base import SessionStore, SyncChange, SyncState
+from sessiontree.stores.jsonl.store import first_line
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - non-POSIX platforms
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = [
+    "FileResult",
+    "SyncReport",
+    "Syncer",
+    "discover",
+    "run_lock",
+    "watch",
+    "opened_files",
+    "STATUSES",
+    "TAIL_CHECK",
+]
+
+#: Outcomes, in the order summaries list them.
+STATUSES = ("new", "grown", "unchanged", "in-progress", "replaced", "diverged", "rejected")
+#: Bytes before the consumed offset whose hash must still match before appended bytes are trusted.
+TAIL_CHECK = 4096
+_JSON_WS = b" \t\r\n"
+_SUFFIX = ".jsonl"
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_opened = 0
+_opened_lock = threading.Lock()
+
+
+def opened_files() -> int:
+    """How many source files this process's sync engine has opened so far (for the
+    benchmark and the tests: an unchanged file must not be opened)."""
+    return _opened
+
+
+def _open_source(path: str) -> int:
+    """Open a source file for reading, counted by :func:`opened_files`."""
+    global _opened
+    fd = os.open(path, os.O_RDONLY | _O_CLOEXEC)
+    with _opened_lock:
+        _opened += 1
+    return fd
+
+
+def _sha(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass
+class FileResult:
+    """What sync did with one source file (or one session of a source store).
+
+    Attributes:
+        path: the file (or ``<store url>#<session id>``).
+        status: one of :data:`STATUSES`.
+        session_id: the header id, once known.
+        added: entries added to the store (``new``, ``grown``, ``replaced``).
+        reason: why it was rejected or diverged, or a note; ``None`` otherwise.
+        line: 1-based file line of the problem or of the first differing entry.
+        entry_id: the first differing entry (``diverged``, ``replaced``).
+        pending: bytes of an unfinished last line left for the next run.
+        kept: store-only entries re-appended after the file's (``replaced``).
+        superseded: stored entries replaced by the file's version of them (``replaced``).
+        dropped: store-only entries that could not be re-appended, each
+            ``{"id", "type", "reason"}`` (``replaced``).
+    """
+
+    path: str
+    status: str
+    session_id: str | None = None
+    added: int = 0
+    reason: str | None = None
+    line: int | None = None
+    entry_id: str | None = None
+    pending: int = 0
+    kept: int = 0
+    superseded: int = 0
+    dropped: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON data (camelCase keys, as ``--json`` prints them)."""
+        return {"path": self.path, "status": self.status, "sessionId": self.session_id, "added": self.added,
+                "reason": self.reason, "line": self.line, "entryId": self.entry_id, "pending": self.pending,
+                "kept": self.kept, "superseded": self.superseded, "dropped": self.dropped}
+
+
+@dataclass
+class SyncReport:
+    """The outcome of one sync run.
+
+    Attributes:
+        files: one result per file, in the order they were synced.
+        notes: remarks on sources (a source that is the store itself, a missing folder).
+        interrupted: the run was stopped before every file was done.
+        left: files not done because of the interruption.
+    """
+
+    files: list[FileResult] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    interrupted: bool = False
+    left: int = 0
+
+    def counts(self) -> dict[str, int]:
+        """``{status: number of files}`` for every status (zeros included)."""
+        counts = dict.fromkeys(STATUSES, 0)
+        for result in self.files:
+            counts[result.status] += 1
+        return counts
+
+    @property
+    def added(self) -> int:
+        """Entries added to the store, all files together."""
+        return sum(result.added for result in self.files)
+
+    @property
+    def ok(self) -> bool:
+        """Nothing was rejected or left diverged."""
+        counts = self.counts()
+        return not counts["rejected"] and not counts["diverged"]
+
+    def summary(self) -> str:
+        """One line: ``3 new, 1 grown (+12 entries), 40 unchanged, 0 in progress, ...``."""
+        c = self.counts()
+        grown = sum(result.added for result in self.files if result.status == "grown")
+        parts = [f"{c['new']} new", f"{c['grown']} grown (+{grown} {'entry' if grown == 1 else 'entries'})", f"{c['unchanged']} unchanged",
+                 f"{c['in-progress']} in progress"]
+        if c["replaced"]:
+            parts.append(f"{c['replaced']} replaced")
+        parts += [f"{c['diverged']} diverged", f"{c['rejected']} rejected"]
+        return ", ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON data: per-file results, the counts, entries added, notes."""
+        data: dict[str, Any] = {"files": [r.to_dict() for r in self.files], **self.counts(),
+                                "entriesAdded": self.added, "notes": list(self.notes)}
+        if self.interrupted:
+            data.update(interrupted=True, left=self.left)
+        return data
+
+
+# --------------------------------------------------------------------------- discovery
+
+
+def discover(paths: Iterable[str], exclude: str | None = None) -> tuple[list[str], list[FileResult]]:
+    """The ``*.jsonl`` files under ``paths`` (files or folders, searched recursively).
+
+    Symbolic links are followed; a link back to a folder being searched is a
+    ``symbolic link loop`` and is reported, a folder reached twice is read
+    once. Dangling links, unreadable folders and non-regular files are
+    reported, never raised.
+
+    Args:
+        paths: files and folders, as given.
+        exclude: a folder whose files are never synced (a JSONL store that is
+            itself the target).
+
+    Returns:
+        ``(files, rejected)``: absolute file paths, sorted within each folder
+        and without duplicates (same inode), and one ``rejected`` result per
+        problem found.
+    """
+    files: list[str] = []
+    rejected: list[FileResult] = []
+    seen_files: set[tuple[int, int]] = set()
+    seen_dirs: set[tuple[int, int]] = set()
+    excluded = os.path.realpath(exclude) if exclude else None
+
+    def reject(path: str, reason: str) -> None:
+        rejected.append(FileResult(path, "rejected", reason=reason))
+
+    def add_file(path: str, st: os.stat_result) -> None:
+        key = (st.st_dev, st.st_ino)
+        if key not in seen_files:
+            seen_files.add(key)
+            files.append(path)
+
+    def walk(directory: str, ancestors: frozenset[tuple[int, int]]) -> None:
+        try:
+            st = os.stat(directory)
+        except OSError as exc:
+            reject(directory, _os_reason(exc, directory))
+            return
+        key = (st.st_dev, st.st_ino)
+        if key in ancestors:
+            reject(directory, "symbolic link loop (it leads back to a folder being read)")
+            return
+        if key in seen_dirs:
+            return
+        seen_dirs.add(key)
+        if excluded is not None and os.path.realpath(directory) == excluded:
+            return
+        try:
+            with os.scandir(directory) as it:
+                items = sorted(it, key=lambda item: item.name)
+        except OSError as exc:
+            reject(directory, _os_reason(exc, directory))
+            return
+        inner = ancestors | {key}
+        for item in items:
+            if item.name.endswith(_SUFFIX):
+                try:
+                    item_st = os.stat(item.path)
+                except OSError as exc:
+                    reject(item.path, _os_reason(exc, item.path))
+                    continue
+                if stat.S_ISREG(item_st.st_mode):
+                    add_file(item.path, item_st)
+                    continue
+                if not stat.S_ISDIR(item_st.st_mode):
+                    reject(item.path, "not a regular file")
+                    continue
+            try:
+                is_dir = item.is_dir()
+            except OSError:
+                is_dir = False
+            if is_dir:
+                walk(item.path, inner)
+            elif item.is_symlink() and not os.path.exists(item.path) and item.name.endswith(_SUFFIX):
+                reject(item.path, "dangling symbolic link")
+
+    for raw in paths:
+        path = os.path.abspath(os.path.expanduser(raw))
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            reject(path, _os_reason(exc, path))
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            walk(path, frozenset())
+        elif stat.S_ISREG(st.st_mode):
+            add_file(path, st)
+        else:
+            reject(path, "not a regular file")
+    return files, rejected
+
+
+def _os_reason(exc: OSError, path: str) -> str:
+    """A one-line reason for an OS error on ``path`` (a loop, a dangling link, a permission)."""
+    if exc.errno == errno.ELOOP:
+        return "symbolic link loop"
+    if exc.errno == errno.ENOENT:
+        return "dangling symbolic link" if os.path.islink(path) else "vanished (no such file or directory)"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    return exc.strerror or str(exc)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _complete_prefix(data: bytes) -> tuple[int, int]:
+    """How many leading bytes of ``data`` are complete records, and how many follow.
+
+    Complete: up to the last ``\\n``, plus a last line without one when it
+    already parses as a JSON object (docs/rules/versions.md seed:session-version
+    accepts a complete final record without its newline). A last line that does not parse yet is an
+    agent still writing it: not consumed, not an error.
+    """
+    cut = data.rfind(b"\n") + 1
+    rest = data[cut:]
+    if not rest:
+        return cut, 0
+    text = rest.strip(_JSON_WS)
+    if text:
+        try:
+            if isinstance(jsonio.loads(text), dict):
+                return len(data), 0
+        except ValueError:
+            pass
+    return cut, len(rest)
+
+
+def _pread_range(fd: int, start: int, end: int) -> bytes:
+    """Bytes ``[start, end)`` of the open file (fewer if it was truncated meanwhile)."""
+    chunks = []
+    offset = start
+    while offset < end:
+        chunk = os.pread(fd, end - offset, offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+def _lines_in(data: bytes) -> int:
+    """Physical lines in ``data`` (a last line without newline counts)."""
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+@dataclass
+class _Compared:
+    """How a file's entries relate to the stored session."""
+
+    kind: str  # "same", "grown", "diverged"
+    common: int = 0  # file entries already stored (a prefix of the file)
+    index: int | None = None  # diverged: the first differing file entry (None: the header)
+    reason: str = ""
+
+
+def _compare(stored: ParsedSession, parsed: ParsedSession, raw: Sequence[bytes],
+             synced_before: int) -> _Compared:
+    """Compare a stored session with a file's entries (rule in docs/sync.md, "Grown").
+
+    Grown or same when: the headers are equal; the file entries found in the
+    store are a prefix of the file, stored in file order with the same bytes;
+    every other stored entry hangs off those entries (its parent is one of
+    them or another such entry: a name or label set with sessiontree); and
+    the file still has at least the ``synced_before`` entries taken from it
+    earlier.
+    """
+    if stored.header != parsed.header:
+        return _Compared("diverged", index=None, reason="the header differs from the stored one")
+    entries = parsed.entries
+    where = {entry["id"]: j for j, entry in enumerate(stored.entries)}
+    common = 0
+    last = -1
+    for i, entry in enumerate(entries):
+        j = where.get(entry["id"])
+        if j is None:
+            break
+        if stored.entry_bytes(j) != raw[i]:
+            return _Compared("diverged", index=i, reason="differs from the stored entry with this id")
+        if j < last:
+            return _Compared("diverged", index=i, reason="is stored in another order")
+        last = j
+        common = i + 1
+    for i in range(common, len(entries)):
+        if entries[i]["id"] in where:
+            return _Compared("diverged", index=common,
+                             reason=f"is not in the store, though the later entry {entries[i]['id']} is")
+    if synced_before > common:
+        return _Compared("diverged", index=common if common < len(entries) else None,
+                         reason=f"the file no longer holds the {synced_before} entries synced from it before "
+                                f"(only {common} of them match)")
+    from_file = {entry["id"] for entry in entries[:common]}
+    attached = set(from_file)
+    for entry in stored.entries:
+        entry_id = entry["id"]
+        if entry_id in from_file:
+            continue
+        if entry.get("parentId") in attached:
+            attached.add(entry_id)
+            continue
+        return _Compared("diverged", index=common if common < len(entries) else None,
+                         reason=f"the stored entry {entry_id} ({entry.get('type')}) is not in the file "
+                                "and does not hang off its entries")
+    return _Compared("same" if common == len(entries) else "grown", common=common)
+
+
+def _merge_for_replace(stored: ParsedSession, parsed: ParsedSession,
+                       raw: list[bytes]) -> tuple[list[dict[str, Any]], list[bytes | None], int, int,
+                                                  list[dict[str, Any]]]:
+    """The content ``sync --replace`` stores: the file's entries, then the entries that
+    exist only in the store.
+
+    A stored entry whose id the file has is replaced by the file's version. One
+    whose type and timestamp equal a file entry's is the same record under an
+    old id (an agent's upgrade rewrote the ids): superseded, counted. Any other
+    is store-only: re-appended in stored order, its parent moved to the file's
+    last entry when its parent is gone; dropped (and reported) only when it
+    targets an entry (``targetId``) that is gone.
+
+    Returns:
+        ``(entries, raw, kept, superseded, dropped)``.
+    """
+    entries: list[dict[str, Any]] = list(parsed.entries)
+    texts: list[bytes | None] = list(raw)
+    from_file = {entry["id"] for entry in entries}
+    ids = set(from_file)
+    keys = {(entry.get("type"), entry.get("timestamp")) for entry in entries}
+    leaf = entries[-1]["id"] if entries else None
+    kept = superseded = 0
+    dropped: list[dict[str, Any]] = []
+    for j, entry in enumerate(stored.entries):
+        if entry["id"] in from_file:
+            continue  # the file's version wins
+        if (entry.get("type"), entry.get("timestamp")) in keys:
+            superseded += 1
+            continue
+        target = entry.get("targetId")
+        if isinstance(target, str) and target not in ids:
+            dropped.append({"id": entry["id"], "type": entry.get("type"),
+                            "reason": f"its target {target} is not in the file"})
+            continue
+        text: bytes | None = stored.entry_bytes(j)
+        parent = entry.get("parentId")
+        if parent is not None and parent not in ids:
+            entry = {**entry, "parentId": leaf}
+            text = None  # re-parented: serialized anew
+        entries.append(entry)
+        texts.append(text)
+        ids.add(entry["id"])
+        kept += 1
+    return entries, texts, kept, superseded, dropped
+
+
+# --------------------------------------------------------------------------- the engine
+
+
+class Syncer:
+    """Sync files (and source stores) into one store.
+
+    Args:
+        store: the target store (writable, unless ``dry_run``).
+        replace: resolve ``diverged`` files by replacing the stored session
+            with the file's content (``replaced``).
+        dry_run: decide every outcome, write nothing.
+
+    The recorded states and stored ids are read once at construction (one
+    query each), so deciding that 10,000 files are unchanged costs 10,000
+    ``stat`` calls and nothing else.
+    """
+
+    def __init__(self, store: SessionStore, *, replace: bool = False, dry_run: bool = False) -> None:
+        self.store = store
+        self.replace = replace
+        self.dry_run = dry_run
+        self._refresh()
+
+    def _refresh(self) -> None:
+        self.states: dict[str, SyncState] = self.store.sync_states()
+        self.stored_ids: set[str] = set(self.store.session_ids())
+
+    # -- driving -----------------------------------------------------------------------------
+
+    def sync_files(self, files: Sequence[str], *, on_file: Callable[[str], None] | None = None,
+                   stop: threading.Event | None = None) -> SyncReport:
+        """Sync each file in turn; stop between files when ``stop`` is set.
+
+        Args:
+            files: absolute paths (from :func:`discover`).
+            on_file: called with each path after it is done (progress).
+            stop: checked before each file.
+
+        Returns:
+            A :class:`SyncReport` (``interrupted`` and ``left`` when stopped).
+        """
+        report = SyncReport()
+        for index, path in enumerate(files):
+            if stop is not None and stop.is_set():
+                report.interrupted = True
+                report.left = len(files) - index
+                break
+            report.files.append(self.sync_file(path))
+            if on_file is not None:
+                on_file(path)
+        if not self.dry_run and not report.interrupted and any(
+                r.status in ("new", "grown", "replaced") for r in report.files):
+            # Sessions were written: let the store finish the derived work writes defer
+            # (SQLite's search tail, docs/search.md), here rather than in a later search.
+            # Not when stopped (as an interrupted import): the stop asked to end now, and
+            # the CLI catches SIGINT, so a long settle could not be interrupted again;
+            # what is left stays pending and is still found.
+            try:
+                self.store.settle_derived()
+            except StorageError:
+                pass  # the files are synced; a lock held too long only leaves the merge for later
+        return report
+
+    def sync_file(self, path: str) -> FileResult:
+        """Sync one file; never raises for a problem of the file (it becomes ``rejected``).
+
+        A conflict with another sync process (the recorded state moved on) is
+        retried with fresh state; a file that keeps changing under that is rejected.
+
+        Raises:
+            StorageError: the store itself failed (not the file's fault).
+        """
+        path = os.path.abspath(path)
+        for _ in range(5):
+            try:
+                return self._sync_file(path)
+            except (SyncConflictError, SessionExistsError, SessionNotFoundError):
+                # Another process wrote (or deleted) this file's session meanwhile: decide again.
+                self._refresh()
+        return FileResult(path, "rejected", reason="another sync kept changing this file's session; try again")
+
+    def _sync_file(self, path: str) -> FileResult:
+        state = self.states.get(path)
+        stored = state is not None and state.session_id in self.stored_ids
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            return FileResult(path, "rejected", reason=_os_reason(exc, path))
+        if not stat.S_ISREG(st.st_mode):
+            return FileResult(path, "rejected", reason="not a regular file")
+        if stored and state is not None and (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev) == (
+                state.size, state.mtime_ns, state.inode, state.dev):
+            pending = state.size - state.consumed
+            return FileResult(path, "in-progress" if pending else "unchanged", state.session_id, pending=pending)
+        try:
+            fd = _open_source(path)
+        except OSError as exc:
+            return FileResult(path, "rejected", reason=_os_reason(exc, path))
+        try:
+            fst = os.fstat(fd)
+            if (stored and state is not None and state.version >= 2 and fst.st_size >= state.consumed
+                    and (fst.st_ino, fst.st_dev) == (state.inode, state.dev)):
+                result = self._grow(path, fd, fst, state)
+                if result is not None:
+                    return result
+            return self._whole(path, fd, fst, state)
+        except OSError as exc:
+            return FileResult(path, "rejected", reason=f"cannot read: {_os_reason(exc, path)}")
+        finally:
+            os.close(fd)
+
+    def _commit(self, expect: SyncState | None, state: SyncState, change: SyncChange) -> None:
+        if self.dry_run:
+            return
+        self.store.sync_commit(expect, state, change)
+        self.states[state.path] = state
+        if change.kind == "create":
+            self.stored_ids.add(change.session_id)
+
+    # -- a file that only grew: read the new bytes --------------------------------------------
+
+    def _grow(self, path: str, fd: int, fst: os.stat_result, state: SyncState) -> FileResult | None:
+        """Sync the bytes after ``state.consumed``, or ``None`` when they cannot be trusted
+        (the caller then reads the whole file)."""
+        header = first_line(fd)
+        if _sha(header) != state.header_hash:
+            return None
+        low = max(0, state.consumed - TAIL_CHECK)
+        before = _pread_range(fd, low, state.consumed)
+        if len(before) != state.consumed - low or _sha(before) != state.tail_hash:
+            return None
+        new = _pread_range(fd, state.consumed, fst.st_size)
+        complete, pending = _complete_prefix(new)
+        chunk = new[:complete]
+        ended = before.endswith(b"\n")
+        if chunk:
+            # Newlines in the consumed bytes, plus the chunk's; an unterminated last line counts.
+            lines = state.lines - (0 if ended else 1) + chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
+            tail = _sha((before + chunk)[-TAIL_CHECK:])
+        else:
+            lines, tail = state.lines, state.tail_hash
+        moved = SyncState(path, state.session_id, fst.st_size, fst.st_mtime_ns, fst.st_ino, fst.st_dev,
+                          state.consumed + complete, lines, state.entries, state.version, state.header_hash, tail)
+        if not chunk.strip(_JSON_WS + b"\x0b\x0c"):
+            # Nothing new but blank lines or an unfinished one: record where the file is now.
+            self._commit(state, moved, SyncChange("none", state.session_id))
+            return FileResult(path, "in-progress" if pending else "unchanged", state.session_id, pending=pending)
+        try:
+            parsed = parse_session(header + b"\n" + chunk, path)
+        except InvalidSessionError as exc:
+            line = exc.line
+            if line is not None:
+                line = state.lines + (line - 1) - (0 if ended else 1)
+            return FileResult(path, "rejected", state.session_id, reason=exc.reason, line=line)
+        if parsed.header.get("id") != state.session_id:
+            return None
+        raw = [parsed.entry_bytes(i) for i in range(len(parsed.entries))]
+        moved = replace(moved, entries=state.entries + len(raw))
+        try:
+            self._commit(state, moved, SyncChange("append", state.session_id, entries=parsed.entries, raw=raw))
+        except (InvalidSessionError, SessionNotFoundError):
+            return None  # an id already stored, the session gone: compare the whole file instead
+        return FileResult(path, "grown" if raw else ("in-progress" if pending else "unchanged"),
+                          state.session_id, added=len(raw), pending=pending)
+
+    # -- anything else: read the whole file and compare ---------------------------------------
+
+    def _whole(self, path: str, fd: int, fst: os.stat_result, state: SyncState | None) -> FileResult:
+        data = _pread_range(fd, 0, fst.st_size)
+        complete, pending = _complete_prefix(data)
+        body = data[:complete]
+        if not body.strip(_JSON_WS + b"\x0b\x0c"):
+            if pending or not data:
+                return FileResult(path, "in-progress", reason="no complete record yet", pending=pending)
+            return FileResult(path, "rejected", reason="not a session: the file is blank")
+        try:
+            parsed = parse_session(body, path)
+        except InvalidSessionError as exc:
+            return FileResult(path, "rejected", reason=exc.reason, line=exc.line)
+        session_id = parsed.header["id"]
+        if not is_valid_session_id(session_id):
+            return FileResult(path, "rejected", session_id, reason=f"invalid session id {session_id!r}", line=1)
+        raw = [parsed.entry_bytes(i) for i in range(len(parsed.entries))]
+        new_state = SyncState(path, session_id, fst.st_size, fst.st_mtime_ns, fst.st_ino, fst.st_dev, complete,
+                              _lines_in(body), len(raw), parsed.source_version,
+                              _sha(body.split(b"\n", 1)[0]), _sha(body[-TAIL_CHECK:]))
+        expect = self.states.get(path)
+        synced_before = state.entries if state is not None and state.session_id == session_id else 0
+        return self._reconcile(path, parsed, raw, pending, synced_before,
+                               lambda change: self._commit(expect, new_state, change))
+
+    def _reconcile(self, path: str, parsed: ParsedSession, raw: list[bytes], pending: int, synced_before: int,
+                   commit: Callable[[SyncChange], None]) -> FileResult:
+        """Decide new / unchanged / grown / diverged / replaced for a parsed source and write it."""
+        session_id = parsed.header["id"]
+        stored: ParsedSession | None = None
+        if session_id in self.stored_ids or self.store.exists(session_id):
+            try:
+                stored = self.store.read(session_id)
+            except SessionNotFoundError:
+                stored = None
+            except (InvalidSessionError, StorageError) as exc:
+                return FileResult(path, "rejected", session_id,
+                                  reason=f"the stored session cannot be read to compare: {exc}")
+        if stored is None:
+            try:
+                commit(SyncChange("create", session_id, dict(parsed.header), parsed.entries, raw))
+            except InvalidSessionError as exc:
+                return FileResult(path, "rejected", session_id, reason=exc.reason, line=exc.line)
+            return FileResult(path, "new", session_id, added=len(raw), pending=pending)
+        compared = _compare(stored, parsed, raw, synced_before)
+        if compared.kind == "same":
+            commit(SyncChange("none", session_id))
+            return FileResult(path, "in-progress" if pending else "unchanged", session_id, pending=pending)
+        if compared.kind == "grown":
+            added = parsed.entries[compared.common:]
+            commit(SyncChange("append", session_id, entries=added, raw=raw[compared.common:]))
+            return FileResult(path, "grown", session_id, added=len(added), pending=pending)
+        index = compared.index
+        if index is None:
+            line = 1  # the header
+        else:
+            line = parsed.lines[index] if index < len(parsed.lines) else None
+        entry_id = parsed.entries[index]["id"] if index is not None and index < len(parsed.entries) else None
+        what = f"entry {entry_id} " if entry_id is not None else ""
+        reason = f"diverged: {what}{compared.reason}"
+        if not self.replace:
+            return FileResult(path, "diverged", session_id, reason=reason, line=line, entry_id=entry_id,
+                              pending=pending)
+        entries, texts, kept, superseded, dropped = _merge_for_replace(stored, parsed, raw)
+        try:
+            commit(SyncChange("replace", session_id, dict(parsed.header), entries, texts))
+        except InvalidSessionError as exc:
+            return FileResult(path, "rejected", session_id, reason=f"replacing failed: {exc.reason}")
+        return FileResult(path, "replaced", session_id, added=len(raw), reason=reason, line=line,
+                          entry_id=entry_id, pending=pending, kept=kept, superseded=superseded, dropped=dropped)
+
+    # -- another store as the source ----------------------------------------------------------
+
+    def sync_store(self, source: SessionStore, *, on_session: Callable[[str], None] | None = None,
+                   stop: threading.Event | None = None) -> SyncReport:
+        """Copy every session of ``source`` into the target: new ones created, grown ones
+        appended, diverged ones reported (or replaced). No per-file state is kept: each
+        session is compared in full (a store has no files to ``stat``).
+
+        Returns:
+            A :class:`SyncReport`; each result's path is ``<source url>#<session id>``.
+        """
+        report = SyncReport()
+        ids = sorted(source.session_ids())
+        for index, session_id in enumerate(ids):
+            if stop is not None and stop.is_set():
+                report.interrupted, report.left = True, len(ids) - index
+                break
+            where = f"{source.url}#{session_id}"
+            try:
+                parsed = source.read(session_id)
+            except (SessionError, OSError) as exc:
+                report.files.append(FileResult(where, "rejected", session_id, reason=str(exc)))
+                continue
+            raw = [parsed.entry_bytes(i) for i in range(len(parsed.entries))]
+
+            def commit(change: SyncChange) -> None:
+                if self.dry_run:
+                    return
+                if change.kind == "create":
+                    self.store.create(change.header or {}, change.entries, change.raw)
+                    self.stored_ids.add(change.session_id)
+                elif change.kind == "append":
+                    self.store.append(change.session_id, change.entries, change.raw)
+                elif change.kind == "replace":
+                    self.store.replace_session(change.header or {}, change.entries, change.raw)
+
+            try:
+                report.files.append(self._reconcile(where, parsed, raw, 0, 0, commit))
+            except SessionExistsError:
+                self._refresh()
+                report.files.append(self._reconcile(where, parsed, raw, 0, 0, commit))
+            if on_session is not None:
+                on_session(where)
+        return report
+
+
+# --------------------------------------------------------------------------- locking and watching
+
+
+def _lock_path(store: SessionStore) -> str | None:
+    """Where the run lock of ``store`` lives: beside a SQLite file, inside a JSONL folder."""
+    if store.kind == "sqlite":
+        path = getattr(store, "path", None)
+        return None if not path or path == ":memory:" else f"{path}.sync-lock"
+    if store.kind == "jsonl":
+        directory = getattr(store, "directory", None)
+        return None if directory is None else os.path.join(directory, ".sessiontree-sync-run.lock")
+    return None
+
+
+@contextlib.contextmanager
+def run_lock(store: SessionStore, on_busy: Callable[[], None] | None = None) -> Iterator[None]:
+    """Hold the store's sync run lock (an ``flock``): one sync process works on a store at
+    a time, the others wait. ``on_busy`` is called once when the lock is held by
+    another process, before waiting (the CLI says so: the only "error" two concurrent
+    syncs may show). Stores without a file (memory) need no lock.
+
+    Raises:
+        StorageError: the lock file cannot be created.
+    """
+    path = _lock_path(store)
+    if path is None or fcntl is None:
+        yield
+        return
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise StorageError(f"cannot create the sync lock {path}: {exc}") from exc
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_busy is not None:
+                on_busy()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+
+def watch(roots: Sequence[str], on_change: Callable[[list[str]], None], stop: threading.Event,
+          *, debounce_ms: int = 400) -> None:
+    """Call ``on_change(paths)`` with the ``*.jsonl`` files that changed under ``roots``,
+    debounced, until ``stop`` is set (``watchfiles``). Files removed meanwhile are left out.
+
+    Args:
+        roots: existing folders or files to watch.
+        on_change: gets the sorted absolute paths of changed files that still exist.
+        stop: set it (e.g. from a SIGINT handler) to end the watch after the current batch.
+        debounce_ms: changes within this window are grouped into one batch.
+    """
+    import watchfiles  # imported on use: only --watch needs it
+
+    def only_sessions(change: Any, path: str) -> bool:
+        return path.endswith(_SUFFIX)
+
+    for changes in watchfiles.watch(*roots, watch_filter=only_sessions, debounce=debounce_ms,
+                                    stop_event=stop, raise_interrupt=False, rust_timeout=500,
+                                    yield_on_timeout=False):
+        paths = sorted({os.path.abspath(path) for _, path in changes if os.path.isfile(path)})
+        if paths:
+            on_change(paths)
+        if stop.is_set():
+            break

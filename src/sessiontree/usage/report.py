@@ -1,0 +1,608 @@
+"""Usage and cost accounting across sessions: what ``sessiontree stats`` prints
+(docs/usage.md).
+
+Layering: stores answer :meth:`~sessiontree.stores.base.SessionStore.usage`
+with de-duplicated sums (the rule is :mod:`sessiontree.usagerecords`); this
+module prices what has no usable recorded cost, groups by day, week, month
+(in a time zone), session, model, provider or project, and builds the report
+and its JSON form.
+
+Invariants:
+
+* **Money is exact.** Every amount is an integer number of nano-dollars
+  (1e-9 USD) until it is printed; JSON carries it twice, as a decimal string
+  in USD (``"42.5959075"``) and as integer nano-dollars. No float is summed.
+* **A partial total never looks complete.** Each total says how many calls
+  were priced from recorded costs, how many were estimated from the price
+  catalogue, how many could not be priced (and which models those were), and
+  whether sessions could not be read. ``pricing.complete`` is true only when
+  nothing is missing.
+* **Cost modes.** ``auto`` (default): the recorded ``cost.total`` where it is
+  usable, a catalogue estimate where a record has tokens but no usable cost;
+  ``recorded``: recorded costs only (the rest is unpriced); ``catalog``: every
+  record priced from the catalogue (a cross-check of recorded costs).
+* **Day boundaries** are those of the user's local zone (the C library's
+  rules, daylight saving included), or of ``tz``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone, tzinfo
+from decimal import Decimal
+from typing import Any, Literal, Protocol
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from sessiontree.stores.base import SessionStore
+from sessiontree.core.usagerecords import NANOS_PER_USD, TokenCounts, UsageQuery, UsageRow
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "GROUPINGS",
+    "COST_MODES",
+    "Totals",
+    "Group",
+    "UsageReport",
+    "SessionUsage",
+    "PriceCatalog",
+    "GenaiPricesCatalog",
+    "usage_report",
+    "session_usage",
+    "session_costs",
+    "session_stats",
+    "parse_date_bound",
+    "resolve_timezone",
+    "format_usd",
+    "nanos_to_decimal",
+]
+
+#: Version of the JSON shape of :meth:`UsageReport.to_dict` (docs/usage.md). Raised
+#: only when a field changes meaning or disappears; new fields may appear.
+SCHEMA_VERSION = 1
+
+#: ``--by`` values.
+GROUPINGS = ("day", "week", "month", "session", "model", "provider", "project")
+#: ``--cost`` values.
+COST_MODES = ("auto", "recorded", "catalog")
+
+CostMode = Literal["auto", "recorded", "catalog"]
+Grouping = Literal["day", "week", "month", "session", "model", "provider", "project"]
+
+_UNKNOWN = "unknown"
+
+
+def nanos_to_decimal(nanos: int) -> Decimal:
+    """Nano-dollars as an exact :class:`~decimal.Decimal` of USD, without trailing zeros
+    (``42595907500`` -> ``Decimal("42.5959075")``)."""
+    value = Decimal(nanos).scaleb(-9)
+    normal = value.normalize()
+    # normalize() writes 100 as 1E+2; keep a plain exponent of at most 0.
+    return normal if normal.as_tuple().exponent <= 0 else value.quantize(Decimal(1))
+
+
+def format_usd(nanos: int, places: int = 2) -> str:
+    """``"$42.60"``: nano-dollars rounded half-even to ``places`` decimals, for display."""
+    value = Decimal(nanos).scaleb(-9).quantize(Decimal(1).scaleb(-places))
+    return f"${value:,}"
+
+
+# --------------------------------------------------------------------------- pricing
+
+
+class PriceCatalog(Protocol):
+    """Prices a call from its tokens; :class:`GenaiPricesCatalog` is the default."""
+
+    #: What the prices come from, for reports (``"genai-prices 0.2.3"``).
+    name: str
+
+    def price(self, provider: str | None, model: str | None, input: int, output: int, cache_read: int,
+              cache_write: int, at_ms: int) -> int | None:
+        """The cost of one call in nano-dollars, or ``None`` when the model is unknown."""
+        ...
+
+
+class GenaiPricesCatalog:
+    """Offline prices from the ``genai-prices`` package (its bundled snapshot: no network).
+
+    ``input`` here is the uncached input: the catalogue's input count includes
+    cache reads and writes, so they are added back before it is asked. Results
+    are cached per distinct call shape.
+    """
+
+    def __init__(self) -> None:
+        try:
+            from importlib.metadata import version
+
+            self.name = f"genai-prices {version('genai-prices')}"
+        except Exception:  # noqa: BLE001 - metadata missing in odd installs; the name is cosmetic
+            self.name = "genai-prices"
+        self._cache: dict[tuple[Any, ...], int | None] = {}
+
+    def price(self, provider: str | None, model: str | None, input: int, output: int, cache_read: int,
+              cache_write: int, at_ms: int) -> int | None:
+        """See :meth:`PriceCatalog.price`. The request time picks historical prices."""
+        if not model:
+            return None
+        day = at_ms // 86_400_000
+        key = (provider, model, input, output, cache_read, cache_write, day)
+        if key in self._cache:
+            return self._cache[key]
+        import genai_prices  # imported on first use: about half a second
+
+        usage = genai_prices.Usage(input_tokens=input + cache_read + cache_write, output_tokens=output,
+                                   cache_read_tokens=cache_read, cache_write_tokens=cache_write)
+        when = datetime.fromtimestamp(day * 86_400, timezone.utc)
+        result: int | None = None
+        for provider_id in ([provider, None] if provider else [None]):
+            try:
+                calc = genai_prices.calc_price(usage, model, provider_id=provider_id, genai_request_timestamp=when)
+            except (LookupError, ValueError):
+                continue
+            result = int((Decimal(calc.total_price) * NANOS_PER_USD).to_integral_value())
+            break
+        self._cache[key] = result
+        return result
+
+
+_DEFAULT_CATALOG: GenaiPricesCatalog | None = None
+
+
+def _default_catalog() -> GenaiPricesCatalog:
+    global _DEFAULT_CATALOG
+    if _DEFAULT_CATALOG is None:
+        _DEFAULT_CATALOG = GenaiPricesCatalog()
+    return _DEFAULT_CATALOG
+
+
+# --------------------------------------------------------------------------- totals
+
+
+@dataclass
+class Totals(TokenCounts):
+    """Sums of one group (or of everything).
+
+    Attributes:
+        calls: billed calls (records) counted once each.
+        input, output, cache_read, cache_write: tokens.
+        cost_nanos: the cost shown: recorded plus estimated, nano-dollars.
+        recorded_nanos: the part taken from recorded costs.
+        estimated_nanos: the part priced from the catalogue.
+        recorded_calls, estimated_calls, unpriced_calls: how each call was priced
+            (a call with no tokens and no cost counts as recorded, at 0).
+        unpriced_tokens: tokens of the unpriced calls (not in ``cost_nanos``).
+        models: ``provider/model`` names seen.
+        unpriced_models: ``provider/model`` names of unpriced calls.
+    """
+
+    calls: int = 0
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    cost_nanos: int = 0
+    recorded_nanos: int = 0
+    estimated_nanos: int = 0
+    recorded_calls: int = 0
+    estimated_calls: int = 0
+    unpriced_calls: int = 0
+    unpriced_tokens: int = 0
+    models: set[str] = field(default_factory=set)
+    unpriced_models: set[str] = field(default_factory=set)
+
+    def merge(self, other: Totals) -> None:
+        """Add ``other`` into this total."""
+        for name in ("calls", "input", "output", "cache_read", "cache_write", "cost_nanos", "recorded_nanos",
+                     "estimated_nanos", "recorded_calls", "estimated_calls", "unpriced_calls", "unpriced_tokens"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.models |= other.models
+        self.unpriced_models |= other.unpriced_models
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (docs/usage.md): token counts as integers, money as a USD decimal
+        string plus integer nano-dollars."""
+        return {
+            "calls": self.calls,
+            "inputTokens": self.input,
+            "outputTokens": self.output,
+            "cacheReadTokens": self.cache_read,
+            "cacheWriteTokens": self.cache_write,
+            "totalTokens": self.total_tokens,
+            "cost": str(nanos_to_decimal(self.cost_nanos)),
+            "costNanos": self.cost_nanos,
+            "recordedCost": str(nanos_to_decimal(self.recorded_nanos)),
+            "estimatedCost": str(nanos_to_decimal(self.estimated_nanos)),
+            "recordedCalls": self.recorded_calls,
+            "estimatedCalls": self.estimated_calls,
+            "unpricedCalls": self.unpriced_calls,
+            "unpricedTokens": self.unpriced_tokens,
+            "models": sorted(self.models),
+            "unpricedModels": sorted(self.unpriced_models),
+        }
+
+
+def _model_name(provider: str | None, model: str | None) -> str:
+    return f"{provider or _UNKNOWN}/{model or _UNKNOWN}"
+
+
+def _row_totals(row: UsageRow, mode: str, catalog: Callable[[], PriceCatalog],
+                into: Iterable[Totals] = ()) -> Totals | None:
+    """Price one store row by the cost mode; add it to each of ``into`` (returns ``None``)
+    or, with no ``into``, return it as a new :class:`Totals`."""
+    targets = list(into) or [Totals()]
+    name = _model_name(row.provider, row.model)
+    if row.total_tokens == 0 or (row.recorded and mode != "catalog"):
+        # Recorded (a row without tokens is free in every mode: its 0 is true, not missing).
+        for t in targets:
+            t.calls += row.calls
+            t.input += row.input
+            t.output += row.output
+            t.cache_read += row.cache_read
+            t.cache_write += row.cache_write
+            t.recorded_calls += row.calls
+            t.recorded_nanos += row.cost_nanos
+            t.cost_nanos += row.cost_nanos
+            t.models.add(name)
+        return None if into else targets[0]
+    t = Totals(calls=row.calls, input=row.input, output=row.output, cache_read=row.cache_read,
+               cache_write=row.cache_write)
+    t.models.add(name)
+    price = None
+    if mode != "recorded" and row.per_call and row.calls:
+        n = row.calls
+        one = catalog().price(row.provider, row.model, row.input // n, row.output // n, row.cache_read // n,
+                              row.cache_write // n, row.bucket)
+        price = None if one is None else one * n
+    if price is None:
+        t.unpriced_calls = row.calls
+        t.unpriced_tokens = row.total_tokens
+        t.unpriced_models.add(name)
+    else:
+        t.estimated_calls = row.calls
+        t.estimated_nanos = t.cost_nanos = price
+    if into:
+        for target in targets:
+            target.merge(t)
+        return None
+    return t
+
+
+# --------------------------------------------------------------------------- time
+
+
+def resolve_timezone(name: str | None) -> tzinfo | None:
+    """``None`` for the local zone, else the IANA zone ``name`` (``"UTC"``, ``"Europe/Berlin"``)
+    or a fixed offset ``"+01:00"`` / ``"-0530"``.
+
+    Raises:
+        ValueError: an unknown zone name.
+    """
+    if name is None or name == "":
+        return None
+    match = re.fullmatch(r"([+-])(\d{2}):?(\d{2})", name)
+    if match:
+        sign = 1 if match.group(1) == "+" else -1
+        return timezone(sign * timedelta(hours=int(match.group(2)), minutes=int(match.group(3))))
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"unknown time zone {name!r} (use an IANA name such as Europe/Berlin, UTC, "
+                         "or an offset such as +01:00)") from exc
+
+
+def _local(ms: int, tz: tzinfo | None) -> datetime:
+    if tz is None:
+        return datetime.fromtimestamp(ms / 1000)  # naive local time: the C library applies DST
+    return datetime.fromtimestamp(ms / 1000, tz)
+
+
+def _start_of_day_ms(day: date, tz: tzinfo | None) -> int:
+    midnight = datetime(day.year, day.month, day.day)
+    if tz is not None:
+        midnight = midnight.replace(tzinfo=tz)
+    return int(midnight.timestamp() * 1000)  # naive: local time, as mktime reads it
+
+
+def parse_date_bound(text: str, tz: tzinfo | None, *, end: bool, now_ms: int | None = None) -> int:
+    """A ``--since`` / ``--until`` value as Unix milliseconds.
+
+    Accepts ``YYYY-MM-DD``, ``YYYYMMDD`` (ccusage's form) and, for ``--since``,
+    ``Nd`` / ``Nw`` (the last N days or weeks including today: ``7d`` starts at
+    midnight six days ago). Dates are days of ``tz`` (local when ``None``).
+
+    Args:
+        end: ``True`` for ``--until``: the day is included, so the bound is the
+            next midnight (exclusive).
+        now_ms: "today" for relative values (default: now).
+
+    Raises:
+        ValueError: anything else.
+    """
+    text = text.strip()
+    relative = re.fullmatch(r"(\d+)([dw])", text)
+    if relative:
+        if end:
+            raise ValueError(f"--until takes a date (YYYY-MM-DD), not {text!r}")
+        count = int(relative.group(1)) * (7 if relative.group(2) == "w" else 1)
+        if count < 1:
+            raise ValueError(f"{text!r}: the count must be at least 1")
+        now = now_ms if now_ms is not None else int(datetime.now(timezone.utc).timestamp() * 1000)
+        today = _local(now, tz).date()
+        return _start_of_day_ms(today - timedelta(days=count - 1), tz)
+    for pattern in ("%Y-%m-%d", "%Y%m%d"):
+        try:
+            day = datetime.strptime(text, pattern).date()
+            break
+        except ValueError:
+            continue
+    else:
+        raise ValueError(f"invalid date {text!r}: use YYYY-MM-DD, YYYYMMDD or a count of days such as 7d")
+    return _start_of_day_ms(day + timedelta(days=1) if end else day, tz)
+
+
+# --------------------------------------------------------------------------- reports
+
+
+@dataclass
+class Group:
+    """One row of a report.
+
+    Attributes:
+        key: the group's value: ``YYYY-MM-DD`` (day; week: its Monday), ``YYYY-MM``
+            (month), a session id, ``provider/model``, a provider, or a cwd
+            (``"unknown"`` / ``""`` when not recorded).
+        totals: its sums.
+        cwd: the session's project (``--by session`` only).
+    """
+
+    key: str
+    totals: Totals
+    cwd: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form: ``{"key": ..., ("cwd": ...,) **totals}``."""
+        data: dict[str, Any] = {"key": self.key}
+        if self.cwd is not None:
+            data["cwd"] = self.cwd
+        data.update(self.totals.to_dict())
+        return data
+
+
+@dataclass
+class UsageReport:
+    """The result of :func:`usage_report`.
+
+    Attributes:
+        by: the grouping (one of :data:`GROUPINGS`).
+        groups: rows in order (time ascending; otherwise cost descending, then key).
+        totals: everything (equal to the sum of the groups).
+        timezone: the zone's name (``"local"`` when none was given).
+        since, until: the bounds as given (``None``: open).
+        cwd: the project filter, absolute, or ``None``.
+        cost_mode: one of :data:`COST_MODES`.
+        catalog: the catalogue's name, or ``None`` when none was consulted.
+        skipped_sessions: sessions the store could not read (their usage is missing).
+    """
+
+    by: str
+    groups: list[Group]
+    totals: Totals
+    timezone: str
+    since: str | None
+    until: str | None
+    cwd: str | None
+    cost_mode: str
+    catalog: str | None
+    skipped_sessions: int = 0
+
+    @property
+    def complete(self) -> bool:
+        """Whether every call has a price and every session was read."""
+        return self.totals.unpriced_calls == 0 and self.skipped_sessions == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The documented JSON shape (docs/usage.md), ``schemaVersion`` :data:`SCHEMA_VERSION`."""
+        t = self.totals
+        return {
+            "schemaVersion": SCHEMA_VERSION,
+            "by": self.by,
+            "timezone": self.timezone,
+            "since": self.since,
+            "until": self.until,
+            "cwd": self.cwd,
+            "costMode": self.cost_mode,
+            "currency": "USD",
+            "groups": [group.to_dict() for group in self.groups],
+            "totals": t.to_dict(),
+            "pricing": {
+                "complete": self.complete,
+                "recordedCalls": t.recorded_calls,
+                "estimatedCalls": t.estimated_calls,
+                "unpricedCalls": t.unpriced_calls,
+                "unpricedTokens": t.unpriced_tokens,
+                "unpricedModels": sorted(t.unpriced_models),
+                "skippedSessions": self.skipped_sessions,
+                "catalog": self.catalog,
+            },
+        }
+
+
+class _LazyCatalog:
+    """Creates the catalogue only when a row needs one, and remembers whether it did."""
+
+    def __init__(self, given: PriceCatalog | None) -> None:
+        self.given = given
+        self.used: PriceCatalog | None = None
+
+    def __call__(self) -> PriceCatalog:
+        if self.used is None:
+            self.used = self.given if self.given is not None else _default_catalog()
+        return self.used
+
+
+def _check_mode(cost: str) -> None:
+    if cost not in COST_MODES:
+        raise ValueError(f"unknown cost mode {cost!r}: expected one of {', '.join(COST_MODES)}")
+
+
+def usage_report(store: SessionStore, *, by: str = "day", since: str | None = None, until: str | None = None,
+                 cwd: str | None = None, tz: str | None = None, cost: str = "auto",
+                 catalog: PriceCatalog | None = None, now_ms: int | None = None) -> UsageReport:
+    """Tokens and cost of every billed call in ``store``, each counted once, grouped.
+
+    Args:
+        store: any store.
+        by: one of :data:`GROUPINGS`.
+        since, until: ``YYYY-MM-DD`` / ``YYYYMMDD`` (``until`` inclusive), ``since`` also ``Nd``/``Nw``.
+        cwd: only calls owned by sessions of this project directory.
+        tz: day boundaries' zone (IANA name or ``+HH:MM``); ``None``: local.
+        cost: one of :data:`COST_MODES`.
+        catalog: prices for estimates (default :class:`GenaiPricesCatalog`).
+        now_ms: "now" for relative ``since`` values (tests).
+
+    Raises:
+        ValueError: an unknown grouping, cost mode, zone or date.
+        StorageError: the store could not be read.
+    """
+    if by not in GROUPINGS:
+        raise ValueError(f"unknown grouping {by!r}: expected one of {', '.join(GROUPINGS)}")
+    _check_mode(cost)
+    zone = resolve_timezone(tz)
+    since_ms = parse_date_bound(since, zone, end=False, now_ms=now_ms) if since else None
+    until_ms = parse_date_bound(until, zone, end=True) if until else None
+    resolved_cwd = os.path.abspath(cwd) if cwd is not None else None
+    query = UsageQuery(since_ms=since_ms, until_ms=until_ms, cwd=resolved_cwd,
+                       per_session=by in ("session", "project"), price_all=cost == "catalog",
+                       by_time=by in ("day", "week", "month"))
+    rows = store.usage(query)
+    lazy = _LazyCatalog(catalog)
+    groups: dict[str, Group] = {}
+    totals = Totals()
+    day_cache: dict[int, date] = {}
+    for row in rows:
+        key = _group_key(by, row, zone, day_cache)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = Group(key, Totals(), row.cwd if by == "session" else None)
+        _row_totals(row, cost, lazy, (group.totals, totals))
+    ordered = list(groups.values())
+    if by in ("day", "week", "month"):
+        ordered.sort(key=lambda g: g.key)
+    else:
+        ordered.sort(key=lambda g: (-g.totals.cost_nanos, -g.totals.total_tokens, g.key))
+    return UsageReport(by, ordered, totals, tz or "local", since, until, resolved_cwd, cost,
+                       lazy.used.name if lazy.used is not None else None, getattr(rows, "skipped", 0))
+
+
+def _group_key(by: str, row: UsageRow, zone: tzinfo | None, day_cache: dict[int, date]) -> str:
+    if by in ("day", "week", "month"):
+        day = day_cache.get(row.bucket)
+        if day is None:
+            day = day_cache[row.bucket] = _local(row.bucket, zone).date()
+        if by == "day":
+            return day.isoformat()
+        if by == "week":
+            return (day - timedelta(days=day.weekday())).isoformat()  # ISO weeks start on Monday
+        return f"{day.year:04d}-{day.month:02d}"
+    if by == "session":
+        return row.session_id or ""
+    if by == "model":
+        return _model_name(row.provider, row.model)
+    if by == "provider":
+        return row.provider or _UNKNOWN
+    return row.cwd or ""
+
+
+@dataclass
+class SessionUsage:
+    """Usage of one session (``show``): every billed record the session holds.
+
+    Attributes:
+        session_id: the session.
+        totals: all its records (what its transcript records).
+        copied: the part also held by an earlier session (a fork's or import's
+            copied history): not billed again, so ``stats`` counts it there.
+        by_model: ``provider/model`` -> totals of all its records.
+        cost_mode, catalog: as in :class:`UsageReport`.
+    """
+
+    session_id: str
+    totals: Totals
+    copied: Totals
+    by_model: dict[str, Totals]
+    cost_mode: str
+    catalog: str | None
+
+    @property
+    def billed(self) -> Totals:
+        """``totals`` minus ``copied``: what this session itself adds to the store's bill."""
+        t = Totals()
+        t.merge(self.totals)
+        for name in ("calls", "input", "output", "cache_read", "cache_write", "cost_nanos", "recorded_nanos",
+                     "estimated_nanos", "recorded_calls", "estimated_calls", "unpriced_calls", "unpriced_tokens"):
+            setattr(t, name, getattr(t, name) - getattr(self.copied, name))
+        return t
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form: ``{"schemaVersion", "sessionId", "costMode", "catalog", "totals",
+        "copied", "billed", "models": {name: totals}}``."""
+        return {"schemaVersion": SCHEMA_VERSION, "sessionId": self.session_id, "costMode": self.cost_mode,
+                "currency": "USD", "catalog": self.catalog, "totals": self.totals.to_dict(),
+                "copied": self.copied.to_dict(), "billed": self.billed.to_dict(),
+                "models": {name: t.to_dict() for name, t in sorted(self.by_model.items())}}
+
+
+def session_usage(store: SessionStore, session_id: str, *, cost: str = "auto",
+                  catalog: PriceCatalog | None = None) -> SessionUsage:
+    """Tokens and cost of one session's records (``sessiontree show``).
+
+    Raises:
+        ValueError: an unknown cost mode.
+        StorageError: the store could not be read.
+    """
+    _check_mode(cost)
+    rows = store.usage(UsageQuery(session_id=session_id, price_all=cost == "catalog", by_time=False))
+    lazy = _LazyCatalog(catalog)
+    totals, copied, by_model = Totals(), Totals(), {}
+    for row in rows:
+        into = [totals, by_model.setdefault(_model_name(row.provider, row.model), Totals())]
+        if row.copied:
+            into.append(copied)
+        _row_totals(row, cost, lazy, into)
+    return SessionUsage(session_id, totals, copied, by_model, cost,
+                        lazy.used.name if lazy.used is not None else None)
+
+
+def session_costs(store: SessionStore, *, cost: str = "auto",
+                  catalog: PriceCatalog | None = None) -> dict[str, Totals]:
+    """Per-session totals of the calls each session owns (``list --cost``), the same
+    numbers as ``stats --by session``: a fork's copied history stays with its source.
+
+    Returns:
+        ``{session_id: totals}`` for sessions owning at least one call.
+
+    Raises:
+        ValueError, StorageError: as :func:`usage_report`.
+    """
+    report = usage_report(store, by="session", cost=cost, catalog=catalog)
+    return {group.key: group.totals for group in report.groups}
+
+
+def session_stats(store: SessionStore, session_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Per-session models, tokens and cost for the web viewer's session list: the
+    numbers of :func:`session_costs` (calls each session owns; a fork's copied history
+    stays with its source), for the sessions in ``session_ids``.
+
+    Returns:
+        ``{session id: {"models": [provider/model, ...], "tokens": int, "cost": Decimal
+        (USD)}}`` for the given sessions owning at least one call.
+
+    Raises:
+        StorageError: the store could not be read.
+    """
+    wanted = set(session_ids)
+    return {sid: {"models": sorted(totals.models), "tokens": totals.total_tokens,
+                  "cost": nanos_to_decimal(totals.cost_nanos)}
+            for sid, totals in session_costs(store).items() if sid in wanted}
