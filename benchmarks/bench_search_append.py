@@ -35,7 +35,6 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import generate
-
 from sessiontree.format.ids import new_entry_id
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.sqlite import search as sqlite_search

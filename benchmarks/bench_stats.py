@@ -44,14 +44,13 @@ import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from generate import SessionSpec, generate_records  # noqa: E402
-
-from sessiontree.format import jsonio  # noqa: E402
-from sessiontree.format.codec import parse_session  # noqa: E402
-from sessiontree.stores.sqlite import usage as sqlite_usage  # noqa: E402
-from sessiontree.stores.jsonl.store import JsonlStore, file_name_for  # noqa: E402
-from sessiontree.stores.sqlite.store import SqliteStore  # noqa: E402
-from sessiontree.usage.report import usage_report  # noqa: E402
+from generate import SessionSpec, generate_records
+from sessiontree.format import jsonio
+from sessiontree.format.codec import parse_session
+from sessiontree.stores.jsonl.store import JsonlStore, file_name_for
+from sessiontree.stores.sqlite import usage as sqlite_usage
+from sessiontree.stores.sqlite.store import SqliteStore
+from sessiontree.usage.report import usage_report
 
 BASE_MS = 1_769_936_400_000  # 2026-02-01T09:00:00Z
 DAY_MS = 86_400_000

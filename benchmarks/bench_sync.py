@@ -35,10 +35,10 @@ import time
 from typing import Any
 
 from sessiontree.format import jsonio
-from sessiontree.sync import engine as sync_module
 from sessiontree.format.codec import read_session_file
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.sqlite.store import SqliteStore
+from sessiontree.sync import engine as sync_module
 from sessiontree.sync.engine import Syncer, discover
 
 

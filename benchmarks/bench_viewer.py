@@ -28,7 +28,6 @@ Not a test: numbers depend on the machine (and on what else runs on it).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -43,9 +42,8 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE))
 
 import generate  # noqa: E402
-from web_support import chromium, running_server  # noqa: E402
-
 from sessiontree import SessionManager, open_store  # noqa: E402
+from web_support import chromium, running_server  # noqa: E402
 
 
 def ready_ms(driver) -> float:

@@ -27,7 +27,7 @@ import subprocess
 import tempfile
 import time
 
-__all__ = ["Cluster", "find_bindir", "unavailable", "start_cluster", "attach_cluster"]
+__all__ = ["Cluster", "attach_cluster", "find_bindir", "start_cluster", "unavailable"]
 
 _RUN_AS = "postgres"
 

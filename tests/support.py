@@ -7,9 +7,9 @@ import signal
 import time
 
 from sessiontree import errors
+from sessiontree.core.projection.build import SessionProjection, build_session_projection
 from sessiontree.format.codec import read_session_file
 from sessiontree.session.manager import SessionManager
-from sessiontree.core.projection.build import SessionProjection, build_session_projection
 from sessiontree.stores.memory import MemoryStore
 
 CREATED = "2026-02-01T09:00:00.000Z"

@@ -14,7 +14,8 @@ to the suite is driven both ways without touching this file. The suite's
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import test_manager as suite
 from aio_driver import AsyncDriven, use_runner

@@ -18,8 +18,8 @@ import orjson
 import pytest
 
 from sessiontree import SessionManager
-from sessiontree.format.codec import read_session_file
 from sessiontree.core.projection.build import build_session_projection
+from sessiontree.format.codec import read_session_file
 from sessiontree.stores.sqlite.store import SqliteStore
 
 _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "generate.py"

@@ -14,24 +14,24 @@ import random
 import threading
 
 import pytest
+
+import sessiontree.stores.jsonl.store as jsonl_module
+from sessiontree import errors
+from sessiontree.errors import InvalidSessionError, SessionNotFoundError, StorageError
+from sessiontree.format import jsonio
+from sessiontree.format.codec import read_session_file
+from sessiontree.session.manager import SessionManager
+from sessiontree.stores.jsonl.store import JsonlStore, migrate_file
 from support import (
     FailingMemoryStore,
-    start_append_paused_in_write,
-    wait_child,
     custom,
     fds_to,
     fresh_projection,
     header,
     ids_in,
+    start_append_paused_in_write,
+    wait_child,
 )
-
-import sessiontree.stores.jsonl.store as jsonl_module
-from sessiontree import errors
-from sessiontree.format import jsonio
-from sessiontree.errors import InvalidSessionError, SessionNotFoundError, StorageError
-from sessiontree.format.codec import read_session_file
-from sessiontree.session.manager import SessionManager
-from sessiontree.stores.jsonl.store import JsonlStore, migrate_file
 
 
 def ids_in_complete_lines(path: str) -> list[str]:

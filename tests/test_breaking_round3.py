@@ -13,12 +13,12 @@ import threading
 import time
 
 import pytest
-from support import custom, fresh_projection, header, ids_in, start_append_paused_in_write, wait_child
 
-from sessiontree.format import jsonio
 from sessiontree.errors import InvalidSessionError, SessionNotFoundError
+from sessiontree.format import jsonio
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.jsonl.store import JsonlStore, migrate_file
+from support import custom, fresh_projection, header, ids_in, start_append_paused_in_write, wait_child
 
 
 def test_fast_path_appends_into_another_session_after_a_same_size_in_place_copy(tmp_path):

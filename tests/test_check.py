@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import field_paths
 
 from sessiontree.check import checker as check_module
 from sessiontree.check.checker import (
@@ -36,6 +35,7 @@ from sessiontree.check.checker import (
 )
 from sessiontree.format.codec import parse_session
 from sessiontree.format.ids import session_id_hash
+from support import field_paths
 
 DAMAGED = Path(__file__).resolve().parent / "data" / "damaged"
 CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus"
@@ -723,7 +723,7 @@ def test_every_json_type_in_every_field_never_raises():
                 try:
                     check_bytes(data, "types.jsonl")
                     result = repair_bytes(data, "types.jsonl")
-                except Exception as exc:  # noqa: BLE001 - the point of the test
+                except Exception as exc:
                     pytest.fail(f"record {index} field {path!r} = {replacement!r}: {exc!r}")
                 assert result.remaining == check_bytes(result.data, "types.jsonl")
                 tried += 1

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import click
 import pytest
-from cli_support import cli_runner, run_cli
 
+from cli_support import cli_runner, run_cli
 from sessiontree.cli import cli
 from sessiontree.format.codec import read_session_file
 from sessiontree.session.manager import SessionManager

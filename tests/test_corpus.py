@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from sessiontree.format.codec import read_header_file, read_session_file
 from sessiontree.core.tree import SessionTree
+from sessiontree.format.codec import read_header_file, read_session_file
 
 CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus"
 PI_V1 = CORPUS / "pi-v1"

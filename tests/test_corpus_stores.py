@@ -7,7 +7,7 @@ the newest user/assistant message timestamp.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -61,7 +61,7 @@ def test_corpus_imports_lists_exports_and_reimports(store, tmp_path):
             assert row.first_message == expected["first_message"]
         else:
             assert row.first_message.startswith(expected["first_message_prefix"])
-        assert row.modified == datetime.fromtimestamp(expected["modified_ms"] / 1000, tz=timezone.utc)
+        assert row.modified == datetime.fromtimestamp(expected["modified_ms"] / 1000, tz=UTC)
         assert row.cwd == "/Users/badlogic/workspaces/pi-mono"
     # newest first
     assert [r.id for r in SessionManager.list_all(store)] == [

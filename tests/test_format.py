@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessiontree.format import jsonio
 from sessiontree.errors import InvalidSessionError, UnsupportedVersionError
+from sessiontree.format import jsonio
 from sessiontree.format.codec import (
     parse_session,
     read_header_file,

@@ -46,16 +46,16 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import field_paths
 
-from sessiontree.format import jsonio
 from sessiontree.check.checker import CODES, check_bytes, repair_bytes
 from sessiontree.cli import cli
 from sessiontree.errors import SessionError
+from sessiontree.format import jsonio
 from sessiontree.format.codec import read_session_file
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.memory import MemoryStore
 from sessiontree.stores.sqlite.store import SqliteStore
+from support import field_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

@@ -3,21 +3,27 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from sessiontree.core.listing import NO_MESSAGES, InfoAccumulator, is_classified, message_text, session_info_from_entries
+from sessiontree.core.listing import (
+    NO_MESSAGES,
+    InfoAccumulator,
+    is_classified,
+    message_text,
+    session_info_from_entries,
+)
 
 HEADER = {"type": "session", "version": 4, "id": "sess-1", "createdAt": "2023-06-01T12:00:00.000Z", "cwd": "/p"}
-CREATED = datetime(2023, 6, 1, 12, 0, tzinfo=timezone.utc)
+CREATED = datetime(2023, 6, 1, 12, 0, tzinfo=UTC)
 JAN1_MS = 1704067200000  # 2024-01-01T00:00:00Z
 DAY_MS = 86_400_000
 
 
 def utc(day: int) -> datetime:
-    return datetime(2024, 1, day, tzinfo=timezone.utc)
+    return datetime(2024, 1, day, tzinfo=UTC)
 
 
 _counter = iter(range(10**6))

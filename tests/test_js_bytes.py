@@ -39,8 +39,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessiontree.format import jsonio
 from sessiontree.check.checker import repair_bytes
+from sessiontree.format import jsonio
 from sessiontree.format.codec import parse_session, read_session_file
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.jsonl.store import JsonlStore

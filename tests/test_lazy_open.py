@@ -33,8 +33,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sessiontree import SessionManager
-from sessiontree.session import manager as manager_module
-from sessiontree.session.lazy import LazySessionTree
+from sessiontree.core.projection.build import build_session_projection
+from sessiontree.core.tree import SessionTree
 from sessiontree.errors import (
     CorruptEntryError,
     EntryNotFoundError,
@@ -42,9 +42,9 @@ from sessiontree.errors import (
     SessionChangedError,
     SessionNotFoundError,
 )
-from sessiontree.core.projection.build import build_session_projection
+from sessiontree.session import manager as manager_module
+from sessiontree.session.lazy import LazySessionTree
 from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore
-from sessiontree.core.tree import SessionTree
 
 SID = "0190a7b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b"
 TS = "2026-02-01T09:00:00.000Z"

@@ -13,10 +13,10 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from sessiontree.format import jsonio
 from sessiontree.check.checker import check_bytes, repair_bytes
 from sessiontree.cli import cli
 from sessiontree.errors import InvalidSessionError
+from sessiontree.format import jsonio
 from sessiontree.format.codec import parse_session, read_session_file
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.jsonl.store import JsonlStore, migrate_file

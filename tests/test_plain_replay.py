@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_projection import _IDS, TS, sessions
 
 import sessiontree.core.projection.build as projection_module
 from sessiontree import SessionManager
@@ -16,6 +15,7 @@ from sessiontree.core.projection.build import (
     build_session_projection,
 )
 from sessiontree.core.tree import get_branch
+from test_projection import _IDS, TS, sessions
 
 _HEADER = {"type": "session", "version": 3, "id": "0190a7b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b", "timestamp": TS,
            "cwd": "/work/a"}

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from test_search import CORPUS, EXPECTED, fill, header, ids, msg
 
 from sessiontree import SessionManager
-from sessiontree.errors import StorageError
 from sessiontree.core.searchtext import parse_query
+from sessiontree.errors import StorageError
 from sessiontree.stores import MemoryStore
 from sessiontree.stores.postgres import search as postgres_search
 from sessiontree.stores.postgres import store as postgres_module
 from sessiontree.stores.postgres.store import PostgresStore
+from test_search import CORPUS, EXPECTED, fill, header, ids, msg
 
 pytestmark = pytest.mark.usefixtures("pg_cluster")
 

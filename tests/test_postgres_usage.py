@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 usagerecords = pytest.importorskip("sessiontree.core.usagerecords")  # issue 14 (branch h-usage)
 
-from sessiontree.stores.shared import cwd_matches, resolve_cwd
 from sessiontree.stores.postgres.store import PostgresStore
+from sessiontree.stores.shared import cwd_matches, resolve_cwd
 
 UsageQuery = usagerecords.UsageQuery
 

@@ -1224,8 +1224,8 @@ def _assistant_calls(*ids: str, exclude: bool = False) -> dict:
 
 
 def test_tool_pairing_guard_refuses_a_call_id_in_two_assistant_messages() -> None:
-    from sessiontree.errors import ToolPairingError
     from sessiontree.core.projection.build import assert_tool_pairing_invariant
+    from sessiontree.errors import ToolPairingError
 
     ok = [_assistant_calls("a", "b"), {"role": "user", "content": "x", "timestamp": 2}, _assistant_calls("c")]
     assert assert_tool_pairing_invariant(ok) is None

@@ -9,15 +9,15 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import FailingMemoryStore, fresh_projection
 
 from sessiontree import errors
-from sessiontree.session.manager import SessionManager
 from sessiontree.core.projection.build import (
     INTERRUPTED_TEXT,
     ProjectionBuilder,
 )
+from sessiontree.session.manager import SessionManager
 from sessiontree.stores.memory import MemoryStore
+from support import FailingMemoryStore, fresh_projection
 
 
 def user(text: str, ts: int = 1) -> dict:

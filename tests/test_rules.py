@@ -17,10 +17,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from sessiontree.core import render
 from sessiontree.cli import cli
-from sessiontree.format.codec import read_session_file
-from sessiontree.session.manager import SessionManager
+from sessiontree.core import render
 from sessiontree.core.projection.build import (
     HISTORICAL_SUMMARY_PREFIX,
     HISTORICAL_SUMMARY_SUFFIX,
@@ -31,6 +29,8 @@ from sessiontree.core.projection.build import (
     is_retired_record,
 )
 from sessiontree.core.tree import SessionTree, loaded_leaf_id
+from sessiontree.format.codec import read_session_file
+from sessiontree.session.manager import SessionManager
 
 CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus" / "pi-v1"
 BEFORE = CORPUS / "pi-mono-before-compaction.jsonl"

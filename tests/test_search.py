@@ -18,9 +18,6 @@ from hypothesis import strategies as st
 
 from sessiontree import SessionManager
 from sessiontree.cli import cli
-from sessiontree.errors import SearchQueryError, StorageError
-from sessiontree.format.ids import new_entry_id
-from sessiontree.search.query import parse_when, search
 from sessiontree.core.searchtext import (
     _FOLD,
     MAX_QUERY_CHARS,
@@ -29,6 +26,9 @@ from sessiontree.core.searchtext import (
     parse_query,
     snippet,
 )
+from sessiontree.errors import SearchQueryError, StorageError
+from sessiontree.format.ids import new_entry_id
+from sessiontree.search.query import parse_when, search
 from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore
 from sessiontree.stores.sqlite import search as sqlite_search
 from sessiontree.stores.sqlite import store as sqlite_module

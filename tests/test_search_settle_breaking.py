@@ -27,16 +27,6 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_search import (
-    CORPUS,
-    EXPECTED,
-    fill,
-    fill_tail,
-    header,
-    ids,
-    msg,
-    pending_count,
-)
 
 from sessiontree import SessionManager
 from sessiontree.cli import cli
@@ -47,6 +37,16 @@ from sessiontree.stores import MemoryStore, SqliteStore
 from sessiontree.stores.sqlite import search as sqlite_search
 from sessiontree.stores.sqlite import store as sqlite_module
 from sessiontree.sync.engine import Syncer
+from test_search import (
+    CORPUS,
+    EXPECTED,
+    fill,
+    fill_tail,
+    header,
+    ids,
+    msg,
+    pending_count,
+)
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 

@@ -10,10 +10,10 @@ import os
 import orjson
 import pytest
 
-from sessiontree.session.manager import SessionManager
-from sessiontree.format.bounds import normalize_nested_calls
-from sessiontree.stores.jsonl.store import JsonlStore
 from sessiontree.core.tree import NameState
+from sessiontree.format.bounds import normalize_nested_calls
+from sessiontree.session.manager import SessionManager
+from sessiontree.stores.jsonl.store import JsonlStore
 
 WF = {"runId": "run-1", "stageId": "stage-build", "stageName": "build"}
 

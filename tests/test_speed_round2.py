@@ -21,12 +21,12 @@ import zlib
 import pytest
 
 from sessiontree import SessionManager
-from sessiontree.format import jsonio
-from sessiontree.errors import CorruptEntryError, InvalidSessionError, SessionNotFoundError
 from sessiontree.core.projection.build import INTERRUPTED_TEXT, build_session_projection
+from sessiontree.core.tree import SessionTree
+from sessiontree.errors import CorruptEntryError, InvalidSessionError, SessionNotFoundError
+from sessiontree.format import jsonio
 from sessiontree.stores import SqliteStore
 from sessiontree.stores.sqlite import store as sqlite_module
-from sessiontree.core.tree import SessionTree
 
 SID = "0190a7b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b"
 TS = "2026-02-01T09:00:00.000Z"

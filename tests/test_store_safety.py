@@ -22,9 +22,8 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_support import cli_runner, run_cli
 
-from sessiontree.format import jsonio
+from cli_support import cli_runner, run_cli
 from sessiontree.cli import cli
 from sessiontree.errors import (
     CorruptEntryError,
@@ -32,6 +31,7 @@ from sessiontree.errors import (
     StorageError,
     StoreOpenError,
 )
+from sessiontree.format import jsonio
 from sessiontree.stores import JsonlStore, SqliteStore, open_store
 from sessiontree.stores.jsonl import store as jsonl_module
 from sessiontree.stores.sqlite import store as sqlite_module
@@ -327,7 +327,7 @@ def _as_unprivileged_child(work) -> tuple[int, str]:
                 os.setuid(65534)
             code, text = work()
             os.write(write_fd, json.dumps([code, text]).encode())
-        except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        except BaseException as exc:
             os.write(write_fd, json.dumps([99, repr(exc)]).encode())
         finally:
             os._exit(0)

@@ -14,12 +14,12 @@ import re
 import sqlite3
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from sessiontree.format import jsonio
+from sessiontree.core.listing import InfoAccumulator
 from sessiontree.errors import (
     InvalidSessionError,
     ListingCancelledError,
@@ -28,13 +28,13 @@ from sessiontree.errors import (
     StorageError,
     StoreOpenError,
 )
+from sessiontree.format import jsonio
 from sessiontree.format.ids import session_id_hash
-from sessiontree.core.listing import InfoAccumulator
 from sessiontree.stores import JsonlStore, MemoryStore, SessionStore, SqliteStore
 from sessiontree.stores.jsonl import store as jsonl_module
 from sessiontree.stores.sqlite import store as sqlite_module
 
-UTC = timezone.utc
+UTC = UTC
 CREATED = "2026-02-01T09:00:00.000Z"
 
 
@@ -231,7 +231,7 @@ def test_raw_entry_bytes_are_kept_verbatim(store):
                 "customType": "x", "data": {"s": "\ud83d", "é": 1}}
     store.append("s1", [appended])
     appended_text = '{"parentId":"r1","type":"custom","id":"r2","timestamp":"2026-02-01T09:00:01.000Z",' \
-                    '"customType":"x","data":{"s":"\\ud83d","é":1}}'.encode("utf-8")
+                    '"customType":"x","data":{"s":"\\ud83d","é":1}}'.encode()
     loaded = store.load("s1")
     assert loaded.entry_bytes(0) == raw
     assert loaded.entry_bytes(1) == appended_text

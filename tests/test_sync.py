@@ -17,15 +17,15 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_support import run_cli
 
-from sessiontree.format import jsonio
-from sessiontree.sync import engine as sync_module
+from cli_support import run_cli
 from sessiontree.errors import InvalidSessionError, SessionError
+from sessiontree.format import jsonio
 from sessiontree.format.codec import read_session_file
-from sessiontree.sync.sources import agent_sources
 from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore, open_store
+from sessiontree.sync import engine as sync_module
 from sessiontree.sync.engine import Syncer, discover
+from sessiontree.sync.sources import agent_sources
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / ".." / "shared" / "corpus" / "pi-v1"

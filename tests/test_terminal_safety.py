@@ -19,8 +19,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from cli_support import cli_runner
 
+from cli_support import cli_runner
 from sessiontree.cli import cli
 
 #: Every hostile thing the issue names, in one string.

@@ -10,7 +10,6 @@ import copy
 
 import pytest
 
-from sessiontree.format import jsonio
 from sessiontree.core.transcript import (
     BOUNDARY_PREFIX,
     BRANCH_SUMMARY_PREFIX,
@@ -25,6 +24,7 @@ from sessiontree.core.transcript import (
     serialize_messages,
     truncate_tool_result_text,
 )
+from sessiontree.format import jsonio
 
 IMG_A = {"type": "image", "data": "QQ==", "mimeType": "image/png"}
 IMG_B = {"type": "image", "data": "Qg==", "mimeType": "image/jpeg"}

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from sessiontree.errors import EntryNotFoundError, InvalidSessionError
 from sessiontree.core.listing import InfoAccumulator
 from sessiontree.core.tree import (
     NameState,
@@ -19,6 +18,7 @@ from sessiontree.core.tree import (
     label_state,
     session_name_state,
 )
+from sessiontree.errors import EntryNotFoundError, InvalidSessionError
 
 
 def ent(entry_id: str, parent: str | None, ts: str = "2024-01-01T00:00:00.000Z", kind: str = "custom",

@@ -20,7 +20,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sessiontree.cli import cli
-from sessiontree.format.codec import read_session_file
+from sessiontree.core.usagerecords import (
+    UsageQuery,
+    cost_to_nanos,
+    dedup_key,
+    records_from_entry,
+)
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.jsonl.store import JsonlStore
 from sessiontree.stores.memory import MemoryStore
@@ -33,12 +38,6 @@ from sessiontree.usage.report import (
     resolve_timezone,
     session_usage,
     usage_report,
-)
-from sessiontree.core.usagerecords import (
-    UsageQuery,
-    cost_to_nanos,
-    dedup_key,
-    records_from_entry,
 )
 
 CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus" / "pi-v1"
@@ -544,8 +543,8 @@ def _old_dedup_key(source, entry, message, usage, provider, model, extra):
     """The rule as first written: canonical (sorted) usage, jsonio.dumps, BLAKE2b-128."""
     import hashlib
 
-    from sessiontree.format import jsonio
     from sessiontree.core.usagerecords import _canonical
+    from sessiontree.format import jsonio
 
     parts = [source, entry.get("timestamp"), message.get("timestamp") if message is not None else None,
              provider, model, extra, _canonical(usage)]

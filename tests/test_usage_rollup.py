@@ -13,11 +13,11 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessiontree.stores.sqlite import usage as sqlite_usage
+from sessiontree.core.usagerecords import BUCKET_MS, UsageQuery
 from sessiontree.stores.memory import MemoryStore
+from sessiontree.stores.sqlite import usage as sqlite_usage
 from sessiontree.stores.sqlite.store import SqliteStore
 from sessiontree.usage.report import usage_report
-from sessiontree.core.usagerecords import BUCKET_MS, UsageQuery
 
 
 class TieredCatalog:

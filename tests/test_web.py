@@ -12,15 +12,14 @@ from urllib.parse import quote
 import pytest
 
 pytest.importorskip("starlette")
-from starlette.testclient import TestClient  # noqa: E402
+from starlette.testclient import TestClient
 
-from sessiontree import MemoryStore, SessionManager  # noqa: E402
-from sessiontree.format.codec import read_session_file  # noqa: E402
-from sessiontree.web import page  # noqa: E402
-from sessiontree.web import views as view  # noqa: E402
-from sessiontree.web.app import ViewerConfig, create_app  # noqa: E402
-
-from web_support import CORPUS, EVIL_ID, EXAMPLES, HOSTILE_ID, add_evil_session, add_hostile_session  # noqa: E402
+from sessiontree import MemoryStore, SessionManager
+from sessiontree.format.codec import read_session_file
+from sessiontree.web import page
+from sessiontree.web import views as view
+from sessiontree.web.app import ViewerConfig, create_app
+from web_support import CORPUS, EVIL_ID, EXAMPLES, HOSTILE_ID, add_evil_session, add_hostile_session
 
 
 def _manager(name: str) -> SessionManager:

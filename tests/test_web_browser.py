@@ -9,12 +9,20 @@ from __future__ import annotations
 
 import contextlib
 import time
-from urllib.parse import quote
 
 import pytest
 
-from web_support import (CORPUS, EVIL_ID, EXAMPLES, HOSTILE_ID, add_evil_session, add_hostile_session, chromium,
-                         chromium_missing, running_server)
+from web_support import (
+    CORPUS,
+    EVIL_ID,
+    EXAMPLES,
+    HOSTILE_ID,
+    add_evil_session,
+    add_hostile_session,
+    chromium,
+    chromium_missing,
+    running_server,
+)
 
 _missing = chromium_missing()
 pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")

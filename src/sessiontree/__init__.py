@@ -59,7 +59,7 @@ def __dir__() -> list[str]:
 
 __version__ = "0.1.0"
 
-__all__ = [  # noqa: F822 (most names resolved lazily by __getattr__)
+__all__ = [
     *_LAZY,
     *(name for name in _errors.__all__ if name != "INVALID_SESSION_ID_MESSAGE"),
 ]

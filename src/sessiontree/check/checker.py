@@ -139,31 +139,31 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from sessiontree.format import jsonio
+from sessiontree.core.projection.build import closes_tool_window, entry_to_context_messages, is_active_compaction
 from sessiontree.errors import INVALID_SESSION_ID_MESSAGE, InvalidSessionError, SessionError, UnsupportedVersionError
+from sessiontree.format import jsonio
 from sessiontree.format.codec import parse_version, split_lines, validate_entry, validate_header
 from sessiontree.format.ids import derived_entry_id, is_valid_session_id, session_id_hash
-from sessiontree.format.upgrade import Records, upgrade
 from sessiontree.format.outfile import write_atomic
-from sessiontree.core.projection.build import closes_tool_window, entry_to_context_messages, is_active_compaction
 from sessiontree.format.types import ENTRY_TYPES, MESSAGE_ROLES
+from sessiontree.format.upgrade import Records, upgrade
 
 __all__ = [
-    "Severity",
-    "CodeInfo",
     "CODES",
     "PROBLEM_CODES",
     "REPAIRABLE_CODES",
-    "Problem",
     "Change",
+    "CodeInfo",
+    "Problem",
     "RepairResult",
     "RepairTargetError",
+    "Severity",
     "check_bytes",
     "check_file",
+    "has_errors",
     "repair_bytes",
     "repair_file",
     "write_repaired",
-    "has_errors",
 ]
 
 Severity = Literal["error", "warning"]

@@ -23,7 +23,7 @@ Conventions:
   from its file directly instead of being opened for writing.
 """
 
-from sessiontree.cli import edit, files, search, sessions, stats, store, sync, web  # noqa: E402,F401  (each module registers its commands on ``cli``)
+from sessiontree.cli import edit, files, search, sessions, stats, store, sync, web  # noqa: F401  (each module registers its commands on ``cli``)
 from sessiontree.cli._common import cli, main
 
 __all__ = ["cli", "main"]

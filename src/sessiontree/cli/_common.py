@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import timezone
+from datetime import UTC
 from typing import Any, NoReturn
 
 import click
@@ -30,12 +30,12 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from sessiontree.core.textsafe import safe_block, safe_json_text, safe_line
 from sessiontree.errors import InvalidSessionError, SessionError, StoreOpenError
 from sessiontree.format.codec import ParsedSession
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores import open_store, resolve_store
 from sessiontree.stores.base import SessionStore
-from sessiontree.core.textsafe import safe_block, safe_json_text, safe_line
 
 _CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -291,7 +291,7 @@ def _title(info_name: str | None, summary: str | None, first: str) -> str:
 
 def _utc(dt: Any) -> str:
     """Minutes in UTC, marked ``Z`` (``show`` and ``--json`` print full UTC ISO-8601 too)."""
-    return dt.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%MZ")
+    return dt.astimezone(UTC).strftime("%Y-%m-%d %H:%MZ")
 
 
 # --------------------------------------------------------------------------- the group

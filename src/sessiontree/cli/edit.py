@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import click
 
-from sessiontree.errors import SessionError
-from sessiontree.core.textsafe import safe_line
 from sessiontree.cli._common import (
     UserError,
     _App,
@@ -19,6 +17,8 @@ from sessiontree.cli._common import (
     cli,
     pass_app,
 )
+from sessiontree.core.textsafe import safe_line
+from sessiontree.errors import SessionError
 
 # --------------------------------------------------------------------------- fork, delete, name, label
 

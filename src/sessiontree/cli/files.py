@@ -14,12 +14,6 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from sessiontree.errors import SessionError, SessionExistsError
-from sessiontree.format.codec import ParsedSession
-from sessiontree.session.manager import ImportOutcome, SessionManager
-from sessiontree.stores.base import SessionStore
-from sessiontree.stores.jsonl.store import migrate_file
-from sessiontree.core.textsafe import safe_line
 from sessiontree.cli._common import (
     UserError,
     _App,
@@ -34,6 +28,12 @@ from sessiontree.cli._common import (
     cli,
     pass_app,
 )
+from sessiontree.core.textsafe import safe_line
+from sessiontree.errors import SessionError, SessionExistsError
+from sessiontree.format.codec import ParsedSession
+from sessiontree.session.manager import ImportOutcome, SessionManager
+from sessiontree.stores.base import SessionStore
+from sessiontree.stores.jsonl.store import migrate_file
 
 # --------------------------------------------------------------------------- import
 

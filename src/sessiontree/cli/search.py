@@ -8,18 +8,11 @@ highlighted, so the highlight never splits an escape.
 
 from __future__ import annotations
 
-from datetime import timezone
+from datetime import UTC
 
 import click
 from rich.text import Text
 
-from sessiontree.errors import SearchQueryError
-from sessiontree.format.ids import shortest_unique_prefixes
-from sessiontree.search.query import group_by_session, parse_when, search, settle_search_tail
-from sessiontree.core.searchtext import SearchHit
-from sessiontree.core.textsafe import safe_line
-from sessiontree.core.tree import parse_timestamp_ms
-from sessiontree.format.types import ENTRY_TYPES, MESSAGE_ROLES
 from sessiontree.cli._common import (
     _App,
     _echo,
@@ -32,6 +25,13 @@ from sessiontree.cli._common import (
     cli,
     pass_app,
 )
+from sessiontree.core.searchtext import SearchHit
+from sessiontree.core.textsafe import safe_line
+from sessiontree.core.tree import parse_timestamp_ms
+from sessiontree.errors import SearchQueryError
+from sessiontree.format.ids import shortest_unique_prefixes
+from sessiontree.format.types import ENTRY_TYPES, MESSAGE_ROLES
+from sessiontree.search.query import group_by_session, parse_when, search, settle_search_tail
 
 
 def _query(words: tuple[str, ...]) -> str:
@@ -61,7 +61,7 @@ def _time(hit: SearchHit) -> str:
         return "-".ljust(17)
     from datetime import datetime
 
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%MZ")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%MZ")
 
 
 def _snippet(hit: SearchHit) -> Text:

@@ -12,11 +12,6 @@ from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 
-from sessiontree.core import render
-from sessiontree.format.ids import shortest_unique_prefixes
-from sessiontree.session.manager import SessionManager
-from sessiontree.format.outfile import write_atomic
-from sessiontree.core.textsafe import safe_block, safe_json_text, safe_line
 from sessiontree.cli._common import (
     _App,
     _busy,
@@ -37,6 +32,11 @@ from sessiontree.cli._common import (
     cli,
     pass_app,
 )
+from sessiontree.core import render
+from sessiontree.core.textsafe import safe_block, safe_json_text, safe_line
+from sessiontree.format.ids import shortest_unique_prefixes
+from sessiontree.format.outfile import write_atomic
+from sessiontree.session.manager import SessionManager
 
 # --------------------------------------------------------------------------- list
 
@@ -254,7 +254,7 @@ def _show_entry(manager: SessionManager, session_id: str, entry_id: str, as_json
     grid.add_row("session", Text(safe_line(session_id), style="cyan"))
     grid.add_row("entry", Text(safe_line(entry_id), style="cyan"))
     grid.add_row("type", safe_line(entry.get("type")))
-    if found is not None and found.role or message.get("role"):
+    if (found is not None and found.role) or message.get("role"):
         grid.add_row("role", safe_line(found.role if found is not None and found.role else message.get("role")))
     grid.add_row("timestamp", safe_line(entry.get("timestamp")))
     grid.add_row("parent", safe_line(entry.get("parentId")) if entry.get("parentId") else "(none: a root)")

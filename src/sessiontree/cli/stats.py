@@ -10,9 +10,9 @@ import click
 from rich.table import Table
 from rich.text import Text
 
+from sessiontree.cli._common import _App, _busy, _echo, _out, _plural, _print_json, _show, cli, pass_app
 from sessiontree.core.textsafe import safe_line
 from sessiontree.usage.report import COST_MODES, GROUPINGS, Totals, UsageReport, format_usd, usage_report
-from sessiontree.cli._common import _App, _busy, _echo, _out, _plural, _print_json, _show, cli, pass_app
 
 #: Width of the longest bar of the per-day chart, in cells.
 BAR_WIDTH = 40

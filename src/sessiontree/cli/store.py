@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from sessiontree.stores import resolve_store
 from sessiontree.cli._common import (
     FILL_HINT,
     _App,
@@ -16,6 +15,7 @@ from sessiontree.cli._common import (
     cli,
     pass_app,
 )
+from sessiontree.stores import resolve_store
 
 
 @cli.command("path", short_help="Print where the store is.")

@@ -18,13 +18,6 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from sessiontree.errors import SessionError
-from sessiontree.sync.sources import agent_sources
-from sessiontree.stores import MemoryStore, open_store, resolve_store
-from sessiontree.stores.base import SessionStore
-from sessiontree.stores.sqlite.store import file_header
-from sessiontree.sync.engine import FileResult, Syncer, SyncReport, discover, run_lock, watch
-from sessiontree.core.textsafe import safe_line
 from sessiontree.cli._common import (
     UserError,
     _App,
@@ -38,6 +31,13 @@ from sessiontree.cli._common import (
     cli,
     pass_app,
 )
+from sessiontree.core.textsafe import safe_line
+from sessiontree.errors import SessionError
+from sessiontree.stores import MemoryStore, open_store, resolve_store
+from sessiontree.stores.base import SessionStore
+from sessiontree.stores.sqlite.store import file_header
+from sessiontree.sync.engine import FileResult, Syncer, SyncReport, discover, run_lock, watch
+from sessiontree.sync.sources import agent_sources
 
 _STORE_SCHEMES = ("sqlite:", "jsonl:", "memory:", "postgresql:", "postgres:")
 _SQLITE_MAGIC = b"SQLite format 3\x00"

@@ -18,9 +18,9 @@ from typing import Any
 
 import click
 
+from sessiontree.cli._common import UserError, _App, _err, _plural, _print_json, _progress
 from sessiontree.stores import open_store
 from sessiontree.stores.base import SessionStore
-from sessiontree.cli._common import UserError, _App, _err, _plural, _print_json, _progress
 
 
 def _where(problem: dict[str, Any], url: str) -> str:

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from sessiontree.core.tree import parse_timestamp_ms
 
 __all__ = [
-    "SessionInfo",
-    "InfoAccumulator",
     "NO_MESSAGES",
+    "InfoAccumulator",
+    "SessionInfo",
     "is_classified",
     "message_text",
     "session_info_from_entries",
@@ -139,11 +139,11 @@ class SessionInfo:
 
 
 def _iso(value: datetime) -> str:
-    return value.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _datetime_from_ms(ms: float) -> datetime:
-    return datetime.fromtimestamp(ms / 1000.0, tz=timezone.utc)
+    return datetime.fromtimestamp(ms / 1000.0, tz=UTC)
 
 
 @dataclass

@@ -35,27 +35,32 @@ from rich.console import Group, RenderableType
 from rich.padding import Padding
 from rich.text import Text
 
-from sessiontree.core.projection.build import HistoricalProjection, SessionProjection, is_active_compaction, is_retired_record
+from sessiontree.core.projection.build import (
+    HistoricalProjection,
+    SessionProjection,
+    is_active_compaction,
+    is_retired_record,
+)
 from sessiontree.core.textsafe import safe_block, safe_line
 from sessiontree.core.transcript import bash_text, format_tool_call
 from sessiontree.core.tree import TreeNode
 
 __all__ = [
+    "RETIRED_NOTE",
     "TreeRow",
-    "entry_kind",
-    "entry_summary",
-    "tree_rows",
-    "tree_row_text",
-    "tree_row_dict",
-    "message_body",
+    "context_dict",
     "context_renderables",
     "context_text",
-    "context_dict",
-    "markdown_transcript",
-    "RETIRED_NOTE",
-    "retired_record_text",
-    "historical_note",
+    "entry_kind",
+    "entry_summary",
     "historical_context_dict",
+    "historical_note",
+    "markdown_transcript",
+    "message_body",
+    "retired_record_text",
+    "tree_row_dict",
+    "tree_row_text",
+    "tree_rows",
 ]
 
 _SPACES = re.compile(r"\s+")

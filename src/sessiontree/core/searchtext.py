@@ -65,29 +65,29 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
-from sessiontree.errors import SearchQueryError
 from sessiontree.core.tree import parse_timestamp_ms
+from sessiontree.errors import SearchQueryError
 
 __all__ = [
     "MAX_QUERY_CHARS",
     "MAX_TERMS",
-    "TRIGRAM",
     "SNIPPET_CHARS",
+    "TRIGRAM",
     "EntryText",
-    "SearchQuery",
     "SearchFilters",
     "SearchHit",
-    "fold",
+    "SearchQuery",
     "clean",
     "entry_text",
-    "parse_query",
-    "make_filters",
-    "snippet",
-    "scan_score",
+    "fold",
     "hit_order",
+    "make_filters",
+    "parse_query",
+    "scan_score",
+    "snippet",
 ]
 
 #: Longest query accepted, in characters (a longer one is a paste, not a search).
@@ -420,7 +420,7 @@ def _ms(value: datetime | str | float | int | None, what: str) -> float | None:
         return parsed
     if isinstance(value, datetime):
         if value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
+            value = value.replace(tzinfo=UTC)
         return value.timestamp() * 1000.0
     raise ValueError(f"{what} must be a datetime, an ISO-8601 string or milliseconds")
 

@@ -37,26 +37,26 @@ from typing import Any, Literal
 from sessiontree.format.jsonio import js_key_order, js_number, js_stringify, utf16_len
 
 __all__ = [
-    "BOUNDARY_PREFIX",
-    "BRANCH_SUMMARY_PREFIX",
-    "BRANCH_SUMMARY_SUFFIX",
-    "USER_LABEL",
     "ASSISTANT_LABEL",
     "ASSISTANT_THINKING_LABEL",
     "ASSISTANT_TOOL_CALLS_LABEL",
+    "BOUNDARY_PREFIX",
+    "BRANCH_SUMMARY_PREFIX",
+    "BRANCH_SUMMARY_SUFFIX",
     "TOOL_RESULT_LABEL",
     "TOOL_RESULT_TRUNCATE_UNITS",
+    "USER_LABEL",
     "Chunk",
-    "Mode",
     "ChunkList",
-    "blocks",
-    "format_tool_call",
-    "truncate_tool_result_text",
+    "Mode",
     "bash_text",
+    "blocks",
     "branch_summary_text",
-    "serialize_messages",
-    "serialize_compacted",
     "compose_boundary_content",
+    "format_tool_call",
+    "serialize_compacted",
+    "serialize_messages",
+    "truncate_tool_result_text",
 ]
 
 #: Opens the text of every active compaction boundary message (docs/rules/projection.md

@@ -19,25 +19,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sessiontree.errors import EntryNotFoundError, InvalidSessionError
 
 __all__ = [
+    "LEAF_ENTRY_TYPE",
+    "SKELETON_FIELDS",
     "Entry",
-    "TreeNode",
     "NameState",
     "SessionTree",
-    "LEAF_ENTRY_TYPE",
-    "get_branch",
-    "loaded_leaf_id",
+    "TreeNode",
     "build_tree",
+    "get_branch",
     "label_state",
-    "skeleton_entry",
-    "SKELETON_FIELDS",
-    "session_name_state",
+    "loaded_leaf_id",
     "parse_timestamp_ms",
+    "session_name_state",
+    "skeleton_entry",
 ]
 
 Entry = dict[str, Any]
@@ -170,7 +170,7 @@ def get_branch(by_id: Mapping[str, Entry], leaf_id: str | None) -> list[Entry]:
     return path
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def parse_timestamp_ms(value: Any) -> float | None:
@@ -188,7 +188,7 @@ def parse_timestamp_ms(value: Any) -> float | None:
     except ValueError:
         return None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
+        parsed = parsed.replace(tzinfo=UTC)
     return ((parsed - _EPOCH) // timedelta(microseconds=1)) / 1000.0
 
 

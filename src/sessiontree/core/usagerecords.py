@@ -60,20 +60,20 @@ import orjson
 from sessiontree.format import jsonio
 
 __all__ = [
+    "BUCKET_MS",
+    "NANOS_PER_USD",
+    "SOURCES",
     "TokenCounts",
+    "UsageQuery",
     "UsageRecord",
     "UsageRow",
     "UsageRows",
-    "UsageQuery",
-    "SOURCES",
-    "BUCKET_MS",
-    "NANOS_PER_USD",
-    "records_from_entry",
-    "records_from_entries",
-    "dedup_key",
-    "cost_to_nanos",
-    "timestamp_ms",
     "aggregate",
+    "cost_to_nanos",
+    "dedup_key",
+    "records_from_entries",
+    "records_from_entry",
+    "timestamp_ms",
 ]
 
 #: Source kinds of billed records, in the order the rule lists them.

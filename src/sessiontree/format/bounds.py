@@ -13,10 +13,10 @@ from typing import Any
 from sessiontree.format import jsonio
 
 __all__ = [
-    "MAX_NESTED_CALLS",
     "MAX_NESTED_ARGUMENT_BYTES",
-    "MAX_NESTED_TOTAL_BYTES",
+    "MAX_NESTED_CALLS",
     "MAX_NESTED_ERROR_CHARS",
+    "MAX_NESTED_TOTAL_BYTES",
     "SUMMARY_MAX_CHARS",
     "normalize_nested_calls",
     "normalize_summary",

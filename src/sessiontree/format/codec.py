@@ -36,22 +36,22 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from sessiontree.errors import InvalidSessionError, UnsupportedVersionError
 from sessiontree.format import jsonio
 from sessiontree.format.gcpause import gc_paused
-from sessiontree.errors import InvalidSessionError, UnsupportedVersionError
 from sessiontree.format.upgrade import Records, upgrade
 
 __all__ = [
     "CURRENT_VERSION",
     "ParsedSession",
     "parse_session",
-    "read_session_file",
-    "read_header_file",
     "parse_version",
-    "validate_header",
-    "validate_entry",
+    "read_header_file",
+    "read_session_file",
     "serialize_session",
     "split_lines",
+    "validate_entry",
+    "validate_header",
 ]
 
 CURRENT_VERSION = 4

@@ -23,13 +23,13 @@ from sessiontree.errors import InvalidSessionIdError
 
 __all__ = [
     "SESSION_ID_PATTERN",
-    "is_valid_session_id",
-    "validate_session_id",
-    "new_session_id",
-    "new_entry_id",
     "derived_entry_id",
-    "shortest_unique_prefixes",
+    "is_valid_session_id",
+    "new_entry_id",
+    "new_session_id",
     "session_id_hash",
+    "shortest_unique_prefixes",
+    "validate_session_id",
 ]
 
 SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")

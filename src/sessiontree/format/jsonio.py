@@ -36,8 +36,19 @@ from typing import Any
 
 import orjson
 
-__all__ = ["MAX_DEPTH", "NestingError", "depth", "loads", "dumps", "dumps_str", "js_stringify", "js_number", "js_key_order",
-           "orjson_text_is_exact", "utf16_len"]
+__all__ = [
+    "MAX_DEPTH",
+    "NestingError",
+    "depth",
+    "dumps",
+    "dumps_str",
+    "js_key_order",
+    "js_number",
+    "js_stringify",
+    "loads",
+    "orjson_text_is_exact",
+    "utf16_len",
+]
 
 _SURROGATE = re.compile("[\ud800-\udbff][\udc00-\udfff]|[\ud800-\udfff]")
 

@@ -30,7 +30,7 @@ from typing import Any
 from sessiontree.format import jsonio
 from sessiontree.format.ids import is_valid_session_id
 
-__all__ = ["Records", "STEPS", "upgrade", "upgrade_header", "parent_session_to_id"]
+__all__ = ["STEPS", "Records", "parent_session_to_id", "upgrade", "upgrade_header"]
 
 Entry = dict[str, Any]
 

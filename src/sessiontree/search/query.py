@@ -21,11 +21,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sessiontree.errors import SessionError
 from sessiontree.core.searchtext import MAX_QUERY_CHARS, SearchHit, SearchQuery, parse_query
+from sessiontree.errors import SessionError
 from sessiontree.stores.base import SessionStore
 
 __all__ = [
@@ -125,13 +125,13 @@ def settle_search_tail(store: SessionStore, on_merge: Callable[[int], None] | No
     Returns:
         The number of records merged.
     """
-    from sessiontree.stores.sqlite.store import MIGRATIONS, SqliteStore
     from sessiontree.stores.sqlite.search import (
         MAX_PENDING,
         SETTLE_TIMEOUT,
         pending_records,
         settle_if_due,
     )
+    from sessiontree.stores.sqlite.store import MIGRATIONS, SqliteStore
 
     if not isinstance(store, SqliteStore) or store.path == ":memory:":
         return 0
@@ -170,10 +170,10 @@ def parse_when(text: str, *, end: bool = False) -> datetime:
     """
     value = text.strip()
     if _DATE.fullmatch(value):
-        day = datetime.fromisoformat(value).replace(tzinfo=timezone.utc)
+        day = datetime.fromisoformat(value).replace(tzinfo=UTC)
         return day + timedelta(days=1) if end else day
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
     except ValueError:
         raise ValueError(f"{text!r} is not a date (YYYY-MM-DD) or an ISO-8601 time") from None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)

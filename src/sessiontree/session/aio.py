@@ -72,17 +72,17 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sessiontree.core.listing import SessionInfo
 from sessiontree.core.projection import build as _projection
+from sessiontree.core.tree import Entry, NameState, TreeNode
 from sessiontree.errors import SessionError
 from sessiontree.format.codec import ParsedSession
-from sessiontree.core.listing import SessionInfo
 from sessiontree.session.manager import UNSET, ImportOutcome, SessionManager, StoreOrDir
 from sessiontree.stores import open_store
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionStore
 from sessiontree.stores.jsonl.store import JsonlStore
-from sessiontree.core.tree import Entry, NameState, TreeNode
 
-__all__ = ["AsyncSessionManager", "WriteOutcome", "ManagerClosedError", "outcome_of", "READER_THREADS"]
+__all__ = ["READER_THREADS", "AsyncSessionManager", "ManagerClosedError", "WriteOutcome", "outcome_of"]
 
 #: Threads of the shared reader pool (listings, SQLite loads, file lookups).
 READER_THREADS = 4

@@ -38,10 +38,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sessiontree.format.gcpause import gc_paused
-from sessiontree.errors import EntryNotFoundError, InvalidSessionError, SessionChangedError
 from sessiontree.core.projection.build import ProjectionBuilder
-from sessiontree.stores.base import SessionOutline, SessionStore
 from sessiontree.core.tree import (
     LEAF_ENTRY_TYPE,
     Entry,
@@ -50,8 +47,11 @@ from sessiontree.core.tree import (
     label_state,
     session_name_state,
 )
+from sessiontree.errors import EntryNotFoundError, InvalidSessionError, SessionChangedError
+from sessiontree.format.gcpause import gc_paused
+from sessiontree.stores.base import SessionOutline, SessionStore
 
-__all__ = ["LazySessionTree", "open_lazy", "PROBE"]
+__all__ = ["PROBE", "LazySessionTree", "open_lazy"]
 
 #: How many of a session's last records are looked at for a compaction before the
 #: lazy open reads an outline: a boundary further back leaves too little to save

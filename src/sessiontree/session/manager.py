@@ -28,7 +28,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sessiontree.core.listing import SessionInfo, is_classified
 from sessiontree.core.projection import build as _projection
+from sessiontree.core.tree import Entry, NameState, SessionTree, TreeNode
 from sessiontree.errors import (
     EntryNotFoundError,
     InvalidSessionError,
@@ -36,18 +38,16 @@ from sessiontree.errors import (
     SessionInUseError,
     StorageError,
 )
-from sessiontree.format.codec import ParsedSession, read_session_file
-from sessiontree.format.ids import is_valid_session_id, new_entry_id, new_session_id, validate_session_id
-from sessiontree.format.gcpause import gc_paused
-from sessiontree.session.lazy import open_lazy
-from sessiontree.core.listing import SessionInfo, is_classified
-from sessiontree.format.upgrade import parent_session_to_id, upgrade_header
 from sessiontree.format.bounds import normalize_nested_calls, normalize_summary
+from sessiontree.format.codec import ParsedSession, read_session_file
+from sessiontree.format.gcpause import gc_paused
+from sessiontree.format.ids import is_valid_session_id, new_entry_id, new_session_id, validate_session_id
+from sessiontree.format.upgrade import parent_session_to_id, upgrade_header
+from sessiontree.session.lazy import open_lazy
 from sessiontree.stores import open_store
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionStore
 from sessiontree.stores.jsonl.store import JsonlStore
 from sessiontree.stores.memory import MemoryStore
-from sessiontree.core.tree import Entry, NameState, SessionTree, TreeNode
 
 __all__ = ["IMPORT_BATCH_BYTES", "IMPORT_BATCH_SESSIONS", "ImportOutcome", "SessionManager", "now_iso"]
 

@@ -33,26 +33,26 @@ from sessiontree.errors import StoreOpenError
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, SessionStore, StoreProblem
 from sessiontree.stores.jsonl.store import JsonlStore
 from sessiontree.stores.memory import MemoryStore
+from sessiontree.stores.sqlite import search as sqlite_search  # noqa: F401  (registers the search index and its schema step)
+from sessiontree.stores.sqlite import usage as sqlite_usage  # noqa: F401  (registers the usage ledger: schema step and derived index)
 from sessiontree.stores.sqlite.store import SqliteStore
-from sessiontree.stores.sqlite import search as sqlite_search  # noqa: F401,E402  (registers the search index and its schema step)
-from sessiontree.stores.sqlite import usage as sqlite_usage  # noqa: E402,F401  (registers the usage ledger: schema step and derived index)
 
 __all__ = [
-    "SessionStore",
-    "SessionListing",
-    "StoreProblem",
-    "ProgressCallback",
+    "STORE_ENV",
     "CancelEvent",
-    "MemoryStore",
-    "SqliteStore",
     "JsonlStore",
+    "MemoryStore",
     "PostgresStore",
+    "ProgressCallback",
+    "SessionListing",
+    "SessionStore",
+    "SqliteStore",
+    "StoreLocation",
+    "StoreProblem",
+    "default_sqlite_path",
+    "default_store_url",
     "open_store",
     "resolve_store",
-    "StoreLocation",
-    "default_store_url",
-    "default_sqlite_path",
-    "STORE_ENV",
 ]
 
 #: Environment variable naming the default store (a URL or a plain path).

@@ -27,13 +27,21 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from sessiontree.format.codec import ParsedSession
 from sessiontree.core.listing import SessionInfo
 from sessiontree.core.searchtext import SearchHit
 from sessiontree.core.usagerecords import UsageQuery, UsageRows
+from sessiontree.format.codec import ParsedSession
 
-__all__ = ["SessionStore", "SessionListing", "SessionOutline", "StoreProblem", "ProgressCallback", "CancelEvent",
-           "SyncState", "SyncChange"]
+__all__ = [
+    "CancelEvent",
+    "ProgressCallback",
+    "SessionListing",
+    "SessionOutline",
+    "SessionStore",
+    "StoreProblem",
+    "SyncChange",
+    "SyncState",
+]
 
 #: ``on_progress(loaded, total)``, called once per session examined.
 ProgressCallback = Callable[[int, int], None]

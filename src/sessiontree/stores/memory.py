@@ -20,12 +20,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sessiontree.format import jsonio
-from sessiontree.errors import InvalidSessionError, SessionExistsError, SessionNotFoundError, SyncConflictError
-from sessiontree.format.codec import CURRENT_VERSION, ParsedSession
 from sessiontree.core.listing import InfoAccumulator, SessionInfo, is_classified
 from sessiontree.core.searchtext import SearchHit, make_filters, parse_query
 from sessiontree.core.usagerecords import UsageQuery, UsageRows, aggregate
+from sessiontree.errors import InvalidSessionError, SessionExistsError, SessionNotFoundError, SyncConflictError
+from sessiontree.format import jsonio
+from sessiontree.format.codec import CURRENT_VERSION, ParsedSession
+from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, StoreProblem, SyncChange, SyncState
 from sessiontree.stores.scan import check_limit, scan
 from sessiontree.stores.shared import (
     Progress,
@@ -41,7 +42,6 @@ from sessiontree.stores.shared import (
     sort_listing,
     sync_expected,
 )
-from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, StoreProblem, SyncChange, SyncState
 
 __all__ = ["MemoryStore"]
 

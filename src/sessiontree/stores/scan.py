@@ -32,7 +32,7 @@ from sessiontree.core.searchtext import (
 from sessiontree.core.tree import get_branch, loaded_leaf_id
 from sessiontree.stores.shared import cwd_matches
 
-__all__ = ["SessionFacts", "session_facts", "active_ids", "make_hit", "scan", "scan_store", "top_hits", "check_limit"]
+__all__ = ["SessionFacts", "active_ids", "check_limit", "make_hit", "scan", "scan_store", "session_facts", "top_hits"]
 
 
 def check_limit(limit: int | None) -> int | None:
@@ -56,7 +56,7 @@ class SessionFacts:
         branch: ids of the entries from the root to the active leaf.
     """
 
-    __slots__ = ("session_id", "title", "name", "cwd", "branch")
+    __slots__ = ("branch", "cwd", "name", "session_id", "title")
 
     def __init__(self, session_id: str, title: str, name: str | None, cwd: str, branch: frozenset[str]) -> None:
         self.session_id = session_id

@@ -21,25 +21,25 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from sessiontree.format import jsonio
-from sessiontree.errors import InvalidSessionError, ListingCancelledError
-from sessiontree.format.codec import CURRENT_VERSION, validate_entry, validate_header
 from sessiontree.core.listing import SessionInfo
+from sessiontree.errors import InvalidSessionError, ListingCancelledError
+from sessiontree.format import jsonio
+from sessiontree.format.codec import CURRENT_VERSION, validate_entry, validate_header
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing
 
 __all__ = [
-    "file_rule_problems",
-    "check_header",
-    "encode_entries",
-    "cwd_matches",
-    "resolve_cwd",
     "Progress",
-    "sort_listing",
-    "header_of",
-    "sync_expected",
     "StoreBase",
+    "check_header",
     "check_replacement_header",
+    "cwd_matches",
+    "encode_entries",
+    "file_rule_problems",
+    "header_of",
     "id_in_use_error",
+    "resolve_cwd",
+    "sort_listing",
+    "sync_expected",
 ]
 
 
@@ -288,8 +288,8 @@ class StoreBase:
         """Generic ``read_skeleton`` (docs in :class:`~sessiontree.stores.base.SessionStore`):
         :meth:`read`, then :func:`~sessiontree.tree.skeleton_entry` of every entry.
         Costs a full read; stores with cheaper access override it."""
-        from sessiontree.format.codec import ParsedSession
         from sessiontree.core.tree import skeleton_entry
+        from sessiontree.format.codec import ParsedSession
 
         parsed = self.read(session_id)  # type: ignore[attr-defined]
         entries = [skeleton_entry(e) for e in parsed.entries]

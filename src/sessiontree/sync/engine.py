@@ -51,7 +51,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sessiontree.format import jsonio
 from sessiontree.errors import (
     InvalidSessionError,
     SessionError,
@@ -60,6 +59,7 @@ from sessiontree.errors import (
     StorageError,
     SyncConflictError,
 )
+from sessiontree.format import jsonio
 from sessiontree.format.codec import ParsedSession, parse_session
 from sessiontree.format.ids import is_valid_session_id
 from sessiontree.stores.base import SessionStore, SyncChange, SyncState
@@ -71,15 +71,15 @@ except ImportError:  # pragma: no cover - non-POSIX platforms
     fcntl = None  # type: ignore[assignment]
 
 __all__ = [
+    "STATUSES",
+    "TAIL_CHECK",
     "FileResult",
     "SyncReport",
     "Syncer",
     "discover",
+    "opened_files",
     "run_lock",
     "watch",
-    "opened_files",
-    "STATUSES",
-    "TAIL_CHECK",
 ]
 
 #: Outcomes, in the order summaries list them.

@@ -17,7 +17,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["AgentSource", "agent_sources", "AGENTS"]
+__all__ = ["AGENTS", "AgentSource", "agent_sources"]
 
 #: ``(agent, environment variables in order of precedence, default agent directory under home)``.
 AGENTS: tuple[tuple[str, tuple[str, ...], str], ...] = (

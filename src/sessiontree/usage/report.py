@@ -31,32 +31,32 @@ import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, timezone, tzinfo
+from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
 from decimal import Decimal
 from typing import Any, Literal, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from sessiontree.stores.base import SessionStore
 from sessiontree.core.usagerecords import NANOS_PER_USD, TokenCounts, UsageQuery, UsageRow
+from sessiontree.stores.base import SessionStore
 
 __all__ = [
-    "SCHEMA_VERSION",
-    "GROUPINGS",
     "COST_MODES",
-    "Totals",
-    "Group",
-    "UsageReport",
-    "SessionUsage",
-    "PriceCatalog",
+    "GROUPINGS",
+    "SCHEMA_VERSION",
     "GenaiPricesCatalog",
-    "usage_report",
-    "session_usage",
-    "session_costs",
-    "session_stats",
-    "parse_date_bound",
-    "resolve_timezone",
+    "Group",
+    "PriceCatalog",
+    "SessionUsage",
+    "Totals",
+    "UsageReport",
     "format_usd",
     "nanos_to_decimal",
+    "parse_date_bound",
+    "resolve_timezone",
+    "session_costs",
+    "session_stats",
+    "session_usage",
+    "usage_report",
 ]
 
 #: Version of the JSON shape of :meth:`UsageReport.to_dict` (docs/usage.md). Raised
@@ -117,7 +117,7 @@ class GenaiPricesCatalog:
             from importlib.metadata import version
 
             self.name = f"genai-prices {version('genai-prices')}"
-        except Exception:  # noqa: BLE001 - metadata missing in odd installs; the name is cosmetic
+        except Exception:
             self.name = "genai-prices"
         self._cache: dict[tuple[Any, ...], int | None] = {}
 
@@ -134,7 +134,7 @@ class GenaiPricesCatalog:
 
         usage = genai_prices.Usage(input_tokens=input + cache_read + cache_write, output_tokens=output,
                                    cache_read_tokens=cache_read, cache_write_tokens=cache_write)
-        when = datetime.fromtimestamp(day * 86_400, timezone.utc)
+        when = datetime.fromtimestamp(day * 86_400, UTC)
         result: int | None = None
         for provider_id in ([provider, None] if provider else [None]):
             try:
@@ -328,7 +328,7 @@ def parse_date_bound(text: str, tz: tzinfo | None, *, end: bool, now_ms: int | N
         count = int(relative.group(1)) * (7 if relative.group(2) == "w" else 1)
         if count < 1:
             raise ValueError(f"{text!r}: the count must be at least 1")
-        now = now_ms if now_ms is not None else int(datetime.now(timezone.utc).timestamp() * 1000)
+        now = now_ms if now_ms is not None else int(datetime.now(UTC).timestamp() * 1000)
         today = _local(now, tz).date()
         return _start_of_day_ms(today - timedelta(days=count - 1), tz)
     for pattern in ("%Y-%m-%d", "%Y%m%d"):

@@ -66,7 +66,7 @@ from sessiontree.stores.base import SessionStore
 from sessiontree.web import page
 from sessiontree.web import views as view
 
-__all__ = ["ViewerConfig", "create_app", "SessionCache", "LOOPBACK_HOSTS", "MIN_REREAD_SECONDS"]
+__all__ = ["LOOPBACK_HOSTS", "MIN_REREAD_SECONDS", "SessionCache", "ViewerConfig", "create_app"]
 
 #: Host names a loopback server answers to.
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})

@@ -26,18 +26,18 @@ from urllib.parse import quote
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
-from sessiontree.session.manager import SessionManager
 from sessiontree.core.render import entry_summary
+from sessiontree.session.manager import SessionManager
 from sessiontree.web import views as view
 
 __all__ = [
-    "environment",
-    "static_text",
-    "render_list_page",
-    "render_session_page",
-    "render_conversation",
-    "render_session_document",
     "SERVER_CSP",
+    "environment",
+    "render_conversation",
+    "render_list_page",
+    "render_session_document",
+    "render_session_page",
+    "static_text",
 ]
 
 #: Content-Security-Policy of every page the server sends: scripts, styles

@@ -46,32 +46,32 @@ from sessiontree.core.transcript import (
     compose_boundary_content,
     serialize_messages,
 )
-from sessiontree.format.gcpause import gc_paused
-from sessiontree.errors import ToolPairingError
 from sessiontree.core.tree import get_branch, loaded_leaf_id, parse_timestamp_ms
+from sessiontree.errors import ToolPairingError
+from sessiontree.format.gcpause import gc_paused
 
 __all__ = [
-    "INTERRUPTED_TEXT",
-    "LAST_ENTRY",
-    "ProjectedEntry",
-    "SessionProjection",
-    "ProjectionBuilder",
-    "SessionContext",
-    "convert_to_llm",
-    "repair_orphan_tool_results",
-    "get_current_system_message",
-    "entry_to_context_messages",
-    "build_context_entries",
-    "build_session_projection",
-    "build_session_context",
-    "is_active_compaction",
-    "closes_tool_window",
-    "assert_tool_pairing_invariant",
-    "is_retired_record",
     "HISTORICAL_SUMMARY_PREFIX",
     "HISTORICAL_SUMMARY_SUFFIX",
+    "INTERRUPTED_TEXT",
+    "LAST_ENTRY",
     "HistoricalProjection",
+    "ProjectedEntry",
+    "ProjectionBuilder",
+    "SessionContext",
+    "SessionProjection",
+    "assert_tool_pairing_invariant",
+    "build_context_entries",
     "build_historical_projection",
+    "build_session_context",
+    "build_session_projection",
+    "closes_tool_window",
+    "convert_to_llm",
+    "entry_to_context_messages",
+    "get_current_system_message",
+    "is_active_compaction",
+    "is_retired_record",
+    "repair_orphan_tool_results",
 ]
 
 Entry = dict[str, Any]
@@ -1320,9 +1320,23 @@ class ProjectionBuilder:
     so :meth:`result` adds them.
     """
 
-    __slots__ = ("leaf_id", "sources", "messages", "ends", "window", "system_messages", "edits",
-                 "thinking_level", "model", "context_window", "copies", "owned", "owned_sources",
-                 "plain_branch", "plain_ops")
+    __slots__ = (
+        "context_window",
+        "copies",
+        "edits",
+        "ends",
+        "leaf_id",
+        "messages",
+        "model",
+        "owned",
+        "owned_sources",
+        "plain_branch",
+        "plain_ops",
+        "sources",
+        "system_messages",
+        "thinking_level",
+        "window",
+    )
 
     def __init__(self, leaf_id: str | None, thinking_level: str, model: dict[str, Any] | None,
                  context_window: int | None, edits: dict[str, Entry]) -> None:

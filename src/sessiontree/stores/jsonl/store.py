@@ -57,7 +57,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -67,7 +67,10 @@ try:
 except ImportError:  # pragma: no cover - non-POSIX platforms
     fcntl = None  # type: ignore[assignment]
 
-from sessiontree.format import jsonio
+from sessiontree.core.listing import SessionInfo, is_classified, session_info_from_entries
+from sessiontree.core.searchtext import SearchHit, make_filters, parse_query
+from sessiontree.core.tree import parse_timestamp_ms
+from sessiontree.core.usagerecords import UsageQuery, UsageRows, aggregate
 from sessiontree.errors import (
     InvalidSessionError,
     SessionExistsError,
@@ -76,12 +79,10 @@ from sessiontree.errors import (
     StoreOpenError,
     SyncConflictError,
 )
+from sessiontree.format import jsonio
 from sessiontree.format.codec import CURRENT_VERSION, ParsedSession, parse_session, read_header_file
 from sessiontree.format.ids import session_id_hash
-from sessiontree.core.listing import SessionInfo, is_classified, session_info_from_entries
-from sessiontree.core.searchtext import SearchHit, make_filters, parse_query
-from sessiontree.core.tree import parse_timestamp_ms
-from sessiontree.core.usagerecords import UsageQuery, UsageRows, aggregate
+from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, StoreProblem, SyncChange, SyncState
 from sessiontree.stores.scan import check_limit, scan
 from sessiontree.stores.shared import (
     Progress,
@@ -97,9 +98,8 @@ from sessiontree.stores.shared import (
     sort_listing,
     sync_expected,
 )
-from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, StoreProblem, SyncChange, SyncState
 
-__all__ = ["JsonlStore", "file_name_for", "read_file", "migrate_file", "MigrationResult", "FILE_SUFFIX", "first_line"]
+__all__ = ["FILE_SUFFIX", "JsonlStore", "MigrationResult", "file_name_for", "first_line", "migrate_file", "read_file"]
 
 FILE_SUFFIX = ".jsonl"
 #: ``sessiontree sync`` state of a JSONL store, in its directory (not ``*.jsonl``: never listed).
@@ -120,7 +120,7 @@ TEMP_GRACE_SECONDS = 60.0
 
 
 def _iso_ms(ms: float) -> str:
-    moment = datetime.fromtimestamp(ms / 1000.0, tz=timezone.utc)
+    moment = datetime.fromtimestamp(ms / 1000.0, tz=UTC)
     return (f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:"
             f"{moment.minute:02d}:{moment.second:02d}.{moment.microsecond // 1000:03d}Z")
 

@@ -51,7 +51,6 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sessiontree.format import jsonio
 from sessiontree.core.searchtext import (
     TRIGRAM,
     SearchFilters,
@@ -62,6 +61,8 @@ from sessiontree.core.searchtext import (
     make_filters,
     parse_query,
 )
+from sessiontree.format import jsonio
+from sessiontree.stores.postgres.store import DERIVED_INDEXES, _info_from, _text, migration, psycopg
 from sessiontree.stores.scan import (
     SessionFacts,
     active_ids,
@@ -71,7 +72,6 @@ from sessiontree.stores.scan import (
     title_of,
 )
 from sessiontree.stores.shared import cwd_matches
-from sessiontree.stores.postgres.store import DERIVED_INDEXES, _info_from, _text, migration, psycopg
 
 if TYPE_CHECKING:
     from sessiontree.stores.postgres.store import PostgresStore

@@ -51,8 +51,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any, Protocol
 
-from sessiontree.format import jsonio
-from sessiontree.format.gcpause import gc_paused
+from sessiontree.core.listing import InfoAccumulator, is_classified
 from sessiontree.errors import (
     CorruptEntryError,
     InvalidSessionError,
@@ -62,8 +61,17 @@ from sessiontree.errors import (
     StoreOpenError,
     SyncConflictError,
 )
+from sessiontree.format import jsonio
 from sessiontree.format.codec import CURRENT_VERSION, ParsedSession, validate_entry, validate_header
-from sessiontree.core.listing import InfoAccumulator, is_classified
+from sessiontree.format.gcpause import gc_paused
+from sessiontree.stores.base import (
+    CancelEvent,
+    ProgressCallback,
+    SessionListing,
+    StoreProblem,
+    SyncChange,
+    SyncState,
+)
 from sessiontree.stores.shared import (
     ROLE_HEAD_BYTES,
     Progress,
@@ -81,14 +89,6 @@ from sessiontree.stores.shared import (
     sort_listing,
     sync_expected,
     validated,
-)
-from sessiontree.stores.base import (
-    CancelEvent,
-    ProgressCallback,
-    SessionListing,
-    StoreProblem,
-    SyncChange,
-    SyncState,
 )
 
 try:  # an optional extra: sessiontree[postgres]
@@ -401,7 +401,7 @@ class PostgresStore(StoreBase):
     partial_reads = True
 
     def __init__(self, url: str, *, create: bool = True, readonly: bool = False,
-                 prepare_threshold: int | None | str = "url", pool_size: int | None = None,
+                 prepare_threshold: int | str | None = "url", pool_size: int | None = None,
                  timeout: float | None = None) -> None:
         if psycopg is None:
             raise StoreOpenError("PostgreSQL stores need psycopg 3 and psycopg_pool: "

@@ -34,10 +34,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sessiontree.format import jsonio
 from sessiontree.core.usagerecords import BUCKET_MS, UsageQuery, UsageRow, records_from_entry
-from sessiontree.stores.shared import ledger_row_owner
+from sessiontree.format import jsonio
 from sessiontree.stores.postgres.store import DERIVED_INDEXES, _text, migration
+from sessiontree.stores.shared import ledger_row_owner
 
 __all__ = ["LEDGER", "UsageLedger", "m004_usage_ledger", "query_usage"]
 

@@ -4,7 +4,7 @@
 its usage ledger. Importing the package registers both derived indexes.
 """
 
+from sessiontree.stores.sqlite import search as search
+from sessiontree.stores.sqlite import usage as usage
 from sessiontree.stores.sqlite.store import *  # noqa: F403
 from sessiontree.stores.sqlite.store import __all__ as __all__
-from sessiontree.stores.sqlite import search as search  # noqa: E402  (registers the index and its schema step)
-from sessiontree.stores.sqlite import usage as usage  # noqa: E402  (registers the ledger and its schema step)

@@ -129,8 +129,6 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sessiontree.format import jsonio
-from sessiontree.errors import StorageError
 from sessiontree.core.searchtext import (
     SearchFilters,
     SearchHit,
@@ -141,6 +139,8 @@ from sessiontree.core.searchtext import (
     parse_query,
     scan_score,
 )
+from sessiontree.errors import StorageError
+from sessiontree.format import jsonio
 from sessiontree.stores.scan import (
     SessionFacts,
     active_ids,

@@ -50,8 +50,8 @@ from typing import Any, Protocol
 
 import orjson
 
-from sessiontree.format import jsonio
-from sessiontree.format.gcpause import gc_paused
+from sessiontree.core.listing import InfoAccumulator, is_classified
+from sessiontree.core.usagerecords import UsageQuery, UsageRows, aggregate
 from sessiontree.errors import (
     CorruptEntryError,
     InvalidSessionError,
@@ -62,9 +62,18 @@ from sessiontree.errors import (
     StoreOpenError,
     SyncConflictError,
 )
+from sessiontree.format import jsonio
 from sessiontree.format.codec import CURRENT_VERSION, ParsedSession, validate_entry, validate_header
-from sessiontree.core.listing import InfoAccumulator, is_classified
-from sessiontree.core.usagerecords import UsageQuery, UsageRows, aggregate
+from sessiontree.format.gcpause import gc_paused
+from sessiontree.stores.base import (
+    CancelEvent,
+    ProgressCallback,
+    SessionListing,
+    SessionOutline,
+    StoreProblem,
+    SyncChange,
+    SyncState,
+)
 from sessiontree.stores.shared import (
     ROLE_HEAD_BYTES,
     Progress,
@@ -83,17 +92,8 @@ from sessiontree.stores.shared import (
     sync_expected,
     validated,
 )
-from sessiontree.stores.base import (
-    CancelEvent,
-    ProgressCallback,
-    SessionListing,
-    SessionOutline,
-    StoreProblem,
-    SyncChange,
-    SyncState,
-)
 
-__all__ = ["SqliteStore", "MIGRATIONS", "STATE_COLUMNS", "DEFAULT_TIMEOUT"]
+__all__ = ["DEFAULT_TIMEOUT", "MIGRATIONS", "STATE_COLUMNS", "SqliteStore"]
 
 #: Seconds a connection waits for another writer's lock before failing.
 DEFAULT_TIMEOUT = 30.0
@@ -1814,7 +1814,7 @@ class _Parser:
     line for the first bad one); :meth:`result` gives the session.
     """
 
-    __slots__ = ("store", "key", "where", "header", "header_raw", "entries", "raw", "keep_raw")
+    __slots__ = ("entries", "header", "header_raw", "keep_raw", "key", "raw", "store", "where")
 
     def __init__(self, store: SqliteStore, session_id: str, key: Any, header_text: bytes | str,
                  keep_raw: bool) -> None:

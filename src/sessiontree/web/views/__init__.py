@@ -43,42 +43,42 @@ import json as jsonlib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime, timezone
 from typing import Any
 
 from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
 
-from sessiontree.format.gcpause import gc_paused
 from sessiontree.core.listing import SessionInfo
-from sessiontree.session.manager import SessionManager
 from sessiontree.core.projection.build import INTERRUPTED_TEXT, _latest_edits, is_active_compaction, is_retired_record
 from sessiontree.core.render import RETIRED_NOTE, entry_kind, entry_summary, retired_record_text
-from sessiontree.search.query import settle_search_tail
-from sessiontree.stores.base import SessionStore
 from sessiontree.core.transcript import bash_text
 from sessiontree.core.tree import label_state, parse_timestamp_ms
+from sessiontree.format.gcpause import gc_paused
+from sessiontree.search.query import settle_search_tail
+from sessiontree.session.manager import SessionManager
+from sessiontree.stores.base import SessionStore
 
 __all__ = [
     "FILTER_MODES",
-    "TreeData",
-    "build_tree_data",
-    "Part",
-    "Item",
-    "Conversation",
-    "build_conversation",
-    "build_branch_window",
     "TREE_WINDOW_ROWS",
-    "markdown_html",
+    "Conversation",
+    "Item",
+    "ListPage",
     "ListQuery",
     "ListRow",
-    "ListPage",
+    "Part",
+    "TreeData",
+    "build_branch_window",
+    "build_conversation",
     "build_list_page",
-    "search_sessions",
-    "stats_provider",
-    "session_title",
-    "scrub_surrogates",
+    "build_tree_data",
+    "markdown_html",
     "script_json",
+    "scrub_surrogates",
+    "search_sessions",
+    "session_title",
+    "stats_provider",
 ]
 
 # --------------------------------------------------------------------------- Markdown
@@ -1226,7 +1226,7 @@ def stats_provider() -> Callable[[SessionStore, Sequence[str]], Mapping[str, Map
 
 
 def _day(value: datetime) -> date:
-    return value.astimezone(timezone.utc).date()
+    return value.astimezone(UTC).date()
 
 
 def build_list_page(store: SessionStore, query: ListQuery, infos: Sequence[SessionInfo] | None = None) -> ListPage:
