@@ -20,8 +20,9 @@ from sessiontree import errors
 from sessiontree.errors import InvalidSessionError, SessionNotFoundError, StorageError
 from sessiontree.format import jsonio
 from sessiontree.format.codec import read_session_file
+from sessiontree.format.migrate import migrate_file
 from sessiontree.session.manager import SessionManager
-from sessiontree.stores.jsonl.store import JsonlStore, migrate_file
+from sessiontree.stores.jsonl.store import JsonlStore
 from support import (
     FailingMemoryStore,
     custom,

@@ -16,8 +16,9 @@ import pytest
 
 from sessiontree.errors import InvalidSessionError, SessionNotFoundError
 from sessiontree.format import jsonio
+from sessiontree.format.migrate import migrate_file
 from sessiontree.session.manager import SessionManager
-from sessiontree.stores.jsonl.store import JsonlStore, migrate_file
+from sessiontree.stores.jsonl.store import JsonlStore
 from support import custom, fresh_projection, header, ids_in, start_append_paused_in_write, wait_child
 
 

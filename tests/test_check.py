@@ -790,8 +790,8 @@ def test_version_4_0_header_created_directly_in_every_store(tmp_path: Path, kind
 
 
 def test_version_4_0_open_file_and_migrate(tmp_path: Path) -> None:
+    from sessiontree.format.migrate import migrate_file
     from sessiontree.session.manager import SessionManager
-    from sessiontree.stores.jsonl.store import migrate_file
 
     path = tmp_path / "four.jsonl"
     path.write_bytes(FILE_4_0)

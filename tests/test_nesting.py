@@ -18,8 +18,9 @@ from sessiontree.cli import cli
 from sessiontree.errors import InvalidSessionError
 from sessiontree.format import jsonio
 from sessiontree.format.codec import parse_session, read_session_file
+from sessiontree.format.migrate import migrate_file
 from sessiontree.session.manager import SessionManager
-from sessiontree.stores.jsonl.store import JsonlStore, migrate_file
+from sessiontree.stores.jsonl.store import JsonlStore
 from sessiontree.stores.memory import MemoryStore
 from sessiontree.stores.sqlite.store import SqliteStore
 

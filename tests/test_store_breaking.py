@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+import sessiontree.format.files as files_module
 import sessiontree.session.manager as manager_module
 import sessiontree.stores.jsonl.store as jsonl_module
 import sessiontree.stores.sqlite.store as sqlite_module
@@ -262,7 +263,7 @@ def test_failed_upgrade_at_open_leaves_the_file_and_no_temp(tmp_path: Path, monk
         os.write(fd, bytes(data)[:100])
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(jsonl_module, "_write_all", disk_full)
+    monkeypatch.setattr(files_module, "write_all", disk_full)  # the upgrade's atomic rewrite
     with pytest.raises(StorageError):
         SessionManager.open_file(path)
     assert path.read_bytes() == _v3_bytes()
@@ -379,7 +380,7 @@ def test_migrate_while_other_processes_append(tmp_path: Path) -> None:
                                 stdout=subprocess.PIPE, text=True) for _ in range(3)]
     migrate = _run("""
         import sys
-        from sessiontree.stores.jsonl.store import migrate_file
+        from sessiontree.format.migrate import migrate_file
         migrate_file(sys.argv[1], backup=False)
     """, str(path))
     appended = [line for w in writers for line in w.communicate(timeout=120)[0].split()]

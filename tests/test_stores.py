@@ -28,6 +28,7 @@ from sessiontree.errors import (
     StorageError,
     StoreOpenError,
 )
+from sessiontree.format import files as files_module
 from sessiontree.format import jsonio
 from sessiontree.format.ids import session_id_hash
 from sessiontree.stores import JsonlStore, MemoryStore, SessionStore, SqliteStore
@@ -918,7 +919,7 @@ def test_jsonl_failed_upgrade_leaves_the_file_and_no_temp(jsonl_store, monkeypat
         os.write(fd, data[:10])
         raise OSError(28, "No space left on device (injected)")
 
-    monkeypatch.setattr(jsonl_module, "_write_all", fail)
+    monkeypatch.setattr(files_module, "write_all", fail)  # the upgrade's atomic rewrite
     with pytest.raises(StorageError) as info:
         jsonl_store.load("old-1")
     assert isinstance(info.value.__cause__, OSError)
@@ -1176,7 +1177,7 @@ def test_jsonl_path_for_is_where_create_writes(jsonl_store):
 
 
 def test_migrate_file_upgrades_atomically_with_backup(tmp_path):
-    from sessiontree.stores.jsonl.store import migrate_file
+    from sessiontree.format.migrate import migrate_file
 
     path = tmp_path / "old.jsonl"
     original = (b'{"type":"session","version":3,"id":"m-1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}\r\n'
@@ -1197,7 +1198,7 @@ def test_migrate_file_upgrades_atomically_with_backup(tmp_path):
 
 def test_migrate_file_refuses_invalid_and_leaves_it(tmp_path):
     from sessiontree.errors import InvalidSessionError
-    from sessiontree.stores.jsonl.store import migrate_file
+    from sessiontree.format.migrate import migrate_file
 
     path = tmp_path / "bad.jsonl"
     path.write_bytes(b'{"type":"session","id":"x"}\n{torn')
@@ -1264,7 +1265,7 @@ def test_jsonl_fsync_false_skips_only_the_append_fsync(tmp_path, monkeypatch):
 
 
 def test_migrate_file_never_overwrites_an_earlier_backup(tmp_path):
-    from sessiontree.stores.jsonl.store import migrate_file
+    from sessiontree.format.migrate import migrate_file
 
     path = tmp_path / "s.jsonl"
     (tmp_path / "s.jsonl.bak").write_bytes(b"older backup")

@@ -31,9 +31,9 @@ from sessiontree.cli._common import (
 from sessiontree.core.textsafe import safe_line
 from sessiontree.errors import SessionError, SessionExistsError
 from sessiontree.format.codec import ParsedSession
+from sessiontree.format.migrate import migrate_file
 from sessiontree.session.manager import ImportOutcome, SessionManager
 from sessiontree.stores.base import SessionStore
-from sessiontree.stores.jsonl.store import migrate_file
 
 # --------------------------------------------------------------------------- import
 

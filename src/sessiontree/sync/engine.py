@@ -61,9 +61,9 @@ from sessiontree.errors import (
 )
 from sessiontree.format import jsonio
 from sessiontree.format.codec import ParsedSession, parse_session
+from sessiontree.format.files import first_line
 from sessiontree.format.ids import is_valid_session_id
 from sessiontree.stores.base import SessionStore, SyncChange, SyncState
-from sessiontree.stores.jsonl.store import first_line
 
 try:
     import fcntl

@@ -9,7 +9,7 @@ Invariants:
   current time so the name always has that shape. Lookups by id read headers
   (:func:`~sessiontree.format.read_header_file`) and never parse names; an
   id -> path cache is checked against the file's header and rebuilt by a
-  directory scan on a miss.
+  directory scan on a miss. Where files live: :mod:`sessiontree.stores.jsonl.layout`.
 * **Every write holds the file lock**: an exclusive ``fcntl.flock`` on the
   session file itself. After locking, the descriptor's inode is compared
   with the path's, so a writer that waited while another process replaced or
@@ -31,7 +31,7 @@ Invariants:
   from the moment it creates it until it is renamed or removed, so a temp
   file nobody holds is stale: its writer was killed. Such files are removed
   when the store is opened for writing and before each rewrite of their
-  target, under their own lock (see :func:`_remove_if_stale`); they are never
+  target, under their own lock (see :func:`sessiontree.format.files.remove_if_stale`); they are never
   listed, and a read-only store never removes anything.
 * **Reading never writes**: listing, header look-ups, ``find_most_recent`` and
   :func:`read_file` parse in memory only (docs/rules/versions.md seed:session-version,
@@ -40,36 +40,27 @@ Invariants:
   (``send2trash``) and unlinks it where there is no usable trash (docs/rules/stores.md spec:stores).
 
 Locking uses ``fcntl`` and so protects writers on POSIX systems; elsewhere
-the store works without cross-process locking.
+the store works without cross-process locking. The locks, reads and atomic
+rewrites themselves are :mod:`sessiontree.format.files`; upgrading a file in
+place by command (``sessiontree migrate``) is :mod:`sessiontree.format.migrate`.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import re
 import secrets
-import stat
 import threading
-import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - non-POSIX platforms
-    fcntl = None  # type: ignore[assignment]
-
 from sessiontree.core.listing import SessionInfo, is_classified, session_info_from_entries
 from sessiontree.core.searchtext import SearchHit, make_filters, parse_query
-from sessiontree.core.tree import parse_timestamp_ms
 from sessiontree.core.usagerecords import UsageQuery, UsageRows, aggregate
 from sessiontree.errors import (
     InvalidSessionError,
@@ -81,8 +72,31 @@ from sessiontree.errors import (
 )
 from sessiontree.format import jsonio
 from sessiontree.format.codec import CURRENT_VERSION, ParsedSession, parse_session, read_header_file
-from sessiontree.format.ids import session_id_hash
+
+# The file primitives under this module's own (private) names: the store's calls look
+# them up here, so tests inject failures into the store's writes by patching this module
+# (and into atomic rewrites by patching sessiontree.format.files, where replace_locked looks).
+from sessiontree.format.files import O_CLOEXEC as _O_CLOEXEC
+from sessiontree.format.files import TEMP_NAME as _TEMP_NAME
+from sessiontree.format.files import first_line
+from sessiontree.format.files import fsync_dir as _fsync_dir
+from sessiontree.format.files import lock as _lock
+from sessiontree.format.files import locked as _locked
+from sessiontree.format.files import open_temp as _open_temp
+from sessiontree.format.files import read_all as _read_all
+from sessiontree.format.files import remove_if_stale as _remove_if_stale
+from sessiontree.format.files import replace_locked as _replace_locked
+from sessiontree.format.files import unlock as _unlock
+from sessiontree.format.files import unlock_and_close as _unlock_and_close
+from sessiontree.format.files import write_all as _write_all
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, StoreProblem, SyncChange, SyncState
+from sessiontree.stores.jsonl.layout import (
+    FILE_SUFFIX,
+    SYNC_LOCK_FILE,
+    SYNC_STATE_FILE,
+    file_name_for,
+    session_files_in,
+)
 from sessiontree.stores.scan import check_limit, scan
 from sessiontree.stores.shared import (
     Progress,
@@ -99,63 +113,13 @@ from sessiontree.stores.shared import (
     sync_expected,
 )
 
-__all__ = ["FILE_SUFFIX", "JsonlStore", "MigrationResult", "file_name_for", "first_line", "migrate_file", "read_file"]
+__all__ = ["JsonlStore", "read_file"]
 
-FILE_SUFFIX = ".jsonl"
-#: ``sessiontree sync`` state of a JSONL store, in its directory (not ``*.jsonl``: never listed).
-SYNC_STATE_FILE = ".sessiontree-sync-state"
-SYNC_LOCK_FILE = ".sessiontree-sync.lock"
-_CANONICAL_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 _JSON_WS = b" \t\r\n"
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _ATTEMPTS = 5  # a session file replaced or moved under us is looked up again this often
-#: A temporary file's name: ``<target>.tmp-<pid>-<12 hex>`` (``<target>.tmp-<12 hex>``
-#: from earlier versions, which carried no pid).
-_TEMP_NAME = re.compile(r"\.tmp-(?:(\d+)-)?[0-9a-f]{12}$")
-#: Seconds after which an unlocked temporary file is stale even if the pid in its
-#: name is alive (the pid was reused, or the name carries none). A live writer
-#: holds the flock from a few microseconds after creating the file, so only a
-#: writer stopped inside those microseconds for this long could be mistaken.
-TEMP_GRACE_SECONDS = 60.0
-
-
-def _iso_ms(ms: float) -> str:
-    moment = datetime.fromtimestamp(ms / 1000.0, tz=UTC)
-    return (f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:"
-            f"{moment.minute:02d}:{moment.second:02d}.{moment.microsecond // 1000:03d}Z")
-
-
-def file_name_for(header: dict[str, Any]) -> str:
-    """The file name of a new session (docs/rules/decisions.md D-7, docs/rules/format.md §3.4).
-
-    ``createdAt`` in the canonical ``YYYY-MM-DDTHH:MM:SS.mmmZ`` form is used as
-    it is; another parsable time is rendered in that form (UTC); a missing or
-    unparsable one is replaced by the current time. ``:`` and ``.`` become ``-``.
-
-    Returns:
-        e.g. ``2024-12-03T14-00-00-000Z_0123456789abcdef.jsonl``.
-    """
-    created = header.get("createdAt")
-    if isinstance(created, str) and _CANONICAL_TIME.fullmatch(created):
-        stamp = created
-    else:
-        ms = parse_timestamp_ms(created)
-        try:
-            stamp = _iso_ms(ms if ms is not None else time.time() * 1000.0)
-        except (OverflowError, OSError, ValueError):
-            stamp = _iso_ms(time.time() * 1000.0)
-    return stamp.replace(":", "-").replace(".", "-") + "_" + session_id_hash(header["id"]) + FILE_SUFFIX
 
 
 # -- low-level file helpers (module-level so tests can inject failures) -----------------------
-
-def _write_all(fd: int, data: bytes) -> None:
-    """Write all of ``data`` (``os.write`` may write less than asked)."""
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
 
 def _truncate(fd: int, size: int) -> None:
     os.ftruncate(fd, size)
@@ -167,50 +131,6 @@ def _send_to_trash(path: str) -> None:
     from send2trash import send2trash  # imported late: it inspects the platform on import
 
     send2trash(path)
-
-
-def _fsync_dir(directory: str) -> None:
-    # Makes a rename or new name durable; best effort, since some filesystems refuse it
-    # and the data itself is already on disk when this runs.
-    try:
-        fd = os.open(directory, os.O_RDONLY | _O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _read_all(fd: int) -> bytes:
-    size = os.fstat(fd).st_size
-    chunks = []
-    offset = 0
-    while True:
-        chunk = os.pread(fd, max(size - offset, 1 << 16), offset)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        offset += len(chunk)
-
-
-def first_line(fd: int) -> bytes:
-    """The bytes before the first ``\\n`` of the open file ``fd`` (the whole file when
-    it has none), read with ``pread`` (the file offset is not moved)."""
-    chunks = []
-    offset = 0
-    while True:
-        chunk = os.pread(fd, 1 << 14, offset)
-        if not chunk:
-            return b"".join(chunks)
-        end = chunk.find(b"\n")
-        if end >= 0:
-            chunks.append(chunk[:end])
-            return b"".join(chunks)
-        chunks.append(chunk)
-        offset += len(chunk)
 
 
 def _last_line(fd: int, size: int) -> bytes:
@@ -227,111 +147,6 @@ def _last_line(fd: int, size: int) -> bytes:
         chunks.append(chunk)
         end = start
     return b"".join(reversed(chunks))
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError, ValueError):
-        return pid > 0  # exists, owned by someone else (or not a pid at all)
-    return True
-
-
-def _open_temp(target: str) -> tuple[str, int]:
-    """Create ``<target>.tmp-<pid>-<random>`` exclusively and lock it (``flock``, exclusive).
-
-    The caller keeps the descriptor open, and so the lock held, until the temp
-    file is renamed over its target or removed: that lock is what tells a
-    live writer's temp file from a stale one (:func:`_remove_if_stale`).
-    """
-    tmp = f"{target}.tmp-{os.getpid()}-{secrets.token_hex(6)}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o600)
-    try:
-        _lock(fd, True)
-    except BaseException:
-        os.close(fd)
-        os.unlink(tmp)
-        raise
-    return tmp, fd
-
-
-def _remove_if_stale(path: str) -> bool:
-    """Remove the temporary file ``path`` if no live writer owns it; return whether it was removed.
-
-    Stale means: nobody holds its ``flock`` (a writer holds it for the temp
-    file's whole life), and either the pid in its name is not a running
-    process or it is older than :data:`TEMP_GRACE_SECONDS` (the pid check
-    covers the instant between creating the file and locking it). The file
-    is removed while we hold its lock, after checking the name still reaches
-    the inode we locked. Only names matching ``*.jsonl.tmp-[<pid>-]<12 hex>`` qualify.
-    """
-    match = _TEMP_NAME.search(path)
-    if match is None or not path[: match.start()].endswith(FILE_SUFFIX) or fcntl is None:
-        return False
-    try:
-        fd = os.open(path, os.O_RDONLY | _O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return False
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return False  # a live writer holds it
-        held = os.fstat(fd)
-        if not stat.S_ISREG(held.st_mode):
-            return False
-        old = time.time() - held.st_mtime >= TEMP_GRACE_SECONDS
-        pid = match.group(1)
-        if not old and (pid is None or _pid_alive(int(pid))):
-            return False
-        try:
-            current = os.stat(path, follow_symlinks=False)
-        except OSError:
-            return False
-        if (current.st_dev, current.st_ino) != (held.st_dev, held.st_ino):
-            return False
-        try:
-            os.unlink(path)
-        except OSError:
-            return False
-        return True
-    finally:
-        os.close(fd)
-
-
-def _remove_stale_temps(path: str) -> None:
-    """Remove stale ``<path>.tmp-*`` files left by writers killed mid-write (see :func:`_remove_if_stale`)."""
-    directory, name = os.path.split(path)
-    prefix = name + ".tmp-"
-    try:
-        with os.scandir(directory) as it:
-            candidates = [entry.path for entry in it if entry.name.startswith(prefix)]
-    except OSError:
-        return
-    for leftover in candidates:
-        _remove_if_stale(leftover)
-
-
-def _lock(fd: int, exclusive: bool) -> None:
-    if fcntl is not None:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-
-
-def _unlock(fd: int) -> None:
-    if fcntl is not None:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-
-
-def _unlock_and_close(fd: int) -> None:
-    """Release the flock explicitly, then close: a child forked meanwhile holds a copy
-    of the descriptor, and closing ours alone would leave the lock held by the copy."""
-    try:
-        _unlock(fd)
-    except OSError:
-        pass
-    os.close(fd)
 
 
 @dataclass
@@ -386,38 +201,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-@contextmanager
-def _locked(path: str, *, exclusive: bool, writable: bool = False) -> Iterator[int]:
-    """Open ``path`` and hold its flock; yields the descriptor.
-
-    Raises:
-        FileNotFoundError: the file does not exist, or was removed while we waited.
-    """
-    flags = (os.O_RDWR | os.O_APPEND if writable else os.O_RDONLY) | _O_CLOEXEC
-    while True:
-        fd = os.open(path, flags)
-        try:
-            _lock(fd, exclusive)
-            held = os.fstat(fd)
-            try:
-                current: os.stat_result | None = os.stat(path)
-            except FileNotFoundError:
-                current = None
-        except BaseException:
-            _unlock_and_close(fd)
-            raise
-        if current is not None and (current.st_dev, current.st_ino) == (held.st_dev, held.st_ino):
-            break
-        # Replaced (atomic rewrite) or removed while we waited: our inode is stale.
-        _unlock_and_close(fd)
-        if current is None:
-            raise FileNotFoundError(errno.ENOENT, "session file was removed", path)
-    try:
-        yield fd
-    finally:
-        _unlock_and_close(fd)
-
-
 def read_file(path: str | os.PathLike[str]) -> ParsedSession:
     """Read a session file of any supported format into format 4, in memory.
 
@@ -432,59 +215,6 @@ def read_file(path: str | os.PathLike[str]) -> ParsedSession:
     with _locked(path, exclusive=False) as fd:
         data = _read_all(fd)
     return parse_session(data, path)
-
-
-@dataclass(frozen=True)
-class MigrationResult:
-    """Outcome of :func:`migrate_file`.
-
-    Attributes:
-        path: the file (absolute).
-        from_version: the version the file declared (1 when absent).
-        upgraded: False when the file already was canonical format 4 (left untouched).
-        backup: the path of the backup copy, when one was written.
-    """
-
-    path: str
-    from_version: int
-    upgraded: bool
-    backup: str | None = None
-
-
-def migrate_file(path: str | os.PathLike[str], *, backup: bool = True) -> MigrationResult:
-    """Upgrade one session file to format 4 in place, atomically
-    (docs/rules/versions.md spec:versions, docs/rules/cli.md spec:cli ``migrate``).
-
-    Under the file's exclusive lock (the one every writer of this module
-    takes), the file is read and parsed; if it is not already canonical
-    format 4 its original bytes are first copied to ``<file>.bak`` (when
-    ``backup``; ``<file>.bak.1``, ``.bak.2``, ... when that exists) and then the file is replaced by its format-4 form through a
-    temporary file in the same directory, fsync and rename. A file that is
-    already format 4 is not touched.
-
-    Raises:
-        FileNotFoundError: the file does not exist.
-        InvalidSessionError, UnsupportedVersionError: the file is not a valid
-            session (it is left untouched; ``check --repair`` can help).
-        StorageError: the backup or the rewrite could not be written.
-    """
-    target = os.path.abspath(os.fspath(path))
-    with _locked(target, exclusive=True) as fd:
-        data = _read_all(fd)
-        parsed = parse_session(data, target)
-        if not parsed.upgraded:
-            return MigrationResult(target, parsed.source_version, False)
-        backup_path = None
-        if backup:
-            # Never overwrite an earlier backup: it may be the only copy of older bytes.
-            backup_path = target + ".bak"
-            number = 1
-            while os.path.lexists(backup_path):
-                backup_path = f"{target}.bak.{number}"
-                number += 1
-            JsonlStore._replace_locked(backup_path, fd, data)
-        JsonlStore._replace_locked(target, fd, parsed.to_bytes())
-    return MigrationResult(target, parsed.source_version, True, backup_path)
 
 
 def _header_is_current(line: bytes, session_id: str) -> bool | None:
@@ -579,7 +309,7 @@ class JsonlStore(StoreBase):
 
     def remove_stale_temps(self) -> int:
         """Remove temporary files (``*.jsonl.tmp-*``) of this directory that no live
-        writer owns: left by a writer killed mid-write (see :func:`_remove_if_stale`
+        writer owns: left by a writer killed mid-write (see :func:`~sessiontree.format.files.remove_if_stale`
         for how staleness is decided). Runs on every writable open.
 
         Returns:
@@ -607,34 +337,10 @@ class JsonlStore(StoreBase):
     # -- finding files ---------------------------------------------------------------------
 
     def _files(self) -> list[str]:
-        """Every ``*.jsonl`` regular file directly in the directory or in one of its
-        subdirectories (the agents' ``--<cwd>--/`` project folders), by relative name.
-
-        One level only, so a symbolic link loop cannot recurse; a subdirectory
-        that cannot be read is passed over (its sessions are not listed), the
-        directory itself must be readable. New sessions are still written flat.
-        """
-        try:
-            with os.scandir(self.directory) as it:
-                names = []
-                subdirs = []
-                for entry in it:
-                    if entry.name.endswith(FILE_SUFFIX) and entry.is_file():
-                        names.append(entry.name)
-                    elif entry.is_dir() and not entry.name.startswith("."):
-                        subdirs.append(entry.name)
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            raise StorageError(f"cannot read the session directory {self.directory}: {exc}") from exc
-        for sub in subdirs:
-            try:
-                with os.scandir(os.path.join(self.directory, sub)) as it:
-                    names.extend(os.path.join(sub, entry.name) for entry in it
-                                 if entry.name.endswith(FILE_SUFFIX) and entry.is_file())
-            except OSError:
-                continue  # unreadable project folder: what can be read is still listed
-        return [os.path.join(self.directory, name) for name in sorted(names)]
+        """Every ``*.jsonl`` file of the store (the directory and one level of project
+        folders, see :func:`~sessiontree.stores.jsonl.layout.session_files_in`).
+        New sessions are still written flat."""
+        return session_files_in(self.directory)
 
     def _header(self, path: str) -> dict[str, Any] | None:
         """The file's (upgraded in memory) header, or ``None`` when unreadable or invalid."""
@@ -843,7 +549,7 @@ class JsonlStore(StoreBase):
                             clash = next((e["id"] for e in entries if e["id"] in used), None)
                             if clash is not None:
                                 raise id_in_use_error(session_id, clash, path)
-                            self._replace_locked(path, fd, parsed.to_bytes() + payload)
+                            _replace_locked(path, fd, parsed.to_bytes() + payload)
                             return
                     if payload:
                         known = self._file_ids(path, fd, st)
@@ -1059,46 +765,6 @@ class JsonlStore(StoreBase):
             raise
         return len(payload)
 
-    @staticmethod
-    def _replace_locked(path: str, fd: int, data: bytes) -> None:
-        """Atomically replace ``path`` (whose lock ``fd`` holds) with ``data``.
-
-        A symlink is followed: the file it points to is replaced and the link
-        kept, so every name of the session still reaches the same file. The
-        new file keeps the old one's mode and (where permitted) owner. Temp
-        files that a crashed writer left beside it are removed first: they
-        are only ever written under this same exclusive lock.
-        """
-        path = os.path.realpath(path)
-        _remove_stale_temps(path)
-        tmp = None
-        out = -1
-        try:
-            held = os.fstat(fd)
-            tmp, out = _open_temp(path)
-            os.fchmod(out, stat.S_IMODE(held.st_mode))
-            try:
-                os.fchown(out, held.st_uid, held.st_gid)
-            except OSError:
-                pass  # not permitted for non-root writers: they own what they write anyway
-            _write_all(out, data)
-            os.fsync(out)
-            os.replace(tmp, path)
-            tmp = None
-        except BaseException as exc:
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-            if isinstance(exc, OSError):
-                raise StorageError(f"rewriting {path} failed: {exc}") from exc
-            raise
-        finally:
-            if out >= 0:
-                os.close(out)  # after the rename it locks the new file: release it at once
-        _fsync_dir(os.path.dirname(path))
-
     def replace_header(self, session_id: str, header: dict[str, Any]) -> None:
         """Atomically rewrite the file with a new header (same id); entries keep their bytes.
 
@@ -1120,7 +786,7 @@ class JsonlStore(StoreBase):
                         continue
                     parsed.header = header
                     parsed.header_raw = header_raw
-                    self._replace_locked(path, fd, parsed.to_bytes())
+                    _replace_locked(path, fd, parsed.to_bytes())
                     return
             except FileNotFoundError:
                 self._forget(session_id)
@@ -1147,7 +813,7 @@ class JsonlStore(StoreBase):
                     if _header_is_current(first_line(fd), session_id) is None:
                         self._forget(session_id)
                         continue
-                    self._replace_locked(path, fd, data)
+                    _replace_locked(path, fd, data)
                     return
             except FileNotFoundError:
                 self._forget(session_id)
@@ -1420,7 +1086,7 @@ class JsonlStore(StoreBase):
                 if parsed is None:
                     return None
                 if parsed.upgraded:
-                    self._replace_locked(path, fd, parsed.to_bytes())
+                    _replace_locked(path, fd, parsed.to_bytes())
                     parsed.upgraded = False
                 return parsed
         except FileNotFoundError:
