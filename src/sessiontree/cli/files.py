@@ -332,7 +332,10 @@ def check_cmd(paths: tuple[str, ...], repair: bool, output: Path | None, as_json
                 if any(p.code in checker.REPAIRABLE_CODES for p in problems):
                     target = output or _repaired_path(path)
                     try:
-                        result = checker.write_repaired(checker.repair_bytes(data, str(path), target), target)
+                        # The Path reaches the "remaining" problems of the --json report (str() there would
+                        # change that output's bytes: orjson instead of the json fallback); kept as it is.
+                        result = checker.write_repaired(
+                            checker.repair_bytes(data, str(path), target), target)  # type: ignore[arg-type]
                     except (SessionError, OSError, ValueError) as exc:
                         # The input was checked; only the copy failed: say so, not "cannot check".
                         report["repairError"] = f"could not write the repaired copy to {target}: {_reason(exc)}"

@@ -163,7 +163,7 @@ def sources_cmd(as_json: bool) -> None:
     $PI_CODING_AGENT_DIR as its compatibility alias), whether each exists and
     how many session files it holds. Opens neither the store nor any session file.
     """
-    rows = []
+    rows: list[dict[str, Any]] = []
     for source in agent_sources():
         files, problems = discover([source.path]) if source.exists else ([], [])
         rows.append({**source.to_dict(), "files": len(files), "problems": [p.to_dict() for p in problems]})

@@ -102,7 +102,7 @@ def read_all(fd: int) -> bytes:
     """Every byte of the open file ``fd``, read with ``pread`` from offset 0 (the file
     offset is not moved); bytes appended while reading are included."""
     size = os.fstat(fd).st_size
-    chunks = []
+    chunks: list[bytes] = []
     offset = 0
     while True:
         chunk = os.pread(fd, max(size - offset, 1 << 16), offset)
@@ -115,7 +115,7 @@ def read_all(fd: int) -> bytes:
 def first_line(fd: int) -> bytes:
     """The bytes before the first ``\\n`` of the open file ``fd`` (the whole file when
     it has none), read with ``pread`` (the file offset is not moved)."""
-    chunks = []
+    chunks: list[bytes] = []
     offset = 0
     while True:
         chunk = os.pread(fd, 1 << 14, offset)

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from sessiontree.core.listing import InfoAccumulator, SessionInfo, is_classified
@@ -127,7 +128,7 @@ class MemoryStore(StoreBase):
             raise InvalidSessionError(f"stored entry text is not valid JSON ({exc})") from exc
         if not all(isinstance(entry, dict) for entry in parsed):
             raise InvalidSessionError("stored entry text is not a JSON object")
-        for text, entry, given in zip(texts, parsed, entries):
+        for text, entry, given in zip(texts, parsed, entries, strict=True):  # one text per entry
             session.raw.append(text)
             session.ids.add(given["id"])
             session.info.add(entry)
@@ -221,12 +222,13 @@ class MemoryStore(StoreBase):
         with self._lock:
             session = self._require(session_id)
             header_raw = session.header_raw
-            raw: list[bytes | None] = list(session.raw)  # all bytes here; the type is ParsedSession's
+            stored = list(session.raw)
+        raw: list[bytes | None] = [*stored] if keep_raw else [None] * len(stored)
         loads = jsonio.loads
         return ParsedSession(
             header=loads(header_raw),
-            entries=[loads(text) for text in raw],
-            raw=raw if keep_raw else [None] * len(raw),
+            entries=[loads(text) for text in stored],
+            raw=raw,
             header_raw=header_raw,
             source_version=CURRENT_VERSION,
             upgraded=False,
@@ -268,7 +270,7 @@ class MemoryStore(StoreBase):
         for header, info, texts, written_at, count in snapshot:
             if (include_internal or not is_classified(header)) and cwd_matches(header.get("cwd"), wanted):
                 rows.append(info.to_info(header, header["id"], fallback_mtime=written_at,
-                                         text_loader=lambda texts=texts: " ".join(texts), entry_count=count))
+                                         text_loader=partial(" ".join, texts), entry_count=count))
             progress.step()
         return sort_listing(rows)
 

@@ -686,6 +686,7 @@ class Syncer:
             commit(SyncChange("append", session_id, entries=added, raw=raw[compared.common:]))
             return FileResult(path, "grown", session_id, added=len(added), pending=pending)
         index = compared.index
+        line: int | None
         if index is None:
             line = 1  # the header
         else:

@@ -595,8 +595,10 @@ class JsonlStore(StoreBase):
             StorageError: the write failed; the file is as it was.
         """
         path = self._paths.get(session_id)
+        if path is None:
+            return False
         with self._held_lock:
-            held = self._held.get(path) if path is not None else None
+            held = self._held.get(path)
         if held is None or held.session_id != session_id:
             return False
         with held.lock:
@@ -1019,6 +1021,7 @@ class JsonlStore(StoreBase):
             InvalidSessionError, UnsupportedVersionError: the file is invalid.
             StorageError: the file could not be read, or the upgrade not written.
         """
+        parsed: ParsedSession | None
         if self.readonly:
             parsed = self.read(session_id)  # upgraded in memory only
             if not keep_raw:
