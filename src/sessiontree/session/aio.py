@@ -400,7 +400,7 @@ class AsyncSessionManager:
     :meth:`fork_from`, :meth:`import_from_jsonl`, :meth:`import_session`),
     or wrap an existing synchronous manager with :meth:`wrap`. Names,
     arguments, return values and errors are those of
-    :class:`~sessiontree.manager.SessionManager`; see its methods for the
+    :class:`~sessiontree.session.manager.SessionManager`; see its methods for the
     format rules.
 
     Coroutines: every factory, listing, mutation and I/O method, plus

@@ -3,7 +3,7 @@
 What a user waits for when resuming a session is its context. For a session
 with an active compaction boundary, that is the part of the active branch
 after the boundary, its kept tail and a few records from further up
-(:meth:`sessiontree.projection.ProjectionBuilder.build_partial`); the other
+(:meth:`sessiontree.core.projection.ProjectionBuilder.build_partial`); the other
 records (typically nearly all of a long session) are neither parsed nor
 read. :func:`open_lazy` builds that much from the store's outline
 (:meth:`~sessiontree.stores.base.SessionStore.read_outline`: ids, parent ids
@@ -105,7 +105,7 @@ def open_lazy(store: SessionStore, session_id: str) -> tuple[dict[str, Any], Laz
     count = len(outline)
     if count == 0 or outline.stamps is None or outline.types[-1] == LEAF_ENTRY_TYPE:
         return None
-    with gc_paused():  # one index item per entry, no cycles (see sessiontree._gc)
+    with gc_paused():  # one index item per entry, no cycles (see sessiontree.format.gcpause)
         position_of = dict(zip(outline.ids, range(count), strict=False))
     if len(position_of) != count:
         return None  # duplicate ids: the full load raises for the first one
@@ -146,7 +146,7 @@ def open_lazy(store: SessionStore, session_id: str) -> tuple[dict[str, Any], Laz
 
 
 class LazySessionTree(SessionTree):
-    """A :class:`~sessiontree.tree.SessionTree` over a stored session of which only some
+    """A :class:`~sessiontree.core.tree.SessionTree` over a stored session of which only some
     entries were read; the others are read on first use.
 
     Cheap without reading the rest: the leaf, ``len``, ``in``, :meth:`add` and

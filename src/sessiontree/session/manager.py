@@ -161,7 +161,7 @@ class SessionManager:
             header: the format-4 header (its ``id`` is the session id).
             entries: entries in file order; the leaf is the last one, or the
                 target of a final upstream ``leaf`` record
-                (:func:`sessiontree.tree.loaded_leaf_id`).
+                (:func:`sessiontree.core.tree.loaded_leaf_id`).
             cwd: the manager's working directory (absolute).
             saved: whether the session already exists in the store.
             session_file: explicit JSONL path (``open_file``), if any.
@@ -326,7 +326,7 @@ class SessionManager:
             entries: optional records. When they include a header (``type ==
                 "session"``) it is used, upgraded to format 4; the other
                 records are the entries and the leaf is decided as on load
-                (:func:`sessiontree.tree.loaded_leaf_id`).
+                (:func:`sessiontree.core.tree.loaded_leaf_id`).
 
         Raises:
             InvalidSessionIdError: ``id`` is not a valid session id.
@@ -361,7 +361,7 @@ class SessionManager:
 
         Args:
             parsed: a session as a store's ``read``/``load`` or
-                :func:`sessiontree.format.read_session_file` returns it
+                :func:`sessiontree.format.codec.read_session_file` returns it
                 (format 4). Its header and entry dicts become the manager's
                 and must not be modified afterwards.
             cwd: the manager's working directory; default the header's
@@ -369,7 +369,7 @@ class SessionManager:
 
         Returns:
             A manager whose leaf is the loaded leaf
-            (:func:`sessiontree.tree.loaded_leaf_id`). Moving the leaf
+            (:func:`sessiontree.core.tree.loaded_leaf_id`). Moving the leaf
             (:meth:`branch`, :meth:`reset_leaf`) and every getter and
             projection work as on :meth:`open`, with the same results.
 
@@ -382,7 +382,7 @@ class SessionManager:
             InvalidSessionError: two entries share an id.
         """
         cwd = cwd if cwd is not None else (parsed.header.get("cwd") or os.getcwd())
-        with gc_paused():  # one index entry per entry; no cycles (see sessiontree._gc)
+        with gc_paused():  # one index entry per entry; no cycles (see sessiontree.format.gcpause)
             return cls(MemoryStore(), parsed.header, parsed.entries, cwd=cwd, saved=True)
 
     @classmethod
@@ -993,7 +993,7 @@ class SessionManager:
         """The model-visible projection of the active branch
         (docs/rules/projection.md seed:context-building, spec:projection).
 
-        Same result as :func:`sessiontree.projection.build_session_projection`
+        Same result as :func:`sessiontree.core.projection.build_session_projection`
         for the leaf (with docs/rules/decisions.md D-11 trailing repair unless the last assistant turn
         was appended by this manager), but the manager keeps the projection's
         state between calls: after appending a turn, the next call costs in
@@ -1013,7 +1013,7 @@ class SessionManager:
     def build_historical_projection(self) -> _projection.HistoricalProjection:
         """The active branch's context as the agent that wrote its latest retired
         summary compaction rebuilt it: an archival view, never what a current
-        agent sends (see :func:`sessiontree.projection.build_historical_projection`).
+        agent sends (see :func:`sessiontree.core.projection.build_historical_projection`).
 
         Trailing tool calls are closed as in :meth:`build_session_projection`.
         Built afresh on every call; nothing is written.
