@@ -42,7 +42,7 @@ from sessiontree.errors import (
     SessionChangedError,
     SessionNotFoundError,
 )
-from sessiontree.session import manager as manager_module
+from sessiontree.session import builders as builders_module
 from sessiontree.session.lazy import LazySessionTree
 from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore
 
@@ -275,8 +275,8 @@ def test_a_lazy_open_answers_like_a_full_open(monkeypatch, entries, ops, peek_fi
         # Both managers make the same ids for the same operation (k-th call within op n).
         return f"z{state['op']:04d}_{next(counter)}"
 
-    monkeypatch.setattr(manager_module, "new_entry_id", fixed_id)
-    monkeypatch.setattr(manager_module, "now_iso", lambda: TS)
+    monkeypatch.setattr(builders_module, "new_entry_id", fixed_id)
+    monkeypatch.setattr(builders_module, "now_iso", lambda: TS)
     with tempfile.TemporaryDirectory() as tmp:
         _store(Path(tmp, "a.db"), entries).close()
         _store(Path(tmp, "b.db"), entries).close()

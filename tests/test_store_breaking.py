@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import sessiontree.format.files as files_module
-import sessiontree.session.manager as manager_module
+import sessiontree.session.builders as builders_module
 import sessiontree.stores.jsonl.store as jsonl_module
 import sessiontree.stores.sqlite.store as sqlite_module
 from sessiontree import InvalidSessionError, SessionManager, StorageError
@@ -111,7 +111,7 @@ def test_jsonl_append_refuses_an_id_another_writer_already_used(tmp_path: Path, 
     a = SessionManager.open(JsonlStore(store_dir), sid)
     b = SessionManager.open(JsonlStore(store_dir), sid)
     # Two writers (threads, processes) whose random 8-hex ids collide: forced here.
-    monkeypatch.setattr(manager_module, "new_entry_id", lambda used: "deadbeef")
+    monkeypatch.setattr(builders_module, "new_entry_id", lambda used: "deadbeef")
     a.append_message(_user("a"))
     with pytest.raises((InvalidSessionError, StorageError)):
         b.append_message(_user("b"))

@@ -1,12 +1,17 @@
 """``AsyncSessionManager``: the format's SessionManager API as coroutines
-(docs/rules/manager.md spec:python-api, issue 16).
+(docs/rules/manager.md spec:python-api).
 
 The format's API is asynchronous (docs/rules/manager.md seed:api): "Await create, open, continueRecent, forkFrom,
 and all session mutations. A resolved mutation has committed to its store; a
 failed write rejects with its typed storage error without publishing the
 failed entry." This module gives asyncio programs that API without blocking
-their event loop. It wraps a synchronous :class:`~sessiontree.manager.SessionManager`
+their event loop. It wraps a synchronous :class:`~sessiontree.session.manager.SessionManager`
 and reuses all of its rules; only *where* and *when* the work runs changes.
+An append builds its entry with the same pure builder
+(:mod:`sessiontree.session.builders`), has the wrapped manager write it on
+the store's writer thread, and publishes it on the loop; a session switch
+(``new_session``, ``set_session_file``, ...) is prepared by the wrapped
+manager off the loop and applied on it.
 
 Invariants:
 
@@ -47,14 +52,6 @@ Invariants:
   another thread's loop. The synchronous ``SessionManager`` may still be
   used inside a running loop; it blocks the loop for the duration of the
   store call, which is what this module exists to avoid.
-
-Measured (``benchmarks/bench_aio.py``, ``docs/aio.md``) on a shared 2-core
-machine at load 7-8: 10,000 awaited durable SQLite appends took 1.35-1.45
-times as long as the synchronous ones (about 1-1.7 ms more per call: the two
-thread hand-offs, which grow with the machine's load), the memory store 1.4-1.5
-times (16-34 us of bookkeeping per call). A 10 ms ticker on the same loop
-missed at most 0-3 ticks in a row meanwhile, like a control ticker on an idle
-loop in another thread.
 """
 
 from __future__ import annotations
@@ -63,7 +60,6 @@ import asyncio
 import builtins
 import collections
 import concurrent.futures
-import copy
 import functools
 import os
 import threading
@@ -77,10 +73,11 @@ from sessiontree.core.projection import build as _projection
 from sessiontree.core.tree import Entry, NameState, TreeNode
 from sessiontree.errors import SessionError
 from sessiontree.format.codec import ParsedSession
-from sessiontree.session.manager import UNSET, ImportOutcome, SessionManager, StoreOrDir
-from sessiontree.stores import open_store
+from sessiontree.session import builders
+from sessiontree.session.builders import UNSET
+from sessiontree.session.importing import ImportOutcome
+from sessiontree.session.manager import SessionManager, StoreOrDir, _store_or_dir
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionStore
-from sessiontree.stores.jsonl.store import JsonlStore
 
 __all__ = ["READER_THREADS", "AsyncSessionManager", "ManagerClosedError", "WriteOutcome", "outcome_of"]
 
@@ -363,18 +360,10 @@ async def _open_target(method: str, value: StoreOrDir | None,
         value = session_dir
     if _given_store(value):
         return value, None  # type: ignore[return-value]
-    settled = await _run(None, functools.partial(_open_selected, value), write=False)
+    # The manager's rule: None the configured store, a URL that store, any other path a JSONL directory.
+    settled = await _run(None, functools.partial(_store_or_dir, value), write=False)
     store = _finish(method, settled, settled.value)
     return store, _Lease(store)
-
-
-def _open_selected(value: str | os.PathLike[str] | None) -> SessionStore:
-    # The rule of manager._store_or_dir: a URL is a store, any other path a JSONL directory.
-    if value is None:
-        return open_store(None)
-    if isinstance(value, str) and (value == "memory:" or "://" in value):
-        return open_store(value)
-    return JsonlStore(os.fspath(value))
 
 
 async def _close_owned(lease: _Lease | None) -> None:
@@ -411,7 +400,7 @@ class AsyncSessionManager:
     :meth:`fork_from`, :meth:`import_from_jsonl`, :meth:`import_session`),
     or wrap an existing synchronous manager with :meth:`wrap`. Names,
     arguments, return values and errors are those of
-    :class:`~sessiontree.manager.SessionManager`; see its methods for the
+    :class:`~sessiontree.session.manager.SessionManager`; see its methods for the
     format rules.
 
     Coroutines: every factory, listing, mutation and I/O method, plus
@@ -462,67 +451,58 @@ class AsyncSessionManager:
         except asyncio.CancelledError as exc:
             outcome = WriteOutcome(method, False)
             self._record(outcome)
-            raise _deliver(exc, outcome)
+            _deliver(exc, outcome)
+            raise
         if self._closed:
             self._gate.release()
             raise ManagerClosedError()
 
-    async def _append_via(self, method: str, *args: Any, **kwargs: Any) -> str:
-        """Run ``SessionManager.<method>`` with its write captured, then commit and publish.
+    async def _append_via(self, method: str, build: Callable[..., Entry], *args: Any) -> str:
+        """Build an entry on the loop, commit it on the store's writer, then publish it.
 
-        The synchronous method checks its arguments and builds the entry on
-        the loop; instead of writing, ``_append`` hands the entry over. The
-        leaf is left as it was (``branch_with_summary`` moves it) until the
-        write committed.
+        ``build`` is the entry builder of ``SessionManager.<method>``
+        (:mod:`sessiontree.session.builders`), called with the manager's
+        :meth:`~SessionManager._entry_state` and ``args``: it checks the
+        arguments and builds the entry without changing anything. The entry
+        enters the tree (and becomes the leaf) only once its write committed.
         """
         await self._enter(method)
         try:
             core = self._core
-            leaf = core._tree.leaf_id
-            captured: list[Entry] = []
-
-            def capture(entry: Entry) -> str:
-                captured.append(entry)
-                return entry["id"]
-
-            core.__dict__["_append"] = capture
-            try:
-                getattr(SessionManager, method)(core, *args, **kwargs)
-            finally:
-                del core.__dict__["_append"]
-                core._tree.leaf_id = leaf
-            settled = await _run(core._store, functools.partial(core._persist, captured), write=True)
+            entry = build(core._entry_state(), *args)
+            entries = [entry]
+            settled = await _run(core.get_session_store(), functools.partial(core._write, entries), write=True)
             if settled.ok:
-                for entry in captured:
-                    core._tree.add(entry)
-                    core._appended.add(entry["id"])
+                core._publish(entries)
         finally:
             self._gate.release()
-        return _finish(method, settled, captured[-1]["id"], self._record)
+        entry_id: str = _finish(method, settled, entry["id"], self._record)
+        return entry_id
 
-    async def _swap_via(self, method: str, *args: Any, write: bool = True, **kwargs: Any) -> Any:
-        """Run ``SessionManager.<method>`` on a shallow copy off the loop; adopt its state once it succeeded.
+    async def _swap_via(self, method: str, prepare: Callable[[], Any]) -> Any:
+        """Run ``prepare`` (a ``SessionManager._prepare_*`` step, or a plain store call)
+        on the store's writer; apply the switch it returns once it succeeded.
 
-        For the methods that replace attributes wholesale (header, tree,
-        store) rather than appending: readers on the loop see the old state
-        until the new one is complete.
+        For the methods that replace the session (header, tree, store) rather
+        than append to it: the prepare step leaves the manager untouched, so
+        readers on the loop see the old state until the new one is complete,
+        and a failure or a withdrawn job changes nothing.
         """
         await self._enter(method)
         try:
             core = self._core
-            clone = copy.copy(core)
-            job = functools.partial(getattr(SessionManager, method), clone, *args, **kwargs)
-            settled = await _run(core._store, job, write=write)
+            old_store = core.get_session_store()
+            settled = await _run(old_store, prepare, write=True)
+            result = None
             if settled.ok:
-                old_store = core._store
-                core.__dict__.update(clone.__dict__)
-                if core._store is not old_store:
+                result = core._switch(settled.value)
+                if core.get_session_store() is not old_store:
                     # set_session_file opened a JSONL store of its own: ours to close.
-                    previous, self._lease = self._lease, _Lease(core._store)
+                    previous, self._lease = self._lease, _Lease(core.get_session_store())
                     await _close_owned(previous)
         finally:
             self._gate.release()
-        return _finish(method, settled, settled.value, self._record)
+        return _finish(method, settled, result, self._record)
 
     @classmethod
     async def _factory(cls, method: str, target: StoreOrDir | None, build: Callable[[SessionStore], SessionManager],
@@ -533,7 +513,8 @@ class AsyncSessionManager:
         manager = cls(settled.value, _lease=lease) if settled.ok else None
         if manager is None:
             await _close_owned(lease)
-        return _finish(method, settled, manager)
+        result: AsyncSessionManager = _finish(method, settled, manager)  # raises when manager is None
+        return result
 
     def _check_open(self) -> None:
         if self._closed:
@@ -621,8 +602,9 @@ class AsyncSessionManager:
         """
         settled = await _run(None, functools.partial(SessionManager.open_file, path, session_dir, cwd_override),
                              write=False)
-        manager = cls(settled.value, _lease=_Lease(settled.value._store)) if settled.ok else None
-        return _finish("open_file", settled, manager)
+        manager = cls(settled.value, _lease=_Lease(settled.value.get_session_store())) if settled.ok else None
+        result: AsyncSessionManager = _finish("open_file", settled, manager)  # raises when manager is None
+        return result
 
     @classmethod
     async def continue_recent(cls, cwd: str, session_dir: str | os.PathLike[str] | None = None, *,
@@ -723,7 +705,8 @@ class AsyncSessionManager:
             settled = await _run(store, work, write=True, on_cancel=stop.set)
         finally:
             await _close_owned(lease)
-        return _finish("import_files", settled, settled.value)
+        outcomes: builtins.list[ImportOutcome] = _finish("import_files", settled, settled.value)
+        return outcomes
 
     @classmethod
     async def import_session(cls, parsed: ParsedSession, cwd: str | None = None,
@@ -793,7 +776,8 @@ class AsyncSessionManager:
                                  write=False, on_cancel=stop.set)
         finally:
             await _close_owned(lease)
-        return _finish(method, settled, settled.value)
+        rows: builtins.list[SessionInfo] = _finish(method, settled, settled.value)
+        return rows
 
     # ------------------------------------------------------------------ session management
 
@@ -804,8 +788,10 @@ class AsyncSessionManager:
         Returns:
             The new session's JSONL path when the store has files, else ``None``.
         """
-        return await self._swap_via("new_session", id=id, parent_session=parent_session,
-                                    internal=internal, workflow=workflow)
+        core = self._core
+        path: str | None = await self._swap_via("new_session", functools.partial(
+            core._prepare_new_session, id=id, parent_session=parent_session, internal=internal, workflow=workflow))
+        return path
 
     async def mark_session_internal(self, workflow: dict[str, Any] | None = None) -> None:
         """Apply valid workflow ownership (see :meth:`SessionManager.mark_session_internal`).
@@ -813,7 +799,7 @@ class AsyncSessionManager:
         Raises:
             StorageError: the header could not be written (the header is unchanged).
         """
-        await self._swap_via("mark_session_internal", workflow)
+        await self._swap_via("mark_session_internal", functools.partial(self._core._prepare_mark_internal, workflow))
 
     async def set_session_file(self, path: str | os.PathLike[str]) -> None:
         """Switch to a JSONL file, keeping the cwd (see :meth:`SessionManager.set_session_file`).
@@ -823,7 +809,7 @@ class AsyncSessionManager:
         Raises:
             InvalidSessionError, StorageError: as the synchronous method (the manager is unchanged).
         """
-        await self._swap_via("set_session_file", path)
+        await self._swap_via("set_session_file", functools.partial(self._core._prepare_session_file, path))
 
     async def create_branched_session(self, leaf_id: str) -> str | None:
         """Extract the branch ending at ``leaf_id`` into a new session and switch to it
@@ -833,7 +819,9 @@ class AsyncSessionManager:
             EntryNotFoundError: ``leaf_id`` is unknown.
             StorageError: the write failed (the manager is unchanged).
         """
-        return await self._swap_via("create_branched_session", leaf_id)
+        path: str | None = await self._swap_via("create_branched_session",
+                                                functools.partial(self._core._prepare_branched_session, leaf_id))
+        return path
 
     async def fork_to(self, cwd: str, target: StoreOrDir | None = None, *, id: str | None = None,
                       internal: bool = False, workflow: dict[str, Any] | None = None) -> AsyncSessionManager:
@@ -851,7 +839,7 @@ class AsyncSessionManager:
         try:
             core = self._core
             if target is None:
-                store, lease = core._store, (self._lease.retain() if self._lease is not None else None)
+                store, lease = core.get_session_store(), (self._lease.retain() if self._lease is not None else None)
             else:
                 store, lease = await _open_target(method, target)
             job = functools.partial(SessionManager.fork_to, core, cwd, store, id=id, internal=internal,
@@ -862,7 +850,8 @@ class AsyncSessionManager:
                 await _close_owned(lease)
         finally:
             self._gate.release()
-        return _finish(method, settled, fork, self._record)
+        result: AsyncSessionManager = _finish(method, settled, fork, self._record)  # raises when fork is None
+        return result
 
     async def delete_session(self, session_id: str) -> None:
         """Delete another session of this store (see :meth:`SessionManager.delete_session`).
@@ -871,7 +860,8 @@ class AsyncSessionManager:
             SessionInUseError: ``session_id`` is this manager's session.
             StorageError: the removal failed.
         """
-        await self._swap_via("delete_session", session_id)
+        # Nothing to switch: the call returns None, which _switch ignores.
+        await self._swap_via("delete_session", functools.partial(self._core.delete_session, session_id))
 
     # ------------------------------------------------------------------ appending
 
@@ -882,7 +872,7 @@ class AsyncSessionManager:
             ValueError: not a message object, or a ``"pending"`` assistant message.
             StorageError: the write failed; nothing was published.
         """
-        return await self._append_via("append_message", message)
+        return await self._append_via("append_message", builders.message_entry, message)
 
     async def append_thinking_level_change(self, level: str) -> str:
         """Append a ``thinking_level_change``; returns its id once committed.
@@ -890,7 +880,7 @@ class AsyncSessionManager:
         Raises:
             StorageError: the write failed; nothing was published.
         """
-        return await self._append_via("append_thinking_level_change", level)
+        return await self._append_via("append_thinking_level_change", builders.thinking_level_change_entry, level)
 
     async def append_context_window_change(self, context_window: int) -> str:
         """Append a ``context_window_change`` of ``context_window`` tokens; returns its id once committed.
@@ -899,7 +889,8 @@ class AsyncSessionManager:
             ValueError: not a positive ``int``.
             StorageError: the write failed; nothing was published.
         """
-        return await self._append_via("append_context_window_change", context_window)
+        return await self._append_via("append_context_window_change", builders.context_window_change_entry,
+                                      context_window)
 
     async def append_model_change(self, provider: str, model_id: str) -> str:
         """Append a ``model_change``; returns its id once committed.
@@ -907,7 +898,7 @@ class AsyncSessionManager:
         Raises:
             StorageError: the write failed; nothing was published.
         """
-        return await self._append_via("append_model_change", provider, model_id)
+        return await self._append_via("append_model_change", builders.model_change_entry, provider, model_id)
 
     async def append_compaction(self, compacted_text: str, first_kept_entry_id: str | None,
                                 tokens_before: int, details: Any) -> str:
@@ -917,8 +908,8 @@ class AsyncSessionManager:
             EntryNotFoundError: a non-null ``first_kept_entry_id`` is unknown.
             StorageError: the write failed; nothing was published.
         """
-        return await self._append_via("append_compaction", compacted_text, first_kept_entry_id,
-                                      tokens_before, details)
+        return await self._append_via("append_compaction", builders.compaction_entry, compacted_text,
+                                      first_kept_entry_id, tokens_before, details)
 
     async def append_custom_entry(self, custom_type: str, data: Any = UNSET) -> str:
         """Append extension state, not in context; returns its id once committed.
@@ -926,7 +917,7 @@ class AsyncSessionManager:
         Raises:
             StorageError: the write failed; nothing was published.
         """
-        return await self._append_via("append_custom_entry", custom_type, data)
+        return await self._append_via("append_custom_entry", builders.custom_entry, custom_type, data)
 
     async def append_session_info(self, name: str) -> str:
         """Set the display name (``""`` clears it); returns the entry id once committed.
@@ -934,7 +925,7 @@ class AsyncSessionManager:
         Raises:
             StorageError: the write failed; nothing was published.
         """
-        return await self._append_via("append_session_info", name)
+        return await self._append_via("append_session_info", builders.session_info_entry, name)
 
     async def append_session_summary(self, summary: str, summarized_through_id: str, usage: Any = UNSET) -> str:
         """Store a resume-picker summary anchored to a message (see
@@ -944,7 +935,8 @@ class AsyncSessionManager:
             EntryNotFoundError: ``summarized_through_id`` is unknown.
             StorageError: the write failed; nothing was published.
         """
-        return await self._append_via("append_session_summary", summary, summarized_through_id, usage)
+        return await self._append_via("append_session_summary", builders.session_summary_entry, summary,
+                                      summarized_through_id, usage)
 
     async def append_custom_message_entry(self, custom_type: str, content: Any, display: bool,
                                           details: Any = UNSET) -> str:
@@ -953,7 +945,8 @@ class AsyncSessionManager:
         Raises:
             StorageError: the write failed; nothing was published.
         """
-        return await self._append_via("append_custom_message_entry", custom_type, content, display, details)
+        return await self._append_via("append_custom_message_entry", builders.custom_message_entry, custom_type,
+                                      content, display, details)
 
     async def append_label_change(self, target_id: str, label: str | None = None) -> str:
         """Set or clear a label (see :meth:`SessionManager.append_label_change`).
@@ -962,7 +955,7 @@ class AsyncSessionManager:
             EntryNotFoundError: ``target_id`` is unknown; nothing appended.
             StorageError: the write failed; nothing was published.
         """
-        return await self._append_via("append_label_change", target_id, label)
+        return await self._append_via("append_label_change", builders.label_entry, target_id, label)
 
     async def append_context_edit(self, target_id: str, replacement: dict[str, Any] | None) -> str:
         """Append a branch-local context edit (see :meth:`SessionManager.append_context_edit`).
@@ -971,7 +964,7 @@ class AsyncSessionManager:
             ValueError, EntryNotFoundError: as the synchronous method.
             StorageError: the write failed; nothing was published.
         """
-        return await self._append_via("append_context_edit", target_id, replacement)
+        return await self._append_via("append_context_edit", builders.context_edit_entry, target_id, replacement)
 
     async def branch_with_summary(self, branch_from_id: str | None, summary: str, details: Any = UNSET,
                                   from_hook: Any = UNSET, usage: Any = UNSET) -> str:
@@ -983,7 +976,8 @@ class AsyncSessionManager:
             EntryNotFoundError: a non-null ``branch_from_id`` is unknown.
             StorageError: the write failed; the leaf is where it was.
         """
-        return await self._append_via("branch_with_summary", branch_from_id, summary, details, from_hook, usage)
+        return await self._append_via("branch_with_summary", builders.branch_summary_entry, branch_from_id, summary,
+                                      details, from_hook, usage)
 
     # ------------------------------------------------------------------ leaf moves (ordered, no I/O)
 
@@ -1102,5 +1096,6 @@ class AsyncSessionManager:
         """
         self._check_open()
         core = self._core
-        settled = await _run(core._store, core.get_session_file, write=False)
-        return _finish("get_session_file", settled, settled.value, self._record)
+        settled = await _run(core.get_session_store(), core.get_session_file, write=False)
+        path: str | None = _finish("get_session_file", settled, settled.value, self._record)
+        return path

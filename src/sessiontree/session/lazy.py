@@ -3,8 +3,8 @@
 What a user waits for when resuming a session is its context. For a session
 with an active compaction boundary, that is the part of the active branch
 after the boundary, its kept tail and a few records from further up
-(:meth:`sessiontree.projection.ProjectionBuilder.build_partial`); the other
-records (typically 95% or more of a long session) are neither parsed nor
+(:meth:`sessiontree.core.projection.ProjectionBuilder.build_partial`); the other
+records (typically nearly all of a long session) are neither parsed nor
 read. :func:`open_lazy` builds that much from the store's outline
 (:meth:`~sessiontree.stores.base.SessionStore.read_outline`: ids, parent ids
 and types, no record parsed) and returns a :class:`LazySessionTree`, which
@@ -55,8 +55,8 @@ __all__ = ["PROBE", "LazySessionTree", "open_lazy"]
 
 #: How many of a session's last records are looked at for a compaction before the
 #: lazy open reads an outline: a boundary further back leaves too little to save
-#: for the outline's cost (a sixth of a full load), and a session never compacted
-#: (the common case) pays only these look-ups (~0.3% of its load at 100,000 entries).
+#: for the outline's cost, and a session never compacted (the common case) pays
+#: only these look-ups.
 PROBE = 4096
 
 
@@ -66,7 +66,7 @@ class _Drift(Exception):
 
 def _check_columns(outline: SessionOutline, positions: Sequence[int], entries: Sequence[Entry]) -> None:
     ids, parents, types = outline.ids, outline.parent_ids, outline.types
-    for position, entry in zip(positions, entries):
+    for position, entry in zip(positions, entries, strict=False):
         if (entry.get("id"), entry.get("parentId"), entry.get("type")) != (
                 ids[position], parents[position], types[position]):
             raise _Drift(position)
@@ -105,8 +105,8 @@ def open_lazy(store: SessionStore, session_id: str) -> tuple[dict[str, Any], Laz
     count = len(outline)
     if count == 0 or outline.stamps is None or outline.types[-1] == LEAF_ENTRY_TYPE:
         return None
-    with gc_paused():  # one index item per entry, no cycles (see sessiontree._gc)
-        position_of = dict(zip(outline.ids, range(count)))
+    with gc_paused():  # one index item per entry, no cycles (see sessiontree.format.gcpause)
+        position_of = dict(zip(outline.ids, range(count), strict=False))
     if len(position_of) != count:
         return None  # duplicate ids: the full load raises for the first one
     # The loaded leaf's branch (docs/rules/tree.md F.1, F.6), from the columns.
@@ -146,7 +146,7 @@ def open_lazy(store: SessionStore, session_id: str) -> tuple[dict[str, Any], Laz
 
 
 class LazySessionTree(SessionTree):
-    """A :class:`~sessiontree.tree.SessionTree` over a stored session of which only some
+    """A :class:`~sessiontree.core.tree.SessionTree` over a stored session of which only some
     entries were read; the others are read on first use.
 
     Cheap without reading the rest: the leaf, ``len``, ``in``, :meth:`add` and
@@ -203,7 +203,7 @@ class LazySessionTree(SessionTree):
                 raise InvalidSessionError("the stored record's id, parentId or type differs from the store's "
                                           "copied columns: the store is damaged (run sessiontree check --store)",
                                           f"{self._store.url}#{self._outline.session_id}", position + 2) from None
-            read.update(zip(missing, entries))
+            read.update(zip(missing, entries, strict=False))
         return [read[p] for p in positions]
 
     def _materialize(self) -> None:
@@ -212,20 +212,20 @@ class LazySessionTree(SessionTree):
         entries = self._fetch(range(count))
         entries.extend(self._added)
         with gc_paused():
-            by_id = dict(zip(self._outline.ids, entries[:count]))
+            by_id = dict(zip(self._outline.ids, entries[:count], strict=False))
         by_id.update(self._added_ids)
         state = {"entries": entries, "by_id": by_id, "_labels": None, "leaf_id": self.leaf_id}
         self.__dict__.clear()
         self.__dict__.update(state)
         self.__class__ = SessionTree  # type: ignore[assignment]
 
-    @property  # type: ignore[override]
+    @property
     def entries(self) -> list[Entry]:  # type: ignore[override]
         """Every entry in file order, as :attr:`SessionTree.entries` (reads the rest first)."""
         self._materialize()
         return self.entries
 
-    @property  # type: ignore[override]
+    @property
     def by_id(self) -> dict[str, Entry]:  # type: ignore[override]
         """Entries by id, as :attr:`SessionTree.by_id` (reads the rest of the session first)."""
         self._materialize()

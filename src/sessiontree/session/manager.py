@@ -22,95 +22,34 @@ from __future__ import annotations
 
 import builtins
 import os
-import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from sessiontree.core.listing import SessionInfo, is_classified
 from sessiontree.core.projection import build as _projection
 from sessiontree.core.tree import Entry, NameState, SessionTree, TreeNode
-from sessiontree.errors import (
-    EntryNotFoundError,
-    InvalidSessionError,
-    SessionError,
-    SessionInUseError,
-    StorageError,
-)
-from sessiontree.format.bounds import normalize_nested_calls, normalize_summary
+from sessiontree.errors import InvalidSessionError, SessionInUseError, StorageError
 from sessiontree.format.codec import ParsedSession, read_session_file
 from sessiontree.format.gcpause import gc_paused
-from sessiontree.format.ids import is_valid_session_id, new_entry_id, new_session_id, validate_session_id
+from sessiontree.format.ids import is_valid_session_id, new_session_id, validate_session_id
 from sessiontree.format.upgrade import parent_session_to_id, upgrade_header
+from sessiontree.session import builders, importing
+from sessiontree.session.builders import UNSET, now_iso
+from sessiontree.session.importing import IMPORT_BATCH_BYTES, IMPORT_BATCH_SESSIONS, ImportOutcome
 from sessiontree.session.lazy import open_lazy
 from sessiontree.stores import open_store
-from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionStore
+from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionFiles, SessionStore
 from sessiontree.stores.jsonl.store import JsonlStore
 from sessiontree.stores.memory import MemoryStore
 
+# IMPORT_BATCH_*, ImportOutcome (sessiontree.session.importing) and now_iso
+# (sessiontree.session.builders) are re-exported: callers import them from here.
 __all__ = ["IMPORT_BATCH_BYTES", "IMPORT_BATCH_SESSIONS", "ImportOutcome", "SessionManager", "now_iso"]
-
-#: :meth:`SessionManager.import_files` writes at most this many sessions per transaction ...
-IMPORT_BATCH_SESSIONS = 100
-#: ... and at most this many bytes of entry text (one larger session is a batch of its own):
-#: what a batch holds in memory, and what an interruption or a crash makes the next run redo.
-IMPORT_BATCH_BYTES = 16 * 1024 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class ImportOutcome:
-    """What :meth:`SessionManager.import_files` did with one file.
-
-    Attributes:
-        path: the file, as given.
-        session_id: the id read from the file (``None`` when it could not be read).
-        entries: how many entries were imported (0 unless imported).
-        error: ``None`` when the session was imported; else why not: a
-            :class:`SessionExistsError` (the id is already stored; compare with
-            ``parsed`` to tell a re-import from a clash), another
-            :class:`SessionError` (invalid file or id, storage failure), an
-            ``OSError`` or a ``ValueError``.
-        parsed: the session as read (``None`` when it could not be read).
-    """
-
-    path: str
-    session_id: str | None
-    entries: int
-    error: Exception | None
-    parsed: ParsedSession | None
-
-
-
-class _Unset:
-    """Marker for "argument not provided", distinct from ``None`` (docs/rules/format.md A.19)."""
-
-    def __repr__(self) -> str:
-        return "UNSET"
-
-
-UNSET: Any = _Unset()
-
-_EDITABLE_ROLES = ("user", "assistant", "toolResult")
-
-
-_second_prefix: tuple[int, str] = (-1, "")
-
-
-def now_iso() -> str:
-    """The current UTC time as ISO-8601 with milliseconds, e.g. ``2026-02-01T09:05:00.000Z``."""
-    global _second_prefix
-    ms = time.time_ns() // 1_000_000
-    second, millis = divmod(ms, 1000)
-    cached_second, prefix = _second_prefix
-    if second != cached_second:
-        # Formatting is the costly part of a stamp; appends come many per second.
-        prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-        _second_prefix = (second, prefix)
-    return f"{prefix}.{millis:03d}Z"
 
 
 StoreOrDir = SessionStore | str | os.PathLike[str]
+_R = TypeVar("_R")
 
 
 def _store_or_dir(value: StoreOrDir | None) -> SessionStore:
@@ -166,6 +105,45 @@ def _new_header(session_id: str | None, cwd: str, parent_session: str | None = N
     return header
 
 
+def _session_file_of(store: SessionStore, header: dict[str, Any], session_file: str | None) -> str | None:
+    """The JSONL file of a session (existing or future): ``session_file`` when
+    explicit, else where a store with files (:class:`SessionFiles`) has it or
+    would create it; ``None`` for stores without files. A JSONL store looks on disk."""
+    if session_file is not None:
+        return session_file
+    if isinstance(store, SessionFiles):
+        return store.location(header["id"]) or store.path_for(header)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Switch(Generic[_R]):
+    """A prepared change of the session a manager is bound to, applied by
+    :meth:`SessionManager._switch`.
+
+    The ``_prepare_*`` methods build one, doing (and committing) whatever
+    store work the change needs, without changing the manager: a failure
+    leaves it as it was, and the asynchronous manager prepares off the event
+    loop and applies the result on it.
+
+    Attributes:
+        header: the header from now on.
+        tree: the entries from now on, or ``None`` to keep the entries, the
+            leaf and the record of this process's appends (a header-only change).
+        store: the store from now on.
+        saved: whether the session exists in that store.
+        session_file: the explicit JSONL path, if any.
+        result: what the public method returns.
+    """
+
+    header: dict[str, Any]
+    tree: SessionTree | None
+    store: SessionStore
+    saved: bool
+    session_file: str | None
+    result: _R
+
+
 class SessionManager:
     """One open session: its header, entry tree and leaf, bound to a store.
 
@@ -183,7 +161,7 @@ class SessionManager:
             header: the format-4 header (its ``id`` is the session id).
             entries: entries in file order; the leaf is the last one, or the
                 target of a final upstream ``leaf`` record
-                (:func:`sessiontree.tree.loaded_leaf_id`).
+                (:func:`sessiontree.core.tree.loaded_leaf_id`).
             cwd: the manager's working directory (absolute).
             saved: whether the session already exists in the store.
             session_file: explicit JSONL path (``open_file``), if any.
@@ -271,7 +249,7 @@ class SessionManager:
                 manager._projector = (tree, len(tree), builder)
                 return manager
         # The manager keeps only the entries: the store need not hold the stored texts
-        # (SQLite frees each as soon as it is parsed: a third less memory held).
+        # (SQLite frees each as soon as it is parsed).
         parsed = target.load(session_id, keep_raw=False)
         cwd = cwd_override if cwd_override is not None else (parsed.header.get("cwd") or os.getcwd())
         return cls(target, parsed.header, parsed.entries, cwd=cwd, saved=True)
@@ -348,7 +326,7 @@ class SessionManager:
             entries: optional records. When they include a header (``type ==
                 "session"``) it is used, upgraded to format 4; the other
                 records are the entries and the leaf is decided as on load
-                (:func:`sessiontree.tree.loaded_leaf_id`).
+                (:func:`sessiontree.core.tree.loaded_leaf_id`).
 
         Raises:
             InvalidSessionIdError: ``id`` is not a valid session id.
@@ -365,7 +343,8 @@ class SessionManager:
         store = MemoryStore()
         manager = cls(store, header, body, cwd=cwd, saved=False)
         if body:
-            manager._persist(body)
+            manager._write(body)
+            manager._saved = True
         return manager
 
     @classmethod
@@ -376,14 +355,13 @@ class SessionManager:
         writing to it (read-only CLI commands, the web viewer): the parsed
         header and entries are bound as they are, not copied, re-serialized
         or re-validated (they were validated when read), to a private, empty
-        :class:`~sessiontree.stores.memory.MemoryStore`. Building a
-        40,000-entry session's manager this way costs the index of its ids
-        (tens of milliseconds), where :meth:`in_memory` would re-encode and
-        re-parse every entry (0.76 s).
+        :class:`~sessiontree.stores.memory.MemoryStore`. Building the manager
+        this way costs the index of its ids, where :meth:`in_memory` would
+        re-encode and re-parse every entry.
 
         Args:
             parsed: a session as a store's ``read``/``load`` or
-                :func:`sessiontree.format.read_session_file` returns it
+                :func:`sessiontree.format.codec.read_session_file` returns it
                 (format 4). Its header and entry dicts become the manager's
                 and must not be modified afterwards.
             cwd: the manager's working directory; default the header's
@@ -391,7 +369,7 @@ class SessionManager:
 
         Returns:
             A manager whose leaf is the loaded leaf
-            (:func:`sessiontree.tree.loaded_leaf_id`). Moving the leaf
+            (:func:`sessiontree.core.tree.loaded_leaf_id`). Moving the leaf
             (:meth:`branch`, :meth:`reset_leaf`) and every getter and
             projection work as on :meth:`open`, with the same results.
 
@@ -404,7 +382,7 @@ class SessionManager:
             InvalidSessionError: two entries share an id.
         """
         cwd = cwd if cwd is not None else (parsed.header.get("cwd") or os.getcwd())
-        with gc_paused():  # one index entry per entry; no cycles (see sessiontree._gc)
+        with gc_paused():  # one index entry per entry; no cycles (see sessiontree.format.gcpause)
             return cls(MemoryStore(), parsed.header, parsed.entries, cwd=cwd, saved=True)
 
     @classmethod
@@ -475,12 +453,9 @@ class SessionManager:
         """
         validate_session_id(parsed.header["id"])
         store = _store_or_dir(target)
-        header = dict(parsed.header)
-        if cwd is not None:
-            header["cwd"] = os.path.abspath(cwd)
-        raw = [parsed.entry_bytes(i) for i in range(len(parsed.entries))]
-        store.create(header, parsed.entries, raw)
-        return cls(store, header, parsed.entries, cwd=header.get("cwd") or os.getcwd(), saved=True)
+        header, entries, raw = importing.import_record(parsed, cwd)
+        store.create(header, entries, raw)
+        return cls(store, header, entries, cwd=header.get("cwd") or os.getcwd(), saved=True)
 
     @classmethod
     def import_files(cls, paths: Iterable[str | os.PathLike[str]], cwd: str | None = None,
@@ -505,68 +480,17 @@ class SessionManager:
             paths: the files, in order.
             cwd: as for :meth:`import_from_jsonl` (the imports land in that project).
             target: a store, a store URL, or a directory (JSONL); default: the configured store.
-            batch_sessions, batch_bytes: the group bounds (default :data:`IMPORT_BATCH_SESSIONS`,
-                :data:`IMPORT_BATCH_BYTES`).
+            batch_sessions, batch_bytes: the group bounds (default
+                :data:`~sessiontree.session.importing.IMPORT_BATCH_SESSIONS`,
+                :data:`~sessiontree.session.importing.IMPORT_BATCH_BYTES`).
 
         Returns:
             An iterator of one :class:`ImportOutcome` per path, in order. Errors of
             single files are in the outcomes; nothing is raised for them.
         """
-        store = _store_or_dir(target)
-        batch_sessions = batch_sessions or IMPORT_BATCH_SESSIONS
-        batch_bytes = batch_bytes or IMPORT_BATCH_BYTES
-        many = getattr(store, "create_many", None)
-        pending: list[tuple[str, ParsedSession | None, Exception | None]] = []
-        size = 0
-        for path in paths:
-            parsed = None
-            try:
-                parsed = read_session_file(path)
-                validate_session_id(parsed.header["id"])
-            except (SessionError, OSError, ValueError) as exc:
-                pending.append((str(path), parsed, exc))
-            else:
-                pending.append((str(path), parsed, None))
-                size += sum(len(parsed.entry_bytes(i)) for i in range(len(parsed.entries)))
-            if len(pending) >= batch_sessions or size >= batch_bytes:
-                yield from cls._import_group(store, many, pending, cwd)
-                pending, size = [], 0
-        if pending:
-            yield from cls._import_group(store, many, pending, cwd)
-
-    @staticmethod
-    def _import_group(store: SessionStore, many: Any,
-                      pending: Sequence[tuple[str, ParsedSession | None, Exception | None]],
-                      cwd: str | None) -> Iterator[ImportOutcome]:
-        """Write one group of :meth:`import_files`; its outcomes in order, after the commit."""
-        items = []
-        for index, (_path, parsed, error) in enumerate(pending):
-            if parsed is None or error is not None:
-                continue
-            header = dict(parsed.header)
-            if cwd is not None:
-                header["cwd"] = os.path.abspath(cwd)
-            raw = [parsed.entry_bytes(i) for i in range(len(parsed.entries))]
-            items.append((index, (header, parsed.entries, raw)))
-        errors: dict[int, Exception] = {}
-        written = False
-        if many is not None and len(items) > 1:
-            try:
-                many([triple for _index, triple in items])
-                written = True
-            except (SessionError, ValueError):
-                pass  # nothing was stored: write them one by one, so each gets its own outcome
-        if not written:
-            for index, (header, entries, raw) in items:
-                try:
-                    store.create(header, entries, raw)
-                except (SessionError, ValueError) as exc:
-                    errors[index] = exc
-        for index, (path, parsed, error) in enumerate(pending):
-            error = error or errors.get(index)
-            session_id = parsed.header.get("id") if parsed is not None else None
-            yield ImportOutcome(path, session_id, 0 if error or parsed is None else len(parsed.entries), error,
-                                parsed)
+        # A generator: nothing, not even opening the store, happens before the first next().
+        yield from importing.import_files(paths, _store_or_dir(target), cwd, batch_sessions=batch_sessions,
+                                          batch_bytes=batch_bytes)
 
     # ------------------------------------------------------------------ listing
 
@@ -614,14 +538,8 @@ class SessionManager:
         Returns:
             The new session's JSONL path when the store has files, else ``None``.
         """
-        header = _new_header(id, self._cwd, parent_session, _classification(internal, workflow))
-        self._header = header
-        self._tree = SessionTree()
-        self._branch = None  # the kept branch belongs to the old tree: let it go
-        self._saved = False
-        self._session_file = None
-        self._appended = set()
-        return self.get_session_file()
+        return self._switch(self._prepare_new_session(id=id, parent_session=parent_session, internal=internal,
+                                                      workflow=workflow))
 
     def mark_session_internal(self, workflow: dict[str, Any] | None = None) -> None:
         """Apply valid workflow ownership (docs/rules/manager.md seed:mark-internal,
@@ -632,21 +550,9 @@ class SessionManager:
         the session is already stored, replaces its header at once.
 
         Raises:
-            StorageError: the header could not be written (the header is restored).
+            StorageError: the header could not be written (the header is unchanged).
         """
-        if is_classified(self._header) or _classification(True, workflow) is None:
-            return
-        previous = self._header
-        header = {k: v for k, v in previous.items() if k not in ("internal", "workflow")}
-        header["internal"] = True
-        header["workflow"] = workflow
-        self._header = header
-        if self._saved:
-            try:
-                self._store.replace_header(self.get_session_id(), header)
-            except BaseException:
-                self._header = previous
-                raise
+        self._switch(self._prepare_mark_internal(workflow))
 
     def set_session_file(self, path: str | os.PathLike[str]) -> None:
         """Switch this manager to a JSONL file, keeping its cwd
@@ -659,8 +565,7 @@ class SessionManager:
             InvalidSessionError: the file is not a valid session.
             StorageError: persisting an upgrade failed.
         """
-        other = SessionManager.open_file(path, cwd_override=self._cwd)
-        self.__dict__.update(other.__dict__)
+        self._switch(self._prepare_session_file(path))
 
     def create_branched_session(self, leaf_id: str) -> str | None:
         """Extract the branch ending at ``leaf_id`` into a new session and switch to it
@@ -669,9 +574,10 @@ class SessionManager:
 
         Label entries on the path are dropped and the kept entries re-chained
         around them; labels of path entries are recreated (original text and
-        timestamp, new ids) after the last path entry. The new header has
-        ``parentSessionId`` = the current id and inherits a valid
-        classification. The new session is written at once.
+        timestamp, new ids) after the last path entry
+        (:func:`~sessiontree.session.builders.branched_session_entries`). The
+        new header has ``parentSessionId`` = the current id and inherits a
+        valid classification. The new session is written at once.
 
         Returns:
             The new JSONL path when the store has files, else ``None``.
@@ -680,38 +586,38 @@ class SessionManager:
             EntryNotFoundError: ``leaf_id`` is unknown.
             StorageError: the write failed (the manager is unchanged).
         """
-        path = self._tree.get_branch(leaf_id)
-        if not path:
-            raise EntryNotFoundError(leaf_id)
-        kept: builtins.list[Entry] = []
-        dropped_labels: set[str] = set()
-        previous_kept: str | None = None
-        for entry in path:
-            if entry.get("type") == "label":
-                dropped_labels.add(entry["id"])
-                continue
-            if entry.get("parentId") != previous_kept:
-                entry = {**entry, "parentId": previous_kept}
-            kept.append(entry)
-            previous_kept = entry["id"]
-        # A firstKeptEntryId on a dropped label moves to the next kept entry (docs/rules/decisions.md D-5).
-        position = {e["id"]: i for i, e in enumerate(path)}
-        for i, entry in enumerate(kept):
-            first_kept = entry.get("firstKeptEntryId") if entry.get("type") == "compaction" else None
-            if isinstance(first_kept, str) and first_kept in dropped_labels:
-                later = [e["id"] for e in path[position[first_kept] + 1:] if e["id"] not in dropped_labels]
-                kept[i] = {**entry, "firstKeptEntryId": later[0] if later else None}
-        on_path = {e["id"] for e in kept}
-        used = set(on_path)
-        parent = previous_kept
-        for target, (text, stamp) in self._tree.labels.items():
-            if target not in on_path:
-                continue
-            label_id = new_entry_id(used)
-            used.add(label_id)
-            kept.append({"type": "label", "id": label_id, "parentId": parent, "timestamp": stamp,
-                         "targetId": target, "label": text})
-            parent = label_id
+        return self._switch(self._prepare_branched_session(leaf_id))
+
+    # The session switches in two steps: _prepare_* does the store work and
+    # returns a _Switch without touching the manager; _switch applies it in
+    # memory. The asynchronous manager runs the first off the loop, the second on it.
+
+    def _prepare_new_session(self, *, id: str | None, parent_session: str | None, internal: bool,
+                             workflow: dict[str, Any] | None) -> _Switch[str | None]:
+        """The switch of :meth:`new_session`; looks up the new session's file (JSONL: on disk)."""
+        header = _new_header(id, self._cwd, parent_session, _classification(internal, workflow))
+        return _Switch(header, SessionTree(), self._store, False, None,
+                       _session_file_of(self._store, header, None))
+
+    def _prepare_mark_internal(self, workflow: dict[str, Any] | None) -> _Switch[None] | None:
+        """The switch of :meth:`mark_session_internal` (``None``: nothing to do), its header written when stored."""
+        if is_classified(self._header) or _classification(True, workflow) is None:
+            return None
+        header = {k: v for k, v in self._header.items() if k not in ("internal", "workflow")}
+        header["internal"] = True
+        header["workflow"] = workflow
+        if self._saved:
+            self._store.replace_header(self.get_session_id(), header)
+        return _Switch(header, None, self._store, self._saved, self._session_file, None)
+
+    def _prepare_session_file(self, path: str | os.PathLike[str]) -> _Switch[None]:
+        """The switch of :meth:`set_session_file`: the file opened (or created) as :meth:`open_file` does."""
+        other = SessionManager.open_file(path, cwd_override=self._cwd)
+        return _Switch(other._header, other._tree, other._store, other._saved, other._session_file, None)
+
+    def _prepare_branched_session(self, leaf_id: str) -> _Switch[str | None]:
+        """The switch of :meth:`create_branched_session`, its new session written."""
+        kept = builders.branched_session_entries(self._tree, leaf_id)
         classification = ({"internal": True, "workflow": self._header["workflow"]}
                           if is_classified(self._header) else None)
         header = _new_header(None, self._cwd, None, None)
@@ -720,13 +626,27 @@ class SessionManager:
             header.update(classification)
         # Entries that were not changed keep their stored JSON text.
         self._store.create(header, kept)
-        self._header = header
-        self._tree = SessionTree(kept)
-        self._branch = None
-        self._saved = True
-        self._session_file = None
-        self._appended = set()
-        return self.get_session_file()
+        return _Switch(header, SessionTree(kept), self._store, True, None,
+                       _session_file_of(self._store, header, None))
+
+    def _switch(self, switch: _Switch[_R] | None) -> _R | None:
+        """Apply a prepared switch (``None``: nothing); returns its ``result``. In memory only.
+
+        A new tree also forgets which entries this process appended and the
+        projection state kept for the old tree; the cwd never changes.
+        """
+        if switch is None:
+            return None
+        self._store = switch.store
+        self._header = switch.header
+        self._saved = switch.saved
+        self._session_file = switch.session_file
+        if switch.tree is not None:
+            self._tree = switch.tree
+            self._appended = set()
+            self._projector = None
+            self._branch = None
+        return switch.result
 
     def fork_to(self, cwd: str, target: StoreOrDir | None = None, *,
                 id: str | None = None, internal: bool = False,
@@ -770,34 +690,58 @@ class SessionManager:
         self._store.delete(session_id)
 
     # ------------------------------------------------------------------ appending
+    #
+    # Every append builds its entry with a pure builder of
+    # sessiontree.session.builders from _entry_state(), writes it (_write) and only
+    # then publishes it (_publish). The asynchronous manager uses the same three
+    # steps, with the write on the store's writer thread.
 
-    def _persist(self, entries: Sequence[Entry]) -> None:
+    def _entry_state(self) -> builders.EntryState:
+        """The state entry builders read: this manager's tree and the active branch's
+        system message. A view, not a copy: valid until the next mutation (the
+        asynchronous manager builds while it holds its gate, so none runs meanwhile)."""
+        return builders.EntryState(self._tree, self._system_message)
+
+    def _system_message(self) -> dict[str, Any] | None:
+        """The system-message state of the active branch (docs/rules/projection.md §3.6), or ``None``."""
+        return _projection.get_current_system_message(self._current_projector().system_messages)
+
+    def _write(self, entries: Sequence[Entry]) -> None:
+        """Commit ``entries`` to the store: appended to the stored session or, before
+        its first write, stored with the header as a new session.
+
+        Changes nothing in memory, so it may run on another thread while the
+        manager is not mutated (the asynchronous manager's writer).
+
+        Raises:
+            StorageError: the write failed (an ``OSError`` is wrapped, as ``__cause__``).
+        """
         try:
             if self._saved:
                 self._store.append(self.get_session_id(), entries)
             else:
                 self._store.create(self._header, entries, path=self._session_file)
-                self._saved = True
         except StorageError:
             raise
         except OSError as exc:
             raise StorageError(f"could not write session {self.get_session_id()}: {exc}") from exc
 
-    def _append(self, entry: Entry) -> str:
-        """Publish ``entry`` as the new leaf only once it has committed."""
-        previous = self._tree.leaf_id
-        self._tree.add(entry)
-        try:
-            self._persist([entry])
-        except BaseException:
-            self._tree.pop(previous)
-            raise
-        self._appended.add(entry["id"])
-        return entry["id"]
+    def _publish(self, entries: Sequence[Entry]) -> str:
+        """Make entries that :meth:`_write` committed part of the session, in order (the
+        last becomes the leaf) and appended by this process; returns the last id."""
+        self._saved = True
+        tree, appended = self._tree, self._appended
+        for entry in entries:
+            tree.add(entry)
+            appended.add(entry["id"])
+        last: str = entries[-1]["id"]
+        return last
 
-    def _base(self, entry_type: str) -> Entry:
-        return {"type": entry_type, "id": new_entry_id(self._tree),
-                "parentId": self._tree.leaf_id, "timestamp": now_iso()}
+    def _commit(self, entry: Entry) -> str:
+        """Write ``entry``, then publish it: a failed write publishes nothing."""
+        entries = [entry]
+        self._write(entries)
+        return self._publish(entries)
 
     def append_message(self, message: dict[str, Any]) -> str:
         """Append a ``message`` entry (docs/rules/format.md seed:message-entry).
@@ -814,15 +758,7 @@ class SessionManager:
                 (``jsonio.NestingError``; nothing is written).
             StorageError: the write failed; nothing was appended.
         """
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise ValueError("A message must be an object with a string role")
-        if message["role"] == "assistant" and message.get("stopReason") == "pending":
-            raise ValueError('An assistant message with stopReason "pending" is still streaming and cannot be stored')
-        if message["role"] == "toolResult" and isinstance(message.get("nestedCalls"), dict):
-            message = {**message, "nestedCalls": normalize_nested_calls(message["nestedCalls"])}
-        entry = self._base("message")
-        entry["message"] = message
-        return self._append(entry)
+        return self._commit(builders.message_entry(self._entry_state(), message))
 
     def append_thinking_level_change(self, level: str) -> str:
         """Append a ``thinking_level_change`` (stored as given, docs/rules/format.md A.7;
@@ -831,9 +767,7 @@ class SessionManager:
         Returns the new entry's id. Raises ``StorageError`` when the write fails
         (nothing is published; see :meth:`append_message`).
         """
-        entry = self._base("thinking_level_change")
-        entry["thinkingLevel"] = level
-        return self._append(entry)
+        return self._commit(builders.thinking_level_change_entry(self._entry_state(), level))
 
     def append_context_window_change(self, context_window: int) -> str:
         """Append a ``context_window_change`` of ``context_window`` tokens (docs/rules/projection.md §3.8).
@@ -841,11 +775,7 @@ class SessionManager:
         Raises:
             ValueError: not a positive ``int`` (``bool`` excluded).
         """
-        if isinstance(context_window, bool) or not isinstance(context_window, int) or context_window <= 0:
-            raise ValueError("Context window must be a positive integer")
-        entry = self._base("context_window_change")
-        entry["contextWindow"] = context_window
-        return self._append(entry)
+        return self._commit(builders.context_window_change_entry(self._entry_state(), context_window))
 
     def append_model_change(self, provider: str, model_id: str) -> str:
         """Append a ``model_change`` (docs/rules/format.md A.8; seed:model-change).
@@ -853,10 +783,7 @@ class SessionManager:
         Returns the new entry's id. Raises ``StorageError`` when the write fails
         (nothing is published; see :meth:`append_message`).
         """
-        entry = self._base("model_change")
-        entry["provider"] = provider
-        entry["modelId"] = model_id
-        return self._append(entry)
+        return self._commit(builders.model_change_entry(self._entry_state(), provider, model_id))
 
     def append_compaction(self, compacted_text: str, first_kept_entry_id: str | None,
                           tokens_before: int, details: Any) -> str:
@@ -870,20 +797,8 @@ class SessionManager:
         Raises:
             EntryNotFoundError: a non-null ``first_kept_entry_id`` is unknown.
         """
-        if first_kept_entry_id is not None:
-            self._tree.require(first_kept_entry_id)
-        system = _projection.get_current_system_message(self._current_projector().system_messages)
-        entry = self._base("compaction")
-        entry["summary"] = compacted_text
-        entry["firstKeptEntryId"] = first_kept_entry_id
-        entry["tokensBefore"] = tokens_before
-        entry["details"] = details
-        if isinstance(details, dict) and details.get("rung") == "extension":
-            entry["fromHook"] = True
-        if system is not None:
-            stamp = datetime.fromisoformat(entry["timestamp"].replace("Z", "+00:00"))
-            entry["systemMessage"] = {**system, "timestamp": int(stamp.timestamp() * 1000)}
-        return self._append(entry)
+        return self._commit(builders.compaction_entry(self._entry_state(), compacted_text, first_kept_entry_id,
+                                                      tokens_before, details))
 
     def append_custom_entry(self, custom_type: str, data: Any = UNSET) -> str:
         """Append extension state, not in context (docs/rules/format.md seed:custom-entry; A.11:
@@ -892,12 +807,7 @@ class SessionManager:
         Returns the new entry's id. Raises ``StorageError`` when the write fails
         (nothing is published; see :meth:`append_message`).
         """
-        base = self._base("custom")
-        entry: Entry = {"type": "custom", "customType": custom_type}
-        if data is not UNSET:
-            entry["data"] = data
-        entry.update(id=base["id"], parentId=base["parentId"], timestamp=base["timestamp"])
-        return self._append(entry)
+        return self._commit(builders.custom_entry(self._entry_state(), custom_type, data))
 
     def append_session_info(self, name: str) -> str:
         """Set the display name, trimmed; an empty name clears it and the empty entry
@@ -906,9 +816,7 @@ class SessionManager:
         Returns the new entry's id. Raises ``StorageError`` when the write fails
         (nothing is published; see :meth:`append_message`).
         """
-        entry = self._base("session_info")
-        entry["name"] = name.strip()
-        return self._append(entry)
+        return self._commit(builders.session_info_entry(self._entry_state(), name))
 
     def append_session_summary(self, summary: str, summarized_through_id: str, usage: Any = UNSET) -> str:
         """Store a resume-picker summary anchored to a message
@@ -917,13 +825,8 @@ class SessionManager:
         Raises:
             EntryNotFoundError: ``summarized_through_id`` is unknown.
         """
-        self._tree.require(summarized_through_id)
-        entry = self._base("session_summary")
-        entry["summary"] = normalize_summary(summary)
-        entry["summarizedThroughId"] = summarized_through_id
-        if usage is not UNSET:
-            entry["usage"] = usage
-        return self._append(entry)
+        return self._commit(builders.session_summary_entry(self._entry_state(), summary, summarized_through_id,
+                                                           usage))
 
     def append_custom_message_entry(self, custom_type: str, content: Any, display: bool,
                                     details: Any = UNSET) -> str:
@@ -933,13 +836,8 @@ class SessionManager:
         Returns the new entry's id. Raises ``StorageError`` when the write fails
         (nothing is published; see :meth:`append_message`).
         """
-        base = self._base("custom_message")
-        entry: Entry = {"type": "custom_message", "customType": custom_type, "content": content,
-                        "display": display}
-        if details is not UNSET:
-            entry["details"] = details
-        entry.update(id=base["id"], parentId=base["parentId"], timestamp=base["timestamp"])
-        return self._append(entry)
+        return self._commit(builders.custom_message_entry(self._entry_state(), custom_type, content, display,
+                                                          details))
 
     def append_label_change(self, target_id: str, label: str | None = None) -> str:
         """Set (non-empty ``label``) or clear (``""`` or ``None``) a label
@@ -948,12 +846,7 @@ class SessionManager:
         Raises:
             EntryNotFoundError: ``target_id`` is unknown; nothing appended.
         """
-        self._tree.require(target_id)
-        entry = self._base("label")
-        entry["targetId"] = target_id
-        if label is not None:
-            entry["label"] = label
-        return self._append(entry)
+        return self._commit(builders.label_entry(self._entry_state(), target_id, label))
 
     def append_context_edit(self, target_id: str, replacement: dict[str, Any] | None) -> str:
         """Append a branch-local context edit (docs/rules/format.md seed:context-edit-entry,
@@ -970,22 +863,7 @@ class SessionManager:
             ValueError: the target is not on the active branch, or does not
                 contribute editable model content.
         """
-        if replacement is not None and not (
-            isinstance(replacement, dict) and isinstance(replacement.get("content"), (str, builtins.list))
-        ):
-            raise ValueError("Context edit replacement must be null or contain string/array content")
-        target = self._tree.require(target_id)
-        if not any(e["id"] == target_id for e in self._tree.get_branch()):
-            raise ValueError(f"Entry {target_id} is not on the active branch")
-        role = target.get("message", {}).get("role") if target.get("type") == "message" else None
-        if not (target.get("type") == "custom_message" or role in _EDITABLE_ROLES):
-            raise ValueError(f"Entry {target_id} does not contribute editable model content")
-        if replacement is not None and role in ("assistant", "toolResult") and isinstance(replacement["content"], str):
-            replacement = {**replacement, "content": [{"type": "text", "text": replacement["content"]}]}
-        entry = self._base("context_edit")
-        entry["targetId"] = target_id
-        entry["replacement"] = replacement
-        return self._append(entry)
+        return self._commit(builders.context_edit_entry(self._entry_state(), target_id, replacement))
 
     # ------------------------------------------------------------------ navigation
 
@@ -1036,26 +914,15 @@ class SessionManager:
         (docs/rules/format.md seed:branch-summary-entry; docs/rules/tree.md G.2, docs/rules/decisions.md D-4).
 
         ``fromId`` is the leaf that was left (``"root"`` when there was none);
-        the summary is stored as given.
+        the summary is stored as given. The leaf moves when the entry is
+        published, so a failed write leaves it where it was.
 
         Raises:
             EntryNotFoundError: a non-null ``branch_from_id`` is unknown.
+            StorageError: the write failed; nothing was appended.
         """
-        if branch_from_id is not None:
-            self._tree.require(branch_from_id)
-        left = self._tree.leaf_id
-        self._tree.leaf_id = branch_from_id
-        entry = self._base("branch_summary")
-        entry["fromId"] = left if left is not None else "root"
-        entry["summary"] = summary
-        for key, value in (("details", details), ("usage", usage), ("fromHook", from_hook)):
-            if value is not UNSET:
-                entry[key] = value
-        try:
-            return self._append(entry)
-        except BaseException:
-            self._tree.leaf_id = left
-            raise
+        return self._commit(builders.branch_summary_entry(self._entry_state(), branch_from_id, summary, details,
+                                                          from_hook, usage))
 
     # ------------------------------------------------------------------ context
 
@@ -1126,7 +993,7 @@ class SessionManager:
         """The model-visible projection of the active branch
         (docs/rules/projection.md seed:context-building, spec:projection).
 
-        Same result as :func:`sessiontree.projection.build_session_projection`
+        Same result as :func:`sessiontree.core.projection.build_session_projection`
         for the leaf (with docs/rules/decisions.md D-11 trailing repair unless the last assistant turn
         was appended by this manager), but the manager keeps the projection's
         state between calls: after appending a turn, the next call costs in
@@ -1146,7 +1013,7 @@ class SessionManager:
     def build_historical_projection(self) -> _projection.HistoricalProjection:
         """The active branch's context as the agent that wrote its latest retired
         summary compaction rebuilt it: an archival view, never what a current
-        agent sends (see :func:`sessiontree.projection.build_historical_projection`).
+        agent sends (see :func:`sessiontree.core.projection.build_historical_projection`).
 
         Trailing tool calls are closed as in :meth:`build_session_projection`.
         Built afresh on every call; nothing is written.
@@ -1183,11 +1050,12 @@ class SessionManager:
 
     def get_session_dir(self) -> str:
         """The JSONL directory, or ``""`` for stores without files."""
-        return self._store.directory if isinstance(self._store, JsonlStore) else ""
+        return self._store.directory if isinstance(self._store, SessionFiles) else ""
 
     def get_session_id(self) -> str:
         """The exact session id."""
-        return self._header["id"]
+        session_id: str = self._header["id"]
+        return session_id
 
     def get_session_store(self) -> SessionStore:
         """The active store."""
@@ -1195,11 +1063,7 @@ class SessionManager:
 
     def get_session_file(self) -> str | None:
         """The JSONL file of this session (existing or future), or ``None``."""
-        if self._session_file is not None:
-            return self._session_file
-        if isinstance(self._store, JsonlStore):
-            return self._store.location(self.get_session_id()) or self._store.path_for(self._header)
-        return None
+        return _session_file_of(self._store, self._header, self._session_file)
 
     def is_persisted(self) -> bool:
         """Whether the store is not a memory store."""

@@ -35,6 +35,7 @@ from sessiontree.format.codec import ParsedSession
 __all__ = [
     "CancelEvent",
     "ProgressCallback",
+    "SessionFiles",
     "SessionListing",
     "SessionOutline",
     "SessionStore",
@@ -608,4 +609,23 @@ class SessionStore(Protocol):
 
     def close(self) -> None:
         """Release connections and handles. Idempotent."""
+        ...
+
+
+@runtime_checkable
+class SessionFiles(Protocol):
+    """Optional part of the protocol: a store that keeps each session in a file of one directory (JSONL).
+
+    The manager asks for it (``isinstance(store, SessionFiles)``) to answer
+    ``get_session_dir`` and ``get_session_file``; a store without files
+    (SQLite, PostgreSQL, memory) does not have these members.
+
+    Attributes:
+        directory: the absolute session directory.
+    """
+
+    directory: str
+
+    def path_for(self, header: dict[str, Any]) -> str:
+        """The file :meth:`SessionStore.create` would write for a new session with this header."""
         ...

@@ -1,0 +1,144 @@
+"""Importing JSONL session files into a store, many at a time, keeping their ids.
+
+What ``sessiontree import`` and :meth:`SessionManager.import_files
+<sessiontree.session.manager.SessionManager.import_files>` run
+(docs/rules/manager.md seed:import, docs/rules/decisions.md D-16).
+
+Invariants:
+
+* Files are read in order and written in groups (at most
+  :data:`IMPORT_BATCH_SESSIONS` sessions or :data:`IMPORT_BATCH_BYTES` bytes
+  of entry text), each group in one transaction of the store's
+  ``create_many`` (stores without it: one ``create`` per session).
+* A group that fails as a whole is written again one session per
+  transaction, so every file gets its own outcome.
+* A group's outcomes are yielded only after it committed: an interruption or
+  a crash loses only the group in progress, none of whose files was reported.
+* Input files are never modified; entries keep their stored JSON text.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sessiontree.errors import SessionError
+from sessiontree.format.codec import ParsedSession, read_session_file
+from sessiontree.format.ids import validate_session_id
+from sessiontree.stores.base import SessionStore
+
+__all__ = ["IMPORT_BATCH_BYTES", "IMPORT_BATCH_SESSIONS", "ImportOutcome", "import_files", "import_record"]
+
+#: :func:`import_files` writes at most this many sessions per transaction ...
+IMPORT_BATCH_SESSIONS = 100
+#: ... and at most this many bytes of entry text (one larger session is a batch of its own):
+#: what a batch holds in memory, and what an interruption or a crash makes the next run redo.
+IMPORT_BATCH_BYTES = 16 * 1024 * 1024
+
+#: One session as ``create`` takes it: header, entries, each entry's stored JSON text.
+Record = tuple[dict[str, Any], Sequence[dict[str, Any]], list[bytes | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ImportOutcome:
+    """What :func:`import_files` did with one file.
+
+    Attributes:
+        path: the file, as given.
+        session_id: the id read from the file (``None`` when it could not be read).
+        entries: how many entries were imported (0 unless imported).
+        error: ``None`` when the session was imported; else why not: a
+            :class:`SessionExistsError` (the id is already stored; compare with
+            ``parsed`` to tell a re-import from a clash), another
+            :class:`SessionError` (invalid file or id, storage failure), an
+            ``OSError`` or a ``ValueError``.
+        parsed: the session as read (``None`` when it could not be read).
+    """
+
+    path: str
+    session_id: str | None
+    entries: int
+    error: Exception | None
+    parsed: ParsedSession | None
+
+
+def import_record(parsed: ParsedSession, cwd: str | None) -> Record:
+    """The ``(header, entries, raw)`` that imports ``parsed``: a copy of its header
+    (``cwd`` made absolute replaces the header's when given), its entries and
+    their stored JSON text."""
+    header = dict(parsed.header)
+    if cwd is not None:
+        header["cwd"] = os.path.abspath(cwd)
+    raw: list[bytes | None] = [parsed.entry_bytes(i) for i in range(len(parsed.entries))]
+    return header, parsed.entries, raw
+
+
+_Pending = tuple[str, ParsedSession | None, Exception | None]
+
+
+def import_files(paths: Iterable[str | os.PathLike[str]], store: SessionStore, cwd: str | None = None, *,
+                 batch_sessions: int | None = None, batch_bytes: int | None = None) -> Iterator[ImportOutcome]:
+    """Import many JSONL files into ``store`` keeping their ids, in groups (see the module's invariants).
+
+    Args:
+        paths: the files, in order.
+        store: where they are written.
+        cwd: the project the imports land in (each header's ``cwd``); ``None`` keeps the files'.
+        batch_sessions, batch_bytes: the group bounds (default :data:`IMPORT_BATCH_SESSIONS`,
+            :data:`IMPORT_BATCH_BYTES`, read at call time).
+
+    Returns:
+        An iterator of one :class:`ImportOutcome` per path, in order. Errors of single
+        files (``SessionError``, ``OSError``, ``ValueError``) are in the outcomes;
+        nothing is raised for them.
+    """
+    batch_sessions = batch_sessions or IMPORT_BATCH_SESSIONS
+    batch_bytes = batch_bytes or IMPORT_BATCH_BYTES
+    many: Callable[[Sequence[Record]], Any] | None = getattr(store, "create_many", None)
+    pending: list[_Pending] = []
+    size = 0
+    for path in paths:
+        parsed = None
+        try:
+            parsed = read_session_file(path)
+            validate_session_id(parsed.header["id"])
+        except (SessionError, OSError, ValueError) as exc:
+            pending.append((str(path), parsed, exc))
+        else:
+            pending.append((str(path), parsed, None))
+            size += sum(len(parsed.entry_bytes(i)) for i in range(len(parsed.entries)))
+        if len(pending) >= batch_sessions or size >= batch_bytes:
+            yield from _import_group(store, many, pending, cwd)
+            pending, size = [], 0
+    if pending:
+        yield from _import_group(store, many, pending, cwd)
+
+
+def _import_group(store: SessionStore, many: Callable[[Sequence[Record]], Any] | None,
+                  pending: Sequence[_Pending], cwd: str | None) -> Iterator[ImportOutcome]:
+    """Write one group of :func:`import_files`; its outcomes in order, after the commit."""
+    items: list[tuple[int, Record]] = []
+    for index, (_path, parsed, error) in enumerate(pending):
+        if parsed is None or error is not None:
+            continue
+        items.append((index, import_record(parsed, cwd)))
+    errors: dict[int, Exception] = {}
+    written = False
+    if many is not None and len(items) > 1:
+        try:
+            many([record for _index, record in items])
+            written = True
+        except (SessionError, ValueError):
+            pass  # nothing was stored: write them one by one, so each gets its own outcome
+    if not written:
+        for index, (header, entries, raw) in items:
+            try:
+                store.create(header, entries, raw)
+            except (SessionError, ValueError) as exc:
+                errors[index] = exc
+    for index, (path, parsed, error) in enumerate(pending):
+        error = error or errors.get(index)
+        session_id = parsed.header.get("id") if parsed is not None else None
+        yield ImportOutcome(path, session_id, 0 if error or parsed is None else len(parsed.entries), error, parsed)
