@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sessiontree.core import projection as _projection
 from sessiontree.core.listing import SessionInfo, is_classified
-from sessiontree.core.projection import build as _projection
 from sessiontree.core.tree import Entry, NameState, SessionTree, TreeNode
 from sessiontree.errors import (
     EntryNotFoundError,
