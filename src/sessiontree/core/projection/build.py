@@ -19,6 +19,7 @@ __all__ = [
     "build_session_projection",
 ]
 
+
 def build_context_entries(
     entries: Sequence[dict[str, Any]],
     leaf_id: LeafArg = LAST_ENTRY,
@@ -33,7 +34,7 @@ def build_context_entries(
             :data:`LAST_ENTRY` (default) uses the leaf as loaded: the last
             entry of ``entries``, or the target of a final ``leaf`` record.
         by_id: optional index ``{entry id: entry}`` of ``entries`` that the
-            caller already keeps (e.g. a :class:`~sessiontree.tree.SessionTree`'s),
+            caller already keeps (e.g. a :class:`~sessiontree.core.tree.SessionTree`'s),
             saving one pass over all entries; it must equal
             ``{e["id"]: e for e in entries}``.
 
@@ -91,13 +92,14 @@ def build_session_projection(
     boundary and edits; then messages with tool pairing inline), so it is
     linear in the branch length. The cyclic garbage collector is paused
     meanwhile: the projection allocates one container per entry and no
-    reference cycles, and collector passes over a large loaded session
-    cost about a quarter of the time (measured with ``benchmarks/run.py``).
+    reference cycles, so collector passes over a large loaded session would
+    be spent for nothing.
     """
     with gc_paused():
         return _project(entries, leaf_id, by_id, repair_trailing)
 
 
+# The projection with the collector left as it is (build_historical_projection pauses it itself).
 def _project(
     entries: Sequence[Entry],
     leaf_id: LeafArg,

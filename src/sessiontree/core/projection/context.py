@@ -16,7 +16,9 @@ from sessiontree.core.tree import get_branch, loaded_leaf_id
 
 __all__ = ["get_current_system_message", "latest_edits"]
 
+#: An entry type, kept by :func:`latest_edits` (a stored dict or a read-only mapping).
 _EntryT = TypeVar("_EntryT", bound=Mapping[str, Any])
+
 
 def _system_text(content: Any) -> str:
     if isinstance(content, str):
@@ -285,7 +287,7 @@ def _scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Ent
     Walking upwards, the *latest* item of a kind on the path is the *first*
     one met, so each kind is looked at only until it is found. A walk longer
     than the number of entries has met a parent cycle: it is redone by
-    :func:`_scan_down` on :func:`sessiontree.tree.get_branch`'s path (which
+    :func:`_scan_down` on :func:`sessiontree.core.tree.get_branch`'s path (which
     stops where an id repeats), so the result never depends on the route.
     """
     leaf, by_id = _resolve_leaf(entries, leaf_id, by_id)

@@ -61,7 +61,7 @@ def _content_visible(content: Any) -> bool:
 
 def _iso_to_ms(value: Any) -> int | None:
     """Whole milliseconds since the epoch of an entry timestamp, like JS ``Date.parse``
-    (:func:`sessiontree.tree.parse_timestamp_ms`, truncated); a number is taken
+    (:func:`sessiontree.core.tree.parse_timestamp_ms`, truncated); a number is taken
     as it is; ``None`` when unparsable (JavaScript would give NaN, written as null)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return int(value)

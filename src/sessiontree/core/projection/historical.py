@@ -26,6 +26,7 @@ __all__ = [
     "build_historical_projection",
 ]
 
+
 #: Wraps the summary of a retired compaction in the historical view
 #: (:func:`build_historical_projection`). Older agents handed the model their
 #: summary as one user turn wrapped in fixed sentences; this is our own

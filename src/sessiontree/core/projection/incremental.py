@@ -65,8 +65,8 @@ class PlainSteps:
     """The :func:`_plain_step` steps of a plain branch, in branch order, kept as three
     parallel lists: ``codes`` (a ``bytearray`` of ops), ``items`` and ``extras``.
 
-    Parallel lists rather than a tuple per entry: a 100,000-entry branch then
-    adds three containers, not 100,000, for the cyclic collector to count and
+    Parallel lists rather than a tuple per entry: a branch of n entries then
+    adds three containers, not n, for the cyclic collector to count and
     traverse (what :func:`_plain_step` returns is transient).
     """
 
@@ -184,7 +184,7 @@ class ProjectionBuilder:
     :func:`build_session_projection`; :meth:`advance` extends it by one entry
     appended below its leaf, in time proportional to that entry;
     :meth:`result` gives the :class:`SessionProjection`.
-    :class:`~sessiontree.manager.SessionManager` keeps one between calls, so
+    :class:`~sessiontree.session.manager.SessionManager` keeps one between calls, so
     an agent that appends a turn and rebuilds its context does work in
     proportion to the turn, not to the session. What cannot be applied
     incrementally (a new active compaction boundary, a context edit) makes
@@ -334,7 +334,7 @@ class ProjectionBuilder:
             ids, parent_ids, types: the branch root first (leaf last), each
                 entry's ``id``, ``parentId`` and ``type``; every ``parent_ids[i]``
                 is ``ids[i - 1]`` (a walk that met no cycle and no duplicate id,
-                as :func:`sessiontree.tree.get_branch` gives it).
+                as :func:`sessiontree.core.tree.get_branch` gives it).
             fetch: the full entries at the given branch positions, in that
                 order; their ``id``, ``parentId`` and ``type`` must be those of
                 the outline (the caller checks).
@@ -348,6 +348,7 @@ class ProjectionBuilder:
         read: dict[int, Entry] = {}
 
         def load(positions: Iterable[int]) -> None:
+            """Read the entries at ``positions`` that are not read yet."""
             wanted = [p for p in positions if p not in read]
             if wanted:
                 read.update(zip(wanted, fetch(wanted), strict=False))

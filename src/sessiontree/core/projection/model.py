@@ -22,7 +22,10 @@ __all__ = [
     "is_retired_record",
 ]
 
+
+#: A session entry as stored (a JSON object); the projection never mutates one.
 Entry = dict[str, Any]
+#: An agent message (a JSON object with a ``role``).
 Message = dict[str, Any]
 
 
@@ -42,10 +45,11 @@ class _Leaf(enum.Enum):
 
 #: Default ``leaf_id``: the leaf as loaded, i.e. the last entry of the list
 #: (docs/rules/projection.md Q.1, Q.13), or the target of a final upstream ``leaf`` record
-#: (:func:`sessiontree.tree.loaded_leaf_id`), so that a projection of stored
+#: (:func:`sessiontree.core.tree.loaded_leaf_id`), so that a projection of stored
 #: entries and a manager that loaded them agree.
 LAST_ENTRY: Final = _Leaf.LAST
 
+#: What a builder's ``leaf_id`` takes: an entry id, ``None`` (no leaf) or :data:`LAST_ENTRY`.
 LeafArg = str | None | _Leaf
 
 

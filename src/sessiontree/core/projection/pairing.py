@@ -5,7 +5,8 @@ its plain-list form :func:`repair_orphan_tool_results`, the provider-bound
 
 The projection's hot loops (``ProjectionBuilder._extend``, ``_extend_plain``
 and ``_replay`` in :mod:`sessiontree.core.projection.incremental`) keep
-inlined copies of :class:`_ToolWindow`, each saying which test checks it.
+inlined copies of :class:`_ToolWindow` for speed, each naming the Hypothesis
+test that checks it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = [
     "repair_orphan_tool_results",
 ]
 
+
 def _is_transparent(message: Any) -> bool:
     # docs/rules/decisions.md D-11: system messages neither close a pairing window nor are dropped.
     # Messages that provider conversion drops are transparent too, so that
@@ -41,8 +43,9 @@ def closes_tool_window(message: Mapping[str, Any]) -> bool:
     An ``assistant`` message does (it opens its own); a ``toolResult`` never
     does; anything else does unless it is transparent: a ``system`` message,
     or one that :func:`convert_to_llm` drops (docs/rules/projection.md P.2, P.3, with JavaScript's
-    whitespace for "blank"). The projection pairs with this rule inline;
-    ``sessiontree.check`` uses it to report what the projection will repair.
+    whitespace for "blank"). :class:`_ToolWindow` pairs with this rule (the
+    projection's hot loops inline it); ``sessiontree.check`` uses it to report
+    what the projection will repair.
     """
     role = message.get("role")
     if role == "toolResult":
@@ -51,6 +54,7 @@ def closes_tool_window(message: Mapping[str, Any]) -> bool:
 
 
 def _synthetic_result(call_id: str, name: str, timestamp: Any) -> Message:
+    # docs/rules/projection.md P.5: the result of a call that never got one.
     result: Message = {
         "role": "toolResult",
         "toolCallId": call_id,
@@ -61,7 +65,6 @@ def _synthetic_result(call_id: str, name: str, timestamp: Any) -> Message:
     if timestamp is not _ABSENT:
         result["timestamp"] = timestamp
     return result
-
 
 
 def _tool_calls(content: Any) -> list[tuple[str, str]]:
@@ -82,8 +85,11 @@ def _tool_calls(content: Any) -> list[tuple[str, str]]:
 
 class _ToolWindow:
     """The tool-pairing state between one assistant turn and the next
-    (docs/rules/projection.md P.4-P.7, docs/rules/decisions.md D-11): the one implementation behind
-    :func:`repair_orphan_tool_results` and the projection.
+    (docs/rules/projection.md P.4-P.7, docs/rules/decisions.md D-11): the rule written once, behind
+    :func:`repair_orphan_tool_results`; the projection keeps this object as its
+    state, and its hot loops (``ProjectionBuilder._extend``, ``_extend_plain``,
+    ``_replay``) spell :meth:`accept`, :meth:`close` and :meth:`open` out inline
+    on its sets and list, each naming the test that checks the copy.
 
     An assistant message closes the previous window and opens its own; a
     tool result is kept only when its call is allowed in the window and not
