@@ -7,7 +7,7 @@ import signal
 import time
 
 from sessiontree import errors
-from sessiontree.core.projection.build import SessionProjection, build_session_projection
+from sessiontree.core.projection import SessionProjection, build_session_projection
 from sessiontree.format.codec import read_session_file
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.memory import MemoryStore

@@ -7,9 +7,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import sessiontree.core.projection.build as projection_module
+import sessiontree.core.projection.convert as convert_module
+import sessiontree.core.projection.incremental as projection_module
 from sessiontree import SessionManager
-from sessiontree.core.projection.build import (
+from sessiontree.core.projection import (
     LAST_ENTRY,
     ProjectionBuilder,
     build_session_projection,
@@ -172,7 +173,7 @@ def test_a_message_needing_a_copy_forgets_the_kept_steps():
     assert manager.build_session_projection() == build_session_projection(manager.get_entries())
 
 
-@given(st.text(alphabet=st.sampled_from([*sorted(projection_module._JS_WHITESPACE), "a", "\x1c", "\x85", "."]),
+@given(st.text(alphabet=st.sampled_from([*sorted(convert_module._JS_WHITESPACE), "a", "\x1c", "\x85", "."]),
                max_size=8))
 def test_blank_is_every_character_javascript_whitespace(text):
-    assert projection_module._is_blank(text) == all(ch in projection_module._JS_WHITESPACE for ch in text)
+    assert convert_module._is_blank(text) == all(ch in convert_module._JS_WHITESPACE for ch in text)

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessiontree.core.projection.build import (
+from sessiontree.core.projection import (
     INTERRUPTED_TEXT,
     LAST_ENTRY,
     SessionContext,
@@ -1224,7 +1224,7 @@ def _assistant_calls(*ids: str, exclude: bool = False) -> dict:
 
 
 def test_tool_pairing_guard_refuses_a_call_id_in_two_assistant_messages() -> None:
-    from sessiontree.core.projection.build import assert_tool_pairing_invariant
+    from sessiontree.core.projection import assert_tool_pairing_invariant
     from sessiontree.errors import ToolPairingError
 
     ok = [_assistant_calls("a", "b"), {"role": "user", "content": "x", "timestamp": 2}, _assistant_calls("c")]

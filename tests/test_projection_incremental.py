@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sessiontree import errors
-from sessiontree.core.projection.build import (
+from sessiontree.core.projection import (
     INTERRUPTED_TEXT,
     ProjectionBuilder,
 )

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from sessiontree.cli import cli
 from sessiontree.core import render
-from sessiontree.core.projection.build import (
+from sessiontree.core.projection import (
     HISTORICAL_SUMMARY_PREFIX,
     HISTORICAL_SUMMARY_SUFFIX,
     LAST_ENTRY,

@@ -21,7 +21,7 @@ import zlib
 import pytest
 
 from sessiontree import SessionManager
-from sessiontree.core.projection.build import INTERRUPTED_TEXT, build_session_projection
+from sessiontree.core.projection import INTERRUPTED_TEXT, build_session_projection
 from sessiontree.core.tree import SessionTree
 from sessiontree.errors import CorruptEntryError, InvalidSessionError, SessionNotFoundError
 from sessiontree.format import jsonio
@@ -195,7 +195,7 @@ def test_a_user_message_closes_a_tool_window_only_when_visible(content, closes):
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from sessiontree.core.projection.build import LAST_ENTRY, ProjectionBuilder  # noqa: E402
+from sessiontree.core.projection import LAST_ENTRY, ProjectionBuilder  # noqa: E402
 from test_projection import _IDS, sessions  # noqa: E402
 
 

@@ -139,7 +139,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from sessiontree.core.projection.build import closes_tool_window, entry_to_context_messages, is_active_compaction
+from sessiontree.core.projection import closes_tool_window, entry_to_context_messages, is_active_compaction
 from sessiontree.errors import INVALID_SESSION_ID_MESSAGE, InvalidSessionError, SessionError, UnsupportedVersionError
 from sessiontree.format import jsonio
 from sessiontree.format.codec import parse_version, split_lines, validate_entry, validate_header

@@ -35,7 +35,7 @@ from rich.console import Group, RenderableType
 from rich.padding import Padding
 from rich.text import Text
 
-from sessiontree.core.projection.build import (
+from sessiontree.core.projection import (
     HistoricalProjection,
     SessionProjection,
     is_active_compaction,

@@ -68,8 +68,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sessiontree.core import projection as _projection
 from sessiontree.core.listing import SessionInfo
-from sessiontree.core.projection import build as _projection
 from sessiontree.core.tree import Entry, NameState, TreeNode
 from sessiontree.errors import SessionError
 from sessiontree.format.codec import ParsedSession

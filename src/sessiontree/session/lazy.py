@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sessiontree.core.projection.build import ProjectionBuilder
+from sessiontree.core.projection import ProjectionBuilder
 from sessiontree.core.tree import (
     LEAF_ENTRY_TYPE,
     Entry,

@@ -26,8 +26,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from sessiontree.core import projection as _projection
 from sessiontree.core.listing import SessionInfo, is_classified
-from sessiontree.core.projection import build as _projection
 from sessiontree.core.tree import Entry, NameState, SessionTree, TreeNode
 from sessiontree.errors import InvalidSessionError, SessionInUseError, StorageError
 from sessiontree.format.codec import ParsedSession, read_session_file

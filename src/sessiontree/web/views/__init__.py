@@ -50,7 +50,7 @@ from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
 
 from sessiontree.core.listing import SessionInfo
-from sessiontree.core.projection.build import INTERRUPTED_TEXT, _latest_edits, is_active_compaction, is_retired_record
+from sessiontree.core.projection import INTERRUPTED_TEXT, is_active_compaction, is_retired_record, latest_edits
 from sessiontree.core.render import RETIRED_NOTE, entry_kind, entry_summary, retired_record_text
 from sessiontree.core.transcript import bash_text
 from sessiontree.core.tree import label_state, parse_timestamp_ms
@@ -884,7 +884,7 @@ def _model_units(manager: SessionManager, branch: Sequence[Mapping[str, Any]]) -
     omitted by an edit, dropped by tool pairing) and archival records."""
     projection = manager.build_session_projection()
     by_id = {pe.source_entry.get("id"): pe for pe in projection.entries}
-    edits = _latest_edits(branch)
+    edits = latest_edits(branch)
     boundary = next((pe.source_entry for pe in projection.entries if is_active_compaction(pe.source_entry)), None)
     units: list[_Unit] = []
     compacted: list[Mapping[str, Any]] = []

@@ -1,0 +1,373 @@
+"""What shapes a branch's context besides its messages: the replayed system
+message (docs/rules/projection.md §3.6), the path from the leaf and where its
+active boundary and kept tail sit (Q.4, Q.7, Q.13), context edits (R) and
+settings such as model and thinking level (Q.3, S), all taken in by one walk up
+from the leaf (:func:`_scan_up`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from sessiontree.core.projection.convert import _CONTENT_ROLES, _context_message, _normalize_entry
+from sessiontree.core.projection.model import _ABSENT, LAST_ENTRY, Entry, LeafArg, Message, _role, is_active_compaction
+from sessiontree.core.tree import get_branch, loaded_leaf_id
+
+__all__ = ["get_current_system_message", "latest_edits"]
+
+#: An entry type, kept by :func:`latest_edits` (a stored dict or a read-only mapping).
+_EntryT = TypeVar("_EntryT", bound=Mapping[str, Any])
+
+
+def _system_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            b["text"]
+            for b in content
+            if isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        )
+    return ""
+
+
+def get_current_system_message(messages: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Replay the ``system`` messages of ``messages`` in order
+    (docs/rules/projection.md §3.6, seed:system-messages).
+
+    * content: each message's text (strings as they are, text blocks joined
+      with ``"\\n"``) is collected when non-empty; the collection is joined
+      with ``"\\n\\n"``;
+    * ``sections``: a name -> value map; ``None`` deletes, a new name goes to
+      the end, an existing name keeps its place;
+    * tools: per message ``toolsRemoved`` (by name) first, then ``toolsAdded``
+      (set by name).
+
+    Returns:
+        ``{"role": "system", "content": str, "sections"?: {...}, "toolsAdded"?:
+        [current tools], "timestamp": <first system message's timestamp or
+        0>}`` (``sections``/``toolsAdded`` only when non-empty), or ``None``
+        when there is no system message. Inputs are not modified.
+    """
+    texts: list[str] = []
+    sections: dict[str, Any] = {}
+    tools: dict[Any, Any] = {}
+    timestamp: Any = _ABSENT
+    for message in messages:
+        if not isinstance(message, Mapping) or message.get("role") != "system":
+            continue
+        if timestamp is _ABSENT:
+            timestamp = message.get("timestamp")
+        text = _system_text(message.get("content"))
+        if text:
+            texts.append(text)
+        patch = message.get("sections")
+        if isinstance(patch, Mapping):
+            for name, value in patch.items():
+                if value is None:
+                    sections.pop(name, None)
+                else:
+                    sections[name] = value
+        removed = message.get("toolsRemoved")
+        for tool in removed if isinstance(removed, list) else []:
+            if isinstance(tool, Mapping):
+                tools.pop(tool.get("name"), None)
+        added = message.get("toolsAdded")
+        for tool in added if isinstance(added, list) else []:
+            if isinstance(tool, Mapping):
+                tools[tool.get("name")] = tool
+    if timestamp is _ABSENT:  # no system message (hence no tools either)
+        return None
+    result: dict[str, Any] = {"role": "system", "content": "\n\n".join(texts)}
+    if sections:
+        result["sections"] = sections
+    if tools:
+        result["toolsAdded"] = list(tools.values())
+    result["timestamp"] = 0 if timestamp is None else timestamp
+    return result
+
+
+def _index(entries: Iterable[Entry]) -> dict[str, Entry]:
+    return {e["id"]: e for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)}
+
+
+def _last_id(entries: Sequence[Entry], by_id: Mapping[str, Entry] | None = None) -> str | None:
+    """The leaf as loaded (:data:`LAST_ENTRY`): one rule with the manager's."""
+    return loaded_leaf_id(entries, by_id)
+
+
+def _resolve_leaf(entries: Sequence[Entry], leaf_id: LeafArg,
+                  by_id: Mapping[str, Entry] | None) -> tuple[str | None, Mapping[str, Entry]]:
+    """The leaf to walk from and the id index (docs/rules/projection.md Q.13 leaf rules):
+    ``None`` when ``leaf_id`` is ``None`` or unknown; the last entry for
+    :data:`LAST_ENTRY`."""
+    if leaf_id is None:
+        return None, by_id or {}
+    if by_id is None:
+        by_id = _index(entries)
+    if leaf_id is LAST_ENTRY:
+        return _last_id(entries, by_id), by_id
+    if isinstance(leaf_id, str) and leaf_id in by_id:
+        return leaf_id, by_id
+    return None, by_id
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where the active boundary and its kept tail sit on a path (docs/rules/projection.md Q.4, Q.7)."""
+
+    boundary: int | None  # index of the latest verbatim compaction
+    first_kept: int | None  # index where the kept tail starts, if any
+
+
+def _layout(path: Sequence[Entry]) -> _Layout:
+    boundary: int | None = None
+    for index in range(len(path) - 1, -1, -1):
+        if is_active_compaction(path[index]):
+            boundary = index
+            break
+    return _layout_at(path, boundary)
+
+
+def _layout_at(path: Sequence[Entry], boundary: int | None) -> _Layout:
+    """The boundary at ``boundary`` (or none) and where its kept tail starts."""
+    if boundary is None:
+        return _Layout(None, None)
+    first_kept_id = path[boundary].get("firstKeptEntryId")
+    if not isinstance(first_kept_id, str):
+        return _Layout(boundary, None)
+    for index in range(boundary):
+        if path[index].get("id") == first_kept_id:
+            return _Layout(boundary, index)
+    # Unknown, after the boundary, on another branch or the boundary itself:
+    # no tail, never a resurrection of older content (docs/rules/projection.md seed:context-building).
+    return _Layout(boundary, None)
+
+
+def _context_entries(path: list[Entry], layout: _Layout) -> list[Entry]:
+    if layout.boundary is None:
+        return path
+    tail = path[layout.first_kept : layout.boundary] if layout.first_kept is not None else []
+    return [path[layout.boundary], *tail, *path[layout.boundary + 1 :]]
+
+
+def _tail_length(layout: _Layout) -> int:
+    if layout.boundary is None or layout.first_kept is None:
+        return 0
+    return layout.boundary - layout.first_kept
+
+
+# Roles a context edit may target inside a `message` entry (docs/rules/projection.md R.1).
+_EDITABLE_ROLES = frozenset({"user", "assistant", "toolResult"})
+# Roles whose string replacement becomes one text block (docs/rules/projection.md R.2).
+_ARRAY_CONTENT_ROLES = frozenset({"assistant", "toolResult"})
+
+
+def _valid_replacement(edit: Mapping[str, Any]) -> bool:
+    if "replacement" not in edit:
+        return False
+    replacement = edit["replacement"]
+    return replacement is None or (
+        isinstance(replacement, Mapping) and isinstance(replacement.get("content"), (str, list))
+    )
+
+
+def latest_edits(path: Iterable[_EntryT]) -> dict[str, _EntryT]:
+    """The context edit in force per target on a path (docs/rules/projection.md R.4).
+
+    Args:
+        path: entries root first (e.g. a branch); never modified.
+
+    Returns:
+        ``{targetId: context_edit entry}``: for each target, the latest
+        ``context_edit`` on the path whose ``targetId`` is a string and whose
+        ``replacement`` is ``null`` or ``{"content": str | list}``. Malformed
+        edits are inert: they neither apply nor hide an earlier valid edit.
+        Whether the target is editable is not checked here (R.1).
+    """
+    edits: dict[str, _EntryT] = {}
+    for entry in path:
+        if entry.get("type") == "context_edit":
+            target = entry.get("targetId")
+            # A malformed edit is rejected on load and append; if one slips
+            # through it is inert rather than hiding an earlier valid edit.
+            if isinstance(target, str) and _valid_replacement(entry):
+                edits[target] = entry
+    return edits
+
+
+def _is_editable(entry: Mapping[str, Any]) -> bool:
+    if entry.get("type") == "custom_message":
+        return True
+    message = entry.get("message")
+    return (
+        entry.get("type") == "message"
+        and isinstance(message, Mapping)
+        and _role(message) in _EDITABLE_ROLES
+    )
+
+
+def _edited_message(entry: Entry, edits: Mapping[str, Entry]) -> Message | None:
+    """The entry's context message with the latest edit applied (docs/rules/projection.md R.5)."""
+    message = _context_message(entry)
+    if message is None:
+        return None
+    entry_id = entry.get("id")
+    edit = edits.get(entry_id) if isinstance(entry_id, str) else None
+    if edit is None or not _is_editable(entry):
+        return message
+    replacement = edit["replacement"]
+    if replacement is None:
+        return None
+    content = replacement["content"]
+    if isinstance(content, str) and _role(message) in _ARRAY_CONTENT_ROLES:
+        content = [{"type": "text", "text": content}]
+    return {**message, "content": content}
+
+
+#: Entry types that only set a setting (assistant messages set the model too).
+_SETTING_KINDS = frozenset({"thinking_level_change", "model_change", "context_window_change"})
+#: Entry types that act on the context from anywhere on the branch: boundaries
+#: (docs/rules/projection.md Q.4), edits (R.4) and settings (Q.3, S).
+_FAR_KINDS = _SETTING_KINDS | {"compaction", "context_edit"}
+
+
+def _setting(entry: Entry) -> tuple[str, Any] | None:
+    """The setting one path entry sets (docs/rules/projection.md Q.3, S), as ``(attribute, value)``
+    with attribute ``"thinking_level"``, ``"model"`` or ``"context_window"``;
+    ``None`` when it sets none."""
+    kind = entry.get("type")
+    if kind == "thinking_level_change":
+        level = entry.get("thinkingLevel")
+        return ("thinking_level", level) if isinstance(level, str) else None
+    if kind == "model_change":
+        return "model", {"provider": entry.get("provider"), "modelId": entry.get("modelId")}
+    if kind == "context_window_change":
+        value = entry.get("contextWindow")
+        return ("context_window", value) if isinstance(value, int) and not isinstance(value, bool) else None
+    if kind == "message":
+        message = entry.get("message")
+        if isinstance(message, Mapping) and message.get("role") == "assistant":
+            provider, model_id = message.get("provider"), message.get("model")
+            # docs/rules/projection.md S.2 [P]: an assistant without provider/model says nothing
+            # about the model; the original set a half-undefined object.
+            if isinstance(provider, str) and isinstance(model_id, str):
+                return "model", {"provider": provider, "modelId": model_id}
+    return None
+
+
+def _replay_settings(path: Iterable[Entry]) -> tuple[str, dict[str, Any] | None, int | None]:
+    """docs/rules/projection.md Q.3, S: thinking level, model and context window of the whole path."""
+    settings: dict[str, Any] = {"thinking_level": "off", "model": None, "context_window": None}
+    for entry in path:
+        setting = _setting(entry)
+        if setting is not None:
+            settings[setting[0]] = setting[1]
+    return settings["thinking_level"], settings["model"], settings["context_window"]
+
+
+@dataclass
+class _Scan:
+    """What the first pass over a branch finds (docs/rules/projection.md P.1, Q.3, Q.4, R.4, S)."""
+
+    path: list[Entry]  # root first, P.1-normalized
+    thinking_level: str
+    model: dict[str, Any] | None
+    context_window: int | None
+    boundary: int | None  # index in path of the latest active compaction
+    edits: dict[str, Entry]  # the latest valid context_edit per target
+    copies: list[Entry] = field(default_factory=list)  # path entries that are
+                                                       # docs/rules/projection.md P.1 copies
+
+
+def _scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Entry] | None) -> _Scan:
+    """Walk from the leaf to the root and take in the path's state on the way.
+
+    Walking upwards, the *latest* item of a kind on the path is the *first*
+    one met, so each kind is looked at only until it is found. A walk longer
+    than the number of entries has met a parent cycle: it is redone by
+    :func:`_scan_down` on :func:`sessiontree.core.tree.get_branch`'s path (which
+    stops where an id repeats), so the result never depends on the route.
+    """
+    leaf, by_id = _resolve_leaf(entries, leaf_id, by_id)
+    if leaf is None:
+        return _Scan([], "off", None, None, None, {})
+    path: list[Entry] = []
+    append = path.append
+    get = by_id.get
+    budget = len(by_id)
+    thinking_level: Any = _ABSENT
+    model: Any = _ABSENT
+    context_window: Any = _ABSENT
+    boundary_up: int | None = None
+    edits: dict[str, Entry] = {}
+    normalize_up: list[int] = []
+    content_roles = _CONTENT_ROLES
+    current: Any = leaf
+    while current is not None:
+        entry = get(current)
+        if entry is None:
+            break
+        budget -= 1
+        if budget < 0:
+            return _scan_down(get_branch(by_id, leaf))
+        kind = entry.get("type")
+        if kind == "message":
+            message: Any = entry.get("message")
+            is_dict = message.__class__ is dict  # the common case, without an ABC check
+            if is_dict or isinstance(message, Mapping):
+                role = message.get("role")
+                if (message.get("content") is None and isinstance(role, str) and role in content_roles
+                        and (is_dict or isinstance(message, dict))):
+                    normalize_up.append(len(path))
+                if model is _ABSENT and role == "assistant":
+                    setting = _setting(entry)  # the one settings rule
+                                               # (docs/rules/projection.md S.2: may say nothing)
+                    if setting is not None:
+                        model = setting[1]
+        elif isinstance(kind, str) and kind in _SETTING_KINDS:
+            # Walking up, the latest setting of a kind is the first one met.
+            setting = _setting(entry)
+            if setting is not None:
+                if setting[0] == "thinking_level" and thinking_level is _ABSENT:
+                    thinking_level = setting[1]
+                elif setting[0] == "model" and model is _ABSENT:
+                    model = setting[1]
+                elif setting[0] == "context_window" and context_window is _ABSENT:
+                    context_window = setting[1]
+        elif kind == "compaction":
+            if boundary_up is None and is_active_compaction(entry):
+                boundary_up = len(path)
+        elif kind == "context_edit":
+            target = entry.get("targetId")
+            # A malformed edit is rejected on load and append; if one slips
+            # through it is inert rather than hiding an earlier valid edit.
+            if isinstance(target, str) and target not in edits and _valid_replacement(entry):
+                edits[target] = entry
+        append(entry)
+        current = entry.get("parentId")
+    path.reverse()
+    last = len(path) - 1
+    copies: list[Entry] = []
+    for index in normalize_up:
+        path[last - index] = _normalize_entry(path[last - index])
+        copies.append(path[last - index])
+    return _Scan(
+        path,
+        "off" if thinking_level is _ABSENT else thinking_level,
+        None if model is _ABSENT else model,
+        None if context_window is _ABSENT else context_window,
+        None if boundary_up is None else last - boundary_up,
+        edits,
+        copies,
+    )
+
+
+def _scan_down(raw_path: list[Entry]) -> _Scan:
+    """:func:`_scan_up`'s result from a root-first path (the slow, obviously right way)."""
+    path = [_normalize_entry(e) for e in raw_path]
+    thinking_level, model, context_window = _replay_settings(path)
+    copies = [entry for entry, raw in zip(path, raw_path, strict=False) if entry is not raw]
+    return _Scan(path, thinking_level, model, context_window, _layout(path).boundary, latest_edits(path),
+                 copies)
