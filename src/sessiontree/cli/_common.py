@@ -2,7 +2,7 @@
 
 Output rule (docs/terminal-output.md): every human-readable line or cell that
 holds text from a session, a file name or an error message passes through
-:mod:`sessiontree.textsafe` (``safe_line`` for one-line fields, ``safe_block``
+:mod:`sessiontree.core.textsafe` (``safe_line`` for one-line fields, ``safe_block``
 for text blocks) before it is printed; :class:`UserError` sanitises its
 message, :func:`_echo` its line, :func:`_print_json` escapes its JSON text.
 """
@@ -30,6 +30,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from sessiontree import __version__
 from sessiontree.core.textsafe import safe_block, safe_json_text, safe_line
 from sessiontree.errors import InvalidSessionError, SessionError, StoreOpenError
 from sessiontree.format.codec import ParsedSession
@@ -302,7 +303,7 @@ def _utc(dt: Any) -> str:
               help="Session store: sqlite:///FILE, jsonl:///DIR, postgresql://..., memory:, or a path (a directory "
                    "means JSONL, anything else a SQLite file). Default: $SESSIONTREE_STORE, else the "
                    "shared SQLite database in the user data directory.")
-@click.version_option(package_name="sessiontree", prog_name="sessiontree")
+@click.version_option(version=__version__, prog_name="sessiontree")
 @click.pass_context
 def cli(ctx: click.Context, store_arg: str | None) -> None:
     """Store AI coding-agent sessions (format-4 JSONL) and rebuild what the model sees.
