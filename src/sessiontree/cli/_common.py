@@ -98,7 +98,7 @@ class _Group(click.Group):
 #: initialise an empty database, and refuses a damaged one (``quick_check``);
 #: ``write``: an existing store only. Every command not named here opens the
 #: store read-only, so it works on a store the user can only read and can
-#: never create or change one (issue 10); a new writing command must be added.
+#: never create or change one (docs/stores.md); a new writing command must be added.
 #: How to put sessions into a store that does not exist yet, for messages.
 FILL_HINT = ("fill it with: sessiontree sync (the agents' own session folders) or "
              "sessiontree import PATH... (files or folders of *.jsonl sessions)")
@@ -194,16 +194,16 @@ def _err() -> Console:
 
 def _echo(line: str = "", *, err: bool = False) -> None:
     """``click.echo`` of one line built from session text or file names, sanitised with
-    :func:`~sessiontree.textsafe.safe_line` (a stray newline is shown, not obeyed)."""
+    :func:`~sessiontree.core.textsafe.safe_line` (a stray newline is shown, not obeyed)."""
     click.echo(safe_line(line), err=err)
 
 
 def _show(console: Console, *renderables: Any, **options: Any) -> None:
     """Print to stdout; when it is not a terminal, without the padding rich adds at line ends.
 
-    Plain ``str`` renderables are sanitised (:func:`~sessiontree.textsafe.safe_block`);
+    Plain ``str`` renderables are sanitised (:func:`~sessiontree.core.textsafe.safe_block`);
     rich objects must be built from sanitised text (tables, ``Text``, renderings
-    of :mod:`sessiontree.render`).
+    of :mod:`sessiontree.core.render`).
     """
     renderables = tuple(safe_block(r) if isinstance(r, str) else r for r in renderables)
     if console.is_terminal:
@@ -218,7 +218,7 @@ def _show(console: Console, *renderables: Any, **options: Any) -> None:
 def _print_json(data: Any) -> None:
     """Print ``data`` as indented JSON on stdout. Control, bidi and invisible
     characters inside strings are written as ``\\uXXXX`` escapes
-    (:func:`~sessiontree.textsafe.safe_json_text`): the values parse back unchanged."""
+    (:func:`~sessiontree.core.textsafe.safe_json_text`): the values parse back unchanged."""
     try:
         text = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode("utf-8")
     except TypeError:  # lone surrogates, huge integers: the standard library escapes them

@@ -1,8 +1,8 @@
-"""``sessiontree search``: full-text search across every session (issue 13).
+"""``sessiontree search``: full-text search across every session (docs/search.md).
 
-A thin edge: it parses the options, calls :func:`sessiontree.search.search`,
+A thin edge: it parses the options, calls :func:`sessiontree.search.query.search`,
 and prints the hits grouped by session. Snippets are session text: each piece
-passes through :func:`~sessiontree.textsafe.safe_line` before it is
+passes through :func:`~sessiontree.core.textsafe.safe_line` before it is
 highlighted, so the highlight never splits an escape.
 """
 

@@ -1,6 +1,6 @@
 """``sessiontree stats``: tokens and cost of every billed call, counted once (docs/usage.md).
 
-A thin edge over :func:`sessiontree.usage.usage_report`: parse flags, call
+A thin edge over :func:`sessiontree.usage.report.usage_report`: parse flags, call
 it, print a table (and, by day, a bar chart) or its JSON form.
 """
 

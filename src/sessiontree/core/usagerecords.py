@@ -3,7 +3,7 @@ the aggregation every store shares (docs/usage.md).
 
 This module sits on the format layer (it reads entries, nothing else) so that
 stores can use it: the SQLite store writes one ledger row per
-:class:`UsageRecord` (``stores/sqlite_usage.py``), the JSONL and memory stores
+:class:`UsageRecord` (``stores/sqlite/usage.py``), the JSONL and memory stores
 compute the same rows from their entries with :func:`aggregate`. Pricing,
 time zones and presentation live above the stores, in :mod:`sessiontree.usage`.
 

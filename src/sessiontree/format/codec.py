@@ -9,7 +9,7 @@ D-3, D-15), each enforced here and pinned by a test:
 * Whitespace-only lines are skipped wherever they are.
 * Every other line must be one JSON object, or the session is rejected with
   :class:`InvalidSessionError` naming file and 1-based line. So is a record
-  nested deeper than :data:`sessiontree.jsonio.MAX_DEPTH` (512) levels. A last line that
+  nested deeper than :data:`sessiontree.format.jsonio.MAX_DEPTH` (512) levels. A last line that
   fails to parse and has no newline after it is a *torn final record* and is
   rejected too (never silently dropped); a last line that parses is accepted
   with or without its newline.
@@ -239,7 +239,7 @@ def _located(exc: InvalidSessionError, path: str | None, line: int) -> InvalidSe
 
 
 def _too_deep(path: str | None, line: int) -> InvalidSessionError:
-    """The error for a record deeper than :data:`sessiontree.jsonio.MAX_DEPTH`."""
+    """The error for a record deeper than :data:`sessiontree.format.jsonio.MAX_DEPTH`."""
     return InvalidSessionError(
         f"record nested more than {jsonio.MAX_DEPTH} levels deep (the limit sessiontree reads and writes)",
         path, line)
@@ -268,7 +268,7 @@ def parse_session(data: bytes | str, path: str | None = None) -> ParsedSession:
     """
     if isinstance(data, str):
         data = data.encode("utf-8", "surrogatepass")
-    with gc_paused():  # see sessiontree._gc: ~25% of a load otherwise
+    with gc_paused():  # a load makes no cycles (docs/decisions/gc-pause.md)
         return _parse_session(data, path)
 
 
@@ -445,7 +445,7 @@ def serialize_session(header: dict[str, Any], entries: list[dict[str, Any]],
 
     Returns:
         UTF-8 bytes, every line ending in ``\n``; records as compact JSON
-        (:func:`sessiontree.jsonio.dumps`, docs/rules/format.md E.1, §2.6).
+        (:func:`sessiontree.format.jsonio.dumps`, docs/rules/format.md E.1, §2.6).
 
     Raises:
         ValueError: a record holds values that are not JSON data.

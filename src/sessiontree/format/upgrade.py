@@ -61,8 +61,8 @@ def v1_to_v2(records: Records, original_positions: list[int] | None = None) -> N
     by_position: dict[int, int] = {pos: i for i, pos in enumerate(positions)}
     used: set[str] = set()
     previous: str | None = None
-    # Seeded by the session id: the same file always gets the same ids. A
-    # seeded generator is ~5x cheaper than hashing per record (bench_read.py).
+    # Seeded by the session id: the same file always gets the same ids; one
+    # seeded generator rather than a hash per record (docs/decisions/v1-entry-ids.md).
     # Bytes with surrogatepass: a header id may hold a lone surrogate. Same seed as the str for valid ids.
     rng = random.Random(f"sessiontree-v1:{records.header.get('id')}".encode("utf-8", "surrogatepass"))
     for i, entry in enumerate(records.entries):

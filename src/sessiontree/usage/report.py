@@ -2,7 +2,7 @@
 (docs/usage.md).
 
 Layering: stores answer :meth:`~sessiontree.stores.base.SessionStore.usage`
-with de-duplicated sums (the rule is :mod:`sessiontree.usagerecords`); this
+with de-duplicated sums (the rule is :mod:`sessiontree.core.usagerecords`); this
 module prices what has no usable recorded cost, groups by day, week, month
 (in a time zone), session, model, provider or project, and builds the report
 and its JSON form.
