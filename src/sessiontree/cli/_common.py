@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 import click
@@ -290,7 +290,7 @@ def _title(info_name: str | None, summary: str | None, first: str) -> str:
     return info_name or summary or first
 
 
-def _utc(dt: Any) -> str:
+def _utc(dt: datetime) -> str:
     """Minutes in UTC, marked ``Z`` (``show`` and ``--json`` print full UTC ISO-8601 too)."""
     return dt.astimezone(UTC).strftime("%Y-%m-%d %H:%MZ")
 

@@ -8,7 +8,7 @@ highlighted, so the highlight never splits an escape.
 
 from __future__ import annotations
 
-from datetime import UTC
+from datetime import UTC, datetime
 
 import click
 from rich.text import Text
@@ -46,7 +46,7 @@ def _query(words: tuple[str, ...]) -> str:
     return " ".join(parts)
 
 
-def _when(value: str | None, option: str, end: bool) -> object:
+def _when(value: str | None, option: str, end: bool) -> datetime | None:
     if value is None:
         return None
     try:

@@ -252,7 +252,8 @@ def _md_retired(entry: Mapping[str, Any]) -> list[str]:
         note += ("an older agent compacted the turns above into this summary" +
                  (f" and kept the turns from `{kept}` on" if isinstance(kept, str) else "") +
                  "; `sessiontree context --historical` rebuilds what it sent.*")
-        body = entry.get("summary") if isinstance(entry.get("summary"), str) else ""
+        summary = entry.get("summary")
+        body = summary if isinstance(summary, str) else ""
     elif kind == "context_compaction":
         note += "an older agent hid these targets from its context.*"
         body = retired_record_text(entry).split(": ", 1)[-1]
@@ -659,7 +660,8 @@ def markdown_transcript(header: Mapping[str, Any], branch: Sequence[Mapping[str,
             summary = entry.get("summary")
             lines += ["## Branch summary", "", _md_block(summary) if isinstance(summary, str) else "", ""]
         elif kind == "compaction" and is_active_compaction(entry):
-            summary = entry.get("summary") if isinstance(entry.get("summary"), str) else ""
+            summary = entry.get("summary")
+            summary = summary if isinstance(summary, str) else ""
             lines += ["---", "", "*Context compacted here. The model sees this verbatim transcript"
                       " (plus the turns kept after it) instead of the turns above:*", "",
                       _fence(summary), "", "---", ""]

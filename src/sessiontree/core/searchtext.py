@@ -58,7 +58,7 @@ Matching (:class:`SearchQuery`):
 Limits: a query of more than :data:`MAX_QUERY_CHARS` characters or more than
 :data:`MAX_TERMS` terms raises :class:`~sessiontree.errors.SearchQueryError`,
 as does a query with no term.
-"""
+"""  # noqa: RUF002 - the Greek letters are folding examples, not look-alikes
 
 from __future__ import annotations
 

@@ -39,6 +39,7 @@ from typing import Any
 from sessiontree.errors import InvalidSessionError, UnsupportedVersionError
 from sessiontree.format import jsonio
 from sessiontree.format.gcpause import gc_paused
+from sessiontree.format.types import Entry
 from sessiontree.format.upgrade import Records, upgrade
 
 __all__ = [
@@ -81,7 +82,7 @@ class ParsedSession:
     """
 
     header: dict[str, Any]
-    entries: list[dict[str, Any]]
+    entries: list[Entry]
     raw: list[bytes | None]
     header_raw: bytes
     source_version: int
@@ -284,7 +285,7 @@ def _parse_session(data: bytes, path: str | None) -> ParsedSession:
     header: dict[str, Any] | None = None
     header_line = 0
     version = 0
-    entries: list[dict[str, Any]] = []
+    entries: list[Entry] = []
     raw: list[bytes | None] = []
     line_numbers: list[int] = []
     positions: list[int] = []  # record index in the file (header = 0), for v1 upgrades
@@ -433,7 +434,7 @@ def read_header_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     raise InvalidSessionError("no session header: the file is empty or blank", path)
 
 
-def serialize_session(header: dict[str, Any], entries: list[dict[str, Any]],
+def serialize_session(header: dict[str, Any], entries: list[Entry],
                       raw: list[bytes | None] | None = None) -> bytes:
     """A whole format-4 JSONL file: the header line, then one line per entry.
 

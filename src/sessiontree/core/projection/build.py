@@ -49,6 +49,7 @@ from sessiontree.core.transcript import (
 from sessiontree.core.tree import get_branch, loaded_leaf_id, parse_timestamp_ms
 from sessiontree.errors import ToolPairingError
 from sessiontree.format.gcpause import gc_paused
+from sessiontree.format.types import Entry
 
 __all__ = [
     "HISTORICAL_SUMMARY_PREFIX",
@@ -74,7 +75,6 @@ __all__ = [
     "repair_orphan_tool_results",
 ]
 
-Entry = dict[str, Any]
 Message = dict[str, Any]
 
 #: Text of the synthetic error result given to a tool call that never got a
