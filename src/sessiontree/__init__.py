@@ -17,6 +17,7 @@ import-linter): ``format`` <- ``core`` <- ``check`` <- ``stores`` <-
 """
 
 from importlib import import_module
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from sessiontree import errors as _errors
@@ -57,7 +58,16 @@ def __dir__() -> list[str]:
     return sorted([*globals(), *_LAZY])
 
 
-__version__ = "0.1.0"
+def _version() -> str:
+    """The installed distribution's version (``pyproject.toml`` is its one source); a
+    source tree put on ``sys.path`` without being installed has no metadata."""
+    try:
+        return version("sessiontree")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+__version__ = _version()
 
 __all__ = [
     *_LAZY,

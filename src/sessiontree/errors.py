@@ -115,7 +115,7 @@ class StorageError(SessionError):
 class SessionChangedError(StorageError):
     """The stored session no longer holds the records a lazily opened manager was built from.
 
-    :meth:`SessionManager.open <sessiontree.manager.SessionManager.open>` of a
+    :meth:`SessionManager.open <sessiontree.session.manager.SessionManager.open>` of a
     SQLite session reads only what the context needs and the rest of the
     session when something first asks for it (docs/stores.md, "Lazy open").
     If another process replaced or deleted the session in between (``sync
@@ -162,7 +162,7 @@ class CorruptEntryError(InvalidSessionError):
     The store's bytes were damaged after the write (disk or filesystem fault,
     a page of the database overwritten, an edit behind the store's back), so
     the record is not exported or loaded as if it were the original
-    (issue 10). ``sessiontree check --store`` lists every such record.
+    (docs/stores.md). ``sessiontree check --store`` lists every such record.
 
     Attributes:
         session_id: the session holding the record.
@@ -248,7 +248,7 @@ class SyncConflictError(SessionError):
 
 class SearchQueryError(SessionError, ValueError):
     """A search query that cannot be run: empty (no term once quotes and
-    whitespace are removed), or over the limits of :mod:`sessiontree.searchtext`
+    whitespace are removed), or over the limits of :mod:`sessiontree.core.searchtext`
     (``MAX_QUERY_CHARS`` characters, ``MAX_TERMS`` terms).
 
     Attributes:

@@ -1,9 +1,9 @@
 """The ``sessiontree`` command line (docs/rules/cli.md spec:cli).
 
 ``sessiontree [--store URL|PATH] COMMAND ...``. Each command parses its
-input, calls the library (:class:`~sessiontree.manager.SessionManager`, the
+input, calls the library (:class:`~sessiontree.session.manager.SessionManager`, the
 store, :mod:`sessiontree.format`), and formats the result with ``rich``
-(:mod:`sessiontree.render` holds the renderings). No rule of the format
+(:mod:`sessiontree.core.render` holds the renderings). No rule of the format
 lives here.
 
 Conventions:

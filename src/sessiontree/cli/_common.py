@@ -2,7 +2,7 @@
 
 Output rule (docs/terminal-output.md): every human-readable line or cell that
 holds text from a session, a file name or an error message passes through
-:mod:`sessiontree.textsafe` (``safe_line`` for one-line fields, ``safe_block``
+:mod:`sessiontree.core.textsafe` (``safe_line`` for one-line fields, ``safe_block``
 for text blocks) before it is printed; :class:`UserError` sanitises its
 message, :func:`_echo` its line, :func:`_print_json` escapes its JSON text.
 """
@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 import click
@@ -30,6 +30,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from sessiontree import __version__
 from sessiontree.core.textsafe import safe_block, safe_json_text, safe_line
 from sessiontree.errors import InvalidSessionError, SessionError, StoreOpenError
 from sessiontree.format.codec import ParsedSession
@@ -97,7 +98,7 @@ class _Group(click.Group):
 #: initialise an empty database, and refuses a damaged one (``quick_check``);
 #: ``write``: an existing store only. Every command not named here opens the
 #: store read-only, so it works on a store the user can only read and can
-#: never create or change one (issue 10); a new writing command must be added.
+#: never create or change one (docs/stores.md); a new writing command must be added.
 #: How to put sessions into a store that does not exist yet, for messages.
 FILL_HINT = ("fill it with: sessiontree sync (the agents' own session folders) or "
              "sessiontree import PATH... (files or folders of *.jsonl sessions)")
@@ -193,16 +194,16 @@ def _err() -> Console:
 
 def _echo(line: str = "", *, err: bool = False) -> None:
     """``click.echo`` of one line built from session text or file names, sanitised with
-    :func:`~sessiontree.textsafe.safe_line` (a stray newline is shown, not obeyed)."""
+    :func:`~sessiontree.core.textsafe.safe_line` (a stray newline is shown, not obeyed)."""
     click.echo(safe_line(line), err=err)
 
 
 def _show(console: Console, *renderables: Any, **options: Any) -> None:
     """Print to stdout; when it is not a terminal, without the padding rich adds at line ends.
 
-    Plain ``str`` renderables are sanitised (:func:`~sessiontree.textsafe.safe_block`);
+    Plain ``str`` renderables are sanitised (:func:`~sessiontree.core.textsafe.safe_block`);
     rich objects must be built from sanitised text (tables, ``Text``, renderings
-    of :mod:`sessiontree.render`).
+    of :mod:`sessiontree.core.render`).
     """
     renderables = tuple(safe_block(r) if isinstance(r, str) else r for r in renderables)
     if console.is_terminal:
@@ -217,7 +218,7 @@ def _show(console: Console, *renderables: Any, **options: Any) -> None:
 def _print_json(data: Any) -> None:
     """Print ``data`` as indented JSON on stdout. Control, bidi and invisible
     characters inside strings are written as ``\\uXXXX`` escapes
-    (:func:`~sessiontree.textsafe.safe_json_text`): the values parse back unchanged."""
+    (:func:`~sessiontree.core.textsafe.safe_json_text`): the values parse back unchanged."""
     try:
         text = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode("utf-8")
     except TypeError:  # lone surrogates, huge integers: the standard library escapes them
@@ -289,7 +290,7 @@ def _title(info_name: str | None, summary: str | None, first: str) -> str:
     return info_name or summary or first
 
 
-def _utc(dt: Any) -> str:
+def _utc(dt: datetime) -> str:
     """Minutes in UTC, marked ``Z`` (``show`` and ``--json`` print full UTC ISO-8601 too)."""
     return dt.astimezone(UTC).strftime("%Y-%m-%d %H:%MZ")
 
@@ -302,7 +303,7 @@ def _utc(dt: Any) -> str:
               help="Session store: sqlite:///FILE, jsonl:///DIR, postgresql://..., memory:, or a path (a directory "
                    "means JSONL, anything else a SQLite file). Default: $SESSIONTREE_STORE, else the "
                    "shared SQLite database in the user data directory.")
-@click.version_option(package_name="sessiontree", prog_name="sessiontree")
+@click.version_option(version=__version__, prog_name="sessiontree")
 @click.pass_context
 def cli(ctx: click.Context, store_arg: str | None) -> None:
     """Store AI coding-agent sessions (format-4 JSONL) and rebuild what the model sees.

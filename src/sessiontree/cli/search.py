@@ -1,14 +1,14 @@
-"""``sessiontree search``: full-text search across every session (issue 13).
+"""``sessiontree search``: full-text search across every session (docs/search.md).
 
-A thin edge: it parses the options, calls :func:`sessiontree.search.search`,
+A thin edge: it parses the options, calls :func:`sessiontree.search.query.search`,
 and prints the hits grouped by session. Snippets are session text: each piece
-passes through :func:`~sessiontree.textsafe.safe_line` before it is
+passes through :func:`~sessiontree.core.textsafe.safe_line` before it is
 highlighted, so the highlight never splits an escape.
 """
 
 from __future__ import annotations
 
-from datetime import UTC
+from datetime import UTC, datetime
 
 import click
 from rich.text import Text
@@ -46,7 +46,7 @@ def _query(words: tuple[str, ...]) -> str:
     return " ".join(parts)
 
 
-def _when(value: str | None, option: str, end: bool) -> object:
+def _when(value: str | None, option: str, end: bool) -> datetime | None:
     if value is None:
         return None
     try:

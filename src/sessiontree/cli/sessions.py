@@ -88,8 +88,8 @@ def list_cmd(app: _App, cwd: str | None, internal: bool, all_: bool, limit: int 
     if as_json:
         rows_json = [info.to_dict() for info in infos]
         if costs is not None:
-            for row in rows_json:
-                row["usage"] = _cost_json(costs.get(row["id"]))
+            for item in rows_json:
+                item["usage"] = _cost_json(costs.get(item["id"]))
         _print_json(rows_json)
         return
     console = _out()
@@ -247,7 +247,9 @@ def _show_entry(manager: SessionManager, session_id: str, entry_id: str, as_json
         _print_json({"sessionId": session_id, "onActiveBranch": on_branch, "role": found.role if found else None,
                      "text": found.text if found else None, "entry": entry})
         return
-    message = entry.get("message") if isinstance(entry.get("message"), dict) else {}
+    assert entry is not None  # _entry_id resolved entry_id among this session's entries
+    raw_message = entry.get("message")
+    message = raw_message if isinstance(raw_message, dict) else {}
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")

@@ -1,10 +1,12 @@
 """``sessiontree stats``: tokens and cost of every billed call, counted once (docs/usage.md).
 
-A thin edge over :func:`sessiontree.usage.usage_report`: parse flags, call
+A thin edge over :func:`sessiontree.usage.report.usage_report`: parse flags, call
 it, print a table (and, by day, a bar chart) or its JSON form.
 """
 
 from __future__ import annotations
+
+from operator import attrgetter
 
 import click
 from rich.table import Table
@@ -62,9 +64,9 @@ def stats_cmd(app: _App, by: str, since: str | None, until: str | None, cwd: str
     table = Table(box=None, pad_edge=False, header_style="bold", show_footer=True, footer_style="bold")
     table.add_column(_GROUP_TITLES[by], "total", no_wrap=True, overflow="ellipsis",
                      max_width=max(20, console.width - 80))
-    columns = (("calls", lambda t: t.calls), ("input", lambda t: t.input), ("output", lambda t: t.output),
-               ("cache read", lambda t: t.cache_read), ("cache write", lambda t: t.cache_write),
-               ("total tokens", lambda t: t.total_tokens))
+    columns = (("calls", attrgetter("calls")), ("input", attrgetter("input")), ("output", attrgetter("output")),
+               ("cache read", attrgetter("cache_read")), ("cache write", attrgetter("cache_write")),
+               ("total tokens", attrgetter("total_tokens")))
     for title, getter in columns:
         table.add_column(title, f"{getter(report.totals):,}", justify="right", no_wrap=True)
     table.add_column("cost", _cost_cell(report.totals), justify="right", no_wrap=True)

@@ -1,4 +1,4 @@
-"""``check --store [URL]``: verify a whole store (issue 10).
+"""``check --store [URL]``: verify a whole store (docs/stores.md).
 
 Hooked into ``check`` (see :func:`sessiontree.cli.files.check_cmd`): ``check
 --store`` verifies the selected store (``sessiontree --store``,

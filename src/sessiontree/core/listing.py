@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sessiontree.core.tree import parse_timestamp_ms
+from sessiontree.format.types import Entry
 
 __all__ = [
     "NO_MESSAGES",
@@ -165,7 +166,7 @@ class InfoAccumulator:
     summary_text: str | None = None
     texts: list[str] = field(default_factory=list)
 
-    def add(self, entry: dict[str, Any]) -> str | None:
+    def add(self, entry: Entry) -> str | None:
         """Account for one entry (docs/rules/listing.md L.14-L.16, J.2, K.2-K.4).
 
         Returns:
@@ -202,15 +203,15 @@ class InfoAccumulator:
             self.name = name or None
         elif entry_type == "session_summary":
             through = entry.get("summarizedThroughId")
-            text = entry.get("summary")
+            summary = entry.get("summary")
             self.summary_through = through if isinstance(through, str) else None
-            self.summary_text = text if isinstance(text, str) else None
+            self.summary_text = summary if isinstance(summary, str) else None
         elif entry_type == "branch_summary":
             self.summary_through = None
             self.summary_text = None
         return None
 
-    def extend(self, entries: Iterable[dict[str, Any]]) -> InfoAccumulator:
+    def extend(self, entries: Iterable[Entry]) -> InfoAccumulator:
         """Account for several entries; returns ``self``."""
         for entry in entries:
             self.add(entry)
@@ -300,7 +301,7 @@ class InfoAccumulator:
         return info
 
 
-def session_info_from_entries(header: dict[str, Any], entries: Iterable[dict[str, Any]], path: str,
+def session_info_from_entries(header: dict[str, Any], entries: Iterable[Entry], path: str,
                               fallback_mtime: float | None = None) -> SessionInfo:
     """The :class:`SessionInfo` of a loaded session (docs/rules/listing.md), with its entry count."""
     accumulator = InfoAccumulator()

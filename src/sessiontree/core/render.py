@@ -2,8 +2,8 @@
 drawn entry tree, the projected context, and a Markdown transcript.
 
 Presentation only. What an entry *means* (the active branch, the leaf,
-labels, the projection) is computed by the library (:mod:`sessiontree.tree`,
-:mod:`sessiontree.projection`, :class:`sessiontree.manager.SessionManager`);
+labels, the projection) is computed by the library (:mod:`sessiontree.core.tree`,
+:mod:`sessiontree.core.projection`, :class:`sessiontree.session.manager.SessionManager`);
 this module only turns those results into text, so the command line and any
 other front end show the same thing.
 
@@ -17,7 +17,7 @@ Invariants:
   never raise on it: a session that loads can always be shown.
 * Every piece of session text in a human-readable rendering (the tree, the
   context listing, the Markdown transcript) has passed through
-  :mod:`sessiontree.textsafe` before it is cut to a width: one-line fields
+  :mod:`sessiontree.core.textsafe` before it is cut to a width: one-line fields
   through ``safe_line``, text blocks through ``safe_block``. No control,
   bidi or invisible character of a session reaches the output raw, and no
   cut can split an escape sequence. The ``*_dict`` forms keep raw values
@@ -214,7 +214,7 @@ RETIRED_NOTE = "archival; not in the model context"
 
 def retired_record_text(entry: Mapping[str, Any]) -> str:
     """A one-paragraph description of a retired record (see
-    :func:`sessiontree.projection.is_retired_record`), marked archival.
+    :func:`sessiontree.core.projection.is_retired_record`), marked archival.
 
     ``compaction`` (summary kind): what it kept and its summary;
     ``context_compaction``: what it deleted; ``compactionSummary`` message:
@@ -252,7 +252,8 @@ def _md_retired(entry: Mapping[str, Any]) -> list[str]:
         note += ("an older agent compacted the turns above into this summary" +
                  (f" and kept the turns from `{kept}` on" if isinstance(kept, str) else "") +
                  "; `sessiontree context --historical` rebuilds what it sent.*")
-        body = entry.get("summary") if isinstance(entry.get("summary"), str) else ""
+        summary = entry.get("summary")
+        body = summary if isinstance(summary, str) else ""
     elif kind == "context_compaction":
         note += "an older agent hid these targets from its context.*"
         body = retired_record_text(entry).split(": ", 1)[-1]
@@ -622,7 +623,7 @@ def markdown_transcript(header: Mapping[str, Any], branch: Sequence[Mapping[str,
     thinking level) appear as short notes; labels, names and extension state
     are left out.
 
-    The result is always sanitised (:mod:`sessiontree.textsafe`): control,
+    The result is always sanitised (:mod:`sessiontree.core.textsafe`): control,
     bidi and invisible characters of the session are shown as escapes, text
     blocks keep their newlines and tabs, one-line fields (title, headings,
     notes) are kept on one line. It is safe to print to a terminal and to
@@ -659,7 +660,8 @@ def markdown_transcript(header: Mapping[str, Any], branch: Sequence[Mapping[str,
             summary = entry.get("summary")
             lines += ["## Branch summary", "", _md_block(summary) if isinstance(summary, str) else "", ""]
         elif kind == "compaction" and is_active_compaction(entry):
-            summary = entry.get("summary") if isinstance(entry.get("summary"), str) else ""
+            summary = entry.get("summary")
+            summary = summary if isinstance(summary, str) else ""
             lines += ["---", "", "*Context compacted here. The model sees this verbatim transcript"
                       " (plus the turns kept after it) instead of the turns above:*", "",
                       _fence(summary), "", "---", ""]

@@ -2,9 +2,9 @@
 
 This module is the low layer of search (it imports only :mod:`tree` and
 :mod:`errors`), so every store can use it: the SQLite index
-(:mod:`sessiontree.stores.sqlite_search`) stores exactly the text
+(:mod:`sessiontree.stores.sqlite.search`) stores exactly the text
 :func:`entry_text` returns, and the scans of the JSONL and memory stores
-(:mod:`sessiontree.stores._search_scan`) match that same text with the same
+(:mod:`sessiontree.stores.scan`) match that same text with the same
 :meth:`SearchQuery.matches`. Hence the invariant every store upholds: **the same
 query gives the same set of hits on every store** (docs/search.md).
 
@@ -58,7 +58,7 @@ Matching (:class:`SearchQuery`):
 Limits: a query of more than :data:`MAX_QUERY_CHARS` characters or more than
 :data:`MAX_TERMS` terms raises :class:`~sessiontree.errors.SearchQueryError`,
 as does a query with no term.
-"""
+"""  # noqa: RUF002 - the Greek letters are folding examples, not look-alikes
 
 from __future__ import annotations
 

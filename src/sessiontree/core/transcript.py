@@ -1,7 +1,7 @@
 """The kept-tail transcript grammar (docs/rules/transcript.md §2).
 
 A transcript turns provider-bound messages (``user``, ``assistant``,
-``toolResult``; see :func:`sessiontree.projection.convert_to_llm`) into a
+``toolResult``; see :func:`sessiontree.core.projection.convert_to_llm`) into a
 list of *chunks*. One grammar, two modes:
 
 * ``"compacted"`` renders the durable ``summary`` text a planner works on:
@@ -19,7 +19,7 @@ Invariants:
   sections are separated by exactly ``"\\n\\n"`` (:meth:`ChunkList.push_section`).
 * Inputs are never mutated; image blocks are copied when they enter a list.
 * Output is byte-stable: tool-call arguments use JavaScript's
-  ``JSON.stringify`` rules (:func:`sessiontree.jsonio.js_stringify`) and
+  ``JSON.stringify`` rules (:func:`sessiontree.format.jsonio.js_stringify`) and
   lengths count UTF-16 code units, as the original agent does (docs/rules/format.md
   §2.6), so transcripts written here and there agree byte for byte.
 
@@ -348,7 +348,7 @@ def serialize_messages(messages: Iterable[Mapping[str, Any]], mode: Mode) -> lis
     """Serialize provider-bound messages into chunks (docs/rules/transcript.md §2.3).
 
     Args:
-        messages: messages after :func:`sessiontree.projection.convert_to_llm`
+        messages: messages after :func:`sessiontree.core.projection.convert_to_llm`
             (``user``, ``assistant``, ``toolResult``). Any other role, such as
             ``system``, is skipped: the grammar has no section for it.
         mode: ``"retained"`` or ``"compacted"``.

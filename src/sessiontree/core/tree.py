@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sessiontree.errors import EntryNotFoundError, InvalidSessionError
+from sessiontree.format.types import Entry
 
 __all__ = [
     "LEAF_ENTRY_TYPE",
@@ -39,8 +40,6 @@ __all__ = [
     "session_name_state",
     "skeleton_entry",
 ]
-
-Entry = dict[str, Any]
 
 #: Entry type of the upstream agent's persisted leaf move: ``{"type": "leaf",
 #: "id", "parentId", "timestamp", "targetId": <entry id or null>}`` (docs/rules/format.md spec:data-model).

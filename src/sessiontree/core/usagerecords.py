@@ -3,7 +3,7 @@ the aggregation every store shares (docs/usage.md).
 
 This module sits on the format layer (it reads entries, nothing else) so that
 stores can use it: the SQLite store writes one ledger row per
-:class:`UsageRecord` (``stores/sqlite_usage.py``), the JSONL and memory stores
+:class:`UsageRecord` (``stores/sqlite/usage.py``), the JSONL and memory stores
 compute the same rows from their entries with :func:`aggregate`. Pricing,
 time zones and presentation live above the stores, in :mod:`sessiontree.usage`.
 
@@ -58,6 +58,7 @@ from typing import Any
 import orjson
 
 from sessiontree.format import jsonio
+from sessiontree.format.types import Entry
 
 __all__ = [
     "BUCKET_MS",
@@ -182,7 +183,7 @@ def cost_to_nanos(value: Any) -> int | None:
     return nanos if nanos <= MAX_COST_NANOS else None
 
 
-def timestamp_ms(entry: dict[str, Any], message: dict[str, Any] | None = None) -> int:
+def timestamp_ms(entry: Entry, message: dict[str, Any] | None = None) -> int:
     """Unix milliseconds of an entry: its ISO ``timestamp``, else the message's
     numeric ``timestamp``, else 0."""
     stamp = entry.get("timestamp")
@@ -207,7 +208,7 @@ def _canonical(value: Any) -> Any:
     return value
 
 
-def dedup_key(source: str, entry: dict[str, Any], message: dict[str, Any] | None, usage: Any,
+def dedup_key(source: str, entry: Entry, message: dict[str, Any] | None, usage: Any,
               provider: Any, model: Any, extra: Any) -> bytes:
     """The content key of a billed record: 16 bytes of BLAKE2b over the source kind,
     the entry ``timestamp``, the message ``timestamp``, provider, model, ``extra``
@@ -232,7 +233,7 @@ def _string(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _record(source: str, entry: dict[str, Any], message: dict[str, Any] | None, usage: Any,
+def _record(source: str, entry: Entry, message: dict[str, Any] | None, usage: Any,
             provider: Any, model: Any, extra: Any = None) -> UsageRecord:
     u = usage if isinstance(usage, dict) else {}
     tokens = [_tokens(u.get(name)) for name in _TOKEN_FIELDS]
@@ -242,11 +243,11 @@ def _record(source: str, entry: dict[str, Any], message: dict[str, Any] | None, 
         nanos = None  # a 0 beside real tokens is "not recorded", not "free"
     if nanos is None and not any(tokens):
         nanos = 0  # nothing was used: nothing to price
-    return UsageRecord(source, _string(provider), _string(model), *tokens, nanos,
+    return UsageRecord(source, _string(provider), _string(model), tokens[0], tokens[1], tokens[2], tokens[3], nanos,
                        timestamp_ms(entry, message), dedup_key(source, entry, message, usage, provider, model, extra))
 
 
-def records_from_entry(entry: dict[str, Any]) -> list[UsageRecord]:
+def records_from_entry(entry: Entry) -> list[UsageRecord]:
     """The billed usage records of one raw entry (the rule of the module docstring).
 
     Args:
@@ -286,7 +287,7 @@ def records_from_entry(entry: dict[str, Any]) -> list[UsageRecord]:
     return []
 
 
-def records_from_entries(entries: Iterable[dict[str, Any]]) -> Iterator[UsageRecord]:
+def records_from_entries(entries: Iterable[Entry]) -> Iterator[UsageRecord]:
     """Every billed record of ``entries``, in entry order (all branches: calls on an
     abandoned branch were billed too)."""
     for entry in entries:

@@ -9,7 +9,7 @@ D-3, D-15), each enforced here and pinned by a test:
 * Whitespace-only lines are skipped wherever they are.
 * Every other line must be one JSON object, or the session is rejected with
   :class:`InvalidSessionError` naming file and 1-based line. So is a record
-  nested deeper than :data:`sessiontree.jsonio.MAX_DEPTH` (512) levels. A last line that
+  nested deeper than :data:`sessiontree.format.jsonio.MAX_DEPTH` (512) levels. A last line that
   fails to parse and has no newline after it is a *torn final record* and is
   rejected too (never silently dropped); a last line that parses is accepted
   with or without its newline.
@@ -39,6 +39,7 @@ from typing import Any
 from sessiontree.errors import InvalidSessionError, UnsupportedVersionError
 from sessiontree.format import jsonio
 from sessiontree.format.gcpause import gc_paused
+from sessiontree.format.types import Entry
 from sessiontree.format.upgrade import Records, upgrade
 
 __all__ = [
@@ -81,7 +82,7 @@ class ParsedSession:
     """
 
     header: dict[str, Any]
-    entries: list[dict[str, Any]]
+    entries: list[Entry]
     raw: list[bytes | None]
     header_raw: bytes
     source_version: int
@@ -239,7 +240,7 @@ def _located(exc: InvalidSessionError, path: str | None, line: int) -> InvalidSe
 
 
 def _too_deep(path: str | None, line: int) -> InvalidSessionError:
-    """The error for a record deeper than :data:`sessiontree.jsonio.MAX_DEPTH`."""
+    """The error for a record deeper than :data:`sessiontree.format.jsonio.MAX_DEPTH`."""
     return InvalidSessionError(
         f"record nested more than {jsonio.MAX_DEPTH} levels deep (the limit sessiontree reads and writes)",
         path, line)
@@ -268,7 +269,7 @@ def parse_session(data: bytes | str, path: str | None = None) -> ParsedSession:
     """
     if isinstance(data, str):
         data = data.encode("utf-8", "surrogatepass")
-    with gc_paused():  # see sessiontree._gc: ~25% of a load otherwise
+    with gc_paused():  # a load makes no cycles (docs/decisions/gc-pause.md)
         return _parse_session(data, path)
 
 
@@ -284,7 +285,7 @@ def _parse_session(data: bytes, path: str | None) -> ParsedSession:
     header: dict[str, Any] | None = None
     header_line = 0
     version = 0
-    entries: list[dict[str, Any]] = []
+    entries: list[Entry] = []
     raw: list[bytes | None] = []
     line_numbers: list[int] = []
     positions: list[int] = []  # record index in the file (header = 0), for v1 upgrades
@@ -433,7 +434,7 @@ def read_header_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     raise InvalidSessionError("no session header: the file is empty or blank", path)
 
 
-def serialize_session(header: dict[str, Any], entries: list[dict[str, Any]],
+def serialize_session(header: dict[str, Any], entries: list[Entry],
                       raw: list[bytes | None] | None = None) -> bytes:
     """A whole format-4 JSONL file: the header line, then one line per entry.
 
@@ -445,7 +446,7 @@ def serialize_session(header: dict[str, Any], entries: list[dict[str, Any]],
 
     Returns:
         UTF-8 bytes, every line ending in ``\n``; records as compact JSON
-        (:func:`sessiontree.jsonio.dumps`, docs/rules/format.md E.1, §2.6).
+        (:func:`sessiontree.format.jsonio.dumps`, docs/rules/format.md E.1, §2.6).
 
     Raises:
         ValueError: a record holds values that are not JSON data.

@@ -1,9 +1,8 @@
 """Pausing the cyclic garbage collector around allocation-heavy, cycle-free work.
 
 Loading and projecting a session allocate one or more containers per entry
-and create no reference cycles; with the collector running, its passes over
-the growing heap cost 25-45% of the time on large sessions (measured with
-``benchmarks/bench_read.py`` and ``benchmarks/run.py``). Reference counting
+and create no reference cycles, so the collector's passes over the growing
+heap find nothing to free (docs/decisions/gc-pause.md). Reference counting
 still frees everything; only the cycle detector waits.
 """
 

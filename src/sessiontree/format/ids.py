@@ -17,7 +17,7 @@ import re
 import time
 import uuid
 from collections.abc import Container, Iterable
-from typing import Any
+from typing import Any, TypeGuard
 
 from sessiontree.errors import InvalidSessionIdError
 
@@ -35,7 +35,7 @@ __all__ = [
 SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 
 
-def is_valid_session_id(value: Any) -> bool:
+def is_valid_session_id(value: Any) -> TypeGuard[str]:
     """Whether ``value`` is a string accepted as a caller-supplied session id (docs/rules/format.md B.4)."""
     return isinstance(value, str) and SESSION_ID_PATTERN.fullmatch(value) is not None
 

@@ -372,7 +372,7 @@ def _js_ordered(value: Any) -> Any:
         return dict(items) if changed else value
     if isinstance(value, (list, tuple)):
         new_items = [_js_ordered(item) for item in value]
-        if any(new is not old for new, old in zip(new_items, value)):
+        if any(new is not old for new, old in zip(new_items, value, strict=False)):
             return new_items
         return value
     return value

@@ -9,7 +9,7 @@ camelCase names. Shapes follow the format's message and entry types
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict, Union
+from typing import Any, Literal, NotRequired, TypedDict
 
 __all__ = [
     "ENTRY_TYPES",
@@ -28,6 +28,7 @@ __all__ = [
     "CustomEntry",
     "CustomMessage",
     "CustomMessageEntry",
+    "Entry",
     "ImageContent",
     "LabelEntry",
     "ModelChangeEntry",
@@ -84,7 +85,7 @@ class ToolCall(TypedDict):
     arguments: dict[str, Any]
 
 
-ContentBlock = Union[TextContent, ImageContent, ThinkingContent, ToolCall]
+ContentBlock = TextContent | ImageContent | ThinkingContent | ToolCall
 
 
 class Cost(TypedDict):
@@ -197,10 +198,10 @@ class BranchSummaryMessage(TypedDict):
     timestamp: int
 
 
-AgentMessage = Union[
-    SystemMessage, UserMessage, AssistantMessage, ToolResultMessage,
-    BashExecutionMessage, CustomMessage, BranchSummaryMessage,
-]
+AgentMessage = (
+    SystemMessage | UserMessage | AssistantMessage | ToolResultMessage | BashExecutionMessage | CustomMessage
+    | BranchSummaryMessage
+)
 
 
 class WorkflowLink(TypedDict):
@@ -341,12 +342,17 @@ class SessionSummaryEntry(SessionEntryBase):
     usage: NotRequired[Any]
 
 
-SessionEntry = Union[
-    SessionMessageEntry, ModelChangeEntry, ThinkingLevelChangeEntry,
-    ContextWindowChangeEntry, CompactionEntry, ContextCompactionEntry,
-    ContextEditEntry, BranchSummaryEntry, CustomEntry, CustomMessageEntry,
-    LabelEntry, SessionInfoEntry, SessionSummaryEntry,
-]
+SessionEntry = (
+    SessionMessageEntry | ModelChangeEntry | ThinkingLevelChangeEntry | ContextWindowChangeEntry | CompactionEntry
+    | ContextCompactionEntry | ContextEditEntry | BranchSummaryEntry | CustomEntry | CustomMessageEntry | LabelEntry
+    | SessionInfoEntry | SessionSummaryEntry
+)
+
+#: An entry as the code passes it around: a plain ``dict`` with the file's own
+#: camelCase keys, unknown types and fields kept (docs/rules/format.md
+#: spec:data-model). :data:`SessionEntry` describes the known shapes; ``Entry`` is
+#: the type of code that takes any entry, known or not.
+Entry = dict[str, Any]
 
 #: Every entry ``type`` the format defines; others are kept verbatim and inert (docs/rules/decisions.md D-10).
 ENTRY_TYPES = frozenset({

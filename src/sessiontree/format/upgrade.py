@@ -29,10 +29,9 @@ from typing import Any
 
 from sessiontree.format import jsonio
 from sessiontree.format.ids import is_valid_session_id
+from sessiontree.format.types import Entry
 
 __all__ = ["STEPS", "Records", "parent_session_to_id", "upgrade", "upgrade_header"]
-
-Entry = dict[str, Any]
 
 
 @dataclass
@@ -61,8 +60,8 @@ def v1_to_v2(records: Records, original_positions: list[int] | None = None) -> N
     by_position: dict[int, int] = {pos: i for i, pos in enumerate(positions)}
     used: set[str] = set()
     previous: str | None = None
-    # Seeded by the session id: the same file always gets the same ids. A
-    # seeded generator is ~5x cheaper than hashing per record (bench_read.py).
+    # Seeded by the session id: the same file always gets the same ids; one
+    # seeded generator rather than a hash per record (docs/decisions/v1-entry-ids.md).
     # Bytes with surrogatepass: a header id may hold a lone surrogate. Same seed as the str for valid ids.
     rng = random.Random(f"sessiontree-v1:{records.header.get('id')}".encode("utf-8", "surrogatepass"))
     for i, entry in enumerate(records.entries):
@@ -76,7 +75,7 @@ def v1_to_v2(records: Records, original_positions: list[int] | None = None) -> N
         if entry.get("type") == "compaction":
             index = entry.get("firstKeptEntryIndex")
             if isinstance(index, (int, float)) and not isinstance(index, bool):
-                target = by_position.get(index) if float(index).is_integer() else None
+                target = by_position.get(int(index)) if float(index).is_integer() else None
                 # A forward reference finds a record without an id yet (docs/rules/versions.md C.4).
                 if target is not None and target <= i:
                     entry["firstKeptEntryId"] = records.entries[target]["id"]
@@ -149,8 +148,9 @@ def parent_session_to_id(value: Any, base_dir: str | None = None) -> str | None:
         with open(path, "rb") as handle:
             first = handle.readline()
         header = jsonio.loads(first.removeprefix(b"\xef\xbb\xbf"))
-        if isinstance(header, dict) and header.get("type") == "session" and isinstance(header.get("id"), str) and header["id"]:
-            return header["id"]
+        header_id = header.get("id") if isinstance(header, dict) else None
+        if isinstance(header, dict) and header.get("type") == "session" and isinstance(header_id, str) and header_id:
+            return header_id
     except (OSError, ValueError):
         pass
     base = value.replace("\\", "/").rsplit("/", 1)[-1]

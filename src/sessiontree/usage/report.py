@@ -2,7 +2,7 @@
 (docs/usage.md).
 
 Layering: stores answer :meth:`~sessiontree.stores.base.SessionStore.usage`
-with de-duplicated sums (the rule is :mod:`sessiontree.usagerecords`); this
+with de-duplicated sums (the rule is :mod:`sessiontree.core.usagerecords`); this
 module prices what has no usable recorded cost, groups by day, week, month
 (in a time zone), session, model, provider or project, and builds the report
 and its JSON form.
@@ -80,7 +80,9 @@ def nanos_to_decimal(nanos: int) -> Decimal:
     value = Decimal(nanos).scaleb(-9)
     normal = value.normalize()
     # normalize() writes 100 as 1E+2; keep a plain exponent of at most 0.
-    return normal if normal.as_tuple().exponent <= 0 else value.quantize(Decimal(1))
+    exponent = normal.as_tuple().exponent
+    # A finite Decimal's exponent is an int (the str forms are NaN and infinity).
+    return normal if isinstance(exponent, int) and exponent <= 0 else value.quantize(Decimal(1))
 
 
 def format_usd(nanos: int, places: int = 2) -> str:
@@ -565,7 +567,8 @@ def session_usage(store: SessionStore, session_id: str, *, cost: str = "auto",
     _check_mode(cost)
     rows = store.usage(UsageQuery(session_id=session_id, price_all=cost == "catalog", by_time=False))
     lazy = _LazyCatalog(catalog)
-    totals, copied, by_model = Totals(), Totals(), {}
+    totals, copied = Totals(), Totals()
+    by_model: dict[str, Totals] = {}
     for row in rows:
         into = [totals, by_model.setdefault(_model_name(row.provider, row.model), Totals())]
         if row.copied:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Final
 
+from sessiontree.format.types import Entry as Entry  # the projection modules import it from here
+
 __all__ = [
     "INTERRUPTED_TEXT",
     "LAST_ENTRY",
@@ -23,8 +25,6 @@ __all__ = [
 ]
 
 
-#: A session entry as stored (a JSON object); the projection never mutates one.
-Entry = dict[str, Any]
 #: An agent message (a JSON object with a ``role``).
 Message = dict[str, Any]
 
