@@ -33,8 +33,6 @@ from sessiontree.errors import StoreOpenError
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, SessionStore, StoreProblem
 from sessiontree.stores.jsonl.store import JsonlStore
 from sessiontree.stores.memory import MemoryStore
-from sessiontree.stores.sqlite import search as sqlite_search  # noqa: F401  (registers the search index and its schema step)
-from sessiontree.stores.sqlite import usage as sqlite_usage  # noqa: F401  (registers the usage ledger: schema step and derived index)
 from sessiontree.stores.sqlite.store import SqliteStore
 
 __all__ = [
