@@ -189,7 +189,7 @@ def _watermark(conn: sqlite3.Connection, key: Any) -> int | None:
 
 def _branch_ids(conn: sqlite3.Connection, key: Any, upto: int | None = None) -> frozenset[str]:
     """Ids of the entries on the active branch of session ``key`` (root to the leaf
-    :func:`~sessiontree.tree.loaded_leaf_id` gives), counting only records with
+    :func:`~sessiontree.core.tree.loaded_leaf_id` gives), counting only records with
     ``seq <= upto`` when given. Read from the ``id``/``parent_id``/``type`` columns
     (JSON parsed only for ``leaf`` records), so a record whose JSON is damaged still
     counts, as it does in the tree of ``load()``'s columns."""
@@ -462,7 +462,7 @@ def _allowed(conn: sqlite3.Connection, filters: SearchFilters) -> set[Any] | Non
 def _pending(conn: sqlite3.Connection, query: SearchQuery, filters: SearchFilters,
              allowed: set[Any] | None, tables: set[str]) -> list[_Found]:
     """Matches among the pending entries (appended since their session's last merge),
-    found by the scan's rule, scored by :func:`~sessiontree.searchtext.scan_score`."""
+    found by the scan's rule, scored by :func:`~sessiontree.core.searchtext.scan_score`."""
     if "search_merged" not in tables:
         return []  # an older schema opened read-only: FTS5 holds every entry
     sql = ("SELECT s.id, coalesce(m.seq, -1) FROM sessions AS s LEFT JOIN search_merged AS m ON m.session_id = s.id"
@@ -487,7 +487,7 @@ def _pending(conn: sqlite3.Connection, query: SearchQuery, filters: SearchFilter
 
 
 def _best_first(found: list[_Found], limit: int | None) -> list[_Found]:
-    """``found`` in :func:`~sessiontree.searchtext.hit_order`'s order (rank, then newer,
+    """``found`` in :func:`~sessiontree.core.searchtext.hit_order`'s order (rank, then newer,
     then ids; ``ts_ms`` is the parsed ``timestamp`` that order reads), cut to ``limit``,
     before any hit is built."""
     found.sort(key=lambda row: (-row[9], -(row[6] or 0.0), from_db(row[0]), row[3]))

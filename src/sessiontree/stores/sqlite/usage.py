@@ -34,7 +34,7 @@ _RECORD_TYPES = frozenset(("message", "session_summary", "compaction", "branch_s
 
 #: A Unix-millisecond column's 15-minute UTC bucket, floored (SQL's ``%`` truncates
 #: toward zero; a record dated before 1970 belongs to the bucket below it, as in
-#: :mod:`sessiontree.usagerecords`).
+#: :mod:`sessiontree.core.usagerecords`).
 def _bucket_sql(column: str) -> str:
     return f"({column} - (({column} % {BUCKET_MS}) + {BUCKET_MS}) % {BUCKET_MS})"
 
@@ -97,7 +97,7 @@ def _has_rollup(conn: sqlite3.Connection) -> bool:
 
 
 class UsageLedger:
-    """The :class:`~sessiontree.stores.sqlite.DerivedIndex` writing ``usage_ledger`` rows."""
+    """The :class:`~sessiontree.stores.sqlite.derived.DerivedIndex` writing ``usage_ledger`` rows."""
 
     name = "usage"
 
@@ -195,7 +195,7 @@ _ATTRS = "provider, model, ts_ms, input, output, cache_read, cache_write, cost_n
 
 def _refresh_calls(conn: sqlite3.Connection, keys: set[bytes], rollup: bool = True) -> None:
     """Recompute the ``usage_calls`` rows of ``keys`` from the ledger (the rule of
-    :mod:`sessiontree.usagerecords`: multiplicity = most rows in one session, owner
+    :mod:`sessiontree.core.usagerecords`: multiplicity = most rows in one session, owner
     = earliest session). A key no session holds any more loses its row.
 
     With ``rollup``, ``usage_rollup`` moves with them: the old rows' sums are
@@ -234,7 +234,7 @@ LEDGER = UsageLedger()
 def query_usage(conn: sqlite3.Connection, query: UsageQuery, cwd_filter: Any = None) -> list[UsageRow]:
     """Answer :meth:`SqliteStore.usage` from the ledger alone (no entry is read).
 
-    The same result as :func:`sessiontree.usagerecords.aggregate` over the
+    The same result as :func:`sessiontree.core.usagerecords.aggregate` over the
     sessions' entries. Records sharing a content key have the same content, so
     ``usage_calls`` holds each billed call once with its multiplicity and owner
     (:func:`_refresh_calls`), and a store-wide report sums ``usage_rollup``, its
