@@ -121,9 +121,11 @@ def open_store(url_or_path: str | os.PathLike[str] | None = None, *, create: boo
         return PostgresStore(where.connect_url or where.url, create=create, readonly=readonly)
     if where.kind == "memory":
         return MemoryStore()
+    path = where.path
+    assert path is not None  # resolve_store gives every file store its path
     if where.kind == "jsonl":
-        return JsonlStore(where.path, create=create, readonly=readonly)
-    return SqliteStore(where.path, create=create, readonly=readonly, quick_check=quick_check)
+        return JsonlStore(path, create=create, readonly=readonly)
+    return SqliteStore(path, create=create, readonly=readonly, quick_check=quick_check)
 
 
 @dataclass(frozen=True)

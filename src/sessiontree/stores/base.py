@@ -40,16 +40,16 @@ from sessiontree.format.codec import ParsedSession
 
 __all__ = [
     "CancelEvent",
+    "DerivedData",
+    "PartialReads",
     "ProgressCallback",
     "SessionListing",
     "SessionOutline",
-    "DerivedData",
-    "PartialReads",
     "SessionStore",
     "StoreCore",
     "StoreProblem",
-    "SyncLedger",
     "SyncChange",
+    "SyncLedger",
     "SyncState",
 ]
 

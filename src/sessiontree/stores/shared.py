@@ -25,7 +25,7 @@ from sessiontree.core.listing import SessionInfo
 from sessiontree.errors import InvalidSessionError, ListingCancelledError
 from sessiontree.format import jsonio
 from sessiontree.format.codec import CURRENT_VERSION, validate_entry, validate_header
-from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing
+from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, SyncChange, SyncState
 
 __all__ = [
     "Progress",
@@ -58,7 +58,8 @@ def check_header(header: Any) -> str:
         raise InvalidSessionError(f"a store writes format {CURRENT_VERSION} headers only (got version {version})")
     if "timestamp" in header or "parentSession" in header:
         raise InvalidSessionError('an early version-4 header ("timestamp"/"parentSession") must be upgraded first')
-    return header["id"]
+    session_id: str = header["id"]  # validate_header: a string
+    return session_id
 
 
 def validated(entry: dict[str, Any], where: str, line: int) -> dict[str, Any]:
@@ -176,7 +177,7 @@ def sort_listing(infos: Iterable[SessionInfo], skipped: int = 0) -> SessionListi
     return SessionListing(sorted(infos, key=lambda info: info.modified, reverse=True), skipped)
 
 
-def header_of(change: Any) -> dict[str, Any]:
+def header_of(change: SyncChange) -> dict[str, Any]:
     """The header of a ``create``/``replace`` :class:`~sessiontree.stores.base.SyncChange`.
 
     Raises:
@@ -187,7 +188,7 @@ def header_of(change: Any) -> dict[str, Any]:
     return change.header
 
 
-def sync_expected(expect: Any, current: Any) -> bool:
+def sync_expected(expect: SyncState | None, current: SyncState | None) -> bool:
     """The compare-and-set test of ``sync_commit``: both ``None``, or the same file state."""
     if expect is None:
         return current is None

@@ -62,6 +62,7 @@ from sessiontree.core.searchtext import (
     parse_query,
 )
 from sessiontree.format import jsonio
+from sessiontree.stores.postgres.derived import IndexedRow, PostgresReads, info_from_listing, text_copy
 from sessiontree.stores.scan import (
     SessionFacts,
     active_ids,
@@ -70,7 +71,6 @@ from sessiontree.stores.scan import (
     scan_store,
     title_of,
 )
-from sessiontree.stores.postgres.derived import IndexedRow, PostgresReads, info_from_listing, text_copy
 from sessiontree.stores.shared import cwd_matches
 
 __all__ = [
@@ -309,7 +309,7 @@ def _hits_from_index(conn: Any, query: SearchQuery, filters: SearchFilters, limi
             ([row[0] for row in found], [row[1] for row in found]))}
     facts: dict[str, SessionFacts] = {}
     hits = []
-    for session_id, seq, entry_id, folded, score, ts_ms in found:
+    for session_id, seq, _entry_id, _folded, score, _ts_ms in found:
         entry = jsonio.loads(records[(session_id, seq)])
         text = entry_text(entry)
         if text is None or not filters.keeps(entry.get("type", ""), text.role, text.ts_ms):

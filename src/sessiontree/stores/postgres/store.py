@@ -47,7 +47,7 @@ import threading
 import time
 import urllib.parse
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
@@ -73,23 +73,6 @@ from sessiontree.stores.base import (
     SyncChange,
     SyncState,
 )
-from sessiontree.stores.shared import (
-    ROLE_HEAD_BYTES,
-    Progress,
-    StoreBase,
-    check_header,
-    check_replacement_header,
-    cwd_matches,
-    encode_entries,
-    file_rule_problems,
-    header_of,
-    id_in_use_error,
-    resolve_cwd,
-    skeletons_from_rows,
-    sort_listing,
-    sync_expected,
-    validated,
-)
 from sessiontree.stores.postgres import search as search_index
 from sessiontree.stores.postgres.derived import (
     DerivedIndex,
@@ -102,6 +85,22 @@ from sessiontree.stores.postgres.derived import (
 )
 from sessiontree.stores.postgres.schema import DERIVED_INDEXES, MIGRATIONS
 from sessiontree.stores.postgres.usage import query_usage
+from sessiontree.stores.shared import (
+    ROLE_HEAD_BYTES,
+    Progress,
+    StoreBase,
+    check_header,
+    check_replacement_header,
+    cwd_matches,
+    encode_entries,
+    header_of,
+    id_in_use_error,
+    resolve_cwd,
+    skeletons_from_rows,
+    sort_listing,
+    sync_expected,
+    validated,
+)
 from sessiontree.stores.verify import StoredRecord, StoredSession, verify_stored_session
 
 try:  # an optional extra: sessiontree[postgres]
@@ -272,13 +271,13 @@ class PostgresStore(StoreBase):
         return {"prepare_threshold": self.prepare_threshold, "autocommit": False}
 
     def _connect(self) -> Any:
-        params = psycopg.conninfo.conninfo_to_dict(self._conninfo)
+        params: dict[str, Any] = psycopg.conninfo.conninfo_to_dict(self._conninfo)
         params.setdefault("connect_timeout", str(max(1, int(self.timeout))))
         params.setdefault("application_name", "sessiontree")
         return psycopg.connect(**params, **self._connect_kwargs())
 
     def _new_pool(self) -> Any:
-        params = psycopg.conninfo.conninfo_to_dict(self._conninfo)
+        params: dict[str, Any] = psycopg.conninfo.conninfo_to_dict(self._conninfo)
         params.setdefault("connect_timeout", str(max(1, int(self.timeout))))
         params.setdefault("application_name", "sessiontree")
         # check: a pooled connection is tested before it is handed out, so a server
@@ -673,7 +672,7 @@ class PostgresStore(StoreBase):
                         texts: list[bytes], info: InfoAccumulator) -> None:
         rows = []
         text_rows = []
-        for offset, (entry, text) in enumerate(zip(entries, texts)):
+        for offset, (entry, text) in enumerate(zip(entries, texts, strict=False)):
             seq = start + offset
             listed = info.add(entry)
             if listed is not None:
@@ -688,7 +687,8 @@ class PostgresStore(StoreBase):
             with conn.cursor() as cur:
                 cur.executemany("INSERT INTO message_texts (session_id, seq, text) VALUES (%s, %s, %s)", text_rows)
         if DERIVED_INDEXES:
-            indexed = [(start + offset, entry, text) for offset, (entry, text) in enumerate(zip(entries, texts))]
+            indexed = [(start + offset, entry, text)
+                       for offset, (entry, text) in enumerate(zip(entries, texts, strict=True))]
             for index in DERIVED_INDEXES:
                 index.add(conn, session_id, indexed)
 
@@ -926,7 +926,7 @@ class PostgresStore(StoreBase):
         where = f"{self.url}#{session_id}"
         texts = [bytes(text) for text, _, _ in rows]
         computed = list(map(zlib.crc32, texts))
-        for index, (value, (_, crc, entry_id)) in enumerate(zip(computed, rows)):
+        for index, (value, (_, crc, entry_id)) in enumerate(zip(computed, rows, strict=False)):
             if value != crc:
                 raise CorruptEntryError(session_id, entry_id, index + 2, where)
         with gc_paused():
@@ -1091,7 +1091,8 @@ class PostgresStore(StoreBase):
                                 "SELECT header_json FROM sessions WHERE id = %s", (session_id,)).fetchone()[0]))
                             session_cwd = header.get("cwd")
                         if cwd_matches(session_cwd, wanted):
-                            return session_id
+                            found: str = session_id
+                            return found
         return None
 
     # -- verification -------------------------------------------------------------------------
@@ -1219,6 +1220,7 @@ def _lock_key(path: bytes) -> int:
 
 def _sync_state(row: Sequence[Any]) -> SyncState:
     """A ``sync_state`` row (columns of ``_SYNC_SQL``) as a :class:`SyncState`."""
-    return SyncState(bytes(row[0]).decode("utf-8", "surrogatepass"), row[1], *(int(value) for value in row[2:10]),
-                     bytes(row[10]), bytes(row[11]))
+    size, mtime_ns, inode, dev, consumed, lines, entries, version = (int(value) for value in row[2:10])
+    return SyncState(bytes(row[0]).decode("utf-8", "surrogatepass"), row[1], size, mtime_ns, inode, dev, consumed,
+                     lines, entries, version, bytes(row[10]), bytes(row[11]))
 

@@ -178,16 +178,17 @@ def query_usage(conn: Any, query: UsageQuery, cwd_of: Callable[[list[str]], dict
         if reported is None:
             continue
         session_id, cwd = reported
-        calls, tokens, cost = int(row[7]), [int(value) for value in row[8:12]], int(row[12])
-        per_call = bool(row[6])
-        key = (session_id, cwd, row[1], row[2], int(row[3]), bool(row[4]), bool(row[5]), per_call,
-               tuple(value // calls for value in tokens) if per_call else None)
+        call_count, tokens, cost = int(row[7]), [int(value) for value in row[8:12]], int(row[12])
+        priced_per_call = bool(row[6])
+        key = (session_id, cwd, row[1], row[2], int(row[3]), bool(row[4]), bool(row[5]), priced_per_call,
+               tuple(value // call_count for value in tokens) if priced_per_call else None)
         out = merged.get(key)
         if out is None:
             merged[key] = UsageRow(session_id, cwd, row[1], row[2], int(row[3]), bool(row[4]), bool(row[5]),
-                                   per_call, calls, *tokens, cost)
+                                   priced_per_call, call_count, tokens[0], tokens[1], tokens[2], tokens[3],
+                                   cost)
         else:
-            out.calls += calls
+            out.calls += call_count
             out.input, out.output = out.input + tokens[0], out.output + tokens[1]
             out.cache_read, out.cache_write = out.cache_read + tokens[2], out.cache_write + tokens[3]
             out.cost_nanos += cost

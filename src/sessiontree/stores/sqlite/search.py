@@ -124,8 +124,8 @@ __all__ = [
     "TOKENIZER",
     "SearchIndex",
     "fill_index",
-    "merge_pending",
     "mark_off_branch_everywhere",
+    "merge_pending",
     "merge_store",
     "pending_records",
     "search_store",
@@ -268,10 +268,11 @@ def _merge(conn: sqlite3.Connection, work: Iterable[_Work]) -> int:
     ``search_entries`` and then, for every session at once, into FTS5 with one
     statement: FTS5's cost is mostly per statement and per transaction (segment
     writes), so one bulk insert is far cheaper than one per entry. The off-branch marks
-    are kept as of ``last`` (:func:`~sessiontree.stores.sqlite.schema.m008_search_branch`): unchanged when the new records
-    only extend the branch (appends do), recomputed for the session otherwise.
+    are kept as of ``last`` (:func:`~sessiontree.stores.sqlite.schema.m008_search_branch`):
+    unchanged when the new records only extend the branch (appends do), recomputed
+    for the session otherwise.
     Returns the number of entries with text merged."""
-    first = conn.execute("SELECT coalesce(max(rowid), 0) + 1 FROM search_entries").fetchone()[0]
+    first: int = conn.execute("SELECT coalesce(max(rowid), 0) + 1 FROM search_entries").fetchone()[0]
     rowid = first
     for key, after, last, rows, branch in work:
         out = _text_rows(key, rows)
@@ -332,10 +333,11 @@ def pending_records(conn: sqlite3.Connection) -> int:
     primary-key probe per such session, no record read."""
     if "search_merged" not in _tables(conn):
         return 0
-    return conn.execute(
+    count: int = conn.execute(
         "SELECT coalesce(sum((SELECT coalesce(max(seq), -1) FROM entries WHERE session_id = s.id)"
         " - coalesce(m.seq, -1)), 0) FROM sessions AS s LEFT JOIN search_merged AS m ON m.session_id = s.id"
         " WHERE s.updated_at > (SELECT updated_at FROM search_state)").fetchone()[0]
+    return count
 
 
 class SearchIndex:

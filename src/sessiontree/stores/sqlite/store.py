@@ -61,7 +61,7 @@ from sessiontree.errors import (
     SyncConflictError,
 )
 from sessiontree.format import jsonio
-from sessiontree.format.codec import CURRENT_VERSION, ParsedSession, validate_entry, validate_header
+from sessiontree.format.codec import CURRENT_VERSION, ParsedSession
 from sessiontree.format.gcpause import gc_paused
 from sessiontree.stores.base import (
     CancelEvent,
@@ -80,7 +80,6 @@ from sessiontree.stores.shared import (
     check_replacement_header,
     cwd_matches,
     encode_entries,
-    file_rule_problems,
     header_of,
     id_in_use_error,
     resolve_cwd,
@@ -617,7 +616,7 @@ class SqliteStore(StoreBase):
         (another kind of write, or a statement issued by hand); a failed write forgets it
         in :meth:`_write`. So a trusted value is what re-reading it would give.
         """
-        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        version: int = conn.execute("PRAGMA data_version").fetchone()[0]
         if self._memo_mark != (conn, version, conn.total_changes):
             self._forget()
         return version
@@ -747,7 +746,7 @@ class SqliteStore(StoreBase):
         key = to_db(session_id)
         rows = []
         text_rows = []
-        for offset, (entry, text) in enumerate(zip(entries, texts)):
+        for offset, (entry, text) in enumerate(zip(entries, texts, strict=False)):
             seq = start + offset
             listed = info.add(entry)
             if listed is not None:
@@ -763,7 +762,8 @@ class SqliteStore(StoreBase):
             raise
         _insert_text_rows(conn, text_rows)
         if DERIVED_INDEXES:
-            indexed = [(start + offset, entry, text) for offset, (entry, text) in enumerate(zip(entries, texts))]
+            indexed = [(start + offset, entry, text)
+                       for offset, (entry, text) in enumerate(zip(entries, texts, strict=True))]
             for index in DERIVED_INDEXES:
                 index.add(conn, key, indexed)
 
@@ -952,7 +952,7 @@ class SqliteStore(StoreBase):
                     listed = info.add(entry)
                     if listed is not None:
                         text_rows.append((key, seq, to_db(listed)))
-                    rows.append((seq, entry, text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")))
+                    rows.append((seq, entry, record_bytes(text)))
                 conn.execute("DELETE FROM message_texts WHERE session_id = ?", (key,))
                 _insert_text_rows(conn, text_rows)
                 conn.execute(
@@ -1040,7 +1040,7 @@ class SqliteStore(StoreBase):
 
             with gc_paused():  # see sessiontree.format.gcpause
                 entries = skeletons_from_rows(
-                    rows, lambda text, line: self._parse_record(text, key, line), fetch_whole, _py)
+                    rows, lambda text, line: self._parse_record(text, key, line), fetch_whole, from_db)
         return ParsedSession(header, entries, [None] * len(entries), header_raw, 4,
                              lines=list(range(2, len(entries) + 2)))
 
@@ -1112,6 +1112,7 @@ class SqliteStore(StoreBase):
         with self.read_transaction() as conn:
             if not self.has_schema(conn):
                 raise SessionNotFoundError(session_id, self.url)
+            texts: Sequence[Any]
             if self._has_crc:
                 row = conn.execute("SELECT header_json, header_crc FROM sessions WHERE id = ?", (key,)).fetchone()
                 if row is None:
@@ -1120,7 +1121,7 @@ class SqliteStore(StoreBase):
                 if self.journal_mode == "wal":
                     return self._stream(conn, session_id, key, row, cursor, keep_raw)
                 rows = cursor.fetchall()
-                texts, crcs = zip(*rows) if rows else ((), ())  # two tuples, split in C
+                texts, crcs = zip(*rows, strict=False) if rows else ((), ())  # two tuples, split in C
                 del rows
                 self._check_crcs(conn, session_id, row, texts, crcs)
             else:  # an older schema opened read-only: nothing to check against
@@ -1161,7 +1162,7 @@ class SqliteStore(StoreBase):
                 rows = fetch(size)
                 if not rows:
                     break
-                texts, crcs = zip(*rows)
+                texts, crcs = zip(*rows, strict=False)
                 del rows
                 try:
                     computed = tuple(map(crc32, texts))
@@ -1195,7 +1196,7 @@ class SqliteStore(StoreBase):
             computed = tuple(record_crc(text) for text in texts)
         if computed == crcs:
             return
-        index = offset + next(i for i, (a, b) in enumerate(zip(computed, crcs)) if a != b)
+        index = offset + next(i for i, (a, b) in enumerate(zip(computed, crcs, strict=False)) if a != b)
         found = conn.execute("SELECT id FROM entries WHERE session_id = ? ORDER BY seq LIMIT 1 OFFSET ?",
                              (to_db(session_id), index)).fetchone()
         raise CorruptEntryError(session_id, from_db(found[0]) if found else None, index + 2, where)
@@ -1235,7 +1236,7 @@ class SqliteStore(StoreBase):
         crc = self._has_crc
         with self.read_transaction() as conn:
             header, _, rows = self._scan(conn, session_id, f"seq, id, parent_id, type{', crc' if crc else ''}")
-        columns: list[Sequence[Any]] = list(zip(*rows)) if rows else [()] * (5 if crc else 4)
+        columns: list[Sequence[Any]] = list(zip(*rows, strict=False)) if rows else [()] * (5 if crc else 4)
         del rows
         for index in (1, 2, 3):
             # Values holding lone surrogates are stored as BLOBs (see _db); rare, so
@@ -1271,18 +1272,21 @@ class SqliteStore(StoreBase):
         key = to_db(session_id)
         wanted = sorted(set(positions))
         # seq -> position: the keys are ascending; contiguous ones (the usual case) need no map.
-        first = keys[0]
+        first: int = keys[0]
+        position_of: Callable[[int], int]
         if keys[-1] - first == size - 1:
-            def position_of(seq: int) -> int:
+            def contiguous(seq: int) -> int:
                 return seq - first
+            position_of = contiguous
         else:
-            position_of = dict(zip(keys, range(size))).__getitem__
+            position_of = dict(zip(keys, range(size), strict=False)).__getitem__
         columns = f"seq, id, parent_id, type, json, {'crc' if stamps is not None else 'NULL'}"
         found: dict[int, dict[str, Any]] = {}
         matched = 0
         check = _RecordCheck(self, session_id, key, stamps is not None)
         with self.read_transaction() as conn, gc_paused():
-            if not self.has_schema(conn) or conn.execute("SELECT 1 FROM sessions WHERE id = ?", (key,)).fetchone() is None:
+            if not self.has_schema(conn) or conn.execute(
+                    "SELECT 1 FROM sessions WHERE id = ?", (key,)).fetchone() is None:
                 raise SessionChangedError(session_id, "it was deleted")
             if len(wanted) * 4 >= size:
                 cursor = conn.execute(f"SELECT {columns} FROM entries WHERE session_id = ? AND seq BETWEEN ? AND ?"
@@ -1414,7 +1418,8 @@ class SqliteStore(StoreBase):
                     if classified and not include_internal:
                         continue
                     if cwd_matches(from_db(session_cwd), wanted):
-                        return from_db(session_id)
+                        found: str = from_db(session_id)
+                        return found
             finally:
                 cursor.close()
         return None
@@ -1590,7 +1595,8 @@ _SYNC_SQL = ("path, session_id, size, mtime_ns, inode, dev, consumed, lines, ent
 
 def _sync_state(row: Sequence[Any]) -> SyncState:
     """A ``sync_state`` row (columns of ``_SYNC_SQL``) as a :class:`SyncState`."""
-    return SyncState(from_db(row[0]), from_db(row[1]), *row[2:10], bytes(row[10]), bytes(row[11]))
+    return SyncState(from_db(row[0]), from_db(row[1]), row[2], row[3], row[4], row[5], row[6], row[7], row[8],
+                     row[9], bytes(row[10]), bytes(row[11]))
 
 
 # Module-level so tests can inject a failure in the middle of a write.

@@ -348,6 +348,7 @@ def _query_calls(conn: sqlite3.Connection, query: UsageQuery, cwd_filter: Any) -
                 FROM usage_ledger l WHERE l.session_id = (SELECT id FROM me) AND {time_sql})
             GROUP BY provider, model, {bucket}, cost_nanos IS NOT NULL, copied, {split}"""
         rows = conn.execute(sql, (to_db(query.session_id), *params)).fetchall()
+        owners: dict[Any, tuple[str | None, str | None]]
         cwd_row = conn.execute("SELECT cwd FROM sessions WHERE id = ?", (to_db(query.session_id),)).fetchone()
         owners = {None: (query.session_id, from_db(cwd_row[0]) if cwd_row else None)}
     else:
