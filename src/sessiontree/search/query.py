@@ -25,7 +25,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sessiontree.core.searchtext import MAX_QUERY_CHARS, SearchHit, SearchQuery, parse_query
-from sessiontree.errors import SessionError
 from sessiontree.stores.base import SessionStore
 
 __all__ = [
@@ -101,21 +100,13 @@ def search(store: SessionStore, query: str, *, cwd: str | None = None, roles: It
 
 
 def settle_search_tail(store: SessionStore, on_merge: Callable[[int], None] | None = None) -> int:
-    """Before a search by a front end (``sessiontree search``, the viewer): when
-    ``store`` is SQLite and its search index has a long pending tail (more than
-    :data:`~sessiontree.stores.sqlite_search.MAX_PENDING` records written since
-    the last merge), merge it, so this search and the next ones read the index
-    instead of scanning the tail (docs/search.md, "When the index is merged").
-
-    A store opened read-only (as reading commands open it) is merged through a
-    second, writable handle on the same file; only when the file's schema is
-    current, so a reading command never migrates a store. Derived data only:
-    when the file cannot be written (permissions, another writer holding the
-    lock past the busy timeout) nothing happens and the search scans the tail,
-    with the same hits. The merge waits at most
-    :data:`~sessiontree.stores.sqlite_search.SETTLE_TIMEOUT` seconds for another
-    writer's lock (a search must not hang behind an import or a reindex). Other
-    stores defer nothing: 0.
+    """Before a search by a front end (``sessiontree search``, the viewer): let ``store``
+    merge a long pending tail of its search index
+    (:meth:`~sessiontree.stores.base.SessionStore.settle_search_tail`), so this search
+    and the next ones read the index instead of scanning the tail (docs/search.md,
+    "When the index is merged"). Stores that defer nothing return 0; a store that
+    cannot merge (read-only file, lock held) returns 0 too, and the search scans
+    the tail with the same hits.
 
     Args:
         store: the store about to be searched.
@@ -125,36 +116,7 @@ def settle_search_tail(store: SessionStore, on_merge: Callable[[int], None] | No
     Returns:
         The number of records merged.
     """
-    from sessiontree.stores.sqlite.search import (
-        MAX_PENDING,
-        SETTLE_TIMEOUT,
-        pending_records,
-        settle_if_due,
-    )
-    from sessiontree.stores.sqlite.store import MIGRATIONS, SqliteStore
-
-    if not isinstance(store, SqliteStore) or store.path == ":memory:":
-        return 0
-    try:
-        if store.applied_migrations() != [name for name, _ in MIGRATIONS]:
-            return 0  # an older schema: a writable open would migrate it
-        with store._read() as conn:
-            pending = pending_records(conn) if store._ready(conn) else 0
-        if pending <= MAX_PENDING:
-            return 0
-        if on_merge is not None:
-            on_merge(pending)
-        if not store.readonly:
-            return settle_if_due(store, pending)
-        # A short busy timeout for opening it too: the search must not wait out another
-        # writer's long transaction (settle_if_due gives up as quickly).
-        writer = SqliteStore(store.path, create=False, timeout=min(store.timeout, SETTLE_TIMEOUT))
-        try:
-            return settle_if_due(writer, pending)
-        finally:
-            writer.close()
-    except (SessionError, OSError):
-        return 0  # the search scans the tail instead: same hits
+    return store.settle_search_tail(on_merge)
 
 
 def parse_when(text: str, *, end: bool = False) -> datetime:

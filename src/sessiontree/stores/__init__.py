@@ -33,8 +33,6 @@ from sessiontree.errors import StoreOpenError
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, SessionStore, StoreProblem
 from sessiontree.stores.jsonl.store import JsonlStore
 from sessiontree.stores.memory import MemoryStore
-from sessiontree.stores.sqlite import search as sqlite_search  # noqa: F401  (registers the search index and its schema step)
-from sessiontree.stores.sqlite import usage as sqlite_usage  # noqa: F401  (registers the usage ledger: schema step and derived index)
 from sessiontree.stores.sqlite.store import SqliteStore
 
 __all__ = [
@@ -123,9 +121,11 @@ def open_store(url_or_path: str | os.PathLike[str] | None = None, *, create: boo
         return PostgresStore(where.connect_url or where.url, create=create, readonly=readonly)
     if where.kind == "memory":
         return MemoryStore()
+    path = where.path
+    assert path is not None  # resolve_store gives every file store its path
     if where.kind == "jsonl":
-        return JsonlStore(where.path, create=create, readonly=readonly)
-    return SqliteStore(where.path, create=create, readonly=readonly, quick_check=quick_check)
+        return JsonlStore(path, create=create, readonly=readonly)
+    return SqliteStore(path, create=create, readonly=readonly, quick_check=quick_check)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,11 @@
 """The ``SessionStore`` protocol: the whole contract between manager and storage.
 
+It is composed of capability protocols, each documented where it is defined:
+:class:`StoreCore` (sessions created, read, appended, replaced, deleted, listed,
+verified), :class:`PartialReads` (the tree's shape and chosen records),
+:class:`DerivedData` (search, usage and their upkeep) and :class:`SyncLedger`
+(what ``sync`` took from each file). The value types they exchange live here too.
+
 Every store keeps sessions as a format-4 header plus entries in insertion
 order, each entry with its JSON text verbatim (docs/rules/format.md spec:data-model,
 docs/rules/stores.md spec:stores). Invariants every
@@ -34,13 +40,17 @@ from sessiontree.format.codec import ParsedSession
 
 __all__ = [
     "CancelEvent",
+    "DerivedData",
+    "PartialReads",
     "ProgressCallback",
     "SessionFiles",
     "SessionListing",
     "SessionOutline",
     "SessionStore",
+    "StoreCore",
     "StoreProblem",
     "SyncChange",
+    "SyncLedger",
     "SyncState",
 ]
 
@@ -234,25 +244,18 @@ class SessionOutline:
 
 
 @runtime_checkable
-class SessionStore(Protocol):
-    """Persistent (or in-memory) home of sessions.
+class StoreCore(Protocol):
+    """The core of every store: sessions created, read whole, appended to, replaced,
+    deleted, listed and verified (the conformance suite's contract, module docstring).
 
     Attributes:
         url: the store's URL (``sqlite:///...``, ``jsonl:///...``, ``memory:``,
             ``postgresql://...`` without its password).
         kind: ``"sqlite"``, ``"jsonl"``, ``"memory"`` or ``"postgres"``.
-        partial_reads: whether :meth:`read_skeleton` and :meth:`read_entries`
-            cost less than :meth:`read` (SQLite, PostgreSQL: indexed columns
-            and lookups; :meth:`read_outline` and :meth:`read_entries_at` are
-            cheap on SQLite only, and the lazy open uses them there only).
-            ``False`` where they fall back to reading the whole session
-            (JSONL, memory): a caller that needs many windows of one session
-            then reads it once instead (the web viewer does).
     """
 
     url: str
     kind: str
-    partial_reads: bool
 
     def create(self, header: dict[str, Any], entries: Sequence[dict[str, Any]] = (),
                raw: Sequence[bytes | None] | None = None, *, path: str | None = None) -> None:
@@ -299,6 +302,121 @@ class SessionStore(Protocol):
             StorageError: the session could not be read.
         """
         ...
+
+    def append(self, session_id: str, entries: Sequence[dict[str, Any]],
+               raw: Sequence[bytes | None] | None = None) -> None:
+        """Append entries to an existing session, all or nothing.
+
+        Args:
+            raw: optional stored JSON text per entry (``None`` items are
+                serialized), so entries read from a file keep their bytes.
+
+        Raises:
+            SessionNotFoundError: no such id.
+            StorageError: the write failed; nothing was appended.
+        """
+        ...
+
+    def replace_session(self, header: dict[str, Any], entries: Sequence[dict[str, Any]],
+                        raw: Sequence[bytes | None] | None = None) -> None:
+        """Replace an existing session's header and all its entries, atomically: a
+        reader sees the old session or the new one, never a mix (``sync --replace``).
+
+        Raises:
+            SessionNotFoundError: no session has ``header["id"]``.
+            InvalidSessionError: the header or an entry is invalid, or two entries share an id.
+            StorageError: the write failed; the session is as it was.
+        """
+        ...
+
+    def replace_header(self, session_id: str, header: dict[str, Any]) -> None:
+        """Replace the session's header (same id), atomically.
+
+        Raises:
+            SessionNotFoundError, StorageError.
+        """
+        ...
+
+    def delete(self, session_id: str) -> None:
+        """Remove the session and its entries; a missing id does nothing.
+
+        Raises:
+            StorageError: the removal failed.
+        """
+        ...
+
+    def exists(self, session_id: str) -> bool:
+        """Whether the id is in the store."""
+        ...
+
+    def session_ids(self) -> list[str]:
+        """Every session id in the store (any order), internal ones included."""
+        ...
+
+    def location(self, session_id: str) -> str | None:
+        """The JSONL file of the session, or ``None`` for stores without files."""
+        ...
+
+    def list_sessions(self, *, cwd: str | None = None, include_internal: bool = False,
+                      on_progress: ProgressCallback | None = None,
+                      cancel: CancelEvent | None = None) -> SessionListing:
+        """Listing rows, newest ``modified`` first (docs/rules/listing.md).
+
+        Returns:
+            A :class:`SessionListing`: the rows, and in ``skipped`` how many
+            sessions were left out because they cannot be loaded.
+
+        Args:
+            cwd: keep only sessions whose header cwd resolves to this absolute path.
+            include_internal: include classified workflow sessions.
+            on_progress: called ``(loaded, total)`` once per session examined.
+            cancel: when set (before or during), the listing stops.
+
+        Raises:
+            ListingCancelledError: ``cancel`` was set; no partial list.
+        """
+        ...
+
+    def find_most_recent(self, cwd: str | None = None, include_internal: bool = False) -> str | None:
+        """Id of the most recently written session (optionally for ``cwd``), or ``None``."""
+        ...
+
+    def verify(self, on_progress: ProgressCallback | None = None) -> list[StoreProblem]:
+        """Check everything stored without changing anything (``sessiontree check --store``).
+
+        Args:
+            on_progress: called ``(checked, total)`` once per session (or file).
+
+        Returns:
+            Every problem found, in store order; ``[]`` for a healthy store.
+
+        Raises:
+            StorageError: the store could not be read at all.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release connections and handles. Idempotent."""
+        ...
+
+
+@runtime_checkable
+class PartialReads(Protocol):
+    """Reads of part of a session: the shape of its tree without the content, and
+    chosen records (docs/stores.md, "Partial reads"). Every store answers them;
+    ``StoreBase`` gives the generic fallbacks that read the whole session.
+
+    Attributes:
+        partial_reads: whether :meth:`read_skeleton` and :meth:`read_entries`
+            cost less than a whole read (SQLite, PostgreSQL: indexed columns
+            and lookups; :meth:`read_outline` and :meth:`read_entries_at` are
+            cheap on SQLite only, and the lazy open uses them there only).
+            ``False`` where they fall back to reading the whole session
+            (JSONL, memory): a caller that needs many windows of one session
+            then reads it once instead (the web viewer does).
+    """
+
+    partial_reads: bool
 
     def read_skeleton(self, session_id: str) -> ParsedSession:
         """The session's header and its entries reduced to skeletons, never writing.
@@ -407,119 +525,13 @@ class SessionStore(Protocol):
         """
         ...
 
-    def append(self, session_id: str, entries: Sequence[dict[str, Any]],
-               raw: Sequence[bytes | None] | None = None) -> None:
-        """Append entries to an existing session, all or nothing.
 
-        Args:
-            raw: optional stored JSON text per entry (``None`` items are
-                serialized), so entries read from a file keep their bytes.
-
-        Raises:
-            SessionNotFoundError: no such id.
-            StorageError: the write failed; nothing was appended.
-        """
-        ...
-
-    def replace_session(self, header: dict[str, Any], entries: Sequence[dict[str, Any]],
-                        raw: Sequence[bytes | None] | None = None) -> None:
-        """Replace an existing session's header and all its entries, atomically: a
-        reader sees the old session or the new one, never a mix (``sync --replace``).
-
-        Raises:
-            SessionNotFoundError: no session has ``header["id"]``.
-            InvalidSessionError: the header or an entry is invalid, or two entries share an id.
-            StorageError: the write failed; the session is as it was.
-        """
-        ...
-
-    def sync_states(self) -> dict[str, SyncState]:
-        """Every recorded :class:`SyncState`, by source path (``{}`` when none or read-only
-        on a store that has none yet)."""
-        ...
-
-    def sync_commit(self, expect: SyncState | None, state: SyncState, change: SyncChange) -> None:
-        """Apply ``change`` and record ``state`` for ``state.path`` in one atomic step,
-        only if the recorded state of that path is still ``expect``.
-
-        The compare-and-set is what keeps two ``sync`` processes from both
-        appending the same entries: the second finds the state moved on.
-
-        Raises:
-            SyncConflictError: the recorded state is not ``expect`` (compared with
-                :meth:`SyncState.same_file`; ``None`` = no state); nothing written.
-            SessionExistsError: ``create`` of an id already stored.
-            SessionNotFoundError: ``append``/``replace`` of a missing session.
-            InvalidSessionError: an invalid entry, or an entry id already in the session.
-            StorageError: the write failed; nothing was written.
-        """
-        ...
-
-    def replace_header(self, session_id: str, header: dict[str, Any]) -> None:
-        """Replace the session's header (same id), atomically.
-
-        Raises:
-            SessionNotFoundError, StorageError.
-        """
-        ...
-
-    def delete(self, session_id: str) -> None:
-        """Remove the session and its entries; a missing id does nothing.
-
-        Raises:
-            StorageError: the removal failed.
-        """
-        ...
-
-    def exists(self, session_id: str) -> bool:
-        """Whether the id is in the store."""
-        ...
-
-    def session_ids(self) -> list[str]:
-        """Every session id in the store (any order), internal ones included."""
-        ...
-
-    def location(self, session_id: str) -> str | None:
-        """The JSONL file of the session, or ``None`` for stores without files."""
-        ...
-
-    def list_sessions(self, *, cwd: str | None = None, include_internal: bool = False,
-                      on_progress: ProgressCallback | None = None,
-                      cancel: CancelEvent | None = None) -> SessionListing:
-        """Listing rows, newest ``modified`` first (docs/rules/listing.md).
-
-        Returns:
-            A :class:`SessionListing`: the rows, and in ``skipped`` how many
-            sessions were left out because they cannot be loaded.
-
-        Args:
-            cwd: keep only sessions whose header cwd resolves to this absolute path.
-            include_internal: include classified workflow sessions.
-            on_progress: called ``(loaded, total)`` once per session examined.
-            cancel: when set (before or during), the listing stops.
-
-        Raises:
-            ListingCancelledError: ``cancel`` was set; no partial list.
-        """
-        ...
-
-    def find_most_recent(self, cwd: str | None = None, include_internal: bool = False) -> str | None:
-        """Id of the most recently written session (optionally for ``cwd``), or ``None``."""
-        ...
-
-    def verify(self, on_progress: ProgressCallback | None = None) -> list[StoreProblem]:
-        """Check everything stored without changing anything (``sessiontree check --store``).
-
-        Args:
-            on_progress: called ``(checked, total)`` once per session (or file).
-
-        Returns:
-            Every problem found, in store order; ``[]`` for a healthy store.
-
-        Raises:
-            StorageError: the store could not be read at all.
-        """
-        ...
+@runtime_checkable
+class DerivedData(Protocol):
+    """What a store computes from its entries: search, usage, and their upkeep
+    (docs/stores.md, "Derived data"). Results never depend on whether deferred
+    work was done: queries see it pending.
+    """
 
     def search(self, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
                since: Any = None, until: Any = None, session: str | None = None,
@@ -567,6 +579,28 @@ class SessionStore(Protocol):
         """
         ...
 
+    def settle_search_tail(self, on_merge: Callable[[int], None] | None = None) -> int:
+        """Before a search by a front end (``sessiontree search``, the viewer): merge
+        the search text the store's writes left pending when there is so much of it
+        that every search would scan it (SQLite: more than
+        :data:`~sessiontree.stores.sqlite.search.MAX_PENDING` records), so this search
+        and the next ones read the index (docs/search.md, "When the index is merged").
+
+        Opportunistic and bounded: a store opened read-only merges through a second,
+        writable handle when it can, never migrating a schema; when it cannot write
+        (permissions, another writer holding the lock past a short wait) nothing
+        happens and the search scans the tail, with the same hits. Stores that
+        defer nothing (JSONL, memory, PostgreSQL) return 0.
+
+        Args:
+            on_merge: called with the number of pending records just before a merge
+                (to tell the user why the search pauses).
+
+        Returns:
+            The number of records merged (0: nothing was due, or it could not be done).
+        """
+        ...
+
     def reindex(self, session_id: str | None = None) -> int:
         """Recompute the store's derived data (listing metadata, search index,
         usage ledger) from the stored entries alone (docs/stores.md, "Derived data").
@@ -607,10 +641,44 @@ class SessionStore(Protocol):
         """
         ...
 
-    def close(self) -> None:
-        """Release connections and handles. Idempotent."""
+
+@runtime_checkable
+class SyncLedger(Protocol):
+    """What ``sessiontree sync`` records per source file (docs/sync.md): not derived
+    data, written in the same atomic step as the entries it accounts for.
+    """
+
+    def sync_states(self) -> dict[str, SyncState]:
+        """Every recorded :class:`SyncState`, by source path (``{}`` when none or read-only
+        on a store that has none yet)."""
         ...
 
+    def sync_commit(self, expect: SyncState | None, state: SyncState, change: SyncChange) -> None:
+        """Apply ``change`` and record ``state`` for ``state.path`` in one atomic step,
+        only if the recorded state of that path is still ``expect``.
+
+        The compare-and-set is what keeps two ``sync`` processes from both
+        appending the same entries: the second finds the state moved on.
+
+        Raises:
+            SyncConflictError: the recorded state is not ``expect`` (compared with
+                :meth:`SyncState.same_file`; ``None`` = no state); nothing written.
+            SessionExistsError: ``create`` of an id already stored.
+            SessionNotFoundError: ``append``/``replace`` of a missing session.
+            InvalidSessionError: an invalid entry, or an entry id already in the session.
+            StorageError: the write failed; nothing was written.
+        """
+        ...
+
+
+@runtime_checkable
+class SessionStore(StoreCore, PartialReads, DerivedData, SyncLedger, Protocol):
+    """Persistent (or in-memory) home of sessions: the whole contract between the
+    session layer and storage, composed of :class:`StoreCore`,
+    :class:`PartialReads`, :class:`DerivedData` and :class:`SyncLedger`. Every
+    store implements all of them; code that needs only one capability may ask
+    for that protocol instead.
+    """
 
 @runtime_checkable
 class SessionFiles(Protocol):

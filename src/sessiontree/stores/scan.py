@@ -66,8 +66,8 @@ class SessionFacts:
         self.branch = branch
 
 
-def active_ids(entries: Sequence[Mapping[str, Any]]) -> frozenset[str]:
-    """Ids on the active branch: root to the leaf the records give (:func:`~sessiontree.tree.loaded_leaf_id`).
+def active_ids(entries: Sequence[dict[str, Any]]) -> frozenset[str]:
+    """Ids on the active branch: root to the leaf the records give (:func:`~sessiontree.core.tree.loaded_leaf_id`).
 
     ``entries`` need only ``id``, ``parentId``, ``type`` and, for ``leaf``
     records, ``targetId``."""
@@ -81,11 +81,11 @@ def title_of(info: InfoAccumulator) -> str:
     return info.name or info.summary or (info.first_message if info.first_message is not None else "(no messages)")
 
 
-def session_facts(header: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> SessionFacts:
+def session_facts(header: Mapping[str, Any], entries: Sequence[dict[str, Any]]) -> SessionFacts:
     """The :class:`SessionFacts` of a loaded session."""
     info = InfoAccumulator()
     for entry in entries:
-        info.add(entry)  # type: ignore[arg-type]
+        info.add(entry)
     cwd = header.get("cwd")
     return SessionFacts(header["id"], title_of(info), info.name, cwd if isinstance(cwd, str) else "",
                         active_ids(entries))
@@ -116,9 +116,9 @@ def top_hits(hits: Iterable[SearchHit], limit: int | None) -> list[SearchHit]:
     return heapq.nsmallest(limit, hits, key=hit_order)
 
 
-def scan(sessions: Iterable[tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]]], query: SearchQuery,
+def scan(sessions: Iterable[tuple[Mapping[str, Any], Sequence[dict[str, Any]]]], query: SearchQuery,
          filters: SearchFilters, limit: int | None,
-         facts: Callable[[Mapping[str, Any], Sequence[Mapping[str, Any]]], SessionFacts] = session_facts,
+         facts: Callable[[Mapping[str, Any], Sequence[dict[str, Any]]], SessionFacts] = session_facts,
          ) -> list[SearchHit]:
     """Search ``(header, entries)`` pairs by scanning every entry.
 

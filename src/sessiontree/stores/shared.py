@@ -19,13 +19,13 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from sessiontree.core.listing import SessionInfo
 from sessiontree.errors import InvalidSessionError, ListingCancelledError
 from sessiontree.format import jsonio
 from sessiontree.format.codec import CURRENT_VERSION, validate_entry, validate_header
-from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing
+from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, SyncChange, SyncState
 
 __all__ = [
     "Progress",
@@ -58,7 +58,8 @@ def check_header(header: Any) -> str:
         raise InvalidSessionError(f"a store writes format {CURRENT_VERSION} headers only (got version {version})")
     if "timestamp" in header or "parentSession" in header:
         raise InvalidSessionError('an early version-4 header ("timestamp"/"parentSession") must be upgraded first')
-    return header["id"]
+    session_id: str = header["id"]  # validate_header: a string
+    return session_id
 
 
 def validated(entry: dict[str, Any], where: str, line: int) -> dict[str, Any]:
@@ -176,7 +177,7 @@ def sort_listing(infos: Iterable[SessionInfo], skipped: int = 0) -> SessionListi
     return SessionListing(sorted(infos, key=lambda info: info.modified, reverse=True), skipped)
 
 
-def header_of(change: Any) -> dict[str, Any]:
+def header_of(change: SyncChange) -> dict[str, Any]:
     """The header of a ``create``/``replace`` :class:`~sessiontree.stores.base.SyncChange`.
 
     Raises:
@@ -187,7 +188,7 @@ def header_of(change: Any) -> dict[str, Any]:
     return change.header
 
 
-def sync_expected(expect: Any, current: Any) -> bool:
+def sync_expected(expect: SyncState | None, current: SyncState | None) -> bool:
     """The compare-and-set test of ``sync_commit``: both ``None``, or the same file state."""
     if expect is None:
         return current is None
@@ -310,6 +311,12 @@ class StoreBase:
         memory, PostgreSQL) have nothing to do. Returns the entries processed: 0."""
         return 0
 
+    def settle_search_tail(self, on_merge: Callable[[int], None] | None = None) -> int:
+        """Merge a long pending search tail before a search (see
+        ``SessionStore.settle_search_tail``); stores without one (JSONL, memory,
+        PostgreSQL) have nothing to merge. Returns the records merged: 0."""
+        return 0
+
     def read_outline(self, session_id: str) -> Any:
         """Generic ``read_outline`` (docs in :class:`~sessiontree.stores.base.SessionStore`):
         a full :meth:`read`, whose entries the outline keeps, so that
@@ -359,14 +366,16 @@ class StoreBase:
 _STEP_NAME = re.compile(r"m(\d{3})_[a-z0-9_]+")
 
 
-def register_step(steps: list[tuple[str, Any]], step: Any) -> Any:
+_Step = TypeVar("_Step", bound=Callable[..., None])
+
+
+def register_step(steps: list[tuple[str, _Step]], step: _Step) -> _Step:
     """Register the schema step ``step`` in ``steps`` (a store's ``MIGRATIONS``) and return it.
 
     A step is named after its function, ``mNNN_what`` (``m004_search_index``).
-    ``steps`` is kept ordered by number, so steps run in number order whichever
-    module registers them first (the derived-index modules register their
-    own steps on import, in any order). Registering the same name again
-    replaces it (a module reloaded).
+    ``steps`` is kept ordered by number, so steps run in number order whatever
+    the order of registration. Registering the same name again replaces it (a
+    module reloaded).
 
     Raises:
         ValueError: the name is not ``mNNN_what``, or its number is taken by
@@ -385,6 +394,23 @@ def register_step(steps: list[tuple[str, Any]], step: Any) -> Any:
     steps.append((name, step))
     steps.sort(key=lambda item: item[0])
     return step
+
+
+def schema_steps(*steps: _Step) -> list[tuple[str, _Step]]:
+    """A store's schema steps as ``[(name, function), ...]``, from the functions listed
+    in the order they run (a store's ``schema.MIGRATIONS``).
+
+    Raises:
+        ValueError: a name is not ``mNNN_what``, two steps share a number, or the
+            list is not in number order (the order databases recorded them in).
+    """
+    ordered: list[tuple[str, _Step]] = []
+    for step in steps:
+        register_step(ordered, step)
+    if [name for name, _ in ordered] != [step.__name__ for step in steps]:
+        raise ValueError("schema steps must be listed in number order: "
+                         + ", ".join(step.__name__ for step in steps))
+    return ordered
 
 
 def ledger_row_owner(query: Any, owner: tuple[str | None, str | None],

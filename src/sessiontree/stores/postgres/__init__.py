@@ -1,7 +1,9 @@
 """The PostgreSQL store: the sessions of a team in one database (needs ``psycopg``).
 
-:mod:`.store` is the store, :mod:`.search` its search index, :mod:`.usage` its
-usage ledger.
+:mod:`.store` is the store, :mod:`.schema` the ordered list of its schema steps
+(every table a database holds) and of its derived indexes, :mod:`.search` its
+search index, :mod:`.usage` its usage ledger, and :mod:`.derived` what those
+share with the store. The package re-exports the store's public names.
 """
 
 from sessiontree.stores.postgres.store import *  # noqa: F403

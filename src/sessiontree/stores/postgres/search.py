@@ -1,13 +1,13 @@
-"""The PostgreSQL search index: ``pg_trgm`` for substrings, a ``tsvector`` for ranking (issue 17).
+"""The PostgreSQL search index: ``pg_trgm`` for substrings, a ``tsvector`` for ranking.
 
-Invariants (the same as :mod:`sessiontree.stores.sqlite_search`):
+Invariants (the same as :mod:`sessiontree.stores.sqlite.search`):
 
 * **Derived data** (docs/stores.md): :class:`SearchIndex` is a
-  :class:`~sessiontree.stores.postgres.DerivedIndex`, so its rows are written
+  :class:`~sessiontree.stores.postgres.derived.DerivedIndex`, so its rows are written
   in the transaction that writes their entries, removed with their session,
   and rebuilt from the entries alone by ``store.reindex()``.
 * **The same hits as every other store.** Each row holds ``fold(entry_text(entry).text)``
-  (:mod:`sessiontree.searchtext`: the text the JSONL and memory stores scan and
+  (:mod:`sessiontree.core.searchtext`: the text the JSONL and memory stores scan and
   SQLite indexes, folded by the one rule). A query's terms are folded the same
   way and matched as substrings of that column *by the server*: ``LIKE
   '%term%'`` (``%``, ``_`` and ``\\`` escaped) for terms of three or more
@@ -17,12 +17,12 @@ Invariants (the same as :mod:`sessiontree.stores.sqlite_search`):
   query has only short terms). Both are exact substring tests on
   code points (``LIKE`` is rechecked on every row the lossy trigram index
   returns), and every row is checked once more with
-  :meth:`~sessiontree.searchtext.SearchQuery.matches` before it becomes a hit.
+  :meth:`~sessiontree.core.searchtext.SearchQuery.matches` before it becomes a hit.
   The folding is done in Python, never by the server's ``lower()``, so the
   database's locale and collation cannot change what matches.
 * **Every user token is a parameter**: no query text reaches SQL or tsquery syntax.
 
-Schema (step ``m003_search_index``)::
+Tables (schema step ``m003_search_index`` in :mod:`.schema`)::
 
     search_entries(session_id, seq, type, role, ts_ms, folded,
                    tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', left(folded, 100000))) STORED)
@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sessiontree.core.searchtext import (
     TRIGRAM,
@@ -62,7 +62,7 @@ from sessiontree.core.searchtext import (
     parse_query,
 )
 from sessiontree.format import jsonio
-from sessiontree.stores.postgres.store import DERIVED_INDEXES, _info_from, _text, migration, psycopg
+from sessiontree.stores.postgres.derived import IndexedRow, PostgresReads, info_from_listing, text_copy
 from sessiontree.stores.scan import (
     SessionFacts,
     active_ids,
@@ -73,15 +73,12 @@ from sessiontree.stores.scan import (
 )
 from sessiontree.stores.shared import cwd_matches
 
-if TYPE_CHECKING:
-    from sessiontree.stores.postgres.store import PostgresStore
-
 __all__ = [
     "INDEX",
     "TSV_CHARS",
     "SearchIndex",
     "ensure_trigram_index",
-    "m003_search_index",
+    "fill_index",
     "rank_query",
     "search_store",
     "trigram_available",
@@ -95,11 +92,11 @@ _INSERT = ("INSERT INTO search_entries (session_id, seq, type, role, ts_ms, fold
 
 
 class SearchIndex:
-    """The search index as a :class:`~sessiontree.stores.postgres.DerivedIndex`."""
+    """The search index as a :class:`~sessiontree.stores.postgres.derived.DerivedIndex`."""
 
     name = "search"
 
-    def add(self, conn: Any, session_id: str, rows: Sequence[tuple[int, dict[str, Any], bytes]]) -> None:
+    def add(self, conn: Any, session_id: str, rows: Sequence[IndexedRow]) -> None:
         """Index the folded text of new entries of ``session_id`` (inside the writing
         transaction; the ``tsvector`` is computed by the server as a generated column).
 
@@ -110,7 +107,7 @@ class SearchIndex:
             found = entry_text(entry)
             if found is not None:
                 # entry_text's text is clean (no NUL, no lone surrogate): text holds it exactly.
-                out.append((session_id, seq, _text(entry.get("type")) or "", _text(found.role), found.ts_ms,
+                out.append((session_id, seq, text_copy(entry.get("type")) or "", text_copy(found.role), found.ts_ms,
                             fold(found.text)))
         if out:
             with conn.cursor() as cur:
@@ -126,7 +123,7 @@ class SearchIndex:
         ensure_trigram_index(conn)
 
 
-#: The registered instance (appended to :data:`~sessiontree.stores.postgres.DERIVED_INDEXES`).
+#: The search index (listed in :data:`~sessiontree.stores.postgres.schema.DERIVED_INDEXES`).
 INDEX = SearchIndex()
 
 
@@ -141,6 +138,8 @@ def ensure_trigram_index(conn: Any) -> bool:
     """
     if trigram_available(conn):
         return True
+    import psycopg  # installed: there is a connection
+
     try:
         with conn.transaction():  # a savepoint
             _create_trigram_index(conn)
@@ -161,35 +160,10 @@ def trigram_available(conn: Any) -> bool:
                         " AND indexname = 'search_entries_trgm'").fetchone() is not None
 
 
-@migration
-def m003_search_index(conn: Any) -> None:
-    """The search index (issue 17), filled from every session already stored.
 
-    ``pg_trgm`` is created under the schema lock the step runs under; when it
-    cannot be, the trigram index is left out and search scans (see the module
-    docstring). Derived data, so tables left by a hand-edited schema are dropped first."""
-    conn.execute("DROP TABLE IF EXISTS search_entries")
-    conn.execute(f"""
-        CREATE TABLE search_entries (
-            -- sessions.id and entries.seq of the entry the text comes from.
-            session_id text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
-            seq integer NOT NULL,
-            -- Copied from the entry for the role filter (U+FFFD for what text cannot hold;
-            -- the exact values are checked on the hits).
-            type text NOT NULL,
-            -- searchtext.entry_text's role (NULL for session_info/session_summary).
-            role text,
-            -- The entry's timestamp in ms (NULL when it does not parse), for since/until.
-            ts_ms double precision,
-            -- fold(entry_text(entry).text): what queries match, by substring.
-            folded text NOT NULL,
-            -- Its words, for ranking (ts_rank); only the first {TSV_CHARS} characters,
-            -- since a tsvector is limited to 1 MB.
-            tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple'::regconfig, left(folded, {TSV_CHARS}))) STORED,
-            PRIMARY KEY (session_id, seq)
-        )""")
-    conn.execute("CREATE INDEX search_entries_tsv ON search_entries USING gin (tsv)")
-    ensure_trigram_index(conn)
+
+def fill_index(conn: Any) -> None:
+    """Index every entry already stored (the schema step creating the index)."""
     ids = [row[0] for row in conn.execute("SELECT id FROM sessions ORDER BY rowno")]
     for session_id in ids:
         rows = []
@@ -203,9 +177,6 @@ def m003_search_index(conn: Any) -> None:
                 if isinstance(entry, dict) and isinstance(entry.get("type"), str):
                     rows.append((seq, entry, b""))
         INDEX.add(conn, session_id, rows)
-
-
-DERIVED_INDEXES.append(INDEX)
 
 
 # -- queries ----------------------------------------------------------------------------------
@@ -267,7 +238,7 @@ def _facts(conn: Any, session_id: str) -> SessionFacts:
             "SELECT id, parent_id, type, CASE WHEN type = 'leaf' OR strpos(parent_id, U&'\\FFFD') > 0"
             " THEN json END FROM entries WHERE session_id = %s ORDER BY seq", (session_id,)).fetchall()
     header = jsonio.loads(bytes(header_json))
-    info = _info_from(bytes(listing))
+    info = info_from_listing(bytes(listing))
     cwd = header.get("cwd") if isinstance(header, dict) else None
     entries: list[dict[str, Any]] = []
     for entry_id, parent, kind, exact in records:
@@ -305,7 +276,7 @@ def _hits_from_index(conn: Any, query: SearchQuery, filters: SearchFilters, limi
         where.append("s.session_id = ANY(%s)")
         params.append(allowed)
     if filters.roles is not None:
-        kept = [value for value in (_text(role) for role in filters.roles) if value is not None]
+        kept = [value for value in (text_copy(role) for role in filters.roles) if value is not None]
         where.append("(s.role = ANY(%s) OR s.type = ANY(%s))")
         params += [kept, kept]
     if filters.since_ms is not None:
@@ -338,7 +309,7 @@ def _hits_from_index(conn: Any, query: SearchQuery, filters: SearchFilters, limi
             ([row[0] for row in found], [row[1] for row in found]))}
     facts: dict[str, SessionFacts] = {}
     hits = []
-    for session_id, seq, entry_id, folded, score, ts_ms in found:
+    for session_id, seq, _entry_id, _folded, score, _ts_ms in found:
         entry = jsonio.loads(records[(session_id, seq)])
         text = entry_text(entry)
         if text is None or not filters.keeps(entry.get("type", ""), text.role, text.ts_ms):
@@ -351,7 +322,7 @@ def _hits_from_index(conn: Any, query: SearchQuery, filters: SearchFilters, limi
     return hits
 
 
-def search_store(store: PostgresStore, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
+def search_store(store: PostgresReads, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
                  since: Any = None, until: Any = None, session: str | None = None,
                  limit: int | None = 50) -> list[SearchHit]:
     """:meth:`PostgresStore.search <sessiontree.stores.postgres.PostgresStore.search>`: one
@@ -359,7 +330,7 @@ def search_store(store: PostgresStore, query: str, *, cwd: str | None = None, ro
 
     A database without the index (an older schema opened read-only) is searched by
     loading and scanning every session, with the same hits (ranked by
-    :func:`~sessiontree.searchtext.scan_score`).
+    :func:`~sessiontree.core.searchtext.scan_score`).
 
     Raises:
         SearchQueryError, ValueError: see :meth:`SessionStore.search`.
@@ -368,10 +339,10 @@ def search_store(store: PostgresStore, query: str, *, cwd: str | None = None, ro
     parsed = parse_query(query)
     filters = make_filters(cwd=cwd, roles=roles, since=since, until=until, session=session)
     limit = check_limit(limit)
-    if session is not None and _text(session) != session:
+    if session is not None and text_copy(session) != session:
         return []  # no stored id holds NUL or a lone surrogate
-    with store._transaction("search", write=False, snapshot=True) as conn:
-        if not store._ready(conn):
+    with store.read_snapshot("search") as conn:
+        if not store.has_schema(conn):
             return []
         if "m003_search_index" in store.applied_steps:
             return _hits_from_index(conn, parsed, filters, limit)

@@ -6,7 +6,7 @@ The same schema ideas as :mod:`sessiontree.stores.sqlite` (docs/postgres.md):
   each record's JSON text byte for byte (``bytea``, so lone-surrogate escapes
   and invalid UTF-8 survive), ``sessions.header_json`` the header's, each with
   the CRC-32 recorded when it was written. The listing state (one
-  :class:`~sessiontree.info.InfoAccumulator` state per session), the listing
+  :class:`~sessiontree.core.listing.InfoAccumulator` state per session), the listing
   text, and the derived indexes (:data:`DERIVED_INDEXES`) are recomputed
   from them by :meth:`PostgresStore.reindex`.
 * **One mutation, one transaction.** Every write runs in one transaction on a
@@ -47,11 +47,12 @@ import threading
 import time
 import urllib.parse
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
-from typing import Any, Protocol
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any
 
-from sessiontree.core.listing import InfoAccumulator, is_classified
+from sessiontree.core.listing import InfoAccumulator
+from sessiontree.core.usagerecords import UsageQuery, UsageRows, aggregate
 from sessiontree.errors import (
     CorruptEntryError,
     InvalidSessionError,
@@ -62,7 +63,7 @@ from sessiontree.errors import (
     SyncConflictError,
 )
 from sessiontree.format import jsonio
-from sessiontree.format.codec import CURRENT_VERSION, ParsedSession, validate_entry, validate_header
+from sessiontree.format.codec import CURRENT_VERSION, ParsedSession
 from sessiontree.format.gcpause import gc_paused
 from sessiontree.stores.base import (
     CancelEvent,
@@ -72,6 +73,18 @@ from sessiontree.stores.base import (
     SyncChange,
     SyncState,
 )
+from sessiontree.stores.postgres import search as search_index
+from sessiontree.stores.postgres.derived import (
+    DerivedIndex,
+    header_columns,
+    info_from_listing,
+    is_exact_text,
+    listing_values,
+    record_crc,
+    text_copy,
+)
+from sessiontree.stores.postgres.schema import DERIVED_INDEXES, MIGRATIONS
+from sessiontree.stores.postgres.usage import query_usage
 from sessiontree.stores.shared import (
     ROLE_HEAD_BYTES,
     Progress,
@@ -80,16 +93,15 @@ from sessiontree.stores.shared import (
     check_replacement_header,
     cwd_matches,
     encode_entries,
-    file_rule_problems,
     header_of,
     id_in_use_error,
-    register_step,
     resolve_cwd,
     skeletons_from_rows,
     sort_listing,
     sync_expected,
     validated,
 )
+from sessiontree.stores.verify import StoredRecord, StoredSession, verify_stored_session
 
 try:  # an optional extra: sessiontree[postgres]
     import psycopg
@@ -121,175 +133,7 @@ MIGRATION_LOCK = int.from_bytes(b"sesstree", "big") & 0x7FFF_FFFF_FFFF_FFFF
 #: Query parameters of a store URL that are ours, not libpq's; removed before connecting.
 URL_OPTIONS = ("prepare_threshold", "pool_size", "pool_timeout")
 
-Migration = Callable[["psycopg.Connection[Any]"], None]
-#: Schema steps ``(name, function)`` in number order; add new steps, never edit applied ones.
-MIGRATIONS: list[tuple[str, Migration]] = []
-
-
-def migration(step: Migration) -> Migration:
-    """Register ``step`` as a schema step named after the function (``m001_initial``);
-    steps run in number order (:func:`~sessiontree.stores._shared.register_step`,
-    which raises ``ValueError`` for a malformed name or a number taken twice)."""
-    return register_step(MIGRATIONS, step)
-
-
-class DerivedIndex(Protocol):
-    """Derived data kept in its own tables (search index, usage ledger): the
-    PostgreSQL form of :class:`sessiontree.stores.sqlite.DerivedIndex`.
-
-    Written in the same transaction as the entries it derives from, removed with
-    their session, rebuilt from the entries alone by :meth:`PostgresStore.reindex`.
-    Its tables are created by a step registered with :func:`migration`.
-    """
-
-    #: Short name, for messages (``"search"``, ``"usage"``).
-    name: str
-
-    def add(self, conn: Any, session_id: str, rows: Sequence[tuple[int, dict[str, Any], bytes]]) -> None:
-        """Index new entries of ``session_id``: ``(seq, entry, stored bytes)`` in ``seq``
-        order, inside the writing transaction; raising rolls the whole write back."""
-
-    def remove(self, conn: Any, session_id: str) -> None:
-        """Drop everything derived from ``session_id`` (inside the transaction)."""
-
-
-#: Every derived index, maintained by each write in this order.
-DERIVED_INDEXES: list[DerivedIndex] = []
-
-
-@migration
-def m001_initial(conn: Any) -> None:
-    """Sessions, their entries, and the listing text kept apart."""
-    conn.execute("""
-        CREATE TABLE sessions (
-            -- The header id: what load(id), append(id) and delete(id) look up.
-            id text PRIMARY KEY,
-            -- Insertion order: listing ties and session_ids() keep it.
-            rowno bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
-            -- The header record's exact JSON text, and its CRC-32 at write time.
-            header_json bytea NOT NULL,
-            header_crc bigint NOT NULL,
-            -- Copies of header fields for SQL and filters (U+FFFD for what text
-            -- cannot hold); rewritten with header_json by replace_header.
-            created_at text,
-            cwd text,
-            parent_session_id text,
-            -- A valid workflow classification (docs/rules/listing.md O.1): internal session.
-            classified boolean NOT NULL DEFAULT false,
-            -- Wall-clock microseconds of the last write: modified time fallback.
-            updated_at bigint NOT NULL,
-            -- Store-wide order of writes (a sequence, so no global lock is
-            -- needed): recency for find_most_recent (docs/rules/listing.md M.3).
-            write_seq bigint NOT NULL,
-            -- Number of stored entries (= next seq).
-            entry_count integer NOT NULL DEFAULT 0,
-            -- Derived: the InfoAccumulator state (to_state()) as exact JSON
-            -- bytes, updated from appended entries only, so listing never
-            -- reads entries; reindex() recomputes it.
-            listing bytea NOT NULL,
-            -- Derived copies of listing values for SQL (reports, sorting).
-            message_count integer NOT NULL DEFAULT 0,
-            modified_ms double precision NOT NULL DEFAULT 0,
-            name text
-        )""")
-    conn.execute("CREATE INDEX sessions_write_seq ON sessions (write_seq)")
-    conn.execute("CREATE SEQUENCE sessions_write_seq_counter AS bigint")
-    conn.execute("""
-        CREATE TABLE entries (
-            session_id text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
-            -- File order (0-based): export and the tree (leaf = last entry) depend on it.
-            seq integer NOT NULL,
-            -- Base fields copied out of json for queries; id exact, since the
-            -- database enforces its uniqueness within the session.
-            id text NOT NULL,
-            parent_id text,
-            type text NOT NULL,
-            timestamp text NOT NULL,
-            -- The record's exact JSON text (no newline): the one source of truth.
-            json bytea NOT NULL,
-            -- zlib.crc32(json) at write time, checked on every read.
-            crc bigint NOT NULL,
-            PRIMARY KEY (session_id, seq),
-            -- Entry ids are unique within a session (docs/rules/format.md D.15/D.19).
-            UNIQUE (session_id, id)
-        )""")
-    conn.execute("""
-        CREATE TABLE message_texts (
-            session_id text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
-            seq integer NOT NULL,
-            -- Listing text of a user/assistant message (docs/rules/listing.md L.15), exact
-            -- bytes; read only when SessionInfo.all_messages_text is accessed.
-            text bytea NOT NULL,
-            PRIMARY KEY (session_id, seq)
-        )""")
-
-
-@migration
-def m002_sync_state(conn: Any) -> None:
-    """What ``sessiontree sync`` last took from each source file (docs/sync.md).
-
-    Not derived data: it describes files outside the store, so ``reindex``
-    never touches it; a state is written in the same transaction as the entries
-    it accounts for (:meth:`PostgresStore.sync_commit`)."""
-    conn.execute("""
-        CREATE TABLE sync_state (
-            -- The host whose file this is (PostgresStore.sync_host): many hosts
-            -- sync into one database, and a path names a file on one host only.
-            host text NOT NULL,
-            -- The source file, absolute, as UTF-8 bytes (surrogatepass: a path that
-            -- is not valid UTF-8 survives exactly).
-            path bytea NOT NULL,
-            -- The header id the file holds.
-            session_id text NOT NULL,
-            -- File identity and size when last looked at: all equal -> unchanged.
-            size bigint NOT NULL,
-            mtime_ns bigint NOT NULL,
-            inode numeric NOT NULL,
-            dev numeric NOT NULL,
-            -- Bytes from offset 0 taken into the store; a grown file is read from here.
-            consumed bigint NOT NULL,
-            -- Physical lines in those bytes, for file line numbers in later errors.
-            lines bigint NOT NULL,
-            -- Entries taken from the file (after the format upgrade).
-            entries bigint NOT NULL,
-            -- The format version the file declares.
-            version integer NOT NULL,
-            -- SHA-256 of the header line and of the last <= 4 KiB consumed.
-            header_hash bytea NOT NULL,
-            tail_hash bytea NOT NULL,
-            -- The key of the compare-and-set.
-            PRIMARY KEY (host, path)
-        )""")
-
-
 # -- values -----------------------------------------------------------------------------------
-
-
-def _crc(data: bytes) -> int:
-    return zlib.crc32(data)
-
-
-def _exact(value: str) -> bool:
-    """Whether PostgreSQL ``text`` holds ``value`` exactly (no NUL, no lone surrogate)."""
-    if "\x00" in value:
-        return False
-    if value.isascii():
-        return True
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _text(value: Any) -> str | None:
-    """A string for a copied ``text`` column: NUL and lone surrogates become U+FFFD."""
-    if not isinstance(value, str):
-        return None
-    if _exact(value):
-        return value
-    fixed = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    return fixed.replace("\x00", "\ufffd")
 
 
 def _key(value: str, what: str) -> str:
@@ -297,26 +141,10 @@ def _key(value: str, what: str) -> str:
 
     Raises:
         InvalidSessionError: the id holds NUL or a lone surrogate."""
-    if not _exact(value):
+    if not is_exact_text(value):
         raise InvalidSessionError(f"{what} {value!r} cannot be stored in PostgreSQL "
                                   "(it holds NUL or a lone surrogate)")
     return value
-
-
-def _header_columns(header: dict[str, Any]) -> tuple[str | None, str | None, str | None, bool]:
-    return (_text(header.get("createdAt")), _text(header.get("cwd")), _text(header.get("parentSessionId")),
-            is_classified(header))
-
-
-def _listing_values(info: InfoAccumulator) -> tuple[bytes, int, float, str | None]:
-    """``listing``, ``message_count``, ``modified_ms``, ``name`` for an accumulator."""
-    state = info.to_state()
-    return (jsonio.dumps(state), int(state["messageCount"]), float(state["modifiedMs"] or 0.0),
-            _text(state["name"]))
-
-
-def _info_from(listing: bytes) -> InfoAccumulator:
-    return InfoAccumulator.from_state(jsonio.loads(listing))
 
 
 def redact_url(url: str) -> str:
@@ -420,7 +248,7 @@ class PostgresStore(StoreBase):
         self._closed = False
         self._initialised = True
         #: Which host's files the sync states are (``SESSIONTREE_SYNC_HOST``, else the host name).
-        self.sync_host: str = _text(os.environ.get("SESSIONTREE_SYNC_HOST") or socket.gethostname()) or "localhost"
+        self.sync_host: str = text_copy(os.environ.get("SESSIONTREE_SYNC_HOST") or socket.gethostname()) or "localhost"
         #: Schema steps present in the database when it was opened.
         self.applied_steps: frozenset[str] = frozenset(name for name, _ in MIGRATIONS)
         try:
@@ -443,13 +271,13 @@ class PostgresStore(StoreBase):
         return {"prepare_threshold": self.prepare_threshold, "autocommit": False}
 
     def _connect(self) -> Any:
-        params = psycopg.conninfo.conninfo_to_dict(self._conninfo)
+        params: dict[str, Any] = psycopg.conninfo.conninfo_to_dict(self._conninfo)
         params.setdefault("connect_timeout", str(max(1, int(self.timeout))))
         params.setdefault("application_name", "sessiontree")
         return psycopg.connect(**params, **self._connect_kwargs())
 
     def _new_pool(self) -> Any:
-        params = psycopg.conninfo.conninfo_to_dict(self._conninfo)
+        params: dict[str, Any] = psycopg.conninfo.conninfo_to_dict(self._conninfo)
         params.setdefault("connect_timeout", str(max(1, int(self.timeout))))
         params.setdefault("application_name", "sessiontree")
         # check: a pooled connection is tested before it is handed out, so a server
@@ -493,7 +321,7 @@ class PostgresStore(StoreBase):
             with pool.connection() as conn, (conn.pipeline() if write else nullcontext()), conn.transaction():
                 if characteristics:
                     conn.execute("SET TRANSACTION " + characteristics)
-                if write and not self._initialised and not self._ready(conn):
+                if write and not self._initialised and not self.has_schema(conn):
                     raise StorageError(
                         f"{what}: {self.url} is an empty database not initialised as a sessiontree store; "
                         "open it with create=True (as sessiontree import does) to initialise it")
@@ -586,7 +414,7 @@ class PostgresStore(StoreBase):
                     step(conn)
                     conn.execute("INSERT INTO schema_migrations (name) VALUES (%s)", (name,))
 
-    def _ready(self, conn: Any) -> bool:
+    def has_schema(self, conn: Any) -> bool:
         """Whether the database holds our schema (an empty one opened with
         ``create=False`` holds none, unless another process initialised it since)."""
         if self._initialised:
@@ -605,6 +433,15 @@ class PostgresStore(StoreBase):
         """Names of the schema steps recorded in this database, in order."""
         with self._transaction("reading the schema", write=False) as conn:
             return self._applied(conn) or []
+
+    def read_snapshot(self, what: str) -> AbstractContextManager[Any]:
+        """A ``REPEATABLE READ``, read-only transaction on a pooled connection: several
+        statements see one snapshot (what the index modules read in).
+
+        Raises:
+            StorageError: the database could not be read (``what`` names the read).
+        """
+        return self._transaction(what, write=False, snapshot=True)
 
     # -- writes -------------------------------------------------------------------------------
 
@@ -663,14 +500,14 @@ class PostgresStore(StoreBase):
             " classified, updated_at, write_seq, listing)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, nextval('sessions_write_seq_counter'), %s)"
             " ON CONFLICT (id) DO NOTHING RETURNING 1",
-            (session_id, header_raw, _crc(header_raw), *_header_columns(header),
-             time.time_ns() // 1000, _listing_values(info)[0])).fetchone()
+            (session_id, header_raw, record_crc(header_raw), *header_columns(header),
+             time.time_ns() // 1000, listing_values(info)[0])).fetchone()
         if inserted is None:
             raise SessionExistsError(session_id)
         self._insert_entries(conn, session_id, 0, entries, texts, info)
         conn.execute("UPDATE sessions SET entry_count = %s, listing = %s, message_count = %s,"
                      " modified_ms = %s, name = %s WHERE id = %s",
-                     (len(texts), *_listing_values(info), session_id))
+                     (len(texts), *listing_values(info), session_id))
 
     def append(self, session_id: str, entries: Sequence[dict[str, Any]],
                raw: Sequence[bytes | None] | None = None) -> None:
@@ -689,7 +526,7 @@ class PostgresStore(StoreBase):
             StorageError: the write failed (or the connection was lost); nothing was appended.
         """
         texts = encode_entries(entries, raw)
-        if not _exact(session_id):
+        if not is_exact_text(session_id):
             raise SessionNotFoundError(session_id, self.url)
         for entry in entries:
             _key(entry["id"], "entry id")
@@ -706,13 +543,13 @@ class PostgresStore(StoreBase):
             raise SessionNotFoundError(session_id, self.url)
         if not texts:
             return
-        info = _info_from(row[1])
+        info = info_from_listing(row[1])
         self._insert_entries(conn, session_id, row[0], entries, texts, info)
         conn.execute(
             "UPDATE sessions SET entry_count = %s, updated_at = %s,"
             " write_seq = nextval('sessions_write_seq_counter'), listing = %s, message_count = %s,"
             " modified_ms = %s, name = %s WHERE id = %s",
-            (row[0] + len(texts), time.time_ns() // 1000, *_listing_values(info), session_id))
+            (row[0] + len(texts), time.time_ns() // 1000, *listing_values(info), session_id))
 
     def replace_session(self, header: dict[str, Any], entries: Sequence[dict[str, Any]],
                         raw: Sequence[bytes | None] | None = None) -> None:
@@ -733,7 +570,7 @@ class PostgresStore(StoreBase):
         texts = encode_entries(entries, raw)
         for entry in entries:
             _key(entry["id"], "entry id")
-        if not _exact(session_id):
+        if not is_exact_text(session_id):
             raise SessionNotFoundError(session_id, self.url)
         with self._transaction("replace session", write=True, session_id=session_id) as conn:
             self._replace_in(conn, session_id, header, entries, texts)
@@ -755,8 +592,8 @@ class PostgresStore(StoreBase):
             " parent_session_id = %s, classified = %s, updated_at = %s,"
             " write_seq = nextval('sessions_write_seq_counter'), entry_count = %s, listing = %s,"
             " message_count = %s, modified_ms = %s, name = %s WHERE id = %s",
-            (header_raw, _crc(header_raw), *_header_columns(header), time.time_ns() // 1000, len(texts),
-             *_listing_values(info), session_id))
+            (header_raw, record_crc(header_raw), *header_columns(header), time.time_ns() // 1000, len(texts),
+             *listing_values(info), session_id))
 
     # -- sync state ---------------------------------------------------------------------------
 
@@ -769,7 +606,7 @@ class PostgresStore(StoreBase):
             StorageError: the database could not be read.
         """
         with self._transaction("reading sync states", write=False) as conn:
-            if not self._ready(conn) or "m002_sync_state" not in self.applied_steps:
+            if not self.has_schema(conn) or "m002_sync_state" not in self.applied_steps:
                 return {}
             with conn.cursor(binary=True) as cur:
                 rows = cur.execute(f"SELECT {_SYNC_SQL} FROM sync_state WHERE host = %s",
@@ -835,13 +672,13 @@ class PostgresStore(StoreBase):
                         texts: list[bytes], info: InfoAccumulator) -> None:
         rows = []
         text_rows = []
-        for offset, (entry, text) in enumerate(zip(entries, texts)):
+        for offset, (entry, text) in enumerate(zip(entries, texts, strict=False)):
             seq = start + offset
             listed = info.add(entry)
             if listed is not None:
                 text_rows.append((session_id, seq, listed.encode("utf-8", "surrogatepass")))
-            rows.append((session_id, seq, entry["id"], _text(entry["parentId"]), _text(entry["type"]),
-                         _text(entry["timestamp"]), text, zlib.crc32(text)))
+            rows.append((session_id, seq, entry["id"], text_copy(entry["parentId"]), text_copy(entry["type"]),
+                         text_copy(entry["timestamp"]), text, zlib.crc32(text)))
         info.texts.clear()  # they are in message_texts rows
         # A duplicate id violates UNIQUE (session_id, id); the error arrives at the next
         # sync and _transaction names it. No savepoint: the whole write rolls back anyway.
@@ -850,7 +687,8 @@ class PostgresStore(StoreBase):
             with conn.cursor() as cur:
                 cur.executemany("INSERT INTO message_texts (session_id, seq, text) VALUES (%s, %s, %s)", text_rows)
         if DERIVED_INDEXES:
-            indexed = [(start + offset, entry, text) for offset, (entry, text) in enumerate(zip(entries, texts))]
+            indexed = [(start + offset, entry, text)
+                       for offset, (entry, text) in enumerate(zip(entries, texts, strict=True))]
             for index in DERIVED_INDEXES:
                 index.add(conn, session_id, indexed)
 
@@ -863,7 +701,7 @@ class PostgresStore(StoreBase):
             StorageError: the write failed; nothing changed.
         """
         check_replacement_header(session_id, header)
-        if not _exact(session_id):
+        if not is_exact_text(session_id):
             raise SessionNotFoundError(session_id, self.url)
         header_raw = jsonio.dumps(header)
         with self._transaction("replace header", write=True) as conn:
@@ -872,7 +710,7 @@ class PostgresStore(StoreBase):
                 "UPDATE sessions SET header_json = %s, header_crc = %s, created_at = %s, cwd = %s,"
                 " parent_session_id = %s, classified = %s, updated_at = %s,"
                 " write_seq = nextval('sessions_write_seq_counter') WHERE id = %s RETURNING 1",
-                (header_raw, _crc(header_raw), *_header_columns(header), time.time_ns() // 1000,
+                (header_raw, record_crc(header_raw), *header_columns(header), time.time_ns() // 1000,
                  session_id)).fetchone()
             if found is None:
                 raise SessionNotFoundError(session_id, self.url)
@@ -883,7 +721,7 @@ class PostgresStore(StoreBase):
         Raises:
             StorageError: the delete failed; nothing changed.
         """
-        if not _exact(session_id):
+        if not is_exact_text(session_id):
             return
         with self._transaction("delete", write=True) as conn:
             for index in DERIVED_INDEXES:
@@ -909,7 +747,7 @@ class PostgresStore(StoreBase):
             InvalidSessionError: a stored record is not valid JSON.
             StorageError: the write failed; nothing changed.
         """
-        if session_id is not None and not _exact(session_id):
+        if session_id is not None and not is_exact_text(session_id):
             return 0
         if session_id is None:
             self._prepare_derived()
@@ -943,7 +781,7 @@ class PostgresStore(StoreBase):
                     "UPDATE sessions SET created_at = %s, cwd = %s, parent_session_id = %s, classified = %s,"
                     " entry_count = %s, listing = %s, message_count = %s, modified_ms = %s, name = %s"
                     " WHERE id = %s",
-                    (*_header_columns(header), len(rows), *_listing_values(info), sid))
+                    (*header_columns(header), len(rows), *listing_values(info), sid))
                 for index in DERIVED_INDEXES:
                     index.remove(conn, sid)
                     index.add(conn, sid, rows)
@@ -980,7 +818,7 @@ class PostgresStore(StoreBase):
         from the ``entries`` columns plus the first bytes of each message (its role);
         label, leaf, session-info and compaction records, messages whose first bytes
         do not show the role plainly, and rows whose copied ``text`` columns may be
-        lossy (U+FFFD, see :func:`_text`) are parsed whole. The header's CRC is
+        lossy (U+FFFD, see :func:`~sessiontree.stores.postgres.derived.text_copy`) are parsed whole. The header's CRC is
         checked; entries' CRCs are checked by ``read_entries`` and ``load``.
         """
         from sessiontree.core.tree import SKELETON_FIELDS
@@ -1020,11 +858,11 @@ class PostgresStore(StoreBase):
             InvalidSessionError: a returned record is not a valid entry (the first
                 in file order).
         """
-        if not _exact(session_id):
+        if not is_exact_text(session_id):
             raise SessionNotFoundError(session_id, self.url)
-        wanted = [i for i in dict.fromkeys(ids) if isinstance(i, str) and _exact(i)]
+        wanted = [i for i in dict.fromkeys(ids) if isinstance(i, str) and is_exact_text(i)]
         with self._transaction("reading entries", write=False) as conn:
-            if not self._ready(conn) or conn.execute(
+            if not self.has_schema(conn) or conn.execute(
                     "SELECT 1 FROM sessions WHERE id = %s", (session_id,)).fetchone() is None:
                 raise SessionNotFoundError(session_id, self.url)
             with conn.cursor(binary=True) as cur:
@@ -1035,7 +873,7 @@ class PostgresStore(StoreBase):
         rows = sorted((seq, entry_id, bytes(text), crc) for entry_id, seq, text, crc in rows)
         where = f"{self.url}#{session_id}"
         for seq, entry_id, text, crc in rows:
-            if _crc(text) != crc:
+            if record_crc(text) != crc:
                 raise CorruptEntryError(session_id, entry_id, seq + 2, where)
         with gc_paused():
             found = {entry_id: self._entry(text, session_id, seq + 2, where) for seq, entry_id, text, _ in rows}
@@ -1057,10 +895,10 @@ class PostgresStore(StoreBase):
             CorruptEntryError: the header's bytes fail their checksum.
             StorageError: the database could not be read.
         """
-        if not _exact(session_id):
+        if not is_exact_text(session_id):
             raise SessionNotFoundError(session_id, self.url)
         with self._transaction(what, write=False, snapshot=True) as conn:
-            if not self._ready(conn):
+            if not self.has_schema(conn):
                 raise SessionNotFoundError(session_id, self.url)
             with conn.cursor(binary=True) as cur:
                 row = cur.execute("SELECT header_json, header_crc FROM sessions WHERE id = %s",
@@ -1068,7 +906,7 @@ class PostgresStore(StoreBase):
                 if row is None:
                     raise SessionNotFoundError(session_id, self.url)
                 header_raw = bytes(row[0])
-                if _crc(header_raw) != row[1]:
+                if record_crc(header_raw) != row[1]:
                     raise CorruptEntryError(session_id, None, 1, f"{self.url}#{session_id}")
                 yield cur, header_raw
 
@@ -1088,7 +926,7 @@ class PostgresStore(StoreBase):
         where = f"{self.url}#{session_id}"
         texts = [bytes(text) for text, _, _ in rows]
         computed = list(map(zlib.crc32, texts))
-        for index, (value, (_, crc, entry_id)) in enumerate(zip(computed, rows)):
+        for index, (value, (_, crc, entry_id)) in enumerate(zip(computed, rows, strict=False)):
             if value != crc:
                 raise CorruptEntryError(session_id, entry_id, index + 2, where)
         with gc_paused():
@@ -1117,17 +955,17 @@ class PostgresStore(StoreBase):
 
     def exists(self, session_id: str) -> bool:
         """Whether the id is stored."""
-        if not _exact(session_id):
+        if not is_exact_text(session_id):
             return False
         with self._transaction("exists", write=False) as conn:
-            if not self._ready(conn):
+            if not self.has_schema(conn):
                 return False
             return conn.execute("SELECT 1 FROM sessions WHERE id = %s", (session_id,)).fetchone() is not None
 
     def session_ids(self) -> list[str]:
         """Every stored id, oldest first."""
         with self._transaction("session ids", write=False) as conn:
-            if not self._ready(conn):
+            if not self.has_schema(conn):
                 return []
             return [row[0] for row in conn.execute("SELECT id FROM sessions ORDER BY rowno")]
 
@@ -1152,7 +990,7 @@ class PostgresStore(StoreBase):
         if cancel is not None:
             Progress(0, None, cancel)
         with self._transaction("listing", write=False) as conn:
-            if not self._ready(conn):
+            if not self.has_schema(conn):
                 return SessionListing()
             with conn.cursor(binary=True) as cur:
                 rows = cur.execute("SELECT id, header_json, classified, cwd, updated_at, listing, entry_count"
@@ -1171,7 +1009,7 @@ class PostgresStore(StoreBase):
                 if not (isinstance(header, dict) and isinstance(header.get("id"), str)):
                     skipped += 1
                 elif not lossy or cwd_matches(header.get("cwd"), wanted):  # the header has the exact cwd
-                    infos.append(_info_from(bytes(listing)).to_info(
+                    infos.append(info_from_listing(bytes(listing)).to_info(
                         header, session_id, fallback_mtime=updated_at / 1e6,
                         text_loader=functools.partial(self._load_text, session_id), entry_count=count))
             progress.step()
@@ -1187,40 +1025,35 @@ class PostgresStore(StoreBase):
                since: Any = None, until: Any = None, session: str | None = None,
                limit: int | None = 50) -> list[Any]:
         """Full-text search through the ``pg_trgm`` index, ranked by ``ts_rank``
-        (:mod:`sessiontree.stores.postgres_search`): the same hits as every store.
+        (:mod:`.search`): the same hits as every store.
         See :meth:`SessionStore.search <sessiontree.stores.base.SessionStore.search>` for
         arguments, results and errors."""
-        from sessiontree.stores.postgres.search import search_store
+        return search_index.search_store(self, query, cwd=cwd, roles=roles, since=since, until=until,
+                                         session=session, limit=limit)
 
-        return search_store(self, query, cwd=cwd, roles=roles, since=since, until=until, session=session,
-                            limit=limit)
-
-    def usage(self, query: Any = None) -> Any:
+    def usage(self, query: UsageQuery | None = None) -> UsageRows:
         """Billed usage summed with SQL aggregates over the usage ledger
-        (:mod:`sessiontree.stores.postgres_usage`): no entry is read. A database without
+        (:mod:`.usage`): no entry is read. A database without
         the ledger (an older schema opened read-only) is answered from its entries by
-        :func:`~sessiontree.usagerecords.aggregate`, with the same rows. See
+        :func:`~sessiontree.core.usagerecords.aggregate`, with the same rows. See
         :meth:`SessionStore.usage <sessiontree.stores.base.SessionStore.usage>`.
 
         Args:
-            query: a :class:`~sessiontree.usagerecords.UsageQuery`, or ``None`` for everything.
+            query: a :class:`~sessiontree.core.usagerecords.UsageQuery`, or ``None`` for everything.
 
         Returns:
-            :class:`~sessiontree.usagerecords.UsageRows` (``skipped`` is always 0: every
+            :class:`~sessiontree.core.usagerecords.UsageRows` (``skipped`` is always 0: every
             stored session can be read).
 
         Raises:
             StorageError: the database could not be read.
         """
-        from sessiontree.core.usagerecords import UsageQuery, UsageRows, aggregate
-        from sessiontree.stores.postgres.usage import query_usage
-
         query = query or UsageQuery()
         wanted = resolve_cwd(query.cwd) if query.cwd is not None else None
-        if query.session_id is not None and not _exact(query.session_id):
+        if query.session_id is not None and not is_exact_text(query.session_id):
             return UsageRows()
         with self._transaction("usage", write=False, snapshot=True) as conn:
-            if not self._ready(conn):
+            if not self.has_schema(conn):
                 return UsageRows()
             if "m004_usage_ledger" in self.applied_steps:
                 return UsageRows(query_usage(conn, query, functools.partial(self._exact_cwds, conn),
@@ -1244,7 +1077,7 @@ class PostgresStore(StoreBase):
         """Id of the session written last (``write_seq``), optionally only for ``cwd``."""
         wanted = resolve_cwd(cwd) if cwd is not None else None
         with self._transaction("find most recent", write=False) as conn:
-            if not self._ready(conn):
+            if not self.has_schema(conn):
                 return None
             sql = ("SELECT id, cwd FROM sessions" + ("" if include_internal else " WHERE NOT classified")
                    + " ORDER BY write_seq DESC")
@@ -1258,7 +1091,8 @@ class PostgresStore(StoreBase):
                                 "SELECT header_json FROM sessions WHERE id = %s", (session_id,)).fetchone()[0]))
                             session_cwd = header.get("cwd")
                         if cwd_matches(session_cwd, wanted):
-                            return session_id
+                            found: str = session_id
+                            return found
         return None
 
     # -- verification -------------------------------------------------------------------------
@@ -1284,7 +1118,7 @@ class PostgresStore(StoreBase):
         """
         problems: list[StoreProblem] = []
         with self._transaction("verify", write=False, snapshot=True) as conn:
-            if not self._ready(conn):
+            if not self.has_schema(conn):
                 return problems
             ids = [row[0] for row in conn.execute("SELECT id FROM sessions ORDER BY rowno")]
             for done, sid in enumerate(ids, 1):
@@ -1294,79 +1128,41 @@ class PostgresStore(StoreBase):
         return problems
 
     def _verify_session(self, conn: Any, session_id: str) -> list[StoreProblem]:
-        where = f"{self.url}#{session_id}"
-        problems: list[StoreProblem] = []
-
-        def problem(code: str, message: str, line: int | None = None, entry_id: str | None = None) -> None:
-            problems.append(StoreProblem(code, message, "error", session_id, line, entry_id, where))
-
+        """The problems of one session (:func:`~sessiontree.stores.verify.verify_stored_session`
+        on its rows, read in the caller's snapshot)."""
         with conn.cursor(binary=True) as cur:
             row = cur.execute("SELECT header_json, header_crc, created_at, cwd, parent_session_id, classified,"
                               " entry_count, listing, message_count, modified_ms, name FROM sessions WHERE id = %s",
                               (session_id,)).fetchone()
-            records = cur.execute("SELECT seq, id, parent_id, type, timestamp, json, crc FROM entries"
-                                  " WHERE session_id = %s ORDER BY seq", (session_id,)).fetchall()
-            stored_texts = [(seq, bytes(text).decode("utf-8", "surrogatepass")) for seq, text in cur.execute(
+            rows = cur.execute("SELECT seq, id, parent_id, type, timestamp, json, crc FROM entries"
+                               " WHERE session_id = %s ORDER BY seq", (session_id,)).fetchall()
+            texts = [(seq, bytes(text).decode("utf-8", "surrogatepass")) for seq, text in cur.execute(
                 "SELECT seq, text FROM message_texts WHERE session_id = %s ORDER BY seq", (session_id,))]
-        header: dict[str, Any] | None = None
-        if _crc(bytes(row[0])) != row[1]:
-            problem("hash-mismatch", "the stored header does not match the checksum recorded when it was written", 1)
-        else:
-            try:
-                header = self._parse_record(row[0], session_id, 1)
-                validate_header(header)
-            except InvalidSessionError as exc:
-                problem("invalid-record", f"header: {exc.reason}", 1)
-                header = None
-        info = InfoAccumulator()
-        texts: list[tuple[int, str]] = []
-        jsonl = [bytes(row[0])]  # the session's JSONL form, for the file rules
-        for count, (seq, entry_id, parent, kind, stamp, text, crc) in enumerate(records, 1):
-            line = count + 1
-            text = bytes(text)
-            jsonl.append(text)
-            if _crc(text) != crc:
-                problem("hash-mismatch", f"entry {entry_id} does not match the checksum recorded when it was "
-                        "written", line, entry_id)
-                continue
-            try:
-                entry = self._parse_record(text, session_id, line)
-                validate_entry(entry)
-            except InvalidSessionError as exc:
-                problem("invalid-record", f"entry {entry_id}: {exc.reason}", line, entry_id)
-                continue
-            if (entry_id, parent, kind, stamp) != (entry.get("id"), _text(entry.get("parentId")),
-                                                   _text(entry.get("type")), _text(entry.get("timestamp"))):
-                problem("column-drift", f"entry {entry_id}: the id/parent_id/type/timestamp columns differ "
-                        "from its JSON", line, entry_id)
-            listed = info.add(entry)
-            if listed is not None:
-                texts.append((seq, listed))
-        if problems or header is None:
-            return problems  # a rebuild from damaged records would only repeat the damage
-        # The file rules (dangling parents, tool pairing, ...) as check gives them for
-        # this session's JSONL form: the same verdict as on every other store.
-        problems.extend(file_rule_problems(b"\n".join(jsonl) + b"\n", session_id, where))
-        drift = []
-        if row[6] != len(records):
-            drift.append(f"entry_count {row[6]} (rebuilt: {len(records)})")
-        for name, stored, rebuilt in zip(("created_at", "cwd", "parent_session_id", "classified"),
-                                         row[2:6], _header_columns(header)):
-            if stored != rebuilt:
-                drift.append(f"{name} {stored!r} (rebuilt: {rebuilt!r})")
-        info.texts.clear()
-        rebuilt_listing = _listing_values(info)
-        if jsonio.loads(bytes(row[7])) != jsonio.loads(rebuilt_listing[0]):
-            drift.append("listing state")
-        for name, stored, rebuilt in zip(("message_count", "modified_ms", "name"), row[8:11], rebuilt_listing[1:]):
-            if stored != rebuilt:
-                drift.append(f"{name} {stored!r} (rebuilt: {rebuilt!r})")
-        if stored_texts != texts:
-            drift.append(f"message_texts ({len(stored_texts)} rows; rebuilt: {len(texts)})")
-        if drift:
-            problem("metadata-drift", "derived data differs from a rebuild from the entries: "
-                    + "; ".join(drift) + " (rebuilding the metadata from the entries repairs it)")
-        return problems
+
+        def state_drift(info: InfoAccumulator) -> list[str]:
+            rebuilt_listing = listing_values(info)
+            drift = [] if jsonio.loads(bytes(row[7])) == jsonio.loads(rebuilt_listing[0]) else ["listing state"]
+            drift.extend(f"{name} {value!r} (rebuilt: {rebuilt!r})" for name, value, rebuilt in zip(
+                ("message_count", "modified_ms", "name"), row[8:11], rebuilt_listing[1:], strict=True)
+                if value != rebuilt)
+            return drift
+
+        header_text = bytes(row[0])
+        stored = StoredSession(
+            header_text=header_text,
+            header_intact=record_crc(header_text) == row[1],
+            entry_count=row[6],
+            header_columns=row[2:6],
+            parse=lambda text, line: self._parse_record(text, session_id, line),
+            copied_columns=lambda entry: (entry.get("id"), text_copy(entry.get("parentId")),
+                                          text_copy(entry.get("type")), text_copy(entry.get("timestamp"))),
+            rebuilt_header_columns=header_columns,
+            state_drift=state_drift,
+            stored_texts=lambda: texts)
+        records = (StoredRecord(seq, entry_id, (entry_id, parent, kind, stamp), bytes(text),
+                                record_crc(bytes(text)) == crc)
+                   for seq, entry_id, parent, kind, stamp, text, crc in rows)
+        return verify_stored_session(session_id, f"{self.url}#{session_id}", stored, records)
 
     def close(self) -> None:
         """Close the pool (its connections and threads). Idempotent; later calls raise StorageError."""
@@ -1424,11 +1220,7 @@ def _lock_key(path: bytes) -> int:
 
 def _sync_state(row: Sequence[Any]) -> SyncState:
     """A ``sync_state`` row (columns of ``_SYNC_SQL``) as a :class:`SyncState`."""
-    return SyncState(bytes(row[0]).decode("utf-8", "surrogatepass"), row[1], *(int(value) for value in row[2:10]),
-                     bytes(row[10]), bytes(row[11]))
+    size, mtime_ns, inode, dev, consumed, lines, entries, version = (int(value) for value in row[2:10])
+    return SyncState(bytes(row[0]).decode("utf-8", "surrogatepass"), row[1], size, mtime_ns, inode, dev, consumed,
+                     lines, entries, version, bytes(row[10]), bytes(row[11]))
 
-
-from sessiontree.stores.postgres import (  # noqa: E402
-    search,  # noqa: F401  (registers the search index and its schema step)
-    usage,  # noqa: F401  (registers the ledger and its schema step)
-)

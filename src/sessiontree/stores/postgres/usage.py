@@ -1,11 +1,11 @@
-"""The usage ledger of :class:`~sessiontree.stores.postgres.PostgresStore` (issues 14 and 17):
+"""The usage ledger of :class:`~sessiontree.stores.postgres.store.PostgresStore`:
 derived data, so ``sessiontree stats`` on a team database reads no transcript.
 
-One row per billed usage record (:mod:`sessiontree.usagerecords` decides what
+One row per billed usage record (:mod:`sessiontree.core.usagerecords` decides what
 one is and computes its content key), written in the transaction that writes
-its entry (a :class:`~sessiontree.stores.postgres.DerivedIndex`), removed with
-its session, rebuilt by ``store.reindex()``. Importing this module registers
-the schema step ``m004_usage_ledger``.
+its entry (a :class:`~sessiontree.stores.postgres.derived.DerivedIndex`), removed with
+its session, rebuilt by ``store.reindex()``. Its table comes from the schema step
+``m004_usage_ledger`` (:mod:`.schema`).
 
 De-duplication happens at query time, in SQL aggregates (:func:`query_usage`),
 not at write time as SQLite's ``usage_calls`` table does: many hosts append to
@@ -22,7 +22,7 @@ copied call (a fork and its parent) contend for the same rows. The query:
 3. ``sum()`` per group, rows that may need a catalogue price kept apart by
    their four token counts.
 
-The result equals :func:`sessiontree.usagerecords.aggregate` over the same
+The result equals :func:`sessiontree.core.usagerecords.aggregate` over the same
 sessions (tests/test_postgres_usage.py checks it on random stores). Token
 counts and costs are ``numeric``: JSON allows integers beyond 64 bits, and a
 ledger row must never make an append fail. Provider and model are ``text``:
@@ -36,10 +36,10 @@ from typing import Any
 
 from sessiontree.core.usagerecords import BUCKET_MS, UsageQuery, UsageRow, records_from_entry
 from sessiontree.format import jsonio
-from sessiontree.stores.postgres.store import DERIVED_INDEXES, _text, migration
+from sessiontree.stores.postgres.derived import IndexedRow, text_copy
 from sessiontree.stores.shared import ledger_row_owner
 
-__all__ = ["LEDGER", "UsageLedger", "m004_usage_ledger", "query_usage"]
+__all__ = ["LEDGER", "UsageLedger", "fill_ledger", "query_usage"]
 
 _RECORD_TYPES = ("message", "session_summary", "compaction", "branch_summary", "usage")
 
@@ -49,11 +49,11 @@ _INSERT = ("INSERT INTO usage_ledger (session_id, seq, n, dedup_key, source, pro
 
 
 class UsageLedger:
-    """The :class:`~sessiontree.stores.postgres.DerivedIndex` writing ``usage_ledger`` rows."""
+    """The :class:`~sessiontree.stores.postgres.derived.DerivedIndex` writing ``usage_ledger`` rows."""
 
     name = "usage"
 
-    def add(self, conn: Any, session_id: str, rows: Sequence[tuple[int, dict[str, Any], bytes]]) -> None:
+    def add(self, conn: Any, session_id: str, rows: Sequence[IndexedRow]) -> None:
         """Insert a ledger row for every billed record of the new entries ``rows``
         (``(seq, entry, stored bytes)``) of ``session_id``, inside the writing transaction."""
         values = []
@@ -61,7 +61,7 @@ class UsageLedger:
             if entry.get("type") not in _RECORD_TYPES:
                 continue
             for n, r in enumerate(records_from_entry(entry)):
-                values.append((session_id, seq, n, r.key, r.source, _text(r.provider), _text(r.model),
+                values.append((session_id, seq, n, r.key, r.source, text_copy(r.provider), text_copy(r.model),
                                r.timestamp_ms, r.input, r.output, r.cache_read, r.cache_write, r.cost_nanos))
         if values:
             with conn.cursor() as cur:
@@ -72,41 +72,12 @@ class UsageLedger:
         conn.execute("DELETE FROM usage_ledger WHERE session_id = %s", (session_id,))
 
 
-#: The ledger instance registered in :data:`~sessiontree.stores.postgres.DERIVED_INDEXES`.
+#: The usage ledger (listed in :data:`~sessiontree.stores.postgres.schema.DERIVED_INDEXES`).
 LEDGER = UsageLedger()
 
 
-@migration
-def m004_usage_ledger(conn: Any) -> None:
-    """The ``usage_ledger`` table, filled from the entries already stored. Derived data:
-    a table left by a hand-edited schema is dropped and rebuilt, not trusted."""
-    conn.execute("DROP TABLE IF EXISTS usage_ledger")
-    conn.execute("""
-        CREATE TABLE usage_ledger (
-            -- sessions.id and entries.seq of the entry, and the record's index within it.
-            session_id text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
-            seq integer NOT NULL,
-            n integer NOT NULL,
-            -- usagerecords.dedup_key: 16 bytes identifying the billed call by content,
-            -- equal in every copy of the entry (forks, imports).
-            dedup_key bytea NOT NULL,
-            -- assistant, toolResult, session_summary, compaction, branch_summary, usage.
-            source text NOT NULL,
-            provider text,
-            model text,
-            -- Unix milliseconds (UTC) of the record: filters and 15-minute buckets.
-            ts_ms bigint NOT NULL,
-            -- Tokens as recorded, and cost.total in nano-dollars (NULL: unusable,
-            -- to be priced from a catalogue when asked).
-            input numeric NOT NULL,
-            output numeric NOT NULL,
-            cache_read numeric NOT NULL,
-            cache_write numeric NOT NULL,
-            cost_nanos numeric,
-            PRIMARY KEY (session_id, seq, n)
-        )""")
-    # The de-duplicating GROUP BY and the session mode's "held by an earlier session?".
-    conn.execute("CREATE INDEX usage_ledger_key ON usage_ledger (dedup_key)")
+def fill_ledger(conn: Any) -> None:
+    """Write the ledger rows of every entry already stored (the schema step creating the ledger)."""
     placeholders = ", ".join(["%s"] * len(_RECORD_TYPES))
     for (session_id,) in conn.execute("SELECT id FROM sessions ORDER BY rowno").fetchall():
         rows = []
@@ -123,7 +94,6 @@ def m004_usage_ledger(conn: Any) -> None:
         LEDGER.add(conn, session_id, rows)
 
 
-DERIVED_INDEXES.append(LEDGER)
 
 _ATTRS = "provider, model, ts_ms, input, output, cache_read, cache_write, cost_nanos"
 
@@ -134,13 +104,13 @@ def query_usage(conn: Any, query: UsageQuery, cwd_of: Callable[[list[str]], dict
 
     Args:
         conn: a connection inside a read transaction.
-        query: what to sum (:class:`~sessiontree.usagerecords.UsageQuery`).
+        query: what to sum (:class:`~sessiontree.core.usagerecords.UsageQuery`).
         cwd_of: ``(session ids) -> {id: exact header cwd}`` for the owners that matter.
         cwd_filter: ``(cwd) -> bool`` for :attr:`UsageQuery.cwd`, applied to the owning
             sessions, or ``None``.
 
     Returns:
-        The rows of :func:`sessiontree.usagerecords.aggregate` for the same sessions,
+        The rows of :func:`sessiontree.core.usagerecords.aggregate` for the same sessions,
         in no particular order.
     """
     where, params = [], []
@@ -208,16 +178,17 @@ def query_usage(conn: Any, query: UsageQuery, cwd_of: Callable[[list[str]], dict
         if reported is None:
             continue
         session_id, cwd = reported
-        calls, tokens, cost = int(row[7]), [int(value) for value in row[8:12]], int(row[12])
-        per_call = bool(row[6])
-        key = (session_id, cwd, row[1], row[2], int(row[3]), bool(row[4]), bool(row[5]), per_call,
-               tuple(value // calls for value in tokens) if per_call else None)
+        call_count, tokens, cost = int(row[7]), [int(value) for value in row[8:12]], int(row[12])
+        priced_per_call = bool(row[6])
+        key = (session_id, cwd, row[1], row[2], int(row[3]), bool(row[4]), bool(row[5]), priced_per_call,
+               tuple(value // call_count for value in tokens) if priced_per_call else None)
         out = merged.get(key)
         if out is None:
             merged[key] = UsageRow(session_id, cwd, row[1], row[2], int(row[3]), bool(row[4]), bool(row[5]),
-                                   per_call, calls, *tokens, cost)
+                                   priced_per_call, call_count, tokens[0], tokens[1], tokens[2], tokens[3],
+                                   cost)
         else:
-            out.calls += calls
+            out.calls += call_count
             out.input, out.output = out.input + tokens[0], out.output + tokens[1]
             out.cache_read, out.cache_write = out.cache_read + tokens[2], out.cache_write + tokens[3]
             out.cost_nanos += cost

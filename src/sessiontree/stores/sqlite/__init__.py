@@ -1,10 +1,11 @@
 """The SQLite store (the default): every session in one local database.
 
-:mod:`.store` is the store, :mod:`.search` its full-text index, :mod:`.usage`
-its usage ledger. Importing the package registers both derived indexes.
+:mod:`.store` is the store, :mod:`.schema` the ordered list of its schema steps
+(every table a database holds) and of its derived indexes, :mod:`.search` its
+full-text index, :mod:`.usage` its usage ledger, and :mod:`.derived` what those
+share with the store (value conversions, listing-state columns, the
+``DerivedIndex`` contract). The package re-exports the store's public names.
 """
 
-from sessiontree.stores.sqlite import search as search
-from sessiontree.stores.sqlite import usage as usage
 from sessiontree.stores.sqlite.store import *  # noqa: F403
 from sessiontree.stores.sqlite.store import __all__ as __all__

@@ -1,26 +1,27 @@
-"""The SQLite full-text index: FTS5 ``trigram`` over the text of every entry (issue 13).
+"""The SQLite full-text index: FTS5 ``trigram`` over the text of every entry.
 
 Invariants:
 
 * **Derived data** (docs/stores.md): :class:`SearchIndex` is a
-  :class:`~sessiontree.stores.sqlite.DerivedIndex`. What it holds is a pure
+  :class:`~sessiontree.stores.sqlite.derived.DerivedIndex`. What it holds is a pure
   function of the entries, kept in their transactions: every entry is either
   *merged* (its text in ``search_entries`` and FTS5) or *pending* (after its
   session's watermark in ``search_merged``), and a query answers from both.
   It is never stale; ``store.reindex()`` rebuilds it from the entries alone.
 * **The same hits as a scan.** The indexed text of an entry is exactly
-  :func:`sessiontree.searchtext.entry_text`, the text the JSONL and memory
+  :func:`sessiontree.core.searchtext.entry_text`, the text the JSONL and memory
   stores scan. Each candidate FTS5 returns is checked again with
-  :meth:`~sessiontree.searchtext.SearchQuery.matches` before it becomes a hit,
+  :meth:`~sessiontree.core.searchtext.SearchQuery.matches` before it becomes a hit,
   pending entries are matched by that same rule, and the fold of
-  :mod:`sessiontree.searchtext` is FTS5's own, so the index neither adds nor
+  :mod:`sessiontree.core.searchtext` is FTS5's own, so the index neither adds nor
   loses a hit (the conformance test runs every store, and a SQLite store whose
   entries are all pending, opened read-only).
 * **Every user token is quoted**: the MATCH expression is built by
-  :meth:`~sessiontree.searchtext.SearchQuery.fts_expression`, so no query can
+  :meth:`~sessiontree.core.searchtext.SearchQuery.fts_expression`, so no query can
   reach FTS5's syntax (``-``, ``*``, ``NEAR``, ``:``, ``"``, ``AND``).
 
-Schema (steps ``m004_search_index``, ``m005_search_pending``, ``m008_search_branch``)::
+Tables (schema steps ``m004_search_index``, ``m005_search_pending`` and
+``m008_search_branch`` in :mod:`.schema`)::
 
     search_entries(rowid, session_id, seq, entry_id, type, role, ts_ms, text)
     search_fts USING fts5(text, content='search_entries', tokenize='trigram case_sensitive 0')
@@ -28,25 +29,18 @@ Schema (steps ``m004_search_index``, ``m005_search_pending``, ``m008_search_bran
     search_state(updated_at)                     -- sessions.updated_at of the last full merge
     search_off_branch(rowid PRIMARY KEY)         -- merged entries off their active branch
 
-**Hits in bulk** (issue 13: "at most 1/50 of the agent's picker"). Building a
-hit needs its session's title and whether the entry is on the active branch.
-Walking each hit session's tree at query time cost ~5 us per entry of the
-session (parent links live in the wide ``entries`` rows) and was most of a
-query returning every hit. So ``search_off_branch`` keeps, as derived data, the
-merged entries that are *off* the active branch of their session's records up
-to its watermark (:func:`m008_search_branch`, kept by :func:`_merge`: unchanged
-when the merged records only extend the branch, recomputed for the session
+**Hits in bulk.** Building a hit needs its session's title and whether the
+entry is on the active branch; walking each hit session's tree at query time
+would cost time per entry of the session. So ``search_off_branch`` keeps, as
+derived data, the merged entries that are *off* the active branch of their
+session's records up to its watermark (kept by :func:`_merge`: unchanged when
+the merged records only extend the branch, recomputed for the session
 otherwise). A query trusts those marks for sessions with nothing pending and
 walks the tree of the others; titles, watermarks, marks and timestamps are each
 read for all hits in one statement (:func:`_make_hits`).
 
-**The pending tail** (issue 13: "appends stay within 10% of their speed before
-the index"). FTS5 trigram costs about 0.65 ms of CPU per 2 KB message in a
-one-row transaction and 0.18 ms in bulk, while a whole batched append costs
-0.04-0.07 ms per message without the index: no FTS5 work can stay in any write
-and meet the target, even amortised (merging at session creation made imports
-4.7x slower; merging when an append left 2,048 entries pending made 10,000
-appends 1.55-3.31x). So:
+**The pending tail.** FTS5 work costs far more per entry than an append, so no
+write does any:
 
 * **No write merges.** Appends, creations (import, fork, a new agent session),
   replacements run no search statement at all: their entries are pending,
@@ -54,71 +48,42 @@ appends 1.55-3.31x). So:
   mark of the last full merge (a delete moves that mark down with it,
   :meth:`SearchIndex.remove`; ``reindex`` merges what it rebuilt).
 * **Merges are bulk, off the write path,** one FTS5 insert for many entries,
-  in transactions of about :data:`~sessiontree.stores.sqlite.SETTLE_BUDGET`
+  in transactions of about :data:`~sessiontree.stores.sqlite.store.SETTLE_BUDGET`
   records (the longest a merge holds the write lock): ``store.settle_derived()``
   (called by the CLI's ``import`` and by ``sync`` at their end), ``reindex``
   (:meth:`SearchIndex.reindexed`), and a search finding more than
   :data:`MAX_PENDING` pending records on a writable store
-  (:func:`settle_if_due`; the CLI's read-only ``search`` does it through a
-  second, writable handle; bounded, as it only speeds up a read: the tail it
-  found, waiting at most :data:`SETTLE_TIMEOUT` for another writer's lock).
-  :func:`merge_store` merges in one transaction.
+  (:func:`settle_if_due`; ``store.settle_search_tail()``, which the CLI's
+  read-only ``search`` calls, does it through a second, writable handle;
+  bounded, as it only speeds up a read: the tail it found, waiting at most
+  :data:`SETTLE_TIMEOUT` for another writer's lock). :func:`merge_store`
+  merges in one transaction.
 * **Queries** find pending entries by scanning them (sessions written since
   the last full merge: ``sessions.updated_at > search_state.updated_at``, an
   index range, then entries after each watermark; JSON parsed, text
   extracted, matched by the rule). Read-only opens never write: they only scan.
-  About 50 us per 2 KB pending entry, so a 2,048-entry tail adds ~0.1 s.
 * **Order.** Pending hits first, ranked among themselves by
-  :func:`~sessiontree.searchtext.scan_score` (they are the newest activity, and
-  bm25 cannot score an entry FTS5 does not hold), then merged hits by bm25. For
-  queries made only of short terms every hit is ranked by ``scan_score``, as
-  after a rebuild. After any merge of everything (a rebuild, a settle,
+  :func:`~sessiontree.core.searchtext.scan_score` (they are the newest activity,
+  and bm25 cannot score an entry FTS5 does not hold), then merged hits by bm25.
+  For queries made only of short terms every hit is ranked by ``scan_score``,
+  as after a rebuild. After any merge of everything (a rebuild, a settle,
   :func:`merge_store`) the ranks equal those of a fresh rebuild exactly; the
   Hypothesis test checks that, and that the hit set before the merge is the
   rebuild's.
 
-Measured (``benchmarks/bench_search_append.py``, 1,000 messages of ~2 KB,
-interleaved with/without the index in one process; CPU time ratios, the
-machine being shared; two runs, before the merges left the write paths): per call durable 2.43 -> 0.91-0.93, per call
-``synchronous=normal`` 4.13 -> 1.07-1.14 (wall 1.04-1.05), 100 per transaction
-4.58 -> 0.96-1.08, one transaction 4.95 -> 0.97-1.02. The work moved to the merge: ~0.5 ms per 2 KB
-entry (parse, extract, insert, FTS5), paid once, in bulk.
+Design (docs/search.md has the reasons and the measurements that chose it):
 
-Design, and the measurements that chose it (docs/search.md has the full
-table; code-heavy text, i.e. the benchmark corpus and the real sessions):
-
-* **trigram, not unicode61 or porter.** Sessions are code, paths, logs and
-  identifiers, and people search for exact pieces of them. Only ``trigram``
-  finds substrings (``dedup`` inside ``_dedup_ids``, ``parse_ts`` inside a
-  path) and text without spaces (CJK): on code-heavy text unicode61 found
-  240 of 667 true matches of ``dedup``, and porter stemming answered
-  ``parsing`` with 1,927 hits for 289 true ones. Trigram's price is size
-  (about 2.5x a unicode61 index) and coarser ranking (bm25 over trigrams
-  rewards rare trigrams, not rare words). We take exactness: a hit list that
-  misses the session you fixed X in is the failure this feature exists to
-  prevent; the rank only orders what is found.
+* **trigram, not unicode61 or porter**: sessions are code, paths, logs and
+  identifiers, and only ``trigram`` finds substrings and text without spaces.
 * **Short terms fall back to a scan.** A trigram index cannot answer a term
   of one or two characters (FTS5 silently returns nothing). Terms of three or
   more characters go to FTS5; shorter ones are checked on its candidates;
-  a query made only of short terms scans ``search_entries.text`` (it still
-  works, at scan speed).
+  a query made only of short terms scans ``search_entries.text``.
 * **External content, text stored once.** The FTS5 table keeps only its
   index (``content='search_entries'``); the extracted text lives once, in
   ``search_entries``, which snippets, the verification of candidates and the
-  short-term scan read. A default FTS5 table would keep a second copy; a
-  contentless one would force every snippet and every short-term query to
-  re-parse entry JSON, and its rows could not be deleted on SQLite 3.40
-  without re-extracting their text. The entries' JSON still holds the text in
-  escaped form: that copy is the truth, this one is derived.
-* **FTS5 options, measured** (1,000 messages, 1.53 M characters; CPU ms for
-  one-row transactions / 100 rows / all in one): ``detail=full`` 645 / 221 /
-  183, ``detail=column`` 617 / 164 / 141, ``detail=none`` 545 / 138 / 99,
-  ``detail=none, columnsize=0`` 402 / 105 / 64. Kept ``detail=full``: with
-  the pending tail no write pays any of it, the merge is bulk already, and
-  ``none`` would lose phrase matching in C (every trigram of a term ANDed
-  instead, candidates checked in Python) and ``columnsize=0`` the document
-  lengths bm25 reads. ``automerge``/``crisismerge`` matter for many small
-  transactions, which merges no longer make.
+  short-term scan read.
+* **``detail=full``**, so phrase matching stays in C and bm25 has document lengths.
 * **Ranking** of merged entries: ``bm25(search_fts)`` ascending (``rank = -bm25``,
   higher is better), ties broken newest first, then by session and entry id.
 """
@@ -127,7 +92,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sessiontree.core.searchtext import (
     SearchFilters,
@@ -150,10 +115,7 @@ from sessiontree.stores.scan import (
     title_of,
 )
 from sessiontree.stores.shared import cwd_matches
-from sessiontree.stores.sqlite.store import _STATE_SQL, DERIVED_INDEXES, _db, _py, _state_from_row, migration
-
-if TYPE_CHECKING:
-    from sessiontree.stores.sqlite.store import SqliteStore
+from sessiontree.stores.sqlite.derived import STATE_SELECT, SqliteTransactions, from_db, state_from_row, to_db
 
 __all__ = [
     "INDEX",
@@ -161,9 +123,8 @@ __all__ = [
     "SETTLE_TIMEOUT",
     "TOKENIZER",
     "SearchIndex",
-    "m004_search_index",
-    "m005_search_pending",
-    "m008_search_branch",
+    "fill_index",
+    "mark_off_branch_everywhere",
     "merge_pending",
     "merge_store",
     "pending_records",
@@ -217,7 +178,7 @@ def _text_rows(key: Any, rows: Iterable[tuple[int, dict[str, Any]]]) -> list[tup
     for seq, entry in rows:
         found = entry_text(entry)
         if found is not None:
-            out.append((key, seq, _db(entry["id"]), _db(entry["type"]), _db(found.role), found.ts_ms, found.text))
+            out.append((key, seq, to_db(entry["id"]), to_db(entry["type"]), to_db(found.role), found.ts_ms, found.text))
     return out
 
 
@@ -228,14 +189,14 @@ def _watermark(conn: sqlite3.Connection, key: Any) -> int | None:
 
 def _branch_ids(conn: sqlite3.Connection, key: Any, upto: int | None = None) -> frozenset[str]:
     """Ids of the entries on the active branch of session ``key`` (root to the leaf
-    :func:`~sessiontree.tree.loaded_leaf_id` gives), counting only records with
+    :func:`~sessiontree.core.tree.loaded_leaf_id` gives), counting only records with
     ``seq <= upto`` when given. Read from the ``id``/``parent_id``/``type`` columns
     (JSON parsed only for ``leaf`` records), so a record whose JSON is damaged still
     counts, as it does in the tree of ``load()``'s columns."""
     bound, params = ("", (key,)) if upto is None else (" AND seq <= ?", (key, upto))
     last = conn.execute(f"SELECT id, type FROM entries WHERE session_id = ?{bound} ORDER BY seq DESC LIMIT 1",
                         params).fetchone()
-    if last is None or _py(last[1]) != "leaf":
+    if last is None or from_db(last[1]) != "leaf":
         # The common case: the last record is the leaf (tree.loaded_leaf_id); walk up a
         # parent map built in C (dict of rows), stopping when an id repeats (cycles).
         parents = dict(conn.execute(f"SELECT id, parent_id FROM entries WHERE session_id = ?{bound}",
@@ -245,12 +206,12 @@ def _branch_ids(conn: sqlite3.Connection, key: Any, upto: int | None = None) -> 
         while current is not None and current not in branch and current in parents:
             branch.add(current)
             current = parents[current]
-        return frozenset(_py(entry_id) for entry_id in branch)
+        return frozenset(from_db(entry_id) for entry_id in branch)
     entries: list[dict[str, Any]] = []
     for entry_id, parent, kind, leaf_json in conn.execute(
             "SELECT id, parent_id, type, CASE WHEN type = 'leaf' THEN json END FROM entries"
             f" WHERE session_id = ?{bound} ORDER BY seq", params):
-        entry = {"id": _py(entry_id), "parentId": _py(parent), "type": _py(kind)}
+        entry = {"id": from_db(entry_id), "parentId": from_db(parent), "type": from_db(kind)}
         if leaf_json is not None:
             try:
                 target = jsonio.loads(leaf_json)
@@ -265,14 +226,14 @@ def _branch_ids(conn: sqlite3.Connection, key: Any, upto: int | None = None) -> 
 def _mark_off_branch(conn: sqlite3.Connection, key: Any, branch: frozenset[str],
                      rows: Iterable[tuple[int, Any]] | None = None) -> None:
     """Record which merged entries of session ``key`` are off its active ``branch``
-    (``search_off_branch``, see :func:`m008_search_branch`). ``rows``: the session's
-    ``(rowid, entry_id)`` pairs in ``search_entries`` when the caller has them (all of
+    (``search_off_branch``, see :func:`~sessiontree.stores.sqlite.schema.m008_search_branch`).
+    ``rows``: the session's ``(rowid, entry_id)`` pairs in ``search_entries`` when the caller has them (all of
     them: the session's previous marks are replaced); read back when ``None``."""
     conn.execute("DELETE FROM search_off_branch WHERE rowid IN"
                  " (SELECT rowid FROM search_entries WHERE session_id = ?)", (key,))
     if rows is None:
         rows = conn.execute("SELECT rowid, entry_id FROM search_entries WHERE session_id = ?", (key,)).fetchall()
-    off = [(rowid,) for rowid, entry_id in rows if _py(entry_id) not in branch]
+    off = [(rowid,) for rowid, entry_id in rows if from_db(entry_id) not in branch]
     if off:
         conn.executemany("INSERT INTO search_off_branch (rowid) VALUES (?)", off)
 
@@ -284,13 +245,13 @@ def _extends_branch(conn: sqlite3.Connection, key: Any, after: int, last: int) -
     parent is the record before it. Then the branch is the old one plus the new
     records (ids are unique in a session), and no merged entry's flag changes."""
     row = conn.execute("SELECT id, type FROM entries WHERE session_id = ? AND seq = ?", (key, after)).fetchone()
-    if row is None or _py(row[1]) == "leaf":
+    if row is None or from_db(row[1]) == "leaf":
         return False
     previous = row[0]
     for entry_id, parent, kind in conn.execute(
             "SELECT id, parent_id, type FROM entries WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq",
             (key, after, last)):
-        if parent != previous or _py(kind) == "leaf":
+        if parent != previous or from_db(kind) == "leaf":
             return False
         previous = entry_id
     return True
@@ -307,10 +268,11 @@ def _merge(conn: sqlite3.Connection, work: Iterable[_Work]) -> int:
     ``search_entries`` and then, for every session at once, into FTS5 with one
     statement: FTS5's cost is mostly per statement and per transaction (segment
     writes), so one bulk insert is far cheaper than one per entry. The off-branch marks
-    are kept as of ``last`` (:func:`m008_search_branch`): unchanged when the new records
-    only extend the branch (appends do), recomputed for the session otherwise.
+    are kept as of ``last`` (:func:`~sessiontree.stores.sqlite.schema.m008_search_branch`):
+    unchanged when the new records only extend the branch (appends do), recomputed
+    for the session otherwise.
     Returns the number of entries with text merged."""
-    first = conn.execute("SELECT coalesce(max(rowid), 0) + 1 FROM search_entries").fetchone()[0]
+    first: int = conn.execute("SELECT coalesce(max(rowid), 0) + 1 FROM search_entries").fetchone()[0]
     rowid = first
     for key, after, last, rows, branch in work:
         out = _text_rows(key, rows)
@@ -339,7 +301,7 @@ def merge_pending(conn: sqlite3.Connection, budget: int | None = None) -> int:
     """Merge pending entries into FTS5 (inside a write transaction): every one, or
     about ``budget`` records (the first ones of the sessions written longest ago), so
     that a caller can settle a long tail in several short transactions and never
-    hold the store's write lock for long (:data:`MERGE_CHUNK`).
+    hold the store's write lock for long (:data:`~sessiontree.stores.sqlite.store.SETTLE_BUDGET`).
 
     The sessions that can hold pending entries are those written since the last
     full merge (``sessions.updated_at`` above ``search_state.updated_at``, an
@@ -371,14 +333,15 @@ def pending_records(conn: sqlite3.Connection) -> int:
     primary-key probe per such session, no record read."""
     if "search_merged" not in _tables(conn):
         return 0
-    return conn.execute(
+    count: int = conn.execute(
         "SELECT coalesce(sum((SELECT coalesce(max(seq), -1) FROM entries WHERE session_id = s.id)"
         " - coalesce(m.seq, -1)), 0) FROM sessions AS s LEFT JOIN search_merged AS m ON m.session_id = s.id"
         " WHERE s.updated_at > (SELECT updated_at FROM search_state)").fetchone()[0]
+    return count
 
 
 class SearchIndex:
-    """The search index as a :class:`~sessiontree.stores.sqlite.DerivedIndex`: merged
+    """The search index as a :class:`~sessiontree.stores.sqlite.derived.DerivedIndex`: merged
     entries in FTS5, written ones pending until the next merge (module docstring)."""
 
     name = "search"
@@ -435,108 +398,30 @@ class SearchIndex:
         merge_pending(conn)
 
 
-#: The registered instance (appended to :data:`~sessiontree.stores.sqlite.DERIVED_INDEXES`).
+#: The search index (listed in :data:`~sessiontree.stores.sqlite.schema.DERIVED_INDEXES`).
 INDEX = SearchIndex()
 
 
-@migration
-def m004_search_index(conn: sqlite3.Connection) -> None:
-    """The full-text index (issue 13), filled from every session already stored.
-
-    Derived data, so the step rebuilds it from nothing: tables left by an
-    interrupted or hand-edited schema are dropped first. (Frozen as applied:
-    the pending-tail tables come with :func:`m005_search_pending`.)"""
-    conn.execute("DROP TABLE IF EXISTS search_fts")
-    conn.execute("DROP TABLE IF EXISTS search_entries")
-    conn.execute("""
-        CREATE TABLE search_entries (
-            -- Also the rowid of search_fts (external content).
-            rowid INTEGER PRIMARY KEY,
-            -- sessions.id and entries.seq of the entry the text comes from.
-            session_id TEXT NOT NULL,
-            seq INTEGER NOT NULL,
-            -- Copied from the entry for hits and filters, so a hit needs no JSON parse.
-            entry_id TEXT NOT NULL,
-            type TEXT NOT NULL,
-            -- searchtext.entry_text's role (NULL for session_info/session_summary).
-            role TEXT,
-            -- The entry's timestamp in ms (NULL when it does not parse), for since/until.
-            ts_ms REAL,
-            -- searchtext.entry_text's text: the one copy snippets and checks read.
-            text TEXT NOT NULL,
-            UNIQUE (session_id, seq)
-        )""")
-    conn.execute(f"CREATE VIRTUAL TABLE search_fts USING fts5(text, content='search_entries',"
-                 f" content_rowid='rowid', tokenize='{TOKENIZER}')")
+def fill_index(conn: sqlite3.Connection) -> None:
+    """Put the text of every stored entry into ``search_entries`` and FTS5, in one
+    bulk insert (the schema step creating the index, on a store that has sessions)."""
     keys = [row[0] for row in conn.execute("SELECT id FROM sessions ORDER BY rowid")]
     for key in keys:
         conn.executemany(_INSERT, _text_rows(key, _parsed(conn, key, -1)[0]))
     conn.execute("INSERT INTO search_fts (rowid, text) SELECT rowid, text FROM search_entries")
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'search_off_branch'").fetchone() is not None:
-        # Run again on a later schema (the tables were dropped by hand): the rowids are new.
-        conn.execute("DELETE FROM search_off_branch")
-        _fill_off_branch(conn)
 
 
-@migration
-def m005_search_pending(conn: sqlite3.Connection) -> None:
-    """The pending tail: per-session watermarks of what FTS5 holds, and the mark of the
-    last full merge. Every session already stored is indexed whole (step m004 and the
-    writes since), so each watermark starts at its last entry."""
-    conn.execute("DROP TABLE IF EXISTS search_merged")
-    conn.execute("DROP TABLE IF EXISTS search_state")
-    conn.execute("""
-        CREATE TABLE search_merged (
-            -- sessions.id: entries of the session with seq <= this one are in
-            -- search_entries and search_fts; later ones are pending. No row: none merged.
-            session_id TEXT PRIMARY KEY,
-            seq INTEGER NOT NULL
-        ) WITHOUT ROWID""")
-    conn.execute("""
-        CREATE TABLE search_state (
-            -- Only sessions with updated_at above this can hold pending entries.
-            updated_at INTEGER NOT NULL
-        )""")
-    conn.execute("INSERT INTO search_merged (session_id, seq)"
-                 " SELECT session_id, max(seq) FROM entries GROUP BY session_id")
-    conn.execute("INSERT INTO search_merged (session_id, seq) SELECT id, -1 FROM sessions WHERE id NOT IN"
-                 " (SELECT session_id FROM search_merged)")
-    conn.execute("INSERT INTO search_state (updated_at) SELECT coalesce(max(updated_at), 0) FROM sessions")
-
-
-DERIVED_INDEXES.append(INDEX)
-
-
-@migration
-def m008_search_branch(conn: sqlite3.Connection) -> None:
-    """Active-branch flags kept with the index, so a query needs no walk of each hit
-    session's tree (issue 13, "1/50 of the agent's picker").
-
-    ``search_off_branch`` holds the ``search_entries`` rowids of merged entries that
-    are *not* on their session's active branch, as the session's records up to its
-    watermark (``search_merged.seq``) give it: abandoned branches are few, so most
-    sessions have no row. A query trusts these marks for a session whose last record
-    is its watermark (nothing pending) and walks the tree of any other hit session.
-    Kept by every merge (:func:`_merge`), dropped with the session's index rows, and
-    rebuilt by ``reindex`` like the rest of the index. Filled here for every session
-    already stored."""
-    conn.execute("DROP TABLE IF EXISTS search_off_branch")
-    conn.execute("""
-        CREATE TABLE search_off_branch (
-            -- search_entries.rowid of an entry off its session's active branch.
-            rowid INTEGER PRIMARY KEY
-        )""")
-    _fill_off_branch(conn)
-
-
-def _fill_off_branch(conn: sqlite3.Connection) -> None:
-    """Mark the off-branch entries of every session, as of its watermark."""
+def mark_off_branch_everywhere(conn: sqlite3.Connection) -> None:
+    """Fill ``search_off_branch`` for every session, as of its watermark (the schema
+    steps creating or refilling it)."""
     for key, mark in conn.execute("SELECT session_id, seq FROM search_merged WHERE seq >= 0").fetchall():
         branch = _branch_ids(conn, key, mark)
         records = conn.execute("SELECT count(*) FROM entries WHERE session_id = ? AND seq <= ?",
                                (key, mark)).fetchone()[0]
         if len(branch) < records:  # something is off the branch (else no row to write)
             _mark_off_branch(conn, key, branch)
+
+
 
 
 # -- queries ----------------------------------------------------------------------------------
@@ -570,16 +455,16 @@ def _allowed(conn: sqlite3.Connection, filters: SearchFilters) -> set[Any] | Non
     if filters.session is None and filters.cwd is None:
         return None
     if filters.session is not None:
-        rows = conn.execute("SELECT id, cwd FROM sessions WHERE id = ?", (_db(filters.session),)).fetchall()
+        rows = conn.execute("SELECT id, cwd FROM sessions WHERE id = ?", (to_db(filters.session),)).fetchall()
     else:
         rows = conn.execute("SELECT id, cwd FROM sessions").fetchall()
-    return {key for key, cwd in rows if cwd_matches(_py(cwd), filters.cwd)}
+    return {key for key, cwd in rows if cwd_matches(from_db(cwd), filters.cwd)}
 
 
 def _pending(conn: sqlite3.Connection, query: SearchQuery, filters: SearchFilters,
              allowed: set[Any] | None, tables: set[str]) -> list[_Found]:
     """Matches among the pending entries (appended since their session's last merge),
-    found by the scan's rule, scored by :func:`~sessiontree.searchtext.scan_score`."""
+    found by the scan's rule, scored by :func:`~sessiontree.core.searchtext.scan_score`."""
     if "search_merged" not in tables:
         return []  # an older schema opened read-only: FTS5 holds every entry
     sql = ("SELECT s.id, coalesce(m.seq, -1) FROM sessions AS s LEFT JOIN search_merged AS m ON m.session_id = s.id"
@@ -587,7 +472,7 @@ def _pending(conn: sqlite3.Connection, query: SearchQuery, filters: SearchFilter
     params: list[Any] = []
     if filters.session is not None:
         sql += " AND s.id = ?"
-        params.append(_db(filters.session))
+        params.append(to_db(filters.session))
     found: list[_Found] = []
     for key, after in conn.execute(sql, params).fetchall():
         if allowed is not None and key not in allowed:
@@ -604,10 +489,10 @@ def _pending(conn: sqlite3.Connection, query: SearchQuery, filters: SearchFilter
 
 
 def _best_first(found: list[_Found], limit: int | None) -> list[_Found]:
-    """``found`` in :func:`~sessiontree.searchtext.hit_order`'s order (rank, then newer,
+    """``found`` in :func:`~sessiontree.core.searchtext.hit_order`'s order (rank, then newer,
     then ids; ``ts_ms`` is the parsed ``timestamp`` that order reads), cut to ``limit``,
     before any hit is built."""
-    found.sort(key=lambda row: (-row[9], -(row[6] or 0.0), _py(row[0]), row[3]))
+    found.sort(key=lambda row: (-row[9], -(row[6] or 0.0), from_db(row[0]), row[3]))
     return found if limit is None else found[:limit]
 
 
@@ -626,7 +511,7 @@ def _hits_from_index(conn: sqlite3.Connection, query: SearchQuery, filters: Sear
         if wanted == 0:
             return _make_hits(conn, pending, query, tables)
         where = " AND e.session_id = ?" if filters.session is not None else ""
-        params: list[Any] = [expression] + ([_db(filters.session)] if filters.session is not None else [])
+        params: list[Any] = [expression] + ([to_db(filters.session)] if filters.session is not None else [])
         # Best first, ties newest first then by ids: the order of searchtext.hit_order, so
         # stopping at `limit` keeps exactly the best hits. With a limit the text is read
         # per candidate (below), not carried through the sort of every candidate; without
@@ -641,7 +526,7 @@ def _hits_from_index(conn: sqlite3.Connection, query: SearchQuery, filters: Sear
         for rowid, key, seq, entry_id, kind, role, ts_ms, score, text in cursor:
             if allowed is not None and key not in allowed:
                 continue
-            role, kind = _py(role), _py(kind)
+            role, kind = from_db(role), from_db(kind)
             if not filters.keeps(kind, role, ts_ms):
                 continue
             if text is None:
@@ -650,7 +535,7 @@ def _hits_from_index(conn: sqlite3.Connection, query: SearchQuery, filters: Sear
             folded = fold(text)
             if not query.matches(folded):
                 continue
-            found.append((key, seq, rowid, _py(entry_id), kind, role, ts_ms, text, folded, -score))
+            found.append((key, seq, rowid, from_db(entry_id), kind, role, ts_ms, text, folded, -score))
             if wanted is not None and len(found) >= wanted:
                 break
         cursor.close()
@@ -662,7 +547,7 @@ def _hits_from_index(conn: sqlite3.Connection, query: SearchQuery, filters: Sear
     params = []
     if filters.session is not None:
         sql += " AND session_id = ?"
-        params.append(_db(filters.session))
+        params.append(to_db(filters.session))
     for term in query.folded:
         if term.isascii():
             # A superset of the rule's matches, in C: SQLite's lower() folds ASCII only,
@@ -673,12 +558,12 @@ def _hits_from_index(conn: sqlite3.Connection, query: SearchQuery, filters: Sear
     for rowid, key, seq, entry_id, kind, role, ts_ms, text in conn.execute(sql, params):
         if allowed is not None and key not in allowed:
             continue
-        role, kind = _py(role), _py(kind)
+        role, kind = from_db(role), from_db(kind)
         if not filters.keeps(kind, role, ts_ms):
             continue
         folded = fold(text)
         if query.matches(folded):
-            found.append((key, seq, rowid, _py(entry_id), kind, role, ts_ms, text, folded,
+            found.append((key, seq, rowid, from_db(entry_id), kind, role, ts_ms, text, folded,
                           scan_score(folded, query)))
     # Every hit scored by scan_score, merged or pending alike: the order a rebuild gives.
     return _make_hits(conn, _best_first(pending + found, limit), query, tables)
@@ -703,15 +588,15 @@ def _make_hits(conn: sqlite3.Connection, found: Sequence[_Found], query: SearchQ
         ", -1, NULL FROM sessions AS s"
     for chunk in _chunks(keys):
         for key, header_json, *state, mark, last in conn.execute(
-                f"SELECT s.id, s.header_json, {', '.join('s.' + c for c in _STATE_SQL.split(', '))}{extra}"
+                f"SELECT s.id, s.header_json, {', '.join('s.' + c for c in STATE_SELECT.split(', '))}{extra}"
                 f" WHERE s.id IN ({', '.join('?' * len(chunk))})", chunk):
             header = jsonio.loads(header_json)
-            info = _state_from_row(state)
+            info = state_from_row(state)
             cwd = header.get("cwd") if isinstance(header, dict) else None
             clean = marks and last is not None and last == mark
             if clean:
                 trusted.add(key)
-            facts[key] = SessionFacts(_py(key), title_of(info), info.name, cwd if isinstance(cwd, str) else "",
+            facts[key] = SessionFacts(from_db(key), title_of(info), info.name, cwd if isinstance(cwd, str) else "",
                                       frozenset() if clean else _branch_ids(conn, key))
     off: set[int] = set()
     rowids = [row[2] for row in found if row[0] in trusted]
@@ -728,13 +613,13 @@ def _make_hits(conn: sqlite3.Connection, found: Sequence[_Found], query: SearchQ
     hits = []
     for key, seq, rowid, entry_id, kind, role, _, text, folded, rank in found:
         stamp = stamps.get((key, seq))
-        hits.append(make_hit(facts[key], entry_id, kind, _py(stamp) if stamp is not None else None, text, role,
+        hits.append(make_hit(facts[key], entry_id, kind, from_db(stamp) if stamp is not None else None, text, role,
                              query, rank, folded=folded,
                              on_branch=(rowid not in off) if key in trusted else None))
     return hits
 
 
-def search_store(store: SqliteStore, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
+def search_store(store: SqliteTransactions, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
                  since: Any = None, until: Any = None, session: str | None = None,
                  limit: int | None = 50) -> list[SearchHit]:
     """:meth:`SqliteStore.search <sessiontree.stores.sqlite.SqliteStore.search>`: one read snapshot.
@@ -751,8 +636,8 @@ def search_store(store: SqliteStore, query: str, *, cwd: str | None = None, role
     limit = check_limit(limit)
     if not store.readonly:
         settle_if_due(store)
-    with store._read() as conn:
-        if not store._ready(conn):
+    with store.read_transaction() as conn:
+        if not store.has_schema(conn):
             return []
         tables = _tables(conn)
         if "search_fts" in tables:
@@ -760,13 +645,13 @@ def search_store(store: SqliteStore, query: str, *, cwd: str | None = None, role
     return scan_store(store, parsed, filters, limit)
 
 
-def settle_if_due(store: SqliteStore, pending: int | None = None) -> int:
+def settle_if_due(store: SqliteTransactions, pending: int | None = None) -> int:
     """Merge the pending tail of a writable ``store`` when it holds more than
     :data:`MAX_PENDING` records (what a search does before it reads, so no query
     scans a long tail twice); returns the records merged (0: not due).
 
     Opportunistic, so bounded: the merge runs in transactions of about
-    :data:`~sessiontree.stores.sqlite.SETTLE_BUDGET` records, at most as many as the
+    :data:`~sessiontree.stores.sqlite.store.SETTLE_BUDGET` records, at most as many as the
     tail found here needs (records other writers add meanwhile are left pending:
     a search during a bulk import must not merge everything the import goes on
     writing), and each waits at most :data:`SETTLE_TIMEOUT` seconds for another
@@ -784,8 +669,8 @@ def settle_if_due(store: SqliteStore, pending: int | None = None) -> int:
         StorageError: the database could not be read.
     """
     if pending is None:
-        with store._read() as conn:
-            pending = pending_records(conn) if store._ready(conn) else 0
+        with store.read_transaction() as conn:
+            pending = pending_records(conn) if store.has_schema(conn) else 0
     if pending <= MAX_PENDING:
         return 0
     try:
@@ -795,7 +680,7 @@ def settle_if_due(store: SqliteStore, pending: int | None = None) -> int:
         return 0  # the lock is held or the write failed: the query scans what is left
 
 
-def merge_store(store: SqliteStore) -> int:
+def merge_store(store: SqliteTransactions) -> int:
     """Merge every pending entry of ``store`` into FTS5 now, in one write transaction
     (``store.settle_derived()`` does the same in short ones; ``reindex`` merges what it
     rebuilds). Queries give the same hits before and after; afterwards they rank every
@@ -804,5 +689,5 @@ def merge_store(store: SqliteStore) -> int:
     Raises:
         StorageError: the store is read-only or the write failed (nothing changed).
     """
-    with store._write("merge the search index") as conn:
+    with store.write_transaction("merge the search index") as conn:
         return INDEX.settle(conn)

@@ -1,21 +1,19 @@
-"""The usage ledger of :class:`~sessiontree.stores.sqlite.SqliteStore`: derived data
+"""The usage ledger of :class:`~sessiontree.stores.sqlite.store.SqliteStore`: derived data
 (docs/stores.md, "Derived data"), so ``sessiontree stats`` reads no transcript.
 
-One row per billed usage record (:mod:`sessiontree.usagerecords` decides what
+One row per billed usage record (:mod:`sessiontree.core.usagerecords` decides what
 one is), written in the transaction that writes its entry, removed with its
-session, rebuilt by ``store.reindex()``. Importing this module registers the
-schema step ``m006_usage_ledger`` and appends :data:`LEDGER` to
-:data:`~sessiontree.stores.sqlite.DERIVED_INDEXES`; ``stores/__init__.py``
-imports it, so every opened store has it.
+session, rebuilt by ``store.reindex()``. :data:`LEDGER` is the
+:class:`~sessiontree.stores.sqlite.derived.DerivedIndex`; its tables come from the
+schema steps ``m006_usage_ledger`` and ``m007_usage_rollup`` (:mod:`.schema`).
 
 De-duplication happens at write time: ``usage_calls`` holds each billed call
 of the store once (its multiplicity: the most rows its key has in one
 session; its owner: the earliest session holding it), recounted for the keys
-each write touches. ``usage_rollup`` (schema step ``m007_usage_rollup``) sums
-``usage_calls`` per (owner, provider, model, 15-minute UTC bucket, priced
-shape), kept by the same recount, so a report sums one rollup row per session,
-model and quarter hour instead of one row per call (docs/usage.md, "Storage
-and speed"). Measured by ``benchmarks/bench_stats.py`` (benchmarks/README.md).
+each write touches. ``usage_rollup`` sums ``usage_calls`` per (owner,
+provider, model, 15-minute UTC bucket, priced shape), kept by the same
+recount, so a report sums one rollup row per session, model and quarter hour
+instead of one row per call (docs/usage.md, "Storage and speed").
 """
 
 from __future__ import annotations
@@ -25,79 +23,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from sessiontree.core.usagerecords import BUCKET_MS, UsageQuery, UsageRow, records_from_entry
+from sessiontree.format import jsonio
 from sessiontree.stores.shared import ledger_row_owner
-from sessiontree.stores.sqlite.store import DERIVED_INDEXES, _db, migration
+from sessiontree.stores.sqlite.derived import IndexedRow, from_db, to_db
 
 __all__ = ["LEDGER", "UsageLedger", "query_usage", "rebuild_rollup"]
 
 _RECORD_TYPES = frozenset(("message", "session_summary", "compaction", "branch_summary", "usage"))
 
 
-@migration
-def m006_usage_ledger(conn: sqlite3.Connection) -> None:
-    """The ``usage_ledger`` and ``usage_calls`` tables, filled from the entries already stored.
-
-    Both are derived data: tables left by an interrupted or hand-edited history
-    are dropped and rebuilt rather than trusted."""
-    conn.execute("DROP TABLE IF EXISTS usage_ledger")
-    conn.execute("DROP TABLE IF EXISTS usage_calls")
-    # WITHOUT ROWID, clustered on the content key: the de-duplicating GROUP BY of
-    # query_usage is then one streaming pass over the table, with no sort and no
-    # lookups (measured: benchmarks/bench_stats.py).
-    conn.execute("""
-        CREATE TABLE usage_ledger (
-            -- usagerecords.dedup_key: 16 bytes identifying the billed call by
-            -- content, equal in every copy of the entry (forks, imports).
-            dedup_key BLOB NOT NULL,
-            -- sessions.id of the session holding the entry.
-            session_id TEXT NOT NULL,
-            -- entries.seq of the entry, and the record's index within it.
-            seq INTEGER NOT NULL,
-            n INTEGER NOT NULL,
-            -- assistant, toolResult, session_summary, compaction, branch_summary, usage.
-            source TEXT NOT NULL,
-            provider TEXT,
-            model TEXT,
-            -- Unix milliseconds (UTC) of the record: filters and day grouping.
-            ts_ms INTEGER NOT NULL,
-            input INTEGER NOT NULL,
-            output INTEGER NOT NULL,
-            cache_read INTEGER NOT NULL,
-            cache_write INTEGER NOT NULL,
-            -- Recorded cost.total in nano-dollars; NULL when unusable (to be
-            -- priced from a catalogue when asked).
-            cost_nanos INTEGER,
-            PRIMARY KEY (dedup_key, session_id, seq, n)
-        ) WITHOUT ROWID""")
-    # Deleting or reindexing one session, and show's one-session query.
-    conn.execute("CREATE INDEX usage_ledger_session ON usage_ledger (session_id, seq)")
-    conn.execute("""
-        CREATE TABLE usage_calls (
-            -- One row per billed call of the store: the ledger de-duplicated,
-            -- kept up to date for the keys each write touches, so a report is
-            -- one scan of this table (no GROUP BY over copies at query time).
-            dedup_key BLOB PRIMARY KEY,
-            -- How many times the call counts: the most rows this key has in one
-            -- session (equal records inside one session are distinct calls).
-            m INTEGER NOT NULL,
-            -- The owner, the earliest session (createdAt, id) holding the key, as
-            -- hex(sessions.id): ASCII whatever the id holds (lone surrogates are BLOBs).
-            owner TEXT NOT NULL,
-            provider TEXT,
-            model TEXT,
-            ts_ms INTEGER NOT NULL,
-            input INTEGER NOT NULL,
-            output INTEGER NOT NULL,
-            cache_read INTEGER NOT NULL,
-            cache_write INTEGER NOT NULL,
-            cost_nanos INTEGER
-        ) WITHOUT ROWID""")
-    LEDGER.rebuild_all(conn)
-
-
 #: A Unix-millisecond column's 15-minute UTC bucket, floored (SQL's ``%`` truncates
 #: toward zero; a record dated before 1970 belongs to the bucket below it, as in
-#: :mod:`sessiontree.usagerecords`).
+#: :mod:`sessiontree.core.usagerecords`).
 def _bucket_sql(column: str) -> str:
     return f"({column} - (({column} % {BUCKET_MS}) + {BUCKET_MS}) % {BUCKET_MS})"
 
@@ -143,43 +80,6 @@ _ROLLUP_ADD_NEW_CALL = _rollup_move(
         " WHERE NOT EXISTS (SELECT 1 FROM usage_calls u WHERE u.dedup_key = c.dedup_key)")
 
 
-@migration
-def m007_usage_rollup(conn: sqlite3.Connection) -> None:
-    """The ``usage_rollup`` table: ``usage_calls`` summed per owner, provider, model,
-    15-minute UTC bucket and priced shape, filled from ``usage_calls``. Derived data:
-    a leftover table is dropped and rebuilt."""
-    conn.execute("DROP TABLE IF EXISTS usage_rollup")
-    conn.execute("""
-        CREATE TABLE usage_rollup (
-            -- usage_calls.owner: hex(sessions.id) of the session owning the calls.
-            owner TEXT NOT NULL,
-            -- usage_calls.provider and .model, '' for NULL (a recorded name is never
-            -- empty: usagerecords reads an empty one as not recorded).
-            provider TEXT NOT NULL,
-            model TEXT NOT NULL,
-            -- Start of the 15-minute UTC bucket, Unix ms (floored): every UTC offset in
-            -- use is a whole number of quarter hours, so local days are unions of buckets.
-            bucket INTEGER NOT NULL,
-            -- '' when the calls' recorded costs are usable; else the calls' four token
-            -- counts 'input,output,cacheRead,cacheWrite': calls to be priced from the
-            -- catalogue are priced per call (tiered prices are not linear in tokens).
-            shape TEXT NOT NULL,
-            -- Sums over the calls (usage_calls.m each): calls, tokens, recorded cost
-            -- in nano-dollars (0 where unusable).
-            calls INTEGER NOT NULL,
-            input INTEGER NOT NULL,
-            output INTEGER NOT NULL,
-            cache_read INTEGER NOT NULL,
-            cache_write INTEGER NOT NULL,
-            cost_nanos INTEGER NOT NULL,
-            PRIMARY KEY (owner, provider, model, bucket, shape)
-        ) WITHOUT ROWID""")
-    # Rows whose calls have all moved away (owner deleted, key re-owned): found by
-    # the upkeep without scanning the table, and normally empty.
-    conn.execute("CREATE INDEX usage_rollup_empty ON usage_rollup (owner) WHERE calls = 0")
-    rebuild_rollup(conn)
-
-
 def rebuild_rollup(conn: sqlite3.Connection) -> None:
     """Refill ``usage_rollup`` from ``usage_calls`` (the schema step and a whole-store reindex)."""
     conn.execute("DELETE FROM usage_rollup")
@@ -197,24 +97,24 @@ def _has_rollup(conn: sqlite3.Connection) -> bool:
 
 
 class UsageLedger:
-    """The :class:`~sessiontree.stores.sqlite.DerivedIndex` writing ``usage_ledger`` rows."""
+    """The :class:`~sessiontree.stores.sqlite.derived.DerivedIndex` writing ``usage_ledger`` rows."""
 
     name = "usage"
 
-    def add(self, conn: sqlite3.Connection, key: Any, rows: Sequence[tuple[int, dict[str, Any], bytes]]) -> None:
+    def add(self, conn: sqlite3.Connection, key: Any, rows: Sequence[IndexedRow]) -> None:
         """Insert a ledger row for every billed record of the new entries ``rows``
         (``(seq, entry, text)``) of session ``key``, and recount the calls (and the
         rollup) of their keys; inside the writing transaction."""
         self._add(conn, key, rows, True)
 
-    def _add(self, conn: sqlite3.Connection, key: Any, rows: Sequence[tuple[int, dict[str, Any], bytes]],
+    def _add(self, conn: sqlite3.Connection, key: Any, rows: Sequence[IndexedRow],
              rollup: bool) -> None:
         values = []
         for seq, entry, _text in rows:
             if entry.get("type") not in _RECORD_TYPES:
                 continue
             for n, r in enumerate(records_from_entry(entry)):
-                values.append((key, seq, n, r.key, r.source, _db(r.provider), _db(r.model), r.timestamp_ms,
+                values.append((key, seq, n, r.key, r.source, to_db(r.provider), to_db(r.model), r.timestamp_ms,
                                r.input, r.output, r.cache_read, r.cache_write, r.cost_nanos))
         if not values:
             return
@@ -269,8 +169,6 @@ class UsageLedger:
 
     def rebuild_all(self, conn: sqlite3.Connection) -> None:
         """Refill the whole ledger from ``entries`` (the schema step on an existing store)."""
-        from sessiontree.format import jsonio
-
         conn.execute("DELETE FROM usage_ledger")
         conn.execute("DELETE FROM usage_calls")
         # Calls first, the rollup once at the end (the schema step m006 runs before
@@ -297,7 +195,7 @@ _ATTRS = "provider, model, ts_ms, input, output, cache_read, cache_write, cost_n
 
 def _refresh_calls(conn: sqlite3.Connection, keys: set[bytes], rollup: bool = True) -> None:
     """Recompute the ``usage_calls`` rows of ``keys`` from the ledger (the rule of
-    :mod:`sessiontree.usagerecords`: multiplicity = most rows in one session, owner
+    :mod:`sessiontree.core.usagerecords`: multiplicity = most rows in one session, owner
     = earliest session). A key no session holds any more loses its row.
 
     With ``rollup``, ``usage_rollup`` moves with them: the old rows' sums are
@@ -329,20 +227,14 @@ def _refresh_calls(conn: sqlite3.Connection, keys: set[bytes], rollup: bool = Tr
     conn.execute("DELETE FROM temp.usage_touched")
 
 
-#: The ledger instance registered in DERIVED_INDEXES.
+#: The usage ledger (listed in :data:`~sessiontree.stores.sqlite.schema.DERIVED_INDEXES`).
 LEDGER = UsageLedger()
-if not any(getattr(index, "name", None) == LEDGER.name for index in DERIVED_INDEXES):
-    DERIVED_INDEXES.append(LEDGER)
-
-
-def _text(value: Any) -> Any:
-    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else value
 
 
 def query_usage(conn: sqlite3.Connection, query: UsageQuery, cwd_filter: Any = None) -> list[UsageRow]:
     """Answer :meth:`SqliteStore.usage` from the ledger alone (no entry is read).
 
-    The same result as :func:`sessiontree.usagerecords.aggregate` over the
+    The same result as :func:`sessiontree.core.usagerecords.aggregate` over the
     sessions' entries. Records sharing a content key have the same content, so
     ``usage_calls`` holds each billed call once with its multiplicity and owner
     (:func:`_refresh_calls`), and a store-wide report sums ``usage_rollup``, its
@@ -392,7 +284,7 @@ def _time_where(query: UsageQuery, column: str) -> tuple[str, list[int]]:
 def _owners(conn: sqlite3.Connection, owner_hexes: set[Any]) -> dict[Any, tuple[str | None, str | None]]:
     """``{hex owner: (session id, header cwd)}`` for the owners in ``owner_hexes``."""
     owners: dict[Any, tuple[str | None, str | None]] = {None: (None, None)}
-    cwds = {_text(sid): _text(cwd) for sid, cwd in conn.execute("SELECT id, cwd FROM sessions")}
+    cwds = {from_db(sid): from_db(cwd) for sid, cwd in conn.execute("SELECT id, cwd FROM sessions")}
     for owner_hex in owner_hexes:
         sid = bytes.fromhex(owner_hex).decode("utf-8", "surrogatepass")
         owners[owner_hex] = (sid, cwds.get(sid))
@@ -424,7 +316,7 @@ def _query_rollup(conn: sqlite3.Connection, query: UsageQuery, cwd_filter: Any) 
             continue
         if not query.per_session:
             session_id = cwd = None
-        result.append(UsageRow(session_id, cwd, _text(row[1]), _text(row[2]), row[3], bool(row[4]), False,
+        result.append(UsageRow(session_id, cwd, from_db(row[1]), from_db(row[2]), row[3], bool(row[4]), False,
                                bool(row[5]), *sums))
     return result
 
@@ -455,9 +347,10 @@ def _query_calls(conn: sqlite3.Connection, query: UsageQuery, cwd_filter: Any) -
                       AND (coalesce(s.created_at, ''), s.id) < (me.c, me.id)) AS copied
                 FROM usage_ledger l WHERE l.session_id = (SELECT id FROM me) AND {time_sql})
             GROUP BY provider, model, {bucket}, cost_nanos IS NOT NULL, copied, {split}"""
-        rows = conn.execute(sql, (_db(query.session_id), *params)).fetchall()
-        cwd_row = conn.execute("SELECT cwd FROM sessions WHERE id = ?", (_db(query.session_id),)).fetchone()
-        owners = {None: (query.session_id, _text(cwd_row[0]) if cwd_row else None)}
+        rows = conn.execute(sql, (to_db(query.session_id), *params)).fetchall()
+        owners: dict[Any, tuple[str | None, str | None]]
+        cwd_row = conn.execute("SELECT cwd FROM sessions WHERE id = ?", (to_db(query.session_id),)).fetchone()
+        owners = {None: (query.session_id, from_db(cwd_row[0]) if cwd_row else None)}
     else:
         sessions = query.per_session or query.cwd is not None
         owner = "owner" if sessions else "NULL"
@@ -473,6 +366,6 @@ def _query_calls(conn: sqlite3.Connection, query: UsageQuery, cwd_filter: Any) -
         if reported is None:
             continue
         session_id, cwd = reported
-        result.append(UsageRow(session_id, cwd, _text(row[1]), _text(row[2]), row[3], bool(row[4]), bool(row[5]),
+        result.append(UsageRow(session_id, cwd, from_db(row[1]), from_db(row[2]), row[3], bool(row[4]), bool(row[5]),
                                bool(row[6]), *row[7:]))
     return result

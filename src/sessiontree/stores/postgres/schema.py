@@ -1,0 +1,209 @@
+"""The schema of a PostgreSQL store: every table, in the order its steps create them.
+
+A database holds what the steps of :data:`MIGRATIONS` create, applied in that
+order at open, under the schema lock, and recorded by name in
+``schema_migrations`` (``PostgresStore``):
+
+=======================  =====================================================
+``m001_initial``         ``sessions`` (and its write counter), ``entries``, ``message_texts``
+``m002_sync_state``      ``sync_state`` (not derived: what sync took from files, per host)
+``m003_search_index``    ``search_entries`` and its indexes (:mod:`.search`)
+``m004_usage_ledger``    ``usage_ledger`` (:mod:`.usage`)
+=======================  =====================================================
+
+Add new steps at the end; never edit one that has been applied (its name and
+SQL are what existing databases recorded). The steps creating derived tables
+fill them from the entries already stored, through their index module.
+:data:`DERIVED_INDEXES` lists the indexes every write maintains.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sessiontree.stores.postgres import search, usage
+from sessiontree.stores.postgres.derived import DerivedIndex, Migration
+from sessiontree.stores.postgres.search import TSV_CHARS
+from sessiontree.stores.shared import schema_steps
+
+__all__ = ["DERIVED_INDEXES", "MIGRATIONS"]
+
+
+def m001_initial(conn: Any) -> None:
+    """Sessions, their entries, and the listing text kept apart."""
+    conn.execute("""
+        CREATE TABLE sessions (
+            -- The header id: what load(id), append(id) and delete(id) look up.
+            id text PRIMARY KEY,
+            -- Insertion order: listing ties and session_ids() keep it.
+            rowno bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+            -- The header record's exact JSON text, and its CRC-32 at write time.
+            header_json bytea NOT NULL,
+            header_crc bigint NOT NULL,
+            -- Copies of header fields for SQL and filters (U+FFFD for what text
+            -- cannot hold); rewritten with header_json by replace_header.
+            created_at text,
+            cwd text,
+            parent_session_id text,
+            -- A valid workflow classification (docs/rules/listing.md O.1): internal session.
+            classified boolean NOT NULL DEFAULT false,
+            -- Wall-clock microseconds of the last write: modified time fallback.
+            updated_at bigint NOT NULL,
+            -- Store-wide order of writes (a sequence, so no global lock is
+            -- needed): recency for find_most_recent (docs/rules/listing.md M.3).
+            write_seq bigint NOT NULL,
+            -- Number of stored entries (= next seq).
+            entry_count integer NOT NULL DEFAULT 0,
+            -- Derived: the InfoAccumulator state (to_state()) as exact JSON
+            -- bytes, updated from appended entries only, so listing never
+            -- reads entries; reindex() recomputes it.
+            listing bytea NOT NULL,
+            -- Derived copies of listing values for SQL (reports, sorting).
+            message_count integer NOT NULL DEFAULT 0,
+            modified_ms double precision NOT NULL DEFAULT 0,
+            name text
+        )""")
+    conn.execute("CREATE INDEX sessions_write_seq ON sessions (write_seq)")
+    conn.execute("CREATE SEQUENCE sessions_write_seq_counter AS bigint")
+    conn.execute("""
+        CREATE TABLE entries (
+            session_id text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            -- File order (0-based): export and the tree (leaf = last entry) depend on it.
+            seq integer NOT NULL,
+            -- Base fields copied out of json for queries; id exact, since the
+            -- database enforces its uniqueness within the session.
+            id text NOT NULL,
+            parent_id text,
+            type text NOT NULL,
+            timestamp text NOT NULL,
+            -- The record's exact JSON text (no newline): the one source of truth.
+            json bytea NOT NULL,
+            -- zlib.crc32(json) at write time, checked on every read.
+            crc bigint NOT NULL,
+            PRIMARY KEY (session_id, seq),
+            -- Entry ids are unique within a session (docs/rules/format.md D.15/D.19).
+            UNIQUE (session_id, id)
+        )""")
+    conn.execute("""
+        CREATE TABLE message_texts (
+            session_id text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            seq integer NOT NULL,
+            -- Listing text of a user/assistant message (docs/rules/listing.md L.15), exact
+            -- bytes; read only when SessionInfo.all_messages_text is accessed.
+            text bytea NOT NULL,
+            PRIMARY KEY (session_id, seq)
+        )""")
+
+
+def m002_sync_state(conn: Any) -> None:
+    """What ``sessiontree sync`` last took from each source file (docs/sync.md).
+
+    Not derived data: it describes files outside the store, so ``reindex``
+    never touches it; a state is written in the same transaction as the entries
+    it accounts for (:meth:`PostgresStore.sync_commit`)."""
+    conn.execute("""
+        CREATE TABLE sync_state (
+            -- The host whose file this is (PostgresStore.sync_host): many hosts
+            -- sync into one database, and a path names a file on one host only.
+            host text NOT NULL,
+            -- The source file, absolute, as UTF-8 bytes (surrogatepass: a path that
+            -- is not valid UTF-8 survives exactly).
+            path bytea NOT NULL,
+            -- The header id the file holds.
+            session_id text NOT NULL,
+            -- File identity and size when last looked at: all equal -> unchanged.
+            size bigint NOT NULL,
+            mtime_ns bigint NOT NULL,
+            inode numeric NOT NULL,
+            dev numeric NOT NULL,
+            -- Bytes from offset 0 taken into the store; a grown file is read from here.
+            consumed bigint NOT NULL,
+            -- Physical lines in those bytes, for file line numbers in later errors.
+            lines bigint NOT NULL,
+            -- Entries taken from the file (after the format upgrade).
+            entries bigint NOT NULL,
+            -- The format version the file declares.
+            version integer NOT NULL,
+            -- SHA-256 of the header line and of the last <= 4 KiB consumed.
+            header_hash bytea NOT NULL,
+            tail_hash bytea NOT NULL,
+            -- The key of the compare-and-set.
+            PRIMARY KEY (host, path)
+        )""")
+
+
+def m003_search_index(conn: Any) -> None:
+    """The search index, filled from every session already stored.
+
+    ``pg_trgm`` is created under the schema lock the step runs under; when it
+    cannot be, the trigram index is left out and search scans (see :mod:`.search`).
+    Derived data, so tables left by a hand-edited schema are dropped first."""
+    conn.execute("DROP TABLE IF EXISTS search_entries")
+    conn.execute(f"""
+        CREATE TABLE search_entries (
+            -- sessions.id and entries.seq of the entry the text comes from.
+            session_id text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            seq integer NOT NULL,
+            -- Copied from the entry for the role filter (U+FFFD for what text cannot hold;
+            -- the exact values are checked on the hits).
+            type text NOT NULL,
+            -- searchtext.entry_text's role (NULL for session_info/session_summary).
+            role text,
+            -- The entry's timestamp in ms (NULL when it does not parse), for since/until.
+            ts_ms double precision,
+            -- fold(entry_text(entry).text): what queries match, by substring.
+            folded text NOT NULL,
+            -- Its words, for ranking (ts_rank); only the first {TSV_CHARS} characters,
+            -- since a tsvector is limited to 1 MB.
+            tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple'::regconfig, left(folded, {TSV_CHARS}))) STORED,
+            PRIMARY KEY (session_id, seq)
+        )""")
+    conn.execute("CREATE INDEX search_entries_tsv ON search_entries USING gin (tsv)")
+    search.ensure_trigram_index(conn)
+    search.fill_index(conn)
+
+
+def m004_usage_ledger(conn: Any) -> None:
+    """The ``usage_ledger`` table, filled from the entries already stored. Derived data:
+    a table left by a hand-edited schema is dropped and rebuilt, not trusted."""
+    conn.execute("DROP TABLE IF EXISTS usage_ledger")
+    conn.execute("""
+        CREATE TABLE usage_ledger (
+            -- sessions.id and entries.seq of the entry, and the record's index within it.
+            session_id text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            seq integer NOT NULL,
+            n integer NOT NULL,
+            -- usagerecords.dedup_key: 16 bytes identifying the billed call by content,
+            -- equal in every copy of the entry (forks, imports).
+            dedup_key bytea NOT NULL,
+            -- assistant, toolResult, session_summary, compaction, branch_summary, usage.
+            source text NOT NULL,
+            provider text,
+            model text,
+            -- Unix milliseconds (UTC) of the record: filters and 15-minute buckets.
+            ts_ms bigint NOT NULL,
+            -- Tokens as recorded, and cost.total in nano-dollars (NULL: unusable,
+            -- to be priced from a catalogue when asked).
+            input numeric NOT NULL,
+            output numeric NOT NULL,
+            cache_read numeric NOT NULL,
+            cache_write numeric NOT NULL,
+            cost_nanos numeric,
+            PRIMARY KEY (session_id, seq, n)
+        )""")
+    # The de-duplicating GROUP BY and the session mode's "held by an earlier session?".
+    conn.execute("CREATE INDEX usage_ledger_key ON usage_ledger (dedup_key)")
+    usage.fill_ledger(conn)
+
+
+#: Schema steps ``(name, function)`` in number order; add new steps, never edit applied ones.
+MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
+    m001_initial,
+    m002_sync_state,
+    m003_search_index,
+    m004_usage_ledger,
+)
+
+#: Every derived index, maintained by each write in this order (their tables come
+#: from the steps above).
+DERIVED_INDEXES: list[DerivedIndex] = [search.INDEX, usage.LEDGER]

@@ -1,0 +1,202 @@
+"""What the SQLite store shares with its derived indexes (:mod:`.search`, :mod:`.usage`)
+and its schema steps (:mod:`.schema`), so none of them imports :mod:`.store`.
+
+* how values travel between Python and SQLite columns (:func:`to_db`,
+  :func:`from_db`, :func:`record_bytes`) and a record's checksum (:func:`record_crc`);
+* the listing state kept in ``sessions`` columns (:data:`STATE_COLUMNS`,
+  :func:`state_values`, :func:`state_from_row`) and the header copies
+  (:func:`header_columns`);
+* the contracts: :class:`DerivedIndex` (what a derived index implements) and
+  :class:`SqliteTransactions` (what an index module may ask of the store).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import zlib
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+from sessiontree.core.listing import InfoAccumulator, is_classified
+
+__all__ = [
+    "STATE_ASSIGN",
+    "STATE_COLUMNS",
+    "STATE_SELECT",
+    "DerivedIndex",
+    "IndexedRow",
+    "Migration",
+    "SqliteTransactions",
+    "from_db",
+    "header_columns",
+    "record_bytes",
+    "record_crc",
+    "state_from_row",
+    "state_values",
+    "to_db",
+]
+
+#: A schema step: runs inside the migrating transaction (``BEGIN IMMEDIATE``).
+Migration = Callable[[sqlite3.Connection], None]
+
+#: An entry as a derived index receives it: ``(seq, parsed entry, stored JSON bytes)``.
+IndexedRow = tuple[int, dict[str, Any], bytes]
+
+
+# -- values ------------------------------------------------------------------------------------
+
+
+def to_db(value: Any) -> Any:
+    """A Python value as SQLite can store it: a ``str`` holding lone UTF-16 surrogates
+    (JSON ``"\\ud83d"`` escapes) becomes the BLOB of its ``surrogatepass`` UTF-8
+    encoding, since SQLite text must be valid UTF-8; anything else is unchanged."""
+    if isinstance(value, str) and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "surrogatepass")
+    return value
+
+
+def from_db(value: Any) -> Any:
+    """A text column read back: the inverse of :func:`to_db` (a BLOB becomes the
+    ``str`` it encodes, surrogates included); anything else is unchanged."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "surrogatepass")
+    return value
+
+
+def record_bytes(value: bytes | str) -> bytes:
+    """A stored record (``entries.json``, ``sessions.header_json``) as bytes: a record
+    written as text (by hand, or before records were BLOBs) as its UTF-8 bytes."""
+    return value if isinstance(value, bytes) else value.encode("utf-8", "surrogatepass")
+
+
+def record_crc(data: bytes | str) -> int:
+    """CRC-32 of a stored record's bytes (a ``str`` record, stored by hand, as UTF-8):
+    the checksum ``entries.crc`` and ``sessions.header_crc`` hold."""
+    return zlib.crc32(record_bytes(data))
+
+
+# -- the listing state and the header copies in ``sessions`` ----------------------------------
+
+#: ``InfoAccumulator.to_state()`` key -> ``sessions`` column holding it.
+STATE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("messageCount", "message_count"),
+    ("firstMessage", "first_message"),
+    ("modifiedMs", "modified_ms"),
+    ("hasName", "has_name"),
+    ("name", "name"),
+    ("anchorId", "anchor_id"),
+    ("summaryThrough", "summary_through"),
+    ("summaryText", "summary_text"),
+)
+#: The state columns as a ``SELECT`` list (``message_count, first_message, ...``).
+STATE_SELECT = ", ".join(column for _, column in STATE_COLUMNS)
+#: The state columns as an ``UPDATE ... SET`` list with one ``?`` each.
+STATE_ASSIGN = ", ".join(f"{column} = ?" for _, column in STATE_COLUMNS)
+
+
+def state_values(info: InfoAccumulator) -> list[Any]:
+    """The values of :data:`STATE_COLUMNS` for ``info``, in that order, as stored."""
+    state = info.to_state()
+    return [to_db(int(state[key]) if key == "hasName" else state[key]) for key, _ in STATE_COLUMNS]
+
+
+def state_from_row(values: Sequence[Any]) -> InfoAccumulator:
+    """The listing accumulator stored in a row's :data:`STATE_COLUMNS` (``values`` in
+    that order): the inverse of :func:`state_values`."""
+    state = {key: from_db(value) for (key, _), value in zip(STATE_COLUMNS, values, strict=False)}
+    state["hasName"] = bool(state["hasName"])
+    state["modifiedMs"] = float(state["modifiedMs"] or 0.0)
+    return InfoAccumulator.from_state(state)
+
+
+def header_columns(header: dict[str, Any]) -> tuple[Any, Any, Any, int]:
+    """The header copies ``(created_at, cwd, parent_session_id, classified)`` of a
+    ``sessions`` row, as stored (a value that is not a string is ``NULL``)."""
+    created = header.get("createdAt")
+    cwd = header.get("cwd")
+    parent = header.get("parentSessionId")
+    return (to_db(created) if isinstance(created, str) else None,
+            to_db(cwd) if isinstance(cwd, str) else None,
+            to_db(parent) if isinstance(parent, str) else None,
+            int(is_classified(header)))
+
+
+# -- contracts ---------------------------------------------------------------------------------
+
+
+class DerivedIndex(Protocol):
+    """Derived data kept in its own tables beside the entries (the search index, the
+    usage ledger; sync state is *not* one: it is not derivable from entries).
+
+    Written in the same transaction as the entries it derives from, removed with
+    their session, and rebuilt from the entries alone by ``SqliteStore.reindex``
+    (docs/stores.md, "Derived data"). Its tables are created by schema steps
+    (:mod:`.schema`, which also lists every index in ``DERIVED_INDEXES``).
+    Optionally it defines ``reindexed(conn, everything: bool)``, which
+    ``SqliteStore.reindex`` calls once after rebuilding the sessions
+    (``everything``: all of them), inside the same transaction, for store-wide
+    sums (the usage rollup).
+    """
+
+    #: Short name, for messages (``"search"``, ``"usage"``).
+    name: str
+
+    def add(self, conn: sqlite3.Connection, key: Any, rows: Sequence[IndexedRow]) -> None:
+        """Index new entries of the session whose ``sessions.id`` column is ``key``.
+
+        ``rows`` are ``(seq, entry, text)``: the entry's position in file order,
+        the parsed entry, and its stored JSON bytes, in ``seq`` order. Runs
+        inside the writing transaction; raising rolls the whole write back."""
+
+    def remove(self, conn: sqlite3.Connection, key: Any) -> None:
+        """Drop everything derived from the session ``key`` (inside the transaction)."""
+
+    def pending(self, conn: sqlite3.Connection) -> int:
+        """How many entries :meth:`settle` has left to do (0: nothing deferred)."""
+
+    def settle(self, conn: sqlite3.Connection, budget: int | None = None) -> int:
+        """Finish work this index deferred to keep writes cheap (inside a writing
+        transaction): all of it, or about ``budget`` entries. Returns how many
+        entries it processed; fewer than ``budget`` means nothing is left (0:
+        nothing was deferred)."""
+
+
+class SqliteTransactions(Protocol):
+    """What an index module may ask of a ``SqliteStore``: its transactions, whether
+    the database holds the schema, and the bounded settle of deferred work."""
+
+    #: Whether the store was opened read-only (writes raise ``StorageError``).
+    readonly: bool
+    #: Seconds a connection waits for another writer's lock.
+    timeout: float
+
+    def read_transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        """A read transaction: one consistent snapshot across several statements.
+
+        Raises:
+            StorageError: the database could not be read."""
+        ...
+
+    def write_transaction(self, what: str) -> AbstractContextManager[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE``); any error rolls it back.
+
+        Raises:
+            StorageError: read-only, not initialised, or the write failed (``what`` names it)."""
+        ...
+
+    def has_schema(self, conn: sqlite3.Connection) -> bool:
+        """Whether the database holds the sessiontree schema (an empty database opened
+        without initialising it holds none)."""
+        ...
+
+    def settle_derived(self, *, lock_timeout: float | None = None, pending: int | None = None) -> int:
+        """Finish the work the derived indexes deferred, in short write transactions
+        (``SqliteStore.settle_derived``). Returns the entries processed.
+
+        Raises:
+            StorageError: read-only, a write failed or the lock stayed held."""
+        ...
