@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import sys
 import types
 from html import unescape
 from html.parser import HTMLParser
@@ -19,6 +18,7 @@ from sessiontree.format.codec import read_session_file
 from sessiontree.web import page
 from sessiontree.web import views as view
 from sessiontree.web.app import ViewerConfig, create_app
+from sessiontree.web.views import listing as listing_view
 from web_support import CORPUS, EVIL_ID, EXAMPLES, HOSTILE_ID, add_evil_session, add_hostile_session
 
 
@@ -171,11 +171,11 @@ def test_list_filters_sort_and_fallback_search(store):
 
 
 def test_list_uses_store_search_and_stats_hooks(store, monkeypatch):
-    store.search = lambda q: [{"session_id": "019cadd2-8a00-7c1f-a2b3-5c6d7e8f9003", "snippet": "hit"}]
-    usage = types.ModuleType("sessiontree.usage.report")
-    usage.session_stats = lambda st, ids: {i: {"entries": 3, "models": ["m1"], "tokens": 1234, "cost": 0.5}
-                                           for i in ids}
-    monkeypatch.setitem(sys.modules, "sessiontree.usage.report", usage)
+    store.search = lambda q, **options: [
+        types.SimpleNamespace(session_id="019cadd2-8a00-7c1f-a2b3-5c6d7e8f9003", snippet="hit")]
+    monkeypatch.setattr(listing_view, "session_stats",
+                        lambda st, ids: {i: {"entries": 3, "models": ["m1"], "tokens": 1234, "cost": 0.5}
+                                         for i in ids})
     result = view.build_list_page(store, view.ListQuery(q="anything"))
     assert result.search_mode == "store" and result.has_stats and result.rows[0].snippet == "hit"
     html = page.environment().get_template("list.html").render(page=result, q=result.query, inline=False,

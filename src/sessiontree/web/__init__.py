@@ -1,6 +1,6 @@
 """The web viewer: ``sessiontree serve`` and ``export --format html`` (docs/viewer.md).
 
-* :mod:`sessiontree.web.view`: view models (tree rows, conversation items,
+* :mod:`sessiontree.web.views`: view models (tree rows, conversation items,
   projection marks, the session list) built from the library;
 * :mod:`sessiontree.web.page`: the one HTML renderer (Jinja2 templates in
   ``templates/``, assets in ``static/``), shared by the server and the export;
@@ -11,10 +11,12 @@ The heavy imports (Starlette, Jinja2) happen only when these modules are
 imported, so the rest of the command line does not pay for them.
 """
 
+from typing import Any
+
 __all__ = ["create_app", "render_session_document"]
 
 
-def __getattr__(name: str):  # PEP 562: lazy, as in sessiontree/__init__.py
+def __getattr__(name: str) -> Any:  # PEP 562: lazy, as in sessiontree/__init__.py
     if name == "create_app":
         from sessiontree.web.app import create_app
 

@@ -7,9 +7,9 @@ request can change a session):
 * ``/s/{id}``: the session page (``?leaf=ENTRY&view=raw|model#ENTRY``);
 * ``/s/{id}/conversation``: the conversation pane's HTML for one window
   (``leaf``, ``view``, ``start`` or ``around``);
-* ``/s/{id}/tree.json``: all tree rows (:class:`sessiontree.web.view.TreeData`);
+* ``/s/{id}/tree.json``: all tree rows (:class:`sessiontree.web.views.TreeData`);
 * ``/s/{id}/rows.json?filter=&folded=I,J&leaf=&offset=&limit=&find=``: one
-  window of the visible tree rows (:meth:`sessiontree.web.view.TreeData.window`),
+  window of the visible tree rows (:meth:`sessiontree.web.views.TreeData.window`),
   what the page's tree pane fetches as it scrolls;
 * ``/s/{id}/summaries.json?rows=I,J,...``: one-line summaries of tree rows
   (large sessions send the tree without them);
@@ -80,7 +80,7 @@ WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
 #: A ``Host`` header: a name or a bracketed IPv6 address, then an optional numeric port.
 _HOST_HEADER = re.compile(r"(\[[0-9a-f:.]+\]|[a-z0-9._-]+)(?::[0-9]{1,5})?")
 #: Conversation entries of the first window a session page shows (earlier ones
-#: load as the reader scrolls up, :data:`sessiontree.web.view.WINDOW_ITEMS` at a time).
+#: load as the reader scrolls up, :data:`sessiontree.web.views.WINDOW_ITEMS` at a time).
 FIRST_WINDOW_ITEMS = 60
 
 
@@ -159,15 +159,15 @@ class SessionCache:
     def _hint(self, session_id: str) -> Any:
         # A cheap "did anything change" signal: file size and mtime where the store has files.
         path = self.store.location(session_id)
-        if path is None and getattr(self.store, "kind", None) == "sqlite":
-            db = getattr(self.store, "path", None)
+        if path is None and self.store.kind == "sqlite":
+            db = getattr(self.store, "path", None)  # SQLite's own attribute, not the protocol's
             path = db if isinstance(db, str) and db != ":memory:" else None
             paths = [path, f"{path}-wal"] if path else []
         else:
             paths = [path] if path else []
         if not paths:
             return None
-        stats = []
+        stats: list[tuple[int, int] | None] = []
         for p in paths:
             try:
                 st = os.stat(p)
@@ -192,11 +192,11 @@ class SessionCache:
                 if unchanged:
                     self._items.move_to_end(session_id)
                     return cached
-            # Skeletons only where the store reads them cheaply: a 100,000-entry session's
-            # full read and parse costs seconds, its skeleton a fraction of that
-            # (docs/viewer.md, "What is sent when"). Elsewhere read_skeleton would read
-            # everything anyway, and so would each read_entries: read once, keep it all.
-            partial = bool(getattr(self.store, "partial_reads", False))
+            # Skeletons only where the store reads them cheaply: a large session's full
+            # read and parse costs far more than its skeleton (docs/viewer.md, "What is
+            # sent when"). Elsewhere read_skeleton would read everything anyway, and so
+            # would each read_entries: read once, keep it all.
+            partial = self.store.partial_reads
             parsed = self.store.read_skeleton(session_id) if partial else self.store.read(session_id)
             entries = parsed.entries
             version = f"{len(entries)}:{entries[-1].get('id') if entries else ''}"
@@ -205,7 +205,7 @@ class SessionCache:
                 return cached
             # Read-only: nothing is ever appended, so the entries are bound to an
             # empty private store instead of being copied into one (in_memory
-            # re-serializes every entry: seconds for a 100,000-entry session).
+            # re-serializes every entry).
             manager = SessionManager.from_parsed(parsed)
             fresh = _Cached(hint, now, manager, version, session_id, full=None if partial else manager)
             self._items[session_id] = fresh
@@ -343,7 +343,8 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
             if listing["infos"] is None or now - listing["at"] > LIST_TTL_SECONDS:
                 listing["infos"] = SessionManager.list_all(store, include_internal=True)
                 listing["at"] = now
-            return listing["infos"]
+            rows: list[Any] = listing["infos"]
+            return rows
 
     def session_list(request: Request) -> Response:
         p = request.query_params

@@ -1,4 +1,4 @@
-"""The one HTML renderer of the viewer: Jinja2 templates over :mod:`sessiontree.web.view`.
+"""The one HTML renderer of the viewer: Jinja2 templates over :mod:`sessiontree.web.views`.
 
 Both the server (:mod:`sessiontree.web.app`) and ``export --format html``
 (:func:`render_session_document`) render sessions through the functions
@@ -8,7 +8,7 @@ file opens from disk with no server and no network.
 
 Escaping: the environment autoescapes every template, so any session text
 reaches the page as text. The only values marked safe are rendered Markdown
-(raw HTML disabled, see :func:`sessiontree.web.view.markdown_html`) and the
+(raw HTML disabled, see :func:`sessiontree.web.views.markdown_html`) and the
 inlined assets of the package itself. JSON embedded in a page goes through
 Jinja2's ``tojson`` filter, which escapes ``<``, ``>``, ``&`` and ``'`` so
 that no session text can close the ``<script>`` element that holds it.

@@ -1,0 +1,75 @@
+"""Running the checker's passes over one file: :func:`check_bytes` and :func:`check_file`.
+
+The passes run in order over one :class:`~sessiontree.check.state.FileState`:
+lines and records (:mod:`~sessiontree.check.reader`), header, entries, ids,
+parents and references (:mod:`~sessiontree.check.structure`), tool pairing
+(:mod:`~sessiontree.check.pairing`). :mod:`~sessiontree.check.repair` runs
+them too, then its own repairs. None of them writes to the checked file.
+"""
+
+from __future__ import annotations
+
+import os
+
+from sessiontree.check.codes import Problem
+from sessiontree.check.pairing import check_pairing
+from sessiontree.check.reader import read_lines
+from sessiontree.check.state import FileState
+from sessiontree.check.structure import (
+    build_model,
+    check_entries,
+    check_header,
+    check_references,
+    collect_entries,
+    find_cycles,
+    report_cycles,
+)
+
+__all__ = ["analyse", "check_bytes", "check_file"]
+
+
+def analyse(data: bytes, path: str) -> FileState:
+    """Every check on the bytes of one file, in order; the returned state holds
+    the problems (in the order found), the byte- and record-level changes a
+    repair makes, and the records the repair works on. Never raises on any content."""
+    state = FileState(data, path)
+    read_lines(state)
+    check_header(state)
+    collect_entries(state)
+    check_entries(state)
+    build_model(state)
+    check_references(state)
+    cycles = find_cycles(state)
+    report_cycles(state, cycles)
+    check_pairing(state, cycles)
+    return state
+
+
+def check_bytes(data: bytes, path: str) -> list[Problem]:
+    """Every problem in the bytes of one session file.
+
+    Args:
+        data: the whole file, exactly as stored.
+        path: how to name the file in problems; its base name is also
+            compared with the header id when it has the ``<ts>_<id>.jsonl``
+            or ``<ts>_<hash>.jsonl`` shape (docs/rules/decisions.md D-7).
+
+    Returns:
+        Problems sorted by line (file-wide ones first), several per line
+        possible, in a deterministic order. Empty when the file is clean.
+        Never raises on any content.
+    """
+    return analyse(data, path).sorted_problems()
+
+
+def check_file(path: str | os.PathLike[str]) -> list[Problem]:
+    """:func:`check_bytes` on a file's content; the file is only read.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    name = os.fspath(path)
+    with open(name, "rb") as handle:
+        data = handle.read()
+    return check_bytes(data, name)
+

@@ -1,0 +1,162 @@
+"""The session list page: filters, search, sort, pages and statistics."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from typing import Any
+
+from sessiontree.core.listing import SessionInfo
+from sessiontree.search.query import search, settle_search_tail
+from sessiontree.session.manager import SessionManager
+from sessiontree.stores.base import SessionStore
+from sessiontree.usage.report import session_stats
+
+__all__ = [
+    "ListPage",
+    "ListQuery",
+    "ListRow",
+    "build_list_page",
+    "search_sessions",
+    "session_title",
+]
+
+def session_title(info: SessionInfo) -> str:
+    """The title a session is listed under: its name, else its fresh summary, else its first message."""
+    return " ".join((info.name or info.summary or info.first_message or "").split())
+
+
+@dataclass
+class ListQuery:
+    """The list page's query (all optional).
+
+    Attributes:
+        q: search text.
+        project: keep sessions whose cwd equals this or lies below it.
+        named: only sessions with a current name.
+        since, until: ``modified`` (or ``created``, with ``sort="created"``) date bounds, inclusive, UTC.
+        internal: include internal workflow sessions.
+        sort: ``"modified"`` or ``"created"`` (newest first).
+        page: 1-based page number.
+        per_page: rows per page.
+    """
+
+    q: str = ""
+    project: str = ""
+    named: bool = False
+    since: date | None = None
+    until: date | None = None
+    internal: bool = False
+    sort: str = "modified"
+    page: int = 1
+    per_page: int = 50
+
+
+@dataclass
+class ListRow:
+    """One row of the session list (see :func:`build_list_page`)."""
+
+    info: SessionInfo
+    title: str
+    stats: Mapping[str, Any] | None = None
+    snippet: str = ""
+
+
+@dataclass
+class ListPage:
+    """One page of the session list.
+
+    Attributes:
+        rows: the sessions of this page.
+        total: sessions matching the query.
+        pages: number of pages.
+        projects: every project (cwd) of the store, for the filter.
+        search_mode: ``"store"`` when the rows are a search's matches
+            (:func:`search_sessions`), empty without a query.
+        has_stats: whether the statistics columns (models, tokens, cost from
+            :func:`sessiontree.usage.report.session_stats`) are shown.
+    """
+
+    query: ListQuery
+    rows: list[ListRow]
+    total: int
+    pages: int
+    projects: list[str]
+    search_mode: str = ""
+    has_stats: bool = False
+
+
+def search_sessions(store: SessionStore, infos: Sequence[SessionInfo],
+                    q: str) -> tuple[list[SessionInfo], dict[str, str], str]:
+    """Sessions of ``infos`` matching ``q``, best first, each with the snippet of its best hit.
+
+    The search is :func:`sessiontree.search.query.search` with its default
+    limit: the one matching rule of ``sessiontree search`` and of every store
+    (docs/search.md), so the list shows the sessions of the hits that command
+    prints. A long pending tail of SQLite's index is merged first
+    (:func:`~sessiontree.search.query.settle_search_tail`), once, not scanned by
+    every query.
+
+    Returns:
+        ``(matches, {session id: snippet}, "store")``.
+
+    Raises:
+        SearchQueryError: an over-long query.
+        StorageError: the store could not be read.
+    """
+    settle_search_tail(store)
+    by_id = {info.id: info for info in infos}
+    found: list[SessionInfo] = []
+    snippets: dict[str, str] = {}
+    for session_id, hits in search(store, q).by_session():
+        info = by_id.get(session_id)
+        if info is not None:
+            found.append(info)
+            snippets[session_id] = hits[0].snippet
+    return found, snippets, "store"
+
+
+def _day(value: datetime) -> date:
+    return value.astimezone(UTC).date()
+
+
+def build_list_page(store: SessionStore, query: ListQuery, infos: Sequence[SessionInfo] | None = None) -> ListPage:
+    """The session list for ``query``: filtered, searched, sorted, one page of it.
+
+    Args:
+        store: the store to list (read-only).
+        query: see :class:`ListQuery`.
+        infos: the listing to use (a cache of ``SessionManager.list_all(store,
+            include_internal=True)``); read from the store when omitted.
+    """
+    if infos is None:
+        infos = SessionManager.list_all(store, include_internal=True)
+    projects = sorted({i.cwd for i in infos if i.cwd})
+    rows = [i for i in infos if query.internal or not i.internal]
+    if query.project:
+        prefix = query.project.rstrip("/") + "/"
+        rows = [i for i in rows if i.cwd == query.project or i.cwd.startswith(prefix)]
+    if query.named:
+        rows = [i for i in rows if i.name]
+    key: Callable[[SessionInfo], datetime] = (
+        (lambda i: i.created) if query.sort == "created" else (lambda i: i.modified))
+    if query.since is not None:
+        rows = [i for i in rows if _day(key(i)) >= query.since]
+    if query.until is not None:
+        rows = [i for i in rows if _day(key(i)) <= query.until]
+    snippets: dict[str, str] = {}
+    mode = ""
+    if query.q.strip():
+        rows, snippets, mode = search_sessions(store, rows, query.q.strip())
+    else:
+        rows = sorted(rows, key=key, reverse=True)
+    total = len(rows)
+    per_page = max(1, query.per_page)
+    pages = max(1, -(-total // per_page))
+    page = min(max(1, query.page), pages)
+    query.page = page
+    window = rows[(page - 1) * per_page: page * per_page]
+    stats = session_stats(store, [i.id for i in window])
+    out = [ListRow(i, session_title(i) or "(untitled)", stats.get(i.id), snippets.get(i.id, "")) for i in window]
+    return ListPage(query, out, total, pages, projects, mode, has_stats=True)
