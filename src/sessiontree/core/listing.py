@@ -12,7 +12,7 @@ kept apart and fetched only when asked for.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -33,7 +33,7 @@ __all__ = [
 NO_MESSAGES = "(no messages)"
 
 
-def is_classified(header: dict[str, Any]) -> bool:
+def is_classified(header: Mapping[str, Any]) -> bool:
     """Whether a header marks a workflow-owned session (docs/rules/format.md seed:header,
     docs/rules/listing.md O.1).
 
@@ -251,7 +251,7 @@ class InfoAccumulator:
             summary_text=state["summaryText"],
         )
 
-    def to_info(self, header: dict[str, Any], path: str, *, fallback_mtime: float | None = None,
+    def to_info(self, header: Mapping[str, Any], path: str, *, fallback_mtime: float | None = None,
                 text_loader: Callable[[], str] | None = None, entry_count: int | None = None) -> SessionInfo:
         """The :class:`SessionInfo` of a session with this state and ``header``.
 
@@ -301,7 +301,7 @@ class InfoAccumulator:
         return info
 
 
-def session_info_from_entries(header: dict[str, Any], entries: Iterable[Entry], path: str,
+def session_info_from_entries(header: Mapping[str, Any], entries: Iterable[Entry], path: str,
                               fallback_mtime: float | None = None) -> SessionInfo:
     """The :class:`SessionInfo` of a loaded session (docs/rules/listing.md), with its entry count."""
     accumulator = InfoAccumulator()

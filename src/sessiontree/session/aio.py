@@ -73,6 +73,7 @@ from sessiontree.core.listing import SessionInfo
 from sessiontree.core.tree import Entry, NameState, TreeNode
 from sessiontree.errors import SessionError
 from sessiontree.format.codec import ParsedSession
+from sessiontree.format.types import AgentMessage, SessionHeader
 from sessiontree.session import builders
 from sessiontree.session.builders import UNSET
 from sessiontree.session.importing import ImportOutcome
@@ -865,7 +866,7 @@ class AsyncSessionManager:
 
     # ------------------------------------------------------------------ appending
 
-    async def append_message(self, message: dict[str, Any]) -> str:
+    async def append_message(self, message: AgentMessage) -> str:
         """Append a ``message`` entry; returns its id once committed (see :meth:`SessionManager.append_message`).
 
         Raises:
@@ -1057,7 +1058,7 @@ class AsyncSessionManager:
         """All committed entries in file order (a new list). Plain method."""
         return self._core.get_entries()
 
-    def get_header(self) -> dict[str, Any]:
+    def get_header(self) -> SessionHeader:
         """The session header. Plain method."""
         return self._core.get_header()
 

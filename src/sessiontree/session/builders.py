@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -104,7 +104,7 @@ def _base(state: EntryState, entry_type: str, parent_id: str | None) -> Entry:
     return {"type": entry_type, "id": new_entry_id(state.tree), "parentId": parent_id, "timestamp": now_iso()}
 
 
-def message_entry(state: EntryState, message: dict[str, Any]) -> Entry:
+def message_entry(state: EntryState, message: Mapping[str, Any]) -> Entry:
     """A ``message`` entry (docs/rules/format.md seed:message-entry).
 
     Tool results have their ``nestedCalls`` bounded (docs/rules/projection.md §3.10).

@@ -24,7 +24,7 @@ import builtins
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from sessiontree.core import projection as _projection
 from sessiontree.core.listing import SessionInfo, is_classified
@@ -33,6 +33,7 @@ from sessiontree.errors import InvalidSessionError, SessionInUseError, StorageEr
 from sessiontree.format.codec import ParsedSession, read_session_file
 from sessiontree.format.gcpause import gc_paused
 from sessiontree.format.ids import is_valid_session_id, new_session_id, validate_session_id
+from sessiontree.format.types import AgentMessage, SessionHeader
 from sessiontree.format.upgrade import parent_session_to_id, upgrade_header
 from sessiontree.session import builders, importing
 from sessiontree.session.builders import UNSET, now_iso
@@ -743,7 +744,7 @@ class SessionManager:
         self._write(entries)
         return self._publish(entries)
 
-    def append_message(self, message: dict[str, Any]) -> str:
+    def append_message(self, message: AgentMessage) -> str:
         """Append a ``message`` entry (docs/rules/format.md seed:message-entry).
 
         Tool results have their ``nestedCalls`` bounded (docs/rules/projection.md §3.10).
@@ -1032,9 +1033,10 @@ class SessionManager:
         """All entries, header excluded, in file order (a new list; entries shared)."""
         return builtins.list(self._tree.entries)
 
-    def get_header(self) -> dict[str, Any]:
-        """The session header."""
-        return self._header
+    def get_header(self) -> SessionHeader:
+        """The session header (docs/rules/format.md seed:header): the stored object itself,
+        unknown fields kept; typed by the fields the format defines."""
+        return cast(SessionHeader, self._header)
 
     def get_session_name(self) -> str | None:
         """The display name, ``None`` when never named or cleared (docs/rules/listing.md J.3)."""
