@@ -12,19 +12,6 @@ from sessiontree.format.codec import read_session_file
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.memory import MemoryStore
 
-CREATED = "2026-02-01T09:00:00.000Z"
-
-
-def header(session_id: str, **extra) -> dict:
-    """A minimal format-4 header with ``id`` ``session_id``."""
-    return {"type": "session", "version": 4, "id": session_id, "createdAt": CREATED, "cwd": "/w", **extra}
-
-
-def custom(entry_id: str, parent: str | None = None) -> dict:
-    """A ``custom`` entry (not in context): the cheapest valid entry."""
-    return {"type": "custom", "id": entry_id, "parentId": parent, "timestamp": CREATED,
-            "customType": "t", "data": {}}
-
 
 def ids_in(path: str) -> list[str]:
     """Entry ids of a session file, read (and validated) from disk."""

@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from builders import user_ms as user
 from sessiontree import errors
 from sessiontree.session.aio import AsyncSessionManager, ManagerClosedError, WriteOutcome, outcome_of
 from sessiontree.session.manager import SessionManager
@@ -29,10 +30,6 @@ PLAIN = {
     "get_session_name", "get_session_name_state", "get_cwd", "get_session_dir", "get_session_id",
     "get_session_store", "is_persisted",
 }
-
-
-def user(text: str) -> dict:
-    return {"role": "user", "content": text, "timestamp": 1700000000000}
 
 
 def make_store(kind: str, tmp_path) -> object:

@@ -20,6 +20,7 @@ import zlib
 
 import pytest
 
+from builders import message_of as _entry
 from sessiontree import SessionManager
 from sessiontree.core.projection.build import INTERRUPTED_TEXT, build_session_projection
 from sessiontree.core.tree import SessionTree
@@ -166,10 +167,6 @@ def test_from_parsed_projects_like_open_and_never_writes(db):
         viewer.append_message({"role": "user", "content": "hi", "timestamp": 1})
     assert viewer.get_leaf_id() == leaf and len(viewer.get_entries()) == 23
     assert store.load(SID).entries == _entries(23)
-
-
-def _entry(entry_id: str, parent: str | None, message: dict) -> dict:
-    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": TS, "message": message}
 
 
 @pytest.mark.parametrize("content, closes", [(" \n\u3000", False), ([{"type": "text", "text": "\t"}], False),

@@ -16,6 +16,7 @@ import threading
 import pytest
 
 import sessiontree.stores.jsonl.store as jsonl_module
+from builders import custom, header
 from sessiontree import errors
 from sessiontree.errors import InvalidSessionError, SessionNotFoundError, StorageError
 from sessiontree.format import jsonio
@@ -24,10 +25,8 @@ from sessiontree.session.manager import SessionManager
 from sessiontree.stores.jsonl.store import JsonlStore, migrate_file
 from support import (
     FailingMemoryStore,
-    custom,
     fds_to,
     fresh_projection,
-    header,
     ids_in,
     start_append_paused_in_write,
     wait_child,

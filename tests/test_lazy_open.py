@@ -32,6 +32,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from builders import assistant_turn as _assistant
+from builders import message_of as _message
+from builders import user_blocks as _user
 from sessiontree import SessionManager
 from sessiontree.core.projection.build import build_session_projection
 from sessiontree.core.tree import SessionTree
@@ -53,25 +56,6 @@ VERBATIM = {"strategy": "verbatim-lines"}
 
 def _header() -> dict:
     return {"type": "session", "version": 4, "id": SID, "createdAt": TS, "cwd": "/work/a"}
-
-
-def _message(entry_id: str, parent: str | None, message: dict) -> dict:
-    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": TS, "message": message}
-
-
-def _user(text: str) -> dict:
-    return {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": 1}
-
-
-def _assistant(text: str, model: str | None = "m1", calls: tuple[str, ...] = ()) -> dict:
-    message: dict[str, Any] = {"role": "assistant",
-                               "content": [{"type": "text", "text": text},
-                                           *({"type": "toolCall", "id": c, "name": "bash", "arguments": {}}
-                                             for c in calls)],
-                               "stopReason": "toolUse" if calls else "stop", "timestamp": 2}
-    if model is not None:
-        message.update(provider="p", model=model)
-    return message
 
 
 def _chain(count: int, start: int = 0, parent: str | None = None) -> list[dict]:

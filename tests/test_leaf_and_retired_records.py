@@ -17,6 +17,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from builders import assistant_at as assistant
+from builders import at_second as ts
+from builders import tool_result_at as tool_result
+from builders import user_at as user
 from sessiontree.cli import cli
 from sessiontree.core import render
 from sessiontree.core.projection.build import (
@@ -35,29 +39,6 @@ from sessiontree.session.manager import SessionManager
 CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus" / "pi-v1"
 BEFORE = CORPUS / "pi-mono-before-compaction.jsonl"
 LARGE = CORPUS / "pi-mono-large-session.jsonl"
-
-
-def ts(second: int) -> str:
-    return f"2026-01-01T00:00:{second:02d}.000Z"
-
-
-def user(entry_id: str, parent: str | None, text: str, second: int) -> dict[str, Any]:
-    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": ts(second),
-            "message": {"role": "user", "content": text, "timestamp": second}}
-
-
-def assistant(entry_id: str, parent: str | None, text: str, second: int, *, calls: list[str] = ()) -> dict[str, Any]:
-    content: list[dict[str, Any]] = [{"type": "text", "text": text}]
-    content += [{"type": "toolCall", "id": c, "name": "bash", "arguments": {"command": "ls"}} for c in calls]
-    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": ts(second),
-            "message": {"role": "assistant", "content": content, "provider": "p", "model": "m",
-                        "stopReason": "toolUse" if calls else "stop", "timestamp": second}}
-
-
-def tool_result(entry_id: str, parent: str, call: str, text: str, second: int) -> dict[str, Any]:
-    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": ts(second),
-            "message": {"role": "toolResult", "toolCallId": call, "toolName": "bash",
-                        "content": [{"type": "text", "text": text}], "isError": False, "timestamp": second}}
 
 
 def leaf(entry_id: str, parent: str | None, target: Any, second: int, *, with_target: bool = True) -> dict[str, Any]:

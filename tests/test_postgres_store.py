@@ -18,6 +18,7 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg", reason="psycopg 3 is not installed (the postgres extra)")
 
+from builders import custom, header  # noqa: E402
 from sessiontree import SessionManager  # noqa: E402
 from sessiontree.errors import (  # noqa: E402
     CorruptEntryError,
@@ -30,7 +31,6 @@ from sessiontree.errors import (  # noqa: E402
 from sessiontree.stores import open_store  # noqa: E402
 from sessiontree.stores.postgres import store as pg_module  # noqa: E402
 from sessiontree.stores.postgres.store import MIGRATIONS, PostgresStore  # noqa: E402
-from support import custom, header  # noqa: E402
 
 
 def _raw(url: str):

@@ -14,11 +14,12 @@ import time
 
 import pytest
 
+from builders import custom, header
 from sessiontree.errors import InvalidSessionError, SessionNotFoundError
 from sessiontree.format import jsonio
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.jsonl.store import JsonlStore, migrate_file
-from support import custom, fresh_projection, header, ids_in, start_append_paused_in_write, wait_child
+from support import fresh_projection, ids_in, start_append_paused_in_write, wait_child
 
 
 def test_fast_path_appends_into_another_session_after_a_same_size_in_place_copy(tmp_path):

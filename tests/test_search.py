@@ -16,6 +16,8 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from builders import search_header as header
+from builders import search_message as msg
 from sessiontree import SessionManager
 from sessiontree.cli import cli
 from sessiontree.core.searchtext import (
@@ -36,19 +38,8 @@ from sessiontree.stores.sqlite import store as sqlite_module
 T0 = "2026-01-01T10:0{}:00.000Z"
 
 
-def msg(entry_id, parent, role, content, minute=0, **extra):
-    message = {"role": role, "content": content, "timestamp": 1_767_261_600_000 + minute * 60_000, **extra}
-    if role == "assistant":
-        message = {"api": "a", "provider": "p", "model": "m", "usage": {}, "stopReason": "stop", **message}
-    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": T0.format(minute), "message": message}
-
-
 def base(entry_id, parent, kind, minute=0, **fields):
     return {"type": kind, "id": entry_id, "parentId": parent, "timestamp": T0.format(minute), **fields}
-
-
-def header(session_id, cwd):
-    return {"type": "session", "version": 4, "id": session_id, "createdAt": "2026-01-01T09:00:00.000Z", "cwd": cwd}
 
 
 LOREM = " ".join(["lorem ipsum dolor sit amet consectetur"] * 40)

@@ -25,16 +25,13 @@ import pytest
 import sessiontree.session.manager as manager_module
 import sessiontree.stores.jsonl.store as jsonl_module
 import sessiontree.stores.sqlite.store as sqlite_module
+from builders import user as _user
 from sessiontree import InvalidSessionError, SessionManager, StorageError
 from sessiontree.check.checker import repair_file
 from sessiontree.stores.jsonl.store import JsonlStore, read_file
 from sessiontree.stores.sqlite.store import SqliteStore
 
 WORKFLOW = {"runId": "r", "stageId": "s", "stageName": "n"}
-
-
-def _user(text: str) -> dict:
-    return {"role": "user", "content": text, "timestamp": 1}
 
 
 def _v3_bytes(session_id: str = "sess-v3", n: int = 20) -> bytes:

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from builders import user_entry as msg
+from builders import work_header as header
 from cli_support import cli_runner, run_cli
 from sessiontree.cli import cli
 from sessiontree.errors import (
@@ -37,15 +39,6 @@ from sessiontree.stores.jsonl import store as jsonl_module
 from sessiontree.stores.sqlite import store as sqlite_module
 
 CREATED = "2026-02-01T09:00:00.000Z"
-
-
-def header(session_id: str, cwd: str = "/work/a") -> dict:
-    return {"type": "session", "version": 4, "id": session_id, "createdAt": CREATED, "cwd": cwd}
-
-
-def msg(entry_id: str, parent: str | None, text: str) -> dict:
-    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": CREATED,
-            "message": {"role": "user", "content": text, "timestamp": 1769936400000}}
 
 
 def digest(path: Path) -> dict[str, str | None]:

@@ -30,8 +30,8 @@ from typing import Any
 
 import pytest
 
+from builders import header
 from sessiontree.stores import open_store
-from support import header
 
 STRESS = os.environ.get("SESSIONTREE_STRESS", "") not in ("", "0")
 WRITERS = 8

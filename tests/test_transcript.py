@@ -10,6 +10,10 @@ import copy
 
 import pytest
 
+from builders import bare_assistant as assistant
+from builders import text_block as text
+from builders import tool_result_content as tool_result
+from builders import user
 from sessiontree.core.transcript import (
     BOUNDARY_PREFIX,
     BRANCH_SUMMARY_PREFIX,
@@ -28,36 +32,6 @@ from sessiontree.format import jsonio
 
 IMG_A = {"type": "image", "data": "QQ==", "mimeType": "image/png"}
 IMG_B = {"type": "image", "data": "Qg==", "mimeType": "image/jpeg"}
-
-
-def text(t: str) -> dict:
-    return {"type": "text", "text": t}
-
-
-def user(content) -> dict:
-    return {"role": "user", "content": content, "timestamp": 1}
-
-
-def assistant(content, stop: str = "stop") -> dict:
-    return {
-        "role": "assistant",
-        "content": content,
-        "provider": "p",
-        "model": "m",
-        "stopReason": stop,
-        "timestamp": 2,
-    }
-
-
-def tool_result(content, call_id: str = "c1", is_error: bool = False) -> dict:
-    return {
-        "role": "toolResult",
-        "toolCallId": call_id,
-        "toolName": "bash",
-        "content": content,
-        "isError": is_error,
-        "timestamp": 3,
-    }
 
 
 # --------------------------------------------------------------- constants

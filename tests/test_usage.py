@@ -19,6 +19,9 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from builders import billed_assistant as _assistant
+from builders import usage as _usage
+from builders import usage_header as _header
 from sessiontree.cli import cli
 from sessiontree.core.usagerecords import (
     UsageQuery,
@@ -86,23 +89,6 @@ def store(request, tmp_path):
         s = MemoryStore()
     yield s
     s.close()
-
-
-def _header(sid, created="2026-01-01T00:00:00.000Z", cwd="/w"):
-    return {"type": "session", "version": 4, "id": sid, "createdAt": created, "cwd": cwd}
-
-
-def _usage(inp=0, out=0, cr=0, cw=0, cost=None):
-    u = {"input": inp, "output": out, "cacheRead": cr, "cacheWrite": cw, "totalTokens": 0}
-    if cost is not None:
-        u["cost"] = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": cost}
-    return u
-
-
-def _assistant(eid, parent, ts, usage, model="m-known", provider="p"):
-    return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts,
-            "message": {"role": "assistant", "content": [], "api": "x", "provider": provider, "model": model,
-                        "usage": usage, "stopReason": "stop", "timestamp": 1}}
 
 
 def _by_model(report):

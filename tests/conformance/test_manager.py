@@ -8,6 +8,9 @@ import re
 
 import pytest
 
+from builders import assistant_ms as assistant
+from builders import tool_result_ms as tool_result
+from builders import user_ms as user
 from sessiontree import errors
 from sessiontree.format.codec import read_session_file
 from sessiontree.session.manager import SessionManager
@@ -20,23 +23,6 @@ HEX8 = re.compile(r"^[0-9a-f]{8}$")
 ISO_MS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 
 WORKFLOW = {"runId": "run-1", "stageId": "stage-build", "stageName": "build"}
-
-
-def user(text: str, ts: int = 1700000000000) -> dict:
-    return {"role": "user", "content": text, "timestamp": ts}
-
-
-def assistant(text: str = "ok", *, stop: str = "stop", calls: list | None = None, ts: int = 1700000000001) -> dict:
-    content: list = [{"type": "text", "text": text}] if text else []
-    for call_id, name in calls or []:
-        content.append({"type": "toolCall", "id": call_id, "name": name, "arguments": {}})
-    return {"role": "assistant", "content": content, "api": "x", "provider": "anthropic", "model": "m1",
-            "usage": {}, "stopReason": stop, "timestamp": ts}
-
-
-def tool_result(call_id: str, text: str = "out", name: str = "bash") -> dict:
-    return {"role": "toolResult", "toolCallId": call_id, "toolName": name,
-            "content": [{"type": "text", "text": text}], "isError": False, "timestamp": 1700000000002}
 
 
 @pytest.fixture(params=["memory", "sqlite", "jsonl", "postgres"])

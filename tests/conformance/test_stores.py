@@ -19,6 +19,11 @@ from typing import Any
 
 import pytest
 
+from builders import custom_with_data as custom
+from builders import jsonl_line as line
+from builders import role_message as message
+from builders import session_info, session_summary
+from builders import work_header as header
 from sessiontree.core.listing import InfoAccumulator
 from sessiontree.errors import (
     InvalidSessionError,
@@ -41,38 +46,6 @@ CREATED = "2026-02-01T09:00:00.000Z"
 def ms(*parts: int) -> int:
     """Unix milliseconds of a UTC wall-clock time."""
     return int(datetime(*parts, tzinfo=UTC).timestamp() * 1000)
-
-
-def header(session_id: str, cwd: str = "/work/a", created: str = CREATED, **extra: Any) -> dict[str, Any]:
-    return {"type": "session", "version": 4, "id": session_id, "createdAt": created, "cwd": cwd, **extra}
-
-
-def message(entry_id: str, parent: str | None, role: str, content: Any, stamp: int | None = None,
-            **fields: Any) -> dict[str, Any]:
-    msg: dict[str, Any] = {"role": role, "content": content, **fields}
-    if stamp is not None:
-        msg["timestamp"] = stamp
-    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": "2026-02-01T09:00:00.000Z",
-            "message": msg}
-
-
-def custom(entry_id: str, parent: str | None = None, **data: Any) -> dict[str, Any]:
-    return {"type": "custom", "id": entry_id, "parentId": parent, "timestamp": "2026-02-01T09:00:00.000Z",
-            "customType": "test", "data": data}
-
-
-def session_info(entry_id: str, parent: str | None, name: str) -> dict[str, Any]:
-    return {"type": "session_info", "id": entry_id, "parentId": parent, "timestamp": "2026-02-01T09:00:00.000Z",
-            "name": name}
-
-
-def session_summary(entry_id: str, parent: str | None, summary: str, through: str) -> dict[str, Any]:
-    return {"type": "session_summary", "id": entry_id, "parentId": parent,
-            "timestamp": "2026-02-01T09:00:00.000Z", "summary": summary, "summarizedThroughId": through}
-
-
-def line(record: dict[str, Any]) -> bytes:
-    return jsonio.dumps(record) + b"\n"
 
 
 WORKFLOW = {"runId": "run-1", "stageId": "stage-build", "stageName": "build"}
