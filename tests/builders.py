@@ -15,6 +15,7 @@ strings with milliseconds; timestamps inside messages are Unix milliseconds
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from sessiontree.format import jsonio
@@ -204,7 +205,7 @@ def message_of(entry_id: str, parent: str | None, message: dict[str, Any]) -> di
 
 def chain(*entries: dict[str, Any]) -> list[dict[str, Any]]:
     """Link entries parent -> child in the given order (the first is a root); changes them in place."""
-    for prev, cur in zip(entries, entries[1:], strict=False):
+    for prev, cur in itertools.pairwise(entries):
         cur["parentId"] = prev["id"]
     return list(entries)
 
@@ -335,6 +336,21 @@ def billed_assistant_tokens(entry_id: str, parent: str | None, ts: str, tokens: 
     return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": ts,
             "message": {"role": "assistant", "content": [], "api": "x", "provider": "p", "model": "m",
                         "usage": u, "stopReason": "stop", "timestamp": 1}}
+
+
+def billed_assistant_model(entry_id: str, parent: str | None, ts: str, tokens: int, cost: float | None,
+                           model: str | None) -> dict[str, Any]:
+    """An assistant entry (``api`` ``x``, provider ``p``) billing ``tokens`` input tokens and one
+    output token (none when ``tokens`` is 0), no ``totalTokens``; ``model`` left out when ``None``;
+    with ``cost``, a cost object of ``total`` alone."""
+    u: dict[str, Any] = {"input": tokens, "output": 1 if tokens else 0, "cacheRead": 0, "cacheWrite": 0}
+    if cost is not None:
+        u["cost"] = {"total": cost}
+    message: dict[str, Any] = {"role": "assistant", "content": [], "api": "x", "provider": "p", "usage": u,
+                               "stopReason": "stop", "timestamp": 1}
+    if model is not None:
+        message["model"] = model
+    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": ts, "message": message}
 
 
 # -- bytes -----------------------------------------------------------------------------------------

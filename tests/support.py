@@ -5,12 +5,24 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
+from typing import Any
 
 from sessiontree import errors
 from sessiontree.core.projection.build import SessionProjection, build_session_projection
 from sessiontree.format.codec import read_session_file
 from sessiontree.session.manager import SessionManager
-from sessiontree.stores.memory import MemoryStore
+from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore
+
+
+def make_store(kind: str, tmp_path: Path) -> Any:
+    """A new store of ``kind`` (``memory``, ``sqlite``, ``jsonl``) under ``tmp_path``: SQLite at
+    ``<tmp>/db/sessions.db``, JSONL in ``<tmp>/sessions`` (the conformance ``store`` fixture's layout)."""
+    if kind == "memory":
+        return MemoryStore()
+    if kind == "sqlite":
+        return SqliteStore(tmp_path / "db" / "sessions.db")
+    return JsonlStore(tmp_path / "sessions")
 
 
 def ids_in(path: str) -> list[str]:

@@ -13,6 +13,7 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from builders import billed_assistant_model as _entry
 from sessiontree.core.usagerecords import BUCKET_MS, UsageQuery
 from sessiontree.stores.memory import MemoryStore
 from sessiontree.stores.sqlite import usage as sqlite_usage
@@ -47,17 +48,6 @@ op = st.one_of(
     st.tuples(st.just("delete"), st.integers(0, 9)),
     st.tuples(st.just("reindex"), st.sampled_from([None, 0, 1])),
 )
-
-
-def _entry(eid, parent, when, tokens, cost, model):
-    usage = {"input": tokens, "output": 1 if tokens else 0, "cacheRead": 0, "cacheWrite": 0}
-    if cost is not None:
-        usage["cost"] = {"total": cost}
-    message = {"role": "assistant", "content": [], "api": "x", "provider": "p", "usage": usage,
-               "stopReason": "stop", "timestamp": 1}
-    if model is not None:
-        message["model"] = model
-    return {"type": "message", "id": eid, "parentId": parent, "timestamp": when, "message": message}
 
 
 def _apply(store, sessions, ops):
