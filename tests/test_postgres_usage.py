@@ -1,4 +1,4 @@
-"""The usage ledger on PostgreSQL (issues 14 and 17): SQL aggregates over ``usage_ledger``
+"""The usage ledger on PostgreSQL SQL aggregates over ``usage_ledger``
 give exactly the rows :func:`sessiontree.usagerecords.aggregate` computes from the entries,
 for every kind of query, on random stores full of copies."""
 
@@ -16,7 +16,7 @@ from sessiontree.stores.shared import cwd_matches, resolve_cwd
 
 UsageQuery = usagerecords.UsageQuery
 
-pytestmark = pytest.mark.usefixtures("pg_cluster")
+pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("pg_cluster")]
 
 
 def _expected(sessions, query):

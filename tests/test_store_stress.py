@@ -1,4 +1,4 @@
-"""Every store under load and faults (issue 17).
+"""Every store under load and faults.
 
 * Stress: 8 writer processes x N appends, (a) each to its own session and (b)
   all to one session, on SQLite, JSONL and PostgreSQL (the memory store, which
@@ -36,7 +36,10 @@ from sessiontree.stores import open_store
 STRESS = os.environ.get("SESSIONTREE_STRESS", "") not in ("", "0")
 WRITERS = 8
 APPENDS = 2000 if STRESS else 40
-KINDS = ["memory", "sqlite", "jsonl", "postgres"]
+
+pytestmark = pytest.mark.stress
+
+KINDS = ["memory", "sqlite", "jsonl", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
 def _entry(writer: int, i: int, parent: str | None) -> dict[str, Any]:
