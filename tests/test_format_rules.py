@@ -1,6 +1,6 @@
-"""Rules of the seed (session-format.md) that a review found without a test of their own.
+"""Format rules (docs/rules/, mostly ``seed:`` labels) that no other suite tests on its own.
 
-Each expected value is worked out from the seed sentence quoted in the test's docstring.
+Each expected value is worked out from the rule sentence quoted in the test's docstring.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""Context projection (seed "Context Building"; REFERENCE P, Q, R, S, §2.5, §3.6-§3.8, D-11).
+"""Context projection (``seed:context-building``; docs/rules/projection.md P, Q, R, S, §3.6-§3.8;
+docs/rules/transcript.md §2.5; docs/rules/decisions.md D-11).
 
 Expected values are worked out by hand from the documents; the fixed
-sentences are the module constants substituted for REFERENCE's placeholders.
+sentences are the module constants substituted for the rules' placeholders.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ def messages_of(projection, entry_id: str) -> list[dict]:
     raise KeyError(entry_id)
 
 
-# ======================================================= REFERENCE §2.5 examples
+# ======================================================= docs/rules/transcript.md §2.5 examples
 
 
 def example_1() -> list[dict]:
@@ -842,7 +843,7 @@ def test_edits_run_before_pairing():
     assert messages_of(projection, "u1") == [synthetic("c2", "read", 40), entries[4]["message"]]
 
 
-# =========================================================== system (§3.6)
+# =========================================================== system (docs/rules/projection.md §3.6)
 
 
 def test_system_replay_content_sections_tools():

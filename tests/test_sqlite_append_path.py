@@ -1,4 +1,4 @@
-"""The SQLite append path of issue 18 (round two): what an append may take from memory
+"""The SQLite append path: what an append may take from memory
 instead of re-reading, and the usage ledger's fast path, give exactly what re-reading
 and the full recount give.
 

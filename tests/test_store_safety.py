@@ -1,4 +1,4 @@
-"""Issue 10, "never write what is not ours": store opening modes, foreign and damaged
+"""Never write what is not ours: store opening modes, foreign and damaged
 databases, read-only stores, stale temporary files, and verification (``check --store``).
 
 Expected values are worked out by hand: a foreign or read-only store must be left
@@ -96,7 +96,7 @@ def test_foreign_database_is_refused_by_every_command_and_left_identical(tmp_pat
         assert "not a sessiontree store" in result.stderr, result.stderr
         assert digest(db) == before, args
     for kwargs in ({}, {"create": False}, {"readonly": True}):
-        with pytest.raises(StoreOpenError, match="not a sessiontree store.*customers"):
+        with pytest.raises(StoreOpenError, match=r"not a sessiontree store.*customers"):
             open_store(str(db), **kwargs)
         assert digest(db) == before, kwargs
     raw = sqlite3.connect(f"file:{db}?mode=ro", uri=True)

@@ -1,4 +1,4 @@
-"""The kept-tail transcript grammar (REFERENCE §2.2-§2.6).
+"""The kept-tail transcript grammar (docs/rules/transcript.md §2.2-§2.5, docs/rules/format.md §2.6).
 
 Expected strings are written out by hand from the grammar, not captured
 from the implementation.
@@ -369,7 +369,7 @@ def test_compose_images_become_blocks():
 
 
 def test_example_2_compacted_contrast_string():
-    # REFERENCE §2.5 example 2, the provider-converted forms of x1, x2, x4, x5
+    # docs/rules/transcript.md §2.5 example 2, the provider-converted forms of x1, x2, x4, x5
     # (x3 is excluded) in compacted mode.
     messages = [
         user([text("Compare "), text("these"), {"type": "image", "data": "iVBORw0=", "mimeType": "image/png"}, text("and this\n")]),
