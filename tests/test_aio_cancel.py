@@ -10,6 +10,7 @@ import asyncio
 import tempfile
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -93,6 +94,7 @@ async def scenario(store: Any, calls: list[tuple[str, Any]]) -> tuple[AsyncSessi
     return m, results, root
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(kind=st.sampled_from(["memory", "sqlite", "jsonl"]), calls=CALLS)
 def test_random_cancellations_leave_store_and_manager_in_agreement(kind, calls):

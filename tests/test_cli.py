@@ -480,6 +480,7 @@ def test_help_documents_the_listing_choice():
         assert command in top
 
 
+@pytest.mark.slow
 @corpus.needs_shared
 def test_corpus_through_the_installed_script(tmp_path):
     """The README's flow: import the corpus, list, show --tree, context, via the console script."""

@@ -206,6 +206,7 @@ def _fields(builder: ProjectionBuilder, repair: bool) -> tuple:
             list(p.ends), builder.leaf_id, builder.edits, builder.copies, builder.owned, builder.owned_sources)
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                    HealthCheck.function_scoped_fixture])
 @given(sessions(), st.one_of(st.just(LAST_ENTRY), st.none(), st.sampled_from([*_IDS, "nope"])), st.booleans())

@@ -672,6 +672,7 @@ def _key_orders(value: Any) -> Any:
     return (type(value).__name__, value)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sessions())
 def test_roundtrip_of_generated_sessions(session: tuple[dict[str, Any], list[dict[str, Any]]]) -> None:
@@ -705,6 +706,7 @@ def _js_view(value: Any) -> Any:
     return jsonio.loads(jsonio.js_stringify(value))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sessions())
 def test_raw_bytes_roundtrip_of_generated_sessions(session: tuple[dict[str, Any], list[dict[str, Any]]]) -> None:

@@ -245,6 +245,7 @@ def _outcome(m: SessionManager, op: str, target: str, flag: bool) -> Any:
         return ("error", type(exc), str(exc))
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                    HealthCheck.function_scoped_fixture])
 @given(stored_sessions(), _OPS, st.booleans())

@@ -272,6 +272,7 @@ _usage_values = st.recursive(
     max_leaves=10)
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(_usage_values, st.sampled_from(["2026-01-01T00:00:00.000Z", None, 5]), st.sampled_from([None, "p", "\ud800"]))
 def test_dedup_key_fast_path_gives_the_stored_keys(usage, stamp, provider):

@@ -10,6 +10,7 @@ import shutil
 import tempfile
 from unittest import mock
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -126,6 +127,7 @@ QUERIES = [{"by": by} for by in ("day", "week", "month", "session", "model", "pr
 ]
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(op, min_size=1, max_size=12))
 def test_rollup_reports_equal_ledger_reports_after_any_writes(ops):

@@ -28,10 +28,10 @@ class _Loop:
         self.driver = driver
 
     def run(self, value: Any) -> Any:
-        """Run ``value`` to completion when it is awaitable; plain values pass through."""
-        if not inspect.isawaitable(value):
+        """Run ``value`` to completion when it is a coroutine; plain values pass through."""
+        if not inspect.iscoroutine(value):
             return value
-        result = self.runner.run(value)
+        result: Any = self.runner.run(value)
         return AsyncDriven(result, self) if isinstance(result, AsyncSessionManager) else result
 
 

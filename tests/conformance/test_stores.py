@@ -409,6 +409,7 @@ def _append_worker(kind: str, location: str, worker: int) -> None:
         store.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["sqlite", "jsonl"])
 def test_processes_appending_lose_nothing(kind, tmp_path):
     location = str(tmp_path / ("sessions.db" if kind == "sqlite" else "sessions"))
