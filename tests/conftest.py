@@ -1,8 +1,22 @@
-"""Test-wide isolation: no test may touch the user's data directory or trash."""
+"""Test-wide fixtures: isolation (no test may touch the user's data directory or trash),
+the fake trash and home of the JSONL and sync suites, and the PostgreSQL cluster.
+
+Markers (registered in pyproject.toml): ``slow``, ``stress``, ``browser``, ``postgres``,
+``corpus``. The default run (``python -m pytest``) deselects the first four; ``-m ""``
+runs everything."""
 
 from __future__ import annotations
 
 import pytest
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test that asks for the PostgreSQL cluster is marked ``postgres`` (tests that
+    reach it only through ``request.getfixturevalue`` carry the mark themselves)."""
+    for item in items:
+        if {"pg_cluster", "pg_url"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.postgres)
 
 
 @pytest.fixture(autouse=True)
@@ -24,6 +38,36 @@ def no_trash(monkeypatch):
         raise OSError("no trash in tests")
 
     monkeypatch.setattr(jsonl_module, "_send_to_trash", refuse)
+
+
+@pytest.fixture
+def fake_trash(monkeypatch: pytest.MonkeyPatch, tmp_path):
+    """JSONL deletes move files into ``<tmp>/trash`` (never the user's real trash); returns that directory."""
+    import os
+
+    import sessiontree.stores.jsonl.store as jsonl_module
+
+    trash = tmp_path / "trash"
+
+    def send(path: str) -> None:
+        trash.mkdir(exist_ok=True)
+        os.rename(path, trash / os.path.basename(path))
+
+    monkeypatch.setattr(jsonl_module, "_send_to_trash", send)
+    return trash
+
+
+@pytest.fixture
+def _fake_home(tmp_path, monkeypatch):
+    """A fake ``$HOME`` (``<tmp>/home``) without the agents' folder variables; the default
+    store is ``<tmp>/default.db``. The sync suites use it for every test."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for name in ("PI_CODING_AGENT_DIR", "ATOMIC_CODING_AGENT_DIR", "COLUMNS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SESSIONTREE_STORE", f"sqlite:///{tmp_path / 'default.db'}")
+    return home
 
 
 # -- PostgreSQL: one throwaway cluster per test run, one fresh database per test ------------------

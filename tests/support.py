@@ -5,25 +5,24 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
+from typing import Any
 
 from sessiontree import errors
 from sessiontree.core.projection import SessionProjection, build_session_projection
 from sessiontree.format.codec import read_session_file
 from sessiontree.session.manager import SessionManager
-from sessiontree.stores.memory import MemoryStore
-
-CREATED = "2026-02-01T09:00:00.000Z"
+from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore
 
 
-def header(session_id: str, **extra) -> dict:
-    """A minimal format-4 header with ``id`` ``session_id``."""
-    return {"type": "session", "version": 4, "id": session_id, "createdAt": CREATED, "cwd": "/w", **extra}
-
-
-def custom(entry_id: str, parent: str | None = None) -> dict:
-    """A ``custom`` entry (not in context): the cheapest valid entry."""
-    return {"type": "custom", "id": entry_id, "parentId": parent, "timestamp": CREATED,
-            "customType": "t", "data": {}}
+def make_store(kind: str, tmp_path: Path) -> Any:
+    """A new store of ``kind`` (``memory``, ``sqlite``, ``jsonl``) under ``tmp_path``: SQLite at
+    ``<tmp>/db/sessions.db``, JSONL in ``<tmp>/sessions`` (the conformance ``store`` fixture's layout)."""
+    if kind == "memory":
+        return MemoryStore()
+    if kind == "sqlite":
+        return SqliteStore(tmp_path / "db" / "sessions.db")
+    return JsonlStore(tmp_path / "sessions")
 
 
 def ids_in(path: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""``AsyncSessionManager`` (issue 16): the API surface, call order, commit-then-publish,
+"""``AsyncSessionManager``: the API surface, call order, commit-then-publish,
 cancellation that settles the write first, work off the loop, other threads' loops,
 closing, and a loop that keeps ticking during durable appends.
 
@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import inspect
+import itertools
 import threading
 import time
 
 import pytest
 
+from builders import user_ms as user
 from sessiontree import errors
 from sessiontree.session.aio import AsyncSessionManager, ManagerClosedError, WriteOutcome, outcome_of
 from sessiontree.session.manager import SessionManager
@@ -29,10 +31,6 @@ PLAIN = {
     "get_session_name", "get_session_name_state", "get_cwd", "get_session_dir", "get_session_id",
     "get_session_store", "is_persisted",
 }
-
-
-def user(text: str) -> dict:
-    return {"role": "user", "content": text, "timestamp": 1700000000000}
 
 
 def make_store(kind: str, tmp_path) -> object:
@@ -50,13 +48,6 @@ def fresh_copy(store, tmp_path):
     if isinstance(store, JsonlStore):
         return JsonlStore(str(tmp_path / "sessions"))
     return store
-
-
-@pytest.fixture(params=["memory", "sqlite", "jsonl"])
-def store(request, tmp_path):
-    s = make_store(request.param, tmp_path)
-    yield s
-    s.close()
 
 
 class HeldStore:
@@ -121,32 +112,6 @@ def test_every_sync_method_has_an_async_counterpart_with_the_same_arguments():
 
 
 # ---------------------------------------------------------------- ordering
-
-def test_concurrent_appends_apply_in_call_order(store, tmp_path):
-    async def main():
-        m = await AsyncSessionManager.create(str(tmp_path), store=store)
-        first = await m.append_message(user("first"))
-        calls = []
-        for i in range(40):
-            kind = i % 4
-            if kind == 0:
-                calls.append(m.append_message(user(f"m{i}")))
-            elif kind == 1:
-                calls.append(m.append_custom_entry("t", {"i": i}))
-            elif kind == 2:
-                calls.append(m.append_label_change(first, f"l{i}"))
-            else:
-                calls.append(m.append_model_change("p", f"model{i}"))
-        ids = await asyncio.gather(*calls)
-        return m, [first, *ids]
-
-    m, ids = asyncio.run(main())
-    entries = m.get_entries()
-    assert [e["id"] for e in entries] == ids
-    assert [e["parentId"] for e in entries] == [None, *ids[:-1]]
-    assert m.get_leaf_id() == ids[-1] and m.get_label(ids[0]) == "l38"
-    stored = SessionManager.open(fresh_copy(store, tmp_path), m.get_session_id()).get_entries()
-    assert stored == entries
 
 
 def test_leaf_moves_take_their_turn_after_earlier_appends(tmp_path):
@@ -388,7 +353,7 @@ def test_calls_from_another_threads_loop_interleave_without_deadlock(tmp_path):
     m, mine, theirs = asyncio.run(main())
     entries = m.get_entries()
     assert len(entries) == 61 and {e["id"] for e in entries[1:]} == set(mine) | set(theirs)
-    assert all(e["parentId"] == p["id"] for p, e in zip(entries, entries[1:]))  # one chain, no forks
+    assert all(e["parentId"] == p["id"] for p, e in itertools.pairwise(entries))  # one chain, no forks
     assert SessionManager.open(SqliteStore(str(tmp_path / "s.db")), m.get_session_id()).get_entries() == entries
 
 
@@ -460,7 +425,7 @@ def test_aclose_closes_only_a_store_opened_here(tmp_path):
         await on_given.aclose()  # idempotent
         return owned, owned_store, fork_entry
 
-    owned, owned_store, fork_entry = asyncio.run(main())
+    owned, owned_store, _fork_entry = asyncio.run(main())
     assert owned.closed and owned.get_leaf_entry()["message"]["content"] == "a"  # getters still answer
     with pytest.raises(errors.StorageError):
         owned_store.load(owned.get_session_id())  # closed after its last manager
@@ -516,7 +481,7 @@ def test_listing_progress_runs_on_the_loop_and_cancelling_stops_it(tmp_path):
 def most_missed(stamps: list[float], period: float = 0.010) -> int:
     """The most ticks missed in one gap: a gap of ``g`` seconds between two
     ticks of a ``period`` ticker missed ``g // period - 1`` of them."""
-    return max(int((b - a) // period) - 1 for a, b in zip(stamps, stamps[1:]))
+    return max(int((b - a) // period) - 1 for a, b in itertools.pairwise(stamps))
 
 
 def ticker_during_appends(tmp_path, count: int) -> tuple[int, int, int]:
@@ -584,18 +549,3 @@ def test_the_loop_keeps_ticking_during_10000_durable_appends(tmp_path):
     assert ticks > 200 and missed <= 3 + machine
 
 
-def test_import_files_runs_the_grouped_import_off_the_loop(store, tmp_path):
-    header = b'{"type":"session","version":4,"id":"%s","createdAt":"2026-01-01T00:00:00.000Z","cwd":"/w"}\n'
-    paths = []
-    for name in ("a", "b", "a"):  # the second "a" is the same id again: rejected as already stored
-        path = tmp_path / f"{name}{len(paths)}.jsonl"
-        path.write_bytes(header % name.encode())
-        paths.append(str(path))
-
-    async def main():
-        return await AsyncSessionManager.import_files(paths, None, store, batch_sessions=2)
-
-    outcomes = asyncio.run(main())
-    assert [(o.session_id, o.error is None) for o in outcomes] == [("a", True), ("b", True), ("a", False)]
-    assert isinstance(outcomes[2].error, errors.SessionExistsError)
-    assert sorted(store.session_ids()) == ["a", "b"]

@@ -1,4 +1,4 @@
-"""Random cancellations of concurrent appends (issue 16): whatever point a call is
+"""Random cancellations of concurrent appends: whatever point a call is
 cancelled at, its write either committed and the manager includes it, or did not
 and the manager does not, the caller can tell which, and the store agrees with the
 manager entry for entry after reopening.
@@ -10,6 +10,7 @@ import asyncio
 import tempfile
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -84,7 +85,7 @@ async def scenario(store: Any, calls: list[tuple[str, Any]]) -> tuple[AsyncSessi
 
     tasks = [asyncio.create_task(call(i, kind)) for i, (kind, _) in enumerate(calls)]
     cancellers = [asyncio.create_task(cancel_later(task, plan))
-                  for task, (_, plan) in zip(tasks, calls) if plan is not None]
+                  for task, (_, plan) in zip(tasks, calls, strict=False) if plan is not None]
     await asyncio.gather(*tasks, *cancellers, return_exceptions=True)
     for i, task in enumerate(tasks):
         if results[i] is None:  # cancelled before its first step: the call never started
@@ -93,12 +94,13 @@ async def scenario(store: Any, calls: list[tuple[str, Any]]) -> tuple[AsyncSessi
     return m, results, root
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(kind=st.sampled_from(["memory", "sqlite", "jsonl"]), calls=CALLS)
 def test_random_cancellations_leave_store_and_manager_in_agreement(kind, calls):
     with tempfile.TemporaryDirectory() as directory:
         store = open_store(kind, directory)
-        m, results, root = asyncio.run(scenario(store, calls))
+        m, results, _root = asyncio.run(scenario(store, calls))
         entries = m.get_entries()
         by_marker = {marker(e): e for e in entries}
         committed = []

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import corpus
 from sessiontree.check import checker as check_module
 from sessiontree.check.checker import (
     CODES,
@@ -38,7 +39,6 @@ from sessiontree.format.ids import session_id_hash
 from support import field_paths
 
 DAMAGED = Path(__file__).resolve().parent / "data" / "damaged"
-CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus"
 
 # The file-name check needs a <timestamp>_<id>.jsonl name; the data file for
 # that code is checked under this name instead of its own.
@@ -266,7 +266,7 @@ def test_record_followed_by_a_torn_tail_on_the_last_line() -> None:
     data = HEADER + b"\n" + USER + b"\n" + ASSISTANT + b'{"type":"message","id":"u2","par'
     problems = check_bytes(data, "t.jsonl")
     assert [(p.code, p.line, p.entry_id) for p in problems] == [("torn-final-record", 3, "u2")]
-    assert "at byte %d of the line" % len(ASSISTANT) in problems[0].message
+    assert f"at byte {len(ASSISTANT)} of the line" in problems[0].message
     assert repair_bytes(data, "t.jsonl").data == CLEAN
 
 
@@ -624,17 +624,21 @@ CORPUS_WARNINGS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(CORPUS_WARNINGS))
+#: Where each file is read: the large session from the repository, the other from the whole corpus.
+CORPUS_PATHS = {corpus.LARGE_SESSION: corpus.vendored(corpus.LARGE_SESSION),
+                corpus.BEFORE_COMPACTION: corpus.shared(corpus.BEFORE_COMPACTION)}
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=corpus.NEEDS_SHARED)
+                                  if name == corpus.BEFORE_COMPACTION else name for name in sorted(CORPUS_WARNINGS)])
 def test_real_corpus_has_no_errors(name: str) -> None:
-    path = CORPUS / name
-    if not path.is_file():
-        pytest.skip(f"corpus file {name} not available")
+    path = CORPUS_PATHS[name]
     problems = check_file(path)
     assert not has_errors(problems)
     assert [(p.code, p.line) for p in problems] == CORPUS_WARNINGS[name]
     data = path.read_bytes()
     parsed = parse_session(data, str(path))
-    id_at_line = dict(zip(parsed.lines, (entry["id"] for entry in parsed.entries)))
+    id_at_line = dict(zip(parsed.lines, (entry["id"] for entry in parsed.entries), strict=False))
     assert [p.entry_id for p in problems] == [id_at_line.get(p.line) if p.line != 1 else None for p in problems]
     result = repair_bytes(data, str(path))
     # The only repair is the upgrade, and it is the strict reader's own rewrite.
@@ -645,7 +649,7 @@ def test_real_corpus_has_no_errors(name: str) -> None:
 
 
 # --------------------------------------------------------------------------
-# Every JSON type in every field (issue 10, item 1)
+# Every JSON type in every field
 
 # One entry of every type, with the fields each rule of check reads, so
 # substituting a field reaches the rule that reads it.
@@ -710,7 +714,7 @@ def _substituted(records: list, index: int, path: tuple, replacement: object) ->
 
 
 def test_every_json_type_in_every_field_never_raises():
-    """Issue 10 item 1: a list/object role reached projection._normalize_entry and
+    """A list/object role reached projection._normalize_entry and
     raised TypeError (unhashable). Every rule must take any JSON type anywhere."""
     base = b"".join(json.dumps(r, separators=(",", ":")).encode() + b"\n" for r in _ALL_TYPES_SESSION)
     # The sample is clean but for its inert legacy record.
@@ -731,14 +735,14 @@ def test_every_json_type_in_every_field_never_raises():
 
 
 def test_list_role_is_reported_not_raised():
-    """The exact case of the issue: a message whose role is an array."""
+    """The case that reached the projection: a message whose role is an array."""
     data = _substituted(_ALL_TYPES_SESSION, 4, ("message", "role"), ["user"])
     codes = [(p.code, p.line) for p in check_bytes(data, "types.jsonl")]
     assert ("invalid-entry", 5) in codes
 
 
 # --------------------------------------------------------------------------
-# check and import agree (issue 10, item 3)
+# check and import agree
 
 HEADER_4_0 = b'{"type":"session","version":4.0,"id":"four","createdAt":"2026-02-01T09:00:00.000Z","cwd":"/w"}'
 FILE_4_0 = HEADER_4_0 + b"\n" + USER + b"\n" + ASSISTANT + b"\n"

@@ -19,6 +19,7 @@ from pathlib import Path
 import click
 import pytest
 
+import corpus
 from cli_support import cli_runner, run_cli
 from sessiontree.cli import cli
 from sessiontree.format.codec import read_session_file
@@ -27,8 +28,8 @@ from sessiontree.stores import open_store
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
-CORPUS = ROOT / ".." / "shared" / "corpus"
-CORPUS_FILES = sorted(CORPUS.rglob("*.jsonl")) if CORPUS.is_dir() else []
+CORPUS = corpus.shared()
+CORPUS_FILES = corpus.shared_files()
 
 BRANCHING = "019cadb4-6e80-7a3c-9b1d-2f4e6a8c0b01"
 COMPACTION = "019cadc9-1f40-7b2e-8d3c-4a5b6c7d8e02"
@@ -156,7 +157,7 @@ def test_list_newest_first_with_filters(loaded, tmp_path):
     assert [row["id"] for row in rows] == [INTERRUPTED, COMPACTION, BRANCHING]
     assert rows[2]["name"] == "Fix 500 on city names with spaces"
 
-    assert [r["id"] for r in run_json(loaded, "list", "--internal")][0] == "workflow-stage-1"
+    assert next(r["id"] for r in run_json(loaded, "list", "--internal")) == "workflow-stage-1"
     assert len(run_json(loaded, "list", "--all")) == 4
     assert [r["id"] for r in run_json(loaded, "list", "--cwd", "/home/dev/projects/notes")] == [INTERRUPTED]
     assert [r["id"] for r in run_json(loaded, "list", "--cwd", "/home/dev/projects/notes", "--internal")] == [
@@ -195,10 +196,10 @@ def test_jsonl_store_directory(tmp_path):
     store_dir.mkdir()
     run(str(store_dir), "import", str(EXAMPLES))
     assert len(list(store_dir.glob("*.jsonl"))) == 3
-    assert [r["id"] for r in run_json(f"jsonl:///{store_dir}", "list")][0] == INTERRUPTED
+    assert next(r["id"] for r in run_json(f"jsonl:///{store_dir}", "list")) == INTERRUPTED
 
 
-@pytest.mark.skipif(not CORPUS_FILES, reason="shared/corpus not beside the checkout")
+@corpus.needs_shared
 def test_read_only_commands_never_write_to_a_jsonl_store(tmp_path):
     store_dir = tmp_path / "old-files"
     store_dir.mkdir()
@@ -333,7 +334,7 @@ def test_export_jsonl_is_byte_identical_and_markdown_is_readable(loaded, tmp_pat
     assert "Try option 1: quote it." not in md  # the abandoned branch is not on the active path
     md = run(loaded, "export", COMPACTION, "--format", "markdown").stdout
     assert "Context compacted here" in md and "Add a --units flag" in md
-    run(loaded, "export", BRANCHING, "--format", "pdf", code=2)  # html exists since issue 15 (tests/test_web.py)
+    run(loaded, "export", BRANCHING, "--format", "pdf", code=2)  # html is a format too (tests/test_web.py)
 
 
 # --------------------------------------------------------------------------- fork, delete, name, label
@@ -404,7 +405,7 @@ def test_name_and_label(loaded):
 # --------------------------------------------------------------------------- migrate
 
 
-@pytest.mark.skipif(not CORPUS_FILES, reason="shared/corpus not beside the checkout")
+@corpus.needs_shared
 def test_migrate_upgrades_in_place_with_backup(tmp_path):
     old = tmp_path / "old.jsonl"
     shutil.copy(CORPUS_FILES[0], old)
@@ -479,7 +480,8 @@ def test_help_documents_the_listing_choice():
         assert command in top
 
 
-@pytest.mark.skipif(not CORPUS_FILES, reason="shared/corpus not beside the checkout")
+@pytest.mark.slow
+@corpus.needs_shared
 def test_corpus_through_the_installed_script(tmp_path):
     """The README's flow: import the corpus, list, show --tree, context, via the console script."""
     script = Path(sys.executable).with_name("sessiontree")
@@ -502,7 +504,7 @@ def test_corpus_through_the_installed_script(tmp_path):
     assert "1018 (1 leaf; active branch 1018 entries)" in tree and "← active leaf" in tree
     assert "messages 914" in sh("context", "d703").stdout
     data = json.loads(sh("context", "ffae", "--json").stdout)
-    assert len(data["messages"]) == 991  # 990 stored + 1 synthetic result (SPEC §6)
+    assert len(data["messages"]) == 991  # 990 stored + 1 synthetic result (seed:interrupted-tool-calls)
     failed = sh("show", "no-such-session", code=1)
     assert failed.stderr == "sessiontree: error: no session matches 'no-such-session'\n"
     assert sh("frobnicate", code=2).stderr.startswith("Usage:")

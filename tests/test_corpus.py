@@ -21,16 +21,14 @@ from pathlib import Path
 
 import pytest
 
+import corpus
 from sessiontree.core.tree import SessionTree
 from sessiontree.format.codec import read_header_file, read_session_file
 
-CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus"
-PI_V1 = CORPUS / "pi-v1"
-
-pytestmark = pytest.mark.skipif(not PI_V1.is_dir(), reason=f"corpus directory {PI_V1} is missing")
-
 BEFORE = "pi-mono-before-compaction.jsonl"
 LARGE = "pi-mono-large-session.jsonl"
+#: Where each file is read: the large session from the repository, the other from the whole corpus.
+PATHS = {BEFORE: corpus.shared(corpus.BEFORE_COMPACTION), LARGE: corpus.vendored(corpus.LARGE_SESSION)}
 
 EXPECTED = {
     BEFORE: {
@@ -41,7 +39,7 @@ EXPECTED = {
         "leaf_type": "thinking_level_change",
         "leaf_timestamp": "2025-12-09T01:26:35.570Z",
         "leaf_id": "12c73fe9",
-        "projected": 991,  # 990 stored + 1 synthetic interrupted result (SPEC §6)
+        "projected": 991,  # 990 stored + 1 synthetic interrupted result (seed:interrupted-tool-calls)
     },
     LARGE: {
         "session_id": "d703a1a9-1b7b-4fb1-b512-c9738b1fe617",
@@ -51,14 +49,14 @@ EXPECTED = {
         "leaf_type": "message",
         "leaf_timestamp": "2025-11-21T02:14:02.980Z",
         "leaf_id": "31ff5080",
-        "projected": 914,  # unanswered calls only in aborted/error turns (SPEC §6)
+        "projected": 914,  # unanswered calls only in aborted/error turns (seed:interrupted-tool-calls)
     },
 }
 
 
-@pytest.fixture(scope="module", params=[BEFORE, LARGE])
+@pytest.fixture(scope="module", params=[pytest.param(BEFORE, marks=corpus.NEEDS_SHARED), LARGE])
 def corpus_file(request: pytest.FixtureRequest) -> tuple[str, Path]:
-    return request.param, PI_V1 / request.param
+    return request.param, PATHS[request.param]
 
 
 def test_loads_and_upgrades_to_format4(corpus_file: tuple[str, Path]) -> None:
@@ -103,8 +101,9 @@ def test_leaf_is_last_record_and_ids_are_deterministic(corpus_file: tuple[str, P
     assert leaf == expected["leaf_id"]  # pinned after checking determinism above
 
 
+@corpus.needs_shared
 def test_compaction_first_kept_entry_index_is_resolved() -> None:
-    entries = read_session_file(PI_V1 / BEFORE).entries
+    entries = read_session_file(PATHS[BEFORE]).entries
     compactions = [i for i, e in enumerate(entries) if e["type"] == "compaction"]
     assert compactions == [358, 627]  # file lines 360 and 629
     assert entries[358]["firstKeptEntryId"] == entries[292]["id"]
@@ -137,8 +136,8 @@ def test_upgraded_file_rereads_to_the_same_session(corpus_file: tuple[str, Path]
 
 
 def test_projection_message_counts(corpus_file: tuple[str, Path]) -> None:
-    projection = pytest.importorskip(
-        "sessiontree.core.projection.build", reason="sessiontree.core.projection.build is not written yet (issue: context projection)")
+    from sessiontree.core.projection import build as projection
+
     name, path = corpus_file
     entries = read_session_file(path).entries
     result = projection.build_session_projection(entries, entries[-1]["id"])

@@ -1,5 +1,5 @@
-"""The JSONL codec: reading rules of format 4 (seed "Session Version"; REFERENCE
-D.1-D.23, C.12-C.13, Decisions D-2, D-3, D-10, D-15) and writing (E.1).
+"""The JSONL codec: reading rules of format 4 (``seed:session-version``; docs/rules/format.md
+D.1-D.23, docs/rules/versions.md C.12-C.13, docs/rules/decisions.md D-2, D-3, D-10, D-15) and writing (E.1).
 
 Fixture lines are built with the standard library's ``json`` (never with the
 code under test), and every expected value is worked out from the rules.
@@ -33,7 +33,7 @@ HEADER = {"type": "session", "version": 4, "id": "sess-1", "createdAt": "2024-12
 
 
 def line(obj: Any) -> bytes:
-    """Compact JSON as the original agent writes it (REFERENCE E.1)."""
+    """Compact JSON as the original agent writes it (docs/rules/format.md E.1)."""
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
@@ -142,7 +142,7 @@ def test_records_are_never_split_on_other_line_breaks(separator: bytes) -> None:
 
 
 def test_unknown_entry_type_with_valid_base_is_kept_verbatim() -> None:
-    # D-10 / D.21; SPEC §2 names upstream types such as "leaf".
+    # D-10 / D.21; ``spec:data-model`` names upstream types such as "leaf".
     unknown_text = b'{"type":"leaf","id":"l1","parentId":"a1b2c3d4","timestamp":"2024-12-03T14:00:03.000Z","targetId":"a1b2c3d4","x":[1, 2]}'
     data = line(HEADER) + b"\n" + line(E1) + b"\n" + unknown_text + b"\n"
     parsed = parse_session(data, "s.jsonl")
@@ -152,7 +152,7 @@ def test_unknown_entry_type_with_valid_base_is_kept_verbatim() -> None:
 
 
 def test_stored_entries_are_written_back_byte_for_byte() -> None:
-    # SPEC §2: each entry's original JSON text is kept; export writes it back.
+    # ``spec:data-model``: each entry's original JSON text is kept; export writes it back.
     odd = b'{ "type" : "message", "id":"z1", "parentId":null, "timestamp":"2024-12-03T14:00:01.000Z", "message":{"content":"caf\\u00e9 1.0", "role":"user"}, "n": 1.0 }'
     data = line(HEADER) + b"\n" + odd + b"\n"
     parsed = parse_session(data, "s.jsonl")
@@ -657,7 +657,7 @@ def sessions(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         if entry_type in TYPED_FIELDS:
             entry.update(draw(TYPED_FIELDS[entry_type]()))
         taken = BASE_KEYS | set(entry)
-        for key, value in draw(st.dictionaries(texts.filter(lambda k: k not in taken), json_values, max_size=3)).items():
+        for key, value in draw(st.dictionaries(texts.filter(lambda k, taken=taken: k not in taken), json_values, max_size=3)).items():
             entry[key] = value
         entries.append(entry)
     return header, entries
@@ -672,6 +672,7 @@ def _key_orders(value: Any) -> Any:
     return (type(value).__name__, value)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sessions())
 def test_roundtrip_of_generated_sessions(session: tuple[dict[str, Any], list[dict[str, Any]]]) -> None:
@@ -705,6 +706,7 @@ def _js_view(value: Any) -> Any:
     return jsonio.loads(jsonio.js_stringify(value))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sessions())
 def test_raw_bytes_roundtrip_of_generated_sessions(session: tuple[dict[str, Any], list[dict[str, Any]]]) -> None:

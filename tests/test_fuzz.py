@@ -1,4 +1,4 @@
-"""Fuzzing the file-facing paths (issue 10, item 4).
+"""Fuzzing the file-facing paths.
 
 Every input goes through what a user can point sessiontree at:
 
@@ -20,7 +20,7 @@ Anything else (``TypeError``, ``KeyError``, ``RecursionError``,
 base file, seed and index that reproduce it.
 
 Inputs: a deterministic mutation corpus (bases: ``examples/*.jsonl`` and
-windows of ``/work/shared/corpus``; mutations: byte flips, truncation at
+windows of ``../shared/corpus`` (when beside the checkout); mutations: byte flips, truncation at
 every offset class, NUL runs, glued/duplicated/dropped lines, wrong JSON
 types in every field, deep nesting, huge strings, invalid UTF-8, lone
 surrogate escapes, BOM, CRLF), and Hypothesis-built sessions.
@@ -47,6 +47,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import corpus
 from sessiontree.check.checker import CODES, check_bytes, repair_bytes
 from sessiontree.cli import cli
 from sessiontree.errors import SessionError
@@ -59,11 +60,11 @@ from support import field_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
-CORPUS = ROOT / ".." / "shared" / "corpus"
+CORPUS = corpus.shared()  # windows of the whole corpus join the bases when it is beside the checkout
 SEED = int(os.environ.get("SESSIONTREE_FUZZ_SEED", "20260210"))
 DEFAULT_N = 300
 SLOW_N = int(os.environ.get("SESSIONTREE_FUZZ_N", "0"))
-# Opt-in: the default suite runs ``slow`` tests too, and these take minutes.
+# Opt-in even in the full run (``-m ""``, which includes ``slow``): these take minutes.
 long_run = pytest.mark.skipif(SLOW_N <= 0, reason="long fuzz run: set SESSIONTREE_FUZZ_N (e.g. 5000)")
 CORPUS_WINDOW = 40  # lines of a corpus file per base (the files are megabytes)
 
@@ -83,7 +84,7 @@ def _bases() -> list[tuple[str, bytes]]:
         for path in sorted(CORPUS.rglob("*.jsonl")):
             lines = path.read_bytes().split(b"\n")
             header, body = lines[0], [line for line in lines[1:] if line]
-            for window in range(3):
+            for _window in range(3):
                 start = rng.randrange(max(1, len(body) - CORPUS_WINDOW))
                 chunk = body[start:start + CORPUS_WINDOW]
                 bases.append((f"{path.name}[{start}:+{CORPUS_WINDOW}]", b"\n".join([header, *chunk]) + b"\n"))

@@ -1,4 +1,4 @@
-"""Session and entry ids (REFERENCE group B, Decision D-7)."""
+"""Session and entry ids (docs/rules/format.md B, docs/rules/decisions.md D-7)."""
 
 from __future__ import annotations
 

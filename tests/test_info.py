@@ -1,5 +1,5 @@
-"""Listing information (REFERENCE L.7-L.16, L.19, J, K, O; seed "SessionInfoEntry",
-"SessionSummaryEntry", "SessionHeader")."""
+"""Listing information (docs/rules/listing.md L.7-L.16, L.19, J, K, O; ``seed:session-info-entry``,
+``seed:session-summary-entry``, ``seed:header``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Every JSONL line sessiontree writes is what JavaScript's ``JSON.stringify``
-writes (issue 11; rules in docs/format-bytes.md, REFERENCE §2.6 items 2-4).
+writes (rules in docs/format-bytes.md, docs/rules/format.md §2.6 items 2-4).
 
 Three kinds of evidence:
 
@@ -39,6 +39,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import corpus
 from sessiontree.check.checker import repair_bytes
 from sessiontree.format import jsonio
 from sessiontree.format.codec import parse_session, read_session_file
@@ -47,15 +48,14 @@ from sessiontree.stores.jsonl.store import JsonlStore
 from sessiontree.stores.sqlite.store import SqliteStore
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT / ".." / "shared" / "corpus"
-PI_V1 = CORPUS / "pi-v1"
+PI_V1 = corpus.shared("pi-v1")
 EXAMPLES = ROOT / "examples"
 NODE_DIR = Path(__file__).resolve().parent / "node"
 NODE = shutil.which("node")
 PACKAGE_MODULE = Path("node_modules", "@earendil-works", "pi-coding-agent", "dist", "core", "session-manager.js")
 
 needs_node = pytest.mark.skipif(NODE is None, reason="node is not on PATH: the JSON.stringify round trip needs Node.js")
-needs_corpus = pytest.mark.skipif(not PI_V1.is_dir(), reason=f"corpus directory {PI_V1} is missing")
+needs_corpus = corpus.needs_shared
 
 
 def corpus_files() -> list[Path]:
@@ -309,10 +309,10 @@ def compare_with_agent(ours: bytes, theirs: bytes) -> list[int]:
     ids are replaced by ours, matched by position."""
     our_lines, their_lines = ours.splitlines(), theirs.splitlines()
     assert len(our_lines) == len(their_lines)
-    mapping = {json.loads(t)["id"]: json.loads(o)["id"] for o, t in zip(our_lines[1:], their_lines[1:])}
+    mapping = {json.loads(t)["id"]: json.loads(o)["id"] for o, t in zip(our_lines[1:], their_lines[1:], strict=False)}
     pattern = re.compile(rb'"(' + b"|".join(re.escape(k.encode()) for k in mapping) + rb')"')
     differ = []
-    for number, (o, t) in enumerate(zip(our_lines[1:], their_lines[1:]), start=1):
+    for number, (o, t) in enumerate(zip(our_lines[1:], their_lines[1:], strict=False), start=1):
         if pattern.sub(lambda m: b'"' + mapping[m.group(1).decode()].encode() + b'"', t) != o:
             differ.append(number)
     return differ
@@ -331,7 +331,7 @@ def test_corpus_upgrade_equals_the_agents_own_upgrade() -> None:
         agent = theirs[str(path)]
         assert compare_with_agent(ours, agent) == [], path.name
         # The header differs on purpose: format 4 writes "version":4 second and
-        # "createdAt" for the agent's "timestamp" (REFERENCE C.9); the agent appends
+        # "createdAt" for the agent's "timestamp" (docs/rules/versions.md C.9); the agent appends
         # "version":3. Everything else in it is the same, in the same order.
         our_header, their_header = json.loads(ours.splitlines()[0]), json.loads(agent.splitlines()[0])
         assert our_header["version"] == 4 and their_header["version"] == 3

@@ -1,4 +1,4 @@
-"""JSON encoding as the format needs it (REFERENCE E.1, §2.6). Expected texts
+"""JSON encoding as the format needs it (docs/rules/format.md E.1, §2.6). Expected texts
 are what JavaScript's ``JSON.stringify`` / ``Number.prototype.toString`` give,
 worked out from the ECMAScript rules."""
 
@@ -98,7 +98,7 @@ def test_js_number(value: float, expected: str) -> None:
 
 
 def test_js_stringify_reference_example() -> None:
-    # REFERENCE §2.6: integer-like keys first, JS number formatting.
+    # docs/rules/format.md §2.6: integer-like keys first, JS number formatting.
     value = {"b": 1, "2": 2, "1": 3, "f": 1.0, "g": 1e21, "h": 1e-7}
     assert js_stringify(value) == '{"1":3,"2":2,"b":1,"f":1,"g":1e+21,"h":1e-7}'
 
@@ -149,7 +149,7 @@ def test_js_number_matches_float_value() -> None:
 
 
 def test_non_finite_floats_are_written_as_null_like_json_stringify() -> None:
-    # JSON.stringify(NaN) and JSON.stringify(Infinity) are "null" (REFERENCE §2.6 item 4),
+    # JSON.stringify(NaN) and JSON.stringify(Infinity) are "null" (docs/rules/format.md §2.6 item 4),
     # on the fast path and on the fallback that lone surrogates take.
     from sessiontree.format.jsonio import dumps
 
@@ -157,7 +157,7 @@ def test_non_finite_floats_are_written_as_null_like_json_stringify() -> None:
     assert dumps({"a": float("nan"), "s": "\ud800"}) == b'{"a":null,"s":"\\ud800"}'
 
 
-# --------------------------------------------------------------------------- dumps: JavaScript bytes (issue 11)
+# --------------------------------------------------------------------------- dumps: JavaScript bytes
 
 
 @pytest.mark.parametrize("value", [0.0, -0.0, 1.0, 9e-6, 5e-6, 1e-7, 1e16, 1e21, 1.5e300, 5e-324, 0.1, 123.0,

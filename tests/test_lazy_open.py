@@ -1,4 +1,4 @@
-"""The lazy open of SQLite sessions (issue 18, resume): same answers as a full open.
+"""The lazy open of SQLite sessions (and their resume): same answers as a full open.
 
 ``SessionManager.open`` of a SQLite session whose active branch has an active
 compaction boundary reads the store's outline and only the records its
@@ -32,6 +32,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from builders import assistant_turn as _assistant
+from builders import message_of as _message
+from builders import user_blocks as _user
+from builders import work_header
 from sessiontree import SessionManager
 from sessiontree.core.projection.build import build_session_projection
 from sessiontree.core.tree import SessionTree
@@ -50,28 +54,6 @@ SID = "0190a7b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b"
 TS = "2026-02-01T09:00:00.000Z"
 VERBATIM = {"strategy": "verbatim-lines"}
 
-
-def _header() -> dict:
-    return {"type": "session", "version": 4, "id": SID, "createdAt": TS, "cwd": "/work/a"}
-
-
-def _message(entry_id: str, parent: str | None, message: dict) -> dict:
-    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": TS, "message": message}
-
-
-def _user(text: str) -> dict:
-    return {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": 1}
-
-
-def _assistant(text: str, model: str | None = "m1", calls: tuple[str, ...] = ()) -> dict:
-    message: dict[str, Any] = {"role": "assistant",
-                               "content": [{"type": "text", "text": text},
-                                           *({"type": "toolCall", "id": c, "name": "bash", "arguments": {}}
-                                             for c in calls)],
-                               "stopReason": "toolUse" if calls else "stop", "timestamp": 2}
-    if model is not None:
-        message.update(provider="p", model=model)
-    return message
 
 
 def _chain(count: int, start: int = 0, parent: str | None = None) -> list[dict]:
@@ -108,7 +90,7 @@ def _session_with_boundary() -> list[dict]:
 
 def _store(path: Path, entries: list[dict]) -> SqliteStore:
     store = SqliteStore(path)
-    store.create(_header(), entries)
+    store.create(work_header(SID), entries)
     return store
 
 
@@ -263,6 +245,7 @@ def _outcome(m: SessionManager, op: str, target: str, flag: bool) -> Any:
         return ("error", type(exc), str(exc))
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                    HealthCheck.function_scoped_fixture])
 @given(stored_sessions(), _OPS, st.booleans())
@@ -455,11 +438,11 @@ def test_a_session_replaced_or_deleted_before_the_rest_is_read_raises(tmp_path, 
     if change == "deleted":
         writer.delete(SID)
     elif change == "replaced":
-        writer.replace_session(_header(), _chain(5))
+        writer.replace_session(work_header(SID), _chain(5))
     else:  # the same ids, parents and types, another text in one old record
         changed = [dict(e) for e in entries]
         changed[1] = _message("e0001", "e0000", _assistant("rewritten"))
-        writer.replace_session(_header(), changed)
+        writer.replace_session(work_header(SID), changed)
     assert len(manager.build_session_context().messages) == 11  # what was read at open stays
     with pytest.raises(SessionChangedError) as info:
         manager.get_tree()
@@ -475,7 +458,7 @@ def test_read_outline_and_read_entries_at_on_every_local_store(tmp_path, kind):
     entries = _session_with_boundary()
     store = (SqliteStore(tmp_path / "s.db") if kind == "sqlite" else JsonlStore(tmp_path / "dir")
              if kind == "jsonl" else MemoryStore())
-    store.create(_header(), entries)
+    store.create(work_header(SID), entries)
     outline = store.read_outline(SID)
     assert outline.header["id"] == SID and len(outline) == len(entries)
     assert list(outline.ids) == [e["id"] for e in entries]
@@ -519,7 +502,7 @@ def test_read_entries_is_the_by_id_form_of_read_entries_at(tmp_path, kind):
     entries = _session_with_boundary()
     store = (SqliteStore(tmp_path / "s.db") if kind == "sqlite" else JsonlStore(tmp_path / "dir")
              if kind == "jsonl" else MemoryStore())
-    store.create(_header(), entries)
+    store.create(work_header(SID), entries)
     by_id = {e["id"]: e for e in entries}
     asked = ["e0045", "unknown", "t1", "e0045", "n1"]  # order kept, repeats repeated, unknown skipped
     assert store.read_entries(SID, asked) == [by_id["e0045"], by_id["t1"], by_id["e0045"], by_id["n1"]]
@@ -578,7 +561,7 @@ def test_read_entries_reports_the_first_failure_in_file_order_across_look_up_bat
 
 
 def test_a_rebuild_of_the_same_leaf_reuses_the_plain_branch_and_projects_the_same():
-    manager = SessionManager.in_memory("/work/a", entries=[_header(), *_chain(30)])
+    manager = SessionManager.in_memory("/work/a", entries=[work_header(SID), *_chain(30)])
     first = _projection(manager)
     manager._projector = None
     kept = manager._branch

@@ -1,5 +1,5 @@
-"""Format upgrades 1 -> 2 -> 3 -> 4 (seed "Session Version"; REFERENCE C.3-C.9,
-§3.3, D-8, D-15, B.10).
+"""Format upgrades 1 -> 2 -> 3 -> 4 (``seed:session-version``; docs/rules/versions.md C.3-C.9,
+§3.3; docs/rules/decisions.md D-8, D-15; docs/rules/format.md B.10).
 
 Expected values are derived from the rules by hand; fixture files are built
 with the standard library's ``json``.
@@ -250,7 +250,7 @@ def test_upgrade_header_returns_a_copy() -> None:
                         "cwd": "/w", "parentSessionId": "p-1"}
 
 
-# --------------------------------------------------------------------------- parentSession -> parentSessionId (§3.3)
+# --------------------------------------------------------------------------- parentSession -> parentSessionId (docs/rules/versions.md §3.3)
 
 
 def _write_parent(directory: Path, file_id: str | Any, name: str) -> Path:

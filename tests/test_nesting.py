@@ -1,4 +1,4 @@
-"""Deeply nested JSON values (issue 10, item 2).
+"""Deeply nested JSON values.
 
 One limit, :data:`sessiontree.jsonio.MAX_DEPTH` (512 levels, a record's own
 object counting as level 1), holds for reading, checking and appending:

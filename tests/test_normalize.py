@@ -1,5 +1,5 @@
-"""Bounds enforced on write (seed "Message Types" nestedCalls, "SessionSummaryEntry";
-REFERENCE §3.10, §3.14, D-13). Expected sizes are counted by hand below."""
+"""Bounds enforced on write (``seed:nested-calls``, ``seed:session-summary-entry``;
+docs/rules/projection.md §3.10, docs/rules/listing.md §3.14, docs/rules/decisions.md D-13). Expected sizes are counted by hand below."""
 
 from __future__ import annotations
 

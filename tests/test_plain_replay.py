@@ -85,10 +85,6 @@ def test_steps_grown_by_advance_rebuild_what_the_general_build_gives(monkeypatch
     assert _fields(again, repair) == _fields(general, repair)
 
 
-def _message(entry_id: str, parent: str | None, message: dict) -> dict:
-    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": TS, "message": message}
-
-
 def _call(*ids: str, to_use: bool = True, ts: int = 1) -> dict:
     return {"role": "assistant", "stopReason": "toolUse" if to_use else "stop", "timestamp": ts,
             "provider": "p", "model": "m1",

@@ -1,4 +1,4 @@
-"""Search on PostgreSQL (issue 17): the pg_trgm index, its fallback, ranking, and the index as
+"""Search on PostgreSQL: the pg_trgm index, its fallback, ranking, and the index as
 derived data. The conformance tests (the same hits as every store) are in tests/test_search.py,
 whose ``store`` fixture includes PostgreSQL."""
 
@@ -7,6 +7,9 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from builders import search_header as header
+from builders import search_message as msg
+from search_corpus import CORPUS, EXPECTED, fill, ids
 from sessiontree import SessionManager
 from sessiontree.core.searchtext import parse_query
 from sessiontree.errors import StorageError
@@ -14,9 +17,8 @@ from sessiontree.stores import MemoryStore
 from sessiontree.stores.postgres import search as postgres_search
 from sessiontree.stores.postgres import store as postgres_module
 from sessiontree.stores.postgres.store import PostgresStore
-from test_search import CORPUS, EXPECTED, fill, header, ids, msg
 
-pytestmark = pytest.mark.usefixtures("pg_cluster")
+pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("pg_cluster")]
 
 
 @pytest.fixture

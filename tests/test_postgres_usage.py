@@ -1,4 +1,4 @@
-"""The usage ledger on PostgreSQL (issues 14 and 17): SQL aggregates over ``usage_ledger``
+"""The usage ledger on PostgreSQL SQL aggregates over ``usage_ledger``
 give exactly the rows :func:`sessiontree.usagerecords.aggregate` computes from the entries,
 for every kind of query, on random stores full of copies."""
 
@@ -8,27 +8,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-usagerecords = pytest.importorskip("sessiontree.core.usagerecords")  # issue 14 (branch h-usage)
-
+from builders import billed_assistant_cost as _assistant
+from builders import usage_header as _header
+from sessiontree.core import usagerecords
 from sessiontree.stores.postgres.store import PostgresStore
 from sessiontree.stores.shared import cwd_matches, resolve_cwd
 
 UsageQuery = usagerecords.UsageQuery
 
-pytestmark = pytest.mark.usefixtures("pg_cluster")
-
-
-def _header(sid, created="2026-01-01T00:00:00.000Z", cwd="/w"):
-    return {"type": "session", "version": 4, "id": sid, "createdAt": created, "cwd": cwd}
-
-
-def _assistant(eid, parent, ts, inp, cost, model="m", provider="p"):
-    usage = {"input": inp, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0}
-    if cost is not None:
-        usage["cost"] = {"total": cost}
-    return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts,
-            "message": {"role": "assistant", "content": [], "api": "a", "provider": provider, "model": model,
-                        "usage": usage, "stopReason": "stop", "timestamp": 1}}
+pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("pg_cluster")]
 
 
 def _expected(sessions, query):

@@ -1,7 +1,8 @@
-"""Context projection (seed "Context Building"; REFERENCE P, Q, R, S, §2.5, §3.6-§3.8, D-11).
+"""Context projection (``seed:context-building``; docs/rules/projection.md P, Q, R, S, §3.6-§3.8;
+docs/rules/transcript.md §2.5; docs/rules/decisions.md D-11).
 
 Expected values are worked out by hand from the documents; the fixed
-sentences are the module constants substituted for REFERENCE's placeholders.
+sentences are the module constants substituted for the rules' placeholders.
 """
 
 from __future__ import annotations
@@ -13,6 +14,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from builders import assistant as asst
+from builders import chain, user
+from builders import entry as ent
+from builders import message_entry as msg
+from builders import text_block as text
+from builders import tool_call as call
+from builders import tool_result as tres
 from sessiontree.core.projection import (
     INTERRUPTED_TEXT,
     LAST_ENTRY,
@@ -46,59 +54,6 @@ IMG_JPG = {"type": "image", "data": "Qg==", "mimeType": "image/jpeg"}
 
 
 # ------------------------------------------------------------------ builders
-
-
-def ent(kind: str, id_: str, parent: str | None = None, **fields: Any) -> dict:
-    entry = {"type": kind, "id": id_, "parentId": parent, "timestamp": TS}
-    entry.update(fields)
-    return entry
-
-
-def msg(id_: str, message: dict, parent: str | None = None) -> dict:
-    return ent("message", id_, parent, message=message)
-
-
-def chain(*entries: dict) -> list[dict]:
-    """Link entries parent -> child in the given order (first is a root)."""
-    for prev, cur in zip(entries, entries[1:]):
-        cur["parentId"] = prev["id"]
-    return list(entries)
-
-
-def text(t: str) -> dict:
-    return {"type": "text", "text": t}
-
-
-def user(content: Any, ts: int = 1) -> dict:
-    return {"role": "user", "content": content, "timestamp": ts}
-
-
-def asst(content: list, stop: str = "stop", ts: int = 2, provider: str = "anthropic", model: str = "m1") -> dict:
-    return {
-        "role": "assistant",
-        "content": content,
-        "api": "x",
-        "provider": provider,
-        "model": model,
-        "usage": {"input": 1, "output": 1},
-        "stopReason": stop,
-        "timestamp": ts,
-    }
-
-
-def call(id_: str, name: str = "bash", arguments: dict | None = None) -> dict:
-    return {"type": "toolCall", "id": id_, "name": name, "arguments": arguments or {}}
-
-
-def tres(call_id: str, content: Any = None, name: str = "bash", ts: int = 3) -> dict:
-    return {
-        "role": "toolResult",
-        "toolCallId": call_id,
-        "toolName": name,
-        "content": [text("ok")] if content is None else content,
-        "isError": False,
-        "timestamp": ts,
-    }
 
 
 def synthetic(call_id: str, name: str, ts: int) -> dict:
@@ -156,7 +111,7 @@ def messages_of(projection, entry_id: str) -> list[dict]:
     raise KeyError(entry_id)
 
 
-# ======================================================= REFERENCE §2.5 examples
+# ======================================================= docs/rules/transcript.md §2.5 examples
 
 
 def example_1() -> list[dict]:
@@ -888,7 +843,7 @@ def test_edits_run_before_pairing():
     assert messages_of(projection, "u1") == [synthetic("c2", "read", 40), entries[4]["message"]]
 
 
-# =========================================================== system (§3.6)
+# =========================================================== system (docs/rules/projection.md §3.6)
 
 
 def test_system_replay_content_sections_tools():

@@ -10,6 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from builders import assistant_calls as assistant
+from builders import tool_result_text as result
+from builders import user_blocks as user
 from sessiontree import errors
 from sessiontree.core.projection import (
     INTERRUPTED_TEXT,
@@ -18,22 +21,6 @@ from sessiontree.core.projection import (
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.memory import MemoryStore
 from support import FailingMemoryStore, fresh_projection
-
-
-def user(text: str, ts: int = 1) -> dict:
-    return {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": ts}
-
-
-def assistant(text: str = "", *, stop: str = "stop", calls: tuple = (), ts: int = 2) -> dict:
-    content: list = [{"type": "text", "text": text}] if text else []
-    content += [{"type": "toolCall", "id": c, "name": "bash", "arguments": {}} for c in calls]
-    return {"role": "assistant", "content": content, "api": "x", "provider": "p", "model": "m",
-            "usage": {}, "stopReason": stop, "timestamp": ts}
-
-
-def result(call_id: str, text: str = "out") -> dict:
-    return {"role": "toolResult", "toolCallId": call_id, "toolName": "bash",
-            "content": [{"type": "text", "text": text}], "isError": False, "timestamp": 3}
 
 
 def assert_same(manager: SessionManager) -> None:

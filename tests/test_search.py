@@ -1,7 +1,9 @@
-"""Full-text search (issue 13): the rule, every store, the SQLite index, the command line.
+"""Full-text search: the rule, the SQLite index and its pending tail, the command line.
 
-The hand-made corpus below is small enough to know every answer by reading
-it; the expected hit sets are written by hand from the entries' text.
+The hand-made corpus (``search_corpus``) is small enough to know every answer by
+reading it; the expected hit sets are written by hand from the entries' text. The
+same hits on every store are in ``tests/conformance/test_search.py``; they run here
+again on a SQLite store whose entries are still in the pending tail.
 """
 
 from __future__ import annotations
@@ -16,6 +18,15 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from builders import search_header as header
+from builders import search_message as msg
+from conformance.test_search import test_filters as test_filters_on_a_pending_tail
+from conformance.test_search import test_hit_fields as test_hit_fields_on_a_pending_tail
+from conformance.test_search import (
+    test_hostile_queries_answer_or_refuse_clearly as test_hostile_queries_on_a_pending_tail,
+)
+from conformance.test_search import test_same_hits_on_every_store as test_same_hits_on_a_pending_tail
+from search_corpus import CORPUS, EXPECTED, fill, fill_tail, ids, pending_count
 from sessiontree import SessionManager
 from sessiontree.cli import cli
 from sessiontree.core.searchtext import (
@@ -33,141 +44,18 @@ from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore
 from sessiontree.stores.sqlite import search as sqlite_search
 from sessiontree.stores.sqlite import store as sqlite_module
 
-T0 = "2026-01-01T10:0{}:00.000Z"
+__all__ = ["test_filters_on_a_pending_tail", "test_hit_fields_on_a_pending_tail",
+           "test_hostile_queries_on_a_pending_tail", "test_same_hits_on_a_pending_tail"]
 
 
-def msg(entry_id, parent, role, content, minute=0, **extra):
-    message = {"role": role, "content": content, "timestamp": 1_767_261_600_000 + minute * 60_000, **extra}
-    if role == "assistant":
-        message = {"api": "a", "provider": "p", "model": "m", "usage": {}, "stopReason": "stop", **message}
-    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": T0.format(minute), "message": message}
-
-
-def base(entry_id, parent, kind, minute=0, **fields):
-    return {"type": kind, "id": entry_id, "parentId": parent, "timestamp": T0.format(minute), **fields}
-
-
-def header(session_id, cwd):
-    return {"type": "session", "version": 4, "id": session_id, "createdAt": "2026-01-01T09:00:00.000Z", "cwd": cwd}
-
-
-LOREM = " ".join(["lorem ipsum dolor sit amet consectetur"] * 40)
-
-CORPUS = [
-    (header("sess-alpha", "/w/alpha"), [
-        base("a1000001", None, "session_info", 0, name="Retry work"),
-        msg("a2000002", "a1000001", "user", "Please fix the flaky retry in parser.py", 0),
-        msg("a3000003", "a2000002", "assistant", [
-            {"type": "thinking", "thinking": "the dedup step drops lines"},
-            {"type": "text", "text": "I will look at _dedup_ids"},
-            {"type": "toolCall", "id": "c1", "name": "bash", "arguments": {"command": "grep -rn dedup src/",
-                                                                           "timeout": 30}}], 1),
-        msg("a4000004", "a3000003", "toolResult", [
-            {"type": "text", "text": "src/util.py:12: def _dedup_ids(ids):"},
-            {"type": "image", "data": "ZGVkdXA=", "mimeType": "image/png"}], 2,
-            toolCallId="c1", toolName="bash", isError=False),
-        {"type": "message", "id": "a5000005", "parentId": "a4000004", "timestamp": T0.format(3),
-         "message": {"role": "bashExecution", "command": "pytest -k retry", "output": "1 failed: test_retry_backoff",
-                     "exitCode": 1, "cancelled": False, "truncated": False, "timestamp": 1}},
-        base("a6000006", "a5000005", "context_edit", 3, targetId="a2000002", replacement=None),
-        msg("a7000007", "a6000006", "assistant", [{"type": "text", "text": "retry retry retry"}], 4),
-        base("a8000008", "a6000006", "branch_summary", 5, fromId="a7000007",
-             summary="Tried exponential backoff for retry"),
-        base("a9000009", "a8000008", "compaction", 6, summary="old summary mentions 東京 and naïve café",
-             firstKeptEntryId="a2000002", tokensBefore=10),
-    ]),
-    (header("sess-beta", "/w/beta"), [
-        msg("b1000001", None, "user", "日本語のテキスト 東京タワー", 0),
-        base("b2000002", "b1000001", "custom_message", 1, customType="x",
-             content="CUSTOM NOTE: ΣΊΣΥΦΟΣ uses µ-law", display=True),
-        base("b3000003", "b2000002", "session_summary", 2, summary="Summary: straße repair",
-             summarizedThroughId="b1000001"),
-        msg("b4000004", "b3000003", "assistant", [{"type": "text", "text": "we should retry the request once"}], 3),
-    ]),
-    (header("sess-gamma", "/w/alpha"), [
-        msg("c1000001", None, "user", "emoji 🎉 party and a-b-c hyphen * star NEAR(x y) \"quoted\" 5 \u212aM", 0),
-        msg("c2000002", "c1000001", "toolResult", [{"type": "text", "text": LOREM + " retry"}], 1,
-            toolCallId="c9", toolName="read", isError=False),
-        base("c3000003", "c2000002", "label", 2, targetId="c1000001", label="retry-label"),
-        base("c4000004", "c3000003", "custom", 3, customType="x", data={"text": "retry"}),
-    ]),
-]
-
-# Hand-derived: which entries hold each query (every term, case-folded substring).
-EXPECTED = {
-    "retry": {"a1000001", "a2000002", "a5000005", "a7000007", "a8000008", "b4000004", "c2000002"},
-    "dedup": {"a3000003", "a4000004"},
-    "grep dedup": {"a3000003"},
-    "ZGVkdXA": set(),  # image data is never indexed
-    "東京": {"a9000009", "b1000001"},
-    "σίσυφος": {"b2000002"},  # final sigma and Ί fold like FTS5
-    "μ-law": {"b2000002"},  # Greek mu finds the micro sign
-    "STRAßE": {"b3000003"},
-    "STRASSE": set(),  # one code point never folds to two
-    "naive": set(),  # diacritics are kept
-    "NAÏVE": {"a9000009"},
-    "🎉": {"c1000001"},
-    "a-b-c": {"c1000001"},
-    "NEAR(x": {"c1000001"},
-    "*": {"c1000001"},
-    '"quoted"': set(),  # quotes delimit a phrase: this is the word quoted, present
-    '"flaky retry"': {"a2000002"},
-    "flaky parser": {"a2000002"},
-    '"retry parser"': set(),
-    "py": {"a2000002", "a4000004", "a5000005"},
-    "30": {"a3000003"},  # a number inside tool-call arguments
-    "bash": {"a3000003"},  # the tool-call name; a result's toolName is not its text
-    "km": {"c1000001"},  # short, and the Kelvin sign folds to ASCII k: the SQL prefilter lets it through
-    "retry-label": set(),  # labels and custom state are not indexed
-}
-EXPECTED['"quoted"'] = {"c1000001"}
-
-
-def fill(store):
-    for head, entries in CORPUS:
-        store.create(head, entries)
-    return store
-
-
-def fill_tail(path):
-    """The corpus written as agents write it: each session created with its first
-    entry, those settled into FTS5 (as an import or a sync does at its end), then one
-    append per entry. The appends stay pending (no write merges anything); the store
-    is reopened read-only, so searches scan the tail and write nothing."""
-    writer = SqliteStore(path)
-    for head, entries in CORPUS:
-        writer.create(head, entries[:1])
-    assert writer.settle_derived() == len(CORPUS)  # one record per session, each merged
-    for head, entries in CORPUS:
-        for entry in entries[1:]:
-            writer.append(head["id"], [entry])
-    pending = writer._conn.execute("SELECT count(*) FROM entries").fetchone()[0] - len(CORPUS)
-    assert writer._conn.execute("SELECT count(*) FROM search_entries").fetchone()[0] <= len(CORPUS) < pending
-    writer.close()
-    return SqliteStore(path, readonly=True)
-
-
-def _postgres(request):
-    from sessiontree.stores.postgres.store import PostgresStore
-
-    return PostgresStore(request.getfixturevalue("pg_url"))
-
-
-@pytest.fixture(params=["memory", "sqlite", "sqlite-tail", "jsonl", "postgres"])
-def store(request, tmp_path):
-    if request.param == "sqlite-tail":
-        made = fill_tail(tmp_path / "t.db")
-    elif request.param == "postgres":
-        made = fill(_postgres(request))
-    else:
-        made = fill({"memory": MemoryStore, "sqlite": lambda: SqliteStore(tmp_path / "s.db"),
-                     "jsonl": lambda: JsonlStore(tmp_path / "j")}[request.param]())
+@pytest.fixture
+def store(tmp_path):
+    """For the store-generic tests imported above: the corpus in a SQLite store whose
+    entries after each session's first are pending (see ``search_corpus.fill_tail``),
+    opened read-only, so searches scan the tail."""
+    made = fill_tail(tmp_path / "t.db")
     yield made
     made.close()
-
-
-def ids(hits):
-    return {hit.entry_id for hit in hits}
 
 
 # -- the rule ---------------------------------------------------------------------------------
@@ -242,53 +130,6 @@ def test_parse_when():
 
 
 # -- every store ------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("query", sorted(EXPECTED))
-def test_same_hits_on_every_store(store, query):
-    assert ids(store.search(query, limit=None)) == EXPECTED[query]
-
-
-def test_hit_fields(store):
-    hits = {hit.entry_id: hit for hit in store.search("retry", limit=None)}
-    a2 = hits["a2000002"]  # hidden from the model by a context_edit: still found
-    assert (a2.session_id, a2.title, a2.session_name, a2.cwd) == ("sess-alpha", "Retry work", "Retry work", "/w/alpha")
-    assert (a2.entry_type, a2.role, a2.timestamp) == ("message", "user", "2026-01-01T10:00:00.000Z")
-    assert a2.snippet == "Please fix the flaky retry in parser.py"
-    assert a2.highlights == ((21, 26),)
-    assert a2.on_active_branch is True
-    assert hits["a7000007"].on_active_branch is False  # the abandoned branch
-    assert hits["a8000008"].on_active_branch is True
-    assert hits["b4000004"].title == "日本語のテキスト 東京タワー"  # summary stale: the first message
-    assert hits["a7000007"].to_dict()["onActiveBranch"] is False
-
-
-def test_filters(store):
-    assert ids(store.search("retry", roles=["user"], limit=None)) == {"a2000002"}
-    assert ids(store.search("retry", roles=["session_info", "branchSummary"], limit=None)) == {"a1000001", "a8000008"}
-    assert ids(store.search("retry", cwd="/w/beta", limit=None)) == {"b4000004"}
-    assert ids(store.search("retry", cwd="/w/alpha/../beta", limit=None)) == {"b4000004"}
-    assert ids(store.search("retry", session="sess-gamma", limit=None)) == {"c2000002"}
-    assert ids(store.search("retry", session="nope", limit=None)) == set()
-    assert ids(store.search("retry", since="2026-01-01T10:04:00Z", until="2026-01-01T10:05:00Z",
-                            limit=None)) == {"a7000007"}
-    assert ids(store.search("retry", since=1_767_261_840_000, limit=None)) == {"a7000007", "a8000008"}
-    assert len(store.search("retry", limit=3)) == 3
-    with pytest.raises(ValueError):
-        store.search("retry", limit=0)
-    with pytest.raises(ValueError):
-        store.search("retry", since="not a date")
-
-
-@pytest.mark.parametrize("query", ["\x00", "a\x00b", "🎉🎉🎉", "\"", "NEAR(a b, 2)", "x OR y", "col:val",
-                                   "^start", "a AND", "{a b}", "'", "-", "\\", "\ud800"])
-def test_hostile_queries_answer_or_refuse_clearly(store, query):
-    try:
-        hits = store.search(query)
-    except SearchQueryError as exc:
-        assert "search query" in str(exc)
-    else:
-        assert isinstance(hits, list)
 
 
 def test_same_hits_for_hostile_queries(tmp_path):
@@ -461,11 +302,6 @@ def test_index_equals_a_rebuild_after_any_operations(operations):
         store.close()
 
 
-def pending_count(store):
-    return store._conn.execute("SELECT count(*) FROM entries AS e LEFT JOIN search_merged AS m"
-                               " ON m.session_id = e.session_id WHERE e.seq > coalesce(m.seq, -1)").fetchone()[0]
-
-
 def test_pending_tail_is_found_ranked_first_and_merged_by_settle(tmp_path):
     """Writes add no index row; their entries are scanned (pending first, by
     scan_score); creating a session merges nothing either; settling merges them all,
@@ -565,7 +401,7 @@ def test_failed_append_leaves_no_index_rows(tmp_path, monkeypatch):
         raise sqlite3.OperationalError("injected")
 
     monkeypatch.setattr(sqlite_module, "_insert_text_rows", broken)
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017 - whatever the injected failure surfaces as; the rollback is checked
         store.append("sess-beta", [msg("b5000005", "b4000004", "user", "zebra crossing", 5)])
     monkeypatch.undo()
     assert store.search("zebra") == []
@@ -646,7 +482,7 @@ def test_library_search_result(tmp_path):
     store = fill(MemoryStore())
     result = search(store, "retry", limit=2)
     assert len(result.hits) == 2 and result.more
-    assert [sid for sid, _ in result.by_session()][0] == result.hits[0].session_id
+    assert next(sid for sid, _ in result.by_session()) == result.hits[0].session_id
     assert search(store, "retry", limit=None).more is False
 
 

@@ -1,4 +1,4 @@
-"""The SQLite append path of issue 18 (round two): what an append may take from memory
+"""The SQLite append path: what an append may take from memory
 instead of re-reading, and the usage ledger's fast path, give exactly what re-reading
 and the full recount give.
 
@@ -18,26 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from builders import billed_assistant_tokens as _assistant
+from builders import usage_header as _header
+from builders import user_block_entry as _user
 from sessiontree.errors import InvalidSessionError, StorageError
 from sessiontree.stores import SqliteStore
 from sessiontree.stores.sqlite.usage import _refresh_calls
-
-
-def _header(sid: str, created: str = "2026-01-01T00:00:00.000Z") -> dict:
-    return {"type": "session", "version": 4, "id": sid, "createdAt": created, "cwd": "/w"}
-
-
-def _user(eid: str, parent: str | None, text: str) -> dict:
-    return {"type": "message", "id": eid, "parentId": parent, "timestamp": "2026-01-01T10:00:00.000Z",
-            "message": {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": 1}}
-
-
-def _assistant(eid: str, parent: str | None, ts: str, tokens: int) -> dict:
-    usage = {"input": tokens, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": tokens + 1,
-             "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": tokens / 1000}}
-    return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts,
-            "message": {"role": "assistant", "content": [], "api": "x", "provider": "p", "model": "m",
-                        "usage": usage, "stopReason": "stop", "timestamp": 1}}
 
 
 def _rows(store: SqliteStore, sid: str) -> list[tuple]:

@@ -1,4 +1,4 @@
-"""Issue 10, "never write what is not ours": store opening modes, foreign and damaged
+"""Never write what is not ours: store opening modes, foreign and damaged
 databases, read-only stores, stale temporary files, and verification (``check --store``).
 
 Expected values are worked out by hand: a foreign or read-only store must be left
@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from builders import user_entry as msg
+from builders import work_header as header
 from cli_support import cli_runner, run_cli
 from sessiontree.cli import cli
 from sessiontree.errors import (
@@ -37,15 +39,6 @@ from sessiontree.stores.jsonl import store as jsonl_module
 from sessiontree.stores.sqlite import store as sqlite_module
 
 CREATED = "2026-02-01T09:00:00.000Z"
-
-
-def header(session_id: str, cwd: str = "/work/a") -> dict:
-    return {"type": "session", "version": 4, "id": session_id, "createdAt": CREATED, "cwd": cwd}
-
-
-def msg(entry_id: str, parent: str | None, text: str) -> dict:
-    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": CREATED,
-            "message": {"role": "user", "content": text, "timestamp": 1769936400000}}
 
 
 def digest(path: Path) -> dict[str, str | None]:
@@ -103,7 +96,7 @@ def test_foreign_database_is_refused_by_every_command_and_left_identical(tmp_pat
         assert "not a sessiontree store" in result.stderr, result.stderr
         assert digest(db) == before, args
     for kwargs in ({}, {"create": False}, {"readonly": True}):
-        with pytest.raises(StoreOpenError, match="not a sessiontree store.*customers"):
+        with pytest.raises(StoreOpenError, match=r"not a sessiontree store.*customers"):
             open_store(str(db), **kwargs)
         assert digest(db) == before, kwargs
     raw = sqlite3.connect(f"file:{db}?mode=ro", uri=True)

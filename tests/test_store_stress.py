@@ -1,4 +1,4 @@
-"""Every store under load and faults (issue 17).
+"""Every store under load and faults.
 
 * Stress: 8 writer processes x N appends, (a) each to its own session and (b)
   all to one session, on SQLite, JSONL and PostgreSQL (the memory store, which
@@ -30,13 +30,16 @@ from typing import Any
 
 import pytest
 
+from builders import header
 from sessiontree.stores import open_store
-from support import header
 
 STRESS = os.environ.get("SESSIONTREE_STRESS", "") not in ("", "0")
 WRITERS = 8
 APPENDS = 2000 if STRESS else 40
-KINDS = ["memory", "sqlite", "jsonl", "postgres"]
+
+pytestmark = pytest.mark.stress
+
+KINDS = ["memory", "sqlite", "jsonl", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
 def _entry(writer: int, i: int, parent: str | None) -> dict[str, Any]:

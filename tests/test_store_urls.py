@@ -1,4 +1,4 @@
-"""``open_store`` and ``default_store_url`` (SPEC §4: URLs, plain paths, the default store)."""
+"""``open_store`` and ``default_store_url`` (``spec:stores``: URLs, plain paths, the default store)."""
 
 from __future__ import annotations
 

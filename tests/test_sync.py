@@ -1,4 +1,4 @@
-"""``sessiontree sync`` (issue 12): every outcome, on a fake home holding both agents' layouts.
+"""``sessiontree sync``: every outcome, on a fake home holding both agents' layouts.
 
 The real home is never read: ``HOME`` and the agents' variables point into
 ``tmp_path`` for every test. Sessions are written the way the agents write
@@ -18,32 +18,21 @@ from pathlib import Path
 
 import pytest
 
+import corpus
 from cli_support import run_cli
-from sessiontree.errors import InvalidSessionError, SessionError
-from sessiontree.format import jsonio
-from sessiontree.format.codec import read_session_file
-from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore, open_store
-from sessiontree.sync import engine as sync_module
+from sessiontree.errors import SessionError
+from sessiontree.stores import SqliteStore, open_store
 from sessiontree.sync.engine import Syncer, discover
 from sessiontree.sync.sources import agent_sources
+from sync_support import OTHER, PROJECT, SID, agent_file, append, entries, file_entries, head, record, stored_entries
+
+pytestmark = pytest.mark.usefixtures("_fake_home")
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT / ".." / "shared" / "corpus" / "pi-v1"
+CORPUS = corpus.shared("pi-v1")
+#: Where the large session is read from: the repository's copy.
+VENDORED = corpus.vendored("pi-v1")
 LARGE = "d703a1a9-1b7b-4fb1-b512-c9738b1fe617"
-SID = "019cadb4-6e80-7a3c-9b1d-2f4e6a8c0b01"
-OTHER = "019cadb4-6e80-7a3c-9b1d-2f4e6a8c0b02"
-PROJECT = "--home-me-project--"
-
-
-@pytest.fixture(autouse=True)
-def _fake_home(tmp_path, monkeypatch):
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    for name in ("PI_CODING_AGENT_DIR", "ATOMIC_CODING_AGENT_DIR", "COLUMNS"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("SESSIONTREE_STORE", f"sqlite:///{tmp_path / 'default.db'}")
-    return home
 
 
 run = run_cli
@@ -54,77 +43,6 @@ def run_json(store: str | None, *args: str, code: int = 0):
 
 
 # --------------------------------------------------------------------------- writing sessions
-
-
-def record(entry_id: str, parent: str | None, text: str = "hi", role: str = "user") -> dict:
-    stamp = f"2026-03-01T10:00:{int(entry_id, 16) % 60:02d}.000Z"
-    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": stamp,
-            "message": {"role": role, "content": text, "timestamp": 1}}
-
-
-def line(obj: dict) -> bytes:
-    return jsonio.dumps(obj) + b"\n"
-
-
-def head(session_id: str = SID, version: int = 4, cwd: str = "/home/me/project") -> dict:
-    out = {"type": "session", "version": version, "id": session_id, "createdAt": "2026-03-01T10:00:00.000Z",
-           "cwd": cwd}
-    if version < 4:
-        out["timestamp"] = out.pop("createdAt")
-    return out
-
-
-def entries(start: int, count: int, parent: str | None) -> list[dict]:
-    out = []
-    for n in range(start, start + count):
-        entry_id = f"{n:08x}"
-        out.append(record(entry_id, parent, f"message {n}", "user" if n % 2 else "assistant"))
-        parent = entry_id
-    return out
-
-
-def agent_file(home: Path, agent: str = "pi", session_id: str = SID, n: int = 3, version: int = 4) -> Path:
-    """A session file where the agent keeps it; ``n`` entries."""
-    folder = home / f".{agent}" / "agent" / "sessions" / PROJECT
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"2026-03-01T10-00-00-000Z_{session_id}.jsonl"
-    path.write_bytes(line(head(session_id, version)) + b"".join(line(e) for e in entries(1, n, None)))
-    return path
-
-
-def append(path: Path, objs: list[dict]) -> None:
-    with open(path, "ab") as handle:
-        handle.write(b"".join(line(o) for o in objs))
-
-
-def file_entries(path: Path) -> list[bytes]:
-    parsed = read_session_file(path)
-    return [parsed.entry_bytes(i) for i in range(len(parsed.entries))]
-
-
-def stored_entries(store, session_id: str = SID) -> list[bytes]:
-    parsed = store.read(session_id)
-    return [parsed.entry_bytes(i) for i in range(len(parsed.entries))]
-
-
-@pytest.fixture(params=["sqlite", "jsonl", "memory", "postgres"])
-def store(request, tmp_path):
-    if request.param == "postgres":
-        from sessiontree.stores.postgres.store import PostgresStore
-
-        s = PostgresStore(request.getfixturevalue("pg_url"))
-    elif request.param == "sqlite":
-        s = SqliteStore(tmp_path / "target.db")
-    elif request.param == "jsonl":
-        s = JsonlStore(tmp_path / "target-dir")
-    else:
-        s = MemoryStore()
-    yield s
-    s.close()
-
-
-def sync_one(store, path: Path, **options):
-    return Syncer(store, **options).sync_file(str(path))
 
 
 # --------------------------------------------------------------------------- sources
@@ -178,109 +96,6 @@ def test_new_is_imported_as_import_does(tmp_path, _fake_home):
     assert run(synced, "export", SID).stdout_bytes == run(imported, "export", SID).stdout_bytes
 
 
-def test_grown_appends_only_the_new_entries_reading_only_new_bytes(store, _fake_home, monkeypatch):
-    path = agent_file(_fake_home, n=50)
-    assert sync_one(store, path).status == "new"
-    size = path.stat().st_size
-    append(path, entries(51, 3, f"{50:08x}"))
-    reads: list[tuple[int, int]] = []
-    real = sync_module._pread_range
-    monkeypatch.setattr(sync_module, "_pread_range",
-                        lambda fd, start, end: reads.append((start, end)) or real(fd, start, end))
-    result = sync_one(store, path)
-    assert (result.status, result.added) == ("grown", 3)
-    assert stored_entries(store) == file_entries(path)
-    # The tail check (<= 4 KiB before the old end) and the new bytes: never the whole file.
-    assert reads == [(size - sync_module.TAIL_CHECK, size), (size, path.stat().st_size)]
-
-
-def test_unchanged_files_are_not_opened(store, _fake_home, monkeypatch):
-    paths = [agent_file(_fake_home, session_id=f"{SID[:-2]}{n:02d}") for n in range(5)]
-    report = Syncer(store).sync_files([str(p) for p in paths])
-    assert report.counts()["new"] == 5
-    opened: list[str] = []
-    real_open = os.open
-    monkeypatch.setattr(os, "open", lambda p, *a, **k: opened.append(os.fspath(p)) or real_open(p, *a, **k))
-    before = sync_module.opened_files()
-    report = Syncer(store).sync_files([str(p) for p in paths])
-    assert report.counts()["unchanged"] == 5
-    assert sync_module.opened_files() == before
-    assert [p for p in opened if p.endswith(".jsonl")] == []
-
-
-def test_a_line_still_being_written_is_left_for_the_next_run(store, _fake_home):
-    path = agent_file(_fake_home, n=2)
-    partial = line(record("00000003", "00000002", "half"))
-    with open(path, "ab") as handle:
-        handle.write(partial[:20])  # the agent is mid-write
-    with pytest.raises(InvalidSessionError, match="torn final record"):
-        read_session_file(path)  # loading the file itself still rejects it
-    result = sync_one(store, path)
-    assert (result.status, result.added, result.pending) == ("new", 2, 20)
-    assert sync_one(store, path).status == "in-progress"  # unchanged since: still waiting
-    with open(path, "ab") as handle:
-        handle.write(partial[20:])
-    result = sync_one(store, path)
-    assert (result.status, result.added, result.pending) == ("grown", 1, 0)
-    assert stored_entries(store) == file_entries(path)
-
-
-def test_only_a_partial_header_is_in_progress(store, tmp_path):
-    path = tmp_path / "new.jsonl"
-    path.write_bytes(line(head())[:15])
-    assert sync_one(store, path).status == "in-progress"
-    assert not store.exists(SID)
-
-
-def test_diverged_is_reported_and_the_store_left_alone(store, _fake_home):
-    path = agent_file(_fake_home, n=4)
-    sync_one(store, path)
-    before = stored_entries(store)
-    # Someone edits entry 3 in place.
-    lines = path.read_bytes().split(b"\n")
-    lines[3] = lines[3].replace(b"message 3", b"MESSAGE 3")
-    path.write_bytes(b"\n".join(lines))
-    result = sync_one(store, path)
-    assert (result.status, result.line, result.entry_id) == ("diverged", 4, "00000003")
-    assert "differs from the stored entry" in result.reason
-    assert stored_entries(store) == before
-
-
-def test_pi_rewriting_a_v1_file_with_new_ids_is_diverged_then_replaced(store, tmp_path):
-    """pi upgrades a format-1 file by rewriting it with new random ids; a name set with
-    sessiontree survives --replace, a label on an entry that is gone is reported as dropped."""
-    v1 = tmp_path / "old.jsonl"
-    v1_records = [{"type": "session", "id": SID, "timestamp": "2026-03-01T10:00:00.000Z", "cwd": "/p"}] + [
-        {"type": "message", "timestamp": f"2026-03-01T10:00:0{n}.000Z",
-         "message": {"role": "user", "content": f"m{n}", "timestamp": n}} for n in range(1, 4)]
-    v1.write_bytes(b"".join(line(r) for r in v1_records))
-    assert sync_one(store, v1).status == "new"
-    old_ids = [e["id"] for e in store.read(SID).entries]
-    store.append(SID, [{"type": "session_info", "id": "aaaaaaaa", "parentId": old_ids[-1],
-                        "timestamp": "2026-03-02T00:00:00.000Z", "name": "kept"},
-                       {"type": "label", "id": "bbbbbbbb", "parentId": "aaaaaaaa",
-                        "timestamp": "2026-03-02T00:00:01.000Z", "targetId": old_ids[0], "label": "x"}])
-    # The agent's rewrite: version 3, fresh ids, same records.
-    rewritten = [{**v1_records[0], "version": 3}]
-    parent = None
-    for n, rec in enumerate(v1_records[1:]):
-        rewritten.append({**rec, "id": f"c{n:07d}", "parentId": parent})
-        parent = f"c{n:07d}"
-    v1.write_bytes(b"".join(line(r) for r in rewritten))
-    before = stored_entries(store)
-    result = sync_one(store, v1)
-    assert (result.status, result.line, result.entry_id) == ("diverged", 2, "c0000000")
-    assert stored_entries(store) == before
-    result = sync_one(store, v1, replace=True)
-    assert (result.status, result.added, result.kept, result.superseded) == ("replaced", 3, 1, 3)
-    assert result.dropped == [{"id": "bbbbbbbb", "type": "label", "reason": f"its target {old_ids[0]} is not in the file"}]
-    stored = store.read(SID)
-    assert [e["id"] for e in stored.entries] == ["c0000000", "c0000001", "c0000002", "aaaaaaaa"]
-    assert stored.entries[-1]["parentId"] == "c0000002"  # re-parented onto the file's last entry
-    assert stored_entries(store)[:3] == file_entries(v1)
-    assert sync_one(store, v1).status == "unchanged"
-
-
 def test_a_name_set_with_sessiontree_survives_growth(tmp_path, _fake_home):
     path = agent_file(_fake_home, n=2)
     db = f"sqlite:///{tmp_path / 's.db'}"
@@ -298,81 +113,6 @@ def test_a_name_set_with_sessiontree_survives_growth(tmp_path, _fake_home):
     with SqliteStore(tmp_path / "s.db") as s:
         s._connection().execute("DELETE FROM sync_state")
         assert Syncer(s).sync_file(str(path)).status == "unchanged"
-
-
-def test_rejected_files_get_a_reason_and_the_rest_continue(store, tmp_path, _fake_home):
-    good = agent_file(_fake_home)
-    folder = good.parent
-    (folder / "notes.jsonl").write_text("hello\n")
-    (folder / "bad-entry.jsonl").write_bytes(line(head(OTHER)) + line({"type": "message", "id": "x"}))
-    (folder / "blank.jsonl").write_text("\n \n")
-    files, problems = discover([str(folder)])
-    assert problems == []
-    report = Syncer(store).sync_files(files)
-    by_name = {Path(r.path).name: r for r in report.files}
-    assert by_name[good.name].status == "new"
-    assert (by_name["notes.jsonl"].status, by_name["notes.jsonl"].line) == ("rejected", 1)
-    assert by_name["bad-entry.jsonl"].line == 2 and "parentId" in by_name["bad-entry.jsonl"].reason
-    assert by_name["blank.jsonl"].reason == "not a session: the file is blank"
-    assert not store.exists(OTHER)  # never a partial session
-
-
-def test_invalid_new_lines_are_rejected_with_the_file_line(store, _fake_home):
-    path = agent_file(_fake_home, n=3)
-    sync_one(store, path)
-    append(path, entries(4, 1, "00000003"))
-    with open(path, "ab") as handle:
-        handle.write(b'{"type":"message","id":"bad"}\n')
-    result = sync_one(store, path)
-    assert (result.status, result.line) == ("rejected", 6)
-    assert len(store.read(SID).entries) == 3  # nothing of the batch was appended
-
-
-def test_format1_and_format2_files_grow(store, tmp_path):
-    v1 = tmp_path / "v1.jsonl"
-    v1.write_bytes(line({"type": "session", "id": SID, "timestamp": "2026-03-01T10:00:00.000Z", "cwd": "/p"})
-                   + line({"type": "message", "timestamp": "t1", "message": {"role": "user", "content": "a"}}))
-    assert sync_one(store, v1).status == "new"
-    first = stored_entries(store)
-    append(v1, [{"type": "message", "timestamp": "t2", "message": {"role": "hookMessage", "content": "b"}}])
-    result = sync_one(store, v1)
-    assert (result.status, result.added) == ("grown", 1)  # ids derived from the session id: stable
-    assert stored_entries(store)[:1] == first
-    assert stored_entries(store) == file_entries(v1)
-    v3 = tmp_path / "v2.jsonl"
-    v3.write_bytes(line(head(OTHER, 2)) + b"".join(line(e) for e in entries(1, 2, None)))
-    sync_one(store, v3)
-    hook = record("00000003", "00000002", "x", "hookMessage")
-    append(v3, [hook])
-    assert sync_one(store, v3).added == 1
-    assert store.read(OTHER).entries[-1]["message"]["role"] == "custom"  # the v2->v3 step ran on the new line
-    assert stored_entries(store, OTHER) == file_entries(v3)
-
-
-def test_vanished_and_replaced_files_mid_sync(store, tmp_path, _fake_home, monkeypatch):
-    path = agent_file(_fake_home, n=2)
-    real = sync_module._open_source
-
-    def vanish(p):
-        os.unlink(p)
-        return real(p)
-
-    monkeypatch.setattr(sync_module, "_open_source", vanish)
-    result = sync_one(store, path)
-    assert result.status == "rejected" and "vanished" in result.reason
-    assert not store.exists(SID)
-    # Replaced by another session between stat and open: what was opened is what is synced.
-    path = agent_file(_fake_home, n=2)
-
-    def swap(p):
-        tmp = p + ".new"
-        Path(tmp).write_bytes(line(head(OTHER)) + line(record("00000009", None)))
-        os.replace(tmp, p)
-        return real(p)
-
-    monkeypatch.setattr(sync_module, "_open_source", swap)
-    result = sync_one(store, path)
-    assert (result.status, result.session_id, result.added) == ("new", OTHER, 1)
 
 
 def test_symlink_loops_and_unreadable_folders_are_reported(tmp_path, monkeypatch):
@@ -449,37 +189,6 @@ def test_a_jsonl_store_on_the_agents_folder_reads_every_project(tmp_path, _fake_
 # --------------------------------------------------------------------------- concurrency
 
 
-def test_an_agent_appending_while_sync_reads(store, _fake_home):
-    path = agent_file(_fake_home, n=1)
-    stop = threading.Event()
-
-    def agent() -> None:
-        parent, n = "00000001", 2
-        while not stop.is_set() and n < 400:
-            data = line(record(f"{n:08x}", parent, "x" * (n % 50)))
-            with open(path, "ab") as handle:  # written in two pieces: sync may see half a line
-                handle.write(data[:13])
-                handle.flush()
-                time.sleep(0.0005)
-                handle.write(data[13:])
-            parent, n = f"{n:08x}", n + 1
-
-    writer = threading.Thread(target=agent)
-    writer.start()
-    syncer_runs = 0
-    try:
-        while writer.is_alive():
-            result = Syncer(store).sync_file(str(path))
-            assert result.status != "rejected" and result.status != "diverged", result
-            syncer_runs += 1
-    finally:
-        stop.set()
-        writer.join()
-    Syncer(store).sync_file(str(path))
-    assert syncer_runs > 1
-    assert stored_entries(store) == file_entries(path)
-
-
 def test_two_sync_processes_at_once(tmp_path, _fake_home):
     for n in range(30):
         agent_file(_fake_home, session_id=f"{SID[:-2]}{n:02d}", n=20)
@@ -507,7 +216,7 @@ def _target(kind: str, request, tmp_path) -> str:
     return request.getfixturevalue("pg_url") if kind == "postgres" else f"sqlite:///{tmp_path / 's.db'}"
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_the_state_compare_and_set_stops_a_second_writer(kind, request, tmp_path, _fake_home):
     """Two engines that both decided to append: the second finds the state moved on,
     decides again, and adds nothing twice."""
@@ -560,8 +269,8 @@ def _count(db: Path) -> int:
 # --------------------------------------------------------------------------- the real corpus
 
 
-@pytest.mark.skipif(not CORPUS.is_dir(), reason="corpus not present")
-@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+@corpus.needs_shared
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_corpus_in_the_agents_layout(kind, request, tmp_path, _fake_home):
     """``sessiontree --store URL sync`` of the corpus laid out as the agent lays it out:
     into a SQLite file, and into a team PostgreSQL database."""
@@ -583,14 +292,14 @@ def test_corpus_in_the_agents_layout(kind, request, tmp_path, _fake_home):
         assert stored_entries(s, LARGE) == file_entries(large)
 
 
-@pytest.mark.skipif(not CORPUS.is_dir(), reason="corpus not present")
+@pytest.mark.postgres
 def test_corpus_synced_into_postgres_is_found_by_id_from_any_host(request, tmp_path, _fake_home, monkeypatch):
     """The team database: what one laptop synced, another opens by id alone and syncs its
     own files into, each host keeping its own sync states (SESSIONTREE_SYNC_HOST)."""
     url = request.getfixturevalue("pg_url")
     folder = _fake_home / ".pi/agent/sessions/--Users-badlogic-workspaces-pi-mono--"
     folder.mkdir(parents=True)
-    source = next(p for p in CORPUS.glob("*.jsonl") if LARGE.encode() in p.read_bytes().split(b"\n", 1)[0])
+    source = next(p for p in VENDORED.glob("*.jsonl") if LARGE.encode() in p.read_bytes().split(b"\n", 1)[0])
     (folder / f"2025-11-20T10-00-00-000Z_{LARGE}.jsonl").write_bytes(source.read_bytes())
     monkeypatch.setenv("SESSIONTREE_SYNC_HOST", "laptop-a")
     assert run_json(url, "sync")["new"] == 1
@@ -612,6 +321,7 @@ def test_corpus_synced_into_postgres_is_found_by_id_from_any_host(request, tmp_p
     assert (report["unchanged"], report["entriesAdded"]) == (2, 0)
 
 
+@pytest.mark.postgres
 def test_postgres_sync_commit_is_a_compare_and_set_across_connections(request, tmp_path, _fake_home):
     """Two stores (two pools, as two processes) commit the first state of one file at
     once: exactly one wins, the other raises SyncConflictError and wrote nothing."""

@@ -1,4 +1,4 @@
-"""Nothing hostile reaches the terminal (issue 10; docs/terminal-output.md).
+"""Nothing hostile reaches the terminal (docs/terminal-output.md).
 
 One hostile session, every string field carrying escape sequences and
 invisible or reordering characters, is fed to every command, human and
@@ -23,7 +23,7 @@ import pytest
 from cli_support import cli_runner
 from sessiontree.cli import cli
 
-#: Every hostile thing the issue names, in one string.
+#: Every kind of hostile text docs/terminal-output.md names, in one string.
 HOSTILE = ("\x1b]8;;http://evil\x07link\x1b]8;;\x07" "\x1b]0;pwned\x07" "\x1b[31m" "\x9b31m" "\x7f"
            "\u202e" "\u200b" "\x00" "\r" "\x08"
            # and the rest of the set: isolates, separators, BOM, a tag character, a lone surrogate
@@ -313,7 +313,7 @@ def textsafe():
 
 
 def test_safe_line_escapes_every_class_and_keeps_ordinary_text(textsafe):
-    assert textsafe.safe_line("plain – text ✓ 日本語 e\u0301") == "plain – text ✓ 日本語 e\u0301"
+    assert textsafe.safe_line("plain – text ✓ 日本語 e\u0301") == "plain – text ✓ 日本語 e\u0301"  # noqa: RUF001
     assert textsafe.safe_line("a\x1b[31mb") == "a\\x1b[31mb"
     assert textsafe.safe_line("\x00\x08\r\n\t\x7f") == "\\x00\\x08\\x0d\\x0a\\x09\\x7f"
     assert textsafe.safe_line("\x9b\x85") == "\\x9b\\x85"

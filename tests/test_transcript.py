@@ -1,4 +1,4 @@
-"""The kept-tail transcript grammar (REFERENCE §2.2-§2.6).
+"""The kept-tail transcript grammar (docs/rules/transcript.md §2.2-§2.5, docs/rules/format.md §2.6).
 
 Expected strings are written out by hand from the grammar, not captured
 from the implementation.
@@ -10,6 +10,10 @@ import copy
 
 import pytest
 
+from builders import bare_assistant as assistant
+from builders import text_block as text
+from builders import tool_result_content as tool_result
+from builders import user
 from sessiontree.core.transcript import (
     BOUNDARY_PREFIX,
     BRANCH_SUMMARY_PREFIX,
@@ -28,36 +32,6 @@ from sessiontree.format import jsonio
 
 IMG_A = {"type": "image", "data": "QQ==", "mimeType": "image/png"}
 IMG_B = {"type": "image", "data": "Qg==", "mimeType": "image/jpeg"}
-
-
-def text(t: str) -> dict:
-    return {"type": "text", "text": t}
-
-
-def user(content) -> dict:
-    return {"role": "user", "content": content, "timestamp": 1}
-
-
-def assistant(content, stop: str = "stop") -> dict:
-    return {
-        "role": "assistant",
-        "content": content,
-        "provider": "p",
-        "model": "m",
-        "stopReason": stop,
-        "timestamp": 2,
-    }
-
-
-def tool_result(content, call_id: str = "c1", is_error: bool = False) -> dict:
-    return {
-        "role": "toolResult",
-        "toolCallId": call_id,
-        "toolName": "bash",
-        "content": content,
-        "isError": is_error,
-        "timestamp": 3,
-    }
 
 
 # --------------------------------------------------------------- constants
@@ -395,7 +369,7 @@ def test_compose_images_become_blocks():
 
 
 def test_example_2_compacted_contrast_string():
-    # REFERENCE §2.5 example 2, the provider-converted forms of x1, x2, x4, x5
+    # docs/rules/transcript.md §2.5 example 2, the provider-converted forms of x1, x2, x4, x5
     # (x3 is excluded) in compacted mode.
     messages = [
         user([text("Compare "), text("these"), {"type": "image", "data": "iVBORw0=", "mimeType": "image/png"}, text("and this\n")]),

@@ -1,6 +1,6 @@
 """The entry tree: branches, forest, labels, names, summary freshness
-(seed "Tree Structure", "LabelEntry", "SessionInfoEntry", "SessionSummaryEntry";
-REFERENCE F, H, I, J, K)."""
+(``seed:tree-structure``, ``seed:label-entry``, ``seed:session-info-entry``, ``seed:session-summary-entry``;
+docs/rules/tree.md F, H, I; docs/rules/listing.md J, K)."""
 
 from __future__ import annotations
 

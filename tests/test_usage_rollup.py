@@ -10,9 +10,11 @@ import shutil
 import tempfile
 from unittest import mock
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from builders import billed_assistant_model as _entry
 from sessiontree.core.usagerecords import BUCKET_MS, UsageQuery
 from sessiontree.stores.memory import MemoryStore
 from sessiontree.stores.sqlite import usage as sqlite_usage
@@ -47,17 +49,6 @@ op = st.one_of(
     st.tuples(st.just("delete"), st.integers(0, 9)),
     st.tuples(st.just("reindex"), st.sampled_from([None, 0, 1])),
 )
-
-
-def _entry(eid, parent, when, tokens, cost, model):
-    usage = {"input": tokens, "output": 1 if tokens else 0, "cacheRead": 0, "cacheWrite": 0}
-    if cost is not None:
-        usage["cost"] = {"total": cost}
-    message = {"role": "assistant", "content": [], "api": "x", "provider": "p", "usage": usage,
-               "stopReason": "stop", "timestamp": 1}
-    if model is not None:
-        message["model"] = model
-    return {"type": "message", "id": eid, "parentId": parent, "timestamp": when, "message": message}
 
 
 def _apply(store, sessions, ops):
@@ -136,6 +127,7 @@ QUERIES = [{"by": by} for by in ("day", "week", "month", "session", "model", "pr
 ]
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(op, min_size=1, max_size=12))
 def test_rollup_reports_equal_ledger_reports_after_any_writes(ops):

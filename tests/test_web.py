@@ -10,6 +10,8 @@ from urllib.parse import quote
 
 import pytest
 
+import corpus
+
 pytest.importorskip("starlette")
 from starlette.testclient import TestClient
 
@@ -60,7 +62,8 @@ def test_tree_rows_mark_branches_labels_leaf_and_path():
 
 @pytest.mark.parametrize("path", [EXAMPLES / "branching.jsonl", EXAMPLES / "compaction.jsonl",
                                   EXAMPLES / "interrupted.jsonl",
-                                  CORPUS / "pi-v1" / "pi-mono-before-compaction.jsonl"], ids=lambda p: p.name)
+                                  pytest.param(CORPUS / "pi-v1" / "pi-mono-before-compaction.jsonl",
+                                               marks=corpus.NEEDS_SHARED)], ids=lambda p: p.name)
 def test_tree_layout_over_positions_equals_the_general_layout(path):
     # build_tree_data lays out over entry positions; the TreeNode layout is the general
     # path it falls back to (cycles). Both must give the same rows wherever both apply.
@@ -550,7 +553,7 @@ def test_export_csp_allows_exactly_its_inline_script_and_style():
     assert html.index("Content-Security-Policy") < html.index("<title>")
 
 
-# --------------------------------------------------------------------------- windows (issue 15)
+# --------------------------------------------------------------------------- windows
 
 BRANCHING_ID = "019cadb4-6e80-7a3c-9b1d-2f4e6a8c0b01"
 

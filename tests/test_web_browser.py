@@ -25,7 +25,7 @@ from web_support import (
 )
 
 _missing = chromium_missing()
-pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(_missing is not None, reason=_missing or "")]
 
 BRANCHING = "019cadb4-6e80-7a3c-9b1d-2f4e6a8c0b01"
 COMPACTION = "019cadc9-1f40-7b2e-8d3c-4a5b6c7d8e02"
@@ -383,7 +383,7 @@ def test_show_earlier_never_inserts_an_error_body(browser, server, store):
     assert "No such session" not in conv_text(browser) and css(browser, "#conv button.earlier")
 
 
-# --------------------------------------------------------------------------- windows (issue 15)
+# --------------------------------------------------------------------------- windows
 
 def _fetched(driver, part: str) -> int:
     return driver.execute_script(

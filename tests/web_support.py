@@ -12,14 +12,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import corpus
 from sessiontree import SessionManager
 from sessiontree.stores.base import SessionStore
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
-CORPUS = REPO.parent / "shared" / "corpus"
-if not CORPUS.is_dir():  # a worktree next to the main checkout
-    CORPUS = Path("/work/shared/corpus")
+CORPUS = corpus.shared()
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"

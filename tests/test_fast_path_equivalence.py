@@ -1,4 +1,4 @@
-"""Speed round two (issue 18): the faster paths give exactly the old results.
+"""The fast paths give exactly what the general paths give.
 
 * ``SqliteStore.load`` streams rows a chunk at a time in WAL mode and can drop
   the stored texts (``keep_raw=False``, what ``SessionManager.open`` uses):
@@ -20,6 +20,8 @@ import zlib
 
 import pytest
 
+from builders import message_of as _entry
+from builders import work_header
 from sessiontree import SessionManager
 from sessiontree.core.projection import INTERRUPTED_TEXT, build_session_projection
 from sessiontree.core.tree import SessionTree
@@ -31,9 +33,6 @@ from sessiontree.stores.sqlite import store as sqlite_module
 SID = "0190a7b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b"
 TS = "2026-02-01T09:00:00.000Z"
 
-
-def _header() -> dict:
-    return {"type": "session", "version": 4, "id": SID, "createdAt": TS, "cwd": "/work/a"}
 
 
 def _entries(count: int) -> list[dict]:
@@ -57,7 +56,7 @@ def _entries(count: int) -> list[dict]:
 def db(tmp_path):
     path = tmp_path / "s.db"
     store = SqliteStore(path)
-    store.create(_header(), _entries(23))
+    store.create(work_header(SID), _entries(23))
     assert store.journal_mode == "wal"
     store.close()
     return path
@@ -78,7 +77,7 @@ def test_streamed_load_equals_the_whole_load_and_keep_raw_false_drops_only_the_t
     store = SqliteStore(db)
     full = store.load(SID)
     lean = store.load(SID, keep_raw=False)
-    assert full.header == lean.header == _header()
+    assert full.header == lean.header == work_header(SID)
     assert full.entries == lean.entries == _entries(23)
     assert full.raw == [jsonio.dumps(e) for e in _entries(23)]
     assert lean.raw == [None] * 23
@@ -168,10 +167,6 @@ def test_from_parsed_projects_like_open_and_never_writes(db):
     assert store.load(SID).entries == _entries(23)
 
 
-def _entry(entry_id: str, parent: str | None, message: dict) -> dict:
-    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": TS, "message": message}
-
-
 @pytest.mark.parametrize("content, closes", [(" \n\u3000", False), ([{"type": "text", "text": "\t"}], False),
                                              ("go on", True), ([{"type": "image", "data": "", "mimeType": "x"}], True)])
 def test_a_user_message_closes_a_tool_window_only_when_visible(content, closes):
@@ -211,6 +206,7 @@ def _fields(builder: ProjectionBuilder, repair: bool) -> tuple:
             list(p.ends), builder.leaf_id, builder.edits, builder.copies, builder.owned, builder.owned_sources)
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                    HealthCheck.function_scoped_fixture])
 @given(sessions(), st.one_of(st.just(LAST_ENTRY), st.none(), st.sampled_from([*_IDS, "nope"])), st.booleans())

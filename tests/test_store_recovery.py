@@ -1,4 +1,5 @@
-"""Adversarial store tests: crashes, races, odd files (SPEC §3-§5, REFERENCE D-1, D-9, D, E).
+"""Stores recovering from crashes, races and odd files (``spec:stores``; docs/rules/decisions.md
+D-1, D-9; docs/rules/format.md D, E).
 
 Six of these found contract violations in the JSONL store (a rewrite through
 a symlink split the session; a duplicate id from another writer made the file
@@ -26,16 +27,13 @@ import sessiontree.format.files as files_module
 import sessiontree.session.builders as builders_module
 import sessiontree.stores.jsonl.store as jsonl_module
 import sessiontree.stores.sqlite.store as sqlite_module
+from builders import user as _user
 from sessiontree import InvalidSessionError, SessionManager, StorageError
 from sessiontree.check.checker import repair_file
 from sessiontree.stores.jsonl.store import JsonlStore, read_file
 from sessiontree.stores.sqlite.store import SqliteStore
 
 WORKFLOW = {"runId": "r", "stageId": "s", "stageName": "n"}
-
-
-def _user(text: str) -> dict:
-    return {"role": "user", "content": text, "timestamp": 1}
 
 
 def _v3_bytes(session_id: str = "sess-v3", n: int = 20) -> bytes:
@@ -290,7 +288,7 @@ _APPEND_LOOP = """
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_kill_9_during_an_append_loop_loses_no_committed_entry(tmp_path: Path, kind: str, request) -> None:
     for round_ in range(3):
         if kind == "postgres":  # the server rolls back the killed client's open transaction

@@ -1,5 +1,5 @@
-"""What is specific to ``PostgresStore`` (the conformance suite in test_stores.py covers the
-rest): schema steps and their advisory lock, refusing foreign or newer databases, the
+"""What is specific to ``PostgresStore`` (the conformance suite in tests/conformance/test_stores.py
+covers the rest): schema steps and their advisory lock, refusing foreign or newer databases, the
 database enforcing unique ids, prepared statements off for PgBouncer, unix-socket URLs,
 connection loss and server restarts, two writers on one session, verify and reindex.
 
@@ -18,6 +18,9 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg", reason="psycopg 3 is not installed (the postgres extra)")
 
+pytestmark = pytest.mark.postgres
+
+from builders import custom, header  # noqa: E402
 from sessiontree import SessionManager  # noqa: E402
 from sessiontree.errors import (  # noqa: E402
     CorruptEntryError,
@@ -30,7 +33,6 @@ from sessiontree.errors import (  # noqa: E402
 from sessiontree.stores import open_store  # noqa: E402
 from sessiontree.stores.postgres import store as pg_module  # noqa: E402
 from sessiontree.stores.postgres.store import MIGRATIONS, PostgresStore  # noqa: E402
-from support import custom, header  # noqa: E402
 
 
 def _raw(url: str):
@@ -150,7 +152,7 @@ def test_empty_database_readonly_and_create_false_change_nothing(pg_url):
     for kwargs in ({"readonly": True}, {"create": False}):
         store = PostgresStore(pg_url, **kwargs)
         assert store.list_sessions() == [] and store.session_ids() == [] and not store.exists("x")
-        with pytest.raises(StorageError, match="read-only|not initialised"):
+        with pytest.raises(StorageError, match=r"read-only|not initialised"):
             store.create(header("s1"))
         store.close()
     assert _tables(pg_url) == []
@@ -250,7 +252,7 @@ def test_two_writers_on_two_hosts_extend_one_session(pg_url):
     assert first.get_leaf_id() == a[-1] and second.get_leaf_id() == b[-1]
     reader = SessionManager.open(PostgresStore(pg_url), sid)
     entries = reader.get_entries()
-    assert [e["id"] for e in entries] == [root] + [x for pair in zip(a, b) for x in pair]  # commit order
+    assert [e["id"] for e in entries] == [root] + [x for pair in zip(a, b, strict=False) for x in pair]  # commit order
     assert len({e["id"] for e in entries}) == 11
     assert [c["id"] for c in reader.get_children(root)] == [a[0], b[0]]  # two continuations
     assert [e["id"] for e in reader.get_branch(a[-1])] == [root, *a]

@@ -1,7 +1,7 @@
-"""Issue 11, "Rules": upstream ``leaf`` records, retired records in audit
-views, and the historical context of retired summary compactions
-(SPEC §2, §6; seed "CompactionEntry", "ContextCompactionEntry (Retired)";
-REFERENCE F, Q; docs/format-rules.md).
+"""Upstream ``leaf`` records, retired records in audit views, and the historical
+context of retired summary compactions (``spec:data-model``, ``spec:projection``,
+``seed:compaction-entry``, ``seed:context-compaction``; docs/rules/tree.md F;
+docs/rules/projection.md Q; docs/format-rules.md).
 
 Every expected value below was worked out by hand from the records written
 in the test (or, for the corpus, from the raw JSON lines of the file, without
@@ -14,9 +14,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 from click.testing import CliRunner
 
+import corpus
+from builders import assistant_at as assistant
+from builders import at_second as ts
+from builders import tool_result_at as tool_result
+from builders import user_at as user
 from sessiontree.cli import cli
 from sessiontree.core import render
 from sessiontree.core.projection import (
@@ -32,32 +36,8 @@ from sessiontree.core.tree import SessionTree, loaded_leaf_id
 from sessiontree.format.codec import read_session_file
 from sessiontree.session.manager import SessionManager
 
-CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus" / "pi-v1"
-BEFORE = CORPUS / "pi-mono-before-compaction.jsonl"
-LARGE = CORPUS / "pi-mono-large-session.jsonl"
-
-
-def ts(second: int) -> str:
-    return f"2026-01-01T00:00:{second:02d}.000Z"
-
-
-def user(entry_id: str, parent: str | None, text: str, second: int) -> dict[str, Any]:
-    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": ts(second),
-            "message": {"role": "user", "content": text, "timestamp": second}}
-
-
-def assistant(entry_id: str, parent: str | None, text: str, second: int, *, calls: list[str] = ()) -> dict[str, Any]:
-    content: list[dict[str, Any]] = [{"type": "text", "text": text}]
-    content += [{"type": "toolCall", "id": c, "name": "bash", "arguments": {"command": "ls"}} for c in calls]
-    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": ts(second),
-            "message": {"role": "assistant", "content": content, "provider": "p", "model": "m",
-                        "stopReason": "toolUse" if calls else "stop", "timestamp": second}}
-
-
-def tool_result(entry_id: str, parent: str, call: str, text: str, second: int) -> dict[str, Any]:
-    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": ts(second),
-            "message": {"role": "toolResult", "toolCallId": call, "toolName": "bash",
-                        "content": [{"type": "text", "text": text}], "isError": False, "timestamp": second}}
+BEFORE = corpus.shared(corpus.BEFORE_COMPACTION)
+LARGE = corpus.vendored(corpus.LARGE_SESSION)
 
 
 def leaf(entry_id: str, parent: str | None, target: Any, second: int, *, with_target: bool = True) -> dict[str, Any]:
@@ -354,7 +334,7 @@ def test_manager_and_cli_historical_context(tmp_path):
     assert "HISTORICAL" not in run("--store", store, "context", "rules-1").stdout
 
 
-@pytest.mark.skipif(not BEFORE.is_file(), reason="corpus missing")
+@corpus.needs_shared
 def test_corpus_before_compaction_historical_context_is_summary_plus_kept_tail():
     # Independently of this library: the raw lines (header = index 0), the
     # last compaction record, and its firstKeptEntryIndex.
@@ -382,7 +362,6 @@ def test_corpus_before_compaction_historical_context_is_summary_plus_kept_tail()
     assert len(build_session_projection(entries).messages) == 991
 
 
-@pytest.mark.skipif(not LARGE.is_file(), reason="corpus missing")
 def test_corpus_large_session_has_no_retired_compaction():
     entries = read_session_file(LARGE).entries
     result = build_historical_projection(entries)

@@ -1,26 +1,21 @@
-"""The real corpus through every persistent store: import, list, export, re-import.
+"""The real corpus through every store: import, list, export, re-import.
 
-Expected values were derived with jq from the files themselves (see the
-issue's closing note): message entries over all roles, the first user text,
+Expected values were derived with jq from the files themselves: message entries over all roles, the first user text,
 the newest user/assistant message timestamp.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 
-import pytest
-
+import corpus
 from sessiontree.format.codec import read_session_file
 from sessiontree.session.manager import SessionManager
-from sessiontree.stores.jsonl.store import JsonlStore
 from sessiontree.stores.sqlite.store import SqliteStore
 
-CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus"
-FILES = sorted(CORPUS.rglob("*.jsonl")) if CORPUS.is_dir() else []
+FILES = corpus.shared_files()
 
-pytestmark = pytest.mark.skipif(not FILES, reason="shared/corpus not beside the checkout")
+pytestmark = corpus.NEEDS_SHARED
 
 EXPECTED = {
     "d703a1a9-1b7b-4fb1-b512-c9738b1fe617": {  # pi-mono-large-session.jsonl
@@ -38,13 +33,6 @@ EXPECTED = {
         "modified_ms": 1765241609825,
     },
 }
-
-
-@pytest.fixture(params=["sqlite", "jsonl"])
-def store(request, tmp_path):
-    s = SqliteStore(str(tmp_path / "s.db")) if request.param == "sqlite" else JsonlStore(str(tmp_path / "j"))
-    yield s
-    s.close()
 
 
 def test_corpus_imports_lists_exports_and_reimports(store, tmp_path):

@@ -1,17 +1,25 @@
-"""SessionManager conformance: every method of the seed's API, run unchanged on every store."""
+"""SessionManager conformance: every method of the seed's API (docs/rules/manager.md
+``seed:api``), run unchanged on every store (``store``) and through both drivers
+(``manager``: ``SessionManager`` itself, or every call through ``AsyncSessionManager``)."""
 
 from __future__ import annotations
 
+import inspect
+import itertools
 import json
 import os
 import re
+from typing import Any
 
 import pytest
 
+from builders import assistant_ms as assistant
+from builders import tool_result_ms as tool_result
+from builders import user_ms as user
+from conformance.aio_driver import AsyncDriven, AsyncDriver
 from sessiontree import errors
 from sessiontree.format.codec import read_session_file
 from sessiontree.session.manager import SessionManager
-from sessiontree.stores.jsonl.store import JsonlStore
 from sessiontree.stores.memory import MemoryStore
 from sessiontree.stores.sqlite.store import SqliteStore
 
@@ -22,106 +30,75 @@ ISO_MS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 WORKFLOW = {"runId": "run-1", "stageId": "stage-build", "stageName": "build"}
 
 
-def user(text: str, ts: int = 1700000000000) -> dict:
-    return {"role": "user", "content": text, "timestamp": ts}
-
-
-def assistant(text: str = "ok", *, stop: str = "stop", calls: list | None = None, ts: int = 1700000000001) -> dict:
-    content: list = [{"type": "text", "text": text}] if text else []
-    for call_id, name in calls or []:
-        content.append({"type": "toolCall", "id": call_id, "name": name, "arguments": {}})
-    return {"role": "assistant", "content": content, "api": "x", "provider": "anthropic", "model": "m1",
-            "usage": {}, "stopReason": stop, "timestamp": ts}
-
-
-def tool_result(call_id: str, text: str = "out", name: str = "bash") -> dict:
-    return {"role": "toolResult", "toolCallId": call_id, "toolName": name,
-            "content": [{"type": "text", "text": text}], "isError": False, "timestamp": 1700000000002}
-
-
-@pytest.fixture(params=["memory", "sqlite", "jsonl", "postgres"])
-def store(request, tmp_path):
-    if request.param == "postgres":
-        from sessiontree.stores.postgres.store import PostgresStore
-
-        s = PostgresStore(request.getfixturevalue("pg_url"))
-    elif request.param == "memory":
-        s = MemoryStore()
-    elif request.param == "sqlite":
-        s = SqliteStore(str(tmp_path / "s.db"))
-    else:
-        s = JsonlStore(str(tmp_path / "sessions"))
-    yield s
-    s.close()
-
-
-def reopen(manager: SessionManager) -> SessionManager:
-    return SessionManager.open(manager.get_session_store(), manager.get_session_id())
+def reopen(m: Any) -> Any:
+    """The session of ``m`` opened again from its store, through the driver that made ``m``."""
+    api = m.driver if isinstance(m, AsyncDriven) else SessionManager
+    return api.open(m.get_session_store(), m.get_session_id())
 
 
 # ---------------------------------------------------------------- create / open
 
-def test_create_writes_nothing_until_first_mutation(store, tmp_path):
-    manager = SessionManager.create(str(tmp_path), store=store)
-    assert UUID7.match(manager.get_session_id())
-    assert not store.exists(manager.get_session_id())
-    manager.append_message(user("hi"))
-    assert store.exists(manager.get_session_id())
-    header = manager.get_header()
+def test_create_writes_nothing_until_first_mutation(manager, store, tmp_path):
+    m = manager.create(str(tmp_path), store=store)
+    assert UUID7.match(m.get_session_id())
+    assert not store.exists(m.get_session_id())
+    m.append_message(user("hi"))
+    assert store.exists(m.get_session_id())
+    header = m.get_header()
     assert list(header) == ["type", "version", "id", "createdAt", "cwd"]
     assert header["version"] == 4 and ISO_MS.match(header["createdAt"]) and header["cwd"] == str(tmp_path)
 
 
-def test_open_missing_id_raises_and_creates_nothing(store):
+def test_open_missing_id_raises_and_creates_nothing(manager, store):
     with pytest.raises(errors.SessionNotFoundError):
-        SessionManager.open(store, "no-such-session")
+        manager.open(store, "no-such-session")
     assert store.session_ids() == []
 
 
-def test_open_validates_id(store):
+def test_open_validates_id(manager, store):
     with pytest.raises(errors.InvalidSessionIdError):
-        SessionManager.open(store, "../etc")
+        manager.open(store, "../etc")
 
 
-def test_create_with_invalid_id(store, tmp_path):
+def test_create_with_invalid_id(manager, store, tmp_path):
     for bad in ["", "-abc", "abc-", "abc/def", "abc def", "é", "abc\n"]:
         with pytest.raises(errors.InvalidSessionIdError) as info:
-            SessionManager.create(str(tmp_path), store=store, id=bad)
+            manager.create(str(tmp_path), store=store, id=bad)
         assert str(info.value) == errors.INVALID_SESSION_ID_MESSAGE
 
 
-def test_roundtrip_through_store(store, tmp_path):
-    manager = SessionManager.create(str(tmp_path), store=store, id="abc-123_def.456")
-    u = manager.append_message(user("hello"))
-    a = manager.append_message(assistant("hi"))
-    again = reopen(manager)
+def test_roundtrip_through_store(manager, store, tmp_path):
+    m = manager.create(str(tmp_path), store=store, id="abc-123_def.456")
+    u = m.append_message(user("hello"))
+    a = m.append_message(assistant("hi"))
+    again = reopen(m)
     assert [e["id"] for e in again.get_entries()] == [u, a]
     assert again.get_leaf_id() == a
     assert again.get_entry(a)["parentId"] == u
-    assert again.get_header() == manager.get_header()
+    assert again.get_header() == m.get_header()
     assert again.get_cwd() == str(tmp_path)
 
 
-def test_open_cwd_override(store, tmp_path):
-    manager = SessionManager.create(str(tmp_path), store=store)
-    manager.append_message(user("x"))
-    other = SessionManager.open(store, manager.get_session_id(), str(tmp_path / "elsewhere"))
+def test_open_cwd_override(manager, store, tmp_path):
+    m = manager.create(str(tmp_path), store=store)
+    m.append_message(user("x"))
+    other = manager.open(store, m.get_session_id(), str(tmp_path / "elsewhere"))
     assert other.get_cwd() == str(tmp_path / "elsewhere")
 
 
-def test_duplicate_create_id_raises_exists(store, tmp_path):
-    first = SessionManager.create(str(tmp_path), store=store, id="same")
+def test_duplicate_create_id_raises_exists(manager, store, tmp_path):
+    first = manager.create(str(tmp_path), store=store, id="same")
     first.append_message(user("a"))
-    second = SessionManager.create(str(tmp_path), store=store, id="same")
+    second = manager.create(str(tmp_path), store=store, id="same")
     with pytest.raises(errors.SessionExistsError):
         second.append_message(user("b"))
     assert second.get_entries() == []  # the failed entry is not published
 
 
-# ---------------------------------------------------------------- entry shapes (REFERENCE group A)
+# ---------------------------------------------------------------- entry shapes (docs/rules/format.md A)
 
-def test_entry_key_orders(store, tmp_path):
-    m = SessionManager.create(str(tmp_path), store=store)
+def test_entry_key_orders(manager, store, tmp_path):
+    m = manager.create(str(tmp_path), store=store)
     u = m.append_message(user("hi"))
     m.append_thinking_level_change("high")
     m.append_model_change("openai", "gpt-4o")
@@ -138,36 +115,36 @@ def test_entry_key_orders(store, tmp_path):
     entries = reopen(m).get_entries()
     base = ["type", "id", "parentId", "timestamp"]
     keys = [list(e) for e in entries]
-    assert keys[0] == base + ["message"]
-    assert keys[1] == base + ["thinkingLevel"]
-    assert keys[2] == base + ["provider", "modelId"]
-    assert keys[3] == base + ["contextWindow"]
+    assert keys[0] == [*base, "message"]
+    assert keys[1] == [*base, "thinkingLevel"]
+    assert keys[2] == [*base, "provider", "modelId"]
+    assert keys[3] == [*base, "contextWindow"]
     assert keys[4] == ["type", "customType", "id", "parentId", "timestamp"]
     assert keys[5] == ["type", "customType", "data", "id", "parentId", "timestamp"] and entries[5]["data"] is None
     assert keys[6] == ["type", "customType", "content", "display", "id", "parentId", "timestamp"]
-    assert keys[7] == base + ["targetId", "label"]
+    assert keys[7] == [*base, "targetId", "label"]
     assert entries[8]["label"] == ""
-    assert keys[9] == base + ["targetId"]
+    assert keys[9] == [*base, "targetId"]
     assert entries[10]["name"] == "My name"
     assert entries[11]["summary"] == "line two"
-    assert keys[12] == base + ["summary", "firstKeptEntryId", "tokensBefore", "details", "fromHook"]
+    assert keys[12] == [*base, "summary", "firstKeptEntryId", "tokensBefore", "details", "fromHook"]
     assert entries[12]["firstKeptEntryId"] is None and entries[12]["fromHook"] is True
     for entry in entries:
         assert HEX8.match(entry["id"]) and ISO_MS.match(entry["timestamp"])
     # every append is a child of the previous leaf
-    for previous, entry in zip(entries, entries[1:]):
+    for previous, entry in itertools.pairwise(entries):
         assert entry["parentId"] == previous["id"]
 
 
-def test_compaction_without_extension_rung_has_no_from_hook(store, tmp_path):
-    m = SessionManager.create(str(tmp_path), store=store)
+def test_compaction_without_extension_rung_has_no_from_hook(manager, store, tmp_path):
+    m = manager.create(str(tmp_path), store=store)
     u = m.append_message(user("a"))
     c = m.append_compaction("s", u, 5, {"strategy": "verbatim-lines", "rung": "planned"})
     assert "fromHook" not in m.get_entry(c)
 
 
-def test_unknown_targets_raise_entry_not_found(store, tmp_path):
-    m = SessionManager.create(str(tmp_path), store=store)
+def test_unknown_targets_raise_entry_not_found(manager, store, tmp_path):
+    m = manager.create(str(tmp_path), store=store)
     m.append_message(user("a"))
     leaf = m.get_leaf_id()
     for call in (lambda: m.branch("nope"), lambda: m.append_label_change("nope", "x"),
@@ -180,8 +157,8 @@ def test_unknown_targets_raise_entry_not_found(store, tmp_path):
     assert m.get_leaf_id() == leaf and len(m.get_entries()) == 1
 
 
-def test_append_message_validation(store, tmp_path):
-    m = SessionManager.create(str(tmp_path), store=store)
+def test_append_message_validation(manager, store, tmp_path):
+    m = manager.create(str(tmp_path), store=store)
     with pytest.raises(ValueError):
         m.append_message({"content": "no role"})
     with pytest.raises(ValueError):
@@ -193,15 +170,15 @@ def test_append_message_validation(store, tmp_path):
     assert m.get_entries() == []
 
 
-def test_summary_is_clamped(store, tmp_path):
-    m = SessionManager.create(str(tmp_path), store=store)
+def test_summary_is_clamped(manager, store, tmp_path):
+    m = manager.create(str(tmp_path), store=store)
     u = m.append_message(user("a"))
     s = m.append_session_summary("x" * 200, u)
     assert m.get_entry(s)["summary"] == "x" * 159 + "\u2026"
 
 
-def test_nested_calls_bounded_on_append(store, tmp_path):
-    m = SessionManager.create(str(tmp_path), store=store)
+def test_nested_calls_bounded_on_append(manager, store, tmp_path):
+    m = manager.create(str(tmp_path), store=store)
     calls = [{"id": f"n{i}", "name": "t", "status": "ok", "arguments": {}} for i in range(300)]
     message = {**tool_result("c1"), "nestedCalls": {"calls": calls, "complete": True}}
     entry_id = m.append_message(message)
@@ -212,8 +189,8 @@ def test_nested_calls_bounded_on_append(store, tmp_path):
 
 # ---------------------------------------------------------------- tree navigation
 
-def test_branch_reset_and_children(store, tmp_path):
-    m = SessionManager.create(str(tmp_path), store=store)
+def test_branch_reset_and_children(manager, store, tmp_path):
+    m = manager.create(str(tmp_path), store=store)
     a = m.append_message(user("a"))
     b = m.append_message(assistant("b"))
     m.branch(a)
@@ -234,8 +211,8 @@ def test_branch_reset_and_children(store, tmp_path):
     assert again.get_leaf_id() == r
 
 
-def test_branch_with_summary(store, tmp_path):
-    m = SessionManager.create(str(tmp_path), store=store)
+def test_branch_with_summary(manager, store, tmp_path):
+    m = manager.create(str(tmp_path), store=store)
     a = m.append_message(user("a"))
     b = m.append_message(assistant("b"))
     s = m.branch_with_summary(a, "tried b")
@@ -249,8 +226,8 @@ def test_branch_with_summary(store, tmp_path):
     assert entry["details"] == {"readFiles": []} and entry["fromHook"] is True
 
 
-def test_labels_and_tree(store, tmp_path):
-    m = SessionManager.create(str(tmp_path), store=store)
+def test_labels_and_tree(manager, store, tmp_path):
+    m = manager.create(str(tmp_path), store=store)
     a = m.append_message(user("a"))
     label_entry = m.append_label_change(a, "start")
     assert m.get_label(a) == "start"
@@ -261,8 +238,8 @@ def test_labels_and_tree(store, tmp_path):
     assert reopen(m).get_label(a) is None
 
 
-def test_name_state(store, tmp_path):
-    m = SessionManager.create(str(tmp_path), store=store)
+def test_name_state(manager, store, tmp_path):
+    m = manager.create(str(tmp_path), store=store)
     m.append_message(user("a"))
     state = m.get_session_name_state()
     assert (state.has_name, state.name) == (False, None)
@@ -274,10 +251,10 @@ def test_name_state(store, tmp_path):
     assert m.get_session_name() is None
 
 
-# ---------------------------------------------------------------- context edits (REFERENCE R)
+# ---------------------------------------------------------------- context edits (docs/rules/projection.md R)
 
-def test_context_edit_rules(store, tmp_path):
-    m = SessionManager.create(str(tmp_path), store=store)
+def test_context_edit_rules(manager, store, tmp_path):
+    m = manager.create(str(tmp_path), store=store)
     u = m.append_message(user("secret"))
     a = m.append_message(assistant("answer"))
     t = m.append_model_change("p", "m")
@@ -303,8 +280,8 @@ def test_context_edit_rules(store, tmp_path):
 
 # ---------------------------------------------------------------- projection through the manager (D-11)
 
-def test_trailing_unanswered_call_left_open_in_process_and_closed_on_reopen(store, tmp_path):
-    m = SessionManager.create(str(tmp_path), store=store)
+def test_trailing_unanswered_call_left_open_in_process_and_closed_on_reopen(manager, store, tmp_path):
+    m = manager.create(str(tmp_path), store=store)
     m.append_message(user("run"))
     m.append_message(assistant("", stop="toolUse", calls=[("c1", "bash")]))
     assert [msg["role"] for msg in m.build_session_context().messages] == ["user", "assistant"]
@@ -318,8 +295,8 @@ def test_trailing_unanswered_call_left_open_in_process_and_closed_on_reopen(stor
     assert len(reopened.get_entries()) == 2  # nothing was written
 
 
-def test_compaction_stores_system_checkpoint(store, tmp_path):
-    m = SessionManager.create(str(tmp_path), store=store)
+def test_compaction_stores_system_checkpoint(manager, store, tmp_path):
+    m = manager.create(str(tmp_path), store=store)
     m.append_message({"role": "system", "content": "Be terse.", "sections": {"a": "1"}, "timestamp": 5})
     u = m.append_message(user("hi"))
     c = m.append_compaction("[User]: hi", u, 10, {"strategy": "verbatim-lines", "rung": "planned"})
@@ -335,16 +312,16 @@ def test_compaction_stores_system_checkpoint(store, tmp_path):
     assert projection.messages[1]["customType"] == "compaction"
 
 
-def test_context_window_in_projection(store, tmp_path):
-    m = SessionManager.create(str(tmp_path), store=store)
+def test_context_window_in_projection(manager, store, tmp_path):
+    m = manager.create(str(tmp_path), store=store)
     m.append_context_window_change(1000)
     m.append_context_window_change(2000)
     m.append_message(user("a"))
     assert m.build_session_projection().context_window == 2000
 
 
-def test_build_context_entries(store, tmp_path):
-    m = SessionManager.create(str(tmp_path), store=store)
+def test_build_context_entries(manager, store, tmp_path):
+    m = manager.create(str(tmp_path), store=store)
     a = m.append_message(user("a"))
     b = m.append_message(assistant("b"))
     c = m.append_compaction("[User]: a", b, 1, {"strategy": "verbatim-lines"})
@@ -355,8 +332,8 @@ def test_build_context_entries(store, tmp_path):
 
 # ---------------------------------------------------------------- sessions: new, branch, fork, delete
 
-def test_new_session_clears_state(store, tmp_path):
-    m = SessionManager.create(str(tmp_path), store=store)
+def test_new_session_clears_state(manager, store, tmp_path):
+    m = manager.create(str(tmp_path), store=store)
     a = m.append_message(user("a"))
     m.append_label_change(a, "x")
     old = m.get_session_id()
@@ -369,17 +346,17 @@ def test_new_session_clears_state(store, tmp_path):
     assert store.exists(m.get_session_id()) and store.exists(old)
 
 
-def test_classification_pair_rules(store, tmp_path):
-    ok = SessionManager.create(str(tmp_path), store=store, internal=True, workflow=WORKFLOW)
+def test_classification_pair_rules(manager, store, tmp_path):
+    ok = manager.create(str(tmp_path), store=store, internal=True, workflow=WORKFLOW)
     assert ok.get_header()["internal"] is True and ok.get_header()["workflow"] == WORKFLOW
     for internal, workflow in [(True, None), (False, WORKFLOW), (True, {**WORKFLOW, "stageId": " "}),
                                ("yes", WORKFLOW)]:
-        header = SessionManager.create(str(tmp_path), store=store, internal=internal, workflow=workflow).get_header()
+        header = manager.create(str(tmp_path), store=store, internal=internal, workflow=workflow).get_header()
         assert "internal" not in header and "workflow" not in header
 
 
-def test_mark_session_internal(store, tmp_path):
-    m = SessionManager.create(str(tmp_path), store=store)
+def test_mark_session_internal(manager, store, tmp_path):
+    m = manager.create(str(tmp_path), store=store)
     m.append_message(user("a"))
     m.mark_session_internal({"runId": "r", "stageId": ""})  # invalid: nothing
     assert "internal" not in m.get_header()
@@ -389,8 +366,8 @@ def test_mark_session_internal(store, tmp_path):
     assert reopen(m).get_header()["workflow"] == WORKFLOW
 
 
-def test_create_branched_session_rechains_around_labels(store, tmp_path):
-    m = SessionManager.create(str(tmp_path), store=store, internal=True, workflow=WORKFLOW)
+def test_create_branched_session_rechains_around_labels(manager, store, tmp_path):
+    m = manager.create(str(tmp_path), store=store, internal=True, workflow=WORKFLOW)
     u = m.append_message(user("a"))
     lab = m.append_label_change(u, "keep")
     a = m.append_message(assistant("b"))
@@ -411,8 +388,8 @@ def test_create_branched_session_rechains_around_labels(store, tmp_path):
     assert [e["id"] for e in reopen(m).get_entries()] == [e["id"] for e in entries]
 
 
-def test_fork_to_copies_everything(store, tmp_path):
-    m = SessionManager.create(str(tmp_path), store=store)
+def test_fork_to_copies_everything(manager, store, tmp_path):
+    m = manager.create(str(tmp_path), store=store)
     a = m.append_message(user("a"))
     m.append_message(assistant("b"))
     m.branch(a)
@@ -425,16 +402,16 @@ def test_fork_to_copies_everything(store, tmp_path):
     assert len(reopen(m).get_entries()) == 3
 
 
-def test_fork_to_inherits_classification_unless_given(store, tmp_path):
-    m = SessionManager.create(str(tmp_path), store=store, internal=True, workflow=WORKFLOW)
+def test_fork_to_inherits_classification_unless_given(manager, store, tmp_path):
+    m = manager.create(str(tmp_path), store=store, internal=True, workflow=WORKFLOW)
     m.append_message(user("a"))
     assert m.fork_to(str(tmp_path)).get_header()["workflow"] == WORKFLOW
     other = {"runId": "r9", "stageId": "s9", "stageName": "n9"}
     assert m.fork_to(str(tmp_path), internal=True, workflow=other).get_header()["workflow"] == other
 
 
-def test_delete_session(store, tmp_path):
-    m = SessionManager.create(str(tmp_path), store=store)
+def test_delete_session(manager, store, tmp_path):
+    m = manager.create(str(tmp_path), store=store)
     m.append_message(user("a"))
     other = m.fork_to(str(tmp_path))
     with pytest.raises(errors.SessionInUseError):
@@ -446,56 +423,56 @@ def test_delete_session(store, tmp_path):
 
 # ---------------------------------------------------------------- listing
 
-def test_list_and_list_all(store, tmp_path):
+def test_list_and_list_all(manager, store, tmp_path):
     proj = str(tmp_path / "proj")
-    m = SessionManager.create(proj, store=store)
+    m = manager.create(proj, store=store)
     # Message times after the sessions' creation (now): modified is never earlier than created.
     m.append_message(user("first question", ts=4000000000000))
     m.append_message(assistant("answer", ts=4000000005000))
     m.append_session_info("Named")
-    n = SessionManager.create(str(tmp_path / "other"), store=store)
+    n = manager.create(str(tmp_path / "other"), store=store)
     n.append_message(user("elsewhere", ts=3900000000000))
-    w = SessionManager.create(proj, store=store, internal=True, workflow=WORKFLOW)
+    w = manager.create(proj, store=store, internal=True, workflow=WORKFLOW)
     w.append_message(user("workflow", ts=4100000000000))
-    rows = SessionManager.list(proj, store)
+    rows = manager.list(proj, store)
     assert [r.id for r in rows] == [m.get_session_id()]
     row = rows[0]
     assert row.name == "Named" and row.has_name and row.message_count == 2
     assert row.first_message == "first question" and row.cwd == proj
     assert row.all_messages_text == "first question answer"
     assert row.modified.timestamp() == 4000000005.0
-    with_internal = SessionManager.list(proj, store, include_internal=True)
+    with_internal = manager.list(proj, store, include_internal=True)
     assert [r.id for r in with_internal] == [w.get_session_id(), m.get_session_id()]
     assert with_internal[0].internal and with_internal[0].workflow == WORKFLOW
-    everything = SessionManager.list_all(store)
+    everything = manager.list_all(store)
     assert [r.id for r in everything] == [m.get_session_id(), n.get_session_id()]
     calls = []
-    SessionManager.list_all(store, lambda done, total: calls.append((done, total)))
+    manager.list_all(store, lambda done, total: calls.append((done, total)))
     assert calls and calls[-1][0] == calls[-1][1]
 
 
-def test_list_cancelled(store, tmp_path):
+def test_list_cancelled(manager, store, tmp_path):
     import threading
 
-    m = SessionManager.create(str(tmp_path), store=store)
+    m = manager.create(str(tmp_path), store=store)
     m.append_message(user("a"))
     event = threading.Event()
     event.set()
     with pytest.raises(errors.ListingCancelledError):
-        SessionManager.list_all(store, cancel=event)
+        manager.list_all(store, cancel=event)
 
 
-def test_continue_recent(store, tmp_path):
+def test_continue_recent(manager, store, tmp_path):
     proj = str(tmp_path / "p")
-    fresh = SessionManager.continue_recent(proj, store=store)
+    fresh = manager.continue_recent(proj, store=store)
     assert fresh.get_entries() == []
     fresh.append_message(user("a"))
-    again = SessionManager.continue_recent(proj, store=store)
+    again = manager.continue_recent(proj, store=store)
     assert again.get_session_id() == fresh.get_session_id()
-    w = SessionManager.create(proj, store=store, internal=True, workflow=WORKFLOW)
+    w = manager.create(proj, store=store, internal=True, workflow=WORKFLOW)
     w.append_message(user("w"))
-    assert SessionManager.continue_recent(proj, store=store).get_session_id() == fresh.get_session_id()
-    assert SessionManager.continue_recent(proj, store=store, include_internal=True).get_session_id() == w.get_session_id()
+    assert manager.continue_recent(proj, store=store).get_session_id() == fresh.get_session_id()
+    assert manager.continue_recent(proj, store=store, include_internal=True).get_session_id() == w.get_session_id()
 
 
 # ---------------------------------------------------------------- failure injection
@@ -517,9 +494,9 @@ class FailingStore:
         return self.inner.append(session_id, entries)
 
 
-def test_failed_write_leaves_state_unchanged(store, tmp_path):
+def test_failed_write_leaves_state_unchanged(manager, store, tmp_path):
     wrapped = FailingStore(store)
-    m = SessionManager.create(str(tmp_path), store=wrapped)
+    m = manager.create(str(tmp_path), store=wrapped)
     a = m.append_message(user("a"))
     m.append_label_change(a, "x")
     before = (m.get_leaf_id(), list(m.get_entries()), m.get_label(a))
@@ -539,123 +516,123 @@ def test_failed_write_leaves_state_unchanged(store, tmp_path):
 
 # ---------------------------------------------------------------- memory, files, import/export
 
-def test_in_memory_does_no_io(tmp_path, monkeypatch):
+def test_in_memory_does_no_io(manager, tmp_path, monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("filesystem I/O in memory mode")
 
-    m = SessionManager.in_memory(str(tmp_path))
+    m = manager.in_memory(str(tmp_path))
     monkeypatch.setattr("builtins.open", forbidden)
     m.append_message(user("a"))
     assert not m.is_persisted() and m.get_session_dir() == "" and m.get_session_file() is None
 
 
-def test_in_memory_with_entries(tmp_path):
+def test_in_memory_with_entries(manager, tmp_path):
     header = {"type": "session", "version": 3, "id": "given", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/x"}
     entries = [{"type": "message", "id": "1", "parentId": None, "timestamp": "2026-01-01T00:00:01.000Z",
                 "message": user("a")}]
-    m = SessionManager.in_memory(str(tmp_path), entries=[header, *entries])
+    m = manager.in_memory(str(tmp_path), entries=[header, *entries])
     assert m.get_session_id() == "given" and m.get_header()["createdAt"] == "2026-01-01T00:00:00.000Z"
     assert m.get_leaf_id() == "1"
 
 
-def test_open_file_missing_writes_header_at_once(tmp_path):
+def test_open_file_missing_writes_header_at_once(manager, tmp_path):
     path = tmp_path / "s" / "new.jsonl"
-    m = SessionManager.open_file(str(path), cwd_override=str(tmp_path))
+    m = manager.open_file(str(path), cwd_override=str(tmp_path))
     lines = path.read_bytes().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["id"] == m.get_session_id()
-    again = SessionManager.open_file(str(path))
+    again = manager.open_file(str(path))
     assert again.get_session_id() == m.get_session_id()
     assert m.get_session_file() == str(path) and m.get_session_dir() == str(tmp_path / "s")
 
 
-def test_open_file_zero_bytes(tmp_path):
+def test_open_file_zero_bytes(manager, tmp_path):
     path = tmp_path / "empty.jsonl"
     path.write_bytes(b"")
-    m = SessionManager.open_file(str(path))
+    m = manager.open_file(str(path))
     assert json.loads(path.read_bytes())["id"] == m.get_session_id()
 
 
-def test_open_file_not_a_session_untouched(tmp_path):
+def test_open_file_not_a_session_untouched(manager, tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_bytes(b'{"type":"message"}\n')
     with pytest.raises(errors.InvalidSessionError):
-        SessionManager.open_file(str(path))
+        manager.open_file(str(path))
     assert path.read_bytes() == b'{"type":"message"}\n'
 
 
-def test_open_file_persists_upgrade_then_appends(tmp_path):
+def test_open_file_persists_upgrade_then_appends(manager, tmp_path):
     path = tmp_path / "old.jsonl"
     path.write_bytes(
         b'{"type":"session","version":3,"id":"old-1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}\n'
         b'{"type":"message","id":"m1","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":"hi","timestamp":1}}'
     )
-    m = SessionManager.open_file(str(path))
+    m = manager.open_file(str(path))
     lines = path.read_bytes().split(b"\n")
     assert json.loads(lines[0]) == {"type": "session", "version": 4, "id": "old-1",
                                     "createdAt": "2026-01-01T00:00:00.000Z", "cwd": "/w"}
     assert path.read_bytes().endswith(b"\n")
     m.append_message(assistant("yo"))
     parsed = read_session_file(str(path))
-    assert [e["id"] for e in parsed.entries][0] == "m1" and len(parsed.entries) == 2
+    assert next(e["id"] for e in parsed.entries) == "m1" and len(parsed.entries) == 2
     assert not [p for p in os.listdir(tmp_path) if ".tmp" in p]
 
 
-def test_import_export_roundtrip(store, tmp_path):
+def test_import_export_roundtrip(manager, store, tmp_path):
     src = tmp_path / "in.jsonl"
     src.write_bytes(
         b'{"type":"session","version":4,"id":"imp-1","createdAt":"2026-01-01T00:00:00.000Z","cwd":"/w"}\n'
         b'{"type":"message","id":"m1","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":"\\ud83d hi","timestamp":1.0}}\n'
         b'{"zeta":1,"type":"custom_thing","id":"x1","parentId":"m1","timestamp":"2026-01-01T00:00:02.000Z"}\n'
     )
-    m = SessionManager.import_from_jsonl(str(src), None, store)
+    m = manager.import_from_jsonl(str(src), None, store)
     assert m.get_session_id() == "imp-1" and m.get_header()["cwd"] == "/w"
     exported = store.load("imp-1").to_bytes()
     assert exported == src.read_bytes()
     with pytest.raises(errors.SessionExistsError):
-        SessionManager.import_from_jsonl(str(src), None, store)
-    moved = SessionManager.import_from_jsonl(str(src), str(tmp_path / "proj"), MemoryStore())
+        manager.import_from_jsonl(str(src), None, store)
+    moved = manager.import_from_jsonl(str(src), str(tmp_path / "proj"), MemoryStore())
     assert moved.get_header()["cwd"] == str(tmp_path / "proj")
 
 
-def test_fork_from_file_upgrades_v1(tmp_path):
+def test_fork_from_file_upgrades_v1(manager, tmp_path):
     src = tmp_path / "v1.jsonl"
     src.write_bytes(
         b'{"type":"session","id":"v1-sess","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/w"}\n'
         b'{"type":"message","timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"a","timestamp":1}}\n'
     )
     before = src.read_bytes()
-    fork = SessionManager.fork_from(str(src), str(tmp_path), store=MemoryStore())
+    fork = manager.fork_from(str(src), str(tmp_path), store=MemoryStore())
     assert fork.get_header()["parentSessionId"] == "v1-sess"
     assert len(fork.get_entries()) == 1 and HEX8.match(fork.get_entries()[0]["id"])
     assert src.read_bytes() == before
 
 
-def test_store_open_error_never_falls_back(tmp_path):
+def test_store_open_error_never_falls_back(manager, tmp_path):
     bad = tmp_path / "garbage.db"
     bad.write_bytes(b"this is not a database" * 100)
     with pytest.raises(errors.StoreOpenError):
-        SessionManager.create(str(tmp_path), store=f"sqlite:///{bad}").append_message(user("x"))
+        manager.create(str(tmp_path), store=f"sqlite:///{bad}").append_message(user("x"))
 
 
-def test_fork_from_inherits_a_valid_classification_only(tmp_path):
+def test_fork_from_inherits_a_valid_classification_only(manager, tmp_path):
     header = {"type": "session", "version": 4, "id": "wf-src", "createdAt": "2026-01-01T00:00:00.000Z",
               "cwd": "/w", "internal": True, "workflow": WORKFLOW}
     src = tmp_path / "wf.jsonl"
     src.write_text(json.dumps(header) + "\n")
-    assert SessionManager.fork_from(str(src), str(tmp_path), store=MemoryStore()).get_header()["workflow"] == WORKFLOW
+    assert manager.fork_from(str(src), str(tmp_path), store=MemoryStore()).get_header()["workflow"] == WORKFLOW
     malformed = {**header, "id": "wf-bad", "workflow": {**WORKFLOW, "stageName": " "}}
     src.write_text(json.dumps(malformed) + "\n")
-    forked = SessionManager.fork_from(str(src), str(tmp_path), store=MemoryStore()).get_header()
+    forked = manager.fork_from(str(src), str(tmp_path), store=MemoryStore()).get_header()
     assert "internal" not in forked and "workflow" not in forked  # a malformed marker is never copied
 
 
-def test_import_session_of_an_already_read_file(store, tmp_path):
+def test_import_session_of_an_already_read_file(manager, store, tmp_path):
     src = tmp_path / "in.jsonl"
     src.write_bytes(b'{"type":"session","version":4,"id":"pre-read","createdAt":"2026-01-01T00:00:00.000Z","cwd":"/w"}\n')
     parsed = read_session_file(str(src))
-    assert SessionManager.import_session(parsed, None, store).get_session_id() == "pre-read"
+    assert manager.import_session(parsed, None, store).get_session_id() == "pre-read"
     with pytest.raises(errors.SessionExistsError):
-        SessionManager.import_session(parsed, None, store)
+        manager.import_session(parsed, None, store)
 
 
 def _session_file(path, session_id: str, text: str = "hi") -> str:
@@ -666,8 +643,8 @@ def _session_file(path, session_id: str, text: str = "hi") -> str:
     return str(path)
 
 
-def test_import_files_gives_each_file_its_own_outcome_in_a_failing_group(store, tmp_path):
-    SessionManager.import_from_jsonl(_session_file(tmp_path / "old.jsonl", "old"), None, store)
+def test_import_files_gives_each_file_its_own_outcome_in_a_failing_group(manager, store, tmp_path):
+    manager.import_from_jsonl(_session_file(tmp_path / "old.jsonl", "old"), None, store)
     (tmp_path / "bad.jsonl").write_bytes(b'{"type":"session","version":4}\n')
     paths = [_session_file(tmp_path / "a.jsonl", "a"),
              str(tmp_path / "bad.jsonl"),                       # invalid: rejected when read
@@ -675,7 +652,7 @@ def test_import_files_gives_each_file_its_own_outcome_in_a_failing_group(store, 
              str(tmp_path / "missing.jsonl"),                   # unreadable
              _session_file(tmp_path / "b.jsonl", "b", "two"),
              _session_file(tmp_path / "b2.jsonl", "b", "other")]  # same id twice in one group
-    outcomes = list(SessionManager.import_files(paths, None, store, batch_sessions=10))
+    outcomes = list(manager.import_files(paths, None, store, batch_sessions=10))
     assert [o.path for o in outcomes] == paths
     assert [o.session_id for o in outcomes] == ["a", None, "old", None, "b", "b"]
     assert [o.entries for o in outcomes] == [1, 0, 0, 0, 1, 0]
@@ -689,14 +666,29 @@ def test_import_files_gives_each_file_its_own_outcome_in_a_failing_group(store, 
     assert store.load("b").entries[0]["message"]["content"] == "two"
 
 
-def test_import_files_groups_by_count_and_reports_only_committed_groups(tmp_path):
+def test_import_files_groups_by_count_and_reports_only_committed_groups(manager, tmp_path):
     store = SqliteStore(str(tmp_path / "s.db"))
     paths = [_session_file(tmp_path / f"{i}.jsonl", f"s{i}") for i in range(5)]
     stored_when_yielded = []
-    for outcome in SessionManager.import_files(paths, str(tmp_path / "proj"), store, batch_sessions=2):
+    for outcome in manager.import_files(paths, str(tmp_path / "proj"), store, batch_sessions=2):
         # Yielded after its group committed: a second connection sees it.
         stored_when_yielded.append(outcome.session_id in SqliteStore(str(tmp_path / "s.db")).session_ids())
         assert outcome.error is None and outcome.entries == 1
     assert stored_when_yielded == [True] * 5
     assert store.load("s4").header["cwd"] == str(tmp_path / "proj")
     assert sorted(store.session_ids()) == [f"s{i}" for i in range(5)]
+
+
+def test_every_test_of_the_suite_runs_through_both_drivers():
+    """A guard on the suite: every test takes the ``manager`` fixture (so it runs through
+    ``SessionManager`` and through ``AsyncSessionManager``), and the async driver really is
+    asynchronous underneath."""
+    tests = {name: value for name, value in globals().items() if name.startswith("test_") and callable(value)}
+    tests.pop("test_every_test_of_the_suite_runs_through_both_drivers")
+    assert all("manager" in inspect.signature(test).parameters for test in tests.values())
+    assert len(tests) > 40
+    with AsyncDriver() as driver:
+        manager = driver.in_memory("/tmp")
+        assert type(manager.inner).__name__ == "AsyncSessionManager"
+        entry_id = manager.append_message({"role": "user", "content": "hi"})
+        assert manager.get_leaf_id() == entry_id

@@ -1,6 +1,6 @@
-"""Rules of the seed (session-format.md) that a review found without a test of their own.
+"""Format rules (docs/rules/, mostly ``seed:`` labels) that no other suite tests on its own.
 
-Each expected value is worked out from the seed sentence quoted in the test's docstring.
+Each expected value is worked out from the rule sentence quoted in the test's docstring.
 """
 
 from __future__ import annotations
@@ -10,21 +10,14 @@ import os
 import orjson
 import pytest
 
+from builders import assistant_reply as assistant
+from builders import user
 from sessiontree.core.tree import NameState
 from sessiontree.format.bounds import normalize_nested_calls
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.jsonl.store import JsonlStore
 
 WF = {"runId": "run-1", "stageId": "stage-build", "stageName": "build"}
-
-
-def user(text: str) -> dict:
-    return {"role": "user", "content": text, "timestamp": 1}
-
-
-def assistant(text: str = "ok") -> dict:
-    return {"role": "assistant", "content": [{"type": "text", "text": text}], "provider": "p",
-            "model": "m", "usage": {}, "stopReason": "stop", "timestamp": 2}
 
 
 def test_continue_recent_skips_an_unloadable_newest_session(tmp_path):
