@@ -4,6 +4,7 @@ the grouped import runs off the event loop."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from builders import user_ms as user
 from sessiontree import errors
@@ -12,10 +13,18 @@ from sessiontree.session.manager import SessionManager
 from sessiontree.stores import open_store
 
 
-def fresh_copy(store, tmp_path):
+@contextlib.contextmanager
+def fresh_copy(store):
     """A second store object on the same data: what another process would read (the memory
-    store is its own second object)."""
-    return store if store.kind == "memory" else open_store(store.url)
+    store is its own second object). Closed on exit, so no pool outlives the test."""
+    if store.kind == "memory":
+        yield store
+        return
+    copy = open_store(store.url)
+    try:
+        yield copy
+    finally:
+        copy.close()
 
 
 def test_concurrent_appends_apply_in_call_order(store, tmp_path):
@@ -41,7 +50,8 @@ def test_concurrent_appends_apply_in_call_order(store, tmp_path):
     assert [e["id"] for e in entries] == ids
     assert [e["parentId"] for e in entries] == [None, *ids[:-1]]
     assert m.get_leaf_id() == ids[-1] and m.get_label(ids[0]) == "l38"
-    stored = SessionManager.open(fresh_copy(store, tmp_path), m.get_session_id()).get_entries()
+    with fresh_copy(store) as copy:
+        stored = SessionManager.open(copy, m.get_session_id()).get_entries()
     assert stored == entries
 
 
