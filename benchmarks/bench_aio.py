@@ -1,4 +1,4 @@
-"""The cost of the async layer: N awaited appends against N synchronous ones (issue 16).
+"""The cost of the async layer: N awaited appends against N synchronous ones (docs/aio.md).
 
     .venv/bin/python benchmarks/bench_aio.py              # 10,000 appends, 3 repetitions
     .venv/bin/python benchmarks/bench_aio.py -n 2000 --reps 5 --stores sqlite

@@ -1,6 +1,6 @@
-"""What JavaScript-exact serialisation costs (issue 11, docs/format-bytes.md).
+"""What JavaScript-exact serialisation costs (docs/format-bytes.md).
 
-Focused timings of the paths that call :func:`sessiontree.jsonio.dumps`, on the
+Focused timings of the paths that call :func:`sessiontree.format.jsonio.dumps`, on the
 real corpus (``../shared/corpus/pi-v1``, format 1: assistant usage costs are
 small floats such as ``0.000009``):
 

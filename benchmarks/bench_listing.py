@@ -1,4 +1,5 @@
-"""Listing cost of SqliteStore does not grow with transcript length (SPEC §4).
+"""Listing cost of SqliteStore does not grow with transcript length (``spec:stores``: listing
+reads the per-session metadata, never a transcript).
 
 Builds two SQLite stores side by side with the same number of sessions, one
 with long transcripts (default 1,000 entries each) and one with short ones

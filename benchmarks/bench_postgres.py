@@ -1,4 +1,4 @@
-"""PostgresStore beside SqliteStore, in one run (issue 17).
+"""PostgresStore beside SqliteStore, in one run (docs/postgres.md).
 
 Times, on each store, with the same data:
 
@@ -35,8 +35,10 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.join(HERE, "..", "src"), os.path.join(HERE, "..", "tests")]
 
-from sessiontree.stores.postgres.store import PostgresStore
-from sessiontree.stores.sqlite.store import SqliteStore
+# After the path insert: the script runs from a checkout without an installed package, and
+# its PostgreSQL cluster helper (tests/pg.py) is on the path only from the line above.
+from sessiontree.stores.postgres.store import PostgresStore  # noqa: E402
+from sessiontree.stores.sqlite.store import SqliteStore  # noqa: E402
 
 STAMP = "2026-02-01T09:00:00.000Z"
 

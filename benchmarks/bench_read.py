@@ -1,4 +1,4 @@
-"""Reading a real session file, against the physical limit (SPEC §8).
+"""Reading a real session file, against the physical limit (``spec:quality``).
 
 Measures ``read_session_file`` (read, validate, upgrade format 1 -> 4 in
 memory) on ``pi-mono-before-compaction.jsonl`` (2.4 MB, 1,003 lines) and, as

@@ -1,6 +1,6 @@
 """Append cost of the SQLite search index: with vs without, interleaved in one process.
 
-The issue-13 target ("appends stay within 10% of their speed before the
+The target ("appends stay within 10% of their speed before the
 index") measured on a loaded, shared machine: each repetition runs every row
 once with the index and once without (``DERIVED_INDEXES`` minus the search
 index), alternating which goes first, and the ratio is taken per repetition,
@@ -138,8 +138,8 @@ def main() -> int:
     print(f"{'row':<12} {'with wall':>10} {'without':>10} {'ratio':>6}   {'with cpu':>10} {'without':>10} {'ratio':>6}")
     for name in chosen:
         on, off = results[name][True], results[name][False]
-        wall = statistics.median(a[0] / b[0] for a, b in zip(on, off))
-        cpu = statistics.median(a[1] / b[1] for a, b in zip(on, off))
+        wall = statistics.median(a[0] / b[0] for a, b in zip(on, off, strict=True))
+        cpu = statistics.median(a[1] / b[1] for a, b in zip(on, off, strict=True))
         print(f"{name:<12} {statistics.median(a[0] for a in on):>9.3f}s {statistics.median(b[0] for b in off):>9.3f}s"
               f" {wall:>6.2f}   {statistics.median(a[1] for a in on):>9.3f}s"
               f" {statistics.median(b[1] for b in off):>9.3f}s {cpu:>6.2f}")

@@ -1,4 +1,4 @@
-"""``sessiontree sync`` speed and scale (issue 12), ratios measured in one run.
+"""``sessiontree sync`` speed and scale (docs/sync.md), ratios measured in one run.
 
 Two cases, each against what a user would otherwise do:
 

@@ -45,8 +45,10 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import generate
-from reference import ensure_reference
+# After the path insert: generate.py and reference.py sit beside this script, which runs
+# as a file (not a package), so its folder is on the path only from the line above.
+import generate  # noqa: E402
+from reference import ensure_reference  # noqa: E402
 
 WORK = os.path.join(HERE, ".work")
 DATA = os.path.join(WORK, "data", f"g{generate.GENERATOR_VERSION}")
@@ -420,7 +422,7 @@ def growth(points: list[tuple[int, float]]) -> tuple[float | None, str]:
     xs = [math.log(p[0]) for p in points]
     ys = [math.log(p[1]) for p in points]
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
     if slope < 0.25:
         label = "constant"
     elif slope < 0.8:

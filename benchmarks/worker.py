@@ -606,7 +606,7 @@ OPS: dict[str, Callable[[dict[str, Any]], Case]] = {
 
 def execute(cmd: dict[str, Any]) -> dict[str, Any]:
     if cmd.get("index") is False:
-        # "Before the index" rows (issue 13): writes maintain no search index (its tables
+        # "Before the index" rows: writes maintain no search index (its tables
         # exist, empty); the other derived data (usage ledger) is kept, as in
         # bench_search_append.py, so the ratio is the search index's own cost.
         from sessiontree.stores.sqlite import search as sqlite_search

@@ -2,7 +2,7 @@
 cancellation that settles the write first, work off the loop, other threads' loops,
 closing, and a loop that keeps ticking during durable appends.
 
-The conformance suite itself runs through this API in ``test_aio_conformance.py``;
+The manager conformance suite runs through this API in ``conformance/`` (the ``manager`` fixture);
 random cancellations are in ``test_aio_cancel.py``.
 """
 

@@ -11,9 +11,9 @@
   write fails with ``EFBIG``): ``StorageError``, the manager's in-memory state
   unchanged, and the same append succeeds once the limit is lifted.
 
-Killing a writer with SIGKILL is in test_store_breaking.py (every persistent
+Killing a writer with SIGKILL is in test_store_recovery.py (every persistent
 store); the PostgreSQL server stopped or restarted around a write is in
-test_postgres.py.
+test_postgres_store.py.
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ _DISK_FULL = """
 @pytest.mark.parametrize("kind", ["sqlite", "jsonl"])
 def test_disk_full_during_an_append(kind: str, tmp_path) -> None:
     """PostgreSQL's server owns its files; its fault of this kind (the server stopped
-    during a write) is in test_postgres.py."""
+    during a write) is in test_postgres_store.py."""
     url = f"sqlite:///{tmp_path / 'full.db'}" if kind == "sqlite" else f"jsonl:///{tmp_path / 'full'}"
     from sessiontree import SessionManager
 

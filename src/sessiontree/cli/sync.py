@@ -1,6 +1,6 @@
 """Commands that keep the store in step with the agents' folders: ``sync`` and ``sources``.
 
-Thin edge over :mod:`sessiontree.sync` (the engine) and :mod:`sessiontree.sources`
+Thin edge over :mod:`sessiontree.sync` (the engine) and :mod:`sessiontree.sync.sources`
 (where the agents keep their files); docs/sync.md describes the outcomes.
 """
 

@@ -1,7 +1,7 @@
 """Search across sessions: the one entry point of the command line and the web viewer.
 
 The rules (what is indexed, how a query matches, how hits look) live in
-:mod:`sessiontree.searchtext`; each store answers with
+:mod:`sessiontree.core.searchtext`; each store answers with
 :meth:`~sessiontree.stores.base.SessionStore.search` (SQLite through its FTS5
 index, JSONL and memory by scanning, the same hits everywhere). This module
 adds what a front end needs on top: whether there are more hits than shown,

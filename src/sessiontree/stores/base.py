@@ -425,7 +425,7 @@ class PartialReads(Protocol):
         how they relate): the one for displaying a whole tree, with
         :meth:`read_entries` for the records of a window.
 
-        Each entry is :func:`sessiontree.tree.skeleton_entry` of the stored
+        Each entry is :func:`sessiontree.core.tree.skeleton_entry` of the stored
         entry (type, id, parent, timestamp, a message's role, label/leaf
         targets, names): enough to lay out the tree, find the loaded leaf,
         walk branches and read labels and the name, without the content. For
@@ -538,12 +538,12 @@ class DerivedData(Protocol):
                limit: int | None = 50) -> list[SearchHit]:
         """Full-text search over every stored session, internal ones included (docs/search.md).
 
-        Matching is :mod:`sessiontree.searchtext`'s rule on every store: each
+        Matching is :mod:`sessiontree.core.searchtext`'s rule on every store: each
         term of the query (whitespace-separated; ``"a phrase"`` is one term)
         must occur in an entry's indexed text as a case-folded substring. The
         same query gives the same set of hits on every store; the order
         (``rank``) is bm25 on SQLite, ``ts_rank`` on PostgreSQL and
-        :func:`~sessiontree.searchtext.scan_score` on the scanning stores.
+        :func:`~sessiontree.core.searchtext.scan_score` on the scanning stores.
 
         Args:
             query: the query text.
@@ -555,7 +555,7 @@ class DerivedData(Protocol):
             limit: at most this many hits (``None``: all).
 
         Returns:
-            :class:`~sessiontree.searchtext.SearchHit` objects, best first.
+            :class:`~sessiontree.core.searchtext.SearchHit` objects, best first.
 
         Raises:
             SearchQueryError: an empty or over-long query.
@@ -621,18 +621,18 @@ class DerivedData(Protocol):
         """Billed usage summed over de-duplicated records (docs/usage.md), the input of
         :mod:`sessiontree.usage` and ``sessiontree stats``.
 
-        Every store follows the rules of :mod:`sessiontree.usagerecords` (what a
+        Every store follows the rules of :mod:`sessiontree.core.usagerecords` (what a
         billed record is, its content key, one bill per key across the store,
         the earliest session owning it); the SQLite store answers from its usage
         ledger without reading entries, the others compute the same rows from
-        the entries (:func:`~sessiontree.usagerecords.aggregate`).
+        the entries (:func:`~sessiontree.core.usagerecords.aggregate`).
 
         Args:
             query: time range, project, per-session or one-session mode
-                (:class:`~sessiontree.usagerecords.UsageQuery`); ``None``: everything.
+                (:class:`~sessiontree.core.usagerecords.UsageQuery`); ``None``: everything.
 
         Returns:
-            :class:`~sessiontree.usagerecords.UsageRows`: sums per group (tokens,
+            :class:`~sessiontree.core.usagerecords.UsageRows`: sums per group (tokens,
             calls, recorded cost in nano-dollars), and in ``skipped`` how many
             sessions could not be read (their usage is missing).
 

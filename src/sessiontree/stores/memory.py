@@ -6,7 +6,7 @@ Invariants:
   other stores keep it, so exporting a session gives the same bytes from
   every store. ``load`` parses that text again, so callers get fresh objects
   and can never alter what is stored by mutating them.
-* Listing metadata is an :class:`~sessiontree.info.InfoAccumulator` per
+* Listing metadata is an :class:`~sessiontree.core.listing.InfoAccumulator` per
   session, updated from the appended entries only.
 * One lock serializes every call, so a store may be shared between threads.
 """
@@ -339,7 +339,7 @@ class MemoryStore(StoreBase):
 
     def verify(self, on_progress: ProgressCallback | None = None) -> list[StoreProblem]:
         """Re-parse every stored record and apply the file checker's rules to each
-        session (:func:`~sessiontree.stores._shared.file_rule_problems`); returns the problems."""
+        session (:func:`~sessiontree.stores.shared.file_rule_problems`); returns the problems."""
         problems: list[StoreProblem] = []
         with self._lock:
             sessions = list(self._sessions.items())

@@ -1,9 +1,9 @@
 """Search by scanning entries: the JSONL and memory stores, and SQLite's fallbacks.
 
-The matching rule is :mod:`sessiontree.searchtext`'s, applied to the text
-:func:`~sessiontree.searchtext.entry_text` extracts, so a scan finds exactly
+The matching rule is :mod:`sessiontree.core.searchtext`'s, applied to the text
+:func:`~sessiontree.core.searchtext.entry_text` extracts, so a scan finds exactly
 the entries the SQLite index finds (docs/search.md). Ranking is
-:func:`~sessiontree.searchtext.scan_score`: a scan sees one session at a
+:func:`~sessiontree.core.searchtext.scan_score`: a scan sees one session at a
 time and cannot weigh a term by its rarity across the store as bm25 does, so
 the order of hits may differ from SQLite's; the set may not.
 
@@ -52,7 +52,7 @@ class SessionFacts:
     """What every hit of one session shares: id, title, name, cwd, active-branch ids.
 
     Attributes:
-        session_id, title, name, cwd: as in :class:`~sessiontree.searchtext.SearchHit`.
+        session_id, title, name, cwd: as in :class:`~sessiontree.core.searchtext.SearchHit`.
         branch: ids of the entries from the root to the active leaf.
     """
 
@@ -94,7 +94,7 @@ def session_facts(header: Mapping[str, Any], entries: Sequence[dict[str, Any]]) 
 def make_hit(facts: SessionFacts, entry_id: str, entry_type: str, timestamp: Any, found: EntryText | str,
              role: str | None, query: SearchQuery, rank: float, *, folded: str | None = None,
              on_branch: bool | None = None) -> SearchHit:
-    """One :class:`~sessiontree.searchtext.SearchHit` (snippet and highlights computed here).
+    """One :class:`~sessiontree.core.searchtext.SearchHit` (snippet and highlights computed here).
 
     ``folded``: ``fold`` of the text, when the caller has it. ``on_branch``: the
     active-branch flag when the caller knows it (SQLite keeps it with its index);
@@ -110,7 +110,7 @@ def make_hit(facts: SessionFacts, entry_id: str, entry_type: str, timestamp: Any
 
 
 def top_hits(hits: Iterable[SearchHit], limit: int | None) -> list[SearchHit]:
-    """The best ``limit`` hits (all when ``None``), best first (:func:`~sessiontree.searchtext.hit_order`)."""
+    """The best ``limit`` hits (all when ``None``), best first (:func:`~sessiontree.core.searchtext.hit_order`)."""
     if limit is None:
         return sorted(hits, key=hit_order)
     return heapq.nsmallest(limit, hits, key=hit_order)

@@ -84,7 +84,7 @@ def encode_entries(entries: Sequence[dict[str, Any]], raw: Sequence[bytes | None
     Args:
         entries: entry objects in order.
         raw: optional stored JSON text per entry; ``None`` items (or no
-            ``raw`` at all) are serialized with :func:`sessiontree.jsonio.dumps`.
+            ``raw`` at all) are serialized with :func:`sessiontree.format.jsonio.dumps`.
 
     Returns:
         One ``bytes`` per entry, without newline.
@@ -207,7 +207,7 @@ def skeletons_from_rows(rows: Sequence[Sequence[Any]], parse: Callable[[Any, int
                         fetch_whole: Callable[[list[Any]], Mapping[Any, Any]],
                         text: Callable[[Any], Any] = lambda v: v,
                         lossy: Callable[[Sequence[Any]], bool] | None = None) -> list[dict[str, Any]]:
-    """Skeleton entries (:func:`sessiontree.tree.skeleton_entry`) of a skeleton query's rows.
+    """Skeleton entries (:func:`sessiontree.core.tree.skeleton_entry`) of a skeleton query's rows.
 
     Args:
         rows: ``(id, parent id, type, timestamp, head, whole, seq)`` per entry in
@@ -287,7 +287,7 @@ class StoreBase:
 
     def read_skeleton(self, session_id: str) -> Any:
         """Generic ``read_skeleton`` (docs in :class:`~sessiontree.stores.base.SessionStore`):
-        :meth:`read`, then :func:`~sessiontree.tree.skeleton_entry` of every entry.
+        :meth:`read`, then :func:`~sessiontree.core.tree.skeleton_entry` of every entry.
         Costs a full read; stores with cheaper access override it."""
         from sessiontree.core.tree import skeleton_entry
         from sessiontree.format.codec import ParsedSession
@@ -417,10 +417,10 @@ def ledger_row_owner(query: Any, owner: tuple[str | None, str | None],
                      cwd_filter: Callable[[Any], bool] | None) -> tuple[str | None, str | None] | None:
     """The ``(session_id, cwd)`` a usage-ledger row owned by ``owner`` (its owning
     session's id and cwd) is reported under for ``query`` (a
-    :class:`~sessiontree.usagerecords.UsageQuery`), or ``None`` when the query's
+    :class:`~sessiontree.core.usagerecords.UsageQuery`), or ``None`` when the query's
     ``cwd`` filter (``cwd_filter(cwd) -> bool``) drops it. A store-wide query that
     is not per session reports ``(None, None)``: rows of several owners become
-    one, as :func:`~sessiontree.usagerecords.aggregate` sums them (docs/usage.md).
+    one, as :func:`~sessiontree.core.usagerecords.aggregate` sums them (docs/usage.md).
     """
     if query.session_id is not None:
         return owner

@@ -481,7 +481,7 @@ class ProjectionBuilder:
         # Hot path (a cold build): one pass reading each entry once, with an inlined
         # copy of pairing._ToolWindow (accept, close, open) on the window's own
         # sets, for speed. The Hypothesis tests
-        # tests/test_speed_round2.py::test_the_one_pass_build_equals_the_general_build
+        # tests/test_fast_path_equivalence.py::test_the_one_pass_build_equals_the_general_build
         # (against the general build) and
         # tests/test_plain_replay.py::test_a_rebuild_from_the_kept_steps_equals_the_general_build
         # (the recorded steps against _plain_step) check it.

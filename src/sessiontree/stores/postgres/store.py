@@ -1106,7 +1106,7 @@ class PostgresStore(StoreBase):
         JSON (``column-drift``), and that ``entry_count``, the header copies,
         the listing state and ``message_texts`` equal a rebuild from the records
         (``metadata-drift``; :meth:`reindex` repairs it), and the file checker's rules
-        on the session's JSONL form (:func:`~sessiontree.stores._shared.file_rule_problems`:
+        on the session's JSONL form (:func:`~sessiontree.stores.shared.file_rule_problems`:
         the verdict every store gives). The server keeps its own
         pages' checksums (``data_checksums``), so there is no store-wide integrity step.
 
