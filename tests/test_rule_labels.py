@@ -1,4 +1,4 @@
-"""Every rule label cited in src/, docs/ and tests/ is defined in docs/rules/.
+"""Every rule label cited in src/, docs/, tests/ and benchmarks/ is defined in docs/rules/.
 
 A label is defined by the heading that starts with it (docs/rules/README.md,
 "Labels"): ``#### L.16 — modified``, ``## J — Session name``, ``## §3.4 — ...``,
@@ -27,7 +27,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "docs" / "rules"
-SCANNED = ("src", "docs", "tests")
+SCANNED = ("src", "docs", "tests", "benchmarks")
 SUFFIXES = {".py", ".md", ".html", ".js", ".css", ".txt", ".toml"}
 
 #: Group letter -> file (docs/rules/README.md, "Group-to-file map").
@@ -122,7 +122,7 @@ def _scanned_files() -> list[Path]:
 
 
 def all_citations() -> list[Citation]:
-    """Every citation in src/, docs/ and tests/."""
+    """Every citation in src/, docs/, tests/ and benchmarks/."""
     found = []
     for path in _scanned_files():
         relative = path.relative_to(ROOT).as_posix()
