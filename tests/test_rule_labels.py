@@ -115,8 +115,9 @@ def _scanned_files() -> list[Path]:
     files = []
     for top in SCANNED:
         for path in sorted((ROOT / top).rglob("*")):
+            # benchmarks/.work holds downloaded third-party packages, not our text.
             if (path.is_file() and path.suffix in SUFFIXES and "__pycache__" not in path.parts
-                    and path.resolve() != this):
+                    and ".work" not in path.parts and path.resolve() != this):
                 files.append(path)
     return files
 
