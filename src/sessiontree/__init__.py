@@ -3,17 +3,20 @@
 Read, write, upgrade, project and store sessions of the format described in
 ``docs/rules/``. The public surface:
 
-* :class:`SessionManager`: the format's SessionManager API, synchronous.
+* :class:`SessionManager` and :class:`AsyncSessionManager`: the format's
+  SessionManager API, synchronous and as coroutines.
 * Stores: :class:`SqliteStore` (default), :class:`JsonlStore`,
-  :class:`MemoryStore`, behind the :class:`SessionStore` protocol, and
-  :func:`open_store` for URLs.
+  :class:`MemoryStore`, :class:`PostgresStore` (with the ``postgres`` extra),
+  behind the :class:`SessionStore` protocol, and :func:`open_store` for URLs.
 * The format core: :func:`parse_session`, :func:`read_session_file`,
-  :func:`serialize_session`, :func:`build_session_projection`.
+  :func:`serialize_session`, :class:`ParsedSession`,
+  :func:`build_session_projection`; the tree's :class:`TreeNode` and
+  :class:`NameState`; a listing row, :class:`SessionInfo`.
 * Errors: :class:`SessionError` and its subclasses.
 
 Layering (imports point one way only; docs/architecture.md, checked by
 import-linter): ``format`` <- ``core`` <- ``check`` <- ``stores`` <-
-``session`` <- ``search``/``usage``/``sync`` <- ``cli``/``web``.
+``session`` <- ``search``/``usage``/``sync`` <- ``web`` <- ``cli``.
 """
 
 from importlib import import_module

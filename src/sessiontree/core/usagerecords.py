@@ -1,8 +1,8 @@
 """Billed usage recorded in a session: the per-entry rule, the de-duplication key, and
 the aggregation every store shares (docs/usage.md).
 
-This module sits on the format layer (it reads entries, nothing else) so that
-stores can use it: the SQLite store writes one ledger row per
+This module sits in the core layer, below the stores (it reads entries, nothing
+else), so that stores can use it: the SQLite store writes one ledger row per
 :class:`UsageRecord` (``stores/sqlite/usage.py``), the JSONL and memory stores
 compute the same rows from their entries with :func:`aggregate`. Pricing,
 time zones and presentation live above the stores, in :mod:`sessiontree.usage`.

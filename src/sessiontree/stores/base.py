@@ -1,4 +1,4 @@
-"""The ``SessionStore`` protocol: the whole contract between manager and storage.
+"""The ``SessionStore`` protocol: the contract between the session layer and storage.
 
 It is composed of capability protocols, each documented where it is defined:
 :class:`StoreCore` (sessions created, read, appended, replaced, deleted, listed,
@@ -673,7 +673,7 @@ class SyncLedger(Protocol):
 
 @runtime_checkable
 class SessionStore(StoreCore, PartialReads, DerivedData, SyncLedger, Protocol):
-    """Persistent (or in-memory) home of sessions: the whole contract between the
+    """Persistent (or in-memory) home of sessions: the contract between the
     session layer and storage, composed of :class:`StoreCore`,
     :class:`PartialReads`, :class:`DerivedData` and :class:`SyncLedger`. Every
     store implements all of them; code that needs only one capability may ask
