@@ -41,8 +41,9 @@ from sessiontree.errors import SearchQueryError, StorageError
 from sessiontree.format.ids import new_entry_id
 from sessiontree.search.query import parse_when, search
 from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore
+from sessiontree.stores.sqlite import maintenance as sqlite_maintenance
 from sessiontree.stores.sqlite import search as sqlite_search
-from sessiontree.stores.sqlite import store as sqlite_module
+from sessiontree.stores.sqlite import writes as sqlite_writes
 
 __all__ = ["test_filters_on_a_pending_tail", "test_hit_fields_on_a_pending_tail",
            "test_hostile_queries_on_a_pending_tail", "test_same_hits_on_a_pending_tail"]
@@ -347,7 +348,7 @@ def test_no_write_merges_and_a_search_merges_a_long_tail(tmp_path, monkeypatch):
     finds more than MAX_PENDING pending records merges them first (in transactions
     of SETTLE_BUDGET records), and a read-only one scans them and writes nothing."""
     monkeypatch.setattr(sqlite_search, "MAX_PENDING", 3)
-    monkeypatch.setattr(sqlite_module, "SETTLE_BUDGET", 2)
+    monkeypatch.setattr(sqlite_maintenance, "SETTLE_BUDGET", 2)
     store = fill(SqliteStore(tmp_path / "s.db"))
     store.settle_derived()
     parent = "b4000004"
@@ -400,7 +401,7 @@ def test_failed_append_leaves_no_index_rows(tmp_path, monkeypatch):
     def broken(conn, rows):
         raise sqlite3.OperationalError("injected")
 
-    monkeypatch.setattr(sqlite_module, "_insert_text_rows", broken)
+    monkeypatch.setattr(sqlite_writes, "_insert_text_rows", broken)
     with pytest.raises(Exception):  # noqa: B017 - whatever the injected failure surfaces as; the rollback is checked
         store.append("sess-beta", [msg("b5000005", "b4000004", "user", "zebra crossing", 5)])
     monkeypatch.undo()
@@ -534,7 +535,7 @@ def test_a_write_after_deleting_the_newest_session_and_a_clock_step_back_is_foun
     newest = store._conn.execute("SELECT max(updated_at) FROM sessions").fetchone()[0]
     assert store._conn.execute("SELECT updated_at FROM search_state").fetchone() == (newest,)
     store.delete("sess-two")
-    monkeypatch.setattr(sqlite_module.time, "time_ns", lambda: 1_000_000_000)  # 1970: a clock far behind
+    monkeypatch.setattr(sqlite_writes.time, "time_ns", lambda: 1_000_000_000)  # 1970: a clock far behind
     store.create(header("sess-three", "/w/c"), [msg("c1000001", None, "user", "zygote words", 3)])
     assert store._conn.execute("SELECT updated_at FROM sessions WHERE id = 'sess-three'").fetchone()[0] < newest
     assert [hit.entry_id for hit in store.search("zygote")] == ["c1000001"]

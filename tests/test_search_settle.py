@@ -37,8 +37,9 @@ from sessiontree.errors import SearchQueryError
 from sessiontree.format.ids import new_entry_id
 from sessiontree.search.query import settle_search_tail
 from sessiontree.stores import MemoryStore, SqliteStore
+from sessiontree.stores.sqlite import maintenance as sqlite_maintenance
 from sessiontree.stores.sqlite import search as sqlite_search
-from sessiontree.stores.sqlite import store as sqlite_module
+from sessiontree.stores.sqlite import writes as sqlite_writes
 from sessiontree.sync.engine import Syncer
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
@@ -141,7 +142,7 @@ def test_search_merge_is_bounded_while_writers_keep_adding(tmp_path, monkeypatch
     the search must stop after the rounds its own tail needs (4 records, budget 2:
     2 + 2, and one more round that sees the new ones) and still find every hit."""
     monkeypatch.setattr(sqlite_search, "MAX_PENDING", 3)
-    monkeypatch.setattr(sqlite_module, "SETTLE_BUDGET", 2)
+    monkeypatch.setattr(sqlite_maintenance, "SETTLE_BUDGET", 2)
     store = SqliteStore(tmp_path / "s.db")
     store.create(header("sess-one", "/w"), [msg("a0000000", None, "user", "zebra 0", 0)])
     store.settle_derived()
@@ -177,11 +178,11 @@ _WORKER = r'''
 import json, os, random, sys, time
 from sessiontree.stores import SqliteStore
 from sessiontree.stores.sqlite import search as sqlite_search
-from sessiontree.stores.sqlite import store as sqlite_module
+from sessiontree.stores.sqlite import maintenance as sqlite_maintenance
 from sessiontree.search.query import settle_search_tail
 role, path, seconds, seed = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
 sqlite_search.MAX_PENDING = 5
-sqlite_module.SETTLE_BUDGET = 3
+sqlite_maintenance.SETTLE_BUDGET = 3
 words = %(words)r
 queries = %(queries)r
 rng = random.Random(seed)
@@ -272,8 +273,8 @@ def test_concurrent_writers_searchers_and_settlers_agree_with_a_scan(tmp_path):
 _SETTLER = r'''
 import sys
 from sessiontree.stores import SqliteStore
-from sessiontree.stores.sqlite import store as sqlite_module
-sqlite_module.SETTLE_BUDGET = int(sys.argv[2])
+from sessiontree.stores.sqlite import maintenance as sqlite_maintenance
+sqlite_maintenance.SETTLE_BUDGET = int(sys.argv[2])
 store = SqliteStore(sys.argv[1])
 print("open", flush=True)
 store.settle_derived()
@@ -446,7 +447,7 @@ def test_budgeted_merges_with_reindex_replace_and_clock_steps_equal_a_rebuild(tm
     path = str(tmp_path_factory.mktemp("h") / "s.db")
     store = SqliteStore(path)
     sessions: list[str] = []
-    budget = sqlite_module.SETTLE_BUDGET
+    budget = sqlite_maintenance.SETTLE_BUDGET
     pending_bound = sqlite_search.MAX_PENDING
 
     def pick(index):
@@ -462,15 +463,15 @@ def test_budgeted_merges_with_reindex_replace_and_clock_steps_equal_a_rebuild(tm
                 manager.append_session_info(op[1][0] if op[1] else "s")
                 sessions.append(manager.get_session_id())
             elif kind == "settle":
-                sqlite_module.SETTLE_BUDGET = op[1]
+                sqlite_maintenance.SETTLE_BUDGET = op[1]
                 store.settle_derived()
             elif kind == "search":
-                sqlite_module.SETTLE_BUDGET = op[1]
+                sqlite_maintenance.SETTLE_BUDGET = op[1]
                 sqlite_search.MAX_PENDING = 2
                 store.search("retry", limit=3)
             elif kind == "clock-back":
                 # A write with the clock far behind (updated_at is then max + 1).
-                with mock.patch.object(sqlite_module.time, "time_ns", lambda: 1_000_000_000):
+                with mock.patch.object(sqlite_writes.time, "time_ns", lambda: 1_000_000_000):
                     manager = SessionManager.create("/w", store=store)
                     manager.append_message({"role": "user", "content": "retry clock", "timestamp": 1})
                     sessions.append(manager.get_session_id())
@@ -505,7 +506,7 @@ def test_budgeted_merges_with_reindex_replace_and_clock_steps_equal_a_rebuild(tm
                 parent = kept[-1]["id"] if kept else None
                 kept = [*kept, msg(new_entry_id({e["id"] for e in kept}), parent, "user", op[3], 9)]
                 store.replace_session(parsed.header, kept)
-            sqlite_module.SETTLE_BUDGET = budget
+            sqlite_maintenance.SETTLE_BUDGET = budget
             sqlite_search.MAX_PENDING = pending_bound
         store._conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
         expected = {q: {(h.session_id, h.entry_id, h.on_active_branch, h.title) for h in hits}
@@ -522,7 +523,7 @@ def test_budgeted_merges_with_reindex_replace_and_clock_steps_equal_a_rebuild(tm
         store.reindex()
         assert full_answers(store) == settled
     finally:
-        sqlite_module.SETTLE_BUDGET = budget
+        sqlite_maintenance.SETTLE_BUDGET = budget
         sqlite_search.MAX_PENDING = pending_bound
         store.close()
 
@@ -562,7 +563,7 @@ def test_settle_derived_is_bounded_while_writers_keep_adding(tmp_path, monkeypat
     """As the search's merge above, for ``store.settle_derived()`` (the end of an
     import or a sync): every transaction adds SETTLE_BUDGET + 1 records; a settle of
     a 4-record tail in budgets of 2 should end after about three rounds."""
-    monkeypatch.setattr(sqlite_module, "SETTLE_BUDGET", 2)
+    monkeypatch.setattr(sqlite_maintenance, "SETTLE_BUDGET", 2)
     store = SqliteStore(tmp_path / "s.db")
     store.create(header("sess-one", "/w"), [msg("a0000000", None, "user", "zebra 0", 0)])
     store.settle_derived()

@@ -24,6 +24,7 @@ from sessiontree.errors import (
 )
 from sessiontree.stores import SqliteStore
 from sessiontree.stores.sqlite import store as sqlite_module
+from sessiontree.stores.sqlite import writes as sqlite_writes
 
 
 @pytest.fixture
@@ -124,7 +125,7 @@ def test_sqlite_failed_append_leaves_nothing(tmp_path, sqlite_store, monkeypatch
         raise sqlite3.OperationalError("disk I/O error (injected)")
 
     # Fails after the entries were inserted, inside the transaction.
-    monkeypatch.setattr(sqlite_module, "_insert_text_rows", fail)
+    monkeypatch.setattr(sqlite_writes, "_insert_text_rows", fail)
     with pytest.raises(StorageError) as info:
         sqlite_store.append("s1", [message("e2", "e1", "user", "second", 2)])
     assert isinstance(info.value.__cause__, sqlite3.OperationalError)

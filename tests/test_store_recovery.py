@@ -26,7 +26,7 @@ import pytest
 import sessiontree.format.files as files_module
 import sessiontree.session.builders as builders_module
 import sessiontree.stores.jsonl.store as jsonl_module
-import sessiontree.stores.sqlite.store as sqlite_module
+import sessiontree.stores.sqlite.writes as sqlite_module
 from builders import user as _user
 from sessiontree import InvalidSessionError, SessionManager, StorageError
 from sessiontree.check.checker import repair_file

@@ -36,6 +36,7 @@ from sessiontree.errors import (
 from sessiontree.format import jsonio
 from sessiontree.stores import JsonlStore, SqliteStore, open_store
 from sessiontree.stores.jsonl import store as jsonl_module
+from sessiontree.stores.sqlite import connection as sqlite_connection
 from sessiontree.stores.sqlite import store as sqlite_module
 
 CREATED = "2026-02-01T09:00:00.000Z"
@@ -293,7 +294,7 @@ def test_check_store_runs_the_file_checker_over_a_jsonl_store(tmp_path):
 def test_readonly_open_of_an_unwritable_directory_is_immutable_and_changes_nothing(tmp_path, monkeypatch):
     db = _stored_db(tmp_path)
     before = digest(db)
-    monkeypatch.setattr(sqlite_module, "_dir_writable", lambda path: False)
+    monkeypatch.setattr(sqlite_connection, "_dir_writable", lambda path: False)
     store = SqliteStore(db, readonly=True)
     assert store.open_mode == "immutable"
     assert sorted(r.id for r in store.list_sessions()) == ["s1", "s2"]

@@ -1,0 +1,434 @@
+"""Opening a SQLite store's database file, and the transactions every capability runs in.
+
+:class:`SqliteConnection` is the common base of the store's capability mixins
+(:mod:`.reads`, :mod:`.writes`, :mod:`.ledger`, :mod:`.maintenance`): it declares the
+attributes :class:`~sessiontree.stores.sqlite.store.SqliteStore` sets when it opens,
+identifies an existing file without writing to it, connects with the store's pragmas,
+checks or migrates the schema (the steps of :mod:`.schema`), and owns the read and
+write transactions and :meth:`SqliteConnection.close`. The process-wide registry of
+open database files and :func:`file_header`, the one safe way to look at the first
+bytes of a file a store of this process may hold, live here too.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sessiontree.core.listing import InfoAccumulator
+from sessiontree.errors import StorageError, StoreOpenError
+from sessiontree.stores.sqlite.schema import MIGRATIONS
+
+__all__ = ["WAL_AUTOCHECKPOINT", "SqliteConnection", "file_header"]
+
+#: WAL pages between automatic checkpoints of a writable connection (16 MiB of 4 KiB
+#: pages; SQLite's default is 1,000): fewer checkpoints, each costing fsyncs, make
+#: per-call appends cheaper (benchmarks/README.md, "Appends and import"). Durability
+#: does not depend on it: a commit is in the WAL (and, with synchronous=full, on
+#: disk) before it returns, whenever checkpoints run.
+WAL_AUTOCHECKPOINT = 4096
+
+#: The first 16 bytes of every SQLite database file.
+_MAGIC = b"SQLite format 3\x00"
+
+
+def _dir_writable(directory: str) -> bool:
+    """Whether we may create files in ``directory`` (SQLite's ``-wal``/``-shm``).
+
+    Module-level so tests can simulate an unwritable directory as root, for
+    whom permission bits do not apply."""
+    return os.access(directory or ".", os.W_OK | os.X_OK)
+
+
+#: How many open stores of this process hold each database file, by ``(st_dev, st_ino)``.
+#: POSIX advisory locks belong to the process and the file: closing *any* descriptor of
+#: the file releases every lock this process holds on it, including those of SQLite's
+#: own connections, which then read and write unprotected (SQLite, "How To Corrupt An
+#: SQLite Database File", 2.2). So while a store of ours has a file open, nothing of
+#: ours opens that file by other means (see :func:`file_header`).
+_OPEN_FILES: dict[tuple[int, int], int] = {}
+_OPEN_FILES_LOCK = threading.Lock()
+
+
+def _file_key(path: str) -> tuple[int, int] | None:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return status.st_dev, status.st_ino
+
+
+def file_header(path: str, size: int = 100) -> bytes | None:
+    """The first ``size`` bytes of the file at ``path``, read directly, or ``None``
+    when an open :class:`SqliteStore` of this process holds that file: closing the
+    descriptor a read needs would release that store's locks (see ``_OPEN_FILES``).
+    A file another store of ours holds open is a SQLite database.
+
+    Raises:
+        OSError: the file cannot be opened or read.
+    """
+    key = _file_key(path)
+    with _OPEN_FILES_LOCK:
+        if key is not None and _OPEN_FILES.get(key):
+            return None
+        # Read under the lock, so no store of this process opens the file meanwhile.
+        with open(path, "rb") as handle:
+            return handle.read(size)
+
+
+class SqliteConnection:
+    """The connection of a SQLite store and what every capability mixin shares.
+
+    It declares the attributes :class:`~sessiontree.stores.sqlite.store.SqliteStore`
+    sets when it opens (documented there); the mixins read them. The write
+    transaction drops the append memo of :mod:`.writes` when a write fails, so
+    the memo's attributes are declared here too.
+    """
+
+    url: str
+    kind: str
+    path: str
+    timeout: float
+    synchronous: str
+    readonly: bool
+    open_mode: str
+    journal_mode: str
+    _lock: threading.RLock
+    _conn: sqlite3.Connection | None
+    _pid: int
+    _closed: bool
+    _file_key: tuple[int, int] | None
+    _memo: dict[Any, tuple[int, int, InfoAccumulator]]
+    _memo_mark: tuple[Any, int, int] | None
+    _memo_updated_at: int | None
+    _initialised: bool
+    _has_crc: bool
+
+    def _uri(self, immutable: bool) -> str:
+        return "file:" + urllib.parse.quote(self.path) + ("?mode=ro&immutable=1" if immutable else "?mode=ro")
+
+    def _identify(self, quick_check: bool = False) -> str:
+        """Whether an existing file is ``"empty"`` or ``"ours"``, without writing to it.
+
+        The first bytes are read directly; the schema through a ``mode=ro``
+        connection, or an ``immutable=1`` one when the file is a WAL database
+        with no ``-wal`` file (a plain read-only connection would leave an
+        empty ``-wal`` and ``-shm`` behind) or the directory is not writable.
+        With ``quick_check``, a database of ours is also run through
+        ``PRAGMA quick_check`` on that same read-only connection, so a damaged
+        database is refused before anything (even a ``-wal`` file) is written.
+
+        Raises:
+            StoreOpenError: not a database, unreadable, another program's
+                database, or (``quick_check``) a damaged one.
+        """
+        try:
+            head = file_header(self.path)
+            if head is None:
+                # Another store of this process has the file open: it is a database of
+                # ours or an empty one, and a WAL one has its -wal file while open.
+                if os.path.getsize(self.path) == 0:
+                    return "empty"
+                head = _MAGIC + bytes([0, 0, 2, 2])
+        except OSError as exc:
+            raise StoreOpenError(f"cannot open {self.url}: {exc.strerror or exc}") from exc
+        if not head:
+            return "empty"
+        wal = head.startswith(_MAGIC) and len(head) >= 20 and head[18] == 2 and head[19] == 2
+        immutable = not _dir_writable(os.path.dirname(self.path)) or (wal and not os.path.exists(self.path + "-wal"))
+        try:
+            probe = sqlite3.connect(self._uri(immutable), uri=True, timeout=self.timeout)
+        except sqlite3.Error as exc:
+            raise StoreOpenError(f"cannot open {self.url}: {exc}") from exc
+        try:
+            names = [row[0] for row in probe.execute(
+                "SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY rowid")]
+            if not names:
+                return "empty"
+            if "schema_migrations" in names:
+                try:
+                    steps = {row[0] for row in probe.execute("SELECT name FROM schema_migrations")}
+                except sqlite3.Error:
+                    steps = set()
+                if MIGRATIONS[0][0] in steps:
+                    if quick_check:
+                        self._quick_check(probe)
+                    return "ours"
+        except sqlite3.Error as exc:
+            raise StoreOpenError(f"cannot open {self.url}: {exc}") from exc
+        finally:
+            probe.close()
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        raise StoreOpenError(f"cannot open {self.url}: it is a SQLite database but not a sessiontree store "
+                             f"(it holds {shown}); nothing was changed")
+
+    def _check_writable(self, state: str) -> None:
+        """Refuse a writable open of a file or directory we may not write, in one clear line."""
+        directory = os.path.dirname(self.path)
+        if state != "missing" and not os.access(self.path, os.W_OK):
+            raise StoreOpenError(f"cannot write to {self.url}: the database file is read-only "
+                                 "(reading commands still work)")
+        if state != "missing" and not _dir_writable(directory):
+            sidecars = [self.path + "-wal", self.path + "-shm"]
+            if not all(os.access(name, os.W_OK) for name in sidecars):
+                raise StoreOpenError(f"cannot write to {self.url}: its directory {directory} is read-only "
+                                     "(reading commands still work)")
+
+    def _connect(self, wal: bool = True) -> sqlite3.Connection:
+        """A connection with our settings. ``wal``: switch the file to WAL (writable,
+        initialised stores only: it changes the file's header)."""
+        try:
+            if self.readonly:
+                conn = self._connect_readonly()
+            else:
+                # isolation_level=None: we issue BEGIN/COMMIT ourselves, one per mutation.
+                conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
+                                       check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StoreOpenError(f"cannot open {self.url}: {exc}") from exc
+        try:
+            if self.readonly:
+                conn.execute("PRAGMA query_only = ON")
+                self.journal_mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+            elif self.path == ":memory:":
+                self.journal_mode = "memory"
+            elif wal:
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                self.journal_mode = str(mode).lower()
+            else:
+                self.journal_mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+            # FULL (default): a returned mutation survives power loss. NORMAL (opt-in):
+            # it survives a crash of the process, not of the machine, and an
+            # append costs no fsync: the durability of the original agent's
+            # JSONL appends, which never fsync (benchmarks/README.md).
+            conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
+            if not self.readonly:
+                # Checkpoint every WAL_AUTOCHECKPOINT pages instead of SQLite's 1,000: each
+                # checkpoint costs three fsyncs (also with synchronous=normal), and an
+                # append writes ~9 WAL pages, so the default paid them every ~110 appends.
+                conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            # Reading the schema detects files that are not databases or are corrupt.
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.Error as exc:
+            conn.close()
+            raise StoreOpenError(f"cannot open {self.url}: {exc}") from exc
+        return conn
+
+    def _connect_readonly(self) -> sqlite3.Connection:
+        """A connection that cannot change the database, the least restricted that works.
+
+        * File and directory writable: an ordinary connection with ``PRAGMA
+          query_only`` (set by the caller). It reads like any other reader, and
+          when it is the last connection to close, SQLite removes the ``-wal``
+          and ``-shm`` files as usual, so a reading command leaves nothing behind.
+        * File not writable, directory writable: ``mode=ro``. SQLite may create
+          the ``-wal``/``-shm`` files a WAL reader needs and cannot remove them.
+        * Directory not writable (or ``mode=ro`` cannot open the shared-memory
+          files): ``mode=ro&immutable=1``. SQLite then takes no locks and reads
+          the file as it is, ignoring any ``-wal``: a write by someone else
+          during the read could be missed or seen half-done.
+        """
+        directory = os.path.dirname(self.path)
+        immutable = self.open_mode == "immutable" or not _dir_writable(directory)
+        if not immutable and os.access(self.path, os.W_OK):
+            self.open_mode = "query_only"
+            return sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
+        if not immutable:
+            conn = sqlite3.connect(self._uri(False), uri=True, timeout=self.timeout, isolation_level=None,
+                                   check_same_thread=False)
+            try:
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                self.open_mode = "readonly"
+                return conn
+            except sqlite3.OperationalError as exc:
+                conn.close()
+                if "unable to open" not in str(exc) and "readonly" not in str(exc):
+                    raise
+        conn = sqlite3.connect(self._uri(True), uri=True, timeout=self.timeout, isolation_level=None,
+                               check_same_thread=False)
+        self.open_mode = "immutable"
+        return conn
+
+    def _inspect(self, conn: sqlite3.Connection) -> None:
+        """Read-only open: note which schema steps the file has; refuse a newer schema."""
+        applied = self._applied(conn)
+        self._initialised = applied is not None
+        known = [name for name, _ in MIGRATIONS]
+        unknown = [name for name in applied or [] if name not in known]
+        if unknown:
+            raise StoreOpenError(
+                f"cannot open {self.url}: its schema has steps this version does not know "
+                f"({', '.join(unknown)}); it was written by a newer sessiontree")
+        self._has_crc = applied is not None and "m002_record_crc" in applied
+
+    def _quick_check(self, conn: sqlite3.Connection) -> None:
+        """Refuse to write into a database that fails ``PRAGMA quick_check``."""
+        try:
+            rows = [row[0] for row in conn.execute("PRAGMA quick_check")]
+        except sqlite3.DatabaseError as exc:
+            rows = [str(exc)]
+        if rows != ["ok"]:
+            raise StoreOpenError(
+                f"cannot write to {self.url}: the database fails SQLite's integrity check ({rows[0]}"
+                f"{f'; {len(rows) - 1} more problems' if len(rows) > 1 else ''}); nothing was written. "
+                "Run sessiontree check --store for details")
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        known = [name for name, _ in MIGRATIONS]
+        applied = self._applied(conn)
+        if applied is not None and applied == known:
+            return  # the common case needs no write lock
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            applied = self._applied(conn)
+            if applied is None:
+                # Under the write lock: nobody made it another program's database meanwhile.
+                other = conn.execute("SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'").fetchone()
+                if other is not None:
+                    raise StoreOpenError(f"cannot open {self.url}: it is a SQLite database but not a "
+                                         f"sessiontree store (it holds {other[0]}); nothing was changed")
+            conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations ("
+                         " name TEXT PRIMARY KEY,"  # the step's function name, e.g. m001_initial
+                         " applied_at TEXT NOT NULL)")  # when it ran (ISO-8601 UTC), for diagnosis
+            applied = applied or []
+            unknown = [name for name in applied if name not in known]
+            if unknown:
+                raise StoreOpenError(
+                    f"cannot open {self.url}: its schema has steps this version does not know "
+                    f"({', '.join(unknown)}); it was written by a newer sessiontree")
+            for name, step in MIGRATIONS:
+                if name not in applied:
+                    step(conn)
+                    conn.execute("INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)",
+                                 (name, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    @staticmethod
+    def _applied(conn: sqlite3.Connection) -> list[str] | None:
+        exists = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").fetchone()
+        if not exists:
+            return None
+        return [row[0] for row in conn.execute("SELECT name FROM schema_migrations ORDER BY rowid")]
+
+    def applied_migrations(self) -> list[str]:
+        """Names of the schema steps recorded in this database, in order."""
+        with self._lock:
+            return self._applied(self._connection()) or []
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._closed or self._conn is None:
+            raise StorageError(f"{self.url} is closed")
+        if os.getpid() != self._pid:
+            # A connection must not cross fork(): leave the parent's alone and open our own.
+            self._conn = self._connect(wal=self._initialised and not self.readonly)
+            self._pid = os.getpid()
+        return self._conn
+
+    @contextmanager
+    def write_transaction(self, what: str) -> Iterator[sqlite3.Connection]:
+        """One write transaction; sqlite errors become StorageError, everything rolls back."""
+        if self.readonly:
+            raise StorageError(f"{what}: {self.url} is opened read-only")
+        with self._lock:
+            conn = self._connection()
+            if not self._initialised:
+                raise StorageError(f"{what}: {self.url} is an empty database not initialised as a sessiontree "
+                                   "store; open it with create=True (as sessiontree import does) to initialise it")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise StorageError(f"{what}: cannot start a write transaction on {self.url}: {exc}") from exc
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                self._forget()  # the memo may describe what was just rolled back
+                rollback_error: sqlite3.Error | None = None
+                if conn.in_transaction:
+                    try:
+                        conn.execute("ROLLBACK")
+                    except sqlite3.Error as err:
+                        rollback_error = err
+                if isinstance(exc, (sqlite3.Error, UnicodeError)):
+                    message = f"{what} failed on {self.url}: {exc}"
+                    if rollback_error is not None:
+                        message += f"; the rollback failed too: {rollback_error}"
+                    error = StorageError(message)
+                    error.rollback_error = rollback_error
+                    raise error from exc
+                raise
+
+    @contextmanager
+    def read_transaction(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: one consistent snapshot across several SELECTs."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.execute("BEGIN")
+                try:
+                    yield conn
+                finally:
+                    if conn.in_transaction:
+                        conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise StorageError(f"reading {self.url} failed: {exc}") from exc
+
+    def has_schema(self, conn: sqlite3.Connection) -> bool:
+        """Whether the database holds our schema (an empty one opened without
+        initialising it holds none, unless another process initialised it since)."""
+        if self._initialised:
+            return True
+        applied = self._applied(conn)
+        if applied is None:
+            return False
+        self._initialised = True
+        self._has_crc = "m002_record_crc" in applied
+        return True
+
+    def _forget(self) -> None:
+        """Drop the append memo (a write failed, or the database changed under it)."""
+        self._memo.clear()
+        self._memo_mark = None
+        self._memo_updated_at = None
+
+    @contextmanager
+    def _busy_timeout(self, seconds: float | None) -> Iterator[None]:
+        """Within the block, this connection waits at most ``seconds`` for another
+        writer's lock (``None``: unchanged); the store's own timeout afterwards."""
+        if seconds is None:
+            yield
+            return
+        with self._lock:
+            self._connection().execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+            try:
+                yield
+            finally:
+                self._connection().execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+
+    def close(self) -> None:
+        """Close the connection. Idempotent; later calls raise StorageError."""
+        with self._lock:
+            self._closed = True
+            conn, self._conn = self._conn, None
+            if conn is not None and os.getpid() == self._pid:
+                conn.close()
+            key, self._file_key = self._file_key, None
+            if key is not None:
+                with _OPEN_FILES_LOCK:
+                    left = _OPEN_FILES.get(key, 0) - 1
+                    if left > 0:
+                        _OPEN_FILES[key] = left
+                    else:
+                        _OPEN_FILES.pop(key, None)

@@ -1,0 +1,74 @@
+"""The sync ledger of a SQLite store: what ``sessiontree sync`` took from each file.
+
+:class:`SqliteLedger` reads the ``sync_state`` table (``sync_states``) and applies a
+session change together with the file's new state in one transaction
+(``sync_commit``), through the write bodies of :mod:`.writes`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sessiontree.errors import SyncConflictError
+from sessiontree.format import jsonio
+from sessiontree.stores.base import SyncChange, SyncState
+from sessiontree.stores.shared import check_header, encode_entries, header_of, sync_expected
+from sessiontree.stores.sqlite.derived import from_db, to_db
+from sessiontree.stores.sqlite.writes import SqliteWrites
+
+__all__ = ["SqliteLedger"]
+
+
+class SqliteLedger(SqliteWrites):
+    """The ``SyncLedger`` of :class:`~sessiontree.stores.sqlite.store.SqliteStore`
+    (:class:`sessiontree.stores.base.SyncLedger`); a sync commit is a write, so it
+    builds on :class:`~sessiontree.stores.sqlite.writes.SqliteWrites`."""
+
+    def sync_states(self) -> dict[str, SyncState]:
+        """Every recorded sync state, by source path (one query; ``{}`` before the first sync)."""
+        with self.read_transaction() as conn:
+            if not self.has_schema(conn) or not conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sync_state'").fetchone():
+                return {}
+            rows = conn.execute(f"SELECT {_SYNC_SQL} FROM sync_state").fetchall()
+        return {state.path: state for state in map(_sync_state, rows)}
+
+    def sync_commit(self, expect: SyncState | None, state: SyncState, change: SyncChange) -> None:
+        """Apply ``change`` and record ``state`` in one ``BEGIN IMMEDIATE`` transaction, if the
+        recorded state of the path is still ``expect`` (read again under the write lock).
+        See :meth:`SessionStore.sync_commit`.
+
+        Raises:
+            SyncConflictError, SessionExistsError, SessionNotFoundError, InvalidSessionError,
+            StorageError: as the protocol says; nothing is written.
+        """
+        texts = encode_entries(change.entries, change.raw)
+        header = header_of(change) if change.kind in ("create", "replace") else None
+        if header is not None:
+            check_header(header)
+        with self.write_transaction("sync") as conn:
+            row = conn.execute(f"SELECT {_SYNC_SQL} FROM sync_state WHERE path = ?", (to_db(state.path),)).fetchone()
+            if not sync_expected(expect, _sync_state(row) if row is not None else None):
+                raise SyncConflictError(state.path)
+            if change.kind == "create" and header is not None:
+                self._create_in(conn, change.session_id, header, jsonio.dumps(header), change.entries, texts)
+            elif change.kind == "append":
+                self._append_in(conn, change.session_id, change.entries, texts)
+            elif change.kind == "replace" and header is not None:
+                self._replace_in(conn, change.session_id, header, texts, change.entries)
+            values = [to_db(state.path), to_db(state.session_id), state.size, state.mtime_ns, state.inode, state.dev,
+                      state.consumed, state.lines, state.entries, state.version, state.header_hash,
+                      state.tail_hash]
+            conn.execute(f"INSERT OR REPLACE INTO sync_state ({_SYNC_SQL})"
+                         f" VALUES ({', '.join('?' * len(values))})", values)
+
+
+_SYNC_SQL = ("path, session_id, size, mtime_ns, inode, dev, consumed, lines, entries, version, header_hash,"
+             " tail_hash")
+
+
+def _sync_state(row: Sequence[Any]) -> SyncState:
+    """A ``sync_state`` row (columns of ``_SYNC_SQL``) as a :class:`SyncState`."""
+    return SyncState(from_db(row[0]), from_db(row[1]), row[2], row[3], row[4], row[5], row[6], row[7], row[8],
+                     row[9], bytes(row[10]), bytes(row[11]))

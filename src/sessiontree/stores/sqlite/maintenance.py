@@ -1,0 +1,317 @@
+"""The derived data of a SQLite store and its checks: settling, rebuilding, verifying,
+and the search and usage queries.
+
+:class:`SqliteMaintenance` holds the ``DerivedData`` capability: ``settle_derived``
+(deferred work finished in bounded transactions), ``settle_search_tail``,
+``reindex`` (every derived column and table rebuilt from the entries), ``search``
+(answered by :mod:`.search`) and ``usage`` (answered by :mod:`.usage`, or from whole
+sessions on a database without the ledger); and ``verify``, the check of the whole
+store (``sessiontree check --store``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from sessiontree.core.listing import InfoAccumulator
+from sessiontree.core.usagerecords import UsageQuery, UsageRows, aggregate
+from sessiontree.errors import SessionError
+from sessiontree.stores.base import ProgressCallback, StoreProblem
+from sessiontree.stores.shared import cwd_matches, resolve_cwd
+from sessiontree.stores.sqlite import search as search_index
+from sessiontree.stores.sqlite.derived import (
+    STATE_ASSIGN,
+    STATE_COLUMNS,
+    STATE_SELECT,
+    from_db,
+    header_columns,
+    record_bytes,
+    record_crc,
+    state_values,
+    to_db,
+)
+from sessiontree.stores.sqlite.reads import SqliteReads
+from sessiontree.stores.sqlite.schema import DERIVED_INDEXES, MIGRATIONS
+from sessiontree.stores.sqlite.usage import query_usage
+from sessiontree.stores.sqlite.writes import _insert_text_rows
+from sessiontree.stores.verify import StoredRecord, StoredSession, verify_stored_session
+
+__all__ = ["SETTLE_BUDGET", "SqliteMaintenance"]
+
+#: Entries an index settles per write transaction in :meth:`SqliteMaintenance.settle_derived`
+#: (for the search index a fraction of a second of FTS5 work: the longest a settle
+#: holds the store's write lock, which other writers wait for within their busy timeout).
+SETTLE_BUDGET = 2048
+
+
+class SqliteMaintenance(SqliteReads):
+    """The ``DerivedData`` of :class:`~sessiontree.stores.sqlite.store.SqliteStore`
+    (:class:`sessiontree.stores.base.DerivedData`) and its ``verify``. It builds on
+    :class:`~sessiontree.stores.sqlite.reads.SqliteReads`: a rebuild and a check parse
+    stored records, and ``usage`` without a ledger reads whole sessions."""
+
+    def _writable_twin(self, timeout: float) -> SqliteMaintenance:
+        """A second, writable handle on this store's file, busy ``timeout`` seconds
+        (:meth:`settle_search_tail` of a read-only store). The concrete store opens it:
+        this module cannot name that class without importing :mod:`.store`, which imports it.
+
+        Raises:
+            StoreOpenError: the file cannot be opened for writing.
+        """
+        raise NotImplementedError
+
+    def settle_derived(self, *, lock_timeout: float | None = None, pending: int | None = None) -> int:
+        """Finish the derived work writes deferred (the search text left pending, see
+        :mod:`.search`), in write transactions of about :data:`SETTLE_BUDGET`
+        entries each, so that no transaction holds the write lock for long and an
+        interruption keeps what was done. Bounded by the work pending when it
+        starts: entries other writers add meanwhile may stay pending (a settle
+        must not chase a concurrent import). See :meth:`SessionStore.settle_derived`.
+
+        Args:
+            lock_timeout: seconds each transaction waits for another writer's
+                lock; ``None``: the store's busy timeout.
+            pending: the entries the indexes have left to do, when the caller has
+                just counted them (``DerivedIndex.pending``); ``None``: counted here.
+
+        Returns:
+            The number of entries processed.
+
+        Raises:
+            StorageError: the store is read-only, a write failed or the lock
+                stayed held (the transactions before it are kept; what is left
+                stays pending).
+        """
+        if pending is None:
+            with self.read_transaction() as conn:
+                pending = sum(index.pending(conn) for index in DERIVED_INDEXES) if self.has_schema(conn) else 0
+        total = 0
+        for _ in range(pending // SETTLE_BUDGET + 1):
+            with self._busy_timeout(lock_timeout), self.write_transaction("settle derived data") as conn:
+                done = [index.settle(conn, SETTLE_BUDGET) for index in DERIVED_INDEXES]
+            total += sum(done)
+            if all(count < SETTLE_BUDGET for count in done):
+                break
+        return total
+
+    def reindex(self, session_id: str | None = None) -> int:
+        """Recompute all derived data from the entries: the listing columns,
+        ``message_texts`` and every :data:`DERIVED_INDEXES` table.
+
+        The one rebuild path (docs/stores.md, "Derived data"): proves that entries
+        and headers are the only truth, and repairs drift. ``updated_at`` is kept:
+        a repair is not activity. One transaction: a failure changes nothing.
+
+        Args:
+            session_id: one session, or ``None`` for all.
+
+        Returns:
+            The number of sessions rebuilt.
+
+        Raises:
+            InvalidSessionError: a stored record is not valid JSON.
+            StorageError: the write failed; nothing changed.
+        """
+        with self.write_transaction("reindex") as conn:
+            if session_id is None:
+                keys = [row[0] for row in conn.execute("SELECT id FROM sessions")]
+            else:
+                keys = [row[0] for row in conn.execute("SELECT id FROM sessions WHERE id = ?", (to_db(session_id),))]
+            for key in keys:
+                header_raw = conn.execute("SELECT header_json FROM sessions WHERE id = ?", (key,)).fetchone()[0]
+                header = self._parse_record(header_raw, key, 1)
+                info = InfoAccumulator()
+                text_rows = []
+                rows: list[tuple[int, dict[str, Any], bytes]] = []
+                for seq, text in conn.execute("SELECT seq, json FROM entries WHERE session_id = ? ORDER BY seq",
+                                              (key,)).fetchall():
+                    entry = self._parse_record(text, key, seq + 2)
+                    listed = info.add(entry)
+                    if listed is not None:
+                        text_rows.append((key, seq, to_db(listed)))
+                    rows.append((seq, entry, record_bytes(text)))
+                conn.execute("DELETE FROM message_texts WHERE session_id = ?", (key,))
+                _insert_text_rows(conn, text_rows)
+                conn.execute(
+                    "UPDATE sessions SET created_at = ?, cwd = ?, parent_session_id = ?, classified = ?,"
+                    f" entry_count = ?, {STATE_ASSIGN} WHERE id = ?",
+                    (*header_columns(header), len(rows), *state_values(info), key))
+                for index in DERIVED_INDEXES:
+                    index.remove(conn, key)
+                    index.add(conn, key, rows)
+            for index in DERIVED_INDEXES:
+                # Optional hook: an index with store-wide sums rebuilds them after a full reindex.
+                reindexed = getattr(index, "reindexed", None)
+                if reindexed is not None:
+                    reindexed(conn, session_id is None)
+            return len(keys)
+
+    def usage(self, query: UsageQuery | None = None) -> UsageRows:
+        """Billed usage from the usage ledger alone (:mod:`.usage`): no
+        entry is read. A database without the ledger (an older schema opened
+        read-only) is answered from its entries instead. See :meth:`SessionStore.usage`.
+
+        Raises:
+            StorageError: the database could not be read.
+        """
+        query = query or UsageQuery()
+        wanted = resolve_cwd(query.cwd) if query.cwd is not None else None
+        with self.read_transaction() as conn:
+            if not self.has_schema(conn):
+                return UsageRows()
+            has_ledger = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'usage_calls'").fetchone()
+            if has_ledger:
+                return UsageRows(query_usage(conn, query, lambda cwd: cwd_matches(cwd, wanted)))
+        sessions = ((parsed.header, parsed.entries) for parsed in map(self.read, self.session_ids()))
+        return UsageRows(aggregate(sessions, query, lambda cwd: cwd_matches(cwd, wanted)))
+
+    def search(self, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
+               since: Any = None, until: Any = None, session: str | None = None,
+               limit: int | None = 50) -> list[Any]:
+        """Full-text search through the FTS5 index (:mod:`.search`). See
+        :meth:`SessionStore.search` for arguments, results and errors."""
+        return search_index.search_store(self, query, cwd=cwd, roles=roles, since=since, until=until,
+                                         session=session, limit=limit)
+
+    def settle_search_tail(self, on_merge: Callable[[int], None] | None = None) -> int:
+        """Before a search by a front end: merge the search index's pending tail when it
+        holds more than :data:`~sessiontree.stores.sqlite.search.MAX_PENDING` records
+        (see :meth:`SessionStore.settle_search_tail`), so this search and the next
+        ones read the index instead of scanning the tail.
+
+        A store opened read-only (as reading commands open it) is merged through a
+        second, writable handle on the same file; only when the file's schema is
+        current, so a reading command never migrates a store. Derived data only:
+        when the file cannot be written (permissions, another writer holding the
+        lock) nothing happens and the search scans the tail, with the same hits.
+        The merge waits at most :data:`~sessiontree.stores.sqlite.search.SETTLE_TIMEOUT`
+        seconds for another writer's lock. A ``:memory:`` database has no other
+        handle and merges nothing here.
+
+        Args:
+            on_merge: called with the number of pending records just before a merge.
+
+        Returns:
+            The number of records merged.
+        """
+        if self.path == ":memory:":
+            return 0
+        try:
+            if self.applied_migrations() != [name for name, _ in MIGRATIONS]:
+                return 0  # an older schema: a writable open would migrate it
+            with self.read_transaction() as conn:
+                pending = search_index.pending_records(conn) if self.has_schema(conn) else 0
+            if pending <= search_index.MAX_PENDING:
+                return 0
+            if on_merge is not None:
+                on_merge(pending)
+            if not self.readonly:
+                return search_index.settle_if_due(self, pending)
+            # A short busy timeout for opening it too: the search must not wait out another
+            # writer's long transaction (settle_if_due gives up as quickly).
+            writer = self._writable_twin(min(self.timeout, search_index.SETTLE_TIMEOUT))
+            try:
+                return search_index.settle_if_due(writer, pending)
+            finally:
+                writer.close()
+        except (SessionError, OSError):
+            return 0  # the search scans the tail instead: same hits
+
+    # -- verification ---------------------------------------------------------------------
+
+    def verify(self, on_progress: ProgressCallback | None = None) -> list[StoreProblem]:
+        """Check the whole database without changing it (``sessiontree check --store``).
+
+        In one read snapshot: SQLite's ``PRAGMA integrity_check``; then for every
+        session, each record's CRC-32 against the one recorded at write time,
+        that each record parses and is a valid header or entry, that an entry's
+        copied columns (id, parentId, type, timestamp) match its JSON, and that
+        the listing columns, ``entry_count``, header columns and
+        ``message_texts`` equal a rebuild from the records
+        (:meth:`reindex` repairs drift; a hash mismatch can only be
+        repaired by re-importing the session from its original file).
+
+        Args:
+            on_progress: called ``(checked, total)`` once per session.
+
+        Returns:
+            The problems, integrity first, then by session in store order.
+
+        Raises:
+            StorageError: the database cannot be read at all (e.g. closed).
+        """
+        problems: list[StoreProblem] = []
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN")
+            try:
+                try:
+                    messages = [row[0] for row in conn.execute("PRAGMA integrity_check")]
+                except sqlite3.DatabaseError as exc:
+                    messages = [str(exc)]
+                if messages != ["ok"]:
+                    problems.extend(StoreProblem("integrity", f"SQLite integrity check: {message}")
+                                    for message in messages)
+                if not self.has_schema(conn):
+                    return problems
+                try:
+                    keys = [row[0] for row in conn.execute("SELECT id FROM sessions ORDER BY rowid")]
+                except sqlite3.DatabaseError as exc:
+                    problems.append(StoreProblem("integrity", f"the sessions table cannot be read: {exc}"))
+                    return problems
+                for done, key in enumerate(keys, 1):
+                    try:
+                        problems.extend(self._verify_session(conn, key))
+                    except sqlite3.DatabaseError as exc:
+                        problems.append(StoreProblem("integrity", f"reading the session failed: {exc}",
+                                                     session_id=from_db(key), path=f"{self.url}#{from_db(key)}"))
+                    if on_progress is not None:
+                        on_progress(done, len(keys))
+            finally:
+                if conn.in_transaction:
+                    try:
+                        conn.execute("COMMIT")  # a read transaction: nothing to keep
+                    except sqlite3.Error:
+                        if conn.in_transaction:
+                            conn.execute("ROLLBACK")
+        return problems
+
+    def _verify_session(self, conn: sqlite3.Connection, key: Any) -> list[StoreProblem]:
+        """The problems of the session stored under ``key`` (:func:`~sessiontree.stores.verify.verify_stored_session`
+        on its rows, read in the caller's snapshot)."""
+        session_id = from_db(key)
+        has_crc = self._has_crc
+        row = conn.execute(
+            f"SELECT header_json, {'header_crc' if has_crc else 'NULL'}, created_at, cwd, parent_session_id,"
+            f" classified, entry_count, {STATE_SELECT} FROM sessions WHERE id = ?", (key,)).fetchone()
+
+        def state_drift(info: InfoAccumulator) -> list[str]:
+            return [f"{column} {from_db(value)!r} (rebuilt: {from_db(rebuilt)!r})"
+                    for (_, column), value, rebuilt in zip(STATE_COLUMNS, row[7:], state_values(info), strict=True)
+                    if from_db(value) != from_db(rebuilt)]
+
+        def stored_texts() -> list[tuple[int, str]]:
+            return [(seq, from_db(text)) for seq, text in conn.execute(
+                "SELECT seq, text FROM message_texts WHERE session_id = ? ORDER BY seq", (key,))]
+
+        stored = StoredSession(
+            header_text=record_bytes(row[0]),
+            header_intact=not has_crc or (row[1] is not None and record_crc(row[0]) == row[1]),
+            entry_count=row[6],
+            header_columns=[from_db(value) for value in row[2:6]],
+            parse=lambda text, line: self._parse_record(text, key, line),
+            copied_columns=lambda entry: (entry.get("id"), entry.get("parentId"), entry.get("type"),
+                                          entry.get("timestamp")),
+            rebuilt_header_columns=lambda header: [from_db(value) for value in header_columns(header)],
+            state_drift=state_drift,
+            stored_texts=stored_texts)
+        records = (
+            StoredRecord(seq, from_db(entry_key), (from_db(entry_key), from_db(parent), from_db(kind), from_db(stamp)),
+                         record_bytes(text), not has_crc or (crc is not None and record_crc(text) == crc))
+            for seq, entry_key, parent, kind, stamp, text, crc in conn.execute(
+                f"SELECT seq, id, parent_id, type, timestamp, json, {'crc' if has_crc else 'NULL'} FROM entries"
+                " WHERE session_id = ? ORDER BY seq", (key,)))
+        return verify_stored_session(session_id, f"{self.url}#{session_id}", stored, records)

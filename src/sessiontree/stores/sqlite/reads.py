@@ -1,0 +1,613 @@
+"""The reads of a SQLite store: whole sessions, the listing, and the partial reads.
+
+:class:`SqliteReads` holds the ``StoreCore`` reads (``load``/``read``, ``exists``,
+``session_ids``, ``location``, ``list_sessions``, ``find_most_recent``) and the
+``PartialReads`` (``read_skeleton``, ``read_outline``, ``read_entries``,
+``read_entries_at``, and ``recent_entry_types`` for the lazy open), with what they
+share: parsing a stored record (``_parse_record``), ``_Parser`` (a whole session, a
+chunk at a time), ``_RecordCheck`` (single records checked as ``load`` checks them)
+and ``_rows_in`` (some records looked up by an indexed column).
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import orjson
+
+from sessiontree.errors import CorruptEntryError, InvalidSessionError, SessionChangedError, SessionNotFoundError
+from sessiontree.format import jsonio
+from sessiontree.format.codec import CURRENT_VERSION, ParsedSession
+from sessiontree.format.gcpause import gc_paused
+from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, SessionOutline
+from sessiontree.stores.shared import (
+    ROLE_HEAD_BYTES,
+    Progress,
+    cwd_matches,
+    resolve_cwd,
+    skeletons_from_rows,
+    sort_listing,
+    validated,
+)
+from sessiontree.stores.sqlite.connection import SqliteConnection
+from sessiontree.stores.sqlite.derived import STATE_SELECT, from_db, record_crc, state_from_row, to_db
+
+__all__ = ["SqliteReads"]
+
+
+class SqliteReads(SqliteConnection):
+    """The ``StoreCore`` reads and the ``PartialReads`` of
+    :class:`~sessiontree.stores.sqlite.store.SqliteStore` (documented there and in
+    :mod:`sessiontree.stores.base`), each in one read snapshot."""
+
+    def _parse_record(self, text: Any, key: Any, line: int) -> dict[str, Any]:
+        if isinstance(text, str):
+            text = text.encode("utf-8", "surrogatepass")
+        try:
+            record = jsonio.loads(text)
+        except ValueError as exc:
+            raise InvalidSessionError(f"stored record is not valid JSON ({exc})", f"{self.url}#{from_db(key)}",
+                                      line) from exc
+        if not isinstance(record, dict):
+            raise InvalidSessionError("stored record is not a JSON object", f"{self.url}#{from_db(key)}", line)
+        return record
+
+    def read(self, session_id: str) -> ParsedSession:
+        """Same as :meth:`load`: stored sessions are always format 4, loading writes nothing."""
+        return self.load(session_id)
+
+    def _scan(self, conn: sqlite3.Connection, session_id: str, entry_columns: str,
+              params: Sequence[Any] = ()) -> tuple[dict[str, Any], bytes, list[Any]]:
+        """The session's header (parsed, and its stored bytes), checked against its CRC-32 (where the schema records
+        it) and parsed, and one row of ``entry_columns`` per entry in file order, by
+        one ordered scan of the primary key: the reading path of the reads that take
+        a few columns of every entry (:meth:`read_skeleton`, :meth:`read_outline`).
+        ``params`` fill the ``?`` of ``entry_columns``.
+
+        Raises:
+            SessionNotFoundError: no such id.
+            CorruptEntryError: the header's bytes fail their checksum.
+            InvalidSessionError: the header is not a JSON object.
+        """
+        if not self.has_schema(conn):
+            raise SessionNotFoundError(session_id, self.url)
+        key = to_db(session_id)
+        crc = self._has_crc
+        row = conn.execute(f"SELECT header_json, {'header_crc' if crc else 'NULL'} FROM sessions WHERE id = ?",
+                           (key,)).fetchone()
+        if row is None:
+            raise SessionNotFoundError(session_id, self.url)
+        header_raw = row[0] if isinstance(row[0], bytes) else row[0].encode("utf-8", "surrogatepass")
+        if crc and (row[1] is None or record_crc(header_raw) != row[1]):
+            raise CorruptEntryError(session_id, None, 1, f"{self.url}#{session_id}")
+        header = self._parse_record(header_raw, key, 1)
+        return header, header_raw, conn.execute(
+            f"SELECT {entry_columns} FROM entries WHERE session_id = ? ORDER BY seq", (*params, key)).fetchall()
+
+    def read_skeleton(self, session_id: str) -> ParsedSession:
+        """The session's header and skeleton entries (see ``SessionStore.read_skeleton``),
+        from the ``entries`` columns plus the first bytes of each message (its role,
+        ``shared.ROLE_HEAD``); only the rare label, leaf, session-info and compaction
+        records, and messages whose first bytes do not show the role plainly, are
+        parsed whole. The header's CRC is checked (``_scan``); the entries' are not
+        (``read_entries`` and ``load`` check the records they return). The same skeletons as the generic fallback. One ordered scan
+        (``_scan``), the one :meth:`read_outline` makes for its own columns.
+        """
+        from sessiontree.core.tree import SKELETON_FIELDS
+
+        key = to_db(session_id)
+        kinds = ("compaction", *SKELETON_FIELDS)
+        with self.read_transaction() as conn:
+            header, header_raw, rows = self._scan(
+                conn, session_id,
+                "id, parent_id, type, timestamp, CASE WHEN type = 'message'"
+                f" THEN CAST(substr(json, 1, {ROLE_HEAD_BYTES}) AS BLOB) END,"
+                f" CASE WHEN type IN ({', '.join('?' * len(kinds))}) THEN json END, seq", kinds)
+
+            def fetch_whole(seqs: list[Any]) -> dict[Any, Any]:
+                return {seq: text for batch in _rows_in(conn, "seq, json", key, "seq", seqs) for seq, text in batch}
+
+            with gc_paused():  # see sessiontree.format.gcpause
+                entries = skeletons_from_rows(
+                    rows, lambda text, line: self._parse_record(text, key, line), fetch_whole, from_db)
+        return ParsedSession(header, entries, [None] * len(entries), header_raw, 4,
+                             lines=list(range(2, len(entries) + 2)))
+
+    def read_entries(self, session_id: str, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """The stored entries of ``ids`` (see ``SessionStore.read_entries``), looked up by
+        the ``(session_id, id)`` index (``_rows_in``, as :meth:`read_entries_at` looks
+        up by ``seq``), each given the checks :meth:`load` gives it by the same code
+        as :meth:`read_entries_at` (``_RecordCheck``); the line reported is ``seq + 2``.
+
+        Raises:
+            SessionNotFoundError: no such session.
+            CorruptEntryError: a returned record's bytes fail their checksum (this
+                wins over a parse error; the first record in file order).
+            InvalidSessionError: a returned record is not a valid entry.
+        """
+        key = to_db(session_id)
+        with self.read_transaction() as conn:
+            if not self.has_schema(conn) or conn.execute(
+                    "SELECT 1 FROM sessions WHERE id = ?", (key,)).fetchone() is None:
+                raise SessionNotFoundError(session_id, self.url)
+            wanted = [to_db(i) for i in dict.fromkeys(ids)]
+            rows = [row for batch in _rows_in(conn, f"seq, id, json, {'crc' if self._has_crc else 'NULL'}", key,
+                                              "id", wanted) for row in batch]
+        rows.sort(key=lambda row: row[0])  # the checks take the records in file order
+        check = _RecordCheck(self, session_id, key, self._has_crc)
+        found: dict[str, dict[str, Any]] = {}
+        with gc_paused():  # see sessiontree.format.gcpause
+            for seq, entry_id, text, crc in rows:
+                entry = check(entry_id, seq + 2, text, crc)
+                if entry is not None:
+                    found[from_db(entry_id)] = entry
+        check.finish()
+        return [found[i] for i in ids if i in found]
+
+    def load(self, session_id: str, *, keep_raw: bool = True) -> ParsedSession:
+        """The session's header and entries, read in one snapshot.
+
+        Args:
+            session_id: the exact session id.
+            keep_raw: keep each entry's stored JSON text in
+                :attr:`ParsedSession.raw` (default). ``False`` gives ``None``
+                for every entry instead (:meth:`ParsedSession.entry_bytes` then
+                serializes the entry), so that the texts are freed as the
+                entries are parsed: a caller that only wants the entries
+                (``SessionManager.open``) then holds less memory after
+                loading. Header, entries, errors and
+                their order are the same either way.
+
+        Returns:
+            A :class:`ParsedSession` (format 4, ``upgraded`` false, ``path``
+            ``None``, ``lines`` 2, 3, ...).
+
+        Raises:
+            SessionNotFoundError: no such id.
+            CorruptEntryError: a stored record's bytes differ from the CRC-32
+                recorded when it was written (the first such record; this wins
+                over any other error).
+            InvalidSessionError: a stored record is not a valid entry (the
+                header's error first, then the first entry's in order).
+            StorageError: the database could not be read.
+
+        In WAL mode the rows are read and parsed a chunk at a time inside the
+        read transaction (WAL readers never block writers), so the stored
+        texts of a chunk are freed before the next is fetched; in any other
+        journal mode they are fetched first and parsed after the transaction,
+        as a reader there holds a lock that writers wait for.
+        """
+        key = to_db(session_id)
+        with self.read_transaction() as conn:
+            if not self.has_schema(conn):
+                raise SessionNotFoundError(session_id, self.url)
+            texts: Sequence[Any]
+            if self._has_crc:
+                row = conn.execute("SELECT header_json, header_crc FROM sessions WHERE id = ?", (key,)).fetchone()
+                if row is None:
+                    raise SessionNotFoundError(session_id, self.url)
+                cursor = conn.execute("SELECT json, crc FROM entries WHERE session_id = ? ORDER BY seq", (key,))
+                if self.journal_mode == "wal":
+                    return self._stream(conn, session_id, key, row, cursor, keep_raw)
+                rows = cursor.fetchall()
+                texts, crcs = zip(*rows, strict=False) if rows else ((), ())  # two tuples, split in C
+                del rows
+                self._check_crcs(conn, session_id, row, texts, crcs)
+            else:  # an older schema opened read-only: nothing to check against
+                row = conn.execute("SELECT header_json FROM sessions WHERE id = ?", (key,)).fetchone()
+                if row is None:
+                    raise SessionNotFoundError(session_id, self.url)
+                texts = [text for (text,) in conn.execute(
+                    "SELECT json FROM entries WHERE session_id = ? ORDER BY seq", (key,))]
+        with gc_paused():  # see sessiontree.format.gcpause: the collector would rescan every parsed entry
+            parser = _Parser(self, session_id, key, row[0], keep_raw)
+            parser.feed(texts, 0)
+            del texts
+            return parser.result()
+
+    #: Rows fetched and parsed at a time by a streaming :meth:`load`.
+    _CHUNK = 512
+
+    def _stream(self, conn: sqlite3.Connection, session_id: str, key: Any, header_row: Sequence[Any],
+                cursor: sqlite3.Cursor, keep_raw: bool) -> ParsedSession:
+        """:meth:`load`'s WAL path: fetch, CRC-check and parse the rows a chunk at a time.
+
+        The result and the errors are exactly those of checking every CRC
+        first and parsing afterwards: a parse error is held back while the
+        remaining rows' CRCs are checked, and a mismatch anywhere wins.
+        """
+        where = f"{self.url}#{session_id}"
+        if header_row[1] is None or record_crc(header_row[0]) != header_row[1]:
+            raise CorruptEntryError(session_id, None, 1, where)
+        crc32, fetch, size = zlib.crc32, cursor.fetchmany, self._CHUNK
+        pending: InvalidSessionError | None = None
+        start = 0
+        with gc_paused():  # see sessiontree.format.gcpause
+            try:
+                parser = _Parser(self, session_id, key, header_row[0], keep_raw)
+            except InvalidSessionError as exc:
+                pending, parser = exc, None
+            while True:
+                rows = fetch(size)
+                if not rows:
+                    break
+                texts, crcs = zip(*rows, strict=False)
+                del rows
+                try:
+                    computed = tuple(map(crc32, texts))
+                except TypeError:  # a str stored by hand
+                    computed = tuple(record_crc(text) for text in texts)
+                if computed != crcs:
+                    self._check_crcs(conn, session_id, header_row, texts, crcs, offset=start)
+                if parser is not None and pending is None:
+                    try:
+                        parser.feed(texts, start)
+                    except InvalidSessionError as exc:
+                        pending = exc  # raised once every CRC is known to match
+                start += len(texts)
+                del texts
+            if pending is not None:
+                raise pending
+            assert parser is not None
+            return parser.result()
+
+    def _check_crcs(self, conn: sqlite3.Connection, session_id: str, header_row: Sequence[Any],
+                    texts: Sequence[Any], crcs: Sequence[Any], offset: int = 0) -> None:
+        """Raise :class:`CorruptEntryError` for the first record whose bytes differ from
+        the CRC-32 recorded when it was written (a missing CRC counts as different).
+        ``texts`` and ``crcs`` are the rows from position ``offset`` of the session on."""
+        where = f"{self.url}#{session_id}"
+        if header_row[1] is None or record_crc(header_row[0]) != header_row[1]:
+            raise CorruptEntryError(session_id, None, 1, where)
+        try:
+            computed = tuple(map(zlib.crc32, texts))  # the hot path: one C call per record
+        except TypeError:  # a str stored by hand
+            computed = tuple(record_crc(text) for text in texts)
+        if computed == crcs:
+            return
+        index = offset + next(i for i, (a, b) in enumerate(zip(computed, crcs, strict=False)) if a != b)
+        found = conn.execute("SELECT id FROM entries WHERE session_id = ? ORDER BY seq LIMIT 1 OFFSET ?",
+                             (to_db(session_id), index)).fetchone()
+        raise CorruptEntryError(session_id, from_db(found[0]) if found else None, index + 2, where)
+
+    def recent_entry_types(self, session_id: str, count: int) -> set[str]:
+        """The entry types among the session's last ``count`` records (file order), read
+        from the ``type`` column through the primary key: ``count`` row look-ups, no
+        record parsed. Empty for a missing session or one without entries. The lazy
+        open asks it whether a compaction is near the end before reading an outline
+        (docs/stores.md, "Lazy open").
+
+        Raises:
+            StorageError: the database could not be read.
+        """
+        with self.read_transaction() as conn:
+            if not self.has_schema(conn):
+                return set()
+            rows = conn.execute("SELECT DISTINCT type FROM (SELECT type FROM entries WHERE session_id = ?"
+                                " ORDER BY seq DESC LIMIT ?)", (to_db(session_id), count)).fetchall()
+        return {from_db(kind) for (kind,) in rows}
+
+    def read_outline(self, session_id: str) -> SessionOutline:
+        """The session's header and its entries' ids, parent ids and types (see
+        ``SessionStore.read_outline``), from the ``entries`` columns in one read
+        snapshot: no record is parsed or checksummed (only the header's), so it
+        costs a fraction of a :meth:`load` of the same session (benchmarks/README.md,
+        "Resume and cold projection").
+        ``stamps`` are the CRC-32s recorded at write time (``None`` on an
+        older schema without them).
+
+        Raises:
+            SessionNotFoundError: no such id.
+            CorruptEntryError: the header's bytes fail their checksum.
+            InvalidSessionError: the header is not a JSON object.
+            StorageError: the database could not be read.
+        """
+        crc = self._has_crc
+        with self.read_transaction() as conn:
+            header, _, rows = self._scan(conn, session_id, f"seq, id, parent_id, type{', crc' if crc else ''}")
+        columns: list[Sequence[Any]] = list(zip(*rows, strict=False)) if rows else [()] * (5 if crc else 4)
+        del rows
+        for index in (1, 2, 3):
+            # Values holding lone surrogates are stored as BLOBs (see derived.to_db); rare, so
+            # the column is converted only when its set of value types says so.
+            if bytes in set(map(type, columns[index])):
+                columns[index] = tuple(map(from_db, columns[index]))
+        return SessionOutline(session_id, header, columns[1], columns[2], columns[3], columns[0],
+                              columns[4] if crc else None)
+
+    def read_entries_at(self, outline: SessionOutline, positions: Sequence[int]) -> list[dict[str, Any]]:
+        """The full entries at ``positions`` of ``outline`` (see
+        ``SessionStore.read_entries_at``), in one read snapshot.
+
+        Few positions are looked up by ``seq``; many (a quarter of the session
+        or more) are read in one ordered range scan, a chunk of rows at a time,
+        so the stored texts of a chunk are freed before the next. Each row must
+        still have the outline's id, parent id, type and CRC
+        (``SessionChangedError`` otherwise); then its bytes are checked against
+        the CRC, parsed and validated as :meth:`load` does (``_RecordCheck``, shared
+        with :meth:`read_entries`).
+
+        Raises:
+            SessionChangedError, CorruptEntryError, InvalidSessionError,
+            IndexError, StorageError: see ``SessionStore.read_entries_at``.
+        """
+        size = len(outline.ids)
+        for position in positions:
+            if not 0 <= position < size:
+                raise IndexError(f"position {position} outside a session of {size} entries")
+        if not positions:
+            return []
+        session_id, keys, stamps = outline.session_id, outline.keys, outline.stamps
+        key = to_db(session_id)
+        wanted = sorted(set(positions))
+        # seq -> position: the keys are ascending; contiguous ones (the usual case) need no map.
+        first: int = keys[0]
+        position_of: Callable[[int], int]
+        if keys[-1] - first == size - 1:
+            def contiguous(seq: int) -> int:
+                return seq - first
+            position_of = contiguous
+        else:
+            position_of = dict(zip(keys, range(size), strict=False)).__getitem__
+        columns = f"seq, id, parent_id, type, json, {'crc' if stamps is not None else 'NULL'}"
+        found: dict[int, dict[str, Any]] = {}
+        matched = 0
+        check = _RecordCheck(self, session_id, key, stamps is not None)
+        with self.read_transaction() as conn, gc_paused():
+            if not self.has_schema(conn) or conn.execute(
+                    "SELECT 1 FROM sessions WHERE id = ?", (key,)).fetchone() is None:
+                raise SessionChangedError(session_id, "it was deleted")
+            if len(wanted) * 4 >= size:
+                cursor = conn.execute(f"SELECT {columns} FROM entries WHERE session_id = ? AND seq BETWEEN ? AND ?"
+                                      " ORDER BY seq", (key, keys[wanted[0]], keys[wanted[-1]]))
+                take = set(wanted) if len(wanted) != wanted[-1] - wanted[0] + 1 else None
+                batches: Iterable[list[Any]] = iter(functools.partial(cursor.fetchmany, self._CHUNK), [])
+            else:
+                take = None
+                batches = _rows_in(conn, columns, key, "seq", [keys[p] for p in wanted])
+            for batch in batches:
+                for seq, entry_id, parent_id, kind, text, crc in batch:
+                    try:
+                        position = position_of(seq)
+                    except KeyError:  # a row the outline did not see: another replaced the session
+                        raise SessionChangedError(session_id, f"a record at seq {seq} is new") from None
+                    if take is not None and position not in take:
+                        continue
+                    if (from_db(entry_id), from_db(parent_id), from_db(kind)) != (
+                            outline.ids[position], outline.parent_ids[position], outline.types[position]) or (
+                            stamps is not None and crc != stamps[position]):
+                        raise SessionChangedError(session_id, f"entry {position + 1} differs")
+                    matched += 1
+                    entry = check(entry_id, position + 2, text, crc)
+                    if entry is not None:
+                        found[position] = entry
+                del batch
+            if matched != len(wanted):
+                raise SessionChangedError(session_id, f"{len(wanted) - matched} of its entries are gone")
+        check.finish()
+        return [found[p] for p in positions]
+
+    def exists(self, session_id: str) -> bool:
+        """Whether the id is stored."""
+        with self.read_transaction() as conn:
+            if not self.has_schema(conn):
+                return False
+            return conn.execute("SELECT 1 FROM sessions WHERE id = ?", (to_db(session_id),)).fetchone() is not None
+
+    def session_ids(self) -> list[str]:
+        """Every stored id, oldest row first."""
+        with self.read_transaction() as conn:
+            if not self.has_schema(conn):
+                return []
+            return [from_db(row[0]) for row in conn.execute("SELECT id FROM sessions ORDER BY rowid")]
+
+    def location(self, session_id: str) -> str | None:
+        """Always ``None``: sessions live in the database, not in files."""
+        return None
+
+    def list_sessions(self, *, cwd: str | None = None, include_internal: bool = False,
+                      on_progress: ProgressCallback | None = None,
+                      cancel: CancelEvent | None = None) -> SessionListing:
+        """Listing rows from the ``sessions`` table alone, newest ``modified`` first.
+
+        ``all_messages_text`` of a row is read from ``message_texts`` on first access.
+        A row whose header does not parse is left out and counted in ``skipped``
+        (damage to entries is found by :meth:`load` and :meth:`verify`, not here:
+        listing never reads entries).
+
+        Raises:
+            ListingCancelledError: ``cancel`` was set before or during the listing.
+            StorageError: the database could not be read.
+        """
+        wanted = resolve_cwd(cwd) if cwd is not None else None
+        if cancel is not None:
+            Progress(0, None, cancel)  # cancelled before starting: do not even query
+        with self.read_transaction() as conn:
+            if not self.has_schema(conn):
+                return SessionListing()
+            rows = conn.execute(
+                f"SELECT id, header_json, classified, cwd, updated_at, entry_count, {STATE_SELECT} FROM sessions"
+                " ORDER BY rowid").fetchall()
+        progress = Progress(len(rows), on_progress, cancel)
+        infos = []
+        skipped = 0
+        loads = jsonio.loads
+        for row in rows:
+            if (include_internal or not row[2]) and cwd_matches(from_db(row[3]), wanted):
+                session_id = from_db(row[0])
+                try:
+                    header = loads(row[1])
+                except ValueError:
+                    header = None  # damaged by hand: the session cannot be loaded, so it is not listed
+                if isinstance(header, dict) and isinstance(header.get("id"), str):
+                    infos.append(state_from_row(row[6:]).to_info(
+                        header, session_id, fallback_mtime=row[4] / 1e6,
+                        text_loader=functools.partial(self._load_text, session_id), entry_count=row[5]))
+                else:
+                    skipped += 1
+            progress.step()
+        return sort_listing(infos, skipped)
+
+    def _load_text(self, session_id: str) -> str:
+        with self.read_transaction() as conn:
+            if not self.has_schema(conn):
+                return ""
+            return " ".join(from_db(text) for (text,) in conn.execute(
+                "SELECT text FROM message_texts WHERE session_id = ? ORDER BY seq", (to_db(session_id),)))
+
+    def find_most_recent(self, cwd: str | None = None, include_internal: bool = False) -> str | None:
+        """Id of the session written last (``updated_at``), optionally only for ``cwd``."""
+        wanted = resolve_cwd(cwd) if cwd is not None else None
+        with self.read_transaction() as conn:
+            if not self.has_schema(conn):
+                return None
+            cursor = conn.execute("SELECT id, classified, cwd FROM sessions ORDER BY updated_at DESC")
+            try:
+                for session_id, classified, session_cwd in cursor:
+                    if classified and not include_internal:
+                        continue
+                    if cwd_matches(from_db(session_cwd), wanted):
+                        found: str = from_db(session_id)
+                        return found
+            finally:
+                cursor.close()
+        return None
+
+
+class _Parser:
+    """Parses a session's stored records into a :class:`ParsedSession`, a chunk at a time.
+
+    The header is parsed on construction; :meth:`feed` parses and validates
+    entries in order (raising :class:`InvalidSessionError` with the record's
+    line for the first bad one); :meth:`result` gives the session.
+    """
+
+    __slots__ = ("entries", "header", "header_raw", "keep_raw", "key", "raw", "store", "where")
+
+    def __init__(self, store: SqliteReads, session_id: str, key: Any, header_text: bytes | str,
+                 keep_raw: bool) -> None:
+        self.store, self.key, self.keep_raw = store, key, keep_raw
+        self.where = f"{store.url}#{session_id}"
+        self.header_raw = (header_text if isinstance(header_text, bytes)
+                           else header_text.encode("utf-8", "surrogatepass"))
+        self.header = store._parse_record(self.header_raw, key, 1)
+        self.entries: list[dict[str, Any]] = []
+        self.raw: list[bytes | None] = []
+
+    def feed(self, texts: Sequence[bytes | str], start: int) -> None:
+        """Parse ``texts``, the records from entry position ``start`` on."""
+        entries, raw, keep_raw = self.entries, self.raw, self.keep_raw
+        parse, key, where = self.store._parse_record, self.key, self.where
+        loads, decode_error, limit, deepest = orjson.loads, orjson.JSONDecodeError, 2 * jsonio.MAX_DEPTH, jsonio.MAX_DEPTH
+        push = entries.append
+        for index, text in enumerate(texts, start + 2):
+            # Fast path, the same result as jsonio.loads: bytes that orjson
+            # reads into an object and that have too few brackets to nest
+            # beyond MAX_DEPTH; anything else takes the full rules.
+            entry = None
+            if text.__class__ is bytes:
+                try:
+                    entry = loads(text)
+                except decode_error:
+                    entry = None
+                if entry.__class__ is not dict or (
+                        len(text) > limit and text.count(b"[") + text.count(b"{") > deepest):
+                    entry = None
+            if entry is None:
+                entry = parse(text, key, index)
+            push(validated(entry, where, index))
+            if keep_raw:
+                raw.append(text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass"))
+
+    def result(self) -> ParsedSession:
+        """The parsed session (format 4, as stored)."""
+        count = len(self.entries)
+        return ParsedSession(header=self.header, entries=self.entries,
+                             raw=self.raw if self.keep_raw else [None] * count, header_raw=self.header_raw,
+                             source_version=CURRENT_VERSION, upgraded=False,
+                             lines=list(range(2, count + 2)), path=None)
+
+
+def _parse_entry(store: SqliteReads, text: bytes | str, key: Any, where: str, line: int) -> dict[str, Any]:
+    """One stored record parsed and validated as :meth:`_Parser.feed` does it (the
+    same fast path and the same errors), for reads of single records."""
+    entry = None
+    if text.__class__ is bytes:
+        try:
+            entry = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            entry = None
+        if entry.__class__ is not dict or (
+                len(text) > 2 * jsonio.MAX_DEPTH and text.count(b"[") + text.count(b"{") > jsonio.MAX_DEPTH):
+            entry = None
+    if entry is None:
+        entry = store._parse_record(text, key, line)
+    return validated(entry, where, line)
+
+
+#: Values bound per ``IN (...)`` look-up, well under SQLite's bound-parameter limit.
+_IN_CHUNK = 500
+
+
+def _rows_in(conn: sqlite3.Connection, columns: str, key: Any, column: str,
+             values: Sequence[Any]) -> Iterator[list[Any]]:
+    """The rows (``columns``) of the session ``key``'s entries whose ``column``
+    (``id`` or ``seq``, both indexed) is one of ``values``: one statement and one
+    batch per :data:`_IN_CHUNK` values. The look-up path of every read of some
+    records (:meth:`SqliteStore.read_entries`, :meth:`SqliteStore.read_entries_at`,
+    the records a skeleton parses whole). A ``seq`` batch comes in file order (the
+    primary key's); an ``id`` batch in the index's order, for the caller to sort:
+    ``ORDER BY seq`` there makes SQLite scan the whole session by its primary key
+    instead, far slower for a few ids of a long session."""
+    order = " ORDER BY seq" if column == "seq" else ""
+    for at in range(0, len(values), _IN_CHUNK):
+        chunk = values[at:at + _IN_CHUNK]
+        yield conn.execute(f"SELECT {columns} FROM entries WHERE session_id = ?"
+                           f" AND {column} IN ({', '.join('?' * len(chunk))}){order}", (key, *chunk)).fetchall()
+
+
+class _RecordCheck:
+    """The checks :meth:`SqliteStore.load` gives each record, for the reads of some
+    records (:meth:`SqliteStore.read_entries`, :meth:`SqliteStore.read_entries_at`):
+    its bytes against the CRC-32 recorded at write time (``CorruptEntryError`` at
+    once; a missing CRC counts as different), then parsing and entry validation
+    (:func:`_parse_entry`). Fed the records in file order, it reports what ``load``
+    would of them: a checksum failure anywhere wins over a parse error, which is
+    held back until :meth:`finish`, and the first failure in file order is the
+    one raised (docs/stores.md, "Lazy open")."""
+
+    __slots__ = ("crcs", "key", "pending", "session_id", "store", "where")
+
+    def __init__(self, store: SqliteReads, session_id: str, key: Any, crcs: bool) -> None:
+        """Check records of ``session_id`` (stored under ``key``); ``crcs``: whether
+        the rows carry CRCs (``False`` on an older schema: nothing to check against)."""
+        self.store, self.session_id, self.key, self.crcs = store, session_id, key, crcs
+        self.where = f"{store.url}#{session_id}"
+        self.pending: InvalidSessionError | None = None
+
+    def __call__(self, entry_id: Any, line: int, text: bytes | str, crc: Any) -> dict[str, Any] | None:
+        """The record (stored ``text``, its ``crc``) at JSONL ``line``, parsed and
+        validated; ``None`` once a parse error is pending (later records only get
+        their checksum checked).
+
+        Raises:
+            CorruptEntryError: the bytes differ from ``crc``.
+        """
+        if self.crcs and record_crc(text) != crc:
+            raise CorruptEntryError(self.session_id, from_db(entry_id), line, self.where)
+        if self.pending is None:
+            try:
+                return _parse_entry(self.store, text, self.key, self.where, line)
+            except InvalidSessionError as exc:
+                self.pending = exc  # raised once every CRC is known to match
+        return None
+
+    def finish(self) -> None:
+        """Raise the first parse or validation error met, if any (``InvalidSessionError``)."""
+        if self.pending is not None:
+            raise self.pending
+

@@ -1,0 +1,277 @@
+"""The writes of a SQLite store: sessions created, appended to, replaced and deleted.
+
+:class:`SqliteWrites` holds the ``StoreCore`` writes (``create``/``create_many``,
+``append``, ``replace_header``, ``replace_session``, ``delete``), each one
+``BEGIN IMMEDIATE`` transaction; the bodies that run inside a caller's transaction
+(``_create_in``, ``_append_in``, ``_replace_in``, which the sync ledger of
+:mod:`.ledger` shares); the append memo that spares an append re-reading its
+session's row; and the row inserts (``_insert_entry_rows``, ``_insert_text_rows``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+import zlib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sessiontree.core.listing import InfoAccumulator
+from sessiontree.errors import SessionExistsError, SessionNotFoundError
+from sessiontree.format import jsonio
+from sessiontree.stores.shared import check_header, check_replacement_header, encode_entries, id_in_use_error
+from sessiontree.stores.sqlite.connection import SqliteConnection
+from sessiontree.stores.sqlite.derived import (
+    STATE_ASSIGN,
+    STATE_SELECT,
+    header_columns,
+    record_crc,
+    state_from_row,
+    state_values,
+    to_db,
+)
+from sessiontree.stores.sqlite.schema import DERIVED_INDEXES
+
+__all__ = ["SqliteWrites"]
+
+
+class SqliteWrites(SqliteConnection):
+    """The ``StoreCore`` writes of :class:`~sessiontree.stores.sqlite.store.SqliteStore`
+    (documented there and in :mod:`sessiontree.stores.base`)."""
+
+    def _memo_fresh(self, conn: sqlite3.Connection) -> int:
+        """Inside a write transaction: forget the memo unless nothing changed the database
+        since this connection's last append, and return ``PRAGMA data_version`` for the
+        mark :meth:`_append_in` leaves.
+
+        The memo holds while the mark ``(connection, data_version, total_changes)`` is the
+        one the last append left: ``data_version`` moves when any other connection (any
+        process) commits, and ``total_changes`` when this connection changes any row
+        (another kind of write, or a statement issued by hand); a failed write forgets it
+        in :meth:`_write`. So a trusted value is what re-reading it would give.
+        """
+        version: int = conn.execute("PRAGMA data_version").fetchone()[0]
+        if self._memo_mark != (conn, version, conn.total_changes):
+            self._forget()
+        return version
+
+    @staticmethod
+    def _next_updated_at(conn: sqlite3.Connection, last: int | None = None) -> int:
+        """The ``updated_at`` of a write now: microseconds since the epoch, above every
+        stored one (``last``: that maximum when already known, else it is read)."""
+        # Strictly increasing even within one microsecond or after a clock step
+        # back, so "most recent" is never a tie.
+        if last is None:
+            last = conn.execute("SELECT max(updated_at) FROM sessions").fetchone()[0]
+        now = time.time_ns() // 1000
+        return now if last is None or now > last else last + 1
+
+    def create(self, header: dict[str, Any], entries: Sequence[dict[str, Any]] = (),
+               raw: Sequence[bytes | None] | None = None, *, path: str | None = None) -> None:
+        """Store a new session in one transaction (``path`` is ignored).
+
+        Raises:
+            SessionExistsError: the id is already stored.
+            InvalidSessionError: the header or an entry is not valid format 4.
+            StorageError: the write failed; nothing was stored.
+        """
+        self.create_many([(header, entries, raw)])
+
+    def create_many(self, sessions: Iterable[tuple[dict[str, Any], Sequence[dict[str, Any]],
+                                                   Sequence[bytes | None] | None]]) -> int:
+        """Store several new sessions in a single transaction (bulk import).
+
+        Args:
+            sessions: ``(header, entries, raw)`` triples as for :meth:`create`.
+
+        Returns:
+            The number of sessions stored.
+
+        Raises:
+            SessionExistsError: one of the ids is already stored (nothing is stored).
+            InvalidSessionError: a header or entry is invalid (nothing is stored).
+            StorageError: the write failed; nothing was stored.
+        """
+        prepared = []
+        for header, entries, raw in sessions:
+            session_id = check_header(header)
+            prepared.append((session_id, header, jsonio.dumps(header), entries, encode_entries(entries, raw)))
+        with self.write_transaction("create") as conn:
+            seen: set[str] = set()
+            for session_id, header, header_raw, entries, texts in prepared:
+                if session_id in seen:
+                    raise SessionExistsError(session_id)
+                seen.add(session_id)
+                self._create_in(conn, session_id, header, header_raw, entries, texts)
+        return len(prepared)
+
+    def _create_in(self, conn: sqlite3.Connection, session_id: str, header: dict[str, Any], header_raw: bytes,
+                   entries: Sequence[dict[str, Any]], texts: list[bytes]) -> None:
+        """Store one new session inside the caller's transaction.
+
+        Raises:
+            SessionExistsError: the id is already stored.
+        """
+        key = to_db(session_id)
+        if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (key,)).fetchone():
+            raise SessionExistsError(session_id)
+        info = InfoAccumulator()
+        conn.execute(
+            "INSERT INTO sessions (id, header_json, header_crc, created_at, cwd, parent_session_id,"
+            " classified, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (key, header_raw, record_crc(header_raw), *header_columns(header), self._next_updated_at(conn)))
+        self._insert_entries(conn, session_id, 0, entries, texts, info)
+        conn.execute(f"UPDATE sessions SET entry_count = ?, {STATE_ASSIGN} WHERE id = ?",
+                     (len(texts), *state_values(info), key))
+
+    def append(self, session_id: str, entries: Sequence[dict[str, Any]],
+               raw: Sequence[bytes | None] | None = None) -> None:
+        """Append entries in one transaction, updating the listing state from them only.
+
+        Raises:
+            SessionNotFoundError: no such id.
+            InvalidSessionError: an entry is invalid or reuses an id of the session.
+            StorageError: the write failed; nothing was appended.
+        """
+        texts = encode_entries(entries, raw)
+        with self.write_transaction("append") as conn:
+            self._append_in(conn, session_id, entries, texts)
+
+    def _append_in(self, conn: sqlite3.Connection, session_id: str, entries: Sequence[dict[str, Any]],
+                   texts: list[bytes]) -> None:
+        """The body of :meth:`append`, inside the caller's transaction.
+
+        The session's count, next ``seq`` and listing state, and the store's latest
+        ``updated_at``, come from the memo when nothing changed since this
+        connection's last append (:meth:`_memo_fresh`), else from the database.
+        """
+        key = to_db(session_id)
+        version = self._memo_fresh(conn)
+        memo = self._memo.get(key)
+        if memo is None:
+            row = conn.execute(f"SELECT entry_count, {STATE_SELECT} FROM sessions WHERE id = ?", (key,)).fetchone()
+            if row is None:
+                raise SessionNotFoundError(session_id, self.url)
+            if not texts:
+                return
+            count, info = row[0], state_from_row(row[1:])
+            # max(seq) + 1 rather than entry_count: robust even if rows were removed by hand.
+            start = conn.execute("SELECT coalesce(max(seq) + 1, 0) FROM entries WHERE session_id = ?",
+                                 (key,)).fetchone()[0]
+        else:
+            count, start, info = memo
+            if not texts:
+                return
+        self._insert_entries(conn, session_id, start, entries, texts, info)
+        updated_at = self._next_updated_at(conn, self._memo_updated_at)
+        conn.execute(
+            f"UPDATE sessions SET entry_count = ?, updated_at = ?, {STATE_ASSIGN} WHERE id = ?",
+            (count + len(texts), updated_at, *state_values(info), key))
+        if len(self._memo) >= 256:
+            self._memo.clear()  # bounded: one store may append to many sessions (sync)
+        self._memo[key] = (count + len(texts), start + len(texts), info)
+        self._memo_updated_at = updated_at
+        self._memo_mark = (conn, version, conn.total_changes)
+
+    def _insert_entries(self, conn: sqlite3.Connection, session_id: str, start: int,
+                        entries: Sequence[dict[str, Any]], texts: list[bytes], info: InfoAccumulator) -> None:
+        key = to_db(session_id)
+        rows = []
+        text_rows = []
+        for offset, (entry, text) in enumerate(zip(entries, texts, strict=False)):
+            seq = start + offset
+            listed = info.add(entry)
+            if listed is not None:
+                text_rows.append((key, seq, to_db(listed)))
+            rows.append((key, seq, to_db(entry["id"]), to_db(entry["parentId"]), to_db(entry["type"]),
+                         to_db(entry["timestamp"]), text, zlib.crc32(text)))
+        info.texts.clear()  # they are in message_texts rows; the accumulator need not hold them
+        try:
+            _insert_entry_rows(conn, rows)
+        except sqlite3.IntegrityError as exc:
+            if "entries.session_id, entries.id" in str(exc):
+                raise id_in_use_error(session_id) from exc
+            raise
+        _insert_text_rows(conn, text_rows)
+        if DERIVED_INDEXES:
+            indexed = [(start + offset, entry, text)
+                       for offset, (entry, text) in enumerate(zip(entries, texts, strict=True))]
+            for index in DERIVED_INDEXES:
+                index.add(conn, key, indexed)
+
+    def replace_header(self, session_id: str, header: dict[str, Any]) -> None:
+        """Replace the header (same id) and its derived columns in one transaction.
+
+        Raises:
+            SessionNotFoundError: no such id.
+            InvalidSessionError: the header is invalid or has another id.
+            StorageError: the write failed; nothing changed.
+        """
+        check_replacement_header(session_id, header)
+        header_raw = jsonio.dumps(header)
+        with self.write_transaction("replace header") as conn:
+            updated_at = self._next_updated_at(conn)
+            cursor = conn.execute(
+                "UPDATE sessions SET header_json = ?, header_crc = ?, created_at = ?, cwd = ?,"
+                " parent_session_id = ?, classified = ?, updated_at = ? WHERE id = ?",
+                (header_raw, record_crc(header_raw), *header_columns(header), updated_at, to_db(session_id)))
+            if cursor.rowcount == 0:
+                raise SessionNotFoundError(session_id, self.url)
+
+    def replace_session(self, header: dict[str, Any], entries: Sequence[dict[str, Any]],
+                        raw: Sequence[bytes | None] | None = None) -> None:
+        """Replace a session's header and entries in one transaction (``sync --replace``).
+
+        Its ``updated_at`` moves on (it was written); derived data is rebuilt from
+        the new entries in the same transaction.
+
+        Raises:
+            SessionNotFoundError: no session has the header's id.
+            InvalidSessionError: the header or an entry is invalid.
+            StorageError: the write failed; the session is as it was.
+        """
+        session_id = check_header(header)
+        texts = encode_entries(entries, raw)
+        with self.write_transaction("replace session") as conn:
+            self._replace_in(conn, session_id, header, texts, entries)
+
+    def _replace_in(self, conn: sqlite3.Connection, session_id: str, header: dict[str, Any],
+                    texts: list[bytes], entries: Sequence[dict[str, Any]]) -> None:
+        key = to_db(session_id)
+        if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (key,)).fetchone() is None:
+            raise SessionNotFoundError(session_id, self.url)
+        for index in DERIVED_INDEXES:
+            index.remove(conn, key)
+        conn.execute("DELETE FROM message_texts WHERE session_id = ?", (key,))
+        conn.execute("DELETE FROM entries WHERE session_id = ?", (key,))
+        conn.execute("DELETE FROM sessions WHERE id = ?", (key,))
+        self._create_in(conn, session_id, header, jsonio.dumps(header), entries, texts)
+
+    def delete(self, session_id: str) -> None:
+        """Delete the session's rows in one transaction; a missing id does nothing.
+
+        Raises:
+            StorageError: the delete failed; nothing changed.
+        """
+        key = to_db(session_id)
+        with self.write_transaction("delete") as conn:
+            # Explicit rather than relying on ON DELETE CASCADE, which only works
+            # on connections that enabled foreign keys.
+            for index in DERIVED_INDEXES:
+                index.remove(conn, key)
+            conn.execute("DELETE FROM message_texts WHERE session_id = ?", (key,))
+            conn.execute("DELETE FROM entries WHERE session_id = ?", (key,))
+            conn.execute("DELETE FROM sessions WHERE id = ?", (key,))
+
+
+# Module-level so tests can inject a failure in the middle of a write.
+def _insert_entry_rows(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+    conn.executemany(
+        "INSERT INTO entries (session_id, seq, id, parent_id, type, timestamp, json, crc)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        rows)
+
+
+def _insert_text_rows(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+    if rows:
+        conn.executemany("INSERT INTO message_texts (session_id, seq, text) VALUES (?, ?, ?)", rows)
