@@ -1,5 +1,5 @@
 """What the SQLite store shares with its derived indexes (:mod:`.search`, :mod:`.usage`)
-and its schema steps (:mod:`.schema`), so none of them imports :mod:`.store`.
+and its schema steps (:mod:`.schema`), so none of them imports :mod:`.store` or its mixins.
 
 * how values travel between Python and SQLite columns (:func:`to_db`,
   :func:`from_db`, :func:`record_bytes`) and a record's checksum (:func:`record_crc`);

@@ -48,7 +48,7 @@ write does any:
   mark of the last full merge (a delete moves that mark down with it,
   :meth:`SearchIndex.remove`; ``reindex`` merges what it rebuilt).
 * **Merges are bulk, off the write path,** one FTS5 insert for many entries,
-  in transactions of about :data:`~sessiontree.stores.sqlite.store.SETTLE_BUDGET`
+  in transactions of about :data:`~sessiontree.stores.sqlite.maintenance.SETTLE_BUDGET`
   records (the longest a merge holds the write lock): ``store.settle_derived()``
   (called by the CLI's ``import`` and by ``sync`` at their end), ``reindex``
   (:meth:`SearchIndex.reindexed`), and a search finding more than
@@ -301,7 +301,7 @@ def merge_pending(conn: sqlite3.Connection, budget: int | None = None) -> int:
     """Merge pending entries into FTS5 (inside a write transaction): every one, or
     about ``budget`` records (the first ones of the sessions written longest ago), so
     that a caller can settle a long tail in several short transactions and never
-    hold the store's write lock for long (:data:`~sessiontree.stores.sqlite.store.SETTLE_BUDGET`).
+    hold the store's write lock for long (:data:`~sessiontree.stores.sqlite.maintenance.SETTLE_BUDGET`).
 
     The sessions that can hold pending entries are those written since the last
     full merge (``sessions.updated_at`` above ``search_state.updated_at``, an
@@ -651,7 +651,7 @@ def settle_if_due(store: SqliteTransactions, pending: int | None = None) -> int:
     scans a long tail twice); returns the records merged (0: not due).
 
     Opportunistic, so bounded: the merge runs in transactions of about
-    :data:`~sessiontree.stores.sqlite.store.SETTLE_BUDGET` records, at most as many as the
+    :data:`~sessiontree.stores.sqlite.maintenance.SETTLE_BUDGET` records, at most as many as the
     tail found here needs (records other writers add meanwhile are left pending:
     a search during a bulk import must not merge everything the import goes on
     writing), and each waits at most :data:`SETTLE_TIMEOUT` seconds for another

@@ -30,6 +30,14 @@ Invariants:
 Strings from sessions may hold lone UTF-16 surrogates (JSON ``"\\ud83d"``
 escapes); SQLite text must be UTF-8, so such values are stored as BLOBs of
 their ``surrogatepass`` encoding and decoded back on read.
+
+The class is assembled from one mixin per capability of the store protocol
+(:mod:`sessiontree.stores.base`), each in its own module: :mod:`.connection`
+(opening the file, the schema check or migration, the transactions, ``close``),
+:mod:`.reads` (``StoreCore`` reads and ``PartialReads``), :mod:`.writes`
+(``StoreCore`` writes), :mod:`.ledger` (``SyncLedger``) and :mod:`.maintenance`
+(``DerivedData`` and ``verify``). This module opens the store (``__init__``) and
+re-exports the public names.
 """
 
 

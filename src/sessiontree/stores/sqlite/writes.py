@@ -48,7 +48,7 @@ class SqliteWrites(SqliteConnection):
         one the last append left: ``data_version`` moves when any other connection (any
         process) commits, and ``total_changes`` when this connection changes any row
         (another kind of write, or a statement issued by hand); a failed write forgets it
-        in :meth:`_write`. So a trusted value is what re-reading it would give.
+        in :meth:`write_transaction`. So a trusted value is what re-reading it would give.
         """
         version: int = conn.execute("PRAGMA data_version").fetchone()[0]
         if self._memo_mark != (conn, version, conn.total_changes):
