@@ -714,7 +714,7 @@ def _substituted(records: list, index: int, path: tuple, replacement: object) ->
 
 
 def test_every_json_type_in_every_field_never_raises():
-    """A list/object role reached projection._normalize_entry and
+    """A list/object role reached projection.convert.normalize_entry and
     raised TypeError (unhashable). Every rule must take any JSON type anywhere."""
     base = b"".join(json.dumps(r, separators=(",", ":")).encode() + b"\n" for r in _ALL_TYPES_SESSION)
     # The sample is clean but for its inert legacy record.

@@ -196,7 +196,7 @@ from test_projection import _IDS, sessions  # noqa: E402
 
 def _general(entries, leaf, monkeypatch_ctx):
     with monkeypatch_ctx.context() as patch:
-        patch.setattr(ProjectionBuilder, "_build_plain", classmethod(lambda cls, *args: None))
+        patch.setattr(ProjectionBuilder, "build_plain", classmethod(lambda cls, *args: None))
         return ProjectionBuilder.build(entries, leaf, None)
 
 
@@ -212,7 +212,7 @@ def _fields(builder: ProjectionBuilder, repair: bool) -> tuple:
 @given(sessions(), st.one_of(st.just(LAST_ENTRY), st.none(), st.sampled_from([*_IDS, "nope"])), st.booleans())
 def test_the_one_pass_build_equals_the_general_build(monkeypatch, entries, leaf, repair):
     general = _general(entries, leaf, monkeypatch)
-    plain = ProjectionBuilder._build_plain(entries, leaf, None)
+    plain = ProjectionBuilder.build_plain(entries, leaf, None)
     if plain is not None:
         assert _fields(plain, repair) == _fields(general, repair)
     assert _fields(ProjectionBuilder.build(entries, leaf, None), repair) == _fields(general, repair)
@@ -231,14 +231,14 @@ def test_a_plain_branch_takes_the_one_pass_build_and_settings_follow_the_path(mo
     # a message without content in a role that is never normalized (P.1) stays plain
     entries.append(_entry("b1", "w", {"role": "bashExecution", "command": "ls", "output": "o", "exitCode": 0,
                                       "cancelled": False, "truncated": False, "timestamp": 8}))
-    plain = ProjectionBuilder._build_plain(entries, LAST_ENTRY, None)
+    plain = ProjectionBuilder.build_plain(entries, LAST_ENTRY, None)
     assert plain is not None
     assert (plain.thinking_level, plain.model, plain.context_window) == ("high", {"provider": "q", "modelId": "m2"}, 5)
     assert _fields(plain, True) == _fields(_general(entries, LAST_ENTRY, monkeypatch), True)
     # a later assistant naming its model wins over the model change
     entries.append(_entry("a2", "b1", {"role": "assistant", "content": [], "provider": "r", "model": "m3",
                                       "stopReason": "stop", "timestamp": 9}))
-    again = ProjectionBuilder._build_plain(entries, LAST_ENTRY, None)
+    again = ProjectionBuilder.build_plain(entries, LAST_ENTRY, None)
     assert again is not None and again.model == {"provider": "r", "modelId": "m3"}
     # what a plain path cannot have sends the build the general way
     for extra in ({"type": "context_edit", "targetId": "e0000000", "replacement": None},
@@ -246,4 +246,4 @@ def test_a_plain_branch_takes_the_one_pass_build_and_settings_follow_the_path(mo
                    "details": {"strategy": "verbatim-lines"}},
                   {"type": "message", "message": {"role": "user", "content": None, "timestamp": 1}}):
         tail = {"id": "x", "parentId": "a2", "timestamp": TS, **extra}
-        assert ProjectionBuilder._build_plain([*entries, tail], LAST_ENTRY, None) is None
+        assert ProjectionBuilder.build_plain([*entries, tail], LAST_ENTRY, None) is None

@@ -1,4 +1,4 @@
-"""A rebuild of a plain branch from the steps kept with it (projection._plain_step,
+"""A rebuild of a plain branch from the steps kept with it (projection.incremental.plain_step,
 ProjectionBuilder._replay) gives exactly what the general build gives."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ _HEADER = {"type": "session", "version": 3, "id": "0190a7b2-7c3d-7e4f-8a9b-0c1d2
 
 def _general(entries, leaf, monkeypatch_ctx):
     with monkeypatch_ctx.context() as patch:
-        patch.setattr(ProjectionBuilder, "_build_plain", classmethod(lambda cls, *args: None))
+        patch.setattr(ProjectionBuilder, "build_plain", classmethod(lambda cls, *args: None))
         return ProjectionBuilder.build(entries, leaf, None)
 
 
@@ -46,14 +46,14 @@ _SETTINGS = settings(max_examples=400, deadline=None,
 @_SETTINGS
 @given(sessions(), st.one_of(st.just(LAST_ENTRY), st.sampled_from([*_IDS, "nope"])), st.booleans())
 def test_a_rebuild_from_the_kept_steps_equals_the_general_build(monkeypatch, entries, leaf, repair):
-    plain = ProjectionBuilder._build_plain(entries, leaf, None)
+    plain = ProjectionBuilder.build_plain(entries, leaf, None)
     if plain is None:
         return
-    assert plain.plain_ops == projection_module._plain_ops(plain.plain_branch)
+    assert plain.plain_ops == projection_module.plain_steps(plain.plain_branch)
     assert len(plain.plain_ops) == len(plain.plain_branch)
     general = _general(entries, leaf, monkeypatch)
     with monkeypatch.context() as patch:  # the entries are not read again: no step is derived
-        patch.setattr(projection_module, "_plain_step", None)
+        patch.setattr(projection_module, "plain_step", None)
         again = ProjectionBuilder.build(entries, leaf, None, branch=list(plain.plain_branch),
                                         ops=_copy(plain.plain_ops))
     assert again.plain_branch is not None
@@ -68,7 +68,7 @@ def test_steps_grown_by_advance_rebuild_what_the_general_build_gives(monkeypatch
         return
     path = get_branch(by_id, leaf)
     cut = min(cut, len(path))
-    builder = ProjectionBuilder._build_plain(entries, path[cut - 1]["id"], None)
+    builder = ProjectionBuilder.build_plain(entries, path[cut - 1]["id"], None)
     if builder is None:
         return
     for entry in path[cut:]:  # each a child of the leaf so far, as the manager appends
@@ -79,7 +79,7 @@ def test_steps_grown_by_advance_rebuild_what_the_general_build_gives(monkeypatch
     if builder.plain_branch is None:
         assert builder.plain_ops is None
         return
-    assert builder.plain_ops == projection_module._plain_ops(builder.plain_branch)
+    assert builder.plain_ops == projection_module.plain_steps(builder.plain_branch)
     again = ProjectionBuilder.build(entries, path[-1]["id"], None, branch=list(builder.plain_branch),
                                     ops=_copy(builder.plain_ops))
     assert _fields(again, repair) == _fields(general, repair)
@@ -144,7 +144,7 @@ def test_a_manager_rebuild_replays_the_kept_steps(monkeypatch, repair):
     assert (first.thinking_level, first.model) == ("high", {"provider": "p", "modelId": "m1"})
     manager._projector = None
     with monkeypatch.context() as patch:  # the rebuild derives nothing from the entries
-        patch.setattr(projection_module, "_plain_step", None)
+        patch.setattr(projection_module, "plain_step", None)
         again = manager.build_session_projection()
     assert again == expected
     assert again.messages[4] is not first.messages[4]  # a made message is a fresh dict per build
@@ -169,7 +169,7 @@ def test_a_message_needing_a_copy_forgets_the_kept_steps():
     assert manager.build_session_projection() == build_session_projection(manager.get_entries())
 
 
-@given(st.text(alphabet=st.sampled_from([*sorted(convert_module._JS_WHITESPACE), "a", "\x1c", "\x85", "."]),
-               max_size=8))
+@given(st.text(alphabet=st.sampled_from([*sorted(convert_module.JS_WHITESPACE), "a", "\x1c", "\x85", "."]),
+              max_size=8))
 def test_blank_is_every_character_javascript_whitespace(text):
-    assert convert_module._is_blank(text) == all(ch in convert_module._JS_WHITESPACE for ch in text)
+    assert convert_module.is_js_blank(text) == all(ch in convert_module.JS_WHITESPACE for ch in text)

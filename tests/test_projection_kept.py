@@ -24,7 +24,7 @@ def test_kept_projection_source_entries_stay_the_stored_entries_after_a_boundary
     """Kept projection: ProjectionBuilder.copies holds id() of the P.1 copies of the whole
     path, but only those inside the context stay alive: the copies of null-content messages
     before a verbatim boundary (outside the kept tail) are freed when build() returns. Their
-    ids are then reused by new entry dicts that advance() sees, which _extend() takes for P.1
+    ids are then reused by new entry dicts that advance() sees, which extend() takes for P.1
     copies: result() hands out a copy of the stored entry as source_entry and a copy of its
     stored message, where a fresh build (and the docs: "shared with the raw entries unless
     its content had to be normalized") gives the stored objects. Null content is common

@@ -972,7 +972,7 @@ class SessionManager:
                 return projector
         # A plain branch (no boundary, no edit) seen by an earlier build of the same
         # leaf is projected without walking it again, from the steps that build
-        # derived from each entry (projection._plain_step): entries are only ever
+        # derived from each entry (projection.incremental.plain_step): entries are only ever
         # appended and never changed, so a leaf's branch and those steps never change.
         branch = ops = None
         kept = self._branch

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sessiontree.core.projection.context import _context_entries, _index, _last_id, _layout_at, _scan_up
+from sessiontree.core.projection.context import context_order, index_by_id, last_entry_id, layout_at, scan_up
 from sessiontree.core.projection.incremental import ProjectionBuilder
 from sessiontree.core.projection.model import LAST_ENTRY, Entry, LeafArg, SessionContext, SessionProjection
 from sessiontree.format.gcpause import gc_paused
@@ -44,8 +44,8 @@ def build_context_entries(
         the boundary]``. Entries before the boundary and outside the tail are
         left out.
     """
-    scan = _scan_up(entries, leaf_id, by_id)
-    return _context_entries(scan.path, _layout_at(scan.path, scan.boundary))
+    scan = scan_up(entries, leaf_id, by_id)
+    return context_order(scan.path, layout_at(scan.path, scan.boundary))
 
 
 def build_session_projection(
@@ -96,16 +96,18 @@ def build_session_projection(
     be spent for nothing.
     """
     with gc_paused():
-        return _project(entries, leaf_id, by_id, repair_trailing)
+        return project_branch(entries, leaf_id, by_id, repair_trailing)
 
 
 # The projection with the collector left as it is (build_historical_projection pauses it itself).
-def _project(
+def project_branch(
     entries: Sequence[Entry],
     leaf_id: LeafArg,
     by_id: Mapping[str, Entry] | None,
     repair_trailing: bool,
 ) -> SessionProjection:
+    """:func:`build_session_projection`'s result without pausing the garbage collector
+    (the caller does, or does not need to)."""
     return ProjectionBuilder.build(entries, leaf_id, by_id).result(repair_trailing, copy=False)
 
 
@@ -126,8 +128,8 @@ def build_session_context(
     """
     if leaf_id is None:
         return SessionContext()
-    by_id = _index(entries)
-    leaf = leaf_id if isinstance(leaf_id, str) and leaf_id in by_id else _last_id(entries, by_id)
+    by_id = index_by_id(entries)
+    leaf = leaf_id if isinstance(leaf_id, str) and leaf_id in by_id else last_entry_id(entries, by_id)
     projection = build_session_projection(entries, leaf, by_id=by_id, repair_trailing=repair_trailing)
     return SessionContext(
         messages=projection.messages,

@@ -2,7 +2,7 @@
 message (docs/rules/projection.md §3.6), the path from the leaf and where its
 active boundary and kept tail sit (Q.4, Q.7, Q.13), context edits (R) and
 settings such as model and thinking level (Q.3, S), all taken in by one walk up
-from the leaf (:func:`_scan_up`)."""
+from the leaf (:func:`scan_up`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sessiontree.core.projection.convert import _CONTENT_ROLES, _context_message, _normalize_entry
-from sessiontree.core.projection.model import _ABSENT, LAST_ENTRY, Entry, LeafArg, Message, _role, is_active_compaction
+from sessiontree.core.projection.convert import CONTENT_ROLES, context_message, normalize_entry
+from sessiontree.core.projection.model import (
+    ABSENT,
+    LAST_ENTRY,
+    Entry,
+    LeafArg,
+    Message,
+    is_active_compaction,
+    message_role,
+)
 from sessiontree.core.tree import get_branch, loaded_leaf_id
 
 __all__ = ["get_current_system_message", "latest_edits"]
@@ -53,11 +61,11 @@ def get_current_system_message(messages: Iterable[Mapping[str, Any]]) -> dict[st
     texts: list[str] = []
     sections: dict[str, Any] = {}
     tools: dict[Any, Any] = {}
-    timestamp: Any = _ABSENT
+    timestamp: Any = ABSENT
     for message in messages:
         if not isinstance(message, Mapping) or message.get("role") != "system":
             continue
-        if timestamp is _ABSENT:
+        if timestamp is ABSENT:
             timestamp = message.get("timestamp")
         text = _system_text(message.get("content"))
         if text:
@@ -77,7 +85,7 @@ def get_current_system_message(messages: Iterable[Mapping[str, Any]]) -> dict[st
         for tool in added if isinstance(added, list) else []:
             if isinstance(tool, Mapping):
                 tools[tool.get("name")] = tool
-    if timestamp is _ABSENT:  # no system message (hence no tools either)
+    if timestamp is ABSENT:  # no system message (hence no tools either)
         return None
     result: dict[str, Any] = {"role": "system", "content": "\n\n".join(texts)}
     if sections:
@@ -88,26 +96,27 @@ def get_current_system_message(messages: Iterable[Mapping[str, Any]]) -> dict[st
     return result
 
 
-def _index(entries: Iterable[Entry]) -> dict[str, Entry]:
+def index_by_id(entries: Iterable[Entry]) -> dict[str, Entry]:
+    """The entries that have a string ``id``, by that id (a later duplicate wins)."""
     return {e["id"]: e for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)}
 
 
-def _last_id(entries: Sequence[Entry], by_id: Mapping[str, Entry] | None = None) -> str | None:
+def last_entry_id(entries: Sequence[Entry], by_id: Mapping[str, Entry] | None = None) -> str | None:
     """The leaf as loaded (:data:`LAST_ENTRY`): one rule with the manager's."""
     return loaded_leaf_id(entries, by_id)
 
 
-def _resolve_leaf(entries: Sequence[Entry], leaf_id: LeafArg,
-                  by_id: Mapping[str, Entry] | None) -> tuple[str | None, Mapping[str, Entry]]:
+def resolve_leaf(entries: Sequence[Entry], leaf_id: LeafArg,
+                 by_id: Mapping[str, Entry] | None) -> tuple[str | None, Mapping[str, Entry]]:
     """The leaf to walk from and the id index (docs/rules/projection.md Q.13 leaf rules):
     ``None`` when ``leaf_id`` is ``None`` or unknown; the last entry for
     :data:`LAST_ENTRY`."""
     if leaf_id is None:
         return None, by_id or {}
     if by_id is None:
-        by_id = _index(entries)
+        by_id = index_by_id(entries)
     if leaf_id is LAST_ENTRY:
-        return _last_id(entries, by_id), by_id
+        return last_entry_id(entries, by_id), by_id
     if isinstance(leaf_id, str) and leaf_id in by_id:
         return leaf_id, by_id
     return None, by_id
@@ -127,10 +136,10 @@ def _layout(path: Sequence[Entry]) -> _Layout:
         if is_active_compaction(path[index]):
             boundary = index
             break
-    return _layout_at(path, boundary)
+    return layout_at(path, boundary)
 
 
-def _layout_at(path: Sequence[Entry], boundary: int | None) -> _Layout:
+def layout_at(path: Sequence[Entry], boundary: int | None) -> _Layout:
     """The boundary at ``boundary`` (or none) and where its kept tail starts."""
     if boundary is None:
         return _Layout(None, None)
@@ -145,14 +154,17 @@ def _layout_at(path: Sequence[Entry], boundary: int | None) -> _Layout:
     return _Layout(boundary, None)
 
 
-def _context_entries(path: list[Entry], layout: _Layout) -> list[Entry]:
+def context_order(path: list[Entry], layout: _Layout) -> list[Entry]:
+    """The context entries of a root-first ``path``, in context order:
+    the active boundary, its kept tail, then what follows it; ``path`` itself when there is no boundary."""
     if layout.boundary is None:
         return path
     tail = path[layout.first_kept : layout.boundary] if layout.first_kept is not None else []
     return [path[layout.boundary], *tail, *path[layout.boundary + 1 :]]
 
 
-def _tail_length(layout: _Layout) -> int:
+def kept_tail_length(layout: _Layout) -> int:
+    """How many entries the active boundary keeps before it (0 without a boundary or a kept tail)."""
     if layout.boundary is None or layout.first_kept is None:
         return 0
     return layout.boundary - layout.first_kept
@@ -204,13 +216,13 @@ def _is_editable(entry: Mapping[str, Any]) -> bool:
     return (
         entry.get("type") == "message"
         and isinstance(message, Mapping)
-        and _role(message) in _EDITABLE_ROLES
+        and message_role(message) in _EDITABLE_ROLES
     )
 
 
-def _edited_message(entry: Entry, edits: Mapping[str, Entry]) -> Message | None:
+def edited_message(entry: Entry, edits: Mapping[str, Entry]) -> Message | None:
     """The entry's context message with the latest edit applied (docs/rules/projection.md R.5)."""
-    message = _context_message(entry)
+    message = context_message(entry)
     if message is None:
         return None
     entry_id = entry.get("id")
@@ -221,19 +233,19 @@ def _edited_message(entry: Entry, edits: Mapping[str, Entry]) -> Message | None:
     if replacement is None:
         return None
     content = replacement["content"]
-    if isinstance(content, str) and _role(message) in _ARRAY_CONTENT_ROLES:
+    if isinstance(content, str) and message_role(message) in _ARRAY_CONTENT_ROLES:
         content = [{"type": "text", "text": content}]
     return {**message, "content": content}
 
 
 #: Entry types that only set a setting (assistant messages set the model too).
-_SETTING_KINDS = frozenset({"thinking_level_change", "model_change", "context_window_change"})
+SETTING_KINDS = frozenset({"thinking_level_change", "model_change", "context_window_change"})
 #: Entry types that act on the context from anywhere on the branch: boundaries
 #: (docs/rules/projection.md Q.4), edits (R.4) and settings (Q.3, S).
-_FAR_KINDS = _SETTING_KINDS | {"compaction", "context_edit"}
+FAR_KINDS = SETTING_KINDS | {"compaction", "context_edit"}
 
 
-def _setting(entry: Entry) -> tuple[str, Any] | None:
+def entry_setting(entry: Entry) -> tuple[str, Any] | None:
     """The setting one path entry sets (docs/rules/projection.md Q.3, S), as ``(attribute, value)``
     with attribute ``"thinking_level"``, ``"model"`` or ``"context_window"``;
     ``None`` when it sets none."""
@@ -261,7 +273,7 @@ def _replay_settings(path: Iterable[Entry]) -> tuple[str, dict[str, Any] | None,
     """docs/rules/projection.md Q.3, S: thinking level, model and context window of the whole path."""
     settings: dict[str, Any] = {"thinking_level": "off", "model": None, "context_window": None}
     for entry in path:
-        setting = _setting(entry)
+        setting = entry_setting(entry)
         if setting is not None:
             settings[setting[0]] = setting[1]
     return settings["thinking_level"], settings["model"], settings["context_window"]
@@ -281,7 +293,7 @@ class _Scan:
                                                        # docs/rules/projection.md P.1 copies
 
 
-def _scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Entry] | None) -> _Scan:
+def scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Entry] | None) -> _Scan:
     """Walk from the leaf to the root and take in the path's state on the way.
 
     Walking upwards, the *latest* item of a kind on the path is the *first*
@@ -290,20 +302,20 @@ def _scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Ent
     :func:`_scan_down` on :func:`sessiontree.core.tree.get_branch`'s path (which
     stops where an id repeats), so the result never depends on the route.
     """
-    leaf, by_id = _resolve_leaf(entries, leaf_id, by_id)
+    leaf, by_id = resolve_leaf(entries, leaf_id, by_id)
     if leaf is None:
         return _Scan([], "off", None, None, None, {})
     path: list[Entry] = []
     append = path.append
     get = by_id.get
     budget = len(by_id)
-    thinking_level: Any = _ABSENT
-    model: Any = _ABSENT
-    context_window: Any = _ABSENT
+    thinking_level: Any = ABSENT
+    model: Any = ABSENT
+    context_window: Any = ABSENT
     boundary_up: int | None = None
     edits: dict[str, Entry] = {}
     normalize_up: list[int] = []
-    content_roles = _CONTENT_ROLES
+    content_roles = CONTENT_ROLES
     current: Any = leaf
     while current is not None:
         entry = get(current)
@@ -321,20 +333,20 @@ def _scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Ent
                 if (message.get("content") is None and isinstance(role, str) and role in content_roles
                         and (is_dict or isinstance(message, dict))):
                     normalize_up.append(len(path))
-                if model is _ABSENT and role == "assistant":
-                    setting = _setting(entry)  # the one settings rule
+                if model is ABSENT and role == "assistant":
+                    setting = entry_setting(entry)  # the one settings rule
                                                # (docs/rules/projection.md S.2: may say nothing)
                     if setting is not None:
                         model = setting[1]
-        elif isinstance(kind, str) and kind in _SETTING_KINDS:
+        elif isinstance(kind, str) and kind in SETTING_KINDS:
             # Walking up, the latest setting of a kind is the first one met.
-            setting = _setting(entry)
+            setting = entry_setting(entry)
             if setting is not None:
-                if setting[0] == "thinking_level" and thinking_level is _ABSENT:
+                if setting[0] == "thinking_level" and thinking_level is ABSENT:
                     thinking_level = setting[1]
-                elif setting[0] == "model" and model is _ABSENT:
+                elif setting[0] == "model" and model is ABSENT:
                     model = setting[1]
-                elif setting[0] == "context_window" and context_window is _ABSENT:
+                elif setting[0] == "context_window" and context_window is ABSENT:
                     context_window = setting[1]
         elif kind == "compaction":
             if boundary_up is None and is_active_compaction(entry):
@@ -351,13 +363,13 @@ def _scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Ent
     last = len(path) - 1
     copies: list[Entry] = []
     for index in normalize_up:
-        path[last - index] = _normalize_entry(path[last - index])
+        path[last - index] = normalize_entry(path[last - index])
         copies.append(path[last - index])
     return _Scan(
         path,
-        "off" if thinking_level is _ABSENT else thinking_level,
-        None if model is _ABSENT else model,
-        None if context_window is _ABSENT else context_window,
+        "off" if thinking_level is ABSENT else thinking_level,
+        None if model is ABSENT else model,
+        None if context_window is ABSENT else context_window,
         None if boundary_up is None else last - boundary_up,
         edits,
         copies,
@@ -365,8 +377,8 @@ def _scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Ent
 
 
 def _scan_down(raw_path: list[Entry]) -> _Scan:
-    """:func:`_scan_up`'s result from a root-first path (the slow, obviously right way)."""
-    path = [_normalize_entry(e) for e in raw_path]
+    """:func:`scan_up`'s result from a root-first path (the slow, obviously right way)."""
+    path = [normalize_entry(e) for e in raw_path]
     thinking_level, model, context_window = _replay_settings(path)
     copies = [entry for entry, raw in zip(path, raw_path, strict=False) if entry is not raw]
     return _Scan(path, thinking_level, model, context_window, _layout(path).boundary, latest_edits(path),

@@ -13,16 +13,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from sessiontree.core.projection.model import Entry, Message, _role, is_active_compaction
+from sessiontree.core.projection.model import Entry, Message, is_active_compaction, message_role
 from sessiontree.core.transcript import bash_text, branch_summary_text, compose_boundary_content
 from sessiontree.core.tree import parse_timestamp_ms
 
 __all__ = ["entry_to_context_messages"]
 
-# JavaScript's String.prototype.trim whitespace (WhiteSpace + LineTerminator).
-# Python's str.strip differs (it strips U+001C-U+001F and U+0085 and keeps
-# U+FEFF), and visibility must match the original byte for byte.
-_JS_WHITESPACE = frozenset(
+#: JavaScript's String.prototype.trim whitespace (WhiteSpace + LineTerminator).
+#: Python's str.strip differs (it strips U+001C-U+001F and U+0085 and keeps
+#: U+FEFF), and visibility must match the original byte for byte.
+JS_WHITESPACE = frozenset(
     "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
     "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 )
@@ -30,10 +30,11 @@ _JS_WHITESPACE = frozenset(
 
 # The same characters as one string, for str.strip: a text is blank exactly when
 # stripping them leaves nothing (one C call instead of a generator per text).
-_JS_WHITESPACE_CHARS: Final = "".join(sorted(_JS_WHITESPACE))
+_JS_WHITESPACE_CHARS: Final = "".join(sorted(JS_WHITESPACE))
 
 
-def _is_blank(text: str) -> bool:
+def is_js_blank(text: str) -> bool:
+    """Whether ``text`` is empty or only :data:`JS_WHITESPACE` (JavaScript's ``!text.trim()``)."""
     return not text.strip(_JS_WHITESPACE_CHARS)
 
 
@@ -47,19 +48,21 @@ def _block_visible(block: Any) -> bool:
         return True
     if kind == "text":
         text = block.get("text")
-        return isinstance(text, str) and not _is_blank(text)
-    return isinstance(kind, str) and not _is_blank(kind)
+        return isinstance(text, str) and not is_js_blank(text)
+    return isinstance(kind, str) and not is_js_blank(kind)
 
 
-def _content_visible(content: Any) -> bool:
+def is_content_visible(content: Any) -> bool:
+    """Whether a user message's ``content`` shows anything (docs/rules/projection.md P.3): a
+    non-blank string, or a list with a visible block; ``False`` for any other type."""
     if isinstance(content, str):
-        return not _is_blank(content)
+        return not is_js_blank(content)
     if isinstance(content, list):
         return any(_block_visible(b) for b in content)
     return False
 
 
-def _iso_to_ms(value: Any) -> int | None:
+def iso_to_ms(value: Any) -> int | None:
     """Whole milliseconds since the epoch of an entry timestamp, like JS ``Date.parse``
     (:func:`sessiontree.core.tree.parse_timestamp_ms`, truncated); a number is taken
     as it is; ``None`` when unparsable (JavaScript would give NaN, written as null)."""
@@ -69,18 +72,18 @@ def _iso_to_ms(value: Any) -> int | None:
     return None if ms is None else int(ms // 1)
 
 
-# Roles whose null or missing content is replaced by [] (docs/rules/projection.md P.1).
-_CONTENT_ROLES = frozenset({"user", "assistant", "toolResult", "custom"})
+#: Roles whose null or missing content is replaced by [] (docs/rules/projection.md P.1).
+CONTENT_ROLES = frozenset({"user", "assistant", "toolResult", "custom"})
 
 
-def _normalize_entry(entry: Entry) -> Entry:
+def normalize_entry(entry: Entry) -> Entry:
     """docs/rules/projection.md P.1: null/missing content of a user-like message becomes ``[]`` in a copy."""
     if entry.get("type") != "message":
         return entry
     message = entry.get("message")
     if (
         isinstance(message, dict)
-        and _role(message) in _CONTENT_ROLES
+        and message_role(message) in CONTENT_ROLES
         and message.get("content") is None
     ):
         fixed = dict(entry)
@@ -97,7 +100,7 @@ def _copy_present(target: dict[str, Any], source: Mapping[str, Any], *keys: str)
             target[key] = source[key]
 
 
-def _context_message(entry: Entry) -> Message | None:
+def context_message(entry: Entry) -> Message | None:
     """docs/rules/projection.md Q.6: the context message of one (normalized) entry, without edits.
 
     Compactions give nothing here: only the latest boundary speaks, and it is
@@ -115,7 +118,7 @@ def _context_message(entry: Entry) -> Message | None:
             "content": [] if content is None else content,
         }
         _copy_present(out, entry, "display", "details", "stageAdmissionKey")
-        out["timestamp"] = _iso_to_ms(entry.get("timestamp"))
+        out["timestamp"] = iso_to_ms(entry.get("timestamp"))
         if entry.get("excludeFromContext") is True:
             out["excludeFromContext"] = True
         return out
@@ -125,7 +128,7 @@ def _context_message(entry: Entry) -> Message | None:
             return None
         out = {"role": "branchSummary", "summary": summary}
         _copy_present(out, entry, "fromId")
-        out["timestamp"] = _iso_to_ms(entry.get("timestamp"))
+        out["timestamp"] = iso_to_ms(entry.get("timestamp"))
         return out
     return None
 
@@ -139,11 +142,13 @@ def _boundary_message(boundary: Mapping[str, Any], tail: Sequence[Any]) -> Messa
         "content": compose_boundary_content(summary if isinstance(summary, str) else "", tail),
         "display": True,
         "details": boundary.get("details"),
-        "timestamp": _iso_to_ms(boundary.get("timestamp")),
+        "timestamp": iso_to_ms(boundary.get("timestamp")),
     }
 
 
-def _boundary_messages(boundary: Mapping[str, Any], tail: Sequence[Any]) -> list[Message]:
+def boundary_messages(boundary: Mapping[str, Any], tail: Sequence[Any]) -> list[Message]:
+    """The messages a compaction ``boundary`` entry stands for, given its kept ``tail``
+    messages: its ``systemMessage`` checkpoint (when a dict), then the boundary message."""
     # docs/rules/projection.md §3.6, Q.17: the systemMessage checkpoint is replayed before
     # the compacted transcript.
     out: list[Message] = []
@@ -175,24 +180,24 @@ def entry_to_context_messages(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
 
     Context edits are not applied: they depend on the branch.
     """
-    normalized = _normalize_entry(entry if isinstance(entry, dict) else dict(entry))
+    normalized = normalize_entry(entry if isinstance(entry, dict) else dict(entry))
     if is_active_compaction(normalized):
-        return _boundary_messages(normalized, [])
-    message = _context_message(normalized)
+        return boundary_messages(normalized, [])
+    message = context_message(normalized)
     return [] if message is None else [message]
 
 
-def _drops_in_conversion(message: Mapping[str, Any]) -> bool:
+def drops_in_conversion(message: Mapping[str, Any]) -> bool:
     """Whether :func:`convert_to_llm` drops ``message`` entirely (docs/rules/projection.md P.2)."""
     role = message.get("role")
     if role in ("assistant", "toolResult", "system"):
         return False
     if role == "user":
-        return not _content_visible(message.get("content"))
+        return not is_content_visible(message.get("content"))
     if role == "bashExecution":
         return message.get("excludeFromContext") is True
     if role == "custom":
-        return message.get("excludeFromContext") is True or not _content_visible(
+        return message.get("excludeFromContext") is True or not is_content_visible(
             message.get("content")
         )
     if role == "branchSummary":
@@ -201,7 +206,7 @@ def _drops_in_conversion(message: Mapping[str, Any]) -> bool:
     return True  # compactionSummary and unknown roles
 
 
-def _convert_one(message: Message) -> Message | None:
+def convert_message(message: Message) -> Message | None:
     """docs/rules/projection.md P.2 for one message; ``None`` when it is dropped."""
     role = message.get("role")
     if role == "assistant":
@@ -229,7 +234,7 @@ def _convert_one(message: Message) -> Message | None:
         return {**message, "content": []} if message.get("content") is None else message
     if role == "system":
         return message
-    if _drops_in_conversion(message):
+    if drops_in_conversion(message):
         return None
     if role == "user":
         content = message.get("content")

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sessiontree.core.projection.build import _project
-from sessiontree.core.projection.context import _layout_at, _scan_up
-from sessiontree.core.projection.convert import _iso_to_ms
+from sessiontree.core.projection.build import project_branch
+from sessiontree.core.projection.context import layout_at, scan_up
+from sessiontree.core.projection.convert import iso_to_ms
 from sessiontree.core.projection.incremental import ProjectionBuilder
 from sessiontree.core.projection.model import (
     LAST_ENTRY,
@@ -45,7 +45,7 @@ def _historical_summary_message(compaction: Mapping[str, Any]) -> Message:
     return {
         "role": "user",
         "content": [{"type": "text", "text": text}],
-        "timestamp": _iso_to_ms(compaction.get("timestamp")),
+        "timestamp": iso_to_ms(compaction.get("timestamp")),
     }
 
 
@@ -101,7 +101,7 @@ def build_historical_projection(
         entries: they contribute what :func:`build_session_projection` would.
     """
     with gc_paused():
-        scan = _scan_up(entries, leaf_id, by_id)
+        scan = scan_up(entries, leaf_id, by_id)
         path = scan.path
         latest: int | None = None
         for index in range(len(path) - 1, -1, -1):
@@ -109,9 +109,9 @@ def build_historical_projection(
                 latest = index
                 break
         if latest is None or is_active_compaction(path[latest]):
-            return HistoricalProjection(_project(entries, leaf_id, by_id, repair_trailing))
+            return HistoricalProjection(project_branch(entries, leaf_id, by_id, repair_trailing))
         compaction = path[latest]
-        first_kept = _layout_at(path, latest).first_kept
+        first_kept = layout_at(path, latest).first_kept
         kept = path[first_kept:latest] if first_kept is not None else []
         builder = ProjectionBuilder(path[-1]["id"], scan.thinking_level, scan.model, scan.context_window,
                                     scan.edits)
@@ -119,8 +119,8 @@ def build_historical_projection(
         builder.sources = [compaction, *kept, *path[latest + 1:]]
         # The summary goes through the same pairing step as everything else,
         # as a stand-in entry without an id (no edit applies to it).
-        builder._extend(({"type": "message", "message": _historical_summary_message(compaction)},))
-        builder._extend(builder.sources[1:])
+        builder.extend(({"type": "message", "message": _historical_summary_message(compaction)},))
+        builder.extend(builder.sources[1:])
         return HistoricalProjection(
             builder.result(repair_trailing, copy=False),
             compaction,

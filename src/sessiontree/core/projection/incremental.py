@@ -1,6 +1,6 @@
 """The incremental projection engine: :class:`ProjectionBuilder`, which projects a
 branch (docs/rules/projection.md seed:context-building) and extends it entry by
-entry, and the steps (:class:`PlainSteps`, :func:`_plain_step`) that let a
+entry, and the steps (:class:`PlainSteps`, :func:`plain_step`) that let a
 rebuild of a plain branch replay it without reading its entries again."""
 
 from __future__ import annotations
@@ -10,44 +10,44 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from sessiontree.core.projection.context import (
-    _FAR_KINDS,
-    _SETTING_KINDS,
-    _context_entries,
-    _edited_message,
-    _index,
-    _layout_at,
-    _resolve_leaf,
-    _scan_up,
-    _setting,
-    _tail_length,
+    FAR_KINDS,
+    SETTING_KINDS,
+    context_order,
+    edited_message,
+    entry_setting,
     get_current_system_message,
+    index_by_id,
+    kept_tail_length,
+    layout_at,
+    resolve_leaf,
+    scan_up,
 )
 from sessiontree.core.projection.convert import (
-    _CONTENT_ROLES,
-    _boundary_messages,
-    _content_visible,
-    _context_message,
-    _normalize_entry,
+    CONTENT_ROLES,
+    boundary_messages,
+    context_message,
+    is_content_visible,
+    normalize_entry,
 )
-from sessiontree.core.projection.model import _ABSENT, Entry, LeafArg, Message, SessionProjection, is_active_compaction
+from sessiontree.core.projection.model import ABSENT, Entry, LeafArg, Message, SessionProjection, is_active_compaction
 from sessiontree.core.projection.pairing import (
-    _is_transparent,
-    _synthetic_result,
-    _tool_calls,
-    _ToolWindow,
+    ToolWindow,
     convert_to_llm,
+    is_pairing_transparent,
+    synthetic_tool_result,
+    tool_calls,
 )
 from sessiontree.core.transcript import serialize_messages
 
 __all__ = ["PlainSteps", "ProjectionBuilder"]
 
-# What the one-pass build of a plain branch does with one entry (see _plain_step),
+# What the one-pass build of a plain branch does with one entry (see plain_step),
 # as the first item of an (op, item, extra) step. The ops that close the tool
 # window are numbered together (<= _OP_MADE), so that the replay tests for them at once.
 _OP_RESULT = 0  # a tool result (item: the message; extra: its toolCallId if a string, else None)
-_OP_ASSISTANT = 1  # an assistant message without tool calls (item: it; extra: its timestamp or _ABSENT)
+_OP_ASSISTANT = 1  # an assistant message without tool calls (item: it; extra: its timestamp or ABSENT)
 _OP_CALLS = 2  # an assistant message with tool calls and stopReason "toolUse" (item: it; extra:
-#                (its timestamp or _ABSENT, id, name, id, name, ...) of the first call of each id)
+#                (its timestamp or ABSENT, id, name, id, name, ...) of the first call of each id)
 _OP_CALLS_KEPT = 3  # the same with another stopReason: its calls are allowed but left unanswered
 _OP_CLOSE = 4  # another stored message that closes the tool window (item: the message)
 _OP_MADE = 5  # a custom_message or branch_summary (item: the entry; extra: whether its message closes)
@@ -56,18 +56,18 @@ _OP_SYSTEM = 7  # a stored system message (item: the message)
 _OP_SETTING = 8  # a setting change (item: the entry)
 _OP_SKIP = 9  # nothing to project (item, extra: None)
 
-#: One step of :func:`_plain_step`: (op, item, extra).
+#: One step of :func:`plain_step`: (op, item, extra).
 PlainOp = tuple[int, Any, Any]
 _SKIP_OP: Final[PlainOp] = (_OP_SKIP, None, None)
 
 
 class PlainSteps:
-    """The :func:`_plain_step` steps of a plain branch, in branch order, kept as three
+    """The :func:`plain_step` steps of a plain branch, in branch order, kept as three
     parallel lists: ``codes`` (a ``bytearray`` of ops), ``items`` and ``extras``.
 
     Parallel lists rather than a tuple per entry: a branch of n entries then
     adds three containers, not n, for the cyclic collector to count and
-    traverse (what :func:`_plain_step` returns is transient).
+    traverse (what :func:`plain_step` returns is transient).
     """
 
     __slots__ = ("codes", "extras", "items")
@@ -102,8 +102,8 @@ class PlainSteps:
     __hash__ = None  # type: ignore[assignment]  # mutable
 
 
-def _plain_step(entry: Entry) -> PlainOp | None:
-    """What the one-pass build of a plain branch (:meth:`ProjectionBuilder._build_plain`)
+def plain_step(entry: Entry) -> PlainOp | None:
+    """What the one-pass build of a plain branch (:meth:`ProjectionBuilder.build_plain`)
     derives from one entry of it, as one ``(op, item, extra)`` step (the ``_OP_*``
     codes); ``None`` when a plain branch cannot have the entry: a ``compaction``, a
     ``context_edit``, a message needing a docs/rules/projection.md P.1 copy or
@@ -139,38 +139,38 @@ def _plain_step(entry: Entry) -> PlainOp | None:
         if role == "assistant":
             if content is None:
                 return None
-            calls = _tool_calls(content)
-            stamp = message.get("timestamp", _ABSENT)
+            calls = tool_calls(content)
+            stamp = message.get("timestamp", ABSENT)
             if not calls:
                 return _OP_ASSISTANT, message, stamp
             op = _OP_CALLS if message.get("stopReason") == "toolUse" else _OP_CALLS_KEPT
             if len(calls) == 1:
                 return op, message, (stamp, *calls[0])
-            first: dict[str, str] = {}  # an id repeated in one message: its first call counts (_ToolWindow.open)
+            first: dict[str, str] = {}  # an id repeated in one message: its first call counts (ToolWindow.open)
             for call_id, name in calls:
                 first.setdefault(call_id, name)
             return op, message, (stamp, *itertools.chain.from_iterable(first.items()))
-        if content is None and isinstance(role, str) and role in _CONTENT_ROLES:
+        if content is None and isinstance(role, str) and role in CONTENT_ROLES:
             return None  # needs a docs/rules/projection.md P.1 copy: the general build makes it
         # a user message is transparent exactly when its content is invisible
-        if _content_visible(content) if role == "user" else not _is_transparent(message):
+        if is_content_visible(content) if role == "user" else not is_pairing_transparent(message):
             return _OP_CLOSE, message, None
         return (_OP_SYSTEM if role == "system" else _OP_TRANSPARENT), message, None
     if kind == "custom_message" or kind == "branch_summary":
-        made = _context_message(entry)
-        return _SKIP_OP if made is None else (_OP_MADE, entry, not _is_transparent(made))
+        made = context_message(entry)
+        return _SKIP_OP if made is None else (_OP_MADE, entry, not is_pairing_transparent(made))
     if kind == "compaction" or kind == "context_edit":
         return None
-    if isinstance(kind, str) and kind in _SETTING_KINDS and _setting(entry) is not None:
+    if isinstance(kind, str) and kind in SETTING_KINDS and entry_setting(entry) is not None:
         return _OP_SETTING, entry, None
     return _SKIP_OP
 
 
-def _plain_ops(path: Iterable[Entry]) -> PlainSteps | None:
-    """:func:`_plain_step` of each entry of ``path``, in order; ``None`` when one is ``None``."""
+def plain_steps(path: Iterable[Entry]) -> PlainSteps | None:
+    """:func:`plain_step` of each entry of ``path``, in order; ``None`` when one is ``None``."""
     ops = PlainSteps()
     for entry in path:
-        step = _plain_step(entry)
+        step = plain_step(entry)
         if step is None:
             return None
         ops.append(step)
@@ -192,12 +192,12 @@ class ProjectionBuilder:
 
     Attributes:
         leaf_id: the leaf projected so far (``None`` for an empty branch).
-        plain_branch: when the branch is plain (see :meth:`_build_plain`), the
+        plain_branch: when the branch is plain (see :meth:`build_plain`), the
             raw branch of :attr:`leaf_id` root first, which a caller may keep and
             give to a later :meth:`build` of the same leaf (it is the
             :attr:`sources` list itself: a copy must be kept); else ``None``.
         plain_ops: with :attr:`plain_branch`, one step per entry of it
-            (:func:`_plain_step`: what the build derives from each entry), which
+            (:func:`plain_step`: what the build derives from each entry), which
             a caller may keep with the branch and give to that later build, so
             that it replays the steps instead of reading the entries; else
             ``None``. Like :attr:`plain_branch`, :meth:`advance` appends to it.
@@ -231,7 +231,7 @@ class ProjectionBuilder:
         self.sources: list[Entry] = []  # the context entries (build_context_entries)
         self.messages: list[Message] = []
         self.ends: list[int] = []  # per source: offset in messages just past its own
-        self.window = _ToolWindow()
+        self.window = ToolWindow()
         self.system_messages: list[Message] = []
         self.edits = edits
         self.thinking_level = thinking_level
@@ -247,7 +247,7 @@ class ProjectionBuilder:
         # The raw branch root first when the build was the one-pass one (a plain
         # branch: the sources are that branch), else None. advance() appends to it.
         self.plain_branch: list[Entry] | None = None
-        self.plain_ops: PlainSteps | None = None  # _plain_step of each plain_branch entry
+        self.plain_ops: PlainSteps | None = None  # plain_step of each plain_branch entry
 
     @classmethod
     def build(cls, entries: Sequence[Entry], leaf_id: LeafArg,
@@ -263,46 +263,46 @@ class ProjectionBuilder:
                 the branch of a given leaf never changes).
             ops: with ``branch``, that earlier build's :attr:`plain_ops` for it
                 (the first ``len(branch)`` steps): the build then replays them
-                rather than reading the entries (see :func:`_plain_step`).
+                rather than reading the entries (see :func:`plain_step`).
         """
         if by_id is None and leaf_id is not None:
-            by_id = _index(entries)  # once, for both ways of building
-        fast = cls._build_plain(entries, leaf_id, by_id, branch, ops)
+            by_id = index_by_id(entries)  # once, for both ways of building
+        fast = cls.build_plain(entries, leaf_id, by_id, branch, ops)
         if fast is not None:
             return fast
         # Pass 1, walking up from the leaf: the path (P.1-normalized), settings
         # replay (docs/rules/projection.md Q.3, S), the latest active boundary
         # (docs/rules/projection.md Q.4), the latest valid
         # edit per target (docs/rules/projection.md R.4).
-        scan = _scan_up(entries, leaf_id, by_id)
+        scan = scan_up(entries, leaf_id, by_id)
         path, edits = scan.path, scan.edits
         self = cls(path[-1]["id"] if path else None, scan.thinking_level, scan.model,
                    scan.context_window, edits)
         self.copies = {entry["id"] for entry in scan.copies}
-        layout = _layout_at(path, scan.boundary)
-        context_entries = _context_entries(path, layout)
+        layout = layout_at(path, scan.boundary)
+        context_entries = context_order(path, layout)
         self.sources = context_entries
         if layout.boundary is None:
-            self._extend(context_entries)
+            self.extend(context_entries)
             return self
-        tail_entries = context_entries[1 : 1 + _tail_length(layout)]
-        tail_messages = [m for e in tail_entries if (m := _edited_message(e, edits)) is not None]
+        tail_entries = context_entries[1 : 1 + kept_tail_length(layout)]
+        tail_messages = [m for e in tail_entries if (m := edited_message(e, edits)) is not None]
         # docs/rules/transcript.md §2.1: convert (pairing repaired, no trailing repair),
         # then serialize in retained mode.
         tail_chunks = serialize_messages(convert_to_llm(tail_messages), "retained")
         # The boundary's messages go through the same pairing steps as
         # everything else, as stand-in entries without ids (no edit applies).
         stand_ins = [{"type": "message", "message": m}
-                     for m in _boundary_messages(context_entries[0], tail_chunks)]
+                     for m in boundary_messages(context_entries[0], tail_chunks)]
         after = context_entries[1 + len(tail_entries):]
-        self._extend(stand_ins)
+        self.extend(stand_ins)
         boundary_message = stand_ins[-1]["message"]
         self.owned += [i for i, m in enumerate(self.messages) if m is boundary_message]
         # The boundary entry owns what its stand-ins produced; the kept-tail
         # entries own nothing (their text is in the boundary message).
         self.ends[:] = [len(self.messages)] * (1 + len(tail_entries))
         self.owned_sources += [(1 + k, -1) for k, entry in enumerate(tail_entries) if entry["id"] in self.copies]
-        self._extend(after)
+        self.extend(after)
         return self
 
     @classmethod
@@ -353,7 +353,7 @@ class ProjectionBuilder:
             if wanted:
                 read.update(zip(wanted, fetch(wanted), strict=False))
 
-        load(itertools.compress(range(count), map(_FAR_KINDS.__contains__, types)))  # in C: no loop per entry
+        load(itertools.compress(range(count), map(FAR_KINDS.__contains__, types)))  # in C: no loop per entry
         boundary = next((i for i in range(count - 1, -1, -1)
                          if types[i] == "compaction" and is_active_compaction(read[i])), None)
         if boundary is None:
@@ -364,7 +364,7 @@ class ProjectionBuilder:
             start = next((i for i in range(boundary) if ids[i] == first_kept), None)
             if start is not None:
                 load(range(start, boundary))
-        # The model (S.2): what _scan_up takes is the first model change, or assistant
+        # The model (S.2): what scan_up takes is the first model change, or assistant
         # naming its model, met walking up. Messages above the boundary are read in
         # batches only while none has decided it.
         position = count - 1
@@ -377,12 +377,12 @@ class ProjectionBuilder:
                 load([p for p in range(position, max(position - 256, -1), -1) if types[p] == "message"])
                 entry = read[position]
             kind = entry.get("type")
-            if kind == "model_change" or (kind == "message" and _setting(entry) is not None):
+            if kind == "model_change" or (kind == "message" and entry_setting(entry) is not None):
                 break
             position -= 1
         # The branch as build() walks it: the entries read, and one stand-in per run
         # of unread entries (id of the run's last, parent of its first), which
-        # _scan_up passes over (no message, no setting, no edit, no boundary).
+        # scan_up passes over (no message, no setting, no edit, no boundary).
         view: dict[str, Entry] = {}
         after = 0  # the first position not yet in the view
         for i in sorted(read):
@@ -394,10 +394,10 @@ class ProjectionBuilder:
         return cls.build((), ids[-1], view), read
 
     @classmethod
-    def _build_plain(cls, entries: Sequence[Entry], leaf_id: LeafArg,
-                     by_id: Mapping[str, Entry] | None,
-                     branch: list[Entry] | None = None,
-                     ops: PlainSteps | None = None) -> ProjectionBuilder | None:
+    def build_plain(cls, entries: Sequence[Entry], leaf_id: LeafArg,
+                    by_id: Mapping[str, Entry] | None,
+                    branch: list[Entry] | None = None,
+                    ops: PlainSteps | None = None) -> ProjectionBuilder | None:
         """:meth:`build` in one pass over the branch, for a plain one; ``None`` otherwise.
 
         A branch is plain when it has no ``compaction`` (active or retired), no
@@ -406,12 +406,12 @@ class ProjectionBuilder:
         entries are the path itself, nothing is edited, and the projection is
         one pass over the path (:meth:`_extend_plain`), which also notes the
         settings (docs/rules/projection.md Q.3, S) and records each entry's
-        step (:func:`_plain_step`) for a later rebuild of the same leaf to
+        step (:func:`plain_step`) for a later rebuild of the same leaf to
         replay (:meth:`_replay`). The walk up collects only the path. On
         anything else the caller builds the general way; the result is the
         same either way.
         """
-        leaf, index = _resolve_leaf(entries, leaf_id, by_id)
+        leaf, index = resolve_leaf(entries, leaf_id, by_id)
         if leaf is None:
             return None
         if branch is not None:
@@ -441,8 +441,8 @@ class ProjectionBuilder:
     @classmethod
     def _plain_from(cls, leaf: str, path: list[Entry], ops: PlainSteps | None = None) -> ProjectionBuilder | None:
         """The one-pass build over ``path``, the raw branch of ``leaf`` root first (see
-        :meth:`_build_plain`); ``None`` when it is not plain after all. ``ops``:
-        the :func:`_plain_step` of each entry of ``path`` when the caller has them
+        :meth:`build_plain`); ``None`` when it is not plain after all. ``ops``:
+        the :func:`plain_step` of each entry of ``path`` when the caller has them
         (they are replayed), else they are recorded by the pass."""
         self = cls(leaf, "off", None, None, {})
         self.sources = path
@@ -466,7 +466,7 @@ class ProjectionBuilder:
         for i in range(len(path) - 1, position, -1):
             entry = path[i]
             if entry.get("type") == "message" and entry["message"].get("role") == "assistant":
-                setting = _setting(entry)
+                setting = entry_setting(entry)
                 if setting is not None:
                     model = setting[1]
                     break
@@ -474,17 +474,17 @@ class ProjectionBuilder:
         return self
 
     def _extend_plain(self, path: Iterable[Entry], steps: PlainSteps) -> dict[str, tuple[int, Any]] | None:
-        """The first build of a plain branch: :meth:`_extend` over the raw path (no edit,
-        no copy applies), recording each entry's :func:`_plain_step` in ``steps``
+        """The first build of a plain branch: :meth:`extend` over the raw path (no edit,
+        no copy applies), recording each entry's :func:`plain_step` in ``steps``
         as it goes. Returns what :meth:`_replay` returns, or ``None`` (the builder
         is then spent) at an entry a plain branch cannot have."""
         # Hot path (a cold build): one pass reading each entry once, with an inlined
-        # copy of pairing._ToolWindow (accept, close, open) on the window's own
+        # copy of pairing.ToolWindow (accept, close, open) on the window's own
         # sets, for speed. The Hypothesis tests
         # tests/test_fast_path_equivalence.py::test_the_one_pass_build_equals_the_general_build
         # (against the general build) and
         # tests/test_plain_replay.py::test_a_rebuild_from_the_kept_steps_equals_the_general_build
-        # (the recorded steps against _plain_step) check it.
+        # (the recorded steps against plain_step) check it.
         message: Any
         call_id: Any
         name: Any
@@ -493,7 +493,7 @@ class ProjectionBuilder:
         push, mark, own = messages.append, ends.append, self.owned.append
         allowed, answered, pending = window.allowed, window.answered, window.pending
         add_code, add_item, add_extra = steps.codes.append, steps.items.append, steps.extras.append
-        content_visible, is_transparent = _content_visible, _is_transparent
+        content_visible, is_transparent = is_content_visible, is_pairing_transparent
         stamp = window.timestamp
         settings: dict[str, tuple[int, Any]] = {}
         for entry in path:
@@ -523,7 +523,7 @@ class ProjectionBuilder:
                     if content is None:
                         return None
                     op = _OP_ASSISTANT
-                elif content is None and isinstance(role, str) and role in _CONTENT_ROLES:
+                elif content is None and isinstance(role, str) and role in CONTENT_ROLES:
                     return None
                 # a user message is transparent exactly when its content is invisible
                 elif content_visible(content) if role == "user" else not is_transparent(message):
@@ -531,7 +531,7 @@ class ProjectionBuilder:
                 else:
                     op = _OP_SYSTEM if role == "system" else _OP_TRANSPARENT
             elif kind == "custom_message" or kind == "branch_summary":
-                message = _context_message(entry)
+                message = context_message(entry)
                 if message is None:
                     add_code(_OP_SKIP)
                     add_item(None)
@@ -542,7 +542,7 @@ class ProjectionBuilder:
             elif kind == "compaction" or kind == "context_edit":
                 return None
             else:
-                setting = _setting(entry) if isinstance(kind, str) and kind in _SETTING_KINDS else None
+                setting = entry_setting(entry) if isinstance(kind, str) and kind in SETTING_KINDS else None
                 if setting is None:
                     add_code(_OP_SKIP)
                     add_item(None)
@@ -562,7 +562,7 @@ class ProjectionBuilder:
                     for call_id, name in pending:
                         if call_id not in answered:
                             own(len(messages))
-                            push(_synthetic_result(call_id, name, stamp))
+                            push(synthetic_tool_result(call_id, name, stamp))
                     pending.clear()
                 if allowed:
                     allowed.clear()
@@ -574,7 +574,7 @@ class ProjectionBuilder:
             push(message)
             if op == _OP_ASSISTANT:
                 # open (the window was just closed): the first call of each id
-                extra = stamp = message.get("timestamp", _ABSENT)
+                extra = stamp = message.get("timestamp", ABSENT)
                 if isinstance(content, list):
                     to_use = message.get("stopReason") == "toolUse"
                     for block in content:
@@ -597,14 +597,14 @@ class ProjectionBuilder:
         return settings
 
     def _replay(self, ops: PlainSteps) -> dict[str, tuple[int, Any]]:
-        """:meth:`_extend` over a plain branch from its :func:`_plain_step` steps: the same
+        """:meth:`extend` over a plain branch from its :func:`plain_step` steps: the same
         messages, ends, owned positions, system messages and tool pairing
         (docs/rules/decisions.md D-11), without reading the entries. Returns
         the position and value of the last thinking-level, context-window and
         model-change setting (docs/rules/projection.md Q.3, S) on the branch,
         by name (``"thinking_level"``, ``"model"``, ``"context_window"``)."""
         # Hot path (a rebuild): one iteration per step, with an inlined copy of
-        # pairing._ToolWindow (accept, close, open) on the window's own sets, for
+        # pairing.ToolWindow (accept, close, open) on the window's own sets, for
         # speed; the ops are local names, most frequent first. The Hypothesis tests
         # tests/test_plain_replay.py::test_a_rebuild_from_the_kept_steps_equals_the_general_build
         # and ::test_steps_grown_by_advance_rebuild_what_the_general_build_gives check it.
@@ -624,13 +624,13 @@ class ProjectionBuilder:
                     push(item)
             elif op <= last_closing and (op != made_op or extra):
                 if op == made_op:
-                    item = _context_message(item)  # made afresh on every build, as _extend does
+                    item = context_message(item)  # made afresh on every build, as extend does
                 # close
                 if pending:
                     for call_id, name in pending:
                         if call_id not in answered:
                             own(len(messages))
-                            push(_synthetic_result(call_id, name, stamp))
+                            push(synthetic_tool_result(call_id, name, stamp))
                     pending.clear()
                 if allowed:
                     allowed.clear()
@@ -654,25 +654,25 @@ class ProjectionBuilder:
                 push(item)
             elif op == made_op:  # a made message transparent to pairing
                 own(len(messages))
-                push(_context_message(item))  # type: ignore[arg-type]  # a recorded made step has a message
+                push(context_message(item))  # type: ignore[arg-type]  # a recorded made step has a message
             elif op == setting_op:
-                setting = _setting(item)
+                setting = entry_setting(item)
                 if setting is not None:
                     settings[setting[0]] = (len(ends), setting[1])
             mark(len(messages))
         window.timestamp = stamp
         return settings
 
-    def _extend(self, body: Iterable[Entry]) -> None:
+    def extend(self, body: Iterable[Entry]) -> None:
         """Pass 2 over context entries (P.1-normalized): their messages, edits
         applied, and tool pairing (docs/rules/decisions.md D-11). Records one end offset per entry.
         (A plain branch is built by :meth:`_extend_plain` or :meth:`_replay` instead.)"""
         # Hot path (the general build), one iteration per entry of the branch,
-        # with an inlined copy of pairing._ToolWindow (accept, close, open) on the
+        # with an inlined copy of pairing.ToolWindow (accept, close, open) on the
         # window's own sets and list, mutated in place (never rebound) so that the
         # window stays the state, for speed. The Hypothesis test
         # tests/test_projection.py::test_property_projection_never_mutates_input
-        # checks that _ToolWindow (repair_orphan_tool_results) changes nothing in
+        # checks that ToolWindow (repair_orphan_tool_results) changes nothing in
         # its result. A synthetic result belongs to the entry whose message closes
         # its window.
         message: Any
@@ -681,7 +681,7 @@ class ProjectionBuilder:
         messages, edits, window, copies = self.messages, self.edits, self.window, self.copies
         push, mark, own = messages.append, self.ends.append, self.owned.append
         allowed, answered, pending = window.allowed, window.answered, window.pending
-        content_visible, is_transparent = _content_visible, _is_transparent
+        content_visible, is_transparent = is_content_visible, is_pairing_transparent
         for entry in body:
             kind = entry.get("type")
             made = False  # whether the message is a dict made here, not stored data
@@ -694,7 +694,7 @@ class ProjectionBuilder:
                     made = True
                     self.owned_sources.append((len(self.ends), -1))
             elif kind == "custom_message" or kind == "branch_summary":
-                message = _context_message(entry)
+                message = context_message(entry)
                 if message is None:
                     mark(len(messages))
                     continue
@@ -705,7 +705,7 @@ class ProjectionBuilder:
             if edits:
                 entry_id = entry.get("id")
                 if isinstance(entry_id, str) and entry_id in edits:
-                    edited = _edited_message(entry, edits)
+                    edited = edited_message(entry, edits)
                     if edited is None:
                         mark(len(messages))
                         continue
@@ -728,7 +728,7 @@ class ProjectionBuilder:
                     for call_id, name in pending:
                         if call_id not in answered:
                             own(len(messages))
-                            push(_synthetic_result(call_id, name, timestamp))
+                            push(synthetic_tool_result(call_id, name, timestamp))
                     pending.clear()
                 if allowed:
                     allowed.clear()
@@ -752,7 +752,7 @@ class ProjectionBuilder:
                                 if to_use and call_id not in allowed:
                                     pending.append((call_id, name))
                                 allowed.add(call_id)
-                window.timestamp = message.get("timestamp", _ABSENT)
+                window.timestamp = message.get("timestamp", ABSENT)
             mark(len(messages))
 
     def advance(self, entry: Entry) -> bool:
@@ -770,24 +770,24 @@ class ProjectionBuilder:
         kind = entry.get("type")
         if kind == "context_edit" or is_active_compaction(entry):
             return False
-        setting = _setting(entry)
+        setting = entry_setting(entry)
         if setting is not None:
             name, value = setting
             setattr(self, name, value)
-        normalized = _normalize_entry(entry)
+        normalized = normalize_entry(entry)
         if normalized is not entry:
             self.copies.add(entry_id)
         if self.plain_branch is not None:
-            step = None if normalized is not entry else _plain_step(entry)
+            step = None if normalized is not entry else plain_step(entry)
             if step is None:
-                # No longer a branch the one-pass build takes (see _build_plain): forget it,
+                # No longer a branch the one-pass build takes (see build_plain): forget it,
                 # before appending, since it is the sources list itself.
                 self.plain_branch = self.plain_ops = None
                 self.sources = list(self.sources)
             elif self.plain_ops is not None:
                 self.plain_ops.append(step)
         self.sources.append(normalized)
-        self._extend((normalized,))
+        self.extend((normalized,))
         self.leaf_id = entry_id
         return True
 

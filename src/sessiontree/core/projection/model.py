@@ -53,8 +53,9 @@ LAST_ENTRY: Final = _Leaf.LAST
 LeafArg = str | None | _Leaf
 
 
-# Marks a key that is absent, as opposed to present with the value None.
-_ABSENT: Final = object()
+#: Sentinel for a key that is absent, as opposed to present with the value None
+#: (``mapping.get(key, ABSENT)``); compared by identity.
+ABSENT: Final = object()
 
 
 @dataclass(frozen=True)
@@ -169,7 +170,7 @@ class HistoricalProjection:
         return self.compaction is not None
 
 
-def _role(message: Mapping[str, Any]) -> str | None:
+def message_role(message: Mapping[str, Any]) -> str | None:
     """The message's role when it is a string, else ``None``: a list or object
     role must not reach a set lookup (unhashable), whatever the input."""
     role = message.get("role")

@@ -1,11 +1,11 @@
 """Tool-call/result pairing (docs/rules/projection.md P.4-P.9,
-docs/rules/decisions.md D-11): the tool-window rule (:class:`_ToolWindow`),
+docs/rules/decisions.md D-11): the tool-window rule (:class:`ToolWindow`),
 its plain-list form :func:`repair_orphan_tool_results`, the provider-bound
 :func:`convert_to_llm` (conversion, then pairing repaired) and the P.9 guard.
 
-The projection's hot loops (``ProjectionBuilder._extend``, ``_extend_plain``
+The projection's hot loops (``ProjectionBuilder.extend``, ``_extend_plain``
 and ``_replay`` in :mod:`sessiontree.core.projection.incremental`) keep
-inlined copies of :class:`_ToolWindow` for speed, each naming the Hypothesis
+inlined copies of :class:`ToolWindow` for speed, each naming the Hypothesis
 test that checks it.
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sessiontree.core.projection.convert import _convert_one, _drops_in_conversion
-from sessiontree.core.projection.model import _ABSENT, INTERRUPTED_TEXT, Message
+from sessiontree.core.projection.convert import convert_message, drops_in_conversion
+from sessiontree.core.projection.model import ABSENT, INTERRUPTED_TEXT, Message
 from sessiontree.errors import ToolPairingError
 
 __all__ = [
@@ -26,14 +26,16 @@ __all__ = [
 ]
 
 
-def _is_transparent(message: Any) -> bool:
+def is_pairing_transparent(message: Any) -> bool:
+    """Whether ``message`` neither closes a tool-call window nor is dropped by pairing:
+    a non-mapping, a ``system`` message, or one that :func:`convert_to_llm` drops."""
     # docs/rules/decisions.md D-11: system messages neither close a pairing window nor are dropped.
     # Messages that provider conversion drops are transparent too, so that
     # pairing agent messages gives what the original gave by pairing after
     # conversion (a `!!` bash run while a tool runs must not orphan its result).
     if not isinstance(message, Mapping):
         return True
-    return message.get("role") == "system" or _drops_in_conversion(message)
+    return message.get("role") == "system" or drops_in_conversion(message)
 
 
 def closes_tool_window(message: Mapping[str, Any]) -> bool:
@@ -43,17 +45,19 @@ def closes_tool_window(message: Mapping[str, Any]) -> bool:
     An ``assistant`` message does (it opens its own); a ``toolResult`` never
     does; anything else does unless it is transparent: a ``system`` message,
     or one that :func:`convert_to_llm` drops (docs/rules/projection.md P.2, P.3, with JavaScript's
-    whitespace for "blank"). :class:`_ToolWindow` pairs with this rule (the
+    whitespace for "blank"). :class:`ToolWindow` pairs with this rule (the
     projection's hot loops inline it); ``sessiontree.check`` uses it to report
     what the projection will repair.
     """
     role = message.get("role")
     if role == "toolResult":
         return False
-    return role == "assistant" or not _is_transparent(message)
+    return role == "assistant" or not is_pairing_transparent(message)
 
 
-def _synthetic_result(call_id: str, name: str, timestamp: Any) -> Message:
+def synthetic_tool_result(call_id: str, name: str, timestamp: Any) -> Message:
+    """The error ``toolResult`` standing in for call ``call_id`` (tool ``name``) that never
+    got one, with ``timestamp`` unless it is :data:`ABSENT`."""
     # docs/rules/projection.md P.5: the result of a call that never got one.
     result: Message = {
         "role": "toolResult",
@@ -62,12 +66,12 @@ def _synthetic_result(call_id: str, name: str, timestamp: Any) -> Message:
         "content": [{"type": "text", "text": INTERRUPTED_TEXT}],
         "isError": True,
     }
-    if timestamp is not _ABSENT:
+    if timestamp is not ABSENT:
         result["timestamp"] = timestamp
     return result
 
 
-def _tool_calls(content: Any) -> list[tuple[str, str]]:
+def tool_calls(content: Any) -> list[tuple[str, str]]:
     """The tool calls of an assistant message's ``content``, as ``(id, name)`` pairs
     in block order: every ``toolCall`` block whose ``id`` and ``name`` are both
     strings (docs/rules/projection.md P.4); repeated ids are kept. ``[]`` for
@@ -83,11 +87,11 @@ def _tool_calls(content: Any) -> list[tuple[str, str]]:
     return calls
 
 
-class _ToolWindow:
+class ToolWindow:
     """The tool-pairing state between one assistant turn and the next
     (docs/rules/projection.md P.4-P.7, docs/rules/decisions.md D-11): the rule written once, behind
     :func:`repair_orphan_tool_results`; the projection keeps this object as its
-    state, and its hot loops (``ProjectionBuilder._extend``, ``_extend_plain``,
+    state, and its hot loops (``ProjectionBuilder.extend``, ``_extend_plain``,
     ``_replay``) spell :meth:`accept`, :meth:`close` and :meth:`open` out inline
     on its sets and list, each naming the test that checks the copy.
 
@@ -102,7 +106,7 @@ class _ToolWindow:
         self.allowed: set[str] = set()
         self.answered: set[str] = set()
         self.pending: list[tuple[str, str]] = []
-        self.timestamp: Any = _ABSENT
+        self.timestamp: Any = ABSENT
 
     @property
     def is_open(self) -> bool:
@@ -119,7 +123,7 @@ class _ToolWindow:
 
     def synthetic(self) -> list[Message]:
         """One synthetic result per unanswered call of a ``toolUse`` turn (the window stays open)."""
-        return [_synthetic_result(call_id, name, self.timestamp)
+        return [synthetic_tool_result(call_id, name, self.timestamp)
                 for call_id, name in self.pending if call_id not in self.answered]
 
     def close(self) -> list[Message]:
@@ -137,11 +141,11 @@ class _ToolWindow:
         # adapters, so a synthetic result would be an orphan. One result per id,
         # never two.
         to_use = message.get("stopReason") == "toolUse"
-        for call_id, name in _tool_calls(message.get("content")):
+        for call_id, name in tool_calls(message.get("content")):
             if to_use and call_id not in self.allowed:
                 self.pending.append((call_id, name))
             self.allowed.add(call_id)
-        self.timestamp = message.get("timestamp", _ABSENT)
+        self.timestamp = message.get("timestamp", ABSENT)
 
 
 def _pair(messages: Sequence[Any], repair_trailing: bool) -> list[int | Message] | None:
@@ -153,9 +157,9 @@ def _pair(messages: Sequence[Any], repair_trailing: bool) -> list[int | Message]
     """
     plan: list[int | Message] = []
     changed = False
-    window = _ToolWindow()
+    window = ToolWindow()
     for index, message in enumerate(messages):
-        if _is_transparent(message):
+        if is_pairing_transparent(message):
             plan.append(index)
             continue
         role = message.get("role")
@@ -273,7 +277,7 @@ def convert_to_llm(
     for message in messages:
         if not isinstance(message, dict):
             continue
-        converted = _convert_one(message)
+        converted = convert_message(message)
         if converted is not None:
             out.append(converted)
     return repair_orphan_tool_results(out, repair_trailing)
