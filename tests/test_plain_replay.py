@@ -170,6 +170,6 @@ def test_a_message_needing_a_copy_forgets_the_kept_steps():
 
 
 @given(st.text(alphabet=st.sampled_from([*sorted(convert_module.JS_WHITESPACE), "a", "\x1c", "\x85", "."]),
-              max_size=8))
+               max_size=8))
 def test_blank_is_every_character_javascript_whitespace(text):
     assert convert_module.is_js_blank(text) == all(ch in convert_module.JS_WHITESPACE for ch in text)

@@ -16,14 +16,14 @@ Conventions:
 * ``--json`` prints data as JSON on stdout for every command whose output is data.
 * Exit status: 0 success; 1 user error, reported as one line on stderr with
   no traceback (every :class:`~sessiontree.errors.SessionError`, ``OSError``
-  and ``ValueError`` is mapped in one place, :class:`_Group`); 2 usage error.
+  and ``ValueError`` is mapped in one place, the group of :mod:`sessiontree.cli.common`); 2 usage error.
 * Progress bars and spinners go to stderr, only when it is a terminal.
 * Read-only commands (``list``, ``show``, ``context``, ``export``) never write
   to the session they read (docs/rules/decisions.md D-9): a session of a JSONL store is read
   from its file directly instead of being opened for writing.
 """
 
-from sessiontree.cli import edit, files, search, sessions, stats, store, sync, web  # noqa: F401  (each module registers its commands on ``cli``)
-from sessiontree.cli._common import cli, main
+from sessiontree.cli import edit, files, search, serve, sessions, stats, store, sync  # noqa: F401  (each module registers its commands on ``cli``)
+from sessiontree.cli.common import cli, main
 
 __all__ = ["cli", "main"]

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import click
 
-from sessiontree.cli._common import (
+from sessiontree.cli.common import (
+    App,
     UserError,
-    _App,
-    _describe,
-    _echo,
-    _entry_id,
-    _open,
-    _plural,
-    _print_json,
-    _session_id,
     cli,
+    describe_error,
+    echo_line,
+    open_session,
     pass_app,
+    plural,
+    print_json,
+    resolve_entry_id,
+    resolve_session_id,
 )
 from sessiontree.core.textsafe import safe_line
 from sessiontree.errors import SessionError
@@ -30,27 +30,27 @@ from sessiontree.errors import SessionError
 @click.option("--cwd", "cwd", metavar="DIR", help="Project directory of the new session (default: the source's).")
 @click.option("--json", "as_json", is_flag=True, help="Print the new session as JSON.")
 @pass_app
-def fork_cmd(app: _App, session: str, at: str | None, cwd: str | None, as_json: bool) -> None:
+def fork_cmd(app: App, session: str, at: str | None, cwd: str | None, as_json: bool) -> None:
     """Copy a session into a new one (new id, parentSessionId = the source); the source is unchanged.
 
     Without --at every entry of every branch is copied; with --at ENTRY only
     the path from the root to ENTRY.
     """
-    session_id = _session_id(app, session)
-    source = _open(app, session_id, cwd)
+    session_id = resolve_session_id(app, session)
+    source = open_session(app, session_id, cwd)
     target_cwd = cwd if cwd is not None else source.get_cwd()
     if at is not None:
-        entry_id = _entry_id(source, at)
+        entry_id = resolve_entry_id(source, at)
         source.create_branched_session(entry_id)
         fork = source
     else:
         fork = source.fork_to(target_cwd)
     new_id = fork.get_session_id()
     if as_json:
-        _print_json({"sessionId": new_id, "parentSessionId": session_id, "entries": len(fork.get_entries()),
-                     "cwd": fork.get_cwd()})
+        print_json({"sessionId": new_id, "parentSessionId": session_id, "entries": len(fork.get_entries()),
+                    "cwd": fork.get_cwd()})
         return
-    _echo(f"Forked {session_id} into {new_id} ({_plural(len(fork.get_entries()), 'entry', 'entries')})")
+    echo_line(f"Forked {session_id} into {new_id} ({plural(len(fork.get_entries()), 'entry', 'entries')})")
 
 
 @cli.command("delete", short_help='Delete sessions from the store.')
@@ -58,7 +58,7 @@ def fork_cmd(app: _App, session: str, at: str | None, cwd: str | None, as_json: 
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--json", "as_json", is_flag=True, help="Print the deleted ids as JSON.")
 @pass_app
-def delete_cmd(app: _App, sessions: tuple[str, ...], yes: bool, as_json: bool) -> None:
+def delete_cmd(app: App, sessions: tuple[str, ...], yes: bool, as_json: bool) -> None:
     """Delete sessions and their entries from the store (a JSONL file goes to the trash).
 
     Every SESSION prefix is resolved before anything is deleted: one unknown or
@@ -66,7 +66,7 @@ def delete_cmd(app: _App, sessions: tuple[str, ...], yes: bool, as_json: bool) -
     "Nothing deleted." and exit status 0. A session that cannot be deleted is
     reported and the others are still deleted; exit status 1 then.
     """
-    ids = list(dict.fromkeys(_session_id(app, prefix) for prefix in sessions))
+    ids = list(dict.fromkeys(resolve_session_id(app, prefix) for prefix in sessions))
     if not yes:
         question = (f"Delete session {ids[0]}?" if len(ids) == 1
                     else f"Delete {len(ids)} sessions ({', '.join(ids)})?")
@@ -74,7 +74,7 @@ def delete_cmd(app: _App, sessions: tuple[str, ...], yes: bool, as_json: bool) -
         if not click.confirm(question, err=True):
             click.echo("Nothing deleted.", err=True)
             if as_json:
-                _print_json({"deleted": [], "failed": []})
+                print_json({"deleted": [], "failed": []})
             return
     deleted: list[str] = []
     failed: list[dict[str, str]] = []
@@ -82,16 +82,16 @@ def delete_cmd(app: _App, sessions: tuple[str, ...], yes: bool, as_json: bool) -
         try:
             app.store.delete(session_id)
         except (SessionError, OSError) as exc:
-            failed.append({"sessionId": session_id, "reason": _describe(exc)})
+            failed.append({"sessionId": session_id, "reason": describe_error(exc)})
         else:
             deleted.append(session_id)
     if as_json:
-        _print_json({"deleted": deleted, "failed": failed})
+        print_json({"deleted": deleted, "failed": failed})
     else:
         for session_id in deleted:
-            _echo(f"Deleted {session_id}")
+            echo_line(f"Deleted {session_id}")
         for row in failed:
-            _echo(f"Not deleted {row['sessionId']}: {row['reason']}", err=True)
+            echo_line(f"Not deleted {row['sessionId']}: {row['reason']}", err=True)
     if failed:
         raise UserError(f"{len(failed)} of {len(ids)} sessions not deleted")
 
@@ -101,22 +101,22 @@ def delete_cmd(app: _App, sessions: tuple[str, ...], yes: bool, as_json: bool) -
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_app
-def name_cmd(app: _App, session: str, name: str, as_json: bool) -> None:
+def name_cmd(app: App, session: str, name: str, as_json: bool) -> None:
     """Set a session's display name; an empty NAME ("") clears it."""
-    session_id = _session_id(app, session)
-    manager = _open(app, session_id)
+    session_id = resolve_session_id(app, session)
+    manager = open_session(app, session_id)
     state = manager.get_session_name_state()
     # An entry only when the state changes: the log is append-only, repeats would pile up.
     unchanged = state.name == (name.strip() or None) and (state.has_name or not name.strip())
     entry_id = None if unchanged else manager.append_session_info(name)
     current = manager.get_session_name()
     if as_json:
-        _print_json({"sessionId": session_id, "entryId": entry_id, "name": current, "changed": not unchanged})
+        print_json({"sessionId": session_id, "entryId": entry_id, "name": current, "changed": not unchanged})
         return
     if unchanged:
-        _echo(f"Unchanged: {session_id} is named {current}" if current else f"Unchanged: {session_id} has no name")
+        echo_line(f"Unchanged: {session_id} is named {current}" if current else f"Unchanged: {session_id} has no name")
     else:
-        _echo(f"Named {session_id}: {current}" if current else f"Cleared the name of {session_id}")
+        echo_line(f"Named {session_id}: {current}" if current else f"Cleared the name of {session_id}")
 
 
 @cli.command("label", short_help='Set or clear the label of an entry.')
@@ -125,21 +125,21 @@ def name_cmd(app: _App, session: str, name: str, as_json: bool) -> None:
 @click.argument("label", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_app
-def label_cmd(app: _App, session: str, entry: str, label: str | None, as_json: bool) -> None:
+def label_cmd(app: App, session: str, entry: str, label: str | None, as_json: bool) -> None:
     """Set the label of ENTRY to LABEL; without LABEL (or with "") clear it."""
-    session_id = _session_id(app, session)
-    manager = _open(app, session_id)
-    target = _entry_id(manager, entry)
+    session_id = resolve_session_id(app, session)
+    manager = open_session(app, session_id)
+    target = resolve_entry_id(manager, entry)
     unchanged = manager.get_label(target) == (label or None)
     entry_id = None if unchanged else manager.append_label_change(target, label or None)
     current = manager.get_label(target)
     if as_json:
-        _print_json({"sessionId": session_id, "targetId": target, "entryId": entry_id, "label": current,
-                     "changed": not unchanged})
+        print_json({"sessionId": session_id, "targetId": target, "entryId": entry_id, "label": current,
+                    "changed": not unchanged})
         return
     if unchanged:
-        _echo(f"Unchanged: {target} is labelled {current}" if current else f"Unchanged: {target} has no label")
+        echo_line(f"Unchanged: {target} is labelled {current}" if current else f"Unchanged: {target} has no label")
     else:
-        _echo(f"Labelled {target}: {current}" if current else f"Cleared the label of {target}")
+        echo_line(f"Labelled {target}: {current}" if current else f"Cleared the label of {target}")
 
 

@@ -14,19 +14,19 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from sessiontree.cli._common import (
+from sessiontree.cli.common import (
+    App,
     UserError,
-    _App,
-    _echo,
-    _err,
-    _out,
-    _plural,
-    _print_json,
-    _progress,
-    _reason,
-    _show,
     cli,
+    echo_line,
+    failure_reason,
     pass_app,
+    plural,
+    print_json,
+    print_rich,
+    progress_bar,
+    stderr_console,
+    stdout_console,
 )
 from sessiontree.core.textsafe import safe_line
 from sessiontree.errors import SessionError, SessionExistsError
@@ -116,14 +116,14 @@ def _import_row(store: SessionStore, outcome: ImportOutcome) -> dict[str, Any]:
         try:
             same = _same_session(outcome.parsed, store.read(exc.session_id))
         except (SessionError, OSError, ValueError) as inner:
-            row["reason"] = f"session id already present; comparing failed: {_reason(inner)}"
+            row["reason"] = f"session id already present; comparing failed: {failure_reason(inner)}"
             return row
         if same:
             row.update(status="present", reason="already present")
         else:
             row["reason"] = "session id already present with different content"
         return row
-    row["reason"] = _reason(exc)
+    row["reason"] = failure_reason(exc)
     return row
 
 
@@ -132,7 +132,7 @@ def _import_row(store: SessionStore, outcome: ImportOutcome) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True, help="Print the per-file results as JSON.")
 @pass_app
 @click.pass_context
-def import_cmd(ctx: click.Context, app: _App, paths: tuple[str, ...], as_json: bool) -> None:
+def import_cmd(ctx: click.Context, app: App, paths: tuple[str, ...], as_json: bool) -> None:
     """Import session files, keeping their ids; directories are searched recursively for *.jsonl.
 
     Older formats (1-3, early 4) are upgraded on the way in; the files are never
@@ -146,9 +146,9 @@ def import_cmd(ctx: click.Context, app: _App, paths: tuple[str, ...], as_json: b
     files, results = _collect(paths)
     app.create_store = True  # the one command that may start a new store
     store = app.store
-    err = _err()
+    err = stderr_console()
     interrupted = False
-    with _progress(err) as progress:
+    with progress_bar(err) as progress:
         task = progress.add_task("Importing", total=len(files))
         def reading() -> Any:
             for path in files:
@@ -170,7 +170,7 @@ def import_cmd(ctx: click.Context, app: _App, paths: tuple[str, ...], as_json: b
         data: dict[str, Any] = {"files": results, **counts}
         if interrupted:
             data.update(interrupted=True, left=left)
-        _print_json(data)
+        print_json(data)
     else:
         table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
         table.add_column("result", no_wrap=True)
@@ -182,13 +182,13 @@ def import_cmd(ctx: click.Context, app: _App, paths: tuple[str, ...], as_json: b
             detail = f"{row['entries']} entries" if row["status"] == "imported" else row["reason"]
             table.add_row(Text(row["status"], style=styles[row["status"]]), safe_line(row["sessionId"] or ""),
                           safe_line(row["path"]), safe_line(detail))
-        console = _out()
-        _show(console, table)
+        console = stdout_console()
+        print_rich(console, table)
         summary = (f"{counts['imported']} imported, {counts['present']} already present, "
                    f"{counts['rejected']} rejected")
-        _show(console, summary + (f", {left} not done (interrupted)" if interrupted else ""))
+        print_rich(console, summary + (f", {left} not done (interrupted)" if interrupted else ""))
     if interrupted:
-        _echo(f"sessiontree: interrupted: {counts['imported']} imported, {left} "
+        echo_line(f"sessiontree: interrupted: {counts['imported']} imported, {left} "
                    f"{'file' if left == 1 else 'files'} left; run the same import again to finish", err=True)
         ctx.exit(130)
     if counts["rejected"]:
@@ -200,17 +200,17 @@ def _settle(store: SessionStore, err: Any) -> None:
     new entries; docs/search.md, "When the index is merged"), so the first search
     after an import reads the index. Ctrl-C stops it between short transactions:
     what is left stays pending, and searches still find it."""
-    with _progress(err) as progress:
+    with progress_bar(err) as progress:
         progress.add_task("Indexing for search", total=None)
         try:
             store.settle_derived()
         except KeyboardInterrupt:
-            _echo("sessiontree: search indexing interrupted (the imports are kept, and searches"
-                  " still find every entry)", err=True)
+            echo_line("sessiontree: search indexing interrupted (the imports are kept, and searches"
+                      " still find every entry)", err=True)
         except SessionError as exc:
             # The imports are committed; only the merge of derived data failed (a lock held
             # past the busy timeout, a full disk). Searches still find every entry.
-            _echo(f"sessiontree: warning: search indexing left for later: {_reason(exc)}", err=True)
+            echo_line(f"sessiontree: warning: search indexing left for later: {failure_reason(exc)}", err=True)
 
 
 def _files_done(results: list[dict[str, Any]], files: list[Path]) -> int:
@@ -228,7 +228,7 @@ def _migrate_one(path: Path, backup: bool) -> dict[str, Any]:
     try:
         outcome = migrate_file(path, backup=backup)
     except (SessionError, OSError, ValueError) as exc:
-        row["reason"] = _reason(exc)
+        row["reason"] = failure_reason(exc)
         return row
     if outcome.upgraded:
         row.update(status="upgraded", fromVersion=outcome.from_version, backup=outcome.backup)
@@ -248,25 +248,25 @@ def migrate_cmd(files: tuple[str, ...], no_backup: bool, as_json: bool) -> None:
     Exit status 1 when any file could not be upgraded.
     """
     results = []
-    err = _err()
-    with _progress(err) as progress:
+    err = stderr_console()
+    with progress_bar(err) as progress:
         task = progress.add_task("Migrating", total=len(files))
         for name in files:
             results.append(_migrate_one(Path(name), not no_backup))
             progress.advance(task)
     rejected = [r for r in results if r["status"] == "rejected"]
     if as_json:
-        _print_json({"files": results, "upgraded": sum(r["status"] == "upgraded" for r in results),
-                     "current": sum(r["status"] == "current" for r in results), "rejected": len(rejected)})
+        print_json({"files": results, "upgraded": sum(r["status"] == "upgraded" for r in results),
+                    "current": sum(r["status"] == "current" for r in results), "rejected": len(rejected)})
     else:
         for row in results:
             if row["status"] == "upgraded":
                 note = f", backup {row['backup']}" if row["backup"] else ""
-                _echo(f"upgraded  {row['path']} (format {row['fromVersion']} -> 4{note})")
+                echo_line(f"upgraded  {row['path']} (format {row['fromVersion']} -> 4{note})")
             elif row["status"] == "current":
-                _echo(f"skipped   {row['path']} (already format 4)")
+                echo_line(f"skipped   {row['path']} (already format 4)")
             else:
-                _echo(f"rejected  {row['path']}: {row['reason']}")
+                echo_line(f"rejected  {row['path']}: {row['reason']}")
     if rejected:
         raise UserError(f"{len(rejected)} of {len(results)} files not migrated")
 
@@ -298,7 +298,7 @@ def check_cmd(paths: tuple[str, ...], repair: bool, output: Path | None, as_json
     Does not use the store.
     """
     if store_url is not None:
-        from sessiontree.cli.verify import verify_store_cmd
+        from sessiontree.cli.check_store import verify_store_cmd
 
         verify_store_cmd(store_url, paths, repair, output, as_json)
         return
@@ -313,7 +313,7 @@ def check_cmd(paths: tuple[str, ...], repair: bool, output: Path | None, as_json
     for row in rejected:
         reports.append({"path": row["path"], "error": row["reason"], "problems": []})
     errors = bool(rejected)
-    with _progress(_err()) as progress:
+    with progress_bar(stderr_console()) as progress:
         task = progress.add_task("Checking", total=len(files))
         for path in files:
             report: dict[str, Any] = {"path": str(path)}
@@ -323,7 +323,7 @@ def check_cmd(paths: tuple[str, ...], repair: bool, output: Path | None, as_json
                 problems = checker.check_bytes(data, str(path))
                 report["problems"] = [p.to_dict() for p in problems]
             except (SessionError, OSError, ValueError) as exc:
-                report.update(error=_reason(exc), problems=[])
+                report.update(error=failure_reason(exc), problems=[])
                 errors = True
                 reports.append(report)
                 progress.advance(task)
@@ -338,7 +338,7 @@ def check_cmd(paths: tuple[str, ...], repair: bool, output: Path | None, as_json
                             checker.repair_bytes(data, str(path), target), target)  # type: ignore[arg-type]
                     except (SessionError, OSError, ValueError) as exc:
                         # The input was checked; only the copy failed: say so, not "cannot check".
-                        report["repairError"] = f"could not write the repaired copy to {target}: {_reason(exc)}"
+                        report["repairError"] = f"could not write the repaired copy to {target}: {failure_reason(exc)}"
                     else:
                         report.update(result.to_dict())
                         problems = result.remaining
@@ -347,7 +347,7 @@ def check_cmd(paths: tuple[str, ...], repair: bool, output: Path | None, as_json
             reports.append(report)
             progress.advance(task)
     if as_json:
-        _print_json(reports)
+        print_json(reports)
     else:
         for report in reports:
             _echo_check_report(report, repair)
@@ -356,10 +356,10 @@ def check_cmd(paths: tuple[str, ...], repair: bool, output: Path | None, as_json
         n_warn = len(problems_all) - n_err
         unreadable = sum("error" in r for r in reports)
         checked = len(reports) - unreadable
-        summary = (f"{_plural(checked, 'file', 'files')} checked: "
-                   f"{_plural(n_err, 'error', 'errors')}, {_plural(n_warn, 'warning', 'warnings')}")
+        summary = (f"{plural(checked, 'file', 'files')} checked: "
+                   f"{plural(n_err, 'error', 'errors')}, {plural(n_warn, 'warning', 'warnings')}")
         if unreadable:
-            summary += f"; {_plural(unreadable, 'path', 'paths')} could not be checked"
+            summary += f"; {plural(unreadable, 'path', 'paths')} could not be checked"
         if repair:
             left = sum(p["severity"] == "error" for r in reports for p in r.get("remaining", []))
             summary += f"; {left} error{'s' if left != 1 else ''} left after repair"
@@ -373,28 +373,28 @@ def check_cmd(paths: tuple[str, ...], repair: bool, output: Path | None, as_json
 def _echo_check_report(report: dict[str, Any], repair: bool) -> None:
     path = report["path"]
     if report.get("error"):
-        _echo(f"{path}: cannot check: {report['error']}")
+        echo_line(f"{path}: cannot check: {report['error']}")
         return
     for problem in report["problems"]:
         where = f"{path}:{problem['line']}" if problem["line"] is not None else path
-        _echo(f"{where}: {problem['severity']}: {problem['message']} [{problem['code']}]")
+        echo_line(f"{where}: {problem['severity']}: {problem['message']} [{problem['code']}]")
     if not repair:
         if not report["problems"]:
-            _echo(f"{path}: ok")
+            echo_line(f"{path}: ok")
         return
     if report.get("repairError"):
-        _echo(f"{path}: {report['repairError']}")
+        echo_line(f"{path}: {report['repairError']}")
     elif report.get("outPath"):
-        _echo(f"{path}: repaired copy written to {report['outPath']} ({_plural(len(report['changes']), 'change', 'changes')})")
+        echo_line(f"{path}: repaired copy written to {report['outPath']} ({plural(len(report['changes']), 'change', 'changes')})")
         for change in report["changes"]:
             line = f"line {change['line']}: " if change["line"] is not None else ""
-            _echo(f"  {line}{change['description']} [{change['code']}]")
+            echo_line(f"  {line}{change['description']} [{change['code']}]")
         for problem in report["remaining"]:
             where = f"{report['outPath']}:{problem['line']}" if problem["line"] is not None else report["outPath"]
-            _echo(f"  remaining: {where}: {problem['severity']}: {problem['message']} [{problem['code']}]")
+            echo_line(f"  remaining: {where}: {problem['severity']}: {problem['message']} [{problem['code']}]")
     elif not report["problems"]:
-        _echo(f"{path}: ok")
+        echo_line(f"{path}: ok")
     else:
-        _echo(f"{path}: nothing --repair can fix")
+        echo_line(f"{path}: nothing --repair can fix")
 
 

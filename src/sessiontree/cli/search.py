@@ -13,17 +13,17 @@ from datetime import UTC, datetime
 import click
 from rich.text import Text
 
-from sessiontree.cli._common import (
-    _App,
-    _echo,
-    _err,
-    _out,
-    _plural,
-    _print_json,
-    _session_id,
-    _show,
+from sessiontree.cli.common import (
+    App,
     cli,
+    echo_line,
     pass_app,
+    plural,
+    print_json,
+    print_rich,
+    resolve_session_id,
+    stderr_console,
+    stdout_console,
 )
 from sessiontree.core.searchtext import SearchHit
 from sessiontree.core.textsafe import safe_line
@@ -84,8 +84,8 @@ _ROLE_WIDTH = len("branchSummary")  # the longest common one; "compactionSummary
 
 def _merging(pending: int) -> None:
     """Say why this search pauses (only on a terminal: scripts read stdout alone)."""
-    if _err().is_terminal:
-        _echo(f"Merging {pending:,} new entries into the search index...", err=True)
+    if stderr_console().is_terminal:
+        echo_line(f"Merging {pending:,} new entries into the search index...", err=True)
 
 
 def _known_roles(roles: tuple[str, ...]) -> tuple[str, ...]:
@@ -118,7 +118,7 @@ def _known_roles(roles: tuple[str, ...]) -> tuple[str, ...]:
               help="Show at most N hits.")
 @click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON (whole ids, highlight offsets).")
 @pass_app
-def search_cmd(app: _App, words: tuple[str, ...], cwd: str | None, roles: tuple[str, ...], since: str | None,
+def search_cmd(app: App, words: tuple[str, ...], cwd: str | None, roles: tuple[str, ...], since: str | None,
                until: str | None, session: str | None, limit: int, as_json: bool) -> None:
     """Find entries whose text holds every term of QUERY, best first, grouped by session.
 
@@ -137,7 +137,7 @@ def search_cmd(app: _App, words: tuple[str, ...], cwd: str | None, roles: tuple[
     query = _query(words)
     if not query.strip():
         raise click.UsageError("give a search query, e.g. sessiontree search 'flaky test'")
-    session_id = _session_id(app, session) if session is not None else None
+    session_id = resolve_session_id(app, session) if session is not None else None
     settle_search_tail(app.store, on_merge=_merging)
     try:
         result = search(app.store, query, cwd=cwd, roles=roles or None, since=_when(since, "--since", False),
@@ -145,11 +145,11 @@ def search_cmd(app: _App, words: tuple[str, ...], cwd: str | None, roles: tuple[
     except SearchQueryError as exc:
         raise click.UsageError(str(exc)) from None
     if as_json:
-        _print_json(result.to_dict())
+        print_json(result.to_dict())
         return
-    console = _out()
+    console = stdout_console()
     if not result.hits:
-        _show(console, "No matches.")
+        print_rich(console, "No matches.")
         return
     short = shortest_unique_prefixes(app.store.session_ids())
     lines: list[Text] = []
@@ -159,7 +159,7 @@ def search_cmd(app: _App, words: tuple[str, ...], cwd: str | None, roles: tuple[
         head = Text()
         head.append(safe_line(short.get(sid, sid)), style="bold cyan")
         # The count before the title: a long title is cut at the line's end, never the count.
-        head.append(f"  ({_plural(len(hits), 'hit', 'hits')})  ", style="dim")
+        head.append(f"  ({plural(len(hits), 'hit', 'hits')})  ", style="dim")
         head.append(safe_line(title), style="bold")
         lines.append(head)
         for hit in hits:
@@ -174,6 +174,6 @@ def search_cmd(app: _App, words: tuple[str, ...], cwd: str | None, roles: tuple[
                 row.append("[off branch] ", style="magenta")
             row.append_text(_snippet(hit))
             lines.append(row)
-    _show(console, Text("\n").join(lines), no_wrap=True, overflow="ellipsis")
+    print_rich(console, Text("\n").join(lines), no_wrap=True, overflow="ellipsis")
     if result.more:
-        _echo(f"showing the best {_plural(len(result.hits), 'hit', 'hits')}; more with -n {limit * 4}", err=True)
+        echo_line(f"showing the best {plural(len(result.hits), 'hit', 'hits')}; more with -n {limit * 4}", err=True)

@@ -12,25 +12,25 @@ from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 
-from sessiontree.cli._common import (
-    _App,
-    _busy,
-    _cut_left,
-    _echo,
-    _entry_id,
-    _err,
-    _open_readonly,
-    _out,
-    _plural,
-    _print_json,
-    _progress,
-    _read_parsed,
-    _session_id,
-    _show,
-    _title,
-    _utc,
+from sessiontree.cli.common import (
+    App,
+    busy_spinner,
     cli,
+    cut_left,
+    echo_line,
+    open_session_readonly,
     pass_app,
+    plural,
+    print_json,
+    print_rich,
+    progress_bar,
+    read_parsed,
+    resolve_entry_id,
+    resolve_session_id,
+    session_title,
+    stderr_console,
+    stdout_console,
+    utc_minutes,
 )
 from sessiontree.core import render
 from sessiontree.core.textsafe import safe_block, safe_json_text, safe_line
@@ -54,7 +54,7 @@ from sessiontree.session.manager import SessionManager
                    "counts there, as in stats --by session; ~ marks estimates).")
 @click.option("--json", "as_json", is_flag=True, help="Print the sessions as JSON (always whole ids).")
 @pass_app
-def list_cmd(app: _App, cwd: str | None, internal: bool, all_: bool, limit: int | None, full_ids: bool,
+def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, limit: int | None, full_ids: bool,
              with_cost: bool, as_json: bool) -> None:
     """List sessions, newest first.
 
@@ -67,8 +67,8 @@ def list_cmd(app: _App, cwd: str | None, internal: bool, all_: bool, limit: int 
     if all_ and cwd is not None:
         raise click.UsageError("--all lists every session; it cannot be combined with --cwd")
     include_internal = internal or all_
-    err = _err()
-    with _progress(err) as progress:
+    err = stderr_console()
+    with progress_bar(err) as progress:
         task = progress.add_task("Listing sessions", total=None)
 
         def on_progress(loaded: int, total: int) -> None:
@@ -80,7 +80,7 @@ def list_cmd(app: _App, cwd: str | None, internal: bool, all_: bool, limit: int 
             infos = SessionManager.list_all(app.store, on_progress, include_internal=include_internal)
     skipped = getattr(infos, "skipped", 0)
     if skipped:
-        click.echo(f"{_plural(skipped, 'session', 'sessions')} could not be loaded; "
+        click.echo(f"{plural(skipped, 'session', 'sessions')} could not be loaded; "
                    "run sessiontree check --store", err=True)
     if limit is not None:
         infos = infos[:limit]
@@ -90,23 +90,23 @@ def list_cmd(app: _App, cwd: str | None, internal: bool, all_: bool, limit: int 
         if costs is not None:
             for item in rows_json:
                 item["usage"] = _cost_json(costs.get(item["id"]))
-        _print_json(rows_json)
+        print_json(rows_json)
         return
-    console = _out()
+    console = stdout_console()
     if not infos:
-        _show(console, "No sessions." if cwd is None else safe_line(f"No sessions for {os.path.abspath(cwd)}."))
+        print_rich(console, "No sessions." if cwd is None else safe_line(f"No sessions for {os.path.abspath(cwd)}."))
         return
     home = os.path.expanduser("~")
     short = {} if full_ids else shortest_unique_prefixes(app.store.session_ids())
     rows = []
     for info in infos:
-        title = " ".join(_title(info.name, info.summary, info.first_message).split())
+        title = " ".join(session_title(info.name, info.summary, info.first_message).split())
         if info.internal and info.workflow:
             title = f"[workflow {info.workflow.get('stageName')}] {title}"
         inside_home = home not in ("", "/") and (info.cwd + "/").startswith(home + "/")
         project = "~" + info.cwd[len(home):] if inside_home else info.cwd
         # Sanitised before the widths are measured and cells cut: no cut splits a sequence.
-        rows.append((safe_line(short.get(info.id, info.id)), _utc(info.modified), str(info.message_count),
+        rows.append((safe_line(short.get(info.id, info.id)), utc_minutes(info.modified), str(info.message_count),
                      safe_line(project), safe_line(title)))
     cost_cells = [_cost_text(costs.get(info.id)) for info in infos] if costs is not None else None
     # The id is never cut. The project takes what the title (at least 20 cells)
@@ -131,17 +131,17 @@ def list_cmd(app: _App, cwd: str | None, internal: bool, all_: bool, limit: int 
         table.add_column("project", no_wrap=True, width=proj_w)
     table.add_column("title", no_wrap=True, overflow="ellipsis", max_width=title_w)
     for index, row in enumerate(rows):
-        cells = (*row[:3], _cut_left(row[3], proj_w), row[4]) if show_project else row[:3] + row[4:]
+        cells = (*row[:3], cut_left(row[3], proj_w), row[4]) if show_project else row[:3] + row[4:]
         if cost_cells is not None:
             cells = (*cells[:3], cost_cells[index], *cells[3:])
         table.add_row(*cells[:-1], Text(cells[-1]))
-    _show(console, table)
+    print_rich(console, table)
 
 
-def _session_costs(app: _App) -> dict[str, Any]:
+def _session_costs(app: App) -> dict[str, Any]:
     from sessiontree.usage.report import session_costs
 
-    with _busy("Summing usage…"):
+    with busy_spinner("Summing usage…"):
         return session_costs(app.store)
 
 
@@ -171,12 +171,12 @@ def _cost_json(totals: Any) -> dict[str, Any]:
                                                        "it, or a unique prefix): its place and its searchable text.")
 @click.option("--json", "as_json", is_flag=True, help="Print header, info (and tree) as JSON.")
 @pass_app
-def show_cmd(app: _App, session: str, tree: bool, entry: str | None, as_json: bool) -> None:
+def show_cmd(app: App, session: str, tree: bool, entry: str | None, as_json: bool) -> None:
     """Show a session's header and listing info; --tree draws the whole entry tree."""
-    session_id = _session_id(app, session)
-    manager = _open_readonly(app, session_id)
+    session_id = resolve_session_id(app, session)
+    manager = open_session_readonly(app, session_id)
     if entry is not None:
-        _show_entry(manager, session_id, _entry_id(manager, entry), as_json)
+        _show_entry(manager, session_id, resolve_entry_id(manager, entry), as_json)
         return
     header = manager.get_header()
     location = app.store.location(session_id)
@@ -199,9 +199,9 @@ def show_cmd(app: _App, session: str, tree: bool, entry: str | None, as_json: bo
                                 "usage": usage.to_dict()}
         if tree:
             data["tree"] = [render.tree_row_dict(row) for row in rows]
-        _print_json(data)
+        print_json(data)
         return
-    console = _out()
+    console = stdout_console()
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
@@ -217,8 +217,8 @@ def show_cmd(app: _App, session: str, tree: bool, entry: str | None, as_json: bo
         wf = info.workflow
         grid.add_row("workflow", safe_line(f"run {wf.get('runId')}, stage {wf.get('stageId')} ({wf.get('stageName')})"))
     grid.add_row("messages", str(info.message_count))
-    grid.add_row("entries", f"{len(entries)} ({_plural(leaves, 'leaf', 'leaves')}; "
-                            f"active branch {_plural(len(branch_ids), 'entry', 'entries')})")
+    grid.add_row("entries", f"{len(entries)} ({plural(leaves, 'leaf', 'leaves')}; "
+                            f"active branch {plural(len(branch_ids), 'entry', 'entries')})")
     grid.add_row("active leaf", safe_line(leaf_id) if leaf_id else "(none: no entries)")
     if labels:
         grid.add_row("labels", ", ".join(f"{safe_line(target)}={safe_line(text)}" for target, text in labels.items()))
@@ -229,11 +229,11 @@ def show_cmd(app: _App, session: str, tree: bool, entry: str | None, as_json: bo
         grid.add_row(name, safe_line(value))
     if location:
         grid.add_row("file", safe_line(location))
-    _show(console, grid)
+    print_rich(console, grid)
     if tree:
-        _show(console)
+        print_rich(console)
         lines = Text("\n").join(render.tree_row_text(row, console.width) for row in rows)
-        _show(console, lines, no_wrap=True, overflow="ellipsis")
+        print_rich(console, lines, no_wrap=True, overflow="ellipsis")
 
 
 def _show_entry(manager: SessionManager, session_id: str, entry_id: str, as_json: bool) -> None:
@@ -244,10 +244,10 @@ def _show_entry(manager: SessionManager, session_id: str, entry_id: str, as_json
     on_branch = entry_id in {e["id"] for e in manager.get_branch()}
     found = entry_text(entry) if entry is not None else None
     if as_json:
-        _print_json({"sessionId": session_id, "onActiveBranch": on_branch, "role": found.role if found else None,
-                     "text": found.text if found else None, "entry": entry})
+        print_json({"sessionId": session_id, "onActiveBranch": on_branch, "role": found.role if found else None,
+                    "text": found.text if found else None, "entry": entry})
         return
-    assert entry is not None  # _entry_id resolved entry_id among this session's entries
+    assert entry is not None  # resolve_entry_id resolved entry_id among this session's entries
     raw_message = entry.get("message")
     message = raw_message if isinstance(raw_message, dict) else {}
     grid = Table.grid(padding=(0, 2))
@@ -261,11 +261,11 @@ def _show_entry(manager: SessionManager, session_id: str, entry_id: str, as_json
     grid.add_row("timestamp", safe_line(entry.get("timestamp")))
     grid.add_row("parent", safe_line(entry.get("parentId")) if entry.get("parentId") else "(none: a root)")
     grid.add_row("active branch", "yes" if on_branch else "no (an abandoned branch)")
-    console = _out()
-    _show(console, grid)
-    _show(console)
-    _show(console, found.text if found is not None else render.entry_summary(entry))
-def _usage_of(app: _App, session_id: str) -> Any:
+    console = stdout_console()
+    print_rich(console, grid)
+    print_rich(console)
+    print_rich(console, found.text if found is not None else render.entry_summary(entry))
+def _usage_of(app: App, session_id: str) -> Any:
     from sessiontree.usage.report import session_usage
 
     return session_usage(app.store, session_id)
@@ -285,12 +285,12 @@ def _usage_rows(usage: Any) -> list[tuple[str, str]]:
     if t.estimated_calls:
         notes.append(f"{format_usd(t.estimated_nanos, 4)} of it estimated from {usage.catalog}")
     if t.unpriced_calls:
-        notes.append(f"{_plural(t.unpriced_calls, 'call', 'calls')} not priced: {', '.join(sorted(t.unpriced_models))}")
+        notes.append(f"{plural(t.unpriced_calls, 'call', 'calls')} not priced: {', '.join(sorted(t.unpriced_models))}")
     if usage.copied.calls:
-        notes.append(f"{_plural(usage.copied.calls, 'call', 'calls')}, {format_usd(usage.copied.cost_nanos, 4)}, "
+        notes.append(f"{plural(usage.copied.calls, 'call', 'calls')}, {format_usd(usage.copied.cost_nanos, 4)}, "
                      "copied from an earlier session and billed there")
     rows = [("models", models),
-            ("tokens", f"{t.total_tokens:,} in {_plural(t.calls, 'call', 'calls')} (input {t.input:,}, "
+            ("tokens", f"{t.total_tokens:,} in {plural(t.calls, 'call', 'calls')} (input {t.input:,}, "
                        f"output {t.output:,}, cache read {t.cache_read:,}, cache write {t.cache_write:,})"),
             ("cost", cost + (f" ({'; '.join(notes)})" if notes else ""))]
     return rows
@@ -315,7 +315,7 @@ def _session_info(manager: SessionManager, path: str) -> Any:
                    "firstKeptEntryId). Not what a current agent sends.")
 @click.option("--json", "as_json", is_flag=True, help="Print the projection as JSON (always complete).")
 @pass_app
-def context_cmd(app: _App, session: str, leaf: str | None, full: bool, historical: bool, as_json: bool) -> None:
+def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical: bool, as_json: bool) -> None:
     """Show the model context rebuilt from the active branch (or from --leaf ENTRY).
 
     This is the projection a provider request is built from: compaction
@@ -324,28 +324,28 @@ def context_cmd(app: _App, session: str, leaf: str | None, full: bool, historica
     compactions of older agents are applied as those agents applied them,
     and the output is labelled as historical.
     """
-    session_id = _session_id(app, session)
-    manager = _open_readonly(app, session_id)
+    session_id = resolve_session_id(app, session)
+    manager = open_session_readonly(app, session_id)
     if leaf is not None:
-        manager.branch(_entry_id(manager, leaf))
+        manager.branch(resolve_entry_id(manager, leaf))
     leaf_id = manager.get_leaf_id()
     if historical:
         past = manager.build_historical_projection()
         projection = past.projection
         if as_json:
-            _print_json(render.historical_context_dict(past, session_id, leaf_id))
+            print_json(render.historical_context_dict(past, session_id, leaf_id))
             return
     else:
         projection = manager.build_session_projection()
         if as_json:
-            _print_json(render.context_dict(projection, session_id, leaf_id))
+            print_json(render.context_dict(projection, session_id, leaf_id))
             return
-    console = _out()
+    console = stdout_console()
     if historical:
         if console.is_terminal:
             console.print(Text(render.historical_note(past), style="bold yellow"))
         else:
-            _echo(render.historical_note(past))
+            echo_line(render.historical_note(past))
     limit = None if full else render.CONTEXT_BLOCK_CHARS
     if console.is_terminal:
         console.print(*render.context_renderables(projection, session_id, leaf_id, limit=limit))
@@ -366,7 +366,7 @@ def context_cmd(app: _App, session: str, leaf: str | None, full: bool, historica
                    "branch, control characters shown as escapes; html: the viewer's session page as one "
                    "self-contained file (opens from disk, no network).")
 @pass_app
-def export_cmd(app: _App, session: str, output: Path | None, fmt: str) -> None:
+def export_cmd(app: App, session: str, output: Path | None, fmt: str) -> None:
     """Export a session as a format-4 JSONL file, a Markdown transcript or an HTML page.
 
     The Markdown transcript shows control, bidi and invisible characters of
@@ -374,26 +374,26 @@ def export_cmd(app: _App, session: str, output: Path | None, fmt: str) -> None:
     stored bytes, except on a terminal, where such characters inside its
     strings are written as JSON escapes (the same values).
     """
-    session_id = _session_id(app, session)
+    session_id = resolve_session_id(app, session)
     if fmt == "jsonl":
-        with _busy("Loading session…"):
-            data = _read_parsed(app, session_id).to_bytes()
+        with busy_spinner("Loading session…"):
+            data = read_parsed(app, session_id).to_bytes()
     elif fmt == "html":
         from sessiontree.web.page import render_session_document
 
-        manager = _open_readonly(app, session_id)
-        with _busy("Rendering…"):
+        manager = open_session_readonly(app, session_id)
+        with busy_spinner("Rendering…"):
             data = render_session_document(manager).encode("utf-8")
     else:
-        manager = _open_readonly(app, session_id)
+        manager = open_session_readonly(app, session_id)
         title = manager.get_session_name()
         data = render.markdown_transcript(manager.get_header(), manager.get_branch(), title).encode("utf-8")
     if output is None:
-        if fmt == "jsonl" and _out().is_terminal:
+        if fmt == "jsonl" and stdout_console().is_terminal:
             # On a terminal the JSONL is for reading: unsafe characters inside its strings are
             # shown as JSON escapes (same values). Pipes and files get the stored bytes.
             data = safe_json_text(data.decode("utf-8", errors="backslashreplace")).encode("utf-8")
-        elif fmt == "html" and _out().is_terminal:
+        elif fmt == "html" and stdout_console().is_terminal:
             # Session text inside the page may hold escape sequences: shown, not obeyed.
             data = safe_block(data.decode("utf-8")).encode("utf-8")
         sys.stdout.flush()
@@ -401,6 +401,6 @@ def export_cmd(app: _App, session: str, output: Path | None, fmt: str) -> None:
         sys.stdout.buffer.flush()
         return
     write_atomic(output, data)  # never a truncated FILE (docs/output-files.md)
-    _echo(f"Exported {session_id} to {output}", err=True)
+    echo_line(f"Exported {session_id} to {output}", err=True)
 
 

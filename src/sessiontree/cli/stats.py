@@ -12,7 +12,17 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from sessiontree.cli._common import _App, _busy, _echo, _out, _plural, _print_json, _show, cli, pass_app
+from sessiontree.cli.common import (
+    App,
+    busy_spinner,
+    cli,
+    echo_line,
+    pass_app,
+    plural,
+    print_json,
+    print_rich,
+    stdout_console,
+)
 from sessiontree.core.textsafe import safe_line
 from sessiontree.usage.report import COST_MODES, GROUPINGS, Totals, UsageReport, format_usd, usage_report
 
@@ -39,7 +49,7 @@ _GROUP_TITLES = {"day": "day", "week": "week of", "month": "month", "session": "
                    "recorded: recorded costs only; catalog: every call priced from the offline catalogue.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (docs/usage.md; schemaVersion 1).")
 @pass_app
-def stats_cmd(app: _App, by: str, since: str | None, until: str | None, cwd: str | None, tz: str | None,
+def stats_cmd(app: App, by: str, since: str | None, until: str | None, cwd: str | None, tz: str | None,
               cost: str, as_json: bool) -> None:
     """Tokens and cost of every billed call in the store, each counted once.
 
@@ -51,14 +61,14 @@ def stats_cmd(app: _App, by: str, since: str | None, until: str | None, cwd: str
     catalogue and marked estimated, and calls that cannot be priced are named,
     so a partial total never looks complete.
     """
-    with _busy("Summing usage…"):
+    with busy_spinner("Summing usage…"):
         report = usage_report(app.store, by=by, since=since, until=until, cwd=cwd, tz=tz, cost=cost)
     if as_json:
-        _print_json(report.to_dict())
+        print_json(report.to_dict())
         return
-    console = _out()
+    console = stdout_console()
     if not report.groups:
-        _show(console, "No usage recorded" + (" in that range." if since or until or cwd else "."))
+        print_rich(console, "No usage recorded" + (" in that range." if since or until or cwd else "."))
         _notes(report)
         return
     table = Table(box=None, pad_edge=False, header_style="bold", show_footer=True, footer_style="bold")
@@ -76,10 +86,10 @@ def stats_cmd(app: _App, by: str, since: str | None, until: str | None, cwd: str
             label = f"{label}  {group.cwd}"
         table.add_row(Text(safe_line(label)), *(f"{getter(group.totals):,}" for _, getter in columns),
                       _cost_cell(group.totals))
-    _show(console, table)
+    print_rich(console, table)
     if by == "day" and len(report.groups) > 1:
-        _show(console)
-        _show(console, _day_chart(report))
+        print_rich(console)
+        print_rich(console, _day_chart(report))
     _notes(report)
 
 
@@ -111,15 +121,15 @@ def _day_chart(report: UsageReport) -> Table:
 def _notes(report: UsageReport) -> None:
     """What the total leaves out or estimates, under the table."""
     t = report.totals
-    lines = [f"Costs: {report.cost_mode} ({_plural(t.recorded_calls, 'call', 'calls')} at recorded cost"
+    lines = [f"Costs: {report.cost_mode} ({plural(t.recorded_calls, 'call', 'calls')} at recorded cost"
              + (f", {t.estimated_calls} estimated from {report.catalog}: {format_usd(t.estimated_nanos)}"
                 if t.estimated_calls else "") + "). Total tokens = input + output + cache read + cache write."]
     if t.unpriced_calls:
         names = ", ".join(sorted(t.unpriced_models))
-        lines.append(f"Not priced: {_plural(t.unpriced_calls, 'call', 'calls')} ({t.unpriced_tokens:,} tokens) "
+        lines.append(f"Not priced: {plural(t.unpriced_calls, 'call', 'calls')} ({t.unpriced_tokens:,} tokens) "
                      f"of {names}; the cost above leaves them out.")
     if report.skipped_sessions:
-        lines.append(f"{_plural(report.skipped_sessions, 'session', 'sessions')} could not be read and are "
+        lines.append(f"{plural(report.skipped_sessions, 'session', 'sessions')} could not be read and are "
                      "not counted; run sessiontree check --store")
     for line in lines:
-        _echo(line)
+        echo_line(line)

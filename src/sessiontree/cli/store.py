@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import click
 
-from sessiontree.cli._common import (
+from sessiontree.cli.common import (
     FILL_HINT,
-    _App,
-    _busy,
-    _echo,
-    _plural,
-    _print_json,
-    _session_id,
+    App,
+    busy_spinner,
     cli,
+    echo_line,
     pass_app,
+    plural,
+    print_json,
+    resolve_session_id,
 )
 from sessiontree.stores import resolve_store
 
@@ -21,7 +21,7 @@ from sessiontree.stores import resolve_store
 @cli.command("path", short_help="Print where the store is.")
 @click.option("--json", "as_json", is_flag=True, help="Print kind, path, URL, where it came from, and whether it exists.")
 @pass_app
-def path_cmd(app: _App, as_json: bool) -> None:
+def path_cmd(app: App, as_json: bool) -> None:
     """Print the store's file (SQLite) or directory (JSONL); opens nothing.
 
     The store is --store, else $SESSIONTREE_STORE, else the default SQLite
@@ -31,19 +31,19 @@ def path_cmd(app: _App, as_json: bool) -> None:
     where = resolve_store(app.store_arg)
     shown = where.path if where.path is not None else where.url
     if as_json:
-        _print_json({"kind": where.kind, "path": where.path, "url": where.url, "source": where.source,
-                     "exists": where.exists})
+        print_json({"kind": where.kind, "path": where.path, "url": where.url, "source": where.source,
+                    "exists": where.exists})
         return
-    _echo(shown)
+    echo_line(shown)
     if not where.exists:
-        _echo(f"(does not exist yet; {FILL_HINT})", err=True)
+        echo_line(f"(does not exist yet; {FILL_HINT})", err=True)
 
 
 @cli.command("reindex", short_help="Rebuild derived data (listing, search, usage) from the entries.")
 @click.argument("session", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print the number of sessions rebuilt as JSON.")
 @pass_app
-def reindex_cmd(app: _App, session: str | None, as_json: bool) -> None:
+def reindex_cmd(app: App, session: str | None, as_json: bool) -> None:
     """Recompute everything the store derives from the entries: listing columns,
     the search index and the usage ledger, for SESSION or every session.
 
@@ -51,10 +51,10 @@ def reindex_cmd(app: _App, session: str | None, as_json: bool) -> None:
     (after an upgrade, or when `check --store` reports drift). One transaction:
     an interrupted reindex changes nothing.
     """
-    session_id = _session_id(app, session) if session is not None else None
-    with _busy("Reindexing…"):
+    session_id = resolve_session_id(app, session) if session is not None else None
+    with busy_spinner("Reindexing…"):
         count = app.store.reindex(session_id)
     if as_json:
-        _print_json({"reindexed": count})
+        print_json({"reindexed": count})
         return
-    _echo(f"Reindexed {_plural(count, 'session', 'sessions')}")
+    echo_line(f"Reindexed {plural(count, 'session', 'sessions')}")

@@ -18,18 +18,18 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from sessiontree.cli._common import (
+from sessiontree.cli.common import (
+    App,
     UserError,
-    _App,
-    _cut_left,
-    _echo,
-    _err,
-    _out,
-    _print_json,
-    _progress,
-    _show,
     cli,
+    cut_left,
+    echo_line,
     pass_app,
+    print_json,
+    print_rich,
+    progress_bar,
+    stderr_console,
+    stdout_console,
 )
 from sessiontree.core.textsafe import safe_line
 from sessiontree.errors import SessionError
@@ -107,9 +107,9 @@ def _detail(row: FileResult) -> str:
 
 def _print_report(report: SyncReport, as_json: bool, *, show_unchanged: bool = False) -> None:
     if as_json:
-        _print_json(report.to_dict())
+        print_json(report.to_dict())
         return
-    console = _out()
+    console = stdout_console()
     rows = [r for r in report.files if show_unchanged or r.status != "unchanged"]
     if rows:
         # One line per file where it fits: short session ids (as list shows them), the
@@ -127,12 +127,12 @@ def _print_report(report: SyncReport, as_json: bool, *, show_unchanged: bool = F
             if home not in ("", "/") and path.startswith(home + os.sep):
                 path = "~" + path[len(home):]
             table.add_row(Text(row.status, style=_STYLES[row.status]), safe_line((row.session_id or "")[:8]),
-                          _cut_left(safe_line(path), file_w), safe_line(_detail(row)))
-        _show(console, table)
+                          cut_left(safe_line(path), file_w), safe_line(_detail(row)))
+        print_rich(console, table)
     for note in report.notes:
-        _show(console, safe_line(f"note: {note}"))
-    _show(console, safe_line(report.summary() + (f", {report.left} not done (interrupted)"
-                                                 if report.interrupted else "")))
+        print_rich(console, safe_line(f"note: {note}"))
+    print_rich(console, safe_line(report.summary() + (f", {report.left} not done (interrupted)"
+                                                      if report.interrupted else "")))
 
 
 def _merge(into: SyncReport, other: SyncReport) -> None:
@@ -168,7 +168,7 @@ def sources_cmd(as_json: bool) -> None:
         files, problems = discover([source.path]) if source.exists else ([], [])
         rows.append({**source.to_dict(), "files": len(files), "problems": [p.to_dict() for p in problems]})
     if as_json:
-        _print_json(rows)
+        print_json(rows)
         return
     table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
     for name in ("agent", "folder", "from", "files"):
@@ -178,7 +178,7 @@ def sources_cmd(as_json: bool) -> None:
         if row["problems"]:
             count += f", {len(row['problems'])} unreadable"
         table.add_row(row["agent"], safe_line(row["path"]), row["origin"], count)
-    _show(_out(), table)
+    print_rich(stdout_console(), table)
 
 
 @cli.command("sync", short_help="Keep the store in step with the agents' session folders.")
@@ -192,7 +192,7 @@ def sources_cmd(as_json: bool) -> None:
               help="With --watch: group changes made within this many milliseconds.")
 @pass_app
 @click.pass_context
-def sync_cmd(ctx: click.Context, app: _App, paths: tuple[str, ...], watching: bool, replace: bool,
+def sync_cmd(ctx: click.Context, app: App, paths: tuple[str, ...], watching: bool, replace: bool,
              dry_run: bool, as_json: bool, debounce: int) -> None:
     """Bring new and grown sessions from the agents' own folders into the store.
 
@@ -226,19 +226,19 @@ def sync_cmd(ctx: click.Context, app: _App, paths: tuple[str, ...], watching: bo
     if exclude is not None and any(os.path.realpath(os.path.abspath(f)) == os.path.realpath(exclude)
                                    for f in folders):
         notes.append(f"{exclude} is the store itself: its files are not synced into it")
-    err = _err()
+    err = stderr_console()
     report = SyncReport(notes=list(notes))
     interrupted = False
 
     def busy() -> None:
-        _echo("sessiontree: another sync is running on this store; waiting for it to finish…", err=True)
+        echo_line("sessiontree: another sync is running on this store; waiting for it to finish…", err=True)
 
     with _stop_on_interrupt() as stop:
         with run_lock(store, busy) if not dry_run else _nothing():
             syncer = Syncer(store, replace=replace, dry_run=dry_run)
             files, rejected = discover(folders, exclude=exclude)
             report.files.extend(rejected)
-            with _progress(err) as progress:
+            with progress_bar(err) as progress:
                 task = progress.add_task("Syncing", total=len(files))
 
                 def step(path: str) -> None:
@@ -257,7 +257,7 @@ def sync_cmd(ctx: click.Context, app: _App, paths: tuple[str, ...], watching: bo
             _watch(store, folders, exclude, replace, as_json, stop, debounce)
             return
     if interrupted:
-        _echo(f"sessiontree: interrupted: {report.left} left; run the same sync again to finish", err=True)
+        echo_line(f"sessiontree: interrupted: {report.left} left; run the same sync again to finish", err=True)
         ctx.exit(130)
     if not report.ok:
         counts = report.counts()
@@ -271,7 +271,7 @@ def _nothing() -> Iterator[None]:
     yield
 
 
-def _target(app: _App, dry_run: bool) -> SessionStore:
+def _target(app: App, dry_run: bool) -> SessionStore:
     """The store to sync into: for ``--dry-run`` opened read-only (a memory store stands
     in for one that does not exist yet, so everything is "new")."""
     if not dry_run:
@@ -302,8 +302,8 @@ def _watch(store: SessionStore, folders: list[str], exclude: str | None, replace
     roots = [os.path.abspath(os.path.expanduser(f)) for f in folders if os.path.exists(os.path.expanduser(f))]
     if not roots:
         raise UserError("nothing to watch: none of the folders exists")
-    _echo(f"sessiontree: watching {len(roots)} {'folder' if len(roots) == 1 else 'folders'} "
-          "(Ctrl-C stops)", err=True)
+    echo_line(f"sessiontree: watching {len(roots)} {'folder' if len(roots) == 1 else 'folders'} "
+              "(Ctrl-C stops)", err=True)
 
     def on_change(paths: list[str]) -> None:
         files = [p for p in paths if exclude is None or not os.path.realpath(p).startswith(
@@ -316,4 +316,4 @@ def _watch(store: SessionStore, folders: list[str], exclude: str | None, replace
             _print_report(batch, as_json)
 
     watch(roots, on_change, stop, debounce_ms=debounce)
-    _echo("sessiontree: watch stopped", err=True)
+    echo_line("sessiontree: watch stopped", err=True)

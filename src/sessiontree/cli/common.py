@@ -4,7 +4,7 @@ Output rule (docs/terminal-output.md): every human-readable line or cell that
 holds text from a session, a file name or an error message passes through
 :mod:`sessiontree.core.textsafe` (``safe_line`` for one-line fields, ``safe_block``
 for text blocks) before it is printed; :class:`UserError` sanitises its
-message, :func:`_echo` its line, :func:`_print_json` escapes its JSON text.
+message, :func:`echo_line` its line, :func:`print_json` escapes its JSON text.
 """
 
 from __future__ import annotations
@@ -58,16 +58,18 @@ class UserError(click.ClickException):
         click.echo(f"sessiontree: error: {self.format_message()}", err=True)
 
 
-def _reason(exc: BaseException) -> str:
+def failure_reason(exc: BaseException) -> str:
     """Why one file of a batch failed, without repeating its path."""
     if isinstance(exc, InvalidSessionError):
         return f"line {exc.line}: {exc.reason}" if exc.line is not None else exc.reason
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
-    return _describe(exc)
+    return describe_error(exc)
 
 
-def _describe(exc: BaseException) -> str:
+def describe_error(exc: BaseException) -> str:
+    """One line for a library error: an ``OSError``'s reason and file name, else the
+    exception's text (its type name when it has none)."""
     if isinstance(exc, OSError) and exc.strerror:
         where = exc.filename if exc.filename is not None else ""
         return f"{exc.strerror}: {where}" if where else exc.strerror
@@ -88,7 +90,7 @@ class _Group(click.Group):
             click.echo(err=True)
             raise UserError("aborted; nothing was changed") from None
         except (SessionError, OSError, ValueError) as exc:
-            raise UserError(_describe(exc)) from exc
+            raise UserError(describe_error(exc)) from exc
 
 
 # --------------------------------------------------------------------------- state and helpers
@@ -116,7 +118,7 @@ STORE_MODES: dict[str, str] = {
 
 
 @dataclass
-class _App:
+class App:
     """Per-invocation state: the store option and the store, opened on first use.
 
     Attributes:
@@ -173,14 +175,16 @@ class _App:
             self._store = None
 
 
-pass_app = click.make_pass_decorator(_App)
+pass_app = click.make_pass_decorator(App)
 
 
 #: Output width when stdout is not a terminal (``$COLUMNS`` overrides it).
 PIPE_WIDTH = 160
 
 
-def _out() -> Console:
+def stdout_console() -> Console:
+    """A rich console on stdout, without markup or highlighting; :data:`PIPE_WIDTH` columns
+    when stdout is not a terminal and ``$COLUMNS`` is unset."""
     # markup=False: session text such as "[/x]" is data, never rich markup.
     console = Console(highlight=False, markup=False)
     if not console.is_terminal and not os.environ.get("COLUMNS"):
@@ -188,17 +192,18 @@ def _out() -> Console:
     return console
 
 
-def _err() -> Console:
+def stderr_console() -> Console:
+    """A rich console on stderr, without markup or highlighting (progress, spinners)."""
     return Console(stderr=True, highlight=False, markup=False)
 
 
-def _echo(line: str = "", *, err: bool = False) -> None:
+def echo_line(line: str = "", *, err: bool = False) -> None:
     """``click.echo`` of one line built from session text or file names, sanitised with
     :func:`~sessiontree.core.textsafe.safe_line` (a stray newline is shown, not obeyed)."""
     click.echo(safe_line(line), err=err)
 
 
-def _show(console: Console, *renderables: Any, **options: Any) -> None:
+def print_rich(console: Console, *renderables: Any, **options: Any) -> None:
     """Print to stdout; when it is not a terminal, without the padding rich adds at line ends.
 
     Plain ``str`` renderables are sanitised (:func:`~sessiontree.core.textsafe.safe_block`);
@@ -215,7 +220,7 @@ def _show(console: Console, *renderables: Any, **options: Any) -> None:
     click.echo(text, nl=False)
 
 
-def _print_json(data: Any) -> None:
+def print_json(data: Any) -> None:
     """Print ``data`` as indented JSON on stdout. Control, bidi and invisible
     characters inside strings are written as ``\\uXXXX`` escapes
     (:func:`~sessiontree.core.textsafe.safe_json_text`): the values parse back unchanged."""
@@ -227,9 +232,9 @@ def _print_json(data: Any) -> None:
 
 
 @contextlib.contextmanager
-def _busy(message: str) -> Iterator[None]:
+def busy_spinner(message: str) -> Iterator[None]:
     """A spinner on stderr while something slow runs (nothing when stderr is not a terminal)."""
-    console = _err()
+    console = stderr_console()
     if not console.is_terminal:
         yield
         return
@@ -237,7 +242,9 @@ def _busy(message: str) -> Iterator[None]:
         yield
 
 
-def _progress(console: Console) -> Progress:
+def progress_bar(console: Console) -> Progress:
+    """A transient progress bar (description, bar, done/total, elapsed) on ``console``,
+    disabled when it is not a terminal."""
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), console=console, transient=True,
                     disable=not console.is_terminal)
@@ -256,41 +263,54 @@ def _unique(prefix: str, candidates: Sequence[str], what: str) -> str:
     return matches[0]
 
 
-def _session_id(app: _App, prefix: str) -> str:
+def resolve_session_id(app: App, prefix: str) -> str:
+    """The store's one session id equal to or starting with ``prefix``.
+
+    Raises:
+        UserError: no session matches, or several do.
+    """
     return _unique(prefix, app.store.session_ids(), "session")
 
 
-def _entry_id(manager: SessionManager, prefix: str) -> str:
+def resolve_entry_id(manager: SessionManager, prefix: str) -> str:
+    """The session's one entry id equal to or starting with ``prefix``.
+
+    Raises:
+        UserError: no entry matches, or several do.
+    """
     return _unique(prefix, [e["id"] for e in manager.get_entries()], "entry")
 
 
-def _read_parsed(app: _App, session_id: str) -> ParsedSession:
+def read_parsed(app: App, session_id: str) -> ParsedSession:
     """The stored session, read without writing to it (docs/rules/decisions.md D-9)."""
     return app.store.read(session_id)
 
 
-def _open_readonly(app: _App, session_id: str) -> SessionManager:
+def open_session_readonly(app: App, session_id: str) -> SessionManager:
     """A manager over the stored session for navigation and projection, bound to
     a private empty store (:meth:`SessionManager.from_parsed`): nothing a
     read-only command does can write to the store."""
-    with _busy("Loading session…"):
+    with busy_spinner("Loading session…"):
         return SessionManager.from_parsed(app.store.read(session_id))
 
 
-def _open(app: _App, session_id: str, cwd: str | None = None) -> SessionManager:
-    with _busy("Loading session…"):
+def open_session(app: App, session_id: str, cwd: str | None = None) -> SessionManager:
+    """The stored session opened for writing (:meth:`SessionManager.open`), with a spinner."""
+    with busy_spinner("Loading session…"):
         return SessionManager.open(app.store, session_id, cwd)
 
 
-def _plural(count: int, one: str, many: str) -> str:
+def plural(count: int, one: str, many: str) -> str:
+    """``count`` and the noun: ``one`` when ``count == 1``, else ``many`` ("2 entries")."""
     return f"{count} {one if count == 1 else many}"
 
 
-def _title(info_name: str | None, summary: str | None, first: str) -> str:
+def session_title(info_name: str | None, summary: str | None, first: str) -> str:
+    """What a listing shows for a session: its name, else its summary, else ``first`` (its first message)."""
     return info_name or summary or first
 
 
-def _utc(dt: datetime) -> str:
+def utc_minutes(dt: datetime) -> str:
     """Minutes in UTC, marked ``Z`` (``show`` and ``--json`` print full UTC ISO-8601 too)."""
     return dt.astimezone(UTC).strftime("%Y-%m-%d %H:%MZ")
 
@@ -310,7 +330,7 @@ def cli(ctx: click.Context, store_arg: str | None) -> None:
 
     Session and entry ids may be abbreviated to any unique prefix.
     """
-    app = _App(store_arg, command=ctx.invoked_subcommand)
+    app = App(store_arg, command=ctx.invoked_subcommand)
     ctx.obj = app
     ctx.call_on_close(app.close)
 
@@ -325,7 +345,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     sys.exit(0)  # pragma: no cover - cli.main exits itself in standalone mode
 
 
-def _cut_left(text: str, width: int) -> str:
+def cut_left(text: str, width: int) -> str:
     """``text`` in at most ``width`` terminal cells, cut at the left with "…" when longer;
     a path is cut at a ``/`` when one is in what remains ("…/weather-app")."""
     if cell_len(text) <= width:

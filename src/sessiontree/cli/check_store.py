@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from sessiontree.cli._common import UserError, _App, _err, _plural, _print_json, _progress
+from sessiontree.cli.common import App, UserError, plural, print_json, progress_bar, stderr_console
 from sessiontree.stores import open_store
 from sessiontree.stores.base import SessionStore
 
@@ -43,7 +43,7 @@ def verify_store_cmd(store_url: str, paths: tuple[str, ...], repair: bool, outpu
     """
     if paths or repair or output is not None:
         raise click.UsageError("check --store verifies a store: it takes no FILE, --repair or -o")
-    app = click.get_current_context().find_object(_App)
+    app = click.get_current_context().find_object(App)
     own: SessionStore | None = None
     if store_url:
         own = store = open_store(store_url, create=False, readonly=True)
@@ -52,7 +52,7 @@ def verify_store_cmd(store_url: str, paths: tuple[str, ...], repair: bool, outpu
     else:  # pragma: no cover - check always runs under the group
         own = store = open_store(None, create=False, readonly=True)
     try:
-        with _progress(_err()) as progress:
+        with progress_bar(stderr_console()) as progress:
             task = progress.add_task("Verifying", total=None)
 
             def on_progress(done: int, total: int) -> None:
@@ -66,16 +66,16 @@ def verify_store_cmd(store_url: str, paths: tuple[str, ...], repair: bool, outpu
     errors = sum(p["severity"] == "error" for p in problems)
     warnings = len(problems) - errors
     if as_json:
-        _print_json({"store": store.url, "sessions": sessions, "problems": problems,
-                     "errors": errors, "warnings": warnings})
+        print_json({"store": store.url, "sessions": sessions, "problems": problems,
+                    "errors": errors, "warnings": warnings})
     else:
         for problem in problems:
             click.echo(f"{_where(problem, store.url)}: {problem['severity']}: {problem['message']} "
                        f"[{problem['code']}]")
         if not problems:
-            click.echo(f"{store.url}: ok ({_plural(sessions, 'session', 'sessions')})")
+            click.echo(f"{store.url}: ok ({plural(sessions, 'session', 'sessions')})")
         else:
-            click.echo(f"{store.url}: {_plural(sessions, 'session', 'sessions')} checked: "
-                       f"{_plural(errors, 'error', 'errors')}, {_plural(warnings, 'warning', 'warnings')}")
+            click.echo(f"{store.url}: {plural(sessions, 'session', 'sessions')} checked: "
+                       f"{plural(errors, 'error', 'errors')}, {plural(warnings, 'warning', 'warnings')}")
     if errors:
         raise UserError("errors found in the store")

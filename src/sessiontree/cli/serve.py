@@ -13,7 +13,7 @@ import secrets
 
 import click
 
-from sessiontree.cli._common import UserError, _App, _echo, cli, pass_app
+from sessiontree.cli.common import App, UserError, cli, echo_line, pass_app
 
 _LOOPBACK_NAMES = {"localhost"}
 
@@ -37,7 +37,7 @@ def _is_loopback(host: str) -> bool:
 @click.option("--token", "token_opt", default=None, metavar="TOKEN",
               help="Use this token instead of generating one (also on loopback).")
 @pass_app
-def serve_cmd(app: _App, host: str, port: int, expose: bool, token_opt: str | None) -> None:
+def serve_cmd(app: App, host: str, port: int, expose: bool, token_opt: str | None) -> None:
     """Serve a read-only web viewer of the store's sessions (Ctrl-C stops it).
 
     The list page searches and filters sessions; a session page draws the
@@ -67,10 +67,10 @@ def serve_cmd(app: _App, host: str, port: int, expose: bool, token_opt: str | No
     shown = f"[{config.host}]" if ":" in config.host else config.host
     url = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
     if not loopback:
-        _echo(f"WARNING: serving sessions to the network on {host}:{port}. Anyone with the token can "
-              "read every session in the store; traffic is not encrypted.", err=True)
-    _echo(f"Serving {store.url} at {url}", err=True)
-    _echo("Press Ctrl-C to stop.", err=True)
+        echo_line(f"WARNING: serving sessions to the network on {host}:{port}. Anyone with the token can "
+                  "read every session in the store; traffic is not encrypted.", err=True)
+    echo_line(f"Serving {store.url} at {url}", err=True)
+    echo_line("Press Ctrl-C to stop.", err=True)
     server = uvicorn.Server(uvicorn.Config(create_app(store, config), log_level="warning",
                                            access_log=False, server_header=False))
     server.run(sockets=[sock])
