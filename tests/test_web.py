@@ -20,7 +20,9 @@ from sessiontree.format.codec import read_session_file
 from sessiontree.web import page
 from sessiontree.web import views as view
 from sessiontree.web.app import ViewerConfig, create_app
+from sessiontree.web.views import conversation as conversation_view
 from sessiontree.web.views import listing as listing_view
+from sessiontree.web.views import tree as tree_view
 from web_support import CORPUS, EVIL_ID, EXAMPLES, HOSTILE_ID, add_evil_session, add_hostile_session
 
 
@@ -69,7 +71,7 @@ def test_tree_layout_over_positions_equals_the_general_layout(path):
     # path it falls back to (cycles). Both must give the same rows wherever both apply.
     manager = SessionManager.from_parsed(read_session_file(path))
     fast = view.build_tree_data(manager).rows
-    assert fast == view._build_tree_data_nodes(manager).rows
+    assert fast == tree_view._build_tree_data_nodes(manager).rows
     assert len(fast) == len(manager.get_entries())
 
 
@@ -82,7 +84,7 @@ def test_tree_layout_of_a_session_with_a_parent_cycle_takes_the_general_path():
     rows = view.build_tree_data(manager).rows
     # x and y hang from each other (docs/rules/tree.md): no root reaches them, so the
     # position layout gives up and the general one decides what is drawn.
-    assert rows == view._build_tree_data_nodes(manager).rows
+    assert rows == tree_view._build_tree_data_nodes(manager).rows
     assert [r[0] for r in rows][:2] == ["r", "c"]
 
 
@@ -143,9 +145,9 @@ def test_retired_records_are_archival_in_both_views():
 
 
 def test_images_only_as_raster_data_urls():
-    assert view._image_part({"mimeType": "image/png", "data": "iVBORw0KGgo="}).src.startswith("data:image/png;base64,")
-    assert view._image_part({"mimeType": "image/svg+xml", "data": "PHN2Zz4="}).src is None
-    assert view._image_part({"mimeType": "image/png", "data": "\"><script>"}).src is None
+    assert conversation_view._image_part({"mimeType": "image/png", "data": "iVBORw0KGgo="}).src.startswith("data:image/png;base64,")
+    assert conversation_view._image_part({"mimeType": "image/svg+xml", "data": "PHN2Zz4="}).src is None
+    assert conversation_view._image_part({"mimeType": "image/png", "data": "\"><script>"}).src is None
 
 
 def test_markdown_has_no_raw_html_and_no_javascript_links():

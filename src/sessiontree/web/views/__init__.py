@@ -50,7 +50,6 @@ from sessiontree.web.views.conversation import (
     build_branch_window,
     build_conversation,
 )
-from sessiontree.web.views.conversation import _image_part as _image_part
 from sessiontree.web.views.listing import (
     ListPage,
     ListQuery,
@@ -79,7 +78,6 @@ from sessiontree.web.views.tree import (
     build_tree_data,
     leaf_tips,
 )
-from sessiontree.web.views.tree import _build_tree_data_nodes as _build_tree_data_nodes
 
 __all__ = [
     "FILTER_MODES",
