@@ -31,7 +31,7 @@ from sessiontree.errors import (  # noqa: E402
     StoreOpenError,
 )
 from sessiontree.stores import open_store  # noqa: E402
-from sessiontree.stores.postgres import store as pg_module  # noqa: E402
+from sessiontree.stores.postgres import connection as pg_connection  # noqa: E402
 from sessiontree.stores.postgres.store import MIGRATIONS, PostgresStore  # noqa: E402
 
 
@@ -138,7 +138,7 @@ def test_a_missing_step_is_applied_at_the_next_writable_open(pg_url, monkeypatch
         conn.execute("CREATE TABLE test_step (x int)")
 
     PostgresStore(pg_url).close()
-    monkeypatch.setattr(pg_module, "MIGRATIONS", [*MIGRATIONS, ("m900_test_step", m900_test_step)])
+    monkeypatch.setattr(pg_connection, "MIGRATIONS", [*MIGRATIONS, ("m900_test_step", m900_test_step)])
     reader = PostgresStore(pg_url, readonly=True)  # a reader of the older schema changes nothing
     reader.close()
     assert calls == [] and "test_step" not in _tables(pg_url)

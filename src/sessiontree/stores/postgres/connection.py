@@ -1,0 +1,313 @@
+"""Connecting a PostgreSQL store to its database, and the transactions every capability runs in.
+
+:class:`PostgresConnection` is the common base of the store's capability mixins
+(:mod:`.reads`, :mod:`.writes`, :mod:`.ledger`, :mod:`.maintenance`): it declares the
+attributes :class:`~sessiontree.stores.postgres.store.PostgresStore` sets when it opens,
+connects (a probe connection, then the pool, which a forked process replaces), checks
+or migrates the schema (the steps of :mod:`.schema`) under the advisory lock
+:data:`MIGRATION_LOCK`, and owns the transactions (with their error mapping), the read
+snapshots and :meth:`PostgresConnection.close`. The store URL's parsing and
+:func:`redact_url` live here too.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import threading
+import urllib.parse
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any
+
+from sessiontree.errors import StorageError, StoreOpenError
+from sessiontree.stores.postgres.schema import MIGRATIONS
+from sessiontree.stores.shared import id_in_use_error
+
+try:  # an optional extra: sessiontree[postgres]
+    import psycopg
+    import psycopg.errors
+    from psycopg_pool import ConnectionPool, PoolTimeout
+except ImportError:  # pragma: no cover - exercised only without the extra
+    psycopg = None  # type: ignore[assignment]
+
+__all__ = ["MIGRATION_LOCK", "URL_OPTIONS", "PostgresConnection", "redact_url"]
+
+#: Key of the transaction-scoped advisory lock held while the schema is checked and
+#: migrated (``pg_advisory_xact_lock``). A constant, so every sessiontree process
+#: on any host takes the same lock: the bytes of "sessiontree" as a number.
+MIGRATION_LOCK = int.from_bytes(b"sesstree", "big") & 0x7FFF_FFFF_FFFF_FFFF
+
+#: Query parameters of a store URL that are ours, not libpq's; removed before connecting.
+URL_OPTIONS = ("prepare_threshold", "pool_size", "pool_timeout")
+
+
+def redact_url(url: str) -> str:
+    """``url`` without its password (in the authority or a ``password=`` parameter) and
+    without our own options: what messages and ``store.url`` show."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, hostport = netloc.rpartition("@")
+        user = userinfo.split(":", 1)[0]
+        netloc = f"{user}@{hostport}" if user else hostport
+    query = [(k, v) for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+             if k != "password" and k not in URL_OPTIONS]
+    return _join(parts.scheme, netloc, parts.path, query)
+
+
+def _join(scheme: str, netloc: str, path: str, query: list[tuple[str, str]]) -> str:
+    # Not urlunsplit: it drops the empty authority of "postgresql:///db?host=/dir".
+    encoded = urllib.parse.urlencode(query, safe="/")
+    return f"{scheme}://{netloc}{path}" + (f"?{encoded}" if encoded else "")
+
+
+def _split_url(url: str) -> tuple[str, dict[str, str]]:
+    """The libpq URL (``postgres://`` normalised, our options removed) and our options."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = "postgresql"
+    pairs = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    ours = {k: v for k, v in pairs if k in URL_OPTIONS}
+    theirs = [(k, v) for k, v in pairs if k not in URL_OPTIONS]
+    return _join(scheme, parts.netloc, parts.path, theirs), ours
+
+
+def _parse_threshold(value: str) -> int | None:
+    if value.lower() in ("", "none", "null", "off"):
+        return None
+    return int(value)
+
+
+def _is_unique_violation(exc: BaseException, constraint: str) -> bool:
+    diag = getattr(exc, "diag", None)
+    return isinstance(exc, psycopg.errors.UniqueViolation) and getattr(diag, "constraint_name", None) == constraint
+
+
+class PostgresConnection:
+    """The connection pool of a PostgreSQL store and what every capability mixin shares.
+
+    It declares the attributes :class:`~sessiontree.stores.postgres.store.PostgresStore`
+    sets when it opens (documented there); the mixins read them.
+    """
+
+    url: str
+    kind: str
+    readonly: bool
+    prepare_threshold: int | str | None
+    pool_size: int
+    timeout: float
+    sync_host: str
+    applied_steps: frozenset[str]
+    _conninfo: str
+    _lock: threading.Lock
+    _pool: Any
+    _pid: int
+    _closed: bool
+    _initialised: bool
+
+    # -- connections -------------------------------------------------------------------------
+
+    def _connect_kwargs(self) -> dict[str, Any]:
+        return {"prepare_threshold": self.prepare_threshold, "autocommit": False}
+
+    def _connect(self) -> Any:
+        params: dict[str, Any] = psycopg.conninfo.conninfo_to_dict(self._conninfo)
+        params.setdefault("connect_timeout", str(max(1, int(self.timeout))))
+        params.setdefault("application_name", "sessiontree")
+        return psycopg.connect(**params, **self._connect_kwargs())
+
+    def _new_pool(self) -> Any:
+        params: dict[str, Any] = psycopg.conninfo.conninfo_to_dict(self._conninfo)
+        params.setdefault("connect_timeout", str(max(1, int(self.timeout))))
+        params.setdefault("application_name", "sessiontree")
+        # check: a pooled connection is tested before it is handed out, so a server
+        # restart between two calls costs one reconnect instead of a failed call.
+        return ConnectionPool(psycopg.conninfo.make_conninfo(**params), min_size=1, max_size=self.pool_size,
+                              kwargs=self._connect_kwargs(), timeout=self.timeout, open=True,
+                              check=_check_connection, reconnect_timeout=max(self.timeout, 1.0),
+                              name="sessiontree")
+
+    def _get_pool(self) -> Any:
+        with self._lock:
+            if self._closed:
+                raise StorageError(f"{self.url} is closed")
+            if os.getpid() != self._pid:
+                # A pool (its sockets and threads) must not cross fork(): leave the
+                # parent's alone and start our own.
+                self._pool = self._new_pool()
+                self._pid = os.getpid()
+            return self._pool
+
+    @contextmanager
+    def _transaction(self, what: str, *, write: bool, snapshot: bool = False,
+                     session_id: str | None = None) -> Iterator[Any]:
+        """One transaction on a pooled connection; database and connection errors become
+        ``StorageError`` and everything rolls back.
+
+        Writes run in pipeline mode: statements whose results are not read are
+        sent without waiting, and the server's answers (errors included) arrive
+        at the next read or at ``COMMIT``, so an append costs three round trips
+        whatever its size. A unique violation of an entry id, wherever it
+        surfaces, is :func:`id_in_use_error` for ``session_id``.
+
+        ``snapshot``: ``REPEATABLE READ``, so several statements see one snapshot
+        (reads only; writers stay ``READ COMMITTED`` and serialize with row locks)."""
+        if write and self.readonly:
+            raise StorageError(f"{what}: {self.url} is opened read-only")
+        pool = self._get_pool()
+        characteristics = ", ".join(filter(None, ["ISOLATION LEVEL REPEATABLE READ" if snapshot else "",
+                                                  "READ ONLY" if self.readonly or snapshot else ""]))
+        try:
+            with pool.connection() as conn, (conn.pipeline() if write else nullcontext()), conn.transaction():
+                if characteristics:
+                    conn.execute("SET TRANSACTION " + characteristics)
+                if write and not self._initialised and not self.has_schema(conn):
+                    raise StorageError(
+                        f"{what}: {self.url} is an empty database not initialised as a sessiontree store; "
+                        "open it with create=True (as sessiontree import does) to initialise it")
+                yield conn
+        except psycopg.errors.UniqueViolation as exc:
+            if session_id is not None and _is_unique_violation(exc, "entries_session_id_id_key"):
+                raise id_in_use_error(session_id) from exc
+            raise StorageError(f"{what} failed on {self.url}: {_first_line(exc)}") from exc
+        except PoolTimeout as exc:
+            raise StorageError(f"{what} failed on {self.url}: no connection within {self.timeout:g} s "
+                               f"({_first_line(exc)})") from exc
+        except psycopg.Error as exc:
+            raise StorageError(f"{what} failed on {self.url}: {_first_line(exc)}") from exc
+
+    # -- schema -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _applied(conn: Any) -> list[str] | None:
+        """Our recorded steps in order, or ``None`` when the schema has no
+        ``schema_migrations`` table of ours (none, or another program's)."""
+        columns = {row[0] for row in conn.execute(
+            "SELECT column_name FROM information_schema.columns"
+            " WHERE table_schema = current_schema() AND table_name = 'schema_migrations'")}
+        if not {"name", "applied_at"} <= columns:
+            return None
+        names = [row[0] for row in conn.execute("SELECT name FROM schema_migrations ORDER BY name")]
+        return names if MIGRATIONS[0][0] in names else None
+
+    @staticmethod
+    def _foreign_tables(conn: Any) -> list[str]:
+        return [row[0] for row in conn.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'v', 'm', 'p', 'f')"
+            " ORDER BY c.relname")]
+
+    def _refuse_unknown(self, applied: Sequence[str]) -> None:
+        known = [name for name, _ in MIGRATIONS]
+        unknown = [name for name in applied if name not in known]
+        if unknown:
+            raise StoreOpenError(
+                f"cannot open {self.url}: its schema has steps this version does not know "
+                f"({', '.join(unknown)}); it was written by a newer sessiontree")
+
+    def _refuse_foreign(self, tables: Sequence[str]) -> None:
+        shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
+        raise StoreOpenError(f"cannot open {self.url}: the database holds another application's tables "
+                             f"({shown}) and no sessiontree schema; nothing was changed")
+
+    def _inspect(self, conn: Any) -> None:
+        """Read-only open: note whether our schema is there; refuse another's or a newer one."""
+        with conn.transaction():
+            applied = self._applied(conn)
+            if applied is None:
+                tables = self._foreign_tables(conn)
+                if tables:
+                    self._refuse_foreign(tables)
+                self._initialised = False
+                return
+            self._refuse_unknown(applied)
+            # An older schema is read as it is (a read-only open cannot migrate):
+            # what later steps add (derived indexes) is then computed without them.
+            self.applied_steps = frozenset(applied)
+
+    def _migrate(self, conn: Any, create: bool) -> None:
+        """Bring the schema up to date in one transaction, under the advisory lock."""
+        known = [name for name, _ in MIGRATIONS]
+        with conn.transaction():
+            applied = self._applied(conn)
+            if applied == known:
+                return  # the common case: no lock, nothing written
+        with conn.transaction():
+            # Transaction-scoped: released by COMMIT/ROLLBACK, works through PgBouncer,
+            # and a crashed process cannot leave it held.
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            applied = self._applied(conn)  # again: another process may have done it meanwhile
+            if applied is None:
+                tables = self._foreign_tables(conn)
+                if tables:
+                    self._refuse_foreign(tables)
+                if not create:
+                    self._initialised = False  # create=False on an empty database: leave it as it is
+                    return
+                conn.execute("CREATE TABLE schema_migrations ("
+                             " name text PRIMARY KEY,"  # the step's function name, e.g. m001_initial
+                             " applied_at timestamptz NOT NULL DEFAULT now())")  # for diagnosis
+                applied = []
+            self._refuse_unknown(applied)
+            for name, step in MIGRATIONS:
+                if name not in applied:
+                    step(conn)
+                    conn.execute("INSERT INTO schema_migrations (name) VALUES (%s)", (name,))
+
+    def has_schema(self, conn: Any) -> bool:
+        """Whether the database holds our schema (an empty one opened with
+        ``create=False`` holds none, unless another process initialised it since)."""
+        if self._initialised:
+            return True
+        applied = self._applied(conn)
+        if applied is None:
+            return False
+        self._refuse_unknown(applied)
+        if not self.readonly and [name for name, _ in MIGRATIONS if name not in applied]:
+            return False  # initialised meanwhile by an older version: reopen to migrate
+        self.applied_steps = frozenset(applied)
+        self._initialised = True
+        return True
+
+    def applied_migrations(self) -> list[str]:
+        """Names of the schema steps recorded in this database, in order."""
+        with self._transaction("reading the schema", write=False) as conn:
+            return self._applied(conn) or []
+
+    def read_snapshot(self, what: str) -> AbstractContextManager[Any]:
+        """A ``REPEATABLE READ``, read-only transaction on a pooled connection: several
+        statements see one snapshot (what the index modules read in).
+
+        Raises:
+            StorageError: the database could not be read (``what`` names the read).
+        """
+        return self._transaction(what, write=False, snapshot=True)
+
+    def close(self) -> None:
+        """Close the pool (its connections and threads). Idempotent; later calls raise StorageError."""
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
+        if pool is not None and os.getpid() == self._pid:
+            pool.close()
+
+
+def _check_connection(conn: Any) -> None:
+    """The pool's test of a connection before handing it out, without a round trip in
+    the common case.
+
+    An idle connection has nothing to read. When its socket is readable the server has
+    closed it (restart, ``pg_terminate_backend``, idle timeout) or sent a notice; only
+    then does a round trip decide, and a dead connection raises, so the pool replaces
+    it. A server restart between two calls thus costs a reconnect, not a failed call.
+    """
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("connection closed")
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    if readable:
+        ConnectionPool.check_connection(conn)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]

@@ -1,0 +1,120 @@
+"""The sync ledger of a PostgreSQL store: what ``sessiontree sync`` took from each file, per host.
+
+:class:`PostgresLedger` reads the ``sync_state`` rows of the store's host
+(``sync_states``) and applies a session change together with the file's new state in
+one transaction under a per-path advisory lock (:data:`SYNC_LOCK`, ``sync_commit``),
+through the write bodies of :mod:`.writes`.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+from sessiontree.errors import SyncConflictError
+from sessiontree.format import jsonio
+from sessiontree.stores.base import SyncChange, SyncState
+from sessiontree.stores.postgres.writes import PostgresWrites, _key
+from sessiontree.stores.shared import check_header, encode_entries, header_of, sync_expected
+
+__all__ = ["SYNC_LOCK", "PostgresLedger"]
+
+
+class PostgresLedger(PostgresWrites):
+    """The ``SyncLedger`` of :class:`~sessiontree.stores.postgres.store.PostgresStore`
+    (:class:`sessiontree.stores.base.SyncLedger`); a sync commit is a write, so it
+    builds on :class:`~sessiontree.stores.postgres.writes.PostgresWrites`."""
+
+    def sync_states(self) -> dict[str, SyncState]:
+        """Every :class:`~sessiontree.stores.base.SyncState` recorded by this host
+        (:attr:`sync_host`), by source path (one query; ``{}`` before the first sync, on an empty database, or on an older schema
+        opened read-only).
+
+        Raises:
+            StorageError: the database could not be read.
+        """
+        with self._transaction("reading sync states", write=False) as conn:
+            if not self.has_schema(conn) or "m002_sync_state" not in self.applied_steps:
+                return {}
+            with conn.cursor(binary=True) as cur:
+                rows = cur.execute(f"SELECT {_SYNC_SQL} FROM sync_state WHERE host = %s",
+                                   (self.sync_host,)).fetchall()
+        return {state.path: state for state in map(_sync_state, rows)}
+
+    def sync_commit(self, expect: SyncState | None, state: SyncState, change: SyncChange) -> None:
+        """Apply ``change`` and record ``state`` for ``state.path`` in one transaction, only
+        if the recorded state of that path is still ``expect`` (see
+        :meth:`SessionStore.sync_commit <sessiontree.stores.base.SessionStore.sync_commit>`).
+
+        States are per host (:attr:`sync_host`): two laptops syncing into one
+        database each keep their own, since a path names a file on one host.
+
+        The compare-and-set: a transaction-scoped advisory lock on the path
+        (:data:`SYNC_LOCK` and the CRC-32 of host and path) serializes commits for one
+        file across processes and hosts, including the first one, when there
+        is no row yet to lock; the state is then read, compared with
+        :meth:`SyncState.same_file`, and written with the change before COMMIT.
+        Entries are written as :meth:`create`, :meth:`append` and
+        :meth:`replace_session` write them (row lock on the session).
+
+        Raises:
+            SyncConflictError: the recorded state is not ``expect``; nothing written.
+            SessionExistsError: ``create`` of an id already stored.
+            SessionNotFoundError: ``append``/``replace`` of a missing session.
+            InvalidSessionError: an invalid entry, or an entry id already in the session.
+            StorageError: the write failed; nothing was written.
+        """
+        texts = encode_entries(change.entries, change.raw)
+        header = header_of(change) if change.kind in ("create", "replace") else None
+        if header is not None:
+            check_header(header)
+        if change.kind not in ("none", "create", "append", "replace"):
+            raise ValueError(f"unknown sync change kind {change.kind!r}")
+        _key(change.session_id, "session id")
+        for entry in change.entries:
+            _key(entry["id"], "entry id")
+        path = state.path.encode("utf-8", "surrogatepass")
+        with self._transaction("sync", write=True, session_id=change.session_id) as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)",
+                         (SYNC_LOCK, _lock_key(self.sync_host.encode("utf-8", "surrogatepass") + b"\0" + path)))
+            with conn.cursor(binary=True) as cur:
+                row = cur.execute(f"SELECT {_SYNC_SQL} FROM sync_state WHERE host = %s AND path = %s",
+                                  (self.sync_host, path)).fetchone()
+            if not sync_expected(expect, _sync_state(row) if row is not None else None):
+                raise SyncConflictError(state.path)
+            if change.kind == "create" and header is not None:
+                self._create_in(conn, change.session_id, header, jsonio.dumps(header), change.entries, texts)
+            elif change.kind == "append":
+                self._append_in(conn, change.session_id, change.entries, texts)
+            elif change.kind == "replace" and header is not None:
+                self._replace_in(conn, change.session_id, header, change.entries, texts)
+            values = (self.sync_host, path, _key(state.session_id, "session id"), state.size, state.mtime_ns, state.inode,
+                      state.dev, state.consumed, state.lines, state.entries, state.version,
+                      bytes(state.header_hash), bytes(state.tail_hash))
+            conn.execute(
+                f"INSERT INTO sync_state (host, {_SYNC_SQL}) VALUES ({', '.join(['%s'] * len(values))})"
+                " ON CONFLICT (host, path) DO UPDATE SET "
+                + ", ".join(f"{name} = excluded.{name}" for name in _SYNC_COLUMNS[1:]), values)
+
+#: Key space (first key) of the transaction-scoped advisory locks :meth:`PostgresStore.sync_commit`
+#: takes per source path (second key: the CRC-32 of the path, as a signed 32-bit integer).
+SYNC_LOCK = int.from_bytes(b"sync", "big")
+
+_SYNC_COLUMNS = ("path", "session_id", "size", "mtime_ns", "inode", "dev", "consumed", "lines", "entries",
+                 "version", "header_hash", "tail_hash")
+_SYNC_SQL = ", ".join(_SYNC_COLUMNS)
+
+
+def _lock_key(path: bytes) -> int:
+    """The second key of a path's advisory lock: its CRC-32 as a signed 32-bit int
+    (two paths sharing it only take turns)."""
+    value = zlib.crc32(path)
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _sync_state(row: Sequence[Any]) -> SyncState:
+    """A ``sync_state`` row (columns of ``_SYNC_SQL``) as a :class:`SyncState`."""
+    size, mtime_ns, inode, dev, consumed, lines, entries, version = (int(value) for value in row[2:10])
+    return SyncState(bytes(row[0]).decode("utf-8", "surrogatepass"), row[1], size, mtime_ns, inode, dev, consumed,
+                     lines, entries, version, bytes(row[10]), bytes(row[11]))
