@@ -32,7 +32,7 @@ def _private_data_dirs(tmp_path_factory, monkeypatch):
 @pytest.fixture
 def no_trash(monkeypatch):
     """JSONL deletes unlink instead of trashing, so the inode is really freed."""
-    import sessiontree.stores.jsonl.store as jsonl_module
+    import sessiontree.stores.jsonl.writes as jsonl_module
 
     def refuse(path: str) -> None:
         raise OSError("no trash in tests")
@@ -45,7 +45,7 @@ def fake_trash(monkeypatch: pytest.MonkeyPatch, tmp_path):
     """JSONL deletes move files into ``<tmp>/trash`` (never the user's real trash); returns that directory."""
     import os
 
-    import sessiontree.stores.jsonl.store as jsonl_module
+    import sessiontree.stores.jsonl.writes as jsonl_module
 
     trash = tmp_path / "trash"
 

@@ -87,7 +87,7 @@ def start_append_paused_in_write(store, session_id: str, entries: list[dict]):
     """
     import threading
 
-    import sessiontree.stores.jsonl.store as jsonl_module
+    import sessiontree.stores.jsonl.writes as jsonl_module
 
     inside, release = threading.Event(), threading.Event()
     real_write = jsonl_module._write_all

@@ -18,7 +18,8 @@ import time
 
 import pytest
 
-import sessiontree.stores.jsonl.store as jsonl_module
+import sessiontree.stores.jsonl.files as jsonl_files
+import sessiontree.stores.jsonl.writes as jsonl_module
 from builders import custom, header
 from sessiontree.errors import InvalidSessionError, SessionNotFoundError, StorageError
 from sessiontree.format import jsonio
@@ -239,7 +240,7 @@ def test_evicted_descriptor_and_a_reused_inode_do_not_redirect_appends(tmp_path)
     fixed = str(tmp_path / "fixed.jsonl")
     store.create(header("S"), [custom("s0")], path=fixed)
     store.append("S", [custom("s1", "s0")])
-    for n in range(jsonl_module._HELD_FILES):
+    for n in range(jsonl_files._HELD_FILES):
         store.create(header(f"o{n}"), [custom("z")])
         store.append(f"o{n}", [custom("z1", "z")])
     assert fixed not in store._held
@@ -288,7 +289,7 @@ def test_threads_processes_and_a_rewriter_lose_nothing(tmp_path, method):
 
     directory = str(tmp_path)
     setup = JsonlStore(directory)
-    sessions = [f"s{n}" for n in range(jsonl_module._HELD_FILES + 3)]
+    sessions = [f"s{n}" for n in range(jsonl_files._HELD_FILES + 3)]
     for sid in sessions:
         setup.create(header(sid))
     ctx = multiprocessing.get_context(method)

@@ -27,7 +27,8 @@ from sessiontree.format import files as files_module
 from sessiontree.format import jsonio
 from sessiontree.format.ids import session_id_hash
 from sessiontree.stores import JsonlStore
-from sessiontree.stores.jsonl import store as jsonl_module
+from sessiontree.stores.jsonl import files as jsonl_files
+from sessiontree.stores.jsonl import writes as jsonl_module
 
 WORKFLOW = {"runId": "run-1", "stageId": "stage-build", "stageName": "build"}
 
@@ -564,7 +565,7 @@ def test_jsonl_keeps_few_descriptors_and_close_releases_them(jsonl_store):
         jsonl_store.create(header(f"s{n}"), [custom("a")])
         jsonl_store.append(f"s{n}", [custom("b", "a")])
     kept = {p for p in _open_fds() - before if p.startswith(jsonl_store.directory)}
-    assert len(kept) == jsonl_module._HELD_FILES
+    assert len(kept) == jsonl_files._HELD_FILES
     jsonl_store.close()
     assert not {p for p in _open_fds() - before if p.startswith(jsonl_store.directory)}
     jsonl_store.append("s0", [custom("c", "b")])  # still usable after close

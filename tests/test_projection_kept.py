@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-import sessiontree.stores.jsonl.store as jsonl_module
+import sessiontree.stores.jsonl.writes as jsonl_module
 from sessiontree import errors
 from sessiontree.errors import StorageError
 from sessiontree.session.manager import SessionManager

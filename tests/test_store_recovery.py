@@ -25,7 +25,7 @@ import pytest
 
 import sessiontree.format.files as files_module
 import sessiontree.session.builders as builders_module
-import sessiontree.stores.jsonl.store as jsonl_module
+import sessiontree.stores.jsonl.writes as jsonl_module
 import sessiontree.stores.sqlite.writes as sqlite_module
 from builders import user as _user
 from sessiontree import InvalidSessionError, SessionManager, StorageError
@@ -122,7 +122,7 @@ def test_no_temp_file_survives_a_crash_during_the_upgrade(tmp_path: Path) -> Non
     path.write_bytes(_v3_bytes())
     crashed = _run("""
         import os, signal, sys
-        import sessiontree.stores.jsonl.store as J
+        import sessiontree.stores.jsonl.writes as J
         from sessiontree import SessionManager
         J.os.replace = lambda a, b: os.kill(os.getpid(), signal.SIGKILL)  # crash just before the rename
         SessionManager.open_file(sys.argv[1])
@@ -178,7 +178,7 @@ def test_torn_record_from_a_killed_writer_is_rejected_and_repairable(tmp_path: P
     # Another process dies (SIGKILL) half-way through writing its record.
     killed = _run("""
         import os, signal, sys
-        import sessiontree.stores.jsonl.store as J
+        import sessiontree.stores.jsonl.writes as J
         from sessiontree import SessionManager
         from sessiontree.stores.jsonl.store import JsonlStore
         def half(fd, data):

@@ -35,7 +35,7 @@ from sessiontree.errors import (
 )
 from sessiontree.format import jsonio
 from sessiontree.stores import JsonlStore, SqliteStore, open_store
-from sessiontree.stores.jsonl import store as jsonl_module
+from sessiontree.stores.jsonl import writes as jsonl_module
 from sessiontree.stores.sqlite import connection as sqlite_connection
 from sessiontree.stores.sqlite import store as sqlite_module
 

@@ -1,8 +1,11 @@
 """The JSONL store: one format-4 file per session in one directory.
 
-:mod:`.store` is the store, :mod:`.layout` where its files live (names of new
-files, project folders, the sync state files). The file primitives it builds on
-(locks, atomic rewrites) are :mod:`sessiontree.format.files`.
+:mod:`.store` is the store, assembled from one mixin per capability: :mod:`.files`
+(finding a session's file, the descriptors kept between appends), :mod:`.reads`,
+:mod:`.writes`, :mod:`.ledger` (sync states) and :mod:`.maintenance` (search, usage,
+``verify``). :mod:`.layout` is where its files live (names of new files, project
+folders, the sync state files). The file primitives it builds on (locks, atomic
+rewrites) are :mod:`sessiontree.format.files`.
 
 May import :mod:`sessiontree.stores.base`, the shared store helpers, and the
 layers below the stores.

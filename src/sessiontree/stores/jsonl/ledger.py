@@ -1,0 +1,159 @@
+"""The sync ledger of a JSONL store: what ``sessiontree sync`` took from each file.
+
+:class:`JsonlLedger` keeps the sync states in a log of JSON lines next to the
+session files (:data:`~sessiontree.stores.jsonl.layout.SYNC_STATE_FILE`), reads it
+(``sync_states``) and applies a session change then appends the file's new state
+under a separate lock file (``sync_commit``), through the writes of :mod:`.writes`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+import orjson
+
+from sessiontree.errors import StorageError, SyncConflictError
+from sessiontree.format import jsonio
+from sessiontree.format.files import O_CLOEXEC as _O_CLOEXEC
+from sessiontree.format.files import lock as _lock
+from sessiontree.format.files import unlock_and_close as _unlock_and_close
+from sessiontree.format.files import write_all as _write_all
+from sessiontree.stores.base import SyncChange, SyncState
+from sessiontree.stores.jsonl.layout import SYNC_LOCK_FILE, SYNC_STATE_FILE
+from sessiontree.stores.jsonl.writes import JsonlWrites
+from sessiontree.stores.shared import header_of, sync_expected
+
+__all__ = ["JsonlLedger"]
+
+
+class JsonlLedger(JsonlWrites):
+    """The ``SyncLedger`` of :class:`~sessiontree.stores.jsonl.store.JsonlStore`
+    (:class:`sessiontree.stores.base.SyncLedger`); a sync commit writes the session
+    first, so it builds on :class:`~sessiontree.stores.jsonl.writes.JsonlWrites`."""
+
+    #: The sync state log as last read: states by path, (dev, inode, bytes read), lines read.
+    _sync_cache: dict[str, SyncState]
+    _sync_seen: tuple[int, int, int]
+    _sync_lines: int
+
+    # -- sync state (docs/sync.md) ----------------------------------------------------------
+    #
+    # A log of JSON lines, one SyncState (or {"path": ..., "forget": true}) per commit,
+    # the last line of a path winning: a commit appends one short line instead of
+    # rewriting a file that grows with the number of synced files. Commits hold an
+    # flock on a separate lock file (the log itself is replaced when compacted), and
+    # read only what other processes appended since this store last looked.
+    def _sync_paths(self) -> tuple[str, str]:
+        return (os.path.join(self.directory, SYNC_STATE_FILE), os.path.join(self.directory, SYNC_LOCK_FILE))
+
+    def _sync_refresh(self) -> dict[str, SyncState]:
+        """Bring the cached states up to date with the log; returns the cache (call under ``_mutex``)."""
+        log, _ = self._sync_paths()
+        try:
+            st = os.stat(log)
+        except FileNotFoundError:
+            self._sync_cache, self._sync_seen = {}, (0, 0, 0)
+            return self._sync_cache
+        dev_ino = (st.st_dev, st.st_ino)
+        if self._sync_seen[:2] != dev_ino or st.st_size < self._sync_seen[2]:
+            self._sync_cache, self._sync_seen = {}, (*dev_ino, 0)
+        start = self._sync_seen[2]
+        if st.st_size > start:
+            with open(log, "rb") as handle:
+                handle.seek(start)
+                data = handle.read(st.st_size - start)
+            complete = data.rfind(b"\n") + 1  # a line still being written is read next time
+            for line in data[:complete].split(b"\n"):
+                if not line.strip():
+                    continue
+                try:
+                    record = jsonio.loads(line)
+                    if record.get("forget"):
+                        self._sync_cache.pop(record["path"], None)
+                    else:
+                        state = SyncState.from_dict(record)
+                        self._sync_cache[state.path] = state
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    continue  # a damaged line forgets nothing: that file is just compared again
+            self._sync_lines += data[:complete].count(b"\n")
+            self._sync_seen = (*dev_ino, start + complete)
+        return self._sync_cache
+
+    def sync_states(self) -> dict[str, SyncState]:
+        """Every recorded sync state, by source path, from the state log."""
+        with self._mutex:
+            return dict(self._sync_refresh())
+
+    def sync_commit(self, expect: SyncState | None, state: SyncState, change: SyncChange) -> None:
+        """Apply ``change`` and record ``state``, under the store's sync lock, if the
+        recorded state is still ``expect``. See :meth:`SessionStore.sync_commit`.
+
+        The session write and the state line are two writes: a crash between them
+        leaves the state behind the file, and the next sync finds the entries
+        already stored (compares, and records the state) instead of adding them twice.
+
+        Raises:
+            SyncConflictError, SessionExistsError, SessionNotFoundError, InvalidSessionError,
+            StorageError: as the protocol says.
+        """
+        self._require_writable("sync")
+        log, lock = self._sync_paths()
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise StorageError(f"cannot open the sync lock {lock}: {exc}") from exc
+        try:
+            _lock(fd, True)
+            with self._mutex:
+                if not sync_expected(expect, self._sync_refresh().get(state.path)):
+                    raise SyncConflictError(state.path)
+                if change.kind == "create":
+                    self.create(header_of(change), change.entries, change.raw)
+                elif change.kind == "append":
+                    self.append(change.session_id, change.entries, change.raw)
+                elif change.kind == "replace":
+                    self.replace_session(header_of(change), change.entries, change.raw)
+                line = _state_line(state)
+                try:
+                    out = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_CLOEXEC, 0o644)
+                    try:
+                        _write_all(out, line)
+                        if self.fsync:
+                            os.fsync(out)
+                    finally:
+                        os.close(out)
+                except OSError as exc:
+                    raise StorageError(f"cannot record the sync state in {log}: {exc}") from exc
+                self._sync_refresh()
+                if self._sync_lines > 2 * len(self._sync_cache) + 1000:
+                    self._sync_compact(log)
+        finally:
+            _unlock_and_close(fd)
+
+    def _sync_compact(self, log: str) -> None:
+        """Rewrite the log with one line per path (atomically; under the sync lock)."""
+        data = b"".join(_state_line(state) for state in self._sync_cache.values())
+        tmp = f"{log}.tmp-{os.getpid()}-{secrets.token_hex(6)}"
+        try:
+            with open(tmp, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, log)
+        except OSError:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            return  # compaction is an optimization: the long log stays valid
+        self._sync_lines = len(self._sync_cache)
+        st = os.stat(log)
+        self._sync_seen = (st.st_dev, st.st_ino, st.st_size)
+
+
+def _state_line(state: SyncState) -> bytes:
+    """One line of the sync-state log. Plain orjson, not :func:`jsonio.dumps`: this
+    is our own file, not a session record, and ``mtime_ns`` (beyond 2**53) must
+    read back exactly, where JavaScript's number rules would round it."""
+    return orjson.dumps(state.to_dict()) + b"\n"
