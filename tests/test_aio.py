@@ -535,6 +535,7 @@ def ticker_during_appends(tmp_path, count: int) -> tuple[int, int, int]:
     return len(stamps), most_missed(stamps), most_missed(control)
 
 
+@pytest.mark.timing
 def test_the_loop_keeps_ticking_during_1000_durable_appends(tmp_path):
     ticks, missed, machine = ticker_during_appends(tmp_path, 1_000)
     print(f"1,000 appends: {ticks} ticks, at most {missed} missed in a row (control ticker: {machine})")
@@ -543,6 +544,7 @@ def test_the_loop_keeps_ticking_during_1000_durable_appends(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 def test_the_loop_keeps_ticking_during_10000_durable_appends(tmp_path):
     ticks, missed, machine = ticker_during_appends(tmp_path, 10_000)
     print(f"10,000 appends: {ticks} ticks, at most {missed} missed in a row (control ticker: {machine})")
