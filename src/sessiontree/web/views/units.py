@@ -44,6 +44,9 @@ class Unit:
 
 
 def raw_units(branch: Sequence[Mapping[str, Any]]) -> list[Unit]:
+    """The raw view's units: one :class:`Unit` per entry of ``branch`` (root first, as
+    given), each with the message it displays as (:func:`entry_message`, ``None`` for
+    entries that carry none). No marks, no placeholders; raises nothing."""
     return [Unit(entry, entry_message(entry)) for entry in branch]
 
 
