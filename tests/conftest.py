@@ -2,8 +2,8 @@
 the fake trash and home of the JSONL and sync suites, and the PostgreSQL cluster.
 
 Markers (registered in pyproject.toml): ``slow``, ``stress``, ``browser``, ``postgres``,
-``corpus``. The default run (``python -m pytest``) deselects the first four; ``-m ""``
-runs everything."""
+``timing``, ``corpus``. The default run (``python -m pytest``) deselects the first five;
+``-m ""`` runs everything."""
 
 from __future__ import annotations
 
