@@ -209,6 +209,18 @@ def test_append_after_the_file_was_truncated_in_place_refuses_like_a_fresh_store
     assert open(path, "rb").read() == b""
 
 
+def _copy_over_a_then_append_to_a(store: JsonlStore, path_a: str, data: bytes) -> None:
+    """Overwrite session a's file in place with ``data`` (what ``cp b.jsonl a.jsonl`` does:
+    same inode), then append ``x2`` to a; a refusal (not found, invalid) is an answer too."""
+    with open(path_a, "r+b") as handle:
+        handle.truncate(0)
+        handle.write(data)
+    try:
+        store.append("a", [custom("x2", "x1")])
+    except (SessionNotFoundError, InvalidSessionError):
+        pass
+
+
 def test_append_after_an_in_place_copy_of_another_session_goes_nowhere(tmp_path):
     """_current and _find's header cache: `cp b.jsonl a.jsonl` rewrites
     a's file in place (same inode). The store that appended to a before still believes
@@ -219,13 +231,7 @@ def test_append_after_an_in_place_copy_of_another_session_goes_nowhere(tmp_path)
     store.append("a", [custom("x1", "x0")])
     path_a, path_b = store.location("a"), store.location("b")
     data = open(path_b, "rb").read()
-    with open(path_a, "r+b") as handle:  # what cp does to an existing target
-        handle.truncate(0)
-        handle.write(data)
-    try:
-        store.append("a", [custom("x2", "x1")])
-    except (SessionNotFoundError, InvalidSessionError):
-        pass
+    _copy_over_a_then_append_to_a(store, path_a, data)
     assert open(path_a, "rb").read() == data, "session a's entry was written into session b's bytes"
 
 
@@ -390,13 +396,7 @@ def test_fast_path_appends_into_another_session_after_a_same_size_in_place_copy(
     path_a, path_b = store.location("a"), store.location("b")
     assert os.path.getsize(path_a) == os.path.getsize(path_b)
     data = open(path_b, "rb").read()
-    with open(path_a, "r+b") as handle:  # what cp does to an existing target
-        handle.truncate(0)
-        handle.write(data)
-    try:
-        store.append("a", [custom("x2", "x1")])
-    except (SessionNotFoundError, InvalidSessionError):
-        pass
+    _copy_over_a_then_append_to_a(store, path_a, data)
     assert open(path_a, "rb").read() == data, "session a's entry was written into session b's bytes"
 
 
