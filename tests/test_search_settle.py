@@ -134,6 +134,32 @@ def test_viewer_search_answers_while_another_process_holds_the_write_lock(locked
     store.close()
 
 
+def _tail_and_a_merge_that_keeps_writing(tmp_path, monkeypatch) -> tuple[SqliteStore, list[int]]:
+    """A SQLite store holding one session (``sess-one``) with one merged entry and a
+    pending tail of 4, whose ``merge_pending`` appends SETTLE_BUDGET + 1 new records
+    after every merge transaction (as a concurrent writer would), for at most 50 rounds
+    so that an unbounded loop ends too. Returns the store and the list each round's
+    merged count is appended to."""
+    store = SqliteStore(tmp_path / "s.db")
+    store.create(header("sess-one", "/w"), [msg("a0000000", None, "user", "zebra 0", 0)])
+    store.settle_derived()
+    store.append("sess-one", [msg(f"a000000{n}", f"a000000{n - 1}", "user", f"zebra {n}", n) for n in range(1, 5)])
+    rounds: list[int] = []
+    real = sqlite_search.merge_pending
+
+    def merge_and_write_more(conn, budget=None):
+        done = real(conn, budget)
+        rounds.append(done)
+        if len(rounds) < 50:
+            last = conn.execute("SELECT max(seq) FROM entries WHERE session_id = 'sess-one'").fetchone()[0]
+            new = [msg(f"a{seq:07d}", f"a{seq - 1:07d}", "user", f"zebra {seq}", 9) for seq in range(last + 1, last + 4)]
+            store._append_in(conn, "sess-one", new, [json.dumps(e).encode() for e in new])
+        return done
+
+    monkeypatch.setattr(sqlite_search, "merge_pending", merge_and_write_more)
+    return store, rounds
+
+
 def test_search_merge_is_bounded_while_writers_keep_adding(tmp_path, monkeypatch):
     """A search merges the tail it found, not everything other writers add while it
     merges: a bulk import appends faster than FTS5 merges, so an unbounded loop would
@@ -143,25 +169,7 @@ def test_search_merge_is_bounded_while_writers_keep_adding(tmp_path, monkeypatch
     2 + 2, and one more round that sees the new ones) and still find every hit."""
     monkeypatch.setattr(sqlite_search, "MAX_PENDING", 3)
     monkeypatch.setattr(sqlite_maintenance, "SETTLE_BUDGET", 2)
-    store = SqliteStore(tmp_path / "s.db")
-    store.create(header("sess-one", "/w"), [msg("a0000000", None, "user", "zebra 0", 0)])
-    store.settle_derived()
-    store.append("sess-one", [msg(f"a000000{n}", f"a000000{n - 1}", "user", f"zebra {n}", n) for n in range(1, 5)])
-    rounds = []
-    real = sqlite_search.merge_pending
-
-    def merge_and_write_more(conn, budget=None):
-        done = real(conn, budget)
-        rounds.append(done)
-        if len(rounds) < 50:  # a cap, so that an unbounded loop ends too
-            last = conn.execute("SELECT max(seq) FROM entries WHERE session_id = 'sess-one'").fetchone()[0]
-            parent = f"a{last:07d}"
-            new = [msg(f"a{seq:07d}", f"a{seq - 1:07d}" if seq > last + 1 else parent, "user", f"zebra {seq}", 9)
-                   for seq in range(last + 1, last + 4)]
-            store._append_in(conn, "sess-one", new, [json.dumps(e).encode() for e in new])
-        return done
-
-    monkeypatch.setattr(sqlite_search, "merge_pending", merge_and_write_more)
+    store, rounds = _tail_and_a_merge_that_keeps_writing(tmp_path, monkeypatch)
     hits = store.search("zebra", limit=None)
     assert len(rounds) <= 3
     total = store._conn.execute("SELECT count(*) FROM entries").fetchone()[0]
@@ -564,23 +572,7 @@ def test_settle_derived_is_bounded_while_writers_keep_adding(tmp_path, monkeypat
     import or a sync): every transaction adds SETTLE_BUDGET + 1 records; a settle of
     a 4-record tail in budgets of 2 should end after about three rounds."""
     monkeypatch.setattr(sqlite_maintenance, "SETTLE_BUDGET", 2)
-    store = SqliteStore(tmp_path / "s.db")
-    store.create(header("sess-one", "/w"), [msg("a0000000", None, "user", "zebra 0", 0)])
-    store.settle_derived()
-    store.append("sess-one", [msg(f"a000000{n}", f"a000000{n - 1}", "user", f"zebra {n}", n) for n in range(1, 5)])
-    rounds = []
-    real = sqlite_search.merge_pending
-
-    def merge_and_write_more(conn, budget=None):
-        done = real(conn, budget)
-        rounds.append(done)
-        if len(rounds) < 50:
-            last = conn.execute("SELECT max(seq) FROM entries WHERE session_id = 'sess-one'").fetchone()[0]
-            new = [msg(f"a{seq:07d}", f"a{seq - 1:07d}", "user", f"zebra {seq}", 9) for seq in range(last + 1, last + 4)]
-            store._append_in(conn, "sess-one", new, [json.dumps(e).encode() for e in new])
-        return done
-
-    monkeypatch.setattr(sqlite_search, "merge_pending", merge_and_write_more)
+    store, rounds = _tail_and_a_merge_that_keeps_writing(tmp_path, monkeypatch)
     store.settle_derived()
     store.close()
     assert len(rounds) <= 3
