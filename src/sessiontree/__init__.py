@@ -49,6 +49,8 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    """A public name of :data:`_LAZY` (PEP 562): imported on first use, then cached in
+    the module's globals. Raises AttributeError for any other name."""
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'sessiontree' has no attribute {name!r}")
@@ -58,6 +60,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
+    """The loaded names and the lazy ones, sorted."""
     return sorted([*globals(), *_LAZY])
 
 

@@ -2,7 +2,10 @@
 corpus (``search_corpus``), the fields of a hit, the filters, and hostile queries.
 
 ``tests/test_search.py`` runs these tests again on a SQLite store whose entries are
-still in the pending tail (not yet merged into the index)."""
+still in the pending tail (not yet merged into the index), with a ``store`` fixture of its own.
+
+The ``store`` fixture here overrides the conformance one by name and takes it as its
+argument: the same four kinds, each filled with the corpus before the test."""
 
 from __future__ import annotations
 
@@ -16,7 +19,6 @@ from sessiontree.errors import SearchQueryError
 def store(store):
     """The conformance ``store`` of every kind, holding the search corpus."""
     return fill(store)
-
 
 
 @pytest.mark.parametrize("query", sorted(EXPECTED))
