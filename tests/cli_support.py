@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from click.testing import CliRunner, Result
 
 from sessiontree.cli import cli
@@ -33,3 +36,8 @@ def run_cli(store: str | None, *args: str, input: str | None = None, code: int =
         if one_error_line:
             assert len(lines) == 1, result.stderr
     return result
+
+
+def run_cli_json(store: str | None, *args: str, code: int = 0) -> Any:
+    """:func:`run_cli` with ``--json`` appended; returns the parsed stdout."""
+    return json.loads(run_cli(store, *args, "--json", code=code).stdout)

@@ -20,7 +20,7 @@ import click
 import pytest
 
 import corpus
-from cli_support import cli_runner, run_cli
+from cli_support import cli_runner, run_cli, run_cli_json
 from sessiontree.cli import cli
 from sessiontree.format.codec import read_session_file
 from sessiontree.session.manager import SessionManager
@@ -54,10 +54,7 @@ def db(tmp_path) -> str:
 
 _runner = cli_runner
 run = run_cli
-
-
-def run_json(store: str | None, *args: str, code: int = 0):
-    return json.loads(run(store, *args, "--json", code=code).stdout)
+run_json = run_cli_json
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import corpus
-from cli_support import run_cli
+from cli_support import run_cli, run_cli_json
 from sessiontree.errors import SessionError
 from sessiontree.stores import SqliteStore, open_store
 from sessiontree.sync.engine import Syncer, discover
@@ -36,13 +36,7 @@ LARGE = "d703a1a9-1b7b-4fb1-b512-c9738b1fe617"
 
 
 run = run_cli
-
-
-def run_json(store: str | None, *args: str, code: int = 0):
-    return json.loads(run(store, *args, "--json", code=code).stdout)
-
-
-# --------------------------------------------------------------------------- writing sessions
+run_json = run_cli_json
 
 
 # --------------------------------------------------------------------------- sources
