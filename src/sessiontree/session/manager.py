@@ -45,7 +45,10 @@ from sessiontree.stores.jsonl.store import JsonlStore
 from sessiontree.stores.memory import MemoryStore
 
 # IMPORT_BATCH_*, ImportOutcome (sessiontree.session.importing) and now_iso
-# (sessiontree.session.builders) are re-exported: callers import them from here.
+# (sessiontree.session.builders) stay in __all__ only for the deprecated
+# sessiontree.manager shim, whose public names they were; src and tests import
+# them from their own modules. The IMPORT_BATCH_* here are copies: patch
+# sessiontree.session.importing, which reads them at call time.
 __all__ = ["IMPORT_BATCH_BYTES", "IMPORT_BATCH_SESSIONS", "ImportOutcome", "SessionManager", "now_iso"]
 
 
