@@ -32,7 +32,8 @@ from sessiontree.core.textsafe import safe_line
 from sessiontree.errors import SessionError, SessionExistsError
 from sessiontree.format.codec import ParsedSession
 from sessiontree.format.migrate import migrate_file
-from sessiontree.session.manager import ImportOutcome, SessionManager
+from sessiontree.session.importing import ImportOutcome
+from sessiontree.session.manager import SessionManager
 from sessiontree.stores.base import SessionStore
 
 # --------------------------------------------------------------------------- import

@@ -77,7 +77,7 @@ from sessiontree.format.types import AgentMessage, SessionHeader
 from sessiontree.session import builders
 from sessiontree.session.builders import UNSET
 from sessiontree.session.importing import ImportOutcome
-from sessiontree.session.manager import SessionManager, StoreOrDir, _store_or_dir
+from sessiontree.session.manager import SessionManager, StoreOrDir, select_store
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionStore
 
 __all__ = ["READER_THREADS", "AsyncSessionManager", "ManagerClosedError", "WriteOutcome", "outcome_of"]
@@ -362,7 +362,7 @@ async def _open_target(method: str, value: StoreOrDir | None,
     if _given_store(value):
         return value, None  # type: ignore[return-value]
     # The manager's rule: None the configured store, a URL that store, any other path a JSONL directory.
-    settled = await _run(None, functools.partial(_store_or_dir, value), write=False)
+    settled = await _run(None, functools.partial(select_store, value), write=False)
     store = _finish(method, settled, settled.value)
     return store, _Lease(store)
 

@@ -231,10 +231,6 @@ class LazySessionTree(SessionTree):
         self._materialize()
         return self.by_id
 
-    def materialize(self) -> None:
-        """Read the rest of the session now (what the first call needing it would do)."""
-        self._materialize()
-
     # -- what needs no (or little) reading ---------------------------------------
 
     def __len__(self) -> int:

@@ -45,7 +45,10 @@ from sessiontree.stores.jsonl.store import JsonlStore
 from sessiontree.stores.memory import MemoryStore
 
 # IMPORT_BATCH_*, ImportOutcome (sessiontree.session.importing) and now_iso
-# (sessiontree.session.builders) are re-exported: callers import them from here.
+# (sessiontree.session.builders) stay in __all__ only for the deprecated
+# sessiontree.manager shim, whose public names they were; src and tests import
+# them from their own modules. The IMPORT_BATCH_* here are copies: patch
+# sessiontree.session.importing, which reads them at call time.
 __all__ = ["IMPORT_BATCH_BYTES", "IMPORT_BATCH_SESSIONS", "ImportOutcome", "SessionManager", "now_iso"]
 
 
@@ -53,7 +56,7 @@ StoreOrDir = SessionStore | str | os.PathLike[str]
 _R = TypeVar("_R")
 
 
-def _store_or_dir(value: StoreOrDir | None) -> SessionStore:
+def select_store(value: StoreOrDir | None) -> SessionStore:
     """The store a ``storeOrDir`` argument selects (docs/rules/manager.md seed:api).
 
     ``None``: the configured store (``SESSIONTREE_STORE``, else the shared
@@ -75,7 +78,7 @@ def _store_or_dir(value: StoreOrDir | None) -> SessionStore:
 
 def _resolve_store(store: StoreOrDir | None, session_dir: str | os.PathLike[str] | None) -> SessionStore:
     """``store`` when given, else ``session_dir`` (JSONL), else the configured store."""
-    return _store_or_dir(store if store is not None else session_dir)
+    return select_store(store if store is not None else session_dir)
 
 
 def _classification(internal: bool, workflow: Any) -> dict[str, Any] | None:
@@ -239,7 +242,7 @@ class SessionManager:
             InvalidSessionError: the stored session is invalid.
         """
         validate_session_id(session_id)
-        target = _store_or_dir(store)
+        target = select_store(store)
         if lazy:  # the store decides whether it can (open_lazy returns None otherwise)
             opened = open_lazy(target, session_id)
             if opened is not None:
@@ -453,7 +456,7 @@ class SessionManager:
             InvalidSessionIdError, SessionExistsError: as :meth:`import_from_jsonl`.
         """
         validate_session_id(parsed.header["id"])
-        store = _store_or_dir(target)
+        store = select_store(target)
         header, entries, raw = importing.import_record(parsed, cwd)
         store.create(header, entries, raw)
         return cls(store, header, entries, cwd=header.get("cwd") or os.getcwd(), saved=True)
@@ -490,7 +493,7 @@ class SessionManager:
             single files are in the outcomes; nothing is raised for them.
         """
         # A generator: nothing, not even opening the store, happens before the first next().
-        yield from importing.import_files(paths, _store_or_dir(target), cwd, batch_sessions=batch_sessions,
+        yield from importing.import_files(paths, select_store(target), cwd, batch_sessions=batch_sessions,
                                           batch_bytes=batch_bytes)
 
     # ------------------------------------------------------------------ listing
@@ -506,7 +509,7 @@ class SessionManager:
         Raises:
             ListingCancelledError: ``cancel`` was set; no partial list.
         """
-        store = _store_or_dir(store_or_dir)
+        store = select_store(store_or_dir)
         return store.list_sessions(cwd=os.path.abspath(cwd), include_internal=include_internal,
                                    on_progress=on_progress, cancel=cancel)
 
@@ -524,7 +527,7 @@ class SessionManager:
             StoreOpenError: the store cannot be opened.
             ListingCancelledError: ``cancel`` was set.
         """
-        store = _store_or_dir(store_or_dir)
+        store = select_store(store_or_dir)
         return store.list_sessions(include_internal=include_internal, on_progress=on_progress, cancel=cancel)
 
     # ------------------------------------------------------------------ session management
@@ -669,7 +672,7 @@ class SessionManager:
             SessionExistsError: ``id`` is already stored there.
             StorageError: the copy could not be written (nothing is left behind).
         """
-        store = self._store if target is None else _store_or_dir(target)
+        store = self._store if target is None else select_store(target)
         if self._saved:
             source = self._store.load(self.get_session_id())  # keeps each entry's stored JSON text
         else:
