@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from sessiontree.core.listing import SessionInfo
-from sessiontree.errors import InvalidSessionError, ListingCancelledError
+from sessiontree.errors import InvalidSessionError, ListingCancelledError, StoreOpenError
 from sessiontree.format import jsonio
 from sessiontree.format.codec import CURRENT_VERSION, validate_entry, validate_header
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, SyncChange, SyncState
@@ -31,6 +31,7 @@ __all__ = [
     "Progress",
     "StoreBase",
     "check_header",
+    "check_known_steps",
     "check_replacement_header",
     "cwd_matches",
     "encode_entries",
@@ -411,6 +412,22 @@ def schema_steps(*steps: _Step) -> list[tuple[str, _Step]]:
         raise ValueError("schema steps must be listed in number order: "
                          + ", ".join(step.__name__ for step in steps))
     return ordered
+
+
+def check_known_steps(url: str, applied: Iterable[str], known: Iterable[str]) -> None:
+    """Refuse a database whose ``schema_migrations`` (``applied``: step names) records
+    a step this version does not have (``known``: the names of its ``MIGRATIONS``): it was
+    written by a newer sessiontree, whose schema this one must not read or change.
+
+    Raises:
+        StoreOpenError: naming ``url`` and the unknown steps, in ``applied`` order.
+    """
+    names = set(known)
+    unknown = [name for name in applied if name not in names]
+    if unknown:
+        raise StoreOpenError(
+            f"cannot open {url}: its schema has steps this version does not know "
+            f"({', '.join(unknown)}); it was written by a newer sessiontree")
 
 
 def ledger_row_owner(query: Any, owner: tuple[str | None, str | None],

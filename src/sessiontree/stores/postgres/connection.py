@@ -22,7 +22,7 @@ from typing import Any
 
 from sessiontree.errors import StorageError, StoreOpenError
 from sessiontree.stores.postgres.schema import MIGRATIONS
-from sessiontree.stores.shared import id_in_use_error
+from sessiontree.stores.shared import check_known_steps, id_in_use_error
 
 try:  # an optional extra: sessiontree[postgres]
     import psycopg
@@ -31,7 +31,7 @@ try:  # an optional extra: sessiontree[postgres]
 except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg = None  # type: ignore[assignment]
 
-__all__ = ["MIGRATION_LOCK", "URL_OPTIONS", "PostgresConnection", "redact_url"]
+__all__ = ["MIGRATION_LOCK", "URL_OPTIONS", "PostgresConnection", "redact_url", "step_names"]
 
 #: Key of the transaction-scoped advisory lock held while the schema is checked and
 #: migrated (``pg_advisory_xact_lock``). A constant, so every sessiontree process
@@ -76,6 +76,14 @@ def _parse_threshold(value: str) -> int | None:
     if value.lower() in ("", "none", "null", "off"):
         return None
     return int(value)
+
+
+def step_names() -> list[str]:
+    """The names of this version's schema steps (``m001_initial``, ...), in the order
+    they run, read at call time from this module's ``MIGRATIONS``
+    (:data:`sessiontree.stores.postgres.schema.MIGRATIONS`): every comparison of a database's
+    steps with this version's goes through it, so they all agree with what the open runs."""
+    return [name for name, _ in MIGRATIONS]
 
 
 def _is_unique_violation(exc: BaseException, constraint: str) -> bool:
@@ -198,12 +206,7 @@ class PostgresConnection:
             " ORDER BY c.relname")]
 
     def _refuse_unknown(self, applied: Sequence[str]) -> None:
-        known = [name for name, _ in MIGRATIONS]
-        unknown = [name for name in applied if name not in known]
-        if unknown:
-            raise StoreOpenError(
-                f"cannot open {self.url}: its schema has steps this version does not know "
-                f"({', '.join(unknown)}); it was written by a newer sessiontree")
+        check_known_steps(self.url, applied, step_names())
 
     def _refuse_foreign(self, tables: Sequence[str]) -> None:
         shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
@@ -227,7 +230,7 @@ class PostgresConnection:
 
     def _migrate(self, conn: Any, create: bool) -> None:
         """Bring the schema up to date in one transaction, under the advisory lock."""
-        known = [name for name, _ in MIGRATIONS]
+        known = step_names()
         with conn.transaction():
             applied = self._applied(conn)
             if applied == known:
@@ -263,7 +266,7 @@ class PostgresConnection:
         if applied is None:
             return False
         self._refuse_unknown(applied)
-        if not self.readonly and [name for name, _ in MIGRATIONS if name not in applied]:
+        if not self.readonly and [name for name in step_names() if name not in applied]:
             return False  # initialised meanwhile by an older version: reopen to migrate
         self.applied_steps = frozenset(applied)
         self._initialised = True

@@ -60,6 +60,7 @@ from sessiontree.stores.postgres.connection import (
     _parse_threshold,
     _split_url,
     redact_url,
+    step_names,
 )
 from sessiontree.stores.postgres.derived import DerivedIndex, text_copy
 from sessiontree.stores.postgres.ledger import SYNC_LOCK, PostgresLedger
@@ -152,7 +153,7 @@ class PostgresStore(PostgresLedger, PostgresWrites, PostgresMaintenance, Postgre
         #: Which host's files the sync states are (``SESSIONTREE_SYNC_HOST``, else the host name).
         self.sync_host: str = text_copy(os.environ.get("SESSIONTREE_SYNC_HOST") or socket.gethostname()) or "localhost"
         #: Schema steps present in the database when it was opened.
-        self.applied_steps: frozenset[str] = frozenset(name for name, _ in MIGRATIONS)
+        self.applied_steps: frozenset[str] = frozenset(step_names())
         try:
             probe = self._connect()
         except psycopg.Error as exc:

@@ -23,9 +23,10 @@ from typing import Any
 
 from sessiontree.core.listing import InfoAccumulator
 from sessiontree.errors import StorageError, StoreOpenError
+from sessiontree.stores.shared import check_known_steps
 from sessiontree.stores.sqlite.schema import MIGRATIONS
 
-__all__ = ["WAL_AUTOCHECKPOINT", "SqliteConnection", "file_header"]
+__all__ = ["WAL_AUTOCHECKPOINT", "SqliteConnection", "file_header", "step_names"]
 
 #: WAL pages between automatic checkpoints of a writable connection (16 MiB of 4 KiB
 #: pages; SQLite's default is 1,000): fewer checkpoints, each costing fsyncs, make
@@ -36,6 +37,14 @@ WAL_AUTOCHECKPOINT = 4096
 
 #: The first 16 bytes of every SQLite database file.
 _MAGIC = b"SQLite format 3\x00"
+
+
+def step_names() -> list[str]:
+    """The names of this version's schema steps (``m001_initial``, ...), in the order
+    they run, read at call time from this module's ``MIGRATIONS``
+    (:data:`sessiontree.stores.sqlite.schema.MIGRATIONS`): every comparison of a database's
+    steps with this version's goes through it, so they all agree with what the open runs."""
+    return [name for name, _ in MIGRATIONS]
 
 
 def _dir_writable(directory: str) -> bool:
@@ -260,12 +269,7 @@ class SqliteConnection:
         """Read-only open: note which schema steps the file has; refuse a newer schema."""
         applied = self._applied(conn)
         self._initialised = applied is not None
-        known = [name for name, _ in MIGRATIONS]
-        unknown = [name for name in applied or [] if name not in known]
-        if unknown:
-            raise StoreOpenError(
-                f"cannot open {self.url}: its schema has steps this version does not know "
-                f"({', '.join(unknown)}); it was written by a newer sessiontree")
+        check_known_steps(self.url, applied or [], step_names())
         self._has_crc = applied is not None and "m002_record_crc" in applied
 
     def _quick_check(self, conn: sqlite3.Connection) -> None:
@@ -281,7 +285,7 @@ class SqliteConnection:
                 "Run sessiontree check --store for details")
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
-        known = [name for name, _ in MIGRATIONS]
+        known = step_names()
         applied = self._applied(conn)
         if applied is not None and applied == known:
             return  # the common case needs no write lock
@@ -298,11 +302,7 @@ class SqliteConnection:
                          " name TEXT PRIMARY KEY,"  # the step's function name, e.g. m001_initial
                          " applied_at TEXT NOT NULL)")  # when it ran (ISO-8601 UTC), for diagnosis
             applied = applied or []
-            unknown = [name for name in applied if name not in known]
-            if unknown:
-                raise StoreOpenError(
-                    f"cannot open {self.url}: its schema has steps this version does not know "
-                    f"({', '.join(unknown)}); it was written by a newer sessiontree")
+            check_known_steps(self.url, applied, known)
             for name, step in MIGRATIONS:
                 if name not in applied:
                     step(conn)
