@@ -32,12 +32,12 @@ from sessiontree.stores.scan import check_limit, scan
 from sessiontree.stores.shared import (
     Progress,
     StoreBase,
+    apply_sync_change,
     check_header,
     check_replacement_header,
     cwd_matches,
     encode_entries,
     file_rule_problems,
-    header_of,
     id_in_use_error,
     resolve_cwd,
     sort_listing,
@@ -187,12 +187,7 @@ class MemoryStore(StoreBase):
             current = self._sync.get(state.path)
             if not sync_expected(expect, current):
                 raise SyncConflictError(state.path)
-            if change.kind == "create":
-                self.create(header_of(change), change.entries, change.raw)
-            elif change.kind == "append":
-                self.append(change.session_id, change.entries, change.raw)
-            elif change.kind == "replace":
-                self.replace_session(header_of(change), change.entries, change.raw)
+            apply_sync_change(self, change)
             self._sync[state.path] = state
 
     def delete(self, session_id: str) -> None:

@@ -30,6 +30,7 @@ from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListin
 __all__ = [
     "Progress",
     "StoreBase",
+    "apply_sync_change",
     "check_header",
     "check_known_steps",
     "check_replacement_header",
@@ -187,6 +188,25 @@ def header_of(change: SyncChange) -> dict[str, Any]:
     if change.header is None:
         raise ValueError(f"a {change.kind!r} sync change needs a header")
     return change.header
+
+
+def apply_sync_change(store: Any, change: SyncChange) -> None:
+    """Apply ``change`` through ``store``'s own writes: ``create`` and ``replace``
+    (``replace_session``) with the change's header, ``append`` to its session; any
+    other kind does nothing. The body of ``sync_commit`` for stores whose writes
+    need no shared transaction (memory, JSONL), run under the caller's lock once
+    :func:`sync_expected` has passed.
+
+    Raises:
+        SessionExistsError, SessionNotFoundError, InvalidSessionError, StorageError:
+            as the write raises them; ``ValueError`` from :func:`header_of`.
+    """
+    if change.kind == "create":
+        store.create(header_of(change), change.entries, change.raw)
+    elif change.kind == "append":
+        store.append(change.session_id, change.entries, change.raw)
+    elif change.kind == "replace":
+        store.replace_session(header_of(change), change.entries, change.raw)
 
 
 def sync_expected(expect: SyncState | None, current: SyncState | None) -> bool:
