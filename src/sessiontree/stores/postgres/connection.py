@@ -31,7 +31,16 @@ try:  # an optional extra: sessiontree[postgres]
 except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg = None  # type: ignore[assignment]
 
-__all__ = ["MIGRATION_LOCK", "URL_OPTIONS", "PostgresConnection", "redact_url", "step_names"]
+__all__ = [
+    "MIGRATION_LOCK",
+    "URL_OPTIONS",
+    "PostgresConnection",
+    "error_first_line",
+    "parse_threshold",
+    "redact_url",
+    "split_url",
+    "step_names",
+]
 
 #: Key of the transaction-scoped advisory lock held while the schema is checked and
 #: migrated (``pg_advisory_xact_lock``). A constant, so every sessiontree process
@@ -62,8 +71,10 @@ def _join(scheme: str, netloc: str, path: str, query: list[tuple[str, str]]) -> 
     return f"{scheme}://{netloc}{path}" + (f"?{encoded}" if encoded else "")
 
 
-def _split_url(url: str) -> tuple[str, dict[str, str]]:
-    """The libpq URL (``postgres://`` normalised, our options removed) and our options."""
+def split_url(url: str) -> tuple[str, dict[str, str]]:
+    """Split a store URL into ``(libpq_url, options)``: the URL libpq is given
+    (``postgres://`` normalised to ``postgresql://``, the :data:`URL_OPTIONS` removed,
+    the rest of the query kept in order) and ours as ``{name: text}``."""
     parts = urllib.parse.urlsplit(url)
     scheme = "postgresql"
     pairs = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
@@ -72,7 +83,13 @@ def _split_url(url: str) -> tuple[str, dict[str, str]]:
     return _join(scheme, parts.netloc, parts.path, theirs), ours
 
 
-def _parse_threshold(value: str) -> int | None:
+def parse_threshold(value: str) -> int | None:
+    """The ``prepare_threshold`` URL option as psycopg takes it: ``None`` (never prepare)
+    for ``""``, ``none``, ``null`` or ``off`` (any case), else the integer.
+
+    Raises:
+        ValueError: anything else that is not an integer.
+    """
     if value.lower() in ("", "none", "null", "off"):
         return None
     return int(value)
@@ -177,12 +194,12 @@ class PostgresConnection:
         except psycopg.errors.UniqueViolation as exc:
             if session_id is not None and _is_unique_violation(exc, "entries_session_id_id_key"):
                 raise id_in_use_error(session_id) from exc
-            raise StorageError(f"{what} failed on {self.url}: {_first_line(exc)}") from exc
+            raise StorageError(f"{what} failed on {self.url}: {error_first_line(exc)}") from exc
         except PoolTimeout as exc:
             raise StorageError(f"{what} failed on {self.url}: no connection within {self.timeout:g} s "
-                               f"({_first_line(exc)})") from exc
+                               f"({error_first_line(exc)})") from exc
         except psycopg.Error as exc:
-            raise StorageError(f"{what} failed on {self.url}: {_first_line(exc)}") from exc
+            raise StorageError(f"{what} failed on {self.url}: {error_first_line(exc)}") from exc
 
     # -- schema -------------------------------------------------------------------------------
 
@@ -311,6 +328,8 @@ def _check_connection(conn: Any) -> None:
         ConnectionPool.check_connection(conn)
 
 
-def _first_line(exc: BaseException) -> str:
+def error_first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message (its class name when empty): what the
+    ``StorageError`` and ``StoreOpenError`` messages quote of a psycopg error."""
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0]

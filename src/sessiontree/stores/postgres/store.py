@@ -56,10 +56,10 @@ from sessiontree.errors import StoreOpenError
 from sessiontree.stores.postgres.connection import (
     MIGRATION_LOCK,
     URL_OPTIONS,
-    _first_line,
-    _parse_threshold,
-    _split_url,
+    error_first_line,
+    parse_threshold,
     redact_url,
+    split_url,
     step_names,
 )
 from sessiontree.stores.postgres.derived import DerivedIndex, text_copy
@@ -137,11 +137,11 @@ class PostgresStore(PostgresLedger, PostgresWrites, PostgresMaintenance, Postgre
         if psycopg is None:
             raise StoreOpenError("PostgreSQL stores need psycopg 3 and psycopg_pool: "
                                  "pip install 'sessiontree[postgres]'")
-        self._conninfo, options = _split_url(url)
+        self._conninfo, options = split_url(url)
         self.url = redact_url(url)
         self.readonly = bool(readonly)
         if prepare_threshold == "url":
-            prepare_threshold = _parse_threshold(options["prepare_threshold"]) if "prepare_threshold" in options else 5
+            prepare_threshold = parse_threshold(options["prepare_threshold"]) if "prepare_threshold" in options else 5
         self.prepare_threshold = prepare_threshold
         self.pool_size = int(pool_size if pool_size is not None else options.get("pool_size", 4))
         self.timeout = float(timeout if timeout is not None else options.get("pool_timeout", DEFAULT_TIMEOUT))
@@ -157,7 +157,7 @@ class PostgresStore(PostgresLedger, PostgresWrites, PostgresMaintenance, Postgre
         try:
             probe = self._connect()
         except psycopg.Error as exc:
-            raise StoreOpenError(f"cannot open {self.url}: {_first_line(exc)}") from exc
+            raise StoreOpenError(f"cannot open {self.url}: {error_first_line(exc)}") from exc
         try:
             with probe:
                 if self.readonly:
@@ -165,5 +165,5 @@ class PostgresStore(PostgresLedger, PostgresWrites, PostgresMaintenance, Postgre
                 else:
                     self._migrate(probe, create)
         except psycopg.Error as exc:
-            raise StoreOpenError(f"cannot open {self.url}: {_first_line(exc)}") from exc
+            raise StoreOpenError(f"cannot open {self.url}: {error_first_line(exc)}") from exc
         self._pool = self._new_pool()

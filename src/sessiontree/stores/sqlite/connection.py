@@ -26,7 +26,15 @@ from sessiontree.errors import StorageError, StoreOpenError
 from sessiontree.stores.shared import check_known_steps
 from sessiontree.stores.sqlite.schema import MIGRATIONS
 
-__all__ = ["WAL_AUTOCHECKPOINT", "SqliteConnection", "file_header", "step_names"]
+__all__ = [
+    "OPEN_FILES",
+    "OPEN_FILES_LOCK",
+    "WAL_AUTOCHECKPOINT",
+    "SqliteConnection",
+    "file_header",
+    "file_key",
+    "step_names",
+]
 
 #: WAL pages between automatic checkpoints of a writable connection (16 MiB of 4 KiB
 #: pages; SQLite's default is 1,000): fewer checkpoints, each costing fsyncs, make
@@ -61,11 +69,14 @@ def _dir_writable(directory: str) -> bool:
 #: own connections, which then read and write unprotected (SQLite, "How To Corrupt An
 #: SQLite Database File", 2.2). So while a store of ours has a file open, nothing of
 #: ours opens that file by other means (see :func:`file_header`).
-_OPEN_FILES: dict[tuple[int, int], int] = {}
-_OPEN_FILES_LOCK = threading.Lock()
+OPEN_FILES: dict[tuple[int, int], int] = {}
+#: Guards :data:`OPEN_FILES`.
+OPEN_FILES_LOCK = threading.Lock()
 
 
-def _file_key(path: str) -> tuple[int, int] | None:
+def file_key(path: str) -> tuple[int, int] | None:
+    """The ``(st_dev, st_ino)`` of the file at ``path`` (the key of :data:`OPEN_FILES`),
+    or ``None`` when it cannot be stat'ed (missing, no permission)."""
     try:
         status = os.stat(path)
     except OSError:
@@ -76,15 +87,15 @@ def _file_key(path: str) -> tuple[int, int] | None:
 def file_header(path: str, size: int = 100) -> bytes | None:
     """The first ``size`` bytes of the file at ``path``, read directly, or ``None``
     when an open :class:`SqliteStore` of this process holds that file: closing the
-    descriptor a read needs would release that store's locks (see ``_OPEN_FILES``).
+    descriptor a read needs would release that store's locks (see ``OPEN_FILES``).
     A file another store of ours holds open is a SQLite database.
 
     Raises:
         OSError: the file cannot be opened or read.
     """
-    key = _file_key(path)
-    with _OPEN_FILES_LOCK:
-        if key is not None and _OPEN_FILES.get(key):
+    key = file_key(path)
+    with OPEN_FILES_LOCK:
+        if key is not None and OPEN_FILES.get(key):
             return None
         # Read under the lock, so no store of this process opens the file meanwhile.
         with open(path, "rb") as handle:
@@ -426,9 +437,9 @@ class SqliteConnection:
                 conn.close()
             key, self._file_key = self._file_key, None
             if key is not None:
-                with _OPEN_FILES_LOCK:
-                    left = _OPEN_FILES.get(key, 0) - 1
+                with OPEN_FILES_LOCK:
+                    left = OPEN_FILES.get(key, 0) - 1
                     if left > 0:
-                        _OPEN_FILES[key] = left
+                        OPEN_FILES[key] = left
                     else:
-                        _OPEN_FILES.pop(key, None)
+                        OPEN_FILES.pop(key, None)
