@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from sessiontree.core.listing import InfoAccumulator, SessionInfo, is_classified
 from sessiontree.core.searchtext import SearchHit, make_filters, parse_query
@@ -218,7 +218,9 @@ class MemoryStore(StoreBase):
             session = self._require(session_id)
             header_raw = session.header_raw
             stored = list(session.raw)
-        raw: list[bytes | None] = [*stored] if keep_raw else [None] * len(stored)
+        # ``stored`` is this call's own copy, so it can be the result's ``raw`` as it is
+        # (the cast only widens the item type for ParsedSession; nothing is copied again).
+        raw: list[bytes | None] = cast("list[bytes | None]", stored) if keep_raw else [None] * len(stored)
         loads = jsonio.loads
         return ParsedSession(
             header=loads(header_raw),
