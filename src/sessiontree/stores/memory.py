@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from sessiontree.core.listing import InfoAccumulator, SessionInfo, is_classified
 from sessiontree.core.searchtext import SearchHit, make_filters, parse_query
@@ -32,12 +32,12 @@ from sessiontree.stores.scan import check_limit, scan
 from sessiontree.stores.shared import (
     Progress,
     StoreBase,
+    apply_sync_change,
     check_header,
     check_replacement_header,
     cwd_matches,
     encode_entries,
     file_rule_problems,
-    header_of,
     id_in_use_error,
     resolve_cwd,
     sort_listing,
@@ -187,12 +187,7 @@ class MemoryStore(StoreBase):
             current = self._sync.get(state.path)
             if not sync_expected(expect, current):
                 raise SyncConflictError(state.path)
-            if change.kind == "create":
-                self.create(header_of(change), change.entries, change.raw)
-            elif change.kind == "append":
-                self.append(change.session_id, change.entries, change.raw)
-            elif change.kind == "replace":
-                self.replace_session(header_of(change), change.entries, change.raw)
+            apply_sync_change(self, change)
             self._sync[state.path] = state
 
     def delete(self, session_id: str) -> None:
@@ -223,7 +218,9 @@ class MemoryStore(StoreBase):
             session = self._require(session_id)
             header_raw = session.header_raw
             stored = list(session.raw)
-        raw: list[bytes | None] = [*stored] if keep_raw else [None] * len(stored)
+        # ``stored`` is this call's own copy, so it can be the result's ``raw`` as it is
+        # (the cast only widens the item type for ParsedSession; nothing is copied again).
+        raw: list[bytes | None] = cast("list[bytes | None]", stored) if keep_raw else [None] * len(stored)
         loads = jsonio.loads
         return ParsedSession(
             header=loads(header_raw),

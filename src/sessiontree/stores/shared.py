@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from sessiontree.core.listing import SessionInfo
-from sessiontree.errors import InvalidSessionError, ListingCancelledError
+from sessiontree.errors import InvalidSessionError, ListingCancelledError, StoreOpenError
 from sessiontree.format import jsonio
 from sessiontree.format.codec import CURRENT_VERSION, validate_entry, validate_header
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, SyncChange, SyncState
@@ -30,7 +30,9 @@ from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListin
 __all__ = [
     "Progress",
     "StoreBase",
+    "apply_sync_change",
     "check_header",
+    "check_known_steps",
     "check_replacement_header",
     "cwd_matches",
     "encode_entries",
@@ -186,6 +188,25 @@ def header_of(change: SyncChange) -> dict[str, Any]:
     if change.header is None:
         raise ValueError(f"a {change.kind!r} sync change needs a header")
     return change.header
+
+
+def apply_sync_change(store: Any, change: SyncChange) -> None:
+    """Apply ``change`` through ``store``'s own writes: ``create`` and ``replace``
+    (``replace_session``) with the change's header, ``append`` to its session; any
+    other kind does nothing. The body of ``sync_commit`` for stores whose writes
+    need no shared transaction (memory, JSONL), run under the caller's lock once
+    :func:`sync_expected` has passed.
+
+    Raises:
+        SessionExistsError, SessionNotFoundError, InvalidSessionError, StorageError:
+            as the write raises them; ``ValueError`` from :func:`header_of`.
+    """
+    if change.kind == "create":
+        store.create(header_of(change), change.entries, change.raw)
+    elif change.kind == "append":
+        store.append(change.session_id, change.entries, change.raw)
+    elif change.kind == "replace":
+        store.replace_session(header_of(change), change.entries, change.raw)
 
 
 def sync_expected(expect: SyncState | None, current: SyncState | None) -> bool:
@@ -411,6 +432,22 @@ def schema_steps(*steps: _Step) -> list[tuple[str, _Step]]:
         raise ValueError("schema steps must be listed in number order: "
                          + ", ".join(step.__name__ for step in steps))
     return ordered
+
+
+def check_known_steps(url: str, applied: Iterable[str], known: Iterable[str]) -> None:
+    """Refuse a database whose ``schema_migrations`` (``applied``: step names) records
+    a step this version does not have (``known``: the names of its ``MIGRATIONS``): it was
+    written by a newer sessiontree, whose schema this one must not read or change.
+
+    Raises:
+        StoreOpenError: naming ``url`` and the unknown steps, in ``applied`` order.
+    """
+    names = set(known)
+    unknown = [name for name in applied if name not in names]
+    if unknown:
+        raise StoreOpenError(
+            f"cannot open {url}: its schema has steps this version does not know "
+            f"({', '.join(unknown)}); it was written by a newer sessiontree")
 
 
 def ledger_row_owner(query: Any, owner: tuple[str | None, str | None],

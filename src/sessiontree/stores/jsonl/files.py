@@ -5,7 +5,7 @@
 attributes :class:`~sessiontree.stores.jsonl.store.JsonlStore` sets when it opens,
 finds a session's file by its header id (the id -> path cache, checked against the
 file's header, and the directory scan), keeps the descriptors of files the store
-appended to (:class:`_Held`, at most ``_HELD_FILES``, reused by the append fast path
+appended to (:class:`HeldFile`, at most ``_HELD_FILES``, reused by the append fast path
 of :mod:`.writes`), closes them in a child after ``fork`` (the hook registered here)
 and in :meth:`JsonlFiles.close`.
 """
@@ -24,13 +24,14 @@ from sessiontree.format.codec import read_header_file
 from sessiontree.format.files import O_CLOEXEC as _O_CLOEXEC
 from sessiontree.stores.jsonl.layout import session_files_in
 
-__all__ = ["JsonlFiles"]
+__all__ = ["LIVE_STORES", "LOOKUP_ATTEMPTS", "TAIL_BYTES", "HeldFile", "JsonlFiles", "close_held"]
 
-_ATTEMPTS = 5  # a session file replaced or moved under us is looked up again this often
+#: How often a session file replaced or moved under us is looked up again.
+LOOKUP_ATTEMPTS = 5
 
 
 @dataclass
-class _Held:
+class HeldFile:
     """A session file's descriptor kept by a store between its appends."""
 
     fd: int
@@ -45,7 +46,7 @@ class _Held:
     closed: bool = False
 
 
-def _close_all(held: dict[str, _Held]) -> None:
+def close_held(held: dict[str, HeldFile]) -> None:
     """Close kept descriptors without waiting for their locks (garbage collection: no
     append can be running; fork: the threads that held them do not exist in the child)."""
     for item in held.values():
@@ -59,17 +60,17 @@ def _close_all(held: dict[str, _Held]) -> None:
 
 #: Bytes of a write remembered to recognise the file on the next append: enough for
 #: the whole last record of most writes, whose random id no other session shares.
-_TAIL = 4096
+TAIL_BYTES = 4096
 
 #: Descriptors a store keeps open for appends, at most (least recently used go first).
 _HELD_FILES = 8
 
 #: Live stores, for the after-fork hook.
-_STORES: weakref.WeakSet[JsonlFiles] = weakref.WeakSet()
+LIVE_STORES: weakref.WeakSet[JsonlFiles] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
-    for store in list(_STORES):
+    for store in list(LIVE_STORES):
         store._after_fork_in_child()
 
 
@@ -91,7 +92,7 @@ class JsonlFiles:
     _paths: dict[str, str]
     _ids: dict[str, tuple[int, int, int, set[str]]]
     _headers: dict[str, tuple[tuple[int, int, int, int], dict[str, Any] | None]]
-    _held: OrderedDict[str, _Held]
+    _held: OrderedDict[str, HeldFile]
     _held_lock: threading.Lock
 
     def _require_writable(self, what: str) -> None:
@@ -202,13 +203,13 @@ class JsonlFiles:
             return
         with self._held_lock:
             previous = self._held.pop(path, None)
-            self._held[path] = _Held(fd, st.st_dev, st.st_ino, session_id, end, written[-_TAIL:])
+            self._held[path] = HeldFile(fd, st.st_dev, st.st_ino, session_id, end, written[-TAIL_BYTES:])
             evicted = [self._held.popitem(last=False)[1] for _ in range(len(self._held) - _HELD_FILES)]
         for old in ([previous] if previous is not None else []) + evicted:
             self._close_held(old)
 
     @staticmethod
-    def _close_held(held: _Held) -> None:
+    def _close_held(held: HeldFile) -> None:
         # Waits for an append that is using the descriptor (never called holding _held_lock).
         with held.lock:
             if not held.closed:
@@ -225,7 +226,7 @@ class JsonlFiles:
         # not exist here.
         self._mutex = threading.RLock()
         self._held_lock = threading.Lock()
-        _close_all(self._held)
+        close_held(self._held)
 
     def _release(self, path: str) -> None:
         """Close the kept descriptor of ``path``, if any (waits for an append using it)."""

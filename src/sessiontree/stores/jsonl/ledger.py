@@ -22,7 +22,7 @@ from sessiontree.format.files import write_all as _write_all
 from sessiontree.stores.base import SyncChange, SyncState
 from sessiontree.stores.jsonl.layout import SYNC_LOCK_FILE, SYNC_STATE_FILE
 from sessiontree.stores.jsonl.writes import JsonlWrites
-from sessiontree.stores.shared import header_of, sync_expected
+from sessiontree.stores.shared import apply_sync_change, sync_expected
 
 __all__ = ["JsonlLedger"]
 
@@ -108,12 +108,7 @@ class JsonlLedger(JsonlWrites):
             with self._mutex:
                 if not sync_expected(expect, self._sync_refresh().get(state.path)):
                     raise SyncConflictError(state.path)
-                if change.kind == "create":
-                    self.create(header_of(change), change.entries, change.raw)
-                elif change.kind == "append":
-                    self.append(change.session_id, change.entries, change.raw)
-                elif change.kind == "replace":
-                    self.replace_session(header_of(change), change.entries, change.raw)
+                apply_sync_change(self, change)
                 line = _state_line(state)
                 try:
                     out = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_CLOEXEC, 0o644)

@@ -19,7 +19,7 @@ from sessiontree.format.codec import ParsedSession, parse_session
 from sessiontree.format.files import locked as _locked
 from sessiontree.format.files import read_all as _read_all
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing
-from sessiontree.stores.jsonl.files import _ATTEMPTS, JsonlFiles
+from sessiontree.stores.jsonl.files import LOOKUP_ATTEMPTS, JsonlFiles
 from sessiontree.stores.jsonl.layout import file_name_for
 from sessiontree.stores.shared import Progress, cwd_matches, resolve_cwd, sort_listing
 
@@ -58,7 +58,7 @@ class JsonlReads(JsonlFiles):
             InvalidSessionError, UnsupportedVersionError: the file is invalid.
             StorageError: the file could not be read.
         """
-        for _ in range(_ATTEMPTS):
+        for _ in range(LOOKUP_ATTEMPTS):
             path = self._require(session_id)
             try:
                 parsed = read_file(path)

@@ -63,7 +63,7 @@ from typing import Any
 
 from sessiontree.errors import StoreOpenError
 from sessiontree.stores.base import SyncState
-from sessiontree.stores.jsonl.files import _STORES, _close_all, _Held
+from sessiontree.stores.jsonl.files import LIVE_STORES, HeldFile, close_held
 from sessiontree.stores.jsonl.layout import file_name_for as file_name_for  # callers import it from here too
 from sessiontree.stores.jsonl.ledger import JsonlLedger
 from sessiontree.stores.jsonl.maintenance import JsonlMaintenance
@@ -131,14 +131,14 @@ class JsonlStore(JsonlLedger, JsonlWrites, JsonlMaintenance, JsonlReads, StoreBa
         self._headers: dict[str, tuple[tuple[int, int, int, int], dict[str, Any] | None]] = {}
         #: file -> descriptor kept open (O_APPEND) after an append by this store, so
         #: the next append of the session skips open, checks and close (_append_held).
-        self._held: OrderedDict[str, _Held] = OrderedDict()
+        self._held: OrderedDict[str, HeldFile] = OrderedDict()
         self._held_lock = threading.Lock()
         #: The sync state log as last read: states by path, (dev, inode, bytes read), lines read.
         self._sync_cache: dict[str, SyncState] = {}
         self._sync_seen: tuple[int, int, int] = (0, 0, 0)
         self._sync_lines = 0
-        weakref.finalize(self, _close_all, self._held)
-        _STORES.add(self)
+        weakref.finalize(self, close_held, self._held)
+        LIVE_STORES.add(self)
         if not readonly:
             self.remove_stale_temps()
 

@@ -32,7 +32,7 @@ from sessiontree.format.files import replace_locked as _replace_locked
 from sessiontree.format.files import unlock as _unlock
 from sessiontree.format.files import unlock_and_close as _unlock_and_close
 from sessiontree.format.files import write_all as _write_all
-from sessiontree.stores.jsonl.files import _ATTEMPTS, _TAIL
+from sessiontree.stores.jsonl.files import LOOKUP_ATTEMPTS, TAIL_BYTES
 from sessiontree.stores.jsonl.reads import JsonlReads
 from sessiontree.stores.shared import check_header, check_replacement_header, encode_entries, id_in_use_error
 
@@ -204,7 +204,7 @@ class JsonlWrites(JsonlReads):
         payload = b"".join(text + b"\n" for text in texts)
         if payload and self._append_held(session_id, entries, payload):
             return
-        for _ in range(_ATTEMPTS):
+        for _ in range(LOOKUP_ATTEMPTS):
             path = self._require(session_id)
             try:
                 with _locked(path, exclusive=True, writable=True) as fd:
@@ -308,7 +308,7 @@ class JsonlWrites(JsonlReads):
                     written = self._append_locked(path, fd, payload, self.fsync, held.end, newline_ended=True)
                     known.update([entry["id"] for entry in entries])
                     held.end += written
-                    held.tail = payload[-_TAIL:]
+                    held.tail = payload[-TAIL_BYTES:]
                     self._ids[path] = (held.dev, held.ino, held.end, known)
                     return True
                 finally:
@@ -406,7 +406,7 @@ class JsonlWrites(JsonlReads):
         self._require_writable("replace header")
         check_replacement_header(session_id, header)
         header_raw = jsonio.dumps(header)
-        for _ in range(_ATTEMPTS):
+        for _ in range(LOOKUP_ATTEMPTS):
             path = self._require(session_id)
             try:
                 with _locked(path, exclusive=True) as fd:
@@ -436,7 +436,7 @@ class JsonlWrites(JsonlReads):
         session_id = check_header(header)
         texts = encode_entries(entries, raw)
         data = b"".join([jsonio.dumps(header), b"\n", *(text + b"\n" for text in texts)])
-        for _ in range(_ATTEMPTS):
+        for _ in range(LOOKUP_ATTEMPTS):
             path = self._require(session_id)
             try:
                 with _locked(path, exclusive=True) as fd:
@@ -517,7 +517,7 @@ class JsonlWrites(JsonlReads):
             if not keep_raw:
                 parsed.raw = [None] * len(parsed.entries)
             return parsed
-        for _ in range(_ATTEMPTS):
+        for _ in range(LOOKUP_ATTEMPTS):
             path = self._require(session_id)
             try:
                 parsed = self._read_for_writing(path, session_id)

@@ -22,7 +22,7 @@ from typing import Any
 
 from sessiontree.errors import StorageError, StoreOpenError
 from sessiontree.stores.postgres.schema import MIGRATIONS
-from sessiontree.stores.shared import id_in_use_error
+from sessiontree.stores.shared import check_known_steps, id_in_use_error
 
 try:  # an optional extra: sessiontree[postgres]
     import psycopg
@@ -31,7 +31,16 @@ try:  # an optional extra: sessiontree[postgres]
 except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg = None  # type: ignore[assignment]
 
-__all__ = ["MIGRATION_LOCK", "URL_OPTIONS", "PostgresConnection", "redact_url"]
+__all__ = [
+    "MIGRATION_LOCK",
+    "URL_OPTIONS",
+    "PostgresConnection",
+    "error_first_line",
+    "parse_threshold",
+    "redact_url",
+    "split_url",
+    "step_names",
+]
 
 #: Key of the transaction-scoped advisory lock held while the schema is checked and
 #: migrated (``pg_advisory_xact_lock``). A constant, so every sessiontree process
@@ -62,8 +71,10 @@ def _join(scheme: str, netloc: str, path: str, query: list[tuple[str, str]]) -> 
     return f"{scheme}://{netloc}{path}" + (f"?{encoded}" if encoded else "")
 
 
-def _split_url(url: str) -> tuple[str, dict[str, str]]:
-    """The libpq URL (``postgres://`` normalised, our options removed) and our options."""
+def split_url(url: str) -> tuple[str, dict[str, str]]:
+    """Split a store URL into ``(libpq_url, options)``: the URL libpq is given
+    (``postgres://`` normalised to ``postgresql://``, the :data:`URL_OPTIONS` removed,
+    the rest of the query kept in order) and ours as ``{name: text}``."""
     parts = urllib.parse.urlsplit(url)
     scheme = "postgresql"
     pairs = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
@@ -72,10 +83,24 @@ def _split_url(url: str) -> tuple[str, dict[str, str]]:
     return _join(scheme, parts.netloc, parts.path, theirs), ours
 
 
-def _parse_threshold(value: str) -> int | None:
+def parse_threshold(value: str) -> int | None:
+    """The ``prepare_threshold`` URL option as psycopg takes it: ``None`` (never prepare)
+    for ``""``, ``none``, ``null`` or ``off`` (any case), else the integer.
+
+    Raises:
+        ValueError: anything else that is not an integer.
+    """
     if value.lower() in ("", "none", "null", "off"):
         return None
     return int(value)
+
+
+def step_names() -> list[str]:
+    """The names of this version's schema steps (``m001_initial``, ...), in the order
+    they run, read at call time from this module's ``MIGRATIONS``
+    (:data:`sessiontree.stores.postgres.schema.MIGRATIONS`): every comparison of a database's
+    steps with this version's goes through it, so they all agree with what the open runs."""
+    return [name for name, _ in MIGRATIONS]
 
 
 def _is_unique_violation(exc: BaseException, constraint: str) -> bool:
@@ -169,12 +194,12 @@ class PostgresConnection:
         except psycopg.errors.UniqueViolation as exc:
             if session_id is not None and _is_unique_violation(exc, "entries_session_id_id_key"):
                 raise id_in_use_error(session_id) from exc
-            raise StorageError(f"{what} failed on {self.url}: {_first_line(exc)}") from exc
+            raise StorageError(f"{what} failed on {self.url}: {error_first_line(exc)}") from exc
         except PoolTimeout as exc:
             raise StorageError(f"{what} failed on {self.url}: no connection within {self.timeout:g} s "
-                               f"({_first_line(exc)})") from exc
+                               f"({error_first_line(exc)})") from exc
         except psycopg.Error as exc:
-            raise StorageError(f"{what} failed on {self.url}: {_first_line(exc)}") from exc
+            raise StorageError(f"{what} failed on {self.url}: {error_first_line(exc)}") from exc
 
     # -- schema -------------------------------------------------------------------------------
 
@@ -198,12 +223,7 @@ class PostgresConnection:
             " ORDER BY c.relname")]
 
     def _refuse_unknown(self, applied: Sequence[str]) -> None:
-        known = [name for name, _ in MIGRATIONS]
-        unknown = [name for name in applied if name not in known]
-        if unknown:
-            raise StoreOpenError(
-                f"cannot open {self.url}: its schema has steps this version does not know "
-                f"({', '.join(unknown)}); it was written by a newer sessiontree")
+        check_known_steps(self.url, applied, step_names())
 
     def _refuse_foreign(self, tables: Sequence[str]) -> None:
         shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
@@ -227,7 +247,7 @@ class PostgresConnection:
 
     def _migrate(self, conn: Any, create: bool) -> None:
         """Bring the schema up to date in one transaction, under the advisory lock."""
-        known = [name for name, _ in MIGRATIONS]
+        known = step_names()
         with conn.transaction():
             applied = self._applied(conn)
             if applied == known:
@@ -263,7 +283,7 @@ class PostgresConnection:
         if applied is None:
             return False
         self._refuse_unknown(applied)
-        if not self.readonly and [name for name, _ in MIGRATIONS if name not in applied]:
+        if not self.readonly and [name for name in step_names() if name not in applied]:
             return False  # initialised meanwhile by an older version: reopen to migrate
         self.applied_steps = frozenset(applied)
         self._initialised = True
@@ -308,6 +328,8 @@ def _check_connection(conn: Any) -> None:
         ConnectionPool.check_connection(conn)
 
 
-def _first_line(exc: BaseException) -> str:
+def error_first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message (its class name when empty): what the
+    ``StorageError`` and ``StoreOpenError`` messages quote of a psycopg error."""
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0]

@@ -15,7 +15,7 @@ from typing import Any
 from sessiontree.errors import SyncConflictError
 from sessiontree.format import jsonio
 from sessiontree.stores.base import SyncChange, SyncState
-from sessiontree.stores.postgres.writes import PostgresWrites, _key
+from sessiontree.stores.postgres.writes import PostgresWrites, exact_id
 from sessiontree.stores.shared import check_header, encode_entries, header_of, sync_expected
 
 __all__ = ["SYNC_LOCK", "PostgresLedger"]
@@ -71,9 +71,9 @@ class PostgresLedger(PostgresWrites):
             check_header(header)
         if change.kind not in ("none", "create", "append", "replace"):
             raise ValueError(f"unknown sync change kind {change.kind!r}")
-        _key(change.session_id, "session id")
+        exact_id(change.session_id, "session id")
         for entry in change.entries:
-            _key(entry["id"], "entry id")
+            exact_id(entry["id"], "entry id")
         path = state.path.encode("utf-8", "surrogatepass")
         with self._transaction("sync", write=True, session_id=change.session_id) as conn:
             conn.execute("SELECT pg_advisory_xact_lock(%s, %s)",
@@ -89,7 +89,7 @@ class PostgresLedger(PostgresWrites):
                 self._append_in(conn, change.session_id, change.entries, texts)
             elif change.kind == "replace" and header is not None:
                 self._replace_in(conn, change.session_id, header, change.entries, texts)
-            values = (self.sync_host, path, _key(state.session_id, "session id"), state.size, state.mtime_ns, state.inode,
+            values = (self.sync_host, path, exact_id(state.session_id, "session id"), state.size, state.mtime_ns, state.inode,
                       state.dev, state.consumed, state.lines, state.entries, state.version,
                       bytes(state.header_hash), bytes(state.tail_hash))
             conn.execute(

@@ -56,10 +56,11 @@ from sessiontree.errors import StoreOpenError
 from sessiontree.stores.postgres.connection import (
     MIGRATION_LOCK,
     URL_OPTIONS,
-    _first_line,
-    _parse_threshold,
-    _split_url,
+    error_first_line,
+    parse_threshold,
     redact_url,
+    split_url,
+    step_names,
 )
 from sessiontree.stores.postgres.derived import DerivedIndex, text_copy
 from sessiontree.stores.postgres.ledger import SYNC_LOCK, PostgresLedger
@@ -136,11 +137,11 @@ class PostgresStore(PostgresLedger, PostgresWrites, PostgresMaintenance, Postgre
         if psycopg is None:
             raise StoreOpenError("PostgreSQL stores need psycopg 3 and psycopg_pool: "
                                  "pip install 'sessiontree[postgres]'")
-        self._conninfo, options = _split_url(url)
+        self._conninfo, options = split_url(url)
         self.url = redact_url(url)
         self.readonly = bool(readonly)
         if prepare_threshold == "url":
-            prepare_threshold = _parse_threshold(options["prepare_threshold"]) if "prepare_threshold" in options else 5
+            prepare_threshold = parse_threshold(options["prepare_threshold"]) if "prepare_threshold" in options else 5
         self.prepare_threshold = prepare_threshold
         self.pool_size = int(pool_size if pool_size is not None else options.get("pool_size", 4))
         self.timeout = float(timeout if timeout is not None else options.get("pool_timeout", DEFAULT_TIMEOUT))
@@ -152,11 +153,11 @@ class PostgresStore(PostgresLedger, PostgresWrites, PostgresMaintenance, Postgre
         #: Which host's files the sync states are (``SESSIONTREE_SYNC_HOST``, else the host name).
         self.sync_host: str = text_copy(os.environ.get("SESSIONTREE_SYNC_HOST") or socket.gethostname()) or "localhost"
         #: Schema steps present in the database when it was opened.
-        self.applied_steps: frozenset[str] = frozenset(name for name, _ in MIGRATIONS)
+        self.applied_steps: frozenset[str] = frozenset(step_names())
         try:
             probe = self._connect()
         except psycopg.Error as exc:
-            raise StoreOpenError(f"cannot open {self.url}: {_first_line(exc)}") from exc
+            raise StoreOpenError(f"cannot open {self.url}: {error_first_line(exc)}") from exc
         try:
             with probe:
                 if self.readonly:
@@ -164,5 +165,5 @@ class PostgresStore(PostgresLedger, PostgresWrites, PostgresMaintenance, Postgre
                 else:
                     self._migrate(probe, create)
         except psycopg.Error as exc:
-            raise StoreOpenError(f"cannot open {self.url}: {_first_line(exc)}") from exc
+            raise StoreOpenError(f"cannot open {self.url}: {error_first_line(exc)}") from exc
         self._pool = self._new_pool()

@@ -4,7 +4,7 @@
 ``append``, ``replace_header``, ``replace_session``, ``delete``), each one transaction;
 the bodies that run inside a caller's transaction (``_create_in``, ``_append_in``,
 ``_replace_in``, which the sync ledger of :mod:`.ledger` shares); the row inserts
-(``_insert_entries``, ``_insert_entry_rows``); and ``_key``, the check that an id can be
+(``_insert_entries``, ``_insert_entry_rows``); and ``exact_id``, the check that an id can be
 stored exactly.
 """
 
@@ -30,11 +30,13 @@ from sessiontree.stores.postgres.derived import (
 from sessiontree.stores.postgres.schema import DERIVED_INDEXES
 from sessiontree.stores.shared import check_header, check_replacement_header, encode_entries
 
-__all__ = ["PostgresWrites"]
+__all__ = ["PostgresWrites", "exact_id"]
 
 
-def _key(value: str, what: str) -> str:
-    """An id as stored; ids must be exact since the database compares them.
+def exact_id(value: str, what: str) -> str:
+    """``value`` (a session or entry id; ``what`` names it in the error) unchanged, once
+    checked that PostgreSQL text holds it exactly: ids must be exact since the
+    database compares them.
 
     Raises:
         InvalidSessionError: the id holds NUL or a lone surrogate."""
@@ -77,13 +79,13 @@ class PostgresWrites(PostgresConnection):
         prepared = []
         seen: set[str] = set()
         for header, entries, raw in sessions:
-            session_id = _key(check_header(header), "session id")
+            session_id = exact_id(check_header(header), "session id")
             if session_id in seen:
                 raise SessionExistsError(session_id)
             seen.add(session_id)
             texts = encode_entries(entries, raw)
             for entry in entries:
-                _key(entry["id"], "entry id")
+                exact_id(entry["id"], "entry id")
             prepared.append((session_id, header, jsonio.dumps(header), entries, texts))
         with self._transaction("create", write=True, session_id=prepared[0][0] if prepared else None) as conn:
             for session_id, header, header_raw, entries, texts in prepared:
@@ -132,7 +134,7 @@ class PostgresWrites(PostgresConnection):
         if not is_exact_text(session_id):
             raise SessionNotFoundError(session_id, self.url)
         for entry in entries:
-            _key(entry["id"], "entry id")
+            exact_id(entry["id"], "entry id")
         with self._transaction("append", write=True, session_id=session_id) as conn:
             self._append_in(conn, session_id, entries, texts)
 
@@ -172,7 +174,7 @@ class PostgresWrites(PostgresConnection):
         session_id = check_header(header)
         texts = encode_entries(entries, raw)
         for entry in entries:
-            _key(entry["id"], "entry id")
+            exact_id(entry["id"], "entry id")
         if not is_exact_text(session_id):
             raise SessionNotFoundError(session_id, self.url)
         with self._transaction("replace session", write=True, session_id=session_id) as conn:

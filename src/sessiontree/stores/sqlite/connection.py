@@ -23,9 +23,18 @@ from typing import Any
 
 from sessiontree.core.listing import InfoAccumulator
 from sessiontree.errors import StorageError, StoreOpenError
+from sessiontree.stores.shared import check_known_steps
 from sessiontree.stores.sqlite.schema import MIGRATIONS
 
-__all__ = ["WAL_AUTOCHECKPOINT", "SqliteConnection", "file_header"]
+__all__ = [
+    "OPEN_FILES",
+    "OPEN_FILES_LOCK",
+    "WAL_AUTOCHECKPOINT",
+    "SqliteConnection",
+    "file_header",
+    "file_key",
+    "step_names",
+]
 
 #: WAL pages between automatic checkpoints of a writable connection (16 MiB of 4 KiB
 #: pages; SQLite's default is 1,000): fewer checkpoints, each costing fsyncs, make
@@ -36,6 +45,14 @@ WAL_AUTOCHECKPOINT = 4096
 
 #: The first 16 bytes of every SQLite database file.
 _MAGIC = b"SQLite format 3\x00"
+
+
+def step_names() -> list[str]:
+    """The names of this version's schema steps (``m001_initial``, ...), in the order
+    they run, read at call time from this module's ``MIGRATIONS``
+    (:data:`sessiontree.stores.sqlite.schema.MIGRATIONS`): every comparison of a database's
+    steps with this version's goes through it, so they all agree with what the open runs."""
+    return [name for name, _ in MIGRATIONS]
 
 
 def _dir_writable(directory: str) -> bool:
@@ -52,11 +69,14 @@ def _dir_writable(directory: str) -> bool:
 #: own connections, which then read and write unprotected (SQLite, "How To Corrupt An
 #: SQLite Database File", 2.2). So while a store of ours has a file open, nothing of
 #: ours opens that file by other means (see :func:`file_header`).
-_OPEN_FILES: dict[tuple[int, int], int] = {}
-_OPEN_FILES_LOCK = threading.Lock()
+OPEN_FILES: dict[tuple[int, int], int] = {}
+#: Guards :data:`OPEN_FILES`.
+OPEN_FILES_LOCK = threading.Lock()
 
 
-def _file_key(path: str) -> tuple[int, int] | None:
+def file_key(path: str) -> tuple[int, int] | None:
+    """The ``(st_dev, st_ino)`` of the file at ``path`` (the key of :data:`OPEN_FILES`),
+    or ``None`` when it cannot be stat'ed (missing, no permission)."""
     try:
         status = os.stat(path)
     except OSError:
@@ -67,15 +87,15 @@ def _file_key(path: str) -> tuple[int, int] | None:
 def file_header(path: str, size: int = 100) -> bytes | None:
     """The first ``size`` bytes of the file at ``path``, read directly, or ``None``
     when an open :class:`SqliteStore` of this process holds that file: closing the
-    descriptor a read needs would release that store's locks (see ``_OPEN_FILES``).
+    descriptor a read needs would release that store's locks (see ``OPEN_FILES``).
     A file another store of ours holds open is a SQLite database.
 
     Raises:
         OSError: the file cannot be opened or read.
     """
-    key = _file_key(path)
-    with _OPEN_FILES_LOCK:
-        if key is not None and _OPEN_FILES.get(key):
+    key = file_key(path)
+    with OPEN_FILES_LOCK:
+        if key is not None and OPEN_FILES.get(key):
             return None
         # Read under the lock, so no store of this process opens the file meanwhile.
         with open(path, "rb") as handle:
@@ -260,12 +280,7 @@ class SqliteConnection:
         """Read-only open: note which schema steps the file has; refuse a newer schema."""
         applied = self._applied(conn)
         self._initialised = applied is not None
-        known = [name for name, _ in MIGRATIONS]
-        unknown = [name for name in applied or [] if name not in known]
-        if unknown:
-            raise StoreOpenError(
-                f"cannot open {self.url}: its schema has steps this version does not know "
-                f"({', '.join(unknown)}); it was written by a newer sessiontree")
+        check_known_steps(self.url, applied or [], step_names())
         self._has_crc = applied is not None and "m002_record_crc" in applied
 
     def _quick_check(self, conn: sqlite3.Connection) -> None:
@@ -281,7 +296,7 @@ class SqliteConnection:
                 "Run sessiontree check --store for details")
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
-        known = [name for name, _ in MIGRATIONS]
+        known = step_names()
         applied = self._applied(conn)
         if applied is not None and applied == known:
             return  # the common case needs no write lock
@@ -298,11 +313,7 @@ class SqliteConnection:
                          " name TEXT PRIMARY KEY,"  # the step's function name, e.g. m001_initial
                          " applied_at TEXT NOT NULL)")  # when it ran (ISO-8601 UTC), for diagnosis
             applied = applied or []
-            unknown = [name for name in applied if name not in known]
-            if unknown:
-                raise StoreOpenError(
-                    f"cannot open {self.url}: its schema has steps this version does not know "
-                    f"({', '.join(unknown)}); it was written by a newer sessiontree")
+            check_known_steps(self.url, applied, known)
             for name, step in MIGRATIONS:
                 if name not in applied:
                     step(conn)
@@ -426,9 +437,9 @@ class SqliteConnection:
                 conn.close()
             key, self._file_key = self._file_key, None
             if key is not None:
-                with _OPEN_FILES_LOCK:
-                    left = _OPEN_FILES.get(key, 0) - 1
+                with OPEN_FILES_LOCK:
+                    left = OPEN_FILES.get(key, 0) - 1
                     if left > 0:
-                        _OPEN_FILES[key] = left
+                        OPEN_FILES[key] = left
                     else:
-                        _OPEN_FILES.pop(key, None)
+                        OPEN_FILES.pop(key, None)

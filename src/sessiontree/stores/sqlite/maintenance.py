@@ -21,6 +21,7 @@ from sessiontree.errors import SessionError
 from sessiontree.stores.base import ProgressCallback, StoreProblem
 from sessiontree.stores.shared import cwd_matches, resolve_cwd
 from sessiontree.stores.sqlite import search as search_index
+from sessiontree.stores.sqlite.connection import step_names
 from sessiontree.stores.sqlite.derived import (
     STATE_ASSIGN,
     STATE_COLUMNS,
@@ -33,7 +34,7 @@ from sessiontree.stores.sqlite.derived import (
     to_db,
 )
 from sessiontree.stores.sqlite.reads import SqliteReads
-from sessiontree.stores.sqlite.schema import DERIVED_INDEXES, MIGRATIONS
+from sessiontree.stores.sqlite.schema import DERIVED_INDEXES
 from sessiontree.stores.sqlite.usage import query_usage
 from sessiontree.stores.sqlite.writes import _insert_text_rows
 from sessiontree.stores.verify import StoredRecord, StoredSession, verify_stored_session
@@ -200,7 +201,7 @@ class SqliteMaintenance(SqliteReads):
         if self.path == ":memory:":
             return 0
         try:
-            if self.applied_migrations() != [name for name, _ in MIGRATIONS]:
+            if self.applied_migrations() != step_names():
                 return 0  # an older schema: a writable open would migrate it
             with self.read_transaction() as conn:
                 pending = search_index.pending_records(conn) if self.has_schema(conn) else 0

@@ -182,11 +182,6 @@ def _text_rows(key: Any, rows: Iterable[tuple[int, dict[str, Any]]]) -> list[tup
     return out
 
 
-def _watermark(conn: sqlite3.Connection, key: Any) -> int | None:
-    row = conn.execute("SELECT seq FROM search_merged WHERE session_id = ?", (key,)).fetchone()
-    return None if row is None else row[0]
-
-
 def _branch_ids(conn: sqlite3.Connection, key: Any, upto: int | None = None) -> frozenset[str]:
     """Ids of the entries on the active branch of session ``key`` (root to the leaf
     :func:`~sessiontree.core.tree.loaded_leaf_id` gives), counting only records with
@@ -431,10 +426,6 @@ def _tables(conn: sqlite3.Connection) -> set[str]:
     """Which of the search tables the database holds (older schemas lack some)."""
     return {row[0] for row in conn.execute(
         "SELECT name FROM sqlite_master WHERE name IN ('search_fts', 'search_merged', 'search_off_branch')")}
-
-
-def _has_index(conn: sqlite3.Connection) -> bool:
-    return "search_fts" in _tables(conn)
 
 
 #: A found entry before it becomes a hit: ``(key, seq, rowid, entry_id, type, role,

@@ -51,7 +51,7 @@ from typing import Any
 from sessiontree.core.listing import InfoAccumulator
 from sessiontree.errors import StoreOpenError
 from sessiontree.stores.shared import StoreBase
-from sessiontree.stores.sqlite.connection import _OPEN_FILES, _OPEN_FILES_LOCK, _file_key, file_header
+from sessiontree.stores.sqlite.connection import OPEN_FILES, OPEN_FILES_LOCK, file_header, file_key
 from sessiontree.stores.sqlite.derived import STATE_COLUMNS, DerivedIndex
 from sessiontree.stores.sqlite.ledger import SqliteLedger
 from sessiontree.stores.sqlite.maintenance import SETTLE_BUDGET, SqliteMaintenance
@@ -149,7 +149,7 @@ class SqliteStore(SqliteLedger, SqliteWrites, SqliteMaintenance, SqliteReads, St
         self._conn: sqlite3.Connection | None = None
         self._pid = os.getpid()
         self._closed = False
-        #: (st_dev, st_ino) of the database file while this store counts in _OPEN_FILES.
+        #: (st_dev, st_ino) of the database file while this store counts in OPEN_FILES.
         self._file_key: tuple[int, int] | None = None
         #: Per session this store appended to: (entry_count, next seq, listing state)
         #: as its last write left them, trusted only while _memo_mark still holds
@@ -198,10 +198,10 @@ class SqliteStore(SqliteLedger, SqliteWrites, SqliteMaintenance, SqliteReads, St
             conn.close()
             raise
         self._conn = conn
-        self._file_key = None if self.path == ":memory:" else _file_key(self.path)
+        self._file_key = None if self.path == ":memory:" else file_key(self.path)
         if self._file_key is not None:
-            with _OPEN_FILES_LOCK:
-                _OPEN_FILES[self._file_key] = _OPEN_FILES.get(self._file_key, 0) + 1
+            with OPEN_FILES_LOCK:
+                OPEN_FILES[self._file_key] = OPEN_FILES.get(self._file_key, 0) + 1
 
     def _writable_twin(self, timeout: float) -> SqliteStore:
         """A second, writable store on the same file, busy ``timeout`` seconds (see
