@@ -114,6 +114,7 @@ STORE_MODES: dict[str, str] = {
     "name": "write",
     "label": "write",
     "reindex": "write",
+    "archive": "write",
 }
 
 

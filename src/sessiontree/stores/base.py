@@ -208,8 +208,9 @@ class ArchivedFile:
         agent: the agent whose folder it was in (``pi``, ``atomic``), or ``""``.
         archived_at: when the record was written, milliseconds since the epoch (UTC).
         destination: ``"trash"`` (moved with the desktop trash) or ``"deleted"``.
-        state: ``"pending"`` (written before the move: the file may still be in its
-            folder) or ``"done"`` (the move finished).
+        state: ``"pending"`` (written before the move: the file may still be beside
+            its old name, renamed), ``"done"`` (the move finished) or ``"undone"``
+            (the move failed and the file was put back).
     """
 
     path: str
