@@ -335,8 +335,8 @@ def write_new(path: str, data: bytes) -> str:
     folder = os.path.dirname(path)
     try:
         st = os.lstat(path)
-    except FileNotFoundError:
-        st = None
+    except (FileNotFoundError, NotADirectoryError):
+        st = None  # a file where a folder should be: creating the folder says so below
     except OSError as exc:
         raise RestoreError(f"cannot look at {path}: {exc.strerror}") from exc
     if st is not None:
@@ -350,6 +350,8 @@ def write_new(path: str, data: bytes) -> str:
                            "since: run sessiontree sync, or restore with --dir or --at)")
     try:
         os.makedirs(folder, exist_ok=True)
+    except FileExistsError as exc:
+        raise RestoreError(f"cannot create the folder {folder}: a file is in the way; nothing was written") from exc
     except OSError as exc:
         raise RestoreError(f"cannot create the folder {folder}: {exc.strerror}; nothing was written") from exc
     tmp = os.path.join(folder, f".{os.path.basename(path)}.restore-{os.getpid()}-{os.urandom(4).hex()}")
