@@ -21,8 +21,8 @@ from sessiontree.sync import restore as restore_module
 from sessiontree.sync.archive import ARCHIVING_SUFFIX, archive
 from sessiontree.sync.engine import Syncer, discover
 from sessiontree.sync.restore import RestoreError, agent_file, encode_cwd, restore
-from sync_support import OTHER, SID, agent_file as write_agent_file
-from sync_support import append, entries, head, line, sync_one
+from sync_support import OTHER, SID, append, entries, head, line, sync_one
+from sync_support import agent_file as write_agent_file
 
 pytestmark = pytest.mark.usefixtures("_fake_home")
 
@@ -353,3 +353,24 @@ def test_sync_of_a_folder_restored_into_is_unchanged(store, _fake_home, tmp_path
     result = restore(store, OTHER, directory=str(tmp_path / "agent"))
     report = Syncer(store).sync_files(discover([str(tmp_path / "agent")])[0])
     assert [(r.path, r.status) for r in report.files] == [(result.path, "unchanged")]
+
+
+# -------------------------------------------------------------------------- the viewer
+
+
+def test_the_session_page_shows_the_resume_command_and_starts_nothing(store, _fake_home, tmp_path):
+    from starlette.testclient import TestClient
+
+    from sessiontree.web.app import create_app
+
+    path = _old_synced(_fake_home, store)
+    _born_in_store(store)
+    client = TestClient(create_app(store), base_url="http://127.0.0.1:8765")
+    synced = client.get(f"/s/{SID}").text
+    assert f'<code id="resume-command">cd /home/me/project &amp;&amp; pi --session {path}</code>' in synced
+    born = client.get(f"/s/{OTHER}").text
+    assert f'<code id="resume-command">sessiontree resume {OTHER}</code>' in born
+    path.unlink()  # the synced file is gone: the page says how to restore it
+    store_only = TestClient(create_app(store), base_url="http://127.0.0.1:8765").get(f"/s/{SID}").text
+    assert f'<code id="resume-command">sessiontree resume {SID}</code>' in store_only
+    assert not path.exists()

@@ -20,7 +20,8 @@ from sessiontree.stores.sqlite.store import SqliteStore
 from sessiontree.sync.archive import ARCHIVING_SUFFIX
 from sessiontree.sync.engine import Syncer, discover
 from sessiontree.sync.restore import agent_file, restore
-from sync_support import SID, agent_file as write_agent_file
+from sync_support import SID
+from sync_support import agent_file as write_agent_file
 
 pytestmark = [pytest.mark.stress, pytest.mark.usefixtures("_fake_home")]
 

@@ -16,8 +16,8 @@ from sessiontree.stores.base import ArchivedFile
 from sessiontree.sync.archive import archive
 from sessiontree.sync.engine import Syncer, discover
 from sessiontree.sync.restore import agent_file, restore
-from sync_support import SID, agent_file as write_agent_file
-from sync_support import append, entries, sync_one
+from sync_support import SID, append, entries, sync_one
+from sync_support import agent_file as write_agent_file
 
 pytestmark = pytest.mark.usefixtures("_fake_home")
 

@@ -48,7 +48,7 @@ def parse_duration(text: str) -> float:
 
 def _resolve_entry(app: App, session_id: str, prefix: str) -> str:
     """The session's one entry id equal to or starting with ``prefix``."""
-    ids = [entry["id"] for entry in app.store.read(session_id).entries]
+    ids: list[str] = [str(entry["id"]) for entry in app.store.read(session_id).entries]
     if prefix in ids:
         return prefix
     matches = sorted(i for i in ids if i.startswith(prefix))

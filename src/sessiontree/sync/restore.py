@@ -28,6 +28,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import shlex
 import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ __all__ = [
     "agent_file_name",
     "encode_cwd",
     "restore",
+    "resume_command",
     "sessions_folder",
 ]
 
@@ -240,7 +242,8 @@ def agent_file(store: SessionStore, session_id: str, *, agent: str = "pi", at: s
     cwd = str(header.get("cwd", ""))
     if at is not None:
         entries = branched_session_entries(SessionTree(stored.entries), at)
-        new_header = {"type": "session", "version": 4, "id": new_session_id(), "createdAt": now_iso(), "cwd": cwd,
+        new_id = new_session_id()
+        new_header: dict[str, Any] = {"type": "session", "version": 4, "id": new_id, "createdAt": now_iso(), "cwd": cwd,
                       "parentSessionId": session_id}
         for key in ("internal", "workflow"):
             if key in header:
@@ -251,7 +254,7 @@ def agent_file(store: SessionStore, session_id: str, *, agent: str = "pi", at: s
         source = _states_of(store, session_id)
         v3 = _v3_header(new_header, source[0].path if source else None)
         data = b"".join([jsonio.dumps(v3), b"\n", *(text + b"\n" for text in texts)])
-        return AgentFile(new_header["id"], data, hashlib.sha256(data).digest(), False, None, v3, cwd,
+        return AgentFile(new_id, data, hashlib.sha256(data).digest(), False, None, v3, cwd,
                          _unseen(agent, entries))
     for state in _states_of(store, session_id):
         blob = state.shape if state.shape is not None else store.sync_shape(state.path)
@@ -261,9 +264,10 @@ def agent_file(store: SessionStore, session_id: str, *, agent: str = "pi", at: s
             shape = FileShape.decode(blob)
         except ShapeError:
             continue
-        data = _from_shape(stored, shape)
-        if data is None:
+        rebuilt = _from_shape(stored, shape)
+        if rebuilt is None:
             continue
+        data = rebuilt
         extra_entries = stored.entries[shape.entries:]
         notes = []
         if extra_entries:
@@ -411,6 +415,25 @@ def restore(store: SessionStore, session_id: str, *, agent: str = "pi", director
     path = target_path(store, file, agent=agent, directory=directory, environ=environ, home=home)
     status = write_new(path, file.data)
     return RestoreResult(status, path, file)
+
+
+def resume_command(store: SessionStore, session_id: str, cwd: str, *, agent: str = "pi", fork: bool = False) -> str:
+    """The shell command that continues a session, for showing (the viewer): the agent's own
+    ``cd CWD && pi --session PATH`` when a file synced from the agent's folder is still
+    at its path, else ``sessiontree resume ID`` (which restores the file first). Nothing
+    is read but the sync states; nothing is written or started.
+
+    Args:
+        cwd: the session's working directory (its header's ``cwd``).
+
+    Raises:
+        StorageError: the store could not be read.
+    """
+    for state in _states_of(store, session_id):
+        if os.path.isfile(state.path):
+            command = shlex.join([agent, "--fork" if fork else "--session", state.path])
+            return f"cd {shlex.quote(cwd)} && {command}" if cwd else command
+    return shlex.join(["sessiontree", "resume", session_id] + (["--fork"] if fork else []))
 
 
 def archived_records(store: SessionStore, session_id: str | None = None) -> list[ArchivedFile]:

@@ -63,6 +63,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from sessiontree.errors import EntryNotFoundError, SessionError, SessionNotFoundError
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.base import SessionStore
+from sessiontree.sync.restore import resume_command
 from sessiontree.web import page
 from sessiontree.web import views as view
 
@@ -422,7 +423,10 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
             if isinstance(conv, Response):
                 return conv
             window = tree.window(leaf=conv.leaf_id, find=conv.leaf_id)
-            html = page.render_session_page(cached.manager, tree, conv, version=cached.version, window=window)
+            session_id = str(cached.manager.get_session_id())
+            resume = resume_command(store, session_id, str(cached.manager.get_header().get("cwd") or ""))
+            html = page.render_session_page(cached.manager, tree, conv, version=cached.version, window=window,
+                                            resume_command=resume)
         return HTMLResponse(html)
 
     def rows_json(request: Request) -> Response:

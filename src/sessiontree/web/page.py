@@ -116,15 +116,17 @@ def _session_context(manager: SessionManager, tree: view.TreeData, conversation:
 
 
 def render_session_page(manager: SessionManager, tree: view.TreeData, conversation: view.Conversation, *,
-                        version: str = "", token_query: str = "", window: dict[str, Any] | None = None) -> str:
+                        version: str = "", token_query: str = "", window: dict[str, Any] | None = None,
+                        resume_command: str | None = None) -> str:
     """The session page the server sends (assets linked, live updates on).
 
     With ``window`` (:meth:`TreeData.window`) the page carries only those tree
     rows and its script fetches the others as the tree scrolls; without, it
-    carries every row."""
+    carries every row. ``resume_command`` is shown with a copy button (the
+    server starts no process; docs/agent-loop.md)."""
     context = _session_context(manager, tree, conversation, window)
     return view.scrub_surrogates(environment().get_template("session.html").render(
-        **context, inline=False, version=version, token_query=token_query,
+        **context, inline=False, version=version, token_query=token_query, resume_command=resume_command,
         conversation_html=Markup(render_conversation(conversation, context["session_id"]))))
 
 

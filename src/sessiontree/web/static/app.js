@@ -250,6 +250,11 @@
   });
   filterEl.addEventListener("change", function () { refreshTree(state.target || state.leaf); });
   document.getElementById("tree-unfold").addEventListener("click", function () { folded = {}; refreshTree(); });
+  var copyEl = document.getElementById("resume-copy");
+  if (copyEl) copyEl.addEventListener("click", function () {
+    var text = document.getElementById("resume-command").textContent;
+    if (navigator.clipboard) navigator.clipboard.writeText(text).then(function () { copyEl.textContent = "copied"; });
+  });
   document.getElementById("view-raw").addEventListener("change", function () { load(state.leaf, "raw", state.target, true); });
   document.getElementById("view-model").addEventListener("change", function () { load(state.leaf, "model", state.target, true); });
   if (branchEl) branchEl.addEventListener("change", function () { load(branchEl.value, state.view, null, true); });
