@@ -110,6 +110,8 @@ def _import_row(store: SessionStore, outcome: ImportOutcome) -> dict[str, Any]:
     row: dict[str, Any] = {"path": outcome.path, "status": "rejected", "sessionId": outcome.session_id,
                            "reason": None}
     exc = outcome.error
+    if outcome.note is not None:
+        row["note"] = outcome.note
     if exc is None:
         row.update(status="imported", entries=outcome.entries)
         return row
@@ -181,6 +183,8 @@ def import_cmd(ctx: click.Context, app: App, paths: tuple[str, ...], as_json: bo
         styles = {"imported": "green", "present": "dim", "rejected": "red"}
         for row in results:
             detail = f"{row['entries']} entries" if row["status"] == "imported" else row["reason"]
+            if row.get("note"):
+                detail = f"{detail}; {row['note']}"
             table.add_row(Text(row["status"], style=styles[row["status"]]), safe_line(row["sessionId"] or ""),
                           safe_line(row["path"]), safe_line(detail))
         console = stdout_console()

@@ -102,6 +102,8 @@ def _detail(row: FileResult) -> str:
         text = f"{where}{row.reason}"
     if row.pending and row.status in ("new", "grown"):
         text += f"; {row.pending} bytes of an unfinished line left for the next run"
+    if row.note:
+        text = f"{text}; {row.note}" if text else row.note
     return text
 
 

@@ -17,7 +17,13 @@ The shape is a list of operations over the file's physical lines, in order:
 * ``("H", raw)``: the header line, verbatim (``raw`` includes its line end);
 * ``("L", raw)``: the next entry's line, verbatim (an upgraded entry);
 * ``("l", raw)``: a line that is no entry (blank, a duplicate dropped on
-  upgrade), verbatim.
+  upgrade), verbatim;
+* ``("G", raw, n)``: a line holding the next ``n`` entries glued together
+  (two or more records with no newline between them, read apart by sync and
+  import: docs/sync.md, "Glued records"), verbatim.
+
+Encoding version 1 has no ``G`` operation; a shape with one is written as
+version 2. Both versions decode.
 
 ``end`` is ``b"\\n"``, ``b"\\r\\n"`` or ``b""`` (a last line without newline).
 A file written the way pi writes (one ``JSON.stringify`` line per record)
@@ -42,6 +48,8 @@ __all__ = ["FileShape", "ShapeError", "render_shape", "shape_of"]
 
 _ENDS = (b"\n", b"\r\n", b"")
 _FORMAT = 1
+#: The encoding version of a shape with a glued line (``G``); :data:`_FORMAT` otherwise.
+_FORMAT_GLUED = 2
 
 
 class ShapeError(ValueError):
@@ -64,8 +72,9 @@ class FileShape:
 
     @property
     def entries(self) -> int:
-        """How many of the file's entries the shape consumes (``e`` counts plus ``L`` lines)."""
-        return sum(op[1] if op[0] == "e" else 1 for op in self.ops if op[0] in ("e", "L"))
+        """How many of the file's entries the shape consumes (``e`` and ``G`` counts plus ``L`` lines)."""
+        return sum(op[1] if op[0] == "e" else op[2] if op[0] == "G" else 1
+                   for op in self.ops if op[0] in ("e", "L", "G"))
 
     @property
     def canonical(self) -> bool:
@@ -82,9 +91,13 @@ class FileShape:
                 ops.append([kind, _ENDS.index(op[1])])
             elif kind == "e":
                 ops.append([kind, op[1], _ENDS.index(op[2])])
+            elif kind == "G":
+                ops.append([kind, base64.b64encode(op[1]).decode("ascii"), op[2]])
             else:
                 ops.append([kind, base64.b64encode(op[1]).decode("ascii")])
-        data = {"v": _FORMAT, "size": self.size, "sha256": self.sha256.hex(), "ops": ops}
+        # Version 1 readers know no "G": a shape without one stays version 1.
+        version = _FORMAT_GLUED if any(op[0] == "G" for op in self.ops) else _FORMAT
+        data = {"v": version, "size": self.size, "sha256": self.sha256.hex(), "ops": ops}
         return zlib.compress(jsonio.dumps(data), 6)
 
     @classmethod
@@ -96,7 +109,7 @@ class FileShape:
         """
         try:
             data = jsonio.loads(zlib.decompress(blob))
-            if data.get("v") != _FORMAT:
+            if data.get("v") not in (_FORMAT, _FORMAT_GLUED):
                 raise ShapeError(f"unknown file shape version {data.get('v')!r}")
             ops: list[tuple[Any, ...]] = []
             for op in data["ops"]:
@@ -107,6 +120,11 @@ class FileShape:
                     ops.append(("e", int(op[1]), _ENDS[op[2]]))
                 elif kind in ("H", "L", "l"):
                     ops.append((kind, base64.b64decode(op[1])))
+                elif kind == "G" and data["v"] == _FORMAT_GLUED:
+                    count = int(op[2])
+                    if count < 2:
+                        raise ShapeError(f"a glued line of {count} entries")
+                    ops.append(("G", base64.b64decode(op[1]), count))
                 else:
                     raise ShapeError(f"unknown file shape operation {kind!r}")
             return cls(ops, int(data["size"]), bytes.fromhex(data["sha256"]))
@@ -157,7 +175,8 @@ def shape_of(data: bytes, header_raw: bytes | None, entry_lines: Sequence[int],
         header_raw: the stored header's JSON text when ``data`` starts with the
             header line; ``None`` when ``data`` holds entry lines only (appended bytes).
         entry_lines: the 1-based physical line of each entry, as the codec reports
-            (``ParsedSession.lines``), counted from ``first_line``.
+            (``ParsedSession.lines``), counted from ``first_line``; consecutive
+            entries on the same line are glued records (a ``G`` operation).
         entry_bytes: the stored JSON text of entry ``i`` (``ParsedSession.entry_bytes``).
         first_line: the line number the codec gave the first line of ``data``.
 
@@ -171,7 +190,9 @@ def shape_of(data: bytes, header_raw: bytes | None, entry_lines: Sequence[int],
             function disagree on line numbers): never expected, reported, not guessed.
     """
     ops: list[tuple[Any, ...]] = []
-    where = {line: index for index, line in enumerate(entry_lines)}
+    where: dict[int, list[int]] = {}
+    for index, line in enumerate(entry_lines):
+        where.setdefault(line, []).append(index)
     number = first_line
     expected = 0
     for content, end in _physical_lines(data):
@@ -179,10 +200,16 @@ def shape_of(data: bytes, header_raw: bytes | None, entry_lines: Sequence[int],
         if header_raw is not None and number == first_line:
             ops.append(("h", end) if content == header_raw else ("H", raw))
         else:
-            index = where.get(number)
-            if index is None:
+            found = where.get(number)
+            if found is None:
                 ops.append(("l", raw))
+            elif len(found) > 1:
+                if found != list(range(expected, expected + len(found))):
+                    raise ShapeError(f"the glued entries on line {number} are not consecutive")
+                expected += len(found)
+                ops.append(("G", raw, len(found)))
             else:
+                index = found[0]
                 if index != expected:
                     raise ShapeError(f"entry {index} is on line {number}, after entry {expected - 1}")
                 expected += 1
@@ -233,6 +260,9 @@ def render_shape(shape: FileShape, header_raw: bytes | None, entries: Sequence[b
         elif kind == "L":
             out.append(op[1])
             position += 1
+        elif kind == "G":
+            out.append(op[1])
+            position += op[2]
         else:
             out.append(op[1])
     return b"".join(out)

@@ -24,8 +24,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sessiontree.check.glued import parse_unglued
 from sessiontree.errors import SessionError
-from sessiontree.format.codec import ParsedSession, read_session_file
+from sessiontree.format.codec import ParsedSession
 from sessiontree.format.ids import validate_session_id
 from sessiontree.stores.base import SessionStore
 
@@ -55,6 +56,8 @@ class ImportOutcome:
             :class:`SessionError` (invalid file or id, storage failure), an
             ``OSError`` or a ``ValueError``.
         parsed: the session as read (``None`` when it could not be read).
+        note: one line about a flaw read past (glued records read apart:
+            docs/sync.md, "Glued records"), or ``None``.
     """
 
     path: str
@@ -62,6 +65,7 @@ class ImportOutcome:
     entries: int
     error: Exception | None
     parsed: ParsedSession | None
+    note: str | None = None
 
 
 def import_record(parsed: ParsedSession, cwd: str | None) -> Record:
@@ -75,7 +79,21 @@ def import_record(parsed: ParsedSession, cwd: str | None) -> Record:
     return header, parsed.entries, raw
 
 
-_Pending = tuple[str, ParsedSession | None, Exception | None]
+_Pending = tuple[str, ParsedSession | None, Exception | None, str | None]
+
+
+def _read(path: str | os.PathLike[str]) -> tuple[ParsedSession, str | None]:
+    """Read and upgrade a session file in memory (never modifying it), glued records
+    read apart; the note says so.
+
+    Raises:
+        OSError, InvalidSessionError, UnsupportedVersionError: as ``read_session_file``.
+    """
+    name = os.fspath(path)
+    with open(name, "rb") as handle:
+        data = handle.read()
+    parsed, split = parse_unglued(data, name)
+    return parsed, split.note() if split is not None else None
 
 
 def import_files(paths: Iterable[str | os.PathLike[str]], store: SessionStore, cwd: str | None = None, *,
@@ -101,13 +119,14 @@ def import_files(paths: Iterable[str | os.PathLike[str]], store: SessionStore, c
     size = 0
     for path in paths:
         parsed = None
+        note = None
         try:
-            parsed = read_session_file(path)
+            parsed, note = _read(path)
             validate_session_id(parsed.header["id"])
         except (SessionError, OSError, ValueError) as exc:
-            pending.append((str(path), parsed, exc))
+            pending.append((str(path), parsed, exc, note))
         else:
-            pending.append((str(path), parsed, None))
+            pending.append((str(path), parsed, None, note))
             size += sum(len(parsed.entry_bytes(i)) for i in range(len(parsed.entries)))
         if len(pending) >= batch_sessions or size >= batch_bytes:
             yield from _import_group(store, many, pending, cwd)
@@ -120,7 +139,7 @@ def _import_group(store: SessionStore, many: Callable[[Sequence[Record]], Any] |
                   pending: Sequence[_Pending], cwd: str | None) -> Iterator[ImportOutcome]:
     """Write one group of :func:`import_files`; its outcomes in order, after the commit."""
     items: list[tuple[int, Record]] = []
-    for index, (_path, parsed, error) in enumerate(pending):
+    for index, (_path, parsed, error, _note) in enumerate(pending):
         if parsed is None or error is not None:
             continue
         items.append((index, import_record(parsed, cwd)))
@@ -138,7 +157,8 @@ def _import_group(store: SessionStore, many: Callable[[Sequence[Record]], Any] |
                 store.create(header, entries, raw)
             except (SessionError, ValueError) as exc:
                 errors[index] = exc
-    for index, (path, parsed, error) in enumerate(pending):
+    for index, (path, parsed, error, note) in enumerate(pending):
         error = error or errors.get(index)
         session_id = parsed.header.get("id") if parsed is not None else None
-        yield ImportOutcome(path, session_id, 0 if error or parsed is None else len(parsed.entries), error, parsed)
+        yield ImportOutcome(path, session_id, 0 if error or parsed is None else len(parsed.entries), error, parsed,
+                            note)

@@ -51,6 +51,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from sessiontree.check.glued import parse_unglued
 from sessiontree.errors import (
     InvalidSessionError,
     SessionError,
@@ -60,7 +61,7 @@ from sessiontree.errors import (
     SyncConflictError,
 )
 from sessiontree.format import jsonio
-from sessiontree.format.codec import ParsedSession, parse_session
+from sessiontree.format.codec import ParsedSession
 from sessiontree.format.files import first_line
 from sessiontree.format.ids import is_valid_session_id
 from sessiontree.format.shape import FileShape, ShapeError, shape_of
@@ -158,6 +159,8 @@ class FileResult:
         superseded: stored entries replaced by the file's version of them (``replaced``).
         dropped: store-only entries that could not be re-appended, each
             ``{"id", "type", "reason"}`` (``replaced``).
+        note: one line about a file read despite a flaw (glued records read
+            apart, docs/sync.md "Glued records"); ``None`` otherwise.
     """
 
     path: str
@@ -171,12 +174,13 @@ class FileResult:
     kept: int = 0
     superseded: int = 0
     dropped: list[dict[str, Any]] = field(default_factory=list)
+    note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON data (camelCase keys, as ``--json`` prints them)."""
         return {"path": self.path, "status": self.status, "sessionId": self.session_id, "added": self.added,
                 "reason": self.reason, "line": self.line, "entryId": self.entry_id, "pending": self.pending,
-                "kept": self.kept, "superseded": self.superseded, "dropped": self.dropped}
+                "kept": self.kept, "superseded": self.superseded, "dropped": self.dropped, "note": self.note}
 
 
 @dataclass
@@ -652,7 +656,7 @@ class Syncer:
             self._commit(state, moved, SyncChange("none", state.session_id))
             return FileResult(path, "in-progress" if pending else "unchanged", state.session_id, pending=pending)
         try:
-            parsed = parse_session(header + b"\n" + chunk, path)
+            parsed, split = parse_unglued(header + b"\n" + chunk, path)
         except InvalidSessionError as exc:
             line = exc.line
             if line is not None:
@@ -670,7 +674,8 @@ class Syncer:
         except (InvalidSessionError, SessionNotFoundError):
             return None  # an id already stored, the session gone: compare the whole file instead
         return FileResult(path, "grown" if raw else ("in-progress" if pending else "unchanged"),
-                          state.session_id, added=len(raw), pending=pending)
+                          state.session_id, added=len(raw), pending=pending,
+                          note=split.note() if split is not None else None)
 
     def _previous_blob(self, path: str) -> bytes | None:
         """The encoded shape recorded for ``path`` (the state objects may not carry it)."""
@@ -714,7 +719,7 @@ class Syncer:
                 return FileResult(path, "in-progress", reason="no complete record yet", pending=pending)
             return FileResult(path, "rejected", reason="not a session: the file is blank")
         try:
-            parsed = parse_session(body, path)
+            parsed, split = parse_unglued(body, path)
         except InvalidSessionError as exc:
             return FileResult(path, "rejected", reason=exc.reason, line=exc.line)
         session_id = parsed.header["id"]
@@ -726,8 +731,11 @@ class Syncer:
                               _sha(body.split(b"\n", 1)[0]), _sha(body[-TAIL_CHECK:]), _whole_shape(body, parsed))
         expect = self.states.get(path)
         synced_before = state.entries if state is not None and state.session_id == session_id else 0
-        return self._reconcile(path, parsed, raw, pending, synced_before,
-                               lambda change: self._commit(expect, new_state, change))
+        result = self._reconcile(path, parsed, raw, pending, synced_before,
+                                 lambda change: self._commit(expect, new_state, change))
+        if split is not None and result.status not in ("rejected", "diverged"):
+            result.note = split.note()
+        return result
 
     def _reconcile(self, path: str, parsed: ParsedSession, raw: list[bytes], pending: int, synced_before: int,
                    commit: Callable[[SyncChange], None]) -> FileResult:

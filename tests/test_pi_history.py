@@ -1,0 +1,104 @@
+"""A real pi user's history gets in whole (docs/sync.md): glued records read apart by
+``sync`` and ``import`` with a one-line note, the stats then matching a hand count of the
+raw records; on copies of the real corpus files and variants built from them."""
+
+from __future__ import annotations
+
+import shutil
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+import corpus
+from cli_support import run_cli, run_cli_json
+from pi_variants import first_billed, glue, hand_count, shifted_copy, write
+
+pytestmark = pytest.mark.usefixtures("_fake_home")
+
+GLUED_SID = "11111111-1111-4111-8111-111111111111"
+GLUED_SID2 = "22222222-2222-4222-8222-222222222222"
+
+
+def _pi_folder(home: Path) -> Path:
+    folder = home / ".pi" / "agent" / "sessions" / "--Users-me-pi-mono--"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _glued_variant(source: Path, folder: Path, session_id: str) -> tuple[Path, int]:
+    lines = shifted_copy(source, session_id)
+    index = first_billed(lines)
+    return write(folder / f"glued-{source.name}", glue(lines, index)), index  # glued onto line `index`
+
+
+def test_a_glued_pi_file_is_synced_with_a_note_and_stats_match_the_hand_count(_fake_home, tmp_path):
+    folder = _pi_folder(_fake_home)
+    real = shutil.copy(corpus.vendored(corpus.LARGE_SESSION), folder / "large.jsonl")
+    glued, line = _glued_variant(corpus.vendored(corpus.LARGE_SESSION), folder, GLUED_SID)
+    store = f"sqlite:///{tmp_path / 'pi.db'}"
+    # Before: the glued file was rejected whole (exit 1) and its calls were missing from stats.
+    report = run_cli_json(store, "sync")
+    rows = {Path(row["path"]).name: row for row in report["files"]}
+    assert rows[glued.name]["status"] == "new" and rows[glued.name]["sessionId"] == GLUED_SID
+    assert rows[glued.name]["added"] == 1018  # the real file's 1,018 entries, the glued line's two included
+    assert f"line {line}" in rows[glued.name]["note"] and "2 glued records" in rows[glued.name]["note"]
+    assert rows[Path(real).name]["note"] is None
+    totals = run_cli_json(store, "stats")["totals"]
+    cost, calls = hand_count(Path(real), glued)
+    # By hand: the real file bills 453 calls for $30.3301977 (a ledger of its assistant
+    # messages); the variant is the same calls a year earlier: twice both.
+    assert (cost, calls) == (Decimal("60.6603954"), 906)
+    assert totals["calls"] == calls and Decimal(totals["cost"]) == cost
+
+
+def test_sync_output_names_the_glued_lines_in_one_line(_fake_home, tmp_path):
+    folder = _pi_folder(_fake_home)
+    glued, line = _glued_variant(corpus.vendored(corpus.LARGE_SESSION), folder, GLUED_SID)
+    out = run_cli(f"sqlite:///{tmp_path / 'pi.db'}", "sync", str(glued)).stdout
+    assert "read 2 glued records apart" in " ".join(out.split()) and f"line {line}:" in out
+    assert "1 new" in out and "0 rejected" in out
+
+
+def test_import_reads_glued_records_apart_and_says_so(_fake_home, tmp_path):
+    glued, line = _glued_variant(corpus.vendored(corpus.LARGE_SESSION), tmp_path / "in", GLUED_SID)
+    data = run_cli_json(f"sqlite:///{tmp_path / 'pi.db'}", "import", str(glued))
+    row = data["files"][0]
+    assert row["status"] == "imported" and row["entries"] == 1018
+    assert f"line {line}" in row["note"]
+    assert glued.read_bytes().count(b"\n") == 1018  # the file is left as it is: one line fewer than records
+
+
+@pytest.mark.parametrize("tail", [b'{"type":"mess', b'[1,2]', b'{"a":1}'], ids=["torn", "array", "not-a-record"])
+def test_a_line_that_is_not_exactly_glued_records_is_still_refused(_fake_home, tmp_path, tail):
+    lines = shifted_copy(corpus.vendored(corpus.LARGE_SESSION), GLUED_SID)[:10]
+    lines[4] += tail
+    path = write(_pi_folder(_fake_home) / "odd.jsonl", lines)
+    report = run_cli_json(f"sqlite:///{tmp_path / 'pi.db'}", "sync", str(path), code=1)
+    assert report["files"][0]["status"] == "rejected" and report["files"][0]["line"] == 5
+
+
+def test_a_header_glued_to_an_entry_is_refused(_fake_home, tmp_path):
+    lines = shifted_copy(corpus.vendored(corpus.LARGE_SESSION), GLUED_SID)[:10]
+    path = write(_pi_folder(_fake_home) / "odd.jsonl", glue(lines, 1))
+    report = run_cli_json(f"sqlite:///{tmp_path / 'pi.db'}", "sync", str(path), code=1)
+    assert report["files"][0]["status"] == "rejected" and report["files"][0]["line"] == 1
+
+
+@corpus.needs_shared
+def test_the_whole_corpus_with_two_glued_copies_bills_the_hand_count(_fake_home, tmp_path):
+    """The issue's home: the two real files and two glued variants. Before: $72.93 (the
+    glued files rejected); now every call, as counted by hand."""
+    folder = _pi_folder(_fake_home)
+    paths = [Path(shutil.copy(path, folder / path.name)) for path in corpus.shared_files()]
+    for path, sid in zip(corpus.shared_files(), (GLUED_SID, GLUED_SID2), strict=True):
+        paths.append(_glued_variant(path, folder, sid)[0])
+    store = f"sqlite:///{tmp_path / 'pi.db'}"
+    report = run_cli_json(store, "sync")
+    assert report["new"] == 4 and report["rejected"] == 0
+    cost, calls = hand_count(*paths)
+    # By hand: the real files bill $42.5959075 (484 calls) and $30.3301977 (453 calls),
+    # $72.9261052 together; the variants bill the same again, a year earlier.
+    assert (cost, calls) == (Decimal("145.8522104"), 1874)
+    totals = run_cli_json(store, "stats")["totals"]
+    assert totals["calls"] == calls and Decimal(totals["cost"]) == cost
