@@ -66,7 +66,32 @@ def test_lines_that_do_not_match_the_entries_are_refused():
         shape_of(data, HEADER, [5], TEXTS.__getitem__)
 
 
-@pytest.mark.parametrize("blob", [b"", b"not zlib", __import__("zlib").compress(b'{"v":9}')])
+def test_a_glued_line_is_kept_verbatim_and_consumes_its_entries():
+    # Line 2 holds entries a and b glued (a lost newline, a space between them); line 3 holds c.
+    glued = TEXTS[0] + b" " + TEXTS[1] + b"\n"
+    data = HEADER + b"\n" + glued + TEXTS[2] + b"\n"
+    shape = shape_of(data, HEADER, [2, 2, 3], TEXTS.__getitem__)
+    assert shape.ops == [("h", b"\n"), ("G", glued, 2), ("e", 1, b"\n")]
+    assert shape.entries == 3 and not shape.canonical
+    assert render_shape(shape, HEADER, TEXTS) == data
+    blob = shape.encode()
+    # A glued line needs encoding version 2 (a version-1 reader knows no "G")...
+    assert jsonio.loads(__import__("zlib").decompress(blob))["v"] == 2
+    assert FileShape.decode(blob) == shape
+    # ... and a shape without one is still written and read as version 1.
+    plain = shape_of(HEADER + b"\n" + TEXTS[0] + b"\n", HEADER, [2], TEXTS.__getitem__)
+    assert jsonio.loads(__import__("zlib").decompress(plain.encode()))["v"] == 1
+    assert FileShape.decode(plain.encode()) == plain
+
+
+def test_glued_entries_out_of_order_are_refused():
+    data = HEADER + b"\n" + TEXTS[0] + TEXTS[1] + b"\n" + TEXTS[2] + b"\n"
+    with pytest.raises(ShapeError, match="not consecutive"):
+        shape_of(data, HEADER, [2, 3, 2], TEXTS.__getitem__)
+
+
+@pytest.mark.parametrize("blob", [b"", b"not zlib", __import__("zlib").compress(b'{"v":9}'),
+                                  __import__("zlib").compress(b'{"v":1,"size":0,"sha256":"","ops":[["G","",2]]}')])
 def test_a_damaged_encoding_is_a_shape_error(blob):
     with pytest.raises(ShapeError):
         FileShape.decode(blob)

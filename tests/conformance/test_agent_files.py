@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from sessiontree.format import jsonio
 from sessiontree.format.shape import FileShape
 from sessiontree.stores.base import ArchivedFile
 from sessiontree.sync.archive import archive
 from sessiontree.sync.engine import Syncer, discover
 from sessiontree.sync.restore import agent_file, restore
-from sync_support import SID, append, entries, sync_one
+from sync_support import SID, append, entries, stored_entries, sync_one
 from sync_support import agent_file as write_agent_file
 
 pytestmark = pytest.mark.usefixtures("_fake_home")
@@ -113,3 +114,28 @@ def test_archive_then_restore_gives_every_example_back_where_it_was(store, _fake
         result = restore(store, record.session_id)
         assert result.path == record.path and result.file.byte_exact
     assert {p.name: _sha(p) for p in folder.iterdir()} == before
+
+
+def test_a_glued_agent_file_is_synced_grows_and_comes_back_byte_for_byte(store, _fake_home, tmp_path):
+    """Two records glued on one line (docs/sync.md, "Glued records"): synced with a note,
+    the agent appending afterwards (a glued line in the appended bytes too), and restore
+    giving the file back byte for byte."""
+    path = write_agent_file(_fake_home, n=2, version=3)
+    lines = path.read_bytes().split(b"\n")
+    glued = lines[1] + lines[2]  # entries 1 and 2 on line 2
+    path.write_bytes(b"\n".join([lines[0], glued, *lines[3:]]))
+    first = sync_one(store, path)
+    assert (first.status, first.added) == ("new", 2) and "line 2" in (first.note or "")
+    append(path, entries(3, 1, f"{2:08x}"))
+    assert (sync_one(store, path).status, len(stored_entries(store))) == ("grown", 3)
+    more = entries(4, 2, f"{3:08x}")
+    with open(path, "ab") as handle:
+        handle.write(jsonio.dumps(more[0]) + jsonio.dumps(more[1]) + b"\n")  # glued again, on line 4
+    grown = sync_one(store, path)
+    assert (grown.status, grown.added) == ("grown", 2) and "line 4" in (grown.note or "")
+    shape = FileShape.decode(store.sync_shape(str(path)) or b"")
+    assert [op[0] for op in shape.ops] == ["H", "G", "e", "G"] and shape.sha256 == _sha(path)
+    file = agent_file(store, SID)
+    assert file.byte_exact and file.data == path.read_bytes()
+    result = restore(store, SID, directory=str(tmp_path / "out"))
+    assert result.file.byte_exact and Path(result.path).read_bytes() == path.read_bytes()

@@ -51,10 +51,11 @@ class GlueSplit:
         index = line - first_line
         return self.origin[index] if 0 <= index < len(self.origin) else line
 
-    def note(self) -> str:
-        """One line for the user: which lines held glued records; the file is not changed."""
+    def note(self, offset: int = 0) -> str:
+        """One line for the user: which lines held glued records (each plus ``offset``: the
+        lines before the bytes that were split); the file is not changed."""
         records = sum(count for _, count in self.glued)
-        where = ", ".join(str(line) for line, _ in self.glued[:5])
+        where = ", ".join(str(line + offset) for line, _ in self.glued[:5])
         if len(self.glued) > 5:
             where += f" and {len(self.glued) - 5} more"
         lines = "line" if len(self.glued) == 1 else "lines"

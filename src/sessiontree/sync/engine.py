@@ -675,7 +675,7 @@ class Syncer:
             return None  # an id already stored, the session gone: compare the whole file instead
         return FileResult(path, "grown" if raw else ("in-progress" if pending else "unchanged"),
                           state.session_id, added=len(raw), pending=pending,
-                          note=split.note() if split is not None else None)
+                          note=split.note(state.lines - (1 if ended else 2)) if split is not None else None)
 
     def _previous_blob(self, path: str) -> bytes | None:
         """The encoded shape recorded for ``path`` (the state objects may not carry it)."""
