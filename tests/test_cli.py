@@ -634,7 +634,7 @@ def test_check_of_a_missing_path_says_so(tmp_path):
 def test_ctrl_c_during_import_reports_what_was_done_and_exits_130(db, tmp_path, monkeypatch):
     import sessiontree.session.importing as importing_module
 
-    real = importing_module.read_session_file
+    real = importing_module.read_file
     calls = []
 
     def interrupt_on_second(path):
@@ -645,21 +645,21 @@ def test_ctrl_c_during_import_reports_what_was_done_and_exits_130(db, tmp_path, 
 
     # Groups of one file: the first file's group commits before the second is read.
     monkeypatch.setattr(importing_module, "IMPORT_BATCH_SESSIONS", 1)
-    monkeypatch.setattr(importing_module, "read_session_file", interrupt_on_second)
+    monkeypatch.setattr(importing_module, "read_file", interrupt_on_second)
     result = _runner().invoke(cli, ["--store", db, "import", str(EXAMPLES)])
     assert result.exit_code == 130
     # The three examples in name order: branching imported, compaction interrupted, interrupted.jsonl not reached.
     assert "1 imported, 0 already present, 0 rejected, 2 not done (interrupted)" in result.stdout
     assert "interrupted: 1 imported, 2 files left; run the same import again to finish" in result.stderr
     assert [row["id"] for row in run_json(db, "list")] == [BRANCHING]
-    monkeypatch.setattr(importing_module, "read_session_file", real)
+    monkeypatch.setattr(importing_module, "read_file", real)
     assert run_json(db, "import", str(EXAMPLES))["imported"] == 2
 
 
 def test_ctrl_c_inside_a_group_reports_none_of_it_and_rerunning_imports_all(db, monkeypatch):
     import sessiontree.session.importing as importing_module
 
-    real = importing_module.read_session_file
+    real = importing_module.read_file
     calls = []
 
     def interrupt_on_third(path):
@@ -669,12 +669,12 @@ def test_ctrl_c_inside_a_group_reports_none_of_it_and_rerunning_imports_all(db, 
         return real(path)
 
     # One group of up to 100 files: two were read, none written, so none is reported.
-    monkeypatch.setattr(importing_module, "read_session_file", interrupt_on_third)
+    monkeypatch.setattr(importing_module, "read_file", interrupt_on_third)
     result = _runner().invoke(cli, ["--store", db, "import", str(EXAMPLES)])
     assert result.exit_code == 130
     assert "0 imported, 0 already present, 0 rejected, 3 not done (interrupted)" in result.stdout
     assert run_json(db, "list") == []
-    monkeypatch.setattr(importing_module, "read_session_file", real)
+    monkeypatch.setattr(importing_module, "read_file", real)
     assert run_json(db, "import", str(EXAMPLES))["imported"] == 3
 
 

@@ -102,3 +102,38 @@ def test_the_whole_corpus_with_two_glued_copies_bills_the_hand_count(_fake_home,
     assert (cost, calls) == (Decimal("145.8522104"), 1874)
     totals = run_cli_json(store, "stats")["totals"]
     assert totals["calls"] == calls and Decimal(totals["cost"]) == cost
+
+
+# -- check --repair never writes into an agent's folder (docs/check.md) ----------------------------
+
+
+def test_check_repair_of_a_file_in_pi_s_folder_writes_beside_the_store(_fake_home, tmp_path):
+    folder = _pi_folder(_fake_home)
+    glued, _line = _glued_variant(corpus.vendored(corpus.LARGE_SESSION), folder, GLUED_SID)
+    before = sorted(p.name for p in folder.iterdir())
+    store = tmp_path / "data" / "sessions.db"
+    out = run_cli(f"sqlite:///{store}", "check", "--repair", str(glued), code=0).stdout
+    assert sorted(p.name for p in folder.iterdir()) == before  # nothing new in the agent's folder
+    copy = tmp_path / "data" / "sessions.db.repaired" / "pi" / folder.name / "glued-pi-mono-large-session.repaired.jsonl"
+    assert copy.is_file() and f"repaired copy written to {copy}" in out
+    assert copy.read_bytes().count(b"\n") == 1019  # the glued line split: as many lines as records
+    # The next sync reads the agent's folder only: one session, not two.
+    report = run_cli_json(f"sqlite:///{store}", "sync")
+    assert report["new"] == 1
+
+
+def test_check_repair_refuses_o_inside_an_agent_folder_and_a_store_without_a_folder(_fake_home, tmp_path):
+    folder = _pi_folder(_fake_home)
+    glued, _line = _glued_variant(corpus.vendored(corpus.LARGE_SESSION), folder, GLUED_SID)
+    run_cli(None, "check", "--repair", str(glued), "-o", str(folder / "fixed.jsonl"), code=1, one_error_line=True)
+    run_cli("memory:", "check", "--repair", str(glued), code=1)
+    assert sorted(p.name for p in folder.iterdir()) == [glued.name]
+    target = tmp_path / "fixed.jsonl"
+    run_cli(None, "check", "--repair", str(glued), "-o", str(target))
+    assert target.is_file()
+
+
+def test_check_repair_outside_agent_folders_still_writes_beside_the_file(_fake_home, tmp_path):
+    glued, _line = _glued_variant(corpus.vendored(corpus.LARGE_SESSION), tmp_path / "elsewhere", GLUED_SID)
+    run_cli(None, "check", "--repair", str(glued))
+    assert (glued.parent / "glued-pi-mono-large-session.repaired.jsonl").is_file()

@@ -34,6 +34,7 @@ from sessiontree.format.codec import ParsedSession
 from sessiontree.format.migrate import migrate_file
 from sessiontree.session.importing import ImportOutcome
 from sessiontree.session.manager import SessionManager
+from sessiontree.stores import resolve_store
 from sessiontree.stores.base import SessionStore
 
 # --------------------------------------------------------------------------- import
@@ -279,28 +280,73 @@ def migrate_cmd(files: tuple[str, ...], no_backup: bool, as_json: bool) -> None:
 # --------------------------------------------------------------------------- check
 
 
-def _repaired_path(path: Path) -> Path:
-    stem = path.name[: -len(".jsonl")] if path.name.endswith(".jsonl") else path.name
-    return path.with_name(stem + ".repaired.jsonl")
+def _repaired_name(name: str) -> str:
+    stem = name[: -len(".jsonl")] if name.endswith(".jsonl") else name
+    return stem + ".repaired.jsonl"
+
+
+def _agent_folder_of(path: Path) -> tuple[str, str] | None:
+    """``(agent, sessions folder)`` when ``path`` is inside an agent's session folder
+    (docs/sync.md, "Where the agents keep their files"), else ``None``."""
+    from sessiontree.sync.sources import agent_sources
+
+    real = os.path.realpath(path)
+    for source in agent_sources():
+        folder = os.path.realpath(source.path)
+        if real == folder or real.startswith(folder.rstrip(os.sep) + os.sep):
+            return source.agent, folder
+    return None
+
+
+def _repaired_path(path: Path, store_arg: str | None) -> Path:
+    """Where ``check --repair`` writes the copy of ``path`` (docs/check.md, "Where the
+    repaired copy goes"): beside the file, except for a file in an agent's session
+    folder, which is never written into (the agent and ``sync`` would read the copy as
+    another session): ``<store>.repaired/<agent>/<path under the folder>`` beside the
+    selected store.
+
+    Raises:
+        UserError: the file is in an agent's folder and the store has no place on
+            disk (memory, PostgreSQL): ``-o`` is needed.
+    """
+    found = _agent_folder_of(path)
+    if found is None:
+        return path.with_name(_repaired_name(path.name))
+    agent, folder = found
+    try:
+        location = resolve_store(store_arg)
+    except SessionError as exc:
+        raise UserError(f"{path} is in {agent}'s session folder, where no copy is written, and the store "
+                        f"cannot tell where else: {failure_reason(exc)}; give -o FILE") from exc
+    if location.path is None or location.kind not in ("sqlite", "jsonl"):
+        raise UserError(f"{path} is in {agent}'s session folder, where no copy is written, and the "
+                        f"{location.kind} store has no folder beside it: give -o FILE")
+    relative = Path(os.path.relpath(os.path.realpath(path), folder))
+    base = Path(os.path.abspath(location.path.rstrip(os.sep) + ".repaired"))
+    return base / agent / relative.parent / _repaired_name(relative.name)
 
 
 @cli.command("check", short_help='Report problems in session files; --repair fixes a copy.')
 @click.argument("paths", nargs=-1, metavar="FILE...")
 @click.option("--repair", is_flag=True,
-              help="Also write a repaired copy of each damaged file (FILE.repaired.jsonl beside it, or -o).")
+              help="Also write a repaired copy of each damaged file (FILE.repaired.jsonl beside it; for a "
+                   "file in an agent's folder, beside the store; or -o).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="With --repair and a single FILE: where to write the repaired copy.")
 @click.option("--json", "as_json", is_flag=True, help="Print problems (and repairs) as JSON.")
 @click.option("--store", "store_url", is_flag=False, flag_value="", default=None, metavar="[URL]",
               help="Verify a whole store instead of files: the selected store, or URL (read-only).")
-def check_cmd(paths: tuple[str, ...], repair: bool, output: Path | None, as_json: bool,
+@click.pass_context
+def check_cmd(ctx: click.Context, paths: tuple[str, ...], repair: bool, output: Path | None, as_json: bool,
               store_url: str | None = None) -> None:
     """Report every problem of session files, with file and line; directories are searched for *.jsonl.
 
     Files are only read. --repair writes a fixed copy next to each file that
     needs one and lists every change; what cannot be repaired is reported
-    again for the copy. Exit status 1 when an error remains (warnings alone exit 0).
-    Does not use the store.
+    again for the copy. A file in an agent's session folder is never written
+    beside: its copy goes beside the store (STORE.repaired/AGENT/...), or to -o.
+    Exit status 1 when an error remains (warnings alone exit 0).
+    Does not open the store.
     """
     if store_url is not None:
         from sessiontree.cli.check_store import verify_store_cmd
@@ -313,6 +359,11 @@ def check_cmd(paths: tuple[str, ...], repair: bool, output: Path | None, as_json
 
     if output is not None and (not repair or len(paths) != 1):
         raise click.UsageError("-o/--output needs --repair and exactly one FILE")
+    if output is not None and (found := _agent_folder_of(output.parent)) is not None:
+        raise UserError(f"-o {output} is in {found[0]}'s session folder: the agent and sync would read the "
+                        "copy as another session; write it elsewhere")
+    app = ctx.find_object(App)
+    store_arg = app.store_arg if app is not None else None
     files, rejected = _collect(paths)
     reports: list[dict[str, Any]] = []
     for row in rejected:
@@ -335,8 +386,9 @@ def check_cmd(paths: tuple[str, ...], repair: bool, output: Path | None, as_json
                 continue
             if repair:
                 if any(p.code in checker.REPAIRABLE_CODES for p in problems):
-                    target = output or _repaired_path(path)
+                    target = output or _repaired_path(path, store_arg)
                     try:
+                        target.parent.mkdir(parents=True, exist_ok=True)
                         # The Path reaches the "remaining" problems of the --json report (str() there would
                         # change that output's bytes: orjson instead of the json fallback); kept as it is.
                         result = checker.write_repaired(

@@ -30,7 +30,7 @@ from sessiontree.format.codec import ParsedSession
 from sessiontree.format.ids import validate_session_id
 from sessiontree.stores.base import SessionStore
 
-__all__ = ["IMPORT_BATCH_BYTES", "IMPORT_BATCH_SESSIONS", "ImportOutcome", "import_files", "import_record"]
+__all__ = ["IMPORT_BATCH_BYTES", "IMPORT_BATCH_SESSIONS", "ImportOutcome", "import_files", "import_record", "read_file"]
 
 #: :func:`import_files` writes at most this many sessions per transaction ...
 IMPORT_BATCH_SESSIONS = 100
@@ -82,7 +82,7 @@ def import_record(parsed: ParsedSession, cwd: str | None) -> Record:
 _Pending = tuple[str, ParsedSession | None, Exception | None, str | None]
 
 
-def _read(path: str | os.PathLike[str]) -> tuple[ParsedSession, str | None]:
+def read_file(path: str | os.PathLike[str]) -> tuple[ParsedSession, str | None]:
     """Read and upgrade a session file in memory (never modifying it), glued records
     read apart; the note says so.
 
@@ -121,7 +121,7 @@ def import_files(paths: Iterable[str | os.PathLike[str]], store: SessionStore, c
         parsed = None
         note = None
         try:
-            parsed, note = _read(path)
+            parsed, note = read_file(path)
             validate_session_id(parsed.header["id"])
         except (SessionError, OSError, ValueError) as exc:
             pending.append((str(path), parsed, exc, note))
