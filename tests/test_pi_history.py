@@ -137,3 +137,33 @@ def test_check_repair_outside_agent_folders_still_writes_beside_the_file(_fake_h
     glued, _line = _glued_variant(corpus.vendored(corpus.LARGE_SESSION), tmp_path / "elsewhere", GLUED_SID)
     run_cli(None, "check", "--repair", str(glued))
     assert (glued.parent / "glued-pi-mono-large-session.repaired.jsonl").is_file()
+
+
+# -- search --since takes the forms stats --since takes ---------------------------------------------
+
+
+def test_parse_when_takes_the_stats_forms():
+    from datetime import UTC, datetime
+
+    from sessiontree.search.query import parse_when
+
+    now = datetime(2026, 3, 10, 15, 30, tzinfo=UTC)
+    assert parse_when("7d", now=now).isoformat() == "2026-03-04T00:00:00+00:00"  # the 4th..10th: 7 days
+    assert parse_when("1d", now=now).isoformat() == "2026-03-10T00:00:00+00:00"
+    assert parse_when("2w", now=now).isoformat() == "2026-02-25T00:00:00+00:00"  # 14 days: Feb 25..Mar 10
+    assert parse_when("20260131").isoformat() == "2026-01-31T00:00:00+00:00"
+    assert parse_when("20260131", end=True).isoformat() == "2026-02-01T00:00:00+00:00"
+    for bad in ("0d", "20261340"):
+        with pytest.raises(ValueError):
+            parse_when(bad, now=now)
+    with pytest.raises(ValueError):
+        parse_when("7d", end=True)
+
+
+def test_search_since_7d_is_accepted_like_stats(_fake_home, tmp_path):
+    store = f"sqlite:///{tmp_path / 'pi.db'}"
+    run_cli(store, "import", str(corpus.vendored(corpus.LARGE_SESSION)))
+    run_cli(store, "stats", "--since", "7d")
+    # The corpus is from 2025: nothing in the last 7 days, but the option is taken.
+    assert run_cli_json(store, "search", "mode", "--since", "7d")["hits"] == []
+    assert run_cli_json(store, "search", "/mode", "--since", "20251120")["hits"]

@@ -110,7 +110,8 @@ def _known_roles(roles: tuple[str, ...]) -> tuple[str, ...]:
               help="Only entries of this role (user, assistant, toolResult, bashExecution, custom, "
                    "branchSummary, compactionSummary) or entry type (session_info, session_summary, ...). "
                    "Repeatable.")
-@click.option("--since", metavar="DATE", help="Only entries from DATE on (YYYY-MM-DD, UTC, or an ISO-8601 time).")
+@click.option("--since", metavar="DATE|Nd", help="Only entries from DATE on (YYYY-MM-DD or YYYYMMDD, UTC; "
+                                                 "an ISO-8601 time; or the last N days including today: 7d, also Nw).")
 @click.option("--until", metavar="DATE", help="Only entries up to DATE, that day included (or before an "
                                               "ISO-8601 time).")
 @click.option("--session", "session", metavar="ID", help="Only this session (a unique id prefix).")

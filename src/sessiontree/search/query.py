@@ -44,6 +44,8 @@ __all__ = [
 DEFAULT_LIMIT = 50
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_COMPACT_DATE = re.compile(r"\d{8}")
+_RELATIVE = re.compile(r"(\d+)([dw])")
 
 
 @dataclass(frozen=True)
@@ -119,23 +121,42 @@ def settle_search_tail(store: SessionStore, on_merge: Callable[[int], None] | No
     return store.settle_search_tail(on_merge)
 
 
-def parse_when(text: str, *, end: bool = False) -> datetime:
+def parse_when(text: str, *, end: bool = False, now: datetime | None = None) -> datetime:
     """A date or time as a user types it, as an aware UTC datetime.
 
-    ``YYYY-MM-DD`` is that day in UTC: its start, or with ``end=True`` the start
-    of the next day (so ``--until 2026-01-31`` includes the 31st). Anything
-    else must be ISO-8601 (``2026-01-31T12:00``, ``...Z``, ``...+02:00``; no
-    zone means UTC) and is taken as it is.
+    The forms ``stats --since`` takes (docs/usage.md), in UTC days:
+    ``YYYY-MM-DD`` or ``YYYYMMDD`` is that day: its start, or with ``end=True``
+    the start of the next day (so ``--until 2026-01-31`` includes the 31st);
+    for a start only, ``Nd`` / ``Nw`` is the last N days or weeks including
+    today (``7d`` starts at midnight UTC six days ago). Anything else must be
+    ISO-8601 (``2026-01-31T12:00``, ``...Z``, ``...+02:00``; no zone means UTC)
+    and is taken as it is.
+
+    Args:
+        now: "today" for ``Nd`` / ``Nw`` (default: the current time).
 
     Raises:
-        ValueError: not a date or ISO-8601 time.
+        ValueError: none of these forms, a count below 1, or ``Nd`` as an end.
     """
     value = text.strip()
-    if _DATE.fullmatch(value):
-        day = datetime.fromisoformat(value).replace(tzinfo=UTC)
+    if _DATE.fullmatch(value) or _COMPACT_DATE.fullmatch(value):
+        try:
+            day = datetime.strptime(value, "%Y-%m-%d" if "-" in value else "%Y%m%d").replace(tzinfo=UTC)
+        except ValueError:
+            raise ValueError(f"{text!r} is not a date (YYYY-MM-DD or YYYYMMDD)") from None
         return day + timedelta(days=1) if end else day
+    relative = _RELATIVE.fullmatch(value)
+    if relative:
+        if end:
+            raise ValueError(f"an end takes a date (YYYY-MM-DD), not {text!r}")
+        count = int(relative.group(1)) * (7 if relative.group(2) == "w" else 1)
+        if count < 1:
+            raise ValueError(f"{text!r}: the count must be at least 1")
+        today = (now or datetime.now(UTC)).astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        return today - timedelta(days=count - 1)
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
     except ValueError:
-        raise ValueError(f"{text!r} is not a date (YYYY-MM-DD) or an ISO-8601 time") from None
+        raise ValueError(f"{text!r} is not a date (YYYY-MM-DD, YYYYMMDD), a count of days (7d) "
+                         "or an ISO-8601 time") from None
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
