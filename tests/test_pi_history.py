@@ -167,3 +167,23 @@ def test_search_since_7d_is_accepted_like_stats(_fake_home, tmp_path):
     # The corpus is from 2025: nothing in the last 7 days, but the option is taken.
     assert run_cli_json(store, "search", "mode", "--since", "7d")["hits"] == []
     assert run_cli_json(store, "search", "/mode", "--since", "20251120")["hits"]
+
+
+# -- sync output tells pi's and Atomic's copies apart ---------------------------------------------
+
+
+def test_sync_output_tells_pi_and_atomic_copies_apart(_fake_home, tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    project = "--Users-someone-with-a-long-name-workspaces-pi-mono-packages-coding-agent--"
+    name = "2025-11-20T23-33-50-805Z_d703a1a9-1b7b-4fb1-b512-c9738b1fe617.jsonl"
+    pi = _fake_home / ".pi" / "agent" / "sessions" / project
+    pi.mkdir(parents=True)
+    shutil.copy(corpus.vendored(corpus.LARGE_SESSION), pi / name)
+    # Atomic's file of the same name (another session: the same work continued there).
+    write(_fake_home / ".atomic" / "agent" / "sessions" / project / name,
+          shifted_copy(corpus.vendored(corpus.LARGE_SESSION), GLUED_SID))
+    out = run_cli(f"sqlite:///{tmp_path / 'pi.db'}", "sync").stdout
+    rows = [line.split() for line in out.splitlines() if line.startswith("new")]
+    # Before, both rows read "…/<project>/<name>" or "…<name>": the same text twice.
+    assert len(rows) == 2 and rows[0][2:4] != rows[1][2:4]
+    assert sorted(row[2] for row in rows) == ["atomic:", "pi:"]

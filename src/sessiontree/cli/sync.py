@@ -107,6 +107,20 @@ def _detail(row: FileResult) -> str:
     return text
 
 
+def _shown_path(path: str, width: int, folders: list[tuple[str, str]], home: str) -> str:
+    """A file as the sync table shows it in ``width`` cells: under an agent's session
+    folder, ``agent: <path in the folder>`` (so pi's and Atomic's copies of a session,
+    same names under different folders, never look the same), else the path with ``~``
+    for the home folder; cut at the left, the agent label kept."""
+    for agent, folder in folders:
+        if path.startswith(folder + os.sep):
+            label = f"{agent}: "
+            return label + cut_left(safe_line(path[len(folder) + 1:]), max(8, width - len(label)))
+    if home not in ("", "/") and path.startswith(home + os.sep):
+        path = "~" + path[len(home):]
+    return cut_left(safe_line(path), width)
+
+
 def _print_report(report: SyncReport, as_json: bool, *, show_unchanged: bool = False) -> None:
     if as_json:
         print_json(report.to_dict())
@@ -115,9 +129,11 @@ def _print_report(report: SyncReport, as_json: bool, *, show_unchanged: bool = F
     rows = [r for r in report.files if show_unchanged or r.status != "unchanged"]
     if rows:
         # One line per file where it fits: short session ids (as list shows them), the
-        # file with ~ for the home folder and cut at the left (its name is what tells
-        # files apart); the whole paths are in --json.
+        # file named by its agent and its place in that agent's folder, cut at the left
+        # (its name is what tells files apart); the whole paths are in --json.
         home = os.path.expanduser("~")
+        folders = sorted(((source.agent, source.path.rstrip(os.sep)) for source in agent_sources()),
+                         key=lambda item: -len(item[1]))
         file_w = max(20, (console.width - 11 - 8 - 6) // 2)
         table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
         table.add_column("result", no_wrap=True)
@@ -125,11 +141,8 @@ def _print_report(report: SyncReport, as_json: bool, *, show_unchanged: bool = F
         table.add_column("file", no_wrap=True, max_width=file_w)
         table.add_column("detail", overflow="fold")
         for row in rows:
-            path = row.path
-            if home not in ("", "/") and path.startswith(home + os.sep):
-                path = "~" + path[len(home):]
             table.add_row(Text(row.status, style=_STYLES[row.status]), safe_line((row.session_id or "")[:8]),
-                          cut_left(safe_line(path), file_w), safe_line(_detail(row)))
+                          _shown_path(row.path, file_w, folders, home), safe_line(_detail(row)))
         print_rich(console, table)
     for note in report.notes:
         print_rich(console, safe_line(f"note: {note}"))
