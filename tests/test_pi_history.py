@@ -187,3 +187,18 @@ def test_sync_output_tells_pi_and_atomic_copies_apart(_fake_home, tmp_path, monk
     # Before, both rows read "…/<project>/<name>" or "…<name>": the same text twice.
     assert len(rows) == 2 and rows[0][2:4] != rows[1][2:4]
     assert sorted(row[2] for row in rows) == ["atomic:", "pi:"]
+
+
+# -- a deleted synced session does not come back without a word -------------------------------------
+
+
+def test_a_session_deleted_from_the_store_is_re_imported_with_a_note(_fake_home, tmp_path):
+    folder = _pi_folder(_fake_home)
+    shutil.copy(corpus.vendored(corpus.LARGE_SESSION), folder / "large.jsonl")
+    store = f"sqlite:///{tmp_path / 'pi.db'}"
+    assert run_cli_json(store, "sync")["files"][0]["note"] is None
+    run_cli(store, "delete", "d703a1a9-1b7b-4fb1-b512-c9738b1fe617", "--yes")
+    again = run_cli_json(store, "sync")["files"][0]
+    assert again["status"] == "new" and "deleted from the store" in again["note"]
+    out = run_cli(store, "sync").stdout
+    assert "deleted from the store" not in out  # said once: now it is stored and unchanged

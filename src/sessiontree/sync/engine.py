@@ -733,8 +733,16 @@ class Syncer:
         synced_before = state.entries if state is not None and state.session_id == session_id else 0
         result = self._reconcile(path, parsed, raw, pending, synced_before,
                                  lambda change: self._commit(expect, new_state, change))
+        notes = []
+        if result.status == "new" and state is not None and state.session_id == session_id:
+            # Synced before, since deleted from the store: the agent's file is the source,
+            # so it comes back, but never silently (docs/sync.md, "A deleted session").
+            notes.append("re-imported: this session was deleted from the store after an earlier sync, "
+                         "and the agent's file still holds it (remove the file to keep it out)")
         if split is not None and result.status not in ("rejected", "diverged"):
-            result.note = split.note()
+            notes.append(split.note())
+        if notes:
+            result.note = "; ".join(notes)
         return result
 
     def _reconcile(self, path: str, parsed: ParsedSession, raw: list[bytes], pending: int, synced_before: int,
