@@ -79,3 +79,26 @@ def hand_count(*paths: Path) -> tuple[Decimal, int]:
             if len(costs) > len(best.get(key, [])):
                 best[key] = costs
     return sum((sum(costs, Decimal(0)) for costs in best.values()), Decimal(0)), sum(map(len, best.values()))
+
+
+def upgraded_in_place(path: Path, *, new_header: bool = True) -> dict[str, str]:
+    """Rewrite a format-1 file the way pi upgrades an old file in place: the same records,
+    a version-3 header, each entry under a new id (``parentId`` and the compaction's
+    first kept entry following); returns ``{old id: new id}`` (old: the ids the library
+    derives for the format-1 file). ``new_header``: the header rewritten to pi's version-3
+    fields only; else the file's header kept, with ``version`` 3 added."""
+    from sessiontree.format.codec import parse_session
+
+    parsed = parse_session(path.read_bytes(), str(path))
+    mapping = {entry["id"]: f"{index + 1:08x}" for index, entry in enumerate(parsed.entries)}
+    header = {"type": "session", "version": 3, "id": parsed.header["id"],
+              "timestamp": parsed.header["createdAt"], "cwd": parsed.header["cwd"]}
+    if not new_header:
+        header = {**jsonio.loads(path.read_bytes().split(b"\n", 1)[0]), "version": 3}
+    lines = [jsonio.dumps(header)]
+    for entry in parsed.entries:
+        moved = {key: mapping.get(value, value) if key in ("id", "parentId", "firstKeptEntryId") else value
+                 for key, value in entry.items()}
+        lines.append(jsonio.dumps(moved))
+    write(path, lines)
+    return mapping

@@ -12,7 +12,7 @@ import pytest
 
 import corpus
 from cli_support import run_cli, run_cli_json
-from pi_variants import first_billed, glue, hand_count, shifted_copy, write
+from pi_variants import first_billed, glue, hand_count, shifted_copy, upgraded_in_place, write
 
 pytestmark = pytest.mark.usefixtures("_fake_home")
 
@@ -202,3 +202,56 @@ def test_a_session_deleted_from_the_store_is_re_imported_with_a_note(_fake_home,
     assert again["status"] == "new" and "deleted from the store" in again["note"]
     out = run_cli(store, "sync").stdout
     assert "deleted from the store" not in out  # said once: now it is stored and unchanged
+
+
+# -- pi upgrading an old file in place is not "diverged" -------------------------------------------
+
+
+@pytest.mark.parametrize("new_header", [False, True], ids=["header-kept", "header-rewritten"])
+def test_pi_upgrading_an_old_file_in_place_is_taken_with_entries_set_here_kept(_fake_home, tmp_path, new_header):
+    from sessiontree.stores import open_store
+
+    folder = _pi_folder(_fake_home)
+    path = Path(shutil.copy(corpus.vendored(corpus.LARGE_SESSION), folder / "large.jsonl"))
+    url = f"sqlite:///{tmp_path / 'pi.db'}"
+    sid = "d703a1a9-1b7b-4fb1-b512-c9738b1fe617"
+    assert run_cli_json(url, "sync")["new"] == 1
+    store = open_store(url)
+    try:
+        old = store.read(sid)
+        last = old.entries[-1]["id"]
+        label = {"type": "label", "id": "feedbeef", "parentId": last, "timestamp": "2026-01-01T00:00:00.000Z",
+                 "targetId": old.entries[3]["id"], "label": "kept"}
+        store.append(sid, [label])
+    finally:
+        store.close()
+    mapping = upgraded_in_place(path, new_header=new_header)
+    # Before: "diverged: ... (only 0 of them match)" (header kept) or "the header differs",
+    # exit 1, until `sync --replace`.
+    row = run_cli_json(url, "sync")["files"][0]
+    assert row["status"] == "replaced", row
+    assert "rewrote the file" in row["reason"] and row["superseded"] == 1018 and row["kept"] == 1
+    store = open_store(url, readonly=True)
+    try:
+        now = store.read(sid)
+    finally:
+        store.close()
+    assert [e["id"] for e in now.entries[:-1]] == [mapping[e["id"]] for e in old.entries]
+    assert now.entries[-1]["targetId"] == mapping[old.entries[3]["id"]]
+    assert now.entries[-1]["parentId"] == mapping[last]
+    assert run_cli_json(url, "sync")["unchanged"] == 1
+    # Billing is the same calls: ids are not part of a call.
+    assert Decimal(run_cli_json(url, "stats")["totals"]["cost"]) == hand_count(path)[0]
+
+
+def test_a_rewrite_that_changes_content_is_still_diverged(_fake_home, tmp_path):
+    folder = _pi_folder(_fake_home)
+    path = Path(shutil.copy(corpus.vendored(corpus.LARGE_SESSION), folder / "large.jsonl"))
+    url = f"sqlite:///{tmp_path / 'pi.db'}"
+    run_cli_json(url, "sync")
+    upgraded_in_place(path)
+    lines = path.read_bytes().split(b"\n")
+    lines[3] = lines[3].replace(b'"timestamp":"2025-', b'"timestamp":"2023-', 1)  # one entry edited
+    path.write_bytes(b"\n".join(lines))
+    row = run_cli_json(url, "sync", code=1)["files"][0]
+    assert row["status"] == "diverged"

@@ -497,6 +497,77 @@ def _merge_for_replace(stored: ParsedSession, parsed: ParsedSession,
     return entries, texts, kept, superseded, dropped
 
 
+#: Fields of an entry that name other entries (docs/rules/format.md): an upgrade that
+#: gives entries new ids changes them, nothing else.
+_ID_FIELDS = ("id", "parentId", "firstKeptEntryId", "targetId", "fromId")
+
+
+def _sans_ids(entry: dict[str, Any]) -> bytes:
+    """An entry's content without its id and the ids it names (canonical JSON)."""
+    return jsonio.dumps({key: value for key, value in sorted(entry.items()) if key not in _ID_FIELDS})
+
+
+def _upgrade_rewrite(stored: ParsedSession, parsed: ParsedSession, synced_before: int) -> dict[str, str] | None:
+    """``{old id: new id}`` when the file is the stored session's entries rewritten under
+    new ids (an agent upgrading its old file in place: docs/sync.md, "An agent rewrote
+    the file"), else ``None``.
+
+    The rule: each file entry is paired, in order, with the first unpaired stored entry
+    of the same content (type, timestamp and every field but the ids); at least the
+    ``synced_before`` entries taken from the file earlier are paired, some under another
+    id; each pair's parent is the pair of the other's parent; and every stored entry
+    left unpaired hangs off paired ones (an entry set with sessiontree, kept).
+    """
+    if synced_before <= 0:
+        return None
+    waiting: dict[bytes, list[int]] = {}
+    for j, entry in enumerate(stored.entries):
+        waiting.setdefault(_sans_ids(entry), []).append(j)
+    mapping: dict[str, str] = {}
+    paired: set[int] = set()
+    for entry in parsed.entries:
+        queue = waiting.get(_sans_ids(entry))
+        if not queue:
+            continue
+        j = queue.pop(0)
+        paired.add(j)
+        mapping[stored.entries[j]["id"]] = entry["id"]
+    if len(paired) < synced_before or all(old == new for old, new in mapping.items()):
+        return None
+    by_id = {entry["id"]: entry for entry in parsed.entries}
+    old_parent = {entry["id"]: entry.get("parentId") for entry in stored.entries}
+    for old, new in mapping.items():
+        before = old_parent[old]
+        if mapping.get(before, before) != by_id[new].get("parentId"):
+            return None
+    attached = set(mapping)
+    for j, entry in enumerate(stored.entries):
+        if j in paired:
+            continue
+        if entry.get("parentId") not in attached:
+            return None
+        attached.add(entry["id"])
+    return mapping
+
+
+def _rewritten(stored: ParsedSession, parsed: ParsedSession, raw: list[bytes],
+               mapping: dict[str, str]) -> tuple[list[dict[str, Any]], list[bytes | None], int]:
+    """The file's entries, then the stored entries it does not hold (set with
+    sessiontree), their references moved to the new ids; and how many of those."""
+    entries: list[dict[str, Any]] = list(parsed.entries)
+    texts: list[bytes | None] = list(raw)
+    kept = 0
+    for j, entry in enumerate(stored.entries):
+        if entry["id"] in mapping:
+            continue
+        moved = {key: mapping.get(value, value) if key in _ID_FIELDS[1:] and isinstance(value, str) else value
+                 for key, value in entry.items()}
+        entries.append(moved)
+        texts.append(stored.entry_bytes(j) if moved == entry else None)
+        kept += 1
+    return entries, texts, kept
+
+
 # --------------------------------------------------------------------------- the engine
 
 
@@ -772,6 +843,18 @@ class Syncer:
             added = parsed.entries[compared.common:]
             commit(SyncChange("append", session_id, entries=added, raw=raw[compared.common:]))
             return FileResult(path, "grown", session_id, added=len(added), pending=pending)
+        mapping = _upgrade_rewrite(stored, parsed, synced_before) if synced_before else None
+        if mapping is not None:
+            entries, texts, kept = _rewritten(stored, parsed, raw, mapping)
+            try:
+                commit(SyncChange("replace", session_id, dict(parsed.header), entries, texts))
+            except InvalidSessionError as exc:
+                return FileResult(path, "rejected", session_id, reason=f"replacing failed: {exc.reason}")
+            reason = (f"the agent rewrote the file (an upgrade): the same {len(mapping)} entries under new ids "
+                      "and header; taken as the stored session" +
+                      (f", {kept} entries set with sessiontree kept on the new ids" if kept else ""))
+            return FileResult(path, "replaced", session_id, added=len(raw), reason=reason,
+                              pending=pending, kept=kept, superseded=len(mapping))
         index = compared.index
         line: int | None
         if index is None:
