@@ -99,9 +99,10 @@ def test_diverged_is_reported_and_the_store_left_alone(store, _fake_home):
     assert stored_entries(store) == before
 
 
-def test_pi_rewriting_a_v1_file_with_new_ids_is_diverged_then_replaced(store, tmp_path):
-    """pi upgrades a format-1 file by rewriting it with new random ids; a name set with
-    sessiontree survives --replace, a label on an entry that is gone is reported as dropped."""
+def test_pi_rewriting_a_v1_file_with_new_ids_is_taken_as_replaced(store, tmp_path):
+    """pi upgrades a format-1 file by rewriting it with new random ids (docs/sync.md, "An
+    agent rewrote the file"): the same records, so sync takes the file without --replace;
+    a name and a label set with sessiontree are kept, moved onto the new ids."""
     v1 = tmp_path / "old.jsonl"
     v1_records = [{"type": "session", "id": SID, "timestamp": "2026-03-01T10:00:00.000Z", "cwd": "/p"}] + [
         {"type": "message", "timestamp": f"2026-03-01T10:00:0{n}.000Z",
@@ -120,16 +121,13 @@ def test_pi_rewriting_a_v1_file_with_new_ids_is_diverged_then_replaced(store, tm
         rewritten.append({**rec, "id": f"c{n:07d}", "parentId": parent})
         parent = f"c{n:07d}"
     v1.write_bytes(b"".join(line(r) for r in rewritten))
-    before = stored_entries(store)
     result = sync_one(store, v1)
-    assert (result.status, result.line, result.entry_id) == ("diverged", 2, "c0000000")
-    assert stored_entries(store) == before
-    result = sync_one(store, v1, replace=True)
-    assert (result.status, result.added, result.kept, result.superseded) == ("replaced", 3, 1, 3)
-    assert result.dropped == [{"id": "bbbbbbbb", "type": "label", "reason": f"its target {old_ids[0]} is not in the file"}]
+    assert (result.status, result.added, result.kept, result.superseded) == ("replaced", 3, 2, 3)
+    assert result.dropped == [] and "rewrote the file" in (result.reason or "")
     stored = store.read(SID)
-    assert [e["id"] for e in stored.entries] == ["c0000000", "c0000001", "c0000002", "aaaaaaaa"]
-    assert stored.entries[-1]["parentId"] == "c0000002"  # re-parented onto the file's last entry
+    assert [e["id"] for e in stored.entries] == ["c0000000", "c0000001", "c0000002", "aaaaaaaa", "bbbbbbbb"]
+    assert stored.entries[3]["parentId"] == "c0000002"  # was the old id of the same entry
+    assert stored.entries[4]["targetId"] == "c0000000"  # the label follows its entry
     assert stored_entries(store)[:3] == file_entries(v1)
     assert sync_one(store, v1).status == "unchanged"
 
