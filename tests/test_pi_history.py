@@ -13,6 +13,7 @@ import pytest
 import corpus
 from cli_support import run_cli, run_cli_json
 from pi_variants import first_billed, glue, hand_count, shifted_copy, upgraded_in_place, write
+from sessiontree.format import jsonio
 
 pytestmark = pytest.mark.usefixtures("_fake_home")
 
@@ -255,3 +256,67 @@ def test_a_rewrite_that_changes_content_is_still_diverged(_fake_home, tmp_path):
     path.write_bytes(b"\n".join(lines))
     row = run_cli_json(url, "sync", code=1)["files"][0]
     assert row["status"] == "diverged"
+
+
+# -- pi's own compactions: context shows what pi sent ------------------------------------------------
+
+
+def _v1_with_compaction(path: Path, session_id: str, version: int | None = None) -> Path:
+    """A small file as pi wrote it in format 1 (no ids): two turns, pi's summary compaction
+    keeping the second turn (firstKeptEntryIndex 3: header = 0), then one more turn. With
+    ``version`` 4: the same conversation written in format 4 (ids, the same compaction)."""
+    def msg(n: int, role: str, text: str) -> dict:
+        return {"type": "message", "timestamp": f"2025-11-20T10:00:0{n}.000Z",
+                "message": {"role": role, "content": [{"type": "text", "text": text}], "timestamp": n}}
+    records: list[dict] = [{"type": "session", "id": session_id, "timestamp": "2025-11-20T10:00:00.000Z",
+                            "cwd": "/Users/me/p"},
+                           msg(1, "user", "first question"), msg(2, "assistant", "first answer"),
+                           msg(3, "user", "second question"), msg(4, "assistant", "second answer"),
+                           {"type": "compaction", "timestamp": "2025-11-20T10:00:05.000Z",
+                            "summary": "PI SUMMARY of the first turn", "firstKeptEntryIndex": 3,
+                            "tokensBefore": 100},
+                           msg(6, "user", "third question"), msg(7, "assistant", "third answer")]
+    if version == 4:
+        from sessiontree.format.codec import parse_session
+
+        parsed = parse_session(b"".join(jsonio.dumps(r) + b"\n" for r in records))
+        write(path, [jsonio.dumps(parsed.header)] + [jsonio.dumps(e) for e in parsed.entries])
+        return path
+    return write(path, [jsonio.dumps(r) for r in records])
+
+
+def test_context_of_a_pi_session_shows_what_pi_sent_labelled(_fake_home, tmp_path):
+    sid = "33333333-3333-4333-8333-333333333333"
+    _v1_with_compaction(_pi_folder(_fake_home) / "old.jsonl", sid)
+    url = f"sqlite:///{tmp_path / 'pi.db'}"
+    run_cli_json(url, "sync")
+    out = run_cli(url, "context", sid).stdout
+    # What pi sent: its summary, then the kept turn (lines 4-5), then the turn after it;
+    # not the first turn. Said in the first line.
+    assert out.startswith("WHAT THE AGENT SENT: this session was written in format 1 (pi)")
+    assert "PI SUMMARY of the first turn" in out and "second question" in out and "third answer" in out
+    assert "first question" not in out
+    data = run_cli_json(url, "context", sid)
+    assert data["historical"]["agentFormat"] == 1 and len(data["messages"]) == 1 + 2 + 2
+    # --current: the format-4 rule, the whole history, no label.
+    current = run_cli(url, "context", sid, "--current").stdout
+    assert "first question" in current and "WHAT THE AGENT SENT" not in current
+    run_cli(url, "context", sid, "--current", "--historical", code=2)
+
+
+def test_context_of_a_format_4_session_keeps_the_format_4_rule(_fake_home, tmp_path):
+    sid = "44444444-4444-4444-8444-444444444444"
+    _v1_with_compaction(_pi_folder(_fake_home) / "new.jsonl", sid, version=4)
+    url = f"sqlite:///{tmp_path / 'pi.db'}"
+    run_cli_json(url, "sync")
+    out = run_cli(url, "context", sid).stdout
+    assert "first question" in out and "WHAT THE AGENT SENT" not in out
+
+
+def test_context_of_an_imported_pi_file_keeps_the_format_4_rule(_fake_home, tmp_path):
+    """Import records no agent format (docs/sync.md, "What pi sent"): only --historical."""
+    sid = "33333333-3333-4333-8333-333333333333"
+    path = _v1_with_compaction(tmp_path / "old.jsonl", sid)
+    url = f"sqlite:///{tmp_path / 'pi.db'}"
+    run_cli(url, "import", str(path))
+    assert "first question" in run_cli(url, "context", sid).stdout

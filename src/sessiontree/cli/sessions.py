@@ -37,6 +37,7 @@ from sessiontree.core.textsafe import safe_block, safe_json_text, safe_line
 from sessiontree.format.ids import shortest_unique_prefixes
 from sessiontree.format.outfile import write_atomic
 from sessiontree.session.manager import SessionManager
+from sessiontree.sync.provenance import agent_format
 
 # --------------------------------------------------------------------------- list
 
@@ -313,27 +314,42 @@ def _session_info(manager: SessionManager, path: str) -> Any:
               help="Archival view: the context as the agent that wrote the branch's latest retired "
                    "(summary) compaction rebuilt it (its summary, then the entries kept from "
                    "firstKeptEntryId). Not what a current agent sends.")
+@click.option("--current", is_flag=True,
+              help="The format-4 rule even for a session an older agent (pi, format 1-3) wrote: its own "
+                   "summary compactions are archival and the whole history is shown.")
 @click.option("--json", "as_json", is_flag=True, help="Print the projection as JSON (always complete).")
 @pass_app
-def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical: bool, as_json: bool) -> None:
+def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical: bool, current: bool,
+                as_json: bool) -> None:
     """Show the model context rebuilt from the active branch (or from --leaf ENTRY).
 
     This is the projection a provider request is built from: compaction
     boundaries applied, context edits applied, interrupted tool calls closed
     with synthetic error results. With --historical, retired summary
     compactions of older agents are applied as those agents applied them,
-    and the output is labelled as historical.
+    and the output is labelled as historical. A session synced from a file
+    pi wrote in format 1-3 is shown that way by default (what pi sent),
+    labelled; --current shows the format-4 rule instead.
     """
+    if historical and current:
+        raise click.UsageError("--historical and --current are two different views: give one")
     session_id = resolve_session_id(app, session)
     manager = open_session_readonly(app, session_id)
     if leaf is not None:
         manager.branch(resolve_entry_id(manager, leaf))
     leaf_id = manager.get_leaf_id()
-    if historical:
+    written_in = None if historical or current else agent_format(app.store, session_id)
+    past = None
+    if historical or (written_in is not None and written_in < 4):
         past = manager.build_historical_projection()
+        if not historical and past.compaction is None:
+            past = None  # no compaction of the agent's on this branch: the two rules agree
+    if past is not None:
         projection = past.projection
         if as_json:
-            print_json(render.historical_context_dict(past, session_id, leaf_id))
+            data = render.historical_context_dict(past, session_id, leaf_id)
+            data["historical"]["agentFormat"] = written_in
+            print_json(data)
             return
     else:
         projection = manager.build_session_projection()
@@ -341,11 +357,13 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
             print_json(render.context_dict(projection, session_id, leaf_id))
             return
     console = stdout_console()
-    if historical:
+    if past is not None:
+        note = render.historical_note(past) if historical or written_in is None else \
+            render.agent_view_note(past, written_in)
         if console.is_terminal:
-            console.print(Text(render.historical_note(past), style="bold yellow"))
+            console.print(Text(note, style="bold yellow"))
         else:
-            echo_line(render.historical_note(past))
+            echo_line(note)
     limit = None if full else render.CONTEXT_BLOCK_CHARS
     if console.is_terminal:
         console.print(*render.context_renderables(projection, session_id, leaf_id, limit=limit))

@@ -690,6 +690,19 @@ def historical_note(historical: HistoricalProjection) -> str:
             f"then the entries after it.")
 
 
+def agent_view_note(historical: HistoricalProjection, agent_format: int) -> str:
+    """The label of a context shown by default as the agent sent it: a session its agent
+    wrote in format ``agent_format`` (< 4), whose own summary compaction shaped what the
+    agent sent (``context`` and the viewer's model's view, docs/sync.md "What pi sent")."""
+    compaction = historical.compaction
+    kept = (f"the {historical.kept_entries} entries kept from {historical.first_kept_entry_id}"
+            if historical.first_kept_entry_id else "no kept entries")
+    name = compaction.get("id") if compaction is not None else "none"
+    return (f"WHAT THE AGENT SENT: this session was written in format {agent_format} (pi), whose compaction "
+            f"{name} stands for the earlier turns: its summary, then {kept}, then the entries after it. "
+            f"--current shows the format-4 rule (such compactions are archival, the whole history is sent).")
+
+
 def historical_context_dict(historical: HistoricalProjection, session_id: str, leaf_id: str | None) -> dict[str, Any]:
     """:func:`context_dict` of a historical context, with a ``historical`` object saying so."""
     data = context_dict(historical.projection, session_id, leaf_id)
