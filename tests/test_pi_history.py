@@ -320,3 +320,42 @@ def test_context_of_an_imported_pi_file_keeps_the_format_4_rule(_fake_home, tmp_
     url = f"sqlite:///{tmp_path / 'pi.db'}"
     run_cli(url, "import", str(path))
     assert "first question" in run_cli(url, "context", sid).stdout
+
+
+def test_viewer_model_view_of_a_pi_session_is_what_pi_sent(_fake_home, tmp_path):
+    from starlette.testclient import TestClient
+
+    from sessiontree.stores import open_store
+    from sessiontree.web.app import create_app
+
+    sid = "33333333-3333-4333-8333-333333333333"
+    _v1_with_compaction(_pi_folder(_fake_home) / "old.jsonl", sid)
+    url = f"sqlite:///{tmp_path / 'pi.db'}"
+    run_cli_json(url, "sync")
+    store = open_store(url, readonly=True)
+    try:
+        client = TestClient(create_app(store), base_url="http://127.0.0.1:8765")
+        html = client.get(f"/s/{sid}/conversation?view=model").text
+        raw = client.get(f"/s/{sid}/conversation").text
+    finally:
+        store.close()
+    assert "Model&#39;s view: what pi sent" in html or "Model's view: what pi sent" in html
+    assert "PI SUMMARY of the first turn" in html and "pi&#39;s compaction" in html
+    assert "second question" in html and "third answer" in html
+    assert "2 entries not sent" in html and "first question<" not in html
+    assert "first question<" in raw
+
+
+def test_viewer_archival_badge_does_not_say_archival_twice():
+    from sessiontree.session.manager import SessionManager
+    from sessiontree.web import views as view
+
+    m = SessionManager.in_memory("/tmp", entries=[
+        {"type": "session", "version": 4, "id": "s1", "createdAt": "2026-01-01T00:00:00.000Z", "cwd": "/tmp"},
+        {"type": "message", "id": "a0000001", "parentId": None, "timestamp": "2026-01-01T00:00:01.000Z",
+         "message": {"role": "user", "content": "hi", "timestamp": 1}},
+        {"type": "compaction", "id": "a0000002", "parentId": "a0000001", "timestamp": "2026-01-01T00:00:02.000Z",
+         "summary": "old summary", "firstKeptEntryId": "a0000001", "tokensBefore": 5}])
+    for which in ("raw", "model"):
+        item = next(i for i in view.build_conversation(m, None, which).items if i.id == "a0000002")
+        assert item.marks == [("archival", "archival; not in the model context")]

@@ -63,6 +63,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from sessiontree.errors import EntryNotFoundError, SessionError, SessionNotFoundError
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.base import SessionStore
+from sessiontree.sync.provenance import agent_format
 from sessiontree.sync.restore import resume_command
 from sessiontree.web import page
 from sessiontree.web import views as view
@@ -384,9 +385,13 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
             if cached.memo is None:
                 cached.memo = {}
             if viewname == "model":
+                if "agent-format" not in cached.memo:
+                    # What pi sent needs the agent's format (docs/viewer.md): once per session version.
+                    cached.memo["agent-format"] = agent_format(store, cached.session_id)
                 return view.build_conversation(cache.full(cached), leaf or _active_leaf(cached), viewname,
                                                start=start if start >= 0 else None, around=around,
-                                               limit=limit, memo=cached.memo)
+                                               limit=limit, memo=cached.memo,
+                                               agent_format=cached.memo["agent-format"])
             # The raw view reads only the window's entries: the branch comes from skeletons.
             manager: SessionManager = cached.manager
             leaf = leaf or _active_leaf(cached)

@@ -271,7 +271,7 @@ def _note_item(entry: Mapping[str, Any]) -> Item:
     if is_retired_record(entry):
         item = Item(entry_id, "retired", "Retired record", ts,
                     [_text_part(retired_record_text(entry))])
-        item.marks.append(("archival", f"archival: {RETIRED_NOTE}"))
+        item.marks.append(("archival", RETIRED_NOTE))
         return item
     if is_active_compaction(entry):
         summary = _string(entry.get("summary"))
@@ -346,7 +346,8 @@ def _unit_item(unit: Unit, results: Callable[[str], Item | None]) -> Item:
 
 def build_conversation(manager: SessionManager, leaf_id: str | None, view: str = "raw", *,
                        start: int | None = None, around: str | None = None,
-                       limit: int = WINDOW_ITEMS, memo: dict[Any, Any] | None = None) -> Conversation:
+                       limit: int = WINDOW_ITEMS, memo: dict[Any, Any] | None = None,
+                       agent_format: int | None = None) -> Conversation:
     """A window of the conversation of the branch ending at ``leaf_id``.
 
     Args:
@@ -362,6 +363,8 @@ def build_conversation(manager: SessionManager, leaf_id: str | None, view: str =
         memo: a dict the caller keeps per session version: the branch's
             units are kept there per ``(leaf, view)``, so the next window of
             the same branch costs only its own items.
+        agent_format: the format the agent wrote the session in (sync state), or
+            ``None``; below 4 the model's view is what pi sent (:func:`model_units`).
 
     Raises:
         EntryNotFoundError: ``leaf_id`` is not an entry of the session.
@@ -380,7 +383,7 @@ def build_conversation(manager: SessionManager, leaf_id: str | None, view: str =
         if view == "raw":
             units = raw_units(branch)
         else:
-            units, note = model_units(manager, branch)
+            units, note = model_units(manager, branch, agent_format)
         if memo is not None:
             if len(memo) >= 8:
                 memo.pop(next(iter(memo)))

@@ -50,14 +50,27 @@ def raw_units(branch: Sequence[Mapping[str, Any]]) -> list[Unit]:
     return [Unit(entry, entry_message(entry)) for entry in branch]
 
 
-def model_units(manager: SessionManager, branch: Sequence[dict[str, Any]]) -> tuple[list[Unit], str]:
+def model_units(manager: SessionManager, branch: Sequence[dict[str, Any]],
+                agent_format: int | None = None) -> tuple[list[Unit], str]:
     """The projection as units: each projected message with its source entry and marks,
     plus placeholders for entries that send nothing (compacted, kept in the boundary,
-    omitted by an edit, dropped by tool pairing) and archival records."""
+    omitted by an edit, dropped by tool pairing) and archival records.
+
+    ``agent_format``: the format the agent wrote the session in (from its sync state),
+    ``None`` when unknown. Below 4 (pi), the view is what pi sent: the historical
+    projection, pi's own latest summary compaction standing for the turns before its
+    kept entries (docs/viewer.md, "What pi sent"); otherwise the format-4 rule.
+    """
     projection = manager.build_session_projection()
+    pi_compaction: Mapping[str, Any] | None = None
+    if agent_format is not None and agent_format < 4:
+        past = manager.build_historical_projection()
+        if past.compaction is not None:
+            projection, pi_compaction = past.projection, past.compaction
     by_id = {pe.source_entry.get("id"): pe for pe in projection.entries}
     edits = latest_edits(branch)
-    boundary = next((pe.source_entry for pe in projection.entries if is_active_compaction(pe.source_entry)), None)
+    boundary = pi_compaction or next(
+        (pe.source_entry for pe in projection.entries if is_active_compaction(pe.source_entry)), None)
     units: list[Unit] = []
     compacted: list[Mapping[str, Any]] = []
 
@@ -78,10 +91,12 @@ def model_units(manager: SessionManager, branch: Sequence[dict[str, Any]]) -> tu
     for index, entry in enumerate(branch):
         entry_id = entry.get("id")
         pe = by_id.get(entry_id)
-        if is_retired_record(entry):
-            units.append(Unit(entry, marks=[("archival", f"archival: {RETIRED_NOTE}")]))
+        if is_retired_record(entry) and entry is not pi_compaction:
+            units.append(Unit(entry, marks=[("archival", RETIRED_NOTE)]))
             continue
-        if boundary_index is not None and index < boundary_index:
+        # pi sent its kept entries as themselves, after the summary: shown as messages below.
+        pi_kept = pi_compaction is not None and entry_id in kept_ids
+        if boundary_index is not None and index < boundary_index and not pi_kept:
             if entry_id in kept_ids:
                 flush_compacted()
                 units.append(Unit(entry, kind="omitted", title="kept in the compaction message",
@@ -124,10 +139,18 @@ def model_units(manager: SessionManager, branch: Sequence[dict[str, Any]]) -> tu
                 marks.append(("edit", f"content replaced by context edit {edit.get('id')}"))
             if entry is boundary and message.get("role") == "system":
                 marks.append(("muted", "system checkpoint stored with the boundary"))
+            if pi_compaction is not None and entry is pi_compaction:
+                marks.append(("boundary", "pi's compaction: its summary stood for the turns before "
+                                          f"{pi_compaction.get('firstKeptEntryId') or 'it'}"))
+            elif pi_compaction is not None and entry_id in kept_ids:
+                marks.append(("kept", f"kept by pi's compaction {pi_compaction.get('id')}: sent after its summary"))
             units.append(Unit(entry, message, marks))
     flush_compacted()
     model = projection.model
-    note = (f"{len(projection.messages)} messages sent to the model"
+    note = (f"what pi sent (the session was written in format {agent_format}; pi's compaction "
+            f"{pi_compaction.get('id')} applied as pi applied it; format 4 would send the whole history); "
+            if pi_compaction is not None else "")
+    note += (f"{len(projection.messages)} messages sent to the model"
             + (f"; model {model.get('provider')}/{model.get('modelId')}" if isinstance(model, Mapping) else "")
             + f"; thinking level {projection.thinking_level}")
     if any(m.get("content") and isinstance(m.get("content"), list) and any(
