@@ -359,3 +359,28 @@ def test_viewer_archival_badge_does_not_say_archival_twice():
     for which in ("raw", "model"):
         item = next(i for i in view.build_conversation(m, None, which).items if i.id == "a0000002")
         assert item.marks == [("archival", "archival; not in the model context")]
+
+
+# -- the README's first command keeps the samples out of the user's store ----------------------------
+
+
+def test_readme_first_command_uses_a_throwaway_store(_fake_home, tmp_path, monkeypatch):
+    import re
+    import shlex
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```sh\n(.*?)```", text, re.S)
+    assert len(blocks) >= 2  # the two commands at the top: run on SQLite, run the tests
+    first = blocks[0].strip()
+    assert "\n" not in first and "pip install -e ." in first
+    commands = [shlex.split(part) for part in first.split("&&")]
+    runs = [c[1:] for c in commands if c[0].endswith("/sessiontree")]
+    assert runs and all(c[:2] == ["--store", "samples.db"] for c in runs), runs
+    # Run them here (in a scratch folder holding the examples): the user's store is never made.
+    work = tmp_path / "checkout"
+    shutil.copytree(root / "examples", work / "examples")
+    monkeypatch.chdir(work)
+    outputs = [run_cli(None, *args).stdout for args in runs]
+    assert "3 imported" in outputs[0] and "Fix 500 on city names" in outputs[1]
+    assert (work / "samples.db").is_file() and not (tmp_path / "default.db").exists()
