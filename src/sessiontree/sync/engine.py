@@ -538,7 +538,8 @@ def _upgrade_rewrite(stored: ParsedSession, parsed: ParsedSession, synced_before
     old_parent = {entry["id"]: entry.get("parentId") for entry in stored.entries}
     for old, new in mapping.items():
         before = old_parent[old]
-        if mapping.get(before, before) != by_id[new].get("parentId"):
+        moved = mapping.get(before, before) if isinstance(before, str) else before
+        if moved != by_id[new].get("parentId"):
             return None
     attached = set(mapping)
     for j, entry in enumerate(stored.entries):
