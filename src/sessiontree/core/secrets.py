@@ -138,9 +138,11 @@ OWN_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("url-password", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^:/?#\s@\"']+:(?P<secret>[^@\s/\"']+)@")),
     ("bearer-token", re.compile(r"\b[Bb]earer\s+(?P<secret>[A-Za-z0-9._~+/\-]{20,}=*)")),
     ("env-secret", re.compile(
-        r"(?:^|(?<=[\s;&|]))(?:export\s+)?" + _ENV_NAME + r"\s*=\s*['\"]?"
+        r"(?:^|(?<=[\s;&|]))(?:export[ \t]+)?" + _ENV_NAME + r"[ \t]*=[ \t]*['\"]?"
         r"(?![A-Za-z_][A-Za-z0-9_]*[.(\[])(?P<secret>[^\s'\"$<{][^\s'\"]{7,})", re.MULTILINE)),
 )
+
+_PLACEHOLDER = re.compile(r"\[REDACTED:[a-z0-9\-]+:\d+\]")
 
 #: Shortest secret that is also replaced where the scanner did not flag it (shorter
 #: ones, such as a four-letter URL password, only where found: "pass" is also a word).
@@ -202,8 +204,9 @@ _FILLER = re.compile(r"[xX*.<>_\-]+|<[^<>]*>|\$\{[^}]*\}|\{\{[^}]*\}\}")
 
 
 def _placeholder_like(secret: str) -> bool:
-    """Documentation and code, not a value: ``sk-ant-...``, ``<your key>``, ``xxxx``, ``undefined``."""
-    return ("..." in secret or "\u2026" in secret or secret.lower() in _NOT_VALUES
+    """Documentation, code or an earlier redaction, not a value: ``sk-ant-...``, ``<your key>``,
+    ``xxxx``, ``undefined``, ``[REDACTED:url-password:1]``."""
+    return ("..." in secret or "[REDACTED:" in secret or "\u2026" in secret or secret.lower() in _NOT_VALUES
             or _FILLER.fullmatch(secret) is not None)
 
 
@@ -302,6 +305,10 @@ def scan_text(text: str) -> list[Hit]:
     """
     if len(text) < 8:
         return []
+    if "[REDACTED:" in text:
+        # A redacted file scans clean: placeholders become blanks of the same length
+        # (offsets unchanged), so "url-password:1]" is no ``password: value``.
+        text = _PLACEHOLDER.sub(lambda m: " " * len(m.group(0)), text)
     hits: list[Hit] = []
     for plugin, kind in PLUGIN_KINDS:
         gate = _GATES.get(kind)
