@@ -321,3 +321,37 @@ def test_vendored_corpus_gives_no_findings():
     assert files
     findings = [f for path in files for f in scan_entries(read_session_file(path).entries)]
     assert findings == []
+
+
+# --------------------------------------------------------------------------- viewer
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "jsonl"])
+def test_viewer_redacts_when_exposed_and_the_toggle_turns_it_off(kind, tmp_path):
+    from starlette.testclient import TestClient
+
+    from sessiontree.web.app import ViewerConfig, create_app
+
+    store = make_store(kind, tmp_path)
+    store.create(header(SID), _session_entries(ALL_TEXT))
+    exposed = TestClient(create_app(store, ViewerConfig("127.0.0.1", 8765, redact=True)),
+                         base_url="http://127.0.0.1:8765")
+    pages = [f"/s/{SID}", f"/s/{SID}/conversation?view=raw", f"/s/{SID}/conversation?view=model",
+             f"/s/{SID}/tree.json", f"/s/{SID}/summaries.json?rows=0,1,2,3,4,5,6,7,8,9,10,11,12", "/"]
+    for url in pages:
+        body = exposed.get(url).text
+        assert not _leaks(body), url
+    page_html = exposed.get(f"/s/{SID}").text
+    assert "[REDACTED:" in page_html and 'class="redact-toggle on"' in page_html
+    # The reader turns redaction off: a cookie, then the page as stored.
+    answer = exposed.get(f"/redacted?on=0&next=/s/{SID}", follow_redirects=False)
+    assert answer.status_code == 303 and answer.headers["location"] == f"/s/{SID}"
+    assert _leaks(exposed.get(f"/s/{SID}/conversation?view=raw").text)
+    assert "not redacted" in exposed.get(f"/s/{SID}").text
+    # Off-site targets are not followed.
+    assert exposed.get("/redacted?on=1&next=//evil.example/", follow_redirects=False).headers["location"] == "/"
+    assert not _leaks(exposed.get(f"/s/{SID}/conversation?view=raw").text)
+    # A loopback viewer shows sessions as stored by default.
+    local = TestClient(create_app(store), base_url="http://127.0.0.1:8765")
+    assert _leaks(local.get(f"/s/{SID}/conversation?view=raw").text)
+    store.close()

@@ -70,6 +70,7 @@ __all__ = [
     "iter_text_fields",
     "mask",
     "redact_parsed",
+    "redact_text",
     "scan_entries",
     "scan_text",
 ]
@@ -469,6 +470,11 @@ class Redactor:
         marked = dict(header)
         marked[HEADER_MARKER] = {"tool": "sessiontree", "placeholders": self.secrets}
         return marked
+
+
+def redact_text(text: str) -> str:
+    """``text`` with its secrets replaced (placeholders numbered within ``text`` alone)."""
+    return Redactor()._replace(text, scan_text(text), None)
 
 
 def redact_parsed(parsed: ParsedSession) -> tuple[ParsedSession, Redactor]:

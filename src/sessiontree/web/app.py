@@ -76,6 +76,8 @@ MIN_REREAD_SECONDS = 0.5
 #: Listing rows are reused this long (seconds) between list requests.
 LIST_TTL_SECONDS = 2.0
 _TOKEN_COOKIE = "sessiontree_token"
+#: The reader's choice of the ``redacted`` toggle ("1"/"0"); absent: :attr:`ViewerConfig.redact`.
+_REDACT_COOKIE = "sessiontree_redacted"
 #: Addresses that bind every interface: the server cannot know the names it is reached by.
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
 #: A ``Host`` header: a name or a bracketed IPv6 address, then an optional numeric port.
@@ -95,12 +97,16 @@ class ViewerConfig:
         token: the secret every request must carry (``None``: no token,
             loopback only).
         live: whether pages poll for new entries.
+        redact: whether sessions are shown redacted unless the reader turns
+            it off (the ``redacted`` toggle, a cookie; docs/secrets.md);
+            ``serve --expose`` sets it.
     """
 
     host: str = "127.0.0.1"
     port: int = 8000
     token: str | None = None
     live: bool = True
+    redact: bool = False
 
     def allowed_hosts(self) -> set[str] | None:
         """``Host`` header values (without port) that are accepted; ``None``: any.
@@ -150,10 +156,12 @@ class SessionCache:
     most ``size`` sessions.
     """
 
-    def __init__(self, store: SessionStore, size: int = 4) -> None:
-        """Cache sessions of ``store``, at most ``size`` at once."""
+    def __init__(self, store: SessionStore, size: int = 4, *, redact: bool = False) -> None:
+        """Cache sessions of ``store``, at most ``size`` at once; with ``redact``, each
+        session is read whole and held redacted (:func:`sessiontree.core.secrets.redact_parsed`)."""
         self.store = store
         self.size = size
+        self.redact = redact
         self._items: OrderedDict[str, _Cached] = OrderedDict()
         self._lock = threading.RLock()  # endpoints hold it while they use a manager
 
@@ -197,8 +205,13 @@ class SessionCache:
             # read and parse costs far more than its skeleton (docs/viewer.md, "What is
             # sent when"). Elsewhere read_skeleton would read everything anyway, and so
             # would each read_entries: read once, keep it all.
-            partial = self.store.partial_reads
+            # Redacted: one whole read, redacted once, so placeholders are the same in every window.
+            partial = self.store.partial_reads and not self.redact
             parsed = self.store.read_skeleton(session_id) if partial else self.store.read(session_id)
+            if self.redact:
+                from sessiontree.core.secrets import redact_parsed
+
+                parsed = redact_parsed(parsed)[0]
             entries = parsed.entries
             version = f"{len(entries)}:{entries[-1].get('id') if entries else ''}"
             if cached is not None and cached.version == version:
@@ -232,7 +245,7 @@ class SessionCache:
     def full(self, cached: _Cached) -> SessionManager:
         """The manager over the whole session (every entry parsed), read once per version."""
         with self._lock:
-            if cached.full is None:
+            if cached.full is None:  # never for a redacting cache: it holds the session whole
                 cached.full = SessionManager.from_parsed(self.store.read(cached.session_id))
             return cached.full
 
@@ -334,7 +347,7 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
             loopback, no token.
     """
     config = config or ViewerConfig()
-    cache = SessionCache(store)
+    caches = {False: SessionCache(store), True: SessionCache(store, redact=True)}
     listing: dict[str, Any] = {"at": -1e9, "infos": None}
     listing_lock = threading.Lock()
 
@@ -347,6 +360,20 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
             rows: list[Any] = listing["infos"]
             return rows
 
+    def redacted(request: Request) -> bool:
+        value = request.cookies.get(_REDACT_COOKIE)
+        return config.redact if value not in ("0", "1") else value == "1"
+
+    def toggle_redacted(request: Request) -> Response:
+        # GET /redacted?on=0|1&next=/s/ID: remember the choice, back to the page (same site only).
+        target = request.query_params.get("next", "/")
+        if not target.startswith("/") or target.startswith("//") or "\\" in target:
+            target = "/"
+        response = RedirectResponse(target, status_code=303)
+        response.set_cookie(_REDACT_COOKIE, "1" if _flag(request.query_params.get("on")) else "0",
+                            httponly=True, samesite="strict")
+        return response
+
     def session_list(request: Request) -> Response:
         p = request.query_params
         query = view.ListQuery(q=p.get("q", ""), project=p.get("project", ""), named=_flag(p.get("named")),
@@ -355,23 +382,32 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
                                sort="created" if p.get("sort") == "created" else "modified",
                                page=_int(p.get("page"), 1), per_page=min(200, max(1, _int(p.get("per_page"), 50))))
         result = view.build_list_page(store, query, infos())
+        hide = redacted(request)
+        if hide:
+            from sessiontree.core.secrets import redact_text
+
+            for row in result.rows:
+                row.title = redact_text(row.title)
+                row.snippet = ""  # a cut-off snippet may hold a secret the scanner cannot recognise
         base = {k: v for k, v in p.items() if k not in ("page", "token")}
 
         def page_query(number: int) -> str:
             return urlencode({**base, "page": number})
 
         html = page.environment().get_template("list.html").render(
-            page=result, q=query, inline=False, token_query="", page_query=page_query)
+            page=result, q=query, inline=False, token_query="", page_query=page_query, redacted=hide,
+            here=str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""))
         return HTMLResponse(view.scrub_surrogates(html))
 
     def _session(request: Request) -> Any:
         session_id = request.path_params["session_id"]
         try:
-            return cache.get(session_id)
+            return caches[redacted(request)].get(session_id)
         except SessionNotFoundError:
             return None
 
     def _conversation(cached: Any, request: Request, limit: int = view.WINDOW_ITEMS) -> view.Conversation | Response:
+        cache = caches[redacted(request)]
         p = request.query_params
         leaf = p.get("leaf") or None
         viewname = "model" if p.get("view") == "model" else "raw"
@@ -407,6 +443,7 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
             return PlainTextResponse("No such entry in this session", status_code=404)
 
     def session_page(request: Request) -> Response:
+        cache = caches[redacted(request)]
         cached = _session(request)
         if cached is None:
             # A unique prefix of a session id, as on the command line: redirect to the full id.
@@ -425,11 +462,13 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
             window = tree.window(leaf=conv.leaf_id, find=conv.leaf_id)
             session_id = str(cached.manager.get_session_id())
             resume = resume_command(store, session_id, str(cached.manager.get_header().get("cwd") or ""))
+            here = str(request.url.path) + (f"?{request.url.query}" if request.url.query else "")
             html = page.render_session_page(cached.manager, tree, conv, version=cached.version, window=window,
-                                            resume_command=resume)
+                                            resume_command=resume, redacted=cache.redact, here=here)
         return HTMLResponse(html)
 
     def rows_json(request: Request) -> Response:
+        cache = caches[redacted(request)]
         cached = _session(request)
         if cached is None:
             return JSONResponse({"error": "no such session"}, status_code=404)
@@ -446,6 +485,7 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
         return _json({"version": cached.version, **window})
 
     def conversation(request: Request) -> Response:
+        cache = caches[redacted(request)]
         cached = _session(request)
         if cached is None:
             return PlainTextResponse("No such session", status_code=404)
@@ -456,6 +496,7 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
         return HTMLResponse(page.render_conversation(conv, request.path_params["session_id"]))
 
     def tree_json(request: Request) -> Response:
+        cache = caches[redacted(request)]
         cached = _session(request)
         if cached is None:
             return JSONResponse({"error": "no such session"}, status_code=404)
@@ -464,6 +505,7 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
         return Response(text, media_type="application/json")
 
     def summaries_json(request: Request) -> Response:
+        cache = caches[redacted(request)]
         cached = _session(request)
         if cached is None:
             return JSONResponse({"error": "no such session"}, status_code=404)
@@ -482,6 +524,7 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
     static = StaticFiles(directory=str(resources.files("sessiontree.web").joinpath("static")))
     routes = [
         Route("/", session_list),
+        Route("/redacted", toggle_redacted),
         Route("/s/{session_id}", session_page),
         Route("/s/{session_id}/conversation", conversation),
         Route("/s/{session_id}/tree.json", tree_json),

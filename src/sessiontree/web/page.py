@@ -117,16 +117,20 @@ def _session_context(manager: SessionManager, tree: view.TreeData, conversation:
 
 def render_session_page(manager: SessionManager, tree: view.TreeData, conversation: view.Conversation, *,
                         version: str = "", token_query: str = "", window: dict[str, Any] | None = None,
-                        resume_command: str | None = None) -> str:
+                        resume_command: str | None = None, redacted: bool | None = None,
+                        here: str = "/") -> str:
     """The session page the server sends (assets linked, live updates on).
 
     With ``window`` (:meth:`TreeData.window`) the page carries only those tree
     rows and its script fetches the others as the tree scrolls; without, it
     carries every row. ``resume_command`` is shown with a copy button (the
-    server starts no process; docs/agent-loop.md)."""
+    server starts no process; docs/agent-loop.md). ``redacted`` (``None``: no
+    toggle) is the state the ``redacted`` toggle shows; ``here`` the page's path
+    and query, where the toggle returns to."""
     context = _session_context(manager, tree, conversation, window)
     return view.scrub_surrogates(environment().get_template("session.html").render(
         **context, inline=False, version=version, token_query=token_query, resume_command=resume_command,
+        redacted=redacted, here=here,
         conversation_html=Markup(render_conversation(conversation, context["session_id"]))))
 
 
