@@ -271,26 +271,41 @@ def _plugin_hits(plugin: BasePlugin, kind: str, text: str) -> Iterator[Hit]:
 # Lines the keyword plugin can match at all (its denylist: key, pass, pwd, secret, contraseña).
 _KEYWORD_HINT = re.compile(r"(?i)key|pass|pwd|secret|contrase")
 
-# Cheap gates: a plugin runs only on text that holds a character sequence its patterns need.
-_GATES: dict[str, Callable[[str], bool]] = {
-    "high-entropy-base64": lambda t: "'" in t or '"' in t,
-    "high-entropy-hex": lambda t: "'" in t or '"' in t,
-    "url-password": lambda t: "://" in t,
-    "jwt": lambda t: "eyJ" in t,
-    "secret-assignment": lambda t: _KEYWORD_HINT.search(t) is not None,
-    "aws-access-key": lambda t: "A3T" in t or "ABIA" in t or "ACCA" in t or "AKIA" in t or "ASIA" in t
-    or "aws" in t or "AWS" in t,
-    "azure-storage-key": lambda t: "AccountKey=" in t,
-    "github-token": lambda t: "gh" in t,
-    "gitlab-token": lambda t: "gl" in t or "GR1348941" in t,
-    "openai-api-key": lambda t: "T3BlbkFJ" in t,
-    "pypi-token": lambda t: "pypi-" in t,
-    "sendgrid-api-key": lambda t: "SG." in t,
-    "slack-token": lambda t: "xox" in t or "hooks.slack" in t,
-    "square-oauth-secret": lambda t: "sq0csp-" in t,
-    "stripe-key": lambda t: "k_live_" in t,
-    "npm-token": lambda t: "_authToken" in t,
-    "mailchimp-key": lambda t: "-us" in t,
+# Cheap gates: a plugin runs only on text that holds what its patterns need (``t`` the text,
+# ``low`` it in lower case). The assignment-style plugins (Cloudant, IBM, SoftLayer) cost the
+# most without them: their patterns try a look-behind at every position.
+_CRED_WORDS = ("key", "pw", "pass", "token")
+
+
+def _cred(low: str) -> bool:
+    return any(word in low for word in _CRED_WORDS)
+
+
+_GATES: dict[str, Callable[[str, str], bool]] = {
+    "high-entropy-base64": lambda t, low: "'" in t or '"' in t,
+    "high-entropy-hex": lambda t, low: "'" in t or '"' in t,
+    "url-password": lambda t, low: "://" in t,
+    "jwt": lambda t, low: "eyJ" in t,
+    "secret-assignment": lambda t, low: _KEYWORD_HINT.search(t) is not None,
+    "aws-access-key": lambda t, low: "A3T" in t or "ABIA" in t or "ACCA" in t or "AKIA" in t or "ASIA" in t
+    or "aws" in low,
+    "azure-storage-key": lambda t, low: "AccountKey=" in t,
+    "cloudant-credentials": lambda t, low: ("cl" in low and _cred(low)) or "cloudant.com" in low,
+    "discord-bot-token": lambda t, low: "." in t,
+    "github-token": lambda t, low: "gh" in t,
+    "gitlab-token": lambda t, low: "gl" in t or "GR1348941" in t,
+    "ibm-cloud-iam-key": lambda t, low: _cred(low),
+    "ibm-cos-hmac": lambda t, low: "secret" in low and "key" in low,
+    "mailchimp-key": lambda t, low: "-us" in t,
+    "npm-token": lambda t, low: "_authToken" in t,
+    "openai-api-key": lambda t, low: "T3BlbkFJ" in t,
+    "pypi-token": lambda t, low: "pypi-" in t,
+    "sendgrid-api-key": lambda t, low: "SG." in t,
+    "slack-token": lambda t, low: "xox" in t or "hooks.slack" in t,
+    "softlayer-credentials": lambda t, low: ("sl" in low and _cred(low)) or "softlayer" in low,
+    "square-oauth-secret": lambda t, low: "sq0csp-" in t,
+    "stripe-key": lambda t, low: "k_live_" in t,
+    "telegram-bot-token": lambda t, low: ":" in t,
 }
 
 #: The own rules' gates, by position in :data:`OWN_RULES`: a literal every match contains.
@@ -311,9 +326,10 @@ def scan_text(text: str) -> list[Hit]:
         # (offsets unchanged), so "url-password:1]" is no ``password: value``.
         text = _PLACEHOLDER.sub(lambda m: " " * len(m.group(0)), text)
     hits: list[Hit] = []
+    low = text.lower()
     for plugin, kind in PLUGIN_KINDS:
         gate = _GATES.get(kind)
-        if gate is not None and not gate(text):
+        if gate is not None and not gate(text, low):
             continue
         hits.extend(_plugin_hits(plugin, kind, text))
     for (kind, pattern), literal in zip(OWN_RULES, _OWN_GATES, strict=True):

@@ -76,7 +76,8 @@ MIN_REREAD_SECONDS = 0.5
 #: Listing rows are reused this long (seconds) between list requests.
 LIST_TTL_SECONDS = 2.0
 _TOKEN_COOKIE = "sessiontree_token"
-#: The reader's choice of the ``redacted`` toggle ("1"/"0"); absent: :attr:`ViewerConfig.redact`.
+#: The reader's choice of the ``redacted`` toggle ("1"/"0"), suffixed ``_PORT`` like the token
+#: cookie; absent: :attr:`ViewerConfig.redact`.
 _REDACT_COOKIE = "sessiontree_redacted"
 #: Addresses that bind every interface: the server cannot know the names it is reached by.
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
@@ -348,6 +349,7 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
     """
     config = config or ViewerConfig()
     caches = {False: SessionCache(store), True: SessionCache(store, redact=True)}
+    redact_cookie = f"{_REDACT_COOKIE}_{config.port}"
     listing: dict[str, Any] = {"at": -1e9, "infos": None}
     listing_lock = threading.Lock()
 
@@ -361,7 +363,7 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
             return rows
 
     def redacted(request: Request) -> bool:
-        value = request.cookies.get(_REDACT_COOKIE)
+        value = request.cookies.get(redact_cookie)
         return config.redact if value not in ("0", "1") else value == "1"
 
     def toggle_redacted(request: Request) -> Response:
@@ -370,7 +372,7 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
         if not target.startswith("/") or target.startswith("//") or "\\" in target:
             target = "/"
         response = RedirectResponse(target, status_code=303)
-        response.set_cookie(_REDACT_COOKIE, "1" if _flag(request.query_params.get("on")) else "0",
+        response.set_cookie(redact_cookie, "1" if _flag(request.query_params.get("on")) else "0",
                             httponly=True, samesite="strict")
         return response
 
