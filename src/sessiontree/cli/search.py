@@ -8,7 +8,7 @@ highlighted, so the highlight never splits an escape.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 import click
 from rich.text import Text

@@ -27,6 +27,8 @@ from sessiontree.format.types import Entry
 
 __all__ = [
     "LEAF_ENTRY_TYPE",
+    "MAX_TIME_MS",
+    "MIN_TIME_MS",
     "SKELETON_FIELDS",
     "Entry",
     "NameState",
@@ -36,13 +38,11 @@ __all__ = [
     "get_branch",
     "label_state",
     "loaded_leaf_id",
-    "MAX_TIME_MS",
-    "MIN_TIME_MS",
     "parse_timestamp_ms",
-    "time_in_range",
-    "utc_from_ms",
     "session_name_state",
     "skeleton_entry",
+    "time_in_range",
+    "utc_from_ms",
 ]
 
 #: Entry type of the upstream agent's persisted leaf move: ``{"type": "leaf",
