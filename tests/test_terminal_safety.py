@@ -384,7 +384,7 @@ def _historical_store(kind: str, tmp_path: Path) -> str:
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_check_store_and_historical_context_keep_hostile_text_off_the_terminal(tmp_path, mode, kind):
     url = _historical_store(kind, tmp_path)
-    out, err = _run(mode, "--store", url, "check", "--store", code=1)
+    out, _ = _run(mode, "--store", url, "check", "--store", code=1)
     out = RICH_OWN.sub("", out)
     # Every problem reported and the summary printed: the lone surrogates stopped nothing.
     assert "[lone-surrogate]" in out and "2 sessions checked" in out
