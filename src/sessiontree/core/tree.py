@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeGuard
 
 from sessiontree.errors import EntryNotFoundError, InvalidSessionError
 from sessiontree.format.types import Entry
@@ -182,7 +182,7 @@ MIN_TIME_MS = -62135596800000.0
 MAX_TIME_MS = 253402300799999.0
 
 
-def time_in_range(ms: Any) -> bool:
+def time_in_range(ms: Any) -> TypeGuard[float]:
     """Whether ``ms`` is a number (not a bool) of Unix milliseconds within
     :data:`MIN_TIME_MS`..:data:`MAX_TIME_MS` (NaN, infinities and integers too
     large for a float are not). Never raises."""

@@ -86,7 +86,7 @@ def check_record_sizes(parsed: ParsedSession, path: str | None = None) -> None:
         InvalidSessionError: the first such record, with its size and line.
     """
     limit = bounds.MAX_RECORD_BYTES
-    records = [(len(parsed.header_raw), None)]
+    records: list[tuple[int, int | None]] = [(len(parsed.header_raw), None)]
     records += [(len(parsed.entry_bytes(i)), parsed.lines[i] if i < len(parsed.lines) else None)
                 for i in range(len(parsed.entries))]
     for size, line in records:
