@@ -343,7 +343,8 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
     console = stdout_console()
     if historical:
         if console.is_terminal:
-            console.print(Text(render.historical_note(past), style="bold yellow"))
+            # The note quotes entry ids (the compaction, the first kept entry): session text.
+            console.print(Text(safe_line(render.historical_note(past)), style="bold yellow"))
         else:
             echo_line(render.historical_note(past))
     limit = None if full else render.CONTEXT_BLOCK_CHARS

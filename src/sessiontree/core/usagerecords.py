@@ -57,6 +57,7 @@ from typing import Any
 
 import orjson
 
+from sessiontree.core.tree import time_in_range
 from sessiontree.format import jsonio
 from sessiontree.format.types import Entry
 
@@ -185,16 +186,19 @@ def cost_to_nanos(value: Any) -> int | None:
 
 def timestamp_ms(entry: Entry, message: dict[str, Any] | None = None) -> int:
     """Unix milliseconds of an entry: its ISO ``timestamp``, else the message's
-    numeric ``timestamp``, else 0."""
+    numeric ``timestamp``, else 0. A time outside years 1-9999 (:func:`time_in_range`)
+    counts as absent, so a report never meets a day it cannot show."""
     stamp = entry.get("timestamp")
     if isinstance(stamp, str):
         try:
-            return int(datetime.fromisoformat(stamp).timestamp() * 1000)
-        except ValueError:
-            pass
+            ms = datetime.fromisoformat(stamp).timestamp() * 1000
+        except (ValueError, OverflowError):
+            ms = None
+        if ms is not None and time_in_range(ms):
+            return int(ms)
     if message is not None:
         value = message.get("timestamp")
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        if time_in_range(value):
             return int(value)
     return 0
 

@@ -482,7 +482,7 @@ def usage_report(store: SessionStore, *, by: str = "day", since: str | None = No
     lazy = _LazyCatalog(catalog)
     groups: dict[str, Group] = {}
     totals = Totals()
-    day_cache: dict[int, date] = {}
+    day_cache: dict[int, date | None] = {}
     for row in rows:
         key = _group_key(by, row, zone, day_cache)
         group = groups.get(key)
@@ -498,11 +498,18 @@ def usage_report(store: SessionStore, *, by: str = "day", since: str | None = No
                        lazy.used.name if lazy.used is not None else None, getattr(rows, "skipped", 0))
 
 
-def _group_key(by: str, row: UsageRow, zone: tzinfo | None, day_cache: dict[int, date]) -> str:
+def _group_key(by: str, row: UsageRow, zone: tzinfo | None, day_cache: dict[int, date | None]) -> str:
     if by in ("day", "week", "month"):
-        day = day_cache.get(row.bucket)
+        if row.bucket in day_cache:
+            day = day_cache[row.bucket]
+        else:
+            try:
+                day = _local(row.bucket, zone).date()
+            except (OverflowError, ValueError, OSError):
+                day = None  # a day outside years 1-9999 in this zone: shown as unknown
+            day_cache[row.bucket] = day
         if day is None:
-            day = day_cache[row.bucket] = _local(row.bucket, zone).date()
+            return _UNKNOWN
         if by == "day":
             return day.isoformat()
         if by == "week":

@@ -261,6 +261,16 @@ class SessionCache:
 # --------------------------------------------------------------------------- middleware
 
 
+#: Headers of every response (docs/viewer.md, "Content-Security-Policy").
+_SECURITY_HEADERS = (
+    (b"content-security-policy", page.SERVER_CSP.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+    (b"cache-control", b"no-store"),
+)
+
+
 class _Guard:
     """Host check, token check, read-only methods and security headers, for every request."""
 
@@ -274,38 +284,40 @@ class _Guard:
             await self.app(scope, receive, send)
             return
         request = Request(scope)
+        set_cookie = False
+        cookie = f"{_TOKEN_COOKIE}_{self.config.port}"  # two viewers on one host keep their own
+        started = False
+
+        # Every answer carries the security headers: pages, JSON, static files and the
+        # guard's own refusals and errors (docs/viewer.md, "Content-Security-Policy").
+        async def send_with_headers(message: Any) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                headers = message.setdefault("headers", [])
+                headers.extend(_SECURITY_HEADERS)
+                if set_cookie and self.config.token is not None:
+                    headers.append((b"set-cookie", f"{cookie}={self.config.token}; Path=/; HttpOnly; "
+                                                   "SameSite=Strict".encode()))
+            await send(message)
+
         host = _HOST_HEADER.fullmatch((request.headers.get("host") or "").lower())
         if host is None or (self.hosts is not None and host.group(1) not in self.hosts):
             # DNS rebinding: a page of another site resolved to our address.
-            await PlainTextResponse("Invalid Host header", status_code=400)(scope, receive, send)
+            await PlainTextResponse("Invalid Host header", status_code=400)(scope, receive, send_with_headers)
             return
         if request.method not in ("GET", "HEAD"):
             await PlainTextResponse("This viewer is read-only", status_code=405,
-                                    headers={"Allow": "GET, HEAD"})(scope, receive, send)
+                                    headers={"Allow": "GET, HEAD"})(scope, receive, send_with_headers)
             return
-        set_cookie = False
-        cookie = f"{_TOKEN_COOKIE}_{self.config.port}"  # two viewers on one host keep their own
         if self.config.token is not None:
             in_url = request.query_params.get("token")
             given = in_url or request.cookies.get(cookie) or ""
             if not hmac.compare_digest(given.encode(), self.config.token.encode()):
                 await PlainTextResponse("A valid token is required (see the URL sessiontree serve printed)",
-                                        status_code=403)(scope, receive, send)
+                                        status_code=403)(scope, receive, send_with_headers)
                 return
             set_cookie = in_url is not None
-
-        async def send_with_headers(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                headers = message.setdefault("headers", [])
-                headers.append((b"content-security-policy", page.SERVER_CSP.encode()))
-                headers.append((b"x-content-type-options", b"nosniff"))
-                headers.append((b"referrer-policy", b"no-referrer"))
-                headers.append((b"x-frame-options", b"DENY"))
-                headers.append((b"cache-control", b"no-store"))
-                if set_cookie and self.config.token is not None:
-                    headers.append((b"set-cookie", f"{cookie}={self.config.token}; Path=/; HttpOnly; "
-                                                   "SameSite=Strict".encode()))
-            await send(message)
 
         if set_cookie:
             # The token now lives in the cookie: send the browser to the same URL
@@ -315,7 +327,15 @@ class _Guard:
             location = path + (f"?{urlencode(rest)}" if rest else "")
             await RedirectResponse(location, status_code=303)(scope, receive, send_with_headers)
             return
-        await self.app(scope, receive, send_with_headers)
+        try:
+            await self.app(scope, receive, send_with_headers)
+        except Exception:
+            # An unexpected error: Starlette's own 500 is sent outside this middleware,
+            # without the headers. Send ours, then re-raise so the server logs it.
+            if not started:
+                await PlainTextResponse("Internal Server Error", status_code=500)(scope, receive,
+                                                                                  send_with_headers)
+            raise
 
 
 # --------------------------------------------------------------------------- endpoints
@@ -399,7 +419,7 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
         html = page.environment().get_template("list.html").render(
             page=result, q=query, inline=False, token_query="", page_query=page_query, redacted=hide,
             here=str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""))
-        return HTMLResponse(view.scrub_surrogates(html))
+        return HTMLResponse(view.scrub_surrogates(html), status_code=400 if result.message else 200)
 
     def _session(request: Request) -> Any:
         session_id = request.path_params["session_id"]

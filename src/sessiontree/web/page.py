@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from datetime import UTC, datetime
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -26,6 +27,7 @@ from urllib.parse import quote
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
+from sessiontree.core.listing import is_unknown_time
 from sessiontree.core.render import entry_summary
 from sessiontree.session.manager import SessionManager
 from sessiontree.web import views as view
@@ -63,7 +65,16 @@ def environment() -> Environment:
                       trim_blocks=True, lstrip_blocks=True)
     env.globals["FILTER_MODES"] = view.FILTER_MODES
     env.filters["urlpart"] = url_part
+    env.filters["listtime"] = list_time
     return env
+
+
+def list_time(value: datetime, fmt: str = "%Y-%m-%d %H:%MZ") -> str:
+    """A session's listing time (UTC) as ``fmt``, or ``unknown`` for
+    :data:`~sessiontree.core.listing.UNKNOWN_TIME` (docs/listing.md, "Unknown times")."""
+    if is_unknown_time(value):
+        return "unknown"
+    return value.astimezone(UTC).strftime(fmt)
 
 
 def url_part(value: object) -> str:
