@@ -74,6 +74,7 @@ __all__ = [
     "dedup_key",
     "records_from_entries",
     "records_from_entry",
+    "rows_from_records",
     "timestamp_ms",
 ]
 
@@ -455,6 +456,22 @@ def aggregate(sessions: Iterable[tuple[dict[str, Any], Sequence[dict[str, Any]]]
             continue
         sid, cwd = (item.session_id, item.cwd) if query.per_session else (None, None)
         _add(rows, _row_key(sid, cwd, record, False, query), record, most[key])
+    return list(rows.values())
+
+
+def rows_from_records(records: Iterable[UsageRecord], query: UsageQuery | None = None) -> list[UsageRow]:
+    """Rows summing ``records`` as given (no de-duplication: the caller chose them), grouped
+    as :func:`aggregate` groups one session's records, so that the pricing above the stores
+    treats them alike (a branch diff prices each of its columns this way).
+
+    Args:
+        records: billed records.
+        query: ``price_all`` and ``by_time`` are honoured (default: neither).
+    """
+    query = query or UsageQuery(by_time=False)
+    rows: dict[tuple[Any, ...], UsageRow] = {}
+    for record in records:
+        _add(rows, _row_key(None, None, record, False, query), record, 1)
     return list(rows.values())
 
 
