@@ -50,10 +50,10 @@ def test_context_delta_settings_and_synthetic_results() -> None:
     statuses = [(r.status, r.a[1] if r.a else None, r.b[1] if r.b else None) for r in c.rows]
     # After the three shared messages: [asst, result, asst] vs [asst, synthetic, synthetic]:
     # pairs by role in order, then aA2 (assistant) has no partner and the last synthetic is only in B.
-    assert statuses == [("same", "u1", "u1"), ("same", "a1", "a1"), ("same", "r1", "r1"),
-                        ("changed", "aA1", "aB1"), ("changed", "rA1", "aB1"), ("onlyA", "aA2", None),
+    assert c.common == 3  # u1 a1 r1: the same messages, not listed as rows
+    assert statuses == [("changed", "aA1", "aB1"), ("changed", "rA1", "aB1"), ("onlyA", "aA2", None),
                         ("onlyB", None, "aB1")]
-    synthetic = c.rows[4].b[0]
+    synthetic = c.rows[1].b[0]
     assert synthetic["toolCallId"] == "cB1" and synthetic["content"][0]["text"] == INTERRUPTED_TEXT
     assert c.settings == {"model": ({"provider": "p", "modelId": "m1"}, {"provider": "p", "modelId": "m2"}),
                           "thinkingLevel": ("off", "high")}
@@ -85,6 +85,7 @@ def test_compaction_on_one_branch_changes_only_the_context() -> None:
     # A's next request: [boundary message (owned by c1), u3] with u2 a2 as its kept tail;
     # B's: u1 a1 u2 a2 u3b. Only "three" lines up; the boundary (custom) pairs with nothing.
     assert (c.a.boundary_id, c.a.kept_tail, c.a.messages, c.b.boundary_id, c.b.messages) == ("c1", 2, 2, None, 5)
+    assert c.common == 0
     assert [(r.status, r.a[1] if r.a else None, r.b[1] if r.b else None) for r in c.rows] == [
         ("onlyA", "c1", None), ("onlyB", None, "u1"), ("onlyB", None, "a1"), ("onlyB", None, "u2"),
         ("onlyB", None, "a2"), ("same", "u3", "u3b")]
@@ -105,8 +106,9 @@ def test_context_edit_on_one_side() -> None:
     c = d.context
     assert c is not None and c.a.edits == ["a1"] and c.b.edits == []
     # The edit omits a1 from A's context: A [u1, u2], B [u1, a1, u2b].
+    assert c.common == 1
     assert [(r.status, r.a[1] if r.a else None, r.b[1] if r.b else None) for r in c.rows] == [
-        ("same", "u1", "u1"), ("onlyB", None, "a1"), ("same", "u2", "u2b")]
+        ("onlyB", None, "a1"), ("same", "u2", "u2b")]
 
 
 def test_identical_and_prefix() -> None:

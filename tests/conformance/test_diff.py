@@ -72,6 +72,12 @@ def test_open_manager_reads_its_own_session_from_memory(store) -> None:
     manager = SessionManager.open(store, SOURCE)
     result = diff_branches(manager, SOURCE, "aA2", f"{FORK}:f4")
     assert (result.diff.common, result.diff.fork_b) == (3, "f3")
+    # B = the manager's active leaf: its kept projection is used, the same as a fresh build
+    # (a stored session: the two open calls of aB1 get synthetic results).
+    own = diff_branches(manager, SOURCE, "aA2", "aB1")
+    fresh = diff_branches(store, SOURCE, "aA2", "aB1")
+    assert own.diff.context.b.synthetic_results == 2
+    assert own.to_dict() == fresh.to_dict()
 
 
 def test_identical_branches(store) -> None:

@@ -161,9 +161,10 @@ def _print_context(result: BranchComparison, side: bool) -> None:
         echo_line(safe_line(f"Context {label}: " + "; ".join(parts)))
     for name, (va, vb) in context.settings.items():
         echo_line(safe_line(f"Setting {name}: A {_setting(va)}  B {_setting(vb)}"))
+    echo_line(f"{context.common:,} message(s) from the start are the same in both contexts.")
     echo_line()
     rows = [(row.status, _message_line(row.a), _message_line(row.b)) for row in context.rows]
-    _print_rows(rows, side, "messages in either context")
+    _print_rows(rows, side, "other messages in either context")
 
 
 def _setting(value: Any) -> str:

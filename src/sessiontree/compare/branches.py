@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
 from sessiontree.core.branchdiff import BranchDiff, ColumnStats, ContextRow, SideContext, compare_paths, leaf_ids
+from sessiontree.core.projection import SessionProjection
 from sessiontree.core.render import entry_kind, entry_summary
 from sessiontree.core.tree import loaded_leaf_id
 from sessiontree.core.usagerecords import UsageRecord, records_from_entries
@@ -57,6 +58,14 @@ class OpenSession(Protocol):
 
     def get_session_store(self) -> SessionStore:
         """The store it belongs to."""
+        ...
+
+    def get_leaf_id(self) -> str | None:
+        """Its active leaf."""
+        ...
+
+    def build_session_projection(self) -> SessionProjection:
+        """The projection of its active leaf (kept between calls)."""
         ...
 
 
@@ -118,6 +127,7 @@ class BranchComparison:
             c = d.context
             out["context"] = {
                 "identical": c.identical,
+                "commonMessages": c.common,
                 "a": _side_dict(c.a), "b": _side_dict(c.b),
                 "settings": {name: {"a": va, "b": vb} for name, (va, vb) in c.settings.items()},
                 "rows": [_context_row(row) for row in c.rows],
@@ -190,6 +200,13 @@ class _Sessions:
         if self.manager is not None:
             ids = [*ids, self.manager.get_session_id()]
         return _unique(text, ids, "session")
+
+    def projection(self, side: _Side) -> SessionProjection | None:
+        """The manager's kept projection when ``side`` is its session's active leaf, else ``None``."""
+        if (self.manager is not None and side.session_id == self.manager.get_session_id()
+                and side.leaf == self.manager.get_leaf_id()):
+            return self.manager.build_session_projection()
+        return None
 
     def entries(self, session_id: str) -> Sequence[Entry]:
         found = self.loaded.get(session_id)
@@ -264,12 +281,22 @@ def _defaults(sessions: _Sessions, session_id: str, a: str | None, b: str | None
 # --------------------------------------------------------------------------- cost columns
 
 
-def _split_usage(path_a: Sequence[Entry], path_b: Sequence[Entry]) -> dict[str, list[UsageRecord]]:
-    """The billed records of each path split into ``common`` / ``a`` / ``b`` (module docstring)."""
-    records_a = list(records_from_entries(path_a))
-    records_b = list(records_from_entries(path_b))
+def _split_usage(diff: BranchDiff) -> dict[str, list[UsageRecord]]:
+    """The billed records of the two paths split into ``common`` / ``a`` / ``b`` (module
+    docstring). Entries both paths hold as the very same entry (one session's shared
+    history) carry the same records, so they are all common (``min(c + x, c + y) = c +
+    min(x, y)``); only the rest is matched by key, which spares hashing the records of a
+    long shared history. Copies (a fork's entries) are matched by key like the rest."""
+    same = 0
+    for ea, eb in zip(diff.path_a[:diff.common], diff.path_b[:diff.common], strict=True):
+        if ea is not eb:
+            break
+        same += 1
+    columns: dict[str, list[UsageRecord]] = {
+        "common": list(records_from_entries(diff.path_a[:same], keyed=False)), "a": [], "b": []}
+    records_a = list(records_from_entries(diff.path_a[same:]))
+    records_b = list(records_from_entries(diff.path_b[same:]))
     shared = Counter(r.key for r in records_a) & Counter(r.key for r in records_b)
-    columns: dict[str, list[UsageRecord]] = {"common": [], "a": [], "b": []}
     left = Counter(shared)
     for record in records_a:
         if left[record.key] > 0:
@@ -293,7 +320,9 @@ def diff_branches(source: OpenSession | SessionStore, session_id: str, a: str | 
 
     Args:
         source: an open manager (its session is read from memory, others from its
-            store) or any store (read-only: nothing is written).
+            store; for its active leaf its kept projection is used, so calls this
+            process appended and that are still running get no synthetic result)
+            or any store (read-only: nothing is written).
         session_id: the session (a unique prefix is accepted).
         a, b: ``LEAF`` (an entry id of the session, or a unique prefix; any entry,
             not only a leaf: its branch ends there) or ``SESSION:LEAF`` for an
@@ -319,11 +348,12 @@ def diff_branches(source: OpenSession | SessionStore, session_id: str, a: str | 
     sid = sessions.resolve(session_id)
     side_a, side_b = _defaults(sessions, sid, a, b)
     same_session = side_a.session_id == side_b.session_id
+    projections = (sessions.projection(side_a), sessions.projection(side_b)) if context else (None, None)
     diff = compare_paths(side_a.entries, side_a.leaf, side_b.entries, side_b.leaf, same_session=same_session,
-                         with_context=context)
+                         with_context=context, projections=projections)
     usage: dict[str, Totals] = {}
     used: str | None = None
-    for name, records in _split_usage(diff.path_a, diff.path_b).items():
+    for name, records in _split_usage(diff).items():
         usage[name], name_used = price_records(records, cost=cost, catalog=catalog)
         used = used or name_used
     return BranchComparison(side_a.session_id, side_b.session_id, diff, usage, cost, used)

@@ -30,6 +30,7 @@ Rules (docs/diff.md):
 
 from __future__ import annotations
 
+import bisect
 import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -181,14 +182,23 @@ def align(items_a: Sequence[Any], items_b: Sequence[Any], keys_a: Sequence[bytes
     return rows
 
 
+def _body(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """What :func:`content_key` encodes, as a dict (compared with ``==``: no encoding)."""
+    body: dict[str, Any] = {k: v for k, v in entry.items() if k not in _ENTRY_NOISE}
+    message = body.get("message")
+    if isinstance(message, Mapping):
+        body["message"] = {k: v for k, v in message.items() if k != "timestamp"}
+    return body
+
+
 def _common_length(path_a: Sequence[Entry], path_b: Sequence[Entry], same_session: bool) -> int:
-    """How many entries from the roots down match (same entry, or same content key)."""
+    """How many entries from the roots down match (the same entry, or the same content).
+
+    Content is compared as values (``==`` on the entries without ids and timestamps),
+    which is what equal content keys mean, without encoding a long shared history."""
     n = 0
     for ea, eb in zip(path_a, path_b, strict=False):
-        if same_session and ea.get("id") == eb.get("id"):
-            n += 1
-            continue
-        if ea is eb or content_key(ea) == content_key(eb):
+        if ea is eb or (same_session and ea.get("id") == eb.get("id")) or _body(ea) == _body(eb):
             n += 1
             continue
         break
@@ -239,12 +249,20 @@ def column_stats(entries: Iterable[Entry]) -> ColumnStats:
     (the rule of :class:`ColumnStats`)."""
     stats = ColumnStats()
     files: dict[str, set[str]] = {}
+    # Format-4 stamps ("2026-03-02T09:00:00.000Z", 24 characters) order as strings, so
+    # only the earliest and latest are parsed; any other form is parsed where it stands.
+    low: str | None = None
+    high: str | None = None
     for entry in entries:
         stats.entries += 1
-        stamp = parse_timestamp_ms(entry.get("timestamp"))
-        if stamp is not None:
-            stats.first_ms = stamp if stats.first_ms is None else min(stats.first_ms, stamp)
-            stats.last_ms = stamp if stats.last_ms is None else max(stats.last_ms, stamp)
+        raw = entry.get("timestamp")
+        if isinstance(raw, str) and len(raw) == 24 and raw[-1] == "Z":
+            if low is None or raw < low:
+                low = raw
+            if high is None or raw > high:
+                high = raw
+        else:
+            _widen(stats, parse_timestamp_ms(raw))
         if entry.get("type") != "message":
             continue
         stats.messages += 1
@@ -263,7 +281,15 @@ def column_stats(entries: Iterable[Entry]) -> ColumnStats:
                 if path is not None:
                     files.setdefault(path, set()).add(name)
     stats.files = {path: sorted(tools) for path, tools in sorted(files.items())}
+    _widen(stats, parse_timestamp_ms(low))
+    _widen(stats, parse_timestamp_ms(high))
     return stats
+
+
+def _widen(stats: ColumnStats, stamp: float | None) -> None:
+    if stamp is not None:
+        stats.first_ms = stamp if stats.first_ms is None else min(stats.first_ms, stamp)
+        stats.last_ms = stamp if stats.last_ms is None else max(stats.last_ms, stamp)
 
 
 # --------------------------------------------------------------------------- model-context delta
@@ -312,12 +338,14 @@ class ContextDelta:
     """The two projections compared (docs/diff.md).
 
     Attributes:
-        rows: the aligned messages.
+        common: how many messages from the start both contexts share (same messages).
+        rows: the aligned messages after those.
         a, b: what shaped each side.
         settings: ``{name: (a value, b value)}`` for each setting that differs
             (``model``, ``thinkingLevel``, ``contextWindow``, ``systemMessage``).
     """
 
+    common: int
     rows: list[ContextRow]
     a: SideContext
     b: SideContext
@@ -337,33 +365,48 @@ def _is_synthetic(message: Mapping[str, Any]) -> bool:
             and content[0].get("text") == INTERRUPTED_TEXT)
 
 
-def _side(projection: SessionProjection, path: Sequence[Entry]) -> tuple[SideContext, list[tuple[dict[str, Any],
-                                                                                                   str | None]]]:
-    owned: list[tuple[dict[str, Any], str | None]] = []
-    start = 0
-    for source, end in zip(projection.sources, projection.ends, strict=False):
-        sid = source.get("id")
-        owned.extend((message, sid if isinstance(sid, str) else None) for message in projection.messages[start:end])
-        start = end
+def _owned(projection: SessionProjection, start: int) -> list[tuple[dict[str, Any], str | None]]:
+    """The messages from ``start`` on, each with the id of the entry it comes from."""
+    out: list[tuple[dict[str, Any], str | None]] = []
+    ends, sources, messages = projection.ends, projection.sources, projection.messages
+    at = start
+    # Message j belongs to the first source whose end lies past j.
+    for i in range(bisect.bisect_right(ends, start), len(sources)):
+        sid = sources[i].get("id")
+        owner = sid if isinstance(sid, str) else None
+        out.extend((message, owner) for message in messages[at:ends[i]])
+        at = ends[i]
+    return out
+
+
+def _side(projection: SessionProjection, path: Sequence[Entry]) -> SideContext:
     boundary: str | None = None
     kept = 0
     sources = projection.sources
     if sources and sources[0].get("type") == "compaction":
         bid = sources[0].get("id")
         boundary = bid if isinstance(bid, str) else None
-        # Kept-tail entries sit between the boundary and the entries after it (path order).
-        position = {e.get("id"): i for i, e in enumerate(path)}
-        at = position.get(boundary, -1)
-        kept = sum(1 for s in sources[1:] if position.get(s.get("id"), at + 1) < at)
-    edits = sorted(latest_edits(path))
-    side = SideContext(len(projection.messages), boundary, kept, edits,
+        # sources = [boundary, *kept tail, *every path entry after the boundary].
+        for index in range(len(path) - 1, -1, -1):
+            if path[index] is sources[0] or path[index].get("id") == boundary:
+                kept = len(sources) - 1 - (len(path) - 1 - index)
+                break
+    return SideContext(len(projection.messages), boundary, kept, sorted(latest_edits(path)),
                        sum(1 for m in projection.messages if _is_synthetic(m)), projection.model,
                        projection.thinking_level, projection.context_window, projection.system_message)
-    return side, owned
+
+
+def _same_message(ma: Mapping[str, Any], mb: Mapping[str, Any]) -> bool:
+    """Equal content keys; the projection shares unchanged messages with the raw
+    entries, so most shared messages are the very same object."""
+    return ma is mb or ma == mb or message_key(ma) == message_key(mb)
 
 
 def context_delta(entries_a: Sequence[Entry], leaf_a: str, path_a: Sequence[Entry],
-                  entries_b: Sequence[Entry], leaf_b: str, path_b: Sequence[Entry]) -> ContextDelta:
+                  entries_b: Sequence[Entry], leaf_b: str, path_b: Sequence[Entry], *,
+                  by_a: Mapping[str, Entry] | None = None, by_b: Mapping[str, Entry] | None = None,
+                  projections: tuple[SessionProjection | None, SessionProjection | None] = (None, None),
+                  ) -> ContextDelta:
     """Compare what each side's next request would carry (docs/rules/projection.md
     seed:context-building, via :func:`build_session_projection` with trailing calls
     repaired, as for a stored session).
@@ -372,16 +415,25 @@ def context_delta(entries_a: Sequence[Entry], leaf_a: str, path_a: Sequence[Entr
         entries_a, entries_b: all entries of each side's session.
         leaf_a, leaf_b: the leaves.
         path_a, path_b: the root-to-leaf paths (for the edits and the kept tail).
+        by_a, by_b: the id index of each side's entries, when the caller has it.
+        projections: a side's projection when the caller already holds it (an open
+            manager's, for its active leaf); ``None`` builds it.
     """
-    proj_a = build_session_projection(entries_a, leaf_a)
-    proj_b = build_session_projection(entries_b, leaf_b)
-    side_a, owned_a = _side(proj_a, path_a)
-    side_b, owned_b = _side(proj_b, path_b)
+    proj_a = projections[0] or build_session_projection(entries_a, leaf_a, by_id=by_a)
+    proj_b = projections[1] or build_session_projection(entries_b, leaf_b, by_id=by_b)
+    ma, mb = proj_a.messages, proj_b.messages
+    common = 0
+    for x, y in zip(ma, mb, strict=False):
+        if not _same_message(x, y):
+            break
+        common += 1
+    owned_a, owned_b = _owned(proj_a, common), _owned(proj_b, common)
     keys_a = [message_key(m) for m, _ in owned_a]
     keys_b = [message_key(m) for m, _ in owned_b]
     kinds_a = [str(m.get("role")) for m, _ in owned_a]
     kinds_b = [str(m.get("role")) for m, _ in owned_b]
     rows = align(owned_a, owned_b, keys_a, keys_b, kinds_a, kinds_b, ContextRow)
+    side_a, side_b = _side(proj_a, path_a), _side(proj_b, path_b)
     settings: dict[str, tuple[Any, Any]] = {}
     for name, va, vb in (("model", side_a.model, side_b.model),
                          ("thinkingLevel", side_a.thinking_level, side_b.thinking_level),
@@ -389,7 +441,7 @@ def context_delta(entries_a: Sequence[Entry], leaf_a: str, path_a: Sequence[Entr
                          ("systemMessage", side_a.system_message, side_b.system_message)):
         if _dumps(va) != _dumps(vb):
             settings[name] = (va, vb)
-    return ContextDelta(rows, side_a, side_b, settings)
+    return ContextDelta(common, rows, side_a, side_b, settings)
 
 
 # --------------------------------------------------------------------------- the whole comparison
@@ -440,7 +492,9 @@ class BranchDiff:
 
 
 def compare_paths(entries_a: Sequence[Entry], leaf_a: str, entries_b: Sequence[Entry], leaf_b: str, *,
-                  same_session: bool, with_context: bool = True) -> BranchDiff:
+                  same_session: bool, with_context: bool = True,
+                  projections: tuple[SessionProjection | None, SessionProjection | None] = (None, None),
+                  ) -> BranchDiff:
     """Compare the branch ending at ``leaf_a`` with the one ending at ``leaf_b``.
 
     Args:
@@ -449,6 +503,7 @@ def compare_paths(entries_a: Sequence[Entry], leaf_a: str, entries_b: Sequence[E
         leaf_a, leaf_b: leaf entry ids, each present in its list (the caller checks).
         same_session: both sides are one session, so equal ids mean the same entry.
         with_context: also build the model-context delta (two projections).
+        projections: projections the caller already holds (see :func:`context_delta`).
 
     Returns:
         A :class:`BranchDiff` (rules in the module docstring).
@@ -462,7 +517,8 @@ def compare_paths(entries_a: Sequence[Entry], leaf_a: str, entries_b: Sequence[E
     rows = align(tail_a, tail_b, [content_key(e) for e in tail_a], [content_key(e) for e in tail_b],
                  [_kind(e) for e in tail_a], [_kind(e) for e in tail_b], AlignedRow)
     stats = {"common": column_stats(path_a[:common]), "a": column_stats(tail_a), "b": column_stats(tail_b)}
-    context = context_delta(entries_a, leaf_a, path_a, entries_b, leaf_b, path_b) if with_context else None
+    context = (context_delta(entries_a, leaf_a, path_a, entries_b, leaf_b, path_b, by_a=by_a, by_b=by_b,
+                             projections=projections) if with_context else None)
     fork_a = path_a[common - 1]["id"] if common else None
     fork_b = path_b[common - 1]["id"] if common else None
     return BranchDiff(leaf_a, leaf_b, path_a, path_b, common, fork_a, fork_b, rows, stats, context)
