@@ -444,7 +444,7 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
         except DiffInputError as exc:
             return PlainTextResponse(view.scrub_surrogates(f"Cannot compare: {exc}"), status_code=404)
         with cache._lock:
-            entries = cached.manager.get_entries()
+            entries = cache.full(cached).get_entries()  # whole entries: the pickers show summaries
         return HTMLResponse(page.render_compare_page(view.build_compare_page(result, session_id, viewname,
                                                                              entries)))
 
