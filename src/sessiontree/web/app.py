@@ -5,6 +5,9 @@ request can change a session):
 
 * ``/``: the session list (search, filters, sort, pages);
 * ``/s/{id}``: the session page (``?leaf=ENTRY&view=raw|model#ENTRY``);
+* ``/s/{id}/compare?a=LEAF&b=LEAF&view=raw|model``: two branches aligned
+  (docs/diff.md; ``SESSION:LEAF`` for another session, a missing side as
+  ``sessiontree diff`` chooses it);
 * ``/s/{id}/conversation``: the conversation pane's HTML for one window
   (``leaf``, ``view``, ``start`` or ``around``);
 * ``/s/{id}/tree.json``: all tree rows (:class:`sessiontree.web.views.TreeData`);
@@ -60,6 +63,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from sessiontree.compare import DiffInputError, diff_branches
 from sessiontree.errors import EntryNotFoundError, SessionError, SessionNotFoundError
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.base import SessionStore
@@ -489,6 +493,25 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
                                             resume_command=resume, redacted=cache.redact, here=here)
         return HTMLResponse(html)
 
+    def compare_page(request: Request) -> Response:
+        cached = _session(request)
+        if cached is None:
+            return PlainTextResponse("No such session", status_code=404)
+        p = request.query_params
+        viewname = "model" if p.get("view") == "model" else "raw"
+        session_id = cached.manager.get_session_id()
+        try:
+            # Read from the store as the command does: the cached manager's leaf moves as
+            # branches are viewed, so it is not handed over.
+            result = diff_branches(store, session_id, p.get("a") or None, p.get("b") or None,
+                                   context=viewname == "model")
+        except DiffInputError as exc:
+            return PlainTextResponse(view.scrub_surrogates(f"Cannot compare: {exc}"), status_code=404)
+        with cache._lock:
+            entries = cache.full(cached).get_entries()  # whole entries: the pickers show summaries
+        return HTMLResponse(page.render_compare_page(view.build_compare_page(result, session_id, viewname,
+                                                                             entries)))
+
     def rows_json(request: Request) -> Response:
         cache = caches[redacted(request)]
         cached = _session(request)
@@ -549,6 +572,7 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
         Route("/redacted", toggle_redacted),
         Route("/s/{session_id}", session_page),
         Route("/s/{session_id}/conversation", conversation),
+        Route("/s/{session_id}/compare", compare_page),
         Route("/s/{session_id}/tree.json", tree_json),
         Route("/s/{session_id}/rows.json", rows_json),
         Route("/s/{session_id}/state.json", state_json),

@@ -106,6 +106,11 @@ def render_conversation(conversation: view.Conversation, session_id: str, *, win
         conv=conversation, session_id=session_id, windowed=windowed))
 
 
+def render_compare_page(compare: view.ComparePage) -> str:
+    """The compare page (server only; docs/diff.md)."""
+    return view.scrub_surrogates(environment().get_template("compare.html").render(cmp=compare, inline=False))
+
+
 def _session_context(manager: SessionManager, tree: view.TreeData, conversation: view.Conversation,
                      window: dict[str, Any] | None = None) -> dict[str, Any]:
     header = manager.get_header()
