@@ -337,10 +337,13 @@ def test_viewer_redacts_when_exposed_and_the_toggle_turns_it_off(kind, tmp_path)
     exposed = TestClient(create_app(store, ViewerConfig("127.0.0.1", 8765, redact=True)),
                          base_url="http://127.0.0.1:8765")
     pages = [f"/s/{SID}", f"/s/{SID}/conversation?view=raw", f"/s/{SID}/conversation?view=model",
-             f"/s/{SID}/tree.json", f"/s/{SID}/summaries.json?rows=0,1,2,3,4,5,6,7,8,9,10,11,12", "/"]
+             f"/s/{SID}/tree.json", f"/s/{SID}/summaries.json?rows=0,1,2,3,4,5,6,7,8,9,10,11,12", "/",
+             f"/s/{SID}/compare"]
     for url in pages:
         body = exposed.get(url).text
         assert not _leaks(body), url
+    # The compare page reads stored entries as they are: refused while redacted.
+    assert exposed.get(f"/s/{SID}/compare").status_code == 403
     page_html = exposed.get(f"/s/{SID}").text
     assert "[REDACTED:" in page_html and 'class="redact-toggle on"' in page_html
     # The reader turns redaction off: a cookie, then the page as stored.

@@ -494,6 +494,11 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
         return HTMLResponse(html)
 
     def compare_page(request: Request) -> Response:
+        cache = caches[redacted(request)]
+        if cache.redact:
+            # The comparison reads the stored entries as they are: never shown in redacted mode.
+            return PlainTextResponse("The compare page is not available while sessions are shown redacted",
+                                     status_code=403)
         cached = _session(request)
         if cached is None:
             return PlainTextResponse("No such session", status_code=404)
