@@ -44,8 +44,9 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "src")]  # this checkout, run standalone
 
-from bench_sync import _header, _lines  # noqa: E402  (benchmarks/ is not a package)
+from bench_sync import _entry, _header, _lines  # noqa: E402  (benchmarks/ is not a package)
 from reference import ensure_reference  # noqa: E402
+from sessiontree.format import jsonio  # noqa: E402
 from sessiontree.stores.sqlite.store import SqliteStore  # noqa: E402
 from sessiontree.sync.archive import archive  # noqa: E402
 from sessiontree.sync.engine import Syncer, discover  # noqa: E402
@@ -96,6 +97,19 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - started, result
 
 
+def session_lines(file_no: int, count: int) -> bytes:
+    """``count`` chained messages of session number ``file_no``; each session's messages have
+    their own timestamps, so no two sessions share a billed call (the usage ledger counts
+    a call that several sessions hold once, and recounting it costs every session holding it)."""
+    out, parent = [], None
+    for n in range(1, count + 1):
+        entry = _entry(n, parent)
+        entry["message"]["timestamp"] += file_no * 1_000_000
+        out.append(jsonio.dumps(entry))
+        parent = entry["id"]
+    return b"\n".join(out) + b"\n"
+
+
 def write_folder(folder: str, files: int, entries: int, now: float) -> list[str]:
     """``files`` sessions of ``entries`` entries in one project folder, as pi names them;
     mtimes spread over the last 60 days (the last file newest)."""
@@ -105,7 +119,7 @@ def write_folder(folder: str, files: int, entries: int, now: float) -> list[str]
         session_id = f"0199{n:04x}-0000-7000-8000-{n:012x}"
         path = os.path.join(folder, f"2026-03-01T10-00-00-000Z_{session_id}.jsonl")
         with open(path, "wb") as handle:
-            handle.write(_header(session_id, "/home/me/project") + _lines(1, entries))
+            handle.write(_header(session_id, "/home/me/project") + session_lines(n, entries))
         stamp = now - (files - n) * (60 * DAY / files)
         os.utime(path, (stamp, stamp))
         paths.append(path)
