@@ -271,7 +271,7 @@ def _one(store: SessionStore, agent: str, path: str, st: os.stat_result, state: 
         return ArchivedResult(path, "skipped", "in progress (its last line is unfinished)", state.session_id, size,
                               agent)
     try:
-        rebuilt = agent_file(store, state.session_id, agent=agent)
+        rebuilt = agent_file(store, state.session_id, agent=agent, state=state)
     except (SessionError, StorageError) as exc:
         return ArchivedResult(path, "skipped", f"cannot reproduce: {exc}", state.session_id, size, agent)
     try:

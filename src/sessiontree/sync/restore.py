@@ -223,7 +223,8 @@ def _from_shape(stored: ParsedSession, shape: FileShape) -> bytes | None:
     return data
 
 
-def agent_file(store: SessionStore, session_id: str, *, agent: str = "pi", at: str | None = None) -> AgentFile:
+def agent_file(store: SessionStore, session_id: str, *, agent: str = "pi", at: str | None = None,
+               state: SyncState | None = None) -> AgentFile:
     """The session as a file ``agent`` opens (rules in the module docstring).
 
     Args:
@@ -231,6 +232,10 @@ def agent_file(store: SessionStore, session_id: str, *, agent: str = "pi", at: s
         session_id: its full id.
         agent: ``"pi"`` or ``"atomic"``.
         at: an entry id: only the path root -> it, as a new session.
+        state: the sync state of the one file to rebuild (``archive`` verifies a given
+            file, and already holds every state: reading them all again per file made a
+            run quadratic in the number of files); default: every file synced from the
+            session, most entries first.
 
     Raises:
         SessionNotFoundError: no such session.
@@ -256,8 +261,8 @@ def agent_file(store: SessionStore, session_id: str, *, agent: str = "pi", at: s
         data = b"".join([jsonio.dumps(v3), b"\n", *(text + b"\n" for text in texts)])
         return AgentFile(new_id, data, hashlib.sha256(data).digest(), False, None, v3, cwd,
                          _unseen(agent, entries))
-    for state in _states_of(store, session_id):
-        blob = state.shape if state.shape is not None else store.sync_shape(state.path)
+    for synced in [state] if state is not None else _states_of(store, session_id):
+        blob = synced.shape if synced.shape is not None else store.sync_shape(synced.path)
         if blob is None:
             continue
         try:
@@ -278,7 +283,7 @@ def agent_file(store: SessionStore, session_id: str, *, agent: str = "pi", at: s
                          f"store after the file was synced follow the file's bytes")
         v3 = jsonio.loads(data.split(b"\n", 1)[0].lstrip(b"\xef\xbb\xbf"))
         notes += _unseen(agent, stored.entries)
-        return AgentFile(session_id, data, hashlib.sha256(data).digest(), not extra_entries, state.path,
+        return AgentFile(session_id, data, hashlib.sha256(data).digest(), not extra_entries, synced.path,
                          v3 if isinstance(v3, dict) else _v3_header(header), cwd, notes, len(extra_entries))
     v3 = _v3_header(header)
     data = b"".join([jsonio.dumps(v3), b"\n", *(stored.entry_bytes(i) + b"\n" for i in range(len(stored.entries)))])
