@@ -205,6 +205,32 @@ def test_two_sync_processes_at_once(tmp_path, _fake_home):
             assert stored_entries(s, session_id) == file_entries(path)
 
 
+def test_sync_and_import_of_the_same_sessions_into_a_jsonl_store_at_once(tmp_path, _fake_home):
+    """Two real processes create the same sessions in one JSONL store: whichever loses a
+    session's race finds it already there (sync: unchanged; import: present), never a
+    storage error or an aborted run."""
+    ids = [f"{SID[:-3]}{n:03d}" for n in range(120)]
+    paths = [agent_file(_fake_home, session_id=session_id, n=3) for session_id in ids]
+    folder = tmp_path / "store"
+    folder.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    base = [sys.executable, "-c", "from sessiontree.cli import main; main()", "--store", str(folder)]
+    commands = [[*base, "sync", "--json"], [*base, "import", "--json", *map(str, paths)]]
+    procs = [subprocess.Popen(c, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for c in commands]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert all(b"Traceback" not in err for _, err in outs), outs
+    synced, imported = (json.loads(out) for out, _ in outs)
+    assert {row["status"] for row in synced["files"]} <= {"new", "unchanged"}
+    assert {row["status"] for row in imported["files"]} <= {"imported", "present"}
+    store = open_store(str(folder))
+    try:
+        for session_id, path in zip(ids, paths, strict=True):
+            assert stored_entries(store, session_id) == file_entries(path)
+    finally:
+        store.close()
+
+
 def _target(kind: str, request, tmp_path) -> str:
     """A store URL of ``kind``: a SQLite file, or a fresh PostgreSQL database."""
     return request.getfixturevalue("pg_url") if kind == "postgres" else f"sqlite:///{tmp_path / 's.db'}"
