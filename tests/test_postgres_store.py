@@ -10,6 +10,7 @@ expected values are worked out by hand.
 from __future__ import annotations
 
 import multiprocessing
+import re
 import threading
 import time
 import zlib
@@ -102,15 +103,45 @@ def test_another_applications_database_is_refused_and_left_alone(pg_url):
         conn.execute("INSERT INTO customers VALUES (1, 'a')")
     before = _tables(pg_url)
     for kwargs in ({}, {"readonly": True}, {"create": False}):
-        with pytest.raises(StoreOpenError, match="another application's tables \\(customers\\)"):
+        with pytest.raises(StoreOpenError, match="another application's objects \\(table public.customers\\)"):
             PostgresStore(pg_url, **kwargs)
     assert _tables(pg_url) == before == ["customers", "customers_pkey"]
+
+
+@pytest.mark.parametrize(("sql", "shown"), [
+    ("CREATE SCHEMA billing; CREATE TABLE billing.invoices (id int)", "table billing.invoices"),
+    ("CREATE SEQUENCE public.order_numbers", "sequence public.order_numbers"),
+    ("CREATE FUNCTION public.answer() RETURNS int LANGUAGE sql AS 'SELECT 42'", "function public.answer()"),
+    ("CREATE TYPE public.mood AS ENUM ('ok', 'sad')", "type public.mood"),
+    ("CREATE SCHEMA app; CREATE VIEW app.v AS SELECT 1 AS one", "view app.v"),
+])
+def test_a_database_with_any_object_we_did_not_create_is_refused(pg_url, sql, shown):
+    """Not only tables in our schema: another schema's tables, a sequence, a function or a
+    type in ``public`` are someone else's too; nothing of ours is created beside them."""
+    with _raw(pg_url) as conn:
+        conn.execute(sql)
+    for kwargs in ({}, {"readonly": True}, {"create": False}):
+        with pytest.raises(StoreOpenError, match=f"another application's objects \\({re.escape(shown)}\\)"):
+            PostgresStore(pg_url, **kwargs)
+    with _raw(pg_url) as conn:
+        assert conn.execute("SELECT to_regclass('public.schema_migrations')").fetchone() == (None,)
+
+
+def test_an_extension_installed_beforehand_is_not_another_applications(pg_url):
+    """Extension members (here ``pg_trgm``'s functions in ``public``) do not make a
+    database foreign: a fresh database may inherit them from its template."""
+    with _raw(pg_url) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+    with PostgresStore(pg_url) as store:
+        store.create(header("0190f000-0000-7000-8000-000000000001"))
+    with PostgresStore(pg_url) as store:
+        assert store.session_ids() == ["0190f000-0000-7000-8000-000000000001"]
 
 
 def test_a_rails_style_schema_migrations_table_is_not_taken_for_ours(pg_url):
     with _raw(pg_url) as conn:
         conn.execute("CREATE TABLE schema_migrations (version varchar PRIMARY KEY)")
-    with pytest.raises(StoreOpenError, match="another application's tables"):
+    with pytest.raises(StoreOpenError, match="another application's objects"):
         PostgresStore(pg_url)
     with _raw(pg_url) as conn:
         assert [r[0] for r in conn.execute(
