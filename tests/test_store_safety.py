@@ -105,6 +105,38 @@ def test_foreign_database_is_refused_by_every_command_and_left_identical(tmp_pat
     raw.close()
 
 
+@pytest.mark.parametrize(("pragma", "shown"), [("application_id = 1095779154", "application_id 1095779154"),
+                                             ("user_version = 3", "user_version 3")])
+def test_a_table_less_database_another_program_claimed_is_refused(tmp_path, pragma, shown):
+    """No tables yet, but ``application_id`` or ``user_version`` set (header bytes 68 and 60):
+    another program's file, not an empty one to fill; left byte-identical."""
+    db = tmp_path / "claimed.db"
+    raw = sqlite3.connect(db)
+    raw.execute(f"PRAGMA {pragma}")
+    raw.close()
+    before = digest(db)
+    for kwargs in ({}, {"create": False}, {"readonly": True}):
+        with pytest.raises(StoreOpenError, match=f"another program has claimed \\({shown}\\)"):
+            open_store(str(db), **kwargs)
+        assert digest(db) == before, kwargs
+    result = run(str(db), "import", str(session_file(tmp_path, "s1")), code=1)
+    assert f"another program has claimed ({shown})" in result.stderr and "Traceback" not in result.stderr
+    assert digest(db) == before
+
+
+def test_our_own_new_database_sets_neither_mark_and_is_reopened(tmp_path):
+    """The schema leaves application_id and user_version at 0, so a store we created
+    (even one left with no sessions) opens again for writing and reading."""
+    db = tmp_path / "ours.db"
+    open_store(str(db)).close()
+    raw = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    assert raw.execute("PRAGMA application_id").fetchone() == (0,)
+    assert raw.execute("PRAGMA user_version").fetchone() == (0,)
+    raw.close()
+    for kwargs in ({}, {"create": False}, {"readonly": True}):
+        open_store(str(db), **kwargs).close()
+
+
 def test_zero_byte_file_is_not_initialised_by_reading_commands(tmp_path):
     db = tmp_path / "empty.db"
     db.write_bytes(b"")
