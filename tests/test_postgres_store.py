@@ -481,3 +481,18 @@ def test_verify_finds_damage_and_reindex_repairs_drift(pg_url):
     assert (row.message_count, row.first_message, row.all_messages_text) == (1, "hello there", "hello there")
     assert store.reindex("nope") == 0
     store.close()
+
+
+@pytest.mark.parametrize("text", [b"{}", b'{"type":"session","version":4,"id":"s2","cwd":"/w"}'])
+def test_a_tampered_header_row_with_a_matching_checksum_is_refused_by_every_read(pg_url, text):
+    """``{}`` or another session's header, its CRC-32 updated: every read of the session
+    raises InvalidSessionError at line 1 instead of handing out a header without ``id``."""
+    with PostgresStore(pg_url) as store:
+        store.create(header("s1"), [custom("e1", None)])
+    with _raw(pg_url) as conn:
+        conn.execute("UPDATE sessions SET header_json = %s, header_crc = %s", (text, zlib.crc32(text)))
+    with PostgresStore(pg_url) as store:
+        for read in (store.load, store.read_skeleton, store.read_outline):
+            with pytest.raises(InvalidSessionError, match="stored header") as caught:
+                read("s1")
+            assert caught.value.line == 1

@@ -534,3 +534,30 @@ def test_a_second_store_on_the_same_file_keeps_the_first_ones_locks(tmp_path):
     again = SqliteStore(path, readonly=True)
     assert again.session_ids() == []
     again.close()
+
+
+# =============================================================================================
+# A header row rewritten by hand with a matching checksum
+# =============================================================================================
+
+@pytest.mark.parametrize(("text", "reason"), [
+    (b"{}", 'stored header: missing header: first record must have "type": "session"'),
+    (b'{"type":"session","version":4,"id":"s2","createdAt":"2026-02-01T09:00:00.000Z","cwd":"/w"}',
+     "stored header: its id 's2' is not the session's 's1'"),
+])
+def test_a_tampered_header_row_is_one_line_for_every_command(tmp_path, text, reason):
+    """The bytes match their CRC-32, so only the header check catches them: show, fork,
+    name and export say what is wrong and where (line 1), exit 1, and write nothing."""
+    import zlib
+
+    db = tmp_path / "s.db"
+    run(str(db), "import", str(session_file(tmp_path, "s1")))
+    raw = sqlite3.connect(db)
+    raw.execute("UPDATE sessions SET header_json = ?, header_crc = ?", (text, zlib.crc32(text)))
+    raw.commit()
+    raw.close()
+    for args in (["show", "s1"], ["fork", "s1"], ["name", "s1", "x"], ["export", "s1"]):
+        result = run(str(db), *args, code=1)
+        assert result.stderr == f"sessiontree: error: sqlite:///{db}#s1:1: {reason}\n", args
+    with SqliteStore(db, readonly=True) as store:
+        assert store.session_ids() == ["s1"]
