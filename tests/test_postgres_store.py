@@ -103,7 +103,7 @@ def test_another_applications_database_is_refused_and_left_alone(pg_url):
         conn.execute("INSERT INTO customers VALUES (1, 'a')")
     before = _tables(pg_url)
     for kwargs in ({}, {"readonly": True}, {"create": False}):
-        with pytest.raises(StoreOpenError, match="another application's objects \\(table public.customers\\)"):
+        with pytest.raises(StoreOpenError, match=r"another application's objects \(table public\.customers\)"):
             PostgresStore(pg_url, **kwargs)
     assert _tables(pg_url) == before == ["customers", "customers_pkey"]
 
@@ -496,3 +496,48 @@ def test_a_tampered_header_row_with_a_matching_checksum_is_refused_by_every_read
             with pytest.raises(InvalidSessionError, match="stored header") as caught:
                 read("s1")
             assert caught.value.line == 1
+
+
+@pytest.mark.parametrize(("sql", "expected", "words"), [
+    ("UPDATE sessions SET header_json = (SELECT header_json FROM sessions WHERE id = 's2'),"
+     " header_crc = (SELECT header_crc FROM sessions WHERE id = 's2') WHERE id = 's1'",
+     [("invalid-record", "s1")], "is not the key it is stored under"),
+    ("DELETE FROM usage_ledger", [("metadata-drift", "s1"), ("metadata-drift", "s2")],
+     "usage_ledger (0 rows; rebuilt: 1)"),
+    ("DELETE FROM search_entries", [("metadata-drift", "s1"), ("metadata-drift", "s2")],
+     "search_entries (0 rows; rebuilt: 1)"),
+    ("UPDATE usage_ledger SET cost_nanos = cost_nanos + 1 WHERE session_id = 's2'", [("metadata-drift", "s2")],
+     "usage_ledger (1 of 1 rows differ from a rebuild)"),
+    ("SET session_replication_role = replica; INSERT INTO entries (session_id, seq, id, parent_id, type,"
+     " timestamp, json, crc) SELECT 'gone', seq, id, parent_id, type, timestamp, json, crc FROM entries"
+     " WHERE session_id = 's2'", [("orphan-rows", None)],
+     "entries: 2 rows belong to no stored session (such as 'gone')"),
+])
+def test_verify_finds_drift_in_copied_and_derived_data(pg_url, sql, expected, words):
+    """Damage the checksums cannot see: a header row of another session, the usage
+    ledger or search index emptied or changed, entry rows of no session. Reindex repairs
+    all but the last."""
+    from builders import billed_assistant_cost
+
+    with PostgresStore(pg_url) as store:
+        store.create(header("s1"), [msg_entry("e1", "first"),
+                                    billed_assistant_cost("e2", "e1", "2026-02-01T09:00:01.000Z", 10, 0.5)])
+        store.create(header("s2"), [msg_entry("f1", "other"),
+                                    billed_assistant_cost("f2", "f1", "2026-02-01T09:00:02.000Z", 20, 0.25)])
+        assert store.verify() == []
+    with _raw(pg_url) as conn:
+        conn.execute(sql)
+    with PostgresStore(pg_url, readonly=True) as store:
+        problems = store.verify()
+    assert [(p.code, p.session_id) for p in problems] == expected
+    assert any(words in p.message for p in problems), problems
+    if expected[0][0] == "metadata-drift":
+        with PostgresStore(pg_url) as store:
+            store.reindex()
+            assert store.verify() == []
+
+
+def msg_entry(entry_id: str, text: str) -> dict:
+    """A user message with no parent."""
+    return {"type": "message", "id": entry_id, "parentId": None, "timestamp": "2026-02-01T09:00:00.000Z",
+            "message": {"role": "user", "content": text, "timestamp": 5}}

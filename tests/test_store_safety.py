@@ -247,6 +247,57 @@ def test_check_store_on_a_healthy_store_and_on_drifted_metadata(tmp_path):
     assert run(None, "check", "--store", code=1).stdout.count("metadata-drift") == 2
 
 
+def _usage_db(tmp_path: Path) -> Path:
+    """Two sessions with text and billed calls, the search index merged (nothing pending)."""
+    from builders import billed_assistant_cost
+
+    db = tmp_path / "u.db"
+    with SqliteStore(db) as store:
+        store.create(header("s1"), [msg("e1", None, "first"),
+                                    billed_assistant_cost("e2", "e1", "2026-02-01T09:00:01.000Z", 10, 0.5)])
+        store.create(header("s2"), [msg("f1", None, "other"),
+                                    billed_assistant_cost("f2", "f1", "2026-02-01T09:00:02.000Z", 20, 0.25)])
+        store.settle_derived()
+    return db
+
+
+@pytest.mark.parametrize(("sql", "expected", "words"), [
+    # The header of s1 replaced by s2's, its checksum recomputed.
+    ("UPDATE sessions SET header_json = (SELECT header_json FROM sessions WHERE id = 's2'),"
+     " header_crc = (SELECT header_crc FROM sessions WHERE id = 's2') WHERE id = 's1'",
+     [("s1", "invalid-record")], "is not the key it is stored under"),
+    # The usage tables emptied: s1's and s2's ledger rows, and usage_calls against the (empty) ledger.
+    ("DELETE FROM usage_ledger", [("s1", "metadata-drift"), ("s2", "metadata-drift"), (None, "metadata-drift")],
+     "usage_ledger (0 rows; rebuilt: 1)"),
+    ("DELETE FROM usage_calls; DELETE FROM usage_rollup", [(None, "metadata-drift")], "usage_calls (2 rows differ"),
+    # The search index emptied: both sessions' merged rows are missing.
+    ("DELETE FROM search_entries", [("s1", "metadata-drift"), ("s2", "metadata-drift")],
+     "search_entries (0 rows; rebuilt: 1)"),
+    # A rollup cost changed: one rollup row differs (2 rows: the stored and the summed one).
+    ("UPDATE usage_rollup SET cost_nanos = cost_nanos + 1 WHERE cost_nanos = 500000000",
+     [(None, "metadata-drift")], "usage_rollup (2 rows differ from the sums of usage_calls)"),
+    # Entry rows of a session that is not stored.
+    ("INSERT INTO entries (session_id, seq, id, parent_id, type, timestamp, json, crc)"
+     " SELECT 'gone', seq, id, parent_id, type, timestamp, json, crc FROM entries WHERE session_id = 's2'",
+     [(None, "orphan-rows")], "entries: 2 rows belong to no stored session (such as 'gone')"),
+])
+def test_check_store_finds_drift_in_copied_and_derived_data(tmp_path, sql, expected, words):
+    """Each damage is invisible to the record checksums; check --store compares with a
+    rebuild and names it, and (but for rows of no session) reindex repairs it."""
+    db = _usage_db(tmp_path)
+    assert "ok (2 sessions)" in run(str(db), "check", "--store").stdout
+    raw = sqlite3.connect(db)
+    raw.executescript(sql)
+    raw.close()
+    report = json.loads(run(str(db), "check", "--store", "--json", code=1).stdout)
+    assert sorted(((p["sessionId"], p["code"]) for p in report["problems"]), key=str) == sorted(expected, key=str)
+    assert any(words in p["message"] for p in report["problems"]), report["problems"]
+    if expected[0][1] == "metadata-drift":
+        with SqliteStore(db) as store:
+            store.reindex()
+        assert "ok (2 sessions)" in run(str(db), "check", "--store").stdout
+
+
 def _damage_a_page(db: Path) -> None:
     data = bytearray(db.read_bytes())
     page_size = int.from_bytes(data[16:18], "big")
