@@ -27,6 +27,7 @@ from typing import Any
 from sessiontree.errors import SessionError
 from sessiontree.format.codec import ParsedSession, read_session_file
 from sessiontree.format.ids import validate_session_id
+from sessiontree.format.inputlimit import check_input_size
 from sessiontree.stores.base import SessionStore
 
 __all__ = ["IMPORT_BATCH_BYTES", "IMPORT_BATCH_SESSIONS", "ImportOutcome", "import_files", "import_record"]
@@ -102,6 +103,8 @@ def import_files(paths: Iterable[str | os.PathLike[str]], store: SessionStore, c
     for path in paths:
         parsed = None
         try:
+            # Refused before it is read: a file is held several times over in memory.
+            check_input_size(os.stat(path).st_size, str(path))
             parsed = read_session_file(path)
             validate_session_id(parsed.header["id"])
         except (SessionError, OSError, ValueError) as exc:
