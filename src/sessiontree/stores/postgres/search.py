@@ -138,16 +138,17 @@ class _SessionCheck:
 
     def __init__(self, conn: Any, session_id: str) -> None:
         self.conn, self.session_id = conn, session_id
-        self.rows: list[tuple[Any, ...]] = []
+        self.rows: list[int] = []
 
     def add(self, seq: int, entry: dict[str, Any]) -> None:
         found = entry_text(entry)
         if found is not None:
-            self.rows.append((seq, text_copy(entry.get("type")) or "", text_copy(found.role), found.ts_ms,
-                              fold(found.text)))
+            # Hashes, not rows: a session's texts can be hundreds of MB.
+            self.rows.append(hash((seq, text_copy(entry.get("type")) or "", text_copy(found.role), found.ts_ms,
+                                   fold(found.text))))
 
     def drift(self) -> list[str]:
-        stored = [tuple(row) for row in self.conn.execute(
+        stored = [hash(tuple(row)) for row in self.conn.execute(
             "SELECT seq, type, role, ts_ms, folded FROM search_entries WHERE session_id = %s ORDER BY seq",
             (self.session_id,))]
         return row_drift("search_entries", stored, self.rows)

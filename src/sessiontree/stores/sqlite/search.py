@@ -407,14 +407,15 @@ class _SessionCheck:
 
     def __init__(self, conn: sqlite3.Connection, key: Any, watermark: int) -> None:
         self.conn, self.key, self.watermark = conn, key, watermark
-        self.rows: list[tuple[Any, ...]] = []
+        self.rows: list[int] = []
 
     def add(self, seq: int, entry: dict[str, Any]) -> None:
         if seq <= self.watermark:  # later entries are pending: not in search_entries yet
-            self.rows.extend(_text_rows(self.key, [(seq, entry)]))
+            # Hashes, not rows: a session's texts can be hundreds of MB.
+            self.rows.extend(hash(row) for row in _text_rows(self.key, [(seq, entry)]))
 
     def drift(self) -> list[str]:
-        stored = [tuple(row) for row in self.conn.execute(
+        stored = [hash(tuple(row)) for row in self.conn.execute(
             "SELECT session_id, seq, entry_id, type, role, ts_ms, text FROM search_entries"
             " WHERE session_id = ? ORDER BY seq", (self.key,))]
         return row_drift("search_entries", stored, self.rows)
