@@ -7,9 +7,14 @@ Expected values are worked out by hand, never taken from running the code."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 
 import pytest
 
@@ -618,12 +623,6 @@ print(json.dumps(counts))
 def test_two_processes_creating_the_same_sessions(tmp_path):
     """Two real processes create the same 300 sessions at the same moment: each session is
     created by exactly one; the other gets SessionExistsError, never a storage error."""
-    import json
-    import subprocess
-    import sys
-    import time
-    from pathlib import Path
-
     src = str(Path(__file__).resolve().parents[1] / "src")
     start = str(time.time() + 1.5)  # both processes are running by then
     env = {**os.environ, "PYTHONPATH": src}

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 
 import pytest
@@ -599,8 +600,6 @@ def test_a_second_store_on_the_same_file_keeps_the_first_ones_locks(tmp_path):
 def test_a_tampered_header_row_is_one_line_for_every_command(tmp_path, text, reason):
     """The bytes match their CRC-32, so only the header check catches them: show, fork,
     name and export say what is wrong and where (line 1), exit 1, and write nothing."""
-    import zlib
-
     db = tmp_path / "s.db"
     run(str(db), "import", str(session_file(tmp_path, "s1")))
     raw = sqlite3.connect(db)
