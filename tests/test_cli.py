@@ -726,3 +726,49 @@ def test_reindex_rebuilds_derived_data(loaded):
     rows = {row["id"]: row for row in run_json(loaded, "list")}
     assert rows[BRANCHING]["messageCount"] == 10 and rows[BRANCHING]["name"] == "Fix 500 on city names with spaces"
     assert run(loaded, "reindex", BRANCHING[:8]).stdout == "Reindexed 1 session\n"
+
+
+# --------------------------------------------------------------------------- files over the size limit
+
+
+def _two_mib_session(path: Path) -> Path:
+    """A valid format-4 session of a little over 2 MiB (20 messages of 110,000 characters)."""
+    lines = [json.dumps({"type": "session", "version": 4, "id": "0190f000-0000-7000-8000-0000000000aa",
+                         "createdAt": "2026-02-01T09:00:00.000Z", "cwd": "/w"})]
+    parent = None
+    for n in range(20):
+        lines.append(json.dumps({"type": "message", "id": f"e{n}", "parentId": parent,
+                                 "timestamp": "2026-02-01T09:00:01.000Z",
+                                 "message": {"role": "user", "content": "x" * 110_000, "timestamp": n}}))
+        parent = f"e{n}"
+    path.write_text("\n".join(lines) + "\n")
+    assert 2 * 2**20 < path.stat().st_size < 3 * 2**20
+    return path
+
+
+def test_files_over_the_size_limit_are_refused_before_they_are_read(tmp_path, monkeypatch):
+    """With SESSIONTREE_MAX_FILE_MB=1 a 2 MiB file is refused, in one line naming its size
+    and the limit, by import, sync, check and migrate; nothing is written, the file is
+    untouched. With the limit raised (or 0, off) the same file goes through."""
+    source = _two_mib_session(tmp_path / "big.jsonl")
+    before = source.read_bytes()
+    db = f"sqlite:///{tmp_path / 's.db'}"
+    reason = "too large: 2 MiB, over the 1 MiB limit on one session file"
+    monkeypatch.setenv("SESSIONTREE_MAX_FILE_MB", "1")
+    rows = run_json(db, "import", str(source), code=1)["files"]
+    assert [row["status"] for row in rows] == ["rejected"] and reason in rows[0]["reason"]
+    report = run_json(db, "sync", str(source), code=1)
+    assert [r["status"] for r in report["files"]] == ["rejected"] and reason in report["files"][0]["reason"]
+    [checked] = run_json(None, "check", str(source), code=1)
+    assert reason in checked["error"]
+    [migrated] = run_json(None, "migrate", str(source), code=1)["files"]
+    assert migrated["status"] == "rejected" and reason in migrated["reason"]
+    assert source.read_bytes() == before
+    with open_store(db, readonly=True) as store:
+        assert store.session_ids() == []
+    for value in ("3", "0"):
+        monkeypatch.setenv("SESSIONTREE_MAX_FILE_MB", value)
+        assert run_json(None, "check", str(source))[0]["problems"] == []
+    run(db, "import", str(source))
+    with open_store(db, readonly=True) as store:
+        assert len(store.read("0190f000-0000-7000-8000-0000000000aa").entries) == 20

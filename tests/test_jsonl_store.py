@@ -7,9 +7,14 @@ Expected values are worked out by hand, never taken from running the code."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 
 import pytest
 
@@ -590,3 +595,43 @@ def test_jsonl_held_descriptor_is_not_used_across_fork(jsonl_store):
     assert os.WEXITSTATUS(status) == 0
     ids = [e["id"] for e in JsonlStore(jsonl_store.directory).load("s1").entries]
     assert sorted(ids) == sorted(["p0", "p1"] + [f"c{i}" for i in range(50)] + [f"q{i}" for i in range(50)])
+
+
+_RACE_SCRIPT = """
+import json, sys, time
+from sessiontree.errors import SessionExistsError, StorageError
+from sessiontree.stores import JsonlStore
+store = JsonlStore(sys.argv[1])
+start = float(sys.argv[2])
+while time.time() < start:
+    pass
+counts = {"created": 0, "exists": 0, "storage": []}
+for n in range(300):
+    head = {"type": "session", "version": 4, "id": "0190f000-0000-7000-8000-%012d" % n,
+            "createdAt": "2026-02-01T09:00:00.000Z", "cwd": "/w"}
+    try:
+        store.create(head, [])
+        counts["created"] += 1
+    except SessionExistsError:
+        counts["exists"] += 1
+    except StorageError as exc:
+        counts["storage"].append(str(exc))
+print(json.dumps(counts))
+"""
+
+
+def test_two_processes_creating_the_same_sessions(tmp_path):
+    """Two real processes create the same 300 sessions at the same moment: each session is
+    created by exactly one; the other gets SessionExistsError, never a storage error."""
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    start = str(time.time() + 1.5)  # both processes are running by then
+    env = {**os.environ, "PYTHONPATH": src}
+    procs = [subprocess.Popen([sys.executable, "-c", _RACE_SCRIPT, str(tmp_path), start], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    counts = [json.loads(out) for out, _ in outs]
+    assert [c["storage"] for c in counts] == [[], []]
+    assert counts[0]["created"] + counts[1]["created"] == 300
+    assert counts[0]["exists"] + counts[1]["exists"] == 300
+    assert len(JsonlStore(tmp_path).session_ids()) == 300

@@ -10,6 +10,7 @@ expected values are worked out by hand.
 from __future__ import annotations
 
 import multiprocessing
+import re
 import threading
 import time
 import zlib
@@ -102,15 +103,45 @@ def test_another_applications_database_is_refused_and_left_alone(pg_url):
         conn.execute("INSERT INTO customers VALUES (1, 'a')")
     before = _tables(pg_url)
     for kwargs in ({}, {"readonly": True}, {"create": False}):
-        with pytest.raises(StoreOpenError, match="another application's tables \\(customers\\)"):
+        with pytest.raises(StoreOpenError, match=r"another application's objects \(table public\.customers\)"):
             PostgresStore(pg_url, **kwargs)
     assert _tables(pg_url) == before == ["customers", "customers_pkey"]
+
+
+@pytest.mark.parametrize(("sql", "shown"), [
+    ("CREATE SCHEMA billing; CREATE TABLE billing.invoices (id int)", "table billing.invoices"),
+    ("CREATE SEQUENCE public.order_numbers", "sequence public.order_numbers"),
+    ("CREATE FUNCTION public.answer() RETURNS int LANGUAGE sql AS 'SELECT 42'", "function public.answer()"),
+    ("CREATE TYPE public.mood AS ENUM ('ok', 'sad')", "type public.mood"),
+    ("CREATE SCHEMA app; CREATE VIEW app.v AS SELECT 1 AS one", "view app.v"),
+])
+def test_a_database_with_any_object_we_did_not_create_is_refused(pg_url, sql, shown):
+    """Not only tables in our schema: another schema's tables, a sequence, a function or a
+    type in ``public`` are someone else's too; nothing of ours is created beside them."""
+    with _raw(pg_url) as conn:
+        conn.execute(sql)
+    for kwargs in ({}, {"readonly": True}, {"create": False}):
+        with pytest.raises(StoreOpenError, match=f"another application's objects \\({re.escape(shown)}\\)"):
+            PostgresStore(pg_url, **kwargs)
+    with _raw(pg_url) as conn:
+        assert conn.execute("SELECT to_regclass('public.schema_migrations')").fetchone() == (None,)
+
+
+def test_an_extension_installed_beforehand_is_not_another_applications(pg_url):
+    """Extension members (here ``pg_trgm``'s functions in ``public``) do not make a
+    database foreign: a fresh database may inherit them from its template."""
+    with _raw(pg_url) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+    with PostgresStore(pg_url) as store:
+        store.create(header("0190f000-0000-7000-8000-000000000001"))
+    with PostgresStore(pg_url) as store:
+        assert store.session_ids() == ["0190f000-0000-7000-8000-000000000001"]
 
 
 def test_a_rails_style_schema_migrations_table_is_not_taken_for_ours(pg_url):
     with _raw(pg_url) as conn:
         conn.execute("CREATE TABLE schema_migrations (version varchar PRIMARY KEY)")
-    with pytest.raises(StoreOpenError, match="another application's tables"):
+    with pytest.raises(StoreOpenError, match="another application's objects"):
         PostgresStore(pg_url)
     with _raw(pg_url) as conn:
         assert [r[0] for r in conn.execute(
@@ -450,3 +481,63 @@ def test_verify_finds_damage_and_reindex_repairs_drift(pg_url):
     assert (row.message_count, row.first_message, row.all_messages_text) == (1, "hello there", "hello there")
     assert store.reindex("nope") == 0
     store.close()
+
+
+@pytest.mark.parametrize("text", [b"{}", b'{"type":"session","version":4,"id":"s2","cwd":"/w"}'])
+def test_a_tampered_header_row_with_a_matching_checksum_is_refused_by_every_read(pg_url, text):
+    """``{}`` or another session's header, its CRC-32 updated: every read of the session
+    raises InvalidSessionError at line 1 instead of handing out a header without ``id``."""
+    with PostgresStore(pg_url) as store:
+        store.create(header("s1"), [custom("e1", None)])
+    with _raw(pg_url) as conn:
+        conn.execute("UPDATE sessions SET header_json = %s, header_crc = %s", (text, zlib.crc32(text)))
+    with PostgresStore(pg_url) as store:
+        for read in (store.load, store.read_skeleton, store.read_outline):
+            with pytest.raises(InvalidSessionError, match="stored header") as caught:
+                read("s1")
+            assert caught.value.line == 1
+
+
+@pytest.mark.parametrize(("sql", "expected", "words"), [
+    ("UPDATE sessions SET header_json = (SELECT header_json FROM sessions WHERE id = 's2'),"
+     " header_crc = (SELECT header_crc FROM sessions WHERE id = 's2') WHERE id = 's1'",
+     [("invalid-record", "s1")], "is not the key it is stored under"),
+    ("DELETE FROM usage_ledger", [("metadata-drift", "s1"), ("metadata-drift", "s2")],
+     "usage_ledger (0 rows; rebuilt: 1)"),
+    ("DELETE FROM search_entries", [("metadata-drift", "s1"), ("metadata-drift", "s2")],
+     "search_entries (0 rows; rebuilt: 1)"),
+    ("UPDATE usage_ledger SET cost_nanos = cost_nanos + 1 WHERE session_id = 's2'", [("metadata-drift", "s2")],
+     "usage_ledger (1 of 1 rows differ from a rebuild)"),
+    ("SET session_replication_role = replica; INSERT INTO entries (session_id, seq, id, parent_id, type,"
+     " timestamp, json, crc) SELECT 'gone', seq, id, parent_id, type, timestamp, json, crc FROM entries"
+     " WHERE session_id = 's2'", [("orphan-rows", None)],
+     "entries: 2 rows belong to no stored session (such as 'gone')"),
+])
+def test_verify_finds_drift_in_copied_and_derived_data(pg_url, sql, expected, words):
+    """Damage the checksums cannot see: a header row of another session, the usage
+    ledger or search index emptied or changed, entry rows of no session. Reindex repairs
+    all but the last."""
+    from builders import billed_assistant_cost
+
+    with PostgresStore(pg_url) as store:
+        store.create(header("s1"), [msg_entry("e1", "first"),
+                                    billed_assistant_cost("e2", "e1", "2026-02-01T09:00:01.000Z", 10, 0.5)])
+        store.create(header("s2"), [msg_entry("f1", "other"),
+                                    billed_assistant_cost("f2", "f1", "2026-02-01T09:00:02.000Z", 20, 0.25)])
+        assert store.verify() == []
+    with _raw(pg_url) as conn:
+        conn.execute(sql)
+    with PostgresStore(pg_url, readonly=True) as store:
+        problems = store.verify()
+    assert [(p.code, p.session_id) for p in problems] == expected
+    assert any(words in p.message for p in problems), problems
+    if expected[0][0] == "metadata-drift":
+        with PostgresStore(pg_url) as store:
+            store.reindex()
+            assert store.verify() == []
+
+
+def msg_entry(entry_id: str, text: str) -> dict:
+    """A user message with no parent."""
+    return {"type": "message", "id": entry_id, "parentId": None, "timestamp": "2026-02-01T09:00:00.000Z",
+            "message": {"role": "user", "content": text, "timestamp": 5}}

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,38 @@ def test_foreign_database_is_refused_by_every_command_and_left_identical(tmp_pat
     raw = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     assert raw.execute("SELECT name FROM customers ORDER BY id").fetchall() == [("Ada",), ("Grace",)]
     raw.close()
+
+
+@pytest.mark.parametrize(("pragma", "shown"), [("application_id = 1095779154", "application_id 1095779154"),
+                                             ("user_version = 3", "user_version 3")])
+def test_a_table_less_database_another_program_claimed_is_refused(tmp_path, pragma, shown):
+    """No tables yet, but ``application_id`` or ``user_version`` set (header bytes 68 and 60):
+    another program's file, not an empty one to fill; left byte-identical."""
+    db = tmp_path / "claimed.db"
+    raw = sqlite3.connect(db)
+    raw.execute(f"PRAGMA {pragma}")
+    raw.close()
+    before = digest(db)
+    for kwargs in ({}, {"create": False}, {"readonly": True}):
+        with pytest.raises(StoreOpenError, match=f"another program has claimed \\({shown}\\)"):
+            open_store(str(db), **kwargs)
+        assert digest(db) == before, kwargs
+    result = run(str(db), "import", str(session_file(tmp_path, "s1")), code=1)
+    assert f"another program has claimed ({shown})" in result.stderr and "Traceback" not in result.stderr
+    assert digest(db) == before
+
+
+def test_our_own_new_database_sets_neither_mark_and_is_reopened(tmp_path):
+    """The schema leaves application_id and user_version at 0, so a store we created
+    (even one left with no sessions) opens again for writing and reading."""
+    db = tmp_path / "ours.db"
+    open_store(str(db)).close()
+    raw = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    assert raw.execute("PRAGMA application_id").fetchone() == (0,)
+    assert raw.execute("PRAGMA user_version").fetchone() == (0,)
+    raw.close()
+    for kwargs in ({}, {"create": False}, {"readonly": True}):
+        open_store(str(db), **kwargs).close()
 
 
 def test_zero_byte_file_is_not_initialised_by_reading_commands(tmp_path):
@@ -213,6 +246,57 @@ def test_check_store_on_a_healthy_store_and_on_drifted_metadata(tmp_path):
     # check --store without a value checks the selected store ($SESSIONTREE_STORE here).
     os.environ["SESSIONTREE_STORE"] = f"sqlite:///{db}"
     assert run(None, "check", "--store", code=1).stdout.count("metadata-drift") == 2
+
+
+def _usage_db(tmp_path: Path) -> Path:
+    """Two sessions with text and billed calls, the search index merged (nothing pending)."""
+    from builders import billed_assistant_cost
+
+    db = tmp_path / "u.db"
+    with SqliteStore(db) as store:
+        store.create(header("s1"), [msg("e1", None, "first"),
+                                    billed_assistant_cost("e2", "e1", "2026-02-01T09:00:01.000Z", 10, 0.5)])
+        store.create(header("s2"), [msg("f1", None, "other"),
+                                    billed_assistant_cost("f2", "f1", "2026-02-01T09:00:02.000Z", 20, 0.25)])
+        store.settle_derived()
+    return db
+
+
+@pytest.mark.parametrize(("sql", "expected", "words"), [
+    # The header of s1 replaced by s2's, its checksum recomputed.
+    ("UPDATE sessions SET header_json = (SELECT header_json FROM sessions WHERE id = 's2'),"
+     " header_crc = (SELECT header_crc FROM sessions WHERE id = 's2') WHERE id = 's1'",
+     [("s1", "invalid-record")], "is not the key it is stored under"),
+    # The usage tables emptied: s1's and s2's ledger rows, and usage_calls against the (empty) ledger.
+    ("DELETE FROM usage_ledger", [("s1", "metadata-drift"), ("s2", "metadata-drift"), (None, "metadata-drift")],
+     "usage_ledger (0 rows; rebuilt: 1)"),
+    ("DELETE FROM usage_calls; DELETE FROM usage_rollup", [(None, "metadata-drift")], "usage_calls (2 rows differ"),
+    # The search index emptied: both sessions' merged rows are missing.
+    ("DELETE FROM search_entries", [("s1", "metadata-drift"), ("s2", "metadata-drift")],
+     "search_entries (0 rows; rebuilt: 1)"),
+    # A rollup cost changed: one rollup row differs (2 rows: the stored and the summed one).
+    ("UPDATE usage_rollup SET cost_nanos = cost_nanos + 1 WHERE cost_nanos = 500000000",
+     [(None, "metadata-drift")], "usage_rollup (2 rows differ from the sums of usage_calls)"),
+    # Entry rows of a session that is not stored.
+    ("INSERT INTO entries (session_id, seq, id, parent_id, type, timestamp, json, crc)"
+     " SELECT 'gone', seq, id, parent_id, type, timestamp, json, crc FROM entries WHERE session_id = 's2'",
+     [(None, "orphan-rows")], "entries: 2 rows belong to no stored session (such as 'gone')"),
+])
+def test_check_store_finds_drift_in_copied_and_derived_data(tmp_path, sql, expected, words):
+    """Each damage is invisible to the record checksums; check --store compares with a
+    rebuild and names it, and (but for rows of no session) reindex repairs it."""
+    db = _usage_db(tmp_path)
+    assert "ok (2 sessions)" in run(str(db), "check", "--store").stdout
+    raw = sqlite3.connect(db)
+    raw.executescript(sql)
+    raw.close()
+    report = json.loads(run(str(db), "check", "--store", "--json", code=1).stdout)
+    assert sorted(((p["sessionId"], p["code"]) for p in report["problems"]), key=str) == sorted(expected, key=str)
+    assert any(words in p["message"] for p in report["problems"]), report["problems"]
+    if expected[0][1] == "metadata-drift":
+        with SqliteStore(db) as store:
+            store.reindex()
+        assert "ok (2 sessions)" in run(str(db), "check", "--store").stdout
 
 
 def _damage_a_page(db: Path) -> None:
@@ -503,3 +587,28 @@ def test_a_second_store_on_the_same_file_keeps_the_first_ones_locks(tmp_path):
     again = SqliteStore(path, readonly=True)
     assert again.session_ids() == []
     again.close()
+
+
+# =============================================================================================
+# A header row rewritten by hand with a matching checksum
+# =============================================================================================
+
+@pytest.mark.parametrize(("text", "reason"), [
+    (b"{}", 'stored header: missing header: first record must have "type": "session"'),
+    (b'{"type":"session","version":4,"id":"s2","createdAt":"2026-02-01T09:00:00.000Z","cwd":"/w"}',
+     "stored header: its id 's2' is not the session's 's1'"),
+])
+def test_a_tampered_header_row_is_one_line_for_every_command(tmp_path, text, reason):
+    """The bytes match their CRC-32, so only the header check catches them: show, fork,
+    name and export say what is wrong and where (line 1), exit 1, and write nothing."""
+    db = tmp_path / "s.db"
+    run(str(db), "import", str(session_file(tmp_path, "s1")))
+    raw = sqlite3.connect(db)
+    raw.execute("UPDATE sessions SET header_json = ?, header_crc = ?", (text, zlib.crc32(text)))
+    raw.commit()
+    raw.close()
+    for args in (["show", "s1"], ["fork", "s1"], ["name", "s1", "x"], ["export", "s1"]):
+        result = run(str(db), *args, code=1)
+        assert result.stderr == f"sessiontree: error: sqlite:///{db}#s1:1: {reason}\n", args
+    with SqliteStore(db, readonly=True) as store:
+        assert store.session_ids() == ["s1"]

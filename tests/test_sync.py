@@ -205,6 +205,32 @@ def test_two_sync_processes_at_once(tmp_path, _fake_home):
             assert stored_entries(s, session_id) == file_entries(path)
 
 
+def test_sync_and_import_of_the_same_sessions_into_a_jsonl_store_at_once(tmp_path, _fake_home):
+    """Two real processes create the same sessions in one JSONL store: whichever loses a
+    session's race finds it already there (sync: unchanged; import: present), never a
+    storage error or an aborted run."""
+    ids = [f"{SID[:-3]}{n:03d}" for n in range(120)]
+    paths = [agent_file(_fake_home, session_id=session_id, n=3) for session_id in ids]
+    folder = tmp_path / "store"
+    folder.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    base = [sys.executable, "-c", "from sessiontree.cli import main; main()", "--store", str(folder)]
+    commands = [[*base, "sync", "--json"], [*base, "import", "--json", *map(str, paths)]]
+    procs = [subprocess.Popen(c, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for c in commands]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert all(b"Traceback" not in err for _, err in outs), outs
+    synced, imported = (json.loads(out) for out, _ in outs)
+    assert {row["status"] for row in synced["files"]} <= {"new", "unchanged"}
+    assert {row["status"] for row in imported["files"]} <= {"imported", "present"}
+    store = open_store(str(folder))
+    try:
+        for session_id, path in zip(ids, paths, strict=True):
+            assert stored_entries(store, session_id) == file_entries(path)
+    finally:
+        store.close()
+
+
 def _target(kind: str, request, tmp_path) -> str:
     """A store URL of ``kind``: a SQLite file, or a fresh PostgreSQL database."""
     return request.getfixturevalue("pg_url") if kind == "postgres" else f"sqlite:///{tmp_path / 's.db'}"
@@ -250,6 +276,52 @@ def test_watch_syncs_changes_and_stops_on_ctrl_c(tmp_path, _fake_home):
     assert proc.returncode == 0, err
     assert b"watch stopped" in err and b"Traceback" not in err
     assert b"grown" in out
+
+
+def test_watch_keeps_watching_when_an_import_creates_the_same_sessions(tmp_path, _fake_home):
+    """A watcher syncing into a JSONL store and an import of the same new files, two real
+    processes: whoever loses a session's race finds it present; the watcher neither dies
+    nor stops, and still syncs a later append."""
+    first = agent_file(_fake_home, n=2)
+    folder = tmp_path / "store"
+    folder.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    base = [sys.executable, "-c", "from sessiontree.cli import main; main()", "--store", str(folder)]
+    proc = subprocess.Popen([*base, "sync", "--watch", "--debounce", "50"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not _jsonl_count(folder, SID) == 2:
+            time.sleep(0.1)
+        time.sleep(0.5)  # the watcher is set up after the first sync
+        ids = [f"{SID[:-3]}{n:03d}" for n in range(1, 121)]
+        paths = [agent_file(_fake_home, session_id=session_id, n=3) for session_id in ids]
+        imported = subprocess.run([*base, "import", *map(str, paths)], env=env, capture_output=True, timeout=120)
+        assert imported.returncode == 0, imported.stderr
+        append(first, entries(3, 3, "00000002"))
+        while time.monotonic() < deadline and _jsonl_count(folder, SID) != 5:
+            time.sleep(0.1)
+        assert proc.poll() is None, proc.communicate()
+        assert _jsonl_count(folder, SID) == 5
+    finally:
+        proc.send_signal(2)  # Ctrl-C
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert b"Traceback" not in err, err
+    assert not [line for line in out.splitlines() if line.startswith(b"rejected")], out
+
+
+def _jsonl_count(folder: Path, session_id: str) -> int:
+    try:
+        store = open_store(str(folder), readonly=True)
+    except (SessionError, OSError):
+        return -1
+    try:
+        return len(store.read(session_id).entries) if store.exists(session_id) else 0
+    except (SessionError, OSError):
+        return -1
+    finally:
+        store.close()
 
 
 def _count(db: Path) -> int:

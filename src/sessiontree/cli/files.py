@@ -31,6 +31,7 @@ from sessiontree.cli.common import (
 from sessiontree.core.textsafe import safe_line
 from sessiontree.errors import SessionError, SessionExistsError
 from sessiontree.format.codec import ParsedSession
+from sessiontree.format.inputlimit import check_input_size
 from sessiontree.format.migrate import migrate_file
 from sessiontree.session.importing import ImportOutcome
 from sessiontree.session.manager import SessionManager
@@ -375,6 +376,8 @@ def check_cmd(ctx: click.Context, paths: tuple[str, ...], repair: bool, output: 
             report: dict[str, Any] = {"path": str(path)}
             try:
                 with open(path, "rb") as handle:
+                    # Refused before it is read: checking holds the file several times over.
+                    check_input_size(os.fstat(handle.fileno()).st_size, str(path))
                     data = handle.read()  # read once, checked and (maybe) repaired from memory
                 problems = checker.check_bytes(data, str(path))
                 report["problems"] = [p.to_dict() for p in problems]

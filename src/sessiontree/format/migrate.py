@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from sessiontree.format.codec import parse_session
 from sessiontree.format.files import locked, read_all, replace_locked
+from sessiontree.format.inputlimit import check_input_size
 
 __all__ = ["MigrationResult", "migrate_file"]
 
@@ -48,11 +49,13 @@ def migrate_file(path: str | os.PathLike[str], *, backup: bool = True) -> Migrat
     Raises:
         FileNotFoundError: the file does not exist.
         InvalidSessionError, UnsupportedVersionError: the file is not a valid
-            session (it is left untouched; ``check --repair`` can help).
+            session (it is left untouched; ``check --repair`` can help), or is
+            over the size limit of :mod:`sessiontree.format.inputlimit`.
         StorageError: the backup or the rewrite could not be written.
     """
     target = os.path.abspath(os.fspath(path))
     with locked(target, exclusive=True) as fd:
+        check_input_size(os.fstat(fd).st_size, target)  # before reading (docs/stores.md, "Large files")
         data = read_all(fd)
         parsed = parse_session(data, target)
         if not parsed.upgraded:

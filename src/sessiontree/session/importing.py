@@ -29,6 +29,7 @@ from sessiontree.errors import InvalidSessionError, SessionError
 from sessiontree.format import bounds
 from sessiontree.format.codec import ParsedSession
 from sessiontree.format.ids import validate_session_id
+from sessiontree.format.inputlimit import check_input_size
 from sessiontree.stores.base import SessionStore
 
 __all__ = ["IMPORT_BATCH_BYTES", "IMPORT_BATCH_SESSIONS", "ImportOutcome", "check_record_sizes", "import_files",
@@ -142,6 +143,8 @@ def import_files(paths: Iterable[str | os.PathLike[str]], store: SessionStore, c
         parsed = None
         note = None
         try:
+            # Refused before it is read: a file is held several times over in memory.
+            check_input_size(os.stat(path).st_size, str(path))
             parsed, note = read_file(path)
             validate_session_id(parsed.header["id"])
             check_record_sizes(parsed, str(path))

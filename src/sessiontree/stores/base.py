@@ -92,6 +92,7 @@ class StoreProblem:
             parse or is not a valid entry), ``metadata-drift`` (listing columns
             or derived tables differ from a rebuild from the entries),
             ``column-drift`` (an entry's copied columns differ from its JSON),
+            ``orphan-rows`` (rows of a session that is not stored),
             or a :mod:`sessiontree.check` code for JSONL files.
         message: what is wrong, in one line.
         severity: ``"error"`` or ``"warning"``.

@@ -41,6 +41,7 @@ __all__ = [
     "id_in_use_error",
     "resolve_cwd",
     "sort_listing",
+    "stored_header",
     "sync_expected",
 ]
 
@@ -62,6 +63,30 @@ def check_header(header: Any) -> str:
         raise InvalidSessionError('an early version-4 header ("timestamp"/"parentSession") must be upgraded first')
     session_id: str = header["id"]  # validate_header: a string
     return session_id
+
+
+def stored_header(header: dict[str, Any], session_id: str, where: str) -> dict[str, Any]:
+    """``header``, a header row a database store read back (the record before the
+    entries, JSONL line 1), after checking it is still a valid format-4 header of
+    ``session_id``: its bytes may match their checksum and still have been rewritten
+    by hand (``{}``, another session's header), and every reader takes ``type``, ``id``
+    and the rest for granted (docs/stores.md, "Record checksums").
+
+    Raises:
+        InvalidSessionError: not a valid header (docs/rules/format.md D.18), not
+            version 4, or its ``id`` is not the key it is stored under; located at
+            ``where``, line 1.
+    """
+    try:
+        version = validate_header(header)
+    except InvalidSessionError as exc:
+        raise InvalidSessionError(f"stored header: {exc.reason}", where, 1) from None
+    if version != CURRENT_VERSION:
+        raise InvalidSessionError(f"stored header: version {version}, not {CURRENT_VERSION}", where, 1)
+    if header["id"] != session_id:
+        raise InvalidSessionError(f"stored header: its id {header['id']!r} is not the session's {session_id!r}",
+                                  where, 1)
+    return header
 
 
 def validated(entry: dict[str, Any], where: str, line: int) -> dict[str, Any]:

@@ -4,15 +4,16 @@ One algorithm, so ``sessiontree check --store`` gives a session the same verdict
 whichever database holds it. The store reads its rows and says how its columns
 compare; :func:`verify_stored_session` decides, in this order:
 
-1. the header record: its checksum (``hash-mismatch``), then that it parses and
-   is a valid header (``invalid-record``);
+1. the header record: its checksum (``hash-mismatch``), then that it parses, is
+   a valid header and its ``id`` is the key it is stored under (``invalid-record``);
 2. each entry record in file order: its checksum (``hash-mismatch``), that it
    parses and is a valid entry (``invalid-record``), and that the columns copied
    out of it still match its JSON (``column-drift``);
 3. when every record is sound: the file checker's rules on the session's JSONL
    form (:func:`~sessiontree.stores.shared.file_rule_problems`), then whether the
-   derived data (entry count, header copies, listing state, ``message_texts``)
-   equals a rebuild from the records (one ``metadata-drift`` problem naming each
+   derived data (entry count, header copies, listing state, ``message_texts``,
+   and each derived index's rows for the session: :class:`DerivedCheck`) equals a
+   rebuild from the records (one ``metadata-drift`` problem naming each
    difference). A rebuild from damaged records would only repeat the damage, so
    step 3 is skipped when step 1 or 2 found anything.
 """
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from sessiontree.core.listing import InfoAccumulator
 from sessiontree.errors import InvalidSessionError
@@ -29,11 +30,36 @@ from sessiontree.format.codec import validate_entry, validate_header
 from sessiontree.stores.base import StoreProblem
 from sessiontree.stores.shared import file_rule_problems
 
-__all__ = ["HEADER_COLUMN_NAMES", "StoredRecord", "StoredSession", "verify_stored_session"]
+__all__ = ["HEADER_COLUMN_NAMES", "DerivedCheck", "StoredRecord", "StoredSession", "row_drift",
+           "verify_stored_session"]
 
 #: The header copies every database store keeps in ``sessions``, in the order
 #: :attr:`StoredSession.header_columns` gives them.
 HEADER_COLUMN_NAMES = ("created_at", "cwd", "parent_session_id", "classified")
+
+
+class DerivedCheck(Protocol):
+    """One derived index's rows for one session compared with a rebuild (the search
+    index, the usage ledger): fed every sound entry in file order, then asked for
+    the differences."""
+
+    def add(self, seq: int, entry: dict[str, Any]) -> None:
+        """Take one parsed, valid entry (its ``seq``)."""
+
+    def drift(self) -> list[str]:
+        """``["<table> <what is stored> (rebuilt: <what a rebuild gives>)", ...]``; empty when equal."""
+
+
+def row_drift(table: str, stored: Sequence[Any], rebuilt: Sequence[Any]) -> list[str]:
+    """How a table's rows (in a fixed order) differ from a rebuild's, in the words of a
+    ``metadata-drift`` problem: ``[]`` when equal, else one item naming the table and
+    the row counts, or how many rows differ when the counts are equal."""
+    if list(stored) == list(rebuilt):
+        return []
+    if len(stored) != len(rebuilt):
+        return [f"{table} ({len(stored)} rows; rebuilt: {len(rebuilt)})"]
+    differ = sum(a != b for a, b in zip(stored, rebuilt, strict=True))
+    return [f"{table} ({differ} of {len(stored)} rows differ from a rebuild)"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +101,7 @@ class StoredSession:
         state_drift: ``rebuilt accumulator -> ["<what> <stored> (rebuilt: <value>)", ...]``
             for the listing state the row holds (its texts already cleared).
         stored_texts: ``() -> [(seq, text), ...]``: the session's ``message_texts`` rows.
+        derived: a :class:`DerivedCheck` per derived index the store keeps.
     """
 
     header_text: bytes
@@ -86,6 +113,7 @@ class StoredSession:
     rebuilt_header_columns: Callable[[dict[str, Any]], Sequence[Any]]
     state_drift: Callable[[InfoAccumulator], list[str]]
     stored_texts: Callable[[], list[tuple[int, str]]]
+    derived: Sequence[DerivedCheck] = ()
 
 
 def verify_stored_session(session_id: str, where: str, stored: StoredSession,
@@ -117,6 +145,9 @@ def verify_stored_session(session_id: str, where: str, stored: StoredSession,
         except InvalidSessionError as exc:
             problem("invalid-record", f"header: {exc.reason}", 1)
             header = None
+        if header is not None and header["id"] != session_id:
+            problem("invalid-record", f"header: its id {header['id']!r} is not the key it is stored under", 1)
+            header = None
     info = InfoAccumulator()
     texts: list[tuple[int, str]] = []
     jsonl = [stored.header_text]  # the session's JSONL form, for the file rules
@@ -140,6 +171,8 @@ def verify_stored_session(session_id: str, where: str, stored: StoredSession,
         listed = info.add(entry)
         if listed is not None:
             texts.append((record.seq, listed))
+        for check in stored.derived:
+            check.add(record.seq, entry)
         jsonl.append(record.text)
     if problems or header is None:
         return problems  # a rebuild from damaged records would only repeat the damage
@@ -158,6 +191,8 @@ def verify_stored_session(session_id: str, where: str, stored: StoredSession,
     stored_texts = stored.stored_texts()
     if stored_texts != texts:
         drift.append(f"message_texts ({len(stored_texts)} rows; rebuilt: {len(texts)})")
+    for check in stored.derived:
+        drift.extend(check.drift())
     if drift:
         problem("metadata-drift", "derived data differs from a rebuild from the entries: "
                 + "; ".join(drift) + " (rebuilding the metadata from the entries repairs it)")

@@ -64,6 +64,7 @@ from sessiontree.format import jsonio
 from sessiontree.format.codec import ParsedSession
 from sessiontree.format.files import first_line
 from sessiontree.format.ids import is_valid_session_id
+from sessiontree.format.inputlimit import check_input_size
 from sessiontree.format.shape import FileShape, ShapeError, shape_of
 from sessiontree.stores.base import SessionStore, SyncChange, SyncState
 
@@ -697,6 +698,10 @@ class Syncer:
         if _sha(header) != state.header_hash:
             return None
         low = max(0, state.consumed - TAIL_CHECK)
+        try:
+            check_input_size(fst.st_size - state.consumed, path)  # only the new bytes are read
+        except InvalidSessionError as exc:
+            return FileResult(path, "rejected", state.session_id, reason=exc.reason)
         before = _pread_range(fd, low, state.consumed)
         if len(before) != state.consumed - low or _sha(before) != state.tail_hash:
             return None
@@ -783,6 +788,10 @@ class Syncer:
     # -- anything else: read the whole file and compare ---------------------------------------
 
     def _whole(self, path: str, fd: int, fst: os.stat_result, state: SyncState | None) -> FileResult:
+        try:
+            check_input_size(fst.st_size, path)  # refused before it is read (docs/stores.md, "Large files")
+        except InvalidSessionError as exc:
+            return FileResult(path, "rejected", reason=exc.reason)
         data = _pread_range(fd, 0, fst.st_size)
         complete, pending = _complete_prefix(data)
         body = data[:complete]

@@ -110,7 +110,10 @@ class JsonlWrites(JsonlReads):
         The id check and the write are serialized within this process; two
         processes creating the *same* id at once with different ``createdAt``
         values could both succeed (ids are UUIDv7 or caller-chosen, so this
-        needs a caller bug). The same name is refused by the exclusive link.
+        needs a caller bug). The same name is refused by the exclusive link:
+        when the file that took it holds this session (another process created
+        it meanwhile), that is :class:`SessionExistsError`, as if it had been
+        there before (docs/stores.md).
 
         Raises:
             SessionExistsError: a file in the directory has this header id.
@@ -130,8 +133,29 @@ class JsonlWrites(JsonlReads):
                     os.makedirs(os.path.dirname(target), exist_ok=True)
                 except OSError as exc:
                     raise StorageError(f"cannot create the directory of {target}: {exc}") from exc
-            self._write_new(target, data)
+            try:
+                self._write_new(target, data)
+            except StorageError as exc:
+                if isinstance(exc.__cause__, FileExistsError) and self._created_meanwhile(target, session_id):
+                    # Another process created this very session between our check and
+                    # our write: the session is there, as if it had been before.
+                    raise SessionExistsError(session_id) from exc
+                raise
             self._paths[session_id] = target
+
+    def _created_meanwhile(self, target: str, session_id: str) -> bool:
+        """Whether ``target``, found taken by a create, holds ``session_id``'s header
+        (another process's create of the same session won the race). The shared
+        lock waits for a creator still writing without hard links."""
+        try:
+            with _locked(target, exclusive=False):
+                header = self._header(target)
+        except OSError:
+            return False
+        if header is None or header.get("id") != session_id:
+            return False
+        self._paths[session_id] = target
+        return True
 
     def _write_new(self, target: str, data: bytes) -> None:
         """Make ``target`` hold ``data``: a new file, or one that exists empty."""

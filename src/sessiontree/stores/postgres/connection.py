@@ -95,6 +95,35 @@ def parse_threshold(value: str) -> int | None:
     return int(value)
 
 
+#: What :meth:`_foreign_tables` lists: objects outside the system schemas that no
+#: extension owns (``deptype 'e'`` in ``pg_depend``), in a stable order.
+_FOREIGN_OBJECTS = """
+WITH ns AS (
+    SELECT oid, nspname FROM pg_namespace
+    WHERE nspname NOT IN ('pg_catalog', 'information_schema')
+      AND nspname NOT LIKE 'pg\\_toast%' AND nspname NOT LIKE 'pg\\_temp\\_%'
+), objects AS (
+    SELECT CASE c.relkind WHEN 'r' THEN 'table' WHEN 'p' THEN 'table' WHEN 'v' THEN 'view'
+                WHEN 'm' THEN 'materialized view' WHEN 'f' THEN 'foreign table'
+                WHEN 'S' THEN 'sequence' ELSE 'type' END AS kind,
+           ns.nspname AS schema, c.relname::text AS name, 'pg_class'::regclass AS classid, c.oid AS objid
+    FROM pg_class c JOIN ns ON ns.oid = c.relnamespace
+    WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S', 'c')
+    UNION ALL
+    SELECT 'function', ns.nspname, p.proname::text || '()', 'pg_proc'::regclass, p.oid
+    FROM pg_proc p JOIN ns ON ns.oid = p.pronamespace
+    UNION ALL
+    SELECT 'type', ns.nspname, t.typname::text, 'pg_type'::regclass, t.oid
+    FROM pg_type t JOIN ns ON ns.oid = t.typnamespace
+    WHERE t.typtype IN ('d', 'e', 'r', 'm')
+)
+SELECT o.kind, o.schema, o.name FROM objects o
+WHERE NOT EXISTS (SELECT 1 FROM pg_depend d
+                  WHERE d.classid = o.classid AND d.objid = o.objid AND d.deptype = 'e')
+ORDER BY o.schema, o.kind, o.name
+"""
+
+
 def step_names() -> list[str]:
     """The names of this version's schema steps (``m001_initial``, ...), in the order
     they run, read at call time from this module's ``MIGRATIONS``
@@ -217,17 +246,19 @@ class PostgresConnection:
 
     @staticmethod
     def _foreign_tables(conn: Any) -> list[str]:
-        return [row[0] for row in conn.execute(
-            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
-            " WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'v', 'm', 'p', 'f')"
-            " ORDER BY c.relname")]
+        """Every object of the database sessiontree did not create, as ``kind schema.name``
+        (docs/postgres.md): tables, views, sequences, composite types, functions and
+        procedures, domains, enums and ranges in any schema but the system ones.
+        Objects an extension owns are not counted (``pg_trgm``, which our schema
+        creates itself, or one installed in the template database)."""
+        return [f"{row[0]} {row[1]}.{row[2]}" for row in conn.execute(_FOREIGN_OBJECTS)]
 
     def _refuse_unknown(self, applied: Sequence[str]) -> None:
         check_known_steps(self.url, applied, step_names())
 
     def _refuse_foreign(self, tables: Sequence[str]) -> None:
         shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
-        raise StoreOpenError(f"cannot open {self.url}: the database holds another application's tables "
+        raise StoreOpenError(f"cannot open {self.url}: the database holds another application's objects "
                              f"({shown}) and no sessiontree schema; nothing was changed")
 
     def _inspect(self, conn: Any) -> None:

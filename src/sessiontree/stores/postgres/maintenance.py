@@ -32,6 +32,13 @@ from sessiontree.stores.verify import StoredRecord, StoredSession, verify_stored
 __all__ = ["PostgresMaintenance"]
 
 
+
+#: The tables whose rows belong to a session by their ``session_id`` column (``check --store``
+#: reports rows of a session that is not stored).
+_SESSION_TABLES = ("entries", "message_texts", "search_entries", "usage_ledger")
+#: The table of each derived index (by its ``name``), compared with a rebuild when present.
+_INDEX_TABLES = {"search": "search_entries", "usage": "usage_ledger"}
+
 class PostgresMaintenance(PostgresStoreReads):
     """The ``DerivedData`` of :class:`~sessiontree.stores.postgres.store.PostgresStore`
     (:class:`sessiontree.stores.base.DerivedData`) and its ``verify``. It builds on
@@ -187,13 +194,27 @@ class PostgresMaintenance(PostgresStoreReads):
             if not self.has_schema(conn):
                 return problems
             ids = [row[0] for row in conn.execute("SELECT id FROM sessions ORDER BY rowno")]
+            present = {name for name in _SESSION_TABLES if conn.execute(
+                "SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()[0]}
+            indexes = [index for index in DERIVED_INDEXES
+                       if hasattr(index, "checker") and _INDEX_TABLES[index.name] in present]
             for done, sid in enumerate(ids, 1):
-                problems.extend(self._verify_session(conn, sid))
+                problems.extend(self._verify_session(conn, sid, indexes))
                 if on_progress is not None:
                     on_progress(done, len(ids))
+            for table in _SESSION_TABLES:
+                if table not in present:
+                    continue  # an older schema opened read-only
+                count, example = conn.execute(
+                    f"SELECT count(*), min(session_id) FROM {table} t"
+                    " WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = t.session_id)").fetchone()
+                if count:
+                    problems.append(StoreProblem(
+                        "orphan-rows", f"{table}: {count} rows belong to no stored session (such as "
+                        f"{example!r}); reindex does not remove them"))
         return problems
 
-    def _verify_session(self, conn: Any, session_id: str) -> list[StoreProblem]:
+    def _verify_session(self, conn: Any, session_id: str, indexes: Iterable[Any] = ()) -> list[StoreProblem]:
         """The problems of one session (:func:`~sessiontree.stores.verify.verify_stored_session`
         on its rows, read in the caller's snapshot)."""
         with conn.cursor(binary=True) as cur:
@@ -224,7 +245,8 @@ class PostgresMaintenance(PostgresStoreReads):
                                           text_copy(entry.get("type")), text_copy(entry.get("timestamp"))),
             rebuilt_header_columns=header_columns,
             state_drift=state_drift,
-            stored_texts=lambda: texts)
+            stored_texts=lambda: texts,
+            derived=[index.checker(conn, session_id) for index in indexes])
         records = (StoredRecord(seq, entry_id, (entry_id, parent, kind, stamp), bytes(text),
                                 record_crc(bytes(text)) == crc)
                    for seq, entry_id, parent, kind, stamp, text, crc in rows)

@@ -32,6 +32,7 @@ from sessiontree.stores.shared import (
     resolve_cwd,
     skeletons_from_rows,
     sort_listing,
+    stored_header,
     validated,
 )
 
@@ -54,6 +55,11 @@ class PostgresStoreReads(PostgresConnection):
             raise InvalidSessionError("stored record is not a JSON object", f"{self.url}#{session_id}", line)
         return record
 
+    def _parse_header(self, text: Any, session_id: str) -> dict[str, Any]:
+        """A stored header row parsed and checked (:func:`~sessiontree.stores.shared.stored_header`):
+        the header of every read, never of ``verify`` or ``reindex``, which must go on past it."""
+        return stored_header(self._parse_record(text, session_id, 1), session_id, f"{self.url}#{session_id}")
+
     def read_skeleton(self, session_id: str) -> ParsedSession:
         """The session's header and skeleton entries (see ``SessionStore.read_skeleton``),
         from the ``entries`` columns plus the first bytes of each message (its role);
@@ -71,7 +77,7 @@ class PostgresStoreReads(PostgresConnection):
                 f" THEN substring(json from 1 for {ROLE_HEAD_BYTES}) END,"
                 " CASE WHEN type = ANY(%s) THEN json END, seq"
                 " FROM entries WHERE session_id = %s ORDER BY seq", (kinds, session_id)).fetchall()
-            header = self._parse_record(header_raw, session_id, 1)
+            header = self._parse_header(header_raw, session_id)
             rows = [(*r[:4], None if r[4] is None else bytes(r[4]), r[5], r[6]) for r in rows]
 
             def fetch_whole(seqs: list[Any]) -> dict[Any, Any]:
@@ -175,7 +181,7 @@ class PostgresStoreReads(PostgresConnection):
 
     def _parsed(self, session_id: str, header_raw: bytes, texts: list[bytes],
                 keep_raw: bool = True) -> ParsedSession:
-        header = self._parse_record(header_raw, session_id, 1)
+        header = self._parse_header(header_raw, session_id)
         entries = []
         where = f"{self.url}#{session_id}"
         for index, text in enumerate(texts):

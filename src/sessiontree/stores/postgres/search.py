@@ -72,6 +72,7 @@ from sessiontree.stores.scan import (
     title_of,
 )
 from sessiontree.stores.shared import cwd_matches
+from sessiontree.stores.verify import row_drift
 
 __all__ = [
     "INDEX",
@@ -117,6 +118,11 @@ class SearchIndex:
         """Drop ``session_id`` from the index (inside the writing transaction)."""
         conn.execute("DELETE FROM search_entries WHERE session_id = %s", (session_id,))
 
+    def checker(self, conn: Any, session_id: str) -> _SessionCheck:
+        """The :class:`~sessiontree.stores.verify.DerivedCheck` of ``session_id``'s
+        ``search_entries`` rows (``check --store``): the rows :meth:`add` writes."""
+        return _SessionCheck(conn, session_id)
+
     def prepare(self, conn: Any) -> None:
         """Before a full reindex, in its own transaction: create the trigram index if
         the schema step could not (``pg_trgm`` installed or allowed since)."""
@@ -125,6 +131,27 @@ class SearchIndex:
 
 #: The search index (listed in :data:`~sessiontree.stores.postgres.schema.DERIVED_INDEXES`).
 INDEX = SearchIndex()
+
+
+class _SessionCheck:
+    """:meth:`SearchIndex.checker`: the rebuilt rows are computed as the entries come."""
+
+    def __init__(self, conn: Any, session_id: str) -> None:
+        self.conn, self.session_id = conn, session_id
+        self.rows: list[int] = []
+
+    def add(self, seq: int, entry: dict[str, Any]) -> None:
+        found = entry_text(entry)
+        if found is not None:
+            # Hashes, not rows: a session's texts can be hundreds of MB.
+            self.rows.append(hash((seq, text_copy(entry.get("type")) or "", text_copy(found.role), found.ts_ms,
+                                   fold(found.text))))
+
+    def drift(self) -> list[str]:
+        stored = [hash(tuple(row)) for row in self.conn.execute(
+            "SELECT seq, type, role, ts_ms, folded FROM search_entries WHERE session_id = %s ORDER BY seq",
+            (self.session_id,))]
+        return row_drift("search_entries", stored, self.rows)
 
 
 def ensure_trigram_index(conn: Any) -> bool:

@@ -123,7 +123,7 @@ class PostgresStore(PostgresLedger, PostgresWrites, PostgresMaintenance, Postgre
 
     Raises:
         StoreOpenError: psycopg is missing, the server cannot be reached or
-            refuses us, the database holds another application's tables, or its
+            refuses us, the database holds objects we did not create (docs/postgres.md), or its
             schema has a step this version does not know.
     """
 

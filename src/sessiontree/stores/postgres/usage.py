@@ -38,6 +38,7 @@ from sessiontree.core.usagerecords import BUCKET_MS, UsageQuery, UsageRow, recor
 from sessiontree.format import jsonio
 from sessiontree.stores.postgres.derived import IndexedRow, text_copy
 from sessiontree.stores.shared import ledger_row_owner
+from sessiontree.stores.verify import row_drift
 
 __all__ = ["LEDGER", "UsageLedger", "fill_ledger", "query_usage"]
 
@@ -70,6 +71,32 @@ class UsageLedger:
     def remove(self, conn: Any, session_id: str) -> None:
         """Delete the ledger rows of ``session_id`` (inside the writing transaction)."""
         conn.execute("DELETE FROM usage_ledger WHERE session_id = %s", (session_id,))
+
+
+    def checker(self, conn: Any, session_id: str) -> _SessionCheck:
+        """The :class:`~sessiontree.stores.verify.DerivedCheck` of ``session_id``'s
+        ``usage_ledger`` rows (``check --store``): the rows :meth:`add` writes."""
+        return _SessionCheck(conn, session_id)
+
+
+class _SessionCheck:
+    """:meth:`UsageLedger.checker`: the rebuilt rows are computed as the entries come."""
+
+    def __init__(self, conn: Any, session_id: str) -> None:
+        self.conn, self.session_id = conn, session_id
+        self.rows: list[tuple[Any, ...]] = []
+
+    def add(self, seq: int, entry: dict[str, Any]) -> None:
+        if entry.get("type") in _RECORD_TYPES:
+            for n, r in enumerate(records_from_entry(entry)):
+                self.rows.append((seq, n, r.key, r.source, text_copy(r.provider), text_copy(r.model),
+                                  r.timestamp_ms, r.input, r.output, r.cache_read, r.cache_write, r.cost_nanos))
+
+    def drift(self) -> list[str]:
+        stored = [tuple(row) for row in self.conn.execute(
+            "SELECT seq, n, dedup_key, source, provider, model, ts_ms, input, output, cache_read, cache_write,"
+            " cost_nanos FROM usage_ledger WHERE session_id = %s ORDER BY seq, n", (self.session_id,))]
+        return row_drift("usage_ledger", stored, self.rows)
 
 
 #: The usage ledger (listed in :data:`~sessiontree.stores.postgres.schema.DERIVED_INDEXES`).

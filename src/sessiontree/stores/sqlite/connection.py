@@ -55,6 +55,23 @@ def step_names() -> list[str]:
     return [name for name, _ in MIGRATIONS]
 
 
+def _refuse_marked(conn: sqlite3.Connection, url: str) -> None:
+    """Refuse a table-less database another program has claimed (docs/stores.md).
+
+    Our schema sets neither ``PRAGMA application_id`` nor ``PRAGMA user_version``,
+    so a file without tables where either is not 0 was made by another program
+    (which has not created its tables yet, or dropped them): it is not ours to fill.
+
+    Raises:
+        StoreOpenError: either value is set, naming it.
+    """
+    values = {name: conn.execute(f"PRAGMA {name}").fetchone()[0] for name in ("application_id", "user_version")}
+    set_marks = [f"{name} {value}" for name, value in values.items() if value]
+    if set_marks:
+        raise StoreOpenError(f"cannot open {url}: it is an empty SQLite database that another program has "
+                             f"claimed ({', '.join(set_marks)}), not a sessiontree store; nothing was changed")
+
+
 def _dir_writable(directory: str) -> bool:
     """Whether we may create files in ``directory`` (SQLite's ``-wal``/``-shm``).
 
@@ -170,6 +187,7 @@ class SqliteConnection:
             names = [row[0] for row in probe.execute(
                 "SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY rowid")]
             if not names:
+                _refuse_marked(probe, self.url)
                 return "empty"
             if "schema_migrations" in names:
                 try:
@@ -309,6 +327,7 @@ class SqliteConnection:
                 if other is not None:
                     raise StoreOpenError(f"cannot open {self.url}: it is a SQLite database but not a "
                                          f"sessiontree store (it holds {other[0]}); nothing was changed")
+                _refuse_marked(conn, self.url)
             conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations ("
                          " name TEXT PRIMARY KEY,"  # the step's function name, e.g. m001_initial
                          " applied_at TEXT NOT NULL)")  # when it ran (ISO-8601 UTC), for diagnosis

@@ -47,6 +47,11 @@ __all__ = ["SETTLE_BUDGET", "SqliteMaintenance"]
 SETTLE_BUDGET = 2048
 
 
+
+#: The tables whose rows belong to a session by their ``session_id`` column (``check --store``
+#: reports rows of a session that is not stored).
+_SESSION_TABLES = ("entries", "message_texts", "search_entries", "search_merged", "usage_ledger")
+
 class SqliteMaintenance(SqliteReads):
     """The ``DerivedData`` of :class:`~sessiontree.stores.sqlite.store.SqliteStore`
     (:class:`sessiontree.stores.base.DerivedData`) and its ``verify``. It builds on
@@ -271,6 +276,7 @@ class SqliteMaintenance(SqliteReads):
                                                      session_id=from_db(key), path=f"{self.url}#{from_db(key)}"))
                     if on_progress is not None:
                         on_progress(done, len(keys))
+                problems.extend(self._verify_store_wide(conn))
             finally:
                 if conn.in_transaction:
                     try:
@@ -278,6 +284,32 @@ class SqliteMaintenance(SqliteReads):
                     except sqlite3.Error:
                         if conn.in_transaction:
                             conn.execute("ROLLBACK")
+        return problems
+
+    def _verify_store_wide(self, conn: sqlite3.Connection) -> list[StoreProblem]:
+        """What no single session shows: rows of a session that does not exist
+        (``orphan-rows``), and the store-wide sums of the derived indexes against a
+        recount (``metadata-drift``; :meth:`reindex` repairs it)."""
+        problems = []
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        for table in _SESSION_TABLES:
+            if table not in tables:
+                continue  # an older schema opened read-only
+            count, example = conn.execute(
+                f"SELECT count(*), min(session_id) FROM {table} WHERE session_id NOT IN (SELECT id FROM sessions)"
+            ).fetchone()
+            if count:
+                problems.append(StoreProblem(
+                    "orphan-rows", f"{table}: {count} rows belong to no stored session (such as "
+                    f"{from_db(example)!r}); reindex does not remove them"))
+        drift = []
+        for index in DERIVED_INDEXES:
+            store_drift = getattr(index, "store_drift", None)
+            if store_drift is not None:
+                drift.extend(store_drift(conn))
+        if drift:
+            problems.append(StoreProblem("metadata-drift", "derived data differs from a rebuild: " + "; ".join(drift)
+                                         + " (sessiontree reindex repairs it)"))
         return problems
 
     def _verify_session(self, conn: sqlite3.Connection, key: Any) -> list[StoreProblem]:
@@ -308,7 +340,8 @@ class SqliteMaintenance(SqliteReads):
                                           entry.get("timestamp")),
             rebuilt_header_columns=lambda header: [from_db(value) for value in header_columns(header)],
             state_drift=state_drift,
-            stored_texts=stored_texts)
+            stored_texts=stored_texts,
+            derived=[index.checker(conn, key) for index in DERIVED_INDEXES if hasattr(index, "checker")])
         records = (
             StoredRecord(seq, from_db(entry_key), (from_db(entry_key), from_db(parent), from_db(kind), from_db(stamp)),
                          record_bytes(text), not has_crc or (crc is not None and record_crc(text) == crc))

@@ -31,6 +31,7 @@ from sessiontree.stores.shared import (
     resolve_cwd,
     skeletons_from_rows,
     sort_listing,
+    stored_header,
     validated,
 )
 from sessiontree.stores.sqlite.connection import SqliteConnection
@@ -55,6 +56,12 @@ class SqliteReads(SqliteConnection):
         if not isinstance(record, dict):
             raise InvalidSessionError("stored record is not a JSON object", f"{self.url}#{from_db(key)}", line)
         return record
+
+    def _parse_header(self, text: Any, key: Any) -> dict[str, Any]:
+        """A stored header row parsed and checked (:func:`~sessiontree.stores.shared.stored_header`):
+        the header of every read, never of ``verify`` or ``reindex``, which must go on past it."""
+        session_id = from_db(key)
+        return stored_header(self._parse_record(text, key, 1), session_id, f"{self.url}#{session_id}")
 
     def read(self, session_id: str) -> ParsedSession:
         """Same as :meth:`load`: stored sessions are always format 4, loading writes nothing."""
@@ -84,7 +91,7 @@ class SqliteReads(SqliteConnection):
         header_raw = row[0] if isinstance(row[0], bytes) else row[0].encode("utf-8", "surrogatepass")
         if crc and (row[1] is None or record_crc(header_raw) != row[1]):
             raise CorruptEntryError(session_id, None, 1, f"{self.url}#{session_id}")
-        header = self._parse_record(header_raw, key, 1)
+        header = self._parse_header(header_raw, key)
         return header, header_raw, conn.execute(
             f"SELECT {entry_columns} FROM entries WHERE session_id = ? ORDER BY seq", (*params, key)).fetchall()
 
@@ -494,7 +501,7 @@ class _Parser:
         self.where = f"{store.url}#{session_id}"
         self.header_raw = (header_text if isinstance(header_text, bytes)
                            else header_text.encode("utf-8", "surrogatepass"))
-        self.header = store._parse_record(self.header_raw, key, 1)
+        self.header = store._parse_header(self.header_raw, key)
         self.entries: list[dict[str, Any]] = []
         self.raw: list[bytes | None] = []
 

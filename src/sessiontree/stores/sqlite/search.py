@@ -116,6 +116,7 @@ from sessiontree.stores.scan import (
 )
 from sessiontree.stores.shared import cwd_matches
 from sessiontree.stores.sqlite.derived import STATE_SELECT, SqliteTransactions, from_db, state_from_row, to_db
+from sessiontree.stores.verify import row_drift
 
 __all__ = [
     "INDEX",
@@ -391,6 +392,33 @@ class SearchIndex:
                 work.append((key, -1, last, rows, None))
         _merge(conn, work)
         merge_pending(conn)
+
+
+    def checker(self, conn: sqlite3.Connection, key: Any) -> _SessionCheck:
+        """The :class:`~sessiontree.stores.verify.DerivedCheck` of session ``key``'s
+        ``search_entries`` rows (``check --store``): the rows a merge up to the
+        session's watermark (``search_merged.seq``; none merged without a row) writes."""
+        row = conn.execute("SELECT seq FROM search_merged WHERE session_id = ?", (key,)).fetchone()
+        return _SessionCheck(conn, key, -1 if row is None else row[0])
+
+
+class _SessionCheck:
+    """:meth:`SearchIndex.checker`: the rebuilt rows are computed as the entries come."""
+
+    def __init__(self, conn: sqlite3.Connection, key: Any, watermark: int) -> None:
+        self.conn, self.key, self.watermark = conn, key, watermark
+        self.rows: list[int] = []
+
+    def add(self, seq: int, entry: dict[str, Any]) -> None:
+        if seq <= self.watermark:  # later entries are pending: not in search_entries yet
+            # Hashes, not rows: a session's texts can be hundreds of MB.
+            self.rows.extend(hash(row) for row in _text_rows(self.key, [(seq, entry)]))
+
+    def drift(self) -> list[str]:
+        stored = [hash(tuple(row)) for row in self.conn.execute(
+            "SELECT session_id, seq, entry_id, type, role, ts_ms, text FROM search_entries"
+            " WHERE session_id = ? ORDER BY seq", (self.key,))]
+        return row_drift("search_entries", stored, self.rows)
 
 
 #: The search index (listed in :data:`~sessiontree.stores.sqlite.schema.DERIVED_INDEXES`).

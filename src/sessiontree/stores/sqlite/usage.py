@@ -26,6 +26,7 @@ from sessiontree.core.usagerecords import BUCKET_MS, UsageQuery, UsageRow, recor
 from sessiontree.format import jsonio
 from sessiontree.stores.shared import ledger_row_owner
 from sessiontree.stores.sqlite.derived import IndexedRow, from_db, to_db
+from sessiontree.stores.verify import row_drift
 
 __all__ = ["LEDGER", "UsageLedger", "query_usage", "rebuild_rollup"]
 
@@ -188,6 +189,64 @@ class UsageLedger:
             self._add(conn, key, rows, False)
         if _has_rollup(conn):
             rebuild_rollup(conn)
+
+
+    def checker(self, conn: sqlite3.Connection, key: Any) -> _SessionCheck:
+        """The :class:`~sessiontree.stores.verify.DerivedCheck` of session ``key``'s
+        ``usage_ledger`` rows (``check --store``): the rows :meth:`add` writes."""
+        return _SessionCheck(conn, key)
+
+    def store_drift(self, conn: sqlite3.Connection) -> list[str]:
+        """How ``usage_calls`` differs from a recount of the ledger and ``usage_rollup``
+        from a sum of ``usage_calls`` (the rules of :func:`_refresh_calls` and
+        :func:`rebuild_rollup`), in rows that differ either way (``check --store``).
+        Rollup rows left with no call (``calls = 0``) are ignored: the upkeep may
+        leave them, and they add nothing."""
+        drift = []
+        calls = (f"SELECT dedup_key, max(n), substr(min(o), instr(min(o), char(1)) + 1), {_ATTRS} FROM ("
+                 " SELECT l.dedup_key, count(*) AS n, coalesce(s.created_at, '') || char(1) || hex(l.session_id)"
+                 " AS o, l.provider, l.model, l.ts_ms, l.input, l.output, l.cache_read, l.cache_write, l.cost_nanos"
+                 " FROM usage_ledger l JOIN sessions s ON s.id = l.session_id GROUP BY l.dedup_key, l.session_id)"
+                 " GROUP BY dedup_key")
+        stored = f"SELECT dedup_key, m, owner, {_ATTRS} FROM usage_calls"
+        differ = _differ(conn, stored, calls)
+        if differ:
+            drift.append(f"usage_calls ({differ} rows differ from a recount of usage_ledger)")
+        if _has_rollup(conn):
+            sums = (f"SELECT {_ROLLUP_KEY}, sum(m), sum(m * input), sum(m * output), sum(m * cache_read),"
+                    " sum(m * cache_write), sum(m * coalesce(cost_nanos, 0)) FROM usage_calls GROUP BY 1, 2, 3, 4, 5")
+            stored = ("SELECT owner, provider, model, bucket, shape, calls, input, output, cache_read, cache_write,"
+                      " cost_nanos FROM usage_rollup WHERE calls != 0")
+            differ = _differ(conn, stored, sums)
+            if differ:
+                drift.append(f"usage_rollup ({differ} rows differ from the sums of usage_calls)")
+        return drift
+
+
+def _differ(conn: sqlite3.Connection, left: str, right: str) -> int:
+    """How many rows one query gives and the other does not (both ways)."""
+    return sum(conn.execute(f"SELECT count(*) FROM ({a} EXCEPT {b})").fetchone()[0]
+               for a, b in ((left, right), (right, left)))
+
+
+class _SessionCheck:
+    """:meth:`UsageLedger.checker`: the rebuilt rows are computed as the entries come."""
+
+    def __init__(self, conn: sqlite3.Connection, key: Any) -> None:
+        self.conn, self.key = conn, key
+        self.rows: list[tuple[Any, ...]] = []
+
+    def add(self, seq: int, entry: dict[str, Any]) -> None:
+        if entry.get("type") in _RECORD_TYPES:
+            for n, r in enumerate(records_from_entry(entry)):
+                self.rows.append((seq, n, r.key, r.source, to_db(r.provider), to_db(r.model), r.timestamp_ms,
+                                  r.input, r.output, r.cache_read, r.cache_write, r.cost_nanos))
+
+    def drift(self) -> list[str]:
+        stored = [tuple(row) for row in self.conn.execute(
+            "SELECT seq, n, dedup_key, source, provider, model, ts_ms, input, output, cache_read, cache_write,"
+            " cost_nanos FROM usage_ledger WHERE session_id = ? ORDER BY seq, n", (self.key,))]
+        return row_drift("usage_ledger", stored, self.rows)
 
 
 _ATTRS = "provider, model, ts_ms, input, output, cache_read, cache_write, cost_nanos"
