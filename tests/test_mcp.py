@@ -484,3 +484,13 @@ def test_http_transport_and_a_bearer_token(db):
     assert status == 401
     assert tools == TOOLS
     assert [h["entryId"] for h in hit.structured_content["hits"]] == ["a1"]
+
+
+def test_without_the_sdk_the_command_says_which_extra_to_install(db, monkeypatch):
+    monkeypatch.setitem(sys.modules, "mcp", None)  # import mcp now raises ModuleNotFoundError
+    monkeypatch.delitem(sys.modules, "sessiontree.mcpserver.server", raising=False)
+    import sessiontree.mcpserver
+
+    monkeypatch.delattr(sessiontree.mcpserver, "server", raising=False)
+    result = run_cli(db, "mcp", code=1, one_error_line=True)
+    assert "pip install 'sessiontree[mcp]'" in result.stderr

@@ -11,11 +11,23 @@ Nothing but the protocol goes to stdout in stdio mode: messages go to stderr.
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 import click
 
 from sessiontree.cli.common import App, UserError, cli, echo_line, pass_app
 from sessiontree.cli.serve import is_loopback
+
+
+def _server_module() -> Any:
+    """:mod:`sessiontree.mcpserver.server`, or a clear error when the SDK (the ``mcp`` extra) is missing."""
+    try:
+        from sessiontree.mcpserver import server
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types"):
+            raise
+        raise UserError("sessiontree mcp needs the MCP SDK: pip install 'sessiontree[mcp]'") from None
+    return server
 
 
 @cli.command("mcp", short_help="Serve the sessions to agents over the Model Context Protocol.")
@@ -39,8 +51,7 @@ def mcp_cmd(app: App, use_http: bool, host: str, port: int, expose: bool, token_
     """
     import anyio
 
-    from sessiontree.mcpserver.server import build_server
-
+    build_server = _server_module().build_server
     if not use_http:
         for name, given in (("--host", host != "127.0.0.1"), ("--port", port != 8766), ("--expose", expose),
                             ("--token", token_opt is not None)):
@@ -57,8 +68,7 @@ def _serve_http(app: App, host: str, port: int, expose: bool, token_opt: str | N
 
     import uvicorn
 
-    from sessiontree.mcpserver.server import build_server, http_app
-
+    module = _server_module()
     bare = host.strip("[]")
     loopback = is_loopback(host)
     if not loopback and not expose:
@@ -67,7 +77,7 @@ def _serve_http(app: App, host: str, port: int, expose: bool, token_opt: str | N
     if token_opt is not None and not token_opt.strip():
         raise UserError("--token must not be empty")
     token = token_opt or (None if loopback else secrets.token_urlsafe(24))
-    server = build_server(app.store)
+    server = module.build_server(app.store)
     sock = socket.socket(socket.AF_INET6 if ":" in bare else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -83,6 +93,6 @@ def _serve_http(app: App, host: str, port: int, expose: bool, token_opt: str | N
     if token_opt is None and token is not None:
         echo_line(f"Bearer token (send as 'Authorization: Bearer TOKEN'): {token}", err=True)
     echo_line("Press Ctrl-C to stop.", err=True)
-    asgi = http_app(server, host=bare, loopback=loopback, token=token)
+    asgi = module.http_app(server, host=bare, loopback=loopback, token=token)
     uvicorn.Server(uvicorn.Config(asgi, log_level="warning", access_log=False, server_header=False,
                                   lifespan="on")).run(sockets=[sock])
