@@ -487,7 +487,8 @@ def test_http_transport_and_a_bearer_token(db):
 
 
 def test_without_the_sdk_the_command_says_which_extra_to_install(db, monkeypatch):
-    monkeypatch.setitem(sys.modules, "mcp", None)  # import mcp now raises ModuleNotFoundError
+    for name in [n for n in sys.modules if n.split(".")[0] in ("mcp", "mcp_types")]:
+        monkeypatch.setitem(sys.modules, name, None)  # importing it now raises ModuleNotFoundError
     monkeypatch.delitem(sys.modules, "sessiontree.mcpserver.server", raising=False)
     import sessiontree.mcpserver
 
