@@ -495,3 +495,28 @@ def test_without_the_sdk_the_command_says_which_extra_to_install(db, monkeypatch
     monkeypatch.delattr(sessiontree.mcpserver, "server", raising=False)
     result = run_cli(db, "mcp", code=1, one_error_line=True)
     assert "pip install 'sessiontree[mcp]'" in result.stderr
+
+
+def test_a_session_that_grows_is_read_again(db):
+    """The reader keeps sessions parsed between calls, and reads them again once the store changed."""
+    from sessiontree.mcpserver.tools import SessionReader
+    from sessiontree.session.manager import SessionManager
+
+    reader_store = open_store(db, create=False, readonly=True)
+    reader = SessionReader(reader_store)
+    try:
+        assert reader.get_context(S2)["messageCount"] == 2
+        assert reader.get_context(S2)["messageCount"] == 2  # from the cache
+        writer_store = open_store(db, create=False)
+        try:
+            manager = SessionManager.open(writer_store, S2)
+            manager.append_message({"role": "user", "content": "one more", "timestamp": 3})
+        finally:
+            writer_store.close()
+        context = reader.get_context(S2)
+        assert context["messageCount"] == 3
+        assert context["messages"][-1]["message"]["content"] == "one more"
+        # The old leaf is still readable, on its own.
+        assert [m["entryId"] for m in reader.get_context(S2, leaf="h1")["messages"]] == ["h1"]
+    finally:
+        reader_store.close()

@@ -20,13 +20,19 @@ Errors a caller can fix raise :class:`ToolInputError` with one clear line.
 
 from __future__ import annotations
 
+import functools
+import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sessiontree.core import render
 from sessiontree.core.listing import session_info_from_entries
+from sessiontree.core.projection.model import SessionProjection
 from sessiontree.format.types import ENTRY_TYPES, MESSAGE_ROLES
 from sessiontree.mcpserver.paging import check_budget, decode_cursor, json_size, page_fields, take_page
 from sessiontree.search.query import parse_when, search
@@ -43,6 +49,24 @@ MAX_LIMIT = 500
 PAGING_RESERVE = 400
 #: Entries on each side of ``around`` in ``get_entries`` by default.
 DEFAULT_AROUND = 5
+
+
+_R = TypeVar("_R")
+
+#: Sessions kept read and parsed between calls; stores without a change hint
+#: (memory, PostgreSQL) are read again at most this often (seconds).
+CACHED_SESSIONS = 4
+MIN_REREAD_SECONDS = 1.0
+
+
+def _locked(method: Callable[..., _R]) -> Callable[..., _R]:
+    """Run a tool method under the reader's lock: the cached managers move their leaf while in use."""
+    @functools.wraps(method)
+    def wrapper(self: SessionReader, *args: Any, **kwargs: Any) -> _R:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper
 
 
 class ToolInputError(ValueError):
@@ -95,16 +119,91 @@ def _leaf_rows(entries: Sequence[Mapping[str, Any]]) -> tuple[list[str], dict[st
     return tips, points
 
 
+@dataclass
+class _Cached:
+    """One session read for the tools: its manager, the leaf it was loaded with, projections by leaf."""
+
+    hint: Any
+    checked: float
+    manager: SessionManager
+    loaded_leaf: str | None
+    projections: dict[str | None, SessionProjection] = field(default_factory=dict)
+
+
 class SessionReader:
     """The tools' answers over one store (opened read-only by the caller).
 
     Calls are serialised by a lock: the SDK runs each tool on a worker
-    thread, and one store handle is shared by them all.
+    thread, and one store handle is shared by them all. The last
+    :data:`CACHED_SESSIONS` sessions read stay parsed, with their projections,
+    until a cheap change hint (the JSONL file's, or the SQLite database's and
+    its WAL's, size and mtime) shows that the store changed: an agent paging
+    through a large session's context reads it once.
     """
 
     def __init__(self, store: SessionStore) -> None:
         self.store = store
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._cache: OrderedDict[str, _Cached] = OrderedDict()
+
+    def _hint(self, session_id: str) -> Any:
+        """Sizes and mtimes of the files that hold ``session_id``, or ``None`` for a store without files."""
+        path = self.store.location(session_id)
+        paths: list[str] = []
+        if path is not None:
+            paths = [path]
+        elif self.store.kind == "sqlite":
+            db = getattr(self.store, "path", None)  # SQLite's own attribute, not the protocol's
+            if isinstance(db, str) and db != ":memory:":
+                paths = [db, f"{db}-wal"]
+        if not paths:
+            return None
+        stats: list[tuple[int, int] | None] = []
+        for name in paths:
+            try:
+                st = os.stat(name)
+                stats.append((st.st_size, st.st_mtime_ns))
+            except OSError:
+                stats.append(None)
+        return tuple(stats)
+
+    def _session(self, session_id: str) -> _Cached:
+        """The session read and parsed, from the cache while the store shows no change (the caller holds the lock)."""
+        now = time.monotonic()
+        hint = self._hint(session_id)
+        cached = self._cache.get(session_id)
+        if cached is not None:
+            fresh = hint == cached.hint if hint is not None else now - cached.checked < MIN_REREAD_SECONDS
+            if fresh:
+                self._cache.move_to_end(session_id)
+                return cached
+        manager = SessionManager.from_parsed(self.store.read(session_id))
+        cached = _Cached(hint, now, manager, manager.get_leaf_id())
+        self._cache[session_id] = cached
+        while len(self._cache) > CACHED_SESSIONS:
+            self._cache.popitem(last=False)
+        return cached
+
+    def _manager(self, session_id: str) -> SessionManager:
+        """The cached manager, its leaf back at the loaded leaf (tools move it to read other branches)."""
+        cached = self._session(session_id)
+        if cached.loaded_leaf is None:
+            cached.manager.reset_leaf()
+        else:
+            cached.manager.branch(cached.loaded_leaf)
+        return cached.manager
+
+    def _projection(self, session_id: str, leaf: str | None) -> SessionProjection:
+        """The projection at ``leaf`` (``None``: the loaded leaf), built once per read of the session."""
+        cached = self._session(session_id)
+        key = leaf if leaf is not None else cached.loaded_leaf
+        projection = cached.projections.get(key)
+        if projection is None:
+            manager = self._manager(session_id)
+            if key is not None:
+                manager.branch(key)
+            projection = cached.projections[key] = manager.build_session_projection()
+        return projection
 
     # ------------------------------------------------------------------ helpers
 
@@ -127,9 +226,6 @@ class SessionReader:
                                  + (f" and {len(matches) - 5} more" if len(matches) > 5 else ""))
         return matches[0]
 
-    def _manager(self, session_id: str) -> SessionManager:
-        return SessionManager.from_parsed(self.store.read(session_id))
-
     @staticmethod
     def _resolve_entry(manager: SessionManager, prefix: str, what: str = "entry") -> str:
         if not isinstance(prefix, str) or not prefix:
@@ -145,6 +241,7 @@ class SessionReader:
 
     # ------------------------------------------------------------------ tools
 
+    @_locked
     def search_sessions(self, query: str, *, cwd: str | None = None, role: str | Sequence[str] | None = None,
                         since: str | None = None, until: str | None = None, session: str | None = None,
                         limit: int | None = None, cursor: str | None = None,
@@ -160,15 +257,15 @@ class SessionReader:
         shape = {"query": query, "cwd": cwd, "role": roles, "since": since, "until": until,
                  "session": session, "limit": count, "max_chars": budget}
         offset = decode_cursor(cursor, "search_sessions", shape)
-        with self._lock:
-            session_id = self.resolve_session(session) if session is not None else None
-            result = search(self.store, query, cwd=cwd, roles=roles, since=_when(since, "since", end=False),
-                            until=_when(until, "until", end=True), session=session_id, limit=offset + count)
+        session_id = self.resolve_session(session) if session is not None else None
+        result = search(self.store, query, cwd=cwd, roles=roles, since=_when(since, "since", end=False),
+                        until=_when(until, "until", end=True), session=session_id, limit=offset + count)
         page = take_page((hit.to_dict() for hit in result.hits), offset, count,
                          max(budget - PAGING_RESERVE - json_size(query), budget // 4),
                          has_more=lambda: result.more)
         return {"query": query, "hits": page.items, **page_fields(page, "search_sessions", shape, budget, "hits")}
 
+    @_locked
     def list_sessions(self, *, cwd: str | None = None, since: str | None = None, named_only: bool = False,
                       include_internal: bool = False, limit: int | None = None, cursor: str | None = None,
                       max_chars: int | None = None) -> dict[str, Any]:
@@ -185,11 +282,10 @@ class SessionReader:
         shape = {"cwd": cwd, "since": since, "named_only": named_only, "include_internal": include_internal,
                  "limit": count, "max_chars": budget}
         offset = decode_cursor(cursor, "list_sessions", shape)
-        with self._lock:
-            if cwd is not None:
-                infos = SessionManager.list(cwd, self.store, include_internal=include_internal)
-            else:
-                infos = SessionManager.list_all(self.store, include_internal=include_internal)
+        if cwd is not None:
+            infos = SessionManager.list(cwd, self.store, include_internal=include_internal)
+        else:
+            infos = SessionManager.list_all(self.store, include_internal=include_internal)
         kept = [info for info in infos
                 if (start is None or info.modified >= start) and (not named_only or info.name)]
         rows = []
@@ -206,6 +302,7 @@ class SessionReader:
             data["skippedSessions"] = skipped
         return data
 
+    @_locked
     def get_session(self, session: str, *, cursor: str | None = None,
                     max_chars: int | None = None) -> dict[str, Any]:
         """A session's outline: header, listing info, usage, branch points and leaves (not the entries).
@@ -218,12 +315,11 @@ class SessionReader:
             "leaves": [{"id", "type", "timestamp", "depth", "active", "label", "summary"}...], paging fields}``.
         """
         budget = check_budget(max_chars)
-        with self._lock:
-            session_id = self.resolve_session(session)
-            shape = {"session": session_id, "max_chars": budget}
-            offset = decode_cursor(cursor, "get_session", shape)
-            manager = self._manager(session_id)
-            usage = session_usage(self.store, session_id).to_dict()
+        session_id = self.resolve_session(session)
+        shape = {"session": session_id, "max_chars": budget}
+        offset = decode_cursor(cursor, "get_session", shape)
+        manager = self._manager(session_id)
+        usage = session_usage(self.store, session_id).to_dict()
         entries = manager.get_entries()
         header = manager.get_header()
         info = session_info_from_entries(header, entries, session_id).to_dict()
@@ -253,6 +349,7 @@ class SessionReader:
         page = take_page(leaves(), offset, None, room)
         return {**head, "leaves": page.items, **page_fields(page, "get_session", shape, budget, "leaves", len(tips))}
 
+    @_locked
     def get_context(self, session: str, *, leaf: str | None = None, cursor: str | None = None,
                     max_chars: int | None = None) -> dict[str, Any]:
         """The model context of the branch ending at ``leaf`` (default: the active leaf), oldest
@@ -264,15 +361,12 @@ class SessionReader:
             "messageCount", "messages": [{"index", "entryId", "entryType", "message"}...], paging fields}``.
         """
         budget = check_budget(max_chars)
-        with self._lock:
-            session_id = self.resolve_session(session)
-            manager = self._manager(session_id)
-        if leaf is not None:
-            manager.branch(self._resolve_entry(manager, leaf, "leaf"))
-        leaf_id = manager.get_leaf_id()
+        session_id = self.resolve_session(session)
+        manager = self._manager(session_id)
+        leaf_id = self._resolve_entry(manager, leaf, "leaf") if leaf is not None else manager.get_leaf_id()
         shape = {"session": session_id, "leaf": leaf_id, "max_chars": budget}
         offset = decode_cursor(cursor, "get_context", shape)
-        projection = manager.build_session_projection()
+        projection = self._projection(session_id, leaf_id)
 
         def items() -> Iterator[dict[str, Any]]:
             index = 0
@@ -295,6 +389,7 @@ class SessionReader:
             fields["note"] += f'; pass leaf "{leaf_id}" to stay on this branch'
         return {**head, "messages": page.items, **fields}
 
+    @_locked
     def get_entries(self, session: str, *, ids: Sequence[str] | None = None, around: str | None = None,
                     before: int = DEFAULT_AROUND, after: int = DEFAULT_AROUND, cursor: str | None = None,
                     max_chars: int | None = None) -> dict[str, Any]:
@@ -310,9 +405,8 @@ class SessionReader:
         if not 0 <= before <= MAX_LIMIT or not 0 <= after <= MAX_LIMIT:
             raise ToolInputError(f"before and after must be between 0 and {MAX_LIMIT}")
         budget = check_budget(max_chars)
-        with self._lock:
-            session_id = self.resolve_session(session)
-            manager = self._manager(session_id)
+        session_id = self.resolve_session(session)
+        manager = self._manager(session_id)
         active = {e["id"] for e in manager.get_branch()}
         chosen: list[Mapping[str, Any]]
         if ids is not None:
@@ -346,6 +440,7 @@ class SessionReader:
         return {"sessionId": session_id, "activeLeafId": manager.get_leaf_id(), "entries": page.items,
                 **page_fields(page, "get_entries", shape, budget, "entries", len(chosen))}
 
+    @_locked
     def usage_stats(self, *, by: str = "day", since: str | None = None, until: str | None = None,
                     cwd: str | None = None, timezone: str | None = None, cost: str = "auto",
                     cursor: str | None = None, max_chars: int | None = None) -> dict[str, Any]:
@@ -362,9 +457,8 @@ class SessionReader:
         shape = {"by": by, "since": since, "until": until, "cwd": cwd, "timezone": timezone, "cost": cost,
                  "max_chars": budget}
         offset = decode_cursor(cursor, "usage_stats", shape)
-        with self._lock:
-            report = usage_report(self.store, by=by, since=since, until=until, cwd=cwd, tz=timezone,
-                                  cost=cost).to_dict()
+        report = usage_report(self.store, by=by, since=since, until=until, cwd=cwd, tz=timezone,
+                              cost=cost).to_dict()
         groups = report.pop("groups")
         room = max(budget - json_size(report) - PAGING_RESERVE, budget // 4)
         page = take_page(groups, offset, None, room)
