@@ -38,7 +38,10 @@ from builders import header, jsonl_line, session_info, text_block, usage
 from cli_support import run_cli
 from sessiontree.mcpserver.paging import CLIP_MARK, json_size, take_page
 from sessiontree.mcpserver.server import build_server
+from sessiontree.mcpserver.tools import SessionReader
+from sessiontree.session.manager import SessionManager
 from sessiontree.stores import open_store
+from support import make_store
 
 S1 = "019cadb4-6e80-7a3c-9b1d-0000000000a1"
 S2 = "019cadb4-6e80-7a3c-9b1d-0000000000b2"
@@ -499,9 +502,6 @@ def test_without_the_sdk_the_command_says_which_extra_to_install(db, monkeypatch
 
 def test_a_session_that_grows_is_read_again(db):
     """The reader keeps sessions parsed between calls, and reads them again once the store changed."""
-    from sessiontree.mcpserver.tools import SessionReader
-    from sessiontree.session.manager import SessionManager
-
     reader_store = open_store(db, create=False, readonly=True)
     reader = SessionReader(reader_store)
     try:
@@ -520,3 +520,24 @@ def test_a_session_that_grows_is_read_again(db):
         assert [m["entryId"] for m in reader.get_context(S2, leaf="h1")["messages"]] == ["h1"]
     finally:
         reader_store.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "jsonl", "sqlite"])
+def test_the_tools_answer_alike_on_every_store(kind, tmp_path):
+    store = make_store(kind, tmp_path)
+    try:
+        for records in _sessions().values():
+            store.create(records[0], records[1:])
+        reader = SessionReader(store)
+        assert [m["entryId"] for m in reader.get_context(S1, leaf="a2")["messages"]] == ["u1", "a1", "u2", "a2"]
+        assert [m["entryId"] for m in reader.get_context(S1)["messages"]] == ["u1", "a1", "u3", "a3"]
+        assert sorted(h["entryId"] for h in reader.search_sessions("jitter")["hits"]) == ["a2", "u2"]
+        outline = reader.get_session(S1)
+        assert (outline["branchPoints"], [leaf["id"] for leaf in outline["leaves"]]) == (
+            [{"id": "a1", "childIds": ["u2", "u3"]}], ["n1", "a2"])
+        assert [s["id"] for s in reader.list_sessions()["sessions"]] == [S3, S2, S1]
+        assert [r["entry"]["id"] for r in reader.get_entries(S1, around="u2", before=1)["entries"]] == [
+            "a1", "u2", "a2"]
+        assert reader.usage_stats(by="session")["totals"]["totalTokens"] == 660
+    finally:
+        store.close()

@@ -84,6 +84,9 @@ def _serve_http(app: App, host: str, port: int, expose: bool, token_opt: str | N
         sock.bind((bare, port))
     except OSError as exc:
         raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    # Listening now, before the address is printed: a client that connects at once waits in the
+    # backlog until uvicorn accepts, instead of being refused.
+    sock.listen(128)
     port = sock.getsockname()[1]
     shown = f"[{bare}]" if ":" in bare else bare
     if not loopback:

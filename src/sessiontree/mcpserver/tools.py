@@ -177,7 +177,14 @@ class SessionReader:
             if fresh:
                 self._cache.move_to_end(session_id)
                 return cached
-        manager = SessionManager.from_parsed(self.store.read(session_id))
+        if self.store.kind == "sqlite":
+            # SQLite opens lazily (docs/stores.md "Lazy open"): the active branch's context is read
+            # from the outline and the records it needs; the rest only if a tool asks for it. A
+            # SQLite open reads and never writes, and this store is read-only anyway.
+            manager = SessionManager.open(self.store, session_id)
+        else:
+            # Elsewhere a read into a private manager: JSONL's open may persist a format upgrade.
+            manager = SessionManager.from_parsed(self.store.read(session_id))
         cached = _Cached(hint, now, manager, manager.get_leaf_id())
         self._cache[session_id] = cached
         while len(self._cache) > CACHED_SESSIONS:
@@ -187,10 +194,11 @@ class SessionReader:
     def _manager(self, session_id: str) -> SessionManager:
         """The cached manager, its leaf back at the loaded leaf (tools move it to read other branches)."""
         cached = self._session(session_id)
-        if cached.loaded_leaf is None:
-            cached.manager.reset_leaf()
-        else:
-            cached.manager.branch(cached.loaded_leaf)
+        if cached.manager.get_leaf_id() != cached.loaded_leaf:  # a leaf move reads a lazy session whole
+            if cached.loaded_leaf is None:
+                cached.manager.reset_leaf()
+            else:
+                cached.manager.branch(cached.loaded_leaf)
         return cached.manager
 
     def _projection(self, session_id: str, leaf: str | None) -> SessionProjection:
@@ -200,7 +208,7 @@ class SessionReader:
         projection = cached.projections.get(key)
         if projection is None:
             manager = self._manager(session_id)
-            if key is not None:
+            if key is not None and manager.get_leaf_id() != key:
                 manager.branch(key)
             projection = cached.projections[key] = manager.build_session_projection()
         return projection
