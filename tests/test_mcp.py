@@ -541,3 +541,51 @@ def test_the_tools_answer_alike_on_every_store(kind, tmp_path):
         assert reader.usage_stats(by="session")["totals"]["totalTokens"] == 660
     finally:
         store.close()
+
+
+def test_the_hostile_fixture_through_every_tool_over_stdio(tmp_path):
+    """The terminal-safety suite's hostile session (escapes, bidi, invisible characters and a lone
+    surrogate in every field, ids included) through every tool of a real stdio server: the answers
+    parse, carry the text unchanged but for the lone surrogate (U+FFFD: UTF-8 cannot carry it), and
+    the framing holds (each call gets its own answer, the server lives on)."""
+    from test_terminal_safety import HOSTILE
+    from test_terminal_safety import SID as HOSTILE_SID
+    from test_terminal_safety import _id, _write_sessions
+
+    _write_sessions(tmp_path / "in")
+    db = str(tmp_path / "hostile.db")
+    run_cli(db, "import", str(tmp_path / "in"), code=1)  # the broken file is rejected, the others imported
+    before = _digest(tmp_path)
+    assert HOSTILE.count("\ud800") == 1
+    h = HOSTILE.replace("\ud800", "\ufffd")  # the text as an answer carries it
+
+    def sent(key: str) -> str:
+        return _id(key).replace("\ud800", "\ufffd")  # an id as a previous answer gave it
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "sessiontree", "--store", db, "mcp"],
+                                   env=_env())
+    calls = [("search_sessions", {"query": "answer"}), ("list_sessions", {"include_internal": True}),
+             ("get_session", {"session_id": HOSTILE_SID}), ("get_context", {"session_id": HOSTILE_SID}),
+             ("get_context", {"session_id": HOSTILE_SID, "leaf": sent("r1")}),
+             ("get_entries", {"session_id": HOSTILE_SID, "around": sent("p4"), "before": 1, "after": 1}),
+             ("usage_stats", {"by": "project"}), ("get_session", {"session_id": h}),
+             ("get_entries", {"session_id": HOSTILE_SID, "ids": [sent("q9")]})]
+
+    async def main() -> list[Any]:
+        async with Client(params) as client:
+            return [await client.call_tool(name, args) for name, args in calls]
+
+    results = anyio.run(main)
+    assert [r.is_error for r in results] == [False] * 7 + [True, False]
+    search, listed, outline, context, alt, around = (r.structured_content for r in results[:6])
+    assert [h_["entryId"] for h_ in search["hits"]] == [sent("p4")]
+    assert {s["id"] for s in listed["sessions"]} == {HOSTILE_SID, "019cadb4-6e80-7a3c-9b1d-000000000011"}
+    assert outline["header"]["cwd"] == "/proj/" + h and outline["info"]["name"] == "name " + h
+    assert context["messages"][-1]["message"]["content"] == "last " + h
+    assert [m["entryId"] for m in alt["messages"]] == [sent("p3"), sent("r1")]
+    assert alt["messages"][1]["message"]["content"][0]["text"] == "alt " + h
+    assert [r["entry"]["id"] for r in around["entries"]] == [sent("p3"), sent("p4"), sent("p5")]
+    assert around["entries"][1]["entry"]["message"]["content"][2]["arguments"] == {"cmd" + h: h}
+    assert "no session matches" in results[7].content[0].text
+    assert results[8].structured_content["entries"][0]["entry"]["message"]["content"] == "last " + h
+    assert _digest(tmp_path) == before

@@ -22,6 +22,7 @@ import base64
 import binascii
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,51 @@ MIN_MAX_CHARS = 1_000
 MAX_MAX_CHARS = 1_000_000
 #: What ends a clipped string, before the count of characters left out.
 CLIP_MARK = "…[clipped "
+
+
+#: What a lone surrogate becomes in an answer: no UTF-8 JSON text can carry one (docs/mcp.md, "Security").
+SURROGATE_STANDIN = "\ufffd"
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def replace_lone_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate replaced by :data:`SURROGATE_STANDIN`."""
+    return _SURROGATE.sub(SURROGATE_STANDIN, text)
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def without_lone_surrogates(value: Any) -> Any:
+    """``value`` itself when its strings (keys included) are valid Unicode, else a copy in which
+    every lone surrogate is U+FFFD. Surrogate pairs written as two escapes were joined when the
+    JSON was parsed; what is left cannot be encoded as UTF-8, and the protocol's framing is UTF-8."""
+    if not _has_surrogate(json.dumps(value, ensure_ascii=False, default=str)):
+        return value
+    return _scrub(value)
+
+
+def _scrub(value: Any) -> Any:
+    if isinstance(value, str):
+        return replace_lone_surrogates(value)
+    if isinstance(value, Mapping):
+        return {replace_lone_surrogates(str(key)): _scrub(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scrub(item) for item in value]
+    return value
+
+
+def same_text(stored: str, given: str) -> bool:
+    """Whether ``given`` names ``stored``: equal, or equal once lone surrogates are U+FFFD
+    (an id a previous answer gave back with its surrogates replaced)."""
+    return stored == given or (_has_surrogate(stored) and replace_lone_surrogates(stored) == given)
 
 
 class CursorError(ValueError):

@@ -30,7 +30,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sessiontree import __version__
 from sessiontree.errors import SessionError
-from sessiontree.mcpserver.paging import DEFAULT_MAX_CHARS, MAX_MAX_CHARS, MIN_MAX_CHARS
+from sessiontree.mcpserver.paging import (
+    DEFAULT_MAX_CHARS,
+    MAX_MAX_CHARS,
+    MIN_MAX_CHARS,
+    replace_lone_surrogates,
+    without_lone_surrogates,
+)
 from sessiontree.mcpserver.tools import DEFAULT_AROUND, DEFAULT_LIMIT, MAX_LIMIT, SessionReader
 from sessiontree.stores.base import SessionStore
 from sessiontree.usage.report import COST_MODES, GROUPINGS
@@ -70,7 +76,10 @@ def _text(summary: str, data: dict[str, Any]) -> str:
 
 
 def _answer(summary: str, data: dict[str, Any]) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=_text(summary, data))], structured_content=data)
+    # Session text may hold lone surrogates, which the UTF-8 framing cannot carry: U+FFFD instead.
+    data = without_lone_surrogates(data)
+    text = replace_lone_surrogates(_text(summary, data))
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 
 
 def _call(work: Callable[[], dict[str, Any]], summary: Callable[[dict[str, Any]], str]) -> CallToolResult:
@@ -78,9 +87,10 @@ def _call(work: Callable[[], dict[str, Any]], summary: Callable[[dict[str, Any]]
     try:
         data = work()
     except (SessionError, ValueError, KeyError) as exc:
-        raise ToolError(" ".join(str(exc).split()) or type(exc).__name__) from None
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        raise ToolError(replace_lone_surrogates(message)) from None
     except OSError as exc:
-        raise ToolError(f"the store could not be read: {exc.strerror or exc}") from None
+        raise ToolError(replace_lone_surrogates(f"the store could not be read: {exc.strerror or exc}")) from None
     return _answer(summary(data), data)
 
 
@@ -209,8 +219,8 @@ def build_server(store: SessionStore, *, name: str = "sessiontree") -> MCPServer
         except (SessionError, ValueError) as exc:
             from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
-            raise ResourceNotFoundError(" ".join(str(exc).split())) from None
-        return json.dumps(data, ensure_ascii=False)
+            raise ResourceNotFoundError(replace_lone_surrogates(" ".join(str(exc).split()))) from None
+        return json.dumps(without_lone_surrogates(data), ensure_ascii=False)
 
     return server
 

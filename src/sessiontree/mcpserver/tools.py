@@ -34,7 +34,15 @@ from sessiontree.core import render
 from sessiontree.core.listing import session_info_from_entries
 from sessiontree.core.projection.model import SessionProjection
 from sessiontree.format.types import ENTRY_TYPES, MESSAGE_ROLES
-from sessiontree.mcpserver.paging import check_budget, decode_cursor, json_size, page_fields, take_page
+from sessiontree.mcpserver.paging import (
+    check_budget,
+    decode_cursor,
+    json_size,
+    page_fields,
+    replace_lone_surrogates,
+    same_text,
+    take_page,
+)
 from sessiontree.search.query import parse_when, search
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.base import SessionStore
@@ -240,7 +248,12 @@ class SessionReader:
             raise ToolInputError(f"{what} id must be a non-empty string")
         if manager.get_entry(prefix) is not None:
             return prefix
-        matches = sorted(e["id"] for e in manager.get_entries() if e["id"].startswith(prefix))
+        # An id holding a lone surrogate was sent as U+FFFD (paging.without_lone_surrogates): match that form too.
+        exact = [e["id"] for e in manager.get_entries() if same_text(e["id"], prefix)]
+        if exact:
+            return str(exact[0])
+        matches = sorted(e["id"] for e in manager.get_entries()
+                         if e["id"].startswith(prefix) or replace_lone_surrogates(e["id"]).startswith(prefix))
         if not matches:
             raise ToolInputError(f"no entry of this session matches {prefix!r}")
         if len(matches) > 1:
