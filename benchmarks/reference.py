@@ -70,3 +70,13 @@ def ensure_reference(work_dir: str, version: str | None = None, *, log=print) ->
         if os.path.isdir(staging):
             shutil.rmtree(staging, ignore_errors=True)
     return module, version
+
+
+if __name__ == "__main__":
+    # `python benchmarks/reference.py [VERSION]`: install (or find) the package in benchmarks/.work,
+    # as .ci/run does before the tests that load files with the agent's own SessionManager.
+    import sys
+
+    found, installed = ensure_reference(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".work"),
+                                        sys.argv[1] if len(sys.argv) > 1 else None)
+    print(f"{PACKAGE}@{installed}: {found}")

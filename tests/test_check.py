@@ -53,6 +53,21 @@ ASSISTANT = (b'{"type":"message","id":"a1","parentId":"u1","timestamp":"2026-02-
 CLEAN = HEADER + b"\n" + USER + b"\n" + ASSISTANT + b"\n"
 
 
+#: The limit the tests of ``record-too-large`` run under: its data file holds a
+#: record of 5,000 bytes (the real limit, 1,000,000,000 bytes, is too big for a test file).
+TEST_RECORD_LIMIT = 4096
+
+
+@pytest.fixture(autouse=True)
+def _small_record_limit(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lower ``bounds.MAX_RECORD_BYTES`` for the tests parametrized with ``code="record-too-large"``."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and callspec.params.get("code") == "record-too-large":
+        from sessiontree.format import bounds
+
+        monkeypatch.setattr(bounds, "MAX_RECORD_BYTES", TEST_RECORD_LIMIT, raising=False)
+
+
 def _name(code: str) -> str:
     return VIRTUAL_NAMES.get(code, f"{code}.jsonl")
 
@@ -861,3 +876,52 @@ def test_docs_code_table_matches_codes() -> None:
     expected = {code: (info.severity, "yes" if info.repairable else "no", "yes" if info.import_accepts else "no")
                 for code, info in CODES.items()}
     assert rows == expected
+
+
+# ---------------------------------------------------------------- the record size limit import refuses
+
+
+def test_a_record_over_the_store_limit_is_reported_and_refused_by_import(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """check and import share one limit (bounds.MAX_RECORD_BYTES): a record of 5,000 bytes
+    over a 4,096-byte limit is an error for check and refused by import into every store; a
+    record of exactly the limit is fine."""
+    from click.testing import CliRunner
+
+    from sessiontree.cli import cli
+    from sessiontree.errors import InvalidSessionError
+    from sessiontree.format import bounds
+    from sessiontree.session.manager import SessionManager
+
+    monkeypatch.setattr(bounds, "MAX_RECORD_BYTES", TEST_RECORD_LIMIT, raising=False)
+    data = (DAMAGED / "record-too-large.jsonl").read_bytes()
+    assert len(data.split(b"\n")[1]) == 5000
+    problems = check_bytes(data, "big.jsonl")
+    assert [(p.code, p.severity, p.line, p.entry_id) for p in problems] == [("record-too-large", "error", 2, "u1")]
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(data)
+    result = CliRunner().invoke(cli, ["check", str(path)])
+    assert result.exit_code == 1 and "[record-too-large]" in result.output and ": ok" not in result.output
+    for kind, store in _stores(tmp_path).items():
+        with pytest.raises(InvalidSessionError, match="record of 5,000 bytes is over the 4,096 bytes"):
+            SessionManager.import_session(parse_session(data, str(path)), None, store)
+        assert store.session_ids() == [], kind  # type: ignore[attr-defined]
+    result = CliRunner().invoke(cli, ["--store", str(tmp_path / "cli.db"), "import", str(path)])
+    assert result.exit_code == 1 and "line 2: a record of 5,000 bytes is over the 4,096" in result.output
+    # At the limit itself: no problem, and import accepts it.
+    monkeypatch.setattr(bounds, "MAX_RECORD_BYTES", 5000)
+    assert check_bytes(data, "big.jsonl") == []
+    SessionManager.import_session(parse_session(data, str(path)), None, _stores(tmp_path / "at")["memory"])
+
+
+def test_the_record_limit_is_sqlites_own() -> None:
+    """The shared limit is what the SQLite library stores at most (SQLITE_LIMIT_LENGTH)."""
+    import sqlite3
+
+    from sessiontree.format.bounds import MAX_RECORD_BYTES
+
+    conn = sqlite3.connect(":memory:")
+    try:
+        assert conn.getlimit(sqlite3.SQLITE_LIMIT_LENGTH) == MAX_RECORD_BYTES == 1_000_000_000
+    finally:
+        conn.close()

@@ -10,8 +10,13 @@ Every input goes through what a user can point sessiontree at:
   building the model context of what was imported;
 * agreement: import refuses the file exactly when ``check`` reports a code
   whose ``import_accepts`` flag is false;
-* for a subset, the CLI itself (``sessiontree check`` and ``import`` through
-  click's ``CliRunner``).
+* what reads across sessions, over each store the input was imported into:
+  the listing, search and the usage report (``list``, ``search``, ``stats``),
+  and ``verify`` (``check --store``); a timestamp out of range or a lone
+  surrogate in any field affects only its own session;
+* for a subset, the CLI itself (``sessiontree check``, ``import``, then
+  ``list``, ``stats``, ``search``, ``check --store`` and ``context
+  --historical`` over the imported store) and the viewer's list page.
 
 The only exceptions allowed are the library's own: :class:`SessionError`
 subclasses and :class:`sessiontree.jsonio.NestingError` (a ``ValueError``).
@@ -23,7 +28,10 @@ Inputs: a deterministic mutation corpus (bases: ``examples/*.jsonl`` and
 windows of ``../shared/corpus`` (when beside the checkout); mutations: byte flips, truncation at
 every offset class, NUL runs, glued/duplicated/dropped lines, wrong JSON
 types in every field, deep nesting, huge strings, invalid UTF-8, lone
-surrogate escapes, BOM, CRLF), and Hypothesis-built sessions.
+surrogate escapes, a lone surrogate in every string of a record, timestamps
+out of range (past year 9999, before year 1, 1e300, text) in the header,
+the entry and the message, BOM, CRLF), and Hypothesis-built sessions whose
+strings may hold lone surrogates and whose timestamps may be out of range.
 
 Sizes: the default run tries ``DEFAULT_N`` mutations and 100 Hypothesis
 examples (a few seconds). The long runs are marked ``slow`` and, since this
@@ -268,6 +276,77 @@ def lone_surrogate(data: bytes, rng: random.Random) -> bytes:
     return data[:at] + escape + data[at:]
 
 
+#: Timestamps no date can hold, or none at all: past 9999-12-31 and before 0001-01-01 (as
+#: numbers, and as ISO strings whose offset carries them over), huge, non-finite-looking, text.
+BAD_TIMESTAMPS: list[object] = [1e15, -1e15, 1e300, -1e300, 10**30, 2**63, 253402300800000, -62135596800001,
+                                "9999-12-31T23:00:00-05:00", "0001-01-01T00:00:00+05:00",
+                                "+275760-09-13T00:00:00Z", "10000-01-01T00:00:00Z", "0000-01-01T00:00:00Z",
+                                "junk", "", "\ud800", True, None, [], {}]
+
+
+def _timestamp_paths(record: object) -> list[tuple]:
+    """Paths of every ``timestamp``/``createdAt`` field of a record, at any depth."""
+    return [path for path in _field_paths(record) if path and path[-1] in ("timestamp", "createdAt")]
+
+
+def bad_timestamp(data: bytes, rng: random.Random) -> bytes:
+    """Timestamps out of range in the header, entries and messages (one to all records)."""
+    lines = _lines(data)
+    every = rng.random() < 0.3
+    for index in range(len(lines)) if every else [_pick_line(data, rng)[1]]:
+        try:
+            record = json.loads(lines[index].removeprefix(b"\xef\xbb\xbf"))
+            paths = _timestamp_paths(record)
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(record, dict) or not paths:
+            continue
+        for path in paths if every else [rng.choice(paths)]:
+            target = record
+            for key in path[:-1]:
+                target = target[key]
+            target[path[-1]] = rng.choice(BAD_TIMESTAMPS)
+        try:
+            lines[index] = jsonio.dumps(record)
+        except ValueError:  # deeper than a writer writes: leave the line
+            continue
+    return b"\n".join(lines)
+
+
+_SURROGATES = ["\ud800", "\udfff", "\ud83d", "\udc00"]
+
+
+def _with_surrogates(value: object, rng: random.Random, keys: bool, depth: int = 0) -> object:
+    if depth > 64:  # a deep_nesting input: the strings near the top are enough
+        return value
+    if isinstance(value, str):
+        at = rng.randrange(len(value) + 1)
+        return value[:at] + rng.choice(_SURROGATES) + value[at:]
+    if isinstance(value, list):
+        return [_with_surrogates(item, rng, keys, depth + 1) for item in value]
+    if isinstance(value, dict):
+        return {(_with_surrogates(k, rng, keys, depth + 1) if keys else k): _with_surrogates(v, rng, keys, depth + 1)
+                for k, v in value.items()}
+    return value
+
+
+def surrogates_everywhere(data: bytes, rng: random.Random) -> bytes:
+    """A lone surrogate in every string of one record, or of every record (keys too, sometimes)."""
+    lines = _lines(data)
+    every = rng.random() < 0.5
+    keys = rng.random() < 0.2
+    for index in range(len(lines)) if every else [_pick_line(data, rng)[1]]:
+        try:
+            record = json.loads(lines[index].removeprefix(b"\xef\xbb\xbf"))
+        except (ValueError, RecursionError):
+            continue
+        try:
+            lines[index] = jsonio.dumps(_with_surrogates(record, rng, keys))
+        except ValueError:  # deeper than a writer writes: leave the line
+            continue
+    return b"\n".join(lines)
+
+
 def bom(data: bytes, rng: random.Random) -> bytes:
     if rng.random() < 0.6:
         return b"\xef\xbb\xbf" * rng.randint(1, 2) + data
@@ -311,7 +390,8 @@ SINGLE: list[tuple[str, Callable[[bytes, random.Random], bytes]]] = [
     (f.__name__, f) for f in (
         byte_flip, truncate_inside_line, truncate_at_newline, truncate_inside_utf8, truncate_inside_escape,
         truncate_then_append, nul_run, glue_lines, duplicate_line, drop_line, swap_lines, wrong_type,
-        deep_nesting, huge_string, invalid_utf8, lone_surrogate, bom, crlf, header_mutation,
+        deep_nesting, huge_string, invalid_utf8, lone_surrogate, bom, crlf, header_mutation, bad_timestamp,
+        surrogates_everywhere,
     )
 ]
 MUTATIONS = [*SINGLE, ("stack", stack)]
@@ -344,16 +424,59 @@ def _exercise(data: bytes, tmp_path: Path, sqlite: SqliteStore, cli_too: bool) -
             raise AssertionError(f"import accepted a file with {refusing}")
         manager.build_session_context()
         manager.get_tree()
+        _across_sessions(target, parsed.header["id"])
         if target is sqlite:
             sqlite.delete(parsed.header["id"])
     if cli_too:
         runner = CliRunner()
-        for args in (["check", name], ["check", "--json", name],
-                     ["--store", str(tmp_path / "cli.db"), "import", name]):
+        db = str(tmp_path / "cli.db")
+        for args in (["check", name], ["check", "--json", name], ["--store", db, "import", name],
+                     ["--store", db, "list"], ["--store", db, "list", "--json"], ["--store", db, "stats"],
+                     ["--store", db, "stats", "--by", "session"], ["--store", db, "search", "a"],
+                     ["--store", db, "check", "--store"]):
             result = runner.invoke(cli, args)
             if result.exception is not None and not isinstance(result.exception, SystemExit):
                 raise result.exception
             assert result.exit_code in (0, 1), (args, result.output)
+        _viewer_list(db)
+
+
+#: A session every store holds beside the fuzzed one: whatever the fuzzed one holds, it is
+#: still listed, searched and counted (a bad session affects only itself).
+_GOOD_ID = "fuzz-good-neighbour"
+_GOOD = [{"type": "session", "version": 4, "id": _GOOD_ID, "createdAt": "2026-02-01T09:00:00.000Z", "cwd": "/w"},
+         {"type": "message", "id": "g1", "parentId": None, "timestamp": "2026-02-01T09:00:01.000Z",
+          "message": {"role": "user", "content": "neighbour text", "timestamp": 1769936401000}}]
+
+
+def _across_sessions(store: object, session_id: object) -> None:
+    """Listing, search, usage and verify over ``store`` holding the fuzzed session and a good one."""
+    from sessiontree.search.query import search
+    from sessiontree.usage.report import usage_report
+
+    if _GOOD_ID not in store.session_ids():  # type: ignore[attr-defined]
+        store.create(_GOOD[0], _GOOD[1:])  # type: ignore[attr-defined]
+    listed = {info.id: info for info in SessionManager.list_all(store, include_internal=True)}  # type: ignore[arg-type]
+    assert _GOOD_ID in listed and session_id in listed
+    for info in listed.values():
+        info.to_dict()
+    assert any(hit.session_id == _GOOD_ID for hit in search(store, "neighbour").hits)  # type: ignore[arg-type]
+    search(store, "a", since="2020-01-01")  # type: ignore[arg-type]
+    for by in ("day", "month", "session"):
+        usage_report(store, by=by, cost="recorded", tz="UTC")  # type: ignore[arg-type]
+    for problem in store.verify():  # type: ignore[attr-defined]
+        problem.to_dict()
+
+
+def _viewer_list(db: str) -> None:
+    """The viewer's list page over the CLI's store: never a 500."""
+    from starlette.testclient import TestClient
+
+    from sessiontree.web.app import create_app
+
+    with SqliteStore(db) as store:
+        response = TestClient(create_app(store), base_url="http://127.0.0.1:8000").get("/")
+        assert response.status_code == 200, response.text[:200]
 
 
 def _run_corpus(count: int, tmp_path: Path) -> dict[str, int]:
@@ -399,11 +522,16 @@ def test_mutation_corpus_long(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------
 # Hypothesis: sessions built from arbitrary JSON in arbitrary fields
 
+# Strings: any text, or text around a lone surrogate (JSON allows them; UTF-8 cannot hold them).
+_text = st.text(max_size=8) | st.builds(lambda a, s, b: a + s + b, st.text(max_size=3), st.sampled_from(_SURROGATES),
+                                        st.text(max_size=3))
+# Timestamps: a valid one, text, or one no date can hold (BAD_TIMESTAMPS), as numbers and strings.
+_stamps = st.sampled_from(["2026-01-01T00:00:00.000Z", "x"]) | st.sampled_from(BAD_TIMESTAMPS) | st.integers()
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=8),
+    | _text,
     lambda children: st.lists(children, max_size=3) | st.dictionaries(
-        st.sampled_from(["type", "role", "id", "content", "text", "arguments", "name", "x"]) | st.text(max_size=4),
+        st.sampled_from(["type", "role", "id", "content", "text", "arguments", "name", "x"]) | _text,
         children, max_size=4),
     max_leaves=5,
 )
@@ -417,11 +545,15 @@ _ids = st.sampled_from(["e1", "e2", "e3", "c1"]) | _json
 @st.composite
 def _entry(draw: st.DrawFn) -> dict:
     entry = {"type": draw(_kinds), "id": draw(_ids), "parentId": draw(st.none() | _ids),
-             "timestamp": draw(st.sampled_from(["2026-01-01T00:00:00.000Z", "x"]) | _json)}
+             "timestamp": draw(_stamps | _json)}
     if entry["type"] == "message":
         entry["message"] = {"role": draw(_roles), "content": draw(_json),
                             "stopReason": draw(st.sampled_from(["toolUse", "stop"]) | _json),
-                            "toolCallId": draw(_ids)}
+                            "toolCallId": draw(_ids), "timestamp": draw(_stamps)}
+        if draw(st.booleans()):  # a billed turn: the usage report reads its time
+            entry["message"].update(usage={"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0,
+                                           "totalTokens": 2, "cost": {"total": 0.001}},
+                                    provider=draw(st.sampled_from(["p"]) | _text), model=draw(st.sampled_from(["m"]) | _text))
     for key in draw(st.lists(st.sampled_from(["targetId", "firstKeptEntryId", "summary", "details", "replacement",
                                               "fromId", "summarizedThroughId", "content", "label"]), max_size=3)):
         entry[key] = draw(_ids if key.endswith("Id") else _json)
@@ -433,7 +565,8 @@ def _entry(draw: st.DrawFn) -> dict:
 @st.composite
 def _session(draw: st.DrawFn) -> bytes:
     header = {"type": "session", "version": draw(st.sampled_from([1, 2, 3, 4, 4.0]) | _json),
-              "id": draw(st.sampled_from(["s1", "../x"]) | _json), "cwd": "/w"}
+              "id": draw(st.sampled_from(["s1", "../x"]) | _json), "cwd": draw(st.sampled_from(["/w"]) | _text),
+              "createdAt": draw(_stamps)}
     records = [header, *draw(st.lists(_entry(), max_size=6))]
     lines = [jsonio.dumps(r) for r in records]
     lines += draw(st.lists(st.binary(max_size=20), max_size=2))

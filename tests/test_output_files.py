@@ -109,6 +109,48 @@ def test_write_atomic_refuses_a_symlink(tmp_path: Path, dangling: bool) -> None:
     assert leftovers(tmp_path) == []
 
 
+def _special(kind: str, path: Path) -> None:
+    """Make a FIFO, a socket or a character device node (/dev/null's numbers) at ``path``."""
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "socket":
+        import socket
+
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(path))
+        sock.close()
+    else:
+        try:
+            os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        except PermissionError:
+            pytest.skip("making a device node needs privileges")
+
+
+_KIND_CHECK = {"fifo": stat.S_ISFIFO, "socket": stat.S_ISSOCK, "device": stat.S_ISCHR}
+_KIND_WORDS = {"fifo": "FIFO", "socket": "socket", "device": "device node"}
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket", "device"])
+def test_write_atomic_refuses_a_special_file(tmp_path: Path, kind: str) -> None:
+    target = tmp_path / "out"
+    _special(kind, target)
+    with pytest.raises(OutputPathError, match=f"it is an? {_KIND_WORDS[kind]}.*not a regular file"):
+        write_atomic(target, b"new")
+    assert _KIND_CHECK[kind](os.lstat(target).st_mode)  # still what it was
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("given", [None, 0o6755])
+def test_write_atomic_drops_setuid_setgid_and_sticky(tmp_path: Path, given: int | None) -> None:
+    target = tmp_path / "out"
+    target.write_bytes(b"old")
+    target.chmod(0o7755)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o7755
+    write_atomic(target, b"new", mode=given)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o755
+    assert target.read_bytes() == b"new"
+
+
 # --------------------------------------------------------------------------- export -o
 
 
@@ -150,6 +192,26 @@ def test_export_writes_the_session(store: str, tmp_path: Path) -> None:
     assert target.read_bytes() == (EXAMPLES / "branching.jsonl").read_bytes()
 
 
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_export_to_a_special_file_is_refused_in_one_line(store: str, tmp_path: Path, kind: str) -> None:
+    target = tmp_path / "out.jsonl"
+    _special(kind, target)
+    result = invoke("--store", store, "export", BRANCHING, "-o", str(target))
+    assert result.exit_code == 1
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("sessiontree: error: ") and "not a regular file" in lines[0]
+    assert _KIND_CHECK[kind](os.lstat(target).st_mode)
+    assert leftovers(tmp_path) == []
+
+
+def test_export_over_a_setuid_file_drops_the_bit(store: str, tmp_path: Path) -> None:
+    target = tmp_path / "copy.jsonl"
+    target.write_bytes(b"old")
+    target.chmod(0o4750)
+    assert invoke("--store", store, "export", BRANCHING, "-o", str(target)).exit_code == 0
+    assert stat.S_IMODE(target.stat().st_mode) == 0o750
+
+
 # --------------------------------------------------------------------------- check --repair
 
 
@@ -178,6 +240,25 @@ def test_repaired_copy_keeps_the_input_mode(tmp_path: Path) -> None:
     result = invoke("check", "--repair", str(source))
     assert result.exit_code == 0, result.stdout
     assert stat.S_IMODE((tmp_path / "s.repaired.jsonl").stat().st_mode) == 0o640
+
+
+def test_repaired_copy_drops_setuid_and_setgid(tmp_path: Path) -> None:
+    source = damaged(tmp_path / "s.jsonl")
+    source.chmod(0o6750)
+    result = invoke("check", "--repair", str(source))
+    assert result.exit_code == 0, result.stdout
+    assert stat.S_IMODE((tmp_path / "s.repaired.jsonl").stat().st_mode) == 0o750
+
+
+def test_repair_refuses_a_fifo_at_the_output_path(tmp_path: Path) -> None:
+    source = damaged(tmp_path / "s.jsonl")
+    fifo = tmp_path / "out.jsonl"
+    os.mkfifo(fifo)
+    result = invoke("check", "--repair", "-o", str(fifo), str(source))
+    assert result.exit_code == 1
+    assert "could not write the repaired copy" in result.stdout and "not a regular file" in result.stdout
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert leftovers(tmp_path) == []
 
 
 def test_repair_refuses_a_symlink_at_the_output_path(tmp_path: Path) -> None:

@@ -343,3 +343,57 @@ def test_json_text_escapes_as_json_escapes_and_round_trips(textsafe):
     assert "\\u202e" in safe and "\\udb40\\udc41" in safe  # astral tag: a surrogate pair
     assert "\U0001f600" in safe  # ordinary non-ASCII stays readable
     assert json.loads(safe) == value
+
+
+# --------------------------------------------------------------------------- check --store, context --historical
+
+
+def _historical_store(kind: str, tmp_path: Path) -> str:
+    """A store holding a session whose retired compaction and first kept entry have
+    hostile ids, and one whose header id, cwd and content hold escapes and a lone
+    surrogate (check --store reports them). SQLite: one hostile record's checksum broken."""
+    import sqlite3
+
+    from support import make_store
+
+    def message(entry_id: str, parent: str | None, role: str, text: str) -> dict:
+        return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": TS,
+                "message": {"role": role, "content": [{"type": "text", "text": text}], "timestamp": 1}}
+
+    store = make_store(kind, tmp_path)
+    store.create({"type": "session", "version": 4, "id": SID, "createdAt": TS, "cwd": "/p"}, [
+        message("p1", None, "user", "old " + H),
+        message(_id("p2"), "p1", "assistant", "kept " + H),
+        {"type": "compaction", "id": _id("c1"), "parentId": _id("p2"), "timestamp": TS, "summary": "sum " + H,
+         "firstKeptEntryId": _id("p2"), "tokensBefore": 1},
+        message("p3", _id("c1"), "user", "after " + H),
+    ])
+    store.create({"type": "session", "version": 4, "id": "bad" + H, "createdAt": TS, "cwd": "/w" + H},
+                 [message(_id("q1"), None, "user", "x" + H)])
+    url = store.url
+    store.close()
+    if kind == "sqlite":
+        conn = sqlite3.connect(tmp_path / "db" / "sessions.db")
+        with conn:
+            conn.execute("UPDATE entries SET crc = crc + 1 WHERE seq = 0 AND session_id <> ?", (SID,))
+        conn.close()
+    return url
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "jsonl"])
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_check_store_and_historical_context_keep_hostile_text_off_the_terminal(tmp_path, mode, kind):
+    url = _historical_store(kind, tmp_path)
+    out, _ = _run(mode, "--store", url, "check", "--store", code=1)
+    out = RICH_OWN.sub("", out)
+    # Every problem reported and the summary printed: the lone surrogates stopped nothing.
+    assert "[lone-surrogate]" in out and "2 sessions checked" in out
+    assert "bad\\x1b]8;;http://evil\\x07link" in out  # the header id, shown escaped
+    # SQLite: the broken checksum stops that record's checks; JSONL: the header id is checked.
+    assert ("[hash-mismatch]" if kind == "sqlite" else "[invalid-session-id]") in out
+    data = _json(mode, "--store", url, "check", "--store", code=1)
+    assert data["errors"] >= 3 and data["sessions"] == 2
+    out, _ = _run(mode, "--store", url, "context", SID, "--historical")
+    out = RICH_OWN.sub("", out)
+    assert "HISTORICAL VIEW (archival" in out and "retired compaction c1\\x1b]8;;http://evil" in " ".join(out.split())
+    assert _json(mode, "--store", url, "context", SID, "--historical")["historical"]["compactionId"] == _id("c1")

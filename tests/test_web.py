@@ -420,6 +420,76 @@ def test_security_headers_on_every_response(client):
                                                  '<script type="application/json" id="tree-data">']
 
 
+def _assert_security_headers(response) -> None:
+    assert response.headers["content-security-policy"] == page.SERVER_CSP, response.status_code
+    assert response.headers["x-content-type-options"] == "nosniff" and response.headers["x-frame-options"] == "DENY"
+    assert response.headers["referrer-policy"] == "no-referrer" and response.headers["cache-control"] == "no-store"
+
+
+def test_security_headers_on_error_responses(store, monkeypatch):
+    # 400: a foreign Host; 405: a write method; 403: no token; 500: an unexpected error.
+    client = TestClient(create_app(store), base_url="http://127.0.0.1:8765", raise_server_exceptions=False)
+    bad_host = client.get("/", headers={"host": "evil.example"})
+    assert bad_host.status_code == 400
+    _assert_security_headers(bad_host)
+    refused = client.post("/")
+    assert refused.status_code == 405 and refused.headers["allow"] == "GET, HEAD"
+    _assert_security_headers(refused)
+    token = TestClient(create_app(store, ViewerConfig(port=8765, token="s3cret")), base_url="http://127.0.0.1:8765")
+    forbidden = token.get("/")
+    assert forbidden.status_code == 403
+    _assert_security_headers(forbidden)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a defect, not a session error")
+
+    monkeypatch.setattr(store, "session_ids", broken)
+    monkeypatch.setattr(store, "list_sessions", broken)
+    crashed = client.get("/")
+    assert crashed.status_code == 500 and crashed.text == "Internal Server Error"
+    assert "defect" not in crashed.text
+    _assert_security_headers(crashed)
+
+
+def test_search_query_over_the_limit_answers_the_list_page_with_the_message(client):
+    from sessiontree.core.searchtext import MAX_QUERY_CHARS
+
+    r = client.get("/", params={"q": "a" * (MAX_QUERY_CHARS + 1)})
+    assert r.status_code == 400
+    _assert_security_headers(r)
+    assert "1,001 characters long; at most 1,000 are accepted" in r.text
+    assert "No sessions match." in r.text and 'class="filters"' in r.text
+    assert client.get("/", params={"q": "a" * MAX_QUERY_CHARS}).status_code == 200  # the limit itself is fine
+
+
+def test_a_stored_role_with_an_invalid_utf8_byte_is_shown_replaced(tmp_path):
+    import sqlite3
+    import zlib
+
+    from builders import header
+    from sessiontree.stores.sqlite import SqliteStore
+
+    db = tmp_path / "s.db"
+    with SqliteStore(db) as s:
+        s.create(header("s1"), [{"type": "message", "id": "e1", "parentId": None,
+                                 "timestamp": "2026-02-01T09:00:00.000Z",
+                                 "message": {"role": "user", "content": "hi there", "timestamp": 1}}])
+    # A record another writer damaged with a consistent checksum: the role holds byte 0xFF.
+    text = (b'{"type":"message","id":"e1","parentId":null,"timestamp":"2026-02-01T09:00:00.000Z",'
+            b'"message":{"role":"us\xffer","content":"hi there","timestamp":1}}')
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE entries SET json = ?, crc = ? WHERE id = 'e1'", (text, zlib.crc32(text)))
+    conn.close()
+    with SqliteStore(db) as s:
+        c = TestClient(create_app(s), base_url="http://127.0.0.1:8765")
+        r = c.get("/s/s1")
+        assert r.status_code == 200
+        assert "us\ufffder" in r.text  # decoded as the full read decodes it (jsonio: replaced)
+        assert c.get("/s/s1/rows.json").status_code == 200
+        assert c.get("/s/s1/conversation").status_code == 200
+
+
 def test_every_other_method_is_refused_and_static_files_stay_in_their_folder(client):
     for method in ("POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "PROPFIND"):
         for url in ("/", "/s/019cadb4", "/static/app.js", "/s/019cadb4/state.json"):

@@ -68,6 +68,7 @@ edit-target-missing               warning   no      context edit of a missing en
 summary-target-missing            warning   no      session_summary anchor missing
 header-id-mismatch                warning   no      file name id differs from header
 nesting-too-deep                  error     no      record deeper than jsonio.MAX_DEPTH
+record-too-large                  error     no      record over bounds.MAX_RECORD_BYTES
 ================================  ========  ======  =================================
 
 ``docs/check.md`` holds the full table, including which codes ``import``

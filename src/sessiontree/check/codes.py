@@ -80,6 +80,9 @@ CODES: dict[str, CodeInfo] = {
     "lone-surrogate": CodeInfo(
         "error", False, "a lone UTF-16 surrogate escape such as \\ud83d, which providers reject",
         import_accepts=True),
+    "record-too-large": CodeInfo(
+        "error", False, "a record over the bytes one stored record may hold (SQLite's string and BLOB limit)",
+        import_accepts=False),
     "missing-header": CodeInfo(
         "error", False, 'no session header: the first record is not {"type": "session"}',
         import_accepts=False),

@@ -24,7 +24,7 @@ from typing import Any
 
 from sessiontree.check.salvage import Piece, decompose, loads, salvage
 from sessiontree.check.state import BLANK, BOM, UNKNOWN, FileState, Kept, Rec
-from sessiontree.format import jsonio
+from sessiontree.format import bounds, jsonio
 from sessiontree.format.codec import split_lines
 
 __all__ = ["read_lines"]
@@ -214,6 +214,13 @@ class _LineReader:
         self._read_line(number, rest, final, lambda offset: in_line(offset + size))
 
     def _add_record(self, number: int, raw: bytes, obj: dict[str, Any], final: bool) -> None:
+        limit = bounds.MAX_RECORD_BYTES  # the one limit import refuses above
+        if len(raw) > limit:
+            entry_id = obj.get("id")
+            self.problem("record-too-large", number,
+                         f"a record of {len(raw):,} bytes: over the {limit:,} bytes one stored record may hold "
+                         "(SQLite's string and BLOB limit); import refuses it",
+                         entry_id if isinstance(entry_id, str) else None)
         self.items.append(Rec(number, raw, obj))
         self.final_output = final
 

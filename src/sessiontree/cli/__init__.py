@@ -23,7 +23,20 @@ Conventions:
   from its file directly instead of being opened for writing.
 """
 
-from sessiontree.cli import edit, files, mcp, search, serve, sessions, stats, store, sync  # noqa: F401  (each module registers its commands on ``cli``)
+from sessiontree.cli import (  # noqa: F401  (each module registers its commands on ``cli``)
+    agent,
+    diff,
+    edit,
+    files,
+    mcp,
+    search,
+    secrets,
+    serve,
+    sessions,
+    stats,
+    store,
+    sync,
+)
 from sessiontree.cli.common import cli, main
 
 __all__ = ["cli", "main"]

@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from sessiontree.cli.common import App, UserError, plural, print_json, progress_bar, stderr_console
+from sessiontree.cli.common import App, UserError, echo_line, plural, print_json, progress_bar, stderr_console
 from sessiontree.stores import open_store
 from sessiontree.stores.base import SessionStore
 
@@ -69,13 +69,15 @@ def verify_store_cmd(store_url: str, paths: tuple[str, ...], repair: bool, outpu
         print_json({"store": store.url, "sessions": sessions, "problems": problems,
                     "errors": errors, "warnings": warnings})
     else:
+        # Locations and messages quote session ids, entry ids and paths: hostile text,
+        # shown through the one sanitiser (a lone surrogate would also stop the output).
         for problem in problems:
-            click.echo(f"{_where(problem, store.url)}: {problem['severity']}: {problem['message']} "
-                       f"[{problem['code']}]")
+            echo_line(f"{_where(problem, store.url)}: {problem['severity']}: {problem['message']} "
+                      f"[{problem['code']}]")
         if not problems:
-            click.echo(f"{store.url}: ok ({plural(sessions, 'session', 'sessions')})")
+            echo_line(f"{store.url}: ok ({plural(sessions, 'session', 'sessions')})")
         else:
-            click.echo(f"{store.url}: {plural(sessions, 'session', 'sessions')} checked: "
-                       f"{plural(errors, 'error', 'errors')}, {plural(warnings, 'warning', 'warnings')}")
+            echo_line(f"{store.url}: {plural(sessions, 'session', 'sessions')} checked: "
+                      f"{plural(errors, 'error', 'errors')}, {plural(warnings, 'warning', 'warnings')}")
     if errors:
         raise UserError("errors found in the store")

@@ -31,6 +31,7 @@ from rich.progress import (
 )
 
 from sessiontree import __version__
+from sessiontree.core.listing import is_unknown_time
 from sessiontree.core.textsafe import safe_block, safe_json_text, safe_line
 from sessiontree.errors import InvalidSessionError, SessionError, StoreOpenError
 from sessiontree.format.codec import ParsedSession
@@ -114,6 +115,7 @@ STORE_MODES: dict[str, str] = {
     "name": "write",
     "label": "write",
     "reindex": "write",
+    "archive": "write",
 }
 
 
@@ -311,7 +313,11 @@ def session_title(info_name: str | None, summary: str | None, first: str) -> str
 
 
 def utc_minutes(dt: datetime) -> str:
-    """Minutes in UTC, marked ``Z`` (``show`` and ``--json`` print full UTC ISO-8601 too)."""
+    """Minutes in UTC, marked ``Z`` (``show`` and ``--json`` print full UTC ISO-8601 too);
+    ``unknown`` for a listing's :data:`~sessiontree.core.listing.UNKNOWN_TIME`
+    (docs/listing.md, "Unknown times")."""
+    if is_unknown_time(dt):
+        return "unknown"
     return dt.astimezone(UTC).strftime("%Y-%m-%d %H:%MZ")
 
 

@@ -8,7 +8,7 @@ highlighted, so the highlight never splits an escape.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 import click
 from rich.text import Text
@@ -27,7 +27,7 @@ from sessiontree.cli.common import (
 )
 from sessiontree.core.searchtext import SearchHit
 from sessiontree.core.textsafe import safe_line
-from sessiontree.core.tree import parse_timestamp_ms
+from sessiontree.core.tree import parse_timestamp_ms, utc_from_ms
 from sessiontree.errors import SearchQueryError
 from sessiontree.format.ids import shortest_unique_prefixes
 from sessiontree.format.types import ENTRY_TYPES, MESSAGE_ROLES
@@ -56,12 +56,10 @@ def _when(value: str | None, option: str, end: bool) -> datetime | None:
 
 
 def _time(hit: SearchHit) -> str:
-    ms = parse_timestamp_ms(hit.timestamp)
-    if ms is None:
+    when = utc_from_ms(parse_timestamp_ms(hit.timestamp))  # None: unparsable or outside years 1-9999
+    if when is None:
         return "-".ljust(17)
-    from datetime import datetime
-
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%MZ")
+    return when.strftime("%Y-%m-%d %H:%MZ")
 
 
 def _snippet(hit: SearchHit) -> Text:

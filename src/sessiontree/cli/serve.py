@@ -34,7 +34,8 @@ def is_loopback(host: str) -> bool:
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535),
               help="Port to listen on (0: any free port).")
 @click.option("--expose", is_flag=True,
-              help="Allow a non-loopback --host: prints a warning and requires a generated token.")
+              help="Allow a non-loopback --host: prints a warning and requires a generated token; "
+                   "sessions are shown redacted by default (a toggle on each page).")
 @click.option("--token", "token_opt", default=None, metavar="TOKEN",
               help="Use this token instead of generating one (also on loopback).")
 @pass_app
@@ -64,7 +65,8 @@ def serve_cmd(app: App, host: str, port: int, expose: bool, token_opt: str | Non
     except OSError as exc:
         raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     port = sock.getsockname()[1]
-    config = ViewerConfig(host=host.strip("[]"), port=port, token=token)
+    # Exposed: sessions are shown redacted unless the reader turns the toggle off (docs/secrets.md).
+    config = ViewerConfig(host=host.strip("[]"), port=port, token=token, redact=expose)
     shown = f"[{config.host}]" if ":" in config.host else config.host
     url = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
     if not loopback:

@@ -343,7 +343,8 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
     console = stdout_console()
     if historical:
         if console.is_terminal:
-            console.print(Text(render.historical_note(past), style="bold yellow"))
+            # The note quotes entry ids (the compaction, the first kept entry): session text.
+            console.print(Text(safe_line(render.historical_note(past)), style="bold yellow"))
         else:
             echo_line(render.historical_note(past))
     limit = None if full else render.CONTEXT_BLOCK_CHARS
@@ -365,27 +366,46 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
                    "characters in strings as JSON escapes); markdown: a readable transcript of the active "
                    "branch, control characters shown as escapes; html: the viewer's session page as one "
                    "self-contained file (opens from disk, no network).")
+@click.option("--redact/--no-redact", "redact", default=None,
+              help="Replace secrets (API keys, tokens, passwords) by [REDACTED:kind:N] placeholders "
+                   "(docs/secrets.md). Default: on for markdown and html, off for jsonl.")
 @pass_app
-def export_cmd(app: App, session: str, output: Path | None, fmt: str) -> None:
+def export_cmd(app: App, session: str, output: Path | None, fmt: str, redact: bool | None) -> None:
     """Export a session as a format-4 JSONL file, a Markdown transcript or an HTML page.
 
     The Markdown transcript shows control, bidi and invisible characters of
     the session as escapes (\\x1b, \\u202e), wherever it goes. JSONL is the
     stored bytes, except on a terminal, where such characters inside its
     strings are written as JSON escapes (the same values).
+
+    Markdown and HTML are redacted unless --no-redact is given; JSONL only
+    with --redact (a valid session file, its header marked "redacted"). The
+    stored session is never changed.
     """
     session_id = resolve_session_id(app, session)
+    if redact is None:
+        redact = fmt != "jsonl"
+    elif not redact and fmt != "jsonl":
+        echo_line(f"Not redacted (--no-redact): secrets in {session_id} are exported as stored", err=True)
+    with busy_spinner("Loading session…"):
+        parsed = read_parsed(app, session_id)
+    if redact:
+        from sessiontree.core.secrets import redact_parsed
+
+        with busy_spinner("Redacting secrets…"):
+            parsed, redactor = redact_parsed(parsed)
+        echo_line(f"Redacted {plural(redactor.secrets, 'secret', 'secrets')} "
+                  f"({plural(redactor.replaced, 'occurrence', 'occurrences')})", err=True)
     if fmt == "jsonl":
-        with busy_spinner("Loading session…"):
-            data = read_parsed(app, session_id).to_bytes()
+        data = parsed.to_bytes()
     elif fmt == "html":
         from sessiontree.web.page import render_session_document
 
-        manager = open_session_readonly(app, session_id)
+        manager = SessionManager.from_parsed(parsed)
         with busy_spinner("Rendering…"):
             data = render_session_document(manager).encode("utf-8")
     else:
-        manager = open_session_readonly(app, session_id)
+        manager = SessionManager.from_parsed(parsed)
         title = manager.get_session_name()
         data = render.markdown_transcript(manager.get_header(), manager.get_branch(), title).encode("utf-8")
     if output is None:

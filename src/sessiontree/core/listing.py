@@ -17,20 +17,26 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sessiontree.core.tree import parse_timestamp_ms
+from sessiontree.core.tree import parse_timestamp_ms, time_in_range, utc_from_ms
 from sessiontree.format.types import Entry
 
 __all__ = [
     "NO_MESSAGES",
+    "UNKNOWN_TIME",
     "InfoAccumulator",
     "SessionInfo",
     "is_classified",
+    "is_unknown_time",
     "message_text",
     "session_info_from_entries",
 ]
 
 #: ``firstMessage`` when no user message has text (docs/rules/listing.md L.15).
 NO_MESSAGES = "(no messages)"
+#: ``created``/``modified`` of a session none of whose timestamps gives a date
+#: (absent, unparsable, or outside years 1-9999): the Unix epoch, so it sorts
+#: oldest; front ends show it as ``unknown`` (docs/listing.md, "Unknown times").
+UNKNOWN_TIME = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def is_classified(header: Mapping[str, Any]) -> bool:
@@ -81,7 +87,8 @@ class SessionInfo:
         workflow: the workflow object of a classified session, else ``None``.
         created: header ``createdAt`` as an aware UTC datetime.
         modified: newest user/assistant activity, never earlier than ``created``
-            (docs/rules/listing.md L.16), aware UTC.
+            (docs/rules/listing.md L.16), aware UTC. Either is
+            :data:`UNKNOWN_TIME` when no timestamp gives a date in years 1-9999.
         message_count: ``message`` entries over all roles and branches (docs/rules/listing.md L.14).
         first_message: text of the first user message with text, or ``(no messages)``.
         summary: the session summary while fresh (docs/rules/listing.md K.4), else ``None``.
@@ -144,7 +151,14 @@ def _iso(value: datetime) -> str:
 
 
 def _datetime_from_ms(ms: float) -> datetime:
-    return datetime.fromtimestamp(ms / 1000.0, tz=UTC)
+    # Out of range (a file's mtime can be anything) -> unknown, never an error.
+    return utc_from_ms(ms) or UNKNOWN_TIME
+
+
+def is_unknown_time(value: datetime) -> bool:
+    """Whether a :class:`SessionInfo` time is :data:`UNKNOWN_TIME` (front ends show
+    ``unknown`` instead of the date)."""
+    return value == UNKNOWN_TIME
 
 
 @dataclass
@@ -186,8 +200,12 @@ class InfoAccumulator:
             if "content" not in message:
                 return None  # docs/rules/listing.md L.15/L.16 filter: no content key, no text and no activity
             stamp = message.get("timestamp")
-            if isinstance(stamp, bool) or not isinstance(stamp, (int, float)):
+            if not time_in_range(stamp):
+                # Not a number, or no date (past year 9999, before year 1): the entry's
+                # own timestamp, else this message adds no activity (docs/listing.md).
                 stamp = parse_timestamp_ms(entry.get("timestamp"))
+                if not time_in_range(stamp):
+                    stamp = None
             if stamp is not None and stamp > self.modified_ms:
                 self.modified_ms = float(stamp)
             text = message_text(message)
@@ -266,11 +284,15 @@ class InfoAccumulator:
         """
         classified = is_classified(header)
         created_ms = parse_timestamp_ms(header.get("createdAt"))
-        if self.modified_ms > 0:
+        if not time_in_range(created_ms):
+            created_ms = None
+        # State kept by an older version may hold a time out of range: unknown, as above.
+        activity_ms = self.modified_ms if time_in_range(self.modified_ms) else 0.0
+        if activity_ms > 0:
             # A session cannot be modified before it was created: a fork or a
             # branched session copies older messages, and its creation is its
             # latest activity (docs/rules/listing.md L.16).
-            modified_ms: float | None = max(self.modified_ms, created_ms or 0.0)
+            modified_ms: float | None = max(activity_ms, created_ms or 0.0)
         elif created_ms is not None:
             modified_ms = created_ms
         elif fallback_mtime is not None:

@@ -20,13 +20,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeGuard
 
 from sessiontree.errors import EntryNotFoundError, InvalidSessionError
 from sessiontree.format.types import Entry
 
 __all__ = [
     "LEAF_ENTRY_TYPE",
+    "MAX_TIME_MS",
+    "MIN_TIME_MS",
     "SKELETON_FIELDS",
     "Entry",
     "NameState",
@@ -39,6 +41,8 @@ __all__ = [
     "parse_timestamp_ms",
     "session_name_state",
     "skeleton_entry",
+    "time_in_range",
+    "utc_from_ms",
 ]
 
 #: Entry type of the upstream agent's persisted leaf move: ``{"type": "leaf",
@@ -170,6 +174,33 @@ def get_branch(by_id: Mapping[str, Entry], leaf_id: str | None) -> list[Entry]:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: Unix milliseconds of 0001-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z: the
+#: instants a ``datetime`` can hold. A timestamp outside them (a message's numeric
+#: ``timestamp`` of 1e15, an ISO string whose offset carries it past year 9999) is
+#: unknown wherever a date is shown or grouped (docs/listing.md, "Unknown times").
+MIN_TIME_MS = -62135596800000.0
+MAX_TIME_MS = 253402300799999.0
+
+
+def time_in_range(ms: Any) -> TypeGuard[float]:
+    """Whether ``ms`` is a number (not a bool) of Unix milliseconds within
+    :data:`MIN_TIME_MS`..:data:`MAX_TIME_MS` (NaN, infinities and integers too
+    large for a float are not). Never raises."""
+    if ms.__class__ is bool or not isinstance(ms, (int, float)):
+        return False
+    try:
+        return MIN_TIME_MS <= ms <= MAX_TIME_MS  # False for NaN; int vs float compares exactly
+    except OverflowError:  # pragma: no cover - Python compares big ints with floats exactly
+        return False
+
+
+def utc_from_ms(ms: Any) -> datetime | None:
+    """The aware UTC ``datetime`` of Unix milliseconds ``ms``, or ``None`` when
+    :func:`time_in_range` refuses it (the caller shows it as unknown). Never raises;
+    does not depend on the platform's ``time_t`` range."""
+    if not time_in_range(ms):
+        return None
+    return _EPOCH + timedelta(milliseconds=float(ms))
 
 
 def parse_timestamp_ms(value: Any) -> float | None:

@@ -57,6 +57,7 @@ from typing import Any
 
 import orjson
 
+from sessiontree.core.tree import time_in_range
 from sessiontree.format import jsonio
 from sessiontree.format.types import Entry
 
@@ -74,6 +75,7 @@ __all__ = [
     "dedup_key",
     "records_from_entries",
     "records_from_entry",
+    "rows_from_records",
     "timestamp_ms",
 ]
 
@@ -185,16 +187,19 @@ def cost_to_nanos(value: Any) -> int | None:
 
 def timestamp_ms(entry: Entry, message: dict[str, Any] | None = None) -> int:
     """Unix milliseconds of an entry: its ISO ``timestamp``, else the message's
-    numeric ``timestamp``, else 0."""
+    numeric ``timestamp``, else 0. A time outside years 1-9999 (:func:`time_in_range`)
+    counts as absent, so a report never meets a day it cannot show."""
     stamp = entry.get("timestamp")
     if isinstance(stamp, str):
         try:
-            return int(datetime.fromisoformat(stamp).timestamp() * 1000)
-        except ValueError:
-            pass
+            ms = datetime.fromisoformat(stamp).timestamp() * 1000
+        except (ValueError, OverflowError):
+            ms = None
+        if ms is not None and time_in_range(ms):
+            return int(ms)
     if message is not None:
         value = message.get("timestamp")
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        if time_in_range(value):
             return int(value)
     return 0
 
@@ -234,7 +239,7 @@ def _string(value: Any) -> str | None:
 
 
 def _record(source: str, entry: Entry, message: dict[str, Any] | None, usage: Any,
-            provider: Any, model: Any, extra: Any = None) -> UsageRecord:
+            provider: Any, model: Any, extra: Any = None, keyed: bool = True) -> UsageRecord:
     u = usage if isinstance(usage, dict) else {}
     tokens = [_tokens(u.get(name)) for name in _TOKEN_FIELDS]
     cost = u.get("cost")
@@ -244,15 +249,19 @@ def _record(source: str, entry: Entry, message: dict[str, Any] | None, usage: An
     if nanos is None and not any(tokens):
         nanos = 0  # nothing was used: nothing to price
     return UsageRecord(source, _string(provider), _string(model), tokens[0], tokens[1], tokens[2], tokens[3], nanos,
-                       timestamp_ms(entry, message), dedup_key(source, entry, message, usage, provider, model, extra))
+                       timestamp_ms(entry, message),
+                       dedup_key(source, entry, message, usage, provider, model, extra) if keyed else b"")
 
 
-def records_from_entry(entry: Entry) -> list[UsageRecord]:
+def records_from_entry(entry: Entry, *, keyed: bool = True) -> list[UsageRecord]:
     """The billed usage records of one raw entry (the rule of the module docstring).
 
     Args:
         entry: a stored entry (any type; unknown types yield nothing unless they
             are the upstream agent's ``usage`` entries).
+        keyed: compute each record's de-duplication key; ``False`` leaves ``key``
+            empty (``b""``) for a caller that only sums records it has already
+            matched, and saves the hashing.
 
     Returns:
         Zero or one record (a list, so a future entry kind may carry several).
@@ -265,35 +274,37 @@ def records_from_entry(entry: Entry) -> list[UsageRecord]:
         role = message.get("role")
         if role == "assistant":
             usage = message.get("usage")
-            return [_record("assistant", entry, message, usage, message.get("provider"), message.get("model"))]
+            return [_record("assistant", entry, message, usage, message.get("provider"), message.get("model"),
+                            None, keyed)]
         if role == "toolResult":
             usage = message.get("usage")
             if not isinstance(usage, dict):
                 return []
             return [_record("toolResult", entry, message, usage, usage.get("provider"), usage.get("model"),
-                            message.get("toolCallId"))]
+                            message.get("toolCallId"), keyed)]
         return []
     if kind in ("session_summary", "compaction", "branch_summary"):
         usage = entry.get("usage")
         if not isinstance(usage, dict):
             return []
         return [_record(kind, entry, None, usage, entry.get("provider", usage.get("provider")),
-                        entry.get("model", usage.get("model")))]
+                        entry.get("model", usage.get("model")), None, keyed)]
     if kind == "usage":
         usage = entry.get("usage")
         if not isinstance(usage, dict):
             return []
-        return [_record("usage", entry, None, usage, entry.get("provider"), entry.get("model"), entry.get("kind"))]
+        return [_record("usage", entry, None, usage, entry.get("provider"), entry.get("model"), entry.get("kind"),
+                        keyed)]
     return []
 
 
-def records_from_entries(entries: Iterable[Entry]) -> Iterator[UsageRecord]:
+def records_from_entries(entries: Iterable[Entry], *, keyed: bool = True) -> Iterator[UsageRecord]:
     """Every billed record of ``entries``, in entry order (all branches: calls on an
-    abandoned branch were billed too)."""
+    abandoned branch were billed too); ``keyed`` as in :func:`records_from_entry`."""
     for entry in entries:
         kind = entry.get("type")
         if kind in ("message", "session_summary", "compaction", "branch_summary", "usage"):
-            yield from records_from_entry(entry)
+            yield from records_from_entry(entry, keyed=keyed)
 
 
 # --------------------------------------------------------------------------- aggregation
@@ -455,6 +466,22 @@ def aggregate(sessions: Iterable[tuple[dict[str, Any], Sequence[dict[str, Any]]]
             continue
         sid, cwd = (item.session_id, item.cwd) if query.per_session else (None, None)
         _add(rows, _row_key(sid, cwd, record, False, query), record, most[key])
+    return list(rows.values())
+
+
+def rows_from_records(records: Iterable[UsageRecord], query: UsageQuery | None = None) -> list[UsageRow]:
+    """Rows summing ``records`` as given (no de-duplication: the caller chose them), grouped
+    as :func:`aggregate` groups one session's records, so that the pricing above the stores
+    treats them alike (a branch diff prices each of its columns this way).
+
+    Args:
+        records: billed records.
+        query: ``price_all`` and ``by_time`` are honoured (default: neither).
+    """
+    query = query or UsageQuery(by_time=False)
+    rows: dict[tuple[Any, ...], UsageRow] = {}
+    for record in records:
+        _add(rows, _row_key(None, None, record, False, query), record, 1)
     return list(rows.values())
 
 

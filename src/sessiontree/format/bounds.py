@@ -17,6 +17,7 @@ __all__ = [
     "MAX_NESTED_CALLS",
     "MAX_NESTED_ERROR_CHARS",
     "MAX_NESTED_TOTAL_BYTES",
+    "MAX_RECORD_BYTES",
     "SUMMARY_MAX_CHARS",
     "normalize_nested_calls",
     "normalize_summary",
@@ -27,6 +28,12 @@ MAX_NESTED_ARGUMENT_BYTES = 8 * 1024
 MAX_NESTED_TOTAL_BYTES = 32 * 1024
 MAX_NESTED_ERROR_CHARS = 500
 SUMMARY_MAX_CHARS = 160
+#: The most bytes one record (a JSONL line without its newline) may hold to be
+#: imported: SQLite's default ``SQLITE_MAX_LENGTH``, the largest string or BLOB it
+#: stores, and a record is one BLOB there. ``import`` refuses a larger record into
+#: every store (so a session can move between store kinds) and ``check`` reports it
+#: (``record-too-large``, docs/check.md). Read at call time, so tests can lower it.
+MAX_RECORD_BYTES = 1_000_000_000
 _WHITESPACE = re.compile(r"\s+")
 
 

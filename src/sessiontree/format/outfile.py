@@ -10,9 +10,15 @@ The rules (docs/output-files.md):
 * A symbolic link at the target path is refused, not followed: writing
   through it would replace a file the user never named (a link planted
   beside a session file would otherwise redirect ``FILE.repaired.jsonl``).
+* Only a regular file is replaced: a directory, a FIFO, a socket or a
+  device node at the target path is refused (renaming over it would put a
+  plain file where a pipe or a device was, and a write through it could
+  block forever or reach hardware).
 * The new file's permission bits: ``mode`` when given (``check --repair``
   passes the input file's), else those of the file being replaced, else
-  ``0o666`` minus the umask, as a plain ``open()`` would create it.
+  ``0o666`` minus the umask, as a plain ``open()`` would create it. The
+  setuid, setgid and sticky bits are never carried over: a session file is
+  data, and a copy must not gain a privilege the user never gave it.
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ __all__ = ["OutputPathError", "write_atomic"]
 
 
 class OutputPathError(SessionError, ValueError):
-    """The output path cannot be written safely (a symbolic link, a directory).
+    """The output path cannot be written safely (a symbolic link, a directory,
+    a FIFO, a socket, a device node).
 
     Attributes:
         path: the refused output path.
@@ -38,6 +45,23 @@ class OutputPathError(SessionError, ValueError):
         self.path = path
         self.reason = reason
         super().__init__(f"refusing to write {path}: {reason}")
+
+
+#: The read/write/execute bits of owner, group and others: all a new output file keeps.
+_PERMISSION_BITS = 0o777
+
+
+def _kind(mode: int) -> str:
+    """What a non-regular file is, in a few words (for :class:`OutputPathError`)."""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device node"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a special file"
 
 
 def _umask() -> int:
@@ -55,14 +79,15 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int | None 
         data: the complete new content.
         mode: permission bits for the new file (``0o644`` style); ``None``
             keeps the bits of the file being replaced, or uses
-            ``0o666 & ~umask`` for a new file.
+            ``0o666 & ~umask`` for a new file. Setuid, setgid and sticky
+            bits are dropped either way.
 
     Returns:
         ``path`` as a string.
 
     Raises:
-        OutputPathError: ``path`` is a symbolic link (dangling or not) or a
-            directory; nothing is written.
+        OutputPathError: ``path`` is a symbolic link (dangling or not), a
+            directory, a FIFO, a socket or a device node; nothing is written.
         OSError: the directory is missing or not writable, or the disk is
             full; the old file at ``path`` (if any) is unchanged and no
             temporary file is left behind.
@@ -74,10 +99,11 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int | None 
         st = None
     if st is not None and stat.S_ISLNK(st.st_mode):
         raise OutputPathError(target, "it is a symbolic link (links are not followed)")
-    if st is not None and stat.S_ISDIR(st.st_mode):
-        raise OutputPathError(target, "it is a directory")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise OutputPathError(target, f"it is {_kind(st.st_mode)}, not a regular file")
     if mode is None:
         mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
+    mode &= _PERMISSION_BITS  # never setuid, setgid or sticky
     directory = os.path.dirname(os.path.abspath(target))
     fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
     try:

@@ -24,12 +24,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sessiontree.errors import SessionError
+from sessiontree.errors import InvalidSessionError, SessionError
+from sessiontree.format import bounds
 from sessiontree.format.codec import ParsedSession, read_session_file
 from sessiontree.format.ids import validate_session_id
 from sessiontree.stores.base import SessionStore
 
-__all__ = ["IMPORT_BATCH_BYTES", "IMPORT_BATCH_SESSIONS", "ImportOutcome", "import_files", "import_record"]
+__all__ = ["IMPORT_BATCH_BYTES", "IMPORT_BATCH_SESSIONS", "ImportOutcome", "check_record_sizes", "import_files",
+           "import_record"]
 
 #: :func:`import_files` writes at most this many sessions per transaction ...
 IMPORT_BATCH_SESSIONS = 100
@@ -75,6 +77,25 @@ def import_record(parsed: ParsedSession, cwd: str | None) -> Record:
     return header, parsed.entries, raw
 
 
+def check_record_sizes(parsed: ParsedSession, path: str | None = None) -> None:
+    """Refuse a session holding a record over :data:`~sessiontree.format.bounds.MAX_RECORD_BYTES`
+    bytes (the largest value SQLite stores; the same limit on every store, and the one
+    ``check`` reports as ``record-too-large``, docs/check.md).
+
+    Raises:
+        InvalidSessionError: the first such record, with its size and line.
+    """
+    limit = bounds.MAX_RECORD_BYTES
+    records: list[tuple[int, int | None]] = [(len(parsed.header_raw), None)]
+    records += [(len(parsed.entry_bytes(i)), parsed.lines[i] if i < len(parsed.lines) else None)
+                for i in range(len(parsed.entries))]
+    for size, line in records:
+        if size > limit:
+            raise InvalidSessionError(f"a record of {size:,} bytes is over the {limit:,} bytes one stored "
+                                      "record may hold (SQLite's string and BLOB limit)",
+                                      path if path is not None else parsed.path, line)
+
+
 _Pending = tuple[str, ParsedSession | None, Exception | None]
 
 
@@ -104,6 +125,7 @@ def import_files(paths: Iterable[str | os.PathLike[str]], store: SessionStore, c
         try:
             parsed = read_session_file(path)
             validate_session_id(parsed.header["id"])
+            check_record_sizes(parsed, str(path))
         except (SessionError, OSError, ValueError) as exc:
             pending.append((str(path), parsed, exc))
         else:

@@ -454,8 +454,11 @@ class SessionManager:
 
         Raises:
             InvalidSessionIdError, SessionExistsError: as :meth:`import_from_jsonl`.
+            InvalidSessionError: a record over :data:`~sessiontree.format.bounds.MAX_RECORD_BYTES`
+                bytes (:func:`~sessiontree.session.importing.check_record_sizes`).
         """
         validate_session_id(parsed.header["id"])
+        importing.check_record_sizes(parsed)
         store = select_store(target)
         header, entries, raw = importing.import_record(parsed, cwd)
         store.create(header, entries, raw)

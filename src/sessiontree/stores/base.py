@@ -28,9 +28,10 @@ implementation upholds, checked by one conformance suite:
 
 from __future__ import annotations
 
+import base64
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from sessiontree.core.listing import SessionInfo
@@ -39,6 +40,7 @@ from sessiontree.core.usagerecords import UsageQuery, UsageRows
 from sessiontree.format.codec import ParsedSession
 
 __all__ = [
+    "ArchivedFile",
     "CancelEvent",
     "DerivedData",
     "PartialReads",
@@ -137,6 +139,13 @@ class SyncState:
         header_hash: SHA-256 of the file's header line, as it was read.
         tail_hash: SHA-256 of the last (up to 4,096) consumed bytes: bytes
             appended after them are trusted only while these still match.
+        shape: the encoded :class:`~sessiontree.format.shape.FileShape` of the
+            consumed bytes (how to give the file back byte for byte, with their
+            SHA-256), or ``None`` when none was recorded (a state written before
+            shapes were kept, or a file whose lines the shape could not follow).
+            :meth:`SyncLedger.sync_states` may leave it out (``None``) to stay
+            cheap; :meth:`SyncLedger.sync_shape` reads it. Not part of
+            :meth:`same_file`.
     """
 
     path: str
@@ -151,6 +160,7 @@ class SyncState:
     version: int
     header_hash: bytes
     tail_hash: bytes
+    shape: bytes | None = field(default=None, compare=False, repr=False)
 
     def same_file(self, other: SyncState | None) -> bool:
         """Whether ``other`` records the same session, file identity and consumed bytes
@@ -165,6 +175,7 @@ class SyncState:
         data = dict(self.__dict__)
         data["header_hash"] = self.header_hash.hex()
         data["tail_hash"] = self.tail_hash.hex()
+        data["shape"] = None if self.shape is None else base64.b64encode(self.shape).decode("ascii")
         return data
 
     @classmethod
@@ -177,7 +188,55 @@ class SyncState:
         values = dict(data)
         values["header_hash"] = bytes.fromhex(values["header_hash"])
         values["tail_hash"] = bytes.fromhex(values["tail_hash"])
+        shape = values.get("shape")
+        values["shape"] = None if shape is None else base64.b64decode(shape)
         return cls(**{name: values[name] for name in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class ArchivedFile:
+    """One agent file that ``sessiontree archive`` moved out of an agent's folder
+    (docs/agent-loop.md): the audit record that lets ``restore`` put it back.
+
+    Not derived data: it records what happened to a file outside the store.
+
+    Attributes:
+        path: where the file was, absolute (``restore`` puts it back there).
+        session_id: the session it held.
+        sha256: SHA-256 of its bytes, proved equal to the store's rebuild before the move.
+        size: its size in bytes.
+        agent: the agent whose folder it was in (``pi``, ``atomic``), or ``""``.
+        archived_at: when the record was written, milliseconds since the epoch (UTC).
+        destination: ``"trash"`` (moved with the desktop trash) or ``"deleted"``.
+        state: ``"pending"`` (written before the move: the file may still be beside
+            its old name, renamed), ``"done"`` (the move finished) or ``"undone"``
+            (the move failed and the file was put back).
+    """
+
+    path: str
+    session_id: str
+    sha256: bytes
+    size: int
+    agent: str
+    archived_at: int
+    destination: str
+    state: str = "done"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON data (camelCase keys, the hash as hex), as ``archived --json`` prints it."""
+        return {"path": self.path, "sessionId": self.session_id, "sha256": self.sha256.hex(), "size": self.size,
+                "agent": self.agent, "archivedAt": self.archived_at, "destination": self.destination,
+                "state": self.state}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ArchivedFile:
+        """Inverse of :meth:`to_dict`.
+
+        Raises:
+            KeyError, TypeError, ValueError: ``data`` is not a record written by :meth:`to_dict`.
+        """
+        return cls(str(data["path"]), str(data["sessionId"]), bytes.fromhex(data["sha256"]), int(data["size"]),
+                   str(data["agent"]), int(data["archivedAt"]), str(data["destination"]), str(data["state"]))
 
 
 @dataclass(frozen=True)
@@ -644,8 +703,10 @@ class DerivedData(Protocol):
 
 @runtime_checkable
 class SyncLedger(Protocol):
-    """What ``sessiontree sync`` records per source file (docs/sync.md): not derived
-    data, written in the same atomic step as the entries it accounts for.
+    """What ``sessiontree sync`` records per source file (docs/sync.md), with its file
+    shape, and what ``sessiontree archive`` did with agent files (docs/agent-loop.md):
+    not derived data; a sync state is written in the same atomic step as the entries
+    it accounts for.
     """
 
     def sync_states(self) -> dict[str, SyncState]:
@@ -667,6 +728,34 @@ class SyncLedger(Protocol):
             SessionNotFoundError: ``append``/``replace`` of a missing session.
             InvalidSessionError: an invalid entry, or an entry id already in the session.
             StorageError: the write failed; nothing was written.
+        """
+        ...
+
+    def sync_shape(self, path: str) -> bytes | None:
+        """The encoded file shape recorded for ``path`` (:attr:`SyncState.shape`), or ``None``
+        when the path has no state or its state has no shape.
+
+        Raises:
+            StorageError: the store could not be read.
+        """
+        ...
+
+    def archived_files(self) -> list[ArchivedFile]:
+        """Every archive record (:class:`ArchivedFile`), oldest first; one per
+        ``(path, sha256)``, the latest write of it. ``[]`` when none (or on a read-only
+        store that has no such table yet).
+
+        Raises:
+            StorageError: the store could not be read.
+        """
+        ...
+
+    def record_archived(self, record: ArchivedFile) -> None:
+        """Write ``record``, replacing the record of the same ``(path, sha256)`` if any
+        (``archive`` writes ``pending`` before the move and ``done`` after it).
+
+        Raises:
+            StorageError: the write failed (a read-only store included); nothing was written.
         """
         ...
 

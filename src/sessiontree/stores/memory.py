@@ -27,7 +27,15 @@ from sessiontree.core.usagerecords import UsageQuery, UsageRows, aggregate
 from sessiontree.errors import InvalidSessionError, SessionExistsError, SessionNotFoundError, SyncConflictError
 from sessiontree.format import jsonio
 from sessiontree.format.codec import CURRENT_VERSION, ParsedSession
-from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, StoreProblem, SyncChange, SyncState
+from sessiontree.stores.base import (
+    ArchivedFile,
+    CancelEvent,
+    ProgressCallback,
+    SessionListing,
+    StoreProblem,
+    SyncChange,
+    SyncState,
+)
 from sessiontree.stores.scan import check_limit, scan
 from sessiontree.stores.shared import (
     Progress,
@@ -76,6 +84,8 @@ class MemoryStore(StoreBase):
         self._counter = itertools.count(1)
         #: ``sessiontree sync`` per-file state, by source path (docs/sync.md).
         self._sync: dict[str, SyncState] = {}
+        #: ``sessiontree archive`` records, by (path, sha256), in first-write order (docs/agent-loop.md).
+        self._archived: dict[tuple[str, bytes], ArchivedFile] = {}
 
     def __repr__(self) -> str:
         return f"MemoryStore({len(self._sessions)} sessions)"
@@ -189,6 +199,22 @@ class MemoryStore(StoreBase):
                 raise SyncConflictError(state.path)
             apply_sync_change(self, change)
             self._sync[state.path] = state
+
+    def sync_shape(self, path: str) -> bytes | None:
+        """The recorded file shape of ``path``. See :meth:`SessionStore.sync_shape`."""
+        with self._lock:
+            state = self._sync.get(path)
+            return None if state is None else state.shape
+
+    def archived_files(self) -> list[ArchivedFile]:
+        """Every archive record, oldest first. See :meth:`SessionStore.archived_files`."""
+        with self._lock:
+            return list(self._archived.values())
+
+    def record_archived(self, record: ArchivedFile) -> None:
+        """Write an archive record. See :meth:`SessionStore.record_archived`."""
+        with self._lock:
+            self._archived[(record.path, record.sha256)] = record
 
     def delete(self, session_id: str) -> None:
         """Forget the session; a missing id does nothing."""

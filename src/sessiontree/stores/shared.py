@@ -265,7 +265,8 @@ def skeletons_from_rows(rows: Sequence[Sequence[Any]], parse: Callable[[Any, int
                 raw = found.group(1)
                 role = roles.get(raw)
                 if role is None:
-                    role = roles[raw] = raw.decode("utf-8", "surrogatepass")
+                    # As the full read decodes what is not UTF-8 (jsonio): replaced, never an error.
+                    role = roles[raw] = raw.decode("utf-8", "replace")
         if (head is not None and role is None) or (lossy is not None and lossy(row)):
             later.append((len(out), seq))
             push({})

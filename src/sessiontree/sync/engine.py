@@ -63,6 +63,7 @@ from sessiontree.format import jsonio
 from sessiontree.format.codec import ParsedSession, parse_session
 from sessiontree.format.files import first_line
 from sessiontree.format.ids import is_valid_session_id
+from sessiontree.format.shape import FileShape, ShapeError, shape_of
 from sessiontree.stores.base import SessionStore, SyncChange, SyncState
 
 try:
@@ -110,6 +111,31 @@ def _open_source(path: str) -> int:
 
 def _sha(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()
+
+
+def _prefix_sha(fd: int, size: int) -> bytes:
+    """SHA-256 of the file's first ``size`` bytes, read in 1 MiB pieces (the whole-file
+    hash a grown file's shape records: docs/agent-loop.md)."""
+    digest = hashlib.sha256()
+    offset = 0
+    while offset < size:
+        chunk = os.pread(fd, min(1 << 20, size - offset), offset)
+        if not chunk:
+            break
+        digest.update(chunk)
+        offset += len(chunk)
+    return digest.digest()
+
+
+def _whole_shape(body: bytes, parsed: ParsedSession) -> bytes | None:
+    """The encoded shape of a whole file's complete bytes, against the header the store
+    will hold (its own serialization of the parsed header) and the entries' texts;
+    ``None`` when the shape cannot follow the lines (never expected; restore then says
+    the file cannot be given back byte for byte)."""
+    try:
+        return shape_of(body, jsonio.dumps(parsed.header), parsed.lines, parsed.entry_bytes).encode()
+    except ShapeError:
+        return None
 
 
 # --------------------------------------------------------------------------- results
@@ -612,6 +638,17 @@ class Syncer:
                           state.consumed + complete, lines, state.entries, state.version, state.header_hash, tail)
         if not chunk.strip(_JSON_WS + b"\x0b\x0c"):
             # Nothing new but blank lines or an unfinished one: record where the file is now.
+            if chunk:
+                previous = self._previous_shape(path)
+                if previous is None:
+                    return None
+                try:
+                    more = shape_of(chunk, None, [], lambda i: b"", first_line=2)
+                except ShapeError:
+                    return None
+                moved = replace(moved, shape=previous.extended(more, _prefix_sha(fd, state.consumed + complete)).encode())
+            else:
+                moved = replace(moved, shape=self._previous_blob(path))
             self._commit(state, moved, SyncChange("none", state.session_id))
             return FileResult(path, "in-progress" if pending else "unchanged", state.session_id, pending=pending)
         try:
@@ -624,13 +661,47 @@ class Syncer:
         if parsed.header.get("id") != state.session_id:
             return None
         raw = [parsed.entry_bytes(i) for i in range(len(parsed.entries))]
-        moved = replace(moved, entries=state.entries + len(raw))
+        shape = self._grown_shape(path, fd, state, chunk, parsed)
+        if shape is None:
+            return None  # no shape to extend (recorded before shapes were kept): read the file whole once
+        moved = replace(moved, entries=state.entries + len(raw), shape=shape)
         try:
             self._commit(state, moved, SyncChange("append", state.session_id, entries=parsed.entries, raw=raw))
         except (InvalidSessionError, SessionNotFoundError):
             return None  # an id already stored, the session gone: compare the whole file instead
         return FileResult(path, "grown" if raw else ("in-progress" if pending else "unchanged"),
                           state.session_id, added=len(raw), pending=pending)
+
+    def _previous_blob(self, path: str) -> bytes | None:
+        """The encoded shape recorded for ``path`` (the state objects may not carry it)."""
+        state = self.states.get(path)
+        if state is not None and state.shape is not None:
+            return state.shape
+        return self.store.sync_shape(path)
+
+    def _previous_shape(self, path: str) -> FileShape | None:
+        """The decoded shape recorded for ``path``, or ``None`` (none recorded, or undecodable)."""
+        blob = self._previous_blob(path)
+        if blob is None:
+            return None
+        try:
+            return FileShape.decode(blob)
+        except ShapeError:
+            return None
+
+    def _grown_shape(self, path: str, fd: int, state: SyncState, chunk: bytes,
+                     parsed: ParsedSession) -> bytes | None:
+        """The recorded shape extended by the appended ``chunk`` (parsed after the header
+        line, so its lines count from 2), with the SHA-256 of every consumed byte; ``None``
+        when there is no recorded shape to extend or the chunk's lines do not fit it."""
+        previous = self._previous_shape(path)
+        if previous is None or previous.size != state.consumed:
+            return None
+        try:
+            more = shape_of(chunk, None, parsed.lines, parsed.entry_bytes, first_line=2)
+        except ShapeError:
+            return None
+        return previous.extended(more, _prefix_sha(fd, state.consumed + len(chunk))).encode()
 
     # -- anything else: read the whole file and compare ---------------------------------------
 
@@ -652,7 +723,7 @@ class Syncer:
         raw = [parsed.entry_bytes(i) for i in range(len(parsed.entries))]
         new_state = SyncState(path, session_id, fst.st_size, fst.st_mtime_ns, fst.st_ino, fst.st_dev, complete,
                               _lines_in(body), len(raw), parsed.source_version,
-                              _sha(body.split(b"\n", 1)[0]), _sha(body[-TAIL_CHECK:]))
+                              _sha(body.split(b"\n", 1)[0]), _sha(body[-TAIL_CHECK:]), _whole_shape(body, parsed))
         expect = self.states.get(path)
         synced_before = state.entries if state is not None and state.session_id == session_id else 0
         return self._reconcile(path, parsed, raw, pending, synced_before,

@@ -36,7 +36,14 @@ from decimal import Decimal
 from typing import Any, Literal, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from sessiontree.core.usagerecords import NANOS_PER_USD, TokenCounts, UsageQuery, UsageRow
+from sessiontree.core.usagerecords import (
+    NANOS_PER_USD,
+    TokenCounts,
+    UsageQuery,
+    UsageRecord,
+    UsageRow,
+    rows_from_records,
+)
 from sessiontree.stores.base import SessionStore
 
 __all__ = [
@@ -52,6 +59,7 @@ __all__ = [
     "format_usd",
     "nanos_to_decimal",
     "parse_date_bound",
+    "price_records",
     "resolve_timezone",
     "session_costs",
     "session_stats",
@@ -482,7 +490,7 @@ def usage_report(store: SessionStore, *, by: str = "day", since: str | None = No
     lazy = _LazyCatalog(catalog)
     groups: dict[str, Group] = {}
     totals = Totals()
-    day_cache: dict[int, date] = {}
+    day_cache: dict[int, date | None] = {}
     for row in rows:
         key = _group_key(by, row, zone, day_cache)
         group = groups.get(key)
@@ -498,11 +506,18 @@ def usage_report(store: SessionStore, *, by: str = "day", since: str | None = No
                        lazy.used.name if lazy.used is not None else None, getattr(rows, "skipped", 0))
 
 
-def _group_key(by: str, row: UsageRow, zone: tzinfo | None, day_cache: dict[int, date]) -> str:
+def _group_key(by: str, row: UsageRow, zone: tzinfo | None, day_cache: dict[int, date | None]) -> str:
     if by in ("day", "week", "month"):
-        day = day_cache.get(row.bucket)
+        if row.bucket in day_cache:
+            day = day_cache[row.bucket]
+        else:
+            try:
+                day = _local(row.bucket, zone).date()
+            except (OverflowError, ValueError, OSError):
+                day = None  # a day outside years 1-9999 in this zone: shown as unknown
+            day_cache[row.bucket] = day
         if day is None:
-            day = day_cache[row.bucket] = _local(row.bucket, zone).date()
+            return _UNKNOWN
         if by == "day":
             return day.isoformat()
         if by == "week":
@@ -576,6 +591,25 @@ def session_usage(store: SessionStore, session_id: str, *, cost: str = "auto",
         _row_totals(row, cost, lazy, into)
     return SessionUsage(session_id, totals, copied, by_model, cost,
                         lazy.used.name if lazy.used is not None else None)
+
+
+def price_records(records: Iterable[UsageRecord], *, cost: str = "auto",
+                  catalog: PriceCatalog | None = None) -> tuple[Totals, str | None]:
+    """Tokens and cost of ``records`` as given, each counted once, priced by the same
+    rules as :func:`usage_report` (the caller has already decided which records belong).
+
+    Returns:
+        The totals and the name of the catalogue used (``None`` when none was needed).
+
+    Raises:
+        ValueError: an unknown cost mode.
+    """
+    _check_mode(cost)
+    lazy = _LazyCatalog(catalog)
+    totals = Totals()
+    for row in rows_from_records(records, UsageQuery(price_all=cost == "catalog", by_time=False)):
+        _row_totals(row, cost, lazy, (totals,))
+    return totals, lazy.used.name if lazy.used is not None else None
 
 
 def session_costs(store: SessionStore, *, cost: str = "auto",

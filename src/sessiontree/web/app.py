@@ -5,6 +5,9 @@ request can change a session):
 
 * ``/``: the session list (search, filters, sort, pages);
 * ``/s/{id}``: the session page (``?leaf=ENTRY&view=raw|model#ENTRY``);
+* ``/s/{id}/compare?a=LEAF&b=LEAF&view=raw|model``: two branches aligned
+  (docs/diff.md; ``SESSION:LEAF`` for another session, a missing side as
+  ``sessiontree diff`` chooses it);
 * ``/s/{id}/conversation``: the conversation pane's HTML for one window
   (``leaf``, ``view``, ``start`` or ``around``);
 * ``/s/{id}/tree.json``: all tree rows (:class:`sessiontree.web.views.TreeData`);
@@ -60,9 +63,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from sessiontree.compare import DiffInputError, diff_branches
 from sessiontree.errors import EntryNotFoundError, SessionError, SessionNotFoundError
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.base import SessionStore
+from sessiontree.sync.restore import resume_command
 from sessiontree.web import page
 from sessiontree.web import views as view
 
@@ -75,6 +80,9 @@ MIN_REREAD_SECONDS = 0.5
 #: Listing rows are reused this long (seconds) between list requests.
 LIST_TTL_SECONDS = 2.0
 _TOKEN_COOKIE = "sessiontree_token"
+#: The reader's choice of the ``redacted`` toggle ("1"/"0"), suffixed ``_PORT`` like the token
+#: cookie; absent: :attr:`ViewerConfig.redact`.
+_REDACT_COOKIE = "sessiontree_redacted"
 #: Addresses that bind every interface: the server cannot know the names it is reached by.
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
 #: A ``Host`` header: a name or a bracketed IPv6 address, then an optional numeric port.
@@ -94,12 +102,16 @@ class ViewerConfig:
         token: the secret every request must carry (``None``: no token,
             loopback only).
         live: whether pages poll for new entries.
+        redact: whether sessions are shown redacted unless the reader turns
+            it off (the ``redacted`` toggle, a cookie; docs/secrets.md);
+            ``serve --expose`` sets it.
     """
 
     host: str = "127.0.0.1"
     port: int = 8000
     token: str | None = None
     live: bool = True
+    redact: bool = False
 
     def allowed_hosts(self) -> set[str] | None:
         """``Host`` header values (without port) that are accepted; ``None``: any.
@@ -149,10 +161,12 @@ class SessionCache:
     most ``size`` sessions.
     """
 
-    def __init__(self, store: SessionStore, size: int = 4) -> None:
-        """Cache sessions of ``store``, at most ``size`` at once."""
+    def __init__(self, store: SessionStore, size: int = 4, *, redact: bool = False) -> None:
+        """Cache sessions of ``store``, at most ``size`` at once; with ``redact``, each
+        session is read whole and held redacted (:func:`sessiontree.core.secrets.redact_parsed`)."""
         self.store = store
         self.size = size
+        self.redact = redact
         self._items: OrderedDict[str, _Cached] = OrderedDict()
         self._lock = threading.RLock()  # endpoints hold it while they use a manager
 
@@ -196,8 +210,13 @@ class SessionCache:
             # read and parse costs far more than its skeleton (docs/viewer.md, "What is
             # sent when"). Elsewhere read_skeleton would read everything anyway, and so
             # would each read_entries: read once, keep it all.
-            partial = self.store.partial_reads
+            # Redacted: one whole read, redacted once, so placeholders are the same in every window.
+            partial = self.store.partial_reads and not self.redact
             parsed = self.store.read_skeleton(session_id) if partial else self.store.read(session_id)
+            if self.redact:
+                from sessiontree.core.secrets import redact_parsed
+
+                parsed = redact_parsed(parsed)[0]
             entries = parsed.entries
             version = f"{len(entries)}:{entries[-1].get('id') if entries else ''}"
             if cached is not None and cached.version == version:
@@ -231,7 +250,7 @@ class SessionCache:
     def full(self, cached: _Cached) -> SessionManager:
         """The manager over the whole session (every entry parsed), read once per version."""
         with self._lock:
-            if cached.full is None:
+            if cached.full is None:  # never for a redacting cache: it holds the session whole
                 cached.full = SessionManager.from_parsed(self.store.read(cached.session_id))
             return cached.full
 
@@ -244,6 +263,16 @@ class SessionCache:
 
 
 # --------------------------------------------------------------------------- middleware
+
+
+#: Headers of every response (docs/viewer.md, "Content-Security-Policy").
+_SECURITY_HEADERS = (
+    (b"content-security-policy", page.SERVER_CSP.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+    (b"cache-control", b"no-store"),
+)
 
 
 class _Guard:
@@ -259,38 +288,40 @@ class _Guard:
             await self.app(scope, receive, send)
             return
         request = Request(scope)
+        set_cookie = False
+        cookie = f"{_TOKEN_COOKIE}_{self.config.port}"  # two viewers on one host keep their own
+        started = False
+
+        # Every answer carries the security headers: pages, JSON, static files and the
+        # guard's own refusals and errors (docs/viewer.md, "Content-Security-Policy").
+        async def send_with_headers(message: Any) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                headers = message.setdefault("headers", [])
+                headers.extend(_SECURITY_HEADERS)
+                if set_cookie and self.config.token is not None:
+                    headers.append((b"set-cookie", f"{cookie}={self.config.token}; Path=/; HttpOnly; "
+                                                   "SameSite=Strict".encode()))
+            await send(message)
+
         host = _HOST_HEADER.fullmatch((request.headers.get("host") or "").lower())
         if host is None or (self.hosts is not None and host.group(1) not in self.hosts):
             # DNS rebinding: a page of another site resolved to our address.
-            await PlainTextResponse("Invalid Host header", status_code=400)(scope, receive, send)
+            await PlainTextResponse("Invalid Host header", status_code=400)(scope, receive, send_with_headers)
             return
         if request.method not in ("GET", "HEAD"):
             await PlainTextResponse("This viewer is read-only", status_code=405,
-                                    headers={"Allow": "GET, HEAD"})(scope, receive, send)
+                                    headers={"Allow": "GET, HEAD"})(scope, receive, send_with_headers)
             return
-        set_cookie = False
-        cookie = f"{_TOKEN_COOKIE}_{self.config.port}"  # two viewers on one host keep their own
         if self.config.token is not None:
             in_url = request.query_params.get("token")
             given = in_url or request.cookies.get(cookie) or ""
             if not hmac.compare_digest(given.encode(), self.config.token.encode()):
                 await PlainTextResponse("A valid token is required (see the URL sessiontree serve printed)",
-                                        status_code=403)(scope, receive, send)
+                                        status_code=403)(scope, receive, send_with_headers)
                 return
             set_cookie = in_url is not None
-
-        async def send_with_headers(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                headers = message.setdefault("headers", [])
-                headers.append((b"content-security-policy", page.SERVER_CSP.encode()))
-                headers.append((b"x-content-type-options", b"nosniff"))
-                headers.append((b"referrer-policy", b"no-referrer"))
-                headers.append((b"x-frame-options", b"DENY"))
-                headers.append((b"cache-control", b"no-store"))
-                if set_cookie and self.config.token is not None:
-                    headers.append((b"set-cookie", f"{cookie}={self.config.token}; Path=/; HttpOnly; "
-                                                   "SameSite=Strict".encode()))
-            await send(message)
 
         if set_cookie:
             # The token now lives in the cookie: send the browser to the same URL
@@ -300,7 +331,15 @@ class _Guard:
             location = path + (f"?{urlencode(rest)}" if rest else "")
             await RedirectResponse(location, status_code=303)(scope, receive, send_with_headers)
             return
-        await self.app(scope, receive, send_with_headers)
+        try:
+            await self.app(scope, receive, send_with_headers)
+        except Exception:
+            # An unexpected error: Starlette's own 500 is sent outside this middleware,
+            # without the headers. Send ours, then re-raise so the server logs it.
+            if not started:
+                await PlainTextResponse("Internal Server Error", status_code=500)(scope, receive,
+                                                                                  send_with_headers)
+            raise
 
 
 # --------------------------------------------------------------------------- endpoints
@@ -333,7 +372,8 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
             loopback, no token.
     """
     config = config or ViewerConfig()
-    cache = SessionCache(store)
+    caches = {False: SessionCache(store), True: SessionCache(store, redact=True)}
+    redact_cookie = f"{_REDACT_COOKIE}_{config.port}"
     listing: dict[str, Any] = {"at": -1e9, "infos": None}
     listing_lock = threading.Lock()
 
@@ -346,6 +386,20 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
             rows: list[Any] = listing["infos"]
             return rows
 
+    def redacted(request: Request) -> bool:
+        value = request.cookies.get(redact_cookie)
+        return config.redact if value not in ("0", "1") else value == "1"
+
+    def toggle_redacted(request: Request) -> Response:
+        # GET /redacted?on=0|1&next=/s/ID: remember the choice, back to the page (same site only).
+        target = request.query_params.get("next", "/")
+        if not target.startswith("/") or target.startswith("//") or "\\" in target:
+            target = "/"
+        response = RedirectResponse(target, status_code=303)
+        response.set_cookie(redact_cookie, "1" if _flag(request.query_params.get("on")) else "0",
+                            httponly=True, samesite="strict")
+        return response
+
     def session_list(request: Request) -> Response:
         p = request.query_params
         query = view.ListQuery(q=p.get("q", ""), project=p.get("project", ""), named=_flag(p.get("named")),
@@ -354,23 +408,32 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
                                sort="created" if p.get("sort") == "created" else "modified",
                                page=_int(p.get("page"), 1), per_page=min(200, max(1, _int(p.get("per_page"), 50))))
         result = view.build_list_page(store, query, infos())
+        hide = redacted(request)
+        if hide:
+            from sessiontree.core.secrets import redact_text
+
+            for row in result.rows:
+                row.title = redact_text(row.title)
+                row.snippet = ""  # a cut-off snippet may hold a secret the scanner cannot recognise
         base = {k: v for k, v in p.items() if k not in ("page", "token")}
 
         def page_query(number: int) -> str:
             return urlencode({**base, "page": number})
 
         html = page.environment().get_template("list.html").render(
-            page=result, q=query, inline=False, token_query="", page_query=page_query)
-        return HTMLResponse(view.scrub_surrogates(html))
+            page=result, q=query, inline=False, token_query="", page_query=page_query, redacted=hide,
+            here=str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""))
+        return HTMLResponse(view.scrub_surrogates(html), status_code=400 if result.message else 200)
 
     def _session(request: Request) -> Any:
         session_id = request.path_params["session_id"]
         try:
-            return cache.get(session_id)
+            return caches[redacted(request)].get(session_id)
         except SessionNotFoundError:
             return None
 
     def _conversation(cached: Any, request: Request, limit: int = view.WINDOW_ITEMS) -> view.Conversation | Response:
+        cache = caches[redacted(request)]
         p = request.query_params
         leaf = p.get("leaf") or None
         viewname = "model" if p.get("view") == "model" else "raw"
@@ -406,6 +469,7 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
             return PlainTextResponse("No such entry in this session", status_code=404)
 
     def session_page(request: Request) -> Response:
+        cache = caches[redacted(request)]
         cached = _session(request)
         if cached is None:
             # A unique prefix of a session id, as on the command line: redirect to the full id.
@@ -422,10 +486,39 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
             if isinstance(conv, Response):
                 return conv
             window = tree.window(leaf=conv.leaf_id, find=conv.leaf_id)
-            html = page.render_session_page(cached.manager, tree, conv, version=cached.version, window=window)
+            session_id = str(cached.manager.get_session_id())
+            resume = resume_command(store, session_id, str(cached.manager.get_header().get("cwd") or ""))
+            here = str(request.url.path) + (f"?{request.url.query}" if request.url.query else "")
+            html = page.render_session_page(cached.manager, tree, conv, version=cached.version, window=window,
+                                            resume_command=resume, redacted=cache.redact, here=here)
         return HTMLResponse(html)
 
+    def compare_page(request: Request) -> Response:
+        cache = caches[redacted(request)]
+        if cache.redact:
+            # The comparison reads the stored entries as they are: never shown in redacted mode.
+            return PlainTextResponse("The compare page is not available while sessions are shown redacted",
+                                     status_code=403)
+        cached = _session(request)
+        if cached is None:
+            return PlainTextResponse("No such session", status_code=404)
+        p = request.query_params
+        viewname = "model" if p.get("view") == "model" else "raw"
+        session_id = cached.manager.get_session_id()
+        try:
+            # Read from the store as the command does: the cached manager's leaf moves as
+            # branches are viewed, so it is not handed over.
+            result = diff_branches(store, session_id, p.get("a") or None, p.get("b") or None,
+                                   context=viewname == "model")
+        except DiffInputError as exc:
+            return PlainTextResponse(view.scrub_surrogates(f"Cannot compare: {exc}"), status_code=404)
+        with cache._lock:
+            entries = cache.full(cached).get_entries()  # whole entries: the pickers show summaries
+        return HTMLResponse(page.render_compare_page(view.build_compare_page(result, session_id, viewname,
+                                                                             entries)))
+
     def rows_json(request: Request) -> Response:
+        cache = caches[redacted(request)]
         cached = _session(request)
         if cached is None:
             return JSONResponse({"error": "no such session"}, status_code=404)
@@ -442,6 +535,7 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
         return _json({"version": cached.version, **window})
 
     def conversation(request: Request) -> Response:
+        cache = caches[redacted(request)]
         cached = _session(request)
         if cached is None:
             return PlainTextResponse("No such session", status_code=404)
@@ -452,6 +546,7 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
         return HTMLResponse(page.render_conversation(conv, request.path_params["session_id"]))
 
     def tree_json(request: Request) -> Response:
+        cache = caches[redacted(request)]
         cached = _session(request)
         if cached is None:
             return JSONResponse({"error": "no such session"}, status_code=404)
@@ -460,6 +555,7 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
         return Response(text, media_type="application/json")
 
     def summaries_json(request: Request) -> Response:
+        cache = caches[redacted(request)]
         cached = _session(request)
         if cached is None:
             return JSONResponse({"error": "no such session"}, status_code=404)
@@ -478,8 +574,10 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
     static = StaticFiles(directory=str(resources.files("sessiontree.web").joinpath("static")))
     routes = [
         Route("/", session_list),
+        Route("/redacted", toggle_redacted),
         Route("/s/{session_id}", session_page),
         Route("/s/{session_id}/conversation", conversation),
+        Route("/s/{session_id}/compare", compare_page),
         Route("/s/{session_id}/tree.json", tree_json),
         Route("/s/{session_id}/rows.json", rows_json),
         Route("/s/{session_id}/state.json", state_json),

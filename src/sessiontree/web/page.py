@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from datetime import UTC, datetime
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -26,6 +27,7 @@ from urllib.parse import quote
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
+from sessiontree.core.listing import is_unknown_time
 from sessiontree.core.render import entry_summary
 from sessiontree.session.manager import SessionManager
 from sessiontree.web import views as view
@@ -63,7 +65,16 @@ def environment() -> Environment:
                       trim_blocks=True, lstrip_blocks=True)
     env.globals["FILTER_MODES"] = view.FILTER_MODES
     env.filters["urlpart"] = url_part
+    env.filters["listtime"] = list_time
     return env
+
+
+def list_time(value: datetime, fmt: str = "%Y-%m-%d %H:%MZ") -> str:
+    """A session's listing time (UTC) as ``fmt``, or ``unknown`` for
+    :data:`~sessiontree.core.listing.UNKNOWN_TIME` (docs/listing.md, "Unknown times")."""
+    if is_unknown_time(value):
+        return "unknown"
+    return value.astimezone(UTC).strftime(fmt)
 
 
 def url_part(value: object) -> str:
@@ -95,6 +106,11 @@ def render_conversation(conversation: view.Conversation, session_id: str, *, win
         conv=conversation, session_id=session_id, windowed=windowed))
 
 
+def render_compare_page(compare: view.ComparePage) -> str:
+    """The compare page (server only; docs/diff.md)."""
+    return view.scrub_surrogates(environment().get_template("compare.html").render(cmp=compare, inline=False))
+
+
 def _session_context(manager: SessionManager, tree: view.TreeData, conversation: view.Conversation,
                      window: dict[str, Any] | None = None) -> dict[str, Any]:
     header = manager.get_header()
@@ -116,15 +132,21 @@ def _session_context(manager: SessionManager, tree: view.TreeData, conversation:
 
 
 def render_session_page(manager: SessionManager, tree: view.TreeData, conversation: view.Conversation, *,
-                        version: str = "", token_query: str = "", window: dict[str, Any] | None = None) -> str:
+                        version: str = "", token_query: str = "", window: dict[str, Any] | None = None,
+                        resume_command: str | None = None, redacted: bool | None = None,
+                        here: str = "/") -> str:
     """The session page the server sends (assets linked, live updates on).
 
     With ``window`` (:meth:`TreeData.window`) the page carries only those tree
     rows and its script fetches the others as the tree scrolls; without, it
-    carries every row."""
+    carries every row. ``resume_command`` is shown with a copy button (the
+    server starts no process; docs/agent-loop.md). ``redacted`` (``None``: no
+    toggle) is the state the ``redacted`` toggle shows; ``here`` the page's path
+    and query, where the toggle returns to."""
     context = _session_context(manager, tree, conversation, window)
     return view.scrub_surrogates(environment().get_template("session.html").render(
-        **context, inline=False, version=version, token_query=token_query,
+        **context, inline=False, version=version, token_query=token_query, resume_command=resume_command,
+        redacted=redacted, here=here,
         conversation_html=Markup(render_conversation(conversation, context["session_id"]))))
 
 

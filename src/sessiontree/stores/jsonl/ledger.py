@@ -19,8 +19,8 @@ from sessiontree.format.files import O_CLOEXEC as _O_CLOEXEC
 from sessiontree.format.files import lock as _lock
 from sessiontree.format.files import unlock_and_close as _unlock_and_close
 from sessiontree.format.files import write_all as _write_all
-from sessiontree.stores.base import SyncChange, SyncState
-from sessiontree.stores.jsonl.layout import SYNC_LOCK_FILE, SYNC_STATE_FILE
+from sessiontree.stores.base import ArchivedFile, SyncChange, SyncState
+from sessiontree.stores.jsonl.layout import ARCHIVE_LOG_FILE, SYNC_LOCK_FILE, SYNC_STATE_FILE
 from sessiontree.stores.jsonl.writes import JsonlWrites
 from sessiontree.stores.shared import apply_sync_change, sync_expected
 
@@ -123,6 +123,65 @@ class JsonlLedger(JsonlWrites):
                 self._sync_refresh()
                 if self._sync_lines > 2 * len(self._sync_cache) + 1000:
                     self._sync_compact(log)
+        finally:
+            _unlock_and_close(fd)
+
+    def sync_shape(self, path: str) -> bytes | None:
+        """The recorded file shape of ``path``, from the state log. See :meth:`SessionStore.sync_shape`."""
+        with self._mutex:
+            state = self._sync_refresh().get(path)
+            return None if state is None else state.shape
+
+    def archived_files(self) -> list[ArchivedFile]:
+        """Every archive record, oldest first, from the archive log (a damaged line is
+        skipped). See :meth:`SessionStore.archived_files`.
+
+        Raises:
+            StorageError: the log exists but cannot be read.
+        """
+        path = os.path.join(self.directory, ARCHIVE_LOG_FILE)
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise StorageError(f"cannot read the archive records {path}: {exc}") from exc
+        records: dict[tuple[str, bytes], ArchivedFile] = {}
+        for line in data[:data.rfind(b"\n") + 1].split(b"\n"):
+            if not line.strip():
+                continue
+            try:
+                record = ArchivedFile.from_dict(orjson.loads(line))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue
+            records[(record.path, record.sha256)] = record
+        return list(records.values())
+
+    def record_archived(self, record: ArchivedFile) -> None:
+        """Append an archive record to the archive log, under the sync lock, fsynced.
+        See :meth:`SessionStore.record_archived`.
+
+        Raises:
+            StorageError: the store is read-only or the log cannot be written.
+        """
+        self._require_writable("archive record")
+        _, lock = self._sync_paths()
+        path = os.path.join(self.directory, ARCHIVE_LOG_FILE)
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise StorageError(f"cannot open the sync lock {lock}: {exc}") from exc
+        try:
+            _lock(fd, True)
+            out = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_CLOEXEC, 0o644)
+            try:
+                _write_all(out, orjson.dumps(record.to_dict()) + b"\n")
+                os.fsync(out)
+            finally:
+                os.close(out)
+        except OSError as exc:
+            raise StorageError(f"cannot write the archive record to {path}: {exc}") from exc
         finally:
             _unlock_and_close(fd)
 

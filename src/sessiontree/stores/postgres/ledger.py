@@ -14,7 +14,7 @@ from typing import Any
 
 from sessiontree.errors import SyncConflictError
 from sessiontree.format import jsonio
-from sessiontree.stores.base import SyncChange, SyncState
+from sessiontree.stores.base import ArchivedFile, SyncChange, SyncState
 from sessiontree.stores.postgres.writes import PostgresWrites, exact_id
 from sessiontree.stores.shared import check_header, encode_entries, header_of, sync_expected
 
@@ -91,11 +91,59 @@ class PostgresLedger(PostgresWrites):
                 self._replace_in(conn, change.session_id, header, change.entries, texts)
             values = (self.sync_host, path, exact_id(state.session_id, "session id"), state.size, state.mtime_ns, state.inode,
                       state.dev, state.consumed, state.lines, state.entries, state.version,
-                      bytes(state.header_hash), bytes(state.tail_hash))
+                      bytes(state.header_hash), bytes(state.tail_hash), state.shape)
             conn.execute(
-                f"INSERT INTO sync_state (host, {_SYNC_SQL}) VALUES ({', '.join(['%s'] * len(values))})"
+                f"INSERT INTO sync_state (host, {_SYNC_SQL}, shape) VALUES ({', '.join(['%s'] * len(values))})"
                 " ON CONFLICT (host, path) DO UPDATE SET "
-                + ", ".join(f"{name} = excluded.{name}" for name in _SYNC_COLUMNS[1:]), values)
+                + ", ".join(f"{name} = excluded.{name}" for name in (*_SYNC_COLUMNS[1:], "shape")), values)
+
+    def sync_shape(self, path: str) -> bytes | None:
+        """The file shape this host recorded for ``path`` (one query).
+        See :meth:`SessionStore.sync_shape <sessiontree.stores.base.SessionStore.sync_shape>`.
+
+        Raises:
+            StorageError: the database could not be read.
+        """
+        with self._transaction("reading a file shape", write=False) as conn:
+            if not self.has_schema(conn) or "m005_agent_files" not in self.applied_steps:
+                return None
+            with conn.cursor(binary=True) as cur:
+                row = cur.execute("SELECT shape FROM sync_state WHERE host = %s AND path = %s",
+                                  (self.sync_host, path.encode("utf-8", "surrogatepass"))).fetchone()
+        return None if row is None or row[0] is None else bytes(row[0])
+
+    def archived_files(self) -> list[ArchivedFile]:
+        """This host's archive records, oldest first.
+        See :meth:`SessionStore.archived_files <sessiontree.stores.base.SessionStore.archived_files>`.
+
+        Raises:
+            StorageError: the database could not be read.
+        """
+        with self._transaction("reading archive records", write=False) as conn:
+            if not self.has_schema(conn) or "m005_agent_files" not in self.applied_steps:
+                return []
+            with conn.cursor(binary=True) as cur:
+                rows = cur.execute("SELECT path, sha256, session_id, size, agent, archived_at, destination, state"
+                                   " FROM archived_files WHERE host = %s ORDER BY seq", (self.sync_host,)).fetchall()
+        return [ArchivedFile(bytes(row[0]).decode("utf-8", "surrogatepass"), row[2], bytes(row[1]), int(row[3]),
+                             row[4], int(row[5]), row[6], row[7]) for row in rows]
+
+    def record_archived(self, record: ArchivedFile) -> None:
+        """Write this host's archive record (an upsert keeping its place in the order).
+        See :meth:`SessionStore.record_archived <sessiontree.stores.base.SessionStore.record_archived>`.
+
+        Raises:
+            StorageError: the write failed or the store is read-only; nothing written.
+        """
+        values = (self.sync_host, record.path.encode("utf-8", "surrogatepass"), bytes(record.sha256),
+                  exact_id(record.session_id, "session id"), record.size, record.agent, record.archived_at,
+                  record.destination, record.state)
+        with self._transaction("archive record", write=True) as conn:
+            conn.execute("INSERT INTO archived_files (host, path, sha256, session_id, size, agent, archived_at,"
+                         " destination, state) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                         " ON CONFLICT (host, path, sha256) DO UPDATE SET session_id = excluded.session_id,"
+                         " size = excluded.size, agent = excluded.agent, archived_at = excluded.archived_at,"
+                         " destination = excluded.destination, state = excluded.state", values)
 
 #: Key space (first key) of the transaction-scoped advisory locks :meth:`PostgresStore.sync_commit`
 #: takes per source path (second key: the CRC-32 of the path, as a signed 32-bit integer).

@@ -9,6 +9,7 @@ order at open, under the schema lock, and recorded by name in
 ``m002_sync_state``      ``sync_state`` (not derived: what sync took from files, per host)
 ``m003_search_index``    ``search_entries`` and its indexes (:mod:`.search`)
 ``m004_usage_ledger``    ``usage_ledger`` (:mod:`.usage`)
+``m005_agent_files``     ``sync_state.shape``, ``archived_files`` (not derived, per host)
 =======================  =====================================================
 
 Add new steps at the end; never edit one that has been applied (its name and
@@ -196,12 +197,44 @@ def m004_usage_ledger(conn: Any) -> None:
     usage.fill_ledger(conn)
 
 
+def m005_agent_files(conn: Any) -> None:
+    """What it takes to give agent files back (docs/agent-loop.md): each synced file's
+    shape, and the audit record of every file ``sessiontree archive`` moved away,
+    per host as ``sync_state`` is (a path names a file on one host).
+
+    Not derived data: ``reindex`` never touches them. States recorded before this
+    step have no shape (``NULL``); the next sync that reads their file whole records one.
+    """
+    conn.execute("ALTER TABLE sync_state ADD COLUMN shape bytea")
+    conn.execute("""
+        CREATE TABLE archived_files (
+            host text NOT NULL,
+            -- Where the file was, absolute, as UTF-8 bytes (surrogatepass).
+            path bytea NOT NULL,
+            -- SHA-256 of its bytes, proved equal to the store's rebuild before the move.
+            sha256 bytea NOT NULL,
+            session_id text NOT NULL,
+            size bigint NOT NULL,
+            agent text NOT NULL,
+            -- Milliseconds since the epoch (UTC).
+            archived_at bigint NOT NULL,
+            -- 'trash' or 'deleted'.
+            destination text NOT NULL,
+            -- 'pending' (written before the move) or 'done'.
+            state text NOT NULL,
+            -- Insertion order, for "oldest first".
+            seq bigserial,
+            PRIMARY KEY (host, path, sha256)
+        )""")
+
+
 #: Schema steps ``(name, function)`` in number order; add new steps, never edit applied ones.
 MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m001_initial,
     m002_sync_state,
     m003_search_index,
     m004_usage_ledger,
+    m005_agent_files,
 )
 
 #: Every derived index, maintained by each write in this order (their tables come

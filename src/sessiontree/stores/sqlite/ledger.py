@@ -12,7 +12,7 @@ from typing import Any
 
 from sessiontree.errors import SyncConflictError
 from sessiontree.format import jsonio
-from sessiontree.stores.base import SyncChange, SyncState
+from sessiontree.stores.base import ArchivedFile, SyncChange, SyncState
 from sessiontree.stores.shared import check_header, encode_entries, header_of, sync_expected
 from sessiontree.stores.sqlite.derived import from_db, to_db
 from sessiontree.stores.sqlite.writes import SqliteWrites
@@ -59,13 +59,55 @@ class SqliteLedger(SqliteWrites):
                 self._replace_in(conn, change.session_id, header, texts, change.entries)
             values = [to_db(state.path), to_db(state.session_id), state.size, state.mtime_ns, state.inode, state.dev,
                       state.consumed, state.lines, state.entries, state.version, state.header_hash,
-                      state.tail_hash]
-            conn.execute(f"INSERT OR REPLACE INTO sync_state ({_SYNC_SQL})"
+                      state.tail_hash, state.shape]
+            conn.execute(f"INSERT OR REPLACE INTO sync_state ({_SYNC_SQL}, shape)"
                          f" VALUES ({', '.join('?' * len(values))})", values)
+
+    def sync_shape(self, path: str) -> bytes | None:
+        """The recorded file shape of ``path`` (one query). See :meth:`SessionStore.sync_shape`."""
+        with self.read_transaction() as conn:
+            if not self.has_schema(conn) or not _has_agent_files(conn):
+                return None
+            row = conn.execute("SELECT shape FROM sync_state WHERE path = ?", (to_db(path),)).fetchone()
+        return None if row is None or row[0] is None else bytes(row[0])
+
+    def archived_files(self) -> list[ArchivedFile]:
+        """Every archive record, oldest first. See :meth:`SessionStore.archived_files`."""
+        with self.read_transaction() as conn:
+            if not self.has_schema(conn) or not _has_agent_files(conn):
+                return []
+            rows = conn.execute(f"SELECT {_ARCHIVE_SQL} FROM archived_files ORDER BY rowid").fetchall()
+        return [ArchivedFile(from_db(row[0]), from_db(row[2]), bytes(row[1]), row[3], row[4], row[5], row[6], row[7])
+                for row in rows]
+
+    def record_archived(self, record: ArchivedFile) -> None:
+        """Write an archive record (an upsert that keeps the record's place in the order).
+        See :meth:`SessionStore.record_archived`.
+
+        Raises:
+            StorageError: the write failed or the store is read-only; nothing written.
+        """
+        values = [to_db(record.path), record.sha256, to_db(record.session_id), record.size, record.agent,
+                  record.archived_at, record.destination, record.state]
+        with self.write_transaction("archive record") as conn:
+            conn.execute(f"INSERT INTO archived_files ({_ARCHIVE_SQL}) VALUES ({', '.join('?' * len(values))})"
+                         " ON CONFLICT (path, sha256) DO UPDATE SET session_id = excluded.session_id,"
+                         " size = excluded.size, agent = excluded.agent, archived_at = excluded.archived_at,"
+                         " destination = excluded.destination, state = excluded.state", values)
 
 
 _SYNC_SQL = ("path, session_id, size, mtime_ns, inode, dev, consumed, lines, entries, version, header_hash,"
              " tail_hash")
+
+
+_ARCHIVE_SQL = "path, sha256, session_id, size, agent, archived_at, destination, state"
+
+
+def _has_agent_files(conn: Any) -> bool:
+    """Whether the database has the step that keeps shapes and archive records (a read-only
+    store may be older)."""
+    return conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'archived_files'").fetchone() is not None
 
 
 def _sync_state(row: Sequence[Any]) -> SyncState:

@@ -12,6 +12,7 @@ order at open and recorded by name in ``schema_migrations`` (``SqliteStore``):
 ``m006_usage_ledger``    ``usage_ledger``, ``usage_calls`` (:mod:`.usage`)
 ``m007_usage_rollup``    ``usage_rollup``
 ``m008_search_branch``   ``search_off_branch``
+``m009_agent_files``     ``sync_state.shape``, ``archived_files`` (not derived)
 =======================  =====================================================
 
 Add new steps at the end; never edit one that has been applied (its name and
@@ -327,6 +328,34 @@ def m008_search_branch(conn: sqlite3.Connection) -> None:
     search.mark_off_branch_everywhere(conn)
 
 
+def m009_agent_files(conn: sqlite3.Connection) -> None:
+    """What it takes to give agent files back (docs/agent-loop.md): each synced file's
+    shape, and the audit record of every file ``sessiontree archive`` moved away.
+
+    Not derived data, like ``sync_state``: ``reindex`` never touches them. States
+    recorded before this step have no shape (``NULL``); the next sync that reads
+    their file whole records one.
+    """
+    conn.execute("ALTER TABLE sync_state ADD COLUMN shape BLOB")
+    conn.execute("""
+        CREATE TABLE archived_files (
+            -- Where the file was, absolute (a str; BLOB when it holds surrogates).
+            path TEXT NOT NULL,
+            -- SHA-256 of its bytes, proved equal to the store's rebuild before the move.
+            sha256 BLOB NOT NULL,
+            session_id TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            agent TEXT NOT NULL,
+            -- Milliseconds since the epoch (UTC).
+            archived_at INTEGER NOT NULL,
+            -- 'trash' or 'deleted'.
+            destination TEXT NOT NULL,
+            -- 'pending' (written before the move) or 'done'.
+            state TEXT NOT NULL,
+            PRIMARY KEY (path, sha256)
+        )""")
+
+
 #: Schema steps ``(name, function)`` in number order; add new steps, never edit applied ones.
 MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m001_initial,
@@ -337,6 +366,7 @@ MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m006_usage_ledger,
     m007_usage_rollup,
     m008_search_branch,
+    m009_agent_files,
 )
 
 #: Every derived index, maintained by each write in this order (their tables come

@@ -24,6 +24,7 @@
   var filterEl = document.getElementById("tree-filter");
   var branchEl = document.getElementById("branch-select");
   var leafLink = document.getElementById("leaf-link");
+  var compareLink = document.getElementById("compare-link");
 
   // The server's page carries one window of visible rows ({windowed: true, total,
   // offset, found, rows: [[row, id, depth, kind, summary, flags, label, tip id,
@@ -216,6 +217,9 @@
     state.leaf = leaf; state.view = view; state.target = target || null;
     if (branchEl) branchEl.value = leaf;
     if (leafLink) leafLink.href = url(leaf, view, null);
+    if (compareLink) {  // the compare page of the shown branch against the active one
+      compareLink.href = compareLink.pathname + "?b=" + encodeURIComponent(leaf) + (view === "model" ? "&view=model" : "");
+    }
     document.getElementById(view === "model" ? "view-model" : "view-raw").checked = true;
     if (push) history.pushState({ leaf: leaf, view: view, target: target }, "", url(leaf, view, target));
     refreshTree(target || leaf);
@@ -250,6 +254,11 @@
   });
   filterEl.addEventListener("change", function () { refreshTree(state.target || state.leaf); });
   document.getElementById("tree-unfold").addEventListener("click", function () { folded = {}; refreshTree(); });
+  var copyEl = document.getElementById("resume-copy");
+  if (copyEl) copyEl.addEventListener("click", function () {
+    var text = document.getElementById("resume-command").textContent;
+    if (navigator.clipboard) navigator.clipboard.writeText(text).then(function () { copyEl.textContent = "copied"; });
+  });
   document.getElementById("view-raw").addEventListener("change", function () { load(state.leaf, "raw", state.target, true); });
   document.getElementById("view-model").addEventListener("change", function () { load(state.leaf, "model", state.target, true); });
   if (branchEl) branchEl.addEventListener("change", function () { load(branchEl.value, state.view, null, true); });

@@ -31,6 +31,7 @@ One module per page or pane, plus what they share:
 * :mod:`~sessiontree.web.views.tree`: the session page's tree pane (rows, windows);
 * :mod:`~sessiontree.web.views.conversation`: the conversation pane (items, windows),
   over the units of :mod:`~sessiontree.web.views.units` (raw and model views);
+* :mod:`~sessiontree.web.views.compare`: the compare page (two branches aligned, docs/diff.md);
 * :mod:`~sessiontree.web.views.markdown` and :mod:`~sessiontree.web.views.common`:
   safe Markdown, surrogate scrubbing and JSON inside a page.
 
@@ -38,6 +39,7 @@ Callers use the package (``from sessiontree.web import views as view``).
 """
 
 from sessiontree.web.views.common import script_json, scrub_surrogates
+from sessiontree.web.views.compare import ComparePage, build_compare_page
 from sessiontree.web.views.conversation import (
     FOLD_CHARS,
     FOLD_LINES,
@@ -99,6 +101,7 @@ __all__ = [
     "TREE_SUMMARY_CHARS",
     "TREE_WINDOW_ROWS",
     "WINDOW_ITEMS",
+    "ComparePage",
     "Conversation",
     "Item",
     "ListPage",
@@ -107,6 +110,7 @@ __all__ = [
     "Part",
     "TreeData",
     "build_branch_window",
+    "build_compare_page",
     "build_conversation",
     "build_list_page",
     "build_tree_data",

@@ -8,6 +8,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from sessiontree.core.listing import SessionInfo
+from sessiontree.errors import SearchQueryError
 from sessiontree.search.query import search, settle_search_tail
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.base import SessionStore
@@ -76,6 +77,8 @@ class ListPage:
             (:func:`search_sessions`), empty without a query.
         has_stats: whether the statistics columns (models, tokens, cost from
             :func:`sessiontree.usage.report.session_stats`) are shown.
+        message: why the search could not run (a query over the limits of
+            docs/search.md), shown above the empty list; ``""`` otherwise.
     """
 
     query: ListQuery
@@ -85,6 +88,7 @@ class ListPage:
     projects: list[str]
     search_mode: str = ""
     has_stats: bool = False
+    message: str = ""
 
 
 def search_sessions(store: SessionStore, infos: Sequence[SessionInfo],
@@ -129,6 +133,10 @@ def build_list_page(store: SessionStore, query: ListQuery, infos: Sequence[Sessi
         query: see :class:`ListQuery`.
         infos: the listing to use (a cache of ``SessionManager.list_all(store,
             include_internal=True)``); read from the store when omitted.
+
+    A search query the search refuses (over ``MAX_QUERY_CHARS`` characters or
+    ``MAX_TERMS`` terms, docs/search.md) gives a page without rows whose
+    ``message`` says why; the viewer answers it with status 400.
     """
     if infos is None:
         infos = SessionManager.list_all(store, include_internal=True)
@@ -147,8 +155,13 @@ def build_list_page(store: SessionStore, query: ListQuery, infos: Sequence[Sessi
         rows = [i for i in rows if _day(key(i)) <= query.until]
     snippets: dict[str, str] = {}
     mode = ""
+    message = ""
     if query.q.strip():
-        rows, snippets, mode = search_sessions(store, rows, query.q.strip())
+        try:
+            rows, snippets, mode = search_sessions(store, rows, query.q.strip())
+        except SearchQueryError as exc:
+            # The user's own input (an over-long query): the page says so, no rows match.
+            rows, message = [], str(exc)
     else:
         rows = sorted(rows, key=key, reverse=True)
     total = len(rows)
@@ -159,4 +172,4 @@ def build_list_page(store: SessionStore, query: ListQuery, infos: Sequence[Sessi
     window = rows[(page - 1) * per_page: page * per_page]
     stats = session_stats(store, [i.id for i in window])
     out = [ListRow(i, session_title(i) or "(untitled)", stats.get(i.id), snippets.get(i.id, "")) for i in window]
-    return ListPage(query, out, total, pages, projects, mode, has_stats=True)
+    return ListPage(query, out, total, pages, projects, mode, has_stats=True, message=message)

@@ -1,0 +1,216 @@
+"""Commands that give sessions back to the agents: ``restore``, ``resume``, ``archive``, ``archived``.
+
+Thin edge over :mod:`sessiontree.sync.restore` and :mod:`sessiontree.sync.archive`;
+docs/agent-loop.md describes what is verified and the remaining race window.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import time
+
+import click
+
+from sessiontree.cli.common import (
+    App,
+    UserError,
+    cli,
+    echo_line,
+    pass_app,
+    plural,
+    print_json,
+    resolve_session_id,
+)
+from sessiontree.core.textsafe import safe_line
+from sessiontree.errors import EntryNotFoundError
+from sessiontree.sync.archive import ArchivedResult, archive
+from sessiontree.sync.restore import RestoreError, RestoreResult, restore
+from sessiontree.sync.sources import AGENTS
+
+_AGENT_NAMES = [name for name, _, _ in AGENTS]
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``30d``, ``12h``, ``2w``, ``90m``, ``45s`` (one number and one unit).
+
+    Raises:
+        UserError: anything else.
+    """
+    match = _DURATION.fullmatch(text.strip().lower())
+    if match is None:
+        raise UserError(f"invalid duration {text!r}: use a number and a unit, such as 30d, 12h, 2w")
+    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+def _resolve_entry(app: App, session_id: str, prefix: str) -> str:
+    """The session's one entry id equal to or starting with ``prefix``."""
+    ids: list[str] = [str(entry["id"]) for entry in app.store.read(session_id).entries]
+    if prefix in ids:
+        return prefix
+    matches = sorted(i for i in ids if i.startswith(prefix))
+    if len(matches) != 1:
+        raise UserError(f"no entry of {session_id} matches {prefix!r}" if not matches
+                        else f"entry prefix {prefix!r} is ambiguous in {session_id}")
+    return matches[0]
+
+
+def _restore(app: App, session: str, agent: str, directory: str | None, at: str | None) -> RestoreResult:
+    session_id = resolve_session_id(app, session)
+    entry = _resolve_entry(app, session_id, at) if at is not None else None
+    try:
+        return restore(app.store, session_id, agent=agent, directory=directory, at=entry)
+    except RestoreError as exc:
+        raise UserError(str(exc)) from exc
+    except EntryNotFoundError as exc:
+        raise UserError(str(exc)) from exc
+
+
+def _report_restore(result: RestoreResult) -> None:
+    """The human lines of a restore: what was written, how it was verified, what the agent will not see."""
+    file = result.file
+    where = safe_line(result.path)
+    if result.status == "present":
+        echo_line(f"Already there: {where} holds these bytes; nothing was written.")
+    else:
+        echo_line(f"Restored {file.session_id} to {where} ({plural(len(file.data), 'byte', 'bytes')})")
+    if file.byte_exact:
+        echo_line(f"  byte for byte: sha256 {file.sha256.hex()} equals the file synced from "
+                  f"{safe_line(file.source_path or '')}")
+    else:
+        echo_line(f"  written in the agent's format (sha256 {file.sha256.hex()})")
+    for note in file.notes:
+        echo_line(f"  note: {safe_line(note)}")
+
+
+@cli.command("restore", short_help="Write a stored session into the agent's session folder.")
+@click.argument("session")
+@click.option("--agent", type=click.Choice(_AGENT_NAMES), default="pi", show_default=True,
+              help="Whose folder and format.")
+@click.option("--dir", "directory", metavar="DIR", help="A sessions folder to write into instead of the agent's.")
+@click.option("--at", "at", metavar="ENTRY", help="Only the path root -> ENTRY, as a new session (fork from here).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_app
+def restore_cmd(app: App, session: str, agent: str, directory: str | None, at: str | None, as_json: bool) -> None:
+    """Write SESSION into the agent's session folder, where its picker and --session find it.
+
+    A session synced from an agent's folder comes back byte for byte (its
+    sha256 equals the file's when it was synced), at the path it came from
+    (or under --dir); any other session is written the way the agent writes
+    (format 3). An existing file is never overwritten: with the same bytes
+    the command does nothing, with other bytes it refuses.
+    """
+    result = _restore(app, session, agent, directory, at)
+    if as_json:
+        print_json(result.to_dict())
+        return
+    _report_restore(result)
+
+
+def agent_command(agent: str, path: str, fork: bool) -> list[str]:
+    """The agent's own command that opens ``path``: ``pi --session PATH`` or ``pi --fork PATH``
+    (Atomic takes the same options: ``atomic --session PATH``)."""
+    return [agent, "--fork" if fork else "--session", path]
+
+
+@cli.command("resume", short_help="Print (or run) the agent command that continues a session.")
+@click.argument("session")
+@click.option("--agent", type=click.Choice(_AGENT_NAMES), default="pi", show_default=True, help="Which agent.")
+@click.option("--fork", is_flag=True, help="Continue in a new session forked from it (the agent's --fork).")
+@click.option("--exec", "run", is_flag=True, help="Run the command in the session's working directory.")
+@click.option("--json", "as_json", is_flag=True, help="Print the file and the command as JSON.")
+@pass_app
+def resume_cmd(app: App, session: str, agent: str, fork: bool, run: bool, as_json: bool) -> None:
+    """Restore SESSION when its file is not in the agent's folder, then print the agent's
+    command that continues it (`pi --session PATH`), or run it with --exec."""
+    result = _restore(app, session, agent, None, None)
+    command = agent_command(agent, result.path, fork)
+    cwd = result.file.cwd
+    if as_json and not run:
+        print_json({**result.to_dict(), "command": command, "cwd": cwd})
+        return
+    if result.status == "written":
+        _report_restore(result)
+        click.echo("", err=True)
+    line = f"cd {shlex.quote(cwd)} && {shlex.join(command)}" if cwd else shlex.join(command)
+    if not run:
+        click.echo(safe_line(line))
+        return
+    app.close()
+    if cwd:
+        try:
+            os.chdir(cwd)
+        except OSError as exc:
+            raise UserError(f"cannot enter the session's directory {cwd}: {exc.strerror}") from exc
+    try:
+        os.execvp(command[0], command)
+    except OSError as exc:
+        raise UserError(f"cannot run {command[0]}: {exc.strerror} (is {command[0]} installed and on PATH?)") from exc
+
+
+_STATUS_WORDS = {"archived": "archived", "would archive": "would archive", "kept": "kept", "skipped": "skipped"}
+
+
+@cli.command("archive", short_help="Move old synced agent files out of the agents' folders.")
+@click.option("--older-than", "older_than", metavar="AGE",
+              help="Only files last modified longer ago than AGE (30d, 12h, 2w). Default: 30d unless "
+                   "--keep-newest is given.")
+@click.option("--keep-newest", "keep_newest", type=click.IntRange(min=0), metavar="N",
+              help="Keep the N newest files of each agent folder.")
+@click.option("--agent", "agents", type=click.Choice(_AGENT_NAMES), multiple=True,
+              help="Only this agent's folder (repeatable; default: every agent's).")
+@click.option("--dry-run", is_flag=True, help="Decide and verify, move nothing.")
+@click.option("--delete", is_flag=True, help="Delete the files instead of moving them to the trash.")
+@click.option("--json", "as_json", is_flag=True, help="Print the per-file report as JSON.")
+@pass_app
+def archive_cmd(app: App, older_than: str | None, keep_newest: int | None, agents: tuple[str, ...],
+                dry_run: bool, delete: bool, as_json: bool) -> None:
+    """Archive agent files the store can give back byte for byte.
+
+    A file is moved only when it is synced, unchanged since, complete, older
+    than the bound, and the store rebuilds its exact bytes (same sha256). An
+    audit record in the store lets `sessiontree restore` put it back where it
+    was; `sessiontree archived` lists them. Exit status 1 when a file could not
+    be archived for a problem (diverged, not reproducible, move failed).
+    """
+    age = parse_duration(older_than) if older_than is not None else (None if keep_newest is not None else 30 * 86400.0)
+
+    def show(result: ArchivedResult) -> None:
+        if as_json or result.status == "kept":
+            return
+        reason = f": {result.reason}" if result.reason else ""
+        echo_line(f"{_STATUS_WORDS[result.status]:>13}  {safe_line(result.path)}{safe_line(reason)}",
+                  err=result.problem)
+
+    report = archive(app.store, older_than=age, keep_newest=keep_newest, agents=list(agents) or None,
+                     dry_run=dry_run, delete=delete, on_file=show)
+    if as_json:
+        print_json(report.to_dict())
+    else:
+        echo_line(report.summary())
+    if not report.ok:
+        raise SystemExit(1)
+
+
+@cli.command("archived", short_help="List the agent files archive moved away.")
+@click.option("--session", "session", metavar="SESSION", help="Only this session's files.")
+@click.option("--json", "as_json", is_flag=True, help="Print the records as JSON.")
+@pass_app
+def archived_cmd(app: App, session: str | None, as_json: bool) -> None:
+    """The audit records of `sessiontree archive`: which file, when, its sha256, where it went."""
+    session_id = resolve_session_id(app, session) if session is not None else None
+    records = [r for r in app.store.archived_files() if session_id is None or r.session_id == session_id]
+    if as_json:
+        print_json({"archived": [record.to_dict() for record in records]})
+        return
+    if not records:
+        echo_line("No archived files.")
+        return
+    for record in records:
+        when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(record.archived_at / 1000))
+        state = "" if record.state == "done" else f" [{record.state}]"
+        echo_line(f"{when}  {record.session_id}  {record.destination:<7}  {record.sha256.hex()[:12]}  "
+                  f"{safe_line(record.path)}{state}")

@@ -1,0 +1,506 @@
+"""Secrets in one session's entries: finding them and redacting them (docs/secrets.md).
+
+Pure functions over a header and a list of entries: no I/O, no store. The
+scanner is ``detect-secrets`` (its plugins' ``analyze_string`` on each text
+field, never its file scanner, never its network verification), plus the
+named rules of :data:`OWN_RULES` for shapes it misses. This is the only
+module that imports ``detect_secrets``.
+
+Every string value of an entry is scanned except the structural fields of
+:data:`STRUCTURAL_KEYS` (ids, types, roles, timestamps, model names) and the
+base64 ``data`` of image blocks; a finding names its field by a path such as
+``message.content[2].text`` or ``message.content[1].arguments.command``.
+
+A :class:`Finding` never holds the secret, only a masked preview
+(:func:`mask`). Redaction (:class:`Redactor`) returns new entries with each
+secret replaced by ``[REDACTED:kind:N]``: the same secret gets the same
+placeholder everywhere in one export, ids and structure are unchanged, and
+the header gains the :data:`HEADER_MARKER` field.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from detect_secrets.filters import heuristic
+from detect_secrets.plugins.aws import AWSKeyDetector
+from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+from detect_secrets.plugins.base import BasePlugin, RegexBasedDetector
+from detect_secrets.plugins.basic_auth import BasicAuthDetector
+from detect_secrets.plugins.cloudant import CloudantDetector
+from detect_secrets.plugins.discord import DiscordBotTokenDetector
+from detect_secrets.plugins.github_token import GitHubTokenDetector
+from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+from detect_secrets.plugins.high_entropy_strings import (
+    Base64HighEntropyString,
+    HexHighEntropyString,
+    HighEntropyStringsPlugin,
+)
+from detect_secrets.plugins.ibm_cloud_iam import IbmCloudIamDetector
+from detect_secrets.plugins.ibm_cos_hmac import IbmCosHmacDetector
+from detect_secrets.plugins.jwt import JwtTokenDetector
+from detect_secrets.plugins.keyword import CONFIG_DENYLIST_REGEX_TO_GROUP, KeywordDetector
+from detect_secrets.plugins.mailchimp import MailchimpDetector
+from detect_secrets.plugins.npm import NpmDetector
+from detect_secrets.plugins.openai import OpenAIDetector
+from detect_secrets.plugins.pypi_token import PypiTokenDetector
+from detect_secrets.plugins.sendgrid import SendGridDetector
+from detect_secrets.plugins.slack import SlackDetector
+from detect_secrets.plugins.softlayer import SoftlayerDetector
+from detect_secrets.plugins.square_oauth import SquareOAuthDetector
+from detect_secrets.plugins.stripe import StripeDetector
+from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
+from detect_secrets.plugins.twilio import TwilioKeyDetector
+
+from sessiontree.format import jsonio
+from sessiontree.format.codec import ParsedSession
+from sessiontree.format.types import Entry
+
+__all__ = [
+    "HEADER_MARKER",
+    "OWN_RULES",
+    "PLUGIN_KINDS",
+    "STRUCTURAL_KEYS",
+    "Finding",
+    "Hit",
+    "Redactor",
+    "iter_text_fields",
+    "mask",
+    "redact_parsed",
+    "redact_text",
+    "scan_entries",
+    "scan_text",
+]
+
+#: Header field of a redacted export: ``{"tool": "sessiontree", "placeholders": N}``
+#: (N distinct secrets replaced). Readers keep unknown header fields (docs/secrets.md).
+HEADER_MARKER = "redacted"
+
+#: Keys never scanned, at the entry, message and content-block level: structure the
+#: file needs intact (ids, references, types, roles, timestamps) and provider metadata.
+STRUCTURAL_KEYS = frozenset({
+    "type", "id", "parentId", "timestamp", "targetId", "fromId", "firstKeptEntryId",
+    "summarizedThroughId", "role", "api", "provider", "model", "modelId", "stopReason",
+    "toolCallId", "thinkingSignature", "mimeType", "customType", "thinkingLevel",
+})
+
+#: The detect-secrets plugins used, each with the kind its findings get. Left out:
+#: ``PrivateKeyDetector`` (it reports the ``BEGIN`` marker, not the key: the own rule
+#: ``private-key`` spans the whole block) and ``IPPublicDetector`` (addresses are not secrets).
+PLUGIN_KINDS: tuple[tuple[BasePlugin, str], ...] = (
+    (AWSKeyDetector(), "aws-access-key"),
+    (AzureStorageKeyDetector(), "azure-storage-key"),
+    (BasicAuthDetector(), "url-password"),
+    (CloudantDetector(), "cloudant-credentials"),
+    (DiscordBotTokenDetector(), "discord-bot-token"),
+    (GitHubTokenDetector(), "github-token"),
+    (GitLabTokenDetector(), "gitlab-token"),
+    (IbmCloudIamDetector(), "ibm-cloud-iam-key"),
+    (IbmCosHmacDetector(), "ibm-cos-hmac"),
+    (JwtTokenDetector(), "jwt"),
+    (MailchimpDetector(), "mailchimp-key"),
+    (NpmDetector(), "npm-token"),
+    (OpenAIDetector(), "openai-api-key"),
+    (PypiTokenDetector(), "pypi-token"),
+    (SendGridDetector(), "sendgrid-api-key"),
+    (SlackDetector(), "slack-token"),
+    (SoftlayerDetector(), "softlayer-credentials"),
+    (SquareOAuthDetector(), "square-oauth-secret"),
+    (StripeDetector(), "stripe-key"),
+    (TelegramBotTokenDetector(), "telegram-bot-token"),
+    (TwilioKeyDetector(), "twilio-key"),
+    (Base64HighEntropyString(), "high-entropy-base64"),
+    (HexHighEntropyString(), "high-entropy-hex"),
+    (KeywordDetector(), "secret-assignment"),
+)
+
+# Plugins whose patterns capture only the token's prefix ("ghp", "glpat"): the whole match is the secret.
+_WHOLE_MATCH = (GitHubTokenDetector, GitLabTokenDetector)
+
+_ENV_NAME = r"[A-Z0-9_]*(?:SECRET|TOKEN|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?)[A-Z0-9_]*"
+
+#: Own rules, for shapes detect-secrets misses: ``(kind, pattern)``. The secret is
+#: group ``secret`` when the pattern names one, else the whole match.
+OWN_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("anthropic-api-key", re.compile(r"sk-ant-[A-Za-z0-9_\-]{20,}")),
+    ("openai-api-key", re.compile(r"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_\-]{20,}")),
+    ("github-fine-grained-token", re.compile(r"github_pat_[A-Za-z0-9_]{22,}")),
+    ("google-api-key", re.compile(r"AIza[0-9A-Za-z_\-]{35}")),
+    ("huggingface-token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
+    ("npm-token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b")),
+    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]+\.eyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+")),
+    ("private-key", re.compile(
+        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[A-Za-z0-9+/=\s:,.\-\\]*?"
+        r"(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|(?=[^A-Za-z0-9+/=\s:,.\-\\])|\Z)")),
+    ("private-key", re.compile(r"PuTTY-User-Key-File-\d: [\s\S]*?(?:Private-MAC: [0-9a-fA-F]+|\Z)")),
+    ("url-password", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^:/?#\s@\"']+:(?P<secret>[^@\s/\"']+)@")),
+    ("bearer-token", re.compile(r"\b[Bb]earer\s+(?P<secret>[A-Za-z0-9._~+/\-]{20,}=*)")),
+    ("env-secret", re.compile(
+        r"(?:^|(?<=[\s;&|]))(?:export[ \t]+)?" + _ENV_NAME + r"[ \t]*=[ \t]*['\"]?"
+        r"(?![A-Za-z_][A-Za-z0-9_]*[.(\[])(?P<secret>[^\s'\"$<{][^\s'\"]{7,})", re.MULTILINE)),
+)
+
+_PLACEHOLDER = re.compile(r"\[REDACTED:[a-z0-9\-]+:\d+\]")
+
+#: Shortest secret that is also replaced where the scanner did not flag it (shorter
+#: ones, such as a four-letter URL password, only where found: "pass" is also a word).
+GLOBAL_REPLACE_MIN = 8
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One secret inside one string: ``text[start:end]`` is the secret (never printed)."""
+
+    start: int
+    end: int
+    kind: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One secret in one field of one entry, as reported: no secret, only ``preview``.
+
+    ``entry_id`` is the entry's id (``None`` when the entry has none), ``path`` the
+    field (``message.content[2].text``), ``kind`` the rule's kind, ``preview`` the
+    masked secret (:func:`mask`), ``index`` the entry's position in the session.
+    """
+
+    entry_id: str | None
+    index: int
+    path: str
+    kind: str
+    preview: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """The finding as JSON data (``--json`` output)."""
+        return {"entryId": self.entry_id, "index": self.index, "path": self.path,
+                "kind": self.kind, "preview": self.preview}
+
+
+_KNOWN_PREFIX = re.compile(
+    r"^(?:sk-ant-(?:api|admin)\d\d-|sk-ant-|sk-(?:proj|svcacct|admin)-|sk_live_|rk_live_|github_pat_|"
+    r"gh[pousr]_|glpat-|xox[abposr]-|AKIA|ASIA|AIza|hf_|npm_|pypi-|SG\.|eyJ|-----BEGIN [A-Z ]*-----)")
+
+
+def mask(secret: str) -> str:
+    """A preview that does not reveal ``secret``: its public prefix (``sk-ant-``,
+    ``ghp_``, ``AKIA``...) and last four characters when it has at least 20,
+    else only its length (``...(9 chars)``)."""
+    if len(secret) < 20:
+        return f"...({len(secret)} chars)"
+    prefix = _KNOWN_PREFIX.match(secret)
+    head = prefix.group(0) if prefix else ""
+    return f"{head}...{secret[-4:]}"
+
+
+def _line_at(text: str, start: int, end: int) -> str:
+    return text[text.rfind("\n", 0, start) + 1: (text.find("\n", end) + 1 or len(text) + 1) - 1]
+
+
+_NOT_VALUES = frozenset({"undefined", "null", "none", "true", "false", "nil", "changeme", "password", "secret"})
+_FILLER = re.compile(r"[xX*.<>_\-]+|<[^<>]*>|\$\{[^}]*\}|\{\{[^}]*\}\}")
+
+
+def _placeholder_like(secret: str) -> bool:
+    """Documentation, code or an earlier redaction, not a value: ``sk-ant-...``, ``<your key>``,
+    ``xxxx``, ``undefined``, ``[REDACTED:url-password:1]``."""
+    return ("..." in secret or "[REDACTED:" in secret or "\u2026" in secret or secret.lower() in _NOT_VALUES
+            or _FILLER.fullmatch(secret) is not None)
+
+
+def _plausible(secret: str, text: str, start: int, end: int, plugin: BasePlugin | None) -> bool:
+    """detect-secrets' own heuristic filters (its default pipeline) for one candidate,
+    plus :func:`_placeholder_like` and, for keyword hits, no code expressions."""
+    if len(secret) < 4 or _placeholder_like(secret):
+        return False
+    if isinstance(plugin, KeywordDetector) and re.search(r"[\s()]", secret):
+        return False
+    if heuristic.is_sequential_string(secret) or heuristic.is_potential_uuid(secret):
+        return False
+    if heuristic.is_templated_secret(secret) or heuristic.is_prefixed_with_dollar_sign(secret):
+        return False
+    if plugin is not None:
+        line = _line_at(text, start, end)
+        if heuristic.is_likely_id_string(secret, line, plugin) or heuristic.is_indirect_reference(line):
+            return False
+        if isinstance(plugin, KeywordDetector) and heuristic.is_not_alphanumeric_string(secret):
+            return False
+    return True
+
+
+def _spans_of(value: str, text: str) -> Iterator[tuple[int, int]]:
+    at = text.find(value)
+    while at >= 0:
+        yield at, at + len(value)
+        at = text.find(value, at + len(value))
+
+
+def _plugin_hits(plugin: BasePlugin, kind: str, text: str) -> Iterator[Hit]:
+    if isinstance(plugin, _WHOLE_MATCH):
+        assert isinstance(plugin, RegexBasedDetector)
+        if not any(True for _ in plugin.analyze_string(text)):
+            return
+        for regex in plugin.denylist:
+            for match in regex.finditer(text):
+                yield Hit(match.start(), match.end(), kind)
+        return
+    if isinstance(plugin, KeywordDetector):
+        # Session text is mostly shell output and config files: the config rules
+        # (unquoted ``password=...``, ``secret: ...``) as for .env/.ini/.yaml files,
+        # line by line as detect-secrets runs them (its patterns would cross a newline).
+        values: Iterable[str] = {value for line in text.splitlines() if _KEYWORD_HINT.search(line)
+                                 for value in plugin.analyze_string(line, CONFIG_DENYLIST_REGEX_TO_GROUP)}
+    else:
+        values = set(plugin.analyze_string(text))
+    for value in values:
+        if not value:
+            continue
+        if isinstance(plugin, HighEntropyStringsPlugin) and \
+                plugin.calculate_shannon_entropy(value) <= plugin.entropy_limit:
+            continue
+        if isinstance(plugin, KeywordDetector):
+            value = value.strip("'\"")
+        for start, end in _spans_of(value, text):
+            if _plausible(value, text, start, end, plugin):
+                yield Hit(start, end, "aws-secret-key" if kind == "aws-access-key" and len(value) == 40 else kind)
+
+
+# Lines the keyword plugin can match at all (its denylist: key, pass, pwd, secret, contraseña).
+_KEYWORD_HINT = re.compile(r"(?i)key|pass|pwd|secret|contrase")
+
+# Cheap gates: a plugin runs only on text that holds what its patterns need (``t`` the text,
+# ``low`` it in lower case). The assignment-style plugins (Cloudant, IBM, SoftLayer) cost the
+# most without them: their patterns try a look-behind at every position.
+_CRED_WORDS = ("key", "pw", "pass", "token")
+
+
+def _cred(low: str) -> bool:
+    return any(word in low for word in _CRED_WORDS)
+
+
+_GATES: dict[str, Callable[[str, str], bool]] = {
+    "high-entropy-base64": lambda t, low: "'" in t or '"' in t,
+    "high-entropy-hex": lambda t, low: "'" in t or '"' in t,
+    "url-password": lambda t, low: "://" in t,
+    "jwt": lambda t, low: "eyJ" in t,
+    "secret-assignment": lambda t, low: _KEYWORD_HINT.search(t) is not None,
+    "aws-access-key": lambda t, low: "A3T" in t or "ABIA" in t or "ACCA" in t or "AKIA" in t or "ASIA" in t
+    or "aws" in low,
+    "azure-storage-key": lambda t, low: "AccountKey=" in t,
+    "cloudant-credentials": lambda t, low: ("cl" in low and _cred(low)) or "cloudant.com" in low,
+    "discord-bot-token": lambda t, low: "." in t,
+    "github-token": lambda t, low: "gh" in t,
+    "gitlab-token": lambda t, low: "gl" in t or "GR1348941" in t,
+    "ibm-cloud-iam-key": lambda t, low: _cred(low),
+    "ibm-cos-hmac": lambda t, low: "secret" in low and "key" in low,
+    "mailchimp-key": lambda t, low: "-us" in t,
+    "npm-token": lambda t, low: "_authToken" in t,
+    "openai-api-key": lambda t, low: "T3BlbkFJ" in t,
+    "pypi-token": lambda t, low: "pypi-" in t,
+    "sendgrid-api-key": lambda t, low: "SG." in t,
+    "slack-token": lambda t, low: "xox" in t or "hooks.slack" in t,
+    "softlayer-credentials": lambda t, low: ("sl" in low and _cred(low)) or "softlayer" in low,
+    "square-oauth-secret": lambda t, low: "sq0csp-" in t,
+    "stripe-key": lambda t, low: "k_live_" in t,
+    "telegram-bot-token": lambda t, low: ":" in t,
+}
+
+#: The own rules' gates, by position in :data:`OWN_RULES`: a literal every match contains.
+_OWN_GATES: tuple[str, ...] = ("sk-ant-", "sk-", "github_pat_", "AIza", "hf_", "npm_", "eyJ", "PRIVATE KEY",
+                               "PuTTY-User-Key-File-", "://", "earer", "=")
+
+
+def scan_text(text: str) -> list[Hit]:
+    """Every secret in ``text``, as non-overlapping spans in text order.
+
+    Overlapping hits of several rules become one span (the union) with the kind
+    of the rule that found the longest of them.
+    """
+    if len(text) < 8:
+        return []
+    if "[REDACTED:" in text:
+        # A redacted file scans clean: placeholders become blanks of the same length
+        # (offsets unchanged), so "url-password:1]" is no ``password: value``.
+        text = _PLACEHOLDER.sub(lambda m: " " * len(m.group(0)), text)
+    hits: list[Hit] = []
+    low = text.lower()
+    for plugin, kind in PLUGIN_KINDS:
+        gate = _GATES.get(kind)
+        if gate is not None and not gate(text, low):
+            continue
+        hits.extend(_plugin_hits(plugin, kind, text))
+    for (kind, pattern), literal in zip(OWN_RULES, _OWN_GATES, strict=True):
+        if literal not in text:
+            continue
+        for match in pattern.finditer(text):
+            group = "secret" if "secret" in pattern.groupindex else 0
+            start, end = match.span(group)
+            if end - start >= 8 and _plausible(match.group(group), text, start, end, None):
+                hits.append(Hit(start, end, kind))
+    return _merge(hits)
+
+
+def _merge(hits: list[Hit]) -> list[Hit]:
+    if len(hits) <= 1:
+        return hits
+    hits.sort(key=lambda h: (h.start, -(h.end - h.start)))
+    merged: list[Hit] = []
+    for hit in hits:
+        if merged and hit.start < merged[-1].end:
+            last = merged[-1]
+            if hit.end > last.end:
+                kind = hit.kind if hit.end - hit.start > last.end - last.start else last.kind
+                merged[-1] = Hit(last.start, hit.end, kind)
+            continue
+        merged.append(hit)
+    return merged
+
+
+def _path(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
+
+
+def iter_text_fields(entry: Entry) -> Iterator[tuple[str, str]]:
+    """Every scanned string of ``entry`` as ``(path, text)``, in document order.
+
+    Paths join keys with ``.`` and list positions as ``[i]``
+    (``message.content[2].text``). Structural keys (:data:`STRUCTURAL_KEYS`) of the
+    entry, its message and its content blocks are skipped, and so is the ``data``
+    of an image block; everything inside ``arguments``, ``details``, ``data`` and
+    other free-form values is scanned, at any depth.
+    """
+    yield from _walk(entry, "", True)
+
+
+def _walk(value: Any, path: str, structural: bool) -> Iterator[tuple[str, str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        image = value.get("type") == "image"
+        for key, item in value.items():
+            if structural and (key in STRUCTURAL_KEYS or (image and key == "data")):
+                continue
+            # Entry, message and content blocks are structural; free-form payloads are not.
+            inner = structural and key in ("message", "content", "systemMessage", "replacement")
+            yield from _walk(item, _path(path, key), inner)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _walk(item, f"{path}[{i}]", structural)
+
+
+def scan_entries(entries: Iterable[Entry]) -> list[Finding]:
+    """The findings of a session's entries, in entry and field order (one per secret occurrence)."""
+    findings: list[Finding] = []
+    for index, entry in enumerate(entries):
+        entry_id = entry.get("id") if isinstance(entry.get("id"), str) else None
+        for path, text in iter_text_fields(entry):
+            for hit in scan_text(text):
+                findings.append(Finding(entry_id, index, path, hit.kind, mask(text[hit.start:hit.end])))
+    return findings
+
+
+class Redactor:
+    """Placeholders of one export: each distinct secret gets ``[REDACTED:kind:N]``,
+    N counting from 1 per kind in order of first sight, the same for every
+    occurrence (docs/secrets.md).
+
+    Use :meth:`redact_entries` once per export: a first pass finds every
+    secret, the second replaces them, so a secret found in one field is also
+    replaced where it occurs unflagged in another (when at least
+    :data:`GLOBAL_REPLACE_MIN` characters long).
+    """
+
+    def __init__(self) -> None:
+        self._placeholders: dict[str, str] = {}
+        self._counts: dict[str, int] = {}
+        self.replaced = 0
+
+    @property
+    def secrets(self) -> int:
+        """How many distinct secrets got a placeholder."""
+        return len(self._placeholders)
+
+    def placeholder(self, secret: str, kind: str) -> str:
+        """The placeholder of ``secret`` (a new one, of ``kind``, on first sight)."""
+        known = self._placeholders.get(secret)
+        if known is None:
+            number = self._counts[kind] = self._counts.get(kind, 0) + 1
+            known = self._placeholders[secret] = f"[REDACTED:{kind}:{number}]"
+        return known
+
+    def redact_entries(self, entries: list[Entry]) -> list[Entry]:
+        """New entries (deep copies) with every secret replaced; ``entries`` are not changed."""
+        found: dict[tuple[int, str], list[Hit]] = {}
+        for index, entry in enumerate(entries):
+            for path, text in iter_text_fields(entry):
+                hits = scan_text(text)
+                if hits:
+                    found[index, path] = hits
+                    for hit in hits:
+                        self.placeholder(text[hit.start:hit.end], hit.kind)
+        long_secrets = sorted((s for s in self._placeholders if len(s) >= GLOBAL_REPLACE_MIN), key=len, reverse=True)
+        known = re.compile("|".join(map(re.escape, long_secrets))) if long_secrets else None
+        return [self._copy(entry, "", True, index, found, known) for index, entry in enumerate(entries)]
+
+    def _replace(self, text: str, hits: list[Hit], known: re.Pattern[str] | None) -> str:
+        spans = list(hits)
+        if known is not None:
+            spans.extend(Hit(m.start(), m.end(), "") for m in known.finditer(text))
+            spans = _merge(spans)
+        if not spans:
+            return text
+        out: list[str] = []
+        at = 0
+        for hit in spans:
+            secret = text[hit.start:hit.end]
+            out.append(text[at:hit.start])
+            out.append(self._placeholders.get(secret) or self.placeholder(secret, hit.kind or "secret"))
+            at = hit.end
+            self.replaced += 1
+        out.append(text[at:])
+        return "".join(out)
+
+    def _copy(self, value: Any, path: str, structural: bool, index: int,
+              found: dict[tuple[int, str], list[Hit]], known: re.Pattern[str] | None, skip: bool = False) -> Any:
+        if isinstance(value, str):
+            if skip:
+                return value
+            return self._replace(value, found.get((index, path), []), known)
+        if isinstance(value, dict):
+            image = value.get("type") == "image"
+            return {key: self._copy(item, _path(path, key),
+                                    structural and key in ("message", "content", "systemMessage", "replacement"),
+                                    index, found, known,
+                                    structural and (key in STRUCTURAL_KEYS or (image and key == "data")))
+                    for key, item in value.items()}
+        if isinstance(value, list):
+            return [self._copy(item, f"{path}[{i}]", structural, index, found, known, skip)
+                    for i, item in enumerate(value)]
+        return value
+
+    def marked_header(self, header: dict[str, Any]) -> dict[str, Any]:
+        """A copy of ``header`` with the :data:`HEADER_MARKER` field added last."""
+        marked = dict(header)
+        marked[HEADER_MARKER] = {"tool": "sessiontree", "placeholders": self.secrets}
+        return marked
+
+
+def redact_text(text: str) -> str:
+    """``text`` with its secrets replaced (placeholders numbered within ``text`` alone)."""
+    return Redactor()._replace(text, scan_text(text), None)
+
+
+def redact_parsed(parsed: ParsedSession) -> tuple[ParsedSession, Redactor]:
+    """A redacted copy of a read session (header marked, entries redacted) and its
+    :class:`Redactor` (counts). ``parsed`` is not changed."""
+    redactor = Redactor()
+    entries = redactor.redact_entries(parsed.entries)
+    header = redactor.marked_header(parsed.header)
+    copy = ParsedSession(header=header, entries=entries, raw=[None] * len(entries),
+                         header_raw=jsonio.dumps(header), source_version=4, path=parsed.path,
+                         lines=list(parsed.lines))
+    return copy, redactor
+

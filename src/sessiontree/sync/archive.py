@@ -1,0 +1,330 @@
+"""Move old, synced agent files out of the agents' folders (``sessiontree archive``).
+
+A file is archived only when the store can give it back byte for byte
+(docs/agent-loop.md, "What is verified before anything is moved"):
+
+1. it is synced and unchanged since (size, mtime, inode and device equal the
+   recorded state; the file is not even opened when they differ), all its
+   bytes were consumed (no unfinished last line), and it is older than the
+   bound (or not among the newest ``keep_newest`` of its agent);
+2. the store rebuilds its bytes (:func:`~sessiontree.sync.restore.agent_file`)
+   and their SHA-256 equals the file's, read now;
+3. under the store's sync run lock (one archive or sync at a time on a SQLite
+   or JSONL store), the file is renamed beside itself to a name no agent or
+   sync reads (``<name>.sessiontree-archiving``), the renamed file is hashed
+   again and must still match (an agent appending through the path before the
+   rename is caught here; one appending after it creates a new file, which
+   stays), an audit record is written (``pending``), and only then is it moved
+   to the trash (``send2trash``) or deleted, and the record marked ``done``.
+
+A SIGKILL at any point leaves the file in its folder, or renamed beside it
+(put back, or finished when its record was written, by the next run), or
+gone with the store able to rebuild it: never lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sessiontree.errors import SessionError, StorageError
+from sessiontree.stores.base import ArchivedFile, SessionStore, SyncState
+from sessiontree.sync.engine import discover, run_lock
+from sessiontree.sync.restore import agent_file
+from sessiontree.sync.sources import agent_sources
+
+__all__ = ["ARCHIVING_SUFFIX", "PROBLEMS", "ArchiveReport", "ArchivedResult", "archive"]
+
+#: Suffix of a file being archived (renamed beside itself): no agent or sync reads it.
+ARCHIVING_SUFFIX = ".sessiontree-archiving"
+#: Skip reasons that are problems (exit status 1), as ``rejected``/``diverged`` are for sync;
+#: the other skips (too new, in progress, not synced) are normal.
+PROBLEMS = ("diverged", "cannot reproduce", "move failed")
+
+
+@dataclass
+class ArchivedResult:
+    """What ``archive`` did with one file.
+
+    Attributes:
+        path: the file.
+        status: ``"archived"``, ``"would archive"`` (dry run), ``"kept"`` (not old
+            enough / among the newest) or ``"skipped"``.
+        reason: why it was kept or skipped (a short phrase; the first word of a
+            problem is in :data:`PROBLEMS`).
+        session_id: the session it holds, when known.
+        size: its size in bytes.
+        agent: whose folder it is in.
+    """
+
+    path: str
+    status: str
+    reason: str | None = None
+    session_id: str | None = None
+    size: int = 0
+    agent: str = ""
+
+    @property
+    def problem(self) -> bool:
+        """Whether this skip is a problem (exit status 1)."""
+        return self.status == "skipped" and self.reason is not None and self.reason.startswith(PROBLEMS)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON data (camelCase keys)."""
+        return {"path": self.path, "status": self.status, "reason": self.reason, "sessionId": self.session_id,
+                "size": self.size, "agent": self.agent}
+
+
+@dataclass
+class ArchiveReport:
+    """The outcome of one ``archive`` run: one result per file looked at, in order."""
+
+    files: list[ArchivedResult] = field(default_factory=list)
+    dry_run: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """No file was skipped for a problem."""
+        return not any(result.problem for result in self.files)
+
+    def summary(self) -> str:
+        """One line: files archived, bytes freed, kept, skipped by reason."""
+        done = [r for r in self.files if r.status in ("archived", "would archive")]
+        freed = sum(r.size for r in done)
+        verb = "would archive" if self.dry_run else "archived"
+        parts = [f"{len(done)} {verb} ({_size(freed)} {'to free' if self.dry_run else 'freed'})"]
+        kept = sum(1 for r in self.files if r.status == "kept")
+        parts.append(f"{kept} kept")
+        reasons: dict[str, int] = {}
+        for r in self.files:
+            if r.status == "skipped":
+                key = (r.reason or "").split(":", 1)[0].split(" (", 1)[0]
+                reasons[key] = reasons.get(key, 0) + 1
+        parts += [f"{count} skipped ({reason})" for reason, count in sorted(reasons.items())]
+        return ", ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON data: per-file results and the totals."""
+        done = [r for r in self.files if r.status in ("archived", "would archive")]
+        return {"files": [r.to_dict() for r in self.files], "dryRun": self.dry_run,
+                "archived": len(done), "bytesFreed": sum(r.size for r in done),
+                "kept": sum(1 for r in self.files if r.status == "kept"),
+                "skipped": sum(1 for r in self.files if r.status == "skipped"), "ok": self.ok}
+
+
+def _size(count: int) -> str:
+    value = float(count)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{count} B"
+
+
+def _sha_file(path: str) -> tuple[bytes, int]:
+    """SHA-256 and size of a file's bytes (read in 1 MiB pieces)."""
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.digest(), size
+
+
+def _trash(path: str) -> None:
+    """Move ``path`` to the desktop trash (``send2trash``).
+
+    Raises:
+        OSError: it could not be moved.
+    """
+    from send2trash import send2trash  # imported on use: only archive needs it
+
+    try:
+        send2trash(path)
+    except OSError:
+        raise
+    except Exception as exc:  # send2trash raises its own TrashPermissionError and others
+        raise OSError(str(exc)) from exc
+
+
+def _finish_leftovers(store: SessionStore, folders: Sequence[str], delete: bool,
+                      records: dict[tuple[str, bytes], ArchivedFile]) -> list[ArchivedResult]:
+    """Finish what a killed run left renamed: a file whose bytes match its pending
+    record is moved on; any other is renamed back when its name is free."""
+    results: list[ArchivedResult] = []
+    for folder in folders:
+        for root, _, names in os.walk(folder):
+            for name in names:
+                if not name.endswith(".jsonl" + ARCHIVING_SUFFIX):
+                    continue
+                moved = os.path.join(root, name)
+                original = moved[:-len(ARCHIVING_SUFFIX)]
+                try:
+                    sha, size = _sha_file(moved)
+                except OSError:
+                    continue
+                record = records.get((original, sha))
+                if record is not None:
+                    try:
+                        os.unlink(moved) if delete else _trash(moved)
+                    except OSError as exc:
+                        results.append(ArchivedResult(original, "skipped", f"move failed: {exc}", record.session_id,
+                                                      size))
+                        continue
+                    store.record_archived(ArchivedFile(original, record.session_id, sha, size, record.agent,
+                                                       record.archived_at, "deleted" if delete else "trash", "done"))
+                    results.append(ArchivedResult(original, "archived", "finished a run that was stopped",
+                                                  record.session_id, size, record.agent))
+                elif not os.path.lexists(original):
+                    os.rename(moved, original)
+    return results
+
+
+def archive(store: SessionStore, *, older_than: float | None = 30 * 86400.0, keep_newest: int | None = None,
+            agents: Sequence[str] | None = None, dry_run: bool = False, delete: bool = False,
+            now: float | None = None, environ: Mapping[str, str] | None = None, home: str | None = None,
+            folders: Sequence[tuple[str, str]] | None = None,
+            on_file: Callable[[ArchivedResult], None] | None = None) -> ArchiveReport:
+    """Archive the agents' synced, unchanged, old files (rules in the module docstring).
+
+    Args:
+        store: the store the files were synced into (writable unless ``dry_run``).
+        older_than: seconds; only files whose mtime is older than this (``None``: no age bound).
+        keep_newest: keep this many newest files per agent folder (``None``: no such bound).
+            With both bounds, a file must pass both.
+        agents: only these agents' folders (default: every agent's).
+        dry_run: decide and verify, move nothing, write nothing.
+        delete: remove files instead of moving them to the trash.
+        now: the current time (seconds since the epoch; tests fix it).
+        environ, home: where to find the agents' folders.
+        folders: ``(agent, folder)`` pairs to use instead of the agents' own folders.
+        on_file: called with each result as it is decided.
+
+    Returns:
+        An :class:`ArchiveReport`.
+
+    Raises:
+        StorageError: the store could not be read or written.
+    """
+    now = time.time() if now is None else now
+    if folders is None:
+        folders = [(source.agent, source.path) for source in agent_sources(environ, home)
+                   if source.exists and (agents is None or source.agent in agents)]
+    report = ArchiveReport(dry_run=dry_run)
+
+    def emit(result: ArchivedResult) -> None:
+        report.files.append(result)
+        if on_file is not None:
+            on_file(result)
+
+    with run_lock(store) if not dry_run else _nothing():
+        states = store.sync_states()
+        stored_ids = set(store.session_ids())
+        records = {(record.path, record.sha256): record for record in store.archived_files()}
+        if not dry_run:
+            for result in _finish_leftovers(store, [folder for _, folder in folders], delete, records):
+                emit(result)
+        for agent, folder in folders:
+            paths, _ = discover([folder])
+            stats: list[tuple[str, os.stat_result]] = []
+            for path in paths:
+                try:
+                    stats.append((path, os.stat(path)))
+                except OSError:
+                    continue
+            newest = {path for path, _ in sorted(stats, key=lambda item: item[1].st_mtime_ns, reverse=True)
+                      [:keep_newest]} if keep_newest is not None else set()
+            for path, st in stats:
+                emit(_one(store, agent, path, st, states.get(path), stored_ids, newest, older_than, now,
+                          dry_run, delete))
+    return report
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _one(store: SessionStore, agent: str, path: str, st: os.stat_result, state: SyncState | None,
+         stored_ids: set[str], newest: set[str], older_than: float | None, now: float, dry_run: bool,
+         delete: bool) -> ArchivedResult:
+    """Decide, verify and archive one file."""
+    size = st.st_size
+    if path in newest:
+        return ArchivedResult(path, "kept", "among the newest", state.session_id if state else None, size, agent)
+    if older_than is not None and st.st_mtime > now - older_than:
+        return ArchivedResult(path, "kept", "modified recently", state.session_id if state else None, size, agent)
+    if state is None or state.session_id not in stored_ids:
+        return ArchivedResult(path, "skipped", "not synced (run sessiontree sync first)", None, size, agent)
+    if (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev) != (state.size, state.mtime_ns, state.inode, state.dev):
+        return ArchivedResult(path, "skipped", "changed since the last sync (run sessiontree sync first)",
+                              state.session_id, size, agent)
+    if state.consumed != state.size:
+        return ArchivedResult(path, "skipped", "in progress (its last line is unfinished)", state.session_id, size,
+                              agent)
+    try:
+        rebuilt = agent_file(store, state.session_id, agent=agent, state=state)
+    except (SessionError, StorageError) as exc:
+        return ArchivedResult(path, "skipped", f"cannot reproduce: {exc}", state.session_id, size, agent)
+    try:
+        sha, read = _sha_file(path)
+    except OSError as exc:
+        return ArchivedResult(path, "skipped", f"cannot read: {exc.strerror}", state.session_id, size, agent)
+    if sha != rebuilt.sha256 or read != len(rebuilt.data):
+        reason = ("diverged: the store holds entries the file does not" if rebuilt.extra
+                  else "cannot reproduce: the store does not rebuild its bytes exactly")
+        return ArchivedResult(path, "skipped", reason, state.session_id, size, agent)
+    if dry_run:
+        return ArchivedResult(path, "would archive", None, state.session_id, size, agent)
+    moved = path + ARCHIVING_SUFFIX
+    try:
+        os.rename(path, moved)
+    except FileNotFoundError:
+        return ArchivedResult(path, "skipped", "vanished (another run may have archived it)", state.session_id,
+                              size, agent)
+    except OSError as exc:
+        return ArchivedResult(path, "skipped", f"move failed: {exc.strerror}", state.session_id, size, agent)
+    try:
+        again, _ = _sha_file(moved)
+    except OSError:
+        again = b""
+    if again != sha:
+        _put_back(moved, path)
+        return ArchivedResult(path, "skipped", "changed since the last sync (it grew while being archived)",
+                              state.session_id, size, agent)
+    # Recorded after the rename: a run killed before this line leaves a renamed file with no
+    # record, which the next run puts back; one killed after it, a record the next run finishes.
+    record = ArchivedFile(path, state.session_id, sha, size, agent, int(time.time() * 1000),
+                          "deleted" if delete else "trash", "pending")
+    try:
+        store.record_archived(record)
+    except StorageError:
+        _put_back(moved, path)
+        raise
+    try:
+        os.unlink(moved) if delete else _trash(moved)
+    except OSError as exc:
+        _put_back(moved, path)
+        store.record_archived(replace(record, state="undone"))
+        return ArchivedResult(path, "skipped", f"move failed: {exc}", state.session_id, size, agent)
+    store.record_archived(ArchivedFile(path, state.session_id, sha, size, agent, record.archived_at,
+                                       record.destination, "done"))
+    return ArchivedResult(path, "archived", None, state.session_id, size, agent)
+
+
+def _put_back(moved: str, path: str) -> None:
+    """Rename a file back to its name, unless an agent created a new file there meanwhile
+    (then it stays beside it, renamed, and the next run reports it)."""
+    if not os.path.lexists(path):
+        try:
+            os.rename(moved, path)
+        except OSError:
+            pass

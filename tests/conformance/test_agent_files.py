@@ -1,0 +1,115 @@
+"""Giving agent files back, on every store (docs/agent-loop.md): the shape sync records,
+the archive records, ``restore`` byte for byte after sync (also after the file grew),
+and ``archive`` then ``restore`` putting each file back where it was."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sessiontree.format.shape import FileShape
+from sessiontree.stores.base import ArchivedFile
+from sessiontree.sync.archive import archive
+from sessiontree.sync.engine import Syncer, discover
+from sessiontree.sync.restore import agent_file, restore
+from sync_support import SID, append, entries, sync_one
+from sync_support import agent_file as write_agent_file
+
+pytestmark = pytest.mark.usefixtures("_fake_home")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _sha(path: Path) -> bytes:
+    return hashlib.sha256(path.read_bytes()).digest()
+
+
+def test_archive_records_are_kept_per_path_and_hash_last_write_winning(store):
+    first = ArchivedFile("/a/one.jsonl", SID, b"\x01" * 32, 10, "pi", 1000, "trash", "pending")
+    other = ArchivedFile("/a/two.jsonl", SID, b"\x02" * 32, 20, "atomic", 2000, "deleted", "done")
+    store.record_archived(first)
+    store.record_archived(other)
+    store.record_archived(ArchivedFile("/a/one.jsonl", SID, b"\x01" * 32, 10, "pi", 1000, "trash", "done"))
+    records = store.archived_files()
+    assert [(r.path, r.state) for r in records] == [("/a/one.jsonl", "done"), ("/a/two.jsonl", "done")]
+    assert records[1] == other
+
+
+def test_sync_records_the_shape_of_each_file(store, _fake_home):
+    path = write_agent_file(_fake_home, n=3, version=3)
+    sync_one(store, path)
+    blob = store.sync_shape(str(path))
+    assert blob is not None
+    shape = FileShape.decode(blob)
+    # pi's version-3 header is another text than the stored format-4 one: a literal line;
+    # the three entries are the stored texts, each with a newline.
+    assert [op[0] for op in shape.ops] == ["H", "e"] and shape.ops[1][1:] == (3, b"\n")
+    assert shape.sha256 == _sha(path) and shape.size == path.stat().st_size
+    assert store.sync_shape("/no/such/file.jsonl") is None
+
+
+def test_a_synced_file_comes_back_byte_for_byte(store, _fake_home, tmp_path):
+    path = write_agent_file(_fake_home, n=4, version=3)
+    sync_one(store, path)
+    result = restore(store, SID, directory=str(tmp_path / "out"))
+    restored = Path(result.path)
+    assert result.status == "written" and result.file.byte_exact
+    assert restored.name == path.name and restored.parent.name == "--home-me-project--"
+    assert restored.read_bytes() == path.read_bytes()
+    assert restore(store, SID, directory=str(tmp_path / "out")).status == "present"
+
+
+def test_a_grown_file_still_comes_back_byte_for_byte(store, _fake_home, tmp_path):
+    path = write_agent_file(_fake_home, n=3, version=3)
+    sync_one(store, path)
+    append(path, entries(4, 2, f"{3:08x}"))
+    with open(path, "ab") as handle:
+        handle.write(b"\n")  # a blank line the agent left
+    append(path, entries(6, 1, f"{5:08x}"))
+    assert sync_one(store, path).status == "grown"
+    shape = FileShape.decode(store.sync_shape(str(path)) or b"")
+    assert shape.sha256 == _sha(path)
+    file = agent_file(store, SID)
+    assert file.byte_exact and file.data == path.read_bytes()
+
+
+def test_entries_written_in_the_store_after_sync_follow_the_file(store, _fake_home):
+    path = write_agent_file(_fake_home, n=2, version=3)
+    sync_one(store, path)
+    extra = {"type": "session_info", "id": "99999999", "parentId": f"{2:08x}",
+             "timestamp": "2026-03-01T10:05:00.000Z", "name": "renamed in the store"}
+    store.append(SID, [extra])
+    file = agent_file(store, SID)
+    assert not file.byte_exact and file.extra == 1
+    assert file.data.startswith(path.read_bytes())
+    assert file.data[len(path.read_bytes()):] == (
+        b'{"type":"session_info","id":"99999999","parentId":"00000002",'
+        b'"timestamp":"2026-03-01T10:05:00.000Z","name":"renamed in the store"}\n')
+
+
+def test_archive_then_restore_gives_every_example_back_where_it_was(store, _fake_home):
+    folder = _fake_home / ".pi" / "agent" / "sessions" / "--home-me-project--"
+    folder.mkdir(parents=True)
+    samples = sorted(ROOT.glob("examples/*.jsonl"))
+    shared = ROOT.parent / "shared" / "corpus"
+    samples += sorted(shared.rglob("*.jsonl")) if shared.is_dir() else []
+    for sample in samples:
+        shutil.copy(sample, folder / sample.name)
+        os.utime(folder / sample.name, (1_000_000_000, 1_000_000_000))  # old enough
+    before = {p.name: _sha(p) for p in folder.iterdir()}
+    report = Syncer(store).sync_files(discover([str(folder)])[0])
+    assert report.counts()["new"] == len(samples)
+    done = archive(store, older_than=86400.0)
+    assert [r.status for r in done.files] == ["archived"] * len(samples), done.to_dict()
+    assert list(folder.iterdir()) == []
+    assert {(r.path, r.sha256) for r in store.archived_files()} == {
+        (str(folder / name), sha) for name, sha in before.items()}
+    for record in store.archived_files():
+        assert record.state == "done"
+        result = restore(store, record.session_id)
+        assert result.path == record.path and result.file.byte_exact
+    assert {p.name: _sha(p) for p in folder.iterdir()} == before
