@@ -548,9 +548,8 @@ def test_the_hostile_fixture_through_every_tool_over_stdio(tmp_path):
     surrogate in every field, ids included) through every tool of a real stdio server: the answers
     parse, carry the text unchanged but for the lone surrogate (U+FFFD: UTF-8 cannot carry it), and
     the framing holds (each call gets its own answer, the server lives on)."""
-    from test_terminal_safety import HOSTILE
+    from test_terminal_safety import HOSTILE, _id, _write_sessions
     from test_terminal_safety import SID as HOSTILE_SID
-    from test_terminal_safety import _id, _write_sessions
 
     _write_sessions(tmp_path / "in")
     db = str(tmp_path / "hostile.db")
