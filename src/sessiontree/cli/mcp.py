@@ -46,7 +46,7 @@ def mcp_cmd(app: App, use_http: bool, host: str, port: int, expose: bool, token_
     """Serve the store's sessions to agents over MCP, read-only (stdio by default).
 
     Tools: search_sessions, list_sessions, get_session, get_context,
-    get_entries, usage_stats. Add it to an agent as the command
+    get_entries, usage_stats, diff_branches. Add it to an agent as the command
     `sessiontree mcp` (with --store if needed); see docs/mcp.md.
     """
     import anyio

@@ -102,7 +102,7 @@ def build_server(store: SessionStore, *, name: str = "sessiontree") -> MCPServer
     """The MCP server over ``store`` (open it read-only: no tool writes, docs/mcp.md "Security").
 
     Tools: ``search_sessions``, ``list_sessions``, ``get_session``, ``get_context``,
-    ``get_entries``, ``usage_stats``; resource template
+    ``get_entries``, ``usage_stats``, ``diff_branches``; resource template
     ``sessiontree://session/{session_id}/context`` (the first page of ``get_context``).
     """
     reader = SessionReader(store)
@@ -208,6 +208,24 @@ def build_server(store: SessionStore, *, name: str = "sessiontree") -> MCPServer
                                                 cost=cost, cursor=cursor, max_chars=max_chars),
                      lambda d: (f"usage by {d['by']}: {d['returned']} of {d['total']} groups, "
                                 f"{d['totals'].get('totalTokens', 0)} tokens{_more(d)}"))
+
+    @tool("Compare two branches (of one session, or of a fork and its source): the fork point, the "
+          "entries below it aligned as same / changed / only in A / only in B, each side's tokens and "
+          "cost (calls both hold counted once), and what the model saw differently. A and B are entry "
+          "ids (any entry: its branch ends there) or SESSION:ENTRY; neither: the two most recent leaves.")
+    def diff_branches(
+        session_id: SessionId,
+        a: Annotated[str | None, Field(description="Side A: an entry id (or prefix), or SESSION:ENTRY.")] = None,
+        b: Annotated[str | None, Field(description="Side B: an entry id (or prefix), or SESSION:ENTRY.")] = None,
+        context: Annotated[bool, Field(description="Also compare the model contexts.")] = True,
+        cost: Annotated[Literal[COST_MODES], Field(description="auto, recorded or catalog.")] = "auto",  # type: ignore[valid-type]
+        cursor: Cursor = None,
+        max_chars: MaxChars = None,
+    ) -> CallToolResult:
+        return _call(lambda: reader.diff_branches(session_id, a=a, b=b, context=context, cost=cost, cursor=cursor,
+                                                  max_chars=max_chars),
+                     lambda d: (f"{d['a']['leafId']} vs {d['b']['leafId']}: {d['commonEntries']} common entries, "
+                                f"{d['total']} rows{' (identical)' if d['identical'] else ''}{_more(d)}"))
 
     @server.resource("sessiontree://session/{session_id}/context", name="session-context",
                      description="The model context of a session's active branch (the first page of "

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
+from sessiontree.compare.branches import diff_branches
 from sessiontree.core import render
 from sessiontree.core.listing import session_info_from_entries
 from sessiontree.core.projection.model import SessionProjection
@@ -485,3 +486,42 @@ class SessionReader:
         page = take_page(groups, offset, None, room)
         return {**report, "groups": page.items,
                 **page_fields(page, "usage_stats", shape, budget, "groups", len(groups))}
+
+    @_locked
+    def diff_branches(self, session: str, *, a: str | None = None, b: str | None = None, context: bool = True,
+                      cost: str = "auto", cursor: str | None = None, max_chars: int | None = None) -> dict[str, Any]:
+        """Two branches compared, as ``sessiontree diff --json`` (docs/diff.md): the fork point, the
+        aligned tails below it, each side's tokens and cost, and (``context``) the model contexts' delta.
+
+        The aligned rows are paged as one list: the entry rows (``"section": "entries"``), then the
+        context rows (``"section": "context"``); everything else comes whole on every page.
+
+        Returns:
+            :meth:`BranchComparison.to_dict` with ``rows`` paged and ``context.rows`` moved into them.
+        """
+        if cost not in COST_MODES:
+            raise ToolInputError(f"unknown cost mode {cost!r}: one of {', '.join(COST_MODES)}")
+        budget = check_budget(max_chars)
+        session_id = self.resolve_session(session)
+        shape = {"session": session_id, "a": a, "b": b, "context": context, "cost": cost, "max_chars": budget}
+        offset = decode_cursor(cursor, "diff_branches", shape)
+        if a is not None or b is not None:
+            # An entry id of this session given whole (or as an answer gave it, lone surrogates as U+FFFD)
+            # is passed as SESSION:ID: an id may itself hold a colon, which the A/B syntax would split at.
+            ids = [e["id"] for e in self._manager(session_id).get_entries()]
+
+            def side(spec: str | None) -> str | None:
+                if spec is None:
+                    return None
+                exact = [i for i in ids if same_text(i, spec)]
+                return f"{session_id}:{exact[0]}" if exact else spec
+
+            a, b = side(a), side(b)
+        data = diff_branches(self.store, session_id, a, b, context=context, cost=cost).to_dict()
+        rows = [{"section": "entries", **row} for row in data.pop("rows")]
+        if data.get("context") is not None:
+            rows += [{"section": "context", **row} for row in data["context"].pop("rows")]
+        room = max(budget - json_size(data) - PAGING_RESERVE, budget // 4)
+        page = take_page(rows, offset, None, room)
+        return {**data, "rows": page.items, **page_fields(page, "diff_branches", shape, budget, "rows", len(rows))}
+
