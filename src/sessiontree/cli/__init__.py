@@ -28,6 +28,7 @@ from sessiontree.cli import (  # noqa: F401  (each module registers its commands
     diff,
     edit,
     files,
+    mcp,
     search,
     secrets,
     serve,

@@ -18,7 +18,8 @@ from sessiontree.cli.common import App, UserError, cli, echo_line, pass_app
 _LOOPBACK_NAMES = {"localhost"}
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is ``localhost`` or a loopback address (``127.0.0.1``, ``::1``, ``[::1]``)."""
     if host in _LOOPBACK_NAMES:
         return True
     try:
@@ -51,7 +52,7 @@ def serve_cmd(app: App, host: str, port: int, expose: bool, token_opt: str | Non
 
     from sessiontree.web.app import ViewerConfig, create_app
 
-    loopback = _is_loopback(host)
+    loopback = is_loopback(host)
     if not loopback and not expose:
         raise UserError(f"--host {host} is not a loopback address; add --expose to serve other machines "
                         "(a token will be required)")

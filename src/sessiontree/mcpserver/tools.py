@@ -1,0 +1,527 @@
+"""What each MCP tool answers, as plain data (docs/mcp.md): no protocol here.
+
+:class:`SessionReader` holds one store, opened read-only by its caller, and
+answers the tools of :mod:`sessiontree.mcpserver.server` with JSON-ready
+dicts. Every rule comes from the library: search matching from
+:func:`sessiontree.search.query.search`, the listing from
+:meth:`SessionManager.list_all`, the model context from the projection
+(:meth:`SessionManager.build_session_projection`, docs/rules/projection.md
+seed:context-building), usage from :func:`sessiontree.usage.report.usage_report`.
+This module only shapes, pages (:mod:`sessiontree.mcpserver.paging`) and checks arguments.
+
+Session text is data: it is returned as JSON strings, unchanged (JSON carries
+any character safely); roles and the entry each item came from are always
+explicit, so a client can tell transcript text from the server's own words.
+Nothing here writes: sessions are read with ``store.read`` into a manager
+bound to a private store (:meth:`SessionManager.from_parsed`).
+
+Errors a caller can fix raise :class:`ToolInputError` with one clear line.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sessiontree.compare.branches import diff_branches
+from sessiontree.core import render
+from sessiontree.core.listing import session_info_from_entries
+from sessiontree.core.projection.model import SessionProjection
+from sessiontree.format.types import ENTRY_TYPES, MESSAGE_ROLES
+from sessiontree.mcpserver.paging import (
+    check_budget,
+    decode_cursor,
+    json_size,
+    page_fields,
+    replace_lone_surrogates,
+    same_text,
+    take_page,
+)
+from sessiontree.search.query import parse_when, search
+from sessiontree.session.manager import SessionManager
+from sessiontree.stores.base import SessionStore
+from sessiontree.usage.report import COST_MODES, GROUPINGS, session_usage, usage_report
+
+#: What ``role`` accepts in ``search_sessions``: message roles and entry types (as ``sessiontree search --role``).
+SEARCH_ROLES = tuple(dict.fromkeys([*sorted(MESSAGE_ROLES), *sorted(ENTRY_TYPES)]))
+#: Default and largest ``limit`` of the listing tools.
+DEFAULT_LIMIT = 20
+MAX_LIMIT = 500
+#: Characters kept for the paging fields (counts, cursor, note) beside the items.
+PAGING_RESERVE = 400
+#: Entries on each side of ``around`` in ``get_entries`` by default.
+DEFAULT_AROUND = 5
+
+
+_R = TypeVar("_R")
+
+#: Sessions kept read and parsed between calls; stores without a change hint
+#: (memory, PostgreSQL) are read again at most this often (seconds).
+CACHED_SESSIONS = 4
+MIN_REREAD_SECONDS = 1.0
+
+
+def _locked(method: Callable[..., _R]) -> Callable[..., _R]:
+    """Run a tool method under the reader's lock: the cached managers move their leaf while in use."""
+    @functools.wraps(method)
+    def wrapper(self: SessionReader, *args: Any, **kwargs: Any) -> _R:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
+class ToolInputError(ValueError):
+    """An argument the caller must change: unknown session or entry, bad date, role or cursor."""
+
+
+def _check_limit(limit: int | None, default: int = DEFAULT_LIMIT) -> int:
+    if limit is None:
+        return default
+    if not 1 <= limit <= MAX_LIMIT:
+        raise ToolInputError(f"limit must be between 1 and {MAX_LIMIT}, not {limit}")
+    return limit
+
+
+def _when(value: str | None, name: str, *, end: bool) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return parse_when(value, end=end)
+    except ValueError as exc:
+        raise ToolInputError(f"{name}: {exc}") from None
+
+
+def _roles(role: str | Sequence[str] | None) -> list[str] | None:
+    """``role`` in canonical spelling (case-insensitive), as ``sessiontree search --role``."""
+    if role is None:
+        return None
+    given = [role] if isinstance(role, str) else list(role)
+    canonical = {name.lower(): name for name in SEARCH_ROLES}
+    out = []
+    for name in given:
+        known = canonical.get(name.lower())
+        if known is None:
+            raise ToolInputError(f"unknown role {name!r}; one of: {', '.join(SEARCH_ROLES)}")
+        out.append(known)
+    return out or None
+
+
+def _leaf_rows(entries: Sequence[Mapping[str, Any]]) -> tuple[list[str], dict[str, list[str]]]:
+    """The tips of the tree and the branch points (parent id -> child ids), as ``show``
+    counts them: a persisted leaf move (a ``leaf`` entry) is bookkeeping, not a branch."""
+    nodes = [e for e in entries if e.get("type") != "leaf"]
+    children: dict[str, list[str]] = {}
+    for entry in nodes:
+        parent = entry.get("parentId")
+        if isinstance(parent, str):
+            children.setdefault(parent, []).append(entry["id"])
+    tips = [e["id"] for e in nodes if e["id"] not in children]
+    points = {parent: kids for parent, kids in children.items() if len(kids) > 1}
+    return tips, points
+
+
+@dataclass
+class _Cached:
+    """One session read for the tools: its manager, the leaf it was loaded with, projections by leaf."""
+
+    hint: Any
+    checked: float
+    manager: SessionManager
+    loaded_leaf: str | None
+    projections: dict[str | None, SessionProjection] = field(default_factory=dict)
+
+
+class SessionReader:
+    """The tools' answers over one store (opened read-only by the caller).
+
+    Calls are serialised by a lock: the SDK runs each tool on a worker
+    thread, and one store handle is shared by them all. The last
+    :data:`CACHED_SESSIONS` sessions read stay parsed, with their projections,
+    until a cheap change hint (the JSONL file's, or the SQLite database's and
+    its WAL's, size and mtime) shows that the store changed: an agent paging
+    through a large session's context reads it once.
+    """
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+        self._lock = threading.RLock()
+        self._cache: OrderedDict[str, _Cached] = OrderedDict()
+
+    def _hint(self, session_id: str) -> Any:
+        """Sizes and mtimes of the files that hold ``session_id``, or ``None`` for a store without files."""
+        path = self.store.location(session_id)
+        paths: list[str] = []
+        if path is not None:
+            paths = [path]
+        elif self.store.kind == "sqlite":
+            db = getattr(self.store, "path", None)  # SQLite's own attribute, not the protocol's
+            if isinstance(db, str) and db != ":memory:":
+                paths = [db, f"{db}-wal"]
+        if not paths:
+            return None
+        stats: list[tuple[int, int] | None] = []
+        for name in paths:
+            try:
+                st = os.stat(name)
+                stats.append((st.st_size, st.st_mtime_ns))
+            except OSError:
+                stats.append(None)
+        return tuple(stats)
+
+    def _session(self, session_id: str) -> _Cached:
+        """The session read and parsed, from the cache while the store shows no change (the caller holds the lock)."""
+        now = time.monotonic()
+        hint = self._hint(session_id)
+        cached = self._cache.get(session_id)
+        if cached is not None:
+            fresh = hint == cached.hint if hint is not None else now - cached.checked < MIN_REREAD_SECONDS
+            if fresh:
+                self._cache.move_to_end(session_id)
+                return cached
+        if self.store.kind == "sqlite":
+            # SQLite opens lazily (docs/stores.md "Lazy open"): the active branch's context is read
+            # from the outline and the records it needs; the rest only if a tool asks for it. A
+            # SQLite open reads and never writes, and this store is read-only anyway.
+            manager = SessionManager.open(self.store, session_id)
+        else:
+            # Elsewhere a read into a private manager: JSONL's open may persist a format upgrade.
+            manager = SessionManager.from_parsed(self.store.read(session_id))
+        cached = _Cached(hint, now, manager, manager.get_leaf_id())
+        self._cache[session_id] = cached
+        while len(self._cache) > CACHED_SESSIONS:
+            self._cache.popitem(last=False)
+        return cached
+
+    def _manager(self, session_id: str) -> SessionManager:
+        """The cached manager, its leaf back at the loaded leaf (tools move it to read other branches)."""
+        cached = self._session(session_id)
+        if cached.manager.get_leaf_id() != cached.loaded_leaf:  # a leaf move reads a lazy session whole
+            if cached.loaded_leaf is None:
+                cached.manager.reset_leaf()
+            else:
+                cached.manager.branch(cached.loaded_leaf)
+        return cached.manager
+
+    def _projection(self, session_id: str, leaf: str | None) -> SessionProjection:
+        """The projection at ``leaf`` (``None``: the loaded leaf), built once per read of the session."""
+        cached = self._session(session_id)
+        key = leaf if leaf is not None else cached.loaded_leaf
+        projection = cached.projections.get(key)
+        if projection is None:
+            manager = self._manager(session_id)
+            if key is not None and manager.get_leaf_id() != key:
+                manager.branch(key)
+            projection = cached.projections[key] = manager.build_session_projection()
+        return projection
+
+    # ------------------------------------------------------------------ helpers
+
+    def resolve_session(self, prefix: str) -> str:
+        """The one session id equal to or starting with ``prefix``.
+
+        Raises:
+            ToolInputError: none matches, or several do.
+        """
+        if not isinstance(prefix, str) or not prefix.strip():
+            raise ToolInputError("session id must be a non-empty string")
+        ids = self.store.session_ids()
+        if prefix in ids:
+            return prefix
+        matches = sorted(i for i in ids if i.startswith(prefix))
+        if not matches:
+            raise ToolInputError(f"no session matches {prefix!r} (list_sessions or search_sessions give ids)")
+        if len(matches) > 1:
+            raise ToolInputError(f"session prefix {prefix!r} is ambiguous: it matches {', '.join(matches[:5])}"
+                                 + (f" and {len(matches) - 5} more" if len(matches) > 5 else ""))
+        return matches[0]
+
+    @staticmethod
+    def _resolve_entry(manager: SessionManager, prefix: str, what: str = "entry") -> str:
+        if not isinstance(prefix, str) or not prefix:
+            raise ToolInputError(f"{what} id must be a non-empty string")
+        if manager.get_entry(prefix) is not None:
+            return prefix
+        # An id holding a lone surrogate was sent as U+FFFD (paging.without_lone_surrogates): match that form too.
+        exact = [e["id"] for e in manager.get_entries() if same_text(e["id"], prefix)]
+        if exact:
+            return str(exact[0])
+        matches = sorted(e["id"] for e in manager.get_entries()
+                         if e["id"].startswith(prefix) or replace_lone_surrogates(e["id"]).startswith(prefix))
+        if not matches:
+            raise ToolInputError(f"no entry of this session matches {prefix!r}")
+        if len(matches) > 1:
+            raise ToolInputError(f"entry prefix {prefix!r} is ambiguous: it matches {', '.join(matches[:5])}")
+        return str(matches[0])
+
+    # ------------------------------------------------------------------ tools
+
+    @_locked
+    def search_sessions(self, query: str, *, cwd: str | None = None, role: str | Sequence[str] | None = None,
+                        since: str | None = None, until: str | None = None, session: str | None = None,
+                        limit: int | None = None, cursor: str | None = None,
+                        max_chars: int | None = None) -> dict[str, Any]:
+        """Hits for ``query``, best first, by the rule of ``sessiontree search`` (docs/search.md).
+
+        Returns:
+            ``{"query", "hits": [SearchHit.to_dict()...], "returned", "nextCursor", "truncated"[, "note"]}``.
+        """
+        count = _check_limit(limit)
+        budget = check_budget(max_chars)
+        roles = _roles(role)
+        shape = {"query": query, "cwd": cwd, "role": roles, "since": since, "until": until,
+                 "session": session, "limit": count, "max_chars": budget}
+        offset = decode_cursor(cursor, "search_sessions", shape)
+        session_id = self.resolve_session(session) if session is not None else None
+        result = search(self.store, query, cwd=cwd, roles=roles, since=_when(since, "since", end=False),
+                        until=_when(until, "until", end=True), session=session_id, limit=offset + count)
+        page = take_page((hit.to_dict() for hit in result.hits), offset, count,
+                         max(budget - PAGING_RESERVE - json_size(query), budget // 4),
+                         has_more=lambda: result.more)
+        return {"query": query, "hits": page.items, **page_fields(page, "search_sessions", shape, budget, "hits")}
+
+    @_locked
+    def list_sessions(self, *, cwd: str | None = None, since: str | None = None, named_only: bool = False,
+                      include_internal: bool = False, limit: int | None = None, cursor: str | None = None,
+                      max_chars: int | None = None) -> dict[str, Any]:
+        """Sessions newest first, as ``sessiontree list`` (docs/rules/listing.md seed:listing).
+
+        ``since`` keeps sessions modified at or after it; ``named_only`` those with a current name.
+
+        Returns:
+            ``{"sessions": [SessionInfo.to_dict() + "entryCount"...], "total", paging fields}``.
+        """
+        count = _check_limit(limit)
+        budget = check_budget(max_chars)
+        start = _when(since, "since", end=False)
+        shape = {"cwd": cwd, "since": since, "named_only": named_only, "include_internal": include_internal,
+                 "limit": count, "max_chars": budget}
+        offset = decode_cursor(cursor, "list_sessions", shape)
+        if cwd is not None:
+            infos = SessionManager.list(cwd, self.store, include_internal=include_internal)
+        else:
+            infos = SessionManager.list_all(self.store, include_internal=include_internal)
+        kept = [info for info in infos
+                if (start is None or info.modified >= start) and (not named_only or info.name)]
+        rows = []
+        for info in kept:
+            row = info.to_dict()
+            row.pop("path", None)  # a file path of the server's machine, or the id again
+            row["entryCount"] = info.entry_count
+            rows.append(row)
+        page = take_page(rows, offset, count, budget - PAGING_RESERVE)
+        data: dict[str, Any] = {"sessions": page.items,
+                                **page_fields(page, "list_sessions", shape, budget, "sessions", len(rows))}
+        skipped = getattr(infos, "skipped", 0)
+        if skipped:
+            data["skippedSessions"] = skipped
+        return data
+
+    @_locked
+    def get_session(self, session: str, *, cursor: str | None = None,
+                    max_chars: int | None = None) -> dict[str, Any]:
+        """A session's outline: header, listing info, usage, branch points and leaves (not the entries).
+
+        Leaves are paged (newest first); branch points list each parent with its children.
+
+        Returns:
+            ``{"sessionId", "header", "info", "entryCount", "activeLeafId", "activeBranchLength",
+            "labels", "usage", "branchPoints": [{"id", "childIds"}...],
+            "leaves": [{"id", "type", "timestamp", "depth", "active", "label", "summary"}...], paging fields}``.
+        """
+        budget = check_budget(max_chars)
+        session_id = self.resolve_session(session)
+        shape = {"session": session_id, "max_chars": budget}
+        offset = decode_cursor(cursor, "get_session", shape)
+        manager = self._manager(session_id)
+        usage = session_usage(self.store, session_id).to_dict()
+        entries = manager.get_entries()
+        header = manager.get_header()
+        info = session_info_from_entries(header, entries, session_id).to_dict()
+        info.pop("path", None)
+        leaf_id = manager.get_leaf_id()
+        branch = manager.get_branch()
+        tips, points = _leaf_rows(entries)
+        labels = {e["targetId"]: manager.get_label(e["targetId"]) for e in entries
+                  if e.get("type") == "label" and isinstance(e.get("targetId"), str) and manager.get_label(e["targetId"])}
+
+        def leaves() -> Iterator[dict[str, Any]]:
+            # The active leaf first, then the others newest first: the branches worth a look.
+            ordered = sorted(tips, key=lambda i: (i != leaf_id, -entries_index[i]))
+            for tip in ordered:
+                entry = manager.get_entry(tip) or {}
+                yield {"id": tip, "type": entry.get("type"), "timestamp": entry.get("timestamp"),
+                       "depth": len(manager.get_branch(tip)), "active": tip == leaf_id,
+                       "label": manager.get_label(tip), "summary": render.entry_summary(entry)}
+
+        entries_index = {e["id"]: n for n, e in enumerate(entries)}
+        head = {"sessionId": session_id, "header": header, "info": info, "entryCount": len(entries),
+                "activeLeafId": leaf_id, "activeBranchLength": len(branch), "leafCount": len(tips),
+                "labels": labels, "usage": usage,
+                "branchPoints": [{"id": parent, "childIds": kids} for parent, kids in points.items()]}
+        # The outline's fixed part takes what it needs; the leaves page gets the rest.
+        room = max(budget - json_size(head) - PAGING_RESERVE, budget // 4)
+        page = take_page(leaves(), offset, None, room)
+        return {**head, "leaves": page.items, **page_fields(page, "get_session", shape, budget, "leaves", len(tips))}
+
+    @_locked
+    def get_context(self, session: str, *, leaf: str | None = None, cursor: str | None = None,
+                    max_chars: int | None = None) -> dict[str, Any]:
+        """The model context of the branch ending at ``leaf`` (default: the active leaf), oldest
+        first: the projection with compaction boundaries, context edits and synthetic tool results
+        applied (docs/rules/projection.md seed:context-building).
+
+        Returns:
+            ``{"sessionId", "leafId", "thinkingLevel", "model", "contextWindow", "systemMessage",
+            "messageCount", "messages": [{"index", "entryId", "entryType", "message"}...], paging fields}``.
+        """
+        budget = check_budget(max_chars)
+        session_id = self.resolve_session(session)
+        manager = self._manager(session_id)
+        leaf_id = self._resolve_entry(manager, leaf, "leaf") if leaf is not None else manager.get_leaf_id()
+        shape = {"session": session_id, "leaf": leaf_id, "max_chars": budget}
+        offset = decode_cursor(cursor, "get_context", shape)
+        projection = self._projection(session_id, leaf_id)
+
+        def items() -> Iterator[dict[str, Any]]:
+            index = 0
+            for projected in projection.entries:
+                source = projected.source_entry
+                for message in projected.messages:
+                    yield {"index": index, "entryId": source.get("id"), "entryType": source.get("type"),
+                           "message": message}
+                    index += 1
+
+        head = {"sessionId": session_id, "leafId": leaf_id, "thinkingLevel": projection.thinking_level,
+                "model": dict(projection.model) if projection.model else None,
+                "contextWindow": projection.context_window, "systemMessage": projection.system_message,
+                "messageCount": len(projection.messages)}
+        room = max(budget - json_size(head) - PAGING_RESERVE, budget // 4)
+        page = take_page(items(), offset, None, room)
+        fields = page_fields(page, "get_context", shape, budget, "messages", len(projection.messages))
+        if "note" in fields and leaf_id is not None:
+            # The active leaf may move while a client pages: naming it keeps the walk on this branch.
+            fields["note"] += f'; pass leaf "{leaf_id}" to stay on this branch'
+        return {**head, "messages": page.items, **fields}
+
+    @_locked
+    def get_entries(self, session: str, *, ids: Sequence[str] | None = None, around: str | None = None,
+                    before: int = DEFAULT_AROUND, after: int = DEFAULT_AROUND, cursor: str | None = None,
+                    max_chars: int | None = None) -> dict[str, Any]:
+        """Raw stored entries: those of ``ids`` (in the order given), or the path around one
+        entry (``before`` ancestors, the entry, ``after`` entries continuing toward the active
+        leaf, or along the newest child off the active branch), or every entry in file order.
+
+        Returns:
+            ``{"sessionId", "activeLeafId", "entries": [{"onActiveBranch", "entry"}...], paging fields}``.
+        """
+        if ids is not None and around is not None:
+            raise ToolInputError("give ids or around, not both")
+        if not 0 <= before <= MAX_LIMIT or not 0 <= after <= MAX_LIMIT:
+            raise ToolInputError(f"before and after must be between 0 and {MAX_LIMIT}")
+        budget = check_budget(max_chars)
+        session_id = self.resolve_session(session)
+        manager = self._manager(session_id)
+        active = {e["id"] for e in manager.get_branch()}
+        chosen: list[Mapping[str, Any]]
+        if ids is not None:
+            if not ids:
+                raise ToolInputError("ids must name at least one entry")
+            chosen = [manager.get_entry(self._resolve_entry(manager, i)) or {} for i in ids]
+            resolved: Any = [e.get("id") for e in chosen]
+        elif around is not None:
+            center = self._resolve_entry(manager, around)
+            path = manager.get_branch(center)
+            chosen = list(path[-(before + 1):])
+            at = center
+            for _ in range(after):
+                kids = [k for k in manager.get_children(at) if k.get("type") != "leaf"]
+                if not kids:
+                    break
+                on_active = [k for k in kids if k["id"] in active]
+                nxt = on_active[0] if on_active else kids[-1]
+                chosen.append(nxt)
+                at = nxt["id"]
+            resolved = center
+        else:
+            chosen = list(manager.get_entries())
+            resolved = None
+        shape = {"session": session_id, "ids": resolved if ids is not None else None,
+                 "around": resolved if around is not None else None, "before": before, "after": after,
+                 "max_chars": budget}
+        offset = decode_cursor(cursor, "get_entries", shape)
+        rows = ({"onActiveBranch": e.get("id") in active, "entry": e} for e in chosen)
+        page = take_page(rows, offset, None, budget - PAGING_RESERVE)
+        return {"sessionId": session_id, "activeLeafId": manager.get_leaf_id(), "entries": page.items,
+                **page_fields(page, "get_entries", shape, budget, "entries", len(chosen))}
+
+    @_locked
+    def usage_stats(self, *, by: str = "day", since: str | None = None, until: str | None = None,
+                    cwd: str | None = None, timezone: str | None = None, cost: str = "auto",
+                    cursor: str | None = None, max_chars: int | None = None) -> dict[str, Any]:
+        """The ``sessiontree stats`` report as data (docs/usage.md): each billed call counted once.
+
+        Returns:
+            :meth:`UsageReport.to_dict` with ``groups`` paged (totals always cover every group).
+        """
+        if by not in GROUPINGS:
+            raise ToolInputError(f"unknown grouping {by!r}: one of {', '.join(GROUPINGS)}")
+        if cost not in COST_MODES:
+            raise ToolInputError(f"unknown cost mode {cost!r}: one of {', '.join(COST_MODES)}")
+        budget = check_budget(max_chars)
+        shape = {"by": by, "since": since, "until": until, "cwd": cwd, "timezone": timezone, "cost": cost,
+                 "max_chars": budget}
+        offset = decode_cursor(cursor, "usage_stats", shape)
+        report = usage_report(self.store, by=by, since=since, until=until, cwd=cwd, tz=timezone,
+                              cost=cost).to_dict()
+        groups = report.pop("groups")
+        room = max(budget - json_size(report) - PAGING_RESERVE, budget // 4)
+        page = take_page(groups, offset, None, room)
+        return {**report, "groups": page.items,
+                **page_fields(page, "usage_stats", shape, budget, "groups", len(groups))}
+
+    @_locked
+    def diff_branches(self, session: str, *, a: str | None = None, b: str | None = None, context: bool = True,
+                      cost: str = "auto", cursor: str | None = None, max_chars: int | None = None) -> dict[str, Any]:
+        """Two branches compared, as ``sessiontree diff --json`` (docs/diff.md): the fork point, the
+        aligned tails below it, each side's tokens and cost, and (``context``) the model contexts' delta.
+
+        The aligned rows are paged as one list: the entry rows (``"section": "entries"``), then the
+        context rows (``"section": "context"``); everything else comes whole on every page.
+
+        Returns:
+            :meth:`BranchComparison.to_dict` with ``rows`` paged and ``context.rows`` moved into them.
+        """
+        if cost not in COST_MODES:
+            raise ToolInputError(f"unknown cost mode {cost!r}: one of {', '.join(COST_MODES)}")
+        budget = check_budget(max_chars)
+        session_id = self.resolve_session(session)
+        shape = {"session": session_id, "a": a, "b": b, "context": context, "cost": cost, "max_chars": budget}
+        offset = decode_cursor(cursor, "diff_branches", shape)
+        if a is not None or b is not None:
+            # An entry id of this session given whole (or as an answer gave it, lone surrogates as U+FFFD)
+            # is passed as SESSION:ID: an id may itself hold a colon, which the A/B syntax would split at.
+            ids = [e["id"] for e in self._manager(session_id).get_entries()]
+
+            def side(spec: str | None) -> str | None:
+                if spec is None:
+                    return None
+                exact = [i for i in ids if same_text(i, spec)]
+                return f"{session_id}:{exact[0]}" if exact else spec
+
+            a, b = side(a), side(b)
+        data = diff_branches(self.store, session_id, a, b, context=context, cost=cost).to_dict()
+        rows = [{"section": "entries", **row} for row in data.pop("rows")]
+        if data.get("context") is not None:
+            rows += [{"section": "context", **row} for row in data["context"].pop("rows")]
+        room = max(budget - json_size(data) - PAGING_RESERVE, budget // 4)
+        page = take_page(rows, offset, None, room)
+        return {**data, "rows": page.items, **page_fields(page, "diff_branches", shape, budget, "rows", len(rows))}
+
