@@ -62,6 +62,7 @@ from sessiontree.errors import (
 from sessiontree.format import jsonio
 from sessiontree.format.codec import ParsedSession, parse_session
 from sessiontree.format.files import first_line
+from sessiontree.format.foreign import map_foreign, sniff_agent
 from sessiontree.format.ids import is_valid_session_id
 from sessiontree.format.shape import FileShape, ShapeError, shape_of
 from sessiontree.stores.base import SessionStore, SyncChange, SyncState
@@ -381,6 +382,21 @@ def _pread_range(fd: int, start: int, end: int) -> bytes:
 def _lines_in(data: bytes) -> int:
     """Physical lines in ``data`` (a last line without newline counts)."""
     return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+
+def _maybe_foreign(body: bytes) -> bool:
+    """Whether the first record of ``body`` is one a foreign agent writes (a pi/Atomic
+    header is recognised from its first bytes, without parsing the line)."""
+    start = len(body) - len(body.lstrip(_JSON_WS + b"\x0b\x0c"))
+    end = body.find(b"\n", start)
+    first = body[start:end if end >= 0 else len(body)]
+    if first.startswith(b'{"type":"session"'):
+        return False
+    try:
+        value = jsonio.loads(first)
+    except (ValueError, SessionError):
+        return False
+    return sniff_agent(value if isinstance(value, dict) else None) is not None
 
 
 # --------------------------------------------------------------------------- comparing
@@ -713,6 +729,10 @@ class Syncer:
             if pending or not data:
                 return FileResult(path, "in-progress", reason="no complete record yet", pending=pending)
             return FileResult(path, "rejected", reason="not a session: the file is blank")
+        if _maybe_foreign(body):
+            foreign = self._whole_foreign(path, body, fst, state, pending)
+            if foreign is not None:
+                return foreign
         try:
             parsed = parse_session(body, path)
         except InvalidSessionError as exc:
@@ -724,6 +744,37 @@ class Syncer:
         new_state = SyncState(path, session_id, fst.st_size, fst.st_mtime_ns, fst.st_ino, fst.st_dev, complete,
                               _lines_in(body), len(raw), parsed.source_version,
                               _sha(body.split(b"\n", 1)[0]), _sha(body[-TAIL_CHECK:]), _whole_shape(body, parsed))
+        expect = self.states.get(path)
+        synced_before = state.entries if state is not None and state.session_id == session_id else 0
+        return self._reconcile(path, parsed, raw, pending, synced_before,
+                               lambda change: self._commit(expect, new_state, change))
+
+    def _whole_foreign(self, path: str, body: bytes, fst: os.stat_result, state: SyncState | None,
+                       pending: int) -> FileResult | None:
+        """Sync a Claude Code or Codex file through its mapping (docs/agents/README.md), or
+        ``None`` when it is not one. Such a file is always read whole (its state's
+        ``version`` is 0, so the grown-file path never trusts an offset into it: a
+        mapping needs the earlier records, e.g. to pair tool results and count usage
+        once) and records no shape (``restore`` is for pi and Atomic; a foreign session
+        is given back with ``export --format source``)."""
+        # Foreign agents write whole lines: a last line without its newline is still being
+        # written, even when it already parses (its raw bytes must end where the file's will).
+        cut = body.rfind(b"\n") + 1
+        pending += len(body) - cut
+        body = body[:cut]
+        if not body.strip(_JSON_WS + b"\x0b\x0c"):
+            return FileResult(path, "in-progress", reason="no complete record yet", pending=pending)
+        mapped = map_foreign(body, path)
+        if mapped is None:
+            return None
+        parsed = mapped.parsed(path)
+        session_id = parsed.header["id"]
+        if not is_valid_session_id(session_id):
+            return FileResult(path, "rejected", reason=f"invalid session id {session_id!r}", line=1)
+        raw = [parsed.entry_bytes(i) for i in range(len(parsed.entries))]
+        new_state = SyncState(path, session_id, fst.st_size, fst.st_mtime_ns, fst.st_ino, fst.st_dev, len(body),
+                              _lines_in(body), len(raw), 0, _sha(body.split(b"\n", 1)[0]),
+                              _sha(body[-TAIL_CHECK:]), None)
         expect = self.states.get(path)
         synced_before = state.entries if state is not None and state.session_id == session_id else 0
         return self._reconcile(path, parsed, raw, pending, synced_before,
