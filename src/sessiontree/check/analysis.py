@@ -15,7 +15,6 @@ from sessiontree.check.codes import CODES, Problem
 from sessiontree.check.pairing import check_pairing
 from sessiontree.check.reader import read_lines
 from sessiontree.check.state import FileState
-from sessiontree.format.foreign import map_foreign
 from sessiontree.check.structure import (
     build_model,
     check_entries,
@@ -25,6 +24,7 @@ from sessiontree.check.structure import (
     find_cycles,
     report_cycles,
 )
+from sessiontree.format.foreign import map_foreign
 
 __all__ = ["analyse", "check_bytes", "check_file"]
 

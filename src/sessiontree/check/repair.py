@@ -40,12 +40,12 @@ import os
 import stat
 from typing import Any
 
-from sessiontree.format.foreign import map_foreign
 from sessiontree.check.analysis import analyse, check_bytes
 from sessiontree.check.codes import RepairResult, RepairTargetError
 from sessiontree.check.state import UNKNOWN, FileState, Kept
 from sessiontree.check.structure import find_cycles
 from sessiontree.format import jsonio
+from sessiontree.format.foreign import map_foreign
 from sessiontree.format.outfile import write_atomic
 
 __all__ = ["output", "repair_bytes", "repair_file", "repair_structure", "write_repaired"]

@@ -14,6 +14,7 @@ from rich.text import Text
 
 from sessiontree.cli.common import (
     App,
+    UserError,
     busy_spinner,
     cli,
     cut_left,

@@ -767,6 +767,9 @@ class Syncer:
         mapped = map_foreign(body, path)
         if mapped is None:
             return None
+        if not mapped.header_known:
+            return FileResult(path, "in-progress", reason="no record names the session yet",
+                              pending=pending + len(body))
         parsed = mapped.parsed(path)
         session_id = parsed.header["id"]
         if not is_valid_session_id(session_id):

@@ -54,7 +54,7 @@ class _Mapper:
         self.last_id: str | None = None
         self.tool_names: dict[str, str] = {}
         self.calls: dict[tuple[str, str], str] = {}  # (message id, request id) -> first entry id
-        self.records: list[Record] = []
+        self.known = False
 
     # -- header -------------------------------------------------------------------------------
 
@@ -62,6 +62,7 @@ class _Mapper:
         stem = os.path.splitext(os.path.basename(self.path or ""))[0]
         session_id = cwd = created = agent_id = None
         sidechain = False
+        self.known = False
         for record in records:
             value = record.value
             if value is None or not isinstance(value.get("sessionId"), str):
@@ -71,6 +72,7 @@ class _Mapper:
             created = value.get("timestamp") if isinstance(value.get("timestamp"), str) else None
             sidechain = value.get("isSidechain") is True
             agent_id = value.get("agentId") if isinstance(value.get("agentId"), str) else None
+            self.known = True
             break
         header: dict[str, Any] = {"type": "session", "version": 4}
         if sidechain and session_id and (agent_id or stem.startswith("agent-")):
@@ -271,7 +273,7 @@ def map_claude(data: bytes, path: str | None = None) -> ForeignSession:
     mapper = _Mapper(path)
     records = list(iter_records(data))
     header = mapper.header(records)
-    mapper.result = result = ForeignSession(AGENT, header)
+    mapper.result = result = ForeignSession(AGENT, header, header_known=mapper.known)
     for record in records:
         mapper.map_record(record)
     return result

@@ -237,7 +237,10 @@ def map_codex(data: bytes, path: str | None = None) -> ForeignSession:
     """
     mapper = _Mapper(path)
     records = list(iter_records(data))
-    mapper.result = result = ForeignSession(AGENT, mapper.header(records))
+    header = mapper.header(records)
+    known = bool(records) and isinstance(records[0].value, dict) and (
+        records[0].value.get("type") == "session_meta" or "instructions" in records[0].value)
+    mapper.result = result = ForeignSession(AGENT, header, header_known=known)
     for record in records:
         mapper.map_record(record)
     return result

@@ -74,6 +74,10 @@ class ForeignSession:
         entries: format-4 entries, each with its ``foreign`` object.
         lines: the source line of each entry.
         unmapped: ``(line, reason)`` of every record the mapping did not understand.
+        header_known: whether a record gave the header its fields (session id, cwd,
+            creation time); until one does, the header is a guess that may change as
+            the file grows, so sync waits (a Claude Code file can start with title
+            summaries, and some hold nothing else).
     """
 
     agent: str
@@ -81,6 +85,7 @@ class ForeignSession:
     entries: list[Entry] = field(default_factory=list)
     lines: list[int] = field(default_factory=list)
     unmapped: list[tuple[int, str]] = field(default_factory=list)
+    header_known: bool = True
 
     def parsed(self, path: str | None = None) -> ParsedSession:
         """As a :class:`ParsedSession` (what stores and sync take): the entries' bytes are
