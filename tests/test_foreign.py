@@ -267,3 +267,14 @@ def test_every_command_works_on_all_four_agents(tmp_path, _fake_home):
         manager = SessionManager.open(s, CC_SID)
         assert manager.get_header()["foreign"] == {"agent": "claude-code"}
     assert run_cli(db, "sync").stdout.count("unchanged") >= 1
+
+
+def test_sidechain_records_inside_a_main_file_stay_out_of_its_context():
+    main = claude_records()[1:3]
+    side = [dict(r, isSidechain=True, uuid=f"s{i}", parentUuid=None if i == 0 else "s0")
+            for i, r in enumerate(claude_records()[1:3])]
+    mapped = map_claude(jl(main + side + [dict(claude_records()[6], parentUuid="a1")]), CC_PATH)
+    assert _tree(mapped) == [("message", "u1", None), ("message", "a1", "u1"), ("custom", "s0", "a1"),
+                             ("custom", "s1", "s0"), ("message", "u4", "a1")]
+    assert mapped.entries[2]["data"] == {"recordType": "sidechain"}
+    assert mapped.unmapped == []

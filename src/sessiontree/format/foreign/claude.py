@@ -55,6 +55,7 @@ class _Mapper:
         self.tool_names: dict[str, str] = {}
         self.calls: dict[tuple[str, str], str] = {}  # (message id, request id) -> first entry id
         self.known = False
+        self.sidechain_file = False
 
     # -- header -------------------------------------------------------------------------------
 
@@ -85,6 +86,7 @@ class _Mapper:
             header["id"] = session_id if is_valid_session_id(session_id) else stem
             header.update(createdAt=created or "", cwd=cwd or "")
         header["foreign"] = {"agent": AGENT}
+        self.sidechain_file = "parentSessionId" in header
         return header
 
     # -- entries ------------------------------------------------------------------------------
@@ -148,7 +150,11 @@ class _Mapper:
             return
         kind = value.get("type") if isinstance(value.get("type"), str) else None
         message = value.get("message")
-        if kind == "user" and isinstance(message, dict):
+        if value.get("isSidechain") is True and not self.sidechain_file and kind in ("user", "assistant"):
+            # A subagent's turn inside the main file (older versions): kept out of the
+            # main conversation's context, as Claude Code keeps it.
+            self.inert(record, "sidechain")
+        elif kind == "user" and isinstance(message, dict):
             self.user(record, value, message)
         elif kind == "assistant" and isinstance(message, dict):
             self.assistant(record, value, message)
@@ -185,7 +191,7 @@ class _Mapper:
         others = [b for b in blocks if not (isinstance(b, dict) and b.get("type") == "tool_result")]
         part = 1
         for block in results:
-            call_id = block.get("tool_use_id") if isinstance(block.get("tool_use_id"), str) else ""
+            call_id = str(block.get("tool_use_id") or "")
             body = self.user_blocks(block.get("content"), record)
             msg = {"role": "toolResult", "toolCallId": call_id, "toolName": self.tool_names.get(call_id, ""),
                    "content": body, "isError": block.get("is_error") is True, "timestamp": stamp}
@@ -217,7 +223,8 @@ class _Mapper:
         uuid = value.get("uuid") if isinstance(value.get("uuid"), str) else None
         parent = self.parent_of(value)
         content: list[dict[str, Any]] = []
-        for block in message.get("content") if isinstance(message.get("content"), list) else []:
+        blocks = message.get("content")
+        for block in blocks if isinstance(blocks, list) else []:
             if not isinstance(block, dict):
                 continue
             btype = block.get("type")

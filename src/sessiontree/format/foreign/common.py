@@ -157,9 +157,8 @@ def agent_of_header(header: Mapping[str, Any]) -> str:
     file, else ``"pi"`` (pi and Atomic write the same format and cannot be told apart
     from the file)."""
     foreign = header.get("foreign")
-    if isinstance(foreign, dict) and isinstance(foreign.get("agent"), str):
-        return foreign["agent"]
-    return "pi"
+    agent = foreign.get("agent") if isinstance(foreign, dict) else None
+    return agent if isinstance(agent, str) else "pi"
 
 
 def source_bytes(entries: Sequence[Entry]) -> bytes | None:
