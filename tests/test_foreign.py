@@ -252,6 +252,11 @@ def test_every_command_works_on_all_four_agents(tmp_path, _fake_home):
     codex_context = run_cli_json(db, "context", CODEX_SID)
     assert [m["role"] for m in codex_context["messages"]] == ["user", "assistant", "assistant", "toolResult",
                                                               "assistant"]
+    for sid, text in ((CC_SID, "now add docs instead"), (CODEX_SID, "There is a.py.")):
+        page = run_cli(db, "export", sid, "--format", "html").stdout
+        assert text in page
+        markdown = run_cli(db, "export", sid, "--format", "markdown").stdout
+        assert text in markdown
     out = tmp_path / "back.jsonl"
     for sid, path in ((CC_SID, _fake_home / ".claude/projects/-home-me-proj" / f"{CC_SID}.jsonl"),
                       (CODEX_SID, next((_fake_home / ".codex").rglob("*.jsonl")))):
