@@ -224,7 +224,7 @@ def _four_agent_home(home: Path) -> None:
 
 
 @pytest.mark.usefixtures("_fake_home")
-def test_every_command_works_on_all_four_agents(tmp_path, _fake_home):
+def test_every_command_works_on_all_four_agents(tmp_path, _fake_home, monkeypatch):
     _four_agent_home(_fake_home)
     db = f"sqlite:///{tmp_path / 'all.db'}"
     report = run_cli_json(db, "sync")
@@ -233,8 +233,11 @@ def test_every_command_works_on_all_four_agents(tmp_path, _fake_home):
     assert sorted((row["id"], row["agent"]) for row in listed) == sorted([
         (SID, "pi"), (OTHER, "pi"), (CC_SID, "claude-code"), (f"{CC_SID}-agent-abc123", "claude-code"),
         (CC_COMPACT, "claude-code"), (CODEX_SID, "codex")])
-    table = run_cli(db, "list").stdout
-    assert "agent" in table and "claude-code" in table and "codex" in table
+    monkeypatch.setenv("COLUMNS", "120")  # the Claude Code ids share 35 characters: 37-cell id column
+    lines = run_cli(db, "list").stdout.splitlines()
+    assert lines[0].split() == ["id", "modified", "msgs", "agent", "project", "title"]
+    assert all(len(line) <= 120 for line in lines)
+    assert {line.split()[4] for line in lines[1:]} == {"pi", "claude-code", "codex"}
     # Search finds text of each foreign agent.
     for query, sid in (("docs instead", CC_SID), ("There is a.py", CODEX_SID)):
         hits = run_cli_json(db, "search", query)

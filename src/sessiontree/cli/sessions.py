@@ -115,8 +115,11 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, limit: int |
     # it is cut at the left ("…/app"): a path's end tells projects apart.
     id_w = max(cell_len(r[0]) for r in rows)
     cost_w = max(4, *(cell_len(c) for c in cost_cells)) if cost_cells is not None else 0
-    agent_w = max(5, *(cell_len(r[3]) for r in rows))
-    avail = console.width - id_w - 17 - 4 - 8 - agent_w - 2 - (cost_w + 2 if cost_cells is not None else 0)
+    # The agent column appears once another agent's sessions are listed: a pi-only listing keeps its width.
+    show_agent = any(info.agent != "pi" for info in infos)
+    agent_w = max(5, *(cell_len(r[3]) for r in rows)) if show_agent else 0
+    avail = console.width - id_w - 17 - 4 - 8 - (agent_w + 2 if show_agent else 0) - (
+        cost_w + 2 if cost_cells is not None else 0)
     longest = max(cell_len(r[4]) for r in rows)
     proj_w = min(longest, 40)
     if avail - proj_w < 20:
@@ -129,12 +132,14 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, limit: int |
     table.add_column("msgs", justify="right", no_wrap=True, width=4)
     if cost_cells is not None:
         table.add_column("cost", justify="right", no_wrap=True, width=cost_w)
-    table.add_column("agent", no_wrap=True, width=agent_w)
+    if show_agent:
+        table.add_column("agent", no_wrap=True, width=agent_w)
     if show_project:
         table.add_column("project", no_wrap=True, width=proj_w)
     table.add_column("title", no_wrap=True, overflow="ellipsis", max_width=title_w)
     for index, row in enumerate(rows):
-        cells = (*row[:4], cut_left(row[4], proj_w), row[5]) if show_project else row[:4] + row[5:]
+        agent_cells = row[3:4] if show_agent else ()
+        cells = (*row[:3], *agent_cells, *((cut_left(row[4], proj_w),) if show_project else ()), row[5])
         if cost_cells is not None:
             cells = (*cells[:3], cost_cells[index], *cells[3:])
         table.add_row(*cells[:-1], Text(cells[-1]))
