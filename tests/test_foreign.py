@@ -286,3 +286,10 @@ def test_sidechain_records_inside_a_main_file_stay_out_of_its_context():
                              ("custom", "s1", "s0"), ("message", "u4", "a1")]
     assert mapped.entries[2]["data"] == {"recordType": "sidechain"}
     assert mapped.unmapped == []
+
+
+def test_import_of_a_foreign_file_says_to_sync_it(tmp_path, _fake_home):
+    path = write_codex(_fake_home)
+    result = run_cli(f"sqlite:///{tmp_path / 'i.db'}", "import", str(path), code=1)
+    assert "a codex session file, not pi/Atomic" in result.stdout + result.stderr
+    assert "sessiontree sync PATH" in result.stdout + result.stderr

@@ -24,8 +24,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sessiontree.errors import SessionError
+import orjson
+
+from sessiontree.errors import InvalidSessionError, SessionError
 from sessiontree.format.codec import ParsedSession, read_session_file
+from sessiontree.format.foreign import sniff_agent
 from sessiontree.format.ids import validate_session_id
 from sessiontree.stores.base import SessionStore
 
@@ -62,6 +65,17 @@ class ImportOutcome:
     entries: int
     error: Exception | None
     parsed: ParsedSession | None
+
+
+def _foreign_agent(path: str | os.PathLike[str]) -> str | None:
+    """``"claude-code"`` or ``"codex"`` when the file's first line is such an agent's record."""
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(1 << 20)
+        value = orjson.loads(first)
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return sniff_agent(value if isinstance(value, dict) else None)
 
 
 def import_record(parsed: ParsedSession, cwd: str | None) -> Record:
@@ -104,6 +118,13 @@ def import_files(paths: Iterable[str | os.PathLike[str]], store: SessionStore, c
         try:
             parsed = read_session_file(path)
             validate_session_id(parsed.header["id"])
+        except InvalidSessionError as exc:
+            agent = _foreign_agent(path)
+            if agent is not None:
+                # Another agent's file: sync maps it (docs/agents/README.md); import takes format 1-4.
+                exc = InvalidSessionError(f"a {agent} session file, not pi/Atomic: bring it in with "
+                                          "`sessiontree sync PATH`", exc.path, exc.line)
+            pending.append((str(path), parsed, exc))
         except (SessionError, OSError, ValueError) as exc:
             pending.append((str(path), parsed, exc))
         else:
