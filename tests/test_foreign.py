@@ -197,7 +197,8 @@ def test_a_pi_file_is_not_taken_for_a_foreign_one():
 @pytest.mark.usefixtures("_fake_home")
 def test_copies_of_a_call_in_a_resumed_session_file_are_counted_once(tmp_path, _fake_home):
     write_claude(_fake_home)
-    copied = claude_records(CC_RESUMED)[:6]  # the history the resumed session starts from
+    # The history the resumed session starts from, copied with the earlier session's id.
+    copied = claude_records()[:6]
     extra = json.loads(json.dumps(claude_records(CC_RESUMED)[7]))
     extra.update(uuid="r9", parentUuid="a3", timestamp="2026-03-02T10:00:00.000Z", requestId="req_9")
     extra["message"]["id"] = "msg_9"
@@ -209,6 +210,7 @@ def test_copies_of_a_call_in_a_resumed_session_file_are_counted_once(tmp_path, _
     # The first file's 4 calls, plus the resumed file's one new call (msg_9: 1 in, 2 out);
     # its copies of msg_1 and msg_2 are the same calls.
     assert (cc["calls"], cc["inputTokens"], cc["outputTokens"]) == (5, 19, 22)
+    assert {row["id"] for row in run_cli_json(db, "list")} == {CC_SID, CC_RESUMED}  # one session per file
 
 
 # --------------------------------------------------------------------------- a home with all four agents

@@ -83,7 +83,9 @@ class _Mapper:
             header.update(createdAt=created or "", cwd=cwd or "", parentSessionId=session_id, internal=True,
                           workflow={"runId": session_id, "stageId": child, "stageName": "subagent"})
         else:
-            header["id"] = session_id if is_valid_session_id(session_id) else stem
+            # The file name is the session id; records copied from an earlier session (a
+            # resumed conversation) may still carry that session's id.
+            header["id"] = stem if is_valid_session_id(stem) else session_id
             header.update(createdAt=created or "", cwd=cwd or "")
         header["foreign"] = {"agent": AGENT}
         self.sidechain_file = "parentSessionId" in header

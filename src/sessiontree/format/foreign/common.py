@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -195,8 +196,6 @@ def text_blocks(content: Any) -> list[dict[str, Any]]:
 
 def iso_to_ms(value: Any) -> int:
     """An ISO timestamp as Unix ms (0 when it does not parse)."""
-    from datetime import datetime
-
     if not isinstance(value, str):
         return 0
     try:
