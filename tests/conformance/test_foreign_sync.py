@@ -72,3 +72,20 @@ def test_an_edited_foreign_file_diverges_and_the_store_is_untouched(store, _fake
     path.write_bytes(jl(records))
     assert Syncer(store).sync_file(str(path)).status == "diverged"
     assert source_bytes(store.read(CC_SID).entries) == jl(claude_records())
+
+
+@pytest.mark.usefixtures("_fake_home")
+def test_an_appended_file_is_synced_without_reading_the_stored_session(store, _fake_home, monkeypatch):
+    path = write_claude(_fake_home, records=claude_records()[:5])
+    Syncer(store).sync_file(str(path))
+    with open(path, "ab") as handle:
+        handle.write(jl(claude_records()[5:]))
+
+    def no_read(session_id):
+        raise AssertionError("the stored session was read back")
+
+    monkeypatch.setattr(store, "read", no_read)
+    result = Syncer(store).sync_file(str(path))
+    assert (result.status, result.added) == ("grown", 7)
+    monkeypatch.undo()
+    assert source_bytes(store.read(CC_SID).entries) == jl(claude_records())

@@ -774,12 +774,32 @@ class Syncer:
         session_id = parsed.header["id"]
         if not is_valid_session_id(session_id):
             return FileResult(path, "rejected", reason=f"invalid session id {session_id!r}", line=1)
-        raw = [parsed.entry_bytes(i) for i in range(len(parsed.entries))]
+        count = len(parsed.entries)
         new_state = SyncState(path, session_id, fst.st_size, fst.st_mtime_ns, fst.st_ino, fst.st_dev, len(body),
-                              _lines_in(body), len(raw), 0, _sha(body.split(b"\n", 1)[0]),
+                              _lines_in(body), count, 0, _sha(body.split(b"\n", 1)[0]),
                               _sha(body[-TAIL_CHECK:]), None)
         expect = self.states.get(path)
         synced_before = state.entries if state is not None and state.session_id == session_id else 0
+        if (state is not None and expect is state and synced_before and state.version == 0
+                and session_id in self.stored_ids and (fst.st_ino, fst.st_dev) == (state.inode, state.dev)
+                and state.consumed <= len(body) and count >= state.entries
+                and _sha(body.split(b"\n", 1)[0]) == state.header_hash
+                and _sha(body[max(0, state.consumed - TAIL_CHECK):state.consumed]) == state.tail_hash):
+            # Only appended to (same file, same first line, same bytes before the consumed
+            # offset): the mapping is prefix-stable, so the entries already synced are the
+            # first ones; append the rest without reading the stored session back.
+            added = parsed.entries[state.entries:]
+            texts: list[bytes | None] = [parsed.entry_bytes(i) for i in range(state.entries, count)]
+            try:
+                self._commit(expect, new_state, SyncChange("append", session_id, entries=added, raw=texts)
+                             if added
+                             else SyncChange("none", session_id))
+            except (InvalidSessionError, SessionNotFoundError):
+                pass  # an id already stored, the session gone: compare the whole session below
+            else:
+                return FileResult(path, "grown" if added else ("in-progress" if pending else "unchanged"),
+                                  session_id, added=len(added), pending=pending)
+        raw = [parsed.entry_bytes(i) for i in range(count)]
         return self._reconcile(path, parsed, raw, pending, synced_before,
                                lambda change: self._commit(expect, new_state, change))
 

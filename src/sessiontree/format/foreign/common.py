@@ -90,8 +90,9 @@ class ForeignSession:
 
     def parsed(self, path: str | None = None) -> ParsedSession:
         """As a :class:`ParsedSession` (what stores and sync take): the entries' bytes are
-        their byte-exact serialization (docs/format-bytes.md)."""
-        raw: list[bytes | None] = [jsonio.dumps(entry) for entry in self.entries]
+        their byte-exact serialization (docs/format-bytes.md), made on first use
+        (:meth:`ParsedSession.entry_bytes`)."""
+        raw: list[bytes | None] = [None] * len(self.entries)
         return ParsedSession(self.header, self.entries, raw, jsonio.dumps(self.header), 4, upgraded=True,
                              lines=list(self.lines), path=path)
 
