@@ -34,6 +34,11 @@ Invariants:
   read whole and compared entry by entry. New lines are parsed by the
   library's own reader (:func:`~sessiontree.format.parse_session` over the
   header line plus the new lines), so every format rule applies to them.
+* **Other agents' files** (Claude Code, Codex; docs/agents/README.md) are
+  recognised by their first record and read through their mapping
+  (:mod:`sessiontree.format.foreign`), always whole (state ``version`` 0),
+  with no shape recorded: ``restore`` is for pi and Atomic, such a session
+  is given back with ``export --format source``.
 * **Nothing is partial.** A session is created, appended to or replaced in
   one atomic store write, or not at all; a file that fails half-way leaves
   the store as it was.

@@ -40,10 +40,12 @@ __all__ = [
     "ForeignSession",
     "Record",
     "agent_of_header",
-    "is_foreign_entry",
+    "foreign_info",
+    "iso_to_ms",
     "iter_records",
     "sniff_agent",
     "source_bytes",
+    "text_blocks",
 ]
 
 #: Agents with a mapping, as the header's ``foreign.agent`` names them.
@@ -147,11 +149,6 @@ def foreign_info(agent: str, record: Record, *, part: int = 1) -> dict[str, Any]
         return {"agent": agent, "line": record.line, "raw": record.raw.decode("utf-8")}
     except UnicodeDecodeError:
         return {"agent": agent, "line": record.line, "rawBase64": base64.b64encode(record.raw).decode("ascii")}
-
-
-def is_foreign_entry(entry: Entry) -> bool:
-    """Whether ``entry`` was made from a foreign record (it has a ``foreign`` object)."""
-    return isinstance(entry.get("foreign"), dict)
 
 
 def agent_of_header(header: Mapping[str, Any]) -> str:
