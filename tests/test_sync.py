@@ -47,22 +47,32 @@ def test_sources_follow_the_agents_rules(tmp_path, _fake_home, monkeypatch):
     found = agent_sources()
     assert [(s.agent, s.path, s.origin, s.exists) for s in found] == [
         ("pi", str(home / ".pi/agent/sessions"), "default", False),
-        ("atomic", str(home / ".atomic/agent/sessions"), "default", False)]
+        ("atomic", str(home / ".atomic/agent/sessions"), "default", False),
+        ("claude-code", str(home / ".claude/projects"), "default", False),
+        ("codex", str(home / ".codex/sessions"), "default", False)]
+    foreign = [("claude-code", str(home / ".claude/projects"), "default"),
+               ("codex", str(home / ".codex/sessions"), "default")]
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "pi-dir"))
     # Atomic takes PI_CODING_AGENT_DIR as its compatibility alias: the same folder, listed once.
     assert [(s.agent, s.path, s.origin) for s in agent_sources()] == [
-        ("pi", str(tmp_path / "pi-dir/sessions"), "PI_CODING_AGENT_DIR")]
+        ("pi", str(tmp_path / "pi-dir/sessions"), "PI_CODING_AGENT_DIR"), *foreign]
     monkeypatch.setenv("ATOMIC_CODING_AGENT_DIR", "~/atomic-dir")
     assert [(s.agent, s.path, s.origin) for s in agent_sources()] == [
         ("pi", str(tmp_path / "pi-dir/sessions"), "PI_CODING_AGENT_DIR"),
-        ("atomic", str(home / "atomic-dir/sessions"), "ATOMIC_CODING_AGENT_DIR")]
+        ("atomic", str(home / "atomic-dir/sessions"), "ATOMIC_CODING_AGENT_DIR"), *foreign]
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-dir"))
+    monkeypatch.setenv("CODEX_HOME", "~/codex-dir")
+    assert [(s.agent, s.path, s.origin) for s in agent_sources()][2:] == [
+        ("claude-code", str(tmp_path / "claude-dir/projects"), "CLAUDE_CONFIG_DIR"),
+        ("codex", str(home / "codex-dir/sessions"), "CODEX_HOME")]
 
 
 def test_sync_without_paths_reads_both_agents_folders(tmp_path, _fake_home):
     pi = agent_file(_fake_home, "pi", SID, 3)
     atomic = agent_file(_fake_home, "atomic", OTHER, 2)
     listed = run_json(None, "sources")
-    assert [(row["agent"], row["exists"], row["files"]) for row in listed] == [("pi", True, 1), ("atomic", True, 1)]
+    assert [(row["agent"], row["exists"], row["files"]) for row in listed] == [
+        ("pi", True, 1), ("atomic", True, 1), ("claude-code", False, 0), ("codex", False, 0)]
     db = f"sqlite:///{tmp_path / 's.db'}"
     report = run_json(db, "sync")
     assert (report["new"], report["entriesAdded"], report["rejected"]) == (2, 5, 0)

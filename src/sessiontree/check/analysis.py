@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from sessiontree.check.codes import Problem
+from sessiontree.check.codes import CODES, Problem
 from sessiontree.check.pairing import check_pairing
 from sessiontree.check.reader import read_lines
 from sessiontree.check.state import FileState
@@ -24,6 +24,7 @@ from sessiontree.check.structure import (
     find_cycles,
     report_cycles,
 )
+from sessiontree.format.foreign import map_foreign
 
 __all__ = ["analyse", "check_bytes", "check_file"]
 
@@ -59,7 +60,23 @@ def check_bytes(data: bytes, path: str) -> list[Problem]:
         possible, in a deterministic order. Empty when the file is clean.
         Never raises on any content.
     """
+    foreign = _foreign_problems(data, path)
+    if foreign is not None:
+        return foreign
     return analyse(data, path).sorted_problems()
+
+
+def _foreign_problems(data: bytes, path: str) -> list[Problem] | None:
+    """The report on a Claude Code or Codex file (docs/agents/README.md): every record,
+    or part of one, its mapping did not understand, with its line; ``None`` when the
+    file is not one (its first record is a pi/Atomic header or no agent's)."""
+    mapped = map_foreign(data, path)
+    if mapped is None:
+        return None
+    info = CODES["foreign-record-unmapped"]
+    return [Problem("foreign-record-unmapped", info.severity, path, line,
+                    f"{mapped.agent} record: {reason}; its bytes are kept verbatim")
+            for line, reason in sorted(mapped.unmapped)]
 
 
 def check_file(path: str | os.PathLike[str]) -> list[Problem]:

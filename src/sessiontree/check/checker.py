@@ -67,6 +67,7 @@ label-target-missing              warning   no      label on a missing entry
 edit-target-missing               warning   no      context edit of a missing entry
 summary-target-missing            warning   no      session_summary anchor missing
 header-id-mismatch                warning   no      file name id differs from header
+foreign-record-unmapped           warning   no      Claude Code/Codex record not mapped
 nesting-too-deep                  error     no      record deeper than jsonio.MAX_DEPTH
 record-too-large                  error     no      record over bounds.MAX_RECORD_BYTES
 ================================  ========  ======  =================================

@@ -167,6 +167,9 @@ CODES: dict[str, CodeInfo] = {
     "header-id-mismatch": CodeInfo(
         "warning", False, "the id in the file name differs from the header id",
         import_accepts=True),
+    "foreign-record-unmapped": CodeInfo(
+        "warning", False, "a Claude Code or Codex record (or part) the mapping to format 4 did not understand",
+        import_accepts=False),
     "nesting-too-deep": CodeInfo(
         "error", False, f"a record nested more than {jsonio.MAX_DEPTH} levels deep (readers and writers refuse it)",
         import_accepts=False),

@@ -45,6 +45,7 @@ from sessiontree.check.codes import RepairResult, RepairTargetError
 from sessiontree.check.state import UNKNOWN, FileState, Kept
 from sessiontree.check.structure import find_cycles
 from sessiontree.format import jsonio
+from sessiontree.format.foreign import map_foreign
 from sessiontree.format.outfile import write_atomic
 
 __all__ = ["output", "repair_bytes", "repair_file", "repair_structure", "write_repaired"]
@@ -67,8 +68,13 @@ def repair_bytes(data: bytes, path: str, out_path: str | None = None) -> RepairR
         A :class:`RepairResult`: ``data`` is the copy (format 4 whenever the
         header is readable), ``changes`` what was done, ``problems`` the
         input's problems, ``remaining`` the copy's problems. Never raises on
-        any content.
+        any content. A Claude Code or Codex file is not repaired (a copy in another
+        agent's format would not be that agent's file): its copy is its bytes, its
+        problems the records its mapping did not understand (docs/agents/README.md).
     """
+    if map_foreign(data, path) is not None:
+        problems = check_bytes(data, path)
+        return RepairResult(data, [], problems, check_bytes(data, out_path or path), path)
     state = analyse(data, path)
     repair_structure(state)
     repaired = output(state)

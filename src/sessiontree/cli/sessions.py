@@ -14,6 +14,7 @@ from rich.text import Text
 
 from sessiontree.cli.common import (
     App,
+    UserError,
     busy_spinner,
     cli,
     cut_left,
@@ -108,15 +109,19 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, limit: int |
         project = "~" + info.cwd[len(home):] if inside_home else info.cwd
         # Sanitised before the widths are measured and cells cut: no cut splits a sequence.
         rows.append((safe_line(short.get(info.id, info.id)), utc_minutes(info.modified), str(info.message_count),
-                     safe_line(project), safe_line(title)))
+                     safe_line(info.agent), safe_line(project), safe_line(title)))
     cost_cells = [_cost_text(costs.get(info.id)) for info in infos] if costs is not None else None
     # The id is never cut. The project takes what the title (at least 20 cells)
     # leaves, at most 40 cells and, when space is short, a third of the line;
     # it is cut at the left ("…/app"): a path's end tells projects apart.
     id_w = max(cell_len(r[0]) for r in rows)
     cost_w = max(4, *(cell_len(c) for c in cost_cells)) if cost_cells is not None else 0
-    avail = console.width - id_w - 17 - 4 - 8 - (cost_w + 2 if cost_cells is not None else 0)
-    longest = max(cell_len(r[3]) for r in rows)
+    # The agent column appears once another agent's sessions are listed: a pi-only listing keeps its width.
+    show_agent = any(info.agent != "pi" for info in infos)
+    agent_w = max(5, *(cell_len(r[3]) for r in rows)) if show_agent else 0
+    avail = console.width - id_w - 17 - 4 - 8 - (agent_w + 2 if show_agent else 0) - (
+        cost_w + 2 if cost_cells is not None else 0)
+    longest = max(cell_len(r[4]) for r in rows)
     proj_w = min(longest, 40)
     if avail - proj_w < 20:
         proj_w = min(longest, max(8, avail // 3))
@@ -128,11 +133,14 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, limit: int |
     table.add_column("msgs", justify="right", no_wrap=True, width=4)
     if cost_cells is not None:
         table.add_column("cost", justify="right", no_wrap=True, width=cost_w)
+    if show_agent:
+        table.add_column("agent", no_wrap=True, width=agent_w)
     if show_project:
         table.add_column("project", no_wrap=True, width=proj_w)
     table.add_column("title", no_wrap=True, overflow="ellipsis", max_width=title_w)
     for index, row in enumerate(rows):
-        cells = (*row[:3], cut_left(row[3], proj_w), row[4]) if show_project else row[:3] + row[4:]
+        agent_cells = row[3:4] if show_agent else ()
+        cells = (*row[:3], *agent_cells, *((cut_left(row[4], proj_w),) if show_project else ()), row[5])
         if cost_cells is not None:
             cells = (*cells[:3], cost_cells[index], *cells[3:])
         table.add_row(*cells[:-1], Text(cells[-1]))
@@ -379,11 +387,13 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
 @click.argument("session")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path),
               help="Write to FILE instead of stdout.")
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "markdown", "html"]), default="jsonl", show_default=True,
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "markdown", "html", "source"]), default="jsonl",
+              show_default=True,
               help="jsonl: the format-4 session file (stored entries byte for byte; on a terminal, control "
                    "characters in strings as JSON escapes); markdown: a readable transcript of the active "
                    "branch, control characters shown as escapes; html: the viewer's session page as one "
-                   "self-contained file (opens from disk, no network).")
+                   "self-contained file (opens from disk, no network); source: a session synced from a "
+                   "Claude Code or Codex file, that file's records byte for byte.")
 @click.option("--redact/--no-redact", "redact", default=None,
               help="Replace secrets (API keys, tokens, passwords) by [REDACTED:kind:N] placeholders "
                    "(docs/secrets.md). Default: on for markdown and html, off for jsonl.")
@@ -416,6 +426,14 @@ def export_cmd(app: App, session: str, output: Path | None, fmt: str, redact: bo
                   f"({plural(redactor.replaced, 'occurrence', 'occurrences')})", err=True)
     if fmt == "jsonl":
         data = parsed.to_bytes()
+    elif fmt == "source":
+        from sessiontree.format.foreign import source_bytes
+
+        source = source_bytes(parsed.entries)
+        if source is None:
+            raise UserError(f"session {session_id} was not synced from a Claude Code or Codex file; "
+                            "use --format jsonl (or sessiontree restore for pi and Atomic)")
+        data = source
     elif fmt == "html":
         from sessiontree.web.page import render_session_document
 
@@ -427,7 +445,7 @@ def export_cmd(app: App, session: str, output: Path | None, fmt: str, redact: bo
         title = manager.get_session_name()
         data = render.markdown_transcript(manager.get_header(), manager.get_branch(), title).encode("utf-8")
     if output is None:
-        if fmt == "jsonl" and stdout_console().is_terminal:
+        if fmt in ("jsonl", "source") and stdout_console().is_terminal:
             # On a terminal the JSONL is for reading: unsafe characters inside its strings are
             # shown as JSON escapes (same values). Pipes and files get the stored bytes.
             data = safe_json_text(data.decode("utf-8", errors="backslashreplace")).encode("utf-8")

@@ -30,10 +30,11 @@ from sessiontree.usage.report import COST_MODES, GROUPINGS, Totals, UsageReport,
 BAR_WIDTH = 40
 
 _GROUP_TITLES = {"day": "day", "week": "week of", "month": "month", "session": "session", "model": "model",
-                 "provider": "provider", "project": "project"}
+                 "provider": "provider", "project": "project",
+                 "agent": "agent"}
 
 
-@cli.command("stats", short_help="Tokens and cost by day, week, month, session, model, provider or project.")
+@cli.command("stats", short_help="Tokens and cost by day, week, month, session, model, provider, project or agent.")
 @click.option("--by", "by", type=click.Choice(GROUPINGS), default="day", show_default=True,
               help="How to group the calls (week: weeks starting on Monday).")
 @click.option("--since", metavar="DATE|Nd", help="From this day on (YYYY-MM-DD or YYYYMMDD), or the last N "

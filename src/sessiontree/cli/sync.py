@@ -175,7 +175,9 @@ def sources_cmd(as_json: bool) -> None:
     """List every agent session folder `sessiontree sync` reads when given no PATH:
     pi (~/.pi/agent/sessions, or $PI_CODING_AGENT_DIR/sessions) and Atomic
     (~/.atomic/agent/sessions, or $ATOMIC_CODING_AGENT_DIR/sessions, with
-    $PI_CODING_AGENT_DIR as its compatibility alias), whether each exists and
+    $PI_CODING_AGENT_DIR as its compatibility alias), Claude Code
+    (~/.claude/projects, or $CLAUDE_CONFIG_DIR/projects) and Codex
+    (~/.codex/sessions, or $CODEX_HOME/sessions), whether each exists and
     how many session files it holds. Opens neither the store nor any session file.
     """
     rows: list[dict[str, Any]] = []

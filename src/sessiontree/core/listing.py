@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sessiontree.core.tree import parse_timestamp_ms, time_in_range, utc_from_ms
+from sessiontree.format.foreign.common import agent_of_header
 from sessiontree.format.types import Entry
 
 __all__ = [
@@ -97,6 +98,9 @@ class SessionInfo:
             column, kept on every write and rebuilt by ``reindex``; JSONL: the
             entries parsed for the row; memory: the entries held); ``None``
             when the row was built without it.
+        agent: the agent that wrote the session: ``"claude-code"`` or ``"codex"``
+            for a mapped foreign file (header ``foreign.agent``), else ``"pi"`` (pi
+            and Atomic share the format; docs/agents/README.md).
     """
 
     id: str
@@ -113,6 +117,7 @@ class SessionInfo:
     first_message: str
     summary: str | None
     entry_count: int | None = None
+    agent: str = "pi"
     _all_messages_text: str | None = field(default=None, repr=False)
     _text_loader: Callable[[], str] | None = field(default=None, repr=False, compare=False)
 
@@ -143,6 +148,7 @@ class SessionInfo:
             "messageCount": self.message_count,
             "firstMessage": self.first_message,
             "summary": self.summary,
+            "agent": self.agent,
         }
 
 
@@ -316,6 +322,7 @@ class InfoAccumulator:
             first_message=self.first_message if self.first_message is not None else NO_MESSAGES,
             summary=self.summary,
             entry_count=entry_count,
+            agent=agent_of_header(header),
             _text_loader=text_loader,
         )
         if text_loader is None:

@@ -13,7 +13,10 @@ Invariants:
   the context projection, so a ``context_edit`` changes nothing:
   docs/rules/projection.md R.3, accounting sees the original):
 
-  - every assistant message (its ``usage``; a call even when all zeros);
+  - every assistant message (its ``usage``; a call even when all zeros),
+    except one a foreign-agent mapping marks ``foreign.billed: false`` (a
+    Claude Code record repeating a call already counted, a Codex item whose
+    calls are counted from ``token_count`` events: docs/agents/README.md);
   - a tool result's ``usage`` (the tool's own and nested billed usage);
   - ``session_summary.usage`` (counted toward session totals, docs/rules/README.md);
   - ``usage`` on ``compaction`` and ``branch_summary`` entries, where present;
@@ -273,6 +276,9 @@ def records_from_entry(entry: Entry, *, keyed: bool = True) -> list[UsageRecord]
             return []
         role = message.get("role")
         if role == "assistant":
+            foreign = entry.get("foreign")
+            if isinstance(foreign, dict) and foreign.get("billed") is False:
+                return []  # counted on another entry (docs/agents/README.md)
             usage = message.get("usage")
             return [_record("assistant", entry, message, usage, message.get("provider"), message.get("model"),
                             None, keyed)]

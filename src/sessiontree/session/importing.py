@@ -24,10 +24,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from sessiontree.check.glued import parse_unglued
 from sessiontree.errors import InvalidSessionError, SessionError
 from sessiontree.format import bounds
 from sessiontree.format.codec import ParsedSession
+from sessiontree.format.foreign import sniff_agent
 from sessiontree.format.ids import validate_session_id
 from sessiontree.format.inputlimit import check_input_size
 from sessiontree.stores.base import SessionStore
@@ -69,6 +72,17 @@ class ImportOutcome:
     error: Exception | None
     parsed: ParsedSession | None
     note: str | None = None
+
+
+def _foreign_agent(path: str | os.PathLike[str]) -> str | None:
+    """``"claude-code"`` or ``"codex"`` when the file's first line is such an agent's record."""
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(1 << 20)
+        value = orjson.loads(first)
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return sniff_agent(value if isinstance(value, dict) else None)
 
 
 def import_record(parsed: ParsedSession, cwd: str | None) -> Record:
@@ -148,6 +162,13 @@ def import_files(paths: Iterable[str | os.PathLike[str]], store: SessionStore, c
             parsed, note = read_file(path)
             validate_session_id(parsed.header["id"])
             check_record_sizes(parsed, str(path))
+        except InvalidSessionError as exc:
+            agent = _foreign_agent(path)
+            if agent is not None:
+                # Another agent's file: sync maps it (docs/agents/README.md); import takes format 1-4.
+                exc = InvalidSessionError(f"a {agent} session file, not pi/Atomic: bring it in with "
+                                          "`sessiontree sync PATH`", exc.path, exc.line)
+            pending.append((str(path), parsed, exc, note))
         except (SessionError, OSError, ValueError) as exc:
             pending.append((str(path), parsed, exc, note))
         else:

@@ -136,7 +136,8 @@ class SyncState:
         lines: physical lines in those bytes (the header line included), so a
             problem in the bytes after them is reported with its file line.
         entries: entries taken from the file (after the format upgrade).
-        version: the format version the file declares (1-4).
+        version: the format version the file declares (1-4); 0 for a Claude Code or
+            Codex file read through its mapping (docs/agents/README.md).
         header_hash: SHA-256 of the file's header line, as it was read.
         tail_hash: SHA-256 of the last (up to 4,096) consumed bytes: bytes
             appended after them are trusted only while these still match.

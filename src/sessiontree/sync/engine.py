@@ -34,6 +34,11 @@ Invariants:
   read whole and compared entry by entry. New lines are parsed by the
   library's own reader (:func:`~sessiontree.format.parse_session` over the
   header line plus the new lines), so every format rule applies to them.
+* **Other agents' files** (Claude Code, Codex; docs/agents/README.md) are
+  recognised by their first record and read through their mapping
+  (:mod:`sessiontree.format.foreign`), always whole (state ``version`` 0),
+  with no shape recorded: ``restore`` is for pi and Atomic, such a session
+  is given back with ``export --format source``.
 * **Nothing is partial.** A session is created, appended to or replaced in
   one atomic store write, or not at all; a file that fails half-way leaves
   the store as it was.
@@ -63,6 +68,7 @@ from sessiontree.errors import (
 from sessiontree.format import jsonio
 from sessiontree.format.codec import ParsedSession
 from sessiontree.format.files import first_line
+from sessiontree.format.foreign import map_foreign, sniff_agent
 from sessiontree.format.ids import is_valid_session_id
 from sessiontree.format.inputlimit import check_input_size
 from sessiontree.format.shape import FileShape, ShapeError, shape_of
@@ -386,6 +392,21 @@ def _pread_range(fd: int, start: int, end: int) -> bytes:
 def _lines_in(data: bytes) -> int:
     """Physical lines in ``data`` (a last line without newline counts)."""
     return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+
+def _maybe_foreign(body: bytes) -> bool:
+    """Whether the first record of ``body`` is one a foreign agent writes (a pi/Atomic
+    header is recognised from its first bytes, without parsing the line)."""
+    start = len(body) - len(body.lstrip(_JSON_WS + b"\x0b\x0c"))
+    end = body.find(b"\n", start)
+    first = body[start:end if end >= 0 else len(body)]
+    if first.startswith(b'{"type":"session"'):
+        return False
+    try:
+        value = jsonio.loads(first)
+    except (ValueError, SessionError):
+        return False
+    return sniff_agent(value if isinstance(value, dict) else None) is not None
 
 
 # --------------------------------------------------------------------------- comparing
@@ -799,6 +820,10 @@ class Syncer:
             if pending or not data:
                 return FileResult(path, "in-progress", reason="no complete record yet", pending=pending)
             return FileResult(path, "rejected", reason="not a session: the file is blank")
+        if _maybe_foreign(body):
+            foreign = self._whole_foreign(path, body, fst, state, pending)
+            if foreign is not None:
+                return foreign
         try:
             parsed, split = parse_unglued(body, path)
         except InvalidSessionError as exc:
@@ -825,6 +850,60 @@ class Syncer:
         if notes:
             result.note = "; ".join(notes)
         return result
+
+    def _whole_foreign(self, path: str, body: bytes, fst: os.stat_result, state: SyncState | None,
+                       pending: int) -> FileResult | None:
+        """Sync a Claude Code or Codex file through its mapping (docs/agents/README.md), or
+        ``None`` when it is not one. Such a file is always read whole (its state's
+        ``version`` is 0, so the grown-file path never trusts an offset into it: a
+        mapping needs the earlier records, e.g. to pair tool results and count usage
+        once) and records no shape (``restore`` is for pi and Atomic; a foreign session
+        is given back with ``export --format source``)."""
+        # Foreign agents write whole lines: a last line without its newline is still being
+        # written, even when it already parses (its raw bytes must end where the file's will).
+        cut = body.rfind(b"\n") + 1
+        pending += len(body) - cut
+        body = body[:cut]
+        if not body.strip(_JSON_WS + b"\x0b\x0c"):
+            return FileResult(path, "in-progress", reason="no complete record yet", pending=pending)
+        mapped = map_foreign(body, path)
+        if mapped is None:
+            return None
+        if not mapped.header_known:
+            return FileResult(path, "in-progress", reason="no record names the session yet",
+                              pending=pending + len(body))
+        parsed = mapped.parsed(path)
+        session_id = parsed.header["id"]
+        if not is_valid_session_id(session_id):
+            return FileResult(path, "rejected", reason=f"invalid session id {session_id!r}", line=1)
+        count = len(parsed.entries)
+        new_state = SyncState(path, session_id, fst.st_size, fst.st_mtime_ns, fst.st_ino, fst.st_dev, len(body),
+                              _lines_in(body), count, 0, _sha(body.split(b"\n", 1)[0]),
+                              _sha(body[-TAIL_CHECK:]), None)
+        expect = self.states.get(path)
+        synced_before = state.entries if state is not None and state.session_id == session_id else 0
+        if (state is not None and expect is state and synced_before and state.version == 0
+                and session_id in self.stored_ids and (fst.st_ino, fst.st_dev) == (state.inode, state.dev)
+                and state.consumed <= len(body) and count >= state.entries
+                and _sha(body.split(b"\n", 1)[0]) == state.header_hash
+                and _sha(body[max(0, state.consumed - TAIL_CHECK):state.consumed]) == state.tail_hash):
+            # Only appended to (same file, same first line, same bytes before the consumed
+            # offset): the mapping is prefix-stable, so the entries already synced are the
+            # first ones; append the rest without reading the stored session back.
+            added = parsed.entries[state.entries:]
+            texts: list[bytes | None] = [parsed.entry_bytes(i) for i in range(state.entries, count)]
+            try:
+                self._commit(expect, new_state, SyncChange("append", session_id, entries=added, raw=texts)
+                             if added
+                             else SyncChange("none", session_id))
+            except (InvalidSessionError, SessionNotFoundError):
+                pass  # an id already stored, the session gone: compare the whole session below
+            else:
+                return FileResult(path, "grown" if added else ("in-progress" if pending else "unchanged"),
+                                  session_id, added=len(added), pending=pending)
+        raw = [parsed.entry_bytes(i) for i in range(count)]
+        return self._reconcile(path, parsed, raw, pending, synced_before,
+                               lambda change: self._commit(expect, new_state, change))
 
     def _reconcile(self, path: str, parsed: ParsedSession, raw: list[bytes], pending: int, synced_before: int,
                    commit: Callable[[SyncChange], None]) -> FileResult:

@@ -8,7 +8,16 @@ Found the way the agents find them (docs/sync.md):
   compatibility alias), else ``~/.atomic/agent``; sessions in ``sessions``.
 
 Both keep one subfolder per project, ``--<cwd with / as ->--``, holding
-``<timestamp>_<uuid>.jsonl`` files. Nothing here reads a session file.
+``<timestamp>_<uuid>.jsonl`` files.
+
+Agents of another format, read through a mapping (docs/agents/README.md):
+
+* **Claude Code**: ``$CLAUDE_CONFIG_DIR``, else ``~/.claude``; project logs in
+  ``projects/<encoded cwd>/<session id>.jsonl`` (subagent transcripts below them);
+* **Codex**: ``$CODEX_HOME``, else ``~/.codex``; rollouts in
+  ``sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl``.
+
+Nothing here reads a session file.
 """
 
 from __future__ import annotations
@@ -17,12 +26,19 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["AGENTS", "AgentSource", "agent_sources"]
+__all__ = ["AGENTS", "FOREIGN_AGENTS", "AgentSource", "agent_sources"]
 
 #: ``(agent, environment variables in order of precedence, default agent directory under home)``.
 AGENTS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("pi", ("PI_CODING_AGENT_DIR",), os.path.join(".pi", "agent")),
     ("atomic", ("ATOMIC_CODING_AGENT_DIR", "PI_CODING_AGENT_DIR"), os.path.join(".atomic", "agent")),
+)
+
+#: Agents of another format (read through a mapping, given back with ``export --format source``,
+#: never restored): ``(agent, environment variables, default agent directory, sessions subfolder)``.
+FOREIGN_AGENTS: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
+    ("claude-code", ("CLAUDE_CONFIG_DIR",), ".claude", "projects"),
+    ("codex", ("CODEX_HOME",), ".codex", "sessions"),
 )
 
 
@@ -31,8 +47,9 @@ class AgentSource:
     """One agent's session folder.
 
     Attributes:
-        agent: ``"pi"`` or ``"atomic"``.
-        path: the sessions folder, absolute (``<agent dir>/sessions``).
+        agent: ``"pi"``, ``"atomic"``, ``"claude-code"`` or ``"codex"``.
+        path: the sessions folder, absolute (``<agent dir>/sessions``; Claude Code:
+            ``<config dir>/projects``).
         origin: how the agent directory was chosen: the environment variable
             that set it, or ``"default"``.
         exists: whether the folder is there (a directory).
@@ -56,7 +73,7 @@ def agent_sources(environ: Mapping[str, str] | None = None, home: str | None = N
         home: the home directory (default ``~`` expanded, i.e. ``$HOME``).
 
     Returns:
-        Sources in the order of :data:`AGENTS`; a folder two agents share (an
+        Sources in the order of :data:`AGENTS`, then :data:`FOREIGN_AGENTS`; a folder two agents share (an
         Atomic falling back to ``$PI_CODING_AGENT_DIR``) is listed once, under
         the first agent. ``~`` at the start of a variable's value is expanded.
     """
@@ -64,7 +81,8 @@ def agent_sources(environ: Mapping[str, str] | None = None, home: str | None = N
     base = home if home is not None else os.path.expanduser("~")
     found: list[AgentSource] = []
     seen: set[str] = set()
-    for agent, variables, default in AGENTS:
+    every = [(agent, variables, default, "sessions") for agent, variables, default in AGENTS]
+    for agent, variables, default, sub in [*every, *FOREIGN_AGENTS]:
         origin = "default"
         agent_dir = os.path.join(base, default)
         for name in variables:
@@ -74,7 +92,7 @@ def agent_sources(environ: Mapping[str, str] | None = None, home: str | None = N
                 # "~" means the given home (not the process's), so tests can fake it.
                 agent_dir = base if value == "~" else os.path.join(base, value[2:]) if value.startswith("~/") else value
                 break
-        path = os.path.abspath(os.path.join(agent_dir, "sessions"))
+        path = os.path.abspath(os.path.join(agent_dir, sub))
         key = os.path.realpath(path)
         if key in seen:
             continue

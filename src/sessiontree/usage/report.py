@@ -72,7 +72,7 @@ __all__ = [
 SCHEMA_VERSION = 1
 
 #: ``--by`` values.
-GROUPINGS = ("day", "week", "month", "session", "model", "provider", "project")
+GROUPINGS = ("day", "week", "month", "session", "model", "provider", "project", "agent")
 #: ``--cost`` values.
 COST_MODES = ("auto", "recorded", "catalog")
 
@@ -484,15 +484,19 @@ def usage_report(store: SessionStore, *, by: str = "day", since: str | None = No
     until_ms = parse_date_bound(until, zone, end=True) if until else None
     resolved_cwd = os.path.abspath(cwd) if cwd is not None else None
     query = UsageQuery(since_ms=since_ms, until_ms=until_ms, cwd=resolved_cwd,
-                       per_session=by in ("session", "project"), price_all=cost == "catalog",
+                       per_session=by in ("session", "project", "agent"), price_all=cost == "catalog",
                        by_time=by in ("day", "week", "month"))
     rows = store.usage(query)
+    agents: dict[str, str] = {}
+    if by == "agent":
+        # The agent is a header field: one listing (headers only, no entries) maps each owner.
+        agents = {info.id: info.agent for info in store.list_sessions(include_internal=True)}
     lazy = _LazyCatalog(catalog)
     groups: dict[str, Group] = {}
     totals = Totals()
     day_cache: dict[int, date | None] = {}
     for row in rows:
-        key = _group_key(by, row, zone, day_cache)
+        key = agents.get(row.session_id or "", "pi") if by == "agent" else _group_key(by, row, zone, day_cache)
         group = groups.get(key)
         if group is None:
             group = groups[key] = Group(key, Totals(), row.cwd if by == "session" else None)

@@ -1,0 +1,202 @@
+"""What the foreign-agent mappings share: the result type, the verbatim record store,
+line splitting and sniffing which agent wrote a file (docs/agents/README.md).
+
+A foreign session file (Claude Code, Codex) is never rewritten: it is read into a
+format-4 :class:`~sessiontree.format.codec.ParsedSession` whose entries each carry
+the exact bytes of the source record they came from, in the entry's top-level
+``foreign`` object:
+
+* ``{"agent", "line", "raw"}`` on the first (usually only) entry of a record:
+  ``raw`` is the record's bytes from the end of the previous record through its own
+  line end (blank lines before it and the ``\\n`` included), as text; a record that
+  is not UTF-8 keeps ``rawBase64`` instead;
+* ``{"agent", "line", "part"}`` on further entries made from the same record
+  (``part`` counts from 2);
+* ``"billed": false`` on an assistant message whose call is counted elsewhere (a
+  continuation of a Claude Code call, every Codex assistant item: docs/usage.md);
+* ``"unmapped": "<why>"`` where the mapping did not understand the record (kept as
+  an inert ``custom`` entry, reported by ``check``).
+
+Joining the ``raw`` texts in entry order gives back the complete records of the
+source file byte for byte (:func:`source_bytes`).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from sessiontree.format import jsonio
+from sessiontree.format.codec import ParsedSession
+from sessiontree.format.types import Entry
+
+__all__ = [
+    "AGENT_NAMES",
+    "ForeignSession",
+    "Record",
+    "agent_of_header",
+    "foreign_info",
+    "iso_to_ms",
+    "iter_records",
+    "sniff_agent",
+    "source_bytes",
+    "text_blocks",
+]
+
+#: Agents with a mapping, as the header's ``foreign.agent`` names them.
+AGENT_NAMES: tuple[str, ...] = ("claude-code", "codex")
+
+_CLAUDE_KEYS = ("parentUuid", "sessionId", "leafUuid")
+_CLAUDE_TYPES = frozenset({"user", "assistant", "system", "summary", "file-history-snapshot", "custom-title",
+                           "queue-operation", "progress"})
+_CODEX_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
+
+
+@dataclass
+class Record:
+    """One source record: its 1-based line, its bytes (blank lines before it and its
+    line end included) and its JSON value (``None`` when the line is not a JSON object)."""
+
+    line: int
+    raw: bytes
+    value: dict[str, Any] | None
+
+
+@dataclass
+class ForeignSession:
+    """The mapping of one foreign file.
+
+    Attributes:
+        agent: one of :data:`AGENT_NAMES`.
+        header: the format-4 header (``foreign.agent`` set).
+        entries: format-4 entries, each with its ``foreign`` object.
+        lines: the source line of each entry.
+        unmapped: ``(line, reason)`` of every record the mapping did not understand.
+        header_known: whether a record gave the header its fields (session id, cwd,
+            creation time); until one does, the header is a guess that may change as
+            the file grows, so sync waits (a Claude Code file can start with title
+            summaries, and some hold nothing else).
+    """
+
+    agent: str
+    header: dict[str, Any]
+    entries: list[Entry] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)
+    unmapped: list[tuple[int, str]] = field(default_factory=list)
+    header_known: bool = True
+
+    def parsed(self, path: str | None = None) -> ParsedSession:
+        """As a :class:`ParsedSession` (what stores and sync take): the entries' bytes are
+        their byte-exact serialization (docs/format-bytes.md), made on first use
+        (:meth:`ParsedSession.entry_bytes`)."""
+        raw: list[bytes | None] = [None] * len(self.entries)
+        return ParsedSession(self.header, self.entries, raw, jsonio.dumps(self.header), 4, upgraded=True,
+                             lines=list(self.lines), path=path)
+
+
+def iter_records(data: bytes) -> Iterable[Record]:
+    """The records of complete JSONL bytes: one per non-blank line, each keeping the
+    blank lines before it. A last line without ``\\n`` is a record too (callers pass
+    only complete bytes: sync leaves an unfinished last line for later)."""
+    start = 0
+    line = 0
+    size = len(data)
+    pending_from = 0
+    loads = orjson.loads
+    while start < size:
+        end = data.find(b"\n", start)
+        stop = size if end < 0 else end + 1
+        line += 1
+        text = data[start:stop]
+        if text.strip():
+            value: Any
+            try:
+                value = loads(text)
+            except orjson.JSONDecodeError:
+                value = None
+            yield Record(line, data[pending_from:stop], value if isinstance(value, dict) else None)
+            pending_from = stop
+        start = stop
+
+
+def sniff_agent(first: dict[str, Any] | None) -> str | None:
+    """Which foreign agent wrote a file whose first record is ``first`` (``None``: not a
+    foreign file, e.g. a pi/Atomic header ``{"type": "session"}``)."""
+    if not isinstance(first, dict):
+        return None
+    kind = first.get("type")
+    if kind == "session" or not isinstance(kind, (str, type(None))):
+        return None
+    if kind in _CODEX_TYPES and "payload" in first:
+        return "codex"
+    if "instructions" in first and "id" in first and kind is None:
+        return "codex"  # the meta line of rollouts before records were wrapped
+    if kind in _CLAUDE_TYPES or any(key in first for key in _CLAUDE_KEYS):
+        return "claude-code"
+    return None
+
+
+def foreign_info(agent: str, record: Record, *, part: int = 1) -> dict[str, Any]:
+    """The ``foreign`` object of an entry made from ``record`` (module docstring)."""
+    if part > 1:
+        return {"agent": agent, "line": record.line, "part": part}
+    try:
+        return {"agent": agent, "line": record.line, "raw": record.raw.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"agent": agent, "line": record.line, "rawBase64": base64.b64encode(record.raw).decode("ascii")}
+
+
+def agent_of_header(header: Mapping[str, Any]) -> str:
+    """The agent that wrote a session: the header's ``foreign.agent`` for a mapped
+    file, else ``"pi"`` (pi and Atomic write the same format and cannot be told apart
+    from the file)."""
+    foreign = header.get("foreign")
+    agent = foreign.get("agent") if isinstance(foreign, dict) else None
+    return agent if isinstance(agent, str) else "pi"
+
+
+def source_bytes(entries: Sequence[Entry]) -> bytes | None:
+    """The source file's bytes rebuilt from mapped entries (their ``raw`` texts joined in
+    entry order), or ``None`` when an entry is not a foreign record's (a name set with
+    sessiontree is skipped: it has no ``foreign`` object and is not part of the file)."""
+    out: list[bytes] = []
+    found = False
+    for entry in entries:
+        info = entry.get("foreign")
+        if not isinstance(info, dict):
+            continue
+        found = True
+        if isinstance(info.get("raw"), str):
+            out.append(info["raw"].encode("utf-8"))
+        elif isinstance(info.get("rawBase64"), str):
+            out.append(base64.b64decode(info["rawBase64"]))
+    return b"".join(out) if found else None
+
+
+def text_blocks(content: Any) -> list[dict[str, Any]]:
+    """A string or a list of text-like blocks as format-4 text blocks (other blocks dropped)."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    blocks: list[dict[str, Any]] = []
+    if isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict) and isinstance(block.get("text"), str):
+                blocks.append({"type": "text", "text": block["text"]})
+            elif isinstance(block, str):
+                blocks.append({"type": "text", "text": block})
+    return blocks
+
+
+def iso_to_ms(value: Any) -> int:
+    """An ISO timestamp as Unix ms (0 when it does not parse)."""
+    if not isinstance(value, str):
+        return 0
+    try:
+        return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return 0
