@@ -20,11 +20,14 @@ __all__ = ["agent_format"]
 
 def agent_format(store: SessionStore, session_id: str) -> int | None:
     """The lowest format of the agent files ``session_id`` was synced from (1-4), or
-    ``None`` when it was never synced from a file (or the store cannot say: a store
+    ``None`` when it was never synced from a pi or Atomic file (or the store cannot say: a store
     without sync states, a failing read; the views then keep the format-4 rule)."""
     try:
         states = store.sync_states()
     except (SessionError, AttributeError, NotImplementedError):
         return None
-    versions = [state.version for state in states.values() if state.session_id == session_id]
+    # Version 0 marks a file mapped from another agent (Claude Code, Codex; docs/agents/):
+    # no pi compaction to replay, so it is not a pi format.
+    versions = [state.version for state in states.values()
+                if state.session_id == session_id and 1 <= state.version <= 4]
     return min(versions) if versions else None
