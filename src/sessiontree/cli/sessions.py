@@ -396,7 +396,7 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
                    "Claude Code or Codex file, that file's records byte for byte.")
 @click.option("--redact/--no-redact", "redact", default=None,
               help="Replace secrets (API keys, tokens, passwords) by [REDACTED:kind:N] placeholders "
-                   "(docs/secrets.md). Default: on for markdown and html, off for jsonl.")
+                   "(docs/secrets.md). Default: on for markdown and html, off for jsonl and source.")
 @pass_app
 def export_cmd(app: App, session: str, output: Path | None, fmt: str, redact: bool | None) -> None:
     """Export a session as a format-4 JSONL file, a Markdown transcript or an HTML page.
@@ -412,8 +412,8 @@ def export_cmd(app: App, session: str, output: Path | None, fmt: str, redact: bo
     """
     session_id = resolve_session_id(app, session)
     if redact is None:
-        redact = fmt != "jsonl"
-    elif not redact and fmt != "jsonl":
+        redact = fmt in ("markdown", "html")  # jsonl and source are the stored bytes unless asked
+    elif not redact and fmt in ("markdown", "html"):
         echo_line(f"Not redacted (--no-redact): secrets in {session_id} are exported as stored", err=True)
     with busy_spinner("Loading session…"):
         parsed = read_parsed(app, session_id)
