@@ -299,9 +299,12 @@ def agent_file(store: SessionStore, session_id: str, *, agent: str = "pi", at: s
             data += b"".join(text + b"\n" for text in texts[shape.entries:])
             notes.append(f"{extra} {'entry' if extra == 1 else 'entries'} added in the "
                          f"store after the file was synced follow the file's bytes")
-        v3 = jsonio.loads(data.split(b"\n", 1)[0].lstrip(b"\xef\xbb\xbf"))
+        end = data.find(b"\n")
+        v3 = jsonio.loads(data[:end if end >= 0 else len(data)].lstrip(b"\xef\xbb\xbf"))
         notes += _unseen(agent, stored.types, texts)
-        return AgentFile(session_id, data, hashlib.sha256(data).digest(), not extra, synced.path,
+        # Nothing added: the bytes are the shape's, whose SHA-256 the rebuild was checked against.
+        sha256 = hashlib.sha256(data).digest() if extra else shape.sha256
+        return AgentFile(session_id, data, sha256, not extra, synced.path,
                          v3 if isinstance(v3, dict) else _v3_header(header), cwd, notes, extra)
     v3 = _v3_header(header)
     data = b"".join([jsonio.dumps(v3), b"\n", *(text + b"\n" for text in texts)])

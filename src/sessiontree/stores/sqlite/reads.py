@@ -83,7 +83,8 @@ class SqliteReads(SqliteConnection):
         if not self._has_crc:
             return SessionTexts.of(session_id, self.load(session_id))
         key = to_db(session_id)
-        with self.read_transaction() as conn:
+        # gc_paused: a row tuple per entry and no cycle (see sessiontree.format.gcpause)
+        with self.read_transaction() as conn, gc_paused():
             if not self.has_schema(conn):
                 raise SessionNotFoundError(session_id, self.url)
             row = conn.execute("SELECT header_json, header_crc FROM sessions WHERE id = ?", (key,)).fetchone()
@@ -96,10 +97,10 @@ class SqliteReads(SqliteConnection):
             self._check_crcs(conn, session_id, row, texts, crcs)
         header = self._parse_header(row[0] if isinstance(row[0], bytes)
                                     else row[0].encode("utf-8", "surrogatepass"), key)
-        if not all(text.__class__ is bytes for text in texts):  # a str stored by hand: its bytes, as load
+        if {*map(type, texts)} - {bytes}:  # a str stored by hand: its bytes, as load gives them
             texts = tuple(text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
                           for text in texts)
-        if not all(kind.__class__ is str for kind in types):  # a type with a lone surrogate is a BLOB
+        if {*map(type, types)} - {str}:  # a type with a lone surrogate is stored as a BLOB
             types = tuple(from_db(kind) for kind in types)
         return SessionTexts(session_id, header, texts, types)
 
