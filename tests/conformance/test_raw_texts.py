@@ -147,3 +147,41 @@ def test_restore_counts_what_the_agent_will_not_see_from_the_texts(store):
     # the file is the stored texts, each on its line, after a format-3 header
     lines = agent_file(store, SID).data.split(b"\n")
     assert lines[1:-1] == list(store.read_texts(SID).texts) and lines[-1] == b""
+
+
+class _WithoutRawTexts:
+    """A store seen without the optional capability (a store class written elsewhere)."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "read_texts":
+            raise AttributeError(name)
+        return getattr(self._store, name)
+
+
+def test_a_store_without_read_texts_gives_the_same_file_through_read(store):
+    _create(store)
+    plain = _WithoutRawTexts(store)
+    assert not isinstance(plain, RawTexts)
+    for agent in ("pi", "atomic"):
+        expected, fallback = agent_file(store, SID, agent=agent), agent_file(plain, SID, agent=agent)
+        assert (fallback.data, fallback.sha256, fallback.notes) == (expected.data, expected.sha256, expected.notes)
+
+
+def test_a_record_stored_as_text_is_given_as_its_bytes(store, tmp_path):
+    if store.kind != "sqlite":
+        pytest.skip("only SQLite can hold a record as TEXT (written by hand)")
+    import zlib
+
+    _create(store)
+    text = '{"type":"custom","id":"e5","parentId":"e4","timestamp":"2026-01-01T00:00:00.000Z",' \
+           '"customType":"t","data":{"é":1}}'
+    conn = sqlite3.connect(tmp_path / "db" / "sessions.db")
+    with conn:
+        conn.execute("UPDATE entries SET json = ?, crc = ? WHERE id = 'e5'", (text, zlib.crc32(text.encode())))
+    conn.close()
+    texts = store.read_texts(SID)
+    assert list(texts.texts)[4] == text.encode() == store.read(SID).entry_bytes(4)
+    assert all(isinstance(t, bytes) for t in texts.texts)
