@@ -29,6 +29,7 @@ from sessiontree.core.render import entry_kind, entry_summary
 from sessiontree.core.tree import loaded_leaf_id
 from sessiontree.core.usagerecords import UsageRecord, records_from_entries
 from sessiontree.errors import SessionError
+from sessiontree.format.gcpause import gc_paused
 from sessiontree.format.types import Entry
 from sessiontree.stores.base import SessionStore
 from sessiontree.usage.report import PriceCatalog, Totals, price_records
@@ -189,6 +190,7 @@ class _Sessions:
             self.manager = None
             self.store = source
         self.loaded: dict[str, Sequence[Entry]] = {}
+        self.indexes: dict[str, dict[str, Entry]] = {}
 
     def resolve(self, text: str) -> str:
         """The one session id equal to or starting with ``text``."""
@@ -216,6 +218,14 @@ class _Sessions:
             else:
                 found = self.store.read(session_id).entries
             self.loaded[session_id] = found
+        return found
+
+    def index(self, session_id: str) -> dict[str, Entry]:
+        """``{id: entry}`` of a loaded session's entries, built once."""
+        found = self.indexes.get(session_id)
+        if found is None:
+            found = self.indexes[session_id] = {
+                e["id"]: e for e in self.entries(session_id) if isinstance(e.get("id"), str)}
         return found
 
 
@@ -251,6 +261,9 @@ def _side(sessions: _Sessions, session_id: str, spec: str) -> _Side:
         if leaf is None:
             raise DiffInputError(f"session {sid} has no leaf to compare")
         return _Side(sid, entries, leaf)
+    whole = sessions.index(sid).get(leaf_text)
+    if whole is not None and whole.get("type") != "leaf":  # a whole id: no need to list them all
+        return _Side(sid, entries, leaf_text)
     return _Side(sid, entries, _unique(leaf_text, _entry_ids(entries), f"entry of session {sid}"))
 
 
@@ -344,13 +357,22 @@ def diff_branches(source: OpenSession | SessionStore, session_id: str, a: str | 
     """
     if cost not in ("auto", "recorded", "catalog"):
         raise ValueError(f"unknown cost mode {cost!r}: expected one of auto, recorded, catalog")
+    # Comparing allocates per entry and makes no reference cycles: the cyclic collector's
+    # passes over a large loaded session would find nothing (docs/decisions/gc-pause.md).
+    with gc_paused():
+        return _diff(source, session_id, a, b, context, cost, catalog)
+
+
+def _diff(source: OpenSession | SessionStore, session_id: str, a: str | None, b: str | None, context: bool,
+          cost: str, catalog: PriceCatalog | None) -> BranchComparison:
     sessions = _Sessions(source)
     sid = sessions.resolve(session_id)
     side_a, side_b = _defaults(sessions, sid, a, b)
     same_session = side_a.session_id == side_b.session_id
     projections = (sessions.projection(side_a), sessions.projection(side_b)) if context else (None, None)
     diff = compare_paths(side_a.entries, side_a.leaf, side_b.entries, side_b.leaf, same_session=same_session,
-                         with_context=context, projections=projections)
+                         with_context=context, projections=projections,
+                         indexes=(sessions.index(side_a.session_id), sessions.index(side_b.session_id)))
     usage: dict[str, Totals] = {}
     used: str | None = None
     for name, records in _split_usage(diff).items():
