@@ -309,7 +309,7 @@ def column_stats(entries: Iterable[Entry]) -> ColumnStats:
     stamps = [entry.get("timestamp") for entry in entries]
     # Format-4 stamps ("2026-03-02T09:00:00.000Z", 24 characters) order as strings, so
     # only the earliest and latest are parsed; any other form is parsed where it stands.
-    plain = [raw for raw in stamps if raw.__class__ is str and len(raw) == 24 and raw[-1] == "Z"]
+    plain = [raw for raw in stamps if isinstance(raw, str) and len(raw) == 24 and raw[-1] == "Z"]
     if len(plain) != len(stamps):
         for raw in stamps:
             if not (isinstance(raw, str) and len(raw) == 24 and raw[-1] == "Z"):
