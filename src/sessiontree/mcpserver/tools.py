@@ -397,11 +397,12 @@ class SessionReader:
                 yield scrub.fields(row, "label", "summary") if scrub is not None else row
 
         entries_index = {e["id"]: n for n, e in enumerate(entries)}
+        shown_header: Mapping[str, Any] = header
         if scrub is not None:
-            header = scrub.entry(header)
+            shown_header = scrub.entry(header)
             scrub.fields(info, *_INFO_TEXT)
             labels = {target: scrub.text(label) for target, label in labels.items()}
-        head = {"sessionId": session_id, "header": header, "info": info, "entryCount": len(entries),
+        head = {"sessionId": session_id, "header": shown_header, "info": info, "entryCount": len(entries),
                 "activeLeafId": leaf_id, "activeBranchLength": len(branch), "leafCount": len(tips),
                 "labels": labels, "usage": usage,
                 "branchPoints": [{"id": parent, "childIds": kids} for parent, kids in points.items()]}
