@@ -701,3 +701,24 @@ def test_redacted_snippets_drop_the_word_cut_at_a_clipped_edge():
                                        "highlights": [[2, 8]]}
     whole = {"title": "t", "sessionName": None, "snippet": "needle at the start", "highlights": [[0, 6]]}
     assert Scrubber().snippet(dict(whole)) == whole
+
+
+@pytest.mark.parametrize("kind", ["memory", "jsonl", "sqlite"])
+def test_redacted_search_reads_each_hit_whole_on_every_store(kind, tmp_path):
+    # "password: X" is a secret only at its line's end: the snippet shows the line break as a
+    # space, so only the scan of the stored entry finds it; every store must give that entry.
+    secret = "Correct9Horse7Battery"
+    store = make_store(kind, tmp_path)
+    try:
+        store.create(header(S4, "/proj/delta", "2026-03-02T12:00:00.000Z"),
+                     [_user("p1", None, 1, f"password: {secret}\nneedle"),
+                      _user("p2", "p1", 2, f"needle\npassword: {secret}")])
+        reader = SessionReader(store)
+        plain = reader.search_sessions("needle")
+        assert sorted(secret in h["snippet"] for h in plain["hits"]) == [True, True]
+        redacted = reader.search_sessions("needle", redact=True)
+        assert sorted(h["snippet"] for h in redacted["hits"]) == [
+            "needle password: [REDACTED:secret-assignment:1]", "password: [REDACTED:secret-assignment:1] needle"]
+        assert redacted["redactedSecrets"] == 1
+    finally:
+        store.close()

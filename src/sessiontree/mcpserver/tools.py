@@ -272,13 +272,20 @@ class SessionReader:
             raise ToolInputError(f"entry prefix {prefix!r} is ambiguous: it matches {', '.join(matches[:5])}")
         return str(matches[0])
 
-    def _stored_entry(self, session_id: str, entry_id: str) -> dict[str, Any] | None:
-        """One stored entry (indexed on SQLite and PostgreSQL), or ``None`` when it cannot be read now."""
+    def _stored_entry(self, session_id: str, entry_id: str,
+                      whole: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any] | None:
+        """One stored entry, or ``None`` when it cannot be read now. Looked up by id where the
+        store indexes ids (SQLite, PostgreSQL); elsewhere the session is read once per call and
+        kept in ``whole`` (session id -> entries by id), the cost of one lookup there anyway."""
         try:
-            found = self.store.read_entries(session_id, [entry_id])
+            if self.store.partial_reads:
+                found = self.store.read_entries(session_id, [entry_id])
+                return found[0] if found else None
+            if session_id not in whole:
+                whole[session_id] = {e["id"]: e for e in self.store.read(session_id).entries}
         except (SessionError, OSError):
             return None
-        return found[0] if found else None
+        return whole[session_id].get(entry_id)
 
     # ------------------------------------------------------------------ tools
 
@@ -307,8 +314,9 @@ class SessionReader:
                         until=_when(until, "until", end=True), session=session_id, limit=offset + count)
         hits = (hit.to_dict() for hit in result.hits)
         if scrub is not None:
-            hits = (scrub.snippet(hit, self._stored_entry(hit["sessionId"], hit["entryId"])) if n >= offset else hit
-                    for n, hit in enumerate(hits))
+            read: dict[str, dict[str, dict[str, Any]]] = {}
+            hits = (scrub.snippet(hit, self._stored_entry(hit["sessionId"], hit["entryId"], read)) if n >= offset
+                    else hit for n, hit in enumerate(hits))
         page = take_page(hits, offset, count, max(budget - PAGING_RESERVE - json_size(query), budget // 4),
                          has_more=lambda: result.more)
         return {"query": query, "hits": page.items, **page_fields(page, "search_sessions", shape, budget, "hits"),
