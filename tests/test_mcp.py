@@ -722,3 +722,31 @@ def test_redacted_search_reads_each_hit_whole_on_every_store(kind, tmp_path):
         assert redacted["redactedSecrets"] == 1
     finally:
         store.close()
+
+
+def test_hostile_text_without_secrets_passes_redaction_unchanged(tmp_path):
+    """Redaction replaces secrets only: the hostile session's escapes, bidi controls, fake protocol
+    text and lone surrogate (U+FFFD on the way out, as without redact) come through as they were."""
+    from test_terminal_safety import HOSTILE, _id, _write_sessions
+    from test_terminal_safety import SID as HOSTILE_SID
+
+    _write_sessions(tmp_path / "in")
+    db = str(tmp_path / "hostile.db")
+    run_cli(db, "import", str(tmp_path / "in"), code=1)
+    h = HOSTILE.replace("\ud800", "\ufffd")
+    p4 = _id("p4").replace("\ud800", "\ufffd")
+    calls = [("search_sessions", {"query": "answer"}), ("list_sessions", {"include_internal": True}),
+             ("get_session", {"session_id": HOSTILE_SID}), ("get_context", {"session_id": HOSTILE_SID}),
+             ("get_entries", {"session_id": HOSTILE_SID, "around": p4, "before": 1, "after": 1})]
+    plain = _call(db, calls)
+    redacted = _call(db, [(name, {**args, "redact": True}) for name, args in calls])
+    assert [r.is_error for r in redacted] == [False] * 5
+    (hit,) = plain[0].structured_content["hits"]
+    # The snippet is cut at its end, inside a word: that partial word goes (Scrubber.snippet), nothing else.
+    assert hit["snippet"].endswith("tool\x1b]8;;http://evil\x07…")
+    hit["snippet"] = hit["snippet"][:hit["snippet"].rindex(" ") + 1] + "…"
+    for before, after in zip(plain, redacted, strict=True):
+        data = dict(after.structured_content)
+        assert data.pop("redactedSecrets") == 0
+        assert data == before.structured_content
+    assert redacted[3].structured_content["messages"][-1]["message"]["content"] == "last " + h
