@@ -23,7 +23,6 @@ from sessiontree.cli.common import (
     resolve_session_id,
     stdout_console,
 )
-from sessiontree.core.secrets import Finding, scan_entries
 from sessiontree.core.textsafe import safe_line
 
 
@@ -44,6 +43,10 @@ def secrets_cmd(app: App, sessions: tuple[str, ...], all_: bool, as_json: bool) 
     if not all_ and not sessions:
         raise click.UsageError("give at least one session id, or --all")
     ids = app.store.session_ids() if all_ else [resolve_session_id(app, s) for s in sessions]
+    # Imported here: the scanner loads detect-secrets (and requests), which no other
+    # command needs at start.
+    from sessiontree.core.secrets import Finding, scan_entries
+
     results: list[tuple[str, list[Finding]]] = []
     with busy_spinner("Scanning for secrets…"):
         for session_id in ids:
