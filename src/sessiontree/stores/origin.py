@@ -21,12 +21,13 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Iterable, Mapping
 
 import platformdirs
 
 from sessiontree.stores.base import Provenance
 
-__all__ = ["host_name", "machine_id", "origin_here", "storable"]
+__all__ = ["host_name", "machine_id", "matching_sessions", "origin_here", "storable"]
 
 _MACHINE_ID_FILES = ("/etc/machine-id", "/var/lib/dbus/machine-id")
 
@@ -110,3 +111,16 @@ def origin_here(session_id: str, *, agent: str = "", source: str = "") -> Proven
     """
     return Provenance(session_id, host_name(), machine_id(), _user(), storable(agent), storable(source),
                       int(time.time() * 1000))
+
+
+def matching_sessions(origins: Mapping[str, Provenance], hosts: Iterable[str] = (),
+                      users: Iterable[str] = ()) -> set[str]:
+    """The ids whose origin matches: its host is one of ``hosts`` (host names compare
+    without regard to case, as DNS does; a machine id matches too) and its user one of
+    ``users`` (exactly); an empty filter matches everything. A session without an
+    origin never matches a non-empty filter."""
+    host_set = {host.casefold() for host in hosts}
+    user_set = set(users)
+    return {session_id for session_id, origin in origins.items()
+            if (not host_set or origin.host.casefold() in host_set or origin.machine_id in host_set)
+            and (not user_set or origin.user in user_set)}
