@@ -90,3 +90,24 @@ def test_stats_by_host_user_and_filtered(team):
     only_a = run_cli_json(team, "stats", "--by", "model", "--host", "laptop-a", "--json")
     assert (only_a["totals"]["calls"], only_a["totals"]["inputTokens"], only_a["totals"]["cost"]) == (1, 100, "0.25")
     assert "laptop-b" in run_cli(team, "stats", "--by", "host").stdout
+
+
+def test_the_viewer_shows_and_filters_by_origin(team):
+    from starlette.testclient import TestClient
+
+    from sessiontree.stores import open_store
+    from sessiontree.web.app import create_app
+
+    store = open_store(team, readonly=True)
+    try:
+        client = TestClient(create_app(store), base_url="http://127.0.0.1:8765")
+        page = client.get("/").text
+        assert "alice@laptop-a" in page and "bob@laptop-b" in page
+        assert '<option value="laptop-a">' in page
+        only_bob = client.get("/?user=bob").text
+        assert f"/s/{B}" in only_bob and f"/s/{A}" not in only_bob
+        found = client.get("/?q=frobnicate&host=laptop-a").text
+        assert f"/s/{A}" in found and f"/s/{B}" not in found
+        assert "from alice@laptop-a" in client.get(f"/s/{A}").text
+    finally:
+        store.close()
