@@ -75,7 +75,8 @@ def test_import_records_this_host_and_the_file(store, tmp_path, monkeypatch):
         "desk", "cccc", "carol", "", str(path))
     # A second import is refused (the id is stored) and changes nothing.
     _as(monkeypatch, "other", "dddd", "dave")
-    assert list(import_files([path], store))[0].error is not None
+    [again] = list(import_files([path], store))
+    assert again.error is not None
     assert store.provenances()[SID] == origin
 
 

@@ -1079,7 +1079,7 @@ def run_lock(store: SessionStore, on_busy: Callable[[], None] | None = None) -> 
 
 
 def watch(roots: Sequence[str], on_change: Callable[[list[str]], None], stop: threading.Event,
-          *, debounce_ms: int = 400) -> None:
+          *, debounce_ms: int = 400, on_ready: Callable[[], None] | None = None) -> None:
     """Call ``on_change(paths)`` with the ``*.jsonl`` files that changed under ``roots``,
     debounced, until ``stop`` is set (``watchfiles``). Files removed meanwhile are left out.
 
@@ -1088,6 +1088,10 @@ def watch(roots: Sequence[str], on_change: Callable[[list[str]], None], stop: th
         on_change: gets the sorted absolute paths of changed files that still exist.
         stop: set it (e.g. from a SIGINT handler) to end the watch after the current batch.
         debounce_ms: changes within this window are grouped into one batch.
+        on_ready: called once, when the watch is known to be running (its first
+            batch or timeout): a file an agent appended to after the caller's first
+            sync but before the watch began gives no event, so the caller syncs
+            everything once more then (unchanged files cost a ``stat``).
     """
     import watchfiles  # imported on use: only --watch needs it
 
@@ -1096,7 +1100,10 @@ def watch(roots: Sequence[str], on_change: Callable[[list[str]], None], stop: th
 
     for changes in watchfiles.watch(*roots, watch_filter=only_sessions, debounce=debounce_ms,
                                     stop_event=stop, raise_interrupt=False, rust_timeout=500,
-                                    yield_on_timeout=False):
+                                    yield_on_timeout=True):
+        if on_ready is not None:
+            ready, on_ready = on_ready, None
+            ready()
         paths = sorted({os.path.abspath(path) for _, path in changes if os.path.isfile(path)})
         if paths:
             on_change(paths)
