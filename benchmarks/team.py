@@ -190,7 +190,7 @@ def reader(url: str, stop: Any, results: Any, seed: int) -> None:
 
     rng = random.Random(seed)
     store = PostgresStore(url, readonly=True)
-    searches: list[float] = []
+    searches: list[tuple[str, float]] = []
     stats: dict[str, list[float]] = {by: [] for by in STATS_GROUPINGS}
     turn = 0
     while not stop.is_set():
@@ -201,9 +201,10 @@ def reader(url: str, stop: Any, results: Any, seed: int) -> None:
             usage_report(store, by=by, tz="UTC")
             stats[by].append(time.perf_counter() - start)
         else:
+            words = rng.choice(SEARCHES)
             start = time.perf_counter()
-            search(store, rng.choice(SEARCHES), limit=50)
-            searches.append(time.perf_counter() - start)
+            search(store, words, limit=50)
+            searches.append((words, time.perf_counter() - start))
         time.sleep(0.05)
     results.put(("reader", searches, stats))
     store.close()
@@ -316,8 +317,12 @@ def run(url: str, args: argparse.Namespace, tmp: str) -> dict[str, Any]:
         "latency_p50": _pct(latencies, 0.5), "latency_p99": _pct(latencies, 0.99), "latency_max": max(latencies,
                                                                                                      default=0),
         "probes": len(latencies), "unresolved": unresolved,
-        "search_p50": _pct(outcome["searches"], 0.5), "search_p95": _pct(outcome["searches"], 0.95),
+        "search_p50": _pct([t for _w, t in outcome["searches"]], 0.5),
+        "search_p95": _pct([t for _w, t in outcome["searches"]], 0.95),
         "searches": len(outcome["searches"]),
+        "search_by_query": {words: (_pct([t for w, t in outcome["searches"] if w == words], 0.5),
+                                    _pct([t for w, t in outcome["searches"] if w == words], 0.95))
+                            for words in SEARCHES},
         "stats": {by: (statistics.median(t) if t else float("nan"), max(t, default=float("nan")), len(t))
                   for by, t in outcome["stats"].items()},
         "db_bytes": size, "entries_total": total, "bytes_per_million": size / max(total, 1) * 1_000_000,
@@ -389,6 +394,8 @@ def main() -> None:
           f"max {result['latency_max'] * ms:.0f} ms ({result['probes']} probes, {result['unresolved']} never found)")
     print(f"search under load: p50 {result['search_p50'] * ms:.0f} ms, p95 {result['search_p95'] * ms:.0f} ms "
           f"({result['searches']} searches)")
+    for words, (p50, p95) in result["search_by_query"].items():
+        print(f"  search {words!r}: p50 {p50 * ms:.0f} ms, p95 {p95 * ms:.0f} ms")
     for by, (median, worst, n) in result["stats"].items():
         print(f"stats --by {by}: median {median * ms:.0f} ms, max {worst * ms:.0f} ms ({n} runs)")
     print(f"database {result['db_bytes'] / 2**20:,.0f} MiB: {result['bytes_per_million'] / 2**30:.2f} GiB "
