@@ -109,8 +109,11 @@ def main() -> None:
                 raise SystemExit(f"diff exited {done.returncode}: {done.stderr.decode()[:500]}")
     print(f"{args.n:,} entries, {args.shared:,} shared, {len(result.diff.rows):,} aligned rows")
     print(f"diff_branches from an open manager: {statistics.median(library) * 1000:8.1f} ms wall, "
-          f"{statistics.median(cpu) * 1000:8.1f} ms CPU (median of {args.reps})")
-    print(f"sessiontree diff --json (process):  {statistics.median(command) * 1000:8.1f} ms (median of {args.reps})")
+          f"{statistics.median(cpu) * 1000:8.1f} ms CPU (median of {args.reps}; fastest "
+          f"{min(library) * 1000:.1f} ms wall, {min(cpu) * 1000:.1f} ms CPU)")
+    print(f"sessiontree diff --json (process):  {statistics.median(command) * 1000:8.1f} ms (median of {args.reps}; "
+          f"fastest {min(command) * 1000:.1f} ms)")
+    print(f"load average {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores")
 
 
 if __name__ == "__main__":

@@ -374,3 +374,14 @@ def test_the_session_page_shows_the_resume_command_and_starts_nothing(store, _fa
     store_only = TestClient(create_app(store), base_url="http://127.0.0.1:8765").get(f"/s/{SID}").text
     assert f'<code id="resume-command">sessiontree resume {SID}</code>' in store_only
     assert not path.exists()
+
+
+def test_other_agents_folders_are_never_archived(store, _fake_home):
+    pi_file = _old_synced(_fake_home, store)
+    claude = _fake_home / ".claude" / "projects" / "-home-me-project"
+    claude.mkdir(parents=True)
+    foreign = claude / "0b4c-session.jsonl"
+    foreign.write_bytes(b'{"type":"summary","summary":"x","leafUuid":"u1"}\n')
+    os.utime(foreign, (OLD, OLD))
+    report = archive(store, older_than=86400.0, dry_run=True)
+    assert [(r.path, r.status) for r in report.files] == [(str(pi_file), "would archive")]

@@ -27,7 +27,7 @@ from sessiontree.stores.sqlite.store import SqliteStore
 
 PLAIN = {
     "get_leaf_id", "get_leaf_entry", "get_entry", "get_branch", "get_tree", "get_children", "get_label",
-    "build_session_projection", "build_session_context", "build_historical_projection", "build_context_entries", "get_entries", "get_header",
+    "build_session_projection", "build_session_context", "build_historical_projection", "build_context_entries", "get_entries", "get_entry_index", "get_header",
     "get_session_name", "get_session_name_state", "get_cwd", "get_session_dir", "get_session_id",
     "get_session_store", "is_persisted",
 }

@@ -86,3 +86,32 @@ def test_hostile_content_never_runs(browser, server):
         assert browser.execute_script(
             "return document.querySelectorAll('[onerror], iframe, a[href^=\"javascript:\"], .cmp-rows script')"
             ".length") == 0
+
+
+def test_the_exported_comparison_opens_without_script_and_hostile_text_stays_text(browser, tmp_path):
+    """``export --format html --compare``: the folded comparison opens on a click (no
+    script needed), and the hostile text of both branches shows as text."""
+    from sessiontree import SessionManager
+    from sessiontree.compare import diff_branches
+    from sessiontree.core.branchdiff import leaf_ids
+    from sessiontree.stores.memory import MemoryStore
+    from sessiontree.web.page import render_session_document
+
+    store = MemoryStore()
+    add_hostile_branches(store)
+    manager = SessionManager.open(store, EVIL)
+    active = manager.get_leaf_id()
+    other = next(leaf for leaf in leaf_ids(manager.get_entries()) if leaf != active)
+    page = tmp_path / "export.html"
+    page.write_text(render_session_document(manager, diff_branches(manager, EVIL, active, other)), "utf-8")
+    browser.get(page.as_uri())
+    wait(browser, lambda d: css(d, "details.export-compare > summary"))
+    assert not css(browser, "details.export-compare .cmp-rows")[0].is_displayed()  # folded
+    css(browser, "details.export-compare > summary")[0].click()
+    wait(browser, lambda d: css(d, "details.export-compare .cmp-rows")[0].is_displayed())
+    text = css(browser, "details.export-compare")[0].text
+    assert "<script>window.__pwned" in text and "javascript:window.__pwned" in text
+    assert browser.execute_script("return window.__pwned === undefined")
+    assert browser.execute_script(
+        "return document.querySelectorAll('.export-compare [onerror], .export-compare iframe, "
+        ".export-compare a[href^=\"javascript:\"], .export-compare script, .export-compare img').length") == 0

@@ -236,3 +236,22 @@ def test_an_agent_appending_while_sync_reads(store, _fake_home):
     Syncer(store).sync_file(str(path))
     assert syncer_runs > 1
     assert stored_entries(store) == file_entries(path)
+
+
+def test_a_record_over_the_stored_record_limit_is_rejected_with_its_line(store, _fake_home, monkeypatch):
+    from sessiontree.format import bounds
+
+    monkeypatch.setattr(bounds, "MAX_RECORD_BYTES", 4096)
+    path = agent_file(_fake_home, n=2)
+    # Line 4: a message of 5,000 characters, over the limit; the file grows by it.
+    big = record(f"{3:08x}", f"{2:08x}", "x" * 5000)
+    assert sync_one(store, path).status == "new"
+    append(path, [big])
+    result = sync_one(store, path)
+    assert (result.status, result.line) == ("rejected", 4)
+    assert "over the 4,096 bytes one stored record may hold" in (result.reason or "")
+    assert len(store.read(SID).entries) == 2
+    fresh = agent_file(_fake_home, session_id=OTHER, n=1)
+    append(fresh, [record(f"{2:08x}", f"{1:08x}", "y" * 5000)])
+    whole = sync_one(store, fresh)
+    assert (whole.status, whole.line) == ("rejected", 3) and not store.exists(OTHER)

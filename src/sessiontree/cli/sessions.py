@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.cells import cell_len
@@ -18,6 +18,7 @@ from sessiontree.cli.common import (
     busy_spinner,
     cli,
     cut_left,
+    describe_error,
     echo_line,
     open_session_readonly,
     pass_app,
@@ -40,6 +41,9 @@ from sessiontree.format.outfile import write_atomic
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.origin import matching_sessions
 from sessiontree.sync.provenance import agent_format
+
+if TYPE_CHECKING:
+    from sessiontree.compare.branches import BranchComparison
 
 # --------------------------------------------------------------------------- list
 
@@ -419,8 +423,13 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
 @click.option("--redact/--no-redact", "redact", default=None,
               help="Replace secrets (API keys, tokens, passwords) by [REDACTED:kind:N] placeholders "
                    "(docs/secrets.md). Default: on for markdown and html, off for jsonl and source.")
+@click.option("--compare", "compare_leaf", metavar="LEAF",
+              help="With --format html: also include a comparison of the active branch (A) with the branch "
+                   "ending at LEAF (B: an entry id of the session or a unique prefix), its summary and aligned "
+                   "rows, raw and model's view, as the viewer's compare page shows them (docs/diff.md).")
 @pass_app
-def export_cmd(app: App, session: str, output: Path | None, fmt: str, redact: bool | None) -> None:
+def export_cmd(app: App, session: str, output: Path | None, fmt: str, redact: bool | None,
+               compare_leaf: str | None) -> None:
     """Export a session as a format-4 JSONL file, a Markdown transcript or an HTML page.
 
     The Markdown transcript shows control, bidi and invisible characters of
@@ -432,6 +441,11 @@ def export_cmd(app: App, session: str, output: Path | None, fmt: str, redact: bo
     with --redact (a valid session file, its header marked "redacted"). The
     stored session is never changed.
     """
+    if compare_leaf is not None and fmt != "html":
+        raise click.UsageError("--compare needs --format html")
+    if compare_leaf is not None and ":" in compare_leaf:
+        raise click.UsageError("--compare takes an entry of the exported session "
+                               "(SESSION:LEAF is for sessiontree diff)")
     session_id = resolve_session_id(app, session)
     if redact is None:
         redact = fmt in ("markdown", "html")  # jsonl and source are the stored bytes unless asked
@@ -460,8 +474,11 @@ def export_cmd(app: App, session: str, output: Path | None, fmt: str, redact: bo
         from sessiontree.web.page import render_session_document
 
         manager = SessionManager.from_parsed(parsed)
+        # Compared from the exported (redacted unless --no-redact) entries: the comparison
+        # shows nothing the page does not.
+        comparison = None if compare_leaf is None else _export_comparison(manager, session_id, compare_leaf)
         with busy_spinner("Rendering…"):
-            data = render_session_document(manager).encode("utf-8")
+            data = render_session_document(manager, comparison).encode("utf-8")
     else:
         manager = SessionManager.from_parsed(parsed)
         title = manager.get_session_name()
@@ -482,3 +499,23 @@ def export_cmd(app: App, session: str, output: Path | None, fmt: str, redact: bo
     echo_line(f"Exported {session_id} to {output}", err=True)
 
 
+def _export_comparison(manager: SessionManager, session_id: str, leaf: str) -> BranchComparison:
+    """``export --compare``: the active branch (A) compared with the branch ending at ``leaf``
+    (B), or a one-line error, exit status 2, when there is nothing to compare with."""
+    from sessiontree.compare.branches import diff_branches
+    from sessiontree.errors import SessionError
+
+    active = manager.get_leaf_id()
+    if active is None:
+        raise BadCompareLeaf(f"session {session_id} has no branch to compare")
+    try:
+        with busy_spinner("Comparing branches…"):
+            return diff_branches(manager, session_id, active, leaf)
+    except (SessionError, ValueError) as exc:
+        raise BadCompareLeaf(f"--compare: {describe_error(exc)}") from exc
+
+
+class BadCompareLeaf(UserError):
+    """``export --compare LEAF`` names no entry of the session: exit status 2, as ``diff``."""
+
+    exit_code = 2

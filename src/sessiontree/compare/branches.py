@@ -10,15 +10,15 @@ Cost rule (docs/diff.md, the rules of docs/usage.md): the billed records of each
 path (:func:`sessiontree.core.usagerecords.records_from_entries`) are matched by
 their de-duplication key, so a call copied into a fork is recognised by its content;
 a key held ``n`` times on A and ``m`` times on B puts ``min(n, m)`` calls in
-``common`` and the rest in ``a`` or ``b``. Each column is priced by
-:func:`sessiontree.usage.report.price_records` (recorded cost, catalogue estimate
-where missing, unpriced calls named).
+``common`` and the rest in ``a`` or ``b``. Each column is priced as
+:func:`sessiontree.usage.report.price_records` prices (recorded cost, catalogue
+estimate where missing, unpriced calls named).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
@@ -27,11 +27,18 @@ from sessiontree.core.branchdiff import BranchDiff, ColumnStats, ContextRow, Sid
 from sessiontree.core.projection import SessionProjection
 from sessiontree.core.render import entry_kind, entry_summary
 from sessiontree.core.tree import loaded_leaf_id
-from sessiontree.core.usagerecords import UsageRecord, records_from_entries
+from sessiontree.core.usagerecords import (
+    UsageRecord,
+    UsageRow,
+    records_from_entries,
+    rows_from_entries,
+    rows_from_records,
+)
 from sessiontree.errors import SessionError
+from sessiontree.format.gcpause import gc_paused
 from sessiontree.format.types import Entry
 from sessiontree.stores.base import SessionStore
-from sessiontree.usage.report import PriceCatalog, Totals, price_records
+from sessiontree.usage.report import PriceCatalog, Totals, price_rows, rows_query
 
 __all__ = ["SCHEMA_VERSION", "BranchComparison", "DiffInputError", "OpenSession", "diff_branches"]
 
@@ -189,6 +196,7 @@ class _Sessions:
             self.manager = None
             self.store = source
         self.loaded: dict[str, Sequence[Entry]] = {}
+        self.indexes: dict[str, Mapping[str, Entry]] = {}
 
     def resolve(self, text: str) -> str:
         """The one session id equal to or starting with ``text``."""
@@ -216,6 +224,19 @@ class _Sessions:
             else:
                 found = self.store.read(session_id).entries
             self.loaded[session_id] = found
+        return found
+
+    def index(self, session_id: str) -> Mapping[str, Entry]:
+        """``{id: entry}`` of a loaded session's entries: the manager's own index for its
+        session when it offers one, else built once."""
+        found = self.indexes.get(session_id)
+        if found is None:
+            kept = getattr(self.manager, "get_entry_index", None)
+            if kept is not None and self.manager is not None and session_id == self.manager.get_session_id():
+                found = kept()
+            else:
+                found = {e["id"]: e for e in self.entries(session_id) if isinstance(e.get("id"), str)}
+            self.indexes[session_id] = found
         return found
 
 
@@ -251,6 +272,9 @@ def _side(sessions: _Sessions, session_id: str, spec: str) -> _Side:
         if leaf is None:
             raise DiffInputError(f"session {sid} has no leaf to compare")
         return _Side(sid, entries, leaf)
+    whole = sessions.index(sid).get(leaf_text)
+    if whole is not None and whole.get("type") != "leaf":  # a whole id: no need to list them all
+        return _Side(sid, entries, leaf_text)
     return _Side(sid, entries, _unique(leaf_text, _entry_ids(entries), f"entry of session {sid}"))
 
 
@@ -281,36 +305,40 @@ def _defaults(sessions: _Sessions, session_id: str, a: str | None, b: str | None
 # --------------------------------------------------------------------------- cost columns
 
 
-def _split_usage(diff: BranchDiff) -> dict[str, list[UsageRecord]]:
-    """The billed records of the two paths split into ``common`` / ``a`` / ``b`` (module
-    docstring). Entries both paths hold as the very same entry (one session's shared
-    history) carry the same records, so they are all common (``min(c + x, c + y) = c +
-    min(x, y)``); only the rest is matched by key, which spares hashing the records of a
-    long shared history. Copies (a fork's entries) are matched by key like the rest."""
+def _split_usage(diff: BranchDiff, cost: str) -> dict[str, list[UsageRow]]:
+    """The billed usage of the two paths split into ``common`` / ``a`` / ``b`` rows, grouped
+    for pricing in ``cost`` mode (module docstring). Entries both paths hold as the very
+    same entry (one session's shared history) carry the same records, so they are all
+    common (``min(c + x, c + y) = c + min(x, y)``): they are summed in one pass, with no
+    key to hash and no record object. Only the rest is matched by key; copies (a fork's
+    entries) are matched by key like the rest."""
     same = 0
     for ea, eb in zip(diff.path_a[:diff.common], diff.path_b[:diff.common], strict=True):
         if ea is not eb:
             break
         same += 1
-    columns: dict[str, list[UsageRecord]] = {
-        "common": list(records_from_entries(diff.path_a[:same], keyed=False)), "a": [], "b": []}
+    query = rows_query(cost)
     records_a = list(records_from_entries(diff.path_a[same:]))
     records_b = list(records_from_entries(diff.path_b[same:]))
     shared = Counter(r.key for r in records_a) & Counter(r.key for r in records_b)
+    common: list[UsageRecord] = []
+    only_a: list[UsageRecord] = []
+    only_b: list[UsageRecord] = []
     left = Counter(shared)
     for record in records_a:
         if left[record.key] > 0:
             left[record.key] -= 1
-            columns["common"].append(record)
+            common.append(record)
         else:
-            columns["a"].append(record)
+            only_a.append(record)
     left = Counter(shared)
     for record in records_b:
         if left[record.key] > 0:
             left[record.key] -= 1
         else:
-            columns["b"].append(record)
-    return columns
+            only_b.append(record)
+    return {"common": rows_from_entries(diff.path_a[:same], query) + rows_from_records(common, query),
+            "a": rows_from_records(only_a, query), "b": rows_from_records(only_b, query)}
 
 
 def diff_branches(source: OpenSession | SessionStore, session_id: str, a: str | None = None,
@@ -344,16 +372,25 @@ def diff_branches(source: OpenSession | SessionStore, session_id: str, a: str | 
     """
     if cost not in ("auto", "recorded", "catalog"):
         raise ValueError(f"unknown cost mode {cost!r}: expected one of auto, recorded, catalog")
+    # Comparing allocates per entry and makes no reference cycles: the cyclic collector's
+    # passes over a large loaded session would find nothing (docs/decisions/gc-pause.md).
+    with gc_paused():
+        return _diff(source, session_id, a, b, context, cost, catalog)
+
+
+def _diff(source: OpenSession | SessionStore, session_id: str, a: str | None, b: str | None, context: bool,
+          cost: str, catalog: PriceCatalog | None) -> BranchComparison:
     sessions = _Sessions(source)
     sid = sessions.resolve(session_id)
     side_a, side_b = _defaults(sessions, sid, a, b)
     same_session = side_a.session_id == side_b.session_id
     projections = (sessions.projection(side_a), sessions.projection(side_b)) if context else (None, None)
     diff = compare_paths(side_a.entries, side_a.leaf, side_b.entries, side_b.leaf, same_session=same_session,
-                         with_context=context, projections=projections)
+                         with_context=context, projections=projections,
+                         indexes=(sessions.index(side_a.session_id), sessions.index(side_b.session_id)))
     usage: dict[str, Totals] = {}
     used: str | None = None
-    for name, records in _split_usage(diff).items():
-        usage[name], name_used = price_records(records, cost=cost, catalog=catalog)
+    for name, rows in _split_usage(diff, cost).items():
+        usage[name], name_used = price_rows(rows, cost=cost, catalog=catalog)
         used = used or name_used
     return BranchComparison(side_a.session_id, side_b.session_id, diff, usage, cost, used)

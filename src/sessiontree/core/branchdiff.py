@@ -32,15 +32,17 @@ from __future__ import annotations
 
 import bisect
 import difflib
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import orjson
 
-from sessiontree.core.projection import INTERRUPTED_TEXT, SessionProjection, build_session_projection, latest_edits
+from sessiontree.core.projection import INTERRUPTED_TEXT, ProjectionBuilder, SessionProjection, latest_edits
 from sessiontree.core.tree import LEAF_ENTRY_TYPE, get_branch, parse_timestamp_ms
 from sessiontree.format import jsonio
+from sessiontree.format.gcpause import gc_paused
 from sessiontree.format.types import Entry
 
 __all__ = [
@@ -191,18 +193,70 @@ def _body(entry: Mapping[str, Any]) -> dict[str, Any]:
     return body
 
 
-def _common_length(path_a: Sequence[Entry], path_b: Sequence[Entry], same_session: bool) -> int:
-    """How many entries from the roots down match (the same entry, or the same content).
+def _common_length(path_a: Sequence[Entry], path_b: Sequence[Entry], same_session: bool, start: int = 0) -> int:
+    """How many entries from the roots down match (the same entry, or the same content);
+    the first ``start`` are known to be the same entries.
 
     Content is compared as values (``==`` on the entries without ids and timestamps),
     which is what equal content keys mean, without encoding a long shared history."""
-    n = 0
-    for ea, eb in zip(path_a, path_b, strict=False):
+    n = start
+    for ea, eb in zip(itertools.islice(path_a, start, None), itertools.islice(path_b, start, None), strict=False):
         if ea is eb or (same_session and ea.get("id") == eb.get("id")) or _body(ea) == _body(eb):
             n += 1
             continue
         break
     return n
+
+
+def _proper_root(path: Sequence[Entry], by_id: Mapping[str, Entry]) -> bool:
+    """Whether the walk that gave ``path`` ended at a root (or a missing parent), not at a
+    repeated id (a parent cycle, where walks from different entries stop differently)."""
+    parent = path[0].get("parentId") if path else None
+    return parent is None or parent not in by_id
+
+
+def _paths(by_a: Mapping[str, Entry], leaf_a: str, by_b: Mapping[str, Entry], leaf_b: str,
+           ) -> tuple[list[Entry], list[Entry], int]:
+    """Both root-to-leaf paths (:func:`~sessiontree.core.tree.get_branch`), the shared
+    history walked once.
+
+    In one session (one index), B's path is walked whole and A's only up to the first
+    entry of B's path it meets: above that entry both paths are the same entries. Any
+    other case walks both.
+
+    Returns:
+        ``(path_a, path_b, known)``: the first ``known`` entries of both paths are the
+        same entries (0 when not worked out this way).
+    """
+    path_b = get_branch(by_b, leaf_b)
+    if by_a is not by_b or not _proper_root(path_b, by_b):
+        return get_branch(by_a, leaf_a), path_b, 0
+    position = {entry["id"]: index for index, entry in enumerate(path_b)}
+    tail: list[Entry] = []
+    seen: set[str] = set()
+    current: Any = leaf_a
+    while current is not None and current not in seen:
+        at = position.get(current)
+        if at is not None:
+            tail.reverse()
+            return path_b[:at + 1] + tail, path_b, at + 1
+        entry = by_a.get(current)
+        if entry is None:
+            break
+        seen.add(current)
+        tail.append(entry)
+        current = entry.get("parentId")
+    tail.reverse()
+    return tail, path_b, 0
+
+
+def _project(entries: Sequence[Entry], leaf: str, by_id: Mapping[str, Entry], path: list[Entry]) -> SessionProjection:
+    """:func:`~sessiontree.core.projection.build_session_projection` of ``leaf`` (trailing
+    calls repaired), given its path so that a plain branch is not walked again (the
+    builder falls back to the general build when the path is not plain)."""
+    branch = list(path) if path and _proper_root(path, by_id) else None
+    with gc_paused():
+        return ProjectionBuilder.build(entries, leaf, by_id, branch=branch).result(True, copy=False)
 
 
 # --------------------------------------------------------------------------- per-column counts
@@ -247,27 +301,26 @@ def _file_path(arguments: Any) -> str | None:
 def column_stats(entries: Iterable[Entry]) -> ColumnStats:
     """Entries, messages, tool calls by name, files touched and time span of ``entries``
     (the rule of :class:`ColumnStats`)."""
-    stats = ColumnStats()
+    entries = entries if isinstance(entries, list) else list(entries)
+    stats = ColumnStats(entries=len(entries))
     files: dict[str, set[str]] = {}
+    # Comprehensions rather than one loop doing everything: each pass runs in C as far as
+    # it can, which counts over a long shared history.
+    stamps = [entry.get("timestamp") for entry in entries]
     # Format-4 stamps ("2026-03-02T09:00:00.000Z", 24 characters) order as strings, so
     # only the earliest and latest are parsed; any other form is parsed where it stands.
-    low: str | None = None
-    high: str | None = None
-    for entry in entries:
-        stats.entries += 1
-        raw = entry.get("timestamp")
-        if isinstance(raw, str) and len(raw) == 24 and raw[-1] == "Z":
-            if low is None or raw < low:
-                low = raw
-            if high is None or raw > high:
-                high = raw
-        else:
-            _widen(stats, parse_timestamp_ms(raw))
-        if entry.get("type") != "message":
-            continue
-        stats.messages += 1
-        message = entry.get("message")
-        if not isinstance(message, Mapping) or message.get("role") != "assistant":
+    plain = [raw for raw in stamps if isinstance(raw, str) and len(raw) == 24 and raw[-1] == "Z"]
+    if len(plain) != len(stamps):
+        for raw in stamps:
+            if not (isinstance(raw, str) and len(raw) == 24 and raw[-1] == "Z"):
+                _widen(stats, parse_timestamp_ms(raw))
+    if plain:
+        _widen(stats, parse_timestamp_ms(min(plain)))
+        _widen(stats, parse_timestamp_ms(max(plain)))
+    messages = [entry.get("message") for entry in entries if entry.get("type") == "message"]
+    stats.messages = len(messages)
+    for message in messages:
+        if not (message.__class__ is dict or isinstance(message, Mapping)) or message.get("role") != "assistant":
             continue
         content = message.get("content")
         for block in content if isinstance(content, list) else ():
@@ -281,8 +334,6 @@ def column_stats(entries: Iterable[Entry]) -> ColumnStats:
                 if path is not None:
                     files.setdefault(path, set()).add(name)
     stats.files = {path: sorted(tools) for path, tools in sorted(files.items())}
-    _widen(stats, parse_timestamp_ms(low))
-    _widen(stats, parse_timestamp_ms(high))
     return stats
 
 
@@ -379,7 +430,11 @@ def _owned(projection: SessionProjection, start: int) -> list[tuple[dict[str, An
     return out
 
 
-def _side(projection: SessionProjection, path: Sequence[Entry]) -> SideContext:
+def _count_synthetic(messages: Iterable[Mapping[str, Any]]) -> int:
+    return sum(1 for m in messages if m.get("role") == "toolResult" and _is_synthetic(m))
+
+
+def _side(projection: SessionProjection, path: Sequence[Entry], edits: Iterable[str], synthetic: int) -> SideContext:
     boundary: str | None = None
     kept = 0
     sources = projection.sources
@@ -391,8 +446,7 @@ def _side(projection: SessionProjection, path: Sequence[Entry]) -> SideContext:
             if path[index] is sources[0] or path[index].get("id") == boundary:
                 kept = len(sources) - 1 - (len(path) - 1 - index)
                 break
-    return SideContext(len(projection.messages), boundary, kept, sorted(latest_edits(path)),
-                       sum(1 for m in projection.messages if _is_synthetic(m)), projection.model,
+    return SideContext(len(projection.messages), boundary, kept, sorted(edits), synthetic, projection.model,
                        projection.thinking_level, projection.context_window, projection.system_message)
 
 
@@ -406,7 +460,7 @@ def context_delta(entries_a: Sequence[Entry], leaf_a: str, path_a: Sequence[Entr
                   entries_b: Sequence[Entry], leaf_b: str, path_b: Sequence[Entry], *,
                   by_a: Mapping[str, Entry] | None = None, by_b: Mapping[str, Entry] | None = None,
                   projections: tuple[SessionProjection | None, SessionProjection | None] = (None, None),
-                  ) -> ContextDelta:
+                  shared: int = 0) -> ContextDelta:
     """Compare what each side's next request would carry (docs/rules/projection.md
     seed:context-building, via :func:`build_session_projection` with trailing calls
     repaired, as for a stored session).
@@ -418,9 +472,15 @@ def context_delta(entries_a: Sequence[Entry], leaf_a: str, path_a: Sequence[Entr
         by_a, by_b: the id index of each side's entries, when the caller has it.
         projections: a side's projection when the caller already holds it (an open
             manager's, for its active leaf); ``None`` builds it.
+        shared: how many entries from the roots down both paths hold as the very same
+            entries (their context edits are read once).
     """
-    proj_a = projections[0] or build_session_projection(entries_a, leaf_a, by_id=by_a)
-    proj_b = projections[1] or build_session_projection(entries_b, leaf_b, by_id=by_b)
+    if by_a is None:
+        by_a = {e["id"]: e for e in entries_a if isinstance(e.get("id"), str)}
+    if by_b is None:
+        by_b = by_a if entries_b is entries_a else {e["id"]: e for e in entries_b if isinstance(e.get("id"), str)}
+    proj_a = projections[0] or _project(entries_a, leaf_a, by_a, list(path_a))
+    proj_b = projections[1] or _project(entries_b, leaf_b, by_b, list(path_b))
     ma, mb = proj_a.messages, proj_b.messages
     common = 0
     for x, y in zip(ma, mb, strict=False):
@@ -433,7 +493,14 @@ def context_delta(entries_a: Sequence[Entry], leaf_a: str, path_a: Sequence[Entr
     kinds_a = [str(m.get("role")) for m, _ in owned_a]
     kinds_b = [str(m.get("role")) for m, _ in owned_b]
     rows = align(owned_a, owned_b, keys_a, keys_b, kinds_a, kinds_b, ContextRow)
-    side_a, side_b = _side(proj_a, path_a), _side(proj_b, path_b)
+    # What both sides share is looked at once: the edits of the shared entries, the
+    # synthetic results among the shared messages.
+    edits = latest_edits(path_a[:shared])
+    edits_a = {**edits, **latest_edits(path_a[shared:])}
+    edits_b = {**edits, **latest_edits(path_b[shared:])}
+    synthetic = _count_synthetic(ma[:common])
+    side_a = _side(proj_a, path_a, edits_a, synthetic + _count_synthetic(ma[common:]))
+    side_b = _side(proj_b, path_b, edits_b, synthetic + _count_synthetic(mb[common:]))
     settings: dict[str, tuple[Any, Any]] = {}
     for name, va, vb in (("model", side_a.model, side_b.model),
                          ("thinkingLevel", side_a.thinking_level, side_b.thinking_level),
@@ -494,6 +561,7 @@ class BranchDiff:
 def compare_paths(entries_a: Sequence[Entry], leaf_a: str, entries_b: Sequence[Entry], leaf_b: str, *,
                   same_session: bool, with_context: bool = True,
                   projections: tuple[SessionProjection | None, SessionProjection | None] = (None, None),
+                  indexes: tuple[Mapping[str, Entry] | None, Mapping[str, Entry] | None] = (None, None),
                   ) -> BranchDiff:
     """Compare the branch ending at ``leaf_a`` with the one ending at ``leaf_b``.
 
@@ -504,21 +572,25 @@ def compare_paths(entries_a: Sequence[Entry], leaf_a: str, entries_b: Sequence[E
         same_session: both sides are one session, so equal ids mean the same entry.
         with_context: also build the model-context delta (two projections).
         projections: projections the caller already holds (see :func:`context_delta`).
+        indexes: each side's ``{id: entry}`` index when the caller has it (the same
+            object for both sides of one session); ``None`` builds it.
 
     Returns:
         A :class:`BranchDiff` (rules in the module docstring).
     """
-    by_a = {e["id"]: e for e in entries_a if isinstance(e.get("id"), str)}
-    by_b = by_a if entries_b is entries_a else {e["id"]: e for e in entries_b if isinstance(e.get("id"), str)}
-    path_a = get_branch(by_a, leaf_a)
-    path_b = get_branch(by_b, leaf_b)
-    common = _common_length(path_a, path_b, same_session)
+    by_a = indexes[0] if indexes[0] is not None else {e["id"]: e for e in entries_a if isinstance(e.get("id"), str)}
+    if indexes[1] is not None:
+        by_b = indexes[1]
+    else:
+        by_b = by_a if entries_b is entries_a else {e["id"]: e for e in entries_b if isinstance(e.get("id"), str)}
+    path_a, path_b, known = _paths(by_a, leaf_a, by_b, leaf_b)
+    common = _common_length(path_a, path_b, same_session, known)
     tail_a, tail_b = path_a[common:], path_b[common:]
     rows = align(tail_a, tail_b, [content_key(e) for e in tail_a], [content_key(e) for e in tail_b],
                  [_kind(e) for e in tail_a], [_kind(e) for e in tail_b], AlignedRow)
     stats = {"common": column_stats(path_a[:common]), "a": column_stats(tail_a), "b": column_stats(tail_b)}
     context = (context_delta(entries_a, leaf_a, path_a, entries_b, leaf_b, path_b, by_a=by_a, by_b=by_b,
-                             projections=projections) if with_context else None)
+                             projections=projections, shared=known) if with_context else None)
     fork_a = path_a[common - 1]["id"] if common else None
     fork_b = path_b[common - 1]["id"] if common else None
     return BranchDiff(leaf_a, leaf_b, path_a, path_b, common, fork_a, fork_b, rows, stats, context)

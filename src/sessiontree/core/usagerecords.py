@@ -78,6 +78,7 @@ __all__ = [
     "dedup_key",
     "records_from_entries",
     "records_from_entry",
+    "rows_from_entries",
     "rows_from_records",
     "timestamp_ms",
 ]
@@ -304,12 +305,16 @@ def records_from_entry(entry: Entry, *, keyed: bool = True) -> list[UsageRecord]
     return []
 
 
+#: Entry types that can carry a billed record (:func:`records_from_entry`).
+_BILLED_KINDS = frozenset({"message", "session_summary", "compaction", "branch_summary", "usage"})
+
+
 def records_from_entries(entries: Iterable[Entry], *, keyed: bool = True) -> Iterator[UsageRecord]:
     """Every billed record of ``entries``, in entry order (all branches: calls on an
     abandoned branch were billed too); ``keyed`` as in :func:`records_from_entry`."""
     for entry in entries:
         kind = entry.get("type")
-        if kind in ("message", "session_summary", "compaction", "branch_summary", "usage"):
+        if kind in _BILLED_KINDS:
             yield from records_from_entry(entry, keyed=keyed)
 
 
@@ -488,6 +493,72 @@ def rows_from_records(records: Iterable[UsageRecord], query: UsageQuery | None =
     rows: dict[tuple[Any, ...], UsageRow] = {}
     for record in records:
         _add(rows, _row_key(None, None, record, False, query), record, 1)
+    return list(rows.values())
+
+
+def rows_from_entries(entries: Iterable[Entry], query: UsageQuery | None = None) -> list[UsageRow]:
+    """``rows_from_records(records_from_entries(entries, keyed=False), query)``, the same
+    rows, without a :class:`UsageRecord` per call: the sum of a long history (the part
+    two branches share) in one pass.
+
+    The common call (an assistant message whose ``usage`` holds four integer token
+    counts in range and a recorded cost that is used as recorded: not
+    :attr:`UsageQuery.price_all`, not :attr:`UsageQuery.by_time`) is added to its row
+    where it stands, each distinct recorded cost converted once; every other record
+    takes the rule of :func:`records_from_entry`.
+    """
+    query = query or UsageQuery(by_time=False)
+    rows: dict[tuple[Any, ...], UsageRow] = {}
+    fast = not query.price_all and not query.by_time
+    nanos_of: dict[tuple[type, Any], int | None] = {}
+    for entry in entries:
+        kind = entry.get("type")
+        if kind not in _BILLED_KINDS:
+            continue
+        if kind == "message":
+            message = entry.get("message")
+            if not isinstance(message, dict):
+                continue  # no record (records_from_entry)
+            role = message.get("role")
+            if role != "assistant":
+                if role != "toolResult":
+                    continue  # no record
+            elif fast and "foreign" not in entry:
+                usage = message.get("usage")
+                if usage.__class__ is dict:
+                    i, o, r, w = usage.get("input"), usage.get("output"), usage.get("cacheRead"), usage.get("cacheWrite")
+                    if (i.__class__ is int and o.__class__ is int and r.__class__ is int and w.__class__ is int
+                            and 0 <= i <= MAX_COUNT and 0 <= o <= MAX_COUNT and 0 <= r <= MAX_COUNT
+                            and 0 <= w <= MAX_COUNT):
+                        cost = usage.get("cost")
+                        total = cost.get("total") if isinstance(cost, dict) else cost
+                        # (class, value): 1, 1.0 and True are equal keys but not equal costs.
+                        cache_key = (total.__class__, total)
+                        try:
+                            nanos = nanos_of[cache_key]
+                        except KeyError:
+                            nanos = nanos_of[cache_key] = cost_to_nanos(total)
+                        except TypeError:  # an unhashable value: not a usable cost
+                            nanos = None
+                        if nanos == 0 and (i or o or r or w):
+                            nanos = None
+                        elif nanos is None and not (i or o or r or w):
+                            nanos = 0
+                        if nanos is not None:
+                            key = (None, None, _string(message.get("provider")), _string(message.get("model")), 0,
+                                   True, False, False, None)
+                            row = rows.get(key)
+                            if row is None:
+                                row = rows[key] = UsageRow(None, None, key[2], key[3], 0, True, False, False)
+                            row.calls += 1
+                            row.input += i
+                            row.output += o
+                            row.cache_read += r
+                            row.cache_write += w
+                            row.cost_nanos += nanos
+                            continue
+        for record in records_from_entry(entry, keyed=False):
+            _add(rows, _row_key(None, None, record, False, query), record, 1)
     return list(rows.values())
 
 

@@ -64,6 +64,8 @@ MaxChars = Annotated[int | None, Field(ge=MIN_MAX_CHARS, le=MAX_MAX_CHARS,
                                                    f"(default {DEFAULT_MAX_CHARS}).")]
 Limit = Annotated[int | None, Field(ge=1, le=MAX_LIMIT, description=f"At most this many items "
                                                                     f"(default {DEFAULT_LIMIT}).")]
+Redact = Annotated[bool, Field(description="Share-safe text: secrets (API keys, tokens, passwords, private keys) "
+                                          "replaced by [REDACTED:kind:N], numbered within this answer.")]
 SessionId = Annotated[str, Field(min_length=1, description="Session id, or a unique prefix of one.")]
 
 
@@ -127,10 +129,11 @@ def build_server(store: SessionStore, *, name: str = "sessiontree") -> MCPServer
         limit: Limit = None,
         cursor: Cursor = None,
         max_chars: MaxChars = None,
+        redact: Redact = False,
     ) -> CallToolResult:
         return _call(lambda: reader.search_sessions(query, cwd=cwd, role=role, since=since, until=until,
                                                     session=session, limit=limit, cursor=cursor,
-                                                    max_chars=max_chars),
+                                                    max_chars=max_chars, redact=redact),
                      lambda d: f"{d['returned']} hits for {query!r}{_more(d)}")
 
     @tool("List stored sessions, most recently active first: id, project directory, name, created and "
@@ -144,17 +147,19 @@ def build_server(store: SessionStore, *, name: str = "sessiontree") -> MCPServer
         limit: Limit = None,
         cursor: Cursor = None,
         max_chars: MaxChars = None,
+        redact: Redact = False,
     ) -> CallToolResult:
         return _call(lambda: reader.list_sessions(cwd=cwd, since=since, named_only=named_only,
                                                   include_internal=include_internal, limit=limit, cursor=cursor,
-                                                  max_chars=max_chars),
+                                                  max_chars=max_chars, redact=redact),
                      lambda d: f"{d['returned']} of {d['total']} sessions{_more(d)}")
 
     @tool("Outline one session (not its entries): header, listing info, token usage and cost, labels, the "
           "active leaf, branch points (entries with more than one child) and every leaf (tip of a branch) "
           "with its depth and a one-line summary. Use a leaf id with get_context to read that branch.")
-    def get_session(session_id: SessionId, cursor: Cursor = None, max_chars: MaxChars = None) -> CallToolResult:
-        return _call(lambda: reader.get_session(session_id, cursor=cursor, max_chars=max_chars),
+    def get_session(session_id: SessionId, cursor: Cursor = None, max_chars: MaxChars = None,
+                    redact: Redact = False) -> CallToolResult:
+        return _call(lambda: reader.get_session(session_id, cursor=cursor, max_chars=max_chars, redact=redact),
                      lambda d: (f"session {d['sessionId']}: {d['entryCount']} entries, {d['leafCount']} leaves, "
                                 f"{len(d['branchPoints'])} branch points{_more(d)}"))
 
@@ -168,8 +173,10 @@ def build_server(store: SessionStore, *, name: str = "sessiontree") -> MCPServer
                                                       "the context as it was at that point.")] = None,
         cursor: Cursor = None,
         max_chars: MaxChars = None,
+        redact: Redact = False,
     ) -> CallToolResult:
-        return _call(lambda: reader.get_context(session_id, leaf=leaf, cursor=cursor, max_chars=max_chars),
+        return _call(lambda: reader.get_context(session_id, leaf=leaf, cursor=cursor, max_chars=max_chars,
+                                                redact=redact),
                      lambda d: (f"context of {d['sessionId']} at leaf {d['leafId']}: {d['returned']} of "
                                 f"{d['total']} messages{_more(d)}"))
 
@@ -185,9 +192,10 @@ def build_server(store: SessionStore, *, name: str = "sessiontree") -> MCPServer
         after: Annotated[int, Field(ge=0, le=MAX_LIMIT, description="Entries after `around`.")] = DEFAULT_AROUND,
         cursor: Cursor = None,
         max_chars: MaxChars = None,
+        redact: Redact = False,
     ) -> CallToolResult:
         return _call(lambda: reader.get_entries(session_id, ids=ids, around=around, before=before, after=after,
-                                                cursor=cursor, max_chars=max_chars),
+                                                cursor=cursor, max_chars=max_chars, redact=redact),
                      lambda d: f"{d['returned']} of {d['total']} entries of {d['sessionId']}{_more(d)}")
 
     @tool("Tokens and cost of every billed call in the store, each counted once (a call copied into a "

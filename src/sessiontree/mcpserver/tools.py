@@ -34,6 +34,7 @@ from sessiontree.compare.branches import diff_branches
 from sessiontree.core import render
 from sessiontree.core.listing import session_info_from_entries
 from sessiontree.core.projection.model import SessionProjection
+from sessiontree.errors import SessionError
 from sessiontree.format.types import ENTRY_TYPES, MESSAGE_ROLES
 from sessiontree.mcpserver.paging import (
     check_budget,
@@ -44,6 +45,7 @@ from sessiontree.mcpserver.paging import (
     same_text,
     take_page,
 )
+from sessiontree.mcpserver.redaction import Scrubber
 from sessiontree.search.query import parse_when, search
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.base import SessionStore
@@ -112,6 +114,15 @@ def _roles(role: str | Sequence[str] | None) -> list[str] | None:
             raise ToolInputError(f"unknown role {name!r}; one of: {', '.join(SEARCH_ROLES)}")
         out.append(known)
     return out or None
+
+
+#: The fields of a listing row (``SessionInfo.to_dict``) that hold session text.
+_INFO_TEXT = ("name", "firstMessage", "summary")
+
+
+def _redacted(scrub: Scrubber | None) -> dict[str, Any]:
+    """``{"redactedSecrets": N}`` for a redacted answer (distinct secrets replaced in it), else nothing."""
+    return {} if scrub is None else {"redactedSecrets": scrub.secrets}
 
 
 def _leaf_rows(entries: Sequence[Mapping[str, Any]]) -> tuple[list[str], dict[str, list[str]]]:
@@ -261,39 +272,64 @@ class SessionReader:
             raise ToolInputError(f"entry prefix {prefix!r} is ambiguous: it matches {', '.join(matches[:5])}")
         return str(matches[0])
 
+    def _stored_entry(self, session_id: str, entry_id: str,
+                      whole: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any] | None:
+        """One stored entry, or ``None`` when it cannot be read now. Looked up by id where the
+        store indexes ids (SQLite, PostgreSQL); elsewhere the session is read once per call and
+        kept in ``whole`` (session id -> entries by id), the cost of one lookup there anyway."""
+        try:
+            if self.store.partial_reads:
+                found = self.store.read_entries(session_id, [entry_id])
+                return found[0] if found else None
+            if session_id not in whole:
+                whole[session_id] = {e["id"]: e for e in self.store.read(session_id).entries}
+        except (SessionError, OSError):
+            return None
+        return whole[session_id].get(entry_id)
+
     # ------------------------------------------------------------------ tools
 
     @_locked
     def search_sessions(self, query: str, *, cwd: str | None = None, role: str | Sequence[str] | None = None,
                         since: str | None = None, until: str | None = None, session: str | None = None,
                         limit: int | None = None, cursor: str | None = None,
-                        max_chars: int | None = None) -> dict[str, Any]:
+                        max_chars: int | None = None, redact: bool = False) -> dict[str, Any]:
         """Hits for ``query``, best first, by the rule of ``sessiontree search`` (docs/search.md).
 
+        ``redact``: titles, names and snippets with secrets replaced (:meth:`Scrubber.snippet`).
+
         Returns:
-            ``{"query", "hits": [SearchHit.to_dict()...], "returned", "nextCursor", "truncated"[, "note"]}``.
+            ``{"query", "hits": [SearchHit.to_dict()...], "returned", "nextCursor", "truncated"[, "note"]
+            [, "redactedSecrets"]}``.
         """
         count = _check_limit(limit)
         budget = check_budget(max_chars)
         roles = _roles(role)
         shape = {"query": query, "cwd": cwd, "role": roles, "since": since, "until": until,
-                 "session": session, "limit": count, "max_chars": budget}
+                 "session": session, "limit": count, "max_chars": budget, "redact": redact}
         offset = decode_cursor(cursor, "search_sessions", shape)
+        scrub = Scrubber() if redact else None
         session_id = self.resolve_session(session) if session is not None else None
         result = search(self.store, query, cwd=cwd, roles=roles, since=_when(since, "since", end=False),
                         until=_when(until, "until", end=True), session=session_id, limit=offset + count)
-        page = take_page((hit.to_dict() for hit in result.hits), offset, count,
-                         max(budget - PAGING_RESERVE - json_size(query), budget // 4),
+        hits = (hit.to_dict() for hit in result.hits)
+        if scrub is not None:
+            read: dict[str, dict[str, dict[str, Any]]] = {}
+            hits = (scrub.snippet(hit, self._stored_entry(hit["sessionId"], hit["entryId"], read)) if n >= offset
+                    else hit for n, hit in enumerate(hits))
+        page = take_page(hits, offset, count, max(budget - PAGING_RESERVE - json_size(query), budget // 4),
                          has_more=lambda: result.more)
-        return {"query": query, "hits": page.items, **page_fields(page, "search_sessions", shape, budget, "hits")}
+        return {"query": query, "hits": page.items, **page_fields(page, "search_sessions", shape, budget, "hits"),
+                **_redacted(scrub)}
 
     @_locked
     def list_sessions(self, *, cwd: str | None = None, since: str | None = None, named_only: bool = False,
                       include_internal: bool = False, limit: int | None = None, cursor: str | None = None,
-                      max_chars: int | None = None) -> dict[str, Any]:
+                      max_chars: int | None = None, redact: bool = False) -> dict[str, Any]:
         """Sessions newest first, as ``sessiontree list`` (docs/rules/listing.md seed:listing).
 
-        ``since`` keeps sessions modified at or after it; ``named_only`` those with a current name.
+        ``since`` keeps sessions modified at or after it; ``named_only`` those with a current name;
+        ``redact``: names, first messages and summaries with secrets replaced.
 
         Returns:
             ``{"sessions": [SessionInfo.to_dict() + "entryCount"...], "total", paging fields}``.
@@ -302,8 +338,9 @@ class SessionReader:
         budget = check_budget(max_chars)
         start = _when(since, "since", end=False)
         shape = {"cwd": cwd, "since": since, "named_only": named_only, "include_internal": include_internal,
-                 "limit": count, "max_chars": budget}
+                 "limit": count, "max_chars": budget, "redact": redact}
         offset = decode_cursor(cursor, "list_sessions", shape)
+        scrub = Scrubber() if redact else None
         if cwd is not None:
             infos = SessionManager.list(cwd, self.store, include_internal=include_internal)
         else:
@@ -316,20 +353,24 @@ class SessionReader:
             row.pop("path", None)  # a file path of the server's machine, or the id again
             row["entryCount"] = info.entry_count
             rows.append(row)
-        page = take_page(rows, offset, count, budget - PAGING_RESERVE)
+        shown: Iterator[dict[str, Any]] | list[dict[str, Any]] = rows
+        if scrub is not None:
+            shown = (scrub.fields(row, *_INFO_TEXT) if n >= offset else row for n, row in enumerate(rows))
+        page = take_page(shown, offset, count, budget - PAGING_RESERVE)
         data: dict[str, Any] = {"sessions": page.items,
                                 **page_fields(page, "list_sessions", shape, budget, "sessions", len(rows))}
         skipped = getattr(infos, "skipped", 0)
         if skipped:
             data["skippedSessions"] = skipped
-        return data
+        return {**data, **_redacted(scrub)}
 
     @_locked
     def get_session(self, session: str, *, cursor: str | None = None,
-                    max_chars: int | None = None) -> dict[str, Any]:
+                    max_chars: int | None = None, redact: bool = False) -> dict[str, Any]:
         """A session's outline: header, listing info, usage, branch points and leaves (not the entries).
 
         Leaves are paged (newest first); branch points list each parent with its children.
+        ``redact``: the header, names, labels and summaries with secrets replaced.
 
         Returns:
             ``{"sessionId", "header", "info", "entryCount", "activeLeafId", "activeBranchLength",
@@ -338,8 +379,9 @@ class SessionReader:
         """
         budget = check_budget(max_chars)
         session_id = self.resolve_session(session)
-        shape = {"session": session_id, "max_chars": budget}
+        shape = {"session": session_id, "max_chars": budget, "redact": redact}
         offset = decode_cursor(cursor, "get_session", shape)
+        scrub = Scrubber() if redact else None
         manager = self._manager(session_id)
         usage = session_usage(self.store, session_id).to_dict()
         entries = manager.get_entries()
@@ -357,26 +399,34 @@ class SessionReader:
             ordered = sorted(tips, key=lambda i: (i != leaf_id, -entries_index[i]))
             for tip in ordered:
                 entry = manager.get_entry(tip) or {}
-                yield {"id": tip, "type": entry.get("type"), "timestamp": entry.get("timestamp"),
+                row = {"id": tip, "type": entry.get("type"), "timestamp": entry.get("timestamp"),
                        "depth": len(manager.get_branch(tip)), "active": tip == leaf_id,
                        "label": manager.get_label(tip), "summary": render.entry_summary(entry)}
+                yield scrub.fields(row, "label", "summary") if scrub is not None else row
 
         entries_index = {e["id"]: n for n, e in enumerate(entries)}
-        head = {"sessionId": session_id, "header": header, "info": info, "entryCount": len(entries),
+        shown_header: Mapping[str, Any] = header
+        if scrub is not None:
+            shown_header = scrub.entry(header)
+            scrub.fields(info, *_INFO_TEXT)
+            labels = {target: scrub.text(label) for target, label in labels.items()}
+        head = {"sessionId": session_id, "header": shown_header, "info": info, "entryCount": len(entries),
                 "activeLeafId": leaf_id, "activeBranchLength": len(branch), "leafCount": len(tips),
                 "labels": labels, "usage": usage,
                 "branchPoints": [{"id": parent, "childIds": kids} for parent, kids in points.items()]}
         # The outline's fixed part takes what it needs; the leaves page gets the rest.
         room = max(budget - json_size(head) - PAGING_RESERVE, budget // 4)
         page = take_page(leaves(), offset, None, room)
-        return {**head, "leaves": page.items, **page_fields(page, "get_session", shape, budget, "leaves", len(tips))}
+        return {**head, "leaves": page.items, **page_fields(page, "get_session", shape, budget, "leaves", len(tips)),
+                **_redacted(scrub)}
 
     @_locked
     def get_context(self, session: str, *, leaf: str | None = None, cursor: str | None = None,
-                    max_chars: int | None = None) -> dict[str, Any]:
+                    max_chars: int | None = None, redact: bool = False) -> dict[str, Any]:
         """The model context of the branch ending at ``leaf`` (default: the active leaf), oldest
         first: the projection with compaction boundaries, context edits and synthetic tool results
-        applied (docs/rules/projection.md seed:context-building).
+        applied (docs/rules/projection.md seed:context-building). ``redact``: the messages and
+        the system message with secrets replaced.
 
         Returns:
             ``{"sessionId", "leafId", "thinkingLevel", "model", "contextWindow", "systemMessage",
@@ -386,8 +436,9 @@ class SessionReader:
         session_id = self.resolve_session(session)
         manager = self._manager(session_id)
         leaf_id = self._resolve_entry(manager, leaf, "leaf") if leaf is not None else manager.get_leaf_id()
-        shape = {"session": session_id, "leaf": leaf_id, "max_chars": budget}
+        shape = {"session": session_id, "leaf": leaf_id, "max_chars": budget, "redact": redact}
         offset = decode_cursor(cursor, "get_context", shape)
+        scrub = Scrubber() if redact else None
         projection = self._projection(session_id, leaf_id)
 
         def items() -> Iterator[dict[str, Any]]:
@@ -395,13 +446,16 @@ class SessionReader:
             for projected in projection.entries:
                 source = projected.source_entry
                 for message in projected.messages:
+                    if scrub is not None and index >= offset:
+                        message = scrub.message(message)
                     yield {"index": index, "entryId": source.get("id"), "entryType": source.get("type"),
                            "message": message}
                     index += 1
 
         head = {"sessionId": session_id, "leafId": leaf_id, "thinkingLevel": projection.thinking_level,
                 "model": dict(projection.model) if projection.model else None,
-                "contextWindow": projection.context_window, "systemMessage": projection.system_message,
+                "contextWindow": projection.context_window,
+                "systemMessage": scrub.text(projection.system_message) if scrub else projection.system_message,
                 "messageCount": len(projection.messages)}
         room = max(budget - json_size(head) - PAGING_RESERVE, budget // 4)
         page = take_page(items(), offset, None, room)
@@ -409,15 +463,16 @@ class SessionReader:
         if "note" in fields and leaf_id is not None:
             # The active leaf may move while a client pages: naming it keeps the walk on this branch.
             fields["note"] += f'; pass leaf "{leaf_id}" to stay on this branch'
-        return {**head, "messages": page.items, **fields}
+        return {**head, "messages": page.items, **fields, **_redacted(scrub)}
 
     @_locked
     def get_entries(self, session: str, *, ids: Sequence[str] | None = None, around: str | None = None,
                     before: int = DEFAULT_AROUND, after: int = DEFAULT_AROUND, cursor: str | None = None,
-                    max_chars: int | None = None) -> dict[str, Any]:
+                    max_chars: int | None = None, redact: bool = False) -> dict[str, Any]:
         """Raw stored entries: those of ``ids`` (in the order given), or the path around one
         entry (``before`` ancestors, the entry, ``after`` entries continuing toward the active
         leaf, or along the newest child off the active branch), or every entry in file order.
+        ``redact``: entries with secrets replaced, structural fields kept (docs/secrets.md).
 
         Returns:
             ``{"sessionId", "activeLeafId", "entries": [{"onActiveBranch", "entry"}...], paging fields}``.
@@ -455,12 +510,15 @@ class SessionReader:
             resolved = None
         shape = {"session": session_id, "ids": resolved if ids is not None else None,
                  "around": resolved if around is not None else None, "before": before, "after": after,
-                 "max_chars": budget}
+                 "max_chars": budget, "redact": redact}
         offset = decode_cursor(cursor, "get_entries", shape)
-        rows = ({"onActiveBranch": e.get("id") in active, "entry": e} for e in chosen)
+        scrub = Scrubber() if redact else None
+        rows = ({"onActiveBranch": e.get("id") in active,
+                 "entry": scrub.entry(e) if scrub is not None and n >= offset else e}
+                for n, e in enumerate(chosen))
         page = take_page(rows, offset, None, budget - PAGING_RESERVE)
         return {"sessionId": session_id, "activeLeafId": manager.get_leaf_id(), "entries": page.items,
-                **page_fields(page, "get_entries", shape, budget, "entries", len(chosen))}
+                **page_fields(page, "get_entries", shape, budget, "entries", len(chosen)), **_redacted(scrub)}
 
     @_locked
     def usage_stats(self, *, by: str = "day", since: str | None = None, until: str | None = None,

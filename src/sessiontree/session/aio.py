@@ -64,7 +64,7 @@ import functools
 import os
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -1057,6 +1057,10 @@ class AsyncSessionManager:
     def get_entries(self) -> builtins.list[Entry]:
         """All committed entries in file order (a new list). Plain method."""
         return self._core.get_entries()
+
+    def get_entry_index(self) -> Mapping[str, Entry]:
+        """A read-only view of the ``{entry id: entry}`` index (no copy). Plain method."""
+        return self._core.get_entry_index()
 
     def get_header(self) -> SessionHeader:
         """The session header. Plain method."""

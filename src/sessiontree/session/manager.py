@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import builtins
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Generic, TypeVar, cast
 
 from sessiontree.core import projection as _projection
@@ -1038,6 +1039,11 @@ class SessionManager:
     def get_entries(self) -> builtins.list[Entry]:
         """All entries, header excluded, in file order (a new list; entries shared)."""
         return builtins.list(self._tree.entries)
+
+    def get_entry_index(self) -> Mapping[str, Entry]:
+        """A read-only view of the ``{entry id: entry}`` index the manager keeps (no copy:
+        it follows later appends), for a caller that walks paths itself."""
+        return MappingProxyType(self._tree.by_id)
 
     def get_header(self) -> SessionHeader:
         """The session header (docs/rules/format.md seed:header): the stored object itself,

@@ -24,6 +24,9 @@ implementation upholds, checked by one conformance suite:
 * A store opened read-only (``readonly=True``) never creates, initialises,
   migrates or otherwise changes anything; its writes raise ``StorageError``.
 * ``verify()`` reads everything and changes nothing (``check --store``).
+
+One optional capability sits beside them: :class:`RawTexts` (a session's stored
+texts without parsing its entries), which callers test with ``isinstance``.
 """
 
 from __future__ import annotations
@@ -46,10 +49,12 @@ __all__ = [
     "PartialReads",
     "ProgressCallback",
     "Provenance",
+    "RawTexts",
     "SessionFiles",
     "SessionListing",
     "SessionOutline",
     "SessionStore",
+    "SessionTexts",
     "StoreCore",
     "StoreProblem",
     "SyncChange",
@@ -355,6 +360,69 @@ class SessionOutline:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+
+@dataclass(frozen=True)
+class SessionTexts:
+    """A session as its stored texts: what :meth:`RawTexts.read_texts` returns.
+
+    Exactly what :meth:`StoreCore.read` gives of the session, without parsing its
+    entries: ``header`` is ``read(...).header``, ``texts[i]`` is
+    ``read(...).entry_bytes(i)`` and ``types[i]`` is ``read(...).entries[i]["type"]``.
+
+    Attributes:
+        session_id: the session.
+        header: the parsed format-4 header.
+        texts: each entry's stored JSON text, in file order (position ``i`` is the
+            entry on JSONL line ``i + 2``).
+        types: each entry's ``type``, in the same order.
+    """
+
+    session_id: str
+    header: dict[str, Any]
+    texts: Sequence[bytes]
+    types: Sequence[str]
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    @classmethod
+    def of(cls, session_id: str, parsed: ParsedSession) -> SessionTexts:
+        """The texts of a session already read whole (the generic :meth:`RawTexts.read_texts`)."""
+        entries = parsed.entries
+        return cls(session_id, parsed.header, [parsed.entry_bytes(i) for i in range(len(entries))],
+                   [entry["type"] for entry in entries])
+
+
+@runtime_checkable
+class RawTexts(Protocol):
+    """Optional capability: a session's stored texts without parsing its entries
+    (docs/stores.md, "Raw texts"). For callers that only copy the stored bytes
+    (``restore`` and ``archive`` give agent files back: docs/agent-loop.md); a caller
+    tests ``isinstance(store, RawTexts)`` and falls back to :meth:`StoreCore.read`.
+    """
+
+    def read_texts(self, session_id: str) -> SessionTexts:
+        """The session's header and each entry's stored text and type (:class:`SessionTexts`),
+        never writing.
+
+        Each record gets the checksum check :meth:`StoreCore.read` gives it, with the
+        same error for the same damage (the header's first, then the first record in
+        file order); entries are not parsed or validated: a record whose bytes match
+        their checksum is the text that was validated when it was written. SQLite and
+        PostgreSQL read the texts and the copied ``type`` column in one snapshot;
+        other stores (and an older SQLite schema without checksums) read the session
+        whole and give its texts (``StoreBase.read_texts``).
+
+        Raises:
+            SessionNotFoundError: no such id.
+            CorruptEntryError: a record's bytes differ from the checksum recorded when
+                it was written (the header included).
+            InvalidSessionError: the header is not a valid header; on stores that read
+                the session whole, also a record that is not a valid entry.
+            StorageError: the store could not be read.
+        """
+        ...
 
 
 @runtime_checkable

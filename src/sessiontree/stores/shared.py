@@ -380,6 +380,14 @@ class StoreBase:
                               [e.get("parentId") for e in entries], [e["type"] for e in entries],
                               range(len(entries)), None, entries)
 
+    def read_texts(self, session_id: str) -> Any:
+        """Generic ``read_texts`` (docs in :class:`~sessiontree.stores.base.RawTexts`): a full
+        :meth:`read` and its texts, so the errors are :meth:`read`'s. Stores that can
+        give the stored texts without parsing them (SQLite, PostgreSQL) override it."""
+        from sessiontree.stores.base import SessionTexts
+
+        return SessionTexts.of(session_id, self.read(session_id))  # type: ignore[attr-defined]
+
     def read_entries_at(self, outline: Any, positions: Sequence[int]) -> list[dict[str, Any]]:
         """Generic ``read_entries_at`` (docs in :class:`~sessiontree.stores.base.SessionStore`):
         from the outline's own entries when it holds them, else from a fresh

@@ -35,7 +35,7 @@ from sessiontree.errors import SessionError, StorageError
 from sessiontree.stores.base import ArchivedFile, SessionStore, SyncState
 from sessiontree.sync.engine import discover, run_lock
 from sessiontree.sync.restore import agent_file
-from sessiontree.sync.sources import agent_sources
+from sessiontree.sync.sources import AGENTS, agent_sources
 
 __all__ = ["ARCHIVING_SUFFIX", "PROBLEMS", "ArchiveReport", "ArchivedResult", "archive"]
 
@@ -197,7 +197,8 @@ def archive(store: SessionStore, *, older_than: float | None = 30 * 86400.0, kee
         older_than: seconds; only files whose mtime is older than this (``None``: no age bound).
         keep_newest: keep this many newest files per agent folder (``None``: no such bound).
             With both bounds, a file must pass both.
-        agents: only these agents' folders (default: every agent's).
+        agents: only these agents' folders (default: pi's and Atomic's; other agents'
+            files are never archived).
         dry_run: decide and verify, move nothing, write nothing.
         delete: remove files instead of moving them to the trash.
         now: the current time (seconds since the epoch; tests fix it).
@@ -213,8 +214,11 @@ def archive(store: SessionStore, *, older_than: float | None = 30 * 86400.0, kee
     """
     now = time.time() if now is None else now
     if folders is None:
+        # Only the agents restore gives files back to (pi, Atomic): a Claude Code or Codex
+        # file is mapped, not kept with a shape, so it is never archived (docs/agent-loop.md).
+        own = {name for name, _, _ in AGENTS}
         folders = [(source.agent, source.path) for source in agent_sources(environ, home)
-                   if source.exists and (agents is None or source.agent in agents)]
+                   if source.exists and source.agent in own and (agents is None or source.agent in agents)]
     report = ArchiveReport(dry_run=dry_run)
 
     def emit(result: ArchivedResult) -> None:

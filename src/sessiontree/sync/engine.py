@@ -72,6 +72,7 @@ from sessiontree.format.foreign import map_foreign, sniff_agent
 from sessiontree.format.ids import is_valid_session_id
 from sessiontree.format.inputlimit import check_input_size
 from sessiontree.format.shape import FileShape, ShapeError, shape_of
+from sessiontree.session.importing import check_record_sizes
 from sessiontree.stores.base import Provenance, SessionStore, SyncChange, SyncState
 from sessiontree.stores.origin import origin_here
 from sessiontree.sync.sources import agent_sources
@@ -767,6 +768,7 @@ class Syncer:
             return FileResult(path, "in-progress" if pending else "unchanged", state.session_id, pending=pending)
         try:
             parsed, split = parse_unglued(header + b"\n" + chunk, path)
+            check_record_sizes(parsed, path)
         except InvalidSessionError as exc:
             line = exc.line
             if line is not None:
@@ -838,6 +840,7 @@ class Syncer:
                 return foreign
         try:
             parsed, split = parse_unglued(body, path)
+            check_record_sizes(parsed, path)
         except InvalidSessionError as exc:
             return FileResult(path, "rejected", reason=exc.reason, line=exc.line)
         session_id = parsed.header["id"]

@@ -30,6 +30,7 @@ import hashlib
 import os
 import shlex
 import stat
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,12 +38,12 @@ from typing import Any
 from sessiontree.core.tree import SessionTree
 from sessiontree.errors import SessionError, StorageError
 from sessiontree.format import jsonio
-from sessiontree.format.codec import ParsedSession
 from sessiontree.format.files import O_CLOEXEC, fsync_dir, write_all
 from sessiontree.format.ids import new_session_id
 from sessiontree.format.shape import FileShape, ShapeError, render_shape
 from sessiontree.session.builders import branched_session_entries, now_iso
-from sessiontree.stores.base import ArchivedFile, SessionStore, SyncState
+from sessiontree.stores.base import ArchivedFile, RawTexts, SessionStore, SessionTexts, SyncState
+from sessiontree.stores.shared import ROLE_HEAD
 from sessiontree.sync.sources import AGENTS, agent_sources
 
 __all__ = [
@@ -183,23 +184,51 @@ def _v3_header(header: Mapping[str, Any], parent_path: str | None = None) -> dic
     return out
 
 
-def _unseen(agent: str, entries: Sequence[Mapping[str, Any]]) -> list[str]:
-    """One note per entry kind the agent will not see, with how many entries."""
+def _unseen(agent: str, types: Sequence[str], texts: Sequence[bytes]) -> list[str]:
+    """One note per entry kind the agent will not see, with how many entries, in the
+    order each kind first occurs.
+
+    ``types[i]`` and ``texts[i]`` are entry ``i``'s type and stored text. Kinds are
+    counted from the types; a message's role (``message:<role>``) is looked up only
+    when the agent's rules name a role, from the head of its text
+    (:data:`~sessiontree.stores.shared.ROLE_HEAD`, the skeleton reads' rule) or, when
+    the head does not show it plainly, from the parsed record.
+    """
     rules = UNSEEN.get(agent, {})
-    counts: dict[str, int] = {}
-    for entry in entries:
-        kind = str(entry.get("type"))
-        if kind == "message":
-            message = entry.get("message")
-            role = message.get("role") if isinstance(message, dict) else None
-            kind = f"message:{role}"
-        if kind in rules:
-            counts[kind] = counts.get(kind, 0) + 1
+    counts = Counter(types)  # one pass in C: most kinds need no more
+    found: dict[str, tuple[int, int]] = {}  # kind -> (first position, count)
+    for kind in rules:
+        if not kind.startswith("message:") and counts.get(kind):
+            found[kind] = (types.index(kind), counts[kind])
+    if any(kind.startswith("message:") for kind in rules) and counts.get("message"):
+        match = ROLE_HEAD.match
+        for position, (kind, text) in enumerate(zip(types, texts, strict=False)):
+            if kind != "message":
+                continue
+            head = match(text)
+            if head is not None:
+                role: Any = head.group(1).decode("utf-8", "replace")
+            else:
+                record = jsonio.loads(text)
+                message = record.get("message") if isinstance(record, dict) else None
+                role = message.get("role") if isinstance(message, dict) else None
+            name = f"message:{role}"
+            if name in rules:
+                first, count = found.get(name, (position, 0))
+                found[name] = (first, count + 1)
     notes = []
-    for kind, count in counts.items():
+    for kind, (_, count) in sorted(found.items(), key=lambda item: item[1][0]):
         what = kind.replace("message:", "") + (" message" if kind.startswith("message:") else "")
         notes.append(f"{agent} will not see {count} {what} {'entry' if count == 1 else 'entries'}: {rules[kind]}")
     return notes
+
+
+def _read_texts(store: SessionStore, session_id: str) -> SessionTexts:
+    """The session's header and stored texts: :meth:`RawTexts.read_texts` where the
+    store has it (no entry parsed), else from a whole :meth:`read`."""
+    if isinstance(store, RawTexts):
+        return store.read_texts(session_id)
+    return SessionTexts.of(session_id, store.read(session_id))
 
 
 def _states_of(store: SessionStore, session_id: str) -> list[SyncState]:
@@ -209,13 +238,12 @@ def _states_of(store: SessionStore, session_id: str) -> list[SyncState]:
     return states
 
 
-def _from_shape(stored: ParsedSession, shape: FileShape) -> bytes | None:
+def _from_shape(stored: SessionTexts, shape: FileShape) -> bytes | None:
     """The file a shape describes, from the stored session's first entries, or ``None`` when
     they do not give back the recorded bytes (an entry written by sessiontree between
     the file's entries, a store changed since)."""
-    texts = [stored.entry_bytes(i) for i in range(min(shape.entries, len(stored.entries)))]
     try:
-        data = render_shape(shape, jsonio.dumps(stored.header), texts)
+        data = render_shape(shape, jsonio.dumps(stored.header), stored.texts)
     except ShapeError:
         return None
     if len(data) != shape.size or hashlib.sha256(data).digest() != shape.sha256:
@@ -237,30 +265,20 @@ def agent_file(store: SessionStore, session_id: str, *, agent: str = "pi", at: s
             run quadratic in the number of files); default: every file synced from the
             session, most entries first.
 
+    Only the stored header and texts are read (:meth:`RawTexts.read_texts`, each
+    record's checksum checked, no entry parsed; a whole :meth:`read` on a store
+    without it); ``at`` reads the session whole, to walk its tree.
+
     Raises:
         SessionNotFoundError: no such session.
         EntryNotFoundError: ``at`` is not an entry of it.
         StorageError, InvalidSessionError: the store could not give the session.
     """
-    stored = store.read(session_id)
-    header = stored.header
-    cwd = str(header.get("cwd", ""))
     if at is not None:
-        entries = branched_session_entries(SessionTree(stored.entries), at)
-        new_id = new_session_id()
-        new_header: dict[str, Any] = {"type": "session", "version": 4, "id": new_id, "createdAt": now_iso(), "cwd": cwd,
-                      "parentSessionId": session_id}
-        for key in ("internal", "workflow"):
-            if key in header:
-                new_header[key] = header[key]
-        # Entries the branch keeps unchanged are the stored dicts: they keep their stored text.
-        position = {id(entry): i for i, entry in enumerate(stored.entries)}
-        texts = [stored.entry_bytes(position[id(e)]) if id(e) in position else jsonio.dumps(e) for e in entries]
-        source = _states_of(store, session_id)
-        v3 = _v3_header(new_header, source[0].path if source else None)
-        data = b"".join([jsonio.dumps(v3), b"\n", *(text + b"\n" for text in texts)])
-        return AgentFile(new_id, data, hashlib.sha256(data).digest(), False, None, v3, cwd,
-                         _unseen(agent, entries))
+        return _fork_file(store, session_id, at, agent)
+    stored = _read_texts(store, session_id)
+    header, texts = stored.header, stored.texts
+    cwd = str(header.get("cwd", ""))
     for synced in [state] if state is not None else _states_of(store, session_id):
         blob = synced.shape if synced.shape is not None else store.sync_shape(synced.path)
         if blob is None:
@@ -273,22 +291,48 @@ def agent_file(store: SessionStore, session_id: str, *, agent: str = "pi", at: s
         if rebuilt is None:
             continue
         data = rebuilt
-        extra_entries = stored.entries[shape.entries:]
+        extra = len(texts) - shape.entries
         notes = []
-        if extra_entries:
+        if extra:
             if data and not data.endswith(b"\n"):
                 data += b"\n"  # the file ended without a newline: the agent would glue the next record on
-            data += b"".join(stored.entry_bytes(shape.entries + i) + b"\n" for i in range(len(extra_entries)))
-            notes.append(f"{len(extra_entries)} {'entry' if len(extra_entries) == 1 else 'entries'} added in the "
+            data += b"".join(text + b"\n" for text in texts[shape.entries:])
+            notes.append(f"{extra} {'entry' if extra == 1 else 'entries'} added in the "
                          f"store after the file was synced follow the file's bytes")
-        v3 = jsonio.loads(data.split(b"\n", 1)[0].lstrip(b"\xef\xbb\xbf"))
-        notes += _unseen(agent, stored.entries)
-        return AgentFile(session_id, data, hashlib.sha256(data).digest(), not extra_entries, synced.path,
-                         v3 if isinstance(v3, dict) else _v3_header(header), cwd, notes, len(extra_entries))
+        end = data.find(b"\n")
+        v3 = jsonio.loads(data[:end if end >= 0 else len(data)].lstrip(b"\xef\xbb\xbf"))
+        notes += _unseen(agent, stored.types, texts)
+        # Nothing added: the bytes are the shape's, whose SHA-256 the rebuild was checked against.
+        sha256 = hashlib.sha256(data).digest() if extra else shape.sha256
+        return AgentFile(session_id, data, sha256, not extra, synced.path,
+                         v3 if isinstance(v3, dict) else _v3_header(header), cwd, notes, extra)
     v3 = _v3_header(header)
-    data = b"".join([jsonio.dumps(v3), b"\n", *(stored.entry_bytes(i) + b"\n" for i in range(len(stored.entries)))])
+    data = b"".join([jsonio.dumps(v3), b"\n", *(text + b"\n" for text in texts)])
     return AgentFile(session_id, data, hashlib.sha256(data).digest(), False, None, v3, cwd,
-                     _unseen(agent, stored.entries))
+                     _unseen(agent, stored.types, texts))
+
+
+def _fork_file(store: SessionStore, session_id: str, at: str, agent: str) -> AgentFile:
+    """:func:`agent_file` with ``at``: the path root -> ``at`` as a new session (needs the
+    parsed entries, to walk the tree)."""
+    stored = store.read(session_id)
+    header = stored.header
+    cwd = str(header.get("cwd", ""))
+    entries = branched_session_entries(SessionTree(stored.entries), at)
+    new_id = new_session_id()
+    new_header: dict[str, Any] = {"type": "session", "version": 4, "id": new_id, "createdAt": now_iso(), "cwd": cwd,
+                                  "parentSessionId": session_id}
+    for key in ("internal", "workflow"):
+        if key in header:
+            new_header[key] = header[key]
+    # Entries the branch keeps unchanged are the stored dicts: they keep their stored text.
+    position = {id(entry): i for i, entry in enumerate(stored.entries)}
+    texts = [stored.entry_bytes(position[id(e)]) if id(e) in position else jsonio.dumps(e) for e in entries]
+    source = _states_of(store, session_id)
+    v3 = _v3_header(new_header, source[0].path if source else None)
+    data = b"".join([jsonio.dumps(v3), b"\n", *(text + b"\n" for text in texts)])
+    return AgentFile(new_id, data, hashlib.sha256(data).digest(), False, None, v3, cwd,
+                     _unseen(agent, [str(entry.get("type")) for entry in entries], texts))
 
 
 # --------------------------------------------------------------------------- writing

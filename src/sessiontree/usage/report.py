@@ -61,7 +61,9 @@ __all__ = [
     "nanos_to_decimal",
     "parse_date_bound",
     "price_records",
+    "price_rows",
     "resolve_timezone",
+    "rows_query",
     "session_costs",
     "session_stats",
     "session_usage",
@@ -631,9 +633,31 @@ def price_records(records: Iterable[UsageRecord], *, cost: str = "auto",
         ValueError: an unknown cost mode.
     """
     _check_mode(cost)
+    return price_rows(rows_from_records(records, rows_query(cost)), cost=cost, catalog=catalog)
+
+
+def rows_query(cost: str) -> UsageQuery:
+    """The grouping :func:`price_rows` prices by for a cost mode: no time buckets where a
+    recorded cost is used, every call apart by its tokens for ``catalog``."""
+    return UsageQuery(price_all=cost == "catalog", by_time=False)
+
+
+def price_rows(rows: Iterable[UsageRow], *, cost: str = "auto",
+               catalog: PriceCatalog | None = None) -> tuple[Totals, str | None]:
+    """:func:`price_records` for records already summed into rows grouped by
+    :func:`rows_query` of the same ``cost`` (e.g.
+    :func:`~sessiontree.core.usagerecords.rows_from_entries`).
+
+    Returns:
+        The totals and the name of the catalogue used (``None`` when none was needed).
+
+    Raises:
+        ValueError: an unknown cost mode.
+    """
+    _check_mode(cost)
     lazy = _LazyCatalog(catalog)
     totals = Totals()
-    for row in rows_from_records(records, UsageQuery(price_all=cost == "catalog", by_time=False)):
+    for row in rows:
         _row_totals(row, cost, lazy, (totals,))
     return totals, lazy.used.name if lazy.used is not None else None
 

@@ -27,6 +27,7 @@ from urllib.parse import quote
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
+from sessiontree.compare.branches import BranchComparison
 from sessiontree.core.listing import is_unknown_time
 from sessiontree.core.render import entry_summary
 from sessiontree.session.manager import SessionManager
@@ -152,7 +153,7 @@ def render_session_page(manager: SessionManager, tree: view.TreeData, conversati
         conversation_html=Markup(render_conversation(conversation, context["session_id"]))))
 
 
-def render_session_document(manager: SessionManager) -> str:
+def render_session_document(manager: SessionManager, comparison: BranchComparison | None = None) -> str:
     """The session page as one self-contained HTML document (``export --format html``).
 
     Styles, script and images are inline; a ``<meta>`` Content-Security-Policy
@@ -161,6 +162,11 @@ def render_session_document(manager: SessionManager) -> str:
     branch and up to :data:`EXPORT_MAX_BRANCHES` other branches (newest
     first, :data:`EXPORT_MAX_ENTRIES` entries in all) are pre-rendered in
     both views; the tree shows every entry.
+
+    With ``comparison`` (``export --compare``, docs/diff.md), its summary and aligned
+    rows, raw and model's view, are pre-rendered as the compare page shows them, in a
+    section folded above the panes (opened without script); its text is escaped
+    like the rest.
 
     The manager's leaf is moved while rendering and restored afterwards.
     """
@@ -188,11 +194,13 @@ def render_session_document(manager: SessionManager) -> str:
     else:
         manager.branch(original_leaf)
     context = _session_context(manager, tree, active)
+    comparisons = [] if comparison is None else [
+        view.build_compare_page(comparison, str(manager.get_session_id()), which, []) for which in ("raw", "model")]
     css, js = static_text("app.css"), static_text("app.js")
     csp = (f"default-src 'none'; script-src {_hash(js)}; style-src {_hash(css)}; img-src data:; "
            "base-uri 'none'; form-action 'none'")
     return view.scrub_surrogates(environment().get_template("session.html").render(
-        **context, inline=True, css=Markup(css), js=Markup(js), csp=csp, branches=branches,
+        **context, inline=True, css=Markup(css), js=Markup(js), csp=csp, branches=branches, comparisons=comparisons,
         omitted_branches=max(0, len(tips) - len({b["leaf"] for b in branches})),
         conversation_html=Markup(branches[0]["html"]) if branches else Markup(""),
         version="", token_query="", entry_summary=entry_summary))

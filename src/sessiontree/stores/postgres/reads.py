@@ -2,7 +2,8 @@
 
 :class:`PostgresStoreReads` holds the ``StoreCore`` reads (``load``/``read``, ``exists``,
 ``session_ids``, ``location``, ``list_sessions`` with its lazily read listing text,
-``find_most_recent``) and the ``PartialReads`` (``read_skeleton``, ``read_entries``),
+``find_most_recent``), the ``PartialReads`` (``read_skeleton``, ``read_entries``) and
+``read_texts`` (``RawTexts``),
 with what they share: parsing a stored record (``_parse_record``), the snapshot cursor
 that has already read and checked a session's header (``_session_cursor``), and the
 record check of ``load`` and ``read_entries`` (``_entry``). (Not to be confused with
@@ -22,7 +23,7 @@ from sessiontree.errors import CorruptEntryError, InvalidSessionError, SessionNo
 from sessiontree.format import jsonio
 from sessiontree.format.codec import CURRENT_VERSION, ParsedSession
 from sessiontree.format.gcpause import gc_paused
-from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing
+from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, SessionTexts
 from sessiontree.stores.postgres.connection import PostgresConnection
 from sessiontree.stores.postgres.derived import info_from_listing, is_exact_text, record_crc
 from sessiontree.stores.shared import (
@@ -178,6 +179,30 @@ class PostgresStoreReads(PostgresConnection):
                 raise CorruptEntryError(session_id, entry_id, index + 2, where)
         with gc_paused():
             return self._parsed(session_id, header_raw, texts, keep_raw)
+
+    def read_texts(self, session_id: str) -> SessionTexts:
+        """The session's header and each entry's stored text and ``type`` column (see
+        ``RawTexts.read_texts``) in one snapshot, no entry parsed: the header's and
+        each record's CRC-32 checked as :meth:`load` checks them (the header's first,
+        then the first record in file order), then the header parsed and checked. A
+        ``type`` column that may be a lossy copy (U+FFFD) is taken from its record.
+
+        Raises:
+            SessionNotFoundError, CorruptEntryError, StorageError: as :meth:`load`.
+            InvalidSessionError: the header is not a valid header.
+        """
+        with self._session_cursor(session_id, "reading texts") as (cur, header_raw):
+            rows = cur.execute("SELECT json, crc, id, type FROM entries WHERE session_id = %s ORDER BY seq",
+                               (session_id,)).fetchall()
+        where = f"{self.url}#{session_id}"
+        texts = [bytes(text) for text, _, _, _ in rows]
+        for index, (value, (_, crc, entry_id, _)) in enumerate(zip(map(zlib.crc32, texts), rows, strict=False)):
+            if value != crc:
+                raise CorruptEntryError(session_id, entry_id, index + 2, where)
+        header = self._parse_header(header_raw, session_id)
+        types = [row[3] if "\ufffd" not in row[3] else str(self._parse_record(text, session_id, index).get("type"))
+                 for index, (row, text) in enumerate(zip(rows, texts, strict=False), 2)]
+        return SessionTexts(session_id, header, texts, types)
 
     def _parsed(self, session_id: str, header_raw: bytes, texts: list[bytes],
                 keep_raw: bool = True) -> ParsedSession:

@@ -3,7 +3,8 @@
 :class:`SqliteReads` holds the ``StoreCore`` reads (``load``/``read``, ``exists``,
 ``session_ids``, ``location``, ``list_sessions``, ``find_most_recent``) and the
 ``PartialReads`` (``read_skeleton``, ``read_outline``, ``read_entries``,
-``read_entries_at``, and ``recent_entry_types`` for the lazy open), with what they
+``read_entries_at``, and ``recent_entry_types`` for the lazy open), ``read_texts``
+(``RawTexts``), with what they
 share: parsing a stored record (``_parse_record``), ``_Parser`` (a whole session, a
 chunk at a time), ``_RecordCheck`` (single records checked as ``load`` checks them)
 and ``_rows_in`` (some records looked up by an indexed column).
@@ -23,7 +24,7 @@ from sessiontree.errors import CorruptEntryError, InvalidSessionError, SessionCh
 from sessiontree.format import jsonio
 from sessiontree.format.codec import CURRENT_VERSION, ParsedSession
 from sessiontree.format.gcpause import gc_paused
-from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, SessionOutline
+from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, SessionOutline, SessionTexts
 from sessiontree.stores.shared import (
     ROLE_HEAD_BYTES,
     Progress,
@@ -66,6 +67,42 @@ class SqliteReads(SqliteConnection):
     def read(self, session_id: str) -> ParsedSession:
         """Same as :meth:`load`: stored sessions are always format 4, loading writes nothing."""
         return self.load(session_id)
+
+    def read_texts(self, session_id: str) -> SessionTexts:
+        """The session's header and each entry's stored text and ``type`` column (see
+        ``RawTexts.read_texts``) in one read snapshot, no entry parsed: each record's
+        bytes are checked against their CRC-32 as :meth:`load` checks them
+        (``_check_crcs``: the header's first, then the first record in file order),
+        then the header is parsed and checked. An older schema without CRCs (opened
+        read-only) is read whole instead, so nothing unchecked is given out.
+
+        Raises:
+            SessionNotFoundError, CorruptEntryError, StorageError: as :meth:`load`.
+            InvalidSessionError: the header is not a valid header.
+        """
+        if not self._has_crc:
+            return SessionTexts.of(session_id, self.load(session_id))
+        key = to_db(session_id)
+        # gc_paused: a row tuple per entry and no cycle (see sessiontree.format.gcpause)
+        with self.read_transaction() as conn, gc_paused():
+            if not self.has_schema(conn):
+                raise SessionNotFoundError(session_id, self.url)
+            row = conn.execute("SELECT header_json, header_crc FROM sessions WHERE id = ?", (key,)).fetchone()
+            if row is None:
+                raise SessionNotFoundError(session_id, self.url)
+            rows = conn.execute("SELECT json, crc, type FROM entries WHERE session_id = ? ORDER BY seq",
+                                (key,)).fetchall()
+            texts, crcs, types = zip(*rows, strict=False) if rows else ((), (), ())  # split in C
+            del rows
+            self._check_crcs(conn, session_id, row, texts, crcs)
+        header = self._parse_header(row[0] if isinstance(row[0], bytes)
+                                    else row[0].encode("utf-8", "surrogatepass"), key)
+        if {*map(type, texts)} - {bytes}:  # a str stored by hand: its bytes, as load gives them
+            texts = tuple(text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+                          for text in texts)
+        if {*map(type, types)} - {str}:  # a type with a lone surrogate is stored as a BLOB
+            types = tuple(from_db(kind) for kind in types)
+        return SessionTexts(session_id, header, texts, types)
 
     def _scan(self, conn: sqlite3.Connection, session_id: str, entry_columns: str,
               params: Sequence[Any] = ()) -> tuple[dict[str, Any], bytes, list[Any]]:
