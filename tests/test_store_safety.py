@@ -340,6 +340,7 @@ def test_schema_upgrade_hashes_existing_rows(tmp_path):
     raw.execute("ALTER TABLE entries DROP COLUMN crc")
     raw.execute("ALTER TABLE sessions DROP COLUMN header_crc")
     raw.execute("DROP TABLE sync_state")
+    raw.execute("DROP TABLE provenance")
     raw.execute("DROP TABLE archived_files")
     raw.execute("DELETE FROM schema_migrations WHERE name != 'm001_initial'")
     raw.commit()

@@ -482,3 +482,22 @@ def test_sync_settles_what_it_wrote(tmp_path, _fake_home):
     assert Syncer(store).sync_files([str(path)]).counts()["grown"] == 1
     assert store._conn.execute(pending).fetchone() == (0,)
     store.close()
+
+
+def test_watch_calls_on_ready_once_when_running_so_missed_appends_are_synced(tmp_path):
+    # An append between the first sync and the start of the watch gives no event: the
+    # watch says when it runs, and `sync --watch` syncs everything once more then.
+    from sessiontree.sync.engine import watch
+
+    stop = threading.Event()
+    calls: list[int] = []
+
+    def ready() -> None:
+        calls.append(1)
+        (tmp_path / "late.jsonl").write_bytes(b"")  # a change after ready: a batch, no second call
+        threading.Timer(1.5, stop.set).start()
+
+    batches: list[list[str]] = []
+    watch([str(tmp_path)], batches.append, stop, debounce_ms=50, on_ready=ready)
+    assert calls == [1]
+    assert batches == [[str(tmp_path / "late.jsonl")]]

@@ -32,6 +32,7 @@ from sessiontree.errors import SearchQueryError
 from sessiontree.format.ids import shortest_unique_prefixes
 from sessiontree.format.types import ENTRY_TYPES, MESSAGE_ROLES
 from sessiontree.search.query import group_by_session, parse_when, search, settle_search_tail
+from sessiontree.stores.origin import matching_sessions
 
 
 def _query(words: tuple[str, ...]) -> str:
@@ -113,12 +114,17 @@ def _known_roles(roles: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--until", metavar="DATE", help="Only entries up to DATE, that day included (or before an "
                                               "ISO-8601 time).")
 @click.option("--session", "session", metavar="ID", help="Only this session (a unique id prefix).")
+@click.option("--host", "hosts", metavar="HOST", multiple=True,
+              help="Only sessions first synced or imported on this host (its name or machine id). Repeatable.")
+@click.option("--user", "users", metavar="USER", multiple=True,
+              help="Only sessions first synced or imported by this user. Repeatable.")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=50, show_default=True,
               help="Show at most N hits.")
 @click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON (whole ids, highlight offsets).")
 @pass_app
 def search_cmd(app: App, words: tuple[str, ...], cwd: str | None, roles: tuple[str, ...], since: str | None,
-               until: str | None, session: str | None, limit: int, as_json: bool) -> None:
+               until: str | None, session: str | None, hosts: tuple[str, ...], users: tuple[str, ...], limit: int,
+               as_json: bool) -> None:
     """Find entries whose text holds every term of QUERY, best first, grouped by session.
 
     Terms are separated by spaces; "a phrase" in quotes is one term (quote it
@@ -140,7 +146,9 @@ def search_cmd(app: App, words: tuple[str, ...], cwd: str | None, roles: tuple[s
     settle_search_tail(app.store, on_merge=_merging)
     try:
         result = search(app.store, query, cwd=cwd, roles=roles or None, since=_when(since, "--since", False),
-                        until=_when(until, "--until", True), session=session_id, limit=limit)
+                        until=_when(until, "--until", True), session=session_id, limit=limit,
+                        sessions=matching_sessions(app.store.provenances(), hosts, users)
+                        if hosts or users else None)
     except SearchQueryError as exc:
         raise click.UsageError(str(exc)) from None
     if as_json:

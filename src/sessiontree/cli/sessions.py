@@ -39,6 +39,7 @@ from sessiontree.core.textsafe import safe_block, safe_json_text, safe_line
 from sessiontree.format.ids import shortest_unique_prefixes
 from sessiontree.format.outfile import write_atomic
 from sessiontree.session.manager import SessionManager
+from sessiontree.stores.origin import matching_sessions
 from sessiontree.sync.provenance import agent_format
 
 if TYPE_CHECKING:
@@ -52,6 +53,10 @@ if TYPE_CHECKING:
               help="Only sessions of this project directory.")
 @click.option("--internal", is_flag=True, help="Include internal workflow sessions.")
 @click.option("--all", "all_", is_flag=True, help="Every session in the store (same as --internal; not with --cwd).")
+@click.option("--host", "hosts", metavar="HOST", multiple=True,
+              help="Only sessions first synced or imported on this host (its name or machine id). Repeatable.")
+@click.option("--user", "users", metavar="USER", multiple=True,
+              help="Only sessions first synced or imported by this user. Repeatable.")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=None, help="Show at most N sessions.")
 @click.option("--full-ids", is_flag=True, help="Show whole session ids (default: the shortest unique prefix, "
                                                "at least 8 characters).")
@@ -60,15 +65,18 @@ if TYPE_CHECKING:
                    "counts there, as in stats --by session; ~ marks estimates).")
 @click.option("--json", "as_json", is_flag=True, help="Print the sessions as JSON (always whole ids).")
 @pass_app
-def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, limit: int | None, full_ids: bool,
-             with_cost: bool, as_json: bool) -> None:
+def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, hosts: tuple[str, ...], users: tuple[str, ...],
+             limit: int | None, full_ids: bool, with_cost: bool, as_json: bool) -> None:
     """List sessions, newest first.
 
     By default every regular session of every project; --cwd DIR keeps one
     project. Internal workflow sessions (headers marked internal with a
     complete workflow link) are hidden unless --internal or --all is given.
     Ids are shown as the shortest prefix that is unique in the store (at
-    least 8 characters, like git), which every command accepts.
+    least 8 characters, like git), which every command accepts. --host and
+    --user keep the sessions first stored from there (docs/sync.md,
+    "Provenance"); an origin column (user@host) appears once the listed
+    sessions come from more than one.
     """
     if all_ and cwd is not None:
         raise click.UsageError("--all lists every session; it cannot be combined with --cwd")
@@ -88,11 +96,18 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, limit: int |
     if skipped:
         click.echo(f"{plural(skipped, 'session', 'sessions')} could not be loaded; "
                    "run sessiontree check --store", err=True)
+    origins = app.store.provenances()
+    if hosts or users:
+        keep = matching_sessions(origins, hosts, users)
+        infos = [info for info in infos if info.id in keep]
     if limit is not None:
         infos = infos[:limit]
     costs = _session_costs(app) if with_cost else None
     if as_json:
         rows_json = [info.to_dict() for info in infos]
+        for item in rows_json:
+            origin = origins.get(item["id"])
+            item["origin"] = origin.to_dict() if origin is not None else None
         if costs is not None:
             for item in rows_json:
                 item["usage"] = _cost_json(costs.get(item["id"]))
@@ -112,8 +127,10 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, limit: int |
         inside_home = home not in ("", "/") and (info.cwd + "/").startswith(home + "/")
         project = "~" + info.cwd[len(home):] if inside_home else info.cwd
         # Sanitised before the widths are measured and cells cut: no cut splits a sequence.
+        origin = origins.get(info.id)
+        where = f"{origin.user}@{origin.host}" if origin is not None else "?"
         rows.append((safe_line(short.get(info.id, info.id)), utc_minutes(info.modified), str(info.message_count),
-                     safe_line(info.agent), safe_line(project), safe_line(title)))
+                     safe_line(info.agent), safe_line(project), safe_line(title), safe_line(where)))
     cost_cells = [_cost_text(costs.get(info.id)) for info in infos] if costs is not None else None
     # The id is never cut. The project takes what the title (at least 20 cells)
     # leaves, at most 40 cells and, when space is short, a third of the line;
@@ -123,8 +140,11 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, limit: int |
     # The agent column appears once another agent's sessions are listed: a pi-only listing keeps its width.
     show_agent = any(info.agent != "pi" for info in infos)
     agent_w = max(5, *(cell_len(r[3]) for r in rows)) if show_agent else 0
+    # The origin column appears once the listed sessions come from more than one place.
+    show_origin = len({r[6] for r in rows}) > 1
+    origin_w = min(30, max(6, *(cell_len(r[6]) for r in rows))) if show_origin else 0
     avail = console.width - id_w - 17 - 4 - 8 - (agent_w + 2 if show_agent else 0) - (
-        cost_w + 2 if cost_cells is not None else 0)
+        cost_w + 2 if cost_cells is not None else 0) - (origin_w + 2 if show_origin else 0)
     longest = max(cell_len(r[4]) for r in rows)
     proj_w = min(longest, 40)
     if avail - proj_w < 20:
@@ -139,11 +159,13 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, limit: int |
         table.add_column("cost", justify="right", no_wrap=True, width=cost_w)
     if show_agent:
         table.add_column("agent", no_wrap=True, width=agent_w)
+    if show_origin:
+        table.add_column("origin", no_wrap=True, overflow="ellipsis", width=origin_w)
     if show_project:
         table.add_column("project", no_wrap=True, width=proj_w)
     table.add_column("title", no_wrap=True, overflow="ellipsis", max_width=title_w)
     for index, row in enumerate(rows):
-        agent_cells = row[3:4] if show_agent else ()
+        agent_cells = (*(row[3:4] if show_agent else ()), *(row[6:7] if show_origin else ()))
         cells = (*row[:3], *agent_cells, *((cut_left(row[4], proj_w),) if show_project else ()), row[5])
         if cost_cells is not None:
             cells = (*cells[:3], cost_cells[index], *cells[3:])

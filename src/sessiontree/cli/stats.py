@@ -31,10 +31,11 @@ BAR_WIDTH = 40
 
 _GROUP_TITLES = {"day": "day", "week": "week of", "month": "month", "session": "session", "model": "model",
                  "provider": "provider", "project": "project",
-                 "agent": "agent"}
+                 "agent": "agent", "host": "host", "user": "user"}
 
 
-@cli.command("stats", short_help="Tokens and cost by day, week, month, session, model, provider, project or agent.")
+@cli.command("stats", short_help="Tokens and cost by day, week, month, session, model, provider, project, agent, "
+                                 "host or user.")
 @click.option("--by", "by", type=click.Choice(GROUPINGS), default="day", show_default=True,
               help="How to group the calls (week: weeks starting on Monday).")
 @click.option("--since", metavar="DATE|Nd", help="From this day on (YYYY-MM-DD or YYYYMMDD), or the last N "
@@ -42,6 +43,11 @@ _GROUP_TITLES = {"day": "day", "week": "week of", "month": "month", "session": "
 @click.option("--until", metavar="DATE", help="Up to and including this day (YYYY-MM-DD or YYYYMMDD).")
 @click.option("--cwd", "cwd", metavar="DIR", type=click.Path(file_okay=False, path_type=str),
               help="Only calls first made in sessions of this project directory.")
+@click.option("--host", "hosts", metavar="HOST", multiple=True,
+              help="Only calls first made in sessions first synced or imported on this host (its name or machine "
+                   "id). Repeatable.")
+@click.option("--user", "users", metavar="USER", multiple=True,
+              help="Only calls first made in sessions first synced or imported by this user. Repeatable.")
 @click.option("--timezone", "-z", "tz", metavar="TZ",
               help="Time zone of day boundaries and dates (IANA name such as Europe/Berlin, UTC, or +01:00). "
                    "Default: the local zone.")
@@ -50,8 +56,8 @@ _GROUP_TITLES = {"day": "day", "week": "week of", "month": "month", "session": "
                    "recorded: recorded costs only; catalog: every call priced from the offline catalogue.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (docs/usage.md; schemaVersion 1).")
 @pass_app
-def stats_cmd(app: App, by: str, since: str | None, until: str | None, cwd: str | None, tz: str | None,
-              cost: str, as_json: bool) -> None:
+def stats_cmd(app: App, by: str, since: str | None, until: str | None, cwd: str | None, hosts: tuple[str, ...],
+              users: tuple[str, ...], tz: str | None, cost: str, as_json: bool) -> None:
     """Tokens and cost of every billed call in the store, each counted once.
 
     Counted: assistant messages, usage recorded on tool results, session
@@ -63,13 +69,14 @@ def stats_cmd(app: App, by: str, since: str | None, until: str | None, cwd: str 
     so a partial total never looks complete.
     """
     with busy_spinner("Summing usage…"):
-        report = usage_report(app.store, by=by, since=since, until=until, cwd=cwd, tz=tz, cost=cost)
+        report = usage_report(app.store, by=by, since=since, until=until, cwd=cwd, tz=tz, cost=cost,
+                              hosts=hosts, users=users)
     if as_json:
         print_json(report.to_dict())
         return
     console = stdout_console()
     if not report.groups:
-        print_rich(console, "No usage recorded" + (" in that range." if since or until or cwd else "."))
+        print_rich(console, "No usage recorded" + (" in that range." if since or until or cwd or hosts or users else "."))
         _notes(report)
         return
     table = Table(box=None, pad_edge=False, header_style="bold", show_footer=True, footer_style="bold")

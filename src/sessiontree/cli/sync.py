@@ -332,5 +332,10 @@ def _watch(store: SessionStore, folders: list[str], exclude: str | None, replace
         if shown or as_json:
             _print_report(batch, as_json)
 
-    watch(roots, on_change, stop, debounce_ms=debounce)
+    def on_ready() -> None:
+        # Appends made between the first sync and the start of the watch gave no event.
+        files, _rejected = discover(roots, exclude)
+        on_change(files)
+
+    watch(roots, on_change, stop, debounce_ms=debounce, on_ready=on_ready)
     echo_line("sessiontree: watch stopped", err=True)

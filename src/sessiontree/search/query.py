@@ -19,7 +19,7 @@ Example::
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -82,8 +82,14 @@ def group_by_session(hits: Sequence[SearchHit]) -> list[tuple[str, list[SearchHi
 
 def search(store: SessionStore, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
            since: datetime | str | float | None = None, until: datetime | str | float | None = None,
-           session: str | None = None, limit: int | None = DEFAULT_LIMIT) -> SearchResult:
+           session: str | None = None, limit: int | None = DEFAULT_LIMIT,
+           sessions: Container[str] | None = None) -> SearchResult:
     """Search every session of ``store`` (arguments as :meth:`SessionStore.search`).
+
+    ``sessions``, when given, keeps only hits of those sessions (``--host``/``--user``:
+    the ids :func:`sessiontree.stores.origin.matching_sessions` gives). The store is
+    asked for twice as many hits until enough are left after the filter or there are
+    no more, so the hits are the first ``limit`` of the filtered ranking.
 
     Returns:
         A :class:`SearchResult`; ``more`` tells whether hits were left out by ``limit``.
@@ -95,8 +101,18 @@ def search(store: SessionStore, query: str, *, cwd: str | None = None, roles: It
     """
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive integer or None, not {limit!r}")
-    hits = store.search(query, cwd=cwd, roles=roles, since=since, until=until, session=session,
-                        limit=None if limit is None else limit + 1)
+    want = None if limit is None else limit + 1
+    ask = want
+    roles = tuple(roles) if roles is not None else None  # asked again below: not a one-shot iterator
+    while True:
+        hits = store.search(query, cwd=cwd, roles=roles, since=since, until=until, session=session, limit=ask)
+        if sessions is None:
+            break
+        kept = [hit for hit in hits if hit.session_id in sessions]
+        if ask is None or want is None or len(kept) >= want or len(hits) < ask:
+            hits = kept
+            break
+        ask *= 4
     more = limit is not None and len(hits) > limit
     return SearchResult(query, hits[:limit] if limit is not None else hits, more)
 

@@ -15,25 +15,30 @@ Invariants:
 * A group's outcomes are yielded only after it committed: an interruption or
   a crash loses only the group in progress, none of whose files was reported.
 * Input files are never modified; entries keep their stored JSON text.
+* Each imported session's origin (:class:`~sessiontree.stores.base.Provenance`: this
+  host, the file) is recorded right after its group commits, in one more
+  transaction, unless the id already has one (docs/sync.md, "Provenance"). A crash
+  between the two leaves a session without an origin, shown as unknown.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
 
 from sessiontree.check.glued import parse_unglued
-from sessiontree.errors import InvalidSessionError, SessionError
+from sessiontree.errors import InvalidSessionError, SessionError, StorageError
 from sessiontree.format import bounds
 from sessiontree.format.codec import ParsedSession
 from sessiontree.format.foreign import sniff_agent
 from sessiontree.format.ids import validate_session_id
 from sessiontree.format.inputlimit import check_input_size
 from sessiontree.stores.base import SessionStore
+from sessiontree.stores.origin import origin_here, storable
 
 __all__ = ["IMPORT_BATCH_BYTES", "IMPORT_BATCH_SESSIONS", "ImportOutcome", "check_record_sizes", "import_files",
            "import_record", "read_file"]
@@ -203,6 +208,14 @@ def _import_group(store: SessionStore, many: Callable[[Sequence[Record]], Any] |
                 store.create(header, entries, raw)
             except (SessionError, ValueError) as exc:
                 errors[index] = exc
+    done = [(pending[index][0], record[0]["id"]) for index, record in items if index not in errors]
+    if done:
+        here = origin_here("")
+        try:
+            store.record_provenance([replace(here, session_id=session_id, source=storable(os.path.abspath(path)))
+                                     for path, session_id in done])
+        except (StorageError, AttributeError, NotImplementedError):
+            pass  # the sessions are stored; an origin that cannot be recorded is shown as unknown
     for index, (path, parsed, error, note) in enumerate(pending):
         error = error or errors.get(index)
         session_id = parsed.header.get("id") if parsed is not None else None

@@ -48,6 +48,7 @@ __all__ = [
     "DerivedData",
     "PartialReads",
     "ProgressCallback",
+    "Provenance",
     "RawTexts",
     "SessionFiles",
     "SessionListing",
@@ -247,6 +248,55 @@ class ArchivedFile:
 
 
 @dataclass(frozen=True)
+class Provenance:
+    """Where a session came from: recorded once, when ``sync`` or ``import`` first stored
+    it, and never overwritten (docs/sync.md, "Provenance").
+
+    Not derived data and not the agent's bytes: it lives beside the session (a
+    ``provenance`` table, or a file beside a JSONL store), never in its header or
+    entries, and ``reindex`` leaves it alone. It is kept when the session is
+    deleted, so a session that comes back keeps its first origin.
+
+    Attributes:
+        session_id: the session (the key).
+        host: the host name of the machine that first stored it
+            (``$SESSIONTREE_SYNC_HOST``, else the host name).
+        machine_id: a stable id of that machine (16 hex digits; see
+            :func:`sessiontree.stores.origin.machine_id`).
+        user: the user name there (``""`` when it cannot be told).
+        agent: ``pi``, ``atomic``, ``claude``, ``codex``, or ``""`` (a plain file or another store).
+        source: the file it was read from (absolute, on that host), or
+            ``<store url>#<session id>`` for a copy from another store.
+        recorded_at: when it was recorded, milliseconds since the epoch (UTC).
+    """
+
+    session_id: str
+    host: str
+    machine_id: str
+    user: str
+    agent: str
+    source: str
+    recorded_at: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON data (camelCase keys), as ``list --json`` and the JSONL store write it."""
+        return {"sessionId": self.session_id, "host": self.host, "machineId": self.machine_id, "user": self.user,
+                "agent": self.agent, "source": self.source, "recordedAt": self.recorded_at}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Provenance:
+        """Inverse of :meth:`to_dict`.
+
+        Raises:
+            KeyError, TypeError, ValueError: ``data`` is not a record written by :meth:`to_dict`.
+        """
+        values = (data["sessionId"], data["host"], data["machineId"], data["user"], data["agent"], data["source"])
+        if not all(isinstance(value, str) for value in values):
+            raise TypeError("provenance fields must be strings")
+        return cls(*values, int(data["recordedAt"]))
+
+
+@dataclass(frozen=True)
 class SyncChange:
     """The change to a session that goes with a new :class:`SyncState`, in one commit.
 
@@ -259,6 +309,8 @@ class SyncChange:
         header: the format-4 header (``create``, ``replace``).
         entries: entries in order.
         raw: each entry's stored JSON text (``None`` items are serialized).
+        provenance: where the session comes from; written with a ``create`` in the
+            same commit, unless the session id already has one (never overwritten).
     """
 
     kind: str
@@ -266,6 +318,7 @@ class SyncChange:
     header: dict[str, Any] | None = None
     entries: Sequence[dict[str, Any]] = ()
     raw: Sequence[bytes | None] | None = None
+    provenance: Provenance | None = None
 
 
 @dataclass(frozen=True)
@@ -823,6 +876,24 @@ class SyncLedger(Protocol):
     def record_archived(self, record: ArchivedFile) -> None:
         """Write ``record``, replacing the record of the same ``(path, sha256)`` if any
         (``archive`` writes ``pending`` before the move and ``done`` after it).
+
+        Raises:
+            StorageError: the write failed (a read-only store included); nothing was written.
+        """
+        ...
+
+    def provenances(self) -> dict[str, Provenance]:
+        """Every recorded :class:`Provenance`, by session id (``{}`` when none, or on a
+        read-only store that has no such table yet). May hold ids of deleted sessions.
+
+        Raises:
+            StorageError: the store could not be read.
+        """
+        ...
+
+    def record_provenance(self, records: Sequence[Provenance]) -> None:
+        """Record each origin whose session id has none yet, in one atomic step; an id
+        that already has one keeps it (first wins: docs/sync.md, "Provenance").
 
         Raises:
             StorageError: the write failed (a read-only store included); nothing was written.

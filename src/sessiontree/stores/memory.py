@@ -31,6 +31,7 @@ from sessiontree.stores.base import (
     ArchivedFile,
     CancelEvent,
     ProgressCallback,
+    Provenance,
     SessionListing,
     StoreProblem,
     SyncChange,
@@ -86,6 +87,7 @@ class MemoryStore(StoreBase):
         self._sync: dict[str, SyncState] = {}
         #: ``sessiontree archive`` records, by (path, sha256), in first-write order (docs/agent-loop.md).
         self._archived: dict[tuple[str, bytes], ArchivedFile] = {}
+        self._provenance: dict[str, Provenance] = {}
 
     def __repr__(self) -> str:
         return f"MemoryStore({len(self._sessions)} sessions)"
@@ -215,6 +217,18 @@ class MemoryStore(StoreBase):
         """Write an archive record. See :meth:`SessionStore.record_archived`."""
         with self._lock:
             self._archived[(record.path, record.sha256)] = record
+
+    def provenances(self) -> dict[str, Provenance]:
+        """Every recorded origin by session id. See :meth:`SessionStore.provenances`."""
+        with self._lock:
+            return dict(self._provenance)
+
+    def record_provenance(self, records: Sequence[Provenance]) -> None:
+        """Record each origin whose id has none yet (first wins).
+        See :meth:`SessionStore.record_provenance`."""
+        with self._lock:
+            for record in records:
+                self._provenance.setdefault(record.session_id, record)
 
     def delete(self, session_id: str) -> None:
         """Forget the session; a missing id does nothing."""

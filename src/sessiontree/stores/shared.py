@@ -218,7 +218,7 @@ def header_of(change: SyncChange) -> dict[str, Any]:
 def apply_sync_change(store: Any, change: SyncChange) -> None:
     """Apply ``change`` through ``store``'s own writes: ``create`` and ``replace``
     (``replace_session``) with the change's header, ``append`` to its session; any
-    other kind does nothing. The body of ``sync_commit`` for stores whose writes
+    other kind does nothing. A ``create``'s provenance is recorded after the session. The body of ``sync_commit`` for stores whose writes
     need no shared transaction (memory, JSONL), run under the caller's lock once
     :func:`sync_expected` has passed.
 
@@ -228,6 +228,8 @@ def apply_sync_change(store: Any, change: SyncChange) -> None:
     """
     if change.kind == "create":
         store.create(header_of(change), change.entries, change.raw)
+        if change.provenance is not None:
+            store.record_provenance([change.provenance])
     elif change.kind == "append":
         store.append(change.session_id, change.entries, change.raw)
     elif change.kind == "replace":

@@ -73,7 +73,9 @@ from sessiontree.format.ids import is_valid_session_id
 from sessiontree.format.inputlimit import check_input_size
 from sessiontree.format.shape import FileShape, ShapeError, shape_of
 from sessiontree.session.importing import check_record_sizes
-from sessiontree.stores.base import SessionStore, SyncChange, SyncState
+from sessiontree.stores.base import Provenance, SessionStore, SyncChange, SyncState
+from sessiontree.stores.origin import origin_here
+from sessiontree.sync.sources import agent_sources
 
 try:
     import fcntl
@@ -613,6 +615,9 @@ class Syncer:
         self.store = store
         self.replace = replace
         self.dry_run = dry_run
+        # Which agent's folder a file is in, for the provenance of the sessions it creates.
+        self._folders = sorted(((source.path.rstrip(os.sep) + os.sep, source.agent) for source in agent_sources()),
+                               key=lambda item: -len(item[0]))
         self._refresh()
 
     def _refresh(self) -> None:
@@ -702,6 +707,13 @@ class Syncer:
             return FileResult(path, "rejected", reason=f"cannot read: {_os_reason(exc, path)}")
         finally:
             os.close(fd)
+
+    def origin(self, session_id: str, source: str, agent: str | None = None) -> Provenance:
+        """The :class:`Provenance` of a session this run creates from ``source`` (a file:
+        its agent is the agent whose folder holds it, else ``""``; docs/sync.md, "Provenance")."""
+        if agent is None:
+            agent = next((name for folder, name in self._folders if source.startswith(folder)), "")
+        return origin_here(session_id, agent=agent, source=source)
 
     def _commit(self, expect: SyncState | None, state: SyncState, change: SyncChange) -> None:
         if self.dry_run:
@@ -923,7 +935,8 @@ class Syncer:
                                   reason=f"the stored session cannot be read to compare: {exc}")
         if stored is None:
             try:
-                commit(SyncChange("create", session_id, dict(parsed.header), parsed.entries, raw))
+                commit(SyncChange("create", session_id, dict(parsed.header), parsed.entries, raw,
+                                  provenance=self.origin(session_id, path)))
             except InvalidSessionError as exc:
                 return FileResult(path, "rejected", session_id, reason=exc.reason, line=exc.line)
             return FileResult(path, "new", session_id, added=len(raw), pending=pending)
@@ -980,6 +993,11 @@ class Syncer:
         """
         report = SyncReport()
         ids = sorted(source.session_ids())
+        try:
+            # A session the source knows the origin of keeps it: the copy is not its origin.
+            origins = source.provenances()
+        except (SessionError, AttributeError, NotImplementedError):
+            origins = {}
         for index, session_id in enumerate(ids):
             if stop is not None and stop.is_set():
                 report.interrupted, report.left = True, len(ids) - index
@@ -992,12 +1010,15 @@ class Syncer:
                 continue
             raw = [parsed.entry_bytes(i) for i in range(len(parsed.entries))]
 
-            def commit(change: SyncChange) -> None:
+            def commit(change: SyncChange, where: str = where) -> None:
                 if self.dry_run:
                     return
                 if change.kind == "create":
                     self.store.create(change.header or {}, change.entries, change.raw)
                     self.stored_ids.add(change.session_id)
+                    known = origins.get(change.session_id)
+                    self.store.record_provenance([known if known is not None else self.origin(
+                        change.session_id, where, "")])
                 elif change.kind == "append":
                     self.store.append(change.session_id, change.entries, change.raw)
                 elif change.kind == "replace":
@@ -1061,7 +1082,7 @@ def run_lock(store: SessionStore, on_busy: Callable[[], None] | None = None) -> 
 
 
 def watch(roots: Sequence[str], on_change: Callable[[list[str]], None], stop: threading.Event,
-          *, debounce_ms: int = 400) -> None:
+          *, debounce_ms: int = 400, on_ready: Callable[[], None] | None = None) -> None:
     """Call ``on_change(paths)`` with the ``*.jsonl`` files that changed under ``roots``,
     debounced, until ``stop`` is set (``watchfiles``). Files removed meanwhile are left out.
 
@@ -1070,6 +1091,10 @@ def watch(roots: Sequence[str], on_change: Callable[[list[str]], None], stop: th
         on_change: gets the sorted absolute paths of changed files that still exist.
         stop: set it (e.g. from a SIGINT handler) to end the watch after the current batch.
         debounce_ms: changes within this window are grouped into one batch.
+        on_ready: called once, when the watch is known to be running (its first
+            batch or timeout): a file an agent appended to after the caller's first
+            sync but before the watch began gives no event, so the caller syncs
+            everything once more then (unchanged files cost a ``stat``).
     """
     import watchfiles  # imported on use: only --watch needs it
 
@@ -1078,7 +1103,10 @@ def watch(roots: Sequence[str], on_change: Callable[[list[str]], None], stop: th
 
     for changes in watchfiles.watch(*roots, watch_filter=only_sessions, debounce=debounce_ms,
                                     stop_event=stop, raise_interrupt=False, rust_timeout=500,
-                                    yield_on_timeout=False):
+                                    yield_on_timeout=True):
+        if on_ready is not None:
+            ready, on_ready = on_ready, None
+            ready()
         paths = sorted({os.path.abspath(path) for _, path in changes if os.path.isfile(path)})
         if paths:
             on_change(paths)

@@ -45,6 +45,7 @@ from sessiontree.core.usagerecords import (
     rows_from_records,
 )
 from sessiontree.stores.base import SessionStore
+from sessiontree.stores.origin import matching_sessions
 
 __all__ = [
     "COST_MODES",
@@ -74,12 +75,12 @@ __all__ = [
 SCHEMA_VERSION = 1
 
 #: ``--by`` values.
-GROUPINGS = ("day", "week", "month", "session", "model", "provider", "project", "agent")
+GROUPINGS = ("day", "week", "month", "session", "model", "provider", "project", "agent", "host", "user")
 #: ``--cost`` values.
 COST_MODES = ("auto", "recorded", "catalog")
 
 CostMode = Literal["auto", "recorded", "catalog"]
-Grouping = Literal["day", "week", "month", "session", "model", "provider", "project"]
+Grouping = Literal["day", "week", "month", "session", "model", "provider", "project", "agent", "host", "user"]
 
 _UNKNOWN = "unknown"
 
@@ -461,8 +462,14 @@ def _check_mode(cost: str) -> None:
 
 def usage_report(store: SessionStore, *, by: str = "day", since: str | None = None, until: str | None = None,
                  cwd: str | None = None, tz: str | None = None, cost: str = "auto",
-                 catalog: PriceCatalog | None = None, now_ms: int | None = None) -> UsageReport:
+                 catalog: PriceCatalog | None = None, now_ms: int | None = None,
+                 hosts: Iterable[str] = (), users: Iterable[str] = ()) -> UsageReport:
     """Tokens and cost of every billed call in ``store``, each counted once, grouped.
+
+    ``by="host"``/``"user"`` groups each call by the origin of the session that owns it
+    (docs/sync.md, "Provenance"; ``unknown`` for a session without one); ``hosts`` and
+    ``users`` keep only the calls owned by sessions first stored from there
+    (:func:`sessiontree.stores.origin.matching_sessions`).
 
     Args:
         store: any store.
@@ -485,20 +492,35 @@ def usage_report(store: SessionStore, *, by: str = "day", since: str | None = No
     since_ms = parse_date_bound(since, zone, end=False, now_ms=now_ms) if since else None
     until_ms = parse_date_bound(until, zone, end=True) if until else None
     resolved_cwd = os.path.abspath(cwd) if cwd is not None else None
+    hosts, users = tuple(hosts), tuple(users)
+    by_origin = by in ("host", "user") or bool(hosts or users)
     query = UsageQuery(since_ms=since_ms, until_ms=until_ms, cwd=resolved_cwd,
-                       per_session=by in ("session", "project", "agent"), price_all=cost == "catalog",
+                       per_session=by in ("session", "project", "agent") or by_origin, price_all=cost == "catalog",
                        by_time=by in ("day", "week", "month"))
-    rows = store.usage(query)
+    rows: Iterable[UsageRow] = store.usage(query)
+    skipped = getattr(rows, "skipped", 0)
     agents: dict[str, str] = {}
     if by == "agent":
         # The agent is a header field: one listing (headers only, no entries) maps each owner.
         agents = {info.id: info.agent for info in store.list_sessions(include_internal=True)}
+    if by_origin:
+        # Origins are kept beside the sessions: one read maps each owner.
+        origins = store.provenances()
+        if by in ("host", "user"):
+            agents = {sid: (origin.host if by == "host" else origin.user) or _UNKNOWN
+                      for sid, origin in origins.items()}
+        if hosts or users:
+            keep = matching_sessions(origins, hosts, users)
+            rows = [row for row in rows if row.session_id in keep]
     lazy = _LazyCatalog(catalog)
     groups: dict[str, Group] = {}
     totals = Totals()
     day_cache: dict[int, date | None] = {}
     for row in rows:
-        key = agents.get(row.session_id or "", "pi") if by == "agent" else _group_key(by, row, zone, day_cache)
+        if by in ("agent", "host", "user"):
+            key = agents.get(row.session_id or "", "pi" if by == "agent" else _UNKNOWN)
+        else:
+            key = _group_key(by, row, zone, day_cache)
         group = groups.get(key)
         if group is None:
             group = groups[key] = Group(key, Totals(), row.cwd if by == "session" else None)
@@ -509,7 +531,7 @@ def usage_report(store: SessionStore, *, by: str = "day", since: str | None = No
     else:
         ordered.sort(key=lambda g: (-g.totals.cost_nanos, -g.totals.total_tokens, g.key))
     return UsageReport(by, ordered, totals, tz or "local", since, until, resolved_cwd, cost,
-                       lazy.used.name if lazy.used is not None else None, getattr(rows, "skipped", 0))
+                       lazy.used.name if lazy.used is not None else None, skipped)
 
 
 def _group_key(by: str, row: UsageRow, zone: tzinfo | None, day_cache: dict[int, date | None]) -> str:

@@ -403,7 +403,8 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
 
     def session_list(request: Request) -> Response:
         p = request.query_params
-        query = view.ListQuery(q=p.get("q", ""), project=p.get("project", ""), named=_flag(p.get("named")),
+        query = view.ListQuery(q=p.get("q", ""), project=p.get("project", ""), host=p.get("host", ""),
+                               user=p.get("user", ""), named=_flag(p.get("named")),
                                since=_date(p.get("since")), until=_date(p.get("until")),
                                internal=_flag(p.get("internal")),
                                sort="created" if p.get("sort") == "created" else "modified",
@@ -494,8 +495,14 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
             session_id = str(cached.manager.get_session_id())
             resume = resume_command(store, session_id, str(cached.manager.get_header().get("cwd") or ""))
             here = str(request.url.path) + (f"?{request.url.query}" if request.url.query else "")
+            if cached.memo is None:
+                cached.memo = {}
+            if "origin" not in cached.memo:
+                # Where the session came from (docs/sync.md, "Provenance"): once per session version.
+                cached.memo["origin"] = store.provenances().get(session_id)
             html = page.render_session_page(cached.manager, tree, conv, version=cached.version, window=window,
-                                            resume_command=resume, redacted=cache.redact, here=here)
+                                            resume_command=resume, redacted=cache.redact, here=here,
+                                            origin=cached.memo["origin"])
         return HTMLResponse(html)
 
     def compare_page(request: Request) -> Response:

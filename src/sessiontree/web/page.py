@@ -31,6 +31,7 @@ from sessiontree.compare.branches import BranchComparison
 from sessiontree.core.listing import is_unknown_time
 from sessiontree.core.render import entry_summary
 from sessiontree.session.manager import SessionManager
+from sessiontree.stores.base import Provenance
 from sessiontree.web import views as view
 
 __all__ = [
@@ -135,7 +136,7 @@ def _session_context(manager: SessionManager, tree: view.TreeData, conversation:
 def render_session_page(manager: SessionManager, tree: view.TreeData, conversation: view.Conversation, *,
                         version: str = "", token_query: str = "", window: dict[str, Any] | None = None,
                         resume_command: str | None = None, redacted: bool | None = None,
-                        here: str = "/") -> str:
+                        here: str = "/", origin: Provenance | None = None) -> str:
     """The session page the server sends (assets linked, live updates on).
 
     With ``window`` (:meth:`TreeData.window`) the page carries only those tree
@@ -143,11 +144,12 @@ def render_session_page(manager: SessionManager, tree: view.TreeData, conversati
     carries every row. ``resume_command`` is shown with a copy button (the
     server starts no process; docs/agent-loop.md). ``redacted`` (``None``: no
     toggle) is the state the ``redacted`` toggle shows; ``here`` the page's path
-    and query, where the toggle returns to."""
+    and query, where the toggle returns to. ``origin``, when the session has one
+    (docs/sync.md, "Provenance"), is shown in the header as ``from user@host``."""
     context = _session_context(manager, tree, conversation, window)
     return view.scrub_surrogates(environment().get_template("session.html").render(
         **context, inline=False, version=version, token_query=token_query, resume_command=resume_command,
-        redacted=redacted, here=here,
+        redacted=redacted, here=here, origin=origin,
         conversation_html=Markup(render_conversation(conversation, context["session_id"]))))
 
 

@@ -23,7 +23,7 @@ from sessiontree.errors import StorageError
 from sessiontree.format.files import FILE_SUFFIX
 from sessiontree.format.ids import session_id_hash
 
-__all__ = ["ARCHIVE_LOG_FILE", "FILE_SUFFIX", "SYNC_LOCK_FILE", "SYNC_STATE_FILE", "file_name_for", "session_files_in"]
+__all__ = ["ARCHIVE_LOG_FILE", "FILE_SUFFIX", "PROVENANCE_FILE", "SYNC_LOCK_FILE", "SYNC_STATE_FILE", "file_name_for", "session_files_in"]
 
 #: ``sessiontree sync`` state of a JSONL store, in its directory (not ``*.jsonl``: never listed).
 SYNC_STATE_FILE = ".sessiontree-sync-state"
@@ -31,6 +31,9 @@ SYNC_LOCK_FILE = ".sessiontree-sync.lock"
 #: ``sessiontree archive`` records (docs/agent-loop.md): one JSON line per write, the last
 #: line of a ``(path, sha256)`` winning; written under :data:`SYNC_LOCK_FILE`.
 ARCHIVE_LOG_FILE = ".sessiontree-archived"
+#: Where each session came from (docs/sync.md, "Provenance"): one JSON line per record,
+#: the *first* line of a session id winning; written under :data:`SYNC_LOCK_FILE`.
+PROVENANCE_FILE = ".sessiontree-provenance"
 _CANONICAL_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 
 

@@ -8,8 +8,10 @@ under a separate lock file (``sync_commit``), through the writes of :mod:`.write
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
+from collections.abc import Sequence
 
 import orjson
 
@@ -19,8 +21,8 @@ from sessiontree.format.files import O_CLOEXEC as _O_CLOEXEC
 from sessiontree.format.files import lock as _lock
 from sessiontree.format.files import unlock_and_close as _unlock_and_close
 from sessiontree.format.files import write_all as _write_all
-from sessiontree.stores.base import ArchivedFile, SyncChange, SyncState
-from sessiontree.stores.jsonl.layout import ARCHIVE_LOG_FILE, SYNC_LOCK_FILE, SYNC_STATE_FILE
+from sessiontree.stores.base import ArchivedFile, Provenance, SyncChange, SyncState
+from sessiontree.stores.jsonl.layout import ARCHIVE_LOG_FILE, PROVENANCE_FILE, SYNC_LOCK_FILE, SYNC_STATE_FILE
 from sessiontree.stores.jsonl.writes import JsonlWrites
 from sessiontree.stores.shared import apply_sync_change, sync_expected
 
@@ -108,7 +110,11 @@ class JsonlLedger(JsonlWrites):
             with self._mutex:
                 if not sync_expected(expect, self._sync_refresh().get(state.path)):
                     raise SyncConflictError(state.path)
-                apply_sync_change(self, change)
+                # The provenance is written here, under the sync lock this commit holds
+                # (record_provenance would take it again: flock does not nest).
+                apply_sync_change(self, dataclasses.replace(change, provenance=None))
+                if change.kind == "create" and change.provenance is not None:
+                    self._append_provenance([change.provenance])
                 line = _state_line(state)
                 try:
                     out = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_CLOEXEC, 0o644)
@@ -184,6 +190,90 @@ class JsonlLedger(JsonlWrites):
             raise StorageError(f"cannot write the archive record to {path}: {exc}") from exc
         finally:
             _unlock_and_close(fd)
+
+    def provenances(self) -> dict[str, Provenance]:
+        """Every recorded origin by session id, from the provenance log (the first line of
+        an id wins; a damaged line is skipped). See :meth:`SessionStore.provenances`.
+
+        Raises:
+            StorageError: the log exists but cannot be read.
+        """
+        with self._mutex:
+            return dict(self._provenance_refresh())
+
+    def _provenance_refresh(self) -> dict[str, Provenance]:
+        """Bring the cached records up to date with the log, reading only the lines appended
+        since the last look (the log is append-only); returns the cache (under ``_mutex``)."""
+        path = os.path.join(self.directory, PROVENANCE_FILE)
+        cache: dict[str, Provenance] = getattr(self, "_prov_cache", {})
+        seen: tuple[int, int, int] = getattr(self, "_prov_seen", (0, 0, 0))
+        try:
+            st = os.stat(path)
+            if seen[:2] != (st.st_dev, st.st_ino) or st.st_size < seen[2]:
+                cache, seen = {}, (st.st_dev, st.st_ino, 0)
+            if st.st_size > seen[2]:
+                with open(path, "rb") as handle:
+                    handle.seek(seen[2])
+                    data = handle.read(st.st_size - seen[2])
+                complete = data.rfind(b"\n") + 1  # a line still being written is read next time
+                for line in data[:complete].split(b"\n"):
+                    if not line.strip():
+                        continue
+                    try:
+                        record = Provenance.from_dict(orjson.loads(line))
+                    except (ValueError, KeyError, TypeError, AttributeError):
+                        continue
+                    cache.setdefault(record.session_id, record)
+                seen = (seen[0], seen[1], seen[2] + complete)
+        except FileNotFoundError:
+            cache, seen = {}, (0, 0, 0)
+        except OSError as exc:
+            raise StorageError(f"cannot read the provenance records {path}: {exc}") from exc
+        self._prov_cache, self._prov_seen = cache, seen
+        return cache
+
+    def record_provenance(self, records: Sequence[Provenance]) -> None:
+        """Append the origins whose ids have none yet, under the sync lock.
+        See :meth:`SessionStore.record_provenance`.
+
+        Raises:
+            StorageError: the store is read-only or the log cannot be written.
+        """
+        self._require_writable("provenance record")
+        if not records:
+            return
+        _, lock = self._sync_paths()
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise StorageError(f"cannot open the sync lock {lock}: {exc}") from exc
+        try:
+            _lock(fd, True)
+            self._append_provenance(records)
+        finally:
+            _unlock_and_close(fd)
+
+    def _append_provenance(self, records: Sequence[Provenance]) -> None:
+        """Append the records whose ids have none yet (the caller holds the sync lock)."""
+        with self._mutex:
+            known = self._provenance_refresh()
+        fresh: dict[str, Provenance] = {}
+        for record in records:
+            if record.session_id not in known:
+                fresh.setdefault(record.session_id, record)
+        if not fresh:
+            return
+        path = os.path.join(self.directory, PROVENANCE_FILE)
+        try:
+            out = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_CLOEXEC, 0o644)
+            try:
+                _write_all(out, b"".join(orjson.dumps(record.to_dict()) + b"\n" for record in fresh.values()))
+                if self.fsync:
+                    os.fsync(out)
+            finally:
+                os.close(out)
+        except OSError as exc:
+            raise StorageError(f"cannot write the provenance records to {path}: {exc}") from exc
 
     def _sync_compact(self, log: str) -> None:
         """Rewrite the log with one line per path (atomically; under the sync lock)."""

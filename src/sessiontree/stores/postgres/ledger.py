@@ -14,7 +14,8 @@ from typing import Any
 
 from sessiontree.errors import SyncConflictError
 from sessiontree.format import jsonio
-from sessiontree.stores.base import ArchivedFile, SyncChange, SyncState
+from sessiontree.stores.base import ArchivedFile, Provenance, SyncChange, SyncState
+from sessiontree.stores.postgres.derived import text_copy
 from sessiontree.stores.postgres.writes import PostgresWrites, exact_id
 from sessiontree.stores.shared import check_header, encode_entries, header_of, sync_expected
 
@@ -85,6 +86,8 @@ class PostgresLedger(PostgresWrites):
                 raise SyncConflictError(state.path)
             if change.kind == "create" and header is not None:
                 self._create_in(conn, change.session_id, header, jsonio.dumps(header), change.entries, texts)
+                if change.provenance is not None:
+                    _insert_provenance(conn, [change.provenance])
             elif change.kind == "append":
                 self._append_in(conn, change.session_id, change.entries, texts)
             elif change.kind == "replace" and header is not None:
@@ -144,6 +147,46 @@ class PostgresLedger(PostgresWrites):
                          " ON CONFLICT (host, path, sha256) DO UPDATE SET session_id = excluded.session_id,"
                          " size = excluded.size, agent = excluded.agent, archived_at = excluded.archived_at,"
                          " destination = excluded.destination, state = excluded.state", values)
+
+    def provenances(self) -> dict[str, Provenance]:
+        """Every recorded origin by session id, whichever host recorded it (one query).
+        See :meth:`SessionStore.provenances <sessiontree.stores.base.SessionStore.provenances>`.
+
+        Raises:
+            StorageError: the database could not be read.
+        """
+        with self._transaction("reading provenance", write=False) as conn:
+            if not self.has_schema(conn) or "m006_provenance" not in self.applied_steps:
+                return {}
+            rows = conn.execute(f"SELECT {_PROVENANCE_SQL} FROM provenance").fetchall()
+        return {row[0]: Provenance(row[0], row[1], row[2], row[3], row[4], row[5], int(row[6])) for row in rows}
+
+    def record_provenance(self, records: Sequence[Provenance]) -> None:
+        """Record the origins whose ids have none yet, in one transaction (``ON CONFLICT DO
+        NOTHING``: the first host wins). See :meth:`SessionStore.record_provenance
+        <sessiontree.stores.base.SessionStore.record_provenance>`.
+
+        Raises:
+            StorageError: the write failed or the store is read-only; nothing written.
+        """
+        if not records:
+            return
+        for record in records:
+            exact_id(record.session_id, "session id")
+        with self._transaction("provenance record", write=True) as conn:
+            _insert_provenance(conn, records)
+
+
+_PROVENANCE_SQL = "session_id, host, machine_id, user_name, agent, source, recorded_at"
+
+
+def _insert_provenance(conn: Any, records: Sequence[Provenance]) -> None:
+    """Insert each record unless its session id has one (first wins)."""
+    with conn.cursor() as cur:
+        cur.executemany(f"INSERT INTO provenance ({_PROVENANCE_SQL}) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+                        " ON CONFLICT (session_id) DO NOTHING",
+                        [(r.session_id, text_copy(r.host), text_copy(r.machine_id), text_copy(r.user),
+                          text_copy(r.agent), text_copy(r.source), r.recorded_at) for r in records])
 
 #: Key space (first key) of the transaction-scoped advisory locks :meth:`PostgresStore.sync_commit`
 #: takes per source path (second key: the CRC-32 of the path, as a signed 32-bit integer).

@@ -228,6 +228,28 @@ def m005_agent_files(conn: Any) -> None:
         )""")
 
 
+def m006_provenance(conn: Any) -> None:
+    """Where each session came from (docs/sync.md, "Provenance"; docs/postgres.md): one
+    row per session, written by the ``sync`` commit that creates it (or right after an
+    ``import``) with ``ON CONFLICT DO NOTHING``, so the first host to store a session
+    keeps it as its origin whatever other hosts sync later. Not derived data:
+    ``reindex`` never touches it. Sessions stored before this step have none.
+    """
+    conn.execute("""
+        CREATE TABLE provenance (
+            session_id text PRIMARY KEY,
+            host text NOT NULL,
+            machine_id text NOT NULL,
+            user_name text NOT NULL,
+            -- 'pi', 'atomic', 'claude', 'codex' or ''.
+            agent text NOT NULL,
+            -- The file on that host, or '<store url>#<id>'.
+            source text NOT NULL,
+            -- Milliseconds since the epoch (UTC).
+            recorded_at bigint NOT NULL
+        )""")
+
+
 #: Schema steps ``(name, function)`` in number order; add new steps, never edit applied ones.
 MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m001_initial,
@@ -235,6 +257,7 @@ MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m003_search_index,
     m004_usage_ledger,
     m005_agent_files,
+    m006_provenance,
 )
 
 #: Every derived index, maintained by each write in this order (their tables come

@@ -48,11 +48,11 @@ re-exports the public names.
 from __future__ import annotations
 
 import os
-import socket
 import threading
 from typing import Any
 
 from sessiontree.errors import StoreOpenError
+from sessiontree.stores.origin import host_name
 from sessiontree.stores.postgres.connection import (
     MIGRATION_LOCK,
     URL_OPTIONS,
@@ -62,7 +62,7 @@ from sessiontree.stores.postgres.connection import (
     split_url,
     step_names,
 )
-from sessiontree.stores.postgres.derived import DerivedIndex, text_copy
+from sessiontree.stores.postgres.derived import DerivedIndex
 from sessiontree.stores.postgres.ledger import SYNC_LOCK, PostgresLedger
 from sessiontree.stores.postgres.maintenance import PostgresMaintenance
 from sessiontree.stores.postgres.reads import PostgresStoreReads
@@ -151,7 +151,7 @@ class PostgresStore(PostgresLedger, PostgresWrites, PostgresMaintenance, Postgre
         self._closed = False
         self._initialised = True
         #: Which host's files the sync states are (``SESSIONTREE_SYNC_HOST``, else the host name).
-        self.sync_host: str = text_copy(os.environ.get("SESSIONTREE_SYNC_HOST") or socket.gethostname()) or "localhost"
+        self.sync_host: str = host_name()
         #: Schema steps present in the database when it was opened.
         self.applied_steps: frozenset[str] = frozenset(step_names())
         try:

@@ -12,7 +12,7 @@ from typing import Any
 
 from sessiontree.errors import SyncConflictError
 from sessiontree.format import jsonio
-from sessiontree.stores.base import ArchivedFile, SyncChange, SyncState
+from sessiontree.stores.base import ArchivedFile, Provenance, SyncChange, SyncState
 from sessiontree.stores.shared import check_header, encode_entries, header_of, sync_expected
 from sessiontree.stores.sqlite.derived import from_db, to_db
 from sessiontree.stores.sqlite.writes import SqliteWrites
@@ -53,6 +53,8 @@ class SqliteLedger(SqliteWrites):
                 raise SyncConflictError(state.path)
             if change.kind == "create" and header is not None:
                 self._create_in(conn, change.session_id, header, jsonio.dumps(header), change.entries, texts)
+                if change.provenance is not None:
+                    _insert_provenance(conn, [change.provenance])
             elif change.kind == "append":
                 self._append_in(conn, change.session_id, change.entries, texts)
             elif change.kind == "replace" and header is not None:
@@ -94,6 +96,38 @@ class SqliteLedger(SqliteWrites):
                          " ON CONFLICT (path, sha256) DO UPDATE SET session_id = excluded.session_id,"
                          " size = excluded.size, agent = excluded.agent, archived_at = excluded.archived_at,"
                          " destination = excluded.destination, state = excluded.state", values)
+
+    def provenances(self) -> dict[str, Provenance]:
+        """Every recorded origin by session id (one query). See :meth:`SessionStore.provenances`."""
+        with self.read_transaction() as conn:
+            if not self.has_schema(conn) or not conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'provenance'").fetchone():
+                return {}
+            rows = conn.execute(f"SELECT {_PROVENANCE_SQL} FROM provenance").fetchall()
+        return {from_db(row[0]): Provenance(from_db(row[0]), *row[1:]) for row in rows}
+
+    def record_provenance(self, records: Sequence[Provenance]) -> None:
+        """Record the origins whose ids have none yet, in one transaction.
+        See :meth:`SessionStore.record_provenance`.
+
+        Raises:
+            StorageError: the write failed or the store is read-only; nothing written.
+        """
+        if not records:
+            return
+        with self.write_transaction("provenance record") as conn:
+            _insert_provenance(conn, records)
+
+
+_PROVENANCE_SQL = "session_id, host, machine_id, user_name, agent, source, recorded_at"
+
+
+def _insert_provenance(conn: Any, records: Sequence[Provenance]) -> None:
+    """Insert each record unless its session id has one (first wins)."""
+    conn.executemany(f"INSERT INTO provenance ({_PROVENANCE_SQL}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                     " ON CONFLICT (session_id) DO NOTHING",
+                     [(to_db(r.session_id), r.host, r.machine_id, r.user, r.agent, r.source, r.recorded_at)
+                      for r in records])
 
 
 _SYNC_SQL = ("path, session_id, size, mtime_ns, inode, dev, consumed, lines, entries, version, header_hash,"

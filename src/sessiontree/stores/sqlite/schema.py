@@ -356,6 +356,28 @@ def m009_agent_files(conn: sqlite3.Connection) -> None:
         )""")
 
 
+def m010_provenance(conn: sqlite3.Connection) -> None:
+    """Where each session came from (docs/sync.md, "Provenance"): written once, by the
+    ``sync`` commit that creates the session or right after an ``import``, never
+    overwritten. Not derived data: ``reindex`` never touches it. Sessions stored
+    before this step have none.
+    """
+    conn.execute("""
+        CREATE TABLE provenance (
+            -- The session (a str; BLOB when it holds surrogates, as sessions.id).
+            session_id TEXT PRIMARY KEY,
+            host TEXT NOT NULL,
+            machine_id TEXT NOT NULL,
+            user_name TEXT NOT NULL,
+            -- 'pi', 'atomic', 'claude', 'codex' or ''.
+            agent TEXT NOT NULL,
+            -- The file on that host, or '<store url>#<id>'.
+            source TEXT NOT NULL,
+            -- Milliseconds since the epoch (UTC).
+            recorded_at INTEGER NOT NULL
+        )""")
+
+
 #: Schema steps ``(name, function)`` in number order; add new steps, never edit applied ones.
 MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m001_initial,
@@ -367,6 +389,7 @@ MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m007_usage_rollup,
     m008_search_branch,
     m009_agent_files,
+    m010_provenance,
 )
 
 #: Every derived index, maintained by each write in this order (their tables come

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -11,7 +11,8 @@ from sessiontree.core.listing import SessionInfo
 from sessiontree.errors import SearchQueryError
 from sessiontree.search.query import search, settle_search_tail
 from sessiontree.session.manager import SessionManager
-from sessiontree.stores.base import SessionStore
+from sessiontree.stores.base import Provenance, SessionStore
+from sessiontree.stores.origin import matching_sessions
 from sessiontree.usage.report import session_stats
 
 __all__ = [
@@ -41,10 +42,14 @@ class ListQuery:
         sort: ``"modified"`` or ``"created"`` (newest first).
         page: 1-based page number.
         per_page: rows per page.
+        host, user: keep sessions first synced or imported on this host (name or
+            machine id) / by this user (docs/sync.md, "Provenance").
     """
 
     q: str = ""
     project: str = ""
+    host: str = ""
+    user: str = ""
     named: bool = False
     since: date | None = None
     until: date | None = None
@@ -62,6 +67,7 @@ class ListRow:
     title: str
     stats: Mapping[str, Any] | None = None
     snippet: str = ""
+    origin: Provenance | None = None
 
 
 @dataclass
@@ -79,6 +85,9 @@ class ListPage:
             :func:`sessiontree.usage.report.session_stats`) are shown.
         message: why the search could not run (a query over the limits of
             docs/search.md), shown above the empty list; ``""`` otherwise.
+        hosts, users: every origin host and user of the store, for the filters (empty
+            when no session has a recorded origin: the filters and the origin column
+            are then not shown).
     """
 
     query: ListQuery
@@ -89,6 +98,8 @@ class ListPage:
     search_mode: str = ""
     has_stats: bool = False
     message: str = ""
+    hosts: list[str] = field(default_factory=list)
+    users: list[str] = field(default_factory=list)
 
 
 def search_sessions(store: SessionStore, infos: Sequence[SessionInfo],
@@ -113,7 +124,8 @@ def search_sessions(store: SessionStore, infos: Sequence[SessionInfo],
     by_id = {info.id: info for info in infos}
     found: list[SessionInfo] = []
     snippets: dict[str, str] = {}
-    for session_id, hits in search(store, q).by_session():
+    # Hits of sessions the filters left out do not use up the search's limit.
+    for session_id, hits in search(store, q, sessions=by_id).by_session():
         info = by_id.get(session_id)
         if info is not None:
             found.append(info)
@@ -141,7 +153,11 @@ def build_list_page(store: SessionStore, query: ListQuery, infos: Sequence[Sessi
     if infos is None:
         infos = SessionManager.list_all(store, include_internal=True)
     projects = sorted({i.cwd for i in infos if i.cwd})
+    origins = store.provenances()
     rows = [i for i in infos if query.internal or not i.internal]
+    if query.host or query.user:
+        keep = matching_sessions(origins, [query.host] if query.host else (), [query.user] if query.user else ())
+        rows = [i for i in rows if i.id in keep]
     if query.project:
         prefix = query.project.rstrip("/") + "/"
         rows = [i for i in rows if i.cwd == query.project or i.cwd.startswith(prefix)]
@@ -171,5 +187,7 @@ def build_list_page(store: SessionStore, query: ListQuery, infos: Sequence[Sessi
     query.page = page
     window = rows[(page - 1) * per_page: page * per_page]
     stats = session_stats(store, [i.id for i in window])
-    out = [ListRow(i, session_title(i) or "(untitled)", stats.get(i.id), snippets.get(i.id, "")) for i in window]
-    return ListPage(query, out, total, pages, projects, mode, has_stats=True, message=message)
+    out = [ListRow(i, session_title(i) or "(untitled)", stats.get(i.id), snippets.get(i.id, ""), origins.get(i.id))
+           for i in window]
+    return ListPage(query, out, total, pages, projects, mode, has_stats=True, message=message,
+                    hosts=sorted({o.host for o in origins.values()}), users=sorted({o.user for o in origins.values()}))

@@ -1,0 +1,408 @@
+"""A team on one PostgreSQL database, simulated on one machine (docs/postgres.md, "A team on
+one database").
+
+N simulated hosts, each a separate ``sessiontree --store postgresql://... sync --watch``
+process with its own fake ``$HOME`` (its own pi agent folder, ``$SESSIONTREE_SYNC_HOST``
+and machine id), while one agent process appends entries to the hosts' session files at
+a configurable total rate, and reader processes run ``search`` and ``stats`` against the
+same database. The database can be pre-filled first (``--prefill``), so searches and
+stats run over a realistic number of stored entries.
+
+Reported:
+
+* write-to-searchable latency, p50 and p99: from the agent's append (after its
+  ``write`` returned) to the entry being found by a search from another process (a
+  prober polling ``search`` for the unique word each sampled entry holds);
+* search latency (p50, p95) and stats latency (each grouping) in the readers, under load;
+* the database size per million stored entries;
+* exactness: entries the agent wrote vs entries stored for the hosts' sessions (lost,
+  duplicated), and usage totals by host equal to the same files synced into SQLite;
+* the load average while it ran, and each watcher's CPU time.
+
+PostgreSQL is a throwaway cluster (tests/pg.py: ``fsync=off``), on loopback TCP; or
+``--url`` for an existing database (it must be empty).
+
+Usage::
+
+    python benchmarks/team.py --hosts 20 --rate 50 --duration 60 --prefill 1000000
+    python benchmarks/team.py --hosts 4 --rate 20 --duration 20 --prefill 0     # quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import queue
+import random
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.join(HERE, "..", "src")
+sys.path[:0] = [SRC, os.path.join(HERE, "..", "tests")]
+
+from sessiontree.format import jsonio  # noqa: E402
+
+STAMP = "2026-02-01T09:00:00.000Z"
+PROJECT = "--work-team--"
+SESSIONS_PER_HOST = 3
+#: Words the readers search for: common in the pre-filled data, rare, and none.
+SEARCHES = ("advisory locks", "trigram", "pool recovers", "zzqx-not-there")
+STATS_GROUPINGS = ("model", "host", "day")
+
+
+def _message(i: int, word: str) -> dict[str, Any]:
+    if i % 2:
+        return {"role": "assistant", "content": [{"type": "text", "text": f"answer {i} {word}: the pool recovers"}],
+                "api": "x", "provider": "anthropic", "model": f"m{i % 3}", "stopReason": "stop", "timestamp": 1,
+                "usage": {"input": 1000 + i % 97, "output": 200 + i % 13, "cacheRead": 0, "cacheWrite": 0,
+                          "totalTokens": 1200 + i % 97 + i % 13,
+                          "cost": {"input": 0.003, "output": 0.003, "cacheRead": 0, "cacheWrite": 0,
+                                   "total": 0.006}}}
+    return {"role": "user", "content": f"question {i} {word} about advisory locks and trigram indexes",
+            "timestamp": 1}
+
+
+def _entry(i: int, word: str) -> dict[str, Any]:
+    return {"type": "message", "id": f"{i:08x}", "parentId": f"{i - 1:08x}" if i > 1 else None,
+            "timestamp": STAMP, "message": _message(i, word)}
+
+
+def _header(session_id: str) -> dict[str, Any]:
+    return {"type": "session", "version": 4, "id": session_id, "createdAt": STAMP, "cwd": "/work/team"}
+
+
+def _sid(host: int, n: int) -> str:
+    return f"019cadb4-0000-7000-8000-{host:04x}{n:08x}"
+
+
+def _path(home: str, session_id: str) -> str:
+    return os.path.join(home, ".pi", "agent", "sessions", PROJECT, f"2026-02-01T09-00-00-000Z_{session_id}.jsonl")
+
+
+# -- pre-fill ------------------------------------------------------------------------------
+
+def prefill(url: str, entries: int, per_session: int = 1000) -> float:
+    """Store ``entries`` entries (sessions of ``per_session``) without provenance; seconds taken."""
+    from sessiontree.stores.postgres.store import PostgresStore
+
+    store = PostgresStore(url)
+    start = time.perf_counter()
+    made = 0
+    n = 0
+    try:
+        while made < entries:
+            batch = []
+            for _ in range(20):
+                if made >= entries:
+                    break
+                count = min(per_session, entries - made)
+                sid = f"019cadb4-ffff-7000-8000-{n:012x}"
+                batch.append((_header(sid), [_entry(i, f"fill{n}") for i in range(1, count + 1)], None))
+                made += count
+                n += 1
+            store.create_many(batch)
+            if n % 200 == 0:
+                print(f"  prefill {made:,} entries, {time.perf_counter() - start:.0f} s", file=sys.stderr)
+    finally:
+        store.close()
+    return time.perf_counter() - start
+
+
+# -- the processes -------------------------------------------------------------------------
+
+def agent(homes: list[str], rate: float, duration: float, probes: Any, sample: int, done: Any) -> None:
+    """Append one entry at a time, round-robin over every host's sessions, at ``rate`` per
+    second in total; every ``sample``-th entry's unique word goes to the prober."""
+    files = [(h, _path(home, _sid(h, s))) for h, home in enumerate(homes) for s in range(SESSIONS_PER_HOST)]
+    counters = {path: 1 for _h, path in files}  # entry 1 was written before the watchers started
+    start = time.time()
+    written = 0
+    index = 0
+    while True:
+        due = start + written / rate
+        now = time.time()
+        if now - start >= duration:
+            break
+        if due > now:
+            time.sleep(due - now)
+        host, path = files[index % len(files)]
+        index += 1
+        counters[path] += 1
+        n = counters[path]
+        word = f"w{host}q{index}x"
+        with open(path, "ab") as handle:
+            handle.write(jsonio.dumps(_entry(n, word)) + b"\n")
+        written += 1
+        if written % sample == 0:
+            probes.put((word, time.time()))
+    probes.put(None)
+    done.put({path: count for path, count in counters.items()})
+
+
+def prober(url: str, probes: Any, results: Any) -> None:
+    """Search for each sampled word until found; the latency from its append."""
+    from sessiontree.search.query import search
+    from sessiontree.stores.postgres.store import PostgresStore
+
+    store = PostgresStore(url, readonly=True)
+    pending: list[tuple[str, float]] = []
+    latencies: list[float] = []
+    finished = False
+    deadline = None
+    while not finished or pending:
+        try:
+            while True:
+                item = probes.get_nowait()
+                if item is None:
+                    finished, deadline = True, time.time() + 120
+                else:
+                    pending.append(item)
+        except queue.Empty:
+            pass
+        still = []
+        for word, written in pending:
+            if search(store, word, limit=1).hits:
+                latencies.append(time.time() - written)
+            else:
+                still.append((word, written))
+        pending = still
+        if deadline is not None and time.time() > deadline:
+            break
+        time.sleep(0.02)
+    results.put(("probe", latencies, len(pending)))
+    store.close()
+
+
+def reader(url: str, stop: Any, results: Any, seed: int) -> None:
+    """Search and stats in a loop until ``stop`` is set; their latencies."""
+    from sessiontree.search.query import search
+    from sessiontree.stores.postgres.store import PostgresStore
+    from sessiontree.usage.report import usage_report
+
+    rng = random.Random(seed)
+    store = PostgresStore(url, readonly=True)
+    searches: list[tuple[str, float]] = []
+    stats: dict[str, list[float]] = {by: [] for by in STATS_GROUPINGS}
+    turn = 0
+    while not stop.is_set():
+        turn += 1
+        if turn % 5 == 0:
+            by = STATS_GROUPINGS[(turn // 5) % len(STATS_GROUPINGS)]
+            start = time.perf_counter()
+            usage_report(store, by=by, tz="UTC")
+            stats[by].append(time.perf_counter() - start)
+        else:
+            words = rng.choice(SEARCHES)
+            start = time.perf_counter()
+            search(store, words, limit=50)
+            searches.append((words, time.perf_counter() - start))
+        time.sleep(0.05)
+    results.put(("reader", searches, stats))
+    store.close()
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _env(home: str, host: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PI_CODING_AGENT_DIR", "ATOMIC_CODING_AGENT_DIR", "CLAUDE_CONFIG_DIR", "CODEX_HOME",
+                        "SESSIONTREE_STORE")}
+    env.update(HOME=home, SESSIONTREE_SYNC_HOST=f"host-{host:02d}", SESSIONTREE_MACHINE_ID=f"machine-{host:02d}",
+               USER=f"user{host % 5}", LOGNAME=f"user{host % 5}", PYTHONPATH=SRC)
+    return env
+
+
+def run(url: str, args: argparse.Namespace, tmp: str) -> dict[str, Any]:
+    """One simulation against ``url``; the measured numbers."""
+    from sessiontree.stores.postgres.store import PostgresStore
+
+    homes = [os.path.join(tmp, f"home{h:02d}") for h in range(args.hosts)]
+    for h, home in enumerate(homes):
+        for s in range(SESSIONS_PER_HOST):
+            path = _path(home, _sid(h, s))
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as handle:
+                handle.write(jsonio.dumps(_header(_sid(h, s))) + b"\n" + jsonio.dumps(_entry(1, "first")) + b"\n")
+    watchers = [subprocess.Popen([sys.executable, "-m", "sessiontree", "--store", url, "sync", "--watch",
+                                  "--debounce", str(args.debounce)], env=_env(home, h), stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True) for h, home in enumerate(homes)]
+    store = PostgresStore(url)
+    expected_ids = [_sid(h, s) for h in range(args.hosts) for s in range(SESSIONS_PER_HOST)]
+    deadline = time.time() + 120
+    while time.time() < deadline and not all(store.exists(sid) for sid in expected_ids):
+        time.sleep(0.2)
+    ready = sum(store.exists(sid) for sid in expected_ids)
+    print(f"  {args.hosts} watchers up, {ready}/{len(expected_ids)} sessions stored", file=sys.stderr)
+    ctx = mp.get_context("spawn")
+    probes, results, done, stop = ctx.Queue(), ctx.Queue(), ctx.Queue(), ctx.Event()
+    procs = [ctx.Process(target=prober, args=(url, probes, results))]
+    procs += [ctx.Process(target=reader, args=(url, stop, results, seed)) for seed in range(args.readers)]
+    for proc in procs:
+        proc.start()
+    loads = []
+    writer = ctx.Process(target=agent, args=(homes, args.rate, args.duration, probes, args.sample, done))
+    writer.start()
+    while writer.is_alive():
+        loads.append(os.getloadavg()[0])
+        writer.join(5)
+    counts = done.get(timeout=30)
+    # Wait for the watchers to catch up (at most 60 s), then stop everything.
+    want = {sid: counts[_path(homes[h], sid)] for h in range(args.hosts)
+            for sid in (_sid(h, s) for s in range(SESSIONS_PER_HOST))}
+    deadline = time.time() + 60
+    stored: dict[str, int] = {}
+    while time.time() < deadline:
+        with store._transaction("count", write=False) as conn:
+            rows = conn.execute("SELECT session_id, count(*), count(DISTINCT id) FROM entries"
+                                " WHERE session_id = ANY(%s) GROUP BY session_id", (expected_ids,)).fetchall()
+        stored = {row[0]: row[1] for row in rows}
+        distinct = {row[0]: row[2] for row in rows}
+        if stored == want:
+            break
+        time.sleep(1)
+    stop.set()
+    outcome: dict[str, Any] = {"probe": ([], 0), "searches": [], "stats": {by: [] for by in STATS_GROUPINGS}}
+    for _ in procs:
+        kind, *values = results.get(timeout=300)
+        if kind == "probe":
+            outcome["probe"] = values
+        else:
+            outcome["searches"] += values[0]
+            for by, times in values[1].items():
+                outcome["stats"][by] += times
+    for proc in procs:
+        proc.join(30)
+    for proc in watchers:
+        proc.send_signal(signal.SIGINT)
+    errors = []
+    for proc in watchers:
+        try:
+            _out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _out, err = proc.communicate()
+        if proc.returncode != 0:
+            errors.append(f"exit {proc.returncode}: {err.strip().splitlines()[-1:] if err else ''}")
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with store._transaction("size", write=False) as conn:
+        size = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+        total = conn.execute("SELECT count(*) FROM entries").fetchone()[0]
+    pg_by_host = {g.key: (g.totals.calls, g.totals.total_tokens, g.totals.cost_nanos)
+                  for g in __import__("sessiontree.usage.report", fromlist=["usage_report"]).usage_report(
+                      store, by="host", tz="UTC").groups if g.key.startswith("host-")}
+    store.close()
+    sqlite_by_host = _sqlite_totals(homes, tmp)
+    written = sum(want.values())
+    got = sum(stored.values())
+    latencies, unresolved = outcome["probe"]
+    return {
+        "hosts": args.hosts, "rate": args.rate, "duration": args.duration, "written": written, "stored": got,
+        "lost": sum(max(0, want[s] - stored.get(s, 0)) for s in want),
+        "duplicated": sum(stored.get(s, 0) - distinct.get(s, 0) for s in want) + sum(
+            max(0, stored.get(s, 0) - want[s]) for s in want),
+        "latency_p50": _pct(latencies, 0.5), "latency_p99": _pct(latencies, 0.99), "latency_max": max(latencies,
+                                                                                                     default=0),
+        "probes": len(latencies), "unresolved": unresolved,
+        "search_p50": _pct([t for _w, t in outcome["searches"]], 0.5),
+        "search_p95": _pct([t for _w, t in outcome["searches"]], 0.95),
+        "searches": len(outcome["searches"]),
+        "search_by_query": {words: (_pct([t for w, t in outcome["searches"] if w == words], 0.5),
+                                    _pct([t for w, t in outcome["searches"] if w == words], 0.95))
+                            for words in SEARCHES},
+        "stats": {by: (statistics.median(t) if t else float("nan"), max(t, default=float("nan")), len(t))
+                  for by, t in outcome["stats"].items()},
+        "db_bytes": size, "entries_total": total, "bytes_per_million": size / max(total, 1) * 1_000_000,
+        "load_max": max(loads, default=0), "load_mean": statistics.mean(loads) if loads else 0,
+        "watcher_cpu_s": usage.ru_utime + usage.ru_stime, "watcher_errors": errors,
+        "usage_equal": pg_by_host == sqlite_by_host, "usage_pg": pg_by_host,
+    }
+
+
+def _sqlite_totals(homes: list[str], tmp: str) -> dict[str, tuple[int, int, int]]:
+    """The hosts' files synced into one SQLite store (each as its host): stats by host."""
+    from sessiontree.stores.sqlite.store import SqliteStore
+    from sessiontree.sync.engine import Syncer, discover
+    from sessiontree.usage.report import usage_report
+
+    store = SqliteStore(os.path.join(tmp, "same.db"))
+    saved = os.environ.get("SESSIONTREE_SYNC_HOST")
+    try:
+        for h, home in enumerate(homes):
+            os.environ["SESSIONTREE_SYNC_HOST"] = f"host-{h:02d}"
+            files, _ = discover([os.path.join(home, ".pi", "agent", "sessions")])
+            Syncer(store).sync_files(files)
+        return {g.key: (g.totals.calls, g.totals.total_tokens, g.totals.cost_nanos)
+                for g in usage_report(store, by="host", tz="UTC").groups}
+    finally:
+        if saved is None:
+            os.environ.pop("SESSIONTREE_SYNC_HOST", None)
+        else:
+            os.environ["SESSIONTREE_SYNC_HOST"] = saved
+        store.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, default=20)
+    parser.add_argument("--rate", type=float, default=50.0, help="appended entries per second, all hosts together")
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds the agents append")
+    parser.add_argument("--readers", type=int, default=2)
+    parser.add_argument("--sample", type=int, default=5, help="probe every Nth entry's write-to-searchable latency")
+    parser.add_argument("--debounce", type=int, default=100, help="the watchers' --debounce (ms)")
+    parser.add_argument("--prefill", type=int, default=0, help="entries stored before the run")
+    parser.add_argument("--url", help="an existing, empty PostgreSQL database (default: a throwaway cluster)")
+    args = parser.parse_args()
+    cluster = None
+    if args.url is None:
+        import pg
+
+        cluster = pg.start_cluster()
+        url = cluster.url(cluster.new_database("team"))
+    else:
+        url = args.url
+    tmp = tempfile.mkdtemp(prefix="sessiontree-team-")
+    try:
+        if args.prefill:
+            seconds = prefill(url, args.prefill)
+            print(f"prefill: {args.prefill:,} entries in {seconds:.0f} s", file=sys.stderr)
+        result = run(url, args, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if cluster is not None:
+            cluster.destroy()
+    ms = 1000
+    print(f"hosts {result['hosts']}, {result['rate']:g} entries/s for {result['duration']:g} s; "
+          f"{result['entries_total']:,} entries stored in all; load average max {result['load_max']:.1f}, "
+          f"mean {result['load_mean']:.1f} on {os.cpu_count()} cores")
+    print(f"written {result['written']:,}, stored {result['stored']:,}: lost {result['lost']}, "
+          f"duplicated {result['duplicated']}; watcher errors: {result['watcher_errors'] or 'none'}")
+    print(f"write-to-searchable: p50 {result['latency_p50'] * ms:.0f} ms, p99 {result['latency_p99'] * ms:.0f} ms, "
+          f"max {result['latency_max'] * ms:.0f} ms ({result['probes']} probes, {result['unresolved']} never found)")
+    print(f"search under load: p50 {result['search_p50'] * ms:.0f} ms, p95 {result['search_p95'] * ms:.0f} ms "
+          f"({result['searches']} searches)")
+    for words, (p50, p95) in result["search_by_query"].items():
+        print(f"  search {words!r}: p50 {p50 * ms:.0f} ms, p95 {p95 * ms:.0f} ms")
+    for by, (median, worst, n) in result["stats"].items():
+        print(f"stats --by {by}: median {median * ms:.0f} ms, max {worst * ms:.0f} ms ({n} runs)")
+    print(f"database {result['db_bytes'] / 2**20:,.0f} MiB: {result['bytes_per_million'] / 2**30:.2f} GiB "
+          "per million entries")
+    print(f"usage by host equal to the same files synced into SQLite: {result['usage_equal']}")
+    print(f"watchers' CPU: {result['watcher_cpu_s']:.1f} s in all")
+
+
+if __name__ == "__main__":
+    main()
