@@ -129,6 +129,8 @@ def test_ledger_is_written_with_entries_removed_with_sessions_and_rebuilt(tmp_pa
     store = SqliteStore(str(tmp_path / "s.db"))
     store.create(_header("s"), [_assistant("a1", None, "2026-01-01T10:00:00.000Z", _usage(5, cost=0.5))])
     store.append("s", [_assistant("a2", "a1", "2026-01-01T10:01:00.000Z", _usage(6))])
+    assert _ledger(store) == []  # pending: no write writes ledger rows
+    assert store.settle_derived() == 2
     assert _ledger(store) == [("s", 0, "assistant", 5, 500_000_000), ("s", 1, "assistant", 6, None)]
     # The rollup: one row per (owner, provider, model, bucket, shape); the unpriced call keeps its tokens.
     rollup = [("73", "p", "m-known", 1_767_261_600_000, "", 1, 5, 500_000_000),

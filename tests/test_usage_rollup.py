@@ -188,6 +188,7 @@ def test_an_overflowed_rollup_falls_back_to_usage_calls(tmp_path):
     store = SqliteStore(str(tmp_path / "s.db"))
     store.create({"type": "session", "version": 4, "id": "s", "createdAt": CREATED[0], "cwd": "/w"},
                  [_entry("a", None, "2026-01-01T10:05:00.000Z", 5, 0.5, "m")])
+    store.settle_derived()
     conn = store._connection()
     conn.execute("UPDATE usage_rollup SET cost_nanos = cost_nanos + 9223372036854775807")
     assert conn.execute("SELECT typeof(cost_nanos) FROM usage_rollup").fetchone()[0] == "real"

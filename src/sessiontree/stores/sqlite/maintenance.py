@@ -35,7 +35,7 @@ from sessiontree.stores.sqlite.derived import (
 )
 from sessiontree.stores.sqlite.reads import SqliteReads
 from sessiontree.stores.sqlite.schema import DERIVED_INDEXES
-from sessiontree.stores.sqlite.usage import query_usage
+from sessiontree.stores.sqlite.usage import merge_usage, pending_usage, query_usage
 from sessiontree.stores.sqlite.writes import _insert_text_rows
 from sessiontree.stores.verify import StoredRecord, StoredSession, verify_stored_session
 
@@ -50,7 +50,7 @@ SETTLE_BUDGET = 2048
 
 #: The tables whose rows belong to a session by their ``session_id`` column (``check --store``
 #: reports rows of a session that is not stored).
-_SESSION_TABLES = ("entries", "message_texts", "search_entries", "search_merged", "usage_ledger")
+_SESSION_TABLES = ("entries", "message_texts", "search_entries", "search_merged", "usage_ledger", "usage_merged")
 
 class SqliteMaintenance(SqliteReads):
     """The ``DerivedData`` of :class:`~sessiontree.stores.sqlite.store.SqliteStore`
@@ -92,12 +92,13 @@ class SqliteMaintenance(SqliteReads):
         """
         if pending is None:
             with self.read_transaction() as conn:
-                pending = sum(index.pending(conn) for index in DERIVED_INDEXES) if self.has_schema(conn) else 0
+                # Each transaction settles every index by a budget: the longest tail sets the rounds.
+                pending = max(index.pending(conn) for index in DERIVED_INDEXES) if self.has_schema(conn) else 0
         total = 0
         for _ in range(pending // SETTLE_BUDGET + 1):
             with self._busy_timeout(lock_timeout), self.write_transaction("settle derived data") as conn:
                 done = [index.settle(conn, SETTLE_BUDGET) for index in DERIVED_INDEXES]
-            total += sum(done)
+            total += max(done)  # the indexes settle the same entries, each for itself
             if all(count < SETTLE_BUDGET for count in done):
                 break
         return total
@@ -164,15 +165,47 @@ class SqliteMaintenance(SqliteReads):
         """
         query = query or UsageQuery()
         wanted = resolve_cwd(query.cwd) if query.cwd is not None else None
+        self._settle_usage_tail()
         with self.read_transaction() as conn:
             if not self.has_schema(conn):
                 return UsageRows()
             has_ledger = conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'usage_calls'").fetchone()
-            if has_ledger:
+            # A ledger with a pending tail (the settle above could not write, or another
+            # writer appended since) is not asked: the entries answer, never a stale sum.
+            if has_ledger and pending_usage(conn) == 0:
                 return UsageRows(query_usage(conn, query, lambda cwd: cwd_matches(cwd, wanted)))
         sessions = ((parsed.header, parsed.entries) for parsed in map(self.read, self.session_ids()))
         return UsageRows(aggregate(sessions, query, lambda cwd: cwd_matches(cwd, wanted)))
+
+    def _settle_usage_tail(self) -> None:
+        """Before a usage query: settle the ledger's pending tail (:func:`.usage.merge_usage`),
+        through a second, writable handle when this one is read-only, as
+        :meth:`settle_search_tail` does (only on a current schema, so a reading
+        command never migrates a store). Derived data only: when it cannot write
+        (permissions, another writer holding the lock past the search's
+        :data:`~sessiontree.stores.sqlite.search.SETTLE_TIMEOUT`), nothing happens
+        and :meth:`usage` sums the entries instead, with the same answer."""
+        if self.path == ":memory:" and self.readonly:
+            return
+        try:
+            if self.applied_migrations() != step_names():
+                return
+            with self.read_transaction() as conn:
+                if not self.has_schema(conn) or pending_usage(conn) == 0:
+                    return
+            writer = self if not self.readonly else self._writable_twin(
+                min(self.timeout, search_index.SETTLE_TIMEOUT))
+            try:
+                # A writable store waits its own busy timeout; a twin opened for a read, briefly.
+                wait = None if writer is self else min(self.timeout, search_index.SETTLE_TIMEOUT)
+                with writer._busy_timeout(wait), writer.write_transaction("settle usage") as conn:
+                    merge_usage(conn)
+            finally:
+                if writer is not self:
+                    writer.close()
+        except (SessionError, OSError):
+            return
 
     def search(self, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
                since: Any = None, until: Any = None, session: str | None = None,

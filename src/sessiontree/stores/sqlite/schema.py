@@ -13,6 +13,7 @@ order at open and recorded by name in ``schema_migrations`` (``SqliteStore``):
 ``m007_usage_rollup``    ``usage_rollup``
 ``m008_search_branch``   ``search_off_branch``
 ``m009_agent_files``     ``sync_state.shape``, ``archived_files`` (not derived)
+``m011_usage_pending``   ``usage_merged``, ``usage_state`` (the ledger's pending tail)
 =======================  =====================================================
 
 Add new steps at the end; never edit one that has been applied (its name and
@@ -356,6 +357,33 @@ def m009_agent_files(conn: sqlite3.Connection) -> None:
         )""")
 
 
+def m011_usage_pending(conn: sqlite3.Connection) -> None:
+    """The usage ledger's pending tail (docs/decisions/usage-pending-tail.md): per-session
+    watermarks of what the ledger holds and the mark of the last full settle, as
+    ``search_merged`` / ``search_state`` are for the search index. Writes then leave
+    the ledger to a bulk settle. Every session already stored has its ledger rows
+    (the writes before this step wrote them), so each watermark starts at its last entry."""
+    conn.execute("DROP TABLE IF EXISTS usage_merged")
+    conn.execute("DROP TABLE IF EXISTS usage_state")
+    conn.execute("""
+        CREATE TABLE usage_merged (
+            -- sessions.id: entries of the session with seq <= this one have their
+            -- usage_ledger rows; later ones are pending. No row: none settled.
+            session_id TEXT PRIMARY KEY,
+            seq INTEGER NOT NULL
+        ) WITHOUT ROWID""")
+    conn.execute("""
+        CREATE TABLE usage_state (
+            -- Only sessions with updated_at above this can hold pending entries.
+            updated_at INTEGER NOT NULL
+        )""")
+    conn.execute("INSERT INTO usage_merged (session_id, seq)"
+                 " SELECT session_id, max(seq) FROM entries GROUP BY session_id")
+    conn.execute("INSERT INTO usage_merged (session_id, seq) SELECT id, -1 FROM sessions WHERE id NOT IN"
+                 " (SELECT session_id FROM usage_merged)")
+    conn.execute("INSERT INTO usage_state (updated_at) SELECT coalesce(max(updated_at), 0) FROM sessions")
+
+
 #: Schema steps ``(name, function)`` in number order; add new steps, never edit applied ones.
 MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m001_initial,
@@ -367,6 +395,7 @@ MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m007_usage_rollup,
     m008_search_branch,
     m009_agent_files,
+    m011_usage_pending,
 )
 
 #: Every derived index, maintained by each write in this order (their tables come
