@@ -13,7 +13,7 @@ order at open and recorded by name in ``schema_migrations`` (``SqliteStore``):
 ``m007_usage_rollup``    ``usage_rollup``
 ``m008_search_branch``   ``search_off_branch``
 ``m009_agent_files``     ``sync_state.shape``, ``archived_files`` (not derived)
-``m011_usage_pending``   ``usage_merged``, ``usage_state`` (the ledger's pending tail)
+``m011_bulk_settle``     ``usage_merged``, ``usage_state`` (the ledger's pending tail); FTS5 automerge
 =======================  =====================================================
 
 Add new steps at the end; never edit one that has been applied (its name and
@@ -357,12 +357,20 @@ def m009_agent_files(conn: sqlite3.Connection) -> None:
         )""")
 
 
-def m011_usage_pending(conn: sqlite3.Connection) -> None:
-    """The usage ledger's pending tail (docs/decisions/usage-pending-tail.md): per-session
-    watermarks of what the ledger holds and the mark of the last full settle, as
-    ``search_merged`` / ``search_state`` are for the search index. Writes then leave
-    the ledger to a bulk settle. Every session already stored has its ledger rows
-    (the writes before this step wrote them), so each watermark starts at its last entry."""
+def m011_bulk_settle(conn: sqlite3.Connection) -> None:
+    """Derived data settled in bulk, off the write path (docs/decisions/bulk-settle.md).
+
+    * The usage ledger's pending tail: per-session watermarks of what the ledger
+      holds and the mark of the last full settle, as ``search_merged`` /
+      ``search_state`` are for the search index. Every session already stored has
+      its ledger rows (the writes before this step wrote them), so each watermark
+      starts at its last entry.
+    * FTS5 ``automerge`` 16 (default 4): a settle's many bulk inserts merge
+      index segments less often (about 30% less FTS5 work on a first import);
+      queries read the same hits and ranks from a few more segments, measured
+      no slower (bm25 does not depend on the segment layout).
+    """
+    conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('automerge', 16)")
     conn.execute("DROP TABLE IF EXISTS usage_merged")
     conn.execute("DROP TABLE IF EXISTS usage_state")
     conn.execute("""
@@ -395,7 +403,7 @@ MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m007_usage_rollup,
     m008_search_branch,
     m009_agent_files,
-    m011_usage_pending,
+    m011_bulk_settle,
 )
 
 #: Every derived index, maintained by each write in this order (their tables come

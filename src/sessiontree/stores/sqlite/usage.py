@@ -105,7 +105,7 @@ class UsageLedger:
     def add(self, conn: sqlite3.Connection, key: Any, rows: Sequence[IndexedRow]) -> None:
         """Nothing to write for new entries of session ``key``: no statement at all.
 
-        On a store with the pending tail (schema step ``m011_usage_pending``) they
+        On a store with the pending tail (schema step ``m011_bulk_settle``) they
         stay pending until a settle (:func:`merge_usage`): the write moved the
         session's ``updated_at`` above ``usage_state.updated_at``, which is how
         settles and queries find it. A query never answers from a ledger with a
@@ -316,7 +316,7 @@ def _refresh_calls(conn: sqlite3.Connection, keys: set[bytes], rollup: bool = Tr
 
 
 def _has_pending_tables(conn: sqlite3.Connection) -> bool:
-    """Whether the database has the ledger's pending tail (schema step ``m011_usage_pending``)."""
+    """Whether the database has the ledger's pending tail (schema step ``m011_bulk_settle``)."""
     return conn.execute(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'usage_merged'").fetchone() is not None
 
