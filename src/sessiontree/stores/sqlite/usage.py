@@ -2,12 +2,21 @@
 (docs/stores.md, "Derived data"), so ``sessiontree stats`` reads no transcript.
 
 One row per billed usage record (:mod:`sessiontree.core.usagerecords` decides what
-one is), written in the transaction that writes its entry, removed with its
-session, rebuilt by ``store.reindex()``. :data:`LEDGER` is the
-:class:`~sessiontree.stores.sqlite.derived.DerivedIndex`; its tables come from the
-schema steps ``m006_usage_ledger`` and ``m007_usage_rollup`` (:mod:`.schema`).
+one is), removed with its session, rebuilt by ``store.reindex()``.
+:data:`LEDGER` is the :class:`~sessiontree.stores.sqlite.derived.DerivedIndex`; its
+tables come from the schema steps ``m006_usage_ledger``, ``m007_usage_rollup`` and
+``m011_bulk_settle`` (:mod:`.schema`).
 
-De-duplication happens at write time: ``usage_calls`` holds each billed call
+**The pending tail** (docs/decisions/bulk-settle.md): no write writes a ledger
+row. Entries after their session's watermark (``usage_merged``; the sessions
+written since the last full settle are those with ``sessions.updated_at`` above
+``usage_state.updated_at``) are pending until :func:`merge_usage` settles them in
+bulk: ``store.settle_derived()`` at the end of ``import`` and ``sync``, a
+``reindex``, and a usage query, which settles the tail before it reads the ledger
+(``SqliteStore.usage``; a store it cannot write sums the entries instead), so an
+answer is never stale.
+
+De-duplication happens at settle time: ``usage_calls`` holds each billed call
 of the store once (its multiplicity: the most rows its key has in one
 session; its owner: the earliest session holding it), recounted for the keys
 each write touches. ``usage_rollup`` sums ``usage_calls`` per (owner,
