@@ -153,6 +153,8 @@ def _print_report(report: SyncReport, as_json: bool, *, show_unchanged: bool = F
 def _merge(into: SyncReport, other: SyncReport) -> None:
     into.files.extend(other.files)
     into.notes.extend(other.notes)
+    into.indexed += other.indexed
+    into.index_left = into.index_left or other.index_left
     if other.interrupted:
         into.interrupted = True
         into.left += other.left
