@@ -30,6 +30,7 @@ from sessiontree.core.usagerecords import (
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.jsonl.store import JsonlStore
 from sessiontree.stores.memory import MemoryStore
+from sessiontree.stores.sqlite import search as sqlite_search
 from sessiontree.stores.sqlite.store import SqliteStore
 from sessiontree.usage.report import (
     GenaiPricesCatalog,
@@ -326,7 +327,22 @@ def test_a_read_only_store_that_cannot_settle_sums_the_entries(tmp_path, monkeyp
     reader.close()
 
 
-def test_a_read_only_store_settles_its_tail_through_a_writable_handle(tmp_path):
+def test_a_read_only_store_answers_a_short_tail_without_writing(tmp_path):
+    # The settle runs in a second handle's transaction that is rolled back: the file is unchanged.
+    path = str(tmp_path / "s.db")
+    _tail_store(path).close()
+    reader = SqliteStore(path, readonly=True)
+    before = open(path, "rb").read()
+    totals = usage_report(reader, by="model").totals
+    assert (totals.calls, totals.input, totals.cost_nanos) == (2, 12, 750_000_000)
+    assert reader._connection().execute("SELECT count(*) FROM usage_ledger").fetchone()[0] == 0
+    assert open(path, "rb").read() == before
+    reader.close()
+
+
+def test_a_read_only_store_settles_a_long_tail_for_good(tmp_path, monkeypatch):
+    # Longer than the search's MAX_PENDING (here 2 of the 3 records): settled and kept, as a search merges.
+    monkeypatch.setattr(sqlite_search, "MAX_PENDING", 2)
     path = str(tmp_path / "s.db")
     _tail_store(path).close()
     reader = SqliteStore(path, readonly=True)

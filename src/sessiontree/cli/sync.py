@@ -148,6 +148,9 @@ def _print_report(report: SyncReport, as_json: bool, *, show_unchanged: bool = F
         print_rich(console, safe_line(f"note: {note}"))
     print_rich(console, safe_line(report.summary() + (f", {report.left} not done (interrupted)"
                                                       if report.interrupted else "")))
+    index_line = report.index_line()
+    if index_line is not None:
+        print_rich(console, safe_line(index_line))
 
 
 def _merge(into: SyncReport, other: SyncReport) -> None:

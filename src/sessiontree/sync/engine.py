@@ -239,12 +239,16 @@ class SyncReport:
         if c["replaced"]:
             parts.append(f"{c['replaced']} replaced")
         parts += [f"{c['diverged']} diverged", f"{c['rejected']} rejected"]
-        line = ", ".join(parts)
+        return ", ".join(parts)
+
+    def index_line(self) -> str | None:
+        """The line after the summary saying what the final settle did (``search ready (12
+        entries indexed)``, or that it was left for later); ``None`` when it settled nothing."""
         if self.index_left:
-            line += "; search indexing left for later (searches still find every entry)"
-        elif self.indexed:
-            line += f"; search ready ({self.indexed} {'entry' if self.indexed == 1 else 'entries'} indexed)"
-        return line
+            return "search indexing left for later (searches still find every entry)"
+        if self.indexed:
+            return f"search ready ({self.indexed} {'entry' if self.indexed == 1 else 'entries'} indexed)"
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON data: per-file results, the counts, entries added, notes."""
