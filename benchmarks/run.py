@@ -311,7 +311,7 @@ def build_cases(profile: dict[str, Any], only: set[str], data: Data) -> list[Cas
             if small:
                 add("append", n, "ours jsonl", "ours", "py", {"op": "append_jsonl", **base}, unit="appends")
             add("append", n, "ours sqlite, synchronous=normal", "ours", "py",
-                {"op": "append_sqlite", "synchronous": "normal", **base}, unit="appends")
+                {"op": "append_sqlite", "synchronous": "normal", **base}, unit="appends", before=True)
             add("append", n, "ours jsonl, fsync=False", "ours", "py",
                 {"op": "append_jsonl", "fsync": False, **base}, unit="appends")
             add("append", n, "ref", "ref", "node", {"op": "append", **base}, unit="appends")
@@ -381,7 +381,8 @@ def build_cases(profile: dict[str, Any], only: set[str], data: Data) -> list[Cas
                 {"op": "import_sqlite", "dir": c["dir"], "index": False, **it}, unit="sessions", bytes=c["size"],
                 before=True)
             add("import", n, "ours sqlite + search settle (the command)", "ours", "py",
-                {"op": "import_sqlite", "dir": c["dir"], "settle": True, **it}, unit="sessions", bytes=c["size"])
+                {"op": "import_sqlite", "dir": c["dir"], "settle": True, **it}, unit="sessions", bytes=c["size"],
+                before=True)
             add("import", n, "ours sqlite, per file, no search index", "ours", "py",
                 {"op": "import_sqlite", "dir": c["dir"], "index": False, "per_file": True, **it}, unit="sessions",
                 bytes=c["size"])

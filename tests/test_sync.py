@@ -84,6 +84,21 @@ def test_sync_without_paths_reads_both_agents_folders(tmp_path, _fake_home):
     assert "0 new, 0 grown (+0 entries), 2 unchanged, 0 in progress, 0 diverged, 0 rejected" in out
 
 
+def test_the_first_sync_says_when_search_is_ready(tmp_path, _fake_home):
+    # 3 + 2 entries written, so 5 settled at the end; the re-sync writes nothing and says nothing.
+    pi = agent_file(_fake_home, "pi", SID, 3)
+    agent_file(_fake_home, "atomic", OTHER, 2)
+    db = f"sqlite:///{tmp_path / 's.db'}"
+    out = run(db, "sync").stdout
+    assert "0 rejected\nsearch ready (5 entries indexed)\n" in out
+    assert "search ready" not in run(db, "sync").stdout
+    report = run_json(db, "sync")
+    assert "entriesIndexed" not in report
+    append(pi, entries(4, 1, f"{3:08x}"))
+    report = run_json(db, "sync")
+    assert (report["entriesAdded"], report["entriesIndexed"], report["indexingLeft"]) == (1, 1, False)
+
+
 def test_no_agent_folder_is_a_clear_error(tmp_path):
     result = run(f"sqlite:///{tmp_path / 's.db'}", "sync", code=1)
     assert "no agent session folders found" in result.stderr
@@ -460,8 +475,10 @@ def test_sync_table_is_one_line_per_file_at_100_columns(_fake_home, monkeypatch)
     for n in range(3):
         agent_file(_fake_home, session_id=f"{SID[:-2]}{n:02d}", n=2)
     out = run(None, "sync").stdout.splitlines()
-    # header, three rows, the summary; no note about the Atomic agent, which is not installed
-    assert len(out) == 5 and all(len(line) <= 100 for line in out), out
+    # header, three rows, the summary, what the settle indexed (3 x 2 entries); no note about
+    # the Atomic agent, which is not installed
+    assert len(out) == 6 and all(len(line) <= 100 for line in out), out
+    assert out[5] == "search ready (6 entries indexed)"
     assert [line.split()[0] for line in out[1:4]] == ["new"] * 3
     assert all(line.split()[1] == SID[:8] for line in out[1:4])
     assert all(".jsonl" in line for line in out[1:4])  # the file name survives the cut

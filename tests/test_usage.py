@@ -30,6 +30,7 @@ from sessiontree.core.usagerecords import (
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.jsonl.store import JsonlStore
 from sessiontree.stores.memory import MemoryStore
+from sessiontree.stores.sqlite import search as sqlite_search
 from sessiontree.stores.sqlite.store import SqliteStore
 from sessiontree.usage.report import (
     GenaiPricesCatalog,
@@ -129,6 +130,8 @@ def test_ledger_is_written_with_entries_removed_with_sessions_and_rebuilt(tmp_pa
     store = SqliteStore(str(tmp_path / "s.db"))
     store.create(_header("s"), [_assistant("a1", None, "2026-01-01T10:00:00.000Z", _usage(5, cost=0.5))])
     store.append("s", [_assistant("a2", "a1", "2026-01-01T10:01:00.000Z", _usage(6))])
+    assert _ledger(store) == []  # pending: no write writes ledger rows
+    assert store.settle_derived() == 2
     assert _ledger(store) == [("s", 0, "assistant", 5, 500_000_000), ("s", 1, "assistant", 6, None)]
     # The rollup: one row per (owner, provider, model, bucket, shape); the unpriced call keeps its tokens.
     rollup = [("73", "p", "m-known", 1_767_261_600_000, "", 1, 5, 500_000_000),
@@ -283,3 +286,79 @@ def test_dedup_key_fast_path_gives_the_stored_keys(usage, stamp, provider):
     for args in (("assistant", entry, message, usage, provider, "m", None),
                  ("usage", entry, None, usage, None, None, "kind")):
         assert dedup_key(*args) == _old_dedup_key(*args)
+
+
+# -- the ledger's pending tail (docs/decisions/bulk-settle.md) ------------------------------------
+
+
+def _tail_store(path):
+    """Two sessions sharing a copied call ("s2" forked from "s1": the same record),
+    then one more call appended to "s1": all pending, no ledger row written."""
+    store = SqliteStore(path)
+    store.create(_header("s1"), [_assistant("a1", None, "2026-01-01T10:00:00.000Z", _usage(5, cost=0.5))])
+    store.create(_header("s2", created="2026-01-02T00:00:00.000Z"),
+                 [_assistant("a1", None, "2026-01-01T10:00:00.000Z", _usage(5, cost=0.5))])
+    store.append("s1", [_assistant("a2", "a1", "2026-01-01T10:01:00.000Z", _usage(7, cost=0.25))])
+    return store
+
+
+def test_writes_leave_the_ledger_pending_and_a_query_settles_it(tmp_path):
+    store = _tail_store(str(tmp_path / "s.db"))
+    assert _ledger(store) == []
+    # The copied call counts once (5 + 7 input tokens, $0.75), as after a settle.
+    totals = usage_report(store, by="model").totals
+    assert (totals.calls, totals.input, totals.cost_nanos) == (2, 12, 750_000_000)
+    assert len(_ledger(store)) == 3  # the query settled the tail: a1 in both sessions, a2
+    store.close()
+
+
+def test_a_read_only_store_that_cannot_settle_sums_the_entries(tmp_path, monkeypatch):
+    path = str(tmp_path / "s.db")
+    _tail_store(path).close()
+    reader = SqliteStore(path, readonly=True)
+
+    def refused(timeout):
+        raise OSError("read-only file")
+
+    monkeypatch.setattr(reader, "_writable_twin", refused)
+    totals = usage_report(reader, by="model").totals
+    assert (totals.calls, totals.input, totals.cost_nanos) == (2, 12, 750_000_000)
+    assert reader._connection().execute("SELECT count(*) FROM usage_ledger").fetchone()[0] == 0  # nothing written
+    reader.close()
+
+
+def test_a_read_only_store_answers_a_short_tail_without_writing(tmp_path):
+    # The settle runs in a second handle's transaction that is rolled back: the file is unchanged.
+    path = str(tmp_path / "s.db")
+    _tail_store(path).close()
+    reader = SqliteStore(path, readonly=True)
+    before = open(path, "rb").read()
+    totals = usage_report(reader, by="model").totals
+    assert (totals.calls, totals.input, totals.cost_nanos) == (2, 12, 750_000_000)
+    assert reader._connection().execute("SELECT count(*) FROM usage_ledger").fetchone()[0] == 0
+    assert open(path, "rb").read() == before
+    reader.close()
+
+
+def test_a_read_only_store_settles_a_long_tail_for_good(tmp_path, monkeypatch):
+    # Longer than the search's MAX_PENDING (here 2 of the 3 records): settled and kept, as a search merges.
+    monkeypatch.setattr(sqlite_search, "MAX_PENDING", 2)
+    path = str(tmp_path / "s.db")
+    _tail_store(path).close()
+    reader = SqliteStore(path, readonly=True)
+    totals = usage_report(reader, by="model").totals
+    assert (totals.calls, totals.input, totals.cost_nanos) == (2, 12, 750_000_000)
+    assert reader._connection().execute("SELECT count(*) FROM usage_ledger").fetchone()[0] == 3
+    reader.close()
+
+
+def test_check_store_and_reindex_agree_with_a_pending_ledger(tmp_path):
+    store = _tail_store(str(tmp_path / "s.db"))
+    assert store.verify() == []  # pending records are not missing rows
+    assert store.settle_derived() == 3  # each entry counted once, though two indexes settle it
+    assert store.verify() == []
+    store.append("s2", [_assistant("b2", "a1", "2026-01-01T11:00:00.000Z", _usage(1, cost=0.1))])
+    assert store.reindex() == 2  # rebuilds the ledger whole, the pending record included
+    assert len(_ledger(store)) == 4
+    assert store.verify() == []
+    store.close()

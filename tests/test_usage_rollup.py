@@ -48,6 +48,9 @@ op = st.one_of(
     st.tuples(st.just("fork"), st.integers(0, 9), st.sampled_from(CREATED)),  # a copy, maybe dated earlier
     st.tuples(st.just("delete"), st.integers(0, 9)),
     st.tuples(st.just("reindex"), st.sampled_from([None, 0, 1])),
+    # The ledger's bulk settle, whole or in budgets of a few records (keys shared
+    # across the sessions of one batch, settled rows then written to again).
+    st.tuples(st.just("settle"), st.sampled_from([None, 1, 2, 3])),
 )
 
 
@@ -113,6 +116,9 @@ def _apply(store, sessions, ops):
                 del sessions[sid]
         elif kind == "reindex":
             store.reindex(None if item[1] is None else pick(item[1]))
+        elif kind == "settle":
+            with store.write_transaction("settle") as conn:
+                sqlite_usage.merge_usage(conn, item[1])
 
 
 def _rollup_rows(conn):
@@ -136,6 +142,7 @@ def test_rollup_reports_equal_ledger_reports_after_any_writes(ops):
     try:
         sessions: dict = {}
         _apply(store, sessions, ops)
+        store.settle_derived()
         conn = store._connection()
         # The table is exactly what a rebuild from usage_calls gives, empty rows included (none).
         kept = _rollup_rows(conn)
@@ -188,6 +195,7 @@ def test_an_overflowed_rollup_falls_back_to_usage_calls(tmp_path):
     store = SqliteStore(str(tmp_path / "s.db"))
     store.create({"type": "session", "version": 4, "id": "s", "createdAt": CREATED[0], "cwd": "/w"},
                  [_entry("a", None, "2026-01-01T10:05:00.000Z", 5, 0.5, "m")])
+    store.settle_derived()
     conn = store._connection()
     conn.execute("UPDATE usage_rollup SET cost_nanos = cost_nanos + 9223372036854775807")
     assert conn.execute("SELECT typeof(cost_nanos) FROM usage_rollup").fetchone()[0] == "real"

@@ -148,11 +148,16 @@ def _print_report(report: SyncReport, as_json: bool, *, show_unchanged: bool = F
         print_rich(console, safe_line(f"note: {note}"))
     print_rich(console, safe_line(report.summary() + (f", {report.left} not done (interrupted)"
                                                       if report.interrupted else "")))
+    index_line = report.index_line()
+    if index_line is not None:
+        print_rich(console, safe_line(index_line))
 
 
 def _merge(into: SyncReport, other: SyncReport) -> None:
     into.files.extend(other.files)
     into.notes.extend(other.notes)
+    into.indexed += other.indexed
+    into.index_left = into.index_left or other.index_left
     if other.interrupted:
         into.interrupted = True
         into.left += other.left

@@ -202,12 +202,18 @@ class SyncReport:
         notes: remarks on sources (a source that is the store itself, a missing folder).
         interrupted: the run was stopped before every file was done.
         left: files not done because of the interruption.
+        indexed: entries whose derived data (the search index, the usage ledger) the
+            run's final settle finished: after it, searches read the index alone.
+        index_left: that settle stopped early (a lock held too long, a write error):
+            what is left stays pending, and searches and reports still see it.
     """
 
     files: list[FileResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     interrupted: bool = False
     left: int = 0
+    indexed: int = 0
+    index_left: bool = False
 
     def counts(self) -> dict[str, int]:
         """``{status: number of files}`` for every status (zeros included)."""
@@ -238,12 +244,23 @@ class SyncReport:
         parts += [f"{c['diverged']} diverged", f"{c['rejected']} rejected"]
         return ", ".join(parts)
 
+    def index_line(self) -> str | None:
+        """The line after the summary saying what the final settle did (``search ready (12
+        entries indexed)``, or that it was left for later); ``None`` when it settled nothing."""
+        if self.index_left:
+            return "search indexing left for later (searches still find every entry)"
+        if self.indexed:
+            return f"search ready ({self.indexed} {'entry' if self.indexed == 1 else 'entries'} indexed)"
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         """JSON data: per-file results, the counts, entries added, notes."""
         data: dict[str, Any] = {"files": [r.to_dict() for r in self.files], **self.counts(),
                                 "entriesAdded": self.added, "notes": list(self.notes)}
         if self.interrupted:
             data.update(interrupted=True, left=self.left)
+        if self.indexed or self.index_left:
+            data.update(entriesIndexed=self.indexed, indexingLeft=self.index_left)
         return data
 
 
@@ -655,9 +672,10 @@ class Syncer:
             # the CLI catches SIGINT, so a long settle could not be interrupted again;
             # what is left stays pending and is still found.
             try:
-                self.store.settle_derived()
+                report.indexed = self.store.settle_derived()
             except StorageError:
-                pass  # the files are synced; a lock held too long only leaves the merge for later
+                # The files are synced; a lock held too long only leaves the merge for later.
+                report.index_left = True
         return report
 
     def sync_file(self, path: str) -> FileResult:

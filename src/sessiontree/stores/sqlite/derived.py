@@ -132,7 +132,9 @@ class DerivedIndex(Protocol):
     """Derived data kept in its own tables beside the entries (the search index, the
     usage ledger; sync state is *not* one: it is not derivable from entries).
 
-    Written in the same transaction as the entries it derives from, removed with
+    Kept by the writes or, for work deferred off the write path (both indexes since
+    ``m011_bulk_settle``: docs/decisions/bulk-settle.md), left as a pending tail that
+    :meth:`settle` finishes and every query accounts for; removed with
     their session, and rebuilt from the entries alone by ``SqliteStore.reindex``
     (docs/stores.md, "Derived data"). Its tables are created by schema steps
     (:mod:`.schema`, which also lists every index in ``DERIVED_INDEXES``).

@@ -35,7 +35,7 @@ from sessiontree.stores.sqlite.derived import (
 )
 from sessiontree.stores.sqlite.reads import SqliteReads
 from sessiontree.stores.sqlite.schema import DERIVED_INDEXES
-from sessiontree.stores.sqlite.usage import query_usage
+from sessiontree.stores.sqlite.usage import merge_usage, pending_usage, query_usage
 from sessiontree.stores.sqlite.writes import _insert_text_rows
 from sessiontree.stores.verify import StoredRecord, StoredSession, verify_stored_session
 
@@ -50,7 +50,15 @@ SETTLE_BUDGET = 2048
 
 #: The tables whose rows belong to a session by their ``session_id`` column (``check --store``
 #: reports rows of a session that is not stored).
-_SESSION_TABLES = ("entries", "message_texts", "search_entries", "search_merged", "usage_ledger")
+_SESSION_TABLES = ("entries", "message_texts", "search_entries", "search_merged", "usage_ledger", "usage_merged")
+
+class _Answered(Exception):  # a control-flow signal, not an error
+    """Carries a usage answer out of a write transaction that must roll back."""
+
+    def __init__(self, rows: UsageRows) -> None:
+        super().__init__("usage answered")
+        self.rows = rows
+
 
 class SqliteMaintenance(SqliteReads):
     """The ``DerivedData`` of :class:`~sessiontree.stores.sqlite.store.SqliteStore`
@@ -92,12 +100,13 @@ class SqliteMaintenance(SqliteReads):
         """
         if pending is None:
             with self.read_transaction() as conn:
-                pending = sum(index.pending(conn) for index in DERIVED_INDEXES) if self.has_schema(conn) else 0
+                # Each transaction settles every index by a budget: the longest tail sets the rounds.
+                pending = max(index.pending(conn) for index in DERIVED_INDEXES) if self.has_schema(conn) else 0
         total = 0
         for _ in range(pending // SETTLE_BUDGET + 1):
             with self._busy_timeout(lock_timeout), self.write_transaction("settle derived data") as conn:
                 done = [index.settle(conn, SETTLE_BUDGET) for index in DERIVED_INDEXES]
-            total += sum(done)
+            total += max(done)  # the indexes settle the same entries, each for itself
             if all(count < SETTLE_BUDGET for count in done):
                 break
         return total
@@ -159,20 +168,74 @@ class SqliteMaintenance(SqliteReads):
         entry is read. A database without the ledger (an older schema opened
         read-only) is answered from its entries instead. See :meth:`SessionStore.usage`.
 
+        The ledger's pending tail (docs/decisions/bulk-settle.md) is never left
+        out: a writable store settles it first; a read-only one answers from the
+        ledger as a settle would leave it, computed in a write transaction of a
+        second handle that is rolled back (the file is unchanged), or settles it
+        for good when it is longer than the search's ``MAX_PENDING``, as a
+        search does. When neither can write (permissions, another writer holding
+        the lock past ``SETTLE_TIMEOUT``), the entries answer.
+
         Raises:
             StorageError: the database could not be read.
         """
         query = query or UsageQuery()
         wanted = resolve_cwd(query.cwd) if query.cwd is not None else None
+
+        def answer(conn: Any) -> UsageRows:
+            return UsageRows(query_usage(conn, query, lambda cwd: cwd_matches(cwd, wanted)))
+
         with self.read_transaction() as conn:
             if not self.has_schema(conn):
                 return UsageRows()
             has_ledger = conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'usage_calls'").fetchone()
-            if has_ledger:
-                return UsageRows(query_usage(conn, query, lambda cwd: cwd_matches(cwd, wanted)))
+            pending = pending_usage(conn) if has_ledger else 0
+            if has_ledger and not pending:
+                return answer(conn)
+        if has_ledger:
+            settled = self._usage_with_tail(pending, answer)
+            if settled is not None:
+                return settled
+            with self.read_transaction() as conn:
+                # Settled for good above, unless another writer appended since: then the entries.
+                if pending_usage(conn) == 0:
+                    return answer(conn)
         sessions = ((parsed.header, parsed.entries) for parsed in map(self.read, self.session_ids()))
         return UsageRows(aggregate(sessions, query, lambda cwd: cwd_matches(cwd, wanted)))
+
+    def _usage_with_tail(self, pending: int, answer: Callable[[Any], UsageRows]) -> UsageRows | None:
+        """:meth:`usage` with ``pending`` ledger records left: settle them and commit (a
+        writable store; a read-only one whose tail is longer than ``MAX_PENDING``) and
+        return ``None`` (the caller reads the settled ledger), or settle them in a
+        transaction rolled back once ``answer`` ran on it and return that answer. Only
+        on a current schema, so a reading command never migrates a store; ``None``
+        without writing anything when it cannot write."""
+        if self.readonly and self.path == ":memory:":
+            return None
+        try:
+            if self.applied_migrations() != step_names():
+                return None
+            writer = self if not self.readonly else self._writable_twin(
+                min(self.timeout, search_index.SETTLE_TIMEOUT))
+        except (SessionError, OSError):
+            return None
+        try:
+            # A writable store waits its own busy timeout; a twin opened for a read, briefly.
+            wait = None if writer is self else min(self.timeout, search_index.SETTLE_TIMEOUT)
+            keep = writer is self or pending > search_index.MAX_PENDING
+            with writer._busy_timeout(wait), writer.write_transaction("settle usage") as conn:
+                merge_usage(conn)
+                if not keep:
+                    raise _Answered(answer(conn))  # rolls the settle back: the file is unchanged
+            return None
+        except _Answered as done:
+            return done.rows
+        except (SessionError, OSError):
+            return None
+        finally:
+            if writer is not self:
+                writer.close()
 
     def search(self, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
                since: Any = None, until: Any = None, session: str | None = None,

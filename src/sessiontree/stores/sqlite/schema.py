@@ -13,6 +13,8 @@ order at open and recorded by name in ``schema_migrations`` (``SqliteStore``):
 ``m007_usage_rollup``    ``usage_rollup``
 ``m008_search_branch``   ``search_off_branch``
 ``m009_agent_files``     ``sync_state.shape``, ``archived_files`` (not derived)
+``m010_provenance``      ``provenance`` (not derived: where each session came from)
+``m011_bulk_settle``     ``usage_merged``, ``usage_state`` (the ledger's pending tail); FTS5 automerge
 =======================  =====================================================
 
 Add new steps at the end; never edit one that has been applied (its name and
@@ -378,6 +380,41 @@ def m010_provenance(conn: sqlite3.Connection) -> None:
         )""")
 
 
+def m011_bulk_settle(conn: sqlite3.Connection) -> None:
+    """Derived data settled in bulk, off the write path (docs/decisions/bulk-settle.md).
+
+    * The usage ledger's pending tail: per-session watermarks of what the ledger
+      holds and the mark of the last full settle, as ``search_merged`` /
+      ``search_state`` are for the search index. Every session already stored has
+      its ledger rows (the writes before this step wrote them), so each watermark
+      starts at its last entry.
+    * FTS5 ``automerge`` 16 (default 4): a settle's many bulk inserts merge
+      index segments less often (about 30% less FTS5 work on a first import);
+      queries read the same hits and ranks from a few more segments, measured
+      no slower (bm25 does not depend on the segment layout).
+    """
+    conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('automerge', 16)")
+    conn.execute("DROP TABLE IF EXISTS usage_merged")
+    conn.execute("DROP TABLE IF EXISTS usage_state")
+    conn.execute("""
+        CREATE TABLE usage_merged (
+            -- sessions.id: entries of the session with seq <= this one have their
+            -- usage_ledger rows; later ones are pending. No row: none settled.
+            session_id TEXT PRIMARY KEY,
+            seq INTEGER NOT NULL
+        ) WITHOUT ROWID""")
+    conn.execute("""
+        CREATE TABLE usage_state (
+            -- Only sessions with updated_at above this can hold pending entries.
+            updated_at INTEGER NOT NULL
+        )""")
+    conn.execute("INSERT INTO usage_merged (session_id, seq)"
+                 " SELECT session_id, max(seq) FROM entries GROUP BY session_id")
+    conn.execute("INSERT INTO usage_merged (session_id, seq) SELECT id, -1 FROM sessions WHERE id NOT IN"
+                 " (SELECT session_id FROM usage_merged)")
+    conn.execute("INSERT INTO usage_state (updated_at) SELECT coalesce(max(updated_at), 0) FROM sessions")
+
+
 #: Schema steps ``(name, function)`` in number order; add new steps, never edit applied ones.
 MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m001_initial,
@@ -390,6 +427,7 @@ MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m008_search_branch,
     m009_agent_files,
     m010_provenance,
+    m011_bulk_settle,
 )
 
 #: Every derived index, maintained by each write in this order (their tables come

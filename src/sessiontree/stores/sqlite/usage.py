@@ -2,12 +2,21 @@
 (docs/stores.md, "Derived data"), so ``sessiontree stats`` reads no transcript.
 
 One row per billed usage record (:mod:`sessiontree.core.usagerecords` decides what
-one is), written in the transaction that writes its entry, removed with its
-session, rebuilt by ``store.reindex()``. :data:`LEDGER` is the
-:class:`~sessiontree.stores.sqlite.derived.DerivedIndex`; its tables come from the
-schema steps ``m006_usage_ledger`` and ``m007_usage_rollup`` (:mod:`.schema`).
+one is), removed with its session, rebuilt by ``store.reindex()``.
+:data:`LEDGER` is the :class:`~sessiontree.stores.sqlite.derived.DerivedIndex`; its
+tables come from the schema steps ``m006_usage_ledger``, ``m007_usage_rollup`` and
+``m011_bulk_settle`` (:mod:`.schema`).
 
-De-duplication happens at write time: ``usage_calls`` holds each billed call
+**The pending tail** (docs/decisions/bulk-settle.md): no write writes a ledger
+row. Entries after their session's watermark (``usage_merged``; the sessions
+written since the last full settle are those with ``sessions.updated_at`` above
+``usage_state.updated_at``) are pending until :func:`merge_usage` settles them in
+bulk: ``store.settle_derived()`` at the end of ``import`` and ``sync``, a
+``reindex``, and a usage query, which settles the tail before it reads the ledger
+(``SqliteStore.usage``; a store it cannot write sums the entries instead), so an
+answer is never stale.
+
+De-duplication happens at settle time: ``usage_calls`` holds each billed call
 of the store once (its multiplicity: the most rows its key has in one
 session; its owner: the earliest session holding it), recounted for the keys
 each write touches. ``usage_rollup`` sums ``usage_calls`` per (owner,
@@ -103,10 +112,17 @@ class UsageLedger:
     name = "usage"
 
     def add(self, conn: sqlite3.Connection, key: Any, rows: Sequence[IndexedRow]) -> None:
-        """Insert a ledger row for every billed record of the new entries ``rows``
-        (``(seq, entry, text)``) of session ``key``, and recount the calls (and the
-        rollup) of their keys; inside the writing transaction."""
-        self._add(conn, key, rows, True)
+        """Nothing to write for new entries of session ``key``: no statement at all.
+
+        On a store with the pending tail (schema step ``m011_bulk_settle``) they
+        stay pending until a settle (:func:`merge_usage`): the write moved the
+        session's ``updated_at`` above ``usage_state.updated_at``, which is how
+        settles and queries find it. A query never answers from a ledger with a
+        tail (:meth:`SqliteMaintenance.usage` settles it first, or sums the
+        entries). On an older schema (a step before ``m011`` running this code)
+        the rows are written at once, as they always were."""
+        if not _has_pending_tables(conn):
+            self._add(conn, key, rows, True)
 
     def _add(self, conn: sqlite3.Connection, key: Any, rows: Sequence[IndexedRow],
              rollup: bool) -> None:
@@ -151,20 +167,36 @@ class UsageLedger:
         conn.execute("DELETE FROM usage_ledger WHERE session_id = ?", (key,))
         if keys:
             _refresh_calls(conn, keys)
+        if _has_pending_tables(conn):
+            conn.execute("DELETE FROM usage_merged WHERE session_id = ?", (key,))
+            # As the search index does: the mark never stays above every remaining session,
+            # or a later write's updated_at could fall at or below it and be missed.
+            conn.execute("UPDATE usage_state SET updated_at = (SELECT coalesce(max(updated_at), 0) FROM sessions"
+                         " WHERE id != ?) WHERE updated_at > (SELECT coalesce(max(updated_at), 0) FROM sessions"
+                         " WHERE id != ?)", (key, key))
 
     def pending(self, conn: sqlite3.Connection) -> int:
-        """Nothing deferred: the ledger is complete after every write."""
-        return 0
+        """Records after their session's ledger watermark (:func:`pending_usage`)."""
+        return pending_usage(conn)
 
     def settle(self, conn: sqlite3.Connection, budget: int | None = None) -> int:
-        """Nothing to finish: the ledger is complete after every write."""
-        return 0
+        """Write the ledger rows of pending records: all of them, or about ``budget``
+        records (:func:`merge_usage`); returns how many records were read (fewer than
+        ``budget``: nothing is left)."""
+        return merge_usage(conn, budget)
 
     def reindexed(self, conn: sqlite3.Connection, everything: bool) -> None:
-        """After ``store.reindex()`` rebuilt sessions' rows with :meth:`remove` and
-        :meth:`add`: a whole-store reindex also rebuilds ``usage_rollup`` from
-        ``usage_calls``, so drift in the rollup itself is repaired too (the
-        incremental upkeep only moves what it is told about)."""
+        """After ``store.reindex()`` rebuilt sessions with :meth:`remove` and :meth:`add`
+        (which writes nothing): settle them now, in the same transaction, so a rebuilt
+        ledger holds every record (a rebuilt session keeps its ``updated_at``, so it
+        is found by its missing watermark). A whole-store reindex also rebuilds
+        ``usage_rollup`` from ``usage_calls``, so drift in the rollup itself is
+        repaired too (the incremental upkeep only moves what it is told about)."""
+        if _has_pending_tables(conn):
+            keys = [row[0] for row in conn.execute(
+                "SELECT id FROM sessions WHERE id NOT IN (SELECT session_id FROM usage_merged)")]
+            _merge_sessions(conn, [(key, -1) for key in keys], None)
+            merge_usage(conn)
         if everything and _has_rollup(conn):
             rebuild_rollup(conn)
 
@@ -194,7 +226,11 @@ class UsageLedger:
     def checker(self, conn: sqlite3.Connection, key: Any) -> _SessionCheck:
         """The :class:`~sessiontree.stores.verify.DerivedCheck` of session ``key``'s
         ``usage_ledger`` rows (``check --store``): the rows :meth:`add` writes."""
-        return _SessionCheck(conn, key)
+        watermark: int | None = None
+        if _has_pending_tables(conn):
+            row = conn.execute("SELECT seq FROM usage_merged WHERE session_id = ?", (key,)).fetchone()
+            watermark = -1 if row is None else row[0]
+        return _SessionCheck(conn, key, watermark)
 
     def store_drift(self, conn: sqlite3.Connection) -> list[str]:
         """How ``usage_calls`` differs from a recount of the ledger and ``usage_rollup``
@@ -232,11 +268,13 @@ def _differ(conn: sqlite3.Connection, left: str, right: str) -> int:
 class _SessionCheck:
     """:meth:`UsageLedger.checker`: the rebuilt rows are computed as the entries come."""
 
-    def __init__(self, conn: sqlite3.Connection, key: Any) -> None:
-        self.conn, self.key = conn, key
+    def __init__(self, conn: sqlite3.Connection, key: Any, watermark: int | None = None) -> None:
+        self.conn, self.key, self.watermark = conn, key, watermark
         self.rows: list[tuple[Any, ...]] = []
 
     def add(self, seq: int, entry: dict[str, Any]) -> None:
+        if self.watermark is not None and seq > self.watermark:
+            return  # pending: no ledger row yet
         if entry.get("type") in _RECORD_TYPES:
             for n, r in enumerate(records_from_entry(entry)):
                 self.rows.append((seq, n, r.key, r.source, to_db(r.provider), to_db(r.model), r.timestamp_ms,
@@ -284,6 +322,123 @@ def _refresh_calls(conn: sqlite3.Connection, keys: set[bytes], rollup: bool = Tr
         if emptied:
             conn.execute("DELETE FROM usage_rollup WHERE calls = 0")
     conn.execute("DELETE FROM temp.usage_touched")
+
+
+def _has_pending_tables(conn: sqlite3.Connection) -> bool:
+    """Whether the database has the ledger's pending tail (schema step ``m011_bulk_settle``)."""
+    return conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'usage_merged'").fetchone() is not None
+
+
+def pending_usage(conn: sqlite3.Connection) -> int:
+    """How many records are after their session's ledger watermark, from the sessions
+    written since the last full settle (``sessions.updated_at`` above
+    ``usage_state.updated_at``): one index range and one primary-key probe per such
+    session, no record read. 0 on a schema without the pending tail."""
+    if not _has_pending_tables(conn):
+        return 0
+    count: int = conn.execute(
+        "SELECT coalesce(sum((SELECT coalesce(max(seq), -1) FROM entries WHERE session_id = s.id)"
+        " - coalesce(m.seq, -1)), 0) FROM sessions AS s LEFT JOIN usage_merged AS m ON m.session_id = s.id"
+        " WHERE s.updated_at > (SELECT updated_at FROM usage_state)").fetchone()[0]
+    return count
+
+
+def merge_usage(conn: sqlite3.Connection, budget: int | None = None) -> int:
+    """Write the ledger rows of pending records (inside a write transaction): every
+    one, or about ``budget`` records (the sessions written longest ago first), so a
+    long tail settles in several short transactions. When everything is merged the
+    mark ``usage_state.updated_at`` moves to the newest session. Returns the number
+    of records the watermarks moved over (fewer than ``budget``: nothing is left)."""
+    if not _has_pending_tables(conn):
+        return 0
+    mark = conn.execute("SELECT updated_at FROM usage_state").fetchone()[0]
+    dirty = conn.execute("SELECT s.id, coalesce(m.seq, -1) FROM sessions AS s"
+                         " LEFT JOIN usage_merged AS m ON m.session_id = s.id"
+                         " WHERE s.updated_at > ? ORDER BY s.updated_at", (mark,)).fetchall()
+    taken = _merge_sessions(conn, dirty, budget)
+    if budget is None or taken < budget:
+        conn.execute("UPDATE usage_state SET updated_at = (SELECT coalesce(max(updated_at), 0) FROM sessions)")
+    return taken
+
+
+_PENDING_SQL = ("SELECT seq, CASE WHEN type IN ('message', 'session_summary', 'compaction', 'branch_summary',"
+                " 'usage') THEN json END FROM entries WHERE session_id = ? AND seq > ? ORDER BY seq")
+
+
+def _merge_sessions(conn: sqlite3.Connection, sessions: Sequence[tuple[Any, int]], budget: int | None) -> int:
+    """Ledger rows for the records of each ``(session key, watermark)`` after its
+    watermark, up to about ``budget`` records in all; the watermarks move past what
+    was read (damaged records included: ``check --store`` reports them). The calls
+    and the rollup are recounted once for the whole batch. Returns the records read."""
+    values: list[tuple[Any, ...]] = []
+    marks: list[tuple[Any, int]] = []
+    owners: dict[bytes, Any] = {}  # dedup key -> its one session in this batch, or _SHARED
+    taken = 0
+    for key, after in sessions:
+        if budget is not None and taken >= budget:
+            break
+        bound = "" if budget is None else f" LIMIT {int(budget - taken)}"
+        last, count = after, 0
+        for seq, text in conn.execute(_PENDING_SQL + bound, (key, after)).fetchall():
+            last, count = seq, count + 1
+            if text is None:
+                continue
+            try:
+                entry = jsonio.loads(text)
+            except ValueError:
+                continue
+            if not isinstance(entry, dict):
+                continue
+            for n, r in enumerate(records_from_entry(entry)):
+                values.append((key, seq, n, r.key, r.source, to_db(r.provider), to_db(r.model), r.timestamp_ms,
+                               r.input, r.output, r.cache_read, r.cache_write, r.cost_nanos))
+                seen = owners.get(r.key, key)
+                owners[r.key] = key if seen == key else _SHARED
+        taken += count
+        if count:
+            marks.append((key, last))
+    if values:
+        _insert_batch(conn, values, owners)
+    if marks:
+        conn.executemany("INSERT INTO usage_merged (session_id, seq) VALUES (?, ?)"
+                         " ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq", marks)
+    return taken
+
+
+#: :func:`_merge_sessions`: a key held by more than one session of the batch.
+_SHARED = object()
+
+
+def _insert_batch(conn: sqlite3.Connection, values: list[tuple[Any, ...]], owners: dict[bytes, Any]) -> None:
+    """Insert ledger rows of several sessions, then recount their keys' calls and
+    rollup rows: a key new to the store and held by one session of the batch takes
+    the fast path of :meth:`UsageLedger._add` (its rows are exactly the ones just
+    inserted); any other key is recounted by the full rule (:func:`_refresh_calls`)."""
+    # In key order: the ledger is clustered on the key, so each page is visited once.
+    values.sort(key=lambda value: (value[3], value[0], value[1], value[2]))
+    conn.executemany(
+        "INSERT INTO usage_ledger (session_id, seq, n, dedup_key, source, provider, model, ts_ms,"
+        " input, output, cache_read, cache_write, cost_nanos) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", values)
+    fresh: dict[bytes, list[Any]] = {}
+    for value in values:
+        if owners[value[3]] is _SHARED:
+            continue
+        row = fresh.get(value[3])
+        if row is None:
+            fresh[value[3]] = [value[3], 1, value[0], *value[5:]]
+        else:
+            row[1] += 1
+    calls = list(map(tuple, fresh.values()))
+    conn.executemany(_ROLLUP_ADD_NEW_CALL, calls)
+    inserted = conn.executemany(
+        f"INSERT INTO usage_calls (dedup_key, m, owner, {_ATTRS}) VALUES (?, ?, hex(?), ?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (dedup_key) DO NOTHING", calls).rowcount
+    refresh = {k for k, owner in owners.items() if owner is _SHARED}
+    if inserted != len(fresh):
+        refresh.update(fresh)
+    if refresh:
+        _refresh_calls(conn, refresh)
 
 
 #: The usage ledger (listed in :data:`~sessiontree.stores.sqlite.schema.DERIVED_INDEXES`).
