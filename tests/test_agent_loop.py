@@ -385,3 +385,18 @@ def test_other_agents_folders_are_never_archived(store, _fake_home):
     os.utime(foreign, (OLD, OLD))
     report = archive(store, older_than=86400.0, dry_run=True)
     assert [(r.path, r.status) for r in report.files] == [(str(pi_file), "would archive")]
+
+
+def test_a_run_killed_after_the_move_before_its_record_is_settled_by_the_next(store, _fake_home):
+    from sessiontree.stores.base import ArchivedFile
+
+    moved = _old_synced(_fake_home, store, session_id=SID)
+    back = _old_synced(_fake_home, store, session_id=OTHER)
+    for path, session_id in ((moved, SID), (back, OTHER)):
+        sha = hashlib.sha256(path.read_bytes()).digest()
+        store.record_archived(ArchivedFile(str(path), session_id, sha, path.stat().st_size, "pi", 1, "trash",
+                                           "pending"))
+    moved.unlink()  # the move to the trash happened; the kill came before "done"
+    archive(store, older_than=10 ** 10)  # nothing old enough: only the leftovers are looked at
+    assert {r.path: r.state for r in store.archived_files()} == {str(moved): "done", str(back): "undone"}
+    assert restore(store, SID).file.byte_exact and back.exists()

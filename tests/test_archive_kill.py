@@ -48,10 +48,21 @@ def test_sigkill_during_archive_loses_no_session(tmp_path, _fake_home):
     store.close()
 
     rng = random.Random(20261204)
+    folder = next(iter(originals.values()))[0].parent
     killed = 0
-    for _ in range(KILLS):
+    for round_ in range(KILLS):
+        # Kill once this run has archived a share of what is left, plus a random few
+        # milliseconds, so the kills land at every step of a file's archiving (rename,
+        # second hash, record, trash, done) and in the verification of the next one.
+        left = sum(1 for name in os.listdir(folder) if name.endswith(".jsonl"))
+        goal = left - max(1, left // (KILLS - round_ + 1))
         process = _run_archive(db, _fake_home)
-        time.sleep(rng.uniform(0.3, 0.9))
+        deadline = time.monotonic() + 120
+        while process.poll() is None and time.monotonic() < deadline:
+            if sum(1 for name in os.listdir(folder) if name.endswith(".jsonl")) <= goal:
+                break
+            time.sleep(0.001)
+        time.sleep(rng.uniform(0, 0.004))
         if process.poll() is None:
             process.send_signal(signal.SIGKILL)
             killed += 1
@@ -69,7 +80,7 @@ def test_sigkill_during_archive_loses_no_session(tmp_path, _fake_home):
                     assert rebuilt.byte_exact and rebuilt.sha256 == sha, session_id
         finally:
             check.close()
-    assert killed >= KILLS // 2, "the runs ended before the kills: make the work longer"
+    assert killed >= KILLS - 2, f"only {killed} of {KILLS} runs were killed before they ended"
 
     finish = _run_archive(db, _fake_home)
     assert finish.wait() == 0, finish.stderr.read() if finish.stderr else ""

@@ -154,8 +154,10 @@ def _trash(path: str) -> None:
 
 def _finish_leftovers(store: SessionStore, folders: Sequence[str], delete: bool,
                       records: dict[tuple[str, bytes], ArchivedFile]) -> list[ArchivedResult]:
-    """Finish what a killed run left renamed: a file whose bytes match its pending
-    record is moved on; any other is renamed back when its name is free."""
+    """Finish what a killed run left: a renamed file whose bytes match its pending
+    record is moved on; any other renamed file is renamed back when its name is free;
+    a pending record whose file and renamed copy are both gone is marked ``done`` (the
+    move happened), one whose file is back under its name ``undone``."""
     results: list[ArchivedResult] = []
     for folder in folders:
         for root, _, names in os.walk(folder):
@@ -182,6 +184,14 @@ def _finish_leftovers(store: SessionStore, folders: Sequence[str], delete: bool,
                                                   record.session_id, size, record.agent))
                 elif not os.path.lexists(original):
                     os.rename(moved, original)
+    # A run killed after the move but before its record said so: the file is gone (the
+    # trash or deleted, as the record says), the renamed copy too: the move happened.
+    # One whose file is back under its name (put back) did not.
+    for record in store.archived_files():
+        if record.state != "pending" or os.path.lexists(record.path + ARCHIVING_SUFFIX):
+            continue
+        state = "undone" if os.path.lexists(record.path) else "done"
+        store.record_archived(replace(record, state=state))
     return results
 
 
