@@ -62,6 +62,31 @@ def test_ranking_and_limit(pg):
     assert [hit.rank for hit in pg.search("*", limit=None)] == [0.0]
 
 
+def test_a_limit_inside_a_tie_keeps_the_first_entry_ids(pg_url):
+    # The same text at the same minute: hits the score and time cannot tell apart, ordered by
+    # session id, then entry id. In "tie-b" the ids run backwards from the stored order, so
+    # a plan that stopped at the limit in stored order would keep e5/e4 instead of e1/e2.
+    backwards = [f"e{n}00000{n}" for n in range(5, 0, -1)]
+    entries = [msg(entry_id, backwards[i - 1] if i else None, "user", "knot tie", 0)
+               for i, entry_id in enumerate(backwards)]
+    batch = [(header("tie-a", "/w"), [msg("m0000001", None, "user", "knot tie", 0)]),
+             (header("tie-b", "/w"), entries),
+             (header("tie-c", "/w"), [msg("a0000001", None, "user", "knot tie", 0)])]
+    memory = MemoryStore()
+    store = PostgresStore(pg_url)
+    try:
+        for target in (store, memory):
+            for session_header, session_entries in batch:
+                target.create(session_header, session_entries)
+        full = ["m0000001", "e1000001", "e2000002", "e3000003", "e4000004", "e5000005", "a0000001"]
+        for limit in (1, 2, 3, 6, 7, 50):
+            got = [hit.entry_id for hit in store.search("knot tie", limit=limit)]
+            assert got == full[:limit], limit
+            assert got == [hit.entry_id for hit in memory.search("knot tie", limit=limit)], limit
+    finally:
+        store.close()
+
+
 def test_rank_query_quotes_everything():
     assert postgres_search.rank_query(parse_query("retry \"a-b\" *")) == "'retry':* | 'a':* | 'b':*"
     assert postgres_search.rank_query(parse_query("* % '")) is None

@@ -285,6 +285,46 @@ def _facts(conn: Any, session_id: str) -> SessionFacts:
                         active_ids(entries))
 
 
+def _limit_first_sql(score: str, cond: str) -> str:
+    """The ranked, limited query of :func:`_hits_from_index`, planned limit first.
+
+    Its rows are the first ``limit`` of the full order (score, newest, session id,
+    entry id, ids in code-point order: :func:`~sessiontree.core.searchtext.hit_order`),
+    exactly those of sorting every match, but the entry id (a join with ``entries``)
+    and the folded text are read for about ``limit`` rows only, and the sort over the
+    matches is a bounded one on small keys (a top-N heap in memory: sorting every
+    match of a common word with its text spilled to disk at a million entries):
+
+    1. ``best``: the first ``limit`` matches by (score, newest, session id, ``seq``);
+    2. ``last``: the last of them; every match that the first three keys cannot tell
+       from it is in its session, so ``tied`` reads them through the primary key;
+    3. ``best`` and ``tied`` hold every match before ``last`` in the full order (all
+       matches strictly before it on the first three keys are in ``best``) and every
+       match tied with it, so ordering them with the entry id and stopping at
+       ``limit`` gives the same rows.
+
+    Parameters, in order: the rank query (if ``score`` has one), ``cond``'s,
+    ``limit``, the rank query, ``cond``'s, the rank query, ``limit``.
+    """
+    keys = f"s.session_id, s.seq, {score} AS score, s.ts_ms"
+    return f"""
+        WITH best AS (
+            SELECT {keys} FROM search_entries AS s WHERE {cond}
+            ORDER BY score DESC, coalesce(s.ts_ms, 0) DESC, s.session_id COLLATE "C", s.seq LIMIT %s),
+        last AS (
+            SELECT * FROM best ORDER BY score, coalesce(ts_ms, 0), session_id COLLATE "C" DESC, seq DESC LIMIT 1),
+        tied AS (
+            SELECT {keys} FROM search_entries AS s JOIN last ON s.session_id = last.session_id
+            WHERE {cond} AND {score} = last.score AND coalesce(s.ts_ms, 0) = coalesce(last.ts_ms, 0)),
+        kept AS (SELECT * FROM best UNION SELECT * FROM tied)
+        SELECT k.session_id, k.seq, e.id, s.folded, k.score, k.ts_ms
+        FROM kept AS k
+        JOIN entries AS e ON e.session_id = k.session_id AND e.seq = k.seq
+        JOIN search_entries AS s ON s.session_id = k.session_id AND s.seq = k.seq
+        ORDER BY k.score DESC, coalesce(k.ts_ms, 0) DESC, k.session_id COLLATE "C", e.id COLLATE "C"
+        LIMIT %s"""
+
+
 def _hits_from_index(conn: Any, query: SearchQuery, filters: SearchFilters, limit: int | None) -> list[SearchHit]:
     allowed = _allowed(conn, filters)
     if allowed is not None and not allowed:
@@ -313,18 +353,20 @@ def _hits_from_index(conn: Any, query: SearchQuery, filters: SearchFilters, limi
         where.append("s.ts_ms < %s")
         params.append(filters.until_ms)
     ranking = rank_query(query)
+    rank_params = [ranking] if ranking is not None else []
     score = "ts_rank(s.tsv, %s::tsquery, 1)" if ranking is not None else "0::real"
-    sql = (f"SELECT s.session_id, s.seq, e.id, s.folded, {score} AS score, s.ts_ms"
-           " FROM search_entries AS s JOIN entries AS e ON e.session_id = s.session_id AND e.seq = s.seq"
-           f" WHERE {' AND '.join(where)}"
-           # Best first, then newest, then ids in code-point order (COLLATE "C"): the order
-           # of searchtext.hit_order, so stopping at `limit` keeps exactly the best hits.
-           " ORDER BY score DESC, coalesce(s.ts_ms, 0) DESC, s.session_id COLLATE \"C\", e.id COLLATE \"C\"")
-    params = ([ranking] if ranking is not None else []) + params
-    if limit is not None:
-        sql += " LIMIT %s"
-        params.append(limit)
-    rows = conn.execute(sql, params).fetchall()
+    cond = " AND ".join(where)
+    if limit is None:
+        sql = (f"SELECT s.session_id, s.seq, e.id, s.folded, {score} AS score, s.ts_ms"
+               " FROM search_entries AS s JOIN entries AS e ON e.session_id = s.session_id AND e.seq = s.seq"
+               f" WHERE {cond}"
+               # Best first, then newest, then ids in code-point order (COLLATE "C"): the
+               # order of searchtext.hit_order.
+               " ORDER BY score DESC, coalesce(s.ts_ms, 0) DESC, s.session_id COLLATE \"C\", e.id COLLATE \"C\"")
+        rows = conn.execute(sql, rank_params + params).fetchall()
+    else:
+        rows = conn.execute(_limit_first_sql(score, cond),
+                            [*rank_params, *params, limit, *rank_params, *params, *rank_params, limit]).fetchall()
     found = [row for row in rows if query.matches(row[3])]
     if not found:
         return []
