@@ -103,6 +103,44 @@ def test_the_trigram_index_answers_long_terms(pg):
     assert "search_entries_trgm" in plan
 
 
+def test_the_index_and_the_scan_give_the_same_hits_in_the_same_order(pg, monkeypatch):
+    # LIKE through the trigram index, or strpos over every row: the same exact substring test.
+    # (Stores rank differently: the memory store decides the set, not the order.)
+    memory = fill(MemoryStore())
+    for query in [*EXPECTED, "a-b", "100%", "a_b", "tt", "retry py", "ΣΥΦ"]:
+        for limit in (None, 3):
+            answers = []
+            for through_index in (True, False):
+                monkeypatch.setattr(postgres_search, "_trigram_pays", lambda conn, cond, params, v=through_index: v)
+                answers.append([(hit.entry_id, hit.rank) for hit in pg.search(query, limit=limit)])
+            assert answers[0] == answers[1], (query, limit)
+            if limit is None:
+                assert {entry_id for entry_id, _ in answers[0]} == ids(memory.search(query, limit=None)), query
+
+
+def test_a_word_in_a_large_share_of_the_entries_is_scanned(pg_url):
+    # 40 entries: "common" in all of them, "rarely" in one (1/40 < SCAN_SHARE <= 40/40).
+    store = PostgresStore(pg_url)
+    try:
+        chain = [msg(f"f{n:07d}", f"f{n - 1:07d}" if n else None, "user",
+                     "common words" + (" rarely" if n == 7 else ""), 0) for n in range(40)]
+        store.create(header("share", "/w"), chain)
+        with store._transaction("test", write=True) as conn:
+            conn.execute("ANALYZE search_entries")
+            conn.execute("SET LOCAL enable_seqscan = off")  # a table this small is scanned anyway
+            assert postgres_search._trigram_pays(conn, "s.folded LIKE %s", ["%rarely%"])
+            assert not postgres_search._trigram_pays(conn, "s.folded LIKE %s", ["%common%"])
+            conn.execute("SET LOCAL enable_seqscan = on")
+            conn.execute("SET LOCAL enable_bitmapscan = off")
+            conn.execute("SET LOCAL enable_indexscan = off")
+            # A plan without the index: strpos.
+            assert not postgres_search._trigram_pays(conn, "s.folded LIKE %s", ["%rarely%"])
+        assert [hit.entry_id for hit in store.search("common", limit=2)] == ["f0000000", "f0000001"]
+        assert [hit.entry_id for hit in store.search("rarely", limit=2)] == ["f0000007"]
+    finally:
+        store.close()
+
+
 def test_without_pg_trgm_search_scans_with_the_same_hits(pg_url, monkeypatch):
     def refused(conn):
         raise psycopg.errors.UndefinedFile('could not open extension control file "pg_trgm.control"')
