@@ -363,7 +363,7 @@ def _conditions(query: SearchQuery, filters: SearchFilters, allowed: list[str] |
 #: The share of the entries above which a search reads them all (a sequential scan
 #: with ``strpos``) rather than through the trigram index: measured at 1,000,000
 #: entries, a word in 6% of them is found twice as fast through the index, one in 24%
-#: 30% faster by the scan (docs/postgres.md, "Search at team scale").
+#: 30% faster by the scan (docs/postgres.md, "Search").
 SCAN_SHARE = 0.2
 
 
