@@ -400,3 +400,29 @@ def test_a_run_killed_after_the_move_before_its_record_is_settled_by_the_next(st
     archive(store, older_than=10 ** 10)  # nothing old enough: only the leftovers are looked at
     assert {r.path: r.state for r in store.archived_files()} == {str(moved): "done", str(back): "undone"}
     assert restore(store, SID).file.byte_exact and back.exists()
+
+
+def test_the_format_3_header_keeps_the_agents_key_order(store, _fake_home):
+    # docs/rules/format.md A.2: a version-3 header is written type, version, id, timestamp, cwd, then
+    # parentSession, internal and workflow, each only when there is one.
+    workflow = {"runId": "r1", "stageId": "s1", "stageName": "plan"}
+    header = {"type": "session", "version": 4, "id": OTHER, "createdAt": "2026-03-02T08:00:00.000Z",
+              "cwd": "/w", "parentSessionId": SID, "internal": True, "workflow": workflow}
+    store.create(header, entries(1, 1, None))
+    first = agent_file(store, OTHER).data.split(b"\n", 1)[0]
+    assert first == (b'{"type":"session","version":3,"id":"' + OTHER.encode()
+                     + b'","timestamp":"2026-03-02T08:00:00.000Z","cwd":"/w","parentSession":"' + SID.encode()
+                     + b'","internal":true,"workflow":{"runId":"r1","stageId":"s1","stageName":"plan"}}')
+
+
+def test_a_file_without_its_final_newline_gets_one_before_entries_added_in_the_store(store, _fake_home):
+    # A complete final record without a newline is a record (seed:session-version); the
+    # agent would glue the next record onto it, so the restored file ends that line first.
+    path = write_agent_file(_fake_home, n=2, version=3)
+    path.write_bytes(path.read_bytes().rstrip(b"\n"))
+    sync_one(store, path)
+    assert agent_file(store, SID).data == path.read_bytes()  # nothing added: byte for byte
+    extra = {"type": "session_info", "id": "99999999", "parentId": "00000002",
+             "timestamp": "2026-03-01T10:05:00.000Z", "name": "n"}
+    store.append(SID, [extra])
+    assert agent_file(store, SID).data == path.read_bytes() + b"\n" + line(extra)

@@ -22,6 +22,7 @@ from sessiontree.cli.common import (
     plural,
     print_json,
     resolve_session_id,
+    unique_match,
 )
 from sessiontree.core.textsafe import safe_line
 from sessiontree.errors import EntryNotFoundError
@@ -47,15 +48,9 @@ def parse_duration(text: str) -> float:
 
 
 def _resolve_entry(app: App, session_id: str, prefix: str) -> str:
-    """The session's one entry id equal to or starting with ``prefix``."""
-    ids: list[str] = [str(entry["id"]) for entry in app.store.read(session_id).entries]
-    if prefix in ids:
-        return prefix
-    matches = sorted(i for i in ids if i.startswith(prefix))
-    if len(matches) != 1:
-        raise UserError(f"no entry of {session_id} matches {prefix!r}" if not matches
-                        else f"entry prefix {prefix!r} is ambiguous in {session_id}")
-    return matches[0]
+    """The session's one entry id equal to or starting with ``prefix``, from its outline
+    (ids only: no record is parsed before ``restore`` reads the session)."""
+    return unique_match(prefix, list(app.store.read_outline(session_id).ids), "entry")
 
 
 def _restore(app: App, session: str, agent: str, directory: str | None, at: str | None) -> RestoreResult:

@@ -252,8 +252,18 @@ def progress_bar(console: Console) -> Progress:
                     disable=not console.is_terminal)
 
 
-def _unique(prefix: str, candidates: Sequence[str], what: str) -> str:
-    """The one candidate equal to ``prefix`` or starting with it."""
+def unique_match(prefix: str, candidates: Sequence[str], what: str) -> str:
+    """The one candidate equal to ``prefix`` or starting with it (ids given by a unique prefix,
+    as every command takes them).
+
+    Args:
+        prefix: what the user typed.
+        candidates: the ids to choose from.
+        what: the kind of id, for the message (``"session"``, ``"entry"``).
+
+    Raises:
+        UserError: none matches, or several do (the first five are named).
+    """
     if prefix in candidates:
         return prefix
     matches = sorted(c for c in candidates if c.startswith(prefix)) if prefix else []
@@ -271,7 +281,7 @@ def resolve_session_id(app: App, prefix: str) -> str:
     Raises:
         UserError: no session matches, or several do.
     """
-    return _unique(prefix, app.store.session_ids(), "session")
+    return unique_match(prefix, app.store.session_ids(), "session")
 
 
 def resolve_entry_id(manager: SessionManager, prefix: str) -> str:
@@ -280,7 +290,7 @@ def resolve_entry_id(manager: SessionManager, prefix: str) -> str:
     Raises:
         UserError: no entry matches, or several do.
     """
-    return _unique(prefix, [e["id"] for e in manager.get_entries()], "entry")
+    return unique_match(prefix, [e["id"] for e in manager.get_entries()], "entry")
 
 
 def read_parsed(app: App, session_id: str) -> ParsedSession:

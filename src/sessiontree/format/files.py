@@ -24,6 +24,7 @@ Functions are looked up at module level so tests can inject failures
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import re
 import secrets
@@ -53,6 +54,7 @@ __all__ = [
     "remove_if_stale",
     "remove_stale_temps",
     "replace_locked",
+    "sha256_prefix",
     "unlock",
     "unlock_and_close",
     "write_all",
@@ -110,6 +112,25 @@ def read_all(fd: int) -> bytes:
             return b"".join(chunks)
         chunks.append(chunk)
         offset += len(chunk)
+
+
+def sha256_prefix(fd: int, size: int | None = None) -> tuple[bytes, int]:
+    """SHA-256 of the first ``size`` bytes of the open file ``fd`` (``None``: up to its
+    end), read with ``pread`` in 1 MiB pieces, so a large file is never held whole.
+
+    Returns:
+        ``(digest, bytes hashed)``: 32 raw bytes, and fewer bytes than ``size`` when
+        the file is shorter.
+    """
+    digest = hashlib.sha256()
+    offset = 0
+    while size is None or offset < size:
+        chunk = os.pread(fd, 1 << 20 if size is None else min(1 << 20, size - offset), offset)
+        if not chunk:
+            break
+        digest.update(chunk)
+        offset += len(chunk)
+    return digest.digest(), offset
 
 
 def first_line(fd: int) -> bytes:

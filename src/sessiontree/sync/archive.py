@@ -24,7 +24,7 @@ gone with the store able to rebuild it: never lost.
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sessiontree.errors import SessionError, StorageError
+from sessiontree.format.files import O_CLOEXEC, sha256_prefix
 from sessiontree.stores.base import ArchivedFile, SessionStore, SyncState
 from sessiontree.sync.engine import discover, run_lock
 from sessiontree.sync.restore import agent_file
@@ -126,14 +127,12 @@ def _size(count: int) -> str:
 
 
 def _sha_file(path: str) -> tuple[bytes, int]:
-    """SHA-256 and size of a file's bytes (read in 1 MiB pieces)."""
-    digest = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-            size += len(chunk)
-    return digest.digest(), size
+    """SHA-256 and size of a file's bytes (read in pieces, never whole)."""
+    fd = os.open(path, os.O_RDONLY | O_CLOEXEC)
+    try:
+        return sha256_prefix(fd)
+    finally:
+        os.close(fd)
 
 
 def _trash(path: str) -> None:
@@ -236,7 +235,7 @@ def archive(store: SessionStore, *, older_than: float | None = 30 * 86400.0, kee
         if on_file is not None:
             on_file(result)
 
-    with run_lock(store) if not dry_run else _nothing():
+    with run_lock(store) if not dry_run else contextlib.nullcontext():
         states = store.sync_states()
         stored_ids = set(store.session_ids())
         records = {(record.path, record.sha256): record for record in store.archived_files()}
@@ -257,14 +256,6 @@ def archive(store: SessionStore, *, older_than: float | None = 30 * 86400.0, kee
                 emit(_one(store, agent, path, st, states.get(path), stored_ids, newest, older_than, now,
                           dry_run, delete))
     return report
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _one(store: SessionStore, agent: str, path: str, st: os.stat_result, state: SyncState | None,

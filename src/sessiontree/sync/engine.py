@@ -67,7 +67,7 @@ from sessiontree.errors import (
 )
 from sessiontree.format import jsonio
 from sessiontree.format.codec import ParsedSession
-from sessiontree.format.files import first_line
+from sessiontree.format.files import first_line, sha256_prefix
 from sessiontree.format.foreign import map_foreign, sniff_agent
 from sessiontree.format.ids import is_valid_session_id
 from sessiontree.format.inputlimit import check_input_size
@@ -125,17 +125,9 @@ def _sha(data: bytes) -> bytes:
 
 
 def _prefix_sha(fd: int, size: int) -> bytes:
-    """SHA-256 of the file's first ``size`` bytes, read in 1 MiB pieces (the whole-file
-    hash a grown file's shape records: docs/agent-loop.md)."""
-    digest = hashlib.sha256()
-    offset = 0
-    while offset < size:
-        chunk = os.pread(fd, min(1 << 20, size - offset), offset)
-        if not chunk:
-            break
-        digest.update(chunk)
-        offset += len(chunk)
-    return digest.digest()
+    """SHA-256 of the file's first ``size`` bytes (the whole-file hash a grown file's
+    shape records: docs/agent-loop.md)."""
+    return sha256_prefix(fd, size)[0]
 
 
 def _whole_shape(body: bytes, parsed: ParsedSession) -> bytes | None:

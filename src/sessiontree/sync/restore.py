@@ -42,7 +42,7 @@ from sessiontree.format.files import O_CLOEXEC, fsync_dir, write_all
 from sessiontree.format.ids import new_session_id
 from sessiontree.format.shape import FileShape, ShapeError, render_shape
 from sessiontree.session.builders import branched_session_entries, now_iso
-from sessiontree.stores.base import ArchivedFile, RawTexts, SessionStore, SessionTexts, SyncState
+from sessiontree.stores.base import RawTexts, SessionStore, SessionTexts, SyncState
 from sessiontree.stores.shared import ROLE_HEAD
 from sessiontree.sync.sources import AGENTS, agent_sources
 
@@ -484,7 +484,3 @@ def resume_command(store: SessionStore, session_id: str, cwd: str, *, agent: str
             return f"cd {shlex.quote(cwd)} && {command}" if cwd else command
     return shlex.join(["sessiontree", "resume", session_id] + (["--fork"] if fork else []))
 
-
-def archived_records(store: SessionStore, session_id: str | None = None) -> list[ArchivedFile]:
-    """The archive records, oldest first, of one session or all."""
-    return [record for record in store.archived_files() if session_id is None or record.session_id == session_id]
