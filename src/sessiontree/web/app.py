@@ -44,7 +44,6 @@ from __future__ import annotations
 import functools
 import hmac
 import json
-import os
 import re
 import threading
 import time
@@ -67,6 +66,7 @@ from sessiontree.compare import DiffInputError, diff_branches
 from sessiontree.errors import EntryNotFoundError, SessionError, SessionNotFoundError
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.base import SessionStore
+from sessiontree.stores.shared import change_hint
 from sessiontree.sync.provenance import agent_format
 from sessiontree.sync.restore import resume_command
 from sessiontree.web import page
@@ -171,26 +171,6 @@ class SessionCache:
         self._items: OrderedDict[str, _Cached] = OrderedDict()
         self._lock = threading.RLock()  # endpoints hold it while they use a manager
 
-    def _hint(self, session_id: str) -> Any:
-        # A cheap "did anything change" signal: file size and mtime where the store has files.
-        path = self.store.location(session_id)
-        if path is None and self.store.kind == "sqlite":
-            db = getattr(self.store, "path", None)  # SQLite's own attribute, not the protocol's
-            path = db if isinstance(db, str) and db != ":memory:" else None
-            paths = [path, f"{path}-wal"] if path else []
-        else:
-            paths = [path] if path else []
-        if not paths:
-            return None
-        stats: list[tuple[int, int] | None] = []
-        for p in paths:
-            try:
-                st = os.stat(p)
-                stats.append((st.st_size, st.st_mtime_ns))
-            except OSError:
-                stats.append(None)
-        return tuple(stats)
-
     def get(self, session_id: str) -> _Cached:
         """The cached session, read again if the store shows a change.
 
@@ -201,7 +181,7 @@ class SessionCache:
         with self._lock:
             cached = self._items.get(session_id)
             now = time.monotonic()
-            hint = self._hint(session_id)
+            hint = change_hint(self.store, session_id)
             if cached is not None:
                 unchanged = hint == cached.hint if hint is not None else now - cached.checked < MIN_REREAD_SECONDS
                 if unchanged:
