@@ -48,6 +48,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date
 from importlib import resources
@@ -65,7 +66,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from sessiontree.compare import DiffInputError, diff_branches
 from sessiontree.errors import EntryNotFoundError, SessionError, SessionNotFoundError
 from sessiontree.session.manager import SessionManager
-from sessiontree.stores.base import SessionStore
+from sessiontree.stores.base import SessionStore, SyncState
 from sessiontree.stores.shared import change_hint
 from sessiontree.sync.provenance import agent_format
 from sessiontree.sync.restore import resume_command
@@ -414,7 +415,8 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
         except SessionNotFoundError:
             return None
 
-    def _conversation(cached: Any, request: Request, limit: int = view.WINDOW_ITEMS) -> view.Conversation | Response:
+    def _conversation(cached: Any, request: Request, limit: int = view.WINDOW_ITEMS,
+                      read_states: Callable[[], Mapping[str, SyncState]] | None = None) -> view.Conversation | Response:
         cache = caches[redacted(request)]
         p = request.query_params
         leaf = p.get("leaf") or None
@@ -430,7 +432,7 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
             if viewname == "model":
                 if "agent-format" not in cached.memo:
                     # What pi sent needs the agent's format (docs/viewer.md): once per session version.
-                    cached.memo["agent-format"] = agent_format(store, cached.session_id)
+                    cached.memo["agent-format"] = agent_format(store, cached.session_id, read_states=read_states)
                 return view.build_conversation(cache.full(cached), leaf or _active_leaf(cached), viewname,
                                                start=start if start >= 0 else None, around=around,
                                                limit=limit, memo=cached.memo,
@@ -468,12 +470,16 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
                                      status_code=404)
         with cache._lock:
             tree = cache.tree(cached)
-            conv = _conversation(cached, request, FIRST_WINDOW_ITEMS)
+            # One read of the sync states serves the agent's format and the resume command;
+            # a failed read is not kept, so each still sees its own error as before.
+            read_states = functools.cache(store.sync_states)
+            conv = _conversation(cached, request, FIRST_WINDOW_ITEMS, read_states)
             if isinstance(conv, Response):
                 return conv
             window = tree.window(leaf=conv.leaf_id, find=conv.leaf_id)
             session_id = str(cached.manager.get_session_id())
-            resume = resume_command(store, session_id, str(cached.manager.get_header().get("cwd") or ""))
+            resume = resume_command(store, session_id, str(cached.manager.get_header().get("cwd") or ""),
+                                    read_states=read_states)
             here = str(request.url.path) + (f"?{request.url.query}" if request.url.query else "")
             if cached.memo is None:
                 cached.memo = {}
