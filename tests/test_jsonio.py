@@ -223,3 +223,12 @@ def test_both_parsers_read_big_integers_alike():
     assert value["low"] == -(2.0 ** 63) and isinstance(value["low"], float)
     plain = jsonio.loads(text.replace('"\\ud800"', '"x"'))  # the orjson path
     assert [type(plain[k]) for k in ("big", "top", "low")] == [float, int, float]
+
+
+def test_sorted_keys_sorts_every_object_by_code_point_and_keeps_lists_in_order():
+    value = {"b": [{"z": 1, "a": 2}, 3], "a": {"é": None, "e": True}, "B": "x"}
+    out = jsonio.sorted_keys(value)
+    assert list(out) == ["B", "a", "b"]  # "B" (U+0042) < "a" < "b"
+    assert list(out["a"]) == ["e", "é"] and list(out["b"][0]) == ["a", "z"] and out["b"][1] == 3
+    assert out == value  # same content, only the order differs
+    assert jsonio.dumps(out) == b'{"B":"x","a":{"e":true,"\xc3\xa9":null},"b":[{"a":2,"z":1},3]}'

@@ -257,11 +257,10 @@ def _old_dedup_key(source, entry, message, usage, provider, model, extra):
     """The rule as first written: canonical (sorted) usage, jsonio.dumps, BLAKE2b-128."""
     import hashlib
 
-    from sessiontree.core.usagerecords import _canonical
     from sessiontree.format import jsonio
 
     parts = [source, entry.get("timestamp"), message.get("timestamp") if message is not None else None,
-             provider, model, extra, _canonical(usage)]
+             provider, model, extra, jsonio.sorted_keys(usage)]
     return hashlib.blake2b(jsonio.dumps(parts), digest_size=16).digest()
 
 

@@ -723,3 +723,17 @@ def test_first_page_is_the_last_window_and_the_list_counts_entries(client):
     row = next(r for r in rows if "Fix 500 on city names" in r)
     # 14 entries, 10 of them messages (rows 1-6 and 8-11 above)
     assert re.search(r'<td class="num">14</td>\s*<td class="num">10</td>', row), row
+
+
+def test_the_model_view_page_reads_the_sync_states_once(store, monkeypatch):
+    # The agent's format and the resume command both need the sync states: one read serves both.
+    reads: list[int] = []
+    real = store.sync_states
+    monkeypatch.setattr(store, "sync_states", lambda: reads.append(1) or real())
+    client = TestClient(create_app(store), base_url="http://127.0.0.1:8765")
+    sid = store.session_ids()[0]
+    assert client.get(f"/s/{sid}?view=model").status_code == 200
+    assert len(reads) == 1
+    # Each page load reads them again (a file synced meanwhile changes the resume command).
+    assert client.get(f"/s/{sid}").status_code == 200
+    assert len(reads) == 2

@@ -38,6 +38,7 @@ from sessiontree.format.codec import ParsedSession
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores import open_store, resolve_store
 from sessiontree.stores.base import SessionStore
+from sessiontree.usage.report import Totals, format_usd
 
 _CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -376,3 +377,14 @@ def cut_left(text: str, width: int) -> str:
     tail = "".join(reversed(kept))
     slash = tail.find("/")
     return "…" + (tail[slash:] if slash > 0 else tail)
+
+
+def cost_cell(totals: Totals) -> str:
+    """A cost for a table cell, as ``stats`` and ``diff`` show it: ``$42.60``; a leading ``~``
+    marks a cost with estimated parts, a trailing ``+?`` one missing unpriced calls (docs/usage.md)."""
+    text = format_usd(totals.cost_nanos)
+    if totals.estimated_calls:
+        text = "~" + text
+    if totals.unpriced_calls:
+        text += " +?"
+    return text

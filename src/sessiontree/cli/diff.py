@@ -21,6 +21,7 @@ from sessiontree.cli.common import (
     UserError,
     busy_spinner,
     cli,
+    cost_cell,
     describe_error,
     echo_line,
     pass_app,
@@ -32,7 +33,7 @@ from sessiontree.compare.branches import BranchComparison, diff_branches
 from sessiontree.core.render import entry_summary
 from sessiontree.core.textsafe import safe_line
 from sessiontree.errors import SessionError
-from sessiontree.usage.report import COST_MODES, Totals, format_usd
+from sessiontree.usage.report import COST_MODES
 
 #: The narrowest terminal that gets the side-by-side layout by default.
 SIDE_BY_SIDE_WIDTH = 110
@@ -187,19 +188,9 @@ def _summary(result: BranchComparison) -> Table:
         stats = result.diff.stats[name]
         usage = result.usage[name]
         table.add_row(label, f"{stats.entries:,}", f"{stats.messages:,}", f"{stats.tool_call_count:,}",
-                      f"{len(stats.files):,}", f"{usage.total_tokens:,}", _cost_cell(usage),
+                      f"{len(stats.files):,}", f"{usage.total_tokens:,}", cost_cell(usage),
                       *((_time(stats.first_ms), _time(stats.last_ms)) if timed else ()))
     return table
-
-
-def _cost_cell(totals: Totals) -> str:
-    """As ``stats``: ``~`` marks an estimate, ``+?`` unpriced calls left out."""
-    text = format_usd(totals.cost_nanos)
-    if totals.estimated_calls:
-        text = "~" + text
-    if totals.unpriced_calls:
-        text += " +?"
-    return text
 
 
 def _time(ms: float | None) -> str:

@@ -16,6 +16,7 @@ from sessiontree.cli.common import (
     App,
     busy_spinner,
     cli,
+    cost_cell,
     echo_line,
     pass_app,
     plural,
@@ -24,7 +25,7 @@ from sessiontree.cli.common import (
     stdout_console,
 )
 from sessiontree.core.textsafe import safe_line
-from sessiontree.usage.report import COST_MODES, GROUPINGS, Totals, UsageReport, format_usd, usage_report
+from sessiontree.usage.report import COST_MODES, GROUPINGS, UsageReport, format_usd, usage_report
 
 #: Width of the longest bar of the per-day chart, in cells.
 BAR_WIDTH = 40
@@ -87,28 +88,18 @@ def stats_cmd(app: App, by: str, since: str | None, until: str | None, cwd: str 
                ("total tokens", attrgetter("total_tokens")))
     for title, getter in columns:
         table.add_column(title, f"{getter(report.totals):,}", justify="right", no_wrap=True)
-    table.add_column("cost", _cost_cell(report.totals), justify="right", no_wrap=True)
+    table.add_column("cost", cost_cell(report.totals), justify="right", no_wrap=True)
     for group in report.groups:
         label = group.key or "(none)"
         if by == "session" and group.cwd:
             label = f"{label}  {group.cwd}"
         table.add_row(Text(safe_line(label)), *(f"{getter(group.totals):,}" for _, getter in columns),
-                      _cost_cell(group.totals))
+                      cost_cell(group.totals))
     print_rich(console, table)
     if by == "day" and len(report.groups) > 1:
         print_rich(console)
         print_rich(console, _day_chart(report))
     _notes(report)
-
-
-def _cost_cell(totals: Totals) -> str:
-    """``$42.60``; ``~`` marks a cost with estimated parts, ``+?`` one missing unpriced calls."""
-    text = format_usd(totals.cost_nanos)
-    if totals.estimated_calls:
-        text = "~" + text
-    if totals.unpriced_calls:
-        text += " +?"
-    return text
 
 
 def _day_chart(report: UsageReport) -> Table:

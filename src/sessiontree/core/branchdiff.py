@@ -80,15 +80,7 @@ def _dumps(value: Any) -> bytes:
     try:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     except TypeError:
-        return jsonio.dumps(_canonical(value))
-
-
-def _canonical(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {key: _canonical(value[key]) for key in sorted(value)}
-    if isinstance(value, list):
-        return [_canonical(item) for item in value]
-    return value
+        return jsonio.dumps(jsonio.sorted_keys(value))
 
 
 def message_key(message: Mapping[str, Any]) -> bytes:

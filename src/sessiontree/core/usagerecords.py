@@ -208,15 +208,6 @@ def timestamp_ms(entry: Entry, message: dict[str, Any] | None = None) -> int:
     return 0
 
 
-def _canonical(value: Any) -> Any:
-    """``value`` with object keys sorted, so key order never splits one record in two."""
-    if isinstance(value, dict):
-        return {key: _canonical(value[key]) for key in sorted(value)}
-    if isinstance(value, list):
-        return [_canonical(item) for item in value]
-    return value
-
-
 def dedup_key(source: str, entry: Entry, message: dict[str, Any] | None, usage: Any,
               provider: Any, model: Any, extra: Any) -> bytes:
     """The content key of a billed record: 16 bytes of BLAKE2b over the source kind,
@@ -226,14 +217,14 @@ def dedup_key(source: str, entry: Entry, message: dict[str, Any] | None, usage: 
     parts = [source, entry.get("timestamp"), message.get("timestamp") if message is not None else None,
              provider, model, extra, usage]
     # Fast path, the same bytes: orjson sorts keys by code point, as sorted() does in
-    # _canonical, and when no number or key needs JavaScript's form its text is what
+    # jsonio.sorted_keys, and when no number or key needs JavaScript's form its text is what
     # jsonio.dumps writes (values orjson refuses, e.g. lone surrogates, take the rule).
     try:
         text = orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)
     except TypeError:
         text = None
     if text is None or not jsonio.orjson_text_is_exact(parts):
-        parts[6] = _canonical(usage)
+        parts[6] = jsonio.sorted_keys(usage)  # key order never splits one record in two
         text = jsonio.dumps(parts)
     return hashlib.blake2b(text, digest_size=16).digest()
 

@@ -47,6 +47,7 @@ __all__ = [
     "js_stringify",
     "loads",
     "orjson_text_is_exact",
+    "sorted_keys",
     "utf16_len",
 ]
 
@@ -242,6 +243,17 @@ def dumps(value: Any) -> bytes:
     if tokens:
         return _fix_numbers(out, tokens)
     return out
+
+
+def sorted_keys(value: Any) -> Any:
+    """``value`` with the keys of every object (dict) sorted by code point, lists walked, other
+    values as they are: :func:`dumps` of it is a canonical text, so key order never makes
+    two equal values differ (the same order as ``orjson.OPT_SORT_KEYS``)."""
+    if isinstance(value, dict):
+        return {key: sorted_keys(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [sorted_keys(item) for item in value]
+    return value
 
 
 def orjson_text_is_exact(value: Any) -> bool:

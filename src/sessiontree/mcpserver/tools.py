@@ -21,7 +21,6 @@ Errors a caller can fix raise :class:`ToolInputError` with one clear line.
 from __future__ import annotations
 
 import functools
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -49,6 +48,7 @@ from sessiontree.mcpserver.redaction import Scrubber
 from sessiontree.search.query import parse_when, search
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.base import SessionStore
+from sessiontree.stores.shared import change_hint
 from sessiontree.usage.report import COST_MODES, GROUPINGS, session_usage, usage_report
 
 #: What ``role`` accepts in ``search_sessions``: message roles and entry types (as ``sessiontree search --role``).
@@ -166,31 +166,10 @@ class SessionReader:
         self._lock = threading.RLock()
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
 
-    def _hint(self, session_id: str) -> Any:
-        """Sizes and mtimes of the files that hold ``session_id``, or ``None`` for a store without files."""
-        path = self.store.location(session_id)
-        paths: list[str] = []
-        if path is not None:
-            paths = [path]
-        elif self.store.kind == "sqlite":
-            db = getattr(self.store, "path", None)  # SQLite's own attribute, not the protocol's
-            if isinstance(db, str) and db != ":memory:":
-                paths = [db, f"{db}-wal"]
-        if not paths:
-            return None
-        stats: list[tuple[int, int] | None] = []
-        for name in paths:
-            try:
-                st = os.stat(name)
-                stats.append((st.st_size, st.st_mtime_ns))
-            except OSError:
-                stats.append(None)
-        return tuple(stats)
-
     def _session(self, session_id: str) -> _Cached:
         """The session read and parsed, from the cache while the store shows no change (the caller holds the lock)."""
         now = time.monotonic()
-        hint = self._hint(session_id)
+        hint = change_hint(self.store, session_id)
         cached = self._cache.get(session_id)
         if cached is not None:
             fresh = hint == cached.hint if hint is not None else now - cached.checked < MIN_REREAD_SECONDS

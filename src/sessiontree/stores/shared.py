@@ -8,6 +8,8 @@ sees the same behaviour from each backend:
 * the cwd filter of listings (docs/rules/listing.md L.18);
 * progress reporting and cancellation of listings (docs/rules/listing.md L.21, docs/rules/manager.md §3.5);
 * listing order: newest ``modified`` first, stable (docs/rules/listing.md L.17);
+* the "did the stored session change" hint that the MCP server's and the viewer's
+  session caches share (:func:`change_hint`);
 * what every store class repeats: the context-manager methods, ``__repr__``,
   the header-id check of ``replace_header``, the "id already used" error
   (:class:`StoreBase`, :func:`check_replacement_header`, :func:`id_in_use_error`),
@@ -31,6 +33,7 @@ __all__ = [
     "Progress",
     "StoreBase",
     "apply_sync_change",
+    "change_hint",
     "check_header",
     "check_known_steps",
     "check_replacement_header",
@@ -234,6 +237,34 @@ def apply_sync_change(store: Any, change: SyncChange) -> None:
         store.append(change.session_id, change.entries, change.raw)
     elif change.kind == "replace":
         store.replace_session(header_of(change), change.entries, change.raw)
+
+
+def change_hint(store: Any, session_id: str) -> tuple[tuple[int, int] | None, ...] | None:
+    """A cheap "did the stored session change" signal for a cache of read sessions.
+
+    The (size, mtime in ns) of each file that holds ``session_id`` (``None`` in place of a
+    file that cannot be stat-ed): its own file where the store has one per session, else a
+    file-backed SQLite database and its ``-wal`` file. ``None`` for a store without files
+    (memory, PostgreSQL, in-memory SQLite): the caller then re-reads on a timer instead.
+    """
+    path = store.location(session_id)
+    paths: list[str] = []
+    if path:
+        paths = [path]
+    elif store.kind == "sqlite":
+        db = getattr(store, "path", None)  # SQLite's own attribute, not the protocol's
+        if isinstance(db, str) and db and db != ":memory:":
+            paths = [db, f"{db}-wal"]
+    if not paths:
+        return None
+    stats: list[tuple[int, int] | None] = []
+    for name in paths:
+        try:
+            st = os.stat(name)
+            stats.append((st.st_size, st.st_mtime_ns))
+        except OSError:
+            stats.append(None)
+    return tuple(stats)
 
 
 def sync_expected(expect: SyncState | None, current: SyncState | None) -> bool:

@@ -12,18 +12,24 @@ has none: it keeps the format-4 rule.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 from sessiontree.errors import SessionError
-from sessiontree.stores.base import SessionStore
+from sessiontree.stores.base import SessionStore, SyncState
 
 __all__ = ["agent_format"]
 
 
-def agent_format(store: SessionStore, session_id: str) -> int | None:
+def agent_format(store: SessionStore, session_id: str, *,
+                 read_states: Callable[[], Mapping[str, SyncState]] | None = None) -> int | None:
     """The lowest format of the agent files ``session_id`` was synced from (1-4), or
     ``None`` when it was never synced from a pi or Atomic file (or the store cannot say: a store
-    without sync states, a failing read; the views then keep the format-4 rule)."""
+    without sync states, a failing read; the views then keep the format-4 rule).
+
+    ``read_states`` reads the store's sync states (default ``store.sync_states``): a
+    caller that needs them twice passes one memoised read."""
     try:
-        states = store.sync_states()
+        states = (read_states or store.sync_states)()
     except (SessionError, AttributeError, NotImplementedError):
         return None
     # Version 0 marks a file mapped from another agent (Claude Code, Codex; docs/agents/):

@@ -31,7 +31,7 @@ import os
 import shlex
 import stat
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -231,9 +231,11 @@ def _read_texts(store: SessionStore, session_id: str) -> SessionTexts:
     return SessionTexts.of(session_id, store.read(session_id))
 
 
-def _states_of(store: SessionStore, session_id: str) -> list[SyncState]:
-    """The sync states of files holding ``session_id``, most entries (then newest) first."""
-    states = [state for state in store.sync_states().values() if state.session_id == session_id]
+def _states_of(store: SessionStore, session_id: str,
+               read_states: Callable[[], Mapping[str, SyncState]] | None = None) -> list[SyncState]:
+    """The sync states of files holding ``session_id``, most entries (then newest) first
+    (read with ``read_states``, default ``store.sync_states``)."""
+    states = [state for state in (read_states or store.sync_states)().values() if state.session_id == session_id]
     states.sort(key=lambda state: (state.entries, state.mtime_ns), reverse=True)
     return states
 
@@ -466,7 +468,8 @@ def restore(store: SessionStore, session_id: str, *, agent: str = "pi", director
     return RestoreResult(status, path, file)
 
 
-def resume_command(store: SessionStore, session_id: str, cwd: str, *, agent: str = "pi", fork: bool = False) -> str:
+def resume_command(store: SessionStore, session_id: str, cwd: str, *, agent: str = "pi", fork: bool = False,
+                   read_states: Callable[[], Mapping[str, SyncState]] | None = None) -> str:
     """The shell command that continues a session, for showing (the viewer): the agent's own
     ``cd CWD && pi --session PATH`` when a file synced from the agent's folder is still
     at its path, else ``sessiontree resume ID`` (which restores the file first). Nothing
@@ -474,11 +477,13 @@ def resume_command(store: SessionStore, session_id: str, cwd: str, *, agent: str
 
     Args:
         cwd: the session's working directory (its header's ``cwd``).
+        read_states: reads the store's sync states (default ``store.sync_states``); the
+            viewer passes one memoised read that :func:`agent_format` shares.
 
     Raises:
         StorageError: the store could not be read.
     """
-    for state in _states_of(store, session_id):
+    for state in _states_of(store, session_id, read_states):
         if os.path.isfile(state.path):
             command = shlex.join([agent, "--fork" if fork else "--session", state.path])
             return f"cd {shlex.quote(cwd)} && {command}" if cwd else command

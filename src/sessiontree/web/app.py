@@ -44,11 +44,11 @@ from __future__ import annotations
 import functools
 import hmac
 import json
-import os
 import re
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date
 from importlib import resources
@@ -66,7 +66,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from sessiontree.compare import DiffInputError, diff_branches
 from sessiontree.errors import EntryNotFoundError, SessionError, SessionNotFoundError
 from sessiontree.session.manager import SessionManager
-from sessiontree.stores.base import SessionStore
+from sessiontree.stores.base import SessionStore, SyncState
+from sessiontree.stores.shared import change_hint
 from sessiontree.sync.provenance import agent_format
 from sessiontree.sync.restore import resume_command
 from sessiontree.web import page
@@ -171,26 +172,6 @@ class SessionCache:
         self._items: OrderedDict[str, _Cached] = OrderedDict()
         self._lock = threading.RLock()  # endpoints hold it while they use a manager
 
-    def _hint(self, session_id: str) -> Any:
-        # A cheap "did anything change" signal: file size and mtime where the store has files.
-        path = self.store.location(session_id)
-        if path is None and self.store.kind == "sqlite":
-            db = getattr(self.store, "path", None)  # SQLite's own attribute, not the protocol's
-            path = db if isinstance(db, str) and db != ":memory:" else None
-            paths = [path, f"{path}-wal"] if path else []
-        else:
-            paths = [path] if path else []
-        if not paths:
-            return None
-        stats: list[tuple[int, int] | None] = []
-        for p in paths:
-            try:
-                st = os.stat(p)
-                stats.append((st.st_size, st.st_mtime_ns))
-            except OSError:
-                stats.append(None)
-        return tuple(stats)
-
     def get(self, session_id: str) -> _Cached:
         """The cached session, read again if the store shows a change.
 
@@ -201,7 +182,7 @@ class SessionCache:
         with self._lock:
             cached = self._items.get(session_id)
             now = time.monotonic()
-            hint = self._hint(session_id)
+            hint = change_hint(self.store, session_id)
             if cached is not None:
                 unchanged = hint == cached.hint if hint is not None else now - cached.checked < MIN_REREAD_SECONDS
                 if unchanged:
@@ -434,7 +415,8 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
         except SessionNotFoundError:
             return None
 
-    def _conversation(cached: Any, request: Request, limit: int = view.WINDOW_ITEMS) -> view.Conversation | Response:
+    def _conversation(cached: Any, request: Request, limit: int = view.WINDOW_ITEMS,
+                      read_states: Callable[[], Mapping[str, SyncState]] | None = None) -> view.Conversation | Response:
         cache = caches[redacted(request)]
         p = request.query_params
         leaf = p.get("leaf") or None
@@ -450,7 +432,7 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
             if viewname == "model":
                 if "agent-format" not in cached.memo:
                     # What pi sent needs the agent's format (docs/viewer.md): once per session version.
-                    cached.memo["agent-format"] = agent_format(store, cached.session_id)
+                    cached.memo["agent-format"] = agent_format(store, cached.session_id, read_states=read_states)
                 return view.build_conversation(cache.full(cached), leaf or _active_leaf(cached), viewname,
                                                start=start if start >= 0 else None, around=around,
                                                limit=limit, memo=cached.memo,
@@ -488,12 +470,16 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
                                      status_code=404)
         with cache._lock:
             tree = cache.tree(cached)
-            conv = _conversation(cached, request, FIRST_WINDOW_ITEMS)
+            # One read of the sync states serves the agent's format and the resume command;
+            # a failed read is not kept, so each still sees its own error as before.
+            read_states = functools.cache(store.sync_states)
+            conv = _conversation(cached, request, FIRST_WINDOW_ITEMS, read_states)
             if isinstance(conv, Response):
                 return conv
             window = tree.window(leaf=conv.leaf_id, find=conv.leaf_id)
             session_id = str(cached.manager.get_session_id())
-            resume = resume_command(store, session_id, str(cached.manager.get_header().get("cwd") or ""))
+            resume = resume_command(store, session_id, str(cached.manager.get_header().get("cwd") or ""),
+                                    read_states=read_states)
             here = str(request.url.path) + (f"?{request.url.query}" if request.url.query else "")
             if cached.memo is None:
                 cached.memo = {}

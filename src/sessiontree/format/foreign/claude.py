@@ -14,7 +14,6 @@ from typing import Any
 from sessiontree.format.foreign.common import (
     ForeignSession,
     Record,
-    foreign_info,
     iso_to_ms,
     iter_records,
     text_blocks,
@@ -106,18 +105,7 @@ class _Mapper:
             part: int = 1, extra: dict[str, Any] | None = None) -> str:
         assert self.result is not None
         entry_id = self.new_id(uuid, record, part)
-        info = foreign_info(AGENT, record, part=part)
-        if extra:
-            info.update(extra)
-        value = record.value or {}
-        stamp = value.get("timestamp")
-        full: dict[str, Any] = {"type": entry.pop("type"), "id": entry_id, "parentId": parent,
-                                "timestamp": stamp if isinstance(stamp, str) else
-                                (self.result.header.get("createdAt") or "1970-01-01T00:00:00.000Z")}
-        full.update(entry)
-        full["foreign"] = info
-        self.result.entries.append(full)
-        self.result.lines.append(record.line)
+        self.result.add_entry(record, entry, entry_id, parent, part=part, extra=extra)
         if uuid and part == 1 and uuid not in self.by_uuid:
             self.by_uuid[uuid] = entry_id
         self.last_id = entry_id

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from sessiontree.format.foreign.common import ForeignSession, Record, foreign_info, iso_to_ms, iter_records
+from sessiontree.format.foreign.common import ForeignSession, Record, iso_to_ms, iter_records
 from sessiontree.format.ids import is_valid_session_id
 
 __all__ = ["AGENT", "map_codex"]
@@ -73,18 +73,7 @@ class _Mapper:
             extra: dict[str, Any] | None = None) -> None:
         assert self.result is not None
         entry_id = f"L{record.line}" if part == 1 else f"L{record.line}.{part}"
-        info = foreign_info(AGENT, record, part=part)
-        if extra:
-            info.update(extra)
-        value = record.value or {}
-        stamp = value.get("timestamp")
-        full: dict[str, Any] = {"type": entry.pop("type"), "id": entry_id, "parentId": self.last_id,
-                                "timestamp": stamp if isinstance(stamp, str) else
-                                (self.result.header.get("createdAt") or "1970-01-01T00:00:00.000Z")}
-        full.update(entry)
-        full["foreign"] = info
-        self.result.entries.append(full)
-        self.result.lines.append(record.line)
+        self.result.add_entry(record, entry, entry_id, self.last_id, part=part, extra=extra)
         self.last_id = entry_id
 
     def inert(self, record: Record, kind: str, reason: str | None = None, subtype: str | None = None) -> None:

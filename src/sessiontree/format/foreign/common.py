@@ -90,6 +90,25 @@ class ForeignSession:
     unmapped: list[tuple[int, str]] = field(default_factory=list)
     header_known: bool = True
 
+    def add_entry(self, record: Record, entry: dict[str, Any], entry_id: str, parent: str | None, *,
+                  part: int = 1, extra: dict[str, Any] | None = None) -> None:
+        """Append the format-4 entry made from ``record``: ``entry`` (its ``type`` and body;
+        the ``type`` key is taken out of it) with ``id``, ``parentId``, the record's
+        ``timestamp`` (else the header's ``createdAt``, else the epoch) and its ``foreign``
+        object (:func:`foreign_info` plus ``extra``), at ``record``'s line."""
+        info = foreign_info(self.agent, record, part=part)
+        if extra:
+            info.update(extra)
+        value = record.value or {}
+        stamp = value.get("timestamp")
+        full: dict[str, Any] = {"type": entry.pop("type"), "id": entry_id, "parentId": parent,
+                                "timestamp": stamp if isinstance(stamp, str) else
+                                (self.header.get("createdAt") or "1970-01-01T00:00:00.000Z")}
+        full.update(entry)
+        full["foreign"] = info
+        self.entries.append(full)
+        self.lines.append(record.line)
+
     def parsed(self, path: str | None = None) -> ParsedSession:
         """As a :class:`ParsedSession` (what stores and sync take): the entries' bytes are
         their byte-exact serialization (docs/format-bytes.md), made on first use
