@@ -25,12 +25,13 @@ from sessiontree.core.listing import SessionInfo
 from sessiontree.errors import InvalidSessionError, ListingCancelledError, SessionExistsError, StoreOpenError
 from sessiontree.format import jsonio
 from sessiontree.format.codec import CURRENT_VERSION, validate_entry, validate_header
-from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, SyncChange, SyncState
+from sessiontree.stores.base import CancelEvent, ProgressCallback, Provenance, SessionListing, SyncChange, SyncState
 
 __all__ = [
     "Progress",
     "StoreBase",
     "apply_sync_change",
+    "apply_sync_change_in",
     "check_header",
     "check_known_steps",
     "check_replacement_header",
@@ -275,6 +276,32 @@ def apply_sync_change(store: Any, change: SyncChange) -> None:
         store.append(change.session_id, change.entries, change.raw)
     elif change.kind == "replace":
         store.replace_session(header_of(change), change.entries, change.raw)
+
+
+def apply_sync_change_in(store: Any, conn: Any, change: SyncChange, header: dict[str, Any] | None,
+                         texts: list[bytes], insert_provenance: Callable[[Any, list[Provenance]], None]) -> None:
+    """Apply ``change`` inside the open transaction ``conn`` of a database store: the
+    body of its ``sync_commit`` once :func:`sync_expected` has passed. ``create`` and
+    ``replace`` need ``header`` (:func:`header_of`; ``None`` does nothing), ``texts``
+    are the change's encoded entries, a ``create``'s provenance goes through
+    ``insert_provenance(conn, records)`` in the same transaction; any other kind does nothing.
+
+    ``store`` provides ``_create_in(conn, session_id, header, header_json, entries, texts)``,
+    ``_append_in(conn, session_id, entries, texts)`` and
+    ``_replace_in(conn, session_id, header, entries, texts)``.
+
+    Raises:
+        SessionExistsError, SessionNotFoundError, InvalidSessionError, StorageError:
+            as those writes raise them.
+    """
+    if change.kind == "create" and header is not None:
+        store._create_in(conn, change.session_id, header, jsonio.dumps(header), change.entries, texts)
+        if change.provenance is not None:
+            insert_provenance(conn, [change.provenance])
+    elif change.kind == "append":
+        store._append_in(conn, change.session_id, change.entries, texts)
+    elif change.kind == "replace" and header is not None:
+        store._replace_in(conn, change.session_id, header, change.entries, texts)
 
 
 def sync_expected(expect: SyncState | None, current: SyncState | None) -> bool:

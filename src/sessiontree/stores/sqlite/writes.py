@@ -232,10 +232,10 @@ class SqliteWrites(SqliteConnection):
         session_id = check_header(header)
         texts = encode_entries(entries, raw)
         with self.write_transaction("replace session") as conn:
-            self._replace_in(conn, session_id, header, texts, entries)
+            self._replace_in(conn, session_id, header, entries, texts)
 
     def _replace_in(self, conn: sqlite3.Connection, session_id: str, header: dict[str, Any],
-                    texts: list[bytes], entries: Sequence[dict[str, Any]]) -> None:
+                    entries: Sequence[dict[str, Any]], texts: list[bytes]) -> None:
         key = to_db(session_id)
         if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (key,)).fetchone() is None:
             raise SessionNotFoundError(session_id, self.url)
