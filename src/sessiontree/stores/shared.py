@@ -24,15 +24,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from sessiontree.core.listing import SessionInfo
-from sessiontree.errors import InvalidSessionError, ListingCancelledError, StoreOpenError
+from sessiontree.errors import InvalidSessionError, ListingCancelledError, SessionExistsError, StoreOpenError
 from sessiontree.format import jsonio
 from sessiontree.format.codec import CURRENT_VERSION, validate_entry, validate_header
-from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, SyncChange, SyncState
+from sessiontree.stores.base import CancelEvent, ProgressCallback, Provenance, SessionListing, SyncChange, SyncState
 
 __all__ = [
     "Progress",
     "StoreBase",
     "apply_sync_change",
+    "apply_sync_change_in",
     "change_hint",
     "check_header",
     "check_known_steps",
@@ -42,6 +43,7 @@ __all__ = [
     "file_rule_problems",
     "header_of",
     "id_in_use_error",
+    "prepare_creates",
     "resolve_cwd",
     "sort_listing",
     "stored_header",
@@ -145,6 +147,46 @@ def encode_entries(entries: Sequence[dict[str, Any]], raw: Sequence[bytes | None
                 raise InvalidSessionError(f'raw text of entry "{entry_id}" contains a newline')
         out.append(text)
     return out
+
+
+PreparedCreate = tuple[str, dict[str, Any], bytes, Sequence[dict[str, Any]], list[bytes]]
+"""One session of a database store's ``create_many``, checked and encoded before its
+transaction opens: ``(session_id, header, header_json, entries, entry_texts)``."""
+
+
+def prepare_creates(sessions: Iterable[tuple[dict[str, Any], Sequence[dict[str, Any]],
+                                             Sequence[bytes | None] | None]],
+                    check_id: Callable[[str, str], object] | None = None) -> list[PreparedCreate]:
+    """Check and encode the ``(header, entries, raw)`` triples of ``create_many`` before
+    any write, so a bad batch stores nothing (docs/stores.md).
+
+    Args:
+        sessions: the triples, as for ``create``.
+        check_id: called as ``check_id(id, "session id")`` / ``check_id(id, "entry id")``
+            for a store whose ids must pass a further check; it raises to refuse one.
+
+    Returns:
+        One :data:`PreparedCreate` per session, in order.
+
+    Raises:
+        InvalidSessionError: a header or entry is invalid (or ``check_id`` refuses an id).
+        SessionExistsError: the batch holds one session id twice.
+    """
+    prepared: list[PreparedCreate] = []
+    seen: set[str] = set()
+    for header, entries, raw in sessions:
+        session_id = check_header(header)
+        if check_id is not None:
+            check_id(session_id, "session id")
+        if session_id in seen:
+            raise SessionExistsError(session_id)
+        seen.add(session_id)
+        texts = encode_entries(entries, raw)
+        if check_id is not None:
+            for entry in entries:
+                check_id(entry["id"], "entry id")
+        prepared.append((session_id, header, jsonio.dumps(header), entries, texts))
+    return prepared
 
 
 def resolve_cwd(cwd: str) -> str:
@@ -265,6 +307,32 @@ def change_hint(store: Any, session_id: str) -> tuple[tuple[int, int] | None, ..
         except OSError:
             stats.append(None)
     return tuple(stats)
+
+
+def apply_sync_change_in(store: Any, conn: Any, change: SyncChange, header: dict[str, Any] | None,
+                         texts: list[bytes], insert_provenance: Callable[[Any, list[Provenance]], None]) -> None:
+    """Apply ``change`` inside the open transaction ``conn`` of a database store: the
+    body of its ``sync_commit`` once :func:`sync_expected` has passed. ``create`` and
+    ``replace`` need ``header`` (:func:`header_of`; ``None`` does nothing), ``texts``
+    are the change's encoded entries, a ``create``'s provenance goes through
+    ``insert_provenance(conn, records)`` in the same transaction; any other kind does nothing.
+
+    ``store`` provides ``_create_in(conn, session_id, header, header_json, entries, texts)``,
+    ``_append_in(conn, session_id, entries, texts)`` and
+    ``_replace_in(conn, session_id, header, entries, texts)``.
+
+    Raises:
+        SessionExistsError, SessionNotFoundError, InvalidSessionError, StorageError:
+            as those writes raise them.
+    """
+    if change.kind == "create" and header is not None:
+        store._create_in(conn, change.session_id, header, jsonio.dumps(header), change.entries, texts)
+        if change.provenance is not None:
+            insert_provenance(conn, [change.provenance])
+    elif change.kind == "append":
+        store._append_in(conn, change.session_id, change.entries, texts)
+    elif change.kind == "replace" and header is not None:
+        store._replace_in(conn, change.session_id, header, change.entries, texts)
 
 
 def sync_expected(expect: SyncState | None, current: SyncState | None) -> bool:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import orjson
 
@@ -100,37 +101,19 @@ class JsonlLedger(JsonlWrites):
             StorageError: as the protocol says.
         """
         self._require_writable("sync")
-        log, lock = self._sync_paths()
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o644)
-        except OSError as exc:
-            raise StorageError(f"cannot open the sync lock {lock}: {exc}") from exc
-        try:
-            _lock(fd, True)
-            with self._mutex:
-                if not sync_expected(expect, self._sync_refresh().get(state.path)):
-                    raise SyncConflictError(state.path)
-                # The provenance is written here, under the sync lock this commit holds
-                # (record_provenance would take it again: flock does not nest).
-                apply_sync_change(self, dataclasses.replace(change, provenance=None))
-                if change.kind == "create" and change.provenance is not None:
-                    self._append_provenance([change.provenance])
-                line = _state_line(state)
-                try:
-                    out = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_CLOEXEC, 0o644)
-                    try:
-                        _write_all(out, line)
-                        if self.fsync:
-                            os.fsync(out)
-                    finally:
-                        os.close(out)
-                except OSError as exc:
-                    raise StorageError(f"cannot record the sync state in {log}: {exc}") from exc
-                self._sync_refresh()
-                if self._sync_lines > 2 * len(self._sync_cache) + 1000:
-                    self._sync_compact(log)
-        finally:
-            _unlock_and_close(fd)
+        log, _ = self._sync_paths()
+        with self._sync_lock(), self._mutex:
+            if not sync_expected(expect, self._sync_refresh().get(state.path)):
+                raise SyncConflictError(state.path)
+            # The provenance is written here, under the sync lock this commit holds
+            # (record_provenance would take it again: flock does not nest).
+            apply_sync_change(self, dataclasses.replace(change, provenance=None))
+            if change.kind == "create" and change.provenance is not None:
+                self._append_provenance([change.provenance])
+            _append_to(log, _state_line(state), fsync=self.fsync, what="cannot record the sync state in")
+            self._sync_refresh()
+            if self._sync_lines > 2 * len(self._sync_cache) + 1000:
+                self._sync_compact(log)
 
     def sync_shape(self, path: str) -> bytes | None:
         """The recorded file shape of ``path``, from the state log. See :meth:`SessionStore.sync_shape`."""
@@ -172,24 +155,12 @@ class JsonlLedger(JsonlWrites):
             StorageError: the store is read-only or the log cannot be written.
         """
         self._require_writable("archive record")
-        _, lock = self._sync_paths()
         path = os.path.join(self.directory, ARCHIVE_LOG_FILE)
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o644)
-        except OSError as exc:
-            raise StorageError(f"cannot open the sync lock {lock}: {exc}") from exc
-        try:
-            _lock(fd, True)
-            out = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_CLOEXEC, 0o644)
-            try:
-                _write_all(out, orjson.dumps(record.to_dict()) + b"\n")
-                os.fsync(out)
-            finally:
-                os.close(out)
-        except OSError as exc:
-            raise StorageError(f"cannot write the archive record to {path}: {exc}") from exc
-        finally:
-            _unlock_and_close(fd)
+        with self._sync_lock():
+            # Always fsynced, whatever ``self.fsync`` says: the record is all that
+            # remembers a source file was archived.
+            _append_to(path, orjson.dumps(record.to_dict()) + b"\n", fsync=True,
+                       what="cannot write the archive record to")
 
     def provenances(self) -> dict[str, Provenance]:
         """Every recorded origin by session id, from the provenance log (the first line of
@@ -242,16 +213,8 @@ class JsonlLedger(JsonlWrites):
         self._require_writable("provenance record")
         if not records:
             return
-        _, lock = self._sync_paths()
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o644)
-        except OSError as exc:
-            raise StorageError(f"cannot open the sync lock {lock}: {exc}") from exc
-        try:
-            _lock(fd, True)
+        with self._sync_lock():
             self._append_provenance(records)
-        finally:
-            _unlock_and_close(fd)
 
     def _append_provenance(self, records: Sequence[Provenance]) -> None:
         """Append the records whose ids have none yet (the caller holds the sync lock)."""
@@ -263,17 +226,30 @@ class JsonlLedger(JsonlWrites):
                 fresh.setdefault(record.session_id, record)
         if not fresh:
             return
-        path = os.path.join(self.directory, PROVENANCE_FILE)
+        _append_to(os.path.join(self.directory, PROVENANCE_FILE),
+                   b"".join(orjson.dumps(record.to_dict()) + b"\n" for record in fresh.values()),
+                   fsync=self.fsync, what="cannot write the provenance records to")
+
+    @contextmanager
+    def _sync_lock(self) -> Iterator[None]:
+        """Hold the store's sync lock (an exclusive flock on its own lock file) for the block.
+
+        Raises:
+            StorageError: the lock file cannot be opened or locked.
+        """
+        _, lock = self._sync_paths()
         try:
-            out = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_CLOEXEC, 0o644)
-            try:
-                _write_all(out, b"".join(orjson.dumps(record.to_dict()) + b"\n" for record in fresh.values()))
-                if self.fsync:
-                    os.fsync(out)
-            finally:
-                os.close(out)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o644)
         except OSError as exc:
-            raise StorageError(f"cannot write the provenance records to {path}: {exc}") from exc
+            raise StorageError(f"cannot open the sync lock {lock}: {exc}") from exc
+        try:
+            try:
+                _lock(fd, True)
+            except OSError as exc:
+                raise StorageError(f"cannot take the sync lock {lock}: {exc}") from exc
+            yield
+        finally:
+            _unlock_and_close(fd)
 
     def _sync_compact(self, log: str) -> None:
         """Rewrite the log with one line per path (atomically; under the sync lock)."""
@@ -294,6 +270,25 @@ class JsonlLedger(JsonlWrites):
         self._sync_lines = len(self._sync_cache)
         st = os.stat(log)
         self._sync_seen = (st.st_dev, st.st_ino, st.st_size)
+
+
+def _append_to(path: str, data: bytes, *, fsync: bool, what: str) -> None:
+    """Append ``data`` (whole lines) to one of the store's own logs, creating it,
+    then ``fsync`` it if asked; the caller holds the sync lock.
+
+    Raises:
+        StorageError: ``"{what} {path}: {reason}"`` when the file cannot be written.
+    """
+    try:
+        out = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_CLOEXEC, 0o644)
+        try:
+            _write_all(out, data)
+            if fsync:
+                os.fsync(out)
+        finally:
+            os.close(out)
+    except OSError as exc:
+        raise StorageError(f"{what} {path}: {exc}") from exc
 
 
 def _state_line(state: SyncState) -> bytes:

@@ -13,11 +13,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from sessiontree.errors import SyncConflictError
-from sessiontree.format import jsonio
 from sessiontree.stores.base import ArchivedFile, Provenance, SyncChange, SyncState
 from sessiontree.stores.postgres.derived import text_copy
 from sessiontree.stores.postgres.writes import PostgresWrites, exact_id
-from sessiontree.stores.shared import check_header, encode_entries, header_of, sync_expected
+from sessiontree.stores.shared import apply_sync_change_in, check_header, encode_entries, header_of, sync_expected
 
 __all__ = ["SYNC_LOCK", "PostgresLedger"]
 
@@ -84,14 +83,7 @@ class PostgresLedger(PostgresWrites):
                                   (self.sync_host, path)).fetchone()
             if not sync_expected(expect, _sync_state(row) if row is not None else None):
                 raise SyncConflictError(state.path)
-            if change.kind == "create" and header is not None:
-                self._create_in(conn, change.session_id, header, jsonio.dumps(header), change.entries, texts)
-                if change.provenance is not None:
-                    _insert_provenance(conn, [change.provenance])
-            elif change.kind == "append":
-                self._append_in(conn, change.session_id, change.entries, texts)
-            elif change.kind == "replace" and header is not None:
-                self._replace_in(conn, change.session_id, header, change.entries, texts)
+            apply_sync_change_in(self, conn, change, header, texts, _insert_provenance)
             values = (self.sync_host, path, exact_id(state.session_id, "session id"), state.size, state.mtime_ns, state.inode,
                       state.dev, state.consumed, state.lines, state.entries, state.version,
                       bytes(state.header_hash), bytes(state.tail_hash), state.shape)

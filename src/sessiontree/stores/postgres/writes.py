@@ -28,7 +28,7 @@ from sessiontree.stores.postgres.derived import (
     text_copy,
 )
 from sessiontree.stores.postgres.schema import DERIVED_INDEXES
-from sessiontree.stores.shared import check_header, check_replacement_header, encode_entries
+from sessiontree.stores.shared import check_header, check_replacement_header, encode_entries, prepare_creates
 
 __all__ = ["PostgresWrites", "exact_id"]
 
@@ -76,17 +76,7 @@ class PostgresWrites(PostgresConnection):
             SessionExistsError, InvalidSessionError, StorageError: as :meth:`create`;
                 nothing is stored.
         """
-        prepared = []
-        seen: set[str] = set()
-        for header, entries, raw in sessions:
-            session_id = exact_id(check_header(header), "session id")
-            if session_id in seen:
-                raise SessionExistsError(session_id)
-            seen.add(session_id)
-            texts = encode_entries(entries, raw)
-            for entry in entries:
-                exact_id(entry["id"], "entry id")
-            prepared.append((session_id, header, jsonio.dumps(header), entries, texts))
+        prepared = prepare_creates(sessions, exact_id)
         with self._transaction("create", write=True, session_id=prepared[0][0] if prepared else None) as conn:
             for session_id, header, header_raw, entries, texts in prepared:
                 self._create_in(conn, session_id, header, header_raw, entries, texts)

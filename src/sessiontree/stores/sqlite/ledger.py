@@ -11,9 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from sessiontree.errors import SyncConflictError
-from sessiontree.format import jsonio
 from sessiontree.stores.base import ArchivedFile, Provenance, SyncChange, SyncState
-from sessiontree.stores.shared import check_header, encode_entries, header_of, sync_expected
+from sessiontree.stores.shared import apply_sync_change_in, check_header, encode_entries, header_of, sync_expected
 from sessiontree.stores.sqlite.derived import from_db, to_db
 from sessiontree.stores.sqlite.writes import SqliteWrites
 
@@ -51,14 +50,7 @@ class SqliteLedger(SqliteWrites):
             row = conn.execute(f"SELECT {_SYNC_SQL} FROM sync_state WHERE path = ?", (to_db(state.path),)).fetchone()
             if not sync_expected(expect, _sync_state(row) if row is not None else None):
                 raise SyncConflictError(state.path)
-            if change.kind == "create" and header is not None:
-                self._create_in(conn, change.session_id, header, jsonio.dumps(header), change.entries, texts)
-                if change.provenance is not None:
-                    _insert_provenance(conn, [change.provenance])
-            elif change.kind == "append":
-                self._append_in(conn, change.session_id, change.entries, texts)
-            elif change.kind == "replace" and header is not None:
-                self._replace_in(conn, change.session_id, header, texts, change.entries)
+            apply_sync_change_in(self, conn, change, header, texts, _insert_provenance)
             values = [to_db(state.path), to_db(state.session_id), state.size, state.mtime_ns, state.inode, state.dev,
                       state.consumed, state.lines, state.entries, state.version, state.header_hash,
                       state.tail_hash, state.shape]

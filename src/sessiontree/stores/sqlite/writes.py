@@ -19,7 +19,13 @@ from typing import Any
 from sessiontree.core.listing import InfoAccumulator
 from sessiontree.errors import SessionExistsError, SessionNotFoundError
 from sessiontree.format import jsonio
-from sessiontree.stores.shared import check_header, check_replacement_header, encode_entries, id_in_use_error
+from sessiontree.stores.shared import (
+    check_header,
+    check_replacement_header,
+    encode_entries,
+    id_in_use_error,
+    prepare_creates,
+)
 from sessiontree.stores.sqlite.connection import SqliteConnection
 from sessiontree.stores.sqlite.derived import (
     STATE_ASSIGN,
@@ -92,16 +98,9 @@ class SqliteWrites(SqliteConnection):
             InvalidSessionError: a header or entry is invalid (nothing is stored).
             StorageError: the write failed; nothing was stored.
         """
-        prepared = []
-        for header, entries, raw in sessions:
-            session_id = check_header(header)
-            prepared.append((session_id, header, jsonio.dumps(header), entries, encode_entries(entries, raw)))
+        prepared = prepare_creates(sessions)
         with self.write_transaction("create") as conn:
-            seen: set[str] = set()
             for session_id, header, header_raw, entries, texts in prepared:
-                if session_id in seen:
-                    raise SessionExistsError(session_id)
-                seen.add(session_id)
                 self._create_in(conn, session_id, header, header_raw, entries, texts)
         return len(prepared)
 
@@ -233,10 +232,10 @@ class SqliteWrites(SqliteConnection):
         session_id = check_header(header)
         texts = encode_entries(entries, raw)
         with self.write_transaction("replace session") as conn:
-            self._replace_in(conn, session_id, header, texts, entries)
+            self._replace_in(conn, session_id, header, entries, texts)
 
     def _replace_in(self, conn: sqlite3.Connection, session_id: str, header: dict[str, Any],
-                    texts: list[bytes], entries: Sequence[dict[str, Any]]) -> None:
+                    entries: Sequence[dict[str, Any]], texts: list[bytes]) -> None:
         key = to_db(session_id)
         if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (key,)).fetchone() is None:
             raise SessionNotFoundError(session_id, self.url)
