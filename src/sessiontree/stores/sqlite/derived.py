@@ -154,6 +154,11 @@ class DerivedIndex(Protocol):
         the parsed entry, and its stored JSON bytes, in ``seq`` order. Runs
         inside the writing transaction; raising rolls the whole write back."""
 
+    def writes_on_add(self, conn: sqlite3.Connection) -> bool:
+        """Whether :meth:`add` writes anything on this database (``False``: new entries
+        stay pending, and the writes skip the call). Asked once per connection by
+        ``SqliteWrites``: a schema only gains tables, so the answer holds for it."""
+
     def remove(self, conn: sqlite3.Connection, key: Any) -> None:
         """Drop everything derived from the session ``key`` (inside the transaction)."""
 

@@ -350,6 +350,10 @@ class SearchIndex:
         and merges find it. (``reindex`` keeps ``updated_at``; :meth:`reindexed`
         merges what it rebuilt in the same transaction.)"""
 
+    def writes_on_add(self, conn: sqlite3.Connection) -> bool:
+        """Never: new entries are always pending (:meth:`add` writes nothing)."""
+        return False
+
     def remove(self, conn: sqlite3.Connection, key: Any) -> None:
         """Drop session ``key`` from the index (inside the writing transaction); its
         pending entries are only entries, deleted with them.

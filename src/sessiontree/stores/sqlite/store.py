@@ -163,6 +163,8 @@ class SqliteStore(SqliteLedger, SqliteWrites, SqliteMaintenance, SqliteReads, St
         #: Records carry a CRC-32 (schema step m002); False only for an older
         #: schema opened read-only.
         self._has_crc = True
+        #: (connection, the derived indexes whose add() writes rows on it): see _index_adders.
+        self._adders = None
         state = "missing"
         if self.path != ":memory:":
             if os.path.isdir(self.path):

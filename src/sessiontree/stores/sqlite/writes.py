@@ -133,8 +133,7 @@ class SqliteWrites(SqliteConnection):
             StorageError: the write failed; nothing was appended.
         """
         texts = encode_entries(entries, raw)
-        with self.write_transaction("append") as conn:
-            self._append_in(conn, session_id, entries, texts)
+        self.run_write("append", self._append_in, session_id, entries, texts)
 
     def _append_in(self, conn: sqlite3.Connection, session_id: str, entries: Sequence[dict[str, Any]],
                    texts: list[bytes]) -> None:
@@ -163,14 +162,23 @@ class SqliteWrites(SqliteConnection):
                 return
         self._insert_entries(conn, session_id, start, entries, texts, info)
         updated_at = self._next_updated_at(conn, self._memo_updated_at)
-        conn.execute(
-            f"UPDATE sessions SET entry_count = ?, updated_at = ?, {STATE_ASSIGN} WHERE id = ?",
-            (count + len(texts), updated_at, *state_values(info), key))
+        conn.execute(_UPDATE_APPENDED, (count + len(texts), updated_at, *state_values(info), key))
         if len(self._memo) >= 256:
             self._memo.clear()  # bounded: one store may append to many sessions (sync)
         self._memo[key] = (count + len(texts), start + len(texts), info)
         self._memo_updated_at = updated_at
         self._memo_mark = (conn, version, conn.total_changes)
+
+    def _index_adders(self, conn: sqlite3.Connection) -> tuple[Any, ...]:
+        """The :data:`DERIVED_INDEXES` whose ``add`` writes rows on this connection's
+        database, asked once per connection (``writes_on_add``): since
+        ``m011_bulk_settle`` none does, and an append skips them and their probe of
+        the schema (a ``sqlite_master`` read costing as much as an entry insert)."""
+        adders = self._adders
+        if adders is None or adders[0] is not conn:
+            adders = (conn, tuple(index for index in DERIVED_INDEXES if index.writes_on_add(conn)))
+            self._adders = adders
+        return adders[1]
 
     def _insert_entries(self, conn: sqlite3.Connection, session_id: str, start: int,
                         entries: Sequence[dict[str, Any]], texts: list[bytes], info: InfoAccumulator) -> None:
@@ -192,10 +200,11 @@ class SqliteWrites(SqliteConnection):
                 raise id_in_use_error(session_id) from exc
             raise
         _insert_text_rows(conn, text_rows)
-        if DERIVED_INDEXES:
+        adders = self._index_adders(conn)
+        if adders:
             indexed = [(start + offset, entry, text)
                        for offset, (entry, text) in enumerate(zip(entries, texts, strict=True))]
-            for index in DERIVED_INDEXES:
+            for index in adders:
                 index.add(conn, key, indexed)
 
     def replace_header(self, session_id: str, header: dict[str, Any]) -> None:
@@ -263,14 +272,24 @@ class SqliteWrites(SqliteConnection):
             conn.execute("DELETE FROM sessions WHERE id = ?", (key,))
 
 
-# Module-level so tests can inject a failure in the middle of a write.
+#: What an append sets in its session's row (values: count, updated_at, state..., id).
+_UPDATE_APPENDED = f"UPDATE sessions SET entry_count = ?, updated_at = ?, {STATE_ASSIGN} WHERE id = ?"
+_INSERT_ENTRY = ("INSERT INTO entries (session_id, seq, id, parent_id, type, timestamp, json, crc)"
+                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+_INSERT_TEXT = "INSERT INTO message_texts (session_id, seq, text) VALUES (?, ?, ?)"
+
+
+# Module-level so tests can inject a failure in the middle of a write. One row (the
+# per-call append) goes through execute: executemany's iteration costs more than it.
 def _insert_entry_rows(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
-    conn.executemany(
-        "INSERT INTO entries (session_id, seq, id, parent_id, type, timestamp, json, crc)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        rows)
+    if len(rows) == 1:
+        conn.execute(_INSERT_ENTRY, rows[0])
+    else:
+        conn.executemany(_INSERT_ENTRY, rows)
 
 
 def _insert_text_rows(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
-    if rows:
-        conn.executemany("INSERT INTO message_texts (session_id, seq, text) VALUES (?, ?, ?)", rows)
+    if len(rows) == 1:
+        conn.execute(_INSERT_TEXT, rows[0])
+    elif rows:
+        conn.executemany(_INSERT_TEXT, rows)
