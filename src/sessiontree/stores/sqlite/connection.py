@@ -143,11 +143,12 @@ class SqliteConnection:
     _pid: int
     _closed: bool
     _file_key: tuple[int, int] | None
-    _memo: dict[Any, tuple[int, int, InfoAccumulator]]
+    _memo: dict[Any, tuple[int, int, InfoAccumulator, int | None, list[tuple[Any, int, Any]]]]
     _memo_mark: tuple[Any, int, int] | None
     _memo_updated_at: int | None
     _initialised: bool
     _has_crc: bool
+    _has_texts_tail: bool
     _adders: tuple[sqlite3.Connection, tuple[Any, ...]] | None
 
     def _uri(self, immutable: bool) -> str:
@@ -303,6 +304,7 @@ class SqliteConnection:
         self._initialised = applied is not None
         check_known_steps(self.url, applied or [], step_names())
         self._has_crc = applied is not None and "m002_record_crc" in applied
+        self._has_texts_tail = applied is not None and "m015_texts_tail" in applied
 
     def _quick_check(self, conn: sqlite3.Connection) -> None:
         """Refuse to write into a database that fails ``PRAGMA quick_check``."""
@@ -455,6 +457,7 @@ class SqliteConnection:
             return False
         self._initialised = True
         self._has_crc = "m002_record_crc" in applied
+        self._has_texts_tail = "m015_texts_tail" in applied
         return True
 
     def _forget(self) -> None:

@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from sessiontree.core.listing import InfoAccumulator, is_classified
+from sessiontree.format import jsonio
 
 __all__ = [
     "STATE_ASSIGN",
@@ -111,6 +112,37 @@ def state_from_row(values: Sequence[Any]) -> InfoAccumulator:
     state["hasName"] = bool(state["hasName"])
     state["modifiedMs"] = float(state["modifiedMs"] or 0.0)
     return InfoAccumulator.from_state(state)
+
+
+# -- the listing texts' pending tail (``sessions.texts_from``) --------------------------------
+
+#: Entries an append may leave with their listing text unstored (``sessions.texts_from``):
+#: the tail a reader derives from the entries is at most this long.
+TEXTS_TAIL = 32
+
+
+def listing_text(entry: Any) -> str | None:
+    """The listing text ``entry`` adds to ``message_texts`` (docs/rules/listing.md L.15),
+    else ``None``: what :meth:`InfoAccumulator.add` returns for it, which depends on
+    the entry alone."""
+    return InfoAccumulator().add(entry) if isinstance(entry, dict) else None
+
+
+def tail_texts(conn: sqlite3.Connection, key: Any, start: int) -> list[tuple[int, str]]:
+    """``(seq, text)`` of the listing texts of session ``key``'s entries from ``seq``
+    ``start`` on, derived from their stored records (the pending tail of
+    ``message_texts``). A record that does not parse adds nothing: listing never
+    reports damage (``load`` and ``check --store`` do)."""
+    texts = []
+    for seq, record in conn.execute("SELECT seq, json FROM entries WHERE session_id = ? AND seq >= ? ORDER BY seq",
+                                    (key, start)):
+        try:
+            text = listing_text(jsonio.loads(record))
+        except ValueError:
+            continue
+        if text is not None:
+            texts.append((seq, text))
+    return texts
 
 
 def header_columns(header: dict[str, Any]) -> tuple[Any, Any, Any, int]:

@@ -15,6 +15,7 @@ order at open and recorded by name in ``schema_migrations`` (``SqliteStore``):
 ``m009_agent_files``     ``sync_state.shape``, ``archived_files`` (not derived)
 ``m010_provenance``      ``provenance`` (not derived: where each session came from)
 ``m011_bulk_settle``     ``usage_merged``, ``usage_state`` (the ledger's pending tail); FTS5 automerge
+``m015_texts_tail``      ``sessions.texts_from`` (the listing texts' pending tail)
 =======================  =====================================================
 
 Add new steps at the end; never edit one that has been applied (its name and
@@ -415,6 +416,19 @@ def m011_bulk_settle(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT INTO usage_state (updated_at) SELECT coalesce(max(updated_at), 0) FROM sessions")
 
 
+def m015_texts_tail(conn: sqlite3.Connection) -> None:
+    """The listing texts' pending tail (docs/decisions/append-texts-tail.md).
+
+    ``sessions.texts_from``: the first ``seq`` whose listing text may not be in
+    ``message_texts`` yet; the texts of entries from there on are derived from the
+    entries when read. ``NULL``: every text is stored, which is what the writes
+    before this step left, so no row changes.
+    """
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(sessions)")}
+    if "texts_from" not in columns:
+        conn.execute("ALTER TABLE sessions ADD COLUMN texts_from INTEGER")
+
+
 #: Schema steps ``(name, function)`` in number order; add new steps, never edit applied ones.
 MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m001_initial,
@@ -428,6 +442,7 @@ MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m009_agent_files,
     m010_provenance,
     m011_bulk_settle,
+    m015_texts_tail,
 )
 
 #: Every derived index, maintained by each write in this order (their tables come
