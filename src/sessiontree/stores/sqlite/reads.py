@@ -35,8 +35,9 @@ from sessiontree.stores.shared import (
     stored_header,
     validated,
 )
+from sessiontree.stores.sqlite import blobs
 from sessiontree.stores.sqlite.connection import SqliteConnection
-from sessiontree.stores.sqlite.derived import STATE_SELECT, from_db, record_crc, state_from_row, to_db
+from sessiontree.stores.sqlite.derived import STATE_SELECT, from_db, record_bytes, record_crc, state_from_row, to_db
 
 __all__ = ["SqliteReads"]
 
@@ -63,6 +64,85 @@ class SqliteReads(SqliteConnection):
         the header of every read, never of ``verify`` or ``reindex``, which must go on past it."""
         session_id = from_db(key)
         return stored_header(self._parse_record(text, key, 1), session_id, f"{self.url}#{session_id}")
+
+    def _blob_plan(self, conn: sqlite3.Connection, key: Any) -> dict[int, list[blobs.Splice]]:
+        """The splices of the session's records stored cut (:mod:`.blobs`), by *position*
+        in file order; empty (one index probe) for a session stored inline."""
+        if not self._has_blobs:
+            return {}
+        by_seq = blobs.splices_of(conn, key)
+        if not by_seq:
+            return {}
+        seqs = [seq for (seq,) in conn.execute("SELECT seq FROM entries WHERE session_id = ? ORDER BY seq", (key,))]
+        return {position: by_seq[seq] for position, seq in enumerate(seqs) if seq in by_seq}
+
+    def _blob_fail(self, conn: sqlite3.Connection, session_id: str, key: Any,
+                   position: int) -> Callable[[], CorruptEntryError]:
+        """The error of a record at ``position`` whose blob is missing or damaged."""
+        def fail() -> CorruptEntryError:
+            found = conn.execute("SELECT id FROM entries WHERE session_id = ? ORDER BY seq LIMIT 1 OFFSET ?",
+                                 (key, position)).fetchone()
+            return CorruptEntryError(session_id, from_db(found[0]) if found else None, position + 2,
+                                     f"{self.url}#{session_id}")
+        return fail
+
+    def _load_blob(self, session_id: str, entry_id: str | None, line: int, sha256: str) -> bytes:
+        """The checked bytes of blob ``sha256`` (hex): the loader of the
+        :class:`~sessiontree.stores.blobref.BlobRef` values of the entry ``entry_id``
+        at JSONL ``line`` (named in the error).
+
+        Raises:
+            CorruptEntryError: the blob is missing or fails its CRC-32.
+            StorageError: the database could not be read.
+        """
+        with self.read_transaction() as conn:
+            data = blobs.read_blob(conn, bytes.fromhex(sha256))
+        if data is None:
+            raise CorruptEntryError(session_id, entry_id, line, f"{self.url}#{session_id}")
+        return data
+
+    def _expand(self, conn: sqlite3.Connection, session_id: str, key: Any, position: int, text: Any,
+                splices: list[blobs.Splice], want_raw: bool) -> tuple[bytes, bytes | None, bool]:
+        """A cut record made readable: ``(text to parse, full bytes or None, refs)``.
+        With :attr:`blob_refs` the text to parse holds markers (``refs`` true: the parsed
+        entry goes through :func:`.blobs.unmark`) and the full bytes are read only when
+        ``want_raw``; else the text to parse is the full record.
+
+        Raises:
+            CorruptEntryError: a blob it reads is missing or damaged.
+        """
+        text = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+        fail = self._blob_fail(conn, session_id, key, position)
+        if self.blob_refs:
+            full = blobs.splice(conn, text, splices, fail) if want_raw else None
+            return blobs.mark(text, splices), full, True
+        full = blobs.splice(conn, text, splices, fail)
+        return full, full, False
+
+    def _swaps(self, conn: sqlite3.Connection, session_id: str, key: Any, rows: Sequence[tuple[int, int, Any]],
+               by_seq: dict[int, list[blobs.Splice]] | None = None) -> dict[int, _Swap]:
+        """For the rows ``(seq, position, stored text)`` of records stored cut: by ``seq``,
+        what :class:`_RecordCheck` parses in their place (:meth:`_expand`; never the raw
+        bytes). ``by_seq``: the session's splices when already read."""
+        if by_seq is None:
+            by_seq = blobs.splices_of(conn, key) if self._has_blobs else {}
+        if not by_seq:
+            return {}
+        swaps = {}
+        for seq, position, text in rows:
+            splices = by_seq.get(seq)
+            if splices is not None:
+                parse_text, _, refs = self._expand(conn, session_id, key, position, text, splices, False)
+                swaps[seq] = _Swap(parse_text, splices if refs else None,
+                                   functools.partial(self._load_blob, session_id, None, position + 2))
+        return swaps
+
+    def _finish_refs(self, session_id: str, entry: dict[str, Any], line: int, splices: list[blobs.Splice]) -> None:
+        """Turn the markers of an entry (at JSONL ``line``) parsed from :meth:`_expand`'s
+        text into references."""
+        entry_id = entry.get("id")
+        blobs.unmark(entry, splices, functools.partial(
+            self._load_blob, session_id, entry_id if isinstance(entry_id, str) else None, line))
 
     def read(self, session_id: str) -> ParsedSession:
         """Same as :meth:`load`: stored sessions are always format 4, loading writes nothing."""
@@ -95,6 +175,14 @@ class SqliteReads(SqliteConnection):
             texts, crcs, types = zip(*rows, strict=False) if rows else ((), (), ())  # split in C
             del rows
             self._check_crcs(conn, session_id, row, texts, crcs)
+            plan = self._blob_plan(conn, key)
+            if plan:  # records stored cut: the bytes put back (docs/blobs.md)
+                whole = list(texts)
+                for position, splices in plan.items():
+                    whole[position] = blobs.splice(conn, record_bytes(whole[position]), splices,
+                                                   self._blob_fail(conn, session_id, key, position))
+                texts = tuple(whole)
+                del whole
         header = self._parse_header(row[0] if isinstance(row[0], bytes)
                                     else row[0].encode("utf-8", "surrogatepass"), key)
         if {*map(type, texts)} - {bytes}:  # a str stored by hand: its bytes, as load gives them
@@ -181,12 +269,13 @@ class SqliteReads(SqliteConnection):
             wanted = [to_db(i) for i in dict.fromkeys(ids)]
             rows = [row for batch in _rows_in(conn, f"seq, id, json, {'crc' if self._has_crc else 'NULL'}", key,
                                               "id", wanted) for row in batch]
-        rows.sort(key=lambda row: row[0])  # the checks take the records in file order
+            rows.sort(key=lambda row: row[0])  # the checks take the records in file order
+            swaps = self._swaps(conn, session_id, key, [(row[0], row[0], row[2]) for row in rows])
         check = _RecordCheck(self, session_id, key, self._has_crc)
         found: dict[str, dict[str, Any]] = {}
         with gc_paused():  # see sessiontree.format.gcpause
             for seq, entry_id, text, crc in rows:
-                entry = check(entry_id, seq + 2, text, crc)
+                entry = check(entry_id, seq + 2, text, crc, swaps.get(seq))
                 if entry is not None:
                     found[from_db(entry_id)] = entry
         check.finish()
@@ -226,6 +315,8 @@ class SqliteReads(SqliteConnection):
         as a reader there holds a lock that writers wait for.
         """
         key = to_db(session_id)
+        plan: dict[int, list[blobs.Splice]] = {}
+        fixups: list[tuple[int, bytes | None, bool]] = []
         with self.read_transaction() as conn:
             if not self.has_schema(conn):
                 raise SessionNotFoundError(session_id, self.url)
@@ -234,13 +325,16 @@ class SqliteReads(SqliteConnection):
                 row = conn.execute("SELECT header_json, header_crc FROM sessions WHERE id = ?", (key,)).fetchone()
                 if row is None:
                     raise SessionNotFoundError(session_id, self.url)
+                plan = self._blob_plan(conn, key)
                 cursor = conn.execute("SELECT json, crc FROM entries WHERE session_id = ? ORDER BY seq", (key,))
                 if self.journal_mode == "wal":
-                    return self._stream(conn, session_id, key, row, cursor, keep_raw)
+                    return self._stream(conn, session_id, key, row, cursor, keep_raw, plan)
                 rows = cursor.fetchall()
                 texts, crcs = zip(*rows, strict=False) if rows else ((), ())  # two tuples, split in C
                 del rows
                 self._check_crcs(conn, session_id, row, texts, crcs)
+                if plan:
+                    texts, fixups = self._expand_chunk(conn, session_id, key, texts, 0, plan, keep_raw)
             else:  # an older schema opened read-only: nothing to check against
                 row = conn.execute("SELECT header_json FROM sessions WHERE id = ?", (key,)).fetchone()
                 if row is None:
@@ -251,13 +345,47 @@ class SqliteReads(SqliteConnection):
             parser = _Parser(self, session_id, key, row[0], keep_raw)
             parser.feed(texts, 0)
             del texts
+            if self._has_crc and plan:
+                self._apply_fixups(session_id, parser, fixups, plan)
             return parser.result()
+
+    def _expand_chunk(self, conn: sqlite3.Connection, session_id: str, key: Any, texts: Sequence[Any], start: int,
+                      plan: dict[int, list[blobs.Splice]],
+                      keep_raw: bool) -> tuple[Sequence[Any], list[tuple[int, bytes | None, bool]]]:
+        """The records ``texts`` (from position ``start``) with those stored cut made
+        readable (:meth:`_expand`), and per such record ``(position, full bytes, refs)``
+        for :meth:`_apply_fixups` once they are parsed."""
+        fixups = []
+        whole: list[Any] | None = None
+        for position in range(start, start + len(texts)):
+            splices = plan.get(position)
+            if splices is None:
+                continue
+            if whole is None:
+                whole = list(texts)
+            parse_text, full, refs = self._expand(conn, session_id, key, position, whole[position - start],
+                                                  splices, keep_raw)
+            whole[position - start] = parse_text
+            fixups.append((position, full, refs))
+        return (texts if whole is None else whole), fixups
+
+    def _apply_fixups(self, session_id: str, parser: _Parser, fixups: list[tuple[int, bytes | None, bool]],
+                      plan: dict[int, list[blobs.Splice]]) -> None:
+        """After :meth:`_expand_chunk`'s records are parsed: references in place of the
+        markers, and the full bytes as the raw text where the parser kept the parsed one."""
+        for position, full, refs in fixups:
+            if position >= len(parser.entries):
+                break  # a parse error stopped the parser: it is raised, nothing is returned
+            if refs:
+                self._finish_refs(session_id, parser.entries[position], position + 2, plan[position])
+                if parser.keep_raw:
+                    parser.raw[position] = full
 
     #: Rows fetched and parsed at a time by a streaming :meth:`load`.
     _CHUNK = 512
 
     def _stream(self, conn: sqlite3.Connection, session_id: str, key: Any, header_row: Sequence[Any],
-                cursor: sqlite3.Cursor, keep_raw: bool) -> ParsedSession:
+                cursor: sqlite3.Cursor, keep_raw: bool, plan: dict[int, list[blobs.Splice]]) -> ParsedSession:
         """:meth:`load`'s WAL path: fetch, CRC-check and parse the rows a chunk at a time.
 
         The result and the errors are exactly those of checking every CRC
@@ -288,10 +416,16 @@ class SqliteReads(SqliteConnection):
                 if computed != crcs:
                     self._check_crcs(conn, session_id, header_row, texts, crcs, offset=start)
                 if parser is not None and pending is None:
+                    fixups: list[tuple[int, bytes | None, bool]] = []
+                    readable: Sequence[Any] = texts
+                    if plan:
+                        readable, fixups = self._expand_chunk(conn, session_id, key, texts, start, plan, keep_raw)
                     try:
-                        parser.feed(texts, start)
+                        parser.feed(readable, start)
                     except InvalidSessionError as exc:
                         pending = exc  # raised once every CRC is known to match
+                    if fixups and pending is None:
+                        self._apply_fixups(session_id, parser, fixups, plan)
                 start += len(texts)
                 del texts
             if pending is not None:
@@ -405,6 +539,7 @@ class SqliteReads(SqliteConnection):
             if not self.has_schema(conn) or conn.execute(
                     "SELECT 1 FROM sessions WHERE id = ?", (key,)).fetchone() is None:
                 raise SessionChangedError(session_id, "it was deleted")
+            spliced = blobs.splices_of(conn, key) if self._has_blobs else {}
             if len(wanted) * 4 >= size:
                 cursor = conn.execute(f"SELECT {columns} FROM entries WHERE session_id = ? AND seq BETWEEN ? AND ?"
                                       " ORDER BY seq", (key, keys[wanted[0]], keys[wanted[-1]]))
@@ -426,7 +561,10 @@ class SqliteReads(SqliteConnection):
                             stamps is not None and crc != stamps[position]):
                         raise SessionChangedError(session_id, f"entry {position + 1} differs")
                     matched += 1
-                    entry = check(entry_id, position + 2, text, crc)
+                    swap = None
+                    if spliced and seq in spliced:
+                        swap = self._swaps(conn, session_id, key, [(seq, position, text)], spliced)[seq]
+                    entry = check(entry_id, position + 2, text, crc, swap)
                     if entry is not None:
                         found[position] = entry
                 del batch
@@ -614,6 +752,17 @@ def _rows_in(conn: sqlite3.Connection, columns: str, key: Any, column: str,
                            f" AND {column} IN ({', '.join('?' * len(chunk))}){order}", (key, *chunk)).fetchall()
 
 
+class _Swap:
+    """What :class:`_RecordCheck` parses for a record stored cut: ``text`` (the full
+    record, or the marked one), and the ``splices`` whose markers become references
+    loaded by ``loader`` (``None``: no markers)."""
+
+    __slots__ = ("loader", "splices", "text")
+
+    def __init__(self, text: bytes, splices: list[blobs.Splice] | None, loader: Callable[[str], bytes]) -> None:
+        self.text, self.splices, self.loader = text, splices, loader
+
+
 class _RecordCheck:
     """The checks :meth:`SqliteStore.load` gives each record, for the reads of some
     records (:meth:`SqliteStore.read_entries`, :meth:`SqliteStore.read_entries_at`):
@@ -633,10 +782,12 @@ class _RecordCheck:
         self.where = f"{store.url}#{session_id}"
         self.pending: InvalidSessionError | None = None
 
-    def __call__(self, entry_id: Any, line: int, text: bytes | str, crc: Any) -> dict[str, Any] | None:
+    def __call__(self, entry_id: Any, line: int, text: bytes | str, crc: Any,
+                 swap: _Swap | None = None) -> dict[str, Any] | None:
         """The record (stored ``text``, its ``crc``) at JSONL ``line``, parsed and
         validated; ``None`` once a parse error is pending (later records only get
-        their checksum checked).
+        their checksum checked). A record stored cut is checked as stored and
+        parsed from ``swap`` (its full text, or the marked one for references).
 
         Raises:
             CorruptEntryError: the bytes differ from ``crc``.
@@ -645,7 +796,12 @@ class _RecordCheck:
             raise CorruptEntryError(self.session_id, from_db(entry_id), line, self.where)
         if self.pending is None:
             try:
-                return _parse_entry(self.store, text, self.key, self.where, line)
+                if swap is None:
+                    return _parse_entry(self.store, text, self.key, self.where, line)
+                entry = _parse_entry(self.store, swap.text, self.key, self.where, line)
+                if swap.splices is not None:
+                    blobs.unmark(entry, swap.splices, swap.loader)
+                return entry
             except InvalidSessionError as exc:
                 self.pending = exc  # raised once every CRC is known to match
         return None
