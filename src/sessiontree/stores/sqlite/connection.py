@@ -318,6 +318,7 @@ class SqliteConnection:
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         known = step_names()
+        self._has_blobs = "m013_blobs" in known
         applied = self._applied(conn)
         if applied is not None and applied == known:
             return  # the common case needs no write lock
