@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from builders import header, message_entry, user_entry
-from sessiontree.errors import CorruptEntryError
+from sessiontree.errors import CorruptEntryError, SessionChangedError
 from sessiontree.format import jsonio
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.blobref import BlobRef, resolve_blobs
@@ -204,8 +204,10 @@ def test_a_damaged_blob_is_an_error_never_other_bytes(tmp_path: Path) -> None:
         with pytest.raises(CorruptEntryError) as caught:
             reader.load("s1")
         assert (caught.value.entry_id, caught.value.line) == ("a2", 3)
+        texts = reader.read_texts("s1").texts  # a blob's CRC-32 is checked when its record is taken
+        assert texts[0] == jsonio.dumps(entries[0])
         with pytest.raises(CorruptEntryError):
-            reader.read_texts("s1")
+            texts[1]
         problems = reader.verify()
         assert [(p.code, p.line, p.entry_id) for p in problems] == [("hash-mismatch", 3, "a2")]
     with SqliteStore(path, blob_refs=True) as lazy:
@@ -242,3 +244,31 @@ def test_the_schema_step_moves_existing_images_out_of_line(tmp_path: Path, monke
         assert _count(upgraded, "SELECT count(*) FROM entry_blobs") == 1
         assert upgraded.read_texts("s1").texts == before
         assert upgraded.verify() == []
+
+
+def test_read_texts_puts_blobs_back_one_record_at_a_time(store: SqliteStore) -> None:
+    head, entries = _session()
+    store.create(head, entries)
+    texts = store.read_texts("s1").texts
+    assert len(texts) == 3 and texts[-2] == jsonio.dumps(entries[1])
+    assert texts[1:] == [jsonio.dumps(entries[1]), jsonio.dumps(entries[2])]
+    store.delete("s1")  # its blob goes with it: the texts read before cannot be completed
+    assert texts[0] == jsonio.dumps(entries[0])
+    with pytest.raises(SessionChangedError):
+        texts[1]
+
+
+def test_a_missing_blob_fails_read_texts_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with SqliteStore(path) as writer:
+        head, entries = _session()
+        writer.create(head, entries)
+    raw = sqlite3.connect(path)
+    raw.execute("DELETE FROM blobs")
+    raw.commit()
+    raw.close()
+    with SqliteStore(path) as reader:
+        with pytest.raises(CorruptEntryError) as caught:
+            reader.read_texts("s1")
+        assert caught.value.line == 3
+        assert [(p.code, p.line) for p in reader.verify()] == [("hash-mismatch", 3)]

@@ -16,7 +16,7 @@ import functools
 import sqlite3
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, overload
 
 import orjson
 
@@ -176,13 +176,12 @@ class SqliteReads(SqliteConnection):
             del rows
             self._check_crcs(conn, session_id, row, texts, crcs)
             plan = self._blob_plan(conn, key)
-            if plan:  # records stored cut: the bytes put back (docs/blobs.md)
-                whole = list(texts)
+            if plan:  # records stored cut: their bytes put back as each is taken (docs/blobs.md)
                 for position, splices in plan.items():
-                    whole[position] = blobs.splice(conn, record_bytes(whole[position]), splices,
-                                                   self._blob_fail(conn, session_id, key, position))
-                texts = tuple(whole)
-                del whole
+                    for _, digest, length in splices:
+                        found = conn.execute("SELECT size FROM blobs WHERE sha256 = ?", (digest,)).fetchone()
+                        if found is None or found[0] != length:
+                            raise self._blob_fail(conn, session_id, key, position)()
         header = self._parse_header(row[0] if isinstance(row[0], bytes)
                                     else row[0].encode("utf-8", "surrogatepass"), key)
         if {*map(type, texts)} - {bytes}:  # a str stored by hand: its bytes, as load gives them
@@ -190,7 +189,8 @@ class SqliteReads(SqliteConnection):
                           for text in texts)
         if {*map(type, types)} - {str}:  # a type with a lone surrogate is stored as a BLOB
             types = tuple(from_db(kind) for kind in types)
-        return SessionTexts(session_id, header, texts, types)
+        return SessionTexts(session_id, header, _SplicedTexts(self, session_id, key, texts, plan) if plan else texts,
+                            types)
 
     def _scan(self, conn: sqlite3.Connection, session_id: str, entry_columns: str,
               params: Sequence[Any] = ()) -> tuple[dict[str, Any], bytes, list[Any]]:
@@ -712,6 +712,58 @@ class _Parser:
                              raw=self.raw if self.keep_raw else [None] * count, header_raw=self.header_raw,
                              source_version=CURRENT_VERSION, upgraded=False,
                              lines=list(range(2, count + 2)), path=None)
+
+
+class _SplicedTexts(Sequence[bytes]):
+    """The stored texts of a session with records stored cut (``read_texts``): a record
+    stored inline is given as read; a cut one has its blobs' bytes put back when it is
+    taken, so a caller writing the texts one by one (an export) holds one record at a
+    time, never the whole session.
+
+    Each blob was found with its length when the texts were read; its CRC-32 is checked
+    when it is taken (``CorruptEntryError``). Blobs are immutable (content-addressed), so
+    the bytes are those of the snapshot read, unless the session was deleted since and
+    its blobs with it (``SessionChangedError``).
+    """
+
+    __slots__ = ("_key", "_plan", "_session_id", "_store", "_texts")
+
+    def __init__(self, store: SqliteReads, session_id: str, key: Any, texts: Sequence[Any],
+                 plan: dict[int, list[blobs.Splice]]) -> None:
+        self._store, self._session_id, self._key, self._texts, self._plan = store, session_id, key, texts, plan
+
+    def __len__(self) -> int:
+        return len(self._texts)
+
+    def _take(self, position: int) -> bytes:
+        text = record_bytes(self._texts[position])
+        splices = self._plan.get(position)
+        if splices is None:
+            return text
+        store = self._store
+        with store.read_transaction() as conn:
+            for _, digest, _ in splices:
+                if conn.execute("SELECT 1 FROM blobs WHERE sha256 = ?", (digest,)).fetchone() is None:
+                    raise SessionChangedError(self._session_id, "it was deleted or replaced")
+            return blobs.splice(conn, text, splices, store._blob_fail(conn, self._session_id, self._key, position))
+
+    @overload
+    def __getitem__(self, index: int) -> bytes: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[bytes]: ...
+
+    def __getitem__(self, index: int | slice) -> bytes | list[bytes]:
+        if isinstance(index, slice):
+            return [self._take(position) for position in range(len(self._texts))[index]]
+        return self._take(range(len(self._texts))[index])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(other) == len(self) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def _parse_entry(store: SqliteReads, text: bytes | str, key: Any, where: str, line: int) -> dict[str, Any]:
