@@ -29,7 +29,6 @@ keyed by its SHA-256, whichever sessions or forks use it, with its CRC-32.
 from __future__ import annotations
 
 import hashlib
-import re
 import secrets
 import sqlite3
 import zlib
@@ -59,9 +58,6 @@ __all__ = [
 #: least this many bytes are cut out of longer ones (64 KiB: well above any text block
 #: of an ordinary turn, well below a screenshot's base64).
 THRESHOLD = 64 * 1024
-
-#: A character JSON writes escaped (docs/format-bytes.md rule 5): a value holding one is never cut.
-_ESCAPED = re.compile(r'["\\\x00-\x1f]')
 
 #: One splice: (offset in the cut text, SHA-256 digest, length in bytes).
 Splice = tuple[int, bytes, int]
@@ -104,7 +100,9 @@ def cut_record(text: bytes, entry: dict[str, Any]) -> Cut | None:
     spans: list[tuple[int, int, bytes]] = []
     blobs: dict[bytes, bytes] = {}
     for value, count in _image_data(entry).items():
-        if not value.isascii() or _ESCAPED.search(value):
+        # A raw control character cannot stand inside a string of valid JSON, so only '"' and
+        # '\\' (written escaped) can make the value's text differ from its characters.
+        if not value.isascii() or '"' in value or "\\" in value:
             continue
         data = value.encode("ascii")
         pattern = b'"data":"' + data + b'"'
