@@ -272,3 +272,12 @@ def test_a_missing_blob_fails_read_texts_at_once(tmp_path: Path) -> None:
             reader.read_texts("s1")
         assert caught.value.line == 3
         assert [(p.code, p.line) for p in reader.verify()] == [("hash-mismatch", 3)]
+
+
+def test_read_blob_gives_an_image_by_its_name(store: SqliteStore) -> None:
+    head, entries = _session()
+    store.create(head, entries)
+    name = hashlib.sha256(IMAGE.encode()).hexdigest()
+    assert store.read_blob(name) == IMAGE.encode()
+    assert store.read_blob("0" * 64) is None
+    assert store.read_blob(name.upper()) is None and store.read_blob("../x") is None

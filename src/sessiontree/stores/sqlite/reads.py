@@ -101,6 +101,28 @@ class SqliteReads(SqliteConnection):
             raise CorruptEntryError(session_id, entry_id, line, f"{self.url}#{session_id}")
         return data
 
+    def read_blob(self, sha256: str) -> bytes | None:
+        """The stored bytes of the blob ``sha256`` (64 hex digits): an image's base64 text
+        as it stands between the quotes in its records (docs/blobs.md), e.g. for a
+        viewer serving the image by URL. ``None`` when no such blob is stored, or the
+        name is not 64 hex digits.
+
+        Raises:
+            CorruptEntryError: the blob fails its CRC-32 (``session_id`` names the blob).
+            StorageError: the database could not be read.
+        """
+        if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
+            return None
+        digest = bytes.fromhex(sha256)
+        with self.read_transaction() as conn:
+            if not self._has_blobs or not self.has_schema(conn) or conn.execute(
+                    "SELECT 1 FROM blobs WHERE sha256 = ?", (digest,)).fetchone() is None:
+                return None
+            data = blobs.read_blob(conn, digest)
+        if data is None:
+            raise CorruptEntryError(f"blob {sha256}", None, 1, self.url)
+        return data
+
     def _expand(self, conn: sqlite3.Connection, session_id: str, key: Any, position: int, text: Any,
                 splices: list[blobs.Splice], want_raw: bool) -> tuple[bytes, bytes | None, bool]:
         """A cut record made readable: ``(text to parse, full bytes or None, refs)``.
