@@ -281,3 +281,18 @@ def test_read_blob_gives_an_image_by_its_name(store: SqliteStore) -> None:
     assert store.read_blob(name) == IMAGE.encode()
     assert store.read_blob("0" * 64) is None
     assert store.read_blob(name.upper()) is None and store.read_blob("../x") is None
+
+
+def test_a_branched_session_of_a_manager_with_references_keeps_the_images(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with SqliteStore(path) as writer:
+        head, entries = _session()
+        writer.create(head, entries)
+    with SqliteStore(path, blob_refs=True) as reader:
+        manager = SessionManager.open(reader, "s1")
+        manager.create_branched_session("a3")
+        branched = manager.get_session_id()
+    with SqliteStore(path) as check:
+        assert check.load(branched).entries[1]["message"]["content"][1]["data"] == IMAGE
+        assert _count(check, "SELECT count(*) FROM blobs") == 1
+        assert _count(check, "SELECT count(*) FROM entry_blobs") == 2

@@ -75,7 +75,7 @@ class Cut:
 
 def _image_data(entry: Any) -> Counter[str]:
     """How many image blocks anywhere in ``entry`` carry each ``data`` string of at
-    least :data:`THRESHOLD` characters."""
+    least :data:`THRESHOLD` characters (a :class:`BlobRef` counts as its string)."""
     found: Counter[str] = Counter()
     stack = [entry]
     while stack:
@@ -83,6 +83,8 @@ def _image_data(entry: Any) -> Counter[str]:
         if isinstance(value, dict):
             if value.get("type") == "image":
                 data = value.get("data")
+                if isinstance(data, BlobRef) and data.length >= THRESHOLD:
+                    data = data.load()  # an entry read with references, written again (a branched session)
                 if isinstance(data, str) and len(data) >= THRESHOLD:
                     found[data] += 1
             stack.extend(item for item in value.values() if isinstance(item, (dict, list)))
