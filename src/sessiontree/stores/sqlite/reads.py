@@ -16,6 +16,7 @@ import functools
 import sqlite3
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, overload
 
 import orjson
@@ -95,11 +96,23 @@ class SqliteReads(SqliteConnection):
             CorruptEntryError: the blob is missing or fails its CRC-32.
             StorageError: the database could not be read.
         """
-        with self.read_transaction() as conn:
+        with self._blob_reader() as conn:
             data = blobs.read_blob(conn, bytes.fromhex(sha256))
         if data is None:
             raise CorruptEntryError(session_id, entry_id, line, f"{self.url}#{session_id}")
         return data
+
+    @contextmanager
+    def _blob_reader(self) -> Iterator[sqlite3.Connection]:
+        """A connection to read blobs on: a read transaction, or the transaction this
+        thread already holds (a write writing entries it read with references)."""
+        with self._lock:
+            conn = self._connection()
+            if conn.in_transaction:
+                yield conn
+                return
+            with self.read_transaction() as conn:
+                yield conn
 
     def read_blob(self, sha256: str) -> bytes | None:
         """The stored bytes of the blob ``sha256`` (64 hex digits): an image's base64 text
@@ -763,7 +776,7 @@ class _SplicedTexts(Sequence[bytes]):
         if splices is None:
             return text
         store = self._store
-        with store.read_transaction() as conn:
+        with store._blob_reader() as conn:
             for _, digest, _ in splices:
                 if conn.execute("SELECT 1 FROM blobs WHERE sha256 = ?", (digest,)).fetchone() is None:
                     raise SessionChangedError(self._session_id, "it was deleted or replaced")
