@@ -34,7 +34,8 @@ their ``surrogatepass`` encoding and decoded back on read.
 The class is assembled from one mixin per capability of the store protocol
 (:mod:`sessiontree.stores.base`), each in its own module: :mod:`.connection`
 (opening the file, the schema check or migration, the transactions, ``close``),
-:mod:`.reads` (``StoreCore`` reads and ``PartialReads``), :mod:`.writes`
+:mod:`.reads` (``StoreCore`` reads and ``PartialReads``, on :mod:`.blobreads` for records
+whose large images are stored apart by :mod:`.blobs`), :mod:`.writes`
 (``StoreCore`` writes), :mod:`.ledger` (``SyncLedger``) and :mod:`.maintenance`
 (``DerivedData`` and ``verify``). This module opens the store (``__init__``) and
 re-exports the public names.
