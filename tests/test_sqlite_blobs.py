@@ -88,6 +88,19 @@ def test_the_same_bytes_outside_an_image_block_keep_the_record_inline() -> None:
     assert blobs.cut_record(jsonio.dumps(entry), entry) is None
 
 
+def test_the_same_bytes_as_a_text_are_cut_from_the_image_only(monkeypatch) -> None:
+    monkeypatch.setattr(blobs, "THRESHOLD", 4)
+    # The text block holds the image's characters too: not a "data" value, so it stays.
+    text = b'[{"type":"text","text":"QUJDRA=="},{"type":"image","data":"QUJDRA=="}]'
+    cut = blobs.cut_record(text, jsonio.loads(text))
+    assert cut is not None
+    assert cut.text == b'[{"type":"text","text":"QUJDRA=="},{"type":"image","data":""}]'
+    # A key ending in "data" (x"data, written x\"data) with the same value: two tokens for one
+    # image block, so the record stays inline.
+    tricky = b'[{"x\\"data":"QUJDRA=="},{"type":"image","data":"QUJDRA=="}]'
+    assert blobs.cut_record(tricky, jsonio.loads(tricky)) is None
+
+
 def test_a_value_needing_escapes_is_never_cut() -> None:
     data = "a\\b" + "A" * 70_000
     entry = _image_message("a", None, data)

@@ -99,25 +99,38 @@ def cut_record(text: bytes, entry: dict[str, Any]) -> Cut | None:
     inline, as before). The rule is in the module docstring."""
     if len(text) < THRESHOLD:
         return None
+    # Candidates by length: values that read as their characters (a raw control character
+    # cannot stand inside a string of valid JSON, so only '"' and '\\' are written otherwise).
+    candidates: dict[int, list[tuple[bytes, int, list[int]]]] = {}  # length -> (bytes, count, starts)
+    for value, count in _image_data(entry).items():
+        if value.isascii() and '"' not in value and "\\" not in value:
+            candidates.setdefault(len(value), []).append((value.encode("ascii"), count, []))
+    if not candidates:
+        return None
+    # Every '"data":"' of valid JSON opens a string token after a key ending in "data"; the
+    # token ends at the next '"' (a candidate holds no '"' or '\\', so a token equal to one
+    # is exactly that value). One short-needle scan of the text, one compare per token.
+    find = text.find
+    at = find(b'"data":"')
+    while at >= 0:
+        start = at + 8
+        end = find(b'"', start)
+        if end < 0:
+            break
+        for data, _, starts in candidates.get(end - start, ()):
+            if text.startswith(data, start):
+                starts.append(start)
+                break
+        at = find(b'"data":"', end + 1)
     spans: list[tuple[int, int, bytes]] = []
     blobs: dict[bytes, bytes] = {}
-    for value, count in _image_data(entry).items():
-        # A raw control character cannot stand inside a string of valid JSON, so only '"' and
-        # '\\' (written escaped) can make the value's text differ from its characters.
-        if not value.isascii() or '"' in value or "\\" in value:
-            continue
-        data = value.encode("ascii")
-        pattern = b'"data":"' + data + b'"'
-        found: list[int] = []
-        at = text.find(pattern)
-        while at >= 0 and len(found) <= count:
-            found.append(at + 8)
-            at = text.find(pattern, at + len(pattern))
-        if len(found) != count:
-            continue  # the same bytes stand elsewhere too: keep the record's reading exact
-        digest = hashlib.sha256(data).digest()
-        blobs[digest] = data
-        spans.extend((start, len(data), digest) for start in found)
+    for group in candidates.values():
+        for data, count, starts in group:
+            if len(starts) != count:
+                continue  # the same bytes stand elsewhere too: keep the record's reading exact
+            digest = hashlib.sha256(data).digest()
+            blobs[digest] = data
+            spans.extend((start, len(data), digest) for start in starts)
     if not spans:
         return None
     spans.sort()
