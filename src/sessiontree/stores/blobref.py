@@ -71,20 +71,41 @@ class BlobRef:
         return hash((self.sha256, self.length))
 
 
+def _holds_ref(value: Any) -> bool:
+    """Whether a :class:`BlobRef` stands anywhere inside ``value`` (an iterative walk:
+    any nesting depth)."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        for item in (node.values() if isinstance(node, dict) else node):
+            if isinstance(item, BlobRef):
+                return True
+            if isinstance(item, (dict, list)):
+                stack.append(item)
+    return False
+
+
 def resolve_blobs(value: Any) -> Any:
     """``value`` (an entry, a message, a context's message list) with every
-    :class:`BlobRef` inside replaced by its string, loaded from the store; containers
-    holding none are returned as they are (not copied).
+    :class:`BlobRef` inside replaced by its string, loaded from the store. Holding
+    none, ``value`` itself is returned; else a copy (dicts and lists copied, other
+    values shared), so the original keeps its references.
 
     Raises:
         CorruptEntryError, StorageError: as :meth:`BlobRef.load_bytes`.
     """
     if isinstance(value, BlobRef):
         return value.load()
-    if isinstance(value, dict):
-        changed = {key: resolve_blobs(item) for key, item in value.items()}
-        return changed if any(changed[key] is not value[key] for key in value) else value
-    if isinstance(value, list):
-        items = [resolve_blobs(item) for item in value]
-        return items if any(new is not old for new, old in zip(items, value, strict=True)) else value
-    return value
+    if not isinstance(value, (dict, list)) or not _holds_ref(value):
+        return value
+    root: Any = dict(value) if isinstance(value, dict) else list(value)
+    stack = [root]
+    while stack:  # iterative: entries may nest hundreds of levels (docs/format-bytes.md)
+        node = stack.pop()
+        for key, item in list(node.items() if isinstance(node, dict) else enumerate(node)):
+            if isinstance(item, BlobRef):
+                node[key] = item.load()
+            elif isinstance(item, (dict, list)):
+                node[key] = dict(item) if isinstance(item, dict) else list(item)
+                stack.append(node[key])
+    return root

@@ -148,8 +148,9 @@ def cut_record(text: bytes, entry: dict[str, Any]) -> Cut | None:
 
 def create_tables(conn: sqlite3.Connection) -> None:
     """The ``blobs`` and ``entry_blobs`` tables (schema step ``m013_blobs``)."""
+    # IF NOT EXISTS: a database whose record of this step was lost keeps its blobs.
     conn.execute("""
-        CREATE TABLE blobs (
+        CREATE TABLE IF NOT EXISTS blobs (
             -- SHA-256 digest (32 bytes) of the content: one row per distinct content, shared
             -- by every session and fork that holds it.
             sha256 BLOB PRIMARY KEY,
@@ -160,7 +161,7 @@ def create_tables(conn: sqlite3.Connection) -> None:
             data BLOB NOT NULL
         )""")
     conn.execute("""
-        CREATE TABLE entry_blobs (
+        CREATE TABLE IF NOT EXISTS entry_blobs (
             session_id TEXT NOT NULL,
             -- entries.seq of the cut record.
             seq INTEGER NOT NULL,
@@ -171,7 +172,7 @@ def create_tables(conn: sqlite3.Connection) -> None:
             PRIMARY KEY (session_id, seq, offset)
         ) WITHOUT ROWID""")
     # Deleting a session asks which of its blobs another row still names.
-    conn.execute("CREATE INDEX entry_blobs_sha256 ON entry_blobs (sha256)")
+    conn.execute("CREATE INDEX IF NOT EXISTS entry_blobs_sha256 ON entry_blobs (sha256)")
 
 
 def insert_cuts(conn: sqlite3.Connection, key: Any, cuts: Sequence[tuple[int, Cut]]) -> None:
