@@ -7,7 +7,10 @@
 (``RawTexts``), with what they
 share: parsing a stored record (``_parse_record``), ``_Parser`` (a whole session, a
 chunk at a time), ``_RecordCheck`` (single records checked as ``load`` checks them)
-and ``_rows_in`` (some records looked up by an indexed column).
+and ``_rows_in`` (some records looked up by an indexed column). Records whose large
+images are stored apart (docs/blobs.md) are checked as stored, then completed or given
+references by the base class (:mod:`.blobreads`): ``load`` through ``_expand_chunk`` /
+``_apply_fixups``, the single-record reads through ``_RecordCheck``'s swap.
 """
 
 from __future__ import annotations
