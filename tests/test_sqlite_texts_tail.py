@@ -146,3 +146,18 @@ def test_check_finds_a_stray_row_in_the_tail_and_reindex_writes_every_text(tmp_p
     assert store.verify() == []
     assert _all_text(store, "s") == "ask 0 ask 1 ask 2 ask 3"
     store.close()
+
+
+def test_a_pending_entry_stored_with_its_image_out_of_line_gives_its_text(tmp_path):
+    image = "iVBORw0KGgo" + "A" * (70 * 1024)  # above the blob threshold (64 KiB): cut out of line
+    store = SqliteStore(tmp_path / "s.db")
+    store.create(header("s"), [_user(0, None)])
+    _append_users(store, "s", 1, 1)
+    store.append("s", [message("m2", "u1", "user", [{"type": "text", "text": "see this"},
+                                                     {"type": "image", "data": image, "mimeType": "image/png"}])])
+    stored = store._connection().execute("SELECT length(json) FROM entries WHERE seq = 2").fetchone()[0]
+    assert stored < len(image)  # the record holds a reference, not the image
+    assert _texts_state(store, "s") == (2, [0, 1])
+    assert _all_text(store, "s") == "ask 0 ask 1 see this"
+    assert store.verify() == []
+    store.close()

@@ -148,6 +148,8 @@ class SqliteConnection:
     _memo_updated_at: int | None
     _initialised: bool
     _has_crc: bool
+    _has_blobs: bool
+    blob_refs: bool
     _has_texts_tail: bool
     _adders: tuple[sqlite3.Connection, tuple[Any, ...]] | None
 
@@ -304,6 +306,7 @@ class SqliteConnection:
         self._initialised = applied is not None
         check_known_steps(self.url, applied or [], step_names())
         self._has_crc = applied is not None and "m002_record_crc" in applied
+        self._has_blobs = applied is not None and "m013_blobs" in applied
         self._has_texts_tail = applied is not None and "m015_texts_tail" in applied
 
     def _quick_check(self, conn: sqlite3.Connection) -> None:
@@ -320,6 +323,7 @@ class SqliteConnection:
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         known = step_names()
+        self._has_blobs = "m013_blobs" in known
         applied = self._applied(conn)
         if applied is not None and applied == known:
             return  # the common case needs no write lock
@@ -457,6 +461,7 @@ class SqliteConnection:
             return False
         self._initialised = True
         self._has_crc = "m002_record_crc" in applied
+        self._has_blobs = "m013_blobs" in applied
         self._has_texts_tail = "m015_texts_tail" in applied
         return True
 

@@ -135,7 +135,8 @@ def tail_texts(conn: sqlite3.Connection, key: Any, start: int) -> list[tuple[int
     """``(seq, text)`` of the listing texts of session ``key``'s entries from ``seq``
     ``start`` on, derived from their stored records (the pending tail of
     ``message_texts``). A record that does not parse adds nothing: listing never
-    reports damage (``load`` and ``check --store`` do)."""
+    reports damage (``load`` and ``check --store`` do). A record stored with its
+    images out of line (docs/blobs.md) gives the same text: only image data is cut."""
     texts = []
     for seq, record in conn.execute("SELECT seq, json FROM entries WHERE session_id = ? AND seq >= ? ORDER BY seq",
                                     (key, start)):

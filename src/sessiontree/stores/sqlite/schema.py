@@ -15,6 +15,7 @@ order at open and recorded by name in ``schema_migrations`` (``SqliteStore``):
 ``m009_agent_files``     ``sync_state.shape``, ``archived_files`` (not derived)
 ``m010_provenance``      ``provenance`` (not derived: where each session came from)
 ``m011_bulk_settle``     ``usage_merged``, ``usage_state`` (the ledger's pending tail); FTS5 automerge
+``m013_blobs``           ``blobs``, ``entry_blobs`` (large image data out of line, :mod:`.blobs`)
 ``m015_texts_tail``      ``sessions.texts_from`` (the listing texts' pending tail)
 =======================  =====================================================
 
@@ -29,7 +30,7 @@ from __future__ import annotations
 import sqlite3
 
 from sessiontree.stores.shared import schema_steps
-from sessiontree.stores.sqlite import search, usage
+from sessiontree.stores.sqlite import blobs, search, usage
 from sessiontree.stores.sqlite.derived import DerivedIndex, Migration, record_crc
 
 __all__ = ["DERIVED_INDEXES", "MIGRATIONS"]
@@ -416,6 +417,36 @@ def m011_bulk_settle(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT INTO usage_state (updated_at) SELECT coalesce(max(updated_at), 0) FROM sessions")
 
 
+def m013_blobs(conn: sqlite3.Connection) -> None:
+    """Large image data out of line (:mod:`.blobs`, docs/decisions/blobs.md): the
+    content-addressed ``blobs`` table and the ``entry_blobs`` splices, then every record
+    already stored that the rule cuts is rewritten cut (its CRC-32 recomputed from the
+    cut text, the bytes it gives back unchanged). Records shorter than
+    :data:`.blobs.THRESHOLD` are not even read.
+    """
+    import orjson
+
+    blobs.create_tables(conn)
+    # Keys first, each record read alone: a store of large records is never held whole.
+    keys = conn.execute("SELECT session_id, seq FROM entries WHERE length(json) >= ?", (blobs.THRESHOLD,)).fetchall()
+    for key, seq in keys:
+        text, crc = conn.execute("SELECT json, crc FROM entries WHERE session_id = ? AND seq = ?",
+                                 (key, seq)).fetchone()
+        data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+        try:
+            entry = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            continue  # verify reports it; it stays as it is
+        cut = blobs.cut_record(data, entry) if isinstance(entry, dict) else None
+        if cut is None:
+            continue
+        if record_crc(data) != crc:
+            continue  # damaged: leave it for verify to report, never rewrite it as good
+        conn.execute("UPDATE entries SET json = ?, crc = ? WHERE session_id = ? AND seq = ?",
+                     (cut.text, record_crc(cut.text), key, seq))
+        blobs.insert_cuts(conn, key, [(seq, cut)])
+
+
 def m015_texts_tail(conn: sqlite3.Connection) -> None:
     """The listing texts' pending tail (docs/decisions/append-texts-tail.md).
 
@@ -442,6 +473,7 @@ MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m009_agent_files,
     m010_provenance,
     m011_bulk_settle,
+    m013_blobs,
     m015_texts_tail,
 )
 
