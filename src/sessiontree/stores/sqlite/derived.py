@@ -195,7 +195,8 @@ class SqliteTransactions(Protocol):
         without initialising it holds none)."""
         ...
 
-    def settle_derived(self, *, lock_timeout: float | None = None, pending: int | None = None) -> int:
+    def settle_derived(self, *, lock_timeout: float | None = None, pending: int | None = None,
+                       on_progress: Callable[[int, int], None] | None = None) -> int:
         """Finish the work the derived indexes deferred, in short write transactions
         (``SqliteStore.settle_derived``). Returns the entries processed.
 

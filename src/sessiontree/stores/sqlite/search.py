@@ -398,6 +398,15 @@ class SearchIndex:
         and merges find it. (``reindex`` keeps ``updated_at``; :meth:`reindexed`
         merges what it rebuilt in the same transaction.)"""
 
+    def created(self, conn: sqlite3.Connection, sessions: Sequence[tuple[Any, Sequence[dict[str, Any]]]]) -> None:
+        """Merge sessions created in this transaction from their entries in hand
+        (``(key, entries)``, every entry of the session, ``seq`` = position): what a
+        settle writes for them, without reading or parsing a record again (a bulk
+        import that settles as it writes, :meth:`SqliteWrites.create_many` with
+        ``settle``). Their active branches come from the entries."""
+        _merge(conn, [(key, -1, len(entries) - 1, list(enumerate(entries)), active_ids(entries))
+                      for key, entries in sessions if entries])
+
     def remove(self, conn: sqlite3.Connection, key: Any) -> None:
         """Drop session ``key`` from the index (inside the writing transaction); its
         pending entries are only entries, deleted with them.
@@ -532,7 +541,7 @@ def create_tables(conn: sqlite3.Connection) -> None:
             chars INTEGER NOT NULL,
             UNIQUE (session_id, seq)
         )""")
-    conn.execute(f"CREATE VIRTUAL TABLE search_fts USING fts5(text, content='', detail=none,"
+    conn.execute(f"CREATE VIRTUAL TABLE search_fts USING fts5(text, content='', detail=none, columnsize=0,"
                  f" tokenize='{TOKENIZER}')")
     conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('automerge', 16)")
 
