@@ -23,9 +23,7 @@ Invariants:
 
 from __future__ import annotations
 
-import collections
 import os
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -166,7 +164,7 @@ def import_files(paths: Iterable[str | os.PathLike[str]], store: SessionStore, c
     many: Callable[..., Any] | None = getattr(store, "create_many", None)
     pending: list[_Pending] = []
     size = 0
-    for item, item_size in _read_ahead(paths):
+    for item, item_size in map(_read_one, paths):
         pending.append(item)
         size += item_size
         if len(pending) >= batch_sessions or size >= batch_bytes:
@@ -174,10 +172,6 @@ def import_files(paths: Iterable[str | os.PathLike[str]], store: SessionStore, c
             pending, size = [], 0
     if pending:
         yield from _import_group(store, many, pending, cwd, settle)
-
-
-#: Bytes of entry text :func:`_read_ahead` holds read but not yet written (beyond one file).
-READ_AHEAD_BYTES = 32 * 1024 * 1024
 
 
 def _read_one(path: str | os.PathLike[str]) -> tuple[_Pending, int]:
@@ -201,61 +195,6 @@ def _read_one(path: str | os.PathLike[str]) -> tuple[_Pending, int]:
     except (SessionError, OSError, ValueError) as exc:
         return (str(path), parsed, exc, note), 0
     return (str(path), parsed, None, note), sum(len(parsed.entry_bytes(i)) for i in range(len(parsed.entries)))
-
-
-def _read_ahead(paths: Iterable[str | os.PathLike[str]]) -> Iterator[tuple[_Pending, int]]:
-    """:func:`_read_one` of each path, in order, read on a second thread up to
-    :data:`READ_AHEAD_BYTES` ahead of the consumer: reading and parsing the next files
-    (Python) overlaps the store's writes of the last group (SQLite statements release
-    the GIL), so a bulk import uses a second core. Errors the reading raises outside a
-    file's own (a failing ``paths`` iterator) are raised here, in order; when the
-    consumer stops early (an interruption, a closed generator) the thread stops at its
-    next file."""
-    done = object()
-    items: collections.deque[Any] = collections.deque()
-    cond = threading.Condition()
-    held = [0]
-    stop = threading.Event()
-
-    def reader() -> None:
-        try:
-            for path in paths:
-                if stop.is_set():
-                    return
-                item = _read_one(path)
-                with cond:
-                    items.append(item)
-                    held[0] += item[1]
-                    cond.notify_all()
-                    while held[0] > READ_AHEAD_BYTES and not stop.is_set():
-                        cond.wait()
-            result: Any = done
-        except BaseException as exc:  # handed to the consumer, raised there
-            result = exc
-        with cond:
-            items.append(result)
-            cond.notify_all()
-
-    thread = threading.Thread(target=reader, name="sessiontree-import-reader", daemon=True)
-    thread.start()
-    try:
-        while True:
-            with cond:
-                while not items:
-                    cond.wait()
-                item = items.popleft()
-                if isinstance(item, tuple):
-                    held[0] -= item[1]
-                    cond.notify_all()
-            if item is done:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        with cond:
-            cond.notify_all()
 
 
 def _settles(store: SessionStore) -> bool:
