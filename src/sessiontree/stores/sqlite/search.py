@@ -476,9 +476,11 @@ class _SessionCheck:
             self.rows.extend(hash((*row[:6], len(row[6]))) for row in _text_rows(self.key, [(seq, entry)]))
 
     def drift(self) -> list[str]:
-        # The text is not stored (contentless FTS5): the rows are its metadata.
+        # The text is not stored (contentless FTS5): the rows are its metadata and its
+        # length (a layout before m014_contentless_search, read-only, has the text).
+        chars = "length(text)" if _has_text_column(self.conn) else "chars"
         stored = [hash(tuple(row)) for row in self.conn.execute(
-            "SELECT session_id, seq, entry_id, type, role, ts_ms, chars FROM search_entries"
+            f"SELECT session_id, seq, entry_id, type, role, ts_ms, {chars} FROM search_entries"
             " WHERE session_id = ? ORDER BY seq", (self.key,))]
         return row_drift("search_entries", stored, self.rows)
 
@@ -802,8 +804,9 @@ def search_store(store: SqliteTransactions, query: str, *, cwd: str | None = Non
                  limit: int | None = 50) -> list[SearchHit]:
     """:meth:`SqliteStore.search <sessiontree.stores.sqlite.SqliteStore.search>`: one read snapshot.
 
-    A database without the index (an older schema opened read-only) is
-    searched by loading and scanning every session, with the same result.
+    A database without the index, or with the index of a schema before
+    ``m014_contentless_search`` (an older schema opened read-only), is searched
+    by loading and scanning every session, with the same result.
 
     Raises:
         SearchQueryError, ValueError: see :meth:`SessionStore.search`.
@@ -818,7 +821,9 @@ def search_store(store: SqliteTransactions, query: str, *, cwd: str | None = Non
         if not store.has_schema(conn):
             return []
         tables = _tables(conn)
-        if "search_fts" in tables:
+        # A layout before m014_contentless_search (an older schema opened read-only)
+        # is answered by the scan, as a database without the index is.
+        if "search_fts" in tables and not _has_text_column(conn):
             return _hits_from_index(conn, parsed, filters, limit, tables)
     return scan_store(store, parsed, filters, limit)
 
