@@ -9,7 +9,6 @@ import sqlite3
 
 from cli_support import run_cli
 from search_corpus import CORPUS, EXPECTED, fill, header, ids, msg
-
 from sessiontree.core.searchtext import entry_text
 from sessiontree.format import jsonio
 from sessiontree.session.manager import SessionManager

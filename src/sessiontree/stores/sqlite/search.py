@@ -5,7 +5,7 @@ Invariants:
 * **Derived data** (docs/stores.md): :class:`SearchIndex` is a
   :class:`~sessiontree.stores.sqlite.derived.DerivedIndex`. What it holds is a pure
   function of the entries, kept in their transactions: every entry is either
-  *merged* (its text in ``search_entries`` and FTS5) or *pending* (after its
+  *merged* (its row in ``search_entries``, its trigrams in FTS5) or *pending* (after its
   session's watermark in ``search_merged``), and a query answers from both.
   It is never stale; ``store.reindex()`` rebuilds it from the entries alone.
 * **The same hits as a scan.** The indexed text of an entry is exactly
@@ -20,11 +20,12 @@ Invariants:
   :meth:`~sessiontree.core.searchtext.SearchQuery.fts_expression`, so no query can
   reach FTS5's syntax (``-``, ``*``, ``NEAR``, ``:``, ``"``, ``AND``).
 
-Tables (schema steps ``m004_search_index``, ``m005_search_pending`` and
-``m008_search_branch`` in :mod:`.schema`)::
+Tables (schema steps ``m004_search_index``, ``m005_search_pending``,
+``m008_search_branch`` and ``m014_contentless_search`` in :mod:`.schema`)::
 
-    search_entries(rowid, session_id, seq, entry_id, type, role, ts_ms, text)
-    search_fts USING fts5(text, content='search_entries', tokenize='trigram case_sensitive 0')
+    search_entries(rowid, session_id, seq, entry_id, type, role, ts_ms, chars)
+    search_fts USING fts5(text, content='', detail=none, columnsize=0,
+                          tokenize='trigram case_sensitive 0')
     search_merged(session_id PRIMARY KEY, seq)   -- entries with seq <= this are merged
     search_state(updated_at)                     -- sessions.updated_at of the last full merge
     search_off_branch(rowid PRIMARY KEY)         -- merged entries off their active branch
@@ -64,7 +65,7 @@ write does any:
   extracted, matched by the rule). Read-only opens never write: they only scan.
 * **Order.** Pending hits first, ranked among themselves by
   :func:`~sessiontree.core.searchtext.scan_score` (they are the newest activity,
-  and bm25 cannot score an entry FTS5 does not hold), then merged hits by bm25.
+  and the index does not hold them), then merged hits shortest text first.
   For queries made only of short terms every hit is ranked by ``scan_score``,
   as after a rebuild. After any merge of everything (a rebuild, a settle,
   :func:`merge_store`) the ranks equal those of a fresh rebuild exactly; the
@@ -78,14 +79,25 @@ Design (docs/search.md has the reasons and the measurements that chose it):
 * **Short terms fall back to a scan.** A trigram index cannot answer a term
   of one or two characters (FTS5 silently returns nothing). Terms of three or
   more characters go to FTS5; shorter ones are checked on its candidates;
-  a query made only of short terms scans ``search_entries.text``.
-* **External content, text stored once.** The FTS5 table keeps only its
-  index (``content='search_entries'``); the extracted text lives once, in
-  ``search_entries``, which snippets, the verification of candidates and the
-  short-term scan read.
-* **``detail=full``**, so phrase matching stays in C and bm25 has document lengths.
-* **Ranking** of merged entries: ``bm25(search_fts)`` ascending (``rank = -bm25``,
-  higher is better), ties broken newest first, then by session and entry id.
+  a query made only of short terms scans the records, prefiltered in C
+  (:func:`record_prefilter`).
+* **Text stored once** (docs/decisions/contentless-search.md). FTS5 is
+  contentless (``content=''``) and keeps only which rows hold which trigram
+  (``detail=none``, no positions, no column sizes): a sixth of the index with
+  positions, and half its build time. The text of an entry lives in its record
+  only: a query extracts it again (:func:`~sessiontree.core.searchtext.entry_text`
+  on ``entries.json``) for each candidate it checks and each snippet, and a
+  removal extracts it to tell FTS5 what to forget.
+* **A term is all its trigrams.** ``detail=none`` answers no phrase, so a term
+  of ``n`` characters becomes the AND of its trigrams
+  (:meth:`~sessiontree.core.searchtext.SearchQuery.fts_expression`): a superset of
+  the entries holding it, every one checked by the rule.
+* **Ranking** of merged entries: shortest text first (``search_entries.chars``),
+  ties newest first, then by session and entry id; ``rank`` is the sum of the
+  term lengths over ``chars + 200``, :func:`~sessiontree.core.searchtext.scan_score`
+  of a text holding each term once. With no term frequency in the index this is
+  what bm25 itself would order by (its other factor, the terms' rarity, is the
+  same for every hit of a query); FTS5's ``bm25()`` returns 0 on such a table.
 """
 
 from __future__ import annotations
@@ -443,7 +455,7 @@ class SearchIndex:
     def reindexed(self, conn: sqlite3.Connection, everything: bool) -> None:
         """After ``store.reindex()`` rebuilt sessions (:meth:`remove`, then :meth:`add`,
         which writes nothing): merge them now, in the same transaction, so a rebuilt
-        index holds every entry and ranks every hit by bm25. A rebuilt session keeps
+        index holds every entry and ranks every hit as a settle does. A rebuilt session keeps
         its ``updated_at``, so it is found by its missing watermark, not by the mark."""
         work: list[_Work] = []
         for key, in conn.execute("SELECT id FROM sessions WHERE id NOT IN"
@@ -677,13 +689,13 @@ def _hits_from_index(conn: sqlite3.Connection, query: SearchQuery, filters: Sear
             folded = fold(text)
             if not query.matches(folded):
                 continue
-            # The rank of merged_rank: decreasing in the length, as the SQL order is.
+            # scan_score of a text holding each term once: decreasing in the length, as the order.
             found.append((key, seq, rowid, from_db(entry_id), kind, role, ts_ms, text, folded, once / (chars + 200)))
             if wanted is not None and len(found) >= wanted:
                 break
         cursor.close()
         # Pending entries first (the newest activity, ranked by scan_score among
-        # themselves), then the merged ones in bm25 order (module docstring).
+        # themselves), then the merged ones shortest first (module docstring).
         return _make_hits(conn, pending + found, query, tables)
     # Only terms of one or two characters: trigrams cannot answer, scan the records.
     sql = ("SELECT e.rowid, e.session_id, e.seq, e.entry_id, e.type, e.role, e.ts_ms, en.json"
@@ -867,7 +879,7 @@ def merge_store(store: SqliteTransactions) -> int:
     """Merge every pending entry of ``store`` into FTS5 now, in one write transaction
     (``store.settle_derived()`` does the same in short ones; ``reindex`` merges what it
     rebuilds). Queries give the same hits before and after; afterwards they rank every
-    hit by bm25, exactly as after a rebuild. Returns the number of records merged.
+    merged hit shortest first, exactly as after a rebuild. Returns the number of records merged.
 
     Raises:
         StorageError: the store is read-only or the write failed (nothing changed).
