@@ -418,6 +418,10 @@ class SearchIndex:
         ``settle``). Their active branches come from the entries."""
         _merge(conn, [(key, -1, len(entries) - 1, list(enumerate(entries)), active_ids(entries))
                       for key, entries in sessions if entries])
+        if pending_records(conn) == 0:
+            # Nothing else pending either: the mark of the last full merge moves, as a
+            # settle would move it, so queries do not walk these sessions for a tail.
+            conn.execute("UPDATE search_state SET updated_at = (SELECT coalesce(max(updated_at), 0) FROM sessions)")
 
     def remove(self, conn: sqlite3.Connection, key: Any) -> None:
         """Drop session ``key`` from the index (inside the writing transaction); its
@@ -433,10 +437,17 @@ class SearchIndex:
         # the text of its record, extracted again.
         texts, complete = _merged_texts(conn, "e.session_id = ?", (key,))
         if complete:
-            conn.executemany("INSERT INTO search_fts (search_fts, rowid, text) VALUES ('delete', ?, ?)", texts)
+            conn.execute("SAVEPOINT search_forget")
+            try:
+                conn.executemany("INSERT INTO search_fts (search_fts, rowid, text) VALUES ('delete', ?, ?)", texts)
+            except sqlite3.DatabaseError:
+                # FTS5 does not hold what the rows say (damaged, or emptied by hand): rebuilt below.
+                conn.execute("ROLLBACK TO search_forget")
+                complete = False
+            conn.execute("RELEASE search_forget")
         conn.execute("DELETE FROM search_entries WHERE session_id = ?", (key,))
         if not complete:
-            rebuild_fts(conn)  # a record edited by hand: its old trigrams are unknown
+            rebuild_fts(conn)  # the old trigrams are unknown: index the other rows again
         conn.execute("DELETE FROM search_merged WHERE session_id = ?", (key,))
         conn.execute("UPDATE search_state SET updated_at = (SELECT coalesce(max(updated_at), 0) FROM sessions"
                      " WHERE id != ?) WHERE updated_at > (SELECT coalesce(max(updated_at), 0) FROM sessions"
@@ -457,6 +468,11 @@ class SearchIndex:
         which writes nothing): merge them now, in the same transaction, so a rebuilt
         index holds every entry and ranks every hit as a settle does. A rebuilt session keeps
         its ``updated_at``, so it is found by its missing watermark, not by the mark."""
+        if everything:
+            # Every session was removed: FTS5 should be empty. Emptied for sure, so a
+            # rebuild also repairs trigrams no row accounts for (a contentless table
+            # cannot be compared with its rows).
+            conn.execute("INSERT INTO search_fts (search_fts) VALUES ('delete-all')")
         work: list[_Work] = []
         for key, in conn.execute("SELECT id FROM sessions WHERE id NOT IN"
                                  " (SELECT session_id FROM search_merged)").fetchall():

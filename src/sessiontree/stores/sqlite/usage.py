@@ -442,6 +442,9 @@ def settle_created(conn: sqlite3.Connection, sessions: Sequence[tuple[Any, Seque
     if marks:
         conn.executemany("INSERT INTO usage_merged (session_id, seq) VALUES (?, ?)"
                          " ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq", marks)
+    if pending_usage(conn) == 0:
+        # Nothing else pending: the mark moves as a full settle moves it.
+        conn.execute("UPDATE usage_state SET updated_at = (SELECT coalesce(max(updated_at), 0) FROM sessions)")
 
 
 def _insert_batch(conn: sqlite3.Connection, values: list[tuple[Any, ...]], owners: dict[bytes, Any]) -> None:
