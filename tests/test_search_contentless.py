@@ -207,7 +207,8 @@ def test_import_command_says_search_is_ready(tmp_path):
     (tmp_path / "files").mkdir()
     write_files(tmp_path / "files", CORPUS)
     result = run_cli(str(tmp_path / "s.db"), "import", str(tmp_path / "files"))
-    assert "3 imported" in result.stdout and "search ready" in result.stdout
+    # 9 + 4 + 4 entries in the three sessions of the corpus.
+    assert "3 imported" in result.stdout and "search ready (17 entries indexed)" in result.stdout
     store = SqliteStore(tmp_path / "s.db")
     assert sqlite_search.pending_records(store._conn) == 0
     assert all_hits(store, EXPECTED) == EXPECTED

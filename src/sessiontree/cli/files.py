@@ -198,7 +198,9 @@ def import_cmd(ctx: click.Context, app: App, paths: tuple[str, ...], as_json: bo
                    f"{counts['rejected']} rejected")
         print_rich(console, summary + (f", {left} not done (interrupted)" if interrupted else ""))
         if ready:
-            print_rich(console, "search ready")
+            # Every imported entry is indexed now (settled with its group, or by the settle).
+            indexed = sum(r["entries"] for r in results if r["status"] == "imported")
+            print_rich(console, f"search ready ({indexed} {'entry' if indexed == 1 else 'entries'} indexed)")
     if interrupted:
         echo_line(f"sessiontree: interrupted: {counts['imported']} imported, {left} "
                    f"{'file' if left == 1 else 'files'} left; run the same import again to finish", err=True)

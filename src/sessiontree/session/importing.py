@@ -148,8 +148,8 @@ def import_files(paths: Iterable[str | os.PathLike[str]], store: SessionStore, c
         cwd: the project the imports land in (each header's ``cwd``); ``None`` keeps the files'.
         batch_sessions, batch_bytes: the group bounds (default :data:`IMPORT_BATCH_SESSIONS`,
             :data:`IMPORT_BATCH_BYTES`, read at call time).
-        settle: settle each group's derived data (search index, usage ledger) in its
-            own transaction, from the entries in hand, on a store whose ``create_many``
+        settle: settle each group's derived data (search index, usage ledger) in the
+            group's transaction, from the entries in hand, on a store whose ``create_many``
             takes ``settle`` (SQLite); groups written one session at a time stay
             pending. The caller still runs ``store.settle_derived()`` at the end, which
             then has little or nothing left (docs/decisions/contentless-search.md).
