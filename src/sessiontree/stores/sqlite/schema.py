@@ -16,6 +16,7 @@ order at open and recorded by name in ``schema_migrations`` (``SqliteStore``):
 ``m010_provenance``      ``provenance`` (not derived: where each session came from)
 ``m011_bulk_settle``     ``usage_merged``, ``usage_state`` (the ledger's pending tail); FTS5 automerge
 ``m013_blobs``           ``blobs``, ``entry_blobs`` (large image data out of line, :mod:`.blobs`)
+``m014_contentless_search``  ``search_fts`` contentless, ``detail=none``; ``search_entries`` without text
 ``m015_texts_tail``      ``sessions.texts_from`` (the listing texts' pending tail)
 =======================  =====================================================
 
@@ -187,6 +188,8 @@ def m004_search_index(conn: sqlite3.Connection) -> None:
         # Run again on a later schema (the tables were dropped by hand): the rowids are new.
         conn.execute("DELETE FROM search_off_branch")
         search.mark_off_branch_everywhere(conn)
+    if conn.execute("SELECT 1 FROM schema_migrations WHERE name = 'm014_contentless_search'").fetchone():
+        search.to_contentless(conn)  # run again on a later schema: the layout of that step
 
 
 def m005_search_pending(conn: sqlite3.Connection) -> None:
@@ -445,6 +448,14 @@ def m013_blobs(conn: sqlite3.Connection) -> None:
         conn.execute("UPDATE entries SET json = ?, crc = ? WHERE session_id = ? AND seq = ?",
                      (cut.text, record_crc(cut.text), key, seq))
         blobs.insert_cuts(conn, key, [(seq, cut)])
+def m014_contentless_search(conn: sqlite3.Connection) -> None:
+    """The text stored once (docs/decisions/contentless-search.md): ``search_fts``
+    becomes a contentless (``content=''``) FTS5 table with ``detail=none``, and
+    ``search_entries`` loses its ``text`` column; a query extracts the text of a
+    candidate from its record (``entries.json``) to check it and make the snippet.
+    The same rowids, so ``search_off_branch`` and the watermarks stay valid; the
+    trigrams are those of the old text (no record is parsed)."""
+    search.to_contentless(conn)
 
 
 def m015_texts_tail(conn: sqlite3.Connection) -> None:
@@ -474,6 +485,7 @@ MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m010_provenance,
     m011_bulk_settle,
     m013_blobs,
+    m014_contentless_search,
     m015_texts_tail,
 )
 
