@@ -339,6 +339,7 @@ def test_schema_upgrade_hashes_existing_rows(tmp_path):
     raw = sqlite3.connect(db)
     raw.execute("ALTER TABLE entries DROP COLUMN crc")
     raw.execute("ALTER TABLE sessions DROP COLUMN header_crc")
+    raw.execute("ALTER TABLE sessions DROP COLUMN texts_from")
     raw.execute("DROP TABLE sync_state")
     raw.execute("DROP TABLE provenance")
     raw.execute("DROP TABLE archived_files")

@@ -40,7 +40,7 @@ from sessiontree.stores.shared import (
 )
 from sessiontree.stores.sqlite import blobs
 from sessiontree.stores.sqlite.blobreads import SqliteBlobReads, _SplicedTexts, _Swap
-from sessiontree.stores.sqlite.derived import STATE_SELECT, from_db, record_crc, state_from_row, to_db
+from sessiontree.stores.sqlite.derived import STATE_SELECT, from_db, record_crc, state_from_row, tail_texts, to_db
 
 __all__ = ["SqliteReads"]
 
@@ -559,11 +559,24 @@ class SqliteReads(SqliteBlobReads):
         return sort_listing(infos, skipped)
 
     def _load_text(self, session_id: str) -> str:
+        """A listing row's ``all_messages_text``: the ``message_texts`` rows, then the
+        texts of the pending tail (``sessions.texts_from`` on) derived from the
+        entries, in one snapshot: the same text whichever of them holds it."""
         with self.read_transaction() as conn:
             if not self.has_schema(conn):
                 return ""
-            return " ".join(from_db(text) for (text,) in conn.execute(
-                "SELECT text FROM message_texts WHERE session_id = ? ORDER BY seq", (to_db(session_id),)))
+            key = to_db(session_id)
+            start = None
+            if self._has_texts_tail:
+                row = conn.execute("SELECT texts_from FROM sessions WHERE id = ?", (key,)).fetchone()
+                start = None if row is None else row[0]
+            if start is None:
+                return " ".join(from_db(text) for (text,) in conn.execute(
+                    "SELECT text FROM message_texts WHERE session_id = ? ORDER BY seq", (key,)))
+            texts = [from_db(text) for (text,) in conn.execute(
+                "SELECT text FROM message_texts WHERE session_id = ? AND seq < ? ORDER BY seq", (key, start))]
+            texts.extend(text for _, text in tail_texts(conn, key, start))
+            return " ".join(texts)
 
     def find_most_recent(self, cwd: str | None = None, include_internal: bool = False) -> str | None:
         """Id of the session written last (``updated_at``), optionally only for ``cwd``."""

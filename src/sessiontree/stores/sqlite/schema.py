@@ -17,6 +17,7 @@ order at open and recorded by name in ``schema_migrations`` (``SqliteStore``):
 ``m011_bulk_settle``     ``usage_merged``, ``usage_state`` (the ledger's pending tail); FTS5 automerge
 ``m013_blobs``           ``blobs``, ``entry_blobs`` (large image data out of line, :mod:`.blobs`)
 ``m014_contentless_search``  ``search_fts`` contentless, ``detail=none``; ``search_entries`` without text
+``m015_texts_tail``      ``sessions.texts_from`` (the listing texts' pending tail)
 =======================  =====================================================
 
 Add new steps at the end; never edit one that has been applied (its name and
@@ -457,6 +458,19 @@ def m014_contentless_search(conn: sqlite3.Connection) -> None:
     search.to_contentless(conn)
 
 
+def m015_texts_tail(conn: sqlite3.Connection) -> None:
+    """The listing texts' pending tail (docs/decisions/append-texts-tail.md).
+
+    ``sessions.texts_from``: the first ``seq`` whose listing text may not be in
+    ``message_texts`` yet; the texts of entries from there on are derived from the
+    entries when read. ``NULL``: every text is stored, which is what the writes
+    before this step left, so no row changes.
+    """
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(sessions)")}
+    if "texts_from" not in columns:
+        conn.execute("ALTER TABLE sessions ADD COLUMN texts_from INTEGER")
+
+
 #: Schema steps ``(name, function)`` in number order; add new steps, never edit applied ones.
 MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m001_initial,
@@ -472,6 +486,7 @@ MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m011_bulk_settle,
     m013_blobs,
     m014_contentless_search,
+    m015_texts_tail,
 )
 
 #: Every derived index, maintained by each write in this order (their tables come
