@@ -3,22 +3,22 @@
 A database holds what the steps of :data:`MIGRATIONS` create, applied in that
 order at open and recorded by name in ``schema_migrations`` (``SqliteStore``):
 
-=======================  =====================================================
-``m001_initial``         ``sessions``, ``entries``, ``message_texts``
-``m002_record_crc``      a CRC-32 of every stored record
-``m003_sync_state``      ``sync_state`` (not derived: what sync took from files)
-``m004_search_index``    ``search_entries``, ``search_fts`` (:mod:`.search`)
-``m005_search_pending``  ``search_merged``, ``search_state`` (the pending tail)
-``m006_usage_ledger``    ``usage_ledger``, ``usage_calls`` (:mod:`.usage`)
-``m007_usage_rollup``    ``usage_rollup``
-``m008_search_branch``   ``search_off_branch``
-``m009_agent_files``     ``sync_state.shape``, ``archived_files`` (not derived)
-``m010_provenance``      ``provenance`` (not derived: where each session came from)
-``m011_bulk_settle``     ``usage_merged``, ``usage_state`` (the ledger's pending tail); FTS5 automerge
-``m013_blobs``           ``blobs``, ``entry_blobs`` (large image data out of line, :mod:`.blobs`)
-``m014_contentless_search``  ``search_fts`` contentless, ``detail=none``; ``search_entries`` without text
-``m015_texts_tail``      ``sessions.texts_from`` (the listing texts' pending tail)
-=======================  =====================================================
+============================  =====================================================
+``m001_initial``              ``sessions``, ``entries``, ``message_texts``
+``m002_record_crc``           a CRC-32 of every stored record
+``m003_sync_state``           ``sync_state`` (not derived: what sync took from files)
+``m004_search_index``         ``search_entries``, ``search_fts`` (:mod:`.search`)
+``m005_search_pending``       ``search_merged``, ``search_state`` (the pending tail)
+``m006_usage_ledger``         ``usage_ledger``, ``usage_calls`` (:mod:`.usage`)
+``m007_usage_rollup``         ``usage_rollup``
+``m008_search_branch``        ``search_off_branch``
+``m009_agent_files``          ``sync_state.shape``, ``archived_files`` (not derived)
+``m010_provenance``           ``provenance`` (not derived: where each session came from)
+``m011_bulk_settle``          ``usage_merged``, ``usage_state`` (the ledger's pending tail); FTS5 automerge
+``m013_blobs``                ``blobs``, ``entry_blobs`` (large image data out of line, :mod:`.blobs`)
+``m014_contentless_search``   ``search_fts`` contentless, ``detail=none``; ``search_entries`` without text
+``m015_texts_tail``           ``sessions.texts_from`` (the listing texts' pending tail)
+============================  =====================================================
 
 Add new steps at the end; never edit one that has been applied (its name and
 SQL are what existing databases recorded). The steps creating derived tables
