@@ -793,3 +793,24 @@ def test_both_partial_reads_refuse_a_header_that_fails_its_checksum(tmp_path):
     for read in (store.load, store.read_outline, store.read_skeleton):
         with pytest.raises(CorruptEntryError):
             read(SID)
+
+
+def test_a_lazy_open_with_blob_references_reads_no_image(tmp_path):
+    # An image after the boundary (out of line, docs/blobs.md): the lazy open's reads give a
+    # reference with blob_refs, the string without, and the same context once resolved.
+    import base64
+
+    from sessiontree.stores.blobref import BlobRef, resolve_blobs
+
+    image = base64.b64encode(bytes(range(256)) * 300).decode()
+    entries = _session_with_boundary()
+    entries[-1] = _message(entries[-1]["id"], entries[-1]["parentId"], {
+        "role": "user", "content": [{"type": "image", "data": image, "mimeType": "image/png"}], "timestamp": 1})
+    _store(tmp_path / "s.db", entries).close()
+    plain = SessionManager.open(SqliteStore(tmp_path / "s.db"), SID)
+    lazy = SessionManager.open(SqliteStore(tmp_path / "s.db", blob_refs=True), SID)
+    assert isinstance(lazy._tree, LazySessionTree)
+    ref = lazy.build_session_context().messages[-1]["content"][0]["data"]
+    assert isinstance(ref, BlobRef) and ref.length == len(image)
+    assert resolve_blobs(lazy.build_session_context().messages) == plain.build_session_context().messages
+    assert plain.build_session_context().messages[-1]["content"][0]["data"] == image

@@ -42,7 +42,8 @@ def test_sqlite_wal_and_migrations(tmp_path, sqlite_store):
         assert [r[0] for r in raw.execute("SELECT name FROM schema_migrations ORDER BY rowid")] == [
             "m001_initial", "m002_record_crc", "m003_sync_state", "m004_search_index",
             "m005_search_pending", "m006_usage_ledger", "m007_usage_rollup", "m008_search_branch", "m009_agent_files",
-            "m010_provenance", "m011_bulk_settle", "m012_outline_index"]
+            "m010_provenance", "m011_bulk_settle", "m012_outline_index",
+            "m013_blobs"]
         tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {"sessions", "entries", "message_texts", "schema_migrations"} <= tables
         sql = raw.execute("SELECT sql FROM sqlite_master WHERE name = 'entries'").fetchone()[0]
@@ -51,14 +52,17 @@ def test_sqlite_wal_and_migrations(tmp_path, sqlite_store):
         raw.close()
     assert sqlite_store.applied_migrations() == ["m001_initial", "m002_record_crc", "m003_sync_state", "m004_search_index",
             "m005_search_pending", "m006_usage_ledger", "m007_usage_rollup", "m008_search_branch", "m009_agent_files",
-            "m010_provenance", "m011_bulk_settle", "m012_outline_index"]
+            "m010_provenance", "m011_bulk_settle", "m012_outline_index",
+            "m013_blobs"]
     SqliteStore(path).close()  # reopening applies nothing twice
     assert sqlite_store.applied_migrations() == ["m001_initial", "m002_record_crc", "m003_sync_state", "m004_search_index",
             "m005_search_pending", "m006_usage_ledger", "m007_usage_rollup", "m008_search_branch", "m009_agent_files",
-            "m010_provenance", "m011_bulk_settle", "m012_outline_index"]
+            "m010_provenance", "m011_bulk_settle", "m012_outline_index",
+            "m013_blobs"]
     assert [name for name, _ in sqlite_module.MIGRATIONS] == ["m001_initial", "m002_record_crc", "m003_sync_state", "m004_search_index",
             "m005_search_pending", "m006_usage_ledger", "m007_usage_rollup", "m008_search_branch", "m009_agent_files",
-            "m010_provenance", "m011_bulk_settle", "m012_outline_index"]
+            "m010_provenance", "m011_bulk_settle", "m012_outline_index",
+            "m013_blobs"]
 
 
 def test_sqlite_state_columns_cover_the_accumulator():

@@ -12,6 +12,7 @@ import pytest
 
 from builders import custom, entry, header, message_entry
 from sessiontree.errors import CorruptEntryError, InvalidSessionError, SessionNotFoundError
+from sessiontree.format import jsonio
 from sessiontree.stores.base import RawTexts
 from sessiontree.sync.restore import agent_file
 
@@ -185,3 +186,34 @@ def test_a_record_stored_as_text_is_given_as_its_bytes(store, tmp_path):
     texts = store.read_texts(SID)
     assert list(texts.texts)[4] == text.encode() == store.read(SID).entry_bytes(4)
     assert all(isinstance(t, bytes) for t in texts.texts)
+
+
+def test_large_inline_images_round_trip_byte_for_byte(store):
+    """A session of large images (the SQLite store keeps them out of line, docs/blobs.md;
+    the others inline): every read gives the same bytes and entries, search finds its text
+    and not its image data, and deleting it leaves the store healthy."""
+    import base64
+
+    image = base64.b64encode(bytes(range(256)) * 300).decode()  # 102,400 characters
+    first = message_entry("i1", {"role": "user", "content": [
+        {"type": "text", "text": "zebra crossing"}, {"type": "image", "data": image, "mimeType": "image/png"}],
+        "timestamp": 1})
+    result = message_entry("i2", {"role": "toolResult", "toolCallId": "c1", "toolName": "read", "content": [
+        {"type": "image", "data": image, "mimeType": "image/png"}], "isError": False, "timestamp": 2}, "i1")
+    spaced = (b'{"type":"message","id":"i2","parentId":"i1","timestamp":"2026-01-01T00:00:00.000Z","message":'
+              b'{"role":"toolResult","toolCallId":"c1","toolName":"read","content":[{"type":"image","data":"'
+              + image.encode() + b'","mimeType":"image/png"}],"isError":false,"timestamp":2.0}}')
+    store.create(header("img"), [first], None)
+    store.append("img", [result], [spaced])
+    texts = store.read_texts("img")
+    assert list(texts.texts) == [jsonio.dumps(first), spaced]
+    whole = store.read("img")
+    assert whole.entries[0] == first
+    assert whole.entries[1]["message"]["content"][0]["data"] == image and whole.entries[1]["id"] == "i2"
+    assert [whole.entry_bytes(i) for i in range(2)] == list(texts.texts)
+    assert store.read_entries("img", ["i2"])[0]["message"]["content"][0]["data"] == image
+    store.settle_derived()
+    assert [hit.entry_id for hit in store.search("zebra")] == ["i1"]
+    assert store.search(image[500:540]) == []
+    store.delete("img")
+    assert store.verify() == []

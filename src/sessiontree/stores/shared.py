@@ -28,6 +28,7 @@ from sessiontree.errors import InvalidSessionError, ListingCancelledError, Sessi
 from sessiontree.format import jsonio
 from sessiontree.format.codec import CURRENT_VERSION, validate_entry, validate_header
 from sessiontree.stores.base import CancelEvent, ProgressCallback, Provenance, SessionListing, SyncChange, SyncState
+from sessiontree.stores.blobref import resolve_blobs
 
 __all__ = [
     "Progress",
@@ -121,11 +122,15 @@ def encode_entries(entries: Sequence[dict[str, Any]], raw: Sequence[bytes | None
     Returns:
         One ``bytes`` per entry, without newline.
 
+    An entry holding :class:`~sessiontree.stores.blobref.BlobRef` values (read with
+    image references) is written with their strings, loaded from their store.
+
     Raises:
         InvalidSessionError: an entry fails docs/rules/format.md D.19, two entries of the
             batch share an id, ``raw`` has the wrong length, or a raw text is
             not a single line.
         ValueError: an entry holds values that are not JSON data.
+        CorruptEntryError, StorageError: a referenced image could not be loaded.
     """
     if raw is not None and len(raw) != len(entries):
         raise InvalidSessionError(f"raw has {len(raw)} items for {len(entries)} entries")
@@ -139,7 +144,15 @@ def encode_entries(entries: Sequence[dict[str, Any]], raw: Sequence[bytes | None
         seen.add(entry_id)
         text = raw[index] if raw is not None else None
         if text is None:
-            text = jsonio.dumps(entry)
+            try:
+                text = jsonio.dumps(entry)
+            except ValueError:
+                # An entry read with image references (docs/blobs.md), e.g. copied into a
+                # branched session: written with its images' strings, loaded now.
+                resolved = resolve_blobs(entry)
+                if resolved is entry:
+                    raise
+                text = jsonio.dumps(resolved)
         else:
             text = bytes(text)
             # A newline inside a record would split it into two JSONL lines.

@@ -146,6 +146,8 @@ class SqliteConnection:
     _memo_updated_at: int | None
     _initialised: bool
     _has_crc: bool
+    _has_blobs: bool
+    blob_refs: bool
 
     def _uri(self, immutable: bool) -> str:
         return "file:" + urllib.parse.quote(self.path) + ("?mode=ro&immutable=1" if immutable else "?mode=ro")
@@ -300,6 +302,7 @@ class SqliteConnection:
         self._initialised = applied is not None
         check_known_steps(self.url, applied or [], step_names())
         self._has_crc = applied is not None and "m002_record_crc" in applied
+        self._has_blobs = applied is not None and "m013_blobs" in applied
 
     def _quick_check(self, conn: sqlite3.Connection) -> None:
         """Refuse to write into a database that fails ``PRAGMA quick_check``."""
@@ -315,6 +318,7 @@ class SqliteConnection:
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         known = step_names()
+        self._has_blobs = "m013_blobs" in known
         applied = self._applied(conn)
         if applied is not None and applied == known:
             return  # the common case needs no write lock
@@ -425,6 +429,7 @@ class SqliteConnection:
             return False
         self._initialised = True
         self._has_crc = "m002_record_crc" in applied
+        self._has_blobs = "m013_blobs" in applied
         return True
 
     def _forget(self) -> None:

@@ -20,6 +20,7 @@ from sessiontree.core.usagerecords import UsageQuery, UsageRows, aggregate
 from sessiontree.errors import SessionError
 from sessiontree.stores.base import ProgressCallback, StoreProblem
 from sessiontree.stores.shared import cwd_matches, resolve_cwd
+from sessiontree.stores.sqlite import blobs
 from sessiontree.stores.sqlite import search as search_index
 from sessiontree.stores.sqlite.connection import step_names
 from sessiontree.stores.sqlite.derived import (
@@ -50,7 +51,8 @@ SETTLE_BUDGET = 2048
 
 #: The tables whose rows belong to a session by their ``session_id`` column (``check --store``
 #: reports rows of a session that is not stored).
-_SESSION_TABLES = ("entries", "message_texts", "search_entries", "search_merged", "usage_ledger", "usage_merged")
+_SESSION_TABLES = ("entries", "message_texts", "search_entries", "search_merged", "usage_ledger", "usage_merged",
+                   "entry_blobs")
 
 class _Answered(Exception):  # a control-flow signal, not an error
     """Carries a usage answer out of a write transaction that must roll back."""
@@ -156,6 +158,9 @@ class SqliteMaintenance(SqliteReads):
                 for index in DERIVED_INDEXES:
                     index.remove(conn, key)
                     index.add(conn, key, rows)
+            if session_id is None and self._has_blobs:
+                # Blobs no entry names (only a hand edit leaves any: deletes collect theirs).
+                conn.execute("DELETE FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM entry_blobs)")
             for index in DERIVED_INDEXES:
                 # Optional hook: an index with store-wide sums rebuilds them after a full reindex.
                 reindexed = getattr(index, "reindexed", None)
@@ -365,6 +370,13 @@ class SqliteMaintenance(SqliteReads):
                 problems.append(StoreProblem(
                     "orphan-rows", f"{table}: {count} rows belong to no stored session (such as "
                     f"{from_db(example)!r}); reindex does not remove them"))
+        if self._has_blobs:
+            count, size = conn.execute("SELECT count(*), coalesce(sum(size), 0) FROM blobs WHERE sha256 NOT IN"
+                                       " (SELECT sha256 FROM entry_blobs)").fetchone()
+            if count:
+                problems.append(StoreProblem(
+                    "orphan-rows", f"blobs: {count} blobs ({size} bytes) are named by no entry; a full"
+                    " sessiontree reindex removes them", severity="warning"))
         drift = []
         for index in DERIVED_INDEXES:
             store_drift = getattr(index, "store_drift", None)
@@ -411,4 +423,37 @@ class SqliteMaintenance(SqliteReads):
             for seq, entry_key, parent, kind, stamp, text, crc in conn.execute(
                 f"SELECT seq, id, parent_id, type, timestamp, json, {'crc' if has_crc else 'NULL'} FROM entries"
                 " WHERE session_id = ? ORDER BY seq", (key,)))
-        return verify_stored_session(session_id, f"{self.url}#{session_id}", stored, records)
+        problems = verify_stored_session(session_id, f"{self.url}#{session_id}", stored, records)
+        return problems + self._verify_blobs(conn, key)
+
+    def _verify_blobs(self, conn: sqlite3.Connection, key: Any) -> list[StoreProblem]:
+        """``hash-mismatch`` for each record of the session stored cut whose blob is
+        missing, fails its CRC-32 or has another length than its splice, and for a
+        splice naming no stored entry or an offset past the cut text's end."""
+        if not self._has_blobs:
+            return []
+        session_id = from_db(key)
+        where = f"{self.url}#{session_id}"
+        splices = blobs.splices_of(conn, key)
+        if not splices:
+            return []
+        lines = {seq: (line, from_db(entry_id), size) for line, (seq, entry_id, size) in enumerate(conn.execute(
+            "SELECT seq, id, length(json) FROM entries WHERE session_id = ? ORDER BY seq", (key,)), 2)}
+        problems = []
+        for seq, cuts in splices.items():
+            line, entry_id, size = lines.get(seq, (None, None, 0))
+            if line is None:
+                problems.append(StoreProblem("orphan-rows", f"entry_blobs: splices of seq {seq}, which holds no"
+                                             " entry", session_id=session_id, path=where))
+                continue
+            for offset, digest, length in cuts:
+                if offset > size:
+                    reason = f"its splice at offset {offset} lies past the stored text ({size} bytes)"
+                elif blobs.read_blob(conn, digest, length) is None:
+                    reason = f"its blob {digest.hex()} is missing or fails its checksum"
+                else:
+                    continue
+                problems.append(StoreProblem("hash-mismatch", f"entry {entry_id}: {reason}; re-import the session"
+                                             " from its original file", session_id=session_id, line=line,
+                                             entry_id=entry_id, path=where))
+        return problems

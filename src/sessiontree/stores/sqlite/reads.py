@@ -7,7 +7,10 @@
 (``RawTexts``), with what they
 share: parsing a stored record (``_parse_record``), ``_Parser`` (a whole session, a
 chunk at a time), ``_RecordCheck`` (single records checked as ``load`` checks them)
-and ``_rows_in`` (some records looked up by an indexed column).
+and ``_rows_in`` (some records looked up by an indexed column). Records whose large
+images are stored apart (docs/blobs.md) are checked as stored, then completed or given
+references by the base class (:mod:`.blobreads`): ``load`` through ``_expand_chunk`` /
+``_apply_fixups``, the single-record reads through ``_RecordCheck``'s swap.
 """
 
 from __future__ import annotations
@@ -35,13 +38,14 @@ from sessiontree.stores.shared import (
     stored_header,
     validated,
 )
-from sessiontree.stores.sqlite.connection import SqliteConnection
+from sessiontree.stores.sqlite import blobs
+from sessiontree.stores.sqlite.blobreads import SqliteBlobReads, _SplicedTexts, _Swap
 from sessiontree.stores.sqlite.derived import STATE_SELECT, from_db, record_crc, state_from_row, to_db
 
 __all__ = ["HeldSession", "SqliteReads"]
 
 
-class SqliteReads(SqliteConnection):
+class SqliteReads(SqliteBlobReads):
     """The ``StoreCore`` reads and the ``PartialReads`` of
     :class:`~sessiontree.stores.sqlite.store.SqliteStore` (documented there and in
     :mod:`sessiontree.stores.base`), each in one read snapshot."""
@@ -95,6 +99,13 @@ class SqliteReads(SqliteConnection):
             texts, crcs, types = zip(*rows, strict=False) if rows else ((), (), ())  # split in C
             del rows
             self._check_crcs(conn, session_id, row, texts, crcs)
+            plan = self._blob_plan(conn, key)
+            if plan:  # records stored cut: their bytes put back as each is taken (docs/blobs.md)
+                for position, splices in plan.items():
+                    for _, digest, length in splices:
+                        found = conn.execute("SELECT size FROM blobs WHERE sha256 = ?", (digest,)).fetchone()
+                        if found is None or found[0] != length:
+                            raise self._blob_fail(conn, session_id, key, position)()
         header = self._parse_header(row[0] if isinstance(row[0], bytes)
                                     else row[0].encode("utf-8", "surrogatepass"), key)
         if {*map(type, texts)} - {bytes}:  # a str stored by hand: its bytes, as load gives them
@@ -102,7 +113,8 @@ class SqliteReads(SqliteConnection):
                           for text in texts)
         if {*map(type, types)} - {str}:  # a type with a lone surrogate is stored as a BLOB
             types = tuple(from_db(kind) for kind in types)
-        return SessionTexts(session_id, header, texts, types)
+        return SessionTexts(session_id, header, _SplicedTexts(self, session_id, key, texts, plan) if plan else texts,
+                            types)
 
     def _scan(self, conn: sqlite3.Connection, session_id: str, entry_columns: str,
               params: Sequence[Any] = ()) -> tuple[dict[str, Any], bytes, list[Any]]:
@@ -181,12 +193,13 @@ class SqliteReads(SqliteConnection):
             wanted = [to_db(i) for i in dict.fromkeys(ids)]
             rows = [row for batch in _rows_in(conn, f"seq, id, json, {'crc' if self._has_crc else 'NULL'}", key,
                                               "id", wanted) for row in batch]
-        rows.sort(key=lambda row: row[0])  # the checks take the records in file order
+            rows.sort(key=lambda row: row[0])  # the checks take the records in file order
+            swaps = self._swaps(conn, session_id, key, [(row[0], row[0], row[2]) for row in rows])
         check = _RecordCheck(self, session_id, key, self._has_crc)
         found: dict[str, dict[str, Any]] = {}
         with gc_paused():  # see sessiontree.format.gcpause
             for seq, entry_id, text, crc in rows:
-                entry = check(entry_id, seq + 2, text, crc)
+                entry = check(entry_id, seq + 2, text, crc, swaps.get(seq))
                 if entry is not None:
                     found[from_db(entry_id)] = entry
         check.finish()
@@ -226,6 +239,8 @@ class SqliteReads(SqliteConnection):
         as a reader there holds a lock that writers wait for.
         """
         key = to_db(session_id)
+        plan: dict[int, list[blobs.Splice]] = {}
+        fixups: list[tuple[int, bytes | None, bool]] = []
         with self.read_transaction() as conn:
             if not self.has_schema(conn):
                 raise SessionNotFoundError(session_id, self.url)
@@ -234,13 +249,16 @@ class SqliteReads(SqliteConnection):
                 row = conn.execute("SELECT header_json, header_crc FROM sessions WHERE id = ?", (key,)).fetchone()
                 if row is None:
                     raise SessionNotFoundError(session_id, self.url)
+                plan = self._blob_plan(conn, key)
                 cursor = conn.execute("SELECT json, crc FROM entries WHERE session_id = ? ORDER BY seq", (key,))
                 if self.journal_mode == "wal":
-                    return self._stream(conn, session_id, key, row, cursor, keep_raw)
+                    return self._stream(conn, session_id, key, row, cursor, keep_raw, plan)
                 rows = cursor.fetchall()
                 texts, crcs = zip(*rows, strict=False) if rows else ((), ())  # two tuples, split in C
                 del rows
                 self._check_crcs(conn, session_id, row, texts, crcs)
+                if plan:
+                    texts, fixups = self._expand_chunk(conn, session_id, key, texts, 0, plan, keep_raw)
             else:  # an older schema opened read-only: nothing to check against
                 row = conn.execute("SELECT header_json FROM sessions WHERE id = ?", (key,)).fetchone()
                 if row is None:
@@ -251,6 +269,8 @@ class SqliteReads(SqliteConnection):
             parser = _Parser(self, session_id, key, row[0], keep_raw)
             parser.feed(texts, 0)
             del texts
+            if self._has_crc and plan:
+                self._apply_fixups(session_id, parser, fixups, plan)
             return parser.result()
 
     def load_held(self, session_id: str) -> HeldSession | None:
@@ -267,13 +287,17 @@ class SqliteReads(SqliteConnection):
         the caller builds the tree. A record is parsed again, by the same code,
         when it is first used (:meth:`HeldSession.read_entries_at`).
 
+        Records stored cut (docs/blobs.md) are held whole, their blobs put
+        back as ``load`` puts them back.
+
         Returns:
             The held session, or ``None`` when this form cannot answer as a
-            load would: any record or the header fails a check (the caller's
-            :meth:`load` then reports the first failure exactly as always), a
-            record's JSON disagrees with its copied columns, a column holds a
-            BLOB, two entries share an id, the last record is a ``leaf`` record,
-            or the schema has no CRCs.
+            load would: any record, blob or the header fails a check (the
+            caller's :meth:`load` then reports the first failure exactly as
+            always), a record's JSON disagrees with its copied columns, a column
+            holds a BLOB, two entries share an id, the last record is a ``leaf``
+            record, the schema has no CRCs, or the store gives references
+            (``blob_refs``) and the session has records stored cut.
 
         Raises:
             SessionNotFoundError: no such id.
@@ -295,6 +319,9 @@ class SqliteReads(SqliteConnection):
             row = conn.execute("SELECT header_json, header_crc FROM sessions WHERE id = ?", (key,)).fetchone()
             if row is None:
                 raise SessionNotFoundError(session_id, self.url)
+            plan = self._blob_plan(conn, key)
+            if plan and self.blob_refs:
+                return None  # records stored cut, read with references: the plain load gives them
             cursor = conn.execute("SELECT id, parent_id, type, json, crc FROM entries WHERE session_id = ?"
                                   " ORDER BY seq", (key,))
             # A chunk at a time, split into columns in C, its CRCs checked there and then:
@@ -316,6 +343,12 @@ class SqliteReads(SqliteConnection):
                     return None
                 if bytes in {*map(type, chunk_ids), *map(type, chunk_parents), *map(type, chunk_types)}:
                     return None  # a value with a lone surrogate (see derived.to_db): rare, the plain load
+                if plan:  # records stored cut (docs/blobs.md): held whole, their blobs put back
+                    try:
+                        chunk_texts = tuple(self._expand_chunk(conn, session_id, key, chunk_texts, len(ids), plan,
+                                                               False)[0])
+                    except CorruptEntryError:
+                        return None  # a blob missing or damaged: the plain load reports it
                 if now and not _held_records_check(self, chunk_texts, chunk_ids, chunk_parents, chunk_types,
                                                    key, where, len(ids)):
                     return None
@@ -343,11 +376,43 @@ class SqliteReads(SqliteConnection):
         outline = SessionOutline(session_id, header, ids, parents, types, range(count), None)
         return HeldSession(outline, position_of, texts, self, key)
 
+    def _expand_chunk(self, conn: sqlite3.Connection, session_id: str, key: Any, texts: Sequence[Any], start: int,
+                      plan: dict[int, list[blobs.Splice]],
+                      keep_raw: bool) -> tuple[Sequence[Any], list[tuple[int, bytes | None, bool]]]:
+        """The records ``texts`` (from position ``start``) with those stored cut made
+        readable (:meth:`_expand`), and per such record ``(position, full bytes, refs)``
+        for :meth:`_apply_fixups` once they are parsed."""
+        fixups = []
+        whole: list[Any] | None = None
+        for position in range(start, start + len(texts)):
+            splices = plan.get(position)
+            if splices is None:
+                continue
+            if whole is None:
+                whole = list(texts)
+            parse_text, full, refs = self._expand(conn, session_id, key, position, whole[position - start],
+                                                  splices, keep_raw)
+            whole[position - start] = parse_text
+            fixups.append((position, full, refs))
+        return (texts if whole is None else whole), fixups
+
+    def _apply_fixups(self, session_id: str, parser: _Parser, fixups: list[tuple[int, bytes | None, bool]],
+                      plan: dict[int, list[blobs.Splice]]) -> None:
+        """After :meth:`_expand_chunk`'s records are parsed: references in place of the
+        markers, and the full bytes as the raw text where the parser kept the parsed one."""
+        for position, full, refs in fixups:
+            if position >= len(parser.entries):
+                break  # a parse error stopped the parser: it is raised, nothing is returned
+            if refs:
+                self._finish_refs(session_id, parser.entries[position], position + 2, plan[position])
+                if parser.keep_raw:
+                    parser.raw[position] = full
+
     #: Rows fetched and parsed at a time by a streaming :meth:`load`.
     _CHUNK = 512
 
     def _stream(self, conn: sqlite3.Connection, session_id: str, key: Any, header_row: Sequence[Any],
-                cursor: sqlite3.Cursor, keep_raw: bool) -> ParsedSession:
+                cursor: sqlite3.Cursor, keep_raw: bool, plan: dict[int, list[blobs.Splice]]) -> ParsedSession:
         """:meth:`load`'s WAL path: fetch, CRC-check and parse the rows a chunk at a time.
 
         The result and the errors are exactly those of checking every CRC
@@ -378,10 +443,16 @@ class SqliteReads(SqliteConnection):
                 if computed != crcs:
                     self._check_crcs(conn, session_id, header_row, texts, crcs, offset=start)
                 if parser is not None and pending is None:
+                    fixups: list[tuple[int, bytes | None, bool]] = []
+                    readable: Sequence[Any] = texts
+                    if plan:
+                        readable, fixups = self._expand_chunk(conn, session_id, key, texts, start, plan, keep_raw)
                     try:
-                        parser.feed(texts, start)
+                        parser.feed(readable, start)
                     except InvalidSessionError as exc:
                         pending = exc  # raised once every CRC is known to match
+                    if fixups and pending is None:
+                        self._apply_fixups(session_id, parser, fixups, plan)
                 start += len(texts)
                 del texts
             if pending is not None:
@@ -495,6 +566,7 @@ class SqliteReads(SqliteConnection):
             if not self.has_schema(conn) or conn.execute(
                     "SELECT 1 FROM sessions WHERE id = ?", (key,)).fetchone() is None:
                 raise SessionChangedError(session_id, "it was deleted")
+            spliced = blobs.splices_of(conn, key) if self._has_blobs else {}
             if len(wanted) * 4 >= size:
                 cursor = conn.execute(f"SELECT {columns} FROM entries WHERE session_id = ? AND seq BETWEEN ? AND ?"
                                       " ORDER BY seq", (key, keys[wanted[0]], keys[wanted[-1]]))
@@ -516,7 +588,10 @@ class SqliteReads(SqliteConnection):
                             stamps is not None and crc != stamps[position]):
                         raise SessionChangedError(session_id, f"entry {position + 1} differs")
                     matched += 1
-                    entry = check(entry_id, position + 2, text, crc)
+                    swap = None
+                    if spliced and seq in spliced:
+                        swap = self._swaps(conn, session_id, key, [(seq, position, text)], spliced)[seq]
+                    entry = check(entry_id, position + 2, text, crc, swap)
                     if entry is not None:
                         found[position] = entry
                 del batch
@@ -779,10 +854,12 @@ class _RecordCheck:
         self.where = f"{store.url}#{session_id}"
         self.pending: InvalidSessionError | None = None
 
-    def __call__(self, entry_id: Any, line: int, text: bytes | str, crc: Any) -> dict[str, Any] | None:
+    def __call__(self, entry_id: Any, line: int, text: bytes | str, crc: Any,
+                 swap: _Swap | None = None) -> dict[str, Any] | None:
         """The record (stored ``text``, its ``crc``) at JSONL ``line``, parsed and
         validated; ``None`` once a parse error is pending (later records only get
-        their checksum checked).
+        their checksum checked). A record stored cut is checked as stored and
+        parsed from ``swap`` (its full text, or the marked one for references).
 
         Raises:
             CorruptEntryError: the bytes differ from ``crc``.
@@ -791,7 +868,12 @@ class _RecordCheck:
             raise CorruptEntryError(self.session_id, from_db(entry_id), line, self.where)
         if self.pending is None:
             try:
-                return _parse_entry(self.store, text, self.key, self.where, line)
+                if swap is None:
+                    return _parse_entry(self.store, text, self.key, self.where, line)
+                entry = _parse_entry(self.store, swap.text, self.key, self.where, line)
+                if swap.splices is not None:
+                    blobs.unmark(entry, swap.splices, swap.loader)
+                return entry
             except InvalidSessionError as exc:
                 self.pending = exc  # raised once every CRC is known to match
         return None

@@ -16,6 +16,7 @@ order at open and recorded by name in ``schema_migrations`` (``SqliteStore``):
 ``m010_provenance``      ``provenance`` (not derived: where each session came from)
 ``m011_bulk_settle``     ``usage_merged``, ``usage_state`` (the ledger's pending tail); FTS5 automerge
 ``m012_outline_index``   ``entries_outline``: a covering index of the outline's columns
+``m013_blobs``           ``blobs``, ``entry_blobs`` (large image data out of line, :mod:`.blobs`)
 =======================  =====================================================
 
 Add new steps at the end; never edit one that has been applied (its name and
@@ -29,7 +30,7 @@ from __future__ import annotations
 import sqlite3
 
 from sessiontree.stores.shared import schema_steps
-from sessiontree.stores.sqlite import search, usage
+from sessiontree.stores.sqlite import blobs, search, usage
 from sessiontree.stores.sqlite.derived import DerivedIndex, Migration, record_crc
 
 __all__ = ["DERIVED_INDEXES", "MIGRATIONS"]
@@ -429,6 +430,34 @@ def m012_outline_index(conn: sqlite3.Connection) -> None:
     projection").
     """
     conn.execute("CREATE INDEX IF NOT EXISTS entries_outline ON entries (session_id, seq, id, parent_id, type, crc)")
+def m013_blobs(conn: sqlite3.Connection) -> None:
+    """Large image data out of line (:mod:`.blobs`, docs/decisions/blobs.md): the
+    content-addressed ``blobs`` table and the ``entry_blobs`` splices, then every record
+    already stored that the rule cuts is rewritten cut (its CRC-32 recomputed from the
+    cut text, the bytes it gives back unchanged). Records shorter than
+    :data:`.blobs.THRESHOLD` are not even read.
+    """
+    import orjson
+
+    blobs.create_tables(conn)
+    # Keys first, each record read alone: a store of large records is never held whole.
+    keys = conn.execute("SELECT session_id, seq FROM entries WHERE length(json) >= ?", (blobs.THRESHOLD,)).fetchall()
+    for key, seq in keys:
+        text, crc = conn.execute("SELECT json, crc FROM entries WHERE session_id = ? AND seq = ?",
+                                 (key, seq)).fetchone()
+        data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+        try:
+            entry = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            continue  # verify reports it; it stays as it is
+        cut = blobs.cut_record(data, entry) if isinstance(entry, dict) else None
+        if cut is None:
+            continue
+        if record_crc(data) != crc:
+            continue  # damaged: leave it for verify to report, never rewrite it as good
+        conn.execute("UPDATE entries SET json = ?, crc = ? WHERE session_id = ? AND seq = ?",
+                     (cut.text, record_crc(cut.text), key, seq))
+        blobs.insert_cuts(conn, key, [(seq, cut)])
 
 
 #: Schema steps ``(name, function)`` in number order; add new steps, never edit applied ones.
@@ -445,6 +474,7 @@ MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m010_provenance,
     m011_bulk_settle,
     m012_outline_index,
+    m013_blobs,
 )
 
 #: Every derived index, maintained by each write in this order (their tables come

@@ -34,7 +34,8 @@ their ``surrogatepass`` encoding and decoded back on read.
 The class is assembled from one mixin per capability of the store protocol
 (:mod:`sessiontree.stores.base`), each in its own module: :mod:`.connection`
 (opening the file, the schema check or migration, the transactions, ``close``),
-:mod:`.reads` (``StoreCore`` reads and ``PartialReads``), :mod:`.writes`
+:mod:`.reads` (``StoreCore`` reads and ``PartialReads``, on :mod:`.blobreads` for records
+whose large images are stored apart by :mod:`.blobs`), :mod:`.writes`
 (``StoreCore`` writes), :mod:`.ledger` (``SyncLedger``) and :mod:`.maintenance`
 (``DerivedData`` and ``verify``). This module opens the store (``__init__``) and
 re-exports the public names.
@@ -107,6 +108,13 @@ class SqliteStore(SqliteLedger, SqliteWrites, SqliteMaintenance, SqliteReads, St
             and refuse a damaged database with ``StoreOpenError`` (bulk writers
             such as ``import`` ask for it; it reads the whole file, so the
             default is off). Ignored with ``readonly``.
+        blob_refs: ``False`` (default): every read gives each record whole, image
+            data included. ``True``: reads that parse entries (``load``,
+            ``read_entries``, ``read_entries_at``, hence ``SessionManager.open``)
+            give each image ``data`` string stored out of line as a
+            :class:`~sessiontree.stores.blobref.BlobRef`, loaded on demand, so a
+            session of large images opens without reading them (docs/blobs.md).
+            Byte reads (``read_texts``, ``load``'s ``raw``, export) stay exact either way.
 
     Attributes:
         url: ``sqlite:///`` + the absolute path (four slashes for ``/...``).
@@ -134,7 +142,7 @@ class SqliteStore(SqliteLedger, SqliteWrites, SqliteMaintenance, SqliteReads, St
 
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = DEFAULT_TIMEOUT,
                  create: bool = True, readonly: bool = False, synchronous: str = "full",
-                 quick_check: bool = False) -> None:
+                 quick_check: bool = False, blob_refs: bool = False) -> None:
         raw_path = os.fspath(path)
         if synchronous.lower() not in ("full", "normal"):
             raise ValueError('synchronous must be "full" or "normal"')
@@ -163,6 +171,10 @@ class SqliteStore(SqliteLedger, SqliteWrites, SqliteMaintenance, SqliteReads, St
         #: Records carry a CRC-32 (schema step m002); False only for an older
         #: schema opened read-only.
         self._has_crc = True
+        #: Large image data may be stored out of line (schema step m013); False only for
+        #: an older schema opened read-only.
+        self._has_blobs = True
+        self.blob_refs = bool(blob_refs)
         state = "missing"
         if self.path != ":memory:":
             if os.path.isdir(self.path):

@@ -26,6 +26,7 @@ from sessiontree.stores.shared import (
     id_in_use_error,
     prepare_creates,
 )
+from sessiontree.stores.sqlite import blobs
 from sessiontree.stores.sqlite.connection import SqliteConnection
 from sessiontree.stores.sqlite.derived import (
     STATE_ASSIGN,
@@ -177,13 +178,21 @@ class SqliteWrites(SqliteConnection):
         key = to_db(session_id)
         rows = []
         text_rows = []
+        cuts: list[tuple[int, blobs.Cut]] = []
+        threshold = blobs.THRESHOLD
         for offset, (entry, text) in enumerate(zip(entries, texts, strict=False)):
             seq = start + offset
             listed = info.add(entry)
             if listed is not None:
                 text_rows.append((key, seq, to_db(listed)))
+            stored = text
+            if len(text) >= threshold:  # large images out of line (docs/blobs.md)
+                cut = blobs.cut_record(text, entry)
+                if cut is not None:
+                    cuts.append((seq, cut))
+                    stored = cut.text
             rows.append((key, seq, to_db(entry["id"]), to_db(entry["parentId"]), to_db(entry["type"]),
-                         to_db(entry["timestamp"]), text, zlib.crc32(text)))
+                         to_db(entry["timestamp"]), stored, zlib.crc32(stored)))
         info.texts.clear()  # they are in message_texts rows; the accumulator need not hold them
         try:
             _insert_entry_rows(conn, rows)
@@ -192,6 +201,8 @@ class SqliteWrites(SqliteConnection):
                 raise id_in_use_error(session_id) from exc
             raise
         _insert_text_rows(conn, text_rows)
+        if cuts:
+            blobs.insert_cuts(conn, key, cuts)
         if DERIVED_INDEXES:
             indexed = [(start + offset, entry, text)
                        for offset, (entry, text) in enumerate(zip(entries, texts, strict=True))]
@@ -244,7 +255,11 @@ class SqliteWrites(SqliteConnection):
         conn.execute("DELETE FROM message_texts WHERE session_id = ?", (key,))
         conn.execute("DELETE FROM entries WHERE session_id = ?", (key,))
         conn.execute("DELETE FROM sessions WHERE id = ?", (key,))
+        # The old rows' splices go first; blobs the new entries share are kept, not rewritten.
+        old = [row[0] for row in conn.execute("SELECT DISTINCT sha256 FROM entry_blobs WHERE session_id = ?", (key,))]
+        conn.execute("DELETE FROM entry_blobs WHERE session_id = ?", (key,))
         self._create_in(conn, session_id, header, jsonio.dumps(header), entries, texts)
+        blobs.drop_unused(conn, old)
 
     def delete(self, session_id: str) -> None:
         """Delete the session's rows in one transaction; a missing id does nothing.
@@ -259,6 +274,7 @@ class SqliteWrites(SqliteConnection):
             for index in DERIVED_INDEXES:
                 index.remove(conn, key)
             conn.execute("DELETE FROM message_texts WHERE session_id = ?", (key,))
+            blobs.drop_refs(conn, key)
             conn.execute("DELETE FROM entries WHERE session_id = ?", (key,))
             conn.execute("DELETE FROM sessions WHERE id = ?", (key,))
 
