@@ -738,8 +738,18 @@ def before_db(db: str, src: str) -> str:
             if name not in names and not name.startswith(tuple(n + "_" for n in names)):
                 target.execute(f"DROP {kind.upper()} IF EXISTS \"{name}\"")
         target.executemany("DELETE FROM schema_migrations WHERE name = ?", [(n,) for n in applied if n not in known])
+        rebuild = "m014_contentless_search" in applied and "m014_contentless_search" not in known
+        if rebuild:
+            # That step changed the search tables in place (no text column, contentless
+            # FTS5): the before tree rebuilds its own layout by running m004 again.
+            target.execute("DROP TABLE IF EXISTS search_fts")
+            target.execute("DROP TABLE IF EXISTS search_entries")
+            target.execute("DELETE FROM schema_migrations WHERE name = 'm004_search_index'")
         target.commit()
         target.close()
+        if rebuild:
+            subprocess.run([sys.executable, "-c", "import sys; from sessiontree.stores.sqlite import SqliteStore;"
+                            " SqliteStore(sys.argv[1]).close()", copy], check=True, env=dict(os.environ, PYTHONPATH=src))
         open(copy + ".ok", "w").close()
     return copy
 

@@ -509,8 +509,9 @@ class _ImportCase(_ScratchCase):
 
 class ImportSqlite(_ImportCase):
     """``SessionManager.import_files`` of every file into one new SQLite store (groups of up
-    to 100 sessions per transaction); with ``"settle": true`` then ``settle_derived()``,
-    the whole of what ``sessiontree import`` runs. With ``"per_file": true``,
+    to 100 sessions per transaction); with ``"settle": true`` each group settled as it is
+    written (``settle=True``, where the code has it) and then ``settle_derived()``, the
+    whole of what ``sessiontree import`` runs. With ``"per_file": true``,
     ``SessionManager.import_from_jsonl`` per file (a transaction each), the row of earlier runs;
     code without ``import_files`` (a ``--before`` tree) runs that too."""
 
@@ -528,7 +529,13 @@ class ImportSqlite(_ImportCase):
                 for path in self.files:
                     SessionManager.import_from_jsonl(path, None, store)
             else:
-                for outcome in SessionManager.import_files(self.files, None, store):
+                # As `sessiontree import` runs it: each group settled as it is written, when
+                # the code has that (a --before tree may not), then the final settle.
+                import inspect
+
+                kw = {"settle": True} if self.settle and "settle" in inspect.signature(
+                    SessionManager.import_files).parameters else {}
+                for outcome in SessionManager.import_files(self.files, None, store, **kw):
                     if outcome.error is not None:
                         raise outcome.error
             if self.settle:

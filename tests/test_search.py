@@ -99,7 +99,10 @@ def test_entry_text_per_type():
 def test_query_parsing_quotes_everything():
     query = parse_query('foo "a phrase"  -x NEAR(a * "open')
     assert query.terms == ("foo", "a phrase", "-x", "NEAR(a", "*", "open")
-    assert query.fts_expression() == '"foo" AND "a phrase" AND "near(a" AND "open"'
+    # detail=none answers no phrase: every distinct trigram of each term, ANDed.
+    assert query.fts_expression() == ('"foo" AND "a p" AND " ph" AND "phr" AND "hra" AND "ras" AND "ase"'
+                                      ' AND "nea" AND "ear" AND "ar(" AND "r(a" AND "ope" AND "pen"')
+    assert parse_query("aaaa").fts_expression() == '"aaa"'  # a trigram once
     assert parse_query('say "he said ""hi"""').terms == ("say", "he said ", "hi")
     assert parse_query('x"y').fts_expression() == '"x""y"'
     assert parse_query("A a").terms == ("A",)  # folded duplicates removed
@@ -141,16 +144,19 @@ def test_same_hits_for_hostile_queries(tmp_path):
 
 
 def test_sqlite_ranking_is_pinned(tmp_path):
-    """bm25 over trigrams (k1 = 1.2, b = 0.75), worked by hand: every hit shares the
-    trigrams of "retry", so only tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * dl / avgdl)) orders
-    them; avgdl is about 120 trigrams (the long lorem text lifts it). a7: tf 3, dl 15;
-    a5: tf 2, dl 42 (1.68); a1: tf 1, dl 8 (1.62); b4: dl 30 (1.44); a8: dl 33 (1.42);
-    a2: dl 37 (1.40); c2: one occurrence in 1,500 characters, last."""
+    """Merged hits, worked by hand: shortest text first (FTS5 detail=none keeps no term
+    frequency, so bm25 would order them by length alone), rank = sum of the term
+    lengths / (characters + 200). "retry" (5): a1 "Retry work" 10 chars -> 5/210;
+    a7 "retry retry retry" 17 -> 5/217; b4 32 -> 5/232; a8 35 -> 5/235; a2 39 -> 5/239;
+    a5 "pytest -k retry" + newline + 28 = 44 -> 5/244; c2 (1,500 characters) last."""
     store = fill(SqliteStore(tmp_path / "s.db"))
-    order = [hit.entry_id for hit in store.search("retry", limit=None)]
-    assert order == ["a7000007", "a5000005", "a1000001", "b4000004", "a8000008", "a2000002", "c2000002"]
-    ranks = [hit.rank for hit in store.search("retry", limit=None)]
-    assert ranks == sorted(ranks, reverse=True)
+    store.settle_derived()
+    hits = store.search("retry", limit=None)
+    assert [hit.entry_id for hit in hits] == [
+        "a1000001", "a7000007", "b4000004", "a8000008", "a2000002", "a5000005", "c2000002"]
+    assert [round(hit.rank, 12) for hit in hits[:6]] == [round(5 / (n + 200), 12) for n in (10, 17, 32, 35, 39, 44)]
+    # The same order with a limit (each candidate read on its own).
+    assert [hit.entry_id for hit in store.search("retry", limit=3)] == ["a1000001", "a7000007", "b4000004"]
     # Scans order by scan_score, documented to differ; the set is the same.
     scan_order = [hit.entry_id for hit in fill(MemoryStore()).search("retry", limit=None)]
     assert scan_order[0] == "a7000007" and scan_order[-1] == "c2000002"
@@ -181,7 +187,7 @@ def test_sqlite_without_index_is_scanned(tmp_path):
 
 def index_state(store):
     conn = store._conn
-    rows = sorted(conn.execute("SELECT session_id, seq, entry_id, type, role, ts_ms, text FROM search_entries"))
+    rows = sorted(conn.execute("SELECT session_id, seq, entry_id, type, role, ts_ms, chars FROM search_entries"))
     # The kept active-branch flags (rowids differ between builds: compare by entry).
     off = sorted(conn.execute("SELECT e.session_id, e.entry_id FROM search_off_branch AS o"
                               " JOIN search_entries AS e ON e.rowid = o.rowid"))
@@ -206,7 +212,8 @@ operation = st.one_of(
     st.tuples(st.just("delete"), st.integers(0, 5)),
     st.tuples(st.just("fork"), st.integers(0, 5)),
     st.tuples(st.just("branch"), st.integers(0, 5)),
-    st.tuples(st.just("import"), st.lists(st.sampled_from(TEXTS), max_size=3)),
+    # The last item: settle it as it is written (what `sessiontree import` does).
+    st.tuples(st.just("import"), st.lists(st.sampled_from(TEXTS), max_size=3), st.booleans()),
     st.tuples(st.just("rename"), st.integers(0, 5), st.sampled_from(TEXTS)),
     # Branches inside a session (the leaf moves back, then an append), leaf records,
     # and merges at any point: the kept active-branch flags must follow all of them.
@@ -243,7 +250,7 @@ def test_index_equals_a_rebuild_after_any_operations(operations):
                                             "stopReason": "stop", "timestamp": 1})
                 manager.append_session_info("imported")
                 parsed = other.load(manager.get_session_id())
-                store.create_many([(parsed.header, parsed.entries, parsed.raw)])
+                store.create_many([(parsed.header, parsed.entries, parsed.raw)], settle=op[2])
                 sessions.append(parsed.header["id"])
             elif not sessions:
                 continue
@@ -281,7 +288,7 @@ def test_index_equals_a_rebuild_after_any_operations(operations):
             elif kind == "merge":
                 sqlite_search.merge_store(store)
         # Whatever is pending, the hits are those of a rebuild; a merge then leaves
-        # exactly the rebuilt index (rows, FTS5 statistics, hence bm25 ranks).
+        # exactly the rebuilt index (rows, off-branch marks, hence the ranks).
         store._conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
         sets = hit_sets(store)
         sqlite_search.merge_store(store)
@@ -328,7 +335,7 @@ def test_pending_tail_is_found_ranked_first_and_merged_by_settle(tmp_path):
     assert store.settle_derived() == tail_before + 1
     assert pending_count(store) == 0
     assert [h.entry_id for h in store.search("retry", limit=None)] == [
-        "a7000007", "a5000005", "a1000001", "b4000004", "a8000008", "a2000002", "c2000002"]  # the pinned bm25 order
+        "a1000001", "a7000007", "b4000004", "a8000008", "a2000002", "a5000005", "c2000002"]  # the pinned order
     store.close()
 
 

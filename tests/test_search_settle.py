@@ -336,10 +336,10 @@ def test_settle_killed_at_random_points_leaves_a_consistent_index(tmp_path):
     store = SqliteStore(path)
     store.settle_derived()
     assert pending_count(store) == 0
-    merged = sorted(store._conn.execute("SELECT session_id, seq, entry_id, text FROM search_entries"))
+    merged = sorted(store._conn.execute("SELECT session_id, seq, entry_id, chars FROM search_entries"))
     ranked = {q: [(h.entry_id, round(h.rank, 9)) for h in store.search(q, limit=None)] for q in QUERIES}
     store.reindex()
-    assert sorted(store._conn.execute("SELECT session_id, seq, entry_id, text FROM search_entries")) == merged
+    assert sorted(store._conn.execute("SELECT session_id, seq, entry_id, chars FROM search_entries")) == merged
     assert {q: [(h.entry_id, round(h.rank, 9)) for h in store.search(q, limit=None)] for q in QUERIES} == ranked
     assert store_hits(store, QUERIES) == expected
     store.close()

@@ -162,13 +162,16 @@ def import_cmd(ctx: click.Context, app: App, paths: tuple[str, ...], as_json: bo
                 yield path
 
         try:
-            for outcome in SessionManager.import_files(reading(), None, store):
+            # Each group's search text and usage rows are settled as it is written
+            # (from the entries in hand), so the settle below has almost nothing left.
+            for outcome in SessionManager.import_files(reading(), None, store, settle=True):
                 results.append(_import_row(store, outcome))
                 progress.advance(task)
         except KeyboardInterrupt:
             interrupted = True
+    ready = None
     if not interrupted and any(r["status"] == "imported" for r in results):
-        _settle(store, err)
+        ready = _settle(store, err)
     counts = {s: sum(1 for r in results if r["status"] == s) for s in ("imported", "present", "rejected")}
     left = max(0, len(files) - _files_done(results, files))
     if as_json:
@@ -194,6 +197,10 @@ def import_cmd(ctx: click.Context, app: App, paths: tuple[str, ...], as_json: bo
         summary = (f"{counts['imported']} imported, {counts['present']} already present, "
                    f"{counts['rejected']} rejected")
         print_rich(console, summary + (f", {left} not done (interrupted)" if interrupted else ""))
+        if ready:
+            # Every imported entry is indexed now (settled with its group, or by the settle).
+            indexed = sum(r["entries"] for r in results if r["status"] == "imported")
+            print_rich(console, f"search ready ({indexed} {'entry' if indexed == 1 else 'entries'} indexed)")
     if interrupted:
         echo_line(f"sessiontree: interrupted: {counts['imported']} imported, {left} "
                    f"{'file' if left == 1 else 'files'} left; run the same import again to finish", err=True)
@@ -202,22 +209,30 @@ def import_cmd(ctx: click.Context, app: App, paths: tuple[str, ...], as_json: bo
         raise UserError(f"{counts['rejected']} of {len(results)} files rejected")
 
 
-def _settle(store: SessionStore, err: Any) -> None:
+def _settle(store: SessionStore, err: Any) -> bool:
     """Finish the derived work the imports deferred (SQLite's search index merges the
     new entries; docs/search.md, "When the index is merged"), so the first search
     after an import reads the index. Ctrl-C stops it between short transactions:
-    what is left stays pending, and searches still find it."""
+    what is left stays pending, and searches still find it. Returns whether
+    everything is settled (the index complete: "search ready")."""
     with progress_bar(err) as progress:
-        progress.add_task("Indexing for search", total=None)
+        task = progress.add_task("Indexing for search", total=None)
+
+        def on_progress(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
         try:
-            store.settle_derived()
+            store.settle_derived(on_progress=on_progress)
         except KeyboardInterrupt:
             echo_line("sessiontree: search indexing interrupted (the imports are kept, and searches"
                       " still find every entry)", err=True)
+            return False
         except SessionError as exc:
             # The imports are committed; only the merge of derived data failed (a lock held
             # past the busy timeout, a full disk). Searches still find every entry.
             echo_line(f"sessiontree: warning: search indexing left for later: {failure_reason(exc)}", err=True)
+            return False
+    return True
 
 
 def _files_done(results: list[dict[str, Any]], files: list[Path]) -> int:

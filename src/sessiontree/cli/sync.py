@@ -267,7 +267,10 @@ def sync_cmd(ctx: click.Context, app: App, paths: tuple[str, ...], watching: boo
                     name = safe_line(os.path.basename(path))
                     progress.update(task, advance=1, description=escape(f"Syncing {name}"))
 
-                _merge(report, syncer.sync_files(files, on_file=step, stop=stop))
+                def settling(done: int, total: int) -> None:
+                    progress.update(task, description="Indexing for search", completed=done, total=total)
+
+                _merge(report, syncer.sync_files(files, on_file=step, stop=stop, on_settle=settling))
                 for url in stores:
                     if stop.is_set():
                         report.interrupted = True

@@ -317,14 +317,19 @@ class SearchQuery:
         return tuple(term for term in self.folded if len(term) >= TRIGRAM)
 
     def fts_expression(self) -> str | None:
-        """The FTS5 MATCH expression for the indexable terms: each one a quoted
-        string (``"`` doubled), joined by ``AND``; ``None`` when no term is
-        long enough. Quoting makes every character data: no query can change
-        the expression's meaning or make it fail to parse."""
+        """The FTS5 MATCH expression for the indexable terms on a ``detail=none``
+        trigram index, which answers no phrase: every distinct trigram (three
+        consecutive code points) of every indexable folded term, each a quoted
+        string (``"`` doubled), joined by ``AND``, in order of first appearance;
+        ``None`` when no term is long enough. It selects a superset of the
+        matches (a term's trigrams may all occur without the term), which the
+        caller checks with :meth:`matches`. Quoting makes every character data:
+        no query can change the expression's meaning or make it fail to parse."""
         terms = self.indexable
         if not terms:
             return None
-        return " AND ".join('"' + term.replace('"', '""') + '"' for term in terms)
+        trigrams = dict.fromkeys(term[i:i + TRIGRAM] for term in terms for i in range(len(term) - TRIGRAM + 1))
+        return " AND ".join('"' + trigram.replace('"', '""') + '"' for trigram in trigrams)
 
     def matches(self, folded_text: str) -> bool:
         """Whether every term occurs in ``folded_text`` (already :func:`fold`-ed)."""

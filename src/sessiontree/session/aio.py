@@ -676,9 +676,10 @@ class AsyncSessionManager:
     @classmethod
     async def import_files(cls, paths: Iterable[str | os.PathLike[str]], cwd: str | None = None,
                            target: StoreOrDir | None = None, *, batch_sessions: int | None = None,
-                           batch_bytes: int | None = None) -> builtins.list[ImportOutcome]:
+                           batch_bytes: int | None = None, settle: bool = False) -> builtins.list[ImportOutcome]:
         """Import many JSONL files keeping their ids, in groups of sessions per transaction
-        (see :meth:`SessionManager.import_files`), on the store's writer thread.
+        (see :meth:`SessionManager.import_files`, also for ``settle``), on the store's
+        writer thread.
 
         Returns:
             One :class:`ImportOutcome` per path, in order (errors of single files are in
@@ -701,7 +702,7 @@ class AsyncSessionManager:
         def work() -> builtins.list[ImportOutcome]:
             return builtins.list(SessionManager.import_files(until_stopped(), cwd, store,
                                                              batch_sessions=batch_sessions,
-                                                             batch_bytes=batch_bytes))
+                                                             batch_bytes=batch_bytes, settle=settle))
         try:
             settled = await _run(store, work, write=True, on_cancel=stop.set)
         finally:

@@ -138,7 +138,8 @@ def read_file(path: str | os.PathLike[str]) -> tuple[ParsedSession, str | None]:
 
 
 def import_files(paths: Iterable[str | os.PathLike[str]], store: SessionStore, cwd: str | None = None, *,
-                 batch_sessions: int | None = None, batch_bytes: int | None = None) -> Iterator[ImportOutcome]:
+                 batch_sessions: int | None = None, batch_bytes: int | None = None,
+                 settle: bool = False) -> Iterator[ImportOutcome]:
     """Import many JSONL files into ``store`` keeping their ids, in groups (see the module's invariants).
 
     Args:
@@ -147,6 +148,11 @@ def import_files(paths: Iterable[str | os.PathLike[str]], store: SessionStore, c
         cwd: the project the imports land in (each header's ``cwd``); ``None`` keeps the files'.
         batch_sessions, batch_bytes: the group bounds (default :data:`IMPORT_BATCH_SESSIONS`,
             :data:`IMPORT_BATCH_BYTES`, read at call time).
+        settle: settle each group's derived data (search index, usage ledger) in the
+            group's transaction, from the entries in hand, on a store whose ``create_many``
+            takes ``settle`` (SQLite); groups written one session at a time stay
+            pending. The caller still runs ``store.settle_derived()`` at the end, which
+            then has little or nothing left (docs/decisions/contentless-search.md).
 
     Returns:
         An iterator of one :class:`ImportOutcome` per path, in order. Errors of single
@@ -155,39 +161,50 @@ def import_files(paths: Iterable[str | os.PathLike[str]], store: SessionStore, c
     """
     batch_sessions = batch_sessions or IMPORT_BATCH_SESSIONS
     batch_bytes = batch_bytes or IMPORT_BATCH_BYTES
-    many: Callable[[Sequence[Record]], Any] | None = getattr(store, "create_many", None)
+    many: Callable[..., Any] | None = getattr(store, "create_many", None)
     pending: list[_Pending] = []
     size = 0
-    for path in paths:
-        parsed = None
-        note = None
-        try:
-            # Refused before it is read: a file is held several times over in memory.
-            check_input_size(os.stat(path).st_size, str(path))
-            parsed, note = read_file(path)
-            validate_session_id(parsed.header["id"])
-            check_record_sizes(parsed, str(path))
-        except InvalidSessionError as exc:
-            agent = _foreign_agent(path)
-            if agent is not None:
-                # Another agent's file: sync maps it (docs/agents/README.md); import takes format 1-4.
-                exc = InvalidSessionError(f"a {agent} session file, not pi/Atomic: bring it in with "
-                                          "`sessiontree sync PATH`", exc.path, exc.line)
-            pending.append((str(path), parsed, exc, note))
-        except (SessionError, OSError, ValueError) as exc:
-            pending.append((str(path), parsed, exc, note))
-        else:
-            pending.append((str(path), parsed, None, note))
-            size += sum(len(parsed.entry_bytes(i)) for i in range(len(parsed.entries)))
+    for item, item_size in map(_read_one, paths):
+        pending.append(item)
+        size += item_size
         if len(pending) >= batch_sessions or size >= batch_bytes:
-            yield from _import_group(store, many, pending, cwd)
+            yield from _import_group(store, many, pending, cwd, settle)
             pending, size = [], 0
     if pending:
-        yield from _import_group(store, many, pending, cwd)
+        yield from _import_group(store, many, pending, cwd, settle)
 
 
-def _import_group(store: SessionStore, many: Callable[[Sequence[Record]], Any] | None,
-                  pending: Sequence[_Pending], cwd: str | None) -> Iterator[ImportOutcome]:
+def _read_one(path: str | os.PathLike[str]) -> tuple[_Pending, int]:
+    """Read, upgrade and check one file: its pending item and its bytes of entry text
+    (0 when refused). Errors of the file are in the item."""
+    parsed = None
+    note = None
+    try:
+        # Refused before it is read: a file is held several times over in memory.
+        check_input_size(os.stat(path).st_size, str(path))
+        parsed, note = read_file(path)
+        validate_session_id(parsed.header["id"])
+        check_record_sizes(parsed, str(path))
+    except InvalidSessionError as exc:
+        agent = _foreign_agent(path)
+        if agent is not None:
+            # Another agent's file: sync maps it (docs/agents/README.md); import takes format 1-4.
+            exc = InvalidSessionError(f"a {agent} session file, not pi/Atomic: bring it in with "
+                                      "`sessiontree sync PATH`", exc.path, exc.line)
+        return (str(path), parsed, exc, note), 0
+    except (SessionError, OSError, ValueError) as exc:
+        return (str(path), parsed, exc, note), 0
+    return (str(path), parsed, None, note), sum(len(parsed.entry_bytes(i)) for i in range(len(parsed.entries)))
+
+
+def _settles(store: SessionStore) -> bool:
+    """Whether ``store.create_many`` takes ``settle`` (SQLite's: the derived data of a
+    group written in its transaction)."""
+    return bool(getattr(store, "settles_on_create", False))
+
+
+def _import_group(store: SessionStore, many: Callable[..., Any] | None,
+                  pending: Sequence[_Pending], cwd: str | None, settle: bool = False) -> Iterator[ImportOutcome]:
     """Write one group of :func:`import_files`; its outcomes in order, after the commit."""
     items: list[tuple[int, Record]] = []
     for index, (_path, parsed, error, _note) in enumerate(pending):
@@ -198,7 +215,11 @@ def _import_group(store: SessionStore, many: Callable[[Sequence[Record]], Any] |
     written = False
     if many is not None and len(items) > 1:
         try:
-            many([record for _index, record in items])
+            records = [record for _index, record in items]
+            if settle and _settles(store):
+                many(records, settle=True)
+            else:
+                many(records)
             written = True
         except (SessionError, ValueError):
             pass  # nothing was stored: write them one by one, so each gets its own outcome

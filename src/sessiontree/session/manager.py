@@ -479,7 +479,7 @@ class SessionManager:
     @classmethod
     def import_files(cls, paths: Iterable[str | os.PathLike[str]], cwd: str | None = None,
                      target: StoreOrDir | None = None, *, batch_sessions: int | None = None,
-                     batch_bytes: int | None = None) -> Iterator[ImportOutcome]:
+                     batch_bytes: int | None = None, settle: bool = False) -> Iterator[ImportOutcome]:
         """Import many JSONL files keeping their ids, as :meth:`import_from_jsonl` does
         for each (docs/rules/manager.md seed:import; what ``sessiontree import`` runs).
 
@@ -502,6 +502,9 @@ class SessionManager:
             batch_sessions, batch_bytes: the group bounds (default
                 :data:`~sessiontree.session.importing.IMPORT_BATCH_SESSIONS`,
                 :data:`~sessiontree.session.importing.IMPORT_BATCH_BYTES`).
+            settle: settle each group's derived data (search index, usage ledger) as it
+                is written, from the entries in hand (SQLite; what ``sessiontree import``
+                does); call ``settle_derived()`` at the end still.
 
         Returns:
             An iterator of one :class:`ImportOutcome` per path, in order. Errors of
@@ -509,7 +512,7 @@ class SessionManager:
         """
         # A generator: nothing, not even opening the store, happens before the first next().
         yield from importing.import_files(paths, select_store(target), cwd, batch_sessions=batch_sessions,
-                                          batch_bytes=batch_bytes)
+                                          batch_bytes=batch_bytes, settle=settle)
 
     # ------------------------------------------------------------------ listing
 

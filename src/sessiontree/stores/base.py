@@ -746,12 +746,14 @@ class DerivedData(Protocol):
         """
         ...
 
-    def settle_derived(self) -> int:
+    def settle_derived(self, *, on_progress: Callable[[int, int], None] | None = None) -> int:
         """Finish derived work the store's writes deferred to stay cheap (SQLite leaves
         written entries' search text pending and merges it in bulk, in short
         transactions; docs/search.md, "When the index is merged"). Bulk writers
         (``sessiontree import``, sync) call it when they are done, so no search pays
         for their backlog. Results never depend on it: queries see pending work.
+        ``on_progress(done, total)``, when given, is called after each transaction
+        with the entries settled so far and the entries pending at the start.
 
         Returns:
             The number of entries processed (0 when nothing was deferred).

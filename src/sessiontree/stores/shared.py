@@ -467,9 +467,10 @@ class StoreBase:
         position = {entry_id: at for at, entry_id in enumerate(outline.ids)}
         return self.read_entries_at(outline, [position[i] for i in ids if i in position])
 
-    def settle_derived(self) -> int:
+    def settle_derived(self, *, on_progress: Callable[[int, int], None] | None = None) -> int:
         """Finish derived work that writes deferred; stores that defer none (JSONL,
-        memory, PostgreSQL) have nothing to do. Returns the entries processed: 0."""
+        memory, PostgreSQL) have nothing to do (``on_progress`` is never called).
+        Returns the entries processed: 0."""
         return 0
 
     def settle_search_tail(self, on_merge: Callable[[int], None] | None = None) -> int:

@@ -636,13 +636,16 @@ class Syncer:
     # -- driving -----------------------------------------------------------------------------
 
     def sync_files(self, files: Sequence[str], *, on_file: Callable[[str], None] | None = None,
-                   stop: threading.Event | None = None) -> SyncReport:
+                   stop: threading.Event | None = None,
+                   on_settle: Callable[[int, int], None] | None = None) -> SyncReport:
         """Sync each file in turn; stop between files when ``stop`` is set.
 
         Args:
             files: absolute paths (from :func:`discover`).
             on_file: called with each path after it is done (progress).
             stop: checked before each file.
+            on_settle: progress of the final settle of derived data, ``(entries
+                settled, entries pending)`` after each of its transactions.
 
         Returns:
             A :class:`SyncReport` (``interrupted`` and ``left`` when stopped).
@@ -664,7 +667,7 @@ class Syncer:
             # the CLI catches SIGINT, so a long settle could not be interrupted again;
             # what is left stays pending and is still found.
             try:
-                report.indexed = self.store.settle_derived()
+                report.indexed = self.store.settle_derived(on_progress=on_settle)
             except StorageError:
                 # The files are synced; a lock held too long only leaves the merge for later.
                 report.index_left = True

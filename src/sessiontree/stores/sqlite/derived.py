@@ -141,7 +141,11 @@ class DerivedIndex(Protocol):
     Optionally it defines ``reindexed(conn, everything: bool)``, which
     ``SqliteStore.reindex`` calls once after rebuilding the sessions
     (``everything``: all of them), inside the same transaction, for store-wide
-    sums (the usage rollup).
+    sums (the usage rollup). Optionally it defines ``created(conn, sessions)``:
+    settle sessions created in the current transaction from their entries in hand
+    (``[(key, entries)]``, every entry of each, ``seq`` = position), which a bulk
+    import asks for (``SqliteWrites.create_many(..., settle=True)``) so that no
+    settle reads and parses them again; an index without it leaves them pending.
     """
 
     #: Short name, for messages (``"search"``, ``"usage"``).
@@ -195,7 +199,8 @@ class SqliteTransactions(Protocol):
         without initialising it holds none)."""
         ...
 
-    def settle_derived(self, *, lock_timeout: float | None = None, pending: int | None = None) -> int:
+    def settle_derived(self, *, lock_timeout: float | None = None, pending: int | None = None,
+                       on_progress: Callable[[int, int], None] | None = None) -> int:
         """Finish the work the derived indexes deferred, in short write transactions
         (``SqliteStore.settle_derived``). Returns the entries processed.
 

@@ -78,7 +78,8 @@ class SqliteMaintenance(SqliteReads):
         """
         raise NotImplementedError
 
-    def settle_derived(self, *, lock_timeout: float | None = None, pending: int | None = None) -> int:
+    def settle_derived(self, *, lock_timeout: float | None = None, pending: int | None = None,
+                       on_progress: Callable[[int, int], None] | None = None) -> int:
         """Finish the derived work writes deferred (the search text left pending, see
         :mod:`.search`), in write transactions of about :data:`SETTLE_BUDGET`
         entries each, so that no transaction holds the write lock for long and an
@@ -91,6 +92,8 @@ class SqliteMaintenance(SqliteReads):
                 lock; ``None``: the store's busy timeout.
             pending: the entries the indexes have left to do, when the caller has
                 just counted them (``DerivedIndex.pending``); ``None``: counted here.
+            on_progress: called after each transaction with ``(entries settled so
+                far, entries pending at the start)`` (a progress bar's counts).
 
         Returns:
             The number of entries processed.
@@ -109,6 +112,8 @@ class SqliteMaintenance(SqliteReads):
             with self._busy_timeout(lock_timeout), self.write_transaction("settle derived data") as conn:
                 done = [index.settle(conn, SETTLE_BUDGET) for index in DERIVED_INDEXES]
             total += max(done)  # the indexes settle the same entries, each for itself
+            if on_progress is not None:
+                on_progress(min(total, pending), pending)
             if all(count < SETTLE_BUDGET for count in done):
                 break
         return total

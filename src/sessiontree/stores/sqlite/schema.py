@@ -17,6 +17,7 @@ order at open and recorded by name in ``schema_migrations`` (``SqliteStore``):
 ``m011_bulk_settle``     ``usage_merged``, ``usage_state`` (the ledger's pending tail); FTS5 automerge
 ``m012_outline_index``   ``entries_outline``: a covering index of the outline's columns
 ``m013_blobs``           ``blobs``, ``entry_blobs`` (large image data out of line, :mod:`.blobs`)
+``m014_contentless_search``  ``search_fts`` contentless, ``detail=none``; ``search_entries`` without text
 =======================  =====================================================
 
 Add new steps at the end; never edit one that has been applied (its name and
@@ -187,6 +188,8 @@ def m004_search_index(conn: sqlite3.Connection) -> None:
         # Run again on a later schema (the tables were dropped by hand): the rowids are new.
         conn.execute("DELETE FROM search_off_branch")
         search.mark_off_branch_everywhere(conn)
+    if conn.execute("SELECT 1 FROM schema_migrations WHERE name = 'm014_contentless_search'").fetchone():
+        search.to_contentless(conn)  # run again on a later schema: the layout of that step
 
 
 def m005_search_pending(conn: sqlite3.Connection) -> None:
@@ -458,6 +461,14 @@ def m013_blobs(conn: sqlite3.Connection) -> None:
         conn.execute("UPDATE entries SET json = ?, crc = ? WHERE session_id = ? AND seq = ?",
                      (cut.text, record_crc(cut.text), key, seq))
         blobs.insert_cuts(conn, key, [(seq, cut)])
+def m014_contentless_search(conn: sqlite3.Connection) -> None:
+    """The text stored once (docs/decisions/contentless-search.md): ``search_fts``
+    becomes a contentless (``content=''``) FTS5 table with ``detail=none``, and
+    ``search_entries`` loses its ``text`` column; a query extracts the text of a
+    candidate from its record (``entries.json``) to check it and make the snippet.
+    The same rowids, so ``search_off_branch`` and the watermarks stay valid; the
+    trigrams are those of the old text (no record is parsed)."""
+    search.to_contentless(conn)
 
 
 #: Schema steps ``(name, function)`` in number order; add new steps, never edit applied ones.
@@ -475,6 +486,7 @@ MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m011_bulk_settle,
     m012_outline_index,
     m013_blobs,
+    m014_contentless_search,
 )
 
 #: Every derived index, maintained by each write in this order (their tables come

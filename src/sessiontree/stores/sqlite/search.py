@@ -5,7 +5,7 @@ Invariants:
 * **Derived data** (docs/stores.md): :class:`SearchIndex` is a
   :class:`~sessiontree.stores.sqlite.derived.DerivedIndex`. What it holds is a pure
   function of the entries, kept in their transactions: every entry is either
-  *merged* (its text in ``search_entries`` and FTS5) or *pending* (after its
+  *merged* (its row in ``search_entries``, its trigrams in FTS5) or *pending* (after its
   session's watermark in ``search_merged``), and a query answers from both.
   It is never stale; ``store.reindex()`` rebuilds it from the entries alone.
 * **The same hits as a scan.** The indexed text of an entry is exactly
@@ -20,11 +20,12 @@ Invariants:
   :meth:`~sessiontree.core.searchtext.SearchQuery.fts_expression`, so no query can
   reach FTS5's syntax (``-``, ``*``, ``NEAR``, ``:``, ``"``, ``AND``).
 
-Tables (schema steps ``m004_search_index``, ``m005_search_pending`` and
-``m008_search_branch`` in :mod:`.schema`)::
+Tables (schema steps ``m004_search_index``, ``m005_search_pending``,
+``m008_search_branch`` and ``m014_contentless_search`` in :mod:`.schema`)::
 
-    search_entries(rowid, session_id, seq, entry_id, type, role, ts_ms, text)
-    search_fts USING fts5(text, content='search_entries', tokenize='trigram case_sensitive 0')
+    search_entries(rowid, session_id, seq, entry_id, type, role, ts_ms, chars)
+    search_fts USING fts5(text, content='', detail=none, columnsize=0,
+                          tokenize='trigram case_sensitive 0')
     search_merged(session_id PRIMARY KEY, seq)   -- entries with seq <= this are merged
     search_state(updated_at)                     -- sessions.updated_at of the last full merge
     search_off_branch(rowid PRIMARY KEY)         -- merged entries off their active branch
@@ -64,7 +65,7 @@ write does any:
   extracted, matched by the rule). Read-only opens never write: they only scan.
 * **Order.** Pending hits first, ranked among themselves by
   :func:`~sessiontree.core.searchtext.scan_score` (they are the newest activity,
-  and bm25 cannot score an entry FTS5 does not hold), then merged hits by bm25.
+  and the index does not hold them), then merged hits shortest text first.
   For queries made only of short terms every hit is ranked by ``scan_score``,
   as after a rebuild. After any merge of everything (a rebuild, a settle,
   :func:`merge_store`) the ranks equal those of a fresh rebuild exactly; the
@@ -78,14 +79,25 @@ Design (docs/search.md has the reasons and the measurements that chose it):
 * **Short terms fall back to a scan.** A trigram index cannot answer a term
   of one or two characters (FTS5 silently returns nothing). Terms of three or
   more characters go to FTS5; shorter ones are checked on its candidates;
-  a query made only of short terms scans ``search_entries.text``.
-* **External content, text stored once.** The FTS5 table keeps only its
-  index (``content='search_entries'``); the extracted text lives once, in
-  ``search_entries``, which snippets, the verification of candidates and the
-  short-term scan read.
-* **``detail=full``**, so phrase matching stays in C and bm25 has document lengths.
-* **Ranking** of merged entries: ``bm25(search_fts)`` ascending (``rank = -bm25``,
-  higher is better), ties broken newest first, then by session and entry id.
+  a query made only of short terms scans the records, prefiltered in C
+  (:func:`record_prefilter`).
+* **Text stored once** (docs/decisions/contentless-search.md). FTS5 is
+  contentless (``content=''``) and keeps only which rows hold which trigram
+  (``detail=none``, no positions, no column sizes): a sixth of the index with
+  positions, and half its build time. The text of an entry lives in its record
+  only: a query extracts it again (:func:`~sessiontree.core.searchtext.entry_text`
+  on ``entries.json``) for each candidate it checks and each snippet, and a
+  removal extracts it to tell FTS5 what to forget.
+* **A term is all its trigrams.** ``detail=none`` answers no phrase, so a term
+  of ``n`` characters becomes the AND of its trigrams
+  (:meth:`~sessiontree.core.searchtext.SearchQuery.fts_expression`): a superset of
+  the entries holding it, every one checked by the rule.
+* **Ranking** of merged entries: shortest text first (``search_entries.chars``),
+  ties newest first, then by session and entry id; ``rank`` is the sum of the
+  term lengths over ``chars + 200``, :func:`~sessiontree.core.searchtext.scan_score`
+  of a text holding each term once. With no term frequency in the index this is
+  what bm25 itself would order by (its other factor, the terms' rarity, is the
+  same for every hit of a query); FTS5's ``bm25()`` returns 0 on such a table.
 """
 
 from __future__ import annotations
@@ -136,10 +148,9 @@ __all__ = [
 #: The FTS5 tokenizer of ``search_fts`` (see the module docstring for why).
 TOKENIZER = "trigram case_sensitive 0"
 
-_INSERT = ("INSERT INTO search_entries (session_id, seq, entry_id, type, role, ts_ms, text)"
-           " VALUES (?, ?, ?, ?, ?, ?, ?)")
-_INSERT_ROWID = ("INSERT INTO search_entries (rowid, session_id, seq, entry_id, type, role, ts_ms, text)"
+_INSERT_ROWID = ("INSERT INTO search_entries (rowid, session_id, seq, entry_id, type, role, ts_ms, chars)"
                  " VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+_INSERT_FTS = "INSERT INTO search_fts (rowid, text) VALUES (?, ?)"
 
 #: A search on a writable store that finds more pending records than this merges
 #: them first (:func:`search_store`): the bound on the tail a query scans, paid by
@@ -181,6 +192,53 @@ def _text_rows(key: Any, rows: Iterable[tuple[int, dict[str, Any]]]) -> list[tup
         if found is not None:
             out.append((key, seq, to_db(entry["id"]), to_db(entry["type"]), to_db(found.role), found.ts_ms, found.text))
     return out
+
+
+def _entry_text_of(data: Any) -> str | None:
+    """The indexed text of a stored record (``entries.json``): what :func:`_text_rows`
+    gave FTS5 when it was merged (records never change, and :func:`entry_text` is a
+    pure function); ``None`` when the record no longer parses or has no text."""
+    try:
+        entry = jsonio.loads(data)
+    except ValueError:
+        return None
+    if not (isinstance(entry, dict) and isinstance(entry.get("id"), str) and isinstance(entry.get("type"), str)):
+        return None
+    found = entry_text(entry)
+    return None if found is None else found.text
+
+
+def _merged_texts(conn: sqlite3.Connection, where: str, params: Sequence[Any]) -> tuple[list[tuple[int, str]], bool]:
+    """``(rowid, text)`` of the ``search_entries`` rows ``where`` selects (a condition on
+    ``e``), their texts re-extracted from the entries (the index does not store them),
+    and whether every one was found (a record deleted or damaged by hand since its
+    merge has lost the text FTS5 needs to forget it)."""
+    out: list[tuple[int, str]] = []
+    complete = True
+    for rowid, data in conn.execute(
+            "SELECT e.rowid, en.json FROM search_entries AS e"
+            " LEFT JOIN entries AS en ON en.session_id = e.session_id AND en.seq = e.seq"
+            f" WHERE {where}", params):
+        text = None if data is None else _entry_text_of(data)
+        if text is None:
+            complete = False
+        else:
+            out.append((rowid, text))
+    return out, complete
+
+
+def rebuild_fts(conn: sqlite3.Connection) -> None:
+    """Empty FTS5 and index again the text of every ``search_entries`` row, re-extracted
+    from the entries (``reindex`` of everything; a removal whose old texts are lost).
+    A row whose record no longer has a text is dropped with its off-branch mark."""
+    conn.execute("INSERT INTO search_fts (search_fts) VALUES ('delete-all')")
+    texts, complete = _merged_texts(conn, "1", ())
+    if not complete:
+        kept = {rowid for rowid, _ in texts}
+        gone = [(rowid,) for rowid, in conn.execute("SELECT rowid FROM search_entries") if rowid not in kept]
+        conn.executemany("DELETE FROM search_off_branch WHERE rowid = ?", gone)
+        conn.executemany("DELETE FROM search_entries WHERE rowid = ?", gone)
+    conn.executemany(_INSERT_FTS, texts)
 
 
 def _branch_ids(conn: sqlite3.Connection, key: Any, upto: int | None = None) -> frozenset[str]:
@@ -270,12 +328,15 @@ def _merge(conn: sqlite3.Connection, work: Iterable[_Work]) -> int:
     Returns the number of entries with text merged."""
     first: int = conn.execute("SELECT coalesce(max(rowid), 0) + 1 FROM search_entries").fetchone()[0]
     rowid = first
+    texts: list[tuple[int, str]] = []
     for key, after, last, rows, branch in work:
         out = _text_rows(key, rows)
         if out:
             # Explicit rowids (the next free ones), so the new rows' ids are known
             # without reading them back.
-            conn.executemany(_INSERT_ROWID, [(rowid + offset, *row) for offset, row in enumerate(out)])
+            conn.executemany(_INSERT_ROWID, [(rowid + offset, *row[:6], len(row[6]))
+                                             for offset, row in enumerate(out)])
+            texts.extend((rowid + offset, row[6]) for offset, row in enumerate(out))
         new = [(rowid + offset, row[2]) for offset, row in enumerate(out)]
         rowid += len(out)
         if last > after:
@@ -285,11 +346,10 @@ def _merge(conn: sqlite3.Connection, work: Iterable[_Work]) -> int:
                 _mark_off_branch(conn, key, _branch_ids(conn, key, last))
         conn.execute("INSERT INTO search_merged (session_id, seq) VALUES (?, ?)"
                      " ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq", (key, last))
-    if rowid > first:
-        # External content: FTS5 indexes the rows just written (rowids only grow), so
-        # FTS5 and search_entries cannot disagree.
-        conn.execute("INSERT INTO search_fts (rowid, text) SELECT rowid, text FROM search_entries"
-                     " WHERE rowid >= ?", (first,))
+    if texts:
+        # Contentless: FTS5 keeps only the trigrams of each text, under its
+        # search_entries rowid; the text itself is not stored anywhere.
+        conn.executemany(_INSERT_FTS, texts)
     return rowid - first
 
 
@@ -350,6 +410,19 @@ class SearchIndex:
         and merges find it. (``reindex`` keeps ``updated_at``; :meth:`reindexed`
         merges what it rebuilt in the same transaction.)"""
 
+    def created(self, conn: sqlite3.Connection, sessions: Sequence[tuple[Any, Sequence[dict[str, Any]]]]) -> None:
+        """Merge sessions created in this transaction from their entries in hand
+        (``(key, entries)``, every entry of the session, ``seq`` = position): what a
+        settle writes for them, without reading or parsing a record again (a bulk
+        import that settles as it writes, :meth:`SqliteWrites.create_many` with
+        ``settle``). Their active branches come from the entries."""
+        _merge(conn, [(key, -1, len(entries) - 1, list(enumerate(entries)), active_ids(entries))
+                      for key, entries in sessions if entries])
+        if pending_records(conn) == 0:
+            # Nothing else pending either: the mark of the last full merge moves, as a
+            # settle would move it, so queries do not walk these sessions for a tail.
+            conn.execute("UPDATE search_state SET updated_at = (SELECT coalesce(max(updated_at), 0) FROM sessions)")
+
     def remove(self, conn: sqlite3.Connection, key: Any) -> None:
         """Drop session ``key`` from the index (inside the writing transaction); its
         pending entries are only entries, deleted with them.
@@ -360,10 +433,21 @@ class SearchIndex:
         fall at or below it and its entries would be missed."""
         conn.execute("DELETE FROM search_off_branch WHERE rowid IN"
                      " (SELECT rowid FROM search_entries WHERE session_id = ?)", (key,))
-        # An external-content FTS5 table forgets a row only when told its old text.
-        conn.execute("INSERT INTO search_fts (search_fts, rowid, text)"
-                     " SELECT 'delete', rowid, text FROM search_entries WHERE session_id = ?", (key,))
+        # A contentless FTS5 table forgets a row only when told its old text, which is
+        # the text of its record, extracted again.
+        texts, complete = _merged_texts(conn, "e.session_id = ?", (key,))
+        if complete:
+            conn.execute("SAVEPOINT search_forget")
+            try:
+                conn.executemany("INSERT INTO search_fts (search_fts, rowid, text) VALUES ('delete', ?, ?)", texts)
+            except sqlite3.DatabaseError:
+                # FTS5 does not hold what the rows say (damaged, or emptied by hand): rebuilt below.
+                conn.execute("ROLLBACK TO search_forget")
+                complete = False
+            conn.execute("RELEASE search_forget")
         conn.execute("DELETE FROM search_entries WHERE session_id = ?", (key,))
+        if not complete:
+            rebuild_fts(conn)  # the old trigrams are unknown: index the other rows again
         conn.execute("DELETE FROM search_merged WHERE session_id = ?", (key,))
         conn.execute("UPDATE search_state SET updated_at = (SELECT coalesce(max(updated_at), 0) FROM sessions"
                      " WHERE id != ?) WHERE updated_at > (SELECT coalesce(max(updated_at), 0) FROM sessions"
@@ -382,8 +466,13 @@ class SearchIndex:
     def reindexed(self, conn: sqlite3.Connection, everything: bool) -> None:
         """After ``store.reindex()`` rebuilt sessions (:meth:`remove`, then :meth:`add`,
         which writes nothing): merge them now, in the same transaction, so a rebuilt
-        index holds every entry and ranks every hit by bm25. A rebuilt session keeps
+        index holds every entry and ranks every hit as a settle does. A rebuilt session keeps
         its ``updated_at``, so it is found by its missing watermark, not by the mark."""
+        if everything:
+            # Every session was removed: FTS5 should be empty. Emptied for sure, so a
+            # rebuild also repairs trigrams no row accounts for (a contentless table
+            # cannot be compared with its rows).
+            conn.execute("INSERT INTO search_fts (search_fts) VALUES ('delete-all')")
         work: list[_Work] = []
         for key, in conn.execute("SELECT id FROM sessions WHERE id NOT IN"
                                  " (SELECT session_id FROM search_merged)").fetchall():
@@ -412,11 +501,14 @@ class _SessionCheck:
     def add(self, seq: int, entry: dict[str, Any]) -> None:
         if seq <= self.watermark:  # later entries are pending: not in search_entries yet
             # Hashes, not rows: a session's texts can be hundreds of MB.
-            self.rows.extend(hash(row) for row in _text_rows(self.key, [(seq, entry)]))
+            self.rows.extend(hash((*row[:6], len(row[6]))) for row in _text_rows(self.key, [(seq, entry)]))
 
     def drift(self) -> list[str]:
+        # The text is not stored (contentless FTS5): the rows are its metadata and its
+        # length (a layout before m014_contentless_search, read-only, has the text).
+        chars = "length(text)" if _has_text_column(self.conn) else "chars"
         stored = [hash(tuple(row)) for row in self.conn.execute(
-            "SELECT session_id, seq, entry_id, type, role, ts_ms, text FROM search_entries"
+            f"SELECT session_id, seq, entry_id, type, role, ts_ms, {chars} FROM search_entries"
             " WHERE session_id = ? ORDER BY seq", (self.key,))]
         return row_drift("search_entries", stored, self.rows)
 
@@ -427,11 +519,61 @@ INDEX = SearchIndex()
 
 def fill_index(conn: sqlite3.Connection) -> None:
     """Put the text of every stored entry into ``search_entries`` and FTS5, in one
-    bulk insert (the schema step creating the index, on a store that has sessions)."""
+    bulk insert, in the layout of step ``m004_search_index`` (the step creating the
+    index, on a store that has sessions; :func:`to_contentless` converts it)."""
     keys = [row[0] for row in conn.execute("SELECT id FROM sessions ORDER BY rowid")]
+    # The layout step m004 creates (to_contentless converts it afterwards).
     for key in keys:
-        conn.executemany(_INSERT, _text_rows(key, _parsed(conn, key, -1)[0]))
+        conn.executemany("INSERT INTO search_entries (session_id, seq, entry_id, type, role, ts_ms, text)"
+                         " VALUES (?, ?, ?, ?, ?, ?, ?)", _text_rows(key, _parsed(conn, key, -1)[0]))
     conn.execute("INSERT INTO search_fts (rowid, text) SELECT rowid, text FROM search_entries")
+
+
+def _has_text_column(conn: sqlite3.Connection) -> bool:
+    return any(row[1] == "text" for row in conn.execute("PRAGMA table_info(search_entries)"))
+
+
+def to_contentless(conn: sqlite3.Connection) -> None:
+    """Schema step ``m014_contentless_search``: ``search_entries`` without its ``text``
+    column and ``search_fts`` a contentless ``detail=none`` FTS5 table over the same
+    rowids (so ``search_off_branch`` stays valid), filled from the old text. Does
+    nothing when the layout is already the new one."""
+    if not _has_text_column(conn):
+        return
+    conn.execute("DROP TABLE IF EXISTS search_fts")
+    conn.execute("ALTER TABLE search_entries RENAME TO search_entries_old")
+    create_tables(conn)
+    conn.execute("INSERT INTO search_entries (rowid, session_id, seq, entry_id, type, role, ts_ms, chars)"
+                 " SELECT rowid, session_id, seq, entry_id, type, role, ts_ms, length(text) FROM search_entries_old")
+    conn.execute("INSERT INTO search_fts (rowid, text) SELECT rowid, text FROM search_entries_old")
+    conn.execute("DROP TABLE search_entries_old")
+
+
+def create_tables(conn: sqlite3.Connection) -> None:
+    """Create ``search_entries`` and ``search_fts`` in the layout of ``m014_contentless_search``
+    (the docstring of :func:`~sessiontree.stores.sqlite.schema.m014_contentless_search`)."""
+    conn.execute("""
+        CREATE TABLE search_entries (
+            -- Also the rowid of search_fts (contentless: FTS5 holds only the trigrams).
+            rowid INTEGER PRIMARY KEY,
+            -- sessions.id and entries.seq of the entry the text comes from: the text
+            -- is searchtext.entry_text of that record, extracted when a query needs it.
+            session_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            -- Copied from the entry for hits and filters, so a filter needs no JSON parse.
+            entry_id TEXT NOT NULL,
+            type TEXT NOT NULL,
+            -- searchtext.entry_text's role (NULL for session_info/session_summary).
+            role TEXT,
+            -- The entry's timestamp in ms (NULL when it does not parse), for since/until.
+            ts_ms REAL,
+            -- Code points of the text: merged hits are ranked shortest first.
+            chars INTEGER NOT NULL,
+            UNIQUE (session_id, seq)
+        )""")
+    conn.execute(f"CREATE VIRTUAL TABLE search_fts USING fts5(text, content='', detail=none, columnsize=0,"
+                 f" tokenize='{TOKENIZER}')")
+    conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('automerge', 16)")
 
 
 def mark_off_branch_everywhere(conn: sqlite3.Connection) -> None:
@@ -532,53 +674,63 @@ def _hits_from_index(conn: sqlite3.Connection, query: SearchQuery, filters: Sear
         where = " AND e.session_id = ?" if filters.session is not None else ""
         params: list[Any] = [expression] + ([to_db(filters.session)] if filters.session is not None else [])
         # Best first, ties newest first then by ids: the order of searchtext.hit_order, so
-        # stopping at `limit` keeps exactly the best hits. With a limit the text is read
-        # per candidate (below), not carried through the sort of every candidate; without
-        # one every candidate is read anyway, so it comes with the row.
-        text_column = "e.text" if wanted is None else "NULL"
+        # stopping at `limit` keeps exactly the best hits. The index holds no text: each
+        # candidate's record is read and its text extracted. With a limit per candidate
+        # (below), not carried through the sort of every candidate; without one every
+        # candidate is read anyway, so it comes with the row.
+        record_column, record_join = ("en.json", " JOIN entries AS en ON en.session_id = e.session_id"
+                                      " AND en.seq = e.seq") if wanted is None else ("NULL", "")
         cursor = conn.execute(
-            "SELECT e.rowid, e.session_id, e.seq, e.entry_id, e.type, e.role, e.ts_ms, bm25(search_fts) AS score,"
-            f" {text_column} FROM search_fts JOIN search_entries AS e ON e.rowid = search_fts.rowid"
+            "SELECT e.rowid, e.session_id, e.seq, e.entry_id, e.type, e.role, e.ts_ms, e.chars,"
+            f" {record_column} FROM search_fts JOIN search_entries AS e ON e.rowid = search_fts.rowid{record_join}"
             f" WHERE search_fts MATCH ?{where}"
-            " ORDER BY score, coalesce(e.ts_ms, 0) DESC, e.session_id, e.entry_id", params)
-        text_of = conn.cursor()
-        for rowid, key, seq, entry_id, kind, role, ts_ms, score, text in cursor:
+            " ORDER BY e.chars, coalesce(e.ts_ms, 0) DESC, e.session_id, e.entry_id", params)
+        record_of = conn.cursor()
+        once = sum(len(term) for term in query.folded)
+        for rowid, key, seq, entry_id, kind, role, ts_ms, chars, data in cursor:
             if allowed is not None and key not in allowed:
                 continue
             role, kind = from_db(role), from_db(kind)
             if not filters.keeps(kind, role, ts_ms):
                 continue
+            if data is None:
+                row = record_of.execute("SELECT json FROM entries WHERE session_id = ? AND seq = ?",
+                                        (key, seq)).fetchone()
+                data = None if row is None else row[0]
+            text = None if data is None else _entry_text_of(data)
             if text is None:
-                text = text_of.execute("SELECT text FROM search_entries WHERE rowid = ?", (rowid,)).fetchone()[0]
-            # Short terms, and the guarantee that the index finds what a scan finds.
+                continue  # a record deleted or damaged by hand since its merge: nothing to match
+            # A term is only "all its trigrams somewhere" to FTS5 (detail=none), and short
+            # terms not even that: the rule decides, so the index finds what a scan finds.
             folded = fold(text)
             if not query.matches(folded):
                 continue
-            found.append((key, seq, rowid, from_db(entry_id), kind, role, ts_ms, text, folded, -score))
+            # scan_score of a text holding each term once: decreasing in the length, as the order.
+            found.append((key, seq, rowid, from_db(entry_id), kind, role, ts_ms, text, folded, once / (chars + 200)))
             if wanted is not None and len(found) >= wanted:
                 break
         cursor.close()
         # Pending entries first (the newest activity, ranked by scan_score among
-        # themselves), then the merged ones in bm25 order (module docstring).
+        # themselves), then the merged ones shortest first (module docstring).
         return _make_hits(conn, pending + found, query, tables)
-    # Only terms of one or two characters: trigrams cannot answer, scan the stored text.
-    sql = "SELECT rowid, session_id, seq, entry_id, type, role, ts_ms, text FROM search_entries WHERE 1"
+    # Only terms of one or two characters: trigrams cannot answer, scan the records.
+    sql = ("SELECT e.rowid, e.session_id, e.seq, e.entry_id, e.type, e.role, e.ts_ms, en.json"
+           " FROM search_entries AS e JOIN entries AS en ON en.session_id = e.session_id AND en.seq = e.seq WHERE 1")
     params = []
     if filters.session is not None:
-        sql += " AND session_id = ?"
+        sql += " AND e.session_id = ?"
         params.append(to_db(filters.session))
-    for term in query.folded:
-        if term.isascii():
-            # A superset of the rule's matches, in C: SQLite's lower() folds ASCII only,
-            # and the two non-ASCII code points folding to ASCII (U+017F, U+212A) are let
-            # through; Python checks every row it returns.
-            sql += " AND (instr(lower(text), ?) > 0 OR instr(text, char(383)) > 0 OR instr(text, char(8490)) > 0)"
-            params.append(term)
-    for rowid, key, seq, entry_id, kind, role, ts_ms, text in conn.execute(sql, params):
+    for condition, values in record_prefilter(query.folded):
+        sql += f" AND {condition}"
+        params.extend(values)
+    for rowid, key, seq, entry_id, kind, role, ts_ms, data in conn.execute(sql, params):
         if allowed is not None and key not in allowed:
             continue
         role, kind = from_db(role), from_db(kind)
         if not filters.keeps(kind, role, ts_ms):
+            continue
+        text = _entry_text_of(data)
+        if text is None:
             continue
         folded = fold(text)
         if query.matches(folded):
@@ -586,6 +738,43 @@ def _hits_from_index(conn: sqlite3.Connection, query: SearchQuery, filters: Sear
                           scan_score(folded, query)))
     # Every hit scored by scan_score, merged or pending alike: the order a rebuild gives.
     return _make_hits(conn, _best_first(pending + found, limit), query, tables)
+
+
+#: Characters of a float's ``repr`` (tool-call argument values, ``searchtext._argument_parts``):
+#: the one part of an entry's text that is not a substring of its JSON text.
+_FLOAT_CHARS = frozenset("0123456789.e+-infa")
+#: Characters JSON may write only escaped (``\"``, ``\\``, ``\/``, controls): a term holding
+#: one is not found as written in the record.
+_ESCAPED = frozenset('"\\/') | frozenset(map(chr, range(32))) | {"\x7f"}
+
+
+def record_prefilter(terms: Iterable[str]) -> list[tuple[str, list[Any]]]:
+    r"""SQL conditions on a stored record ``en.json`` (with their parameters) that every
+    entry whose text holds all the folded ``terms`` passes: a superset, in C, of the
+    rule's matches, for the scan of queries made only of short terms. Python checks
+    every record that passes.
+
+    Why a superset: a match lies inside one part of the text (parts are joined by a
+    newline, which no term holds unless it is a control character, excluded below);
+    a part is a JSON string value, a ``true``/``false``, an integer (the same digits as
+    the JSON) or a float's ``repr`` (tool-call arguments only). For an ASCII term
+    without a character JSON must escape, a string part holding it holds it in the
+    record as written, up to case (SQLite's ``lower()`` folds A-Z) or one of the two
+    code points folding into ASCII (U+017F, U+212A), unless some character of the
+    record is written as a ``\u`` escape: those records pass. A term of float
+    characters may come from a float argument: records with a tool call pass too.
+    Terms that are not ASCII, or hold an escaped character, add no condition."""
+    out: list[tuple[str, list[Any]]] = []
+    for term in terms:
+        if not term.isascii() or any(char in _ESCAPED for char in term):
+            continue
+        condition = ("(instr(lower(en.json), ?) > 0 OR instr(en.json, '\\u') > 0"
+                     " OR instr(en.json, char(383)) > 0 OR instr(en.json, char(8490)) > 0")
+        values: list[Any] = [term]
+        if all(char in _FLOAT_CHARS for char in term):
+            condition += " OR instr(en.json, '\"toolCall\"') > 0"
+        out.append((condition + ")", values))
+    return out
 
 
 def _make_hits(conn: sqlite3.Connection, found: Sequence[_Found], query: SearchQuery,
@@ -643,8 +832,9 @@ def search_store(store: SqliteTransactions, query: str, *, cwd: str | None = Non
                  limit: int | None = 50) -> list[SearchHit]:
     """:meth:`SqliteStore.search <sessiontree.stores.sqlite.SqliteStore.search>`: one read snapshot.
 
-    A database without the index (an older schema opened read-only) is
-    searched by loading and scanning every session, with the same result.
+    A database without the index, or with the index of a schema before
+    ``m014_contentless_search`` (an older schema opened read-only), is searched
+    by loading and scanning every session, with the same result.
 
     Raises:
         SearchQueryError, ValueError: see :meth:`SessionStore.search`.
@@ -659,7 +849,9 @@ def search_store(store: SqliteTransactions, query: str, *, cwd: str | None = Non
         if not store.has_schema(conn):
             return []
         tables = _tables(conn)
-        if "search_fts" in tables:
+        # A layout before m014_contentless_search (an older schema opened read-only)
+        # is answered by the scan, as a database without the index is.
+        if "search_fts" in tables and not _has_text_column(conn):
             return _hits_from_index(conn, parsed, filters, limit, tables)
     return scan_store(store, parsed, filters, limit)
 
@@ -703,7 +895,7 @@ def merge_store(store: SqliteTransactions) -> int:
     """Merge every pending entry of ``store`` into FTS5 now, in one write transaction
     (``store.settle_derived()`` does the same in short ones; ``reindex`` merges what it
     rebuilds). Queries give the same hits before and after; afterwards they rank every
-    hit by bm25, exactly as after a rebuild. Returns the number of records merged.
+    merged hit shortest first, exactly as after a rebuild. Returns the number of records merged.
 
     Raises:
         StorageError: the store is read-only or the write failed (nothing changed).

@@ -124,6 +124,11 @@ class UsageLedger:
         if not _has_pending_tables(conn):
             self._add(conn, key, rows, True)
 
+    def created(self, conn: sqlite3.Connection, sessions: Sequence[tuple[Any, Sequence[dict[str, Any]]]]) -> None:
+        """Settle sessions created in this transaction from their entries in hand
+        (:func:`settle_created`)."""
+        settle_created(conn, sessions)
+
     def _add(self, conn: sqlite3.Connection, key: Any, rows: Sequence[IndexedRow],
              rollup: bool) -> None:
         values = []
@@ -408,6 +413,38 @@ def _merge_sessions(conn: sqlite3.Connection, sessions: Sequence[tuple[Any, int]
 
 #: :func:`_merge_sessions`: a key held by more than one session of the batch.
 _SHARED = object()
+
+
+def settle_created(conn: sqlite3.Connection, sessions: Sequence[tuple[Any, Sequence[dict[str, Any]]]]) -> None:
+    """Ledger rows for sessions created in this transaction, from their entries in hand
+    (``(key, entries)``, every entry of the session, ``seq`` = position): what
+    :func:`_merge_sessions` writes for them, without reading or parsing a record
+    again; their watermarks move to their last entry. Used by a bulk import that
+    settles as it writes (:meth:`SqliteWrites.create_many` with ``settle``)."""
+    if not _has_pending_tables(conn):
+        return  # an older schema: the writes wrote the rows
+    values: list[tuple[Any, ...]] = []
+    owners: dict[bytes, Any] = {}
+    marks: list[tuple[Any, int]] = []
+    for key, entries in sessions:
+        for seq, entry in enumerate(entries):
+            if entry.get("type") not in _RECORD_TYPES:
+                continue
+            for n, r in enumerate(records_from_entry(entry)):
+                values.append((key, seq, n, r.key, r.source, to_db(r.provider), to_db(r.model), r.timestamp_ms,
+                               r.input, r.output, r.cache_read, r.cache_write, r.cost_nanos))
+                seen = owners.get(r.key, key)
+                owners[r.key] = key if seen == key else _SHARED
+        if entries:
+            marks.append((key, len(entries) - 1))
+    if values:
+        _insert_batch(conn, values, owners)
+    if marks:
+        conn.executemany("INSERT INTO usage_merged (session_id, seq) VALUES (?, ?)"
+                         " ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq", marks)
+    if pending_usage(conn) == 0:
+        # Nothing else pending: the mark moves as a full settle moves it.
+        conn.execute("UPDATE usage_state SET updated_at = (SELECT coalesce(max(updated_at), 0) FROM sessions)")
 
 
 def _insert_batch(conn: sqlite3.Connection, values: list[tuple[Any, ...]], owners: dict[bytes, Any]) -> None:

@@ -46,6 +46,9 @@ class SqliteWrites(SqliteConnection):
     """The ``StoreCore`` writes of :class:`~sessiontree.stores.sqlite.store.SqliteStore`
     (documented there and in :mod:`sessiontree.stores.base`)."""
 
+    #: :meth:`create_many` takes ``settle`` (the bulk import's derived data in its transaction).
+    settles_on_create = True
+
     def _memo_fresh(self, conn: sqlite3.Connection) -> int:
         """Inside a write transaction: forget the memo unless nothing changed the database
         since this connection's last append, and return ``PRAGMA data_version`` for the
@@ -85,11 +88,15 @@ class SqliteWrites(SqliteConnection):
         self.create_many([(header, entries, raw)])
 
     def create_many(self, sessions: Iterable[tuple[dict[str, Any], Sequence[dict[str, Any]],
-                                                   Sequence[bytes | None] | None]]) -> int:
+                                                   Sequence[bytes | None] | None]], *, settle: bool = False) -> int:
         """Store several new sessions in a single transaction (bulk import).
 
         Args:
             sessions: ``(header, entries, raw)`` triples as for :meth:`create`.
+            settle: also settle their derived data (search index, usage ledger) in
+                the same transaction, from the entries in hand, so no settle has to
+                read and parse them again (``sessiontree import``: docs/decisions/contentless-search.md);
+                ``False``: they stay pending, as every write leaves them.
 
         Returns:
             The number of sessions stored.
@@ -103,6 +110,12 @@ class SqliteWrites(SqliteConnection):
         with self.write_transaction("create") as conn:
             for session_id, header, header_raw, entries, texts in prepared:
                 self._create_in(conn, session_id, header, header_raw, entries, texts)
+            if settle:
+                created = [(to_db(session_id), entries) for session_id, _, _, entries, _ in prepared]
+                for index in DERIVED_INDEXES:
+                    hook = getattr(index, "created", None)  # optional: indexes without one stay pending
+                    if hook is not None:
+                        hook(conn, created)
         return len(prepared)
 
     def _create_in(self, conn: sqlite3.Connection, session_id: str, header: dict[str, Any], header_raw: bytes,
