@@ -42,7 +42,7 @@ def test_sqlite_wal_and_migrations(tmp_path, sqlite_store):
         assert [r[0] for r in raw.execute("SELECT name FROM schema_migrations ORDER BY rowid")] == [
             "m001_initial", "m002_record_crc", "m003_sync_state", "m004_search_index",
             "m005_search_pending", "m006_usage_ledger", "m007_usage_rollup", "m008_search_branch", "m009_agent_files",
-            "m010_provenance", "m011_bulk_settle", "m013_blobs", "m014_contentless_search",
+            "m010_provenance", "m011_bulk_settle", "m012_outline_index", "m013_blobs", "m014_contentless_search",
             "m015_texts_tail"]
         tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {"sessions", "entries", "message_texts", "schema_migrations"} <= tables
@@ -52,16 +52,16 @@ def test_sqlite_wal_and_migrations(tmp_path, sqlite_store):
         raw.close()
     assert sqlite_store.applied_migrations() == ["m001_initial", "m002_record_crc", "m003_sync_state", "m004_search_index",
             "m005_search_pending", "m006_usage_ledger", "m007_usage_rollup", "m008_search_branch", "m009_agent_files",
-            "m010_provenance", "m011_bulk_settle", "m013_blobs", "m014_contentless_search",
+            "m010_provenance", "m011_bulk_settle", "m012_outline_index", "m013_blobs", "m014_contentless_search",
             "m015_texts_tail"]
     SqliteStore(path).close()  # reopening applies nothing twice
     assert sqlite_store.applied_migrations() == ["m001_initial", "m002_record_crc", "m003_sync_state", "m004_search_index",
             "m005_search_pending", "m006_usage_ledger", "m007_usage_rollup", "m008_search_branch", "m009_agent_files",
-            "m010_provenance", "m011_bulk_settle", "m013_blobs", "m014_contentless_search",
+            "m010_provenance", "m011_bulk_settle", "m012_outline_index", "m013_blobs", "m014_contentless_search",
             "m015_texts_tail"]
     assert [name for name, _ in sqlite_module.MIGRATIONS] == ["m001_initial", "m002_record_crc", "m003_sync_state", "m004_search_index",
             "m005_search_pending", "m006_usage_ledger", "m007_usage_rollup", "m008_search_branch", "m009_agent_files",
-            "m010_provenance", "m011_bulk_settle", "m013_blobs", "m014_contentless_search",
+            "m010_provenance", "m011_bulk_settle", "m012_outline_index", "m013_blobs", "m014_contentless_search",
             "m015_texts_tail"]
 
 

@@ -15,6 +15,7 @@ order at open and recorded by name in ``schema_migrations`` (``SqliteStore``):
 ``m009_agent_files``          ``sync_state.shape``, ``archived_files`` (not derived)
 ``m010_provenance``           ``provenance`` (not derived: where each session came from)
 ``m011_bulk_settle``          ``usage_merged``, ``usage_state`` (the ledger's pending tail); FTS5 automerge
+``m012_outline_index``        ``entries_outline``: a covering index of the outline's columns
 ``m013_blobs``                ``blobs``, ``entry_blobs`` (large image data out of line, :mod:`.blobs`)
 ``m014_contentless_search``   ``search_fts`` contentless, ``detail=none``; ``search_entries`` without text
 ``m015_texts_tail``           ``sessions.texts_from`` (the listing texts' pending tail)
@@ -420,6 +421,19 @@ def m011_bulk_settle(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT INTO usage_state (updated_at) SELECT coalesce(max(updated_at), 0) FROM sessions")
 
 
+def m012_outline_index(conn: sqlite3.Connection) -> None:
+    """A covering index of the columns an outline reads (``read_outline``: the lazy
+    open, the MCP server, the viewer), in the outline's order.
+
+    Without it the outline is an ordered scan of the ``entries`` table itself,
+    whose pages mostly hold the records' JSON: reading the few columns of a
+    100,000-entry session walked every page of its ~210 MB of records. The index
+    holds about 80 bytes a row (8 MB for that session, under 3% of the
+    database), read in order; the outline of that session takes about two
+    thirds of the time (benchmarks/README.md, "Current numbers: load and
+    projection").
+    """
+    conn.execute("CREATE INDEX IF NOT EXISTS entries_outline ON entries (session_id, seq, id, parent_id, type, crc)")
 def m013_blobs(conn: sqlite3.Connection) -> None:
     """Large image data out of line (:mod:`.blobs`, docs/decisions/blobs.md): the
     content-addressed ``blobs`` table and the ``entry_blobs`` splices, then every record
@@ -484,6 +498,7 @@ MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m009_agent_files,
     m010_provenance,
     m011_bulk_settle,
+    m012_outline_index,
     m013_blobs,
     m014_contentless_search,
     m015_texts_tail,
