@@ -8,8 +8,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessiontree.core.projection.context import _scan_down, context_order, layout_at, scan_up
-from sessiontree.core.projection.context import REMOTE_KINDS
+from sessiontree.core.projection.context import REMOTE_KINDS, _scan_down, context_order, layout_at, scan_up
 from sessiontree.core.tree import AncestorLinks, SessionTree, get_branch
 from test_lazy_open import stored_sessions
 

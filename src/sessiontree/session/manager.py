@@ -28,8 +28,8 @@ from types import MappingProxyType
 from typing import Any, Generic, TypeVar, cast
 
 from sessiontree.core import projection as _projection
-from sessiontree.core.projection import context as _projection_context
 from sessiontree.core.listing import SessionInfo, is_classified
+from sessiontree.core.projection import context as _projection_context
 from sessiontree.core.tree import Entry, NameState, SessionTree, TreeNode
 from sessiontree.errors import InvalidSessionError, SessionInUseError, StorageError
 from sessiontree.format.codec import ParsedSession, read_session_file
