@@ -93,12 +93,12 @@ def _foreign_agent(path: str | os.PathLike[str]) -> str | None:
 def import_record(parsed: ParsedSession, cwd: str | None) -> Record:
     """The ``(header, entries, raw)`` that imports ``parsed``: a copy of its header
     (``cwd`` made absolute replaces the header's when given), its entries and
-    their stored JSON text."""
+    their stored JSON text (:meth:`ParsedSession.checked_texts`: the store does not
+    check again what the reader checked)."""
     header = dict(parsed.header)
     if cwd is not None:
         header["cwd"] = os.path.abspath(cwd)
-    raw: list[bytes | None] = [parsed.entry_bytes(i) for i in range(len(parsed.entries))]
-    return header, parsed.entries, raw
+    return header, parsed.entries, parsed.checked_texts()
 
 
 def check_record_sizes(parsed: ParsedSession, path: str | None = None) -> None:

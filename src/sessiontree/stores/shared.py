@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from sessiontree.core.listing import SessionInfo
 from sessiontree.errors import InvalidSessionError, ListingCancelledError, SessionExistsError, StoreOpenError
 from sessiontree.format import jsonio
-from sessiontree.format.codec import CURRENT_VERSION, validate_entry, validate_header
+from sessiontree.format.codec import CURRENT_VERSION, CheckedTexts, validate_entry, validate_header
 from sessiontree.stores.base import CancelEvent, ProgressCallback, Provenance, SessionListing, SyncChange, SyncState
 from sessiontree.stores.blobref import resolve_blobs
 
@@ -136,13 +136,24 @@ def encode_entries(entries: Sequence[dict[str, Any]], raw: Sequence[bytes | None
         raise InvalidSessionError(f"raw has {len(raw)} items for {len(entries)} entries")
     seen: set[str] = set()
     out: list[bytes] = []
+    # Entries the reader checked as they are now (docs/stores.md, "Writes"): each rule once.
+    unchecked = raw.unchecked if isinstance(raw, CheckedTexts) and raw.entries is entries else None
     for index, entry in enumerate(entries):
-        validate_entry(entry)
+        text = raw[index] if raw is not None else None
+        if unchecked is None or index in unchecked:
+            validate_entry(entry)
+        elif text is not None:
+            # Read from one line of a file: a valid entry's text, no newline in it.
+            entry_id = entry["id"]
+            if entry_id in seen:
+                raise InvalidSessionError(f'duplicate entry id "{entry_id}"')
+            seen.add(entry_id)
+            out.append(text)
+            continue
         entry_id = entry["id"]
         if entry_id in seen:
             raise InvalidSessionError(f'duplicate entry id "{entry_id}"')
         seen.add(entry_id)
-        text = raw[index] if raw is not None else None
         if text is None:
             try:
                 text = jsonio.dumps(entry)
