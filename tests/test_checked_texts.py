@@ -1,5 +1,5 @@
 """Each entry rule runs once on import: the reader's check vouches for the entries it
-checked as they are, and a store's ``create`` checks the rest (docs/stores.md, "Writes")."""
+checked as they are, and a store's ``create`` checks the rest (docs/stores.md, "Import")."""
 
 from __future__ import annotations
 

@@ -125,7 +125,7 @@ class CheckedTexts(list[bytes | None]):
     :func:`parse_session` read, as the ``raw`` of a store's ``create``: a store then
     skips its own entry check (docs/rules/format.md D.19) and its newline check for
     the entries the parser already checked in their present form, so each rule runs
-    once per entry (docs/stores.md, "Writes"). Made only by :meth:`ParsedSession.checked_texts`.
+    once per entry (docs/stores.md, "Import"). Made only by :meth:`ParsedSession.checked_texts`.
 
     Attributes:
         entries: the entry list vouched for; a store honours the vouch only for this

@@ -125,6 +125,11 @@ def encode_entries(entries: Sequence[dict[str, Any]], raw: Sequence[bytes | None
     An entry holding :class:`~sessiontree.stores.blobref.BlobRef` values (read with
     image references) is written with their strings, loaded from their store.
 
+    When ``raw`` is a :class:`~sessiontree.format.codec.CheckedTexts` for this very
+    ``entries`` list, the entries the reader checked as they are (all but
+    ``raw.unchecked``) are not checked again and their texts are taken as they are;
+    the duplicate-id check runs for every entry (docs/stores.md, "Import").
+
     Raises:
         InvalidSessionError: an entry fails docs/rules/format.md D.19, two entries of the
             batch share an id, ``raw`` has the wrong length, or a raw text is
@@ -136,7 +141,7 @@ def encode_entries(entries: Sequence[dict[str, Any]], raw: Sequence[bytes | None
         raise InvalidSessionError(f"raw has {len(raw)} items for {len(entries)} entries")
     seen: set[str] = set()
     out: list[bytes] = []
-    # Entries the reader checked as they are now (docs/stores.md, "Writes"): each rule once.
+    # Entries the reader checked as they are now (docs/stores.md, "Import"): each rule once.
     unchecked = raw.unchecked if isinstance(raw, CheckedTexts) and raw.entries is entries else None
     for index, entry in enumerate(entries):
         text = raw[index] if raw is not None else None
