@@ -90,3 +90,34 @@ def test_a_parsed_file_imports_byte_for_byte(make: object, tmp_path) -> None:
     parsed = parse_session(data)
     store.create(parsed.header, parsed.entries, parsed.checked_texts())
     assert store.load("s5").to_bytes() == data
+
+
+def test_import_pauses_the_collector_only_while_reading_and_writing(tmp_path) -> None:
+    import gc
+
+    from sessiontree.session.importing import import_files
+
+    seen: list[bool] = []
+
+    class Watching(MemoryStore):
+        def create(self, *args: object, **kwargs: object) -> None:
+            seen.append(gc.isenabled())
+            super().create(*args, **kwargs)  # type: ignore[arg-type]
+
+    paths = []
+    for name in ("s6", "s7"):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_bytes(_file(header(name), user_entry("a", None, "hi")))
+        paths.append(str(path))
+    assert gc.isenabled()
+    during: list[bool] = []
+    outcomes = []
+    for outcome in import_files(paths, Watching()):
+        during.append(gc.isenabled())  # the caller's code runs with the collector on
+        outcomes.append(outcome)
+    assert [outcome.error for outcome in outcomes] == [None, None]
+    assert seen == [False, False]
+    assert during == [True, True]
+    assert gc.isenabled()
+    # Files read with every entry vouched for: what the store was handed.
+    assert all(outcome.parsed is not None and outcome.parsed.unchecked == frozenset() for outcome in outcomes)

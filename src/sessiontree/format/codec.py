@@ -336,10 +336,11 @@ def _parse_session(data: bytes, path: str | None) -> ParsedSession:
     for index in range(last_content + 1):
         line = lines[index]
         # Records start with "{": only lines starting with whitespace need the (copying) strip.
-        if line[:1] in _BLANK_START and _is_blank(line):
+        head = line[:1]
+        if head in _BLANK_START and _is_blank(line):
             continue
         text = line
-        if line[-1:] in _JSON_WS or line[:1] in _JSON_WS:
+        if line[-1:] in _JSON_WS or head in _JSON_WS:
             # Rare: avoid copying every line just to strip nothing.
             text = line.strip(_JSON_WS)
             crlf = crlf or line.endswith(b"\r")

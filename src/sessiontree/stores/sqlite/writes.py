@@ -140,17 +140,21 @@ class SqliteWrites(SqliteConnection):
             SessionExistsError: the id is already stored.
         """
         key = to_db(session_id)
-        if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (key,)).fetchone():
-            raise SessionExistsError(session_id)
         info = InfoAccumulator()
         rows = self._entry_rows(key, 0, entries, texts, info)
         updated_at = self._next_updated_at(conn, last)
-        conn.execute(
-            f"INSERT INTO sessions (id, header_json, header_crc, created_at, cwd, parent_session_id,"
-            f" classified, updated_at, entry_count, {STATE_SELECT})"
-            f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?{', ?' * len(STATE_COLUMNS)})",
-            (key, header_raw, record_crc(header_raw), *header_columns(header), updated_at, len(texts),
-             *state_values(info)))
+        try:
+            conn.execute(
+                f"INSERT INTO sessions (id, header_json, header_crc, created_at, cwd, parent_session_id,"
+                f" classified, updated_at, entry_count, {STATE_SELECT})"
+                f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?{', ?' * len(STATE_COLUMNS)})",
+                (key, header_raw, record_crc(header_raw), *header_columns(header), updated_at, len(texts),
+                 *state_values(info)))
+        except sqlite3.IntegrityError as exc:
+            # The primary key refuses a stored id: no statement of its own to look it up first.
+            if "sessions.id" in str(exc):
+                raise SessionExistsError(session_id) from None
+            raise
         self._write_entry_rows(conn, session_id, key, 0, entries, texts, rows)
         return updated_at
 
