@@ -219,18 +219,20 @@ def turn_messages(turn: int, stamp: int) -> list[dict[str, Any]]:
 
 class Turn(Case):
     """One agent turn in a live session: append its four messages (durable SQLite
-    appends, one transaction each), then ``build_session_context()``. The session is
-    a copy of the benchmark's; it grows by a turn per run."""
+    appends, one transaction each; ``"synchronous": "normal"``: no fsync, the agent's
+    durability), then ``build_session_context()``. The session is a copy of the
+    benchmark's; it grows by a turn per run."""
 
     def __init__(self, cmd: dict[str, Any]) -> None:
         self.db, self.id, self.base = cmd["db"], cmd["id"], cmd["tmp"]
+        self.synchronous = cmd.get("synchronous", "full")
         self.turn = 0
 
     def setup(self) -> None:
         self.dir = tempfile.mkdtemp(dir=self.base)
         copy = os.path.join(self.dir, "s.db")
         shutil.copyfile(self.db, copy)
-        self.manager = SessionManager.open(SqliteStore(copy), self.id)
+        self.manager = SessionManager.open(SqliteStore(copy, synchronous=self.synchronous), self.id)
 
     def run(self) -> Any:
         self.turn += 1

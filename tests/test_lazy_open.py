@@ -28,6 +28,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -250,53 +251,69 @@ def _outcome(m: SessionManager, op: str, target: str, flag: bool) -> Any:
                                                                    HealthCheck.function_scoped_fixture])
 @given(stored_sessions(), _OPS, st.booleans())
 def test_a_lazy_open_answers_like_a_full_open(monkeypatch, entries, ops, peek_first):
+    """The lazy open and the held one (``lazy=False``) each answer like a manager over
+    the plainly loaded entries (``load``, every record parsed), op after op."""
     ids = [e["id"] for e in entries]
     counter = itertools.count()
     state = {"op": 0}
 
     def fixed_id(existing: Any) -> str:
-        # Both managers make the same ids for the same operation (k-th call within op n).
+        # Every manager makes the same ids for the same operation (k-th call within op n).
         return f"z{state['op']:04d}_{next(counter)}"
 
     monkeypatch.setattr(builders_module, "new_entry_id", fixed_id)
     monkeypatch.setattr(builders_module, "now_iso", lambda: TS)
     with tempfile.TemporaryDirectory() as tmp:
-        _store(Path(tmp, "a.db"), entries).close()
-        _store(Path(tmp, "b.db"), entries).close()
-        lazy_store, full_store = SqliteStore(Path(tmp, "a.db")), SqliteStore(Path(tmp, "b.db"))
+        stores = []
+        for name in ("lazy", "held", "plain"):
+            _store(Path(tmp, f"{name}.db"), entries).close()
+            stores.append(SqliteStore(Path(tmp, f"{name}.db")))
         try:
-            lazy = SessionManager.open(lazy_store, SID)
-            full = SessionManager.open(full_store, SID, lazy=False)
-            assert type(full._tree) is SessionTree
-            assert _projection(lazy) == _projection(full)
-            if peek_first:
-                assert _snapshot_cheap(lazy, ids) == _snapshot_cheap(full, ids)
+            lazy = SessionManager.open(stores[0], SID)
+            held = SessionManager.open(stores[1], SID, lazy=False)
+            full = _plain_open(stores[2])
+            others = (lazy, held)
+            for other in others:
+                assert _projection(other) == _projection(full)
+                if peek_first:
+                    assert _snapshot_cheap(other, ids) == _snapshot_cheap(full, ids)
             for n, (op, target, flag) in enumerate(ops):
                 state["op"] = n
-                counter = itertools.count()
-                first = _outcome(lazy, op, target, flag)
-                counter = itertools.count()
-                assert _outcome(full, op, target, flag) == first, (op, target, flag)
-                if flag:
-                    # a rebuild from scratch, as after a leaf move: a plain branch kept from
-                    # an earlier build of the same leaf is not walked again
-                    lazy._projector = None
-                assert _projection(lazy) == _projection(full), (op, target, flag)
+                outcomes = []
+                for m in (*others, full):
+                    counter = itertools.count()
+                    outcomes.append(_outcome(m, op, target, flag))
+                assert outcomes[0] == outcomes[2] and outcomes[1] == outcomes[2], (op, target, flag)
+                for other in others:
+                    if flag:
+                        # a rebuild from scratch, as after a leaf move: a plain branch kept from
+                        # an earlier build of the same leaf is not walked again
+                        other._projector = None
+                    assert _projection(other) == _projection(full), (op, target, flag)
             every = ids + [e["id"] for e in full.get_entries()[len(ids):]]
-            assert _snapshot_cheap(lazy, every) == _snapshot_cheap(full, every)
-            assert _snapshot_full(lazy, every) == _snapshot_full(full, every)
-            assert type(lazy._tree) is SessionTree  # read in full by now, the same object kind
-            assert _projection(lazy) == _projection(full)
+            for other in others:
+                assert _snapshot_cheap(other, every) == _snapshot_cheap(full, every)
+                assert _snapshot_full(other, every) == _snapshot_full(full, every)
+                assert type(other._tree) is SessionTree  # read in full by now, the same object kind
+                assert _projection(other) == _projection(full)
             stateless = build_session_projection(full.get_entries(), full.get_leaf_id(),
                                                  repair_trailing=full._repair_trailing())
             assert _projection(full)[:7] == (
                 stateless.messages, stateless.thinking_level, stateless.model, stateless.context_window,
                 stateless.system_message, list(stateless.sources), list(stateless.ends))
-            # what both wrote is the same
-            assert lazy_store.load(SID).entries == full_store.load(SID).entries
+            # what they wrote is the same
+            assert stores[0].load(SID).entries == stores[2].load(SID).entries
+            assert stores[1].load(SID).entries == stores[2].load(SID).entries
         finally:
-            lazy_store.close()
-            full_store.close()
+            for store in stores:
+                store.close()
+
+
+def _plain_open(store: SqliteStore) -> SessionManager:
+    """A manager over the session's entries as ``load`` parses them (what ``open`` gave
+    before sessions were held as their stored bytes)."""
+    parsed = store.load(SID, keep_raw=False)
+    return SessionManager(store, parsed.header, parsed.entries, cwd=parsed.header["cwd"], saved=True)
 
 
 # -- reading little, and falling back ------------------------------------------------------------
@@ -410,6 +427,158 @@ def test_json_that_disagrees_with_the_copied_columns_is_never_trusted(tmp_path):
     assert type(manager._tree) is SessionTree  # the full load: its answers come from the JSON
     full = SessionManager.open(SqliteStore(tmp_path / "s.db"), SID, lazy=False)
     assert manager.build_session_context() == full.build_session_context()
+
+
+# -- the held open (lazy=False) ---------------------------------------------------------------------
+
+
+def test_a_held_open_checks_every_record_and_parses_none_until_used(tmp_path, monkeypatch):
+    entries = _session_with_boundary()
+    _store(tmp_path / "s.db", entries).close()
+    manager = SessionManager.open(SqliteStore(tmp_path / "s.db"), SID, lazy=False)
+    tree = manager._tree
+    assert isinstance(tree, LazySessionTree) and tree._read == {}  # nothing kept parsed
+    assert manager.get_leaf_id() == "e0049" and len(tree) == len(entries)
+    assert manager.get_entry("e0003") == entries[4] and list(tree._read) == [4]  # t1 is record 4
+    assert manager.get_entry("e0003") is manager.get_entry("e0003")  # parsed once, then kept
+    assert manager.get_entries() == entries
+    assert type(manager._tree) is SessionTree
+
+
+def test_a_held_session_never_reads_the_store_again(tmp_path):
+    entries = _session_with_boundary()
+    store = _store(tmp_path / "s.db", entries)
+    manager = SessionManager.open(store, SID, lazy=False)
+    store.delete(SID)  # a lazily opened manager would raise SessionChangedError now
+    assert manager.get_entries() == entries
+    assert len(manager.build_session_context().messages) == 11
+
+
+@pytest.mark.parametrize("damage", ["bad json", "invalid entry", "checksum"])
+def test_a_held_open_reports_a_damaged_record_anywhere_as_load_does(tmp_path, damage):
+    entries = _session_with_boundary()
+    _store(tmp_path / "s.db", entries).close()
+    if damage == "bad json":
+        _set_row(tmp_path / "s.db", "e0007", b'{"type":"message"', zlib.crc32(b'{"type":"message"'))
+    elif damage == "invalid entry":  # a message without its message object
+        text = b'{"type":"message","id":"e0007","parentId":"e0006","timestamp":"t"}'
+        _set_row(tmp_path / "s.db", "e0007", text, zlib.crc32(text))
+    else:
+        _set_row(tmp_path / "s.db", "e0007", b'{"type":"message","x":1}', 12345)
+    expected = CorruptEntryError if damage == "checksum" else InvalidSessionError
+    with pytest.raises(expected) as held:
+        SessionManager.open(SqliteStore(tmp_path / "s.db"), SID, lazy=False)
+    with pytest.raises(expected) as loaded:
+        SqliteStore(tmp_path / "s.db").load(SID)
+    assert str(held.value) == str(loaded.value)
+    assert held.value.line == 10  # e0007 is the 8th record after t1: line 2 + 8
+
+
+@pytest.mark.parametrize("journal", ["wal", "delete"])  # checked a chunk at a time inside the read, or after it
+@pytest.mark.parametrize("damage", [None, "bad json", "checksum"])
+def test_a_held_open_checks_every_chunk_in_either_journal_mode(tmp_path, monkeypatch, journal, damage):
+    monkeypatch.setattr(SqliteStore, "_CHUNK", 4)
+    entries = _session_with_boundary()
+    _store(tmp_path / "s.db", entries).close()
+    if damage == "bad json":  # e0041 is line 48, in the 12th chunk of 4; e0045 (line 52) is damaged too
+        _set_row(tmp_path / "s.db", "e0041", b"[1]", zlib.crc32(b"[1]"))
+        _set_row(tmp_path / "s.db", "e0045", b"{", zlib.crc32(b"{"))
+    elif damage == "checksum":  # a checksum failure later in the file wins over the earlier parse error
+        _set_row(tmp_path / "s.db", "e0003", b"[1]", zlib.crc32(b"[1]"))
+        _set_row(tmp_path / "s.db", "e0045", b"{}", 7)
+    store = SqliteStore(tmp_path / "s.db")
+    store.journal_mode = journal
+    if damage is None:
+        manager = SessionManager.open(store, SID, lazy=False)
+        assert isinstance(manager._tree, LazySessionTree)
+        assert manager.get_entries() == entries
+        return
+    expected = CorruptEntryError if damage == "checksum" else InvalidSessionError
+    with pytest.raises(expected) as held:
+        SessionManager.open(store, SID, lazy=False)
+    with pytest.raises(expected) as loaded:
+        store.load(SID)
+    assert (str(held.value), held.value.line) == (str(loaded.value), 48 if damage == "bad json" else 52)
+
+
+@pytest.mark.parametrize("padding", [0, 20_000])  # short records count brackets, long ones walk the value
+@pytest.mark.parametrize("levels", [400, 600])  # jsonio.MAX_DEPTH is 512; orjson reads up to 1024
+def test_a_held_open_refuses_a_record_nested_too_deep_as_load_does(tmp_path, levels, padding):
+    entries = _chain(6)
+    nested: Any = "x" * padding
+    for _ in range(levels - 3):  # the entry, its message and the content list are 3 levels
+        nested = [nested]
+    entries[3] = dict(entries[3], message=dict(entries[3]["message"], content=nested))
+    _store(tmp_path / "s.db", entries[:3]).close()
+    conn = sqlite3.connect(tmp_path / "s.db")  # stored by hand: orjson writes 255 levels at most
+    with conn:
+        for seq, entry in enumerate(entries[3:], 3):
+            if seq == 3:
+                inner = b"[" * (levels - 3) + orjson.dumps("x" * padding) + b"]" * (levels - 3)
+                text = orjson.dumps(dict(entry, message=dict(entry["message"], content="@"))).replace(
+                    b'"@"', inner)
+            else:
+                text = orjson.dumps(entry)
+            conn.execute("INSERT INTO entries (session_id, seq, id, parent_id, type, timestamp, json, crc)"
+                         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (SID, seq, entry["id"], entry["parentId"],
+                                                               entry["type"], TS, text, zlib.crc32(text)))
+    conn.close()
+    if levels > 512:
+        with pytest.raises(InvalidSessionError, match="nested more than 512 levels") as held:
+            SessionManager.open(SqliteStore(tmp_path / "s.db"), SID, lazy=False)
+        with pytest.raises(InvalidSessionError) as loaded:
+            SqliteStore(tmp_path / "s.db").load(SID)
+        assert (str(held.value), held.value.line) == (str(loaded.value), 5)
+    else:
+        manager = SessionManager.open(SqliteStore(tmp_path / "s.db"), SID, lazy=False)
+        assert isinstance(manager._tree, LazySessionTree)
+        assert manager.get_entries() == entries == SqliteStore(tmp_path / "s.db").load(SID).entries
+
+
+@pytest.mark.parametrize("shape", ["json disagrees with the columns", "final leaf record", "cycle",
+                                   "record stored as text", "id stored as a blob", "duplicate id in the json"])
+def test_a_held_open_falls_back_to_the_plain_load(tmp_path, shape):
+    entries = _chain(12)
+    if shape == "json disagrees with the columns":
+        _store(tmp_path / "s.db", entries).close()
+        text = b'{"type":"message","id":"e0005","parentId":"e0002","timestamp":"t","message":{"role":"user"}}'
+        _set_row(tmp_path / "s.db", "e0005", text, zlib.crc32(text))
+    elif shape == "record stored as text":  # written by hand (docs/stores.md): its UTF-8 bytes are checked
+        _store(tmp_path / "s.db", entries).close()
+        conn = sqlite3.connect(tmp_path / "s.db")
+        with conn:
+            conn.execute("UPDATE entries SET json = CAST(json AS TEXT) WHERE id = 'e0004'")
+        conn.close()
+    elif shape == "id stored as a blob":  # a lone surrogate cannot be SQLite text
+        entries[5] = dict(entries[5], id="\ud800odd")
+        entries[6] = dict(entries[6], parentId="\ud800odd")
+        _store(tmp_path / "s.db", entries).close()
+    elif shape == "duplicate id in the json":  # the columns differ, the JSON repeats e0003
+        _store(tmp_path / "s.db", entries).close()
+        text = orjson.dumps(dict(entries[7], id="e0003"))
+        _set_row(tmp_path / "s.db", "e0007", text, zlib.crc32(text))
+    else:
+        if shape == "final leaf record":
+            entries.append({"type": "leaf", "id": "lf", "parentId": "e0011", "timestamp": TS, "targetId": "e0003"})
+        else:
+            entries[0] = dict(entries[0], parentId="e0011")
+        _store(tmp_path / "s.db", entries).close()
+    if shape == "duplicate id in the json":  # the plain load's error, at open
+        with pytest.raises(InvalidSessionError, match='duplicate entry id "e0003"'):
+            SessionManager.open(SqliteStore(tmp_path / "s.db"), SID, lazy=False)
+        return
+    manager = SessionManager.open(SqliteStore(tmp_path / "s.db"), SID, lazy=False)
+    assert type(manager._tree) is SessionTree  # the plain load: its answers come from the JSON
+    plain = _plain_open(SqliteStore(tmp_path / "s.db"))
+    assert manager.get_entries() == plain.get_entries()
+    assert manager.get_leaf_id() == plain.get_leaf_id()
+    assert manager.build_session_context() == plain.build_session_context()
+    if shape == "json disagrees with the columns":
+        assert manager.get_entry("e0005")["parentId"] == "e0002"
+    elif shape == "id stored as a blob":
+        assert manager.get_entry("\ud800odd") == entries[5]
+    elif shape == "final leaf record":
+        assert manager.get_leaf_id() == "e0003"
 
 
 # -- the snapshot --------------------------------------------------------------------------------

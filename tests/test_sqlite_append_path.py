@@ -22,8 +22,10 @@ from hypothesis import strategies as st
 from builders import billed_assistant_tokens as _assistant
 from builders import usage_header as _header
 from builders import user_block_entry as _user
+from sessiontree.core.listing import InfoAccumulator
 from sessiontree.errors import InvalidSessionError, StorageError
 from sessiontree.stores import SqliteStore
+from sessiontree.stores.sqlite.derived import STATE_COLUMNS, state_values
 from sessiontree.stores.sqlite.usage import _refresh_calls
 
 
@@ -35,6 +37,16 @@ def _rows(store: SqliteStore, sid: str) -> list[tuple]:
 def _listed(store: SqliteStore, sid: str) -> tuple:
     return store._connection().execute(
         "SELECT entry_count, message_count, first_message FROM sessions WHERE id = ?", (sid,)).fetchone()
+
+
+def test_state_values_are_to_state_in_column_order():
+    info = InfoAccumulator(message_count=3, first_message="hi \ud83d", modified_ms=5.5, has_name=True, name="n",
+                           anchor_id="a1", summary_through="a0", summary_text="sum")
+    # to_state() keyed by STATE_COLUMNS; a lone surrogate stored as its surrogatepass bytes, hasName as 0/1.
+    assert [key for key, _ in STATE_COLUMNS] == ["messageCount", "firstMessage", "modifiedMs", "hasName", "name",
+                                                 "anchorId", "summaryThrough", "summaryText"]
+    assert state_values(info) == [3, b"hi \xed\xa0\xbd", 5.5, 1, "n", "a1", "a0", "sum"]
+    assert state_values(InfoAccumulator()) == [0, None, 0.0, 0, None, None, None, None]
 
 
 def test_appends_of_another_connection_are_seen(tmp_path):

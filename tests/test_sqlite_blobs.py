@@ -309,3 +309,38 @@ def test_a_branched_session_of_a_manager_with_references_keeps_the_images(tmp_pa
         assert check.load(branched).entries[1]["message"]["content"][1]["data"] == IMAGE
         assert _count(check, "SELECT count(*) FROM blobs") == 1
         assert _count(check, "SELECT count(*) FROM entry_blobs") == 2
+
+
+# -- the held open (SessionManager.open(..., lazy=False), docs/decisions/held-records.md) -----------
+
+
+def test_a_held_open_holds_records_stored_cut_whole(store) -> None:
+    from sessiontree.session.lazy import LazySessionTree
+
+    head, entries = _session()
+    store.create(head, entries)
+    assert _count(store, "SELECT count(*) FROM entry_blobs") == 1  # a2 is stored cut
+    manager = SessionManager.open(store, "s1", lazy=False)
+    assert isinstance(manager._tree, LazySessionTree)
+    assert manager.get_entry("a2")["message"]["content"][1]["data"] == IMAGE
+    assert manager.get_entries() == entries == store.load("s1").entries
+
+
+def test_a_held_open_refuses_a_missing_blob_as_load_does(store) -> None:
+    head, entries = _session()
+    store.create(head, entries)
+    store._connection().execute("DELETE FROM blobs")
+    with pytest.raises(CorruptEntryError) as held:
+        SessionManager.open(store, "s1", lazy=False)
+    with pytest.raises(CorruptEntryError) as loaded:
+        store.load("s1")
+    assert (str(held.value), held.value.line) == (str(loaded.value), 3)
+
+
+def test_a_store_giving_references_opens_records_stored_cut_the_plain_way(tmp_path) -> None:
+    with SqliteStore(tmp_path / "s.db") as writer:
+        writer.create(*_session())
+    with SqliteStore(tmp_path / "s.db", blob_refs=True) as reader:
+        manager = SessionManager.open(reader, "s1", lazy=False)
+        assert type(manager._tree).__name__ == "SessionTree"
+        assert isinstance(manager.get_entry("a2")["message"]["content"][1]["data"], BlobRef)

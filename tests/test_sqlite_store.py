@@ -42,7 +42,8 @@ def test_sqlite_wal_and_migrations(tmp_path, sqlite_store):
         assert [r[0] for r in raw.execute("SELECT name FROM schema_migrations ORDER BY rowid")] == [
             "m001_initial", "m002_record_crc", "m003_sync_state", "m004_search_index",
             "m005_search_pending", "m006_usage_ledger", "m007_usage_rollup", "m008_search_branch", "m009_agent_files",
-            "m010_provenance", "m011_bulk_settle", "m013_blobs", "m014_contentless_search"]
+            "m010_provenance", "m011_bulk_settle", "m012_outline_index", "m013_blobs", "m014_contentless_search",
+            "m015_texts_tail"]
         tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {"sessions", "entries", "message_texts", "schema_migrations"} <= tables
         sql = raw.execute("SELECT sql FROM sqlite_master WHERE name = 'entries'").fetchone()[0]
@@ -51,14 +52,17 @@ def test_sqlite_wal_and_migrations(tmp_path, sqlite_store):
         raw.close()
     assert sqlite_store.applied_migrations() == ["m001_initial", "m002_record_crc", "m003_sync_state", "m004_search_index",
             "m005_search_pending", "m006_usage_ledger", "m007_usage_rollup", "m008_search_branch", "m009_agent_files",
-            "m010_provenance", "m011_bulk_settle", "m013_blobs", "m014_contentless_search"]
+            "m010_provenance", "m011_bulk_settle", "m012_outline_index", "m013_blobs", "m014_contentless_search",
+            "m015_texts_tail"]
     SqliteStore(path).close()  # reopening applies nothing twice
     assert sqlite_store.applied_migrations() == ["m001_initial", "m002_record_crc", "m003_sync_state", "m004_search_index",
             "m005_search_pending", "m006_usage_ledger", "m007_usage_rollup", "m008_search_branch", "m009_agent_files",
-            "m010_provenance", "m011_bulk_settle", "m013_blobs", "m014_contentless_search"]
+            "m010_provenance", "m011_bulk_settle", "m012_outline_index", "m013_blobs", "m014_contentless_search",
+            "m015_texts_tail"]
     assert [name for name, _ in sqlite_module.MIGRATIONS] == ["m001_initial", "m002_record_crc", "m003_sync_state", "m004_search_index",
             "m005_search_pending", "m006_usage_ledger", "m007_usage_rollup", "m008_search_branch", "m009_agent_files",
-            "m010_provenance", "m011_bulk_settle", "m013_blobs", "m014_contentless_search"]
+            "m010_provenance", "m011_bulk_settle", "m012_outline_index", "m013_blobs", "m014_contentless_search",
+            "m015_texts_tail"]
 
 
 def test_sqlite_state_columns_cover_the_accumulator():
@@ -185,7 +189,9 @@ def test_sqlite_listing_reads_only_sessions_and_append_never_reads_entries(sqlit
     reads = _reads(sqlite_store, lambda: rows.extend(sqlite_store.list_sessions()))
     assert {table for table, _ in reads} == {"sessions"}
     text_reads = _reads(sqlite_store, lambda: rows[0].all_messages_text)
-    assert {table for table, _ in text_reads} == {"message_texts"}
+    # message_texts, and the session's texts_from: no pending tail here, so no entry is read.
+    assert {table for table, _ in text_reads} == {"message_texts", "sessions"}
+    assert {column for table, column in text_reads if table == "sessions"} <= {"id", "texts_from"}
     append_reads = _reads(sqlite_store, lambda: sqlite_store.append("A", [custom("zz", "a4")]))
     assert ("entries", "json") not in append_reads
     assert ("message_texts", "text") not in append_reads

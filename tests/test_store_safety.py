@@ -337,8 +337,10 @@ def test_schema_upgrade_hashes_existing_rows(tmp_path):
     db = _stored_db(tmp_path)
     # Make it a database written before the hashes existed (schema step m001 only).
     raw = sqlite3.connect(db)
+    raw.execute("DROP INDEX entries_outline")  # m012's index names the crc column
     raw.execute("ALTER TABLE entries DROP COLUMN crc")
     raw.execute("ALTER TABLE sessions DROP COLUMN header_crc")
+    raw.execute("ALTER TABLE sessions DROP COLUMN texts_from")
     raw.execute("DROP TABLE sync_state")
     raw.execute("DROP TABLE provenance")
     raw.execute("DROP TABLE archived_files")

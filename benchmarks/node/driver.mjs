@@ -135,23 +135,31 @@ function makeCase(cmd, SessionManager) {
     case "turn": {
       // One agent turn in a live session (same messages as worker.turn_messages):
       // appendMessage x4 (appendFileSync, no fsync), then buildSessionContext().
+      // With cmd.fsync, the file is also fsynced after each append (what durable
+      // appends cost; the package itself never fsyncs).
       // The session is a copy; it grows by a turn per run.
-      let manager, scratch;
+      let manager, scratch, target;
+      let fd = -1;
       let turn = 0;
       return {
         setup() {
           scratch = mkdtempSync(join(cmd.tmp, "turn-"));
-          const target = join(scratch, "session.jsonl");
+          target = join(scratch, "session.jsonl");
           copyFileSync(cmd.file, target);
           manager = SessionManager.open(target, scratch);
+          if (cmd.fsync) fd = openSync(target, "r");
         },
         reset() {},
         run() {
           turn += 1;
-          for (const message of turnMessages(turn, 1_800_000_000_000 + 10 * turn)) manager.appendMessage(message);
+          for (const message of turnMessages(turn, 1_800_000_000_000 + 10 * turn)) {
+            manager.appendMessage(message);
+            if (fd >= 0) fsyncSync(fd);
+          }
           return manager.buildSessionContext().messages.length;
         },
         teardown() {
+          if (fd >= 0) closeSync(fd);
           if (scratch) rmSync(scratch, { recursive: true, force: true });
         },
       };

@@ -36,7 +36,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from sessiontree.core.projection import ProjectionBuilder
 from sessiontree.core.tree import (
@@ -51,13 +51,28 @@ from sessiontree.errors import EntryNotFoundError, InvalidSessionError, SessionC
 from sessiontree.format.gcpause import gc_paused
 from sessiontree.stores.base import SessionOutline, SessionStore
 
-__all__ = ["PROBE", "LazySessionTree", "open_lazy"]
+__all__ = ["PROBE", "LazySessionTree", "RecordSource", "open_held", "open_lazy"]
 
 #: How many of a session's last records are looked at for a compaction before the
 #: lazy open reads an outline: a boundary further back leaves too little to save
 #: for the outline's cost, and a session never compacted (the common case) pays
 #: only these look-ups.
 PROBE = 4096
+
+
+class RecordSource(Protocol):
+    """Where a :class:`LazySessionTree` reads the records it has not read yet: a store
+    (``read_entries_at`` of its outline), or a session held as its stored bytes
+    (:func:`open_held`)."""
+
+    @property
+    def url(self) -> str:
+        """The store's URL, for error messages."""
+        ...
+
+    def read_entries_at(self, outline: SessionOutline, positions: Sequence[int]) -> list[Entry]:
+        """The full entries at ``positions`` of ``outline`` (see ``SessionStore.read_entries_at``)."""
+        ...
 
 
 class _Drift(Exception):
@@ -145,6 +160,46 @@ def open_lazy(store: SessionStore, session_id: str) -> tuple[dict[str, Any], Laz
     return outline.header, tree, builder
 
 
+def open_held(store: SessionStore, session_id: str) -> tuple[dict[str, Any], LazySessionTree] | None:
+    """Open a session with every record checked now and held as its stored bytes, each
+    parsed when first used (docs/decisions/held-records.md; ``SessionManager.open(...,
+    lazy=False)``).
+
+    Args:
+        store: any store. Only one that can hold a session (``load_held``, SQLite)
+            is opened this way; for any other this returns ``None`` at once.
+        session_id: the exact session id.
+
+    Returns:
+        ``(header, tree)``: the header and a :class:`LazySessionTree` over the held
+        records, none read yet, whose leaf is the loaded leaf (docs/rules/tree.md
+        F.1); or ``None`` when the session must be loaded the plain way (the
+        store declined, see ``SqliteStore.load_held``, or the leaf's branch has a
+        parent cycle).
+
+    Raises:
+        SessionNotFoundError: no such session.
+        StorageError: the store could not be read.
+    """
+    load_held = getattr(store, "load_held", None)
+    if load_held is None:
+        return None
+    held = load_held(session_id)
+    if held is None:
+        return None
+    outline, position_of = held.outline, held.position_of
+    parents, get = outline.parent_ids, position_of.get
+    current: int | None = len(outline) - 1 if len(outline) else None
+    steps = len(outline)
+    while current is not None:  # the leaf's branch, for a parent cycle (the plain build stops at it)
+        steps -= 1
+        if steps < 0:
+            return None
+        parent = parents[current]
+        current = get(parent) if parent is not None else None
+    return outline.header, LazySessionTree(held, outline, position_of, {})
+
+
 class LazySessionTree(SessionTree):
     """A :class:`~sessiontree.core.tree.SessionTree` over a stored session of which only some
     entries were read; the others are read on first use.
@@ -166,12 +221,13 @@ class LazySessionTree(SessionTree):
     module docstring).
     """
 
-    def __init__(self, store: SessionStore, outline: SessionOutline, position_of: dict[str, int],
+    def __init__(self, store: RecordSource, outline: SessionOutline, position_of: dict[str, int],
                  read: dict[int, Entry]) -> None:
         """Wrap an outline and the entries read so far.
 
         Args:
-            store: where the other records are read (:meth:`~sessiontree.stores.base.SessionStore.read_entries_at`).
+            store: where the other records are read (:meth:`~sessiontree.stores.base.SessionStore.read_entries_at`,
+                or a held session's, :func:`open_held`).
             outline: the session's outline at open; its entries stay the
                 tree's first ``len(outline)`` entries.
             position_of: ``{id: position}`` of the outline's entries (unique ids).

@@ -39,7 +39,7 @@ from sessiontree.format.upgrade import parent_session_to_id, upgrade_header
 from sessiontree.session import builders, importing
 from sessiontree.session.builders import UNSET, now_iso
 from sessiontree.session.importing import IMPORT_BATCH_BYTES, IMPORT_BATCH_SESSIONS, ImportOutcome
-from sessiontree.session.lazy import open_lazy
+from sessiontree.session.lazy import open_held, open_lazy
 from sessiontree.stores import open_store
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionFiles, SessionStore
 from sessiontree.stores.jsonl.store import JsonlStore
@@ -235,7 +235,10 @@ class SessionManager:
         reads it rather than here, and if another process replaces or deletes
         the session before then, that call raises
         :class:`~sessiontree.errors.SessionChangedError`. ``lazy=False``
-        loads everything now.
+        reads and checks every record now, as a full load does (the same
+        errors); a SQLite session is then held as its records' stored bytes,
+        each parsed when first used, never read from the store again
+        (docs/decisions/held-records.md).
 
         Raises:
             InvalidSessionIdError: malformed id (docs/rules/format.md B.8).
@@ -252,6 +255,14 @@ class SessionManager:
                 manager = cls(target, header, cwd=cwd, saved=True)
                 manager._tree = tree
                 manager._projector = (tree, len(tree), builder)
+                return manager
+        else:
+            held = open_held(target, session_id)
+            if held is not None:
+                header, tree = held
+                cwd = cwd_override if cwd_override is not None else (header.get("cwd") or os.getcwd())
+                manager = cls(target, header, cwd=cwd, saved=True)
+                manager._tree = tree
                 return manager
         # The manager keeps only the entries: the store need not hold the stored texts
         # (SQLite frees each as soon as it is parsed).

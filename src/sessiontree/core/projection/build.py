@@ -44,7 +44,7 @@ def build_context_entries(
         the boundary]``. Entries before the boundary and outside the tail are
         left out.
     """
-    scan = scan_up(entries, leaf_id, by_id)
+    scan = scan_up(entries, leaf_id, by_id, context_only=True)
     return context_order(scan.path, layout_at(scan.path, scan.boundary))
 
 

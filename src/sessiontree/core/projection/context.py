@@ -146,7 +146,10 @@ def layout_at(path: Sequence[Entry], boundary: int | None) -> _Layout:
     first_kept_id = path[boundary].get("firstKeptEntryId")
     if not isinstance(first_kept_id, str):
         return _Layout(boundary, None)
-    for index in range(boundary):
+    # Backwards from the boundary: the tail is usually short and close to it. A path
+    # holds each id once (a walk by parent links stops where an id repeats), so the
+    # entry found is the one a forward search finds.
+    for index in range(boundary - 1, -1, -1):
         if path[index].get("id") == first_kept_id:
             return _Layout(boundary, index)
     # Unknown, after the boundary, on another branch or the boundary itself:
@@ -293,7 +296,8 @@ class _Scan:
                                                        # docs/rules/projection.md P.1 copies
 
 
-def scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Entry] | None) -> _Scan:
+def scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Entry] | None, *,
+            context_only: bool = False) -> _Scan:
     """Walk from the leaf to the root and take in the path's state on the way.
 
     Walking upwards, the *latest* item of a kind on the path is the *first*
@@ -301,6 +305,14 @@ def scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Entr
     than the number of entries has met a parent cycle: it is redone by
     :func:`_scan_down` on :func:`sessiontree.core.tree.get_branch`'s path (which
     stops where an id repeats), so the result never depends on the route.
+
+    ``context_only``: the caller uses only the context part of the path (the
+    active boundary, its kept tail and what follows: :func:`context_order`).
+    The entries above the kept tail are then left out of ``path`` (which
+    starts at the tail's first entry, or at the boundary without a tail;
+    ``boundary`` indexes that path) and are not P.1-normalized: only what acts
+    from afar is looked at in them (settings, edits, the model until found),
+    a few look-ups each, the cost of walking a long compacted session.
     """
     leaf, by_id = resolve_leaf(entries, leaf_id, by_id)
     if leaf is None:
@@ -316,6 +328,9 @@ def scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Entr
     edits: dict[str, Entry] = {}
     normalize_up: list[int] = []
     content_roles = CONTENT_ROLES
+    # context_only, once the active boundary is met: the id of its first kept entry
+    # (ABSENT: no tail), whose passing ends the context part of the walk.
+    tail_start: Any = None
     current: Any = leaf
     while current is not None:
         entry = get(current)
@@ -351,6 +366,9 @@ def scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Entr
         elif kind == "compaction":
             if boundary_up is None and is_active_compaction(entry):
                 boundary_up = len(path)
+                if context_only:
+                    first_kept = entry.get("firstKeptEntryId")
+                    tail_start = first_kept if isinstance(first_kept, str) else ABSENT
         elif kind == "context_edit":
             target = entry.get("targetId")
             # A malformed edit is rejected on load and append; if one slips
@@ -359,6 +377,43 @@ def scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Entr
                 edits[target] = entry
         append(entry)
         current = entry.get("parentId")
+        if tail_start is not None and (tail_start is ABSENT or entry.get("id") == tail_start):
+            break  # past the kept tail: the rest of the way up is outside the context
+    # Above the kept tail (context_only): what acts from afar, and the model until found;
+    # these entries are not kept in the path (the caller uses its context part only).
+    if tail_start is not None and current is not None:
+        for _ in range(budget):
+            entry = get(current)
+            if entry is None:
+                break
+            kind = entry.get("type")
+            if kind == "message":
+                if model is ABSENT:
+                    message = entry.get("message")
+                    if ((message.__class__ is dict or isinstance(message, Mapping))
+                            and message.get("role") == "assistant"):
+                        setting = entry_setting(entry)
+                        if setting is not None:
+                            model = setting[1]
+            elif isinstance(kind, str) and kind in SETTING_KINDS:
+                setting = entry_setting(entry)
+                if setting is not None:
+                    if setting[0] == "thinking_level" and thinking_level is ABSENT:
+                        thinking_level = setting[1]
+                    elif setting[0] == "model" and model is ABSENT:
+                        model = setting[1]
+                    elif setting[0] == "context_window" and context_window is ABSENT:
+                        context_window = setting[1]
+            elif kind == "context_edit":
+                target = entry.get("targetId")
+                if isinstance(target, str) and target not in edits and _valid_replacement(entry):
+                    edits[target] = entry
+            current = entry.get("parentId")
+            if current is None:
+                break
+        else:
+            if get(current) is not None:  # one entry more than the session holds: a parent cycle
+                return _scan_down(get_branch(by_id, leaf))
     path.reverse()
     last = len(path) - 1
     copies: list[Entry] = []

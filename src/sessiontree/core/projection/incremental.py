@@ -274,7 +274,7 @@ class ProjectionBuilder:
         # replay (docs/rules/projection.md Q.3, S), the latest active boundary
         # (docs/rules/projection.md Q.4), the latest valid
         # edit per target (docs/rules/projection.md R.4).
-        scan = scan_up(entries, leaf_id, by_id)
+        scan = scan_up(entries, leaf_id, by_id, context_only=True)  # only context_order(path) is used
         path, edits = scan.path, scan.edits
         self = cls(path[-1]["id"] if path else None, scan.thinking_level, scan.model,
                    scan.context_window, edits)

@@ -17,9 +17,9 @@ import sqlite3
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from sessiontree.core.listing import InfoAccumulator
 from sessiontree.errors import StorageError, StoreOpenError
@@ -35,6 +35,8 @@ __all__ = [
     "file_key",
     "step_names",
 ]
+
+_T = TypeVar("_T")
 
 #: WAL pages between automatic checkpoints of a writable connection (16 MiB of 4 KiB
 #: pages; SQLite's default is 1,000): fewer checkpoints, each costing fsyncs, make
@@ -141,13 +143,15 @@ class SqliteConnection:
     _pid: int
     _closed: bool
     _file_key: tuple[int, int] | None
-    _memo: dict[Any, tuple[int, int, InfoAccumulator]]
+    _memo: dict[Any, tuple[int, int, InfoAccumulator, int | None, list[tuple[Any, int, Any]]]]
     _memo_mark: tuple[Any, int, int] | None
     _memo_updated_at: int | None
     _initialised: bool
     _has_crc: bool
     _has_blobs: bool
     blob_refs: bool
+    _has_texts_tail: bool
+    _adders: tuple[sqlite3.Connection, tuple[Any, ...]] | None
 
     def _uri(self, immutable: bool) -> str:
         return "file:" + urllib.parse.quote(self.path) + ("?mode=ro&immutable=1" if immutable else "?mode=ro")
@@ -303,6 +307,7 @@ class SqliteConnection:
         check_known_steps(self.url, applied or [], step_names())
         self._has_crc = applied is not None and "m002_record_crc" in applied
         self._has_blobs = applied is not None and "m013_blobs" in applied
+        self._has_texts_tail = applied is not None and "m015_texts_tail" in applied
 
     def _quick_check(self, conn: sqlite3.Connection) -> None:
         """Refuse to write into a database that fails ``PRAGMA quick_check``."""
@@ -373,36 +378,63 @@ class SqliteConnection:
     @contextmanager
     def write_transaction(self, what: str) -> Iterator[sqlite3.Connection]:
         """One write transaction; sqlite errors become StorageError, everything rolls back."""
-        if self.readonly:
-            raise StorageError(f"{what}: {self.url} is opened read-only")
         with self._lock:
-            conn = self._connection()
-            if not self._initialised:
-                raise StorageError(f"{what}: {self.url} is an empty database not initialised as a sessiontree "
-                                   "store; open it with create=True (as sessiontree import does) to initialise it")
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise StorageError(f"{what}: cannot start a write transaction on {self.url}: {exc}") from exc
+            conn = self._begin_write(what)
             try:
                 yield conn
                 conn.execute("COMMIT")
             except BaseException as exc:
-                self._forget()  # the memo may describe what was just rolled back
-                rollback_error: sqlite3.Error | None = None
-                if conn.in_transaction:
-                    try:
-                        conn.execute("ROLLBACK")
-                    except sqlite3.Error as err:
-                        rollback_error = err
-                if isinstance(exc, (sqlite3.Error, UnicodeError)):
-                    message = f"{what} failed on {self.url}: {exc}"
-                    if rollback_error is not None:
-                        message += f"; the rollback failed too: {rollback_error}"
-                    error = StorageError(message)
-                    error.rollback_error = rollback_error
-                    raise error from exc
+                self._abort_write(conn, what, exc)
                 raise
+
+    def run_write(self, what: str, body: Callable[..., _T], *args: Any) -> _T:
+        """``body(conn, *args)`` in one write transaction, as :meth:`write_transaction`
+        runs its block (same errors, same rollback), and its result: the same
+        transaction without a generator's cost, for the per-call append."""
+        with self._lock:
+            conn = self._begin_write(what)
+            try:
+                result = body(conn, *args)
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                self._abort_write(conn, what, exc)
+                raise
+            return result
+
+    def _begin_write(self, what: str) -> sqlite3.Connection:
+        """``BEGIN IMMEDIATE`` on the store's connection (the caller holds ``_lock``).
+
+        Raises:
+            StorageError: read-only, not initialised, or the lock could not be taken."""
+        if self.readonly:
+            raise StorageError(f"{what}: {self.url} is opened read-only")
+        conn = self._connection()
+        if not self._initialised:
+            raise StorageError(f"{what}: {self.url} is an empty database not initialised as a sessiontree "
+                               "store; open it with create=True (as sessiontree import does) to initialise it")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise StorageError(f"{what}: cannot start a write transaction on {self.url}: {exc}") from exc
+        return conn
+
+    def _abort_write(self, conn: sqlite3.Connection, what: str, exc: BaseException) -> None:
+        """Roll back after ``exc`` ended a write; raise it as StorageError when it is a
+        database or encoding error (the caller re-raises anything else)."""
+        self._forget()  # the memo may describe what was just rolled back
+        rollback_error: sqlite3.Error | None = None
+        if conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error as err:
+                rollback_error = err
+        if isinstance(exc, (sqlite3.Error, UnicodeError)):
+            message = f"{what} failed on {self.url}: {exc}"
+            if rollback_error is not None:
+                message += f"; the rollback failed too: {rollback_error}"
+            error = StorageError(message)
+            error.rollback_error = rollback_error
+            raise error from exc
 
     @contextmanager
     def read_transaction(self) -> Iterator[sqlite3.Connection]:
@@ -430,6 +462,7 @@ class SqliteConnection:
         self._initialised = True
         self._has_crc = "m002_record_crc" in applied
         self._has_blobs = "m013_blobs" in applied
+        self._has_texts_tail = "m015_texts_tail" in applied
         return True
 
     def _forget(self) -> None:

@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from sessiontree.core.listing import InfoAccumulator, is_classified
+from sessiontree.format import jsonio
 
 __all__ = [
     "STATE_ASSIGN",
@@ -99,9 +100,12 @@ STATE_ASSIGN = ", ".join(f"{column} = ?" for _, column in STATE_COLUMNS)
 
 
 def state_values(info: InfoAccumulator) -> list[Any]:
-    """The values of :data:`STATE_COLUMNS` for ``info``, in that order, as stored."""
-    state = info.to_state()
-    return [to_db(int(state[key]) if key == "hasName" else state[key]) for key, _ in STATE_COLUMNS]
+    """The values of :data:`STATE_COLUMNS` for ``info``, in that order, as stored
+    (``to_state()``'s values, read from the attributes in :data:`STATE_COLUMNS` order:
+    tests/test_sqlite_append_path.py keeps the two in step)."""
+    return [info.message_count, to_db(info.first_message), info.modified_ms, int(info.has_name),
+            to_db(info.name), to_db(info.anchor_id), to_db(info.summary_through), to_db(info.summary_text)]
+
 
 
 def state_from_row(values: Sequence[Any]) -> InfoAccumulator:
@@ -111,6 +115,38 @@ def state_from_row(values: Sequence[Any]) -> InfoAccumulator:
     state["hasName"] = bool(state["hasName"])
     state["modifiedMs"] = float(state["modifiedMs"] or 0.0)
     return InfoAccumulator.from_state(state)
+
+
+# -- the listing texts' pending tail (``sessions.texts_from``) --------------------------------
+
+#: Entries an append may leave with their listing text unstored (``sessions.texts_from``):
+#: the tail a reader derives from the entries is at most this long.
+TEXTS_TAIL = 32
+
+
+def listing_text(entry: Any) -> str | None:
+    """The listing text ``entry`` adds to ``message_texts`` (docs/rules/listing.md L.15),
+    else ``None``: what :meth:`InfoAccumulator.add` returns for it, which depends on
+    the entry alone."""
+    return InfoAccumulator().add(entry) if isinstance(entry, dict) else None
+
+
+def tail_texts(conn: sqlite3.Connection, key: Any, start: int) -> list[tuple[int, str]]:
+    """``(seq, text)`` of the listing texts of session ``key``'s entries from ``seq``
+    ``start`` on, derived from their stored records (the pending tail of
+    ``message_texts``). A record that does not parse adds nothing: listing never
+    reports damage (``load`` and ``check --store`` do). A record stored with its
+    images out of line (docs/blobs.md) gives the same text: only image data is cut."""
+    texts = []
+    for seq, record in conn.execute("SELECT seq, json FROM entries WHERE session_id = ? AND seq >= ? ORDER BY seq",
+                                    (key, start)):
+        try:
+            text = listing_text(jsonio.loads(record))
+        except ValueError:
+            continue
+        if text is not None:
+            texts.append((seq, text))
+    return texts
 
 
 def header_columns(header: dict[str, Any]) -> tuple[Any, Any, Any, int]:
@@ -157,6 +193,11 @@ class DerivedIndex(Protocol):
         ``rows`` are ``(seq, entry, text)``: the entry's position in file order,
         the parsed entry, and its stored JSON bytes, in ``seq`` order. Runs
         inside the writing transaction; raising rolls the whole write back."""
+
+    def writes_on_add(self, conn: sqlite3.Connection) -> bool:
+        """Whether :meth:`add` writes anything on this database (``False``: new entries
+        stay pending, and the writes skip the call). Asked once per connection by
+        ``SqliteWrites``: a schema only gains tables, so the answer holds for it."""
 
     def remove(self, conn: sqlite3.Connection, key: Any) -> None:
         """Drop everything derived from the session ``key`` (inside the transaction)."""

@@ -32,6 +32,7 @@ from sessiontree.stores.sqlite.derived import (
     record_bytes,
     record_crc,
     state_values,
+    tail_texts,
     to_db,
 )
 from sessiontree.stores.sqlite.reads import SqliteReads
@@ -158,7 +159,7 @@ class SqliteMaintenance(SqliteReads):
                 _insert_text_rows(conn, text_rows)
                 conn.execute(
                     "UPDATE sessions SET created_at = ?, cwd = ?, parent_session_id = ?, classified = ?,"
-                    f" entry_count = ?, {STATE_ASSIGN} WHERE id = ?",
+                    f" entry_count = ?, texts_from = NULL, {STATE_ASSIGN} WHERE id = ?",
                     (*header_columns(header), len(rows), *state_values(info), key))
                 for index in DERIVED_INDEXES:
                     index.remove(conn, key)
@@ -407,8 +408,15 @@ class SqliteMaintenance(SqliteReads):
                     if from_db(value) != from_db(rebuilt)]
 
         def stored_texts() -> list[tuple[int, str]]:
-            return [(seq, from_db(text)) for seq, text in conn.execute(
+            # The pending tail's texts are derived from the entries, as a listing reads
+            # them; a stored row in the tail would appear twice, so it is drift.
+            texts = [(seq, from_db(text)) for seq, text in conn.execute(
                 "SELECT seq, text FROM message_texts WHERE session_id = ? ORDER BY seq", (key,))]
+            if self._has_texts_tail:
+                start = conn.execute("SELECT texts_from FROM sessions WHERE id = ?", (key,)).fetchone()[0]
+                if start is not None:
+                    texts = sorted(texts + tail_texts(conn, key, start), key=lambda item: item[0])
+            return texts
 
         stored = StoredSession(
             header_text=record_bytes(row[0]),

@@ -40,9 +40,9 @@ from sessiontree.stores.shared import (
 )
 from sessiontree.stores.sqlite import blobs
 from sessiontree.stores.sqlite.blobreads import SqliteBlobReads, _SplicedTexts, _Swap
-from sessiontree.stores.sqlite.derived import STATE_SELECT, from_db, record_crc, state_from_row, to_db
+from sessiontree.stores.sqlite.derived import STATE_SELECT, from_db, record_crc, state_from_row, tail_texts, to_db
 
-__all__ = ["SqliteReads"]
+__all__ = ["HeldSession", "SqliteReads"]
 
 
 class SqliteReads(SqliteBlobReads):
@@ -272,6 +272,109 @@ class SqliteReads(SqliteBlobReads):
             if self._has_crc and plan:
                 self._apply_fixups(session_id, parser, fixups, plan)
             return parser.result()
+
+    def load_held(self, session_id: str) -> HeldSession | None:
+        """The session checked in full as :meth:`load` checks it, its records kept as their
+        stored bytes rather than parsed (docs/decisions/held-records.md): what
+        ``SessionManager.open(..., lazy=False)`` holds.
+
+        In one read snapshot, one ordered scan of every entry's copied columns
+        (``id``, ``parent_id``, ``type``), stored bytes and CRC. Then each record's
+        bytes are checked against their CRC, parsed, validated as :meth:`load`
+        validates them and checked against the copied columns, and the parsed
+        object is dropped at once: what stays is one ``bytes`` per entry (no
+        container for the cyclic collector to walk) and the columns, from which
+        the caller builds the tree. A record is parsed again, by the same code,
+        when it is first used (:meth:`HeldSession.read_entries_at`).
+
+        Records stored cut (docs/blobs.md) are held whole, their blobs put
+        back as ``load`` puts them back.
+
+        Returns:
+            The held session, or ``None`` when this form cannot answer as a
+            load would: any record, blob or the header fails a check (the
+            caller's :meth:`load` then reports the first failure exactly as
+            always), a record's JSON disagrees with its copied columns, a column
+            holds a BLOB, two entries share an id, the last record is a ``leaf``
+            record, the schema has no CRCs, or the store gives references
+            (``blob_refs``) and the session has records stored cut.
+
+        Raises:
+            SessionNotFoundError: no such id.
+            StorageError: the database could not be read.
+        """
+        if not self._has_crc:
+            return None
+        key = to_db(session_id)
+        ids: list[Any] = []
+        parents: list[Any] = []
+        types: list[Any] = []
+        texts: list[Any] = []
+        position_of: dict[str, int] = {}
+        kinds: dict[str, str] = {}
+        crc32 = zlib.crc32
+        with self.read_transaction() as conn:
+            if not self.has_schema(conn):
+                raise SessionNotFoundError(session_id, self.url)
+            row = conn.execute("SELECT header_json, header_crc FROM sessions WHERE id = ?", (key,)).fetchone()
+            if row is None:
+                raise SessionNotFoundError(session_id, self.url)
+            plan = self._blob_plan(conn, key)
+            if plan and self.blob_refs:
+                return None  # records stored cut, read with references: the plain load gives them
+            cursor = conn.execute("SELECT id, parent_id, type, json, crc FROM entries WHERE session_id = ?"
+                                  " ORDER BY seq", (key,))
+            # A chunk at a time, split into columns in C, its CRCs checked there and then:
+            # neither the row tuples nor the CRCs pile up. Only what the tree keeps stays:
+            # one object per distinct type, and a parent id is its parent's id object
+            # (parents come first in file order), as parsed entries share them. In WAL
+            # mode (readers never block writers) each chunk's records are also parsed
+            # and checked at once, while its bytes are still in the CPU's caches; in
+            # any other mode after the transaction, as load does.
+            where = f"{self.url}#{session_id}"
+            now = self.journal_mode == "wal"
+            for rows in iter(functools.partial(cursor.fetchmany, self._CHUNK), []):
+                chunk_ids, chunk_parents, chunk_types, chunk_texts, chunk_crcs = zip(*rows, strict=False)
+                del rows
+                try:
+                    if tuple(map(crc32, chunk_texts)) != chunk_crcs:
+                        return None
+                except TypeError:  # a record stored as text by hand
+                    return None
+                if bytes in {*map(type, chunk_ids), *map(type, chunk_parents), *map(type, chunk_types)}:
+                    return None  # a value with a lone surrogate (see derived.to_db): rare, the plain load
+                if plan:  # records stored cut (docs/blobs.md): held whole, their blobs put back
+                    try:
+                        chunk_texts = tuple(self._expand_chunk(conn, session_id, key, chunk_texts, len(ids), plan,
+                                                               False)[0])
+                    except CorruptEntryError:
+                        return None  # a blob missing or damaged: the plain load reports it
+                if now and not _held_records_check(self, chunk_texts, chunk_ids, chunk_parents, chunk_types,
+                                                   key, where, len(ids)):
+                    return None
+                position_of.update(zip(chunk_ids, range(len(ids), len(ids) + len(chunk_ids)), strict=False))
+                ids += chunk_ids
+                parents += [None if parent is None else ids[position_of[parent]] if parent in position_of
+                            else parent for parent in chunk_parents]
+                types += [kinds.setdefault(kind, kind) for kind in chunk_types]
+                texts += chunk_texts
+                del chunk_ids, chunk_parents, chunk_types, chunk_texts, chunk_crcs
+        header_raw = row[0]
+        if header_raw.__class__ is not bytes or row[1] is None or crc32(header_raw) != row[1]:
+            return None
+        try:
+            header = self._parse_header(header_raw, key)
+        except InvalidSessionError:
+            return None
+        count = len(ids)
+        if len(position_of) != count:
+            return None  # two entries share an id: the plain load reports it
+        if count and types[-1] == "leaf":
+            return None  # the loaded leaf is its target (docs/rules/tree.md F.1): the plain load decides
+        if not now and not _held_records_check(self, texts, ids, parents, types, key, where, 0):
+            return None
+        outline = SessionOutline(session_id, header, ids, parents, types, range(count), None)
+        return HeldSession(outline, position_of, texts, self, key)
 
     def _expand_chunk(self, conn: sqlite3.Connection, session_id: str, key: Any, texts: Sequence[Any], start: int,
                       plan: dict[int, list[blobs.Splice]],
@@ -559,11 +662,24 @@ class SqliteReads(SqliteBlobReads):
         return sort_listing(infos, skipped)
 
     def _load_text(self, session_id: str) -> str:
+        """A listing row's ``all_messages_text``: the ``message_texts`` rows, then the
+        texts of the pending tail (``sessions.texts_from`` on) derived from the
+        entries, in one snapshot: the same text whichever of them holds it."""
         with self.read_transaction() as conn:
             if not self.has_schema(conn):
                 return ""
-            return " ".join(from_db(text) for (text,) in conn.execute(
-                "SELECT text FROM message_texts WHERE session_id = ? ORDER BY seq", (to_db(session_id),)))
+            key = to_db(session_id)
+            start = None
+            if self._has_texts_tail:
+                row = conn.execute("SELECT texts_from FROM sessions WHERE id = ?", (key,)).fetchone()
+                start = None if row is None else row[0]
+            if start is None:
+                return " ".join(from_db(text) for (text,) in conn.execute(
+                    "SELECT text FROM message_texts WHERE session_id = ? ORDER BY seq", (key,)))
+            texts = [from_db(text) for (text,) in conn.execute(
+                "SELECT text FROM message_texts WHERE session_id = ? AND seq < ? ORDER BY seq", (key, start))]
+            texts.extend(text for _, text in tail_texts(conn, key, start))
+            return " ".join(texts)
 
     def find_most_recent(self, cwd: str | None = None, include_internal: bool = False) -> str | None:
         """Id of the session written last (``updated_at``), optionally only for ``cwd``."""
@@ -608,7 +724,7 @@ class _Parser:
         """Parse ``texts``, the records from entry position ``start`` on."""
         entries, raw, keep_raw = self.entries, self.raw, self.keep_raw
         parse, key, where = self.store._parse_record, self.key, self.where
-        loads, decode_error, limit, deepest = orjson.loads, orjson.JSONDecodeError, 2 * jsonio.MAX_DEPTH, jsonio.MAX_DEPTH
+        loads, decode_error, limit, too_deep = orjson.loads, orjson.JSONDecodeError, 2 * jsonio.MAX_DEPTH, _too_deep
         push = entries.append
         for index, text in enumerate(texts, start + 2):
             # Fast path, the same result as jsonio.loads: bytes that orjson
@@ -620,8 +736,7 @@ class _Parser:
                     entry = loads(text)
                 except decode_error:
                     entry = None
-                if entry.__class__ is not dict or (
-                        len(text) > limit and text.count(b"[") + text.count(b"{") > deepest):
+                if entry.__class__ is not dict or (len(text) > limit and too_deep(text, entry)):
                     entry = None
             if entry is None:
                 entry = parse(text, key, index)
@@ -638,6 +753,25 @@ class _Parser:
                              lines=list(range(2, count + 2)), path=None)
 
 
+#: Records longer than this have the nesting of their parsed value walked rather than
+#: their brackets counted: a long record is mostly long strings, few containers.
+_WALK_ABOVE = 16384
+
+
+def _too_deep(text: bytes, value: Any) -> bool:
+    """Whether ``value``, orjson's parse of ``text``, nests deeper than
+    ``jsonio.MAX_DEPTH``: the rule ``jsonio.loads`` applies, at the least cost. A text
+    of at most ``2 * MAX_DEPTH`` bytes, or with no more opening brackets than that
+    depth, cannot; beyond :data:`_WALK_ABOVE` bytes the value's containers are
+    walked instead (``jsonio.depth``), cheaper than counting every byte there."""
+    size = len(text)
+    if size <= 2 * jsonio.MAX_DEPTH:
+        return False
+    if size > _WALK_ABOVE:
+        return jsonio.depth(value, jsonio.MAX_DEPTH) > jsonio.MAX_DEPTH
+    return text.count(b"[") + text.count(b"{") > jsonio.MAX_DEPTH
+
+
 def _parse_entry(store: SqliteReads, text: bytes | str, key: Any, where: str, line: int) -> dict[str, Any]:
     """One stored record parsed and validated as :meth:`_Parser.feed` does it (the
     same fast path and the same errors), for reads of single records."""
@@ -647,12 +781,50 @@ def _parse_entry(store: SqliteReads, text: bytes | str, key: Any, where: str, li
             entry = orjson.loads(text)
         except orjson.JSONDecodeError:
             entry = None
-        if entry.__class__ is not dict or (
-                len(text) > 2 * jsonio.MAX_DEPTH and text.count(b"[") + text.count(b"{") > jsonio.MAX_DEPTH):
+        if entry.__class__ is not dict or _too_deep(text, entry):
             entry = None
     if entry is None:
         entry = store._parse_record(text, key, line)
     return validated(entry, where, line)
+
+
+def _held_records_check(store: SqliteReads, texts: Sequence[bytes], ids: Sequence[Any], parents: Sequence[Any],
+                        types: Sequence[Any], key: Any, where: str, start: int) -> bool:
+    """Whether every record (from entry position ``start`` on) parses and validates as
+    :meth:`SqliteReads.load` parses and validates it (:func:`_parse_entry`) and agrees
+    with its copied columns; each parsed object is dropped at once. ``False`` at the
+    first that does not.
+
+    The usual record, a ``message`` entry read by orjson's fast path, is checked
+    inline: the same fields ``validate_entry`` checks, by exact type, so it
+    accepts only what ``validate_entry`` accepts; anything else goes the whole way.
+    """
+    loads, decode_error, limit = orjson.loads, orjson.JSONDecodeError, 2 * jsonio.MAX_DEPTH
+    str_, dict_, too_deep = str, dict, _too_deep
+    line = start + 1
+    for text, entry_id, parent_id, kind in zip(texts, ids, parents, types, strict=True):
+        line += 1
+        try:
+            entry = loads(text)
+        except decode_error:
+            entry = None
+        if entry.__class__ is not dict_ or (len(text) > limit and too_deep(text, entry)):
+            entry = None
+        elif kind == "message" and entry.get("type") == "message":
+            found_id, parent, message = entry.get("id"), entry.get("parentId", 0), entry.get("message")
+            if (found_id.__class__ is str_ and found_id and (parent is None or parent.__class__ is str_)
+                    and entry.get("timestamp").__class__ is str_ and message.__class__ is dict_
+                    and message.get("role").__class__ is str_):
+                if found_id != entry_id or parent != parent_id:
+                    return False  # edited by hand: the JSON is the truth, the plain load reads it
+                continue
+        try:
+            entry = _parse_entry(store, text, key, where, line)
+        except InvalidSessionError:
+            return False
+        if entry["id"] != entry_id or entry["parentId"] != parent_id or entry["type"] != kind:
+            return False
+    return True
 
 
 #: Values bound per ``IN (...)`` look-up, well under SQLite's bound-parameter limit.
@@ -724,3 +896,33 @@ class _RecordCheck:
         if self.pending is not None:
             raise self.pending
 
+
+
+class HeldSession:
+    """A session checked in full and held as its records' stored bytes (what
+    :meth:`SqliteReads.load_held` returns): the outline (from the copied columns,
+    which every record was checked to agree with), ``{id: position}``, and one
+    ``bytes`` per entry. :meth:`read_entries_at` parses records on demand, by the
+    code :meth:`SqliteReads.load` parses them with, so every entry is the dict a
+    load gives; it reads nothing from the store, so it cannot see later changes
+    there, nor fail (every record passed its checks when the session was held).
+    """
+
+    __slots__ = ("_key", "_reads", "_texts", "_where", "outline", "position_of", "url")
+
+    def __init__(self, outline: SessionOutline, position_of: dict[str, int], texts: Sequence[bytes],
+                 reads: SqliteReads, key: Any) -> None:
+        """Hold ``texts`` (one per outline position) of the session ``outline`` describes,
+        read from ``reads`` (its ``url`` is :attr:`url`) where it is stored under ``key``."""
+        self.url, self.outline, self.position_of = reads.url, outline, position_of
+        self._texts, self._reads, self._key = texts, reads, key
+        self._where = f"{reads.url}#{outline.session_id}"
+
+    def read_entries_at(self, outline: SessionOutline, positions: Sequence[int]) -> list[dict[str, Any]]:
+        """The entries at ``positions`` (of :attr:`outline`), each parsed anew from its held bytes.
+
+        Raises:
+            IndexError: a position outside the session.
+        """
+        texts, reads, key, where = self._texts, self._reads, self._key, self._where
+        return [_parse_entry(reads, texts[p], key, where, p + 2) for p in positions]

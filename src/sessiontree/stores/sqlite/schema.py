@@ -3,21 +3,23 @@
 A database holds what the steps of :data:`MIGRATIONS` create, applied in that
 order at open and recorded by name in ``schema_migrations`` (``SqliteStore``):
 
-=======================  =====================================================
-``m001_initial``         ``sessions``, ``entries``, ``message_texts``
-``m002_record_crc``      a CRC-32 of every stored record
-``m003_sync_state``      ``sync_state`` (not derived: what sync took from files)
-``m004_search_index``    ``search_entries``, ``search_fts`` (:mod:`.search`)
-``m005_search_pending``  ``search_merged``, ``search_state`` (the pending tail)
-``m006_usage_ledger``    ``usage_ledger``, ``usage_calls`` (:mod:`.usage`)
-``m007_usage_rollup``    ``usage_rollup``
-``m008_search_branch``   ``search_off_branch``
-``m009_agent_files``     ``sync_state.shape``, ``archived_files`` (not derived)
-``m010_provenance``      ``provenance`` (not derived: where each session came from)
-``m011_bulk_settle``     ``usage_merged``, ``usage_state`` (the ledger's pending tail); FTS5 automerge
-``m013_blobs``           ``blobs``, ``entry_blobs`` (large image data out of line, :mod:`.blobs`)
-``m014_contentless_search``  ``search_fts`` contentless, ``detail=none``; ``search_entries`` without text
-=======================  =====================================================
+============================  =====================================================
+``m001_initial``              ``sessions``, ``entries``, ``message_texts``
+``m002_record_crc``           a CRC-32 of every stored record
+``m003_sync_state``           ``sync_state`` (not derived: what sync took from files)
+``m004_search_index``         ``search_entries``, ``search_fts`` (:mod:`.search`)
+``m005_search_pending``       ``search_merged``, ``search_state`` (the pending tail)
+``m006_usage_ledger``         ``usage_ledger``, ``usage_calls`` (:mod:`.usage`)
+``m007_usage_rollup``         ``usage_rollup``
+``m008_search_branch``        ``search_off_branch``
+``m009_agent_files``          ``sync_state.shape``, ``archived_files`` (not derived)
+``m010_provenance``           ``provenance`` (not derived: where each session came from)
+``m011_bulk_settle``          ``usage_merged``, ``usage_state`` (the ledger's pending tail); FTS5 automerge
+``m012_outline_index``        ``entries_outline``: a covering index of the outline's columns
+``m013_blobs``                ``blobs``, ``entry_blobs`` (large image data out of line, :mod:`.blobs`)
+``m014_contentless_search``   ``search_fts`` contentless, ``detail=none``; ``search_entries`` without text
+``m015_texts_tail``           ``sessions.texts_from`` (the listing texts' pending tail)
+============================  =====================================================
 
 Add new steps at the end; never edit one that has been applied (its name and
 SQL are what existing databases recorded). The steps creating derived tables
@@ -419,6 +421,19 @@ def m011_bulk_settle(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT INTO usage_state (updated_at) SELECT coalesce(max(updated_at), 0) FROM sessions")
 
 
+def m012_outline_index(conn: sqlite3.Connection) -> None:
+    """A covering index of the columns an outline reads (``read_outline``: the lazy
+    open, the MCP server, the viewer), in the outline's order.
+
+    Without it the outline is an ordered scan of the ``entries`` table itself,
+    whose pages mostly hold the records' JSON: reading the few columns of a
+    100,000-entry session walked every page of its ~210 MB of records. The index
+    holds about 80 bytes a row (8 MB for that session, under 3% of the
+    database), read in order; the outline of that session takes about two
+    thirds of the time (benchmarks/README.md, "Current numbers: load and
+    projection").
+    """
+    conn.execute("CREATE INDEX IF NOT EXISTS entries_outline ON entries (session_id, seq, id, parent_id, type, crc)")
 def m013_blobs(conn: sqlite3.Connection) -> None:
     """Large image data out of line (:mod:`.blobs`, docs/decisions/blobs.md): the
     content-addressed ``blobs`` table and the ``entry_blobs`` splices, then every record
@@ -457,6 +472,19 @@ def m014_contentless_search(conn: sqlite3.Connection) -> None:
     search.to_contentless(conn)
 
 
+def m015_texts_tail(conn: sqlite3.Connection) -> None:
+    """The listing texts' pending tail (docs/decisions/append-texts-tail.md).
+
+    ``sessions.texts_from``: the first ``seq`` whose listing text may not be in
+    ``message_texts`` yet; the texts of entries from there on are derived from the
+    entries when read. ``NULL``: every text is stored, which is what the writes
+    before this step left, so no row changes.
+    """
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(sessions)")}
+    if "texts_from" not in columns:
+        conn.execute("ALTER TABLE sessions ADD COLUMN texts_from INTEGER")
+
+
 #: Schema steps ``(name, function)`` in number order; add new steps, never edit applied ones.
 MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m001_initial,
@@ -470,8 +498,10 @@ MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m009_agent_files,
     m010_provenance,
     m011_bulk_settle,
+    m012_outline_index,
     m013_blobs,
     m014_contentless_search,
+    m015_texts_tail,
 )
 
 #: Every derived index, maintained by each write in this order (their tables come

@@ -416,6 +416,10 @@ class SearchIndex:
         and merges find it. (``reindex`` keeps ``updated_at``; :meth:`reindexed`
         merges what it rebuilt in the same transaction.)"""
 
+    def writes_on_add(self, conn: sqlite3.Connection) -> bool:
+        """Never: new entries are always pending (:meth:`add` writes nothing)."""
+        return False
+
     def created(self, conn: sqlite3.Connection, sessions: Sequence[tuple[Any, Sequence[dict[str, Any]]]]) -> None:
         """Merge sessions created in this transaction from their entries in hand
         (``(key, entries)``, every entry of the session, ``seq`` = position): what a

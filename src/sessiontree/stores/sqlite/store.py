@@ -159,10 +159,10 @@ class SqliteStore(SqliteLedger, SqliteWrites, SqliteMaintenance, SqliteReads, St
         self._closed = False
         #: (st_dev, st_ino) of the database file while this store counts in OPEN_FILES.
         self._file_key: tuple[int, int] | None = None
-        #: Per session this store appended to: (entry_count, next seq, listing state)
-        #: as its last write left them, trusted only while _memo_mark still holds
+        #: Per session this store appended to: (entry_count, next seq, listing state,
+        #: texts_from, the pending message_texts rows) as its last write left them, trusted only while _memo_mark still holds
         #: (see _memo_fresh); saves an append re-reading them.
-        self._memo: dict[Any, tuple[int, int, InfoAccumulator]] = {}
+        self._memo: dict[Any, tuple[int, int, InfoAccumulator, int | None, list[tuple[Any, int, Any]]]] = {}
         self._memo_mark: tuple[Any, int, int] | None = None
         #: The store's max(sessions.updated_at) as our last append left it (same validity).
         self._memo_updated_at: int | None = None
@@ -175,6 +175,11 @@ class SqliteStore(SqliteLedger, SqliteWrites, SqliteMaintenance, SqliteReads, St
         #: an older schema opened read-only.
         self._has_blobs = True
         self.blob_refs = bool(blob_refs)
+        #: sessions.texts_from exists (schema step m015); False only for an older
+        #: schema opened read-only.
+        self._has_texts_tail = True
+        #: (connection, the derived indexes whose add() writes rows on it): see _index_adders.
+        self._adders = None
         state = "missing"
         if self.path != ":memory:":
             if os.path.isdir(self.path):

@@ -124,6 +124,10 @@ class UsageLedger:
         if not _has_pending_tables(conn):
             self._add(conn, key, rows, True)
 
+    def writes_on_add(self, conn: sqlite3.Connection) -> bool:
+        """Only on a schema without the pending tail (before ``m011_bulk_settle``)."""
+        return not _has_pending_tables(conn)
+
     def created(self, conn: sqlite3.Connection, sessions: Sequence[tuple[Any, Sequence[dict[str, Any]]]]) -> None:
         """Settle sessions created in this transaction from their entries in hand
         (:func:`settle_created`)."""

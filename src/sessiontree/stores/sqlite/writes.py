@@ -32,10 +32,12 @@ from sessiontree.stores.sqlite.derived import (
     STATE_ASSIGN,
     STATE_COLUMNS,
     STATE_SELECT,
+    TEXTS_TAIL,
     header_columns,
     record_crc,
     state_from_row,
     state_values,
+    tail_texts,
     to_db,
 )
 from sessiontree.stores.sqlite.schema import DERIVED_INDEXES
@@ -168,50 +170,86 @@ class SqliteWrites(SqliteConnection):
             StorageError: the write failed; nothing was appended.
         """
         texts = encode_entries(entries, raw)
-        with self.write_transaction("append") as conn:
-            self._append_in(conn, session_id, entries, texts)
+        self.run_write("append", self._append_in, session_id, entries, texts)
 
     def _append_in(self, conn: sqlite3.Connection, session_id: str, entries: Sequence[dict[str, Any]],
                    texts: list[bytes]) -> None:
         """The body of :meth:`append`, inside the caller's transaction.
 
-        The session's count, next ``seq`` and listing state, and the store's latest
-        ``updated_at``, come from the memo when nothing changed since this
-        connection's last append (:meth:`_memo_fresh`), else from the database.
+        The session's count, next ``seq``, listing state and pending listing texts,
+        and the store's latest ``updated_at``, come from the memo when nothing
+        changed since this connection's last append (:meth:`_memo_fresh`), else
+        from the database.
+
+        Listing texts (``message_texts`` rows) are left pending while the memo
+        holds them and the pending tail (``sessions.texts_from`` on) is shorter than
+        :data:`TEXTS_TAIL` entries, then written together: most appends write
+        the entry and the session's row only (docs/decisions/append-texts-tail.md).
+        An append without the memo first writes the tail a former one left (its
+        texts derived from the stored entries), so no tail outlives the connection
+        that knows it.
         """
         key = to_db(session_id)
         version = self._memo_fresh(conn)
         memo = self._memo.get(key)
+        pending: list[tuple[Any, int, Any]]
         if memo is None:
-            row = conn.execute(f"SELECT entry_count, {STATE_SELECT} FROM sessions WHERE id = ?", (key,)).fetchone()
+            row = conn.execute(f"SELECT entry_count, texts_from, {STATE_SELECT} FROM sessions WHERE id = ?",
+                               (key,)).fetchone()
             if row is None:
                 raise SessionNotFoundError(session_id, self.url)
             if not texts:
                 return
-            count, info = row[0], state_from_row(row[1:])
+            count, texts_from, info = row[0], row[1], state_from_row(row[2:])
             # max(seq) + 1 rather than entry_count: robust even if rows were removed by hand.
             start = conn.execute("SELECT coalesce(max(seq) + 1, 0) FROM entries WHERE session_id = ?",
                                  (key,)).fetchone()[0]
+            pending = [] if texts_from is None else [
+                (key, seq, to_db(text)) for seq, text in tail_texts(conn, key, texts_from)]
         else:
-            count, start, info = memo
+            # A failed write forgets the memo (_abort_write): extending its list is safe.
+            count, start, info, texts_from, pending = memo
             if not texts:
                 return
-        self._insert_entries(conn, session_id, start, entries, texts, info)
+        self._insert_entries(conn, session_id, start, entries, texts, info, pending)
+        end = start + len(texts)
+        if memo is None or end - (start if texts_from is None else texts_from) >= TEXTS_TAIL:
+            _insert_text_rows(conn, pending)
+            pending, texts_from = [], None
+        elif texts_from is None:
+            texts_from = start
         updated_at = self._next_updated_at(conn, self._memo_updated_at)
-        conn.execute(
-            f"UPDATE sessions SET entry_count = ?, updated_at = ?, {STATE_ASSIGN} WHERE id = ?",
-            (count + len(texts), updated_at, *state_values(info), key))
+        conn.execute(_UPDATE_APPENDED, (count + len(texts), updated_at, texts_from, *state_values(info), key))
         if len(self._memo) >= 256:
             self._memo.clear()  # bounded: one store may append to many sessions (sync)
-        self._memo[key] = (count + len(texts), start + len(texts), info)
+        self._memo[key] = (count + len(texts), end, info, texts_from, pending)
         self._memo_updated_at = updated_at
         self._memo_mark = (conn, version, conn.total_changes)
 
+    def _index_adders(self, conn: sqlite3.Connection) -> tuple[Any, ...]:
+        """The :data:`DERIVED_INDEXES` whose ``add`` writes rows on this connection's
+        database, asked once per connection (``writes_on_add``): since
+        ``m011_bulk_settle`` none does, and an append skips them and their probe of
+        the schema (a ``sqlite_master`` read costing as much as an entry insert)."""
+        adders = self._adders
+        if adders is None or adders[0] is not conn:
+            adders = (conn, tuple(index for index in DERIVED_INDEXES if index.writes_on_add(conn)))
+            self._adders = adders
+        return adders[1]
+
     def _insert_entries(self, conn: sqlite3.Connection, session_id: str, start: int,
-                        entries: Sequence[dict[str, Any]], texts: list[bytes], info: InfoAccumulator) -> None:
+                        entries: Sequence[dict[str, Any]], texts: list[bytes], info: InfoAccumulator,
+                        pending: list[tuple[Any, int, Any]] | None = None) -> None:
+        """Insert the entry rows (and, unless ``pending`` is given, their ``message_texts``
+        rows; with it, the text rows are added to it for the caller to write) and
+        feed ``info``; the derived indexes that write on add get the entries.
+
+        Raises:
+            InvalidSessionError: an entry id is already used in the session.
+        """
         key = to_db(session_id)
         self._write_entry_rows(conn, session_id, key, start, entries, texts,
-                               self._entry_rows(key, start, entries, texts, info))
+                               self._entry_rows(key, start, entries, texts, info), pending)
 
     @staticmethod
     def _entry_rows(key: Any, start: int, entries: Sequence[dict[str, Any]], texts: list[bytes],
@@ -246,10 +284,12 @@ class SqliteWrites(SqliteConnection):
         info.texts.clear()  # they are in message_texts rows; the accumulator need not hold them
         return rows, text_rows, cuts
 
-    @staticmethod
-    def _write_entry_rows(conn: sqlite3.Connection, session_id: str, key: Any, start: int,
-                          entries: Sequence[dict[str, Any]], texts: list[bytes], built: _EntryRows) -> None:
-        """Insert the rows of :meth:`_entry_rows` and tell the derived indexes.
+    def _write_entry_rows(self, conn: sqlite3.Connection, session_id: str, key: Any, start: int,
+                          entries: Sequence[dict[str, Any]], texts: list[bytes], built: _EntryRows,
+                          pending: list[tuple[Any, int, Any]] | None = None) -> None:
+        """Insert the rows of :meth:`_entry_rows` (the ``message_texts`` rows added to
+        ``pending`` instead when given, for the caller to write) and give the entries
+        to the derived indexes that write on add.
 
         Raises:
             InvalidSessionError: an entry id is already used in the session.
@@ -261,13 +301,17 @@ class SqliteWrites(SqliteConnection):
             if "entries.session_id, entries.id" in str(exc):
                 raise id_in_use_error(session_id) from exc
             raise
-        _insert_text_rows(conn, text_rows)
+        if pending is None:
+            _insert_text_rows(conn, text_rows)
+        else:
+            pending.extend(text_rows)
         if cuts:
             blobs.insert_cuts(conn, key, cuts)
-        if DERIVED_INDEXES:
+        adders = self._index_adders(conn)
+        if adders:
             indexed = [(start + offset, entry, text)
                        for offset, (entry, text) in enumerate(zip(entries, texts, strict=True))]
-            for index in DERIVED_INDEXES:
+            for index in adders:
                 index.add(conn, key, indexed)
 
     def replace_header(self, session_id: str, header: dict[str, Any]) -> None:
@@ -340,14 +384,25 @@ class SqliteWrites(SqliteConnection):
             conn.execute("DELETE FROM sessions WHERE id = ?", (key,))
 
 
-# Module-level so tests can inject a failure in the middle of a write.
+#: What an append sets in its session's row (values: count, updated_at, texts_from, state..., id).
+_UPDATE_APPENDED = (f"UPDATE sessions SET entry_count = ?, updated_at = ?, texts_from = ?, {STATE_ASSIGN}"
+                    " WHERE id = ?")
+_INSERT_ENTRY = ("INSERT INTO entries (session_id, seq, id, parent_id, type, timestamp, json, crc)"
+                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+_INSERT_TEXT = "INSERT INTO message_texts (session_id, seq, text) VALUES (?, ?, ?)"
+
+
+# Module-level so tests can inject a failure in the middle of a write. One row (the
+# per-call append) goes through execute: executemany's iteration costs more than it.
 def _insert_entry_rows(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
-    conn.executemany(
-        "INSERT INTO entries (session_id, seq, id, parent_id, type, timestamp, json, crc)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        rows)
+    if len(rows) == 1:
+        conn.execute(_INSERT_ENTRY, rows[0])
+    else:
+        conn.executemany(_INSERT_ENTRY, rows)
 
 
 def _insert_text_rows(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
-    if rows:
-        conn.executemany("INSERT INTO message_texts (session_id, seq, text) VALUES (?, ?, ?)", rows)
+    if len(rows) == 1:
+        conn.execute(_INSERT_TEXT, rows[0])
+    elif rows:
+        conn.executemany(_INSERT_TEXT, rows)

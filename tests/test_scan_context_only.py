@@ -1,0 +1,77 @@
+"""``scan_up(..., context_only=True)``: the walk a projection build makes, which leaves the
+entries above the active boundary's kept tail as stored. Its context part must be what
+the slow, obviously right scan of the whole path gives (``_scan_down`` of
+``get_branch``): the same context entries (P.1-normalized), settings, edits and copies."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sessiontree.core.projection.context import _scan_down, context_order, layout_at, scan_up
+from sessiontree.core.tree import get_branch
+from test_lazy_open import stored_sessions
+
+TS = "2026-02-01T09:00:00.000Z"
+
+
+def _context(scan):
+    return context_order(scan.path, layout_at(scan.path, scan.boundary))
+
+
+def _same_context(entries: list[dict], leaf: str) -> None:
+    by_id = {e["id"]: e for e in entries}
+    fast = scan_up(entries, leaf, by_id, context_only=True)
+    slow = _scan_down(get_branch(by_id, leaf))
+    context = _context(slow)
+    assert _context(fast) == context
+    assert (fast.thinking_level, fast.model, fast.context_window, fast.edits) == (
+        slow.thinking_level, slow.model, slow.context_window, slow.edits)
+    # copies: what the build takes of them is the set of their ids in the context
+    in_context = {e["id"] for e in context}
+    assert {e["id"] for e in fast.copies} & in_context == {e["id"] for e in slow.copies} & in_context
+    # the path is the end of the whole one (from the context's first entry on, or all of
+    # it when the walk never met the tail's first entry) and holds the whole context
+    assert fast.path == slow.path[len(slow.path) - len(fast.path):]
+    assert in_context <= {e["id"] for e in fast.path}
+    if fast.boundary is None:
+        assert fast.path == slow.path
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stored_sessions(), st.data())
+def test_the_context_part_of_the_walk_is_the_whole_scans(entries, data):
+    leaf = data.draw(st.sampled_from([e["id"] for e in entries]))
+    _same_context(entries, leaf)
+
+
+def _msg(entry_id: str, parent: str | None, role: str = "user", content: object = "x") -> dict:
+    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": TS,
+            "message": {"role": role, "content": content, "timestamp": 1}}
+
+
+def test_null_content_above_the_tail_is_left_as_stored_and_in_the_tail_normalized():
+    entries = [_msg("a", None, content=None), _msg("b", "a"),
+               {"type": "thinking_level_change", "id": "t", "parentId": "b", "timestamp": TS, "thinkingLevel": "high"},
+               _msg("c", "t", content=None), _msg("d", "c", "assistant", [{"type": "text", "text": "ok"}]),
+               {"type": "compaction", "id": "k", "parentId": "d", "timestamp": TS, "summary": "s",
+                "firstKeptEntryId": "c", "tokensBefore": 1, "details": {"strategy": "verbatim-lines"}},
+               _msg("e", "k")]
+    by_id = {e["id"]: e for e in entries}
+    scan = scan_up(entries, "e", by_id, context_only=True)
+    assert [e["id"] for e in scan.path] == ["c", "d", "k", "e"]  # from the tail on; "a" (null content) left out
+    assert scan.path[0] is not entries[3] and scan.path[0]["message"]["content"] == []  # in the tail: a P.1 copy
+    assert [e["id"] for e in scan.copies] == ["c"]
+    assert scan.thinking_level == "high"  # found above the tail all the same
+    _same_context(entries, "e")
+
+
+def test_a_parent_cycle_above_the_boundary_is_walked_the_slow_way():
+    entries = [_msg("a", "c"), _msg("b", "a"), _msg("c", "b"),
+               {"type": "compaction", "id": "k", "parentId": "c", "timestamp": TS, "summary": "s",
+                "firstKeptEntryId": None, "tokensBefore": 1, "details": {"strategy": "verbatim-lines"}},
+               _msg("d", "k")]
+    by_id = {e["id"]: e for e in entries}
+    scan = scan_up(entries, "d", by_id, context_only=True)
+    assert [e["id"] for e in scan.path] == [e["id"] for e in get_branch(by_id, "d")]  # _scan_down's whole path
+    _same_context(entries, "d")
