@@ -44,6 +44,7 @@ from sessiontree.format.upgrade import Records, upgrade
 
 __all__ = [
     "CURRENT_VERSION",
+    "CheckedTexts",
     "ParsedSession",
     "parse_session",
     "parse_version",
@@ -79,6 +80,10 @@ class ParsedSession:
         steps: names of the migration steps that ran.
         lines: 1-based physical line of each entry in the source.
         path: the source path, if any.
+        unchecked: set by :func:`parse_session` only: the indexes of entries whose
+            final (upgraded) form its entry check (docs/rules/format.md D.19) did not
+            see, i.e. those an upgrade of a format-2/3 file changed; every other entry
+            passed it as it is now. ``None`` (any other maker): no entry is vouched for.
     """
 
     header: dict[str, Any]
@@ -90,6 +95,7 @@ class ParsedSession:
     steps: list[str] = field(default_factory=list)
     lines: list[int] = field(default_factory=list)
     path: str | None = None
+    unchecked: frozenset[int] | None = None
 
     def entry_bytes(self, index: int) -> bytes:
         """The JSON text of entry ``index``: as stored, or serialized if an upgrade changed it."""
@@ -99,9 +105,40 @@ class ParsedSession:
             text = self.raw[index] = jsonio.dumps(self.entries[index])
         return text
 
+    def checked_texts(self) -> list[bytes | None]:
+        """Each entry's JSON text, for a store's ``create``: a :class:`CheckedTexts`
+        when :func:`parse_session` made this session (its checks vouch for the
+        entries), else a plain list. Texts an upgrade changed are serialised now."""
+        texts: list[bytes | None] = [self.entry_bytes(i) for i in range(len(self.entries))] \
+            if None in self.raw else list(self.raw)
+        if self.unchecked is None:
+            return texts
+        return CheckedTexts(texts, self.entries, self.unchecked)
+
     def to_bytes(self) -> bytes:
         """The session as a format-4 JSONL file (header line, one line per entry)."""
         return b"\n".join([self.header_raw, *(self.entry_bytes(i) for i in range(len(self.raw)))]) + b"\n"
+
+
+class CheckedTexts(list[bytes | None]):
+    """The stored JSON text of each entry of a :class:`ParsedSession` that
+    :func:`parse_session` read, as the ``raw`` of a store's ``create``: a store then
+    skips its own entry check (docs/rules/format.md D.19) and its newline check for
+    the entries the parser already checked in their present form, so each rule runs
+    once per entry (docs/stores.md, "Import"). Made only by :meth:`ParsedSession.checked_texts`.
+
+    Attributes:
+        entries: the entry list vouched for; a store honours the vouch only for this
+            very list (``raw.entries is entries``).
+        unchecked: indexes the store must still check (entries an upgrade changed).
+    """
+
+    __slots__ = ("entries", "unchecked")
+
+    def __init__(self, texts: list[bytes | None], entries: list[Entry], unchecked: frozenset[int]) -> None:
+        super().__init__(texts)
+        self.entries = entries
+        self.unchecked = unchecked
 
 
 def split_lines(data: bytes) -> tuple[list[bytes], bool]:
@@ -299,10 +336,11 @@ def _parse_session(data: bytes, path: str | None) -> ParsedSession:
     for index in range(last_content + 1):
         line = lines[index]
         # Records start with "{": only lines starting with whitespace need the (copying) strip.
-        if line[:1] in _BLANK_START and _is_blank(line):
+        head = line[:1]
+        if head in _BLANK_START and _is_blank(line):
             continue
         text = line
-        if line[-1:] in _JSON_WS or line[:1] in _JSON_WS:
+        if line[-1:] in _JSON_WS or head in _JSON_WS:
             # Rare: avoid copying every line just to strip nothing.
             text = line.strip(_JSON_WS)
             crlf = crlf or line.endswith(b"\r")
@@ -383,6 +421,8 @@ def _parse_session(data: bytes, path: str | None) -> ParsedSession:
         steps=steps,
         lines=line_numbers,
         path=path,
+        # Format 1 entries were checked after their upgrade (above); others before it.
+        unchecked=frozenset() if version == 1 else frozenset(records.changed),
     )
 
 

@@ -35,6 +35,7 @@ from sessiontree.errors import InvalidSessionError, SessionError, StorageError
 from sessiontree.format import bounds
 from sessiontree.format.codec import ParsedSession
 from sessiontree.format.foreign import sniff_agent
+from sessiontree.format.gcpause import gc_paused
 from sessiontree.format.ids import validate_session_id
 from sessiontree.format.inputlimit import check_input_size
 from sessiontree.stores.base import SessionStore
@@ -93,12 +94,12 @@ def _foreign_agent(path: str | os.PathLike[str]) -> str | None:
 def import_record(parsed: ParsedSession, cwd: str | None) -> Record:
     """The ``(header, entries, raw)`` that imports ``parsed``: a copy of its header
     (``cwd`` made absolute replaces the header's when given), its entries and
-    their stored JSON text."""
+    their stored JSON text (:meth:`ParsedSession.checked_texts`: the store does not
+    check again what the reader checked)."""
     header = dict(parsed.header)
     if cwd is not None:
         header["cwd"] = os.path.abspath(cwd)
-    raw: list[bytes | None] = [parsed.entry_bytes(i) for i in range(len(parsed.entries))]
-    return header, parsed.entries, raw
+    return header, parsed.entries, parsed.checked_texts()
 
 
 def check_record_sizes(parsed: ParsedSession, path: str | None = None) -> None:
@@ -110,6 +111,8 @@ def check_record_sizes(parsed: ParsedSession, path: str | None = None) -> None:
         InvalidSessionError: the first such record, with its size and line.
     """
     limit = bounds.MAX_RECORD_BYTES
+    if None not in parsed.raw and len(parsed.header_raw) <= limit and max(map(len, parsed.raw), default=0) <= limit:  # type: ignore[arg-type]
+        return  # the common case: every text at hand and within the limit
     records: list[tuple[int, int | None]] = [(len(parsed.header_raw), None)]
     records += [(len(parsed.entry_bytes(i)), parsed.lines[i] if i < len(parsed.lines) else None)
                 for i in range(len(parsed.entries))]
@@ -164,7 +167,11 @@ def import_files(paths: Iterable[str | os.PathLike[str]], store: SessionStore, c
     many: Callable[..., Any] | None = getattr(store, "create_many", None)
     pending: list[_Pending] = []
     size = 0
-    for item, item_size in map(_read_one, paths):
+    for path in paths:
+        # The reading and the writing make no cycles: the collector's passes over the
+        # group held in memory would free nothing (docs/decisions/gc-pause.md).
+        with gc_paused():
+            item, item_size = _read_one(path)
         pending.append(item)
         size += item_size
         if len(pending) >= batch_sessions or size >= batch_bytes:
@@ -194,7 +201,9 @@ def _read_one(path: str | os.PathLike[str]) -> tuple[_Pending, int]:
         return (str(path), parsed, exc, note), 0
     except (SessionError, OSError, ValueError) as exc:
         return (str(path), parsed, exc, note), 0
-    return (str(path), parsed, None, note), sum(len(parsed.entry_bytes(i)) for i in range(len(parsed.entries)))
+    raw = parsed.raw
+    size = sum(map(len, raw)) if None not in raw else sum(len(parsed.entry_bytes(i)) for i in range(len(raw)))  # type: ignore[arg-type]
+    return (str(path), parsed, None, note), size
 
 
 def _settles(store: SessionStore) -> bool:
@@ -206,6 +215,19 @@ def _settles(store: SessionStore) -> bool:
 def _import_group(store: SessionStore, many: Callable[..., Any] | None,
                   pending: Sequence[_Pending], cwd: str | None, settle: bool = False) -> Iterator[ImportOutcome]:
     """Write one group of :func:`import_files`; its outcomes in order, after the commit."""
+    with gc_paused():  # cycle-free work (docs/decisions/gc-pause.md); paused only until the first yield
+        errors = _write_group(store, many, pending, cwd, settle)
+    for index, (path, parsed, error, note) in enumerate(pending):
+        error = error or errors.get(index)
+        session_id = parsed.header.get("id") if parsed is not None else None
+        yield ImportOutcome(path, session_id, 0 if error or parsed is None else len(parsed.entries), error, parsed,
+                            note)
+
+
+def _write_group(store: SessionStore, many: Callable[..., Any] | None, pending: Sequence[_Pending],
+                 cwd: str | None, settle: bool) -> dict[int, Exception]:
+    """Store one group (its provenance too): the errors of the files that failed, by
+    index in ``pending``."""
     items: list[tuple[int, Record]] = []
     for index, (_path, parsed, error, _note) in enumerate(pending):
         if parsed is None or error is not None:
@@ -237,8 +259,4 @@ def _import_group(store: SessionStore, many: Callable[..., Any] | None,
                                      for path, session_id in done])
         except (StorageError, AttributeError, NotImplementedError):
             pass  # the sessions are stored; an origin that cannot be recorded is shown as unknown
-    for index, (path, parsed, error, note) in enumerate(pending):
-        error = error or errors.get(index)
-        session_id = parsed.header.get("id") if parsed is not None else None
-        yield ImportOutcome(path, session_id, 0 if error or parsed is None else len(parsed.entries), error, parsed,
-                            note)
+    return errors

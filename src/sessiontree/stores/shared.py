@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from sessiontree.core.listing import SessionInfo
 from sessiontree.errors import InvalidSessionError, ListingCancelledError, SessionExistsError, StoreOpenError
 from sessiontree.format import jsonio
-from sessiontree.format.codec import CURRENT_VERSION, validate_entry, validate_header
+from sessiontree.format.codec import CURRENT_VERSION, CheckedTexts, validate_entry, validate_header
 from sessiontree.stores.base import CancelEvent, ProgressCallback, Provenance, SessionListing, SyncChange, SyncState
 from sessiontree.stores.blobref import resolve_blobs
 
@@ -125,6 +125,11 @@ def encode_entries(entries: Sequence[dict[str, Any]], raw: Sequence[bytes | None
     An entry holding :class:`~sessiontree.stores.blobref.BlobRef` values (read with
     image references) is written with their strings, loaded from their store.
 
+    When ``raw`` is a :class:`~sessiontree.format.codec.CheckedTexts` for this very
+    ``entries`` list, the entries the reader checked as they are (all but
+    ``raw.unchecked``) are not checked again and their texts are taken as they are;
+    the duplicate-id check runs for every entry (docs/stores.md, "Import").
+
     Raises:
         InvalidSessionError: an entry fails docs/rules/format.md D.19, two entries of the
             batch share an id, ``raw`` has the wrong length, or a raw text is
@@ -136,13 +141,24 @@ def encode_entries(entries: Sequence[dict[str, Any]], raw: Sequence[bytes | None
         raise InvalidSessionError(f"raw has {len(raw)} items for {len(entries)} entries")
     seen: set[str] = set()
     out: list[bytes] = []
+    # Entries the reader checked as they are now (docs/stores.md, "Import"): each rule once.
+    unchecked = raw.unchecked if isinstance(raw, CheckedTexts) and raw.entries is entries else None
     for index, entry in enumerate(entries):
-        validate_entry(entry)
+        text = raw[index] if raw is not None else None
+        if unchecked is None or index in unchecked:
+            validate_entry(entry)
+        elif text is not None:
+            # Read from one line of a file: a valid entry's text, no newline in it.
+            entry_id = entry["id"]
+            if entry_id in seen:
+                raise InvalidSessionError(f'duplicate entry id "{entry_id}"')
+            seen.add(entry_id)
+            out.append(text)
+            continue
         entry_id = entry["id"]
         if entry_id in seen:
             raise InvalidSessionError(f'duplicate entry id "{entry_id}"')
         seen.add(entry_id)
-        text = raw[index] if raw is not None else None
         if text is None:
             try:
                 text = jsonio.dumps(entry)

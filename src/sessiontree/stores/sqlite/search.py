@@ -190,7 +190,13 @@ def _text_rows(key: Any, rows: Iterable[tuple[int, dict[str, Any]]]) -> list[tup
     for seq, entry in rows:
         found = entry_text(entry)
         if found is not None:
-            out.append((key, seq, to_db(entry["id"]), to_db(entry["type"]), to_db(found.role), found.ts_ms, found.text))
+            entry_id, kind, role = entry["id"], entry["type"], found.role
+            # to_db only changes non-ASCII strings: most ids, types and roles skip the calls.
+            # (A record damaged by hand may hold other values: those take to_db too.)
+            if not (entry_id.__class__ is str and entry_id.isascii() and kind.__class__ is str and kind.isascii()
+                    and (role is None or role.isascii())):
+                entry_id, kind, role = to_db(entry_id), to_db(kind), to_db(role)
+            out.append((key, seq, entry_id, kind, role, found.ts_ms, found.text))
     return out
 
 

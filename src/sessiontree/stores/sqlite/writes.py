@@ -30,6 +30,7 @@ from sessiontree.stores.sqlite import blobs
 from sessiontree.stores.sqlite.connection import SqliteConnection
 from sessiontree.stores.sqlite.derived import (
     STATE_ASSIGN,
+    STATE_COLUMNS,
     STATE_SELECT,
     TEXTS_TAIL,
     header_columns,
@@ -42,6 +43,10 @@ from sessiontree.stores.sqlite.derived import (
 from sessiontree.stores.sqlite.schema import DERIVED_INDEXES
 
 __all__ = ["SqliteWrites"]
+
+#: What :meth:`SqliteWrites._entry_rows` builds: ``entries`` rows, ``message_texts`` rows,
+#: and the large images cut out of records (``(seq, cut)``).
+_EntryRows = tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[int, blobs.Cut]]]
 
 
 class SqliteWrites(SqliteConnection):
@@ -110,8 +115,9 @@ class SqliteWrites(SqliteConnection):
         """
         prepared = prepare_creates(sessions)
         with self.write_transaction("create") as conn:
+            last: int | None = None  # the store's newest updated_at, read once per transaction
             for session_id, header, header_raw, entries, texts in prepared:
-                self._create_in(conn, session_id, header, header_raw, entries, texts)
+                last = self._create_in(conn, session_id, header, header_raw, entries, texts, last)
             if settle:
                 created = [(to_db(session_id), entries) for session_id, _, _, entries, _ in prepared]
                 for index in DERIVED_INDEXES:
@@ -121,23 +127,38 @@ class SqliteWrites(SqliteConnection):
         return len(prepared)
 
     def _create_in(self, conn: sqlite3.Connection, session_id: str, header: dict[str, Any], header_raw: bytes,
-                   entries: Sequence[dict[str, Any]], texts: list[bytes]) -> None:
-        """Store one new session inside the caller's transaction.
+                   entries: Sequence[dict[str, Any]], texts: list[bytes], last: int | None = None) -> int:
+        """Store one new session inside the caller's transaction: its row (listing state
+        included, computed from the entries first: one statement), then its entries.
+
+        Args:
+            last: the store's newest ``updated_at`` when known (the previous session of
+                the same transaction), else read.
+
+        Returns:
+            The session's ``updated_at`` (the newest now).
 
         Raises:
             SessionExistsError: the id is already stored.
         """
         key = to_db(session_id)
-        if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (key,)).fetchone():
-            raise SessionExistsError(session_id)
         info = InfoAccumulator()
-        conn.execute(
-            "INSERT INTO sessions (id, header_json, header_crc, created_at, cwd, parent_session_id,"
-            " classified, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (key, header_raw, record_crc(header_raw), *header_columns(header), self._next_updated_at(conn)))
-        self._insert_entries(conn, session_id, 0, entries, texts, info)
-        conn.execute(f"UPDATE sessions SET entry_count = ?, {STATE_ASSIGN} WHERE id = ?",
-                     (len(texts), *state_values(info), key))
+        rows = self._entry_rows(key, 0, entries, texts, info)
+        updated_at = self._next_updated_at(conn, last)
+        try:
+            conn.execute(
+                f"INSERT INTO sessions (id, header_json, header_crc, created_at, cwd, parent_session_id,"
+                f" classified, updated_at, entry_count, {STATE_SELECT})"
+                f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?{', ?' * len(STATE_COLUMNS)})",
+                (key, header_raw, record_crc(header_raw), *header_columns(header), updated_at, len(texts),
+                 *state_values(info)))
+        except sqlite3.IntegrityError as exc:
+            # The primary key refuses a stored id: no statement of its own to look it up first.
+            if "sessions.id" in str(exc):
+                raise SessionExistsError(session_id) from None
+            raise
+        self._write_entry_rows(conn, session_id, key, 0, entries, texts, rows)
+        return updated_at
 
     def append(self, session_id: str, entries: Sequence[dict[str, Any]],
                raw: Sequence[bytes | None] | None = None) -> None:
@@ -227,24 +248,53 @@ class SqliteWrites(SqliteConnection):
             InvalidSessionError: an entry id is already used in the session.
         """
         key = to_db(session_id)
+        self._write_entry_rows(conn, session_id, key, start, entries, texts,
+                               self._entry_rows(key, start, entries, texts, info), pending)
+
+    @staticmethod
+    def _entry_rows(key: Any, start: int, entries: Sequence[dict[str, Any]], texts: list[bytes],
+                    info: InfoAccumulator) -> _EntryRows:
+        """The ``entries`` and ``message_texts`` rows of entries stored from ``seq`` =
+        ``start`` on, and their large images cut out (docs/blobs.md); ``info`` takes
+        the entries in order."""
         rows = []
         text_rows = []
         cuts: list[tuple[int, blobs.Cut]] = []
         threshold = blobs.THRESHOLD
-        for offset, (entry, text) in enumerate(zip(entries, texts, strict=False)):
-            seq = start + offset
-            listed = info.add(entry)
+        add = info.add
+        crc32 = zlib.crc32
+        seq = start
+        for entry, text in zip(entries, texts, strict=False):
+            listed = add(entry)
             if listed is not None:
-                text_rows.append((key, seq, to_db(listed)))
+                text_rows.append((key, seq, listed if listed.isascii() else to_db(listed)))
             stored = text
             if len(text) >= threshold:  # large images out of line (docs/blobs.md)
                 cut = blobs.cut_record(text, entry)
                 if cut is not None:
                     cuts.append((seq, cut))
                     stored = cut.text
-            rows.append((key, seq, to_db(entry["id"]), to_db(entry["parentId"]), to_db(entry["type"]),
-                         to_db(entry["timestamp"]), stored, zlib.crc32(stored)))
+            entry_id, parent, entry_type, stamp = entry["id"], entry["parentId"], entry["type"], entry["timestamp"]
+            # to_db only changes non-ASCII strings: most ids, types and times skip the call.
+            if not (entry_id.isascii() and entry_type.isascii() and stamp.isascii()
+                    and (parent is None or parent.isascii())):
+                entry_id, parent, entry_type, stamp = to_db(entry_id), to_db(parent), to_db(entry_type), to_db(stamp)
+            rows.append((key, seq, entry_id, parent, entry_type, stamp, stored, crc32(stored)))
+            seq += 1
         info.texts.clear()  # they are in message_texts rows; the accumulator need not hold them
+        return rows, text_rows, cuts
+
+    def _write_entry_rows(self, conn: sqlite3.Connection, session_id: str, key: Any, start: int,
+                          entries: Sequence[dict[str, Any]], texts: list[bytes], built: _EntryRows,
+                          pending: list[tuple[Any, int, Any]] | None = None) -> None:
+        """Insert the rows of :meth:`_entry_rows` (the ``message_texts`` rows added to
+        ``pending`` instead when given, for the caller to write) and give the entries
+        to the derived indexes that write on add.
+
+        Raises:
+            InvalidSessionError: an entry id is already used in the session.
+        """
+        rows, text_rows, cuts = built
         try:
             _insert_entry_rows(conn, rows)
         except sqlite3.IntegrityError as exc:
