@@ -8,8 +8,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessiontree.core.projection.context import _scan_down, context_order, layout_at, scan_up
-from sessiontree.core.tree import get_branch
+from sessiontree.core.projection.context import REMOTE_KINDS, _scan_down, context_order, layout_at, scan_up
+from sessiontree.core.tree import AncestorLinks, SessionTree, get_branch
 from test_lazy_open import stored_sessions
 
 TS = "2026-02-01T09:00:00.000Z"
@@ -36,6 +36,14 @@ def _same_context(entries: list[dict], leaf: str) -> None:
     assert in_context <= {e["id"] for e in fast.path}
     if fast.boundary is None:
         assert fast.path == slow.path
+    # With the tree's ancestor links (when it can have them) the walk jumps above the
+    # tail, and must give exactly the same scan.
+    links = AncestorLinks.for_entries(entries, REMOTE_KINDS)
+    calls = []
+    jumped = scan_up(entries, leaf, by_id, context_only=True,
+                     links=lambda: calls.append(1) or links)
+    assert len(calls) <= 1
+    assert jumped == fast
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -43,6 +51,75 @@ def _same_context(entries: list[dict], leaf: str) -> None:
 def test_the_context_part_of_the_walk_is_the_whole_scans(entries, data):
     leaf = data.draw(st.sampled_from([e["id"] for e in entries]))
     _same_context(entries, leaf)
+
+
+_ASSISTANT = {"role": "assistant", "content": [{"type": "text", "text": "ok"}], "provider": "p",
+              "model": "tail-model", "stopReason": "stop", "timestamp": 2}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stored_sessions(), st.data())
+def test_the_walk_with_ancestor_links_is_the_walk_without(entries, data):
+    # Dangling parents made roots, so that the tree can have links (one dangling
+    # parentId is enough for it not to: it could come to name a later entry).
+    entries = [{**e, "parentId": None} if e["parentId"] == "missing" else e for e in entries]
+    assert AncestorLinks.for_entries(entries, REMOTE_KINDS) is not None
+    leaf = data.draw(st.sampled_from([e["id"] for e in entries]))
+    # Most examples: an active boundary on the leaf's branch whose kept tail starts
+    # with an assistant naming the model, so that the walk above the tail jumps.
+    branch = get_branch({e["id"]: e for e in entries}, leaf)
+    if len(branch) >= 4 and data.draw(st.integers(0, 4)):
+        at = {e["id"]: i for i, e in enumerate(entries)}
+        boundary = data.draw(st.integers(2, len(branch) - 1))
+        kept = data.draw(st.integers(1, boundary - 1))
+        entries[at[branch[kept]["id"]]] = {**branch[kept], "type": "message", "message": _ASSISTANT}
+        entries[at[branch[boundary]["id"]]] = {
+            "type": "compaction", "id": branch[boundary]["id"], "parentId": branch[boundary]["parentId"],
+            "timestamp": TS, "summary": "s", "firstKeptEntryId": branch[kept]["id"], "tokensBefore": 1,
+            "details": {"strategy": "verbatim-lines"}}
+    _same_context(entries, leaf)
+
+
+def _links_shape(links):
+    return None if links is None else (links.position, links.parent, links.nearest)
+
+
+def test_ancestor_links_hold_parents_and_the_nearest_entry_of_a_kind():
+    kinds = frozenset({"model_change"})
+    entries = [_msg("a", None), {"type": "model_change", "id": "m", "parentId": "a", "timestamp": TS,
+                                 "provider": "p", "modelId": "x"},
+               _msg("b", "m"), _msg("c", "a"), _msg("d", None)]
+    links = AncestorLinks.for_entries(entries, kinds)
+    assert _links_shape(links) == ({"a": 0, "m": 1, "b": 2, "c": 3, "d": 4}, [-1, 0, 1, 0, -1], [-1, 1, 1, -1, -1])
+
+
+def test_no_ancestor_links_for_forward_dangling_self_or_odd_parents():
+    kinds = frozenset({"model_change"})
+    assert AncestorLinks.for_entries([_msg("a", "b"), _msg("b", None)], kinds) is None  # forward
+    assert AncestorLinks.for_entries([_msg("a", "gone")], kinds) is None  # dangling
+    assert AncestorLinks.for_entries([_msg("a", "a")], kinds) is None  # its own parent
+    assert AncestorLinks.for_entries([_msg("a", None), {**_msg("b", None), "parentId": ["a"]}], kinds) is None
+    assert AncestorLinks.for_entries([_msg("a", None), {**_msg("b", None), "parentId": 7}], kinds) is None
+
+
+def test_a_trees_links_follow_add_and_pop():
+    kinds = REMOTE_KINDS
+    tree = SessionTree([_msg("a", None), _msg("b", "a")])
+    links = tree.ancestor_links(kinds)
+    assert tree.ancestor_links(kinds) is links  # built once
+    edit = {"type": "context_edit", "id": "e", "parentId": "b", "timestamp": TS, "targetId": "a",
+            "replacement": None}
+    tree.add(edit)
+    tree.add(_msg("c", "e"))
+    assert _links_shape(tree.ancestor_links(kinds)) == _links_shape(AncestorLinks.for_entries(tree.entries, kinds))
+    assert tree.ancestor_links(kinds).nearest == [-1, -1, 2, 2]
+    tree.pop("e")
+    tree.pop("b")
+    assert _links_shape(tree.ancestor_links(kinds)) == ({"a": 0, "b": 1}, [-1, 0], [-1, -1])
+    tree.add(_msg("x", "nowhere"))  # a dangling parent: no links from now on
+    assert tree.ancestor_links(kinds) is None
+    tree.pop("b")  # rebuilt on next use
+    assert _links_shape(tree.ancestor_links(kinds)) == ({"a": 0, "b": 1}, [-1, 0], [-1, -1])
 
 
 def _msg(entry_id: str, parent: str | None, role: str = "user", content: object = "x") -> dict:

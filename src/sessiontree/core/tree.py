@@ -30,6 +30,7 @@ __all__ = [
     "MAX_TIME_MS",
     "MIN_TIME_MS",
     "SKELETON_FIELDS",
+    "AncestorLinks",
     "Entry",
     "NameState",
     "SessionTree",
@@ -357,6 +358,92 @@ def session_name_state(entries: Iterable[Entry]) -> NameState:
     return NameState(True, name or None)
 
 
+class AncestorLinks:
+    """Integer links up a session's tree, for walks that care about a few entry types.
+
+    For the entry at file position ``p``: ``parent[p]`` is the position of its
+    parent (``-1`` for a root or a parent id that names no entry), and
+    ``nearest[p]`` the position of its nearest ancestor-or-self whose ``type``
+    is one of :attr:`kinds` (``-1`` if none). A walk up the branch that only
+    needs entries of those types jumps ``p = nearest[parent[p]]`` and so
+    touches only them (docs/rules/tree.md F.6: same ancestors as a walk by
+    ``parentId``).
+
+    Built only for a tree whose every parent comes before its child in file
+    order (every append does, so a loaded session almost always does): the
+    links then have no cycle. Every ``parentId`` must name an entry (or be
+    ``None``): a dangling one could come to name an entry appended later.
+    :meth:`for_entries` returns ``None`` otherwise,
+    and callers walk by ids as before. Kept up to date by
+    :meth:`SessionTree.add` and :meth:`SessionTree.pop` once built.
+    """
+
+    __slots__ = ("kinds", "nearest", "parent", "position")
+
+    def __init__(self, kinds: frozenset[str]) -> None:
+        """Empty links for entry types ``kinds`` (fill with :meth:`push`)."""
+        self.kinds = kinds
+        self.position: dict[str, int] = {}
+        self.parent: list[int] = []
+        self.nearest: list[int] = []
+
+    @classmethod
+    def for_entries(cls, entries: Sequence[Entry], kinds: frozenset[str]) -> AncestorLinks | None:
+        """The links of ``entries`` (file order, unique ids), or ``None`` when some
+        entry's ``parentId`` is neither ``None`` nor the id of an entry before it (a
+        forward or dangling link, a self-parent, an unhashable value)."""
+        return cls.for_columns({entry["id"]: index for index, entry in enumerate(entries)},
+                               [entry.get("parentId") for entry in entries],
+                               [entry.get("type") for entry in entries], kinds)
+
+    @classmethod
+    def for_columns(cls, position: dict[str, int], parent_ids: Sequence[Any], types: Sequence[Any],
+                    kinds: frozenset[str]) -> AncestorLinks | None:
+        """:meth:`for_entries` from the entries' columns: ``{id: file position}``
+        (taken over, not copied), each entry's ``parentId`` and ``type``. A store's
+        copied columns give them without touching the entries (a cache miss each,
+        in a large session, about as slow as the walk the links save)."""
+        get = position.get
+        try:
+            parent = [-1 if p is None else get(p, -2) for p in parent_ids]
+        except TypeError:  # an unhashable parentId
+            return None
+        nearest: list[int] = []
+        push = nearest.append
+        for index, (up, kind) in enumerate(zip(parent, types, strict=True)):
+            if up >= index or up == -2:
+                return None
+            push(index if kind.__class__ is str and kind in kinds else (nearest[up] if up >= 0 else -1))
+        links = cls(kinds)
+        links.position, links.parent, links.nearest = position, parent, nearest
+        return links
+
+    def push(self, entry: Entry) -> bool:
+        """Index ``entry``, appended after every indexed entry; ``False`` (nothing indexed)
+        when its ``parentId`` is neither ``None`` nor the id of an indexed entry (a link
+        that could later point forward once an entry of that id is appended)."""
+        parent_id = entry.get("parentId")
+        if parent_id is None:
+            up = -1
+        else:
+            up = self.position.get(parent_id, -1) if parent_id.__class__ is str else -1
+            if up < 0:
+                return False
+        index = len(self.parent)
+        self.position[entry["id"]] = index
+        self.parent.append(up)
+        kind = entry.get("type")
+        self.nearest.append(index if kind.__class__ is str and kind in self.kinds
+                            else (self.nearest[up] if up >= 0 else -1))
+        return True
+
+    def drop_last(self, entry: Entry) -> None:
+        """Forget the last indexed entry (``entry``), as :meth:`SessionTree.pop` does."""
+        self.parent.pop()
+        self.nearest.pop()
+        del self.position[entry["id"]]
+
+
 class SessionTree:
     """The entries of one session with their id index, leaf and labels.
 
@@ -391,6 +478,35 @@ class SessionTree:
                 self.by_id[entry["id"]] = entry
         self.leaf_id = loaded_leaf_id(self.entries, self.by_id)
 
+    #: Ancestor links by entry types, built on first use (:meth:`ancestor_links`);
+    #: ``None`` per kinds: the tree cannot have them (a forward or dangling parent link).
+    _links: dict[frozenset[str], AncestorLinks | None] | None = None
+    #: ``({id: position}, parentIds, types)`` of the first entries, from a store's
+    #: columns (:class:`~sessiontree.session.lazy.LazySessionTree` leaves them), for
+    #: the first :meth:`ancestor_links`; used once.
+    _columns: tuple[dict[str, int], Sequence[Any], Sequence[Any]] | None = None
+
+    def ancestor_links(self, kinds: frozenset[str]) -> AncestorLinks | None:
+        """:class:`AncestorLinks` of this tree's entries for ``kinds``, built on the first
+        call (one pass over the entries) and kept up to date by :meth:`add` and
+        :meth:`pop`; ``None`` when the tree has a parent link they cannot hold."""
+        cache = self._links
+        if cache is None:
+            cache = self._links = {}
+        if kinds not in cache:
+            columns, self._columns = self._columns, None
+            links: AncestorLinks | None
+            if columns is not None and len(columns[1]) <= len(self.entries):
+                links = AncestorLinks.for_columns(*columns, kinds)
+                for entry in self.entries[len(columns[1]):]:
+                    if links is None or not links.push(entry):
+                        links = None
+                        break
+            else:
+                links = AncestorLinks.for_entries(self.entries, kinds)
+            cache[kinds] = links
+        return cache[kinds]
+
     def __len__(self) -> int:
         return len(self.entries)
 
@@ -404,6 +520,10 @@ class SessionTree:
         self.leaf_id = entry["id"]
         if entry.get("type") == "label":
             self._labels = None
+        if self._links:
+            for kinds, links in self._links.items():
+                if links is not None and not links.push(entry):
+                    self._links[kinds] = None
 
     def pop(self, previous_leaf: str | None) -> Entry:
         """Remove the last entry and restore ``previous_leaf`` (rollback of :meth:`add`)."""
@@ -412,6 +532,13 @@ class SessionTree:
         self.leaf_id = previous_leaf
         if entry.get("type") == "label":
             self._labels = None
+        if self._links:
+            # Links that could not hold some entry are dropped and rebuilt on next use.
+            for kinds, links in list(self._links.items()):
+                if links is None or len(links.parent) != len(self.entries) + 1:
+                    del self._links[kinds]
+                else:
+                    links.drop_last(entry)
         return entry
 
     def entries_from(self, position: int) -> list[Entry]:

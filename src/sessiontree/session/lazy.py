@@ -270,7 +270,10 @@ class LazySessionTree(SessionTree):
         with gc_paused():
             by_id = dict(zip(self._outline.ids, entries[:count], strict=False))
         by_id.update(self._added_ids)
-        state = {"entries": entries, "by_id": by_id, "_labels": None, "leaf_id": self.leaf_id}
+        state = {"entries": entries, "by_id": by_id, "_labels": None, "leaf_id": self.leaf_id,
+                 # The outline's columns, for the tree's first ancestor_links (they hold
+                 # what the links need without touching the parsed entries).
+                 "_columns": (self._position_of, self._outline.parent_ids, self._outline.types)}
         self.__dict__.clear()
         self.__dict__.update(state)
         self.__class__ = SessionTree  # type: ignore[assignment]

@@ -29,6 +29,7 @@ from typing import Any, Generic, TypeVar, cast
 
 from sessiontree.core import projection as _projection
 from sessiontree.core.listing import SessionInfo, is_classified
+from sessiontree.core.projection import context as _projection_context
 from sessiontree.core.tree import Entry, NameState, SessionTree, TreeNode
 from sessiontree.errors import InvalidSessionError, SessionInUseError, StorageError
 from sessiontree.format.codec import ParsedSession, read_session_file
@@ -1003,8 +1004,9 @@ class SessionManager:
             branch = kept[2] if n == len(kept[2]) else kept[2][:n]
             ops = kept[4].prefix(n)
         with gc_paused():
-            projector = _projection.ProjectionBuilder.build(tree.entries, tree.leaf_id, tree.by_id,
-                                                            branch=branch, ops=ops)
+            projector = _projection.ProjectionBuilder.build(
+                tree.entries, tree.leaf_id, tree.by_id, branch=branch, ops=ops,
+                links=lambda: tree.ancestor_links(_projection_context.REMOTE_KINDS))
         self._projector = (tree, len(tree), projector)
         if projector.plain_branch is not None and projector.plain_ops is not None:
             self._branch = (tree, tree.leaf_id, projector.plain_branch, len(projector.plain_branch),

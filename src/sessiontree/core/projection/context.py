@@ -6,7 +6,7 @@ from the leaf (:func:`scan_up`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -20,7 +20,7 @@ from sessiontree.core.projection.model import (
     is_active_compaction,
     message_role,
 )
-from sessiontree.core.tree import get_branch, loaded_leaf_id
+from sessiontree.core.tree import AncestorLinks, get_branch, loaded_leaf_id
 
 __all__ = ["get_current_system_message", "latest_edits"]
 
@@ -246,6 +246,9 @@ SETTING_KINDS = frozenset({"thinking_level_change", "model_change", "context_win
 #: Entry types that act on the context from anywhere on the branch: boundaries
 #: (docs/rules/projection.md Q.4), edits (R.4) and settings (Q.3, S).
 FAR_KINDS = SETTING_KINDS | {"compaction", "context_edit"}
+#: What can still act on the context above an active boundary's kept tail once
+#: the model is known: settings changes and edits (:func:`scan_up`'s ``links``).
+REMOTE_KINDS = SETTING_KINDS | {"context_edit"}
 
 
 def entry_setting(entry: Entry) -> tuple[str, Any] | None:
@@ -297,7 +300,7 @@ class _Scan:
 
 
 def scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Entry] | None, *,
-            context_only: bool = False) -> _Scan:
+            context_only: bool = False, links: Callable[[], AncestorLinks | None] | None = None) -> _Scan:
     """Walk from the leaf to the root and take in the path's state on the way.
 
     Walking upwards, the *latest* item of a kind on the path is the *first*
@@ -313,6 +316,16 @@ def scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Entr
     ``boundary`` indexes that path) and are not P.1-normalized: only what acts
     from afar is looked at in them (settings, edits, the model until found),
     a few look-ups each, the cost of walking a long compacted session.
+
+    ``links`` (with ``context_only``): gives the tree's
+    :class:`~sessiontree.core.tree.AncestorLinks` of ``entries`` for
+    :data:`REMOTE_KINDS` (``entries[p]`` is the entry at link position ``p``,
+    ``by_id`` its id index), or ``None``; called at most once, only when
+    the walk gets above a kept tail (building them costs a pass over the
+    session's columns, once per tree). Above the kept tail, once the
+    model is known, the walk then jumps from one settings change or context
+    edit to the next instead of visiting every entry: the same entries are
+    taken in, in the same order, so the result is the same.
     """
     leaf, by_id = resolve_leaf(entries, leaf_id, by_id)
     if leaf is None:
@@ -410,6 +423,31 @@ def scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Entr
                     edits[target] = entry
             current = entry.get("parentId")
             if current is None:
+                break
+            if model is not ABSENT and links is not None:
+                found, links = links(), None
+                if found is None:
+                    continue
+                # Only settings changes and edits can matter from here up: jump between them.
+                parent, nearest = found.parent, found.nearest
+                at = found.position.get(current, -1)
+                at = nearest[at] if at >= 0 else -1
+                while at >= 0:
+                    entry = entries[at]
+                    kind = entry.get("type")
+                    if kind == "context_edit":
+                        target = entry.get("targetId")
+                        if isinstance(target, str) and target not in edits and _valid_replacement(entry):
+                            edits[target] = entry
+                    else:
+                        setting = entry_setting(entry)
+                        if setting is not None:
+                            if setting[0] == "thinking_level" and thinking_level is ABSENT:
+                                thinking_level = setting[1]
+                            elif setting[0] == "context_window" and context_window is ABSENT:
+                                context_window = setting[1]
+                    up = parent[at]
+                    at = nearest[up] if up >= 0 else -1
                 break
         else:
             if get(current) is not None:  # one entry more than the session holds: a parent cycle

@@ -38,6 +38,7 @@ from sessiontree.core.projection.pairing import (
     tool_calls,
 )
 from sessiontree.core.transcript import serialize_messages
+from sessiontree.core.tree import AncestorLinks
 
 __all__ = ["PlainSteps", "ProjectionBuilder"]
 
@@ -252,7 +253,8 @@ class ProjectionBuilder:
     @classmethod
     def build(cls, entries: Sequence[Entry], leaf_id: LeafArg,
               by_id: Mapping[str, Entry] | None, *, branch: list[Entry] | None = None,
-              ops: PlainSteps | None = None) -> ProjectionBuilder:
+              ops: PlainSteps | None = None,
+              links: Callable[[], AncestorLinks | None] | None = None) -> ProjectionBuilder:
         """Project the branch of ``leaf_id`` from scratch (see :func:`build_session_projection`).
 
         Args:
@@ -264,6 +266,8 @@ class ProjectionBuilder:
             ops: with ``branch``, that earlier build's :attr:`plain_ops` for it
                 (the first ``len(branch)`` steps): the build then replays them
                 rather than reading the entries (see :func:`plain_step`).
+            links: the tree's ancestor links of ``entries``, on demand (see
+                :func:`~sessiontree.core.projection.context.scan_up`).
         """
         if by_id is None and leaf_id is not None:
             by_id = index_by_id(entries)  # once, for both ways of building
@@ -274,7 +278,7 @@ class ProjectionBuilder:
         # replay (docs/rules/projection.md Q.3, S), the latest active boundary
         # (docs/rules/projection.md Q.4), the latest valid
         # edit per target (docs/rules/projection.md R.4).
-        scan = scan_up(entries, leaf_id, by_id, context_only=True)  # only context_order(path) is used
+        scan = scan_up(entries, leaf_id, by_id, context_only=True, links=links)  # only context_order(path) is used
         path, edits = scan.path, scan.edits
         self = cls(path[-1]["id"] if path else None, scan.thinking_level, scan.model,
                    scan.context_window, edits)
