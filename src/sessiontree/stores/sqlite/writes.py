@@ -231,9 +231,11 @@ class SqliteWrites(SqliteConnection):
         text_rows = []
         cuts: list[tuple[int, blobs.Cut]] = []
         threshold = blobs.THRESHOLD
+        crc32 = zlib.crc32
+        add = info.add
         for offset, (entry, text) in enumerate(zip(entries, texts, strict=False)):
             seq = start + offset
-            listed = info.add(entry)
+            listed = add(entry)
             if listed is not None:
                 text_rows.append((key, seq, to_db(listed)))
             stored = text
@@ -242,8 +244,13 @@ class SqliteWrites(SqliteConnection):
                 if cut is not None:
                     cuts.append((seq, cut))
                     stored = cut.text
-            rows.append((key, seq, to_db(entry["id"]), to_db(entry["parentId"]), to_db(entry["type"]),
-                         to_db(entry["timestamp"]), stored, zlib.crc32(stored)))
+            entry_id, parent_id, entry_type, stamp = entry["id"], entry["parentId"], entry["type"], entry["timestamp"]
+            # Checked entries hold str (parentId: str or None) here; only non-ASCII ones
+            # can hold lone surrogates, so the common case skips four to_db calls.
+            if not (entry_id.isascii() and entry_type.isascii() and stamp.isascii()
+                    and (parent_id is None or parent_id.isascii())):
+                entry_id, parent_id, entry_type, stamp = to_db(entry_id), to_db(parent_id), to_db(entry_type), to_db(stamp)
+            rows.append((key, seq, entry_id, parent_id, entry_type, stamp, stored, crc32(stored)))
         info.texts.clear()  # they are in message_texts rows; the accumulator need not hold them
         try:
             _insert_entry_rows(conn, rows)
