@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import time
 
@@ -107,3 +108,30 @@ def test_shortest_unique_prefixes_like_git():
     }
     assert shortest_unique_prefixes(["x" * 36], minimum=8) == {"x" * 36: "x" * 8}
     assert shortest_unique_prefixes([]) == {}
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_new_entry_id_forked_child_draws_its_own_candidates() -> None:
+    # Candidates are drawn from os.urandom in batches: a child forked with part of a
+    # batch unused must not hand out the parent's next ids.
+    new_entry_id(set())  # the parent holds a batch with 255 candidates left
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        os.close(read)
+        os.write(write, " ".join(new_entry_id(set()) for _ in range(8)).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as handle:
+        child = handle.read().decode().split()
+    os.waitpid(pid, 0)
+    parent = [new_entry_id(set()) for _ in range(8)]
+    assert len(child) == 8
+    assert child != parent
+
+
+def test_new_entry_id_draws_across_batches_stay_distinct() -> None:
+    # 1,000 draws span four batches of 256: every one is 8 hex and unused (B.1).
+    drawn = [new_entry_id(set()) for _ in range(1000)]
+    assert all(re.fullmatch(r"[0-9a-f]{8}", value) for value in drawn)
+    assert len(set(drawn)) >= 999  # 32 random bits: a repeat among 1,000 has odds ~1e-4

@@ -66,10 +66,14 @@ def message_text(message: dict[str, Any]) -> str:
         return content
     if not isinstance(content, list):
         return ""
-    return " ".join(
-        block["text"] for block in content
-        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)
-    )
+    # A loop rather than a generator: this runs for every appended message.
+    parts = []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "text":
+            text = block.get("text")
+            if isinstance(text, str):
+                parts.append(text)
+    return " ".join(parts)
 
 
 @dataclass
