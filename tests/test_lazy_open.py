@@ -374,6 +374,26 @@ def test_the_model_is_read_from_above_the_boundary_when_nothing_after_it_names_o
     assert manager.build_session_context() == full.build_session_context()
 
 
+def test_a_held_open_lets_each_records_bytes_go_once_it_is_parsed(tmp_path):
+    # docs/decisions/held-records.md: a held session used whole ends up holding its
+    # entries, not its entries and its bytes.
+    entries = _chain(12)
+    _store(tmp_path / "s.db", entries).close()
+    manager = SessionManager.open(SqliteStore(tmp_path / "s.db"), SID, lazy=False)
+    tree = manager._tree
+    assert isinstance(tree, LazySessionTree)
+    held, outline = tree._store, tree._outline
+    assert held._texts[3] is not None
+    assert held.read_entries_at(outline, [3]) == [entries[3]]
+    assert held._texts[3] is None and held._texts[2] is not None
+    with pytest.raises(RuntimeError, match="already given out"):
+        held.read_entries_at(outline, [3])
+    other = SessionManager.open(SqliteStore(tmp_path / "s.db"), SID, lazy=False)
+    kept = other._tree._store._texts
+    assert other.get_entries() == entries  # used whole: every record parsed once, every byte let go
+    assert kept == [None] * 12
+
+
 @pytest.mark.parametrize("shape", ["no boundary", "retired boundary only", "final leaf record", "cycle"])
 def test_the_lazy_open_falls_back_to_the_full_load(tmp_path, shape):
     entries = _chain(12)

@@ -925,7 +925,7 @@ class HeldSession:
 
     __slots__ = ("_key", "_reads", "_texts", "_where", "outline", "position_of", "url")
 
-    def __init__(self, outline: SessionOutline, position_of: dict[str, int], texts: Sequence[bytes],
+    def __init__(self, outline: SessionOutline, position_of: dict[str, int], texts: list[bytes | None],
                  reads: SqliteReads, key: Any) -> None:
         """Hold ``texts`` (one per outline position) of the session ``outline`` describes,
         read from ``reads`` (its ``url`` is :attr:`url`) where it is stored under ``key``."""
@@ -934,10 +934,22 @@ class HeldSession:
         self._where = f"{reads.url}#{outline.session_id}"
 
     def read_entries_at(self, outline: SessionOutline, positions: Sequence[int]) -> list[dict[str, Any]]:
-        """The entries at ``positions`` (of :attr:`outline`), each parsed anew from its held bytes.
+        """The entries at ``positions`` (of :attr:`outline`), each parsed from its held bytes.
+
+        Each position is given once: its bytes are let go as it is parsed, since the
+        tree keeps the entry (``LazySessionTree`` never asks for a position twice), so
+        a session used whole ends up holding its entries, not its entries and its bytes.
 
         Raises:
             IndexError: a position outside the session.
+            RuntimeError: a position asked for a second time (a caller's bug).
         """
         texts, reads, key, where = self._texts, self._reads, self._key, self._where
-        return [_parse_entry(reads, texts[p], key, where, p + 2) for p in positions]
+        entries = []
+        for p in positions:
+            text = texts[p]
+            if text is None:
+                raise RuntimeError(f"{where}: held record {p + 2} was already given out")
+            entries.append(_parse_entry(reads, text, key, where, p + 2))
+            texts[p] = None
+        return entries
