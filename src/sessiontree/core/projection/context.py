@@ -299,6 +299,30 @@ class _Scan:
                                                        # docs/rules/projection.md P.1 copies
 
 
+def _first_setting(setting: tuple[str, Any], thinking_level: Any, model: Any,
+                   context_window: Any) -> tuple[Any, Any, Any]:
+    """``(thinking_level, model, context_window)`` after meeting ``setting`` walking up
+    from the leaf: the first setting met of a kind is the one in force, so a kind
+    already found (not ``ABSENT``) keeps its value (docs/rules/projection.md S.2)."""
+    kind, value = setting
+    if kind == "thinking_level" and thinking_level is ABSENT:
+        return value, model, context_window
+    if kind == "model" and model is ABSENT:
+        return thinking_level, value, context_window
+    if kind == "context_window" and context_window is ABSENT:
+        return thinking_level, model, value
+    return thinking_level, model, context_window
+
+
+def _take_edit(entry: Entry, edits: dict[str, Entry]) -> None:
+    """Record ``entry`` (a ``context_edit`` met walking up) in ``edits`` unless a later
+    edit of its target was met first. A malformed edit is rejected on load and
+    append; if one slips through it is inert rather than hiding an earlier valid edit."""
+    target = entry.get("targetId")
+    if isinstance(target, str) and target not in edits and _valid_replacement(entry):
+        edits[target] = entry
+
+
 def scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Entry] | None, *,
             context_only: bool = False, links: Callable[[], AncestorLinks | None] | None = None) -> _Scan:
     """Walk from the leaf to the root and take in the path's state on the way.
@@ -370,12 +394,8 @@ def scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Entr
             # Walking up, the latest setting of a kind is the first one met.
             setting = entry_setting(entry)
             if setting is not None:
-                if setting[0] == "thinking_level" and thinking_level is ABSENT:
-                    thinking_level = setting[1]
-                elif setting[0] == "model" and model is ABSENT:
-                    model = setting[1]
-                elif setting[0] == "context_window" and context_window is ABSENT:
-                    context_window = setting[1]
+                thinking_level, model, context_window = _first_setting(setting, thinking_level, model,
+                                                                       context_window)
         elif kind == "compaction":
             if boundary_up is None and is_active_compaction(entry):
                 boundary_up = len(path)
@@ -383,11 +403,7 @@ def scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Entr
                     first_kept = entry.get("firstKeptEntryId")
                     tail_start = first_kept if isinstance(first_kept, str) else ABSENT
         elif kind == "context_edit":
-            target = entry.get("targetId")
-            # A malformed edit is rejected on load and append; if one slips
-            # through it is inert rather than hiding an earlier valid edit.
-            if isinstance(target, str) and target not in edits and _valid_replacement(entry):
-                edits[target] = entry
+            _take_edit(entry, edits)
         append(entry)
         current = entry.get("parentId")
         if tail_start is not None and (tail_start is ABSENT or entry.get("id") == tail_start):
@@ -411,16 +427,10 @@ def scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Entr
             elif isinstance(kind, str) and kind in SETTING_KINDS:
                 setting = entry_setting(entry)
                 if setting is not None:
-                    if setting[0] == "thinking_level" and thinking_level is ABSENT:
-                        thinking_level = setting[1]
-                    elif setting[0] == "model" and model is ABSENT:
-                        model = setting[1]
-                    elif setting[0] == "context_window" and context_window is ABSENT:
-                        context_window = setting[1]
+                    thinking_level, model, context_window = _first_setting(setting, thinking_level, model,
+                                                                           context_window)
             elif kind == "context_edit":
-                target = entry.get("targetId")
-                if isinstance(target, str) and target not in edits and _valid_replacement(entry):
-                    edits[target] = entry
+                _take_edit(entry, edits)
             current = entry.get("parentId")
             if current is None:
                 break
@@ -436,16 +446,12 @@ def scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Entr
                     entry = entries[at]
                     kind = entry.get("type")
                     if kind == "context_edit":
-                        target = entry.get("targetId")
-                        if isinstance(target, str) and target not in edits and _valid_replacement(entry):
-                            edits[target] = entry
+                        _take_edit(entry, edits)
                     else:
                         setting = entry_setting(entry)
-                        if setting is not None:
-                            if setting[0] == "thinking_level" and thinking_level is ABSENT:
-                                thinking_level = setting[1]
-                            elif setting[0] == "context_window" and context_window is ABSENT:
-                                context_window = setting[1]
+                        if setting is not None:  # the model is known by now: only the others can change
+                            thinking_level, model, context_window = _first_setting(setting, thinking_level, model,
+                                                                                   context_window)
                     up = parent[at]
                     at = nearest[up] if up >= 0 else -1
                 break

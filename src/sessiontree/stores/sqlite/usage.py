@@ -399,11 +399,7 @@ def _merge_sessions(conn: sqlite3.Connection, sessions: Sequence[tuple[Any, int]
                 continue
             if not isinstance(entry, dict):
                 continue
-            for n, r in enumerate(records_from_entry(entry)):
-                values.append((key, seq, n, r.key, r.source, to_db(r.provider), to_db(r.model), r.timestamp_ms,
-                               r.input, r.output, r.cache_read, r.cache_write, r.cost_nanos))
-                seen = owners.get(r.key, key)
-                owners[r.key] = key if seen == key else _SHARED
+            _collect(values, owners, key, seq, entry)
         taken += count
         if count:
             marks.append((key, last))
@@ -417,6 +413,18 @@ def _merge_sessions(conn: sqlite3.Connection, sessions: Sequence[tuple[Any, int]
 
 #: :func:`_merge_sessions`: a key held by more than one session of the batch.
 _SHARED = object()
+
+
+def _collect(values: list[tuple[Any, ...]], owners: dict[bytes, Any], key: Any, seq: int,
+             entry: dict[str, Any]) -> None:
+    """Add the ledger rows of ``entry`` (session ``key``, position ``seq``) to ``values``
+    and note in ``owners`` which session holds each record key (:data:`_SHARED` once
+    two sessions of the batch do)."""
+    for n, r in enumerate(records_from_entry(entry)):
+        values.append((key, seq, n, r.key, r.source, to_db(r.provider), to_db(r.model), r.timestamp_ms,
+                       r.input, r.output, r.cache_read, r.cache_write, r.cost_nanos))
+        seen = owners.get(r.key, key)
+        owners[r.key] = key if seen == key else _SHARED
 
 
 def settle_created(conn: sqlite3.Connection, sessions: Sequence[tuple[Any, Sequence[dict[str, Any]]]]) -> None:
@@ -434,11 +442,7 @@ def settle_created(conn: sqlite3.Connection, sessions: Sequence[tuple[Any, Seque
         for seq, entry in enumerate(entries):
             if entry.get("type") not in _RECORD_TYPES:
                 continue
-            for n, r in enumerate(records_from_entry(entry)):
-                values.append((key, seq, n, r.key, r.source, to_db(r.provider), to_db(r.model), r.timestamp_ms,
-                               r.input, r.output, r.cache_read, r.cache_write, r.cost_nanos))
-                seen = owners.get(r.key, key)
-                owners[r.key] = key if seen == key else _SHARED
+            _collect(values, owners, key, seq, entry)
         if entries:
             marks.append((key, len(entries) - 1))
     if values:
