@@ -214,6 +214,18 @@ def _entry_text_of(data: Any) -> str | None:
     return None if found is None else found.text
 
 
+def _matching(query: SearchQuery, data: Any) -> tuple[str, str] | None:
+    """``(text, folded text)`` of the stored record ``data`` (``entries.json``, or ``None``
+    when the row is gone) when its indexed text matches ``query`` by the rule
+    (docs/search.md, "Matching"), else ``None``: also for a record deleted or damaged
+    by hand since its merge, which has nothing left to match."""
+    text = None if data is None else _entry_text_of(data)
+    if text is None:
+        return None
+    folded = fold(text)
+    return (text, folded) if query.matches(folded) else None
+
+
 def _merged_texts(conn: sqlite3.Connection, where: str, params: Sequence[Any]) -> tuple[list[tuple[int, str]], bool]:
     """``(rowid, text)`` of the ``search_entries`` rows ``where`` selects (a condition on
     ``e``), their texts re-extracted from the entries (the index does not store them),
@@ -707,14 +719,12 @@ def _hits_from_index(conn: sqlite3.Connection, query: SearchQuery, filters: Sear
                 row = record_of.execute("SELECT json FROM entries WHERE session_id = ? AND seq = ?",
                                         (key, seq)).fetchone()
                 data = None if row is None else row[0]
-            text = None if data is None else _entry_text_of(data)
-            if text is None:
-                continue  # a record deleted or damaged by hand since its merge: nothing to match
             # A term is only "all its trigrams somewhere" to FTS5 (detail=none), and short
             # terms not even that: the rule decides, so the index finds what a scan finds.
-            folded = fold(text)
-            if not query.matches(folded):
+            matched = _matching(query, data)
+            if matched is None:
                 continue
+            text, folded = matched
             # scan_score of a text holding each term once: decreasing in the length, as the order.
             found.append((key, seq, rowid, from_db(entry_id), kind, role, ts_ms, text, folded, once / (chars + 200)))
             if wanted is not None and len(found) >= wanted:
@@ -739,11 +749,9 @@ def _hits_from_index(conn: sqlite3.Connection, query: SearchQuery, filters: Sear
         role, kind = from_db(role), from_db(kind)
         if not filters.keeps(kind, role, ts_ms):
             continue
-        text = _entry_text_of(data)
-        if text is None:
-            continue
-        folded = fold(text)
-        if query.matches(folded):
+        matched = _matching(query, data)
+        if matched is not None:
+            text, folded = matched
             found.append((key, seq, rowid, from_db(entry_id), kind, role, ts_ms, text, folded,
                           scan_score(folded, query)))
     # Every hit scored by scan_score, merged or pending alike: the order a rebuild gives.
