@@ -344,3 +344,33 @@ def test_a_store_giving_references_opens_records_stored_cut_the_plain_way(tmp_pa
         manager = SessionManager.open(reader, "s1", lazy=False)
         assert type(manager._tree).__name__ == "SessionTree"
         assert isinstance(manager.get_entry("a2")["message"]["content"][1]["data"], BlobRef)
+
+
+def test_a_kept_tails_image_stored_out_of_line_stays_an_image_block_on_the_compaction_message(
+        store, tmp_path: Path) -> None:
+    # seed:context-building: with a boundary whose firstKeptEntryId is a string, one
+    # custom-role compaction message carries the kept tail, "retained images kept as image
+    # blocks on that message", then the messages after the boundary. a2's image is stored
+    # cut (out of line) and the session is opened held: the block must carry the exact data.
+    head, entries = _session()
+    boundary = {"type": "compaction", "id": "b1", "parentId": "a3", "timestamp": "2026-01-01T00:00:03.000Z",
+                "summary": "[User]: hello", "firstKeptEntryId": "a2", "tokensBefore": 10,
+                "details": {"strategy": "verbatim-lines"}}
+    store.create(head, [*entries, boundary, user_entry("u4", "b1", "next")])
+    assert _count(store, "SELECT count(*) FROM entry_blobs") == 1
+    manager = SessionManager.open(store, "s1", lazy=False)
+    messages = manager.build_session_context().messages
+    assert [m["role"] for m in messages] == ["custom", "user"]
+    compaction, after = messages
+    assert compaction["customType"] == "compaction"
+    images = [block for block in compaction["content"] if block.get("type") == "image"]
+    assert images == [{"type": "image", "data": IMAGE, "mimeType": "image/png"}]
+    text = "".join(block.get("text", "") for block in compaction["content"] if block.get("type") == "text")
+    assert "[User]: hello" in text and "see this" in text and IMAGE not in text  # summary, then the tail
+    assert after["content"] == "next"
+    # The same context through the lazy open of another handle on the same file.
+    other = SqliteStore(tmp_path / "s.db")
+    try:
+        assert messages == SessionManager.open(other, "s1").build_session_context().messages
+    finally:
+        other.close()
