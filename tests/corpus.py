@@ -48,6 +48,24 @@ def shared(name: str = "") -> Path:
     return SHARED / name if name else SHARED
 
 
+#: The folders of the shared corpus that hold other agents' files (Claude Code, Codex, Gemini CLI),
+#: laid out as each agent lays out its own folder; FOREIGN.md beside them gives their figures.
+FOREIGN_AGENTS = ("claude-code", "codex", "gemini")
+
+
 def shared_files() -> list[Path]:
-    """Every session file of the whole corpus, sorted; empty when it is absent."""
-    return sorted(SHARED.rglob("*.jsonl")) if SHARED.is_dir() else []
+    """Every pi session file of the whole corpus (not the other agents' folders), sorted; empty when absent."""
+    if not SHARED.is_dir():
+        return []
+    return sorted(p for p in SHARED.rglob("*.jsonl") if p.relative_to(SHARED).parts[0] not in FOREIGN_AGENTS)
+
+
+def shared_pi_folder() -> Path:
+    """The folder of the whole corpus holding pi files only (``pi-v1``), for commands given a folder."""
+    return SHARED / "pi-v1"
+
+
+def foreign_files(agent: str) -> list[Path]:
+    """Every file of one other agent's folder in the whole corpus (``claude-code``, ``codex``, ``gemini``), sorted."""
+    folder = SHARED / agent
+    return sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []

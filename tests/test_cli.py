@@ -28,7 +28,7 @@ from sessiontree.stores import open_store
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
-CORPUS = corpus.shared()
+CORPUS = corpus.shared_pi_folder()
 CORPUS_FILES = corpus.shared_files()
 
 BRANCHING = "019cadb4-6e80-7a3c-9b1d-2f4e6a8c0b01"

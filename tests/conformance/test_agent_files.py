@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import corpus
 from sessiontree.format import jsonio
 from sessiontree.format.shape import FileShape
 from sessiontree.stores.base import ArchivedFile
@@ -96,8 +97,7 @@ def test_archive_then_restore_gives_every_example_back_where_it_was(store, _fake
     folder = _fake_home / ".pi" / "agent" / "sessions" / "--home-me-project--"
     folder.mkdir(parents=True)
     samples = sorted(ROOT.glob("examples/*.jsonl"))
-    shared = ROOT.parent / "shared" / "corpus"
-    samples += sorted(shared.rglob("*.jsonl")) if shared.is_dir() else []
+    samples += corpus.shared_files()  # the pi files; other agents' files are not pi's to list
     for sample in samples:
         shutil.copy(sample, folder / sample.name)
         os.utime(folder / sample.name, (1_000_000_000, 1_000_000_000))  # old enough
