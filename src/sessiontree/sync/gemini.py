@@ -131,7 +131,7 @@ def sync_gemini(syncer: Syncer, path: str, data: bytes, fst: os.stat_result,
     expect = syncer.states.get(path)
 
     def commit(change: SyncChange) -> None:
-        syncer._commit(expect, new_state, change)  # noqa: SLF001 - the engine's own commit
+        syncer._commit(expect, new_state, change)
 
     raw = [parsed.entry_bytes(i) for i in range(len(parsed.entries))]
     stored: ParsedSession | None = None

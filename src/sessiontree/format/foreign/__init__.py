@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from sessiontree.format.foreign.claude import map_claude
 from sessiontree.format.foreign.codex import map_codex
-from sessiontree.format.foreign.gemini import map_gemini
 from sessiontree.format.foreign.common import (
     AGENT_NAMES,
     ForeignSession,
@@ -15,6 +14,7 @@ from sessiontree.format.foreign.common import (
     sniff_agent,
     source_bytes,
 )
+from sessiontree.format.foreign.gemini import map_gemini
 
 __all__ = ["AGENT_NAMES", "ForeignSession", "agent_of_header", "iter_records", "map_claude", "map_codex",
            "map_foreign", "map_gemini", "sniff_agent", "source_bytes"]

@@ -36,8 +36,15 @@ import orjson
 from sessiontree.format.foreign.common import ForeignSession, Record, iso_to_ms
 from sessiontree.format.ids import is_valid_session_id
 
-__all__ = ["AGENT", "compare_messages", "GeminiSession", "looks_like_gemini", "map_gemini", "resume_command",
-           "split_document"]
+__all__ = [
+    "AGENT",
+    "GeminiSession",
+    "compare_messages",
+    "looks_like_gemini",
+    "map_gemini",
+    "resume_command",
+    "split_document",
+]
 
 AGENT = "gemini"
 #: Message types Gemini CLI writes that are shown to the user, never sent to the model.
