@@ -155,6 +155,8 @@ def sniff_agent(first: dict[str, Any] | None) -> str | None:
         return "codex"
     if "instructions" in first and "id" in first and kind is None:
         return "codex"  # the meta line of rollouts before records were wrapped
+    if kind is None and "projectHash" in first:
+        return None  # a Gemini CLI JSONL chat's metadata line (it has a sessionId too)
     if kind in _CLAUDE_TYPES or any(key in first for key in _CLAUDE_KEYS):
         return "claude-code"
     return None
