@@ -76,6 +76,7 @@ from sessiontree.session.importing import check_record_sizes
 from sessiontree.stores.base import Provenance, SessionStore, SyncChange, SyncState
 from sessiontree.stores.origin import origin_here
 from sessiontree.sync.gemini import is_gemini_name, maybe_gemini, sync_gemini
+from sessiontree.sync.omp import maybe_omp, sync_omp
 from sessiontree.sync.sources import agent_sources
 
 try:
@@ -846,6 +847,10 @@ class Syncer:
             gemini = sync_gemini(self, path, data, fst, state)
             if gemini is not None:
                 return gemini
+        if maybe_omp(data):  # a title slot rewritten in place (docs/agents/README.md, "oh-my-pi")
+            omp = sync_omp(self, path, data, fst, state)
+            if omp is not None:
+                return omp
         complete, pending = _complete_prefix(data)
         body = data[:complete]
         if not body.strip(_JSON_WS + b"\x0b\x0c"):

@@ -38,7 +38,7 @@ from sessiontree.stores.base import SyncChange, SyncState
 if TYPE_CHECKING:
     from sessiontree.sync.engine import FileResult, Syncer
 
-__all__ = ["is_gemini_name", "maybe_gemini", "stored_messages", "sync_gemini"]
+__all__ = ["is_gemini_name", "maybe_gemini", "merged_with_store", "stored_messages", "sync_gemini"]
 
 _NAME = re.compile(r"session-.*\.json")
 _TAIL = 4096
@@ -78,7 +78,7 @@ def stored_messages(stored: ParsedSession) -> list[tuple[str, bytes]]:
     return out
 
 
-def _merged(stored: ParsedSession, parsed: ParsedSession) -> tuple[list[dict[str, Any]], list[bytes | None]]:
+def merged_with_store(stored: ParsedSession, parsed: ParsedSession) -> tuple[list[dict[str, Any]], list[bytes | None]]:
     """The new version's entries, then the stored entries set with sessiontree (no
     ``foreign`` object: a name, a label), re-parented to the last entry when their
     parent is gone, dropped only when they target an entry that is gone."""
@@ -157,7 +157,7 @@ def sync_gemini(syncer: Syncer, path: str, data: bytes, fst: os.stat_result,
             commit(SyncChange("none", session_id))
             return FileResult(path, "unchanged", session_id)
     if kind in ("same", "grown") or syncer.replace:
-        entries, texts = _merged(stored, parsed)
+        entries, texts = merged_with_store(stored, parsed)
         try:
             commit(SyncChange("replace", session_id, dict(parsed.header), entries, texts))
         except InvalidSessionError as exc:

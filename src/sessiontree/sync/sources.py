@@ -18,7 +18,9 @@ Agents of another format, read through a mapping (docs/agents/README.md):
   ``sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl``;
 * **Gemini CLI**: ``$GEMINI_CLI_HOME/.gemini`` (the variable names the *home*
   Gemini CLI uses instead of ``~``), else ``~/.gemini``; chats in
-  ``tmp/<project hash>/chats/session-<time>-<id>.json``.
+  ``tmp/<project hash>/chats/session-<time>-<id>.json``;
+* **oh-my-pi**: ``$PI_CODING_AGENT_DIR`` (pi's variable, which omp reads), else
+  ``~/.omp/agent``; sessions in ``sessions``, laid out as pi's.
 
 Nothing here reads a session file.
 """
@@ -43,6 +45,8 @@ FOREIGN_AGENTS: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
     ("claude-code", ("CLAUDE_CONFIG_DIR",), ".claude", "projects"),
     ("codex", ("CODEX_HOME",), ".codex", "sessions"),
     ("gemini", ("GEMINI_CLI_HOME",), ".gemini", "tmp"),
+    # oh-my-pi honours pi's variable (so with it set, its folder is pi's, listed once, under pi).
+    ("omp", ("PI_CODING_AGENT_DIR",), os.path.join(".omp", "agent"), "sessions"),
 )
 
 #: Variables that name a home folder holding the agent directory rather than the agent
@@ -55,7 +59,7 @@ class AgentSource:
     """One agent's session folder.
 
     Attributes:
-        agent: ``"pi"``, ``"atomic"``, ``"claude-code"``, ``"codex"`` or ``"gemini"``.
+        agent: ``"pi"``, ``"atomic"``, ``"claude-code"``, ``"codex"``, ``"gemini"`` or ``"omp"``.
         path: the sessions folder, absolute (``<agent dir>/sessions``; Claude Code:
             ``<config dir>/projects``).
         origin: how the agent directory was chosen: the environment variable

@@ -15,9 +15,10 @@ from sessiontree.format.foreign.common import (
     source_bytes,
 )
 from sessiontree.format.foreign.gemini import map_gemini
+from sessiontree.format.foreign.omp import map_omp
 
 __all__ = ["AGENT_NAMES", "ForeignSession", "agent_of_header", "iter_records", "map_claude", "map_codex",
-           "map_foreign", "map_gemini", "sniff_agent", "source_bytes"]
+           "map_foreign", "map_gemini", "map_omp", "sniff_agent", "source_bytes"]
 
 
 def map_foreign(data: bytes, path: str | None = None) -> ForeignSession | None:
@@ -28,6 +29,10 @@ def map_foreign(data: bytes, path: str | None = None) -> ForeignSession | None:
     head = data.lstrip()
     if head.startswith(b"{") and head[1:].lstrip(b" \t\r").startswith(b"\n"):
         return map_gemini(data, path)
+    if data.startswith(b'{"type":"title"'):
+        omp = map_omp(data[:data.rfind(b"\n") + 1], path)
+        if omp is not None:
+            return omp
     for record in iter_records(data):
         agent = sniff_agent(record.value)
         if agent == "claude-code":

@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 #: Agents with a mapping, as the header's ``foreign.agent`` names them.
-AGENT_NAMES: tuple[str, ...] = ("claude-code", "codex", "gemini")
+AGENT_NAMES: tuple[str, ...] = ("claude-code", "codex", "gemini", "omp")
 
 _CLAUDE_KEYS = ("parentUuid", "sessionId", "leafUuid")
 _CLAUDE_TYPES = frozenset({"user", "assistant", "system", "summary", "file-history-snapshot", "custom-title",
