@@ -846,11 +846,11 @@ class Syncer:
         if maybe_gemini(path, data):  # one JSON document rewritten whole (docs/agents/gemini.md)
             gemini = sync_gemini(self, path, data, fst, state)
             if gemini is not None:
-                return gemini
+                return FileResult(path, **vars(gemini))
         if maybe_omp(data):  # a title slot rewritten in place (docs/agents/README.md, "oh-my-pi")
             omp = sync_omp(self, path, data, fst, state)
             if omp is not None:
-                return omp
+                return FileResult(path, **vars(omp))
         complete, pending = _complete_prefix(data)
         body = data[:complete]
         if not body.strip(_JSON_WS + b"\x0b\x0c"):

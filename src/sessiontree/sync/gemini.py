@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -34,11 +33,9 @@ from sessiontree.format.codec import ParsedSession
 from sessiontree.format.foreign.gemini import AGENT, compare_messages, map_gemini
 from sessiontree.format.ids import is_valid_session_id
 from sessiontree.stores.base import SyncChange, SyncState
+from sessiontree.sync.rewrites import Outcome, SyncerView, merged_with_store
 
-if TYPE_CHECKING:
-    from sessiontree.sync.engine import FileResult, Syncer
-
-__all__ = ["is_gemini_name", "maybe_gemini", "merged_with_store", "stored_messages", "sync_gemini"]
+__all__ = ["is_gemini_name", "maybe_gemini", "stored_messages", "sync_gemini"]
 
 _NAME = re.compile(r"session-.*\.json")
 _TAIL = 4096
@@ -78,52 +75,26 @@ def stored_messages(stored: ParsedSession) -> list[tuple[str, bytes]]:
     return out
 
 
-def merged_with_store(stored: ParsedSession, parsed: ParsedSession) -> tuple[list[dict[str, Any]], list[bytes | None]]:
-    """The new version's entries, then the stored entries set with sessiontree (no
-    ``foreign`` object: a name, a label), re-parented to the last entry when their
-    parent is gone, dropped only when they target an entry that is gone."""
-    entries: list[dict[str, Any]] = list(parsed.entries)
-    texts: list[bytes | None] = [parsed.entry_bytes(i) for i in range(len(entries))]
-    ids = {entry["id"] for entry in entries}
-    leaf = entries[-1]["id"] if entries else None
-    for j, entry in enumerate(stored.entries):
-        if isinstance(entry.get("foreign"), dict) or entry["id"] in ids:
-            continue
-        target = entry.get("targetId")
-        if isinstance(target, str) and target not in ids:
-            continue
-        text: bytes | None = stored.entry_bytes(j)
-        if entry.get("parentId") is not None and entry.get("parentId") not in ids:
-            entry = {**entry, "parentId": leaf}
-            text = None
-        entries.append(entry)
-        texts.append(text)
-        ids.add(entry["id"])
-    return entries, texts
-
-
-def sync_gemini(syncer: Syncer, path: str, data: bytes, fst: os.stat_result,
-                state: SyncState | None) -> FileResult | None:
+def sync_gemini(syncer: SyncerView, path: str, data: bytes, fst: os.stat_result,
+                state: SyncState | None) -> Outcome | None:
     """Sync one Gemini chat document (module docstring), or ``None`` when ``data`` is not one.
 
     Raises:
         SyncConflictError: another sync moved the file's state on (the caller retries).
     """
-    from sessiontree.sync.engine import FileResult
-
     mapped = map_gemini(data, path)
     if mapped is None:
         if b'"sessionId"' in data[:512] and b'"messages"' not in data[-2:]:
             try:
                 orjson.loads(data)
             except orjson.JSONDecodeError:
-                return FileResult(path, "in-progress", reason="the chat document does not parse yet "
+                return Outcome("in-progress", reason="the chat document does not parse yet "
                                   "(Gemini CLI rewrites it whole; caught half-way)", pending=len(data))
         return None
     parsed = mapped.parsed(path)
     session_id = parsed.header["id"]
     if not is_valid_session_id(session_id):
-        return FileResult(path, "rejected", reason=f"invalid session id {session_id!r}", line=1)
+        return Outcome("rejected", reason=f"invalid session id {session_id!r}", line=1)
     first = data.split(b"\n", 1)[0]
     new_state = SyncState(path, session_id, fst.st_size, fst.st_mtime_ns, fst.st_ino, fst.st_dev, len(data),
                           data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0), len(parsed.entries),
@@ -141,31 +112,31 @@ def sync_gemini(syncer: Syncer, path: str, data: bytes, fst: os.stat_result,
         except SessionNotFoundError:
             stored = None
         except (InvalidSessionError, StorageError) as exc:
-            return FileResult(path, "rejected", session_id, reason=f"the stored session cannot be read to compare: {exc}")
+            return Outcome("rejected", session_id, reason=f"the stored session cannot be read to compare: {exc}")
     if stored is None:
         try:
             commit(SyncChange("create", session_id, dict(parsed.header), parsed.entries, raw,
                               provenance=syncer.origin(session_id, path)))
         except InvalidSessionError as exc:
-            return FileResult(path, "rejected", session_id, reason=exc.reason, line=exc.line)
-        return FileResult(path, "new", session_id, added=len(raw))
+            return Outcome("rejected", session_id, reason=exc.reason, line=exc.line)
+        return Outcome("new", session_id, added=len(raw))
     kind, why = compare_messages(stored_messages(stored), mapped.messages)
     from_file = sum(1 for entry in stored.entries if isinstance(entry.get("foreign"), dict))
     if kind == "same":
         same = from_file == len(raw) and all(stored.entry_bytes(i) == raw[i] for i in range(from_file))
         if same:
             commit(SyncChange("none", session_id))
-            return FileResult(path, "unchanged", session_id)
+            return Outcome("unchanged", session_id)
     if kind in ("same", "grown") or syncer.replace:
         entries, texts = merged_with_store(stored, parsed)
         try:
             commit(SyncChange("replace", session_id, dict(parsed.header), entries, texts))
         except InvalidSessionError as exc:
-            return FileResult(path, "rejected", session_id, reason=f"replacing failed: {exc.reason}")
+            return Outcome("rejected", session_id, reason=f"replacing failed: {exc.reason}")
         if kind in ("same", "grown"):
-            result = FileResult(path, "grown", session_id, added=max(0, len(raw) - from_file))
+            result = Outcome("grown", session_id, added=max(0, len(raw) - from_file))
             if kind == "same":
                 result.note = "rewritten by Gemini CLI with the same messages (the frame, e.g. lastUpdated)"
             return result
-        return FileResult(path, "replaced", session_id, added=len(raw), reason=f"diverged ({kind}): {why}")
-    return FileResult(path, "diverged", session_id, reason=f"diverged: a {kind} rewrite: {why}", line=1)
+        return Outcome("replaced", session_id, added=len(raw), reason=f"diverged ({kind}): {why}")
+    return Outcome("diverged", session_id, reason=f"diverged: a {kind} rewrite: {why}", line=1)

@@ -18,17 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import TYPE_CHECKING
 
 from sessiontree.errors import InvalidSessionError, SessionNotFoundError, StorageError
 from sessiontree.format.codec import ParsedSession
 from sessiontree.format.foreign.omp import TITLE_ID, map_omp
 from sessiontree.format.ids import is_valid_session_id
 from sessiontree.stores.base import SyncChange, SyncState
-from sessiontree.sync.gemini import merged_with_store
-
-if TYPE_CHECKING:
-    from sessiontree.sync.engine import FileResult, Syncer
+from sessiontree.sync.rewrites import Outcome, SyncerView, merged_with_store
 
 __all__ = ["maybe_omp", "sync_omp"]
 
@@ -46,28 +42,26 @@ def _file_entries(session: ParsedSession) -> list[tuple[str, bytes]]:
             if isinstance(entry.get("foreign"), dict) and entry["id"] != TITLE_ID]
 
 
-def sync_omp(syncer: Syncer, path: str, data: bytes, fst: os.stat_result,
-             state: SyncState | None) -> FileResult | None:
+def sync_omp(syncer: SyncerView, path: str, data: bytes, fst: os.stat_result,
+             state: SyncState | None) -> Outcome | None:
     """Sync one omp file (module docstring), or ``None`` when it has no title slot.
 
     Raises:
         SyncConflictError: another sync moved the file's state on (the caller retries).
     """
-    from sessiontree.sync.engine import FileResult
-
     cut = data.rfind(b"\n") + 1
     body, pending = data[:cut], len(data) - cut
     try:
         mapped = map_omp(body, path)
     except InvalidSessionError as exc:
-        return FileResult(path, "rejected", reason=f"an oh-my-pi file: {exc.reason}",
+        return Outcome("rejected", reason=f"an oh-my-pi file: {exc.reason}",
                           line=exc.line + 1 if exc.line else None)
     if mapped is None:
         return None
     parsed = mapped.parsed(path)
     session_id = parsed.header["id"]
     if not is_valid_session_id(session_id):
-        return FileResult(path, "rejected", reason=f"invalid session id {session_id!r}", line=2)
+        return Outcome("rejected", reason=f"invalid session id {session_id!r}", line=2)
     new_state = SyncState(path, session_id, fst.st_size, fst.st_mtime_ns, fst.st_ino, fst.st_dev, len(body),
                           body.count(b"\n"), len(parsed.entries), 0,
                           hashlib.sha256(body.split(b"\n", 1)[0]).digest(), hashlib.sha256(body[-_TAIL:]).digest(),
@@ -85,33 +79,33 @@ def sync_omp(syncer: Syncer, path: str, data: bytes, fst: os.stat_result,
         except SessionNotFoundError:
             stored = None
         except (InvalidSessionError, StorageError) as exc:
-            return FileResult(path, "rejected", session_id,
+            return Outcome("rejected", session_id,
                               reason=f"the stored session cannot be read to compare: {exc}")
     if stored is None:
         try:
             commit(SyncChange("create", session_id, dict(parsed.header), parsed.entries, raw,
                               provenance=syncer.origin(session_id, path, agent="omp")))
         except InvalidSessionError as exc:
-            return FileResult(path, "rejected", session_id, reason=exc.reason, line=exc.line)
-        return FileResult(path, "new", session_id, added=len(raw), pending=pending)
+            return Outcome("rejected", session_id, reason=exc.reason, line=exc.line)
+        return Outcome("new", session_id, added=len(raw), pending=pending)
     before, after = _file_entries(stored), _file_entries(parsed)
     grown = after[:len(before)] == before and stored.header == parsed.header
     if grown:
         from_file = sum(1 for entry in stored.entries if isinstance(entry.get("foreign"), dict))
         if from_file == len(raw) and all(stored.entry_bytes(i) == raw[i] for i in range(from_file)):
             commit(SyncChange("none", session_id))
-            return FileResult(path, "in-progress" if pending else "unchanged", session_id, pending=pending)
+            return Outcome("in-progress" if pending else "unchanged", session_id, pending=pending)
     if grown or syncer.replace:
         entries, texts = merged_with_store(stored, parsed)
         try:
             commit(SyncChange("replace", session_id, dict(parsed.header), entries, texts))
         except InvalidSessionError as exc:
-            return FileResult(path, "rejected", session_id, reason=f"replacing failed: {exc.reason}")
+            return Outcome("rejected", session_id, reason=f"replacing failed: {exc.reason}")
         if grown:
-            return FileResult(path, "grown", session_id, added=len(after) - len(before), pending=pending)
-        return FileResult(path, "replaced", session_id, added=len(raw), pending=pending,
+            return Outcome("grown", session_id, added=len(after) - len(before), pending=pending)
+        return Outcome("replaced", session_id, added=len(raw), pending=pending,
                           reason="diverged: the file no longer extends the stored session")
     first = next((k for k, pair in enumerate(before) if k >= len(after) or after[k] != pair), len(before))
     what = f"entry {before[first][0]} " if first < len(before) else "the header "
-    return FileResult(path, "diverged", session_id, reason=f"diverged: {what}differs from the stored one",
+    return Outcome("diverged", session_id, reason=f"diverged: {what}differs from the stored one",
                       pending=pending)
