@@ -51,3 +51,22 @@ def test_gemini_cli_home_names_the_home_holding_dot_gemini(tmp_path, _fake_home,
     monkeypatch.setenv("GEMINI_CLI_HOME", str(other))
     row = next(r for r in run_cli_json(None, "sources") if r["agent"] == "gemini")
     assert (row["path"], row["origin"], row["exists"]) == (str(other / ".gemini" / "tmp"), "GEMINI_CLI_HOME", True)
+
+
+def test_the_viewer_offers_gemini_clis_own_resume_command(tmp_path, _fake_home):
+    from starlette.testclient import TestClient
+
+    from sessiontree.stores import open_store
+    from sessiontree.web.app import create_app
+
+    _home_with_gemini(_fake_home)
+    db = f"sqlite:///{tmp_path / 'v.db'}"
+    run_cli_json(db, "sync")
+    sid = "faff42ab-6ea5-4f78-b8c4-f7dd6272af08"
+    store = open_store(db, readonly=True)
+    try:
+        page = TestClient(create_app(store), base_url="http://127.0.0.1:8765").get(f"/s/{sid}").text
+    finally:
+        store.close()
+    assert f"gemini --resume {sid}" in page and "pi --session" not in page
+    assert "add new text to test-gemini.txt" in page
