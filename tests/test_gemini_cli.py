@@ -70,3 +70,10 @@ def test_the_viewer_offers_gemini_clis_own_resume_command(tmp_path, _fake_home):
         store.close()
     assert f"gemini --resume {sid}" in page and "pi --session" not in page
     assert "add new text to test-gemini.txt" in page
+
+
+def test_import_of_a_gemini_chat_says_to_sync_it(tmp_path, _fake_home):
+    _home_with_gemini(_fake_home)
+    chat = next((_fake_home / ".gemini").rglob("*faff42ab.json"))
+    result = run_cli(f"sqlite:///{tmp_path / 'i.db'}", "import", str(chat), code=1)
+    assert "a gemini session file, not pi/Atomic" in result.stdout + result.stderr
