@@ -150,3 +150,15 @@ def test_the_mapping_is_recognised_from_the_bytes_and_kept_whole():
         first = next(e for e in mapped.entries if e["type"] == "message" and e["message"]["role"] == "assistant")
         kinds = [b["type"] for b in first["message"]["content"]]
         assert kinds[0] == "thinking"
+
+
+def test_sync_walks_only_gemini_clis_chat_files(tmp_path):
+    from sessiontree.sync.engine import discover
+
+    chats = tmp_path / "tmp" / "abc" / "chats"
+    chats.mkdir(parents=True)
+    (chats / "session-2026-01-10T02-08-faff42ab.json").write_bytes(FILES[0].read_bytes())
+    (tmp_path / "tmp" / "abc" / "session-other.json").write_text("{}")  # not in a chats folder
+    (chats / "logs.json").write_text("[]")
+    files, rejected = discover([str(tmp_path)])
+    assert [p.rsplit("/", 1)[-1] for p in files] == ["session-2026-01-10T02-08-faff42ab.json"] and not rejected

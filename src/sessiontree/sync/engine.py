@@ -317,7 +317,7 @@ def discover(paths: Iterable[str], exclude: str | None = None) -> tuple[list[str
             return
         inner = ancestors | {key}
         for item in items:
-            if item.name.endswith(_SUFFIX) or is_gemini_name(item.name):
+            if item.name.endswith(_SUFFIX) or is_gemini_name(item.path):
                 try:
                     item_st = os.stat(item.path)
                 except OSError as exc:

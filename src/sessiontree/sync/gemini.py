@@ -42,9 +42,11 @@ _TAIL = 4096
 
 
 def is_gemini_name(path: str) -> bool:
-    """Whether ``path`` is named as Gemini CLI names a chat: ``session-*.json`` (in a
-    ``chats`` folder, or given directly)."""
-    return _NAME.fullmatch(os.path.basename(path)) is not None
+    """Whether ``path`` is where and how Gemini CLI names a chat: ``chats/session-*.json``
+    (what ``sync`` picks up when it walks a folder; a file given by path is read whatever
+    its name)."""
+    return (_NAME.fullmatch(os.path.basename(path)) is not None
+            and os.path.basename(os.path.dirname(path)) == "chats")
 
 
 def maybe_gemini(path: str, data: bytes) -> bool:
