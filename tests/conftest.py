@@ -64,7 +64,8 @@ def _fake_home(tmp_path, monkeypatch):
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
-    for name in ("PI_CODING_AGENT_DIR", "ATOMIC_CODING_AGENT_DIR", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "COLUMNS"):
+    for name in ("PI_CODING_AGENT_DIR", "ATOMIC_CODING_AGENT_DIR", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME",
+                 "COLUMNS"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("SESSIONTREE_STORE", f"sqlite:///{tmp_path / 'default.db'}")
     return home

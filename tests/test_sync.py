@@ -49,9 +49,13 @@ def test_sources_follow_the_agents_rules(tmp_path, _fake_home, monkeypatch):
         ("pi", str(home / ".pi/agent/sessions"), "default", False),
         ("atomic", str(home / ".atomic/agent/sessions"), "default", False),
         ("claude-code", str(home / ".claude/projects"), "default", False),
-        ("codex", str(home / ".codex/sessions"), "default", False)]
+        ("codex", str(home / ".codex/sessions"), "default", False),
+        ("gemini", str(home / ".gemini/tmp"), "default", False),
+        ("omp", str(home / ".omp/agent/sessions"), "default", False)]
+    # oh-my-pi reads pi's variable too: with it set, its folder is pi's, listed once.
     foreign = [("claude-code", str(home / ".claude/projects"), "default"),
-               ("codex", str(home / ".codex/sessions"), "default")]
+               ("codex", str(home / ".codex/sessions"), "default"),
+               ("gemini", str(home / ".gemini/tmp"), "default")]
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "pi-dir"))
     # Atomic takes PI_CODING_AGENT_DIR as its compatibility alias: the same folder, listed once.
     assert [(s.agent, s.path, s.origin) for s in agent_sources()] == [
@@ -64,7 +68,8 @@ def test_sources_follow_the_agents_rules(tmp_path, _fake_home, monkeypatch):
     monkeypatch.setenv("CODEX_HOME", "~/codex-dir")
     assert [(s.agent, s.path, s.origin) for s in agent_sources()][2:] == [
         ("claude-code", str(tmp_path / "claude-dir/projects"), "CLAUDE_CONFIG_DIR"),
-        ("codex", str(home / "codex-dir/sessions"), "CODEX_HOME")]
+        ("codex", str(home / "codex-dir/sessions"), "CODEX_HOME"),
+        ("gemini", str(home / ".gemini/tmp"), "default")]
 
 
 def test_sync_without_paths_reads_both_agents_folders(tmp_path, _fake_home):
@@ -72,7 +77,8 @@ def test_sync_without_paths_reads_both_agents_folders(tmp_path, _fake_home):
     atomic = agent_file(_fake_home, "atomic", OTHER, 2)
     listed = run_json(None, "sources")
     assert [(row["agent"], row["exists"], row["files"]) for row in listed] == [
-        ("pi", True, 1), ("atomic", True, 1), ("claude-code", False, 0), ("codex", False, 0)]
+        ("pi", True, 1), ("atomic", True, 1), ("claude-code", False, 0), ("codex", False, 0), ("gemini", False, 0),
+        ("omp", False, 0)]
     db = f"sqlite:///{tmp_path / 's.db'}"
     report = run_json(db, "sync")
     assert (report["new"], report["entriesAdded"], report["rejected"]) == (2, 5, 0)

@@ -26,6 +26,8 @@ from sessiontree.cli.common import (
 )
 from sessiontree.core.textsafe import safe_line
 from sessiontree.errors import EntryNotFoundError
+from sessiontree.format.foreign.common import agent_of_header
+from sessiontree.format.foreign.gemini import resume_command as gemini_resume_command
 from sessiontree.sync.archive import ArchivedResult, archive
 from sessiontree.sync.restore import RestoreError, RestoreResult, restore
 from sessiontree.sync.sources import AGENTS
@@ -120,7 +122,12 @@ def agent_command(agent: str, path: str, fork: bool) -> list[str]:
 @pass_app
 def resume_cmd(app: App, session: str, agent: str, fork: bool, run: bool, as_json: bool) -> None:
     """Restore SESSION when its file is not in the agent's folder, then print the agent's
-    command that continues it (`pi --session PATH`), or run it with --exec."""
+    command that continues it (`pi --session PATH`), or run it with --exec. A Gemini CLI
+    session prints `gemini --resume ID` and writes nothing (docs/agents/gemini.md, "resume")."""
+    session_id = resolve_session_id(app, session)
+    if agent_of_header(app.store.read_outline(session_id).header) == "gemini":
+        _resume_gemini(app, session_id, run, as_json)
+        return
     result = _restore(app, session, agent, None, None)
     command = agent_command(agent, result.path, fork)
     cwd = result.file.cwd
@@ -140,6 +147,23 @@ def resume_cmd(app: App, session: str, agent: str, fork: bool, run: bool, as_jso
             os.chdir(cwd)
         except OSError as exc:
             raise UserError(f"cannot enter the session's directory {cwd}: {exc.strerror}") from exc
+    try:
+        os.execvp(command[0], command)
+    except OSError as exc:
+        raise UserError(f"cannot run {command[0]}: {exc.strerror} (is {command[0]} installed and on PATH?)") from exc
+
+
+def _resume_gemini(app: App, session_id: str, run: bool, as_json: bool) -> None:
+    """Print (or run) Gemini CLI's own ``gemini --resume ID``: the chat stays in Gemini CLI's
+    folder, nothing is restored or written."""
+    command = gemini_resume_command(session_id)
+    if as_json and not run:
+        print_json({"sessionId": session_id, "agent": "gemini", "command": command, "cwd": ""})
+        return
+    if not run:
+        click.echo(safe_line(shlex.join(command)))
+        return
+    app.close()
     try:
         os.execvp(command[0], command)
     except OSError as exc:

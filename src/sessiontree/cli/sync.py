@@ -181,8 +181,10 @@ def sources_cmd(as_json: bool) -> None:
     pi (~/.pi/agent/sessions, or $PI_CODING_AGENT_DIR/sessions) and Atomic
     (~/.atomic/agent/sessions, or $ATOMIC_CODING_AGENT_DIR/sessions, with
     $PI_CODING_AGENT_DIR as its compatibility alias), Claude Code
-    (~/.claude/projects, or $CLAUDE_CONFIG_DIR/projects) and Codex
-    (~/.codex/sessions, or $CODEX_HOME/sessions), whether each exists and
+    (~/.claude/projects, or $CLAUDE_CONFIG_DIR/projects), Codex
+    (~/.codex/sessions, or $CODEX_HOME/sessions), Gemini CLI (~/.gemini/tmp, or
+    $GEMINI_CLI_HOME/.gemini/tmp) and oh-my-pi (~/.omp/agent/sessions, or pi's
+    folder when $PI_CODING_AGENT_DIR is set), whether each exists and
     how many session files it holds. Opens neither the store nor any session file.
     """
     rows: list[dict[str, Any]] = []

@@ -39,6 +39,7 @@ from typing import Any
 from sessiontree.errors import InvalidSessionError, UnsupportedVersionError
 from sessiontree.format import jsonio
 from sessiontree.format.gcpause import gc_paused
+from sessiontree.format.others import named_header, named_record
 from sessiontree.format.types import Entry
 from sessiontree.format.upgrade import Records, upgrade
 
@@ -197,11 +198,16 @@ def validate_header(header: Any) -> int:
 
     Raises:
         InvalidSessionError: not an object, wrong ``type``, missing/empty ``id``,
-            non-string ``cwd``/``createdAt``/``timestamp`` (reason names the field).
+            non-string ``cwd``/``createdAt``/``timestamp`` (reason names the field);
+            another agent's header (DeepSeek Harness, gajae-code 5, a Gemini CLI JSONL
+            chat), named (:mod:`sessiontree.format.others`).
         UnsupportedVersionError: unrecognized ``version``.
     """
     if not isinstance(header, dict):
         raise InvalidSessionError("header is not a JSON object")
+    named = named_header(header)  # another agent's file, named (docs/agents/README.md)
+    if named is not None:
+        raise InvalidSessionError(named)
     if header.get("type") != "session":
         raise InvalidSessionError('missing header: first record must have "type": "session"')
     if not isinstance(header.get("id"), str) or not header["id"]:
@@ -371,6 +377,9 @@ def _parse_session(data: bytes, path: str | None) -> ParsedSession:
                             # docs/rules/decisions.md D-15)
             continue
         if version > 1:
+            named = named_record(obj, version)
+            if named is not None:
+                raise InvalidSessionError(named, path, number)
             try:
                 validate_entry(obj)
             except InvalidSessionError as exc:

@@ -35,6 +35,8 @@ from sessiontree.errors import InvalidSessionError, SessionError, StorageError
 from sessiontree.format import bounds
 from sessiontree.format.codec import ParsedSession
 from sessiontree.format.foreign import sniff_agent
+from sessiontree.format.foreign.gemini import looks_like_gemini
+from sessiontree.format.foreign.omp import is_title_slot
 from sessiontree.format.gcpause import gc_paused
 from sessiontree.format.ids import validate_session_id
 from sessiontree.format.inputlimit import check_input_size
@@ -81,13 +83,19 @@ class ImportOutcome:
 
 
 def _foreign_agent(path: str | os.PathLike[str]) -> str | None:
-    """``"claude-code"`` or ``"codex"`` when the file's first line is such an agent's record."""
+    """``"claude-code"``, ``"codex"``, ``"gemini"`` or ``"omp"`` when the file's first line
+    is such an agent's record (a lone ``{``: a Gemini CLI chat document)."""
     try:
         with open(path, "rb") as handle:
             first = handle.readline(1 << 20)
+            rest = handle.read() if first.strip() == b"{" else b""
+        if rest:
+            return "gemini" if looks_like_gemini(orjson.loads(first + rest)) else None
         value = orjson.loads(first)
     except (OSError, orjson.JSONDecodeError):
         return None
+    if is_title_slot(value):
+        return "omp"
     return sniff_agent(value if isinstance(value, dict) else None)
 
 

@@ -75,6 +75,8 @@ from sessiontree.format.shape import FileShape, ShapeError, shape_of
 from sessiontree.session.importing import check_record_sizes
 from sessiontree.stores.base import Provenance, SessionStore, SyncChange, SyncState
 from sessiontree.stores.origin import origin_here
+from sessiontree.sync.gemini import is_gemini_name, maybe_gemini, sync_gemini
+from sessiontree.sync.omp import maybe_omp, sync_omp
 from sessiontree.sync.sources import agent_sources
 
 try:
@@ -315,7 +317,7 @@ def discover(paths: Iterable[str], exclude: str | None = None) -> tuple[list[str
             return
         inner = ancestors | {key}
         for item in items:
-            if item.name.endswith(_SUFFIX):
+            if item.name.endswith(_SUFFIX) or is_gemini_name(item.path):
                 try:
                     item_st = os.stat(item.path)
                 except OSError as exc:
@@ -841,6 +843,14 @@ class Syncer:
         except InvalidSessionError as exc:
             return FileResult(path, "rejected", reason=exc.reason)
         data = _pread_range(fd, 0, fst.st_size)
+        if maybe_gemini(path, data):  # one JSON document rewritten whole (docs/agents/gemini.md)
+            gemini = sync_gemini(self, path, data, fst, state)
+            if gemini is not None:
+                return FileResult(path, **vars(gemini))
+        if maybe_omp(data):  # a title slot rewritten in place (docs/agents/README.md, "oh-my-pi")
+            omp = sync_omp(self, path, data, fst, state)
+            if omp is not None:
+                return FileResult(path, **vars(omp))
         complete, pending = _complete_prefix(data)
         body = data[:complete]
         if not body.strip(_JSON_WS + b"\x0b\x0c"):
@@ -1112,7 +1122,7 @@ def watch(roots: Sequence[str], on_change: Callable[[list[str]], None], stop: th
     import watchfiles  # imported on use: only --watch needs it
 
     def only_sessions(change: Any, path: str) -> bool:
-        return path.endswith(_SUFFIX)
+        return path.endswith(_SUFFIX) or is_gemini_name(path)
 
     for changes in watchfiles.watch(*roots, watch_filter=only_sessions, debounce=debounce_ms,
                                     stop_event=stop, raise_interrupt=False, rust_timeout=500,

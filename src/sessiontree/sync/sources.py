@@ -15,7 +15,12 @@ Agents of another format, read through a mapping (docs/agents/README.md):
 * **Claude Code**: ``$CLAUDE_CONFIG_DIR``, else ``~/.claude``; project logs in
   ``projects/<encoded cwd>/<session id>.jsonl`` (subagent transcripts below them);
 * **Codex**: ``$CODEX_HOME``, else ``~/.codex``; rollouts in
-  ``sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl``.
+  ``sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl``;
+* **Gemini CLI**: ``$GEMINI_CLI_HOME/.gemini`` (the variable names the *home*
+  Gemini CLI uses instead of ``~``), else ``~/.gemini``; chats in
+  ``tmp/<project hash>/chats/session-<time>-<id>.json``;
+* **oh-my-pi**: ``$PI_CODING_AGENT_DIR`` (pi's variable, which omp reads), else
+  ``~/.omp/agent``; sessions in ``sessions``, laid out as pi's.
 
 Nothing here reads a session file.
 """
@@ -39,7 +44,14 @@ AGENTS: tuple[tuple[str, tuple[str, ...], str], ...] = (
 FOREIGN_AGENTS: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
     ("claude-code", ("CLAUDE_CONFIG_DIR",), ".claude", "projects"),
     ("codex", ("CODEX_HOME",), ".codex", "sessions"),
+    ("gemini", ("GEMINI_CLI_HOME",), ".gemini", "tmp"),
+    # oh-my-pi honours pi's variable (so with it set, its folder is pi's, listed once, under pi).
+    ("omp", ("PI_CODING_AGENT_DIR",), os.path.join(".omp", "agent"), "sessions"),
 )
+
+#: Variables that name a home folder holding the agent directory rather than the agent
+#: directory itself: ``{variable: agent directory inside it}``.
+_HOME_VARIABLES: dict[str, str] = {"GEMINI_CLI_HOME": ".gemini"}
 
 
 @dataclass(frozen=True)
@@ -47,7 +59,7 @@ class AgentSource:
     """One agent's session folder.
 
     Attributes:
-        agent: ``"pi"``, ``"atomic"``, ``"claude-code"`` or ``"codex"``.
+        agent: ``"pi"``, ``"atomic"``, ``"claude-code"``, ``"codex"``, ``"gemini"`` or ``"omp"``.
         path: the sessions folder, absolute (``<agent dir>/sessions``; Claude Code:
             ``<config dir>/projects``).
         origin: how the agent directory was chosen: the environment variable
@@ -91,6 +103,8 @@ def agent_sources(environ: Mapping[str, str] | None = None, home: str | None = N
                 origin = name
                 # "~" means the given home (not the process's), so tests can fake it.
                 agent_dir = base if value == "~" else os.path.join(base, value[2:]) if value.startswith("~/") else value
+                if name in _HOME_VARIABLES:
+                    agent_dir = os.path.join(agent_dir, _HOME_VARIABLES[name])
                 break
         path = os.path.abspath(os.path.join(agent_dir, sub))
         key = os.path.realpath(path)

@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 #: Agents with a mapping, as the header's ``foreign.agent`` names them.
-AGENT_NAMES: tuple[str, ...] = ("claude-code", "codex")
+AGENT_NAMES: tuple[str, ...] = ("claude-code", "codex", "gemini", "omp")
 
 _CLAUDE_KEYS = ("parentUuid", "sessionId", "leafUuid")
 _CLAUDE_TYPES = frozenset({"user", "assistant", "system", "summary", "file-history-snapshot", "custom-title",
@@ -155,6 +155,8 @@ def sniff_agent(first: dict[str, Any] | None) -> str | None:
         return "codex"
     if "instructions" in first and "id" in first and kind is None:
         return "codex"  # the meta line of rollouts before records were wrapped
+    if kind is None and "projectHash" in first:
+        return None  # a Gemini CLI JSONL chat's metadata line (it has a sessionId too)
     if kind in _CLAUDE_TYPES or any(key in first for key in _CLAUDE_KEYS):
         return "claude-code"
     return None
