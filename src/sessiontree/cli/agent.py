@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import time
 
 import click
@@ -24,7 +23,7 @@ from sessiontree.cli.common import (
     resolve_session_id,
     unique_match,
 )
-from sessiontree.core.textsafe import safe_line
+from sessiontree.core.textsafe import safe_line, shell_join, shell_quote
 from sessiontree.errors import EntryNotFoundError
 from sessiontree.sync.archive import ArchivedResult, archive
 from sessiontree.sync.restore import RestoreError, RestoreResult, restore
@@ -124,15 +123,20 @@ def resume_cmd(app: App, session: str, agent: str, fork: bool, run: bool, as_jso
     result = _restore(app, session, agent, None, None)
     command = agent_command(agent, result.path, fork)
     cwd = result.file.cwd
+    if "\x00" in cwd:
+        raise UserError(f"session {result.file.session_id}: header field \"cwd\" holds a NUL byte, so no "
+                        f"command can enter it; the file is at {safe_line(result.path)}")
     if as_json and not run:
         print_json({**result.to_dict(), "command": command, "cwd": cwd})
         return
     if result.status == "written":
         _report_restore(result)
         click.echo("", err=True)
-    line = f"cd {shlex.quote(cwd)} && {shlex.join(command)}" if cwd else shlex.join(command)
+    # Quoted so that the printed line is safe on a terminal and still names the same bytes
+    # (a control character is written $'\xHH'; docs/agent-loop.md, "resume").
+    line = f"cd {shell_quote(cwd)} && {shell_join(command)}" if cwd else shell_join(command)
     if not run:
-        click.echo(safe_line(line))
+        click.echo(line)
         return
     app.close()
     if cwd:

@@ -258,8 +258,13 @@ def sync_cmd(ctx: click.Context, app: App, paths: tuple[str, ...], watching: boo
     with _stop_on_interrupt() as stop:
         with run_lock(store, busy) if not dry_run else _nothing():
             syncer = Syncer(store, replace=replace, dry_run=dry_run)
-            files, rejected = discover(folders, exclude=exclude)
+            # In the agents' own folders a symbolic link to a folder is not followed
+            # (docs/agent-loop.md, "What is guaranteed"); a PATH given is read as it leads.
+            links: list[str] | None = [] if not paths else None
+            files, rejected = discover(folders, exclude=exclude, links=links)
             report.files.extend(rejected)
+            report.notes.extend(f"not followed: {link} is a symbolic link to a folder (give it as PATH to sync it)"
+                                for link in links or [])
             with progress_bar(err) as progress:
                 task = progress.add_task("Syncing", total=len(files))
 

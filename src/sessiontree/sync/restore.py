@@ -28,22 +28,33 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import shlex
+import re
 import stat
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sessiontree.core.textsafe import shell_join, shell_quote
 from sessiontree.core.tree import SessionTree
 from sessiontree.errors import SessionError, StorageError
 from sessiontree.format import jsonio
-from sessiontree.format.files import O_CLOEXEC, fsync_dir, write_all
+from sessiontree.format.files import O_CLOEXEC, write_all
 from sessiontree.format.ids import new_session_id
 from sessiontree.format.shape import FileShape, ShapeError, render_shape
 from sessiontree.session.builders import branched_session_entries, now_iso
 from sessiontree.stores.base import RawTexts, SessionStore, SessionTexts, SyncState
 from sessiontree.stores.shared import ROLE_HEAD
+from sessiontree.sync.safepath import (
+    UnsafePathError,
+    cwd_folder,
+    encode_cwd,
+    name_part,
+    open_folder,
+    parts_under,
+    session_file_name,
+)
 from sessiontree.sync.sources import AGENTS, agent_sources
 
 __all__ = [
@@ -51,12 +62,16 @@ __all__ = [
     "AgentFile",
     "RestoreError",
     "RestoreResult",
+    "Target",
     "agent_file",
     "agent_file_name",
     "encode_cwd",
     "restore",
     "resume_command",
     "sessions_folder",
+    "sweep_stale_temps",
+    "target_of",
+    "write_new",
 ]
 
 #: What each agent does not see, per entry kind (``type``, or ``message:<role>``): pi 1.6
@@ -131,20 +146,15 @@ class RestoreResult:
 # --------------------------------------------------------------------------- names
 
 
-def encode_cwd(cwd: str) -> str:
-    """The folder name pi and Atomic give a working directory: ``--<cwd>--`` with one
-    leading separator removed and every ``/``, ``\\`` and ``:`` replaced by ``-``."""
-    body = cwd[1:] if cwd[:1] in ("/", "\\") else cwd
-    for char in "/\\:":
-        body = body.replace(char, "-")
-    return f"--{body}--"
-
-
 def agent_file_name(header: Mapping[str, Any]) -> str:
-    """The agent's name for a session file: ``<timestamp>_<id>.jsonl``, the header
-    timestamp (``timestamp`` or ``createdAt``) with ``:`` and ``.`` replaced by ``-``."""
-    stamp = header.get("timestamp") or header.get("createdAt") or now_iso()
-    return f"{str(stamp).replace(':', '-').replace('.', '-')}_{header['id']}.jsonl"
+    """The agent's name for a session file, ``<timestamp>_<id>.jsonl``, made only from validated
+    parts (:func:`~sessiontree.sync.safepath.session_file_name`: a header timestamp that does
+    not parse gives the current time; an id that is no file name is refused).
+
+    Raises:
+        UnsafePathError: the header's id is no file name.
+    """
+    return session_file_name(dict(header))
 
 
 def sessions_folder(agent: str, environ: Mapping[str, str] | None = None, home: str | None = None) -> str:
@@ -348,50 +358,183 @@ def _archived_path(store: SessionStore, session_id: str, sha256: bytes) -> str |
     return None
 
 
-def target_path(store: SessionStore, file: AgentFile, *, agent: str = "pi", directory: str | None = None,
-                environ: Mapping[str, str] | None = None, home: str | None = None) -> str:
-    """Where :func:`restore` writes ``file`` (docs/agent-loop.md, "Where"):
+@dataclass(frozen=True)
+class Target:
+    """Where a file goes: a folder the command owns (``root``: the agent's sessions folder or
+    ``--dir``) and validated names below it (docs/agent-loop.md, "What is guaranteed").
 
-    * a file archived from the agent's folder goes back to its original path;
-    * a synced file to the path it was synced from;
-    * anything else to ``<sessions folder>/--<cwd>--/<timestamp>_<id>.jsonl``;
+    Attributes:
+        root: the folder, absolute (as given: a symbolic link there is the user's choice).
+        parts: the folders below it, then the file name; each one path component.
+    """
+
+    root: str
+    parts: tuple[str, ...]
+
+    @property
+    def path(self) -> str:
+        """The file's absolute path."""
+        return os.path.join(self.root, *self.parts)
+
+
+def _recorded_parts(root: str, original: str) -> tuple[str, ...] | None:
+    """The components of a recorded path (a sync state's, an archive record's) below ``root``,
+    when it lies there and every component is a name; else ``None``."""
+    parts = parts_under(root, original)
+    if parts is None:
+        return None
+    try:
+        for part in parts:
+            name_part(part, "a recorded name", controls=True)
+    except UnsafePathError:
+        return None
+    return parts
+
+
+def target_of(store: SessionStore, file: AgentFile, *, agent: str = "pi", directory: str | None = None,
+              environ: Mapping[str, str] | None = None, home: str | None = None) -> Target:
+    """Where :func:`restore` writes ``file`` (docs/agent-loop.md, "Where restore writes"):
+
+    * a file archived from the agent's folder goes back to its original path, and a synced file
+      to the path it was synced from, when that path lies inside the agent's sessions folder;
+    * anything else to ``<sessions folder>/--<cwd>--/<timestamp>_<id>.jsonl``, the name of the
+      recorded file when there is one, else made from validated parts
+      (:func:`~sessiontree.sync.safepath.session_file_name`);
 
     with ``directory``, the same file name under ``directory/--<cwd>--/``.
+
+    Raises:
+        UnsafePathError: the cwd holds a NUL or the id is no file name.
     """
     original = _archived_path(store, file.session_id, file.sha256) if file.byte_exact else None
     original = original or file.source_path
-    name = os.path.basename(original) if original else agent_file_name(file.header)
     if directory is not None:
-        return os.path.join(os.path.abspath(os.path.expanduser(directory)), encode_cwd(file.cwd), name)
-    if original:
-        return original
-    return os.path.join(sessions_folder(agent, environ, home), encode_cwd(file.cwd), name)
-
-
-def _same_bytes(path: str, data: bytes) -> bool:
+        root = os.path.abspath(os.path.expanduser(directory))
+    else:
+        root = sessions_folder(agent, environ, home)
+        parts = _recorded_parts(root, original) if original else None
+        if parts is not None:
+            return Target(root, parts)
+    name = os.path.basename(original) if original else ""
     try:
-        with open(path, "rb") as handle:
+        name = name_part(name, "file name", controls=True) if name.endswith(".jsonl") else ""
+    except UnsafePathError:
+        name = ""
+    return Target(root, (cwd_folder(file.cwd, file.session_id), name or session_file_name(file.header)))
+
+
+def target_path(store: SessionStore, file: AgentFile, *, agent: str = "pi", directory: str | None = None,
+                environ: Mapping[str, str] | None = None, home: str | None = None) -> str:
+    """The path of :func:`target_of` (kept for callers that only show it).
+
+    Raises:
+        UnsafePathError: as :func:`target_of`.
+    """
+    return target_of(store, file, agent=agent, directory=directory, environ=environ, home=home).path
+
+
+#: The temporary file of a restore: ``.<name>.restore-<pid>-<8 hex digits>``.
+_TEMP = re.compile(r"\..+\.restore-(\d+)-[0-9a-f]{8}")
+#: A temporary file whose writer is gone is stale after this many seconds; any after a day.
+STALE_AFTER = 60.0
+STALE_ANYWAY = 86400.0
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # another user's process, or no way to tell: assume it is writing
+    return True
+
+
+def is_stale_temp(name: str, mtime: float, now: float | None = None) -> bool:
+    """Whether ``name`` is a restore's temporary file left by a killed run: its name is
+    ``.<name>.restore-<pid>-<hex>`` and either its process is gone and it was last written
+    more than :data:`STALE_AFTER` seconds ago, or it was last written more than a day ago (a
+    pid reused, a writer on another host of a shared folder: a live writer keeps it fresh)."""
+    match = _TEMP.fullmatch(name)
+    if match is None:
+        return False
+    age = (time.time() if now is None else now) - mtime
+    return age > STALE_ANYWAY or (age > STALE_AFTER and not _pid_alive(int(match.group(1))))
+
+
+def sweep_stale_temps(folder_fd: int) -> list[str]:
+    """Remove the stale temporary files of killed restores (:func:`is_stale_temp`) in the
+    folder open as ``folder_fd``; returns their names. Errors are ignored (best effort:
+    the next run tries again)."""
+    removed: list[str] = []
+    try:
+        with os.scandir(folder_fd) as items:
+            names = [item.name for item in items if item.name.startswith(".") and ".restore-" in item.name]
+    except OSError:
+        return removed
+    now = time.time()
+    for name in names:
+        try:
+            st = os.lstat(name, dir_fd=folder_fd)
+            if stat.S_ISREG(st.st_mode) and is_stale_temp(name, st.st_mtime, now):
+                os.unlink(name, dir_fd=folder_fd)
+                removed.append(name)
+        except OSError:
+            continue
+    return removed
+
+
+def _same_bytes(name: str, folder_fd: int, data: bytes) -> bool:
+    try:
+        fd = os.open(name, os.O_RDONLY | O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), dir_fd=folder_fd)
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "rb") as handle:
             return handle.read(len(data) + 1) == data
     except OSError:
         return False
 
 
-def write_new(path: str, data: bytes) -> str:
-    """Write ``data`` as a new file at ``path``; ``"written"``, or ``"present"`` when the
+def write_new(target: Target, data: bytes) -> str:
+    """Write ``data`` as a new file at ``target``; ``"written"``, or ``"present"`` when the
     file is already there with these exact bytes.
 
-    A temporary file beside the target is written, fsynced and hard-linked to the
-    target name (never replacing anything), then removed; the folder is fsynced.
+    The folders below the target's root are opened one by one (created when missing), none
+    of them a symbolic link (:func:`~sessiontree.sync.safepath.open_folder`); in the last
+    one, stale temporary files of killed restores are removed (:func:`sweep_stale_temps`),
+    a temporary file is written, fsynced and hard-linked to the target name (never
+    replacing anything), then removed; the folder is fsynced. Every step works relative
+    to the folder's descriptor, so nothing swapped in meanwhile is followed.
 
     Raises:
         RestoreError: the target exists with other bytes or is not a regular file, is a
-            symbolic link, its folder cannot be created or written, the disk is full.
+            symbolic link, a folder on the way is a link or cannot be created or written,
+            the disk is full.
     """
+    path = target.path
     folder = os.path.dirname(path)
+    name = target.parts[-1]
     try:
-        st = os.lstat(path)
+        with open_folder(target.root, target.parts[:-1], create=True) as fd:
+            return _write_in(fd, folder, name, path, data)
+    except UnsafePathError as exc:
+        raise RestoreError(f"{exc}") from exc
+    except FileExistsError as exc:
+        raise RestoreError(f"cannot create the folder {folder}: a file is in the way; nothing was written") from exc
+    except OSError as exc:
+        raise RestoreError(f"cannot create the folder {folder}: {exc.strerror}; nothing was written") from exc
+
+
+def _write_in(fd: int, folder: str, name: str, path: str, data: bytes) -> str:
+    """:func:`write_new` inside the open folder ``fd``."""
+    sweep_stale_temps(fd)
+    try:
+        st = os.lstat(name, dir_fd=fd)
     except (FileNotFoundError, NotADirectoryError):
-        st = None  # a file where a folder should be: creating the folder says so below
+        st = None
     except OSError as exc:
         raise RestoreError(f"cannot look at {path}: {exc.strerror}") from exc
     if st is not None:
@@ -399,36 +542,31 @@ def write_new(path: str, data: bytes) -> str:
             raise RestoreError(f"{path} is a symbolic link; nothing was written (remove it or restore with --dir)")
         if not stat.S_ISREG(st.st_mode):
             raise RestoreError(f"{path} exists and is not a regular file; nothing was written")
-        if _same_bytes(path, data):
+        if _same_bytes(name, fd, data):
             return "present"
         raise RestoreError(f"{path} exists with other bytes; nothing was written (the agent may have written to it "
                            "since: run sessiontree sync, or restore with --dir or --at)")
+    # The name of the temporary file is cut so that it stays one valid name (255 bytes).
+    tmp = f".{name[:200]}.restore-{os.getpid()}-{os.urandom(4).hex()}"
     try:
-        os.makedirs(folder, exist_ok=True)
-    except FileExistsError as exc:
-        raise RestoreError(f"cannot create the folder {folder}: a file is in the way; nothing was written") from exc
-    except OSError as exc:
-        raise RestoreError(f"cannot create the folder {folder}: {exc.strerror}; nothing was written") from exc
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.restore-{os.getpid()}-{os.urandom(4).hex()}")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | O_CLOEXEC, 0o644)
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | O_CLOEXEC, 0o644, dir_fd=fd)
     except OSError as exc:
         raise RestoreError(f"cannot write in {folder}: {exc.strerror}; nothing was written") from exc
     try:
         try:
-            write_all(fd, data)
-            os.fsync(fd)
+            write_all(out, data)
+            os.fsync(out)
         finally:
-            os.close(fd)
+            os.close(out)
         try:
-            os.link(tmp, path)
+            os.link(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
         except FileExistsError:
-            if _same_bytes(path, data):
+            if _same_bytes(name, fd, data):
                 return "present"
             raise RestoreError(f"{path} appeared meanwhile with other bytes; nothing was written") from None
         try:
-            fsync_dir(folder)
-        except StorageError:
+            os.fsync(fd)
+        except OSError:
             pass  # the file is complete and linked; only its durability across a power cut is weaker
         return "written"
     except OSError as exc:
@@ -436,7 +574,7 @@ def write_new(path: str, data: bytes) -> str:
         raise RestoreError(f"cannot write {path}: {what}; nothing was written") from exc
     finally:
         try:
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=fd)
         except OSError:
             pass
 
@@ -454,6 +592,9 @@ def restore(store: SessionStore, session_id: str, *, agent: str = "pi", director
         at: an entry id: restore only the path root -> it, as a new session.
         environ, home: where to find the agent's folder (tests fake them).
 
+    The file lands inside the agent's sessions folder (or ``directory``), whatever the
+    session holds (:func:`target_of`, :func:`write_new`).
+
     Returns:
         A :class:`RestoreResult`: ``written``, or ``present`` when the target already
         holds these bytes (restoring twice is a no-op).
@@ -463,9 +604,12 @@ def restore(store: SessionStore, session_id: str, *, agent: str = "pi", director
         SessionNotFoundError, EntryNotFoundError, StorageError: from :func:`agent_file`.
     """
     file = agent_file(store, session_id, agent=agent, at=at)
-    path = target_path(store, file, agent=agent, directory=directory, environ=environ, home=home)
-    status = write_new(path, file.data)
-    return RestoreResult(status, path, file)
+    try:
+        target = target_of(store, file, agent=agent, directory=directory, environ=environ, home=home)
+    except UnsafePathError as exc:
+        raise RestoreError(f"{exc}; nothing was written") from exc
+    status = write_new(target, file.data)
+    return RestoreResult(status, target.path, file)
 
 
 def resume_command(store: SessionStore, session_id: str, cwd: str, *, agent: str = "pi", fork: bool = False,
@@ -473,7 +617,9 @@ def resume_command(store: SessionStore, session_id: str, cwd: str, *, agent: str
     """The shell command that continues a session, for showing (the viewer): the agent's own
     ``cd CWD && pi --session PATH`` when a file synced from the agent's folder is still
     at its path, else ``sessiontree resume ID`` (which restores the file first). Nothing
-    is read but the sync states; nothing is written or started.
+    is read but the sync states; nothing is written or started. Each word is quoted by
+    :func:`~sessiontree.core.textsafe.shell_quote`: a cwd or path with control characters is
+    written ``$'...'``, which the shell gives back byte for byte.
 
     Args:
         cwd: the session's working directory (its header's ``cwd``).
@@ -484,8 +630,9 @@ def resume_command(store: SessionStore, session_id: str, cwd: str, *, agent: str
         StorageError: the store could not be read.
     """
     for state in _states_of(store, session_id, read_states):
-        if os.path.isfile(state.path):
-            command = shlex.join([agent, "--fork" if fork else "--session", state.path])
-            return f"cd {shlex.quote(cwd)} && {command}" if cwd else command
-    return shlex.join(["sessiontree", "resume", session_id] + (["--fork"] if fork else []))
+        # A cwd with a NUL names no folder: `sessiontree resume` says so, naming the field.
+        if "\x00" not in cwd + state.path and os.path.isfile(state.path):
+            command = shell_join([agent, "--fork" if fork else "--session", state.path])
+            return f"cd {shell_quote(cwd)} && {command}" if cwd else command
+    return shell_join(["sessiontree", "resume", session_id] + (["--fork"] if fork else []))
 
