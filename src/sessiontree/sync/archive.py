@@ -37,8 +37,8 @@ from sessiontree.stores.base import ArchivedFile, SessionStore, SyncState
 from sessiontree.sync.engine import discover, run_lock
 from sessiontree.sync.restore import agent_file, sweep_stale_temps
 from sessiontree.sync.safepath import UnsafePathError, check_under
-from sessiontree.sync.trash import trash_file
 from sessiontree.sync.sources import AGENTS, agent_sources
+from sessiontree.sync.trash import trash_file
 
 __all__ = ["ARCHIVING_SUFFIX", "PROBLEMS", "ArchiveReport", "ArchivedResult", "archive"]
 

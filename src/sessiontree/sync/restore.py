@@ -38,7 +38,7 @@ from typing import Any
 
 from sessiontree.core.textsafe import shell_join, shell_quote
 from sessiontree.core.tree import SessionTree
-from sessiontree.errors import SessionError, StorageError
+from sessiontree.errors import SessionError
 from sessiontree.format import jsonio
 from sessiontree.format.files import O_CLOEXEC, write_all
 from sessiontree.format.ids import new_session_id
