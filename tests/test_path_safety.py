@@ -227,7 +227,7 @@ def test_serve_expose_on_loopback_generates_a_token(monkeypatch):
 _PIECES = ["/", "..", ".", "x", ":", "\\", "\x00", "\x1b", "~", " ", "@OUT@", "2026-03-01T10:00:00Z", "_", "\n"]
 _HOSTILE = st.one_of(st.text(max_size=30),
                      st.lists(st.sampled_from(_PIECES), max_size=8).map("".join),
-                     st.integers(), st.none())
+                     st.integers(min_value=-(2 ** 63), max_value=2 ** 63 - 1), st.none())
 
 
 def _tree(base: Path) -> set[str]:
