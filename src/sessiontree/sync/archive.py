@@ -15,7 +15,7 @@ A file is archived only when the store can give it back byte for byte
    again and must still match (an agent appending through the path before the
    rename is caught here; one appending after it creates a new file, which
    stays), an audit record is written (``pending``), and only then is it moved
-   to the trash (``send2trash``) or deleted, and the record marked ``done``.
+   to the trash under its own name (:mod:`.trash`) or deleted, and the record marked ``done``.
 
 A SIGKILL at any point leaves the file in its folder, or renamed beside it
 (put back, or finished when its record was written, by the next run), or
