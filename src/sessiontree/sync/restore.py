@@ -41,15 +41,18 @@ from sessiontree.core.tree import SessionTree
 from sessiontree.errors import SessionError
 from sessiontree.format import jsonio
 from sessiontree.format.files import O_CLOEXEC, write_all
+from sessiontree.format.foreign import agent_of_header, source_bytes
 from sessiontree.format.ids import new_session_id
 from sessiontree.format.shape import FileShape, ShapeError, render_shape
 from sessiontree.session.builders import branched_session_entries, now_iso
 from sessiontree.stores.base import RawTexts, SessionStore, SessionTexts, SyncState
 from sessiontree.stores.shared import ROLE_HEAD
+from sessiontree.sync.engine import TAIL_CHECK
 from sessiontree.sync.safepath import (
     UnsafePathError,
     cwd_folder,
     encode_cwd,
+    file_stamp,
     name_part,
     open_folder,
     parts_under,
@@ -58,6 +61,7 @@ from sessiontree.sync.safepath import (
 from sessiontree.sync.sources import AGENTS, agent_sources
 
 __all__ = [
+    "FOREIGN",
     "UNSEEN",
     "AgentFile",
     "RestoreError",
@@ -65,10 +69,16 @@ __all__ = [
     "Target",
     "agent_file",
     "agent_file_name",
+    "agent_resume_command",
+    "claude_project_folder",
     "encode_cwd",
     "restore",
+    "restore_source",
     "resume_command",
+    "session_agent",
     "sessions_folder",
+    "source_file",
+    "source_target",
     "sweep_stale_temps",
     "target_of",
     "write_new",
@@ -188,7 +198,7 @@ def _v3_header(header: Mapping[str, Any], parent_path: str | None = None) -> dic
     parent = header.get("parentSessionId")
     if parent:
         out["parentSession"] = parent_path or parent
-    for key in ("internal", "workflow"):
+    for key in ("internal", "workflow", "foreign"):
         if key in header:
             out[key] = header[key]
     return out
@@ -613,7 +623,7 @@ def restore(store: SessionStore, session_id: str, *, agent: str = "pi", director
 
 
 def resume_command(store: SessionStore, session_id: str, cwd: str, *, agent: str = "pi", fork: bool = False,
-                   read_states: Callable[[], Mapping[str, SyncState]] | None = None) -> str:
+                   read_states: Callable[[], Mapping[str, SyncState]] | None = None, own: str = "pi") -> str:
     """The shell command that continues a session, for showing (the viewer): the agent's own
     ``cd CWD && pi --session PATH`` when a file synced from the agent's folder is still
     at its path, else ``sessiontree resume ID`` (which restores the file first). Nothing
@@ -625,14 +635,215 @@ def resume_command(store: SessionStore, session_id: str, cwd: str, *, agent: str
         cwd: the session's working directory (its header's ``cwd``).
         read_states: reads the store's sync states (default ``store.sync_states``); the
             viewer passes one memoised read that :func:`agent_format` shares.
+        own: the agent that wrote the session (its header's, :func:`session_agent`): for
+            ``"claude-code"`` and ``"codex"`` the command is that agent's own
+            (:func:`agent_resume_command`, in ``cwd``) when its file is in place.
 
     Raises:
         StorageError: the store could not be read.
     """
     for state in _states_of(store, session_id, read_states):
         # A cwd with a NUL names no folder: `sessiontree resume` says so, naming the field.
-        if "\x00" not in cwd + state.path and os.path.isfile(state.path):
+        if "\x00" in cwd + state.path or not os.path.isfile(state.path):
+            continue
+        if own in FOREIGN:
+            if state.version != 0 or (own == "codex" and fork):
+                continue
+            command = shell_join(agent_resume_command(own, session_id, fork=fork))
+            return f"cd {shell_quote(cwd)} && {command}" if cwd else command
+        if state.version != 0:
             command = shell_join([agent, "--fork" if fork else "--session", state.path])
             return f"cd {shell_quote(cwd)} && {command}" if cwd else command
     return shell_join(["sessiontree", "resume", session_id] + (["--fork"] if fork else []))
 
+
+
+# --------------------------------------------------------------------------- each agent's own file
+
+#: The agents whose own files ``restore`` and ``resume`` give back verbatim (their recorded
+#: records, ``export --format source``), and the folder layout each keeps (docs/agent-loop.md).
+FOREIGN = ("claude-code", "codex")
+#: Claude Code cuts a project folder name at this many characters (and adds a hash of its own).
+CLAUDE_NAME_MAX = 200
+_NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
+
+
+def session_agent(store: SessionStore, session_id: str) -> str:
+    """The agent that wrote the session: ``"claude-code"`` or ``"codex"`` for a mapped file (its
+    header's ``foreign.agent``), else ``"pi"`` (pi and Atomic write the same format).
+
+    Raises:
+        SessionNotFoundError, StorageError: the store could not give the header.
+    """
+    return agent_of_header(store.read_outline(session_id).header)
+
+
+def claude_project_folder(cwd: str) -> str:
+    """Claude Code's folder name of a working directory under ``projects/``: every character
+    that is not an ASCII letter or digit becomes ``-`` (``/Users/alex/workspace/cli/.worktrees/2``
+    -> ``-Users-alex-workspace-cli--worktrees-2``, as the real corpus shows; docs/agents/claude-code.md)."""
+    return _NOT_ALNUM.sub("-", cwd)
+
+
+def _claude_folder(root: str, cwd: str, session_id: str) -> str:
+    """The project folder Claude Code uses for ``cwd``; a name past :data:`CLAUDE_NAME_MAX` is the
+    folder Claude Code already made (found by its first 200 characters).
+
+    Raises:
+        UnsafePathError: no such folder for a long name, or a NUL in the cwd.
+    """
+    if "\x00" in cwd or not cwd:
+        raise UnsafePathError(f"session {session_id}: header field \"cwd\" "
+                              f"{'holds a NUL byte' if cwd else 'is empty'}; no Claude Code project folder "
+                              "can be named after it")
+    name = claude_project_folder(cwd)
+    if len(name) <= CLAUDE_NAME_MAX:
+        return name
+    prefix = name[:CLAUDE_NAME_MAX] + "-"
+    try:
+        found = [entry for entry in os.listdir(root) if entry.startswith(prefix)]
+    except OSError:
+        found = []
+    if len(found) != 1:
+        raise UnsafePathError(f"session {session_id}: the cwd is longer than Claude Code's folder names "
+                              f"({CLAUDE_NAME_MAX} characters) and no one folder of {root} matches it; run "
+                              "claude once in that folder, then resume again")
+    return found[0]
+
+
+def _codex_parts(header: Mapping[str, Any], session_id: str) -> tuple[str, ...]:
+    """Codex's place of a rollout: ``YYYY/MM/DD/rollout-YYYY-MM-DDThh-mm-ss-<id>.jsonl`` from
+    the header's ``createdAt`` (UTC; the current time when it does not parse)."""
+    stamp = file_stamp(header.get("createdAt") or header.get("timestamp"))
+    day, clock = stamp[:10], stamp[11:19]
+    name = name_part(f"rollout-{day}T{clock}-{name_part(session_id, 'session id')}.jsonl", "file name")
+    return (day[:4], day[5:7], day[8:10], name)
+
+
+def _foreign_root(agent: str, environ: Mapping[str, str] | None, home: str | None) -> str:
+    for source in agent_sources(environ, home):
+        if source.agent == agent:
+            return source.path
+    raise ValueError(f"unknown agent {agent!r}")
+
+
+def _verify_source(data: bytes, state: SyncState) -> bool:
+    """Whether ``data`` is the file ``state`` recorded: its size, the SHA-256 of its first line and
+    of its last :data:`~sessiontree.sync.engine.TAIL_CHECK` bytes (what sync keeps of a mapped file)."""
+    if len(data) != state.consumed:
+        return False
+    first = data.split(b"\n", 1)[0]
+    return (hashlib.sha256(first).digest() == state.header_hash
+            and hashlib.sha256(data[-TAIL_CHECK:]).digest() == state.tail_hash)
+
+
+def source_file(store: SessionStore, session_id: str) -> AgentFile:
+    """A Claude Code or Codex session as its agent's own file: the verbatim records the store kept
+    (:func:`~sessiontree.format.foreign.source_bytes`, what ``export --format source`` writes).
+
+    ``byte_exact`` when a sync state of the session agrees with the bytes (size, first line,
+    last 4 KiB: :func:`_verify_source`), with ``source_path`` that file.
+
+    Raises:
+        RestoreError: not a mapped session, no verbatim records, or the records do not give
+            back the file that was synced (nothing is written from them).
+        SessionNotFoundError, StorageError: the store could not give the session.
+    """
+    stored = store.read(session_id)
+    header = stored.header
+    agent = agent_of_header(header)
+    if agent not in FOREIGN:
+        raise RestoreError(f"session {session_id} was written by pi or Atomic, not Claude Code or Codex")
+    data = source_bytes(stored.entries)
+    if not data:
+        raise RestoreError(f"session {session_id} keeps no verbatim {agent} records; use restore --as pi")
+    sha256 = hashlib.sha256(data).digest()
+    states = [state for state in _states_of(store, session_id) if state.version == 0]
+    cwd = str(header.get("cwd", ""))
+    for state in states:
+        if _verify_source(data, state):
+            return AgentFile(session_id, data, sha256, True, state.path, dict(header), cwd)
+    if states:
+        raise RestoreError(f"the stored records of session {session_id} do not give back the file synced from "
+                           f"{states[0].path} (size or hash differ); nothing was written (run sessiontree sync)")
+    return AgentFile(session_id, data, sha256, False, None, dict(header), cwd,
+                     [f"no sync record to verify against: the {agent} records are written as the store keeps them"])
+
+
+def source_target(file: AgentFile, *, directory: str | None = None, environ: Mapping[str, str] | None = None,
+                  home: str | None = None) -> Target:
+    """Where :func:`restore_source` writes a Claude Code or Codex file: the path it was synced from
+    when that lies inside the agent's folder, else the agent's own layout (Claude Code:
+    ``projects/<encoded cwd>/<id>.jsonl``; Codex: ``sessions/YYYY/MM/DD/rollout-...-<id>.jsonl``).
+    With ``directory``, the same layout under it (the file's recorded name kept).
+
+    Raises:
+        UnsafePathError: the id is no file name, the cwd names no folder.
+    """
+    agent = agent_of_header(file.header)
+    root = (os.path.abspath(os.path.expanduser(directory)) if directory is not None
+            else _foreign_root(agent, environ, home))
+    if file.source_path:
+        parts = _recorded_parts(_foreign_root(agent, environ, home), file.source_path)
+        if parts is not None:
+            return Target(root, parts)
+    if agent == "claude-code":
+        name = name_part(f"{name_part(file.session_id, 'session id')}.jsonl", "file name")
+        return Target(root, (name_part(_claude_folder(root, file.cwd, file.session_id), "project folder"), name))
+    return Target(root, _codex_parts(file.header, file.session_id))
+
+
+def restore_source(store: SessionStore, session_id: str, *, directory: str | None = None,
+                   environ: Mapping[str, str] | None = None, home: str | None = None) -> RestoreResult:
+    """Give a Claude Code or Codex session back to its agent as the agent's own file (``resume``,
+    ``restore`` of such a session; docs/agent-loop.md, "Each agent's own file").
+
+    The file is the verbatim records (:func:`source_file`), verified against the sync record;
+    it lands in the agent's folder through the same checks as every restore
+    (:func:`source_target`, :func:`write_new`), and its SHA-256 is checked again once written.
+    ``directory``: a folder to use instead of the agent's (its layout kept).
+    A file already at the target is left as it is (``present``): the agent's own file wins,
+    also when it grew since the sync.
+
+    Raises:
+        RestoreError: as :func:`source_file` and :func:`write_new`; nothing was written.
+    """
+    file = source_file(store, session_id)
+    try:
+        target = source_target(file, directory=directory, environ=environ, home=home)
+    except UnsafePathError as exc:
+        raise RestoreError(f"{exc}; nothing was written") from exc
+    path = target.path
+    try:
+        st = os.lstat(path)
+    except OSError:
+        st = None
+    if st is not None and stat.S_ISREG(st.st_mode):
+        return RestoreResult("present", path, file)
+    status = write_new(target, file.data)
+    try:
+        with open(path, "rb") as handle:
+            written = hashlib.sha256(handle.read()).digest()
+    except OSError as exc:
+        raise RestoreError(f"cannot read back {path}: {exc.strerror}") from exc
+    if status == "written" and written != file.sha256:
+        raise RestoreError(f"{path} does not hold the bytes written (sha256 differs)")
+    return RestoreResult(status, path, file)
+
+
+def agent_resume_command(agent: str, session_id: str, *, fork: bool = False) -> list[str]:
+    """The command with which ``agent`` continues a session by id, to run in its cwd:
+    ``claude --resume ID`` (``--fork-session`` with ``fork``) or ``codex resume ID``.
+
+    Raises:
+        ValueError: ``fork`` for Codex (its resume continues the session itself), or an agent
+            that resumes by path (pi, Atomic: :func:`resume_command`).
+    """
+    if agent == "claude-code":
+        return ["claude", "--resume", session_id] + (["--fork-session"] if fork else [])
+    if agent == "codex":
+        if fork:
+            raise ValueError("codex resume has no fork option: resume the session, or restore it --as pi and fork "
+                             "it there")
+        return ["codex", "resume", session_id]
+    raise ValueError(f"{agent} resumes a session by its file, not its id")

@@ -65,6 +65,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sessiontree.compare import DiffInputError, diff_branches
 from sessiontree.errors import EntryNotFoundError, SessionError, SessionNotFoundError
+from sessiontree.format.foreign import agent_of_header
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.base import SessionStore, SyncState
 from sessiontree.stores.shared import change_hint
@@ -478,8 +479,9 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
                 return conv
             window = tree.window(leaf=conv.leaf_id, find=conv.leaf_id)
             session_id = str(cached.manager.get_session_id())
-            resume = resume_command(store, session_id, str(cached.manager.get_header().get("cwd") or ""),
-                                    read_states=read_states)
+            header = cached.manager.get_header()
+            resume = resume_command(store, session_id, str(header.get("cwd") or ""), read_states=read_states,
+                                    own=agent_of_header(header))
             here = str(request.url.path) + (f"?{request.url.query}" if request.url.query else "")
             if cached.memo is None:
                 cached.memo = {}
