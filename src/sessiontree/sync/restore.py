@@ -52,7 +52,7 @@ from sessiontree.sync.safepath import (
     UnsafePathError,
     cwd_folder,
     encode_cwd,
-    file_stamp,
+    local_stamp,
     name_part,
     open_folder,
     parts_under,
@@ -713,10 +713,11 @@ def _claude_folder(root: str, cwd: str, session_id: str) -> str:
 
 def _codex_parts(header: Mapping[str, Any], session_id: str) -> tuple[str, ...]:
     """Codex's place of a rollout: ``YYYY/MM/DD/rollout-YYYY-MM-DDThh-mm-ss-<id>.jsonl`` from
-    the header's ``createdAt`` (UTC; the current time when it does not parse)."""
-    stamp = file_stamp(header.get("createdAt") or header.get("timestamp"))
-    day, clock = stamp[:10], stamp[11:19]
-    name = name_part(f"rollout-{day}T{clock}-{name_part(session_id, 'session id')}.jsonl", "file name")
+    the header's ``createdAt`` in the local time zone, as Codex names them
+    (:func:`~sessiontree.sync.safepath.local_stamp`; the current time when it does not parse)."""
+    stamp = local_stamp(header.get("createdAt") or header.get("timestamp"))
+    day = stamp[:10]
+    name = name_part(f"rollout-{stamp}-{name_part(session_id, 'session id')}.jsonl", "file name")
     return (day[:4], day[5:7], day[8:10], name)
 
 

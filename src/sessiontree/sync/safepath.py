@@ -44,8 +44,10 @@ __all__ = [
     "cwd_folder",
     "encode_cwd",
     "file_stamp",
+    "local_stamp",
     "name_part",
     "open_folder",
+    "parse_time",
     "parts_under",
     "session_file_name",
 ]
@@ -73,34 +75,51 @@ def encode_cwd(cwd: str) -> str:
     return f"--{body}--"
 
 
-def file_stamp(value: Any, now: float | None = None) -> str:
-    """The timestamp part of an agent's file name, as pi writes it (``new Date().toISOString()``
-    with ``:`` and ``.`` as ``-``): ``2026-03-01T10-00-00-000Z``, in UTC.
-
-    ``value`` is an ISO 8601 time (a time without an offset is UTC) or epoch milliseconds;
-    anything else (a path, text, a number out of range, ``None``) gives the current time
-    (``now``, seconds since the epoch, when given). The result holds only digits, ``-``,
-    ``T`` and ``Z``, whatever ``value`` is.
-    """
+def parse_time(value: Any) -> datetime | None:
+    """An ISO 8601 time (a time without an offset is UTC) or epoch milliseconds as an aware
+    datetime; ``None`` for anything else (a path, text, a number out of range, ``None``)."""
     moment: datetime | None = None
     if isinstance(value, str) and 10 <= len(value) <= 40 and value[:4].isdigit():
         try:
             moment = datetime.fromisoformat(value)
         except ValueError:
-            moment = None
-        if moment is not None and moment.tzinfo is None:
+            return None
+        if moment.tzinfo is None:
             moment = moment.replace(tzinfo=UTC)
     elif isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= _MAX_MS:
         moment = datetime.fromtimestamp(value / 1000, UTC)
-    if moment is not None:
-        try:
-            moment = moment.astimezone(UTC)
-        except (OverflowError, ValueError):
-            moment = None
     if moment is None:
-        moment = datetime.fromtimestamp(time.time() if now is None else now, UTC)
+        return None
+    try:
+        return moment.astimezone(UTC)
+    except (OverflowError, ValueError):
+        return None
+
+
+def file_stamp(value: Any, now: float | None = None) -> str:
+    """The timestamp part of an agent's file name, as pi writes it (``new Date().toISOString()``
+    with ``:`` and ``.`` as ``-``): ``2026-03-01T10-00-00-000Z``, in UTC.
+
+    ``value`` as :func:`parse_time` reads it; anything it does not read gives the current time
+    (``now``, seconds since the epoch, when given). The result holds only digits, ``-``, ``T``
+    and ``Z``, whatever ``value`` is.
+    """
+    moment = parse_time(value) or datetime.fromtimestamp(time.time() if now is None else now, UTC)
     return (f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}-{moment.minute:02d}-"
             f"{moment.second:02d}-{moment.microsecond // 1000:03d}Z")
+
+
+def local_stamp(value: Any, now: float | None = None) -> str:
+    """``YYYY-MM-DDThh-mm-ss`` in the local time zone, as Codex names its rollouts (the real
+    corpus: a session started at 11:31:04Z in UTC+5:30 is ``2025/09/26/rollout-2025-09-26T17-01-04-...``);
+    ``value`` as :func:`parse_time` reads it, else the current time. Only digits, ``-`` and ``T``."""
+    moment = parse_time(value) or datetime.fromtimestamp(time.time() if now is None else now, UTC)
+    try:
+        local = moment.astimezone()
+    except (OverflowError, ValueError, OSError):
+        local = moment
+    return (f"{local.year:04d}-{local.month:02d}-{local.day:02d}T{local.hour:02d}-{local.minute:02d}-"
+            f"{local.second:02d}")
 
 
 def name_part(value: Any, what: str, *, controls: bool = False) -> str:
