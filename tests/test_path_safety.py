@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from cli_support import run_cli, run_cli_json
@@ -27,7 +27,7 @@ from sessiontree.stores.memory import MemoryStore
 from sessiontree.stores.sqlite.store import SqliteStore
 from sessiontree.sync.archive import ARCHIVING_SUFFIX, archive
 from sessiontree.sync.engine import Syncer
-from sessiontree.sync.restore import RestoreError, restore, resume_command
+from sessiontree.sync.restore import RestoreError, restore, restore_source, resume_command
 from sync_support import SID, entries, head, sync_one
 from sync_support import agent_file as write_agent_file
 
@@ -236,11 +236,14 @@ def _tree(base: Path) -> set[str]:
 
 @settings(max_examples=150, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(source=st.sampled_from(["pi", "claude-code", "codex"]), agent=st.sampled_from(["pi", "atomic"]),
-       use_dir=st.booleans(), stamp=_HOSTILE, cwd=_HOSTILE, ident=_HOSTILE, entry_stamp=_HOSTILE,
-       entry_id=_HOSTILE)
-def test_no_session_content_moves_a_write_out_of_the_folder(_fake_home, tmp_path, source, agent, use_dir, stamp,
-                                                            cwd, ident, entry_stamp, entry_id):
+@given(source=st.sampled_from(["pi", "claude-code", "codex"]), agent=st.sampled_from(["pi", "atomic", "own"]),
+       use_dir=st.booleans(), elsewhere=st.booleans(), stamp=_HOSTILE, cwd=_HOSTILE, ident=_HOSTILE,
+       entry_stamp=_HOSTILE, entry_id=_HOSTILE)
+def test_no_session_content_moves_a_write_out_of_the_folder(_fake_home, tmp_path, source, agent, use_dir, elsewhere,
+                                                            stamp, cwd, ident, entry_stamp, entry_id):
+    # agent "own": a Claude Code or Codex session written back as its agent's own file (resume);
+    # elsewhere: the file was synced from a folder outside the agent's, so its place is computed
+    # from the session's content.
     outside = str(tmp_path / "outside")
 
     def put(value):
@@ -272,21 +275,30 @@ def test_no_session_content_moves_a_write_out_of_the_folder(_fake_home, tmp_path
             for item in records[1:]:
                 item["timestamp"] = entry_stamp
             folder = _fake_home / ".codex" / "sessions" / "2026" / "03" / "03"
+        if elsewhere:
+            folder = tmp_path / "elsewhere"
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"rollout-{os.urandom(4).hex()}.jsonl"
         path.write_bytes(jl(records))
         result = Syncer(store).sync_file(str(path))
         assume(result.status == "new" and result.session_id)
         session_id = str(result.session_id)
+        path.unlink()  # gone since the sync: resume writes it back
     home = str(tmp_path / "home")
-    root = tmp_path / "dir" if use_dir else Path(home).joinpath(*(SESSIONS if agent == "pi" else
-                                                                  (".atomic", "agent", "sessions")))
+    own = {"claude-code": (".claude", "projects"), "codex": (".codex", "sessions")}
+    assume(agent != "own" or source in own)
+    folders = {"pi": SESSIONS, "atomic": (".atomic", "agent", "sessions"), **own}
+    root = tmp_path / "dir" if use_dir else Path(home).joinpath(*folders[source if agent == "own" else agent])
     before = _tree(tmp_path)
+    directory = str(root) if use_dir else None
     try:
-        done = restore(store, session_id, agent=agent, directory=str(root) if use_dir else None, environ={},
-                       home=home)
+        if agent == "own":
+            done = restore_source(store, session_id, directory=directory, environ={}, home=home)
+        else:
+            done = restore(store, session_id, agent=agent, directory=directory, environ={}, home=home)
     except RestoreError:
         done = None
+    event(f"{agent} {'refused' if done is None else done.status}")
     added = _tree(tmp_path) - before
     inside = str(root) + os.sep
     chain = {str(root), *map(str, root.parents)}  # the folder itself is made when missing
