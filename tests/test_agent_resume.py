@@ -194,3 +194,15 @@ def test_the_viewer_shows_the_agents_own_command(_fake_home, tmp_path):
         assert f'<code id="resume-command">sessiontree resume {CODEX_SID}</code>' in page
     finally:
         store.close()
+
+
+def test_a_claude_subagent_transcript_is_resumed_through_its_session(_fake_home, tmp_path):
+    from foreign_support import write_subagent
+
+    db = f"sqlite:///{tmp_path / 'cli.db'}"
+    _three_agents(_fake_home, db)
+    write_subagent(_fake_home)
+    run_cli(db, "sync")
+    [child] = [s["id"] for s in run_cli_json(db, "list", "--all") if "-agent-" in s["id"]]
+    error = run_cli(db, "resume", child, code=1, one_error_line=True).stderr
+    assert "subagent" in error and CC_SID in error

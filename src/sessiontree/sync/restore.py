@@ -16,6 +16,14 @@ The inverse of :mod:`.engine` (docs/agent-loop.md):
   (:data:`UNSEEN`).
 * **``at``** writes only the path root -> entry, as a new session whose
   ``parentSession`` is the source (fork from a message).
+* **A Claude Code or Codex session** (:func:`restore_source`) comes back as its agent's own
+  file: the verbatim records the store kept, checked against the sync record, in the
+  agent's own folder layout; ``resume`` then runs ``claude --resume ID`` or ``codex resume
+  ID``. A pi file of such a session is written only when asked (``restore --as pi``).
+* **Only inside the folder.** Every target is a root the command owns (the agent's sessions
+  folder or ``--dir``) and names validated by :mod:`.safepath`; folders below the root are
+  opened without following symbolic links, and a stale temporary file of a killed restore
+  is removed (docs/agent-loop.md, "What is guaranteed").
 * **Nothing is overwritten.** The file is written to a temporary file beside
   the target, fsynced, then linked to the target name (``link`` fails when
   the name exists, so a file that appears meanwhile is never replaced). A
@@ -647,9 +655,12 @@ def resume_command(store: SessionStore, session_id: str, cwd: str, *, agent: str
         if "\x00" in cwd + state.path or not os.path.isfile(state.path):
             continue
         if own in FOREIGN:
-            if state.version != 0 or (own == "codex" and fork):
+            if state.version != 0:
                 continue
-            command = shell_join(agent_resume_command(own, session_id, fork=fork))
+            try:
+                command = shell_join(agent_resume_command(own, session_id, fork=fork))
+            except ValueError:
+                break  # `sessiontree resume` says why
             return f"cd {shell_quote(cwd)} && {command}" if cwd else command
         if state.version != 0:
             command = shell_join([agent, "--fork" if fork else "--session", state.path])
@@ -837,10 +848,15 @@ def agent_resume_command(agent: str, session_id: str, *, fork: bool = False) -> 
     ``claude --resume ID`` (``--fork-session`` with ``fork``) or ``codex resume ID``.
 
     Raises:
-        ValueError: ``fork`` for Codex (its resume continues the session itself), or an agent
-            that resumes by path (pi, Atomic: :func:`resume_command`).
+        ValueError: ``fork`` for Codex (its resume continues the session itself), a Claude Code
+            subagent's transcript (resumed through its session), or an agent that resumes by
+            path (pi, Atomic: :func:`resume_command`).
     """
     if agent == "claude-code":
+        if "-agent-" in session_id:
+            # Our id of a subagent transcript (<session>-agent-<agent>, docs/agents/claude-code.md).
+            raise ValueError(f"{session_id} is a Claude Code subagent's transcript: resume the session that "
+                             f"started it ({session_id.split('-agent-', 1)[0]})")
         return ["claude", "--resume", session_id] + (["--fork-session"] if fork else [])
     if agent == "codex":
         if fork:
