@@ -306,3 +306,17 @@ def test_no_session_content_moves_a_write_out_of_the_folder(_fake_home, tmp_path
     if done is not None:
         assert done.path.startswith(inside) and os.path.isfile(done.path)
         assert os.path.realpath(done.path).startswith(os.path.realpath(root) + os.sep)
+
+
+def test_sync_watch_of_the_agents_folders_leaves_files_behind_a_link_alone(_fake_home, tmp_path):
+    from sessiontree.cli.sync import _inside
+
+    own = write_agent_file(_fake_home)
+    unrelated = tmp_path / "unrelated"
+    unrelated.mkdir()
+    (unrelated / "x.jsonl").write_bytes(b"{}\n")
+    sessions = _fake_home.joinpath(*SESSIONS)
+    (sessions / "--linked--").symlink_to(unrelated)
+    assert _inside([str(sessions)], str(own))
+    assert not _inside([str(sessions)], str(sessions / "--linked--" / "x.jsonl"))
+    assert not _inside([str(sessions)], str(tmp_path / "elsewhere.jsonl"))
