@@ -254,7 +254,7 @@ def test_a_failed_move_puts_the_file_back(store, _fake_home, monkeypatch):
     path = _old_synced(_fake_home, store)
     before = path.read_bytes()
 
-    def no_trash(p: str) -> None:
+    def no_trash(*paths: str) -> None:
         raise OSError("no trash can on this system")
 
     monkeypatch.setattr(archive_module, "_trash", no_trash)

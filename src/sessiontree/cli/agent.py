@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import time
 
 import click
@@ -24,12 +23,20 @@ from sessiontree.cli.common import (
     resolve_session_id,
     unique_match,
 )
-from sessiontree.core.textsafe import safe_line
+from sessiontree.core.textsafe import safe_line, shell_join, shell_quote
 from sessiontree.errors import EntryNotFoundError
 from sessiontree.format.foreign.common import agent_of_header
 from sessiontree.format.foreign.gemini import resume_command as gemini_resume_command
 from sessiontree.sync.archive import ArchivedResult, archive
-from sessiontree.sync.restore import RestoreError, RestoreResult, restore
+from sessiontree.sync.restore import (
+    FOREIGN,
+    RestoreError,
+    RestoreResult,
+    agent_resume_command,
+    restore,
+    restore_source,
+    session_agent,
+)
 from sessiontree.sync.sources import AGENTS
 
 _AGENT_NAMES = [name for name, _, _ in AGENTS]
@@ -55,11 +62,20 @@ def _resolve_entry(app: App, session_id: str, prefix: str) -> str:
     return unique_match(prefix, list(app.store.read_outline(session_id).ids), "entry")
 
 
-def _restore(app: App, session: str, agent: str, directory: str | None, at: str | None) -> RestoreResult:
+def _restore(app: App, session: str, agent: str | None, directory: str | None,
+             at: str | None) -> tuple[str, RestoreResult]:
+    """Restore as asked: ``(agent, result)``. With no ``agent``, the session's own: a Claude Code or
+    Codex session gets its agent's own file back (verbatim), any other a pi file; a pi file of a
+    foreign session is written only with ``--as pi`` (docs/agent-loop.md, "Each agent's own file")."""
     session_id = resolve_session_id(app, session)
+    own = session_agent(app.store, session_id)
+    if agent is None and own in FOREIGN and at is not None:
+        raise UserError(f"--at writes a new pi or Atomic session; add --as pi (session {session_id} is {own}'s)")
     entry = _resolve_entry(app, session_id, at) if at is not None else None
     try:
-        return restore(app.store, session_id, agent=agent, directory=directory, at=entry)
+        if agent is None and own in FOREIGN:
+            return own, restore_source(app.store, session_id, directory=directory)
+        return agent or "pi", restore(app.store, session_id, agent=agent or "pi", directory=directory, at=entry)
     except RestoreError as exc:
         raise UserError(str(exc)) from exc
     except EntryNotFoundError as exc:
@@ -85,22 +101,26 @@ def _report_restore(result: RestoreResult) -> None:
 
 @cli.command("restore", short_help="Write a stored session into the agent's session folder.")
 @click.argument("session")
-@click.option("--agent", type=click.Choice(_AGENT_NAMES), default="pi", show_default=True,
-              help="Whose folder and format.")
+@click.option("--as", "--agent", "agent", type=click.Choice(_AGENT_NAMES), default=None,
+              help="Write a pi or Atomic file into that agent's folder. Default: the session's own agent "
+                   "(a Claude Code or Codex session gets its original file back).")
 @click.option("--dir", "directory", metavar="DIR", help="A sessions folder to write into instead of the agent's.")
 @click.option("--at", "at", metavar="ENTRY", help="Only the path root -> ENTRY, as a new session (fork from here).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_app
-def restore_cmd(app: App, session: str, agent: str, directory: str | None, at: str | None, as_json: bool) -> None:
+def restore_cmd(app: App, session: str, agent: str | None, directory: str | None, at: str | None,
+                as_json: bool) -> None:
     """Write SESSION into the agent's session folder, where its picker and --session find it.
 
     A session synced from an agent's folder comes back byte for byte (its
     sha256 equals the file's when it was synced), at the path it came from
     (or under --dir); any other session is written the way the agent writes
-    (format 3). An existing file is never overwritten: with the same bytes
-    the command does nothing, with other bytes it refuses.
+    (format 3). A Claude Code or Codex session gets its original file back
+    in that agent's folder; --as pi writes it as a pi file instead. An
+    existing file is never overwritten: with the same bytes the command does
+    nothing, with other bytes it refuses.
     """
-    result = _restore(app, session, agent, directory, at)
+    _, result = _restore(app, session, agent, directory, at)
     if as_json:
         print_json(result.to_dict())
         return
@@ -115,31 +135,47 @@ def agent_command(agent: str, path: str, fork: bool) -> list[str]:
 
 @cli.command("resume", short_help="Print (or run) the agent command that continues a session.")
 @click.argument("session")
-@click.option("--agent", type=click.Choice(_AGENT_NAMES), default="pi", show_default=True, help="Which agent.")
+@click.option("--as", "--agent", "agent", type=click.Choice(_AGENT_NAMES), default=None,
+              help="Continue it in pi or Atomic. Default: the session's own agent (claude --resume ID, "
+                   "codex resume ID, pi --session PATH).")
 @click.option("--fork", is_flag=True, help="Continue in a new session forked from it (the agent's --fork).")
 @click.option("--exec", "run", is_flag=True, help="Run the command in the session's working directory.")
 @click.option("--json", "as_json", is_flag=True, help="Print the file and the command as JSON.")
 @pass_app
-def resume_cmd(app: App, session: str, agent: str, fork: bool, run: bool, as_json: bool) -> None:
+def resume_cmd(app: App, session: str, agent: str | None, fork: bool, run: bool, as_json: bool) -> None:
     """Restore SESSION when its file is not in the agent's folder, then print the agent's
-    command that continues it (`pi --session PATH`), or run it with --exec. A Gemini CLI
-    session prints `gemini --resume ID` and writes nothing (docs/agents/gemini.md, "resume")."""
+    command that continues it, or run it in the session's directory with --exec: `pi
+    --session PATH` (Atomic: `atomic --session PATH`), `claude --resume ID`, `codex resume ID`.
+    A Claude Code or Codex file that was archived or removed is written back first, byte for
+    byte from the records the store kept. A Gemini CLI session prints `gemini --resume ID` and
+    writes nothing (docs/agents/gemini.md, "resume")."""
     session_id = resolve_session_id(app, session)
     if agent_of_header(app.store.read_outline(session_id).header) == "gemini":
         _resume_gemini(app, session_id, run, as_json)
         return
-    result = _restore(app, session, agent, None, None)
-    command = agent_command(agent, result.path, fork)
+    agent, result = _restore(app, session, agent, None, None)
+    if agent in FOREIGN:
+        try:
+            command = agent_resume_command(agent, result.file.session_id, fork=fork)
+        except ValueError as exc:
+            raise UserError(str(exc)) from exc
+    else:
+        command = agent_command(agent, result.path, fork)
     cwd = result.file.cwd
+    if "\x00" in cwd:
+        raise UserError(f"session {result.file.session_id}: header field \"cwd\" holds a NUL byte, so no "
+                        f"command can enter it; the file is at {safe_line(result.path)}")
     if as_json and not run:
-        print_json({**result.to_dict(), "command": command, "cwd": cwd})
+        print_json({**result.to_dict(), "agent": agent, "command": command, "cwd": cwd})
         return
     if result.status == "written":
         _report_restore(result)
         click.echo("", err=True)
-    line = f"cd {shlex.quote(cwd)} && {shlex.join(command)}" if cwd else shlex.join(command)
+    # Quoted so that the printed line is safe on a terminal and still names the same bytes
+    # (a control character is written $'\xHH'; docs/agent-loop.md, "resume").
+    line = f"cd {shell_quote(cwd)} && {shell_join(command)}" if cwd else shell_join(command)
     if not run:
-        click.echo(safe_line(line))
+        click.echo(line)
         return
     app.close()
     if cwd:
@@ -161,7 +197,7 @@ def _resume_gemini(app: App, session_id: str, run: bool, as_json: bool) -> None:
         print_json({"sessionId": session_id, "agent": "gemini", "command": command, "cwd": ""})
         return
     if not run:
-        click.echo(safe_line(shlex.join(command)))
+        click.echo(shell_join(command))
         return
     app.close()
     try:

@@ -56,7 +56,9 @@ def serve_cmd(app: App, host: str, port: int, expose: bool, token_opt: str | Non
     if not loopback and not expose:
         raise UserError(f"--host {host} is not a loopback address; add --expose to serve other machines "
                         "(a token will be required)")
-    token = token_opt or (None if loopback else secrets.token_urlsafe(24))
+    # --expose asks for a token whatever the address (its --help says so): on loopback too,
+    # where a port forward or another local user can reach the server.
+    token = token_opt or (secrets.token_urlsafe(24) if expose or not loopback else None)
     store = app.store  # opened now: a missing store is an error before the server starts
     sock = socket.socket(socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

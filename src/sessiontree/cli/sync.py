@@ -37,6 +37,7 @@ from sessiontree.stores import MemoryStore, open_store, resolve_store
 from sessiontree.stores.base import SessionStore
 from sessiontree.stores.sqlite.store import file_header
 from sessiontree.sync.engine import FileResult, Syncer, SyncReport, discover, run_lock, watch
+from sessiontree.sync.safepath import parts_under
 from sessiontree.sync.sources import agent_sources
 
 _STORE_SCHEMES = ("sqlite:", "jsonl:", "memory:", "postgresql:", "postgres:")
@@ -260,8 +261,13 @@ def sync_cmd(ctx: click.Context, app: App, paths: tuple[str, ...], watching: boo
     with _stop_on_interrupt() as stop:
         with run_lock(store, busy) if not dry_run else _nothing():
             syncer = Syncer(store, replace=replace, dry_run=dry_run)
-            files, rejected = discover(folders, exclude=exclude)
+            # In the agents' own folders a symbolic link to a folder is not followed
+            # (docs/agent-loop.md, "What is guaranteed"); a PATH given is read as it leads.
+            links: list[str] | None = [] if not paths else None
+            files, rejected = discover(folders, exclude=exclude, links=links)
             report.files.extend(rejected)
+            report.notes.extend(f"not followed: {link} is a symbolic link to a folder (give it as PATH to sync it)"
+                                for link in links or [])
             with progress_bar(err) as progress:
                 task = progress.add_task("Syncing", total=len(files))
 
@@ -281,7 +287,7 @@ def sync_cmd(ctx: click.Context, app: App, paths: tuple[str, ...], watching: boo
         interrupted = report.interrupted
         _print_report(report, as_json)
         if watching and not interrupted:
-            _watch(store, folders, exclude, replace, as_json, stop, debounce)
+            _watch(store, folders, exclude, replace, as_json, stop, debounce, own_folders=not paths)
             return
     if interrupted:
         echo_line(f"sessiontree: interrupted: {report.left} left; run the same sync again to finish", err=True)
@@ -323,9 +329,22 @@ def _sync_store_source(syncer: Syncer, target: SessionStore, url: str, stop: thr
         source.close()
 
 
+def _inside(roots: list[str], path: str) -> bool:
+    """Whether ``path`` lies in one of ``roots`` with no symbolic link to a folder below it (the
+    agents' own folders: docs/agent-loop.md, "What is guaranteed")."""
+    folder = os.path.realpath(os.path.dirname(path))
+    for root in roots:
+        parts = parts_under(root, path)
+        if parts is not None and folder == os.path.join(os.path.realpath(root), *parts[:-1]):
+            return True
+    return False
+
+
 def _watch(store: SessionStore, folders: list[str], exclude: str | None, replace: bool, as_json: bool,
-           stop: threading.Event, debounce: int) -> None:
-    """Sync each batch of changed files until Ctrl-C (which ends the watch after the current file)."""
+           stop: threading.Event, debounce: int, *, own_folders: bool = False) -> None:
+    """Sync each batch of changed files until Ctrl-C (which ends the watch after the current file).
+    In the agents' own folders (``own_folders``), files reached through a symbolic link to a
+    folder are left alone, as the first sync left them."""
     roots = [os.path.abspath(os.path.expanduser(f)) for f in folders if os.path.exists(os.path.expanduser(f))]
     if not roots:
         raise UserError("nothing to watch: none of the folders exists")
@@ -335,6 +354,8 @@ def _watch(store: SessionStore, folders: list[str], exclude: str | None, replace
     def on_change(paths: list[str]) -> None:
         files = [p for p in paths if exclude is None or not os.path.realpath(p).startswith(
             os.path.realpath(exclude) + os.sep)]
+        if own_folders:
+            files = [p for p in files if _inside(roots, p)]
         with run_lock(store, None):
             syncer = Syncer(store, replace=replace)
             batch = syncer.sync_files(files, stop=stop)
@@ -344,7 +365,7 @@ def _watch(store: SessionStore, folders: list[str], exclude: str | None, replace
 
     def on_ready() -> None:
         # Appends made between the first sync and the start of the watch gave no event.
-        files, _rejected = discover(roots, exclude)
+        files, _rejected = discover(roots, exclude, links=[] if own_folders else None)
         on_change(files)
 
     watch(roots, on_change, stop, debounce_ms=debounce, on_ready=on_ready)

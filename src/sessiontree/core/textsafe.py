@@ -52,7 +52,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["UNSAFE", "is_safe", "safe_block", "safe_json_text", "safe_line"]
+__all__ = ["UNSAFE", "is_safe", "safe_block", "safe_json_text", "safe_line", "shell_join", "shell_quote"]
 
 #: Every character that is never written raw to a terminal or a Markdown file.
 UNSAFE = re.compile(
@@ -123,3 +123,36 @@ def safe_json_text(text: str) -> str:
     means the same character. Never raises.
     """
     return _UNSAFE_IN_BLOCK.sub(_json_escape, text.replace("\r", " "))
+
+
+def _shell_byte_escapes(match: re.Match[str]) -> str:
+    char = match.group()
+    try:
+        data = char.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        data = char.encode("utf-8", "surrogatepass")
+    return "".join(f"\\x{byte:02x}" for byte in data)
+
+
+def shell_quote(word: str) -> str:
+    r"""``word`` as one shell word that is safe to print and means exactly ``word``.
+
+    Without an :data:`UNSAFE` character: :func:`shlex.quote` (``'...'`` when needed). With
+    one: ANSI-C quoting, ``$'...'``, each unsafe character written as the ``\xHH`` escapes of
+    its UTF-8 bytes (a path's undecodable byte, kept by Python as a lone surrogate, as
+    that byte), ``\`` and ``'`` escaped, so the terminal sees no control character and
+    bash, zsh, ksh and a POSIX.1-2024 ``sh`` give the command back the same bytes
+    (docs/agent-loop.md, "resume"). A NUL cannot be passed to a program at all: the caller
+    refuses it first. Never raises.
+    """
+    import shlex
+
+    if UNSAFE.search(word) is None:
+        return shlex.quote(word)
+    body = word.replace("\\", "\\\\").replace("'", "\\'")
+    return "$'" + UNSAFE.sub(_shell_byte_escapes, body) + "'"
+
+
+def shell_join(words: list[str]) -> str:
+    """The words joined by spaces, each through :func:`shell_quote`."""
+    return " ".join(shell_quote(word) for word in words)

@@ -15,7 +15,7 @@ A file is archived only when the store can give it back byte for byte
    again and must still match (an agent appending through the path before the
    rename is caught here; one appending after it creates a new file, which
    stays), an audit record is written (``pending``), and only then is it moved
-   to the trash (``send2trash``) or deleted, and the record marked ``done``.
+   to the trash under its own name (:mod:`.trash`) or deleted, and the record marked ``done``.
 
 A SIGKILL at any point leaves the file in its folder, or renamed beside it
 (put back, or finished when its record was written, by the next run), or
@@ -35,8 +35,10 @@ from sessiontree.errors import SessionError, StorageError
 from sessiontree.format.files import O_CLOEXEC, sha256_prefix
 from sessiontree.stores.base import ArchivedFile, SessionStore, SyncState
 from sessiontree.sync.engine import discover, run_lock
-from sessiontree.sync.restore import agent_file
+from sessiontree.sync.restore import agent_file, sweep_stale_temps
+from sessiontree.sync.safepath import UnsafePathError, check_under
 from sessiontree.sync.sources import AGENTS, agent_sources
+from sessiontree.sync.trash import trash_file
 
 __all__ = ["ARCHIVING_SUFFIX", "PROBLEMS", "ArchiveReport", "ArchivedResult", "archive"]
 
@@ -135,20 +137,27 @@ def _sha_file(path: str) -> tuple[bytes, int]:
         os.close(fd)
 
 
-def _trash(path: str) -> None:
-    """Move ``path`` to the desktop trash (``send2trash``).
+def _trash(moved: str, original: str) -> None:
+    """Move the renamed file ``moved`` to the desktop trash under its own name ``original``
+    (:func:`~sessiontree.sync.trash.trash_file`: a desktop "restore" brings back the name the
+    agent lists; a failure leaves no ``.trashinfo``).
 
     Raises:
         OSError: it could not be moved.
     """
-    from send2trash import send2trash  # imported on use: only archive needs it
+    trash_file(moved, original)
 
+
+def _sweep(root: str) -> None:
+    """Remove the stale temporary files of killed restores in ``root`` (one folder, not a link)."""
     try:
-        send2trash(path)
+        fd = os.open(root, os.O_RDONLY | O_CLOEXEC | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
-        raise
-    except Exception as exc:  # send2trash raises its own TrashPermissionError and others
-        raise OSError(str(exc)) from exc
+        return
+    try:
+        sweep_stale_temps(fd)
+    finally:
+        os.close(fd)
 
 
 def _finish_leftovers(store: SessionStore, folders: Sequence[str], delete: bool,
@@ -159,7 +168,9 @@ def _finish_leftovers(store: SessionStore, folders: Sequence[str], delete: bool,
     move happened), one whose file is back under its name ``undone``."""
     results: list[ArchivedResult] = []
     for folder in folders:
-        for root, _, names in os.walk(folder):
+        for root, _, names in os.walk(folder):  # symbolic links to folders are not followed
+            if any(name.startswith(".") and ".restore-" in name for name in names):
+                _sweep(root)
             for name in names:
                 if not name.endswith(".jsonl" + ARCHIVING_SUFFIX):
                     continue
@@ -172,7 +183,7 @@ def _finish_leftovers(store: SessionStore, folders: Sequence[str], delete: bool,
                 record = records.get((original, sha))
                 if record is not None:
                     try:
-                        os.unlink(moved) if delete else _trash(moved)
+                        os.unlink(moved) if delete else _trash(moved, original)
                     except OSError as exc:
                         results.append(ArchivedResult(original, "skipped", f"move failed: {exc}", record.session_id,
                                                       size))
@@ -243,7 +254,10 @@ def archive(store: SessionStore, *, older_than: float | None = 30 * 86400.0, kee
             for result in _finish_leftovers(store, [folder for _, folder in folders], delete, records):
                 emit(result)
         for agent, folder in folders:
-            paths, _ = discover([folder])
+            links: list[str] = []
+            paths, _ = discover([folder], links=links)
+            for link in links:
+                emit(ArchivedResult(link, "skipped", "a symbolic link to a folder (not followed)", None, 0, agent))
             stats: list[tuple[str, os.stat_result]] = []
             for path in paths:
                 try:
@@ -253,15 +267,15 @@ def archive(store: SessionStore, *, older_than: float | None = 30 * 86400.0, kee
             newest = {path for path, _ in sorted(stats, key=lambda item: item[1].st_mtime_ns, reverse=True)
                       [:keep_newest]} if keep_newest is not None else set()
             for path, st in stats:
-                emit(_one(store, agent, path, st, states.get(path), stored_ids, newest, older_than, now,
-                          dry_run, delete))
+                emit(_one(store, agent, folder, path, st, states.get(path), stored_ids, newest, older_than,
+                          now, dry_run, delete))
     return report
 
 
-def _one(store: SessionStore, agent: str, path: str, st: os.stat_result, state: SyncState | None,
+def _one(store: SessionStore, agent: str, folder: str, path: str, st: os.stat_result, state: SyncState | None,
          stored_ids: set[str], newest: set[str], older_than: float | None, now: float, dry_run: bool,
          delete: bool) -> ArchivedResult:
-    """Decide, verify and archive one file."""
+    """Decide, verify and archive one file found in ``folder`` (the agent's sessions folder)."""
     size = st.st_size
     if path in newest:
         return ArchivedResult(path, "kept", "among the newest", state.session_id if state else None, size, agent)
@@ -287,6 +301,14 @@ def _one(store: SessionStore, agent: str, path: str, st: os.stat_result, state: 
         reason = ("diverged: the store holds entries the file does not" if rebuilt.extra
                   else "cannot reproduce: the store does not rebuild its bytes exactly")
         return ArchivedResult(path, "skipped", reason, state.session_id, size, agent)
+    try:
+        check_under(folder, path)  # no symbolic link on the way: only files of the folder itself move
+    except UnsafePathError as exc:
+        return ArchivedResult(path, "skipped", f"not moved: {exc}", state.session_id, size,
+                              agent)
+    except OSError as exc:
+        return ArchivedResult(path, "skipped", f"cannot read: {exc.strerror}", state.session_id,
+                              size, agent)
     if dry_run:
         return ArchivedResult(path, "would archive", None, state.session_id, size, agent)
     moved = path + ARCHIVING_SUFFIX
@@ -315,7 +337,7 @@ def _one(store: SessionStore, agent: str, path: str, st: os.stat_result, state: 
         _put_back(moved, path)
         raise
     try:
-        os.unlink(moved) if delete else _trash(moved)
+        os.unlink(moved) if delete else _trash(moved, path)
     except OSError as exc:
         _put_back(moved, path)
         store.record_archived(replace(record, state="undone"))

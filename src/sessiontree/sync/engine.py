@@ -261,7 +261,8 @@ class SyncReport:
 # --------------------------------------------------------------------------- discovery
 
 
-def discover(paths: Iterable[str], exclude: str | None = None) -> tuple[list[str], list[FileResult]]:
+def discover(paths: Iterable[str], exclude: str | None = None,
+             links: list[str] | None = None) -> tuple[list[str], list[FileResult]]:
     """The ``*.jsonl`` files under ``paths`` (files or folders, searched recursively).
 
     Symbolic links are followed; a link back to a folder being searched is a
@@ -273,6 +274,9 @@ def discover(paths: Iterable[str], exclude: str | None = None) -> tuple[list[str
         paths: files and folders, as given.
         exclude: a folder whose files are never synced (a JSONL store that is
             itself the target).
+        links: when given, a symbolic link to a folder found below ``paths`` is not
+            followed but appended here (an agent's own folder: docs/agent-loop.md,
+            "What is guaranteed"); the paths themselves are followed.
 
     Returns:
         ``(files, rejected)``: absolute file paths, sorted within each folder
@@ -317,6 +321,14 @@ def discover(paths: Iterable[str], exclude: str | None = None) -> tuple[list[str
             return
         inner = ancestors | {key}
         for item in items:
+            if links is not None and item.is_symlink():
+                try:
+                    to_folder = item.is_dir()
+                except OSError:
+                    to_folder = False
+                if to_folder:
+                    links.append(item.path)
+                    continue
             if item.name.endswith(_SUFFIX) or is_gemini_name(item.path):
                 try:
                     item_st = os.stat(item.path)

@@ -16,6 +16,14 @@ The inverse of :mod:`.engine` (docs/agent-loop.md):
   (:data:`UNSEEN`).
 * **``at``** writes only the path root -> entry, as a new session whose
   ``parentSession`` is the source (fork from a message).
+* **A Claude Code or Codex session** (:func:`restore_source`) comes back as its agent's own
+  file: the verbatim records the store kept, checked against the sync record, in the
+  agent's own folder layout; ``resume`` then runs ``claude --resume ID`` or ``codex resume
+  ID``. A pi file of such a session is written only when asked (``restore --as pi``).
+* **Only inside the folder.** Every target is a root the command owns (the agent's sessions
+  folder or ``--dir``) and names validated by :mod:`.safepath`; folders below the root are
+  opened without following symbolic links, and a stale temporary file of a killed restore
+  is removed (docs/agent-loop.md, "What is guaranteed").
 * **Nothing is overwritten.** The file is written to a temporary file beside
   the target, fsynced, then linked to the target name (``link`` fails when
   the name exists, so a file that appears meanwhile is never replaced). A
@@ -28,35 +36,60 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import shlex
+import re
 import stat
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sessiontree.core.textsafe import shell_join, shell_quote
 from sessiontree.core.tree import SessionTree
-from sessiontree.errors import SessionError, StorageError
+from sessiontree.errors import SessionError
 from sessiontree.format import jsonio
-from sessiontree.format.files import O_CLOEXEC, fsync_dir, write_all
+from sessiontree.format.files import O_CLOEXEC, write_all
+from sessiontree.format.foreign import agent_of_header, source_bytes
 from sessiontree.format.ids import new_session_id
 from sessiontree.format.shape import FileShape, ShapeError, render_shape
 from sessiontree.session.builders import branched_session_entries, now_iso
 from sessiontree.stores.base import RawTexts, SessionStore, SessionTexts, SyncState
 from sessiontree.stores.shared import ROLE_HEAD
+from sessiontree.sync.engine import TAIL_CHECK
+from sessiontree.sync.safepath import (
+    UnsafePathError,
+    cwd_folder,
+    encode_cwd,
+    local_stamp,
+    name_part,
+    open_folder,
+    parts_under,
+    session_file_name,
+)
 from sessiontree.sync.sources import AGENTS, agent_sources
 
 __all__ = [
+    "FOREIGN",
     "UNSEEN",
     "AgentFile",
     "RestoreError",
     "RestoreResult",
+    "Target",
     "agent_file",
     "agent_file_name",
+    "agent_resume_command",
+    "claude_project_folder",
     "encode_cwd",
     "restore",
+    "restore_source",
     "resume_command",
+    "session_agent",
     "sessions_folder",
+    "source_file",
+    "source_target",
+    "sweep_stale_temps",
+    "target_of",
+    "write_new",
 ]
 
 #: What each agent does not see, per entry kind (``type``, or ``message:<role>``): pi 1.6
@@ -131,20 +164,15 @@ class RestoreResult:
 # --------------------------------------------------------------------------- names
 
 
-def encode_cwd(cwd: str) -> str:
-    """The folder name pi and Atomic give a working directory: ``--<cwd>--`` with one
-    leading separator removed and every ``/``, ``\\`` and ``:`` replaced by ``-``."""
-    body = cwd[1:] if cwd[:1] in ("/", "\\") else cwd
-    for char in "/\\:":
-        body = body.replace(char, "-")
-    return f"--{body}--"
-
-
 def agent_file_name(header: Mapping[str, Any]) -> str:
-    """The agent's name for a session file: ``<timestamp>_<id>.jsonl``, the header
-    timestamp (``timestamp`` or ``createdAt``) with ``:`` and ``.`` replaced by ``-``."""
-    stamp = header.get("timestamp") or header.get("createdAt") or now_iso()
-    return f"{str(stamp).replace(':', '-').replace('.', '-')}_{header['id']}.jsonl"
+    """The agent's name for a session file, ``<timestamp>_<id>.jsonl``, made only from validated
+    parts (:func:`~sessiontree.sync.safepath.session_file_name`: a header timestamp that does
+    not parse gives the current time; an id that is no file name is refused).
+
+    Raises:
+        UnsafePathError: the header's id is no file name.
+    """
+    return session_file_name(dict(header))
 
 
 def sessions_folder(agent: str, environ: Mapping[str, str] | None = None, home: str | None = None) -> str:
@@ -178,7 +206,7 @@ def _v3_header(header: Mapping[str, Any], parent_path: str | None = None) -> dic
     parent = header.get("parentSessionId")
     if parent:
         out["parentSession"] = parent_path or parent
-    for key in ("internal", "workflow"):
+    for key in ("internal", "workflow", "foreign"):
         if key in header:
             out[key] = header[key]
     return out
@@ -348,50 +376,183 @@ def _archived_path(store: SessionStore, session_id: str, sha256: bytes) -> str |
     return None
 
 
-def target_path(store: SessionStore, file: AgentFile, *, agent: str = "pi", directory: str | None = None,
-                environ: Mapping[str, str] | None = None, home: str | None = None) -> str:
-    """Where :func:`restore` writes ``file`` (docs/agent-loop.md, "Where"):
+@dataclass(frozen=True)
+class Target:
+    """Where a file goes: a folder the command owns (``root``: the agent's sessions folder or
+    ``--dir``) and validated names below it (docs/agent-loop.md, "What is guaranteed").
 
-    * a file archived from the agent's folder goes back to its original path;
-    * a synced file to the path it was synced from;
-    * anything else to ``<sessions folder>/--<cwd>--/<timestamp>_<id>.jsonl``;
+    Attributes:
+        root: the folder, absolute (as given: a symbolic link there is the user's choice).
+        parts: the folders below it, then the file name; each one path component.
+    """
+
+    root: str
+    parts: tuple[str, ...]
+
+    @property
+    def path(self) -> str:
+        """The file's absolute path."""
+        return os.path.join(self.root, *self.parts)
+
+
+def _recorded_parts(root: str, original: str) -> tuple[str, ...] | None:
+    """The components of a recorded path (a sync state's, an archive record's) below ``root``,
+    when it lies there and every component is a name; else ``None``."""
+    parts = parts_under(root, original)
+    if parts is None:
+        return None
+    try:
+        for part in parts:
+            name_part(part, "a recorded name", controls=True)
+    except UnsafePathError:
+        return None
+    return parts
+
+
+def target_of(store: SessionStore, file: AgentFile, *, agent: str = "pi", directory: str | None = None,
+              environ: Mapping[str, str] | None = None, home: str | None = None) -> Target:
+    """Where :func:`restore` writes ``file`` (docs/agent-loop.md, "Where restore writes"):
+
+    * a file archived from the agent's folder goes back to its original path, and a synced file
+      to the path it was synced from, when that path lies inside the agent's sessions folder;
+    * anything else to ``<sessions folder>/--<cwd>--/<timestamp>_<id>.jsonl``, the name of the
+      recorded file when there is one, else made from validated parts
+      (:func:`~sessiontree.sync.safepath.session_file_name`);
 
     with ``directory``, the same file name under ``directory/--<cwd>--/``.
+
+    Raises:
+        UnsafePathError: the cwd holds a NUL or the id is no file name.
     """
     original = _archived_path(store, file.session_id, file.sha256) if file.byte_exact else None
     original = original or file.source_path
-    name = os.path.basename(original) if original else agent_file_name(file.header)
     if directory is not None:
-        return os.path.join(os.path.abspath(os.path.expanduser(directory)), encode_cwd(file.cwd), name)
-    if original:
-        return original
-    return os.path.join(sessions_folder(agent, environ, home), encode_cwd(file.cwd), name)
-
-
-def _same_bytes(path: str, data: bytes) -> bool:
+        root = os.path.abspath(os.path.expanduser(directory))
+    else:
+        root = sessions_folder(agent, environ, home)
+        parts = _recorded_parts(root, original) if original else None
+        if parts is not None:
+            return Target(root, parts)
+    name = os.path.basename(original) if original else ""
     try:
-        with open(path, "rb") as handle:
+        name = name_part(name, "file name", controls=True) if name.endswith(".jsonl") else ""
+    except UnsafePathError:
+        name = ""
+    return Target(root, (cwd_folder(file.cwd, file.session_id), name or session_file_name(file.header)))
+
+
+def target_path(store: SessionStore, file: AgentFile, *, agent: str = "pi", directory: str | None = None,
+                environ: Mapping[str, str] | None = None, home: str | None = None) -> str:
+    """The path of :func:`target_of` (kept for callers that only show it).
+
+    Raises:
+        UnsafePathError: as :func:`target_of`.
+    """
+    return target_of(store, file, agent=agent, directory=directory, environ=environ, home=home).path
+
+
+#: The temporary file of a restore: ``.<name>.restore-<pid>-<8 hex digits>``.
+_TEMP = re.compile(r"\..+\.restore-(\d+)-[0-9a-f]{8}")
+#: A temporary file whose writer is gone is stale after this many seconds; any after a day.
+STALE_AFTER = 60.0
+STALE_ANYWAY = 86400.0
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # another user's process, or no way to tell: assume it is writing
+    return True
+
+
+def is_stale_temp(name: str, mtime: float, now: float | None = None) -> bool:
+    """Whether ``name`` is a restore's temporary file left by a killed run: its name is
+    ``.<name>.restore-<pid>-<hex>`` and either its process is gone and it was last written
+    more than :data:`STALE_AFTER` seconds ago, or it was last written more than a day ago (a
+    pid reused, a writer on another host of a shared folder: a live writer keeps it fresh)."""
+    match = _TEMP.fullmatch(name)
+    if match is None:
+        return False
+    age = (time.time() if now is None else now) - mtime
+    return age > STALE_ANYWAY or (age > STALE_AFTER and not _pid_alive(int(match.group(1))))
+
+
+def sweep_stale_temps(folder_fd: int) -> list[str]:
+    """Remove the stale temporary files of killed restores (:func:`is_stale_temp`) in the
+    folder open as ``folder_fd``; returns their names. Errors are ignored (best effort:
+    the next run tries again)."""
+    removed: list[str] = []
+    try:
+        with os.scandir(folder_fd) as items:
+            names = [item.name for item in items if item.name.startswith(".") and ".restore-" in item.name]
+    except OSError:
+        return removed
+    now = time.time()
+    for name in names:
+        try:
+            st = os.lstat(name, dir_fd=folder_fd)
+            if stat.S_ISREG(st.st_mode) and is_stale_temp(name, st.st_mtime, now):
+                os.unlink(name, dir_fd=folder_fd)
+                removed.append(name)
+        except OSError:
+            continue
+    return removed
+
+
+def _same_bytes(name: str, folder_fd: int, data: bytes) -> bool:
+    try:
+        fd = os.open(name, os.O_RDONLY | O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), dir_fd=folder_fd)
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "rb") as handle:
             return handle.read(len(data) + 1) == data
     except OSError:
         return False
 
 
-def write_new(path: str, data: bytes) -> str:
-    """Write ``data`` as a new file at ``path``; ``"written"``, or ``"present"`` when the
+def write_new(target: Target, data: bytes) -> str:
+    """Write ``data`` as a new file at ``target``; ``"written"``, or ``"present"`` when the
     file is already there with these exact bytes.
 
-    A temporary file beside the target is written, fsynced and hard-linked to the
-    target name (never replacing anything), then removed; the folder is fsynced.
+    The folders below the target's root are opened one by one (created when missing), none
+    of them a symbolic link (:func:`~sessiontree.sync.safepath.open_folder`); in the last
+    one, stale temporary files of killed restores are removed (:func:`sweep_stale_temps`),
+    a temporary file is written, fsynced and hard-linked to the target name (never
+    replacing anything), then removed; the folder is fsynced. Every step works relative
+    to the folder's descriptor, so nothing swapped in meanwhile is followed.
 
     Raises:
         RestoreError: the target exists with other bytes or is not a regular file, is a
-            symbolic link, its folder cannot be created or written, the disk is full.
+            symbolic link, a folder on the way is a link or cannot be created or written,
+            the disk is full.
     """
+    path = target.path
     folder = os.path.dirname(path)
+    name = target.parts[-1]
     try:
-        st = os.lstat(path)
+        with open_folder(target.root, target.parts[:-1], create=True) as fd:
+            return _write_in(fd, folder, name, path, data)
+    except UnsafePathError as exc:
+        raise RestoreError(f"{exc}") from exc
+    except FileExistsError as exc:
+        raise RestoreError(f"cannot create the folder {folder}: a file is in the way; nothing was written") from exc
+    except OSError as exc:
+        raise RestoreError(f"cannot create the folder {folder}: {exc.strerror}; nothing was written") from exc
+
+
+def _write_in(fd: int, folder: str, name: str, path: str, data: bytes) -> str:
+    """:func:`write_new` inside the open folder ``fd``."""
+    sweep_stale_temps(fd)
+    try:
+        st = os.lstat(name, dir_fd=fd)
     except (FileNotFoundError, NotADirectoryError):
-        st = None  # a file where a folder should be: creating the folder says so below
+        st = None
     except OSError as exc:
         raise RestoreError(f"cannot look at {path}: {exc.strerror}") from exc
     if st is not None:
@@ -399,36 +560,31 @@ def write_new(path: str, data: bytes) -> str:
             raise RestoreError(f"{path} is a symbolic link; nothing was written (remove it or restore with --dir)")
         if not stat.S_ISREG(st.st_mode):
             raise RestoreError(f"{path} exists and is not a regular file; nothing was written")
-        if _same_bytes(path, data):
+        if _same_bytes(name, fd, data):
             return "present"
         raise RestoreError(f"{path} exists with other bytes; nothing was written (the agent may have written to it "
                            "since: run sessiontree sync, or restore with --dir or --at)")
+    # The name of the temporary file is cut so that it stays one valid name (255 bytes).
+    tmp = f".{name[:200]}.restore-{os.getpid()}-{os.urandom(4).hex()}"
     try:
-        os.makedirs(folder, exist_ok=True)
-    except FileExistsError as exc:
-        raise RestoreError(f"cannot create the folder {folder}: a file is in the way; nothing was written") from exc
-    except OSError as exc:
-        raise RestoreError(f"cannot create the folder {folder}: {exc.strerror}; nothing was written") from exc
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.restore-{os.getpid()}-{os.urandom(4).hex()}")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | O_CLOEXEC, 0o644)
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | O_CLOEXEC, 0o644, dir_fd=fd)
     except OSError as exc:
         raise RestoreError(f"cannot write in {folder}: {exc.strerror}; nothing was written") from exc
     try:
         try:
-            write_all(fd, data)
-            os.fsync(fd)
+            write_all(out, data)
+            os.fsync(out)
         finally:
-            os.close(fd)
+            os.close(out)
         try:
-            os.link(tmp, path)
+            os.link(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
         except FileExistsError:
-            if _same_bytes(path, data):
+            if _same_bytes(name, fd, data):
                 return "present"
             raise RestoreError(f"{path} appeared meanwhile with other bytes; nothing was written") from None
         try:
-            fsync_dir(folder)
-        except StorageError:
+            os.fsync(fd)
+        except OSError:
             pass  # the file is complete and linked; only its durability across a power cut is weaker
         return "written"
     except OSError as exc:
@@ -436,7 +592,7 @@ def write_new(path: str, data: bytes) -> str:
         raise RestoreError(f"cannot write {path}: {what}; nothing was written") from exc
     finally:
         try:
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=fd)
         except OSError:
             pass
 
@@ -454,6 +610,9 @@ def restore(store: SessionStore, session_id: str, *, agent: str = "pi", director
         at: an entry id: restore only the path root -> it, as a new session.
         environ, home: where to find the agent's folder (tests fake them).
 
+    The file lands inside the agent's sessions folder (or ``directory``), whatever the
+    session holds (:func:`target_of`, :func:`write_new`).
+
     Returns:
         A :class:`RestoreResult`: ``written``, or ``present`` when the target already
         holds these bytes (restoring twice is a no-op).
@@ -463,29 +622,245 @@ def restore(store: SessionStore, session_id: str, *, agent: str = "pi", director
         SessionNotFoundError, EntryNotFoundError, StorageError: from :func:`agent_file`.
     """
     file = agent_file(store, session_id, agent=agent, at=at)
-    path = target_path(store, file, agent=agent, directory=directory, environ=environ, home=home)
-    status = write_new(path, file.data)
-    return RestoreResult(status, path, file)
+    try:
+        target = target_of(store, file, agent=agent, directory=directory, environ=environ, home=home)
+    except UnsafePathError as exc:
+        raise RestoreError(f"{exc}; nothing was written") from exc
+    status = write_new(target, file.data)
+    return RestoreResult(status, target.path, file)
 
 
 def resume_command(store: SessionStore, session_id: str, cwd: str, *, agent: str = "pi", fork: bool = False,
-                   read_states: Callable[[], Mapping[str, SyncState]] | None = None) -> str:
+                   read_states: Callable[[], Mapping[str, SyncState]] | None = None, own: str = "pi") -> str:
     """The shell command that continues a session, for showing (the viewer): the agent's own
     ``cd CWD && pi --session PATH`` when a file synced from the agent's folder is still
     at its path, else ``sessiontree resume ID`` (which restores the file first). Nothing
-    is read but the sync states; nothing is written or started.
+    is read but the sync states; nothing is written or started. Each word is quoted by
+    :func:`~sessiontree.core.textsafe.shell_quote`: a cwd or path with control characters is
+    written ``$'...'``, which the shell gives back byte for byte.
 
     Args:
         cwd: the session's working directory (its header's ``cwd``).
         read_states: reads the store's sync states (default ``store.sync_states``); the
             viewer passes one memoised read that :func:`agent_format` shares.
+        own: the agent that wrote the session (its header's, :func:`session_agent`): for
+            ``"claude-code"`` and ``"codex"`` the command is that agent's own
+            (:func:`agent_resume_command`, in ``cwd``) when its file is in place.
 
     Raises:
         StorageError: the store could not be read.
     """
     for state in _states_of(store, session_id, read_states):
-        if os.path.isfile(state.path):
-            command = shlex.join([agent, "--fork" if fork else "--session", state.path])
-            return f"cd {shlex.quote(cwd)} && {command}" if cwd else command
-    return shlex.join(["sessiontree", "resume", session_id] + (["--fork"] if fork else []))
+        # A cwd with a NUL names no folder: `sessiontree resume` says so, naming the field.
+        if "\x00" in cwd + state.path or not os.path.isfile(state.path):
+            continue
+        if own in FOREIGN:
+            if state.version != 0:
+                continue
+            try:
+                command = shell_join(agent_resume_command(own, session_id, fork=fork))
+            except ValueError:
+                break  # `sessiontree resume` says why
+            return f"cd {shell_quote(cwd)} && {command}" if cwd else command
+        if state.version != 0:
+            command = shell_join([agent, "--fork" if fork else "--session", state.path])
+            return f"cd {shell_quote(cwd)} && {command}" if cwd else command
+    return shell_join(["sessiontree", "resume", session_id] + (["--fork"] if fork else []))
 
+
+
+# --------------------------------------------------------------------------- each agent's own file
+
+#: The agents whose own files ``restore`` and ``resume`` give back verbatim (their recorded
+#: records, ``export --format source``), and the folder layout each keeps (docs/agent-loop.md).
+FOREIGN = ("claude-code", "codex")
+#: Claude Code cuts a project folder name at this many characters (and adds a hash of its own).
+CLAUDE_NAME_MAX = 200
+_NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
+
+
+def session_agent(store: SessionStore, session_id: str) -> str:
+    """The agent that wrote the session: ``"claude-code"`` or ``"codex"`` for a mapped file (its
+    header's ``foreign.agent``), else ``"pi"`` (pi and Atomic write the same format).
+
+    Raises:
+        SessionNotFoundError, StorageError: the store could not give the header.
+    """
+    return agent_of_header(store.read_outline(session_id).header)
+
+
+def claude_project_folder(cwd: str) -> str:
+    """Claude Code's folder name of a working directory under ``projects/``: every character
+    that is not an ASCII letter or digit becomes ``-`` (``/Users/alex/workspace/cli/.worktrees/2``
+    -> ``-Users-alex-workspace-cli--worktrees-2``, as the real corpus shows; docs/agents/claude-code.md)."""
+    return _NOT_ALNUM.sub("-", cwd)
+
+
+def _claude_folder(root: str, cwd: str, session_id: str) -> str:
+    """The project folder Claude Code uses for ``cwd``; a name past :data:`CLAUDE_NAME_MAX` is the
+    folder Claude Code already made (found by its first 200 characters).
+
+    Raises:
+        UnsafePathError: no such folder for a long name, or a NUL in the cwd.
+    """
+    if "\x00" in cwd or not cwd:
+        raise UnsafePathError(f"session {session_id}: header field \"cwd\" "
+                              f"{'holds a NUL byte' if cwd else 'is empty'}; no Claude Code project folder "
+                              "can be named after it")
+    name = claude_project_folder(cwd)
+    if len(name) <= CLAUDE_NAME_MAX:
+        return name
+    prefix = name[:CLAUDE_NAME_MAX] + "-"
+    try:
+        found = [entry for entry in os.listdir(root) if entry.startswith(prefix)]
+    except OSError:
+        found = []
+    if len(found) != 1:
+        raise UnsafePathError(f"session {session_id}: the cwd is longer than Claude Code's folder names "
+                              f"({CLAUDE_NAME_MAX} characters) and no one folder of {root} matches it; run "
+                              "claude once in that folder, then resume again")
+    return found[0]
+
+
+def _codex_parts(header: Mapping[str, Any], session_id: str) -> tuple[str, ...]:
+    """Codex's place of a rollout: ``YYYY/MM/DD/rollout-YYYY-MM-DDThh-mm-ss-<id>.jsonl`` from
+    the header's ``createdAt`` in the local time zone, as Codex names them
+    (:func:`~sessiontree.sync.safepath.local_stamp`; the current time when it does not parse)."""
+    stamp = local_stamp(header.get("createdAt") or header.get("timestamp"))
+    day = stamp[:10]
+    name = name_part(f"rollout-{stamp}-{name_part(session_id, 'session id')}.jsonl", "file name")
+    return (day[:4], day[5:7], day[8:10], name)
+
+
+def _foreign_root(agent: str, environ: Mapping[str, str] | None, home: str | None) -> str:
+    for source in agent_sources(environ, home):
+        if source.agent == agent:
+            return source.path
+    raise ValueError(f"unknown agent {agent!r}")
+
+
+def _verify_source(data: bytes, state: SyncState) -> bool:
+    """Whether ``data`` is the file ``state`` recorded: its size, the SHA-256 of its first line and
+    of its last :data:`~sessiontree.sync.engine.TAIL_CHECK` bytes (what sync keeps of a mapped file)."""
+    if len(data) != state.consumed:
+        return False
+    first = data.split(b"\n", 1)[0]
+    return (hashlib.sha256(first).digest() == state.header_hash
+            and hashlib.sha256(data[-TAIL_CHECK:]).digest() == state.tail_hash)
+
+
+def source_file(store: SessionStore, session_id: str) -> AgentFile:
+    """A Claude Code or Codex session as its agent's own file: the verbatim records the store kept
+    (:func:`~sessiontree.format.foreign.source_bytes`, what ``export --format source`` writes).
+
+    ``byte_exact`` when a sync state of the session agrees with the bytes (size, first line,
+    last 4 KiB: :func:`_verify_source`), with ``source_path`` that file.
+
+    Raises:
+        RestoreError: not a mapped session, no verbatim records, or the records do not give
+            back the file that was synced (nothing is written from them).
+        SessionNotFoundError, StorageError: the store could not give the session.
+    """
+    stored = store.read(session_id)
+    header = stored.header
+    agent = agent_of_header(header)
+    if agent not in FOREIGN:
+        raise RestoreError(f"session {session_id} was written by pi or Atomic, not Claude Code or Codex")
+    data = source_bytes(stored.entries)
+    if not data:
+        raise RestoreError(f"session {session_id} keeps no verbatim {agent} records; use restore --as pi")
+    sha256 = hashlib.sha256(data).digest()
+    states = [state for state in _states_of(store, session_id) if state.version == 0]
+    cwd = str(header.get("cwd", ""))
+    for state in states:
+        if _verify_source(data, state):
+            return AgentFile(session_id, data, sha256, True, state.path, dict(header), cwd)
+    if states:
+        raise RestoreError(f"the stored records of session {session_id} do not give back the file synced from "
+                           f"{states[0].path} (size or hash differ); nothing was written (run sessiontree sync)")
+    return AgentFile(session_id, data, sha256, False, None, dict(header), cwd,
+                     [f"no sync record to verify against: the {agent} records are written as the store keeps them"])
+
+
+def source_target(file: AgentFile, *, directory: str | None = None, environ: Mapping[str, str] | None = None,
+                  home: str | None = None) -> Target:
+    """Where :func:`restore_source` writes a Claude Code or Codex file: the path it was synced from
+    when that lies inside the agent's folder, else the agent's own layout (Claude Code:
+    ``projects/<encoded cwd>/<id>.jsonl``; Codex: ``sessions/YYYY/MM/DD/rollout-...-<id>.jsonl``).
+    With ``directory``, the same layout under it (the file's recorded name kept).
+
+    Raises:
+        UnsafePathError: the id is no file name, the cwd names no folder.
+    """
+    agent = agent_of_header(file.header)
+    root = (os.path.abspath(os.path.expanduser(directory)) if directory is not None
+            else _foreign_root(agent, environ, home))
+    if file.source_path:
+        parts = _recorded_parts(_foreign_root(agent, environ, home), file.source_path)
+        if parts is not None:
+            return Target(root, parts)
+    if agent == "claude-code":
+        name = name_part(f"{name_part(file.session_id, 'session id')}.jsonl", "file name")
+        return Target(root, (name_part(_claude_folder(root, file.cwd, file.session_id), "project folder"), name))
+    return Target(root, _codex_parts(file.header, file.session_id))
+
+
+def restore_source(store: SessionStore, session_id: str, *, directory: str | None = None,
+                   environ: Mapping[str, str] | None = None, home: str | None = None) -> RestoreResult:
+    """Give a Claude Code or Codex session back to its agent as the agent's own file (``resume``,
+    ``restore`` of such a session; docs/agent-loop.md, "Each agent's own file").
+
+    The file is the verbatim records (:func:`source_file`), verified against the sync record;
+    it lands in the agent's folder through the same checks as every restore
+    (:func:`source_target`, :func:`write_new`), and its SHA-256 is checked again once written.
+    ``directory``: a folder to use instead of the agent's (its layout kept).
+    A file already at the target is left as it is (``present``): the agent's own file wins,
+    also when it grew since the sync.
+
+    Raises:
+        RestoreError: as :func:`source_file` and :func:`write_new`; nothing was written.
+    """
+    file = source_file(store, session_id)
+    try:
+        target = source_target(file, directory=directory, environ=environ, home=home)
+    except UnsafePathError as exc:
+        raise RestoreError(f"{exc}; nothing was written") from exc
+    path = target.path
+    try:
+        st = os.lstat(path)
+    except OSError:
+        st = None
+    if st is not None and stat.S_ISREG(st.st_mode):
+        return RestoreResult("present", path, file)
+    status = write_new(target, file.data)
+    try:
+        with open(path, "rb") as handle:
+            written = hashlib.sha256(handle.read()).digest()
+    except OSError as exc:
+        raise RestoreError(f"cannot read back {path}: {exc.strerror}") from exc
+    if status == "written" and written != file.sha256:
+        raise RestoreError(f"{path} does not hold the bytes written (sha256 differs)")
+    return RestoreResult(status, path, file)
+
+
+def agent_resume_command(agent: str, session_id: str, *, fork: bool = False) -> list[str]:
+    """The command with which ``agent`` continues a session by id, to run in its cwd:
+    ``claude --resume ID`` (``--fork-session`` with ``fork``) or ``codex resume ID``.
+
+    Raises:
+        ValueError: ``fork`` for Codex (its resume continues the session itself), a Claude Code
+            subagent's transcript (resumed through its session), or an agent that resumes by
+            path (pi, Atomic: :func:`resume_command`).
+    """
+    if agent == "claude-code":
+        if "-agent-" in session_id:
+            # Our id of a subagent transcript (<session>-agent-<agent>, docs/agents/claude-code.md).
+            raise ValueError(f"{session_id} is a Claude Code subagent's transcript: resume the session that "
+                             f"started it ({session_id.split('-agent-', 1)[0]})")
+        return ["claude", "--resume", session_id] + (["--fork-session"] if fork else [])
+    if agent == "codex":
+        if fork:
+            raise ValueError("codex resume has no fork option: resume the session, or restore it --as pi and fork "
+                             "it there")
+        return ["codex", "resume", session_id]
+    raise ValueError(f"{agent} resumes a session by its file, not its id")

@@ -45,7 +45,6 @@ import functools
 import hmac
 import json
 import re
-import shlex
 import threading
 import time
 from collections import OrderedDict
@@ -65,8 +64,9 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sessiontree.compare import DiffInputError, diff_branches
+from sessiontree.core.textsafe import shell_join
 from sessiontree.errors import EntryNotFoundError, SessionError, SessionNotFoundError
-from sessiontree.format.foreign.common import agent_of_header
+from sessiontree.format.foreign import agent_of_header
 from sessiontree.format.foreign.gemini import resume_command as gemini_resume_command
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.base import SessionStore, SyncState
@@ -483,9 +483,10 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
             session_id = str(cached.manager.get_session_id())
             header = cached.manager.get_header()
             if agent_of_header(header) == "gemini":  # Gemini CLI's own command (docs/agents/gemini.md)
-                resume = shlex.join(gemini_resume_command(session_id))
+                resume = shell_join(gemini_resume_command(session_id))
             else:
-                resume = resume_command(store, session_id, str(header.get("cwd") or ""), read_states=read_states)
+                resume = resume_command(store, session_id, str(header.get("cwd") or ""), read_states=read_states,
+                                        own=agent_of_header(header))
             here = str(request.url.path) + (f"?{request.url.query}" if request.url.query else "")
             if cached.memo is None:
                 cached.memo = {}
