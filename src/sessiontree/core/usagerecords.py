@@ -291,6 +291,9 @@ def records_from_entry(entry: Entry, *, keyed: bool = True) -> list[UsageRecord]
         usage = entry.get("usage")
         if not isinstance(usage, dict):
             return []
+        foreign = entry.get("foreign")
+        if isinstance(foreign, dict) and foreign.get("billed") is False:
+            return []  # counted on another entry (docs/agents/README.md)
         return [_record("usage", entry, None, usage, entry.get("provider"), entry.get("model"), entry.get("kind"),
                         keyed)]
     return []
