@@ -53,7 +53,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -294,6 +294,16 @@ def records_from_entry(entry: Entry, *, keyed: bool = True) -> list[UsageRecord]
         foreign = entry.get("foreign")
         if isinstance(foreign, dict) and foreign.get("billed") is False:
             return []  # counted on another entry (docs/agents/README.md)
+        call = entry.get("call")
+        if isinstance(call, dict) and isinstance(call.get("timestamp"), str):
+            # A call that its own transcript records as an assistant message (a Claude Code
+            # subagent's call seen in the parent's file): keyed as that message is, so the
+            # two copies count once (docs/usage.md, "Claude Code").
+            as_entry = {"timestamp": call["timestamp"]}
+            as_message = {"timestamp": call.get("messageTimestamp")}
+            record = _record("assistant", as_entry, as_message, usage, entry.get("provider"), entry.get("model"),
+                             None, keyed)
+            return [replace(record, timestamp_ms=timestamp_ms(entry))]
         return [_record("usage", entry, None, usage, entry.get("provider"), entry.get("model"), entry.get("kind"),
                         keyed)]
     return []

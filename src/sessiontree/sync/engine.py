@@ -910,11 +910,32 @@ class Syncer:
                               _sha(body[-TAIL_CHECK:]), None)
         expect = self.states.get(path)
         synced_before = state.entries if state is not None and state.session_id == session_id else 0
-        if (state is not None and expect is state and synced_before and state.version == 0
-                and session_id in self.stored_ids and (fst.st_ino, fst.st_dev) == (state.inode, state.dev)
-                and state.consumed <= len(body) and count >= state.entries
-                and _sha(body.split(b"\n", 1)[0]) == state.header_hash
-                and _sha(body[max(0, state.consumed - TAIL_CHECK):state.consumed]) == state.tail_hash):
+        appended = (state is not None and expect is state and synced_before and state.version == 0
+                    and session_id in self.stored_ids and (fst.st_ino, fst.st_dev) == (state.inode, state.dev)
+                    and state.consumed <= len(body) and count >= state.entries
+                    and _sha(body.split(b"\n", 1)[0]) == state.header_hash
+                    and _sha(body[max(0, state.consumed - TAIL_CHECK):state.consumed]) == state.tail_hash)
+        settled = count if mapped.settled is None else mapped.settled
+        if appended and state is not None and state.entries > settled:
+            # Synced while a Claude Code call was still being written: the call's billed flag
+            # has moved to its newest record (docs/agents/README.md, "Prefix-stable"), so
+            # the stored tail is replaced by the file's entries (sessiontree's own kept).
+            try:
+                stored_now = self.store.read(session_id)
+            except (SessionNotFoundError, InvalidSessionError, StorageError):
+                stored_now = None
+            if stored_now is not None:
+                raw_all = [parsed.entry_bytes(i) for i in range(count)]
+                entries, texts, _kept, _superseded, _dropped = _merge_for_replace(stored_now, parsed, raw_all)
+                try:
+                    self._commit(expect, new_state, SyncChange("replace", session_id, dict(parsed.header), entries,
+                                                               texts))
+                except InvalidSessionError as exc:
+                    return FileResult(path, "rejected", session_id, reason=f"replacing failed: {exc.reason}")
+                added = count - state.entries
+                return FileResult(path, "grown" if added else ("in-progress" if pending else "unchanged"),
+                                  session_id, added=added, pending=pending)
+        if appended:
             # Only appended to (same file, same first line, same bytes before the consumed
             # offset): the mapping is prefix-stable, so the entries already synced are the
             # first ones; append the rest without reading the stored session back.

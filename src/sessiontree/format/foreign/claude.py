@@ -265,15 +265,19 @@ class _Mapper:
         self.link(uuid, entry_id)
 
     def usage_entry(self, record: Record, message: dict[str, Any], key: Any, stream: Any,
-                    data: dict[str, Any]) -> None:
-        """A subagent's API call seen in this file: a billed ``usage`` entry, an annotation."""
+                    data: dict[str, Any], stamp: Any) -> None:
+        """A subagent's API call seen in this file: a billed ``usage`` entry, an annotation.
+        ``stamp`` is the time of the subagent's own record of the call: as ``call`` it keys
+        the call as the subagent's transcript does, so a call held by both files counts once."""
         assert self.result is not None
         value = record.value or {}
         uuid = value.get("uuid") if isinstance(value.get("uuid"), str) else None
-        entry_id = self.add(record, {"type": "usage", "kind": SUBAGENT_USAGE, "provider": "anthropic",
-                                     "model": str(message.get("model", "")),
-                                     "usage": claude_usage(message.get("usage")), "data": data},
-                            uuid=uuid, parent=self.last_id, shape=_ANNOTATION)
+        entry: dict[str, Any] = {"type": "usage", "kind": SUBAGENT_USAGE, "provider": "anthropic",
+                                 "model": str(message.get("model", "")),
+                                 "usage": claude_usage(message.get("usage")), "data": data}
+        if isinstance(stamp, str):
+            entry["call"] = {"timestamp": stamp, "messageTimestamp": iso_to_ms(stamp)}
+        entry_id = self.add(record, entry, uuid=uuid, parent=self.last_id, shape=_ANNOTATION)
         self.link(uuid, entry_id)
         self.bill(key, stream, self.result.entries[-1])
 
@@ -282,7 +286,7 @@ class _Mapper:
         if kind == "assistant" and isinstance(message, dict) and isinstance(message.get("usage"), dict):
             agent = value.get("agentId") if isinstance(value.get("agentId"), str) else None
             self.usage_entry(record, message, _call_key(message, value.get("requestId")), ("sidechain", agent),
-                             {"recordType": "sidechain", "agentId": agent})
+                             {"recordType": "sidechain", "agentId": agent}, value.get("timestamp"))
         else:
             self.inert(record, "sidechain")
 
@@ -297,7 +301,8 @@ class _Mapper:
                 and isinstance(message.get("usage"), dict)):
             agent = data.get("agentId") if isinstance(data.get("agentId"), str) else None
             self.usage_entry(record, message, _call_key(message, inner.get("requestId")), ("agent", agent),
-                             {"recordType": "progress", "subtype": "agent_progress", "agentId": agent})
+                             {"recordType": "progress", "subtype": "agent_progress", "agentId": agent},
+                             inner.get("timestamp"))
         else:
             self.inert(record, "progress")
 
