@@ -308,3 +308,34 @@ def test_import_of_a_foreign_file_says_to_sync_it(tmp_path, _fake_home):
     result = run_cli(f"sqlite:///{tmp_path / 'i.db'}", "import", str(path), code=1)
     assert "a codex session file, not pi/Atomic" in result.stdout + result.stderr
     assert "sessiontree sync PATH" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("store_kind", ["memory", "sqlite"])
+def test_a_call_synced_while_it_was_being_written_is_billed_once_with_its_final_figures(
+        store_kind, tmp_path, _fake_home):
+    """Claude Code writes one record per content block, and only the newest carries the final
+    output count. A sync between two records of one call stores the first as billed; the
+    next sync moves the bill to the newest record (the stored tail is replaced), so the call
+    counts once with its final figures (docs/agents/README.md, "Prefix-stable")."""
+    from foreign_support import _asst, _cc, _usage
+    from sessiontree.core.usagerecords import UsageQuery
+    from sessiontree.sync.engine import Syncer
+
+    first = [_cc("user", "u1", None, 1, {"role": "user", "content": "hi"}),
+             _cc("assistant", "a1", "u1", 2, _asst("msg_1", [{"type": "text", "text": "Let me look."}],
+                                                   _usage(3, 1, 100, 10), None), requestId="req_1")]
+    later = [_cc("assistant", "a2", "a1", 3, _asst("msg_1", [{"type": "tool_use", "id": "toolu_9", "name": "Bash",
+                                                            "input": {"command": "ls"}}],
+                                                   _usage(3, 57, 100, 10), None), requestId="req_1")]
+    path = write_claude(_fake_home, records=first)
+    url = "memory:" if store_kind == "memory" else f"sqlite:///{tmp_path / 's.db'}"
+    with open_store(url) as store:
+        syncer = Syncer(store)
+        assert syncer.sync_file(str(path)).status == "new"
+        with path.open("ab") as handle:
+            handle.write(jl(later))
+        result = Syncer(store).sync_file(str(path))
+        assert (result.status, result.added) == ("grown", 1)
+        rows = store.usage(UsageQuery(session_id=CC_SID))
+        assert (sum(r.calls for r in rows), sum(r.output for r in rows)) == (1, 57)
+        assert [e["id"] for e in store.read(CC_SID).entries] == ["u1", "a1", "a2"]
