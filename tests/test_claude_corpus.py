@@ -169,23 +169,21 @@ def test_check_and_sync_agree_on_every_file(tmp_path):
             assert (errors, result.status, result.reason) == ([], "new", None), path.name
 
 
-def _synthetic_results(path: Path) -> int:
+def _context_results(path: Path) -> tuple[int, int]:
+    """``(real, synthetic)`` tool results in the context of the session's last entry."""
     mapped = map_foreign(path.read_bytes(), str(path))
     assert mapped is not None
-    messages = build_session_projection(mapped.entries).messages
-    return sum(1 for m in messages if m.get("role") == "toolResult" and m.get("isError")
-               and m.get("content") == [{"type": "text", "text": INTERRUPTED_TEXT}])
+    results = [m for m in build_session_projection(mapped.entries).messages if m.get("role") == "toolResult"]
+    synthetic = sum(1 for m in results if m.get("isError")
+                    and m.get("content") == [{"type": "text", "text": INTERRUPTED_TEXT}])
+    return len(results) - synthetic, synthetic
 
 
-def test_the_one_open_call_of_the_corpus_gets_a_synthetic_result():
-    """61cb3ba8 ends while its last call (a Task) is open: the one place a synthetic result belongs."""
-    assert _synthetic_results(next(p for p in _files() if p.stem.startswith("61cb3ba8"))) >= 1
-
-
-@pytest.mark.xfail(strict=True, reason=(
-    "the projection's tool window closes at every assistant message, and Claude Code writes each "
-    "tool_use of one response as its own assistant record before the results: pairing needs a "
-    "'same response' rule in core/projection (docs/agents/claude-code.md, 'What the model saw')"))
-def test_context_never_invents_a_result_the_file_holds():
-    invented = {p.name: _synthetic_results(p) for p in _files() if not p.stem.startswith("61cb3ba8")}
-    assert invented == {name: 0 for name in invented}
+def test_context_pairs_every_call_with_its_real_result():
+    """What the model saw: every tool call with its real result, and a synthetic result only
+    for the one call the corpus leaves open (61cb3ba8 ends while its last call, a Bash in
+    line 117, has no result). Parallel calls of one response are one turn (responseId)."""
+    got = {_key(p): _context_results(p) for p in _files()}
+    # dc577197: the context is the resumed branch, whose 12 calls all have results.
+    expected = {key: (figures[6], 1 if key == "61cb3ba8" else 0) for key, figures in EXPECTED.items()}
+    assert got == expected

@@ -339,3 +339,31 @@ def test_a_call_synced_while_it_was_being_written_is_billed_once_with_its_final_
         rows = store.usage(UsageQuery(session_id=CC_SID))
         assert (sum(r.calls for r in rows), sum(r.output for r in rows)) == (1, 57)
         assert [e["id"] for e in store.read(CC_SID).entries] == ["u1", "a1", "a2"]
+
+
+def test_the_parts_of_one_response_are_one_tool_turn():
+    """Claude Code writes each tool_use of one response as its own assistant record, then the
+    results (corpus 9d440bfc lines 10-14). Synthetic case (the corpus shows it inside larger
+    files): two assistant messages with the same responseId and their results after both
+    pair as one turn; without a responseId the second message closes the first's window."""
+    from sessiontree.core.projection import build_session_projection, repair_orphan_tool_results
+
+    def asst(call: str, response: str | None) -> dict:
+        msg = {"role": "assistant", "content": [{"type": "toolCall", "id": call, "name": "Read", "arguments": {}}],
+               "stopReason": "toolUse", "timestamp": 1}
+        if response is not None:
+            msg["responseId"] = response
+        return msg
+
+    def result(call: str) -> dict:
+        return {"role": "toolResult", "toolCallId": call, "toolName": "Read",
+                "content": [{"type": "text", "text": "ok"}], "isError": False, "timestamp": 2}
+
+    one_turn = [asst("c1", "msg_1"), asst("c2", "msg_1"), result("c1"), result("c2")]
+    assert repair_orphan_tool_results(one_turn, True) == one_turn
+    two_turns = [asst("c1", None), asst("c2", None), result("c1"), result("c2")]
+    repaired = repair_orphan_tool_results(two_turns, True)
+    assert [m.get("toolCallId") for m in repaired] == [None, "c1", None, "c2"]  # c1 synthetic, real c1 dropped
+    entries = [{"type": "message", "id": f"e{i}", "parentId": f"e{i - 1}" if i else None,
+                "timestamp": "2026-03-02T09:00:00.000Z", "message": m} for i, m in enumerate(one_turn)]
+    assert build_session_projection(entries).messages == one_turn

@@ -395,6 +395,10 @@ class _Mapper:
                                "provider": "anthropic", "model": str(message.get("model", "")),
                                "usage": claude_usage(message.get("usage")), "stopReason": stop,
                                "timestamp": iso_to_ms(value.get("timestamp"))}
+        if isinstance(message.get("id"), str) and message["id"]:
+            # One API response written as several records: the projection pairs its tool
+            # calls as one turn (core/projection/pairing.py ToolWindow).
+            msg["responseId"] = message["id"]
         if isinstance(value.get("costUSD"), (int, float)) and not isinstance(value.get("costUSD"), bool):
             msg["usage"]["cost"] = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0,
                                     "total": value["costUSD"]}
