@@ -187,3 +187,31 @@ def test_context_pairs_every_call_with_its_real_result():
     # dc577197: the context is the resumed branch, whose 12 calls all have results.
     expected = {key: (figures[6], 1 if key == "61cb3ba8" else 0) for key, figures in EXPECTED.items()}
     assert got == expected
+
+
+# file: (line of compact_boundary, line of the isCompactSummary user record), read in the raw files.
+COMPACTIONS = {"0cf3db51": (71, 72), "c45af7b1": (59, 60), "53ea1606": (269, 270)}
+
+
+@pytest.mark.parametrize("key", sorted(COMPACTIONS))
+def test_after_a_compaction_the_context_is_the_summary_then_what_follows(key):
+    """Claude Code continues after compact_boundary with its isCompactSummary user message and
+    what follows (its loader's chain stops at the boundary, whose parentUuid is null)."""
+    import json
+
+    from sessiontree.core.projection import build_historical_projection
+
+    path = next(p for p in _files() if _key(p) == key)
+    boundary, summary_line = COMPACTIONS[key]
+    lines = path.read_bytes().split(b"\n")
+    summary = json.loads(lines[summary_line - 1])["message"]["content"]
+    mapped = map_foreign(path.read_bytes(), str(path))
+    assert mapped is not None
+    past = build_historical_projection(mapped.entries)
+    messages = past.projection.messages
+    assert messages[0] == {"role": "user", "content": [{"type": "text", "text": summary}],
+                           "timestamp": messages[0]["timestamp"]}
+    assert past.compaction is not None and past.compaction["foreign"]["line"] == summary_line
+    # Every other message comes from a record after the summary.
+    assert all(source["foreign"]["line"] > summary_line for source in past.projection.sources[1:])
+    assert len(messages) > 1

@@ -367,3 +367,20 @@ def test_the_parts_of_one_response_are_one_tool_turn():
     entries = [{"type": "message", "id": f"e{i}", "parentId": f"e{i - 1}" if i else None,
                 "timestamp": "2026-03-02T09:00:00.000Z", "message": m} for i, m in enumerate(one_turn)]
     assert build_session_projection(entries).messages == one_turn
+
+
+def test_context_of_a_claude_session_continues_after_its_compaction_as_claude_code_does(tmp_path, _fake_home):
+    """``context`` shows a Claude Code session as Claude Code continued after /compact: its
+    summary message as it sent it, then what follows, labelled; --current the format-4 rule."""
+    from foreign_support import CC_COMPACT
+
+    write_claude(_fake_home, CC_COMPACT, claude_compaction_records())
+    db = f"sqlite:///{tmp_path / 'c.db'}"
+    run_cli(db, "sync")
+    shown = run_cli_json(db, "context", CC_COMPACT, "--json")
+    texts = [m["content"] if isinstance(m["content"], str) else m["content"][0]["text"] for m in shown["messages"]]
+    assert texts == ["This session is being continued. Summary: start.", "go on"]
+    assert shown["historical"]["agent"] == "claude-code"
+    assert "WHAT THE AGENT SENT: claude-code" in run_cli(db, "context", CC_COMPACT).stdout
+    current = run_cli_json(db, "context", CC_COMPACT, "--current", "--json")
+    assert [m["role"] for m in current["messages"]] == ["user", "assistant", "user"]  # start, ok, go on
