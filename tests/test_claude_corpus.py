@@ -202,7 +202,7 @@ def test_after_a_compaction_the_context_is_the_summary_then_what_follows(key):
     from sessiontree.core.projection import build_historical_projection
 
     path = next(p for p in _files() if _key(p) == key)
-    boundary, summary_line = COMPACTIONS[key]
+    _boundary, summary_line = COMPACTIONS[key]
     lines = path.read_bytes().split(b"\n")
     summary = json.loads(lines[summary_line - 1])["message"]["content"]
     mapped = map_foreign(path.read_bytes(), str(path))

@@ -364,7 +364,8 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
     compactions of older agents are applied as those agents applied them,
     and the output is labelled as historical. A session synced from a file
     pi wrote in format 1-3 is shown that way by default (what pi sent),
-    labelled; --current shows the format-4 rule instead.
+    labelled, and so is a Claude Code session (its summary message after a
+    compaction, then what follows); --current shows the format-4 rule instead.
     """
     if historical and current:
         raise click.UsageError("--historical and --current are two different views: give one")
@@ -377,7 +378,7 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
     # A session mapped from another agent's file (Claude Code) is shown as that agent continued
     # after its own compactions (docs/agents/claude-code.md), unless --current.
     foreign = None if historical or current else agent_of_header(manager.get_header())
-    foreign = None if foreign == "pi" else foreign
+    foreign = foreign if foreign == "claude-code" else None
     past = None
     if historical or foreign is not None or (written_in is not None and written_in < 4):
         past = manager.build_historical_projection()

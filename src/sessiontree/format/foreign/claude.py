@@ -368,7 +368,8 @@ class _Mapper:
     def assistant(self, record: Record, value: dict[str, Any], message: dict[str, Any]) -> None:
         assert self.result is not None
         uuid = value.get("uuid") if isinstance(value.get("uuid"), str) else None
-        turn = message.get("id") if isinstance(message.get("id"), str) else f"L{record.line}"
+        mid = message.get("id")
+        turn = mid if isinstance(mid, str) else f"L{record.line}"
         content: list[dict[str, Any]] = []
         blocks = message.get("content")
         for block in blocks if isinstance(blocks, list) else []:
