@@ -215,3 +215,27 @@ def test_after_a_compaction_the_context_is_the_summary_then_what_follows(key):
     # Every other message comes from a record after the summary.
     assert all(source["foreign"]["line"] > summary_line for source in past.projection.sources[1:])
     assert len(messages) > 1
+
+
+def _unflagged(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**e, "foreign": {k: v for k, v in e["foreign"].items() if k != "billed"}} for e in entries]
+
+
+@pytest.mark.parametrize("key", ["9d440bfc", "61cb3ba8", "dc577197", "5c0375b4", "c45af7b1"])
+def test_a_growing_real_file_maps_to_the_same_entries_plus_new_ones(key):
+    """Prefix stability on real files (docs/agents/README.md): the mapping of the first k
+    lines equals the whole file's in its settled entries, and after them differs only in the
+    billed flag of a call still being written."""
+    path = next(p for p in _files() if _key(p) == key)
+    data = path.read_bytes()
+    whole = map_foreign(data, str(path))
+    assert whole is not None
+    cuts = [i + 1 for i, byte in enumerate(data) if byte == 0x0A]
+    for cut in cuts:
+        part = map_foreign(data[:cut], str(path))
+        assert part is not None
+        if not part.header_known:
+            continue
+        settled = len(part.entries) if part.settled is None else part.settled
+        assert part.entries[:settled] == whole.entries[:settled], (key, cut)
+        assert _unflagged(part.entries) == _unflagged(whole.entries[:len(part.entries)]), (key, cut)
