@@ -209,6 +209,10 @@ class _Mapper:
         self.billed[key] = entry
         current = self.open.get(stream)
         if current is None or current[0] != key:
+            if stream == "main":
+                # The main conversation's next API call starts only once every tool call of
+                # its previous response has its result: the subagents those calls ran are done.
+                self.open.clear()
             self.open[stream] = (key, len(self.result.entries) - 1)
 
     # -- records ------------------------------------------------------------------------------
@@ -424,7 +428,8 @@ def map_claude(data: bytes, path: str | None = None) -> ForeignSession:
         entries listed in ``unmapped`` (never dropped, never raised). Its ``settled``
         is the number of leading entries no later record can change: those before the
         first record of a call that may still be streaming (the newest call of each
-        stream: the main conversation, each subagent).
+        stream: the main conversation, and each subagent seen since the main
+        conversation's newest call began).
     """
     mapper = _Mapper(path)
     records = list(iter_records(data))
