@@ -239,3 +239,49 @@ def test_a_growing_real_file_maps_to_the_same_entries_plus_new_ones(key):
         settled = len(part.entries) if part.settled is None else part.settled
         assert part.entries[:settled] == whole.entries[:settled], (key, cut)
         assert _unflagged(part.entries) == _unflagged(whole.entries[:len(part.entries)]), (key, cut)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "jsonl", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_one_hour_cache_writes_are_priced_at_their_own_rate(kind, request, tmp_path):
+    """9d440bfc writes all its cache (13,211 tokens, FOREIGN.md) to the 1-hour cache. The
+    estimate prices those tokens at the 1-hour rate (Anthropic: 2x base input, where the
+    5-minute rate is 1.25x): the catalogue's price of each call of the raw file with its
+    ``ephemeral_1h_input_tokens`` given, above the price with every write as 5-minute."""
+    import json
+    from datetime import UTC, datetime
+    from decimal import Decimal
+
+    import genai_prices
+
+    from sessiontree.usage.report import session_usage
+
+    path = next(p for p in _completed_copies(tmp_path / "projects") if _key(p) == "9d440bfc")
+    with open_store(_target(kind, request, tmp_path)) as store:
+        assert Syncer(store).sync_file(str(path)).status == "new"
+        billed = session_usage(store, _session_id(path), cost="catalog").billed
+    assert (billed.calls, billed.cache_write) == (5, 13_211)
+    calls: dict[tuple[str, str], dict] = {}
+    for line in path.read_bytes().splitlines():
+        record = json.loads(line)
+        if record.get("type") == "assistant":
+            calls[(record["message"]["id"], record["requestId"])] = record  # the last record of each call
+    with_hour = as_five = Decimal(0)
+    for record in calls.values():
+        usage, model = record["message"]["usage"], record["message"]["model"]
+        day = datetime.fromisoformat(record["timestamp"].replace("Z", "+00:00")).astimezone(UTC).replace(
+            hour=0, minute=0, second=0, microsecond=0)
+        tokens = usage["input_tokens"] + usage["cache_read_input_tokens"] + usage["cache_creation_input_tokens"]
+        for hour, total in ((usage["cache_creation"]["ephemeral_1h_input_tokens"] or None, "with_hour"),
+                            (None, "as_five")):
+            price = genai_prices.calc_price(
+                genai_prices.Usage(input_tokens=tokens, output_tokens=usage["output_tokens"],
+                                   cache_read_tokens=usage["cache_read_input_tokens"],
+                                   cache_write_tokens=usage["cache_creation_input_tokens"],
+                                   cache_write_1h_tokens=hour),
+                model, provider_id="anthropic", genai_request_timestamp=day).total_price
+            if total == "with_hour":
+                with_hour += price
+            else:
+                as_five += price
+    assert with_hour > as_five
+    assert Decimal(billed.cost_nanos) / 1_000_000_000 == with_hour
