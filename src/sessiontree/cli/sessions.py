@@ -36,6 +36,7 @@ from sessiontree.cli.common import (
 )
 from sessiontree.core import render
 from sessiontree.core.textsafe import safe_block, safe_json_text, safe_line
+from sessiontree.format.foreign import agent_of_header
 from sessiontree.format.ids import shortest_unique_prefixes
 from sessiontree.format.outfile import write_atomic
 from sessiontree.session.manager import SessionManager
@@ -363,7 +364,8 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
     compactions of older agents are applied as those agents applied them,
     and the output is labelled as historical. A session synced from a file
     pi wrote in format 1-3 is shown that way by default (what pi sent),
-    labelled; --current shows the format-4 rule instead.
+    labelled, and so is a Claude Code session (its summary message after a
+    compaction, then what follows); --current shows the format-4 rule instead.
     """
     if historical and current:
         raise click.UsageError("--historical and --current are two different views: give one")
@@ -373,8 +375,12 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
         manager.branch(resolve_entry_id(manager, leaf))
     leaf_id = manager.get_leaf_id()
     written_in = None if historical or current else agent_format(app.store, session_id)
+    # A session mapped from another agent's file (Claude Code) is shown as that agent continued
+    # after its own compactions (docs/agents/claude-code.md), unless --current.
+    foreign = None if historical or current else agent_of_header(manager.get_header())
+    foreign = foreign if foreign == "claude-code" else None
     past = None
-    if historical or (written_in is not None and written_in < 4):
+    if historical or foreign is not None or (written_in is not None and written_in < 4):
         past = manager.build_historical_projection()
         if not historical and past.compaction is None:
             past = None  # no compaction of the agent's on this branch: the two rules agree
@@ -383,6 +389,8 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
         if as_json:
             data = render.historical_context_dict(past, session_id, leaf_id)
             data["historical"]["agentFormat"] = written_in
+            if foreign is not None:
+                data["historical"]["agent"] = foreign
             print_json(data)
             return
     else:
@@ -392,8 +400,11 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
             return
     console = stdout_console()
     if past is not None:
-        note = render.historical_note(past) if historical or written_in is None else \
-            render.agent_view_note(past, written_in)
+        if foreign is not None:
+            note = render.foreign_view_note(past, foreign)
+        else:
+            note = render.historical_note(past) if historical or written_in is None else \
+                render.agent_view_note(past, written_in)
         if console.is_terminal:
             # The note quotes entry ids (the compaction, the first kept entry): session text.
             console.print(Text(safe_line(note), style="bold yellow"))

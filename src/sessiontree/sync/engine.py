@@ -932,11 +932,18 @@ class Syncer:
                               _sha(body[-TAIL_CHECK:]), None)
         expect = self.states.get(path)
         synced_before = state.entries if state is not None and state.session_id == session_id else 0
-        if (state is not None and expect is state and synced_before and state.version == 0
-                and session_id in self.stored_ids and (fst.st_ino, fst.st_dev) == (state.inode, state.dev)
-                and state.consumed <= len(body) and count >= state.entries
-                and _sha(body.split(b"\n", 1)[0]) == state.header_hash
-                and _sha(body[max(0, state.consumed - TAIL_CHECK):state.consumed]) == state.tail_hash):
+        appended = (state is not None and expect is state and synced_before and state.version == 0
+                    and session_id in self.stored_ids and (fst.st_ino, fst.st_dev) == (state.inode, state.dev)
+                    and state.consumed <= len(body) and count >= state.entries
+                    and _sha(body.split(b"\n", 1)[0]) == state.header_hash
+                    and _sha(body[max(0, state.consumed - TAIL_CHECK):state.consumed]) == state.tail_hash)
+        settled = count if mapped.settled is None else mapped.settled
+        if appended and state is not None and state.entries > settled:
+            replaced = self._replace_unsettled(path, parsed, state.entries, pending,
+                                               lambda change: self._commit(expect, new_state, change))
+            if replaced is not None:
+                return replaced
+        if appended and state is not None:
             # Only appended to (same file, same first line, same bytes before the consumed
             # offset): the mapping is prefix-stable, so the entries already synced are the
             # first ones; append the rest without reading the stored session back.
@@ -954,6 +961,29 @@ class Syncer:
         raw = [parsed.entry_bytes(i) for i in range(count)]
         return self._reconcile(path, parsed, raw, pending, synced_before,
                                lambda change: self._commit(expect, new_state, change))
+
+    def _replace_unsettled(self, path: str, parsed: ParsedSession, stored_count: int, pending: int,
+                           commit: Callable[[SyncChange], None]) -> FileResult | None:
+        """A foreign file synced while a Claude Code call was still being written: the call's
+        billed flag has moved to its newest record (docs/agents/README.md, "Prefix-stable"),
+        so the stored session is replaced by the file's entries (entries set with
+        sessiontree kept, as ``sync --replace`` keeps them). ``None`` when the stored
+        session cannot be read (the caller then compares the whole session)."""
+        session_id = parsed.header["id"]
+        try:
+            stored = self.store.read(session_id)
+        except (SessionNotFoundError, InvalidSessionError, StorageError):
+            return None
+        count = len(parsed.entries)
+        raw = [parsed.entry_bytes(i) for i in range(count)]
+        entries, texts, _kept, _superseded, _dropped = _merge_for_replace(stored, parsed, raw)
+        try:
+            commit(SyncChange("replace", session_id, dict(parsed.header), entries, texts))
+        except InvalidSessionError as exc:
+            return FileResult(path, "rejected", session_id, reason=f"replacing failed: {exc.reason}")
+        added = count - stored_count
+        return FileResult(path, "grown" if added else ("in-progress" if pending else "unchanged"),
+                          session_id, added=added, pending=pending)
 
     def _reconcile(self, path: str, parsed: ParsedSession, raw: list[bytes], pending: int, synced_before: int,
                    commit: Callable[[SyncChange], None]) -> FileResult:

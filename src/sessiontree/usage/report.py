@@ -113,7 +113,10 @@ class PriceCatalog(Protocol):
 
     def price(self, provider: str | None, model: str | None, input: int, output: int, cache_read: int,
               cache_write: int, at_ms: int) -> int | None:
-        """The cost of one call in nano-dollars, or ``None`` when the model is unknown."""
+        """The cost of one call in nano-dollars, or ``None`` when the model is unknown.
+        A catalogue that knows 1-hour cache writes also takes ``cache_write_1h=`` (the
+        part of ``cache_write`` written to the 1-hour cache); it is passed only when
+        non-zero, so a catalogue without it prices every write at the 5-minute rate."""
         ...
 
 
@@ -135,18 +138,22 @@ class GenaiPricesCatalog:
         self._cache: dict[tuple[Any, ...], int | None] = {}
 
     def price(self, provider: str | None, model: str | None, input: int, output: int, cache_read: int,
-              cache_write: int, at_ms: int) -> int | None:
-        """See :meth:`PriceCatalog.price`. The request time picks historical prices."""
+              cache_write: int, at_ms: int, cache_write_1h: int = 0) -> int | None:
+        """See :meth:`PriceCatalog.price`. The request time picks historical prices.
+        ``cache_write_1h`` (a part of ``cache_write``) is priced at the catalogue's
+        1-hour write rate (genai-prices ``cache_write_1h_mtok``; Anthropic: 2x the base
+        input price, where a 5-minute write is 1.25x: docs/usage.md, "Claude Code")."""
         if not model:
             return None
         day = at_ms // 86_400_000
-        key = (provider, model, input, output, cache_read, cache_write, day)
+        key = (provider, model, input, output, cache_read, cache_write, day, cache_write_1h)
         if key in self._cache:
             return self._cache[key]
         import genai_prices  # imported on first use: about half a second
 
         usage = genai_prices.Usage(input_tokens=input + cache_read + cache_write, output_tokens=output,
-                                   cache_read_tokens=cache_read, cache_write_tokens=cache_write)
+                                   cache_read_tokens=cache_read, cache_write_tokens=cache_write,
+                                   cache_write_1h_tokens=min(cache_write_1h, cache_write) or None)
         when = datetime.fromtimestamp(day * 86_400, UTC)
         result: int | None = None
         for provider_id in ([provider, None] if provider else [None]):
@@ -265,8 +272,9 @@ def _row_totals(row: UsageRow, mode: str, catalog: Callable[[], PriceCatalog],
     price = None
     if mode != "recorded" and row.per_call and row.calls:
         n = row.calls
+        hour = {"cache_write_1h": row.cache_write_1h // n} if row.cache_write_1h else {}
         one = catalog().price(row.provider, row.model, row.input // n, row.output // n, row.cache_read // n,
-                              row.cache_write // n, row.bucket)
+                              row.cache_write // n, row.bucket, **hour)
         price = None if one is None else one * n
     if price is None:
         t.unpriced_calls = row.calls

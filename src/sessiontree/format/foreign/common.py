@@ -81,6 +81,11 @@ class ForeignSession:
             creation time); until one does, the header is a guess that may change as
             the file grows, so sync waits (a Claude Code file can start with title
             summaries, and some hold nothing else).
+        settled: how many leading entries no later record of the file can change
+            (``None``: all of them). A Claude Code call written as several records is
+            billed on its newest record, so the records of a call that may still be
+            streaming can lose their ``billed`` flag when the file grows
+            (docs/agents/README.md, "Prefix-stable").
     """
 
     agent: str
@@ -89,6 +94,7 @@ class ForeignSession:
     lines: list[int] = field(default_factory=list)
     unmapped: list[tuple[int, str]] = field(default_factory=list)
     header_known: bool = True
+    settled: int | None = None
 
     def add_entry(self, record: Record, entry: dict[str, Any], entry_id: str, parent: str | None, *,
                   part: int = 1, extra: dict[str, Any] | None = None) -> None:

@@ -250,6 +250,13 @@ def m006_provenance(conn: Any) -> None:
         )""")
 
 
+def m007_cache_write_1h(conn: Any) -> None:
+    """1-hour cache writes kept apart in the ledger (docs/usage.md, "Claude Code"):
+    ``cache_write_1h``, the part of ``cache_write`` written to the 1-hour cache, priced at
+    its own rate. Existing rows get 0 (``reindex`` or a re-sync fills them)."""
+    conn.execute("ALTER TABLE usage_ledger ADD COLUMN IF NOT EXISTS cache_write_1h numeric NOT NULL DEFAULT 0")
+
+
 #: Schema steps ``(name, function)`` in number order; add new steps, never edit applied ones.
 MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m001_initial,
@@ -258,6 +265,7 @@ MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m004_usage_ledger,
     m005_agent_files,
     m006_provenance,
+    m007_cache_write_1h,
 )
 
 #: Every derived index, maintained by each write in this order (their tables come

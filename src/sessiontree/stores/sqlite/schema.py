@@ -485,6 +485,16 @@ def m015_texts_tail(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE sessions ADD COLUMN texts_from INTEGER")
 
 
+def m016_cache_write_1h(conn: sqlite3.Connection) -> None:
+    """1-hour cache writes kept apart in the usage tables (docs/usage.md, "Claude Code"):
+    ``cache_write_1h``, the part of ``cache_write`` written to the 1-hour cache, in
+    ``usage_ledger``, ``usage_calls`` and ``usage_rollup`` (whose priced shape gains it
+    when it is not 0, so a catalogue prices it at its own rate). Existing rows get 0,
+    what the entries synced before this step hold (the mapping that splits the writes
+    came with it; ``reindex`` or a re-sync of a Claude Code file fills them)."""
+    usage.ensure_hour_columns(conn)
+
+
 #: Schema steps ``(name, function)`` in number order; add new steps, never edit applied ones.
 MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m001_initial,
@@ -502,6 +512,7 @@ MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m013_blobs,
     m014_contentless_search,
     m015_texts_tail,
+    m016_cache_write_1h,
 )
 
 #: Every derived index, maintained by each write in this order (their tables come
