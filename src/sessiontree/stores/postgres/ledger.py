@@ -22,7 +22,14 @@ from sessiontree.stores.base import ArchivedFile, Provenance, SyncChange, SyncSt
 from sessiontree.stores.postgres.connection import error_first_line
 from sessiontree.stores.postgres.derived import text_copy
 from sessiontree.stores.postgres.writes import PostgresWrites, exact_id
-from sessiontree.stores.shared import apply_sync_change_in, check_header, encode_entries, header_of, sync_expected
+from sessiontree.stores.shared import (
+    apply_sync_change_in,
+    check_header,
+    encode_entries,
+    header_of,
+    id_in_use_error,
+    sync_expected,
+)
 
 __all__ = ["RUN_LOCK", "SYNC_LOCK", "PostgresLedger"]
 
@@ -129,6 +136,8 @@ class PostgresLedger(PostgresWrites):
                                   (self.sync_host, path)).fetchone()
             if not sync_expected(expect, _sync_state(row) if row is not None else None):
                 raise SyncConflictError(state.path)
+            if change.kind == "append" and change.entries:
+                _refuse_stored_ids(conn, change.session_id, [entry["id"] for entry in change.entries])
             apply_sync_change_in(self, conn, change, header, texts, _insert_provenance)
             values = (self.sync_host, path, exact_id(state.session_id, "session id"), state.size, state.mtime_ns, state.inode,
                       state.dev, state.consumed, state.lines, state.entries, state.version,
@@ -244,6 +253,22 @@ def _lock_key(path: bytes) -> int:
     (two paths sharing it only take turns)."""
     value = zlib.crc32(path)
     return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _refuse_stored_ids(conn: Any, session_id: str, ids: list[str]) -> None:
+    """Raise :func:`id_in_use_error` when the session already holds one of ``ids``, asked
+    under the session's row lock before anything is inserted.
+
+    Another host growing the same session (an identical copy) often appended these
+    entries a moment ago: the engine then compares the whole file and records its state
+    only. Asking first keeps that a question, not a failed ``INSERT`` on the unique key,
+    whose error, met while the pipeline unwinds, psycopg logged to stderr (issue 38).
+    """
+    conn.execute("SELECT 1 FROM sessions WHERE id = %s FOR UPDATE", (session_id,))
+    clash = conn.execute("SELECT id FROM entries WHERE session_id = %s AND id = ANY(%s) LIMIT 1",
+                         (session_id, ids)).fetchone()
+    if clash is not None:
+        raise id_in_use_error(session_id, clash[0])
 
 
 def _sync_state(row: Sequence[Any]) -> SyncState:
