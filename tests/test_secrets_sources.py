@@ -58,7 +58,7 @@ def test_a_record_with_an_invalid_byte_is_scanned_and_redacted_not_passed_as_bas
     found = scan_entries(mapped.entries)
     assert [(f.path, f.kind) for f in found] == [("foreign.rawBase64.message.content", "anthropic-api-key")]
     copy, redactor = redact_parsed(mapped.parsed())
-    assert (redactor.secrets, redactor.dropped) == (1, 0)
+    assert (redactor.secrets, redactor.replaced, redactor.dropped) == (1, 1, 0)
     shown = copy.to_bytes()
     assert KEY.encode() not in shown and b"rawBase64" not in shown
     info = next(e["foreign"] for e in copy.entries if e["foreign"].get("line") == kept[0]["foreign"]["line"])
@@ -119,7 +119,8 @@ def test_a_secret_in_mapped_text_and_raw_record_is_one_finding_redacted_in_both(
     assert sorted((f.path, f.kind) for f in found) == [
         ("foreign.raw.toolUseResult.stdout", "github-token"), ("message.content", "anthropic-api-key")]
     copy, redactor = redact_parsed(mapped.parsed())
-    assert redactor.secrets == 2
+    # Two secrets; three occurrences: the key in the message and in its record, the token in the record.
+    assert (redactor.secrets, redactor.replaced) == (2, 3)
     out = copy.to_bytes()
     assert KEY.encode() not in out and GH.encode() not in out
     source = source_bytes(copy.entries)
@@ -195,3 +196,13 @@ def test_export_redact_and_secrets_cover_the_header(tmp_path):
     assert GH not in out and '"cwd":"/home/me/[REDACTED:github-token:1]/proj"' in out
     report = run_cli_json(db, "secrets", sid)
     assert [(f["path"], f["kind"]) for f in report["sessions"][0]["findings"]] == [("header.cwd", "github-token")]
+
+
+def test_text_kept_elsewhere_in_the_foreign_object_is_scanned_and_redacted():
+    """Synthetic: a ``foreign`` object holding more than the mapping's bookkeeping and the
+    record (a value a mapping may add, or a hand-edited store): scanned as mapped text."""
+    entries = [{"type": "custom", "id": "e1", "parentId": None, "timestamp": "2026-03-02T09:00:00.000Z",
+                "customType": "x", "foreign": {"agent": "codex", "line": 3, "note": {"text": f"token {GH}"}}}]
+    assert [(f.path, f.kind) for f in scan_entries(entries)] == [("foreign.note.text", "github-token")]
+    out = Redactor().redact_entries(entries)
+    assert out[0]["foreign"] == {"agent": "codex", "line": 3, "note": {"text": "token [REDACTED:github-token:1]"}}

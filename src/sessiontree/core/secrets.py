@@ -70,6 +70,9 @@ from sessiontree.format.codec import ParsedSession
 from sessiontree.format.types import Entry
 
 __all__ = [
+    "ENTROPY_MIN",
+    "FOREIGN_META",
+    "HEADER_INDEX",
     "HEADER_MARKER",
     "OWN_RULES",
     "PLUGIN_KINDS",
@@ -78,6 +81,7 @@ __all__ = [
     "Finding",
     "Hit",
     "Redactor",
+    "iter_raw_fields",
     "iter_text_fields",
     "mask",
     "redact_parsed",
@@ -413,10 +417,18 @@ def iter_text_fields(entry: Entry) -> Iterator[tuple[str, str]]:
     (``message.content[2].text``). Structural keys (:data:`STRUCTURAL_KEYS`) of the
     entry, its message and its content blocks are skipped, and so is the ``data``
     of an image block; everything inside ``arguments``, ``details``, ``data`` and
-    other free-form values is scanned, at any depth. The entry's ``foreign`` object
-    (the verbatim source record) is not among them: :func:`iter_raw_fields` gives it.
+    other free-form values is scanned, at any depth. Of the entry's ``foreign`` object
+    only what is not the mapping's bookkeeping (:data:`FOREIGN_META`) is; its verbatim
+    record is scanned by :func:`iter_raw_fields`.
     """
     yield from _walk(entry, "", True)
+
+
+#: Keys of an entry's ``foreign`` object that are the mapping's own bookkeeping (and the
+#: verbatim record, scanned by :func:`iter_raw_fields`); any other value in it is scanned
+#: as mapped text (path ``foreign.<key>``).
+FOREIGN_META = frozenset({"agent", "line", "part", "billed", "unmapped", "raw", "rawBase64", "rawDecoded",
+                          "rawDropped"})
 
 
 def _walk(value: Any, path: str, structural: bool) -> Iterator[tuple[str, str]]:
@@ -425,7 +437,12 @@ def _walk(value: Any, path: str, structural: bool) -> Iterator[tuple[str, str]]:
     elif isinstance(value, dict):
         image = value.get("type") == "image"
         for key, item in value.items():
-            if structural and (key in STRUCTURAL_KEYS or (image and key == "data") or (not path and key == "foreign")):
+            if not path and key == "foreign" and isinstance(item, dict):
+                for name, inner in item.items():
+                    if name not in FOREIGN_META:
+                        yield from _walk(inner, f"foreign.{name}", False)
+                continue
+            if structural and (key in STRUCTURAL_KEYS or (image and key == "data")):
                 continue
             # Entry, message and content blocks are structural; free-form payloads are not.
             inner = structural and key in ("message", "content", "systemMessage", "replacement")
@@ -607,12 +624,12 @@ class Redactor:
         # The verbatim records after every mapped field: a secret both show is numbered
         # in the order the mapped text shows it.
         for index, entry in enumerate(entries):
-            text, how = _raw_text(entry)
-            if text is None:
+            record, how = _raw_text(entry)
+            if record is None:
                 continue
-            value = _raw_json(text)
-            raws[index] = (text, how, value)
-            fields = [(f"foreign.{how}", text)] if value is None else _walk_raw(value, f"foreign.{how}")
+            value = _raw_json(record)
+            raws[index] = (record, how, value)
+            fields = [(f"foreign.{how}", record)] if value is None else _walk_raw(value, f"foreign.{how}")
             for path, field_text in fields:
                 self._find(found, index, path, field_text)
         long_secrets = sorted((s for s in self._placeholders if len(s) >= GLOBAL_REPLACE_MIN), key=len, reverse=True)
@@ -622,7 +639,11 @@ class Redactor:
             copy = self._copy(entry, "", True, index, found, known)
             info = entry.get("foreign")
             if isinstance(info, dict):
-                copy["foreign"] = self._redact_raw(info, index, raws.get(index), found, known)
+                # Bookkeeping kept, any other value redacted as mapped text, the record below.
+                other = {key: item if key in FOREIGN_META else self._copy(item, f"foreign.{key}", False, index, found,
+                                                                        known)
+                         for key, item in info.items()}
+                copy["foreign"] = self._redact_raw(other, index, raws.get(index), found, known)
             out.append(copy)
         return out
 
@@ -699,11 +720,12 @@ class Redactor:
             return self._replace(value, found.get((index, path), []), known)
         if isinstance(value, dict):
             image = value.get("type") == "image"
-            return {key: self._copy(item, _path(path, key),
-                                    structural and key in ("message", "content", "systemMessage", "replacement"),
-                                    index, found, known,
-                                    structural and (key in STRUCTURAL_KEYS or (image and key == "data")
-                                                    or (not path and key == "foreign")))
+            # The entry's foreign object is redacted by redact_entries (_redact_raw), not here.
+            return {key: item if not path and key == "foreign" and isinstance(item, dict) else
+                    self._copy(item, _path(path, key),
+                               structural and key in ("message", "content", "systemMessage", "replacement"),
+                               index, found, known,
+                               structural and (key in STRUCTURAL_KEYS or (image and key == "data")))
                     for key, item in value.items()}
         if isinstance(value, list):
             return [self._copy(item, f"{path}[{i}]", structural, index, found, known, skip)
