@@ -15,8 +15,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import psycopg
-
 from sessiontree.errors import StorageError, SyncConflictError
 from sessiontree.stores.base import ArchivedFile, Provenance, SyncChange, SyncState
 from sessiontree.stores.postgres.connection import error_first_line
@@ -55,6 +53,8 @@ class PostgresLedger(PostgresWrites):
         Raises:
             StorageError: the database could not be reached or the lock not taken.
         """
+        import psycopg  # an optional extra: present once a store of this class is open
+
         if self.readonly:
             raise StorageError(f"sync run: {self.url} is opened read-only")
         key = (RUN_LOCK, _lock_key(self.sync_host.encode("utf-8", "surrogatepass")))
@@ -64,6 +64,9 @@ class PostgresLedger(PostgresWrites):
             raise StorageError(f"sync run lock on {self.url}: {error_first_line(exc)}") from exc
         try:
             try:
+                # The run's transaction stays idle between the run's own (pooled) transactions:
+                # a server-wide idle timeout must not end it, and the lock with it, mid-run.
+                conn.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
                 got = conn.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", key).fetchone()[0]
                 if not got:
                     if on_busy is not None:
