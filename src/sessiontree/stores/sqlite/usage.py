@@ -598,13 +598,13 @@ def _query_calls(conn: sqlite3.Connection, query: UsageQuery, cwd_filter: Any) -
     if query.session_id is not None:
         # "Held by an earlier session?" is asked once per distinct key (``held``), not per
         # row: a session of N equal calls (one key) costs one look at the key's rows, where a
-        # per-row EXISTS walked all N of them for each of the N (issue 38: 25 s for 8,000).
+        # per-row EXISTS walked all N of them for each of the N (issue 38).
         sql = f"""
             WITH me AS (SELECT id, coalesce(created_at, '') AS c FROM sessions WHERE id = ?),
-            mine AS MATERIALIZED (
+            mine AS (
                 SELECT dedup_key, {attrs} FROM usage_ledger
                 WHERE session_id = (SELECT id FROM me) AND {time_sql}),
-            held AS MATERIALIZED (
+            held AS (
                 SELECT k FROM (SELECT DISTINCT dedup_key AS k FROM mine) WHERE EXISTS (
                     SELECT 1 FROM usage_ledger o JOIN sessions s ON s.id = o.session_id, me
                     WHERE o.dedup_key = k AND o.session_id != me.id
