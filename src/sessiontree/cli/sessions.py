@@ -471,6 +471,10 @@ def export_cmd(app: App, session: str, output: Path | None, fmt: str, redact: bo
             parsed, redactor = redact_parsed(parsed)
         echo_line(f"Redacted {plural(redactor.secrets, 'secret', 'secrets')} "
                   f"({plural(redactor.replaced, 'occurrence', 'occurrences')})", err=True)
+        if redactor.dropped:
+            # Not scanned, so not exported: said, never reported as a clean redaction.
+            echo_line(f"Dropped {plural(redactor.dropped, 'source record', 'source records')} that could not be "
+                      "decoded to be scanned (docs/secrets.md)", err=True)
     if fmt == "jsonl":
         data = parsed.to_bytes()
     elif fmt == "source":

@@ -117,7 +117,9 @@ def _roles(role: str | Sequence[str] | None) -> list[str] | None:
 
 
 #: The fields of a listing row (``SessionInfo.to_dict``) that hold session text.
-_INFO_TEXT = ("name", "firstMessage", "summary")
+#: Text of a session's listing row that ``redact`` scans: the header's ``cwd`` and the stored
+#: file's ``path`` as well as names and messages, as ``header.cwd`` is (docs/mcp.md, "Redaction").
+_INFO_TEXT = ("cwd", "path", "name", "firstMessage", "summary")
 
 
 def _redacted(scrub: Scrubber | None) -> dict[str, Any]:

@@ -1120,9 +1120,17 @@ def run_lock(store: SessionStore, on_busy: Callable[[], None] | None = None) -> 
     another process, before waiting (the CLI says so: the only "error" two concurrent
     syncs may show). Stores without a file (memory) need no lock.
 
+    A PostgreSQL store holds its own: an advisory lock per host
+    (:meth:`~sessiontree.stores.postgres.ledger.PostgresLedger.run_lock`, docs/postgres.md).
+
     Raises:
-        StorageError: the lock file cannot be created.
+        StorageError: the lock file cannot be created (the database cannot be reached).
     """
+    own = getattr(store, "run_lock", None) if store.kind == "postgres" else None
+    if own is not None:
+        with own(on_busy):
+            yield
+        return
     path = _lock_path(store)
     if path is None or fcntl is None:
         yield

@@ -166,15 +166,21 @@ def query_usage(conn: Any, query: UsageQuery, cwd_of: Callable[[list[str]], dict
             " sum(m * coalesce(cost_nanos, 0)), sum(m * cache_write_1h)")
     group = f"provider, model, {bucket}, cost_nanos IS NOT NULL, {split}"
     if query.session_id is not None:
+        # "Held by an earlier session?" once per distinct key (``held``), not per row: a
+        # session of N equal calls (one key) costs one look at the key's rows, where a
+        # per-row EXISTS read all N of them for each of the N (issue 38).
         sql = f"""
-            WITH me AS (SELECT id, coalesce(created_at, '') AS c FROM sessions WHERE id = %s)
-            SELECT NULL, provider, model, {bucket}, cost_nanos IS NOT NULL, copied, {per_call}, {sums}
-            FROM (
-                SELECT 1 AS m, {_ATTRS}, EXISTS (
+            WITH me AS (SELECT id, coalesce(created_at, '') AS c FROM sessions WHERE id = %s),
+            mine AS MATERIALIZED (
+                SELECT dedup_key, {_ATTRS} FROM usage_ledger
+                WHERE session_id = (SELECT id FROM me) AND {time_sql}),
+            held AS MATERIALIZED (
+                SELECT k.k FROM (SELECT DISTINCT dedup_key AS k FROM mine) AS k WHERE EXISTS (
                     SELECT 1 FROM usage_ledger AS o JOIN sessions AS s ON s.id = o.session_id, me
-                    WHERE o.dedup_key = l.dedup_key AND o.session_id <> me.id
-                      AND (coalesce(s.created_at, '') COLLATE "C", s.id COLLATE "C") < (me.c, me.id)) AS copied
-                FROM usage_ledger AS l WHERE l.session_id = (SELECT id FROM me) AND {time_sql}) AS mine
+                    WHERE o.dedup_key = k.k AND o.session_id <> me.id
+                      AND (coalesce(s.created_at, '') COLLATE "C", s.id COLLATE "C") < (me.c, me.id)))
+            SELECT NULL, provider, model, {bucket}, cost_nanos IS NOT NULL, copied, {per_call}, {sums}
+            FROM (SELECT 1 AS m, {_ATTRS}, dedup_key IN (SELECT k FROM held) AS copied FROM mine) AS mine
             GROUP BY copied, {group}"""
         rows = conn.execute(sql, (query.session_id, *params)).fetchall()
         owners: dict[Any, tuple[str | None, str | None]] = {

@@ -616,15 +616,21 @@ def _query_calls(conn: sqlite3.Connection, query: UsageQuery, cwd_filter: Any) -
         bucket = f"(CASE WHEN {per_call} THEN {bucket} ELSE 0 END)"
     attrs = _ATTRS
     if query.session_id is not None:
+        # "Held by an earlier session?" is asked once per distinct key (``held``), not per
+        # row: a session of N equal calls (one key) costs one look at the key's rows, where a
+        # per-row EXISTS walked all N of them for each of the N (issue 38).
         sql = f"""
-            WITH me AS (SELECT id, coalesce(created_at, '') AS c FROM sessions WHERE id = ?)
-            SELECT NULL AS owner, provider, model, {bucket}, cost_nanos IS NOT NULL, copied, {per_call}, {sums}
-            FROM (
-                SELECT 1 AS m, {attrs}, EXISTS (
+            WITH me AS (SELECT id, coalesce(created_at, '') AS c FROM sessions WHERE id = ?),
+            mine AS (
+                SELECT dedup_key, {attrs} FROM usage_ledger
+                WHERE session_id = (SELECT id FROM me) AND {time_sql}),
+            held AS (
+                SELECT k FROM (SELECT DISTINCT dedup_key AS k FROM mine) WHERE EXISTS (
                     SELECT 1 FROM usage_ledger o JOIN sessions s ON s.id = o.session_id, me
-                    WHERE o.dedup_key = l.dedup_key AND o.session_id != me.id
-                      AND (coalesce(s.created_at, ''), s.id) < (me.c, me.id)) AS copied
-                FROM usage_ledger l WHERE l.session_id = (SELECT id FROM me) AND {time_sql})
+                    WHERE o.dedup_key = k AND o.session_id != me.id
+                      AND (coalesce(s.created_at, ''), s.id) < (me.c, me.id)))
+            SELECT NULL AS owner, provider, model, {bucket}, cost_nanos IS NOT NULL, copied, {per_call}, {sums}
+            FROM (SELECT 1 AS m, {attrs}, dedup_key IN (SELECT k FROM held) AS copied FROM mine)
             GROUP BY provider, model, {bucket}, cost_nanos IS NOT NULL, copied, {split}"""
         rows = conn.execute(sql, (to_db(query.session_id), *params)).fetchall()
         owners: dict[Any, tuple[str | None, str | None]]
