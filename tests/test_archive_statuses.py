@@ -63,7 +63,7 @@ def test_a_file_taken_during_the_move_is_recorded_done_not_undone(store, _fake_h
     trash = tmp_path / "trash"
     trash.mkdir()
 
-    def taken_first(p: str) -> None:
+    def taken_first(p: str, original: str) -> None:
         os.rename(p, trash / Path(p).name)  # another run's recovery moved it to the trash
         raise FileNotFoundError(2, "No such file or directory", p)
 
