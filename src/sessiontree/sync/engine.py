@@ -406,19 +406,35 @@ def _lines_in(data: bytes) -> int:
     return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 
+#: Damaged lines looked past before the first readable record decides what wrote a file.
+_SNIFF_LINES = 64
+
+
 def _maybe_foreign(body: bytes) -> bool:
-    """Whether the first record of ``body`` is one a foreign agent writes (a pi/Atomic
-    header is recognised from its first bytes, without parsing the line)."""
-    start = len(body) - len(body.lstrip(_JSON_WS + b"\x0b\x0c"))
-    end = body.find(b"\n", start)
-    first = body[start:end if end >= 0 else len(body)]
-    if first.startswith(b'{"type":"session"'):
-        return False
-    try:
-        value = jsonio.loads(first)
-    except (ValueError, SessionError):
-        return False
-    return sniff_agent(value if isinstance(value, dict) else None) is not None
+    """Whether the first readable record of ``body`` (a line that is a JSON object; up to
+    :data:`_SNIFF_LINES` damaged lines before it are looked past, as
+    :func:`~sessiontree.format.foreign.map_foreign` does) is one a foreign agent writes.
+    A pi/Atomic header is recognised from its first bytes, without parsing the line."""
+    start = 0
+    size = len(body)
+    looked = 0
+    while start < size and looked < _SNIFF_LINES:
+        end = body.find(b"\n", start)
+        stop = size if end < 0 else end
+        line = body[start:stop].strip(_JSON_WS + b"\x0b\x0c")
+        start = stop + 1
+        if not line:
+            continue
+        looked += 1
+        if line.startswith(b'{"type":"session"'):
+            return False
+        try:
+            value = jsonio.loads(line)
+        except (ValueError, SessionError):
+            continue
+        if isinstance(value, dict):
+            return sniff_agent(value) is not None
+    return False
 
 
 # --------------------------------------------------------------------------- comparing
@@ -900,10 +916,11 @@ class Syncer:
         if not mapped.header_known:
             return FileResult(path, "in-progress", reason="no record names the session yet",
                               pending=pending + len(body))
+        refusal = mapped.refusal()  # the same decision `check` reports (docs/agents/README.md)
+        if refusal is not None:
+            return FileResult(path, "rejected", reason=refusal, line=1)
         parsed = mapped.parsed(path)
         session_id = parsed.header["id"]
-        if not is_valid_session_id(session_id):
-            return FileResult(path, "rejected", reason=f"invalid session id {session_id!r}", line=1)
         count = len(parsed.entries)
         new_state = SyncState(path, session_id, fst.st_size, fst.st_mtime_ns, fst.st_ino, fst.st_dev, len(body),
                               _lines_in(body), count, 0, _sha(body.split(b"\n", 1)[0]),
