@@ -64,16 +64,16 @@ CODES: dict[str, CodeInfo] = {
         import_accepts=False),
     "torn-record": CodeInfo(
         "error", True, "an incomplete record followed, on the same line, by a record appended later",
-        import_accepts=False),
+        import_accepts=True),
     "malformed-line": CodeInfo(
-        "error", False, "a line that is not a JSON object and cannot be split into records",
-        import_accepts=False),
+        "warning", True, "a line that is not a JSON object and cannot be split into records (skipped, as pi does)",
+        import_accepts=True),
     "glued-records": CodeInfo(
         "error", True, "two or more complete records on one line with no newline between them",
-        import_accepts=False),
+        import_accepts=True),
     "nul-bytes": CodeInfo(
         "error", True, "a run of NUL bytes, as left by a crash",
-        import_accepts=False),
+        import_accepts=True),
     "invalid-utf8": CodeInfo(
         "error", False, "bytes that are not UTF-8 (readers see U+FFFD)",
         import_accepts=True),

@@ -226,13 +226,22 @@ class _LineReader:
 
     def _add_kept(self, number: int, line: bytes, pieces: list[Piece], reason: str, final: bool,
                   code: str = "malformed-line") -> None:
+        # A malformed line is skipped by readers, as pi skips it (docs/check.md): the copy
+        # leaves it out (its bytes are in the change), and an id readable on it is lost, so
+        # entries below it are re-parented past it. A record nested too deep is refused,
+        # not skipped: kept as written.
+        dropped = code == "malformed-line"
         entry_id = None
         for piece in pieces:
             fields = salvage(piece.data)
             found = fields.get("id")
             if isinstance(found, str) and found:
                 entry_id = entry_id or found
-                self._remember_salvage(found, number, fields, kept=True)
+                self._remember_salvage(found, number, fields, kept=not dropped)
+        if dropped:
+            self.problem(code, number, f"{reason}; readers skip the line, as pi does", entry_id)
+            self.change(code, number, "dropped the malformed line (readers skip it)", entry_id, line)
+            return
         self.problem(code, number, reason, entry_id)
         self.items.append(Kept(number, line))
         self.final_output = final

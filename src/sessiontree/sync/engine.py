@@ -130,13 +130,15 @@ def _prefix_sha(fd: int, size: int) -> bytes:
     return sha256_prefix(fd, size)[0]
 
 
-def _whole_shape(body: bytes, parsed: ParsedSession) -> bytes | None:
+def _whole_shape(body: bytes, parsed: ParsedSession, header_line: int | None = None) -> bytes | None:
     """The encoded shape of a whole file's complete bytes, against the header the store
-    will hold (its own serialization of the parsed header) and the entries' texts;
+    will hold (its own serialization of the parsed header) and the entries' texts
+    (``header_line``: the header's line when malformed lines come before it);
     ``None`` when the shape cannot follow the lines (never expected; restore then says
     the file cannot be given back byte for byte)."""
     try:
-        return shape_of(body, jsonio.dumps(parsed.header), parsed.lines, parsed.entry_bytes).encode()
+        return shape_of(body, jsonio.dumps(parsed.header), parsed.lines, parsed.entry_bytes,
+                        header_line=header_line).encode()
     except ShapeError:
         return None
 
@@ -760,6 +762,8 @@ class Syncer:
         header = first_line(fd)
         if _sha(header) != state.header_hash:
             return None
+        if not header.lstrip(_JSON_WS).startswith(b"{"):
+            return None  # malformed lines before the header (skipped as pi does): read whole
         low = max(0, state.consumed - TAIL_CHECK)
         try:
             check_input_size(fst.st_size - state.consumed, path)  # only the new bytes are read
@@ -878,7 +882,8 @@ class Syncer:
         raw = [parsed.entry_bytes(i) for i in range(len(parsed.entries))]
         new_state = SyncState(path, session_id, fst.st_size, fst.st_mtime_ns, fst.st_ino, fst.st_dev, complete,
                               _lines_in(body), len(raw), parsed.source_version,
-                              _sha(body.split(b"\n", 1)[0]), _sha(body[-TAIL_CHECK:]), _whole_shape(body, parsed))
+                              _sha(body.split(b"\n", 1)[0]), _sha(body[-TAIL_CHECK:]),
+                              _whole_shape(body, parsed, split.header_line if split is not None else None))
         expect = self.states.get(path)
         synced_before = state.entries if state is not None and state.session_id == session_id else 0
         result = self._reconcile(path, parsed, raw, pending, synced_before,
