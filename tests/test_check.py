@@ -308,8 +308,7 @@ def test_malformed_line_is_left_out_of_the_copy_and_its_children_reparented() ->
     result = repair_bytes(data, "m.jsonl")
     assert [(c.code, c.line, c.description, c.dropped) for c in result.changes] == [
         ("malformed-line", 3, "dropped the malformed line (readers skip it)", broken),
-        ("dangling-parent", 4, 're-parented from missing "a1" to "u1", its nearest surviving ancestor')
-        + (None,)]
+        ("dangling-parent", 4, 're-parented from missing "a1" to "u1", its nearest surviving ancestor', None)]
     assert result.data == HEADER + b"\n" + USER + b"\n" + child.replace(b'"parentId":"a1"', b'"parentId":"u1"') + b"\n"
     assert result.remaining == []
 

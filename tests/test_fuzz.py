@@ -60,7 +60,6 @@ from sessiontree.check.checker import CODES, check_bytes, repair_bytes
 from sessiontree.cli import cli
 from sessiontree.errors import SessionError
 from sessiontree.format import jsonio
-from sessiontree.format.codec import read_session_file
 from sessiontree.session.importing import read_file
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.memory import MemoryStore

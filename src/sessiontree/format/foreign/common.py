@@ -37,8 +37,8 @@ from typing import Any
 
 import orjson
 
-from sessiontree.format import jsonio
 from sessiontree.errors import InvalidSessionError
+from sessiontree.format import jsonio
 from sessiontree.format.codec import ParsedSession, validate_entry
 from sessiontree.format.ids import is_valid_session_id
 from sessiontree.format.types import Entry
