@@ -64,7 +64,8 @@ class _Mapper:
     def header(self, records: list[Record]) -> dict[str, Any]:
         stem = os.path.splitext(os.path.basename(self.path or ""))[0]
         meta: dict[str, Any] = {}
-        for record in records[:1]:
+        # The first readable record (damaged lines before it are inert entries).
+        for record in [r for r in records if r.value is not None][:1]:
             value = record.value or {}
             if value.get("type") == "session_meta" and isinstance(value.get("payload"), dict):
                 meta = {**value["payload"], "timestamp": value["payload"].get("timestamp", value.get("timestamp"))}
@@ -243,8 +244,8 @@ def map_codex(data: bytes, path: str | None = None) -> ForeignSession:
     mapper = _Mapper(path)
     records = list(iter_records(data))
     header = mapper.header(records)
-    known = bool(records) and isinstance(records[0].value, dict) and (
-        records[0].value.get("type") == "session_meta" or "instructions" in records[0].value)
+    first = next((r.value for r in records if r.value is not None), None)
+    known = first is not None and (first.get("type") == "session_meta" or "instructions" in first)
     mapper.result = result = ForeignSession(AGENT, header, header_known=known)
     for record in records:
         mapper.map_record(record)
