@@ -316,6 +316,10 @@ def discover(paths: Iterable[str], exclude: str | None = None) -> tuple[list[str
             reject(directory, _os_reason(exc, directory))
             return
         inner = ancestors | {key}
+        # A folder's own files before its subfolders: a session's own file is met before
+        # the same-id copies pi-subagents keeps in a folder named after it (docs/sync.md,
+        # "pi-subagents folders").
+        items.sort(key=lambda item: (_is_folder(item), item.name))
         for item in items:
             if item.name.endswith(_SUFFIX):
                 try:
@@ -352,6 +356,33 @@ def discover(paths: Iterable[str], exclude: str | None = None) -> tuple[list[str
         else:
             reject(path, "not a regular file")
     return files, rejected
+
+
+def _is_folder(item: os.DirEntry[str]) -> bool:
+    """Whether a folder entry is a folder (a link to one too); ``False`` when it cannot be told."""
+    try:
+        return item.is_dir() and not item.name.endswith(_SUFFIX)
+    except OSError:
+        return False
+
+
+#: The folder pi-subagents writes its run artifacts to, beside the sessions (docs/sync.md).
+_ARTIFACTS_FOLDER = "subagent-artifacts"
+
+
+def _artifact_note(path: str, first: bytes) -> str | None:
+    """The note for a pi-subagents artifact (a subagent run's transcript or event stream in
+    a ``subagent-artifacts`` folder, whose first record is no session header), else ``None``."""
+    if os.path.basename(os.path.dirname(path)) != _ARTIFACTS_FOLDER:
+        return None
+    try:
+        value = jsonio.loads(first)
+    except (ValueError, SessionError):
+        value = None
+    if isinstance(value, dict) and value.get("type") == "session":
+        return None
+    return ("a pi-subagents artifact (a subagent run's transcript or events, no session header): skipped; "
+            "the run's session is its own file")
 
 
 def _os_reason(exc: OSError, path: str) -> str:
@@ -754,6 +785,29 @@ class Syncer:
         if change.kind == "create":
             self.stored_ids.add(change.session_id)
 
+    # -- pi-subagents: a session's own file and its same-id copies -----------------------------
+
+    def _own_file(self, path: str, session_id: str) -> str | None:
+        """The session's own file when ``path`` is a same-id copy inside the folder named
+        after it (``<ts>_<id>/forks/...``, ``<ts>_<id>/<runId>/run-0/session.jsonl``: the
+        folder pi-subagents keeps beside a session file), else ``None``."""
+        if session_id not in self.stored_ids:
+            return None
+        for other, state in self.states.items():
+            if (other != path and state.session_id == session_id and state.entries > 0
+                    and path.startswith(os.path.splitext(other)[0] + os.sep)):
+                return other
+        return None
+
+    def _copies_taken_over(self, path: str, session_id: str) -> list[SyncState]:
+        """The recorded states of same-id copies inside ``path``'s own folder that hold the
+        session (synced before its own file, as an earlier version met them first)."""
+        if session_id not in self.stored_ids:
+            return []
+        root = os.path.splitext(path)[0] + os.sep
+        return [state for other, state in self.states.items()
+                if state.session_id == session_id and state.entries > 0 and other.startswith(root)]
+
     # -- a file that only grew: read the new bytes --------------------------------------------
 
     def _grow(self, path: str, fd: int, fst: os.stat_result, state: SyncState) -> FileResult | None:
@@ -856,6 +910,9 @@ class Syncer:
     # -- anything else: read the whole file and compare ---------------------------------------
 
     def _whole(self, path: str, fd: int, fst: os.stat_result, state: SyncState | None) -> FileResult:
+        note = _artifact_note(path, first_line(fd))
+        if note is not None:
+            return FileResult(path, "unchanged", note=note)
         try:
             check_input_size(fst.st_size, path)  # refused before it is read (docs/stores.md, "Large files")
         except InvalidSessionError as exc:
@@ -879,6 +936,18 @@ class Syncer:
         session_id = parsed.header["id"]
         if not is_valid_session_id(session_id):
             return FileResult(path, "rejected", session_id, reason=f"invalid session id {session_id!r}", line=1)
+        own = self._own_file(path, session_id)
+        if own is not None:
+            # A same-id copy inside the session's own folder (pi-subagents): recorded, so it is
+            # not read again while unchanged, with no entries (never counted, never the
+            # session's path for restore or resume), and nothing stored from it.
+            copy = SyncState(path, session_id, fst.st_size, fst.st_mtime_ns, fst.st_ino, fst.st_dev, complete,
+                             _lines_in(body), 0, 0, _sha(body.split(b"\n", 1)[0]), _sha(body[-TAIL_CHECK:]), None)
+            self._commit(self.states.get(path), copy, SyncChange("none", session_id))
+            return FileResult(path, "unchanged", session_id, pending=pending,
+                              note=f"a copy of session {session_id} in its own file's folder (pi-subagents); "
+                                   f"the session is {own}: not counted again")
+        taken = self._copies_taken_over(path, session_id)
         raw = [parsed.entry_bytes(i) for i in range(len(parsed.entries))]
         new_state = SyncState(path, session_id, fst.st_size, fst.st_mtime_ns, fst.st_ino, fst.st_dev, complete,
                               _lines_in(body), len(raw), parsed.source_version,
@@ -886,9 +955,27 @@ class Syncer:
                               _whole_shape(body, parsed, split.header_line if split is not None else None))
         expect = self.states.get(path)
         synced_before = state.entries if state is not None and state.session_id == session_id else 0
-        result = self._reconcile(path, parsed, raw, pending, synced_before,
-                                 lambda change: self._commit(expect, new_state, change))
         notes = []
+        if taken:
+            # The session's own file takes the session back from the copies an earlier sync
+            # met first: the stored session becomes the file's (the copies' own entries stay in
+            # their files), and the copies are recorded as copies.
+            try:
+                self._commit(expect, new_state, SyncChange("replace", session_id, dict(parsed.header),
+                                                           parsed.entries, raw))
+            except InvalidSessionError as exc:
+                return FileResult(path, "rejected", session_id, reason=f"replacing failed: {exc.reason}")
+            for copy in taken:
+                self._commit(copy, replace(copy, entries=0, version=0, shape=None),
+                             SyncChange("none", session_id))
+            many = len(taken) > 1
+            result = FileResult(path, "replaced", session_id, added=len(raw), pending=pending,
+                                reason=f"the session's own file: it replaces what {len(taken)} same-id "
+                                       f"cop{'ies' if many else 'y'} in its folder (pi-subagents) gave "
+                                       f"before; they no longer count")
+        else:
+            result = self._reconcile(path, parsed, raw, pending, synced_before,
+                                     lambda change: self._commit(expect, new_state, change))
         if result.status == "new" and state is not None and state.session_id == session_id:
             # Synced before, since deleted from the store: the agent's file is the source,
             # so it comes back, but never silently (docs/sync.md, "A deleted session").
