@@ -16,7 +16,7 @@ import pytest
 
 from corpus import foreign_files, needs_shared, shared_files
 from sessiontree.check.checker import CODES, check_bytes
-from sessiontree.format.foreign import ForeignSession, map_foreign, settle, source_bytes
+from sessiontree.format.foreign import ForeignSession, map_foreign, source_bytes
 from sessiontree.format.foreign.common import Record
 from sessiontree.stores import open_store
 from sessiontree.sync.engine import Syncer
@@ -90,6 +90,8 @@ def test_an_entry_the_validator_refuses_becomes_inert_in_place():
     validator refuses (here a custom_message whose timestamp is epoch ms, the mapping bug the
     issue found) keeps its place, id, parent and bytes as an inert ``custom`` entry, with
     its line and the validator's reason reported; a repeated id is made distinct."""
+    from sessiontree.format.foreign import settle  # new in issue 39
+
     header = {"type": "session", "version": 4, "id": "0199aaaa-0000-7000-8000-000000000001",
               "createdAt": "2026-01-01T00:00:00.000Z", "cwd": "/w", "foreign": {"agent": "codex"}}
     result = ForeignSession("codex", header)
