@@ -165,7 +165,8 @@ def settle(result: ForeignSession) -> ForeignSession:
             validate_entry(entry)
         except InvalidSessionError as exc:
             reason = f"mapped {entry.get('type')!r} entry refused by the format-4 validator: {exc.reason}"
-            info = entry.get("foreign") if isinstance(entry.get("foreign"), dict) else {}
+            found = entry.get("foreign")
+            info: dict[str, Any] = found if isinstance(found, dict) else {}
             stamp = entry.get("timestamp")
             data: dict[str, Any] = {"recordType": "invalid-entry"}
             if isinstance(entry.get("type"), str):
