@@ -60,6 +60,8 @@ class _Mapper:
         self.model = ""
         self.tool_names: dict[str, str] = {}
         self.total: Counts | None = None
+        self.responses = 0  # model responses met so far (their items share a responseId)
+        self.in_response = False
 
     def header(self, records: list[Record]) -> dict[str, Any]:
         stem = os.path.splitext(os.path.basename(self.path or ""))[0]
@@ -123,6 +125,7 @@ class _Mapper:
             else:
                 self.inert(record, "turn_context")
         elif kind == "compacted":
+            self.in_response = False
             message = payload.get("message")
             self.add(record, {"type": "compaction", "summary": message if isinstance(message, str) else "",
                               "firstKeptEntryId": None})
@@ -149,6 +152,7 @@ class _Mapper:
             last = (max(0, total[0] - previous[0]), max(0, total[1] - previous[1]),
                     max(0, total[2] - previous[2]), max(0, total[3] - previous[3]))
         self.total = total
+        self.in_response = False  # Codex counts a response's tokens once it is complete
         if not any(last):
             self.inert(record, "event_msg", subtype="token_count")
             return
@@ -162,6 +166,9 @@ class _Mapper:
         assert self.result is not None
         ptype = payload.get("type")
         role = payload.get("role")
+        if not (ptype == "message" and role == "assistant") and ptype not in (
+                "reasoning", "function_call", "custom_tool_call", "local_shell_call", *_BOOKKEEPING_ITEMS):
+            self.in_response = False  # an output, a user or developer message: the response is over
         if ptype == "message" and role == "user":
             self.add(record, {"type": "message", "message": {
                 "role": "user", "content": self.blocks(payload.get("content"), record), "timestamp": stamp}})
@@ -211,10 +218,16 @@ class _Mapper:
             self.inert(record, "response_item", f"response item {ptype!r} not mapped", subtype=str(ptype))
 
     def assistant(self, record: Record, content: list[dict[str, Any]], stamp: int, stop: str) -> None:
+        if not self.in_response:
+            # The first item of a model response: the items up to the next output, user
+            # message or token count are that response's (docs/agents/codex.md).
+            self.responses += 1
+            self.in_response = True
         usage = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0}
         self.add(record, {"type": "message", "message": {
             "role": "assistant", "content": content, "api": "openai-responses", "provider": "openai",
-            "model": self.model, "usage": usage, "stopReason": stop, "timestamp": stamp}},
+            "model": self.model, "usage": usage, "stopReason": stop, "timestamp": stamp,
+            "responseId": f"r{self.responses}"}},
             extra={"billed": False})
 
     def blocks(self, content: Any, record: Record) -> list[dict[str, Any]]:
