@@ -44,11 +44,12 @@ class CodeInfo:
             :mod:`sessiontree.check.checker`).
         repairable: whether :func:`~sessiontree.check.repair.repair_bytes` fixes it.
         description: one line for listings and ``--help``.
-        import_accepts: whether ``sessiontree import`` (and
-            :meth:`~sessiontree.session.manager.SessionManager.import_session` after
-            :func:`~sessiontree.format.read_session_file`) still accepts a
-            file whose only problem has this code: readers tolerate many
-            errors on purpose (see ``docs/check.md``).
+        import_accepts: whether ``sessiontree import`` and ``sync`` (what they read
+            with, :func:`~sessiontree.check.glued.parse_unglued`, then
+            :meth:`~sessiontree.session.manager.SessionManager.import_session`) still
+            accept a file whose only problem has this code: readers tolerate many
+            errors on purpose (see ``docs/check.md``). ``sync`` refuses a file exactly
+            when ``check`` reports an error whose code has ``False`` here.
     """
 
     severity: Severity
