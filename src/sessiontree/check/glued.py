@@ -173,6 +173,7 @@ def split_glued(data: bytes, *, first_line: int = 1, has_header: bool = True) ->
     glued: list[tuple[int, int]] = []
     skipped: list[tuple[int, str]] = []
     torn: list[int] = []
+    rewritten = False  # a header line read past its byte order marks
     header_line: int | None = None
     start = 0
     number = first_line
@@ -202,6 +203,7 @@ def split_glued(data: bytes, *, first_line: int = 1, has_header: bool = True) ->
                 header_line = number
                 if cleaned is not content:
                     pieces = [cleaned.strip(_JSON_WS)]
+                    rewritten = True
                     if b"\x00" in content:
                         torn.append(number)
         elif content.strip():
@@ -228,7 +230,7 @@ def split_glued(data: bytes, *, first_line: int = 1, has_header: bool = True) ->
                 origin.append(number)
         number += 1
         start = end
-    if not glued and not skipped and not torn:
+    if not glued and not skipped and not torn and not rewritten:
         return None
     return GlueSplit(b"".join(out), origin, glued, skipped, header_line if has_header else None, torn)
 
