@@ -99,11 +99,17 @@ def test_an_object_glued_to_a_record_that_is_no_entry_is_refused_as_check_says(_
     assert "invalid-entry" in codes
 
 
-def test_a_header_glued_to_an_entry_is_refused(_fake_home, tmp_path):
+def test_a_header_glued_to_an_entry_is_read_apart_as_check_reads_it(_fake_home, tmp_path):
+    """Issue 39: ``check`` reads a header with an entry glued after it as two records (a
+    ``glued-records`` error that import accepts), so ``sync`` does too; before, sync refused
+    the file at line 1 while check found nothing refusing it (fuzz seed 1, input #63)."""
     lines = shifted_copy(corpus.vendored(corpus.LARGE_SESSION), GLUED_SID)[:10]
     path = write(_pi_folder(_fake_home) / "odd.jsonl", glue(lines, 1))
-    report = run_cli_json(f"sqlite:///{tmp_path / 'pi.db'}", "sync", str(path), code=1)
-    assert report["files"][0]["status"] == "rejected" and report["files"][0]["line"] == 1
+    report = run_cli_json(f"sqlite:///{tmp_path / 'pi.db'}", "sync", str(path))
+    row = report["files"][0]
+    assert row["status"] == "new" and "line 1" in row["note"]
+    problems = check_bytes(path.read_bytes(), str(path))
+    assert [(p.code, p.line) for p in problems if p.severity == "error"] == [("glued-records", 1)]
 
 
 @corpus.needs_shared

@@ -109,6 +109,12 @@ def _where(lines: list[int], offset: int) -> str:
     return where
 
 
+def _is_header(record: bytes) -> bool:
+    """Whether a record's bytes are a JSON object with ``"type": "session"``."""
+    value, _ = loads(record)
+    return isinstance(value, dict) and value.get("type") == "session"
+
+
 def _reading(content: bytes, final: bool) -> tuple[str, list[bytes], str | None] | None:
     """How readers take a non-blank line other than the header, exactly as the checker's
     line pass does (:mod:`sessiontree.check.reader`), so ``sync``/``import`` and ``check``
@@ -161,8 +167,8 @@ def split_glued(data: bytes, *, first_line: int = 1, has_header: bool = True) ->
         data: a file's bytes (or bytes appended after a consumed prefix).
         first_line: the line number of the first line of ``data``.
         has_header: ``data`` starts with the header line (after any malformed
-            lines, which are skipped), which is never split (a header glued to an
-            entry is refused: which line is the header would be a guess).
+            lines, which are skipped); entries glued after the header on its line
+            are read apart, as the checker reads them.
 
     Returns:
         The split bytes and where each line came from, or ``None`` when no line
@@ -199,6 +205,14 @@ def split_glued(data: bytes, *, first_line: int = 1, has_header: bool = True) ->
             found = _reading(cleaned, final) if cleaned.strip() else ("skip", [], "NUL bytes only")
             if found is not None and found[0] == "skip" and not final:
                 reason = found[2]
+            elif found is not None and found[0] == "split" and not _is_header(found[1][0]):
+                header_line = number  # records glued with no header first: the strict reader refuses
+            elif found is not None and found[0] == "split":
+                # The header with entries glued after it, as the checker reads the line.
+                header_line = number
+                pieces = found[1]
+                if found[2]:
+                    torn.append(number)
             else:
                 header_line = number
                 if cleaned is not content:
