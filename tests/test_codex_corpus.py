@@ -229,3 +229,50 @@ def test_parallel_calls_of_one_response_get_their_real_results():
     messages = build_session_context(mapped.parsed().entries).messages
     results = [(m["toolCallId"], m["content"][0]["text"]) for m in messages if m["role"] == "toolResult"]
     assert results == [("c1", "one"), ("c2", "two")]
+
+
+@needs_shared
+def test_a_session_stored_by_an_older_mapping_is_mapped_again(tmp_path, monkeypatch):
+    """A rollout synced by a version whose mapping made other entries (here: usage entries
+    without ``reasoningTokens``, and one more entry for the last record), read whole again
+    (its inode changed: an editor or a copy wrote it anew, same bytes): the file's records
+    are the stored ones, so the session is mapped again (``replaced``), a name set with
+    sessiontree kept. Before, it was reported diverged and sync exited 1."""
+    import sessiontree.sync.engine as engine
+
+    path = foreign_files("codex")[-1]  # 019b04ae: its calls have reasoning tokens
+    real = engine.map_foreign
+
+    def older(data, name=None):
+        mapped = real(data, name)
+        for entry in mapped.entries:
+            entry.pop("reasoningTokens", None)
+        last = mapped.entries[-1]
+        mapped.entries.append({"type": "custom", "customType": "codex", "data": {}, "id": last["id"] + ".2",
+                               "parentId": last["id"], "timestamp": last["timestamp"],
+                               "foreign": {"agent": "codex", "line": last["foreign"]["line"], "part": 2}})
+        mapped.lines.append(mapped.lines[-1])
+        return mapped
+
+    copy = tmp_path / path.name
+    copy_bytes = path.read_bytes()
+    copy.write_bytes(copy_bytes)
+    path = copy
+    store = open_store("memory:")
+    monkeypatch.setattr(engine, "map_foreign", older)
+    first = Syncer(store).sync_file(str(path))
+    assert first.status == "new"
+    monkeypatch.setattr(engine, "map_foreign", real)
+    from sessiontree.session.manager import SessionManager
+
+    manager = SessionManager.open(store, first.session_id)
+    manager.append_session_info("named here")
+    path.unlink()
+    path.write_bytes(copy_bytes)
+    again = Syncer(store).sync_file(str(path))
+    assert again.status == "replaced" and "mapped again" in (again.reason or ""), (again.status, again.reason)
+    entries = store.read(first.session_id).entries
+    assert sum(e.get("reasoningTokens", 0) for e in entries if e["type"] == "usage") == \
+        _foreign_md_codex()[path.name]["reasoning"]
+    assert entries[-1]["type"] == "session_info" and entries[-1]["name"] == "named here"
+    assert Syncer(store).sync_file(str(path)).status == "unchanged"

@@ -68,7 +68,7 @@ from sessiontree.errors import (
 from sessiontree.format import jsonio
 from sessiontree.format.codec import ParsedSession
 from sessiontree.format.files import first_line, sha256_prefix
-from sessiontree.format.foreign import map_foreign, sniff_agent
+from sessiontree.format.foreign import map_foreign, sniff_agent, source_bytes
 from sessiontree.format.ids import is_valid_session_id
 from sessiontree.format.inputlimit import check_input_size
 from sessiontree.format.shape import FileShape, ShapeError, shape_of
@@ -585,6 +585,41 @@ def _merge_for_replace(stored: ParsedSession, parsed: ParsedSession,
 _ID_FIELDS = ("id", "parentId", "firstKeptEntryId", "targetId", "fromId")
 
 
+def _mapped_again(stored: ParsedSession, source: bytes) -> bool:
+    """Whether a stored foreign session was mapped from records the file still holds
+    unchanged (their verbatim bytes, joined, are a non-empty prefix of ``source``): then any
+    difference in the entries is the mapping's, never the agent's."""
+    before = source_bytes(stored.entries)
+    return bool(before) and before is not None and source.startswith(before)
+
+
+def _remapped(stored: ParsedSession, parsed: ParsedSession,
+              raw: list[bytes]) -> tuple[list[dict[str, Any]], list[bytes | None], int]:
+    """What a foreign session mapped again stores: the file's entries as the current mapping
+    makes them, then the stored entries set with sessiontree (those without a ``foreign``
+    object: a name, a label), in stored order; one whose parent is gone hangs off the last
+    file entry, one whose target is gone is dropped. Returns ``(entries, raw, kept)``."""
+    entries: list[dict[str, Any]] = list(parsed.entries)
+    texts: list[bytes | None] = list(raw)
+    ids = {entry["id"] for entry in entries}
+    leaf = entries[-1]["id"] if entries else None
+    kept = 0
+    for j, entry in enumerate(stored.entries):
+        if isinstance(entry.get("foreign"), dict) or entry["id"] in ids:
+            continue  # a record of the file: the current mapping's entry stands for it
+        target = entry.get("targetId")
+        if isinstance(target, str) and target not in ids:
+            continue
+        text: bytes | None = stored.entry_bytes(j)
+        if entry.get("parentId") is not None and entry.get("parentId") not in ids:
+            entry, text = {**entry, "parentId": leaf}, None
+        entries.append(entry)
+        texts.append(text)
+        ids.add(entry["id"])
+        kept += 1
+    return entries, texts, kept
+
+
 def _sans_ids(entry: dict[str, Any]) -> bytes:
     """An entry's content without its id and the ids it names (canonical JSON)."""
     return jsonio.dumps({key: value for key, value in sorted(entry.items()) if key not in _ID_FIELDS})
@@ -1040,11 +1075,16 @@ class Syncer:
                                   session_id, added=len(added), pending=pending)
         raw = [parsed.entry_bytes(i) for i in range(count)]
         return self._reconcile(path, parsed, raw, pending, synced_before,
-                               lambda change: self._commit(expect, new_state, change))
+                               lambda change: self._commit(expect, new_state, change), source=body)
 
     def _reconcile(self, path: str, parsed: ParsedSession, raw: list[bytes], pending: int, synced_before: int,
-                   commit: Callable[[SyncChange], None]) -> FileResult:
-        """Decide new / unchanged / grown / diverged / replaced for a parsed source and write it."""
+                   commit: Callable[[SyncChange], None], source: bytes | None = None) -> FileResult:
+        """Decide new / unchanged / grown / diverged / replaced for a parsed source and write it.
+
+        ``source``: a foreign file's complete bytes. When its stored session differs from
+        the file's mapping although the records it was mapped from are the file's own
+        (a prefix of ``source``), the mapping changed, not the file: the session is mapped
+        again (``replaced``), as docs/agents/README.md ("Mapped again") says."""
         session_id = parsed.header["id"]
         stored: ParsedSession | None = None
         if session_id in self.stored_ids or self.store.exists(session_id):
@@ -1082,6 +1122,16 @@ class Syncer:
                       (f", {kept} entries set with sessiontree kept on the new ids" if kept else ""))
             return FileResult(path, "replaced", session_id, added=len(raw), reason=reason,
                               pending=pending, kept=kept, superseded=len(mapping))
+        if source is not None and _mapped_again(stored, source):
+            entries, texts, kept = _remapped(stored, parsed, raw)
+            try:
+                commit(SyncChange("replace", session_id, dict(parsed.header), entries, texts))
+            except InvalidSessionError as exc:
+                return FileResult(path, "rejected", session_id, reason=f"replacing failed: {exc.reason}")
+            return FileResult(path, "replaced", session_id, added=len(raw), pending=pending, kept=kept,
+                              reason="mapped again: the file's records are the ones stored, read by this "
+                                     "version's mapping" + (f" ({kept} entries set with sessiontree kept)"
+                                                            if kept else ""))
         index = compared.index
         line: int | None
         if index is None:
