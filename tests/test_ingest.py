@@ -126,3 +126,21 @@ def test_a_pi_file_with_a_malformed_line_syncs_and_check_agrees(tmp_path):
     problems = check_bytes(path.read_bytes(), str(path))
     assert [(p.code, p.severity, p.line) for p in problems] == [
         ("legacy-version", "warning", 1), ("malformed-line", "warning", 2)]
+
+
+def test_export_source_gives_a_pi_file_with_a_malformed_line_back_byte_for_byte(_fake_home, tmp_path):
+    """The skipped line is kept (the file's shape): ``export --format source`` writes the pi
+    file as it is, damaged line included (synthetic file); with ``--redact`` it says why not."""
+    from cli_support import run_cli
+    from sync_support import agent_file
+
+    path = agent_file(_fake_home, n=2)
+    lines = path.read_bytes().split(b"\n")
+    path.write_bytes(b"\n".join([*lines[:2], b"{not json", *lines[2:]]))
+    db = f"sqlite:///{tmp_path / 's.db'}"
+    run_cli(db, "sync", str(path))
+    out = tmp_path / "back.jsonl"
+    run_cli(db, "export", "019cadb4", "--format", "source", "-o", str(out))
+    assert out.read_bytes() == path.read_bytes()
+    err = run_cli(db, "export", "019cadb4", "--format", "source", "--redact", code=1).stderr
+    assert "--format jsonl --redact" in err
