@@ -1,31 +1,34 @@
-"""Reading a session file whose records are glued, without changing the file.
+"""Reading a damaged session file the way ``check`` reads it, without changing the file.
 
-An agent that loses a newline writes two (or more) complete records on one
-line: ``{...}{...}\\n``. The strict reader (:func:`~sessiontree.format.codec.parse_session`)
-rejects such a file whole; the checker reports the line as ``glued-records``
-(:mod:`sessiontree.check.reader`). ``sync`` and ``import`` read it anyway
-(docs/sync.md, "Glued records"): :func:`parse_unglued` splits exactly the
-lines the checker recognises as glued (every piece a complete JSON object
-that looks like a record, nothing else on the line) and parses the result
-with the strict reader, so every other format rule still applies. A line
-with anything else on it (a torn record, junk, a value that is not a record)
-is left as it is, and the strict reader's error stands: ambiguous lines are
-refused, never guessed.
+The strict reader (:func:`~sessiontree.format.codec.parse_session`) refuses a
+file whole at its first damaged line. ``sync`` and ``import`` read through
+:func:`parse_unglued` instead, which, only when the strict reader refuses,
+takes every line exactly as the checker's line pass does
+(:mod:`sessiontree.check.reader`), so ``check``, ``sync`` and ``import`` agree
+on every file (docs/check.md, column "import"), then parses the result with
+the strict reader, so every other format rule still applies:
 
-The entries' line numbers (:attr:`ParsedSession.lines`) are the file's own:
-the records of a glued line all report that line, which is how the file's
-shape keeps the line verbatim (:mod:`sessiontree.format.shape`, ``G``).
+* **Glued records** (docs/sync.md, "Glued records"): an agent that loses a
+  newline writes two or more complete records on one line (``{...}{...}``);
+  they are read apart, each reporting that line, which is how the file's
+  shape keeps the line verbatim (:mod:`sessiontree.format.shape`, ``G``). A
+  header followed by entries on its line is read apart too.
+* **Torn records and NUL runs** left by a crash: an incomplete record
+  followed on its line by complete ones, or NUL bytes in a line, are dropped
+  and the complete records read (as ``check --repair`` keeps them); the line
+  stays verbatim in the shape (``L`` or ``G``).
+* **Malformed lines** (docs/sync.md, "Malformed lines"): a complete line,
+  newline included, that is not JSON or not a JSON object is skipped the way
+  pi skips it (pi's session loader parses each line and drops the ones
+  ``JSON.parse`` refuses), also before the header; the skipped lines are
+  listed (:attr:`GlueSplit.skipped`) and, having no entry, stay in the
+  file's shape verbatim (an ``l`` operation), so ``restore`` and ``archive``
+  give the file back byte for byte.
 
-A **malformed line** (a complete line, newline included, that is not JSON or
-not a JSON object, and is not glued records) is skipped the way pi skips it
-(pi's session loader parses each line and drops the ones ``JSON.parse``
-refuses; docs/sync.md, "Malformed lines"): the rest of the file is read, the
-skipped lines are listed (:attr:`GlueSplit.skipped`) and, having no entry,
-stay in the file's shape verbatim (an ``l`` operation), so ``restore`` and
-``archive`` give the file back byte for byte. The header line is never
-skipped, nor is a last line without its newline (a torn final record: an
-agent may still be writing it), nor a record nested too deep (readers refuse
-those, they are not malformed).
+Left to the strict reader's error: a last line without its newline (a torn
+final record: an agent may still be writing it), a record nested too deep,
+a piece that is no entry, and a file in which no line is a header (then the
+first error the strict reader found is raised, with its line).
 """
 
 from __future__ import annotations
