@@ -4,9 +4,11 @@ Lines are split on ``\\n`` only (docs/rules/decisions.md D-3). NUL bytes never
 occur in valid JSON text, so runs of them are cut out of a line first; a
 line that still does not parse is taken apart by
 :func:`~sessiontree.check.salvage.decompose`. Records go to
-:attr:`FileState.items <sessiontree.check.state.FileState.items>`; a line
-that cannot be read is kept as written (:class:`~sessiontree.check.state.Kept`),
-so what the repair cannot fix is still reported on the copy.
+:attr:`FileState.items <sessiontree.check.state.FileState.items>`. A
+malformed line (not JSON, or not a JSON object) is dropped, its bytes in the
+change, as readers skip it the way pi does (docs/sync.md, "Malformed
+lines"); a record nested too deep, which readers refuse, is kept as written
+(:class:`~sessiontree.check.state.Kept`), so it is still reported on the copy.
 
 Line ends and the first line. A run of CRs before the LF (CRLF written
 twice, or with NUL runs between the CR and the LF) is one CRLF end, so no CR
