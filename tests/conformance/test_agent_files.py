@@ -186,3 +186,17 @@ def test_malformed_lines_before_the_header_are_skipped_as_pi_does(store, _fake_h
     assert "line 1" in (result.note or "")
     file = agent_file(store, SID)
     assert file.byte_exact and file.data == path.read_bytes()
+
+
+def test_a_torn_first_line_before_the_header_and_a_grown_file(store, _fake_home, tmp_path):
+    """A damaged first line that starts like a record (``{"type":"sess``): skipped as pi
+    does; when the agent appends, the file is read whole again (its first line is no
+    header to trust an offset by) and grows (synthetic file)."""
+    path = write_agent_file(_fake_home, n=2, version=3)
+    path.write_bytes(b'{"type":"sess\n' + path.read_bytes())
+    assert (sync_one(store, path).status, len(stored_entries(store))) == ("new", 2)
+    append(path, entries(3, 1, f"{2:08x}"))
+    grown = sync_one(store, path)
+    assert (grown.status, grown.added, len(stored_entries(store))) == ("grown", 1, 3), grown.reason
+    file = agent_file(store, SID)
+    assert file.byte_exact and file.data == path.read_bytes()

@@ -358,6 +358,18 @@ def discover(paths: Iterable[str], exclude: str | None = None) -> tuple[list[str
     return files, rejected
 
 
+def _is_header_line(line: bytes) -> bool:
+    """Whether a file's first line is a session header (a BOM before it allowed); ``False``
+    for a damaged first line that readers skip (docs/sync.md, "Malformed lines")."""
+    if line.lstrip(_JSON_WS + b"\xef\xbb\xbf").startswith(b'{"type":"session"'):
+        return True  # pi's and Atomic's own header: no need to parse it
+    try:
+        value = jsonio.loads(line.lstrip(b"\xef\xbb\xbf"))
+    except (ValueError, SessionError):
+        return False
+    return isinstance(value, dict) and value.get("type") == "session"
+
+
 def _is_folder(item: os.DirEntry[str]) -> bool:
     """Whether a folder entry is a folder (a link to one too); ``False`` when it cannot be told."""
     try:
@@ -851,7 +863,7 @@ class Syncer:
         header = first_line(fd)
         if _sha(header) != state.header_hash:
             return None
-        if not header.lstrip(_JSON_WS).startswith(b"{"):
+        if not _is_header_line(header):
             return None  # malformed lines before the header (skipped as pi does): read whole
         low = max(0, state.consumed - TAIL_CHECK)
         try:
