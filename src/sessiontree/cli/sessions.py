@@ -420,6 +420,22 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
 # --------------------------------------------------------------------------- export
 
 
+def _pi_source(app: App, session_id: str, redact: bool) -> bytes:
+    """The pi or Atomic file a session was synced from, byte for byte as ``restore`` rebuilds
+    it from the recorded shape (lines readers skip included: docs/sync.md, "Malformed
+    lines"); a one-line error when there is none or it is not exact."""
+    from sessiontree.sync.restore import agent_file
+
+    if redact:
+        raise UserError("--redact with --format source: a pi or Atomic file is given back as the agent "
+                        "wrote it; use --format jsonl --redact")
+    file = agent_file(app.store, session_id)
+    if file.source_path is None or not file.byte_exact:
+        raise UserError(f"session {session_id} has no agent file to give back byte for byte (not synced from "
+                        "one, or entries were added in the store since); use --format jsonl")
+    return file.data
+
+
 @cli.command("export", short_help='Export as JSONL, a Markdown transcript or an HTML page.')
 @click.argument("session")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path),
@@ -429,8 +445,9 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
               help="jsonl: the format-4 session file (stored entries byte for byte; on a terminal, control "
                    "characters in strings as JSON escapes); markdown: a readable transcript of the active "
                    "branch, control characters shown as escapes; html: the viewer's session page as one "
-                   "self-contained file (opens from disk, no network); source: a session synced from a "
-                   "Claude Code or Codex file, that file's records byte for byte.")
+                   "self-contained file (opens from disk, no network); source: the agent's own file byte for "
+                   "byte (a Claude Code or Codex file's records; a synced pi or Atomic file as restore "
+                   "gives it back, damaged lines included).")
 @click.option("--redact/--no-redact", "redact", default=None,
               help="Replace secrets (API keys, tokens, passwords) by [REDACTED:kind:N] placeholders "
                    "(docs/secrets.md). Default: on for markdown and html, off for jsonl and source.")
@@ -482,8 +499,7 @@ def export_cmd(app: App, session: str, output: Path | None, fmt: str, redact: bo
 
         source = source_bytes(parsed.entries)
         if source is None:
-            raise UserError(f"session {session_id} was not synced from a Claude Code or Codex file; "
-                            "use --format jsonl (or sessiontree restore for pi and Atomic)")
+            source = _pi_source(app, session_id, redact)
         data = source
     elif fmt == "html":
         from sessiontree.web.page import render_session_document
