@@ -29,7 +29,7 @@ from sessiontree.core.searchtext import SearchHit
 from sessiontree.core.textsafe import safe_line
 from sessiontree.core.tree import parse_timestamp_ms, utc_from_ms
 from sessiontree.errors import SearchQueryError
-from sessiontree.format.ids import shortest_unique_prefixes
+from sessiontree.format.idprefix import short_session_ids
 from sessiontree.format.types import ENTRY_TYPES, MESSAGE_ROLES
 from sessiontree.search.query import group_by_session, parse_when, search, settle_search_tail
 from sessiontree.stores.origin import matching_sessions
@@ -158,7 +158,7 @@ def search_cmd(app: App, words: tuple[str, ...], cwd: str | None, roles: tuple[s
     if not result.hits:
         print_rich(console, "No matches.")
         return
-    short = shortest_unique_prefixes(app.store.session_ids())
+    short = short_session_ids(app.store.session_ids())
     lines: list[Text] = []
     for sid, hits in group_by_session(result.hits):
         first = hits[0]

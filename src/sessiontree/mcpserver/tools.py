@@ -33,7 +33,8 @@ from sessiontree.compare.branches import diff_branches
 from sessiontree.core import render
 from sessiontree.core.listing import session_info_from_entries
 from sessiontree.core.projection.model import SessionProjection
-from sessiontree.errors import SessionError
+from sessiontree.errors import AmbiguousSessionPrefixError, SessionError, UnknownSessionPrefixError
+from sessiontree.format.idprefix import resolve_session_prefix
 from sessiontree.format.types import ENTRY_TYPES, MESSAGE_ROLES
 from sessiontree.mcpserver.paging import (
     check_budget,
@@ -215,23 +216,21 @@ class SessionReader:
     # ------------------------------------------------------------------ helpers
 
     def resolve_session(self, prefix: str) -> str:
-        """The one session id equal to or starting with ``prefix``.
+        """The one session ``prefix`` names: a whole id, a unique prefix (a session's own
+        subagent sessions never make it ambiguous), or ``PARENT/AGENT`` for a subagent
+        session; the rule of every edge (:mod:`sessiontree.format.idprefix`).
 
         Raises:
-            ToolInputError: none matches, or several do.
+            ToolInputError: none matches, or several do (the candidates named).
         """
         if not isinstance(prefix, str) or not prefix.strip():
             raise ToolInputError("session id must be a non-empty string")
-        ids = self.store.session_ids()
-        if prefix in ids:
-            return prefix
-        matches = sorted(i for i in ids if i.startswith(prefix))
-        if not matches:
-            raise ToolInputError(f"no session matches {prefix!r} (list_sessions or search_sessions give ids)")
-        if len(matches) > 1:
-            raise ToolInputError(f"session prefix {prefix!r} is ambiguous: it matches {', '.join(matches[:5])}"
-                                 + (f" and {len(matches) - 5} more" if len(matches) > 5 else ""))
-        return matches[0]
+        try:
+            return resolve_session_prefix(prefix, self.store.session_ids())
+        except UnknownSessionPrefixError:
+            raise ToolInputError(f"no session matches {prefix!r} (list_sessions or search_sessions give ids)") from None
+        except AmbiguousSessionPrefixError as exc:
+            raise ToolInputError(str(exc)) from None
 
     @staticmethod
     def _resolve_entry(manager: SessionManager, prefix: str, what: str = "entry") -> str:

@@ -64,7 +64,14 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sessiontree.compare import DiffInputError, diff_branches
-from sessiontree.errors import EntryNotFoundError, SessionError, SessionNotFoundError
+from sessiontree.errors import (
+    AmbiguousSessionPrefixError,
+    EntryNotFoundError,
+    SessionError,
+    SessionNotFoundError,
+    UnknownSessionPrefixError,
+)
+from sessiontree.format.idprefix import resolve_session_prefix
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.base import SessionStore, SyncState
 from sessiontree.stores.shared import change_hint
@@ -408,6 +415,24 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
             here=str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""))
         return HTMLResponse(view.scrub_surrogates(html), status_code=400 if result.message else 200)
 
+    def _to_full_id(request: Request, typed: str, page_suffix: str = "") -> Response:
+        """A redirect from what a person typed (a prefix, or PARENT/AGENT for a subagent session)
+        to the session's page under its whole id: the rule of every edge (format/idprefix.py);
+        404 with the candidates when it names none or several."""
+        try:
+            found = resolve_session_prefix(typed, store.session_ids())
+        except UnknownSessionPrefixError:
+            return PlainTextResponse("No such session", status_code=404)
+        except AmbiguousSessionPrefixError as exc:
+            return PlainTextResponse(view.scrub_surrogates(
+                f"Ambiguous session id prefix: it matches {', '.join(exc.candidates[:5])}"), status_code=404)
+        query = f"?{request.url.query}" if request.url.query else ""
+        return RedirectResponse(f"/s/{quote(found)}{page_suffix}{query}", status_code=302)
+
+    def subagent_page(request: Request) -> Response:
+        """``/s/PARENT/AGENT``: a subagent session addressed under its parent, as lists print it."""
+        return _to_full_id(request, f"{request.path_params['session_id']}/{request.path_params['agent']}")
+
     def _session(request: Request) -> Any:
         session_id = request.path_params["session_id"]
         try:
@@ -460,14 +485,7 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
         cache = caches[redacted(request)]
         cached = _session(request)
         if cached is None:
-            # A unique prefix of a session id, as on the command line: redirect to the full id.
-            prefix = request.path_params["session_id"]
-            matches = [i for i in store.session_ids() if i.startswith(prefix)] if prefix else []
-            if len(matches) == 1:
-                query = f"?{request.url.query}" if request.url.query else ""
-                return RedirectResponse(f"/s/{quote(matches[0])}{query}", status_code=302)
-            return PlainTextResponse("No such session" if not matches else "Ambiguous session id prefix",
-                                     status_code=404)
+            return _to_full_id(request, request.path_params["session_id"])
         with cache._lock:
             tree = cache.tree(cached)
             # One read of the sync states serves the agent's format and the resume command;
@@ -499,7 +517,7 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
                                      status_code=403)
         cached = _session(request)
         if cached is None:
-            return PlainTextResponse("No such session", status_code=404)
+            return _to_full_id(request, request.path_params["session_id"], "/compare")
         p = request.query_params
         viewname = "model" if p.get("view") == "model" else "raw"
         session_id = cached.manager.get_session_id()
@@ -580,6 +598,7 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
         Route("/s/{session_id}/rows.json", rows_json),
         Route("/s/{session_id}/state.json", state_json),
         Route("/s/{session_id}/summaries.json", summaries_json),
+        Route("/s/{session_id}/{agent}", subagent_page),  # after the pages above: PARENT/AGENT
         Mount("/static", app=static, name="static"),
     ]
 
