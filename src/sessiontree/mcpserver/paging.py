@@ -165,28 +165,26 @@ def clip_strings(value: Any, limit: int, items: int | None = None) -> Any:
 
 def fit_item(item: dict[str, Any], budget: int) -> dict[str, Any]:
     """``item`` itself when its JSON fits ``budget``; else a copy marked ``"clipped": true``
-    that fits: strings clipped ever shorter, then long lists cut (each cut says how much
-    it left out), and as a last resort the last fields left out (``"omittedFields"``,
-    their count). The answer is never over ``budget`` (for a budget of at least 64)."""
+    that fits. Cut in this order, each step only as far as needed: long strings (never below
+    64 characters, so ids and times stay whole), then long lists and objects (their first
+    elements kept), then strings down to 16 characters, and as a last resort the last fields
+    left out (``"omittedFields"``, their count). Each cut says how much it left out. The
+    answer is never over ``budget`` (for a budget of at least 64)."""
     if json_size(item) <= budget:
         return item
-    limit = max(budget // 2, 16)
     clipped: dict[str, Any] = {}
-    while True:
-        clipped = clip_strings(item, limit)
-        clipped["clipped"] = True
-        if json_size(clipped) <= budget:
-            return clipped
-        if limit <= 16:
-            break
+    steps: list[tuple[int, int | None]] = []
+    limit = max(budget // 2, 64)
+    while limit > 64:
+        steps.append((limit, None))
         limit //= 2
-    cap = 64
-    while cap >= 1:
-        clipped = clip_strings(item, 16, cap)
+    steps += [(64, None), *((64, cap) for cap in (64, 32, 16, 8, 4, 2, 1)), (16, 1)]
+    for limit, cap in steps:
+        # The item's own fields are all kept here; caps apply to the lists and objects inside.
+        clipped = {key: clip_strings(value, limit, cap) for key, value in item.items()}
         clipped["clipped"] = True
         if json_size(clipped) <= budget:
             return clipped
-        cap //= 2
     # Too many fields for the budget: keep the first ones (ids and kinds come first).
     fields = [key for key in clipped if key != "clipped"]
     kept: dict[str, Any] = {"clipped": True, "omittedFields": len(fields)}

@@ -108,7 +108,11 @@ def _call(work: Callable[[], dict[str, Any]], summary: Callable[[dict[str, Any]]
         raise ToolError(replace_lone_surrogates(message)) from None
     except OSError as exc:
         raise ToolError(replace_lone_surrogates(f"the store could not be read: {exc.strerror or exc}")) from None
-    return _answer(summary(data), data)
+    try:
+        line = summary(data)
+    except (KeyError, TypeError, AttributeError):
+        line = "answer clipped to max_chars (see clipped / omittedFields)"  # a fixed part cut short
+    return _answer(line, data)
 
 
 def _more(data: dict[str, Any]) -> str:
