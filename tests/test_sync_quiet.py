@@ -110,7 +110,7 @@ def _codex_copy(home: Path, *, rested: bool) -> tuple[Path, bytes]:
 
 
 def test_an_unterminated_last_line_waits_while_the_file_is_fresh(home, tmp_path):
-    path, data = _codex_copy(home, rested=False)
+    _path, data = _codex_copy(home, rested=False)
     db = str(tmp_path / "s.db")
     out = json.loads(_sync(db, "--json").stdout)
     (row,) = out["files"]
@@ -120,7 +120,7 @@ def test_an_unterminated_last_line_waits_while_the_file_is_fresh(home, tmp_path)
 
 @pytest.mark.parametrize("strict", [False, True])
 def test_an_unterminated_last_line_of_a_rested_file_is_taken_as_finished(home, tmp_path, strict):
-    path, data = _codex_copy(home, rested=True)
+    _path, data = _codex_copy(home, rested=True)
     db = str(tmp_path / "s.db")
     out = json.loads(_sync(db, "--json", *(["--strict"] if strict else [])).stdout)
     (row,) = out["files"]
@@ -148,7 +148,7 @@ def test_an_unterminated_last_line_of_a_rested_file_is_taken_as_finished(home, t
 
 
 def test_a_file_that_waited_is_taken_as_finished_once_it_has_rested(home, tmp_path):
-    path, data = _codex_copy(home, rested=False)
+    path, _data = _codex_copy(home, rested=False)
     db = str(tmp_path / "s.db")
     assert json.loads(_sync(db, "--json").stdout)["files"][0]["pending"] > 0
     old = time.time() - 2 * 3600
