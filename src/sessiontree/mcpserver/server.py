@@ -156,7 +156,8 @@ def build_server(store: SessionStore, *, name: str = "sessiontree") -> MCPServer
         return _call(lambda: reader.search_sessions(query, cwd=cwd, role=role, since=since, until=until,
                                                     session=session, limit=limit, cursor=cursor,
                                                     max_chars=max_chars, redact=redact),
-                     lambda d: f"{d['returned']} hits for {query!r}{_more(d)}")
+                     lambda d: f"{d['returned']} hits for {query!r}{_more(d)}"
+                               + (f"; did you mean {' or '.join(d['suggestions'])}?" if d.get("suggestions") else ""))
 
     @tool("List stored sessions, most recently active first: id, project directory, name, created and "
           "modified times, message and entry counts, first user message, summary, agent. Arguments: cwd "

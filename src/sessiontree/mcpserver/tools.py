@@ -48,6 +48,7 @@ from sessiontree.mcpserver.paging import (
 )
 from sessiontree.mcpserver.redaction import Scrubber
 from sessiontree.search.query import parse_when, search
+from sessiontree.search.suggest import suggest
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.base import SessionStore
 from sessiontree.stores.shared import change_hint
@@ -364,8 +365,9 @@ class SessionReader:
         ``redact``: titles, names and snippets with secrets replaced (:meth:`Scrubber.snippet`).
 
         Returns:
-            ``{"query", "hits": [SearchHit.to_dict()...], "returned", "nextCursor", "truncated"[, "note"]
-            [, "redactedSecrets"]}``.
+            ``{"query"[, "suggestions"], "hits": [SearchHit.to_dict()...], "returned", "nextCursor",
+            "truncated"[, "note"][, "redactedSecrets"]}``; ``suggestions`` (up to three close queries
+            that find something: :func:`~sessiontree.search.suggest.suggest`) when there is no hit.
         """
         count = _check_limit(limit)
         budget = check_budget(max_chars)
@@ -385,7 +387,13 @@ class SessionReader:
                     hit = scrub.snippet(hit, self._stored_entry(hit["sessionId"], hit["entryId"], read))
                 yield hit
 
-        return _fit_answer({"query": query}, "hits", hits, offset=offset, limit=count, budget=budget,
+        head: dict[str, Any] = {"query": query}
+        if not result.hits and offset == 0:
+            # No hits: close queries made of stored words (search/suggest.py), as the CLI and viewer offer.
+            head["suggestions"] = suggest(self.store, query, cwd=cwd, roles=roles,
+                                          since=_when(since, "since", end=False),
+                                          until=_when(until, "until", end=True), session=session_id)
+        return _fit_answer(head, "hits", hits, offset=offset, limit=count, budget=budget,
                            tool="search_sessions", shape=shape, what="hits", has_more=lambda: result.more,
                            tail=lambda: _redacted(scrub))
 

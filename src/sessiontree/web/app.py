@@ -410,8 +410,12 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
         def page_query(number: int) -> str:
             return urlencode({**base, "page": number})
 
+        def suggest_query(text: str) -> str:
+            return urlencode({**base, "q": text})
+
         html = page.environment().get_template("list.html").render(
             page=result, q=query, inline=False, token_query="", page_query=page_query, redacted=hide,
+            suggest_query=suggest_query,
             here=str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""))
         return HTMLResponse(view.scrub_surrogates(html), status_code=400 if result.message else 200)
 

@@ -10,6 +10,7 @@ from typing import Any
 from sessiontree.core.listing import SessionInfo
 from sessiontree.errors import SearchQueryError
 from sessiontree.search.query import search, settle_search_tail
+from sessiontree.search.suggest import suggest
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.base import Provenance, SessionStore
 from sessiontree.stores.origin import matching_sessions
@@ -88,6 +89,8 @@ class ListPage:
         hosts, users: every origin host and user of the store, for the filters (empty
             when no session has a recorded origin: the filters and the origin column
             are then not shown).
+        suggestions: a search that matched no session: up to three close queries that
+            find something (:func:`sessiontree.search.suggest.suggest`), as links.
     """
 
     query: ListQuery
@@ -100,6 +103,7 @@ class ListPage:
     message: str = ""
     hosts: list[str] = field(default_factory=list)
     users: list[str] = field(default_factory=list)
+    suggestions: list[str] = field(default_factory=list)
 
 
 def search_sessions(store: SessionStore, infos: Sequence[SessionInfo],
@@ -172,12 +176,16 @@ def build_list_page(store: SessionStore, query: ListQuery, infos: Sequence[Sessi
     snippets: dict[str, str] = {}
     mode = ""
     message = ""
+    suggestions: list[str] = []
     if query.q.strip():
         try:
             rows, snippets, mode = search_sessions(store, rows, query.q.strip())
         except SearchQueryError as exc:
             # The user's own input (an over-long query): the page says so, no rows match.
             rows, message = [], str(exc)
+        if not rows and not message:
+            # "Did you mean ...?" from the stored words, as the command line and MCP answer.
+            suggestions = suggest(store, query.q.strip())
     else:
         rows = sorted(rows, key=key, reverse=True)
     total = len(rows)
@@ -190,4 +198,5 @@ def build_list_page(store: SessionStore, query: ListQuery, infos: Sequence[Sessi
     out = [ListRow(i, session_title(i) or "(untitled)", stats.get(i.id), snippets.get(i.id, ""), origins.get(i.id))
            for i in window]
     return ListPage(query, out, total, pages, projects, mode, has_stats=True, message=message,
-                    hosts=sorted({o.host for o in origins.values()}), users=sorted({o.user for o in origins.values()}))
+                    hosts=sorted({o.host for o in origins.values()}), users=sorted({o.user for o in origins.values()}),
+                    suggestions=suggestions)
