@@ -684,12 +684,15 @@ def session_stats(store: SessionStore, session_ids: Sequence[str]) -> dict[str, 
 
     Returns:
         ``{session id: {"models": [provider/model, ...], "tokens": int, "cost": Decimal
-        (USD)}}`` for the given sessions owning at least one call.
+        (USD), "estimated": bool, "unpriced": bool}}`` for the given sessions owning at
+        least one call (``estimated``: some cost is from the catalogue, shown ``~``;
+        ``unpriced``: some calls have no price, shown ``+?``: docs/usage.md).
 
     Raises:
         StorageError: the store could not be read.
     """
     wanted = set(session_ids)
     return {sid: {"models": sorted(totals.models), "tokens": totals.total_tokens,
-                  "cost": nanos_to_decimal(totals.cost_nanos)}
+                  "cost": nanos_to_decimal(totals.cost_nanos), "estimated": bool(totals.estimated_calls),
+                  "unpriced": bool(totals.unpriced_calls)}
             for sid, totals in session_costs(store).items() if sid in wanted}

@@ -391,7 +391,8 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
 
     def session_list(request: Request) -> Response:
         p = request.query_params
-        query = view.ListQuery(q=p.get("q", ""), project=p.get("project", ""), host=p.get("host", ""),
+        query = view.ListQuery(q=p.get("q", ""), project=p.get("project", ""), agent=p.get("agent", ""),
+                               host=p.get("host", ""),
                                user=p.get("user", ""), named=_flag(p.get("named")),
                                since=_date(p.get("since")), until=_date(p.get("until")),
                                internal=_flag(p.get("internal")),
