@@ -104,6 +104,9 @@ def test_cli_show_and_list(db):
     assert "ambiguous" in result.stderr and TWIN_A in result.stderr
     listed = run_cli(db, "list", "--all").stdout
     assert "7f2abd2d/0c4c3cf8 " in listed and "c45af7b1/af1ff21 " in listed
+    firsts = [line.split()[0] for line in listed.splitlines()[1:]]
+    # The subagent's row right after its parent's (it was stored later, so newest-first put it before).
+    assert firsts.index("7f2abd2d/0c4c3cf8") == firsts.index("7f2abd2d") + 1
     for line in listed.splitlines()[1:]:
         assert line.split()[0] in {"7f2abd2d", "7f2abd2d/0c4c3cf8", "c45af7b1/af1ff21",
                                    "019cadb4-0000-7000-8000-00000000000a", "019cadb4-0000-7000-8000-00000000000b"}

@@ -36,7 +36,7 @@ from sessiontree.cli.common import (
 )
 from sessiontree.core import render
 from sessiontree.core.textsafe import safe_block, safe_json_text, safe_line
-from sessiontree.format.idprefix import short_session_ids
+from sessiontree.format.idprefix import short_session_ids, split_subagent
 from sessiontree.format.outfile import write_atomic
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.origin import matching_sessions
@@ -74,8 +74,8 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, hosts: tuple
     complete workflow link) are hidden unless --internal or --all is given.
     Ids are shown as the shortest prefix that is unique in the store (at
     least 8 characters, like git), which every command accepts; a subagent
-    session (a Claude Code Task's transcript) as PARENT/AGENT, under its
-    parent's prefix. --host and
+    session (a Claude Code Task's transcript) as PARENT/AGENT, on the rows
+    right after its parent's. --host and
     --user keep the sessions first stored from there (docs/sync.md,
     "Provenance"); an origin column (user@host) appears once the listed
     sessions come from more than one.
@@ -121,6 +121,7 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, hosts: tuple
         return
     home = os.path.expanduser("~")
     short = {} if full_ids else short_session_ids(app.store.session_ids())
+    infos = _under_parents(infos)
     rows = []
     for info in infos:
         title = " ".join(session_title(info.name, info.summary, info.first_message).split())
@@ -174,6 +175,26 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, hosts: tuple
             cells = (*cells[:3], cost_cells[index], *cells[3:])
         table.add_row(*cells[:-1], Text(cells[-1]))
     print_rich(console, table)
+
+
+def _under_parents(infos: list[Any]) -> list[Any]:
+    """The listing with each subagent session (``<parent>-agent-<id>``) right after its parent
+    when the parent is listed too (newest first among its siblings), so a session's
+    ``PARENT/AGENT`` rows follow it; every other row keeps its place."""
+    listed = {info.id for info in infos}
+    children: dict[str, list[Any]] = {}
+    rest = []
+    for info in infos:
+        parts = split_subagent(info.id)
+        if parts is not None and parts[0] in listed:
+            children.setdefault(parts[0], []).append(info)
+        else:
+            rest.append(info)
+    out = []
+    for info in rest:
+        out.append(info)
+        out.extend(children.get(info.id, ()))
+    return out
 
 
 def _session_costs(app: App) -> dict[str, Any]:

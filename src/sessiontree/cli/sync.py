@@ -33,6 +33,7 @@ from sessiontree.cli.common import (
 )
 from sessiontree.core.textsafe import safe_line
 from sessiontree.errors import SessionError
+from sessiontree.format.idprefix import split_subagent
 from sessiontree.stores import MemoryStore, open_store, resolve_store
 from sessiontree.stores.base import SessionStore
 from sessiontree.stores.sqlite.store import file_header
@@ -108,6 +109,14 @@ def _detail(row: FileResult) -> str:
     return text
 
 
+def _short_id(session_id: str | None) -> str:
+    """A session id in the table: its first 8 characters; a subagent session's as PARENT/AGENT."""
+    if not session_id:
+        return ""
+    parts = split_subagent(session_id)
+    return f"{parts[0][:8]}/{parts[1]}" if parts is not None else session_id[:8]
+
+
 def _shown_path(path: str, width: int, folders: list[tuple[str, str]], home: str) -> str:
     """A file as the sync table shows it in ``width`` cells: under an agent's session
     folder, ``agent: <path in the folder>`` (so pi's and Atomic's copies of a session,
@@ -148,7 +157,7 @@ def _print_report(report: SyncReport, as_json: bool, *, show_unchanged: bool = F
             if row.set_aside:
                 detail = f"(set aside: reported before, unchanged since) {detail}"
             table.add_row(Text(row.status, style="dim" if row.set_aside else _STYLES[row.status]),
-                          safe_line((row.session_id or "")[:8]), _shown_path(row.path, file_w, folders, home),
+                          safe_line(_short_id(row.session_id)), _shown_path(row.path, file_w, folders, home),
                           safe_line(detail))
         print_rich(console, table)
     for note in report.notes:
