@@ -149,6 +149,8 @@ def test_other_agents_inert_records_are_folded_into_the_row_before():
     assert folded_kind(pi_custom) is None and folded_kind(msg("m")) is None
     assert without_source_record(msg("m1"))["foreign"] == {"agent": "claude-code", "line": 1, "rawChars": 3}
     assert without_source_record(pi_custom) is pi_custom
+    # The entry asked about (get_entries around=ID) is never folded away.
+    assert [e["id"] for e, _ in _fold_rows(entries, frozenset({"h1"}))] == ["m1", "h1", "m2", "p1"]
     only_inert = [inert("a", "progress"), inert("b", "progress")]
     assert [e["id"] for e, _ in _fold_rows(only_inert)] == ["a", "b"]
 

@@ -208,14 +208,16 @@ def folded_kind(entry: Mapping[str, Any]) -> str | None:
     return str(entry.get("customType") or "custom")
 
 
-def _fold_rows(entries: Sequence[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], dict[str, list[str]]]]:
+def _fold_rows(entries: Sequence[Mapping[str, Any]],
+               keep: frozenset[str] = frozenset()) -> list[tuple[Mapping[str, Any], dict[str, list[str]]]]:
     """``entries`` with the inert records of other agents (:func:`folded_kind`) folded into
     the row before them (kind -> their ids, in order); those before the first other row go
-    to the first one. A list of such records only is kept as it is (nothing to fold into)."""
+    to the first one; the ids in ``keep`` (the entry asked about) are never folded. A list
+    of such records only is kept as it is (nothing to fold into)."""
     rows: list[tuple[Mapping[str, Any], dict[str, list[str]]]] = []
     waiting: dict[str, list[str]] = {}
     for entry in entries:
-        kind = folded_kind(entry)
+        kind = folded_kind(entry) if entry.get("id") not in keep else None
         if kind is None:
             rows.append((entry, waiting))
             waiting = {}
@@ -591,7 +593,8 @@ class SessionReader:
                  "max_chars": budget, "redact": redact, "raw": raw, "fold": folding}
         offset = decode_cursor(cursor, "get_entries", shape)
         scrub = Scrubber() if redact else None
-        shown = _fold_rows(chosen) if folding else [(e, {}) for e in chosen]
+        center_id = frozenset([resolved]) if around is not None and isinstance(resolved, str) else frozenset()
+        shown = _fold_rows(chosen, center_id) if folding else [(e, {}) for e in chosen]
 
         def rows() -> Iterator[dict[str, Any]]:
             for n, (e, folded) in enumerate(shown):
