@@ -22,9 +22,9 @@ from sessiontree.cli import cli
 from sessiontree.stores import open_store
 
 pytest.importorskip("starlette")
-from starlette.testclient import TestClient  # noqa: E402
+from starlette.testclient import TestClient
 
-from sessiontree.web.app import create_app  # noqa: E402
+from sessiontree.web.app import create_app
 
 SHARED = corpus.shared()
 PI = SHARED / "pi-v1" / "pi-mono-large-session.jsonl"
