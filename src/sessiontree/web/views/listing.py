@@ -220,7 +220,7 @@ def build_list_page(store: SessionStore, query: ListQuery, infos: Sequence[Sessi
     page = min(max(1, query.page), pages)
     query.page = page
     window = rows[(page - 1) * per_page: page * per_page]
-    stats = session_stats(store, [i.id for i in window])
+    stats = session_stats(store, [i.id for i in window], marks=True)
     short = short_session_ids(i.id for i in infos)
     out = [ListRow(i, session_title(i) or "(untitled)", stats.get(i.id), snippets.get(i.id, ""), origins.get(i.id),
                    _relation(i, stats.get(i.id)), short.get(i.id, i.id))
