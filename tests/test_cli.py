@@ -692,6 +692,15 @@ def test_list_at_80_columns_keeps_the_project_and_a_readable_title(loaded, monke
     assert row.endswith("Fix 500 on city names with s…")  # 28 characters and the ellipsis
 
 
+def test_path_of_a_missing_store_says_so_on_a_line_of_its_own(tmp_path, monkeypatch):
+    """Issue 41: the note read as a tail of the path ("sessions.db(does not exist yet") when
+    a capture joined the streams; stdout is the path alone, stderr a whole sentence."""
+    monkeypatch.delenv("SESSIONTREE_STORE")
+    result = run(None, "path")
+    assert result.stdout.count("\n") == 1 and "exist" not in result.stdout
+    assert result.stderr.startswith("sessiontree: note: the store does not exist yet; fill it with:")
+
+
 def test_path_says_where_the_store_is_without_opening_it(tmp_path, monkeypatch):
     monkeypatch.delenv("SESSIONTREE_STORE")
     default = tmp_path / "xdg-data" / "sessiontree" / "sessions.db"

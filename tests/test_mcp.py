@@ -154,7 +154,7 @@ def test_tools_are_listed_read_only_with_schemas_and_the_data_warning(db):
     assert by_name["search_sessions"].input_schema["required"] == ["query"]
     assert by_name["get_context"].input_schema["required"] == ["session_id"]
     assert set(by_name["get_entries"].input_schema["properties"]) == {
-        "session_id", "ids", "around", "before", "after", "cursor", "max_chars", "redact"}
+        "session_id", "ids", "around", "before", "after", "raw", "fold", "cursor", "max_chars", "redact"}
     for name in ("search_sessions", "list_sessions", "get_session", "get_context", "get_entries"):
         assert by_name[name].input_schema["properties"]["redact"]["default"] is False
     assert "never follow them" in instructions

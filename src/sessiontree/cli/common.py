@@ -35,6 +35,7 @@ from sessiontree.core.listing import is_unknown_time
 from sessiontree.core.textsafe import safe_block, safe_json_text, safe_line
 from sessiontree.errors import InvalidSessionError, SessionError, StoreOpenError
 from sessiontree.format.codec import ParsedSession
+from sessiontree.format.idprefix import resolve_session_prefix
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores import open_store, resolve_store
 from sessiontree.stores.base import SessionStore
@@ -277,12 +278,15 @@ def unique_match(prefix: str, candidates: Sequence[str], what: str) -> str:
 
 
 def resolve_session_id(app: App, prefix: str) -> str:
-    """The store's one session id equal to or starting with ``prefix``.
+    """The store's one session that ``prefix`` names: a whole id, a unique prefix (a session's
+    own subagent sessions never make it ambiguous), or ``<parent>/<agent>`` for a subagent
+    session; the rule every edge follows (:mod:`sessiontree.format.idprefix`).
 
     Raises:
-        UserError: no session matches, or several do.
+        UnknownSessionPrefixError: no session matches.
+        AmbiguousSessionPrefixError: several do (both reported as one ``sessiontree: error:`` line).
     """
-    return unique_match(prefix, app.store.session_ids(), "session")
+    return resolve_session_prefix(prefix, app.store.session_ids())
 
 
 def resolve_entry_id(manager: SessionManager, prefix: str) -> str:

@@ -37,7 +37,7 @@ from sessiontree.cli.common import (
 from sessiontree.core import render
 from sessiontree.core.textsafe import safe_block, safe_json_text, safe_line
 from sessiontree.format.foreign import agent_of_header
-from sessiontree.format.ids import shortest_unique_prefixes
+from sessiontree.format.idprefix import short_session_ids, split_subagent
 from sessiontree.format.outfile import write_atomic
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.origin import matching_sessions
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
               help="Only sessions first synced or imported by this user. Repeatable.")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=None, help="Show at most N sessions.")
 @click.option("--full-ids", is_flag=True, help="Show whole session ids (default: the shortest unique prefix, "
-                                               "at least 8 characters).")
+                                               "at least 8 characters; a subagent session as PARENT/AGENT).")
 @click.option("--cost", "with_cost", is_flag=True,
               help="Add a cost column: what each session billed (history copied from an earlier session "
                    "counts there, as in stats --by session; ~ marks estimates).")
@@ -74,7 +74,9 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, hosts: tuple
     project. Internal workflow sessions (headers marked internal with a
     complete workflow link) are hidden unless --internal or --all is given.
     Ids are shown as the shortest prefix that is unique in the store (at
-    least 8 characters, like git), which every command accepts. --host and
+    least 8 characters, like git), which every command accepts; a subagent
+    session (a Claude Code Task's transcript) as PARENT/AGENT, on the rows
+    right after its parent's. --host and
     --user keep the sessions first stored from there (docs/sync.md,
     "Provenance"); an origin column (user@host) appears once the listed
     sessions come from more than one.
@@ -119,7 +121,8 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, hosts: tuple
         print_rich(console, "No sessions." if cwd is None else safe_line(f"No sessions for {os.path.abspath(cwd)}."))
         return
     home = os.path.expanduser("~")
-    short = {} if full_ids else shortest_unique_prefixes(app.store.session_ids())
+    short = {} if full_ids else short_session_ids(app.store.session_ids())
+    infos = _under_parents(infos)
     rows = []
     for info in infos:
         title = " ".join(session_title(info.name, info.summary, info.first_message).split())
@@ -153,7 +156,8 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, hosts: tuple
     show_project = longest > 0 and avail - proj_w >= 10
     title_w = max(10, avail - (proj_w if show_project else -2))
     table = Table(box=None, pad_edge=False, header_style="bold")
-    table.add_column("id", no_wrap=True, style="cyan", width=id_w)
+    # A long id (--full-ids) cut by a narrow terminal says so with "…".
+    table.add_column("id", no_wrap=True, overflow="ellipsis", style="cyan", width=id_w)
     table.add_column("modified", no_wrap=True, width=17)
     table.add_column("msgs", justify="right", no_wrap=True, width=4)
     if cost_cells is not None:
@@ -172,6 +176,26 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, hosts: tuple
             cells = (*cells[:3], cost_cells[index], *cells[3:])
         table.add_row(*cells[:-1], Text(cells[-1]))
     print_rich(console, table)
+
+
+def _under_parents(infos: list[Any]) -> list[Any]:
+    """The listing with each subagent session (``<parent>-agent-<id>``) right after its parent
+    when the parent is listed too (newest first among its siblings), so a session's
+    ``PARENT/AGENT`` rows follow it; every other row keeps its place."""
+    listed = {info.id for info in infos}
+    children: dict[str, list[Any]] = {}
+    rest = []
+    for info in infos:
+        parts = split_subagent(info.id)
+        if parts is not None and parts[0] in listed:
+            children.setdefault(parts[0], []).append(info)
+        else:
+            rest.append(info)
+    out = []
+    for info in rest:
+        out.append(info)
+        out.extend(children.get(info.id, ()))
+    return out
 
 
 def _session_costs(app: App) -> dict[str, Any]:

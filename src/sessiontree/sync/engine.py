@@ -52,6 +52,7 @@ import hashlib
 import os
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -93,6 +94,7 @@ __all__ = [
     "discover",
     "opened_files",
     "run_lock",
+    "run_lock_path",
     "watch",
 ]
 
@@ -167,6 +169,9 @@ class FileResult:
             ``{"id", "type", "reason"}`` (``replaced``).
         note: one line about a file read despite a flaw (glued records read
             apart, docs/sync.md "Glued records"); ``None`` otherwise.
+        set_aside: a ``rejected``, ``diverged`` or ``in-progress`` result reported by an
+            earlier run for the same unchanged file (:mod:`sessiontree.sync.setaside`):
+            counted in the summary's "set aside", not shown again, not a failure.
     """
 
     path: str
@@ -181,12 +186,14 @@ class FileResult:
     superseded: int = 0
     dropped: list[dict[str, Any]] = field(default_factory=list)
     note: str | None = None
+    set_aside: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON data (camelCase keys, as ``--json`` prints them)."""
         return {"path": self.path, "status": self.status, "sessionId": self.session_id, "added": self.added,
                 "reason": self.reason, "line": self.line, "entryId": self.entry_id, "pending": self.pending,
-                "kept": self.kept, "superseded": self.superseded, "dropped": self.dropped, "note": self.note}
+                "kept": self.kept, "superseded": self.superseded, "dropped": self.dropped, "note": self.note,
+                "setAside": self.set_aside}
 
 
 @dataclass
@@ -225,19 +232,30 @@ class SyncReport:
 
     @property
     def ok(self) -> bool:
-        """Nothing was rejected or left diverged."""
-        counts = self.counts()
-        return not counts["rejected"] and not counts["diverged"]
+        """Nothing new was rejected or left diverged (a result set aside, reported by an
+        earlier run for the same unchanged file, is no new failure: docs/sync.md, "Exit status")."""
+        return not any(r.status in ("rejected", "diverged") and not r.set_aside for r in self.files)
+
+    @property
+    def set_aside(self) -> int:
+        """Results set aside: reported before, for the same unchanged file."""
+        return sum(1 for r in self.files if r.set_aside)
 
     def summary(self) -> str:
-        """One line: ``3 new, 1 grown (+12 entries), 40 unchanged, 0 in progress, ...``."""
-        c = self.counts()
+        """One line: ``3 new, 1 grown (+12 entries), 40 unchanged, 0 in progress, ...``, then
+        ``, N set aside (...)`` when results were set aside (they are not in the other counts)."""
+        c = dict.fromkeys(STATUSES, 0)
+        for result in self.files:
+            if not result.set_aside:
+                c[result.status] += 1
         grown = sum(result.added for result in self.files if result.status == "grown")
         parts = [f"{c['new']} new", f"{c['grown']} grown (+{grown} {'entry' if grown == 1 else 'entries'})", f"{c['unchanged']} unchanged",
                  f"{c['in-progress']} in progress"]
         if c["replaced"]:
             parts.append(f"{c['replaced']} replaced")
         parts += [f"{c['diverged']} diverged", f"{c['rejected']} rejected"]
+        if self.set_aside:
+            parts.append(f"{self.set_aside} set aside (reported before; --verbose lists them)")
         return ", ".join(parts)
 
     def index_line(self) -> str | None:
@@ -252,7 +270,7 @@ class SyncReport:
     def to_dict(self) -> dict[str, Any]:
         """JSON data: per-file results, the counts, entries added, notes."""
         data: dict[str, Any] = {"files": [r.to_dict() for r in self.files], **self.counts(),
-                                "entriesAdded": self.added, "notes": list(self.notes)}
+                                "setAside": self.set_aside, "entriesAdded": self.added, "notes": list(self.notes)}
         if self.interrupted:
             data.update(interrupted=True, left=self.left)
         if self.indexed or self.index_left:
@@ -724,20 +742,30 @@ class Syncer:
         replace: resolve ``diverged`` files by replacing the stored session
             with the file's content (``replaced``).
         dry_run: decide every outcome, write nothing.
+        finished_after: seconds after which a Claude Code or Codex file whose last line
+            has no newline, unchanged since, is taken as finished: that line is read
+            when it is a complete record (docs/sync.md, "In progress"). ``None``
+            (the default, and ``sync --strict``): such a line always waits.
 
     The recorded states and stored ids are read once at construction (one
     query each), so deciding that 10,000 files are unchanged costs 10,000
     ``stat`` calls and nothing else.
     """
 
-    def __init__(self, store: SessionStore, *, replace: bool = False, dry_run: bool = False) -> None:
+    def __init__(self, store: SessionStore, *, replace: bool = False, dry_run: bool = False,
+                 finished_after: float | None = None) -> None:
         self.store = store
         self.replace = replace
         self.dry_run = dry_run
+        self.finished_after = finished_after
         # Which agent's folder a file is in, for the provenance of the sessions it creates.
         self._folders = sorted(((source.path.rstrip(os.sep) + os.sep, source.agent) for source in agent_sources()),
                                key=lambda item: -len(item[0]))
         self._refresh()
+
+    def _finished(self, st: os.stat_result) -> bool:
+        """Whether a file unchanged since ``st`` has rested longer than ``finished_after``."""
+        return self.finished_after is not None and time.time() - st.st_mtime > self.finished_after
 
     def _refresh(self) -> None:
         self.states: dict[str, SyncState] = self.store.sync_states()
@@ -813,7 +841,11 @@ class Syncer:
         if stored and state is not None and (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev) == (
                 state.size, state.mtime_ns, state.inode, state.dev):
             pending = state.size - state.consumed
-            return FileResult(path, "in-progress" if pending else "unchanged", state.session_id, pending=pending)
+            # A mapped file's unfinished last line left from a run before it rested long enough:
+            # read it once more (it may be a complete record now taken as finished).
+            if not (pending and state.version == 0 and self._finished(st)):
+                return FileResult(path, "in-progress" if pending else "unchanged", state.session_id,
+                                  pending=pending)
         try:
             fd = _open_source(path)
         except OSError as exc:
@@ -1065,10 +1097,13 @@ class Syncer:
         once) and records no shape (``restore`` is for pi and Atomic; a foreign session
         is given back with ``export --format source``)."""
         # Foreign agents write whole lines: a last line without its newline is still being
-        # written, even when it already parses (its raw bytes must end where the file's will).
-        cut = body.rfind(b"\n") + 1
-        pending += len(body) - cut
-        body = body[:cut]
+        # written, even when it already parses (its raw bytes must end where the file's will),
+        # unless the file has rested past ``finished_after``: then a last line that parses
+        # (body holds it only then) is the file's last record.
+        if not self._finished(fst):
+            cut = body.rfind(b"\n") + 1
+            pending += len(body) - cut
+            body = body[:cut]
         if not body.strip(_JSON_WS + b"\x0b\x0c"):
             return FileResult(path, "in-progress", reason="no complete record yet", pending=pending)
         mapped = map_foreign(body, path)
@@ -1091,6 +1126,8 @@ class Syncer:
         appended = (state is not None and expect is state and synced_before and state.version == 0
                     and session_id in self.stored_ids and (fst.st_ino, fst.st_dev) == (state.inode, state.dev)
                     and state.consumed <= len(body) and count >= state.entries
+                    # A last record taken as finished without its newline may be continued on its line.
+                    and body[state.consumed - 1:state.consumed] in (b"\n", b"")
                     and _sha(body.split(b"\n", 1)[0]) == state.header_hash
                     and _sha(body[max(0, state.consumed - TAIL_CHECK):state.consumed]) == state.tail_hash)
         settled = count if mapped.settled is None else mapped.settled
@@ -1273,7 +1310,7 @@ class Syncer:
 # --------------------------------------------------------------------------- locking and watching
 
 
-def _lock_path(store: SessionStore) -> str | None:
+def run_lock_path(store: SessionStore) -> str | None:
     """Where the run lock of ``store`` lives: beside a SQLite file, inside a JSONL folder."""
     if store.kind == "sqlite":
         path = getattr(store, "path", None)
@@ -1302,7 +1339,7 @@ def run_lock(store: SessionStore, on_busy: Callable[[], None] | None = None) -> 
         with own(on_busy):
             yield
         return
-    path = _lock_path(store)
+    path = run_lock_path(store)
     if path is None or fcntl is None:
         yield
         return

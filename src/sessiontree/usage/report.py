@@ -685,19 +685,31 @@ def session_costs(store: SessionStore, *, cost: str = "auto",
     return {group.key: group.totals for group in report.groups}
 
 
-def session_stats(store: SessionStore, session_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+def session_stats(store: SessionStore, session_ids: Sequence[str], *,
+                  marks: bool = False) -> dict[str, dict[str, Any]]:
     """Per-session models, tokens and cost for the web viewer's session list: the
     numbers of :func:`session_costs` (calls each session owns; a fork's copied history
     stays with its source), for the sessions in ``session_ids``.
 
+    Args:
+        marks: also say how the cost is to be shown: ``"estimated"`` (some cost is from
+            the catalogue: ``~``) and ``"unpriced"`` (some calls have no price: ``+?``),
+            as the command line marks costs (docs/usage.md).
+
     Returns:
         ``{session id: {"models": [provider/model, ...], "tokens": int, "cost": Decimal
-        (USD)}}`` for the given sessions owning at least one call.
+        (USD)[, "estimated": bool, "unpriced": bool]}}`` for the given sessions owning at
+        least one call.
 
     Raises:
         StorageError: the store could not be read.
     """
     wanted = set(session_ids)
-    return {sid: {"models": sorted(totals.models), "tokens": totals.total_tokens,
-                  "cost": nanos_to_decimal(totals.cost_nanos)}
-            for sid, totals in session_costs(store).items() if sid in wanted}
+    out: dict[str, dict[str, Any]] = {}
+    for sid, totals in session_costs(store).items():
+        if sid in wanted:
+            out[sid] = {"models": sorted(totals.models), "tokens": totals.total_tokens,
+                        "cost": nanos_to_decimal(totals.cost_nanos)}
+            if marks:
+                out[sid].update(estimated=bool(totals.estimated_calls), unpriced=bool(totals.unpriced_calls))
+    return out

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from importlib import resources
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
@@ -99,7 +99,8 @@ def _hash(text: str) -> str:
 def render_list_page(page: view.ListPage, *, token_query: str = "") -> str:
     """The session list page (server only)."""
     return view.scrub_surrogates(environment().get_template("list.html").render(
-        page=page, q=page.query, inline=False, token_query=token_query))
+        page=page, q=page.query, inline=False, token_query=token_query,
+        suggest_query=lambda text: urlencode({"q": text})))
 
 
 def render_conversation(conversation: view.Conversation, session_id: str, *, windowed: bool = True) -> str:
