@@ -84,8 +84,8 @@ def test_every_redacting_surface_covers_a_record_with_an_invalid_byte(tmp_path, 
         assert "Redacted 1 secret (" in result.stderr, fmt
     store = open_store(db)
     try:
-        answer = json.dumps(SessionReader(store).get_entries(CC_SID, redact=True, max_chars=1_000_000))
-        plain = json.dumps(SessionReader(store).get_entries(CC_SID, max_chars=1_000_000))
+        answer = json.dumps(SessionReader(store).get_entries(CC_SID, redact=True, raw=True, fold=False, max_chars=1_000_000))
+        plain = json.dumps(SessionReader(store).get_entries(CC_SID, raw=True, fold=False, max_chars=1_000_000))
     finally:
         store.close()
     assert "rawBase64" in plain  # stored as base64: the test can fail
