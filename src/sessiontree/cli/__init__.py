@@ -25,6 +25,7 @@ Conventions:
 
 from sessiontree.cli import (  # noqa: F401  (each module registers its commands on ``cli``)
     agent,
+    budget,
     diff,
     edit,
     files,

@@ -463,13 +463,16 @@ def _check_mode(cost: str) -> None:
 def usage_report(store: SessionStore, *, by: str = "day", since: str | None = None, until: str | None = None,
                  cwd: str | None = None, tz: str | None = None, cost: str = "auto",
                  catalog: PriceCatalog | None = None, now_ms: int | None = None,
-                 hosts: Iterable[str] = (), users: Iterable[str] = ()) -> UsageReport:
+                 hosts: Iterable[str] = (), users: Iterable[str] = (),
+                 agents: Iterable[str] = ()) -> UsageReport:
     """Tokens and cost of every billed call in ``store``, each counted once, grouped.
 
     ``by="host"``/``"user"`` groups each call by the origin of the session that owns it
     (docs/sync.md, "Provenance"; ``unknown`` for a session without one); ``hosts`` and
     ``users`` keep only the calls owned by sessions first stored from there
-    (:func:`sessiontree.stores.origin.matching_sessions`).
+    (:func:`sessiontree.stores.origin.matching_sessions`); ``agents`` keeps only the
+    calls owned by sessions those agents wrote (``pi``, ``claude-code``, ``codex``: the
+    listing's ``agent``, as ``--by agent`` groups them).
 
     Args:
         store: any store.
@@ -492,23 +495,27 @@ def usage_report(store: SessionStore, *, by: str = "day", since: str | None = No
     since_ms = parse_date_bound(since, zone, end=False, now_ms=now_ms) if since else None
     until_ms = parse_date_bound(until, zone, end=True) if until else None
     resolved_cwd = os.path.abspath(cwd) if cwd is not None else None
-    hosts, users = tuple(hosts), tuple(users)
+    hosts, users, wanted_agents = tuple(hosts), tuple(users), frozenset(agents)
     by_origin = by in ("host", "user") or bool(hosts or users)
     query = UsageQuery(since_ms=since_ms, until_ms=until_ms, cwd=resolved_cwd,
-                       per_session=by in ("session", "project", "agent") or by_origin, price_all=cost == "catalog",
-                       by_time=by in ("day", "week", "month"))
+                       per_session=by in ("session", "project", "agent") or by_origin or bool(wanted_agents),
+                       price_all=cost == "catalog", by_time=by in ("day", "week", "month"))
     rows: Iterable[UsageRow] = store.usage(query)
     skipped = getattr(rows, "skipped", 0)
-    agents: dict[str, str] = {}
-    if by == "agent":
+    group_of: dict[str, str] = {}
+    if by == "agent" or wanted_agents:
         # The agent is a header field: one listing (headers only, no entries) maps each owner.
-        agents = {info.id: info.agent for info in store.list_sessions(include_internal=True)}
+        agent_of = {info.id: info.agent for info in store.list_sessions(include_internal=True)}
+        if wanted_agents:
+            rows = [row for row in rows if agent_of.get(row.session_id or "", "pi") in wanted_agents]
+        if by == "agent":
+            group_of = agent_of
     if by_origin:
         # Origins are kept beside the sessions: one read maps each owner.
         origins = store.provenances()
         if by in ("host", "user"):
-            agents = {sid: (origin.host if by == "host" else origin.user) or _UNKNOWN
-                      for sid, origin in origins.items()}
+            group_of = {sid: (origin.host if by == "host" else origin.user) or _UNKNOWN
+                        for sid, origin in origins.items()}
         if hosts or users:
             keep = matching_sessions(origins, hosts, users)
             rows = [row for row in rows if row.session_id in keep]
@@ -518,7 +525,7 @@ def usage_report(store: SessionStore, *, by: str = "day", since: str | None = No
     day_cache: dict[int, date | None] = {}
     for row in rows:
         if by in ("agent", "host", "user"):
-            key = agents.get(row.session_id or "", "pi" if by == "agent" else _UNKNOWN)
+            key = group_of.get(row.session_id or "", "pi" if by == "agent" else _UNKNOWN)
         else:
             key = _group_key(by, row, zone, day_cache)
         group = groups.get(key)
