@@ -35,6 +35,7 @@ from sessiontree.cli import (  # noqa: F401  (each module registers its commands
     serve,
     sessions,
     stats,
+    statusline,
     store,
     sync,
 )
