@@ -102,7 +102,7 @@ def run_statusline(store_arg: str | None, *, session: str | None = None, budget:
             session = session_id_from_input(source.read(1 << 20))
     try:
         text = _line(store_arg, session, budget, tz, as_json)
-    except Exception as exc:  # noqa: BLE001 - a status bar gets one line, never a traceback
+    except Exception as exc:  # a status bar gets one line, never a traceback
         from sessiontree.core.textsafe import safe_line
 
         text = safe_line(f"sessiontree: {' '.join(str(exc).split()) or type(exc).__name__}")[:200]
