@@ -29,6 +29,7 @@ from sessiontree.cli import (  # noqa: F401  (each module registers its commands
     diff,
     edit,
     files,
+    insights,
     mcp,
     search,
     secrets,
