@@ -193,3 +193,23 @@ def test_store_insights_of_synced_codex_files(tmp_path):
     sid = next(s for s in store.session_ids() if s.startswith("019985ca"))
     assert session_insights(store, sid).facts.tool_calls == 17
     assert json.loads(json.dumps(every.to_dict()))["toolCalls"] == 41
+
+
+def test_the_mcp_tool_answers_a_session_and_the_store_within_its_budget(tmp_path):
+    from test_mcp import _call
+
+    db = str(tmp_path / "s.db")
+    store = SqliteStore(db)
+    for name in ("branching.jsonl", "compaction.jsonl"):
+        SessionManager.import_from_jsonl(str(EXAMPLES / name), target=store)
+    store.close()
+    one, every, small, missing = _call(db, [
+        ("session_insights", {"session_id": "019cadb4"}), ("session_insights", {}),
+        ("session_insights", {"session_id": "019cadc9", "max_chars": 1000}),
+        ("session_insights", {"session_id": "nope"})])
+    assert (one.structured_content["abandonedCostNanos"], one.structured_content["filesEdited"]) == (
+        4_500_000, ["src/routes/forecast.py"])
+    assert (every.structured_content["sessions"], every.structured_content["tokensCut"]) == (2, 930)
+    assert small.structured_content["compactions"][0]["tokensCut"] == 930
+    assert len(small.content[0].text.splitlines()[-1]) <= 1000
+    assert missing.is_error and "nope" in missing.content[0].text
