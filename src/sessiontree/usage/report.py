@@ -68,6 +68,7 @@ __all__ = [
     "session_stats",
     "session_usage",
     "usage_report",
+    "usage_reports",
 ]
 
 #: Version of the JSON shape of :meth:`UsageReport.to_dict` (docs/usage.md). Raised
@@ -207,9 +208,19 @@ class Totals(TokenCounts):
 
     def merge(self, other: Totals) -> None:
         """Add ``other`` into this total."""
-        for name in ("calls", "input", "output", "cache_read", "cache_write", "cost_nanos", "recorded_nanos",
-                     "estimated_nanos", "recorded_calls", "estimated_calls", "unpriced_calls", "unpriced_tokens"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+        # Written out (not a loop over names): the dashboard merges every row into several views.
+        self.calls += other.calls
+        self.input += other.input
+        self.output += other.output
+        self.cache_read += other.cache_read
+        self.cache_write += other.cache_write
+        self.cost_nanos += other.cost_nanos
+        self.recorded_nanos += other.recorded_nanos
+        self.estimated_nanos += other.estimated_nanos
+        self.recorded_calls += other.recorded_calls
+        self.estimated_calls += other.estimated_calls
+        self.unpriced_calls += other.unpriced_calls
+        self.unpriced_tokens += other.unpriced_tokens
         self.models |= other.models
         self.unpriced_models |= other.unpriced_models
 
@@ -368,18 +379,23 @@ class Group:
             (``"unknown"`` / ``""`` when not recorded).
         totals: its sums.
         cwd: the session's project (``--by session`` only).
+        parts: a stacked view's split of ``totals`` (:func:`usage_reports`), else ``None``.
     """
 
     key: str
     totals: Totals
     cwd: str | None = None
+    parts: dict[str, Totals] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form: ``{"key": ..., ("cwd": ...,) **totals}``."""
+        """JSON form: ``{"key": ..., ("cwd": ...,) **totals}`` (and ``"parts": {key: totals}``
+        for a stacked view of :func:`usage_reports`)."""
         data: dict[str, Any] = {"key": self.key}
         if self.cwd is not None:
             data["cwd"] = self.cwd
         data.update(self.totals.to_dict())
+        if self.parts is not None:
+            data["parts"] = {key: totals.to_dict() for key, totals in sorted(self.parts.items())}
         return data
 
 
@@ -490,55 +506,119 @@ def usage_report(store: SessionStore, *, by: str = "day", since: str | None = No
     """
     if by not in GROUPINGS:
         raise ValueError(f"unknown grouping {by!r}: expected one of {', '.join(GROUPINGS)}")
+    return usage_reports(store, [(by, None)], since=since, until=until, cwd=cwd, tz=tz, cost=cost,
+                         catalog=catalog, now_ms=now_ms, hosts=hosts, users=users, agents=agents)[0]
+
+
+#: Groupings of :func:`usage_reports` beyond :data:`GROUPINGS`: ``weekhour`` is the day of the
+#: week and the hour (``"0 09"``: Monday 09:00-10:00 in the report's zone), the viewer's heatmap.
+VIEW_GROUPINGS = (*GROUPINGS, "weekhour")
+#: What a view's groups may be split by (:attr:`Group.parts`).
+STACKINGS = ("model", "provider", "project", "agent", "host", "user", "session")
+
+_TIME_GROUPINGS = frozenset({"day", "week", "month", "weekhour"})
+_SESSION_GROUPINGS = frozenset({"session", "project", "agent", "host", "user"})
+
+
+def usage_reports(store: SessionStore, views: Sequence[tuple[str, str | None]], *, since: str | None = None,
+                  until: str | None = None, cwd: str | None = None, tz: str | None = None, cost: str = "auto",
+                  catalog: PriceCatalog | None = None, now_ms: int | None = None, hosts: Iterable[str] = (),
+                  users: Iterable[str] = (), agents: Iterable[str] = ()) -> list[UsageReport]:
+    """Several groupings of the same calls from one read of the store: one
+    :class:`UsageReport` per ``(by, stack)`` of ``views``, in order, each exactly what
+    :func:`usage_report` gives for ``by`` and the same filters (the rows are read once,
+    at the finest grouping any view needs, and every row is priced the same way in every
+    view, so each view's totals are the same sums; docs/usage.md).
+
+    Args:
+        views: ``(by, stack)``: ``by`` one of :data:`VIEW_GROUPINGS`; ``stack`` ``None`` or
+            one of :data:`STACKINGS`: each group's :attr:`Group.parts` then splits it by that.
+        The rest: as :func:`usage_report`.
+
+    Raises:
+        ValueError: an unknown grouping, stacking, cost mode, zone or date.
+        StorageError: the store could not be read.
+    """
+    for by, stack in views:
+        if by not in VIEW_GROUPINGS:
+            raise ValueError(f"unknown grouping {by!r}: expected one of {', '.join(VIEW_GROUPINGS)}")
+        if stack is not None and stack not in STACKINGS:
+            raise ValueError(f"unknown stacking {stack!r}: expected one of {', '.join(STACKINGS)}")
     _check_mode(cost)
     zone = resolve_timezone(tz)
     since_ms = parse_date_bound(since, zone, end=False, now_ms=now_ms) if since else None
     until_ms = parse_date_bound(until, zone, end=True) if until else None
     resolved_cwd = os.path.abspath(cwd) if cwd is not None else None
     hosts, users, wanted_agents = tuple(hosts), tuple(users), frozenset(agents)
-    by_origin = by in ("host", "user") or bool(hosts or users)
+    dims = {by for by, _ in views} | {stack for _, stack in views if stack is not None}
+    by_origin = bool(dims & {"host", "user"}) or bool(hosts or users)
     query = UsageQuery(since_ms=since_ms, until_ms=until_ms, cwd=resolved_cwd,
-                       per_session=by in ("session", "project", "agent") or by_origin or bool(wanted_agents),
-                       price_all=cost == "catalog", by_time=by in ("day", "week", "month"))
+                       per_session=bool(dims & _SESSION_GROUPINGS) or by_origin or bool(wanted_agents),
+                       price_all=cost == "catalog", by_time=bool(dims & _TIME_GROUPINGS))
     rows: Iterable[UsageRow] = store.usage(query)
     skipped = getattr(rows, "skipped", 0)
-    group_of: dict[str, str] = {}
-    if by == "agent" or wanted_agents:
+    maps: dict[str, dict[str, str]] = {}
+    if "agent" in dims or wanted_agents:
         # The agent is a header field: one listing (headers only, no entries) maps each owner.
         agent_of = {info.id: info.agent for info in store.list_sessions(include_internal=True)}
         if wanted_agents:
             rows = [row for row in rows if agent_of.get(row.session_id or "", "pi") in wanted_agents]
-        if by == "agent":
-            group_of = agent_of
+        maps["agent"] = agent_of
     if by_origin:
         # Origins are kept beside the sessions: one read maps each owner.
         origins = store.provenances()
-        if by in ("host", "user"):
-            group_of = {sid: (origin.host if by == "host" else origin.user) or _UNKNOWN
-                        for sid, origin in origins.items()}
+        maps["host"] = {sid: origin.host or _UNKNOWN for sid, origin in origins.items()}
+        maps["user"] = {sid: origin.user or _UNKNOWN for sid, origin in origins.items()}
         if hosts or users:
             keep = matching_sessions(origins, hosts, users)
             rows = [row for row in rows if row.session_id in keep]
     lazy = _LazyCatalog(catalog)
-    groups: dict[str, Group] = {}
-    totals = Totals()
-    day_cache: dict[int, date | None] = {}
+    day_cache: dict[int, Any] = {}
+    built: list[tuple[dict[str, Group], Totals]] = [({}, Totals()) for _ in views]
     for row in rows:
-        if by in ("agent", "host", "user"):
-            key = group_of.get(row.session_id or "", "pi" if by == "agent" else _UNKNOWN)
+        # One pricing per row, added to every view: the views agree with each other to the nano-dollar.
+        priced = _row_totals(row, cost, lazy)
+        assert priced is not None
+        for (by, stack), (groups, totals) in zip(views, built, strict=True):
+            key = _view_key(by, row, zone, day_cache, maps)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = Group(key, Totals(), row.cwd if by == "session" else None)
+            group.totals.merge(priced)
+            totals.merge(priced)
+            if stack is not None:
+                if group.parts is None:
+                    group.parts = {}
+                part = _view_key(stack, row, zone, day_cache, maps)
+                group.parts.setdefault(part, Totals()).merge(priced)
+    name = lazy.used.name if lazy.used is not None else None
+    reports = []
+    for (by, _stack), (groups, totals) in zip(views, built, strict=True):
+        ordered = list(groups.values())
+        if by in _TIME_GROUPINGS:
+            ordered.sort(key=lambda g: g.key)
         else:
-            key = _group_key(by, row, zone, day_cache)
-        group = groups.get(key)
-        if group is None:
-            group = groups[key] = Group(key, Totals(), row.cwd if by == "session" else None)
-        _row_totals(row, cost, lazy, (group.totals, totals))
-    ordered = list(groups.values())
-    if by in ("day", "week", "month"):
-        ordered.sort(key=lambda g: g.key)
-    else:
-        ordered.sort(key=lambda g: (-g.totals.cost_nanos, -g.totals.total_tokens, g.key))
-    return UsageReport(by, ordered, totals, tz or "local", since, until, resolved_cwd, cost,
-                       lazy.used.name if lazy.used is not None else None, skipped)
+            ordered.sort(key=lambda g: (-g.totals.cost_nanos, -g.totals.total_tokens, g.key))
+        reports.append(UsageReport(by, ordered, totals, tz or "local", since, until, resolved_cwd, cost, name,
+                                   skipped))
+    return reports
+
+
+def _view_key(by: str, row: UsageRow, zone: tzinfo | None, day_cache: dict[int, Any],
+              maps: dict[str, dict[str, str]]) -> str:
+    if by in ("agent", "host", "user"):
+        return maps[by].get(row.session_id or "", "pi" if by == "agent" else _UNKNOWN)
+    if by == "weekhour":
+        stamp = day_cache.get(-row.bucket - 1)
+        if stamp is None:
+            try:
+                local = _local(row.bucket, zone)
+                stamp = f"{local.weekday()} {local.hour:02d}"
+            except (OverflowError, ValueError, OSError):
+                stamp = _UNKNOWN
+            day_cache[-row.bucket - 1] = stamp
+        return str(stamp)
+    return _group_key(by, row, zone, day_cache)
 
 
 def _group_key(by: str, row: UsageRow, zone: tzinfo | None, day_cache: dict[int, date | None]) -> str:

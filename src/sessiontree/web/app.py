@@ -486,9 +486,15 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
             if "origin" not in cached.memo:
                 # Where the session came from (docs/sync.md, "Provenance"): once per session version.
                 cached.memo["origin"] = store.provenances().get(session_id)
+            if "insights" not in cached.memo:
+                # Every entry of every branch (docs/insights.md): once per session version.
+                from sessiontree.usage.insights import insights_of_entries
+
+                cached.memo["insights"] = insights_of_entries(
+                    session_id, cache.full(cached).get_entries()).to_dict()
             html = page.render_session_page(cached.manager, tree, conv, version=cached.version, window=window,
                                             resume_command=resume, redacted=cache.redact, here=here,
-                                            origin=cached.memo["origin"])
+                                            origin=cached.memo["origin"], insights=cached.memo["insights"])
         return HTMLResponse(html)
 
     def compare_page(request: Request) -> Response:
