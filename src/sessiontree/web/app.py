@@ -18,6 +18,8 @@ request can change a session):
   (large sessions send the tree without them);
 * ``/s/{id}/state.json``: ``{"version", "entries", "leaf"}``, polled every
   second by the page for live updates;
+* ``/usage``, ``/usage.csv``: the usage dashboard and its tables as CSV
+  (:mod:`sessiontree.web.usagepage`);
 * ``/static/...``: the package's stylesheet and script.
 
 Safety (docs/viewer.md): the ``Host`` header must name the address the
@@ -588,6 +590,10 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
         Route("/s/{session_id}/summaries.json", summaries_json),
         Mount("/static", app=static, name="static"),
     ]
+    # The usage dashboard (docs/viewer.md, "Usage dashboard"): /usage and /usage.csv.
+    from sessiontree.web.usagepage import usage_routes
+
+    routes[-1:-1] = usage_routes(store, infos)
 
     def on_error(request: Request, exc: Exception) -> Response:
         return PlainTextResponse(view.scrub_surrogates(f"Cannot show this session: {exc}"), status_code=500)
