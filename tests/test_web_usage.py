@@ -91,7 +91,7 @@ def test_every_table_equals_stats_json(db, client, query, flags, table):
         # Not a stats grouping: its groups must still add up to the stats total.
         rows = _csv(client, f"since={SINCE}&tz=UTC&{query}&table=weekhour")
         stats = run_cli_json(db, "stats", "--since", SINCE, "-z", "UTC", *flags)
-        total = [r for r in rows if r["key"] == "total"][0]
+        total = next(r for r in rows if r["key"] == "total")
         assert _csv_row(total) == _row(stats["totals"])
         assert sum(_csv_row(r)[2] for r in rows if r["key"] != "total") == stats["totals"]["costNanos"]
         return
