@@ -112,7 +112,9 @@ def time_statusline(db: str, reps: int, ccusage: str | None) -> list[tuple[str, 
     commands = [("sessiontree statusline (warm)", [script, "statusline"]),
                 ("python -c pass (process floor)", [sys.executable, "-c", "pass"])]
     if ccusage:
-        commands.append(("ccusage statusline (warm, its own data)", [*ccusage.split(), "statusline"]))
+        # --offline: its bundled prices, no network (as ours).
+        commands.append(("ccusage statusline --offline (warm, its own data)", [*ccusage.split(), "statusline",
+                                                                              "--offline"]))
     rows = []
     for name, command in commands:
         _run(command, payload, env)  # warm the page cache
