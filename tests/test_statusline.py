@@ -22,7 +22,7 @@ from builders import billed_assistant as _assistant
 from builders import header as _header
 from builders import usage as _usage
 from cli_support import run_cli
-from sessiontree._launch import parse_statusline_args
+from sessiontree._statusline import parse_statusline_args
 from sessiontree.stores.sqlite.store import SqliteStore
 from sessiontree.usage.budgets import Budget
 from sessiontree.usage.config import set_budget
@@ -137,12 +137,13 @@ def test_the_console_script_path_loads_no_heavy_module(tmp_path):
     db = str(tmp_path / "s.db")
     _store(db)
     code = ("import sys, io\n"
-            "from sessiontree._launch import main, parse_statusline_args, run_statusline\n"
+            "from sessiontree._statusline import parse_statusline_args, run_statusline\n"
             f"options = parse_statusline_args(['--store', {db!r}, 'statusline', '-z', 'UTC'])\n"
             "store = options.pop('store')\n"
             f"run_statusline(store, stdin=io.BytesIO({json.dumps(CLAUDE_INPUT).encode()!r}), **options)\n"
             "heavy = ('click', 'rich', 'starlette', 'jinja2', 'detect_secrets', 'genai_prices', 'sessiontree.cli',\n"
-            "         'sessiontree.session.manager', 'importlib.metadata')\n"
+            "         'sessiontree.session.manager', 'importlib.metadata', 'sessiontree.stores.jsonl',\n"
+            "         'sessiontree.stores.memory')\n"
             "print(sorted(name for name in heavy if name in sys.modules))\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "SESSIONTREE_CONFIG": str(tmp_path / "none.toml")}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout

@@ -3,7 +3,7 @@
 The console script answers the plain form of this command without loading the
 command line (:mod:`sessiontree._launch`); this click command is the same
 command for every other path (``python -m sessiontree``, ``--help``, tests), and
-calls the same :func:`~sessiontree._launch.run_statusline`.
+calls the same :func:`~sessiontree._statusline.run_statusline`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from sessiontree._launch import run_statusline
+from sessiontree._statusline import run_statusline
 from sessiontree.cli.common import App, cli, pass_app
 
 
