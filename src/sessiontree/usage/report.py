@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
 from decimal import Decimal
@@ -174,7 +174,7 @@ def _default_catalog() -> GenaiPricesCatalog:
 # --------------------------------------------------------------------------- totals
 
 
-@dataclass
+@dataclass(slots=True)
 class Totals(TokenCounts):
     """Sums of one group (or of everything).
 
@@ -518,12 +518,16 @@ STACKINGS = ("model", "provider", "project", "agent", "host", "user", "session")
 
 _TIME_GROUPINGS = frozenset({"day", "week", "month", "weekhour"})
 _SESSION_GROUPINGS = frozenset({"session", "project", "agent", "host", "user"})
+_PER_SESSION_VIEWS = frozenset({"project", "agent", "host", "user"})
+#: Stands in for a session's sums when the session view holds them.
+_NO_TOTALS = Totals()
 
 
 def usage_reports(store: SessionStore, views: Sequence[tuple[str, str | None]], *, since: str | None = None,
                   until: str | None = None, cwd: str | None = None, tz: str | None = None, cost: str = "auto",
                   catalog: PriceCatalog | None = None, now_ms: int | None = None, hosts: Iterable[str] = (),
-                  users: Iterable[str] = (), agents: Iterable[str] = ()) -> list[UsageReport]:
+                  users: Iterable[str] = (), agents: Iterable[str] = (),
+                  agent_of: Mapping[str, str] | None = None) -> list[UsageReport]:
     """Several groupings of the same calls from one read of the store: one
     :class:`UsageReport` per ``(by, stack)`` of ``views``, in order, each exactly what
     :func:`usage_report` gives for ``by`` and the same filters (the rows are read once,
@@ -533,6 +537,8 @@ def usage_reports(store: SessionStore, views: Sequence[tuple[str, str | None]], 
     Args:
         views: ``(by, stack)``: ``by`` one of :data:`VIEW_GROUPINGS`; ``stack`` ``None`` or
             one of :data:`STACKINGS`: each group's :attr:`Group.parts` then splits it by that.
+        agent_of: session id -> agent (the listing's ``agent``) when the caller has it (the
+            viewer keeps it while the store is unchanged); else the store is listed for it.
         The rest: as :func:`usage_report`.
 
     Raises:
@@ -560,10 +566,11 @@ def usage_reports(store: SessionStore, views: Sequence[tuple[str, str | None]], 
     maps: dict[str, dict[str, str]] = {}
     if "agent" in dims or wanted_agents:
         # The agent is a header field: one listing (headers only, no entries) maps each owner.
-        agent_of = {info.id: info.agent for info in store.list_sessions(include_internal=True)}
+        if agent_of is None:
+            agent_of = {info.id: info.agent for info in store.list_sessions(include_internal=True)}
         if wanted_agents:
             rows = [row for row in rows if agent_of.get(row.session_id or "", "pi") in wanted_agents]
-        maps["agent"] = agent_of
+        maps["agent"] = dict(agent_of)
     if by_origin:
         # Origins are kept beside the sessions: one read maps each owner.
         origins = store.provenances()
@@ -574,26 +581,63 @@ def usage_reports(store: SessionStore, views: Sequence[tuple[str, str | None]], 
             rows = [row for row in rows if row.session_id in keep]
     lazy = _LazyCatalog(catalog)
     day_cache: dict[int, Any] = {}
-    built: list[tuple[dict[str, Group], Totals]] = [({}, Totals()) for _ in views]
+    built: list[dict[str, Group]] = [{} for _ in views]
+    # Each row is priced once and added once per view; every sum that can be taken from sums is
+    # (the totals, a stacked group from its parts, a per-session view from the sessions' sums):
+    # the page sums ~19,000 rows of 10,000 sessions several ways (docs/viewer.md, "Usage dashboard").
+    derived = [i for i, (by, stack) in enumerate(views) if stack is None and by in _PER_SESSION_VIEWS]
+    direct = [(i, views[i][0], views[i][1], built[i]) for i in range(len(views)) if i not in derived]
+    sessions_view = next((groups for _i, by, stack, groups in direct if by == "session" and stack is None), None)
+    per_session: dict[str | None, tuple[Totals, UsageRow]] = {}
     for row in rows:
         # One pricing per row, added to every view: the views agree with each other to the nano-dollar.
         priced = _row_totals(row, cost, lazy)
         assert priced is not None
-        for (by, stack), (groups, totals) in zip(views, built, strict=True):
+        if derived:
+            held = per_session.get(row.session_id)
+            if held is None:
+                held = per_session[row.session_id] = (
+                    Totals() if sessions_view is None else _NO_TOTALS, row)
+            if sessions_view is None:
+                held[0].merge(priced)
+        for _i, by, stack, groups in direct:
             key = _view_key(by, row, zone, day_cache, maps)
             group = groups.get(key)
             if group is None:
                 group = groups[key] = Group(key, Totals(), row.cwd if by == "session" else None)
-            group.totals.merge(priced)
-            totals.merge(priced)
-            if stack is not None:
-                if group.parts is None:
-                    group.parts = {}
-                part = _view_key(stack, row, zone, day_cache, maps)
-                group.parts.setdefault(part, Totals()).merge(priced)
+            if stack is None:
+                group.totals.merge(priced)
+                continue
+            if group.parts is None:
+                group.parts = {}
+            part = _view_key(stack, row, zone, day_cache, maps)
+            totals_of_part = group.parts.get(part)
+            if totals_of_part is None:
+                totals_of_part = group.parts[part] = Totals()
+            totals_of_part.merge(priced)
+    for _i, _by, stack, groups in direct:
+        if stack is not None:
+            for group in groups.values():
+                for part_totals in (group.parts or {}).values():
+                    group.totals.merge(part_totals)
+    for summed, row in per_session.values():
+        if sessions_view is not None:
+            summed = sessions_view[row.session_id or ""].totals
+        for i in derived:
+            key = _view_key(views[i][0], row, zone, day_cache, maps)
+            group = built[i].get(key)
+            if group is None:
+                group = built[i][key] = Group(key, Totals())
+            group.totals.merge(summed)
+    # Every view partitions the same rows: the totals are the sum of the smallest one's groups.
+    grand = Totals()
+    for group in min(built, key=len).values():
+        grand.merge(group.totals)
     name = lazy.used.name if lazy.used is not None else None
     reports = []
-    for (by, _stack), (groups, totals) in zip(views, built, strict=True):
+    for (by, _stack), groups in zip(views, built, strict=True):
+        totals = Totals()
+        totals.merge(grand)  # each report its own copy
         ordered = list(groups.values())
         if by in _TIME_GROUPINGS:
             ordered.sort(key=lambda g: g.key)
@@ -604,21 +648,28 @@ def usage_reports(store: SessionStore, views: Sequence[tuple[str, str | None]], 
     return reports
 
 
-def _view_key(by: str, row: UsageRow, zone: tzinfo | None, day_cache: dict[int, Any],
+def _view_key(by: str, row: UsageRow, zone: tzinfo | None, day_cache: dict[Any, Any],
               maps: dict[str, dict[str, str]]) -> str:
     if by in ("agent", "host", "user"):
         return maps[by].get(row.session_id or "", "pi" if by == "agent" else _UNKNOWN)
-    if by == "weekhour":
-        stamp = day_cache.get(-row.bucket - 1)
-        if stamp is None:
+    if by == "session":
+        return row.session_id or ""
+    if by == "project":
+        return row.cwd or ""
+    # Time and model keys repeat across rows: each is worked out once per bucket or model.
+    memo = (by, row.bucket) if by in _TIME_GROUPINGS else (by, row.provider, row.model)
+    key = day_cache.get(memo)
+    if key is None:
+        if by == "weekhour":
             try:
                 local = _local(row.bucket, zone)
-                stamp = f"{local.weekday()} {local.hour:02d}"
+                key = f"{local.weekday()} {local.hour:02d}"
             except (OverflowError, ValueError, OSError):
-                stamp = _UNKNOWN
-            day_cache[-row.bucket - 1] = stamp
-        return str(stamp)
-    return _group_key(by, row, zone, day_cache)
+                key = _UNKNOWN
+        else:
+            key = _group_key(by, row, zone, day_cache)
+        day_cache[memo] = key
+    return str(key)
 
 
 def _group_key(by: str, row: UsageRow, zone: tzinfo | None, day_cache: dict[int, date | None]) -> str:

@@ -31,6 +31,7 @@ __all__ = [
     "CSV_TABLES",
     "UsagePage",
     "UsageParams",
+    "agents_of",
     "build_usage_page",
     "csv_text",
     "money",
@@ -256,7 +257,7 @@ def build_usage_page(store: SessionStore, params: UsageParams, infos: Sequence[A
     if page.has_origins:
         views += [("host", None), ("user", None)]
     try:
-        reports = usage_reports(store, views, **params.filters())
+        reports = usage_reports(store, views, **params.filters(), agent_of=agents_of(infos))
     except ValueError as exc:
         page.message = str(exc)
         return page
@@ -272,6 +273,11 @@ def build_usage_page(store: SessionStore, params: UsageParams, infos: Sequence[A
         except ValueError as exc:  # an invalid config file: said on the page, the rest still shown
             page.budget_problem = str(exc)
     return page
+
+
+def agents_of(infos: Sequence[Any]) -> dict[str, str]:
+    """Session id -> agent of the listing rows (what ``usage_reports`` groups ``agent`` by)."""
+    return {info.id: info.agent for info in infos}
 
 
 _CSV_HEAD = ["calls", "inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens", "totalTokens", "cost",
