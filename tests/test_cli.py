@@ -511,7 +511,7 @@ def test_main_is_the_console_entry_point():
     from importlib.metadata import entry_points
 
     scripts = {ep.name: ep.value for ep in entry_points(group="console_scripts")}
-    assert scripts.get("sessiontree") == "sessiontree.cli:main"
+    assert scripts.get("sessiontree") == "sessiontree._launch:main"
     assert isinstance(cli, click.Group)
 
 

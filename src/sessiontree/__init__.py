@@ -20,7 +20,6 @@ import-linter): ``format`` <- ``core`` <- ``check`` <- ``stores`` <-
 """
 
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from sessiontree import errors as _errors
@@ -51,6 +50,11 @@ _LAZY = {
 def __getattr__(name: str) -> Any:
     """A public name of :data:`_LAZY` (PEP 562): imported on first use, then cached in
     the module's globals. Raises AttributeError for any other name."""
+    if name == "__version__":
+        # Looked up on first use: importlib.metadata costs a status bar's whole budget
+        # (docs/statusline.md), and most commands never print the version.
+        globals()[name] = value = _version()
+        return value
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'sessiontree' has no attribute {name!r}")
@@ -67,13 +71,13 @@ def __dir__() -> list[str]:
 def _version() -> str:
     """The installed distribution's version (``pyproject.toml`` is its one source); a
     source tree put on ``sys.path`` without being installed has no metadata."""
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("sessiontree")
     except PackageNotFoundError:
         return "0+unknown"
 
-
-__version__ = _version()
 
 __all__ = [
     *_LAZY,

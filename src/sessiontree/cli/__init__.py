@@ -25,15 +25,18 @@ Conventions:
 
 from sessiontree.cli import (  # noqa: F401  (each module registers its commands on ``cli``)
     agent,
+    budget,
     diff,
     edit,
     files,
+    insights,
     mcp,
     search,
     secrets,
     serve,
     sessions,
     stats,
+    statusline,
     store,
     sync,
 )

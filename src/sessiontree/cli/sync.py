@@ -433,11 +433,19 @@ def _watch(store: SessionStore, folders: list[str], exclude: str | None, replace
         shown = [r for r in batch.files if r.status != "unchanged" and (verbose or not r.set_aside)]
         if shown or as_json:
             _print_report(batch, as_json, verbose=verbose)
+        if any(r.status in ("new", "grown", "replaced") for r in batch.files):
+            # Budgets of the config file, after each change (docs/budgets.md, "Alerts").
+            from sessiontree.cli.budget import watch_alerts
+
+            watch_alerts(store)
 
     def on_ready() -> None:
         # Appends made between the first sync and the start of the watch gave no event.
         files, _rejected = discover(roots, exclude, links=[] if own_folders else None)
         on_change(files)
+        from sessiontree.cli.budget import watch_alerts
+
+        watch_alerts(store)  # a budget the first sync crossed is alerted now, not at the next change
 
     watch(roots, on_change, stop, debounce_ms=debounce, on_ready=on_ready)
     echo_line("sessiontree: watch stopped", err=True)

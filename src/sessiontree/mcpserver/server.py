@@ -123,7 +123,7 @@ def build_server(store: SessionStore, *, name: str = "sessiontree") -> MCPServer
     """The MCP server over ``store`` (open it read-only: no tool writes, docs/mcp.md "Security").
 
     Tools: ``search_sessions``, ``list_sessions``, ``get_session``, ``get_context``,
-    ``get_entries``, ``usage_stats``, ``diff_branches``; resource template
+    ``get_entries``, ``usage_stats``, ``diff_branches``, ``session_insights``; resource template
     ``sessiontree://session/{session_id}/context`` (the first page of ``get_context``).
     """
     reader = SessionReader(store)
@@ -274,6 +274,24 @@ def build_server(store: SessionStore, *, name: str = "sessiontree") -> MCPServer
                                                   max_chars=max_chars),
                      lambda d: (f"{d['a']['leafId']} vs {d['b']['leafId']}: {d['commonEntries']} common entries, "
                                 f"{d['total']} rows{' (identical)' if d['identical'] else ''}{_more(d)}"))
+
+    @tool("Insights computed from a session's entries (no model calls): tool calls and tool errors by tool, "
+          "error loops (one tool failing 3+ times in a row), repeated identical calls, calls never answered, "
+          "compactions and the tokens they cut, abandoned branches and their cost, cost per file edited, the "
+          "longest waits for a result (docs/insights.md). Without session_id: summed over every session, "
+          "with the sessions with the most error loops and the most expensive abandoned branches.")
+    def session_insights(
+        session_id: Annotated[str | None, Field(description="Session id, or a unique prefix of one; "
+                                                            "none: every session.")] = None,
+        limit: Annotated[int, Field(ge=1, le=100, description="Across sessions: items per top list.")] = 10,
+        max_chars: MaxChars = None,
+        redact: Redact = False,
+    ) -> CallToolResult:
+        from sessiontree.mcpserver.insights import insights_answer
+
+        return _call(lambda: insights_answer(reader, session_id, limit=limit, max_chars=max_chars, redact=redact),
+                     lambda d: (f"insights of {d.get('sessionId') or str(d.get('sessions')) + ' sessions'}: "
+                                f"{d['toolCalls']} tool calls, {d['toolErrors']} errors"))
 
     @server.resource("sessiontree://session/{session_id}/context", name="session-context",
                      description="The model context of a session's active branch (the first page of "

@@ -18,6 +18,8 @@ request can change a session):
   (large sessions send the tree without them);
 * ``/s/{id}/state.json``: ``{"version", "entries", "leaf"}``, polled every
   second by the page for live updates;
+* ``/usage``, ``/usage.csv``: the usage dashboard and its tables as CSV
+  (:mod:`sessiontree.web.usagepage`);
 * ``/static/...``: the package's stylesheet and script.
 
 Safety (docs/viewer.md): the ``Host`` header must name the address the
@@ -516,9 +518,15 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
             if "origin" not in cached.memo:
                 # Where the session came from (docs/sync.md, "Provenance"): once per session version.
                 cached.memo["origin"] = store.provenances().get(session_id)
+            if "insights" not in cached.memo:
+                # Every entry of every branch (docs/insights.md): once per session version.
+                from sessiontree.usage.insights import insights_of_entries
+
+                cached.memo["insights"] = insights_of_entries(
+                    session_id, cache.full(cached).get_entries()).to_dict()
             html = page.render_session_page(cached.manager, tree, conv, version=cached.version, window=window,
                                             resume_command=resume, redacted=cache.redact, here=here,
-                                            origin=cached.memo["origin"])
+                                            origin=cached.memo["origin"], insights=cached.memo["insights"])
         return HTMLResponse(html)
 
     def compare_page(request: Request) -> Response:
@@ -613,6 +621,10 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
         Route("/s/{session_id}/{agent}", subagent_page),  # after the pages above: PARENT/AGENT
         Mount("/static", app=static, name="static"),
     ]
+    # The usage dashboard (docs/viewer.md, "Usage dashboard"): /usage and /usage.csv.
+    from sessiontree.web.usagepage import usage_routes
+
+    routes[-1:-1] = usage_routes(store, infos)
 
     def on_error(request: Request, exc: Exception) -> Response:
         return PlainTextResponse(view.scrub_surrogates(f"Cannot show this session: {exc}"), status_code=500)
