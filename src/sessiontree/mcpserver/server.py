@@ -279,7 +279,9 @@ def build_server(store: SessionStore, *, name: str = "sessiontree") -> MCPServer
           "error loops (one tool failing 3+ times in a row), repeated identical calls, calls never answered, "
           "compactions and the tokens they cut, abandoned branches and their cost, cost per file edited, the "
           "longest waits for a result (docs/insights.md). Without session_id: summed over every session, "
-          "with the sessions with the most error loops and the most expensive abandoned branches.")
+          "with the sessions with the most error loops and the most expensive abandoned branches. "
+          "Arguments: session_id (optional), limit (items per top list across sessions, default 10), "
+          "max_chars, redact.")
     def session_insights(
         session_id: Annotated[str | None, Field(description="Session id, or a unique prefix of one; "
                                                             "none: every session.")] = None,
