@@ -10,6 +10,9 @@ order at open, under the schema lock, and recorded by name in
 ``m003_search_index``    ``search_entries`` and its indexes (:mod:`.search`)
 ``m004_usage_ledger``    ``usage_ledger`` (:mod:`.usage`)
 ``m005_agent_files``     ``sync_state.shape``, ``archived_files`` (not derived, per host)
+``m006_provenance``      ``provenance`` (not derived: where each session came from)
+``m007_team``            owners, row-level security, aggregate views, ``team_audit``,
+                         ``holds``, ``deletion_log`` (:mod:`.team`, docs/team.md)
 =======================  =====================================================
 
 Add new steps at the end; never edit one that has been applied (its name and
@@ -23,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from sessiontree.stores.postgres import search, usage
+from sessiontree.stores.postgres.team import m007_team
 from sessiontree.stores.postgres.derived import DerivedIndex, Migration
 from sessiontree.stores.postgres.search import TSV_CHARS
 from sessiontree.stores.shared import schema_steps
@@ -258,6 +262,7 @@ MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m004_usage_ledger,
     m005_agent_files,
     m006_provenance,
+    m007_team,
 )
 
 #: Every derived index, maintained by each write in this order (their tables come

@@ -1,0 +1,215 @@
+"""A team store private by construction (docs/team.md): two members and a lead syncing into
+one PostgreSQL database, each reading only their own content, through our store and
+through direct SQL with their own role; the team aggregates; the audited door.
+
+Synthetic sessions (builders): what is checked is who may read which rows, which no
+real agent file shows; the figures compared are the members' own ``usage()`` sums."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from builders import assistant, chain, message_entry, text_block, usage_header, user
+from sessiontree.errors import SessionNotFoundError, StorageError
+from sessiontree.stores.postgres.store import PostgresStore
+
+pytestmark = pytest.mark.postgres
+
+PEOPLE = {"alice": "member", "bob": "member", "carol": "lead", "dana": "admin"}
+
+
+def _as(url: str, role: str) -> str:
+    return url.replace("postgres@", f"{role}@", 1)
+
+
+def _session(sid: str, word: str, n_calls: int, cwd: str, start: int = 0) -> tuple[dict, list[dict]]:
+    """A session of ``n_calls`` billed calls (distinct calls: their times differ by ``start``)."""
+    entries = [message_entry("u0", user(f"please {word} now"))]
+    parent = "u0"
+    for k in range(n_calls):
+        msg = assistant([text_block(f"{word} answer {k}")], ts=1767225600000 + start + k * 1000, model=f"m{k % 2}")
+        msg["usage"] = {"input": 10 + k, "output": 5, "cacheRead": 0, "cacheWrite": 0,
+                        "cost": {"total": 0.001 * (k + 1)}}
+        entries.append(message_entry(f"a{k}", msg, parent))
+        parent = f"a{k}"
+    return usage_header(sid, cwd=cwd), chain(*entries)
+
+
+@pytest.fixture
+def team(pg_url):
+    """The database owner's store with the four people added, and a store per person
+    holding their own sessions (alice: 2 sessions, bob: 1, carol: 1)."""
+    owner = PostgresStore(pg_url)
+    for name, role in PEOPLE.items():
+        owner.team_add(name, role)
+    stores = {name: PostgresStore(_as(pg_url, name)) for name in PEOPLE}
+    stores["alice"].create(*_session("s-alice-1", "zebra", 3, "/home/alice/proj/alpha"))
+    stores["alice"].create(*_session("s-alice-2", "zebra", 1, "/home/alice/proj/beta", start=86_400_000))
+    stores["bob"].create(*_session("s-bob-1", "yak", 2, "/home/bob/src/alpha"))
+    stores["carol"].create(*_session("s-carol-1", "xerus", 1, "/home/carol/gamma"))
+    try:
+        yield owner, stores
+    finally:
+        for store in stores.values():
+            store.close()
+        owner.close()
+
+
+def _totals(rows) -> tuple[int, int, int, int]:
+    calls = sum(r.calls for r in rows)
+    return calls, sum(r.input for r in rows), sum(r.output for r in rows), sum(r.cost_nanos for r in rows)
+
+
+def test_each_member_reads_only_their_own_sessions(team):
+    owner, stores = team
+    alice, bob = stores["alice"], stores["bob"]
+    assert sorted(i.id for i in alice.list_sessions()) == ["s-alice-1", "s-alice-2"]
+    assert alice.session_ids() == ["s-alice-1", "s-alice-2"]
+    assert bob.session_ids() == ["s-bob-1"]
+    assert owner.session_ids() == ["s-alice-1", "s-alice-2", "s-bob-1", "s-carol-1"]
+    with pytest.raises(SessionNotFoundError):
+        alice.load("s-bob-1")
+    assert not alice.exists("s-bob-1")
+    assert [h.session_id for h in alice.search("yak")] == []
+    assert {h.session_id for h in bob.search("yak")} == {"s-bob-1"}
+    assert {h.session_id for h in alice.search("zebra")} == {"s-alice-1", "s-alice-2"}
+    # The lead is refused content too.
+    with pytest.raises(SessionNotFoundError):
+        stores["carol"].load("s-alice-1")
+    assert [h.session_id for h in stores["carol"].search("zebra")] == []
+
+
+def test_a_member_cannot_write_into_another_members_session(team):
+    _, stores = team
+    with pytest.raises((SessionNotFoundError, StorageError)):
+        stores["bob"].append("s-alice-1", [message_entry("b1", user("mine now"), "a2")])
+    try:  # a delete of an id the store does not hold may be a no-op; it must not delete
+        stores["bob"].delete("s-alice-1")
+    except (SessionNotFoundError, StorageError):
+        pass
+    assert len(stores["alice"].load("s-alice-1").entries) == 4
+
+
+def _all_tables(conn) -> list[str]:
+    return [row[0] for row in conn.execute(
+        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') ORDER BY 1")]
+
+
+def test_direct_sql_as_a_member_sees_only_their_rows(team, pg_url):
+    owner, _ = team
+    with psycopg.connect(pg_url) as conn:
+        tables = _all_tables(conn)
+        rls = {row[0]: row[1] for row in conn.execute(
+            "SELECT relname, relrowsecurity FROM pg_class WHERE relname = ANY(%s)", (tables,))}
+    # Every table of the store but the list of schema steps is under row-level security.
+    assert {t for t, on in rls.items() if not on} == {"schema_migrations"}
+    for name, own in (("alice", {"s-alice-1", "s-alice-2"}), ("bob", {"s-bob-1"}), ("carol", {"s-carol-1"})):
+        with psycopg.connect(_as(pg_url, name)) as conn:
+            for table in tables:
+                columns = {row[0] for row in conn.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = %s", (table,))}
+                try:
+                    rows = conn.execute(f"SELECT * FROM {table}").fetchall()
+                except psycopg.errors.InsufficientPrivilege:
+                    conn.rollback()
+                    continue
+                key = "id" if table == "sessions" else "session_id" if "session_id" in columns else None
+                if key is not None and table not in ("team_audit", "deletion_log"):
+                    seen = {r[0] for r in conn.execute(f"SELECT {key} FROM {table}")}
+                    assert seen <= own, (name, table, seen)
+                if table in ("entries", "sessions", "search_entries", "usage_ledger", "message_texts"):
+                    assert rows, (name, table)
+            # Content of others is not there even when asked by id.
+            assert conn.execute("SELECT count(*) FROM entries WHERE session_id = 's-dana-none'"
+                                " OR session_id NOT IN (%s, %s)", sorted(own | {"x"})[:2]).fetchone()[0] == 0 \
+                or name == "alice"
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute("SELECT * FROM team_read(1)")
+    # The owner sees all four sessions' entries.
+    with psycopg.connect(pg_url) as conn:
+        assert {r[0] for r in conn.execute("SELECT DISTINCT session_id FROM entries")} == {
+            "s-alice-1", "s-alice-2", "s-bob-1", "s-carol-1"}
+
+
+def test_aggregates_agree_with_each_members_own_stats(team):
+    _, stores = team
+    own = {name: _totals(stores[name].usage()) for name in ("alice", "bob", "carol")}
+    assert own["alice"] == (4, 10 + 11 + 12 + 10, 20, (1 + 2 + 3 + 1) * 1_000_000)
+    assert own["bob"][0] == 2
+    team_rows = stores["alice"].team_usage()
+    assert all("user_name" not in row for row in team_rows)
+    total = tuple(sum(row[k] for row in team_rows) for k in ("calls", "input", "output", "cost_nanos"))
+    assert total == tuple(sum(v[i] for v in own.values()) for i in range(4))
+    # No text, title or path in any aggregate column.
+    for row in team_rows:
+        assert "/" not in row["project"] and row["project"] in ("alpha", "beta", "gamma")
+    # The lead reads them by user; a member may not.
+    by_user = stores["carol"].team_usage(by_user=True)
+    for name in ("alice", "bob", "carol"):
+        mine = [row for row in by_user if row["user_name"] == name]
+        assert tuple(sum(row[k] for row in mine) for k in ("calls", "input", "output", "cost_nanos")) == own[name]
+    with pytest.raises(StorageError, match="permission denied"):
+        stores["alice"].team_usage(by_user=True)
+    sessions: dict[str, int] = {}
+    for row in stores["carol"].team_sessions(by_user=True):
+        sessions[row["user_name"]] = sessions.get(row["user_name"], 0) + row["sessions"]
+    assert sessions == {"alice": 2, "bob": 1, "carol": 1}
+    assert sum(row["sessions"] for row in stores["alice"].team_sessions()) == 4
+
+
+def test_team_open_writes_the_audit_record_before_the_content(team, pg_url):
+    owner, stores = team
+    dana = stores["dana"]
+    # Without a committed audit record of hers, team_read returns nothing.
+    with psycopg.connect(_as(pg_url, "dana")) as conn:
+        with conn.transaction():
+            audit_id = conn.execute("SELECT team_open('s-bob-1', 'incident 7')").fetchone()[0]
+            # The same transaction's record is not enough: it is not committed yet.
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute("SELECT * FROM team_read(%s)", (audit_id,))
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM team_audit").fetchone()[0] == 0  # rolled back with it
+    audit_id, session = dana.team_open("s-bob-1", "incident 7")
+    assert session.header["id"] == "s-bob-1" and len(session.entries) == 3
+    records = stores["bob"].team_audit()
+    assert [(r.id, r.reader, r.session_id, r.session_owner, r.reason) for r in records] == [
+        (audit_id, "dana", "s-bob-1", "bob", "incident 7")]
+    assert stores["alice"].team_audit() == []
+    with pytest.raises(StorageError, match="permission denied"):
+        stores["carol"].team_open("s-bob-1", "curious")
+    with pytest.raises(ValueError):
+        dana.team_open("s-bob-1", "  ")
+
+
+@pytest.mark.parametrize("who", ["dana", "postgres"])
+def test_the_audit_table_refuses_update_and_delete(team, pg_url, who):
+    _, stores = team
+    stores["dana"].team_open("s-alice-1", "review")
+    url = pg_url if who == "postgres" else _as(pg_url, who)
+    with psycopg.connect(url, autocommit=True) as conn:
+        for statement in ("UPDATE team_audit SET reason = 'nothing'", "DELETE FROM team_audit",
+                          "TRUNCATE team_audit"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(statement)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("INSERT INTO team_audit (reader, session_id, session_owner, reason)"
+                         " VALUES ('x', 'y', 'z', 'forged')") if who != "postgres" else (_ for _ in ()).throw(
+                psycopg.errors.InsufficientPrivilege())
+    assert [r.reason for r in stores["alice"].team_audit()] == ["review"]
+
+
+def test_team_list_and_remove(team):
+    owner, stores = team
+    assert [(m.name, m.role, m.sessions) for m in owner.team_list()] == [
+        ("alice", "member", 2), ("bob", "member", 1), ("carol", "lead", 1), ("dana", "admin", 0)]
+    stores["bob"].close()
+    owner.team_remove("bob")
+    assert [m.name for m in owner.team_list()] == ["alice", "carol", "dana"]
+    # Bob's sessions stay; the owner still has them.
+    assert "s-bob-1" in owner.session_ids()
+    with pytest.raises(StorageError):
+        owner.team_remove("bob")
+    with pytest.raises(ValueError):
+        owner.team_add("erin", "boss")
