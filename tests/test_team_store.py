@@ -98,7 +98,7 @@ def _all_tables(conn) -> list[str]:
 
 
 def test_direct_sql_as_a_member_sees_only_their_rows(team, pg_url):
-    owner, _ = team
+    _owner, _ = team
     with psycopg.connect(pg_url) as conn:
         tables = _all_tables(conn)
         rls = {row[0]: row[1] for row in conn.execute(
@@ -160,7 +160,7 @@ def test_aggregates_agree_with_each_members_own_stats(team):
 
 
 def test_team_open_writes_the_audit_record_before_the_content(team, pg_url):
-    owner, stores = team
+    _owner, stores = team
     dana = stores["dana"]
     # Without a committed audit record of hers, team_read returns nothing.
     with psycopg.connect(_as(pg_url, "dana")) as conn:

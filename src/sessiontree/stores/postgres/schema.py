@@ -26,9 +26,9 @@ from __future__ import annotations
 from typing import Any
 
 from sessiontree.stores.postgres import search, usage
-from sessiontree.stores.postgres.team import m007_team
 from sessiontree.stores.postgres.derived import DerivedIndex, Migration
 from sessiontree.stores.postgres.search import TSV_CHARS
+from sessiontree.stores.postgres.team import m007_team
 from sessiontree.stores.shared import schema_steps
 
 __all__ = ["DERIVED_INDEXES", "MIGRATIONS"]

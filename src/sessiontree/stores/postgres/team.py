@@ -25,11 +25,11 @@ superuser) is not subject to them: it is the operator's account, not a person's.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from sessiontree.errors import StorageError
 from sessiontree.format.codec import ParsedSession
+from sessiontree.stores.base import AuditRecord, PruneRecord, TeamMember
 
 try:  # an optional extra: sessiontree[postgres]
     import psycopg
@@ -37,7 +37,7 @@ try:  # an optional extra: sessiontree[postgres]
 except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg = None  # type: ignore[assignment]
 
-__all__ = ["AUDIT_WINDOW_S", "GROUPS", "ROLES", "AuditRecord", "PostgresTeam", "TeamMember", "m007_team"]
+__all__ = ["AUDIT_WINDOW_S", "CONTENT_TABLES", "GROUPS", "ROLES", "PostgresTeam", "grant_team", "m007_team"]
 
 #: The three team roles (``--role``) and the group role each login role is put in.
 GROUPS: dict[str, str] = {"member": "sessiontree_member", "lead": "sessiontree_lead",
@@ -349,61 +349,6 @@ def _retention(conn: Any, schema: str) -> None:
 
 
 # -- the store's side -----------------------------------------------------------------------
-
-
-@dataclass
-class TeamMember:
-    """A login role in one of the team's group roles (``team list``).
-
-    Attributes:
-        name: the login role.
-        role: ``member``, ``lead`` or ``admin`` (the highest group it is in).
-        can_login: whether the role may log in (``rolcanlogin``).
-        sessions: sessions it owns in this database.
-    """
-
-    name: str
-    role: str
-    can_login: bool
-    sessions: int
-
-
-@dataclass
-class AuditRecord:
-    """One access through the audited door (``team audit``).
-
-    Attributes:
-        id: the record's number.
-        at: when, ISO 8601 UTC.
-        reader: the login role that opened the session.
-        session_id: the session opened.
-        session_owner: its owner.
-        reason: the reason given.
-    """
-
-    id: int
-    at: str
-    reader: str
-    session_id: str
-    session_owner: str
-    reason: str
-
-
-@dataclass
-class PruneRecord:
-    """A session a prune deleted (or would delete): ids, counts and sizes only.
-
-    Attributes:
-        session_id: the session.
-        owner: whose it was (``""`` where stores have no owners).
-        entries: its entry count.
-        bytes: bytes of its stored records (header and entries).
-    """
-
-    session_id: str
-    owner: str
-    entries: int
-    bytes: int
 
 
 class PostgresTeam:
