@@ -36,6 +36,7 @@ from sessiontree.cli import (  # noqa: F401  (each module registers its commands
     stats,
     store,
     sync,
+    team,
 )
 from sessiontree.cli.common import cli, main
 

@@ -117,6 +117,10 @@ STORE_MODES: dict[str, str] = {
     "label": "write",
     "reindex": "write",
     "archive": "write",
+    "team": "create",
+    "prune": "write",
+    "hold": "write",
+    "unhold": "write",
 }
 
 
