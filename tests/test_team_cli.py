@@ -13,8 +13,8 @@ import json
 import pytest
 
 from cli_support import run_cli, run_cli_json
-from sync_support import PROJECT, head, line, record
 from sessiontree.stores.postgres.store import PostgresStore
+from sync_support import PROJECT, head, line, record
 
 pytestmark = pytest.mark.postgres
 

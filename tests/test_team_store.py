@@ -121,10 +121,16 @@ def test_direct_sql_as_a_member_sees_only_their_rows(team, pg_url):
                     assert seen <= own, (name, table, seen)
                 if table in ("entries", "sessions", "search_entries", "usage_ledger", "message_texts"):
                     assert rows, (name, table)
-            # Content of others is not there even when asked by id.
-            assert conn.execute("SELECT count(*) FROM entries WHERE session_id = 's-dana-none'"
-                                " OR session_id NOT IN (%s, %s)", sorted(own | {"x"})[:2]).fetchone()[0] == 0 \
-                or name == "alice"
+            # Others' content is not there even when asked for by id.
+            for table in ("entries", "message_texts", "search_entries", "usage_ledger"):
+                assert conn.execute(f"SELECT count(*) FROM {table} WHERE session_id <> ALL(%s)",
+                                    (sorted(own),)).fetchone()[0] == 0
+            assert conn.execute("SELECT count(*) FROM entries WHERE session_id = 's-bob-1'").fetchone()[0] == (
+                3 if name == "bob" else 0)
+            if PEOPLE[name] == "member":  # aggregates by user are for leads
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    conn.execute("SELECT * FROM team_usage_by_user")
+                conn.rollback()
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute("SELECT * FROM team_read(1)")
     # The owner sees all four sessions' entries.
@@ -213,3 +219,54 @@ def test_team_list_and_remove(team):
         owner.team_remove("bob")
     with pytest.raises(ValueError):
         owner.team_add("erin", "boss")
+
+
+def test_migration_from_todays_schema_keeps_every_session_owned_by_the_migrating_role(pg_url, monkeypatch):
+    import sessiontree.stores.postgres.connection as connection_module
+    from sessiontree.stores.postgres.schema import MIGRATIONS
+
+    before = [name for name, _ in MIGRATIONS if name != "m007_team"]
+    assert before[-1] == "m006_provenance"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE ROLE ops_h45 LOGIN")  # not a superuser, no CREATEROLE
+        conn.execute(f'ALTER DATABASE "{pg_url.rsplit("/", 1)[1]}" OWNER TO ops_h45')
+    ops_url = _as(pg_url, "ops_h45")
+    try:
+        monkeypatch.setattr(connection_module, "MIGRATIONS", [step for step in MIGRATIONS if step[0] in before])
+        with PostgresStore(ops_url) as old:
+            assert old.applied_migrations() == before
+            for n in range(3):
+                old.create(*_session(f"s-old-{n}", "walrus", 1, "/srv/old", start=n))
+        monkeypatch.undo()
+        with PostgresStore(ops_url) as migrated:  # the step runs as ops_h45, the tables' owner
+            assert migrated.applied_migrations()[-1] == "m007_team"
+            assert migrated.session_ids() == ["s-old-0", "s-old-1", "s-old-2"]
+            assert all(len(migrated.load(sid).entries) == 2 for sid in migrated.session_ids())
+        with psycopg.connect(pg_url) as conn:
+            assert conn.execute("SELECT owner, count(*) FROM sessions GROUP BY owner").fetchall() == [("ops_h45", 3)]
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute('REASSIGN OWNED BY ops_h45 TO postgres')
+            conn.execute('DROP OWNED BY ops_h45')
+            conn.execute("DROP ROLE ops_h45")
+
+
+def test_mcp_and_viewer_of_a_member_see_only_their_own(team):
+    from starlette.testclient import TestClient
+
+    from sessiontree.mcpserver.tools import SessionReader
+    from sessiontree.web.app import create_app
+
+    _, stores = team
+    reader = SessionReader(stores["alice"])
+    listed = reader.list_sessions()
+    assert sorted(row["id"] for row in listed["sessions"]) == ["s-alice-1", "s-alice-2"]
+    assert reader.search_sessions("yak")["hits"] == []
+    assert {hit["sessionId"] for hit in reader.search_sessions("zebra")["hits"]} == {"s-alice-1", "s-alice-2"}
+    with pytest.raises(Exception, match="s-bob-1"):
+        reader.get_context("s-bob-1")
+    client = TestClient(create_app(stores["alice"]), base_url="http://127.0.0.1:8765")
+    page = client.get("/").text
+    assert "s-alice-1" in page and "s-bob-1" not in page
+    assert client.get("/s/s-bob-1").status_code == 404
+    assert client.get("/s/s-alice-1").status_code == 200

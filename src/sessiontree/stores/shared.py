@@ -709,9 +709,7 @@ class RetentionBase:
         records = []
         for session_id in sorted(chosen):
             parsed = store.load(session_id, keep_raw=True)
-            size = len(parsed.header_raw) + sum(
-                len(raw) if raw is not None else len(jsonio.dumps(entry).encode("utf-8", "surrogatepass"))
-                for raw, entry in zip(parsed.raw, parsed.entries, strict=False))
+            size = len(parsed.header_raw) + sum(len(parsed.entry_bytes(i)) for i in range(len(parsed.entries)))
             records.append(PruneRecord(session_id, "", len(parsed.entries), size))
         if not dry_run:
             by = user_name_here()
