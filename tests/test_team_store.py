@@ -207,18 +207,23 @@ def test_the_audit_table_refuses_update_and_delete(team, pg_url, who):
 
 
 def test_team_list_and_remove(team):
-    owner, stores = team
+    owner, _ = team
     assert [(m.name, m.role, m.sessions) for m in owner.team_list()] == [
         ("alice", "member", 2), ("bob", "member", 1), ("carol", "lead", 1), ("dana", "admin", 0)]
-    stores["bob"].close()
-    owner.team_remove("bob")
-    assert [m.name for m in owner.team_list()] == ["alice", "carol", "dana"]
-    # Bob's sessions stay; the owner still has them.
-    assert "s-bob-1" in owner.session_ids()
+    owner.team_add("erin_h45", "member")
+    with PostgresStore(_as(owner.url, "erin_h45")) as erin:
+        erin.create(*_session("s-erin-1", "emu", 1, "/home/erin/delta"))
+    owner.team_remove("erin_h45")
+    assert [m.name for m in owner.team_list()] == ["alice", "bob", "carol", "dana"]
+    # Erin's sessions stay, owned by the name; the owner still has them.
+    assert "s-erin-1" in owner.session_ids()
     with pytest.raises(StorageError):
-        owner.team_remove("bob")
+        owner.team_remove("erin_h45")
     with pytest.raises(ValueError):
-        owner.team_add("erin", "boss")
+        owner.team_add("erin_h45", "boss")
+    # A role changes group: bob becomes a lead (and only that).
+    owner.team_add("bob", "lead")
+    assert [m.role for m in owner.team_list() if m.name == "bob"] == ["lead"]
 
 
 def test_migration_from_todays_schema_keeps_every_session_owned_by_the_migrating_role(pg_url, monkeypatch):

@@ -168,6 +168,16 @@ BEGIN
 END $$"""
 
 
+def _create_role(conn: Any, name: str, *, login: bool) -> None:
+    """``CREATE ROLE``, tolerating one created meanwhile by another database's
+    migration or ``team add`` (roles are cluster-wide; advisory locks are not)."""
+    try:
+        with conn.transaction():  # a savepoint: the race's error leaves the transaction usable
+            conn.execute(sql.SQL("CREATE ROLE {} " + ("LOGIN" if login else "NOLOGIN")).format(sql.Identifier(name)))
+    except (psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):
+        pass
+
+
 def _ensure_groups(conn: Any) -> bool:
     """Create the group roles that are missing (lead and admin are members too); whether
     they all exist afterwards (``False``: the role running this may not create roles,
@@ -180,7 +190,7 @@ def _ensure_groups(conn: Any) -> bool:
         if not (can and can[0]):
             return False
         for group in missing:
-            conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(group)))
+            _create_role(conn, group, login=False)
     member = sql.Identifier(GROUPS["member"])
     for role in ("lead", "admin"):
         if conn.execute("SELECT 1 FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid"
@@ -383,7 +393,7 @@ class PostgresTeam:
                                    "(it needs CREATEROLE)")
             who = sql.Identifier(name)
             if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone() is None:
-                conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(who))
+                _create_role(conn, name, login=True)
             for other, group in GROUPS.items():
                 action = "GRANT {} TO {}" if other == role else "REVOKE {} FROM {}"
                 conn.execute(sql.SQL(action).format(sql.Identifier(group), who))
