@@ -718,7 +718,6 @@ class RetentionBase:
                 self._append_deletions([{"deleted_at": int(time.time() * 1000), "deleted_by": by, "owner": "",
                                          "session_id": record.session_id, "entries": record.entries,
                                          "bytes": record.bytes, "reason": "owner"}])
-                self._write_hold(record.session_id, False)
         return records
 
     def set_hold(self, session_id: str, held: bool) -> bool:

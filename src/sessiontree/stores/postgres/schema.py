@@ -15,6 +15,12 @@ order at open, under the schema lock, and recorded by name in
                          ``holds``, ``deletion_log`` (:mod:`.team`, docs/team.md)
 =======================  =====================================================
 
+From ``m007_team`` on, every table is private by construction (docs/team.md): a
+step creating a table must enable row-level security on it with a policy (as
+:func:`~sessiontree.stores.postgres.team.m007_team` does for each kind of table) and
+add its grants to :func:`~sessiontree.stores.postgres.team.grant_team`;
+``tests/test_team_store.py`` fails on a table without row-level security.
+
 Add new steps at the end; never edit one that has been applied (its name and
 SQL are what existing databases recorded). The steps creating derived tables
 fill them from the entries already stored, through their index module.

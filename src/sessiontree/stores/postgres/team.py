@@ -319,8 +319,8 @@ LANGUAGE plpgsql {security} SET search_path = {schema}, pg_temp AS $$
 BEGIN
     CREATE TEMP TABLE IF NOT EXISTS pruned (session_id text, session_owner text, entries bigint, bytes bigint)
         ON COMMIT DROP;
-    DELETE FROM pruned;
-    INSERT INTO pruned
+    DELETE FROM pg_temp.pruned;
+    INSERT INTO pg_temp.pruned
         SELECT s.id, s.owner, s.entry_count::bigint,
                (octet_length(s.header_json) + coalesce((SELECT sum(octet_length(e.json)) FROM entries AS e
                                                         WHERE e.session_id = s.id), 0))::bigint
@@ -333,10 +333,10 @@ BEGIN
         INSERT INTO deletion_log (deleted_at, deleted_by, session_owner, session_id, entries, bytes, reason)
             SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint, session_user, x.session_owner,
                    x.session_id, x.entries, x.bytes, {reason}
-            FROM pruned AS x ORDER BY x.session_id;
-        DELETE FROM sessions AS s USING pruned AS x WHERE s.id = x.session_id;
+            FROM pg_temp.pruned AS x ORDER BY x.session_id;
+        DELETE FROM sessions AS s USING pg_temp.pruned AS x WHERE s.id = x.session_id;
     END IF;
-    RETURN QUERY SELECT x.session_id, x.session_owner, x.entries, x.bytes FROM pruned AS x ORDER BY x.session_id;
+    RETURN QUERY SELECT x.session_id, x.session_owner, x.entries, x.bytes FROM pg_temp.pruned AS x ORDER BY x.session_id;
 END $$"""
 
 
