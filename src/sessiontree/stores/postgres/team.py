@@ -159,7 +159,7 @@ BEGIN
         WHERE a.id = p_audit AND a.reader = session_user AND a.at < now()
           AND a.at > now() - make_interval(secs => {window});
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'no committed audit record % of %s within {window} s', p_audit, session_user
+        RAISE EXCEPTION 'no committed audit record % of % within {window} s', p_audit, session_user
             USING ERRCODE = 'insufficient_privilege';
     END IF;
     RETURN QUERY SELECT -1, s.header_json FROM sessions AS s WHERE s.id = v_session
