@@ -75,6 +75,8 @@ def test_members_sync_and_read_only_their_own(synced):
         assert WORDS[name] in out
         assert run_cli(me, "show", own[0]).stdout
         assert WORDS[name] in run_cli(me, "context", own[0]).stdout
+        run_cli(me, "stats", "--by", "user")  # answers from the member's own rows
+        run_cli(me, "check", "--store")  # verify() under row-level security finds nothing wrong
     # The owner's role sees every session; its `team list` counts them per person.
     people = {row["name"]: (row["role"], row["sessions"]) for row in run_cli_json(url, "team", "list")}
     assert people == {"alice": ("member", 2), "bob": ("member", 1), "carol": ("lead", 1), "dana": ("admin", 0)}
