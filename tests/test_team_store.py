@@ -133,6 +133,15 @@ def test_direct_sql_as_a_member_sees_only_their_rows(team, pg_url):
                 conn.rollback()
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute("SELECT * FROM team_read(1)")
+    with psycopg.connect(_as(pg_url, "bob")) as conn:
+        # A row claiming bob as its owner may not hang off alice's session.
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("INSERT INTO entries (session_id, seq, id, type, timestamp, json, crc)"
+                         " VALUES ('s-alice-1', 99, 'x99', 'message', 't', '{}', 0)")
+        conn.rollback()
+        # The search helper that runs with the owner's rights returns only bob's rows.
+        assert conn.execute("SELECT * FROM own_search_rows(ARRAY['%zebra%'], 100)").fetchall() == []
+        assert {row[0] for row in conn.execute("SELECT * FROM own_search_rows(ARRAY['%yak%'], 100)")} == {"s-bob-1"}
     # The owner sees all four sessions' entries.
     with psycopg.connect(pg_url) as conn:
         assert {r[0] for r in conn.execute("SELECT DISTINCT session_id FROM entries")} == {
@@ -249,6 +258,16 @@ def test_migration_from_todays_schema_keeps_every_session_owned_by_the_migrating
             assert all(len(migrated.load(sid).entries) == 2 for sid in migrated.session_ids())
         with psycopg.connect(pg_url) as conn:
             assert conn.execute("SELECT owner, count(*) FROM sessions GROUP BY owner").fetchall() == [("ops_h45", 3)]
+            # Handing a session over (docs/team.md) takes its rows along.
+        with PostgresStore(pg_url) as superuser:
+            superuser.team_add("alice", "member")
+        with psycopg.connect(pg_url) as conn:
+            conn.execute("UPDATE sessions SET owner = 'alice' WHERE id = 's-old-1'")
+        with PostgresStore(_as(pg_url, "alice")) as alice:
+            assert alice.session_ids() == ["s-old-1"]
+            assert len(alice.load("s-old-1").entries) == 2
+            assert {hit.session_id for hit in alice.search("walrus")} == {"s-old-1"}
+            assert sum(row.calls for row in alice.usage()) == 1
     finally:
         with psycopg.connect(pg_url, autocommit=True) as conn:
             conn.execute('REASSIGN OWNED BY ops_h45 TO postgres')
@@ -275,3 +294,22 @@ def test_mcp_and_viewer_of_a_member_see_only_their_own(team):
     assert "s-alice-1" in page and "s-bob-1" not in page
     assert client.get("/s/s-bob-1").status_code == 404
     assert client.get("/s/s-alice-1").status_code == 200
+
+
+@pytest.mark.parametrize("cap", [5000, 1])
+def test_a_members_search_finds_what_the_owner_finds_in_their_sessions(team, monkeypatch, cap):
+    """The member's path through own_search_rows (and, past the cap, the read of their
+    own rows) gives the owner's hits restricted to the member's sessions."""
+    import sessiontree.stores.postgres.team as team_module
+
+    monkeypatch.setattr(team_module, "OWN_ROWS_CAP", cap)
+    owner, stores = team
+    mine = set(stores["alice"].session_ids())
+    for query in ("zebra", "zebra answer", "ze", "answer 0", '"now"', "please", "yak", "nothing-like-it"):
+        expected = sorted((h.session_id, h.entry_id) for h in owner.search(query, limit=None) if h.session_id in mine)
+        got = sorted((h.session_id, h.entry_id) for h in stores["alice"].search(query, limit=None))
+        assert got == expected, query
+        limited = [(h.session_id, h.entry_id) for h in stores["alice"].search(query, limit=2)]
+        assert limited == [(h.session_id, h.entry_id) for h in owner.search(query, limit=None)
+                           if h.session_id in mine][:2], query
+

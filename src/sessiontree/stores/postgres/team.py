@@ -37,7 +37,18 @@ try:  # an optional extra: sessiontree[postgres]
 except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg = None  # type: ignore[assignment]
 
-__all__ = ["AUDIT_WINDOW_S", "CONTENT_TABLES", "GROUPS", "ROLES", "PostgresTeam", "grant_team", "m007_team"]
+__all__ = [
+    "AUDIT_WINDOW_S",
+    "CONTENT_TABLES",
+    "GROUPS",
+    "ROLES",
+    "PostgresTeam",
+    "grant_team",
+    "m007_team",
+    "OWN_ROWS_CAP",
+    "own_rows_apply",
+    "own_rows_keys",
+]
 
 #: The three team roles (``--role``) and the group role each login role is put in.
 GROUPS: dict[str, str] = {"member": "sessiontree_member", "lead": "sessiontree_lead",
@@ -48,13 +59,42 @@ ROLES: tuple[str, ...] = tuple(GROUPS)
 #: Seconds an audit record of ``team open`` lets its reader read the session it names.
 AUDIT_WINDOW_S = 600
 
-#: Tables whose rows hang off a session (``session_id``): a row is visible when its
-#: session is (the ``sessions`` policy applies inside the policy's subquery).
-_SESSION_CHILD_TABLES = ("entries", "message_texts", "search_entries", "usage_ledger", "provenance")
+#: The large tables whose rows hang off a session (``session_id``): each row carries
+#: its session's ``owner`` (copied by :data:`_COPY_OWNER` when the tables' owner
+#: writes, ``DEFAULT current_user`` otherwise; moved with the session by
+#: :data:`_MOVE_OWNER`), so the policy is a plain comparison, not a subquery.
+_OWNER_COPY_TABLES = ("entries", "message_texts", "search_entries", "usage_ledger")
+#: The small ones: a row is visible when its session is (the ``sessions`` policy
+#: applies inside the policy's subquery).
+_SESSION_CHILD_TABLES = ("provenance",)
 #: Tables of what one person's sync did (not tied to a stored session): their own ``owner``.
 _OWNED_TABLES = ("sync_state", "archived_files")
 #: Every table a member reads and writes (all under row-level security).
-CONTENT_TABLES = ("sessions", *_SESSION_CHILD_TABLES, *_OWNED_TABLES)
+CONTENT_TABLES = ("sessions", *_OWNER_COPY_TABLES, *_SESSION_CHILD_TABLES, *_OWNED_TABLES)
+
+# A row written by a role that row-level security does not limit (the tables' owner:
+# reindex, migrations, a single-user store) gets its session's owner; a member's row
+# keeps DEFAULT current_user, which the policy's WITH CHECK compares.
+_COPY_OWNER = """
+CREATE OR REPLACE FUNCTION session_row_owner() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT row_security_active(TG_RELID) THEN
+        SELECT s.owner INTO NEW.owner FROM sessions AS s WHERE s.id = NEW.session_id;
+    END IF;
+    RETURN NEW;
+END $$"""
+
+# A session handed to someone else (UPDATE sessions SET owner, by the tables' owner)
+# takes its rows along.
+_MOVE_OWNER = """
+CREATE OR REPLACE FUNCTION session_owner_moved() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE entries SET owner = NEW.owner WHERE session_id = NEW.id;
+    UPDATE message_texts SET owner = NEW.owner WHERE session_id = NEW.id;
+    UPDATE search_entries SET owner = NEW.owner WHERE session_id = NEW.id;
+    UPDATE usage_ledger SET owner = NEW.owner WHERE session_id = NEW.id;
+    RETURN NULL;
+END $$"""
 
 # The aggregate views: per billed call de-duplicated within a user as ``stats`` does
 # (largest number of rows of one content key in one session), the session attributes
@@ -168,6 +208,51 @@ BEGIN
 END $$"""
 
 
+# A member's search through the trigram index. Under row-level security the
+# planner may not test a non-leakproof LIKE before the policy, so it reads every
+# search row of the table; this function (the owner's rights) applies the same
+# restriction itself, to the caller's own sessions (session_user), lets the index
+# narrow the rows, and returns at most p_cap of their keys (never their text). The
+# patterns are inlined as literals (format %L) so the planner sees them; with the
+# cap, a frequent word stops early instead of collecting every match.
+_OWN_SEARCH_ROWS = """
+CREATE OR REPLACE FUNCTION own_search_rows(p_patterns text[], p_cap integer)
+RETURNS TABLE (session_id text, seq integer)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
+DECLARE
+    q text := 'SELECT s.session_id, s.seq FROM search_entries AS s WHERE s.owner = $1';
+    p text;
+BEGIN
+    FOREACH p IN ARRAY coalesce(p_patterns, '{{}}'::text[]) LOOP
+        q := q || format(' AND s.folded LIKE %L', p);
+    END LOOP;
+    RETURN QUERY EXECUTE q || ' LIMIT $2' USING session_user::text, p_cap;
+END $$"""
+
+#: Most candidate rows a member's search takes from ``own_search_rows``; with more,
+#: the words are frequent and the search reads the member's rows instead (as the
+#: owner's search does when the index would not pay).
+OWN_ROWS_CAP = 5000
+
+
+def own_rows_apply(conn: Any) -> bool:
+    """Whether row-level security limits the current role's reads of ``search_entries``
+    (a member; not the tables' owner or a superuser), so a search should take its
+    candidates from :func:`own_rows_keys`."""
+    return bool(conn.execute("SELECT row_security_active('search_entries')").fetchone()[0])
+
+
+def own_rows_keys(conn: Any, patterns: list[str], cap: int | None = None) -> list[tuple[str, int]] | None:
+    """The ``(session_id, seq)`` of the caller's own search rows whose ``folded`` is
+    ``LIKE`` every one of ``patterns``, found through the trigram index
+    (``own_search_rows``); ``None`` when there are more than ``cap`` (default
+    :data:`OWN_ROWS_CAP`)."""
+    cap = OWN_ROWS_CAP if cap is None else cap
+    rows = conn.execute("SELECT session_id, seq FROM own_search_rows(%s::text[], %s)",
+                        (patterns, cap + 1)).fetchall()
+    return None if len(rows) > cap else [(row[0], row[1]) for row in rows]
+
+
 def _create_role(conn: Any, name: str, *, login: bool) -> None:
     """``CREATE ROLE``, tolerating one created meanwhile by another database's
     migration or ``team add`` (roles are cluster-wide; advisory locks are not)."""
@@ -222,7 +307,8 @@ def grant_team(conn: Any) -> bool:
         sql.SQL("GRANT SELECT ON team_usage_by_user, team_sessions_by_user TO {}").format(admin),
         sql.SQL("GRANT EXECUTE ON FUNCTION team_open(text, text), team_read(bigint),"
                 " team_prune(bigint, text, boolean) TO {}").format(admin),
-        sql.SQL("GRANT EXECUTE ON FUNCTION prune_own(bigint, text, boolean) TO {}").format(member),
+        sql.SQL("GRANT EXECUTE ON FUNCTION prune_own(bigint, text, boolean), own_search_rows(text[], integer)"
+                " TO {}").format(member),
     ]
     for statement in statements:
         conn.execute(statement)
@@ -251,13 +337,29 @@ def m007_team(conn: Any) -> None:
     conn.execute("ALTER TABLE sessions ENABLE ROW LEVEL SECURITY")
     _replace_policies(conn)
     conn.execute("CREATE POLICY own_rows ON sessions USING (owner = current_user) WITH CHECK (owner = current_user)")
-    for table in _SESSION_CHILD_TABLES:
-        # IN, not a correlated EXISTS: the planner hashes the caller's session ids once
-        # per query instead of probing sessions once per row (5x faster on a search
-        # scan of 20,000 rows as a member: 138 ms -> 25 ms; 8.5 ms as the owner).
-        visible = "session_id IN (SELECT id FROM sessions)"
+    conn.execute(_COPY_OWNER)
+    conn.execute(_MOVE_OWNER)
+    for table in _OWNER_COPY_TABLES:
+        # Rows stored before this step belong to the role running it, as their sessions do.
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS owner text NOT NULL DEFAULT current_user")
+        conn.execute(f"DROP TRIGGER IF EXISTS {table}_owner ON {table}")
+        conn.execute(f"CREATE TRIGGER {table}_owner BEFORE INSERT ON {table}"
+                     " FOR EACH ROW EXECUTE FUNCTION session_row_owner()")
         conn.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
-        conn.execute(f"CREATE POLICY own_rows ON {table} USING ({visible}) WITH CHECK ({visible})")
+        # Reads compare a column (no subquery per query: a member's reads cost what the
+        # owner's do); a write also proves the session is the writer's (its primary key).
+        conn.execute(f"CREATE POLICY own_rows ON {table} USING (owner = current_user)"
+                     f" WITH CHECK (owner = current_user"
+                     f" AND EXISTS (SELECT 1 FROM sessions AS s WHERE s.id = {table}.session_id))")
+    conn.execute("DROP TRIGGER IF EXISTS sessions_owner_moved ON sessions")
+    conn.execute("CREATE TRIGGER sessions_owner_moved AFTER UPDATE OF owner ON sessions FOR EACH ROW"
+                 " WHEN (OLD.owner IS DISTINCT FROM NEW.owner) EXECUTE FUNCTION session_owner_moved()")
+    for table in _SESSION_CHILD_TABLES:
+        # IN for reads: the planner hashes the caller's session ids once per query
+        # instead of probing sessions once per row; EXISTS for a written row.
+        conn.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
+        conn.execute(f"CREATE POLICY own_rows ON {table} USING (session_id IN (SELECT id FROM sessions))"
+                     f" WITH CHECK (EXISTS (SELECT 1 FROM sessions AS s WHERE s.id = {table}.session_id))")
     for table in _OWNED_TABLES:
         conn.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
         conn.execute(f"CREATE POLICY own_rows ON {table} USING (owner = current_user)"
@@ -275,9 +377,11 @@ def m007_team(conn: Any) -> None:
                  " USING (session_owner = current_user OR reader = current_user)")
     conn.execute(_OPEN.format(schema=schema))
     conn.execute(_READ.format(schema=schema, window=AUDIT_WINDOW_S))
+    conn.execute(_OWN_SEARCH_ROWS.format(schema=schema))
     _retention(conn, schema)
     for name in ("team_open(text, text)", "team_read(bigint)", "team_prune(bigint, text, boolean)",
-                 "prune_own(bigint, text, boolean)", "team_audit_refuse()"):
+                 "prune_own(bigint, text, boolean)", "team_audit_refuse()", "own_search_rows(text[], integer)",
+                 "session_row_owner()", "session_owner_moved()"):
         conn.execute(f"REVOKE ALL ON FUNCTION {name} FROM PUBLIC")
     grant_team(conn)
 
@@ -344,8 +448,8 @@ def _retention(conn: Any, schema: str) -> None:
     conn.execute(_HOLDS)
     conn.execute(_DELETION_LOG)
     conn.execute("ALTER TABLE holds ENABLE ROW LEVEL SECURITY")
-    visible = "session_id IN (SELECT id FROM sessions)"
-    conn.execute(f"CREATE POLICY own_rows ON holds USING ({visible}) WITH CHECK ({visible})")
+    conn.execute("CREATE POLICY own_rows ON holds USING (session_id IN (SELECT id FROM sessions))"
+                 " WITH CHECK (EXISTS (SELECT 1 FROM sessions AS s WHERE s.id = holds.session_id))")
     # Append-only for everyone but the table owner, as the audit table: written by the
     # prune functions only; each person reads the log of their own sessions.
     conn.execute("ALTER TABLE deletion_log ENABLE ROW LEVEL SECURITY")
