@@ -41,11 +41,11 @@ __all__ = [
     "AUDIT_WINDOW_S",
     "CONTENT_TABLES",
     "GROUPS",
+    "OWN_ROWS_CAP",
     "ROLES",
     "PostgresTeam",
     "grant_team",
     "m007_team",
-    "OWN_ROWS_CAP",
     "own_rows_apply",
     "own_rows_keys",
 ]
