@@ -23,7 +23,7 @@ PostgreSQL is a throwaway cluster (tests/pg.py: ``fsync=off``), on loopback TCP;
 ``--url`` for an existing database (it must be empty).
 
 With ``--team`` (docs/team.md) each host syncs as its own member role (``h00``, ``h01``,
-...), the pre-filled sessions are spread over those members, and the readers run as a
+...), the members write the pre-filled sessions (in turns, under row-level security), and the readers run as a
 member (``h00``: its own search and ``stats``, under row-level security) and as a lead
 (``lead00``: its own search, and the team aggregates by user, ``team_usage_by_user``),
 so the policies' cost shows beside the owner's numbers of a run without ``--team``.
@@ -97,11 +97,12 @@ def _path(home: str, session_id: str) -> str:
 
 # -- pre-fill ------------------------------------------------------------------------------
 
-def prefill(url: str, entries: int, per_session: int = 1000) -> float:
-    """Store ``entries`` entries (sessions of ``per_session``) without provenance; seconds taken."""
+def prefill(url: str, entries: int, per_session: int = 1000, roles: list[str] | None = None) -> float:
+    """Store ``entries`` entries (sessions of ``per_session``) without provenance; seconds
+    taken. ``roles``: each batch written as the next of these roles (their sessions)."""
     from sessiontree.stores.postgres.store import PostgresStore
 
-    store = PostgresStore(url)
+    writers = [PostgresStore(_as_role(url, role)) for role in roles] if roles else [PostgresStore(url)]
     start = time.perf_counter()
     made = 0
     n = 0
@@ -116,11 +117,12 @@ def prefill(url: str, entries: int, per_session: int = 1000) -> float:
                 batch.append((_header(sid), [_entry(i, f"fill{n}") for i in range(1, count + 1)], None))
                 made += count
                 n += 1
-            store.create_many(batch)
+            writers[(n // 20) % len(writers)].create_many(batch)
             if n % 200 == 0:
                 print(f"  prefill {made:,} entries, {time.perf_counter() - start:.0f} s", file=sys.stderr)
     finally:
-        store.close()
+        for store in writers:
+            store.close()
     return time.perf_counter() - start
 
 
@@ -233,20 +235,16 @@ def _as_role(url: str, role: str | None) -> str:
     return urllib.parse.urlunsplit(parts._replace(netloc=f"{role}@{host}"))
 
 
-def make_team(url: str, hosts: int) -> None:
-    """A member role per host and a lead (docs/team.md); the pre-filled sessions spread
-    over the members."""
-    import psycopg
-
+def make_team(url: str, hosts: int) -> list[str]:
+    """A member role per host and a lead (docs/team.md); the members' names."""
     from sessiontree.stores.postgres.store import PostgresStore
 
+    members = [f"h{h:02d}" for h in range(hosts)]
     with PostgresStore(url) as store:
-        for h in range(hosts):
-            store.team_add(f"h{h:02d}", "member")
+        for name in members:
+            store.team_add(name, "member")
         store.team_add("lead00", "lead")
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("UPDATE sessions SET owner = 'h' || lpad((rowno %% %s)::text, 2, '0')", (hosts,))
-        conn.execute("VACUUM ANALYZE")
+    return members
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -422,11 +420,11 @@ def main() -> None:
         url = args.url
     tmp = tempfile.mkdtemp(prefix="sessiontree-team-")
     try:
+        members = make_team(url, args.hosts) if args.team else None
         if args.prefill:
-            seconds = prefill(url, args.prefill)
-            print(f"prefill: {args.prefill:,} entries in {seconds:.0f} s", file=sys.stderr)
-        if args.team:
-            make_team(url, args.hosts)
+            seconds = prefill(url, args.prefill, roles=members)
+            print(f"prefill: {args.prefill:,} entries in {seconds:.0f} s"
+                  + (" (written by the members)" if members else ""), file=sys.stderr)
         result = run(url, args, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
