@@ -66,7 +66,7 @@ def test_members_sync_and_read_only_their_own(synced):
         assert sorted(row["id"] for row in listed) == sorted(own)
         for other, theirs in SIDS.items():
             hits = run_cli_json(me, "search", WORDS[other])
-            found = {hit["sessionId"] for hit in (hits["hits"] if isinstance(hits, dict) else hits)}
+            found = {hit["sessionId"] for hit in hits["hits"]}
             assert found == (set(theirs) if other == name else set()), (name, other, hits)
             if other != name:
                 for command in ("show", "context", "export"):
@@ -77,6 +77,12 @@ def test_members_sync_and_read_only_their_own(synced):
         assert WORDS[name] in run_cli(me, "context", own[0]).stdout
         run_cli(me, "stats", "--by", "user")  # answers from the member's own rows
         run_cli(me, "check", "--store")  # verify() under row-level security finds nothing wrong
+        run_cli(me, "reindex")  # rebuilds the member's own derived rows
+        assert {hit["sessionId"] for hit in run_cli_json(me, "search", WORDS[name])["hits"]} == set(own)
+    # The owner's reindex rebuilds everyone's derived rows, each still its owner's.
+    run_cli(url, "reindex")
+    for name, own in SIDS.items():
+        assert {hit["sessionId"] for hit in run_cli_json(_as(url, name), "search", WORDS[name])["hits"]} == set(own)
     # The owner's role sees every session; its `team list` counts them per person.
     people = {row["name"]: (row["role"], row["sessions"]) for row in run_cli_json(url, "team", "list")}
     assert people == {"alice": ("member", 2), "bob": ("member", 1), "carol": ("lead", 1), "dana": ("admin", 0)}
@@ -124,3 +130,13 @@ def test_a_member_prunes_their_own_and_holds(synced):
     assert [(row["owner"], row["deleted_by"], row["reason"]) for row in log] == [
         ("alice", "alice", "owner"), ("bob", "dana", "policy"), ("carol", "dana", "policy")]
     assert "bison" not in json.dumps(log)
+
+
+def test_team_commands_on_a_store_without_teams(tmp_path):
+    store = f"sqlite:///{tmp_path / 'solo.db'}"
+    run_cli(store, "team", "list", code=1)  # a missing store is not created
+    assert not (tmp_path / "solo.db").exists()
+    run_cli(store, "import", str(tmp_path), code=1)  # nothing to import; the store exists now
+    result = run_cli(store, "team", "list", code=1)
+    assert "not a team store" in result.stderr
+

@@ -117,7 +117,7 @@ STORE_MODES: dict[str, str] = {
     "label": "write",
     "reindex": "write",
     "archive": "write",
-    "team": "create",
+    "team": "write",
     "prune": "write",
     "hold": "write",
     "unhold": "write",

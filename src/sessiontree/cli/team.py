@@ -80,6 +80,7 @@ def team_add(app: App, name: str, role: str, password_stdin: bool) -> None:
     the database owner (a role with CREATEROLE). Without --password-stdin the role has
     no password: authenticate it as your identity provider says (docs/team.md)."""
     password = sys.stdin.readline().rstrip("\n") if password_stdin else None
+    app.create_store = True  # the database owner's first command may initialise the store
     try:
         _team(app).team_add(name, role, password)
     except ValueError as exc:
