@@ -39,6 +39,7 @@ from sessiontree.cli import (  # noqa: F401  (each module registers its commands
     statusline,
     store,
     sync,
+    team,
 )
 from sessiontree.cli.common import cli, main
 

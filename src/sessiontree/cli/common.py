@@ -118,6 +118,10 @@ STORE_MODES: dict[str, str] = {
     "label": "write",
     "reindex": "write",
     "archive": "write",
+    "team": "write",
+    "prune": "write",
+    "hold": "write",
+    "unhold": "write",
 }
 
 
