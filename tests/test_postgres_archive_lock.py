@@ -48,7 +48,7 @@ def test_a_second_archive_waits_for_the_first_and_trashes_nothing_in_flight(pg_u
     go_on = threading.Event()
     moved: list[str] = []
 
-    def slow_trash(p: str) -> None:
+    def slow_trash(p: str, original: str) -> None:
         if not moved:  # run A's move: stop here, its file renamed and its record pending
             moved.append(p)
             in_move.set()

@@ -240,7 +240,7 @@ def test_migration_from_todays_schema_keeps_every_session_owned_by_the_migrating
     from sessiontree.stores.postgres.schema import MIGRATIONS
 
     before = [name for name, _ in MIGRATIONS if name != "m008_team"]
-    assert before[-1] == "m006_provenance"
+    assert before[-1] == "m007_cache_write_1h"
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("CREATE ROLE ops_h45 LOGIN")  # not a superuser, no CREATEROLE
         conn.execute(f'ALTER DATABASE "{pg_url.rsplit("/", 1)[1]}" OWNER TO ops_h45')
