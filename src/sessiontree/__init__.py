@@ -20,7 +20,6 @@ import-linter): ``format`` <- ``core`` <- ``check`` <- ``stores`` <-
 """
 
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from sessiontree import errors as _errors
@@ -51,6 +50,11 @@ _LAZY = {
 def __getattr__(name: str) -> Any:
     """A public name of :data:`_LAZY` (PEP 562): imported on first use, then cached in
     the module's globals. Raises AttributeError for any other name."""
+    if name == "__version__":
+        # importlib.metadata costs more to import than the rest of this package's
+        # start-up: read only when asked (``--version``, the MCP server's handshake).
+        globals()[name] = _version()
+        return globals()[name]
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'sessiontree' has no attribute {name!r}")
@@ -61,19 +65,19 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     """The loaded names and the lazy ones, sorted."""
-    return sorted([*globals(), *_LAZY])
+    return sorted({*globals(), *_LAZY, "__version__"})
 
 
 def _version() -> str:
     """The installed distribution's version (``pyproject.toml`` is its one source); a
     source tree put on ``sys.path`` without being installed has no metadata."""
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("sessiontree")
     except PackageNotFoundError:
         return "0+unknown"
 
-
-__version__ = _version()
 
 __all__ = [
     *_LAZY,

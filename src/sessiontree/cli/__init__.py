@@ -23,20 +23,39 @@ Conventions:
   from its file directly instead of being opened for writing.
 """
 
-from sessiontree.cli import (  # noqa: F401  (each module registers its commands on ``cli``)
-    agent,
-    diff,
-    edit,
-    files,
-    mcp,
-    search,
-    secrets,
-    serve,
-    sessions,
-    stats,
-    store,
-    sync,
-)
 from sessiontree.cli.common import cli, main
 
-__all__ = ["cli", "main"]
+#: Every command: its name -> the module of :mod:`sessiontree.cli` that registers it on
+#: :data:`cli`. A module is imported only when one of its commands is run or listed, so
+#: start-up pays for the one command named (CONTRIBUTING.md, "Adding a command"; a test
+#: checks this table against what the modules register). A new command is one line here.
+COMMANDS: dict[str, str] = {
+    "archive": "agent",
+    "archived": "agent",
+    "check": "files",
+    "context": "sessions",
+    "delete": "edit",
+    "diff": "diff",
+    "export": "sessions",
+    "fork": "edit",
+    "import": "files",
+    "label": "edit",
+    "list": "sessions",
+    "mcp": "mcp",
+    "migrate": "files",
+    "name": "edit",
+    "path": "store",
+    "reindex": "store",
+    "restore": "agent",
+    "resume": "agent",
+    "search": "search",
+    "secrets": "secrets",
+    "serve": "serve",
+    "show": "sessions",
+    "sources": "sync",
+    "stats": "stats",
+    "sync": "sync",
+}
+cli.lazy_commands.update(COMMANDS)
+
+__all__ = ["COMMANDS", "cli", "main"]

@@ -8,7 +8,6 @@ itself never reaches any output.
 from __future__ import annotations
 
 import click
-from rich.table import Table
 
 from sessiontree.cli.common import (
     App,
@@ -38,6 +37,8 @@ def secrets_cmd(app: App, sessions: tuple[str, ...], all_: bool, as_json: bool) 
     kind of secret and a masked preview such as sk-ant-...a1b2: never the
     secret itself. Exit status 0 whether or not anything is found.
     """
+    from rich.table import Table
+
     if all_ and sessions:
         raise click.UsageError("give session ids or --all, not both")
     if not all_ and not sessions:

@@ -8,9 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.cells import cell_len
-from rich.table import Table
-from rich.text import Text
 
 from sessiontree.cli.common import (
     App,
@@ -34,16 +31,11 @@ from sessiontree.cli.common import (
     stdout_console,
     utc_minutes,
 )
-from sessiontree.core import render
 from sessiontree.core.textsafe import safe_block, safe_json_text, safe_line
-from sessiontree.format.ids import shortest_unique_prefixes
-from sessiontree.format.outfile import write_atomic
-from sessiontree.session.manager import SessionManager
-from sessiontree.stores.origin import matching_sessions
-from sessiontree.sync.provenance import agent_format
 
 if TYPE_CHECKING:
     from sessiontree.compare.branches import BranchComparison
+    from sessiontree.session.manager import SessionManager
 
 # --------------------------------------------------------------------------- list
 
@@ -78,6 +70,14 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, hosts: tuple
     "Provenance"); an origin column (user@host) appears once the listed
     sessions come from more than one.
     """
+    from rich.cells import cell_len
+    from rich.table import Table
+    from rich.text import Text
+
+    from sessiontree.format.ids import shortest_unique_prefixes
+    from sessiontree.session.manager import SessionManager
+    from sessiontree.stores.origin import matching_sessions
+
     if all_ and cwd is not None:
         raise click.UsageError("--all lists every session; it cannot be combined with --cwd")
     include_internal = internal or all_
@@ -208,6 +208,11 @@ def _cost_json(totals: Any) -> dict[str, Any]:
 @pass_app
 def show_cmd(app: App, session: str, tree: bool, entry: str | None, as_json: bool) -> None:
     """Show a session's header and listing info; --tree draws the whole entry tree."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from sessiontree.core import render
+
     session_id = resolve_session_id(app, session)
     manager = open_session_readonly(app, session_id)
     if entry is not None:
@@ -273,6 +278,10 @@ def show_cmd(app: App, session: str, tree: bool, entry: str | None, as_json: boo
 
 def _show_entry(manager: SessionManager, session_id: str, entry_id: str, as_json: bool) -> None:
     """``show SESSION --entry ENTRY``: where the entry is, and the text search indexes for it."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from sessiontree.core import render
     from sessiontree.core.searchtext import entry_text
 
     entry = manager.get_entry(entry_id)
@@ -365,6 +374,11 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
     pi wrote in format 1-3 is shown that way by default (what pi sent),
     labelled; --current shows the format-4 rule instead.
     """
+    from rich.text import Text
+
+    from sessiontree.core import render
+    from sessiontree.sync.provenance import agent_format
+
     if historical and current:
         raise click.UsageError("--historical and --current are two different views: give one")
     session_id = resolve_session_id(app, session)
@@ -441,6 +455,10 @@ def export_cmd(app: App, session: str, output: Path | None, fmt: str, redact: bo
     with --redact (a valid session file, its header marked "redacted"). The
     stored session is never changed.
     """
+    from sessiontree.core import render
+    from sessiontree.format.outfile import write_atomic
+    from sessiontree.session.manager import SessionManager
+
     if compare_leaf is not None and fmt != "html":
         raise click.UsageError("--compare needs --format html")
     if compare_leaf is not None and ":" in compare_leaf:

@@ -7,10 +7,9 @@ it, print a table (and, by day, a bar chart) or its JSON form.
 from __future__ import annotations
 
 from operator import attrgetter
+from typing import TYPE_CHECKING
 
 import click
-from rich.table import Table
-from rich.text import Text
 
 from sessiontree.cli.common import (
     App,
@@ -25,7 +24,12 @@ from sessiontree.cli.common import (
     stdout_console,
 )
 from sessiontree.core.textsafe import safe_line
-from sessiontree.usage.report import COST_MODES, GROUPINGS, UsageReport, format_usd, usage_report
+from sessiontree.usage.choices import COST_MODES, GROUPINGS
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from sessiontree.usage.report import UsageReport
 
 #: Width of the longest bar of the per-day chart, in cells.
 BAR_WIDTH = 40
@@ -69,6 +73,11 @@ def stats_cmd(app: App, by: str, since: str | None, until: str | None, cwd: str 
     catalogue and marked estimated, and calls that cannot be priced are named,
     so a partial total never looks complete.
     """
+    from rich.table import Table
+    from rich.text import Text
+
+    from sessiontree.usage.report import usage_report
+
     with busy_spinner("Summing usage…"):
         report = usage_report(app.store, by=by, since=since, until=until, cwd=cwd, tz=tz, cost=cost,
                               hosts=hosts, users=users)
@@ -104,6 +113,10 @@ def stats_cmd(app: App, by: str, since: str | None, until: str | None, cwd: str 
 
 def _day_chart(report: UsageReport) -> Table:
     """Cost per day as horizontal bars (``█`` scaled to the most expensive day)."""
+    from rich.table import Table
+
+    from sessiontree.usage.report import format_usd
+
     top = max(group.totals.cost_nanos for group in report.groups) or 1
     chart = Table(box=None, pad_edge=False, show_header=False)
     chart.add_column(no_wrap=True)
@@ -119,6 +132,8 @@ def _day_chart(report: UsageReport) -> Table:
 
 def _notes(report: UsageReport) -> None:
     """What the total leaves out or estimates, under the table."""
+    from sessiontree.usage.report import format_usd
+
     t = report.totals
     lines = [f"Costs: {report.cost_mode} ({plural(t.recorded_calls, 'call', 'calls')} at recorded cost"
              + (f", {t.estimated_calls} estimated from {report.catalog}: {format_usd(t.estimated_nanos)}"

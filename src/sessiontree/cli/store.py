@@ -15,7 +15,6 @@ from sessiontree.cli.common import (
     print_json,
     resolve_session_id,
 )
-from sessiontree.stores import resolve_store
 
 
 @cli.command("path", short_help="Print where the store is.")
@@ -28,6 +27,8 @@ def path_cmd(app: App, as_json: bool) -> None:
     database in the user data directory. A store that does not exist yet is
     still printed (on stderr: how to fill it).
     """
+    from sessiontree.stores import resolve_store
+
     where = resolve_store(app.store_arg)
     shown = where.path if where.path is not None else where.url
     if as_json:
