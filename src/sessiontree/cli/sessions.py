@@ -382,7 +382,7 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
     if historical and current:
         raise click.UsageError("--historical and --current are two different views: give one")
     session_id = resolve_session_id(app, session)
-    manager = open_session_readonly(app, session_id)
+    manager = _open_for_context(app, session_id) if leaf is None else open_session_readonly(app, session_id)
     if leaf is not None:
         manager.branch(resolve_entry_id(manager, leaf))
     leaf_id = manager.get_leaf_id()
@@ -418,6 +418,22 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
         console.print(*render.context_renderables(projection, session_id, leaf_id, limit=limit))
     else:
         click.echo(render.context_text(projection, session_id, leaf_id, limit=limit), nl=False)
+
+
+def _open_for_context(app: App, session_id: str) -> SessionManager:
+    """The session for ``context`` of its loaded leaf: on a store that reads partially
+    (SQLite), the lazy open (docs/stores.md, "Lazy open"): the outline and the records the
+    active branch's context needs, the others read only if something asks for them; the
+    same projection as a full load. The store was opened read-only and nothing here
+    moves the leaf or appends, so nothing is written (docs/rules/decisions.md D-9). Any
+    other store: the full read of :func:`open_session_readonly` (a JSONL store's open
+    would persist a format upgrade)."""
+    from sessiontree.session.manager import SessionManager
+
+    if not getattr(app.store, "partial_reads", False) or not hasattr(app.store, "recent_entry_types"):
+        return open_session_readonly(app, session_id)
+    with busy_spinner("Loading session…"):
+        return SessionManager.open(app.store, session_id)
 
 
 # --------------------------------------------------------------------------- export
