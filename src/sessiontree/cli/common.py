@@ -10,6 +10,7 @@ message, :func:`echo_line` its line, :func:`print_json` escapes its JSON text.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import sys
@@ -269,6 +270,29 @@ def busy_spinner(message: str) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def bulk_read() -> Iterator[None]:
+    """Around reading a whole session (or two) into memory in a command that then ends:
+    Python's cyclic garbage collector is paused while the entries are built, and what
+    exists afterwards is frozen out of its later passes (:func:`gc.freeze`).
+
+    Why: a 100,000-entry session is some 600,000 dicts and lists; the collector's full
+    passes, triggered again and again as they accumulate, rescan all of them and cost a
+    third of the load (docs/architecture.md, "Start-up"). Parsed JSON holds no reference
+    cycles, so nothing collectable is missed; frozen objects are simply never freed before
+    the process exits. Only for one-shot commands (``context``, ``export``, ``show``,
+    ``diff``), never the long-running ones (``serve``, ``mcp``, ``sync --watch``).
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
+
+
 def progress_bar(console: Console) -> Progress:
     """A transient progress bar (description, bar, done/total, elapsed) on ``console``,
     disabled when it is not a terminal."""
@@ -322,7 +346,8 @@ def resolve_entry_id(manager: SessionManager, prefix: str) -> str:
 
 def read_parsed(app: App, session_id: str) -> ParsedSession:
     """The stored session, read without writing to it (docs/rules/decisions.md D-9)."""
-    return app.store.read(session_id)
+    with bulk_read():
+        return app.store.read(session_id)
 
 
 def open_session_readonly(app: App, session_id: str) -> SessionManager:
@@ -331,7 +356,7 @@ def open_session_readonly(app: App, session_id: str) -> SessionManager:
     read-only command does can write to the store."""
     from sessiontree.session.manager import SessionManager
 
-    with busy_spinner("Loading session…"):
+    with busy_spinner("Loading session…"), bulk_read():
         return SessionManager.from_parsed(app.store.read(session_id))
 
 

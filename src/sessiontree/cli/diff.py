@@ -17,6 +17,7 @@ import click
 from sessiontree.cli.common import (
     App,
     UserError,
+    bulk_read,
     busy_spinner,
     cli,
     cost_cell,
@@ -76,7 +77,7 @@ def diff_cmd(app: App, session_id: str, leaf_a: str | None, leaf_b: str | None,
     from sessiontree.compare.branches import diff_branches
 
     try:
-        with busy_spinner("Comparing branches…"):
+        with busy_spinner("Comparing branches…"), bulk_read():
             result = diff_branches(app.store, session_id, leaf_a, leaf_b, cost=cost)
     except (SessionError, ValueError, OSError) as exc:
         raise DiffInputError(describe_error(exc)) from exc

@@ -12,6 +12,7 @@ import click
 from sessiontree.cli.common import (
     App,
     UserError,
+    bulk_read,
     busy_spinner,
     cli,
     cut_left,
@@ -432,7 +433,7 @@ def _open_for_context(app: App, session_id: str) -> SessionManager:
 
     if not getattr(app.store, "partial_reads", False) or not hasattr(app.store, "recent_entry_types"):
         return open_session_readonly(app, session_id)
-    with busy_spinner("Loading session…"):
+    with busy_spinner("Loading session…"), bulk_read():
         return SessionManager.open(app.store, session_id)
 
 
