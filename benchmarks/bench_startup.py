@@ -73,6 +73,11 @@ def main() -> None:
     commands = (tuple(args.command),) if args.command else DEFAULT
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}, python {sys.version.split()[0]}")
     print(f"{'command':<30} {'wall ms':>8} {'cpu ms':>8} {'importtime ms':>14} {'modules':>8}")
+    floor = [sys.executable, "-c", "import click"]  # the interpreter and click alone: the floor
+    _run(floor)
+    walls, cpus = zip(*(_run(floor) for _ in range(args.reps)), strict=True)
+    print(f"{'(python -c \'import click\')':<30} {statistics.median(walls) * 1000:8.1f} "
+          f"{statistics.median(cpus) * 1000:8.1f}")
     trees: list[tuple[str, str | None]] = [("", None)]
     if args.before:
         trees.insert(0, ("before: ", args.before))

@@ -278,7 +278,7 @@ def bulk_read() -> Iterator[None]:
 
     Why: a 100,000-entry session is some 600,000 dicts and lists; the collector's full
     passes, triggered again and again as they accumulate, rescan all of them and cost a
-    third of the load (docs/architecture.md, "Start-up"). Parsed JSON holds no reference
+    third of the load (benchmarks/README.md, "Round four"). Parsed JSON holds no reference
     cycles, so nothing collectable is missed; frozen objects are simply never freed before
     the process exits. Only for one-shot commands (``context``, ``export``, ``show``,
     ``diff``), never the long-running ones (``serve``, ``mcp``, ``sync --watch``).
