@@ -76,7 +76,8 @@ def main() -> None:
     floor = [sys.executable, "-c", "import click"]  # the interpreter and click alone: the floor
     _run(floor)
     walls, cpus = zip(*(_run(floor) for _ in range(args.reps)), strict=True)
-    print(f"{'(python -c \'import click\')':<30} {statistics.median(walls) * 1000:8.1f} "
+    label = "(python -c 'import click')"
+    print(f"{label:<30} {statistics.median(walls) * 1000:8.1f} "
           f"{statistics.median(cpus) * 1000:8.1f}")
     trees: list[tuple[str, str | None]] = [("", None)]
     if args.before:
