@@ -71,12 +71,48 @@ def __dir__() -> list[str]:
 def _version() -> str:
     """The installed distribution's version (``pyproject.toml`` is its one source); a
     source tree put on ``sys.path`` without being installed has no metadata."""
+    found = _version_from_path()
+    if found is not None:
+        return found
     from importlib.metadata import PackageNotFoundError, version
 
     try:
         return version("sessiontree")
     except PackageNotFoundError:
         return "0+unknown"
+
+
+def _version_from_path() -> str | None:
+    """The ``Version:`` of the first ``sessiontree`` metadata directory on ``sys.path``
+    (``*.dist-info/METADATA``, ``*.egg-info/PKG-INFO``), the one ``importlib.metadata``
+    finds first; ``None`` when there is none (an installed zip or a custom finder: the
+    caller asks ``importlib.metadata`` then). Importing ``importlib.metadata`` costs
+    more than the rest of ``sessiontree --version`` together (docs/architecture.md, "Start-up")."""
+    import os
+    import sys
+
+    for entry in sys.path:
+        try:
+            names = sorted(os.listdir(entry or "."))
+        except OSError:
+            continue
+        for name in names:
+            lower = name.lower()
+            if lower.startswith(("sessiontree-", "sessiontree.")) and lower.endswith((".dist-info", ".egg-info")):
+                stem = lower.rsplit(".", 1)[0].split("-", 1)[0]
+                if stem != "sessiontree":
+                    continue
+                meta = os.path.join(entry or ".", name, "METADATA" if lower.endswith(".dist-info") else "PKG-INFO")
+                try:
+                    with open(meta, encoding="utf-8") as handle:
+                        for line in handle:
+                            if line.startswith("Version:"):
+                                return line[len("Version:"):].strip()
+                            if not line.strip():
+                                break  # the end of the headers
+                except OSError:
+                    continue
+    return None
 
 
 __all__ = [
