@@ -22,10 +22,17 @@ Reported:
 PostgreSQL is a throwaway cluster (tests/pg.py: ``fsync=off``), on loopback TCP; or
 ``--url`` for an existing database (it must be empty).
 
+With ``--team`` (docs/team.md) each host syncs as its own member role (``h00``, ``h01``,
+...), the members write the pre-filled sessions (in turns, under row-level security), and the readers run as a
+member (``h00``: its own search and ``stats``, under row-level security) and as a lead
+(``lead00``: its own search, and the team aggregates by user, ``team_usage_by_user``),
+so the policies' cost shows beside the owner's numbers of a run without ``--team``.
+
 Usage::
 
     python benchmarks/team.py --hosts 20 --rate 50 --duration 60 --prefill 1000000
     python benchmarks/team.py --hosts 4 --rate 20 --duration 20 --prefill 0     # quick
+    python benchmarks/team.py --hosts 4 --rate 20 --duration 20 --prefill 20000 --team
 """
 
 from __future__ import annotations
@@ -90,11 +97,12 @@ def _path(home: str, session_id: str) -> str:
 
 # -- pre-fill ------------------------------------------------------------------------------
 
-def prefill(url: str, entries: int, per_session: int = 1000) -> float:
-    """Store ``entries`` entries (sessions of ``per_session``) without provenance; seconds taken."""
+def prefill(url: str, entries: int, per_session: int = 1000, roles: list[str] | None = None) -> float:
+    """Store ``entries`` entries (sessions of ``per_session``) without provenance; seconds
+    taken. ``roles``: each batch written as the next of these roles (their sessions)."""
     from sessiontree.stores.postgres.store import PostgresStore
 
-    store = PostgresStore(url)
+    writers = [PostgresStore(_as_role(url, role)) for role in roles] if roles else [PostgresStore(url)]
     start = time.perf_counter()
     made = 0
     n = 0
@@ -109,11 +117,12 @@ def prefill(url: str, entries: int, per_session: int = 1000) -> float:
                 batch.append((_header(sid), [_entry(i, f"fill{n}") for i in range(1, count + 1)], None))
                 made += count
                 n += 1
-            store.create_many(batch)
+            writers[(n // 20) % len(writers)].create_many(batch)
             if n % 200 == 0:
                 print(f"  prefill {made:,} entries, {time.perf_counter() - start:.0f} s", file=sys.stderr)
     finally:
-        store.close()
+        for store in writers:
+            store.close()
     return time.perf_counter() - start
 
 
@@ -182,14 +191,16 @@ def prober(url: str, probes: Any, results: Any) -> None:
     store.close()
 
 
-def reader(url: str, stop: Any, results: Any, seed: int) -> None:
-    """Search and stats in a loop until ``stop`` is set; their latencies."""
+def reader(url: str, stop: Any, results: Any, seed: int, role: str = "owner") -> None:
+    """Search and stats in a loop until ``stop`` is set; their latencies. ``role``:
+    ``owner`` (the URL's), ``member`` (``h00``) or ``lead`` (``lead00``, whose stats are the
+    team aggregates by user)."""
     from sessiontree.search.query import search
     from sessiontree.stores.postgres.store import PostgresStore
     from sessiontree.usage.report import usage_report
 
     rng = random.Random(seed)
-    store = PostgresStore(url, readonly=True)
+    store = PostgresStore(_as_role(url, {"member": "h00", "lead": "lead00"}.get(role)), readonly=True)
     searches: list[tuple[str, float]] = []
     stats: dict[str, list[float]] = {by: [] for by in STATS_GROUPINGS}
     turn = 0
@@ -198,7 +209,10 @@ def reader(url: str, stop: Any, results: Any, seed: int) -> None:
         if turn % 5 == 0:
             by = STATS_GROUPINGS[(turn // 5) % len(STATS_GROUPINGS)]
             start = time.perf_counter()
-            usage_report(store, by=by, tz="UTC")
+            if role == "lead":
+                store.team_usage(by_user=True)
+            else:
+                usage_report(store, by=by, tz="UTC")
             stats[by].append(time.perf_counter() - start)
         else:
             words = rng.choice(SEARCHES)
@@ -206,8 +220,31 @@ def reader(url: str, stop: Any, results: Any, seed: int) -> None:
             search(store, words, limit=50)
             searches.append((words, time.perf_counter() - start))
         time.sleep(0.05)
-    results.put(("reader", searches, stats))
+    results.put(("reader", role, searches, stats))
     store.close()
+
+
+def _as_role(url: str, role: str | None) -> str:
+    """``url`` with its user replaced by ``role`` (``None``: unchanged)."""
+    if role is None:
+        return url
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{role}@{host}"))
+
+
+def make_team(url: str, hosts: int) -> list[str]:
+    """A member role per host and a lead (docs/team.md); the members' names."""
+    from sessiontree.stores.postgres.store import PostgresStore
+
+    members = [f"h{h:02d}" for h in range(hosts)]
+    with PostgresStore(url) as store:
+        for name in members:
+            store.team_add(name, "member")
+        store.team_add("lead00", "lead")
+    return members
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -237,7 +274,8 @@ def run(url: str, args: argparse.Namespace, tmp: str) -> dict[str, Any]:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "wb") as handle:
                 handle.write(jsonio.dumps(_header(_sid(h, s))) + b"\n" + jsonio.dumps(_entry(1, "first")) + b"\n")
-    watchers = [subprocess.Popen([sys.executable, "-m", "sessiontree", "--store", url, "sync", "--watch",
+    watchers = [subprocess.Popen([sys.executable, "-m", "sessiontree", "--store",
+                                  _as_role(url, f"h{h:02d}" if args.team else None), "sync", "--watch",
                                   "--debounce", str(args.debounce)], env=_env(home, h), stdout=subprocess.DEVNULL,
                                  stderr=subprocess.PIPE, text=True) for h, home in enumerate(homes)]
     store = PostgresStore(url)
@@ -250,7 +288,9 @@ def run(url: str, args: argparse.Namespace, tmp: str) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
     probes, results, done, stop = ctx.Queue(), ctx.Queue(), ctx.Queue(), ctx.Event()
     procs = [ctx.Process(target=prober, args=(url, probes, results))]
-    procs += [ctx.Process(target=reader, args=(url, stop, results, seed)) for seed in range(args.readers)]
+    roles = ["member", "lead"] if args.team else ["owner"]
+    procs += [ctx.Process(target=reader, args=(url, stop, results, seed, roles[seed % len(roles)]))
+              for seed in range(args.readers)]
     for proc in procs:
         proc.start()
     loads = []
@@ -275,15 +315,17 @@ def run(url: str, args: argparse.Namespace, tmp: str) -> dict[str, Any]:
             break
         time.sleep(1)
     stop.set()
-    outcome: dict[str, Any] = {"probe": ([], 0), "searches": [], "stats": {by: [] for by in STATS_GROUPINGS}}
+    outcome: dict[str, Any] = {"probe": ([], 0), "searches": [], "stats": {}}
     for _ in procs:
         kind, *values = results.get(timeout=300)
         if kind == "probe":
             outcome["probe"] = values
         else:
-            outcome["searches"] += values[0]
-            for by, times in values[1].items():
-                outcome["stats"][by] += times
+            role = values[0]
+            outcome["searches"] += [(words if role == "owner" else f"{words} [{role}]", t) for words, t in values[1]]
+            for by, times in values[2].items():
+                key = by if role == "owner" else ("team_usage_by_user [lead]" if role == "lead" else f"{by} [{role}]")
+                outcome["stats"].setdefault(key, []).extend(times)
     for proc in procs:
         proc.join(30)
     for proc in watchers:
@@ -322,7 +364,7 @@ def run(url: str, args: argparse.Namespace, tmp: str) -> dict[str, Any]:
         "searches": len(outcome["searches"]),
         "search_by_query": {words: (_pct([t for w, t in outcome["searches"] if w == words], 0.5),
                                     _pct([t for w, t in outcome["searches"] if w == words], 0.95))
-                            for words in SEARCHES},
+                            for words in sorted({w for w, _t in outcome["searches"]})},
         "stats": {by: (statistics.median(t) if t else float("nan"), max(t, default=float("nan")), len(t))
                   for by, t in outcome["stats"].items()},
         "db_bytes": size, "entries_total": total, "bytes_per_million": size / max(total, 1) * 1_000_000,
@@ -365,6 +407,8 @@ def main() -> None:
     parser.add_argument("--debounce", type=int, default=100, help="the watchers' --debounce (ms)")
     parser.add_argument("--prefill", type=int, default=0, help="entries stored before the run")
     parser.add_argument("--url", help="an existing, empty PostgreSQL database (default: a throwaway cluster)")
+    parser.add_argument("--team", action="store_true",
+                        help="hosts sync as member roles; readers run as a member and a lead (docs/team.md)")
     args = parser.parse_args()
     cluster = None
     if args.url is None:
@@ -376,9 +420,11 @@ def main() -> None:
         url = args.url
     tmp = tempfile.mkdtemp(prefix="sessiontree-team-")
     try:
+        members = make_team(url, args.hosts) if args.team else None
         if args.prefill:
-            seconds = prefill(url, args.prefill)
-            print(f"prefill: {args.prefill:,} entries in {seconds:.0f} s", file=sys.stderr)
+            seconds = prefill(url, args.prefill, roles=members)
+            print(f"prefill: {args.prefill:,} entries in {seconds:.0f} s"
+                  + (" (written by the members)" if members else ""), file=sys.stderr)
         result = run(url, args, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -397,7 +443,7 @@ def main() -> None:
     for words, (p50, p95) in result["search_by_query"].items():
         print(f"  search {words!r}: p50 {p50 * ms:.0f} ms, p95 {p95 * ms:.0f} ms")
     for by, (median, worst, n) in result["stats"].items():
-        print(f"stats --by {by}: median {median * ms:.0f} ms, max {worst * ms:.0f} ms ({n} runs)")
+        print(f"stats {by}: median {median * ms:.0f} ms, max {worst * ms:.0f} ms ({n} runs)")
     print(f"database {result['db_bytes'] / 2**20:,.0f} MiB: {result['bytes_per_million'] / 2**30:.2f} GiB "
           "per million entries")
     print(f"usage by host equal to the same files synced into SQLite: {result['usage_equal']}")

@@ -34,6 +34,7 @@ from sessiontree.check.checker import (
     repair_bytes,
     repair_file,
 )
+from sessiontree.check.glued import parse_unglued
 from sessiontree.format.codec import parse_session
 from sessiontree.format.ids import session_id_hash
 from support import field_paths
@@ -150,8 +151,9 @@ def test_repair_gives_exact_changes_and_copy(code: str) -> None:
     # The copy is a format-4 file the strict reader accepts.
     assert parse_session(result.data).source_version == 4
     if not has_errors(result.problems):
-        # Nothing was damaged: the copy is exactly the reader's own format-4 rewrite.
-        assert result.data == parse_session(data).to_bytes()
+        # Nothing was damaged: the copy is exactly the reader's own format-4 rewrite (what
+        # sync and import read: malformed lines skipped as pi does).
+        assert result.data == parse_unglued(data)[0].to_bytes()
 
 
 @pytest.mark.parametrize("code", sorted(REPAIRABLE_CODES))
@@ -292,17 +294,23 @@ def test_content_blocks_inside_a_torn_record_are_not_taken_for_records() -> None
     assert [p.code for p in problems] == ["torn-final-record"]
 
 
-def test_malformed_line_keeps_its_bytes_and_its_children_in_the_copy() -> None:
+def test_malformed_line_is_left_out_of_the_copy_and_its_children_reparented() -> None:
+    """Issue 39: readers skip a malformed line as pi does, and the repaired copy leaves it
+    out (its bytes in the change); an entry under it climbs to its salvaged parent."""
     broken = b'{"type":"message","id":"a1","parentId":"u1","timestamp":"t","message":{oops}}'
     child = b'{"type":"message","id":"u2","parentId":"a1","timestamp":"t","message":{"role":"user","content":"x"}}'
     data = HEADER + b"\n" + USER + b"\n" + broken + b"\n" + child + b"\n"
     problems = check_bytes(data, "m.jsonl")
     assert [(p.code, p.line, p.entry_id) for p in problems] == [
         ("malformed-line", 3, "a1"), ("dangling-parent", 4, "u2")]
+    assert [p.severity for p in problems] == ["warning", "error"]
     assert problems[1].message == 'parentId "a1" names no entry (its record on line 3 is damaged)'
     result = repair_bytes(data, "m.jsonl")
-    # Fixing line 3 by hand must restore the link, so u2 is not re-parented.
-    assert result.data == data and result.changes == []
+    assert [(c.code, c.line, c.description, c.dropped) for c in result.changes] == [
+        ("malformed-line", 3, "dropped the malformed line (readers skip it)", broken),
+        ("dangling-parent", 4, 're-parented from missing "a1" to "u1", its nearest surviving ancestor', None)]
+    assert result.data == HEADER + b"\n" + USER + b"\n" + child.replace(b'"parentId":"a1"', b'"parentId":"u1"') + b"\n"
+    assert result.remaining == []
 
 
 def test_reparenting_follows_salvaged_parents_through_several_lost_records() -> None:
@@ -361,42 +369,38 @@ def test_torn_parent_of_an_entry_under_a_kept_malformed_line_is_reparented_in_on
     result = repair_bytes(data, "k.jsonl")
     assert len(_TORN_A1) == 237
     assert _dicts(result.changes) == [
+        # Readers skip the malformed line 2 (as pi does); the copy leaves it out.
+        {"code": "malformed-line", "line": 2, "description": "dropped the malformed line (readers skip it)",
+         "entryId": "u1", "dropped": _KEPT_U1.decode("utf-8"),
+         "droppedBase64": base64.b64encode(_KEPT_U1).decode("ascii")},
         {"code": "torn-record", "line": 3, "description": "dropped the 237-byte torn record", "entryId": "a1",
          "dropped": _TORN_A1.decode("utf-8"), "droppedBase64": base64.b64encode(_TORN_A1).decode("ascii")},
-        # "a1" is dropped; its salvaged parent "u1" survives on the kept line 2.
+        # "a1" is dropped; its salvaged parent "u1" is dropped too, and was a root.
         {"code": "dangling-parent", "line": 3,
-         "description": 're-parented from missing "a1" to "u1", its nearest surviving ancestor '
-                        "(kept as written on malformed line 2)",
+         "description": 're-parented from missing "a1" to null (no ancestor survives): now a root',
          "entryId": "r1"},
     ]
-    r1_fixed = (b'{"type":"message","id":"r1","parentId":"u1","timestamp":"2026-02-01T09:00:03.000Z",'
+    r1_fixed = (b'{"type":"message","id":"r1","parentId":null,"timestamp":"2026-02-01T09:00:03.000Z",'
                 b'"message":{"role":"toolResult","toolCallId":"c1","toolName":"read",'
                 b'"content":[{"type":"text","text":"data"}],"isError":false,"timestamp":3}}')
-    assert result.data == b"\n".join([HEADER, _KEPT_U1, r1_fixed, _A2, _R2]) + b"\n"
-    # Fixing line 2 by hand restores the link; until then check still reports it.
-    assert [(p.code, p.line, p.entry_id, p.message) for p in result.remaining if p.severity == "error"] == [
-        ("malformed-line", 2, "u1", problems[0].message),
-        ("dangling-parent", 3, "r1", 'parentId "u1" names no entry (its record on line 2 is damaged)'),
-    ]
+    assert result.data == b"\n".join([HEADER, r1_fixed, _A2, _R2]) + b"\n"
+    assert not has_errors(result.remaining)
     again = repair_bytes(result.data, "k.jsonl")
     assert again.changes == [] and again.data == result.data
-    fixed_by_hand = result.data.replace(b'"id":"u1""', b'"id":"u1"')
-    assert not has_errors(check_bytes(fixed_by_hand, "k.jsonl"))
 
 
-def test_an_id_on_a_kept_line_survives_even_when_a_torn_record_with_it_is_dropped() -> None:
-    # "m1" is both a dropped torn record (child of u1) and readable on a kept
-    # malformed line: the copy still holds "m1", so x1 keeps naming it,
-    # whichever of the two comes first.
+def test_an_id_on_a_dropped_malformed_line_does_not_survive() -> None:
+    # "m1" is both a dropped torn record (child of u1) and readable on a
+    # malformed line, which the copy leaves out too (issue 39): x1 climbs to
+    # "u1" whichever of the two comes first.
     torn = b'{"type":"message","id":"m1","parentId":"u1","timestamp":"t","mess'
     x1 = b'{"type":"custom","id":"x1","parentId":"m1","timestamp":"t","customType":"k"}'
     kept = b'{"type":"custom","id":"m1","parentId":"u1","timestamp":"t",oops}'
     for lines in ([torn + x1, kept], [kept, torn + x1]):
         data = HEADER + b"\n" + USER + b"\n" + b"\n".join(lines) + b"\n"
         result = repair_bytes(data, "k.jsonl")
-        assert [c.code for c in result.changes] == ["torn-record"]
-        assert result.data == HEADER + b"\n" + USER + b"\n" + b"\n".join(
-            [x1, kept] if lines[0] is not kept else [kept, x1]) + b"\n"
+        assert sorted(c.code for c in result.changes) == ["dangling-parent", "malformed-line", "torn-record"]
+        assert result.data == HEADER + b"\n" + USER + b"\n" + x1.replace(b'"m1"', b'"u1"') + b"\n"
         again = repair_bytes(result.data, "k.jsonl")
         assert again.changes == [] and again.data == result.data
 
@@ -408,9 +412,10 @@ def test_an_id_on_a_kept_line_survives_even_when_a_torn_record_with_it_is_droppe
     # A CR that only a NUL run kept from its LF.
     (HEADER + b"\n" + USER + b"\r\x00\x00\n" + ASSISTANT + b"\n",
      [("nul-bytes", 2, "removed 2 NUL bytes"), ("crlf", 2, "converted 1 CRLF line end to LF")], CLEAN),
-    # A kept malformed line must not end in a CR either.
-    (HEADER + b"\n{oops\r\r\n", [("crlf", 2, "converted 1 CRLF line end to LF")], HEADER + b"\n{oops\n"),
-], ids=["crlf-twice", "cr-nul-lf", "kept-line"])
+    # A malformed line is left out, its CRLF end with it.
+    (HEADER + b"\n{oops\r\r\n", [("malformed-line", 2, "dropped the malformed line (readers skip it)"),
+                                 ("crlf", 2, "converted 1 CRLF line end to LF")], HEADER + b"\n"),
+], ids=["crlf-twice", "cr-nul-lf", "malformed-line"])
 def test_cr_runs_before_a_line_feed_are_one_crlf_end(
         data: bytes, changes: list[tuple[str, int, str]], repaired: bytes) -> None:
     result = repair_bytes(data, "cr.jsonl")
@@ -422,19 +427,20 @@ def test_cr_runs_before_a_line_feed_are_one_crlf_end(
 
 _BOM_BYTES = b"\xef\xbb\xbf"
 _STRIPPED_BOM = ("bom", 1, "removed the UTF-8 byte order mark from the start of the malformed line")
+_DROPPED = ("malformed-line", 1, "dropped the malformed line (readers skip it)")
 
 
 @pytest.mark.parametrize("data, changes, repaired", [
     # A second BOM before a malformed first line would be the copy's BOM.
     (_BOM_BYTES * 2 + b'{oops\n' + USER + b"\n",
-     [("bom", 1, "removed the UTF-8 byte order mark"), _STRIPPED_BOM], b"{oops\n" + USER + b"\n"),
+     [("bom", 1, "removed the UTF-8 byte order mark"), _STRIPPED_BOM, _DROPPED], USER + b"\n"),
     # A BOM split by a NUL run.
     (b"\xef\xbb\x00\x00\xbf{oops\n" + USER + b"\n",
-     [("nul-bytes", 1, "removed 2 NUL bytes"), _STRIPPED_BOM], b"{oops\n" + USER + b"\n"),
+     [("nul-bytes", 1, "removed 2 NUL bytes"), _STRIPPED_BOM, _DROPPED], USER + b"\n"),
     # A BOM on the second line, once a blank first line is dropped.
     (b" \n" + _BOM_BYTES + b"{oops\n" + USER + b"\n",
-     [("blank-line", 1, "removed the whitespace-only line"), ("bom", 2, _STRIPPED_BOM[2])],
-     b"{oops\n" + USER + b"\n"),
+     [("blank-line", 1, "removed the whitespace-only line"), ("bom", 2, _STRIPPED_BOM[2]),
+      ("malformed-line", 2, _DROPPED[2])], USER + b"\n"),
     # Nothing after the BOM: a blank line.
     (_BOM_BYTES * 2 + b"\n" + HEADER + b"\n",
      [("bom", 1, "removed the UTF-8 byte order mark"), _STRIPPED_BOM,
@@ -843,7 +849,9 @@ def _imports(data: bytes, name: str, store: object) -> bool:
     from sessiontree.session.manager import SessionManager
 
     try:
-        SessionManager.import_session(parse_session(data, name), None, store)  # type: ignore[arg-type]
+        # What `sessiontree import` reads with (session/importing.py): glued records read
+        # apart, malformed lines skipped as pi does.
+        SessionManager.import_session(parse_unglued(data, name)[0], None, store)  # type: ignore[arg-type]
     except SessionError:
         return False
     return True

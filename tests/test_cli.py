@@ -511,7 +511,7 @@ def test_main_is_the_console_entry_point():
     from importlib.metadata import entry_points
 
     scripts = {ep.name: ep.value for ep in entry_points(group="console_scripts")}
-    assert scripts.get("sessiontree") == "sessiontree.cli:main"
+    assert scripts.get("sessiontree") == "sessiontree._launch:main"
     assert isinstance(cli, click.Group)
 
 
@@ -690,6 +690,15 @@ def test_list_at_80_columns_keeps_the_project_and_a_readable_title(loaded, monke
     assert row.split()[:4] == [BRANCHING[:8], "2026-03-02", "09:03Z", "10"]
     assert row.split()[4] == "…/weather-app"
     assert row.endswith("Fix 500 on city names with s…")  # 28 characters and the ellipsis
+
+
+def test_path_of_a_missing_store_says_so_on_a_line_of_its_own(tmp_path, monkeypatch):
+    """Issue 41: the note read as a tail of the path ("sessions.db(does not exist yet") when
+    a capture joined the streams; stdout is the path alone, stderr a whole sentence."""
+    monkeypatch.delenv("SESSIONTREE_STORE")
+    result = run(None, "path")
+    assert result.stdout.count("\n") == 1 and "exist" not in result.stdout
+    assert result.stderr.startswith("sessiontree: note: the store does not exist yet; fill it with:")
 
 
 def test_path_says_where_the_store_is_without_opening_it(tmp_path, monkeypatch):

@@ -60,7 +60,7 @@ from sessiontree.check.checker import CODES, check_bytes, repair_bytes
 from sessiontree.cli import cli
 from sessiontree.errors import SessionError
 from sessiontree.format import jsonio
-from sessiontree.format.codec import read_session_file
+from sessiontree.session.importing import read_file
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.memory import MemoryStore
 from sessiontree.stores.sqlite.store import SqliteStore
@@ -414,7 +414,7 @@ def _exercise(data: bytes, tmp_path: Path, sqlite: SqliteStore, cli_too: bool) -
     refusing = sorted({p.code for p in problems if not CODES[p.code].import_accepts})
     for target in (MemoryStore(), sqlite):
         try:
-            parsed = read_session_file(name)
+            parsed = read_file(name)[0]  # what `sessiontree import` and sync read with
             manager = SessionManager.import_session(parsed, None, target)
         except ALLOWED as exc:
             if not refusing:

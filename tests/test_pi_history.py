@@ -13,6 +13,7 @@ import pytest
 import corpus
 from cli_support import run_cli, run_cli_json
 from pi_variants import first_billed, glue, hand_count, shifted_copy, upgraded_in_place, write
+from sessiontree.check.checker import check_bytes
 from sessiontree.format import jsonio
 
 pytestmark = pytest.mark.usefixtures("_fake_home")
@@ -70,20 +71,45 @@ def test_import_reads_glued_records_apart_and_says_so(_fake_home, tmp_path):
     assert glued.read_bytes().count(b"\n") == 1018  # the file is left as it is: one line fewer than records
 
 
-@pytest.mark.parametrize("tail", [b'{"type":"mess', b'[1,2]', b'{"a":1}'], ids=["torn", "array", "not-a-record"])
-def test_a_line_that_is_not_exactly_glued_records_is_still_refused(_fake_home, tmp_path, tail):
+@pytest.mark.parametrize("tail", [b'{"type":"mess', b'[1,2]'], ids=["torn", "array"])
+def test_a_line_that_is_not_exactly_glued_records_is_skipped_as_pi_skips_it(_fake_home, tmp_path, tail):
+    """Issue 39: pi's loader skips a line ``JSON.parse`` refuses; so do sync and import now,
+    naming the line, instead of refusing the whole file (the record on it is not read, as
+    in pi). Before, the file was rejected at line 5."""
     lines = shifted_copy(corpus.vendored(corpus.LARGE_SESSION), GLUED_SID)[:10]
     lines[4] += tail
     path = write(_pi_folder(_fake_home) / "odd.jsonl", lines)
+    report = run_cli_json(f"sqlite:///{tmp_path / 'pi.db'}", "sync", str(path))
+    row = report["files"][0]
+    assert (row["status"], row["entries"] if "entries" in row else row.get("added")) == ("new", 8)
+    assert "skipped 1 malformed line" in row["note"] and "line 5" in row["note"]
+    imported = run_cli_json(f"sqlite:///{tmp_path / 'other.db'}", "import", str(path))["files"][0]
+    assert imported["status"] == "imported" and imported["entries"] == 8 and "line 5" in imported["note"]
+
+
+def test_an_object_glued_to_a_record_that_is_no_entry_is_refused_as_check_says(_fake_home, tmp_path):
+    """Read apart, ``{"a":1}`` is an entry without type or id: refused at its line, which is
+    what ``check`` reports (invalid-entry, an error import refuses)."""
+    lines = shifted_copy(corpus.vendored(corpus.LARGE_SESSION), GLUED_SID)[:10]
+    lines[4] += b'{"a":1}'
+    path = write(_pi_folder(_fake_home) / "odd.jsonl", lines)
     report = run_cli_json(f"sqlite:///{tmp_path / 'pi.db'}", "sync", str(path), code=1)
     assert report["files"][0]["status"] == "rejected" and report["files"][0]["line"] == 5
+    codes = {p.code for p in check_bytes(path.read_bytes(), str(path)) if p.severity == "error"}
+    assert "invalid-entry" in codes
 
 
-def test_a_header_glued_to_an_entry_is_refused(_fake_home, tmp_path):
+def test_a_header_glued_to_an_entry_is_read_apart_as_check_reads_it(_fake_home, tmp_path):
+    """Issue 39: ``check`` reads a header with an entry glued after it as two records (a
+    ``glued-records`` error that import accepts), so ``sync`` does too; before, sync refused
+    the file at line 1 while check found nothing refusing it (fuzz seed 1, input #63)."""
     lines = shifted_copy(corpus.vendored(corpus.LARGE_SESSION), GLUED_SID)[:10]
     path = write(_pi_folder(_fake_home) / "odd.jsonl", glue(lines, 1))
-    report = run_cli_json(f"sqlite:///{tmp_path / 'pi.db'}", "sync", str(path), code=1)
-    assert report["files"][0]["status"] == "rejected" and report["files"][0]["line"] == 1
+    report = run_cli_json(f"sqlite:///{tmp_path / 'pi.db'}", "sync", str(path))
+    row = report["files"][0]
+    assert row["status"] == "new" and "line 1" in row["note"]
+    problems = check_bytes(path.read_bytes(), str(path))
+    assert [(p.code, p.line) for p in problems if p.severity == "error"] == [("glued-records", 1)]
 
 
 @corpus.needs_shared

@@ -179,7 +179,7 @@ def test_list_uses_store_search_and_stats_hooks(store, monkeypatch):
     store.search = lambda q, **options: [
         types.SimpleNamespace(session_id="019cadd2-8a00-7c1f-a2b3-5c6d7e8f9003", snippet="hit")]
     monkeypatch.setattr(listing_view, "session_stats",
-                        lambda st, ids: {i: {"entries": 3, "models": ["m1"], "tokens": 1234, "cost": 0.5}
+                        lambda st, ids, **marks: {i: {"entries": 3, "models": ["m1"], "tokens": 1234, "cost": 0.5}
                                          for i in ids})
     result = view.build_list_page(store, view.ListQuery(q="anything"))
     assert result.search_mode == "store" and result.has_stats and result.rows[0].snippet == "hit"

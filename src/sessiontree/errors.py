@@ -11,6 +11,7 @@ from typing import Any
 
 __all__ = [
     "INVALID_SESSION_ID_MESSAGE",
+    "AmbiguousSessionPrefixError",
     "CorruptEntryError",
     "EntryNotFoundError",
     "InvalidSessionError",
@@ -26,6 +27,7 @@ __all__ = [
     "StoreOpenError",
     "SyncConflictError",
     "ToolPairingError",
+    "UnknownSessionPrefixError",
     "UnsupportedVersionError",
 ]
 
@@ -51,6 +53,38 @@ class SessionNotFoundError(SessionError, LookupError):
         self.session_id = session_id
         suffix = f" in {where}" if where else ""
         super().__init__(f"Session {session_id} not found{suffix}")
+
+
+class UnknownSessionPrefixError(SessionNotFoundError):
+    """No stored session matches a session id or prefix a person typed (docs/listing.md, "Ids").
+
+    Attributes:
+        session_id: what was typed (a prefix, or ``<parent prefix>/<agent prefix>``).
+    """
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__(prefix)
+        self.args = (f"no session matches {prefix!r}",)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class AmbiguousSessionPrefixError(SessionError, LookupError):
+    """A typed session prefix matches several sessions (docs/listing.md, "Ids").
+
+    Attributes:
+        prefix: what was typed.
+        candidates: the matching sessions, sorted: whole ids, a subagent session as
+            ``<parent>/<agent>`` in the short forms lists print; at most the first five
+            are named in the message.
+    """
+
+    def __init__(self, prefix: str, candidates: list[str]) -> None:
+        self.prefix = prefix
+        self.candidates = candidates
+        shown = ", ".join(candidates[:5]) + (f" (and {len(candidates) - 5} more)" if len(candidates) > 5 else "")
+        super().__init__(f"session prefix {prefix!r} is ambiguous: it matches {shown}")
 
 
 class SessionExistsError(SessionError):

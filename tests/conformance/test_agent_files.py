@@ -139,3 +139,64 @@ def test_a_glued_agent_file_is_synced_grows_and_comes_back_byte_for_byte(store, 
     assert file.byte_exact and file.data == path.read_bytes()
     result = restore(store, SID, directory=str(tmp_path / "out"))
     assert result.file.byte_exact and Path(result.path).read_bytes() == path.read_bytes()
+
+
+def test_a_malformed_line_is_skipped_as_pi_does_and_the_file_comes_back_byte_for_byte(store, _fake_home, tmp_path):
+    """Issue 39: a line pi's loader cannot parse (it skips it) no longer refuses the file:
+    sync skips it with a note naming the line, keeps it verbatim in the file's shape (an
+    ``l`` operation), skips one in appended bytes the same way, and ``restore`` and
+    ``archive`` give the file back byte for byte (synthetic file: no real one has a
+    damaged line)."""
+    path = write_agent_file(_fake_home, n=3, version=3)
+    lines = path.read_bytes().split(b"\n")
+    damaged = b"\n".join([*lines[:2], b'{"type":"message","id":"x",', *lines[2:]])  # torn record on line 3
+    path.write_bytes(damaged)
+    first = sync_one(store, path)
+    assert (first.status, first.added) == ("new", 3), first.reason
+    assert "skipped 1 malformed line" in (first.note or "") and "line 3" in (first.note or "")
+    assert stored_entries(store) == stored_entries(store)[:3]
+    with open(path, "ab") as handle:
+        handle.write(b"not json\n")  # a malformed line in the appended bytes: line 6
+    append(path, entries(4, 1, f"{3:08x}"))
+    grown = sync_one(store, path)
+    assert (grown.status, grown.added) == ("grown", 1) and "line 6" in (grown.note or "")
+    shape = FileShape.decode(store.sync_shape(str(path)) or b"")
+    assert [op[0] for op in shape.ops] == ["H", "e", "l", "e", "l", "e"] and shape.sha256 == _sha(path)
+    file = agent_file(store, SID)
+    assert file.byte_exact and file.data == path.read_bytes()
+    result = restore(store, SID, directory=str(tmp_path / "out"))
+    assert result.file.byte_exact and Path(result.path).read_bytes() == path.read_bytes()
+    before = _sha(path)
+    os.utime(path, (1_000_000_000, 1_000_000_000))  # old enough to archive
+    assert sync_one(store, path).status == "unchanged"
+    done = archive(store, older_than=86400.0)
+    assert [r.status for r in done.files] == ["archived"], done.to_dict()
+    assert not path.exists()
+    again = restore(store, SID)
+    assert again.path == str(path) and again.file.byte_exact and _sha(path) == before
+
+
+def test_malformed_lines_before_the_header_are_skipped_as_pi_does(store, _fake_home, tmp_path):
+    """pi's loader takes the first line that parses as the header; a damaged line before
+    it is skipped, kept verbatim, and the file restored byte for byte (synthetic file)."""
+    path = write_agent_file(_fake_home, n=2, version=3)
+    path.write_bytes(b"\x00\x00garbage\n" + path.read_bytes())
+    result = sync_one(store, path)
+    assert (result.status, result.added) == ("new", 2), result.reason
+    assert "line 1" in (result.note or "")
+    file = agent_file(store, SID)
+    assert file.byte_exact and file.data == path.read_bytes()
+
+
+def test_a_torn_first_line_before_the_header_and_a_grown_file(store, _fake_home, tmp_path):
+    """A damaged first line that starts like a record (``{"type":"sess``): skipped as pi
+    does; when the agent appends, the file is read whole again (its first line is no
+    header to trust an offset by) and grows (synthetic file)."""
+    path = write_agent_file(_fake_home, n=2, version=3)
+    path.write_bytes(b'{"type":"sess\n' + path.read_bytes())
+    assert (sync_one(store, path).status, len(stored_entries(store))) == ("new", 2)
+    append(path, entries(3, 1, f"{2:08x}"))
+    grown = sync_one(store, path)
+    assert (grown.status, grown.added, len(stored_entries(store))) == ("grown", 1, 3), grown.reason
+    file = agent_file(store, SID)
+    assert file.byte_exact and file.data == path.read_bytes()

@@ -70,13 +70,19 @@ def _foreign_problems(data: bytes, path: str) -> list[Problem] | None:
     """The report on a Claude Code or Codex file (docs/agents/README.md): every record,
     or part of one, its mapping did not understand, with its line; ``None`` when the
     file is not one (its first record is a pi/Atomic header or no agent's)."""
-    mapped = map_foreign(data, path)
+    mapped = map_foreign(data, path)  # what sync reads: mapped and validated (docs/agents/README.md)
     if mapped is None:
         return None
+    problems: list[Problem] = []
+    refusal = mapped.refusal()
+    if refusal is not None:
+        problems.append(Problem("invalid-session-id", CODES["invalid-session-id"].severity, path, 1,
+                                f"{mapped.agent} file: {refusal} (sync refuses the file)"))
     info = CODES["foreign-record-unmapped"]
-    return [Problem("foreign-record-unmapped", info.severity, path, line,
-                    f"{mapped.agent} record: {reason}; its bytes are kept verbatim")
-            for line, reason in sorted(mapped.unmapped)]
+    problems += [Problem("foreign-record-unmapped", info.severity, path, line,
+                         f"{mapped.agent} record: {reason}; its bytes are kept verbatim")
+                 for line, reason in sorted(mapped.unmapped)]
+    return problems
 
 
 def check_file(path: str | os.PathLike[str]) -> list[Problem]:

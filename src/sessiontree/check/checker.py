@@ -26,7 +26,10 @@ seed:session-version, docs/rules/format.md D.17-D.19,
 docs/rules/decisions.md D-2, D-15), or reading it silently
 loses or misplaces content, or a provider request built from it is refused.
 A *warning* is legacy or odd content that every reader handles in a defined
-way (an upgrade, a skipped line, an inert record, a synthetic tool result).
+way (an upgrade, a skipped line, an inert record, a synthetic tool result). A
+malformed line is one: pi's loader skips a line it cannot parse, and so do
+``sync`` and ``import`` (docs/sync.md, "Malformed lines"); the repaired copy
+leaves it out.
 A caller exits 1 when any error was found.
 
 ================================  ========  ======  =================================
@@ -34,7 +37,6 @@ code                              severity  repair  what
 ================================  ========  ======  =================================
 torn-final-record                 error     yes     last record incomplete, no newline
 torn-record                       error     yes     incomplete record, then a record
-malformed-line                    error     no      line is not one JSON object
 glued-records                     error     yes     several records on one line
 nul-bytes                         error     yes     run of NUL bytes left by a crash
 invalid-utf8                      error     no      bytes that are not UTF-8
@@ -52,6 +54,7 @@ compaction-kept-off-branch        error     no      firstKeptEntryId not on the 
 tool-arguments-not-object         error     no      toolCall ``arguments`` not an object
 duplicate-tool-call-id            error     no      one call id in two assistant turns
 bom                               warning   yes     UTF-8 byte order mark
+malformed-line                    warning   yes     line is not one JSON object (skipped)
 crlf                              warning   yes     CRLF line ends
 missing-final-newline             warning   yes     last record without newline
 blank-line                        warning   yes     whitespace-only line

@@ -44,11 +44,12 @@ class CodeInfo:
             :mod:`sessiontree.check.checker`).
         repairable: whether :func:`~sessiontree.check.repair.repair_bytes` fixes it.
         description: one line for listings and ``--help``.
-        import_accepts: whether ``sessiontree import`` (and
-            :meth:`~sessiontree.session.manager.SessionManager.import_session` after
-            :func:`~sessiontree.format.read_session_file`) still accepts a
-            file whose only problem has this code: readers tolerate many
-            errors on purpose (see ``docs/check.md``).
+        import_accepts: whether ``sessiontree import`` and ``sync`` (what they read
+            with, :func:`~sessiontree.check.glued.parse_unglued`, then
+            :meth:`~sessiontree.session.manager.SessionManager.import_session`) still
+            accept a file whose only problem has this code: readers tolerate many
+            errors on purpose (see ``docs/check.md``). ``sync`` refuses a file exactly
+            when ``check`` reports an error whose code has ``False`` here.
     """
 
     severity: Severity
@@ -64,16 +65,16 @@ CODES: dict[str, CodeInfo] = {
         import_accepts=False),
     "torn-record": CodeInfo(
         "error", True, "an incomplete record followed, on the same line, by a record appended later",
-        import_accepts=False),
+        import_accepts=True),
     "malformed-line": CodeInfo(
-        "error", False, "a line that is not a JSON object and cannot be split into records",
-        import_accepts=False),
+        "warning", True, "a line that is not a JSON object and cannot be split into records (skipped, as pi does)",
+        import_accepts=True),
     "glued-records": CodeInfo(
         "error", True, "two or more complete records on one line with no newline between them",
-        import_accepts=False),
+        import_accepts=True),
     "nul-bytes": CodeInfo(
         "error", True, "a run of NUL bytes, as left by a crash",
-        import_accepts=False),
+        import_accepts=True),
     "invalid-utf8": CodeInfo(
         "error", False, "bytes that are not UTF-8 (readers see U+FFFD)",
         import_accepts=True),

@@ -4,9 +4,11 @@ Lines are split on ``\\n`` only (docs/rules/decisions.md D-3). NUL bytes never
 occur in valid JSON text, so runs of them are cut out of a line first; a
 line that still does not parse is taken apart by
 :func:`~sessiontree.check.salvage.decompose`. Records go to
-:attr:`FileState.items <sessiontree.check.state.FileState.items>`; a line
-that cannot be read is kept as written (:class:`~sessiontree.check.state.Kept`),
-so what the repair cannot fix is still reported on the copy.
+:attr:`FileState.items <sessiontree.check.state.FileState.items>`. A
+malformed line (not JSON, or not a JSON object) is dropped, its bytes in the
+change, as readers skip it the way pi does (docs/sync.md, "Malformed
+lines"); a record nested too deep, which readers refuse, is kept as written
+(:class:`~sessiontree.check.state.Kept`), so it is still reported on the copy.
 
 Line ends and the first line. A run of CRs before the LF (CRLF written
 twice, or with NUL runs between the CR and the LF) is one CRLF end, so no CR
@@ -226,13 +228,22 @@ class _LineReader:
 
     def _add_kept(self, number: int, line: bytes, pieces: list[Piece], reason: str, final: bool,
                   code: str = "malformed-line") -> None:
+        # A malformed line is skipped by readers, as pi skips it (docs/check.md): the copy
+        # leaves it out (its bytes are in the change), and an id readable on it is lost, so
+        # entries below it are re-parented past it. A record nested too deep is refused,
+        # not skipped: kept as written.
+        dropped = code == "malformed-line"
         entry_id = None
         for piece in pieces:
             fields = salvage(piece.data)
             found = fields.get("id")
             if isinstance(found, str) and found:
                 entry_id = entry_id or found
-                self._remember_salvage(found, number, fields, kept=True)
+                self._remember_salvage(found, number, fields, kept=not dropped)
+        if dropped:
+            self.problem(code, number, f"{reason}; readers skip the line, as pi does", entry_id)
+            self.change(code, number, "dropped the malformed line (readers skip it)", entry_id, line)
+            return
         self.problem(code, number, reason, entry_id)
         self.items.append(Kept(number, line))
         self.final_output = final

@@ -12,10 +12,11 @@ docs/rules/tree.md H.2); strip a BOM, CRLF ends, add the final newline, and
 upgrade to format 4 exactly as the reader does. The byte-level ones are
 decided by :mod:`~sessiontree.check.reader` and
 :mod:`~sessiontree.check.structure` as they read; the ones on ids and
-parents here, after every check. Everything else is kept as written: a
-malformed line stays in the copy byte for byte (without its NUL runs), so
-what the repair cannot fix is still reported by ``check`` on the copy
-(:attr:`~sessiontree.check.codes.RepairResult.remaining`).
+parents here, after every check. A malformed line is left out of the copy
+(readers skip it, as pi does; its bytes are in the change). Everything else
+is kept as written: a record nested too deep stays in the copy byte for
+byte, so what the repair cannot fix is still reported by ``check`` on the
+copy (:attr:`~sessiontree.check.codes.RepairResult.remaining`).
 
 Idempotent: repairing a repaired copy changes nothing (no change listed,
 the same bytes). Each repair decides from what the copy will hold, not from
@@ -24,13 +25,14 @@ what it drops, so a second pass reaches the same decisions.
 Surviving ancestors. The walk starts at the missing parent and climbs
 through the records this repair drops (torn records), using the
 ``parentId`` salvaged from each. An id *survives* when the copy still holds
-it: as an entry, or readable on a malformed line that the copy keeps as
-written (an id readable from a kept malformed line counts as surviving,
-even when a torn record with the same id is dropped too). So an entry whose
-missing parent is itself on a kept line is left alone (fixing that line by
-hand restores the link), and one whose lost parent descends from a kept
-line is re-parented to that line's id, still reported as a dangling parent
-until the line is fixed. The walk never stops at a dropped record, so a
+it: as an entry, or readable on a line the copy keeps as written (a record
+nested too deep; an id readable there counts as surviving, even when a torn
+record with the same id is dropped too). So an entry whose missing parent is
+itself on a kept line is left alone (fixing that line by hand restores the
+link), and one whose lost parent descends from a kept line is re-parented to
+that line's id, still reported as a dangling parent until the line is fixed.
+The id on a dropped malformed line does not survive: the walk climbs past it
+through the ``parentId`` salvaged from it. The walk never stops at a dropped record, so a
 second repair of the copy, which no longer holds it, finds the same ancestor.
 """
 

@@ -134,6 +134,10 @@ STORE_MODES: dict[str, str] = {
     "label": "write",
     "reindex": "write",
     "archive": "write",
+    "team": "write",
+    "prune": "write",
+    "hold": "write",
+    "unhold": "write",
 }
 
 
@@ -327,12 +331,17 @@ def unique_match(prefix: str, candidates: Sequence[str], what: str) -> str:
 
 
 def resolve_session_id(app: App, prefix: str) -> str:
-    """The store's one session id equal to or starting with ``prefix``.
+    """The store's one session that ``prefix`` names: a whole id, a unique prefix (a session's
+    own subagent sessions never make it ambiguous), or ``<parent>/<agent>`` for a subagent
+    session; the rule every edge follows (:mod:`sessiontree.format.idprefix`).
 
     Raises:
-        UserError: no session matches, or several do.
+        UnknownSessionPrefixError: no session matches.
+        AmbiguousSessionPrefixError: several do (both reported as one ``sessiontree: error:`` line).
     """
-    return unique_match(prefix, app.store.session_ids(), "session")
+    from sessiontree.format.idprefix import resolve_session_prefix
+
+    return resolve_session_prefix(prefix, app.store.session_ids())
 
 
 def resolve_entry_id(manager: SessionManager, prefix: str) -> str:

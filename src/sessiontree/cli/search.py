@@ -107,6 +107,11 @@ def _known_roles(roles: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _alternatives(items: list[str]) -> str:
+    """``a``, ``a or b``, ``a, b or c``."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
+
+
 @cli.command("search", short_help="Full-text search across every session.")
 @click.argument("words", nargs=-1, metavar="QUERY")
 @click.option("--cwd", metavar="DIR", type=click.Path(file_okay=False, path_type=str),
@@ -143,11 +148,14 @@ def search_cmd(app: App, words: tuple[str, ...], cwd: str | None, roles: tuple[s
 
     Each hit names its entry: see it with sessiontree show SESSION --entry ENTRY,
     or the context up to it with sessiontree context SESSION --leaf ENTRY.
+    No hits: up to three close queries made of words the sessions hold
+    ("Did you mean compaction?"; --json: "suggestions").
     """
     from rich.text import Text
 
-    from sessiontree.format.ids import shortest_unique_prefixes
+    from sessiontree.format.idprefix import short_session_ids
     from sessiontree.search.query import group_by_session, search, settle_search_tail
+    from sessiontree.search.suggest import suggest
     from sessiontree.stores.origin import matching_sessions
 
     roles = _known_roles(roles)
@@ -163,14 +171,20 @@ def search_cmd(app: App, words: tuple[str, ...], cwd: str | None, roles: tuple[s
                         if hosts or users else None)
     except SearchQueryError as exc:
         raise click.UsageError(str(exc)) from None
+    # No hits: up to three close queries from the stored words (search/suggest.py).
+    suggestions = suggest(app.store, query, cwd=cwd, roles=roles or None, since=_when(since, "--since", False),
+                          until=_when(until, "--until", True), session=session_id) if not result.hits else []
     if as_json:
-        print_json(result.to_dict())
+        data = result.to_dict()
+        if not result.hits:
+            data["suggestions"] = suggestions
+        print_json(data)
         return
     console = stdout_console()
     if not result.hits:
-        print_rich(console, "No matches.")
+        print_rich(console, "No matches." + (f" Did you mean {_alternatives(suggestions)}?" if suggestions else ""))
         return
-    short = shortest_unique_prefixes(app.store.session_ids())
+    short = short_session_ids(app.store.session_ids())
     lines: list[Text] = []
     for sid, hits in group_by_session(result.hits):
         first = hits[0]

@@ -35,7 +35,9 @@ def secrets_cmd(app: App, sessions: tuple[str, ...], all_: bool, as_json: bool) 
 
     Each finding names the entry, the field (message.content[2].text), the
     kind of secret and a masked preview such as sk-ant-...a1b2: never the
-    secret itself. Exit status 0 whether or not anything is found.
+    secret itself. The header (cwd) and the verbatim records of Claude Code and
+    Codex sessions are scanned too. Exit status 0 whether or not anything is
+    found; 1 when a kept record could not be decoded to be scanned.
     """
     from rich.table import Table
 
@@ -46,17 +48,23 @@ def secrets_cmd(app: App, sessions: tuple[str, ...], all_: bool, as_json: bool) 
     ids = app.store.session_ids() if all_ else [resolve_session_id(app, s) for s in sessions]
     # Imported here: the scanner loads detect-secrets (and requests), which no other
     # command needs at start.
-    from sessiontree.core.secrets import Finding, scan_entries
+    from sessiontree.core.secrets import Finding, scan_entries, unscannable
 
     results: list[tuple[str, list[Finding]]] = []
+    unread: list[tuple[str, int, str | None, str]] = []
     with busy_spinner("Scanning for secrets…"):
         for session_id in ids:
-            results.append((session_id, scan_entries(read_parsed(app, session_id).entries)))
+            parsed = read_parsed(app, session_id)
+            results.append((session_id, scan_entries(parsed.entries, parsed.header)))
+            unread.extend((session_id, *where) for where in unscannable(parsed.entries))
     total = sum(len(found) for _, found in results)
     if as_json:
-        print_json({"sessions": [{"id": sid, "count": len(found), "findings": [f.as_dict() for f in found]}
+        print_json({"sessions": [{"id": sid, "count": len(found), "findings": [f.as_dict() for f in found],
+                                  "unscanned": [{"index": i, "entryId": e, "path": p}
+                                                for s, i, e, p in unread if s == sid]}
                                  for sid, found in results],
-                    "total": total})
+                    "total": total, "unscanned": len(unread)})
+        _fail_unscanned(unread)
         return
     console = stdout_console()
     for session_id, found in results:
@@ -74,3 +82,15 @@ def secrets_cmd(app: App, sessions: tuple[str, ...], all_: bool, as_json: bool) 
     sessions_with = sum(1 for _, found in results if found)
     echo_line(f"{plural(total, 'finding', 'findings')} in {plural(sessions_with, 'session', 'sessions')} "
               f"of {len(results)} scanned", err=True)
+    _fail_unscanned(unread)
+
+
+def _fail_unscanned(unread: list[tuple[str, int, str | None, str]]) -> None:
+    """Name each kept record that could not be decoded to be scanned, and exit 1: a scan
+    that could not read everything never looks like a clean one (docs/secrets.md)."""
+    if not unread:
+        return
+    for session_id, index, entry_id, path in unread:
+        echo_line(f"{session_id}: entry {safe_line(entry_id or f'#{index}')}: {path} could not be decoded, "
+                  "not scanned", err=True)
+    raise SystemExit(1)

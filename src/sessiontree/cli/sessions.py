@@ -52,7 +52,7 @@ if TYPE_CHECKING:
               help="Only sessions first synced or imported by this user. Repeatable.")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=None, help="Show at most N sessions.")
 @click.option("--full-ids", is_flag=True, help="Show whole session ids (default: the shortest unique prefix, "
-                                               "at least 8 characters).")
+                                               "at least 8 characters; a subagent session as PARENT/AGENT).")
 @click.option("--cost", "with_cost", is_flag=True,
               help="Add a cost column: what each session billed (history copied from an earlier session "
                    "counts there, as in stats --by session; ~ marks estimates).")
@@ -66,7 +66,9 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, hosts: tuple
     project. Internal workflow sessions (headers marked internal with a
     complete workflow link) are hidden unless --internal or --all is given.
     Ids are shown as the shortest prefix that is unique in the store (at
-    least 8 characters, like git), which every command accepts. --host and
+    least 8 characters, like git), which every command accepts; a subagent
+    session (a Claude Code Task's transcript) as PARENT/AGENT, on the rows
+    right after its parent's. --host and
     --user keep the sessions first stored from there (docs/sync.md,
     "Provenance"); an origin column (user@host) appears once the listed
     sessions come from more than one.
@@ -75,7 +77,7 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, hosts: tuple
     from rich.table import Table
     from rich.text import Text
 
-    from sessiontree.format.ids import shortest_unique_prefixes
+    from sessiontree.format.idprefix import short_session_ids
     from sessiontree.session.manager import SessionManager
     from sessiontree.stores.origin import matching_sessions
 
@@ -119,7 +121,8 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, hosts: tuple
         print_rich(console, "No sessions." if cwd is None else safe_line(f"No sessions for {os.path.abspath(cwd)}."))
         return
     home = os.path.expanduser("~")
-    short = {} if full_ids else shortest_unique_prefixes(app.store.session_ids())
+    short = {} if full_ids else short_session_ids(app.store.session_ids())
+    infos = _under_parents(infos)
     rows = []
     for info in infos:
         title = " ".join(session_title(info.name, info.summary, info.first_message).split())
@@ -153,7 +156,8 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, hosts: tuple
     show_project = longest > 0 and avail - proj_w >= 10
     title_w = max(10, avail - (proj_w if show_project else -2))
     table = Table(box=None, pad_edge=False, header_style="bold")
-    table.add_column("id", no_wrap=True, style="cyan", width=id_w)
+    # A long id (--full-ids) cut by a narrow terminal says so with "…".
+    table.add_column("id", no_wrap=True, overflow="ellipsis", style="cyan", width=id_w)
     table.add_column("modified", no_wrap=True, width=17)
     table.add_column("msgs", justify="right", no_wrap=True, width=4)
     if cost_cells is not None:
@@ -172,6 +176,28 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, hosts: tuple
             cells = (*cells[:3], cost_cells[index], *cells[3:])
         table.add_row(*cells[:-1], Text(cells[-1]))
     print_rich(console, table)
+
+
+def _under_parents(infos: list[Any]) -> list[Any]:
+    """The listing with each subagent session (``<parent>-agent-<id>``) right after its parent
+    when the parent is listed too (newest first among its siblings), so a session's
+    ``PARENT/AGENT`` rows follow it; every other row keeps its place."""
+    from sessiontree.format.idprefix import split_subagent
+
+    listed = {info.id for info in infos}
+    children: dict[str, list[Any]] = {}
+    rest = []
+    for info in infos:
+        parts = split_subagent(info.id)
+        if parts is not None and parts[0] in listed:
+            children.setdefault(parts[0], []).append(info)
+        else:
+            rest.append(info)
+    out = []
+    for info in rest:
+        out.append(info)
+        out.extend(children.get(info.id, ()))
+    return out
 
 
 def _session_costs(app: App) -> dict[str, Any]:
@@ -373,11 +399,13 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
     compactions of older agents are applied as those agents applied them,
     and the output is labelled as historical. A session synced from a file
     pi wrote in format 1-3 is shown that way by default (what pi sent),
-    labelled; --current shows the format-4 rule instead.
+    labelled, and so is a Claude Code session (its summary message after a
+    compaction, then what follows); --current shows the format-4 rule instead.
     """
     from rich.text import Text
 
     from sessiontree.core import render
+    from sessiontree.format.foreign import agent_of_header
     from sessiontree.sync.provenance import agent_format
 
     if historical and current:
@@ -388,8 +416,12 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
         manager.branch(resolve_entry_id(manager, leaf))
     leaf_id = manager.get_leaf_id()
     written_in = None if historical or current else agent_format(app.store, session_id)
+    # A session mapped from another agent's file (Claude Code) is shown as that agent continued
+    # after its own compactions (docs/agents/claude-code.md), unless --current.
+    foreign = None if historical or current else agent_of_header(manager.get_header())
+    foreign = foreign if foreign == "claude-code" else None
     past = None
-    if historical or (written_in is not None and written_in < 4):
+    if historical or foreign is not None or (written_in is not None and written_in < 4):
         past = manager.build_historical_projection()
         if not historical and past.compaction is None:
             past = None  # no compaction of the agent's on this branch: the two rules agree
@@ -398,6 +430,8 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
         if as_json:
             data = render.historical_context_dict(past, session_id, leaf_id)
             data["historical"]["agentFormat"] = written_in
+            if foreign is not None:
+                data["historical"]["agent"] = foreign
             print_json(data)
             return
     else:
@@ -407,8 +441,11 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
             return
     console = stdout_console()
     if past is not None:
-        note = render.historical_note(past) if historical or written_in is None else \
-            render.agent_view_note(past, written_in)
+        if foreign is not None:
+            note = render.foreign_view_note(past, foreign)
+        else:
+            note = render.historical_note(past) if historical or written_in is None else \
+                render.agent_view_note(past, written_in)
         if console.is_terminal:
             # The note quotes entry ids (the compaction, the first kept entry): session text.
             console.print(Text(safe_line(note), style="bold yellow"))
@@ -440,6 +477,22 @@ def _open_for_context(app: App, session_id: str) -> SessionManager:
 # --------------------------------------------------------------------------- export
 
 
+def _pi_source(app: App, session_id: str, redact: bool) -> bytes:
+    """The pi or Atomic file a session was synced from, byte for byte as ``restore`` rebuilds
+    it from the recorded shape (lines readers skip included: docs/sync.md, "Malformed
+    lines"); a one-line error when there is none or it is not exact."""
+    from sessiontree.sync.restore import agent_file
+
+    if redact:
+        raise UserError("--redact with --format source: a pi or Atomic file is given back as the agent "
+                        "wrote it; use --format jsonl --redact")
+    file = agent_file(app.store, session_id)
+    if file.source_path is None or not file.byte_exact:
+        raise UserError(f"session {session_id} has no agent file to give back byte for byte (not synced from "
+                        "one, or entries were added in the store since); use --format jsonl")
+    return file.data
+
+
 @cli.command("export", short_help='Export as JSONL, a Markdown transcript or an HTML page.')
 @click.argument("session")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path),
@@ -449,8 +502,9 @@ def _open_for_context(app: App, session_id: str) -> SessionManager:
               help="jsonl: the format-4 session file (stored entries byte for byte; on a terminal, control "
                    "characters in strings as JSON escapes); markdown: a readable transcript of the active "
                    "branch, control characters shown as escapes; html: the viewer's session page as one "
-                   "self-contained file (opens from disk, no network); source: a session synced from a "
-                   "Claude Code or Codex file, that file's records byte for byte.")
+                   "self-contained file (opens from disk, no network); source: the agent's own file byte for "
+                   "byte (a Claude Code or Codex file's records; a synced pi or Atomic file as restore "
+                   "gives it back, damaged lines included).")
 @click.option("--redact/--no-redact", "redact", default=None,
               help="Replace secrets (API keys, tokens, passwords) by [REDACTED:kind:N] placeholders "
                    "(docs/secrets.md). Default: on for markdown and html, off for jsonl and source.")
@@ -495,6 +549,10 @@ def export_cmd(app: App, session: str, output: Path | None, fmt: str, redact: bo
             parsed, redactor = redact_parsed(parsed)
         echo_line(f"Redacted {plural(redactor.secrets, 'secret', 'secrets')} "
                   f"({plural(redactor.replaced, 'occurrence', 'occurrences')})", err=True)
+        if redactor.dropped:
+            # Not scanned, so not exported: said, never reported as a clean redaction.
+            echo_line(f"Dropped {plural(redactor.dropped, 'source record', 'source records')} that could not be "
+                      "decoded to be scanned (docs/secrets.md)", err=True)
     if fmt == "jsonl":
         data = parsed.to_bytes()
     elif fmt == "source":
@@ -502,8 +560,7 @@ def export_cmd(app: App, session: str, output: Path | None, fmt: str, redact: bo
 
         source = source_bytes(parsed.entries)
         if source is None:
-            raise UserError(f"session {session_id} was not synced from a Claude Code or Codex file; "
-                            "use --format jsonl (or sessiontree restore for pi and Atomic)")
+            source = _pi_source(app, session_id, redact)
         data = source
     elif fmt == "html":
         from sessiontree.web.page import render_session_document

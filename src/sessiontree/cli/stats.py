@@ -29,6 +29,7 @@ from sessiontree.usage.choices import COST_MODES, GROUPINGS
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from sessiontree.usage.budgets import BudgetStatus
     from sessiontree.usage.report import UsageReport
 
 #: Width of the longest bar of the per-day chart, in cells.
@@ -59,10 +60,17 @@ _GROUP_TITLES = {"day": "day", "week": "week of", "month": "month", "session": "
 @click.option("--cost", "cost", type=click.Choice(COST_MODES), default="auto", show_default=True,
               help="auto: recorded cost, catalogue estimate where a call has tokens but no usable cost; "
                    "recorded: recorded costs only; catalog: every call priced from the offline catalogue.")
+@click.option("--agent", "agents", metavar="AGENT", multiple=True,
+              help="Only calls first made in sessions of this agent (pi, claude-code, codex). Repeatable.")
+@click.option("--budget", "budget_text", metavar="AMOUNT[/day|/week|/month]",
+              help="Print the spend against this budget (USD; per day, week or month of --timezone: the current "
+                   "one) and exit 1 when over it (docs/budgets.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (docs/usage.md; schemaVersion 1).")
 @pass_app
-def stats_cmd(app: App, by: str, since: str | None, until: str | None, cwd: str | None, hosts: tuple[str, ...],
-              users: tuple[str, ...], tz: str | None, cost: str, as_json: bool) -> None:
+@click.pass_context
+def stats_cmd(ctx: click.Context, app: App, by: str, since: str | None, until: str | None, cwd: str | None,
+              hosts: tuple[str, ...], users: tuple[str, ...], tz: str | None, cost: str, agents: tuple[str, ...],
+              budget_text: str | None, as_json: bool) -> None:
     """Tokens and cost of every billed call in the store, each counted once.
 
     Counted: assistant messages, usage recorded on tool results, session
@@ -72,21 +80,74 @@ def stats_cmd(app: App, by: str, since: str | None, until: str | None, cwd: str 
     a call with tokens but no usable recorded cost is priced from the offline
     catalogue and marked estimated, and calls that cannot be priced are named,
     so a partial total never looks complete.
+
+    With --budget, the report covers the budget's current day, week or month
+    (or --since/--until without a period) and ends with the spend against it;
+    the exit status is 1 when the spend is over the budget, 0 at or under it.
     """
+    from sessiontree.usage.budgets import Budget, budget_status, parse_budget
+    from sessiontree.usage.report import usage_report
+
+    status: BudgetStatus | None = None
+    budget: Budget | None = None
+    if budget_text is not None:
+        # Exit status 2 for a bad budget: 1 means "over" (and other errors).
+        try:
+            amount, period = parse_budget(budget_text)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--budget") from None
+        if cost != "auto":
+            raise click.UsageError("--budget compares the cost stats shows by default; leave out --cost")
+        if period is not None and (since or until):
+            raise click.UsageError(f"--budget per {period} sets its own days; leave out --since and --until")
+        budget = Budget("", amount, period, agents=agents, cwd=cwd, hosts=hosts, users=users)
+    with busy_spinner("Summing usage…"):
+        if budget is not None:
+            status, report = budget_status(app.store, budget, tz=tz, since=since, until=until, by=by)
+        else:
+            report = usage_report(app.store, by=by, since=since, until=until, cwd=cwd, tz=tz, cost=cost,
+                                  hosts=hosts, users=users, agents=agents)
+    if as_json:
+        data = report.to_dict()
+        if status is not None:
+            data["budget"] = status.to_dict()
+        print_json(data)
+        if status is not None and status.over:
+            ctx.exit(1)
+        return
+    _print_table(report, by, bool(since or until or cwd or hosts or users or agents or status))
+    if status is not None:
+        echo_line(budget_line(status))
+        if status.over:
+            ctx.exit(1)
+
+
+def budget_line(status: BudgetStatus) -> str:
+    """``Budget $25.00/day (2026-12-06): spent ~$12.34, $12.66 left (49%).`` or ``... over by $1.20.``;
+    ``~`` marks a spend with estimated parts, ``+?`` one that leaves unpriced calls out."""
+    from sessiontree.usage.report import format_usd
+
+    budget = status.budget
+    days = ("" if status.since is None and status.until is None
+            else f" ({status.since}" + (f" to {status.until}" if status.until != status.since else "") + ")")
+    spent = cost_cell(status.totals)
+    name = f" {budget.name}" if budget.name else ""
+    if status.over:
+        tail = f"over by {format_usd(-status.left_nanos)}"
+    else:
+        share = (f" ({status.spent_nanos * 100 // budget.amount_nanos}% used)" if budget.amount_nanos else "")
+        tail = f"{format_usd(status.left_nanos)} left{share}"
+    return f"Budget{name} {budget.label}{days}: spent {spent}, {tail}."
+
+
+def _print_table(report: UsageReport, by: str, filtered: bool) -> None:
+    """The report as ``stats`` prints it: the table, the day chart, the notes."""
     from rich.table import Table
     from rich.text import Text
 
-    from sessiontree.usage.report import usage_report
-
-    with busy_spinner("Summing usage…"):
-        report = usage_report(app.store, by=by, since=since, until=until, cwd=cwd, tz=tz, cost=cost,
-                              hosts=hosts, users=users)
-    if as_json:
-        print_json(report.to_dict())
-        return
     console = stdout_console()
     if not report.groups:
-        print_rich(console, "No usage recorded" + (" in that range." if since or until or cwd or hosts or users else "."))
+        print_rich(console, "No usage recorded" + (" in that range." if filtered else "."))
         _notes(report)
         return
     table = Table(box=None, pad_edge=False, header_style="bold", show_footer=True, footer_style="bold")

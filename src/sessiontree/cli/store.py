@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from sessiontree.cli.common import (
@@ -25,7 +27,8 @@ def path_cmd(app: App, as_json: bool) -> None:
 
     The store is --store, else $SESSIONTREE_STORE, else the default SQLite
     database in the user data directory. A store that does not exist yet is
-    still printed (on stderr: how to fill it).
+    still printed, with how to fill it on a line of its own (on stderr when
+    stdout is not a terminal, so stdout stays the path alone).
     """
     from sessiontree.stores import resolve_store
 
@@ -37,7 +40,13 @@ def path_cmd(app: App, as_json: bool) -> None:
         return
     echo_line(shown)
     if not where.exists:
-        echo_line(f"(does not exist yet; {FILL_HINT})", err=True)
+        # Its own line, never a tail of the path: stdout stays the path alone for
+        # scripts ($(sessiontree path)); a terminal reads both in order.
+        note = f"the store does not exist yet; {FILL_HINT}"
+        if sys.stdout.isatty():
+            echo_line(f"({note})")
+        else:
+            echo_line(f"sessiontree: note: {note}", err=True)
 
 
 @cli.command("reindex", short_help="Rebuild derived data (listing, search, usage) from the entries.")

@@ -34,6 +34,7 @@ from sessiontree.errors import SessionError
 if TYPE_CHECKING:
     from sessiontree.stores.base import SessionStore
     from sessiontree.sync.engine import FileResult, Syncer, SyncReport
+    from sessiontree.sync.setaside import SetAsideLedger
 
 _STORE_SCHEMES = ("sqlite:", "jsonl:", "memory:", "postgresql:", "postgres:")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -105,6 +106,16 @@ def _detail(row: FileResult) -> str:
     return text
 
 
+def _short_id(session_id: str | None) -> str:
+    """A session id in the table: its first 8 characters; a subagent session's as PARENT/AGENT."""
+    from sessiontree.format.idprefix import split_subagent
+
+    if not session_id:
+        return ""
+    parts = split_subagent(session_id)
+    return f"{parts[0][:8]}/{parts[1]}" if parts is not None else session_id[:8]
+
+
 def _shown_path(path: str, width: int, folders: list[tuple[str, str]], home: str) -> str:
     """A file as the sync table shows it in ``width`` cells: under an agent's session
     folder, ``agent: <path in the folder>`` (so pi's and Atomic's copies of a session,
@@ -119,7 +130,8 @@ def _shown_path(path: str, width: int, folders: list[tuple[str, str]], home: str
     return cut_left(safe_line(path), width)
 
 
-def _print_report(report: SyncReport, as_json: bool, *, show_unchanged: bool = False) -> None:
+def _print_report(report: SyncReport, as_json: bool, *, show_unchanged: bool = False,
+                  verbose: bool = False) -> None:
     from rich.table import Table
     from rich.text import Text
 
@@ -129,7 +141,8 @@ def _print_report(report: SyncReport, as_json: bool, *, show_unchanged: bool = F
         print_json(report.to_dict())
         return
     console = stdout_console()
-    rows = [r for r in report.files if show_unchanged or r.status != "unchanged"]
+    # Results set aside (reported by an earlier run, the file unchanged since) only with --verbose.
+    rows = [r for r in report.files if (show_unchanged or r.status != "unchanged") and (verbose or not r.set_aside)]
     if rows:
         # One line per file where it fits: short session ids (as list shows them), the
         # file named by its agent and its place in that agent's folder, cut at the left
@@ -144,8 +157,12 @@ def _print_report(report: SyncReport, as_json: bool, *, show_unchanged: bool = F
         table.add_column("file", no_wrap=True, max_width=file_w)
         table.add_column("detail", overflow="fold")
         for row in rows:
-            table.add_row(Text(row.status, style=_STYLES[row.status]), safe_line((row.session_id or "")[:8]),
-                          _shown_path(row.path, file_w, folders, home), safe_line(_detail(row)))
+            detail = _detail(row)
+            if row.set_aside:
+                detail = f"(set aside: reported before, unchanged since) {detail}"
+            table.add_row(Text(row.status, style="dim" if row.set_aside else _STYLES[row.status]),
+                          safe_line(_short_id(row.session_id)), _shown_path(row.path, file_w, folders, home),
+                          safe_line(detail))
         print_rich(console, table)
     for note in report.notes:
         print_rich(console, safe_line(f"note: {note}"))
@@ -224,10 +241,21 @@ def sources_cmd(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the per-file results as JSON.")
 @click.option("--debounce", default=400, show_default=True, metavar="MS",
               help="With --watch: group changes made within this many milliseconds.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Also list the files set aside: rejected, diverged or unfinished as an earlier run "
+                   "reported, unchanged since.")
+@click.option("--strict", is_flag=True,
+              help="Report every rejected, diverged and unfinished file on every run and exit 1 on any "
+                   "rejected or diverged one; an unterminated last line always waits.")
+@click.option("--finished-after", "finished_after", default="1h", show_default=True, metavar="DURATION",
+              help="A Claude Code or Codex file whose last line has no newline and that has not changed "
+                   "for this long (90s, 30m, 1h, 2d) is taken as finished: that line is read when it is "
+                   "a complete record.")
 @pass_app
 @click.pass_context
 def sync_cmd(ctx: click.Context, app: App, paths: tuple[str, ...], watching: bool, replace: bool,
-             dry_run: bool, as_json: bool, debounce: int) -> None:
+             dry_run: bool, as_json: bool, debounce: int, verbose: bool, strict: bool,
+             finished_after: str) -> None:
     """Bring new and grown sessions from the agents' own folders into the store.
 
     With no PATH: every agent session folder that exists (see `sessiontree
@@ -239,13 +267,21 @@ def sync_cmd(ctx: click.Context, app: App, paths: tuple[str, ...], watching: boo
     writing is left for the next run; a file that no longer extends the stored
     session is reported as diverged (--replace makes the stored session the
     file's, keeping entries set with sessiontree); files that are not sessions
-    are rejected with a reason. Exit status 1 when a file was rejected or
-    diverged; 130 when interrupted (Ctrl-C stops after the current file).
+    are rejected with a reason.
+
+    Quiet repeats, for cron and watch loops: a file reported as rejected,
+    diverged or unfinished is not reported again until it changes; the summary
+    counts those set aside and --verbose lists them. Exit status 0 when nothing
+    new was rejected or diverged, 1 when something was (--strict: when
+    anything is, as reported every run); 130 when interrupted (Ctrl-C stops
+    after the current file). See docs/sync.md.
     """
     from rich.markup import escape
 
     from sessiontree.sync.engine import Syncer, SyncReport, discover, run_lock
+    from sessiontree.sync.setaside import SetAsideLedger, ledger_path
 
+    rest = None if strict else _seconds(finished_after)
     stores = [p for p in paths if _is_store_source(p)]
     folders = [p for p in paths if p not in stores]
     notes: list[str] = []
@@ -273,7 +309,7 @@ def sync_cmd(ctx: click.Context, app: App, paths: tuple[str, ...], watching: boo
 
     with _stop_on_interrupt() as stop:
         with run_lock(store, busy) if not dry_run else _nothing():
-            syncer = Syncer(store, replace=replace, dry_run=dry_run)
+            syncer = Syncer(store, replace=replace, dry_run=dry_run, finished_after=rest)
             # In the agents' own folders a symbolic link to a folder is not followed
             # (docs/agent-loop.md, "What is guaranteed"); a PATH given is read as it leads.
             links: list[str] | None = [] if not paths else None
@@ -298,18 +334,52 @@ def sync_cmd(ctx: click.Context, app: App, paths: tuple[str, ...], watching: boo
                         break
                     _merge(report, _sync_store_source(syncer, store, url, stop))
         interrupted = report.interrupted
-        _print_report(report, as_json)
+        ledger = SetAsideLedger(ledger_path(store))
+        ledger.sort(report.files, strict=strict)
+        if not dry_run:
+            _save(ledger)
+        _print_report(report, as_json, verbose=verbose)
         if watching and not interrupted:
-            _watch(store, folders, exclude, replace, as_json, stop, debounce, own_folders=not paths)
+            _watch(store, folders, exclude, replace, as_json, stop, debounce, own_folders=not paths,
+                   ledger=ledger, strict=strict, verbose=verbose, rest=rest)
             return
     if interrupted:
         echo_line(f"sessiontree: interrupted: {report.left} left; run the same sync again to finish", err=True)
         ctx.exit(130)
     if not report.ok:
-        counts = report.counts()
-        raise UserError(f"{counts['rejected']} rejected, {counts['diverged']} diverged"
+        new = [r for r in report.files if not r.set_aside]
+        n_rejected = sum(1 for r in new if r.status == "rejected")
+        n_diverged = sum(1 for r in new if r.status == "diverged")
+        raise UserError(f"{n_rejected} rejected, {n_diverged} diverged"
                         + ("" if replace else " (--replace makes diverged sessions the file's content)"
-                           if counts["diverged"] else ""))
+                           if n_diverged else ""))
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _seconds(text: str) -> float:
+    """``--finished-after``: ``90s``, ``30m``, ``1h``, ``2d`` or plain seconds."""
+    value = text.strip().lower()
+    unit = _UNITS.get(value[-1:], None)
+    number = value[:-1] if unit is not None else value
+    try:
+        seconds = float(number) * (unit or 1)
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: expected a duration such as 90s, 30m, 1h or 2d",
+                                 param_hint="--finished-after") from None
+    if not seconds >= 0 or seconds == float("inf"):
+        raise click.BadParameter(f"{text!r}: expected a duration of 0 or more", param_hint="--finished-after")
+    return seconds
+
+
+def _save(ledger: SetAsideLedger) -> None:
+    """Write the ledger; a folder that cannot be written costs only the quiet repeats."""
+    try:
+        ledger.save()
+    except OSError as exc:
+        echo_line(f"sessiontree: note: cannot keep what this run reported ({ledger.path}: "
+                  f"{exc.strerror or exc}); the next run reports it again", err=True)
 
 
 @contextmanager
@@ -361,7 +431,8 @@ def _inside(roots: list[str], path: str) -> bool:
 
 
 def _watch(store: SessionStore, folders: list[str], exclude: str | None, replace: bool, as_json: bool,
-           stop: threading.Event, debounce: int, *, own_folders: bool = False) -> None:
+           stop: threading.Event, debounce: int, *, ledger: SetAsideLedger, strict: bool, verbose: bool,
+           rest: float | None, own_folders: bool = False) -> None:
     """Sync each batch of changed files until Ctrl-C (which ends the watch after the current file).
     In the agents' own folders (``own_folders``), files reached through a symbolic link to a
     folder are left alone, as the first sync left them."""
@@ -379,16 +450,26 @@ def _watch(store: SessionStore, folders: list[str], exclude: str | None, replace
         if own_folders:
             files = [p for p in files if _inside(roots, p)]
         with run_lock(store, None):
-            syncer = Syncer(store, replace=replace)
+            syncer = Syncer(store, replace=replace, finished_after=rest)
             batch = syncer.sync_files(files, stop=stop)
-        shown = [r for r in batch.files if r.status != "unchanged"]
+            ledger.sort(batch.files, strict=strict)
+            _save(ledger)
+        shown = [r for r in batch.files if r.status != "unchanged" and (verbose or not r.set_aside)]
         if shown or as_json:
-            _print_report(batch, as_json)
+            _print_report(batch, as_json, verbose=verbose)
+        if any(r.status in ("new", "grown", "replaced") for r in batch.files):
+            # Budgets of the config file, after each change (docs/budgets.md, "Alerts").
+            from sessiontree.cli.budget import watch_alerts
+
+            watch_alerts(store)
 
     def on_ready() -> None:
         # Appends made between the first sync and the start of the watch gave no event.
         files, _rejected = discover(roots, exclude, links=[] if own_folders else None)
         on_change(files)
+        from sessiontree.cli.budget import watch_alerts
+
+        watch_alerts(store)  # a budget the first sync crossed is alerted now, not at the next change
 
     watch(roots, on_change, stop, debounce_ms=debounce, on_ready=on_ready)
     echo_line("sessiontree: watch stopped", err=True)

@@ -34,8 +34,9 @@ from sessiontree.core.usagerecords import (
     rows_from_entries,
     rows_from_records,
 )
-from sessiontree.errors import SessionError
+from sessiontree.errors import AmbiguousSessionPrefixError, SessionError, UnknownSessionPrefixError
 from sessiontree.format.gcpause import gc_paused
+from sessiontree.format.idprefix import resolve_session_prefix
 from sessiontree.format.types import Entry
 from sessiontree.stores.base import SessionStore
 from sessiontree.usage.report import PriceCatalog, Totals, price_rows, rows_query
@@ -207,7 +208,11 @@ class _Sessions:
         ids = self.store.session_ids()
         if self.manager is not None:
             ids = [*ids, self.manager.get_session_id()]
-        return _unique(text, ids, "session")
+        try:
+            # The one session-prefix rule of every edge (format/idprefix.py: subagents under their parent).
+            return resolve_session_prefix(text, dict.fromkeys(ids))
+        except (UnknownSessionPrefixError, AmbiguousSessionPrefixError) as exc:
+            raise DiffInputError(str(exc)) from exc
 
     def projection(self, side: _Side) -> SessionProjection | None:
         """The manager's kept projection when ``side`` is its session's active leaf, else ``None``."""

@@ -713,6 +713,17 @@ def agent_view_note(historical: HistoricalProjection, agent_format: int) -> str:
             f"--current shows the format-4 rule (such compactions are archival, the whole history is sent).")
 
 
+def foreign_view_note(historical: HistoricalProjection, agent: str) -> str:
+    """The label of a context shown by default as another agent continued it after its own
+    compaction (a Claude Code session: its summary message, then what follows;
+    docs/agents/claude-code.md, "What the model saw")."""
+    compaction = historical.compaction
+    name = compaction.get("id") if compaction is not None else "none"
+    return (f"WHAT THE AGENT SENT: {agent} continued after its compaction {name} with its summary, then the "
+            f"entries after it. --current shows the format-4 rule (such compactions are archival, the whole "
+            f"history is shown).")
+
+
 def historical_context_dict(historical: HistoricalProjection, session_id: str, leaf_id: str | None) -> dict[str, Any]:
     """:func:`context_dict` of a historical context, with a ``historical`` object saying so."""
     data = context_dict(historical.projection, session_id, leaf_id)

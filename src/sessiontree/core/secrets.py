@@ -9,7 +9,14 @@ module that imports ``detect_secrets``.
 Every string value of an entry is scanned except the structural fields of
 :data:`STRUCTURAL_KEYS` (ids, types, roles, timestamps, model names) and the
 base64 ``data`` of image blocks; a finding names its field by a path such as
-``message.content[2].text`` or ``message.content[1].arguments.command``.
+``message.content[2].text`` or ``message.content[1].arguments.command``. The
+header's text (``cwd``) is scanned the same way (path ``header.cwd``).
+
+The verbatim source record a Claude Code or Codex entry keeps (``foreign.raw``,
+or ``foreign.rawBase64`` when it is not UTF-8: decoded with replacement) is
+scanned too, value by value when it is JSON (its protocol fields,
+:data:`PROTOCOL_KEYS`, left out); a secret it repeats from the mapped text is
+reported once, at the mapped field (docs/secrets.md, "Verbatim source records").
 
 A :class:`Finding` never holds the secret, only a masked preview
 (:func:`mask`). Redaction (:class:`Redactor`) returns new entries with each
@@ -20,11 +27,14 @@ the header gains the :data:`HEADER_MARKER` field.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from detect_secrets.filters import heuristic
 from detect_secrets.plugins.aws import AWSKeyDetector
 from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
@@ -60,19 +70,25 @@ from sessiontree.format.codec import ParsedSession
 from sessiontree.format.types import Entry
 
 __all__ = [
+    "ENTROPY_MIN",
+    "FOREIGN_META",
+    "HEADER_INDEX",
     "HEADER_MARKER",
     "OWN_RULES",
     "PLUGIN_KINDS",
+    "PROTOCOL_KEYS",
     "STRUCTURAL_KEYS",
     "Finding",
     "Hit",
     "Redactor",
+    "iter_raw_fields",
     "iter_text_fields",
     "mask",
     "redact_parsed",
     "redact_text",
     "scan_entries",
     "scan_text",
+    "unscannable",
 ]
 
 #: Header field of a redacted export: ``{"tool": "sessiontree", "placeholders": N}``
@@ -116,6 +132,28 @@ PLUGIN_KINDS: tuple[tuple[BasePlugin, str], ...] = (
     (HexHighEntropyString(), "high-entropy-hex"),
     (KeywordDetector(), "secret-assignment"),
 )
+
+#: Keys of a Claude Code or Codex record (at any depth of its verbatim JSON) that hold the
+#: agent's protocol data, not text: ids (request ``req_…``, message ``msg_…``, tool call
+#: ``toolu_…``/``call_…``, UUIDs), references, times, types, thinking signatures and
+#: encrypted reasoning. Never scanned in ``foreign.raw`` (docs/secrets.md).
+PROTOCOL_KEYS = frozenset({
+    "type", "id", "uuid", "parentUuid", "logicalParentUuid", "leafUuid", "sessionId", "session_id", "requestId",
+    "messageId", "promptId", "agentId", "tool_use_id", "toolUseID", "toolUseId", "parentToolUseID",
+    "sourceToolUseID", "sourceToolAssistantUUID", "call_id", "turn_id", "response_id", "item_id", "timestamp",
+    "signature", "encrypted_content", "role", "model", "stop_reason", "stop_sequence", "version", "userType",
+    "gitBranch", "slug", "mimeType", "media_type", "status", "subtype", "level", "hookEvent", "hookName",
+})
+
+#: Ids the agents' protocols give requests, messages, tool calls and responses
+#: (``req_011C…``, ``msg_01…``, ``toolu_01…``, ``call_…``, ``resp_…``, ``rs_…``): never a
+#: finding, in any field (docs/secrets.md).
+_PROTOCOL_ID = re.compile(r"(?:req|msg|toolu|srvtoolu|call|resp|rs|fc|ws|ctc|ig)_[A-Za-z0-9]{8,}")
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+#: The shortest quoted string the entropy plugins report: shorter hex or base64 runs are
+#: ids, short commit hashes and slugs (``"8dacfb4a2feb"``), not keys (docs/secrets.md).
+ENTROPY_MIN = 20
 
 # Plugins whose patterns capture only the token's prefix ("ghp", "glpat"): the whole match is the secret.
 _WHOLE_MATCH = (GitHubTokenDetector, GitLabTokenDetector)
@@ -204,11 +242,18 @@ _NOT_VALUES = frozenset({"undefined", "null", "none", "true", "false", "nil", "c
 _FILLER = re.compile(r"[xX*.<>_\-]+|<[^<>]*>|\$\{[^}]*\}|\{\{[^}]*\}\}")
 
 
+_FILLER_RUN = re.compile(r"x{4,}|X{4,}|\*{3,}|0{8,}")
+
+
 def _placeholder_like(secret: str) -> bool:
     """Documentation, code or an earlier redaction, not a value: ``sk-ant-...``, ``<your key>``,
-    ``xxxx``, ``undefined``, ``[REDACTED:url-password:1]``."""
+    ``xxxx``, ``github_pat_xxxx``, ``undefined``, ``[REDACTED:url-password:1]``."""
     return ("..." in secret or "[REDACTED:" in secret or "\u2026" in secret or secret.lower() in _NOT_VALUES
-            or _FILLER.fullmatch(secret) is not None)
+            or _FILLER.fullmatch(secret) is not None or _FILLER_RUN.search(secret) is not None)
+
+
+#: A keyword hit that is a variable's name (``self.api_key = api_key``), not its value.
+_KEY_NAME = re.compile(r"(?=[a-z_.]*[_.])[a-z_][a-z_.]*(?:key|pass|pwd|secret|token)[a-z_]*")
 
 
 def _plausible(secret: str, text: str, start: int, end: int, plugin: BasePlugin | None) -> bool:
@@ -216,7 +261,9 @@ def _plausible(secret: str, text: str, start: int, end: int, plugin: BasePlugin 
     plus :func:`_placeholder_like` and, for keyword hits, no code expressions."""
     if len(secret) < 4 or _placeholder_like(secret):
         return False
-    if isinstance(plugin, KeywordDetector) and re.search(r"[\s()]", secret):
+    if _PROTOCOL_ID.fullmatch(secret) or _UUID.fullmatch(secret):
+        return False
+    if isinstance(plugin, KeywordDetector) and (re.search(r"[\s()]", secret) or _KEY_NAME.fullmatch(secret)):
         return False
     if heuristic.is_sequential_string(secret) or heuristic.is_potential_uuid(secret):
         return False
@@ -258,8 +305,8 @@ def _plugin_hits(plugin: BasePlugin, kind: str, text: str) -> Iterator[Hit]:
     for value in values:
         if not value:
             continue
-        if isinstance(plugin, HighEntropyStringsPlugin) and \
-                plugin.calculate_shannon_entropy(value) <= plugin.entropy_limit:
+        if isinstance(plugin, HighEntropyStringsPlugin) and (
+                len(value) < ENTROPY_MIN or plugin.calculate_shannon_entropy(value) <= plugin.entropy_limit):
             continue
         if isinstance(plugin, KeywordDetector):
             value = value.strip("'\"")
@@ -364,15 +411,24 @@ def _path(prefix: str, key: str) -> str:
 
 
 def iter_text_fields(entry: Entry) -> Iterator[tuple[str, str]]:
-    """Every scanned string of ``entry`` as ``(path, text)``, in document order.
+    """Every scanned string of ``entry``'s mapped text as ``(path, text)``, in document order.
 
     Paths join keys with ``.`` and list positions as ``[i]``
     (``message.content[2].text``). Structural keys (:data:`STRUCTURAL_KEYS`) of the
     entry, its message and its content blocks are skipped, and so is the ``data``
     of an image block; everything inside ``arguments``, ``details``, ``data`` and
-    other free-form values is scanned, at any depth.
+    other free-form values is scanned, at any depth. Of the entry's ``foreign`` object
+    only what is not the mapping's bookkeeping (:data:`FOREIGN_META`) is; its verbatim
+    record is scanned by :func:`iter_raw_fields`.
     """
     yield from _walk(entry, "", True)
+
+
+#: Keys of an entry's ``foreign`` object that are the mapping's own bookkeeping (and the
+#: verbatim record, scanned by :func:`iter_raw_fields`); any other value in it is scanned
+#: as mapped text (path ``foreign.<key>``).
+FOREIGN_META = frozenset({"agent", "line", "part", "billed", "unmapped", "raw", "rawBase64", "rawDecoded",
+                          "rawDropped"})
 
 
 def _walk(value: Any, path: str, structural: bool) -> Iterator[tuple[str, str]]:
@@ -381,6 +437,11 @@ def _walk(value: Any, path: str, structural: bool) -> Iterator[tuple[str, str]]:
     elif isinstance(value, dict):
         image = value.get("type") == "image"
         for key, item in value.items():
+            if not path and key == "foreign" and isinstance(item, dict):
+                for name, inner in item.items():
+                    if name not in FOREIGN_META:
+                        yield from _walk(inner, f"foreign.{name}", False)
+                continue
             if structural and (key in STRUCTURAL_KEYS or (image and key == "data")):
                 continue
             # Entry, message and content blocks are structural; free-form payloads are not.
@@ -391,14 +452,127 @@ def _walk(value: Any, path: str, structural: bool) -> Iterator[tuple[str, str]]:
             yield from _walk(item, f"{path}[{i}]", structural)
 
 
-def scan_entries(entries: Iterable[Entry]) -> list[Finding]:
-    """The findings of a session's entries, in entry and field order (one per secret occurrence)."""
-    findings: list[Finding] = []
+#: The verbatim record of an entry could not be read to be scanned (``rawBase64`` that is not base64).
+_UNREADABLE = object()
+
+
+def _raw_text(entry: Mapping[str, Any]) -> tuple[str | None, object]:
+    """The verbatim source record an entry keeps, as text: ``(text, how)``.
+
+    ``how`` is ``"raw"`` (``foreign.raw``), ``"rawBase64"`` (bytes that are not UTF-8,
+    decoded with U+FFFD for each invalid byte), :data:`_UNREADABLE` (``rawBase64`` that
+    does not decode: nothing can be scanned) or ``None`` (no verbatim record)."""
+    info = entry.get("foreign")
+    if not isinstance(info, dict):
+        return None, None
+    raw = info.get("raw")
+    if isinstance(raw, str):
+        return raw, "raw"
+    encoded = info.get("rawBase64")
+    if encoded is None:
+        return None, None
+    if not isinstance(encoded, str):
+        return None, _UNREADABLE
+    try:
+        return base64.b64decode(encoded, validate=True).decode("utf-8", errors="replace"), "rawBase64"
+    except (binascii.Error, ValueError):
+        return None, _UNREADABLE
+
+
+def _raw_json(text: str) -> Any:
+    """The record's JSON value (an object or a list), or ``None`` when the text is not one."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, (dict, list)) else None
+
+
+def _walk_raw(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key not in PROTOCOL_KEYS:
+                yield from _walk_raw(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _walk_raw(item, f"{path}[{i}]")
+
+
+def iter_raw_fields(entry: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """Every scanned string of the verbatim source record ``entry`` keeps, as ``(path, text)``.
+
+    A JSON record is scanned value by value (what the agent wrote, decoded: its
+    escapes undone, so lines and quotes are as in the mapped text), its
+    :data:`PROTOCOL_KEYS` left out, with paths under ``foreign.raw``
+    (``foreign.raw.toolUseResult.stdout``); a record that is not JSON is scanned as
+    one text (path ``foreign.raw``). ``rawBase64`` is decoded with replacement first
+    (path ``foreign.rawBase64``...). Nothing when the entry keeps no record or it
+    cannot be decoded (:func:`unscannable`).
+    """
+    text, how = _raw_text(entry)
+    if text is None:
+        return
+    root = f"foreign.{how}"
+    value = _raw_json(text)
+    if value is None:
+        yield root, text
+    else:
+        yield from _walk_raw(value, root)
+
+
+def unscannable(entries: Iterable[Entry]) -> list[tuple[int, str | None, str]]:
+    """``(index, entry id, path)`` of every kept record that cannot be decoded to be scanned
+    (a ``foreign.rawBase64`` that is not base64): redaction drops it (docs/secrets.md)."""
+    out = []
     for index, entry in enumerate(entries):
-        entry_id = entry.get("id") if isinstance(entry.get("id"), str) else None
+        if _raw_text(entry)[1] is _UNREADABLE:
+            out.append((index, _entry_id(entry), "foreign.rawBase64"))
+    return out
+
+
+def _entry_id(entry: Mapping[str, Any]) -> str | None:
+    value = entry.get("id")
+    return value if isinstance(value, str) else None
+
+
+#: Index a finding in the header gets (entries count from 0); its path starts ``header.``.
+HEADER_INDEX = -1
+
+
+def scan_entries(entries: Iterable[Entry], header: Mapping[str, Any] | None = None) -> list[Finding]:
+    """The findings of a session, in entry and field order (one per secret occurrence):
+    the header's first when ``header`` is given (index :data:`HEADER_INDEX`, paths
+    ``header.cwd``), then each entry's mapped text, then what its verbatim source record
+    holds that no mapped field of the session shows (a secret the record repeats folds
+    into the mapped field's finding: docs/secrets.md, "Verbatim source records")."""
+    entries = list(entries)
+    findings: list[Finding] = []
+    mapped: set[str] = set()
+    raw_hits: list[list[tuple[str, str, str]]] = []
+    if header is not None:
+        for path, text in iter_text_fields(dict(header)):
+            for hit in scan_text(text):
+                secret = text[hit.start:hit.end]
+                mapped.add(secret)
+                findings.append(Finding(None, HEADER_INDEX, f"header.{path}", hit.kind, mask(secret)))
+    per_entry: list[list[Finding]] = []
+    for index, entry in enumerate(entries):
+        entry_id = _entry_id(entry)
+        own: list[Finding] = []
         for path, text in iter_text_fields(entry):
             for hit in scan_text(text):
-                findings.append(Finding(entry_id, index, path, hit.kind, mask(text[hit.start:hit.end])))
+                secret = text[hit.start:hit.end]
+                mapped.add(secret)
+                own.append(Finding(entry_id, index, path, hit.kind, mask(secret)))
+        per_entry.append(own)
+        raw_hits.append([(path, hit.kind, text[hit.start:hit.end])
+                         for path, text in iter_raw_fields(entry) for hit in scan_text(text)])
+    for index, entry in enumerate(entries):
+        findings.extend(per_entry[index])
+        findings.extend(Finding(_entry_id(entry), index, path, kind, mask(secret))
+                        for path, kind, secret in raw_hits[index] if secret not in mapped)
     return findings
 
 
@@ -411,12 +585,21 @@ class Redactor:
     secret, the second replaces them, so a secret found in one field is also
     replaced where it occurs unflagged in another (when at least
     :data:`GLOBAL_REPLACE_MIN` characters long).
+
+    A verbatim source record (``foreign.raw``) is redacted too: left as it is when
+    it holds no secret, else written again from its redacted JSON value (compact,
+    as the agents write); a ``foreign.rawBase64`` record becomes ``foreign.raw``,
+    its decoded text (invalid bytes as U+FFFD, marked ``"rawDecoded": "replace"``),
+    redacted; one that cannot be decoded is dropped (``"rawDropped"``, counted in
+    :attr:`dropped`): no record leaves redaction unscanned.
     """
 
     def __init__(self) -> None:
         self._placeholders: dict[str, str] = {}
         self._counts: dict[str, int] = {}
         self.replaced = 0
+        #: Verbatim records dropped because they could not be decoded to be scanned.
+        self.dropped = 0
 
     @property
     def secrets(self) -> int:
@@ -434,16 +617,82 @@ class Redactor:
     def redact_entries(self, entries: list[Entry]) -> list[Entry]:
         """New entries (deep copies) with every secret replaced; ``entries`` are not changed."""
         found: dict[tuple[int, str], list[Hit]] = {}
+        raws: dict[int, tuple[str, object, Any]] = {}
         for index, entry in enumerate(entries):
             for path, text in iter_text_fields(entry):
-                hits = scan_text(text)
-                if hits:
-                    found[index, path] = hits
-                    for hit in hits:
-                        self.placeholder(text[hit.start:hit.end], hit.kind)
+                self._find(found, index, path, text)
+        # The verbatim records after every mapped field: a secret both show is numbered
+        # in the order the mapped text shows it.
+        for index, entry in enumerate(entries):
+            record, how = _raw_text(entry)
+            if record is None:
+                continue
+            value = _raw_json(record)
+            raws[index] = (record, how, value)
+            fields = [(f"foreign.{how}", record)] if value is None else _walk_raw(value, f"foreign.{how}")
+            for path, field_text in fields:
+                self._find(found, index, path, field_text)
         long_secrets = sorted((s for s in self._placeholders if len(s) >= GLOBAL_REPLACE_MIN), key=len, reverse=True)
         known = re.compile("|".join(map(re.escape, long_secrets))) if long_secrets else None
-        return [self._copy(entry, "", True, index, found, known) for index, entry in enumerate(entries)]
+        out = []
+        for index, entry in enumerate(entries):
+            copy = self._copy(entry, "", True, index, found, known)
+            info = entry.get("foreign")
+            if isinstance(info, dict):
+                # Bookkeeping kept, any other value redacted as mapped text, the record below.
+                other = {key: item if key in FOREIGN_META else self._copy(item, f"foreign.{key}", False, index, found,
+                                                                        known)
+                         for key, item in info.items()}
+                copy["foreign"] = self._redact_raw(other, index, raws.get(index), found, known)
+            out.append(copy)
+        return out
+
+    def _find(self, found: dict[tuple[int, str], list[Hit]], index: int, path: str, text: str) -> None:
+        hits = scan_text(text)
+        if hits:
+            found[index, path] = hits
+            for hit in hits:
+                self.placeholder(text[hit.start:hit.end], hit.kind)
+
+    def _redact_raw(self, info: dict[str, Any], index: int, raw: tuple[str, object, Any] | None,
+                    found: dict[tuple[int, str], list[Hit]], known: re.Pattern[str] | None) -> dict[str, Any]:
+        out = dict(info)
+        if raw is None:
+            if "rawBase64" in out:  # not base64: it cannot be scanned, so it does not leave
+                del out["rawBase64"]
+                out["rawDropped"] = "not valid base64: could not be scanned"
+                self.dropped += 1
+            return out
+        text, how, value = raw
+        root = f"foreign.{how}"
+        if value is None:
+            redacted = self._replace(text, found.get((index, root), []), known)
+        else:
+            copy = self._copy_raw(value, root, index, found, known)
+            if copy == value:
+                redacted = text
+            else:
+                body = text.strip()
+                lead = text[:len(text) - len(text.lstrip())]
+                redacted = lead + orjson.dumps(copy).decode("utf-8") + text[len(lead) + len(body):]
+        if how == "rawBase64":
+            del out["rawBase64"]
+            out["raw"] = redacted
+            out["rawDecoded"] = "replace"
+        else:
+            out["raw"] = redacted
+        return out
+
+    def _copy_raw(self, value: Any, path: str, index: int, found: dict[tuple[int, str], list[Hit]],
+                  known: re.Pattern[str] | None) -> Any:
+        if isinstance(value, str):
+            return self._replace(value, found.get((index, path), []), known)
+        if isinstance(value, dict):
+            return {key: item if key in PROTOCOL_KEYS else self._copy_raw(item, f"{path}.{key}", index, found, known)
+                    for key, item in value.items()}
+        if isinstance(value, list):
+            return [self._copy_raw(item, f"{path}[{i}]", index, found, known) for i, item in enumerate(value)]
+        return value
 
     def _replace(self, text: str, hits: list[Hit], known: re.Pattern[str] | None) -> str:
         spans = list(hits)
@@ -471,15 +720,23 @@ class Redactor:
             return self._replace(value, found.get((index, path), []), known)
         if isinstance(value, dict):
             image = value.get("type") == "image"
-            return {key: self._copy(item, _path(path, key),
-                                    structural and key in ("message", "content", "systemMessage", "replacement"),
-                                    index, found, known,
-                                    structural and (key in STRUCTURAL_KEYS or (image and key == "data")))
+            # The entry's foreign object is redacted by redact_entries (_redact_raw), not here.
+            return {key: item if not path and key == "foreign" and isinstance(item, dict) else
+                    self._copy(item, _path(path, key),
+                               structural and key in ("message", "content", "systemMessage", "replacement"),
+                               index, found, known,
+                               structural and (key in STRUCTURAL_KEYS or (image and key == "data")))
                     for key, item in value.items()}
         if isinstance(value, list):
             return [self._copy(item, f"{path}[{i}]", structural, index, found, known, skip)
                     for i, item in enumerate(value)]
         return value
+
+    def redact_header(self, header: Mapping[str, Any], entries: list[Entry]) -> tuple[dict[str, Any], list[Entry]]:
+        """``header`` and ``entries`` redacted in one pass (the header's text, ``cwd``, is
+        scanned as an entry's is; its ``id``, ``type`` and ``timestamp`` are kept)."""
+        both = self.redact_entries([dict(header), *entries])
+        return both[0], both[1:]
 
     def marked_header(self, header: dict[str, Any]) -> dict[str, Any]:
         """A copy of ``header`` with the :data:`HEADER_MARKER` field added last."""
@@ -494,13 +751,13 @@ def redact_text(text: str) -> str:
 
 
 def redact_parsed(parsed: ParsedSession) -> tuple[ParsedSession, Redactor]:
-    """A redacted copy of a read session (header marked, entries redacted) and its
-    :class:`Redactor` (counts). ``parsed`` is not changed."""
+    """A redacted copy of a read session (header scanned and marked, entries redacted,
+    verbatim records included) and its :class:`Redactor` (counts, :attr:`Redactor.dropped`).
+    ``parsed`` is not changed."""
     redactor = Redactor()
-    entries = redactor.redact_entries(parsed.entries)
-    header = redactor.marked_header(parsed.header)
+    header, entries = redactor.redact_header(parsed.header, parsed.entries)
+    header = redactor.marked_header(header)
     copy = ParsedSession(header=header, entries=entries, raw=[None] * len(entries),
                          header_raw=jsonio.dumps(header), source_version=4, path=parsed.path,
                          lines=list(parsed.lines))
     return copy, redactor
-

@@ -53,7 +53,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -132,6 +132,9 @@ class UsageRecord(TokenCounts):
         timestamp_ms: when the call was recorded, Unix milliseconds (UTC): the
             entry's ``timestamp``, else the message's numeric ``timestamp``, else 0.
         key: the 16-byte de-duplication key (:func:`dedup_key`).
+        cache_write_1h: the part of ``cache_write`` written to the 1-hour cache
+            (``usage.cacheWrite1h``: Claude Code's ``ephemeral_1h_input_tokens``), priced
+            at its own rate; the rest are 5-minute writes (docs/usage.md, "Claude Code").
     """
 
     source: str
@@ -144,6 +147,7 @@ class UsageRecord(TokenCounts):
     cost_nanos: int | None
     timestamp_ms: int
     key: bytes
+    cache_write_1h: int = 0
 
     @property
     def needs_price(self) -> bool:
@@ -245,7 +249,8 @@ def _record(source: str, entry: Entry, message: dict[str, Any] | None, usage: An
         nanos = 0  # nothing was used: nothing to price
     return UsageRecord(source, _string(provider), _string(model), tokens[0], tokens[1], tokens[2], tokens[3], nanos,
                        timestamp_ms(entry, message),
-                       dedup_key(source, entry, message, usage, provider, model, extra) if keyed else b"")
+                       dedup_key(source, entry, message, usage, provider, model, extra) if keyed else b"",
+                       min(_tokens(u.get("cacheWrite1h")), tokens[3]))
 
 
 def records_from_entry(entry: Entry, *, keyed: bool = True) -> list[UsageRecord]:
@@ -291,6 +296,19 @@ def records_from_entry(entry: Entry, *, keyed: bool = True) -> list[UsageRecord]
         usage = entry.get("usage")
         if not isinstance(usage, dict):
             return []
+        foreign = entry.get("foreign")
+        if isinstance(foreign, dict) and foreign.get("billed") is False:
+            return []  # counted on another entry (docs/agents/README.md)
+        call = entry.get("call")
+        if isinstance(call, dict) and isinstance(call.get("timestamp"), str):
+            # A call that its own transcript records as an assistant message (a Claude Code
+            # subagent's call seen in the parent's file): keyed as that message is, so the
+            # two copies count once (docs/usage.md, "Claude Code").
+            as_entry = {"timestamp": call["timestamp"]}
+            as_message = {"timestamp": call.get("messageTimestamp")}
+            record = _record("assistant", as_entry, as_message, usage, entry.get("provider"), entry.get("model"),
+                             None, keyed)
+            return [replace(record, timestamp_ms=timestamp_ms(entry))]
         return [_record("usage", entry, None, usage, entry.get("provider"), entry.get("model"), entry.get("kind"),
                         keyed)]
     return []
@@ -364,6 +382,8 @@ class UsageRow(TokenCounts):
         calls: number of billed calls.
         input, output, cache_read, cache_write: token sums.
         cost_nanos: sum of the recorded costs (0 where unusable), nano-dollars.
+        cache_write_1h: the part of ``cache_write`` written to the 1-hour cache (a
+            per-call row keeps it apart, so a catalogue prices it at its own rate).
     """
 
     session_id: str | None
@@ -380,6 +400,7 @@ class UsageRow(TokenCounts):
     cache_read: int = 0
     cache_write: int = 0
     cost_nanos: int = 0
+    cache_write_1h: int = 0
 
 
 @dataclass(slots=True)
@@ -395,7 +416,8 @@ def _row_key(session_id: str | None, cwd: str | None, record: UsageRecord, copie
     recorded = record.cost_nanos is not None
     per_call = query.price_all or not recorded
     bucket = record.timestamp_ms - record.timestamp_ms % BUCKET_MS if query.by_time or per_call else 0
-    tokens = (record.input, record.output, record.cache_read, record.cache_write) if per_call else None
+    tokens = ((record.input, record.output, record.cache_read, record.cache_write, record.cache_write_1h)
+              if per_call else None)
     return (session_id, cwd, record.provider, record.model, bucket, recorded, copied, per_call, tokens)
 
 
@@ -409,6 +431,7 @@ def _add(rows: dict[tuple[Any, ...], UsageRow], key: tuple[Any, ...], record: Us
     row.cache_read += record.cache_read * times
     row.cache_write += record.cache_write * times
     row.cost_nanos += (record.cost_nanos or 0) * times
+    row.cache_write_1h += record.cache_write_1h * times
 
 
 def aggregate(sessions: Iterable[tuple[dict[str, Any], Sequence[dict[str, Any]]]], query: UsageQuery,

@@ -167,7 +167,8 @@ def _physical_lines(data: bytes) -> Iterator[tuple[bytes, bytes]]:
 
 
 def shape_of(data: bytes, header_raw: bytes | None, entry_lines: Sequence[int],
-             entry_bytes: Callable[[int], bytes], *, first_line: int = 1) -> FileShape:
+             entry_bytes: Callable[[int], bytes], *, first_line: int = 1,
+             header_line: int | None = None) -> FileShape:
     """The shape of ``data`` against the parsed header and entries it holds.
 
     Args:
@@ -179,6 +180,8 @@ def shape_of(data: bytes, header_raw: bytes | None, entry_lines: Sequence[int],
             entries on the same line are glued records (a ``G`` operation).
         entry_bytes: the stored JSON text of entry ``i`` (``ParsedSession.entry_bytes``).
         first_line: the line number the codec gave the first line of ``data``.
+        header_line: the header's line when it is not the first (malformed lines
+            skipped before it, kept verbatim as ``l`` operations); default ``first_line``.
 
     Returns:
         A :class:`FileShape` whose :func:`render_shape` over the same header and
@@ -195,9 +198,12 @@ def shape_of(data: bytes, header_raw: bytes | None, entry_lines: Sequence[int],
         where.setdefault(line, []).append(index)
     number = first_line
     expected = 0
+    header_at = first_line if header_line is None else header_line
     for content, end in _physical_lines(data):
         raw = content + end
-        if header_raw is not None and number == first_line:
+        if header_raw is not None and number < header_at:
+            ops.append(("l", raw))  # a malformed line before the header, skipped by readers
+        elif header_raw is not None and number == header_at:
             ops.append(("h", end) if content == header_raw else ("H", raw))
         else:
             found = where.get(number)

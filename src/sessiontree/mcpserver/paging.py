@@ -138,32 +138,62 @@ def check_budget(max_chars: int | None) -> int:
     return max_chars
 
 
-def clip_strings(value: Any, limit: int) -> Any:
+def clip_strings(value: Any, limit: int, items: int | None = None) -> Any:
     """A copy of ``value`` whose strings longer than ``limit`` end in :data:`CLIP_MARK`
-    and the count of characters removed (``"…[clipped 812 chars]"``)."""
+    and the count of characters removed (``"…[clipped 812 chars]"``); with ``items``, lists
+    longer than that keep their first ``items`` elements and a last string
+    ``"…[clipped N more items]"``, and objects their first ``items`` fields and a field
+    ``"clipped": "…[clipped N more fields]"``."""
     if isinstance(value, str):
         if len(value) <= limit:
             return value
         return f"{value[:limit]}{CLIP_MARK}{len(value) - limit} chars]"
     if isinstance(value, Mapping):
-        return {key: clip_strings(item, limit) for key, item in value.items()}
+        pairs = list(value.items())
+        out = {key: clip_strings(item, limit, items) for key, item in (pairs if items is None else pairs[:items])}
+        if items is not None and len(pairs) > items:
+            out[CLIP_MARK.strip("…[ ")] = f"{CLIP_MARK}{len(pairs) - items} more fields]"
+        return out
     if isinstance(value, list | tuple):
-        return [clip_strings(item, limit) for item in value]
+        head = value if items is None else value[:items]
+        kept = [clip_strings(item, limit, items) for item in head]
+        if items is not None and len(value) > items:
+            kept.append(f"{CLIP_MARK}{len(value) - items} more items]")
+        return kept
     return value
 
 
 def fit_item(item: dict[str, Any], budget: int) -> dict[str, Any]:
-    """``item`` itself when its JSON fits ``budget``; else a copy with strings clipped
-    (ever shorter) until it fits, marked ``"clipped": true``."""
+    """``item`` itself when its JSON fits ``budget``; else a copy marked ``"clipped": true``
+    that fits. Cut in this order, each step only as far as needed: long strings (never below
+    64 characters, so ids and times stay whole), then long lists and objects (their first
+    elements kept), then strings down to 16 characters, and as a last resort the last fields
+    left out (``"omittedFields"``, their count). Each cut says how much it left out. The
+    answer is never over ``budget`` (for a budget of at least 64)."""
     if json_size(item) <= budget:
         return item
-    limit = max(budget // 2, 16)
-    while True:
-        clipped: dict[str, Any] = clip_strings(item, limit)
-        clipped["clipped"] = True
-        if json_size(clipped) <= budget or limit <= 16:
-            return clipped
+    clipped: dict[str, Any] = {}
+    steps: list[tuple[int, int | None]] = []
+    limit = max(budget // 2, 64)
+    while limit > 64:
+        steps.append((limit, None))
         limit //= 2
+    steps += [(64, None), *((64, cap) for cap in (64, 32, 16, 8, 4, 2, 1)), (16, 1)]
+    for limit, cap in steps:
+        # The item's own fields are all kept here; caps apply to the lists and objects inside.
+        clipped = {key: clip_strings(value, limit, cap) for key, value in item.items()}
+        clipped["clipped"] = True
+        if json_size(clipped) <= budget:
+            return clipped
+    # Too many fields for the budget: keep the first ones (ids and kinds come first).
+    fields = [key for key in clipped if key != "clipped"]
+    kept: dict[str, Any] = {"clipped": True, "omittedFields": len(fields)}
+    for key in fields:
+        trial = {**kept, key: clipped[key], "omittedFields": kept["omittedFields"] - 1}
+        if json_size(trial) > budget:
+            break
+        kept = trial
+    return kept
 
 
 @dataclass(frozen=True)

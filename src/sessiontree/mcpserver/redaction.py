@@ -5,8 +5,8 @@ A :class:`Scrubber` serves one tool answer. It wraps one
 the same ``[REDACTED:kind:N]`` placeholder everywhere in that answer; N counts
 within the answer, not across pages or calls. Only session text goes through
 it: entries (their structural fields, ids and times, are kept, as in a
-redacted export), context messages, names, labels, summaries and search
-snippets. Ids, cursors and counts are never scanned (a cursor is base64 and
+redacted export), headers and every ``cwd`` shown (``info``, list rows, search
+hits), context messages, names, labels, summaries and search snippets. Ids, cursors and counts are never scanned (a cursor is base64 and
 would look like a secret).
 
 ``detect_secrets`` is imported when the first scrubber is made, not when the
@@ -61,7 +61,7 @@ class Scrubber:
         return row
 
     def snippet(self, hit: dict[str, Any], entry: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """A search hit with its title, name and snippet redacted.
+        """A search hit with its title, name, ``cwd`` and snippet redacted.
 
         ``entry``, the hit's whole stored entry when the caller could read it,
         is scanned first: a snippet shows its text with line breaks turned
@@ -76,7 +76,7 @@ class Scrubber:
         """
         if entry is not None:
             self.entry(entry)
-        self.fields(hit, "title", "sessionName")
+        self.fields(hit, "title", "sessionName", "cwd")
         text = hit.get("snippet")
         if not isinstance(text, str):
             return hit

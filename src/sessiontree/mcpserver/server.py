@@ -37,7 +37,14 @@ from sessiontree.mcpserver.paging import (
     replace_lone_surrogates,
     without_lone_surrogates,
 )
-from sessiontree.mcpserver.tools import DEFAULT_AROUND, DEFAULT_LIMIT, MAX_LIMIT, SessionReader
+from sessiontree.mcpserver.tools import (
+    DEFAULT_AROUND,
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    SEARCH_ROLES,
+    SUMMARY_RESERVE,
+    SessionReader,
+)
 from sessiontree.stores.base import SessionStore
 from sessiontree.usage.report import COST_MODES, GROUPINGS
 
@@ -66,10 +73,18 @@ Limit = Annotated[int | None, Field(ge=1, le=MAX_LIMIT, description=f"At most th
                                                                     f"(default {DEFAULT_LIMIT}).")]
 Redact = Annotated[bool, Field(description="Share-safe text: secrets (API keys, tokens, passwords, private keys) "
                                           "replaced by [REDACTED:kind:N], numbered within this answer.")]
-SessionId = Annotated[str, Field(min_length=1, description="Session id, or a unique prefix of one.")]
+SessionId = Annotated[str, Field(min_length=1, description="Session id, a unique prefix of one, or PARENT/AGENT "
+                                                             "for a subagent session.")]
+#: How a session may be named, said in each tool's description (format/idprefix.py).
+_ID_FORMS = "a whole id, a unique prefix, or PARENT/AGENT for a subagent session"
+#: The paging arguments, said in each listing tool's description.
+_COMMON_PAGED = "limit, cursor, max_chars (a page never exceeds max_chars characters, the fixed part included)"
 
 
 def _text(summary: str, data: dict[str, Any]) -> str:
+    # The summary line holds caller text (a query): cut to what the tools' budgets reserve for it.
+    if len(summary) > SUMMARY_RESERVE:
+        summary = summary[:SUMMARY_RESERVE - 1] + "…"
     lines = [summary]
     if data.get("note"):
         lines.append(str(data["note"]))
@@ -93,7 +108,11 @@ def _call(work: Callable[[], dict[str, Any]], summary: Callable[[dict[str, Any]]
         raise ToolError(replace_lone_surrogates(message)) from None
     except OSError as exc:
         raise ToolError(replace_lone_surrogates(f"the store could not be read: {exc.strerror or exc}")) from None
-    return _answer(summary(data), data)
+    try:
+        line = summary(data)
+    except (KeyError, TypeError, AttributeError):
+        line = "answer clipped to max_chars (see clipped / omittedFields)"  # a fixed part cut short
+    return _answer(line, data)
 
 
 def _more(data: dict[str, Any]) -> str:
@@ -104,7 +123,7 @@ def build_server(store: SessionStore, *, name: str = "sessiontree") -> MCPServer
     """The MCP server over ``store`` (open it read-only: no tool writes, docs/mcp.md "Security").
 
     Tools: ``search_sessions``, ``list_sessions``, ``get_session``, ``get_context``,
-    ``get_entries``, ``usage_stats``, ``diff_branches``; resource template
+    ``get_entries``, ``usage_stats``, ``diff_branches``, ``session_insights``; resource template
     ``sessiontree://session/{session_id}/context`` (the first page of ``get_context``).
     """
     reader = SessionReader(store)
@@ -116,7 +135,10 @@ def build_server(store: SessionStore, *, name: str = "sessiontree") -> MCPServer
     @tool("Full-text search across every stored session, best hits first. Every term of the query must "
           "occur (case-insensitive substring; \"a phrase\" in double quotes is one term). Each hit names "
           "its session and entry (follow it with get_entries around=entryId or get_context leaf=entryId), "
-          "its role, time, a snippet, and whether it is on the session's active branch.")
+          "its role, time, a snippet, and whether it is on the session's active branch. No hits: up to three "
+          "`suggestions`, words of the stored sessions close to the query's terms. Arguments: query; cwd "
+          "(a project directory); role (message roles or entry types: " + ", ".join(SEARCH_ROLES) + "); "
+          "since, until (dates); session (an id or prefix); " + _COMMON_PAGED + "; redact.")
     def search_sessions(
         query: Annotated[str, Field(min_length=1, description="Terms to find; \"quoted phrase\" is one term.")],
         cwd: Annotated[str | None, Field(description="Only sessions of this project directory.")] = None,
@@ -134,10 +156,13 @@ def build_server(store: SessionStore, *, name: str = "sessiontree") -> MCPServer
         return _call(lambda: reader.search_sessions(query, cwd=cwd, role=role, since=since, until=until,
                                                     session=session, limit=limit, cursor=cursor,
                                                     max_chars=max_chars, redact=redact),
-                     lambda d: f"{d['returned']} hits for {query!r}{_more(d)}")
+                     lambda d: f"{d['returned']} hits for {query!r}{_more(d)}"
+                               + (f"; did you mean {' or '.join(d['suggestions'])}?" if d.get("suggestions") else ""))
 
     @tool("List stored sessions, most recently active first: id, project directory, name, created and "
-          "modified times, message and entry counts, first user message, summary.")
+          "modified times, message and entry counts, first user message, summary, agent. Arguments: cwd "
+          "(a project directory); since (modified from this date); named_only; include_internal (internal "
+          "workflow and subagent sessions too); " + _COMMON_PAGED + "; redact.")
     def list_sessions(
         cwd: Annotated[str | None, Field(description="Only sessions of this project directory.")] = None,
         since: Annotated[str | None, Field(description="Only sessions modified from this date on "
@@ -156,7 +181,8 @@ def build_server(store: SessionStore, *, name: str = "sessiontree") -> MCPServer
 
     @tool("Outline one session (not its entries): header, listing info, token usage and cost, labels, the "
           "active leaf, branch points (entries with more than one child) and every leaf (tip of a branch) "
-          "with its depth and a one-line summary. Use a leaf id with get_context to read that branch.")
+          "with its depth and a one-line summary. Use a leaf id with get_context to read that branch. "
+          "Arguments: session_id (" + _ID_FORMS + "); cursor, max_chars (the leaves are paged); redact.")
     def get_session(session_id: SessionId, cursor: Cursor = None, max_chars: MaxChars = None,
                     redact: Redact = False) -> CallToolResult:
         return _call(lambda: reader.get_session(session_id, cursor=cursor, max_chars=max_chars, redact=redact),
@@ -166,7 +192,8 @@ def build_server(store: SessionStore, *, name: str = "sessiontree") -> MCPServer
     @tool("What the model saw: the context rebuilt for the branch ending at `leaf` (default: the session's "
           "active leaf), oldest message first, newest last, with compaction boundaries, context edits and "
           "synthetic results for interrupted tool calls applied; the model, thinking level and system "
-          "message in effect. Each message names the entry it came from.")
+          "message in effect. Each message names the entry it came from. Arguments: session_id (" + _ID_FORMS +
+          "); leaf (an entry id or prefix); cursor, max_chars (the messages are paged); redact.")
     def get_context(
         session_id: SessionId,
         leaf: Annotated[str | None, Field(description="Entry id (or unique prefix) to treat as the leaf: "
@@ -180,9 +207,13 @@ def build_server(store: SessionStore, *, name: str = "sessiontree") -> MCPServer
                      lambda d: (f"context of {d['sessionId']} at leaf {d['leafId']}: {d['returned']} of "
                                 f"{d['total']} messages{_more(d)}"))
 
-    @tool("Raw stored entries of one session, as recorded: those named by `ids`, or the path around one "
+    @tool("Stored entries of one session, as recorded: those named by `ids`, or the path around one "
           "entry (`around`: `before` ancestors, the entry, `after` following entries toward the active "
-          "leaf), or with neither, every entry in file order. Each says whether it is on the active branch.")
+          "leaf), or with neither, every entry in file order. Each says whether it is on the active branch. "
+          "Another agent's entry comes without its verbatim source record (foreign.raw; raw=true keeps it), "
+          "and its hook, progress and system records are folded into the row before them (`folded`: kind "
+          "-> entry ids; fold=false lists them as rows; ids named in `ids` are never folded). Arguments: "
+          "session_id (" + _ID_FORMS + "); ids; around, before, after; raw; fold; cursor, max_chars; redact.")
     def get_entries(
         session_id: SessionId,
         ids: Annotated[list[str] | None, Field(min_length=1, max_length=MAX_LIMIT,
@@ -190,17 +221,24 @@ def build_server(store: SessionStore, *, name: str = "sessiontree") -> MCPServer
         around: Annotated[str | None, Field(description="Entry id to center on (e.g. a search hit).")] = None,
         before: Annotated[int, Field(ge=0, le=MAX_LIMIT, description="Ancestors before `around`.")] = DEFAULT_AROUND,
         after: Annotated[int, Field(ge=0, le=MAX_LIMIT, description="Entries after `around`.")] = DEFAULT_AROUND,
+        raw: Annotated[bool, Field(description="Keep another agent's verbatim source record (foreign.raw) "
+                                               "in each entry.")] = False,
+        fold: Annotated[bool, Field(description="Fold another agent's hook, progress and system records "
+                                                "into the row before them.")] = True,
         cursor: Cursor = None,
         max_chars: MaxChars = None,
         redact: Redact = False,
     ) -> CallToolResult:
         return _call(lambda: reader.get_entries(session_id, ids=ids, around=around, before=before, after=after,
-                                                cursor=cursor, max_chars=max_chars, redact=redact),
+                                                cursor=cursor, max_chars=max_chars, redact=redact, raw=raw,
+                                                fold=fold),
                      lambda d: f"{d['returned']} of {d['total']} entries of {d['sessionId']}{_more(d)}")
 
     @tool("Tokens and cost of every billed call in the store, each counted once (a call copied into a "
-          "fork counts where it first appeared), grouped by day, week, month, session, model, provider or "
-          "project; estimated and unpriced calls are reported, never hidden.")
+          "fork counts where it first appeared), grouped by one of: " + ", ".join(GROUPINGS) + " (agent: "
+          "pi, claude-code, codex; host and user: where each session was first stored); estimated and "
+          "unpriced calls are reported, never hidden. Arguments: by; since (a date or 7d), until; cwd; "
+          "timezone; cost (" + ", ".join(COST_MODES) + "); cursor, max_chars (the groups are paged).")
     def usage_stats(
         by: Annotated[Literal[GROUPINGS], Field(description="How to group the calls.")] = "day",  # type: ignore[valid-type]
         since: Annotated[str | None, Field(description="From this day on (YYYY-MM-DD), or the last N days (7d).")] = None,
@@ -220,7 +258,9 @@ def build_server(store: SessionStore, *, name: str = "sessiontree") -> MCPServer
     @tool("Compare two branches (of one session, or of a fork and its source): the fork point, the "
           "entries below it aligned as same / changed / only in A / only in B, each side's tokens and "
           "cost (calls both hold counted once), and what the model saw differently. A and B are entry "
-          "ids (any entry: its branch ends there) or SESSION:ENTRY; neither: the two most recent leaves.")
+          "ids (any entry: its branch ends there) or SESSION:ENTRY; neither: the two most recent leaves. "
+          "Arguments: session_id (" + _ID_FORMS + "); a, b; context; cost (" + ", ".join(COST_MODES) +
+          "); cursor, max_chars (the rows are paged).")
     def diff_branches(
         session_id: SessionId,
         a: Annotated[str | None, Field(description="Side A: an entry id (or prefix), or SESSION:ENTRY.")] = None,
@@ -234,6 +274,26 @@ def build_server(store: SessionStore, *, name: str = "sessiontree") -> MCPServer
                                                   max_chars=max_chars),
                      lambda d: (f"{d['a']['leafId']} vs {d['b']['leafId']}: {d['commonEntries']} common entries, "
                                 f"{d['total']} rows{' (identical)' if d['identical'] else ''}{_more(d)}"))
+
+    @tool("Insights computed from a session's entries (no model calls): tool calls and tool errors by tool, "
+          "error loops (one tool failing 3+ times in a row), repeated identical calls, calls never answered, "
+          "compactions and the tokens they cut, abandoned branches and their cost, cost per file edited, the "
+          "longest waits for a result (docs/insights.md). Without session_id: summed over every session, "
+          "with the sessions with the most error loops and the most expensive abandoned branches. "
+          "Arguments: session_id (optional), limit (items per top list across sessions, default 10), "
+          "max_chars, redact.")
+    def session_insights(
+        session_id: Annotated[str | None, Field(description="Session id, or a unique prefix of one; "
+                                                            "none: every session.")] = None,
+        limit: Annotated[int, Field(ge=1, le=100, description="Across sessions: items per top list.")] = 10,
+        max_chars: MaxChars = None,
+        redact: Redact = False,
+    ) -> CallToolResult:
+        from sessiontree.mcpserver.insights import insights_answer
+
+        return _call(lambda: insights_answer(reader, session_id, limit=limit, max_chars=max_chars, redact=redact),
+                     lambda d: (f"insights of {d.get('sessionId') or str(d.get('sessions')) + ' sessions'}: "
+                                f"{d['toolCalls']} tool calls, {d['toolErrors']} errors"))
 
     @server.resource("sessiontree://session/{session_id}/context", name="session-context",
                      description="The model context of a session's active branch (the first page of "

@@ -24,7 +24,7 @@ import functools
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
@@ -33,11 +33,13 @@ from sessiontree.compare.branches import diff_branches
 from sessiontree.core import render
 from sessiontree.core.listing import session_info_from_entries
 from sessiontree.core.projection.model import SessionProjection
-from sessiontree.errors import SessionError
+from sessiontree.errors import AmbiguousSessionPrefixError, SessionError, UnknownSessionPrefixError
+from sessiontree.format.idprefix import resolve_session_prefix
 from sessiontree.format.types import ENTRY_TYPES, MESSAGE_ROLES
 from sessiontree.mcpserver.paging import (
     check_budget,
     decode_cursor,
+    fit_item,
     json_size,
     page_fields,
     replace_lone_surrogates,
@@ -46,6 +48,7 @@ from sessiontree.mcpserver.paging import (
 )
 from sessiontree.mcpserver.redaction import Scrubber
 from sessiontree.search.query import parse_when, search
+from sessiontree.search.suggest import suggest
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.base import SessionStore
 from sessiontree.stores.shared import change_hint
@@ -58,6 +61,12 @@ DEFAULT_LIMIT = 20
 MAX_LIMIT = 500
 #: Characters kept for the paging fields (counts, cursor, note) beside the items.
 PAGING_RESERVE = 400
+#: Characters of the text block's summary line (server._text cuts it to this): the text block,
+#: summary + note + the JSON, is what ``max_chars`` bounds (docs/mcp.md, "Paging and budgets").
+SUMMARY_RESERVE = 200
+#: The fixed part of an answer (everything but its paged list) takes at most this share of
+#: ``max_chars``; beyond it, it is clipped (:func:`~sessiontree.mcpserver.paging.fit_item`).
+FIXED_SHARE = 0.75
 #: Entries on each side of ``around`` in ``get_entries`` by default.
 DEFAULT_AROUND = 5
 
@@ -117,7 +126,42 @@ def _roles(role: str | Sequence[str] | None) -> list[str] | None:
 
 
 #: The fields of a listing row (``SessionInfo.to_dict``) that hold session text.
-_INFO_TEXT = ("name", "firstMessage", "summary")
+#: Text of a session's listing row that ``redact`` scans: the header's ``cwd`` and the stored
+#: file's ``path`` as well as names and messages, as ``header.cwd`` is (docs/mcp.md, "Redaction").
+_INFO_TEXT = ("cwd", "path", "name", "firstMessage", "summary")
+
+
+def answer_size(answer: Mapping[str, Any]) -> int:
+    """Characters a client reads at most for ``answer``: the text block (summary line, the
+    note, the JSON), which also bounds ``structuredContent`` (the JSON alone)."""
+    return json_size(answer) + len(str(answer.get("note") or "")) + SUMMARY_RESERVE + 2
+
+
+def _fit_answer(head: dict[str, Any], key: str, items: Callable[[], Iterable[dict[str, Any]]], *,
+                offset: int, limit: int | None, budget: int, tool: str, shape: Mapping[str, Any], what: str,
+                total: int | None = None, has_more: Callable[[], bool] | None = None,
+                tail: Callable[[], Mapping[str, Any]] | None = None, note_extra: str = "") -> dict[str, Any]:
+    """An answer never over ``budget`` (:func:`answer_size`): the fixed part ``head`` (clipped
+    when it would take more than :data:`FIXED_SHARE` of the budget), then one page of
+    ``items()`` under ``key`` with the paging fields, then ``tail``; the page is shortened
+    until the whole fits. ``items`` gives a fresh iterator from the list's start on each call;
+    ``tail`` the last fields, once the page is taken (a count of what the page's items redacted)."""
+    after = dict(tail()) if tail is not None else {}
+    cap = int(budget * FIXED_SHARE) - PAGING_RESERVE - SUMMARY_RESERVE - json_size(after)
+    head = fit_item(head, max(cap, 64))
+    room = budget - json_size(head) - json_size(after) - PAGING_RESERVE - SUMMARY_RESERVE
+    while True:
+        page = take_page(items(), offset, limit, max(room, 64), has_more=has_more)
+        fields = page_fields(page, tool, shape, budget, what, total)
+        if "note" in fields and note_extra:
+            fields["note"] += note_extra
+        if tail is not None:
+            after = dict(tail())
+        answer = {**head, key: page.items, **fields, **after}
+        over = answer_size(answer) - budget
+        if over <= 0 or room <= 64:
+            return answer
+        room -= over
 
 
 def _redacted(scrub: Scrubber | None) -> dict[str, Any]:
@@ -137,6 +181,55 @@ def _leaf_rows(entries: Sequence[Mapping[str, Any]]) -> tuple[list[str], dict[st
     tips = [e["id"] for e in nodes if e["id"] not in children]
     points = {parent: kids for parent, kids in children.items() if len(kids) > 1}
     return tips, points
+
+
+def without_source_record(entry: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``entry`` without the verbatim source record another agent's entry carries
+    (``foreign.raw`` / ``foreign.rawBase64``: docs/agents/README.md); the entry itself when
+    it has none. ``foreign.rawChars`` says how long the record left out is."""
+    foreign = entry.get("foreign")
+    if not isinstance(foreign, Mapping) or ("raw" not in foreign and "rawBase64" not in foreign):
+        return entry
+    kept = {k: v for k, v in foreign.items() if k not in ("raw", "rawBase64")}
+    record = foreign.get("raw", foreign.get("rawBase64"))
+    kept["rawChars"] = len(record) if isinstance(record, str) else 0
+    return {**entry, "foreign": kept}
+
+
+def folded_kind(entry: Mapping[str, Any]) -> str | None:
+    """The kind of an inert record of another agent (a ``custom`` entry carrying ``foreign``:
+    a Claude Code hook, progress or system record the mapping keeps but nothing shows as a
+    turn): ``recordType[:subtype]`` of its data, else its ``customType``; ``None`` for any
+    other entry (pi's own custom entries included)."""
+    if entry.get("type") != "custom" or not isinstance(entry.get("foreign"), Mapping):
+        return None
+    data = entry.get("data")
+    if isinstance(data, Mapping) and isinstance(data.get("recordType"), str):
+        subtype = data.get("subtype")
+        return f"{data['recordType']}:{subtype}" if isinstance(subtype, str) else data["recordType"]
+    return str(entry.get("customType") or "custom")
+
+
+def _fold_rows(entries: Sequence[Mapping[str, Any]],
+               keep: frozenset[str] = frozenset()) -> list[tuple[Mapping[str, Any], dict[str, list[str]]]]:
+    """``entries`` with the inert records of other agents (:func:`folded_kind`) folded into
+    the row before them (kind -> their ids, in order); those before the first other row go
+    to the first one; the ids in ``keep`` (the entry asked about) are never folded. A list
+    of such records only is kept as it is (nothing to fold into)."""
+    rows: list[tuple[Mapping[str, Any], dict[str, list[str]]]] = []
+    waiting: dict[str, list[str]] = {}
+    for entry in entries:
+        kind = folded_kind(entry) if entry.get("id") not in keep else None
+        if kind is None:
+            rows.append((entry, waiting))
+            waiting = {}
+        elif rows:
+            rows[-1][1].setdefault(kind, []).append(str(entry.get("id")))
+        else:
+            waiting.setdefault(kind, []).append(str(entry.get("id")))
+    if not rows:
+        return [(e, {}) for e in entries]
+    return rows
 
 
 @dataclass
@@ -215,23 +308,21 @@ class SessionReader:
     # ------------------------------------------------------------------ helpers
 
     def resolve_session(self, prefix: str) -> str:
-        """The one session id equal to or starting with ``prefix``.
+        """The one session ``prefix`` names: a whole id, a unique prefix (a session's own
+        subagent sessions never make it ambiguous), or ``PARENT/AGENT`` for a subagent
+        session; the rule of every edge (:mod:`sessiontree.format.idprefix`).
 
         Raises:
-            ToolInputError: none matches, or several do.
+            ToolInputError: none matches, or several do (the candidates named).
         """
         if not isinstance(prefix, str) or not prefix.strip():
             raise ToolInputError("session id must be a non-empty string")
-        ids = self.store.session_ids()
-        if prefix in ids:
-            return prefix
-        matches = sorted(i for i in ids if i.startswith(prefix))
-        if not matches:
-            raise ToolInputError(f"no session matches {prefix!r} (list_sessions or search_sessions give ids)")
-        if len(matches) > 1:
-            raise ToolInputError(f"session prefix {prefix!r} is ambiguous: it matches {', '.join(matches[:5])}"
-                                 + (f" and {len(matches) - 5} more" if len(matches) > 5 else ""))
-        return matches[0]
+        try:
+            return resolve_session_prefix(prefix, self.store.session_ids())
+        except UnknownSessionPrefixError:
+            raise ToolInputError(f"no session matches {prefix!r} (list_sessions or search_sessions give ids)") from None
+        except AmbiguousSessionPrefixError as exc:
+            raise ToolInputError(str(exc)) from None
 
     @staticmethod
     def _resolve_entry(manager: SessionManager, prefix: str, what: str = "entry") -> str:
@@ -278,8 +369,9 @@ class SessionReader:
         ``redact``: titles, names and snippets with secrets replaced (:meth:`Scrubber.snippet`).
 
         Returns:
-            ``{"query", "hits": [SearchHit.to_dict()...], "returned", "nextCursor", "truncated"[, "note"]
-            [, "redactedSecrets"]}``.
+            ``{"query"[, "suggestions"], "hits": [SearchHit.to_dict()...], "returned", "nextCursor",
+            "truncated"[, "note"][, "redactedSecrets"]}``; ``suggestions`` (up to three close queries
+            that find something: :func:`~sessiontree.search.suggest.suggest`) when there is no hit.
         """
         count = _check_limit(limit)
         budget = check_budget(max_chars)
@@ -291,15 +383,23 @@ class SessionReader:
         session_id = self.resolve_session(session) if session is not None else None
         result = search(self.store, query, cwd=cwd, roles=roles, since=_when(since, "since", end=False),
                         until=_when(until, "until", end=True), session=session_id, limit=offset + count)
-        hits = (hit.to_dict() for hit in result.hits)
-        if scrub is not None:
-            read: dict[str, dict[str, dict[str, Any]]] = {}
-            hits = (scrub.snippet(hit, self._stored_entry(hit["sessionId"], hit["entryId"], read)) if n >= offset
-                    else hit for n, hit in enumerate(hits))
-        page = take_page(hits, offset, count, max(budget - PAGING_RESERVE - json_size(query), budget // 4),
-                         has_more=lambda: result.more)
-        return {"query": query, "hits": page.items, **page_fields(page, "search_sessions", shape, budget, "hits"),
-                **_redacted(scrub)}
+        read: dict[str, dict[str, dict[str, Any]]] = {}
+
+        def hits() -> Iterator[dict[str, Any]]:
+            for n, hit in enumerate(h.to_dict() for h in result.hits):
+                if scrub is not None and n >= offset:
+                    hit = scrub.snippet(hit, self._stored_entry(hit["sessionId"], hit["entryId"], read))
+                yield hit
+
+        head: dict[str, Any] = {"query": query}
+        if not result.hits and offset == 0:
+            # No hits: close queries made of stored words (search/suggest.py), as the CLI and viewer offer.
+            head["suggestions"] = suggest(self.store, query, cwd=cwd, roles=roles,
+                                          since=_when(since, "since", end=False),
+                                          until=_when(until, "until", end=True), session=session_id)
+        return _fit_answer(head, "hits", hits, offset=offset, limit=count, budget=budget,
+                           tool="search_sessions", shape=shape, what="hits", has_more=lambda: result.more,
+                           tail=lambda: _redacted(scrub))
 
     @_locked
     def list_sessions(self, *, cwd: str | None = None, since: str | None = None, named_only: bool = False,
@@ -332,16 +432,15 @@ class SessionReader:
             row.pop("path", None)  # a file path of the server's machine, or the id again
             row["entryCount"] = info.entry_count
             rows.append(row)
-        shown: Iterator[dict[str, Any]] | list[dict[str, Any]] = rows
-        if scrub is not None:
-            shown = (scrub.fields(row, *_INFO_TEXT) if n >= offset else row for n, row in enumerate(rows))
-        page = take_page(shown, offset, count, budget - PAGING_RESERVE)
-        data: dict[str, Any] = {"sessions": page.items,
-                                **page_fields(page, "list_sessions", shape, budget, "sessions", len(rows))}
+
+        def shown() -> Iterator[dict[str, Any]]:
+            for n, row in enumerate(rows):
+                yield scrub.fields(dict(row), *_INFO_TEXT) if scrub is not None and n >= offset else row
+
         skipped = getattr(infos, "skipped", 0)
-        if skipped:
-            data["skippedSessions"] = skipped
-        return {**data, **_redacted(scrub)}
+        return _fit_answer({}, "sessions", shown, offset=offset, limit=count, budget=budget,
+                           tool="list_sessions", shape=shape, what="sessions", total=len(rows),
+                           tail=lambda: {**({"skippedSessions": skipped} if skipped else {}), **_redacted(scrub)})
 
     @_locked
     def get_session(self, session: str, *, cursor: str | None = None,
@@ -393,11 +492,9 @@ class SessionReader:
                 "activeLeafId": leaf_id, "activeBranchLength": len(branch), "leafCount": len(tips),
                 "labels": labels, "usage": usage,
                 "branchPoints": [{"id": parent, "childIds": kids} for parent, kids in points.items()]}
-        # The outline's fixed part takes what it needs; the leaves page gets the rest.
-        room = max(budget - json_size(head) - PAGING_RESERVE, budget // 4)
-        page = take_page(leaves(), offset, None, room)
-        return {**head, "leaves": page.items, **page_fields(page, "get_session", shape, budget, "leaves", len(tips)),
-                **_redacted(scrub)}
+        # The outline's fixed part takes what it needs (clipped past FIXED_SHARE); the leaves page the rest.
+        return _fit_answer(head, "leaves", leaves, offset=offset, limit=None, budget=budget, tool="get_session",
+                           shape=shape, what="leaves", total=len(tips), tail=lambda: _redacted(scrub))
 
     @_locked
     def get_context(self, session: str, *, leaf: str | None = None, cursor: str | None = None,
@@ -436,25 +533,30 @@ class SessionReader:
                 "contextWindow": projection.context_window,
                 "systemMessage": scrub.text(projection.system_message) if scrub else projection.system_message,
                 "messageCount": len(projection.messages)}
-        room = max(budget - json_size(head) - PAGING_RESERVE, budget // 4)
-        page = take_page(items(), offset, None, room)
-        fields = page_fields(page, "get_context", shape, budget, "messages", len(projection.messages))
-        if "note" in fields and leaf_id is not None:
-            # The active leaf may move while a client pages: naming it keeps the walk on this branch.
-            fields["note"] += f'; pass leaf "{leaf_id}" to stay on this branch'
-        return {**head, "messages": page.items, **fields, **_redacted(scrub)}
+        # The active leaf may move while a client pages: naming it keeps the walk on this branch.
+        return _fit_answer(head, "messages", items, offset=offset, limit=None, budget=budget, tool="get_context",
+                           shape=shape, what="messages", total=len(projection.messages), tail=lambda: _redacted(scrub),
+                           note_extra=f'; pass leaf "{leaf_id}" to stay on this branch' if leaf_id is not None
+                           else "")
 
     @_locked
     def get_entries(self, session: str, *, ids: Sequence[str] | None = None, around: str | None = None,
                     before: int = DEFAULT_AROUND, after: int = DEFAULT_AROUND, cursor: str | None = None,
-                    max_chars: int | None = None, redact: bool = False) -> dict[str, Any]:
-        """Raw stored entries: those of ``ids`` (in the order given), or the path around one
+                    max_chars: int | None = None, redact: bool = False, raw: bool = False,
+                    fold: bool = True) -> dict[str, Any]:
+        """Stored entries: those of ``ids`` (in the order given), or the path around one
         entry (``before`` ancestors, the entry, ``after`` entries continuing toward the active
         leaf, or along the newest child off the active branch), or every entry in file order.
         ``redact``: entries with secrets replaced, structural fields kept (docs/secrets.md).
+        ``raw``: keep the verbatim source record of another agent's entry (``foreign.raw``,
+        ``foreign.rawBase64``), left out by default (docs/mcp.md). ``fold`` (default): another
+        agent's inert records (Claude Code hook, progress and system records, kept as ``custom``
+        entries: :func:`folded_kind`) are not rows of their own but listed on the row before
+        them (``folded``: kind -> entry ids); entries named in ``ids`` are never folded.
 
         Returns:
-            ``{"sessionId", "activeLeafId", "entries": [{"onActiveBranch", "entry"}...], paging fields}``.
+            ``{"sessionId", "activeLeafId", "entries": [{"onActiveBranch", "entry"[, "folded"]}...],
+            paging fields}``.
         """
         if ids is not None and around is not None:
             raise ToolInputError("give ids or around, not both")
@@ -487,17 +589,27 @@ class SessionReader:
         else:
             chosen = list(manager.get_entries())
             resolved = None
+        folding = fold and ids is None
         shape = {"session": session_id, "ids": resolved if ids is not None else None,
                  "around": resolved if around is not None else None, "before": before, "after": after,
-                 "max_chars": budget, "redact": redact}
+                 "max_chars": budget, "redact": redact, "raw": raw, "fold": folding}
         offset = decode_cursor(cursor, "get_entries", shape)
         scrub = Scrubber() if redact else None
-        rows = ({"onActiveBranch": e.get("id") in active,
-                 "entry": scrub.entry(e) if scrub is not None and n >= offset else e}
-                for n, e in enumerate(chosen))
-        page = take_page(rows, offset, None, budget - PAGING_RESERVE)
-        return {"sessionId": session_id, "activeLeafId": manager.get_leaf_id(), "entries": page.items,
-                **page_fields(page, "get_entries", shape, budget, "entries", len(chosen)), **_redacted(scrub)}
+        center_id = frozenset([resolved]) if around is not None and isinstance(resolved, str) else frozenset()
+        shown = _fold_rows(chosen, center_id) if folding else [(e, {}) for e in chosen]
+
+        def rows() -> Iterator[dict[str, Any]]:
+            for n, (e, folded) in enumerate(shown):
+                entry = e if raw else without_source_record(e)
+                row = {"onActiveBranch": e.get("id") in active,
+                       "entry": scrub.entry(entry) if scrub is not None and n >= offset else entry}
+                if folded:
+                    row["folded"] = folded
+                yield row
+
+        return _fit_answer({"sessionId": session_id, "activeLeafId": manager.get_leaf_id()}, "entries", rows,
+                           offset=offset, limit=None, budget=budget, tool="get_entries", shape=shape,
+                           what="entries", total=len(shown), tail=lambda: _redacted(scrub))
 
     @_locked
     def usage_stats(self, *, by: str = "day", since: str | None = None, until: str | None = None,
@@ -519,10 +631,8 @@ class SessionReader:
         report = usage_report(self.store, by=by, since=since, until=until, cwd=cwd, tz=timezone,
                               cost=cost).to_dict()
         groups = report.pop("groups")
-        room = max(budget - json_size(report) - PAGING_RESERVE, budget // 4)
-        page = take_page(groups, offset, None, room)
-        return {**report, "groups": page.items,
-                **page_fields(page, "usage_stats", shape, budget, "groups", len(groups))}
+        return _fit_answer(report, "groups", lambda: groups, offset=offset, limit=None, budget=budget,
+                           tool="usage_stats", shape=shape, what="groups", total=len(groups))
 
     @_locked
     def diff_branches(self, session: str, *, a: str | None = None, b: str | None = None, context: bool = True,
@@ -558,7 +668,6 @@ class SessionReader:
         rows = [{"section": "entries", **row} for row in data.pop("rows")]
         if data.get("context") is not None:
             rows += [{"section": "context", **row} for row in data["context"].pop("rows")]
-        room = max(budget - json_size(data) - PAGING_RESERVE, budget // 4)
-        page = take_page(rows, offset, None, room)
-        return {**data, "rows": page.items, **page_fields(page, "diff_branches", shape, budget, "rows", len(rows))}
+        return _fit_answer(data, "rows", lambda: rows, offset=offset, limit=None, budget=budget,
+                           tool="diff_branches", shape=shape, what="rows", total=len(rows))
 

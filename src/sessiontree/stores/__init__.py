@@ -26,14 +26,17 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import platformdirs
 
 from sessiontree.errors import StoreOpenError
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, SessionStore, StoreProblem
-from sessiontree.stores.jsonl.store import JsonlStore
-from sessiontree.stores.memory import MemoryStore
-from sessiontree.stores.sqlite.store import SqliteStore
+
+if TYPE_CHECKING:
+    from sessiontree.stores.jsonl.store import JsonlStore
+    from sessiontree.stores.memory import MemoryStore
+    from sessiontree.stores.sqlite.store import SqliteStore
 
 __all__ = [
     "STORE_ENV",
@@ -119,12 +122,20 @@ def open_store(url_or_path: str | os.PathLike[str] | None = None, *, create: boo
         from sessiontree.stores.postgres.store import PostgresStore
 
         return PostgresStore(where.connect_url or where.url, create=create, readonly=readonly)
+    # Each backend is imported when a URL asks for it: a short command (the status line)
+    # does not pay for the others (docs/statusline.md).
     if where.kind == "memory":
+        from sessiontree.stores.memory import MemoryStore
+
         return MemoryStore()
     path = where.path
     assert path is not None  # resolve_store gives every file store its path
     if where.kind == "jsonl":
+        from sessiontree.stores.jsonl.store import JsonlStore
+
         return JsonlStore(path, create=create, readonly=readonly)
+    from sessiontree.stores.sqlite.store import SqliteStore
+
     return SqliteStore(path, create=create, readonly=readonly, quick_check=quick_check)
 
 
@@ -197,11 +208,18 @@ def resolve_store(url_or_path: str | os.PathLike[str] | None = None) -> StoreLoc
                          "expected sqlite:///PATH, jsonl:///DIR, postgresql://HOST/DB or memory:")
 
 
-def __getattr__(name: str) -> object:
-    # PostgresStore is imported on first use: psycopg is an optional extra and costs
-    # start-up time to every command that does not need it.
-    if name == "PostgresStore":
-        from sessiontree.stores.postgres.store import PostgresStore
+_BACKENDS = {"SqliteStore": "sessiontree.stores.sqlite.store", "JsonlStore": "sessiontree.stores.jsonl.store",
+             "MemoryStore": "sessiontree.stores.memory", "PostgresStore": "sessiontree.stores.postgres.store"}
 
-        return PostgresStore
+
+def __getattr__(name: str) -> object:
+    # The store classes are imported on first use: psycopg is an optional extra, and every
+    # backend costs start-up time to a command that does not use it (the status line).
+    module = _BACKENDS.get(name)
+    if module is not None:
+        from importlib import import_module
+
+        value = getattr(import_module(module), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -44,12 +44,15 @@ from sessiontree.format.codec import ParsedSession
 
 __all__ = [
     "ArchivedFile",
+    "AuditRecord",
     "CancelEvent",
     "DerivedData",
     "PartialReads",
     "ProgressCallback",
     "Provenance",
+    "PruneRecord",
     "RawTexts",
+    "Retention",
     "SessionFiles",
     "SessionListing",
     "SessionOutline",
@@ -60,6 +63,8 @@ __all__ = [
     "SyncChange",
     "SyncLedger",
     "SyncState",
+    "TeamAccess",
+    "TeamMember",
 ]
 
 #: ``on_progress(loaded, total)``, called once per session examined.
@@ -928,4 +933,140 @@ class SessionFiles(Protocol):
 
     def path_for(self, header: dict[str, Any]) -> str:
         """The file :meth:`SessionStore.create` would write for a new session with this header."""
+        ...
+
+
+# -- retention and teams (docs/team.md) -------------------------------------------------------
+
+
+@dataclass
+class PruneRecord:
+    """A session a prune deleted (or, in a dry run, would delete): ids, counts and sizes,
+    never content (docs/team.md, "Retention").
+
+    Attributes:
+        session_id: the session.
+        owner: whose it was (the PostgreSQL role; ``""`` where a store has no owners).
+        entries: its stored entries.
+        bytes: bytes of its stored records (the header's and every entry's JSON text).
+    """
+
+    session_id: str
+    owner: str
+    entries: int
+    bytes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{sessionId, owner, entries, bytes}`` (``prune --json``)."""
+        return {"sessionId": self.session_id, "owner": self.owner, "entries": self.entries, "bytes": self.bytes}
+
+
+@runtime_checkable
+class Retention(Protocol):
+    """Optional capability: deleting old sessions with a record (``sessiontree prune``,
+    ``hold``, ``unhold``; docs/team.md, "Retention"). Every store of this package has it.
+
+    Age is the session's last activity (``SessionInfo.modified``); the agent is the one
+    its provenance names (``""`` when none); held sessions are never pruned. Each prune
+    that deletes appends one line per session to the store's deletion log: ids, counts,
+    sizes, when, by whom, never content.
+    """
+
+    def prune(self, older_than_ms: float, *, agent: str | None = None, dry_run: bool = False,
+              everyone: bool = False) -> list[PruneRecord]:
+        """Delete whole sessions (and their derived rows) last active before ``older_than_ms``
+        (Unix ms), of ``agent`` when given, sparing held ones; log each deletion. ``dry_run``:
+        only say which. ``everyone``: a team store's admin prunes every owner's (elsewhere
+        every session is the caller's and it changes nothing). Returns the sessions by id."""
+        ...
+
+    def set_hold(self, session_id: str, held: bool) -> bool:
+        """Hold the session (prune spares it) or let it go; whether the session exists."""
+        ...
+
+    def holds(self) -> list[str]:
+        """The held sessions' ids, sorted."""
+        ...
+
+    def deletion_log(self) -> list[dict[str, Any]]:
+        """The deletion log, oldest first: ``{deleted_at (Unix ms), deleted_by, owner,
+        session_id, entries, bytes, reason}``."""
+        ...
+
+
+@dataclass
+class TeamMember:
+    """A person of a team store (``team list``).
+
+    Attributes:
+        name: the login role.
+        role: ``member``, ``lead`` or ``admin``.
+        can_login: whether the role may log in.
+        sessions: sessions it owns in the store.
+    """
+
+    name: str
+    role: str
+    can_login: bool
+    sessions: int
+
+
+@dataclass
+class AuditRecord:
+    """One access through the audited door (``team audit``).
+
+    Attributes:
+        id: the record's number.
+        at: when, ISO 8601 UTC with milliseconds.
+        reader: the login role that opened the session.
+        session_id: the session opened.
+        session_owner: its owner.
+        reason: the reason given.
+    """
+
+    id: int
+    at: str
+    reader: str
+    session_id: str
+    session_owner: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as JSON (``team audit --json``)."""
+        return {"id": self.id, "at": self.at, "reader": self.reader, "sessionId": self.session_id,
+                "owner": self.session_owner, "reason": self.reason}
+
+
+@runtime_checkable
+class TeamAccess(Protocol):
+    """Optional capability: a store private by construction, with people in roles
+    (docs/team.md). The PostgreSQL store has it; commands ask ``isinstance(store,
+    TeamAccess)``."""
+
+    def team_add(self, name: str, role: str, password: str | None = None) -> None:
+        """Create (or take) login role ``name`` in the group of ``role``."""
+        ...
+
+    def team_list(self) -> list[TeamMember]:
+        """The people of the team, by name."""
+        ...
+
+    def team_remove(self, name: str) -> None:
+        """Take ``name`` out of the team (its sessions stay, readable by no one else)."""
+        ...
+
+    def team_usage(self, *, by_user: bool = False) -> list[dict[str, Any]]:
+        """Usage aggregates without content (``by_user``: leads and admins)."""
+        ...
+
+    def team_sessions(self, *, by_user: bool = False) -> list[dict[str, Any]]:
+        """Session counts without content (``by_user``: leads and admins)."""
+        ...
+
+    def team_open(self, session_id: str, reason: str) -> tuple[int, ParsedSession]:
+        """Read one session through the audited door: ``(audit record id, session)``."""
+        ...
+
+    def team_audit(self) -> list[AuditRecord]:
+        """The accesses to the caller's sessions (and the caller's own), oldest first."""
         ...

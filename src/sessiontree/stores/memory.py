@@ -40,6 +40,7 @@ from sessiontree.stores.base import (
 from sessiontree.stores.scan import check_limit, scan
 from sessiontree.stores.shared import (
     Progress,
+    RetentionBase,
     StoreBase,
     apply_sync_change,
     check_header,
@@ -69,7 +70,7 @@ class _Session:
     written_at: float
 
 
-class MemoryStore(StoreBase):
+class MemoryStore(RetentionBase, StoreBase):
     """A :class:`~sessiontree.stores.base.SessionStore` that never touches the filesystem.
 
     ``url`` is ``"memory:"`` and ``kind`` ``"memory"``. Listing rows use the
@@ -88,6 +89,9 @@ class MemoryStore(StoreBase):
         #: ``sessiontree archive`` records, by (path, sha256), in first-write order (docs/agent-loop.md).
         self._archived: dict[tuple[str, bytes], ArchivedFile] = {}
         self._provenance: dict[str, Provenance] = {}
+        #: Held session ids and the deletion log (docs/team.md, "Retention").
+        self._holds: set[str] = set()
+        self._deletions: list[dict[str, Any]] = []
 
     def __repr__(self) -> str:
         return f"MemoryStore({len(self._sessions)} sessions)"
@@ -234,6 +238,25 @@ class MemoryStore(StoreBase):
         """Forget the session; a missing id does nothing."""
         with self._lock:
             self._sessions.pop(session_id, None)
+
+    # -- retention (RetentionBase) -----------------------------------------------------------
+
+    def _write_hold(self, session_id: str, held: bool) -> None:
+        with self._lock:
+            (self._holds.add if held else self._holds.discard)(session_id)
+
+    def _stored_holds(self) -> set[str]:
+        with self._lock:
+            return set(self._holds)
+
+    def _append_deletions(self, rows: list[dict[str, Any]]) -> None:
+        with self._lock:
+            self._deletions.extend(dict(row) for row in rows)
+
+    def deletion_log(self) -> list[dict[str, Any]]:
+        """The deletion log, oldest first. See :meth:`Retention.deletion_log`."""
+        with self._lock:
+            return [dict(row) for row in self._deletions]
 
     # -- reads ----------------------------------------------------------------------------
 

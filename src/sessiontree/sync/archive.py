@@ -10,7 +10,7 @@ A file is archived only when the store can give it back byte for byte
 2. the store rebuilds its bytes (:func:`~sessiontree.sync.restore.agent_file`)
    and their SHA-256 equals the file's, read now;
 3. under the store's sync run lock (one archive or sync at a time on a SQLite
-   or JSONL store), the file is renamed beside itself to a name no agent or
+   or JSONL store, per host on a PostgreSQL one: docs/postgres.md), the file is renamed beside itself to a name no agent or
    sync reads (``<name>.sessiontree-archiving``), the renamed file is hashed
    again and must still match (an agent appending through the path before the
    rename is caught here; one appending after it creates a new file, which
@@ -165,7 +165,8 @@ def _finish_leftovers(store: SessionStore, folders: Sequence[str], delete: bool,
     """Finish what a killed run left: a renamed file whose bytes match its pending
     record is moved on; any other renamed file is renamed back when its name is free;
     a pending record whose file and renamed copy are both gone is marked ``done`` (the
-    move happened), one whose file is back under its name ``undone``."""
+    move happened), one whose file is back under its name with its bytes ``undone`` (a
+    new file of the agent under that name is not the archived one: ``done``)."""
     results: list[ArchivedResult] = []
     for folder in folders:
         for root, _, names in os.walk(folder):  # symbolic links to folders are not followed
@@ -184,6 +185,8 @@ def _finish_leftovers(store: SessionStore, folders: Sequence[str], delete: bool,
                 if record is not None:
                     try:
                         os.unlink(moved) if delete else _trash(moved, original)
+                    except FileNotFoundError:
+                        continue  # taken meanwhile: its record is settled below
                     except OSError as exc:
                         results.append(ArchivedResult(original, "skipped", f"move failed: {exc}", record.session_id,
                                                       size))
@@ -200,8 +203,7 @@ def _finish_leftovers(store: SessionStore, folders: Sequence[str], delete: bool,
     for record in store.archived_files():
         if record.state != "pending" or os.path.lexists(record.path + ARCHIVING_SUFFIX):
             continue
-        state = "undone" if os.path.lexists(record.path) else "done"
-        store.record_archived(replace(record, state=state))
+        store.record_archived(replace(record, state="undone" if _holds(record.path, record.sha256) else "done"))
     return results
 
 
@@ -295,6 +297,8 @@ def _one(store: SessionStore, agent: str, folder: str, path: str, st: os.stat_re
         return ArchivedResult(path, "skipped", f"cannot reproduce: {exc}", state.session_id, size, agent)
     try:
         sha, read = _sha_file(path)
+    except FileNotFoundError:
+        return ArchivedResult(path, "skipped", _VANISHED, state.session_id, size, agent)
     except OSError as exc:
         return ArchivedResult(path, "skipped", f"cannot read: {exc.strerror}", state.session_id, size, agent)
     if sha != rebuilt.sha256 or read != len(rebuilt.data):
@@ -315,8 +319,7 @@ def _one(store: SessionStore, agent: str, folder: str, path: str, st: os.stat_re
     try:
         os.rename(path, moved)
     except FileNotFoundError:
-        return ArchivedResult(path, "skipped", "vanished (another run may have archived it)", state.session_id,
-                              size, agent)
+        return ArchivedResult(path, "skipped", _VANISHED, state.session_id, size, agent)
     except OSError as exc:
         return ArchivedResult(path, "skipped", f"move failed: {exc.strerror}", state.session_id, size, agent)
     try:
@@ -340,11 +343,29 @@ def _one(store: SessionStore, agent: str, folder: str, path: str, st: os.stat_re
         os.unlink(moved) if delete else _trash(moved, path)
     except OSError as exc:
         _put_back(moved, path)
+        if not os.path.lexists(path) and not os.path.lexists(moved):
+            # Gone from under us (taken by another process, not by us): the record says what
+            # is true, the file is no longer in the folder, and the store rebuilds it.
+            store.record_archived(replace(record, state="done"))
+            return ArchivedResult(path, "skipped", _VANISHED, state.session_id, size, agent)
         store.record_archived(replace(record, state="undone"))
         return ArchivedResult(path, "skipped", f"move failed: {exc}", state.session_id, size, agent)
     store.record_archived(ArchivedFile(path, state.session_id, sha, size, agent, record.archived_at,
                                        record.destination, "done"))
     return ArchivedResult(path, "archived", None, state.session_id, size, agent)
+
+
+#: Why a file that was there when the run listed its folder is skipped: it is gone.
+_VANISHED = "vanished (another run may have archived it)"
+
+
+def _holds(path: str, sha: bytes) -> bool:
+    """Whether the file at ``path`` has the bytes of SHA-256 ``sha`` (put back after a failed
+    move), not a new file an agent wrote under the same name since."""
+    try:
+        return _sha_file(path)[0] == sha
+    except OSError:
+        return False
 
 
 def _put_back(moved: str, path: str) -> None:

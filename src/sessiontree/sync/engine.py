@@ -52,6 +52,7 @@ import hashlib
 import os
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -68,7 +69,7 @@ from sessiontree.errors import (
 from sessiontree.format import jsonio
 from sessiontree.format.codec import ParsedSession
 from sessiontree.format.files import first_line, sha256_prefix
-from sessiontree.format.foreign import map_foreign, sniff_agent
+from sessiontree.format.foreign import map_foreign, sniff_agent, source_bytes
 from sessiontree.format.ids import is_valid_session_id
 from sessiontree.format.inputlimit import check_input_size
 from sessiontree.format.shape import FileShape, ShapeError, shape_of
@@ -93,6 +94,7 @@ __all__ = [
     "discover",
     "opened_files",
     "run_lock",
+    "run_lock_path",
     "watch",
 ]
 
@@ -132,13 +134,15 @@ def _prefix_sha(fd: int, size: int) -> bytes:
     return sha256_prefix(fd, size)[0]
 
 
-def _whole_shape(body: bytes, parsed: ParsedSession) -> bytes | None:
+def _whole_shape(body: bytes, parsed: ParsedSession, header_line: int | None = None) -> bytes | None:
     """The encoded shape of a whole file's complete bytes, against the header the store
-    will hold (its own serialization of the parsed header) and the entries' texts;
+    will hold (its own serialization of the parsed header) and the entries' texts
+    (``header_line``: the header's line when malformed lines come before it);
     ``None`` when the shape cannot follow the lines (never expected; restore then says
     the file cannot be given back byte for byte)."""
     try:
-        return shape_of(body, jsonio.dumps(parsed.header), parsed.lines, parsed.entry_bytes).encode()
+        return shape_of(body, jsonio.dumps(parsed.header), parsed.lines, parsed.entry_bytes,
+                        header_line=header_line).encode()
     except ShapeError:
         return None
 
@@ -165,6 +169,9 @@ class FileResult:
             ``{"id", "type", "reason"}`` (``replaced``).
         note: one line about a file read despite a flaw (glued records read
             apart, docs/sync.md "Glued records"); ``None`` otherwise.
+        set_aside: a ``rejected``, ``diverged`` or ``in-progress`` result reported by an
+            earlier run for the same unchanged file (:mod:`sessiontree.sync.setaside`):
+            counted in the summary's "set aside", not shown again, not a failure.
     """
 
     path: str
@@ -179,12 +186,14 @@ class FileResult:
     superseded: int = 0
     dropped: list[dict[str, Any]] = field(default_factory=list)
     note: str | None = None
+    set_aside: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON data (camelCase keys, as ``--json`` prints them)."""
         return {"path": self.path, "status": self.status, "sessionId": self.session_id, "added": self.added,
                 "reason": self.reason, "line": self.line, "entryId": self.entry_id, "pending": self.pending,
-                "kept": self.kept, "superseded": self.superseded, "dropped": self.dropped, "note": self.note}
+                "kept": self.kept, "superseded": self.superseded, "dropped": self.dropped, "note": self.note,
+                "setAside": self.set_aside}
 
 
 @dataclass
@@ -223,19 +232,30 @@ class SyncReport:
 
     @property
     def ok(self) -> bool:
-        """Nothing was rejected or left diverged."""
-        counts = self.counts()
-        return not counts["rejected"] and not counts["diverged"]
+        """Nothing new was rejected or left diverged (a result set aside, reported by an
+        earlier run for the same unchanged file, is no new failure: docs/sync.md, "Exit status")."""
+        return not any(r.status in ("rejected", "diverged") and not r.set_aside for r in self.files)
+
+    @property
+    def set_aside(self) -> int:
+        """Results set aside: reported before, for the same unchanged file."""
+        return sum(1 for r in self.files if r.set_aside)
 
     def summary(self) -> str:
-        """One line: ``3 new, 1 grown (+12 entries), 40 unchanged, 0 in progress, ...``."""
-        c = self.counts()
+        """One line: ``3 new, 1 grown (+12 entries), 40 unchanged, 0 in progress, ...``, then
+        ``, N set aside (...)`` when results were set aside (they are not in the other counts)."""
+        c = dict.fromkeys(STATUSES, 0)
+        for result in self.files:
+            if not result.set_aside:
+                c[result.status] += 1
         grown = sum(result.added for result in self.files if result.status == "grown")
         parts = [f"{c['new']} new", f"{c['grown']} grown (+{grown} {'entry' if grown == 1 else 'entries'})", f"{c['unchanged']} unchanged",
                  f"{c['in-progress']} in progress"]
         if c["replaced"]:
             parts.append(f"{c['replaced']} replaced")
         parts += [f"{c['diverged']} diverged", f"{c['rejected']} rejected"]
+        if self.set_aside:
+            parts.append(f"{self.set_aside} set aside (reported before; --verbose lists them)")
         return ", ".join(parts)
 
     def index_line(self) -> str | None:
@@ -250,7 +270,7 @@ class SyncReport:
     def to_dict(self) -> dict[str, Any]:
         """JSON data: per-file results, the counts, entries added, notes."""
         data: dict[str, Any] = {"files": [r.to_dict() for r in self.files], **self.counts(),
-                                "entriesAdded": self.added, "notes": list(self.notes)}
+                                "setAside": self.set_aside, "entriesAdded": self.added, "notes": list(self.notes)}
         if self.interrupted:
             data.update(interrupted=True, left=self.left)
         if self.indexed or self.index_left:
@@ -320,6 +340,10 @@ def discover(paths: Iterable[str], exclude: str | None = None,
             reject(directory, _os_reason(exc, directory))
             return
         inner = ancestors | {key}
+        # A folder's own files before its subfolders: a session's own file is met before
+        # the same-id copies pi-subagents keeps in a folder named after it (docs/sync.md,
+        # "pi-subagents folders").
+        items.sort(key=lambda item: (_is_folder(item), item.name))
         for item in items:
             if links is not None and item.is_symlink():
                 try:
@@ -364,6 +388,45 @@ def discover(paths: Iterable[str], exclude: str | None = None,
         else:
             reject(path, "not a regular file")
     return files, rejected
+
+
+def _is_header_line(line: bytes) -> bool:
+    """Whether a file's first line is a session header (a BOM before it allowed); ``False``
+    for a damaged first line that readers skip (docs/sync.md, "Malformed lines")."""
+    if line.lstrip(_JSON_WS + b"\xef\xbb\xbf").startswith(b'{"type":"session"'):
+        return True  # pi's and Atomic's own header: no need to parse it
+    try:
+        value = jsonio.loads(line.lstrip(b"\xef\xbb\xbf"))
+    except (ValueError, SessionError):
+        return False
+    return isinstance(value, dict) and value.get("type") == "session"
+
+
+def _is_folder(item: os.DirEntry[str]) -> bool:
+    """Whether a folder entry is a folder (a link to one too); ``False`` when it cannot be told."""
+    try:
+        return item.is_dir() and not item.name.endswith(_SUFFIX)
+    except OSError:
+        return False
+
+
+#: The folder pi-subagents writes its run artifacts to, beside the sessions (docs/sync.md).
+_ARTIFACTS_FOLDER = "subagent-artifacts"
+
+
+def _artifact_note(path: str, first: bytes) -> str | None:
+    """The note for a pi-subagents artifact (a subagent run's transcript or event stream in
+    a ``subagent-artifacts`` folder, whose first record is no session header), else ``None``."""
+    if os.path.basename(os.path.dirname(path)) != _ARTIFACTS_FOLDER:
+        return None
+    try:
+        value = jsonio.loads(first)
+    except (ValueError, SessionError):
+        value = None
+    if isinstance(value, dict) and value.get("type") == "session":
+        return None
+    return ("a pi-subagents artifact (a subagent run's transcript or events, no session header): skipped; "
+            "the run's session is its own file")
 
 
 def _os_reason(exc: OSError, path: str) -> str:
@@ -420,19 +483,35 @@ def _lines_in(data: bytes) -> int:
     return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 
+#: Damaged lines looked past before the first readable record decides what wrote a file.
+_SNIFF_LINES = 64
+
+
 def _maybe_foreign(body: bytes) -> bool:
-    """Whether the first record of ``body`` is one a foreign agent writes (a pi/Atomic
-    header is recognised from its first bytes, without parsing the line)."""
-    start = len(body) - len(body.lstrip(_JSON_WS + b"\x0b\x0c"))
-    end = body.find(b"\n", start)
-    first = body[start:end if end >= 0 else len(body)]
-    if first.startswith(b'{"type":"session"'):
-        return False
-    try:
-        value = jsonio.loads(first)
-    except (ValueError, SessionError):
-        return False
-    return sniff_agent(value if isinstance(value, dict) else None) is not None
+    """Whether the first readable record of ``body`` (a line that is a JSON object; up to
+    :data:`_SNIFF_LINES` damaged lines before it are looked past, as
+    :func:`~sessiontree.format.foreign.map_foreign` does) is one a foreign agent writes.
+    A pi/Atomic header is recognised from its first bytes, without parsing the line."""
+    start = 0
+    size = len(body)
+    looked = 0
+    while start < size and looked < _SNIFF_LINES:
+        end = body.find(b"\n", start)
+        stop = size if end < 0 else end
+        line = body[start:stop].strip(_JSON_WS + b"\x0b\x0c")
+        start = stop + 1
+        if not line:
+            continue
+        looked += 1
+        if line.startswith(b'{"type":"session"'):
+            return False
+        try:
+            value = jsonio.loads(line)
+        except (ValueError, SessionError):
+            continue
+        if isinstance(value, dict):
+            return sniff_agent(value) is not None
+    return False
 
 
 # --------------------------------------------------------------------------- comparing
@@ -550,6 +629,41 @@ def _merge_for_replace(stored: ParsedSession, parsed: ParsedSession,
 _ID_FIELDS = ("id", "parentId", "firstKeptEntryId", "targetId", "fromId")
 
 
+def _mapped_again(stored: ParsedSession, source: bytes) -> bool:
+    """Whether a stored foreign session was mapped from records the file still holds
+    unchanged (their verbatim bytes, joined, are a non-empty prefix of ``source``): then any
+    difference in the entries is the mapping's, never the agent's."""
+    before = source_bytes(stored.entries)
+    return bool(before) and before is not None and source.startswith(before)
+
+
+def _remapped(stored: ParsedSession, parsed: ParsedSession,
+              raw: list[bytes]) -> tuple[list[dict[str, Any]], list[bytes | None], int]:
+    """What a foreign session mapped again stores: the file's entries as the current mapping
+    makes them, then the stored entries set with sessiontree (those without a ``foreign``
+    object: a name, a label), in stored order; one whose parent is gone hangs off the last
+    file entry, one whose target is gone is dropped. Returns ``(entries, raw, kept)``."""
+    entries: list[dict[str, Any]] = list(parsed.entries)
+    texts: list[bytes | None] = list(raw)
+    ids = {entry["id"] for entry in entries}
+    leaf = entries[-1]["id"] if entries else None
+    kept = 0
+    for j, entry in enumerate(stored.entries):
+        if isinstance(entry.get("foreign"), dict) or entry["id"] in ids:
+            continue  # a record of the file: the current mapping's entry stands for it
+        target = entry.get("targetId")
+        if isinstance(target, str) and target not in ids:
+            continue
+        text: bytes | None = stored.entry_bytes(j)
+        if entry.get("parentId") is not None and entry.get("parentId") not in ids:
+            entry, text = {**entry, "parentId": leaf}, None
+        entries.append(entry)
+        texts.append(text)
+        ids.add(entry["id"])
+        kept += 1
+    return entries, texts, kept
+
+
 def _sans_ids(entry: dict[str, Any]) -> bytes:
     """An entry's content without its id and the ids it names (canonical JSON)."""
     return jsonio.dumps({key: value for key, value in sorted(entry.items()) if key not in _ID_FIELDS})
@@ -628,20 +742,30 @@ class Syncer:
         replace: resolve ``diverged`` files by replacing the stored session
             with the file's content (``replaced``).
         dry_run: decide every outcome, write nothing.
+        finished_after: seconds after which a Claude Code or Codex file whose last line
+            has no newline, unchanged since, is taken as finished: that line is read
+            when it is a complete record (docs/sync.md, "In progress"). ``None``
+            (the default, and ``sync --strict``): such a line always waits.
 
     The recorded states and stored ids are read once at construction (one
     query each), so deciding that 10,000 files are unchanged costs 10,000
     ``stat`` calls and nothing else.
     """
 
-    def __init__(self, store: SessionStore, *, replace: bool = False, dry_run: bool = False) -> None:
+    def __init__(self, store: SessionStore, *, replace: bool = False, dry_run: bool = False,
+                 finished_after: float | None = None) -> None:
         self.store = store
         self.replace = replace
         self.dry_run = dry_run
+        self.finished_after = finished_after
         # Which agent's folder a file is in, for the provenance of the sessions it creates.
         self._folders = sorted(((source.path.rstrip(os.sep) + os.sep, source.agent) for source in agent_sources()),
                                key=lambda item: -len(item[0]))
         self._refresh()
+
+    def _finished(self, st: os.stat_result) -> bool:
+        """Whether a file unchanged since ``st`` has rested longer than ``finished_after``."""
+        return self.finished_after is not None and time.time() - st.st_mtime > self.finished_after
 
     def _refresh(self) -> None:
         self.states: dict[str, SyncState] = self.store.sync_states()
@@ -717,7 +841,11 @@ class Syncer:
         if stored and state is not None and (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev) == (
                 state.size, state.mtime_ns, state.inode, state.dev):
             pending = state.size - state.consumed
-            return FileResult(path, "in-progress" if pending else "unchanged", state.session_id, pending=pending)
+            # A mapped file's unfinished last line left from a run before it rested long enough:
+            # read it once more (it may be a complete record now taken as finished).
+            if not (pending and state.version == 0 and self._finished(st)):
+                return FileResult(path, "in-progress" if pending else "unchanged", state.session_id,
+                                  pending=pending)
         try:
             fd = _open_source(path)
         except OSError as exc:
@@ -750,6 +878,29 @@ class Syncer:
         if change.kind == "create":
             self.stored_ids.add(change.session_id)
 
+    # -- pi-subagents: a session's own file and its same-id copies -----------------------------
+
+    def _own_file(self, path: str, session_id: str) -> str | None:
+        """The session's own file when ``path`` is a same-id copy inside the folder named
+        after it (``<ts>_<id>/forks/...``, ``<ts>_<id>/<runId>/run-0/session.jsonl``: the
+        folder pi-subagents keeps beside a session file), else ``None``."""
+        if session_id not in self.stored_ids:
+            return None
+        for other, state in self.states.items():
+            if (other != path and state.session_id == session_id and state.entries > 0
+                    and path.startswith(os.path.splitext(other)[0] + os.sep)):
+                return other
+        return None
+
+    def _copies_taken_over(self, path: str, session_id: str) -> list[SyncState]:
+        """The recorded states of same-id copies inside ``path``'s own folder that hold the
+        session (synced before its own file, as an earlier version met them first)."""
+        if session_id not in self.stored_ids:
+            return []
+        root = os.path.splitext(path)[0] + os.sep
+        return [state for other, state in self.states.items()
+                if state.session_id == session_id and state.entries > 0 and other.startswith(root)]
+
     # -- a file that only grew: read the new bytes --------------------------------------------
 
     def _grow(self, path: str, fd: int, fst: os.stat_result, state: SyncState) -> FileResult | None:
@@ -758,6 +909,8 @@ class Syncer:
         header = first_line(fd)
         if _sha(header) != state.header_hash:
             return None
+        if not _is_header_line(header):
+            return None  # malformed lines before the header (skipped as pi does): read whole
         low = max(0, state.consumed - TAIL_CHECK)
         try:
             check_input_size(fst.st_size - state.consumed, path)  # only the new bytes are read
@@ -850,6 +1003,9 @@ class Syncer:
     # -- anything else: read the whole file and compare ---------------------------------------
 
     def _whole(self, path: str, fd: int, fst: os.stat_result, state: SyncState | None) -> FileResult:
+        note = _artifact_note(path, first_line(fd))
+        if note is not None:
+            return FileResult(path, "unchanged", note=note)
         try:
             check_input_size(fst.st_size, path)  # refused before it is read (docs/stores.md, "Large files")
         except InvalidSessionError as exc:
@@ -881,15 +1037,46 @@ class Syncer:
         session_id = parsed.header["id"]
         if not is_valid_session_id(session_id):
             return FileResult(path, "rejected", session_id, reason=f"invalid session id {session_id!r}", line=1)
+        own = self._own_file(path, session_id)
+        if own is not None:
+            # A same-id copy inside the session's own folder (pi-subagents): recorded, so it is
+            # not read again while unchanged, with no entries (never counted, never the
+            # session's path for restore or resume), and nothing stored from it.
+            copy = SyncState(path, session_id, fst.st_size, fst.st_mtime_ns, fst.st_ino, fst.st_dev, complete,
+                             _lines_in(body), 0, 0, _sha(body.split(b"\n", 1)[0]), _sha(body[-TAIL_CHECK:]), None)
+            self._commit(self.states.get(path), copy, SyncChange("none", session_id))
+            return FileResult(path, "unchanged", session_id, pending=pending,
+                              note=f"a copy of session {session_id} in its own file's folder (pi-subagents); "
+                                   f"the session is {own}: not counted again")
+        taken = self._copies_taken_over(path, session_id)
         raw = [parsed.entry_bytes(i) for i in range(len(parsed.entries))]
         new_state = SyncState(path, session_id, fst.st_size, fst.st_mtime_ns, fst.st_ino, fst.st_dev, complete,
                               _lines_in(body), len(raw), parsed.source_version,
-                              _sha(body.split(b"\n", 1)[0]), _sha(body[-TAIL_CHECK:]), _whole_shape(body, parsed))
+                              _sha(body.split(b"\n", 1)[0]), _sha(body[-TAIL_CHECK:]),
+                              _whole_shape(body, parsed, split.header_line if split is not None else None))
         expect = self.states.get(path)
         synced_before = state.entries if state is not None and state.session_id == session_id else 0
-        result = self._reconcile(path, parsed, raw, pending, synced_before,
-                                 lambda change: self._commit(expect, new_state, change))
         notes = []
+        if taken:
+            # The session's own file takes the session back from the copies an earlier sync
+            # met first: the stored session becomes the file's (the copies' own entries stay in
+            # their files), and the copies are recorded as copies.
+            try:
+                self._commit(expect, new_state, SyncChange("replace", session_id, dict(parsed.header),
+                                                           parsed.entries, raw))
+            except InvalidSessionError as exc:
+                return FileResult(path, "rejected", session_id, reason=f"replacing failed: {exc.reason}")
+            for copy in taken:
+                self._commit(copy, replace(copy, entries=0, version=0, shape=None),
+                             SyncChange("none", session_id))
+            many = len(taken) > 1
+            result = FileResult(path, "replaced", session_id, added=len(raw), pending=pending,
+                                reason=f"the session's own file: it replaces what {len(taken)} same-id "
+                                       f"cop{'ies' if many else 'y'} in its folder (pi-subagents) gave "
+                                       f"before; they no longer count")
+        else:
+            result = self._reconcile(path, parsed, raw, pending, synced_before,
+                                     lambda change: self._commit(expect, new_state, change))
         if result.status == "new" and state is not None and state.session_id == session_id:
             # Synced before, since deleted from the store: the agent's file is the source,
             # so it comes back, but never silently (docs/sync.md, "A deleted session").
@@ -910,10 +1097,13 @@ class Syncer:
         once) and records no shape (``restore`` is for pi and Atomic; a foreign session
         is given back with ``export --format source``)."""
         # Foreign agents write whole lines: a last line without its newline is still being
-        # written, even when it already parses (its raw bytes must end where the file's will).
-        cut = body.rfind(b"\n") + 1
-        pending += len(body) - cut
-        body = body[:cut]
+        # written, even when it already parses (its raw bytes must end where the file's will),
+        # unless the file has rested past ``finished_after``: then a last line that parses
+        # (body holds it only then) is the file's last record.
+        if not self._finished(fst):
+            cut = body.rfind(b"\n") + 1
+            pending += len(body) - cut
+            body = body[:cut]
         if not body.strip(_JSON_WS + b"\x0b\x0c"):
             return FileResult(path, "in-progress", reason="no complete record yet", pending=pending)
         mapped = map_foreign(body, path)
@@ -922,21 +1112,31 @@ class Syncer:
         if not mapped.header_known:
             return FileResult(path, "in-progress", reason="no record names the session yet",
                               pending=pending + len(body))
+        refusal = mapped.refusal()  # the same decision `check` reports (docs/agents/README.md)
+        if refusal is not None:
+            return FileResult(path, "rejected", reason=refusal, line=1)
         parsed = mapped.parsed(path)
         session_id = parsed.header["id"]
-        if not is_valid_session_id(session_id):
-            return FileResult(path, "rejected", reason=f"invalid session id {session_id!r}", line=1)
         count = len(parsed.entries)
         new_state = SyncState(path, session_id, fst.st_size, fst.st_mtime_ns, fst.st_ino, fst.st_dev, len(body),
                               _lines_in(body), count, 0, _sha(body.split(b"\n", 1)[0]),
                               _sha(body[-TAIL_CHECK:]), None)
         expect = self.states.get(path)
         synced_before = state.entries if state is not None and state.session_id == session_id else 0
-        if (state is not None and expect is state and synced_before and state.version == 0
-                and session_id in self.stored_ids and (fst.st_ino, fst.st_dev) == (state.inode, state.dev)
-                and state.consumed <= len(body) and count >= state.entries
-                and _sha(body.split(b"\n", 1)[0]) == state.header_hash
-                and _sha(body[max(0, state.consumed - TAIL_CHECK):state.consumed]) == state.tail_hash):
+        appended = (state is not None and expect is state and synced_before and state.version == 0
+                    and session_id in self.stored_ids and (fst.st_ino, fst.st_dev) == (state.inode, state.dev)
+                    and state.consumed <= len(body) and count >= state.entries
+                    # A last record taken as finished without its newline may be continued on its line.
+                    and body[state.consumed - 1:state.consumed] in (b"\n", b"")
+                    and _sha(body.split(b"\n", 1)[0]) == state.header_hash
+                    and _sha(body[max(0, state.consumed - TAIL_CHECK):state.consumed]) == state.tail_hash)
+        settled = count if mapped.settled is None else mapped.settled
+        if appended and state is not None and state.entries > settled:
+            replaced = self._replace_unsettled(path, parsed, state.entries, pending,
+                                               lambda change: self._commit(expect, new_state, change))
+            if replaced is not None:
+                return replaced
+        if appended and state is not None:
             # Only appended to (same file, same first line, same bytes before the consumed
             # offset): the mapping is prefix-stable, so the entries already synced are the
             # first ones; append the rest without reading the stored session back.
@@ -953,11 +1153,39 @@ class Syncer:
                                   session_id, added=len(added), pending=pending)
         raw = [parsed.entry_bytes(i) for i in range(count)]
         return self._reconcile(path, parsed, raw, pending, synced_before,
-                               lambda change: self._commit(expect, new_state, change))
+                               lambda change: self._commit(expect, new_state, change), source=body)
+
+    def _replace_unsettled(self, path: str, parsed: ParsedSession, stored_count: int, pending: int,
+                           commit: Callable[[SyncChange], None]) -> FileResult | None:
+        """A foreign file synced while a Claude Code call was still being written: the call's
+        billed flag has moved to its newest record (docs/agents/README.md, "Prefix-stable"),
+        so the stored session is replaced by the file's entries (entries set with
+        sessiontree kept, as ``sync --replace`` keeps them). ``None`` when the stored
+        session cannot be read (the caller then compares the whole session)."""
+        session_id = parsed.header["id"]
+        try:
+            stored = self.store.read(session_id)
+        except (SessionNotFoundError, InvalidSessionError, StorageError):
+            return None
+        count = len(parsed.entries)
+        raw = [parsed.entry_bytes(i) for i in range(count)]
+        entries, texts, _kept, _superseded, _dropped = _merge_for_replace(stored, parsed, raw)
+        try:
+            commit(SyncChange("replace", session_id, dict(parsed.header), entries, texts))
+        except InvalidSessionError as exc:
+            return FileResult(path, "rejected", session_id, reason=f"replacing failed: {exc.reason}")
+        added = count - stored_count
+        return FileResult(path, "grown" if added else ("in-progress" if pending else "unchanged"),
+                          session_id, added=added, pending=pending)
 
     def _reconcile(self, path: str, parsed: ParsedSession, raw: list[bytes], pending: int, synced_before: int,
-                   commit: Callable[[SyncChange], None]) -> FileResult:
-        """Decide new / unchanged / grown / diverged / replaced for a parsed source and write it."""
+                   commit: Callable[[SyncChange], None], source: bytes | None = None) -> FileResult:
+        """Decide new / unchanged / grown / diverged / replaced for a parsed source and write it.
+
+        ``source``: a foreign file's complete bytes. When its stored session differs from
+        the file's mapping although the records it was mapped from are the file's own
+        (a prefix of ``source``), the mapping changed, not the file: the session is mapped
+        again (``replaced``), as docs/agents/README.md ("Mapped again") says."""
         session_id = parsed.header["id"]
         stored: ParsedSession | None = None
         if session_id in self.stored_ids or self.store.exists(session_id):
@@ -995,6 +1223,16 @@ class Syncer:
                       (f", {kept} entries set with sessiontree kept on the new ids" if kept else ""))
             return FileResult(path, "replaced", session_id, added=len(raw), reason=reason,
                               pending=pending, kept=kept, superseded=len(mapping))
+        if source is not None and _mapped_again(stored, source):
+            entries, texts, kept = _remapped(stored, parsed, raw)
+            try:
+                commit(SyncChange("replace", session_id, dict(parsed.header), entries, texts))
+            except InvalidSessionError as exc:
+                return FileResult(path, "rejected", session_id, reason=f"replacing failed: {exc.reason}")
+            return FileResult(path, "replaced", session_id, added=len(raw), pending=pending, kept=kept,
+                              reason="mapped again: the file's records are the ones stored, read by this "
+                                     "version's mapping" + (f" ({kept} entries set with sessiontree kept)"
+                                                            if kept else ""))
         index = compared.index
         line: int | None
         if index is None:
@@ -1072,7 +1310,7 @@ class Syncer:
 # --------------------------------------------------------------------------- locking and watching
 
 
-def _lock_path(store: SessionStore) -> str | None:
+def run_lock_path(store: SessionStore) -> str | None:
     """Where the run lock of ``store`` lives: beside a SQLite file, inside a JSONL folder."""
     if store.kind == "sqlite":
         path = getattr(store, "path", None)
@@ -1090,10 +1328,18 @@ def run_lock(store: SessionStore, on_busy: Callable[[], None] | None = None) -> 
     another process, before waiting (the CLI says so: the only "error" two concurrent
     syncs may show). Stores without a file (memory) need no lock.
 
+    A PostgreSQL store holds its own: an advisory lock per host
+    (:meth:`~sessiontree.stores.postgres.ledger.PostgresLedger.run_lock`, docs/postgres.md).
+
     Raises:
-        StorageError: the lock file cannot be created.
+        StorageError: the lock file cannot be created (the database cannot be reached).
     """
-    path = _lock_path(store)
+    own = getattr(store, "run_lock", None) if store.kind == "postgres" else None
+    if own is not None:
+        with own(on_busy):
+            yield
+        return
+    path = run_lock_path(store)
     if path is None or fcntl is None:
         yield
         return

@@ -329,8 +329,7 @@ def agent_file(store: SessionStore, session_id: str, *, agent: str = "pi", at: s
             data += b"".join(text + b"\n" for text in texts[shape.entries:])
             notes.append(f"{extra} {'entry' if extra == 1 else 'entries'} added in the "
                          f"store after the file was synced follow the file's bytes")
-        end = data.find(b"\n")
-        v3 = jsonio.loads(data[:end if end >= 0 else len(data)].lstrip(b"\xef\xbb\xbf"))
+        v3 = _file_header(data)
         notes += _unseen(agent, stored.types, texts)
         # Nothing added: the bytes are the shape's, whose SHA-256 the rebuild was checked against.
         sha256 = hashlib.sha256(data).digest() if extra else shape.sha256
@@ -340,6 +339,25 @@ def agent_file(store: SessionStore, session_id: str, *, agent: str = "pi", at: s
     data = b"".join([jsonio.dumps(v3), b"\n", *(text + b"\n" for text in texts)])
     return AgentFile(session_id, data, hashlib.sha256(data).digest(), False, None, v3, cwd,
                      _unseen(agent, stored.types, texts))
+
+
+def _file_header(data: bytes) -> Any:
+    """The header a rebuilt file starts with: its first line that parses (a BOM before it
+    dropped); malformed lines before it are skipped, as pi's loader skips them
+    (docs/sync.md, "Malformed lines"). ``None`` when no line parses."""
+    start = 0
+    while start < len(data):
+        end = data.find(b"\n", start)
+        stop = len(data) if end < 0 else end
+        line = data[start:stop].lstrip(b"\xef\xbb\xbf").strip()
+        start = stop + 1
+        if not line:
+            continue
+        try:
+            return jsonio.loads(line)
+        except ValueError:
+            continue
+    return None
 
 
 def _fork_file(store: SessionStore, session_id: str, at: str, agent: str) -> AgentFile:

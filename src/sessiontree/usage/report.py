@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
 from decimal import Decimal
@@ -69,6 +69,7 @@ __all__ = [
     "session_stats",
     "session_usage",
     "usage_report",
+    "usage_reports",
 ]
 
 #: Version of the JSON shape of :meth:`UsageReport.to_dict` (docs/usage.md). Raised
@@ -110,7 +111,10 @@ class PriceCatalog(Protocol):
 
     def price(self, provider: str | None, model: str | None, input: int, output: int, cache_read: int,
               cache_write: int, at_ms: int) -> int | None:
-        """The cost of one call in nano-dollars, or ``None`` when the model is unknown."""
+        """The cost of one call in nano-dollars, or ``None`` when the model is unknown.
+        A catalogue that knows 1-hour cache writes also takes ``cache_write_1h=`` (the
+        part of ``cache_write`` written to the 1-hour cache); it is passed only when
+        non-zero, so a catalogue without it prices every write at the 5-minute rate."""
         ...
 
 
@@ -132,18 +136,22 @@ class GenaiPricesCatalog:
         self._cache: dict[tuple[Any, ...], int | None] = {}
 
     def price(self, provider: str | None, model: str | None, input: int, output: int, cache_read: int,
-              cache_write: int, at_ms: int) -> int | None:
-        """See :meth:`PriceCatalog.price`. The request time picks historical prices."""
+              cache_write: int, at_ms: int, cache_write_1h: int = 0) -> int | None:
+        """See :meth:`PriceCatalog.price`. The request time picks historical prices.
+        ``cache_write_1h`` (a part of ``cache_write``) is priced at the catalogue's
+        1-hour write rate (genai-prices ``cache_write_1h_mtok``; Anthropic: 2x the base
+        input price, where a 5-minute write is 1.25x: docs/usage.md, "Claude Code")."""
         if not model:
             return None
         day = at_ms // 86_400_000
-        key = (provider, model, input, output, cache_read, cache_write, day)
+        key = (provider, model, input, output, cache_read, cache_write, day, cache_write_1h)
         if key in self._cache:
             return self._cache[key]
         import genai_prices  # imported on first use: about half a second
 
         usage = genai_prices.Usage(input_tokens=input + cache_read + cache_write, output_tokens=output,
-                                   cache_read_tokens=cache_read, cache_write_tokens=cache_write)
+                                   cache_read_tokens=cache_read, cache_write_tokens=cache_write,
+                                   cache_write_1h_tokens=min(cache_write_1h, cache_write) or None)
         when = datetime.fromtimestamp(day * 86_400, UTC)
         result: int | None = None
         for provider_id in ([provider, None] if provider else [None]):
@@ -170,7 +178,7 @@ def _default_catalog() -> GenaiPricesCatalog:
 # --------------------------------------------------------------------------- totals
 
 
-@dataclass
+@dataclass(slots=True)
 class Totals(TokenCounts):
     """Sums of one group (or of everything).
 
@@ -204,9 +212,19 @@ class Totals(TokenCounts):
 
     def merge(self, other: Totals) -> None:
         """Add ``other`` into this total."""
-        for name in ("calls", "input", "output", "cache_read", "cache_write", "cost_nanos", "recorded_nanos",
-                     "estimated_nanos", "recorded_calls", "estimated_calls", "unpriced_calls", "unpriced_tokens"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+        # Written out (not a loop over names): the dashboard merges every row into several views.
+        self.calls += other.calls
+        self.input += other.input
+        self.output += other.output
+        self.cache_read += other.cache_read
+        self.cache_write += other.cache_write
+        self.cost_nanos += other.cost_nanos
+        self.recorded_nanos += other.recorded_nanos
+        self.estimated_nanos += other.estimated_nanos
+        self.recorded_calls += other.recorded_calls
+        self.estimated_calls += other.estimated_calls
+        self.unpriced_calls += other.unpriced_calls
+        self.unpriced_tokens += other.unpriced_tokens
         self.models |= other.models
         self.unpriced_models |= other.unpriced_models
 
@@ -262,8 +280,9 @@ def _row_totals(row: UsageRow, mode: str, catalog: Callable[[], PriceCatalog],
     price = None
     if mode != "recorded" and row.per_call and row.calls:
         n = row.calls
+        hour = {"cache_write_1h": row.cache_write_1h // n} if row.cache_write_1h else {}
         one = catalog().price(row.provider, row.model, row.input // n, row.output // n, row.cache_read // n,
-                              row.cache_write // n, row.bucket)
+                              row.cache_write // n, row.bucket, **hour)
         price = None if one is None else one * n
     if price is None:
         t.unpriced_calls = row.calls
@@ -365,18 +384,23 @@ class Group:
             (``"unknown"`` / ``""`` when not recorded).
         totals: its sums.
         cwd: the session's project (``--by session`` only).
+        parts: a stacked view's split of ``totals`` (:func:`usage_reports`), else ``None``.
     """
 
     key: str
     totals: Totals
     cwd: str | None = None
+    parts: dict[str, Totals] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form: ``{"key": ..., ("cwd": ...,) **totals}``."""
+        """JSON form: ``{"key": ..., ("cwd": ...,) **totals}`` (and ``"parts": {key: totals}``
+        for a stacked view of :func:`usage_reports`)."""
         data: dict[str, Any] = {"key": self.key}
         if self.cwd is not None:
             data["cwd"] = self.cwd
         data.update(self.totals.to_dict())
+        if self.parts is not None:
+            data["parts"] = {key: totals.to_dict() for key, totals in sorted(self.parts.items())}
         return data
 
 
@@ -460,13 +484,16 @@ def _check_mode(cost: str) -> None:
 def usage_report(store: SessionStore, *, by: str = "day", since: str | None = None, until: str | None = None,
                  cwd: str | None = None, tz: str | None = None, cost: str = "auto",
                  catalog: PriceCatalog | None = None, now_ms: int | None = None,
-                 hosts: Iterable[str] = (), users: Iterable[str] = ()) -> UsageReport:
+                 hosts: Iterable[str] = (), users: Iterable[str] = (),
+                 agents: Iterable[str] = ()) -> UsageReport:
     """Tokens and cost of every billed call in ``store``, each counted once, grouped.
 
     ``by="host"``/``"user"`` groups each call by the origin of the session that owns it
     (docs/sync.md, "Provenance"; ``unknown`` for a session without one); ``hosts`` and
     ``users`` keep only the calls owned by sessions first stored from there
-    (:func:`sessiontree.stores.origin.matching_sessions`).
+    (:func:`sessiontree.stores.origin.matching_sessions`); ``agents`` keeps only the
+    calls owned by sessions those agents wrote (``pi``, ``claude-code``, ``codex``: the
+    listing's ``agent``, as ``--by agent`` groups them).
 
     Args:
         store: any store.
@@ -484,51 +511,170 @@ def usage_report(store: SessionStore, *, by: str = "day", since: str | None = No
     """
     if by not in GROUPINGS:
         raise ValueError(f"unknown grouping {by!r}: expected one of {', '.join(GROUPINGS)}")
+    return usage_reports(store, [(by, None)], since=since, until=until, cwd=cwd, tz=tz, cost=cost,
+                         catalog=catalog, now_ms=now_ms, hosts=hosts, users=users, agents=agents)[0]
+
+
+#: Groupings of :func:`usage_reports` beyond :data:`GROUPINGS`: ``weekhour`` is the day of the
+#: week and the hour (``"0 09"``: Monday 09:00-10:00 in the report's zone), the viewer's heatmap.
+VIEW_GROUPINGS = (*GROUPINGS, "weekhour")
+#: What a view's groups may be split by (:attr:`Group.parts`).
+STACKINGS = ("model", "provider", "project", "agent", "host", "user", "session")
+
+_TIME_GROUPINGS = frozenset({"day", "week", "month", "weekhour"})
+_SESSION_GROUPINGS = frozenset({"session", "project", "agent", "host", "user"})
+_PER_SESSION_VIEWS = frozenset({"project", "agent", "host", "user"})
+#: Stands in for a session's sums when the session view holds them.
+_NO_TOTALS = Totals()
+
+
+def usage_reports(store: SessionStore, views: Sequence[tuple[str, str | None]], *, since: str | None = None,
+                  until: str | None = None, cwd: str | None = None, tz: str | None = None, cost: str = "auto",
+                  catalog: PriceCatalog | None = None, now_ms: int | None = None, hosts: Iterable[str] = (),
+                  users: Iterable[str] = (), agents: Iterable[str] = (),
+                  agent_of: Mapping[str, str] | None = None) -> list[UsageReport]:
+    """Several groupings of the same calls from one read of the store: one
+    :class:`UsageReport` per ``(by, stack)`` of ``views``, in order, each exactly what
+    :func:`usage_report` gives for ``by`` and the same filters (the rows are read once,
+    at the finest grouping any view needs, and every row is priced the same way in every
+    view, so each view's totals are the same sums; docs/usage.md).
+
+    Args:
+        views: ``(by, stack)``: ``by`` one of :data:`VIEW_GROUPINGS`; ``stack`` ``None`` or
+            one of :data:`STACKINGS`: each group's :attr:`Group.parts` then splits it by that.
+        agent_of: session id -> agent (the listing's ``agent``) when the caller has it (the
+            viewer keeps it while the store is unchanged); else the store is listed for it.
+        The rest: as :func:`usage_report`.
+
+    Raises:
+        ValueError: an unknown grouping, stacking, cost mode, zone or date.
+        StorageError: the store could not be read.
+    """
+    for by, stack in views:
+        if by not in VIEW_GROUPINGS:
+            raise ValueError(f"unknown grouping {by!r}: expected one of {', '.join(VIEW_GROUPINGS)}")
+        if stack is not None and stack not in STACKINGS:
+            raise ValueError(f"unknown stacking {stack!r}: expected one of {', '.join(STACKINGS)}")
     _check_mode(cost)
     zone = resolve_timezone(tz)
     since_ms = parse_date_bound(since, zone, end=False, now_ms=now_ms) if since else None
     until_ms = parse_date_bound(until, zone, end=True) if until else None
     resolved_cwd = os.path.abspath(cwd) if cwd is not None else None
-    hosts, users = tuple(hosts), tuple(users)
-    by_origin = by in ("host", "user") or bool(hosts or users)
+    hosts, users, wanted_agents = tuple(hosts), tuple(users), frozenset(agents)
+    dims = {by for by, _ in views} | {stack for _, stack in views if stack is not None}
+    by_origin = bool(dims & {"host", "user"}) or bool(hosts or users)
     query = UsageQuery(since_ms=since_ms, until_ms=until_ms, cwd=resolved_cwd,
-                       per_session=by in ("session", "project", "agent") or by_origin, price_all=cost == "catalog",
-                       by_time=by in ("day", "week", "month"))
+                       per_session=bool(dims & _SESSION_GROUPINGS) or by_origin or bool(wanted_agents),
+                       price_all=cost == "catalog", by_time=bool(dims & _TIME_GROUPINGS))
     rows: Iterable[UsageRow] = store.usage(query)
     skipped = getattr(rows, "skipped", 0)
-    agents: dict[str, str] = {}
-    if by == "agent":
+    maps: dict[str, dict[str, str]] = {}
+    if "agent" in dims or wanted_agents:
         # The agent is a header field: one listing (headers only, no entries) maps each owner.
-        agents = {info.id: info.agent for info in store.list_sessions(include_internal=True)}
+        if agent_of is None:
+            agent_of = {info.id: info.agent for info in store.list_sessions(include_internal=True)}
+        if wanted_agents:
+            rows = [row for row in rows if agent_of.get(row.session_id or "", "pi") in wanted_agents]
+        maps["agent"] = dict(agent_of)
     if by_origin:
         # Origins are kept beside the sessions: one read maps each owner.
         origins = store.provenances()
-        if by in ("host", "user"):
-            agents = {sid: (origin.host if by == "host" else origin.user) or _UNKNOWN
-                      for sid, origin in origins.items()}
+        maps["host"] = {sid: origin.host or _UNKNOWN for sid, origin in origins.items()}
+        maps["user"] = {sid: origin.user or _UNKNOWN for sid, origin in origins.items()}
         if hosts or users:
             keep = matching_sessions(origins, hosts, users)
             rows = [row for row in rows if row.session_id in keep]
     lazy = _LazyCatalog(catalog)
-    groups: dict[str, Group] = {}
-    totals = Totals()
-    day_cache: dict[int, date | None] = {}
+    day_cache: dict[int, Any] = {}
+    built: list[dict[str, Group]] = [{} for _ in views]
+    # Each row is priced once and added once per view; every sum that can be taken from sums is
+    # (the totals, a stacked group from its parts, a per-session view from the sessions' sums):
+    # the page sums ~19,000 rows of 10,000 sessions several ways (docs/viewer.md, "Usage dashboard").
+    derived = [i for i, (by, stack) in enumerate(views) if stack is None and by in _PER_SESSION_VIEWS]
+    direct = [(i, views[i][0], views[i][1], built[i]) for i in range(len(views)) if i not in derived]
+    sessions_view = next((groups for _i, by, stack, groups in direct if by == "session" and stack is None), None)
+    per_session: dict[str | None, tuple[Totals, UsageRow]] = {}
     for row in rows:
-        if by in ("agent", "host", "user"):
-            key = agents.get(row.session_id or "", "pi" if by == "agent" else _UNKNOWN)
+        # One pricing per row, added to every view: the views agree with each other to the nano-dollar.
+        priced = _row_totals(row, cost, lazy)
+        assert priced is not None
+        if derived:
+            held = per_session.get(row.session_id)
+            if held is None:
+                held = per_session[row.session_id] = (
+                    Totals() if sessions_view is None else _NO_TOTALS, row)
+            if sessions_view is None:
+                held[0].merge(priced)
+        for _i, by, stack, groups in direct:
+            key = _view_key(by, row, zone, day_cache, maps)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = Group(key, Totals(), row.cwd if by == "session" else None)
+            if stack is None:
+                group.totals.merge(priced)
+                continue
+            if group.parts is None:
+                group.parts = {}
+            part = _view_key(stack, row, zone, day_cache, maps)
+            totals_of_part = group.parts.get(part)
+            if totals_of_part is None:
+                totals_of_part = group.parts[part] = Totals()
+            totals_of_part.merge(priced)
+    for _i, _by, stack, groups in direct:
+        if stack is not None:
+            for group in groups.values():
+                for part_totals in (group.parts or {}).values():
+                    group.totals.merge(part_totals)
+    for summed, row in per_session.values():
+        if sessions_view is not None:
+            summed = sessions_view[row.session_id or ""].totals
+        for i in derived:
+            key = _view_key(views[i][0], row, zone, day_cache, maps)
+            group = built[i].get(key)
+            if group is None:
+                group = built[i][key] = Group(key, Totals())
+            group.totals.merge(summed)
+    # Every view partitions the same rows: the totals are the sum of the smallest one's groups.
+    grand = Totals()
+    for group in min(built, key=len).values():
+        grand.merge(group.totals)
+    name = lazy.used.name if lazy.used is not None else None
+    reports = []
+    for (by, _stack), groups in zip(views, built, strict=True):
+        totals = Totals()
+        totals.merge(grand)  # each report its own copy
+        ordered = list(groups.values())
+        if by in _TIME_GROUPINGS:
+            ordered.sort(key=lambda g: g.key)
+        else:
+            ordered.sort(key=lambda g: (-g.totals.cost_nanos, -g.totals.total_tokens, g.key))
+        reports.append(UsageReport(by, ordered, totals, tz or "local", since, until, resolved_cwd, cost, name,
+                                   skipped))
+    return reports
+
+
+def _view_key(by: str, row: UsageRow, zone: tzinfo | None, day_cache: dict[Any, Any],
+              maps: dict[str, dict[str, str]]) -> str:
+    if by in ("agent", "host", "user"):
+        return maps[by].get(row.session_id or "", "pi" if by == "agent" else _UNKNOWN)
+    if by == "session":
+        return row.session_id or ""
+    if by == "project":
+        return row.cwd or ""
+    # Time and model keys repeat across rows: each is worked out once per bucket or model.
+    memo = (by, row.bucket) if by in _TIME_GROUPINGS else (by, row.provider, row.model)
+    key = day_cache.get(memo)
+    if key is None:
+        if by == "weekhour":
+            try:
+                local = _local(row.bucket, zone)
+                key = f"{local.weekday()} {local.hour:02d}"
+            except (OverflowError, ValueError, OSError):
+                key = _UNKNOWN
         else:
             key = _group_key(by, row, zone, day_cache)
-        group = groups.get(key)
-        if group is None:
-            group = groups[key] = Group(key, Totals(), row.cwd if by == "session" else None)
-        _row_totals(row, cost, lazy, (group.totals, totals))
-    ordered = list(groups.values())
-    if by in ("day", "week", "month"):
-        ordered.sort(key=lambda g: g.key)
-    else:
-        ordered.sort(key=lambda g: (-g.totals.cost_nanos, -g.totals.total_tokens, g.key))
-    return UsageReport(by, ordered, totals, tz or "local", since, until, resolved_cwd, cost,
-                       lazy.used.name if lazy.used is not None else None, skipped)
+        day_cache[memo] = key
+    return str(key)
 
 
 def _group_key(by: str, row: UsageRow, zone: tzinfo | None, day_cache: dict[int, date | None]) -> str:
@@ -674,19 +820,31 @@ def session_costs(store: SessionStore, *, cost: str = "auto",
     return {group.key: group.totals for group in report.groups}
 
 
-def session_stats(store: SessionStore, session_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+def session_stats(store: SessionStore, session_ids: Sequence[str], *,
+                  marks: bool = False) -> dict[str, dict[str, Any]]:
     """Per-session models, tokens and cost for the web viewer's session list: the
     numbers of :func:`session_costs` (calls each session owns; a fork's copied history
     stays with its source), for the sessions in ``session_ids``.
 
+    Args:
+        marks: also say how the cost is to be shown: ``"estimated"`` (some cost is from
+            the catalogue: ``~``) and ``"unpriced"`` (some calls have no price: ``+?``),
+            as the command line marks costs (docs/usage.md).
+
     Returns:
         ``{session id: {"models": [provider/model, ...], "tokens": int, "cost": Decimal
-        (USD)}}`` for the given sessions owning at least one call.
+        (USD)[, "estimated": bool, "unpriced": bool]}}`` for the given sessions owning at
+        least one call.
 
     Raises:
         StorageError: the store could not be read.
     """
     wanted = set(session_ids)
-    return {sid: {"models": sorted(totals.models), "tokens": totals.total_tokens,
-                  "cost": nanos_to_decimal(totals.cost_nanos)}
-            for sid, totals in session_costs(store).items() if sid in wanted}
+    out: dict[str, dict[str, Any]] = {}
+    for sid, totals in session_costs(store).items():
+        if sid in wanted:
+            out[sid] = {"models": sorted(totals.models), "tokens": totals.total_tokens,
+                        "cost": nanos_to_decimal(totals.cost_nanos)}
+            if marks:
+                out[sid].update(estimated=bool(totals.estimated_calls), unpriced=bool(totals.unpriced_calls))
+    return out

@@ -18,6 +18,8 @@ request can change a session):
   (large sessions send the tree without them);
 * ``/s/{id}/state.json``: ``{"version", "entries", "leaf"}``, polled every
   second by the page for live updates;
+* ``/usage``, ``/usage.csv``: the usage dashboard and its tables as CSV
+  (:mod:`sessiontree.web.usagepage`);
 * ``/static/...``: the package's stylesheet and script.
 
 Safety (docs/viewer.md): the ``Host`` header must name the address the
@@ -65,9 +67,16 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sessiontree.compare import DiffInputError, diff_branches
 from sessiontree.core.textsafe import shell_join
-from sessiontree.errors import EntryNotFoundError, SessionError, SessionNotFoundError
+from sessiontree.errors import (
+    AmbiguousSessionPrefixError,
+    EntryNotFoundError,
+    SessionError,
+    SessionNotFoundError,
+    UnknownSessionPrefixError,
+)
 from sessiontree.format.foreign import agent_of_header
 from sessiontree.format.foreign.gemini import resume_command as gemini_resume_command
+from sessiontree.format.idprefix import resolve_session_prefix
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.base import SessionStore, SyncState
 from sessiontree.stores.shared import change_hint
@@ -387,7 +396,8 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
 
     def session_list(request: Request) -> Response:
         p = request.query_params
-        query = view.ListQuery(q=p.get("q", ""), project=p.get("project", ""), host=p.get("host", ""),
+        query = view.ListQuery(q=p.get("q", ""), project=p.get("project", ""), agent=p.get("agent", ""),
+                               host=p.get("host", ""),
                                user=p.get("user", ""), named=_flag(p.get("named")),
                                since=_date(p.get("since")), until=_date(p.get("until")),
                                internal=_flag(p.get("internal")),
@@ -406,10 +416,32 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
         def page_query(number: int) -> str:
             return urlencode({**base, "page": number})
 
+        def suggest_query(text: str) -> str:
+            return urlencode({**base, "q": text})
+
         html = page.environment().get_template("list.html").render(
             page=result, q=query, inline=False, token_query="", page_query=page_query, redacted=hide,
+            suggest_query=suggest_query,
             here=str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""))
         return HTMLResponse(view.scrub_surrogates(html), status_code=400 if result.message else 200)
+
+    def _to_full_id(request: Request, typed: str, page_suffix: str = "") -> Response:
+        """A redirect from what a person typed (a prefix, or PARENT/AGENT for a subagent session)
+        to the session's page under its whole id: the rule of every edge (format/idprefix.py);
+        404 with the candidates when it names none or several."""
+        try:
+            found = resolve_session_prefix(typed, store.session_ids())
+        except UnknownSessionPrefixError:
+            return PlainTextResponse("No such session", status_code=404)
+        except AmbiguousSessionPrefixError as exc:
+            return PlainTextResponse(view.scrub_surrogates(
+                f"Ambiguous session id prefix: it matches {', '.join(exc.candidates[:5])}"), status_code=404)
+        query = f"?{request.url.query}" if request.url.query else ""
+        return RedirectResponse(f"/s/{quote(found)}{page_suffix}{query}", status_code=302)
+
+    def subagent_page(request: Request) -> Response:
+        """``/s/PARENT/AGENT``: a subagent session addressed under its parent, as lists print it."""
+        return _to_full_id(request, f"{request.path_params['session_id']}/{request.path_params['agent']}")
 
     def _session(request: Request) -> Any:
         session_id = request.path_params["session_id"]
@@ -463,14 +495,7 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
         cache = caches[redacted(request)]
         cached = _session(request)
         if cached is None:
-            # A unique prefix of a session id, as on the command line: redirect to the full id.
-            prefix = request.path_params["session_id"]
-            matches = [i for i in store.session_ids() if i.startswith(prefix)] if prefix else []
-            if len(matches) == 1:
-                query = f"?{request.url.query}" if request.url.query else ""
-                return RedirectResponse(f"/s/{quote(matches[0])}{query}", status_code=302)
-            return PlainTextResponse("No such session" if not matches else "Ambiguous session id prefix",
-                                     status_code=404)
+            return _to_full_id(request, request.path_params["session_id"])
         with cache._lock:
             tree = cache.tree(cached)
             # One read of the sync states serves the agent's format and the resume command;
@@ -493,9 +518,15 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
             if "origin" not in cached.memo:
                 # Where the session came from (docs/sync.md, "Provenance"): once per session version.
                 cached.memo["origin"] = store.provenances().get(session_id)
+            if "insights" not in cached.memo:
+                # Every entry of every branch (docs/insights.md): once per session version.
+                from sessiontree.usage.insights import insights_of_entries
+
+                cached.memo["insights"] = insights_of_entries(
+                    session_id, cache.full(cached).get_entries()).to_dict()
             html = page.render_session_page(cached.manager, tree, conv, version=cached.version, window=window,
                                             resume_command=resume, redacted=cache.redact, here=here,
-                                            origin=cached.memo["origin"])
+                                            origin=cached.memo["origin"], insights=cached.memo["insights"])
         return HTMLResponse(html)
 
     def compare_page(request: Request) -> Response:
@@ -506,7 +537,7 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
                                      status_code=403)
         cached = _session(request)
         if cached is None:
-            return PlainTextResponse("No such session", status_code=404)
+            return _to_full_id(request, request.path_params["session_id"], "/compare")
         p = request.query_params
         viewname = "model" if p.get("view") == "model" else "raw"
         session_id = cached.manager.get_session_id()
@@ -587,8 +618,13 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
         Route("/s/{session_id}/rows.json", rows_json),
         Route("/s/{session_id}/state.json", state_json),
         Route("/s/{session_id}/summaries.json", summaries_json),
+        Route("/s/{session_id}/{agent}", subagent_page),  # after the pages above: PARENT/AGENT
         Mount("/static", app=static, name="static"),
     ]
+    # The usage dashboard (docs/viewer.md, "Usage dashboard"): /usage and /usage.csv.
+    from sessiontree.web.usagepage import usage_routes
+
+    routes[-1:-1] = usage_routes(store, infos)
 
     def on_error(request: Request, exc: Exception) -> Response:
         return PlainTextResponse(view.scrub_surrogates(f"Cannot show this session: {exc}"), status_code=500)

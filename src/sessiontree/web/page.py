@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from importlib import resources
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
@@ -68,7 +68,20 @@ def environment() -> Environment:
     env.globals["FILTER_MODES"] = view.FILTER_MODES
     env.filters["urlpart"] = url_part
     env.filters["listtime"] = list_time
+    env.globals["insights_money"] = insights_money
     return env
+
+
+def insights_money(rows: Any) -> str:
+    """The cost of JSON rows with ``costNanos`` (the insights panel): ``$0.12``; ``~`` when
+    any part was estimated, ``+?`` when calls were left unpriced (docs/usage.md)."""
+    from sessiontree.usage.report import format_usd
+
+    rows = list(rows)
+    text = format_usd(sum(int(r.get("costNanos", 0)) for r in rows))
+    if any(r.get("estimatedCalls") for r in rows):
+        text = "~" + text
+    return text + (" +?" if any(r.get("unpricedCalls") for r in rows) else "")
 
 
 def list_time(value: datetime, fmt: str = "%Y-%m-%d %H:%MZ") -> str:
@@ -99,7 +112,8 @@ def _hash(text: str) -> str:
 def render_list_page(page: view.ListPage, *, token_query: str = "") -> str:
     """The session list page (server only)."""
     return view.scrub_surrogates(environment().get_template("list.html").render(
-        page=page, q=page.query, inline=False, token_query=token_query))
+        page=page, q=page.query, inline=False, token_query=token_query,
+        suggest_query=lambda text: urlencode({"q": text})))
 
 
 def render_conversation(conversation: view.Conversation, session_id: str, *, windowed: bool = True) -> str:
@@ -136,7 +150,8 @@ def _session_context(manager: SessionManager, tree: view.TreeData, conversation:
 def render_session_page(manager: SessionManager, tree: view.TreeData, conversation: view.Conversation, *,
                         version: str = "", token_query: str = "", window: dict[str, Any] | None = None,
                         resume_command: str | None = None, redacted: bool | None = None,
-                        here: str = "/", origin: Provenance | None = None) -> str:
+                        here: str = "/", origin: Provenance | None = None,
+                        insights: dict[str, Any] | None = None) -> str:
     """The session page the server sends (assets linked, live updates on).
 
     With ``window`` (:meth:`TreeData.window`) the page carries only those tree
@@ -145,11 +160,13 @@ def render_session_page(manager: SessionManager, tree: view.TreeData, conversati
     server starts no process; docs/agent-loop.md). ``redacted`` (``None``: no
     toggle) is the state the ``redacted`` toggle shows; ``here`` the page's path
     and query, where the toggle returns to. ``origin``, when the session has one
-    (docs/sync.md, "Provenance"), is shown in the header as ``from user@host``."""
+    (docs/sync.md, "Provenance"), is shown in the header as ``from user@host``. ``insights``
+    (:meth:`sessiontree.usage.insights.SessionInsights.to_dict`) is shown as a folded panel
+    under the header (docs/insights.md)."""
     context = _session_context(manager, tree, conversation, window)
     return view.scrub_surrogates(environment().get_template("session.html").render(
         **context, inline=False, version=version, token_query=token_query, resume_command=resume_command,
-        redacted=redacted, here=here, origin=origin,
+        redacted=redacted, here=here, origin=origin, insights=insights,
         conversation_html=Markup(render_conversation(conversation, context["session_id"]))))
 
 

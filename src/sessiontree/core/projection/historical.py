@@ -41,7 +41,11 @@ HISTORICAL_SUMMARY_SUFFIX = "\n</summary>"
 
 def _historical_summary_message(compaction: Mapping[str, Any]) -> Message:
     summary = compaction.get("summary")
-    text = HISTORICAL_SUMMARY_PREFIX + (summary if isinstance(summary, str) else "") + HISTORICAL_SUMMARY_SUFFIX
+    text = summary if isinstance(summary, str) else ""
+    if not isinstance(compaction.get("foreign"), Mapping):
+        text = HISTORICAL_SUMMARY_PREFIX + text + HISTORICAL_SUMMARY_SUFFIX
+    # else: mapped from another agent's own record (a Claude Code isCompactSummary user
+    # message, docs/agents/claude-code.md): its text is what that agent sent, as it is.
     return {
         "role": "user",
         "content": [{"type": "text", "text": text}],
@@ -74,7 +78,10 @@ def build_historical_projection(
       is ``None``; older compactions never count;
     * that compaction contributes one ``user`` message,
       ``HISTORICAL_SUMMARY_PREFIX + summary + HISTORICAL_SUMMARY_SUFFIX``
-      as one text block, timestamped with the compaction's time (ms);
+      as one text block, timestamped with the compaction's time (ms); a
+      compaction mapped from another agent's record (it has a ``foreign``
+      object: Claude Code's summary message) gives its ``summary`` as it is,
+      the text that agent sent;
     * the kept entries are those from the first path entry before the
       compaction whose id is its ``firstKeptEntryId`` up to the compaction
       (docs/rules/projection.md Q.7: ``null``, absent, unknown, off-branch or later ids keep nothing);

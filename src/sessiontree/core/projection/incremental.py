@@ -138,8 +138,8 @@ def plain_step(entry: Entry) -> PlainOp | None:
             call_id = message.get("toolCallId")
             return _OP_RESULT, message, call_id if isinstance(call_id, str) else None
         if role == "assistant":
-            if content is None:
-                return None
+            if content is None or "responseId" in message:
+                return None  # a response in parts: the general build pairs it (pairing.ToolWindow)
             calls = tool_calls(content)
             stamp = message.get("timestamp", ABSENT)
             if not calls:
@@ -524,8 +524,8 @@ class ProjectionBuilder:
                     mark(len(messages))
                     continue
                 if role == "assistant":
-                    if content is None:
-                        return None
+                    if content is None or "responseId" in message:
+                        return None  # a response in parts: the general build pairs it
                     op = _OP_ASSISTANT
                 elif content is None and isinstance(role, str) and role in CONTENT_ROLES:
                     return None
@@ -723,10 +723,13 @@ class ProjectionBuilder:
                     mark(len(messages))
                     continue  # an orphan or a duplicate, dropped
                 answered.add(call_id)
+            elif role == "assistant" and window.response is not None and message.get("responseId") == window.response:
+                pass  # a further part of the open window's response: its calls join the window
             elif (role == "assistant"
                   # a user message is transparent exactly when its content is invisible
                   or (content_visible(message.get("content")) if role == "user" else not is_transparent(message))):
                 # close
+                window.response = None
                 if pending:
                     timestamp = window.timestamp
                     for call_id, name in pending:
@@ -757,6 +760,8 @@ class ProjectionBuilder:
                                     pending.append((call_id, name))
                                 allowed.add(call_id)
                 window.timestamp = message.get("timestamp", ABSENT)
+                response = message.get("responseId")
+                window.response = response if isinstance(response, str) and response else None
             mark(len(messages))
 
     def advance(self, entry: Entry) -> bool:

@@ -95,18 +95,30 @@ class ToolWindow:
     ``_replay``) spell :meth:`accept`, :meth:`close` and :meth:`open` out inline
     on its sets and list, each naming the test that checks the copy.
 
-    An assistant message closes the previous window and opens its own; a
-    tool result is kept only when its call is allowed in the window and not
-    yet answered; any other non-transparent message closes the window.
+    An assistant message closes the previous window and opens its own, unless
+    it continues the response that opened the window (:meth:`continues`: the
+    same ``responseId``, an agent that writes one API response as several
+    messages, as Claude Code writes one record per content block): its calls
+    then join the open window; a tool result is kept only when its call is
+    allowed in the window and not yet answered; any other non-transparent
+    message closes the window.
     """
 
-    __slots__ = ("allowed", "answered", "pending", "timestamp")
+    __slots__ = ("allowed", "answered", "pending", "response", "timestamp")
 
     def __init__(self) -> None:
         self.allowed: set[str] = set()
         self.answered: set[str] = set()
         self.pending: list[tuple[str, str]] = []
         self.timestamp: Any = ABSENT
+        #: The ``responseId`` of the assistant message that opened the window (``None``: none).
+        self.response: str | None = None
+
+    def continues(self, message: Mapping[str, Any]) -> bool:
+        """Whether assistant ``message`` is a further part of the window's own response
+        (a non-empty string ``responseId`` equal to the one that opened the window)."""
+        response = message.get("responseId")
+        return self.response is not None and response == self.response
 
     @property
     def is_open(self) -> bool:
@@ -132,6 +144,7 @@ class ToolWindow:
         self.pending.clear()  # in place: the projection keeps references to these
         self.allowed.clear()
         self.answered.clear()
+        self.response = None
         return synthetic
 
     def open(self, message: Mapping[str, Any]) -> None:
@@ -146,6 +159,8 @@ class ToolWindow:
                 self.pending.append((call_id, name))
             self.allowed.add(call_id)
         self.timestamp = message.get("timestamp", ABSENT)
+        response = message.get("responseId")
+        self.response = response if isinstance(response, str) and response else None
 
 
 def _pair(messages: Sequence[Any], repair_trailing: bool) -> list[int | Message] | None:
@@ -168,6 +183,10 @@ def _pair(messages: Sequence[Any], repair_trailing: bool) -> list[int | Message]
                 plan.append(index)
             else:
                 changed = True  # orphan or duplicate
+            continue
+        if role == "assistant" and window.continues(message):
+            plan.append(index)  # a further part of the open window's response
+            window.open(message)
             continue
         synthetic = window.close()
         if synthetic:

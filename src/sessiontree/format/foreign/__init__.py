@@ -11,6 +11,7 @@ from sessiontree.format.foreign.common import (
     ForeignSession,
     agent_of_header,
     iter_records,
+    settle,
     sniff_agent,
     source_bytes,
 )
@@ -18,26 +19,33 @@ from sessiontree.format.foreign.gemini import map_gemini
 from sessiontree.format.foreign.omp import map_omp
 
 __all__ = ["AGENT_NAMES", "ForeignSession", "agent_of_header", "iter_records", "map_claude", "map_codex",
-           "map_foreign", "map_gemini", "map_omp", "sniff_agent", "source_bytes"]
+           "map_foreign", "map_gemini", "map_omp", "settle", "sniff_agent", "source_bytes"]
 
 
 def map_foreign(data: bytes, path: str | None = None) -> ForeignSession | None:
-    """The mapping of a foreign file's complete bytes, or ``None`` when its first record
-    is not one a supported agent writes (a pi/Atomic file, or not a session). A
-    document whose first line is not a record (a lone ``{``) is tried as a Gemini CLI
-    chat."""
+    """The mapping of a foreign file's complete bytes, every entry passed through the
+    stores' validator (:func:`~sessiontree.format.foreign.common.settle`), or ``None``
+    when its first readable record (a line that is a JSON object; damaged lines before
+    it are skipped) is not one a supported agent writes (a pi/Atomic file, or not a
+    session). A document whose first line is not a record (a lone ``{``) is tried as a
+    Gemini CLI chat, a file starting with oh-my-pi's title slot as an omp session.
+    ``sync`` and ``check`` both read a foreign file through this one function, so they
+    judge it alike (docs/agents/README.md, "Every file comes in")."""
     head = data.lstrip()
     if head.startswith(b"{") and head[1:].lstrip(b" \t\r").startswith(b"\n"):
-        return map_gemini(data, path)
+        gemini = map_gemini(data, path)
+        return None if gemini is None else settle(gemini)
     if data.startswith(b'{"type":"title"'):
         omp = map_omp(data[:data.rfind(b"\n") + 1], path)
         if omp is not None:
             return omp
     for record in iter_records(data):
+        if record.value is None:
+            continue
         agent = sniff_agent(record.value)
         if agent == "claude-code":
-            return map_claude(data, path)
+            return settle(map_claude(data, path))
         if agent == "codex":
-            return map_codex(data, path)
+            return settle(map_codex(data, path))
         return None
     return None

@@ -20,24 +20,33 @@ from sessiontree.format.ids import is_valid_session_id
 __all__ = ["AGENT", "map_codex"]
 
 AGENT = "codex"
-_TOKENS = ("input_tokens", "cached_input_tokens", "output_tokens")
+_TOKENS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens")
+#: Response items that are Codex's own bookkeeping, never sent to the model (``ghost_snapshot``:
+#: the git snapshot ``/undo`` restores): inert, and not reported as unmapped.
+_BOOKKEEPING_ITEMS = frozenset({"ghost_snapshot"})
+
+Counts = tuple[int, int, int, int]
 
 
-def _counts(raw: Any) -> tuple[int, int, int] | None:
-    """``(input_tokens, cached_input_tokens, output_tokens)`` of a Codex usage object."""
+def _counts(raw: Any) -> Counts | None:
+    """``(input_tokens, cached_input_tokens, output_tokens, reasoning_output_tokens)`` of a
+    Codex usage object (a missing or non-count field is 0)."""
     if not isinstance(raw, dict):
         return None
     out = []
     for key in _TOKENS:
         value = raw.get(key, 0)
         out.append(value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0)
-    return out[0], out[1], out[2]
+    return out[0], out[1], out[2], out[3]
 
 
-def _usage(counts: tuple[int, int, int]) -> dict[str, Any]:
-    """Codex counts as format-4 usage: ``input_tokens`` includes the cached part, so
-    ``input`` is the uncached rest; reasoning tokens are part of ``output_tokens``."""
-    total_in, cached, output = counts
+def _usage(counts: Counts) -> dict[str, Any]:
+    """Codex counts as format-4 usage, as OpenAI bills them (docs/usage.md, "Codex"):
+    ``input_tokens`` includes the cached part, so ``input`` is the uncached rest and
+    ``cacheRead`` the cached part; reasoning tokens are part of ``output_tokens`` and
+    billed as output, so ``output`` keeps them (their share is the entry's
+    ``reasoningTokens``, never added again)."""
+    total_in, cached, output, _reasoning = counts
     cached = min(cached, total_in)
     usage = {"input": total_in - cached, "output": output, "cacheRead": cached, "cacheWrite": 0}
     return {**usage, "totalTokens": sum(usage.values())}
@@ -50,12 +59,15 @@ class _Mapper:
         self.last_id: str | None = None
         self.model = ""
         self.tool_names: dict[str, str] = {}
-        self.total: tuple[int, int, int] | None = None
+        self.total: Counts | None = None
+        self.responses = 0  # model responses met so far (their items share a responseId)
+        self.in_response = False
 
     def header(self, records: list[Record]) -> dict[str, Any]:
         stem = os.path.splitext(os.path.basename(self.path or ""))[0]
         meta: dict[str, Any] = {}
-        for record in records[:1]:
+        # The first readable record (damaged lines before it are inert entries).
+        for record in [r for r in records if r.value is not None][:1]:
             value = record.value or {}
             if value.get("type") == "session_meta" and isinstance(value.get("payload"), dict):
                 meta = {**value["payload"], "timestamp": value["payload"].get("timestamp", value.get("timestamp"))}
@@ -113,6 +125,7 @@ class _Mapper:
             else:
                 self.inert(record, "turn_context")
         elif kind == "compacted":
+            self.in_response = False
             message = payload.get("message")
             self.add(record, {"type": "compaction", "summary": message if isinstance(message, str) else "",
                               "firstKeptEntryId": None})
@@ -135,28 +148,37 @@ class _Mapper:
             self.inert(record, "event_msg", subtype="token_count")
             return
         if last is None:
-            previous = self.total or (0, 0, 0)
-            last = (max(0, total[0] - previous[0]), max(0, total[1] - previous[1]), max(0, total[2] - previous[2]))
+            previous = self.total or (0, 0, 0, 0)
+            last = (max(0, total[0] - previous[0]), max(0, total[1] - previous[1]),
+                    max(0, total[2] - previous[2]), max(0, total[3] - previous[3]))
         self.total = total
+        self.in_response = False  # Codex counts a response's tokens once it is complete
         if not any(last):
             self.inert(record, "event_msg", subtype="token_count")
             return
-        self.add(record, {"type": "usage", "kind": "codex.token_count", "provider": "openai",
-                          "model": self.model, "usage": _usage(last)})
+        entry: dict[str, Any] = {"type": "usage", "kind": "codex.token_count", "provider": "openai",
+                                 "model": self.model, "usage": _usage(last)}
+        if last[3]:
+            entry["reasoningTokens"] = min(last[3], last[2])
+        self.add(record, entry)
 
     def response_item(self, record: Record, payload: dict[str, Any], stamp: int) -> None:
         assert self.result is not None
         ptype = payload.get("type")
         role = payload.get("role")
+        if not (ptype == "message" and role == "assistant") and ptype not in (
+                "reasoning", "function_call", "custom_tool_call", "local_shell_call", *_BOOKKEEPING_ITEMS):
+            self.in_response = False  # an output, a user or developer message: the response is over
         if ptype == "message" and role == "user":
             self.add(record, {"type": "message", "message": {
                 "role": "user", "content": self.blocks(payload.get("content"), record), "timestamp": stamp}})
         elif ptype == "message" and role == "assistant":
             self.assistant(record, self.blocks(payload.get("content"), record), stamp, "stop")
         elif ptype == "message":
+            # A developer or system message: instructions the model saw. A custom_message
+            # has no message-level timestamp; its entry keeps the record's ISO time.
             self.add(record, {"type": "custom_message", "customType": f"{AGENT}.{role}",
-                              "content": self.blocks(payload.get("content"), record), "display": False,
-                              "timestamp": stamp})
+                              "content": self.blocks(payload.get("content"), record), "display": False})
         elif ptype == "reasoning":
             summary = payload.get("summary")
             texts = [s.get("text", "") for s in summary if isinstance(s, dict)] if isinstance(summary, list) else []
@@ -190,14 +212,22 @@ class _Mapper:
             self.add(record, {"type": "message", "message": {
                 "role": "toolResult", "toolCallId": call_id, "toolName": self.tool_names.get(call_id, ""),
                 "content": [{"type": "text", "text": text}], "isError": is_error, "timestamp": stamp}})
+        elif ptype in _BOOKKEEPING_ITEMS:
+            self.inert(record, "response_item", subtype=str(ptype))
         else:
             self.inert(record, "response_item", f"response item {ptype!r} not mapped", subtype=str(ptype))
 
     def assistant(self, record: Record, content: list[dict[str, Any]], stamp: int, stop: str) -> None:
+        if not self.in_response:
+            # The first item of a model response: the items up to the next output, user
+            # message or token count are that response's (docs/agents/codex.md).
+            self.responses += 1
+            self.in_response = True
         usage = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0}
         self.add(record, {"type": "message", "message": {
             "role": "assistant", "content": content, "api": "openai-responses", "provider": "openai",
-            "model": self.model, "usage": usage, "stopReason": stop, "timestamp": stamp}},
+            "model": self.model, "usage": usage, "stopReason": stop, "timestamp": stamp,
+            "responseId": f"r{self.responses}"}},
             extra={"billed": False})
 
     def blocks(self, content: Any, record: Record) -> list[dict[str, Any]]:
@@ -227,8 +257,8 @@ def map_codex(data: bytes, path: str | None = None) -> ForeignSession:
     mapper = _Mapper(path)
     records = list(iter_records(data))
     header = mapper.header(records)
-    known = bool(records) and isinstance(records[0].value, dict) and (
-        records[0].value.get("type") == "session_meta" or "instructions" in records[0].value)
+    first = next((r.value for r in records if r.value is not None), None)
+    known = first is not None and (first.get("type") == "session_meta" or "instructions" in first)
     mapper.result = result = ForeignSession(AGENT, header, header_known=known)
     for record in records:
         mapper.map_record(record)

@@ -17,6 +17,12 @@ the exact bytes of the source record they came from, in the entry's top-level
 * ``"unmapped": "<why>"`` where the mapping did not understand the record (kept as
   an inert ``custom`` entry, reported by ``check``).
 
+Every mapped entry then passes the format-4 entry validator the stores apply
+(:func:`settle`, run by :func:`~sessiontree.format.foreign.map_foreign`): an entry
+it refuses becomes an inert ``custom`` entry with the validator's reason, so a
+record is never the reason a whole file is refused, and ``sync`` and ``check``
+judge a file from the same entries (docs/agents/README.md, "Every file comes in").
+
 Joining the ``raw`` texts in entry order gives back the complete records of the
 source file byte for byte (:func:`source_bytes`).
 """
@@ -31,8 +37,10 @@ from typing import Any
 
 import orjson
 
+from sessiontree.errors import InvalidSessionError
 from sessiontree.format import jsonio
-from sessiontree.format.codec import ParsedSession
+from sessiontree.format.codec import ParsedSession, validate_entry
+from sessiontree.format.ids import is_valid_session_id
 from sessiontree.format.types import Entry
 
 __all__ = [
@@ -43,6 +51,7 @@ __all__ = [
     "foreign_info",
     "iso_to_ms",
     "iter_records",
+    "settle",
     "sniff_agent",
     "source_bytes",
     "text_blocks",
@@ -81,6 +90,11 @@ class ForeignSession:
             creation time); until one does, the header is a guess that may change as
             the file grows, so sync waits (a Claude Code file can start with title
             summaries, and some hold nothing else).
+        settled: how many leading entries no later record of the file can change
+            (``None``: all of them). A Claude Code call written as several records is
+            billed on its newest record, so the records of a call that may still be
+            streaming can lose their ``billed`` flag when the file grows
+            (docs/agents/README.md, "Prefix-stable").
     """
 
     agent: str
@@ -89,6 +103,7 @@ class ForeignSession:
     lines: list[int] = field(default_factory=list)
     unmapped: list[tuple[int, str]] = field(default_factory=list)
     header_known: bool = True
+    settled: int | None = None
 
     def add_entry(self, record: Record, entry: dict[str, Any], entry_id: str, parent: str | None, *,
                   part: int = 1, extra: dict[str, Any] | None = None) -> None:
@@ -109,6 +124,16 @@ class ForeignSession:
         self.entries.append(full)
         self.lines.append(record.line)
 
+    def refusal(self) -> str | None:
+        """Why no store can take this session whole, or ``None``: its header id is not a
+        valid session id (the one reason left once :func:`settle` made every record an
+        entry). ``sync`` rejects the file with it and ``check`` reports it as
+        ``invalid-session-id``: one decision for both (docs/agents/README.md)."""
+        session_id = self.header.get("id")
+        if not is_valid_session_id(session_id):
+            return f"invalid session id {session_id!r}"
+        return None
+
     def parsed(self, path: str | None = None) -> ParsedSession:
         """As a :class:`ParsedSession` (what stores and sync take): the entries' bytes are
         their byte-exact serialization (docs/format-bytes.md), made on first use
@@ -116,6 +141,52 @@ class ForeignSession:
         raw: list[bytes | None] = [None] * len(self.entries)
         return ParsedSession(self.header, self.entries, raw, jsonio.dumps(self.header), 4, upgraded=True,
                              lines=list(self.lines), path=path)
+
+
+def settle(result: ForeignSession) -> ForeignSession:
+    """Pass every mapped entry through the stores' entry validator
+    (:func:`~sessiontree.format.codec.validate_entry`) and give each entry a distinct id.
+
+    An entry the validator refuses (a mapping bug, or a record shaped in a way the
+    mapping did not foresee) is replaced by an inert ``custom`` entry in its place
+    (same id and parent, the record's ISO ``timestamp`` else the header's
+    ``createdAt``, its ``foreign`` object with ``"unmapped"`` set to the reason), and
+    ``(line, reason)`` is added to :attr:`ForeignSession.unmapped`; an id used twice
+    gets ``~<line>`` appended on its later entries. The verbatim ``raw`` bytes are
+    untouched, so ``export --format source`` still gives the file back byte for byte.
+
+    Returns:
+        ``result``, changed in place.
+    """
+    seen: set[str] = set()
+    fallback = result.header.get("createdAt") or "1970-01-01T00:00:00.000Z"
+    for index, entry in enumerate(result.entries):
+        line = result.lines[index] if index < len(result.lines) else 0
+        entry_id = entry.get("id")
+        if isinstance(entry_id, str) and entry_id in seen:
+            while entry_id in seen:
+                entry_id = f"{entry_id}~{line}"
+            entry["id"] = entry_id
+        try:
+            validate_entry(entry)
+        except InvalidSessionError as exc:
+            reason = f"mapped {entry.get('type')!r} entry refused by the format-4 validator: {exc.reason}"
+            found = entry.get("foreign")
+            info: dict[str, Any] = found if isinstance(found, dict) else {}
+            stamp = entry.get("timestamp")
+            data: dict[str, Any] = {"recordType": "invalid-entry"}
+            if isinstance(entry.get("type"), str):
+                data["entryType"] = entry["type"]
+            inert: dict[str, Any] = {
+                "type": "custom", "customType": result.agent, "data": data,
+                "id": entry_id if isinstance(entry_id, str) and entry_id else f"L{line}~{index}",
+                "parentId": entry.get("parentId") if isinstance(entry.get("parentId"), str) else None,
+                "timestamp": stamp if isinstance(stamp, str) else fallback,
+                "foreign": {**info, "unmapped": reason}}
+            result.entries[index] = entry = inert
+            result.unmapped.append((line, reason))
+        seen.add(entry["id"])
+    return result
 
 
 def iter_records(data: bytes) -> Iterable[Record]:

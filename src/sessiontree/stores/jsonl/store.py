@@ -68,13 +68,14 @@ from sessiontree.stores.jsonl.layout import file_name_for as file_name_for  # ca
 from sessiontree.stores.jsonl.ledger import JsonlLedger
 from sessiontree.stores.jsonl.maintenance import JsonlMaintenance
 from sessiontree.stores.jsonl.reads import JsonlReads, read_file
+from sessiontree.stores.jsonl.retention import JsonlRetention
 from sessiontree.stores.jsonl.writes import JsonlWrites
 from sessiontree.stores.shared import StoreBase
 
 __all__ = ["JsonlStore", "read_file"]
 
 
-class JsonlStore(JsonlLedger, JsonlWrites, JsonlMaintenance, JsonlReads, StoreBase):
+class JsonlStore(JsonlRetention, JsonlLedger, JsonlWrites, JsonlMaintenance, JsonlReads, StoreBase):
     """A :class:`~sessiontree.stores.base.SessionStore` over a directory of JSONL files.
 
     Args:

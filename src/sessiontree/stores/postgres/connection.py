@@ -12,6 +12,7 @@ snapshots and :meth:`PostgresConnection.close`. The store URL's parsing and
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import threading
@@ -30,6 +31,14 @@ try:  # an optional extra: sessiontree[postgres]
     from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg = None  # type: ignore[assignment]
+
+# psycopg_pool tells its logger about each connection it drops or fails to open again
+# ("discarding closed connection: <psycopg.Connection [BAD] ...>", "error connecting in
+# 'sessiontree': ..."), while the store turns the same failure into one StorageError for
+# the caller. With no logging configured, Python's last-resort handler would print those
+# warnings on stderr before the user's one-line error; an application that configures
+# logging still receives them (docs/postgres.md, "Connections, PgBouncer, faults").
+logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
 
 __all__ = [
     "MIGRATION_LOCK",

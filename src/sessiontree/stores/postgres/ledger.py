@@ -3,28 +3,84 @@
 :class:`PostgresLedger` reads the ``sync_state`` rows of the store's host
 (``sync_states``) and applies a session change together with the file's new state in
 one transaction under a per-path advisory lock (:data:`SYNC_LOCK`, ``sync_commit``),
-through the write bodies of :mod:`.writes`.
+through the write bodies of :mod:`.writes`. ``run_lock`` is the host's sync and archive
+run lock (:data:`RUN_LOCK`), the equivalent of the ``flock`` a SQLite or JSONL store's
+runs take (docs/postgres.md, "Sync and archive runs").
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-from sessiontree.errors import SyncConflictError
+from sessiontree.errors import StorageError, SyncConflictError
 from sessiontree.stores.base import ArchivedFile, Provenance, SyncChange, SyncState
+from sessiontree.stores.postgres.connection import error_first_line
 from sessiontree.stores.postgres.derived import text_copy
 from sessiontree.stores.postgres.writes import PostgresWrites, exact_id
-from sessiontree.stores.shared import apply_sync_change_in, check_header, encode_entries, header_of, sync_expected
+from sessiontree.stores.shared import (
+    apply_sync_change_in,
+    check_header,
+    encode_entries,
+    header_of,
+    id_in_use_error,
+    sync_expected,
+)
 
-__all__ = ["SYNC_LOCK", "PostgresLedger"]
+__all__ = ["RUN_LOCK", "SYNC_LOCK", "PostgresLedger"]
 
 
 class PostgresLedger(PostgresWrites):
     """The ``SyncLedger`` of :class:`~sessiontree.stores.postgres.store.PostgresStore`
     (:class:`sessiontree.stores.base.SyncLedger`); a sync commit is a write, so it
     builds on :class:`~sessiontree.stores.postgres.writes.PostgresWrites`."""
+
+    @contextmanager
+    def run_lock(self, on_busy: Callable[[], None] | None = None) -> Iterator[None]:
+        """Hold this host's run lock for the block: one ``sync`` or ``archive`` run of a
+        host (:attr:`sync_host`) at a time on this database, the others wait, as the
+        ``flock`` of a SQLite or JSONL store does (:func:`sessiontree.sync.engine.run_lock`).
+
+        The lock is ``pg_advisory_xact_lock(RUN_LOCK, crc32(host))`` in a transaction
+        held open on a connection of its own (not the pool's) for the whole run, so it
+        works behind PgBouncer in transaction mode and is released by the server when
+        the process dies (its connection closes). Runs of different hosts do not wait
+        for each other: each works on its own files and its own sync and archive
+        records. ``on_busy`` is called once, before waiting, when another run holds it.
+
+        Raises:
+            StorageError: the database could not be reached or the lock not taken.
+        """
+        import psycopg  # an optional extra: present once a store of this class is open
+
+        if self.readonly:
+            raise StorageError(f"sync run: {self.url} is opened read-only")
+        key = (RUN_LOCK, _lock_key(self.sync_host.encode("utf-8", "surrogatepass")))
+        try:
+            conn = self._connect()
+        except psycopg.Error as exc:
+            raise StorageError(f"sync run lock on {self.url}: {error_first_line(exc)}") from exc
+        try:
+            try:
+                # The run's transaction stays idle between the run's own (pooled) transactions:
+                # a server-wide idle timeout must not end it, and the lock with it, mid-run.
+                conn.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
+                got = conn.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", key).fetchone()[0]
+                if not got:
+                    if on_busy is not None:
+                        on_busy()
+                    conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", key)
+            except psycopg.Error as exc:
+                raise StorageError(f"sync run lock on {self.url}: {error_first_line(exc)}") from exc
+            yield
+        finally:
+            try:
+                conn.rollback()  # ends the transaction: the lock goes with it
+            except psycopg.Error:
+                pass  # a dead connection: the server released the lock with it
+            conn.close()
 
     def sync_states(self) -> dict[str, SyncState]:
         """Every :class:`~sessiontree.stores.base.SyncState` recorded by this host
@@ -83,6 +139,8 @@ class PostgresLedger(PostgresWrites):
                                   (self.sync_host, path)).fetchone()
             if not sync_expected(expect, _sync_state(row) if row is not None else None):
                 raise SyncConflictError(state.path)
+            if change.kind == "append" and change.entries:
+                _refuse_stored_ids(conn, change.session_id, [entry["id"] for entry in change.entries])
             apply_sync_change_in(self, conn, change, header, texts, _insert_provenance)
             values = (self.sync_host, path, exact_id(state.session_id, "session id"), state.size, state.mtime_ns, state.inode,
                       state.dev, state.consumed, state.lines, state.entries, state.version,
@@ -184,6 +242,10 @@ def _insert_provenance(conn: Any, records: Sequence[Provenance]) -> None:
 #: takes per source path (second key: the CRC-32 of the path, as a signed 32-bit integer).
 SYNC_LOCK = int.from_bytes(b"sync", "big")
 
+#: Key space (first key) of the run lock :meth:`PostgresLedger.run_lock` takes per host
+#: (second key: the CRC-32 of the host name, as a signed 32-bit integer).
+RUN_LOCK = int.from_bytes(b"srun", "big")
+
 _SYNC_COLUMNS = ("path", "session_id", "size", "mtime_ns", "inode", "dev", "consumed", "lines", "entries",
                  "version", "header_hash", "tail_hash")
 _SYNC_SQL = ", ".join(_SYNC_COLUMNS)
@@ -194,6 +256,22 @@ def _lock_key(path: bytes) -> int:
     (two paths sharing it only take turns)."""
     value = zlib.crc32(path)
     return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _refuse_stored_ids(conn: Any, session_id: str, ids: list[str]) -> None:
+    """Raise :func:`id_in_use_error` when the session already holds one of ``ids``, asked
+    under the session's row lock before anything is inserted.
+
+    Another host growing the same session (an identical copy) often appended these
+    entries a moment ago: the engine then compares the whole file and records its state
+    only. Asking first keeps that a question, not a failed ``INSERT`` on the unique key,
+    whose error, met while the pipeline unwinds, psycopg logged to stderr (issue 38).
+    """
+    conn.execute("SELECT 1 FROM sessions WHERE id = %s FOR UPDATE", (session_id,))
+    clash = conn.execute("SELECT id FROM entries WHERE session_id = %s AND id = ANY(%s) LIMIT 1",
+                         (session_id, ids)).fetchone()
+    if clash is not None:
+        raise id_in_use_error(session_id, clash[0])
 
 
 def _sync_state(row: Sequence[Any]) -> SyncState:

@@ -10,7 +10,17 @@ order at open, under the schema lock, and recorded by name in
 ``m003_search_index``    ``search_entries`` and its indexes (:mod:`.search`)
 ``m004_usage_ledger``    ``usage_ledger`` (:mod:`.usage`)
 ``m005_agent_files``     ``sync_state.shape``, ``archived_files`` (not derived, per host)
+``m006_provenance``      ``provenance`` (not derived: where each session came from)
+``m007_cache_write_1h``  ``usage_ledger.cache_write_1h`` (the 1-hour part of a call's cache writes)
+``m008_team``            owners, row-level security, aggregate views, ``team_audit``,
+                         ``holds``, ``deletion_log`` (:mod:`.team`, docs/team.md)
 =======================  =====================================================
+
+From ``m008_team`` on, every table is private by construction (docs/team.md): a
+step creating a table must enable row-level security on it with a policy (as
+:func:`~sessiontree.stores.postgres.team.m008_team` does for each kind of table) and
+add its grants to :func:`~sessiontree.stores.postgres.team.grant_team`;
+``tests/test_team_store.py`` fails on a table without row-level security.
 
 Add new steps at the end; never edit one that has been applied (its name and
 SQL are what existing databases recorded). The steps creating derived tables
@@ -25,6 +35,7 @@ from typing import Any
 from sessiontree.stores.postgres import search, usage
 from sessiontree.stores.postgres.derived import DerivedIndex, Migration
 from sessiontree.stores.postgres.search import TSV_CHARS
+from sessiontree.stores.postgres.team import m008_team
 from sessiontree.stores.shared import schema_steps
 
 __all__ = ["DERIVED_INDEXES", "MIGRATIONS"]
@@ -250,6 +261,13 @@ def m006_provenance(conn: Any) -> None:
         )""")
 
 
+def m007_cache_write_1h(conn: Any) -> None:
+    """1-hour cache writes kept apart in the ledger (docs/usage.md, "Claude Code"):
+    ``cache_write_1h``, the part of ``cache_write`` written to the 1-hour cache, priced at
+    its own rate. Existing rows get 0 (``reindex`` or a re-sync fills them)."""
+    conn.execute("ALTER TABLE usage_ledger ADD COLUMN IF NOT EXISTS cache_write_1h numeric NOT NULL DEFAULT 0")
+
+
 #: Schema steps ``(name, function)`` in number order; add new steps, never edit applied ones.
 MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m001_initial,
@@ -258,6 +276,8 @@ MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m004_usage_ledger,
     m005_agent_files,
     m006_provenance,
+    m007_cache_write_1h,
+    m008_team,
 )
 
 #: Every derived index, maintained by each write in this order (their tables come

@@ -64,6 +64,7 @@ from sessiontree.core.searchtext import (
 )
 from sessiontree.format import jsonio
 from sessiontree.stores.postgres.derived import IndexedRow, PostgresReads, info_from_listing, text_copy
+from sessiontree.stores.postgres.team import own_rows_apply, own_rows_keys
 from sessiontree.stores.scan import (
     SessionFacts,
     active_ids,
@@ -327,7 +328,7 @@ def _limit_first_sql(score: str, cond: str) -> str:
 
 
 def _conditions(query: SearchQuery, filters: SearchFilters, allowed: list[str] | None,
-                *, scan: bool) -> tuple[list[str], list[Any]]:
+                *, scan: bool, own_keys: list[tuple[str, int]] | None = None) -> tuple[list[str], list[Any]]:
     """The ``WHERE`` conditions on ``search_entries AS s`` and their parameters.
 
     A term of :data:`~sessiontree.core.searchtext.TRIGRAM` or more characters is a
@@ -336,10 +337,16 @@ def _conditions(query: SearchQuery, filters: SearchFilters, allowed: list[str] |
     when every row is read anyway (a sequential scan), and useless to the index."""
     where: list[str] = []
     params: list[Any] = []
-    for term in query.folded:
-        if len(term) >= TRIGRAM and not scan:
-            where.append("s.folded LIKE %s")  # the trigram index answers it
-            params.append(_like(term))
+    likes = [_like(term) for term in query.folded if len(term) >= TRIGRAM and not scan]
+    if own_keys is not None and likes:
+        # A member under row-level security (docs/team.md): the rows the index found
+        # through own_search_rows, since the policy keeps a LIKE here from reaching it.
+        where.append("(s.session_id, s.seq) IN (SELECT * FROM unnest(%s::text[], %s::int[]))")
+        params += [[key[0] for key in own_keys], [key[1] for key in own_keys]]
+        likes = []
+    for pattern in likes:
+        where.append("s.folded LIKE %s")  # the trigram index answers it
+        params.append(pattern)
     for term in query.folded:
         if len(term) < TRIGRAM or scan:
             where.append("strpos(s.folded, %s) > 0")  # checked on the candidates (or by the scan)
@@ -382,14 +389,24 @@ def _trigram_pays(conn: Any, cond: str, params: list[Any]) -> bool:
     return bool(total <= 0 or plan[0]["Plan"]["Plan Rows"] < SCAN_SHARE * total)
 
 
-def _hits_from_index(conn: Any, query: SearchQuery, filters: SearchFilters, limit: int | None) -> list[SearchHit]:
+def _hits_from_index(conn: Any, query: SearchQuery, filters: SearchFilters, limit: int | None,
+                     team: bool = False) -> list[SearchHit]:
     allowed = _allowed(conn, filters)
     if allowed is not None and not allowed:
         return []
-    where, params = _conditions(query, filters, allowed, scan=False)
-    # Conditions are SQL text with %s placeholders: no query text is looked at here.
-    if any("LIKE" in part for part in where) and not _trigram_pays(conn, " AND ".join(where), params):
-        where, params = _conditions(query, filters, allowed, scan=True)
+    likes = [_like(term) for term in query.folded if len(term) >= TRIGRAM]
+    if team and likes and own_rows_apply(conn):
+        # A member: candidates through own_search_rows, or, when the words are too
+        # frequent for it, a read of the member's own rows (the scan form).
+        own_keys = own_rows_keys(conn, likes)
+        if own_keys is not None and not own_keys:
+            return []
+        where, params = _conditions(query, filters, allowed, scan=own_keys is None, own_keys=own_keys)
+    else:
+        where, params = _conditions(query, filters, allowed, scan=False)
+        # Conditions are SQL text with %s placeholders: no query text is looked at here.
+        if any("LIKE" in part for part in where) and not _trigram_pays(conn, " AND ".join(where), params):
+            where, params = _conditions(query, filters, allowed, scan=True)
     ranking = rank_query(query)
     rank_params = [ranking] if ranking is not None else []
     score = "ts_rank(s.tsv, %s::tsquery, 1)" if ranking is not None else "0::real"
@@ -452,6 +469,6 @@ def search_store(store: PostgresReads, query: str, *, cwd: str | None = None, ro
         if not store.has_schema(conn):
             return []
         if "m003_search_index" in store.applied_steps:
-            return _hits_from_index(conn, parsed, filters, limit)
+            return _hits_from_index(conn, parsed, filters, limit, "m008_team" in store.applied_steps)
     return scan_store(store, parsed, filters, limit)
 

@@ -67,6 +67,7 @@ from sessiontree.stores.postgres.ledger import SYNC_LOCK, PostgresLedger
 from sessiontree.stores.postgres.maintenance import PostgresMaintenance
 from sessiontree.stores.postgres.reads import PostgresStoreReads
 from sessiontree.stores.postgres.schema import DERIVED_INDEXES, MIGRATIONS
+from sessiontree.stores.postgres.team import PostgresTeam
 from sessiontree.stores.postgres.writes import PostgresWrites
 from sessiontree.stores.shared import StoreBase
 
@@ -91,7 +92,7 @@ __all__ = [
 DEFAULT_TIMEOUT = 30.0
 
 
-class PostgresStore(PostgresLedger, PostgresWrites, PostgresMaintenance, PostgresStoreReads, StoreBase):
+class PostgresStore(PostgresTeam, PostgresLedger, PostgresWrites, PostgresMaintenance, PostgresStoreReads, StoreBase):
     """A :class:`~sessiontree.stores.base.SessionStore` in a PostgreSQL database (docs/postgres.md).
 
     Args:

@@ -45,8 +45,8 @@ __all__ = ["LEDGER", "UsageLedger", "fill_ledger", "query_usage"]
 _RECORD_TYPES = ("message", "session_summary", "compaction", "branch_summary", "usage")
 
 _INSERT = ("INSERT INTO usage_ledger (session_id, seq, n, dedup_key, source, provider, model, ts_ms,"
-           " input, output, cache_read, cache_write, cost_nanos)"
-           " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
+           " input, output, cache_read, cache_write, cost_nanos, cache_write_1h)"
+           " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
 
 
 class UsageLedger:
@@ -63,7 +63,8 @@ class UsageLedger:
                 continue
             for n, r in enumerate(records_from_entry(entry)):
                 values.append((session_id, seq, n, r.key, r.source, text_copy(r.provider), text_copy(r.model),
-                               r.timestamp_ms, r.input, r.output, r.cache_read, r.cache_write, r.cost_nanos))
+                               r.timestamp_ms, r.input, r.output, r.cache_read, r.cache_write, r.cost_nanos,
+                               r.cache_write_1h))
         if values:
             with conn.cursor() as cur:
                 cur.executemany(_INSERT, values)
@@ -90,12 +91,14 @@ class _SessionCheck:
         if entry.get("type") in _RECORD_TYPES:
             for n, r in enumerate(records_from_entry(entry)):
                 self.rows.append((seq, n, r.key, r.source, text_copy(r.provider), text_copy(r.model),
-                                  r.timestamp_ms, r.input, r.output, r.cache_read, r.cache_write, r.cost_nanos))
+                                  r.timestamp_ms, r.input, r.output, r.cache_read, r.cache_write, r.cost_nanos,
+                                  r.cache_write_1h))
 
     def drift(self) -> list[str]:
         stored = [tuple(row) for row in self.conn.execute(
             "SELECT seq, n, dedup_key, source, provider, model, ts_ms, input, output, cache_read, cache_write,"
-            " cost_nanos FROM usage_ledger WHERE session_id = %s ORDER BY seq, n", (self.session_id,))]
+            " cost_nanos, cache_write_1h FROM usage_ledger WHERE session_id = %s ORDER BY seq, n",
+            (self.session_id,))]
         return row_drift("usage_ledger", stored, self.rows)
 
 
@@ -105,6 +108,8 @@ LEDGER = UsageLedger()
 
 def fill_ledger(conn: Any) -> None:
     """Write the ledger rows of every entry already stored (the schema step creating the ledger)."""
+    # The column of step m007_cache_write_1h, which this code writes: m004 runs it first.
+    conn.execute("ALTER TABLE usage_ledger ADD COLUMN IF NOT EXISTS cache_write_1h numeric NOT NULL DEFAULT 0")
     placeholders = ", ".join(["%s"] * len(_RECORD_TYPES))
     for (session_id,) in conn.execute("SELECT id FROM sessions ORDER BY rowno").fetchall():
         rows = []
@@ -122,7 +127,7 @@ def fill_ledger(conn: Any) -> None:
 
 
 
-_ATTRS = "provider, model, ts_ms, input, output, cache_read, cache_write, cost_nanos"
+_ATTRS = "provider, model, ts_ms, input, output, cache_read, cache_write, cost_nanos, cache_write_1h"
 
 
 def query_usage(conn: Any, query: UsageQuery, cwd_of: Callable[[list[str]], dict[str, str | None]],
@@ -156,20 +161,26 @@ def query_usage(conn: Any, query: UsageQuery, cwd_of: Callable[[list[str]], dict
         bucket = f"(CASE WHEN {per_call} THEN {bucket} ELSE 0 END)"
     # Rows to be priced from a catalogue keep their own token counts.
     split = ", ".join(f"(CASE WHEN {per_call} THEN {name} END)" for name in
-                      ("input", "output", "cache_read", "cache_write"))
+                      ("input", "output", "cache_read", "cache_write", "cache_write_1h"))
     sums = ("sum(m), sum(m * input), sum(m * output), sum(m * cache_read), sum(m * cache_write),"
-            " sum(m * coalesce(cost_nanos, 0))")
+            " sum(m * coalesce(cost_nanos, 0)), sum(m * cache_write_1h)")
     group = f"provider, model, {bucket}, cost_nanos IS NOT NULL, {split}"
     if query.session_id is not None:
+        # "Held by an earlier session?" once per distinct key (``held``), not per row: a
+        # session of N equal calls (one key) costs one look at the key's rows, where a
+        # per-row EXISTS read all N of them for each of the N (issue 38).
         sql = f"""
-            WITH me AS (SELECT id, coalesce(created_at, '') AS c FROM sessions WHERE id = %s)
-            SELECT NULL, provider, model, {bucket}, cost_nanos IS NOT NULL, copied, {per_call}, {sums}
-            FROM (
-                SELECT 1 AS m, {_ATTRS}, EXISTS (
+            WITH me AS (SELECT id, coalesce(created_at, '') AS c FROM sessions WHERE id = %s),
+            mine AS MATERIALIZED (
+                SELECT dedup_key, {_ATTRS} FROM usage_ledger
+                WHERE session_id = (SELECT id FROM me) AND {time_sql}),
+            held AS MATERIALIZED (
+                SELECT k.k FROM (SELECT DISTINCT dedup_key AS k FROM mine) AS k WHERE EXISTS (
                     SELECT 1 FROM usage_ledger AS o JOIN sessions AS s ON s.id = o.session_id, me
-                    WHERE o.dedup_key = l.dedup_key AND o.session_id <> me.id
-                      AND (coalesce(s.created_at, '') COLLATE "C", s.id COLLATE "C") < (me.c, me.id)) AS copied
-                FROM usage_ledger AS l WHERE l.session_id = (SELECT id FROM me) AND {time_sql}) AS mine
+                    WHERE o.dedup_key = k.k AND o.session_id <> me.id
+                      AND (coalesce(s.created_at, '') COLLATE "C", s.id COLLATE "C") < (me.c, me.id)))
+            SELECT NULL, provider, model, {bucket}, cost_nanos IS NOT NULL, copied, {per_call}, {sums}
+            FROM (SELECT 1 AS m, {_ATTRS}, dedup_key IN (SELECT k FROM held) AS copied FROM mine) AS mine
             GROUP BY copied, {group}"""
         rows = conn.execute(sql, (query.session_id, *params)).fetchall()
         owners: dict[Any, tuple[str | None, str | None]] = {
@@ -206,17 +217,19 @@ def query_usage(conn: Any, query: UsageQuery, cwd_of: Callable[[list[str]], dict
             continue
         session_id, cwd = reported
         call_count, tokens, cost = int(row[7]), [int(value) for value in row[8:12]], int(row[12])
+        hour = int(row[13])
         priced_per_call = bool(row[6])
         key = (session_id, cwd, row[1], row[2], int(row[3]), bool(row[4]), bool(row[5]), priced_per_call,
-               tuple(value // call_count for value in tokens) if priced_per_call else None)
+               tuple(value // call_count for value in (*tokens, hour)) if priced_per_call else None)
         out = merged.get(key)
         if out is None:
             merged[key] = UsageRow(session_id, cwd, row[1], row[2], int(row[3]), bool(row[4]), bool(row[5]),
                                    priced_per_call, call_count, tokens[0], tokens[1], tokens[2], tokens[3],
-                                   cost)
+                                   cost, hour)
         else:
             out.calls += call_count
             out.input, out.output = out.input + tokens[0], out.output + tokens[1]
             out.cache_read, out.cache_write = out.cache_read + tokens[2], out.cache_write + tokens[3]
             out.cost_nanos += cost
+            out.cache_write_1h += hour
     return list(merged.values())

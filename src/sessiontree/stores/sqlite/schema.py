@@ -19,6 +19,8 @@ order at open and recorded by name in ``schema_migrations`` (``SqliteStore``):
 ``m013_blobs``                ``blobs``, ``entry_blobs`` (large image data out of line, :mod:`.blobs`)
 ``m014_contentless_search``   ``search_fts`` contentless, ``detail=none``; ``search_entries`` without text
 ``m015_texts_tail``           ``sessions.texts_from`` (the listing texts' pending tail)
+``m016_cache_write_1h``       ``usage_ledger.cache_write_1h`` (the 1-hour part of a call's cache writes)
+``m017_retention``            ``holds``, ``deletion_log`` (:mod:`.retention`, docs/team.md)
 ============================  =====================================================
 
 Add new steps at the end; never edit one that has been applied (its name and
@@ -34,6 +36,7 @@ import sqlite3
 from sessiontree.stores.shared import schema_steps
 from sessiontree.stores.sqlite import blobs, search, usage
 from sessiontree.stores.sqlite.derived import DerivedIndex, Migration, record_crc
+from sessiontree.stores.sqlite.retention import m017_retention
 
 __all__ = ["DERIVED_INDEXES", "MIGRATIONS"]
 
@@ -485,6 +488,16 @@ def m015_texts_tail(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE sessions ADD COLUMN texts_from INTEGER")
 
 
+def m016_cache_write_1h(conn: sqlite3.Connection) -> None:
+    """1-hour cache writes kept apart in the usage tables (docs/usage.md, "Claude Code"):
+    ``cache_write_1h``, the part of ``cache_write`` written to the 1-hour cache, in
+    ``usage_ledger``, ``usage_calls`` and ``usage_rollup`` (whose priced shape gains it
+    when it is not 0, so a catalogue prices it at its own rate). Existing rows get 0,
+    what the entries synced before this step hold (the mapping that splits the writes
+    came with it; ``reindex`` or a re-sync of a Claude Code file fills them)."""
+    usage.ensure_hour_columns(conn)
+
+
 #: Schema steps ``(name, function)`` in number order; add new steps, never edit applied ones.
 MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m001_initial,
@@ -502,6 +515,8 @@ MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m013_blobs,
     m014_contentless_search,
     m015_texts_tail,
+    m016_cache_write_1h,
+    m017_retention,
 )
 
 #: Every derived index, maintained by each write in this order (their tables come

@@ -57,6 +57,7 @@ from sessiontree.stores.sqlite.derived import STATE_COLUMNS, DerivedIndex
 from sessiontree.stores.sqlite.ledger import SqliteLedger
 from sessiontree.stores.sqlite.maintenance import SETTLE_BUDGET, SqliteMaintenance
 from sessiontree.stores.sqlite.reads import SqliteReads
+from sessiontree.stores.sqlite.retention import SqliteRetention
 from sessiontree.stores.sqlite.schema import DERIVED_INDEXES, MIGRATIONS
 from sessiontree.stores.sqlite.writes import SqliteWrites
 
@@ -75,7 +76,7 @@ __all__ = [
 DEFAULT_TIMEOUT = 30.0
 
 
-class SqliteStore(SqliteLedger, SqliteWrites, SqliteMaintenance, SqliteReads, StoreBase):
+class SqliteStore(SqliteRetention, SqliteLedger, SqliteWrites, SqliteMaintenance, SqliteReads, StoreBase):
     """A :class:`~sessiontree.stores.base.SessionStore` in one SQLite database file.
 
     Opening never writes to a database that is not ours: an

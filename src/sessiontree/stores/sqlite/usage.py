@@ -37,7 +37,7 @@ from sessiontree.stores.shared import ledger_row_owner
 from sessiontree.stores.sqlite.derived import IndexedRow, from_db, to_db
 from sessiontree.stores.verify import row_drift
 
-__all__ = ["LEDGER", "UsageLedger", "query_usage", "rebuild_rollup"]
+__all__ = ["LEDGER", "UsageLedger", "ensure_hour_columns", "query_usage", "rebuild_rollup"]
 
 _RECORD_TYPES = frozenset(("message", "session_summary", "compaction", "branch_summary", "usage"))
 
@@ -50,9 +50,10 @@ def _bucket_sql(column: str) -> str:
 
 
 #: A call's "priced shape": '' when its recorded cost is usable, else its four token
-#: counts, so calls to be priced from a catalogue stay one shape per rollup row.
+#: counts (and its 1-hour cache writes when it has any), so calls to be priced from a
+#: catalogue stay one shape per rollup row.
 _SHAPE = ("CASE WHEN cost_nanos IS NULL THEN input || ',' || output || ',' || cache_read || ',' || cache_write"
-          " ELSE '' END")
+          " || CASE WHEN cache_write_1h > 0 THEN ',' || cache_write_1h ELSE '' END ELSE '' END")
 
 _ROLLUP_KEY = f"owner, coalesce(provider, ''), coalesce(model, ''), {_bucket_sql('ts_ms')}, {_SHAPE}"
 
@@ -62,15 +63,16 @@ def _rollup_move(sign: str, source: str) -> str:
     their rollup rows."""
     return f"""
     INSERT INTO usage_rollup (owner, provider, model, bucket, shape, calls, input, output, cache_read,
-                              cache_write, cost_nanos)
+                              cache_write, cost_nanos, cache_write_1h)
     SELECT {_ROLLUP_KEY}, {sign}sum(m), {sign}sum(m * input), {sign}sum(m * output),
-           {sign}sum(m * cache_read), {sign}sum(m * cache_write), {sign}sum(m * coalesce(cost_nanos, 0))
+           {sign}sum(m * cache_read), {sign}sum(m * cache_write), {sign}sum(m * coalesce(cost_nanos, 0)),
+           {sign}sum(m * cache_write_1h)
     {source}
     GROUP BY 1, 2, 3, 4, 5
     ON CONFLICT (owner, provider, model, bucket, shape) DO UPDATE SET
         calls = calls + excluded.calls, input = input + excluded.input, output = output + excluded.output,
         cache_read = cache_read + excluded.cache_read, cache_write = cache_write + excluded.cache_write,
-        cost_nanos = cost_nanos + excluded.cost_nanos"""
+        cost_nanos = cost_nanos + excluded.cost_nanos, cache_write_1h = cache_write_1h + excluded.cache_write_1h"""
 
 
 # Built once: the statement cache hashes the text on every execute, and a str caches its hash.
@@ -81,23 +83,33 @@ _ROLLUP_ADD = _rollup_move("", _TOUCHED)
 _ROLLUP_SUBTRACT = _rollup_move("-", _TOUCHED)
 #: Adds a ``usage_calls`` row about to be inserted, given as its values ``(dedup_key, m,
 #: session key, provider, model, ts_ms, input, output, cache_read, cache_write,
-#: cost_nanos)``, to its rollup row, unless ``usage_calls`` already holds that key (the
+#: cost_nanos, cache_write_1h)``, to its rollup row, unless ``usage_calls`` already holds that key (the
 #: append fast path of :meth:`UsageLedger.add`: the same sums :data:`_ROLLUP_ADD` adds
 #: once the row is in, so the rollup matches ``usage_calls`` at every step).
 _ROLLUP_ADD_NEW_CALL = _rollup_move(
     "", "FROM (SELECT ? AS dedup_key, ? AS m, hex(?) AS owner, ? AS provider, ? AS model, ? AS ts_ms,"
-        " ? AS input, ? AS output, ? AS cache_read, ? AS cache_write, ? AS cost_nanos) AS c"
+        " ? AS input, ? AS output, ? AS cache_read, ? AS cache_write, ? AS cost_nanos, ? AS cache_write_1h) AS c"
         " WHERE NOT EXISTS (SELECT 1 FROM usage_calls u WHERE u.dedup_key = c.dedup_key)")
+
+
+def ensure_hour_columns(conn: sqlite3.Connection) -> None:
+    """Add ``cache_write_1h`` (schema step ``m016_cache_write_1h``) to each usage table that
+    exists and lacks it: the schema steps before it rebuild these tables with this code."""
+    for table in ("usage_ledger", "usage_calls", "usage_rollup"):
+        columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        if columns and "cache_write_1h" not in columns:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN cache_write_1h INTEGER NOT NULL DEFAULT 0")
 
 
 def rebuild_rollup(conn: sqlite3.Connection) -> None:
     """Refill ``usage_rollup`` from ``usage_calls`` (the schema step and a whole-store reindex)."""
+    ensure_hour_columns(conn)
     conn.execute("DELETE FROM usage_rollup")
     conn.execute(f"""
         INSERT INTO usage_rollup (owner, provider, model, bucket, shape, calls, input, output, cache_read,
-                                  cache_write, cost_nanos)
+                                  cache_write, cost_nanos, cache_write_1h)
         SELECT {_ROLLUP_KEY}, sum(m), sum(m * input), sum(m * output), sum(m * cache_read), sum(m * cache_write),
-               sum(m * coalesce(cost_nanos, 0))
+               sum(m * coalesce(cost_nanos, 0)), sum(m * cache_write_1h)
         FROM usage_calls GROUP BY 1, 2, 3, 4, 5""")
 
 
@@ -141,12 +153,13 @@ class UsageLedger:
                 continue
             for n, r in enumerate(records_from_entry(entry)):
                 values.append((key, seq, n, r.key, r.source, to_db(r.provider), to_db(r.model), r.timestamp_ms,
-                               r.input, r.output, r.cache_read, r.cache_write, r.cost_nanos))
+                               r.input, r.output, r.cache_read, r.cache_write, r.cost_nanos, r.cache_write_1h))
         if not values:
             return
         conn.executemany(
             "INSERT INTO usage_ledger (session_id, seq, n, dedup_key, source, provider, model, ts_ms,"
-            " input, output, cache_read, cache_write, cost_nanos) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", values)
+            " input, output, cache_read, cache_write, cost_nanos, cache_write_1h) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            values)
         # Fast path (every record of a new agent turn): a key with no usage_calls row had no
         # ledger row before this write (usage_calls holds one row per key of the ledger), so
         # its rows are exactly the ones just inserted, all in this session: it counts as
@@ -165,7 +178,7 @@ class UsageLedger:
         if rollup:  # first: it adds only keys usage_calls does not hold yet
             conn.executemany(_ROLLUP_ADD_NEW_CALL, calls)
         inserted = conn.executemany(
-            f"INSERT INTO usage_calls (dedup_key, m, owner, {_ATTRS}) VALUES (?, ?, hex(?), ?, ?, ?, ?, ?, ?, ?, ?)"
+            f"INSERT INTO usage_calls (dedup_key, m, owner, {_ATTRS}) VALUES (?, ?, hex(?), ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (dedup_key) DO NOTHING", calls).rowcount
         if inserted != len(fresh):
             _refresh_calls(conn, set(fresh), rollup)
@@ -211,6 +224,7 @@ class UsageLedger:
 
     def rebuild_all(self, conn: sqlite3.Connection) -> None:
         """Refill the whole ledger from ``entries`` (the schema step on an existing store)."""
+        ensure_hour_columns(conn)
         conn.execute("DELETE FROM usage_ledger")
         conn.execute("DELETE FROM usage_calls")
         # Calls first, the rollup once at the end (the schema step m006 runs before
@@ -250,7 +264,8 @@ class UsageLedger:
         drift = []
         calls = (f"SELECT dedup_key, max(n), substr(min(o), instr(min(o), char(1)) + 1), {_ATTRS} FROM ("
                  " SELECT l.dedup_key, count(*) AS n, coalesce(s.created_at, '') || char(1) || hex(l.session_id)"
-                 " AS o, l.provider, l.model, l.ts_ms, l.input, l.output, l.cache_read, l.cache_write, l.cost_nanos"
+                 " AS o, l.provider, l.model, l.ts_ms, l.input, l.output, l.cache_read, l.cache_write, l.cost_nanos,"
+                 " l.cache_write_1h"
                  " FROM usage_ledger l JOIN sessions s ON s.id = l.session_id GROUP BY l.dedup_key, l.session_id)"
                  " GROUP BY dedup_key")
         stored = f"SELECT dedup_key, m, owner, {_ATTRS} FROM usage_calls"
@@ -259,9 +274,10 @@ class UsageLedger:
             drift.append(f"usage_calls ({differ} rows differ from a recount of usage_ledger)")
         if _has_rollup(conn):
             sums = (f"SELECT {_ROLLUP_KEY}, sum(m), sum(m * input), sum(m * output), sum(m * cache_read),"
-                    " sum(m * cache_write), sum(m * coalesce(cost_nanos, 0)) FROM usage_calls GROUP BY 1, 2, 3, 4, 5")
+                    " sum(m * cache_write), sum(m * coalesce(cost_nanos, 0)), sum(m * cache_write_1h)"
+                    " FROM usage_calls GROUP BY 1, 2, 3, 4, 5")
             stored = ("SELECT owner, provider, model, bucket, shape, calls, input, output, cache_read, cache_write,"
-                      " cost_nanos FROM usage_rollup WHERE calls != 0")
+                      " cost_nanos, cache_write_1h FROM usage_rollup WHERE calls != 0")
             differ = _differ(conn, stored, sums)
             if differ:
                 drift.append(f"usage_rollup ({differ} rows differ from the sums of usage_calls)")
@@ -287,16 +303,16 @@ class _SessionCheck:
         if entry.get("type") in _RECORD_TYPES:
             for n, r in enumerate(records_from_entry(entry)):
                 self.rows.append((seq, n, r.key, r.source, to_db(r.provider), to_db(r.model), r.timestamp_ms,
-                                  r.input, r.output, r.cache_read, r.cache_write, r.cost_nanos))
+                                  r.input, r.output, r.cache_read, r.cache_write, r.cost_nanos, r.cache_write_1h))
 
     def drift(self) -> list[str]:
         stored = [tuple(row) for row in self.conn.execute(
             "SELECT seq, n, dedup_key, source, provider, model, ts_ms, input, output, cache_read, cache_write,"
-            " cost_nanos FROM usage_ledger WHERE session_id = ? ORDER BY seq, n", (self.key,))]
+            " cost_nanos, cache_write_1h FROM usage_ledger WHERE session_id = ? ORDER BY seq, n", (self.key,))]
         return row_drift("usage_ledger", stored, self.rows)
 
 
-_ATTRS = "provider, model, ts_ms, input, output, cache_read, cache_write, cost_nanos"
+_ATTRS = "provider, model, ts_ms, input, output, cache_read, cache_write, cost_nanos, cache_write_1h"
 
 
 def _refresh_calls(conn: sqlite3.Connection, keys: set[bytes], rollup: bool = True) -> None:
@@ -321,7 +337,8 @@ def _refresh_calls(conn: sqlite3.Connection, keys: set[bytes], rollup: bool = Tr
         INSERT INTO usage_calls (dedup_key, m, owner, {_ATTRS})
         SELECT dedup_key, max(n), substr(min(o), instr(min(o), char(1)) + 1), {_ATTRS} FROM (
             SELECT l.dedup_key, count(*) AS n, coalesce(s.created_at, '') || char(1) || hex(l.session_id) AS o,
-                   l.provider, l.model, l.ts_ms, l.input, l.output, l.cache_read, l.cache_write, l.cost_nanos
+                   l.provider, l.model, l.ts_ms, l.input, l.output, l.cache_read, l.cache_write, l.cost_nanos,
+                   l.cache_write_1h
             FROM temp.usage_touched t JOIN usage_ledger l ON l.dedup_key = t.k
             JOIN sessions s ON s.id = l.session_id
             GROUP BY l.dedup_key, l.session_id)
@@ -422,7 +439,7 @@ def _collect(values: list[tuple[Any, ...]], owners: dict[bytes, Any], key: Any, 
     two sessions of the batch do)."""
     for n, r in enumerate(records_from_entry(entry)):
         values.append((key, seq, n, r.key, r.source, to_db(r.provider), to_db(r.model), r.timestamp_ms,
-                       r.input, r.output, r.cache_read, r.cache_write, r.cost_nanos))
+                       r.input, r.output, r.cache_read, r.cache_write, r.cost_nanos, r.cache_write_1h))
         seen = owners.get(r.key, key)
         owners[r.key] = key if seen == key else _SHARED
 
@@ -464,7 +481,8 @@ def _insert_batch(conn: sqlite3.Connection, values: list[tuple[Any, ...]], owner
     values.sort(key=lambda value: (value[3], value[0], value[1], value[2]))
     conn.executemany(
         "INSERT INTO usage_ledger (session_id, seq, n, dedup_key, source, provider, model, ts_ms,"
-        " input, output, cache_read, cache_write, cost_nanos) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", values)
+        " input, output, cache_read, cache_write, cost_nanos, cache_write_1h) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        values)
     fresh: dict[bytes, list[Any]] = {}
     for value in values:
         if owners[value[3]] is _SHARED:
@@ -477,7 +495,7 @@ def _insert_batch(conn: sqlite3.Connection, values: list[tuple[Any, ...]], owner
     calls = list(map(tuple, fresh.values()))
     conn.executemany(_ROLLUP_ADD_NEW_CALL, calls)
     inserted = conn.executemany(
-        f"INSERT INTO usage_calls (dedup_key, m, owner, {_ATTRS}) VALUES (?, ?, hex(?), ?, ?, ?, ?, ?, ?, ?, ?)"
+        f"INSERT INTO usage_calls (dedup_key, m, owner, {_ATTRS}) VALUES (?, ?, hex(?), ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (dedup_key) DO NOTHING", calls).rowcount
     refresh = {k for k, owner in owners.items() if owner is _SHARED}
     if inserted != len(fresh):
@@ -561,7 +579,8 @@ def _query_rollup(conn: sqlite3.Connection, query: UsageQuery, cwd_filter: Any) 
     bucket = "bucket" if query.by_time else "(CASE WHEN shape = '' THEN 0 ELSE bucket END)"
     rows = conn.execute(f"""
         SELECT {owner}, nullif(provider, ''), nullif(model, ''), {bucket}, shape = '', shape != '',
-               sum(calls), sum(input), sum(output), sum(cache_read), sum(cache_write), sum(cost_nanos)
+               sum(calls), sum(input), sum(output), sum(cache_read), sum(cache_write), sum(cost_nanos),
+               sum(cache_write_1h)
         FROM usage_rollup WHERE {time_sql}
         GROUP BY {owner}, provider, model, {bucket}, shape""", params).fetchall()
     owners = _owners(conn, {row[0] for row in rows}) if sessions else {None: (None, None)}
@@ -588,23 +607,30 @@ def _query_calls(conn: sqlite3.Connection, query: UsageQuery, cwd_filter: Any) -
     time_sql, params = _time_where(query, "ts_ms")
     per_call = "1" if query.price_all else "(cost_nanos IS NULL)"
     # Rows to be priced from a catalogue keep their own token counts.
-    split = f"CASE WHEN {per_call} THEN input || ',' || output || ',' || cache_read || ',' || cache_write END"
+    split = (f"CASE WHEN {per_call} THEN input || ',' || output || ',' || cache_read || ',' || cache_write"
+             " || ',' || cache_write_1h END")
     sums = ("sum(m), sum(m * input), sum(m * output), sum(m * cache_read), sum(m * cache_write),"
-            " sum(m * coalesce(cost_nanos, 0))")
+            " sum(m * coalesce(cost_nanos, 0)), sum(m * cache_write_1h)")
     bucket = _bucket_sql("ts_ms")
     if not query.by_time:
         bucket = f"(CASE WHEN {per_call} THEN {bucket} ELSE 0 END)"
     attrs = _ATTRS
     if query.session_id is not None:
+        # "Held by an earlier session?" is asked once per distinct key (``held``), not per
+        # row: a session of N equal calls (one key) costs one look at the key's rows, where a
+        # per-row EXISTS walked all N of them for each of the N (issue 38).
         sql = f"""
-            WITH me AS (SELECT id, coalesce(created_at, '') AS c FROM sessions WHERE id = ?)
-            SELECT NULL AS owner, provider, model, {bucket}, cost_nanos IS NOT NULL, copied, {per_call}, {sums}
-            FROM (
-                SELECT 1 AS m, {attrs}, EXISTS (
+            WITH me AS (SELECT id, coalesce(created_at, '') AS c FROM sessions WHERE id = ?),
+            mine AS (
+                SELECT dedup_key, {attrs} FROM usage_ledger
+                WHERE session_id = (SELECT id FROM me) AND {time_sql}),
+            held AS (
+                SELECT k FROM (SELECT DISTINCT dedup_key AS k FROM mine) WHERE EXISTS (
                     SELECT 1 FROM usage_ledger o JOIN sessions s ON s.id = o.session_id, me
-                    WHERE o.dedup_key = l.dedup_key AND o.session_id != me.id
-                      AND (coalesce(s.created_at, ''), s.id) < (me.c, me.id)) AS copied
-                FROM usage_ledger l WHERE l.session_id = (SELECT id FROM me) AND {time_sql})
+                    WHERE o.dedup_key = k AND o.session_id != me.id
+                      AND (coalesce(s.created_at, ''), s.id) < (me.c, me.id)))
+            SELECT NULL AS owner, provider, model, {bucket}, cost_nanos IS NOT NULL, copied, {per_call}, {sums}
+            FROM (SELECT 1 AS m, {attrs}, dedup_key IN (SELECT k FROM held) AS copied FROM mine)
             GROUP BY provider, model, {bucket}, cost_nanos IS NOT NULL, copied, {split}"""
         rows = conn.execute(sql, (to_db(query.session_id), *params)).fetchall()
         owners: dict[Any, tuple[str | None, str | None]]

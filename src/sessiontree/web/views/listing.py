@@ -9,7 +9,9 @@ from typing import Any
 
 from sessiontree.core.listing import SessionInfo
 from sessiontree.errors import SearchQueryError
+from sessiontree.format.idprefix import short_session_ids, split_subagent
 from sessiontree.search.query import search, settle_search_tail
+from sessiontree.search.suggest import suggest
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.base import Provenance, SessionStore
 from sessiontree.stores.origin import matching_sessions
@@ -44,10 +46,13 @@ class ListQuery:
         per_page: rows per page.
         host, user: keep sessions first synced or imported on this host (name or
             machine id) / by this user (docs/sync.md, "Provenance").
+        agent: keep sessions of this agent (``SessionInfo.agent``: ``pi``, ``claude-code``,
+            ``codex``; docs/listing.md, "Agent").
     """
 
     q: str = ""
     project: str = ""
+    agent: str = ""
     host: str = ""
     user: str = ""
     named: bool = False
@@ -61,13 +66,25 @@ class ListQuery:
 
 @dataclass
 class ListRow:
-    """One row of the session list (see :func:`build_list_page`)."""
+    """One row of the session list (see :func:`build_list_page`).
+
+    Attributes:
+        info, title, stats, snippet, origin: the session, its title, its usage
+            (:func:`~sessiontree.usage.report.session_stats`), its best search hit, its origin.
+        relation: how the row relates to another session, shown beside the title:
+            ``("subagent", parent id)`` for a subagent session (format/idprefix.py),
+            ``("copy", source id)`` for a fork that bills nothing of its own (every call
+            it holds is counted at its source: docs/usage.md), else ``None``.
+        short_id: the id as lists print it (``PARENT/AGENT`` for a subagent).
+    """
 
     info: SessionInfo
     title: str
     stats: Mapping[str, Any] | None = None
     snippet: str = ""
     origin: Provenance | None = None
+    relation: tuple[str, str] | None = None
+    short_id: str = ""
 
 
 @dataclass
@@ -88,6 +105,10 @@ class ListPage:
         hosts, users: every origin host and user of the store, for the filters (empty
             when no session has a recorded origin: the filters and the origin column
             are then not shown).
+        suggestions: a search that matched no session: up to three close queries that
+            find something (:func:`sessiontree.search.suggest.suggest`), as links.
+        agents: every agent of the listed store's sessions, for the filter; the agent
+            column is shown once one is not ``pi``.
     """
 
     query: ListQuery
@@ -100,6 +121,13 @@ class ListPage:
     message: str = ""
     hosts: list[str] = field(default_factory=list)
     users: list[str] = field(default_factory=list)
+    suggestions: list[str] = field(default_factory=list)
+    agents: list[str] = field(default_factory=list)
+
+    @property
+    def show_agent(self) -> bool:
+        """Whether the agent column is shown: once any session is another agent's (as ``list``)."""
+        return any(agent != "pi" for agent in self.agents)
 
 
 def search_sessions(store: SessionStore, infos: Sequence[SessionInfo],
@@ -163,6 +191,8 @@ def build_list_page(store: SessionStore, query: ListQuery, infos: Sequence[Sessi
         rows = [i for i in rows if i.cwd == query.project or i.cwd.startswith(prefix)]
     if query.named:
         rows = [i for i in rows if i.name]
+    if query.agent:
+        rows = [i for i in rows if i.agent == query.agent]
     key: Callable[[SessionInfo], datetime] = (
         (lambda i: i.created) if query.sort == "created" else (lambda i: i.modified))
     if query.since is not None:
@@ -172,12 +202,16 @@ def build_list_page(store: SessionStore, query: ListQuery, infos: Sequence[Sessi
     snippets: dict[str, str] = {}
     mode = ""
     message = ""
+    suggestions: list[str] = []
     if query.q.strip():
         try:
             rows, snippets, mode = search_sessions(store, rows, query.q.strip())
         except SearchQueryError as exc:
             # The user's own input (an over-long query): the page says so, no rows match.
             rows, message = [], str(exc)
+        if not rows and not message:
+            # "Did you mean ...?" from the stored words, as the command line and MCP answer.
+            suggestions = suggest(store, query.q.strip())
     else:
         rows = sorted(rows, key=key, reverse=True)
     total = len(rows)
@@ -186,8 +220,21 @@ def build_list_page(store: SessionStore, query: ListQuery, infos: Sequence[Sessi
     page = min(max(1, query.page), pages)
     query.page = page
     window = rows[(page - 1) * per_page: page * per_page]
-    stats = session_stats(store, [i.id for i in window])
-    out = [ListRow(i, session_title(i) or "(untitled)", stats.get(i.id), snippets.get(i.id, ""), origins.get(i.id))
+    stats = session_stats(store, [i.id for i in window], marks=True)
+    short = short_session_ids(i.id for i in infos)
+    out = [ListRow(i, session_title(i) or "(untitled)", stats.get(i.id), snippets.get(i.id, ""), origins.get(i.id),
+                   _relation(i, stats.get(i.id)), short.get(i.id, i.id))
            for i in window]
     return ListPage(query, out, total, pages, projects, mode, has_stats=True, message=message,
-                    hosts=sorted({o.host for o in origins.values()}), users=sorted({o.user for o in origins.values()}))
+                    hosts=sorted({o.host for o in origins.values()}), users=sorted({o.user for o in origins.values()}),
+                    suggestions=suggestions, agents=sorted({i.agent for i in infos}))
+
+
+def _relation(info: SessionInfo, stats: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    """:attr:`ListRow.relation` of one session."""
+    parts = split_subagent(info.id)
+    if parts is not None:
+        return ("subagent", parts[0])
+    if info.parent_session_id and stats is None:
+        return ("copy", info.parent_session_id)
+    return None
