@@ -51,10 +51,10 @@ def __getattr__(name: str) -> Any:
     """A public name of :data:`_LAZY` (PEP 562): imported on first use, then cached in
     the module's globals. Raises AttributeError for any other name."""
     if name == "__version__":
-        # Looked up on first use: importlib.metadata costs a status bar's whole budget
-        # (docs/statusline.md), and most commands never print the version.
-        globals()[name] = value = _version()
-        return value
+        # importlib.metadata costs more to import than the rest of this package's
+        # start-up: read only when asked (``--version``, the MCP server's handshake).
+        globals()[name] = _version()
+        return globals()[name]
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'sessiontree' has no attribute {name!r}")
@@ -65,18 +65,54 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     """The loaded names and the lazy ones, sorted."""
-    return sorted([*globals(), *_LAZY])
+    return sorted({*globals(), *_LAZY, "__version__"})
 
 
 def _version() -> str:
     """The installed distribution's version (``pyproject.toml`` is its one source); a
     source tree put on ``sys.path`` without being installed has no metadata."""
+    found = _version_from_path()
+    if found is not None:
+        return found
     from importlib.metadata import PackageNotFoundError, version
 
     try:
         return version("sessiontree")
     except PackageNotFoundError:
         return "0+unknown"
+
+
+def _version_from_path() -> str | None:
+    """The ``Version:`` of the first ``sessiontree`` metadata directory on ``sys.path``
+    (``*.dist-info/METADATA``, ``*.egg-info/PKG-INFO``), the one ``importlib.metadata``
+    finds first; ``None`` when there is none (an installed zip or a custom finder: the
+    caller asks ``importlib.metadata`` then). Importing ``importlib.metadata`` costs
+    more than the rest of ``sessiontree --version`` together (docs/architecture.md, "Start-up")."""
+    import os
+    import sys
+
+    for entry in sys.path:
+        try:
+            names = sorted(os.listdir(entry or "."))
+        except OSError:
+            continue
+        for name in names:
+            lower = name.lower()
+            if lower.startswith(("sessiontree-", "sessiontree.")) and lower.endswith((".dist-info", ".egg-info")):
+                stem = lower.rsplit(".", 1)[0].split("-", 1)[0]
+                if stem != "sessiontree":
+                    continue
+                meta = os.path.join(entry or ".", name, "METADATA" if lower.endswith(".dist-info") else "PKG-INFO")
+                try:
+                    with open(meta, encoding="utf-8") as handle:
+                        for line in handle:
+                            if line.startswith("Version:"):
+                                return line[len("Version:"):].strip()
+                            if not line.strip():
+                                break  # the end of the headers
+                except OSError:
+                    continue
+    return None
 
 
 __all__ = [

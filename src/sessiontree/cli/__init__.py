@@ -23,24 +23,46 @@ Conventions:
   from its file directly instead of being opened for writing.
 """
 
-from sessiontree.cli import (  # noqa: F401  (each module registers its commands on ``cli``)
-    agent,
-    budget,
-    diff,
-    edit,
-    files,
-    insights,
-    mcp,
-    search,
-    secrets,
-    serve,
-    sessions,
-    stats,
-    statusline,
-    store,
-    sync,
-    team,
-)
 from sessiontree.cli.common import cli, main
 
-__all__ = ["cli", "main"]
+#: Every command: its name -> the module of :mod:`sessiontree.cli` that registers it on
+#: :data:`cli`. A module is imported only when one of its commands is run or listed, so
+#: start-up pays for the one command named (CONTRIBUTING.md, "Adding a command"; a test
+#: checks this table against what the modules register). A new command is one line here.
+COMMANDS: dict[str, str] = {
+    "archive": "agent",
+    "archived": "agent",
+    "budget": "budget",
+    "check": "files",
+    "context": "sessions",
+    "delete": "edit",
+    "diff": "diff",
+    "export": "sessions",
+    "fork": "edit",
+    "hold": "team",
+    "import": "files",
+    "insights": "insights",
+    "label": "edit",
+    "list": "sessions",
+    "mcp": "mcp",
+    "migrate": "files",
+    "name": "edit",
+    "path": "store",
+    "prune": "team",
+    "reindex": "store",
+    "restore": "agent",
+    "resume": "agent",
+    "search": "search",
+    "secrets": "secrets",
+    "serve": "serve",
+    "show": "sessions",
+    "sources": "sync",
+    "stats": "stats",
+    "statusline": "statusline",
+    "sync": "sync",
+    "team": "team",
+    "unhold": "team",
+}
+cli.lazy_commands.update(COMMANDS)
+
+__all__ = ["COMMANDS", "cli", "main"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from typing import TYPE_CHECKING
 
 import click
 
@@ -25,19 +26,10 @@ from sessiontree.cli.common import (
 )
 from sessiontree.core.textsafe import safe_line, shell_join, shell_quote
 from sessiontree.errors import EntryNotFoundError
-from sessiontree.format.foreign.common import agent_of_header
-from sessiontree.format.foreign.gemini import resume_command as gemini_resume_command
-from sessiontree.sync.archive import ArchivedResult, archive
-from sessiontree.sync.restore import (
-    FOREIGN,
-    RestoreError,
-    RestoreResult,
-    agent_resume_command,
-    restore,
-    restore_source,
-    session_agent,
-)
 from sessiontree.sync.sources import AGENTS
+
+if TYPE_CHECKING:
+    from sessiontree.sync.restore import RestoreResult
 
 _AGENT_NAMES = [name for name, _, _ in AGENTS]
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
@@ -67,6 +59,8 @@ def _restore(app: App, session: str, agent: str | None, directory: str | None,
     """Restore as asked: ``(agent, result)``. With no ``agent``, the session's own: a Claude Code or
     Codex session gets its agent's own file back (verbatim), any other a pi file; a pi file of a
     foreign session is written only with ``--as pi`` (docs/agent-loop.md, "Each agent's own file")."""
+    from sessiontree.sync.restore import FOREIGN, RestoreError, restore, restore_source, session_agent
+
     session_id = resolve_session_id(app, session)
     own = session_agent(app.store, session_id)
     if agent is None and own in FOREIGN and at is not None:
@@ -149,6 +143,9 @@ def resume_cmd(app: App, session: str, agent: str | None, fork: bool, run: bool,
     A Claude Code or Codex file that was archived or removed is written back first, byte for
     byte from the records the store kept. A Gemini CLI session prints `gemini --resume ID` and
     writes nothing (docs/agents/gemini.md, "resume")."""
+    from sessiontree.format.foreign.common import agent_of_header
+    from sessiontree.sync.restore import FOREIGN, agent_resume_command
+
     session_id = resolve_session_id(app, session)
     if agent_of_header(app.store.read_outline(session_id).header) == "gemini":
         _resume_gemini(app, session_id, run, as_json)
@@ -192,6 +189,8 @@ def resume_cmd(app: App, session: str, agent: str | None, fork: bool, run: bool,
 def _resume_gemini(app: App, session_id: str, run: bool, as_json: bool) -> None:
     """Print (or run) Gemini CLI's own ``gemini --resume ID``: the chat stays in Gemini CLI's
     folder, nothing is restored or written."""
+    from sessiontree.format.foreign.gemini import resume_command as gemini_resume_command
+
     command = gemini_resume_command(session_id)
     if as_json and not run:
         print_json({"sessionId": session_id, "agent": "gemini", "command": command, "cwd": ""})
@@ -231,6 +230,8 @@ def archive_cmd(app: App, older_than: str | None, keep_newest: int | None, agent
     was; `sessiontree archived` lists them. Exit status 1 when a file could not
     be archived for a problem (diverged, not reproducible, move failed).
     """
+    from sessiontree.sync.archive import ArchivedResult, archive
+
     age = parse_duration(older_than) if older_than is not None else (None if keep_newest is not None else 30 * 86400.0)
 
     def show(result: ArchivedResult) -> None:

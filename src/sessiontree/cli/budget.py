@@ -7,18 +7,16 @@ Thin edge over :mod:`sessiontree.usage.config` (the file) and
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
-from rich.table import Table
-from rich.text import Text
 
 from sessiontree.cli.common import App, cli, cost_cell, echo_line, pass_app, print_json, print_rich, stdout_console
 from sessiontree.cli.stats import budget_line
 from sessiontree.core.textsafe import safe_line
-from sessiontree.stores.base import SessionStore
-from sessiontree.usage.alerts import alert_crossings
-from sessiontree.usage.budgets import Budget, budget_status, parse_budget
-from sessiontree.usage.config import config_path, load_budgets, remove_budget, set_budget
-from sessiontree.usage.report import format_usd
+
+if TYPE_CHECKING:
+    from sessiontree.stores.base import SessionStore
 
 
 @cli.group("budget", short_help="Spending budgets: set, list, remove (checked by stats --budget and sync --watch).")
@@ -43,6 +41,9 @@ def budget_set(name: str, amount: str, agents: tuple[str, ...], cwd: str | None,
     """Add the budget NAME (or replace it): AMOUNT USD, per day, week or month when given."""
     import os
 
+    from sessiontree.usage.budgets import Budget, parse_budget
+    from sessiontree.usage.config import config_path, set_budget
+
     try:
         nanos, period = parse_budget(amount)
         budget = Budget(name, nanos, period, agents=agents, cwd=os.path.abspath(cwd) if cwd else None,
@@ -57,6 +58,8 @@ def budget_set(name: str, amount: str, agents: tuple[str, ...], cwd: str | None,
 @click.argument("name")
 def budget_remove(name: str) -> None:
     """Remove the budget NAME from the config file."""
+    from sessiontree.usage.config import config_path, remove_budget
+
     if not remove_budget(name):
         from sessiontree.cli.common import UserError
 
@@ -70,6 +73,13 @@ def budget_remove(name: str) -> None:
 @pass_app
 def budget_list(app: App, tz: str | None, as_json: bool) -> None:
     """Every budget with its spend in the current period (exit status 0 even when one is over)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from sessiontree.usage.budgets import budget_status
+    from sessiontree.usage.config import config_path, load_budgets
+    from sessiontree.usage.report import format_usd
+
     budgets = load_budgets()
     statuses = [budget_status(app.store, budget, tz=tz)[0] for budget in budgets] if budgets else []
     if as_json:
@@ -95,6 +105,7 @@ def watch_alerts(store: SessionStore) -> None:
     (and the webhook's problem, if its POST failed). A broken config file is one warning,
     never the end of the watch."""
     from sessiontree.errors import SessionError
+    from sessiontree.usage.alerts import alert_crossings
 
     try:
         alerts = alert_crossings(store)

@@ -19,8 +19,6 @@ from typing import Any
 import click
 
 from sessiontree.cli.common import App, UserError, echo_line, plural, print_json, progress_bar, stderr_console
-from sessiontree.stores import open_store
-from sessiontree.stores.base import SessionStore
 
 
 def _where(problem: dict[str, Any], url: str) -> str:
@@ -41,6 +39,9 @@ def verify_store_cmd(store_url: str, paths: tuple[str, ...], repair: bool, outpu
         click.UsageError: FILE, ``--repair`` or ``-o`` given with ``--store``.
         UserError: the store has errors (exit status 1), or cannot be opened.
     """
+    from sessiontree.stores import open_store
+    from sessiontree.stores.base import SessionStore
+
     if paths or repair or output is not None:
         raise click.UsageError("check --store verifies a store: it takes no FILE, --repair or -o")
     app = click.get_current_context().find_object(App)

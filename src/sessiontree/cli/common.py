@@ -10,36 +10,31 @@ message, :func:`echo_line` its line, :func:`print_json` escapes its JSON text.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, NoReturn
+from importlib import import_module
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-import orjson
-from rich.cells import cell_len
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
-from sessiontree import __version__
-from sessiontree.core.listing import is_unknown_time
 from sessiontree.core.textsafe import safe_block, safe_json_text, safe_line
 from sessiontree.errors import InvalidSessionError, SessionError, StoreOpenError
-from sessiontree.format.codec import ParsedSession
-from sessiontree.format.idprefix import resolve_session_prefix
-from sessiontree.session.manager import SessionManager
-from sessiontree.stores import open_store, resolve_store
-from sessiontree.stores.base import SessionStore
-from sessiontree.usage.report import Totals, format_usd
+
+if TYPE_CHECKING:
+    # Start-up (docs/architecture.md, "Start-up"): rich, the stores, the session manager and
+    # the usage report are imported where they are used, never when a command is only named.
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from sessiontree.format.codec import ParsedSession
+    from sessiontree.session.manager import SessionManager
+    from sessiontree.stores.base import SessionStore
+    from sessiontree.usage.report import Totals
 
 _CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -80,7 +75,28 @@ def describe_error(exc: BaseException) -> str:
 
 
 class _Group(click.Group):
-    """The command group; maps library errors to :class:`UserError` in one place."""
+    """The command group; maps library errors to :class:`UserError` in one place, and
+    imports a command's module only when the command is run or listed.
+
+    :attr:`lazy_commands` maps a command name to the module of :mod:`sessiontree.cli`
+    that registers it on :data:`cli` (``sessiontree.cli.COMMANDS`` fills it): naming one
+    command loads its module alone, so start-up does not pay for every command's imports.
+    A command registered by importing its module directly is listed too.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_commands: dict[str, str] = {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command name, loaded or not, sorted."""
+        return sorted({*self.commands, *self.lazy_commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The command, its module imported first when it is not loaded yet; ``None`` for an unknown name."""
+        if cmd_name not in self.commands and cmd_name in self.lazy_commands:
+            import_module(f"sessiontree.cli.{self.lazy_commands[cmd_name]}")
+        return self.commands.get(cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command, turning library errors into one ``sessiontree: error:`` line."""
@@ -160,6 +176,8 @@ class App:
                 another program's database, damaged, or not writable for a writer).
         """
         if self._store is None:
+            from sessiontree.stores import open_store, resolve_store
+
             mode = self.store_mode
             try:
                 if mode == "read":
@@ -193,6 +211,8 @@ PIPE_WIDTH = 160
 def stdout_console() -> Console:
     """A rich console on stdout, without markup or highlighting; :data:`PIPE_WIDTH` columns
     when stdout is not a terminal and ``$COLUMNS`` is unset."""
+    from rich.console import Console
+
     # markup=False: session text such as "[/x]" is data, never rich markup.
     console = Console(highlight=False, markup=False)
     if not console.is_terminal and not os.environ.get("COLUMNS"):
@@ -202,6 +222,8 @@ def stdout_console() -> Console:
 
 def stderr_console() -> Console:
     """A rich console on stderr, without markup or highlighting (progress, spinners)."""
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False, markup=False)
 
 
@@ -232,6 +254,8 @@ def print_json(data: Any) -> None:
     """Print ``data`` as indented JSON on stdout. Control, bidi and invisible
     characters inside strings are written as ``\\uXXXX`` escapes
     (:func:`~sessiontree.core.textsafe.safe_json_text`): the values parse back unchanged."""
+    import orjson
+
     try:
         text = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode("utf-8")
     except TypeError:  # lone surrogates, huge integers: the standard library escapes them
@@ -250,9 +274,34 @@ def busy_spinner(message: str) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def bulk_read() -> Iterator[None]:
+    """Around reading a whole session (or two) into memory in a command that then ends:
+    Python's cyclic garbage collector is paused while the entries are built, and what
+    exists afterwards is frozen out of its later passes (:func:`gc.freeze`).
+
+    Why: a 100,000-entry session is some 600,000 dicts and lists; the collector's full
+    passes, triggered again and again as they accumulate, rescan all of them and cost a
+    third of the load (benchmarks/README.md, "Round four"). Parsed JSON holds no reference
+    cycles, so nothing collectable is missed; frozen objects are simply never freed before
+    the process exits. Only for one-shot commands (``context``, ``export``, ``show``,
+    ``diff``), never the long-running ones (``serve``, ``mcp``, ``sync --watch``).
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
+
+
 def progress_bar(console: Console) -> Progress:
     """A transient progress bar (description, bar, done/total, elapsed) on ``console``,
     disabled when it is not a terminal."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), console=console, transient=True,
                     disable=not console.is_terminal)
@@ -290,6 +339,8 @@ def resolve_session_id(app: App, prefix: str) -> str:
         UnknownSessionPrefixError: no session matches.
         AmbiguousSessionPrefixError: several do (both reported as one ``sessiontree: error:`` line).
     """
+    from sessiontree.format.idprefix import resolve_session_prefix
+
     return resolve_session_prefix(prefix, app.store.session_ids())
 
 
@@ -304,19 +355,24 @@ def resolve_entry_id(manager: SessionManager, prefix: str) -> str:
 
 def read_parsed(app: App, session_id: str) -> ParsedSession:
     """The stored session, read without writing to it (docs/rules/decisions.md D-9)."""
-    return app.store.read(session_id)
+    with bulk_read():
+        return app.store.read(session_id)
 
 
 def open_session_readonly(app: App, session_id: str) -> SessionManager:
     """A manager over the stored session for navigation and projection, bound to
     a private empty store (:meth:`SessionManager.from_parsed`): nothing a
     read-only command does can write to the store."""
-    with busy_spinner("Loading session…"):
+    from sessiontree.session.manager import SessionManager
+
+    with busy_spinner("Loading session…"), bulk_read():
         return SessionManager.from_parsed(app.store.read(session_id))
 
 
 def open_session(app: App, session_id: str, cwd: str | None = None) -> SessionManager:
     """The stored session opened for writing (:meth:`SessionManager.open`), with a spinner."""
+    from sessiontree.session.manager import SessionManager
+
     with busy_spinner("Loading session…"):
         return SessionManager.open(app.store, session_id, cwd)
 
@@ -335,6 +391,8 @@ def utc_minutes(dt: datetime) -> str:
     """Minutes in UTC, marked ``Z`` (``show`` and ``--json`` print full UTC ISO-8601 too);
     ``unknown`` for a listing's :data:`~sessiontree.core.listing.UNKNOWN_TIME`
     (docs/listing.md, "Unknown times")."""
+    from sessiontree.core.listing import is_unknown_time
+
     if is_unknown_time(dt):
         return "unknown"
     return dt.astimezone(UTC).strftime("%Y-%m-%d %H:%MZ")
@@ -343,12 +401,25 @@ def utc_minutes(dt: datetime) -> str:
 # --------------------------------------------------------------------------- the group
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``: print ``sessiontree, version X`` (as click's own option does) and exit.
+    The version is read from the installed metadata only here: ``importlib.metadata`` is
+    not cheap to import, and no other command needs it."""
+    if not value or ctx.resilient_parsing:
+        return
+    from sessiontree import __version__
+
+    click.echo(f"sessiontree, version {__version__}")
+    ctx.exit()
+
+
 @click.group(cls=_Group, context_settings=_CONTEXT_SETTINGS)
 @click.option("--store", "store_arg", metavar="URL|PATH", default=None,
               help="Session store: sqlite:///FILE, jsonl:///DIR, postgresql://..., memory:, or a path (a directory "
                    "means JSONL, anything else a SQLite file). Default: $SESSIONTREE_STORE, else the "
                    "shared SQLite database in the user data directory.")
-@click.version_option(version=__version__, prog_name="sessiontree")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version and exit.")
 @click.pass_context
 def cli(ctx: click.Context, store_arg: str | None) -> None:
     """Store AI coding-agent sessions (format-4 JSONL) and rebuild what the model sees.
@@ -373,6 +444,8 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
 def cut_left(text: str, width: int) -> str:
     """``text`` in at most ``width`` terminal cells, cut at the left with "…" when longer;
     a path is cut at a ``/`` when one is in what remains ("…/weather-app")."""
+    from rich.cells import cell_len
+
     if cell_len(text) <= width:
         return text
     kept: list[str] = []
@@ -390,6 +463,8 @@ def cut_left(text: str, width: int) -> str:
 def cost_cell(totals: Totals) -> str:
     """A cost for a table cell, as ``stats`` and ``diff`` show it: ``$42.60``; a leading ``~``
     marks a cost with estimated parts, a trailing ``+?`` one missing unpriced calls (docs/usage.md)."""
+    from sessiontree.usage.report import format_usd
+
     text = format_usd(totals.cost_nanos)
     if totals.estimated_calls:
         text = "~" + text

@@ -10,15 +10,14 @@ identical, 2 bad input (one line on stderr).
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.table import Table
-from rich.text import Text
 
 from sessiontree.cli.common import (
     App,
     UserError,
+    bulk_read,
     busy_spinner,
     cli,
     cost_cell,
@@ -29,11 +28,14 @@ from sessiontree.cli.common import (
     print_rich,
     stdout_console,
 )
-from sessiontree.compare.branches import BranchComparison, diff_branches
-from sessiontree.core.render import entry_summary
 from sessiontree.core.textsafe import safe_line
 from sessiontree.errors import SessionError
-from sessiontree.usage.report import COST_MODES
+from sessiontree.usage.choices import COST_MODES
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from sessiontree.compare.branches import BranchComparison
 
 #: The narrowest terminal that gets the side-by-side layout by default.
 SIDE_BY_SIDE_WIDTH = 110
@@ -72,8 +74,10 @@ def diff_cmd(app: App, session_id: str, leaf_a: str | None, leaf_b: str | None,
     Exit status: 0 when a difference is shown, 1 when the branches are identical,
     2 on bad input.
     """
+    from sessiontree.compare.branches import diff_branches
+
     try:
-        with busy_spinner("Comparing branches…"):
+        with busy_spinner("Comparing branches…"), bulk_read():
             result = diff_branches(app.store, session_id, leaf_a, leaf_b, cost=cost)
     except (SessionError, ValueError, OSError) as exc:
         raise DiffInputError(describe_error(exc)) from exc
@@ -110,12 +114,16 @@ def _print(result: BranchComparison, show_context: bool, layout: str | None) -> 
 
 
 def _entry_line(entry: dict[str, Any] | None) -> str:
+    from sessiontree.core.render import entry_summary
+
     if entry is None:
         return ""
     return safe_line(f"{entry.get('id')} {entry_summary(entry, 160)}")
 
 
 def _message_line(item: tuple[dict[str, Any], str | None] | None) -> str:
+    from sessiontree.core.render import entry_summary
+
     if item is None:
         return ""
     message, entry_id = item
@@ -124,6 +132,9 @@ def _message_line(item: tuple[dict[str, Any], str | None] | None) -> str:
 
 
 def _print_rows(rows: list[tuple[str, str, str]], side: bool, what: str) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
     console = stdout_console()
     if not rows:
         echo_line(f"No {what}.")
@@ -177,6 +188,8 @@ def _setting(value: Any) -> str:
 
 
 def _summary(result: BranchComparison) -> Table:
+    from rich.table import Table
+
     table = Table(box=None, pad_edge=False, header_style="bold")
     for title in ("branch", "entries", "messages", "tool calls", "files", "tokens", "cost"):
         table.add_column(title, justify="left" if title == "branch" else "right", no_wrap=True)

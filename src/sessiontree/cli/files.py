@@ -7,12 +7,9 @@ import os
 import stat
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
 
 from sessiontree.cli.common import (
     App,
@@ -30,13 +27,11 @@ from sessiontree.cli.common import (
 )
 from sessiontree.core.textsafe import safe_line
 from sessiontree.errors import SessionError, SessionExistsError
-from sessiontree.format.codec import ParsedSession
-from sessiontree.format.inputlimit import check_input_size
-from sessiontree.format.migrate import migrate_file
-from sessiontree.session.importing import ImportOutcome
-from sessiontree.session.manager import SessionManager
-from sessiontree.stores import resolve_store
-from sessiontree.stores.base import SessionStore
+
+if TYPE_CHECKING:
+    from sessiontree.format.codec import ParsedSession
+    from sessiontree.session.importing import ImportOutcome
+    from sessiontree.stores.base import SessionStore
 
 # --------------------------------------------------------------------------- import
 
@@ -148,6 +143,12 @@ def import_cmd(ctx: click.Context, app: App, paths: tuple[str, ...], as_json: bo
     imported in groups of up to 100, one transaction each, and a file is reported
     only once its group committed, so running the same import again finishes it.
     """
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+
+    from sessiontree.session.manager import SessionManager
+
     files, results = _collect(paths)
     app.create_store = True  # the one command that may start a new store
     store = app.store
@@ -245,6 +246,8 @@ def _files_done(results: list[dict[str, Any]], files: list[Path]) -> int:
 
 
 def _migrate_one(path: Path, backup: bool) -> dict[str, Any]:
+    from sessiontree.format.migrate import migrate_file
+
     row: dict[str, Any] = {"path": str(path), "status": "rejected", "fromVersion": None, "backup": None,
                            "reason": None}
     try:
@@ -325,6 +328,8 @@ def _repaired_path(path: Path, store_arg: str | None) -> Path:
         UserError: the file is in an agent's folder and the store has no place on
             disk (memory, PostgreSQL): ``-o`` is needed.
     """
+    from sessiontree.stores import resolve_store
+
     found = _agent_folder_of(path)
     if found is None:
         return path.with_name(_repaired_name(path.name))
@@ -364,6 +369,8 @@ def check_cmd(ctx: click.Context, paths: tuple[str, ...], repair: bool, output: 
     Exit status 1 when an error remains (warnings alone exit 0).
     Does not open the store.
     """
+    from sessiontree.format.inputlimit import check_input_size
+
     if store_url is not None:
         from sessiontree.cli.check_store import verify_store_cmd
 

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
-from rich.table import Table
-from rich.text import Text
 
 from sessiontree.cli.common import (
     App,
@@ -21,8 +21,11 @@ from sessiontree.cli.common import (
     stdout_console,
 )
 from sessiontree.core.textsafe import safe_line
-from sessiontree.usage.insights import SessionInsights, StoreInsights, session_insights, store_insights
-from sessiontree.usage.report import format_usd
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from sessiontree.usage.insights import SessionInsights, StoreInsights
 
 
 @cli.command("insights", short_help="Tool errors, error loops, repeats, interruptions, compactions, abandoned "
@@ -41,6 +44,8 @@ def insights_cmd(app: App, session: str | None, limit: int, as_json: bool) -> No
     With ID: one session. Without: every session of the store (the sessions with the
     most error loops, the most expensive abandoned branches).
     """
+    from sessiontree.usage.insights import session_insights, store_insights
+
     if session is not None:
         session_id = resolve_session_id(app, session)
         with busy_spinner("Reading the session…"):
@@ -59,6 +64,9 @@ def insights_cmd(app: App, session: str | None, limit: int, as_json: bool) -> No
 
 
 def _tools_table(rows: list[tuple[str, int, int]]) -> Table:
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(box=None, pad_edge=False, header_style="bold")
     table.add_column("tool")
     table.add_column("calls", justify="right")
@@ -69,6 +77,10 @@ def _tools_table(rows: list[tuple[str, int, int]]) -> Table:
 
 
 def _print_session(one: SessionInsights) -> None:
+    from rich.text import Text
+
+    from sessiontree.usage.report import format_usd
+
     f = one.facts
     console = stdout_console()
     print_rich(console, Text(f"Session {one.session_id}: {plural(f.tool_calls, 'tool call', 'tool calls')}, "
@@ -102,6 +114,10 @@ def _print_session(one: SessionInsights) -> None:
 
 
 def _print_store(every: StoreInsights) -> None:
+    from rich.text import Text
+
+    from sessiontree.usage.report import format_usd
+
     console = stdout_console()
     print_rich(console, Text(f"{plural(every.sessions, 'session', 'sessions')}: "
                              f"{plural(every.tool_calls, 'tool call', 'tool calls')}, "

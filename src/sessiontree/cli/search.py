@@ -9,9 +9,9 @@ highlighted, so the highlight never splits an escape.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import click
-from rich.text import Text
 
 from sessiontree.cli.common import (
     App,
@@ -25,15 +25,14 @@ from sessiontree.cli.common import (
     stderr_console,
     stdout_console,
 )
-from sessiontree.core.searchtext import SearchHit
 from sessiontree.core.textsafe import safe_line
-from sessiontree.core.tree import parse_timestamp_ms, utc_from_ms
 from sessiontree.errors import SearchQueryError
-from sessiontree.format.idprefix import short_session_ids
 from sessiontree.format.types import ENTRY_TYPES, MESSAGE_ROLES
-from sessiontree.search.query import group_by_session, parse_when, search, settle_search_tail
-from sessiontree.search.suggest import suggest
-from sessiontree.stores.origin import matching_sessions
+
+if TYPE_CHECKING:
+    from rich.text import Text
+
+    from sessiontree.core.searchtext import SearchHit
 
 
 def _query(words: tuple[str, ...]) -> str:
@@ -49,6 +48,8 @@ def _query(words: tuple[str, ...]) -> str:
 
 
 def _when(value: str | None, option: str, end: bool) -> datetime | None:
+    from sessiontree.search.query import parse_when
+
     if value is None:
         return None
     try:
@@ -58,6 +59,8 @@ def _when(value: str | None, option: str, end: bool) -> datetime | None:
 
 
 def _time(hit: SearchHit) -> str:
+    from sessiontree.core.tree import parse_timestamp_ms, utc_from_ms
+
     when = utc_from_ms(parse_timestamp_ms(hit.timestamp))  # None: unparsable or outside years 1-9999
     if when is None:
         return "-".ljust(17)
@@ -66,6 +69,8 @@ def _time(hit: SearchHit) -> str:
 
 def _snippet(hit: SearchHit) -> Text:
     """The snippet with its matches in bold yellow; every piece sanitised first."""
+    from rich.text import Text
+
     text = Text()
     at = 0
     for start, end in hit.highlights:
@@ -146,6 +151,13 @@ def search_cmd(app: App, words: tuple[str, ...], cwd: str | None, roles: tuple[s
     No hits: up to three close queries made of words the sessions hold
     ("Did you mean compaction?"; --json: "suggestions").
     """
+    from rich.text import Text
+
+    from sessiontree.format.idprefix import short_session_ids
+    from sessiontree.search.query import group_by_session, search, settle_search_tail
+    from sessiontree.search.suggest import suggest
+    from sessiontree.stores.origin import matching_sessions
+
     roles = _known_roles(roles)
     query = _query(words)
     if not query.strip():

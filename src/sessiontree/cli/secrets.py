@@ -8,7 +8,6 @@ itself never reaches any output.
 from __future__ import annotations
 
 import click
-from rich.table import Table
 
 from sessiontree.cli.common import (
     App,
@@ -40,6 +39,8 @@ def secrets_cmd(app: App, sessions: tuple[str, ...], all_: bool, as_json: bool) 
     Codex sessions are scanned too. Exit status 0 whether or not anything is
     found; 1 when a kept record could not be decoded to be scanned.
     """
+    from rich.table import Table
+
     if all_ and sessions:
         raise click.UsageError("give session ids or --all, not both")
     if not all_ and not sessions:

@@ -8,13 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.cells import cell_len
-from rich.table import Table
-from rich.text import Text
 
 from sessiontree.cli.common import (
     App,
     UserError,
+    bulk_read,
     busy_spinner,
     cli,
     cut_left,
@@ -34,17 +32,11 @@ from sessiontree.cli.common import (
     stdout_console,
     utc_minutes,
 )
-from sessiontree.core import render
 from sessiontree.core.textsafe import safe_block, safe_json_text, safe_line
-from sessiontree.format.foreign import agent_of_header
-from sessiontree.format.idprefix import short_session_ids, split_subagent
-from sessiontree.format.outfile import write_atomic
-from sessiontree.session.manager import SessionManager
-from sessiontree.stores.origin import matching_sessions
-from sessiontree.sync.provenance import agent_format
 
 if TYPE_CHECKING:
     from sessiontree.compare.branches import BranchComparison
+    from sessiontree.session.manager import SessionManager
 
 # --------------------------------------------------------------------------- list
 
@@ -81,6 +73,14 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, hosts: tuple
     "Provenance"); an origin column (user@host) appears once the listed
     sessions come from more than one.
     """
+    from rich.cells import cell_len
+    from rich.table import Table
+    from rich.text import Text
+
+    from sessiontree.format.idprefix import short_session_ids
+    from sessiontree.session.manager import SessionManager
+    from sessiontree.stores.origin import matching_sessions
+
     if all_ and cwd is not None:
         raise click.UsageError("--all lists every session; it cannot be combined with --cwd")
     include_internal = internal or all_
@@ -182,6 +182,8 @@ def _under_parents(infos: list[Any]) -> list[Any]:
     """The listing with each subagent session (``<parent>-agent-<id>``) right after its parent
     when the parent is listed too (newest first among its siblings), so a session's
     ``PARENT/AGENT`` rows follow it; every other row keeps its place."""
+    from sessiontree.format.idprefix import split_subagent
+
     listed = {info.id for info in infos}
     children: dict[str, list[Any]] = {}
     rest = []
@@ -233,6 +235,11 @@ def _cost_json(totals: Any) -> dict[str, Any]:
 @pass_app
 def show_cmd(app: App, session: str, tree: bool, entry: str | None, as_json: bool) -> None:
     """Show a session's header and listing info; --tree draws the whole entry tree."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from sessiontree.core import render
+
     session_id = resolve_session_id(app, session)
     manager = open_session_readonly(app, session_id)
     if entry is not None:
@@ -298,6 +305,10 @@ def show_cmd(app: App, session: str, tree: bool, entry: str | None, as_json: boo
 
 def _show_entry(manager: SessionManager, session_id: str, entry_id: str, as_json: bool) -> None:
     """``show SESSION --entry ENTRY``: where the entry is, and the text search indexes for it."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from sessiontree.core import render
     from sessiontree.core.searchtext import entry_text
 
     entry = manager.get_entry(entry_id)
@@ -391,10 +402,16 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
     labelled, and so is a Claude Code session (its summary message after a
     compaction, then what follows); --current shows the format-4 rule instead.
     """
+    from rich.text import Text
+
+    from sessiontree.core import render
+    from sessiontree.format.foreign import agent_of_header
+    from sessiontree.sync.provenance import agent_format
+
     if historical and current:
         raise click.UsageError("--historical and --current are two different views: give one")
     session_id = resolve_session_id(app, session)
-    manager = open_session_readonly(app, session_id)
+    manager = _open_for_context(app, session_id) if leaf is None else open_session_readonly(app, session_id)
     if leaf is not None:
         manager.branch(resolve_entry_id(manager, leaf))
     leaf_id = manager.get_leaf_id()
@@ -439,6 +456,22 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
         console.print(*render.context_renderables(projection, session_id, leaf_id, limit=limit))
     else:
         click.echo(render.context_text(projection, session_id, leaf_id, limit=limit), nl=False)
+
+
+def _open_for_context(app: App, session_id: str) -> SessionManager:
+    """The session for ``context`` of its loaded leaf: on a store that reads partially
+    (SQLite), the lazy open (docs/stores.md, "Lazy open"): the outline and the records the
+    active branch's context needs, the others read only if something asks for them; the
+    same projection as a full load. The store was opened read-only and nothing here
+    moves the leaf or appends, so nothing is written (docs/rules/decisions.md D-9). Any
+    other store: the full read of :func:`open_session_readonly` (a JSONL store's open
+    would persist a format upgrade)."""
+    from sessiontree.session.manager import SessionManager
+
+    if not getattr(app.store, "partial_reads", False) or not hasattr(app.store, "recent_entry_types"):
+        return open_session_readonly(app, session_id)
+    with busy_spinner("Loading session…"), bulk_read():
+        return SessionManager.open(app.store, session_id)
 
 
 # --------------------------------------------------------------------------- export
@@ -493,6 +526,10 @@ def export_cmd(app: App, session: str, output: Path | None, fmt: str, redact: bo
     with --redact (a valid session file, its header marked "redacted"). The
     stored session is never changed.
     """
+    from sessiontree.core import render
+    from sessiontree.format.outfile import write_atomic
+    from sessiontree.session.manager import SessionManager
+
     if compare_leaf is not None and fmt != "html":
         raise click.UsageError("--compare needs --format html")
     if compare_leaf is not None and ":" in compare_leaf:

@@ -7,10 +7,9 @@ it, print a table (and, by day, a bar chart) or its JSON form.
 from __future__ import annotations
 
 from operator import attrgetter
+from typing import TYPE_CHECKING
 
 import click
-from rich.table import Table
-from rich.text import Text
 
 from sessiontree.cli.common import (
     App,
@@ -25,8 +24,13 @@ from sessiontree.cli.common import (
     stdout_console,
 )
 from sessiontree.core.textsafe import safe_line
-from sessiontree.usage.budgets import Budget, BudgetStatus, budget_status, parse_budget
-from sessiontree.usage.report import COST_MODES, GROUPINGS, UsageReport, format_usd, usage_report
+from sessiontree.usage.choices import COST_MODES, GROUPINGS
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from sessiontree.usage.budgets import BudgetStatus
+    from sessiontree.usage.report import UsageReport
 
 #: Width of the longest bar of the per-day chart, in cells.
 BAR_WIDTH = 40
@@ -81,6 +85,9 @@ def stats_cmd(ctx: click.Context, app: App, by: str, since: str | None, until: s
     (or --since/--until without a period) and ends with the spend against it;
     the exit status is 1 when the spend is over the budget, 0 at or under it.
     """
+    from sessiontree.usage.budgets import Budget, budget_status, parse_budget
+    from sessiontree.usage.report import usage_report
+
     status: BudgetStatus | None = None
     budget: Budget | None = None
     if budget_text is not None:
@@ -118,6 +125,8 @@ def stats_cmd(ctx: click.Context, app: App, by: str, since: str | None, until: s
 def budget_line(status: BudgetStatus) -> str:
     """``Budget $25.00/day (2026-12-06): spent ~$12.34, $12.66 left (49%).`` or ``... over by $1.20.``;
     ``~`` marks a spend with estimated parts, ``+?`` one that leaves unpriced calls out."""
+    from sessiontree.usage.report import format_usd
+
     budget = status.budget
     days = ("" if status.since is None and status.until is None
             else f" ({status.since}" + (f" to {status.until}" if status.until != status.since else "") + ")")
@@ -133,6 +142,9 @@ def budget_line(status: BudgetStatus) -> str:
 
 def _print_table(report: UsageReport, by: str, filtered: bool) -> None:
     """The report as ``stats`` prints it: the table, the day chart, the notes."""
+    from rich.table import Table
+    from rich.text import Text
+
     console = stdout_console()
     if not report.groups:
         print_rich(console, "No usage recorded" + (" in that range." if filtered else "."))
@@ -162,6 +174,10 @@ def _print_table(report: UsageReport, by: str, filtered: bool) -> None:
 
 def _day_chart(report: UsageReport) -> Table:
     """Cost per day as horizontal bars (``█`` scaled to the most expensive day)."""
+    from rich.table import Table
+
+    from sessiontree.usage.report import format_usd
+
     top = max(group.totals.cost_nanos for group in report.groups) or 1
     chart = Table(box=None, pad_edge=False, show_header=False)
     chart.add_column(no_wrap=True)
@@ -177,6 +193,8 @@ def _day_chart(report: UsageReport) -> Table:
 
 def _notes(report: UsageReport) -> None:
     """What the total leaves out or estimates, under the table."""
+    from sessiontree.usage.report import format_usd
+
     t = report.totals
     lines = [f"Costs: {report.cost_mode} ({plural(t.recorded_calls, 'call', 'calls')} at recorded cost"
              + (f", {t.estimated_calls} estimated from {report.catalog}: {format_usd(t.estimated_nanos)}"

@@ -17,7 +17,6 @@ from sessiontree.cli.common import (
     print_json,
     resolve_session_id,
 )
-from sessiontree.stores import resolve_store
 
 
 @cli.command("path", short_help="Print where the store is.")
@@ -31,6 +30,8 @@ def path_cmd(app: App, as_json: bool) -> None:
     still printed, with how to fill it on a line of its own (on stderr when
     stdout is not a terminal, so stdout stays the path alone).
     """
+    from sessiontree.stores import resolve_store
+
     where = resolve_store(app.store_arg)
     shown = where.path if where.path is not None else where.url
     if as_json:

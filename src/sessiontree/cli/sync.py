@@ -11,12 +11,9 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
 
 from sessiontree.cli.common import (
     App,
@@ -33,14 +30,11 @@ from sessiontree.cli.common import (
 )
 from sessiontree.core.textsafe import safe_line
 from sessiontree.errors import SessionError
-from sessiontree.format.idprefix import split_subagent
-from sessiontree.stores import MemoryStore, open_store, resolve_store
-from sessiontree.stores.base import SessionStore
-from sessiontree.stores.sqlite.store import file_header
-from sessiontree.sync.engine import FileResult, Syncer, SyncReport, discover, run_lock, watch
-from sessiontree.sync.safepath import parts_under
-from sessiontree.sync.setaside import SetAsideLedger, ledger_path
-from sessiontree.sync.sources import agent_sources
+
+if TYPE_CHECKING:
+    from sessiontree.stores.base import SessionStore
+    from sessiontree.sync.engine import FileResult, Syncer, SyncReport
+    from sessiontree.sync.setaside import SetAsideLedger
 
 _STORE_SCHEMES = ("sqlite:", "jsonl:", "memory:", "postgresql:", "postgres:")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -50,6 +44,8 @@ _STYLES = {"new": "green", "grown": "green", "unchanged": "dim", "in-progress": 
 
 def _is_store_source(arg: str) -> bool:
     """Whether a sync argument names another store (a URL, or a SQLite database file)."""
+    from sessiontree.stores.sqlite.store import file_header
+
     if arg.lower().startswith(_STORE_SCHEMES):
         return True
     path = os.path.expanduser(arg)
@@ -112,6 +108,8 @@ def _detail(row: FileResult) -> str:
 
 def _short_id(session_id: str | None) -> str:
     """A session id in the table: its first 8 characters; a subagent session's as PARENT/AGENT."""
+    from sessiontree.format.idprefix import split_subagent
+
     if not session_id:
         return ""
     parts = split_subagent(session_id)
@@ -134,6 +132,11 @@ def _shown_path(path: str, width: int, folders: list[tuple[str, str]], home: str
 
 def _print_report(report: SyncReport, as_json: bool, *, show_unchanged: bool = False,
                   verbose: bool = False) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from sessiontree.sync.sources import agent_sources
+
     if as_json:
         print_json(report.to_dict())
         return
@@ -182,6 +185,8 @@ def _merge(into: SyncReport, other: SyncReport) -> None:
 
 def _default_sources() -> tuple[list[str], list[str]]:
     """The agent folders that exist, and a note for each that does not."""
+    from sessiontree.sync.sources import agent_sources
+
     paths, notes = [], []
     for source in agent_sources():
         if source.exists:
@@ -204,6 +209,11 @@ def sources_cmd(as_json: bool) -> None:
     folder when $PI_CODING_AGENT_DIR is set), whether each exists and
     how many session files it holds. Opens neither the store nor any session file.
     """
+    from rich.table import Table
+
+    from sessiontree.sync.engine import discover
+    from sessiontree.sync.sources import agent_sources
+
     rows: list[dict[str, Any]] = []
     for source in agent_sources():
         files, problems = discover([source.path]) if source.exists else ([], [])
@@ -266,6 +276,11 @@ def sync_cmd(ctx: click.Context, app: App, paths: tuple[str, ...], watching: boo
     anything is, as reported every run); 130 when interrupted (Ctrl-C stops
     after the current file). See docs/sync.md.
     """
+    from rich.markup import escape
+
+    from sessiontree.sync.engine import Syncer, SyncReport, discover, run_lock
+    from sessiontree.sync.setaside import SetAsideLedger, ledger_path
+
     rest = None if strict else _seconds(finished_after)
     stores = [p for p in paths if _is_store_source(p)]
     folders = [p for p in paths if p not in stores]
@@ -375,6 +390,8 @@ def _nothing() -> Iterator[None]:
 def _target(app: App, dry_run: bool) -> SessionStore:
     """The store to sync into: for ``--dry-run`` opened read-only (a memory store stands
     in for one that does not exist yet, so everything is "new")."""
+    from sessiontree.stores import MemoryStore, open_store, resolve_store
+
     if not dry_run:
         return app.store
     where = resolve_store(app.store_arg)
@@ -385,6 +402,9 @@ def _target(app: App, dry_run: bool) -> SessionStore:
 
 def _sync_store_source(syncer: Syncer, target: SessionStore, url: str, stop: threading.Event) -> SyncReport:
     """Copy the sessions of the store ``url`` into the target (read-only on the source)."""
+    from sessiontree.stores import open_store
+    from sessiontree.sync.engine import FileResult, SyncReport
+
     try:
         source = open_store(url, create=False, readonly=True)
     except (SessionError, OSError, ValueError) as exc:  # one rejected row; the run goes on
@@ -400,6 +420,8 @@ def _sync_store_source(syncer: Syncer, target: SessionStore, url: str, stop: thr
 def _inside(roots: list[str], path: str) -> bool:
     """Whether ``path`` lies in one of ``roots`` with no symbolic link to a folder below it (the
     agents' own folders: docs/agent-loop.md, "What is guaranteed")."""
+    from sessiontree.sync.safepath import parts_under
+
     folder = os.path.realpath(os.path.dirname(path))
     for root in roots:
         parts = parts_under(root, path)
@@ -414,6 +436,8 @@ def _watch(store: SessionStore, folders: list[str], exclude: str | None, replace
     """Sync each batch of changed files until Ctrl-C (which ends the watch after the current file).
     In the agents' own folders (``own_folders``), files reached through a symbolic link to a
     folder are left alone, as the first sync left them."""
+    from sessiontree.sync.engine import Syncer, discover, run_lock, watch
+
     roots = [os.path.abspath(os.path.expanduser(f)) for f in folders if os.path.exists(os.path.expanduser(f))]
     if not roots:
         raise UserError("nothing to watch: none of the folders exists")

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.table import Table
 
 from sessiontree.cli.agent import parse_duration
 from sessiontree.cli.common import (
@@ -29,13 +28,17 @@ from sessiontree.cli.common import (
 )
 from sessiontree.core.textsafe import safe_line
 from sessiontree.errors import StorageError
-from sessiontree.stores.base import Retention, TeamAccess
 from sessiontree.sync.sources import FOREIGN_AGENTS
+
+if TYPE_CHECKING:
+    from sessiontree.stores.base import Retention, TeamAccess
 
 _ROLES = ("member", "lead", "admin")
 
 
 def _team(app: App) -> TeamAccess:
+    from sessiontree.stores.base import TeamAccess
+
     store = app.store
     if not isinstance(store, TeamAccess):
         raise UserError(f"{store.url} is not a team store: team commands need a PostgreSQL store "
@@ -44,6 +47,8 @@ def _team(app: App) -> TeamAccess:
 
 
 def _retention(app: App) -> Retention:
+    from sessiontree.stores.base import Retention
+
     store = app.store
     if not isinstance(store, Retention):  # pragma: no cover - every store of this package has it
         raise UserError(f"{store.url} cannot prune")
@@ -51,6 +56,8 @@ def _retention(app: App) -> Retention:
 
 
 def _table(rows: list[dict[str, Any]], columns: list[str]) -> None:
+    from rich.table import Table
+
     table = Table(show_edge=False, pad_edge=False, box=None)
     for column in columns:
         table.add_column(column, justify="right" if column not in (

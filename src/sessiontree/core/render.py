@@ -544,10 +544,20 @@ def _md_inline(value: Any) -> str:
     return safe_line(value)
 
 
+def _longest_backticks(text: str) -> int:
+    """The longest run of backticks in ``text``: the largest ``n`` with ``n`` backticks in a
+    row somewhere in it (0 without one). A few substring searches, each a fast scan in C,
+    instead of listing every run with a regular expression: runs longer than three are rare."""
+    longest = 0
+    while "`" * (longest + 1) in text:
+        longest += 1
+    return longest
+
+
 def _code_span(value: Any) -> str:
     """``value`` as inline code, delimited by more backticks than it contains."""
     text = safe_line(value)
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    longest = _longest_backticks(text)
     ticks = "`" * (longest + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{ticks}{pad}{text}{pad}{ticks}"
@@ -555,7 +565,7 @@ def _code_span(value: Any) -> str:
 
 def _fence(text: str, info: str = "") -> str:
     text = _md_block(text)
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    longest = _longest_backticks(text)
     ticks = "`" * max(3, longest + 1)
     return f"{ticks}{info}\n{text}\n{ticks}"
 

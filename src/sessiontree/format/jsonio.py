@@ -32,6 +32,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
+from json.encoder import encode_basestring as _encode_basestring
 from typing import Any
 
 import orjson
@@ -473,7 +474,10 @@ def js_key_order(obj: Mapping[str, Any]) -> list[str]:
 
 
 def _js_string(text: str) -> str:
-    return _escape_surrogates(json.dumps(text, ensure_ascii=False))
+    # encode_basestring is what json.dumps(text, ensure_ascii=False) calls for a str (C),
+    # without building an encoder per call; an ASCII text has no surrogate to escape.
+    quoted = _encode_basestring(text)
+    return quoted if text.isascii() else _escape_surrogates(quoted)
 
 
 def _js_key(key: Any) -> str:

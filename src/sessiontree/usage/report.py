@@ -46,6 +46,7 @@ from sessiontree.core.usagerecords import (
 )
 from sessiontree.stores.base import SessionStore
 from sessiontree.stores.origin import matching_sessions
+from sessiontree.usage.choices import COST_MODES, GROUPINGS
 
 __all__ = [
     "COST_MODES",
@@ -75,10 +76,6 @@ __all__ = [
 #: only when a field changes meaning or disappears; new fields may appear.
 SCHEMA_VERSION = 1
 
-#: ``--by`` values.
-GROUPINGS = ("day", "week", "month", "session", "model", "provider", "project", "agent", "host", "user")
-#: ``--cost`` values.
-COST_MODES = ("auto", "recorded", "catalog")
 
 CostMode = Literal["auto", "recorded", "catalog"]
 Grouping = Literal["day", "week", "month", "session", "model", "provider", "project", "agent", "host", "user"]
