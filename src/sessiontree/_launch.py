@@ -1,9 +1,10 @@
 """The ``sessiontree`` console script: ``statusline`` without loading the command line.
 
 A status bar runs its command every few seconds, so ``sessiontree statusline``
-must start fast (docs/statusline.md). Loading :mod:`sessiontree.cli` registers
-every command and imports click, rich and each command's libraries; this
-launcher recognises the plain form of the status-line call,
+must start fast (docs/statusline.md). Loading :mod:`sessiontree.cli` imports
+click and the command table (each command's module only when it runs:
+docs/architecture.md, "Start-up"); this launcher skips even that for the plain
+form of the status-line call,
 
 ``sessiontree [--store URL|PATH] statusline [--session ID] [--budget NAME]
 [--timezone TZ] [--json]``,
