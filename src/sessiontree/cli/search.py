@@ -31,7 +31,7 @@ from sessiontree.core.tree import parse_timestamp_ms, utc_from_ms
 from sessiontree.errors import SearchQueryError
 from sessiontree.format.idprefix import short_session_ids
 from sessiontree.format.types import ENTRY_TYPES, MESSAGE_ROLES
-from sessiontree.search.query import group_by_session, parse_when, search, settle_search_tail
+from sessiontree.search.query import group_by_session, parse_when, search_request
 from sessiontree.search.suggest import suggest
 from sessiontree.stores.origin import matching_sessions
 
@@ -151,12 +151,11 @@ def search_cmd(app: App, words: tuple[str, ...], cwd: str | None, roles: tuple[s
     if not query.strip():
         raise click.UsageError("give a search query, e.g. sessiontree search 'flaky test'")
     session_id = resolve_session_id(app, session) if session is not None else None
-    settle_search_tail(app.store, on_merge=_merging)
     try:
-        result = search(app.store, query, cwd=cwd, roles=roles or None, since=_when(since, "--since", False),
-                        until=_when(until, "--until", True), session=session_id, limit=limit,
-                        sessions=matching_sessions(app.store.provenances(), hosts, users)
-                        if hosts or users else None)
+        result = search_request(app.store, query, cwd=cwd, roles=roles or None, since=_when(since, "--since", False),
+                                until=_when(until, "--until", True), session=session_id, limit=limit,
+                                sessions=matching_sessions(app.store.provenances(), hosts, users)
+                                if hosts or users else None, on_merge=_merging)
     except SearchQueryError as exc:
         raise click.UsageError(str(exc)) from None
     # No hits: up to three close queries from the stored words (search/suggest.py).

@@ -37,6 +37,7 @@ from sessiontree.format.idprefix import split_subagent
 from sessiontree.stores import MemoryStore, open_store, resolve_store
 from sessiontree.stores.base import SessionStore
 from sessiontree.stores.sqlite.store import file_header
+from sessiontree.stores.traits import store_traits
 from sessiontree.sync.engine import FileResult, Syncer, SyncReport, discover, run_lock, watch
 from sessiontree.sync.safepath import parts_under
 from sessiontree.sync.setaside import SetAsideLedger, ledger_path
@@ -281,7 +282,7 @@ def sync_cmd(ctx: click.Context, app: App, paths: tuple[str, ...], watching: boo
     store = _target(app, dry_run)
     if dry_run:
         ctx.call_on_close(store.close)  # opened here, not through the app
-    exclude = getattr(store, "directory", None) if store.kind == "jsonl" else None
+    exclude = store_traits(store).own_folder
     if exclude is not None and any(os.path.realpath(os.path.abspath(f)) == os.path.realpath(exclude)
                                    for f in folders):
         notes.append(f"{exclude} is the store itself: its files are not synced into it")

@@ -45,6 +45,7 @@ from sessiontree.stores import open_store
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionFiles, SessionStore
 from sessiontree.stores.jsonl.store import JsonlStore
 from sessiontree.stores.memory import MemoryStore
+from sessiontree.stores.traits import store_traits
 
 # IMPORT_BATCH_*, ImportOutcome (sessiontree.session.importing) and now_iso
 # (sessiontree.session.builders) stay in __all__ only for the deprecated
@@ -1096,5 +1097,6 @@ class SessionManager:
         return _session_file_of(self._store, self._header, self._session_file)
 
     def is_persisted(self) -> bool:
-        """Whether the store is not a memory store."""
-        return self._store.kind != "memory"
+        """Whether the store keeps sessions beyond the process (``StoreTraits.persisted``:
+        every store but the memory store)."""
+        return store_traits(self._store).persisted

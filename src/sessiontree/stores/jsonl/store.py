@@ -62,7 +62,7 @@ from collections import OrderedDict
 from typing import Any
 
 from sessiontree.errors import StoreOpenError
-from sessiontree.stores.base import SyncState
+from sessiontree.stores.base import StoreTraits, SyncState
 from sessiontree.stores.jsonl.files import LIVE_STORES, HeldFile, close_held
 from sessiontree.stores.jsonl.layout import file_name_for as file_name_for  # callers import it from here too
 from sessiontree.stores.jsonl.ledger import JsonlLedger
@@ -106,6 +106,15 @@ class JsonlStore(JsonlRetention, JsonlLedger, JsonlWrites, JsonlMaintenance, Jso
     """
 
     kind = "jsonl"
+
+    def traits(self) -> StoreTraits:
+        """JSONL's traits (docs/decisions/store-traits.md): a load may persist a format upgrade
+        (docs/rules/decisions.md D-9); the sync run lock is a file inside the folder, which
+        is the store's own folder (``sync`` leaves it out); no store-wide change file (each
+        session has its own, ``location``)."""
+        return StoreTraits(loads_may_write=True, partial_reads=self.partial_reads,
+                           run_lock_path=os.path.join(self.directory, ".sessiontree-sync-run.lock"),
+                           own_folder=self.directory)
 
     def __init__(self, directory: str | os.PathLike[str], *, create: bool = True, fsync: bool = True,
                  readonly: bool = False) -> None:

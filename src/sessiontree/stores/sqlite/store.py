@@ -51,6 +51,7 @@ from typing import Any
 
 from sessiontree.core.listing import InfoAccumulator
 from sessiontree.errors import StoreOpenError
+from sessiontree.stores.base import StoreTraits
 from sessiontree.stores.shared import StoreBase
 from sessiontree.stores.sqlite.connection import OPEN_FILES, OPEN_FILES_LOCK, file_header, file_key
 from sessiontree.stores.sqlite.derived import STATE_COLUMNS, DerivedIndex
@@ -140,6 +141,18 @@ class SqliteStore(SqliteRetention, SqliteLedger, SqliteWrites, SqliteMaintenance
     kind = "sqlite"
     #: read_skeleton and read_entries answer from columns and the (session_id, id) index.
     partial_reads = True
+
+    def traits(self) -> StoreTraits:
+        """SQLite's traits (docs/decisions/store-traits.md): a load only reads (reader threads
+        may run it beside the writer), the lazy open reads the outline and chosen records,
+        ``create_many`` settles the derived data of its group; only a file database outlives
+        the process (``":memory:"`` does not), and it has its
+        run lock beside it and changes show in the database's and its WAL's size and time."""
+        on_disk = self.path != ":memory:"
+        return StoreTraits(loads_may_write=False, opens_lazily=True, settles_on_create=True, partial_reads=True,
+                           persisted=on_disk,
+                           run_lock_path=f"{self.path}.sync-lock" if on_disk else None,
+                           change_files=(self.path, f"{self.path}-wal") if on_disk else ())
 
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = DEFAULT_TIMEOUT,
                  create: bool = True, readonly: bool = False, synchronous: str = "full",
