@@ -28,9 +28,9 @@ from sessiontree.mcpserver.tools import SessionReader, ToolInputError
 from sessiontree.stores import open_store
 
 pytest.importorskip("starlette")
-from starlette.testclient import TestClient  # noqa: E402
+from starlette.testclient import TestClient
 
-from sessiontree.web.app import create_app  # noqa: E402
+from sessiontree.web.app import create_app
 
 A = "019cadb4-6e80-7a3c-9b1d-0000000000a1"
 B = "019cadb4-6e80-7a3c-9b1d-0000000000a2"
@@ -89,7 +89,7 @@ def test_an_id_prefix_names_the_same_session_everywhere(edges: Any) -> None:
     # Ambiguous everywhere: a user error at the CLI, 404 in the viewer, a tool input error in MCP.
     assert "ambiguous" in run_cli(db, "show", SHARED, code=1).stderr.lower()
     assert client.get(f"/s/{SHARED}", follow_redirects=False).status_code == 404
-    with pytest.raises(ToolInputError, match="(?i)ambiguous"):
+    with pytest.raises(ToolInputError, match=r"(?i)ambiguous"):
         reader.resolve_session(SHARED)
 
 
