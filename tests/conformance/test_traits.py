@@ -15,10 +15,18 @@ import os
 from pathlib import Path
 from typing import Any
 
-from sessiontree.stores.base import CreateMany, HeldLoads, OwnRunLock, RecentEntryTypes, SessionFiles, StoreTraits
+from sessiontree.stores.base import SessionFiles
 from sessiontree.stores.memory import MemoryStore
 from sessiontree.stores.sqlite.store import SqliteStore
-from sessiontree.stores.traits import UNDECLARED, store_traits
+from sessiontree.stores.traits import (
+    UNDECLARED,
+    CreateMany,
+    HeldLoads,
+    OwnRunLock,
+    RecentEntryTypes,
+    StoreTraits,
+    store_traits,
+)
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "sessiontree"
 #: The store kinds' names: comparing anything's ``.kind`` with one of them is a kind test.

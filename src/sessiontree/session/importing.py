@@ -40,9 +40,9 @@ from sessiontree.format.foreign.omp import is_title_slot
 from sessiontree.format.gcpause import gc_paused
 from sessiontree.format.ids import validate_session_id
 from sessiontree.format.inputlimit import check_input_size
-from sessiontree.stores.base import CreateMany, SessionStore
+from sessiontree.stores.base import SessionStore
 from sessiontree.stores.origin import origin_here, storable
-from sessiontree.stores.traits import store_traits
+from sessiontree.stores.traits import CreateMany, store_traits
 
 __all__ = ["IMPORT_BATCH_BYTES", "IMPORT_BATCH_SESSIONS", "ImportOutcome", "check_record_sizes", "import_files",
            "import_record", "read_file"]

@@ -49,7 +49,8 @@ from sessiontree.core.tree import (
 )
 from sessiontree.errors import EntryNotFoundError, InvalidSessionError, SessionChangedError
 from sessiontree.format.gcpause import gc_paused
-from sessiontree.stores.base import HeldLoads, RecentEntryTypes, SessionOutline, SessionStore
+from sessiontree.stores.base import SessionOutline, SessionStore
+from sessiontree.stores.traits import HeldLoads, RecentEntryTypes
 
 __all__ = ["PROBE", "LazySessionTree", "RecordSource", "open_held", "open_lazy"]
 

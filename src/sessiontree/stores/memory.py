@@ -34,7 +34,6 @@ from sessiontree.stores.base import (
     Provenance,
     SessionListing,
     StoreProblem,
-    StoreTraits,
     SyncChange,
     SyncState,
 )
@@ -54,6 +53,7 @@ from sessiontree.stores.shared import (
     sort_listing,
     sync_expected,
 )
+from sessiontree.stores.traits import StoreTraits
 
 __all__ = ["MemoryStore"]
 

@@ -34,11 +34,11 @@ from sessiontree.stores.base import (
     Provenance,
     PruneRecord,
     SessionListing,
-    StoreTraits,
     SyncChange,
     SyncState,
 )
 from sessiontree.stores.blobref import resolve_blobs
+from sessiontree.stores.traits import StoreTraits, store_traits
 
 __all__ = [
     "Progress",
@@ -330,8 +330,6 @@ def change_hint(store: Any, session_id: str) -> tuple[tuple[int, int] | None, ..
     file-backed SQLite database and its ``-wal`` file. ``None`` for a store without files
     (memory, PostgreSQL, in-memory SQLite): the caller then re-reads on a timer instead.
     """
-    from sessiontree.stores.traits import store_traits  # traits imports base only; kept local for clarity
-
     path = store.location(session_id)
     paths: list[str] = [path] if path else list(store_traits(store).change_files)
     if not paths:

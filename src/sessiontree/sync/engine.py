@@ -74,9 +74,9 @@ from sessiontree.format.ids import is_valid_session_id
 from sessiontree.format.inputlimit import check_input_size
 from sessiontree.format.shape import FileShape, ShapeError, shape_of
 from sessiontree.session.importing import check_record_sizes
-from sessiontree.stores.base import OwnRunLock, Provenance, SessionStore, SyncChange, SyncState
+from sessiontree.stores.base import Provenance, SessionStore, SyncChange, SyncState
 from sessiontree.stores.origin import origin_here
-from sessiontree.stores.traits import store_traits
+from sessiontree.stores.traits import OwnRunLock, store_traits
 from sessiontree.sync.gemini import is_gemini_name, maybe_gemini, sync_gemini
 from sessiontree.sync.omp import maybe_omp, sync_omp
 from sessiontree.sync.sources import agent_sources

@@ -62,7 +62,7 @@ from collections import OrderedDict
 from typing import Any
 
 from sessiontree.errors import StoreOpenError
-from sessiontree.stores.base import StoreTraits, SyncState
+from sessiontree.stores.base import SyncState
 from sessiontree.stores.jsonl.files import LIVE_STORES, HeldFile, close_held
 from sessiontree.stores.jsonl.layout import file_name_for as file_name_for  # callers import it from here too
 from sessiontree.stores.jsonl.ledger import JsonlLedger
@@ -71,6 +71,7 @@ from sessiontree.stores.jsonl.reads import JsonlReads, read_file
 from sessiontree.stores.jsonl.retention import JsonlRetention
 from sessiontree.stores.jsonl.writes import JsonlWrites
 from sessiontree.stores.shared import StoreBase
+from sessiontree.stores.traits import StoreTraits
 
 __all__ = ["JsonlStore", "read_file"]
 

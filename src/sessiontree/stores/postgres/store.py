@@ -52,7 +52,6 @@ import threading
 from typing import Any
 
 from sessiontree.errors import StoreOpenError
-from sessiontree.stores.base import StoreTraits
 from sessiontree.stores.origin import host_name
 from sessiontree.stores.postgres.connection import (
     MIGRATION_LOCK,
@@ -71,6 +70,7 @@ from sessiontree.stores.postgres.schema import DERIVED_INDEXES, MIGRATIONS
 from sessiontree.stores.postgres.team import PostgresTeam
 from sessiontree.stores.postgres.writes import PostgresWrites
 from sessiontree.stores.shared import StoreBase
+from sessiontree.stores.traits import StoreTraits
 
 try:  # an optional extra: sessiontree[postgres]
     import psycopg

@@ -51,7 +51,6 @@ from typing import Any
 
 from sessiontree.core.listing import InfoAccumulator
 from sessiontree.errors import StoreOpenError
-from sessiontree.stores.base import StoreTraits
 from sessiontree.stores.shared import StoreBase
 from sessiontree.stores.sqlite.connection import OPEN_FILES, OPEN_FILES_LOCK, file_header, file_key
 from sessiontree.stores.sqlite.derived import STATE_COLUMNS, DerivedIndex
@@ -61,6 +60,7 @@ from sessiontree.stores.sqlite.reads import SqliteReads
 from sessiontree.stores.sqlite.retention import SqliteRetention
 from sessiontree.stores.sqlite.schema import DERIVED_INDEXES, MIGRATIONS
 from sessiontree.stores.sqlite.writes import SqliteWrites
+from sessiontree.stores.traits import StoreTraits
 
 __all__ = [
     "DEFAULT_TIMEOUT",
