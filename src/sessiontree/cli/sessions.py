@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,13 +34,13 @@ from sessiontree.cli.common import (
     stdout_console,
     utc_minutes,
 )
+from sessiontree.cli.search import when_option
 from sessiontree.core import render
 from sessiontree.core.listing import SessionInfo
 from sessiontree.core.textsafe import safe_block, safe_json_text, safe_line
 from sessiontree.format.foreign import agent_of_header
 from sessiontree.format.idprefix import short_session_ids, split_subagent
 from sessiontree.format.outfile import write_atomic
-from sessiontree.search.query import parse_when
 from sessiontree.session.listing import ListingFilter, list_sessions
 from sessiontree.session.manager import SessionManager
 from sessiontree.sync.provenance import agent_format
@@ -50,16 +49,6 @@ if TYPE_CHECKING:
     from sessiontree.compare.branches import BranchComparison
 
 # --------------------------------------------------------------------------- list
-
-
-def _when(value: str | None, option: str, end: bool) -> datetime | None:
-    """``--since``/``--until`` as an instant (``parse_when``: a day's first or last one, UTC)."""
-    if value is None:
-        return None
-    try:
-        return parse_when(value, end=end)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint=option) from None
 
 
 @cli.command("list", short_help='List sessions, newest first.')
@@ -110,7 +99,7 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, hosts: tuple
             progress.update(task, completed=loaded, total=total)
 
         listing = list_sessions(app.store, ListingFilter(
-            cwd=cwd, since=_when(since, "--since", False), until=_when(until, "--until", True), named_only=named, hosts=hosts, users=users,
+            cwd=cwd, since=when_option(since, "--since", False), until=when_option(until, "--until", True), named_only=named, hosts=hosts, users=users,
             include_internal=include_internal), on_progress=on_progress)
     if listing.skipped:
         click.echo(f"{plural(listing.skipped, 'session', 'sessions')} could not be loaded; "
