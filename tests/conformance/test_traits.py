@@ -144,3 +144,22 @@ def test_no_store_probe_above_stores() -> None:
             continue
         found += probes_in(path.read_text(encoding="utf-8"), str(path.relative_to(SRC)))
     assert found == []
+
+
+def test_declared_change_files_show_a_change(store: Any) -> None:
+    """A store declaring ``change_files`` shows every write in their size and time (the MCP
+    cache and the usage page rely on it); the run lock's folder exists, so the lock can be made."""
+    from builders import header
+    from sessiontree.stores.shared import change_hint
+
+    traits = store_traits(store)
+    if traits.run_lock_path is not None:
+        assert os.path.isdir(os.path.dirname(traits.run_lock_path))
+    if not traits.change_files:
+        return
+    store.create(header("019cadb4-6e80-7a3c-9b1d-00000000e001"), [])
+    before = change_hint(store, "")
+    store.append("019cadb4-6e80-7a3c-9b1d-00000000e001", [
+        {"type": "message", "id": "e1", "parentId": None, "timestamp": "2026-03-01T09:00:00.000Z",
+         "message": {"role": "user", "content": "x" * 5000}}])
+    assert before is not None and change_hint(store, "") != before
