@@ -12,6 +12,7 @@ against an optional capability protocol for methods: :class:`HeldLoads`,
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -154,9 +155,21 @@ class OwnRunLock(Protocol):
 UNDECLARED = StoreTraits()
 
 
+#: Each store's traits once asked (a store's traits do not change while it is open): the
+#: async driver asks on every call, and a protocol ``isinstance`` costs microseconds.
+_DECLARED: weakref.WeakKeyDictionary[Any, StoreTraits] = weakref.WeakKeyDictionary()
+
+
 def store_traits(store: Any) -> StoreTraits:
     """The traits ``store`` declares (:meth:`DeclaresTraits.traits`), or :data:`UNDECLARED`
-    for an object that declares none (a caller's own store class)."""
-    if isinstance(store, DeclaresTraits):
-        return store.traits()
-    return UNDECLARED
+    for an object that declares none (a caller's own store class). Asked once per store."""
+    try:
+        return _DECLARED[store]
+    except (KeyError, TypeError):  # not asked yet; or not weak-referenceable or hashable
+        pass
+    traits = store.traits() if isinstance(store, DeclaresTraits) else UNDECLARED
+    try:
+        _DECLARED[store] = traits
+    except TypeError:
+        pass
+    return traits
