@@ -1,21 +1,18 @@
 """The package's shape is a promise too: no import cycle, the public names at the top level,
-and the old import paths that still work for one release (docs/architecture.md, CHANGELOG.md).
+and the old import paths removed in 0.2.0 stay removed (docs/architecture.md, CHANGELOG.md).
 The layering itself is import-linter's contract (.importlinter), run by .ci/run."""
 
 from __future__ import annotations
 
 import importlib
 import importlib.metadata
-import subprocess
-import sys
-import warnings
 
 import pytest
 
 import sessiontree
 
-#: Deprecated module -> the module it re-exports.
-DEPRECATED_MODULES = {
+#: Module removed in 0.2.0 -> the module to import instead.
+REMOVED_MODULES = {
     "sessiontree.manager": "sessiontree.session.manager",
     "sessiontree.aio": "sessiontree.session.aio",
     "sessiontree.projection": "sessiontree.core.projection",
@@ -92,26 +89,11 @@ def test_the_version_is_the_package_metadata():
     assert sessiontree.__version__ == importlib.metadata.version("sessiontree")
 
 
-@pytest.mark.parametrize(("old", "new"), sorted(DEPRECATED_MODULES.items()))
-def test_an_old_module_path_gives_the_same_objects(old, new):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        old_module = importlib.import_module(old)
-    new_module = importlib.import_module(new)
-    assert set(new_module.__all__) <= set(old_module.__all__)  # plus names that moved elsewhere
-    for name in new_module.__all__:
-        assert getattr(old_module, name) is getattr(new_module, name), name
-    for name in old_module.__all__:
-        assert getattr(old_module, name) is not None, name
-
-
-@pytest.mark.parametrize("old", sorted(DEPRECATED_MODULES))
-def test_an_old_module_path_warns(old):
-    # A fresh interpreter: in this one the module may already be imported (no second warning).
-    result = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", f"import {old}"],
-                            capture_output=True, text=True, timeout=60)
-    assert result.returncode == 1
-    assert f"{old} is deprecated" in result.stderr
+@pytest.mark.parametrize("old", sorted(REMOVED_MODULES))
+def test_a_removed_module_path_is_gone(old):
+    """The re-exports deprecated in 0.1.0 are gone in 0.2.0 (issue 40 item 6)."""
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
 
 
 def test_former_module_names_are_packages_with_the_same_api():
@@ -126,11 +108,10 @@ def test_former_module_names_are_packages_with_the_same_api():
     assert search is importlib.import_module("sessiontree.search.query").search
 
 
-def test_moved_jsonl_names_warn_and_resolve():
+def test_moved_jsonl_names_are_gone():
+    """``migrate_file``, ``MigrationResult`` and ``first_line`` live in the format layer only."""
     import sessiontree.stores.jsonl as jsonl
-    from sessiontree.format.migrate import migrate_file
 
-    with pytest.warns(DeprecationWarning, match="sessiontree.format.migrate"):
-        assert jsonl.migrate_file is migrate_file
-    with pytest.raises(AttributeError):
-        jsonl.no_such_name  # noqa: B018
+    for name in ("migrate_file", "MigrationResult", "first_line"):
+        assert not hasattr(jsonl, name), name
+    assert importlib.import_module("sessiontree.format.migrate").migrate_file is not None

@@ -339,7 +339,7 @@ def _repaired_path(path: Path, store_arg: str | None) -> Path:
     except SessionError as exc:
         raise UserError(f"{path} is in {agent}'s session folder, where no copy is written, and the store "
                         f"cannot tell where else: {failure_reason(exc)}; give -o FILE") from exc
-    if location.path is None or location.kind not in ("sqlite", "jsonl"):
+    if location.path is None:  # only a SQLite file or a JSONL folder has a path (StoreLocation)
         raise UserError(f"{path} is in {agent}'s session folder, where no copy is written, and the "
                         f"{location.kind} store has no folder beside it: give -o FILE")
     relative = Path(os.path.relpath(os.path.realpath(path), folder))

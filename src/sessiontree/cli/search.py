@@ -47,7 +47,9 @@ def _query(words: tuple[str, ...]) -> str:
     return " ".join(parts)
 
 
-def _when(value: str | None, option: str, end: bool) -> datetime | None:
+def when_option(value: str | None, option: str, end: bool) -> datetime | None:
+    """A ``--since``/``--until`` value as an instant (``parse_when``: a day's first or last
+    one, UTC); a bad value is ``option``'s usage error. ``search`` and ``list`` share it."""
     from sessiontree.search.query import parse_when
 
     if value is None:
@@ -154,7 +156,7 @@ def search_cmd(app: App, words: tuple[str, ...], cwd: str | None, roles: tuple[s
     from rich.text import Text
 
     from sessiontree.format.idprefix import short_session_ids
-    from sessiontree.search.query import group_by_session, search, settle_search_tail
+    from sessiontree.search.query import group_by_session, search_request
     from sessiontree.search.suggest import suggest
     from sessiontree.stores.origin import matching_sessions
 
@@ -163,17 +165,16 @@ def search_cmd(app: App, words: tuple[str, ...], cwd: str | None, roles: tuple[s
     if not query.strip():
         raise click.UsageError("give a search query, e.g. sessiontree search 'flaky test'")
     session_id = resolve_session_id(app, session) if session is not None else None
-    settle_search_tail(app.store, on_merge=_merging)
     try:
-        result = search(app.store, query, cwd=cwd, roles=roles or None, since=_when(since, "--since", False),
-                        until=_when(until, "--until", True), session=session_id, limit=limit,
-                        sessions=matching_sessions(app.store.provenances(), hosts, users)
-                        if hosts or users else None)
+        result = search_request(app.store, query, cwd=cwd, roles=roles or None, since=when_option(since, "--since", False),
+                                until=when_option(until, "--until", True), session=session_id, limit=limit,
+                                sessions=matching_sessions(app.store.provenances(), hosts, users)
+                                if hosts or users else None, on_merge=_merging)
     except SearchQueryError as exc:
         raise click.UsageError(str(exc)) from None
     # No hits: up to three close queries from the stored words (search/suggest.py).
-    suggestions = suggest(app.store, query, cwd=cwd, roles=roles or None, since=_when(since, "--since", False),
-                          until=_when(until, "--until", True), session=session_id) if not result.hits else []
+    suggestions = suggest(app.store, query, cwd=cwd, roles=roles or None, since=when_option(since, "--since", False),
+                          until=when_option(until, "--until", True), session=session_id) if not result.hits else []
     if as_json:
         data = result.to_dict()
         if not result.hits:

@@ -50,6 +50,10 @@ if TYPE_CHECKING:
               help="Only sessions first synced or imported on this host (its name or machine id). Repeatable.")
 @click.option("--user", "users", metavar="USER", multiple=True,
               help="Only sessions first synced or imported by this user. Repeatable.")
+@click.option("--since", metavar="DATE|Nd", help="Only sessions active on or after DATE (last activity; "
+                                                 "YYYY-MM-DD, UTC, or 7d for the last seven days).")
+@click.option("--until", metavar="DATE", help="Only sessions last active on or before DATE (UTC, the whole day).")
+@click.option("--named", is_flag=True, help="Only sessions with a name.")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=None, help="Show at most N sessions.")
 @click.option("--full-ids", is_flag=True, help="Show whole session ids (default: the shortest unique prefix, "
                                                "at least 8 characters; a subagent session as PARENT/AGENT).")
@@ -59,7 +63,7 @@ if TYPE_CHECKING:
 @click.option("--json", "as_json", is_flag=True, help="Print the sessions as JSON (always whole ids).")
 @pass_app
 def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, hosts: tuple[str, ...], users: tuple[str, ...],
-             limit: int | None, full_ids: bool, with_cost: bool, as_json: bool) -> None:
+             since: str | None, until: str | None, named: bool, limit: int | None, full_ids: bool, with_cost: bool, as_json: bool) -> None:
     """List sessions, newest first.
 
     By default every regular session of every project; --cwd DIR keeps one
@@ -71,15 +75,17 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, hosts: tuple
     right after its parent's. --host and
     --user keep the sessions first stored from there (docs/sync.md,
     "Provenance"); an origin column (user@host) appears once the listed
-    sessions come from more than one.
+    sessions come from more than one. --since/--until bound the last
+    activity (modified), as the viewer's and MCP's filters do (docs/listing.md).
     """
     from rich.cells import cell_len
     from rich.table import Table
     from rich.text import Text
 
+    from sessiontree.cli.search import when_option
+    from sessiontree.core.listing import SessionInfo
     from sessiontree.format.idprefix import short_session_ids
-    from sessiontree.session.manager import SessionManager
-    from sessiontree.stores.origin import matching_sessions
+    from sessiontree.session.listing import ListingFilter, list_sessions
 
     if all_ and cwd is not None:
         raise click.UsageError("--all lists every session; it cannot be combined with --cwd")
@@ -91,18 +97,14 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, hosts: tuple
         def on_progress(loaded: int, total: int) -> None:
             progress.update(task, completed=loaded, total=total)
 
-        if cwd is not None:
-            infos = SessionManager.list(cwd, app.store, on_progress, include_internal=include_internal)
-        else:
-            infos = SessionManager.list_all(app.store, on_progress, include_internal=include_internal)
-    skipped = getattr(infos, "skipped", 0)
-    if skipped:
-        click.echo(f"{plural(skipped, 'session', 'sessions')} could not be loaded; "
+        listing = list_sessions(app.store, ListingFilter(
+            cwd=cwd, since=when_option(since, "--since", False), until=when_option(until, "--until", True), named_only=named, hosts=hosts, users=users,
+            include_internal=include_internal), on_progress=on_progress)
+    if listing.skipped:
+        click.echo(f"{plural(listing.skipped, 'session', 'sessions')} could not be loaded; "
                    "run sessiontree check --store", err=True)
     origins = app.store.provenances()
-    if hosts or users:
-        keep = matching_sessions(origins, hosts, users)
-        infos = [info for info in infos if info.id in keep]
+    infos: list[SessionInfo] = list(listing)
     if limit is not None:
         infos = infos[:limit]
     costs = _session_costs(app) if with_cost else None
@@ -467,8 +469,9 @@ def _open_for_context(app: App, session_id: str) -> SessionManager:
     other store: the full read of :func:`open_session_readonly` (a JSONL store's open
     would persist a format upgrade)."""
     from sessiontree.session.manager import SessionManager
+    from sessiontree.stores.traits import store_traits
 
-    if not getattr(app.store, "partial_reads", False) or not hasattr(app.store, "recent_entry_types"):
+    if not store_traits(app.store).opens_lazily:
         return open_session_readonly(app, session_id)
     with busy_spinner("Loading session…"), bulk_read():
         return SessionManager.open(app.store, session_id)

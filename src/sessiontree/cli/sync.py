@@ -296,7 +296,9 @@ def sync_cmd(ctx: click.Context, app: App, paths: tuple[str, ...], watching: boo
     store = _target(app, dry_run)
     if dry_run:
         ctx.call_on_close(store.close)  # opened here, not through the app
-    exclude = getattr(store, "directory", None) if store.kind == "jsonl" else None
+    from sessiontree.stores.traits import store_traits
+
+    exclude = store_traits(store).own_folder
     if exclude is not None and any(os.path.realpath(os.path.abspath(f)) == os.path.realpath(exclude)
                                    for f in folders):
         notes.append(f"{exclude} is the store itself: its files are not synced into it")

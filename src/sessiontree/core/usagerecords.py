@@ -149,11 +149,6 @@ class UsageRecord(TokenCounts):
     key: bytes
     cache_write_1h: int = 0
 
-    @property
-    def needs_price(self) -> bool:
-        """Whether the record has tokens but no usable recorded cost."""
-        return self.cost_nanos is None and self.total_tokens > 0
-
 
 #: The largest token count taken as recorded: JavaScript's largest exact integer
 #: (``Number.MAX_SAFE_INTEGER``). A larger one cannot have been counted by an agent;

@@ -4,8 +4,8 @@
 :class:`sessiontree.mcpserver.tools.SessionReader`) and one resource
 template on an :class:`mcp.server.mcpserver.MCPServer`; the SDK derives each
 tool's JSON schema from its signature and validates arguments against it.
-:func:`run_stdio` and :func:`http_app` are the two transports; the command
-line (``cli/mcp.py``) opens the store read-only and picks one.
+:func:`http_app` is the streamable HTTP transport, ``MCPServer.run_stdio_async`` the
+stdio one; the command line (``cli/mcp.py``) opens the store read-only and picks one.
 
 Every tool answer is a ``CallToolResult`` with ``structuredContent`` (the
 data) and one text block: a summary line, the truncation note when the page
@@ -309,11 +309,6 @@ def build_server(store: SessionStore, *, name: str = "sessiontree") -> MCPServer
         return json.dumps(without_lone_surrogates(data), ensure_ascii=False)
 
     return server
-
-
-async def run_stdio(server: MCPServer) -> None:
-    """Serve ``server`` on stdin/stdout until the client closes them."""
-    await server.run_stdio_async()
 
 
 class BearerGuard:

@@ -47,11 +47,13 @@ from sessiontree.mcpserver.paging import (
     take_page,
 )
 from sessiontree.mcpserver.redaction import Scrubber
-from sessiontree.search.query import parse_when, search
+from sessiontree.search.query import parse_when, search_request
 from sessiontree.search.suggest import suggest
+from sessiontree.session.listing import ListingFilter, list_sessions
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.base import SessionStore
 from sessiontree.stores.shared import change_hint
+from sessiontree.stores.traits import store_traits
 from sessiontree.usage.report import COST_MODES, GROUPINGS, session_usage, usage_report
 
 #: What ``role`` accepts in ``search_sessions``: message roles and entry types (as ``sessiontree search --role``).
@@ -269,7 +271,7 @@ class SessionReader:
             if fresh:
                 self._cache.move_to_end(session_id)
                 return cached
-        if self.store.kind == "sqlite":
+        if store_traits(self.store).opens_lazily:
             # SQLite opens lazily (docs/stores.md "Lazy open"): the active branch's context is read
             # from the outline and the records it needs; the rest only if a tool asks for it. A
             # SQLite open reads and never writes, and this store is read-only anyway.
@@ -381,8 +383,8 @@ class SessionReader:
         offset = decode_cursor(cursor, "search_sessions", shape)
         scrub = Scrubber() if redact else None
         session_id = self.resolve_session(session) if session is not None else None
-        result = search(self.store, query, cwd=cwd, roles=roles, since=_when(since, "since", end=False),
-                        until=_when(until, "until", end=True), session=session_id, limit=offset + count)
+        result = search_request(self.store, query, cwd=cwd, roles=roles, since=_when(since, "since", end=False),
+                                until=_when(until, "until", end=True), session=session_id, limit=offset + count)
         read: dict[str, dict[str, dict[str, Any]]] = {}
 
         def hits() -> Iterator[dict[str, Any]]:
@@ -420,12 +422,8 @@ class SessionReader:
                  "limit": count, "max_chars": budget, "redact": redact}
         offset = decode_cursor(cursor, "list_sessions", shape)
         scrub = Scrubber() if redact else None
-        if cwd is not None:
-            infos = SessionManager.list(cwd, self.store, include_internal=include_internal)
-        else:
-            infos = SessionManager.list_all(self.store, include_internal=include_internal)
-        kept = [info for info in infos
-                if (start is None or info.modified >= start) and (not named_only or info.name)]
+        kept = list_sessions(self.store, ListingFilter(cwd=cwd, since=start, named_only=named_only,
+                                                       include_internal=include_internal))
         rows = []
         for info in kept:
             row = info.to_dict()
@@ -437,7 +435,7 @@ class SessionReader:
             for n, row in enumerate(rows):
                 yield scrub.fields(dict(row), *_INFO_TEXT) if scrub is not None and n >= offset else row
 
-        skipped = getattr(infos, "skipped", 0)
+        skipped = kept.skipped
         return _fit_answer({}, "sessions", shown, offset=offset, limit=count, budget=budget,
                            tool="list_sessions", shape=shape, what="sessions", total=len(rows),
                            tail=lambda: {**({"skippedSessions": skipped} if skipped else {}), **_redacted(scrub)})

@@ -37,6 +37,7 @@ __all__ = [
     "parse_query",
     "parse_when",
     "search",
+    "search_request",
     "settle_search_tail",
 ]
 
@@ -115,6 +116,29 @@ def search(store: SessionStore, query: str, *, cwd: str | None = None, roles: It
         ask *= 4
     more = limit is not None and len(hits) > limit
     return SearchResult(query, hits[:limit] if limit is not None else hits, more)
+
+
+def search_request(store: SessionStore, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
+                   since: datetime | str | float | None = None, until: datetime | str | float | None = None,
+                   session: str | None = None, limit: int | None = DEFAULT_LIMIT,
+                   sessions: Container[str] | None = None,
+                   on_merge: Callable[[int], None] | None = None) -> SearchResult:
+    """A search asked by a front end: the one use case of ``sessiontree search``, the
+    viewer's list page and MCP ``search_sessions`` (issue 40 item 3). The store's pending
+    index tail is settled once (:func:`settle_search_tail`, ``on_merge`` as there), then
+    :func:`search` answers with the other arguments, which mean what they mean there.
+
+    Returns:
+        A :class:`SearchResult`.
+
+    Raises:
+        SearchQueryError: an empty or over-long query.
+        ValueError: a bad ``limit``, ``since`` or ``until``.
+        StorageError: the store could not be read.
+    """
+    settle_search_tail(store, on_merge)
+    return search(store, query, cwd=cwd, roles=roles, since=since, until=until, session=session, limit=limit,
+                  sessions=sessions)
 
 
 def settle_search_tail(store: SessionStore, on_merge: Callable[[int], None] | None = None) -> int:

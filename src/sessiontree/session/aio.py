@@ -79,6 +79,7 @@ from sessiontree.session.builders import UNSET
 from sessiontree.session.importing import ImportOutcome
 from sessiontree.session.manager import SessionManager, StoreOrDir, select_store
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionStore
+from sessiontree.stores.traits import store_traits
 
 __all__ = ["READER_THREADS", "AsyncSessionManager", "ManagerClosedError", "WriteOutcome", "outcome_of"]
 
@@ -163,7 +164,7 @@ def _writer_for(store: SessionStore) -> concurrent.futures.ThreadPoolExecutor:
         executor = _WRITERS.get(key)
         if executor is None:
             executor = concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix=f"sessiontree-writer-{getattr(store, 'kind', 'store')}")
+                max_workers=1, thread_name_prefix=f"sessiontree-writer-{type(store).__name__}")
             _WRITERS[key] = executor
             try:
                 # The thread ends with the store: an id is reused only after its object is gone.
@@ -183,14 +184,14 @@ def _readers() -> concurrent.futures.ThreadPoolExecutor:
 
 
 def _inline(store: SessionStore | None) -> bool:
-    # A memory store does no I/O: a thread hop would cost more than the call.
-    return store is not None and getattr(store, "kind", None) == "memory"
+    # A store without I/O (memory): a thread hop would cost more than the call.
+    return store is not None and not store_traits(store).does_io
 
 
 def _load_writes(store: SessionStore) -> bool:
-    # A JSONL load may persist a format upgrade (docs/rules/decisions.md D-9), and an unknown store may
-    # write too: both go to the writer. A SQLite load only reads.
-    return getattr(store, "kind", None) != "sqlite"
+    # A JSONL load may persist a format upgrade (docs/rules/decisions.md D-9), and a store that
+    # declares nothing may write too: both go to the writer. A SQLite load only reads.
+    return store_traits(store).loads_may_write
 
 
 @dataclass

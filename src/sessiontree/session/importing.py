@@ -42,6 +42,7 @@ from sessiontree.format.ids import validate_session_id
 from sessiontree.format.inputlimit import check_input_size
 from sessiontree.stores.base import SessionStore
 from sessiontree.stores.origin import origin_here, storable
+from sessiontree.stores.traits import CreateMany, store_traits
 
 __all__ = ["IMPORT_BATCH_BYTES", "IMPORT_BATCH_SESSIONS", "ImportOutcome", "check_record_sizes", "import_files",
            "import_record", "read_file"]
@@ -172,7 +173,7 @@ def import_files(paths: Iterable[str | os.PathLike[str]], store: SessionStore, c
     """
     batch_sessions = batch_sessions or IMPORT_BATCH_SESSIONS
     batch_bytes = batch_bytes or IMPORT_BATCH_BYTES
-    many: Callable[..., Any] | None = getattr(store, "create_many", None)
+    many: Callable[..., Any] | None = store.create_many if isinstance(store, CreateMany) else None
     pending: list[_Pending] = []
     size = 0
     for path in paths:
@@ -217,7 +218,7 @@ def _read_one(path: str | os.PathLike[str]) -> tuple[_Pending, int]:
 def _settles(store: SessionStore) -> bool:
     """Whether ``store.create_many`` takes ``settle`` (SQLite's: the derived data of a
     group written in its transaction)."""
-    return bool(getattr(store, "settles_on_create", False))
+    return store_traits(store).settles_on_create
 
 
 def _import_group(store: SessionStore, many: Callable[..., Any] | None,

@@ -50,6 +50,7 @@ from sessiontree.core.tree import (
 from sessiontree.errors import EntryNotFoundError, InvalidSessionError, SessionChangedError
 from sessiontree.format.gcpause import gc_paused
 from sessiontree.stores.base import SessionOutline, SessionStore
+from sessiontree.stores.traits import HeldLoads, RecentEntryTypes
 
 __all__ = ["PROBE", "LazySessionTree", "RecordSource", "open_held", "open_lazy"]
 
@@ -108,8 +109,7 @@ def open_lazy(store: SessionStore, session_id: str) -> tuple[dict[str, Any], Laz
         SessionNotFoundError: no such session.
         StorageError: the store could not be read.
     """
-    probe = getattr(store, "recent_entry_types", None)
-    if probe is None or "compaction" not in probe(session_id, PROBE):
+    if not isinstance(store, RecentEntryTypes) or "compaction" not in store.recent_entry_types(session_id, PROBE):
         # No compaction near the end: the context is (nearly) the whole branch, and the
         # outline would only add to the full load. A few thousand row look-ups decide.
         return None
@@ -181,10 +181,9 @@ def open_held(store: SessionStore, session_id: str) -> tuple[dict[str, Any], Laz
         SessionNotFoundError: no such session.
         StorageError: the store could not be read.
     """
-    load_held = getattr(store, "load_held", None)
-    if load_held is None:
+    if not isinstance(store, HeldLoads):
         return None
-    held = load_held(session_id)
+    held = store.load_held(session_id)
     if held is None:
         return None
     outline, position_of = held.outline, held.position_of

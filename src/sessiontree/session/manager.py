@@ -39,19 +39,17 @@ from sessiontree.format.types import AgentMessage, SessionHeader
 from sessiontree.format.upgrade import parent_session_to_id, upgrade_header
 from sessiontree.session import builders, importing
 from sessiontree.session.builders import UNSET, now_iso
-from sessiontree.session.importing import IMPORT_BATCH_BYTES, IMPORT_BATCH_SESSIONS, ImportOutcome
+from sessiontree.session.importing import ImportOutcome
 from sessiontree.session.lazy import open_held, open_lazy
 from sessiontree.stores import open_store
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionFiles, SessionStore
 from sessiontree.stores.jsonl.store import JsonlStore
 from sessiontree.stores.memory import MemoryStore
+from sessiontree.stores.traits import store_traits
 
-# IMPORT_BATCH_*, ImportOutcome (sessiontree.session.importing) and now_iso
-# (sessiontree.session.builders) stay in __all__ only for the deprecated
-# sessiontree.manager shim, whose public names they were; src and tests import
-# them from their own modules. The IMPORT_BATCH_* here are copies: patch
-# sessiontree.session.importing, which reads them at call time.
-__all__ = ["IMPORT_BATCH_BYTES", "IMPORT_BATCH_SESSIONS", "ImportOutcome", "SessionManager", "now_iso"]
+# The IMPORT_BATCH_* imported here are copies: patch sessiontree.session.importing,
+# which reads them at call time.
+__all__ = ["SessionManager"]
 
 
 StoreOrDir = SessionStore | str | os.PathLike[str]
@@ -1096,5 +1094,6 @@ class SessionManager:
         return _session_file_of(self._store, self._header, self._session_file)
 
     def is_persisted(self) -> bool:
-        """Whether the store is not a memory store."""
-        return self._store.kind != "memory"
+        """Whether the store keeps sessions beyond the process (``StoreTraits.persisted``:
+        every store but the memory store)."""
+        return store_traits(self._store).persisted

@@ -25,8 +25,14 @@ implementation upholds, checked by one conformance suite:
   migrates or otherwise changes anything; its writes raise ``StorageError``.
 * ``verify()`` reads everything and changes nothing (``check --store``).
 
-One optional capability sits beside them: :class:`RawTexts` (a session's stored
-texts without parsing its entries), which callers test with ``isinstance``.
+Optional capabilities sit beside them, each a small runtime-checkable protocol that
+callers test with ``isinstance`` (never ``getattr`` or ``store.kind``):
+:class:`RawTexts` (a session's stored texts without parsing its entries),
+:class:`SessionFiles`, :class:`Retention` and :class:`TeamAccess` here, and
+``HeldLoads``, ``RecentEntryTypes``, ``CreateMany`` and ``OwnRunLock`` in
+:mod:`sessiontree.stores.traits`, beside the facts a store states about itself that
+are not methods (``StoreTraits``: does it do I/O, may a load write, ...;
+docs/decisions/store-traits.md).
 """
 
 from __future__ import annotations
@@ -1070,3 +1076,4 @@ class TeamAccess(Protocol):
     def team_audit(self) -> list[AuditRecord]:
         """The accesses to the caller's sessions (and the caller's own), oldest first."""
         ...
+

@@ -53,6 +53,7 @@ from sessiontree.stores.shared import (
     sort_listing,
     sync_expected,
 )
+from sessiontree.stores.traits import StoreTraits
 
 __all__ = ["MemoryStore"]
 
@@ -79,6 +80,10 @@ class MemoryStore(RetentionBase, StoreBase):
 
     url = "memory:"
     kind = "memory"
+
+    def traits(self) -> StoreTraits:
+        """No I/O, nothing outlives the process, a load never writes (docs/decisions/store-traits.md)."""
+        return StoreTraits(does_io=False, loads_may_write=False, persisted=False, partial_reads=self.partial_reads)
 
     def __init__(self) -> None:
         self._sessions: dict[str, _Session] = {}

@@ -38,6 +38,7 @@ from sessiontree.stores.base import (
     SyncState,
 )
 from sessiontree.stores.blobref import resolve_blobs
+from sessiontree.stores.traits import StoreTraits, store_traits
 
 __all__ = [
     "Progress",
@@ -330,13 +331,7 @@ def change_hint(store: Any, session_id: str) -> tuple[tuple[int, int] | None, ..
     (memory, PostgreSQL, in-memory SQLite): the caller then re-reads on a timer instead.
     """
     path = store.location(session_id)
-    paths: list[str] = []
-    if path:
-        paths = [path]
-    elif store.kind == "sqlite":
-        db = getattr(store, "path", None)  # SQLite's own attribute, not the protocol's
-        if isinstance(db, str) and db and db != ":memory:":
-            paths = [db, f"{db}-wal"]
+    paths: list[str] = [path] if path else list(store_traits(store).change_files)
     if not paths:
         return None
     stats: list[tuple[int, int] | None] = []
@@ -463,6 +458,11 @@ class StoreBase:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"
+
+    def traits(self) -> StoreTraits:
+        """The store's declared traits (``StoreTraits``; docs/decisions/store-traits.md):
+        the conservative defaults here, each store class states its own."""
+        return StoreTraits(partial_reads=self.partial_reads)
 
     def __enter__(self) -> Any:
         return self

@@ -76,6 +76,7 @@ from sessiontree.format.shape import FileShape, ShapeError, shape_of
 from sessiontree.session.importing import check_record_sizes
 from sessiontree.stores.base import Provenance, SessionStore, SyncChange, SyncState
 from sessiontree.stores.origin import origin_here
+from sessiontree.stores.traits import OwnRunLock, store_traits
 from sessiontree.sync.gemini import is_gemini_name, maybe_gemini, sync_gemini
 from sessiontree.sync.omp import maybe_omp, sync_omp
 from sessiontree.sync.sources import agent_sources
@@ -1311,14 +1312,9 @@ class Syncer:
 
 
 def run_lock_path(store: SessionStore) -> str | None:
-    """Where the run lock of ``store`` lives: beside a SQLite file, inside a JSONL folder."""
-    if store.kind == "sqlite":
-        path = getattr(store, "path", None)
-        return None if not path or path == ":memory:" else f"{path}.sync-lock"
-    if store.kind == "jsonl":
-        directory = getattr(store, "directory", None)
-        return None if directory is None else os.path.join(directory, ".sessiontree-sync-run.lock")
-    return None
+    """Where the run lock of ``store`` lives: beside a SQLite file, inside a JSONL folder
+    (the store's declared ``StoreTraits.run_lock_path``)."""
+    return store_traits(store).run_lock_path
 
 
 @contextlib.contextmanager
@@ -1334,9 +1330,8 @@ def run_lock(store: SessionStore, on_busy: Callable[[], None] | None = None) -> 
     Raises:
         StorageError: the lock file cannot be created (the database cannot be reached).
     """
-    own = getattr(store, "run_lock", None) if store.kind == "postgres" else None
-    if own is not None:
-        with own(on_busy):
+    if isinstance(store, OwnRunLock):
+        with store.run_lock(on_busy):
             yield
         return
     path = run_lock_path(store)

@@ -36,6 +36,7 @@ import platformdirs
 
 from sessiontree.format.outfile import write_atomic
 from sessiontree.stores.base import SessionStore
+from sessiontree.stores.traits import store_traits
 from sessiontree.sync.engine import FileResult, run_lock_path
 
 __all__ = ["REPORTED", "SetAsideLedger", "ledger_path"]
@@ -51,8 +52,8 @@ def ledger_path(store: SessionStore) -> str | None:
     if lock is not None:
         folder, name = os.path.split(lock)
         return os.path.join(folder, name.replace("-run.lock", "-reported").replace(".sync-lock", ".sync-reported"))
-    url = getattr(store, "url", "") or ""
-    if not url or url.startswith("memory:") or getattr(store, "kind", "") in ("memory", "sqlite"):
+    url = store.url or ""
+    if not url or not store_traits(store).persisted:
         return None  # nothing outlives the process (memory, an in-memory SQLite database)
     host = os.environ.get("SESSIONTREE_SYNC_HOST") or socket.gethostname()
     digest = hashlib.sha256(f"{url}\n{host}".encode("utf-8", "surrogatepass")).hexdigest()[:16]

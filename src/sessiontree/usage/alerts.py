@@ -66,7 +66,7 @@ def alert_crossings(store: SessionStore, *, path: str | None = None, tz: str | N
         alert = Alert(crossing)
         url = crossing.status.budget.webhook
         if url:
-            alert.problem = post(url, crossing.payload(at_ms=now_ms, store=getattr(store, "url", None)))
+            alert.problem = post(url, crossing.payload(at_ms=now_ms, store=store.url))
             alert.posted = alert.problem is None
             if alert.problem is not None:
                 # Not delivered: not remembered, so the next check tries again.

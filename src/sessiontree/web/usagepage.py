@@ -16,6 +16,7 @@ from starlette.routing import Route
 
 from sessiontree.stores.base import SessionStore
 from sessiontree.stores.shared import change_hint
+from sessiontree.stores.traits import store_traits
 from sessiontree.usage.report import usage_reports
 from sessiontree.web import page as pages
 from sessiontree.web.views import usage as usage_view
@@ -53,7 +54,7 @@ def usage_routes(store: SessionStore, infos: Callable[[], Sequence[Any]]) -> lis
 
     def listing() -> Sequence[Any]:
         with lock:
-            hint = change_hint(store, "") if store.kind == "sqlite" else None
+            hint = change_hint(store, "") if store_traits(store).change_files else None
             now = time.monotonic()
             fresh = held["rows"] is not None and (hint == held["hint"] if hint is not None
                                                    else now - held["at"] < LISTING_TTL_SECONDS)

@@ -11,31 +11,9 @@ May import :mod:`sessiontree.stores.base`, the shared store helpers, and the
 layers below the stores.
 """
 
-import warnings as _warnings
-from typing import Any as _Any
-
 from sessiontree.stores.jsonl.layout import FILE_SUFFIX as FILE_SUFFIX
 from sessiontree.stores.jsonl.layout import file_name_for as file_name_for
 from sessiontree.stores.jsonl.store import *  # noqa: F403
 from sessiontree.stores.jsonl.store import __all__ as _store_all
 
 __all__ = ["FILE_SUFFIX", "file_name_for", *_store_all]
-
-#: Names this package exported before they moved to the format layer: name -> new module.
-_MOVED = {
-    "MigrationResult": "sessiontree.format.migrate",
-    "migrate_file": "sessiontree.format.migrate",
-    "first_line": "sessiontree.format.files",
-}
-
-
-def __getattr__(name: str) -> _Any:
-    """Deprecated names, kept for one release: they warn and return the moved object."""
-    module = _MOVED.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    _warnings.warn(f"sessiontree.stores.jsonl.{name} is deprecated: import {module}", DeprecationWarning,
-                   stacklevel=2)
-    return getattr(importlib.import_module(module), name)

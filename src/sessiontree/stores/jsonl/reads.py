@@ -2,7 +2,7 @@
 
 :class:`JsonlReads` holds the ``StoreCore`` reads that never write (``read``,
 ``exists``, ``session_ids``, ``location``, ``list_sessions``, ``find_most_recent``,
-``session_files``, ``path_for``); ``load``, which persists an older format's upgrade,
+``path_for``); ``load``, which persists an older format's upgrade,
 is in :mod:`.writes`, and ``PartialReads`` are the generic ones of
 :class:`~sessiontree.stores.shared.StoreBase` (a file is read whole anyway).
 :func:`read_file` reads one session file of any format in memory.
@@ -166,11 +166,3 @@ class JsonlReads(JsonlFiles):
                 best, best_id = key, header["id"]
         return best_id
 
-    def session_files(self) -> list[str]:
-        """Every ``*.jsonl`` file directly in the directory (absolute paths, by name),
-        valid or not; temporary files excluded.
-
-        Raises:
-            StorageError: the directory cannot be read.
-        """
-        return self._files()

@@ -71,6 +71,7 @@ from sessiontree.stores.jsonl.reads import JsonlReads, read_file
 from sessiontree.stores.jsonl.retention import JsonlRetention
 from sessiontree.stores.jsonl.writes import JsonlWrites
 from sessiontree.stores.shared import StoreBase
+from sessiontree.stores.traits import StoreTraits
 
 __all__ = ["JsonlStore", "read_file"]
 
@@ -106,6 +107,15 @@ class JsonlStore(JsonlRetention, JsonlLedger, JsonlWrites, JsonlMaintenance, Jso
     """
 
     kind = "jsonl"
+
+    def traits(self) -> StoreTraits:
+        """JSONL's traits (docs/decisions/store-traits.md): a load may persist a format upgrade
+        (docs/rules/decisions.md D-9); the sync run lock is a file inside the folder, which
+        is the store's own folder (``sync`` leaves it out); no store-wide change file (each
+        session has its own, ``location``)."""
+        return StoreTraits(loads_may_write=True, partial_reads=self.partial_reads,
+                           run_lock_path=os.path.join(self.directory, ".sessiontree-sync-run.lock"),
+                           own_folder=self.directory)
 
     def __init__(self, directory: str | os.PathLike[str], *, create: bool = True, fsync: bool = True,
                  readonly: bool = False) -> None:

@@ -70,6 +70,7 @@ from sessiontree.stores.postgres.schema import DERIVED_INDEXES, MIGRATIONS
 from sessiontree.stores.postgres.team import PostgresTeam
 from sessiontree.stores.postgres.writes import PostgresWrites
 from sessiontree.stores.shared import StoreBase
+from sessiontree.stores.traits import StoreTraits
 
 try:  # an optional extra: sessiontree[postgres]
     import psycopg
@@ -131,6 +132,13 @@ class PostgresStore(PostgresTeam, PostgresLedger, PostgresWrites, PostgresMainte
     kind = "postgres"
     #: read_skeleton and read_entries answer from columns and the (session_id, id) index.
     partial_reads = True
+
+    def traits(self) -> StoreTraits:
+        """PostgreSQL's traits (docs/decisions/store-traits.md): partial reads; its run lock
+        is its own advisory lock (``run_lock``), so no lock file. A load only reads, but
+        the store's one connection serves reads and writes in turn, so its loads stay
+        queued with the writes (``loads_may_write``), as they always were."""
+        return StoreTraits(partial_reads=True)
 
     def __init__(self, url: str, *, create: bool = True, readonly: bool = False,
                  prepare_threshold: int | str | None = "url", pool_size: int | None = None,

@@ -60,6 +60,7 @@ from sessiontree.stores.sqlite.reads import SqliteReads
 from sessiontree.stores.sqlite.retention import SqliteRetention
 from sessiontree.stores.sqlite.schema import DERIVED_INDEXES, MIGRATIONS
 from sessiontree.stores.sqlite.writes import SqliteWrites
+from sessiontree.stores.traits import StoreTraits
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -140,6 +141,18 @@ class SqliteStore(SqliteRetention, SqliteLedger, SqliteWrites, SqliteMaintenance
     kind = "sqlite"
     #: read_skeleton and read_entries answer from columns and the (session_id, id) index.
     partial_reads = True
+
+    def traits(self) -> StoreTraits:
+        """SQLite's traits (docs/decisions/store-traits.md): a load only reads (reader threads
+        may run it beside the writer), the lazy open reads the outline and chosen records,
+        ``create_many`` settles the derived data of its group; only a file database outlives
+        the process (``":memory:"`` does not), and it has its
+        run lock beside it and changes show in the database's and its WAL's size and time."""
+        on_disk = self.path != ":memory:"
+        return StoreTraits(loads_may_write=False, opens_lazily=True, settles_on_create=True, partial_reads=True,
+                           persisted=on_disk,
+                           run_lock_path=f"{self.path}.sync-lock" if on_disk else None,
+                           change_files=(self.path, f"{self.path}-wal") if on_disk else ())
 
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = DEFAULT_TIMEOUT,
                  create: bool = True, readonly: bool = False, synchronous: str = "full",

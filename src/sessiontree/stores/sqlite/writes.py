@@ -53,9 +53,6 @@ class SqliteWrites(SqliteConnection):
     """The ``StoreCore`` writes of :class:`~sessiontree.stores.sqlite.store.SqliteStore`
     (documented there and in :mod:`sessiontree.stores.base`)."""
 
-    #: :meth:`create_many` takes ``settle`` (the bulk import's derived data in its transaction).
-    settles_on_create = True
-
     def _memo_fresh(self, conn: sqlite3.Connection) -> int:
         """Inside a write transaction: forget the memo unless nothing changed the database
         since this connection's last append, and return ``PRAGMA data_version`` for the

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, time
 from typing import Any
 
 from sessiontree.core.listing import SessionInfo
 from sessiontree.errors import SearchQueryError
 from sessiontree.format.idprefix import short_session_ids, split_subagent
-from sessiontree.search.query import search, settle_search_tail
+from sessiontree.search.query import search_request
 from sessiontree.search.suggest import suggest
+from sessiontree.session.listing import ListingFilter, list_sessions
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.base import Provenance, SessionStore
-from sessiontree.stores.origin import matching_sessions
 from sessiontree.usage.report import session_stats
 
 __all__ = [
@@ -37,9 +37,11 @@ class ListQuery:
 
     Attributes:
         q: search text.
-        project: keep sessions whose cwd equals this or lies below it.
+        project: keep sessions of this project directory (the listing's ``cwd`` filter,
+            docs/rules/listing.md L.18: the header ``cwd`` resolves to it).
         named: only sessions with a current name.
-        since, until: ``modified`` (or ``created``, with ``sort="created"``) date bounds, inclusive, UTC.
+        since, until: bounds on the last activity (``modified``, whatever the sort), whole
+            days, inclusive, UTC (:mod:`sessiontree.session.listing`).
         internal: include internal workflow sessions.
         sort: ``"modified"`` or ``"created"`` (newest first).
         page: 1-based page number.
@@ -148,21 +150,16 @@ def search_sessions(store: SessionStore, infos: Sequence[SessionInfo],
         SearchQueryError: an over-long query.
         StorageError: the store could not be read.
     """
-    settle_search_tail(store)
     by_id = {info.id: info for info in infos}
     found: list[SessionInfo] = []
     snippets: dict[str, str] = {}
     # Hits of sessions the filters left out do not use up the search's limit.
-    for session_id, hits in search(store, q, sessions=by_id).by_session():
+    for session_id, hits in search_request(store, q, sessions=by_id).by_session():
         info = by_id.get(session_id)
         if info is not None:
             found.append(info)
             snippets[session_id] = hits[0].snippet
     return found, snippets, "store"
-
-
-def _day(value: datetime) -> date:
-    return value.astimezone(UTC).date()
 
 
 def build_list_page(store: SessionStore, query: ListQuery, infos: Sequence[SessionInfo] | None = None) -> ListPage:
@@ -182,23 +179,16 @@ def build_list_page(store: SessionStore, query: ListQuery, infos: Sequence[Sessi
         infos = SessionManager.list_all(store, include_internal=True)
     projects = sorted({i.cwd for i in infos if i.cwd})
     origins = store.provenances()
-    rows = [i for i in infos if query.internal or not i.internal]
-    if query.host or query.user:
-        keep = matching_sessions(origins, [query.host] if query.host else (), [query.user] if query.user else ())
-        rows = [i for i in rows if i.id in keep]
-    if query.project:
-        prefix = query.project.rstrip("/") + "/"
-        rows = [i for i in rows if i.cwd == query.project or i.cwd.startswith(prefix)]
-    if query.named:
-        rows = [i for i in rows if i.name]
-    if query.agent:
-        rows = [i for i in rows if i.agent == query.agent]
+    # The one listing query of every edge (session/listing.py): project is the cwd filter,
+    # since/until whole UTC days of the last activity.
+    rows: list[SessionInfo] = list(list_sessions(store, ListingFilter(
+        cwd=query.project or None,
+        since=datetime.combine(query.since, time.min, UTC) if query.since is not None else None,
+        until=datetime.combine(query.until, time.max, UTC) if query.until is not None else None,
+        named_only=query.named, agent=query.agent or None, hosts=[query.host] if query.host else (),
+        users=[query.user] if query.user else (), include_internal=query.internal), infos=infos))
     key: Callable[[SessionInfo], datetime] = (
         (lambda i: i.created) if query.sort == "created" else (lambda i: i.modified))
-    if query.since is not None:
-        rows = [i for i in rows if _day(key(i)) >= query.since]
-    if query.until is not None:
-        rows = [i for i in rows if _day(key(i)) <= query.until]
     snippets: dict[str, str] = {}
     mode = ""
     message = ""

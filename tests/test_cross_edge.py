@@ -1,0 +1,121 @@
+"""The three edges answer the same questions alike (issue 40 item 3): the CLI, the viewer
+(Starlette ``TestClient``) and MCP (``SessionReader``) over one SQLite store are asked for a
+session by id prefix, for a filtered listing and for a search.
+
+Synthetic sessions (no real file holds sessions of chosen projects and days): the expected
+answers are counted by hand from the records below, and each edge must give them:
+
+* A: ``/proj/app``, active on 2026-03-01 only; says "jitter".
+* B: ``/proj/app``, created 2026-02-01, last active 2026-03-05; says "jitter".
+* C: ``/proj/app/sub`` (a subfolder: not ``/proj/app`` by rule L.18), active 2026-03-05.
+* D: ``/other``, active 2026-03-06; says "jitter".
+
+A and B share the id prefix ``019cadb4-6e80-7a3c-9b1d-0000000000a``; C alone starts ``019cadb5``.
+"""
+
+from __future__ import annotations
+
+import re
+from html import unescape
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builders import header
+from cli_support import run_cli, run_cli_json
+from sessiontree.mcpserver.tools import SessionReader, ToolInputError
+from sessiontree.stores import open_store
+
+pytest.importorskip("starlette")
+from starlette.testclient import TestClient
+
+from sessiontree.web.app import create_app
+
+A = "019cadb4-6e80-7a3c-9b1d-0000000000a1"
+B = "019cadb4-6e80-7a3c-9b1d-0000000000a2"
+C = "019cadb5-6e80-7a3c-9b1d-0000000000c3"
+D = "019cadb6-6e80-7a3c-9b1d-0000000000d4"
+SHARED = "019cadb4-6e80-7a3c-9b1d-0000000000a"
+
+
+def _user(entry_id: str, parent: str | None, when: str, text: str) -> dict[str, Any]:
+    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": when,
+            "message": {"role": "user", "content": text}}
+
+
+def _sessions() -> list[list[dict[str, Any]]]:
+    return [
+        [header(A, "/proj/app", "2026-03-01T09:00:00.000Z"),
+         _user("a1", None, "2026-03-01T09:00:01.000Z", "add jitter to the retry")],
+        [header(B, "/proj/app", "2026-02-01T09:00:00.000Z"),
+         _user("b1", None, "2026-02-01T09:00:01.000Z", "plan the parser"),
+         _user("b2", "b1", "2026-03-05T10:00:00.000Z", "now the jitter tests")],
+        [header(C, "/proj/app/sub", "2026-03-05T09:00:00.000Z"),
+         _user("c1", None, "2026-03-05T09:00:01.000Z", "a subfolder session")],
+        [header(D, "/other", "2026-03-06T09:00:00.000Z"),
+         _user("d1", None, "2026-03-06T09:00:01.000Z", "jitter elsewhere")],
+    ]
+
+
+@pytest.fixture
+def edges(tmp_path: Path) -> Any:
+    db = str(tmp_path / "sessions.db")
+    store = open_store(db)
+    for records in _sessions():
+        store.create(records[0], records[1:])
+    store.close()
+    reader_store = open_store(db, readonly=True)
+    client = TestClient(create_app(reader_store), base_url="http://127.0.0.1:8765")
+    yield db, client, SessionReader(reader_store)
+    reader_store.close()
+
+
+def _page_ids(html: str) -> list[str]:
+    """Session ids the list page links to, in order, once each."""
+    seen: list[str] = []
+    for found in re.findall(r'href="/s/([0-9a-f-]{36})"', unescape(html)):
+        if found not in seen:
+            seen.append(found)
+    return seen
+
+
+def test_an_id_prefix_names_the_same_session_everywhere(edges: Any) -> None:
+    db, client, reader = edges
+    assert run_cli_json(db, "show", "019cadb5")["header"]["id"] == C
+    response = client.get("/s/019cadb5", follow_redirects=False)
+    assert (response.status_code, response.headers["location"]) == (302, f"/s/{C}")
+    assert reader.resolve_session("019cadb5") == C
+    # Ambiguous everywhere: a user error at the CLI, 404 in the viewer, a tool input error in MCP.
+    assert "ambiguous" in run_cli(db, "show", SHARED, code=1).stderr.lower()
+    assert client.get(f"/s/{SHARED}", follow_redirects=False).status_code == 404
+    with pytest.raises(ToolInputError, match=r"(?i)ambiguous"):
+        reader.resolve_session(SHARED)
+
+
+def test_a_listing_filter_means_the_same_everywhere(edges: Any) -> None:
+    """cwd is the project directory (C in its subfolder is not), since is on the last activity
+    (B, created in February, was active on 2026-03-05; A was not after 03-01)."""
+    db, client, reader = edges
+    cli = [row["id"] for row in run_cli_json(db, "list", "--cwd", "/proj/app", "--since", "2026-03-02")]
+    viewer = _page_ids(client.get("/", params={"project": "/proj/app", "since": "2026-03-02"}).text)
+    mcp = [row["id"] for row in reader.list_sessions(cwd="/proj/app", since="2026-03-02")["sessions"]]
+    assert cli == viewer == mcp == [B]
+    # Without since: both of /proj/app, newest activity first.
+    assert [row["id"] for row in run_cli_json(db, "list", "--cwd", "/proj/app")] == [B, A]
+    assert _page_ids(client.get("/", params={"project": "/proj/app"}).text) == [B, A]
+    assert [row["id"] for row in reader.list_sessions(cwd="/proj/app")["sessions"]] == [B, A]
+
+
+def test_a_search_finds_the_same_everywhere(edges: Any) -> None:
+    db, client, reader = edges
+    cli = run_cli_json(db, "search", "jitter")["hits"]
+    mcp = reader.search_sessions("jitter")["hits"]
+    assert sorted((h["sessionId"], h["entryId"]) for h in cli) == sorted(
+        (h["sessionId"], h["entryId"]) for h in mcp) == [(A, "a1"), (B, "b2"), (D, "d1")]
+    assert sorted(_page_ids(client.get("/", params={"q": "jitter"}).text)) == sorted([A, B, D])
+    # The same filters on the search: one project.
+    cli_app = {h["sessionId"] for h in run_cli_json(db, "search", "jitter", "--cwd", "/proj/app")["hits"]}
+    mcp_app = {h["sessionId"] for h in reader.search_sessions("jitter", cwd="/proj/app")["hits"]}
+    viewer_app = set(_page_ids(client.get("/", params={"q": "jitter", "project": "/proj/app"}).text))
+    assert cli_app == mcp_app == viewer_app == {A, B}
