@@ -30,6 +30,7 @@ from markupsafe import Markup
 from sessiontree.compare.branches import BranchComparison
 from sessiontree.core.listing import is_unknown_time
 from sessiontree.core.render import entry_summary
+from sessiontree.format.foreign.common import agent_of_header
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.base import Provenance
 from sessiontree.web import views as view
@@ -69,6 +70,7 @@ def environment() -> Environment:
     env.filters["urlpart"] = url_part
     env.filters["listtime"] = list_time
     env.globals["insights_money"] = insights_money
+    env.globals["turn_cost"] = view.turn_cost
     return env
 
 
@@ -144,6 +146,7 @@ def _session_context(manager: SessionManager, tree: view.TreeData, conversation:
         "tip_count": len(tip_rows),
         "conv": conversation,
         "entry_count": len(tree.rows),
+        "agent": agent_of_header(header),
     }
 
 
