@@ -127,6 +127,18 @@ class Item:
     agent_id: str | None = None
     source: Mapping[str, Any] | None = field(default=None, repr=False)
 
+    @property
+    def source_raw(self) -> str | None:
+        """The verbatim source record of the item's entry (``foreign.raw`` of another agent's
+        file, docs/agents/README.md), or ``None``; shown only when asked (``export --raw``)."""
+        foreign = self.source.get("foreign") if self.source is not None else None
+        if not isinstance(foreign, Mapping):
+            return None
+        raw = foreign.get("raw")
+        if isinstance(raw, str):
+            return raw.strip("\r\n")
+        return "(not UTF-8: kept as base64)" if isinstance(foreign.get("rawBase64"), str) else None
+
     def annotation_summary(self) -> str:
         """``"5 records: progress x3, system/stop_hook_summary x2"``: the folded annotations, counted by name."""
         counts: dict[str, int] = {}
@@ -420,6 +432,8 @@ def _unit_item(unit: Unit, results: Callable[[str], Item | None]) -> Item:
     else:
         item = _note_item(entry)
     item.marks.extend(m for m in unit.marks if m not in item.marks)
+    if item.source is None and isinstance(entry.get("foreign"), Mapping):
+        item.source = entry
     if not item.parts:
         # Never an empty box: an entry with nothing to show says what it is.
         item.parts.append(Part("note", text=entry_summary(entry, 300) or "(no content)"))
