@@ -637,7 +637,8 @@ def _turn_lines(branch: Sequence[Mapping[str, Any]],
                 continue
             response = message.get("responseId")
             responses.add(response if isinstance(response, str) and response else ("entry", index))
-            for block in message.get("content") if isinstance(message.get("content"), list) else ():
+            content = message.get("content")
+            for block in content if isinstance(content, list) else ():
                 if isinstance(block, Mapping):
                     thoughts += block.get("type") == "thinking"
                     calls += block.get("type") == "toolCall"

@@ -423,7 +423,7 @@ def _unit_item(unit: Unit, results: Callable[[str], Item | None]) -> Item:
     if unit.kind is None and unit.message is None and is_annotation(entry):
         return Item(entry_id, "annotation", annotation_label(entry),
                     timestamp if isinstance(timestamp, str) else None, dim=True, annotation=True,
-                    records=records_from_entry(entry, keyed=False), source=entry)
+                    records=records_from_entry(dict(entry), keyed=False), source=entry)
     if unit.kind is not None:
         item = Item(entry_id, unit.kind, unit.title, timestamp if isinstance(timestamp, str) else None,
                     [Part("note", text=unit.text)], dim=True)
@@ -439,7 +439,7 @@ def _unit_item(unit: Unit, results: Callable[[str], Item | None]) -> Item:
         item.parts.append(Part("note", text=entry_summary(entry, 300) or "(no content)"))
     if unit.kind is None and unit.message is not None and unit.message.get("role") in ("assistant", "toolResult"):
         # Billed calls of the raw entry (the model view's message may be a projection of it).
-        item.records = records_from_entry(entry, keyed=False) if unit.message is entry.get("message") else []
+        item.records = records_from_entry(dict(entry), keyed=False) if unit.message is entry.get("message") else []
         response = unit.message.get("responseId")
         item.response_id = response if isinstance(response, str) and response else None
         if unit.message.get("role") == "toolResult":

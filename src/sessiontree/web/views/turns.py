@@ -103,8 +103,9 @@ def _block_text(block: Any) -> str:
     if not isinstance(block, Mapping):
         return ""
     kind = block.get("type")
-    if kind == "text" and isinstance(block.get("text"), str):
-        return block["text"]
+    text = block.get("text")
+    if kind == "text" and isinstance(text, str):
+        return text
     if kind == "tool_use":
         args = orjson.dumps(block.get("input"), option=orjson.OPT_NON_STR_KEYS).decode("utf-8", "replace") \
             if block.get("input") is not None else ""
@@ -114,8 +115,9 @@ def _block_text(block: Any) -> str:
         if isinstance(content, list):
             return "\n".join(_block_text(b) for b in content)
         return f"← {content}" if isinstance(content, str) else ""
-    if kind == "thinking" and isinstance(block.get("thinking"), str):
-        return "(thinking) " + block["thinking"]
+    thinking = block.get("thinking")
+    if kind == "thinking" and isinstance(thinking, str):
+        return "(thinking) " + thinking
     return ""
 
 
@@ -123,7 +125,9 @@ def _step(record: Mapping[str, Any]) -> SubagentStep | None:
     message = record.get("message")
     if not isinstance(message, Mapping):
         return None
-    role = message.get("role") if isinstance(message.get("role"), str) else str(record.get("type") or "")
+    role = message.get("role")
+    if not isinstance(role, str):
+        role = str(record.get("type") or "")
     content = message.get("content")
     blocks = content if isinstance(content, list) else [content]
     text = "\n".join(t for t in (_block_text(b) for b in blocks) if t)
