@@ -12,8 +12,8 @@ import time
 
 import pytest
 
+import corpus
 from web_support import (
-    CORPUS,
     EVIL_ID,
     EXAMPLES,
     HOSTILE_ID,
@@ -37,7 +37,9 @@ def store(tmp_path_factory):
     from sessiontree import SessionManager, open_store
 
     s = open_store(f"sqlite:///{tmp_path_factory.mktemp('web')}/sessions.db", create=True)
-    for path in [*sorted(EXAMPLES.glob("*.jsonl")), *sorted(CORPUS.rglob("*.jsonl"))]:
+    # The corpus's pi files (the other agents' folders are synced, not imported:
+    # tests/test_web_agents_browser.py opens their pages).
+    for path in [*sorted(EXAMPLES.glob("*.jsonl")), *corpus.shared_files()]:
         SessionManager.import_from_jsonl(path, None, s)
     add_hostile_session(s)
     add_evil_session(s)

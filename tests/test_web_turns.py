@@ -158,3 +158,67 @@ def test_html_export_of_the_largest_claude_code_file_is_at_most_3x_its_size(tmp_
 def test_raw_needs_a_page_format(tmp_path):
     result = CliRunner().invoke(cli, ["--store", str(tmp_path / "s.db"), "export", "x", "--format", "jsonl", "--raw"])
     assert result.exit_code == 2 and "--raw needs --format html or markdown" in result.output
+
+
+def _claude_records(session: str) -> tuple[list[dict], list[dict]]:
+    """A Claude Code 2.x parent log whose Task call's result names its subagent, and that
+    subagent's transcript. Synthetic: no public file holds both a Task call and the
+    transcript of the subagent it ran (FOREIGN.md, "Claude Code <uuid>/subagents")."""
+    base = {"isSidechain": False, "userType": "external", "cwd": "/tmp/proj", "sessionId": session,
+            "version": "2.1.34"}
+    prompt = "Find the shell completion code"
+    parent = [
+        {**base, "parentUuid": None, "uuid": "u1", "type": "user", "timestamp": "2026-01-01T00:00:00.000Z",
+         "message": {"role": "user", "content": "look at completions"}},
+        {**base, "parentUuid": "u1", "uuid": "u2", "type": "assistant", "timestamp": "2026-01-01T00:00:01.000Z",
+         "requestId": "req_1",
+         "message": {"id": "msg_1", "role": "assistant", "model": "claude-opus-4-6", "type": "message",
+                     "stop_reason": "tool_use", "usage": {"input_tokens": 3, "output_tokens": 5},
+                     "content": [{"type": "tool_use", "id": "toolu_1", "name": "Task",
+                                  "input": {"description": "Explore", "prompt": prompt}}]}},
+        {**base, "parentUuid": "u2", "uuid": "u3", "type": "user", "timestamp": "2026-01-01T00:00:09.000Z",
+         "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                                  "content": [{"type": "text", "text": "found it"}]}]},
+         "toolUseResult": {"status": "completed", "agentId": "abc1234", "totalTokens": 8}},
+    ]
+    child_base = {**base, "isSidechain": True, "agentId": "abc1234"}
+    child = [
+        {**child_base, "parentUuid": None, "uuid": "c1", "type": "user", "timestamp": "2026-01-01T00:00:02.000Z",
+         "message": {"role": "user", "content": prompt}},
+        {**child_base, "parentUuid": "c1", "uuid": "c2", "type": "assistant", "timestamp": "2026-01-01T00:00:03.000Z",
+         "requestId": "req_2",
+         "message": {"id": "msg_2", "role": "assistant", "model": "claude-haiku-4-5", "type": "message",
+                     "stop_reason": "end_turn", "usage": {"input_tokens": 2, "output_tokens": 2},
+                     "content": [{"type": "text", "text": "found it"}]}},
+    ]
+    return parent, child
+
+
+@pytest.mark.parametrize("with_child", [True, False])
+def test_a_task_call_links_to_its_subagent_session_when_stored(tmp_path, with_child):
+    import json
+
+    from starlette.testclient import TestClient
+
+    from sessiontree.web.app import create_app
+
+    session = "5e55e55e-0000-4000-8000-000000000041"
+    parent, child = _claude_records(session)
+    folder = tmp_path / "projects" / "-tmp-proj"
+    folder.mkdir(parents=True)
+    (folder / f"{session}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in parent))
+    files = [str(folder / f"{session}.jsonl")]
+    if with_child:
+        (folder / "agent-abc1234.jsonl").write_text("".join(json.dumps(r) + "\n" for r in child))
+        files.append(str(folder / "agent-abc1234.jsonl"))
+    db = tmp_path / "s.db"
+    result = CliRunner().invoke(cli, ["--store", str(db), "sync", *files])
+    assert result.exit_code == 0, result.output
+    store = open_store(f"sqlite:///{db}")
+    try:
+        page_html = TestClient(create_app(store), base_url="http://127.0.0.1:8765").get(f"/s/{session}").text
+    finally:
+        store.close()
+    assert "subagent abc1234" in page_html  # the result names the agent either way
+    link = f'href="/s/{session}-agent-abc1234"'
+    assert (link in page_html) is with_child
