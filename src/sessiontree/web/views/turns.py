@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from sessiontree.core.usagerecords import UsageRecord
 
-if TYPE_CHECKING:
-    from sessiontree.web.views.conversation import Item
+#: An item of :mod:`sessiontree.web.views.conversation` (``Item``; named loosely here so that
+#: this module, which that one imports, does not import it back).
+Item = Any
 
 __all__ = [
     "Group",
