@@ -246,8 +246,10 @@ def test_export_is_self_contained(tmp_path):
     assert not re.search(r'(src|href)="(https?:|//|/static)', html)
     csp = unescape(re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', html).group(1))
     assert "default-src 'none'" in csp and "script-src 'sha256-" in csp and "unsafe-inline" not in csp
-    # Both branches, both views, are inside.
-    assert html.count("<template data-leaf=") == 4 and 'data-leaf="a1000007"' in html
+    # Both branches, both views, are inside: the active branch's raw view once, in the
+    # pane (the script keeps it as its template), the other three as templates.
+    assert html.count("<template data-leaf=") == 3 and 'data-leaf="a1000007"' in html
+    assert html.count('class="conv-head"') == 4
 
 
 def test_export_cli(tmp_path):

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
+import corpus
 from web_support import (
-    CORPUS,
     EVIL_ID,
     EXAMPLES,
     HOSTILE_ID,
@@ -37,11 +37,14 @@ def store(tmp_path_factory):
     from sessiontree import SessionManager, open_store
 
     s = open_store(f"sqlite:///{tmp_path_factory.mktemp('web')}/sessions.db", create=True)
-    for path in [*sorted(EXAMPLES.glob("*.jsonl")), *sorted(CORPUS.rglob("*.jsonl"))]:
+    # The corpus's pi files (the other agents' folders are synced, not imported:
+    # tests/test_web_agents_browser.py opens their pages).
+    for path in [*sorted(EXAMPLES.glob("*.jsonl")), *corpus.shared_files()]:
         SessionManager.import_from_jsonl(path, None, s)
     add_hostile_session(s)
     add_evil_session(s)
     _deep_chain(s)
+    _deep_branches(s)
     yield s
     s.close()
 
@@ -252,6 +255,38 @@ def _deep_chain(store) -> None:
     store.create({"type": "session", "version": 4, "id": DEEP_ID, "createdAt": ts, "cwd": "/tmp/deep",
                   # internal (a workflow session): kept out of the default list the tests above count
                   "internal": True, "workflow": {"runId": "r", "stageId": "s", "stageName": "deep"}}, entries)
+
+
+#: A session whose branches nest 40 levels deep (synthetic: no corpus file nests so deep
+#: since the Claude Code mapping keeps one leaf per conversation).
+BRANCHY_ID = "0branchy-0000-4000-8000-000000000041"
+BRANCHY_LEVELS = 40
+
+
+def _deep_branches(store) -> None:
+    ts = "2026-01-01T00:00:00.000Z"
+    entries = []
+    parent = None
+    for level in range(BRANCHY_LEVELS):
+        for side in ("a", "b"):  # two children: "b" goes on, "a" is a one-entry branch
+            entries.append({"type": "message", "id": f"n{level:02d}{side}", "parentId": parent, "timestamp": ts,
+                            "message": {"role": "user", "content": f"level {level} {side}",
+                                        "timestamp": 1767225600000 + 2 * level + (side == "b")}})
+        parent = f"n{level:02d}b"
+    store.create({"type": "session", "version": 4, "id": BRANCHY_ID, "createdAt": ts, "cwd": "/tmp/branchy",
+                  "internal": True, "workflow": {"runId": "r", "stageId": "s", "stageName": "branchy"}}, entries)
+
+
+def test_deeply_nested_branches_stay_inside_the_tree_pane(browser, server):
+    browser.get(f"{server}/s/{BRANCHY_ID}")
+    wait(browser, lambda d: tree_row(d, "n39b") is not None)
+    pane = browser.execute_script("return document.getElementById('tree').getBoundingClientRect().right;")
+    lefts = browser.execute_script(
+        "return Array.prototype.map.call(document.querySelectorAll('#tree .row .id'),"
+        " function (e) { return e.getBoundingClientRect().left; });")
+    assert lefts and max(lefts) < pane - 100
+    # The deepest rows say their level instead of moving right.
+    assert tree_row(browser, "n39b").find_element("css selector", ".deep").text.startswith("↳")
 
 
 def _not_pwned(driver) -> None:

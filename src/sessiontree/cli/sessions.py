@@ -515,9 +515,13 @@ def _pi_source(app: App, session_id: str, redact: bool) -> bytes:
               help="With --format html: also include a comparison of the active branch (A) with the branch "
                    "ending at LEAF (B: an entry id of the session or a unique prefix), its summary and aligned "
                    "rows, raw and model's view, as the viewer's compare page shows them (docs/diff.md).")
+@click.option("--raw", "raw", is_flag=True,
+              help="With --format html or markdown: also show each entry's verbatim source record (the line "
+                   "of a Claude Code, Codex or Gemini CLI file it was read from); left out by default, as "
+                   "it is the bulk of such a file (docs/viewer.md, \"Export\").")
 @pass_app
 def export_cmd(app: App, session: str, output: Path | None, fmt: str, redact: bool | None,
-               compare_leaf: str | None) -> None:
+               compare_leaf: str | None, raw: bool = False) -> None:
     """Export a session as a format-4 JSONL file, a Markdown transcript or an HTML page.
 
     The Markdown transcript shows control, bidi and invisible characters of
@@ -535,6 +539,8 @@ def export_cmd(app: App, session: str, output: Path | None, fmt: str, redact: bo
 
     if compare_leaf is not None and fmt != "html":
         raise click.UsageError("--compare needs --format html")
+    if raw and fmt not in ("html", "markdown"):
+        raise click.UsageError("--raw needs --format html or markdown (jsonl and source carry the records already)")
     if compare_leaf is not None and ":" in compare_leaf:
         raise click.UsageError("--compare takes an entry of the exported session "
                                "(SESSION:LEAF is for sessiontree diff)")
@@ -573,11 +579,14 @@ def export_cmd(app: App, session: str, output: Path | None, fmt: str, redact: bo
         # shows nothing the page does not.
         comparison = None if compare_leaf is None else _export_comparison(manager, session_id, compare_leaf)
         with busy_spinner("Rendering…"):
-            data = render_session_document(manager, comparison).encode("utf-8")
+            data = render_session_document(manager, comparison, raw=raw).encode("utf-8")
     else:
         manager = SessionManager.from_parsed(parsed)
         title = manager.get_session_name()
-        data = render.markdown_transcript(manager.get_header(), manager.get_branch(), title).encode("utf-8")
+        from sessiontree.web.views import turn_cost
+
+        data = render.markdown_transcript(manager.get_header(), manager.get_branch(), title, raw=raw,
+                                          cost=turn_cost).encode("utf-8")
     if output is None:
         if fmt in ("jsonl", "source") and stdout_console().is_terminal:
             # On a terminal the JSONL is for reading: unsafe characters inside its strings are

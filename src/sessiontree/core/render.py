@@ -27,7 +27,7 @@ Invariants:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +44,7 @@ from sessiontree.core.projection import (
 from sessiontree.core.textsafe import safe_block, safe_line
 from sessiontree.core.transcript import bash_text, format_tool_call
 from sessiontree.core.tree import TreeNode
+from sessiontree.core.usagerecords import UsageRecord, records_from_entry
 
 __all__ = [
     "RETIRED_NOTE",
@@ -621,8 +622,66 @@ def _md_message(message: Mapping[str, Any]) -> tuple[str, list[str]]:
     return _md_inline(role), _md_content(content)
 
 
+def _turn_lines(branch: Sequence[Mapping[str, Any]],
+                cost: Callable[[list[UsageRecord]], str] | None) -> dict[int, str]:
+    """``{index of a user message in branch: its turn's line}``: one turn per user message,
+    up to the next one, with its counts as the viewer shows them (docs/viewer.md, "Turns"):
+    assistant messages (the parts of one response, one ``responseId``, count once),
+    thoughts, tool calls, tokens of its billed calls (annotations' ``usage`` entries
+    included) and, with ``cost``, their cost."""
+    lines: dict[int, str] = {}
+    starts = [i for i, e in enumerate(branch)
+              if e.get("type") == "message" and isinstance(e.get("message"), Mapping)
+              and e["message"].get("role") == "user"]
+    for number, start in enumerate(starts, 1):
+        stop = starts[number] if number < len(starts) else len(branch)
+        responses: set[Any] = set()
+        thoughts = calls = 0
+        records: list[UsageRecord] = []
+        for index in range(start, stop):
+            entry = branch[index]
+            records.extend(records_from_entry(dict(entry), keyed=False))
+            message = entry.get("message")
+            if entry.get("type") != "message" or not isinstance(message, Mapping) \
+                    or message.get("role") != "assistant":
+                continue
+            response = message.get("responseId")
+            responses.add(response if isinstance(response, str) and response else ("entry", index))
+            content = message.get("content")
+            for block in content if isinstance(content, list) else ():
+                if isinstance(block, Mapping):
+                    thoughts += block.get("type") == "thinking"
+                    calls += block.get("type") == "toolCall"
+        parts = [f"{len(responses)} assistant message{'' if len(responses) == 1 else 's'}"]
+        if thoughts:
+            parts.append(f"{thoughts} thought{'' if thoughts == 1 else 's'}")
+        parts.append(f"{calls} tool call{'' if calls == 1 else 's'}")
+        tokens = sum(r.total_tokens for r in records)
+        if tokens:
+            parts.append(f"{tokens:,} tokens")
+            price = cost(records) if cost is not None else ""
+            if price:
+                parts.append(price)
+        lines[start] = f"**Turn {number}:** " + " · ".join(parts)
+    return lines
+
+
+def _raw_lines(entry: Mapping[str, Any]) -> list[str]:
+    """The verbatim source record of an entry of another agent's file (``export --raw``)."""
+    foreign = entry.get("foreign")
+    if not isinstance(foreign, Mapping):
+        return []
+    raw = foreign.get("raw")
+    text = raw.strip("\r\n") if isinstance(raw, str) else (
+        "(not UTF-8: kept as base64)" if isinstance(foreign.get("rawBase64"), str) else None)
+    if text is None:
+        return []
+    return [f"*Source record, line {_md_inline(foreign.get('line'))}:*", "", _fence(text, "json"), ""]
+
+
 def markdown_transcript(header: Mapping[str, Any], branch: Sequence[Mapping[str, Any]],
-                        title: str | None = None) -> str:
+                        title: str | None = None, *, raw: bool = False,
+                        cost: Callable[[list[UsageRecord]], str] | None = None) -> str:
     """A readable Markdown transcript of one branch (root to leaf): roles, text, tool calls, results.
 
     Every entry of the branch is shown, including those a compaction boundary
@@ -643,6 +702,14 @@ def markdown_transcript(header: Mapping[str, Any], branch: Sequence[Mapping[str,
         header: the session header.
         branch: the active branch, root first (``SessionManager.get_branch()``).
         title: the document title; default: the session id.
+        raw: also give each entry's verbatim source record (``foreign.raw``, the line of
+            another agent's file it was read from), annotations' included; left out by
+            default (docs/viewer.md, "Export").
+        cost: prices a turn's billed records for its turn line (``"~$0.12"``, ``""`` for
+            none); the CLI passes the viewer's rule (this layer cannot price).
+
+    Each user message starts a turn, announced by a line with the turn's counts
+    (:func:`_turn_lines`).
     """
     lines = [f"# {_md_inline(title or header.get('id'))}", ""]
     lines.append(f"- Session: {_code_span(header.get('id'))}")
@@ -653,8 +720,15 @@ def markdown_transcript(header: Mapping[str, Any], branch: Sequence[Mapping[str,
     if header.get("parentSessionId"):
         lines.append(f"- Forked from: {_code_span(header.get('parentSessionId'))}")
     lines.append("")
-    for entry in branch:
+    turns = _turn_lines(branch, cost)
+    for index, entry in enumerate(branch):
         kind = entry.get("type")
+        if index in turns:
+            lines += ["---", "", turns[index], ""]
+        if raw:
+            # After the entry's own rendering (below) would split fences from their
+            # entry; given first, as the record the entry was read from.
+            lines += _raw_lines(entry)
         if is_retired_record(entry):
             lines += _md_retired(entry)
         elif kind == "message" and isinstance(entry.get("message"), Mapping):

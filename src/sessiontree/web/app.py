@@ -452,6 +452,18 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
 
     def _conversation(cached: Any, request: Request, limit: int = view.WINDOW_ITEMS,
                       read_states: Callable[[], Mapping[str, SyncState]] | None = None) -> view.Conversation | Response:
+        conv = _conversation_window(cached, request, limit, read_states)
+        if isinstance(conv, view.Conversation):
+            # A subagent call links to the subagent's own session when the store holds it
+            # (``<parent>-agent-<agent id>``, docs/agents/claude-code.md).
+            for part in conv.subagent_calls():
+                child = f"{cached.session_id}-agent-{part.agent_id}"
+                if store.exists(child):
+                    part.subagent_link = child
+        return conv
+
+    def _conversation_window(cached: Any, request: Request, limit: int,
+                             read_states: Callable[[], Mapping[str, SyncState]] | None) -> view.Conversation | Response:
         cache = caches[redacted(request)]
         p = request.query_params
         leaf = p.get("leaf") or None

@@ -30,6 +30,7 @@ from markupsafe import Markup
 from sessiontree.compare.branches import BranchComparison
 from sessiontree.core.listing import is_unknown_time
 from sessiontree.core.render import entry_summary
+from sessiontree.format.foreign.common import agent_of_header
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.base import Provenance
 from sessiontree.web import views as view
@@ -69,6 +70,7 @@ def environment() -> Environment:
     env.filters["urlpart"] = url_part
     env.filters["listtime"] = list_time
     env.globals["insights_money"] = insights_money
+    env.globals["turn_cost"] = view.turn_cost
     return env
 
 
@@ -116,10 +118,12 @@ def render_list_page(page: view.ListPage, *, token_query: str = "") -> str:
         suggest_query=lambda text: urlencode({"q": text})))
 
 
-def render_conversation(conversation: view.Conversation, session_id: str, *, windowed: bool = True) -> str:
-    """The conversation pane's inner HTML for one window of a branch."""
+def render_conversation(conversation: view.Conversation, session_id: str, *, windowed: bool = True,
+                        raw: bool = False) -> str:
+    """The conversation pane's inner HTML for one window of a branch; with ``raw``, each
+    entry of another agent's file shows its verbatim source record (folded)."""
     return view.scrub_surrogates(environment().get_template("conversation.html").render(
-        conv=conversation, session_id=session_id, windowed=windowed))
+        conv=conversation, session_id=session_id, windowed=windowed, show_raw=raw))
 
 
 def render_compare_page(compare: view.ComparePage) -> str:
@@ -144,6 +148,7 @@ def _session_context(manager: SessionManager, tree: view.TreeData, conversation:
         "tip_count": len(tip_rows),
         "conv": conversation,
         "entry_count": len(tree.rows),
+        "agent": agent_of_header(header),
     }
 
 
@@ -170,7 +175,8 @@ def render_session_page(manager: SessionManager, tree: view.TreeData, conversati
         conversation_html=Markup(render_conversation(conversation, context["session_id"]))))
 
 
-def render_session_document(manager: SessionManager, comparison: BranchComparison | None = None) -> str:
+def render_session_document(manager: SessionManager, comparison: BranchComparison | None = None, *,
+                            raw: bool = False) -> str:
     """The session page as one self-contained HTML document (``export --format html``).
 
     Styles, script and images are inline; a ``<meta>`` Content-Security-Policy
@@ -184,6 +190,10 @@ def render_session_document(manager: SessionManager, comparison: BranchCompariso
     rows, raw and model's view, are pre-rendered as the compare page shows them, in a
     section folded above the panes (opened without script); its text is escaped
     like the rest.
+
+    The verbatim source records of another agent's entries (``foreign.raw``) stay out of
+    the page unless ``raw`` (``export --raw``): they are the bulk of such a file and a
+    reader has the page's own rendering of them (docs/viewer.md, "Export").
 
     The manager's leaf is moved while rendering and restored afterwards.
     """
@@ -205,7 +215,7 @@ def render_session_document(manager: SessionManager, comparison: BranchCompariso
                 view.build_conversation(manager, tip, which, limit=10**9)
             branches.append({"leaf": tip, "view": which,
                              "html": Markup(render_conversation(conv, str(manager.get_session_id()),
-                                                                windowed=False))})
+                                                                windowed=False, raw=raw))})
     if original_leaf is None:
         manager.reset_leaf()
     else:

@@ -13,6 +13,9 @@
   var F_ACTIVE = 1, F_LEAF = 2, F_RETIRED = 4, F_COMPACTION = 8, F_BRANCH_SUMMARY = 16, F_TOOL = 32,
       F_USER = 64, F_META = 128, F_BRANCH_POINT = 256, F_BRANCH_START = 512;
   var ROW_H = 20, INDENT = 14, OVERSCAN = 30;
+  // Rows indent by branch nesting, up to MAX_LEVELS; deeper rows say their level instead
+  // of moving right, so no row is pushed off the pane (docs/viewer.md, "The tree").
+  var MAX_LEVELS = 12;
 
   var mode = body.dataset.mode;            // "server" or "static" (the HTML export)
   var sessionId = body.dataset.session;
@@ -125,13 +128,17 @@
       (f & F_RETIRED ? " retired" : "") + (f & F_COMPACTION ? " compaction" : "") +
       (f & F_BRANCH_SUMMARY ? " branch_summary" : "");
     el.style.top = (pos * ROW_H) + "px";
-    el.style.paddingLeft = (4 + r[W_DEPTH] * INDENT) + "px";
+    el.style.paddingLeft = (4 + Math.min(r[W_DEPTH], MAX_LEVELS) * INDENT) + "px";
     el.dataset.pos = pos;
     el.dataset.row = r[W_ROW];
     var fold = document.createElement("span");
     fold.className = "fold";
     if (r[W_FOLDABLE]) { fold.textContent = folded[r[W_ROW]] ? "▸" : "▾"; fold.dataset.fold = r[W_ROW]; }
     el.appendChild(fold);
+    if (r[W_DEPTH] > MAX_LEVELS) {
+      var deep = document.createElement("span"); deep.className = "deep";
+      deep.textContent = "↳" + r[W_DEPTH] + " "; deep.title = "branch level " + r[W_DEPTH]; el.appendChild(deep);
+    }
     var id = document.createElement("span"); id.className = "id"; id.textContent = r[W_ID] + " ";
     var kind = document.createElement("span"); kind.className = "kind " + r[W_KIND];
     kind.textContent = (f & F_RETIRED ? "retired " : "") + r[W_KIND];
@@ -203,6 +210,8 @@
     if (!target) { convEl.scrollTop = convEl.scrollHeight; return; }
     var el = document.getElementById(target);
     if (el && convEl.contains(el)) {
+      // A folded annotation or subagent step: open the folds around it first.
+      for (var d = el.parentElement; d && d !== convEl; d = d.parentElement) if (d.tagName === "DETAILS") d.open = true;
       var item = el.closest(".item") || el;
       item.classList.add("target");
       el.scrollIntoView({ block: "center" });
@@ -319,6 +328,14 @@
   var hash = fragment();
   state.target = hash;
   if (mode === "static") {
+    // The export carries the active branch's raw view once, in the pane: kept as its
+    // template so switching back to it finds it (docs/viewer.md, "Export").
+    if (head && !document.querySelector('template[data-leaf="' + CSS.escape(state.leaf || "") + '"][data-view="raw"]')) {
+      var keepTpl = document.createElement("template");
+      keepTpl.dataset.leaf = state.leaf || ""; keepTpl.dataset.view = "raw";
+      keepTpl.content.append.apply(keepTpl.content, Array.prototype.slice.call(convEl.childNodes).map(function (n) { return n.cloneNode(true); }));
+      document.body.appendChild(keepTpl);
+    }
     var leaf = params.get("leaf") || state.leaf || data.leaf;
     load(leaf, params.get("view") === "model" ? "model" : "raw", hash, false);
   } else {

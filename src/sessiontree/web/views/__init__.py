@@ -31,6 +31,8 @@ One module per page or pane, plus what they share:
 * :mod:`~sessiontree.web.views.tree`: the session page's tree pane (rows, windows);
 * :mod:`~sessiontree.web.views.conversation`: the conversation pane (items, windows),
   over the units of :mod:`~sessiontree.web.views.units` (raw and model views);
+* :mod:`~sessiontree.web.views.turns`: the pane's reading order (turns, one response's
+  parts together, annotations folded, subagents at their call);
 * :mod:`~sessiontree.web.views.compare`: the compare page (two branches aligned, docs/diff.md);
 * :mod:`~sessiontree.web.views.markdown` and :mod:`~sessiontree.web.views.common`:
   safe Markdown, surrogate scrubbing and JSON inside a page.
@@ -80,6 +82,7 @@ from sessiontree.web.views.tree import (
     build_tree_data,
     leaf_tips,
 )
+from sessiontree.web.views.turns import Group, Turn, build_turns, turn_cost
 
 __all__ = [
     "FILTER_MODES",
@@ -103,21 +106,25 @@ __all__ = [
     "WINDOW_ITEMS",
     "ComparePage",
     "Conversation",
+    "Group",
     "Item",
     "ListPage",
     "ListQuery",
     "ListRow",
     "Part",
     "TreeData",
+    "Turn",
     "build_branch_window",
     "build_compare_page",
     "build_conversation",
     "build_list_page",
     "build_tree_data",
+    "build_turns",
     "leaf_tips",
     "markdown_html",
     "script_json",
     "scrub_surrogates",
     "search_sessions",
     "session_title",
+    "turn_cost",
 ]

@@ -16,8 +16,20 @@ from markupsafe import Markup
 from sessiontree.core.projection import is_active_compaction, is_retired_record
 from sessiontree.core.render import RETIRED_NOTE, entry_kind, entry_summary, retired_record_text
 from sessiontree.core.transcript import bash_text
+from sessiontree.core.usagerecords import UsageRecord, records_from_entry
 from sessiontree.session.manager import SessionManager
 from sessiontree.web.views.markdown import markdown_html
+from sessiontree.web.views.turns import (
+    SUBAGENT_TOOLS,
+    SubagentStep,
+    Turn,
+    annotation_label,
+    build_turns,
+    fold_annotations,
+    is_annotation,
+    result_agent_id,
+    subagent_steps,
+)
 from sessiontree.web.views.units import Unit, model_units, raw_units
 
 __all__ = [
@@ -69,6 +81,10 @@ class Part:
     folded: bool = False
     lines: int = 0
     truncated: int = 0
+    call_id: str | None = None
+    subagent: list[SubagentStep] | None = None
+    agent_id: str | None = None
+    subagent_link: str | None = None
 
 
 @dataclass
@@ -87,6 +103,12 @@ class Item:
             archival records, kept-tail entries.
         meta: small facts shown on the heading line (model, token usage).
         error: whether it reports an error (tool error, failed turn).
+        annotation: whether the entry annotates the conversation (:func:`~sessiontree.web.views.turns.is_annotation`).
+        annotations: the annotations folded into this item (shown on demand).
+        records: the billed usage records of the entry (turn totals).
+        response_id: the ``responseId`` its message shares with the other parts of one response.
+        agent_id: for a subagent call's result, the subagent id its source record names.
+        source: an annotation's entry (subagent messages are read from its source record).
     """
 
     id: str | None
@@ -98,6 +120,33 @@ class Item:
     meta: list[str] = field(default_factory=list)
     error: bool = False
     dim: bool = False
+    annotation: bool = False
+    annotations: list[Item] = field(default_factory=list)
+    records: list[UsageRecord] = field(default_factory=list)
+    response_id: str | None = None
+    agent_id: str | None = None
+    source: Mapping[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def source_raw(self) -> str | None:
+        """The verbatim source record of the item's entry (``foreign.raw`` of another agent's
+        file, docs/agents/README.md), or ``None``; shown only when asked (``export --raw``)."""
+        foreign = self.source.get("foreign") if self.source is not None else None
+        if not isinstance(foreign, Mapping):
+            return None
+        raw = foreign.get("raw")
+        if isinstance(raw, str):
+            return raw.strip("\r\n")
+        return "(not UTF-8: kept as base64)" if isinstance(foreign.get("rawBase64"), str) else None
+
+    def annotation_summary(self) -> str:
+        """``"5 records: progress x3, system/stop_hook_summary x2"``: the folded annotations, counted by name."""
+        counts: dict[str, int] = {}
+        for a in self.annotations:
+            counts[a.title] = counts.get(a.title, 0) + 1
+        names = ", ".join(f"{name} x{n}" if n > 1 else name for name, n in counts.items())
+        n = len(self.annotations)
+        return f"{n} record{'' if n == 1 else 's'}: {names}"
 
 
 @dataclass
@@ -112,6 +161,7 @@ class Conversation:
         total: number of items of the whole branch in this view.
         model_note: for the model view, a sentence about the projection
             (message count, model, thinking level).
+        turns: ``items`` as turns (:func:`~sessiontree.web.views.turns.build_turns`).
     """
 
     leaf_id: str | None
@@ -120,6 +170,16 @@ class Conversation:
     start: int
     total: int
     model_note: str = ""
+    turns: list[Turn] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.turns:
+            self.turns = build_turns(self.items)
+
+    def subagent_calls(self) -> list[Part]:
+        """The tool parts of this window that started a subagent naming its id (the
+        server links each to the child session when the store holds it)."""
+        return [part for item in self.items for part in item.parts if part.kind == "tool" and part.agent_id]
 
 
 def _string(value: Any, default: str = "") -> str:
@@ -232,6 +292,7 @@ def _message_item(entry_id: str | None, timestamp: Any, message: Mapping[str, An
                 args = _json_text(block.get("arguments"))
                 part = _text_part(args)
                 part.kind, part.name, part.result = "tool", name, result
+                part.call_id = call_id if isinstance(call_id, str) else None
                 item.parts.append(part)
         return item
     if role == "toolResult":
@@ -319,6 +380,32 @@ def _items(units: Sequence[Unit], start: int, stop: int) -> list[Item]:
         if position in paired and paired[position] >= start:
             continue  # shown under its call
         items.append(_unit_item(unit, functools.partial(_paired, units, by_call, position)))
+    return _attach_subagents(fold_annotations(items), items)
+
+
+def _attach_subagents(items: list[Item], every: Sequence[Item]) -> list[Item]:
+    """Subagent calls of ``items`` (Claude Code's ``Task``) get the subagent's messages the
+    window's annotations carry (:func:`~sessiontree.web.views.turns.subagent_steps`) and
+    the agent id the result names, for the page to fold them in at the call."""
+    calls: dict[str, str] = {}
+    parts: list[Part] = []
+    for item in items:
+        for part in item.parts:
+            if part.kind == "tool" and part.name in SUBAGENT_TOOLS and part.call_id:
+                parts.append(part)
+                try:
+                    prompt = jsonlib.loads(part.text).get("prompt")
+                except (ValueError, AttributeError):
+                    prompt = None
+                calls[part.call_id] = prompt if isinstance(prompt, str) else ""
+    if not parts:
+        return items
+    annotations = [item.source for item in every if item.annotation and item.source is not None]
+    steps = subagent_steps(annotations, calls)
+    for part in parts:
+        found, agent = steps.get(part.call_id or "", ([], None))
+        part.subagent = found or None
+        part.agent_id = (part.result.agent_id if part.result is not None else None) or agent
     return items
 
 
@@ -333,6 +420,10 @@ def _unit_item(unit: Unit, results: Callable[[str], Item | None]) -> Item:
     entry = unit.entry or {}
     entry_id = entry.get("id") if isinstance(entry.get("id"), str) else None
     timestamp = entry.get("timestamp")
+    if unit.kind is None and unit.message is None and is_annotation(entry):
+        return Item(entry_id, "annotation", annotation_label(entry),
+                    timestamp if isinstance(timestamp, str) else None, dim=True, annotation=True,
+                    records=records_from_entry(dict(entry), keyed=False), source=entry)
     if unit.kind is not None:
         item = Item(entry_id, unit.kind, unit.title, timestamp if isinstance(timestamp, str) else None,
                     [Part("note", text=unit.text)], dim=True)
@@ -341,6 +432,18 @@ def _unit_item(unit: Unit, results: Callable[[str], Item | None]) -> Item:
     else:
         item = _note_item(entry)
     item.marks.extend(m for m in unit.marks if m not in item.marks)
+    if item.source is None and isinstance(entry.get("foreign"), Mapping):
+        item.source = entry
+    if not item.parts:
+        # Never an empty box: an entry with nothing to show says what it is.
+        item.parts.append(Part("note", text=entry_summary(entry, 300) or "(no content)"))
+    if unit.kind is None and unit.message is not None and unit.message.get("role") in ("assistant", "toolResult"):
+        # Billed calls of the raw entry (the model view's message may be a projection of it).
+        item.records = records_from_entry(dict(entry), keyed=False) if unit.message is entry.get("message") else []
+        response = unit.message.get("responseId")
+        item.response_id = response if isinstance(response, str) and response else None
+        if unit.message.get("role") == "toolResult":
+            item.agent_id = result_agent_id(entry)
     return item
 
 

@@ -48,7 +48,7 @@ F_BRANCH_START = 512  # first entry of a branch below a branch point
 F_CONTEXT_EDIT = 1024
 
 _META_TYPES = frozenset({"label", "session_info", "session_summary", "custom", "model_change",
-                         "thinking_level_change", "context_window_change", "leaf"})
+                         "thinking_level_change", "context_window_change", "leaf", "usage"})
 
 #: Characters of an entry's one-line summary in the tree.
 TREE_SUMMARY_CHARS = 120
