@@ -44,8 +44,8 @@ from typing import Any
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from home import build_home  # noqa: E402
-from peers import _AGENT_VARIABLES, install  # noqa: E402
+from home import build_home
+from peers import _AGENT_VARIABLES, install
 
 WORK = Path(__file__).resolve().parent / ".work" / "first-sync"
 #: our agent key -> (ccusage subcommand, agentsview --agent, the agent folder in the home).

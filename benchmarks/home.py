@@ -96,7 +96,7 @@ def build_home(home: str | os.PathLike[str], agent: str, sessions: int, *, seed:
             name = _UUID.search(_replay(files[k].stem.encode(), n)) or _UUID.search(data)
             target = folder / f"{name.group(0).decode() if name else f'{n:08d}-0000-4000-8000-000000000000'}.jsonl"
         else:
-            name = _UUID.sub(lambda m: _replay(b'"%s"' % m.group(0), n)[1:-1], files[k].name.encode()).decode()
+            name = _UUID.sub(lambda m, n=n: _replay(b'"%s"' % m.group(0), n)[1:-1], files[k].name.encode()).decode()
             found = _NAME_TIME.search(name)
             when = datetime.datetime.strptime(found.group(1), "%Y-%m-%dT%H-%M-%S") + n * SHIFT if found else None
             if when is not None and found is not None:
