@@ -789,14 +789,15 @@ class Syncer:
             A :class:`SyncReport` (``interrupted`` and ``left`` when stopped).
         """
         report = SyncReport()
-        for index, path in enumerate(files):
-            if stop is not None and stop.is_set():
-                report.interrupted = True
-                report.left = len(files) - index
-                break
-            report.files.append(self.sync_file(path))
-            if on_file is not None:
-                on_file(path)
+        with self._batched():
+            for index, path in enumerate(files):
+                if stop is not None and stop.is_set():
+                    report.interrupted = True
+                    report.left = len(files) - index
+                    break
+                report.files.append(self.sync_file(path))
+                if on_file is not None:
+                    on_file(path)
         if not self.dry_run and not report.interrupted and any(
                 r.status in ("new", "grown", "replaced") for r in report.files):
             # Sessions were written: let the store finish the derived work writes defer
@@ -810,6 +811,13 @@ class Syncer:
                 # The files are synced; a lock held too long only leaves the merge for later.
                 report.index_left = True
         return report
+
+    def _batched(self) -> contextlib.AbstractContextManager[None]:
+        """The store's batched writes when it has them (SQLite's ``bulk_writes``), else
+        nothing: a sync commits in large batches, each file's change still atomic, because
+        the agent's files remain the source (docs/sync.md, "Durability")."""
+        bulk = getattr(self.store, "bulk_writes", None)
+        return contextlib.nullcontext() if self.dry_run or bulk is None else bulk()
 
     def sync_file(self, path: str) -> FileResult:
         """Sync one file; never raises for a problem of the file (it becomes ``rejected``).
