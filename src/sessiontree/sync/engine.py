@@ -817,7 +817,7 @@ class Syncer:
         nothing: a sync commits in large batches, each file's change still atomic, because
         the agent's files remain the source (docs/sync.md, "Durability")."""
         bulk = getattr(self.store, "bulk_writes", None)
-        return contextlib.nullcontext() if self.dry_run or bulk is None else bulk()
+        return contextlib.nullcontext() if self.dry_run or bulk is None else bulk(seconds=1.0, writes=200)
 
     def sync_file(self, path: str) -> FileResult:
         """Sync one file; never raises for a problem of the file (it becomes ``rejected``).
