@@ -206,7 +206,8 @@ class SyncReport:
         interrupted: the run was stopped before every file was done.
         left: files not done because of the interruption.
         indexed: entries whose derived data (the search index, the usage ledger) the
-            run's final settle finished: after it, searches read the index alone.
+            run wrote: as it wrote new sessions (from the entries in hand, SQLite) or in
+            its final settle; after it, searches read the index alone.
         index_left: that settle stopped early (a lock held too long, a write error):
             what is left stays pending, and searches and reports still see it.
     """
@@ -789,6 +790,7 @@ class Syncer:
             A :class:`SyncReport` (``interrupted`` and ``left`` when stopped).
         """
         report = SyncReport()
+        in_hand = getattr(self.store, "settled_in_hand", 0)
         with self._batched():
             for index, path in enumerate(files):
                 if stop is not None and stop.is_set():
@@ -810,6 +812,8 @@ class Syncer:
             except StorageError:
                 # The files are synced; a lock held too long only leaves the merge for later.
                 report.index_left = True
+            # New sessions a store indexed as it wrote them (SQLite: from the entries in hand).
+            report.indexed += getattr(self.store, "settled_in_hand", 0) - in_hand
         return report
 
     def _batched(self) -> contextlib.AbstractContextManager[None]:

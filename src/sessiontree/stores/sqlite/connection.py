@@ -153,8 +153,14 @@ class SqliteConnection:
     _has_texts_tail: bool
     _adders: tuple[sqlite3.Connection, tuple[Any, ...]] | None
     #: The open batch of :meth:`bulk_writes`: ``[opened at (monotonic s), writes in it,
-    #: seconds, writes]`` (the last two: when to commit it), ``None`` outside one.
+    #: seconds, writes, created]`` (``seconds`` and ``writes``: when to commit it;
+    #: ``created``: the ``(key, entries)`` of the sessions a sync created in it, whose
+    #: derived data is written together before any other write and before the commit),
+    #: ``None`` outside one.
     _bulk: list[Any] | None = None
+    #: Entries whose derived data a write settled from the entries in hand (a sync's new
+    #: sessions), counted over this handle's life: a sync reports them as indexed.
+    settled_in_hand: int = 0
 
     def _uri(self, immutable: bool) -> str:
         return "file:" + urllib.parse.quote(self.path) + ("?mode=ro&immutable=1" if immutable else "?mode=ro")
@@ -424,6 +430,8 @@ class SqliteConnection:
                 self._bulk[0:2] = [time.monotonic(), 0]
             # One write of a batch: its own savepoint, so a failed write rolls back alone.
             conn.execute("SAVEPOINT bulk_write")
+            if what != "sync create":
+                self._settle_created(conn)  # any other write sees the batch's sessions settled
         except sqlite3.Error as exc:
             raise StorageError(f"{what}: cannot start a write transaction on {self.url}: {exc}") from exc
         return conn
@@ -438,7 +446,19 @@ class SqliteConnection:
         conn.execute("RELEASE bulk_write")
         bulk[1] += 1
         if bulk[1] >= bulk[3] or time.monotonic() - bulk[0] >= bulk[2]:
+            self._settle_created(conn)
             conn.execute("COMMIT")
+
+    def _settle_created(self, conn: sqlite3.Connection) -> None:
+        """Write the derived data of the sessions the open batch created (one statement
+        per index for all of them: FTS5's cost is mostly per statement); the mixin that
+        knows the indexes (:mod:`.writes`) does it."""
+        if self._bulk is not None and self._bulk[4]:
+            created, self._bulk[4] = self._bulk[4], []
+            self._settle_created_in(conn, created)
+
+    def _settle_created_in(self, conn: sqlite3.Connection, created: list[tuple[Any, Any]]) -> None:
+        raise NotImplementedError
 
     @contextmanager
     def bulk_writes(self, *, seconds: float = 1.0, writes: int = 1000) -> Iterator[None]:
@@ -455,7 +475,7 @@ class SqliteConnection:
         with self._lock:
             nested = self._bulk is not None
             if not nested:
-                self._bulk = [time.monotonic(), 0, seconds, writes]
+                self._bulk = [time.monotonic(), 0, seconds, writes, []]
         if nested:
             yield
             return
@@ -463,16 +483,20 @@ class SqliteConnection:
             yield
         finally:
             with self._lock:
-                self._bulk = None
                 conn = self._conn
                 if conn is not None and not self._closed and conn.in_transaction:
                     try:
+                        self._settle_created(conn)
+                        self._bulk = None
                         conn.execute("COMMIT")
                     except sqlite3.Error as exc:
                         self._forget()
                         if conn.in_transaction:
                             conn.execute("ROLLBACK")
                         raise StorageError(f"committing a batch of writes to {self.url} failed: {exc}") from exc
+                    finally:
+                        self._bulk = None
+                self._bulk = None
 
     def _abort_write(self, conn: sqlite3.Connection, what: str, exc: BaseException) -> None:
         """Roll back after ``exc`` ended a write; raise it as StorageError when it is a
