@@ -207,7 +207,8 @@ class SyncReport:
         interrupted: the run was stopped before every file was done.
         left: files not done because of the interruption.
         indexed: entries whose derived data (the search index, the usage ledger) the
-            run's final settle finished: after it, searches read the index alone.
+            run wrote: as it wrote new sessions (from the entries in hand, SQLite) or in
+            its final settle; after it, searches read the index alone.
         index_left: that settle stopped early (a lock held too long, a write error):
             what is left stays pending, and searches and reports still see it.
     """
@@ -790,14 +791,16 @@ class Syncer:
             A :class:`SyncReport` (``interrupted`` and ``left`` when stopped).
         """
         report = SyncReport()
-        for index, path in enumerate(files):
-            if stop is not None and stop.is_set():
-                report.interrupted = True
-                report.left = len(files) - index
-                break
-            report.files.append(self.sync_file(path))
-            if on_file is not None:
-                on_file(path)
+        in_hand = getattr(self.store, "settled_in_hand", 0)
+        with self._batched():
+            for index, path in enumerate(files):
+                if stop is not None and stop.is_set():
+                    report.interrupted = True
+                    report.left = len(files) - index
+                    break
+                report.files.append(self.sync_file(path))
+                if on_file is not None:
+                    on_file(path)
         if not self.dry_run and not report.interrupted and any(
                 r.status in ("new", "grown", "replaced") for r in report.files):
             # Sessions were written: let the store finish the derived work writes defer
@@ -810,7 +813,16 @@ class Syncer:
             except StorageError:
                 # The files are synced; a lock held too long only leaves the merge for later.
                 report.index_left = True
+            # New sessions a store indexed as it wrote them (SQLite: from the entries in hand).
+            report.indexed += getattr(self.store, "settled_in_hand", 0) - in_hand
         return report
+
+    def _batched(self) -> contextlib.AbstractContextManager[None]:
+        """The store's batched writes when it has them (SQLite's ``bulk_writes``), else
+        nothing: a sync commits in large batches, each file's change still atomic, because
+        the agent's files remain the source (docs/sync.md, "Durability")."""
+        bulk = getattr(self.store, "bulk_writes", None)
+        return contextlib.nullcontext() if self.dry_run or bulk is None else bulk(seconds=1.0, writes=200)
 
     def sync_file(self, path: str) -> FileResult:
         """Sync one file; never raises for a problem of the file (it becomes ``rejected``).

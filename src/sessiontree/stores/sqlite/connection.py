@@ -152,6 +152,15 @@ class SqliteConnection:
     blob_refs: bool
     _has_texts_tail: bool
     _adders: tuple[sqlite3.Connection, tuple[Any, ...]] | None
+    #: The open batch of :meth:`bulk_writes`: ``[opened at (monotonic s), writes in it,
+    #: seconds, writes, created]`` (``seconds`` and ``writes``: when to commit it;
+    #: ``created``: the ``(key, entries)`` of the sessions a sync created in it, whose
+    #: derived data is written together before any other write and before the commit),
+    #: ``None`` outside one.
+    _bulk: list[Any] | None = None
+    #: Entries whose derived data a write settled from the entries in hand (a sync's new
+    #: sessions), counted over this handle's life: a sync reports them as indexed.
+    settled_in_hand: int = 0
 
     def _uri(self, immutable: bool) -> str:
         return "file:" + urllib.parse.quote(self.path) + ("?mode=ro&immutable=1" if immutable else "?mode=ro")
@@ -382,7 +391,7 @@ class SqliteConnection:
             conn = self._begin_write(what)
             try:
                 yield conn
-                conn.execute("COMMIT")
+                self._end_write(conn)
             except BaseException as exc:
                 self._abort_write(conn, what, exc)
                 raise
@@ -395,7 +404,7 @@ class SqliteConnection:
             conn = self._begin_write(what)
             try:
                 result = body(conn, *args)
-                conn.execute("COMMIT")
+                self._end_write(conn)
             except BaseException as exc:
                 self._abort_write(conn, what, exc)
                 raise
@@ -413,17 +422,96 @@ class SqliteConnection:
             raise StorageError(f"{what}: {self.url} is an empty database not initialised as a sessiontree "
                                "store; open it with create=True (as sessiontree import does) to initialise it")
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            if self._bulk is None:
+                conn.execute("BEGIN IMMEDIATE")
+                return conn
+            if not conn.in_transaction:
+                conn.execute("BEGIN IMMEDIATE")
+                self._bulk[0:2] = [time.monotonic(), 0]
+            # One write of a batch: its own savepoint, so a failed write rolls back alone.
+            conn.execute("SAVEPOINT bulk_write")
+            if what != "sync create":
+                self._settle_created(conn)  # any other write sees the batch's sessions settled
         except sqlite3.Error as exc:
             raise StorageError(f"{what}: cannot start a write transaction on {self.url}: {exc}") from exc
         return conn
+
+    def _end_write(self, conn: sqlite3.Connection) -> None:
+        """Commit a write; in a batch of :meth:`bulk_writes`, release its savepoint and
+        commit the batch when it is old or large enough (the caller holds ``_lock``)."""
+        bulk = self._bulk
+        if bulk is None:
+            conn.execute("COMMIT")
+            return
+        conn.execute("RELEASE bulk_write")
+        bulk[1] += 1
+        if bulk[1] >= bulk[3] or time.monotonic() - bulk[0] >= bulk[2]:
+            self._settle_created(conn)
+            conn.execute("COMMIT")
+
+    def _settle_created(self, conn: sqlite3.Connection) -> None:
+        """Write the derived data of the sessions the open batch created (one statement
+        per index for all of them: FTS5's cost is mostly per statement); the mixin that
+        knows the indexes (:mod:`.writes`) does it."""
+        if self._bulk is not None and self._bulk[4]:
+            created, self._bulk[4] = self._bulk[4], []
+            self._settle_created_in(conn, created)
+
+    def _settle_created_in(self, conn: sqlite3.Connection, created: list[tuple[Any, Any]]) -> None:
+        raise NotImplementedError
+
+    @contextmanager
+    def bulk_writes(self, *, seconds: float = 1.0, writes: int = 1000) -> Iterator[None]:
+        """Within the block, writes are batched: each runs in a savepoint of one
+        transaction committed every ``seconds`` or ``writes`` writes, and when the block
+        ends (also by an exception: every write that returned is complete in it).
+
+        For a sync (docs/sync.md, "Durability"): the agent's files remain the source, so a
+        crash loses at most the last batch of the store's copy, and the next sync reads
+        those files again (their states were in the same batch). Each write stays atomic:
+        one that fails rolls back alone, the batch goes on. Reads of this store inside
+        the block see the batch. Nested calls join the outer batch.
+        """
+        with self._lock:
+            nested = self._bulk is not None
+            if not nested:
+                self._bulk = [time.monotonic(), 0, seconds, writes, []]
+        if nested:
+            yield
+            return
+        try:
+            yield
+        finally:
+            with self._lock:
+                conn = self._conn
+                if conn is not None and not self._closed and conn.in_transaction:
+                    try:
+                        self._settle_created(conn)
+                        self._bulk = None
+                        conn.execute("COMMIT")
+                    except sqlite3.Error as exc:
+                        self._forget()
+                        if conn.in_transaction:
+                            conn.execute("ROLLBACK")
+                        raise StorageError(f"committing a batch of writes to {self.url} failed: {exc}") from exc
+                    finally:
+                        self._bulk = None
+                self._bulk = None
 
     def _abort_write(self, conn: sqlite3.Connection, what: str, exc: BaseException) -> None:
         """Roll back after ``exc`` ended a write; raise it as StorageError when it is a
         database or encoding error (the caller re-raises anything else)."""
         self._forget()  # the memo may describe what was just rolled back
         rollback_error: sqlite3.Error | None = None
-        if conn.in_transaction:
+        undone = False
+        if conn.in_transaction and self._bulk is not None:
+            try:  # this write only: the batch's earlier writes stay
+                conn.execute("ROLLBACK TO bulk_write")
+                conn.execute("RELEASE bulk_write")
+                undone = True
+            except sqlite3.Error:
+                pass  # the savepoint went with the transaction (SQLite rolled it back): whole below
+        if conn.in_transaction and not undone:
             try:
                 conn.execute("ROLLBACK")
             except sqlite3.Error as err:
@@ -441,6 +529,9 @@ class SqliteConnection:
         """A read transaction: one consistent snapshot across several SELECTs."""
         with self._lock:
             conn = self._connection()
+            if self._bulk is not None and conn.in_transaction:
+                yield conn  # inside a batch of bulk_writes: it sees the batch
+                return
             try:
                 conn.execute("BEGIN")
                 try:

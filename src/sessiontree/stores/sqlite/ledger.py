@@ -46,11 +46,20 @@ class SqliteLedger(SqliteWrites):
         header = header_of(change) if change.kind in ("create", "replace") else None
         if header is not None:
             check_header(header)
-        with self.write_transaction("sync") as conn:
+        with self.write_transaction("sync create" if change.kind == "create" else "sync") as conn:
             row = conn.execute(f"SELECT {_SYNC_SQL} FROM sync_state WHERE path = ?", (to_db(state.path),)).fetchone()
             if not sync_expected(expect, _sync_state(row) if row is not None else None):
                 raise SyncConflictError(state.path)
             apply_sync_change_in(self, conn, change, header, texts, _insert_provenance)
+            if change.kind == "create" and change.entries:
+                # A new session is whole in hand: its search text and usage rows are written
+                # from it, as a bulk import's are, not read back and parsed again by the
+                # settle; in a batch (bulk_writes) with the batch's other new sessions.
+                created = (to_db(change.session_id), change.entries)
+                if self._bulk is not None:
+                    self._bulk[4].append(created)
+                else:
+                    self._settle_created_in(conn, [created])
             values = [to_db(state.path), to_db(state.session_id), state.size, state.mtime_ns, state.inode, state.dev,
                       state.consumed, state.lines, state.entries, state.version, state.header_hash,
                       state.tail_hash, state.shape]

@@ -116,12 +116,13 @@ class SqliteWrites(SqliteConnection):
             for session_id, header, header_raw, entries, texts in prepared:
                 last = self._create_in(conn, session_id, header, header_raw, entries, texts, last)
             if settle:
-                created = [(to_db(session_id), entries) for session_id, _, _, entries, _ in prepared]
-                for index in DERIVED_INDEXES:
-                    hook = getattr(index, "created", None)  # optional: indexes without one stay pending
-                    if hook is not None:
-                        hook(conn, created)
+                settle_created_in(conn, [(to_db(session_id), entries) for session_id, _, _, entries, _ in prepared])
         return len(prepared)
+
+    def _settle_created_in(self, conn: sqlite3.Connection, created: list[tuple[Any, Any]]) -> None:
+        """The batch's new sessions settled (:meth:`SqliteConnection._settle_created`)."""
+        settle_created_in(conn, created)
+        self.settled_in_hand += sum(len(entries) for _, entries in created)
 
     def _create_in(self, conn: sqlite3.Connection, session_id: str, header: dict[str, Any], header_raw: bytes,
                    entries: Sequence[dict[str, Any]], texts: list[bytes], last: int | None = None) -> int:
@@ -403,3 +404,14 @@ def _insert_text_rows(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> 
         conn.execute(_INSERT_TEXT, rows[0])
     elif rows:
         conn.executemany(_INSERT_TEXT, rows)
+
+
+def settle_created_in(conn: sqlite3.Connection, created: Sequence[tuple[Any, Sequence[dict[str, Any]]]]) -> None:
+    """Settle the derived data of sessions created in the caller's transaction from their
+    entries in hand (``[(sessions.id key, every entry)]``): each index's ``created`` hook
+    (``DerivedIndex``), so no settle reads and parses them again; an index without one
+    leaves them pending (docs/decisions/bulk-settle.md)."""
+    for index in DERIVED_INDEXES:
+        hook = getattr(index, "created", None)
+        if hook is not None:
+            hook(conn, created)
