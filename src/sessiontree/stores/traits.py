@@ -5,7 +5,7 @@ Layers above ``stores/`` never test ``store.kind`` nor probe a store's attribute
 (``getattr``/``hasattr``; a test over ``src/`` keeps it so): they ask
 :func:`store_traits` for the facts of :class:`StoreTraits`, and ``isinstance``
 against an optional capability protocol for methods: :class:`HeldLoads`,
-:class:`RecentEntryTypes`, :class:`CreateMany`, :class:`OwnRunLock` here, and
+:class:`RecentEntryTypes`, :class:`CreateMany`, :class:`OwnRunLock`, :class:`BulkWrites` here, and
 ``SessionFiles``, ``RawTexts``, ``Retention``, ``TeamAccess`` of
 :mod:`sessiontree.stores.base`.
 """
@@ -22,6 +22,7 @@ from sessiontree.stores.base import SessionOutline
 
 __all__ = [
     "UNDECLARED",
+    "BulkWrites",
     "CreateMany",
     "DeclaresTraits",
     "HeldLoads",
@@ -149,6 +150,24 @@ class OwnRunLock(Protocol):
     def run_lock(self, on_busy: Callable[[], None] | None = None) -> AbstractContextManager[None]:
         """Hold the run lock for the ``with`` block; ``on_busy()`` once before waiting."""
         ...
+
+@runtime_checkable
+class BulkWrites(Protocol):
+    """Optional capability: a run of writes committed in batches, each write still atomic
+    in its own savepoint (SQLite; docs/sync.md, "Durability"), and the count of new
+    sessions' entries it indexed from the entries in hand as it wrote them."""
+
+    settled_in_hand: int
+
+    def bulk_writes(self, *, seconds: float = 1.0, writes: int = 1000) -> AbstractContextManager[None]:
+        """Batch the writes of the ``with`` block: a commit every ``writes`` writes or
+        ``seconds`` seconds, and at its end.
+
+        Raises:
+            StorageError: a commit failed.
+        """
+        ...
+
 
 #: The traits of a store that declares none: the conservative answers (it does I/O, a
 #: load may write, nothing lazy, no run lock, no change signal).

@@ -76,7 +76,7 @@ from sessiontree.format.shape import FileShape, ShapeError, shape_of
 from sessiontree.session.importing import check_record_sizes
 from sessiontree.stores.base import Provenance, SessionStore, SyncChange, SyncState
 from sessiontree.stores.origin import origin_here
-from sessiontree.stores.traits import OwnRunLock, store_traits
+from sessiontree.stores.traits import BulkWrites, OwnRunLock, store_traits
 from sessiontree.sync.gemini import is_gemini_name, maybe_gemini, sync_gemini
 from sessiontree.sync.omp import maybe_omp, sync_omp
 from sessiontree.sync.sources import agent_sources
@@ -791,7 +791,8 @@ class Syncer:
             A :class:`SyncReport` (``interrupted`` and ``left`` when stopped).
         """
         report = SyncReport()
-        in_hand = getattr(self.store, "settled_in_hand", 0)
+        bulk = self.store if isinstance(self.store, BulkWrites) else None
+        in_hand = bulk.settled_in_hand if bulk is not None else 0
         with self._batched():
             for index, path in enumerate(files):
                 if stop is not None and stop.is_set():
@@ -814,15 +815,16 @@ class Syncer:
                 # The files are synced; a lock held too long only leaves the merge for later.
                 report.index_left = True
             # New sessions a store indexed as it wrote them (SQLite: from the entries in hand).
-            report.indexed += getattr(self.store, "settled_in_hand", 0) - in_hand
+            report.indexed += (bulk.settled_in_hand - in_hand) if bulk is not None else 0
         return report
 
     def _batched(self) -> contextlib.AbstractContextManager[None]:
         """The store's batched writes when it has them (SQLite's ``bulk_writes``), else
         nothing: a sync commits in large batches, each file's change still atomic, because
         the agent's files remain the source (docs/sync.md, "Durability")."""
-        bulk = getattr(self.store, "bulk_writes", None)
-        return contextlib.nullcontext() if self.dry_run or bulk is None else bulk(seconds=1.0, writes=200)
+        if self.dry_run or not isinstance(self.store, BulkWrites):
+            return contextlib.nullcontext()
+        return self.store.bulk_writes(seconds=1.0, writes=200)
 
     def sync_file(self, path: str) -> FileResult:
         """Sync one file; never raises for a problem of the file (it becomes ``rejected``).
