@@ -88,6 +88,7 @@ __all__ = [
     "redact_text",
     "scan_entries",
     "scan_text",
+    "scan_text_reference",
     "unscannable",
 ]
 
@@ -360,12 +361,163 @@ _OWN_GATES: tuple[str, ...] = ("sk-ant-", "sk-", "github_pat_", "AIza", "hf_", "
                                "PuTTY-User-Key-File-", "://", "earer", "=")
 
 
+# --------------------------------------------------------------------------- candidates (docs/secrets.md)
+#
+# Each plugin and own rule runs on a string only when the string holds a *candidate* for it: a
+# substring every one of its matches contains (a literal, or a looser pattern). A string with no
+# candidate at all, most of a session, costs a few C-speed passes and no plugin. The conditions
+# are necessary, never sufficient: the plugins confirm, so the findings are those of
+# :func:`scan_text_reference` (proven by tests/test_secrets_fast.py). Case-blind conditions run
+# on the lowered text, with the three letters Python's case-blind matching also folds to ASCII
+# (dotless i, dotted I, long s) mapped first.
+
+_FOLD = {0x130: "i", 0x131: "i", 0x17F: "s"}
+_QUOTED = re.compile(r"[\"'][A-Za-z0-9+/=_\-]{20,}[\"']")  # the entropy plugins' quoted run, >= ENTROPY_MIN
+_AWS_ID = re.compile(r"(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}")
+# build_assignment_regex with any keyword of Cloudant, IBM IAM, IBM COS, SoftLayer and the
+# shortest value any of them takes (24 characters), on the lowered text.
+_ASSIGN = re.compile(r"(?:key|pwd?|pass(?:word)?|token)[\"']?\]? *(?:=|:|:=|=>| +|::) *[\"']?[a-z0-9_\-]{24}")
+_KEYWORD_CANDIDATE = re.compile(  # the keyword plugin's four config forms, on the lowered text
+    r"(?:key|pass|pwd|secret|contrase)(?:\w*[\]'\"]{0,2}\s*[:=!]|[^\n]*?[\"'`];)"
+    r"|[!=]{2}\s*\w*(?:key|pass|pwd|secret|contrase)")
+_DISCORD = re.compile(r"\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}")
+_TELEGRAM = re.compile(r":(?<=\d{8}:)[0-9A-Za-z_\-]{35}")
+_TWILIO = re.compile(r"(?:AC|SK)[a-z0-9]{32}")
+_GITHUB = re.compile(r"gh[pousr]_[A-Za-z0-9_]{36}")
+_SENDGRID = re.compile(r"SG\.[a-zA-Z0-9_-]{22}\.")
+_ENV_WORDS = ("SECRET", "TOKEN", "PASSW", "API", "ACCESS", "PRIVATE", "CREDENTIAL")
+_ENV_CANDIDATE = re.compile(r"(?:SECRET|TOKEN|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?)"
+                            r"[A-Z0-9_]*[ \t]*=")
+
+
+class _Text:
+    """One string and what its candidate conditions share, each computed at most once."""
+
+    __slots__ = ("_assign", "_folded", "_low", "_quoted", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._low: str | None = None
+        self._folded: str | None = None
+        self._quoted: bool | None = None
+        self._assign: bool | None = None
+
+    @property
+    def low(self) -> str:
+        """The text lowered (what the plugins' cheap gates of :data:`_GATES` take)."""
+        if self._low is None:
+            self._low = self.text.lower()
+        return self._low
+
+    @property
+    def folded(self) -> str:
+        """The text lowered as case-blind matching sees it (İ, ı, ſ to i, i, s first)."""
+        if self._folded is None:
+            text = self.text
+            if not text.isascii() and ("\u0130" in text or "\u0131" in text or "\u017f" in text):
+                self._folded = text.translate(_FOLD).lower()
+            else:
+                self._folded = self.low
+        return self._folded
+
+    @property
+    def quoted(self) -> bool:
+        if self._quoted is None:
+            self._quoted = ("'" in self.text or '"' in self.text) and _QUOTED.search(self.text) is not None
+        return self._quoted
+
+    @property
+    def assign(self) -> bool:
+        if self._assign is None:
+            folded = self.folded
+            self._assign = (("key" in folded or "pw" in folded or "pass" in folded or "token" in folded)
+                            and _ASSIGN.search(folded) is not None)
+        return self._assign
+
+
+#: Per plugin kind: does the string hold a candidate for it? Each holds wherever the plugin
+#: finds anything; the plugin runs when it and the plugin's gate of :data:`_GATES` hold.
+_CANDIDATES: dict[str, Callable[[_Text], bool]] = {
+    "high-entropy-base64": lambda c: c.quoted,
+    "high-entropy-hex": lambda c: c.quoted,
+    "url-password": lambda c: "://" in c.text and "@" in c.text,
+    "jwt": lambda c: "eyJ" in c.text,
+    "secret-assignment": lambda c: _KEYWORD_CANDIDATE.search(c.folded) is not None,
+    "aws-access-key": lambda c: (("A3T" in c.text or "ABIA" in c.text or "ACCA" in c.text or "AKIA" in c.text
+                                  or "ASIA" in c.text) and _AWS_ID.search(c.text) is not None) or (c.quoted and "aws" in c.folded),
+    "azure-storage-key": lambda c: "AccountKey=" in c.text,
+    "cloudant-credentials": lambda c: c.assign or "cloudant.com" in c.folded,
+    "discord-bot-token": lambda c: "." in c.text and _DISCORD.search(c.text) is not None,
+    "github-token": lambda c: "gh" in c.text and _GITHUB.search(c.text) is not None,
+    "gitlab-token": lambda c: "gl" in c.text or "GR1348941" in c.text,
+    "ibm-cloud-iam-key": lambda c: c.assign,
+    "ibm-cos-hmac": lambda c: c.assign,
+    "mailchimp-key": lambda c: "-us" in c.text,
+    "npm-token": lambda c: "_authToken" in c.text,
+    "openai-api-key": lambda c: "T3BlbkFJ" in c.text,
+    "pypi-token": lambda c: "pypi-" in c.text,
+    "sendgrid-api-key": lambda c: "SG." in c.text and _SENDGRID.search(c.text) is not None,
+    "slack-token": lambda c: "xox" in c.text or "hooks.slack" in c.text,
+    "softlayer-credentials": lambda c: c.assign or "softlayer" in c.folded,
+    "square-oauth-secret": lambda c: "sq0csp-" in c.text,
+    "stripe-key": lambda c: "k_live_" in c.text,
+    "telegram-bot-token": lambda c: ":" in c.text and _TELEGRAM.search(c.text) is not None,
+    "twilio-key": lambda c: ("AC" in c.text or "SK" in c.text) and _TWILIO.search(c.text) is not None,
+}
+
+#: The own rules' candidates, by position in :data:`OWN_RULES` (each implies its literal of :data:`_OWN_GATES`).
+_OWN_CANDIDATES: tuple[Callable[[str], bool], ...] = (
+    lambda t: "sk-ant-" in t,
+    lambda t: "sk-" in t,
+    lambda t: "github_pat_" in t,
+    lambda t: "AIza" in t,
+    lambda t: "hf_" in t,
+    lambda t: "npm_" in t,
+    lambda t: "eyJ" in t,
+    lambda t: "PRIVATE KEY" in t,
+    lambda t: "PuTTY-User-Key-File-" in t,
+    lambda t: "://" in t and "@" in t,
+    lambda t: "earer" in t,
+    lambda t: "=" in t and any(word in t for word in _ENV_WORDS) and _ENV_CANDIDATE.search(t) is not None,
+)
+
+
 def scan_text(text: str) -> list[Hit]:
     """Every secret in ``text``, as non-overlapping spans in text order.
 
     Overlapping hits of several rules become one span (the union) with the kind
-    of the rule that found the longest of them.
+    of the rule that found the longest of them. The plugins and own rules run only
+    where the text holds a candidate for them (docs/secrets.md, "Speed"): the
+    findings are those of :func:`scan_text_reference`, at tens of MB/s.
     """
+    if len(text) < 8:
+        return []
+    if "[REDACTED:" in text:
+        text = _PLACEHOLDER.sub(lambda m: " " * len(m.group(0)), text)
+    hits: list[Hit] = []
+    candidate = _Text(text)
+    for plugin, kind in PLUGIN_KINDS:
+        gate = _GATES.get(kind)
+        if _CANDIDATES[kind](candidate) and (gate is None or gate(text, candidate.low)):
+            hits.extend(_plugin_hits(plugin, kind, text))
+    for (kind, pattern), holds in zip(OWN_RULES, _OWN_CANDIDATES, strict=True):
+        if holds(text):
+            hits.extend(_own_hits(kind, pattern, text))
+    return _merge(hits)
+
+
+def _own_hits(kind: str, pattern: re.Pattern[str], text: str) -> Iterator[Hit]:
+    group = "secret" if "secret" in pattern.groupindex else 0
+    for match in pattern.finditer(text):
+        start, end = match.span(group)
+        if end - start >= 8 and _plausible(match.group(group), text, start, end, None):
+            yield Hit(start, end, kind)
+
+
+def scan_text_reference(text: str) -> list[Hit]:
+    """:func:`scan_text` without candidates: every plugin whose cheap gate passes runs on the
+    whole text (the scanner before docs/secrets.md, "Speed"). Kept as the reference the fast
+    path is proven equal to; slow (a few MB/s)."""
     if len(text) < 8:
         return []
     if "[REDACTED:" in text:
@@ -380,13 +532,8 @@ def scan_text(text: str) -> list[Hit]:
             continue
         hits.extend(_plugin_hits(plugin, kind, text))
     for (kind, pattern), literal in zip(OWN_RULES, _OWN_GATES, strict=True):
-        if literal not in text:
-            continue
-        for match in pattern.finditer(text):
-            group = "secret" if "secret" in pattern.groupindex else 0
-            start, end = match.span(group)
-            if end - start >= 8 and _plausible(match.group(group), text, start, end, None):
-                hits.append(Hit(start, end, kind))
+        if literal in text:
+            hits.extend(_own_hits(kind, pattern, text))
     return _merge(hits)
 
 
