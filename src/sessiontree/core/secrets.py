@@ -411,7 +411,7 @@ class _Text:
 
     @property
     def folded(self) -> str:
-        """The text lowered as case-blind matching sees it (İ, ı, ſ to i, i, s first)."""
+        """The text lowered as case-blind matching sees it (U+0130, U+0131, U+017F to i, i, s first)."""
         if self._folded is None:
             text = self.text
             if not text.isascii() and ("\u0130" in text or "\u0131" in text or "\u017f" in text):
