@@ -79,7 +79,26 @@ def session_strings(draw: st.DrawFn) -> str:
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(session_strings())
 def test_fast_path_finds_what_the_reference_finds(text):
+    assert secrets._SET is not None  # the RE2 pass is installed (a dependency)
     assert scan_text(text) == scan_text_reference(text)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(session_strings())
+def test_without_re2_the_fast_path_still_finds_what_the_reference_finds(text):
+    kept = secrets._SET
+    secrets._SET = None  # as where google-re2 cannot be imported
+    try:
+        assert scan_text(text) == scan_text_reference(text)
+    finally:
+        secrets._SET = kept
+
+
+def test_a_lone_surrogate_is_scanned_without_the_re2_pass():
+    """UTF-8 cannot carry a lone surrogate (a JSON ``\\ud800`` escape decodes to one): the
+    string is scanned by the candidate conditions alone, with the same findings."""
+    text = "\ud800 token ghp" + "_" + R32 + "abcd"
+    assert scan_text(text) == scan_text_reference(text) != []
 
 
 @pytest.mark.parametrize("kind,text", [(kind, text) for kind, text, _ in SHAPES])

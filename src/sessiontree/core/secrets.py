@@ -286,7 +286,9 @@ def _spans_of(value: str, text: str) -> Iterator[tuple[int, int]]:
         at = text.find(value, at + len(value))
 
 
-def _plugin_hits(plugin: BasePlugin, kind: str, text: str) -> Iterator[Hit]:
+def _plugin_hits(plugin: BasePlugin, kind: str, text: str, lines: Iterable[str] | None = None) -> Iterator[Hit]:
+    """The hits of one plugin in ``text``; the keyword plugin reads ``lines`` (the lines of
+    ``text`` that can hold its match, :func:`_keyword_lines`) when given, else every line."""
     if isinstance(plugin, _WHOLE_MATCH):
         assert isinstance(plugin, RegexBasedDetector)
         if not any(True for _ in plugin.analyze_string(text)):
@@ -299,7 +301,8 @@ def _plugin_hits(plugin: BasePlugin, kind: str, text: str) -> Iterator[Hit]:
         # Session text is mostly shell output and config files: the config rules
         # (unquoted ``password=...``, ``secret: ...``) as for .env/.ini/.yaml files,
         # line by line as detect-secrets runs them (its patterns would cross a newline).
-        values: Iterable[str] = {value for line in text.splitlines() if _KEYWORD_HINT.search(line)
+        values: Iterable[str] = {value for line in (text.splitlines() if lines is None else lines)
+                                 if _KEYWORD_HINT.search(line)
                                  for value in plugin.analyze_string(line, CONFIG_DENYLIST_REGEX_TO_GROUP)}
     else:
         values = set(plugin.analyze_string(text))
@@ -374,17 +377,26 @@ _OWN_GATES: tuple[str, ...] = ("sk-ant-", "sk-", "github_pat_", "AIza", "hf_", "
 _FOLD = {0x130: "i", 0x131: "i", 0x17F: "s"}
 _QUOTED = re.compile(r"[\"'][A-Za-z0-9+/=_\-]{20,}[\"']")  # the entropy plugins' quoted run, >= ENTROPY_MIN
 _AWS_ID = re.compile(r"(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}")
+# The AWS plugin's secret key (case-blind: its [0-9a-zA-Z] also takes the folded letters), on the folded text.
+_AWS_QUOTED = re.compile(r"[\"'][a-z0-9/+]{40}[\"']")
 # build_assignment_regex with any keyword of Cloudant, IBM IAM, IBM COS, SoftLayer and the
 # shortest value any of them takes (24 characters), on the lowered text.
 _ASSIGN = re.compile(r"(?:key|pwd?|pass(?:word)?|token)[\"']?\]? *(?:=|:|:=|=>| +|::) *[\"']?[a-z0-9_\-]{24}")
-_KEYWORD_CANDIDATE = re.compile(  # the keyword plugin's four config forms, on the lowered text
-    r"(?:key|pass|pwd|secret|contrase)(?:\w*[\]'\"]{0,2}\s*[:=!]|[^\n]*?[\"'`];)"
-    r"|[!=]{2}\s*\w*(?:key|pass|pwd|secret|contrase)")
+# The keyword plugin's four config forms on the lowered text, within one line (str.splitlines'
+# breaks): after a keyword (``key...:``, ``key... =``, ``key... "v";``) or before one (``"v" == key``).
+_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_LINE_SPACE = f"[^\\S{_BREAKS}]"
+_KEYWORDS = ("key", "pass", "pwd", "secret", "contrase")
+_KEYWORD_AFTER = tuple((word, re.compile(word + r"(?:\w*[\]'\"]{0,2}" + _LINE_SPACE + r"*[:=!]|[^"
+                                         + _BREAKS + r"]*?[\"'`];)")) for word in _KEYWORDS)
+_KEYWORD_BEFORE = re.compile(r"[!=]{2}" + _LINE_SPACE + r"*\w*(?:key|pass|pwd|secret|contrase)")
 _DISCORD = re.compile(r"\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}")
 _TELEGRAM = re.compile(r":(?<=\d{8}:)[0-9A-Za-z_\-]{35}")
 _TWILIO = re.compile(r"(?:AC|SK)[a-z0-9]{32}")
 _GITHUB = re.compile(r"gh[pousr]_[A-Za-z0-9_]{36}")
 _SENDGRID = re.compile(r"SG\.[a-zA-Z0-9_-]{22}\.")
+_GITLAB = re.compile(r"gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-|GR1348941")
+_MAILCHIMP = re.compile(r"-us[0-9]")
 _ENV_WORDS = ("SECRET", "TOKEN", "PASSW", "API", "ACCESS", "PRIVATE", "CREDENTIAL")
 _ENV_CANDIDATE = re.compile(r"(?:SECRET|TOKEN|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?)"
                             r"[A-Z0-9_]*[ \t]*=")
@@ -393,7 +405,7 @@ _ENV_CANDIDATE = re.compile(r"(?:SECRET|TOKEN|PASSWORD|PASSWD|API_?KEY|ACCESS_?K
 class _Text:
     """One string and what its candidate conditions share, each computed at most once."""
 
-    __slots__ = ("_assign", "_folded", "_low", "_quoted", "text")
+    __slots__ = ("_assign", "_folded", "_keyword_lines", "_low", "_quoted", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -401,6 +413,7 @@ class _Text:
         self._folded: str | None = None
         self._quoted: bool | None = None
         self._assign: bool | None = None
+        self._keyword_lines: list[str] | None = None
 
     @property
     def low(self) -> str:
@@ -427,6 +440,13 @@ class _Text:
         return self._quoted
 
     @property
+    def keyword_lines(self) -> list[str]:
+        """The lines that hold a candidate of the keyword plugin (in text order, each once)."""
+        if self._keyword_lines is None:
+            self._keyword_lines = _keyword_lines(self.text, self.folded)
+        return self._keyword_lines
+
+    @property
     def assign(self) -> bool:
         if self._assign is None:
             folded = self.folded
@@ -442,17 +462,18 @@ _CANDIDATES: dict[str, Callable[[_Text], bool]] = {
     "high-entropy-hex": lambda c: c.quoted,
     "url-password": lambda c: "://" in c.text and "@" in c.text,
     "jwt": lambda c: "eyJ" in c.text,
-    "secret-assignment": lambda c: _KEYWORD_CANDIDATE.search(c.folded) is not None,
+    "secret-assignment": lambda c: bool(c.keyword_lines),
     "aws-access-key": lambda c: (("A3T" in c.text or "ABIA" in c.text or "ACCA" in c.text or "AKIA" in c.text
-                                  or "ASIA" in c.text) and _AWS_ID.search(c.text) is not None) or (c.quoted and "aws" in c.folded),
+                                  or "ASIA" in c.text) and _AWS_ID.search(c.text) is not None)
+    or ("aws" in c.folded and _AWS_QUOTED.search(c.folded) is not None),
     "azure-storage-key": lambda c: "AccountKey=" in c.text,
     "cloudant-credentials": lambda c: c.assign or "cloudant.com" in c.folded,
     "discord-bot-token": lambda c: "." in c.text and _DISCORD.search(c.text) is not None,
     "github-token": lambda c: "gh" in c.text and _GITHUB.search(c.text) is not None,
-    "gitlab-token": lambda c: "gl" in c.text or "GR1348941" in c.text,
+    "gitlab-token": lambda c: ("gl" in c.text or "GR1348941" in c.text) and _GITLAB.search(c.text) is not None,
     "ibm-cloud-iam-key": lambda c: c.assign,
     "ibm-cos-hmac": lambda c: c.assign,
-    "mailchimp-key": lambda c: "-us" in c.text,
+    "mailchimp-key": lambda c: "-us" in c.text and _MAILCHIMP.search(c.text) is not None,
     "npm-token": lambda c: "_authToken" in c.text,
     "openai-api-key": lambda c: "T3BlbkFJ" in c.text,
     "pypi-token": lambda c: "pypi-" in c.text,
@@ -482,6 +503,121 @@ _OWN_CANDIDATES: tuple[Callable[[str], bool], ...] = (
 )
 
 
+#: One pass for every literal or literal-led candidate of :data:`_CANDIDATES` and
+#: :data:`_OWN_CANDIDATES`: a string it does not match, that holds no quoted run, no keyword
+#: line and no assignment, holds no candidate at all.
+_ANCHOR = re.compile("|".join((
+    r"A3T|ABIA|ACCA|AKIA|ASIA|AccountKey=|://|eyJ|gh[pousr]_|github_pat_", _GITLAB.pattern, _MAILCHIMP.pattern,
+    r"_authToken|T3BlbkFJ|pypi-|SG\.|xox|hooks\.slack|sq0csp-|k_live_|(?:AC|SK)[a-z0-9]{32}|sk-|AIza|hf_|npm_",
+    r"PRIVATE KEY|PuTTY-User-Key-File-|earer|SECRET|TOKEN|PASSW|API|ACCESS|PRIVATE|CREDENTIAL",
+    _DISCORD.pattern, _TELEGRAM.pattern)))
+
+
+def _own(index: int) -> str:
+    return f"own:{OWN_RULES[index][0]}:{index}"
+
+
+_ANY = r"\x{80}-\x{10FFFF}"  # any non-ASCII character: RE2's classes are ASCII, Python's Unicode
+_CASE_WORDS = "(?i:key|pass|pwd|secret|contrase)"
+
+#: The multi-pattern pass (RE2, one DFA over the text; docs/secrets.md, "Speed"): each pattern
+#: with the plugin kinds and own rules it lets through. Each is looser than the candidate
+#: conditions of those kinds (non-ASCII characters count as letters, digits and spaces), so a
+#: kind none of whose patterns match has no candidate.
+_SET_PATTERNS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (r"[\"'][A-Za-z0-9+/=_\-]{20,}[\"']", ("high-entropy-base64", "high-entropy-hex")),
+    (r"(?i:aws).*[\"'][A-Za-z0-9/+" + _ANY + r"]{40}[\"']", ("aws-access-key",)),
+    (r"A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA", ("aws-access-key",)),
+    (_CASE_WORDS + r"[\w" + _ANY + r"]*[\]'\"]{0,2}[\s\x0b\x1c-\x1f" + _ANY + r"]*[:=!]|" + _CASE_WORDS
+     + r"[^\n]*[\"'`];|[!=][!=][^\n]*" + _CASE_WORDS, ("secret-assignment",)),
+    (r"(?i:key|pw|pass|token)[^\n]*[A-Za-z0-9_\-" + _ANY + "]{24}",
+     ("cloudant-credentials", "ibm-cloud-iam-key", "ibm-cos-hmac", "softlayer-credentials")),
+    (r"(?i:cloudant\.com|softlayer)", ("cloudant-credentials", "softlayer-credentials")),
+    (r"AccountKey=", ("azure-storage-key",)),
+    (r"://", ("url-password", _own(9))),
+    (r"eyJ", ("jwt", _own(6))),
+    (r"\.[A-Za-z0-9_\-" + _ANY + r"]{6}\.[A-Za-z0-9_\-" + _ANY + r"]{27}", ("discord-bot-token",)),
+    (r"gh[pousr]_", ("github-token",)),
+    (r"gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-|GR1348941", ("gitlab-token",)),
+    (r"-us[0-9]", ("mailchimp-key",)),
+    (r"_authToken", ("npm-token",)),
+    (r"T3BlbkFJ", ("openai-api-key",)),
+    (r"pypi-", ("pypi-token",)),
+    (r"SG\.", ("sendgrid-api-key",)),
+    (r"xox|hooks\.slack", ("slack-token",)),
+    (r"sq0csp-", ("square-oauth-secret",)),
+    (r"k_live_", ("stripe-key",)),
+    (r":[0-9A-Za-z_\-]{35}", ("telegram-bot-token",)),
+    (r"(?:AC|SK)[a-z0-9]{32}", ("twilio-key",)),
+    (r"sk-", (_own(0), _own(1))),
+    (r"github_pat_", (_own(2),)),
+    (r"AIza", (_own(3),)),
+    (r"hf_", (_own(4),)),
+    (r"npm_", (_own(5),)),
+    (r"PRIVATE KEY", (_own(7),)),
+    (r"PuTTY-User-Key-File-", (_own(8),)),
+    (r"earer", (_own(10),)),
+    (_ENV_CANDIDATE.pattern, (_own(11),)),
+)
+
+
+def _compile_set() -> Any:
+    """The RE2 set of :data:`_SET_PATTERNS`, or ``None`` when RE2 (``google-re2``) is not
+    installed: then every kind's own candidate condition is tried (slower, same findings)."""
+    try:
+        import re2  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    patterns = re2.Set.SearchSet()
+    for pattern, _ in _SET_PATTERNS:
+        patterns.Add(pattern)
+    patterns.Compile()
+    return patterns
+
+
+_SET = _compile_set()
+_OWN_KEYS = tuple(_own(index) for index in range(len(OWN_RULES)))
+_SET_KINDS = tuple(frozenset(kinds) for _, kinds in _SET_PATTERNS)
+
+
+def _admitted(text: str) -> frozenset[str] | None:
+    """The kinds the multi-pattern pass lets through (empty: no candidate at all), or ``None``
+    when it cannot run (no RE2, or a lone surrogate, which UTF-8 cannot carry)."""
+    if _SET is None:
+        return None
+    try:
+        matched = _SET.Match(text)
+    except UnicodeEncodeError:
+        return None
+    if not matched:
+        return frozenset()
+    if len(matched) == 1:
+        return _SET_KINDS[matched[0]]
+    return frozenset().union(*(_SET_KINDS[i] for i in matched))
+
+
+def _keyword_lines(text: str, folded: str) -> list[str]:
+    starts: set[int] = set()
+    for word, pattern in _KEYWORD_AFTER:
+        if word in folded:
+            starts.update(match.start() for match in pattern.finditer(folded))
+    if ("=" in folded or "!" in folded) and _KEYWORD_BEFORE.search(folded) is not None:
+        starts.update(match.start() for match in _KEYWORD_BEFORE.finditer(folded))
+    if not starts:
+        return []
+    if len(folded) != len(text):  # never so for str.lower after the fold; every line, to be safe
+        return text.splitlines()
+    breaks = _BREAKS if not text.isascii() else _BREAKS[:7]
+    spans = {}
+    for at in sorted(starts):
+        begin = max(text.rfind(ch, 0, at) for ch in breaks) + 1
+        if begin in spans:
+            continue
+        found = [i for i in (text.find(ch, at) for ch in breaks) if i >= 0]
+        spans[begin] = min(found) if found else len(text)
+    return [text[begin:end] for begin, end in spans.items()]
+
+
 def scan_text(text: str) -> list[Hit]:
     """Every secret in ``text``, as non-overlapping spans in text order.
 
@@ -494,14 +630,23 @@ def scan_text(text: str) -> list[Hit]:
         return []
     if "[REDACTED:" in text:
         text = _PLACEHOLDER.sub(lambda m: " " * len(m.group(0)), text)
-    hits: list[Hit] = []
+    admitted = _admitted(text)
+    if admitted is not None and not admitted:
+        return []  # most strings of a session: no candidate of any rule
     candidate = _Text(text)
+    if admitted is None and not (candidate.quoted or _ANCHOR.search(text) is not None or candidate.keyword_lines or candidate.assign
+            or "cloudant.com" in candidate.folded or "softlayer" in candidate.folded):
+        return []  # most strings of a session: no candidate of any rule
+    hits: list[Hit] = []
     for plugin, kind in PLUGIN_KINDS:
+        if admitted is not None and kind not in admitted:
+            continue
         gate = _GATES.get(kind)
         if _CANDIDATES[kind](candidate) and (gate is None or gate(text, candidate.low)):
-            hits.extend(_plugin_hits(plugin, kind, text))
-    for (kind, pattern), holds in zip(OWN_RULES, _OWN_CANDIDATES, strict=True):
-        if holds(text):
+            hits.extend(_plugin_hits(plugin, kind, text, candidate.keyword_lines
+                                     if isinstance(plugin, KeywordDetector) else None))
+    for index, ((kind, pattern), holds) in enumerate(zip(OWN_RULES, _OWN_CANDIDATES, strict=True)):
+        if (admitted is None or _OWN_KEYS[index] in admitted) and holds(text):
             hits.extend(_own_hits(kind, pattern, text))
     return _merge(hits)
 
