@@ -565,7 +565,7 @@ def _compile_set() -> Any:
     """The RE2 set of :data:`_SET_PATTERNS`, or ``None`` when RE2 (``google-re2``) is not
     installed: then every kind's own candidate condition is tried (slower, same findings)."""
     try:
-        import re2  # type: ignore[import-not-found,unused-ignore]
+        import re2  # type: ignore[import-untyped,unused-ignore]
     except ImportError:
         return None
     patterns = re2.Set.SearchSet()
@@ -586,7 +586,7 @@ def _admitted(text: str) -> frozenset[str] | None:
     if _SET is None:
         return None
     try:
-        matched = _SET.Match(text)
+        matched: list[int] = _SET.Match(text)
     except UnicodeEncodeError:
         return None
     if not matched:
