@@ -141,3 +141,29 @@ def test_fast_equals_reference_on_every_string_of_the_real_corpus():
             assert scan_text(text) == scan_text_reference(text), (path.name, text[:80])
             compared += 1
     assert compared > 10_000
+
+
+def test_a_redacted_export_of_a_clean_session_shares_its_entries_instead_of_copying_them():
+    """Redaction of a session without secrets costs its scan, not a deep copy of every entry
+    (issue 42: a redacted export within 1.5x of the plain one); a session with a secret still
+    gets new entries where it shows, and the read session is never changed."""
+    from builders import header, user_block_entry
+
+    from sessiontree.core.secrets import redact_parsed
+    from sessiontree.format.codec import ParsedSession
+
+    clean = [user_block_entry("e1", None, "hello: nothing secret here"), user_block_entry("e2", "e1", "bye")]
+    def session(entries):
+        return ParsedSession(header=header("019cadb4-6e80-7a3c-9b1d-0000000000f1"), entries=entries,
+                             raw=[None] * len(entries), header_raw=b"{}", source_version=4)
+
+    parsed = session(clean)
+    copy, redactor = redact_parsed(parsed)
+    assert redactor.secrets == 0
+    assert all(a is b for a, b in zip(copy.entries, clean, strict=True))
+    leaky = [*clean, user_block_entry("e3", "e2", "token ghp" + "_" + R32 + "abcd")]
+    before = [dict(e) for e in leaky]
+    copy, redactor = redact_parsed(session(leaky))
+    assert redactor.secrets == 1
+    assert all(a is not b for a, b in zip(copy.entries, leaky, strict=True))  # the secret is replaced everywhere
+    assert "ghp_" not in str(copy.entries[2]) and leaky == before

@@ -534,7 +534,9 @@ _SET_PATTERNS: tuple[tuple[str, tuple[str, ...]], ...] = (
      ("cloudant-credentials", "ibm-cloud-iam-key", "ibm-cos-hmac", "softlayer-credentials")),
     (r"(?i:cloudant\.com|softlayer)", ("cloudant-credentials", "softlayer-credentials")),
     (r"AccountKey=", ("azure-storage-key",)),
-    (r"://", ("url-password", _own(9))),
+    # BasicAuthDetector's and the own url-password rule's user:password@ (RE2's \s is ASCII: a wider class).
+    (r"://[^:/?#\[\]@!$&'()*+,;=\s]+:[^:/?#\[\]@!$&'()*+,;=\s]+@", ("url-password",)),
+    (r"://[^:/?#\s@\"']+:[^@\s/\"']+@", (_own(9),)),
     (r"eyJ", ("jwt", _own(6))),
     (r"\.[A-Za-z0-9_\-" + _ANY + r"]{6}\.[A-Za-z0-9_\-" + _ANY + r"]{27}", ("discord-bot-token",)),
     (r"gh[pousr]_", ("github-token",)),
@@ -906,8 +908,14 @@ class Redactor:
             known = self._placeholders[secret] = f"[REDACTED:{kind}:{number}]"
         return known
 
-    def redact_entries(self, entries: list[Entry]) -> list[Entry]:
-        """New entries (deep copies) with every secret replaced; ``entries`` are not changed."""
+    def redact_entries(self, entries: list[Entry], *, share_clean: bool = False) -> list[Entry]:
+        """New entries (deep copies) with every secret replaced; ``entries`` are not changed.
+
+        With ``share_clean``, when the session holds no secret long enough to be replaced
+        unflagged (:data:`GLOBAL_REPLACE_MIN`), an entry with no finding and no ``foreign``
+        object is returned as it is (the same object, not a copy): for read-only results
+        such as an export (:func:`redact_parsed`), which then costs the scan and not a copy
+        of every entry."""
         found: dict[tuple[int, str], list[Hit]] = {}
         raws: dict[int, tuple[str, object, Any]] = {}
         for index, entry in enumerate(entries):
@@ -926,8 +934,12 @@ class Redactor:
                 self._find(found, index, path, field_text)
         long_secrets = sorted((s for s in self._placeholders if len(s) >= GLOBAL_REPLACE_MIN), key=len, reverse=True)
         known = re.compile("|".join(map(re.escape, long_secrets))) if long_secrets else None
+        flagged = {index for index, _ in found} if share_clean and known is None else None
         out = []
         for index, entry in enumerate(entries):
+            if flagged is not None and index not in flagged and "foreign" not in entry:
+                out.append(entry)
+                continue
             copy = self._copy(entry, "", True, index, found, known)
             info = entry.get("foreign")
             if isinstance(info, dict):
@@ -1024,10 +1036,12 @@ class Redactor:
                     for i, item in enumerate(value)]
         return value
 
-    def redact_header(self, header: Mapping[str, Any], entries: list[Entry]) -> tuple[dict[str, Any], list[Entry]]:
+    def redact_header(self, header: Mapping[str, Any], entries: list[Entry], *,
+                      share_clean: bool = False) -> tuple[dict[str, Any], list[Entry]]:
         """``header`` and ``entries`` redacted in one pass (the header's text, ``cwd``, is
-        scanned as an entry's is; its ``id``, ``type`` and ``timestamp`` are kept)."""
-        both = self.redact_entries([dict(header), *entries])
+        scanned as an entry's is; its ``id``, ``type`` and ``timestamp`` are kept);
+        ``share_clean`` as for :meth:`redact_entries`."""
+        both = self.redact_entries([dict(header), *entries], share_clean=share_clean)
         return both[0], both[1:]
 
     def marked_header(self, header: dict[str, Any]) -> dict[str, Any]:
@@ -1045,9 +1059,10 @@ def redact_text(text: str) -> str:
 def redact_parsed(parsed: ParsedSession) -> tuple[ParsedSession, Redactor]:
     """A redacted copy of a read session (header scanned and marked, entries redacted,
     verbatim records included) and its :class:`Redactor` (counts, :attr:`Redactor.dropped`).
-    ``parsed`` is not changed."""
+    ``parsed`` is not changed; the copy is read-only: in a session without secrets its
+    entries are ``parsed``'s own objects (:meth:`Redactor.redact_entries`, ``share_clean``)."""
     redactor = Redactor()
-    header, entries = redactor.redact_header(parsed.header, parsed.entries)
+    header, entries = redactor.redact_header(parsed.header, parsed.entries, share_clean=True)
     header = redactor.marked_header(header)
     copy = ParsedSession(header=header, entries=entries, raw=[None] * len(entries),
                          header_raw=jsonio.dumps(header), source_version=4, path=parsed.path,
