@@ -148,7 +148,6 @@ def test_a_redacted_export_of_a_clean_session_shares_its_entries_instead_of_copy
     (issue 42: a redacted export within 1.5x of the plain one); a session with a secret still
     gets new entries where it shows, and the read session is never changed."""
     from builders import header, user_block_entry
-
     from sessiontree.core.secrets import redact_parsed
     from sessiontree.format.codec import ParsedSession
 
