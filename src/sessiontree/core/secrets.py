@@ -4,7 +4,10 @@ Pure functions over a header and a list of entries: no I/O, no store. The
 scanner is ``detect-secrets`` (its plugins' ``analyze_string`` on each text
 field, never its file scanner, never its network verification), plus the
 named rules of :data:`OWN_RULES` for shapes it misses. This is the only
-module that imports ``detect_secrets``.
+module that imports ``detect_secrets``. A rule runs on a string only where one
+multi-pattern pass (an RE2 set, ``google-re2``) and its own candidate condition
+find a candidate for it; the findings are those of every rule on every string
+(:func:`scan_text_reference`; docs/secrets.md, "Speed").
 
 Every string value of an entry is scanned except the structural fields of
 :data:`STRUCTURAL_KEYS` (ids, types, roles, timestamps, model names) and the
