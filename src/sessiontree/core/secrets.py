@@ -4,7 +4,10 @@ Pure functions over a header and a list of entries: no I/O, no store. The
 scanner is ``detect-secrets`` (its plugins' ``analyze_string`` on each text
 field, never its file scanner, never its network verification), plus the
 named rules of :data:`OWN_RULES` for shapes it misses. This is the only
-module that imports ``detect_secrets``.
+module that imports ``detect_secrets``. A rule runs on a string only where one
+multi-pattern pass (an RE2 set, ``google-re2``) and its own candidate condition
+find a candidate for it; the findings are those of every rule on every string
+(:func:`scan_text_reference`; docs/secrets.md, "Speed").
 
 Every string value of an entry is scanned except the structural fields of
 :data:`STRUCTURAL_KEYS` (ids, types, roles, timestamps, model names) and the
@@ -88,6 +91,7 @@ __all__ = [
     "redact_text",
     "scan_entries",
     "scan_text",
+    "scan_text_reference",
     "unscannable",
 ]
 
@@ -285,7 +289,9 @@ def _spans_of(value: str, text: str) -> Iterator[tuple[int, int]]:
         at = text.find(value, at + len(value))
 
 
-def _plugin_hits(plugin: BasePlugin, kind: str, text: str) -> Iterator[Hit]:
+def _plugin_hits(plugin: BasePlugin, kind: str, text: str, lines: Iterable[str] | None = None) -> Iterator[Hit]:
+    """The hits of one plugin in ``text``; the keyword plugin reads ``lines`` (the lines of
+    ``text`` that can hold its match, :func:`_keyword_lines`) when given, else every line."""
     if isinstance(plugin, _WHOLE_MATCH):
         assert isinstance(plugin, RegexBasedDetector)
         if not any(True for _ in plugin.analyze_string(text)):
@@ -298,7 +304,8 @@ def _plugin_hits(plugin: BasePlugin, kind: str, text: str) -> Iterator[Hit]:
         # Session text is mostly shell output and config files: the config rules
         # (unquoted ``password=...``, ``secret: ...``) as for .env/.ini/.yaml files,
         # line by line as detect-secrets runs them (its patterns would cross a newline).
-        values: Iterable[str] = {value for line in text.splitlines() if _KEYWORD_HINT.search(line)
+        values: Iterable[str] = {value for line in (text.splitlines() if lines is None else lines)
+                                 if _KEYWORD_HINT.search(line)
                                  for value in plugin.analyze_string(line, CONFIG_DENYLIST_REGEX_TO_GROUP)}
     else:
         values = set(plugin.analyze_string(text))
@@ -360,12 +367,307 @@ _OWN_GATES: tuple[str, ...] = ("sk-ant-", "sk-", "github_pat_", "AIza", "hf_", "
                                "PuTTY-User-Key-File-", "://", "earer", "=")
 
 
+# --------------------------------------------------------------------------- candidates (docs/secrets.md)
+#
+# Each plugin and own rule runs on a string only when the string holds a *candidate* for it: a
+# substring every one of its matches contains (a literal, or a looser pattern). A string with no
+# candidate at all, most of a session, costs a few C-speed passes and no plugin. The conditions
+# are necessary, never sufficient: the plugins confirm, so the findings are those of
+# :func:`scan_text_reference` (proven by tests/test_secrets_fast.py). Case-blind conditions run
+# on the lowered text, with the three letters Python's case-blind matching also folds to ASCII
+# (dotless i, dotted I, long s) mapped first.
+
+_FOLD = {0x130: "i", 0x131: "i", 0x17F: "s"}
+_QUOTED = re.compile(r"[\"'][A-Za-z0-9+/=_\-]{20,}[\"']")  # the entropy plugins' quoted run, >= ENTROPY_MIN
+_AWS_ID = re.compile(r"(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}")
+# The AWS plugin's secret key (case-blind: its [0-9a-zA-Z] also takes the folded letters), on the folded text.
+_AWS_QUOTED = re.compile(r"[\"'][a-z0-9/+]{40}[\"']")
+# build_assignment_regex with any keyword of Cloudant, IBM IAM, IBM COS, SoftLayer and the
+# shortest value any of them takes (24 characters), on the lowered text.
+_ASSIGN = re.compile(r"(?:key|pwd?|pass(?:word)?|token)[\"']?\]? *(?:=|:|:=|=>| +|::) *[\"']?[a-z0-9_\-]{24}")
+# The keyword plugin's four config forms on the lowered text, within one line (str.splitlines'
+# breaks): after a keyword (``key...:``, ``key... =``, ``key... "v";``) or before one (``"v" == key``).
+_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_LINE_SPACE = f"[^\\S{_BREAKS}]"
+_KEYWORDS = ("key", "pass", "pwd", "secret", "contrase")
+_KEYWORD_AFTER = tuple((word, re.compile(word + r"(?:\w*[\]'\"]{0,2}" + _LINE_SPACE + r"*[:=!]|[^"
+                                         + _BREAKS + r"]*?[\"'`];)")) for word in _KEYWORDS)
+_KEYWORD_BEFORE = re.compile(r"[!=]{2}" + _LINE_SPACE + r"*\w*(?:key|pass|pwd|secret|contrase)")
+_DISCORD = re.compile(r"\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}")
+_TELEGRAM = re.compile(r":(?<=\d{8}:)[0-9A-Za-z_\-]{35}")
+_TWILIO = re.compile(r"(?:AC|SK)[a-z0-9]{32}")
+_GITHUB = re.compile(r"gh[pousr]_[A-Za-z0-9_]{36}")
+_SENDGRID = re.compile(r"SG\.[a-zA-Z0-9_-]{22}\.")
+_GITLAB = re.compile(r"gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-|GR1348941")
+_MAILCHIMP = re.compile(r"-us[0-9]")
+_ENV_WORDS = ("SECRET", "TOKEN", "PASSW", "API", "ACCESS", "PRIVATE", "CREDENTIAL")
+_ENV_CANDIDATE = re.compile(r"(?:SECRET|TOKEN|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?)"
+                            r"[A-Z0-9_]*[ \t]*=")
+
+
+class _Text:
+    """One string and what its candidate conditions share, each computed at most once."""
+
+    __slots__ = ("_assign", "_folded", "_keyword_lines", "_low", "_quoted", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._low: str | None = None
+        self._folded: str | None = None
+        self._quoted: bool | None = None
+        self._assign: bool | None = None
+        self._keyword_lines: list[str] | None = None
+
+    @property
+    def low(self) -> str:
+        """The text lowered (what the plugins' cheap gates of :data:`_GATES` take)."""
+        if self._low is None:
+            self._low = self.text.lower()
+        return self._low
+
+    @property
+    def folded(self) -> str:
+        """The text lowered as case-blind matching sees it (U+0130, U+0131, U+017F to i, i, s first)."""
+        if self._folded is None:
+            text = self.text
+            if not text.isascii() and ("\u0130" in text or "\u0131" in text or "\u017f" in text):
+                self._folded = text.translate(_FOLD).lower()
+            else:
+                self._folded = self.low
+        return self._folded
+
+    @property
+    def quoted(self) -> bool:
+        if self._quoted is None:
+            self._quoted = ("'" in self.text or '"' in self.text) and _QUOTED.search(self.text) is not None
+        return self._quoted
+
+    @property
+    def keyword_lines(self) -> list[str]:
+        """The lines that hold a candidate of the keyword plugin (in text order, each once)."""
+        if self._keyword_lines is None:
+            self._keyword_lines = _keyword_lines(self.text, self.folded)
+        return self._keyword_lines
+
+    @property
+    def assign(self) -> bool:
+        if self._assign is None:
+            folded = self.folded
+            self._assign = (("key" in folded or "pw" in folded or "pass" in folded or "token" in folded)
+                            and _ASSIGN.search(folded) is not None)
+        return self._assign
+
+
+#: Per plugin kind: does the string hold a candidate for it? Each holds wherever the plugin
+#: finds anything; the plugin runs when it and the plugin's gate of :data:`_GATES` hold.
+_CANDIDATES: dict[str, Callable[[_Text], bool]] = {
+    "high-entropy-base64": lambda c: c.quoted,
+    "high-entropy-hex": lambda c: c.quoted,
+    "url-password": lambda c: "://" in c.text and "@" in c.text,
+    "jwt": lambda c: "eyJ" in c.text,
+    "secret-assignment": lambda c: bool(c.keyword_lines),
+    "aws-access-key": lambda c: (("A3T" in c.text or "ABIA" in c.text or "ACCA" in c.text or "AKIA" in c.text
+                                  or "ASIA" in c.text) and _AWS_ID.search(c.text) is not None)
+    or ("aws" in c.folded and _AWS_QUOTED.search(c.folded) is not None),
+    "azure-storage-key": lambda c: "AccountKey=" in c.text,
+    "cloudant-credentials": lambda c: c.assign or "cloudant.com" in c.folded,
+    "discord-bot-token": lambda c: "." in c.text and _DISCORD.search(c.text) is not None,
+    "github-token": lambda c: "gh" in c.text and _GITHUB.search(c.text) is not None,
+    "gitlab-token": lambda c: ("gl" in c.text or "GR1348941" in c.text) and _GITLAB.search(c.text) is not None,
+    "ibm-cloud-iam-key": lambda c: c.assign,
+    "ibm-cos-hmac": lambda c: c.assign,
+    "mailchimp-key": lambda c: "-us" in c.text and _MAILCHIMP.search(c.text) is not None,
+    "npm-token": lambda c: "_authToken" in c.text,
+    "openai-api-key": lambda c: "T3BlbkFJ" in c.text,
+    "pypi-token": lambda c: "pypi-" in c.text,
+    "sendgrid-api-key": lambda c: "SG." in c.text and _SENDGRID.search(c.text) is not None,
+    "slack-token": lambda c: "xox" in c.text or "hooks.slack" in c.text,
+    "softlayer-credentials": lambda c: c.assign or "softlayer" in c.folded,
+    "square-oauth-secret": lambda c: "sq0csp-" in c.text,
+    "stripe-key": lambda c: "k_live_" in c.text,
+    "telegram-bot-token": lambda c: ":" in c.text and _TELEGRAM.search(c.text) is not None,
+    "twilio-key": lambda c: ("AC" in c.text or "SK" in c.text) and _TWILIO.search(c.text) is not None,
+}
+
+#: The own rules' candidates, by position in :data:`OWN_RULES` (each implies its literal of :data:`_OWN_GATES`).
+_OWN_CANDIDATES: tuple[Callable[[str], bool], ...] = (
+    lambda t: "sk-ant-" in t,
+    lambda t: "sk-" in t,
+    lambda t: "github_pat_" in t,
+    lambda t: "AIza" in t,
+    lambda t: "hf_" in t,
+    lambda t: "npm_" in t,
+    lambda t: "eyJ" in t,
+    lambda t: "PRIVATE KEY" in t,
+    lambda t: "PuTTY-User-Key-File-" in t,
+    lambda t: "://" in t and "@" in t,
+    lambda t: "earer" in t,
+    lambda t: "=" in t and any(word in t for word in _ENV_WORDS) and _ENV_CANDIDATE.search(t) is not None,
+)
+
+
+#: One pass for every literal or literal-led candidate of :data:`_CANDIDATES` and
+#: :data:`_OWN_CANDIDATES`: a string it does not match, that holds no quoted run, no keyword
+#: line and no assignment, holds no candidate at all.
+_ANCHOR = re.compile("|".join((
+    r"A3T|ABIA|ACCA|AKIA|ASIA|AccountKey=|://|eyJ|gh[pousr]_|github_pat_", _GITLAB.pattern, _MAILCHIMP.pattern,
+    r"_authToken|T3BlbkFJ|pypi-|SG\.|xox|hooks\.slack|sq0csp-|k_live_|(?:AC|SK)[a-z0-9]{32}|sk-|AIza|hf_|npm_",
+    r"PRIVATE KEY|PuTTY-User-Key-File-|earer|SECRET|TOKEN|PASSW|API|ACCESS|PRIVATE|CREDENTIAL",
+    _DISCORD.pattern, _TELEGRAM.pattern)))
+
+
+def _own(index: int) -> str:
+    return f"own:{OWN_RULES[index][0]}:{index}"
+
+
+_ANY = r"\x{80}-\x{10FFFF}"  # any non-ASCII character: RE2's classes are ASCII, Python's Unicode
+_CASE_WORDS = "(?i:key|pass|pwd|secret|contrase)"
+
+#: The multi-pattern pass (RE2, one DFA over the text; docs/secrets.md, "Speed"): each pattern
+#: with the plugin kinds and own rules it lets through. Each is looser than the candidate
+#: conditions of those kinds (non-ASCII characters count as letters, digits and spaces), so a
+#: kind none of whose patterns match has no candidate.
+_SET_PATTERNS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (r"[\"'][A-Za-z0-9+/=_\-]{20,}[\"']", ("high-entropy-base64", "high-entropy-hex")),
+    (r"(?i:aws).*[\"'][A-Za-z0-9/+" + _ANY + r"]{40}[\"']", ("aws-access-key",)),
+    (r"A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA", ("aws-access-key",)),
+    (_CASE_WORDS + r"[\w" + _ANY + r"]*[\]'\"]{0,2}[\s\x0b\x1c-\x1f" + _ANY + r"]*[:=!]|" + _CASE_WORDS
+     + r"[^\n]*[\"'`];|[!=][!=][^\n]*" + _CASE_WORDS, ("secret-assignment",)),
+    (r"(?i:key|pw|pass|token)[^\n]*[A-Za-z0-9_\-" + _ANY + "]{24}",
+     ("cloudant-credentials", "ibm-cloud-iam-key", "ibm-cos-hmac", "softlayer-credentials")),
+    (r"(?i:cloudant\.com|softlayer)", ("cloudant-credentials", "softlayer-credentials")),
+    (r"AccountKey=", ("azure-storage-key",)),
+    # BasicAuthDetector's and the own url-password rule's user:password@ (RE2's \s is ASCII: a wider class).
+    (r"://[^:/?#\[\]@!$&'()*+,;=\s]+:[^:/?#\[\]@!$&'()*+,;=\s]+@", ("url-password",)),
+    (r"://[^:/?#\s@\"']+:[^@\s/\"']+@", (_own(9),)),
+    (r"eyJ", ("jwt", _own(6))),
+    (r"\.[A-Za-z0-9_\-" + _ANY + r"]{6}\.[A-Za-z0-9_\-" + _ANY + r"]{27}", ("discord-bot-token",)),
+    (r"gh[pousr]_", ("github-token",)),
+    (r"gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-|GR1348941", ("gitlab-token",)),
+    (r"-us[0-9]", ("mailchimp-key",)),
+    (r"_authToken", ("npm-token",)),
+    (r"T3BlbkFJ", ("openai-api-key",)),
+    (r"pypi-", ("pypi-token",)),
+    (r"SG\.", ("sendgrid-api-key",)),
+    (r"xox|hooks\.slack", ("slack-token",)),
+    (r"sq0csp-", ("square-oauth-secret",)),
+    (r"k_live_", ("stripe-key",)),
+    (r":[0-9A-Za-z_\-]{35}", ("telegram-bot-token",)),
+    (r"(?:AC|SK)[a-z0-9]{32}", ("twilio-key",)),
+    (r"sk-", (_own(0), _own(1))),
+    (r"github_pat_", (_own(2),)),
+    (r"AIza", (_own(3),)),
+    (r"hf_", (_own(4),)),
+    (r"npm_", (_own(5),)),
+    (r"PRIVATE KEY", (_own(7),)),
+    (r"PuTTY-User-Key-File-", (_own(8),)),
+    (r"earer", (_own(10),)),
+    (_ENV_CANDIDATE.pattern, (_own(11),)),
+)
+
+
+def _compile_set() -> Any:
+    """The RE2 set of :data:`_SET_PATTERNS`, or ``None`` when RE2 (``google-re2``) is not
+    installed: then every kind's own candidate condition is tried (slower, same findings)."""
+    try:
+        import re2  # type: ignore[import-untyped,unused-ignore]
+    except ImportError:
+        return None
+    patterns = re2.Set.SearchSet()
+    for pattern, _ in _SET_PATTERNS:
+        patterns.Add(pattern)
+    patterns.Compile()
+    return patterns
+
+
+_SET = _compile_set()
+_OWN_KEYS = tuple(_own(index) for index in range(len(OWN_RULES)))
+_SET_KINDS = tuple(frozenset(kinds) for _, kinds in _SET_PATTERNS)
+
+
+def _admitted(text: str) -> frozenset[str] | None:
+    """The kinds the multi-pattern pass lets through (empty: no candidate at all), or ``None``
+    when it cannot run (no RE2, or a lone surrogate, which UTF-8 cannot carry)."""
+    if _SET is None:
+        return None
+    try:
+        matched: list[int] = _SET.Match(text)
+    except UnicodeEncodeError:
+        return None
+    if not matched:
+        return frozenset()
+    if len(matched) == 1:
+        return _SET_KINDS[matched[0]]
+    return frozenset().union(*(_SET_KINDS[i] for i in matched))
+
+
+def _keyword_lines(text: str, folded: str) -> list[str]:
+    starts: set[int] = set()
+    for word, pattern in _KEYWORD_AFTER:
+        if word in folded:
+            starts.update(match.start() for match in pattern.finditer(folded))
+    if ("=" in folded or "!" in folded) and _KEYWORD_BEFORE.search(folded) is not None:
+        starts.update(match.start() for match in _KEYWORD_BEFORE.finditer(folded))
+    if not starts:
+        return []
+    if len(folded) != len(text):  # never so for str.lower after the fold; every line, to be safe
+        return text.splitlines()
+    breaks = _BREAKS if not text.isascii() else _BREAKS[:7]
+    spans = {}
+    for at in sorted(starts):
+        begin = max(text.rfind(ch, 0, at) for ch in breaks) + 1
+        if begin in spans:
+            continue
+        found = [i for i in (text.find(ch, at) for ch in breaks) if i >= 0]
+        spans[begin] = min(found) if found else len(text)
+    return [text[begin:end] for begin, end in spans.items()]
+
+
 def scan_text(text: str) -> list[Hit]:
     """Every secret in ``text``, as non-overlapping spans in text order.
 
     Overlapping hits of several rules become one span (the union) with the kind
-    of the rule that found the longest of them.
+    of the rule that found the longest of them. The plugins and own rules run only
+    where the text holds a candidate for them (docs/secrets.md, "Speed"): the
+    findings are those of :func:`scan_text_reference`, at tens of MB/s.
     """
+    if len(text) < 8:
+        return []
+    if "[REDACTED:" in text:
+        text = _PLACEHOLDER.sub(lambda m: " " * len(m.group(0)), text)
+    admitted = _admitted(text)
+    if admitted is not None and not admitted:
+        return []  # most strings of a session: no candidate of any rule
+    candidate = _Text(text)
+    if admitted is None and not (candidate.quoted or _ANCHOR.search(text) is not None or candidate.keyword_lines or candidate.assign
+            or "cloudant.com" in candidate.folded or "softlayer" in candidate.folded):
+        return []  # most strings of a session: no candidate of any rule
+    hits: list[Hit] = []
+    for plugin, kind in PLUGIN_KINDS:
+        if admitted is not None and kind not in admitted:
+            continue
+        gate = _GATES.get(kind)
+        if _CANDIDATES[kind](candidate) and (gate is None or gate(text, candidate.low)):
+            hits.extend(_plugin_hits(plugin, kind, text, candidate.keyword_lines
+                                     if isinstance(plugin, KeywordDetector) else None))
+    for index, ((kind, pattern), holds) in enumerate(zip(OWN_RULES, _OWN_CANDIDATES, strict=True)):
+        if (admitted is None or _OWN_KEYS[index] in admitted) and holds(text):
+            hits.extend(_own_hits(kind, pattern, text))
+    return _merge(hits)
+
+
+def _own_hits(kind: str, pattern: re.Pattern[str], text: str) -> Iterator[Hit]:
+    group = "secret" if "secret" in pattern.groupindex else 0
+    for match in pattern.finditer(text):
+        start, end = match.span(group)
+        if end - start >= 8 and _plausible(match.group(group), text, start, end, None):
+            yield Hit(start, end, kind)
+
+
+def scan_text_reference(text: str) -> list[Hit]:
+    """:func:`scan_text` without candidates: every plugin whose cheap gate passes runs on the
+    whole text (the scanner before docs/secrets.md, "Speed"). Kept as the reference the fast
+    path is proven equal to; slow (a few MB/s)."""
     if len(text) < 8:
         return []
     if "[REDACTED:" in text:
@@ -380,13 +682,8 @@ def scan_text(text: str) -> list[Hit]:
             continue
         hits.extend(_plugin_hits(plugin, kind, text))
     for (kind, pattern), literal in zip(OWN_RULES, _OWN_GATES, strict=True):
-        if literal not in text:
-            continue
-        for match in pattern.finditer(text):
-            group = "secret" if "secret" in pattern.groupindex else 0
-            start, end = match.span(group)
-            if end - start >= 8 and _plausible(match.group(group), text, start, end, None):
-                hits.append(Hit(start, end, kind))
+        if literal in text:
+            hits.extend(_own_hits(kind, pattern, text))
     return _merge(hits)
 
 
@@ -614,8 +911,14 @@ class Redactor:
             known = self._placeholders[secret] = f"[REDACTED:{kind}:{number}]"
         return known
 
-    def redact_entries(self, entries: list[Entry]) -> list[Entry]:
-        """New entries (deep copies) with every secret replaced; ``entries`` are not changed."""
+    def redact_entries(self, entries: list[Entry], *, share_clean: bool = False) -> list[Entry]:
+        """New entries (deep copies) with every secret replaced; ``entries`` are not changed.
+
+        With ``share_clean``, when the session holds no secret long enough to be replaced
+        unflagged (:data:`GLOBAL_REPLACE_MIN`), an entry with no finding and no ``foreign``
+        object is returned as it is (the same object, not a copy): for read-only results
+        such as an export (:func:`redact_parsed`), which then costs the scan and not a copy
+        of every entry."""
         found: dict[tuple[int, str], list[Hit]] = {}
         raws: dict[int, tuple[str, object, Any]] = {}
         for index, entry in enumerate(entries):
@@ -634,8 +937,12 @@ class Redactor:
                 self._find(found, index, path, field_text)
         long_secrets = sorted((s for s in self._placeholders if len(s) >= GLOBAL_REPLACE_MIN), key=len, reverse=True)
         known = re.compile("|".join(map(re.escape, long_secrets))) if long_secrets else None
+        flagged = {index for index, _ in found} if share_clean and known is None else None
         out = []
         for index, entry in enumerate(entries):
+            if flagged is not None and index not in flagged and "foreign" not in entry:
+                out.append(entry)
+                continue
             copy = self._copy(entry, "", True, index, found, known)
             info = entry.get("foreign")
             if isinstance(info, dict):
@@ -732,10 +1039,12 @@ class Redactor:
                     for i, item in enumerate(value)]
         return value
 
-    def redact_header(self, header: Mapping[str, Any], entries: list[Entry]) -> tuple[dict[str, Any], list[Entry]]:
+    def redact_header(self, header: Mapping[str, Any], entries: list[Entry], *,
+                      share_clean: bool = False) -> tuple[dict[str, Any], list[Entry]]:
         """``header`` and ``entries`` redacted in one pass (the header's text, ``cwd``, is
-        scanned as an entry's is; its ``id``, ``type`` and ``timestamp`` are kept)."""
-        both = self.redact_entries([dict(header), *entries])
+        scanned as an entry's is; its ``id``, ``type`` and ``timestamp`` are kept);
+        ``share_clean`` as for :meth:`redact_entries`."""
+        both = self.redact_entries([dict(header), *entries], share_clean=share_clean)
         return both[0], both[1:]
 
     def marked_header(self, header: dict[str, Any]) -> dict[str, Any]:
@@ -753,9 +1062,10 @@ def redact_text(text: str) -> str:
 def redact_parsed(parsed: ParsedSession) -> tuple[ParsedSession, Redactor]:
     """A redacted copy of a read session (header scanned and marked, entries redacted,
     verbatim records included) and its :class:`Redactor` (counts, :attr:`Redactor.dropped`).
-    ``parsed`` is not changed."""
+    ``parsed`` is not changed; the copy is read-only: in a session without secrets its
+    entries are ``parsed``'s own objects (:meth:`Redactor.redact_entries`, ``share_clean``)."""
     redactor = Redactor()
-    header, entries = redactor.redact_header(parsed.header, parsed.entries)
+    header, entries = redactor.redact_header(parsed.header, parsed.entries, share_clean=True)
     header = redactor.marked_header(header)
     copy = ParsedSession(header=header, entries=entries, raw=[None] * len(entries),
                          header_raw=jsonio.dumps(header), source_version=4, path=parsed.path,
