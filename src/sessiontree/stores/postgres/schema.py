@@ -16,6 +16,7 @@ order at open, under the schema lock, and recorded by name in
                          ``holds``, ``deletion_log`` (:mod:`.team`, docs/team.md)
 ``m009_usage_rollup``    ``usage_rollup``, ``usage_ledger.shared``, ``usage_settle`` (:mod:`.usage`),
                          the aggregate views read from the rollup (:mod:`.team`)
+``m010_search_recent``   ``search_entries_recent``: matches newest first, for frequent terms (:mod:`.search`)
 =======================  =====================================================
 
 From ``m008_team`` on, every table is private by construction (docs/team.md): a
@@ -279,6 +280,13 @@ def m009_usage_rollup(conn: Any) -> None:
     team.grant_team(conn)
 
 
+def m010_search_recent(conn: Any) -> None:
+    """The index a search with frequent terms walks newest first, stopping after
+    :data:`~sessiontree.stores.postgres.search.EARLY_STOP` matches (docs/search.md,
+    "Frequent terms on PostgreSQL"). An index only: no new table, no new grant."""
+    conn.execute("CREATE INDEX IF NOT EXISTS search_entries_recent ON search_entries ((coalesce(ts_ms, 0)) DESC)")
+
+
 #: Schema steps ``(name, function)`` in number order; add new steps, never edit applied ones.
 MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m001_initial,
@@ -290,6 +298,7 @@ MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m007_cache_write_1h,
     m008_team,
     m009_usage_rollup,
+    m010_search_recent,
 )
 
 #: Every derived index, maintained by each write in this order (their tables come
