@@ -53,6 +53,7 @@ one holding NUL or a lone surrogate is reported with U+FFFD in its place.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -243,8 +244,19 @@ BEGIN
 END $$"""
 
 
+#: Connections known to see ``usage_rollup`` (a table is never taken away by a schema
+#: step), so an append asks once per connection, not once per write (a read in a
+#: pipelined write costs a round trip).
+_ROLLUP_SEEN: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
 def _has_rollup(conn: Any) -> bool:
-    return conn.execute("SELECT to_regclass('usage_rollup') IS NOT NULL").fetchone()[0]
+    if conn in _ROLLUP_SEEN:
+        return True
+    seen = bool(conn.execute("SELECT to_regclass('usage_rollup') IS NOT NULL").fetchone()[0])
+    if seen:
+        _ROLLUP_SEEN.add(conn)
+    return seen
 
 
 def settle(conn: Any, session_id: str) -> None:
