@@ -38,6 +38,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import datetime
 import multiprocessing as mp
 import os
 import queue
@@ -50,6 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -78,9 +80,15 @@ def _message(i: int, word: str) -> dict[str, Any]:
             "timestamp": 1}
 
 
-def _entry(i: int, word: str) -> dict[str, Any]:
+def _entry(i: int, word: str, session: str = "") -> dict[str, Any]:
+    """Entry ``i`` of ``session``: two seconds after the one before, from a start that is
+    the session's own (its CRC-32 in seconds after ``STAMP``), so each session's billed
+    calls are its own, as real agents' are (same time and usage would make them one
+    call copied into every session, the case usage rollups leave to the query)."""
+    start = datetime.datetime(2026, 2, 1, 9, tzinfo=datetime.UTC)
+    when = start + datetime.timedelta(seconds=zlib.crc32(session.encode()) % 10_000_000 + 2 * i)
     return {"type": "message", "id": f"{i:08x}", "parentId": f"{i - 1:08x}" if i > 1 else None,
-            "timestamp": STAMP, "message": _message(i, word)}
+            "timestamp": when.strftime("%Y-%m-%dT%H:%M:%S.000Z"), "message": _message(i, word)}
 
 
 def _header(session_id: str) -> dict[str, Any]:
@@ -114,7 +122,7 @@ def prefill(url: str, entries: int, per_session: int = 1000, roles: list[str] | 
                     break
                 count = min(per_session, entries - made)
                 sid = f"019cadb4-ffff-7000-8000-{n:012x}"
-                batch.append((_header(sid), [_entry(i, f"fill{n}") for i in range(1, count + 1)], None))
+                batch.append((_header(sid), [_entry(i, f"fill{n}", sid) for i in range(1, count + 1)], None))
                 made += count
                 n += 1
             writers[(n // 20) % len(writers)].create_many(batch)
@@ -149,7 +157,7 @@ def agent(homes: list[str], rate: float, duration: float, probes: Any, sample: i
         n = counters[path]
         word = f"w{host}q{index}x"
         with open(path, "ab") as handle:
-            handle.write(jsonio.dumps(_entry(n, word)) + b"\n")
+            handle.write(jsonio.dumps(_entry(n, word, path)) + b"\n")
         written += 1
         if written % sample == 0:
             probes.put((word, time.time()))
@@ -273,7 +281,7 @@ def run(url: str, args: argparse.Namespace, tmp: str) -> dict[str, Any]:
             path = _path(home, _sid(h, s))
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "wb") as handle:
-                handle.write(jsonio.dumps(_header(_sid(h, s))) + b"\n" + jsonio.dumps(_entry(1, "first")) + b"\n")
+                handle.write(jsonio.dumps(_header(_sid(h, s))) + b"\n" + jsonio.dumps(_entry(1, "first", path)) + b"\n")
     watchers = [subprocess.Popen([sys.executable, "-m", "sessiontree", "--store",
                                   _as_role(url, f"h{h:02d}" if args.team else None), "sync", "--watch",
                                   "--debounce", str(args.debounce)], env=_env(home, h), stdout=subprocess.DEVNULL,

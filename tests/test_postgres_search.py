@@ -221,3 +221,31 @@ def test_module_registers_its_step_after_sync_state():
     names = [name for name, _ in postgres_module.MIGRATIONS]
     assert names.index("m002_sync_state") < names.index("m003_search_index")
     assert postgres_search.INDEX in postgres_module.DERIVED_INDEXES
+
+
+def test_frequent_terms_stop_at_the_newest_matches(pg_url, monkeypatch):
+    """Issue 45: terms the server expects in a large share of the entries are read newest
+    first, and a limited search stops after EARLY_STOP matches; the hits are ranked
+    within those (docs/search.md, "Frequent terms on PostgreSQL"). Synthetic entries:
+    the rule is about counts no real file reaches in a test."""
+    store = PostgresStore(pg_url)
+    try:
+        # Ten matches, one a minute; the oldest two rank best (the word three times).
+        chain = [msg(f"g{n:07d}", f"g{n - 1:07d}" if n else None, "user",
+                     "walrus walrus walrus" if n < 2 else "a walrus among many other words here", n)
+                 for n in range(10)]
+        store.create(header("many", "/w"), chain)
+        monkeypatch.setattr(postgres_search, "_trigram_pays", lambda conn, cond, params: False)
+        everything = [hit.entry_id for hit in store.search("walrus", limit=None)]
+        assert everything[:2] == ["g0000001", "g0000000"]  # best rank, then newest
+        assert [hit.entry_id for hit in store.search("walrus", limit=3)] == everything[:3]  # 10 <= EARLY_STOP
+        monkeypatch.setattr(postgres_search, "EARLY_STOP", 4)
+        # The four newest matches (minutes 6-9), equal in rank: newest first.
+        assert [hit.entry_id for hit in store.search("walrus", limit=3)] == ["g0000009", "g0000008", "g0000007"]
+        assert len(store.search("walrus", limit=50)) == 4
+        assert len(store.search("walrus", limit=None)) == 10  # no limit: every match
+        # Through the trigram index (a rare term) nothing stops early.
+        monkeypatch.setattr(postgres_search, "_trigram_pays", lambda conn, cond, params: True)
+        assert len(store.search("walrus", limit=50)) == 10
+    finally:
+        store.close()

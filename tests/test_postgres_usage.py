@@ -118,7 +118,8 @@ def test_an_older_schema_read_only_is_answered_from_the_entries(pg_url):
     with psycopg.connect(pg_url, autocommit=True) as conn:
         # An older schema has neither the ledger nor the later steps (m007's views read it).
         conn.execute("DROP TABLE usage_ledger CASCADE")
-        conn.execute("DELETE FROM schema_migrations WHERE name IN ('m004_usage_ledger', 'm008_team')")
+        conn.execute("DELETE FROM schema_migrations WHERE name IN ('m004_usage_ledger', 'm008_team',"
+                     " 'm009_usage_rollup')")
     with PostgresStore(pg_url, readonly=True) as readonly:
         assert _rows(readonly.usage()) == expected
     with PostgresStore(pg_url) as migrated:  # the step fills the ledger from the entries
@@ -132,3 +133,57 @@ def test_huge_token_counts_do_not_fail_an_append(pg_url):
         store.create(_header("one"), [_assistant("a1", None, "2026-01-01T10:00:00.000Z", 2**70, None)])
         # Beyond 2**53 - 1 no agent counted it: unusable, 0 tokens (usagerecords.MAX_COUNT), as on every store.
         assert [row.input for row in store.usage()] == [0]
+
+
+def _ledger_states(store):
+    with store._transaction("test", write=False) as conn:
+        return {(sid, seq): shared for sid, seq, shared in conn.execute(
+            "SELECT session_id, seq, shared FROM usage_ledger")}
+
+
+def test_store_wide_stats_read_the_rollup_not_the_ledger(pg_url):
+    """Issue 45: a store-wide report sums ``usage_rollup`` (one row per session, model and
+    quarter hour), so changing the ledger rows of keys one session holds changes only the
+    reports that must read them (session mode, ``price_all``), not ``stats``."""
+    import psycopg
+
+    with PostgresStore(pg_url) as store:
+        entries = [_assistant("a1", None, "2026-01-01T10:00:00.000Z", 5, 0.5),
+                   _assistant("a2", "a1", "2026-01-01T10:20:00.000Z", 6, None)]
+        store.create(_header("one"), entries)
+        queries = [UsageQuery(), UsageQuery(per_session=True), UsageQuery(by_time=False),
+                   UsageQuery(since_ms=1_767_261_600_000, until_ms=1_767_263_400_000)]
+        before = [_rows(store.usage(q)) for q in queries]
+        assert before[0] == _rows(_expected([(_header("one"), entries)], UsageQuery()))
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE usage_ledger SET input = input + 1000")  # not through the store
+    with PostgresStore(pg_url) as store:
+        assert [_rows(store.usage(q)) for q in queries] == before
+        assert sum(row.input for row in store.usage(UsageQuery(session_id="one"))) == 11 + 2000
+        assert store.reindex() == 1
+        assert [_rows(store.usage(q)) for q in queries] == before
+
+
+def test_a_key_held_by_a_second_session_leaves_the_rollup(pg_url):
+    """A copied call (a fork) is summed once: its rows leave the rollup and are
+    de-duplicated per query; after its other holder is deleted it stays exact, and a
+    whole-store reindex rolls it up again."""
+    with PostgresStore(pg_url) as store:
+        entries = [_assistant("a1", None, "2026-01-01T10:00:00.000Z", 5, 0.5),
+                   _assistant("a2", "a1", "2026-01-01T10:20:00.000Z", 6, None)]
+        store.create(_header("one"), entries)
+        assert set(_ledger_states(store).values()) == {False}
+        store.create(_header("two", created="2026-02-01T00:00:00.000Z"), entries[:1])  # a copy of a1
+        assert _ledger_states(store) == {("one", 0): True, ("one", 1): False, ("two", 0): True}
+        made = [(_header("one"), entries), (_header("two", created="2026-02-01T00:00:00.000Z"), entries[:1])]
+        for query in QUERIES[:9]:
+            assert _rows(store.usage(query)) == _rows(_expected(made, query)), query
+        assert sum(row.calls for row in store.usage()) == 2
+        store.delete("one")
+        assert _ledger_states(store) == {("two", 0): True}
+        assert _rows(store.usage(UsageQuery(per_session=True))) == _rows(
+            _expected(made[1:], UsageQuery(per_session=True)))
+        store.reindex()
+        assert _ledger_states(store) == {("two", 0): False}
+        assert _rows(store.usage(UsageQuery(per_session=True))) == _rows(
+            _expected(made[1:], UsageQuery(per_session=True)))

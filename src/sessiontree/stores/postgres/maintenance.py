@@ -25,7 +25,7 @@ from sessiontree.stores.postgres.connection import MIGRATION_LOCK
 from sessiontree.stores.postgres.derived import header_columns, is_exact_text, listing_values, record_crc, text_copy
 from sessiontree.stores.postgres.reads import PostgresStoreReads
 from sessiontree.stores.postgres.schema import DERIVED_INDEXES
-from sessiontree.stores.postgres.usage import query_usage
+from sessiontree.stores.postgres.usage import ROLLUP_STEP, query_usage, rebuild_rollup
 from sessiontree.stores.shared import cwd_matches, resolve_cwd
 from sessiontree.stores.verify import StoredRecord, StoredSession, verify_stored_session
 
@@ -100,6 +100,11 @@ class PostgresMaintenance(PostgresStoreReads):
                 for index in DERIVED_INDEXES:
                     index.remove(conn, sid)
                     index.add(conn, sid, rows)
+            if session_id is None and ROLLUP_STEP in self.applied_steps and not conn.execute(
+                    "SELECT row_security_active('usage_rollup')").fetchone()[0]:
+                # Keys left shared by deleted sessions become rolled again (docs/postgres.md).
+                # Only where every row is visible: a member's settles above are already exact.
+                rebuild_rollup(conn)
             return len(ids)
 
     def _prepare_derived(self) -> None:
@@ -152,7 +157,8 @@ class PostgresMaintenance(PostgresStoreReads):
                 return UsageRows()
             if "m004_usage_ledger" in self.applied_steps:
                 return UsageRows(query_usage(conn, query, functools.partial(self._exact_cwds, conn),
-                                             lambda cwd: cwd_matches(cwd, wanted)))
+                                             lambda cwd: cwd_matches(cwd, wanted),
+                                             rollup=ROLLUP_STEP in self.applied_steps))
         sessions = ((parsed.header, parsed.entries) for parsed in map(self.read, self.session_ids()))
         return UsageRows(aggregate(sessions, query, lambda cwd: cwd_matches(cwd, wanted)))
 

@@ -14,6 +14,9 @@ order at open, under the schema lock, and recorded by name in
 ``m007_cache_write_1h``  ``usage_ledger.cache_write_1h`` (the 1-hour part of a call's cache writes)
 ``m008_team``            owners, row-level security, aggregate views, ``team_audit``,
                          ``holds``, ``deletion_log`` (:mod:`.team`, docs/team.md)
+``m009_usage_rollup``    ``usage_rollup``, ``usage_ledger.shared``, ``usage_settle`` (:mod:`.usage`),
+                         the aggregate views read from the rollup (:mod:`.team`)
+``m010_search_recent``   ``search_entries_recent``: matches newest first, for frequent terms (:mod:`.search`)
 =======================  =====================================================
 
 From ``m008_team`` on, every table is private by construction (docs/team.md): a
@@ -32,7 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessiontree.stores.postgres import search, usage
+from sessiontree.stores.postgres import search, team, usage
 from sessiontree.stores.postgres.derived import DerivedIndex, Migration
 from sessiontree.stores.postgres.search import TSV_CHARS
 from sessiontree.stores.postgres.team import m008_team
@@ -268,6 +271,22 @@ def m007_cache_write_1h(conn: Any) -> None:
     conn.execute("ALTER TABLE usage_ledger ADD COLUMN IF NOT EXISTS cache_write_1h numeric NOT NULL DEFAULT 0")
 
 
+def m009_usage_rollup(conn: Any) -> None:
+    """Usage rollups (docs/postgres.md, "Usage rollups"): ``usage_rollup`` filled from the
+    ledger, each ledger row settled as rolled or shared, the aggregate views rewritten to
+    read the rollup, and the grants (:func:`~sessiontree.stores.postgres.team.grant_team`)."""
+    usage.create_rollup(conn)
+    team.rollup_views(conn)
+    team.grant_team(conn)
+
+
+def m010_search_recent(conn: Any) -> None:
+    """The index a search with frequent terms walks newest first, stopping after
+    :data:`~sessiontree.stores.postgres.search.EARLY_STOP` matches (docs/search.md,
+    "Frequent terms on PostgreSQL"). An index only: no new table, no new grant."""
+    conn.execute("CREATE INDEX IF NOT EXISTS search_entries_recent ON search_entries ((coalesce(ts_ms, 0)) DESC)")
+
+
 #: Schema steps ``(name, function)`` in number order; add new steps, never edit applied ones.
 MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m001_initial,
@@ -278,6 +297,8 @@ MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m006_provenance,
     m007_cache_write_1h,
     m008_team,
+    m009_usage_rollup,
+    m010_search_recent,
 )
 
 #: Every derived index, maintained by each write in this order (their tables come

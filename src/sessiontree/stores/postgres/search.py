@@ -367,6 +367,13 @@ def _conditions(query: SearchQuery, filters: SearchFilters, allowed: list[str] |
     return where, params
 
 
+#: Most matches a search with a limit reads when its terms are frequent (the server
+#: expects them in :data:`SCAN_SHARE` of the entries or more): it reads matches newest
+#: first and stops at this many; the hits are the best ranked of them (docs/search.md,
+#: "Frequent terms on PostgreSQL"). Below it every match is read, so a store holding
+#: fewer matches gives exactly the hits of every other store.
+EARLY_STOP = 5_000
+
 #: The share of the entries above which a search reads them all (a sequential scan
 #: with ``strpos``) rather than through the trigram index: measured at 1,000,000
 #: entries, a word in 6% of them is found twice as fast through the index, one in 24%
@@ -389,6 +396,26 @@ def _trigram_pays(conn: Any, cond: str, params: list[Any]) -> bool:
     return bool(total <= 0 or plan[0]["Plan"]["Plan Rows"] < SCAN_SHARE * total)
 
 
+def _recent_window(conn: Any, where: list[str], params: list[Any]) -> tuple[list[str], list[Any]]:
+    """Frequent terms, a limited search: the conditions narrowed to the
+    :data:`EARLY_STOP` newest matches (``ts_ms``, newest first, then session id and
+    ``seq``; an entry without a time counts as 1970), found by walking
+    ``search_entries_recent`` (step ``m010_search_recent``) and testing each row until
+    that many match, instead of reading every match. Where the database lacks that
+    index, or the matches are fewer, the conditions are returned as they were."""
+    if conn.execute("SELECT to_regclass('search_entries_recent') IS NULL").fetchone()[0]:
+        return where, params
+    keys = conn.execute(
+        f"SELECT s.session_id, s.seq FROM search_entries AS s WHERE {' AND '.join(where)}"
+        " ORDER BY coalesce(s.ts_ms, 0) DESC, s.session_id COLLATE \"C\", s.seq LIMIT %s",
+        [*params, EARLY_STOP + 1]).fetchall()
+    if len(keys) <= EARLY_STOP:
+        return where, params  # every match fits: the ordinary query reads no more than this
+    keys = keys[:EARLY_STOP]
+    return (["(s.session_id, s.seq) IN (SELECT * FROM unnest(%s::text[], %s::int[]))", *where],
+            [[key[0] for key in keys], [key[1] for key in keys], *params])
+
+
 def _hits_from_index(conn: Any, query: SearchQuery, filters: SearchFilters, limit: int | None,
                      team: bool = False) -> list[SearchHit]:
     allowed = _allowed(conn, filters)
@@ -402,11 +429,16 @@ def _hits_from_index(conn: Any, query: SearchQuery, filters: SearchFilters, limi
         if own_keys is not None and not own_keys:
             return []
         where, params = _conditions(query, filters, allowed, scan=own_keys is None, own_keys=own_keys)
+        frequent = own_keys is None
     else:
         where, params = _conditions(query, filters, allowed, scan=False)
         # Conditions are SQL text with %s placeholders: no query text is looked at here.
-        if any("LIKE" in part for part in where) and not _trigram_pays(conn, " AND ".join(where), params):
+        frequent = any("LIKE" in part for part in where) and not _trigram_pays(conn, " AND ".join(where), params)
+        if frequent:
             where, params = _conditions(query, filters, allowed, scan=True)
+    if frequent and limit is not None:
+        # Terms in a fifth of the entries or more: stop after the newest EARLY_STOP matches.
+        where, params = _recent_window(conn, where, params)
     ranking = rank_query(query)
     rank_params = [ranking] if ranking is not None else []
     score = "ts_rank(s.tsv, %s::tsquery, 1)" if ranking is not None else "0::real"

@@ -126,6 +126,52 @@ FROM (
 ) AS calls
 GROUP BY owner, day, provider, model, agent, project"""
 
+# From step m009_usage_rollup: the same view, read from the rollup (keys one session
+# holds, summed per session, 15-minute bucket and model) plus the shared ledger rows,
+# de-duplicated within a user as above. A bucket never crosses a UTC day.
+_PROJECT = "regexp_replace(rtrim(coalesce(s.cwd, ''), '/'), '^.*/', '')"
+_USAGE_BY_USER_ROLLUP = f"""
+CREATE OR REPLACE VIEW team_usage_by_user WITH (security_barrier) AS
+SELECT user_name, day, provider, model, agent, project, sum(calls)::bigint AS calls, sum(input) AS input,
+       sum(output) AS output, sum(cache_read) AS cache_read, sum(cache_write) AS cache_write,
+       sum(cost_nanos) AS cost_nanos
+FROM (
+    SELECT s.owner AS user_name,
+           to_char(to_timestamp(r.bucket / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day,
+           r.provider, r.model, coalesce(p.agent, '') AS agent, {_PROJECT} AS project,
+           r.calls, r.input, r.output, r.cache_read, r.cache_write, r.cost_nanos
+    FROM usage_rollup AS r JOIN sessions AS s ON s.id = r.session_id
+    LEFT JOIN provenance AS p ON p.session_id = r.session_id
+    WHERE r.calls <> 0
+    UNION ALL
+    SELECT owner, to_char(to_timestamp(ts_ms / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD'),
+           coalesce(provider, ''), coalesce(model, ''), agent, project,
+           m, m * input, m * output, m * cache_read, m * cache_write, m * coalesce(cost_nanos, 0)
+    FROM (
+        SELECT DISTINCT ON (per.owner, per.dedup_key)
+               per.owner, max(per.n) OVER (PARTITION BY per.owner, per.dedup_key) AS m,
+               per.provider, per.model, per.ts_ms, per.input, per.output, per.cache_read, per.cache_write,
+               per.cost_nanos, coalesce(p.agent, '') AS agent, {_PROJECT} AS project
+        FROM (SELECT s.owner, l.dedup_key, l.session_id, count(*) AS n, l.provider, l.model, l.ts_ms,
+                     l.input, l.output, l.cache_read, l.cache_write, l.cost_nanos
+              FROM usage_ledger AS l JOIN sessions AS s ON s.id = l.session_id
+              WHERE l.shared
+              GROUP BY s.owner, l.dedup_key, l.session_id, l.provider, l.model, l.ts_ms, l.input, l.output,
+                       l.cache_read, l.cache_write, l.cost_nanos) AS per
+        JOIN sessions AS s ON s.id = per.session_id
+        LEFT JOIN provenance AS p ON p.session_id = per.session_id
+        ORDER BY per.owner, per.dedup_key, coalesce(s.created_at, '') COLLATE "C", per.session_id COLLATE "C"
+    ) AS calls
+) AS parts
+GROUP BY user_name, day, provider, model, agent, project"""
+
+
+def rollup_views(conn: Any) -> None:
+    """Schema step ``m009_usage_rollup``'s part here: ``team_usage_by_user`` (and so
+    ``team_usage``) read from ``usage_rollup``, with the same rows as before."""
+    conn.execute(_USAGE_BY_USER_ROLLUP)
+
+
 _SESSIONS_BY_USER = """
 CREATE OR REPLACE VIEW team_sessions_by_user WITH (security_barrier) AS
 SELECT s.owner AS user_name, left(coalesce(s.created_at, ''), 10) AS day, coalesce(p.agent, '') AS agent,
@@ -320,6 +366,13 @@ def grant_team(conn: Any) -> bool:
         sql.SQL("GRANT EXECUTE ON FUNCTION prune_own(bigint, text, boolean), own_search_rows(text[], integer)"
                 " TO {}").format(member),
     ]
+    if conn.execute("SELECT to_regclass('usage_rollup') IS NOT NULL").fetchone()[0]:
+        # Step m009_usage_rollup: a member removes their own rollup rows with their
+        # session's; the rollup is written only by usage_settle (the owner's rights).
+        statements += [
+            sql.SQL("GRANT SELECT, DELETE ON usage_rollup TO {}").format(member),
+            sql.SQL("GRANT EXECUTE ON FUNCTION usage_settle(text) TO {}").format(member),
+        ]
     for statement in statements:
         conn.execute(statement)
     return True

@@ -23,7 +23,29 @@ copied call (a fork and its parent) contend for the same rows. The query:
    their four token counts.
 
 The result equals :func:`sessiontree.core.usagerecords.aggregate` over the same
-sessions (tests/test_postgres_usage.py checks it on random stores). Token
+sessions (tests/test_postgres_usage.py checks it on random stores). **Rollups** (schema step ``m009_usage_rollup``, docs/postgres.md "Usage rollups"):
+a store-wide report sums ``usage_rollup``, per (session, provider, model, 15-minute
+UTC bucket, priced shape), as SQLite's does, instead of every ledger row. A ledger
+row is *settled* by :func:`settle` in the transaction that writes it, into one of
+two states (``usage_ledger.shared``):
+
+* ``false``: its key is held by one session only; the row is summed into that
+  session's rollup row (de-duplication needs nothing more: every row of the key is
+  in that session, so the key's multiplicity is its row count);
+* ``true``: its key is, or was, held by more than one session; the row stays out of
+  the rollup and the query de-duplicates these rows as above (few: forks, imports).
+
+Every row of one key is in the same state, so the two parts never count a call
+twice. When a key gains a second session its rolled rows are taken out of the rollup
+and marked shared; a key whose other sessions are deleted stays shared (still exact,
+only read per row) until ``reindex`` rebuilds the rollup (:func:`rebuild_rollup`).
+Writers of different sessions settling one key take turns on a transaction-level
+advisory lock per key (taken in key order, so they cannot deadlock); the settle
+runs with the owner's rights (``usage_settle``, a ``SECURITY DEFINER`` function)
+because a member cannot see whether another member holds the key. Under
+row-level security a member's rollup rows are their own (``owner``, as the ledger's).
+
+Token
 counts and costs are ``numeric``: JSON allows integers beyond 64 bits, and a
 ledger row must never make an append fail. Provider and model are ``text``:
 one holding NUL or a lone surrogate is reported with U+FFFD in its place.
@@ -31,6 +53,7 @@ one holding NUL or a lone surrogate is reported with U+FFFD in its place.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -40,7 +63,11 @@ from sessiontree.stores.postgres.derived import IndexedRow, text_copy
 from sessiontree.stores.shared import ledger_row_owner
 from sessiontree.stores.verify import row_drift
 
-__all__ = ["LEDGER", "UsageLedger", "fill_ledger", "query_usage"]
+__all__ = ["LEDGER", "ROLLUP_STEP", "UsageLedger", "create_rollup", "fill_ledger", "query_usage", "rebuild_rollup"]
+
+#: The schema step creating ``usage_rollup`` and ``usage_settle``; before it (an older
+#: schema opened read-only, or the steps that fill the ledger) nothing is settled.
+ROLLUP_STEP = "m009_usage_rollup"
 
 _RECORD_TYPES = ("message", "session_summary", "compaction", "branch_summary", "usage")
 
@@ -56,7 +83,14 @@ class UsageLedger:
 
     def add(self, conn: Any, session_id: str, rows: Sequence[IndexedRow]) -> None:
         """Insert a ledger row for every billed record of the new entries ``rows``
-        (``(seq, entry, stored bytes)``) of ``session_id``, inside the writing transaction."""
+        (``(seq, entry, stored bytes)``) of ``session_id`` and settle them (:func:`settle`),
+        inside the writing transaction."""
+        if self.insert(conn, session_id, rows):
+            settle(conn, session_id)
+
+    def insert(self, conn: Any, session_id: str, rows: Sequence[IndexedRow]) -> bool:
+        """:meth:`add` without the settle (the schema steps filling the ledger, before
+        ``m009_usage_rollup`` settles every row); whether any row was written."""
         values = []
         for seq, entry, _ in rows:
             if entry.get("type") not in _RECORD_TYPES:
@@ -68,10 +102,14 @@ class UsageLedger:
         if values:
             with conn.cursor() as cur:
                 cur.executemany(_INSERT, values)
+        return bool(values)
 
     def remove(self, conn: Any, session_id: str) -> None:
-        """Delete the ledger rows of ``session_id`` (inside the writing transaction)."""
+        """Delete the ledger rows and rollup rows of ``session_id`` (inside the writing
+        transaction). Its shared keys stay shared in other sessions (exact; see the module)."""
         conn.execute("DELETE FROM usage_ledger WHERE session_id = %s", (session_id,))
+        if _has_rollup(conn):
+            conn.execute("DELETE FROM usage_rollup WHERE session_id = %s", (session_id,))
 
 
     def checker(self, conn: Any, session_id: str) -> _SessionCheck:
@@ -123,7 +161,168 @@ def fill_ledger(conn: Any) -> None:
                     continue  # a damaged record: verify() reports it, reindex() refuses it
                 if isinstance(entry, dict):
                     rows.append((seq, entry, b""))
-        LEDGER.add(conn, session_id, rows)
+        LEDGER.insert(conn, session_id, rows)
+
+
+# -- rollups (step m009_usage_rollup) -------------------------------------------------
+
+#: Class id of the advisory locks a settle takes per key (the object id is the key's
+#: first 4 bytes): an arbitrary constant, apart from the schema lock's single key.
+SETTLE_LOCK_CLASS = 0x5E55
+
+# A ledger row's rollup key: provider and model '' for NULL (usagerecords never records
+# an empty name), the floored 15-minute bucket, and the priced shape: '' when the
+# recorded cost is usable, else the token counts, so calls to be priced from the
+# catalogue keep theirs (tiered prices are not linear in tokens).
+_BUCKET = f"(ts_ms - mod(mod(ts_ms, {BUCKET_MS}) + {BUCKET_MS}, {BUCKET_MS}))"
+_SHAPE = ("(CASE WHEN cost_nanos IS NULL THEN input || ',' || output || ',' || cache_read || ',' || cache_write"
+          " || ',' || cache_write_1h ELSE '' END)")
+_ROLLUP_KEY = f"session_id, coalesce(provider, ''), coalesce(model, ''), {_BUCKET}, {_SHAPE}"
+
+
+def _rollup_move(sign: str, source: str) -> str:
+    """SQL adding (``sign=""``) or taking out (``sign="-"``) the ledger-shaped rows of
+    ``source`` (a ``FROM ... WHERE ...``) to or from their rollup rows."""
+    return f"""
+    INSERT INTO usage_rollup (session_id, provider, model, bucket, shape, calls, input, output, cache_read,
+                              cache_write, cost_nanos, cache_write_1h)
+    SELECT {_ROLLUP_KEY}, {sign}count(*), {sign}sum(input), {sign}sum(output), {sign}sum(cache_read),
+           {sign}sum(cache_write), {sign}sum(coalesce(cost_nanos, 0)), {sign}sum(cache_write_1h)
+    {source}
+    GROUP BY 1, 2, 3, 4, 5
+    ON CONFLICT (session_id, provider, model, bucket, shape) DO UPDATE SET
+        calls = usage_rollup.calls + excluded.calls, input = usage_rollup.input + excluded.input,
+        output = usage_rollup.output + excluded.output,
+        cache_read = usage_rollup.cache_read + excluded.cache_read,
+        cache_write = usage_rollup.cache_write + excluded.cache_write,
+        cost_nanos = usage_rollup.cost_nanos + excluded.cost_nanos,
+        cache_write_1h = usage_rollup.cache_write_1h + excluded.cache_write_1h"""
+
+
+# The pending keys of p_session that another session holds, or that are shared already.
+_TO_SHARE = """
+    SELECT DISTINCT p.dedup_key FROM usage_ledger AS p
+    WHERE p.session_id = p_session AND p.shared IS NULL AND EXISTS (
+        SELECT 1 FROM usage_ledger AS o WHERE o.dedup_key = p.dedup_key
+          AND (o.session_id <> p_session OR o.shared))"""
+
+_SETTLE = f"""
+CREATE OR REPLACE FUNCTION usage_settle(p_session text) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = {{schema}}, pg_temp AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM sessions WHERE id = p_session AND owner = session_user)
+       AND NOT pg_has_role(session_user, current_user, 'MEMBER') THEN
+        RAISE EXCEPTION 'usage_settle: session % is not yours', p_session USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    PERFORM pg_advisory_xact_lock({SETTLE_LOCK_CLASS}, k.k) FROM (
+        SELECT DISTINCT ('x' || encode(substr(dedup_key, 1, 4), 'hex'))::bit(32)::integer AS k
+        FROM usage_ledger WHERE session_id = p_session AND shared IS NULL ORDER BY 1) AS k;
+    -- Keys gaining a second session: their rolled rows leave the rollup, all become shared.
+    WITH to_share AS MATERIALIZED ({_TO_SHARE}),
+    taken AS ({_rollup_move("-", "FROM usage_ledger WHERE shared = false"
+                                 " AND dedup_key IN (SELECT dedup_key FROM to_share)")}
+        RETURNING 1)
+    UPDATE usage_ledger SET shared = true
+    WHERE dedup_key IN (SELECT dedup_key FROM to_share) AND shared IS NOT TRUE;
+    -- The rest are held by this session alone: into its rollup rows.
+    WITH rolled AS (UPDATE usage_ledger SET shared = false WHERE session_id = p_session AND shared IS NULL
+                    RETURNING session_id, provider, model, ts_ms, input, output, cache_read, cache_write,
+                              cost_nanos, cache_write_1h)
+    {_rollup_move("", "FROM rolled")};
+END $$"""
+
+
+_MOVE_OWNER = """
+CREATE OR REPLACE FUNCTION session_owner_moved() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE entries SET owner = NEW.owner WHERE session_id = NEW.id;
+    UPDATE message_texts SET owner = NEW.owner WHERE session_id = NEW.id;
+    UPDATE search_entries SET owner = NEW.owner WHERE session_id = NEW.id;
+    UPDATE usage_ledger SET owner = NEW.owner WHERE session_id = NEW.id;
+    UPDATE usage_rollup SET owner = NEW.owner WHERE session_id = NEW.id;
+    RETURN NULL;
+END $$"""
+
+
+#: Connections known to see ``usage_rollup`` (a table is never taken away by a schema
+#: step), so an append asks once per connection, not once per write (a read in a
+#: pipelined write costs a round trip).
+_ROLLUP_SEEN: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _has_rollup(conn: Any) -> bool:
+    if conn in _ROLLUP_SEEN:
+        return True
+    seen = bool(conn.execute("SELECT to_regclass('usage_rollup') IS NOT NULL").fetchone()[0])
+    if seen:
+        _ROLLUP_SEEN.add(conn)
+    return seen
+
+
+def settle(conn: Any, session_id: str) -> None:
+    """Settle the new ledger rows of ``session_id`` into the rollup or the shared rows
+    (``usage_settle``; see the module), inside the writing transaction. Nothing before
+    the rollup's schema step (its step settles every row at once)."""
+    if _has_rollup(conn):
+        conn.execute("SELECT usage_settle(%s)", (session_id,))
+
+
+def rebuild_rollup(conn: Any) -> None:
+    """Recompute every ledger row's state and ``usage_rollup`` from the ledger (the
+    schema step and a whole-store ``reindex``): a key is shared when more than one
+    session holds it."""
+    conn.execute("""
+        UPDATE usage_ledger SET shared = dedup_key IN (
+            SELECT dedup_key FROM usage_ledger GROUP BY dedup_key HAVING count(DISTINCT session_id) > 1)""")
+    conn.execute("DELETE FROM usage_rollup")
+    conn.execute(_rollup_move("", "FROM usage_ledger WHERE shared = false"))
+
+
+def create_rollup(conn: Any) -> None:
+    """Schema step ``m009_usage_rollup``: ``usage_ledger.shared``, the ``usage_rollup``
+    table (under row-level security like the ledger, docs/team.md) and ``usage_settle``,
+    filled from the ledger."""
+    schema = conn.execute("SELECT quote_ident(current_schema())").fetchone()[0]
+    conn.execute("ALTER TABLE usage_ledger ADD COLUMN IF NOT EXISTS shared boolean")
+    # The rows the query de-duplicates (few); a member's are found by owner.
+    conn.execute("CREATE INDEX IF NOT EXISTS usage_ledger_shared ON usage_ledger (owner) WHERE shared")
+    conn.execute("DROP TABLE IF EXISTS usage_rollup")
+    conn.execute("""
+        CREATE TABLE usage_rollup (
+            -- The session holding the calls (their keys are held by no other session).
+            session_id text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            -- '' for a provider or model not recorded.
+            provider text NOT NULL,
+            model text NOT NULL,
+            -- Start of the 15-minute UTC bucket, Unix ms (floored).
+            bucket bigint NOT NULL,
+            -- '' when the calls' recorded costs are usable, else their token counts
+            -- 'input,output,cacheRead,cacheWrite,cacheWrite1h'.
+            shape text NOT NULL,
+            -- Sums over the calls: count, tokens, recorded cost in nano-dollars (0 where unusable).
+            calls numeric NOT NULL,
+            input numeric NOT NULL,
+            output numeric NOT NULL,
+            cache_read numeric NOT NULL,
+            cache_write numeric NOT NULL,
+            cost_nanos numeric NOT NULL,
+            cache_write_1h numeric NOT NULL,
+            -- The session's owner (row-level security, docs/team.md).
+            owner text NOT NULL DEFAULT current_user,
+            PRIMARY KEY (session_id, provider, model, bucket, shape)
+        )""")
+    conn.execute("CREATE INDEX usage_rollup_owner ON usage_rollup (owner)")
+    conn.execute("CREATE TRIGGER usage_rollup_owner BEFORE INSERT ON usage_rollup"
+                 " FOR EACH ROW EXECUTE FUNCTION session_row_owner()")
+    conn.execute("ALTER TABLE usage_rollup ENABLE ROW LEVEL SECURITY")
+    conn.execute("CREATE POLICY own_rows ON usage_rollup USING (owner = current_user)"
+                 " WITH CHECK (owner = current_user"
+                 " AND EXISTS (SELECT 1 FROM sessions AS s WHERE s.id = usage_rollup.session_id))")
+    conn.execute(_SETTLE.format(schema=schema))
+    conn.execute("REVOKE ALL ON FUNCTION usage_settle(text) FROM PUBLIC")
+    # A session handed to someone else takes its rollup rows along (m008's function, plus them).
+    conn.execute(_MOVE_OWNER)
+    rebuild_rollup(conn)
 
 
 
@@ -131,8 +330,14 @@ _ATTRS = "provider, model, ts_ms, input, output, cache_read, cache_write, cost_n
 
 
 def query_usage(conn: Any, query: UsageQuery, cwd_of: Callable[[list[str]], dict[str, str | None]],
-                cwd_filter: Callable[[str | None], bool] | None = None) -> list[UsageRow]:
+                cwd_filter: Callable[[str | None], bool] | None = None, *, rollup: bool = False) -> list[UsageRow]:
     """Answer :meth:`PostgresStore.usage` from the ledger with SQL aggregates (no entry is read).
+
+    With ``rollup`` (the database has step ``m009_usage_rollup``), a store-wide query
+    sums ``usage_rollup`` and de-duplicates only the shared ledger rows (see the module),
+    as SQLite does, except where the rollup cannot answer, which read every ledger row
+    (same result): ``price_all`` (every call priced on its own tokens), and a
+    ``since_ms`` / ``until_ms`` off a 15-minute boundary (a bucket cannot be split).
 
     Args:
         conn: a connection inside a read transaction.
@@ -140,6 +345,7 @@ def query_usage(conn: Any, query: UsageQuery, cwd_of: Callable[[list[str]], dict
         cwd_of: ``(session ids) -> {id: exact header cwd}`` for the owners that matter.
         cwd_filter: ``(cwd) -> bool`` for :attr:`UsageQuery.cwd`, applied to the owning
             sessions, or ``None``.
+        rollup: whether ``usage_rollup`` and the ledger's ``shared`` states exist.
 
     Returns:
         The rows of :func:`sessiontree.core.usagerecords.aggregate` for the same sessions,
@@ -187,6 +393,11 @@ def query_usage(conn: Any, query: UsageQuery, cwd_of: Callable[[list[str]], dict
             None: (query.session_id, cwd_of([query.session_id]).get(query.session_id))}
     else:
         sessions = query.per_session or query.cwd is not None
+        rolled = rollup and not query.price_all and all(
+            bound is None or bound % BUCKET_MS == 0 for bound in (query.since_ms, query.until_ms))
+        if rolled:
+            # Only the shared rows are de-duplicated here; the rollup holds the rest.
+            time_sql = f"shared AND {time_sql}"
         if sessions:
             # Per key: the most rows in one session, and the owner (earliest createdAt, then id).
             calls = f"""
@@ -206,11 +417,14 @@ def query_usage(conn: Any, query: UsageQuery, cwd_of: Callable[[list[str]], dict
             SELECT owner, provider, model, {bucket}, cost_nanos IS NOT NULL, false, {per_call}, {sums}
             FROM ({calls}) AS calls GROUP BY owner, {group}"""
         rows = conn.execute(sql, params).fetchall()
+        if rolled:
+            rows += _rollup_rows(conn, query, sessions)
         owners = {None: (None, None)}
         if sessions:
             cwds = cwd_of(sorted({row[0] for row in rows}))
             owners.update({sid: (sid, cwd) for sid, cwd in cwds.items()})
     merged: dict[tuple[Any, ...], UsageRow] = {}
+    # Rows of either part with equal attributes add up (calls and sums are linear).
     for row in rows:
         reported = ledger_row_owner(query, owners[row[0]], cwd_filter)
         if reported is None:
@@ -233,3 +447,28 @@ def query_usage(conn: Any, query: UsageQuery, cwd_of: Callable[[list[str]], dict
             out.cost_nanos += cost
             out.cache_write_1h += hour
     return list(merged.values())
+
+
+def _rollup_rows(conn: Any, query: UsageQuery, sessions: bool) -> list[tuple[Any, ...]]:
+    """The rollup part of a store-wide :func:`query_usage`, in the shape of its ledger
+    rows ``(owner, provider, model, bucket, has cost, copied, priced per call, calls,
+    input, output, cache_read, cache_write, cost_nanos, cache_write_1h)``. The bounds
+    are on 15-minute boundaries, so comparing buckets selects the same calls."""
+    where, params = ["calls <> 0"], []
+    if query.since_ms is not None:
+        where.append("bucket >= %s")
+        params.append(query.since_ms)
+    if query.until_ms is not None:
+        where.append("bucket < %s")
+        params.append(query.until_ms)
+    owner = "session_id" if sessions else "NULL::text"
+    # Calls with a usable recorded cost sum across buckets unless time matters;
+    # calls to be priced keep their bucket (prices change over time).
+    bucket = "bucket" if query.by_time else "(CASE WHEN shape = '' THEN 0 ELSE bucket END)"
+    rows: list[tuple[Any, ...]] = conn.execute(f"""
+        SELECT {owner}, nullif(provider, ''), nullif(model, ''), {bucket}, shape = '', false, shape <> '',
+               sum(calls), sum(input), sum(output), sum(cache_read), sum(cache_write), sum(cost_nanos),
+               sum(cache_write_1h)
+        FROM usage_rollup WHERE {" AND ".join(where)}
+        GROUP BY {owner}, provider, model, {bucket}, shape""", params).fetchall()
+    return rows
