@@ -136,22 +136,40 @@ def test_protocol_ids_are_never_findings(ident):
     assert scan_text(f'{{"requestId": "{ident}", "x": \'{ident}\'}}') == []
 
 
-REAL_FILES = foreign_files("claude-code") + foreign_files("codex")
+REAL_FILES = foreign_files("claude-code") + foreign_files("codex") + foreign_files("gemini")
 
 
 @needs_shared
 @pytest.mark.parametrize("path", REAL_FILES, ids=[p.name[:40] for p in REAL_FILES])
 def test_real_corpus_has_no_false_positive(path):
-    """Every Claude Code and Codex file of ../shared/corpus, mapped and scanned with its
+    """Every Claude Code, Codex and Gemini CLI file of ../shared/corpus, mapped and scanned with its
     header and verbatim records: 0 findings. The corpus holds no true secret (checked by
     hand: no key shape of docs/secrets.md occurs in it; the ``hf_`` runs are inside Codex
     ``encrypted_content``), so any finding would be a false positive; before these rules
     the same scan reported 1,300 (thinking signatures, encrypted reasoning, request ids,
-    a slug, ``github_pat_xxxx``, ``self.api_key = api_key``)."""
+    a slug, ``github_pat_xxxx``, ``self.api_key = api_key``); a Gemini chat, kept as
+    fragments of its JSON document, gave 5 (its ``projectHash`` and tool call ids scanned
+    as text)."""
     mapped = map_foreign(path.read_bytes(), str(path))
     assert mapped is not None, path
     found = scan_entries(mapped.entries, mapped.header)
     assert found == [], [(f.path, f.kind, f.preview) for f in found[:5]]
+
+
+def test_a_fragment_of_a_json_document_keeps_its_secrets_but_not_its_protocol_ids():
+    """Synthetic (the corpus holds no secret): a record kept as a fragment of a JSON
+    document, as a Gemini CLI message is, is scanned as text with the values of its
+    protocol keys blanked: a hash under ``projectHash`` and an ``id`` are no findings, a key
+    in its text is one, found at its place in the kept bytes and redacted there."""
+    fragment = (',\n    {"id": "run_shell_command-1765309941376-a3b382f7de6c78", "projectHash": '
+                f'"{"9126eddec7f67e038794657b4d517dd9cb5226468f30b5ee7296c27d65e84fde"}", '
+                f'"content": "export KEY={KEY}"}}')
+    entries = [{"type": "custom", "id": "m1", "parentId": None, "timestamp": "2026-01-01T00:00:00.000Z",
+                "customType": "gemini", "foreign": {"agent": "gemini", "line": 1, "raw": fragment}}]
+    found = scan_entries(entries)
+    assert [(f.path, f.kind) for f in found] == [("foreign.raw", "anthropic-api-key")]
+    redacted = Redactor().redact_entries(entries)[0]["foreign"]["raw"]
+    assert KEY not in redacted and "a3b382f7de6c78" in redacted and redacted.startswith(',\n    {"id"')
 
 
 # --------------------------------------------------------------------------- item 6: the header's cwd

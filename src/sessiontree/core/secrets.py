@@ -147,6 +147,7 @@ PROTOCOL_KEYS = frozenset({
     "sourceToolUseID", "sourceToolAssistantUUID", "call_id", "turn_id", "response_id", "item_id", "timestamp",
     "signature", "encrypted_content", "role", "model", "stop_reason", "stop_sequence", "version", "userType",
     "gitBranch", "slug", "mimeType", "media_type", "status", "subtype", "level", "hookEvent", "hookName",
+    "projectHash", "startTime", "lastUpdated", "thoughtSignature",
 })
 
 #: Ids the agents' protocols give requests, messages, tool calls and responses
@@ -785,6 +786,26 @@ def _raw_json(text: str) -> Any:
     return value if isinstance(value, (dict, list)) else None
 
 
+#: A ``"key": "value"`` pair inside a record kept as a JSON fragment (a Gemini CLI chat is one
+#: document, kept cut at its messages: docs/agents/gemini.md), for :func:`_mask_protocol`.
+_PAIR = re.compile(r'"([A-Za-z_][A-Za-z0-9_]*)"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _mask_protocol(text: str) -> str:
+    """``text`` with the string values of :data:`PROTOCOL_KEYS` blanked (spaces of the same
+    length, so a finding's offsets still point into the kept bytes): a record kept as a
+    fragment of a JSON document is scanned as text, its protocol ids and hashes left out as
+    in a parsed record."""
+    def blank(match: re.Match[str]) -> str:
+        if match.group(1) not in PROTOCOL_KEYS:
+            return match.group(0)
+        start, end = match.span(2)
+        whole = match.group(0)
+        offset = match.start()
+        return whole[:start - offset] + " " * (end - start) + whole[end - offset:]
+    return _PAIR.sub(blank, text)
+
+
 def _walk_raw(value: Any, path: str) -> Iterator[tuple[str, str]]:
     if isinstance(value, str):
         yield path, value
@@ -803,8 +824,9 @@ def iter_raw_fields(entry: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     A JSON record is scanned value by value (what the agent wrote, decoded: its
     escapes undone, so lines and quotes are as in the mapped text), its
     :data:`PROTOCOL_KEYS` left out, with paths under ``foreign.raw``
-    (``foreign.raw.toolUseResult.stdout``); a record that is not JSON is scanned as
-    one text (path ``foreign.raw``). ``rawBase64`` is decoded with replacement first
+    (``foreign.raw.toolUseResult.stdout``); a record that is not JSON (a line that is
+    not, or a fragment of a JSON document: a Gemini CLI chat) is scanned as one text
+    (path ``foreign.raw``), the string values of its :data:`PROTOCOL_KEYS` blanked. ``rawBase64`` is decoded with replacement first
     (path ``foreign.rawBase64``...). Nothing when the entry keeps no record or it
     cannot be decoded (:func:`unscannable`).
     """
@@ -814,7 +836,7 @@ def iter_raw_fields(entry: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     root = f"foreign.{how}"
     value = _raw_json(text)
     if value is None:
-        yield root, text
+        yield root, _mask_protocol(text)
     else:
         yield from _walk_raw(value, root)
 
@@ -932,7 +954,8 @@ class Redactor:
                 continue
             value = _raw_json(record)
             raws[index] = (record, how, value)
-            fields = [(f"foreign.{how}", record)] if value is None else _walk_raw(value, f"foreign.{how}")
+            fields = ([(f"foreign.{how}", _mask_protocol(record))] if value is None
+                      else _walk_raw(value, f"foreign.{how}"))
             for path, field_text in fields:
                 self._find(found, index, path, field_text)
         long_secrets = sorted((s for s in self._placeholders if len(s) >= GLOBAL_REPLACE_MIN), key=len, reverse=True)
