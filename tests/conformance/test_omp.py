@@ -98,3 +98,19 @@ def test_omp_in_sources_list_and_stats(tmp_path, _fake_home):
     out = tmp_path / "back.jsonl"
     run_cli(db, "export", SID, "--format", "source", "-o", str(out))
     assert out.read_bytes() == slot("Fix the parser") + records(4)
+
+
+def test_resume_of_an_omp_session_speaks_omp_and_writes_nothing(tmp_path, _fake_home):
+    """oh-my-pi's own command (its resumeCommand: `omp --resume ID`, read in omp 18.3.4's
+    cli.js), in the session's cwd; nothing restored into pi's folder or anywhere else. On the
+    code before, resume wrote a pi file under ~/.pi and printed a `pi --session` command."""
+    folder = _fake_home / ".omp" / "agent" / "sessions" / "--home-me-proj--"
+    folder.mkdir(parents=True)
+    (folder / f"2026-05-01T10-00-00-000Z_{SID}.jsonl").write_bytes(slot("Fix the parser") + records(4))
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    assert run_cli_json(db, "sync")["new"] == 1
+    before = sorted(p for p in _fake_home.rglob("*") if p.is_file())
+    answer = run_cli_json(db, "resume", SID[:8])
+    assert (answer["agent"], answer["command"], answer["cwd"]) == ("omp", ["omp", "--resume", SID], "/home/me/proj")
+    assert run_cli(db, "resume", SID[:8]).stdout.strip() == f"cd /home/me/proj && omp --resume {SID}"
+    assert sorted(p for p in _fake_home.rglob("*") if p.is_file()) == before

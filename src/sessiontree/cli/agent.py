@@ -141,14 +141,17 @@ def resume_cmd(app: App, session: str, agent: str | None, fork: bool, run: bool,
     command that continues it, or run it in the session's directory with --exec: `pi
     --session PATH` (Atomic: `atomic --session PATH`), `claude --resume ID`, `codex resume ID`.
     A Claude Code or Codex file that was archived or removed is written back first, byte for
-    byte from the records the store kept. A Gemini CLI session prints `gemini --resume ID` and
-    writes nothing (docs/agents/gemini.md, "resume")."""
+    byte from the records the store kept. A Gemini CLI session prints `gemini --resume ID`, an
+    oh-my-pi session `omp --resume ID` (in its cwd); both write nothing: the agent keeps its
+    own file (docs/agents/gemini.md, "resume" and "omp")."""
     from sessiontree.format.foreign.common import agent_of_header
     from sessiontree.sync.restore import FOREIGN, agent_resume_command
 
     session_id = resolve_session_id(app, session)
-    if agent_of_header(app.store.read_outline(session_id).header) == "gemini":
-        _resume_gemini(app, session_id, run, as_json)
+    header = app.store.read_outline(session_id).header
+    own = agent_of_header(header)
+    if own in ("gemini", "omp"):
+        _resume_in_place(app, session_id, own, str(header.get("cwd") or "") if own == "omp" else "", run, as_json)
         return
     agent, result = _restore(app, session, agent, None, None)
     if agent in FOREIGN:
@@ -186,18 +189,26 @@ def resume_cmd(app: App, session: str, agent: str | None, fork: bool, run: bool,
         raise UserError(f"cannot run {command[0]}: {exc.strerror} (is {command[0]} installed and on PATH?)") from exc
 
 
-def _resume_gemini(app: App, session_id: str, run: bool, as_json: bool) -> None:
-    """Print (or run) Gemini CLI's own ``gemini --resume ID``: the chat stays in Gemini CLI's
-    folder, nothing is restored or written."""
-    from sessiontree.format.foreign.gemini import resume_command as gemini_resume_command
+def _resume_in_place(app: App, session_id: str, own: str, cwd: str, run: bool, as_json: bool) -> None:
+    """Print (or run) the agent's own command for a session whose file stays in the agent's
+    folder (Gemini CLI: ``gemini --resume ID``; oh-my-pi: ``omp --resume ID`` in its cwd):
+    nothing is restored or written."""
+    from sessiontree.format.foreign import gemini, omp
 
-    command = gemini_resume_command(session_id)
+    command = gemini.resume_command(session_id) if own == "gemini" else omp.resume_command(session_id)
+    if "\x00" in cwd:
+        raise UserError(f"session {session_id}: header field \"cwd\" holds a NUL byte, so no command can enter it")
     if as_json and not run:
-        print_json({"sessionId": session_id, "agent": "gemini", "command": command, "cwd": ""})
+        print_json({"sessionId": session_id, "agent": own, "command": command, "cwd": cwd})
         return
     if not run:
-        click.echo(shell_join(command))
+        click.echo(f"cd {shell_quote(cwd)} && {shell_join(command)}" if cwd else shell_join(command))
         return
+    if cwd:
+        try:
+            os.chdir(cwd)
+        except OSError as exc:
+            raise UserError(f"cannot enter {safe_line(cwd)}: {exc.strerror}") from exc
     app.close()
     try:
         os.execvp(command[0], command)

@@ -66,7 +66,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sessiontree.compare import DiffInputError, diff_branches
-from sessiontree.core.textsafe import shell_join
+from sessiontree.core.textsafe import shell_join, shell_quote
 from sessiontree.errors import (
     AmbiguousSessionPrefixError,
     EntryNotFoundError,
@@ -76,6 +76,7 @@ from sessiontree.errors import (
 )
 from sessiontree.format.foreign import agent_of_header
 from sessiontree.format.foreign.gemini import resume_command as gemini_resume_command
+from sessiontree.format.foreign.omp import resume_command as omp_resume_command
 from sessiontree.format.idprefix import resolve_session_prefix
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.base import SessionStore, SyncState
@@ -521,6 +522,10 @@ def create_app(store: SessionStore, config: ViewerConfig | None = None) -> Starl
             header = cached.manager.get_header()
             if agent_of_header(header) == "gemini":  # Gemini CLI's own command (docs/agents/gemini.md)
                 resume = shell_join(gemini_resume_command(session_id))
+            elif agent_of_header(header) == "omp":  # oh-my-pi's own, in the session's cwd
+                cwd = str(header.get("cwd") or "")
+                command = shell_join(omp_resume_command(session_id))
+                resume = f"cd {shell_quote(cwd)} && {command}" if cwd else command
             else:
                 resume = resume_command(store, session_id, str(header.get("cwd") or ""), read_states=read_states,
                                         own=agent_of_header(header))

@@ -31,10 +31,17 @@ import orjson
 from sessiontree.format.codec import parse_session
 from sessiontree.format.foreign.common import ForeignSession
 
-__all__ = ["AGENT", "TITLE_ID", "is_title_slot", "map_omp"]
+__all__ = ["AGENT", "TITLE_ID", "is_title_slot", "map_omp", "resume_command"]
 
 AGENT = "omp"
 TITLE_ID = "title-slot"
+
+
+def resume_command(session_id: str) -> list[str]:
+    """oh-my-pi's own command that continues a session: ``omp --resume ID``, the form omp
+    itself prints (its ``resumeCommand``, 18.3.4; ``--session`` is an alias). Run in the
+    session's cwd: omp looks the id up among its own sessions (docs/agents/gemini.md, "omp")."""
+    return ["omp", "--resume", session_id]
 
 
 def is_title_slot(value: Any) -> bool:
