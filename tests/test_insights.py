@@ -20,7 +20,7 @@ from cli_support import run_cli, run_cli_json
 from corpus import needs_shared, shared, vendored
 from sessiontree.core.insights import session_facts
 from sessiontree.format.codec import read_session_file
-from sessiontree.format.foreign import map_codex
+from sessiontree.format.foreign import map_codex, map_foreign
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.memory import MemoryStore
 from sessiontree.stores.sqlite.store import SqliteStore
@@ -119,6 +119,39 @@ def test_codex_files_by_hand(name, tools, longest):
     assert facts.repeats == 0 and facts.abandoned_branches == []
     assert facts.waits[0].ms == longest
     assert facts.files_edited == (["myapp/hoge.py"] if name == CODEX_1209 else [])
+
+
+CLAUDE = "claude-code/projects"
+
+
+@needs_shared
+@pytest.mark.parametrize(("name", "calls", "errors", "interrupted"), [
+    # Counted by hand from the raw files: distinct tool_use ids in top-level (not sidechain)
+    # assistant records; errors = their tool_result blocks with is_error true, by tool name;
+    # interrupted = tool_use ids no tool_result answers (61cb3ba8 ends while one is open).
+    ("-Users-alex-workspace-cli--worktrees-2/53ea1606-cf60-417b-928a-068324ecc7b3.jsonl", 85,
+     {"Bash": 2, "Edit": 1}, 0),
+    ("-Users-alex-workspace-cli/0cf3db51-1c73-43bb-8d05-dc02739514a5.jsonl", 39, {"Glob": 1, "Grep": 1}, 0),
+    ("-Users-alex-workspace-cli/8b418ea5-895d-4ad5-abe8-4489d36e454f.jsonl", 31,
+     {"mcp__linear-server__create_comment": 1, "mcp__linear-server__search_documentation": 1}, 0),
+    ("-Users-paul-src-entireio-cli/61cb3ba8-484b-4a21-bf99-34f7dc361170.jsonl", 16, {"Skill": 1}, 1),
+    ("-Users-paul-src-entireio-cli/9d440bfc-a64f-43be-aa10-10a3764a59ea.jsonl", 5, {}, 0),
+    ("-Users-soph-Work-entire-devenv-cli/dc577197-3905-4039-9b27-8ab77a6b087f.jsonl", 12, {}, 0),
+    ("-Users-test-user-agent-sample/7f2abd2d-7cfc-4447-9ddd-3ca8d14e02e9.jsonl", 4, {"Bash": 1}, 0),
+    ("-workspace/c45af7b1-cb7c-4e51-93db-8cbb250a877a.jsonl", 10, {"Bash": 2}, 0),
+    ("sample-project/1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl", 12, {"Write": 1}, 0),
+    ("sample-project/5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl", 13, {"Edit": 1, "Task": 1}, 0),
+    ("sample-project/fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl", 11, {}, 0),
+])
+def test_claude_code_files_by_hand(name, calls, errors, interrupted):
+    path = shared(f"{CLAUDE}/{name}")
+    mapped = map_foreign(path.read_bytes(), str(path))
+    assert mapped is not None
+    facts = session_facts(mapped.entries)
+    tools = _tools(facts)
+    assert sum(n for n, _ in tools.values()) == calls
+    assert {tool: e for tool, (_, e) in tools.items() if e} == errors
+    assert len(facts.interrupted_calls) == interrupted
 
 
 # --------------------------------------------------------------------------- rules no real file shows
