@@ -95,10 +95,11 @@ def canonical(view: dict[str, Any]) -> str:
 
 
 def sources() -> list[Path]:
-    """Every file of the corpus beside the checkout (when there) and of ``examples/``."""
+    """Every pi file of the corpus beside the checkout (when there) and of ``examples/`` (the
+    other agents' folders of the corpus are not pi's files: their own tests read them)."""
     files = sorted(EXAMPLES.glob("*.jsonl"))
     if corpus.HAS_SHARED:
-        files = sorted(corpus.SHARED.rglob("*.jsonl")) + files
+        files = corpus.shared_files() + files
     return files
 
 

@@ -124,9 +124,12 @@ def test_filters_submit_and_links_lead_to_sessions(server, browser):
 
     browser.get(f"{server}/usage?{QUERY}")
     Select(_css(browser, "select[name=agent]")[0]).select_by_value("claude-code")
+    from selenium.webdriver.support.ui import WebDriverWait
+
     _css(browser, "form.filters button")[0].click()
-    assert "agent=claude-code" in browser.current_url
+    # The submit navigates: wait for the new page rather than read the URL mid-navigation.
+    WebDriverWait(browser, 10).until(lambda b: "agent=claude-code" in b.current_url)
     assert len(_css(browser, "#period-chart g.bar")) == 1
     _css(browser, "#session-table a")[0].click()
-    assert "/s/7f0c1e2a-0000-4000-8000-00000000d45b" in browser.current_url
+    WebDriverWait(browser, 10).until(lambda b: "/s/7f0c1e2a-0000-4000-8000-00000000d45b" in b.current_url)
     assert _severe(browser) == []
