@@ -19,12 +19,12 @@ from __future__ import annotations
 import hashlib
 import os
 
-from sessiontree.errors import InvalidSessionError, SessionNotFoundError, StorageError
+from sessiontree.errors import InvalidSessionError
 from sessiontree.format.codec import ParsedSession
 from sessiontree.format.foreign.omp import TITLE_ID, map_omp
 from sessiontree.format.ids import is_valid_session_id
 from sessiontree.stores.base import SyncChange, SyncState
-from sessiontree.sync.rewrites import Outcome, SyncerView, merged_with_store
+from sessiontree.sync.rewrites import Outcome, SyncerView, merged_with_store, stored_to_compare
 
 __all__ = ["maybe_omp", "sync_omp"]
 
@@ -72,15 +72,10 @@ def sync_omp(syncer: SyncerView, path: str, data: bytes, fst: os.stat_result,
         syncer._commit(expect, new_state, change)
 
     raw = [parsed.entry_bytes(i) for i in range(len(parsed.entries))]
-    stored: ParsedSession | None = None
-    if session_id in syncer.stored_ids or syncer.store.exists(session_id):
-        try:
-            stored = syncer.store.read(session_id)
-        except SessionNotFoundError:
-            stored = None
-        except (InvalidSessionError, StorageError) as exc:
-            return Outcome("rejected", session_id,
-                              reason=f"the stored session cannot be read to compare: {exc}")
+    found = stored_to_compare(syncer, session_id)
+    if isinstance(found, Outcome):
+        return found
+    stored = found
     if stored is None:
         try:
             commit(SyncChange("create", session_id, dict(parsed.header), parsed.entries, raw,

@@ -8,10 +8,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from sessiontree.errors import InvalidSessionError, SessionNotFoundError, StorageError
 from sessiontree.format.codec import ParsedSession
 from sessiontree.stores.base import Provenance, SessionStore, SyncChange, SyncState
 
-__all__ = ["Outcome", "SyncerView", "merged_with_store"]
+__all__ = ["Outcome", "SyncerView", "merged_with_store", "stored_to_compare"]
 
 
 class SyncerView(Protocol):
@@ -56,6 +57,19 @@ class Outcome:
     line: int | None = None
     pending: int = 0
     note: str | None = None
+
+
+def stored_to_compare(syncer: SyncerView, session_id: str) -> ParsedSession | Outcome | None:
+    """The stored session a rewritten file is compared with: ``None`` when there is none,
+    an ``Outcome`` ("rejected", naming why) when it cannot be read, else the session."""
+    if session_id not in syncer.stored_ids and not syncer.store.exists(session_id):
+        return None
+    try:
+        return syncer.store.read(session_id)
+    except SessionNotFoundError:
+        return None
+    except (InvalidSessionError, StorageError) as exc:
+        return Outcome("rejected", session_id, reason=f"the stored session cannot be read to compare: {exc}")
 
 
 def merged_with_store(stored: ParsedSession, parsed: ParsedSession) -> tuple[list[dict[str, Any]], list[bytes | None]]:
