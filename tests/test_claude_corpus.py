@@ -111,15 +111,14 @@ def test_the_corpus_holds_the_files_foreign_md_lists():
 
 
 def _completed_copies(folder: Path) -> list[Path]:
-    """The corpus files copied into ``folder``, each last line completed with the newline
-    Claude Code writes after every record: the six files the Entire CLI copied lack it,
-    and sync leaves a line without its newline for later (it may still be being written)."""
+    """The corpus files copied byte for byte into ``folder`` (fresh copies, as a user's new
+    home: the six files the Entire CLI copied end without a newline, and their last record
+    must come in all the same)."""
     copies = []
     for path in _files():
         target = folder / path.parent.name / path.name
         target.parent.mkdir(parents=True, exist_ok=True)
-        data = path.read_bytes()
-        target.write_bytes(data if data.endswith(b"\n") else data + b"\n")
+        target.write_bytes(path.read_bytes())
         copies.append(target)
     return copies
 
@@ -165,7 +164,7 @@ def test_check_and_sync_agree_on_every_file(tmp_path):
         for path in _files():
             errors = [p for p in check_bytes(path.read_bytes(), str(path)) if p.severity == "error"]
             result = Syncer(store).sync_file(str(path))
-            # An Entire copy's last line has no newline: sync takes the rest and waits for it.
+            # An Entire copy's last line has no newline; it is a whole record all the same.
             assert (errors, result.status, result.reason) == ([], "new", None), path.name
 
 

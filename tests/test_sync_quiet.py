@@ -95,14 +95,17 @@ def test_the_ledger_lives_beside_the_store(home, tmp_path):
     assert (folder / ".sessiontree-sync-reported").is_file()
 
 
-def _codex_copy(home: Path, *, rested: bool) -> tuple[Path, bytes]:
-    """The real Codex rollout, written as an agent killed before its last newline leaves it."""
+def _codex_copy(home: Path, *, rested: bool, whole_record: bool = False) -> tuple[Path, bytes]:
+    """The real Codex rollout, as an agent killed while writing its last line leaves it: cut
+    in the middle of that line, or (``whole_record``) only its newline missing, as in a copy
+    that lost the final newline (the Entire CLI's Claude Code copies in the corpus)."""
     data = CODEX.read_bytes()
     assert data.endswith(b"\n")
     folder = home / ".codex" / "sessions" / "2025" / "12" / "09"
     folder.mkdir(parents=True)
     path = folder / CODEX.name
-    path.write_bytes(data[:-1])
+    start = data[:-1].rfind(b"\n") + 1
+    path.write_bytes(data[:-1] if whole_record else data[:start + (len(data) - 1 - start) // 2])
     if rested:
         old = time.time() - 2 * 3600
         os.utime(path, (old, old))
@@ -110,23 +113,24 @@ def _codex_copy(home: Path, *, rested: bool) -> tuple[Path, bytes]:
 
 
 def test_an_unterminated_last_line_waits_while_the_file_is_fresh(home, tmp_path):
-    _path, data = _codex_copy(home, rested=False)
+    path, _data = _codex_copy(home, rested=False)
+    written = path.read_bytes()
     db = str(tmp_path / "s.db")
     out = json.loads(_sync(db, "--json").stdout)
     (row,) = out["files"]
-    last_line = len(data) - 1 - (data[:-1].rfind(b"\n") + 1)  # the bytes after the last newline
+    last_line = len(written) - (written.rfind(b"\n") + 1)  # the bytes after the last newline
     assert row["status"] == "new" and row["pending"] == last_line
 
 
+@pytest.mark.parametrize("rested", [False, True])
 @pytest.mark.parametrize("strict", [False, True])
-def test_an_unterminated_last_line_of_a_rested_file_is_taken_as_finished(home, tmp_path, strict):
-    _path, data = _codex_copy(home, rested=True)
+def test_a_whole_last_record_without_its_newline_comes_in(home, tmp_path, strict, rested):
+    """A last line that parses as a record is one, fresh or rested, strict or not (the agents'
+    own loaders read it); the session is the file's, and export gives the file back exactly."""
+    _path, data = _codex_copy(home, rested=rested, whole_record=True)
     db = str(tmp_path / "s.db")
     out = json.loads(_sync(db, "--json", *(["--strict"] if strict else [])).stdout)
     (row,) = out["files"]
-    if strict:  # today's rule: the line waits, however long the file rests
-        assert row["status"] == "new" and row["pending"] > 0
-        return
     assert row["status"] == "new" and row["pending"] == 0
     # The whole file is the session: the same entries as the file with its newline, and
     # export --format source gives the file's bytes back exactly.
@@ -144,6 +148,22 @@ def test_an_unterminated_last_line_of_a_rested_file_is_taken_as_finished(home, t
     exported = tmp_path / "back.jsonl"
     run_cli(db, "export", CODEX_ID, "--format", "source", "-o", str(exported))
     assert exported.read_bytes() == data[:-1]
+    assert json.loads(_sync(db, "--json").stdout)["files"][0]["status"] == "unchanged"
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_an_unterminated_last_line_of_a_rested_file_is_taken_as_finished(home, tmp_path, strict):
+    path, _data = _codex_copy(home, rested=True)
+    db = str(tmp_path / "s.db")
+    out = json.loads(_sync(db, "--json", *(["--strict"] if strict else [])).stdout)
+    (row,) = out["files"]
+    if strict:  # --strict: a line that is no record waits, however long the file rests
+        assert row["status"] == "new" and row["pending"] > 0
+        return
+    assert row["status"] == "new" and row["pending"] == 0
+    exported = tmp_path / "back.jsonl"
+    run_cli(db, "export", CODEX_ID, "--format", "source", "-o", str(exported))
+    assert exported.read_bytes() == path.read_bytes()  # the torn line kept, as an inert record
     assert json.loads(_sync(db, "--json").stdout)["files"][0]["status"] == "unchanged"
 
 

@@ -52,12 +52,29 @@ def test_sync_new_grown_unchanged_and_in_progress(store, _fake_home):
 
 
 @pytest.mark.usefixtures("_fake_home")
-def test_a_torn_last_line_waits_without_a_newline_even_when_it_parses(store, _fake_home):
+def test_a_whole_last_record_without_its_newline_comes_in(store, _fake_home):
+    """A last line that parses is a record (the seed accepts a complete final record without
+    its newline; Claude Code's loader reads it; six real corpus files end so). A torn one
+    waits. When the newline comes, the session is the file's, byte for byte."""
     data = jl(claude_records())
     path = write_claude(_fake_home)
-    path.write_bytes(data[:-1])  # the last record complete, its newline not yet written
+    path.write_bytes(data[:-1])  # the last record complete, its newline not (yet) written
     result = Syncer(store).sync_file(str(path))
-    assert (result.status, result.pending) == ("new", len(data.split(b"\n")[-2]))
+    assert (result.status, result.pending) == ("new", 0)
+    assert source_bytes(store.read(CC_SID).entries) == data[:-1]
+    path.write_bytes(data)
+    assert Syncer(store).sync_file(str(path)).status in ("grown", "replaced")
+    assert source_bytes(store.read(CC_SID).entries) == data
+
+
+@pytest.mark.usefixtures("_fake_home")
+def test_a_torn_last_line_waits(store, _fake_home):
+    data = jl(claude_records())
+    path = write_claude(_fake_home)
+    last = len(data.split(b"\n")[-2])
+    path.write_bytes(data[:-1 - last // 2])  # the agent is still writing its last record
+    result = Syncer(store).sync_file(str(path))
+    assert (result.status, result.pending) == ("new", last - last // 2)
     path.write_bytes(data)
     assert Syncer(store).sync_file(str(path)).status == "grown"
     assert source_bytes(store.read(CC_SID).entries) == data

@@ -1035,6 +1035,11 @@ class Syncer:
             if omp is not None:
                 return FileResult(path, **vars(omp))
         complete, pending = _complete_prefix(data)
+        if pending and self._finished(fst) and _maybe_foreign(data[:complete]):
+            # A Claude Code or Codex file whose torn last line has rested past
+            # ``finished_after``: the agent is gone; the line is its last (inert) record
+            # (docs/sync.md, "Quiet repeats"). pi's files keep their own rule.
+            complete, pending = len(data), 0
         body = data[:complete]
         if not body.strip(_JSON_WS + b"\x0b\x0c"):
             if pending or not data:
@@ -1111,14 +1116,6 @@ class Syncer:
         mapping needs the earlier records, e.g. to pair tool results and count usage
         once) and records no shape (``restore`` is for pi and Atomic; a foreign session
         is given back with ``export --format source``)."""
-        # Foreign agents write whole lines: a last line without its newline is still being
-        # written, even when it already parses (its raw bytes must end where the file's will),
-        # unless the file has rested past ``finished_after``: then a last line that parses
-        # (body holds it only then) is the file's last record.
-        if not self._finished(fst):
-            cut = body.rfind(b"\n") + 1
-            pending += len(body) - cut
-            body = body[:cut]
         if not body.strip(_JSON_WS + b"\x0b\x0c"):
             return FileResult(path, "in-progress", reason="no complete record yet", pending=pending)
         mapped = map_foreign(body, path)
