@@ -320,3 +320,25 @@ def test_sync_watch_of_the_agents_folders_leaves_files_behind_a_link_alone(_fake
     assert _inside([str(sessions)], str(own))
     assert not _inside([str(sessions)], str(sessions / "--linked--" / "x.jsonl"))
     assert not _inside([str(sessions)], str(tmp_path / "elsewhere.jsonl"))
+
+
+@pytest.mark.parametrize(("created", "stamp"), [
+    # The seed's "Session files": <timestamp>_<session id>.jsonl, pi's timestamp being its
+    # creation time as toISOString() gives it with ":" and "." as "-" (always UTC).
+    ("2026-03-01T10:00:00.000Z", "2026-03-01T10-00-00-000Z"),
+    ("2026-03-01T10:00:00.5Z", "2026-03-01T10-00-00-500Z"),
+    ("2026-03-01T12:00:00.000+02:00", "2026-03-01T10-00-00-000Z"),  # an offset: the same instant, in UTC
+    (1_772_359_200_000, "2026-03-01T10-00-00-000Z"),  # epoch milliseconds (an early header)
+])
+def test_a_session_file_is_named_as_the_seed_names_it(created, stamp):
+    from sessiontree.sync.safepath import session_file_name
+
+    assert session_file_name({"id": SID, "createdAt": created}) == f"{stamp}_{SID}.jsonl"
+
+
+def test_a_time_that_does_not_parse_names_the_file_by_the_current_time():
+    from sessiontree.sync.safepath import session_file_name
+
+    for hostile in ("/any/where/pwn", "2026-13-45T99:00:00Z", "", None, -5, True):
+        name = session_file_name({"id": SID, "createdAt": hostile}, now=1_772_359_200.0)
+        assert name == f"2026-03-01T10-00-00-000Z_{SID}.jsonl", hostile

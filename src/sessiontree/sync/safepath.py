@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+from sessiontree.core.tree import parse_timestamp_ms
 from sessiontree.errors import SessionError
 from sessiontree.format.files import O_CLOEXEC
 
@@ -77,22 +78,19 @@ def encode_cwd(cwd: str) -> str:
 
 def parse_time(value: Any) -> datetime | None:
     """An ISO 8601 time (a time without an offset is UTC) or epoch milliseconds as an aware
-    datetime; ``None`` for anything else (a path, text, a number out of range, ``None``)."""
-    moment: datetime | None = None
+    datetime; ``None`` for anything else (a path, text, a number out of range, ``None``).
+    An ISO string is read by the tree's one reader of entry times
+    (:func:`~sessiontree.core.tree.parse_timestamp_ms`)."""
+    ms: float | None = None
     if isinstance(value, str) and 10 <= len(value) <= 40 and value[:4].isdigit():
-        try:
-            moment = datetime.fromisoformat(value)
-        except ValueError:
-            return None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
+        ms = parse_timestamp_ms(value)
     elif isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= _MAX_MS:
-        moment = datetime.fromtimestamp(value / 1000, UTC)
-    if moment is None:
+        ms = float(value)
+    if ms is None:
         return None
     try:
-        return moment.astimezone(UTC)
-    except (OverflowError, ValueError):
+        return datetime.fromtimestamp(ms / 1000, UTC)
+    except (OverflowError, ValueError, OSError):
         return None
 
 
@@ -160,7 +158,8 @@ def cwd_folder(cwd: Any, session_id: str = "") -> str:
 
 
 def session_file_name(header: dict[str, Any], now: float | None = None) -> str:
-    """The agent's name for a session file, ``<timestamp>_<id>.jsonl`` (pi's), from validated
+    """The agent's name for a session file, ``<timestamp>_<id>.jsonl`` (pi's; the seed's
+    "Session files": ``<selected-jsonl-directory>/<timestamp>_<session-id-hash>.jsonl``), from validated
     parts: the header's ``timestamp`` or ``createdAt`` through :func:`file_stamp` (the current
     time when it does not parse) and its ``id`` through :func:`name_part`.
 
