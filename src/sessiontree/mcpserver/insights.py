@@ -35,11 +35,10 @@ def insights_answer(reader: SessionReader, session: str | None = None, *, limit:
     budget = check_budget(max_chars)
     if not 1 <= limit <= 100:
         raise ToolInputError(f"limit must be between 1 and 100, not {limit}")
-    with reader._lock:
-        if session is None:
-            data = store_insights(reader.store, limit=limit).to_dict()
-        else:
-            data = session_insights(reader.store, reader.resolve_session(session)).to_dict()
+    if session is None:
+        data = store_insights(reader.store, limit=limit).to_dict()
+    else:
+        data = session_insights(reader.store, reader.resolve_session(session)).to_dict()
     if redact:
         scrub = Scrubber()
         for group in data.get("repeatedGroups", []):

@@ -12,27 +12,22 @@ This module only shapes, pages (:mod:`sessiontree.mcpserver.paging`) and checks 
 Session text is data: it is returned as JSON strings, unchanged (JSON carries
 any character safely); roles and the entry each item came from are always
 explicit, so a client can tell transcript text from the server's own words.
-Nothing here writes: sessions are read with ``store.read`` into a manager
-bound to a private store (:meth:`SessionManager.from_parsed`).
+Nothing here writes: sessions are opened by the read service
+(:class:`sessiontree.session.reading.ReadOnlySessions`), whose answers take the leaf as an
+argument, so tools running at once on the SDK's worker threads share them without a lock.
 
 Errors a caller can fix raise :class:`ToolInputError` with one clear line.
 """
 
 from __future__ import annotations
 
-import functools
-import threading
-import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from sessiontree.compare.branches import diff_branches
 from sessiontree.core import render
 from sessiontree.core.listing import session_info_from_entries
-from sessiontree.core.projection.model import SessionProjection
 from sessiontree.errors import AmbiguousSessionPrefixError, SessionError, UnknownSessionPrefixError
 from sessiontree.format.idprefix import resolve_session_prefix
 from sessiontree.format.types import ENTRY_TYPES, MESSAGE_ROLES
@@ -50,10 +45,8 @@ from sessiontree.mcpserver.redaction import Scrubber
 from sessiontree.search.query import parse_when, search_request
 from sessiontree.search.suggest import suggest
 from sessiontree.session.listing import ListingFilter, list_sessions
-from sessiontree.session.manager import SessionManager
+from sessiontree.session.reading import ReadOnlySession, ReadOnlySessions
 from sessiontree.stores.base import SessionStore
-from sessiontree.stores.shared import change_hint
-from sessiontree.stores.traits import store_traits
 from sessiontree.usage.report import COST_MODES, GROUPINGS, session_usage, usage_report
 
 #: What ``role`` accepts in ``search_sessions``: message roles and entry types (as ``sessiontree search --role``).
@@ -73,22 +66,10 @@ FIXED_SHARE = 0.75
 DEFAULT_AROUND = 5
 
 
-_R = TypeVar("_R")
-
-#: Sessions kept read and parsed between calls; stores without a change hint
+#: Sessions kept read and parsed between calls; stores without a change token
 #: (memory, PostgreSQL) are read again at most this often (seconds).
 CACHED_SESSIONS = 4
 MIN_REREAD_SECONDS = 1.0
-
-
-def _locked(method: Callable[..., _R]) -> Callable[..., _R]:
-    """Run a tool method under the reader's lock: the cached managers move their leaf while in use."""
-    @functools.wraps(method)
-    def wrapper(self: SessionReader, *args: Any, **kwargs: Any) -> _R:
-        with self._lock:
-            return method(self, *args, **kwargs)
-
-    return wrapper
 
 
 class ToolInputError(ValueError):
@@ -234,78 +215,21 @@ def _fold_rows(entries: Sequence[Mapping[str, Any]],
     return rows
 
 
-@dataclass
-class _Cached:
-    """One session read for the tools: its manager, the leaf it was loaded with, projections by leaf."""
-
-    hint: Any
-    checked: float
-    manager: SessionManager
-    loaded_leaf: str | None
-    projections: dict[str | None, SessionProjection] = field(default_factory=dict)
-
-
 class SessionReader:
     """The tools' answers over one store (opened read-only by the caller).
 
-    Calls are serialised by a lock: the SDK runs each tool on a worker
-    thread, and one store handle is shared by them all. The last
-    :data:`CACHED_SESSIONS` sessions read stay parsed, with their projections,
-    until a cheap change hint (the JSONL file's, or the SQLite database's and
-    its WAL's, size and mtime) shows that the store changed: an agent paging
-    through a large session's context reads it once.
+    Sessions come from the read service (:class:`~sessiontree.session.reading.ReadOnlySessions`,
+    the ``"context"`` need: the lazy open where the store has one): the last
+    :data:`CACHED_SESSIONS` stay parsed, with their projections by leaf, until the
+    store's change token (the JSONL file's, or the SQLite database's and its WAL's, size
+    and mtime) moves, so an agent paging through a large session's context reads it
+    once. Answers take the leaf as an argument: the SDK runs tools at once on worker
+    threads, and none of them moves a shared manager.
     """
 
     def __init__(self, store: SessionStore) -> None:
         self.store = store
-        self._lock = threading.RLock()
-        self._cache: OrderedDict[str, _Cached] = OrderedDict()
-
-    def _session(self, session_id: str) -> _Cached:
-        """The session read and parsed, from the cache while the store shows no change (the caller holds the lock)."""
-        now = time.monotonic()
-        hint = change_hint(self.store, session_id)
-        cached = self._cache.get(session_id)
-        if cached is not None:
-            fresh = hint == cached.hint if hint is not None else now - cached.checked < MIN_REREAD_SECONDS
-            if fresh:
-                self._cache.move_to_end(session_id)
-                return cached
-        if store_traits(self.store).opens_lazily:
-            # SQLite opens lazily (docs/stores.md "Lazy open"): the active branch's context is read
-            # from the outline and the records it needs; the rest only if a tool asks for it. A
-            # SQLite open reads and never writes, and this store is read-only anyway.
-            manager = SessionManager.open(self.store, session_id)
-        else:
-            # Elsewhere a read into a private manager: JSONL's open may persist a format upgrade.
-            manager = SessionManager.from_parsed(self.store.read(session_id))
-        cached = _Cached(hint, now, manager, manager.get_leaf_id())
-        self._cache[session_id] = cached
-        while len(self._cache) > CACHED_SESSIONS:
-            self._cache.popitem(last=False)
-        return cached
-
-    def _manager(self, session_id: str) -> SessionManager:
-        """The cached manager, its leaf back at the loaded leaf (tools move it to read other branches)."""
-        cached = self._session(session_id)
-        if cached.manager.get_leaf_id() != cached.loaded_leaf:  # a leaf move reads a lazy session whole
-            if cached.loaded_leaf is None:
-                cached.manager.reset_leaf()
-            else:
-                cached.manager.branch(cached.loaded_leaf)
-        return cached.manager
-
-    def _projection(self, session_id: str, leaf: str | None) -> SessionProjection:
-        """The projection at ``leaf`` (``None``: the loaded leaf), built once per read of the session."""
-        cached = self._session(session_id)
-        key = leaf if leaf is not None else cached.loaded_leaf
-        projection = cached.projections.get(key)
-        if projection is None:
-            manager = self._manager(session_id)
-            if key is not None and manager.get_leaf_id() != key:
-                manager.branch(key)
-            projection = cached.projections[key] = manager.build_session_projection()
-        return projection
+        self.sessions = ReadOnlySessions(store, "context", size=CACHED_SESSIONS, min_reread=MIN_REREAD_SECONDS)
 
     # ------------------------------------------------------------------ helpers
 
@@ -327,7 +251,7 @@ class SessionReader:
             raise ToolInputError(str(exc)) from None
 
     @staticmethod
-    def _resolve_entry(manager: SessionManager, prefix: str, what: str = "entry") -> str:
+    def _resolve_entry(manager: ReadOnlySession, prefix: str, what: str = "entry") -> str:
         if not isinstance(prefix, str) or not prefix:
             raise ToolInputError(f"{what} id must be a non-empty string")
         if manager.get_entry(prefix) is not None:
@@ -361,7 +285,6 @@ class SessionReader:
 
     # ------------------------------------------------------------------ tools
 
-    @_locked
     def search_sessions(self, query: str, *, cwd: str | None = None, role: str | Sequence[str] | None = None,
                         since: str | None = None, until: str | None = None, session: str | None = None,
                         limit: int | None = None, cursor: str | None = None,
@@ -403,7 +326,6 @@ class SessionReader:
                            tool="search_sessions", shape=shape, what="hits", has_more=lambda: result.more,
                            tail=lambda: _redacted(scrub))
 
-    @_locked
     def list_sessions(self, *, cwd: str | None = None, since: str | None = None, named_only: bool = False,
                       include_internal: bool = False, limit: int | None = None, cursor: str | None = None,
                       max_chars: int | None = None, redact: bool = False) -> dict[str, Any]:
@@ -440,7 +362,6 @@ class SessionReader:
                            tool="list_sessions", shape=shape, what="sessions", total=len(rows),
                            tail=lambda: {**({"skippedSessions": skipped} if skipped else {}), **_redacted(scrub)})
 
-    @_locked
     def get_session(self, session: str, *, cursor: str | None = None,
                     max_chars: int | None = None, redact: bool = False) -> dict[str, Any]:
         """A session's outline: header, listing info, usage, branch points and leaves (not the entries).
@@ -458,7 +379,7 @@ class SessionReader:
         shape = {"session": session_id, "max_chars": budget, "redact": redact}
         offset = decode_cursor(cursor, "get_session", shape)
         scrub = Scrubber() if redact else None
-        manager = self._manager(session_id)
+        manager = self.sessions.get(session_id)
         usage = session_usage(self.store, session_id).to_dict()
         entries = manager.get_entries()
         header = manager.get_header()
@@ -494,7 +415,6 @@ class SessionReader:
         return _fit_answer(head, "leaves", leaves, offset=offset, limit=None, budget=budget, tool="get_session",
                            shape=shape, what="leaves", total=len(tips), tail=lambda: _redacted(scrub))
 
-    @_locked
     def get_context(self, session: str, *, leaf: str | None = None, cursor: str | None = None,
                     max_chars: int | None = None, redact: bool = False) -> dict[str, Any]:
         """The model context of the branch ending at ``leaf`` (default: the active leaf), oldest
@@ -508,12 +428,12 @@ class SessionReader:
         """
         budget = check_budget(max_chars)
         session_id = self.resolve_session(session)
-        manager = self._manager(session_id)
+        manager = self.sessions.get(session_id)
         leaf_id = self._resolve_entry(manager, leaf, "leaf") if leaf is not None else manager.get_leaf_id()
         shape = {"session": session_id, "leaf": leaf_id, "max_chars": budget, "redact": redact}
         offset = decode_cursor(cursor, "get_context", shape)
         scrub = Scrubber() if redact else None
-        projection = self._projection(session_id, leaf_id)
+        projection = manager.build_session_projection(leaf_id)
 
         def items() -> Iterator[dict[str, Any]]:
             index = 0
@@ -537,7 +457,6 @@ class SessionReader:
                            note_extra=f'; pass leaf "{leaf_id}" to stay on this branch' if leaf_id is not None
                            else "")
 
-    @_locked
     def get_entries(self, session: str, *, ids: Sequence[str] | None = None, around: str | None = None,
                     before: int = DEFAULT_AROUND, after: int = DEFAULT_AROUND, cursor: str | None = None,
                     max_chars: int | None = None, redact: bool = False, raw: bool = False,
@@ -562,7 +481,7 @@ class SessionReader:
             raise ToolInputError(f"before and after must be between 0 and {MAX_LIMIT}")
         budget = check_budget(max_chars)
         session_id = self.resolve_session(session)
-        manager = self._manager(session_id)
+        manager = self.sessions.get(session_id)
         active = {e["id"] for e in manager.get_branch()}
         chosen: list[Mapping[str, Any]]
         if ids is not None:
@@ -609,7 +528,6 @@ class SessionReader:
                            offset=offset, limit=None, budget=budget, tool="get_entries", shape=shape,
                            what="entries", total=len(shown), tail=lambda: _redacted(scrub))
 
-    @_locked
     def usage_stats(self, *, by: str = "day", since: str | None = None, until: str | None = None,
                     cwd: str | None = None, timezone: str | None = None, cost: str = "auto",
                     cursor: str | None = None, max_chars: int | None = None) -> dict[str, Any]:
@@ -632,7 +550,6 @@ class SessionReader:
         return _fit_answer(report, "groups", lambda: groups, offset=offset, limit=None, budget=budget,
                            tool="usage_stats", shape=shape, what="groups", total=len(groups))
 
-    @_locked
     def diff_branches(self, session: str, *, a: str | None = None, b: str | None = None, context: bool = True,
                       cost: str = "auto", cursor: str | None = None, max_chars: int | None = None) -> dict[str, Any]:
         """Two branches compared, as ``sessiontree diff --json`` (docs/diff.md): the fork point, the
@@ -653,7 +570,7 @@ class SessionReader:
         if a is not None or b is not None:
             # An entry id of this session given whole (or as an answer gave it, lone surrogates as U+FFFD)
             # is passed as SESSION:ID: an id may itself hold a colon, which the A/B syntax would split at.
-            ids = [e["id"] for e in self._manager(session_id).get_entries()]
+            ids = [e["id"] for e in self.sessions.get(session_id).get_entries()]
 
             def side(spec: str | None) -> str | None:
                 if spec is None:
