@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
     from sessiontree.format.codec import ParsedSession
     from sessiontree.session.manager import SessionManager
+    from sessiontree.session.reading import Need, ReadOnlySession
     from sessiontree.stores.base import SessionStore
     from sessiontree.usage.report import Totals
 
@@ -344,29 +345,30 @@ def resolve_session_id(app: App, prefix: str) -> str:
     return resolve_session_prefix(prefix, app.store.session_ids())
 
 
-def resolve_entry_id(manager: SessionManager, prefix: str) -> str:
+def resolve_entry_id(session: ReadOnlySession | SessionManager, prefix: str) -> str:
     """The session's one entry id equal to or starting with ``prefix``.
 
     Raises:
         UserError: no entry matches, or several do.
     """
-    return unique_match(prefix, [e["id"] for e in manager.get_entries()], "entry")
+    return unique_match(prefix, [e["id"] for e in session.get_entries()], "entry")
 
 
 def read_parsed(app: App, session_id: str) -> ParsedSession:
-    """The stored session, read without writing to it (docs/rules/decisions.md D-9)."""
+    """The stored session's records, read without writing to it (docs/rules/decisions.md D-9):
+    for a command that writes them out (``export``, ``secrets``), not one that reads the tree."""
     with bulk_read():
         return app.store.read(session_id)
 
 
-def open_session_readonly(app: App, session_id: str) -> SessionManager:
-    """A manager over the stored session for navigation and projection, bound to
-    a private empty store (:meth:`SessionManager.from_parsed`): nothing a
-    read-only command does can write to the store."""
-    from sessiontree.session.manager import SessionManager
+def open_session_readonly(app: App, session_id: str, need: Need = "whole") -> ReadOnlySession:
+    """The stored session opened for reading by the read service
+    (:func:`sessiontree.session.reading.open_readonly`: the store's traits choose how for
+    ``need``), with a spinner: nothing a read-only command does can write to the store."""
+    from sessiontree.session.reading import open_readonly
 
     with busy_spinner("Loading session…"), bulk_read():
-        return SessionManager.from_parsed(app.store.read(session_id))
+        return open_readonly(app.store, session_id, need)
 
 
 def open_session(app: App, session_id: str, cwd: str | None = None) -> SessionManager:

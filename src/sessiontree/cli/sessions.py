@@ -12,7 +12,6 @@ import click
 from sessiontree.cli.common import (
     App,
     UserError,
-    bulk_read,
     busy_spinner,
     cli,
     cut_left,
@@ -36,7 +35,7 @@ from sessiontree.core.textsafe import safe_block, safe_json_text, safe_line
 
 if TYPE_CHECKING:
     from sessiontree.compare.branches import BranchComparison
-    from sessiontree.session.manager import SessionManager
+    from sessiontree.session.reading import ReadOnlySession
 
 # --------------------------------------------------------------------------- list
 
@@ -305,7 +304,7 @@ def show_cmd(app: App, session: str, tree: bool, entry: str | None, as_json: boo
         print_rich(console, lines, no_wrap=True, overflow="ellipsis")
 
 
-def _show_entry(manager: SessionManager, session_id: str, entry_id: str, as_json: bool) -> None:
+def _show_entry(manager: ReadOnlySession, session_id: str, entry_id: str, as_json: bool) -> None:
     """``show SESSION --entry ENTRY``: where the entry is, and the text search indexes for it."""
     from rich.table import Table
     from rich.text import Text
@@ -369,7 +368,7 @@ def _usage_rows(usage: Any) -> list[tuple[str, str]]:
     return rows
 
 
-def _session_info(manager: SessionManager, path: str) -> Any:
+def _session_info(manager: ReadOnlySession, path: str) -> Any:
     from sessiontree.core.listing import session_info_from_entries
 
     return session_info_from_entries(manager.get_header(), manager.get_entries(), path)
@@ -413,10 +412,10 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
     if historical and current:
         raise click.UsageError("--historical and --current are two different views: give one")
     session_id = resolve_session_id(app, session)
-    manager = _open_for_context(app, session_id) if leaf is None else open_session_readonly(app, session_id)
-    if leaf is not None:
-        manager.branch(resolve_entry_id(manager, leaf))
-    leaf_id = manager.get_leaf_id()
+    # The active branch's context: the lazy open where the store has one (docs/stores.md,
+    # "Lazy open"); another leaf is looked up among every entry.
+    manager = open_session_readonly(app, session_id, "context" if leaf is None else "whole")
+    leaf_id = resolve_entry_id(manager, leaf) if leaf is not None else manager.get_leaf_id()
     written_in = None if historical or current else agent_format(app.store, session_id)
     # A session mapped from another agent's file (Claude Code) is shown as that agent continued
     # after its own compactions (docs/agents/claude-code.md), unless --current.
@@ -424,7 +423,7 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
     foreign = foreign if foreign == "claude-code" else None
     past = None
     if historical or foreign is not None or (written_in is not None and written_in < 4):
-        past = manager.build_historical_projection()
+        past = manager.build_historical_projection(leaf_id)
         if not historical and past.compaction is None:
             past = None  # no compaction of the agent's on this branch: the two rules agree
     if past is not None:
@@ -437,7 +436,7 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
             print_json(data)
             return
     else:
-        projection = manager.build_session_projection()
+        projection = manager.build_session_projection(leaf_id)
         if as_json:
             print_json(render.context_dict(projection, session_id, leaf_id))
             return
@@ -458,23 +457,6 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
         console.print(*render.context_renderables(projection, session_id, leaf_id, limit=limit))
     else:
         click.echo(render.context_text(projection, session_id, leaf_id, limit=limit), nl=False)
-
-
-def _open_for_context(app: App, session_id: str) -> SessionManager:
-    """The session for ``context`` of its loaded leaf: on a store that reads partially
-    (SQLite), the lazy open (docs/stores.md, "Lazy open"): the outline and the records the
-    active branch's context needs, the others read only if something asks for them; the
-    same projection as a full load. The store was opened read-only and nothing here
-    moves the leaf or appends, so nothing is written (docs/rules/decisions.md D-9). Any
-    other store: the full read of :func:`open_session_readonly` (a JSONL store's open
-    would persist a format upgrade)."""
-    from sessiontree.session.manager import SessionManager
-    from sessiontree.stores.traits import store_traits
-
-    if not store_traits(app.store).opens_lazily:
-        return open_session_readonly(app, session_id)
-    with busy_spinner("Loading session…"), bulk_read():
-        return SessionManager.open(app.store, session_id)
 
 
 # --------------------------------------------------------------------------- export
@@ -535,7 +517,7 @@ def export_cmd(app: App, session: str, output: Path | None, fmt: str, redact: bo
     """
     from sessiontree.core import render
     from sessiontree.format.outfile import write_atomic
-    from sessiontree.session.manager import SessionManager
+    from sessiontree.session.reading import readonly_of_parsed
 
     if compare_leaf is not None and fmt != "html":
         raise click.UsageError("--compare needs --format html")
@@ -574,14 +556,14 @@ def export_cmd(app: App, session: str, output: Path | None, fmt: str, redact: bo
     elif fmt == "html":
         from sessiontree.web.page import render_session_document
 
-        manager = SessionManager.from_parsed(parsed)
+        manager = readonly_of_parsed(parsed)
         # Compared from the exported (redacted unless --no-redact) entries: the comparison
         # shows nothing the page does not.
         comparison = None if compare_leaf is None else _export_comparison(manager, session_id, compare_leaf)
         with busy_spinner("Rendering…"):
             data = render_session_document(manager, comparison, raw=raw).encode("utf-8")
     else:
-        manager = SessionManager.from_parsed(parsed)
+        manager = readonly_of_parsed(parsed)
         title = manager.get_session_name()
         from sessiontree.web.views import turn_cost
 
@@ -603,7 +585,7 @@ def export_cmd(app: App, session: str, output: Path | None, fmt: str, redact: bo
     echo_line(f"Exported {session_id} to {output}", err=True)
 
 
-def _export_comparison(manager: SessionManager, session_id: str, leaf: str) -> BranchComparison:
+def _export_comparison(manager: ReadOnlySession, session_id: str, leaf: str) -> BranchComparison:
     """``export --compare``: the active branch (A) compared with the branch ending at ``leaf``
     (B), or a one-line error, exit status 2, when there is nothing to compare with."""
     from sessiontree.compare.branches import diff_branches

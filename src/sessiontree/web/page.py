@@ -32,6 +32,7 @@ from sessiontree.core.listing import is_unknown_time
 from sessiontree.core.render import entry_summary
 from sessiontree.format.foreign.common import agent_of_header
 from sessiontree.session.manager import SessionManager
+from sessiontree.session.reading import ReadOnlySession, readonly_of_manager
 from sessiontree.stores.base import Provenance
 from sessiontree.web import views as view
 
@@ -131,7 +132,7 @@ def render_compare_page(compare: view.ComparePage) -> str:
     return view.scrub_surrogates(environment().get_template("compare.html").render(cmp=compare, inline=False))
 
 
-def _session_context(manager: SessionManager, tree: view.TreeData, conversation: view.Conversation,
+def _session_context(manager: SessionManager | ReadOnlySession, tree: view.TreeData, conversation: view.Conversation,
                      window: dict[str, Any] | None = None) -> dict[str, Any]:
     header = manager.get_header()
     tip_rows = [i for i, row in enumerate(tree.rows) if row[7] == i]
@@ -152,7 +153,7 @@ def _session_context(manager: SessionManager, tree: view.TreeData, conversation:
     }
 
 
-def render_session_page(manager: SessionManager, tree: view.TreeData, conversation: view.Conversation, *,
+def render_session_page(manager: SessionManager | ReadOnlySession, tree: view.TreeData, conversation: view.Conversation, *,
                         version: str = "", token_query: str = "", window: dict[str, Any] | None = None,
                         resume_command: str | None = None, redacted: bool | None = None,
                         here: str = "/", origin: Provenance | None = None,
@@ -175,8 +176,8 @@ def render_session_page(manager: SessionManager, tree: view.TreeData, conversati
         conversation_html=Markup(render_conversation(conversation, context["session_id"]))))
 
 
-def render_session_document(manager: SessionManager, comparison: BranchComparison | None = None, *,
-                            raw: bool = False) -> str:
+def render_session_document(manager: SessionManager | ReadOnlySession, comparison: BranchComparison | None = None,
+                            *, raw: bool = False) -> str:
     """The session page as one self-contained HTML document (``export --format html``).
 
     Styles, script and images are inline; a ``<meta>`` Content-Security-Policy
@@ -195,34 +196,32 @@ def render_session_document(manager: SessionManager, comparison: BranchCompariso
     the page unless ``raw`` (``export --raw``): they are the bulk of such a file and a
     reader has the page's own rendering of them (docs/viewer.md, "Export").
 
-    The manager's leaf is moved while rendering and restored afterwards.
+    A manager is read as it stands (:func:`~sessiontree.session.reading.readonly_of_manager`):
+    its leaf is the active one, and nothing moves it.
     """
-    original_leaf = manager.get_leaf_id()
-    tree = view.build_tree_data(manager)
-    active = view.build_conversation(manager, original_leaf, "raw", limit=10**9)
+    session = manager if isinstance(manager, ReadOnlySession) else readonly_of_manager(manager)
+    active_leaf = session.get_leaf_id()
+    tree = view.build_tree_data(session)
+    active = view.build_conversation(session, None, "raw", limit=10**9)
     branches: list[dict[str, Any]] = []
     budget = EXPORT_MAX_ENTRIES
     tips = [row[0] for row in reversed(view.leaf_tips(tree.rows))]
-    if original_leaf is not None:
-        tips = [original_leaf, *[t for t in tips if t != original_leaf]]
+    if active_leaf is not None:
+        tips = [active_leaf, *[t for t in tips if t != active_leaf]]
     for tip in tips[:EXPORT_MAX_BRANCHES]:
-        length = len(manager.get_branch(tip))
+        length = len(session.get_branch(tip))
         if branches and length > budget:
             continue
         budget -= length
         for which in ("raw", "model"):
-            conv = active if (tip == original_leaf and which == "raw") else \
-                view.build_conversation(manager, tip, which, limit=10**9)
+            conv = active if (tip == active_leaf and which == "raw") else \
+                view.build_conversation(session, tip, which, limit=10**9)
             branches.append({"leaf": tip, "view": which,
-                             "html": Markup(render_conversation(conv, str(manager.get_session_id()),
+                             "html": Markup(render_conversation(conv, session.get_session_id(),
                                                                 windowed=False, raw=raw))})
-    if original_leaf is None:
-        manager.reset_leaf()
-    else:
-        manager.branch(original_leaf)
-    context = _session_context(manager, tree, active)
+    context = _session_context(session, tree, active)
     comparisons = [] if comparison is None else [
-        view.build_compare_page(comparison, str(manager.get_session_id()), which, []) for which in ("raw", "model")]
+        view.build_compare_page(comparison, session.get_session_id(), which, []) for which in ("raw", "model")]
     css, js = static_text("app.css"), static_text("app.js")
     csp = (f"default-src 'none'; script-src {_hash(js)}; style-src {_hash(css)}; img-src data:; "
            "base-uri 'none'; form-action 'none'")

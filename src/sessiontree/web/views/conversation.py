@@ -17,7 +17,9 @@ from sessiontree.core.projection import is_active_compaction, is_retired_record
 from sessiontree.core.render import RETIRED_NOTE, entry_kind, entry_summary, retired_record_text
 from sessiontree.core.transcript import bash_text
 from sessiontree.core.usagerecords import UsageRecord, records_from_entry
+from sessiontree.errors import EntryNotFoundError
 from sessiontree.session.manager import SessionManager
+from sessiontree.session.reading import ReadOnlySession, readonly_of_manager
 from sessiontree.web.views.markdown import markdown_html
 from sessiontree.web.views.turns import (
     SUBAGENT_TOOLS,
@@ -447,24 +449,24 @@ def _unit_item(unit: Unit, results: Callable[[str], Item | None]) -> Item:
     return item
 
 
-def build_conversation(manager: SessionManager, leaf_id: str | None, view: str = "raw", *,
+def build_conversation(session: ReadOnlySession | SessionManager, leaf_id: str | None, view: str = "raw", *,
                        start: int | None = None, around: str | None = None,
-                       limit: int = WINDOW_ITEMS, memo: dict[Any, Any] | None = None,
+                       limit: int = WINDOW_ITEMS, kept: bool = False,
                        agent_format: int | None = None) -> Conversation:
     """A window of the conversation of the branch ending at ``leaf_id``.
 
     Args:
-        manager: an (in-memory, read-only) manager of the session; its leaf
-            is moved to ``leaf_id`` (nothing is written).
-        leaf_id: the branch's leaf; ``None`` keeps the manager's leaf.
+        session: the session, read-only (its answers take the leaf: nothing moves); a
+            caller's manager is read as it stands (:func:`readonly_of_manager`).
+        leaf_id: the branch's leaf; ``None``: the session's loaded leaf.
         view: ``"raw"``: every entry of the branch; ``"model"``: the
             projection (what the model is sent), with marks for entries that
             send nothing or something else.
         start: first unit of the window; default: the last ``limit`` units.
         around: an entry id the window must contain (a permalink target).
         limit: units per window.
-        memo: a dict the caller keeps per session version: the branch's
-            units are kept there per ``(leaf, view)``, so the next window of
+        kept: keep the branch's units with the session (:meth:`ReadOnlySession.kept`,
+            per ``(leaf, view)``, the last :data:`KEPT_BRANCHES`), so the next window of
             the same branch costs only its own items.
         agent_format: the format the agent wrote the session in (sync state), or
             ``None``; below 4 the model's view is what pi sent (:func:`model_units`).
@@ -475,28 +477,28 @@ def build_conversation(manager: SessionManager, leaf_id: str | None, view: str =
     """
     if view not in ("raw", "model"):
         raise ValueError(f"unknown view {view!r}: expected 'raw' or 'model'")
-    if leaf_id is not None:
-        manager.branch(leaf_id)
-    key = (manager.get_leaf_id(), view)
-    if memo is not None and key in memo:
-        units, note = memo[key]
-    else:
-        branch = manager.get_branch()
-        note = ""
+    if not isinstance(session, ReadOnlySession):
+        session = readonly_of_manager(session)
+    if leaf_id is not None and session.get_entry(leaf_id) is None:
+        raise EntryNotFoundError(leaf_id)
+    leaf = leaf_id if leaf_id is not None else session.get_leaf_id()
+
+    def units_of_branch() -> tuple[list[Unit], str]:
+        branch = session.get_branch(leaf)
         if view == "raw":
-            units = raw_units(branch)
-        else:
-            units, note = model_units(manager, branch, agent_format)
-        if memo is not None:
-            if len(memo) >= 8:
-                memo.pop(next(iter(memo)))
-            memo[key] = (units, note)
+            return raw_units(branch), ""
+        return model_units(session, leaf, branch, agent_format)
+
+    if kept:
+        units, note = session.kept(("units", leaf, view), units_of_branch, bound=KEPT_BRANCHES)
+    else:
+        units, note = units_of_branch()
     total = len(units)
     hit = None
     if around is not None:
         hit = next((i for i, u in enumerate(units) if u.entry is not None and u.entry.get("id") == around), None)
     start, stop = _window_bounds(total, start, hit, limit)
-    return Conversation(manager.get_leaf_id(), view, _items(units, start, stop), start, total, note)
+    return Conversation(leaf, view, _items(units, start, stop), start, total, note)
 
 
 def _window_bounds(total: int, start: int | None, hit: int | None, limit: int) -> tuple[int, int]:
@@ -511,11 +513,14 @@ def _window_bounds(total: int, start: int | None, hit: int | None, limit: int) -
     return start, min(total, start + limit)
 
 
+#: Branch views (units of one leaf and view) kept per session version by :func:`build_conversation`.
+KEPT_BRANCHES = 8
+
 #: Entries read past a window's end so that a call near the end still finds its result.
 PAIRING_LOOKAHEAD = 64
 
 
-def build_branch_window(path: Sequence[Mapping[str, Any]], load: Callable[[Sequence[str]], list[Mapping[str, Any]]],
+def build_branch_window(path: Sequence[Mapping[str, Any]], load: Callable[[Sequence[str]], Sequence[Mapping[str, Any]]],
                     *, start: int | None = None, around: str | None = None,
                     limit: int = WINDOW_ITEMS) -> Conversation:
     """A window of the raw view of one branch, reading only the window's entries.

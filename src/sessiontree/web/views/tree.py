@@ -14,6 +14,7 @@ from sessiontree.core.render import entry_kind, entry_summary
 from sessiontree.core.tree import label_state, parse_timestamp_ms
 from sessiontree.format.gcpause import gc_paused
 from sessiontree.session.manager import SessionManager
+from sessiontree.session.reading import ReadOnlySession
 from sessiontree.web.views.common import script_json
 
 __all__ = [
@@ -84,7 +85,7 @@ class TreeData:
     _json: str | None = field(default=None, repr=False)
     #: ``load(ids) -> entries``: full entries for rows laid out from skeletons
     #: (``store.read_entries``); ``None`` when :attr:`entries` are full entries.
-    loader: Callable[[Sequence[str]], list[Mapping[str, Any]]] | None = field(default=None, repr=False)
+    loader: Callable[[Sequence[str]], Sequence[Mapping[str, Any]]] | None = field(default=None, repr=False)
     _visible: dict[Any, list[int]] = field(default_factory=dict, repr=False)
     #: The entries from the root to :attr:`leaf_id` (``get_branch()``) when the
     #: layout walked them anyway, else ``None``.
@@ -134,7 +135,7 @@ class TreeData:
                 out.append(i)
             i = row[7] + 1 if i in folded else i + 1
         if len(self._visible) >= 8:
-            self._visible.pop(next(iter(self._visible)))
+            self._visible.pop(next(iter(self._visible)), None)  # shared by request threads
         self._visible[key] = out
         return out
 
@@ -282,7 +283,7 @@ def _preview(entry: Mapping[str, Any]) -> Mapping[str, Any]:
     return {**entry, "message": short}
 
 
-def build_tree_data(manager: SessionManager, *, summaries: bool = True) -> TreeData:
+def build_tree_data(manager: SessionManager | ReadOnlySession, *, summaries: bool = True) -> TreeData:
     """Lay out every entry of the session as tree rows (see :class:`TreeData`).
 
     With ``summaries=False`` the one-line summaries are left ``None`` for
@@ -305,7 +306,7 @@ def build_tree_data(manager: SessionManager, *, summaries: bool = True) -> TreeD
         return _build_tree_data(manager, summaries)
 
 
-def _build_tree_data(manager: SessionManager, summaries: bool) -> TreeData:
+def _build_tree_data(manager: SessionManager | ReadOnlySession, summaries: bool) -> TreeData:
     entries = manager.get_entries()
     n = len(entries)
     position: dict[Any, int] = {}
@@ -398,7 +399,7 @@ def _timestamp_ms(entry: Mapping[str, Any]) -> float:
     return value if value is not None else float("inf")
 
 
-def _build_tree_data_nodes(manager: SessionManager, *, summaries: bool = True) -> TreeData:
+def _build_tree_data_nodes(manager: SessionManager | ReadOnlySession, *, summaries: bool = True) -> TreeData:
     """:func:`build_tree_data` over :meth:`SessionManager.get_tree`: the general path,
     for sessions with a parent cycle (same rows as the position layout elsewhere;
     tests/test_web.py checks both agree)."""

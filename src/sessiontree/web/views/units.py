@@ -8,7 +8,7 @@ from typing import Any
 
 from sessiontree.core.projection import INTERRUPTED_TEXT, is_active_compaction, is_retired_record, latest_edits
 from sessiontree.core.render import RETIRED_NOTE, entry_summary
-from sessiontree.session.manager import SessionManager
+from sessiontree.session.reading import ReadOnlySession
 
 __all__ = [
     "Unit",
@@ -50,9 +50,9 @@ def raw_units(branch: Sequence[Mapping[str, Any]]) -> list[Unit]:
     return [Unit(entry, entry_message(entry)) for entry in branch]
 
 
-def model_units(manager: SessionManager, branch: Sequence[dict[str, Any]],
+def model_units(session: ReadOnlySession, leaf_id: str | None, branch: Sequence[dict[str, Any]],
                 agent_format: int | None = None) -> tuple[list[Unit], str]:
-    """The projection as units: each projected message with its source entry and marks,
+    """The projection of the branch ending at ``leaf_id`` (``branch``, root first) as units: each projected message with its source entry and marks,
     plus placeholders for entries that send nothing (compacted, kept in the boundary,
     omitted by an edit, dropped by tool pairing) and archival records.
 
@@ -61,10 +61,10 @@ def model_units(manager: SessionManager, branch: Sequence[dict[str, Any]],
     projection, pi's own latest summary compaction standing for the turns before its
     kept entries (docs/viewer.md, "What pi sent"); otherwise the format-4 rule.
     """
-    projection = manager.build_session_projection()
+    projection = session.build_session_projection(leaf_id)
     pi_compaction: Mapping[str, Any] | None = None
     if agent_format is not None and agent_format < 4:
-        past = manager.build_historical_projection()
+        past = session.build_historical_projection(leaf_id)
         if past.compaction is not None:
             projection, pi_compaction = past.projection, past.compaction
     by_id = {pe.source_entry.get("id"): pe for pe in projection.entries}
