@@ -58,341 +58,27 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import collections
-import concurrent.futures
 import functools
 import os
 import threading
-import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sessiontree.core import projection as _projection
 from sessiontree.core.listing import SessionInfo
 from sessiontree.core.tree import Entry, NameState, TreeNode
-from sessiontree.errors import SessionError
 from sessiontree.format.codec import ParsedSession
 from sessiontree.format.types import AgentMessage, SessionHeader
+from sessiontree.session import aiodriver as driver
 from sessiontree.session import builders
+from sessiontree.session.aiodriver import READER_THREADS, ManagerClosedError, WriteOutcome, outcome_of
 from sessiontree.session.builders import UNSET
 from sessiontree.session.importing import ImportOutcome
-from sessiontree.session.manager import SessionManager, StoreOrDir, select_store
+from sessiontree.session.manager import SessionManager, StoreOrDir
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionStore
-from sessiontree.stores.traits import store_traits
 
 __all__ = ["READER_THREADS", "AsyncSessionManager", "ManagerClosedError", "WriteOutcome", "outcome_of"]
 
-#: Threads of the shared reader pool (listings, SQLite loads, file lookups).
-READER_THREADS = 4
-
-
-class ManagerClosedError(SessionError, RuntimeError):
-    """A mutation or I/O method was called on an :class:`AsyncSessionManager`
-    after :meth:`~AsyncSessionManager.aclose`."""
-
-    def __init__(self) -> None:
-        super().__init__("AsyncSessionManager is closed")
-
-
-@dataclass(frozen=True)
-class WriteOutcome:
-    """What a cancelled call did before its cancellation was delivered.
-
-    Attributes:
-        method: the method's name, e.g. ``"append_message"``.
-        committed: ``True`` when the call ran to completion: its writes
-            committed and the manager's state includes them. ``False`` when it
-            took no effect at all (withdrawn before it started, or its write
-            failed).
-        result: what the call would have returned (the new entry id, the new
-            manager, the listing, ...) when ``committed``; else ``None``.
-        error: the call's own error when its write failed (the cancellation
-            is still what is raised); else ``None``.
-    """
-
-    method: str
-    committed: bool
-    result: Any = None
-    error: BaseException | None = None
-
-
-_OUTCOME_ATTR = "sessiontree_outcome"
-
-
-def outcome_of(exc: BaseException) -> WriteOutcome | None:
-    """The :class:`WriteOutcome` carried by a cancellation of this module, or ``None``.
-
-    Follows ``__cause__`` and ``__context__``, so it also answers for the
-    ``TimeoutError`` that :func:`asyncio.timeout` raises in place of the
-    cancellation. (``asyncio.wait_for`` replaces the error object; read
-    :attr:`AsyncSessionManager.last_cancelled` there.)
-    """
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        outcome = getattr(current, _OUTCOME_ATTR, None)
-        if isinstance(outcome, WriteOutcome):
-            return outcome
-        current = current.__cause__ or current.__context__
-    return None
-
-
-# ---------------------------------------------------------------------- workers
-
-_WRITERS: dict[int, concurrent.futures.ThreadPoolExecutor] = {}
-_WRITERS_LOCK = threading.Lock()
-_READERS: concurrent.futures.ThreadPoolExecutor | None = None
-
-
-def _retire_writer(key: int, executor: concurrent.futures.ThreadPoolExecutor) -> None:
-    # Takes no lock of this module: as a weakref finalizer it can run inside a
-    # garbage collection triggered while this very thread holds _WRITERS_LOCK.
-    # The identity check keeps a newer store's writer (an id is reused only
-    # after its object, and so this callback, is gone).
-    if _WRITERS.get(key) is executor:
-        _WRITERS.pop(key, None)
-    # No wait: this may run on the writer thread itself (its last job dropped the store).
-    executor.shutdown(wait=False)
-
-
-def _writer_for(store: SessionStore) -> concurrent.futures.ThreadPoolExecutor:
-    """The store's writer: one thread, so its writes run one at a time in submission order."""
-    key = id(store)
-    with _WRITERS_LOCK:
-        executor = _WRITERS.get(key)
-        if executor is None:
-            executor = concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix=f"sessiontree-writer-{type(store).__name__}")
-            _WRITERS[key] = executor
-            try:
-                # The thread ends with the store: an id is reused only after its object is gone.
-                weakref.finalize(store, _retire_writer, key, executor)
-            except TypeError:
-                pass  # not weak-referenceable: the idle thread lives as long as the process
-        return executor
-
-
-def _readers() -> concurrent.futures.ThreadPoolExecutor:
-    global _READERS
-    with _WRITERS_LOCK:
-        if _READERS is None:
-            _READERS = concurrent.futures.ThreadPoolExecutor(max_workers=READER_THREADS,
-                                                             thread_name_prefix="sessiontree-reader")
-        return _READERS
-
-
-def _inline(store: SessionStore | None) -> bool:
-    # A store without I/O (memory): a thread hop would cost more than the call.
-    return store is not None and not store_traits(store).does_io
-
-
-def _load_writes(store: SessionStore) -> bool:
-    # A JSONL load may persist a format upgrade (docs/rules/decisions.md D-9), and a store that
-    # declares nothing may write too: both go to the writer. A SQLite load only reads.
-    return store_traits(store).loads_may_write
-
-
-@dataclass
-class _Settled:
-    """How one job ended: ``ran`` (started at all), its value or error, and the
-    first cancellation its awaiting task received meanwhile."""
-
-    ran: bool
-    value: Any = None
-    error: BaseException | None = None
-    cancelled: asyncio.CancelledError | None = None
-
-    @property
-    def ok(self) -> bool:
-        """Whether the job ran and raised nothing."""
-        return self.ran and self.error is None
-
-
-async def _run(store: SessionStore | None, fn: Callable[[], Any], *, write: bool,
-               on_cancel: Callable[[], None] | None = None) -> _Settled:
-    """Run ``fn`` off the loop and wait until it has settled, whatever happens to the waiter.
-
-    ``write`` selects the store's writer thread, else the reader pool; a
-    memory store runs ``fn`` inline. When the awaiting task is cancelled, a
-    job that has not started is withdrawn (``ran`` False); a running one is
-    waited for (``on_cancel`` may ask it to stop early, as listings do). The
-    cancellation is returned in ``cancelled``, for the caller to raise once it
-    has published or rolled back.
-    """
-    if _inline(store):
-        try:
-            return _Settled(True, fn())
-        except Exception as exc:
-            return _Settled(True, error=exc)
-    executor = _writer_for(store) if write and store is not None else _readers()
-    cfut = executor.submit(fn)
-    afut = asyncio.wrap_future(cfut)
-    cancelled: asyncio.CancelledError | None = None
-    while True:
-        try:
-            # shield: a cancelled waiter must not cancel the write itself.
-            value = await asyncio.shield(afut)
-            return _Settled(True, value, cancelled=cancelled)
-        except asyncio.CancelledError as exc:
-            if afut.cancelled():
-                return _Settled(False, cancelled=cancelled or exc)  # withdrawn before it started
-            if cancelled is None:
-                cancelled = exc
-                if not cfut.cancel() and on_cancel is not None:
-                    on_cancel()
-        except BaseException as exc:  # the job's own error, delivered as it is
-            return _Settled(True, error=exc, cancelled=cancelled)
-
-
-def _deliver(exc: asyncio.CancelledError, outcome: WriteOutcome) -> asyncio.CancelledError:
-    """Attach ``outcome`` to the cancellation about to be re-raised."""
-    setattr(exc, _OUTCOME_ATTR, outcome)
-    committed = "committed" if outcome.committed else "took no effect"
-    exc.add_note(f"sessiontree: the cancelled {outcome.method} {committed}"
-                 + (f" (result {outcome.result!r})" if outcome.committed and isinstance(outcome.result, str) else ""))
-    return exc
-
-
-def _finish(method: str, settled: _Settled, result: Any,
-            record: Callable[[WriteOutcome], None] | None = None) -> Any:
-    """Return ``result``, raise the job's error, or deliver the pending cancellation."""
-    if settled.cancelled is not None:
-        outcome = WriteOutcome(method, settled.ok, result if settled.ok else None, settled.error)
-        if record is not None:
-            record(outcome)
-        raise _deliver(settled.cancelled, outcome)
-    if settled.error is not None:
-        raise settled.error
-    return result
-
-
-# ---------------------------------------------------------------------- ordering
-
-class _Gate:
-    """FIFO mutual exclusion usable from any event loop in any thread.
-
-    ``asyncio.Lock`` binds to one loop; this gate keeps a thread lock for its
-    own bookkeeping only (never held across an ``await``) and wakes each
-    waiter on the waiter's own loop. Ownership passes directly from the
-    releaser to the first waiter, so no later caller can overtake it.
-    """
-
-    def __init__(self) -> None:
-        self._mutex = threading.Lock()
-        self._held = False
-        self._waiters: collections.deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = \
-            collections.deque()
-
-    async def acquire(self) -> None:
-        """Wait for the gate. Cancelled while waiting: not acquired (raises ``CancelledError``)."""
-        loop = asyncio.get_running_loop()
-        with self._mutex:
-            if not self._held:
-                self._held = True
-                return
-            waiter: asyncio.Future[None] = loop.create_future()
-            self._waiters.append((loop, waiter))
-        try:
-            await waiter
-        except asyncio.CancelledError:
-            with self._mutex:
-                try:
-                    self._waiters.remove((loop, waiter))
-                    granted = False
-                except ValueError:
-                    granted = True  # a release already handed the gate to us
-            if granted:
-                self.release()
-            raise
-
-    def release(self) -> None:
-        """Hand the gate to the first waiter, or open it."""
-        while True:
-            with self._mutex:
-                if not self._waiters:
-                    self._held = False
-                    return
-                loop, waiter = self._waiters.popleft()
-            try:
-                loop.call_soon_threadsafe(_wake, waiter)
-                return
-            except RuntimeError:
-                continue  # that loop is closed: its task will never run, skip it
-
-
-def _wake(waiter: asyncio.Future[None]) -> None:
-    # A cancelled waiter releases the gate itself (see _Gate.acquire).
-    if not waiter.done():
-        waiter.set_result(None)
-
-
-class _Lease:
-    """Shared ownership of a store this module opened (from a URL, a directory
-    or the configuration); the last manager to release it closes it."""
-
-    def __init__(self, store: SessionStore) -> None:
-        self.store = store
-        self._refs = 1
-        self._lock = threading.Lock()
-
-    def retain(self) -> _Lease:
-        """Take one more reference to the store (each :meth:`release` gives one back); returns self."""
-        with self._lock:
-            self._refs += 1
-        return self
-
-    def release(self) -> bool:
-        """Drop one reference; ``True`` when it was the last."""
-        with self._lock:
-            self._refs -= 1
-            return self._refs == 0
-
-
-def _given_store(value: Any) -> bool:
-    """Whether a ``store``/``storeOrDir`` argument is a store object (not opened here)."""
-    return value is not None and not isinstance(value, (str, os.PathLike))
-
-
-async def _open_target(method: str, value: StoreOrDir | None,
-                       session_dir: str | os.PathLike[str] | None = None) -> tuple[SessionStore, _Lease | None]:
-    """The store an argument selects, opened off the loop when it is not an object already."""
-    if value is None and session_dir is not None:
-        value = session_dir
-    if _given_store(value):
-        return value, None  # type: ignore[return-value]
-    # The manager's rule: None the configured store, a URL that store, any other path a JSONL directory.
-    settled = await _run(None, functools.partial(select_store, value), write=False)
-    store = _finish(method, settled, settled.value)
-    return store, _Lease(store)
-
-
-async def _close_owned(lease: _Lease | None) -> None:
-    """Release ``lease``; the last release closes the store after its queued writes."""
-    if lease is None or not lease.release():
-        return
-    store = lease.store
-    settled = await _run(store, store.close, write=True)
-    if not _inline(store):
-        executor = _WRITERS.get(id(store))
-        if executor is not None:
-            _retire_writer(id(store), executor)
-    _finish("aclose", settled, None)
-
-
-class _AnyEvent:
-    """Set when any of its events is: the caller's ``cancel`` plus the task's own."""
-
-    def __init__(self, *events: Any) -> None:
-        self._events = [event for event in events if event is not None]
-
-    def is_set(self) -> bool:
-        """Whether any of the events is set."""
-        return any(event.is_set() for event in self._events)
-
-
-# ---------------------------------------------------------------------- the manager
 
 class AsyncSessionManager:
     """One open session, driven from asyncio (the format's awaited SessionManager API).
@@ -417,14 +103,14 @@ class AsyncSessionManager:
     manager opened itself.
     """
 
-    def __init__(self, manager: SessionManager, *, _lease: _Lease | None = None) -> None:
+    def __init__(self, manager: SessionManager, *, _lease: driver.Lease | None = None) -> None:
         """Wrap a synchronous manager; prefer the factories or :meth:`wrap`.
 
         Do not use ``manager`` directly afterwards: its writes would bypass
         the ordering gate.
         """
         self._core = manager
-        self._gate = _Gate()
+        self._gate = driver.Gate()
         self._lease = _lease
         self._closed = False
         #: The outcome of the latest cancelled call on this manager, or ``None``.
@@ -453,7 +139,7 @@ class AsyncSessionManager:
         except asyncio.CancelledError as exc:
             outcome = WriteOutcome(method, False)
             self._record(outcome)
-            _deliver(exc, outcome)
+            driver.deliver(exc, outcome)
             raise
         if self._closed:
             self._gate.release()
@@ -473,12 +159,12 @@ class AsyncSessionManager:
             core = self._core
             entry = build(core._entry_state(), *args)
             entries = [entry]
-            settled = await _run(core.get_session_store(), functools.partial(core._write, entries), write=True)
+            settled = await driver.run(core.get_session_store(), functools.partial(core._write, entries), write=True)
             if settled.ok:
                 core._publish(entries)
         finally:
             self._gate.release()
-        entry_id: str = _finish(method, settled, entry["id"], self._record)
+        entry_id: str = driver.finish(method, settled, entry["id"], self._record)
         return entry_id
 
     async def _swap_via(self, method: str, prepare: Callable[[], Any]) -> Any:
@@ -494,28 +180,28 @@ class AsyncSessionManager:
         try:
             core = self._core
             old_store = core.get_session_store()
-            settled = await _run(old_store, prepare, write=True)
+            settled = await driver.run(old_store, prepare, write=True)
             result = None
             if settled.ok:
                 result = core._switch(settled.value)
                 if core.get_session_store() is not old_store:
                     # set_session_file opened a JSONL store of its own: ours to close.
-                    previous, self._lease = self._lease, _Lease(core.get_session_store())
-                    await _close_owned(previous)
+                    previous, self._lease = self._lease, driver.Lease(core.get_session_store())
+                    await driver.close_owned(previous)
         finally:
             self._gate.release()
-        return _finish(method, settled, result, self._record)
+        return driver.finish(method, settled, result, self._record)
 
     @classmethod
     async def _factory(cls, method: str, target: StoreOrDir | None, build: Callable[[SessionStore], SessionManager],
                        *, write: bool, session_dir: str | os.PathLike[str] | None = None) -> AsyncSessionManager:
-        store, lease = await _open_target(method, target, session_dir)
+        store, lease = await driver.open_target(method, target, session_dir)
         writes = write if not callable(write) else write(store)
-        settled = await _run(store, functools.partial(build, store), write=writes)
+        settled = await driver.run(store, functools.partial(build, store), write=writes)
         manager = cls(settled.value, _lease=lease) if settled.ok else None
         if manager is None:
-            await _close_owned(lease)
-        result: AsyncSessionManager = _finish(method, settled, manager)  # raises when manager is None
+            await driver.close_owned(lease)
+        result: AsyncSessionManager = driver.finish(method, settled, manager)  # raises when manager is None
         return result
 
     def _check_open(self) -> None:
@@ -543,7 +229,7 @@ class AsyncSessionManager:
             lease, self._lease = self._lease, None
         finally:
             self._gate.release()
-        await _close_owned(lease)
+        await driver.close_owned(lease)
 
     async def __aenter__(self) -> AsyncSessionManager:
         return self
@@ -590,7 +276,7 @@ class AsyncSessionManager:
             # A full load: a lazily opened manager reads the rest of the session on
             # first use, which would be store work on the loop (see "Off the loop").
             return SessionManager.open(target, session_id, cwd_override, lazy=False)
-        return await cls._factory("open", store, build, write=_load_writes)  # type: ignore[arg-type]
+        return await cls._factory("open", store, build, write=driver.load_writes)  # type: ignore[arg-type]
 
     @classmethod
     async def open_file(cls, path: str | os.PathLike[str], session_dir: str | os.PathLike[str] | None = None,
@@ -602,10 +288,10 @@ class AsyncSessionManager:
         Raises:
             InvalidSessionError, StorageError: as the synchronous method.
         """
-        settled = await _run(None, functools.partial(SessionManager.open_file, path, session_dir, cwd_override),
+        settled = await driver.run(None, functools.partial(SessionManager.open_file, path, session_dir, cwd_override),
                              write=False)
-        manager = cls(settled.value, _lease=_Lease(settled.value.get_session_store())) if settled.ok else None
-        result: AsyncSessionManager = _finish("open_file", settled, manager)  # raises when manager is None
+        manager = cls(settled.value, _lease=driver.Lease(settled.value.get_session_store())) if settled.ok else None
+        result: AsyncSessionManager = driver.finish("open_file", settled, manager)  # raises when manager is None
         return result
 
     @classmethod
@@ -620,7 +306,7 @@ class AsyncSessionManager:
         """
         def build(target: SessionStore) -> SessionManager:
             return SessionManager.continue_recent(cwd, store=target, include_internal=include_internal)
-        return await cls._factory("continue_recent", store, build, write=_load_writes,  # type: ignore[arg-type]
+        return await cls._factory("continue_recent", store, build, write=driver.load_writes,  # type: ignore[arg-type]
                                   session_dir=session_dir)
 
     @classmethod
@@ -691,7 +377,7 @@ class AsyncSessionManager:
         Raises:
             StoreOpenError: the target store cannot be opened.
         """
-        store, lease = await _open_target("import_files", target)
+        store, lease = await driver.open_target("import_files", target)
         stop = threading.Event()
 
         def until_stopped() -> Iterator[str | os.PathLike[str]]:
@@ -705,10 +391,10 @@ class AsyncSessionManager:
                                                              batch_sessions=batch_sessions,
                                                              batch_bytes=batch_bytes, settle=settle))
         try:
-            settled = await _run(store, work, write=True, on_cancel=stop.set)
+            settled = await driver.run(store, work, write=True, on_cancel=stop.set)
         finally:
-            await _close_owned(lease)
-        outcomes: builtins.list[ImportOutcome] = _finish("import_files", settled, settled.value)
+            await driver.close_owned(lease)
+        outcomes: builtins.list[ImportOutcome] = driver.finish("import_files", settled, settled.value)
         return outcomes
 
     @classmethod
@@ -765,21 +451,21 @@ class AsyncSessionManager:
                        cancel: CancelEvent | None, call: Callable[..., builtins.list[SessionInfo]]
                        ) -> builtins.list[SessionInfo]:
         loop = asyncio.get_running_loop()
-        store, lease = await _open_target(method, store_or_dir)
+        store, lease = await driver.open_target(method, store_or_dir)
         stop = threading.Event()
         progress = None
         if on_progress is not None:
-            if _inline(store):
+            if driver.inline(store):
                 progress = on_progress
             else:
                 def progress(loaded: int, total: int) -> None:
                     loop.call_soon_threadsafe(on_progress, loaded, total)
         try:
-            settled = await _run(store, functools.partial(call, store, progress, _AnyEvent(cancel, stop)),
+            settled = await driver.run(store, functools.partial(call, store, progress, driver.AnyEvent(cancel, stop)),
                                  write=False, on_cancel=stop.set)
         finally:
-            await _close_owned(lease)
-        rows: builtins.list[SessionInfo] = _finish(method, settled, settled.value)
+            await driver.close_owned(lease)
+        rows: builtins.list[SessionInfo] = driver.finish(method, settled, settled.value)
         return rows
 
     # ------------------------------------------------------------------ session management
@@ -844,16 +530,16 @@ class AsyncSessionManager:
             if target is None:
                 store, lease = core.get_session_store(), (self._lease.retain() if self._lease is not None else None)
             else:
-                store, lease = await _open_target(method, target)
+                store, lease = await driver.open_target(method, target)
             job = functools.partial(SessionManager.fork_to, core, cwd, store, id=id, internal=internal,
                                     workflow=workflow)
-            settled = await _run(store, job, write=True)
+            settled = await driver.run(store, job, write=True)
             fork = AsyncSessionManager(settled.value, _lease=lease) if settled.ok else None
             if fork is None:
-                await _close_owned(lease)
+                await driver.close_owned(lease)
         finally:
             self._gate.release()
-        result: AsyncSessionManager = _finish(method, settled, fork, self._record)  # raises when fork is None
+        result: AsyncSessionManager = driver.finish(method, settled, fork, self._record)  # raises when fork is None
         return result
 
     async def delete_session(self, session_id: str) -> None:
@@ -1103,6 +789,6 @@ class AsyncSessionManager:
         """
         self._check_open()
         core = self._core
-        settled = await _run(core.get_session_store(), core.get_session_file, write=False)
-        path: str | None = _finish("get_session_file", settled, settled.value, self._record)
+        settled = await driver.run(core.get_session_store(), core.get_session_file, write=False)
+        path: str | None = driver.finish("get_session_file", settled, settled.value, self._record)
         return path

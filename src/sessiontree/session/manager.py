@@ -22,133 +22,45 @@ from __future__ import annotations
 
 import builtins
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Any, Generic, TypeVar, cast
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from sessiontree.core import projection as _projection
 from sessiontree.core.listing import SessionInfo, is_classified
-from sessiontree.core.projection import context as _projection_context
-from sessiontree.core.tree import Entry, NameState, SessionTree, TreeNode
+from sessiontree.core.tree import Entry, SessionTree
 from sessiontree.errors import InvalidSessionError, SessionInUseError, StorageError
 from sessiontree.format.codec import ParsedSession, read_session_file
 from sessiontree.format.gcpause import gc_paused
-from sessiontree.format.ids import is_valid_session_id, new_session_id, validate_session_id
-from sessiontree.format.types import AgentMessage, SessionHeader
-from sessiontree.format.upgrade import parent_session_to_id, upgrade_header
+from sessiontree.format.ids import validate_session_id
+from sessiontree.format.types import AgentMessage
+from sessiontree.format.upgrade import upgrade_header
 from sessiontree.session import builders, importing
-from sessiontree.session.builders import UNSET, now_iso
+from sessiontree.session.binding import (
+    StoreOrDir,
+    Switch,
+    child_header,
+    classification_of,
+    inherited_classification,
+    new_header,
+    resolve_store,
+    select_store,
+    session_file_of,
+)
+from sessiontree.session.builders import UNSET
 from sessiontree.session.importing import ImportOutcome
 from sessiontree.session.lazy import open_held, open_lazy
-from sessiontree.stores import open_store
-from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionFiles, SessionStore
+from sessiontree.session.navigation import SessionNavigation
+from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionStore
 from sessiontree.stores.jsonl.store import JsonlStore
 from sessiontree.stores.memory import MemoryStore
-from sessiontree.stores.traits import store_traits
 
-# The IMPORT_BATCH_* imported here are copies: patch sessiontree.session.importing,
-# which reads them at call time.
-__all__ = ["SessionManager"]
+__all__ = ["SessionManager", "StoreOrDir", "select_store"]
 
 
-StoreOrDir = SessionStore | str | os.PathLike[str]
 _R = TypeVar("_R")
 
 
-def select_store(value: StoreOrDir | None) -> SessionStore:
-    """The store a ``storeOrDir`` argument selects (docs/rules/manager.md seed:api).
-
-    ``None``: the configured store (``SESSIONTREE_STORE``, else the shared
-    SQLite database). A :class:`SessionStore`: itself. A store URL
-    (``sqlite:///...``, ``jsonl:///...``, ``memory:``): that store. Any other
-    string or path is a directory, which explicitly selects JSONL.
-
-    Raises:
-        StoreOpenError: the store cannot be opened (never a fallback to memory).
-    """
-    if value is None:
-        return open_store(None)
-    if isinstance(value, str) and (value == "memory:" or "://" in value):
-        return open_store(value)
-    if isinstance(value, (str, os.PathLike)):
-        return JsonlStore(os.fspath(value))
-    return value
-
-
-def _resolve_store(store: StoreOrDir | None, session_dir: str | os.PathLike[str] | None) -> SessionStore:
-    """``store`` when given, else ``session_dir`` (JSONL), else the configured store."""
-    return select_store(store if store is not None else session_dir)
-
-
-def _classification(internal: bool, workflow: Any) -> dict[str, Any] | None:
-    """The ``internal``/``workflow`` pair to write, or ``None`` (docs/rules/listing.md O.3)."""
-    if internal is True and is_classified({"internal": True, "workflow": workflow}):
-        return {"internal": True, "workflow": workflow}
-    return None
-
-
-def _new_header(session_id: str | None, cwd: str, parent_session: str | None = None,
-                classification: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A format-4 header in the key order of docs/rules/format.md A.3."""
-    header: dict[str, Any] = {
-        "type": "session",
-        "version": 4,
-        "id": validate_session_id(session_id) if session_id is not None else new_session_id(),
-        "createdAt": now_iso(),
-        "cwd": cwd,
-    }
-    if parent_session is not None:
-        # An id is taken as it is: only a legacy path needs a look-up (in_memory
-        # must not touch the filesystem, and a file named like the id must not win).
-        parent_id = parent_session if is_valid_session_id(parent_session) else parent_session_to_id(parent_session)
-        if parent_id is not None:
-            header["parentSessionId"] = parent_id
-    if classification:
-        header.update(classification)
-    return header
-
-
-def _session_file_of(store: SessionStore, header: dict[str, Any], session_file: str | None) -> str | None:
-    """The JSONL file of a session (existing or future): ``session_file`` when
-    explicit, else where a store with files (:class:`SessionFiles`) has it or
-    would create it; ``None`` for stores without files. A JSONL store looks on disk."""
-    if session_file is not None:
-        return session_file
-    if isinstance(store, SessionFiles):
-        return store.location(header["id"]) or store.path_for(header)
-    return None
-
-
-@dataclass(frozen=True, slots=True)
-class _Switch(Generic[_R]):
-    """A prepared change of the session a manager is bound to, applied by
-    :meth:`SessionManager._switch`.
-
-    The ``_prepare_*`` methods build one, doing (and committing) whatever
-    store work the change needs, without changing the manager: a failure
-    leaves it as it was, and the asynchronous manager prepares off the event
-    loop and applies the result on it.
-
-    Attributes:
-        header: the header from now on.
-        tree: the entries from now on, or ``None`` to keep the entries, the
-            leaf and the record of this process's appends (a header-only change).
-        store: the store from now on.
-        saved: whether the session exists in that store.
-        session_file: the explicit JSONL path, if any.
-        result: what the public method returns.
-    """
-
-    header: dict[str, Any]
-    tree: SessionTree | None
-    store: SessionStore
-    saved: bool
-    session_file: str | None
-    result: _R
-
-
-class SessionManager:
+class SessionManager(SessionNavigation):
     """One open session: its header, entry tree and leaf, bound to a store.
 
     Build one with the static constructors (:meth:`create`, :meth:`open`,
@@ -176,15 +88,10 @@ class SessionManager:
         self._cwd = os.path.abspath(cwd)
         self._saved = saved
         self._session_file = session_file
-        # Ids this process appended: their tools may still run (docs/rules/decisions.md D-11).
+        # What each attribute holds: SessionNavigation's class body.
         self._appended: set[str] = set()
-        # The last projection's state, for the tree it was built from and the
-        # number of entries it has seen (see _current_projector).
-        self._projector: tuple[SessionTree, int, _projection.ProjectionBuilder] | None = None
-        # The raw branch of a leaf whose projection was built the one-pass way: (tree,
-        # leaf id, a list whose first n items are that branch, n, a list whose first n
-        # items are the build's steps for them); see _current_projector.
-        self._branch: tuple[SessionTree, str | None, list[Entry], int, _projection.PlainSteps] | None = None
+        self._projector = None
+        self._branch = None
 
     # ------------------------------------------------------------------ factories
 
@@ -211,9 +118,9 @@ class SessionManager:
             StoreOpenError: the store cannot be opened.
             SessionExistsError: on the first write, if ``id`` is taken.
         """
-        target = _resolve_store(store, session_dir)
+        target = resolve_store(store, session_dir)
         cwd = os.path.abspath(cwd)
-        header = _new_header(id, cwd, parent_session, _classification(internal, workflow))
+        header = new_header(id, cwd, parent_session, classification_of(internal, workflow))
         return cls(target, header, cwd=cwd, saved=False)
 
     @classmethod
@@ -291,7 +198,7 @@ class SessionManager:
         parsed = store.open_path(path)
         if parsed is None:
             cwd = os.path.abspath(cwd_override if cwd_override is not None else os.getcwd())
-            header = _new_header(None, cwd)
+            header = new_header(None, cwd)
             store.create(header, [], path=path)
             return cls(store, header, cwd=cwd, saved=True, session_file=path)
         cwd = cwd_override if cwd_override is not None else (parsed.header.get("cwd") or os.getcwd())
@@ -314,7 +221,7 @@ class SessionManager:
             StoreOpenError: the store cannot be opened.
             StorageError: creating the new session failed.
         """
-        target = _resolve_store(store, session_dir)
+        target = resolve_store(store, session_dir)
         cwd = os.path.abspath(cwd)
         recent = target.find_most_recent(cwd, include_internal)
         if recent is not None:
@@ -354,7 +261,7 @@ class SessionManager:
         if headers:
             header = upgrade_header(headers[0])
         else:
-            header = _new_header(id, cwd, parent_session, _classification(internal, workflow))
+            header = new_header(id, cwd, parent_session, classification_of(internal, workflow))
         store = MemoryStore()
         manager = cls(store, header, body, cwd=cwd, saved=False)
         if body:
@@ -417,20 +324,15 @@ class SessionManager:
             InvalidSessionError: the source is not a valid session.
         """
         parsed = read_session_file(source_path)
-        target = _resolve_store(store, session_dir)
+        target = resolve_store(store, session_dir)
         return cls._fork(parsed, target, target_cwd, id, internal, workflow)
 
     @classmethod
     def _fork(cls, source: ParsedSession, target: SessionStore, cwd: str, session_id: str | None,
               internal: bool, workflow: dict[str, Any] | None) -> SessionManager:
-        classification = _classification(internal, workflow)
-        if classification is None and is_classified(source.header):
-            classification = {"internal": True, "workflow": source.header["workflow"]}
         cwd = os.path.abspath(cwd)
-        header = _new_header(session_id, cwd, None, None)
-        header["parentSessionId"] = source.header["id"]
-        if classification:
-            header.update(classification)
+        header = child_header(source.header["id"], cwd, session_id,
+                              classification_of(internal, workflow) or inherited_classification(source.header))
         raw = [source.entry_bytes(i) for i in range(len(source.entries))]
         target.create(header, source.entries, raw)
         return cls(target, header, source.entries, cwd=cwd, saved=True)
@@ -610,47 +512,40 @@ class SessionManager:
         return self._switch(self._prepare_branched_session(leaf_id))
 
     # The session switches in two steps: _prepare_* does the store work and
-    # returns a _Switch without touching the manager; _switch applies it in
+    # returns a Switch without touching the manager; _switch applies it in
     # memory. The asynchronous manager runs the first off the loop, the second on it.
 
     def _prepare_new_session(self, *, id: str | None, parent_session: str | None, internal: bool,
-                             workflow: dict[str, Any] | None) -> _Switch[str | None]:
+                             workflow: dict[str, Any] | None) -> Switch[str | None]:
         """The switch of :meth:`new_session`; looks up the new session's file (JSONL: on disk)."""
-        header = _new_header(id, self._cwd, parent_session, _classification(internal, workflow))
-        return _Switch(header, SessionTree(), self._store, False, None,
-                       _session_file_of(self._store, header, None))
+        header = new_header(id, self._cwd, parent_session, classification_of(internal, workflow))
+        return Switch(header, SessionTree(), self._store, False, None, session_file_of(self._store, header, None))
 
-    def _prepare_mark_internal(self, workflow: dict[str, Any] | None) -> _Switch[None] | None:
+    def _prepare_mark_internal(self, workflow: dict[str, Any] | None) -> Switch[None] | None:
         """The switch of :meth:`mark_session_internal` (``None``: nothing to do), its header written when stored."""
-        if is_classified(self._header) or _classification(True, workflow) is None:
+        if is_classified(self._header) or classification_of(True, workflow) is None:
             return None
         header = {k: v for k, v in self._header.items() if k not in ("internal", "workflow")}
         header["internal"] = True
         header["workflow"] = workflow
         if self._saved:
             self._store.replace_header(self.get_session_id(), header)
-        return _Switch(header, None, self._store, self._saved, self._session_file, None)
+        return Switch(header, None, self._store, self._saved, self._session_file, None)
 
-    def _prepare_session_file(self, path: str | os.PathLike[str]) -> _Switch[None]:
+    def _prepare_session_file(self, path: str | os.PathLike[str]) -> Switch[None]:
         """The switch of :meth:`set_session_file`: the file opened (or created) as :meth:`open_file` does."""
         other = SessionManager.open_file(path, cwd_override=self._cwd)
-        return _Switch(other._header, other._tree, other._store, other._saved, other._session_file, None)
+        return Switch(other._header, other._tree, other._store, other._saved, other._session_file, None)
 
-    def _prepare_branched_session(self, leaf_id: str) -> _Switch[str | None]:
+    def _prepare_branched_session(self, leaf_id: str) -> Switch[str | None]:
         """The switch of :meth:`create_branched_session`, its new session written."""
         kept = builders.branched_session_entries(self._tree, leaf_id)
-        classification = ({"internal": True, "workflow": self._header["workflow"]}
-                          if is_classified(self._header) else None)
-        header = _new_header(None, self._cwd, None, None)
-        header["parentSessionId"] = self.get_session_id()
-        if classification:
-            header.update(classification)
+        header = child_header(self.get_session_id(), self._cwd, None, inherited_classification(self._header))
         # Entries that were not changed keep their stored JSON text.
         self._store.create(header, kept)
-        return _Switch(header, SessionTree(kept), self._store, True, None,
-                       _session_file_of(self._store, header, None))
+        return Switch(header, SessionTree(kept), self._store, True, None, session_file_of(self._store, header, None))
 
-    def _switch(self, switch: _Switch[_R] | None) -> _R | None:
+    def _switch(self, switch: Switch[_R] | None) -> _R | None:
         """Apply a prepared switch (``None``: nothing); returns its ``result``. In memory only.
 
         A new tree also forgets which entries this process appended and the
@@ -886,48 +781,7 @@ class SessionManager:
         """
         return self._commit(builders.context_edit_entry(self._entry_state(), target_id, replacement))
 
-    # ------------------------------------------------------------------ navigation
-
-    def get_leaf_id(self) -> str | None:
-        """The current leaf id, or ``None`` (docs/rules/tree.md F.5)."""
-        return self._tree.leaf_id
-
-    def get_leaf_entry(self) -> Entry | None:
-        """The current leaf entry, or ``None``."""
-        return self._tree.get_entry(self._tree.leaf_id) if self._tree.leaf_id is not None else None
-
-    def get_entry(self, entry_id: str) -> Entry | None:
-        """The entry with this id, or ``None``."""
-        return self._tree.get_entry(entry_id)
-
-    def get_branch(self, from_id: str | None = None) -> builtins.list[Entry]:
-        """Entries from the root to ``from_id`` (default: the leaf), root first (docs/rules/tree.md F.6)."""
-        return self._tree.get_branch(from_id)
-
-    def get_tree(self) -> builtins.list[TreeNode]:
-        """The whole tree: roots in file order, children oldest first, labels resolved (H)."""
-        return self._tree.get_tree()
-
-    def get_children(self, parent_id: str | None) -> builtins.list[Entry]:
-        """Direct children of ``parent_id`` in file order (docs/rules/tree.md H.6)."""
-        return self._tree.get_children(parent_id)
-
-    def get_label(self, entry_id: str) -> str | None:
-        """The current label of ``entry_id`` (I)."""
-        return self._tree.get_label(entry_id)
-
-    def branch(self, entry_id: str) -> None:
-        """Move the leaf to an earlier entry; writes nothing (docs/rules/tree.md F.3).
-
-        Raises:
-            EntryNotFoundError: unknown id.
-        """
-        self._tree.require(entry_id)
-        self._tree.leaf_id = entry_id
-
-    def reset_leaf(self) -> None:
-        """Set the leaf to ``None``: the next append starts a new root (docs/rules/tree.md F.4)."""
-        self._tree.leaf_id = None
+    # ------------------------------------------------------------------ navigation (changes)
 
     def branch_with_summary(self, branch_from_id: str | None, summary: str, details: Any = UNSET,
                             from_hook: Any = UNSET, usage: Any = UNSET) -> str:
@@ -944,156 +798,3 @@ class SessionManager:
         """
         return self._commit(builders.branch_summary_entry(self._entry_state(), branch_from_id, summary, details,
                                                           from_hook, usage))
-
-    # ------------------------------------------------------------------ context
-
-    def _repair_trailing(self) -> bool:
-        # docs/rules/decisions.md D-11: trailing calls of a turn appended by this process may still be
-        # running. Walk up from the leaf only as far as the last assistant turn.
-        if not self._appended:
-            return True
-        get = self._tree.get_entry
-        seen: set[str] = set()
-        current = self._tree.leaf_id
-        while current is not None and current not in seen:
-            entry = get(current)
-            if entry is None:
-                break
-            message = entry.get("message") if entry.get("type") == "message" else None
-            if isinstance(message, dict) and message.get("role") == "assistant":
-                return current not in self._appended
-            seen.add(current)
-            current = entry.get("parentId")
-        return True
-
-    def _current_projector(self) -> _projection.ProjectionBuilder:
-        """The projection state of the active branch, extended rather than rebuilt when possible.
-
-        Entries are only ever appended, so a projection built for leaf L
-        stays right for as long as the leaf is L, and grows by the entries
-        appended below it. Anything else (another leaf, a new compaction
-        boundary, a context edit, another tree, fewer entries after a rolled
-        back write) builds it afresh.
-        """
-        tree = self._tree
-        cached = self._projector
-        count = len(tree)  # len(), not len(tree.entries): a lazy tree answers it without reading
-        if cached is not None and cached[0] is tree and cached[1] <= count:
-            _, seen, projector = cached
-            fresh = True
-            for entry in tree.entries_from(seen) if seen < count else ():
-                # Entries on other branches are skipped: they can never be
-                # ancestors of a leaf that the projector reaches.
-                if entry.get("parentId") == projector.leaf_id and not projector.advance(entry):
-                    fresh = False
-                    break
-            if fresh and projector.leaf_id == tree.leaf_id:
-                self._projector = (tree, count, projector)
-                return projector
-        # A plain branch (no boundary, no edit) seen by an earlier build of the same
-        # leaf is projected without walking it again, from the steps that build
-        # derived from each entry (projection.incremental.plain_step): entries are only ever
-        # appended and never changed, so a leaf's branch and those steps never change.
-        branch = ops = None
-        kept = self._branch
-        if (kept is not None and kept[0] is tree and kept[1] == tree.leaf_id
-                and kept[3] <= len(kept[2]) and kept[3] <= len(kept[4])):
-            n = kept[3]
-            branch = kept[2] if n == len(kept[2]) else kept[2][:n]
-            ops = kept[4].prefix(n)
-        with gc_paused():
-            projector = _projection.ProjectionBuilder.build(
-                tree.entries, tree.leaf_id, tree.by_id, branch=branch, ops=ops,
-                links=lambda: tree.ancestor_links(_projection_context.REMOTE_KINDS))
-        self._projector = (tree, len(tree), projector)
-        if projector.plain_branch is not None and projector.plain_ops is not None:
-            self._branch = (tree, tree.leaf_id, projector.plain_branch, len(projector.plain_branch),
-                            projector.plain_ops)
-        return projector
-
-    def build_session_projection(self) -> _projection.SessionProjection:
-        """The model-visible projection of the active branch
-        (docs/rules/projection.md seed:context-building, spec:projection).
-
-        Same result as :func:`sessiontree.core.projection.build_session_projection`
-        for the leaf (with docs/rules/decisions.md D-11 trailing repair unless the last assistant turn
-        was appended by this manager), but the manager keeps the projection's
-        state between calls: after appending a turn, the next call costs in
-        proportion to the new entries (plus copying the message list), not
-        to the branch. A new boundary, a context edit or a leaf move
-        rebuilds it.
-        """
-        return self._current_projector().result(self._repair_trailing())
-
-    def build_session_context(self) -> _projection.SessionContext:
-        """Messages, thinking level and model for the model
-        (docs/rules/projection.md seed:context-building)."""
-        projection = self.build_session_projection()
-        return _projection.SessionContext(messages=projection.messages, thinking_level=projection.thinking_level,
-                                          model=projection.model)
-
-    def build_historical_projection(self) -> _projection.HistoricalProjection:
-        """The active branch's context as the agent that wrote its latest retired
-        summary compaction rebuilt it: an archival view, never what a current
-        agent sends (see :func:`sessiontree.core.projection.build_historical_projection`).
-
-        Trailing tool calls are closed as in :meth:`build_session_projection`.
-        Built afresh on every call; nothing is written.
-        """
-        return _projection.build_historical_projection(self._tree.entries, self._tree.leaf_id,
-                                                       by_id=self._tree.by_id,
-                                                       repair_trailing=self._repair_trailing())
-
-    def build_context_entries(self) -> builtins.list[Entry]:
-        """Active-branch entries after the latest compaction boundary (docs/rules/projection.md Q.13)."""
-        return _projection.build_context_entries(self._tree.entries, self._tree.leaf_id, by_id=self._tree.by_id)
-
-    # ------------------------------------------------------------------ getters
-
-    def get_entries(self) -> builtins.list[Entry]:
-        """All entries, header excluded, in file order (a new list; entries shared)."""
-        return builtins.list(self._tree.entries)
-
-    def get_entry_index(self) -> Mapping[str, Entry]:
-        """A read-only view of the ``{entry id: entry}`` index the manager keeps (no copy:
-        it follows later appends), for a caller that walks paths itself."""
-        return MappingProxyType(self._tree.by_id)
-
-    def get_header(self) -> SessionHeader:
-        """The session header (docs/rules/format.md seed:header): the stored object itself,
-        unknown fields kept; typed by the fields the format defines."""
-        return cast(SessionHeader, self._header)
-
-    def get_session_name(self) -> str | None:
-        """The display name, ``None`` when never named or cleared (docs/rules/listing.md J.3)."""
-        return self._tree.name_state().name
-
-    def get_session_name_state(self) -> NameState:
-        """Never named / cleared / named (docs/rules/format.md seed:session-info-entry)."""
-        return self._tree.name_state()
-
-    def get_cwd(self) -> str:
-        """The absolute working directory."""
-        return self._cwd
-
-    def get_session_dir(self) -> str:
-        """The JSONL directory, or ``""`` for stores without files."""
-        return self._store.directory if isinstance(self._store, SessionFiles) else ""
-
-    def get_session_id(self) -> str:
-        """The exact session id."""
-        session_id: str = self._header["id"]
-        return session_id
-
-    def get_session_store(self) -> SessionStore:
-        """The active store."""
-        return self._store
-
-    def get_session_file(self) -> str | None:
-        """The JSONL file of this session (existing or future), or ``None``."""
-        return _session_file_of(self._store, self._header, self._session_file)
-
-    def is_persisted(self) -> bool:
-        """Whether the store keeps sessions beyond the process (``StoreTraits.persisted``:
-        every store but the memory store)."""
-        return store_traits(self._store).persisted
