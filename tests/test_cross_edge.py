@@ -119,3 +119,57 @@ def test_a_search_finds_the_same_everywhere(edges: Any) -> None:
     mcp_app = {h["sessionId"] for h in reader.search_sessions("jitter", cwd="/proj/app")["hits"]}
     viewer_app = set(_page_ids(client.get("/", params={"q": "jitter", "project": "/proj/app"}).text))
     assert cli_app == mcp_app == viewer_app == {A, B}
+
+
+def test_an_unknown_prefix_is_refused_alike_everywhere(edges: Any) -> None:
+    """No session starts ``019caff``: a typed "no session" error at every edge (not an
+    ambiguity, not an empty answer)."""
+    db, client, reader = edges
+    assert "no session matches" in run_cli(db, "show", "019caff", code=1).stderr
+    refused = client.get("/s/019caff", follow_redirects=False)
+    assert (refused.status_code, refused.text) == (404, "No such session")
+    with pytest.raises(ToolInputError, match="no session matches"):
+        reader.resolve_session("019caff")
+    with pytest.raises(ToolInputError, match="no session matches"):
+        reader.get_context("019caff")
+
+
+def test_the_compare_page_takes_the_prefix_the_session_page_takes(edges: Any) -> None:
+    """Issue 40: the compare page refused a prefix the session page accepted; both now
+    redirect by the one rule, and refuse an ambiguous one alike."""
+    _db, client, _reader = edges
+    response = client.get("/s/019cadb5/compare", params={"view": "raw"}, follow_redirects=False)
+    assert (response.status_code, response.headers["location"]) == (302, f"/s/{C}/compare?view=raw")
+    assert client.get(f"/s/{SHARED}/compare", follow_redirects=False).status_code == 404
+
+
+def test_since_alone_bounds_the_last_activity_everywhere(edges: Any) -> None:
+    """since 2026-03-05 keeps B (active 03-05 10:00), C (03-05 09:00) and D (03-06), not A
+    (03-01); newest activity first: D, B, C."""
+    db, client, reader = edges
+    cli = [row["id"] for row in run_cli_json(db, "list", "--since", "2026-03-05")]
+    viewer = _page_ids(client.get("/", params={"since": "2026-03-05"}).text)
+    mcp = [row["id"] for row in reader.list_sessions(since="2026-03-05")["sessions"]]
+    assert cli == viewer == mcp == [D, B, C]
+
+
+def test_a_search_pages_to_the_same_order_everywhere(edges: Any) -> None:
+    """The CLI's hits best first, MCP's one hit per page followed by its cursor, and the
+    viewer's one session per page give the same sessions in the same order: A, B and D
+    say "jitter" (the records above), each once."""
+    db, client, reader = edges
+    cli = [h["sessionId"] for h in run_cli_json(db, "search", "jitter")["hits"]]
+    mcp: list[str] = []
+    cursor = None
+    for _ in range(10):
+        page = reader.search_sessions("jitter", limit=1, cursor=cursor)
+        mcp += [h["sessionId"] for h in page["hits"]]
+        cursor = page.get("nextCursor")
+        if cursor is None:
+            break
+    viewer: list[str] = []
+    for number in (1, 2, 3, 4):
+        viewer += [i for i in _page_ids(client.get("/", params={"q": "jitter", "per_page": 1,
+                                                                "page": number}).text) if i not in viewer]
+    assert sorted(cli) == [A, B, D]
+    assert cli == mcp == viewer
