@@ -32,11 +32,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -60,17 +60,27 @@ def _env(home: Path, src: str | None = None, **extra: str) -> dict[str, str]:
     return env
 
 
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
-    """``(wall s, CPU s, stdout)`` of one command (CPU: the children's user + system time)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1800, check=False)
-    wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, done.stdout
+#: The largest peak RSS (MiB) a row's command reached, over the repetitions (``os.wait4``).
+PEAK: dict[str, float] = {}
+
+
+def timed(argv: list[str], env: dict[str, str], row: str | None = None) -> tuple[float, float, str]:
+    """``(wall s, CPU s, stdout)`` of one command (CPU: the child's user + system time, from
+    ``os.wait4``, which also gives its peak RSS, kept in :data:`PEAK` under ``row``)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        started = time.perf_counter()
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(), err.read().decode(errors="replace")
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}):\n{stderr[-3000:]}")
+    if row is not None:
+        PEAK[row] = max(PEAK.get(row, 0.0), usage.ru_maxrss / 1024)  # Linux: KiB
+    return wall, usage.ru_utime + usage.ru_stime, stdout
 
 
 def floor(root: Path) -> tuple[float, float]:
@@ -109,8 +119,8 @@ class Ours:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{self.db}{suffix}").unlink(missing_ok=True)
 
-    def sync(self) -> tuple[float, float, dict[str, Any]]:
-        wall, cpu, out = timed([*self._base(), "sync", "--json"], _env(self.home, self.src))
+    def sync(self, row: str | None = None) -> tuple[float, float, dict[str, Any]]:
+        wall, cpu, out = timed([*self._base(), "sync", "--json"], _env(self.home, self.src), row)
         return wall, cpu, json.loads(out)
 
     def stats(self) -> tuple[float, float, dict[str, Any]]:
@@ -165,21 +175,23 @@ def run_agent(agent: str, sessions: int, reps: int, old: str | None, ccusage: Pa
         rows.setdefault(f"{agent} floor (orjson, every line)", []).append(floor(home))
         for tool in tools:
             tool.reset()
-            wall, cpu, report = tool.sync()
+            wall, cpu, report = tool.sync(f"{agent} {tool.name} first sync")
             assert report.get("new") == len(paths) - report.get("in-progress", 0), report
             rows.setdefault(f"{agent} {tool.name} first sync", []).append((wall, cpu))
             wall2, cpu2, _ = tool.stats()
             rows.setdefault(f"{agent} {tool.name} first sync + stats", []).append((wall + wall2, cpu + cpu2))
             rows.setdefault(f"{agent} {tool.name} stats (warm)", []).append(tool.stats()[:2])
-            wall, cpu, _ = tool.sync()
+            wall, cpu, _ = tool.sync(f"{agent} {tool.name} unchanged sync")
+            rows.setdefault(f"{agent} {tool.name} unchanged sync", []).append((wall, cpu))
             wall2, cpu2, _ = tool.stats()
             rows.setdefault(f"{agent} {tool.name} unchanged sync + stats", []).append((wall + wall2, cpu + cpu2))
         rows.setdefault(f"{agent} ccusage daily", []).append(
-            timed([str(ccusage), sub, "daily", "--json", "--offline"], _env(home))[:2])
+            timed([str(ccusage), sub, "daily", "--json", "--offline"], _env(home), f"{agent} ccusage daily")[:2])
         if agentsview is not None:
             shutil.rmtree(av_home, ignore_errors=True)
             shutil.rmtree(home / ".agentsview", ignore_errors=True)
-            rows.setdefault(f"{agent} agentsview first sync", []).append(timed([str(agentsview), "sync"], av_env)[:2])
+            rows.setdefault(f"{agent} agentsview first sync", []).append(
+                timed([str(agentsview), "sync"], av_env, f"{agent} agentsview first sync")[:2])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
           f" {time.perf_counter() - started:.0f} s")
     med = {name: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for name, v in rows.items()}
     for name, (wall, cpu) in med.items():
-        print(f"  {name:<45} wall {wall:7.2f} s   CPU {cpu:7.2f} s")
+        peak = f"   peak RSS {PEAK[name]:7.1f} MiB" if name in PEAK else ""
+        print(f"  {name:<45} wall {wall:7.2f} s   CPU {cpu:7.2f} s{peak}")
     print("ratios")
     for agent in args.agents.split(","):
         def ratio(a: str, b: str, agent: str = agent) -> None:
@@ -217,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
             ratio(f"{tool} first sync + stats", "ccusage daily")
             ratio(f"{tool} stats (warm)", "ccusage daily")
             ratio(f"{tool} unchanged sync + stats", "ccusage daily")
-        for what in ("first sync", "first sync + stats", "stats (warm)", "unchanged sync + stats"):
+            ratio(f"{tool} unchanged sync", "ccusage daily")
+        for what in ("first sync", "first sync + stats", "stats (warm)", "unchanged sync", "unchanged sync + stats"):
             ratio(f"new {what}", f"old {what}")
     return 0
 

@@ -17,7 +17,7 @@ from cli_support import run_cli, run_cli_json
 from sessiontree.format import jsonio
 from sessiontree.stores.sqlite.store import SqliteStore
 from sessiontree.sync import archive as archive_module
-from sessiontree.sync import restore as restore_module
+from sessiontree.sync import newfile
 from sessiontree.sync.archive import ARCHIVING_SUFFIX, archive
 from sessiontree.sync.engine import Syncer, discover
 from sessiontree.sync.restore import RestoreError, agent_file, encode_cwd, restore
@@ -132,7 +132,7 @@ def test_a_full_disk_leaves_no_partial_file(store, _fake_home, tmp_path, monkeyp
         os.write(fd, data[:10])
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(restore_module, "write_all", full)
+    monkeypatch.setattr(newfile, "write_all", full)
     with pytest.raises(RestoreError, match="the disk is full"):
         restore(store, OTHER, directory=str(tmp_path / "out"))
     folder = tmp_path / "out" / "--home-me-other--"

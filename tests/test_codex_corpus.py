@@ -238,13 +238,13 @@ def test_a_session_stored_by_an_older_mapping_is_mapped_again(tmp_path, monkeypa
     (its inode changed: an editor or a copy wrote it anew, same bytes): the file's records
     are the stored ones, so the session is mapped again (``replaced``), a name set with
     sessiontree kept. Before, it was reported diverged and sync exited 1."""
-    import sessiontree.sync.engine as engine
+    import sessiontree.sync.syncer as engine
 
     path = foreign_files("codex")[-1]  # 019b04ae: its calls have reasoning tokens
-    real = engine.map_foreign
+    real = engine.map_records
 
-    def older(data, name=None):
-        mapped = real(data, name)
+    def older(agent, data, name=None):
+        mapped = real(agent, data, name)
         for entry in mapped.entries:
             entry.pop("reasoningTokens", None)
         last = mapped.entries[-1]
@@ -259,10 +259,10 @@ def test_a_session_stored_by_an_older_mapping_is_mapped_again(tmp_path, monkeypa
     copy.write_bytes(copy_bytes)
     path = copy
     store = open_store("memory:")
-    monkeypatch.setattr(engine, "map_foreign", older)
+    monkeypatch.setattr(engine, "map_records", older)
     first = Syncer(store).sync_file(str(path))
     assert first.status == "new"
-    monkeypatch.setattr(engine, "map_foreign", real)
+    monkeypatch.setattr(engine, "map_records", real)
     from sessiontree.session.manager import SessionManager
 
     manager = SessionManager.open(store, first.session_id)

@@ -135,13 +135,14 @@ def test_sync_does_not_descend_into_a_symlinked_folder_of_an_agent(_fake_home, t
 _KILLED = """
 import os, signal, sys
 import sessiontree.sync.restore as r
+import sessiontree.sync.newfile as newfile
 from sessiontree.stores.sqlite.store import SqliteStore
 
 def dying(fd, data):
     os.write(fd, data[:10])
     os.kill(os.getpid(), signal.SIGKILL)
 
-r.write_all = dying
+newfile.write_all = dying
 r.restore(SqliteStore(sys.argv[1]), sys.argv[2])
 """
 

@@ -428,7 +428,8 @@ def test_postgres_sync_commit_is_a_compare_and_set_across_connections(request, t
 
     url = request.getfixturevalue("pg_url")
     stores = [PostgresStore(url), PostgresStore(url)]
-    state = SyncState("/home/me/x.jsonl", SID, 10, 1, 2, 3, 10, 1, 1, 4, b"h" * 32, b"t" * 32)
+    state = SyncState(path="/home/me/x.jsonl", session_id=SID, size=10, mtime_ns=1, inode=2, dev=3, consumed=10, lines=1,
+                      entries=1, version=4, header_hash=b"h" * 32, tail_hash=b"t" * 32)
     barrier = threading.Barrier(2)
     outcomes: list[str] = []
 
@@ -450,7 +451,8 @@ def test_postgres_sync_commit_is_a_compare_and_set_across_connections(request, t
     assert len(stores[0].read(SID).entries) == 1
     assert stores[1].sync_states()["/home/me/x.jsonl"] == state
     # A path that is not UTF-8 (surrogateescape) is kept exactly.
-    odd = SyncState("/home/me/\udcff.jsonl", SID, 10, 1, 2**64 - 1, 3, 10, 1, 1, 4, b"h" * 32, b"t" * 32)
+    odd = SyncState(path="/home/me/\udcff.jsonl", session_id=SID, size=10, mtime_ns=1, inode=2**64 - 1, dev=3,
+                    consumed=10, lines=1, entries=1, version=4, header_hash=b"h" * 32, tail_hash=b"t" * 32)
     stores[0].sync_commit(None, odd, SyncChange("none", SID))
     assert stores[1].sync_states()[odd.path] == odd
     with pytest.raises(SyncConflictError):

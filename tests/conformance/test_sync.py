@@ -12,8 +12,8 @@ import pytest
 
 from sessiontree.errors import InvalidSessionError
 from sessiontree.format.codec import read_session_file
-from sessiontree.sync import engine as sync_module
-from sessiontree.sync.engine import Syncer, discover
+from sessiontree.sync import syncer as sync_module
+from sessiontree.sync.engine import Syncer, discover, opened_files
 from sync_support import (
     OTHER,
     SID,
@@ -37,8 +37,8 @@ def test_grown_appends_only_the_new_entries_reading_only_new_bytes(store, _fake_
     size = path.stat().st_size
     append(path, entries(51, 3, f"{50:08x}"))
     reads: list[tuple[int, int]] = []
-    real = sync_module._pread_range
-    monkeypatch.setattr(sync_module, "_pread_range",
+    real = sync_module.pread_range
+    monkeypatch.setattr(sync_module, "pread_range",
                         lambda fd, start, end: reads.append((start, end)) or real(fd, start, end))
     result = sync_one(store, path)
     assert (result.status, result.added) == ("grown", 3)
@@ -54,10 +54,10 @@ def test_unchanged_files_are_not_opened(store, _fake_home, monkeypatch):
     opened: list[str] = []
     real_open = os.open
     monkeypatch.setattr(os, "open", lambda p, *a, **k: opened.append(os.fspath(p)) or real_open(p, *a, **k))
-    before = sync_module.opened_files()
+    before = opened_files()
     report = Syncer(store).sync_files([str(p) for p in paths])
     assert report.counts()["unchanged"] == 5
-    assert sync_module.opened_files() == before
+    assert opened_files() == before
     assert [p for p in opened if p.endswith(".jsonl")] == []
 
 
@@ -183,13 +183,13 @@ def test_format1_and_format2_files_grow(store, tmp_path):
 
 def test_vanished_and_replaced_files_mid_sync(store, tmp_path, _fake_home, monkeypatch):
     path = agent_file(_fake_home, n=2)
-    real = sync_module._open_source
+    real = sync_module.open_source
 
     def vanish(p):
         os.unlink(p)
         return real(p)
 
-    monkeypatch.setattr(sync_module, "_open_source", vanish)
+    monkeypatch.setattr(sync_module, "open_source", vanish)
     result = sync_one(store, path)
     assert result.status == "rejected" and "vanished" in result.reason
     assert not store.exists(SID)
@@ -202,7 +202,7 @@ def test_vanished_and_replaced_files_mid_sync(store, tmp_path, _fake_home, monke
         os.replace(tmp, p)
         return real(p)
 
-    monkeypatch.setattr(sync_module, "_open_source", swap)
+    monkeypatch.setattr(sync_module, "open_source", swap)
     result = sync_one(store, path)
     assert (result.status, result.session_id, result.added) == ("new", OTHER, 1)
 

@@ -134,9 +134,12 @@ class StoreProblem:
                 "sessionId": self.session_id, "line": self.line, "entryId": self.entry_id, "path": self.path}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SyncState:
     """What ``sessiontree sync`` last took from one source file (docs/sync.md).
+
+    Built by name only (keyword-only fields): twelve fields of which eight are integers
+    cannot be told apart by position (issue 40).
 
     Not derived data: it records what was read from a file outside the store,
     so it cannot be rebuilt from the entries and ``reindex`` leaves it alone.

@@ -34,8 +34,9 @@ from typing import Any
 from sessiontree.errors import SessionError, StorageError
 from sessiontree.format.files import O_CLOEXEC, sha256_prefix
 from sessiontree.stores.base import ArchivedFile, SessionStore, SyncState
-from sessiontree.sync.engine import discover, run_lock
+from sessiontree.sync.discovery import discover
 from sessiontree.sync.restore import agent_file, sweep_stale_temps
+from sessiontree.sync.runlock import run_lock
 from sessiontree.sync.safepath import UnsafePathError, check_under
 from sessiontree.sync.sources import AGENTS, agent_sources
 from sessiontree.sync.trash import trash_file

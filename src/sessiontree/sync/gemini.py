@@ -33,6 +33,7 @@ from sessiontree.format.codec import ParsedSession
 from sessiontree.format.foreign.gemini import AGENT, compare_messages, map_gemini
 from sessiontree.format.ids import is_valid_session_id
 from sessiontree.stores.base import SyncChange, SyncState
+from sessiontree.sync.reading import file_state, lines_in
 from sessiontree.sync.rewrites import Outcome, SyncerView, merged_with_store, stored_to_compare
 
 __all__ = ["is_gemini_name", "maybe_gemini", "stored_messages", "sync_gemini"]
@@ -98,9 +99,9 @@ def sync_gemini(syncer: SyncerView, path: str, data: bytes, fst: os.stat_result,
     if not is_valid_session_id(session_id):
         return Outcome("rejected", reason=f"invalid session id {session_id!r}", line=1)
     first = data.split(b"\n", 1)[0]
-    new_state = SyncState(path, session_id, fst.st_size, fst.st_mtime_ns, fst.st_ino, fst.st_dev, len(data),
-                          data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0), len(parsed.entries),
-                          0, hashlib.sha256(first).digest(), hashlib.sha256(data[-_TAIL:]).digest(), None)
+    new_state = file_state(path, fst, session_id=session_id, consumed=len(data), lines=lines_in(data),
+                           entries=len(parsed.entries), version=0, header_hash=hashlib.sha256(first).digest(),
+                           tail_hash=hashlib.sha256(data[-_TAIL:]).digest())
     expect = syncer.states.get(path)
 
     def commit(change: SyncChange) -> None:

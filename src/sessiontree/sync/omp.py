@@ -24,6 +24,7 @@ from sessiontree.format.codec import ParsedSession
 from sessiontree.format.foreign.omp import TITLE_ID, map_omp
 from sessiontree.format.ids import is_valid_session_id
 from sessiontree.stores.base import SyncChange, SyncState
+from sessiontree.sync.reading import file_state
 from sessiontree.sync.rewrites import Outcome, SyncerView, merged_with_store, stored_to_compare
 
 __all__ = ["maybe_omp", "sync_omp"]
@@ -62,10 +63,10 @@ def sync_omp(syncer: SyncerView, path: str, data: bytes, fst: os.stat_result,
     session_id = parsed.header["id"]
     if not is_valid_session_id(session_id):
         return Outcome("rejected", reason=f"invalid session id {session_id!r}", line=2)
-    new_state = SyncState(path, session_id, fst.st_size, fst.st_mtime_ns, fst.st_ino, fst.st_dev, len(body),
-                          body.count(b"\n"), len(parsed.entries), 0,
-                          hashlib.sha256(body.split(b"\n", 1)[0]).digest(), hashlib.sha256(body[-_TAIL:]).digest(),
-                          None)
+    new_state = file_state(path, fst, session_id=session_id, consumed=len(body), lines=body.count(b"\n"),
+                           entries=len(parsed.entries), version=0,
+                           header_hash=hashlib.sha256(body.split(b"\n", 1)[0]).digest(),
+                           tail_hash=hashlib.sha256(body[-_TAIL:]).digest())
     expect = syncer.states.get(path)
 
     def commit(change: SyncChange) -> None:

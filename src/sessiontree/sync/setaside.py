@@ -37,7 +37,8 @@ import platformdirs
 from sessiontree.format.outfile import write_atomic
 from sessiontree.stores.base import SessionStore
 from sessiontree.stores.traits import store_traits
-from sessiontree.sync.engine import FileResult, run_lock_path
+from sessiontree.sync.results import FileResult
+from sessiontree.sync.runlock import run_lock_path
 
 __all__ = ["REPORTED", "SetAsideLedger", "ledger_path"]
 

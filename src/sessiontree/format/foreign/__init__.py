@@ -19,7 +19,7 @@ from sessiontree.format.foreign.gemini import map_gemini
 from sessiontree.format.foreign.omp import map_omp
 
 __all__ = ["AGENT_NAMES", "ForeignSession", "agent_of_header", "iter_records", "map_claude", "map_codex",
-           "map_foreign", "map_gemini", "map_omp", "settle", "sniff_agent", "source_bytes"]
+           "map_foreign", "map_gemini", "map_omp", "map_records", "settle", "sniff_agent", "source_bytes"]
 
 
 def map_foreign(data: bytes, path: str | None = None) -> ForeignSession | None:
@@ -43,9 +43,18 @@ def map_foreign(data: bytes, path: str | None = None) -> ForeignSession | None:
         if record.value is None:
             continue
         agent = sniff_agent(record.value)
-        if agent == "claude-code":
-            return settle(map_claude(data, path))
-        if agent == "codex":
-            return settle(map_codex(data, path))
-        return None
+        return None if agent is None else map_records(agent, data, path)
+    return None
+
+
+def map_records(agent: str, data: bytes, path: str | None = None) -> ForeignSession | None:
+    """The mapping of a JSONL file already known to be ``agent``'s (``"claude-code"`` or
+    ``"codex"``: the :func:`~sessiontree.format.foreign.common.sniff_agent` of its first
+    readable record), settled as :func:`map_foreign` settles it; ``None`` for any other
+    agent. For a caller that has sniffed the file itself (``sync``), so that a file is
+    sniffed once."""
+    if agent == "claude-code":
+        return settle(map_claude(data, path))
+    if agent == "codex":
+        return settle(map_codex(data, path))
     return None

@@ -277,5 +277,6 @@ def _refuse_stored_ids(conn: Any, session_id: str, ids: list[str]) -> None:
 def _sync_state(row: Sequence[Any]) -> SyncState:
     """A ``sync_state`` row (columns of ``_SYNC_SQL``) as a :class:`SyncState`."""
     size, mtime_ns, inode, dev, consumed, lines, entries, version = (int(value) for value in row[2:10])
-    return SyncState(bytes(row[0]).decode("utf-8", "surrogatepass"), row[1], size, mtime_ns, inode, dev, consumed,
-                     lines, entries, version, bytes(row[10]), bytes(row[11]))
+    return SyncState(path=bytes(row[0]).decode("utf-8", "surrogatepass"), session_id=row[1], size=size,
+                     mtime_ns=mtime_ns, inode=inode, dev=dev, consumed=consumed, lines=lines, entries=entries,
+                     version=version, header_hash=bytes(row[10]), tail_hash=bytes(row[11]))

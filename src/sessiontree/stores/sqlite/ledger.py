@@ -147,5 +147,6 @@ def _has_agent_files(conn: Any) -> bool:
 
 def _sync_state(row: Sequence[Any]) -> SyncState:
     """A ``sync_state`` row (columns of ``_SYNC_SQL``) as a :class:`SyncState`."""
-    return SyncState(from_db(row[0]), from_db(row[1]), row[2], row[3], row[4], row[5], row[6], row[7], row[8],
-                     row[9], bytes(row[10]), bytes(row[11]))
+    return SyncState(path=from_db(row[0]), session_id=from_db(row[1]), size=row[2], mtime_ns=row[3], inode=row[4],
+                     dev=row[5], consumed=row[6], lines=row[7], entries=row[8], version=row[9],
+                     header_hash=bytes(row[10]), tail_hash=bytes(row[11]))
