@@ -55,7 +55,13 @@ from detect_secrets.plugins.high_entropy_strings import (
 from detect_secrets.plugins.ibm_cloud_iam import IbmCloudIamDetector
 from detect_secrets.plugins.ibm_cos_hmac import IbmCosHmacDetector
 from detect_secrets.plugins.jwt import JwtTokenDetector
-from detect_secrets.plugins.keyword import CONFIG_DENYLIST_REGEX_TO_GROUP, KeywordDetector
+from detect_secrets.plugins.keyword import (
+    CONFIG_DENYLIST_REGEX_TO_GROUP,
+    KeywordDetector,
+)
+from detect_secrets.plugins.keyword import (
+    PRECEDED_BY_EQUAL_COMPARISON_SIGNS_QUOTES_REQUIRED_REGEX as _KEYWORD_PRECEDED,
+)
 from detect_secrets.plugins.mailchimp import MailchimpDetector
 from detect_secrets.plugins.npm import NpmDetector
 from detect_secrets.plugins.openai import OpenAIDetector
@@ -306,8 +312,7 @@ def _plugin_hits(plugin: BasePlugin, kind: str, text: str, lines: Iterable[str] 
         # (unquoted ``password=...``, ``secret: ...``) as for .env/.ini/.yaml files,
         # line by line as detect-secrets runs them (its patterns would cross a newline).
         values: Iterable[str] = {value for line in (text.splitlines() if lines is None else lines)
-                                 if _KEYWORD_HINT.search(line)
-                                 for value in plugin.analyze_string(line, CONFIG_DENYLIST_REGEX_TO_GROUP)}
+                                 if _KEYWORD_HINT.search(line) for value in _keyword_values(plugin, line)}
     else:
         values = set(plugin.analyze_string(text))
     for value in values:
@@ -321,6 +326,42 @@ def _plugin_hits(plugin: BasePlugin, kind: str, text: str, lines: Iterable[str] 
         for start, end in _spans_of(value, text):
             if _plausible(value, text, start, end, plugin):
                 yield Hit(start, end, "aws-secret-key" if kind == "aws-access-key" and len(value) == 40 else kind)
+
+
+def _keyword_values(plugin: KeywordDetector, line: str) -> Iterator[str]:
+    """What ``plugin.analyze_string(line, CONFIG_DENYLIST_REGEX_TO_GROUP)`` yields, in its
+    order, without its regexes' scan of every position (a few MB/s on long lines).
+
+    Three of its four regexes begin with a denylist word (case-blind), so a match starts at
+    most 9 characters (``database_``) before a ``key``, ``pass``, ``pwd``, ``secret`` or
+    ``contrase`` of the folded line: trying those starts in order with ``match`` finds what
+    ``search`` finds. The fourth (a quoted value then ``==`` and a keyword) runs only when
+    :data:`_KEYWORD_BEFORE` holds on the line."""
+    folded = _fold(line)
+    if plugin.keyword_exclude is not None or len(folded) != len(line):
+        yield from plugin.analyze_string(line, CONFIG_DENYLIST_REGEX_TO_GROUP)
+        return
+    starts: set[int] = set()
+    for word in _KEYWORDS:
+        at = folded.find(word)
+        while at >= 0:
+            starts.update(range(max(0, at - 9), at + 1))
+            at = folded.find(word, at + 1)
+    ordered = sorted(starts)
+    for regex, group in CONFIG_DENYLIST_REGEX_TO_GROUP.items():
+        if regex is _KEYWORD_PRECEDED:
+            found = regex.search(line) if _KEYWORD_BEFORE.search(folded) is not None else None
+        else:
+            found = next((match for at in ordered if (match := regex.match(line, at)) is not None), None)
+        if found is not None:
+            yield found.group(group)
+
+
+def _fold(text: str) -> str:
+    """``text`` lowered as case-blind matching sees it (U+0130, U+0131, U+017F to i, i, s first)."""
+    if not text.isascii() and ("\u0130" in text or "\u0131" in text or "\u017f" in text):
+        return text.translate(_FOLD).lower()
+    return text.lower()
 
 
 # Lines the keyword plugin can match at all (its denylist: key, pass, pwd, secret, contraseña).
@@ -362,6 +403,10 @@ _GATES: dict[str, Callable[[str, str], bool]] = {
     "stripe-key": lambda t, low: "k_live_" in t,
     "telegram-bot-token": lambda t, low: ":" in t,
 }
+
+#: The gates :func:`scan_text` still needs after a kind's candidate holds: the keyword
+#: plugin's is implied by its candidate (a keyword line holds one of the gate's words).
+_FAST_GATES = {kind: gate for kind, gate in _GATES.items() if kind != "secret-assignment"}
 
 #: The own rules' gates, by position in :data:`OWN_RULES`: a literal every match contains.
 _OWN_GATES: tuple[str, ...] = ("sk-ant-", "sk-", "github_pat_", "AIza", "hf_", "npm_", "eyJ", "PRIVATE KEY",
@@ -582,6 +627,9 @@ def _compile_set() -> Any:
 
 
 _SET = _compile_set()
+# The set's own matcher (UTF-8 in, indexes out), without the wrapper's per-call checks.
+_SET_MATCH: Callable[[bytes], list[int] | None] = (getattr(_SET, "_set", _SET).Match if _SET is not None
+                                                   else lambda data: None)
 _OWN_KEYS = tuple(_own(index) for index in range(len(OWN_RULES)))
 _SET_KINDS = tuple(frozenset(kinds) for _, kinds in _SET_PATTERNS)
 
@@ -592,7 +640,7 @@ def _admitted(text: str) -> frozenset[str] | None:
     if _SET is None:
         return None
     try:
-        matched: list[int] = _SET.Match(text)
+        matched: list[int] | None = _SET_MATCH(text.encode())
     except UnicodeEncodeError:
         return None
     if not matched:
@@ -632,23 +680,36 @@ def scan_text(text: str) -> list[Hit]:
     where the text holds a candidate for them (docs/secrets.md, "Speed"): the
     findings are those of :func:`scan_text_reference`, at tens of MB/s.
     """
+    prepared = _prepare(text)
+    return [] if prepared is None else _scan_prepared(*prepared)
+
+
+def _prepare(text: str) -> tuple[str, frozenset[str] | None] | None:
+    """``None`` when ``text`` holds no candidate of any rule (by the multi-pattern pass), else
+    the text to scan (earlier placeholders blanked) and the kinds the pass admits (``None``:
+    the pass could not run, every kind's own condition decides)."""
     if len(text) < 8:
-        return []
+        return None
     if "[REDACTED:" in text:
         text = _PLACEHOLDER.sub(lambda m: " " * len(m.group(0)), text)
     admitted = _admitted(text)
     if admitted is not None and not admitted:
-        return []  # most strings of a session: no candidate of any rule
+        return None  # most strings of a session: no candidate of any rule
+    return text, admitted
+
+
+def _scan_prepared(text: str, admitted: frozenset[str] | None) -> list[Hit]:
+    """:func:`scan_text` of a string :func:`_prepare` let through."""
     candidate = _Text(text)
-    if admitted is None and not (candidate.quoted or _ANCHOR.search(text) is not None or candidate.keyword_lines or candidate.assign
-            or "cloudant.com" in candidate.folded or "softlayer" in candidate.folded):
+    if admitted is None and not (candidate.quoted or _ANCHOR.search(text) is not None or candidate.keyword_lines
+                                 or candidate.assign or "cloudant.com" in candidate.folded
+                                 or "softlayer" in candidate.folded):
         return []  # most strings of a session: no candidate of any rule
     hits: list[Hit] = []
     for plugin, kind in PLUGIN_KINDS:
         if admitted is not None and kind not in admitted:
             continue
-        gate = _GATES.get(kind)
-        if _CANDIDATES[kind](candidate) and (gate is None or gate(text, candidate.low)):
+        if _CANDIDATES[kind](candidate) and ((gate := _FAST_GATES.get(kind)) is None or gate(text, candidate.low)):
             hits.extend(_plugin_hits(plugin, kind, text, candidate.keyword_lines
                                      if isinstance(plugin, KeywordDetector) else None))
     for index, ((kind, pattern), holds) in enumerate(zip(OWN_RULES, _OWN_CANDIDATES, strict=True)):
@@ -750,6 +811,71 @@ def _walk(value: Any, path: str, structural: bool) -> Iterator[tuple[str, str]]:
             yield from _walk(item, f"{path}[{i}]", structural)
 
 
+def _collect(value: Any, top: bool, structural: bool, out: list[str]) -> None:
+    """The strings :func:`_walk` yields, without their paths (``top``: the path so far is empty)."""
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, dict):
+        image = value.get("type") == "image"
+        for key, item in value.items():
+            if top and key == "foreign" and isinstance(item, dict):
+                for name, inner in item.items():
+                    if name not in FOREIGN_META:
+                        _collect(inner, False, False, out)
+                continue
+            if structural and (key in STRUCTURAL_KEYS or (image and key == "data")):
+                continue
+            _collect(item, top and key == "", structural and key in ("message", "content", "systemMessage",
+                                                                    "replacement"), out)
+    elif isinstance(value, list):
+        for item in value:
+            _collect(item, False, structural, out)
+
+
+def _collect_raw(value: Any, out: list[str]) -> None:
+    """The strings :func:`_walk_raw` yields, without their paths."""
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key not in PROTOCOL_KEYS:
+                _collect_raw(item, out)
+    elif isinstance(value, list):
+        for item in value:
+            _collect_raw(item, out)
+
+
+def _field_hits(texts: list[str], fields: Callable[[], Iterable[tuple[str, str]]]) -> list[tuple[str, str, list[Hit]]]:
+    """``(path, text, hits)`` of each string of ``fields()`` with a secret, where ``texts`` are
+    the same strings in the same order (:func:`_collect`, :func:`_collect_raw`): the
+    multi-pass runs on each string once, and paths are built only when one holds a candidate
+    (most entries hold none: docs/secrets.md, "Speed")."""
+    prepared = [_prepare(text) for text in texts]
+    if not any(prepared):
+        return []
+    out = []
+    for (path, text), ready in zip(fields(), prepared, strict=True):
+        if ready is not None and (hits := _scan_prepared(*ready)):
+            out.append((path, text, hits))
+    return out
+
+
+def _mapped_hits(entry: Mapping[str, Any]) -> list[tuple[str, str, list[Hit]]]:
+    """:func:`_field_hits` of ``entry``'s mapped text (:func:`iter_text_fields`)."""
+    texts: list[str] = []
+    _collect(entry, True, True, texts)
+    return _field_hits(texts, lambda: _walk(entry, "", True))
+
+
+def _record_hits(record: tuple[str, object, Any] | None) -> list[tuple[str, str, list[Hit]]]:
+    """:func:`_field_hits` of a verbatim record (:func:`_record`; :func:`iter_raw_fields`)."""
+    if record is None:
+        return []
+    texts: list[str] = []
+    _record_texts(record, texts)
+    return _field_hits(texts, lambda: _raw_fields(*record))
+
+
 #: The verbatim record of an entry could not be read to be scanned (``rawBase64`` that is not base64).
 _UNREADABLE = object()
 
@@ -833,12 +959,30 @@ def iter_raw_fields(entry: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     text, how = _raw_text(entry)
     if text is None:
         return
+    yield from _raw_fields(text, how, _raw_json(text))
+
+
+def _raw_fields(text: str, how: object, value: Any) -> Iterator[tuple[str, str]]:
+    """:func:`iter_raw_fields` of a record already read (``value``: its JSON, or ``None``)."""
     root = f"foreign.{how}"
-    value = _raw_json(text)
     if value is None:
         yield root, _mask_protocol(text)
     else:
         yield from _walk_raw(value, root)
+
+
+def _record(entry: Mapping[str, Any]) -> tuple[str, object, Any] | None:
+    """``(text, how, JSON value or None)`` of the verbatim record ``entry`` keeps, or ``None``."""
+    text, how = _raw_text(entry)
+    return None if text is None else (text, how, _raw_json(text))
+
+
+def _record_texts(record: tuple[str, object, Any] | None, out: list[str]) -> None:
+    if record is not None:
+        if record[2] is None:
+            out.append(_mask_protocol(record[0]))
+        else:
+            _collect_raw(record[2], out)
 
 
 def unscannable(entries: Iterable[Entry]) -> list[tuple[int, str | None, str]]:
@@ -880,14 +1024,14 @@ def scan_entries(entries: Iterable[Entry], header: Mapping[str, Any] | None = No
     for index, entry in enumerate(entries):
         entry_id = _entry_id(entry)
         own: list[Finding] = []
-        for path, text in iter_text_fields(entry):
-            for hit in scan_text(text):
+        for path, text, hits in _mapped_hits(entry):
+            for hit in hits:
                 secret = text[hit.start:hit.end]
                 mapped.add(secret)
                 own.append(Finding(entry_id, index, path, hit.kind, mask(secret)))
         per_entry.append(own)
         raw_hits.append([(path, hit.kind, text[hit.start:hit.end])
-                         for path, text in iter_raw_fields(entry) for hit in scan_text(text)])
+                         for path, text, hits in _record_hits(_record(entry)) for hit in hits])
     for index, entry in enumerate(entries):
         findings.extend(per_entry[index])
         findings.extend(Finding(_entry_id(entry), index, path, kind, mask(secret))
@@ -944,20 +1088,14 @@ class Redactor:
         found: dict[tuple[int, str], list[Hit]] = {}
         raws: dict[int, tuple[str, object, Any]] = {}
         for index, entry in enumerate(entries):
-            for path, text in iter_text_fields(entry):
-                self._find(found, index, path, text)
+            self._found(found, index, _mapped_hits(entry))
         # The verbatim records after every mapped field: a secret both show is numbered
         # in the order the mapped text shows it.
         for index, entry in enumerate(entries):
-            record, how = _raw_text(entry)
-            if record is None:
-                continue
-            value = _raw_json(record)
-            raws[index] = (record, how, value)
-            fields = ([(f"foreign.{how}", _mask_protocol(record))] if value is None
-                      else _walk_raw(value, f"foreign.{how}"))
-            for path, field_text in fields:
-                self._find(found, index, path, field_text)
+            record = _record(entry)
+            if record is not None:
+                raws[index] = record
+                self._found(found, index, _record_hits(record))
         long_secrets = sorted((s for s in self._placeholders if len(s) >= GLOBAL_REPLACE_MIN), key=len, reverse=True)
         known = re.compile("|".join(map(re.escape, long_secrets))) if long_secrets else None
         flagged = {index for index, _ in found} if share_clean and known is None else None
@@ -977,9 +1115,9 @@ class Redactor:
             out.append(copy)
         return out
 
-    def _find(self, found: dict[tuple[int, str], list[Hit]], index: int, path: str, text: str) -> None:
-        hits = scan_text(text)
-        if hits:
+    def _found(self, found: dict[tuple[int, str], list[Hit]], index: int,
+               field_hits: list[tuple[str, str, list[Hit]]]) -> None:
+        for path, text, hits in field_hits:
             found[index, path] = hits
             for hit in hits:
                 self.placeholder(text[hit.start:hit.end], hit.kind)
