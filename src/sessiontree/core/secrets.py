@@ -438,7 +438,11 @@ _LINE_SPACE = f"[^\\S{_BREAKS}]"
 _KEYWORDS = ("key", "pass", "pwd", "secret", "contrase")
 _KEYWORD_AFTER = tuple((word, re.compile(word + r"(?:\w*[\]'\"]{0,2}" + _LINE_SPACE + r"*[:=!]|[^"
                                          + _BREAKS + r"]*?[\"'`];)")) for word in _KEYWORDS)
-_KEYWORD_BEFORE = re.compile(r"[!=]{2}" + _LINE_SPACE + r"*\w*(?:key|pass|pwd|secret|contrase)")
+# The first branch of :data:`_KEYWORD_AFTER`, matched where a keyword starts; the second
+# branch is a quote then ``;`` later on the keyword's line.
+_KEYWORD_HEAD = re.compile(r"(?:key|pass|pwd|secret|contrase)\w*[\]'\"]{0,2}" + _LINE_SPACE + r"*[:=!]")
+_QUOTE_SEMI = re.compile(r"[\"'`];")
+_KEYWORD_BEFORE = re.compile(r"[!=][!=]" + _LINE_SPACE + r"*\w*(?:key|pass|pwd|secret|contrase)")
 _DISCORD = re.compile(r"\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}")
 _TELEGRAM = re.compile(r":(?<=\d{8}:)[0-9A-Za-z_\-]{35}")
 _TWILIO = re.compile(r"(?:AC|SK)[a-z0-9]{32}")
@@ -651,25 +655,48 @@ def _admitted(text: str) -> frozenset[str] | None:
 
 
 def _keyword_lines(text: str, folded: str) -> list[str]:
-    starts: set[int] = set()
-    for word, pattern in _KEYWORD_AFTER:
-        if word in folded:
-            starts.update(match.start() for match in pattern.finditer(folded))
-    if ("=" in folded or "!" in folded) and _KEYWORD_BEFORE.search(folded) is not None:
-        starts.update(match.start() for match in _KEYWORD_BEFORE.finditer(folded))
+    """The lines of ``text`` (``folded``: :func:`_fold` of it) that hold a candidate of the
+    keyword plugin, in text order, each once: a keyword followed on its line by ``:``, ``=``
+    or ``!`` (:data:`_KEYWORD_HEAD`) or, anywhere later on the line, by a quote and ``;``;
+    or ``==`` / ``!=`` then a keyword (:data:`_KEYWORD_BEFORE`). Linear in the text: each
+    line's bounds are found once, and a line without a quote and ``;`` after one keyword
+    has none after the next."""
+    if len(folded) != len(text):  # never so for str.lower after the fold; every line, to be safe
+        return text.splitlines() if _keyword_candidate(folded) else []
+    starts = [at for word in _KEYWORDS for at in _occurrences(folded, word)]
+    before = {match.start() for match in _KEYWORD_BEFORE.finditer(folded)} if "=" in folded or "!" in folded else set()
+    starts.extend(before)
     if not starts:
         return []
-    if len(folded) != len(text):  # never so for str.lower after the fold; every line, to be safe
-        return text.splitlines()
-    breaks = _BREAKS if not text.isascii() else _BREAKS[:7]
-    spans = {}
+    breaks = [ch for ch in (_BREAKS if not text.isascii() else _BREAKS[:7]) if ch in text]
+    lines: list[str] = []
+    begin = end = -1
+    done = tail = False
     for at in sorted(starts):
-        begin = max(text.rfind(ch, 0, at) for ch in breaks) + 1
-        if begin in spans:
+        if at > end:
+            begin = max((text.rfind(ch, 0, at) for ch in breaks), default=-1) + 1
+            end = min((i for ch in breaks if (i := text.find(ch, at)) >= 0), default=len(text))
+            done, tail = False, True
+        if done:
             continue
-        found = [i for i in (text.find(ch, at) for ch in breaks) if i >= 0]
-        spans[begin] = min(found) if found else len(text)
-    return [text[begin:end] for begin, end in spans.items()]
+        if at in before or _KEYWORD_HEAD.match(folded, at) is not None or (
+                tail and (tail := _QUOTE_SEMI.search(folded, at, end) is not None)):
+            lines.append(text[begin:end])
+            done = True
+    return lines
+
+
+def _occurrences(text: str, word: str) -> Iterator[int]:
+    at = text.find(word)
+    while at >= 0:
+        yield at
+        at = text.find(word, at + 1)
+
+
+def _keyword_candidate(folded: str) -> bool:
+    """Does ``folded`` hold a candidate of the keyword plugin anywhere (one regex pass per keyword)?"""
+    return (any(word in folded and pattern.search(folded) is not None for word, pattern in _KEYWORD_AFTER)
+            or _KEYWORD_BEFORE.search(folded) is not None)
 
 
 def scan_text(text: str) -> list[Hit]:
@@ -845,35 +872,35 @@ def _collect_raw(value: Any, out: list[str]) -> None:
             _collect_raw(item, out)
 
 
-def _field_hits(texts: list[str], fields: Callable[[], Iterable[tuple[str, str]]]) -> list[tuple[str, str, list[Hit]]]:
-    """``(path, text, hits)`` of each string of ``fields()`` with a secret, where ``texts`` are
-    the same strings in the same order (:func:`_collect`, :func:`_collect_raw`): the
-    multi-pass runs on each string once, and paths are built only when one holds a candidate
-    (most entries hold none: docs/secrets.md, "Speed")."""
-    prepared = [_prepare(text) for text in texts]
-    if not any(prepared):
-        return []
-    out = []
-    for (path, text), ready in zip(fields(), prepared, strict=True):
-        if ready is not None and (hits := _scan_prepared(*ready)):
-            out.append((path, text, hits))
-    return out
+#: ``(path, text, hits)`` of one scanned string with a secret.
+FieldHits = list[tuple[str, str, list[Hit]]]
 
 
-def _mapped_hits(entry: Mapping[str, Any]) -> list[tuple[str, str, list[Hit]]]:
-    """:func:`_field_hits` of ``entry``'s mapped text (:func:`iter_text_fields`)."""
+def _entry_hits(entry: Mapping[str, Any], record: tuple[str, object, Any] | None) -> tuple[FieldHits, FieldHits]:
+    """The strings with a secret of ``entry``'s mapped text (:func:`iter_text_fields`) and of
+    its verbatim ``record`` (:func:`_record`; :func:`iter_raw_fields`), as ``(path, text, hits)``.
+
+    Each string gets the multi-pattern pass once, and paths are built only when one holds a
+    secret (most entries hold none). A string of the record equal to one of the mapped text
+    (a Claude Code record repeats its message's text) takes that string's hits, as
+    :func:`scan_text` would give them again (docs/secrets.md, "Speed")."""
     texts: list[str] = []
     _collect(entry, True, True, texts)
-    return _field_hits(texts, lambda: _walk(entry, "", True))
-
-
-def _record_hits(record: tuple[str, object, Any] | None) -> list[tuple[str, str, list[Hit]]]:
-    """:func:`_field_hits` of a verbatim record (:func:`_record`; :func:`iter_raw_fields`)."""
+    found = [None if (ready := _prepare(text)) is None else _scan_prepared(*ready) for text in texts]
+    mapped: FieldHits = []
+    if any(found):
+        mapped = [(path, text, hits) for (path, text), hits in zip(_walk(entry, "", True), found, strict=True) if hits]
     if record is None:
-        return []
-    texts: list[str] = []
-    _record_texts(record, texts)
-    return _field_hits(texts, lambda: _raw_fields(*record))
+        return mapped, []
+    raw_texts: list[str] = []
+    _record_texts(record, raw_texts)
+    known = dict(zip(texts, found, strict=True))
+    raw_found = [known[text] if text in known else
+                 None if (ready := _prepare(text)) is None else _scan_prepared(*ready) for text in raw_texts]
+    if not any(raw_found):
+        return mapped, []
+    return mapped, [(path, text, hits) for (path, text), hits in zip(_raw_fields(*record), raw_found, strict=True)
+                    if hits]
 
 
 #: The verbatim record of an entry could not be read to be scanned (``rawBase64`` that is not base64).
@@ -1024,14 +1051,15 @@ def scan_entries(entries: Iterable[Entry], header: Mapping[str, Any] | None = No
     for index, entry in enumerate(entries):
         entry_id = _entry_id(entry)
         own: list[Finding] = []
-        for path, text, hits in _mapped_hits(entry):
+        mapped_hits, record_hits = _entry_hits(entry, _record(entry))
+        for path, text, hits in mapped_hits:
             for hit in hits:
                 secret = text[hit.start:hit.end]
                 mapped.add(secret)
                 own.append(Finding(entry_id, index, path, hit.kind, mask(secret)))
         per_entry.append(own)
         raw_hits.append([(path, hit.kind, text[hit.start:hit.end])
-                         for path, text, hits in _record_hits(_record(entry)) for hit in hits])
+                         for path, text, hits in record_hits for hit in hits])
     for index, entry in enumerate(entries):
         findings.extend(per_entry[index])
         findings.extend(Finding(_entry_id(entry), index, path, kind, mask(secret))
@@ -1087,15 +1115,18 @@ class Redactor:
         of every entry."""
         found: dict[tuple[int, str], list[Hit]] = {}
         raws: dict[int, tuple[str, object, Any]] = {}
-        for index, entry in enumerate(entries):
-            self._found(found, index, _mapped_hits(entry))
-        # The verbatim records after every mapped field: a secret both show is numbered
-        # in the order the mapped text shows it.
+        record_hits: list[FieldHits] = []
         for index, entry in enumerate(entries):
             record = _record(entry)
             if record is not None:
                 raws[index] = record
-                self._found(found, index, _record_hits(record))
+            mapped_hits, hits = _entry_hits(entry, record)
+            self._found(found, index, mapped_hits)
+            record_hits.append(hits)
+        # The verbatim records after every mapped field: a secret both show is numbered
+        # in the order the mapped text shows it.
+        for index, hits in enumerate(record_hits):
+            self._found(found, index, hits)
         long_secrets = sorted((s for s in self._placeholders if len(s) >= GLOBAL_REPLACE_MIN), key=len, reverse=True)
         known = re.compile("|".join(map(re.escape, long_secrets))) if long_secrets else None
         flagged = {index for index, _ in found} if share_clean and known is None else None
@@ -1115,8 +1146,7 @@ class Redactor:
             out.append(copy)
         return out
 
-    def _found(self, found: dict[tuple[int, str], list[Hit]], index: int,
-               field_hits: list[tuple[str, str, list[Hit]]]) -> None:
+    def _found(self, found: dict[tuple[int, str], list[Hit]], index: int, field_hits: FieldHits) -> None:
         for path, text, hits in field_hits:
             found[index, path] = hits
             for hit in hits:
