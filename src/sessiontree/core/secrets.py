@@ -297,8 +297,9 @@ def _spans_of(value: str, text: str) -> Iterator[tuple[int, int]]:
 
 
 def _plugin_hits(plugin: BasePlugin, kind: str, text: str, lines: Iterable[str] | None = None) -> Iterator[Hit]:
-    """The hits of one plugin in ``text``; the keyword plugin reads ``lines`` (the lines of
-    ``text`` that can hold its match, :func:`_keyword_lines`) when given, else every line."""
+    """The hits of one plugin in ``text``; the keyword and entropy plugins read ``lines`` (the
+    lines of ``text`` that can hold their match: :func:`_keyword_lines`,
+    :attr:`_Text.quoted_lines`) when given, else every line or the whole text."""
     if isinstance(plugin, _WHOLE_MATCH):
         assert isinstance(plugin, RegexBasedDetector)
         if not any(True for _ in plugin.analyze_string(text)):
@@ -313,6 +314,10 @@ def _plugin_hits(plugin: BasePlugin, kind: str, text: str, lines: Iterable[str] 
         # line by line as detect-secrets runs them (its patterns would cross a newline).
         values: Iterable[str] = {value for line in (text.splitlines() if lines is None else lines)
                                  if _KEYWORD_HINT.search(line) for value in _keyword_values(plugin, line)}
+    elif isinstance(plugin, HighEntropyStringsPlugin) and lines is not None:
+        # Its quoted runs never hold a line break, so its matches in ``text`` are those in each
+        # line; a line without a quoted run of ENTROPY_MIN characters gives only shorter ones.
+        values = {value for line in lines for value in plugin.analyze_string(line)}
     else:
         values = set(plugin.analyze_string(text))
     for value in values:
@@ -424,7 +429,8 @@ _OWN_GATES: tuple[str, ...] = ("sk-ant-", "sk-", "github_pat_", "AIza", "hf_", "
 # (dotless i, dotted I, long s) mapped first.
 
 _FOLD = {0x130: "i", 0x131: "i", 0x17F: "s"}
-_QUOTED = re.compile(r"[\"'][A-Za-z0-9+/=_\-]{20,}[\"']")  # the entropy plugins' quoted run, >= ENTROPY_MIN
+# The entropy plugins' quoted run, >= ENTROPY_MIN (the base64 plugin's charset holds a backslash).
+_QUOTED = re.compile(r"[\"'][A-Za-z0-9+/=_\\\-]{20,}[\"']")
 _AWS_ID = re.compile(r"(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}")
 # The AWS plugin's secret key (case-blind: its [0-9a-zA-Z] also takes the folded letters), on the folded text.
 _AWS_QUOTED = re.compile(r"[\"'][a-z0-9/+]{40}[\"']")
@@ -441,6 +447,8 @@ _KEYWORD_AFTER = tuple((word, re.compile(word + r"(?:\w*[\]'\"]{0,2}" + _LINE_SP
 # The first branch of :data:`_KEYWORD_AFTER`, matched where a keyword starts; the second
 # branch is a quote then ``;`` later on the keyword's line.
 _KEYWORD_HEAD = re.compile(r"(?:key|pass|pwd|secret|contrase)\w*[\]'\"]{0,2}" + _LINE_SPACE + r"*[:=!]")
+# Line breaks of str.splitlines other than "\n".
+_RARE_BREAK = re.compile("[" + _BREAKS.replace("\n", "") + "]")
 _QUOTE_SEMI = re.compile(r"[\"'`];")
 _KEYWORD_BEFORE = re.compile(r"[!=][!=]" + _LINE_SPACE + r"*\w*(?:key|pass|pwd|secret|contrase)")
 _DISCORD = re.compile(r"\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}")
@@ -458,7 +466,7 @@ _ENV_CANDIDATE = re.compile(r"(?:SECRET|TOKEN|PASSWORD|PASSWD|API_?KEY|ACCESS_?K
 class _Text:
     """One string and what its candidate conditions share, each computed at most once."""
 
-    __slots__ = ("_assign", "_folded", "_keyword_lines", "_low", "_quoted", "text")
+    __slots__ = ("_assign", "_folded", "_keyword_lines", "_low", "_quoted", "_quoted_lines", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -467,6 +475,7 @@ class _Text:
         self._quoted: bool | None = None
         self._assign: bool | None = None
         self._keyword_lines: list[str] | None = None
+        self._quoted_lines: list[str] | None = None
 
     @property
     def low(self) -> str:
@@ -491,6 +500,22 @@ class _Text:
         if self._quoted is None:
             self._quoted = ("'" in self.text or '"' in self.text) and _QUOTED.search(self.text) is not None
         return self._quoted
+
+    @property
+    def quoted_lines(self) -> list[str]:
+        """The ``\\n``-separated lines that hold a quoted run of :data:`_QUOTED`, in text order."""
+        if self._quoted_lines is None:
+            lines: list[str] = []
+            self._quoted_lines = lines
+            end = -1
+            for match in _QUOTED.finditer(self.text):
+                at = match.start()
+                if at > end:
+                    begin = self.text.rfind("\n", 0, at) + 1
+                    end = self.text.find("\n", at)
+                    end = len(self.text) if end < 0 else end
+                    lines.append(self.text[begin:end])
+        return self._quoted_lines
 
     @property
     def keyword_lines(self) -> list[str]:
@@ -578,7 +603,7 @@ _CASE_WORDS = "(?i:key|pass|pwd|secret|contrase)"
 #: conditions of those kinds (non-ASCII characters count as letters, digits and spaces), so a
 #: kind none of whose patterns match has no candidate.
 _SET_PATTERNS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (r"[\"'][A-Za-z0-9+/=_\-]{20,}[\"']", ("high-entropy-base64", "high-entropy-hex")),
+    (_QUOTED.pattern, ("high-entropy-base64", "high-entropy-hex")),
     (r"(?i:aws).*[\"'][A-Za-z0-9/+" + _ANY + r"]{40}[\"']", ("aws-access-key",)),
     (r"A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA", ("aws-access-key",)),
     (_CASE_WORDS + r"[\w" + _ANY + r"]*[\]'\"]{0,2}[\s\x0b\x1c-\x1f" + _ANY + r"]*[:=!]|" + _CASE_WORDS
@@ -663,23 +688,28 @@ def _keyword_lines(text: str, folded: str) -> list[str]:
     has none after the next."""
     if len(folded) != len(text):  # never so for str.lower after the fold; every line, to be safe
         return text.splitlines() if _keyword_candidate(folded) else []
-    starts = [at for word in _KEYWORDS for at in _occurrences(folded, word)]
-    before = {match.start() for match in _KEYWORD_BEFORE.finditer(folded)} if "=" in folded or "!" in folded else set()
-    starts.extend(before)
-    if not starts:
-        return []
-    breaks = [ch for ch in (_BREAKS if not text.isascii() else _BREAKS[:7]) if ch in text]
+    starts = sorted(at for word in _KEYWORDS for at in _occurrences(folded, word))
     lines: list[str] = []
-    begin = end = -1
+    begin = end = checked = -1
     done = tail = False
-    for at in sorted(starts):
+    for at in starts:
         if at > end:
-            begin = max((text.rfind(ch, 0, at) for ch in breaks), default=-1) + 1
-            end = min((i for ch in breaks if (i := text.find(ch, at)) >= 0), default=len(text))
-            done, tail = False, True
+            # The line's bounds: by "\n", then by every break of str.splitlines when it holds another.
+            begin = text.rfind("\n", 0, at) + 1
+            end = text.find("\n", at)
+            end = len(text) if end < 0 else end
+            if _RARE_BREAK.search(text, begin, end) is not None:
+                begin = max(text.rfind(ch, begin, at) for ch in _BREAKS) + 1 or begin
+                end = min((i for ch in _BREAKS if (i := text.find(ch, at, end)) >= 0), default=end)
+            done, tail, checked = False, True, begin
         if done:
             continue
-        if at in before or _KEYWORD_HEAD.match(folded, at) is not None or (
+        # The comparison form: only the last ``==``, ``!=``, ``=!`` or ``!!`` before this keyword
+        # and after the previous one can start a match ending in it (what lies between a match's
+        # pair and its keyword is spaces and word characters).
+        pair = max(folded.rfind(two, checked, at) for two in ("==", "!=", "=!", "!!"))
+        checked = at
+        if _KEYWORD_HEAD.match(folded, at) is not None or (pair >= 0 and _KEYWORD_BEFORE.match(folded, pair)) or (
                 tail and (tail := _QUOTE_SEMI.search(folded, at, end) is not None)):
             lines.append(text[begin:end])
             done = True
@@ -738,7 +768,8 @@ def _scan_prepared(text: str, admitted: frozenset[str] | None) -> list[Hit]:
             continue
         if _CANDIDATES[kind](candidate) and ((gate := _FAST_GATES.get(kind)) is None or gate(text, candidate.low)):
             hits.extend(_plugin_hits(plugin, kind, text, candidate.keyword_lines
-                                     if isinstance(plugin, KeywordDetector) else None))
+                                     if isinstance(plugin, KeywordDetector) else candidate.quoted_lines
+                                     if isinstance(plugin, HighEntropyStringsPlugin) else None))
     for index, ((kind, pattern), holds) in enumerate(zip(OWN_RULES, _OWN_CANDIDATES, strict=True)):
         if (admitted is None or _OWN_KEYS[index] in admitted) and holds(text):
             hits.extend(_own_hits(kind, pattern, text))
@@ -817,6 +848,10 @@ FOREIGN_META = frozenset({"agent", "line", "part", "billed", "unmapped", "raw", 
                           "rawDropped"})
 
 
+#: Keys whose values are still structure (entry, message, content blocks), not free-form payloads.
+_STRUCTURAL_CONTAINERS = frozenset({"message", "content", "systemMessage", "replacement"})
+
+
 def _walk(value: Any, path: str, structural: bool) -> Iterator[tuple[str, str]]:
     if isinstance(value, str):
         yield path, value
@@ -831,7 +866,7 @@ def _walk(value: Any, path: str, structural: bool) -> Iterator[tuple[str, str]]:
             if structural and (key in STRUCTURAL_KEYS or (image and key == "data")):
                 continue
             # Entry, message and content blocks are structural; free-form payloads are not.
-            inner = structural and key in ("message", "content", "systemMessage", "replacement")
+            inner = structural and key in _STRUCTURAL_CONTAINERS
             yield from _walk(item, _path(path, key), inner)
     elif isinstance(value, list):
         for i, item in enumerate(value):
@@ -839,37 +874,52 @@ def _walk(value: Any, path: str, structural: bool) -> Iterator[tuple[str, str]]:
 
 
 def _collect(value: Any, top: bool, structural: bool, out: list[str]) -> None:
-    """The strings :func:`_walk` yields, without their paths (``top``: the path so far is empty)."""
+    """The strings :func:`_walk` yields, without their paths, appended to ``out`` (``top``: the
+    path so far is empty). Leaves are handled in the loop: most values are leaves."""
     if isinstance(value, str):
         out.append(value)
     elif isinstance(value, dict):
-        image = value.get("type") == "image"
+        image = structural and value.get("type") == "image"
         for key, item in value.items():
-            if top and key == "foreign" and isinstance(item, dict):
-                for name, inner in item.items():
-                    if name not in FOREIGN_META:
-                        _collect(inner, False, False, out)
-                continue
             if structural and (key in STRUCTURAL_KEYS or (image and key == "data")):
                 continue
-            _collect(item, top and key == "", structural and key in ("message", "content", "systemMessage",
-                                                                    "replacement"), out)
+            if isinstance(item, str):
+                out.append(item)
+            elif isinstance(item, dict):
+                if top and key == "foreign":
+                    for name, inner in item.items():
+                        if name not in FOREIGN_META:
+                            _collect(inner, False, False, out)
+                    continue
+                _collect(item, top and key == "", structural and key in _STRUCTURAL_CONTAINERS, out)
+            elif isinstance(item, list):
+                _collect(item, False, structural and key in _STRUCTURAL_CONTAINERS, out)
     elif isinstance(value, list):
         for item in value:
-            _collect(item, False, structural, out)
+            if isinstance(item, str):
+                out.append(item)
+            elif isinstance(item, (dict, list)):
+                _collect(item, False, structural, out)
 
 
 def _collect_raw(value: Any, out: list[str]) -> None:
-    """The strings :func:`_walk_raw` yields, without their paths."""
-    if isinstance(value, str):
-        out.append(value)
-    elif isinstance(value, dict):
+    """The strings :func:`_walk_raw` yields, without their paths, appended to ``out``."""
+    if isinstance(value, dict):
         for key, item in value.items():
-            if key not in PROTOCOL_KEYS:
+            if key in PROTOCOL_KEYS:
+                continue
+            if isinstance(item, str):
+                out.append(item)
+            elif isinstance(item, (dict, list)):
                 _collect_raw(item, out)
     elif isinstance(value, list):
         for item in value:
-            _collect_raw(item, out)
+            if isinstance(item, str):
+                out.append(item)
+            elif isinstance(item, (dict, list)):
+                _collect_raw(item, out)
+    elif isinstance(value, str):
+        out.append(value)
 
 
 #: ``(path, text, hits)`` of one scanned string with a secret.
