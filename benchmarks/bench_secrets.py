@@ -9,9 +9,10 @@ little), on the same input for both paths:
 * ``scan_entries`` (header, mapped text, verbatim records) of every session of
   ``../shared/corpus`` (pi, Claude Code, Codex, Gemini CLI files, mapped as ``secrets`` reads
   them), and of one generated 100,000-entry session (``benchmarks/generate.py``, seed 1);
-  MB/s counts the session files' bytes. ``fast`` is :func:`sessiontree.core.secrets.scan_text`
-  (the RE2 candidate pass, plugins on candidates), ``reference`` the plugin loop it replaces
-  (:func:`~sessiontree.core.secrets.scan_text_reference`); their findings are checked equal.
+  MB/s counts the session files' bytes. ``fast`` is :func:`sessiontree.core.secrets.scan_entries`
+  (the RE2 candidate pass, plugins on candidates, paths only for strings with a secret),
+  ``reference`` the plain path (:func:`~sessiontree.core.secrets.scan_entries_reference`:
+  the plugin loop on every string); their findings are checked equal.
 * ``sessiontree export --format markdown`` of the generated session, redacted (the default)
   and ``--no-redact``, each a fresh process against a SQLite store (CPU of the child process).
 """
@@ -33,7 +34,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(HERE))
 
 import generate  # noqa: E402
-from sessiontree.core import secrets  # noqa: E402
+from sessiontree.core import secrets, secretscan  # noqa: E402
 from sessiontree.format.codec import read_session_file  # noqa: E402
 from sessiontree.format.foreign import map_foreign  # noqa: E402
 
@@ -58,23 +59,19 @@ def corpus_sessions() -> list[tuple[dict, list, int]]:
 
 
 def scan(sessions: list[tuple[dict, list, int]], path_name: str) -> tuple[float, list]:
-    """CPU seconds of ``scan_entries`` over ``sessions`` with ``scan_text`` set to one path."""
-    kept = secrets.scan_text
-    secrets.scan_text = getattr(secrets, path_name)
-    try:
-        start = time.process_time()
-        found = [secrets.scan_entries(entries, header) for header, entries, _ in sessions]
-        return time.process_time() - start, found
-    finally:
-        secrets.scan_text = kept
+    """CPU seconds of one path (``scan_entries`` or ``scan_entries_reference``) over ``sessions``."""
+    run = getattr(secrets, path_name)
+    start = time.process_time()
+    found = [run(entries, header) for header, entries, _ in sessions]
+    return time.process_time() - start, found
 
 
 def measure(label: str, sessions: list[tuple[dict, list, int]], reference: bool) -> None:
     size = sum(n for _, _, n in sessions) / 1e6
-    fast, found = scan(sessions, "scan_text")
+    fast, found = scan(sessions, "scan_entries")
     line = f"{label}: {size:.1f} MB, {sum(map(len, found))} findings; fast {fast:.2f} s CPU = {size / fast:.1f} MB/s"
     if reference:
-        slow, expected = scan(sessions, "scan_text_reference")
+        slow, expected = scan(sessions, "scan_entries_reference")
         assert found == expected, f"{label}: the paths' findings differ"
         line += f"; reference {slow:.2f} s CPU = {size / slow:.1f} MB/s; {slow / fast:.1f}x, findings equal"
     print(line, flush=True)
@@ -97,7 +94,7 @@ def main() -> int:
                         help="the sessiontree sources the export commands run (an older checkout's, to compare)")
     parser.add_argument("--no-scan", action="store_true", help="only the export commands")
     args = parser.parse_args()
-    print(f"load average {os.getloadavg()[0]:.2f}; RE2 pass {'on' if secrets._SET is not None else 'off'}")
+    print(f"load average {os.getloadavg()[0]:.2f}; RE2 pass {'on' if secretscan._SET is not None else 'off'}")
     if CORPUS.is_dir() and not args.no_scan:
         measure("real corpus (all agents)", corpus_sessions(), not args.no_reference)
     with tempfile.TemporaryDirectory() as tmp:
