@@ -267,3 +267,26 @@ def test_scan_entries_equals_the_plain_path_on_every_session_of_the_real_corpus(
     assert len(sessions) > 20
     for header_, entries in sessions:
         assert secrets.scan_entries(entries, header_) == secrets.scan_entries_reference(entries, header_)
+
+
+_KEYS = st.sampled_from(["", "foreign", "type", "image", "data", "message", "content", "text", "id", "raw", "agent",
+                         "arguments", "replacement", "signature", "uuid", "command"])
+_VALUES = st.recursive(st.one_of(st.text(max_size=5), st.integers(), st.none(), st.just("image")),
+                       lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_KEYS, inner, max_size=4)),
+                       max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(_KEYS, _VALUES, max_size=5))
+def test_the_pathless_walks_give_the_strings_of_the_named_walks_in_their_order(entry):
+    """The session scan pairs the strings gathered without paths with the walk that names
+    them, position by position: both walks must give the same strings in the same order
+    (``foreign`` at the top or under a ``""`` key, image ``data``, structural keys)."""
+    from sessiontree.core import secretfields
+
+    texts: list[str] = []
+    secretfields._collect(entry, True, True, texts)
+    assert texts == [text for _, text in secrets.iter_text_fields(entry)]
+    raw: list[str] = []
+    secretfields._collect_raw(entry, raw)
+    assert raw == [text for _, text in secretfields._walk_raw(entry, "foreign.raw")]
