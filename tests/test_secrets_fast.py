@@ -181,7 +181,7 @@ def _keyword_plugin():
     return next(plugin for plugin, _ in secrets.PLUGIN_KINDS if isinstance(plugin, KeywordDetector))
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(session_strings())
 def test_keyword_values_are_what_detect_secrets_analyze_string_yields(text):
     """The keyword plugin's four config regexes tried only where a denylist word can start
@@ -276,7 +276,7 @@ _VALUES = st.recursive(st.one_of(st.text(max_size=5), st.integers(), st.none(), 
                        max_leaves=20)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.dictionaries(_KEYS, _VALUES, max_size=5))
 def test_the_pathless_walks_give_the_strings_of_the_named_walks_in_their_order(entry):
     """The session scan pairs the strings gathered without paths with the walk that names
