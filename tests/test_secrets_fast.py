@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from corpus import foreign_files, needs_shared
-from sessiontree.core import secrets
+from sessiontree.core import secrets, secretscan
 from sessiontree.core.secrets import scan_text, scan_text_reference
 from sessiontree.format.foreign import map_foreign
 from test_secrets import HEX40, R32, R40, SHAPES
@@ -79,19 +79,19 @@ def session_strings(draw: st.DrawFn) -> str:
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(session_strings())
 def test_fast_path_finds_what_the_reference_finds(text):
-    assert secrets._SET is not None  # the RE2 pass is installed (a dependency)
+    assert secretscan._SET is not None  # the RE2 pass is installed (a dependency)
     assert scan_text(text) == scan_text_reference(text)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(session_strings())
 def test_without_re2_the_fast_path_still_finds_what_the_reference_finds(text):
-    kept = secrets._SET
-    secrets._SET = None  # as where google-re2 cannot be imported
+    kept = secretscan._SET
+    secretscan._SET = None  # as where google-re2 cannot be imported
     try:
         assert scan_text(text) == scan_text_reference(text)
     finally:
-        secrets._SET = kept
+        secretscan._SET = kept
 
 
 def test_a_lone_surrogate_is_scanned_without_the_re2_pass():
@@ -166,3 +166,127 @@ def test_a_redacted_export_of_a_clean_session_shares_its_entries_instead_of_copy
     assert redactor.secrets == 1
     assert all(a is not b for a, b in zip(copy.entries, leaky, strict=True))  # the secret is replaced everywhere
     assert "ghp_" not in str(copy.entries[2]) and leaky == before
+
+
+# --------------------------------------------------------------------------- round five (issue 42, target 3)
+#
+# The session-level fast path (one pass per string, paths only for strings with a secret, a
+# record's string equal to a mapped one taking its hits, keyword and entropy plugins on the
+# lines that can hold their match) against the plain path: detect-secrets' plugins on every
+# string (scan_entries_reference).
+
+def _keyword_plugin():
+    from detect_secrets.plugins.keyword import KeywordDetector
+
+    return next(plugin for plugin, _ in secrets.PLUGIN_KINDS if isinstance(plugin, KeywordDetector))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(session_strings())
+def test_keyword_values_are_what_detect_secrets_analyze_string_yields(text):
+    """The keyword plugin's four config regexes tried only where a denylist word can start
+    give what its own ``analyze_string(line, CONFIG_DENYLIST_REGEX_TO_GROUP)`` gives, line by line."""
+    from detect_secrets.plugins.keyword import CONFIG_DENYLIST_REGEX_TO_GROUP
+
+    plugin = _keyword_plugin()
+    for line in text.splitlines():
+        assert list(secretscan._keyword_values(plugin, line)) == list(
+            plugin.analyze_string(line, CONFIG_DENYLIST_REGEX_TO_GROUP)), line
+
+
+def test_keyword_values_find_a_match_that_starts_before_its_keyword():
+    """``database_password: ...`` matches from ``database_``, nine characters before ``pass``;
+    of two matches on a line the leftmost is the one reported, as ``search`` reports it."""
+    from detect_secrets.plugins.keyword import CONFIG_DENYLIST_REGEX_TO_GROUP
+
+    plugin = _keyword_plugin()
+    assert list(secretscan._keyword_values(plugin, "DATABASE_PASSWORD: Hunter2x99")) == ["Hunter2x99"]
+    assert list(secretscan._keyword_values(plugin, "db_pass = one1two2")) == ["one1two2"]
+    line = "x api_key: first1val and secret: second2val"
+    values = list(secretscan._keyword_values(plugin, line))
+    assert values == list(plugin.analyze_string(line, CONFIG_DENYLIST_REGEX_TO_GROUP))
+    assert values[0].startswith("first1val")  # the leftmost match, from api_key
+
+
+def test_a_quoted_base64_run_holding_a_backslash_is_found_by_the_fast_path():
+    """The base64 plugin's charset holds ``\\``: a quoted run with one is a candidate (the
+    candidate pattern once left it out, and only the reference path found it)."""
+    text = 'x = "' + R32[:22] + "\\" + R32[22:] + R40[:10] + '"'
+    assert scan_text(text) == scan_text_reference(text) != []
+
+
+def test_entropy_matches_on_other_lines_than_the_quoted_run_are_kept():
+    """Several lines, a quoted run on two of them, short quoted strings on others: the entropy
+    plugins read only the lines with a quoted run, and find what they find in the whole text."""
+    text = "\n".join(['a = "short"', 'key = "' + R40 + '"', "'x' 'y'", "plain", "t = '" + HEX40 + "'  'z'"])
+    assert scan_text(text) == scan_text_reference(text) != []
+
+
+def _seeded_sessions() -> list[tuple[dict | None, list]]:
+    """The seeded secrets corpus: tests/test_secrets.py's session (every shape in every field
+    kind), one per shape, and a Claude Code session whose records and mapped text hold keys."""
+    from builders import header
+    from foreign_support import CC_PROJECT, CC_SID, claude_records, jl
+    from test_secrets import ALL_TEXT, SHAPES, _session_entries
+
+    sessions: list[tuple[dict | None, list]] = [(header("019cae00-0000-7000-8000-00000000a001"),
+                                                _session_entries(ALL_TEXT))]
+    sessions += [(None, _session_entries(text)) for _, text, _ in SHAPES]
+    records = claude_records()
+    leaky = [{**record, "note": f"token {text}"} if i % 2 else record
+             for i, (record, (_, text, _)) in enumerate(zip(records, SHAPES * 4, strict=False))]
+    mapped = map_foreign(jl(leaky), f"/h/.claude/projects/{CC_PROJECT}/{CC_SID}.jsonl")
+    assert mapped is not None and any("foreign" in entry for entry in mapped.entries)
+    sessions.append((mapped.header, mapped.entries))
+    return sessions
+
+
+def test_scan_entries_equals_the_plain_path_on_the_seeded_secrets_corpus():
+    compared = 0
+    for header_, entries in _seeded_sessions():
+        fast = [f.as_dict() for f in secrets.scan_entries(entries, header_)]
+        plain = [f.as_dict() for f in secrets.scan_entries_reference(entries, header_)]
+        assert fast == plain
+        compared += len(fast)
+    assert compared > 300  # every shape, in every field kind
+
+
+@pytest.mark.slow
+@needs_shared
+def test_scan_entries_equals_the_plain_path_on_every_session_of_the_real_corpus():
+    """Every file of ../shared/corpus (pi sessions read as stored, the other agents' mapped
+    with their records): the same findings, in the same order, on both paths."""
+    from corpus import shared_files
+    from sessiontree.format.codec import read_session_file
+
+    sessions = [(parsed.header, parsed.entries) for parsed in map(read_session_file, shared_files())]
+    for path in REAL_FILES:
+        mapped = map_foreign(path.read_bytes(), str(path))
+        if mapped is not None:
+            sessions.append((mapped.header, mapped.entries))
+    assert len(sessions) > 20
+    for header_, entries in sessions:
+        assert secrets.scan_entries(entries, header_) == secrets.scan_entries_reference(entries, header_)
+
+
+_KEYS = st.sampled_from(["", "foreign", "type", "image", "data", "message", "content", "text", "id", "raw", "agent",
+                         "arguments", "replacement", "signature", "uuid", "command"])
+_VALUES = st.recursive(st.one_of(st.text(max_size=5), st.integers(), st.none(), st.just("image")),
+                       lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_KEYS, inner, max_size=4)),
+                       max_leaves=20)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(_KEYS, _VALUES, max_size=5))
+def test_the_pathless_walks_give_the_strings_of_the_named_walks_in_their_order(entry):
+    """The session scan pairs the strings gathered without paths with the walk that names
+    them, position by position: both walks must give the same strings in the same order
+    (``foreign`` at the top or under a ``""`` key, image ``data``, structural keys)."""
+    from sessiontree.core import secretfields
+
+    texts: list[str] = []
+    secretfields._collect(entry, True, True, texts)
+    assert texts == [text for _, text in secrets.iter_text_fields(entry)]
+    raw: list[str] = []
+    secretfields._collect_raw(entry, raw)
+    assert raw == [text for _, text in secretfields._walk_raw(entry, "foreign.raw")]
