@@ -33,11 +33,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
 from decimal import Decimal
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from sessiontree.core.usagerecords import (
-    NANOS_PER_USD,
     TokenCounts,
     UsageQuery,
     UsageRecord,
@@ -47,6 +46,7 @@ from sessiontree.core.usagerecords import (
 from sessiontree.stores.base import SessionStore
 from sessiontree.stores.origin import matching_sessions
 from sessiontree.usage.choices import COST_MODES, GROUPINGS
+from sessiontree.usage.prices import GenaiPricesCatalog, PriceCatalog, default_catalog
 
 __all__ = [
     "COST_MODES",
@@ -101,78 +101,6 @@ def format_usd(nanos: int, places: int = 2) -> str:
 
 
 # --------------------------------------------------------------------------- pricing
-
-
-class PriceCatalog(Protocol):
-    """Prices a call from its tokens; :class:`GenaiPricesCatalog` is the default."""
-
-    #: What the prices come from, for reports (``"genai-prices 0.2.3"``).
-    name: str
-
-    def price(self, provider: str | None, model: str | None, input: int, output: int, cache_read: int,
-              cache_write: int, at_ms: int) -> int | None:
-        """The cost of one call in nano-dollars, or ``None`` when the model is unknown.
-        A catalogue that knows 1-hour cache writes also takes ``cache_write_1h=`` (the
-        part of ``cache_write`` written to the 1-hour cache); it is passed only when
-        non-zero, so a catalogue without it prices every write at the 5-minute rate."""
-        ...
-
-
-class GenaiPricesCatalog:
-    """Offline prices from the ``genai-prices`` package (its bundled snapshot: no network).
-
-    ``input`` here is the uncached input: the catalogue's input count includes
-    cache reads and writes, so they are added back before it is asked. Results
-    are cached per distinct call shape.
-    """
-
-    def __init__(self) -> None:
-        try:
-            from importlib.metadata import version
-
-            self.name = f"genai-prices {version('genai-prices')}"
-        except Exception:
-            self.name = "genai-prices"
-        self._cache: dict[tuple[Any, ...], int | None] = {}
-
-    def price(self, provider: str | None, model: str | None, input: int, output: int, cache_read: int,
-              cache_write: int, at_ms: int, cache_write_1h: int = 0) -> int | None:
-        """See :meth:`PriceCatalog.price`. The request time picks historical prices.
-        ``cache_write_1h`` (a part of ``cache_write``) is priced at the catalogue's
-        1-hour write rate (genai-prices ``cache_write_1h_mtok``; Anthropic: 2x the base
-        input price, where a 5-minute write is 1.25x: docs/usage.md, "Claude Code")."""
-        if not model:
-            return None
-        day = at_ms // 86_400_000
-        key = (provider, model, input, output, cache_read, cache_write, day, cache_write_1h)
-        if key in self._cache:
-            return self._cache[key]
-        import genai_prices  # imported on first use: about half a second
-
-        usage = genai_prices.Usage(input_tokens=input + cache_read + cache_write, output_tokens=output,
-                                   cache_read_tokens=cache_read, cache_write_tokens=cache_write,
-                                   cache_write_1h_tokens=min(cache_write_1h, cache_write) or None)
-        when = datetime.fromtimestamp(day * 86_400, UTC)
-        result: int | None = None
-        for provider_id in ([provider, None] if provider else [None]):
-            try:
-                calc = genai_prices.calc_price(usage, model, provider_id=provider_id, genai_request_timestamp=when)
-            except (LookupError, ValueError):
-                continue
-            result = int((Decimal(calc.total_price) * NANOS_PER_USD).to_integral_value())
-            break
-        self._cache[key] = result
-        return result
-
-
-_DEFAULT_CATALOG: GenaiPricesCatalog | None = None
-
-
-def _default_catalog() -> GenaiPricesCatalog:
-    global _DEFAULT_CATALOG
-    if _DEFAULT_CATALOG is None:
-        _DEFAULT_CATALOG = GenaiPricesCatalog()
-    return _DEFAULT_CATALOG
 
 
 # --------------------------------------------------------------------------- totals
@@ -472,8 +400,13 @@ class _LazyCatalog:
 
     def __call__(self) -> PriceCatalog:
         if self.used is None:
-            self.used = self.given if self.given is not None else _default_catalog()
+            self.used = self.given if self.given is not None else default_catalog()
         return self.used
+
+    def finish(self) -> None:
+        """Keep what the default catalogue worked out in its cache file (usage/prices.py)."""
+        if isinstance(self.used, GenaiPricesCatalog):
+            self.used.flush()
 
 
 def _check_mode(cost: str) -> None:
@@ -638,6 +571,7 @@ def usage_reports(store: SessionStore, views: Sequence[tuple[str, str | None]], 
     grand = Totals()
     for group in min(built, key=len).values():
         grand.merge(group.totals)
+    lazy.finish()
     name = lazy.used.name if lazy.used is not None else None
     reports = []
     for (by, _stack), groups in zip(views, built, strict=True):
@@ -760,6 +694,7 @@ def session_usage(store: SessionStore, session_id: str, *, cost: str = "auto",
         if row.copied:
             into.append(copied)
         _row_totals(row, cost, lazy, into)
+    lazy.finish()
     return SessionUsage(session_id, totals, copied, by_model, cost,
                         lazy.used.name if lazy.used is not None else None)
 
@@ -802,6 +737,7 @@ def price_rows(rows: Iterable[UsageRow], *, cost: str = "auto",
     totals = Totals()
     for row in rows:
         _row_totals(row, cost, lazy, (totals,))
+    lazy.finish()
     return totals, lazy.used.name if lazy.used is not None else None
 
 
