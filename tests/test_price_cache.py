@@ -90,6 +90,25 @@ def test_a_new_shape_is_priced_and_added(tmp_path):
     assert len(third._cache) == 2
 
 
+def test_many_shapes_are_read_from_the_file_at_once(tmp_path, monkeypatch):
+    # Past the first 64 shapes looked up one by one, the whole file is loaded.
+    shapes = [("anthropic", "claude-opus-4-5", 1000 + i, 100, 1000, 2000, DAY, 0) for i in range(100)]
+    cold = GenaiPricesCatalog(cache_dir=str(tmp_path))
+    expected = [_price(cold, key) for key in shapes]
+    cold.flush()
+    # one more input token costs $5 per million = 5,000 nano-dollars
+    assert expected == [20_500_000 + 5_000 * i for i in range(100)]
+    import sessiontree.usage.prices as prices
+
+    def refuse(key):
+        raise AssertionError(f"asked the catalogue for {key}")
+
+    monkeypatch.setattr(prices, "_catalog_price", refuse)
+    warm = GenaiPricesCatalog(cache_dir=str(tmp_path))
+    assert [_price(warm, key) for key in shapes] == expected
+    assert warm._loaded
+
+
 def test_a_damaged_or_unwritable_cache_only_costs_time(tmp_path):
     GenaiPricesCatalog(cache_dir=str(tmp_path)).flush()  # nothing pending: no file
     assert os.listdir(tmp_path) == []

@@ -100,6 +100,8 @@ class GenaiPricesCatalog:
         self._pending: dict[PriceKey, int | None] = {}
         self._file = _cache_file(cache_dir, version)
         self._loaded = False
+        self._reader: sqlite3.Connection | None = None
+        self._asked = 0
 
     def price(self, provider: str | None, model: str | None, input: int, output: int, cache_read: int,
               cache_write: int, at_ms: int, cache_write_1h: int = 0) -> int | None:
@@ -111,10 +113,21 @@ class GenaiPricesCatalog:
             return None
         key: PriceKey = (provider or "", model, input, output, cache_read, cache_write, at_ms // 86_400_000,
                          cache_write_1h)
-        if not self._loaded:
-            self._load()
         if key in self._cache:
             return self._cache[key]
+        if self._file is not None and not self._loaded:
+            # A few shapes (a status line) are looked up one by one; a report of many loads
+            # the whole file at once, which is cheaper from the 64th shape on.
+            self._asked += 1
+            if self._asked > _ONE_BY_ONE:
+                self._load()
+                if key in self._cache:
+                    return self._cache[key]
+            else:
+                found, nanos = self._lookup(key)
+                if found:
+                    self._cache[key] = nanos
+                    return nanos
         result = _catalog_price(key)
         self._cache[key] = self._pending[key] = result
         if len(self._pending) >= 5000:  # a long run (the viewer, sync --watch) keeps its answers too
@@ -127,6 +140,9 @@ class GenaiPricesCatalog:
         pending, self._pending = self._pending, {}
         if not pending or self._file is None:
             return
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
         try:
             os.makedirs(os.path.dirname(self._file), exist_ok=True)
             conn = sqlite3.connect(self._file, timeout=2.0, isolation_level=None)
@@ -141,24 +157,53 @@ class GenaiPricesCatalog:
         except (OSError, sqlite3.Error):
             pass  # best effort (module docstring)
 
+    def _connect(self) -> sqlite3.Connection | None:
+        """The cache file opened read-only, kept open for the lookups; ``None`` without one."""
+        if self._reader is None and self._file is not None and os.path.exists(self._file):
+            try:
+                self._reader = sqlite3.connect(f"file:{self._file}?mode=ro", uri=True, timeout=2.0)
+            except sqlite3.Error:
+                self._file = None  # cannot be opened: no cache for this run
+        return self._reader
+
+    def _lookup(self, key: PriceKey) -> tuple[bool, int | None]:
+        """``(found, nanos)`` of one shape in the cache file."""
+        conn = self._connect()
+        if conn is None:
+            return False, None
+        try:
+            # fetchall, not fetchone: the statement ends, so no read lock outlives the lookup.
+            rows = conn.execute(f"SELECT nanos FROM price WHERE {_KEY_WHERE}", key).fetchall()
+        except sqlite3.Error:
+            return False, None  # damaged or locked: priced again (and rewritten by the next flush)
+        if not rows or not (rows[0][0] is None or isinstance(rows[0][0], int)):
+            return False, None
+        return True, rows[0][0]
+
     def _load(self) -> None:
+        """Every shape of the cache file into memory."""
         self._loaded = True
-        if self._file is None or not os.path.exists(self._file):
+        conn = self._connect()
+        if conn is None:
             return
         try:
-            conn = sqlite3.connect(f"file:{self._file}?mode=ro", uri=True, timeout=2.0)
-            try:
-                rows = conn.execute("SELECT provider, model, input, output, cache_read, cache_write, day, "
-                                    "cache_write_1h, nanos FROM price").fetchall()
-            finally:
-                conn.close()
+            rows = conn.execute("SELECT provider, model, input, output, cache_read, cache_write, day, "
+                                "cache_write_1h, nanos FROM price").fetchall()
         except sqlite3.Error:
             return  # damaged or locked: priced again (and rewritten by the next flush)
+        finally:
+            self._reader = None
+            conn.close()
         for row in rows:
             nanos = row[8]
             if isinstance(row[1], str) and (nanos is None or isinstance(nanos, int)):
-                self._cache[row[:8]] = nanos
+                self._cache.setdefault(row[:8], nanos)
 
+
+#: Shapes looked up one by one before the whole file is loaded.
+_ONE_BY_ONE = 64
+_KEY_WHERE = ("provider = ? AND model = ? AND input = ? AND output = ? AND cache_read = ? AND cache_write = ? "
+              "AND day = ? AND cache_write_1h = ?")
 
 _CREATE = ("CREATE TABLE IF NOT EXISTS price (provider TEXT NOT NULL, model TEXT NOT NULL, input INTEGER NOT NULL, "
            "output INTEGER NOT NULL, cache_read INTEGER NOT NULL, cache_write INTEGER NOT NULL, "
