@@ -263,9 +263,23 @@ def print_json(data: Any) -> None:
     click.echo(safe_json_text(text))
 
 
+def _stderr_may_be_terminal() -> bool:
+    """``False`` only where rich's ``Console.is_terminal`` is ``False`` too: stderr is not a
+    TTY and neither ``TTY_COMPATIBLE`` nor ``FORCE_COLOR`` (https://force-color.org/) says otherwise."""
+    if "TTY_COMPATIBLE" in os.environ or "FORCE_COLOR" in os.environ:
+        return True
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError, OSError):
+        return True  # let rich decide
+
+
 @contextlib.contextmanager
 def busy_spinner(message: str) -> Iterator[None]:
     """A spinner on stderr while something slow runs (nothing when stderr is not a terminal)."""
+    if not _stderr_may_be_terminal():
+        yield  # piped or run by a script: rich is not even imported (docs/architecture.md, "Start-up")
+        return
     console = stderr_console()
     if not console.is_terminal:
         yield
