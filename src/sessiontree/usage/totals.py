@@ -112,10 +112,13 @@ def row_totals(row: UsageRow, mode: str, catalog: Callable[[], PriceCatalog],
                 into: Iterable[Totals] = ()) -> Totals | None:
     """Price one store row by the cost mode; add it to each of ``into`` (returns ``None``)
     or, with no ``into``, return it as a new :class:`Totals`."""
-    targets = list(into) or [Totals()]
+    targets = list(into)
+    given = bool(targets)
     name = model_name(row.provider, row.model)
     if row.total_tokens == 0 or (row.recorded and mode != "catalog"):
         # Recorded (a row without tokens is free in every mode: its 0 is true, not missing).
+        if not given:
+            targets.append(Totals())
         for t in targets:
             t.calls += row.calls
             t.input += row.input
@@ -126,7 +129,7 @@ def row_totals(row: UsageRow, mode: str, catalog: Callable[[], PriceCatalog],
             t.recorded_nanos += row.cost_nanos
             t.cost_nanos += row.cost_nanos
             t.models.add(name)
-        return None if into else targets[0]
+        return None if given else targets[0]
     t = Totals(calls=row.calls, input=row.input, output=row.output, cache_read=row.cache_read,
                cache_write=row.cache_write)
     t.models.add(name)
@@ -144,7 +147,7 @@ def row_totals(row: UsageRow, mode: str, catalog: Callable[[], PriceCatalog],
     else:
         t.estimated_calls = row.calls
         t.estimated_nanos = t.cost_nanos = price
-    if into:
+    if given:
         for target in targets:
             target.merge(t)
         return None
