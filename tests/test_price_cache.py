@@ -138,3 +138,25 @@ def test_the_cache_folder_and_off(tmp_path, monkeypatch):
     monkeypatch.delenv(CACHE_ENV)
     default = GenaiPricesCatalog()
     assert default._file is not None and default._file.startswith(os.environ["XDG_CACHE_HOME"])
+
+
+def test_any_thread_reads_the_cache(tmp_path, monkeypatch):
+    # The viewer prices in its worker threads: the file opened by one thread serves the others.
+    cold = GenaiPricesCatalog(cache_dir=str(tmp_path))
+    expected = [_price(cold, key) for key, _ in HAND_PRICED]
+    cold.flush()
+    import threading
+
+    import sessiontree.usage.prices as prices
+
+    def refuse(key):
+        raise AssertionError(f"asked the catalogue for {key}")
+
+    monkeypatch.setattr(prices, "_catalog_price", refuse)
+    warm = GenaiPricesCatalog(cache_dir=str(tmp_path))
+    assert _price(warm, HAND_PRICED[0][0]) == expected[0]  # opens the file in this thread
+    out: list[int | None] = []
+    worker = threading.Thread(target=lambda: out.extend(_price(warm, key) for key, _ in HAND_PRICED))
+    worker.start()
+    worker.join()
+    assert out == expected

@@ -161,7 +161,9 @@ class GenaiPricesCatalog:
         """The cache file opened read-only, kept open for the lookups; ``None`` without one."""
         if self._reader is None and self._file is not None and os.path.exists(self._file):
             try:
-                self._reader = sqlite3.connect(f"file:{self._file}?mode=ro", uri=True, timeout=2.0)
+                # Any thread may price (the viewer's worker threads): SQLite serialises the reads.
+                self._reader = sqlite3.connect(f"file:{self._file}?mode=ro", uri=True, timeout=2.0,
+                                               check_same_thread=False)
             except sqlite3.Error:
                 self._file = None  # cannot be opened: no cache for this run
         return self._reader
