@@ -160,3 +160,11 @@ def test_any_thread_reads_the_cache(tmp_path, monkeypatch):
     worker.start()
     worker.join()
     assert out == expected
+
+
+def test_the_version_in_another_layout(monkeypatch):
+    # No dist-info folder beside the package (a zip, a vendored copy): importlib.metadata answers.
+    import importlib.metadata
+
+    monkeypatch.setattr(os, "listdir", lambda path: [])
+    assert catalog_version() == importlib.metadata.version("genai-prices")

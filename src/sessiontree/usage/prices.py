@@ -58,26 +58,33 @@ class PriceCatalog(Protocol):
 def catalog_version() -> str | None:
     """The installed ``genai-prices`` version, read from its ``*.dist-info`` folder name
     beside the package without importing it or :mod:`importlib.metadata` (each costs
-    tens of milliseconds at start-up); ``None`` when it cannot be found."""
+    tens of milliseconds at start-up); in another layout, from :mod:`importlib.metadata`;
+    ``None`` when it is not installed."""
     import importlib.util
 
     try:
         spec = importlib.util.find_spec("genai_prices")
     except (ImportError, ValueError):
         return None
-    if spec is None or not spec.origin:
+    if spec is None:
         return None
-    site = os.path.dirname(os.path.dirname(spec.origin))
+    if spec.origin:
+        site = os.path.dirname(os.path.dirname(spec.origin))
+        try:
+            names = os.listdir(site)
+        except OSError:
+            names = []
+        for name in names:
+            stem, _, ext = name.rpartition(".")
+            project, dash, version = stem.partition("-")
+            if ext == "dist-info" and dash and project.lower().replace("-", "_") == "genai_prices":
+                return version
     try:
-        names = os.listdir(site)
-    except OSError:
+        from importlib.metadata import version as installed_version
+
+        return installed_version("genai-prices")
+    except Exception:  # not found, or metadata unreadable: no version to name or key by
         return None
-    for name in names:
-        stem, _, ext = name.rpartition(".")
-        project, dash, version = stem.partition("-")
-        if ext == "dist-info" and dash and project.lower().replace("-", "_") == "genai_prices":
-            return version
-    return None
 
 
 class GenaiPricesCatalog:
