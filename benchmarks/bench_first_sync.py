@@ -9,7 +9,8 @@ interleaved (every tool once, then again), as whole commands with ``HOME`` set t
 * **floor**: read every file and parse every line with orjson (in this process);
 * **sessiontree first sync**: ``sessiontree --store sqlite:///NEW sync --json`` into an empty
   store (the search index settled when it returns), then ``stats --by agent --json`` (warm:
-  the store is in the page cache), then ``sync`` again (the home unchanged) + ``stats``;
+  the store is in the page cache and the prices in the price cache, docs/decisions/price-cache.md),
+  ``stats --by day --json`` (ccusage daily's report), then ``sync`` again (the home unchanged) + ``stats``;
 * the same with ``--old DIR`` (another checkout's ``src``, e.g. ``git worktree add
   /tmp/old-sync main``): before and after, side by side in one run;
 * **ccusage 20.0.24** ``<agent> daily --json --offline`` (it re-reads every file each time);
@@ -123,8 +124,8 @@ class Ours:
         wall, cpu, out = timed([*self._base(), "sync", "--json"], _env(self.home, self.src), row)
         return wall, cpu, json.loads(out)
 
-    def stats(self) -> tuple[float, float, dict[str, Any]]:
-        wall, cpu, out = timed([*self._base(), "stats", "--by", "agent", "--json"], _env(self.home, self.src))
+    def stats(self, by: str = "agent") -> tuple[float, float, dict[str, Any]]:
+        wall, cpu, out = timed([*self._base(), "stats", "--by", by, "--json"], _env(self.home, self.src))
         return wall, cpu, json.loads(out)
 
 
@@ -181,6 +182,9 @@ def run_agent(agent: str, sessions: int, reps: int, old: str | None, ccusage: Pa
             wall2, cpu2, _ = tool.stats()
             rows.setdefault(f"{agent} {tool.name} first sync + stats", []).append((wall + wall2, cpu + cpu2))
             rows.setdefault(f"{agent} {tool.name} stats (warm)", []).append(tool.stats()[:2])
+            # By day: the same report as ccusage daily (the row above groups by agent, which
+            # also lists the sessions).
+            rows.setdefault(f"{agent} {tool.name} stats by day (warm)", []).append(tool.stats("day")[:2])
             wall, cpu, _ = tool.sync(f"{agent} {tool.name} unchanged sync")
             rows.setdefault(f"{agent} {tool.name} unchanged sync", []).append((wall, cpu))
             wall2, cpu2, _ = tool.stats()
@@ -229,9 +233,11 @@ def main(argv: list[str] | None = None) -> int:
             ratio(f"{tool} first sync", "agentsview first sync")
             ratio(f"{tool} first sync + stats", "ccusage daily")
             ratio(f"{tool} stats (warm)", "ccusage daily")
+            ratio(f"{tool} stats by day (warm)", "ccusage daily")
             ratio(f"{tool} unchanged sync + stats", "ccusage daily")
             ratio(f"{tool} unchanged sync", "ccusage daily")
-        for what in ("first sync", "first sync + stats", "stats (warm)", "unchanged sync", "unchanged sync + stats"):
+        for what in ("first sync", "first sync + stats", "stats (warm)", "stats by day (warm)", "unchanged sync",
+                     "unchanged sync + stats"):
             ratio(f"new {what}", f"old {what}")
     return 0
 

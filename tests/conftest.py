@@ -21,8 +21,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(autouse=True)
 def _private_data_dirs(tmp_path_factory, monkeypatch):
-    """Point XDG data (the default store and the trash ``send2trash`` uses) into a temp dir."""
+    """Point XDG data (the default store and the trash ``send2trash`` uses) and XDG cache (the price
+    cache, usage/prices.py) into temp dirs."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+    monkeypatch.delenv("SESSIONTREE_PRICE_CACHE", raising=False)
     monkeypatch.delenv("SESSIONTREE_STORE", raising=False)
     # pytest-xdist's workers inherit COLUMNS=80 from execnet; output widths are the tests' choice.
     monkeypatch.delenv("COLUMNS", raising=False)

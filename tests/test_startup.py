@@ -1,16 +1,20 @@
 """Start-up of the command line stays light (issue 42; docs/architecture.md, "Start-up").
 
 ``sessiontree --version``, ``--help`` and every command's ``--help`` run in a fresh
-interpreter, and the modules loaded are checked: none of the heavy ones (rich's
-progress and console, the web viewer's starlette and jinja2, detect-secrets, the price
-catalogue, psycopg, the SQLite store, the session manager) may be imported before a
-command starts its own work. Deterministic: ``sys.modules`` is compared, never a clock.
+interpreter, and the modules loaded are checked: none of the heavy ones (rich, the web
+viewer's starlette and jinja2, detect-secrets and RE2, the price catalogue and pydantic,
+psycopg, the MCP SDK, hypothesis, the SQLite store, the session manager) may be imported
+before a command starts its own work. Real small runs are checked too: ``stats --json``
+(the report, no rich, and with a warm price cache no catalogue) and ``statusline`` (no
+click, no rich, no catalogue), from the import closure ``python -X importtime`` prints.
+Deterministic: module names are compared, never a clock.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import os
 import subprocess
 import sys
 
@@ -22,14 +26,21 @@ from sessiontree.cli import COMMANDS, cli
 
 #: Modules no start-up path may load: each costs tens of milliseconds or more.
 HEAVY = (
+    "rich",
     "rich.console",
     "rich.progress",
     "rich.table",
     "starlette",
     "jinja2",
+    "uvicorn",
     "detect_secrets",
+    "re2",
     "genai_prices",
+    "pydantic",
     "psycopg",
+    "psycopg_pool",
+    "mcp",
+    "hypothesis",
     "importlib.metadata",  # the version is read from the metadata file directly
     "sessiontree.stores.sqlite",
     "sessiontree.stores.jsonl",
@@ -101,3 +112,65 @@ def test_an_unknown_command_is_still_a_usage_error():
     proc = subprocess.run([sys.executable, "-m", "sessiontree", "nosuchcommand"], capture_output=True, text=True)
     assert proc.returncode == 2
     assert "No such command 'nosuchcommand'" in proc.stderr
+
+
+#: What a real run must not load: the heavy modules above but our own (a run opens its store).
+RUN_HEAVY = tuple(m for m in HEAVY if not m.startswith("sessiontree."))
+
+#: The session of the real runs: a Claude Code call without a recorded cost (priced from the
+#: catalogue) and a pi call with one.
+_SID = "3f0c2a1e-7f4d-4c2b-9a8e-1d2c3b4a5f60"
+
+
+def _imported(argv: list[str], env: dict[str, str], stdin: str = "") -> tuple[set[str], str]:
+    """The modules a fresh ``python -X importtime -m sessiontree ARGV`` imported (its import
+    closure, from the ``-X importtime`` lines on stderr) and its stdout."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "sessiontree", *argv], input=stdin,
+                          env=env, capture_output=True, text=True, check=True)
+    names = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+             if line.startswith("import time:") and line.count("|") == 2}
+    return names, proc.stdout
+
+
+@pytest.fixture
+def small_store(tmp_path, monkeypatch):
+    """A SQLite store of two sessions and the environment of a real run on it."""
+    from builders import billed_assistant, header, usage
+    from sessiontree.stores.sqlite.store import SqliteStore
+
+    db = tmp_path / "s.db"
+    store = SqliteStore(str(db))
+    store.create(header(_SID, foreign={"agent": "claude-code"}), [
+        billed_assistant("c1", None, "2026-01-01T10:00:00.000Z", usage(1000, 100, 1000, 2000),
+                         model="claude-opus-4-5", provider="anthropic")])
+    store.create(header("pi-one"), [billed_assistant("p1", None, "2026-01-01T11:00:00.000Z", usage(10, cost=1.0))])
+    store.close()
+    env = {**os.environ, "SESSIONTREE_STORE": f"sqlite:///{db}", "SESSIONTREE_CONFIG": str(tmp_path / "none.toml")}
+    for name in ("PYTHONDONTWRITEBYTECODE", "FORCE_COLOR", "TTY_COMPATIBLE"):
+        env.pop(name, None)
+    return env
+
+
+def test_real_runs_of_stats_and_statusline_load_nothing_heavy(small_store):
+    # The first report prices the Claude Code call from the catalogue and keeps the price
+    # (usage/prices.py); every later run reads it from the cache file.
+    cold, out = _imported(["stats", "--json"], small_store)
+    assert "genai_prices" in cold
+    # claude-opus-4-5: 1,000 x $5 + 100 x $25 + 1,000 x $0.50 + 2,000 x $6.25 per million = $0.0205, + $1.00
+    assert json.loads(out)["totals"]["cost"] == "1.0205"
+    warm, out_again = _imported(["stats", "--json"], small_store)
+    assert out_again == out
+    assert sorted(m for m in RUN_HEAVY if m in warm) == []
+    table, text = _imported(["stats", "--by", "model"], small_store)
+    assert "anthropic/claude-opus-4-5" in text and "~$0.02" in text
+    assert sorted(m for m in RUN_HEAVY if m in table and not m.startswith("rich")) == []
+    line, text = _imported(["statusline"], small_store, stdin=json.dumps({"session_id": _SID}))
+    assert text == "~$0.02 session · $0.00 today\n"
+    assert sorted(m for m in (*RUN_HEAVY, "click", "sessiontree.cli") if m in line) == []
+
+
+def test_list_loads_neither_the_catalogue_nor_the_viewer(small_store):
+    loaded, out = _imported(["list", "--json"], small_store)
+    assert {item["id"] for item in json.loads(out)} == {_SID, "pi-one"}
+    heavy = ("starlette", "jinja2", "detect_secrets", "re2", "genai_prices", "pydantic", "psycopg", "mcp")
+    assert sorted(m for m in heavy if m in loaded) == []

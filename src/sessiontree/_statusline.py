@@ -52,7 +52,7 @@ def parse_statusline_args(argv: Sequence[str]) -> dict[str, Any] | None:
 def render_statusline(line: Any) -> str:
     """One short line: ``$1.23 session · $12.34 today · $12.66 left of daily``; ``~`` marks
     an amount with estimated parts and ``+?`` one leaving unpriced calls out (docs/usage.md)."""
-    from sessiontree.usage.report import format_usd
+    from sessiontree.usage.money import format_usd
 
     def cost(totals: Any) -> str:
         text = format_usd(totals.cost_nanos)

@@ -78,7 +78,7 @@ def budget_list(app: App, tz: str | None, as_json: bool) -> None:
 
     from sessiontree.usage.budgets import budget_status
     from sessiontree.usage.config import config_path, load_budgets
-    from sessiontree.usage.report import format_usd
+    from sessiontree.usage.money import format_usd
 
     budgets = load_budgets()
     statuses = [budget_status(app.store, budget, tz=tz)[0] for budget in budgets] if budgets else []

@@ -271,9 +271,23 @@ def print_json(data: Any) -> None:
     click.echo(safe_json_text(text))
 
 
+def _stderr_may_be_terminal() -> bool:
+    """``False`` only where rich's ``Console.is_terminal`` is ``False`` too: stderr is not a
+    TTY and neither ``TTY_COMPATIBLE`` nor ``FORCE_COLOR`` (https://force-color.org/) says otherwise."""
+    if "TTY_COMPATIBLE" in os.environ or "FORCE_COLOR" in os.environ:
+        return True
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError, OSError):
+        return True  # let rich decide
+
+
 @contextlib.contextmanager
 def busy_spinner(message: str) -> Iterator[None]:
     """A spinner on stderr while something slow runs (nothing when stderr is not a terminal)."""
+    if not _stderr_may_be_terminal():
+        yield  # piped or run by a script: rich is not even imported (docs/architecture.md, "Start-up")
+        return
     console = stderr_console()
     if not console.is_terminal:
         yield
@@ -472,7 +486,7 @@ def cut_left(text: str, width: int) -> str:
 def cost_cell(totals: Totals) -> str:
     """A cost for a table cell, as ``stats`` and ``diff`` show it: ``$42.60``; a leading ``~``
     marks a cost with estimated parts, a trailing ``+?`` one missing unpriced calls (docs/usage.md)."""
-    from sessiontree.usage.report import format_usd
+    from sessiontree.usage.money import format_usd
 
     text = format_usd(totals.cost_nanos)
     if totals.estimated_calls:

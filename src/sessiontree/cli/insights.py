@@ -79,7 +79,7 @@ def _tools_table(rows: list[tuple[str, int, int]]) -> Table:
 def _print_session(one: SessionInsights) -> None:
     from rich.text import Text
 
-    from sessiontree.usage.report import format_usd
+    from sessiontree.usage.money import format_usd
 
     f = one.facts
     console = stdout_console()
@@ -116,7 +116,7 @@ def _print_session(one: SessionInsights) -> None:
 def _print_store(every: StoreInsights) -> None:
     from rich.text import Text
 
-    from sessiontree.usage.report import format_usd
+    from sessiontree.usage.money import format_usd
 
     console = stdout_console()
     print_rich(console, Text(f"{plural(every.sessions, 'session', 'sessions')}: "

@@ -210,7 +210,7 @@ def _session_costs(app: App) -> dict[str, Any]:
 
 def _cost_text(totals: Any) -> str:
     """A cost cell: ``$1.23``, ``~$1.23`` with estimates, ``+?`` with unpriced calls, ``-`` for none."""
-    from sessiontree.usage.report import format_usd
+    from sessiontree.usage.money import format_usd
 
     if totals is None or not totals.calls:
         return "-"
@@ -345,7 +345,7 @@ def _usage_of(app: App, session_id: str) -> Any:
 
 def _usage_rows(usage: Any) -> list[tuple[str, str]]:
     """``show``'s usage lines: models, tokens, cost (and what was copied from an earlier session)."""
-    from sessiontree.usage.report import format_usd
+    from sessiontree.usage.money import format_usd
 
     t = usage.totals
     if not t.calls:

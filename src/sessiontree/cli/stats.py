@@ -125,7 +125,7 @@ def stats_cmd(ctx: click.Context, app: App, by: str, since: str | None, until: s
 def budget_line(status: BudgetStatus) -> str:
     """``Budget $25.00/day (2026-12-06): spent ~$12.34, $12.66 left (49%).`` or ``... over by $1.20.``;
     ``~`` marks a spend with estimated parts, ``+?`` one that leaves unpriced calls out."""
-    from sessiontree.usage.report import format_usd
+    from sessiontree.usage.money import format_usd
 
     budget = status.budget
     days = ("" if status.since is None and status.until is None
@@ -176,7 +176,7 @@ def _day_chart(report: UsageReport) -> Table:
     """Cost per day as horizontal bars (``█`` scaled to the most expensive day)."""
     from rich.table import Table
 
-    from sessiontree.usage.report import format_usd
+    from sessiontree.usage.money import format_usd
 
     top = max(group.totals.cost_nanos for group in report.groups) or 1
     chart = Table(box=None, pad_edge=False, show_header=False)
@@ -193,7 +193,7 @@ def _day_chart(report: UsageReport) -> Table:
 
 def _notes(report: UsageReport) -> None:
     """What the total leaves out or estimates, under the table."""
-    from sessiontree.usage.report import format_usd
+    from sessiontree.usage.money import format_usd
 
     t = report.totals
     lines = [f"Costs: {report.cost_mode} ({plural(t.recorded_calls, 'call', 'calls')} at recorded cost"

@@ -153,7 +153,7 @@ def load_budgets(path: str | None = None) -> list[Budget]:
 
 
 def _budget_table(budget: Budget) -> dict[str, Any]:
-    from sessiontree.usage.report import nanos_to_decimal
+    from sessiontree.usage.money import nanos_to_decimal
 
     table: dict[str, Any] = {"amount": str(nanos_to_decimal(budget.amount_nanos))}
     if budget.period:
