@@ -42,7 +42,7 @@ RECORDS = [_msg("r1", None, "user", "start"), _msg("a1", "r1", "assistant", "pla
 
 @pytest.fixture(params=["sqlite", "jsonl"])
 def stored(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    where = str(tmp_path / "s.db") if request.param == "sqlite" else f"jsonl://{tmp_path / 'dir'}"
+    where = str(tmp_path / "s.db") if request.param == "sqlite" else f"jsonl:///{tmp_path / 'dir'}"
     writer = open_store(where)
     writer.create(header(SID), RECORDS)
     reader = open_store(where, readonly=True)
