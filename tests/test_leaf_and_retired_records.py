@@ -22,7 +22,7 @@ from builders import at_second as ts
 from builders import tool_result_at as tool_result
 from builders import user_at as user
 from sessiontree.cli import cli
-from sessiontree.core import render
+from sessiontree.core import render, styled
 from sessiontree.core.projection import (
     HISTORICAL_SUMMARY_PREFIX,
     HISTORICAL_SUMMARY_SUFFIX,
@@ -202,7 +202,7 @@ def test_tree_rows_mark_retired_records_as_archival():
     assert summaries["x1"] == ("retired context_compaction (archival; not in the model context): "
                                "deleted entries u1; 1 other target")
     assert summaries["m1"] == "retired compaction summary (archival; not in the model context): legacy summary text"
-    line = render.tree_row_text(rows[2]).plain
+    line = styled.tree_row_text(rows[2]).plain
     assert line == ("* c1 compaction: retired compaction (archival; not in the model context; kept from a1, "
                     "100 tokens before): S-old summary")
     # Still inert in the model context.

@@ -1,4 +1,4 @@
-"""A rebuild of a plain branch from the steps kept with it (projection.incremental.plain_step,
+"""A rebuild of a plain branch from the steps kept with it (projection.steps.plain_step,
 ProjectionBuilder._replay) gives exactly what the general build gives."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import sessiontree.core.projection.convert as convert_module
 import sessiontree.core.projection.incremental as projection_module
+import sessiontree.core.projection.steps as steps_module
 from sessiontree import SessionManager
 from sessiontree.core.projection import (
     LAST_ENTRY,
@@ -49,7 +50,7 @@ def test_a_rebuild_from_the_kept_steps_equals_the_general_build(monkeypatch, ent
     plain = ProjectionBuilder.build_plain(entries, leaf, None)
     if plain is None:
         return
-    assert plain.plain_ops == projection_module.plain_steps(plain.plain_branch)
+    assert plain.plain_ops == steps_module.plain_steps(plain.plain_branch)
     assert len(plain.plain_ops) == len(plain.plain_branch)
     general = _general(entries, leaf, monkeypatch)
     with monkeypatch.context() as patch:  # the entries are not read again: no step is derived
@@ -79,7 +80,7 @@ def test_steps_grown_by_advance_rebuild_what_the_general_build_gives(monkeypatch
     if builder.plain_branch is None:
         assert builder.plain_ops is None
         return
-    assert builder.plain_ops == projection_module.plain_steps(builder.plain_branch)
+    assert builder.plain_ops == steps_module.plain_steps(builder.plain_branch)
     again = ProjectionBuilder.build(entries, path[-1]["id"], None, branch=list(builder.plain_branch),
                                     ops=_copy(builder.plain_ops))
     assert _fields(again, repair) == _fields(general, repair)

@@ -239,7 +239,7 @@ def show_cmd(app: App, session: str, tree: bool, entry: str | None, as_json: boo
     from rich.table import Table
     from rich.text import Text
 
-    from sessiontree.core import render
+    from sessiontree.core import render, styled
 
     session_id = resolve_session_id(app, session)
     manager = open_session_readonly(app, session_id)
@@ -300,7 +300,7 @@ def show_cmd(app: App, session: str, tree: bool, entry: str | None, as_json: boo
     print_rich(console, grid)
     if tree:
         print_rich(console)
-        lines = Text("\n").join(render.tree_row_text(row, console.width) for row in rows)
+        lines = Text("\n").join(styled.tree_row_text(row, console.width) for row in rows)
         print_rich(console, lines, no_wrap=True, overflow="ellipsis")
 
 
@@ -405,7 +405,7 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
     """
     from rich.text import Text
 
-    from sessiontree.core import render
+    from sessiontree.core import render, styled
     from sessiontree.format.foreign import agent_of_header
     from sessiontree.sync.provenance import agent_format
 
@@ -454,9 +454,9 @@ def context_cmd(app: App, session: str, leaf: str | None, full: bool, historical
             echo_line(note)
     limit = None if full else render.CONTEXT_BLOCK_CHARS
     if console.is_terminal:
-        console.print(*render.context_renderables(projection, session_id, leaf_id, limit=limit))
+        console.print(*styled.context_renderables(projection, session_id, leaf_id, limit=limit))
     else:
-        click.echo(render.context_text(projection, session_id, leaf_id, limit=limit), nl=False)
+        click.echo(styled.context_text(projection, session_id, leaf_id, limit=limit), nl=False)
 
 
 # --------------------------------------------------------------------------- export

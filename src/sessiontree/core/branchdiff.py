@@ -281,7 +281,7 @@ class ColumnStats:
 
 
 def _file_path(arguments: Any) -> str | None:
-    if not isinstance(arguments, Mapping):
+    if arguments.__class__ is not dict and not isinstance(arguments, Mapping):
         return None
     for name in _PATH_ARGS:
         value = arguments.get(name)
@@ -316,7 +316,7 @@ def column_stats(entries: Iterable[Entry]) -> ColumnStats:
             continue
         content = message.get("content")
         for block in content if isinstance(content, list) else ():
-            if not isinstance(block, Mapping) or block.get("type") != "toolCall":
+            if (block.__class__ is not dict and not isinstance(block, Mapping)) or block.get("type") != "toolCall":
                 continue
             name = block.get("name")
             name = name if isinstance(name, str) else "?"

@@ -1,5 +1,8 @@
 """Human-readable renderings of sessions: one-line entry summaries, the
-drawn entry tree, the projected context, and a Markdown transcript.
+drawn entry tree, the projected context, and a Markdown transcript. The styled
+(rich) forms of a tree row and of the context listing are in
+:mod:`sessiontree.core.styled`, so that the plain renderings (JSON, Markdown, a
+``diff --json``) do not import rich.
 
 Presentation only. What an entry *means* (the active branch, the leaf,
 labels, the projection) is computed by the library (:mod:`sessiontree.core.tree`,
@@ -29,11 +32,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from rich.console import Group, RenderableType
-from rich.padding import Padding
-from rich.text import Text
+from typing import Any, TypeGuard
 
 from sessiontree.core.projection import (
     HistoricalProjection,
@@ -50,17 +49,13 @@ __all__ = [
     "RETIRED_NOTE",
     "TreeRow",
     "context_dict",
-    "context_renderables",
-    "context_text",
     "entry_kind",
     "entry_summary",
     "historical_context_dict",
     "historical_note",
     "markdown_transcript",
-    "message_body",
     "retired_record_text",
     "tree_row_dict",
-    "tree_row_text",
     "tree_rows",
 ]
 
@@ -69,6 +64,12 @@ _SPACES = re.compile(r"\s+")
 
 #: Per-block character budget of the human-readable context view.
 CONTEXT_BLOCK_CHARS = 2000
+
+
+def _is_mapping(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    """``isinstance(value, Mapping)``, with the usual case (a parsed ``dict``) decided
+    without the abstract-class check, which costs more than the rest of a block's rendering."""
+    return value.__class__ is dict or isinstance(value, Mapping)
 
 
 def _one_line(text: str, limit: int = 200) -> str:
@@ -84,17 +85,19 @@ def _content_text(content: Any, *, images: bool = True) -> str:
         return ""
     parts: list[str] = []
     for block in content:
-        if not isinstance(block, Mapping):
+        if not _is_mapping(block):
             continue
         kind = block.get("type")
         if kind == "text" and isinstance(block.get("text"), str):
             parts.append(block["text"])
         elif kind == "image" and images:
-            parts.append(_image_placeholder(block))
+            parts.append(image_placeholder(block))
     return "\n".join(parts)
 
 
-def _image_placeholder(block: Mapping[str, Any]) -> str:
+def image_placeholder(block: Mapping[str, Any]) -> str:
+    """``[image MIME, N bytes]`` for an ``image`` block (its MIME type made safe; the size
+    estimated from the base64 length), what every rendering shows instead of the data."""
     mime = safe_line(block["mimeType"]) if isinstance(block.get("mimeType"), str) else "image"
     data = block.get("data")
     size = f", {len(data) * 3 // 4} bytes" if isinstance(data, str) else ""
@@ -263,7 +266,8 @@ def _md_retired(entry: Mapping[str, Any]) -> list[str]:
         message = entry.get("message")
         summary = message.get("summary") if isinstance(message, Mapping) else None
         body = summary if isinstance(summary, str) else ""
-    return ["---", "", note, "", _fence(body), "", "---", ""]
+    # The note quotes the record's own ids: escaped here, as every fragment is (see markdown_transcript).
+    return ["---", "", _md_block(note), "", _fence(body), "", "---", ""]
 
 
 # --------------------------------------------------------------------------- tree
@@ -325,37 +329,6 @@ def tree_rows(roots: Sequence[TreeNode], leaf_id: str | None, active_ids: Iterab
     return rows
 
 
-def tree_row_text(row: TreeRow, width: int | None = None) -> Text:
-    """A styled line for one :class:`TreeRow`: marker, id, kind, summary, label, branch and leaf marks.
-
-    Entries on the active branch carry ``*``; others are dimmed. A branch
-    point shows ``[N branches]``; the active leaf ends with ``← active leaf``.
-
-    Args:
-        width: when given, the summary is shortened so that the whole line,
-            marks included, fits in ``width`` cells (it keeps at least 20).
-    """
-    base = "" if row.active else "dim"
-    head = Text(no_wrap=True)
-    head.append(row.lead, style="dim")
-    head.append("* " if row.active else "  ", style="bold green" if row.active else "")
-    head.append(safe_line(row.entry.get("id")), style=f"cyan {base}".strip())
-    head.append(" ")
-    head.append(safe_line(entry_kind(row.entry)), style=f"bold {base}".strip())
-    head.append(": ", style=base)
-    tail = Text(no_wrap=True)
-    if row.label:
-        tail.append(f"  [label: {safe_line(row.label)}]", style="bold magenta")
-    if row.children > 1:
-        tail.append(f"  [{row.children} branches]", style="bold yellow")
-    if row.leaf:
-        tail.append("  ← active leaf", style="bold green")
-    limit = 160 if width is None else max(20, width - head.cell_len - tail.cell_len)
-    head.append(entry_summary(row.entry, limit), style=base)
-    head.append_text(tail)
-    return head
-
-
 def tree_row_dict(row: TreeRow) -> dict[str, Any]:
     """JSON-ready form of a :class:`TreeRow` (flat; ``parentId`` gives the structure)."""
     return {
@@ -373,137 +346,6 @@ def tree_row_dict(row: TreeRow) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- context
-
-
-def _clip(text: str, limit: int | None) -> str:
-    text = safe_block(text)
-    if limit is None or len(text) <= limit:
-        return text
-    return text[:limit] + f"\n… ({len(text) - limit} more characters; --full shows everything)"
-
-
-def message_body(message: Mapping[str, Any], limit: int | None = CONTEXT_BLOCK_CHARS) -> Text:
-    """The content of one message as styled text: text, thinking, tool calls, tool results, images.
-
-    Args:
-        limit: characters kept per block, ``None`` for everything.
-    """
-    out = Text()
-
-    def add(part: str, style: str = "") -> None:
-        if out.plain:
-            out.append("\n")
-        out.append(part, style=style)
-
-    role = message.get("role")
-    content = message.get("content")
-    if role == "bashExecution":
-        add(_clip(bash_text(message), limit))
-    elif role == "branchSummary":
-        summary = message.get("summary")
-        add(_clip(summary if isinstance(summary, str) else "", limit))
-    elif isinstance(content, str):
-        add(_clip(content, limit))
-    elif isinstance(content, list):
-        for block in content:
-            if not isinstance(block, Mapping):
-                continue
-            kind = block.get("type")
-            if kind == "text" and isinstance(block.get("text"), str):
-                add(_clip(block["text"], limit))
-            elif kind == "thinking" and isinstance(block.get("thinking"), str):
-                add("(thinking) " + _clip(block["thinking"], limit), "dim italic")
-            elif kind == "toolCall":
-                add("→ " + _clip(format_tool_call(block), limit), "yellow")
-            elif kind == "image":
-                add(_image_placeholder(block), "dim")
-    if role == "system":
-        sections = message.get("sections")
-        if isinstance(sections, Mapping):
-            for name, value in sections.items():
-                add(f"[section {safe_line(name)}] " + ("(deleted)" if value is None else _clip(str(value), limit)),
-                    "dim")
-        for key in ("toolsAdded", "toolsRemoved"):
-            tools = message.get(key)
-            if isinstance(tools, list) and tools:
-                names = [t.get("name") if isinstance(t, Mapping) else str(t) for t in tools]
-                add(f"{key}: {', '.join(safe_line(n) for n in names)}", "dim")
-    if not out.plain:
-        out.append("(no content)", style="dim")
-    return out
-
-
-def _message_title(index: int, message: Mapping[str, Any], entry_id: Any) -> Text:
-    role = message.get("role") if isinstance(message.get("role"), str) else "?"
-    title = Text()
-    title.append(f"#{index} ", style="dim")
-    title.append(safe_line(role), style="bold")
-    if role == "toolResult":
-        title.append(f" {safe_line(message.get('toolName'))}")
-        if message.get("isError"):
-            title.append(" (error)", style="red")
-    elif role == "custom":
-        title.append(f" {safe_line(message.get('customType'))}")
-    elif role == "assistant":
-        stop = message.get("stopReason")
-        if stop and stop != "stop":
-            title.append(f" ({safe_line(stop)})", style="dim")
-    title.append(f"  [{safe_line(entry_id)}]", style="cyan dim")
-    return title
-
-
-def _context_parts(projection: SessionProjection, session_id: str, leaf_id: str | None,
-                   limit: int | None) -> tuple[Text, list[tuple[Text, Text]]]:
-    model = projection.model
-    head = Text()
-    head.append("session ", style="dim")
-    head.append(safe_line(session_id), style="cyan")
-    head.append("  leaf ", style="dim")
-    head.append(safe_line(leaf_id), style="cyan")
-    head.append("\nmodel ", style="dim")
-    head.append(safe_line(f"{model.get('provider')}/{model.get('modelId')}") if model else "(none)")
-    head.append("  thinking ", style="dim")
-    head.append(safe_line(projection.thinking_level))
-    head.append("  context window ", style="dim")
-    head.append(str(projection.context_window) if projection.context_window else "(default)")
-    head.append("  messages ", style="dim")
-    head.append(str(len(projection.messages)))
-    items: list[tuple[Text, Text]] = []
-    for projected in projection.entries:
-        for message in projected.messages:
-            title = _message_title(len(items) + 1, message, projected.source_entry.get("id"))
-            items.append((title, message_body(message, limit)))
-    return head, items
-
-
-def context_renderables(projection: SessionProjection, session_id: str, leaf_id: str | None,
-                        *, limit: int | None = CONTEXT_BLOCK_CHARS) -> list[RenderableType]:
-    """The projection as a readable listing for a terminal: a settings line, then every
-    message (numbered, with its source entry id) and its content, indented and wrapped.
-
-    Args:
-        projection: from ``build_session_projection()``.
-        session_id: shown in the first line.
-        leaf_id: the leaf the projection was built for.
-        limit: characters per content block, ``None`` for everything.
-    """
-    head, items = _context_parts(projection, session_id, leaf_id, limit)
-    out: list[RenderableType] = [head]
-    for title, body in items:
-        out += [Text(""), Group(title, Padding(body, (0, 0, 0, 2), expand=False))]
-    return out
-
-
-def context_text(projection: SessionProjection, session_id: str, leaf_id: str | None,
-                 *, limit: int | None = CONTEXT_BLOCK_CHARS) -> str:
-    """The same listing as :func:`context_renderables` as plain text, lines not wrapped
-    (for pipes and files; fast on long sessions)."""
-    head, items = _context_parts(projection, session_id, leaf_id, limit)
-    out = [head.plain]
-    for title, body in items:
-        out += ["", title.plain]
-        out += ["  " + line if line else "" for line in body.plain.split("\n")]
-    return "\n".join(out) + "\n"
 
 
 def context_dict(projection: SessionProjection, session_id: str, leaf_id: str | None) -> dict[str, Any]:
@@ -530,9 +372,10 @@ def context_dict(projection: SessionProjection, session_id: str, leaf_id: str | 
 # always sanitised, whether it goes to a terminal, a pipe or a file (a file
 # with raw ESC is as hostile when it is cat-ed). Session text enters it only
 # through _md_block (multi-line text, newline and tab kept), _md_inline (one
-# line: headings, list items, notes) and _code_span; the whole document
-# passes safe_block once more at the end. The faithful, byte-for-byte copy of
-# a session is the JSONL export.
+# line: headings, list items, notes) and _code_span; a retired record's note and
+# a turn line pass _md_block whole. Escaping is per character, so the document
+# is as safe as its fragments and is not scanned again. The faithful,
+# byte-for-byte copy of a session is the JSONL export.
 
 
 def _md_block(text: str) -> str:
@@ -578,7 +421,7 @@ def _md_content(content: Any) -> list[str]:
             parts.append(_md_block(content))
         return parts
     for block in content if isinstance(content, list) else []:
-        if not isinstance(block, Mapping):
+        if not _is_mapping(block):
             continue
         kind = block.get("type")
         if kind == "text" and isinstance(block.get("text"), str) and block["text"].strip():
@@ -589,7 +432,7 @@ def _md_content(content: Any) -> list[str]:
         elif kind == "toolCall":
             parts.append("**Tool call:**\n\n" + _fence(format_tool_call(block)))
         elif kind == "image":
-            parts.append(f"*{_image_placeholder(block)}*")
+            parts.append(f"*{image_placeholder(block)}*")
     return parts
 
 
@@ -631,8 +474,7 @@ def _turn_lines(branch: Sequence[Mapping[str, Any]],
     included) and, with ``cost``, their cost."""
     lines: dict[int, str] = {}
     starts = [i for i, e in enumerate(branch)
-              if e.get("type") == "message" and isinstance(e.get("message"), Mapping)
-              and e["message"].get("role") == "user"]
+              if e.get("type") == "message" and _is_mapping(e.get("message")) and e["message"].get("role") == "user"]
     for number, start in enumerate(starts, 1):
         stop = starts[number] if number < len(starts) else len(branch)
         responses: set[Any] = set()
@@ -640,18 +482,21 @@ def _turn_lines(branch: Sequence[Mapping[str, Any]],
         records: list[UsageRecord] = []
         for index in range(start, stop):
             entry = branch[index]
-            records.extend(records_from_entry(dict(entry), keyed=False))
+            kind = entry.get("type")
+            if kind not in _BILLED_KINDS:
+                continue  # no billed record, not an assistant message
+            records.extend(records_from_entry(entry if isinstance(entry, dict) else dict(entry), keyed=False))
             message = entry.get("message")
-            if entry.get("type") != "message" or not isinstance(message, Mapping) \
-                    or message.get("role") != "assistant":
+            if kind != "message" or not _is_mapping(message) or message.get("role") != "assistant":
                 continue
             response = message.get("responseId")
             responses.add(response if isinstance(response, str) and response else ("entry", index))
             content = message.get("content")
             for block in content if isinstance(content, list) else ():
-                if isinstance(block, Mapping):
-                    thoughts += block.get("type") == "thinking"
-                    calls += block.get("type") == "toolCall"
+                if _is_mapping(block):
+                    kind = block.get("type")
+                    thoughts += kind == "thinking"
+                    calls += kind == "toolCall"
         parts = [f"{len(responses)} assistant message{'' if len(responses) == 1 else 's'}"]
         if thoughts:
             parts.append(f"{thoughts} thought{'' if thoughts == 1 else 's'}")
@@ -662,8 +507,12 @@ def _turn_lines(branch: Sequence[Mapping[str, Any]],
             price = cost(records) if cost is not None else ""
             if price:
                 parts.append(price)
-        lines[start] = f"**Turn {number}:** " + " · ".join(parts)
+        lines[start] = _md_block(f"**Turn {number}:** " + " · ".join(parts))  # the price is the caller's text
     return lines
+
+
+#: Entry types that can carry a billed record (``records_from_entry`` gives nothing for the rest).
+_BILLED_KINDS = frozenset({"message", "session_summary", "compaction", "branch_summary", "usage"})
 
 
 def _raw_lines(entry: Mapping[str, Any]) -> list[str]:
@@ -731,7 +580,7 @@ def markdown_transcript(header: Mapping[str, Any], branch: Sequence[Mapping[str,
             lines += _raw_lines(entry)
         if is_retired_record(entry):
             lines += _md_retired(entry)
-        elif kind == "message" and isinstance(entry.get("message"), Mapping):
+        elif kind == "message" and _is_mapping(entry.get("message")):
             heading, parts = _md_message(entry["message"])
             if not parts:
                 continue
@@ -754,8 +603,12 @@ def markdown_transcript(header: Mapping[str, Any], branch: Sequence[Mapping[str,
             lines += [f"*Model: {_md_inline(model)}*", ""]
         elif kind == "thinking_level_change":
             lines += [f"*Thinking level: {_md_inline(entry.get('thinkingLevel'))}*", ""]
-    # Every piece went through textsafe above; this pass makes the guarantee local.
-    return safe_block("\n".join(lines).rstrip("\n") + "\n")
+    # Every fragment of session text went through textsafe above (_md_block, _md_inline,
+    # _code_span, _fence; a turn line through _md_block), the rest is literal text. The
+    # escaping is per character, so the joined document is as safe as its fragments: a
+    # second pass over the whole document (0.9 s for a 100,000-entry branch) would change
+    # nothing (tests/test_export_golden.py, tests/test_terminal_safety.py).
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 # --------------------------------------------------------------------------- historical context

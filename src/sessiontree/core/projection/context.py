@@ -323,6 +323,144 @@ def _take_edit(entry: Entry, edits: dict[str, Entry]) -> None:
         edits[target] = entry
 
 
+@dataclass(slots=True)
+class _Found:
+    """What a walk up from the leaf has met so far: the settings in force (``ABSENT`` until
+    met; walking up, the first met of a kind is the latest on the path, docs/rules/projection.md
+    S.2) and the latest valid edit per target (R.4). Its methods are :func:`scan_up`'s finders."""
+
+    thinking_level: Any = ABSENT
+    model: Any = ABSENT
+    context_window: Any = ABSENT
+    edits: dict[str, Entry] = field(default_factory=dict)
+
+    def setting(self, entry: Entry) -> None:
+        """A settings change (or, once the model is known, any entry): its setting, if its kind is not met yet."""
+        setting = entry_setting(entry)
+        if setting is not None:
+            self.thinking_level, self.model, self.context_window = _first_setting(
+                setting, self.thinking_level, self.model, self.context_window)
+
+    def assistant(self, entry: Entry) -> None:
+        """An assistant message while the model is unknown: its model, when it names one (S.2)."""
+        setting = entry_setting(entry)  # the one settings rule (S.2: may say nothing)
+        if setting is not None:
+            self.model = setting[1]
+
+    def far(self, entry: Entry, kind: str) -> None:
+        """Any other entry of a string ``kind``: a settings change or a context edit act from afar."""
+        if kind in SETTING_KINDS:
+            self.setting(entry)
+        elif kind == "context_edit":
+            _take_edit(entry, self.edits)
+
+
+@dataclass(slots=True)
+class _Walked:
+    """The context part of a walk up (:func:`_walk_context`): the entries met, leaf first; the
+    positions (in that order) of messages to P.1-normalize; where the active boundary was met;
+    and where the walk stopped (``current``, the steps left, the kept tail's first id)."""
+
+    path: list[Entry]
+    normalize_up: list[int]
+    boundary_up: int | None
+    current: Any
+    budget: int
+    tail_start: Any
+
+
+def _walk_context(get: Callable[[Any], Entry | None], leaf: str, budget: int, found: _Found,
+                  context_only: bool) -> _Walked | None:
+    """Walk up from ``leaf`` taking every entry into the path, to the root, or (``context_only``)
+    to the kept tail's first entry (or the active boundary without one). ``None``: the walk
+    took more steps than ``budget`` (the session's size), so it met a parent cycle."""
+    path: list[Entry] = []
+    append = path.append
+    normalize_up: list[int] = []
+    content_roles = CONTENT_ROLES
+    boundary_up: int | None = None
+    # context_only, once the active boundary is met: the id of its first kept entry
+    # (ABSENT: no tail), whose passing ends the context part of the walk.
+    tail_start: Any = None
+    current: Any = leaf
+    while current is not None:
+        entry = get(current)
+        if entry is None:
+            break
+        budget -= 1
+        if budget < 0:
+            return None
+        kind = entry.get("type")
+        if kind == "message":  # the common case, inline (see the table of scan_up)
+            message: Any = entry.get("message")
+            is_dict = message.__class__ is dict
+            if is_dict or isinstance(message, Mapping):
+                role = message.get("role")
+                if (message.get("content") is None and isinstance(role, str) and role in content_roles
+                        and (is_dict or isinstance(message, dict))):
+                    normalize_up.append(len(path))
+                if role == "assistant" and found.model is ABSENT:
+                    found.assistant(entry)
+        elif kind == "compaction":
+            if boundary_up is None and is_active_compaction(entry):
+                boundary_up = len(path)
+                if context_only:
+                    first_kept = entry.get("firstKeptEntryId")
+                    tail_start = first_kept if isinstance(first_kept, str) else ABSENT
+        elif isinstance(kind, str):
+            found.far(entry, kind)
+        append(entry)
+        current = entry.get("parentId")
+        if tail_start is not None and (tail_start is ABSENT or entry.get("id") == tail_start):
+            break  # past the kept tail: the rest of the way up is outside the context
+    return _Walked(path, normalize_up, boundary_up, current, budget, tail_start)
+
+
+def _walk_above(entries: Sequence[Entry], get: Callable[[Any], Entry | None], current: Any, budget: int,
+                found: _Found, links: Callable[[], AncestorLinks | None] | None) -> bool:
+    """Above the kept tail (``context_only``): what acts from afar, and the model until found;
+    these entries are not kept. Once the model is known, the walk jumps along the ancestor
+    ``links`` when given (:func:`_jump`). ``False``: a parent cycle (more steps than ``budget``)."""
+    far = found.far
+    for _ in range(budget):
+        entry = get(current)
+        if entry is None:
+            return True
+        kind = entry.get("type")
+        if kind == "message":
+            if found.model is ABSENT:
+                message = entry.get("message")
+                if (message.__class__ is dict or isinstance(message, Mapping)) and message.get("role") == "assistant":
+                    found.assistant(entry)
+        elif kind.__class__ is str or isinstance(kind, str):
+            far(entry, kind)
+        current = entry.get("parentId")
+        if current is None:
+            return True
+        if links is not None and found.model is not ABSENT:
+            linked, links = links(), None
+            if linked is not None:
+                _jump(entries, linked, current, found)
+                return True
+    return get(current) is None  # one entry more than the session holds: a parent cycle
+
+
+def _jump(entries: Sequence[Entry], linked: AncestorLinks, current: Any, found: _Found) -> None:
+    """From ``current`` up, only settings changes and edits can matter once the model is known:
+    jump from one to the next along ``linked`` (the same entries, in the same order)."""
+    parent, nearest = linked.parent, linked.nearest
+    at = linked.position.get(current, -1)
+    at = nearest[at] if at >= 0 else -1
+    while at >= 0:
+        entry = entries[at]
+        if entry.get("type") == "context_edit":
+            _take_edit(entry, found.edits)
+        else:
+            found.setting(entry)  # the model is known by now: only the others can change
+        up = parent[at]
+        at = nearest[up] if up >= 0 else -1
+
+
 def scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Entry] | None, *,
             context_only: bool = False, links: Callable[[], AncestorLinks | None] | None = None) -> _Scan:
     """Walk from the leaf to the root and take in the path's state on the way.
@@ -350,127 +488,53 @@ def scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Entr
     model is known, the walk then jumps from one settings change or context
     edit to the next instead of visiting every entry: the same entries are
     taken in, in the same order, so the result is the same.
+
+    The walk is one loop per stretch (:func:`_walk_context`, :func:`_walk_above`,
+    :func:`_jump`) calling the finders of :class:`_Found`; a ``message`` entry,
+    nearly every entry of a session, is looked at inline. Each inline check copies a
+    rule kept elsewhere, and each copy is pinned against the rule by tests comparing
+    the walk with :func:`_scan_down`, which applies the rules themselves
+    (``tests/test_scan_context_only.py``; ``tests/test_projection.py`` and
+    ``tests/test_fast_path_equivalence.py`` through the builds):
+
+    ==========================================  ======================  ==========================================
+    inline check                                the rule it copies      pinned by (test_scan_context_only.py)
+    ==========================================  ======================  ==========================================
+    ``message.__class__ is dict``, then Mapping ``isinstance(Mapping)`` every walk over parsed (dict) entries
+    content ``None``, role in ``CONTENT_ROLES`` ``normalize_entry``     ``test_null_content_above_the_tail_is_``
+    and a dict                                  (P.1)                   ``left_as_stored_and_in_the_tail_normalized``
+    role ``assistant`` while the model is       ``entry_setting`` (S.2) ``test_the_context_part_of_the_walk_is_``
+    ``ABSENT``                                                          ``the_whole_scans`` (hypothesis)
+    the first active compaction met             ``_layout`` (Q.4)       the same
+    stop at ``firstKeptEntryId`` (or at the     ``layout_at`` (Q.7)     the same
+    boundary without one)
+    jump along ``links`` once the model is      visiting every entry    ``test_the_walk_with_ancestor_links_is_``
+    known                                       above the kept tail     ``the_walk_without`` (hypothesis)
+    ==========================================  ======================  ==========================================
     """
     leaf, by_id = resolve_leaf(entries, leaf_id, by_id)
     if leaf is None:
         return _Scan([], "off", None, None, None, {})
-    path: list[Entry] = []
-    append = path.append
     get = by_id.get
-    budget = len(by_id)
-    thinking_level: Any = ABSENT
-    model: Any = ABSENT
-    context_window: Any = ABSENT
-    boundary_up: int | None = None
-    edits: dict[str, Entry] = {}
-    normalize_up: list[int] = []
-    content_roles = CONTENT_ROLES
-    # context_only, once the active boundary is met: the id of its first kept entry
-    # (ABSENT: no tail), whose passing ends the context part of the walk.
-    tail_start: Any = None
-    current: Any = leaf
-    while current is not None:
-        entry = get(current)
-        if entry is None:
-            break
-        budget -= 1
-        if budget < 0:
-            return _scan_down(get_branch(by_id, leaf))
-        kind = entry.get("type")
-        if kind == "message":
-            message: Any = entry.get("message")
-            is_dict = message.__class__ is dict  # the common case, without an ABC check
-            if is_dict or isinstance(message, Mapping):
-                role = message.get("role")
-                if (message.get("content") is None and isinstance(role, str) and role in content_roles
-                        and (is_dict or isinstance(message, dict))):
-                    normalize_up.append(len(path))
-                if model is ABSENT and role == "assistant":
-                    setting = entry_setting(entry)  # the one settings rule
-                                               # (docs/rules/projection.md S.2: may say nothing)
-                    if setting is not None:
-                        model = setting[1]
-        elif isinstance(kind, str) and kind in SETTING_KINDS:
-            # Walking up, the latest setting of a kind is the first one met.
-            setting = entry_setting(entry)
-            if setting is not None:
-                thinking_level, model, context_window = _first_setting(setting, thinking_level, model,
-                                                                       context_window)
-        elif kind == "compaction":
-            if boundary_up is None and is_active_compaction(entry):
-                boundary_up = len(path)
-                if context_only:
-                    first_kept = entry.get("firstKeptEntryId")
-                    tail_start = first_kept if isinstance(first_kept, str) else ABSENT
-        elif kind == "context_edit":
-            _take_edit(entry, edits)
-        append(entry)
-        current = entry.get("parentId")
-        if tail_start is not None and (tail_start is ABSENT or entry.get("id") == tail_start):
-            break  # past the kept tail: the rest of the way up is outside the context
-    # Above the kept tail (context_only): what acts from afar, and the model until found;
-    # these entries are not kept in the path (the caller uses its context part only).
-    if tail_start is not None and current is not None:
-        for _ in range(budget):
-            entry = get(current)
-            if entry is None:
-                break
-            kind = entry.get("type")
-            if kind == "message":
-                if model is ABSENT:
-                    message = entry.get("message")
-                    if ((message.__class__ is dict or isinstance(message, Mapping))
-                            and message.get("role") == "assistant"):
-                        setting = entry_setting(entry)
-                        if setting is not None:
-                            model = setting[1]
-            elif isinstance(kind, str) and kind in SETTING_KINDS:
-                setting = entry_setting(entry)
-                if setting is not None:
-                    thinking_level, model, context_window = _first_setting(setting, thinking_level, model,
-                                                                           context_window)
-            elif kind == "context_edit":
-                _take_edit(entry, edits)
-            current = entry.get("parentId")
-            if current is None:
-                break
-            if model is not ABSENT and links is not None:
-                found, links = links(), None
-                if found is None:
-                    continue
-                # Only settings changes and edits can matter from here up: jump between them.
-                parent, nearest = found.parent, found.nearest
-                at = found.position.get(current, -1)
-                at = nearest[at] if at >= 0 else -1
-                while at >= 0:
-                    entry = entries[at]
-                    kind = entry.get("type")
-                    if kind == "context_edit":
-                        _take_edit(entry, edits)
-                    else:
-                        setting = entry_setting(entry)
-                        if setting is not None:  # the model is known by now: only the others can change
-                            thinking_level, model, context_window = _first_setting(setting, thinking_level, model,
-                                                                                   context_window)
-                    up = parent[at]
-                    at = nearest[up] if up >= 0 else -1
-                break
-        else:
-            if get(current) is not None:  # one entry more than the session holds: a parent cycle
-                return _scan_down(get_branch(by_id, leaf))
+    found = _Found()
+    walked = _walk_context(get, leaf, len(by_id), found, context_only)
+    if walked is None or (walked.tail_start is not None and walked.current is not None
+                          and not _walk_above(entries, get, walked.current, walked.budget, found, links)):
+        return _scan_down(get_branch(by_id, leaf))
+    path = walked.path
     path.reverse()
     last = len(path) - 1
     copies: list[Entry] = []
-    for index in normalize_up:
+    for index in walked.normalize_up:
         path[last - index] = normalize_entry(path[last - index])
         copies.append(path[last - index])
     return _Scan(
         path,
-        "off" if thinking_level is ABSENT else thinking_level,
-        None if model is ABSENT else model,
-        None if context_window is ABSENT else context_window,
-        None if boundary_up is None else last - boundary_up,
-        edits,
+        "off" if found.thinking_level is ABSENT else found.thinking_level,
+        None if found.model is ABSENT else found.model,
+        None if found.context_window is ABSENT else found.context_window,
+        None if walked.boundary_up is None else last - walked.boundary_up,
+        found.edits,
         copies,
     )
 

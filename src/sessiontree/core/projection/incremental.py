@@ -1,13 +1,13 @@
 """The incremental projection engine: :class:`ProjectionBuilder`, which projects a
 branch (docs/rules/projection.md seed:context-building) and extends it entry by
-entry, and the steps (:class:`PlainSteps`, :func:`plain_step`) that let a
-rebuild of a plain branch replay it without reading its entries again."""
+entry; a rebuild of a plain branch replays its steps
+(:mod:`sessiontree.core.projection.steps`) without reading its entries again."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any
 
 from sessiontree.core.projection.context import (
     FAR_KINDS,
@@ -35,148 +35,26 @@ from sessiontree.core.projection.pairing import (
     convert_to_llm,
     is_pairing_transparent,
     synthetic_tool_result,
-    tool_calls,
+)
+from sessiontree.core.projection.steps import (
+    OP_ASSISTANT,
+    OP_CALLS,
+    OP_CALLS_KEPT,
+    OP_CLOSE,
+    OP_MADE,
+    OP_RESULT,
+    OP_SETTING,
+    OP_SKIP,
+    OP_SYSTEM,
+    OP_TRANSPARENT,
+    SKIP_OP,
+    PlainSteps,
+    plain_step,
 )
 from sessiontree.core.transcript import serialize_messages
 from sessiontree.core.tree import AncestorLinks
 
 __all__ = ["PlainSteps", "ProjectionBuilder"]
-
-# What the one-pass build of a plain branch does with one entry (see plain_step),
-# as the first item of an (op, item, extra) step. The ops that close the tool
-# window are numbered together (<= _OP_MADE), so that the replay tests for them at once.
-_OP_RESULT = 0  # a tool result (item: the message; extra: its toolCallId if a string, else None)
-_OP_ASSISTANT = 1  # an assistant message without tool calls (item: it; extra: its timestamp or ABSENT)
-_OP_CALLS = 2  # an assistant message with tool calls and stopReason "toolUse" (item: it; extra:
-#                (its timestamp or ABSENT, id, name, id, name, ...) of the first call of each id)
-_OP_CALLS_KEPT = 3  # the same with another stopReason: its calls are allowed but left unanswered
-_OP_CLOSE = 4  # another stored message that closes the tool window (item: the message)
-_OP_MADE = 5  # a custom_message or branch_summary (item: the entry; extra: whether its message closes)
-_OP_TRANSPARENT = 6  # a stored message transparent to pairing, not a system one (item: the message)
-_OP_SYSTEM = 7  # a stored system message (item: the message)
-_OP_SETTING = 8  # a setting change (item: the entry)
-_OP_SKIP = 9  # nothing to project (item, extra: None)
-
-#: One step of :func:`plain_step`: (op, item, extra).
-PlainOp = tuple[int, Any, Any]
-_SKIP_OP: Final[PlainOp] = (_OP_SKIP, None, None)
-
-
-class PlainSteps:
-    """The :func:`plain_step` steps of a plain branch, in branch order, kept as three
-    parallel lists: ``codes`` (a ``bytearray`` of ops), ``items`` and ``extras``.
-
-    Parallel lists rather than a tuple per entry: a branch of n entries then
-    adds three containers, not n, for the cyclic collector to count and
-    traverse (what :func:`plain_step` returns is transient).
-    """
-
-    __slots__ = ("codes", "extras", "items")
-
-    def __init__(self, codes: bytearray | None = None, items: list[Any] | None = None,
-                 extras: list[Any] | None = None) -> None:
-        self.codes = bytearray() if codes is None else codes
-        self.items: list[Any] = [] if items is None else items
-        self.extras: list[Any] = [] if extras is None else extras
-
-    def __len__(self) -> int:
-        return len(self.codes)
-
-    def append(self, step: PlainOp) -> None:
-        """Add one step at the end."""
-        op, item, extra = step
-        self.codes.append(op)
-        self.items.append(item)
-        self.extras.append(extra)
-
-    def prefix(self, count: int) -> PlainSteps:
-        """The first ``count`` steps (``self`` when that is all of them)."""
-        if count == len(self.codes):
-            return self
-        return PlainSteps(self.codes[:count], self.items[:count], self.extras[:count])
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, PlainSteps):
-            return NotImplemented
-        return (self.codes, self.items, self.extras) == (other.codes, other.items, other.extras)
-
-    __hash__ = None  # type: ignore[assignment]  # mutable
-
-
-def plain_step(entry: Entry) -> PlainOp | None:
-    """What the one-pass build of a plain branch (:meth:`ProjectionBuilder.build_plain`)
-    derives from one entry of it, as one ``(op, item, extra)`` step (the ``_OP_*``
-    codes); ``None`` when a plain branch cannot have the entry: a ``compaction``, a
-    ``context_edit``, a message needing a docs/rules/projection.md P.1 copy or
-    stored as anything but a dict.
-
-    A step is a pure function of its entry (on a plain branch no edit and no
-    P.1 copy applies): the message the entry contributes, how it takes part in
-    tool pairing (docs/rules/decisions.md D-11: answers a call, opens calls,
-    closes the window, or is transparent), or the setting it changes. Stored
-    entries are never mutated, so the steps of a branch stay right for as long
-    as the branch is kept, and a rebuild replays them
-    (:meth:`ProjectionBuilder._replay`) without reading the entries again: the
-    steps sit in three contiguous lists (:class:`PlainSteps`), where the entries
-    are scattered over the loaded session's heap. The pairing itself, which
-    depends on the order of the whole branch, is done by the replay on every
-    build. The first build records the steps in its own pass
-    (:meth:`ProjectionBuilder._extend_plain`); this function gives the step of
-    one appended entry (:meth:`ProjectionBuilder.advance`), and the tests check
-    the two agree.
-    """
-    kind = entry.get("type")
-    if kind == "message":
-        message = entry.get("message")
-        if message.__class__ is not dict:
-            return None  # the general build gives it no message (or a P.1 copy of a dict subclass)
-        role = message.get("role")
-        content = message.get("content")
-        if role == "toolResult":
-            if content is None:
-                return None  # needs a docs/rules/projection.md P.1 copy: the general build makes it
-            call_id = message.get("toolCallId")
-            return _OP_RESULT, message, call_id if isinstance(call_id, str) else None
-        if role == "assistant":
-            if content is None or "responseId" in message:
-                return None  # a response in parts: the general build pairs it (pairing.ToolWindow)
-            calls = tool_calls(content)
-            stamp = message.get("timestamp", ABSENT)
-            if not calls:
-                return _OP_ASSISTANT, message, stamp
-            op = _OP_CALLS if message.get("stopReason") == "toolUse" else _OP_CALLS_KEPT
-            if len(calls) == 1:
-                return op, message, (stamp, *calls[0])
-            first: dict[str, str] = {}  # an id repeated in one message: its first call counts (ToolWindow.open)
-            for call_id, name in calls:
-                first.setdefault(call_id, name)
-            return op, message, (stamp, *itertools.chain.from_iterable(first.items()))
-        if content is None and isinstance(role, str) and role in CONTENT_ROLES:
-            return None  # needs a docs/rules/projection.md P.1 copy: the general build makes it
-        # a user message is transparent exactly when its content is invisible
-        if is_content_visible(content) if role == "user" else not is_pairing_transparent(message):
-            return _OP_CLOSE, message, None
-        return (_OP_SYSTEM if role == "system" else _OP_TRANSPARENT), message, None
-    if kind == "custom_message" or kind == "branch_summary":
-        made = context_message(entry)
-        return _SKIP_OP if made is None else (_OP_MADE, entry, not is_pairing_transparent(made))
-    if kind == "compaction" or kind == "context_edit":
-        return None
-    if isinstance(kind, str) and kind in SETTING_KINDS and entry_setting(entry) is not None:
-        return _OP_SETTING, entry, None
-    return _SKIP_OP
-
-
-def plain_steps(path: Iterable[Entry]) -> PlainSteps | None:
-    """:func:`plain_step` of each entry of ``path``, in order; ``None`` when one is ``None``."""
-    ops = PlainSteps()
-    for entry in path:
-        step = plain_step(entry)
-        if step is None:
-            return None
-        ops.append(step)
-    return ops
-
 
 class ProjectionBuilder:
     """A branch's projection that can grow with the branch (docs/rules/projection.md seed:context-building).
@@ -514,7 +392,7 @@ class ProjectionBuilder:
                     call_id = message.get("toolCallId")
                     if not isinstance(call_id, str):
                         call_id = None
-                    add_code(_OP_RESULT)
+                    add_code(OP_RESULT)
                     add_item(message)
                     add_extra(call_id)
                     # accept: an orphan or a duplicate is dropped
@@ -526,41 +404,33 @@ class ProjectionBuilder:
                 if role == "assistant":
                     if content is None or "responseId" in message:
                         return None  # a response in parts: the general build pairs it
-                    op = _OP_ASSISTANT
+                    op = OP_ASSISTANT
                 elif content is None and isinstance(role, str) and role in CONTENT_ROLES:
                     return None
                 # a user message is transparent exactly when its content is invisible
                 elif content_visible(content) if role == "user" else not is_transparent(message):
-                    op = _OP_CLOSE
+                    op = OP_CLOSE
                 else:
-                    op = _OP_SYSTEM if role == "system" else _OP_TRANSPARENT
+                    op = OP_SYSTEM if role == "system" else OP_TRANSPARENT
             elif kind == "custom_message" or kind == "branch_summary":
                 message = context_message(entry)
                 if message is None:
-                    add_code(_OP_SKIP)
+                    add_code(OP_SKIP)
                     add_item(None)
                     add_extra(None)
                     mark(len(messages))
                     continue
-                item, op = entry, _OP_MADE
+                item, op = entry, OP_MADE
             elif kind == "compaction" or kind == "context_edit":
                 return None
             else:
-                setting = entry_setting(entry) if isinstance(kind, str) and kind in SETTING_KINDS else None
-                if setting is None:
-                    add_code(_OP_SKIP)
-                    add_item(None)
-                else:
-                    settings[setting[0]] = (len(ends), setting[1])
-                    add_code(_OP_SETTING)
-                    add_item(entry)
-                add_extra(None)
+                _other_step(entry, kind, steps, settings, len(ends))
                 mark(len(messages))
                 continue
             extra = None
-            if op == _OP_MADE:
+            if op == OP_MADE:
                 extra = not is_transparent(message)
-            if op <= _OP_CLOSE or extra:
+            if op <= OP_CLOSE or extra:
                 # close
                 if pending:
                     for call_id, name in pending:
@@ -571,28 +441,16 @@ class ProjectionBuilder:
                 if allowed:
                     allowed.clear()
                     answered.clear()
-            elif op == _OP_SYSTEM:
+            elif op == OP_SYSTEM:
                 self.system_messages.append(message)
-            if op == _OP_MADE:
+            if op == OP_MADE:
                 own(len(messages))
             push(message)
-            if op == _OP_ASSISTANT:
+            if op == OP_ASSISTANT:
                 # open (the window was just closed): the first call of each id
                 extra = stamp = message.get("timestamp", ABSENT)
                 if isinstance(content, list):
-                    to_use = message.get("stopReason") == "toolUse"
-                    for block in content:
-                        if (block.__class__ is dict or isinstance(block, Mapping)) and block.get("type") == "toolCall":
-                            call_id, name = block.get("id"), block.get("name")
-                            if isinstance(call_id, str) and isinstance(name, str):
-                                if call_id not in allowed:
-                                    if to_use:
-                                        pending.append((call_id, name))
-                                    if op == _OP_ASSISTANT:
-                                        op, extra = (_OP_CALLS if to_use else _OP_CALLS_KEPT), (stamp, call_id, name)
-                                    else:
-                                        extra += (call_id, name)
-                                allowed.add(call_id)
+                    op, extra = _open_plain(content, message.get("stopReason") == "toolUse", stamp, allowed, pending)
             add_code(op)
             add_item(item)
             add_extra(extra)
@@ -617,8 +475,8 @@ class ProjectionBuilder:
         allowed, answered, pending = window.allowed, window.answered, window.pending
         stamp = window.timestamp
         result_op, assistant_op, calls_op, close_op, last_closing, made_op = (
-            _OP_RESULT, _OP_ASSISTANT, _OP_CALLS, _OP_CLOSE, _OP_MADE, _OP_MADE)
-        transparent_op, system_op, setting_op = _OP_TRANSPARENT, _OP_SYSTEM, _OP_SETTING
+            OP_RESULT, OP_ASSISTANT, OP_CALLS, OP_CLOSE, OP_MADE, OP_MADE)
+        transparent_op, system_op, setting_op = OP_TRANSPARENT, OP_SYSTEM, OP_SETTING
         settings: dict[str, tuple[int, Any]] = {}
         for op, item, extra in zip(ops.codes, ops.items, ops.extras, strict=False):
             if op == result_op:
@@ -751,14 +609,7 @@ class ProjectionBuilder:
                 # open (the window was just closed)
                 content = message.get("content")
                 if isinstance(content, list):
-                    to_use = message.get("stopReason") == "toolUse"
-                    for block in content:
-                        if (block.__class__ is dict or isinstance(block, Mapping)) and block.get("type") == "toolCall":
-                            call_id, name = block.get("id"), block.get("name")
-                            if isinstance(call_id, str) and isinstance(name, str):
-                                if to_use and call_id not in allowed:
-                                    pending.append((call_id, name))
-                                allowed.add(call_id)
+                    _open(content, message.get("stopReason") == "toolUse", allowed, pending)
                 window.timestamp = message.get("timestamp", ABSENT)
                 response = message.get("responseId")
                 window.response = response if isinstance(response, str) and response else None
@@ -836,3 +687,54 @@ class ProjectionBuilder:
             sources=sources,
             ends=ends,
         )
+
+
+# The opening half of the tool-window rule (pairing.ToolWindow.open), on the window's
+# own set and list, for the hot loops of ProjectionBuilder (see the table of
+# sessiontree.core.projection.pairing): one call per assistant message with content blocks.
+
+
+def _other_step(entry: Entry, kind: Any, steps: PlainSteps, settings: dict[str, tuple[int, Any]],
+                position: int) -> None:
+    """The step of an entry of a plain branch that is neither a message nor a made one:
+    a setting (recorded in ``settings`` at ``position``, by name) or nothing."""
+    setting = entry_setting(entry) if isinstance(kind, str) and kind in SETTING_KINDS else None
+    if setting is None:
+        steps.append(SKIP_OP)
+    else:
+        settings[setting[0]] = (position, setting[1])
+        steps.append((OP_SETTING, entry, None))
+
+
+def _open(content: list[Any], to_use: bool, allowed: set[str], pending: list[tuple[str, str]]) -> None:
+    """Open the window (just emptied) on the tool calls of ``content``: each string id is
+    allowed; with ``to_use`` (stopReason ``toolUse``) the first call of each id awaits its result."""
+    for block in content:
+        if (block.__class__ is dict or isinstance(block, Mapping)) and block.get("type") == "toolCall":
+            call_id, name = block.get("id"), block.get("name")
+            if isinstance(call_id, str) and isinstance(name, str):
+                if to_use and call_id not in allowed:
+                    pending.append((call_id, name))
+                allowed.add(call_id)
+
+
+def _open_plain(content: list[Any], to_use: bool, stamp: Any, allowed: set[str],
+                pending: list[tuple[str, str]]) -> tuple[int, Any]:
+    """:func:`_open`, and the step of the assistant message it opens on: ``(OP_ASSISTANT,
+    stamp)`` without a call, else ``(OP_CALLS or OP_CALLS_KEPT, (stamp, id, name, ...))``
+    with the first call of each id (the ``extra`` of :func:`~sessiontree.core.projection.steps.plain_step`)."""
+    op: int = OP_ASSISTANT
+    extra: Any = stamp
+    for block in content:
+        if (block.__class__ is dict or isinstance(block, Mapping)) and block.get("type") == "toolCall":
+            call_id, name = block.get("id"), block.get("name")
+            if isinstance(call_id, str) and isinstance(name, str):
+                if call_id not in allowed:
+                    if to_use:
+                        pending.append((call_id, name))
+                    if op == OP_ASSISTANT:
+                        op, extra = (OP_CALLS if to_use else OP_CALLS_KEPT), (stamp, call_id, name)
+                    else:
+                        extra += (call_id, name)
+                allowed.add(call_id)
+    return op, extra

@@ -3,10 +3,26 @@ docs/rules/decisions.md D-11): the tool-window rule (:class:`ToolWindow`),
 its plain-list form :func:`repair_orphan_tool_results`, the provider-bound
 :func:`convert_to_llm` (conversion, then pairing repaired) and the P.9 guard.
 
-The projection's hot loops (``ProjectionBuilder.extend``, ``_extend_plain``
-and ``_replay`` in :mod:`sessiontree.core.projection.incremental`) keep
-inlined copies of :class:`ToolWindow` for speed, each naming the Hypothesis
-test that checks it.
+The projection's hot loops keep inlined copies of :class:`ToolWindow` (and of
+:func:`closes_tool_window`) for speed, each pinned against the rule by a test
+comparing it with the general build (all Hypothesis tests but the last row's):
+
+==============================================  ===================  =============================================
+inlined copy                                    of                   pinned by
+==============================================  ===================  =============================================
+``ProjectionBuilder.extend`` (accept, close),   ToolWindow           ``test_projection.py::test_property_``
+``incremental._open``                                                ``projection_never_mutates_input``
+``ProjectionBuilder._extend_plain`` (accept,    ToolWindow           ``test_fast_path_equivalence.py::test_the_``
+close), ``incremental._open_plain``                                  ``one_pass_build_equals_the_general_build``
+``ProjectionBuilder._replay`` (accept, close,   ToolWindow           ``test_plain_replay.py::test_a_rebuild_from_``
+open from the recorded steps)                                        ``the_kept_steps_equals_the_general_build``,
+                                                                     ``::test_steps_grown_by_advance_rebuild_``
+                                                                     ``what_the_general_build_gives``
+``steps.plain_step`` (which ops close)          closes_tool_window   the same two
+"a user message is transparent exactly when     closes_tool_window   ``test_fast_path_equivalence.py::test_a_``
+its content is invisible" (the three loops)                          ``user_message_closes_a_tool_window_only_``
+                                                                     ``when_visible`` (examples)
+==============================================  ===================  =============================================
 """
 
 from __future__ import annotations
