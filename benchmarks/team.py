@@ -204,7 +204,7 @@ def prefill_bulk(url: str, entries: int, roles: list[str | None], per_session: i
                         " nextval('sessions_write_seq_counter'))", rows)
                 copy_sid = ("'019cadb4-ffff-7000-8000-' || lpad(to_hex(c * %(t)s::int +"
                             " ('x' || right(t.session_id, 8))::bit(32)::int), 12, '0')")
-                shift = "((c %% 365) * 86400000)"
+                shift = "((c %% 365)::bigint * 86400000)"
                 common = "FROM generate_series(%(lo)s::int, %(hi)s::int) AS c, {table} AS t WHERE t.session_id = ANY(%(ids)s)"
                 params = {"t": len(templates), "lo": lo, "hi": hi, "ids": templates}
                 conn.execute(f"INSERT INTO entries (session_id, seq, id, parent_id, type, timestamp, json, crc, owner)"
