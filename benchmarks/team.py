@@ -306,14 +306,21 @@ def prober(url: str, probes: Any, results: Any) -> None:
 
 def reader(url: str, stop: Any, results: Any, seed: int, role: str = "owner") -> None:
     """Search and stats in a loop until ``stop`` is set; their latencies. ``role``:
-    ``owner`` (the URL's), ``member`` (``h00``) or ``lead`` (``lead00``, whose stats are the
-    team aggregates by user)."""
+    ``owner`` (the URL's), ``member`` (``h00``), ``member-old`` (``h00`` searching without
+    step m011's walk) or ``lead`` (``lead00``, whose stats are the team aggregates by user)."""
     from sessiontree.search.query import search
     from sessiontree.stores.postgres.store import PostgresStore
     from sessiontree.usage.report import usage_report
 
     rng = random.Random(seed)
-    store = PostgresStore(_as_role(url, {"member": "h00", "lead": "lead00"}.get(role)), readonly=True)
+    if role == "member-old":
+        # The same member without the walk of their newest rows (before step m011's
+        # search path): the trigram lookup, or the read of all their rows.
+        from sessiontree.stores.postgres import recent
+
+        recent.walk_available = lambda conn: False  # type: ignore[assignment]
+    store = PostgresStore(_as_role(url, {"member": "h00", "member-old": "h00", "lead": "lead00"}.get(role)),
+                          readonly=True)
     searches: list[tuple[str, float]] = []
     stats: dict[str, list[float]] = {by: [] for by in STATS_GROUPINGS}
     turn = 0
@@ -401,7 +408,7 @@ def run(url: str, args: argparse.Namespace, tmp: str) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
     probes, results, done, stop = ctx.Queue(), ctx.Queue(), ctx.Queue(), ctx.Event()
     procs = [ctx.Process(target=prober, args=(url, probes, results))]
-    roles = ["member", "lead"] if args.team else ["owner"]
+    roles = (["member", "lead", "member-old"] if args.compare else ["member", "lead"]) if args.team else ["owner"]
     procs += [ctx.Process(target=reader, args=(url, stop, results, seed, roles[seed % len(roles)]))
               for seed in range(args.readers)]
     for proc in procs:
@@ -522,6 +529,8 @@ def main() -> None:
     parser.add_argument("--bulk", action="store_true",
                         help="pre-fill by copying one session per role on the server (prefill_bulk): millions")
     parser.add_argument("--shared-buffers", help="the throwaway cluster's shared_buffers (default: tests/pg.py's)")
+    parser.add_argument("--compare", action="store_true",
+                        help="with --team: a third reader, the member without the walk of step m011 (use --readers 3)")
     parser.add_argument("--keep", action="store_true", help="leave the throwaway cluster running; print its URL")
     parser.add_argument("--reuse", action="store_true",
                         help="with --url: a database of an earlier run (--keep): its roles, its entries")
