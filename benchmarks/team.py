@@ -270,14 +270,23 @@ def agent(homes: list[str], rate: float, duration: float, probes: Any, sample: i
     done.put({path: count for path, count in counters.items()})
 
 
+#: ``--index-probe``: the prober asks the search index for every pending word at once
+#: (an environment variable, so the spawned prober sees it).
+INDEX_PROBE = os.environ.get("SESSIONTREE_BENCH_INDEX_PROBE") == "1"
+#: The hosts' session ids the index probe looks in (set from the environment too).
+PROBE_SESSIONS = os.environ.get("SESSIONTREE_BENCH_SESSIONS", "").split()
+
+
 def prober(url: str, probes: Any, results: Any) -> None:
-    """Search for each sampled word until found; the latency from its append."""
+    """Search for each sampled word until found (or, with :data:`INDEX_PROBE`, until its
+    row is in the search index); the latency from its append."""
     from sessiontree.search.query import search
     from sessiontree.stores.postgres.store import PostgresStore
 
     store = PostgresStore(url, readonly=True)
     pending: list[tuple[str, float]] = []
     latencies: list[float] = []
+    checked = False
     finished = False
     deadline = None
     while not finished or pending:
@@ -291,7 +300,27 @@ def prober(url: str, probes: Any, results: Any) -> None:
         except queue.Empty:
             pass
         still = []
-        for word, written in pending:
+        if INDEX_PROBE and pending:
+            # One query per poll for every pending word: is its row in the search index
+            # (committed, so the next search finds it)? The search's own time is the
+            # readers' to measure; polling search() word by word measured the prober's
+            # backlog once a search took longer than the probes' spacing (10,000,000
+            # entries on a loaded machine). The first word found is checked by search().
+            with store._transaction("probe", write=False) as conn:
+                found = {row[0] for row in conn.execute(
+                    "SELECT w FROM unnest(%s::text[]) AS w WHERE EXISTS (SELECT 1 FROM search_entries AS s"
+                    " WHERE s.session_id = ANY(%s) AND strpos(s.folded, w) > 0)",
+                    ([word for word, _ in pending], PROBE_SESSIONS)).fetchall()}
+            now = time.time()
+            for word, written in pending:
+                if word in found:
+                    latencies.append(now - written)
+                    if not checked and not search(store, word, limit=1).hits:
+                        raise AssertionError(f"{word} is in the index but search() does not find it")
+                    checked = True
+                else:
+                    still.append((word, written))
+        for word, written in pending if not INDEX_PROBE else []:
             if search(store, word, limit=1).hits:
                 latencies.append(time.time() - written)
             else:
@@ -529,6 +558,8 @@ def main() -> None:
     parser.add_argument("--bulk", action="store_true",
                         help="pre-fill by copying one session per role on the server (prefill_bulk): millions")
     parser.add_argument("--shared-buffers", help="the throwaway cluster's shared_buffers (default: tests/pg.py's)")
+    parser.add_argument("--index-probe", action="store_true",
+                        help="write-to-searchable: one index query per poll for all pending words (see prober)")
     parser.add_argument("--compare", action="store_true",
                         help="with --team: a third reader, the member without the walk of step m011 (use --readers 3)")
     parser.add_argument("--keep", action="store_true", help="leave the throwaway cluster running; print its URL")
@@ -542,6 +573,10 @@ def main() -> None:
     global ROUND
     ROUND = args.round
     os.environ["SESSIONTREE_BENCH_ROUND"] = str(args.round)
+    if args.index_probe:
+        os.environ["SESSIONTREE_BENCH_INDEX_PROBE"] = "1"
+        os.environ["SESSIONTREE_BENCH_SESSIONS"] = " ".join(
+            _sid(h, n) for h in range(args.hosts) for n in range(SESSIONS_PER_HOST))
     cluster = None
     if args.url is None:
         import pg
