@@ -74,13 +74,15 @@ def m011_owner_recent(conn: Any) -> None:
     (``search_entries_owner_recent``), ``own_recent_rows`` (the tables' owner's rights,
     the caller's rows only, keys only; executable by members, docs/team.md), and the
     ``own_rows`` policies compared so that the ``owner`` indexes answer them
-    (:data:`SESSION_OWNER`; the same rows as before). No new table, so no new policy."""
+    (:data:`SESSION_OWNER`; the same rows as before), and ``team_usage_by_user``
+    summing before it joins (:func:`usage_by_user_view`). No new table, so no new policy."""
     from sessiontree.stores.postgres.team import grant_team
 
     schema = conn.execute("SELECT quote_ident(current_schema())").fetchone()[0]
     conn.execute("CREATE INDEX IF NOT EXISTS search_entries_owner_recent ON search_entries"
                  " (owner, (coalesce(ts_ms, 0)) DESC, session_id COLLATE \"C\", seq)")
     conn.execute(_OWN_RECENT_ROWS.format(schema=schema, owner=f"({SESSION_OWNER})"))
+    conn.execute(usage_by_user_view())
     mine = f"owner = ({CURRENT_OWNER})"
     for table in _OWN_ROWS:
         conn.execute(f"ALTER POLICY own_rows ON {table} USING ({mine}) WITH CHECK ({mine})")
@@ -89,6 +91,39 @@ def m011_owner_recent(conn: Any) -> None:
                      f" AND EXISTS (SELECT 1 FROM sessions AS s WHERE s.id = {table}.session_id))")
     conn.execute(f"REVOKE ALL ON FUNCTION {FUNCTION} FROM PUBLIC")
     grant_team(conn)
+
+
+#: Milliseconds in a UTC day; a rollup bucket (15 minutes) never crosses one.
+_DAY_MS = 86_400_000
+
+
+def usage_by_user_view() -> str:
+    """``team_usage_by_user`` as step ``m009_usage_rollup`` made it, with the rollup rows
+    summed per session, UTC day, provider and model *before* the join with ``sessions``
+    and ``provenance`` and the per-row day and project text: the same rows (a session has
+    one owner, agent and project), about a third of the joined and formatted rows.
+    Measured at 10,000,000 entries: 96,393 rollup rows, 630-694 ms -> 345 ms."""
+    from sessiontree.stores.postgres.team import _USAGE_BY_USER_ROLLUP
+
+    day = f"r.bucket - ((r.bucket % {_DAY_MS}) + {_DAY_MS}) % {_DAY_MS}"  # floor, also before 1970
+    replacements = [
+        ("to_char(to_timestamp(r.bucket / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day",
+         "to_char(to_timestamp(r.day_ms / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day"),
+        ("FROM usage_rollup AS r JOIN sessions AS s ON s.id = r.session_id",
+         f"FROM (SELECT r.session_id, {day} AS day_ms, r.provider, r.model, sum(r.calls) AS calls,"
+         " sum(r.input) AS input, sum(r.output) AS output, sum(r.cache_read) AS cache_read,"
+         " sum(r.cache_write) AS cache_write, sum(r.cost_nanos) AS cost_nanos"
+         " FROM usage_rollup AS r WHERE r.calls <> 0 GROUP BY 1, 2, 3, 4) AS r"
+         " JOIN sessions AS s ON s.id = r.session_id"),
+        ("LEFT JOIN provenance AS p ON p.session_id = r.session_id\n    WHERE r.calls <> 0",
+         "LEFT JOIN provenance AS p ON p.session_id = r.session_id"),
+    ]
+    view = _USAGE_BY_USER_ROLLUP
+    for old, new in replacements:
+        if view.count(old) != 1:
+            raise AssertionError(f"team_usage_by_user changed: {old!r} not found once")
+        view = view.replace(old, new)
+    return view
 
 
 def walk_available(conn: Any) -> bool:
