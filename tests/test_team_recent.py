@@ -94,3 +94,18 @@ def test_a_member_with_fewer_rows_than_the_sample_gets_every_match(team):
     assert sorted(h.entry_id for h in hits) == sorted(f"e{k}" for k in range(1, 11))
     assert [(h.session_id, h.entry_id) for h in hits] == [
         (h.session_id, h.entry_id) for h in owner.search("zebra", limit=None) if h.session_id == "s-alice"]
+
+
+def test_the_policies_are_answered_by_the_owner_indexes(team):
+    """The own_rows policies compare owner in the default collation (step m011), so an
+    index on owner answers them; compared with current_user (a name, collation "C")
+    they were a filter over every row."""
+    pg_url, _owner, _stores = team
+    with psycopg.connect(_as(pg_url, "bob")) as conn:
+        conn.execute("SET enable_seqscan = off")
+        for table, index in (("usage_rollup", "usage_rollup_owner"), ("sessions", "sessions_owner"),
+                             ("search_entries", "search_entries_owner_recent")):
+            plan = "\n".join(row[0] for row in conn.execute(f"EXPLAIN SELECT count(*) FROM {table}"))
+            assert index in plan and "Index Cond: (owner = " in plan, plan
+        # Still only bob's rows.
+        assert {row[0] for row in conn.execute("SELECT session_id FROM search_entries")} == {"s-bob"}
