@@ -95,8 +95,14 @@ def _header(session_id: str) -> dict[str, Any]:
     return {"type": "session", "version": 4, "id": session_id, "createdAt": STAMP, "cwd": "/work/team"}
 
 
+#: Added to the hosts' session numbers (``--round``): a later run on the same database
+#: (``--url``, ``--reuse``) writes new sessions. An environment variable, so the spawned
+#: processes see it.
+ROUND = int(os.environ.get("SESSIONTREE_BENCH_ROUND", "0"))
+
+
 def _sid(host: int, n: int) -> str:
-    return f"019cadb4-0000-7000-8000-{host:04x}{n:08x}"
+    return f"019cadb4-0000-7000-8000-{host:04x}{n + ROUND * SESSIONS_PER_HOST:08x}"
 
 
 def _path(home: str, session_id: str) -> str:
@@ -134,6 +140,105 @@ def prefill(url: str, entries: int, per_session: int = 1000, roles: list[str] | 
     return time.perf_counter() - start
 
 
+def prefill_bulk(url: str, entries: int, roles: list[str | None], per_session: int = 1000) -> float:
+    """Store ``entries`` entries fast, for runs of millions (seconds taken).
+
+    Each role first writes one session of ``per_session`` entries through the store
+    (``create_many``: every derived row written by the code under test, under row-level
+    security). The rest are copies of those sessions made by the server as the tables'
+    owner, ``INSERT ... SELECT`` from them with triggers off
+    (``session_replication_role = replica``) and the search indexes built once at the
+    end instead of row by row. Copy ``c`` of template session ``n`` is session
+    ``c * len(roles) + n`` (the id scheme of :func:`prefill`), owned by the template's
+    owner, with its header's id rewritten (and its CRC-32), its derived times
+    (``search_entries.ts_ms``, ``usage_ledger.ts_ms``, ``usage_rollup.bucket``) ``c mod
+    365`` days later, so stats see a year of days, and its billed calls' keys made its
+    own (``md5(key || session id)``), as distinct calls are. The entries' JSON is the
+    template's: a since/until filter on a copy would see the template's times (the
+    benchmark uses none)."""
+    import psycopg
+
+    from sessiontree.stores.postgres.store import PostgresStore
+
+    start = time.perf_counter()
+    templates = []
+    for n, role in enumerate(roles):
+        sid = f"019cadb4-ffff-7000-8000-{n:012x}"
+        templates.append(sid)
+        with PostgresStore(_as_role(url, role)) as store:
+            store.create_many([(_header(sid), [_entry(i, f"fill{n}", sid) for i in range(1, per_session + 1)],
+                                None)])
+    copies = max(0, entries // (per_session * len(roles)) - 1)
+    print(f"  bulk: {len(roles)} template sessions written by their roles, {time.perf_counter() - start:.0f} s;"
+          f" {copies} copies of each to make", file=sys.stderr)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SET session_replication_role = replica")
+        conn.execute("SET maintenance_work_mem = '1GB'")
+        indexes = conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'search_entries'"
+            " AND indexname IN ('search_entries_trgm', 'search_entries_tsv', 'search_entries_recent',"
+            " 'search_entries_owner_recent')").fetchall()
+        for name, _sql in indexes:
+            conn.execute(f"DROP INDEX {name}")
+        heads = {row[0]: row[1:] for row in conn.execute(
+            "SELECT id, header_json, created_at, cwd, parent_session_id, classified, updated_at, entry_count,"
+            " listing, message_count, modified_ms, name, owner FROM sessions WHERE id = ANY(%s)",
+            (templates,)).fetchall()}
+        step = 50
+        done = 0
+        for lo in range(1, copies + 1, step):
+            hi = min(copies, lo + step - 1)
+            rows = []
+            for c in range(lo, hi + 1):
+                for n, tsid in enumerate(templates):
+                    sid = f"019cadb4-ffff-7000-8000-{c * len(templates) + n:012x}"
+                    head = heads[tsid]
+                    header = bytes(head[0]).replace(tsid.encode(), sid.encode())
+                    rows.append((sid, header, zlib.crc32(header), *head[1:]))
+            with conn.transaction():
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO sessions (id, header_json, header_crc, created_at, cwd, parent_session_id,"
+                        " classified, updated_at, entry_count, listing, message_count, modified_ms, name, owner,"
+                        " write_seq) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
+                        " nextval('sessions_write_seq_counter'))", rows)
+                copy_sid = ("'019cadb4-ffff-7000-8000-' || lpad(to_hex(c * %(t)s::int +"
+                            " ('x' || right(t.session_id, 8))::bit(32)::int), 12, '0')")
+                shift = "((c %% 365)::bigint * 86400000)"
+                common = "FROM generate_series(%(lo)s::int, %(hi)s::int) AS c, {table} AS t WHERE t.session_id = ANY(%(ids)s)"
+                params = {"t": len(templates), "lo": lo, "hi": hi, "ids": templates}
+                conn.execute(f"INSERT INTO entries (session_id, seq, id, parent_id, type, timestamp, json, crc, owner)"
+                             f" SELECT {copy_sid}, seq, id, parent_id, type, timestamp, json, crc, owner "
+                             + common.format(table="entries"), params)
+                conn.execute(f"INSERT INTO message_texts (session_id, seq, text, owner)"
+                             f" SELECT {copy_sid}, seq, text, owner " + common.format(table="message_texts"), params)
+                conn.execute(f"INSERT INTO search_entries (session_id, seq, type, role, ts_ms, folded, owner)"
+                             f" SELECT {copy_sid}, seq, type, role, ts_ms + {shift}, folded, owner "
+                             + common.format(table="search_entries"), params)
+                conn.execute(f"INSERT INTO usage_ledger (session_id, seq, n, dedup_key, source, provider, model,"
+                             " ts_ms, input, output, cache_read, cache_write, cost_nanos, cache_write_1h, shared,"
+                             f" owner) SELECT {copy_sid}, seq, n, decode(md5(encode(dedup_key, 'hex') || {copy_sid}),"
+                             f" 'hex'), source, provider, model, ts_ms + {shift}, input, output, cache_read,"
+                             " cache_write, cost_nanos, cache_write_1h, shared, owner "
+                             + common.format(table="usage_ledger"), params)
+                conn.execute(f"INSERT INTO usage_rollup (session_id, provider, model, bucket, shape, calls, input,"
+                             " output, cache_read, cache_write, cost_nanos, cache_write_1h, owner)"
+                             f" SELECT {copy_sid}, provider, model, bucket + {shift}, shape, calls, input, output,"
+                             " cache_read, cache_write, cost_nanos, cache_write_1h, owner "
+                             + common.format(table="usage_rollup"), params)
+            done = hi
+            made = (done + 1) * len(templates) * per_session
+            print(f"  bulk: {made:,} entries, {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+        for name, sql in indexes:
+            began = time.perf_counter()
+            conn.execute(sql)
+            print(f"  bulk: {name} built in {time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
+        began = time.perf_counter()
+        conn.execute("VACUUM ANALYZE")
+        print(f"  bulk: VACUUM ANALYZE {time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
+    return time.perf_counter() - start
+
+
 # -- the processes -------------------------------------------------------------------------
 
 def agent(homes: list[str], rate: float, duration: float, probes: Any, sample: int, done: Any) -> None:
@@ -165,14 +270,23 @@ def agent(homes: list[str], rate: float, duration: float, probes: Any, sample: i
     done.put({path: count for path, count in counters.items()})
 
 
+#: ``--index-probe``: the prober asks the search index for every pending word at once
+#: (an environment variable, so the spawned prober sees it).
+INDEX_PROBE = os.environ.get("SESSIONTREE_BENCH_INDEX_PROBE") == "1"
+#: The hosts' session ids the index probe looks in (set from the environment too).
+PROBE_SESSIONS = os.environ.get("SESSIONTREE_BENCH_SESSIONS", "").split()
+
+
 def prober(url: str, probes: Any, results: Any) -> None:
-    """Search for each sampled word until found; the latency from its append."""
+    """Search for each sampled word until found (or, with :data:`INDEX_PROBE`, until its
+    row is in the search index); the latency from its append."""
     from sessiontree.search.query import search
     from sessiontree.stores.postgres.store import PostgresStore
 
     store = PostgresStore(url, readonly=True)
     pending: list[tuple[str, float]] = []
     latencies: list[float] = []
+    checked = False
     finished = False
     deadline = None
     while not finished or pending:
@@ -186,7 +300,27 @@ def prober(url: str, probes: Any, results: Any) -> None:
         except queue.Empty:
             pass
         still = []
-        for word, written in pending:
+        if INDEX_PROBE and pending:
+            # One query per poll for every pending word: is its row in the search index
+            # (committed, so the next search finds it)? The search's own time is the
+            # readers' to measure; polling search() word by word measured the prober's
+            # backlog once a search took longer than the probes' spacing (10,000,000
+            # entries on a loaded machine). The first word found is checked by search().
+            with store._transaction("probe", write=False) as conn:
+                found = {row[0] for row in conn.execute(
+                    "SELECT w FROM unnest(%s::text[]) AS w WHERE EXISTS (SELECT 1 FROM search_entries AS s"
+                    " WHERE s.session_id = ANY(%s) AND strpos(s.folded, w) > 0)",
+                    ([word for word, _ in pending], PROBE_SESSIONS)).fetchall()}
+            now = time.time()
+            for word, written in pending:
+                if word in found:
+                    latencies.append(now - written)
+                    if not checked and not search(store, word, limit=1).hits:
+                        raise AssertionError(f"{word} is in the index but search() does not find it")
+                    checked = True
+                else:
+                    still.append((word, written))
+        for word, written in pending if not INDEX_PROBE else []:
             if search(store, word, limit=1).hits:
                 latencies.append(time.time() - written)
             else:
@@ -201,14 +335,21 @@ def prober(url: str, probes: Any, results: Any) -> None:
 
 def reader(url: str, stop: Any, results: Any, seed: int, role: str = "owner") -> None:
     """Search and stats in a loop until ``stop`` is set; their latencies. ``role``:
-    ``owner`` (the URL's), ``member`` (``h00``) or ``lead`` (``lead00``, whose stats are the
-    team aggregates by user)."""
+    ``owner`` (the URL's), ``member`` (``h00``), ``member-old`` (``h00`` searching without
+    step m011's walk) or ``lead`` (``lead00``, whose stats are the team aggregates by user)."""
     from sessiontree.search.query import search
     from sessiontree.stores.postgres.store import PostgresStore
     from sessiontree.usage.report import usage_report
 
     rng = random.Random(seed)
-    store = PostgresStore(_as_role(url, {"member": "h00", "lead": "lead00"}.get(role)), readonly=True)
+    if role == "member-old":
+        # The same member without the walk of their newest rows (before step m011's
+        # search path): the trigram lookup, or the read of all their rows.
+        from sessiontree.stores.postgres import recent
+
+        recent.walk_available = lambda conn: False  # type: ignore[assignment]
+    store = PostgresStore(_as_role(url, {"member": "h00", "member-old": "h00", "lead": "lead00"}.get(role)),
+                          readonly=True)
     searches: list[tuple[str, float]] = []
     stats: dict[str, list[float]] = {by: [] for by in STATS_GROUPINGS}
     turn = 0
@@ -296,7 +437,7 @@ def run(url: str, args: argparse.Namespace, tmp: str) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
     probes, results, done, stop = ctx.Queue(), ctx.Queue(), ctx.Queue(), ctx.Event()
     procs = [ctx.Process(target=prober, args=(url, probes, results))]
-    roles = ["member", "lead"] if args.team else ["owner"]
+    roles = (["member", "lead", "member-old"] if args.compare else ["member", "lead"]) if args.team else ["owner"]
     procs += [ctx.Process(target=reader, args=(url, stop, results, seed, roles[seed % len(roles)]))
               for seed in range(args.readers)]
     for proc in procs:
@@ -414,29 +555,56 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=5, help="probe every Nth entry's write-to-searchable latency")
     parser.add_argument("--debounce", type=int, default=100, help="the watchers' --debounce (ms)")
     parser.add_argument("--prefill", type=int, default=0, help="entries stored before the run")
+    parser.add_argument("--bulk", action="store_true",
+                        help="pre-fill by copying one session per role on the server (prefill_bulk): millions")
+    parser.add_argument("--shared-buffers", help="the throwaway cluster's shared_buffers (default: tests/pg.py's)")
+    parser.add_argument("--index-probe", action="store_true",
+                        help="write-to-searchable: one index query per poll for all pending words (see prober)")
+    parser.add_argument("--compare", action="store_true",
+                        help="with --team: a third reader, the member without the walk of step m011 (use --readers 3)")
+    parser.add_argument("--keep", action="store_true", help="leave the throwaway cluster running; print its URL")
+    parser.add_argument("--reuse", action="store_true",
+                        help="with --url: a database of an earlier run (--keep): its roles, its entries")
+    parser.add_argument("--round", type=int, default=0, help="with --reuse: a number no earlier run used")
     parser.add_argument("--url", help="an existing, empty PostgreSQL database (default: a throwaway cluster)")
     parser.add_argument("--team", action="store_true",
                         help="hosts sync as member roles; readers run as a member and a lead (docs/team.md)")
     args = parser.parse_args()
+    global ROUND
+    ROUND = args.round
+    os.environ["SESSIONTREE_BENCH_ROUND"] = str(args.round)
+    if args.index_probe:
+        os.environ["SESSIONTREE_BENCH_INDEX_PROBE"] = "1"
+        os.environ["SESSIONTREE_BENCH_SESSIONS"] = " ".join(
+            _sid(h, n) for h in range(args.hosts) for n in range(SESSIONS_PER_HOST))
     cluster = None
     if args.url is None:
         import pg
 
         cluster = pg.start_cluster()
+        if args.shared_buffers:
+            cluster.extra_options = f"-c shared_buffers={args.shared_buffers} -c max_wal_size=8GB"
+            cluster.restart()
         url = cluster.url(cluster.new_database("team"))
     else:
         url = args.url
     tmp = tempfile.mkdtemp(prefix="sessiontree-team-")
     try:
-        members = make_team(url, args.hosts) if args.team else None
-        if args.prefill:
-            seconds = prefill(url, args.prefill, roles=members)
+        if args.reuse:
+            members = None
+        else:
+            members = make_team(url, args.hosts) if args.team else None
+        if args.prefill and not args.reuse:
+            seconds = (prefill_bulk(url, args.prefill, roles=list(members or [None])) if args.bulk
+                       else prefill(url, args.prefill, roles=members))
             print(f"prefill: {args.prefill:,} entries in {seconds:.0f} s"
                   + (" (written by the members)" if members else ""), file=sys.stderr)
         result = run(url, args, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        if cluster is not None:
+        if cluster is not None and args.keep:
+            print(f"cluster kept: {url} (data in {cluster.base})", file=sys.stderr)
+        elif cluster is not None:
             cluster.destroy()
     ms = 1000
     print(f"hosts {result['hosts']}, {result['rate']:g} entries/s for {result['duration']:g} s; "

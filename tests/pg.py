@@ -93,6 +93,8 @@ class Cluster:
     def __init__(self, bindir: str, base: str, port: int) -> None:
         self.bindir = bindir
         self.base = base
+        #: More ``-c name=value`` server options (benchmarks/team.py's ``--shared-buffers``).
+        self.extra_options = ""
         self.port = port
         self.user = _RUN_AS
         self.data = os.path.join(base, "data")
@@ -111,7 +113,7 @@ class Cluster:
         """Start the server (``pg_ctl start -w``); returns once it accepts connections."""
         options = (f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 -c fsync=off "
                    "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200 "
-                   "-c shared_buffers=64MB")
+                   "-c shared_buffers=64MB " + self.extra_options)
         result = self._run("pg_ctl", "-D", self.data, "-l", self.log, "-o", options, "-w", "-t", "60", "start",
                            check=False)
         if result.returncode != 0:

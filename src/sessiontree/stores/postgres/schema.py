@@ -17,6 +17,8 @@ order at open, under the schema lock, and recorded by name in
 ``m009_usage_rollup``    ``usage_rollup``, ``usage_ledger.shared``, ``usage_settle`` (:mod:`.usage`),
                          the aggregate views read from the rollup (:mod:`.team`)
 ``m010_search_recent``   ``search_entries_recent``: matches newest first, for frequent terms (:mod:`.search`)
+``m011_owner_recent``    ``search_entries_owner_recent``, ``own_recent_rows``: a member's frequent
+                         words, their own newest matches (:mod:`.recent`)
 =======================  =====================================================
 
 From ``m008_team`` on, every table is private by construction (docs/team.md): a
@@ -37,6 +39,7 @@ from typing import Any
 
 from sessiontree.stores.postgres import search, team, usage
 from sessiontree.stores.postgres.derived import DerivedIndex, Migration
+from sessiontree.stores.postgres.recent import m011_owner_recent
 from sessiontree.stores.postgres.search import TSV_CHARS
 from sessiontree.stores.postgres.team import m008_team
 from sessiontree.stores.shared import schema_steps
@@ -299,6 +302,7 @@ MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m008_team,
     m009_usage_rollup,
     m010_search_recent,
+    m011_owner_recent,
 )
 
 #: Every derived index, maintained by each write in this order (their tables come

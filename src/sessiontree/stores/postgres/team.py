@@ -373,6 +373,10 @@ def grant_team(conn: Any) -> bool:
             sql.SQL("GRANT SELECT, DELETE ON usage_rollup TO {}").format(member),
             sql.SQL("GRANT EXECUTE ON FUNCTION usage_settle(text) TO {}").format(member),
         ]
+    if conn.execute("SELECT to_regprocedure('own_recent_rows(text[], integer, integer)') IS NOT NULL").fetchone()[0]:
+        # Step m011_owner_recent: a member's frequent-word search (stores/postgres/recent.py).
+        statements.append(sql.SQL("GRANT EXECUTE ON FUNCTION own_recent_rows(text[], integer, integer) TO {}")
+                          .format(member))
     for statement in statements:
         conn.execute(statement)
     return True

@@ -1,0 +1,163 @@
+"""A member's search with frequent words: their own newest matches, found by walking
+their own rows newest first (schema step ``m011_owner_recent``; docs/postgres.md,
+"A member's frequent words").
+
+Under row-level security the planner may not test a search condition before the
+policy, so a member's search takes its candidates from functions that run with the
+tables' owner's rights and restrict themselves to the caller's rows (``session_user``),
+returning keys, never text (:mod:`.team`'s ``own_search_rows`` for the trigram index).
+For a word in a large share of a member's entries the trigram lookup is the slow part:
+the index hands over every row of every owner holding the word's trigrams before the
+owner test. So the member's search decides "frequent" first, from a sample of the
+member's own newest rows (:data:`SAMPLE`), never from other people's rows (a count
+over everyone's text would tell a member how often a word occurs in sessions they
+may not read):
+
+* at least :data:`~sessiontree.stores.postgres.search.SCAN_SHARE` of the sample
+  matches: frequent. The search walks the member's rows newest first through
+  ``search_entries_owner_recent`` (``owner``, time newest first, session id, ``seq``)
+  and stops after :data:`~sessiontree.stores.postgres.search.EARLY_STOP` matches; the
+  hits are the best ranked of those, as the owner's search with frequent terms
+  (docs/search.md, "Frequent terms on PostgreSQL");
+* the sample holds every row of the member: its matches are all the matches (exact);
+* otherwise the trigram lookup answers, as before.
+
+Every function here takes an open connection inside the caller's transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["SAMPLE", "m011_owner_recent", "member_recent_keys", "own_recent_keys", "walk_available"]
+
+#: Newest own rows a member's search reads to decide whether its words are frequent.
+#: Measured at 10,000,000 entries (docs/postgres.md): about 10 ms for 2,000 rows.
+SAMPLE = 2_000
+
+_OWN_RECENT_ROWS = """
+CREATE OR REPLACE FUNCTION own_recent_rows(p_terms text[], p_cap integer, p_visit integer)
+RETURNS TABLE (session_id text, seq integer)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
+    SELECT w.session_id, w.seq FROM (
+        SELECT s.session_id, s.seq, s.folded FROM search_entries AS s
+        WHERE s.owner = {owner}
+        ORDER BY s.owner, coalesce(s.ts_ms, 0) DESC, s.session_id COLLATE "C", s.seq
+        LIMIT p_visit) AS w
+    WHERE NOT EXISTS (SELECT 1 FROM unnest(coalesce(p_terms, '{{}}'::text[])) AS t (term)
+                      WHERE strpos(w.folded, t.term) = 0)
+    LIMIT p_cap
+$$"""
+
+#: The caller as a value the ``owner`` indexes answer. ``session_user`` and ``current_user``
+#: are of type ``name``, whose collation is ``"C"``; compared with the ``text`` column
+#: ``owner`` (the database's default collation) the comparison takes ``"C"``, which no
+#: index on ``owner`` has, so every row was read and filtered. Measured at 10,000,000
+#: entries: a member's ``usage_rollup`` read 15 ms -> 1 ms, this walk for a role with no
+#: rows 6.5 s -> 0.1 ms. Equality is the same in both collations (both deterministic).
+SESSION_OWNER = 'session_user::text COLLATE "default"'
+CURRENT_OWNER = 'current_user::text COLLATE "default"'
+
+#: Policies ``own_rows`` of steps ``m008_team`` and ``m009_usage_rollup`` rewritten with
+#: :data:`CURRENT_OWNER` (same rows, indexed): tables whose rows hang off a session
+#: (a write also proves the session is the writer's), and the rest.
+_SESSION_ROWS = ("entries", "message_texts", "search_entries", "usage_ledger", "usage_rollup")
+_OWN_ROWS = ("sessions", "sync_state", "archived_files")
+
+#: The function's signature, for grants and checks.
+FUNCTION = "own_recent_rows(text[], integer, integer)"
+
+
+def m011_owner_recent(conn: Any) -> None:
+    """Schema step ``m011_owner_recent``: the index a member's frequent-word search walks
+    (``search_entries_owner_recent``), ``own_recent_rows`` (the tables' owner's rights,
+    the caller's rows only, keys only; executable by members, docs/team.md), and the
+    ``own_rows`` policies compared so that the ``owner`` indexes answer them
+    (:data:`SESSION_OWNER`; the same rows as before), and ``team_usage_by_user``
+    summing before it joins (:func:`usage_by_user_view`). No new table, so no new policy."""
+    from sessiontree.stores.postgres.team import grant_team
+
+    schema = conn.execute("SELECT quote_ident(current_schema())").fetchone()[0]
+    conn.execute("CREATE INDEX IF NOT EXISTS search_entries_owner_recent ON search_entries"
+                 " (owner, (coalesce(ts_ms, 0)) DESC, session_id COLLATE \"C\", seq)")
+    conn.execute(_OWN_RECENT_ROWS.format(schema=schema, owner=f"({SESSION_OWNER})"))
+    conn.execute(usage_by_user_view())
+    mine = f"owner = ({CURRENT_OWNER})"
+    for table in _OWN_ROWS:
+        conn.execute(f"ALTER POLICY own_rows ON {table} USING ({mine}) WITH CHECK ({mine})")
+    for table in _SESSION_ROWS:
+        conn.execute(f"ALTER POLICY own_rows ON {table} USING ({mine}) WITH CHECK ({mine}"
+                     f" AND EXISTS (SELECT 1 FROM sessions AS s WHERE s.id = {table}.session_id))")
+    conn.execute(f"REVOKE ALL ON FUNCTION {FUNCTION} FROM PUBLIC")
+    grant_team(conn)
+
+
+#: Milliseconds in a UTC day; a rollup bucket (15 minutes) never crosses one.
+_DAY_MS = 86_400_000
+
+
+def usage_by_user_view() -> str:
+    """``team_usage_by_user`` as step ``m009_usage_rollup`` made it, with the rollup rows
+    summed per session, UTC day, provider and model *before* the join with ``sessions``
+    and ``provenance`` and the per-row day and project text: the same rows (a session has
+    one owner, agent and project), about a third of the joined and formatted rows.
+    Measured at 10,000,000 entries: 96,393 rollup rows, 630-694 ms -> 345 ms."""
+    from sessiontree.stores.postgres.team import _USAGE_BY_USER_ROLLUP
+
+    day = f"r.bucket - ((r.bucket % {_DAY_MS}) + {_DAY_MS}) % {_DAY_MS}"  # floor, also before 1970
+    replacements = [
+        ("to_char(to_timestamp(r.bucket / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day",
+         "to_char(to_timestamp(r.day_ms / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day"),
+        ("FROM usage_rollup AS r JOIN sessions AS s ON s.id = r.session_id",
+         f"FROM (SELECT r.session_id, {day} AS day_ms, r.provider, r.model, sum(r.calls) AS calls,"
+         " sum(r.input) AS input, sum(r.output) AS output, sum(r.cache_read) AS cache_read,"
+         " sum(r.cache_write) AS cache_write, sum(r.cost_nanos) AS cost_nanos"
+         " FROM usage_rollup AS r WHERE r.calls <> 0 GROUP BY 1, 2, 3, 4) AS r"
+         " JOIN sessions AS s ON s.id = r.session_id"),
+        ("LEFT JOIN provenance AS p ON p.session_id = r.session_id\n    WHERE r.calls <> 0",
+         "LEFT JOIN provenance AS p ON p.session_id = r.session_id"),
+    ]
+    view = _USAGE_BY_USER_ROLLUP
+    for old, new in replacements:
+        if view.count(old) != 1:
+            raise AssertionError(f"team_usage_by_user changed: {old!r} not found once")
+        view = view.replace(old, new)
+    return view
+
+
+def walk_available(conn: Any) -> bool:
+    """Whether the database has ``own_recent_rows`` (step ``m011_owner_recent``)."""
+    return bool(conn.execute(f"SELECT to_regprocedure('{FUNCTION}') IS NOT NULL").fetchone()[0])
+
+
+def own_recent_keys(conn: Any, terms: Sequence[str], cap: int, visit: int | None) -> list[tuple[str, int]]:
+    """The ``(session_id, seq)`` of the caller's own search rows holding every one of
+    ``terms`` (folded, exact substrings), newest first, from the newest ``visit`` rows
+    (``None``: all), at most ``cap``."""
+    rows = conn.execute("SELECT session_id, seq FROM own_recent_rows(%s::text[], %s, %s)",
+                        (list(terms), cap, visit)).fetchall()
+    return [(row[0], row[1]) for row in rows]
+
+
+def member_recent_keys(conn: Any, terms: Sequence[str], cap: int, share: float) -> list[tuple[str, int]] | None:
+    """A member's candidates when the walk answers (see the module), else ``None`` (the
+    words are not frequent in the member's newest :data:`SAMPLE` rows: ask the trigram
+    index).
+
+    Args:
+        terms: the query's folded terms.
+        cap: most matches to keep (the early stop).
+        share: the share of the sample that makes the words frequent.
+    """
+    found = own_recent_keys(conn, terms, cap, SAMPLE)
+    if len(found) < SAMPLE and _own_rows_at_most(conn, SAMPLE):
+        return found  # the sample read every row the member has: all the matches
+    if len(found) < share * SAMPLE:
+        return None
+    return own_recent_keys(conn, terms, cap, None)
+
+
+def _own_rows_at_most(conn: Any, n: int) -> bool:
+    """Whether the caller has at most ``n`` search rows (an empty-terms walk)."""
+    return len(own_recent_keys(conn, [], n + 1, n + 1)) <= n
