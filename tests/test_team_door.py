@@ -110,3 +110,16 @@ def test_a_store_without_roles_has_no_door(tmp_path):
         assert client.get("/team/open/x", params={"reason": "r"}).status_code == 404
     finally:
         store.close()
+
+
+def test_the_viewer_registers_the_door(tmp_path):
+    """The door is one of the viewer's own routes (web/routes.py), not only an app of its own."""
+    from sessiontree.stores.sqlite.store import SqliteStore
+    from sessiontree.web.app import create_app
+
+    store = SqliteStore(str(tmp_path / "s.db"))
+    try:
+        page = TestClient(create_app(store)).get("/team/open/x", params={"reason": "r"})
+        assert page.status_code == 404 and "no audited door" in page.text
+    finally:
+        store.close()

@@ -54,10 +54,13 @@ def _endpoint(handler: Handler, state: ViewerState) -> Callable[[Request], Respo
 
 def build_routes(state: ViewerState) -> list[BaseRoute]:
     """Starlette's routes: :data:`ROUTES` bound to ``state``, the usage dashboard's
-    (``/usage``, ``/usage.csv``: :mod:`sessiontree.web.usagepage`), then ``/static``."""
+    (``/usage``, ``/usage.csv``: :mod:`sessiontree.web.usagepage`), the team store's audited
+    door (``/team/open/SESSION``: :mod:`sessiontree.web.teamdoor`, docs/team.md), then ``/static``."""
+    from sessiontree.web.teamdoor import team_door_routes
     from sessiontree.web.usagepage import usage_routes
 
     static = StaticFiles(directory=str(resources.files("sessiontree.web").joinpath("static")))
     return [*(Route(path, _endpoint(handler, state)) for path, handler in ROUTES),
             *usage_routes(state.store, state.listing.rows),
+            *team_door_routes(state.store),
             Mount("/static", app=static, name="static")]
