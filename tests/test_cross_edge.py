@@ -173,3 +173,29 @@ def test_a_search_pages_to_the_same_order_everywhere(edges: Any) -> None:
                                                                 "page": number}).text) if i not in viewer]
     assert sorted(cli) == [A, B, D]
     assert cli == mcp == viewer
+
+
+def test_an_entry_prefix_is_resolved_and_refused_alike_everywhere(edges: Any) -> None:
+    """Session B holds the entries ``b1`` and ``b2`` (the records above): ``b`` names both
+    (ambiguous, both named), ``zz`` none, ``b2`` one; the one entry-prefix rule
+    (format/idprefix.py) at the CLI (``show --entry``), the viewer's compare page (its leaves)
+    and MCP (``get_context``'s leaf)."""
+    db, client, reader = edges
+    ambiguous = [run_cli(db, "show", B, "--entry", "b", code=1).stderr,
+                 client.get(f"/s/{B}/compare", params={"a": "b"}).text]
+    with pytest.raises(ToolInputError) as refused:
+        reader.get_context(B, leaf="b")
+    ambiguous.append(str(refused.value))
+    for message in ambiguous:
+        assert "prefix 'b' is ambiguous: it matches b1, b2" in message, message
+    unknown = [run_cli(db, "show", B, "--entry", "zz", code=1).stderr,
+               client.get(f"/s/{B}/compare", params={"a": "zz"}).text]
+    with pytest.raises(ToolInputError) as refused:
+        reader.get_context(B, leaf="zz")
+    unknown.append(str(refused.value))
+    for message in unknown:
+        assert re.search(r"no entry( of (this session|session [0-9a-f-]+))? matches 'zz'", message), message
+    # A unique prefix: the same entry everywhere.
+    assert "b2" in run_cli(db, "show", B, "--entry", "b2").stdout
+    assert client.get(f"/s/{B}/compare", params={"a": "b1", "b": "b2"}).status_code == 200
+    assert reader.get_context(B, leaf="b2")["leafId"] == "b2"

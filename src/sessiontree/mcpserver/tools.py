@@ -28,8 +28,14 @@ from typing import Any
 from sessiontree.compare.branches import diff_branches
 from sessiontree.core import render
 from sessiontree.core.listing import session_info_from_entries
-from sessiontree.errors import AmbiguousSessionPrefixError, SessionError, UnknownSessionPrefixError
-from sessiontree.format.idprefix import resolve_session_prefix
+from sessiontree.errors import (
+    AmbiguousEntryPrefixError,
+    AmbiguousSessionPrefixError,
+    SessionError,
+    UnknownEntryPrefixError,
+    UnknownSessionPrefixError,
+)
+from sessiontree.format.idprefix import resolve_entry_prefix, resolve_session_prefix
 from sessiontree.format.types import ENTRY_TYPES, MESSAGE_ROLES
 from sessiontree.mcpserver.paging import (
     check_budget,
@@ -256,17 +262,13 @@ class SessionReader:
             raise ToolInputError(f"{what} id must be a non-empty string")
         if manager.get_entry(prefix) is not None:
             return prefix
-        # An id holding a lone surrogate was sent as U+FFFD (paging.without_lone_surrogates): match that form too.
-        exact = [e["id"] for e in manager.get_entries() if same_text(e["id"], prefix)]
-        if exact:
-            return str(exact[0])
-        matches = sorted(e["id"] for e in manager.get_entries()
-                         if e["id"].startswith(prefix) or replace_lone_surrogates(e["id"]).startswith(prefix))
-        if not matches:
-            raise ToolInputError(f"no entry of this session matches {prefix!r}")
-        if len(matches) > 1:
-            raise ToolInputError(f"entry prefix {prefix!r} is ambiguous: it matches {', '.join(matches[:5])}")
-        return str(matches[0])
+        # The one entry-prefix rule of every edge (format/idprefix.py); an id holding a lone
+        # surrogate was sent as U+FFFD (paging.without_lone_surrogates): that form matches too.
+        try:
+            return resolve_entry_prefix(prefix, (e["id"] for e in manager.get_entries()),
+                                        what="entry of this session", shown=replace_lone_surrogates)
+        except (UnknownEntryPrefixError, AmbiguousEntryPrefixError) as exc:
+            raise ToolInputError(str(exc)) from None
 
     def _stored_entry(self, session_id: str, entry_id: str,
                       whole: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any] | None:
