@@ -102,8 +102,8 @@ class ListPage:
         total: sessions matching the query.
         pages: number of pages.
         projects: every project (cwd) of the store, for the filter.
-        search_mode: ``"store"`` when the rows are a search's matches
-            (:func:`search_sessions`), empty without a query.
+        search_mode: ``"store"`` when the rows are a search's matches (one page of
+            sessions by the search's cursor), empty without a query.
         has_stats: whether the statistics columns (models, tokens, cost from
             :func:`sessiontree.usage.report.session_stats`) are shown.
         message: why the search could not run (a query over the limits of
@@ -141,7 +141,9 @@ class ListPage:
 
 def search_sessions(store: SessionStore, infos: Sequence[SessionInfo],
                     q: str) -> tuple[list[SessionInfo], dict[str, str], str]:
-    """Sessions of ``infos`` matching ``q``, best first, each with the snippet of its best hit.
+    """Sessions of ``infos`` matching ``q``, best first, each with the snippet of its best hit
+    (the sessions of the first :data:`~sessiontree.search.query.DEFAULT_LIMIT` hits, on one
+    page; the list page itself pages a search by its cursor, :func:`build_list_page`).
 
     The search is :func:`sessiontree.search.query.search` with its default
     limit: the one matching rule of ``sessiontree search`` and of every store
