@@ -276,3 +276,31 @@ def test_an_entry_prefix_is_resolved_and_refused_alike_everywhere(edges: Any) ->
     assert "b2" in run_cli(db, "show", B, "--entry", "b2").stdout
     assert client.get(f"/s/{B}/compare", params={"a": "b1", "b": "b2"}).status_code == 200
     assert reader.get_context(B, leaf="b2")["leafId"] == "b2"
+
+
+def test_an_mcp_page_cut_by_its_budget_continues_after_its_last_hit(edges: Any) -> None:
+    """MCP cuts a page by ``max_chars`` too: the cursor it then gives continues after the
+    last hit it showed (``SearchResult.cursor_after``), not after the last hit it was given.
+    A, C and D each get an entry saying "padding" 20 times, so one hit fills most of a
+    1,400-character answer (three pages of one hit); the pages joined are the CLI's whole search, each hit once."""
+    db, _client, reader = edges
+    store = open_store(db)
+    try:
+        for session in (A, C, D):
+            store.append(session, [_user(f"long-{session[-2:]}", None, "2026-03-08T09:00:00.000Z",
+                                         "the " + "padding " * 20)])
+    finally:
+        store.close()
+    whole = [(h["sessionId"], h["entryId"]) for h in run_cli_json(db, "search", "padding")["hits"]]
+    assert len(whole) == 3
+    paged: list[tuple[str, str]] = []
+    pages = 0
+    cursor = None
+    for _ in range(6):
+        page = reader.search_sessions("padding", limit=3, max_chars=1400, cursor=cursor)
+        paged += [(h["sessionId"], h["entryId"]) for h in page["hits"]]
+        pages += 1
+        cursor = page["nextCursor"]
+        if cursor is None:
+            break
+    assert pages > 1 and paged == whole  # cut by the budget, not by the limit of 3
