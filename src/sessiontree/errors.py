@@ -11,12 +11,14 @@ from typing import Any
 
 __all__ = [
     "INVALID_SESSION_ID_MESSAGE",
+    "AmbiguousEntryPrefixError",
     "AmbiguousSessionPrefixError",
     "CorruptEntryError",
     "EntryNotFoundError",
     "InvalidSessionError",
     "InvalidSessionIdError",
     "ListingCancelledError",
+    "SearchCursorError",
     "SearchQueryError",
     "SessionChangedError",
     "SessionError",
@@ -27,6 +29,7 @@ __all__ = [
     "StoreOpenError",
     "SyncConflictError",
     "ToolPairingError",
+    "UnknownEntryPrefixError",
     "UnknownSessionPrefixError",
     "UnsupportedVersionError",
 ]
@@ -85,6 +88,42 @@ class AmbiguousSessionPrefixError(SessionError, LookupError):
         self.candidates = candidates
         shown = ", ".join(candidates[:5]) + (f" (and {len(candidates) - 5} more)" if len(candidates) > 5 else "")
         super().__init__(f"session prefix {prefix!r} is ambiguous: it matches {shown}")
+
+
+def _named(candidates: list[str]) -> str:
+    """The first five candidates, and how many more."""
+    return ", ".join(candidates[:5]) + (f" (and {len(candidates) - 5} more)" if len(candidates) > 5 else "")
+
+
+class UnknownEntryPrefixError(SessionError, LookupError):
+    """No entry of a session matches an entry id or prefix a person typed (docs/listing.md,
+    "Ids"; the rule of :func:`sessiontree.format.idprefix.resolve_entry_prefix`).
+
+    Attributes:
+        prefix: what was typed.
+        what: how the message names the entry (``"entry"``, ``"entry of session ID"``).
+    """
+
+    def __init__(self, prefix: str, what: str = "entry") -> None:
+        self.prefix = prefix
+        self.what = what
+        super().__init__(f"no {what} matches {prefix!r}")
+
+
+class AmbiguousEntryPrefixError(SessionError, LookupError):
+    """A typed entry prefix matches several entries of a session (docs/listing.md, "Ids").
+
+    Attributes:
+        prefix: what was typed.
+        candidates: the matching entry ids, sorted; the first five are named in the message.
+        what: how the message names the entry (``"entry"``, ``"entry of session ID"``).
+    """
+
+    def __init__(self, prefix: str, candidates: list[str], what: str = "entry") -> None:
+        self.prefix = prefix
+        self.candidates = candidates
+        self.what = what
+        super().__init__(f"{what} prefix {prefix!r} is ambiguous: it matches {_named(candidates)}")
 
 
 class SessionExistsError(SessionError):
@@ -294,3 +333,20 @@ class SearchQueryError(SessionError, ValueError):
         self.query = query
         self.reason = reason
         super().__init__(f"invalid search query: {reason}")
+
+
+class SearchCursorError(SessionError, ValueError):
+    """A search cursor that cannot continue this search (docs/search.md, "Paging"): not one
+    :func:`sessiontree.search.query.search_request` made (damaged, cut or edited), or made
+    for another query or other filters. Every edge reports it with this message: the CLI as
+    a usage error of ``--cursor``, the viewer as a 400 page, MCP as a tool input error.
+
+    Attributes:
+        cursor: the cursor as given.
+        reason: what is wrong, in words.
+    """
+
+    def __init__(self, cursor: str, reason: str) -> None:
+        self.cursor = cursor
+        self.reason = reason
+        super().__init__(f"invalid search cursor: {reason}")

@@ -66,3 +66,57 @@ def test_hostile_queries_answer_or_refuse_clearly(store, query):
         assert "search query" in str(exc)
     else:
         assert isinstance(hits, list)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3])
+def test_cursor_pages_give_the_whole_ranking(store, size):
+    """``search`` paged by its cursor (docs/search.md, "Paging"): the pages joined are the
+    search without a limit, in order, each hit once; the last page has no cursor. "retry"
+    is said by seven entries (search_corpus.EXPECTED)."""
+    from sessiontree.search.query import search
+
+    whole = [(h.session_id, h.entry_id) for h in search(store, "retry", limit=None).hits]
+    assert {entry for _, entry in whole} == EXPECTED["retry"]
+    paged: list[tuple[str, str]] = []
+    cursor = None
+    for _ in range(len(whole) + 1):
+        result = search(store, "retry", limit=size, cursor=cursor)
+        paged += [(h.session_id, h.entry_id) for h in result.hits]
+        assert result.more == (result.next_cursor is not None)
+        cursor = result.next_cursor
+        if cursor is None:
+            break
+    assert paged == whole
+
+
+def test_cursor_pages_by_session(store):
+    """``per_session``: one page of one session at a time lists each session holding a hit
+    once, in the order of its best hit ("retry": sess-alpha, sess-beta, sess-gamma hold
+    hits, search_corpus)."""
+    from sessiontree.search.query import group_by_session, search
+
+    order = [sid for sid, _ in group_by_session(search(store, "retry", limit=None).hits)]
+    listed: list[str] = []
+    cursor = None
+    for _ in range(5):
+        result = search(store, "retry", limit=1, cursor=cursor, per_session=True)
+        listed += [h.session_id for h in result.hits]
+        cursor = result.next_cursor
+        if cursor is None:
+            break
+    assert sorted(listed) == sorted(set(order)) and listed == order
+
+
+def test_a_cursor_is_bound_to_its_search(store):
+    from sessiontree.errors import SearchCursorError
+    from sessiontree.search.query import search
+
+    cursor = search(store, "retry", limit=1).next_cursor
+    assert cursor is not None
+    with pytest.raises(SearchCursorError, match="another query or other filters"):
+        search(store, "retry", limit=1, cursor=cursor, cwd="/w/alpha")
+    with pytest.raises(SearchCursorError, match="another query"):
+        search(store, "dedup", limit=1, cursor=cursor)
+    for damaged in (cursor[:-3], "!!", cursor[::-1]):
+        with pytest.raises(SearchCursorError):
+            search(store, "retry", limit=1, cursor=damaged)

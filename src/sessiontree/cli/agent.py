@@ -22,7 +22,6 @@ from sessiontree.cli.common import (
     plural,
     print_json,
     resolve_session_id,
-    unique_match,
 )
 from sessiontree.core.textsafe import safe_line, shell_join, shell_quote
 from sessiontree.errors import EntryNotFoundError
@@ -51,7 +50,9 @@ def parse_duration(text: str) -> float:
 def _resolve_entry(app: App, session_id: str, prefix: str) -> str:
     """The session's one entry id equal to or starting with ``prefix``, from its outline
     (ids only: no record is parsed before ``restore`` reads the session)."""
-    return unique_match(prefix, list(app.store.read_outline(session_id).ids), "entry")
+    from sessiontree.format.idprefix import resolve_entry_prefix
+
+    return resolve_entry_prefix(prefix, app.store.read_outline(session_id).ids)
 
 
 def _restore(app: App, session: str, agent: str | None, directory: str | None,

@@ -329,29 +329,6 @@ def progress_bar(console: Console) -> Progress:
                     disable=not console.is_terminal)
 
 
-def unique_match(prefix: str, candidates: Sequence[str], what: str) -> str:
-    """The one candidate equal to ``prefix`` or starting with it (ids given by a unique prefix,
-    as every command takes them).
-
-    Args:
-        prefix: what the user typed.
-        candidates: the ids to choose from.
-        what: the kind of id, for the message (``"session"``, ``"entry"``).
-
-    Raises:
-        UserError: none matches, or several do (the first five are named).
-    """
-    if prefix in candidates:
-        return prefix
-    matches = sorted(c for c in candidates if c.startswith(prefix)) if prefix else []
-    if not matches:
-        raise UserError(f"no {what} matches {prefix!r}")
-    if len(matches) > 1:
-        shown = ", ".join(matches[:5]) + (f" (and {len(matches) - 5} more)" if len(matches) > 5 else "")
-        raise UserError(f"{what} prefix {prefix!r} is ambiguous: it matches {shown}")
-    return matches[0]
-
-
 def resolve_session_id(app: App, prefix: str) -> str:
     """The store's one session that ``prefix`` names: a whole id, a unique prefix (a session's
     own subagent sessions never make it ambiguous), or ``<parent>/<agent>`` for a subagent
@@ -367,12 +344,16 @@ def resolve_session_id(app: App, prefix: str) -> str:
 
 
 def resolve_entry_id(session: ReadOnlySession | SessionManager, prefix: str) -> str:
-    """The session's one entry id equal to or starting with ``prefix``.
+    """The session's one entry id equal to or starting with ``prefix``: the rule of every
+    edge (:func:`sessiontree.format.idprefix.resolve_entry_prefix`).
 
     Raises:
-        UserError: no entry matches, or several do.
+        UnknownEntryPrefixError: no entry matches.
+        AmbiguousEntryPrefixError: several do (both reported as one ``sessiontree: error:`` line).
     """
-    return unique_match(prefix, [e["id"] for e in session.get_entries()], "entry")
+    from sessiontree.format.idprefix import resolve_entry_prefix
+
+    return resolve_entry_prefix(prefix, (e["id"] for e in session.get_entries()))
 
 
 def read_parsed(app: App, session_id: str) -> ParsedSession:

@@ -26,7 +26,7 @@ from sessiontree.cli.common import (
     stdout_console,
 )
 from sessiontree.core.textsafe import safe_line
-from sessiontree.errors import SearchQueryError
+from sessiontree.errors import SearchCursorError, SearchQueryError
 from sessiontree.format.types import ENTRY_TYPES, MESSAGE_ROLES
 
 if TYPE_CHECKING:
@@ -133,11 +133,14 @@ def _alternatives(items: list[str]) -> str:
               help="Only sessions first synced or imported by this user. Repeatable.")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=50, show_default=True,
               help="Show at most N hits.")
+@click.option("--cursor", metavar="CURSOR", help="Continue after the last hit of a previous page: its "
+                                                  "\"nextCursor\" (--json) or the cursor it named, with the same "
+                                                  "query and filters.")
 @click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON (whole ids, highlight offsets).")
 @pass_app
 def search_cmd(app: App, words: tuple[str, ...], cwd: str | None, roles: tuple[str, ...], since: str | None,
                until: str | None, session: str | None, hosts: tuple[str, ...], users: tuple[str, ...], limit: int,
-               as_json: bool) -> None:
+               cursor: str | None, as_json: bool) -> None:
     """Find entries whose text holds every term of QUERY, best first, grouped by session.
 
     Terms are separated by spaces; "a phrase" in quotes is one term (quote it
@@ -152,6 +155,10 @@ def search_cmd(app: App, words: tuple[str, ...], cwd: str | None, roles: tuple[s
     or the context up to it with sessiontree context SESSION --leaf ENTRY.
     No hits: up to three close queries made of words the sessions hold
     ("Did you mean compaction?"; --json: "suggestions").
+
+    More hits than -n: the next page is --cursor with the cursor printed
+    (--json: "nextCursor"), the same query and filters; it continues after the
+    last hit shown even when entries were added since.
     """
     from rich.text import Text
 
@@ -169,12 +176,15 @@ def search_cmd(app: App, words: tuple[str, ...], cwd: str | None, roles: tuple[s
         result = search_request(app.store, query, cwd=cwd, roles=roles or None, since=when_option(since, "--since", False),
                                 until=when_option(until, "--until", True), session=session_id, limit=limit,
                                 sessions=matching_sessions(app.store.provenances(), hosts, users)
-                                if hosts or users else None, on_merge=_merging)
+                                if hosts or users else None, cursor=cursor, on_merge=_merging)
     except SearchQueryError as exc:
         raise click.UsageError(str(exc)) from None
+    except SearchCursorError as exc:
+        raise click.BadParameter(str(exc), param_hint="--cursor") from None
     # No hits: up to three close queries from the stored words (search/suggest.py).
     suggestions = suggest(app.store, query, cwd=cwd, roles=roles or None, since=when_option(since, "--since", False),
-                          until=when_option(until, "--until", True), session=session_id) if not result.hits else []
+                          until=when_option(until, "--until", True), session=session_id
+                          ) if not result.hits and not cursor else []
     if as_json:
         data = result.to_dict()
         if not result.hits:
@@ -183,7 +193,8 @@ def search_cmd(app: App, words: tuple[str, ...], cwd: str | None, roles: tuple[s
         return
     console = stdout_console()
     if not result.hits:
-        print_rich(console, "No matches." + (f" Did you mean {_alternatives(suggestions)}?" if suggestions else ""))
+        print_rich(console, ("No more matches." if cursor else "No matches.")
+                   + (f" Did you mean {_alternatives(suggestions)}?" if suggestions else ""))
         return
     short = short_session_ids(app.store.session_ids())
     lines: list[Text] = []
@@ -210,4 +221,5 @@ def search_cmd(app: App, words: tuple[str, ...], cwd: str | None, roles: tuple[s
             lines.append(row)
     print_rich(console, Text("\n").join(lines), no_wrap=True, overflow="ellipsis")
     if result.more:
-        echo_line(f"showing the best {plural(len(result.hits), 'hit', 'hits')}; more with -n {limit * 4}", err=True)
+        echo_line(f"showing {'the best ' if not cursor else ''}{plural(len(result.hits), 'hit', 'hits')}; "
+                  f"more with --cursor {result.next_cursor} (or -n {limit * 4})", err=True)

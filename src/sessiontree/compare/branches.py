@@ -34,9 +34,15 @@ from sessiontree.core.usagerecords import (
     rows_from_entries,
     rows_from_records,
 )
-from sessiontree.errors import AmbiguousSessionPrefixError, SessionError, UnknownSessionPrefixError
+from sessiontree.errors import (
+    AmbiguousEntryPrefixError,
+    AmbiguousSessionPrefixError,
+    SessionError,
+    UnknownEntryPrefixError,
+    UnknownSessionPrefixError,
+)
 from sessiontree.format.gcpause import gc_paused
-from sessiontree.format.idprefix import resolve_session_prefix
+from sessiontree.format.idprefix import resolve_entry_prefix, resolve_session_prefix
 from sessiontree.format.types import Entry
 from sessiontree.stores.base import SessionStore
 from sessiontree.usage.report import PriceCatalog, Totals, price_rows, rows_query
@@ -70,6 +76,10 @@ class OpenSession(Protocol):
 
     def get_leaf_id(self) -> str | None:
         """Its active leaf."""
+        ...
+
+    def get_entry_index(self) -> Mapping[str, Entry]:
+        """Its ``{entry id: entry}`` index as kept (no copy)."""
         ...
 
     def build_session_projection(self) -> SessionProjection:
@@ -233,12 +243,11 @@ class _Sessions:
 
     def index(self, session_id: str) -> Mapping[str, Entry]:
         """``{id: entry}`` of a loaded session's entries: the manager's own index for its
-        session when it offers one, else built once."""
+        session (:meth:`OpenSession.get_entry_index`), else built once."""
         found = self.indexes.get(session_id)
         if found is None:
-            kept = getattr(self.manager, "get_entry_index", None)
-            if kept is not None and self.manager is not None and session_id == self.manager.get_session_id():
-                found = kept()
+            if self.manager is not None and session_id == self.manager.get_session_id():
+                found = self.manager.get_entry_index()
             else:
                 found = {e["id"]: e for e in self.entries(session_id) if isinstance(e.get("id"), str)}
             self.indexes[session_id] = found
@@ -246,15 +255,11 @@ class _Sessions:
 
 
 def _unique(prefix: str, candidates: Sequence[str], what: str) -> str:
-    if prefix in candidates:
-        return prefix
-    matches = sorted({c for c in candidates if c.startswith(prefix)}) if prefix else []
-    if not matches:
-        raise DiffInputError(f"no {what} matches {prefix!r}")
-    if len(matches) > 1:
-        raise DiffInputError(f"{what} prefix {prefix!r} is ambiguous: it matches {', '.join(matches[:5])}"
-                             + (f" (and {len(matches) - 5} more)" if len(matches) > 5 else ""))
-    return matches[0]
+    """The one entry id ``prefix`` names: the rule of every edge (format/idprefix.py)."""
+    try:
+        return resolve_entry_prefix(prefix, candidates, what=what)
+    except (UnknownEntryPrefixError, AmbiguousEntryPrefixError) as exc:
+        raise DiffInputError(str(exc)) from None
 
 
 def _entry_ids(entries: Sequence[Entry]) -> list[str]:

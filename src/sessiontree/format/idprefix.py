@@ -1,4 +1,5 @@
-"""Session ids as a person types them: unique prefixes, and subagent sessions under their parent.
+"""Ids as a person types them: unique prefixes of session and entry ids, and subagent
+sessions under their parent.
 
 The one rule every edge follows (the command line, the viewer, the MCP server;
 docs/listing.md, "Ids"):
@@ -19,16 +20,29 @@ docs/listing.md, "Ids"):
 
 :func:`short_session_ids` gives the forms lists print (the shortest prefix that
 resolves back to the same session), so every printed id works everywhere.
+
+Entry ids follow the plain part of the same rule, among one session's entries
+(:func:`resolve_entry_prefix`; ``show --entry``, ``restore --at``, MCP ``leaf``/``around``,
+the compare page's and ``diff``'s leaves): a whole id resolves to itself, a prefix
+to the one entry whose id starts with it, anything else raises
+:class:`~sessiontree.errors.UnknownEntryPrefixError` or
+:class:`~sessiontree.errors.AmbiguousEntryPrefixError` (the candidates sorted).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-from sessiontree.errors import AmbiguousSessionPrefixError, UnknownSessionPrefixError
+from sessiontree.errors import (
+    AmbiguousEntryPrefixError,
+    AmbiguousSessionPrefixError,
+    UnknownEntryPrefixError,
+    UnknownSessionPrefixError,
+)
 from sessiontree.format.ids import shortest_unique_prefixes
 
-__all__ = ["SUBAGENT_MARK", "resolve_session_prefix", "short_session_ids", "split_subagent"]
+__all__ = ["SUBAGENT_MARK", "resolve_entry_prefix", "resolve_session_prefix", "short_session_ids",
+           "split_subagent"]
 
 #: What joins a parent session id and an agent id in a subagent session's id.
 SUBAGENT_MARK = "-agent-"
@@ -136,3 +150,37 @@ def resolve_session_prefix(prefix: str, ids: Iterable[str]) -> str:
             return head
         return _one(prefix, matches, short_session_ids(all_ids))
     return _one(prefix, matches)
+
+
+def resolve_entry_prefix(prefix: str, ids: Iterable[str], *, what: str = "entry",
+                         shown: Callable[[str], str] | None = None) -> str:
+    """The one entry id that ``prefix`` names among ``ids`` (one session's entry ids): the id
+    itself when given whole, else the one id starting with it (the rule in the module docstring).
+
+    Args:
+        prefix: what was typed.
+        ids: the session's entry ids (repeats are one id).
+        what: how messages name the entry (``"entry"``, ``"entry of session ID"``).
+        shown: the form an edge showed an id in, when it may differ from the stored id
+            (MCP sends lone surrogates as U+FFFD); a typed id is matched in that form too.
+
+    Raises:
+        UnknownEntryPrefixError: nothing matches (an empty prefix never does).
+        AmbiguousEntryPrefixError: several entries match; ``candidates`` sorted.
+    """
+    all_ids = list(dict.fromkeys(ids))
+    if prefix in all_ids:
+        return prefix
+    if not prefix:
+        raise UnknownEntryPrefixError(prefix, what)
+    if shown is not None:
+        exact = [i for i in all_ids if shown(i) == prefix]
+        if exact:
+            return exact[0]
+    matches = sorted(i for i in all_ids
+                     if i.startswith(prefix) or (shown is not None and shown(i).startswith(prefix)))
+    if not matches:
+        raise UnknownEntryPrefixError(prefix, what)
+    if len(matches) > 1:
+        raise AmbiguousEntryPrefixError(prefix, matches, what)
+    return matches[0]

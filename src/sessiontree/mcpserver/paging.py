@@ -125,6 +125,20 @@ def decode_cursor(cursor: str | None, tool: str, arguments: Mapping[str, Any]) -
     return int(data["o"])
 
 
+def cursor_tool(cursor: str | None) -> str | None:
+    """The tool an offset cursor of :func:`encode_cursor` names, or ``None`` when ``cursor`` is
+    not one (``search_sessions``'s cursors are the search's own, docs/search.md "Paging": this
+    tells a cursor of another tool apart from a damaged one)."""
+    if not cursor:
+        return None
+    try:
+        data = json.loads(base64.urlsafe_b64decode((cursor + "=" * (-len(cursor) % 4)).encode("ascii")))
+    except (ValueError, UnicodeError, binascii.Error):
+        return None
+    tool = data.get("t") if isinstance(data, dict) else None
+    return tool if isinstance(tool, str) and "o" in data else None
+
+
 def check_budget(max_chars: int | None) -> int:
     """``max_chars`` or the default, checked against the allowed range.
 
@@ -249,10 +263,18 @@ def take_page(items: Iterable[dict[str, Any]], offset: int, limit: int | None, b
 
 
 def page_fields(page: Page, tool: str, arguments: Mapping[str, Any], budget: int,
-                what: str, total: int | None = None) -> dict[str, Any]:
+                what: str, total: int | None = None, *,
+                cursor_at: Callable[[int], str] | None = None) -> dict[str, Any]:
     """The paging fields of an answer: ``returned``, ``total`` (when known),
-    ``nextCursor``, ``truncated`` and a ``note`` telling how to continue."""
-    cursor = encode_cursor(tool, arguments, page.next_offset) if page.next_offset is not None else None
+    ``nextCursor``, ``truncated`` and a ``note`` telling how to continue. ``cursor_at``:
+    the list's own cursor after ``next_offset`` items of this page (``search_sessions`` pages
+    by the search's key cursor, docs/search.md), instead of :func:`encode_cursor`'s offset."""
+    if page.next_offset is None:
+        cursor = None
+    elif cursor_at is not None:
+        cursor = cursor_at(page.next_offset)
+    else:
+        cursor = encode_cursor(tool, arguments, page.next_offset)
     fields: dict[str, Any] = {"returned": len(page.items)}
     if total is not None:
         fields["total"] = total

@@ -28,11 +28,19 @@ from typing import Any
 from sessiontree.compare.branches import diff_branches
 from sessiontree.core import render
 from sessiontree.core.listing import session_info_from_entries
-from sessiontree.errors import AmbiguousSessionPrefixError, SessionError, UnknownSessionPrefixError
-from sessiontree.format.idprefix import resolve_session_prefix
+from sessiontree.errors import (
+    AmbiguousEntryPrefixError,
+    AmbiguousSessionPrefixError,
+    SessionError,
+    UnknownEntryPrefixError,
+    UnknownSessionPrefixError,
+)
+from sessiontree.format.idprefix import resolve_entry_prefix, resolve_session_prefix
 from sessiontree.format.types import ENTRY_TYPES, MESSAGE_ROLES
 from sessiontree.mcpserver.paging import (
+    CursorError,
     check_budget,
+    cursor_tool,
     decode_cursor,
     fit_item,
     json_size,
@@ -123,19 +131,21 @@ def answer_size(answer: Mapping[str, Any]) -> int:
 def _fit_answer(head: dict[str, Any], key: str, items: Callable[[], Iterable[dict[str, Any]]], *,
                 offset: int, limit: int | None, budget: int, tool: str, shape: Mapping[str, Any], what: str,
                 total: int | None = None, has_more: Callable[[], bool] | None = None,
-                tail: Callable[[], Mapping[str, Any]] | None = None, note_extra: str = "") -> dict[str, Any]:
+                tail: Callable[[], Mapping[str, Any]] | None = None, note_extra: str = "",
+                cursor_at: Callable[[int], str] | None = None) -> dict[str, Any]:
     """An answer never over ``budget`` (:func:`answer_size`): the fixed part ``head`` (clipped
     when it would take more than :data:`FIXED_SHARE` of the budget), then one page of
     ``items()`` under ``key`` with the paging fields, then ``tail``; the page is shortened
     until the whole fits. ``items`` gives a fresh iterator from the list's start on each call;
-    ``tail`` the last fields, once the page is taken (a count of what the page's items redacted)."""
+    ``tail`` the last fields, once the page is taken (a count of what the page's items redacted);
+    ``cursor_at`` the list's own cursor after that many items (search's), instead of an offset's."""
     after = dict(tail()) if tail is not None else {}
     cap = int(budget * FIXED_SHARE) - PAGING_RESERVE - SUMMARY_RESERVE - json_size(after)
     head = fit_item(head, max(cap, 64))
     room = budget - json_size(head) - json_size(after) - PAGING_RESERVE - SUMMARY_RESERVE
     while True:
         page = take_page(items(), offset, limit, max(room, 64), has_more=has_more)
-        fields = page_fields(page, tool, shape, budget, what, total)
+        fields = page_fields(page, tool, shape, budget, what, total, cursor_at=cursor_at)
         if "note" in fields and note_extra:
             fields["note"] += note_extra
         if tail is not None:
@@ -256,17 +266,13 @@ class SessionReader:
             raise ToolInputError(f"{what} id must be a non-empty string")
         if manager.get_entry(prefix) is not None:
             return prefix
-        # An id holding a lone surrogate was sent as U+FFFD (paging.without_lone_surrogates): match that form too.
-        exact = [e["id"] for e in manager.get_entries() if same_text(e["id"], prefix)]
-        if exact:
-            return str(exact[0])
-        matches = sorted(e["id"] for e in manager.get_entries()
-                         if e["id"].startswith(prefix) or replace_lone_surrogates(e["id"]).startswith(prefix))
-        if not matches:
-            raise ToolInputError(f"no entry of this session matches {prefix!r}")
-        if len(matches) > 1:
-            raise ToolInputError(f"entry prefix {prefix!r} is ambiguous: it matches {', '.join(matches[:5])}")
-        return str(matches[0])
+        # The one entry-prefix rule of every edge (format/idprefix.py); an id holding a lone
+        # surrogate was sent as U+FFFD (paging.without_lone_surrogates): that form matches too.
+        try:
+            return resolve_entry_prefix(prefix, (e["id"] for e in manager.get_entries()),
+                                        what="entry of this session", shown=replace_lone_surrogates)
+        except (UnknownEntryPrefixError, AmbiguousEntryPrefixError) as exc:
+            raise ToolInputError(str(exc)) from None
 
     def _stored_entry(self, session_id: str, entry_id: str,
                       whole: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any] | None:
@@ -301,30 +307,33 @@ class SessionReader:
         count = _check_limit(limit)
         budget = check_budget(max_chars)
         roles = _roles(role)
-        shape = {"query": query, "cwd": cwd, "role": roles, "since": since, "until": until,
-                 "session": session, "limit": count, "max_chars": budget, "redact": redact}
-        offset = decode_cursor(cursor, "search_sessions", shape)
+        other = cursor_tool(cursor)
+        if other is not None:
+            raise CursorError(f"cursor belongs to another tool ({other!r}), not search_sessions")
         scrub = Scrubber() if redact else None
         session_id = self.resolve_session(session) if session is not None else None
+        # Paged by the search's own cursor (docs/search.md, "Paging"): after the last hit
+        # shown, by its sort key, so new entries between calls neither repeat nor skip a hit.
         result = search_request(self.store, query, cwd=cwd, roles=roles, since=_when(since, "since", end=False),
-                                until=_when(until, "until", end=True), session=session_id, limit=offset + count)
+                                until=_when(until, "until", end=True), session=session_id, limit=count,
+                                cursor=cursor or None)
         read: dict[str, dict[str, dict[str, Any]]] = {}
 
         def hits() -> Iterator[dict[str, Any]]:
-            for n, hit in enumerate(h.to_dict() for h in result.hits):
-                if scrub is not None and n >= offset:
+            for hit in (h.to_dict() for h in result.hits):
+                if scrub is not None:
                     hit = scrub.snippet(hit, self._stored_entry(hit["sessionId"], hit["entryId"], read))
                 yield hit
 
         head: dict[str, Any] = {"query": query}
-        if not result.hits and offset == 0:
+        if not result.hits and not cursor:
             # No hits: close queries made of stored words (search/suggest.py), as the CLI and viewer offer.
             head["suggestions"] = suggest(self.store, query, cwd=cwd, roles=roles,
                                           since=_when(since, "since", end=False),
                                           until=_when(until, "until", end=True), session=session_id)
-        return _fit_answer(head, "hits", hits, offset=offset, limit=count, budget=budget,
-                           tool="search_sessions", shape=shape, what="hits", has_more=lambda: result.more,
-                           tail=lambda: _redacted(scrub))
+        return _fit_answer(head, "hits", hits, offset=0, limit=count, budget=budget,
+                           tool="search_sessions", shape={}, what="hits", has_more=lambda: result.more,
+                           tail=lambda: _redacted(scrub), cursor_at=result.cursor_after)
 
     def list_sessions(self, *, cwd: str | None = None, since: str | None = None, named_only: bool = False,
                       include_internal: bool = False, limit: int | None = None, cursor: str | None = None,

@@ -36,7 +36,7 @@ def _query(request: Request) -> view.ListQuery:
                           internal=flag(p.get("internal")),
                           sort="created" if p.get("sort") == "created" else "modified",
                           page=as_int(p.get("page"), 1),
-                          per_page=min(200, max(1, as_int(p.get("per_page"), 50))))
+                          per_page=min(200, max(1, as_int(p.get("per_page"), 50))), cursor=p.get("cursor", ""))
 
 
 def session_list(state: ViewerState, request: Request) -> Response:
@@ -51,15 +51,19 @@ def session_list(state: ViewerState, request: Request) -> Response:
         for row in result.rows:
             row.title = redact_text(row.title)
             row.snippet = ""  # a cut-off snippet may hold a secret the scanner cannot recognise
-    base = {k: v for k, v in request.query_params.items() if k not in ("page", "token")}
+    base = {k: v for k, v in request.query_params.items() if k not in ("page", "cursor", "token")}
 
     def page_query(number: int) -> str:
         return urlencode({**base, "page": number})
+
+    def cursor_query(cursor: str | None) -> str:
+        """The search's next page (``cursor``), or its first (``None``)."""
+        return urlencode({**base, "cursor": cursor} if cursor else base)
 
     def suggest_query(text: str) -> str:
         return urlencode({**base, "q": text})
 
     html = page.environment().get_template("list.html").render(
-        page=result, q=query, inline=False, token_query="", page_query=page_query, redacted=hide,
+        page=result, q=query, inline=False, token_query="", page_query=page_query, cursor_query=cursor_query, redacted=hide,
         suggest_query=suggest_query, here=where(request))
     return HTMLResponse(view.scrub_surrogates(html), status_code=400 if result.message else 200)

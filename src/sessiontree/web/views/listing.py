@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime, time
 from typing import Any
 
 from sessiontree.core.listing import SessionInfo
-from sessiontree.errors import SearchQueryError
+from sessiontree.errors import SearchCursorError, SearchQueryError
 from sessiontree.format.idprefix import short_session_ids, split_subagent
 from sessiontree.search.query import search_request
 from sessiontree.search.suggest import suggest
@@ -44,8 +44,11 @@ class ListQuery:
             days, inclusive, UTC (:mod:`sessiontree.session.listing`).
         internal: include internal workflow sessions.
         sort: ``"modified"`` or ``"created"`` (newest first).
-        page: 1-based page number.
+        page: 1-based page number (the listing without ``q``).
         per_page: rows per page.
+        cursor: with ``q``: continue after the search's last hit of the previous page
+            (:attr:`ListPage.next_cursor`; docs/search.md, "Paging"); a search is paged by
+            it, not by ``page``.
         host, user: keep sessions first synced or imported on this host (name or
             machine id) / by this user (docs/sync.md, "Provenance").
         agent: keep sessions of this agent (``SessionInfo.agent``: ``pi``, ``claude-code``,
@@ -64,6 +67,7 @@ class ListQuery:
     sort: str = "modified"
     page: int = 1
     per_page: int = 50
+    cursor: str = ""
 
 
 @dataclass
@@ -98,8 +102,8 @@ class ListPage:
         total: sessions matching the query.
         pages: number of pages.
         projects: every project (cwd) of the store, for the filter.
-        search_mode: ``"store"`` when the rows are a search's matches
-            (:func:`search_sessions`), empty without a query.
+        search_mode: ``"store"`` when the rows are a search's matches (one page of
+            sessions by the search's cursor), empty without a query.
         has_stats: whether the statistics columns (models, tokens, cost from
             :func:`sessiontree.usage.report.session_stats`) are shown.
         message: why the search could not run (a query over the limits of
@@ -111,6 +115,8 @@ class ListPage:
             find something (:func:`sessiontree.search.suggest.suggest`), as links.
         agents: every agent of the listed store's sessions, for the filter; the agent
             column is shown once one is not ``pi``.
+        next_cursor: a search with more matching sessions than this page: the cursor of
+            its next page (:attr:`ListQuery.cursor`), else ``None``.
     """
 
     query: ListQuery
@@ -125,6 +131,7 @@ class ListPage:
     users: list[str] = field(default_factory=list)
     suggestions: list[str] = field(default_factory=list)
     agents: list[str] = field(default_factory=list)
+    next_cursor: str | None = None
 
     @property
     def show_agent(self) -> bool:
@@ -134,7 +141,9 @@ class ListPage:
 
 def search_sessions(store: SessionStore, infos: Sequence[SessionInfo],
                     q: str) -> tuple[list[SessionInfo], dict[str, str], str]:
-    """Sessions of ``infos`` matching ``q``, best first, each with the snippet of its best hit.
+    """Sessions of ``infos`` matching ``q``, best first, each with the snippet of its best hit
+    (the sessions of the first :data:`~sessiontree.search.query.DEFAULT_LIMIT` hits, on one
+    page; the list page itself pages a search by its cursor, :func:`build_list_page`).
 
     The search is :func:`sessiontree.search.query.search` with its default
     limit: the one matching rule of ``sessiontree search`` and of every store
@@ -160,6 +169,25 @@ def search_sessions(store: SessionStore, infos: Sequence[SessionInfo],
             found.append(info)
             snippets[session_id] = hits[0].snippet
     return found, snippets, "store"
+
+
+def _search_page(store: SessionStore, infos: Sequence[SessionInfo], q: str, cursor: str,
+                 per_page: int) -> tuple[list[SessionInfo], dict[str, str], str | None]:
+    """One page of a search's sessions: ``per_page`` sessions of ``infos`` in the order of
+    their best hit after ``cursor`` (the one search request, ``per_session``: a session with a
+    hit on an earlier page is not listed again), each with that hit's snippet.
+
+    Returns:
+        ``(sessions, {session id: snippet}, the next page's cursor or None)``.
+
+    Raises:
+        SearchQueryError: an over-long query.
+        SearchCursorError: a cursor this search did not make.
+    """
+    by_id = {info.id: info for info in infos}
+    result = search_request(store, q, sessions=by_id, cursor=cursor or None, limit=per_page, per_session=True)
+    found = [by_id[hit.session_id] for hit in result.hits]
+    return found, {hit.session_id: hit.snippet for hit in result.hits}, result.next_cursor
 
 
 def build_list_page(store: SessionStore, query: ListQuery, infos: Sequence[SessionInfo] | None = None) -> ListPage:
@@ -193,23 +221,28 @@ def build_list_page(store: SessionStore, query: ListQuery, infos: Sequence[Sessi
     mode = ""
     message = ""
     suggestions: list[str] = []
+    next_cursor: str | None = None
+    per_page = max(1, query.per_page)
     if query.q.strip():
         try:
-            rows, snippets, mode = search_sessions(store, rows, query.q.strip())
-        except SearchQueryError as exc:
-            # The user's own input (an over-long query): the page says so, no rows match.
+            rows, snippets, next_cursor = _search_page(store, rows, query.q.strip(), query.cursor, per_page)
+            mode = "store"
+        except (SearchQueryError, SearchCursorError) as exc:
+            # The user's own input (an over-long query, a damaged cursor): the page says so, no rows match.
             rows, message = [], str(exc)
-        if not rows and not message:
+        if not rows and not message and not query.cursor:
             # "Did you mean ...?" from the stored words, as the command line and MCP answer.
             suggestions = suggest(store, query.q.strip())
+        # A search pages by its cursor: this page is its rows.
+        total, pages, window = len(rows), 1, rows
+        query.page = 1
     else:
         rows = sorted(rows, key=key, reverse=True)
-    total = len(rows)
-    per_page = max(1, query.per_page)
-    pages = max(1, -(-total // per_page))
-    page = min(max(1, query.page), pages)
-    query.page = page
-    window = rows[(page - 1) * per_page: page * per_page]
+        total = len(rows)
+        pages = max(1, -(-total // per_page))
+        page = min(max(1, query.page), pages)
+        query.page = page
+        window = rows[(page - 1) * per_page: page * per_page]
     stats = session_stats(store, [i.id for i in window], marks=True)
     short = short_session_ids(i.id for i in infos)
     out = [ListRow(i, session_title(i) or "(untitled)", stats.get(i.id), snippets.get(i.id, ""), origins.get(i.id),
@@ -217,7 +250,7 @@ def build_list_page(store: SessionStore, query: ListQuery, infos: Sequence[Sessi
            for i in window]
     return ListPage(query, out, total, pages, projects, mode, has_stats=True, message=message,
                     hosts=sorted({o.host for o in origins.values()}), users=sorted({o.user for o in origins.values()}),
-                    suggestions=suggestions, agents=sorted({i.agent for i in infos}))
+                    suggestions=suggestions, agents=sorted({i.agent for i in infos}), next_cursor=next_cursor)
 
 
 def _relation(info: SessionInfo, stats: Mapping[str, Any] | None) -> tuple[str, str] | None:
