@@ -119,7 +119,8 @@ def test_the_viewer_registers_the_door(tmp_path):
 
     store = SqliteStore(str(tmp_path / "s.db"))
     try:
-        page = TestClient(create_app(store)).get("/team/open/x", params={"reason": "r"})
+        viewer = TestClient(create_app(store), base_url="http://127.0.0.1:8765")
+        page = viewer.get("/team/open/x", params={"reason": "r"})
         assert page.status_code == 404 and "no audited door" in page.text
     finally:
         store.close()
