@@ -22,7 +22,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from sessiontree.core.listing import SessionInfo
 from sessiontree.errors import InvalidSessionError, ListingCancelledError, SessionExistsError, StoreOpenError
@@ -41,6 +41,7 @@ from sessiontree.stores.blobref import resolve_blobs
 from sessiontree.stores.traits import StoreTraits, store_traits
 
 __all__ = [
+    "InTransactionWrites",
     "Progress",
     "RetentionBase",
     "StoreBase",
@@ -344,7 +345,36 @@ def change_hint(store: Any, session_id: str) -> tuple[tuple[int, int] | None, ..
     return tuple(stats)
 
 
-def apply_sync_change_in(store: Any, conn: Any, change: SyncChange, header: dict[str, Any] | None,
+class InTransactionWrites(Protocol):
+    """The write bodies a database store runs inside a caller's transaction ``conn`` (its
+    writes part: :class:`~sessiontree.stores.sqlite.writes.SqliteWrites`, PostgreSQL's
+    writes), which :func:`apply_sync_change_in` applies a sync change through."""
+
+    def create_in(self, conn: Any, session_id: str, header: dict[str, Any], header_raw: bytes,
+                  entries: Sequence[dict[str, Any]], texts: list[bytes]) -> Any:
+        """Store one new session (its row, then its entries).
+
+        Raises:
+            SessionExistsError, InvalidSessionError: the id or an entry id is taken."""
+        ...
+
+    def append_in(self, conn: Any, session_id: str, entries: Sequence[dict[str, Any]], texts: list[bytes]) -> None:
+        """Append entries to a stored session.
+
+        Raises:
+            SessionNotFoundError, InvalidSessionError: no such session, an id taken."""
+        ...
+
+    def replace_in(self, conn: Any, session_id: str, header: dict[str, Any], entries: Sequence[dict[str, Any]],
+                   texts: list[bytes]) -> None:
+        """Replace a stored session's header and entries.
+
+        Raises:
+            SessionNotFoundError: no such session."""
+        ...
+
+
+def apply_sync_change_in(writes: InTransactionWrites, conn: Any, change: SyncChange, header: dict[str, Any] | None,
                          texts: list[bytes], insert_provenance: Callable[[Any, list[Provenance]], None]) -> None:
     """Apply ``change`` inside the open transaction ``conn`` of a database store: the
     body of its ``sync_commit`` once :func:`sync_expected` has passed. ``create`` and
@@ -352,22 +382,20 @@ def apply_sync_change_in(store: Any, conn: Any, change: SyncChange, header: dict
     are the change's encoded entries, a ``create``'s provenance goes through
     ``insert_provenance(conn, records)`` in the same transaction; any other kind does nothing.
 
-    ``store`` provides ``_create_in(conn, session_id, header, header_json, entries, texts)``,
-    ``_append_in(conn, session_id, entries, texts)`` and
-    ``_replace_in(conn, session_id, header, entries, texts)``.
+    ``writes`` is the store's writes part (:class:`InTransactionWrites`).
 
     Raises:
         SessionExistsError, SessionNotFoundError, InvalidSessionError, StorageError:
             as those writes raise them.
     """
     if change.kind == "create" and header is not None:
-        store._create_in(conn, change.session_id, header, jsonio.dumps(header), change.entries, texts)
+        writes.create_in(conn, change.session_id, header, jsonio.dumps(header), change.entries, texts)
         if change.provenance is not None:
             insert_provenance(conn, [change.provenance])
     elif change.kind == "append":
-        store._append_in(conn, change.session_id, change.entries, texts)
+        writes.append_in(conn, change.session_id, change.entries, texts)
     elif change.kind == "replace" and header is not None:
-        store._replace_in(conn, change.session_id, header, change.entries, texts)
+        writes.replace_in(conn, change.session_id, header, change.entries, texts)
 
 
 def sync_expected(expect: SyncState | None, current: SyncState | None) -> bool:

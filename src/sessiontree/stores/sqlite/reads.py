@@ -5,11 +5,11 @@
 ``PartialReads`` (``read_skeleton``, ``read_outline``, ``read_entries``,
 ``read_entries_at``, and ``recent_entry_types`` for the lazy open), ``read_texts``
 (``RawTexts``), with what they
-share: parsing a stored record (``_parse_record``), ``_Parser`` (a whole session, a
+share: parsing a stored record (``parse_record``), ``_Parser`` (a whole session, a
 chunk at a time), ``_RecordCheck`` (single records checked as ``load`` checks them)
 and ``_rows_in`` (some records looked up by an indexed column). Records whose large
 images are stored apart (docs/blobs.md) are checked as stored, then completed or given
-references by the base class (:mod:`.blobreads`): ``load`` through ``_expand_chunk`` /
+references by the part of :mod:`.blobreads`: ``load`` through ``_expand_chunk`` /
 ``_apply_fixups``, the single-record reads through ``_RecordCheck``'s swap.
 """
 
@@ -40,33 +40,44 @@ from sessiontree.stores.shared import (
 )
 from sessiontree.stores.sqlite import blobs
 from sessiontree.stores.sqlite.blobreads import SqliteBlobReads, _SplicedTexts, _Swap
+from sessiontree.stores.sqlite.connection import SqliteDatabase
 from sessiontree.stores.sqlite.derived import STATE_SELECT, from_db, record_crc, state_from_row, tail_texts, to_db
 
 __all__ = ["HeldSession", "SqliteReads"]
 
 
-class SqliteReads(SqliteBlobReads):
+class SqliteReads:
     """The ``StoreCore`` reads and the ``PartialReads`` of
     :class:`~sessiontree.stores.sqlite.store.SqliteStore` (documented there and in
-    :mod:`sessiontree.stores.base`), each in one read snapshot."""
+    :mod:`sessiontree.stores.base`), each in one read snapshot, over the store's
+    :class:`~.connection.SqliteDatabase` (its public members only); records stored cut
+    are completed by the :class:`~.blobreads.SqliteBlobReads` part it holds."""
 
-    def _parse_record(self, text: Any, key: Any, line: int) -> dict[str, Any]:
+    def __init__(self, db: SqliteDatabase) -> None:
+        self.db = db
+        self.blobs = SqliteBlobReads(db)
+
+    def parse_record(self, text: Any, key: Any, line: int) -> dict[str, Any]:
+        """A stored record's JSON object (``line``: its 1-based line, the header's is 1).
+
+        Raises:
+            InvalidSessionError: not valid JSON, or not an object."""
         if isinstance(text, str):
             text = text.encode("utf-8", "surrogatepass")
         try:
             record = jsonio.loads(text)
         except ValueError as exc:
-            raise InvalidSessionError(f"stored record is not valid JSON ({exc})", f"{self.url}#{from_db(key)}",
+            raise InvalidSessionError(f"stored record is not valid JSON ({exc})", f"{self.db.url}#{from_db(key)}",
                                       line) from exc
         if not isinstance(record, dict):
-            raise InvalidSessionError("stored record is not a JSON object", f"{self.url}#{from_db(key)}", line)
+            raise InvalidSessionError("stored record is not a JSON object", f"{self.db.url}#{from_db(key)}", line)
         return record
 
-    def _parse_header(self, text: Any, key: Any) -> dict[str, Any]:
+    def parse_header(self, text: Any, key: Any) -> dict[str, Any]:
         """A stored header row parsed and checked (:func:`~sessiontree.stores.shared.stored_header`):
         the header of every read, never of ``verify`` or ``reindex``, which must go on past it."""
         session_id = from_db(key)
-        return stored_header(self._parse_record(text, key, 1), session_id, f"{self.url}#{session_id}")
+        return stored_header(self.parse_record(text, key, 1), session_id, f"{self.db.url}#{session_id}")
 
     def read(self, session_id: str) -> ParsedSession:
         """Same as :meth:`load`: stored sessions are always format 4, loading writes nothing."""
@@ -84,36 +95,36 @@ class SqliteReads(SqliteBlobReads):
             SessionNotFoundError, CorruptEntryError, StorageError: as :meth:`load`.
             InvalidSessionError: the header is not a valid header.
         """
-        if not self._has_crc:
+        if not self.db.has_crc:
             return SessionTexts.of(session_id, self.load(session_id))
         key = to_db(session_id)
         # gc_paused: a row tuple per entry and no cycle (see sessiontree.format.gcpause)
-        with self.read_transaction() as conn, gc_paused():
-            if not self.has_schema(conn):
-                raise SessionNotFoundError(session_id, self.url)
+        with self.db.read_transaction() as conn, gc_paused():
+            if not self.db.has_schema(conn):
+                raise SessionNotFoundError(session_id, self.db.url)
             row = conn.execute("SELECT header_json, header_crc FROM sessions WHERE id = ?", (key,)).fetchone()
             if row is None:
-                raise SessionNotFoundError(session_id, self.url)
+                raise SessionNotFoundError(session_id, self.db.url)
             rows = conn.execute("SELECT json, crc, type FROM entries WHERE session_id = ? ORDER BY seq",
                                 (key,)).fetchall()
             texts, crcs, types = zip(*rows, strict=False) if rows else ((), (), ())  # split in C
             del rows
             self._check_crcs(conn, session_id, row, texts, crcs)
-            plan = self._blob_plan(conn, key)
+            plan = self.blobs.plan(conn, key)
             if plan:  # records stored cut: their bytes put back as each is taken (docs/blobs.md)
                 for position, splices in plan.items():
                     for _, digest, length in splices:
                         found = conn.execute("SELECT size FROM blobs WHERE sha256 = ?", (digest,)).fetchone()
                         if found is None or found[0] != length:
-                            raise self._blob_fail(conn, session_id, key, position)()
-        header = self._parse_header(row[0] if isinstance(row[0], bytes)
+                            raise self.blobs.fail(conn, session_id, key, position)()
+        header = self.parse_header(row[0] if isinstance(row[0], bytes)
                                     else row[0].encode("utf-8", "surrogatepass"), key)
         if {*map(type, texts)} - {bytes}:  # a str stored by hand: its bytes, as load gives them
             texts = tuple(text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
                           for text in texts)
         if {*map(type, types)} - {str}:  # a type with a lone surrogate is stored as a BLOB
             types = tuple(from_db(kind) for kind in types)
-        return SessionTexts(session_id, header, _SplicedTexts(self, session_id, key, texts, plan) if plan else texts,
+        return SessionTexts(session_id, header, _SplicedTexts(self.blobs, session_id, key, texts, plan) if plan else texts,
                             types)
 
     def _scan(self, conn: sqlite3.Connection, session_id: str, entry_columns: str,
@@ -129,18 +140,18 @@ class SqliteReads(SqliteBlobReads):
             CorruptEntryError: the header's bytes fail their checksum.
             InvalidSessionError: the header is not a JSON object.
         """
-        if not self.has_schema(conn):
-            raise SessionNotFoundError(session_id, self.url)
+        if not self.db.has_schema(conn):
+            raise SessionNotFoundError(session_id, self.db.url)
         key = to_db(session_id)
-        crc = self._has_crc
+        crc = self.db.has_crc
         row = conn.execute(f"SELECT header_json, {'header_crc' if crc else 'NULL'} FROM sessions WHERE id = ?",
                            (key,)).fetchone()
         if row is None:
-            raise SessionNotFoundError(session_id, self.url)
+            raise SessionNotFoundError(session_id, self.db.url)
         header_raw = row[0] if isinstance(row[0], bytes) else row[0].encode("utf-8", "surrogatepass")
         if crc and (row[1] is None or record_crc(header_raw) != row[1]):
-            raise CorruptEntryError(session_id, None, 1, f"{self.url}#{session_id}")
-        header = self._parse_header(header_raw, key)
+            raise CorruptEntryError(session_id, None, 1, f"{self.db.url}#{session_id}")
+        header = self.parse_header(header_raw, key)
         return header, header_raw, conn.execute(
             f"SELECT {entry_columns} FROM entries WHERE session_id = ? ORDER BY seq", (*params, key)).fetchall()
 
@@ -157,7 +168,7 @@ class SqliteReads(SqliteBlobReads):
 
         key = to_db(session_id)
         kinds = ("compaction", *SKELETON_FIELDS)
-        with self.read_transaction() as conn:
+        with self.db.read_transaction() as conn:
             header, header_raw, rows = self._scan(
                 conn, session_id,
                 "id, parent_id, type, timestamp, CASE WHEN type = 'message'"
@@ -169,7 +180,7 @@ class SqliteReads(SqliteBlobReads):
 
             with gc_paused():  # see sessiontree.format.gcpause
                 entries = skeletons_from_rows(
-                    rows, lambda text, line: self._parse_record(text, key, line), fetch_whole, from_db)
+                    rows, lambda text, line: self.parse_record(text, key, line), fetch_whole, from_db)
         return ParsedSession(header, entries, [None] * len(entries), header_raw, 4,
                              lines=list(range(2, len(entries) + 2)))
 
@@ -186,16 +197,16 @@ class SqliteReads(SqliteBlobReads):
             InvalidSessionError: a returned record is not a valid entry.
         """
         key = to_db(session_id)
-        with self.read_transaction() as conn:
-            if not self.has_schema(conn) or conn.execute(
+        with self.db.read_transaction() as conn:
+            if not self.db.has_schema(conn) or conn.execute(
                     "SELECT 1 FROM sessions WHERE id = ?", (key,)).fetchone() is None:
-                raise SessionNotFoundError(session_id, self.url)
+                raise SessionNotFoundError(session_id, self.db.url)
             wanted = [to_db(i) for i in dict.fromkeys(ids)]
-            rows = [row for batch in _rows_in(conn, f"seq, id, json, {'crc' if self._has_crc else 'NULL'}", key,
+            rows = [row for batch in _rows_in(conn, f"seq, id, json, {'crc' if self.db.has_crc else 'NULL'}", key,
                                               "id", wanted) for row in batch]
             rows.sort(key=lambda row: row[0])  # the checks take the records in file order
-            swaps = self._swaps(conn, session_id, key, [(row[0], row[0], row[2]) for row in rows])
-        check = _RecordCheck(self, session_id, key, self._has_crc)
+            swaps = self.blobs.swaps(conn, session_id, key, [(row[0], row[0], row[2]) for row in rows])
+        check = _RecordCheck(self, session_id, key, self.db.has_crc)
         found: dict[str, dict[str, Any]] = {}
         with gc_paused():  # see sessiontree.format.gcpause
             for seq, entry_id, text, crc in rows:
@@ -241,17 +252,17 @@ class SqliteReads(SqliteBlobReads):
         key = to_db(session_id)
         plan: dict[int, list[blobs.Splice]] = {}
         fixups: list[tuple[int, bytes | None, bool]] = []
-        with self.read_transaction() as conn:
-            if not self.has_schema(conn):
-                raise SessionNotFoundError(session_id, self.url)
+        with self.db.read_transaction() as conn:
+            if not self.db.has_schema(conn):
+                raise SessionNotFoundError(session_id, self.db.url)
             texts: Sequence[Any]
-            if self._has_crc:
+            if self.db.has_crc:
                 row = conn.execute("SELECT header_json, header_crc FROM sessions WHERE id = ?", (key,)).fetchone()
                 if row is None:
-                    raise SessionNotFoundError(session_id, self.url)
-                plan = self._blob_plan(conn, key)
+                    raise SessionNotFoundError(session_id, self.db.url)
+                plan = self.blobs.plan(conn, key)
                 cursor = conn.execute("SELECT json, crc FROM entries WHERE session_id = ? ORDER BY seq", (key,))
-                if self.journal_mode == "wal":
+                if self.db.journal_mode == "wal":
                     return self._stream(conn, session_id, key, row, cursor, keep_raw, plan)
                 rows = cursor.fetchall()
                 texts, crcs = zip(*rows, strict=False) if rows else ((), ())  # two tuples, split in C
@@ -262,14 +273,14 @@ class SqliteReads(SqliteBlobReads):
             else:  # an older schema opened read-only: nothing to check against
                 row = conn.execute("SELECT header_json FROM sessions WHERE id = ?", (key,)).fetchone()
                 if row is None:
-                    raise SessionNotFoundError(session_id, self.url)
+                    raise SessionNotFoundError(session_id, self.db.url)
                 texts = [text for (text,) in conn.execute(
                     "SELECT json FROM entries WHERE session_id = ? ORDER BY seq", (key,))]
         with gc_paused():  # see sessiontree.format.gcpause: the collector would rescan every parsed entry
             parser = _Parser(self, session_id, key, row[0], keep_raw)
             parser.feed(texts, 0)
             del texts
-            if self._has_crc and plan:
+            if self.db.has_crc and plan:
                 self._apply_fixups(session_id, parser, fixups, plan)
             return parser.result()
 
@@ -303,7 +314,7 @@ class SqliteReads(SqliteBlobReads):
             SessionNotFoundError: no such id.
             StorageError: the database could not be read.
         """
-        if not self._has_crc:
+        if not self.db.has_crc:
             return None
         key = to_db(session_id)
         ids: list[Any] = []
@@ -314,16 +325,16 @@ class SqliteReads(SqliteBlobReads):
         kinds: dict[str, str] = {}
         position = position_of.get  # None for a root's parent: no id is None
         crc32 = zlib.crc32
-        with self.read_transaction() as conn:
-            if not self.has_schema(conn):
-                raise SessionNotFoundError(session_id, self.url)
+        with self.db.read_transaction() as conn:
+            if not self.db.has_schema(conn):
+                raise SessionNotFoundError(session_id, self.db.url)
             row = conn.execute("SELECT header_json, header_crc FROM sessions WHERE id = ?", (key,)).fetchone()
             if row is None:
-                raise SessionNotFoundError(session_id, self.url)
+                raise SessionNotFoundError(session_id, self.db.url)
             # The records stored cut, by seq; their positions are taken from the scan
             # itself (one statement fewer than _blob_plan's position look-up).
-            cut = blobs.splices_of(conn, key) if self._has_blobs else {}
-            if cut and self.blob_refs:
+            cut = blobs.splices_of(conn, key) if self.db.has_blobs else {}
+            if cut and self.db.blob_refs:
                 return None  # records stored cut, read with references: the plain load gives them
             plan: dict[int, list[blobs.Splice]] = {}
             cursor = conn.execute(f"SELECT id, parent_id, type, json, crc{', seq' if cut else ''} FROM entries"
@@ -335,8 +346,8 @@ class SqliteReads(SqliteBlobReads):
             # mode (readers never block writers) each chunk's records are also parsed
             # and checked at once, while its bytes are still in the CPU's caches; in
             # any other mode after the transaction, as load does.
-            where = f"{self.url}#{session_id}"
-            now = self.journal_mode == "wal"
+            where = f"{self.db.url}#{session_id}"
+            now = self.db.journal_mode == "wal"
             for rows in iter(functools.partial(cursor.fetchmany, self._CHUNK), []):
                 if cut:
                     chunk_ids, chunk_parents, chunk_types, chunk_texts, chunk_crcs, chunk_seqs = zip(
@@ -372,7 +383,7 @@ class SqliteReads(SqliteBlobReads):
         if header_raw.__class__ is not bytes or row[1] is None or crc32(header_raw) != row[1]:
             return None
         try:
-            header = self._parse_header(header_raw, key)
+            header = self.parse_header(header_raw, key)
         except InvalidSessionError:
             return None
         count = len(ids)
@@ -399,7 +410,7 @@ class SqliteReads(SqliteBlobReads):
                 continue
             if whole is None:
                 whole = list(texts)
-            parse_text, full, refs = self._expand(conn, session_id, key, position, whole[position - start],
+            parse_text, full, refs = self.blobs.expand(conn, session_id, key, position, whole[position - start],
                                                   splices, keep_raw)
             whole[position - start] = parse_text
             fixups.append((position, full, refs))
@@ -413,7 +424,7 @@ class SqliteReads(SqliteBlobReads):
             if position >= len(parser.entries):
                 break  # a parse error stopped the parser: it is raised, nothing is returned
             if refs:
-                self._finish_refs(session_id, parser.entries[position], position + 2, plan[position])
+                self.blobs.finish_refs(session_id, parser.entries[position], position + 2, plan[position])
                 if parser.keep_raw:
                     parser.raw[position] = full
 
@@ -428,7 +439,7 @@ class SqliteReads(SqliteBlobReads):
         first and parsing afterwards: a parse error is held back while the
         remaining rows' CRCs are checked, and a mismatch anywhere wins.
         """
-        where = f"{self.url}#{session_id}"
+        where = f"{self.db.url}#{session_id}"
         if header_row[1] is None or record_crc(header_row[0]) != header_row[1]:
             raise CorruptEntryError(session_id, None, 1, where)
         crc32, fetch, size = zlib.crc32, cursor.fetchmany, self._CHUNK
@@ -474,7 +485,7 @@ class SqliteReads(SqliteBlobReads):
         """Raise :class:`CorruptEntryError` for the first record whose bytes differ from
         the CRC-32 recorded when it was written (a missing CRC counts as different).
         ``texts`` and ``crcs`` are the rows from position ``offset`` of the session on."""
-        where = f"{self.url}#{session_id}"
+        where = f"{self.db.url}#{session_id}"
         if header_row[1] is None or record_crc(header_row[0]) != header_row[1]:
             raise CorruptEntryError(session_id, None, 1, where)
         try:
@@ -498,8 +509,8 @@ class SqliteReads(SqliteBlobReads):
         Raises:
             StorageError: the database could not be read.
         """
-        with self.read_transaction() as conn:
-            if not self.has_schema(conn):
+        with self.db.read_transaction() as conn:
+            if not self.db.has_schema(conn):
                 return set()
             rows = conn.execute("SELECT DISTINCT type FROM (SELECT type FROM entries WHERE session_id = ?"
                                 " ORDER BY seq DESC LIMIT ?)", (to_db(session_id), count)).fetchall()
@@ -520,8 +531,8 @@ class SqliteReads(SqliteBlobReads):
             InvalidSessionError: the header is not a JSON object.
             StorageError: the database could not be read.
         """
-        crc = self._has_crc
-        with self.read_transaction() as conn:
+        crc = self.db.has_crc
+        with self.db.read_transaction() as conn:
             header, _, rows = self._scan(conn, session_id, f"seq, id, parent_id, type{', crc' if crc else ''}")
         columns: list[Sequence[Any]] = list(zip(*rows, strict=False)) if rows else [()] * (5 if crc else 4)
         del rows
@@ -571,11 +582,11 @@ class SqliteReads(SqliteBlobReads):
         found: dict[int, dict[str, Any]] = {}
         matched = 0
         check = _RecordCheck(self, session_id, key, stamps is not None)
-        with self.read_transaction() as conn, gc_paused():
-            if not self.has_schema(conn) or conn.execute(
+        with self.db.read_transaction() as conn, gc_paused():
+            if not self.db.has_schema(conn) or conn.execute(
                     "SELECT 1 FROM sessions WHERE id = ?", (key,)).fetchone() is None:
                 raise SessionChangedError(session_id, "it was deleted")
-            spliced = blobs.splices_of(conn, key) if self._has_blobs else {}
+            spliced = blobs.splices_of(conn, key) if self.db.has_blobs else {}
             if len(wanted) * 4 >= size:
                 cursor = conn.execute(f"SELECT {columns} FROM entries WHERE session_id = ? AND seq BETWEEN ? AND ?"
                                       " ORDER BY seq", (key, keys[wanted[0]], keys[wanted[-1]]))
@@ -599,7 +610,7 @@ class SqliteReads(SqliteBlobReads):
                     matched += 1
                     swap = None
                     if spliced and seq in spliced:
-                        swap = self._swaps(conn, session_id, key, [(seq, position, text)], spliced)[seq]
+                        swap = self.blobs.swaps(conn, session_id, key, [(seq, position, text)], spliced)[seq]
                     entry = check(entry_id, position + 2, text, crc, swap)
                     if entry is not None:
                         found[position] = entry
@@ -611,15 +622,15 @@ class SqliteReads(SqliteBlobReads):
 
     def exists(self, session_id: str) -> bool:
         """Whether the id is stored."""
-        with self.read_transaction() as conn:
-            if not self.has_schema(conn):
+        with self.db.read_transaction() as conn:
+            if not self.db.has_schema(conn):
                 return False
             return conn.execute("SELECT 1 FROM sessions WHERE id = ?", (to_db(session_id),)).fetchone() is not None
 
     def session_ids(self) -> list[str]:
         """Every stored id, oldest row first."""
-        with self.read_transaction() as conn:
-            if not self.has_schema(conn):
+        with self.db.read_transaction() as conn:
+            if not self.db.has_schema(conn):
                 return []
             return [from_db(row[0]) for row in conn.execute("SELECT id FROM sessions ORDER BY rowid")]
 
@@ -644,8 +655,8 @@ class SqliteReads(SqliteBlobReads):
         wanted = resolve_cwd(cwd) if cwd is not None else None
         if cancel is not None:
             Progress(0, None, cancel)  # cancelled before starting: do not even query
-        with self.read_transaction() as conn:
-            if not self.has_schema(conn):
+        with self.db.read_transaction() as conn:
+            if not self.db.has_schema(conn):
                 return SessionListing()
             rows = conn.execute(
                 f"SELECT id, header_json, classified, cwd, updated_at, entry_count, {STATE_SELECT} FROM sessions"
@@ -674,12 +685,12 @@ class SqliteReads(SqliteBlobReads):
         """A listing row's ``all_messages_text``: the ``message_texts`` rows, then the
         texts of the pending tail (``sessions.texts_from`` on) derived from the
         entries, in one snapshot: the same text whichever of them holds it."""
-        with self.read_transaction() as conn:
-            if not self.has_schema(conn):
+        with self.db.read_transaction() as conn:
+            if not self.db.has_schema(conn):
                 return ""
             key = to_db(session_id)
             start = None
-            if self._has_texts_tail:
+            if self.db.has_texts_tail:
                 row = conn.execute("SELECT texts_from FROM sessions WHERE id = ?", (key,)).fetchone()
                 start = None if row is None else row[0]
             if start is None:
@@ -693,8 +704,8 @@ class SqliteReads(SqliteBlobReads):
     def find_most_recent(self, cwd: str | None = None, include_internal: bool = False) -> str | None:
         """Id of the session written last (``updated_at``), optionally only for ``cwd``."""
         wanted = resolve_cwd(cwd) if cwd is not None else None
-        with self.read_transaction() as conn:
-            if not self.has_schema(conn):
+        with self.db.read_transaction() as conn:
+            if not self.db.has_schema(conn):
                 return None
             cursor = conn.execute("SELECT id, classified, cwd FROM sessions ORDER BY updated_at DESC")
             try:
@@ -722,17 +733,17 @@ class _Parser:
     def __init__(self, store: SqliteReads, session_id: str, key: Any, header_text: bytes | str,
                  keep_raw: bool) -> None:
         self.store, self.key, self.keep_raw = store, key, keep_raw
-        self.where = f"{store.url}#{session_id}"
+        self.where = f"{store.db.url}#{session_id}"
         self.header_raw = (header_text if isinstance(header_text, bytes)
                            else header_text.encode("utf-8", "surrogatepass"))
-        self.header = store._parse_header(self.header_raw, key)
+        self.header = store.parse_header(self.header_raw, key)
         self.entries: list[dict[str, Any]] = []
         self.raw: list[bytes | None] = []
 
     def feed(self, texts: Sequence[bytes | str], start: int) -> None:
         """Parse ``texts``, the records from entry position ``start`` on."""
         entries, raw, keep_raw = self.entries, self.raw, self.keep_raw
-        parse, key, where = self.store._parse_record, self.key, self.where
+        parse, key, where = self.store.parse_record, self.key, self.where
         loads, decode_error, limit, too_deep = orjson.loads, orjson.JSONDecodeError, 2 * jsonio.MAX_DEPTH, _too_deep
         push = entries.append
         for index, text in enumerate(texts, start + 2):
@@ -799,7 +810,7 @@ def _parse_entry(store: SqliteReads, text: bytes | str, key: Any, where: str, li
         if entry.__class__ is not dict or _too_deep(text, entry):
             entry = None
     if entry is None:
-        entry = store._parse_record(text, key, line)
+        entry = store.parse_record(text, key, line)
     return validated(entry, where, line)
 
 
@@ -879,7 +890,7 @@ class _RecordCheck:
         """Check records of ``session_id`` (stored under ``key``); ``crcs``: whether
         the rows carry CRCs (``False`` on an older schema: nothing to check against)."""
         self.store, self.session_id, self.key, self.crcs = store, session_id, key, crcs
-        self.where = f"{store.url}#{session_id}"
+        self.where = f"{store.db.url}#{session_id}"
         self.pending: InvalidSessionError | None = None
 
     def __call__(self, entry_id: Any, line: int, text: bytes | str, crc: Any,
@@ -928,10 +939,10 @@ class HeldSession:
     def __init__(self, outline: SessionOutline, position_of: dict[str, int], texts: list[bytes | None],
                  reads: SqliteReads, key: Any) -> None:
         """Hold ``texts`` (one per outline position) of the session ``outline`` describes,
-        read from ``reads`` (its ``url`` is :attr:`url`) where it is stored under ``key``."""
-        self.url, self.outline, self.position_of = reads.url, outline, position_of
+        read from ``reads`` (its database's ``url`` is :attr:`url`) where it is stored under ``key``."""
+        self.url, self.outline, self.position_of = reads.db.url, outline, position_of
         self._texts, self._reads, self._key = texts, reads, key
-        self._where = f"{reads.url}#{outline.session_id}"
+        self._where = f"{reads.db.url}#{outline.session_id}"
 
     def read_entries_at(self, outline: SessionOutline, positions: Sequence[int]) -> list[dict[str, Any]]:
         """The entries at ``positions`` (of :attr:`outline`), each parsed from its held bytes.
