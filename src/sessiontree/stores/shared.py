@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -32,7 +31,6 @@ from sessiontree.stores.base import (
     CancelEvent,
     ProgressCallback,
     Provenance,
-    PruneRecord,
     SessionListing,
     SyncChange,
     SyncState,
@@ -43,7 +41,6 @@ from sessiontree.stores.traits import StoreTraits, store_traits
 __all__ = [
     "InTransactionWrites",
     "Progress",
-    "RetentionBase",
     "StoreBase",
     "apply_sync_change",
     "apply_sync_change_in",
@@ -61,7 +58,6 @@ __all__ = [
     "sort_listing",
     "stored_header",
     "sync_expected",
-    "user_name_here",
 ]
 
 
@@ -705,83 +701,3 @@ def file_rule_problems(data: bytes, session_id: str | None, where: str) -> list[
 
     return [StoreProblem(found.code, found.message, found.severity, session_id, found.line, found.entry_id, where)
             for found in checker.check_bytes(data, where)]
-
-
-class RetentionBase:
-    """The generic :class:`~sessiontree.stores.base.Retention` of a store (docs/team.md,
-    "Retention"), over its own ``list_sessions``, ``provenances``, ``load`` and ``delete``:
-    a store supplies where holds and the deletion log live (:meth:`_write_hold`,
-    :meth:`_stored_holds`, :meth:`_append_deletions`, :meth:`deletion_log`).
-
-    A prune chooses the sessions last active (``SessionInfo.modified``) before the
-    cutoff, of the agent its provenance names when ``agent`` is given, not held; counts
-    each one's entries and stored bytes; then deletes each (its derived rows go with it,
-    as every ``delete`` does) and appends its line to the log right after, so a crash
-    between leaves at most one deletion unlogged, never a logged session undeleted.
-    """
-
-    def prune(self, older_than_ms: float, *, agent: str | None = None, dry_run: bool = False,
-              everyone: bool = False) -> list[PruneRecord]:
-        """See :meth:`sessiontree.stores.base.Retention.prune` (``everyone`` changes nothing
-        here: every session of such a store is its user's)."""
-        store: Any = self
-        held = set(self.holds())
-        agents = {sid: record.agent for sid, record in store.provenances().items()} if agent else {}
-        chosen = []
-        for info in store.list_sessions(include_internal=True):
-            if info.modified.timestamp() * 1000.0 >= older_than_ms or info.id in held:
-                continue
-            if agent and agents.get(info.id, "") != agent:
-                continue
-            chosen.append(info.id)
-        records = []
-        for session_id in sorted(chosen):
-            parsed = store.load(session_id, keep_raw=True)
-            size = len(parsed.header_raw) + sum(len(parsed.entry_bytes(i)) for i in range(len(parsed.entries)))
-            records.append(PruneRecord(session_id, "", len(parsed.entries), size))
-        if not dry_run:
-            by = user_name_here()
-            for record in records:
-                store.delete(record.session_id)
-                self._append_deletions([{"deleted_at": int(time.time() * 1000), "deleted_by": by, "owner": "",
-                                         "session_id": record.session_id, "entries": record.entries,
-                                         "bytes": record.bytes, "reason": "owner"}])
-        return records
-
-    def set_hold(self, session_id: str, held: bool) -> bool:
-        """See :meth:`sessiontree.stores.base.Retention.set_hold`."""
-        store: Any = self
-        if not store.exists(session_id):
-            return False
-        self._write_hold(session_id, held)
-        return True
-
-    def holds(self) -> list[str]:
-        """See :meth:`sessiontree.stores.base.Retention.holds` (holds of sessions deleted
-        since are left out)."""
-        store: Any = self
-        stored = self._stored_holds()
-        return sorted(sid for sid in stored if store.exists(sid)) if stored else []
-
-    def deletion_log(self) -> list[dict[str, Any]]:  # pragma: no cover - every store defines it
-        """See :meth:`sessiontree.stores.base.Retention.deletion_log`."""
-        raise NotImplementedError
-
-    def _write_hold(self, session_id: str, held: bool) -> None:  # pragma: no cover
-        raise NotImplementedError
-
-    def _stored_holds(self) -> set[str]:  # pragma: no cover
-        raise NotImplementedError
-
-    def _append_deletions(self, rows: list[dict[str, Any]]) -> None:  # pragma: no cover
-        raise NotImplementedError
-
-
-def user_name_here() -> str:
-    """Who runs this process, for the deletion log (the login name; ``""`` when unknown)."""
-    import getpass
-
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError):
-        return ""
