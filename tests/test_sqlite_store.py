@@ -258,7 +258,7 @@ def test_sqlite_synchronous_setting(tmp_path):
 
 
 def test_schema_steps_run_in_number_order_whoever_registers_first():
-    from sessiontree.stores.shared import register_step
+    from sessiontree.stores.steps import register_step
 
     def m002_second(conn):
         pass

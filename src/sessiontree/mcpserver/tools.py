@@ -52,7 +52,7 @@ from sessiontree.search.suggest import suggest
 from sessiontree.session.listing import ListingFilter, list_sessions
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.base import SessionStore
-from sessiontree.stores.shared import change_hint
+from sessiontree.stores.changes import change_hint
 from sessiontree.stores.traits import store_traits
 from sessiontree.usage.report import COST_MODES, GROUPINGS, session_usage, usage_report
 

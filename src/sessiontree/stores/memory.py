@@ -39,21 +39,17 @@ from sessiontree.stores.base import (
     SyncChange,
     SyncState,
 )
+from sessiontree.stores.fallbacks import StoreBase
+from sessiontree.stores.listing import Progress, cwd_matches, resolve_cwd, sort_listing
 from sessiontree.stores.scan import check_limit, scan
-from sessiontree.stores.shared import (
-    Progress,
-    StoreBase,
-    apply_sync_change,
+from sessiontree.stores.storable import (
     check_header,
     check_replacement_header,
-    cwd_matches,
     encode_entries,
     file_rule_problems,
     id_in_use_error,
-    resolve_cwd,
-    sort_listing,
-    sync_expected,
 )
+from sessiontree.stores.syncing import apply_sync_change, sync_expected
 from sessiontree.stores.traits import StoreTraits
 
 __all__ = ["MemoryStore"]
@@ -404,7 +400,7 @@ class MemoryStore(StoreBase):
 
     def verify(self, on_progress: ProgressCallback | None = None) -> list[StoreProblem]:
         """Re-parse every stored record and apply the file checker's rules to each
-        session (:func:`~sessiontree.stores.shared.file_rule_problems`); returns the problems."""
+        session (:func:`~sessiontree.stores.storable.file_rule_problems`); returns the problems."""
         problems: list[StoreProblem] = []
         with self._lock:
             sessions = list(self._sessions.items())

@@ -30,7 +30,7 @@ from sessiontree.core.searchtext import (
     snippet,
 )
 from sessiontree.core.tree import get_branch, loaded_leaf_id
-from sessiontree.stores.shared import cwd_matches
+from sessiontree.stores.listing import cwd_matches
 
 __all__ = ["SessionFacts", "active_ids", "check_limit", "make_hit", "scan", "scan_store", "session_facts", "top_hits"]
 

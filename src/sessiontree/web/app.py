@@ -80,7 +80,7 @@ from sessiontree.format.foreign.omp import resume_command as omp_resume_command
 from sessiontree.format.idprefix import resolve_session_prefix
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.base import SessionStore, SyncState
-from sessiontree.stores.shared import change_hint
+from sessiontree.stores.changes import change_hint
 from sessiontree.sync.provenance import agent_format
 from sessiontree.sync.restore import resume_command
 from sessiontree.web import page

@@ -26,7 +26,7 @@ from sessiontree.stores.base import ArchivedFile, Provenance, SyncChange, SyncSt
 from sessiontree.stores.jsonl.files import JsonlFiles
 from sessiontree.stores.jsonl.layout import ARCHIVE_LOG_FILE, PROVENANCE_FILE, SYNC_LOCK_FILE, SYNC_STATE_FILE
 from sessiontree.stores.jsonl.writes import JsonlWrites
-from sessiontree.stores.shared import apply_sync_change, sync_expected
+from sessiontree.stores.syncing import apply_sync_change, sync_expected
 
 __all__ = ["JsonlLedger"]
 

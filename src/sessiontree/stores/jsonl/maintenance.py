@@ -23,8 +23,9 @@ from sessiontree.stores.base import ProgressCallback, StoreProblem
 from sessiontree.stores.jsonl.files import JsonlFiles
 from sessiontree.stores.jsonl.layout import FILE_SUFFIX
 from sessiontree.stores.jsonl.reads import JsonlReads, read_file
+from sessiontree.stores.listing import cwd_matches, resolve_cwd
 from sessiontree.stores.scan import check_limit, scan
-from sessiontree.stores.shared import cwd_matches, file_rule_problems, resolve_cwd
+from sessiontree.stores.storable import file_rule_problems
 
 __all__ = ["JsonlMaintenance"]
 

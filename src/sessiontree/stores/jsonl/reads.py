@@ -4,7 +4,7 @@
 ``exists``, ``session_ids``, ``location``, ``list_sessions``, ``find_most_recent``,
 ``path_for``); ``load``, which persists an older format's upgrade,
 is in :mod:`.writes`, and ``PartialReads`` are the generic ones of
-:class:`~sessiontree.stores.shared.StoreBase` (a file is read whole anyway).
+:class:`~sessiontree.stores.fallbacks.StoreBase` (a file is read whole anyway).
 :func:`read_file` reads one session file of any format in memory.
 """
 
@@ -21,7 +21,7 @@ from sessiontree.format.files import read_all as _read_all
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing
 from sessiontree.stores.jsonl.files import LOOKUP_ATTEMPTS, JsonlFiles
 from sessiontree.stores.jsonl.layout import file_name_for
-from sessiontree.stores.shared import Progress, cwd_matches, resolve_cwd, sort_listing
+from sessiontree.stores.listing import Progress, cwd_matches, resolve_cwd, sort_listing
 
 __all__ = ["JsonlReads", "read_file"]
 

@@ -52,7 +52,7 @@ reads), :mod:`.writes` (``StoreCore`` writes, and ``load`` with its upgrade on o
 :mod:`.ledger` (``SyncLedger``), :mod:`.maintenance` (``DerivedData``, search, usage,
 ``verify``, stale temporary files) and :mod:`.retention` (holds and the deletion log; the
 prune is :mod:`sessiontree.stores.retention`'s). The partial reads are the generic ones of
-:class:`~sessiontree.stores.shared.StoreBase`, over this store's public ``load``.
+:class:`~sessiontree.stores.fallbacks.StoreBase`, over this store's public ``load``.
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ from sessiontree.stores.base import (
     SyncChange,
     SyncState,
 )
+from sessiontree.stores.fallbacks import StoreBase
 from sessiontree.stores.jsonl.files import JsonlFiles
 from sessiontree.stores.jsonl.layout import file_name_for as file_name_for  # callers import it from here too
 from sessiontree.stores.jsonl.ledger import JsonlLedger
@@ -83,7 +84,6 @@ from sessiontree.stores.jsonl.maintenance import JsonlMaintenance
 from sessiontree.stores.jsonl.reads import JsonlReads, read_file
 from sessiontree.stores.jsonl.retention import JsonlHolds
 from sessiontree.stores.jsonl.writes import JsonlWrites
-from sessiontree.stores.shared import StoreBase
 from sessiontree.stores.traits import StoreTraits
 
 __all__ = ["JsonlStore", "read_file"]

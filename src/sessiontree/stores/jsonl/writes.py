@@ -34,7 +34,7 @@ from sessiontree.format.files import unlock_and_close as _unlock_and_close
 from sessiontree.format.files import write_all as _write_all
 from sessiontree.stores.jsonl.files import LOOKUP_ATTEMPTS, TAIL_BYTES, JsonlFiles
 from sessiontree.stores.jsonl.reads import JsonlReads
-from sessiontree.stores.shared import check_header, check_replacement_header, encode_entries, id_in_use_error
+from sessiontree.stores.storable import check_header, check_replacement_header, encode_entries, id_in_use_error
 
 __all__ = ["JsonlWrites"]
 

@@ -28,7 +28,7 @@ from sessiontree.stores.postgres.derived import (
     text_copy,
 )
 from sessiontree.stores.postgres.schema import DERIVED_INDEXES
-from sessiontree.stores.shared import check_header, check_replacement_header, encode_entries, prepare_creates
+from sessiontree.stores.storable import check_header, check_replacement_header, encode_entries, prepare_creates
 
 __all__ = ["PostgresWrites", "exact_id"]
 

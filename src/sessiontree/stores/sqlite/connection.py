@@ -21,8 +21,8 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from sessiontree.errors import StorageError, StoreOpenError
-from sessiontree.stores.shared import check_known_steps
 from sessiontree.stores.sqlite.schema import MIGRATIONS
+from sessiontree.stores.steps import check_known_steps
 
 __all__ = [
     "OPEN_FILES",

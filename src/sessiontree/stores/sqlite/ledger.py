@@ -12,10 +12,11 @@ from typing import Any
 
 from sessiontree.errors import SyncConflictError
 from sessiontree.stores.base import ArchivedFile, Provenance, SyncChange, SyncState
-from sessiontree.stores.shared import apply_sync_change_in, check_header, encode_entries, header_of, sync_expected
 from sessiontree.stores.sqlite.connection import SqliteDatabase
 from sessiontree.stores.sqlite.derived import from_db, to_db
 from sessiontree.stores.sqlite.writes import SqliteWrites
+from sessiontree.stores.storable import check_header, encode_entries
+from sessiontree.stores.syncing import apply_sync_change_in, header_of, sync_expected
 
 __all__ = ["SqliteLedger"]
 

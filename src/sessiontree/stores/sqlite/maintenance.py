@@ -19,7 +19,7 @@ from sessiontree.core.listing import InfoAccumulator
 from sessiontree.core.usagerecords import UsageQuery, UsageRows, aggregate
 from sessiontree.errors import SessionError
 from sessiontree.stores.base import ProgressCallback, StoreProblem
-from sessiontree.stores.shared import cwd_matches, resolve_cwd
+from sessiontree.stores.listing import cwd_matches, resolve_cwd
 from sessiontree.stores.sqlite import blobs
 from sessiontree.stores.sqlite import search as search_index
 from sessiontree.stores.sqlite.connection import SqliteDatabase, step_names

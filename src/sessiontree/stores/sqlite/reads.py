@@ -28,20 +28,13 @@ from sessiontree.format import jsonio
 from sessiontree.format.codec import CURRENT_VERSION, ParsedSession
 from sessiontree.format.gcpause import gc_paused
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, SessionOutline, SessionTexts
-from sessiontree.stores.shared import (
-    ROLE_HEAD_BYTES,
-    Progress,
-    cwd_matches,
-    resolve_cwd,
-    skeletons_from_rows,
-    sort_listing,
-    stored_header,
-    validated,
-)
+from sessiontree.stores.listing import Progress, cwd_matches, resolve_cwd, sort_listing
+from sessiontree.stores.skeleton import ROLE_HEAD_BYTES, skeletons_from_rows
 from sessiontree.stores.sqlite import blobs
 from sessiontree.stores.sqlite.blobreads import SqliteBlobReads, _SplicedTexts, _Swap
 from sessiontree.stores.sqlite.connection import SqliteDatabase
 from sessiontree.stores.sqlite.derived import STATE_SELECT, from_db, record_crc, state_from_row, tail_texts, to_db
+from sessiontree.stores.storable import stored_header, validated
 
 __all__ = ["HeldSession", "SqliteReads"]
 
@@ -74,7 +67,7 @@ class SqliteReads:
         return record
 
     def parse_header(self, text: Any, key: Any) -> dict[str, Any]:
-        """A stored header row parsed and checked (:func:`~sessiontree.stores.shared.stored_header`):
+        """A stored header row parsed and checked (:func:`~sessiontree.stores.storable.stored_header`):
         the header of every read, never of ``verify`` or ``reindex``, which must go on past it."""
         session_id = from_db(key)
         return stored_header(self.parse_record(text, key, 1), session_id, f"{self.db.url}#{session_id}")

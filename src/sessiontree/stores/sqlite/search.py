@@ -118,6 +118,7 @@ from sessiontree.core.searchtext import (
 )
 from sessiontree.errors import StorageError
 from sessiontree.format import jsonio
+from sessiontree.stores.listing import cwd_matches
 from sessiontree.stores.scan import (
     SessionFacts,
     active_ids,
@@ -126,7 +127,6 @@ from sessiontree.stores.scan import (
     scan_store,
     title_of,
 )
-from sessiontree.stores.shared import cwd_matches
 from sessiontree.stores.sqlite.derived import STATE_SELECT, SqliteTransactions, from_db, state_from_row, to_db
 from sessiontree.stores.verify import row_drift
 

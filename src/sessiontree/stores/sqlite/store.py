@@ -67,7 +67,7 @@ from sessiontree.stores.base import (
     SyncChange,
     SyncState,
 )
-from sessiontree.stores.shared import StoreBase
+from sessiontree.stores.fallbacks import StoreBase
 from sessiontree.stores.sqlite.connection import SqliteDatabase, file_header
 from sessiontree.stores.sqlite.derived import STATE_COLUMNS, DerivedIndex
 from sessiontree.stores.sqlite.ledger import SqliteLedger

@@ -19,13 +19,6 @@ from typing import Any
 from sessiontree.core.listing import InfoAccumulator
 from sessiontree.errors import SessionExistsError, SessionNotFoundError
 from sessiontree.format import jsonio
-from sessiontree.stores.shared import (
-    check_header,
-    check_replacement_header,
-    encode_entries,
-    id_in_use_error,
-    prepare_creates,
-)
 from sessiontree.stores.sqlite import blobs
 from sessiontree.stores.sqlite.connection import SqliteDatabase
 from sessiontree.stores.sqlite.derived import (
@@ -41,6 +34,13 @@ from sessiontree.stores.sqlite.derived import (
     to_db,
 )
 from sessiontree.stores.sqlite.schema import DERIVED_INDEXES
+from sessiontree.stores.storable import (
+    check_header,
+    check_replacement_header,
+    encode_entries,
+    id_in_use_error,
+    prepare_creates,
+)
 
 __all__ = ["SqliteWrites"]
 
