@@ -5,14 +5,14 @@ and the usage page share (:func:`change_hint`), from the store's declared change
 from __future__ import annotations
 
 import os
-from typing import Any
 
+from sessiontree.stores.base import SessionStore
 from sessiontree.stores.traits import store_traits
 
 __all__ = ["change_hint"]
 
 
-def change_hint(store: Any, session_id: str) -> tuple[tuple[int, int] | None, ...] | None:
+def change_hint(store: SessionStore, session_id: str) -> tuple[tuple[int, int] | None, ...] | None:
     """A cheap "did the stored session change" signal for a cache of read sessions.
 
     The (size, mtime in ns) of each file that holds ``session_id`` (``None`` in place of a

@@ -6,8 +6,10 @@ the store's own public ``load``), so a new store writes only its storage.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Self
 
+from sessiontree.format.codec import ParsedSession
+from sessiontree.stores.records import SessionOutline, SessionTexts
 from sessiontree.stores.traits import StoreTraits
 
 __all__ = ["StoreBase"]
@@ -31,7 +33,7 @@ class StoreBase:
         the conservative defaults here, each store class states its own."""
         return StoreTraits(partial_reads=self.partial_reads)
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -40,12 +42,11 @@ class StoreBase:
     def close(self) -> None:  # pragma: no cover - every store defines its own
         """Release what the store holds. Idempotent."""
 
-    def read_skeleton(self, session_id: str) -> Any:
+    def read_skeleton(self, session_id: str) -> ParsedSession:
         """Generic ``read_skeleton`` (docs in :class:`~sessiontree.stores.base.SessionStore`):
         :meth:`read`, then :func:`~sessiontree.core.tree.skeleton_entry` of every entry.
         Costs a full read; stores with cheaper access override it."""
         from sessiontree.core.tree import skeleton_entry
-        from sessiontree.format.codec import ParsedSession
 
         parsed = self.read(session_id)  # type: ignore[attr-defined]
         entries = [skeleton_entry(e) for e in parsed.entries]
@@ -73,13 +74,12 @@ class StoreBase:
         PostgreSQL) have nothing to merge. Returns the records merged: 0."""
         return 0
 
-    def read_outline(self, session_id: str) -> Any:
+    def read_outline(self, session_id: str) -> SessionOutline:
         """Generic ``read_outline`` (docs in :class:`~sessiontree.stores.base.SessionStore`):
         a full :meth:`read`, whose entries the outline keeps, so that
         :meth:`read_entries_at` answers from that snapshot without reading again.
         Stores that can list their entries' ids, parents and types without
         parsing the records (SQLite) override it."""
-        from sessiontree.stores.base import SessionOutline
 
         parsed = self.read(session_id)  # type: ignore[attr-defined]
         entries = parsed.entries
@@ -87,15 +87,14 @@ class StoreBase:
                               [e.get("parentId") for e in entries], [e["type"] for e in entries],
                               range(len(entries)), None, entries)
 
-    def read_texts(self, session_id: str) -> Any:
+    def read_texts(self, session_id: str) -> SessionTexts:
         """Generic ``read_texts`` (docs in :class:`~sessiontree.stores.base.RawTexts`): a full
         :meth:`read` and its texts, so the errors are :meth:`read`'s. Stores that can
         give the stored texts without parsing them (SQLite, PostgreSQL) override it."""
-        from sessiontree.stores.base import SessionTexts
 
         return SessionTexts.of(session_id, self.read(session_id))  # type: ignore[attr-defined]
 
-    def read_entries_at(self, outline: Any, positions: Sequence[int]) -> list[dict[str, Any]]:
+    def read_entries_at(self, outline: SessionOutline, positions: Sequence[int]) -> list[dict[str, Any]]:
         """Generic ``read_entries_at`` (docs in :class:`~sessiontree.stores.base.SessionStore`):
         from the outline's own entries when it holds them, else from a fresh
         :meth:`read` whose records at ``positions`` must still carry the outline's

@@ -38,6 +38,7 @@ from sessiontree.stores.base import (
     StoreProblem,
     SyncChange,
     SyncState,
+    TimeBound,
 )
 from sessiontree.stores.fallbacks import StoreBase
 from sessiontree.stores.listing import Progress, cwd_matches, resolve_cwd, sort_listing
@@ -204,7 +205,7 @@ class MemoryStore(StoreBase):
             current = self._sync.get(state.path)
             if not sync_expected(expect, current):
                 raise SyncConflictError(state.path)
-            apply_sync_change(self, change)
+            apply_sync_change(self, change, self.record_provenance)
             self._sync[state.path] = state
 
     def sync_shape(self, path: str) -> bytes | None:
@@ -350,7 +351,7 @@ class MemoryStore(StoreBase):
             return best.header["id"] if best is not None else None
 
     def search(self, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
-               since: Any = None, until: Any = None, session: str | None = None,
+               since: TimeBound | None = None, until: TimeBound | None = None, session: str | None = None,
                limit: int | None = 50) -> list[SearchHit]:
         """Search by scanning every session's entries. See :meth:`SessionStore.search`.
 

@@ -15,7 +15,7 @@ from sessiontree.stores.base import (
     SyncState,
 )
 
-__all__ = ["InTransactionWrites", "apply_sync_change", "apply_sync_change_in", "header_of", "ledger_row_owner", "sync_expected"]
+__all__ = ["InTransactionWrites", "SessionWrites", "apply_sync_change", "apply_sync_change_in", "header_of", "ledger_row_owner", "sync_expected"]
 
 
 def header_of(change: SyncChange) -> dict[str, Any]:
@@ -29,12 +29,34 @@ def header_of(change: SyncChange) -> dict[str, Any]:
     return change.header
 
 
-def apply_sync_change(store: Any, change: SyncChange) -> None:
+class SessionWrites(Protocol):
+    """The public writes :func:`apply_sync_change` applies a change through (a store's, or
+    its writes part's): ``SessionStore.create``, ``append`` and ``replace_session``."""
+
+    def create(self, header: dict[str, Any], entries: Sequence[dict[str, Any]] = (),
+               raw: Sequence[bytes | None] | None = None) -> None:
+        """See ``SessionStore.create``."""
+        ...
+
+    def append(self, session_id: str, entries: Sequence[dict[str, Any]],
+               raw: Sequence[bytes | None] | None = None) -> None:
+        """See ``SessionStore.append``."""
+        ...
+
+    def replace_session(self, header: dict[str, Any], entries: Sequence[dict[str, Any]],
+                        raw: Sequence[bytes | None] | None = None) -> None:
+        """See ``SessionStore.replace_session``."""
+        ...
+
+
+def apply_sync_change(store: SessionWrites, change: SyncChange,
+                      record_provenance: Callable[[list[Provenance]], None] | None = None) -> None:
     """Apply ``change`` through ``store``'s own writes: ``create`` and ``replace``
     (``replace_session``) with the change's header, ``append`` to its session; any
-    other kind does nothing. A ``create``'s provenance is recorded after the session. The body of ``sync_commit`` for stores whose writes
-    need no shared transaction (memory, JSONL), run under the caller's lock once
-    :func:`sync_expected` has passed.
+    other kind does nothing. A ``create``'s provenance is recorded after the session
+    through ``record_provenance`` (``None``: the caller records it). The body of
+    ``sync_commit`` for stores whose writes need no shared transaction (memory, JSONL),
+    run under the caller's lock once :func:`sync_expected` has passed.
 
     Raises:
         SessionExistsError, SessionNotFoundError, InvalidSessionError, StorageError:
@@ -42,8 +64,8 @@ def apply_sync_change(store: Any, change: SyncChange) -> None:
     """
     if change.kind == "create":
         store.create(header_of(change), change.entries, change.raw)
-        if change.provenance is not None:
-            store.record_provenance([change.provenance])
+        if change.provenance is not None and record_provenance is not None:
+            record_provenance([change.provenance])
     elif change.kind == "append":
         store.append(change.session_id, change.entries, change.raw)
     elif change.kind == "replace":

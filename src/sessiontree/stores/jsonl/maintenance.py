@@ -19,7 +19,7 @@ from sessiontree.format.files import TEMP_NAME as _TEMP_NAME
 from sessiontree.format.files import locked as _locked
 from sessiontree.format.files import read_all as _read_all
 from sessiontree.format.files import remove_if_stale as _remove_if_stale
-from sessiontree.stores.base import ProgressCallback, StoreProblem
+from sessiontree.stores.base import ProgressCallback, StoreProblem, TimeBound
 from sessiontree.stores.jsonl.files import JsonlFiles
 from sessiontree.stores.jsonl.layout import FILE_SUFFIX
 from sessiontree.stores.jsonl.reads import JsonlReads, read_file
@@ -61,7 +61,7 @@ class JsonlMaintenance:
         return sum(_remove_if_stale(path) for path in candidates)
 
     def search(self, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
-               since: Any = None, until: Any = None, session: str | None = None,
+               since: TimeBound | None = None, until: TimeBound | None = None, session: str | None = None,
                limit: int | None = 50) -> list[SearchHit]:
         """Search by reading and scanning every session file (each under its shared
         lock; nothing is written). See :meth:`SessionStore.search`. Files that

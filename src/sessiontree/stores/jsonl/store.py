@@ -75,6 +75,7 @@ from sessiontree.stores.base import (
     StoreProblem,
     SyncChange,
     SyncState,
+    TimeBound,
 )
 from sessiontree.stores.fallbacks import StoreBase
 from sessiontree.stores.jsonl.files import JsonlFiles
@@ -269,7 +270,7 @@ class JsonlStore(StoreBase):
         return self._maintenance.remove_stale_temps()
 
     def search(self, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
-               since: Any = None, until: Any = None, session: str | None = None,
+               since: TimeBound | None = None, until: TimeBound | None = None, session: str | None = None,
                limit: int | None = 50) -> list[SearchHit]:
         """See :meth:`JsonlMaintenance.search`."""
         return self._maintenance.search(query, cwd=cwd, roles=roles, since=since, until=until, session=session, limit=limit)

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from sessiontree.core.listing import InfoAccumulator
 from sessiontree.core.usagerecords import UsageQuery, UsageRows, aggregate
 from sessiontree.errors import SessionError
-from sessiontree.stores.base import ProgressCallback, StoreProblem
+from sessiontree.stores.base import ProgressCallback, StoreProblem, TimeBound
 from sessiontree.stores.listing import cwd_matches, resolve_cwd
 from sessiontree.stores.sqlite import blobs
 from sessiontree.stores.sqlite import search as search_index
@@ -88,7 +88,7 @@ class SqliteMaintenance:
     busy the given seconds (:meth:`settle_search_tail` of a read-only store; it raises
     ``StoreOpenError`` when the file cannot be opened for writing)."""
 
-    def __init__(self, db: SqliteDatabase, reads: SqliteReads, store: SqliteTransactions,
+    def __init__(self, db: SqliteDatabase, reads: SqliteReads, store: search_index.SearchedStore,
                  twin: Callable[[float], SqliteTwin]) -> None:
         self.db = db
         self.reads = reads
@@ -265,7 +265,7 @@ class SqliteMaintenance:
                 twin.close()
 
     def search(self, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
-               since: Any = None, until: Any = None, session: str | None = None,
+               since: TimeBound | None = None, until: TimeBound | None = None, session: str | None = None,
                limit: int | None = 50) -> list[Any]:
         """Full-text search through the FTS5 index (:mod:`.search`). See
         :meth:`SessionStore.search` for arguments, results and errors."""

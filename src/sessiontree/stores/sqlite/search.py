@@ -104,7 +104,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from sessiontree.core.searchtext import (
     SearchFilters,
@@ -118,8 +118,10 @@ from sessiontree.core.searchtext import (
 )
 from sessiontree.errors import StorageError
 from sessiontree.format import jsonio
+from sessiontree.stores.base import TimeBound
 from sessiontree.stores.listing import cwd_matches
 from sessiontree.stores.scan import (
+    ScannedStore,
     SessionFacts,
     active_ids,
     check_limit,
@@ -136,6 +138,7 @@ __all__ = [
     "SETTLE_TIMEOUT",
     "TOKENIZER",
     "SearchIndex",
+    "SearchedStore",
     "fill_index",
     "mark_off_branch_everywhere",
     "merge_pending",
@@ -845,8 +848,13 @@ def _make_hits(conn: sqlite3.Connection, found: Sequence[_Found], query: SearchQ
     return hits
 
 
-def search_store(store: SqliteTransactions, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
-                 since: Any = None, until: Any = None, session: str | None = None,
+class SearchedStore(SqliteTransactions, ScannedStore, Protocol):
+    """What :func:`search_store` asks of a SQLite store: its transactions, and the public
+    reads the scan of a database without the index goes through."""
+
+
+def search_store(store: SearchedStore, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
+                 since: TimeBound | None = None, until: TimeBound | None = None, session: str | None = None,
                  limit: int | None = 50) -> list[SearchHit]:
     """:meth:`SqliteStore.search <sessiontree.stores.sqlite.SqliteStore.search>`: one read snapshot.
 

@@ -66,6 +66,7 @@ from sessiontree.stores.base import (
     StoreProblem,
     SyncChange,
     SyncState,
+    TimeBound,
 )
 from sessiontree.stores.fallbacks import StoreBase
 from sessiontree.stores.sqlite.connection import SqliteDatabase, file_header
@@ -382,7 +383,7 @@ class SqliteStore(StoreBase):
         return self._maintenance.usage(query)
 
     def search(self, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
-               since: Any = None, until: Any = None, session: str | None = None,
+               since: TimeBound | None = None, until: TimeBound | None = None, session: str | None = None,
                limit: int | None = 50) -> list[Any]:
         """See :meth:`SqliteMaintenance.search`."""
         return self._maintenance.search(query, cwd=cwd, roles=roles, since=since, until=until, session=session, limit=limit)
