@@ -4,8 +4,8 @@ back, or giving references to them.
 :class:`SqliteBlobReads` is a part held by :class:`~.reads.SqliteReads`: the splices of a
 session by position (``plan``), a cut record made readable (``expand``, ``swaps``),
 the loader of :class:`~sessiontree.stores.blobref.BlobRef` values (``load_blob``) and
-``read_blob``. :class:`_SplicedTexts` is ``read_texts``' sequence of a session holding cut
-records; :class:`_Swap` what a single-record read parses in place of a cut record. The
+``read_blob``. :class:`SplicedTexts` is ``read_texts``' sequence of a session holding cut
+records; :class:`Swap` what a single-record read parses in place of a cut record. The
 storage rule itself is in :mod:`.blobs`.
 """
 
@@ -22,7 +22,7 @@ from sessiontree.stores.sqlite import blobs
 from sessiontree.stores.sqlite.connection import SqliteDatabase
 from sessiontree.stores.sqlite.derived import from_db, record_bytes
 
-__all__ = ["SqliteBlobReads"]
+__all__ = ["SplicedTexts", "SqliteBlobReads", "Swap"]
 
 
 class SqliteBlobReads:
@@ -122,7 +122,7 @@ class SqliteBlobReads:
         return full, full, False
 
     def swaps(self, conn: sqlite3.Connection, session_id: str, key: Any, rows: Sequence[tuple[int, int, Any]],
-               by_seq: dict[int, list[blobs.Splice]] | None = None) -> dict[int, _Swap]:
+               by_seq: dict[int, list[blobs.Splice]] | None = None) -> dict[int, Swap]:
         """For the rows ``(seq, position, stored text)`` of records stored cut: by ``seq``,
         what :class:`_RecordCheck` parses in their place (:meth:`_expand`; never the raw
         bytes). ``by_seq``: the session's splices when already read."""
@@ -135,7 +135,7 @@ class SqliteBlobReads:
             splices = by_seq.get(seq)
             if splices is not None:
                 parse_text, _, refs = self.expand(conn, session_id, key, position, text, splices, False)
-                swaps[seq] = _Swap(parse_text, splices if refs else None,
+                swaps[seq] = Swap(parse_text, splices if refs else None,
                                    functools.partial(self.load_blob, session_id, None, position + 2))
         return swaps
 
@@ -147,7 +147,7 @@ class SqliteBlobReads:
             self.load_blob, session_id, entry_id if isinstance(entry_id, str) else None, line))
 
 
-class _SplicedTexts(Sequence[bytes]):
+class SplicedTexts(Sequence[bytes]):
     """The stored texts of a session with records stored cut (``read_texts``): a record
     stored inline is given as read; a cut one has its blobs' bytes put back when it is
     taken, so a caller writing the texts one by one (an export) holds one record at a
@@ -199,7 +199,7 @@ class _SplicedTexts(Sequence[bytes]):
     __hash__ = None  # type: ignore[assignment]
 
 
-class _Swap:
+class Swap:
     """What :class:`_RecordCheck` parses for a record stored cut: ``text`` (the full
     record, or the marked one), and the ``splices`` whose markers become references
     loaded by ``loader`` (``None``: no markers)."""

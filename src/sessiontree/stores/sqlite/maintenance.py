@@ -20,7 +20,7 @@ from sessiontree.core.usagerecords import UsageQuery, UsageRows, aggregate
 from sessiontree.errors import SessionError
 from sessiontree.stores.base import ProgressCallback, StoreProblem, TimeBound
 from sessiontree.stores.listing import cwd_matches, resolve_cwd
-from sessiontree.stores.sqlite import blobs
+from sessiontree.stores.sqlite import blobs, searchquery
 from sessiontree.stores.sqlite import search as search_index
 from sessiontree.stores.sqlite.connection import SqliteDatabase, step_names
 from sessiontree.stores.sqlite.derived import (
@@ -88,7 +88,7 @@ class SqliteMaintenance:
     busy the given seconds (:meth:`settle_search_tail` of a read-only store; it raises
     ``StoreOpenError`` when the file cannot be opened for writing)."""
 
-    def __init__(self, db: SqliteDatabase, reads: SqliteReads, store: search_index.SearchedStore,
+    def __init__(self, db: SqliteDatabase, reads: SqliteReads, store: searchquery.SearchedStore,
                  twin: Callable[[float], SqliteTwin]) -> None:
         self.db = db
         self.reads = reads
@@ -269,7 +269,7 @@ class SqliteMaintenance:
                limit: int | None = 50) -> list[Any]:
         """Full-text search through the FTS5 index (:mod:`.search`). See
         :meth:`SessionStore.search` for arguments, results and errors."""
-        return search_index.search_store(self.store, query, cwd=cwd, roles=roles, since=since, until=until,
+        return searchquery.search_store(self.store, query, cwd=cwd, roles=roles, since=since, until=until,
                                          session=session, limit=limit)
 
     def settle_search_tail(self, on_merge: Callable[[int], None] | None = None) -> int:
