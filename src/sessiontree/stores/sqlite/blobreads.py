@@ -124,7 +124,7 @@ class SqliteBlobReads:
     def swaps(self, conn: sqlite3.Connection, session_id: str, key: Any, rows: Sequence[tuple[int, int, Any]],
                by_seq: dict[int, list[blobs.Splice]] | None = None) -> dict[int, Swap]:
         """For the rows ``(seq, position, stored text)`` of records stored cut: by ``seq``,
-        what :class:`_RecordCheck` parses in their place (:meth:`_expand`; never the raw
+        what :class:`~.parsing.RecordCheck` parses in their place (:meth:`expand`; never the raw
         bytes). ``by_seq``: the session's splices when already read."""
         if by_seq is None:
             by_seq = blobs.splices_of(conn, key) if self.db.has_blobs else {}
@@ -140,7 +140,7 @@ class SqliteBlobReads:
         return swaps
 
     def finish_refs(self, session_id: str, entry: dict[str, Any], line: int, splices: list[blobs.Splice]) -> None:
-        """Turn the markers of an entry (at JSONL ``line``) parsed from :meth:`_expand`'s
+        """Turn the markers of an entry (at JSONL ``line``) parsed from :meth:`expand`'s
         text into references."""
         entry_id = entry.get("id")
         blobs.unmark(entry, splices, functools.partial(
@@ -200,7 +200,7 @@ class SplicedTexts(Sequence[bytes]):
 
 
 class Swap:
-    """What :class:`_RecordCheck` parses for a record stored cut: ``text`` (the full
+    """What :class:`~.parsing.RecordCheck` parses for a record stored cut: ``text`` (the full
     record, or the marked one), and the ``splices`` whose markers become references
     loaded by ``loader`` (``None``: no markers)."""
 

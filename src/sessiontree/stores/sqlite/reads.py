@@ -392,7 +392,7 @@ class SqliteReads:
                       plan: dict[int, list[blobs.Splice]],
                       keep_raw: bool) -> tuple[Sequence[Any], list[tuple[int, bytes | None, bool]]]:
         """The records ``texts`` (from position ``start``) with those stored cut made
-        readable (:meth:`_expand`), and per such record ``(position, full bytes, refs)``
+        readable (:meth:`SqliteBlobReads.expand`), and per such record ``(position, full bytes, refs)``
         for :meth:`_apply_fixups` once they are parsed."""
         fixups = []
         whole: list[Any] | None = None

@@ -79,7 +79,7 @@ class SqliteWrites:
     def _memo_fresh(self, conn: sqlite3.Connection) -> int:
         """Inside a write transaction: forget the memo unless nothing changed the database
         since this connection's last append, and return ``PRAGMA data_version`` for the
-        mark :meth:`_append_in` leaves.
+        mark :meth:`append_in` leaves.
 
         The memo holds while the mark ``(connection, data_version, total_changes)`` is the
         one the last append left: ``data_version`` moves when any other connection (any
