@@ -25,11 +25,15 @@ superuser) is not subject to them: it is the operator's account, not a person's.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessiontree.errors import StorageError
 from sessiontree.format.codec import ParsedSession
 from sessiontree.stores.base import AuditRecord, PruneRecord, TeamMember
+
+if TYPE_CHECKING:  # the schema steps below are imported by .connection (through .schema)
+    from sessiontree.stores.postgres.connection import PostgresDatabase
+    from sessiontree.stores.postgres.reads import PostgresStoreReads
 
 try:  # an optional extra: sessiontree[postgres]
     import psycopg
@@ -537,14 +541,13 @@ def _retention(conn: Any, schema: str) -> None:
 
 class PostgresTeam:
     """The team capability of :class:`~sessiontree.stores.postgres.store.PostgresStore`
-    (docs/team.md): members, aggregates, the audited door. Mixed into the store; uses
-    its transactions."""
+    (docs/team.md): members, aggregates, the audited door, and the retention of a team
+    store (holds, prune, the deletion log), each in a transaction of ``db``; the door
+    parses what it opens with the ``reads`` part."""
 
-    url: str
-    _transaction: Any
-    _parsed: Any
-
-    supports_team = True
+    def __init__(self, db: PostgresDatabase, reads: PostgresStoreReads) -> None:
+        self.db = db
+        self.reads = reads
 
     # -- people and roles ----------------------------------------------------------------
 
@@ -561,9 +564,9 @@ class PostgresTeam:
             raise ValueError(f"unknown team role {role!r} (one of {', '.join(ROLES)})")
         if not name or "\x00" in name:
             raise ValueError("a team member needs a name")
-        with self._transaction("team add", write=True) as conn:
+        with self.db.transaction("team add", write=True) as conn:
             if not grant_team(conn):
-                raise StorageError(f"team add on {self.url}: the current role may not create roles "
+                raise StorageError(f"team add on {self.db.url}: the current role may not create roles "
                                    "(it needs CREATEROLE)")
             who = sql.Identifier(name)
             if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone() is None:
@@ -576,7 +579,7 @@ class PostgresTeam:
 
     def team_list(self) -> list[TeamMember]:
         """The login roles in the team's groups, by name, with their sessions here."""
-        with self._transaction("team list", write=False) as conn:
+        with self.db.transaction("team list", write=False) as conn:
             rows = conn.execute(
                 "SELECT r.rolname, array_agg(g.rolname), bool_or(r.rolcanlogin),"
                 " (SELECT count(*) FROM sessions AS s WHERE s.owner = r.rolname)"
@@ -599,13 +602,13 @@ class PostgresTeam:
         Raises:
             StorageError: no such member, or the database refused (the role owns objects).
         """
-        with self._transaction("team remove", write=True) as conn:
+        with self.db.transaction("team remove", write=True) as conn:
             found = conn.execute(
                 "SELECT 1 FROM pg_auth_members AS m JOIN pg_roles AS g ON g.oid = m.roleid"
                 " JOIN pg_roles AS r ON r.oid = m.member WHERE g.rolname = ANY(%s) AND r.rolname = %s",
                 (list(GROUPS.values()), name)).fetchone()
             if found is None:
-                raise StorageError(f"team remove: {name!r} is not a member of the team on {self.url}")
+                raise StorageError(f"team remove: {name!r} is not a member of the team on {self.db.url}")
             for group in GROUPS.values():
                 conn.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(group), sql.Identifier(name)))
             conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
@@ -630,7 +633,7 @@ class PostgresTeam:
         return self._rows(view, "team sessions")
 
     def _rows(self, view: str, what: str) -> list[dict[str, Any]]:
-        with self._transaction(what, write=False) as conn:
+        with self.db.transaction(what, write=False) as conn:
             cur = conn.execute(f"SELECT * FROM {view} ORDER BY 1, 2, 3, 4, 5")
             names = [column.name for column in cur.description]
             return [{name: int(value) if hasattr(value, "as_integer_ratio") and not isinstance(value, float)
@@ -652,19 +655,19 @@ class PostgresTeam:
         """
         if not reason.strip():
             raise ValueError("team open needs a reason (--reason TEXT)")
-        with self._transaction("team open", write=True) as conn:
+        with self.db.transaction("team open", write=True) as conn:
             audit_id = int(conn.execute("SELECT team_open(%s, %s)", (session_id, reason)).fetchone()[0])
         # A new transaction: team_read accepts only a record committed before it began.
-        with self._transaction("team open", write=False) as conn, conn.cursor(binary=True) as cur:
+        with self.db.transaction("team open", write=False) as conn, conn.cursor(binary=True) as cur:
             rows = cur.execute("SELECT seq, json FROM team_read(%s)", (audit_id,)).fetchall()
         if not rows or rows[0][0] != -1:
-            raise StorageError(f"team open: session {session_id} vanished from {self.url}")
-        return audit_id, self._parsed(session_id, bytes(rows[0][1]), [bytes(row[1]) for row in rows[1:]], True)
+            raise StorageError(f"team open: session {session_id} vanished from {self.db.url}")
+        return audit_id, self.reads.parsed(session_id, bytes(rows[0][1]), [bytes(row[1]) for row in rows[1:]], True)
 
     def team_audit(self) -> list[AuditRecord]:
         """Every access through the door to the caller's sessions (and the caller's own
         accesses), oldest first."""
-        with self._transaction("team audit", write=False) as conn:
+        with self.db.transaction("team audit", write=False) as conn:
             rows = conn.execute("SELECT id, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"
                                 " reader, session_id, session_owner, reason FROM team_audit ORDER BY id").fetchall()
         return [AuditRecord(int(r[0]), r[1], r[2], r[3], r[4], r[5]) for r in rows]
@@ -683,7 +686,7 @@ class PostgresTeam:
             StorageError: the database refused (``everyone`` for a non-admin).
         """
         function = "team_prune" if everyone else "prune_own"
-        with self._transaction("prune", write=True) as conn:
+        with self.db.transaction("prune", write=True) as conn:
             rows = conn.execute(f"SELECT session_id, session_owner, entries, bytes FROM {function}(%s, %s, %s)",
                                 (int(older_than_ms), agent or "", dry_run)).fetchall()
         return [PruneRecord(r[0], r[1], int(r[2]), int(r[3])) for r in rows]
@@ -695,7 +698,7 @@ class PostgresTeam:
         Raises:
             StorageError: the database failed.
         """
-        with self._transaction("hold", write=True) as conn:
+        with self.db.transaction("hold", write=True) as conn:
             if conn.execute("SELECT 1 FROM sessions WHERE id = %s FOR UPDATE", (session_id,)).fetchone() is None:
                 return False
             if held:
@@ -707,13 +710,13 @@ class PostgresTeam:
 
     def holds(self) -> list[str]:
         """The held sessions' ids (the caller's, under row-level security), sorted."""
-        with self._transaction("holds", write=False) as conn:
+        with self.db.transaction("holds", write=False) as conn:
             return sorted(row[0] for row in conn.execute("SELECT session_id FROM holds"))
 
     def deletion_log(self) -> list[dict[str, Any]]:
         """The deletion log (the caller's sessions' entries), oldest first, as
         ``{deleted_at, deleted_by, owner, session_id, entries, bytes, reason}``."""
-        with self._transaction("deletion log", write=False) as conn:
+        with self.db.transaction("deletion log", write=False) as conn:
             rows = conn.execute("SELECT deleted_at, deleted_by, session_owner, session_id, entries, bytes, reason"
                                 " FROM deletion_log ORDER BY seq").fetchall()
         keys = ("deleted_at", "deleted_by", "owner", "session_id", "entries", "bytes", "reason")
