@@ -42,7 +42,7 @@ docs/decisions/store-composition.md): it opens one :class:`~.connection.Postgres
 it to its parts, each in its own module and each using only the database's public
 members: :mod:`.reads` (``StoreCore`` reads and ``PartialReads``), :mod:`.writes`
 (``StoreCore`` writes), :mod:`.ledger` (``SyncLedger``, over the writes part),
-:mod:`.maintenance` (``DerivedData`` and ``verify``, over the reads part) and :mod:`.team`
+:mod:`.maintenance` (``DerivedData`` and ``verify``, over the reads part) and :mod:`.teamaccess`
 (``TeamAccess`` and retention, over the reads part). Each public method of
 :class:`PostgresStore` is one line handing the call to its part.
 """
@@ -84,7 +84,7 @@ from sessiontree.stores.postgres.ledger import SYNC_LOCK, PostgresLedger
 from sessiontree.stores.postgres.maintenance import PostgresMaintenance
 from sessiontree.stores.postgres.reads import PostgresStoreReads
 from sessiontree.stores.postgres.schema import DERIVED_INDEXES, MIGRATIONS
-from sessiontree.stores.postgres.team import PostgresTeam
+from sessiontree.stores.postgres.teamaccess import PostgresTeam
 from sessiontree.stores.postgres.writes import PostgresWrites
 from sessiontree.stores.traits import StoreTraits
 
