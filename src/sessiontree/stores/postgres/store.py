@@ -53,7 +53,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from sessiontree.core.usagerecords import UsageQuery, UsageRows
+from sessiontree.core.usage import UsageQuery, UsageRows
 from sessiontree.errors import StoreOpenError
 from sessiontree.format.codec import ParsedSession
 from sessiontree.stores.base import (
