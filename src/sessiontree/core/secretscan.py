@@ -241,9 +241,18 @@ def _plugin_hits(plugin: BasePlugin, kind: str, text: str, lines: Iterable[str] 
         if isinstance(plugin, HighEntropyStringsPlugin) and (
                 len(value) < ENTROPY_MIN or plugin.calculate_shannon_entropy(value) <= plugin.entropy_limit):
             continue
+        against_sign = False
         if isinstance(plugin, KeywordDetector):
             value = value.strip("'\"")
+            words = value.split()
+            if len(words) > 1:
+                # detect-secrets' unquoted value runs to the line's end (``see password=hunter2secret
+                # now`` gives ``hunter2secret now``, which it reports); written against its ``=`` or
+                # ``:`` the value ends at the first space, as in a shell or a log line.
+                value, against_sign = words[0], True
         for start, end in _spans_of(value, text):
+            if against_sign and text[start - 1:start] not in ("=", ":"):
+                continue
             if _plausible(value, text, start, end, plugin):
                 yield Hit(start, end, "aws-secret-key" if kind == "aws-access-key" and len(value) == 40 else kind)
 
