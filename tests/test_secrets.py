@@ -358,3 +358,86 @@ def test_viewer_redacts_when_exposed_and_the_toggle_turns_it_off(kind, tmp_path)
     local = TestClient(create_app(store), base_url="http://127.0.0.1:8765")
     assert _leaks(local.get(f"/s/{SID}/conversation?view=raw").text)
     store.close()
+
+
+# --------------------------------------------------------------------------- code on the line (QA, HIGH)
+
+AWS_ID = "AK" + "IA" + "2E0A8F3B244C9986"
+AWS_ID2 = "AK" + "IA" + "7QWERTY5ZX3CV8BN"
+SLACK = "xo" + "xb-123456789012-1234567890123-" + R32[::-1].lower()
+STRIPE = "sk" + "_live_" + R32[8:32]
+
+#: The QA report's lines: a key on a line that also holds a call, which detect-secrets'
+#: indirect-reference filter once dropped whole; (text, the secrets that must never come out).
+CODE_LINES: list[tuple[str, list[str]]] = [
+    (f"s3 = boto3.client('s3', aws_access_key_id='{AWS_ID}', aws_secret_access_key='{R40}')", [AWS_ID, R40]),
+    (f"token = get_token() or '{SLACK}'", [SLACK]),
+    (f"stripe.api_key = os.getenv('STRIPE_KEY') or '{STRIPE}'", [STRIPE]),
+    (f"onerror=alert(2) key {AWS_ID2}", [AWS_ID2]),
+    ("see password=hunter2secret now", ["hunter2secret"]),
+]
+CODE_TEXT = "\n".join(text for text, _ in CODE_LINES)
+CODE_SECRETS = [secret for _, secrets_ in CODE_LINES for secret in secrets_]
+
+
+@pytest.mark.parametrize(("text", "secrets_"), CODE_LINES, ids=[f"qa-{i}" for i in range(len(CODE_LINES))])
+def test_a_secret_on_a_line_with_a_code_call_is_found(text, secrets_):
+    hits = scan_text(text)
+    assert len(hits) == len(secrets_)
+    for hit, secret in zip(hits, secrets_, strict=True):
+        assert text[hit.start:hit.end] == secret
+
+
+def test_a_keyword_value_that_is_the_call_itself_is_not_a_finding():
+    for text in ("password = get_password()", "secret = request.headers['apikey']",
+                 "x = 1; password = get_password()", "api_key := load_key(path)",
+                 "password = foo bar", "the password: should be rotated"):
+        assert scan_text(text) == [], text
+
+
+def _code_leaks(data: str | bytes) -> list[str]:
+    text = data.decode("utf-8") if isinstance(data, bytes) else data
+    return [s for s in CODE_SECRETS if s in text]
+
+
+def test_a_secret_beside_a_code_call_is_listed_and_redacted_by_every_surface(tmp_path):
+    from sessiontree.mcpserver.tools import SessionReader
+    from sessiontree.stores import open_store
+
+    store = make_store("sqlite", tmp_path)
+    store.create(header(SID), _session_entries(CODE_TEXT))
+    store.close()
+    db = str(tmp_path / "db/sessions.db")
+    data = run_cli_json(db, "secrets", SID)
+    assert data["total"] == len(CODE_SECRETS) * len(FIELD_PATHS)
+    assert not _code_leaks(json.dumps(data))
+    assert len(_code_leaks(run_cli(db, "export", SID).stdout)) == len(CODE_SECRETS)  # the test can fail
+    for fmt in ("markdown", "html"):
+        shown = run_cli(db, "export", SID, "--format", fmt).stdout
+        assert not _code_leaks(shown) and "[REDACTED:" in shown, fmt
+    shown = run_cli(db, "export", SID, "--format", "jsonl", "--redact").stdout
+    assert not _code_leaks(shown) and "[REDACTED:" in shown
+    opened = open_store(db)
+    try:
+        answer = json.dumps(SessionReader(opened).get_entries(SID, redact=True, max_chars=1_000_000),
+                            ensure_ascii=False)
+    finally:
+        opened.close()
+    assert not _code_leaks(answer) and "[REDACTED:" in answer
+
+
+def test_a_secret_beside_a_code_call_is_redacted_in_a_foreign_source_export():
+    """``export --format source --redact`` (a Claude Code file given back as written, redacted)."""
+    from foreign_support import CC_PROJECT, CC_SID, claude_records, jl
+    from sessiontree.format.foreign import map_foreign, source_bytes
+
+    records = claude_records()
+    records[1] = {**records[1], "note": CODE_TEXT}
+    mapped = map_foreign(jl(records), f"/h/.claude/projects/{CC_PROJECT}/{CC_SID}.jsonl")
+    assert mapped is not None
+    plain = source_bytes(mapped.parsed().entries)
+    assert plain is not None and len(_code_leaks(plain)) == len(CODE_SECRETS)  # the test can fail
+    copy, redactor = redact_parsed(mapped.parsed())
+    shown = source_bytes(copy.entries)
+    assert shown is not None and not _code_leaks(shown) and b"[REDACTED:" in shown
+    assert redactor.secrets == len(CODE_SECRETS)

@@ -19,7 +19,7 @@ from corpus import foreign_files, needs_shared
 from sessiontree.core import secrets, secretscan
 from sessiontree.core.secrets import scan_text, scan_text_reference
 from sessiontree.format.foreign import map_foreign
-from test_secrets import HEX40, R32, R40, SHAPES
+from test_secrets import CODE_LINES, HEX40, R32, R40, SHAPES
 
 HEX64 = HEX40 + HEX40[:24]
 LOWER64 = (R32 * 2).lower()
@@ -47,6 +47,9 @@ FAMILIES = [text for _, text, _ in SHAPES] + [
     "ASIA" + "Q3EGRH5NZ7MK2XYT",
     "glptt-" + R40,
     "user: Pa55w0rd!x",
+    *(text for text, _ in CODE_LINES),
+    "password = get_password()",
+    "secret = request.headers['apikey']",
 ]
 
 NOISE = st.text(alphabet=st.sampled_from(list("ab KEYkeypassPWDsecretTOKENawsAC\"'`:=;!.-_/@\n\t\u017f\u0131\u0130\u212a0123456789")),

@@ -163,7 +163,9 @@ _KEY_NAME = re.compile(r"(?=[a-z_.]*[_.])[a-z_][a-z_.]*(?:key|pass|pwd|secret|to
 
 def _plausible(secret: str, text: str, start: int, end: int, plugin: BasePlugin | None) -> bool:
     """detect-secrets' own heuristic filters (its default pipeline) for one candidate,
-    plus :func:`_placeholder_like` and, for keyword hits, no code expressions."""
+    plus :func:`_placeholder_like` and, for keyword hits, no code expressions. Its
+    indirect-reference filter applies to keyword values only, and only where the value is the
+    call itself (:func:`_is_call_value`), never to a whole line."""
     if len(secret) < 4 or _placeholder_like(secret):
         return False
     if _PROTOCOL_ID.fullmatch(secret) or _UUID.fullmatch(secret):
@@ -175,12 +177,31 @@ def _plausible(secret: str, text: str, start: int, end: int, plugin: BasePlugin 
     if heuristic.is_templated_secret(secret) or heuristic.is_prefixed_with_dollar_sign(secret):
         return False
     if plugin is not None:
+        line_start = text.rfind("\n", 0, start) + 1
         line = _line_at(text, start, end)
-        if heuristic.is_likely_id_string(secret, line, plugin) or heuristic.is_indirect_reference(line):
+        if heuristic.is_likely_id_string(secret, line, plugin):
             return False
-        if isinstance(plugin, KeywordDetector) and heuristic.is_not_alphanumeric_string(secret):
+        if isinstance(plugin, KeywordDetector) and (
+                heuristic.is_not_alphanumeric_string(secret) or _is_call_value(line, start - line_start)):
             return False
     return True
+
+
+#: An assignment or comparison (``=``, ``:=``, ``==``, ``!==``...) ending where a value starts,
+#: and the call or subscript the value is: detect-secrets' indirect-reference pattern, cut in two.
+_ASSIGNED_AT = re.compile(r"(?::=?|[!=]{1,3})\s*\Z")
+_CALL_AT = re.compile(r"[\w.-]+[\[(][^\v]*[\])]")
+
+
+def _is_call_value(line: str, at: int) -> bool:
+    """detect-secrets' ``is_indirect_reference`` for the keyword value at ``line[at:]`` only:
+    true when the line is an indirect reference (``password = get_password()``,
+    ``secret = request.headers['apikey']``) and the value is that call itself, right after its
+    ``=``. detect-secrets drops every finding of such a line; here a pattern rule's hit
+    (``boto3.client(..., aws_access_key_id='AKIA...')``) or a keyword value that is a quoted
+    literal elsewhere on the line stays a finding (docs/secrets.md, "Filters")."""
+    return (heuristic.is_indirect_reference(line) and _CALL_AT.match(line, at) is not None
+            and _ASSIGNED_AT.search(line, 0, at) is not None)
 
 
 def _spans_of(value: str, text: str) -> Iterator[tuple[int, int]]:
@@ -220,9 +241,18 @@ def _plugin_hits(plugin: BasePlugin, kind: str, text: str, lines: Iterable[str] 
         if isinstance(plugin, HighEntropyStringsPlugin) and (
                 len(value) < ENTROPY_MIN or plugin.calculate_shannon_entropy(value) <= plugin.entropy_limit):
             continue
+        against_sign = False
         if isinstance(plugin, KeywordDetector):
             value = value.strip("'\"")
+            words = value.split()
+            if len(words) > 1:
+                # detect-secrets' unquoted value runs to the line's end (``see password=hunter2secret
+                # now`` gives ``hunter2secret now``, which it reports); written against its ``=`` or
+                # ``:`` the value ends at the first space, as in a shell or a log line.
+                value, against_sign = words[0], True
         for start, end in _spans_of(value, text):
+            if against_sign and text[start - 1:start] not in ("=", ":"):
+                continue
             if _plausible(value, text, start, end, plugin):
                 yield Hit(start, end, "aws-secret-key" if kind == "aws-access-key" and len(value) == 40 else kind)
 
