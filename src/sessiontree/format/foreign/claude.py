@@ -13,7 +13,8 @@ The mapping is *prefix-stable* except for one flag: the entries of the first ``n
 records never depend on later records, but the ``foreign.billed`` flag of the records
 of a call that may still be streaming moves to its newest record
 (:attr:`~sessiontree.format.foreign.common.ForeignSession.settled` says up to where
-nothing can change; docs/agents/README.md).
+nothing can change, :attr:`~sessiontree.format.foreign.common.ForeignSession.moves`
+where a bill moved; docs/agents/README.md).
 """
 
 from __future__ import annotations
