@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from corpus import HAS_SHARED, SHARED_REASON, shared
 from foreign_support import (
     CC_SID,
     CODEX_SID,
@@ -106,3 +107,61 @@ def test_an_appended_file_is_synced_without_reading_the_stored_session(store, _f
     assert (result.status, result.added) == ("grown", 7)
     monkeypatch.undo()
     assert source_bytes(store.read(CC_SID).entries) == jl(claude_records())
+
+
+# 9d440bfc's figures in FOREIGN.md: 5 calls, input 7, output 805, cache read 136,049,
+# cache write 13,211 (all 1-hour). Its calls are 2 to 3 records each (lines 9-11, 15-17, 20-23).
+_GROWN_KEY = "claude-code/projects/-Users-paul-src-entireio-cli/9d440bfc-a64f-43be-aa10-10a3764a59ea.jsonl"
+_GROWN_FIGURES = (5, 7, 805, 136_049, 13_211)
+
+
+def _billed(store, session_id):
+    from sessiontree.usage.sessions import session_usage
+
+    billed = session_usage(store, session_id).billed
+    return billed.calls, billed.input, billed.output, billed.cache_read, billed.cache_write
+
+
+@pytest.mark.corpus
+@pytest.mark.skipif(not HAS_SHARED, reason=SHARED_REASON)
+@pytest.mark.usefixtures("_fake_home")
+def test_a_file_synced_at_every_cut_then_whole_gives_the_one_shot_figures(store, _fake_home):
+    """A Claude Code file synced while a call was being written (the file cut after any of
+    its lines), then synced whole, bills what one sync of the whole file bills: FOREIGN.md's
+    figures, every call once on its newest record (docs/agents/README.md, "Prefix-stable").
+    A cut inside a call used to bill it twice: its stored newest record kept its bill when a
+    later record of the call came (6 calls, output 813 at the cut after line 16). ``reindex``
+    gives the same figures from the stored entries."""
+    from sessiontree.format.foreign import map_foreign
+
+    data = shared(_GROWN_KEY).read_bytes()
+    whole = map_foreign(data, str(shared(_GROWN_KEY)))
+    assert whole is not None
+    flags = [(entry["id"], entry["foreign"].get("billed")) for entry in whole.entries]
+    cuts = [i + 1 for i, byte in enumerate(data) if byte == 0x0A]
+    assert len(cuts) == 33
+    inside = 0
+    for cut in cuts:
+        folder = _fake_home / ".claude" / "projects" / f"cut-{cut}"
+        folder.mkdir(parents=True)
+        path = folder / shared(_GROWN_KEY).name
+        path.write_bytes(data[:cut])
+        first = Syncer(store).sync_file(str(path))
+        if first.status != "new":
+            assert first.status == "in-progress", (cut, first)  # no record names the session yet
+        part = map_foreign(data[:cut], str(path))
+        assert part is not None
+        inside += not whole.prefix_stable(len(part.entries))
+        path.write_bytes(data)
+        assert Syncer(store).sync_file(str(path)).status in ("new", "grown"), cut
+        session_id = whole.header["id"]
+        assert _billed(store, session_id) == _GROWN_FIGURES, cut
+        stored = store.read(session_id).entries
+        assert [(entry["id"], entry["foreign"].get("billed")) for entry in stored] == flags, cut
+        assert _sums(stored) == _GROWN_FIGURES, cut
+        assert store.reindex(session_id) == 1
+        assert _billed(store, session_id) == _GROWN_FIGURES, cut
+        store.delete(session_id)
+    # Cuts inside a call: after lines 9, 10, 15, 16, 20, 21 and 22 (the calls' records, line 22
+    # a snapshot between two records of one call).
+    assert inside == 7

@@ -238,6 +238,10 @@ def test_a_growing_real_file_maps_to_the_same_entries_plus_new_ones(key):
         settled = len(part.entries) if part.settled is None else part.settled
         assert part.entries[:settled] == whole.entries[:settled], (key, cut)
         assert _unflagged(part.entries) == _unflagged(whole.entries[:len(part.entries)]), (key, cut)
+        # What sync asks before appending to the entries stored from the shorter file: the
+        # whole file's mapping says whether they are still exactly these entries.
+        same = part.entries == whole.entries[:len(part.entries)]
+        assert whole.prefix_stable(len(part.entries)) == same, (key, cut)
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite", "jsonl", pytest.param("postgres", marks=pytest.mark.postgres)])

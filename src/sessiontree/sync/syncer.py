@@ -462,8 +462,10 @@ class Syncer:
                     and body[state.consumed - 1:state.consumed] in (b"\n", b"")
                     and sha(body.split(b"\n", 1)[0]) == state.header_hash
                     and sha(body[max(0, state.consumed - TAIL_CHECK):state.consumed]) == state.tail_hash)
-        settled = count if mapped.settled is None else mapped.settled
-        if appended and state is not None and state.entries > settled:
+        # The stored entries are the mapping of a shorter file: when a bill moved from one of
+        # them to a newer record, they must be replaced (comparing with this mapping's own
+        # ``settled`` missed every file that grew past the call: billed twice).
+        if appended and state is not None and not mapped.prefix_stable(state.entries):
             replaced = self._replace_unsettled(path, parsed, state.entries, pending,
                                                lambda change: self._commit(expect, new_state, change))
             if replaced is not None:

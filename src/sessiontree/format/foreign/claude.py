@@ -13,7 +13,8 @@ The mapping is *prefix-stable* except for one flag: the entries of the first ``n
 records never depend on later records, but the ``foreign.billed`` flag of the records
 of a call that may still be streaming moves to its newest record
 (:attr:`~sessiontree.format.foreign.common.ForeignSession.settled` says up to where
-nothing can change; docs/agents/README.md).
+nothing can change, :attr:`~sessiontree.format.foreign.common.ForeignSession.moves`
+where a bill moved; docs/agents/README.md).
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ class _Mapper:
         self.shape: dict[str, str | None] = {}  # entry id -> _ANNOTATION, a turn (message id) or None (a prompt)
         self.tool_names: dict[str, str] = {}
         self.tool_turn: dict[str, str] = {}  # tool_use id -> message id of the response that made the call
-        self.billed: dict[Any, dict[str, Any]] = {}  # call key -> the entry billing it (its newest record)
+        self.billed: dict[Any, tuple[dict[str, Any], int]] = {}  # call key -> (the entry billing it, its index)
         self.open: dict[Any, tuple[Any, int]] = {}  # stream -> (call key, index of the call's first entry)
         self.known = False
         self.sidechain_file = False
@@ -201,19 +202,21 @@ class _Mapper:
         assert self.result is not None
         if key is None:
             return
+        index = len(self.result.entries) - 1
         earlier = self.billed.get(key)
         if earlier is not None:
             # The same API call written again (one record per content block): billed once,
             # with the figures of its newest record (the last carries the final output count).
-            earlier["foreign"]["billed"] = False
-        self.billed[key] = entry
+            earlier[0]["foreign"]["billed"] = False
+            self.result.moves.append((earlier[1], index))
+        self.billed[key] = (entry, index)
         current = self.open.get(stream)
         if current is None or current[0] != key:
             if stream == "main":
                 # The main conversation's next API call starts only once every tool call of
                 # its previous response has its result: the subagents those calls ran are done.
                 self.open.clear()
-            self.open[stream] = (key, len(self.result.entries) - 1)
+            self.open[stream] = (key, index)
 
     # -- records ------------------------------------------------------------------------------
 

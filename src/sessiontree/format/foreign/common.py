@@ -95,6 +95,9 @@ class ForeignSession:
             billed on its newest record, so the records of a call that may still be
             streaming can lose their ``billed`` flag when the file grows
             (docs/agents/README.md, "Prefix-stable").
+        moves: ``(earlier, newer)`` entry indexes of every bill a later record of the
+            same call took over (the earlier entry became ``billed: false``), in file
+            order; :meth:`prefix_stable` reads them.
     """
 
     agent: str
@@ -104,6 +107,15 @@ class ForeignSession:
     unmapped: list[tuple[int, str]] = field(default_factory=list)
     header_known: bool = True
     settled: int | None = None
+    moves: list[tuple[int, int]] = field(default_factory=list)
+
+    def prefix_stable(self, count: int) -> bool:
+        """Whether this mapping's first ``count`` entries are exactly what the mapping of
+        the records they came from gave (docs/agents/README.md, "Prefix-stable"): false
+        when a call's bill moved from one of them to a later entry (a file synced while
+        the call was being written, then grown by another record of it), so the entries
+        stored from the shorter file must be replaced, not appended to."""
+        return not any(earlier < count <= newer for earlier, newer in self.moves)
 
     def add_entry(self, record: Record, entry: dict[str, Any], entry_id: str, parent: str | None, *,
                   part: int = 1, extra: dict[str, Any] | None = None) -> None:
