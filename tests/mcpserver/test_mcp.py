@@ -36,6 +36,7 @@ from mcp import Client, StdioServerParameters
 
 from builders import header, jsonl_line, session_info, text_block, usage
 from cli_support import run_cli
+from mcp_support import call_tools
 from sessiontree.mcpserver.paging import CLIP_MARK, json_size, take_page
 from sessiontree.mcpserver.server import build_server
 from sessiontree.mcpserver.tools import SessionReader
@@ -104,18 +105,7 @@ def _digest(folder: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir()) if p.is_file()}
 
 
-def _call(db: str, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
-    """Call each tool in process (the SDK's client over its in-memory transport); the results in order."""
-    store = open_store(db, create=False, readonly=True)
-
-    async def main() -> list[Any]:
-        async with Client(build_server(store)) as client:
-            return [await client.call_tool(name, args) for name, args in calls]
-
-    try:
-        return anyio.run(main)
-    finally:
-        store.close()
+_call = call_tools
 
 
 def _one(db: str, name: str, **args: Any) -> dict[str, Any]:

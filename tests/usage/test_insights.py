@@ -229,7 +229,7 @@ def test_store_insights_of_synced_codex_files(tmp_path):
 
 
 def test_the_mcp_tool_answers_a_session_and_the_store_within_its_budget(tmp_path):
-    from test_mcp import _call
+    from mcp_support import call_tools as _call
 
     db = str(tmp_path / "s.db")
     store = SqliteStore(db)
