@@ -4,7 +4,7 @@ The golden files under ``tests/data/golden/`` were written by the code before th
 of issue 42 (round five, target 4) and reviewed then: rendering may get faster, never
 different. The sources are the vendored corpus file (a real pi session, 974 KB), the three
 ``examples/`` sessions and ``golden/hostile.jsonl``, the hostile session of
-``tests/core/test_terminal_safety.py`` (escape sequences, bidi and invisible characters in every
+``tests/test_terminal_safety.py`` (escape sequences, bidi and invisible characters in every
 field), so the escaping of every fragment is pinned too.
 
 To rewrite them after a deliberate change of the output (review the diff!):

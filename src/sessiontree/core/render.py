@@ -607,7 +607,7 @@ def markdown_transcript(header: Mapping[str, Any], branch: Sequence[Mapping[str,
     # _code_span, _fence; a turn line through _md_block), the rest is literal text. The
     # escaping is per character, so the joined document is as safe as its fragments: a
     # second pass over the whole document (0.9 s for a 100,000-entry branch) would change
-    # nothing (tests/core/test_export_golden.py, tests/core/test_terminal_safety.py).
+    # nothing (tests/core/test_export_golden.py, tests/test_terminal_safety.py).
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
