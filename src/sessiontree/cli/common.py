@@ -13,8 +13,9 @@ import contextlib
 import gc
 import json
 import os
+import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import import_module
@@ -445,21 +446,44 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     sys.exit(0)  # pragma: no cover - cli.main exits itself in standalone mode
 
 
-def cut_left(text: str, width: int) -> str:
-    """``text`` in at most ``width`` terminal cells, cut at the left with "…" when longer;
-    a path is cut at a ``/`` when one is in what remains ("…/weather-app")."""
+#: What a cut keeps whole: one visible escape of :mod:`sessiontree.core.textsafe`
+#: (``\\x1b``, ``\\u202e``, ``\\U000e0041``) or one character.
+_CUT_UNITS = re.compile(r"\\x[0-9a-f]{2}|\\u[0-9a-f]{4}|\\U[0-9a-f]{8}|.", re.S)
+
+
+def _fitting_units(units: Iterable[str], width: int) -> list[str]:
+    from rich.cells import cell_len
+
+    kept: list[str] = []
+    used = 1  # the ellipsis
+    for unit in units:
+        used += cell_len(unit)
+        if used > width:
+            break
+        kept.append(unit)
+    return kept
+
+
+def cut_right(text: str, width: int) -> str:
+    """``text`` (already sanitised) in at most ``width`` terminal cells, cut at the right
+    with "…" when longer, never inside a visible escape (``\\u202e`` is kept whole or
+    left out: docs/terminal-output.md, "Where it is applied")."""
     from rich.cells import cell_len
 
     if cell_len(text) <= width:
         return text
-    kept: list[str] = []
-    used = 1  # the ellipsis
-    for char in reversed(text):
-        used += cell_len(char)
-        if used > width:
-            break
-        kept.append(char)
-    tail = "".join(reversed(kept))
+    return "".join(_fitting_units(_CUT_UNITS.findall(text), width)) + "…"
+
+
+def cut_left(text: str, width: int) -> str:
+    """``text`` in at most ``width`` terminal cells, cut at the left with "…" when longer;
+    a path is cut at a ``/`` when one is in what remains ("…/weather-app"). Like
+    :func:`cut_right`, never inside a visible escape."""
+    from rich.cells import cell_len
+
+    if cell_len(text) <= width:
+        return text
+    tail = "".join(reversed(_fitting_units(reversed(_CUT_UNITS.findall(text)), width)))
     slash = tail.find("/")
     return "…" + (tail[slash:] if slash > 0 else tail)
 
