@@ -242,6 +242,14 @@ def echo_line(line: str = "", *, err: bool = False) -> None:
     click.echo(safe_line(line), err=err)
 
 
+def echo_fields(*fields: Any, err: bool = False) -> None:
+    """``click.echo`` of one tab-separated line: each field sanitised with
+    :func:`~sessiontree.core.textsafe.safe_line` (a tab or newline inside a field is
+    shown as ``\\x09``/``\\x0a``), the tabs between fields written as tabs, so the
+    columns stay columns for ``cut -f`` (docs/terminal-output.md)."""
+    click.echo("\t".join(safe_line(field) for field in fields), err=err)
+
+
 def print_rich(console: Console, *renderables: Any, **options: Any) -> None:
     """Print to stdout; when it is not a terminal, without the padding rich adds at line ends.
 
