@@ -13,7 +13,6 @@ import contextlib
 import gc
 import json
 import os
-import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from sessiontree.core.textsafe import safe_block, safe_json_text, safe_line
+from sessiontree.core.textsafe import CUT_UNITS, safe_block, safe_json_text, safe_line
 from sessiontree.errors import InvalidSessionError, SessionError, StoreOpenError
 
 if TYPE_CHECKING:
@@ -454,11 +453,6 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     sys.exit(0)  # pragma: no cover - cli.main exits itself in standalone mode
 
 
-#: What a cut keeps whole: one visible escape of :mod:`sessiontree.core.textsafe`
-#: (``\\x1b``, ``\\u202e``, ``\\U000e0041``) or one character.
-_CUT_UNITS = re.compile(r"\\x[0-9a-f]{2}|\\u[0-9a-f]{4}|\\U[0-9a-f]{8}|.", re.S)
-
-
 def _fitting_units(units: Iterable[str], width: int) -> list[str]:
     from rich.cells import cell_len
 
@@ -480,7 +474,7 @@ def cut_right(text: str, width: int) -> str:
 
     if cell_len(text) <= width:
         return text
-    return "".join(_fitting_units(_CUT_UNITS.findall(text), width)) + "…"
+    return "".join(_fitting_units(CUT_UNITS.findall(text), width)) + "…"
 
 
 def cut_left(text: str, width: int) -> str:
@@ -491,7 +485,7 @@ def cut_left(text: str, width: int) -> str:
 
     if cell_len(text) <= width:
         return text
-    tail = "".join(reversed(_fitting_units(reversed(_CUT_UNITS.findall(text)), width)))
+    tail = "".join(reversed(_fitting_units(reversed(CUT_UNITS.findall(text)), width)))
     slash = tail.find("/")
     return "…" + (tail[slash:] if slash > 0 else tail)
 
