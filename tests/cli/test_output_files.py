@@ -175,6 +175,20 @@ def test_export_that_fails_midway_leaves_the_old_file(store_url: str, tmp_path: 
     assert leftovers(out_dir) == []
 
 
+def test_export_errors_name_the_path_given_not_the_temporary_file(store_url: str, tmp_path: Path) -> None:
+    """A missing directory, and a write that fails midway: the one-line error names the
+    path the user gave (it used to quote ``.x.jsonl.0_t1fiez.tmp``, a file that no longer exists)."""
+    target = tmp_path / "missing" / "x.jsonl"
+    result = invoke("--store", store_url, "export", BRANCHING, "-o", str(target))
+    assert result.exit_code == 1
+    assert result.stderr.strip() == f"sessiontree: error: No such file or directory: {target}"
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    result = run_limited(100_000, "--store", store_url, "export", HEADER["id"], "-o", str(out_dir / "x.jsonl"))
+    assert result.returncode == 1 and str(out_dir / "x.jsonl") in result.stderr, result.stderr
+    assert ".tmp" not in result.stderr and leftovers(out_dir) == []
+
+
 def test_export_to_a_symlink_is_refused(store_url: str, tmp_path: Path) -> None:
     victim = tmp_path / "victim.txt"
     victim.write_bytes(b"precious")

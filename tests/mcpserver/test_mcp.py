@@ -740,3 +740,40 @@ def test_hostile_text_without_secrets_passes_redaction_unchanged(tmp_path):
         assert data.pop("redactedSecrets") == 0
         assert data == before.structured_content
     assert redacted[3].structured_content["messages"][-1]["message"]["content"] == "last " + h
+
+
+#: Characters the text block may never hold raw (docs/terminal-output.md): C0 but newline, DEL, C1,
+#: bidi controls, invisible and separator characters, tag characters.
+_FORBIDDEN = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f"
+                        "\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]")
+
+
+def test_text_blocks_show_control_characters_as_escapes(db):
+    """The text block (summary line, note, JSON) is read by people: no raw ESC or U+202E in it.
+    Its JSON still parses to the structured data unchanged (only the spelling is escaped),
+    and the structured data keeps the hostile text as it is stored."""
+    calls = [("get_entries", {"session_id": S2}), ("get_context", {"session_id": S2}),
+             ("search_sessions", {"query": "IGNORE ALL PREVIOUS"}), ("list_sessions", {}),
+             ("get_session", {"session_id": S2}), ("get_entries", {"session_id": S2, "max_chars": 1000}),
+             ("get_session", {"session_id": "\u202e\x1b" * 50})]
+    results = _call(db, calls)
+    for (name, args), result in zip(calls, results, strict=True):
+        text = result.content[0].text
+        assert not _FORBIDDEN.search(text), (name, args, text[:300])
+        if not result.is_error:
+            assert json.loads(text.splitlines()[-1]) == result.structured_content, name
+    assert results[0].structured_content["entries"][0]["entry"]["message"]["content"] == HOSTILE
+    assert "\\u202e" in results[0].content[0].text
+    assert results[6].is_error and "\\u202e\\x1b" in results[6].content[0].text
+
+
+def test_summary_lines_are_cut_on_escape_boundaries():
+    from sessiontree.core.textsafe import cut_line, safe_line
+
+    text = safe_line("ab" + "\u202e" * 60)  # ab\u202e\u202e...: 2 + 6 * 60 characters
+    for limit in range(3, 80):
+        cut = cut_line(text, limit)
+        assert len(cut) <= limit and cut.endswith("…")
+        assert re.fullmatch(r"ab(\\u202e)*…", cut), cut
+    assert cut_line(text, 9) == "ab\\u202e…"
+    assert cut_line(text, 362) == text

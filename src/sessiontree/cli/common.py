@@ -14,7 +14,7 @@ import gc
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import import_module
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from sessiontree.core.textsafe import safe_block, safe_json_text, safe_line
+from sessiontree.core.textsafe import CUT_UNITS, safe_block, safe_json_text, safe_line
 from sessiontree.errors import InvalidSessionError, SessionError, StoreOpenError
 
 if TYPE_CHECKING:
@@ -241,6 +241,14 @@ def echo_line(line: str = "", *, err: bool = False) -> None:
     click.echo(safe_line(line), err=err)
 
 
+def echo_fields(*fields: Any, err: bool = False) -> None:
+    """``click.echo`` of one tab-separated line: each field sanitised with
+    :func:`~sessiontree.core.textsafe.safe_line` (a tab or newline inside a field is
+    shown as ``\\x09``/``\\x0a``), the tabs between fields written as tabs, so the
+    columns stay columns for ``cut -f`` (docs/terminal-output.md)."""
+    click.echo("\t".join(safe_line(field) for field in fields), err=err)
+
+
 def print_rich(console: Console, *renderables: Any, **options: Any) -> None:
     """Print to stdout; when it is not a terminal, without the padding rich adds at line ends.
 
@@ -445,21 +453,39 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     sys.exit(0)  # pragma: no cover - cli.main exits itself in standalone mode
 
 
-def cut_left(text: str, width: int) -> str:
-    """``text`` in at most ``width`` terminal cells, cut at the left with "…" when longer;
-    a path is cut at a ``/`` when one is in what remains ("…/weather-app")."""
+def _fitting_units(units: Iterable[str], width: int) -> list[str]:
+    from rich.cells import cell_len
+
+    kept: list[str] = []
+    used = 1  # the ellipsis
+    for unit in units:
+        used += cell_len(unit)
+        if used > width:
+            break
+        kept.append(unit)
+    return kept
+
+
+def cut_right(text: str, width: int) -> str:
+    """``text`` (already sanitised) in at most ``width`` terminal cells, cut at the right
+    with "…" when longer, never inside a visible escape (``\\u202e`` is kept whole or
+    left out: docs/terminal-output.md, "Where it is applied")."""
     from rich.cells import cell_len
 
     if cell_len(text) <= width:
         return text
-    kept: list[str] = []
-    used = 1  # the ellipsis
-    for char in reversed(text):
-        used += cell_len(char)
-        if used > width:
-            break
-        kept.append(char)
-    tail = "".join(reversed(kept))
+    return "".join(_fitting_units(CUT_UNITS.findall(text), width)) + "…"
+
+
+def cut_left(text: str, width: int) -> str:
+    """``text`` in at most ``width`` terminal cells, cut at the left with "…" when longer;
+    a path is cut at a ``/`` when one is in what remains ("…/weather-app"). Like
+    :func:`cut_right`, never inside a visible escape."""
+    from rich.cells import cell_len
+
+    if cell_len(text) <= width:
+        return text
+    tail = "".join(reversed(_fitting_units(reversed(CUT_UNITS.findall(text)), width)))
     slash = tail.find("/")
     return "…" + (tail[slash:] if slash > 0 else tail)
 

@@ -15,6 +15,7 @@ from sessiontree.cli.common import (
     busy_spinner,
     cli,
     cut_left,
+    cut_right,
     describe_error,
     echo_line,
     open_session_readonly,
@@ -171,11 +172,12 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, hosts: tuple
         table.add_column("project", no_wrap=True, width=proj_w)
     table.add_column("title", no_wrap=True, overflow="ellipsis", max_width=title_w)
     for index, row in enumerate(rows):
-        agent_cells = (*(row[3:4] if show_agent else ()), *(row[6:7] if show_origin else ()))
+        # Cut here, not by rich: a cut never falls inside an escape ("\u20…").
+        agent_cells = (*(row[3:4] if show_agent else ()), *((cut_right(row[6], origin_w),) if show_origin else ()))
         cells = (*row[:3], *agent_cells, *((cut_left(row[4], proj_w),) if show_project else ()), row[5])
         if cost_cells is not None:
             cells = (*cells[:3], cost_cells[index], *cells[3:])
-        table.add_row(*cells[:-1], Text(cells[-1]))
+        table.add_row(*cells[:-1], Text(cut_right(cells[-1], title_w)))
     print_rich(console, table)
 
 

@@ -18,6 +18,7 @@ from sessiontree.cli.common import (
     App,
     UserError,
     cli,
+    echo_fields,
     echo_line,
     pass_app,
     plural,
@@ -107,8 +108,8 @@ def team_list(app: App, as_json: bool) -> None:
                     for m in members])
         return
     for m in members:
-        echo_line(f"{m.name}\t{m.role}\t{plural(m.sessions, 'session', 'sessions')}"
-                  + ("" if m.can_login else "\t(no login)"))
+        echo_fields(m.name, m.role, plural(m.sessions, 'session', 'sessions'),
+                    *(() if m.can_login else ("(no login)",)))
 
 
 @team_group.command("remove", short_help="Take a person out of the team (their sessions stay).")
@@ -171,7 +172,7 @@ def team_audit(app: App, as_json: bool) -> None:
     if not records:
         echo_line("no accesses")
     for r in records:
-        echo_line(f"{r.at}\t{r.reader}\t{r.session_id}\t{r.session_owner}\t{r.reason}")
+        echo_fields(r.at, r.reader, r.session_id, r.session_owner, r.reason)
 
 
 # -- retention, on every store --------------------------------------------------------------
@@ -203,8 +204,8 @@ def prune_cmd(app: App, age: str, agent: str | None, dry_run: bool, everyone: bo
         print_json({"dryRun": dry_run, "sessions": [r.to_dict() for r in records]})
         return
     for r in records:
-        echo_line(f"{r.session_id}\t{plural(r.entries, 'entry', 'entries')}\t{r.bytes} bytes"
-                  + (f"\t{r.owner}" if r.owner else ""))
+        echo_fields(r.session_id, plural(r.entries, 'entry', 'entries'), f"{r.bytes} bytes",
+                    *((r.owner,) if r.owner else ()))
     verb = "would delete" if dry_run else "deleted"
     echo_line(f"{verb} {plural(len(records), 'session', 'sessions')}", err=True)
 

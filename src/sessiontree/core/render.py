@@ -379,13 +379,77 @@ def context_dict(projection: SessionProjection, session_id: str, leaf_id: str | 
 
 
 def _md_block(text: str) -> str:
-    return safe_block(text)
+    """Multi-line session text as Markdown prose: :func:`safe_block`, then :func:`_md_html_safe`."""
+    return _md_html_safe(safe_block(text))
 
 
 def _md_inline(value: Any) -> str:
     """A one-line field: unsafe characters (newline included) escaped, so a
-    value can never start a heading or a new block of its own."""
-    return safe_line(value)
+    value can never start a heading or a new block of its own; HTML as text
+    (:func:`_md_html_safe`)."""
+    return _md_html_safe(safe_line(value))
+
+
+# What would start raw HTML or a character reference in CommonMark: "<" before a tag
+# name, "/", "!" or "?"; "&" that begins a named or numeric reference. A lone "<" or "&"
+# ("a < b", "x && y") is shown as it is by every renderer, and stays readable in the file.
+_HTML_START = re.compile(r"<(?=[A-Za-z/!?])|&(?=#[0-9]{1,7};|#[xX][0-9a-fA-F]{1,6};|[A-Za-z][A-Za-z0-9]{0,31};)")
+# An inline code span: a run of backticks (not after a backtick or a backslash, which
+# would escape it) up to the next run of the same length. Approximate on purpose: where
+# it disagrees with a renderer it finds fewer spans, so it escapes more, never less.
+_CODE_SPAN = re.compile(r"(?<![`\\])(`+)(?!`).+?(?<!`)\1(?!`)", re.S)
+# A line opening or closing a fenced code block: up to three spaces, three or more ` or ~.
+_FENCE_LINE = re.compile(r" {0,3}(`{3,}|~{3,})")
+
+
+def _escape_html_starts(text: str) -> str:
+    return _HTML_START.sub(lambda m: "&lt;" if m.group() == "<" else "&amp;", text)
+
+
+def _outside_code_spans(text: str) -> str:
+    out: list[str] = []
+    pos = 0
+    for match in _CODE_SPAN.finditer(text):
+        out.append(_escape_html_starts(text[pos:match.start()]))
+        out.append(match.group())
+        pos = match.end()
+    out.append(_escape_html_starts(text[pos:]))
+    return "".join(out)
+
+
+def _md_html_safe(text: str) -> str:
+    """Markdown prose with HTML shown as text: outside fenced code blocks and inline code
+    spans, a ``<`` that would open a tag becomes ``&lt;`` and an ``&`` that would start a
+    character reference becomes ``&amp;``, so a previewer that renders HTML in Markdown
+    runs none from the session (``<script>``, ``<img onerror=...>``). Code keeps its text:
+    every renderer shows code literally (docs/terminal-output.md, "Exports")."""
+    if "<" not in text and "&" not in text:
+        return text
+    if "```" not in text and "~~~" not in text:
+        return _outside_code_spans(text)
+    out: list[str] = []
+    prose: list[str] = []
+    fence: str | None = None
+    for line in text.split("\n"):
+        match = _FENCE_LINE.match(line)
+        if fence is None:
+            # A backtick fence's info string cannot hold a backtick (then it is inline code).
+            if match and not (match.group(1)[0] == "`" and "`" in line[match.end():]):
+                if prose:
+                    out.append(_outside_code_spans("\n".join(prose)))
+                    prose = []
+                fence = match.group(1)
+                out.append(line)
+            else:
+                prose.append(line)
+        else:
+            out.append(line)
+            if match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence) \
+                    and not line[match.end():].strip():
+                fence = None
+    if prose:
+        out.append(_outside_code_spans("\n".join(prose)))
+    return "\n".join(out)
 
 
 def _longest_backticks(text: str) -> int:
@@ -408,7 +472,7 @@ def _code_span(value: Any) -> str:
 
 
 def _fence(text: str, info: str = "") -> str:
-    text = _md_block(text)
+    text = safe_block(text)  # code: shown literally by every renderer, so no HTML escaping
     longest = _longest_backticks(text)
     ticks = "`" * max(3, longest + 1)
     return f"{ticks}{info}\n{text}\n{ticks}"
@@ -432,7 +496,7 @@ def _md_content(content: Any) -> list[str]:
         elif kind == "toolCall":
             parts.append("**Tool call:**\n\n" + _fence(format_tool_call(block)))
         elif kind == "image":
-            parts.append(f"*{image_placeholder(block)}*")
+            parts.append(f"*{_md_inline(image_placeholder(block))}*")
     return parts
 
 

@@ -52,7 +52,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["UNSAFE", "is_safe", "safe_block", "safe_json_text", "safe_line", "shell_join", "shell_quote"]
+__all__ = ["CUT_UNITS", "UNSAFE", "cut_line", "is_safe", "safe_block", "safe_json_text", "safe_line", "shell_join",
+           "shell_quote"]
 
 #: Every character that is never written raw to a terminal or a Markdown file.
 UNSAFE = re.compile(
@@ -109,6 +110,28 @@ def safe_block(value: Any) -> str:
     if text.isascii() and not text.encode("ascii").translate(None, _ASCII_KEPT_IN_BLOCK):
         return text  # nothing to escape (the same result, without the scan)
     return _UNSAFE_IN_BLOCK.sub(_visible, text)
+
+
+#: What a cut keeps whole: one visible escape as :func:`safe_line` writes it (``\\x1b``,
+#: ``\\u202e``, ``\\U000e0041``) or one character. A cut to a width is made after
+#: escaping and on these units, so it never leaves half an escape (``\\u20…``).
+CUT_UNITS = re.compile(r"\\x[0-9a-f]{2}|\\u[0-9a-f]{4}|\\U[0-9a-f]{8}|.", re.S)
+
+
+def cut_line(text: str, limit: int) -> str:
+    """``text`` (already escaped) in at most ``limit`` characters, ending in "…" when cut,
+    never inside an escape (:data:`CUT_UNITS`). Terminal columns are cells, not characters:
+    the command line cuts with ``cli.common.cut_right``, on the same units."""
+    if len(text) <= limit:
+        return text
+    kept: list[str] = []
+    used = 1  # the ellipsis
+    for unit in CUT_UNITS.findall(text):
+        used += len(unit)
+        if used > limit:
+            break
+        kept.append(unit)
+    return "".join(kept) + "…"
 
 
 def is_safe(text: str, *, multiline: bool = False) -> bool:

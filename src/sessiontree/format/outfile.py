@@ -90,7 +90,8 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int | None 
             directory, a FIFO, a socket or a device node; nothing is written.
         OSError: the directory is missing or not writable, or the disk is
             full; the old file at ``path`` (if any) is unchanged and no
-            temporary file is left behind.
+            temporary file is left behind. Its ``filename`` is ``path`` (never
+            the temporary file's name).
     """
     target = os.fspath(path)
     try:
@@ -105,7 +106,13 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int | None 
         mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
     mode &= _PERMISSION_BITS  # never setuid, setgid or sticky
     directory = os.path.dirname(os.path.abspath(target))
-    fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
+    try:
+        fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
+    except OSError as exc:
+        renamed = _naming(exc, target)
+        if renamed is None:
+            raise
+        raise renamed from exc
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -113,10 +120,23 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int | None 
             os.fchmod(handle.fileno(), mode)
             os.fsync(handle.fileno())
         os.replace(temp, target)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(temp)
         except OSError:
             pass
-        raise
+        renamed = _naming(exc, target) if isinstance(exc, OSError) else None
+        if renamed is None:
+            raise
+        raise renamed from exc
     return target
+
+
+def _naming(exc: OSError, target: str) -> OSError | None:
+    """``exc`` about ``target``, the path the user gave (``None`` for an error without an
+    errno, raised as it is): the temporary file's name is ours, and an error quoting it
+    (``.x.jsonl.0_t1fiez.tmp``) names a file the user never saw and that no longer exists.
+    The same class and errno, so callers still tell the cases apart."""
+    if exc.errno is None:
+        return None
+    return type(exc)(exc.errno, exc.strerror, target)

@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sessiontree.core.textsafe import safe_json_text
+
 #: Default size budget of one tool answer, in characters of JSON.
 DEFAULT_MAX_CHARS = 20_000
 #: The smallest and largest budgets a caller may ask for.
@@ -86,8 +88,11 @@ class CursorError(ValueError):
 
 
 def json_size(value: Any) -> int:
-    """Characters of ``value`` as compact JSON (non-ASCII kept as is): what a page is measured in."""
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str))
+    """Characters of ``value`` as compact JSON (non-ASCII kept as is, but the characters
+    docs/terminal-output.md keeps off a screen spelled ``\\uXXXX``, as the text block writes
+    them: :func:`~sessiontree.core.textsafe.safe_json_text`): what a page is measured in."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return len(text) if text.isascii() else len(safe_json_text(text))
 
 
 def fingerprint(arguments: Mapping[str, Any]) -> str:

@@ -29,6 +29,7 @@ from pydantic import Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sessiontree import __version__
+from sessiontree.core.textsafe import cut_line, safe_json_text, safe_line
 from sessiontree.errors import SessionError
 from sessiontree.mcpserver.paging import (
     DEFAULT_MAX_CHARS,
@@ -82,13 +83,14 @@ _COMMON_PAGED = "limit, cursor, max_chars (a page never exceeds max_chars charac
 
 
 def _text(summary: str, data: dict[str, Any]) -> str:
-    # The summary line holds caller text (a query): cut to what the tools' budgets reserve for it.
-    if len(summary) > SUMMARY_RESERVE:
-        summary = summary[:SUMMARY_RESERVE - 1] + "…"
-    lines = [summary]
+    # The text block is read by people too (docs/terminal-output.md): the summary line and
+    # the note through safe_line, the JSON through safe_json_text (the same values, unsafe
+    # characters spelled \uXXXX). The summary line holds caller text (a query): cut, after
+    # escaping and never inside an escape, to what the tools' budgets reserve for it.
+    lines = [cut_line(safe_line(summary), SUMMARY_RESERVE)]
     if data.get("note"):
-        lines.append(str(data["note"]))
-    lines.append(json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str))
+        lines.append(safe_line(data["note"]))
+    lines.append(safe_json_text(json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)))
     return "\n".join(lines)
 
 
@@ -105,9 +107,9 @@ def _call(work: Callable[[], dict[str, Any]], summary: Callable[[dict[str, Any]]
         data = work()
     except (SessionError, ValueError, KeyError) as exc:
         message = " ".join(str(exc).split()) or type(exc).__name__
-        raise ToolError(replace_lone_surrogates(message)) from None
+        raise ToolError(safe_line(message)) from None
     except OSError as exc:
-        raise ToolError(replace_lone_surrogates(f"the store could not be read: {exc.strerror or exc}")) from None
+        raise ToolError(safe_line(f"the store could not be read: {exc.strerror or exc}")) from None
     try:
         line = summary(data)
     except (KeyError, TypeError, AttributeError):

@@ -27,6 +27,7 @@ from typing import Any
 
 from sessiontree.core import render
 from sessiontree.core.listing import session_info_from_entries
+from sessiontree.core.textsafe import safe_line
 from sessiontree.diff.branches import diff_branches
 from sessiontree.errors import (
     AmbiguousEntryPrefixError,
@@ -124,8 +125,9 @@ _INFO_TEXT = ("cwd", "path", "name", "firstMessage", "summary")
 
 def answer_size(answer: Mapping[str, Any]) -> int:
     """Characters a client reads at most for ``answer``: the text block (summary line, the
-    note, the JSON), which also bounds ``structuredContent`` (the JSON alone)."""
-    return json_size(answer) + len(str(answer.get("note") or "")) + SUMMARY_RESERVE + 2
+    note, the JSON, each as the text block spells it: escaped, docs/terminal-output.md), which
+    also bounds ``structuredContent`` (the JSON alone)."""
+    return json_size(answer) + len(safe_line(answer.get("note") or "")) + SUMMARY_RESERVE + 2
 
 
 def _fit_answer(head: dict[str, Any], key: str, items: Callable[[], Iterable[dict[str, Any]]], *,

@@ -9,7 +9,15 @@ file opens from disk with no server and no network.
 Escaping: the environment autoescapes every template, so any session text
 reaches the page as text. The only values marked safe are rendered Markdown
 (raw HTML disabled, see :func:`sessiontree.web.views.markdown_html`) and the
-inlined assets of the package itself. JSON embedded in a page goes through
+inlined assets of the package itself.
+
+Control characters: every ``{{ ... }}`` value passes :func:`shown` (the
+environment's ``finalize``), the one place where the terminal's sanitiser
+(:mod:`sessiontree.core.textsafe`) is applied to the pages: one-line fields
+through ``safe_line``, the values a template marks ``|block`` (text shown in
+``<pre>``) through ``safe_block``, so C0/C1 controls, bidi overrides and
+invisible characters are shown as visible escapes (``\\x1b``, ``\\u202e``),
+as docs/terminal-output.md promises for every human-readable output. JSON embedded in a page goes through
 Jinja2's ``tojson`` filter, which escapes ``<``, ``>``, ``&`` and ``'`` so
 that no session text can close the ``<script>`` element that holds it.
 """
@@ -25,10 +33,11 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from sessiontree.core.listing import is_unknown_time
 from sessiontree.core.render import entry_summary
+from sessiontree.core.textsafe import safe_block, safe_line
 from sessiontree.diff.branches import BranchComparison
 from sessiontree.format.foreign.common import agent_of_header
 from sessiontree.session.manager import SessionManager
@@ -43,6 +52,7 @@ __all__ = [
     "render_list_page",
     "render_session_document",
     "render_session_page",
+    "shown",
     "static_text",
 ]
 
@@ -66,13 +76,38 @@ def environment() -> Environment:
     """The Jinja2 environment of the viewer (package templates, autoescape on for all)."""
     env = Environment(loader=PackageLoader("sessiontree.web", "templates"),
                       autoescape=select_autoescape(default=True, default_for_string=True),
-                      trim_blocks=True, lstrip_blocks=True)
+                      trim_blocks=True, lstrip_blocks=True, finalize=shown)
+    env.filters["block"] = block
     env.globals["FILTER_MODES"] = view.FILTER_MODES
     env.filters["urlpart"] = url_part
     env.filters["listtime"] = list_time
     env.globals["insights_money"] = insights_money
     env.globals["turn_cost"] = view.turn_cost
     return env
+
+
+def shown(value: Any) -> Any:
+    """What a template's ``{{ value }}`` prints: ``Markup`` as it is (HTML built from
+    text that already passed here, rendered Markdown whose text passed
+    :func:`~sessiontree.core.textsafe.safe_block`, JSON escaped by
+    :func:`~sessiontree.web.views.script_json`, the package's own assets); ``None`` as
+    ``None`` (Jinja prints it so, as before); anything else as
+    :func:`~sessiontree.core.textsafe.safe_line` of its text, lone surrogates first
+    replaced by U+FFFD (what every page did before, :func:`~sessiontree.web.views.scrub_surrogates`).
+    The environment's ``finalize``: the one place the viewer and the HTML export apply
+    docs/terminal-output.md."""
+    if isinstance(value, Markup):
+        return value
+    if value.__class__ is int:
+        return value
+    return safe_line(view.scrub_surrogates(value if isinstance(value, str) else str(value)))
+
+
+def block(value: Any) -> Markup:
+    """The ``|block`` filter: ``value`` as a multi-line text block (a ``<pre>``): escaped for
+    HTML, newline and tab kept, every other unsafe character shown as a visible escape
+    (:func:`~sessiontree.core.textsafe.safe_block`; docs/terminal-output.md)."""
+    return Markup(escape(safe_block(view.scrub_surrogates(value if isinstance(value, str) else str(value)))))
 
 
 def insights_money(rows: Any) -> str:

@@ -16,6 +16,8 @@ from markdown_it import MarkdownIt
 from markdown_it.renderer import RendererHTML
 from markupsafe import Markup, escape
 
+from sessiontree.core.textsafe import safe_block
+
 __all__ = [
     "markdown_html",
 ]
@@ -50,8 +52,11 @@ _RENDERER.rules["image"] = _md_image.__get__(_RENDERER)
 def markdown_html(text: str) -> Markup:
     """``text`` rendered as Markdown, safe to put in a page.
 
-    Raw HTML in ``text`` is shown as text; links with dangerous schemes are
+    Raw HTML in ``text`` is shown as text; control characters as visible escapes
+    (:func:`~sessiontree.core.textsafe.safe_block`); links with dangerous schemes are
     left as text. Never raises on odd input. Remembered for the last 1,024 texts:
     the export renders each message in the raw and the model's view.
     """
-    return Markup(_MD.render(text))
+    # Control characters, bidi overrides and invisible characters are shown as escapes
+    # (docs/terminal-output.md): the page's finalize passes Markup through unchanged.
+    return Markup(_MD.render(safe_block(text)))
