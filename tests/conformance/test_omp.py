@@ -114,3 +114,23 @@ def test_resume_of_an_omp_session_speaks_omp_and_writes_nothing(tmp_path, _fake_
     assert (answer["agent"], answer["command"], answer["cwd"]) == ("omp", ["omp", "--resume", SID], "/home/me/proj")
     assert run_cli(db, "resume", SID[:8]).stdout.strip() == f"cd /home/me/proj && omp --resume {SID}"
     assert sorted(p for p in _fake_home.rglob("*") if p.is_file()) == before
+
+
+def test_restore_and_resume_of_an_omp_session_whose_file_is_gone_name_as_pi(tmp_path, _fake_home):
+    """Issue 44 item 2: oh-my-pi's own file is not written back, so ``restore`` without ``--as``
+    refuses (it used to write a pi file), and ``resume`` of a session whose file is gone says so;
+    both name ``--as pi``, which still works."""
+    folder = _fake_home / ".omp" / "agent" / "sessions" / "--home-me-proj--"
+    folder.mkdir(parents=True)
+    path = folder / f"2026-05-01T10-00-00-000Z_{SID}.jsonl"
+    path.write_bytes(slot("Fix the parser") + records(4))
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    assert run_cli_json(db, "sync")["new"] == 1
+    refused = run_cli(db, "restore", SID[:8], code=1)
+    assert "--as pi" in refused.stderr
+    assert not (_fake_home / ".pi").exists()
+    path.unlink()
+    gone = run_cli(db, "resume", SID[:8], code=1)
+    assert "not in place" in gone.stderr and "--as pi" in gone.stderr and str(path) in gone.stderr
+    as_pi = run_cli_json(db, "resume", SID[:8], "--as", "pi")
+    assert as_pi["agent"] == "pi" and as_pi["command"][:2] == ["pi", "--session"]

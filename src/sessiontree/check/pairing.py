@@ -2,9 +2,12 @@
 
 Pairing (docs/rules/projection.md P.4-P.7, P.9, docs/rules/decisions.md D-11)
 is checked on the stored messages along every root-to-leaf branch, before
-context edits and compaction: an assistant message opens a window, results
-match its calls by id, any other context-visible message closes it,
-``system`` messages are transparent. Gaps are warnings, since every
+context edits and compaction, with the projection's own tool-window rule
+(:class:`~sessiontree.core.projection.pairing.ToolWindow`, not a copy): an
+assistant message opens a window, or joins the open one when it continues the
+same response (``responseId``: Claude Code's parallel calls, one record each,
+docs/agents/claude-code.md), results match its calls by id, any other
+context-visible message closes it, ``system`` messages are transparent. Gaps are warnings, since every
 projection repairs them (docs/rules/projection.md seed:interrupted-tool-calls);
 a call id repeated in two assistant messages of one branch is an error
 (providers reject it).
@@ -12,10 +15,11 @@ a call id repeated in two assistant messages of one branch is an error
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 from sessiontree.check.state import FileState, Rec
 from sessiontree.core.projection import closes_tool_window, entry_to_context_messages
+from sessiontree.core.projection.pairing import ToolWindow
 
 __all__ = ["check_pairing"]
 
@@ -28,21 +32,33 @@ def check_pairing(state: FileState, cycles: list[list[Rec]]) -> None:
     _PairingWalk(state).run(cycles)
 
 
-class _Window(NamedTuple):
-    """The tool-call window an assistant message opened.
+class _Window:
+    """The tool-call window open at one point of a branch: the projection's own
+    :class:`~sessiontree.core.projection.pairing.ToolWindow` (one rule, docs/rules/projection.md
+    P.4-P.7, including the continuation of one response written as several assistant
+    messages), plus, for the report, the entry that carried each call.
 
-    ``owner``: that message (``None``: no window); ``allowed``: its call ids;
-    ``pending``: ``(id, name)`` of the calls of a toolUse turn, which need a
-    result; ``answered``: call ids answered so far.
+    ``rule``: the window (``None``: none open); ``owners``: call id -> the entry of its call.
+    Copied (:meth:`fork`) where a branch splits, since the rule's state is mutable.
     """
 
-    owner: Rec | None
-    allowed: frozenset[str]
-    pending: tuple[tuple[str, str], ...]
-    answered: frozenset[str]
+    __slots__ = ("owners", "rule")
 
+    def __init__(self) -> None:
+        self.rule = ToolWindow()
+        self.owners: dict[str, Rec] = {}
 
-_NO_WINDOW = _Window(None, frozenset(), (), frozenset())
+    def fork(self) -> _Window:
+        """An independent copy, for one child of a branch point."""
+        copy = _Window()
+        rule = copy.rule
+        rule.allowed = set(self.rule.allowed)
+        rule.answered = set(self.rule.answered)
+        rule.pending = list(self.rule.pending)
+        rule.timestamp = self.rule.timestamp
+        rule.response = self.rule.response
+        copy.owners = dict(self.owners)
+        return copy
 
 
 class _PairingWalk:
@@ -65,65 +81,70 @@ class _PairingWalk:
                 children.setdefault(rec.parent, []).append(rec)
         reported: set[tuple[int, str]] = set()
         active_calls: dict[str, int] = {}  # call id -> line of the assistant message on this branch
-        stack: list[tuple[bool, Rec, Any]] = [(True, rec, _NO_WINDOW) for rec in reversed(roots)]
+        stack: list[tuple[bool, Rec, Any]] = [(True, rec, _Window()) for rec in reversed(roots)]
         while stack:
             enter, rec, payload = stack.pop()
             if not enter:
                 for call_id in payload:
                     del active_calls[call_id]
                 continue
-            window = self._step(rec, payload, reported)
+            window: _Window = payload
+            self._step(rec, window, reported)
             registered = self._register_calls(rec, active_calls)
             stack.append((False, rec, registered))
             below = children.get(rec.key or "", [])
             if not below:
                 # A reopened session closes trailing calls too (docs/rules/decisions.md D-11).
                 self._close(window, reported)
-            for child in reversed(below):
-                stack.append((True, child, window))
+            for index, child in enumerate(reversed(below)):
+                # The last child pushed is walked first and may take the window itself.
+                stack.append((True, child, window if index == len(below) - 1 else window.fork()))
 
-    def _step(self, rec: Rec, window: _Window, reported: set[tuple[int, str]]) -> _Window:
+    def _step(self, rec: Rec, window: _Window, reported: set[tuple[int, str]]) -> None:
+        """Advance ``window`` over one entry, reporting what the projection repairs."""
         obj = rec.obj
         stored = obj.get("message") if obj.get("type") == "message" else None
         message: dict[str, Any] = stored if isinstance(stored, dict) else {}
         role = message.get("role")
+        rule = window.rule
         if role == "assistant":
-            self._close(window, reported)
-            calls = tuple(
-                (block["id"], block["name"]) for block in _blocks(message)
-                if block.get("type") == "toolCall" and isinstance(block.get("id"), str)
-                and isinstance(block.get("name"), str)
-            )
-            pending = calls if message.get("stopReason") == "toolUse" else ()
-            return _Window(rec, frozenset(c[0] for c in calls), pending, frozenset())
+            if not rule.continues(message):
+                self._close(window, reported)
+            rule.open(message)  # a further part of the same response joins the open window
+            for block in _blocks(message):
+                call_id = block.get("id")
+                if block.get("type") == "toolCall" and isinstance(call_id, str):
+                    window.owners.setdefault(call_id, rec)
+            return
         if role == "toolResult":
             call_id = message.get("toolCallId")
-            if not isinstance(call_id, str) or call_id not in window.allowed:
+            answered = isinstance(call_id, str) and call_id in rule.answered
+            if rule.accept(message):
+                return
+            if answered:
+                self.problem("duplicate-tool-result", rec.line,
+                             f'second tool result for "{call_id}" (dropped from model context)', rec.oid)
+            else:
                 self.problem("orphan-tool-result", rec.line,
                              f'tool result for "{call_id}" answers no tool call of the preceding assistant message '
                              "(dropped from model context)", rec.oid)
-                return window
-            if call_id in window.answered:
-                self.problem("duplicate-tool-result", rec.line,
-                             f'second tool result for "{call_id}" (dropped from model context)', rec.oid)
-                return window
-            return window._replace(answered=window.answered | {call_id})
+            return
         if _closes_window(obj):
             self._close(window, reported)
-            return _NO_WINDOW
-        return window
 
     def _close(self, window: _Window, reported: set[tuple[int, str]]) -> None:
-        owner = window.owner
-        if owner is None:
-            return
-        for call_id, name in window.pending:
-            if call_id in window.answered or (id(owner), call_id) in reported:
+        """Close ``window``: each call the projection gives a synthetic result is a
+        ``tool-call-without-result`` on the line of the entry that carried it (once per entry)."""
+        for result in window.rule.close():
+            call_id = result["toolCallId"]
+            owner = window.owners.get(call_id)
+            if owner is None or (id(owner), call_id) in reported:
                 continue
             reported.add((id(owner), call_id))
             self.problem("tool-call-without-result", owner.line,
-                         f'tool call "{call_id}" ({name}) of a toolUse turn has no result '
+                         f'tool call "{call_id}" ({result["toolName"]}) of a toolUse turn has no result '
                          '(readers add an "interrupted" error result)', owner.oid)
+        window.owners.clear()
 
     def _register_calls(self, rec: Rec, active: dict[str, int]) -> list[str]:
         obj = rec.obj

@@ -27,7 +27,7 @@ from sessiontree.core.projection import is_active_compaction
 from sessiontree.errors import INVALID_SESSION_ID_MESSAGE, InvalidSessionError, UnsupportedVersionError
 from sessiontree.format.codec import parse_version, validate_entry, validate_header
 from sessiontree.format.ids import derived_entry_id, is_valid_session_id, session_id_hash
-from sessiontree.format.types import ENTRY_TYPES, MESSAGE_ROLES
+from sessiontree.format.types import ENTRY_TYPES, MAPPED_ENTRY_TYPES, MESSAGE_ROLES
 from sessiontree.format.upgrade import Records, upgrade
 
 __all__ = [
@@ -185,12 +185,14 @@ def check_entries(state: FileState) -> None:
         except InvalidSessionError as exc:
             state.problem("invalid-entry", rec.line, exc.reason, entry_id)
         kind = obj.get("type")
-        if isinstance(kind, str) and kind and kind not in ENTRY_TYPES:
+        if isinstance(kind, str) and kind and kind not in ENTRY_TYPES and kind not in MAPPED_ENTRY_TYPES:
             state.problem("unknown-entry-type", rec.line, f'unknown entry type "{kind}" (kept verbatim, inert)',
                           entry_id)
         elif kind == "context_compaction":
             state.problem("retired-compaction", rec.line, "retired context_compaction record (inert)", entry_id)
-        elif kind == "compaction" and not is_active_compaction(obj):
+        elif kind == "compaction" and not is_active_compaction(obj) and not isinstance(obj.get("foreign"), dict):
+            # A compaction mapped from another agent's record (docs/agents/claude-code.md) is
+            # archival by design, not a retired record of an older writer.
             state.problem("retired-compaction", rec.line,
                           'retired summary-compaction record (details.strategy is not "verbatim-lines"; inert)',
                           entry_id)

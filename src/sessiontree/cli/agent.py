@@ -57,18 +57,23 @@ def _resolve_entry(app: App, session_id: str, prefix: str) -> str:
 
 def _restore(app: App, session: str, agent: str | None, directory: str | None,
              at: str | None) -> tuple[str, RestoreResult]:
-    """Restore as asked: ``(agent, result)``. With no ``agent``, the session's own: a Claude Code or
-    Codex session gets its agent's own file back (verbatim), any other a pi file; a pi file of a
-    foreign session is written only with ``--as pi`` (docs/agent-loop.md, "Each agent's own file")."""
-    from sessiontree.sync.restore import FOREIGN, RestoreError, restore, restore_source, session_agent
+    """Restore as asked: ``(agent, result)``. With no ``agent``, the session's own: a Claude Code,
+    Codex or Gemini CLI session gets its agent's own file back (verbatim), a pi session a pi file;
+    a pi file of a foreign session is written only with ``--as pi``, and an oh-my-pi session
+    without it is refused (docs/agent-loop.md, "Each agent's own file")."""
+    from sessiontree.sync.restore import SOURCE_AGENTS, RestoreError, restore, restore_source, session_agent
 
     session_id = resolve_session_id(app, session)
     own = session_agent(app.store, session_id)
-    if agent is None and own in FOREIGN and at is not None:
+    if agent is None and own not in (*SOURCE_AGENTS, "pi"):
+        # oh-my-pi keeps its own file (a title slot before pi-lineage records): no pi file by default.
+        raise UserError(f"session {session_id} is {own}'s, whose own file sessiontree does not write back; "
+                        "add --as pi to write it as a pi file")
+    if agent is None and own in SOURCE_AGENTS and at is not None:
         raise UserError(f"--at writes a new pi or Atomic session; add --as pi (session {session_id} is {own}'s)")
     entry = _resolve_entry(app, session_id, at) if at is not None else None
     try:
-        if agent is None and own in FOREIGN:
+        if agent is None and own in SOURCE_AGENTS:
             return own, restore_source(app.store, session_id, directory=directory)
         return agent or "pi", restore(app.store, session_id, agent=agent or "pi", directory=directory, at=entry)
     except RestoreError as exc:
@@ -98,7 +103,8 @@ def _report_restore(result: RestoreResult) -> None:
 @click.argument("session")
 @click.option("--as", "--agent", "agent", type=click.Choice(_AGENT_NAMES), default=None,
               help="Write a pi or Atomic file into that agent's folder. Default: the session's own agent "
-                   "(a Claude Code or Codex session gets its original file back).")
+                   "(a Claude Code, Codex or Gemini CLI session gets its original file back; an oh-my-pi "
+                   "session needs --as pi).")
 @click.option("--dir", "directory", metavar="DIR", help="A sessions folder to write into instead of the agent's.")
 @click.option("--at", "at", metavar="ENTRY", help="Only the path root -> ENTRY, as a new session (fork from here).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
@@ -110,8 +116,9 @@ def restore_cmd(app: App, session: str, agent: str | None, directory: str | None
     A session synced from an agent's folder comes back byte for byte (its
     sha256 equals the file's when it was synced), at the path it came from
     (or under --dir); any other session is written the way the agent writes
-    (format 3). A Claude Code or Codex session gets its original file back
-    in that agent's folder; --as pi writes it as a pi file instead. An
+    (format 3). A Claude Code, Codex or Gemini CLI session gets its original
+    file back in that agent's folder (a Gemini chat under
+    ~/.gemini/tmp/<project hash>/chats); --as pi writes it as a pi file instead. An
     existing file is never overwritten: with the same bytes the command does
     nothing, with other bytes it refuses.
     """
@@ -143,15 +150,16 @@ def resume_cmd(app: App, session: str, agent: str | None, fork: bool, run: bool,
     --session PATH` (Atomic: `atomic --session PATH`), `claude --resume ID`, `codex resume ID`.
     A Claude Code or Codex file that was archived or removed is written back first, byte for
     byte from the records the store kept. A Gemini CLI session prints `gemini --resume ID`, an
-    oh-my-pi session `omp --resume ID` (in its cwd); both write nothing: the agent keeps its
-    own file (docs/agents/gemini.md, "resume" and "omp")."""
+    oh-my-pi session `omp --resume ID` (in its cwd); both write nothing while the agent's own
+    file is in place; a Gemini chat file that is gone is written back first, and an oh-my-pi
+    file that is gone is reported (docs/agents/gemini.md, "resume" and "omp")."""
     from sessiontree.format.foreign.common import agent_of_header
     from sessiontree.sync.restore import FOREIGN, agent_resume_command
 
     session_id = resolve_session_id(app, session)
     header = app.store.read_outline(session_id).header
     own = agent_of_header(header)
-    if own in ("gemini", "omp"):
+    if agent is None and own in ("gemini", "omp"):
         _resume_in_place(app, session_id, own, str(header.get("cwd") or "") if own == "omp" else "", run, as_json)
         return
     agent, result = _restore(app, session, agent, None, None)
@@ -192,10 +200,37 @@ def resume_cmd(app: App, session: str, agent: str | None, fork: bool, run: bool,
 
 def _resume_in_place(app: App, session_id: str, own: str, cwd: str, run: bool, as_json: bool) -> None:
     """Print (or run) the agent's own command for a session whose file stays in the agent's
-    folder (Gemini CLI: ``gemini --resume ID``; oh-my-pi: ``omp --resume ID`` in its cwd):
-    nothing is restored or written."""
-    from sessiontree.format.foreign import gemini, omp
+    folder (Gemini CLI: ``gemini --resume ID``; oh-my-pi: ``omp --resume ID`` in its cwd).
 
+    Nothing is written while a file synced for the session is still where it was synced from.
+    When none is (the chat was deleted, or the session was never synced here): a Gemini chat is
+    written back first, byte for byte (:func:`~sessiontree.sync.restore.restore_source`, reported
+    on stderr); for oh-my-pi, whose file sessiontree does not write back, the command refuses,
+    naming ``--as pi``.
+
+    Raises:
+        UserError: as above, or the Gemini chat cannot be given back.
+    """
+    from sessiontree.format.foreign import gemini, omp
+    from sessiontree.sync.restore import RestoreError, restore_source
+
+    states = [state for state in app.store.sync_states().values() if state.session_id == session_id]
+    if not any(os.path.isfile(state.path) for state in states):
+        gone = f" ({safe_line(states[0].path)} is gone)" if states else ""
+        if own == "omp":
+            raise UserError(f"session {session_id}: its oh-my-pi file is not in place{gone}, and sessiontree does "
+                            f"not write oh-my-pi files back; continue it in pi with `sessiontree resume "
+                            f"{session_id} --as pi`")
+        try:
+            restored = restore_source(app.store, session_id)
+        except RestoreError as exc:
+            raise UserError(f"session {session_id}: its Gemini CLI chat file is not in place{gone} and cannot be "
+                            f"written back: {exc}; continue it in pi with `sessiontree resume {session_id} "
+                            "--as pi`") from exc
+        if not as_json:
+            echo_line(f"The Gemini CLI chat file of {session_id} was not in place{gone}.", err=True)
+            _report_restore(restored)
+            click.echo("", err=True)
     command = gemini.resume_command(session_id) if own == "gemini" else omp.resume_command(session_id)
     if "\x00" in cwd:
         raise UserError(f"session {session_id}: header field \"cwd\" holds a NUL byte, so no command can enter it")

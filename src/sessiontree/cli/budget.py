@@ -14,6 +14,7 @@ import click
 from sessiontree.cli.common import App, cli, cost_cell, echo_line, pass_app, print_json, print_rich, stdout_console
 from sessiontree.cli.stats import budget_line
 from sessiontree.core.textsafe import safe_line
+from sessiontree.sync.sources import SESSION_AGENTS, agent_choice_text
 
 if TYPE_CHECKING:
     from sessiontree.stores.base import SessionStore
@@ -29,8 +30,8 @@ def budget_group() -> None:
 @budget_group.command("set")
 @click.argument("name")
 @click.argument("amount", metavar="AMOUNT[/day|/week|/month]")
-@click.option("--agent", "agents", metavar="AGENT", multiple=True,
-              help="Only calls of sessions of this agent (pi, claude-code, codex). Repeatable.")
+@click.option("--agent", "agents", metavar="AGENT", multiple=True, type=click.Choice(SESSION_AGENTS),
+              help=f"Only calls of sessions of this agent ({agent_choice_text()}). Repeatable.")
 @click.option("--cwd", "cwd", metavar="DIR", type=click.Path(file_okay=False, path_type=str),
               help="Only calls of sessions of this project directory.")
 @click.option("--host", "hosts", metavar="HOST", multiple=True, help="Only calls of sessions from this host.")

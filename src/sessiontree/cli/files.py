@@ -63,7 +63,7 @@ def _collect(paths: Sequence[str]) -> tuple[list[Path], list[dict[str, Any]]]:
                     unreadable += 1
                     reject(str(item), problem)
             if not found and not unreadable:
-                reject(raw, "directory contains no *.jsonl files")
+                reject(raw, "directory contains no *.jsonl files" + _other_agent_hint(path))
         elif (problem := _not_a_file(path)) is None:
             found = [path]
         else:
@@ -75,6 +75,26 @@ def _collect(paths: Sequence[str]) -> tuple[list[Path], list[dict[str, Any]]]:
                 seen.add(key)
                 files.append(item)
     return files, rejected
+
+
+#: How many ``*.json`` files of a folder without ``*.jsonl`` files are sniffed for Gemini CLI chats
+#: (session content is hostile: a folder of many JSON files is not read whole to word a hint).
+_SNIFFED_JSON_FILES = 50
+
+
+def _other_agent_hint(folder: Path) -> str:
+    """``"; it holds Gemini CLI chat files (*.json): bring them in with `sessiontree sync PATH`"``
+    when one of the first :data:`_SNIFFED_JSON_FILES` ``*.json`` files under ``folder`` is a
+    Gemini CLI chat (Gemini keeps its sessions as JSON documents, docs/agents/gemini.md), else
+    ``""``. The same pointer ``import`` gives for a Claude Code or Codex file."""
+    from sessiontree.session.importing import foreign_agent  # imported on use: start-up stays light
+
+    for index, item in enumerate(sorted(folder.rglob("*.json"))):
+        if index >= _SNIFFED_JSON_FILES:
+            break
+        if _not_a_file(item) is None and foreign_agent(item) == "gemini":
+            return "; it holds Gemini CLI chat files (*.json): bring them in with `sessiontree sync PATH`"
+    return ""
 
 
 def _not_a_file(path: Path) -> str | None:

@@ -24,6 +24,7 @@ from sessiontree.cli.common import (
     stdout_console,
 )
 from sessiontree.core.textsafe import safe_line
+from sessiontree.sync.sources import SESSION_AGENTS, agent_choice_text
 from sessiontree.usage.choices import COST_MODES, GROUPINGS
 
 if TYPE_CHECKING:
@@ -60,8 +61,8 @@ _GROUP_TITLES = {"day": "day", "week": "week of", "month": "month", "session": "
 @click.option("--cost", "cost", type=click.Choice(COST_MODES), default="auto", show_default=True,
               help="auto: recorded cost, catalogue estimate where a call has tokens but no usable cost; "
                    "recorded: recorded costs only; catalog: every call priced from the offline catalogue.")
-@click.option("--agent", "agents", metavar="AGENT", multiple=True,
-              help="Only calls first made in sessions of this agent (pi, claude-code, codex). Repeatable.")
+@click.option("--agent", "agents", metavar="AGENT", multiple=True, type=click.Choice(SESSION_AGENTS),
+              help=f"Only calls first made in sessions of this agent ({agent_choice_text()}). Repeatable.")
 @click.option("--budget", "budget_text", metavar="AMOUNT[/day|/week|/month]",
               help="Print the spend against this budget (USD; per day, week or month of --timezone: the current "
                    "one) and exit 1 when over it (docs/budgets.md).")

@@ -13,6 +13,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 __all__ = [
     "ENTRY_TYPES",
+    "MAPPED_ENTRY_TYPES",
     "MESSAGE_ROLES",
     "AgentMessage",
     "AssistantMessage",
@@ -360,6 +361,13 @@ ENTRY_TYPES = frozenset({
     "compaction", "context_compaction", "context_edit", "branch_summary",
     "custom", "custom_message", "label", "session_info", "session_summary",
 })
+
+#: Entry types outside the format that sessiontree's own mappings write (docs/rules/format.md
+#: "Entry types", docs/agents/): ``usage``, billed usage outside messages (Codex ``token_count``,
+#: Claude Code subagent calls; the upstream agent writes it too), counted by ``stats``. Inert in
+#: the context like an unknown type, but known: ``check`` does not warn about it. (``leaf``, the
+#: upstream agent's other type, stays an unknown-type warning: sessiontree never writes it.)
+MAPPED_ENTRY_TYPES = frozenset({"usage"})
 
 #: Every message role of the format's AgentMessage union (plus legacy ``compactionSummary``).
 MESSAGE_ROLES = frozenset({

@@ -47,6 +47,7 @@ from sessiontree.mcpserver.tools import (
     SessionReader,
 )
 from sessiontree.stores.base import SessionStore
+from sessiontree.sync.sources import agent_choice_text
 from sessiontree.usage.report import COST_MODES, GROUPINGS
 
 #: Said to every client on connect, and repeated in each tool's description.
@@ -238,7 +239,7 @@ def build_server(store: SessionStore, *, name: str = "sessiontree") -> MCPServer
 
     @tool("Tokens and cost of every billed call in the store, each counted once (a call copied into a "
           "fork counts where it first appeared), grouped by one of: " + ", ".join(GROUPINGS) + " (agent: "
-          "pi, claude-code, codex; host and user: where each session was first stored); estimated and "
+          + agent_choice_text() + "; host and user: where each session was first stored); estimated and "
           "unpriced calls are reported, never hidden. Arguments: by; since (a date or 7d), until; cwd; "
           "timezone; cost (" + ", ".join(COST_MODES) + "); cursor, max_chars (the groups are paged).")
     def usage_stats(

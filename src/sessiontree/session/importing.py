@@ -44,8 +44,8 @@ from sessiontree.stores.base import SessionStore
 from sessiontree.stores.origin import origin_here, storable
 from sessiontree.stores.traits import CreateMany, store_traits
 
-__all__ = ["IMPORT_BATCH_BYTES", "IMPORT_BATCH_SESSIONS", "ImportOutcome", "check_record_sizes", "import_files",
-           "import_record", "read_file"]
+__all__ = ["IMPORT_BATCH_BYTES", "IMPORT_BATCH_SESSIONS", "ImportOutcome", "check_record_sizes", "foreign_agent",
+           "import_files", "import_record", "read_file"]
 
 #: :func:`import_files` writes at most this many sessions per transaction ...
 IMPORT_BATCH_SESSIONS = 100
@@ -83,9 +83,10 @@ class ImportOutcome:
     note: str | None = None
 
 
-def _foreign_agent(path: str | os.PathLike[str]) -> str | None:
+def foreign_agent(path: str | os.PathLike[str]) -> str | None:
     """``"claude-code"``, ``"codex"``, ``"gemini"`` or ``"omp"`` when the file's first line
-    is such an agent's record (a lone ``{``: a Gemini CLI chat document)."""
+    is such an agent's record (a lone ``{``: a Gemini CLI chat document), else ``None``
+    (also for a file that cannot be read or parsed: never raises for those)."""
     try:
         with open(path, "rb") as handle:
             first = handle.readline(1 << 20)
@@ -202,7 +203,7 @@ def _read_one(path: str | os.PathLike[str]) -> tuple[_Pending, int]:
         validate_session_id(parsed.header["id"])
         check_record_sizes(parsed, str(path))
     except InvalidSessionError as exc:
-        agent = _foreign_agent(path)
+        agent = foreign_agent(path)
         if agent is not None:
             # Another agent's file: sync maps it (docs/agents/README.md); import takes format 1-4.
             exc = InvalidSessionError(f"a {agent} session file, not pi/Atomic: bring it in with "

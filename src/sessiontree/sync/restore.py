@@ -66,6 +66,7 @@ from sessiontree.sync.sources import AGENTS, agent_sources
 
 __all__ = [
     "FOREIGN",
+    "SOURCE_AGENTS",
     "UNSEEN",
     "AgentFile",
     "RestoreError",
@@ -516,9 +517,13 @@ def resume_command(store: SessionStore, session_id: str, cwd: str, *, agent: str
 
 # --------------------------------------------------------------------------- each agent's own file
 
-#: The agents whose own files ``restore`` and ``resume`` give back verbatim (their recorded
-#: records, ``export --format source``), and the folder layout each keeps (docs/agent-loop.md).
+#: The agents ``resume`` continues by id after giving their own file back verbatim (their
+#: recorded records, ``export --format source``), and the folder layout each keeps (docs/agent-loop.md).
 FOREIGN = ("claude-code", "codex")
+#: The agents whose own files ``restore`` gives back verbatim: :data:`FOREIGN` and Gemini CLI,
+#: whose chat document the mapping keeps byte for byte (docs/agents/gemini.md, "restore").
+SOURCE_AGENTS = (*FOREIGN, "gemini")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 #: Claude Code cuts a project folder name at this many characters (and adds a hash of its own).
 CLAUDE_NAME_MAX = 200
 _NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
@@ -595,7 +600,7 @@ def _verify_source(data: bytes, state: SyncState) -> bool:
 
 
 def source_file(store: SessionStore, session_id: str) -> AgentFile:
-    """A Claude Code or Codex session as its agent's own file: the verbatim records the store kept
+    """A Claude Code, Codex or Gemini CLI session as its agent's own file: the verbatim records the store kept
     (:func:`~sessiontree.format.foreign.source_bytes`, what ``export --format source`` writes).
 
     ``byte_exact`` when a sync state of the session agrees with the bytes (size, first line,
@@ -609,8 +614,9 @@ def source_file(store: SessionStore, session_id: str) -> AgentFile:
     stored = store.read(session_id)
     header = stored.header
     agent = agent_of_header(header)
-    if agent not in FOREIGN:
-        raise RestoreError(f"session {session_id} was written by pi or Atomic, not Claude Code or Codex")
+    if agent not in SOURCE_AGENTS:
+        raise RestoreError(f"session {session_id} was written by {'pi or Atomic' if agent == 'pi' else agent}, "
+                           "not Claude Code, Codex or Gemini CLI; use restore --as pi")
     data = source_bytes(stored.entries)
     if not data:
         raise RestoreError(f"session {session_id} keeps no verbatim {agent} records; use restore --as pi")
@@ -629,9 +635,10 @@ def source_file(store: SessionStore, session_id: str) -> AgentFile:
 
 def source_target(file: AgentFile, *, directory: str | None = None, environ: Mapping[str, str] | None = None,
                   home: str | None = None) -> Target:
-    """Where :func:`restore_source` writes a Claude Code or Codex file: the path it was synced from
-    when that lies inside the agent's folder, else the agent's own layout (Claude Code:
-    ``projects/<encoded cwd>/<id>.jsonl``; Codex: ``sessions/YYYY/MM/DD/rollout-...-<id>.jsonl``).
+    """Where :func:`restore_source` writes a Claude Code, Codex or Gemini CLI file: the path it was
+    synced from when that lies inside the agent's folder, else the agent's own layout (Claude Code:
+    ``projects/<encoded cwd>/<id>.jsonl``; Codex: ``sessions/YYYY/MM/DD/rollout-...-<id>.jsonl``;
+    Gemini CLI: ``tmp/<projectHash>/chats/session-...-<id8>.json``, :func:`_gemini_parts`).
     With ``directory``, the same layout under it (the file's recorded name kept).
 
     Raises:
@@ -647,12 +654,40 @@ def source_target(file: AgentFile, *, directory: str | None = None, environ: Map
     if agent == "claude-code":
         name = name_part(f"{name_part(file.session_id, 'session id')}.jsonl", "file name")
         return Target(root, (name_part(_claude_folder(root, file.cwd, file.session_id), "project folder"), name))
+    if agent == "gemini":
+        return Target(root, _gemini_parts(file))
     return Target(root, _codex_parts(file.header, file.session_id))
+
+
+def _gemini_parts(file: AgentFile) -> tuple[str, ...]:
+    """Gemini CLI's place of a chat under its ``tmp`` folder: ``<projectHash>/chats/session-<start,
+    YYYY-MM-DDTHH-MM in UTC>-<first 8 of the id>.json``, as the real chats are named (Gemini CLI
+    finds a project's chats by the hash; docs/agents/gemini.md). The hash and start come from the
+    document's own frame (its verbatim bytes), never from the file name.
+
+    Raises:
+        UnsafePathError: the document has no 64-hex ``projectHash``, or its start does not parse.
+    """
+    try:
+        frame = jsonio.loads(file.data)
+    except ValueError:
+        frame = None
+    project = frame.get("projectHash") if isinstance(frame, dict) else None
+    start = frame.get("startTime") if isinstance(frame, dict) else None
+    if not isinstance(project, str) or not _HEX64.fullmatch(project):
+        raise UnsafePathError(f"session {file.session_id}: the chat document has no projectHash naming Gemini CLI's "
+                              "project folder; use restore --as pi, or --dir")
+    match = re.fullmatch(r"(\d{4}-\d{2}-\d{2})T(\d{2}):(\d{2}).*Z", start) if isinstance(start, str) else None
+    if match is None:
+        raise UnsafePathError(f"session {file.session_id}: the chat document's startTime does not give Gemini "
+                              "CLI's file name; use restore --as pi")
+    name = f"session-{match.group(1)}T{match.group(2)}-{match.group(3)}-{file.session_id[:8]}.json"
+    return (project, "chats", name_part(name, "file name"))
 
 
 def restore_source(store: SessionStore, session_id: str, *, directory: str | None = None,
                    environ: Mapping[str, str] | None = None, home: str | None = None) -> RestoreResult:
-    """Give a Claude Code or Codex session back to its agent as the agent's own file (``resume``,
+    """Give a Claude Code, Codex or Gemini CLI session back to its agent as the agent's own file (``resume``,
     ``restore`` of such a session; docs/agent-loop.md, "Each agent's own file").
 
     The file is the verbatim records (:func:`source_file`), verified against the sync record;

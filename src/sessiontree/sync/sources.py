@@ -31,7 +31,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["AGENTS", "FOREIGN_AGENTS", "AgentSource", "agent_sources"]
+__all__ = ["AGENTS", "FOREIGN_AGENTS", "SESSION_AGENTS", "AgentSource", "agent_choice_text", "agent_sources"]
 
 #: ``(agent, environment variables in order of precedence, default agent directory under home)``.
 AGENTS: tuple[tuple[str, tuple[str, ...], str], ...] = (
@@ -48,6 +48,17 @@ FOREIGN_AGENTS: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
     # oh-my-pi honours pi's variable (so with it set, its folder is pi's, listed once, under pi).
     ("omp", ("PI_CODING_AGENT_DIR",), os.path.join(".omp", "agent"), "sessions"),
 )
+
+#: Every agent a session can be of (the values of ``format.foreign.agent_of_header``, which
+#: ``stats --agent``, ``budget set --agent`` and ``stats --by agent`` use): ``pi`` (pi and Atomic
+#: write one format and cannot be told apart) and each agent of :data:`FOREIGN_AGENTS`.
+SESSION_AGENTS: tuple[str, ...] = ("pi", *(name for name, *_ in FOREIGN_AGENTS))
+
+
+def agent_choice_text() -> str:
+    """``"pi, claude-code, codex, gemini, omp"``: :data:`SESSION_AGENTS` for help texts and messages."""
+    return ", ".join(SESSION_AGENTS)
+
 
 #: Variables that name a home folder holding the agent directory rather than the agent
 #: directory itself: ``{variable: agent directory inside it}``.

@@ -62,8 +62,8 @@ def closes_tool_window(message: Mapping[str, Any]) -> bool:
     does; anything else does unless it is transparent: a ``system`` message,
     or one that :func:`convert_to_llm` drops (docs/rules/projection.md P.2, P.3, with JavaScript's
     whitespace for "blank"). :class:`ToolWindow` pairs with this rule (the
-    projection's hot loops inline it); ``sessiontree.check`` uses it to report
-    what the projection will repair.
+    projection's hot loops inline it); ``sessiontree.check`` uses it, with
+    :class:`ToolWindow` itself, to report what the projection will repair.
     """
     role = message.get("role")
     if role == "toolResult":
