@@ -30,7 +30,6 @@ from typing import Any
 from sessiontree.errors import StorageError
 from sessiontree.format.codec import ParsedSession
 from sessiontree.stores.base import AuditRecord, PruneRecord, TeamMember
-from sessiontree.stores.postgres import daily
 
 try:  # an optional extra: sessiontree[postgres]
     import psycopg
@@ -378,7 +377,8 @@ def grant_team(conn: Any) -> bool:
         # Step m011_owner_recent: a member's frequent-word search (stores/postgres/recent.py).
         statements.append(sql.SQL("GRANT EXECUTE ON FUNCTION own_recent_rows(text[], integer, integer) TO {}")
                           .format(member))
-    statements += daily.grants(conn, member)  # step m012_usage_daily (stores/postgres/daily.py)
+    if conn.execute("SELECT to_regclass('usage_daily') IS NOT NULL").fetchone()[0]:  # m012 (stores/postgres/daily.py)
+        statements.append(sql.SQL("GRANT SELECT ON usage_daily TO {}").format(member))  # own rows; written by triggers
     for statement in statements:
         conn.execute(statement)
     return True
