@@ -181,21 +181,40 @@ def _settle_with_owner_lock(schema: str) -> str:
 
 def usage_by_user_view() -> str:
     """``team_usage_by_user`` reading ``usage_daily`` for the rolled calls (instead of
-    summing ``usage_rollup`` per session, :func:`.recent.usage_by_user_view`) plus the
-    shared ledger rows de-duplicated within a user, as before: the same rows. A daily
-    row whose calls are 0 (all taken out) has every sum 0, as its rollup rows had."""
+    summing ``usage_rollup`` per session, :func:`.recent.usage_by_user_view`) and the
+    shared ledger rows de-duplicated within a user as before, grouped on their own (few
+    rows), the two joined on the whole key (``FULL JOIN``; a daily row is one key
+    already): the same rows. A daily row whose calls are 0 (all taken out) has every
+    sum 0, as its rollup rows had, and is left out as they were. Regrouping the union
+    instead (as before) hashed every daily row again, spilling to disk at 15,000 rows."""
     from sessiontree.stores.postgres.team import _USAGE_BY_USER_ROLLUP
 
-    head, sep, shared = _USAGE_BY_USER_ROLLUP.partition("    UNION ALL\n")
-    start = head.index("FROM (\n") + len("FROM (\n")
-    if not sep or "FROM usage_rollup AS r" not in head[start:]:
-        raise AssertionError("team_usage_by_user changed: its rollup part not found")
-    rolled = ("    SELECT d.owner AS user_name,\n"
-              "           to_char(to_timestamp(d.day_ms / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day,\n"
-              "           d.provider, d.model, d.agent, d.project,\n"
-              "           d.calls, d.input, d.output, d.cache_read, d.cache_write, d.cost_nanos\n"
-              "    FROM usage_daily AS d WHERE d.calls <> 0\n")
-    return head[:start] + rolled + sep + shared
+    _head, sep, rest = _USAGE_BY_USER_ROLLUP.partition("    UNION ALL\n")
+    shared, end, _tail = rest.partition("\n) AS parts")
+    if not sep or not end or "WHERE l.shared" not in shared:
+        raise AssertionError("team_usage_by_user changed: its parts not found")
+    key = ("user_name", "day", "provider", "model", "agent", "project")
+    sums = ("calls", "input", "output", "cache_read", "cache_write", "cost_nanos")
+    columns = ", ".join(f"coalesce(d.{k}, x.{k}) AS {k}" for k in key)
+    totals = ", ".join(f"coalesce(d.{k}, 0) + coalesce(x.{k}, 0) AS {k}" if k != "calls" else
+                       f"(coalesce(d.{k}, 0) + coalesce(x.{k}, 0))::bigint AS {k}" for k in sums)
+    on = " AND ".join(f"x.{k} = d.{k}" for k in key)
+    return f"""
+CREATE OR REPLACE VIEW team_usage_by_user WITH (security_barrier) AS
+SELECT {columns}, {totals}
+FROM (
+    SELECT d.owner AS user_name,
+           to_char(to_timestamp(d.day_ms / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day,
+           d.provider, d.model, d.agent, d.project,
+           d.calls, d.input, d.output, d.cache_read, d.cache_write, d.cost_nanos
+    FROM usage_daily AS d WHERE d.calls <> 0
+) AS d FULL JOIN (
+    SELECT {", ".join(key)}, {", ".join(f"sum({k}) AS {k}" for k in sums)}
+    FROM (
+{shared}
+    ) AS shared ({", ".join(key + sums)})
+    GROUP BY {", ".join(key)}
+) AS x ON {on}"""
 
 
 def rebuild_daily(conn: Any) -> None:
