@@ -28,8 +28,8 @@ from datetime import datetime
 from sessiontree.core.listing import SessionInfo
 from sessiontree.session.manager import SessionManager
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, SessionStore
+from sessiontree.stores.listing import cwd_matches, resolve_cwd
 from sessiontree.stores.origin import matching_sessions
-from sessiontree.stores.shared import cwd_matches, resolve_cwd
 
 __all__ = ["ListingFilter", "list_sessions"]
 

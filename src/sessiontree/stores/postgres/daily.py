@@ -31,7 +31,7 @@ Under row-level security a member reads their own daily rows (``owner``); nobody
 the tables' owner writes them (the trigger functions run with its rights, and members
 have no grant but ``SELECT``). ``team_usage_by_user`` (and ``team_usage``) read these
 rows plus the shared ledger rows (de-duplicated within a user as before): the same rows
-as step ``m011_owner_recent``'s view (``tests/test_team_daily.py`` compares them).
+as step ``m011_owner_recent``'s view (``tests/stores/test_team_daily.py`` compares them).
 
 Every function here takes an open connection inside the caller's transaction.
 """

@@ -7,7 +7,7 @@ its own schema), ``search`` (answered by :mod:`.search`) and ``usage`` (answered
 :mod:`.usage`, or from whole sessions on a database without the ledger); and ``verify``,
 the check of the whole store (``sessiontree check --store``). Writes keep the derived
 data current, so there is nothing to settle (``settle_derived`` is
-:class:`~sessiontree.stores.shared.StoreBase`'s).
+:class:`~sessiontree.stores.fallbacks.StoreBase`'s).
 """
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ from collections.abc import Iterable
 from typing import Any
 
 from sessiontree.core.listing import InfoAccumulator
-from sessiontree.core.usagerecords import UsageQuery, UsageRows, aggregate
+from sessiontree.core.usage import UsageQuery, UsageRows, aggregate
 from sessiontree.format import jsonio
 from sessiontree.stores.base import ProgressCallback, StoreProblem
+from sessiontree.stores.listing import cwd_matches, resolve_cwd
 from sessiontree.stores.postgres import search as search_index
 from sessiontree.stores.postgres.connection import MIGRATION_LOCK
 from sessiontree.stores.postgres.derived import header_columns, is_exact_text, listing_values, record_crc, text_copy
 from sessiontree.stores.postgres.reads import PostgresStoreReads
 from sessiontree.stores.postgres.schema import DERIVED_INDEXES
 from sessiontree.stores.postgres.usage import ROLLUP_STEP, query_usage, rebuild_rollup
-from sessiontree.stores.shared import cwd_matches, resolve_cwd
 from sessiontree.stores.verify import StoredRecord, StoredSession, verify_stored_session
 
 __all__ = ["PostgresMaintenance"]
@@ -135,14 +135,14 @@ class PostgresMaintenance(PostgresStoreReads):
         """Billed usage summed with SQL aggregates over the usage ledger
         (:mod:`.usage`): no entry is read. A database without
         the ledger (an older schema opened read-only) is answered from its entries by
-        :func:`~sessiontree.core.usagerecords.aggregate`, with the same rows. See
+        :func:`~sessiontree.core.usage.aggregate`, with the same rows. See
         :meth:`SessionStore.usage <sessiontree.stores.base.SessionStore.usage>`.
 
         Args:
-            query: a :class:`~sessiontree.core.usagerecords.UsageQuery`, or ``None`` for everything.
+            query: a :class:`~sessiontree.core.usage.UsageQuery`, or ``None`` for everything.
 
         Returns:
-            :class:`~sessiontree.core.usagerecords.UsageRows` (``skipped`` is always 0: every
+            :class:`~sessiontree.core.usage.UsageRows` (``skipped`` is always 0: every
             stored session can be read).
 
         Raises:
@@ -185,7 +185,7 @@ class PostgresMaintenance(PostgresStoreReads):
         JSON (``column-drift``), and that ``entry_count``, the header copies,
         the listing state and ``message_texts`` equal a rebuild from the records
         (``metadata-drift``; :meth:`reindex` repairs it), and the file checker's rules
-        on the session's JSONL form (:func:`~sessiontree.stores.shared.file_rule_problems`:
+        on the session's JSONL form (:func:`~sessiontree.stores.storable.file_rule_problems`:
         the verdict every store gives). The server keeps its own
         pages' checksums (``data_checksums``), so there is no store-wide integrity step.
 
