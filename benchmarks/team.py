@@ -229,6 +229,12 @@ def prefill_bulk(url: str, entries: int, roles: list[str | None], per_session: i
             done = hi
             made = (done + 1) * len(templates) * per_session
             print(f"  bulk: {made:,} entries, {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+        if conn.execute("SELECT to_regclass('usage_daily') IS NOT NULL").fetchone()[0]:
+            from sessiontree.stores.postgres.daily import rebuild_daily
+
+            began = time.perf_counter()
+            rebuild_daily(conn)  # the rollup rows were copied with triggers off (step m012_usage_daily)
+            print(f"  bulk: usage_daily rebuilt in {time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
         for name, sql in indexes:
             began = time.perf_counter()
             conn.execute(sql)

@@ -19,6 +19,7 @@ order at open, under the schema lock, and recorded by name in
 ``m010_search_recent``   ``search_entries_recent``: matches newest first, for frequent terms (:mod:`.search`)
 ``m011_owner_recent``    ``search_entries_owner_recent``, ``own_recent_rows``: a member's frequent
                          words, their own newest matches (:mod:`.recent`)
+``m012_usage_daily``     ``usage_daily``: per owner and UTC day, what the aggregates by user read (:mod:`.daily`)
 =======================  =====================================================
 
 From ``m008_team`` on, every table is private by construction (docs/team.md): a
@@ -38,6 +39,7 @@ from __future__ import annotations
 from typing import Any
 
 from sessiontree.stores.postgres import search, team, usage
+from sessiontree.stores.postgres.daily import m012_usage_daily
 from sessiontree.stores.postgres.derived import DerivedIndex, Migration
 from sessiontree.stores.postgres.recent import m011_owner_recent
 from sessiontree.stores.postgres.search import TSV_CHARS
@@ -303,6 +305,7 @@ MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m009_usage_rollup,
     m010_search_recent,
     m011_owner_recent,
+    m012_usage_daily,
 )
 
 #: Every derived index, maintained by each write in this order (their tables come
