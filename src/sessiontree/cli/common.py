@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import import_module
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import click
 
@@ -319,9 +319,39 @@ def bulk_read() -> Iterator[None]:
             gc.enable()
 
 
-def progress_bar(console: Console) -> Progress:
-    """A transient progress bar (description, bar, done/total, elapsed) on ``console``,
-    disabled when it is not a terminal."""
+class _NoProgress:
+    """What :func:`progress_bar` gives when stderr is not a terminal: rich's ``Progress``
+    calls the commands make (``add_task``, ``update``, ``advance``, ``disable``), doing nothing,
+    so a piped or scripted run never imports rich (docs/architecture.md, "Start-up")."""
+
+    disable = True
+
+    def __enter__(self) -> _NoProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, description: str, *args: Any, **kwargs: Any) -> int:
+        """A task id (always 0)."""
+        return 0
+
+    def update(self, task: int, **kwargs: Any) -> None:
+        """Nothing."""
+
+    def advance(self, task: int, advance: float = 1) -> None:
+        """Nothing."""
+
+
+def progress_bar(console: Console | None = None) -> Progress:
+    """A transient progress bar (description, bar, done/total, elapsed) on ``console``
+    (default: :func:`stderr_console`), disabled when it is not a terminal. Without a console
+    and with stderr not a terminal, a stand-in that draws nothing (:class:`_NoProgress`):
+    rich is not imported."""
+    if console is None:
+        if not _stderr_may_be_terminal():
+            return cast("Progress", _NoProgress())
+        console = stderr_console()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
