@@ -13,6 +13,7 @@ Deterministic: module names are compared, never a clock.
 from __future__ import annotations
 
 import importlib
+import io
 import json
 import os
 import subprocess
@@ -174,3 +175,57 @@ def test_list_loads_neither_the_catalogue_nor_the_viewer(small_store):
     assert {item["id"] for item in json.loads(out)} == {_SID, "pi-one"}
     heavy = ("starlette", "jinja2", "detect_secrets", "re2", "genai_prices", "pydantic", "psycopg", "mcp")
     assert sorted(m for m in heavy if m in loaded) == []
+
+
+def _rich_table(rows: list[list[str]], right: list[bool], max_widths: list[int | None]) -> str:
+    """What rich prints for the table on a 160-column console that is not a terminal, line
+    ends stripped as ``print_rich`` strips them: the oracle ``plain_table`` must equal."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console(file=io.StringIO(), width=160, highlight=False, markup=False, force_terminal=False)
+    table = Table(box=None, pad_edge=False, header_style="bold", show_footer=True, footer_style="bold")
+    for index, (flush_right, limit) in enumerate(zip(right, max_widths, strict=True)):
+        table.add_column(rows[0][index], rows[-1][index], justify="right" if flush_right else "left",
+                         no_wrap=True, overflow="ellipsis", max_width=limit)
+    for row in rows[1:-1]:
+        table.add_row(*(Text(cell) for cell in row))
+    with console.capture() as capture:
+        console.print(table)
+    text = "\n".join(line.rstrip() for line in capture.get().split("\n"))
+    assert text.endswith("\n")
+    return text[:-1]  # the newline click.echo adds after plain_table's text
+
+
+def test_the_plain_table_is_the_text_rich_prints_or_declines(monkeypatch):
+    # The piped table stats prints without rich (cli/common.py plain_table) must be rich's text, byte for byte.
+    import random
+
+    from sessiontree.cli.common import plain_table
+
+    for name in ("TTY_COMPATIBLE", "FORCE_COLOR", "COLUMNS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    rng = random.Random(42)
+    alphabet = "abcxyz-/_.~$,0123456789" * 4 + " :\u2588"
+    taken = declined = 0
+    for _ in range(600):
+        columns = rng.randint(1, 8)
+        right = [rng.random() < 0.6 for _ in range(columns)]
+        limits: list[int | None] = [rng.choice([None, None, 5, 20, 80]) for _ in range(columns)]
+        rows = [["".join(rng.choice(alphabet) for _ in range(rng.choice([0, 1, 4, 12, 30])))
+                 for _ in range(columns)] for _ in range(rng.randint(2, 6))]
+        text = plain_table(rows, right, limits)
+        if text is None:
+            declined += 1
+            continue
+        taken += 1
+        assert text == _rich_table(rows, right, limits), (rows, right, limits)
+    assert taken > 50 and declined > 10
+    # Outside ASCII, over a column's limit, or wider than the pipe: rich decides.
+    assert plain_table([["é"]], [False]) is None
+    assert plain_table([["abcdef"]], [False], [5]) is None
+    assert plain_table([["x" * 100, "y" * 60]], [False, False]) is None
+    monkeypatch.setenv("COLUMNS", "100")
+    assert plain_table([["a"]], [False]) is None

@@ -258,6 +258,52 @@ def print_rich(console: Console, *renderables: Any, **options: Any) -> None:
     click.echo(text, nl=False)
 
 
+#: Characters a plain table may hold besides printable ASCII: one cell each, in rich too
+#: (the day chart's bars).
+_PLAIN_EXTRA = frozenset("\u2588\u258f")
+
+
+def plain_table(rows: Sequence[Sequence[str]], right: Sequence[bool],
+                max_widths: Sequence[int | None] | None = None) -> str | None:
+    """The text rich prints for a borderless table (``box=None, pad_edge=False``) of ``rows``
+    on stdout that is not a terminal, built without importing rich (start-up,
+    docs/architecture.md), one line per row without the last newline; ``None`` where the
+    caller must use rich instead.
+
+    The layout is rich's when the table fits: each column as wide as its widest cell (the
+    header and footer rows are rows here), cells joined by two spaces, right-aligned where
+    ``right`` says, line ends stripped as :func:`print_rich` strips them. Used only when that
+    is certain: stdout not a terminal and nothing that changes rich's choice
+    (``TTY_COMPATIBLE``, ``FORCE_COLOR``, ``COLUMNS``), every cell printable ASCII (or a
+    bar character) and no colon, none starting with a space or, flush right, ending with one, no cell over its column's ``max_widths`` (rich would cut it), and the
+    table within :data:`PIPE_WIDTH` columns (rich would shrink columns).
+    """
+    if any(name in os.environ for name in ("TTY_COMPATIBLE", "FORCE_COLOR", "COLUMNS")):
+        return None
+    try:
+        if sys.stdout.isatty():
+            return None
+    except (AttributeError, ValueError, OSError):
+        return None
+    for row in rows:
+        for flush_right, cell in zip(right, row, strict=True):
+            if cell.startswith(" ") or (flush_right and cell.endswith(" ")):
+                return None  # rich strips such spaces when it justifies a cell
+            if ":" in cell or not all(" " <= ch <= "~" or ch in _PLAIN_EXTRA for ch in cell):
+                return None  # rich reads ":name:" in a plain string as an emoji code
+    count = len(right)
+    widths = [max(len(row[i]) for row in rows) for i in range(count)]
+    if count == 1:
+        widths[0] = max(1, widths[0])  # rich gives an empty column one cell when it has no padding
+    if max_widths is not None and any(limit is not None and width > limit
+                                      for width, limit in zip(widths, max_widths, strict=True)):
+        return None
+    if sum(widths) + 2 * (count - 1) > PIPE_WIDTH:
+        return None
+    return "\n".join("  ".join(cell.rjust(widths[i]) if right[i] else cell.ljust(widths[i])
+                               for i, cell in enumerate(row)).rstrip() for row in rows)
+
+
 def print_json(data: Any) -> None:
     """Print ``data`` as indented JSON on stdout. Control, bidi and invisible
     characters inside strings are written as ``\\uXXXX`` escapes
