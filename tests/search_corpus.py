@@ -107,8 +107,8 @@ def fill_tail(path):
     for head, entries in CORPUS:
         for entry in entries[1:]:
             writer.append(head["id"], [entry])
-    pending = writer._conn.execute("SELECT count(*) FROM entries").fetchone()[0] - len(CORPUS)
-    assert writer._conn.execute("SELECT count(*) FROM search_entries").fetchone()[0] <= len(CORPUS) < pending
+    pending = writer.db.conn.execute("SELECT count(*) FROM entries").fetchone()[0] - len(CORPUS)
+    assert writer.db.conn.execute("SELECT count(*) FROM search_entries").fetchone()[0] <= len(CORPUS) < pending
     writer.close()
     return SqliteStore(path, readonly=True)
 
@@ -120,5 +120,5 @@ def ids(hits):
 
 def pending_count(store):
     """How many entries of a SQLite store are in the pending tail (not merged into the index)."""
-    return store._conn.execute("SELECT count(*) FROM entries AS e LEFT JOIN search_merged AS m"
+    return store.db.conn.execute("SELECT count(*) FROM entries AS e LEFT JOIN search_merged AS m"
                                " ON m.session_id = e.session_id WHERE e.seq > coalesce(m.seq, -1)").fetchone()[0]

@@ -10,8 +10,8 @@ from sessiontree.errors import InvalidSessionError
 from sessiontree.format import jsonio
 from sessiontree.format.codec import CheckedTexts, ParsedSession, parse_session
 from sessiontree.stores.memory import MemoryStore
-from sessiontree.stores.shared import encode_entries
 from sessiontree.stores.sqlite.store import SqliteStore
+from sessiontree.stores.storable import encode_entries
 
 
 def _file(*records: dict) -> bytes:

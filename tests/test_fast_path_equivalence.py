@@ -29,6 +29,7 @@ from sessiontree.errors import CorruptEntryError, InvalidSessionError, SessionNo
 from sessiontree.format import jsonio
 from sessiontree.stores import SqliteStore
 from sessiontree.stores.sqlite import store as sqlite_module
+from sessiontree.stores.sqlite.reads import SqliteReads
 
 SID = "0190a7b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b"
 TS = "2026-02-01T09:00:00.000Z"
@@ -73,7 +74,7 @@ def _set_row(path, seq_index: int, text: bytes, crc: int | None) -> None:
 
 @pytest.mark.parametrize("chunk", [1, 2, 5, 512])
 def test_streamed_load_equals_the_whole_load_and_keep_raw_false_drops_only_the_texts(db, monkeypatch, chunk):
-    monkeypatch.setattr(SqliteStore, "_CHUNK", chunk)
+    monkeypatch.setattr(SqliteReads, "_CHUNK", chunk)
     store = SqliteStore(db)
     full = store.load(SID)
     lean = store.load(SID, keep_raw=False)
@@ -89,7 +90,7 @@ def test_streamed_load_equals_the_whole_load_and_keep_raw_false_drops_only_the_t
 
 @pytest.mark.parametrize("chunk", [2, 512])
 def test_a_crc_mismatch_anywhere_wins_over_an_earlier_parse_error(db, monkeypatch, chunk):
-    monkeypatch.setattr(SqliteStore, "_CHUNK", chunk)
+    monkeypatch.setattr(SqliteReads, "_CHUNK", chunk)
     bad = b'{"type":"message"'  # not JSON, with a matching CRC: a parse error at entry 1
     _set_row(db, 1, bad, zlib.crc32(bad))
     _set_row(db, 17, b'{"type":"custom"}', 12345)  # a CRC mismatch, later
@@ -101,7 +102,7 @@ def test_a_crc_mismatch_anywhere_wins_over_an_earlier_parse_error(db, monkeypatc
 
 @pytest.mark.parametrize("chunk", [2, 512])
 def test_without_a_crc_mismatch_the_first_parse_error_is_raised(db, monkeypatch, chunk):
-    monkeypatch.setattr(SqliteStore, "_CHUNK", chunk)
+    monkeypatch.setattr(SqliteReads, "_CHUNK", chunk)
     bad = b'{"type":"message"'
     _set_row(db, 1, bad, zlib.crc32(bad))
     invalid = b'{"type":"message","id":"x","parentId":null,"timestamp":"t","message":[]}'
@@ -113,7 +114,7 @@ def test_without_a_crc_mismatch_the_first_parse_error_is_raised(db, monkeypatch,
 
 
 def test_the_fast_parse_path_keeps_the_nesting_limit(db, monkeypatch):
-    monkeypatch.setattr(SqliteStore, "_CHUNK", 4)
+    monkeypatch.setattr(SqliteReads, "_CHUNK", 4)
     deep = ('{"type":"custom","id":"d","parentId":null,"timestamp":"t","data":' + "[" * 600 + "]" * 600 + "}").encode()
     _set_row(db, 6, deep, zlib.crc32(deep))
     with pytest.raises(InvalidSessionError) as info:

@@ -55,7 +55,7 @@ def test_fast_path_does_not_append_onto_a_torn_record_after_a_late_hold(tmp_path
     store = JsonlStore(tmp_path)
     store.create(header("a"), [custom("a0")])
     path = store.location("a")
-    real_hold = store._hold
+    real_hold = store.folder.hold
     at_hold, go = threading.Event(), threading.Event()
 
     def late_hold(*args):
@@ -63,11 +63,11 @@ def test_fast_path_does_not_append_onto_a_torn_record_after_a_late_hold(tmp_path
         go.wait(5)
         real_hold(*args)
 
-    store._hold = late_hold  # instance attribute: only this store, only this test
+    store.folder.hold = late_hold  # instance attribute: only this store, only this test
     first = threading.Thread(target=store.append, args=("a", [custom("a1", "a0")]))
     first.start()
     assert at_hold.wait(5)  # a1 is written and the lock released; the descriptor not yet kept
-    del store._hold
+    del store.folder.hold
     with open(path, "ab") as handle:
         handle.write(b'{"type":"custom","id":"x')  # another writer's torn record
     with pytest.raises(InvalidSessionError, match="torn"):
@@ -116,7 +116,7 @@ def test_forked_child_does_not_close_descriptor_numbers_it_reused(tmp_path):
     store = JsonlStore(tmp_path / "s")
     store.create(header("a"), [custom("a0")])
     store.append("a", [custom("a1", "a0")])
-    held, = store._held.values()
+    held, = store.folder.held.values()
     kept_fd = held.fd
     session_path = store.location("a")
     log = str(tmp_path / "child.log")
@@ -147,7 +147,7 @@ def test_delete_racing_an_append_keeps_no_descriptor_of_the_deleted_file(tmp_pat
     store = JsonlStore(tmp_path / "s")
     store.create(header("a"), [custom("a0")])
     path = store.location("a")
-    real_release = store._release
+    real_release = store.folder.release
 
     raced = []
 
@@ -160,9 +160,9 @@ def test_delete_racing_an_append_keeps_no_descriptor_of_the_deleted_file(tmp_pat
         racer.start()
         racer.join(5)
 
-    store._release = release_then_race
+    store.folder.release = release_then_race
     store.delete("a")
-    del store._release
+    del store.folder.release
     assert not os.path.exists(path)
     assert fds_to(path) == [], "the store still holds a descriptor of the deleted session file"
 
@@ -249,7 +249,7 @@ def test_evicted_descriptor_and_a_reused_inode_do_not_redirect_appends(tmp_path)
     for n in range(jsonl_files._HELD_FILES):
         store.create(header(f"o{n}"), [custom("z")])
         store.append(f"o{n}", [custom("z1", "z")])
-    assert fixed not in store._held
+    assert fixed not in store.folder.held
     os.unlink(fixed)  # the user removes the session file
     JsonlStore(tmp_path).create(header("T"), [custom("t0")], path=fixed)
     before = open(fixed, "rb").read()
@@ -360,7 +360,7 @@ def test_failing_fsync_on_the_fast_path_leaves_the_file_byte_identical(tmp_path,
         store.append("a", [custom("a2", "a1")])
     monkeypatch.setattr(jsonl_module.os, "fsync", real_fsync)
     assert calls["n"] >= 1 and open(path, "rb").read() == before
-    assert path in store._held  # still on the fast path
+    assert path in store.folder.held  # still on the fast path
     store.append("a", [custom("a2", "a1")])
     with pytest.raises(InvalidSessionError):
         store.append("a", [custom("a2", "a1")])

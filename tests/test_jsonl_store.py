@@ -501,7 +501,7 @@ def _open_fds() -> set[str]:
 
 
 def _session_file(store: JsonlStore, session_id: str) -> str:
-    return store._require(session_id)
+    return store.folder.require(session_id)
 
 
 def test_jsonl_held_append_sees_another_writers_entries(jsonl_store):

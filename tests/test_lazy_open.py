@@ -50,6 +50,7 @@ from sessiontree.errors import (
 from sessiontree.session import builders as builders_module
 from sessiontree.session.lazy import LazySessionTree
 from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore
+from sessiontree.stores.sqlite.reads import SqliteReads
 
 SID = "0190a7b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b"
 TS = "2026-02-01T09:00:00.000Z"
@@ -497,7 +498,7 @@ def test_a_held_open_reports_a_damaged_record_anywhere_as_load_does(tmp_path, da
 @pytest.mark.parametrize("journal", ["wal", "delete"])  # checked a chunk at a time inside the read, or after it
 @pytest.mark.parametrize("damage", [None, "bad json", "checksum"])
 def test_a_held_open_checks_every_chunk_in_either_journal_mode(tmp_path, monkeypatch, journal, damage):
-    monkeypatch.setattr(SqliteStore, "_CHUNK", 4)
+    monkeypatch.setattr(SqliteReads, "_CHUNK", 4)
     entries = _session_with_boundary()
     _store(tmp_path / "s.db", entries).close()
     if damage == "bad json":  # e0041 is line 48, in the 12th chunk of 4; e0045 (line 52) is damaged too

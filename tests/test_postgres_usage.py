@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from builders import billed_assistant_cost as _assistant
 from builders import usage_header as _header
 from sessiontree.core import usagerecords
+from sessiontree.stores.listing import cwd_matches, resolve_cwd
 from sessiontree.stores.postgres.store import PostgresStore
-from sessiontree.stores.shared import cwd_matches, resolve_cwd
 
 UsageQuery = usagerecords.UsageQuery
 

@@ -177,7 +177,7 @@ def test_sqlite_without_index_is_scanned(tmp_path):
     readonly.close()
     migrated = SqliteStore(path)  # a writable open runs the step, which fills the index
     assert "m004_search_index" in migrated.applied_migrations()
-    assert migrated._conn.execute("SELECT count(*) FROM search_entries").fetchone()[0] == 14  # 8 + 4 + 2 entries with text
+    assert migrated.db.conn.execute("SELECT count(*) FROM search_entries").fetchone()[0] == 14  # 8 + 4 + 2 entries with text
     assert ids(migrated.search("retry", limit=None)) == EXPECTED["retry"]
     migrated.close()
 
@@ -186,7 +186,7 @@ def test_sqlite_without_index_is_scanned(tmp_path):
 
 
 def index_state(store):
-    conn = store._conn
+    conn = store.db.conn
     rows = sorted(conn.execute("SELECT session_id, seq, entry_id, type, role, ts_ms, chars FROM search_entries"))
     # The kept active-branch flags (rowids differ between builds: compare by entry).
     off = sorted(conn.execute("SELECT e.session_id, e.entry_id FROM search_off_branch AS o"
@@ -289,14 +289,14 @@ def test_index_equals_a_rebuild_after_any_operations(operations):
                 sqlite_search.merge_store(store)
         # Whatever is pending, the hits are those of a rebuild; a merge then leaves
         # exactly the rebuilt index (rows, off-branch marks, hence the ranks).
-        store._conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
+        store.db.conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
         sets = hit_sets(store)
         sqlite_search.merge_store(store)
         before = index_state(store)
         assert hit_sets(store) == sets
         store.reindex()
         assert index_state(store) == before
-        assert store._conn.execute("SELECT count(*) FROM entries AS e JOIN search_merged AS m"
+        assert store.db.conn.execute("SELECT count(*) FROM entries AS e JOIN search_merged AS m"
                                    " ON m.session_id = e.session_id WHERE e.seq > m.seq").fetchone() == (0,)
         # And a store built from nothing but the same entries answers the same.
         fresh = MemoryStore()
@@ -322,7 +322,7 @@ def test_pending_tail_is_found_ranked_first_and_merged_by_settle(tmp_path):
     assert tail_before > 0
     hits = store.search("retry", limit=None)
     assert ids(hits) == EXPECTED["retry"]
-    merged = {row[0] for row in store._conn.execute("SELECT entry_id FROM search_entries")}
+    merged = {row[0] for row in store.db.conn.execute("SELECT entry_id FROM search_entries")}
     tail = [hit for hit in hits if hit.entry_id not in merged]
     assert hits[:len(tail)] == tail and tail  # the pending hits come first...
     assert len(tail) < len(hits)  # ...before merged ones
@@ -388,7 +388,7 @@ def test_delete_and_merge_store_with_a_pending_tail(tmp_path):
     assert sqlite_search.merge_store(store) > 0
     assert pending_count(store) == 0 and sqlite_search.merge_store(store) == 0
     assert ids(store.search("retry", limit=None)) == {"b4000004", "c2000002"}
-    store._conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
+    store.db.conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
     store.close()
     with pytest.raises(StorageError):
         sqlite_search.merge_store(SqliteStore(path, readonly=True))
@@ -397,9 +397,9 @@ def test_delete_and_merge_store_with_a_pending_tail(tmp_path):
 def test_delete_removes_the_session_from_the_index(tmp_path):
     store = fill(SqliteStore(tmp_path / "s.db"))
     store.delete("sess-alpha")
-    assert store._conn.execute("SELECT count(*) FROM search_entries WHERE session_id = 'sess-alpha'").fetchone() == (0,)
+    assert store.db.conn.execute("SELECT count(*) FROM search_entries WHERE session_id = 'sess-alpha'").fetchone() == (0,)
     assert ids(store.search("retry", limit=None)) == {"b4000004", "c2000002"}
-    store._conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
+    store.db.conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
 
 
 def test_failed_append_leaves_no_index_rows(tmp_path, monkeypatch):
@@ -527,7 +527,7 @@ def test_cli_search_merges_a_long_tail_and_import_settles(tmp_path, monkeypatch)
     assert "2 imported" in run(target, "import", str(source)).stdout
     store = SqliteStore(target, readonly=True)
     assert pending_count(store) == 0
-    assert store._conn.execute("SELECT count(*) FROM search_entries").fetchone()[0] > 0
+    assert store.db.conn.execute("SELECT count(*) FROM search_entries").fetchone()[0] > 0
     store.close()
 
 
@@ -539,12 +539,12 @@ def test_a_write_after_deleting_the_newest_session_and_a_clock_step_back_is_foun
     store.create(header("sess-one", "/w/a"), [msg("a1000001", None, "user", "first words", 1)])
     store.create(header("sess-two", "/w/b"), [msg("b1000001", None, "user", "second words", 2)])
     store.settle_derived()
-    newest = store._conn.execute("SELECT max(updated_at) FROM sessions").fetchone()[0]
-    assert store._conn.execute("SELECT updated_at FROM search_state").fetchone() == (newest,)
+    newest = store.db.conn.execute("SELECT max(updated_at) FROM sessions").fetchone()[0]
+    assert store.db.conn.execute("SELECT updated_at FROM search_state").fetchone() == (newest,)
     store.delete("sess-two")
     monkeypatch.setattr(sqlite_writes.time, "time_ns", lambda: 1_000_000_000)  # 1970: a clock far behind
     store.create(header("sess-three", "/w/c"), [msg("c1000001", None, "user", "zygote words", 3)])
-    assert store._conn.execute("SELECT updated_at FROM sessions WHERE id = 'sess-three'").fetchone()[0] < newest
+    assert store.db.conn.execute("SELECT updated_at FROM sessions WHERE id = 'sess-three'").fetchone()[0] < newest
     assert [hit.entry_id for hit in store.search("zygote")] == ["c1000001"]
     store.close()
 

@@ -17,11 +17,11 @@ from sessiontree.stores.sqlite import search as sqlite_search
 
 
 def integrity_check(store: SqliteStore) -> None:
-    store._conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
+    store.db.conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
 
 
 def columns(store: SqliteStore) -> list[str]:
-    return [row[1] for row in store._conn.execute("PRAGMA table_info(search_entries)")]
+    return [row[1] for row in store.db.conn.execute("PRAGMA table_info(search_entries)")]
 
 
 def all_hits(store, queries) -> dict[str, set[str]]:
@@ -63,10 +63,10 @@ def test_the_text_is_stored_once(tmp_path):
     store = fill(SqliteStore(tmp_path / "s.db"))
     store.settle_derived()
     assert "text" not in columns(store)
-    ddl = store._conn.execute("SELECT sql FROM sqlite_master WHERE name = 'search_fts'").fetchone()[0]
+    ddl = store.db.conn.execute("SELECT sql FROM sqlite_master WHERE name = 'search_fts'").fetchone()[0]
     assert "content=''" in ddl and "detail=none" in ddl
     # chars is the length of the extracted text: "Retry work" has 10 code points.
-    assert store._conn.execute("SELECT chars FROM search_entries WHERE entry_id = 'a1000001'").fetchone() == (10,)
+    assert store.db.conn.execute("SELECT chars FROM search_entries WHERE entry_id = 'a1000001'").fetchone() == (10,)
     integrity_check(store)
     assert all_hits(store, EXPECTED) == EXPECTED
 
@@ -86,7 +86,7 @@ def test_step_m014_converts_an_older_index(tmp_path):
     migrated = SqliteStore(path)
     assert "m014_contentless_search" in migrated.applied_migrations()
     assert "text" not in columns(migrated)
-    assert migrated._conn.execute("SELECT count(*) FROM search_entries").fetchone()[0] == 14
+    assert migrated.db.conn.execute("SELECT count(*) FROM search_entries").fetchone()[0] == 14
     integrity_check(migrated)
     assert all_hits(migrated, EXPECTED) == EXPECTED
     assert [h.entry_id for h in migrated.search("retry", limit=None)][:2] == ["a1000001", "a7000007"]
@@ -143,8 +143,8 @@ def test_a_removed_session_whose_record_was_damaged_rebuilds_the_index(tmp_path)
     damaged by hand since the merge makes the removal rebuild FTS5 from the others."""
     store = fill(SqliteStore(tmp_path / "s.db"))
     store.settle_derived()
-    store._conn.execute("UPDATE entries SET json = x'7b' WHERE session_id = 'sess-beta' AND seq = 0")
-    store._conn.execute("UPDATE entries SET json = x'7b' WHERE session_id = 'sess-alpha' AND seq = 6")  # a7
+    store.db.conn.execute("UPDATE entries SET json = x'7b' WHERE session_id = 'sess-beta' AND seq = 0")
+    store.db.conn.execute("UPDATE entries SET json = x'7b' WHERE session_id = 'sess-alpha' AND seq = 6")  # a7
     assert "a7000007" not in ids(store.search("retry", limit=None))  # no text left: no hit
     store.delete("sess-beta")
     integrity_check(store)
@@ -166,7 +166,7 @@ def write_files(directory, sessions):
 
 
 def index_rows(store):
-    conn = store._conn
+    conn = store.db.conn
     return (sorted(conn.execute("SELECT session_id, seq, entry_id, type, role, ts_ms, chars FROM search_entries")),
             sorted(conn.execute("SELECT e.session_id, e.entry_id FROM search_off_branch AS o"
                                 " JOIN search_entries AS e ON e.rowid = o.rowid")),
@@ -185,14 +185,14 @@ def test_import_settling_as_it_writes_equals_a_settle_after(tmp_path):
     inline = SqliteStore(tmp_path / "inline.db")
     outcomes = list(SessionManager.import_files(paths, None, inline, settle=True, batch_sessions=2))
     assert [o.error for o in outcomes] == [None] * 4
-    assert sqlite_search.pending_records(inline._conn) == 0
-    marks = inline._conn.execute("SELECT (SELECT updated_at FROM search_state), (SELECT updated_at FROM usage_state),"
+    assert sqlite_search.pending_records(inline.db.conn) == 0
+    marks = inline.db.conn.execute("SELECT (SELECT updated_at FROM search_state), (SELECT updated_at FROM usage_state),"
                                  " (SELECT max(updated_at) FROM sessions)").fetchone()
     assert marks[0] == marks[1] == marks[2]  # nothing pending: the marks moved too
     assert inline.settle_derived() == 0
     after = SqliteStore(tmp_path / "after.db")
     list(SessionManager.import_files(paths, None, after))
-    assert sqlite_search.pending_records(after._conn) > 0
+    assert sqlite_search.pending_records(after.db.conn) > 0
     after.settle_derived()
     assert index_rows(inline) == index_rows(after)
     integrity_check(inline)
@@ -210,7 +210,7 @@ def test_import_command_says_search_is_ready(tmp_path):
     # 9 + 4 + 4 entries in the three sessions of the corpus.
     assert "3 imported" in result.stdout and "search ready (17 entries indexed)" in result.stdout
     store = SqliteStore(tmp_path / "s.db")
-    assert sqlite_search.pending_records(store._conn) == 0
+    assert sqlite_search.pending_records(store.db.conn) == 0
     assert all_hits(store, EXPECTED) == EXPECTED
     store.close()
 
@@ -219,7 +219,7 @@ def test_reindex_rebuilds_a_lost_index(tmp_path):
     """The index is derived: emptied by hand, ``reindex`` gives it back whole."""
     store = fill(SqliteStore(tmp_path / "s.db"))
     store.settle_derived()
-    store._conn.execute("INSERT INTO search_fts (search_fts) VALUES ('delete-all')")
+    store.db.conn.execute("INSERT INTO search_fts (search_fts) VALUES ('delete-all')")
     assert ids(store.search("retry", limit=None)) == set()  # FTS5 finds no candidate
     store.reindex()
     integrity_check(store)

@@ -116,7 +116,7 @@ def test_store_search_on_a_writable_store_does_not_wait_its_busy_timeout(locked_
     assert ids(store.search("retry", limit=None)) == EXPECTED["retry"]
     assert time.monotonic() - started < 15
     assert pending_count(store) == 17
-    assert store._conn.execute("PRAGMA busy_timeout").fetchone() == (30_000,)
+    assert store.db.conn.execute("PRAGMA busy_timeout").fetchone() == (30_000,)
     store.close()
 
 
@@ -153,7 +153,7 @@ def _tail_and_a_merge_that_keeps_writing(tmp_path, monkeypatch) -> tuple[SqliteS
         if len(rounds) < 50:
             last = conn.execute("SELECT max(seq) FROM entries WHERE session_id = 'sess-one'").fetchone()[0]
             new = [msg(f"a{seq:07d}", f"a{seq - 1:07d}", "user", f"zebra {seq}", 9) for seq in range(last + 1, last + 4)]
-            store._append_in(conn, "sess-one", new, [json.dumps(e).encode() for e in new])
+            store._writes.append_in(conn, "sess-one", new, [json.dumps(e).encode() for e in new])
         return done
 
     monkeypatch.setattr(sqlite_search, "merge_pending", merge_and_write_more)
@@ -172,7 +172,7 @@ def test_search_merge_is_bounded_while_writers_keep_adding(tmp_path, monkeypatch
     store, rounds = _tail_and_a_merge_that_keeps_writing(tmp_path, monkeypatch)
     hits = store.search("zebra", limit=None)
     assert len(rounds) <= 3
-    total = store._conn.execute("SELECT count(*) FROM entries").fetchone()[0]
+    total = store.db.conn.execute("SELECT count(*) FROM entries").fetchone()[0]
     assert len(hits) == total  # every entry holds "zebra", merged or pending
     store.close()
 
@@ -336,10 +336,10 @@ def test_settle_killed_at_random_points_leaves_a_consistent_index(tmp_path):
     store = SqliteStore(path)
     store.settle_derived()
     assert pending_count(store) == 0
-    merged = sorted(store._conn.execute("SELECT session_id, seq, entry_id, chars FROM search_entries"))
+    merged = sorted(store.db.conn.execute("SELECT session_id, seq, entry_id, chars FROM search_entries"))
     ranked = {q: [(h.entry_id, round(h.rank, 9)) for h in store.search(q, limit=None)] for q in QUERIES}
     store.reindex()
-    assert sorted(store._conn.execute("SELECT session_id, seq, entry_id, chars FROM search_entries")) == merged
+    assert sorted(store.db.conn.execute("SELECT session_id, seq, entry_id, chars FROM search_entries")) == merged
     assert {q: [(h.entry_id, round(h.rank, 9)) for h in store.search(q, limit=None)] for q in QUERIES} == ranked
     assert store_hits(store, QUERIES) == expected
     store.close()
@@ -516,7 +516,7 @@ def test_budgeted_merges_with_reindex_replace_and_clock_steps_equal_a_rebuild(tm
                 store.replace_session(parsed.header, kept)
             sqlite_maintenance.SETTLE_BUDGET = budget
             sqlite_search.MAX_PENDING = pending_bound
-        store._conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
+        store.db.conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
         expected = {q: {(h.session_id, h.entry_id, h.on_active_branch, h.title) for h in hits}
                     for q, hits in ((q, _memory(store).search(q, limit=None)) for q in PROBES)}
         assert sets_of(store) == expected

@@ -30,12 +30,12 @@ from sessiontree.stores.sqlite.usage import _refresh_calls
 
 
 def _rows(store: SqliteStore, sid: str) -> list[tuple]:
-    return store._connection().execute(
+    return store.db.connection().execute(
         "SELECT seq, id FROM entries WHERE session_id = ? ORDER BY seq", (sid,)).fetchall()
 
 
 def _listed(store: SqliteStore, sid: str) -> tuple:
-    return store._connection().execute(
+    return store.db.connection().execute(
         "SELECT entry_count, message_count, first_message FROM sessions WHERE id = ?", (sid,)).fetchone()
 
 
@@ -71,7 +71,7 @@ def test_a_row_changed_by_hand_on_the_same_connection_is_seen(tmp_path):
     store.create(_header("s"), [_user("e0", None, "a")])
     store.append("s", [_user("e1", "e0", "b")])
     store.append("s", [_user("e2", "e1", "c")])
-    conn = store._connection()
+    conn = store.db.connection()
     conn.execute("DELETE FROM message_texts WHERE session_id = 's' AND seq = 2")
     conn.execute("DELETE FROM entries WHERE session_id = 's' AND seq = 2")
     store.append("s", [_user("e3", "e1", "d")])
@@ -139,7 +139,7 @@ _OPS = st.lists(st.tuples(st.sampled_from(["create", "append", "delete"]), st.in
 
 def _recounted(store: SqliteStore) -> list[tuple]:
     """usage_calls as the full rule computes it from the ledger (rolled back afterwards)."""
-    conn = store._connection()
+    conn = store.db.connection()
     conn.execute("BEGIN IMMEDIATE")
     try:
         keys = {row[0] for row in conn.execute("SELECT dedup_key FROM usage_ledger")}
@@ -178,7 +178,7 @@ def test_usage_calls_equal_the_full_recount(ops):
                 # The ledger is settled in bulk (docs/decisions/bulk-settle.md): now and then,
                 # so one settle batch often holds several sessions' writes and shared keys.
                 store.settle_derived()
-            assert store._connection().execute(_CALLS).fetchall() == _recounted(store)
+            assert store.db.connection().execute(_CALLS).fetchall() == _recounted(store)
         store.settle_derived()
-        assert store._connection().execute(_CALLS).fetchall() == _recounted(store)
+        assert store.db.connection().execute(_CALLS).fetchall() == _recounted(store)
         store.close()

@@ -38,7 +38,7 @@ def _session(session_id: str = "s1", data: str = IMAGE) -> tuple[dict[str, Any],
 
 
 def _count(store: SqliteStore, sql: str) -> Any:
-    return store._connection().execute(sql).fetchone()[0]
+    return store.db.connection().execute(sql).fetchone()[0]
 
 
 @pytest.fixture
@@ -162,7 +162,7 @@ def test_delete_and_replace_collect_the_blobs_no_session_uses(store: SqliteStore
     assert _count(store, "SELECT count(*) FROM blobs") == 1
     head, entries = _session("s3", IMAGE)
     store.replace_session(head, entries)
-    assert [row[0] for row in store._connection().execute("SELECT size FROM blobs")] == [len(IMAGE)]
+    assert [row[0] for row in store.db.connection().execute("SELECT size FROM blobs")] == [len(IMAGE)]
     assert store.load("s3").entries == entries
     store.delete("s3")
     assert _count(store, "SELECT count(*) FROM blobs") == 0
@@ -232,7 +232,7 @@ def test_a_damaged_blob_is_an_error_never_other_bytes(tmp_path: Path) -> None:
 def test_an_orphan_blob_is_reported_and_a_full_reindex_removes_it(store: SqliteStore) -> None:
     head, entries = _session()
     store.create(head, entries)
-    conn = store._connection()
+    conn = store.db.connection()
     conn.execute("INSERT INTO blobs (sha256, size, crc, data) VALUES (?, 1, 0, ?)", (b"x" * 32, b"y"))
     problems = store.verify()
     assert [(p.code, p.severity) for p in problems] == [("orphan-rows", "warning")]
@@ -329,7 +329,7 @@ def test_a_held_open_holds_records_stored_cut_whole(store) -> None:
 def test_a_held_open_refuses_a_missing_blob_as_load_does(store) -> None:
     head, entries = _session()
     store.create(head, entries)
-    store._connection().execute("DELETE FROM blobs")
+    store.db.connection().execute("DELETE FROM blobs")
     with pytest.raises(CorruptEntryError) as held:
         SessionManager.open(store, "s1", lazy=False)
     with pytest.raises(CorruptEntryError) as loaded:

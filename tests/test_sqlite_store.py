@@ -175,11 +175,11 @@ def _reads(store: SqliteStore, action) -> set[tuple[str, str]]:
             reads.add((arg1, arg2))
         return sqlite3.SQLITE_OK
 
-    store._conn.set_authorizer(authorizer)  # type: ignore[union-attr]
+    store.db.conn.set_authorizer(authorizer)  # type: ignore[union-attr]
     try:
         action()
     finally:
-        store._conn.set_authorizer(None)  # type: ignore[union-attr]
+        store.db.conn.set_authorizer(None)  # type: ignore[union-attr]
     return reads
 
 
@@ -248,8 +248,8 @@ def test_sqlite_synchronous_setting(tmp_path):
     normal = SqliteStore(tmp_path / "b.db", synchronous="normal")
     try:
         # PRAGMA synchronous: 1 = NORMAL, 2 = FULL
-        assert full._connection().execute("PRAGMA synchronous").fetchone()[0] == 2
-        assert normal._connection().execute("PRAGMA synchronous").fetchone()[0] == 1
+        assert full.db.connection().execute("PRAGMA synchronous").fetchone()[0] == 2
+        assert normal.db.connection().execute("PRAGMA synchronous").fetchone()[0] == 1
     finally:
         full.close()
         normal.close()
@@ -258,7 +258,7 @@ def test_sqlite_synchronous_setting(tmp_path):
 
 
 def test_schema_steps_run_in_number_order_whoever_registers_first():
-    from sessiontree.stores.shared import register_step
+    from sessiontree.stores.steps import register_step
 
     def m002_second(conn):
         pass

@@ -29,7 +29,7 @@ def _user(i: int, parent: str | None) -> dict:
 
 def _texts_state(store: SqliteStore, sid: str) -> tuple[int | None, list[int]]:
     """(sessions.texts_from, the seqs of the stored message_texts rows)."""
-    conn = store._connection()
+    conn = store.db.connection()
     start = conn.execute("SELECT texts_from FROM sessions WHERE id = ?", (sid,)).fetchone()[0]
     seqs = [row[0] for row in conn.execute("SELECT seq FROM message_texts WHERE session_id = ? ORDER BY seq",
                                            (sid,))]
@@ -155,7 +155,7 @@ def test_a_pending_entry_stored_with_its_image_out_of_line_gives_its_text(tmp_pa
     _append_users(store, "s", 1, 1)
     store.append("s", [message("m2", "u1", "user", [{"type": "text", "text": "see this"},
                                                      {"type": "image", "data": image, "mimeType": "image/png"}])])
-    stored = store._connection().execute("SELECT length(json) FROM entries WHERE seq = 2").fetchone()[0]
+    stored = store.db.connection().execute("SELECT length(json) FROM entries WHERE seq = 2").fetchone()[0]
     assert stored < len(image)  # the record holds a reference, not the image
     assert _texts_state(store, "s") == (2, [0, 1])
     assert _all_text(store, "s") == "ask 0 ask 1 see this"

@@ -136,7 +136,7 @@ def test_a_name_set_with_sessiontree_survives_growth(tmp_path, _fake_home):
         assert from_file == file_entries(path)
     # Even read whole (the state forgotten), the store-only name hangs off the file's entries: not diverged.
     with SqliteStore(tmp_path / "s.db") as s:
-        s._connection().execute("DELETE FROM sync_state")
+        s.db.connection().execute("DELETE FROM sync_state")
         assert Syncer(s).sync_file(str(path)).status == "unchanged"
 
 
@@ -501,11 +501,11 @@ def test_sync_settles_what_it_wrote(tmp_path, _fake_home):
     pending = ("SELECT count(*) FROM entries AS e LEFT JOIN search_merged AS m ON m.session_id = e.session_id"
                " WHERE e.seq > coalesce(m.seq, -1)")
     assert Syncer(store).sync_files([str(path)]).counts()["new"] == 1
-    assert store._conn.execute(pending).fetchone() == (0,)
-    assert store._conn.execute("SELECT count(*) FROM search_merged").fetchone() == (1,)
+    assert store.db.conn.execute(pending).fetchone() == (0,)
+    assert store.db.conn.execute("SELECT count(*) FROM search_merged").fetchone() == (1,)
     append(path, entries(21, 3, f"{20:08x}"))
     assert Syncer(store).sync_files([str(path)]).counts()["grown"] == 1
-    assert store._conn.execute(pending).fetchone() == (0,)
+    assert store.db.conn.execute(pending).fetchone() == (0,)
     store.close()
 
 

@@ -116,12 +116,12 @@ def test_relative_since_and_bad_values():
 
 
 def _ledger(store):
-    return store._connection().execute(
+    return store.db.connection().execute(
         "SELECT session_id, seq, source, input, cost_nanos FROM usage_ledger ORDER BY session_id, seq").fetchall()
 
 
 def _rollup(store):
-    return store._connection().execute(
+    return store.db.connection().execute(
         "SELECT owner, provider, model, bucket, shape, calls, input, cost_nanos FROM usage_rollup"
         " ORDER BY owner, provider, model, bucket, shape").fetchall()
 
@@ -137,19 +137,19 @@ def test_ledger_is_written_with_entries_removed_with_sessions_and_rebuilt(tmp_pa
     rollup = [("73", "p", "m-known", 1_767_261_600_000, "", 1, 5, 500_000_000),
               ("73", "p", "m-known", 1_767_261_600_000, "6,0,0,0", 1, 6, 0)]  # 2026-01-01T10:00Z
     assert _rollup(store) == rollup
-    store._connection().execute("DELETE FROM usage_calls")  # drift, in both derived tables
-    store._connection().execute("DELETE FROM usage_rollup")
+    store.db.connection().execute("DELETE FROM usage_calls")  # drift, in both derived tables
+    store.db.connection().execute("DELETE FROM usage_rollup")
     assert usage_report(store).totals.calls == 0
     assert store.reindex() == 1
     assert _ledger(store) == [("s", 0, "assistant", 5, 500_000_000), ("s", 1, "assistant", 6, None)]
-    assert store._connection().execute("SELECT m, owner FROM usage_calls").fetchall() == [(1, "73"), (1, "73")]  # hex("s")
+    assert store.db.connection().execute("SELECT m, owner FROM usage_calls").fetchall() == [(1, "73"), (1, "73")]  # hex("s")
     assert _rollup(store) == rollup
-    store._connection().execute("UPDATE usage_rollup SET calls = 7")  # drift in the rollup alone
+    store.db.connection().execute("UPDATE usage_rollup SET calls = 7")  # drift in the rollup alone
     assert store.reindex() == 1
     assert _rollup(store) == rollup
     store.delete("s")
     assert _ledger(store) == []
-    assert store._connection().execute("SELECT count(*) FROM usage_calls").fetchone()[0] == 0
+    assert store.db.connection().execute("SELECT count(*) FROM usage_calls").fetchone()[0] == 0
     assert _rollup(store) == []
 
 
@@ -322,7 +322,7 @@ def test_a_read_only_store_that_cannot_settle_sums_the_entries(tmp_path, monkeyp
     monkeypatch.setattr(reader, "_writable_twin", refused)
     totals = usage_report(reader, by="model").totals
     assert (totals.calls, totals.input, totals.cost_nanos) == (2, 12, 750_000_000)
-    assert reader._connection().execute("SELECT count(*) FROM usage_ledger").fetchone()[0] == 0  # nothing written
+    assert reader.db.connection().execute("SELECT count(*) FROM usage_ledger").fetchone()[0] == 0  # nothing written
     reader.close()
 
 
@@ -334,7 +334,7 @@ def test_a_read_only_store_answers_a_short_tail_without_writing(tmp_path):
     before = open(path, "rb").read()
     totals = usage_report(reader, by="model").totals
     assert (totals.calls, totals.input, totals.cost_nanos) == (2, 12, 750_000_000)
-    assert reader._connection().execute("SELECT count(*) FROM usage_ledger").fetchone()[0] == 0
+    assert reader.db.connection().execute("SELECT count(*) FROM usage_ledger").fetchone()[0] == 0
     assert open(path, "rb").read() == before
     reader.close()
 
@@ -347,7 +347,7 @@ def test_a_read_only_store_settles_a_long_tail_for_good(tmp_path, monkeypatch):
     reader = SqliteStore(path, readonly=True)
     totals = usage_report(reader, by="model").totals
     assert (totals.calls, totals.input, totals.cost_nanos) == (2, 12, 750_000_000)
-    assert reader._connection().execute("SELECT count(*) FROM usage_ledger").fetchone()[0] == 3
+    assert reader.db.connection().execute("SELECT count(*) FROM usage_ledger").fetchone()[0] == 3
     reader.close()
 
 

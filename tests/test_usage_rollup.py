@@ -143,7 +143,7 @@ def test_rollup_reports_equal_ledger_reports_after_any_writes(ops):
         sessions: dict = {}
         _apply(store, sessions, ops)
         store.settle_derived()
-        conn = store._connection()
+        conn = store.db.connection()
         # The table is exactly what a rebuild from usage_calls gives, empty rows included (none).
         kept = _rollup_rows(conn)
         conn.execute("SAVEPOINT check_rollup")
@@ -196,7 +196,7 @@ def test_an_overflowed_rollup_falls_back_to_usage_calls(tmp_path):
     store.create({"type": "session", "version": 4, "id": "s", "createdAt": CREATED[0], "cwd": "/w"},
                  [_entry("a", None, "2026-01-01T10:05:00.000Z", 5, 0.5, "m")])
     store.settle_derived()
-    conn = store._connection()
+    conn = store.db.connection()
     conn.execute("UPDATE usage_rollup SET cost_nanos = cost_nanos + 9223372036854775807")
     assert conn.execute("SELECT typeof(cost_nanos) FROM usage_rollup").fetchone()[0] == "real"
     assert usage_report(store, by="model").totals.cost_nanos == 500_000_000  # $0.5, from usage_calls

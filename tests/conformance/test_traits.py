@@ -150,7 +150,7 @@ def test_declared_change_files_show_a_change(store: Any) -> None:
     """A store declaring ``change_files`` shows every write in their size and time (the MCP
     cache and the usage page rely on it); the run lock's folder exists, so the lock can be made."""
     from builders import header
-    from sessiontree.stores.shared import change_hint
+    from sessiontree.stores.changes import change_hint
 
     traits = store_traits(store)
     if traits.run_lock_path is not None:

@@ -89,7 +89,7 @@ def list_sessions(store: SessionStore, wanted: ListingFilter = ListingFilter(), 
     if not wanted.include_internal:
         rows = [i for i in rows if not i.internal]
     if wanted.cwd is not None:
-        from sessiontree.stores.shared import cwd_matches, resolve_cwd
+        from sessiontree.stores.listing import cwd_matches, resolve_cwd
 
         resolved = resolve_cwd(wanted.cwd)
         rows = [i for i in rows if cwd_matches(i.cwd, resolved)]

@@ -23,7 +23,7 @@ the MCP server open a stored session here, never by hand:
   guards the records a lazy tree reads on first use and the answers it keeps.
 * **One cache policy.** :class:`ReadOnlySessions` keeps the last ``size`` sessions of
   one store and re-reads a session when the store's change token
-  (:func:`sessiontree.stores.shared.change_hint`) moves, or, for a store without one
+  (:func:`sessiontree.stores.changes.change_hint`) moves, or, for a store without one
   (memory, PostgreSQL), at most every ``min_reread`` seconds; a re-read that finds
   the same entries keeps the session and what it derived.
 """
@@ -42,7 +42,7 @@ from sessiontree.format.codec import ParsedSession
 from sessiontree.format.gcpause import gc_paused
 from sessiontree.format.types import SessionHeader
 from sessiontree.stores.base import SessionStore
-from sessiontree.stores.shared import change_hint
+from sessiontree.stores.changes import change_hint
 from sessiontree.stores.traits import store_traits
 
 if TYPE_CHECKING:

@@ -27,32 +27,30 @@ from sessiontree.core.usagerecords import UsageQuery, UsageRows, aggregate
 from sessiontree.errors import InvalidSessionError, SessionExistsError, SessionNotFoundError, SyncConflictError
 from sessiontree.format import jsonio
 from sessiontree.format.codec import CURRENT_VERSION, ParsedSession
+from sessiontree.stores import retention
 from sessiontree.stores.base import (
     ArchivedFile,
     CancelEvent,
     ProgressCallback,
     Provenance,
+    PruneRecord,
     SessionListing,
     StoreProblem,
     SyncChange,
     SyncState,
+    TimeBound,
 )
+from sessiontree.stores.fallbacks import StoreBase
+from sessiontree.stores.listing import Progress, cwd_matches, resolve_cwd, sort_listing
 from sessiontree.stores.scan import check_limit, scan
-from sessiontree.stores.shared import (
-    Progress,
-    RetentionBase,
-    StoreBase,
-    apply_sync_change,
+from sessiontree.stores.storable import (
     check_header,
     check_replacement_header,
-    cwd_matches,
     encode_entries,
     file_rule_problems,
     id_in_use_error,
-    resolve_cwd,
-    sort_listing,
-    sync_expected,
 )
+from sessiontree.stores.syncing import apply_sync_change, sync_expected
 from sessiontree.stores.traits import StoreTraits
 
 __all__ = ["MemoryStore"]
@@ -71,7 +69,7 @@ class _Session:
     written_at: float
 
 
-class MemoryStore(RetentionBase, StoreBase):
+class MemoryStore(StoreBase):
     """A :class:`~sessiontree.stores.base.SessionStore` that never touches the filesystem.
 
     ``url`` is ``"memory:"`` and ``kind`` ``"memory"``. Listing rows use the
@@ -95,8 +93,7 @@ class MemoryStore(RetentionBase, StoreBase):
         self._archived: dict[tuple[str, bytes], ArchivedFile] = {}
         self._provenance: dict[str, Provenance] = {}
         #: Held session ids and the deletion log (docs/team.md, "Retention").
-        self._holds: set[str] = set()
-        self._deletions: list[dict[str, Any]] = []
+        self._holds = _MemoryHolds()
 
     def __repr__(self) -> str:
         return f"MemoryStore({len(self._sessions)} sessions)"
@@ -208,7 +205,7 @@ class MemoryStore(RetentionBase, StoreBase):
             current = self._sync.get(state.path)
             if not sync_expected(expect, current):
                 raise SyncConflictError(state.path)
-            apply_sync_change(self, change)
+            apply_sync_change(self, change, self.record_provenance)
             self._sync[state.path] = state
 
     def sync_shape(self, path: str) -> bytes | None:
@@ -244,24 +241,24 @@ class MemoryStore(RetentionBase, StoreBase):
         with self._lock:
             self._sessions.pop(session_id, None)
 
-    # -- retention (RetentionBase) -----------------------------------------------------------
+    # -- retention (sessiontree.stores.retention over this store and its holds) -----------
 
-    def _write_hold(self, session_id: str, held: bool) -> None:
-        with self._lock:
-            (self._holds.add if held else self._holds.discard)(session_id)
+    def prune(self, older_than_ms: float, *, agent: str | None = None, dry_run: bool = False,
+              everyone: bool = False) -> list[PruneRecord]:
+        """See :func:`sessiontree.stores.retention.prune` (``everyone`` changes nothing here)."""
+        return retention.prune(self, self._holds, older_than_ms, agent=agent, dry_run=dry_run)
 
-    def _stored_holds(self) -> set[str]:
-        with self._lock:
-            return set(self._holds)
+    def set_hold(self, session_id: str, held: bool) -> bool:
+        """See :func:`sessiontree.stores.retention.set_hold`."""
+        return retention.set_hold(self, self._holds, session_id, held)
 
-    def _append_deletions(self, rows: list[dict[str, Any]]) -> None:
-        with self._lock:
-            self._deletions.extend(dict(row) for row in rows)
+    def holds(self) -> list[str]:
+        """See :func:`sessiontree.stores.retention.holds`."""
+        return retention.holds(self, self._holds)
 
     def deletion_log(self) -> list[dict[str, Any]]:
         """The deletion log, oldest first. See :meth:`Retention.deletion_log`."""
-        with self._lock:
-            return [dict(row) for row in self._deletions]
+        return self._holds.deletion_log()
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -354,7 +351,7 @@ class MemoryStore(RetentionBase, StoreBase):
             return best.header["id"] if best is not None else None
 
     def search(self, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
-               since: Any = None, until: Any = None, session: str | None = None,
+               since: TimeBound | None = None, until: TimeBound | None = None, session: str | None = None,
                limit: int | None = 50) -> list[SearchHit]:
         """Search by scanning every session's entries. See :meth:`SessionStore.search`.
 
@@ -404,7 +401,7 @@ class MemoryStore(RetentionBase, StoreBase):
 
     def verify(self, on_progress: ProgressCallback | None = None) -> list[StoreProblem]:
         """Re-parse every stored record and apply the file checker's rules to each
-        session (:func:`~sessiontree.stores.shared.file_rule_problems`); returns the problems."""
+        session (:func:`~sessiontree.stores.storable.file_rule_problems`); returns the problems."""
         problems: list[StoreProblem] = []
         with self._lock:
             sessions = list(self._sessions.items())
@@ -431,3 +428,33 @@ class MemoryStore(RetentionBase, StoreBase):
 
     def close(self) -> None:
         """Nothing to release; the sessions stay available."""
+
+
+class _MemoryHolds:
+    """Holds and the deletion log of a :class:`MemoryStore`, in memory (its
+    :class:`~sessiontree.stores.retention.HoldRecords`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: set[str] = set()
+        self._deletions: list[dict[str, Any]] = []
+
+    def write_hold(self, session_id: str, held: bool) -> None:
+        """Record or drop a hold."""
+        with self._lock:
+            (self._held.add if held else self._held.discard)(session_id)
+
+    def stored_holds(self) -> set[str]:
+        """The held session ids."""
+        with self._lock:
+            return set(self._held)
+
+    def append_deletions(self, rows: list[dict[str, Any]]) -> None:
+        """Append copies of ``rows`` to the log."""
+        with self._lock:
+            self._deletions.extend(dict(row) for row in rows)
+
+    def deletion_log(self) -> list[dict[str, Any]]:
+        """Copies of the log's lines, oldest first."""
+        with self._lock:
+            return [dict(row) for row in self._deletions]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from sessiontree.core.listing import InfoAccumulator
 from sessiontree.core.searchtext import (
@@ -30,7 +30,8 @@ from sessiontree.core.searchtext import (
     snippet,
 )
 from sessiontree.core.tree import get_branch, loaded_leaf_id
-from sessiontree.stores.shared import cwd_matches
+from sessiontree.format.codec import ParsedSession
+from sessiontree.stores.listing import cwd_matches
 
 __all__ = ["SessionFacts", "active_ids", "check_limit", "make_hit", "scan", "scan_store", "session_facts", "top_hits"]
 
@@ -153,7 +154,27 @@ def scan(sessions: Iterable[tuple[Mapping[str, Any], Sequence[dict[str, Any]]]],
     return top_hits(hits, limit)
 
 
-def scan_store(store: Any, query: SearchQuery, filters: SearchFilters, limit: int | None) -> list[SearchHit]:
+class ScannedStore(Protocol):
+    """What :func:`scan_store` reads: a store's (or its reads part's) public ids, existence
+    check and whole-session read."""
+
+    def session_ids(self) -> list[str]:
+        """Every stored session id."""
+        ...
+
+    def exists(self, session_id: str) -> bool:
+        """Whether the session is stored."""
+        ...
+
+    def read(self, session_id: str) -> ParsedSession:
+        """The whole session, without writing anything.
+
+        Raises:
+            SessionNotFoundError: no such session."""
+        ...
+
+
+def scan_store(store: ScannedStore, query: SearchQuery, filters: SearchFilters, limit: int | None) -> list[SearchHit]:
     """:func:`scan` over the sessions of ``store`` read one at a time (``store.read``):
     the fallback of the indexed stores when their index is absent (an older schema
     opened read-only, or no ``pg_trgm``), with the same hits as the index.

@@ -179,7 +179,7 @@ UNDECLARED = StoreTraits()
 _DECLARED: weakref.WeakKeyDictionary[Any, StoreTraits] = weakref.WeakKeyDictionary()
 
 
-def store_traits(store: Any) -> StoreTraits:
+def store_traits(store: object) -> StoreTraits:
     """The traits ``store`` declares (:meth:`DeclaresTraits.traits`), or :data:`UNDECLARED`
     for an object that declares none (a caller's own store class). Asked once per store."""
     try:

@@ -10,7 +10,7 @@ compare; :func:`verify_stored_session` decides, in this order:
    parses and is a valid entry (``invalid-record``), and that the columns copied
    out of it still match its JSON (``column-drift``);
 3. when every record is sound: the file checker's rules on the session's JSONL
-   form (:func:`~sessiontree.stores.shared.file_rule_problems`), then whether the
+   form (:func:`~sessiontree.stores.storable.file_rule_problems`), then whether the
    derived data (entry count, header copies, listing state, ``message_texts``,
    and each derived index's rows for the session: :class:`DerivedCheck`) equals a
    rebuild from the records (one ``metadata-drift`` problem naming each
@@ -28,7 +28,7 @@ from sessiontree.core.listing import InfoAccumulator
 from sessiontree.errors import InvalidSessionError
 from sessiontree.format.codec import validate_entry, validate_header
 from sessiontree.stores.base import StoreProblem
-from sessiontree.stores.shared import file_rule_problems
+from sessiontree.stores.storable import file_rule_problems
 
 __all__ = ["HEADER_COLUMN_NAMES", "DerivedCheck", "StoredRecord", "StoredSession", "row_drift",
            "verify_stored_session"]

@@ -50,7 +50,7 @@ from sessiontree.format.ids import new_session_id
 from sessiontree.format.shape import FileShape, ShapeError, render_shape
 from sessiontree.session.builders import branched_session_entries, now_iso
 from sessiontree.stores.base import RawTexts, SessionStore, SessionTexts, SyncState
-from sessiontree.stores.shared import ROLE_HEAD
+from sessiontree.stores.skeleton import ROLE_HEAD
 from sessiontree.sync.newfile import RestoreError, Target, sweep_stale_temps, write_new
 from sessiontree.sync.reading import TAIL_CHECK
 from sessiontree.sync.safepath import (
@@ -210,7 +210,7 @@ def _unseen(agent: str, types: Sequence[str], texts: Sequence[bytes]) -> list[st
     ``types[i]`` and ``texts[i]`` are entry ``i``'s type and stored text. Kinds are
     counted from the types; a message's role (``message:<role>``) is looked up only
     when the agent's rules name a role, from the head of its text
-    (:data:`~sessiontree.stores.shared.ROLE_HEAD`, the skeleton reads' rule) or, when
+    (:data:`~sessiontree.stores.skeleton.ROLE_HEAD`, the skeleton reads' rule) or, when
     the head does not show it plainly, from the parsed record.
     """
     rules = UNSEEN.get(agent, {})

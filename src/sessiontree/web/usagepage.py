@@ -15,7 +15,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from sessiontree.stores.base import SessionStore
-from sessiontree.stores.shared import change_hint
+from sessiontree.stores.changes import change_hint
 from sessiontree.stores.traits import store_traits
 from sessiontree.usage.report import usage_reports
 from sessiontree.web import page as pages
@@ -47,7 +47,7 @@ def usage_routes(store: SessionStore, infos: Callable[[], Sequence[Any]]) -> lis
 
     The dashboard needs the listing for two things only, each session's agent and the
     projects of the filter, so it keeps them while the store shows no change (the SQLite
-    database's and its WAL's size and time, :func:`sessiontree.stores.shared.change_hint`),
+    database's and its WAL's size and time, :func:`sessiontree.stores.changes.change_hint`),
     or for :data:`LISTING_TTL_SECONDS` on a store without files."""
     held: dict[str, Any] = {"hint": None, "at": -1e9, "rows": None}
     lock = threading.Lock()

@@ -1,9 +1,8 @@
 """Finding a JSONL store's session files, and the descriptors it keeps open between appends.
 
-:class:`JsonlFiles` is the common base of the store's capability mixins
-(:mod:`.reads`, :mod:`.writes`, :mod:`.ledger`, :mod:`.maintenance`): it declares the
-attributes :class:`~sessiontree.stores.jsonl.store.JsonlStore` sets when it opens,
-finds a session's file by its header id (the id -> path cache, checked against the
+:class:`JsonlFiles` is the open folder the store's parts share (:mod:`.reads`,
+:mod:`.writes`, :mod:`.ledger`, :mod:`.maintenance`, :mod:`.retention`): it opens the
+directory, finds a session's file by its header id (the id -> path cache, checked against the
 file's header, and the directory scan), keeps the descriptors of files the store
 appended to (:class:`HeldFile`, at most ``_HELD_FILES``, reused by the append fast path
 of :mod:`.writes`), closes them in a child after ``fork`` (the hook registered here)
@@ -19,7 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from sessiontree.errors import InvalidSessionError, SessionNotFoundError, StorageError
+from sessiontree.errors import InvalidSessionError, SessionNotFoundError, StorageError, StoreOpenError
 from sessiontree.format.codec import read_header_file
 from sessiontree.format.files import O_CLOEXEC as _O_CLOEXEC
 from sessiontree.stores.jsonl.layout import session_files_in
@@ -71,7 +70,7 @@ LIVE_STORES: weakref.WeakSet[JsonlFiles] = weakref.WeakSet()
 
 def _after_fork_in_child() -> None:
     for store in list(LIVE_STORES):
-        store._after_fork_in_child()
+        store.after_fork_in_child()
 
 
 if hasattr(os, "register_at_fork"):
@@ -79,82 +78,111 @@ if hasattr(os, "register_at_fork"):
 
 
 class JsonlFiles:
-    """What the capability mixins of :class:`~sessiontree.stores.jsonl.store.JsonlStore`
-    share: the attributes it sets when it opens (declared here), the look-up of a
-    session's file, the kept descriptors and :meth:`close`."""
+    """The open folder of a JSONL store, shared by its parts (:mod:`.reads`, :mod:`.writes`,
+    :mod:`.ledger`, :mod:`.maintenance`, :mod:`.retention`), which use only its public
+    members: the look-up of a session's file, the caches, the kept descriptors and
+    :meth:`close`. The arguments and errors are :class:`~sessiontree.stores.jsonl.store.JsonlStore`'s.
 
-    directory: str
-    url: str
-    kind: str
-    fsync: bool
-    readonly: bool
-    _mutex: threading.RLock
-    _paths: dict[str, str]
-    _ids: dict[str, tuple[int, int, int, set[str]]]
-    _headers: dict[str, tuple[tuple[int, int, int, int], dict[str, Any] | None]]
-    _held: OrderedDict[str, HeldFile]
-    _held_lock: threading.Lock
+    Attributes:
+        directory, url, fsync, readonly: as documented on ``JsonlStore``.
+        mutex: the re-entrant lock of the caches and of writes within the process.
+        paths: session id -> file, checked against the file's header before use.
+        ids: file -> (dev, inode, size, entry ids): the duplicate-id guard of append.
+        headers: file -> (stat signature, header or ``None``): header reads skipped for
+            unchanged files.
+        held: file -> descriptor kept open (``O_APPEND``) after an append by this store,
+            so the next append of the session skips open, checks and close.
+        held_lock: the lock of ``held``.
 
-    def _require_writable(self, what: str) -> None:
+    Raises:
+        StoreOpenError: the directory cannot be created, is missing (``create=False`` or
+            ``readonly``), or is not a directory.
+    """
+
+    def __init__(self, directory: str, *, create: bool, fsync: bool, readonly: bool) -> None:
+        self.directory = os.path.abspath(directory)
+        self.fsync = fsync
+        self.readonly = readonly
+        self.url = "jsonl:///" + self.directory
+        if (readonly or not create) and not os.path.isdir(self.directory):
+            # Read-only callers: a mistyped path must not look like an empty store.
+            raise StoreOpenError(f"no session directory at {self.directory}")
+        if not readonly:
+            try:
+                os.makedirs(self.directory, exist_ok=True)
+            except OSError as exc:
+                raise StoreOpenError(f"cannot create the session directory {self.directory}: {exc}") from exc
+        if not os.path.isdir(self.directory):
+            raise StoreOpenError(f"{self.directory} is not a directory")
+        self.mutex = threading.RLock()
+        self.paths: dict[str, str] = {}
+        self.ids: dict[str, tuple[int, int, int, set[str]]] = {}
+        self.headers: dict[str, tuple[tuple[int, int, int, int], dict[str, Any] | None]] = {}
+        self.held: OrderedDict[str, HeldFile] = OrderedDict()
+        self.held_lock = threading.Lock()
+        weakref.finalize(self, close_held, self.held)
+        LIVE_STORES.add(self)
+
+    def require_writable(self, what: str) -> None:
         if self.readonly:
             raise StorageError(f"{what}: {self.url} is opened read-only")
 
     # -- finding files ---------------------------------------------------------------------
 
-    def _files(self) -> list[str]:
+    def files(self) -> list[str]:
         """Every ``*.jsonl`` file of the store (the directory and one level of project
         folders, see :func:`~sessiontree.stores.jsonl.layout.session_files_in`).
         New sessions are still written flat."""
         return session_files_in(self.directory)
 
-    def _header(self, path: str) -> dict[str, Any] | None:
+    def header(self, path: str) -> dict[str, Any] | None:
         """The file's (upgraded in memory) header, or ``None`` when unreadable or invalid."""
         try:
             st = os.stat(path)
         except OSError:
-            with self._mutex:
-                self._headers.pop(path, None)
+            with self.mutex:
+                self.headers.pop(path, None)
             return None
         signature = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-        with self._mutex:
-            cached = self._headers.get(path)
+        with self.mutex:
+            cached = self.headers.get(path)
         if cached is not None and cached[0] == signature:
             return cached[1]
         try:
             header: dict[str, Any] | None = read_header_file(path)
         except (OSError, InvalidSessionError):
             header = None
-        with self._mutex:
-            self._headers[path] = (signature, header)
+        with self.mutex:
+            self.headers[path] = (signature, header)
         return header
 
-    def _scan(self) -> dict[str, list[str]]:
+    def scan(self) -> dict[str, list[str]]:
         """id -> files with that header id (by name), refreshing the id cache."""
-        files = self._files()
+        files = self.files()
         found: dict[str, list[str]] = {}
         for path in files:
-            header = self._header(path)
+            header = self.header(path)
             if header is not None:
                 found.setdefault(header["id"], []).append(path)
-        with self._mutex:
+        with self.mutex:
             # Files created at an explicit path outside the directory are known only
             # through the cache; keep them while their header still matches.
-            outside = {sid: path for sid, path in self._paths.items()
+            outside = {sid: path for sid, path in self.paths.items()
                        if sid not in found and os.path.dirname(path) != self.directory}
         for sid, path in outside.items():
-            header = self._header(path)
+            header = self.header(path)
             if header is not None and header["id"] == sid:
                 found[sid] = [path]
-        with self._mutex:
-            self._paths = {sid: paths[0] for sid, paths in found.items()}
+        with self.mutex:
+            self.paths = {sid: paths[0] for sid, paths in found.items()}
             live = set(files) | {paths[0] for paths in found.values()}
-            self._headers = {path: value for path, value in self._headers.items() if path in live}
+            self.headers = {path: value for path, value in self.headers.items() if path in live}
         return found
 
-    def _find(self, session_id: str) -> str | None:
-        with self._mutex:
-            path = self._paths.get(session_id)
-            cached = self._headers.get(path) if path is not None else None
+    def find(self, session_id: str) -> str | None:
+        with self.mutex:
+            path = self.paths.get(session_id)
+            cached = self.headers.get(path) if path is not None else None
         if path is not None:
             if cached is not None and cached[1] is not None and cached[1]["id"] == session_id:
                 try:
@@ -167,25 +195,25 @@ class JsonlFiles:
                 # re-read here is safe and saves an open+read per append.
                 if st is not None and cached[0][:2] == (st.st_dev, st.st_ino):
                     return path
-            header = self._header(path)
+            header = self.header(path)
             if header is not None and header["id"] == session_id:
                 return path
-        paths = self._scan().get(session_id)
+        paths = self.scan().get(session_id)
         return paths[0] if paths else None
 
-    def _forget(self, session_id: str) -> None:
-        with self._mutex:
-            self._paths.pop(session_id, None)
+    def forget(self, session_id: str) -> None:
+        with self.mutex:
+            self.paths.pop(session_id, None)
 
-    def _require(self, session_id: str) -> str:
-        path = self._find(session_id)
+    def require(self, session_id: str) -> str:
+        path = self.find(session_id)
         if path is None:
             raise SessionNotFoundError(session_id, self.directory)
         return path
 
     # -- kept descriptors ------------------------------------------------------------------
 
-    def _hold(self, path: str, st: os.stat_result, session_id: str, end: int, written: bytes) -> None:
+    def hold(self, path: str, st: os.stat_result, session_id: str, end: int, written: bytes) -> None:
         """Keep a descriptor of ``path`` for :meth:`_append_held`, after this store's own
         append to it: ``st`` was the locked ``fstat`` before that write, ``end`` the
         size it left, ``written`` what it wrote. Never called while holding a file lock."""
@@ -201,15 +229,15 @@ class JsonlFiles:
         if (mine.st_dev, mine.st_ino) != (st.st_dev, st.st_ino):
             os.close(fd)  # replaced meanwhile
             return
-        with self._held_lock:
-            previous = self._held.pop(path, None)
-            self._held[path] = HeldFile(fd, st.st_dev, st.st_ino, session_id, end, written[-TAIL_BYTES:])
-            evicted = [self._held.popitem(last=False)[1] for _ in range(len(self._held) - _HELD_FILES)]
+        with self.held_lock:
+            previous = self.held.pop(path, None)
+            self.held[path] = HeldFile(fd, st.st_dev, st.st_ino, session_id, end, written[-TAIL_BYTES:])
+            evicted = [self.held.popitem(last=False)[1] for _ in range(len(self.held) - _HELD_FILES)]
         for old in ([previous] if previous is not None else []) + evicted:
-            self._close_held(old)
+            self.close_one(old)
 
     @staticmethod
-    def _close_held(held: HeldFile) -> None:
+    def close_one(held: HeldFile) -> None:
         # Waits for an append that is using the descriptor (never called holding _held_lock).
         with held.lock:
             if not held.closed:
@@ -219,29 +247,29 @@ class JsonlFiles:
                 except OSError:
                     pass
 
-    def _after_fork_in_child(self) -> None:
+    def after_fork_in_child(self) -> None:
         # Runs in the child right after fork(), before anything else can reuse
         # descriptor numbers: the inherited descriptors share their flocks with
         # the parent, and the locks may have been held by a thread that does
         # not exist here.
-        self._mutex = threading.RLock()
-        self._held_lock = threading.Lock()
-        close_held(self._held)
+        self.mutex = threading.RLock()
+        self.held_lock = threading.Lock()
+        close_held(self.held)
 
-    def _release(self, path: str) -> None:
+    def release(self, path: str) -> None:
         """Close the kept descriptor of ``path``, if any (waits for an append using it)."""
-        with self._held_lock:
-            held = self._held.pop(path, None)
+        with self.held_lock:
+            held = self.held.pop(path, None)
         if held is not None:
-            self._close_held(held)
+            self.close_one(held)
 
     def close(self) -> None:
         """Drop cached look-ups and close kept descriptors. Idempotent; the store stays usable."""
-        with self._mutex:
-            self._paths.clear()
-            self._headers.clear()
-        with self._held_lock:
-            held = list(self._held.values())
-            self._held.clear()
+        with self.mutex:
+            self.paths.clear()
+            self.headers.clear()
+        with self.held_lock:
+            held = list(self.held.values())
+            self.held.clear()
         for item in held:
-            self._close_held(item)
+            self.close_one(item)

@@ -23,17 +23,30 @@ from sessiontree.format.files import lock as _lock
 from sessiontree.format.files import unlock_and_close as _unlock_and_close
 from sessiontree.format.files import write_all as _write_all
 from sessiontree.stores.base import ArchivedFile, Provenance, SyncChange, SyncState
+from sessiontree.stores.jsonl.files import JsonlFiles
 from sessiontree.stores.jsonl.layout import ARCHIVE_LOG_FILE, PROVENANCE_FILE, SYNC_LOCK_FILE, SYNC_STATE_FILE
 from sessiontree.stores.jsonl.writes import JsonlWrites
-from sessiontree.stores.shared import apply_sync_change, sync_expected
+from sessiontree.stores.syncing import apply_sync_change, sync_expected
 
 __all__ = ["JsonlLedger"]
 
 
-class JsonlLedger(JsonlWrites):
+class JsonlLedger:
     """The ``SyncLedger`` of :class:`~sessiontree.stores.jsonl.store.JsonlStore`
     (:class:`sessiontree.stores.base.SyncLedger`); a sync commit writes the session
     first, so it builds on :class:`~sessiontree.stores.jsonl.writes.JsonlWrites`."""
+
+    def __init__(self, folder: JsonlFiles, writes: JsonlWrites) -> None:
+        self.folder = folder
+        self.writes = writes
+        #: The sync state log as last read: states by path, (dev, inode, bytes read), lines read.
+        self._sync_cache: dict[str, SyncState] = {}
+        self._sync_seen: tuple[int, int, int] = (0, 0, 0)
+        self._sync_lines = 0
+        #: The provenance log as last read: records by session, (dev, inode, bytes read).
+        self._prov_cache: dict[str, Provenance] = {}
+        self._prov_seen: tuple[int, int, int] = (0, 0, 0)
+
 
     #: The sync state log as last read: states by path, (dev, inode, bytes read), lines read.
     _sync_cache: dict[str, SyncState]
@@ -48,7 +61,7 @@ class JsonlLedger(JsonlWrites):
     # flock on a separate lock file (the log itself is replaced when compacted), and
     # read only what other processes appended since this store last looked.
     def _sync_paths(self) -> tuple[str, str]:
-        return (os.path.join(self.directory, SYNC_STATE_FILE), os.path.join(self.directory, SYNC_LOCK_FILE))
+        return (os.path.join(self.folder.directory, SYNC_STATE_FILE), os.path.join(self.folder.directory, SYNC_LOCK_FILE))
 
     def _sync_refresh(self) -> dict[str, SyncState]:
         """Bring the cached states up to date with the log; returns the cache (call under ``_mutex``)."""
@@ -85,7 +98,7 @@ class JsonlLedger(JsonlWrites):
 
     def sync_states(self) -> dict[str, SyncState]:
         """Every recorded sync state, by source path, from the state log."""
-        with self._mutex:
+        with self.folder.mutex:
             return dict(self._sync_refresh())
 
     def sync_commit(self, expect: SyncState | None, state: SyncState, change: SyncChange) -> None:
@@ -100,24 +113,24 @@ class JsonlLedger(JsonlWrites):
             SyncConflictError, SessionExistsError, SessionNotFoundError, InvalidSessionError,
             StorageError: as the protocol says.
         """
-        self._require_writable("sync")
+        self.folder.require_writable("sync")
         log, _ = self._sync_paths()
-        with self._sync_lock(), self._mutex:
+        with self._sync_lock(), self.folder.mutex:
             if not sync_expected(expect, self._sync_refresh().get(state.path)):
                 raise SyncConflictError(state.path)
             # The provenance is written here, under the sync lock this commit holds
             # (record_provenance would take it again: flock does not nest).
-            apply_sync_change(self, dataclasses.replace(change, provenance=None))
+            apply_sync_change(self.writes, dataclasses.replace(change, provenance=None))
             if change.kind == "create" and change.provenance is not None:
                 self._append_provenance([change.provenance])
-            _append_to(log, _state_line(state), fsync=self.fsync, what="cannot record the sync state in")
+            _append_to(log, _state_line(state), fsync=self.folder.fsync, what="cannot record the sync state in")
             self._sync_refresh()
             if self._sync_lines > 2 * len(self._sync_cache) + 1000:
                 self._sync_compact(log)
 
     def sync_shape(self, path: str) -> bytes | None:
         """The recorded file shape of ``path``, from the state log. See :meth:`SessionStore.sync_shape`."""
-        with self._mutex:
+        with self.folder.mutex:
             state = self._sync_refresh().get(path)
             return None if state is None else state.shape
 
@@ -128,7 +141,7 @@ class JsonlLedger(JsonlWrites):
         Raises:
             StorageError: the log exists but cannot be read.
         """
-        path = os.path.join(self.directory, ARCHIVE_LOG_FILE)
+        path = os.path.join(self.folder.directory, ARCHIVE_LOG_FILE)
         try:
             with open(path, "rb") as handle:
                 data = handle.read()
@@ -154,10 +167,10 @@ class JsonlLedger(JsonlWrites):
         Raises:
             StorageError: the store is read-only or the log cannot be written.
         """
-        self._require_writable("archive record")
-        path = os.path.join(self.directory, ARCHIVE_LOG_FILE)
+        self.folder.require_writable("archive record")
+        path = os.path.join(self.folder.directory, ARCHIVE_LOG_FILE)
         with self._sync_lock():
-            # Always fsynced, whatever ``self.fsync`` says: the record is all that
+            # Always fsynced, whatever ``self.folder.fsync`` says: the record is all that
             # remembers a source file was archived.
             _append_to(path, orjson.dumps(record.to_dict()) + b"\n", fsync=True,
                        what="cannot write the archive record to")
@@ -169,15 +182,15 @@ class JsonlLedger(JsonlWrites):
         Raises:
             StorageError: the log exists but cannot be read.
         """
-        with self._mutex:
+        with self.folder.mutex:
             return dict(self._provenance_refresh())
 
     def _provenance_refresh(self) -> dict[str, Provenance]:
         """Bring the cached records up to date with the log, reading only the lines appended
         since the last look (the log is append-only); returns the cache (under ``_mutex``)."""
-        path = os.path.join(self.directory, PROVENANCE_FILE)
-        cache: dict[str, Provenance] = getattr(self, "_prov_cache", {})
-        seen: tuple[int, int, int] = getattr(self, "_prov_seen", (0, 0, 0))
+        path = os.path.join(self.folder.directory, PROVENANCE_FILE)
+        cache: dict[str, Provenance] = self._prov_cache
+        seen: tuple[int, int, int] = self._prov_seen
         try:
             st = os.stat(path)
             if seen[:2] != (st.st_dev, st.st_ino) or st.st_size < seen[2]:
@@ -210,7 +223,7 @@ class JsonlLedger(JsonlWrites):
         Raises:
             StorageError: the store is read-only or the log cannot be written.
         """
-        self._require_writable("provenance record")
+        self.folder.require_writable("provenance record")
         if not records:
             return
         with self._sync_lock():
@@ -218,7 +231,7 @@ class JsonlLedger(JsonlWrites):
 
     def _append_provenance(self, records: Sequence[Provenance]) -> None:
         """Append the records whose ids have none yet (the caller holds the sync lock)."""
-        with self._mutex:
+        with self.folder.mutex:
             known = self._provenance_refresh()
         fresh: dict[str, Provenance] = {}
         for record in records:
@@ -226,9 +239,9 @@ class JsonlLedger(JsonlWrites):
                 fresh.setdefault(record.session_id, record)
         if not fresh:
             return
-        _append_to(os.path.join(self.directory, PROVENANCE_FILE),
+        _append_to(os.path.join(self.folder.directory, PROVENANCE_FILE),
                    b"".join(orjson.dumps(record.to_dict()) + b"\n" for record in fresh.values()),
-                   fsync=self.fsync, what="cannot write the provenance records to")
+                   fsync=self.folder.fsync, what="cannot write the provenance records to")
 
     @contextmanager
     def _sync_lock(self) -> Iterator[None]:

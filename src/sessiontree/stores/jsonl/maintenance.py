@@ -19,19 +19,26 @@ from sessiontree.format.files import TEMP_NAME as _TEMP_NAME
 from sessiontree.format.files import locked as _locked
 from sessiontree.format.files import read_all as _read_all
 from sessiontree.format.files import remove_if_stale as _remove_if_stale
-from sessiontree.stores.base import ProgressCallback, StoreProblem
+from sessiontree.stores.base import ProgressCallback, StoreProblem, TimeBound
+from sessiontree.stores.jsonl.files import JsonlFiles
 from sessiontree.stores.jsonl.layout import FILE_SUFFIX
 from sessiontree.stores.jsonl.reads import JsonlReads, read_file
+from sessiontree.stores.listing import cwd_matches, resolve_cwd
 from sessiontree.stores.scan import check_limit, scan
-from sessiontree.stores.shared import cwd_matches, file_rule_problems, resolve_cwd
+from sessiontree.stores.storable import file_rule_problems
 
 __all__ = ["JsonlMaintenance"]
 
 
-class JsonlMaintenance(JsonlReads):
+class JsonlMaintenance:
     """The ``DerivedData``, search, usage and ``verify`` of
     :class:`~sessiontree.stores.jsonl.store.JsonlStore` (documented in
     :mod:`sessiontree.stores.base`), each reading the files as they are."""
+
+    def __init__(self, folder: JsonlFiles, reads: JsonlReads) -> None:
+        self.folder = folder
+        self.reads = reads
+
 
     def remove_stale_temps(self) -> int:
         """Remove temporary files (``*.jsonl.tmp-*``) of this directory that no live
@@ -44,9 +51,9 @@ class JsonlMaintenance(JsonlReads):
         Raises:
             StorageError: the store is read-only.
         """
-        self._require_writable("removing stale temporary files")
+        self.folder.require_writable("removing stale temporary files")
         try:
-            with os.scandir(self.directory) as it:
+            with os.scandir(self.folder.directory) as it:
                 candidates = [entry.path for entry in it if _TEMP_NAME.search(entry.name)
                               and FILE_SUFFIX + ".tmp-" in entry.name]
         except OSError:
@@ -54,7 +61,7 @@ class JsonlMaintenance(JsonlReads):
         return sum(_remove_if_stale(path) for path in candidates)
 
     def search(self, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
-               since: Any = None, until: Any = None, session: str | None = None,
+               since: TimeBound | None = None, until: TimeBound | None = None, session: str | None = None,
                limit: int | None = 50) -> list[SearchHit]:
         """Search by reading and scanning every session file (each under its shared
         lock; nothing is written). See :meth:`SessionStore.search`. Files that
@@ -68,14 +75,14 @@ class JsonlMaintenance(JsonlReads):
         filters = make_filters(cwd=cwd, roles=roles, since=since, until=until, session=session)
         limit = check_limit(limit)
         if filters.session is not None:
-            found = self._find(filters.session)
+            found = self.folder.find(filters.session)
             paths = [found] if found is not None else []
         else:
-            paths = self._files()
+            paths = self.folder.files()
 
         def sessions() -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
             for path in paths:
-                header = self._header(path)
+                header = self.folder.header(path)
                 # The header alone decides the cwd filter: no need to read the body.
                 if header is None or not cwd_matches(header.get("cwd"), filters.cwd):
                     continue
@@ -97,8 +104,8 @@ class JsonlMaintenance(JsonlReads):
             header, or 1 for a stored ``session_id``, 0 for an unknown one).
         """
         if session_id is not None:
-            return 1 if self.exists(session_id) else 0
-        return len(self.session_ids())
+            return 1 if self.reads.exists(session_id) else 0
+        return len(self.reads.session_ids())
 
     def usage(self, query: UsageQuery | None = None) -> UsageRows:
         """Billed usage computed by reading every session file (a JSONL store keeps no
@@ -114,9 +121,9 @@ class JsonlMaintenance(JsonlReads):
 
         def sessions() -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
             nonlocal skipped
-            for session_id in self.session_ids():
+            for session_id in self.reads.session_ids():
                 try:
-                    parsed = self.read(session_id)
+                    parsed = self.reads.read(session_id)
                 except (SessionNotFoundError, InvalidSessionError, StorageError):
                     skipped += 1
                     continue
@@ -138,10 +145,10 @@ class JsonlMaintenance(JsonlReads):
         Raises:
             StorageError: the directory cannot be read.
         """
-        files = self._files()
+        files = self.folder.files()
         problems: list[StoreProblem] = []
         for done, path in enumerate(files, 1):
-            header = self._header(path)
+            header = self.folder.header(path)
             session_id = header["id"] if header is not None else None
             try:
                 with _locked(path, exclusive=False) as fd:

@@ -4,7 +4,7 @@
 ``exists``, ``session_ids``, ``location``, ``list_sessions``, ``find_most_recent``,
 ``path_for``); ``load``, which persists an older format's upgrade,
 is in :mod:`.writes`, and ``PartialReads`` are the generic ones of
-:class:`~sessiontree.stores.shared.StoreBase` (a file is read whole anyway).
+:class:`~sessiontree.stores.fallbacks.StoreBase` (a file is read whole anyway).
 :func:`read_file` reads one session file of any format in memory.
 """
 
@@ -21,7 +21,7 @@ from sessiontree.format.files import read_all as _read_all
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing
 from sessiontree.stores.jsonl.files import LOOKUP_ATTEMPTS, JsonlFiles
 from sessiontree.stores.jsonl.layout import file_name_for
-from sessiontree.stores.shared import Progress, cwd_matches, resolve_cwd, sort_listing
+from sessiontree.stores.listing import Progress, cwd_matches, resolve_cwd, sort_listing
 
 __all__ = ["JsonlReads", "read_file"]
 
@@ -45,9 +45,13 @@ def read_file(path: str | os.PathLike[str]) -> ParsedSession:
     return parse_session(data, path)
 
 
-class JsonlReads(JsonlFiles):
+class JsonlReads:
     """The reads of :class:`~sessiontree.stores.jsonl.store.JsonlStore` (documented
     there and in :mod:`sessiontree.stores.base`)."""
+
+    def __init__(self, folder: JsonlFiles) -> None:
+        self.folder = folder
+
 
     def read(self, session_id: str) -> ParsedSession:
         """The session in format 4, read under a shared lock; the file is never
@@ -59,35 +63,35 @@ class JsonlReads(JsonlFiles):
             StorageError: the file could not be read.
         """
         for _ in range(LOOKUP_ATTEMPTS):
-            path = self._require(session_id)
+            path = self.folder.require(session_id)
             try:
                 parsed = read_file(path)
             except FileNotFoundError:
-                self._forget(session_id)
+                self.folder.forget(session_id)
                 continue
             except OSError as exc:
                 raise StorageError(f"cannot read {path}: {exc}") from exc
             if parsed.header["id"] == session_id:
                 return parsed
-            self._forget(session_id)
-        raise SessionNotFoundError(session_id, self.directory)
+            self.folder.forget(session_id)
+        raise SessionNotFoundError(session_id, self.folder.directory)
 
     def path_for(self, header: dict[str, Any]) -> str:
         """Where :meth:`create` would write a new session with this header
         (docs/rules/decisions.md D-7 name)."""
-        return os.path.join(self.directory, file_name_for(header))
+        return os.path.join(self.folder.directory, file_name_for(header))
 
     def exists(self, session_id: str) -> bool:
         """Whether a file in the store has this header id."""
-        return self._find(session_id) is not None
+        return self.folder.find(session_id) is not None
 
     def session_ids(self) -> list[str]:
         """Ids of every file with a valid header (by file name), internal ones included."""
-        return list(self._scan())
+        return list(self.folder.scan())
 
     def location(self, session_id: str) -> str | None:
         """The session's file, or ``None`` when no file has this id."""
-        return self._find(session_id)
+        return self.folder.find(session_id)
 
     def list_sessions(self, *, cwd: str | None = None, include_internal: bool = False,
                       on_progress: ProgressCallback | None = None,
@@ -104,7 +108,7 @@ class JsonlReads(JsonlFiles):
         """
         wanted = resolve_cwd(cwd) if cwd is not None else None
         Progress(0, None, cancel)  # cancelled before starting: do not even scan
-        files = self._files()
+        files = self.folder.files()
         progress = Progress(len(files), on_progress, cancel)
         infos: list[SessionInfo] = []
         skipped = 0
@@ -119,7 +123,7 @@ class JsonlReads(JsonlFiles):
 
     def _list_one(self, path: str, wanted: str | None, include_internal: bool) -> Any:
         """The file's listing row; ``None`` when filtered out; ``_UNLOADABLE`` when it cannot be loaded."""
-        header = self._header(path)
+        header = self.folder.header(path)
         if header is None:
             return _UNLOADABLE if os.path.exists(path) else None
         if not include_internal and is_classified(header):
@@ -150,8 +154,8 @@ class JsonlReads(JsonlFiles):
         wanted = resolve_cwd(cwd) if cwd is not None else None
         best: tuple[int, str] | None = None
         best_id: str | None = None
-        for path in self._files():
-            header = self._header(path)
+        for path in self.folder.files():
+            header = self.folder.header(path)
             if header is None:
                 continue
             if not include_internal and is_classified(header):

@@ -2,7 +2,7 @@
 two append-only logs of the store's directory, never listed (names not ``*.jsonl``):
 :data:`HOLDS_FILE` (``{"sessionId", "held"}`` per line, the last line of an id winning)
 and :data:`DELETION_LOG_FILE` (one line per deleted session: ids, counts, sizes). The
-prune itself is :class:`~sessiontree.stores.shared.RetentionBase`'s."""
+prune itself is :mod:`sessiontree.stores.retention`'s."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from typing import Any
 import orjson
 
 from sessiontree.errors import StorageError
-from sessiontree.stores.shared import RetentionBase
+from sessiontree.stores.jsonl.files import JsonlFiles
 
-__all__ = ["DELETION_LOG_FILE", "HOLDS_FILE", "JsonlRetention"]
+__all__ = ["DELETION_LOG_FILE", "HOLDS_FILE", "JsonlHolds"]
 
 #: Held sessions: one JSON line per hold or release.
 HOLDS_FILE = ".sessiontree-holds"
@@ -23,15 +23,16 @@ HOLDS_FILE = ".sessiontree-holds"
 DELETION_LOG_FILE = ".sessiontree-deletions"
 
 
-class JsonlRetention(RetentionBase):
-    """Holds and the deletion log as two logs in the store's directory."""
+class JsonlHolds:
+    """Holds and the deletion log as two logs in the store's directory: the
+    :class:`~sessiontree.stores.retention.HoldRecords` of a JSONL store."""
 
-    directory: str
-    _require_writable: Any
+    def __init__(self, folder: JsonlFiles) -> None:
+        self.folder = folder
 
     def _append_line(self, name: str, rows: list[dict[str, Any]]) -> None:
-        self._require_writable("retention record")
-        path = os.path.join(self.directory, name)
+        self.folder.require_writable("retention record")
+        path = os.path.join(self.folder.directory, name)
         data = b"".join(orjson.dumps(row) + b"\n" for row in rows)
         try:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -43,7 +44,7 @@ class JsonlRetention(RetentionBase):
             raise StorageError(f"cannot write {path}: {exc}") from exc
 
     def _read_lines(self, name: str) -> list[dict[str, Any]]:
-        path = os.path.join(self.directory, name)
+        path = os.path.join(self.folder.directory, name)
         try:
             with open(path, "rb") as handle:
                 data = handle.read()
@@ -61,19 +62,28 @@ class JsonlRetention(RetentionBase):
                 out.append(row)
         return out
 
-    def _write_hold(self, session_id: str, held: bool) -> None:
-        if not held and session_id not in self._stored_holds():
+    def write_hold(self, session_id: str, held: bool) -> None:
+        """Append a hold or release line (a release of a session not held writes nothing).
+
+        Raises:
+            StorageError: read-only, or the write failed."""
+        if not held and session_id not in self.stored_holds():
             return  # nothing to release: no line written
         self._append_line(HOLDS_FILE, [{"sessionId": session_id, "held": held, "at": int(time.time() * 1000)}])
 
-    def _stored_holds(self) -> set[str]:
+    def stored_holds(self) -> set[str]:
+        """The held session ids: each session's last line decides."""
         state: dict[str, bool] = {}
         for row in self._read_lines(HOLDS_FILE):
             if isinstance(row.get("sessionId"), str):
                 state[row["sessionId"]] = bool(row.get("held"))
         return {sid for sid, held in state.items() if held}
 
-    def _append_deletions(self, rows: list[dict[str, Any]]) -> None:
+    def append_deletions(self, rows: list[dict[str, Any]]) -> None:
+        """Append lines to the deletion log.
+
+        Raises:
+            StorageError: read-only, or the write failed."""
         self._append_line(DELETION_LOG_FILE, rows)
 
     def deletion_log(self) -> list[dict[str, Any]]:

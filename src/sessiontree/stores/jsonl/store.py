@@ -44,39 +44,53 @@ the store works without cross-process locking. The locks, reads and atomic
 rewrites themselves are :mod:`sessiontree.format.files`; upgrading a file in
 place by command (``sessiontree migrate``) is :mod:`sessiontree.format.migrate`.
 
-The class is assembled from one mixin per capability of the store protocol
-(:mod:`sessiontree.stores.base`), each in its own module: :mod:`.files` (finding a
-session's file, the descriptors kept between appends, the after-fork hook,
-``close``), :mod:`.reads` (``StoreCore`` reads), :mod:`.writes` (``StoreCore``
-writes, and ``load`` with its upgrade on open), :mod:`.ledger` (``SyncLedger``) and
-:mod:`.maintenance` (``DerivedData``, search, usage, ``verify``, stale temporary
-files). This module opens the store (``__init__``) and re-exports the public names.
+The store is composed, not chained (docs/architecture.md, "The store seam"): it opens one
+:class:`~.files.JsonlFiles` (the folder: finding a session's file, the descriptors kept
+between appends, the after-fork hook, ``close``) and hands it to its parts, each in its
+own module and each using only the folder's public members: :mod:`.reads` (``StoreCore``
+reads), :mod:`.writes` (``StoreCore`` writes, and ``load`` with its upgrade on open),
+:mod:`.ledger` (``SyncLedger``), :mod:`.maintenance` (``DerivedData``, search, usage,
+``verify``, stale temporary files) and :mod:`.retention` (holds and the deletion log; the
+prune is :mod:`sessiontree.stores.retention`'s). The partial reads are the generic ones of
+:class:`~sessiontree.stores.fallbacks.StoreBase`, over this store's public ``load``.
 """
 
 from __future__ import annotations
 
 import os
-import threading
-import weakref
-from collections import OrderedDict
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sessiontree.errors import StoreOpenError
-from sessiontree.stores.base import SyncState
-from sessiontree.stores.jsonl.files import LIVE_STORES, HeldFile, close_held
+from sessiontree.core.searchtext import SearchHit
+from sessiontree.core.usagerecords import UsageQuery, UsageRows
+from sessiontree.format.codec import ParsedSession
+from sessiontree.stores import retention
+from sessiontree.stores.base import (
+    ArchivedFile,
+    CancelEvent,
+    ProgressCallback,
+    Provenance,
+    PruneRecord,
+    SessionListing,
+    StoreProblem,
+    SyncChange,
+    SyncState,
+    TimeBound,
+)
+from sessiontree.stores.fallbacks import StoreBase
+from sessiontree.stores.jsonl.files import JsonlFiles
 from sessiontree.stores.jsonl.layout import file_name_for as file_name_for  # callers import it from here too
 from sessiontree.stores.jsonl.ledger import JsonlLedger
 from sessiontree.stores.jsonl.maintenance import JsonlMaintenance
 from sessiontree.stores.jsonl.reads import JsonlReads, read_file
-from sessiontree.stores.jsonl.retention import JsonlRetention
+from sessiontree.stores.jsonl.retention import JsonlHolds
 from sessiontree.stores.jsonl.writes import JsonlWrites
-from sessiontree.stores.shared import StoreBase
 from sessiontree.stores.traits import StoreTraits
 
 __all__ = ["JsonlStore", "read_file"]
 
 
-class JsonlStore(JsonlRetention, JsonlLedger, JsonlWrites, JsonlMaintenance, JsonlReads, StoreBase):
+class JsonlStore(StoreBase):
     """A :class:`~sessiontree.stores.base.SessionStore` over a directory of JSONL files.
 
     Args:
@@ -119,39 +133,162 @@ class JsonlStore(JsonlRetention, JsonlLedger, JsonlWrites, JsonlMaintenance, Jso
 
     def __init__(self, directory: str | os.PathLike[str], *, create: bool = True, fsync: bool = True,
                  readonly: bool = False) -> None:
-        self.directory = os.path.abspath(os.fspath(directory))
-        self.fsync = fsync
-        self.readonly = readonly
-        self.url = "jsonl:///" + self.directory
-        if (readonly or not create) and not os.path.isdir(self.directory):
-            # Read-only callers: a mistyped path must not look like an empty store.
-            raise StoreOpenError(f"no session directory at {self.directory}")
-        if not readonly:
-            try:
-                os.makedirs(self.directory, exist_ok=True)
-            except OSError as exc:
-                raise StoreOpenError(f"cannot create the session directory {self.directory}: {exc}") from exc
-        if not os.path.isdir(self.directory):
-            raise StoreOpenError(f"{self.directory} is not a directory")
-        self._mutex = threading.RLock()
-        #: session id -> file, checked against the file's header before use.
-        self._paths: dict[str, str] = {}
-        #: file -> (dev, inode, size, entry ids): the duplicate-id guard of append.
-        self._ids: dict[str, tuple[int, int, int, set[str]]] = {}
-        #: file -> (stat signature, header or None): header reads skipped for unchanged files.
-        self._headers: dict[str, tuple[tuple[int, int, int, int], dict[str, Any] | None]] = {}
-        #: file -> descriptor kept open (O_APPEND) after an append by this store, so
-        #: the next append of the session skips open, checks and close (_append_held).
-        self._held: OrderedDict[str, HeldFile] = OrderedDict()
-        self._held_lock = threading.Lock()
-        #: The sync state log as last read: states by path, (dev, inode, bytes read), lines read.
-        self._sync_cache: dict[str, SyncState] = {}
-        self._sync_seen: tuple[int, int, int] = (0, 0, 0)
-        self._sync_lines = 0
-        weakref.finalize(self, close_held, self._held)
-        LIVE_STORES.add(self)
+        #: The open folder the parts share.
+        self.folder = JsonlFiles(os.fspath(directory), create=create, fsync=fsync, readonly=readonly)
+        self.directory, self.fsync, self.readonly, self.url = (self.folder.directory, fsync, readonly,
+                                                              self.folder.url)
+        self._reads = JsonlReads(self.folder)
+        self._writes = JsonlWrites(self.folder, self._reads)
+        self._ledger = JsonlLedger(self.folder, self._writes)
+        self._maintenance = JsonlMaintenance(self.folder, self._reads)
+        self._holds = JsonlHolds(self.folder)
         if not readonly:
             self.remove_stale_temps()
 
     def __repr__(self) -> str:
         return f"JsonlStore({self.directory!r})"
+
+    def close(self) -> None:
+        """Drop cached look-ups and close kept descriptors. Idempotent; the store stays usable."""
+        self.folder.close()
+
+    # -- Retention (sessiontree.stores.retention over this store and its holds part) --------
+
+    def prune(self, older_than_ms: float, *, agent: str | None = None, dry_run: bool = False,
+              everyone: bool = False) -> list[PruneRecord]:
+        """See :func:`sessiontree.stores.retention.prune` (``everyone`` changes nothing here:
+        every session of a JSONL store is its user's)."""
+        return retention.prune(self, self._holds, older_than_ms, agent=agent, dry_run=dry_run)
+
+    def set_hold(self, session_id: str, held: bool) -> bool:
+        """See :func:`sessiontree.stores.retention.set_hold`."""
+        return retention.set_hold(self, self._holds, session_id, held)
+
+    def holds(self) -> list[str]:
+        """See :func:`sessiontree.stores.retention.holds`."""
+        return retention.holds(self, self._holds)
+
+    # -- JsonlReads (reads) ------------------------------------------
+
+    def read(self, session_id: str) -> ParsedSession:
+        """See :meth:`JsonlReads.read`."""
+        return self._reads.read(session_id)
+
+    def path_for(self, header: dict[str, Any]) -> str:
+        """See :meth:`JsonlReads.path_for`."""
+        return self._reads.path_for(header)
+
+    def exists(self, session_id: str) -> bool:
+        """See :meth:`JsonlReads.exists`."""
+        return self._reads.exists(session_id)
+
+    def session_ids(self) -> list[str]:
+        """See :meth:`JsonlReads.session_ids`."""
+        return self._reads.session_ids()
+
+    def location(self, session_id: str) -> str | None:
+        """See :meth:`JsonlReads.location`."""
+        return self._reads.location(session_id)
+
+    def list_sessions(self, *, cwd: str | None = None, include_internal: bool = False,
+                      on_progress: ProgressCallback | None = None,
+                      cancel: CancelEvent | None = None) -> SessionListing:
+        """See :meth:`JsonlReads.list_sessions`."""
+        return self._reads.list_sessions(cwd=cwd, include_internal=include_internal, on_progress=on_progress, cancel=cancel)
+
+    def find_most_recent(self, cwd: str | None = None, include_internal: bool = False) -> str | None:
+        """See :meth:`JsonlReads.find_most_recent`."""
+        return self._reads.find_most_recent(cwd, include_internal)
+
+    # -- JsonlWrites (writes) ----------------------------------------
+
+    def create(self, header: dict[str, Any], entries: Sequence[dict[str, Any]] = (),
+               raw: Sequence[bytes | None] | None = None, *, path: str | None = None) -> None:
+        """See :meth:`JsonlWrites.create`."""
+        return self._writes.create(header, entries, raw, path=path)
+
+    def append(self, session_id: str, entries: Sequence[dict[str, Any]],
+               raw: Sequence[bytes | None] | None = None) -> None:
+        """See :meth:`JsonlWrites.append`."""
+        return self._writes.append(session_id, entries, raw)
+
+    def replace_header(self, session_id: str, header: dict[str, Any]) -> None:
+        """See :meth:`JsonlWrites.replace_header`."""
+        return self._writes.replace_header(session_id, header)
+
+    def replace_session(self, header: dict[str, Any], entries: Sequence[dict[str, Any]],
+                        raw: Sequence[bytes | None] | None = None) -> None:
+        """See :meth:`JsonlWrites.replace_session`."""
+        return self._writes.replace_session(header, entries, raw)
+
+    def delete(self, session_id: str) -> None:
+        """See :meth:`JsonlWrites.delete`."""
+        return self._writes.delete(session_id)
+
+    def load(self, session_id: str, *, keep_raw: bool = True) -> ParsedSession:
+        """See :meth:`JsonlWrites.load`."""
+        return self._writes.load(session_id, keep_raw=keep_raw)
+
+    def open_path(self, path: str | os.PathLike[str]) -> ParsedSession | None:
+        """See :meth:`JsonlWrites.open_path`."""
+        return self._writes.open_path(path)
+
+    # -- JsonlLedger (ledger) ----------------------------------------
+
+    def sync_states(self) -> dict[str, SyncState]:
+        """See :meth:`JsonlLedger.sync_states`."""
+        return self._ledger.sync_states()
+
+    def sync_commit(self, expect: SyncState | None, state: SyncState, change: SyncChange) -> None:
+        """See :meth:`JsonlLedger.sync_commit`."""
+        return self._ledger.sync_commit(expect, state, change)
+
+    def sync_shape(self, path: str) -> bytes | None:
+        """See :meth:`JsonlLedger.sync_shape`."""
+        return self._ledger.sync_shape(path)
+
+    def archived_files(self) -> list[ArchivedFile]:
+        """See :meth:`JsonlLedger.archived_files`."""
+        return self._ledger.archived_files()
+
+    def record_archived(self, record: ArchivedFile) -> None:
+        """See :meth:`JsonlLedger.record_archived`."""
+        return self._ledger.record_archived(record)
+
+    def provenances(self) -> dict[str, Provenance]:
+        """See :meth:`JsonlLedger.provenances`."""
+        return self._ledger.provenances()
+
+    def record_provenance(self, records: Sequence[Provenance]) -> None:
+        """See :meth:`JsonlLedger.record_provenance`."""
+        return self._ledger.record_provenance(records)
+
+    # -- JsonlMaintenance (maintenance) ------------------------------
+
+    def remove_stale_temps(self) -> int:
+        """See :meth:`JsonlMaintenance.remove_stale_temps`."""
+        return self._maintenance.remove_stale_temps()
+
+    def search(self, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
+               since: TimeBound | None = None, until: TimeBound | None = None, session: str | None = None,
+               limit: int | None = 50) -> list[SearchHit]:
+        """See :meth:`JsonlMaintenance.search`."""
+        return self._maintenance.search(query, cwd=cwd, roles=roles, since=since, until=until, session=session, limit=limit)
+
+    def reindex(self, session_id: str | None = None) -> int:
+        """See :meth:`JsonlMaintenance.reindex`."""
+        return self._maintenance.reindex(session_id)
+
+    def usage(self, query: UsageQuery | None = None) -> UsageRows:
+        """See :meth:`JsonlMaintenance.usage`."""
+        return self._maintenance.usage(query)
+
+    def verify(self, on_progress: ProgressCallback | None = None) -> list[StoreProblem]:
+        """See :meth:`JsonlMaintenance.verify`."""
+        return self._maintenance.verify(on_progress)
+
+    # -- JsonlHolds (retention) --------------------------------------
+
+    def deletion_log(self) -> list[dict[str, Any]]:
+        """See :meth:`JsonlHolds.deletion_log`."""
+        return self._holds.deletion_log()

@@ -32,9 +32,9 @@ from sessiontree.format.files import replace_locked as _replace_locked
 from sessiontree.format.files import unlock as _unlock
 from sessiontree.format.files import unlock_and_close as _unlock_and_close
 from sessiontree.format.files import write_all as _write_all
-from sessiontree.stores.jsonl.files import LOOKUP_ATTEMPTS, TAIL_BYTES
+from sessiontree.stores.jsonl.files import LOOKUP_ATTEMPTS, TAIL_BYTES, JsonlFiles
 from sessiontree.stores.jsonl.reads import JsonlReads
-from sessiontree.stores.shared import check_header, check_replacement_header, encode_entries, id_in_use_error
+from sessiontree.stores.storable import check_header, check_replacement_header, encode_entries, id_in_use_error
 
 __all__ = ["JsonlWrites"]
 
@@ -93,10 +93,15 @@ def _header_is_current(line: bytes, session_id: str) -> bool | None:
             and "timestamp" not in header and "parentSession" not in header)
 
 
-class JsonlWrites(JsonlReads):
+class JsonlWrites:
     """The ``StoreCore`` writes of :class:`~sessiontree.stores.jsonl.store.JsonlStore`
     (documented there and in :mod:`sessiontree.stores.base`), and ``load``, which writes
     an older format's upgrade; it builds on the reads for ``read`` and ``path_for``."""
+
+    def __init__(self, folder: JsonlFiles, reads: JsonlReads) -> None:
+        self.folder = folder
+        self.reads = reads
+
 
     def create(self, header: dict[str, Any], entries: Sequence[dict[str, Any]] = (),
                raw: Sequence[bytes | None] | None = None, *, path: str | None = None) -> None:
@@ -120,13 +125,13 @@ class JsonlWrites(JsonlReads):
             InvalidSessionError: the header or an entry is not valid format 4.
             StorageError: the write failed (or ``path`` is a non-empty file); no file is left.
         """
-        self._require_writable("create")
+        self.folder.require_writable("create")
         session_id = check_header(header)
         texts = encode_entries(entries, raw)
         data = b"".join([jsonio.dumps(header), b"\n", *(text + b"\n" for text in texts)])
-        target = os.path.abspath(os.fspath(path)) if path is not None else self.path_for(header)
-        with self._mutex:
-            if self._find(session_id) is not None:
+        target = os.path.abspath(os.fspath(path)) if path is not None else self.reads.path_for(header)
+        with self.folder.mutex:
+            if self.folder.find(session_id) is not None:
                 raise SessionExistsError(session_id)
             if path is not None:
                 try:
@@ -141,7 +146,7 @@ class JsonlWrites(JsonlReads):
                     # our write: the session is there, as if it had been before.
                     raise SessionExistsError(session_id) from exc
                 raise
-            self._paths[session_id] = target
+            self.folder.paths[session_id] = target
 
     def _created_meanwhile(self, target: str, session_id: str) -> bool:
         """Whether ``target``, found taken by a create, holds ``session_id``'s header
@@ -149,12 +154,12 @@ class JsonlWrites(JsonlReads):
         lock waits for a creator still writing without hard links."""
         try:
             with _locked(target, exclusive=False):
-                header = self._header(target)
+                header = self.folder.header(target)
         except OSError:
             return False
         if header is None or header.get("id") != session_id:
             return False
-        self._paths[session_id] = target
+        self.folder.paths[session_id] = target
         return True
 
     def _write_new(self, target: str, data: bytes) -> None:
@@ -223,13 +228,13 @@ class JsonlWrites(JsonlReads):
             InvalidSessionError: an entry is invalid, or the file ends in a torn record.
             StorageError: the write failed; the file is as it was.
         """
-        self._require_writable("append")
+        self.folder.require_writable("append")
         texts = encode_entries(entries, raw)
         payload = b"".join(text + b"\n" for text in texts)
         if payload and self._append_held(session_id, entries, payload):
             return
         for _ in range(LOOKUP_ATTEMPTS):
-            path = self._require(session_id)
+            path = self.folder.require(session_id)
             try:
                 with _locked(path, exclusive=True, writable=True) as fd:
                     st = os.fstat(fd)
@@ -239,12 +244,12 @@ class JsonlWrites(JsonlReads):
                     # appended to, takes _append_held and skips this.
                     current = _header_is_current(first_line(fd), session_id)
                     if current is None:
-                        self._forget(session_id)
+                        self.folder.forget(session_id)
                         continue
                     if not current:
                         parsed = parse_session(_read_all(fd), path)
                         if parsed.header["id"] != session_id:
-                            self._forget(session_id)
+                            self.folder.forget(session_id)
                             continue
                         if parsed.upgraded:
                             used = {e["id"] for e in parsed.entries}
@@ -260,22 +265,22 @@ class JsonlWrites(JsonlReads):
                             # Another writer of this file used the id: appending it again
                             # would make the file unreadable (duplicate ids, docs/rules/decisions.md D-15).
                             raise id_in_use_error(session_id, clash, path)
-                        written = self._append_locked(path, fd, payload, self.fsync, st.st_size)
+                        written = self._append_locked(path, fd, payload, self.folder.fsync, st.st_size)
                         known.update(e["id"] for e in entries)
-                        with self._mutex:
-                            self._ids[path] = (st.st_dev, st.st_ino, st.st_size + written, known)
+                        with self.folder.mutex:
+                            self.folder.ids[path] = (st.st_dev, st.st_ino, st.st_size + written, known)
                         end = st.st_size + written
                     else:
                         return
                 # Outside the file lock: _hold may wait for a kept descriptor's lock,
                 # which the fast path holds while it waits for a file lock.
-                self._hold(path, st, session_id, end, payload)
+                self.folder.hold(path, st, session_id, end, payload)
                 return
             except FileNotFoundError:
-                self._forget(session_id)
+                self.folder.forget(session_id)
             except OSError as exc:  # read-only filesystem, permissions: the protocol's error
                 raise StorageError(f"cannot append to {path}: {exc}") from exc
-        raise SessionNotFoundError(session_id, self.directory)
+        raise SessionNotFoundError(session_id, self.folder.directory)
 
     def _append_held(self, session_id: str, entries: Sequence[dict[str, Any]], payload: bytes) -> bool:
         """The append fast path: lock, check, write (and fsync), unlock, through the
@@ -296,17 +301,17 @@ class JsonlWrites(JsonlReads):
             InvalidSessionError: an entry id is already used in the file.
             StorageError: the write failed; the file is as it was.
         """
-        path = self._paths.get(session_id)
+        path = self.folder.paths.get(session_id)
         if path is None:
             return False
-        with self._held_lock:
-            held = self._held.get(path)
+        with self.folder.held_lock:
+            held = self.folder.held.get(path)
         if held is None or held.session_id != session_id:
             return False
         with held.lock:
             if held.closed:
                 return False
-            cached = self._ids.get(path)
+            cached = self.folder.ids.get(path)
             if cached is None or cached[0] != held.dev or cached[1] != held.ino or cached[2] != held.end:
                 return False
             fd = held.fd
@@ -329,11 +334,11 @@ class JsonlWrites(JsonlReads):
                     for entry in entries:
                         if entry["id"] in known:
                             raise id_in_use_error(session_id, entry["id"], path)
-                    written = self._append_locked(path, fd, payload, self.fsync, held.end, newline_ended=True)
+                    written = self._append_locked(path, fd, payload, self.folder.fsync, held.end, newline_ended=True)
                     known.update([entry["id"] for entry in entries])
                     held.end += written
                     held.tail = payload[-TAIL_BYTES:]
-                    self._ids[path] = (held.dev, held.ino, held.end, known)
+                    self.folder.ids[path] = (held.dev, held.ino, held.end, known)
                     return True
                 finally:
                     _unlock(fd)
@@ -346,16 +351,16 @@ class JsonlWrites(JsonlReads):
                 if drop:
                     held.closed = True
                     os.close(held.fd)
-                    with self._held_lock:
-                        if self._held.get(path) is held:
-                            del self._held[path]
+                    with self.folder.held_lock:
+                        if self.folder.held.get(path) is held:
+                            del self.folder.held[path]
 
     def _file_ids(self, path: str, fd: int, st: os.stat_result) -> set[str]:
         """Entry ids in the locked file ``fd`` (whose ``fstat`` is ``st``): cached
         per inode, reading only the bytes other writers appended since this store
         last looked. The cached set is updated in place (callers hold the lock)."""
-        with self._mutex:
-            cached = self._ids.get(path)
+        with self.folder.mutex:
+            cached = self.folder.ids.get(path)
         if cached is not None and cached[:2] == (st.st_dev, st.st_ino) and cached[2] <= st.st_size:
             ids = cached[3]
             data = os.pread(fd, st.st_size - cached[2], cached[2]) if st.st_size > cached[2] else b""
@@ -377,8 +382,8 @@ class JsonlWrites(JsonlReads):
                 continue  # damage is the reader's and check's business, not this guard's
             if isinstance(record, dict) and record.get("type") != "session" and isinstance(record.get("id"), str):
                 ids.add(record["id"])
-        with self._mutex:
-            self._ids[path] = (st.st_dev, st.st_ino, start + complete, ids)
+        with self.folder.mutex:
+            self.folder.ids[path] = (st.st_dev, st.st_ino, start + complete, ids)
         return ids
 
     @staticmethod
@@ -427,24 +432,24 @@ class JsonlWrites(JsonlReads):
             InvalidSessionError: the header is invalid or has another id, or the file is invalid.
             StorageError: the rewrite failed; the file is as it was.
         """
-        self._require_writable("replace header")
+        self.folder.require_writable("replace header")
         check_replacement_header(session_id, header)
         header_raw = jsonio.dumps(header)
         for _ in range(LOOKUP_ATTEMPTS):
-            path = self._require(session_id)
+            path = self.folder.require(session_id)
             try:
                 with _locked(path, exclusive=True) as fd:
                     parsed = parse_session(_read_all(fd), path)
                     if parsed.header["id"] != session_id:
-                        self._forget(session_id)
+                        self.folder.forget(session_id)
                         continue
                     parsed.header = header
                     parsed.header_raw = header_raw
                     _replace_locked(path, fd, parsed.to_bytes())
                     return
             except FileNotFoundError:
-                self._forget(session_id)
-        raise SessionNotFoundError(session_id, self.directory)
+                self.folder.forget(session_id)
+        raise SessionNotFoundError(session_id, self.folder.directory)
 
     def replace_session(self, header: dict[str, Any], entries: Sequence[dict[str, Any]],
                         raw: Sequence[bytes | None] | None = None) -> None:
@@ -456,22 +461,22 @@ class JsonlWrites(JsonlReads):
             InvalidSessionError: the header or an entry is invalid.
             StorageError: the rewrite failed; the file is as it was.
         """
-        self._require_writable("replace session")
+        self.folder.require_writable("replace session")
         session_id = check_header(header)
         texts = encode_entries(entries, raw)
         data = b"".join([jsonio.dumps(header), b"\n", *(text + b"\n" for text in texts)])
         for _ in range(LOOKUP_ATTEMPTS):
-            path = self._require(session_id)
+            path = self.folder.require(session_id)
             try:
                 with _locked(path, exclusive=True) as fd:
                     if _header_is_current(first_line(fd), session_id) is None:
-                        self._forget(session_id)
+                        self.folder.forget(session_id)
                         continue
                     _replace_locked(path, fd, data)
                     return
             except FileNotFoundError:
-                self._forget(session_id)
-        raise SessionNotFoundError(session_id, self.directory)
+                self.folder.forget(session_id)
+        raise SessionNotFoundError(session_id, self.folder.directory)
 
     def delete(self, session_id: str) -> None:
         """Trash (or unlink) every file whose header id is ``session_id``; a missing id does nothing.
@@ -479,16 +484,16 @@ class JsonlWrites(JsonlReads):
         Raises:
             StorageError: a file could be neither trashed nor removed.
         """
-        self._require_writable("delete")
-        paths = list(self._scan().get(session_id, []))
-        with self._mutex:
-            known = self._paths.get(session_id)
+        self.folder.require_writable("delete")
+        paths = list(self.folder.scan().get(session_id, []))
+        with self.folder.mutex:
+            known = self.folder.paths.get(session_id)
         if known is not None and known not in paths:
             paths.append(known)
         for path in paths:
             # Before the file lock (lock order: kept descriptors first); an append
             # that keeps one again meanwhile finds the file gone on its next try.
-            self._release(path)
+            self.folder.release(path)
             try:
                 # Under the lock, so a concurrent writer finishes first or finds the file gone.
                 with _locked(path, exclusive=True):
@@ -503,8 +508,8 @@ class JsonlWrites(JsonlReads):
                 continue
             # An append between the release above and the removal may have kept
             # the file open again; nothing can keep it once it is gone.
-            self._release(path)
-        self._forget(session_id)
+            self.folder.release(path)
+        self.folder.forget(session_id)
 
     @staticmethod
     def _remove(path: str) -> None:
@@ -536,13 +541,13 @@ class JsonlWrites(JsonlReads):
             StorageError: the file could not be read, or the upgrade not written.
         """
         parsed: ParsedSession | None
-        if self.readonly:
-            parsed = self.read(session_id)  # upgraded in memory only
+        if self.folder.readonly:
+            parsed = self.reads.read(session_id)  # upgraded in memory only
             if not keep_raw:
                 parsed.raw = [None] * len(parsed.entries)
             return parsed
         for _ in range(LOOKUP_ATTEMPTS):
-            path = self._require(session_id)
+            path = self.folder.require(session_id)
             try:
                 parsed = self._read_for_writing(path, session_id)
             except FileNotFoundError:
@@ -551,8 +556,8 @@ class JsonlWrites(JsonlReads):
                 if not keep_raw:
                     parsed.raw = [None] * len(parsed.entries)
                 return parsed
-            self._forget(session_id)
-        raise SessionNotFoundError(session_id, self.directory)
+            self.folder.forget(session_id)
+        raise SessionNotFoundError(session_id, self.folder.directory)
 
     def open_path(self, path: str | os.PathLike[str]) -> ParsedSession | None:
         """Open one file for writing (``SessionManager.open_file``), in or outside the directory.
@@ -568,15 +573,15 @@ class JsonlWrites(JsonlReads):
                 is not a valid session (left untouched).
             StorageError: the file could not be read, or the upgrade not written.
         """
-        self._require_writable("open file")
+        self.folder.require_writable("open file")
         target = os.path.abspath(os.fspath(path))
         try:
             parsed = self._read_for_writing(target, None)
         except FileNotFoundError:
             return None
         if parsed is not None:
-            with self._mutex:
-                self._paths[parsed.header["id"]] = target
+            with self.folder.mutex:
+                self.folder.paths[parsed.header["id"]] = target
         return parsed
 
     def _read_for_writing(self, path: str, session_id: str | None) -> ParsedSession | None:

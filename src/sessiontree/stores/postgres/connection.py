@@ -23,7 +23,8 @@ from typing import Any
 
 from sessiontree.errors import StorageError, StoreOpenError
 from sessiontree.stores.postgres.schema import MIGRATIONS
-from sessiontree.stores.shared import check_known_steps, id_in_use_error
+from sessiontree.stores.steps import check_known_steps
+from sessiontree.stores.storable import id_in_use_error
 
 try:  # an optional extra: sessiontree[postgres]
     import psycopg

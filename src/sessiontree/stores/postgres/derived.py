@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from sessiontree.core.listing import InfoAccumulator, is_classified
 from sessiontree.format import jsonio
+from sessiontree.stores.scan import ScannedStore
 
 __all__ = [
     "DerivedIndex",
@@ -117,7 +118,7 @@ class DerivedIndex(Protocol):
         """Drop everything derived from ``session_id`` (inside the transaction)."""
 
 
-class PostgresReads(Protocol):
+class PostgresReads(ScannedStore, Protocol):
     """What an index module may ask of a ``PostgresStore``: a read snapshot, whether
     the database holds the schema, and which schema steps it has."""
 

@@ -20,14 +20,8 @@ from sessiontree.stores.base import ArchivedFile, Provenance, SyncChange, SyncSt
 from sessiontree.stores.postgres.connection import error_first_line
 from sessiontree.stores.postgres.derived import text_copy
 from sessiontree.stores.postgres.writes import PostgresWrites, exact_id
-from sessiontree.stores.shared import (
-    apply_sync_change_in,
-    check_header,
-    encode_entries,
-    header_of,
-    id_in_use_error,
-    sync_expected,
-)
+from sessiontree.stores.storable import check_header, encode_entries, id_in_use_error
+from sessiontree.stores.syncing import apply_sync_change_in, header_of, sync_expected
 
 __all__ = ["RUN_LOCK", "SYNC_LOCK", "PostgresLedger"]
 

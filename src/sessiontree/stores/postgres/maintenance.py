@@ -7,7 +7,7 @@ its own schema), ``search`` (answered by :mod:`.search`) and ``usage`` (answered
 :mod:`.usage`, or from whole sessions on a database without the ledger); and ``verify``,
 the check of the whole store (``sessiontree check --store``). Writes keep the derived
 data current, so there is nothing to settle (``settle_derived`` is
-:class:`~sessiontree.stores.shared.StoreBase`'s).
+:class:`~sessiontree.stores.fallbacks.StoreBase`'s).
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from sessiontree.core.listing import InfoAccumulator
 from sessiontree.core.usagerecords import UsageQuery, UsageRows, aggregate
 from sessiontree.format import jsonio
 from sessiontree.stores.base import ProgressCallback, StoreProblem
+from sessiontree.stores.listing import cwd_matches, resolve_cwd
 from sessiontree.stores.postgres import search as search_index
 from sessiontree.stores.postgres.connection import MIGRATION_LOCK
 from sessiontree.stores.postgres.derived import header_columns, is_exact_text, listing_values, record_crc, text_copy
 from sessiontree.stores.postgres.reads import PostgresStoreReads
 from sessiontree.stores.postgres.schema import DERIVED_INDEXES
 from sessiontree.stores.postgres.usage import ROLLUP_STEP, query_usage, rebuild_rollup
-from sessiontree.stores.shared import cwd_matches, resolve_cwd
 from sessiontree.stores.verify import StoredRecord, StoredSession, verify_stored_session
 
 __all__ = ["PostgresMaintenance"]
@@ -185,7 +185,7 @@ class PostgresMaintenance(PostgresStoreReads):
         JSON (``column-drift``), and that ``entry_count``, the header copies,
         the listing state and ``message_texts`` equal a rebuild from the records
         (``metadata-drift``; :meth:`reindex` repairs it), and the file checker's rules
-        on the session's JSONL form (:func:`~sessiontree.stores.shared.file_rule_problems`:
+        on the session's JSONL form (:func:`~sessiontree.stores.storable.file_rule_problems`:
         the verdict every store gives). The server keeps its own
         pages' checksums (``data_checksums``), so there is no store-wide integrity step.
 

@@ -24,18 +24,11 @@ from sessiontree.format import jsonio
 from sessiontree.format.codec import CURRENT_VERSION, ParsedSession
 from sessiontree.format.gcpause import gc_paused
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, SessionTexts
+from sessiontree.stores.listing import Progress, cwd_matches, resolve_cwd, sort_listing
 from sessiontree.stores.postgres.connection import PostgresConnection
 from sessiontree.stores.postgres.derived import info_from_listing, is_exact_text, record_crc
-from sessiontree.stores.shared import (
-    ROLE_HEAD_BYTES,
-    Progress,
-    cwd_matches,
-    resolve_cwd,
-    skeletons_from_rows,
-    sort_listing,
-    stored_header,
-    validated,
-)
+from sessiontree.stores.skeleton import ROLE_HEAD_BYTES, skeletons_from_rows
+from sessiontree.stores.storable import stored_header, validated
 
 __all__ = ["PostgresStoreReads"]
 
@@ -57,7 +50,7 @@ class PostgresStoreReads(PostgresConnection):
         return record
 
     def _parse_header(self, text: Any, session_id: str) -> dict[str, Any]:
-        """A stored header row parsed and checked (:func:`~sessiontree.stores.shared.stored_header`):
+        """A stored header row parsed and checked (:func:`~sessiontree.stores.storable.stored_header`):
         the header of every read, never of ``verify`` or ``reindex``, which must go on past it."""
         return stored_header(self._parse_record(text, session_id, 1), session_id, f"{self.url}#{session_id}")
 

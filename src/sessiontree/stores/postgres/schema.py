@@ -42,7 +42,7 @@ from sessiontree.stores.postgres.derived import DerivedIndex, Migration
 from sessiontree.stores.postgres.recent import m011_owner_recent
 from sessiontree.stores.postgres.search import TSV_CHARS
 from sessiontree.stores.postgres.team import m008_team
-from sessiontree.stores.shared import schema_steps
+from sessiontree.stores.steps import schema_steps
 
 __all__ = ["DERIVED_INDEXES", "MIGRATIONS"]
 

@@ -63,6 +63,7 @@ from sessiontree.core.searchtext import (
     parse_query,
 )
 from sessiontree.format import jsonio
+from sessiontree.stores.listing import cwd_matches
 from sessiontree.stores.postgres import recent
 from sessiontree.stores.postgres.derived import IndexedRow, PostgresReads, info_from_listing, text_copy
 from sessiontree.stores.postgres.team import own_rows_apply, own_rows_keys
@@ -74,7 +75,6 @@ from sessiontree.stores.scan import (
     scan_store,
     title_of,
 )
-from sessiontree.stores.shared import cwd_matches
 from sessiontree.stores.verify import row_drift
 
 __all__ = [

@@ -52,6 +52,7 @@ import threading
 from typing import Any
 
 from sessiontree.errors import StoreOpenError
+from sessiontree.stores.fallbacks import StoreBase
 from sessiontree.stores.origin import host_name
 from sessiontree.stores.postgres.connection import (
     MIGRATION_LOCK,
@@ -69,7 +70,6 @@ from sessiontree.stores.postgres.reads import PostgresStoreReads
 from sessiontree.stores.postgres.schema import DERIVED_INDEXES, MIGRATIONS
 from sessiontree.stores.postgres.team import PostgresTeam
 from sessiontree.stores.postgres.writes import PostgresWrites
-from sessiontree.stores.shared import StoreBase
 from sessiontree.stores.traits import StoreTraits
 
 try:  # an optional extra: sessiontree[postgres]

@@ -60,7 +60,7 @@ from typing import Any
 from sessiontree.core.usagerecords import BUCKET_MS, UsageQuery, UsageRow, records_from_entry
 from sessiontree.format import jsonio
 from sessiontree.stores.postgres.derived import IndexedRow, text_copy
-from sessiontree.stores.shared import ledger_row_owner
+from sessiontree.stores.syncing import ledger_row_owner
 from sessiontree.stores.verify import row_drift
 
 __all__ = ["LEDGER", "ROLLUP_STEP", "UsageLedger", "create_rollup", "fill_ledger", "query_usage", "rebuild_rollup"]

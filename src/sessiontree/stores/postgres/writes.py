@@ -2,8 +2,8 @@
 
 :class:`PostgresWrites` holds the ``StoreCore`` writes (``create``/``create_many``,
 ``append``, ``replace_header``, ``replace_session``, ``delete``), each one transaction;
-the bodies that run inside a caller's transaction (``_create_in``, ``_append_in``,
-``_replace_in``, which the sync ledger of :mod:`.ledger` shares); the row inserts
+the bodies that run inside a caller's transaction (``create_in``, ``append_in``,
+``replace_in``, which the sync ledger of :mod:`.ledger` shares); the row inserts
 (``_insert_entries``, ``_insert_entry_rows``); and ``exact_id``, the check that an id can be
 stored exactly.
 """
@@ -28,7 +28,7 @@ from sessiontree.stores.postgres.derived import (
     text_copy,
 )
 from sessiontree.stores.postgres.schema import DERIVED_INDEXES
-from sessiontree.stores.shared import check_header, check_replacement_header, encode_entries, prepare_creates
+from sessiontree.stores.storable import check_header, check_replacement_header, encode_entries, prepare_creates
 
 __all__ = ["PostgresWrites", "exact_id"]
 
@@ -79,10 +79,10 @@ class PostgresWrites(PostgresConnection):
         prepared = prepare_creates(sessions, exact_id)
         with self._transaction("create", write=True, session_id=prepared[0][0] if prepared else None) as conn:
             for session_id, header, header_raw, entries, texts in prepared:
-                self._create_in(conn, session_id, header, header_raw, entries, texts)
+                self.create_in(conn, session_id, header, header_raw, entries, texts)
         return len(prepared)
 
-    def _create_in(self, conn: Any, session_id: str, header: dict[str, Any], header_raw: bytes,
+    def create_in(self, conn: Any, session_id: str, header: dict[str, Any], header_raw: bytes,
                    entries: Sequence[dict[str, Any]], texts: list[bytes]) -> None:
         """The body of :meth:`create`, inside the caller's transaction.
 
@@ -126,9 +126,9 @@ class PostgresWrites(PostgresConnection):
         for entry in entries:
             exact_id(entry["id"], "entry id")
         with self._transaction("append", write=True, session_id=session_id) as conn:
-            self._append_in(conn, session_id, entries, texts)
+            self.append_in(conn, session_id, entries, texts)
 
-    def _append_in(self, conn: Any, session_id: str, entries: Sequence[dict[str, Any]], texts: list[bytes]) -> None:
+    def append_in(self, conn: Any, session_id: str, entries: Sequence[dict[str, Any]], texts: list[bytes]) -> None:
         """The body of :meth:`append`, inside the caller's transaction."""
         # FOR UPDATE: appends to one session take turns (across hosts), so seq is
         # computed from a count nobody else is changing; other sessions are not blocked.
@@ -168,9 +168,9 @@ class PostgresWrites(PostgresConnection):
         if not is_exact_text(session_id):
             raise SessionNotFoundError(session_id, self.url)
         with self._transaction("replace session", write=True, session_id=session_id) as conn:
-            self._replace_in(conn, session_id, header, entries, texts)
+            self.replace_in(conn, session_id, header, entries, texts)
 
-    def _replace_in(self, conn: Any, session_id: str, header: dict[str, Any], entries: Sequence[dict[str, Any]],
+    def replace_in(self, conn: Any, session_id: str, header: dict[str, Any], entries: Sequence[dict[str, Any]],
                     texts: list[bytes]) -> None:
         """The body of :meth:`replace_session`, inside the caller's transaction (row-locked)."""
         if conn.execute("SELECT 1 FROM sessions WHERE id = %s FOR UPDATE", (session_id,)).fetchone() is None:

@@ -1,11 +1,10 @@
-"""Opening a SQLite store's database file, and the transactions every capability runs in.
+"""Opening a SQLite store's database file, and the transactions every part runs in.
 
-:class:`SqliteConnection` is the common base of the store's capability mixins
-(:mod:`.reads`, :mod:`.writes`, :mod:`.ledger`, :mod:`.maintenance`): it declares the
-attributes :class:`~sessiontree.stores.sqlite.store.SqliteStore` sets when it opens,
-identifies an existing file without writing to it, connects with the store's pragmas,
-checks or migrates the schema (the steps of :mod:`.schema`), and owns the read and
-write transactions and :meth:`SqliteConnection.close`. The process-wide registry of
+:class:`SqliteDatabase` is the one object the store's parts share (:mod:`.reads`,
+:mod:`.writes`, :mod:`.ledger`, :mod:`.maintenance`, :mod:`.retention`): it opens the
+file (identifying an existing one without writing to it), connects with the store's
+pragmas, checks or migrates the schema (the steps of :mod:`.schema`), and owns the read
+and write transactions and :meth:`SqliteDatabase.close`. The process-wide registry of
 open database files and :func:`file_header`, the one safe way to look at the first
 bytes of a file a store of this process may hold, live here too.
 """
@@ -21,16 +20,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from sessiontree.core.listing import InfoAccumulator
 from sessiontree.errors import StorageError, StoreOpenError
-from sessiontree.stores.shared import check_known_steps
 from sessiontree.stores.sqlite.schema import MIGRATIONS
+from sessiontree.stores.steps import check_known_steps
 
 __all__ = [
     "OPEN_FILES",
     "OPEN_FILES_LOCK",
     "WAL_AUTOCHECKPOINT",
-    "SqliteConnection",
+    "SqliteDatabase",
     "file_header",
     "file_key",
     "step_names",
@@ -47,6 +45,10 @@ WAL_AUTOCHECKPOINT = 4096
 
 #: The first 16 bytes of every SQLite database file.
 _MAGIC = b"SQLite format 3\x00"
+
+
+def _nothing() -> None:
+    """The default :attr:`SqliteDatabase.on_rollback`: nothing to drop."""
 
 
 def step_names() -> list[str]:
@@ -121,46 +123,110 @@ def file_header(path: str, size: int = 100) -> bytes | None:
             return handle.read(size)
 
 
-class SqliteConnection:
-    """The connection of a SQLite store and what every capability mixin shares.
+class SqliteDatabase:
+    """The open database file of a SQLite store: its connection, schema state and the
+    transactions every part of the store runs in (the store's transactions protocol,
+    :class:`~sessiontree.stores.transactions.Transactions`, docs/architecture.md "The store seam").
 
-    It declares the attributes :class:`~sessiontree.stores.sqlite.store.SqliteStore`
-    sets when it opens (documented there); the mixins read them. The write
-    transaction drops the append memo of :mod:`.writes` when a write fails, so
-    the memo's attributes are declared here too.
+    The store (:class:`~sessiontree.stores.sqlite.store.SqliteStore`) opens one and hands
+    it to its parts (:mod:`.reads`, :mod:`.writes`, :mod:`.ledger`, :mod:`.maintenance`,
+    :mod:`.retention`); they use only its public members. Opening never writes to a
+    database that is not ours (the rules and arguments are :class:`SqliteStore`'s).
+
+    Attributes:
+        url, path, timeout, synchronous, readonly, open_mode, journal_mode, blob_refs:
+            as documented on :class:`SqliteStore`.
+        lock: the re-entrant lock every transaction holds (one connection per store).
+        initialised: the database holds our schema (``False``: an empty database left
+            uninitialised by ``create=False``).
+        has_crc, has_blobs, has_texts_tail: the schema has steps ``m002_record_crc``,
+            ``m013_blobs``, ``m015_texts_tail`` (``False`` only for an older schema opened
+            read-only).
+        bulk: the open batch of :meth:`bulk_writes`: ``[opened at (monotonic s), writes in it,
+            seconds, writes, created]`` (``seconds`` and ``writes``: when to commit it;
+            ``created``: the ``(key, entries)`` of the sessions a sync created in it, whose
+            derived data is written together before any other write and before the commit),
+            ``None`` outside one.
+        settled_in_hand: entries whose derived data a write settled from the entries in hand
+            (a sync's new sessions), counted over this handle's life.
+        on_rollback: called when a write is rolled back (the writes part drops its append
+            memo, which may describe what was undone).
+        settle_created: writes the derived data of the sessions a batch created (set by the
+            writes part, which knows the indexes); ``None``: nothing to settle.
+
+    Raises:
+        StoreOpenError: as :class:`SqliteStore`.
     """
 
-    url: str
-    kind: str
-    path: str
-    timeout: float
-    synchronous: str
-    readonly: bool
-    open_mode: str
-    journal_mode: str
-    _lock: threading.RLock
-    _conn: sqlite3.Connection | None
-    _pid: int
-    _closed: bool
-    _file_key: tuple[int, int] | None
-    _memo: dict[Any, tuple[int, int, InfoAccumulator, int | None, list[tuple[Any, int, Any]]]]
-    _memo_mark: tuple[Any, int, int] | None
-    _memo_updated_at: int | None
-    _initialised: bool
-    _has_crc: bool
-    _has_blobs: bool
-    blob_refs: bool
-    _has_texts_tail: bool
-    _adders: tuple[sqlite3.Connection, tuple[Any, ...]] | None
-    #: The open batch of :meth:`bulk_writes`: ``[opened at (monotonic s), writes in it,
-    #: seconds, writes, created]`` (``seconds`` and ``writes``: when to commit it;
-    #: ``created``: the ``(key, entries)`` of the sessions a sync created in it, whose
-    #: derived data is written together before any other write and before the commit),
-    #: ``None`` outside one.
-    _bulk: list[Any] | None = None
-    #: Entries whose derived data a write settled from the entries in hand (a sync's new
-    #: sessions), counted over this handle's life: a sync reports them as indexed.
-    settled_in_hand: int = 0
+    def __init__(self, path: str, *, timeout: float, create: bool, readonly: bool, synchronous: str,
+                 quick_check: bool, blob_refs: bool) -> None:
+        if synchronous.lower() not in ("full", "normal"):
+            raise ValueError('synchronous must be "full" or "normal"')
+        self.synchronous = synchronous.lower()
+        self.path = path if path == ":memory:" else os.path.abspath(path)
+        self.url = "sqlite:///" + self.path
+        self.timeout = timeout
+        self.readonly = bool(readonly) and self.path != ":memory:"
+        self.open_mode = "readonly" if self.readonly else "readwrite"
+        self.journal_mode = "memory"
+        self.lock = threading.RLock()
+        self.conn: sqlite3.Connection | None = None
+        self._pid = os.getpid()
+        self.closed = False
+        #: (st_dev, st_ino) of the database file while this handle counts in OPEN_FILES.
+        self._file_key: tuple[int, int] | None = None
+        self.initialised = True
+        self.has_crc = True
+        self.has_blobs = True
+        self.blob_refs = bool(blob_refs)
+        self.has_texts_tail = True
+        self.bulk: list[Any] | None = None
+        self.settled_in_hand = 0
+        self.on_rollback: Callable[[], None] = _nothing
+        self.settle_created: Callable[[sqlite3.Connection, list[tuple[Any, Any]]], None] | None = None
+        self._open(create, quick_check)
+
+    def _open(self, create: bool, quick_check: bool) -> None:
+        """Identify, connect, and check or migrate (see :class:`SqliteStore`)."""
+        state = "missing"
+        if self.path != ":memory:":
+            if os.path.isdir(self.path):
+                raise StoreOpenError(f"cannot open {self.url}: it is a directory")
+            if os.path.exists(self.path):
+                # "empty" or "ours"; another program's database raises, and so does a
+                # damaged one when a quick_check was asked for before writing.
+                state = self._identify(quick_check=quick_check and not self.readonly)
+            elif self.readonly or not create:
+                # Read-only callers: a mistyped path must not look like an empty store.
+                raise StoreOpenError(f"no session store at {self.path}")
+            if not self.readonly:
+                self._check_writable(state)
+            if state == "missing":
+                directory = os.path.dirname(self.path)
+                try:
+                    os.makedirs(directory, exist_ok=True)
+                except OSError as exc:
+                    raise StoreOpenError(f"cannot create directory {directory} for {self.url}: {exc}") from exc
+        initialise = state != "empty" or (create and not self.readonly)
+        conn = self._connect(wal=initialise and not self.readonly)
+        try:
+            if self.readonly:
+                self._inspect(conn)
+            elif not initialise:
+                self.initialised = False  # create=False on an empty database: leave it as it is
+            else:
+                self._migrate(conn)
+        except sqlite3.Error as exc:
+            conn.close()
+            raise StoreOpenError(f"cannot open {self.url}: {exc}") from exc
+        except BaseException:
+            conn.close()
+            raise
+        self.conn = conn
+        self._file_key = None if self.path == ":memory:" else file_key(self.path)
+        if self._file_key is not None:
+            with OPEN_FILES_LOCK:
+                OPEN_FILES[self._file_key] = OPEN_FILES.get(self._file_key, 0) + 1
 
     def _uri(self, immutable: bool) -> str:
         return "file:" + urllib.parse.quote(self.path) + ("?mode=ro&immutable=1" if immutable else "?mode=ro")
@@ -312,11 +378,11 @@ class SqliteConnection:
     def _inspect(self, conn: sqlite3.Connection) -> None:
         """Read-only open: note which schema steps the file has; refuse a newer schema."""
         applied = self._applied(conn)
-        self._initialised = applied is not None
+        self.initialised = applied is not None
         check_known_steps(self.url, applied or [], step_names())
-        self._has_crc = applied is not None and "m002_record_crc" in applied
-        self._has_blobs = applied is not None and "m013_blobs" in applied
-        self._has_texts_tail = applied is not None and "m015_texts_tail" in applied
+        self.has_crc = applied is not None and "m002_record_crc" in applied
+        self.has_blobs = applied is not None and "m013_blobs" in applied
+        self.has_texts_tail = applied is not None and "m015_texts_tail" in applied
 
     def _quick_check(self, conn: sqlite3.Connection) -> None:
         """Refuse to write into a database that fails ``PRAGMA quick_check``."""
@@ -332,7 +398,7 @@ class SqliteConnection:
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         known = step_names()
-        self._has_blobs = "m013_blobs" in known
+        self.has_blobs = "m013_blobs" in known
         applied = self._applied(conn)
         if applied is not None and applied == known:
             return  # the common case needs no write lock
@@ -372,22 +438,26 @@ class SqliteConnection:
 
     def applied_migrations(self) -> list[str]:
         """Names of the schema steps recorded in this database, in order."""
-        with self._lock:
-            return self._applied(self._connection()) or []
+        with self.lock:
+            return self._applied(self.connection()) or []
 
-    def _connection(self) -> sqlite3.Connection:
-        if self._closed or self._conn is None:
+    def connection(self) -> sqlite3.Connection:
+        """The open connection (a new one after ``fork``).
+
+        Raises:
+            StorageError: the store is closed."""
+        if self.closed or self.conn is None:
             raise StorageError(f"{self.url} is closed")
         if os.getpid() != self._pid:
             # A connection must not cross fork(): leave the parent's alone and open our own.
-            self._conn = self._connect(wal=self._initialised and not self.readonly)
+            self.conn = self._connect(wal=self.initialised and not self.readonly)
             self._pid = os.getpid()
-        return self._conn
+        return self.conn
 
     @contextmanager
     def write_transaction(self, what: str) -> Iterator[sqlite3.Connection]:
         """One write transaction; sqlite errors become StorageError, everything rolls back."""
-        with self._lock:
+        with self.lock:
             conn = self._begin_write(what)
             try:
                 yield conn
@@ -400,7 +470,7 @@ class SqliteConnection:
         """``body(conn, *args)`` in one write transaction, as :meth:`write_transaction`
         runs its block (same errors, same rollback), and its result: the same
         transaction without a generator's cost, for the per-call append."""
-        with self._lock:
+        with self.lock:
             conn = self._begin_write(what)
             try:
                 result = body(conn, *args)
@@ -417,17 +487,17 @@ class SqliteConnection:
             StorageError: read-only, not initialised, or the lock could not be taken."""
         if self.readonly:
             raise StorageError(f"{what}: {self.url} is opened read-only")
-        conn = self._connection()
-        if not self._initialised:
+        conn = self.connection()
+        if not self.initialised:
             raise StorageError(f"{what}: {self.url} is an empty database not initialised as a sessiontree "
                                "store; open it with create=True (as sessiontree import does) to initialise it")
         try:
-            if self._bulk is None:
+            if self.bulk is None:
                 conn.execute("BEGIN IMMEDIATE")
                 return conn
             if not conn.in_transaction:
                 conn.execute("BEGIN IMMEDIATE")
-                self._bulk[0:2] = [time.monotonic(), 0]
+                self.bulk[0:2] = [time.monotonic(), 0]
             # One write of a batch: its own savepoint, so a failed write rolls back alone.
             conn.execute("SAVEPOINT bulk_write")
             if what != "sync create":
@@ -439,7 +509,7 @@ class SqliteConnection:
     def _end_write(self, conn: sqlite3.Connection) -> None:
         """Commit a write; in a batch of :meth:`bulk_writes`, release its savepoint and
         commit the batch when it is old or large enough (the caller holds ``_lock``)."""
-        bulk = self._bulk
+        bulk = self.bulk
         if bulk is None:
             conn.execute("COMMIT")
             return
@@ -453,12 +523,10 @@ class SqliteConnection:
         """Write the derived data of the sessions the open batch created (one statement
         per index for all of them: FTS5's cost is mostly per statement); the mixin that
         knows the indexes (:mod:`.writes`) does it."""
-        if self._bulk is not None and self._bulk[4]:
-            created, self._bulk[4] = self._bulk[4], []
-            self._settle_created_in(conn, created)
-
-    def _settle_created_in(self, conn: sqlite3.Connection, created: list[tuple[Any, Any]]) -> None:
-        raise NotImplementedError
+        if self.bulk is not None and self.bulk[4]:
+            created, self.bulk[4] = self.bulk[4], []
+            if self.settle_created is not None:
+                self.settle_created(conn, created)
 
     @contextmanager
     def bulk_writes(self, *, seconds: float = 1.0, writes: int = 1000) -> Iterator[None]:
@@ -472,39 +540,39 @@ class SqliteConnection:
         one that fails rolls back alone, the batch goes on. Reads of this store inside
         the block see the batch. Nested calls join the outer batch.
         """
-        with self._lock:
-            nested = self._bulk is not None
+        with self.lock:
+            nested = self.bulk is not None
             if not nested:
-                self._bulk = [time.monotonic(), 0, seconds, writes, []]
+                self.bulk = [time.monotonic(), 0, seconds, writes, []]
         if nested:
             yield
             return
         try:
             yield
         finally:
-            with self._lock:
-                conn = self._conn
-                if conn is not None and not self._closed and conn.in_transaction:
+            with self.lock:
+                conn = self.conn
+                if conn is not None and not self.closed and conn.in_transaction:
                     try:
                         self._settle_created(conn)
-                        self._bulk = None
+                        self.bulk = None
                         conn.execute("COMMIT")
                     except sqlite3.Error as exc:
-                        self._forget()
+                        self.on_rollback()
                         if conn.in_transaction:
                             conn.execute("ROLLBACK")
                         raise StorageError(f"committing a batch of writes to {self.url} failed: {exc}") from exc
                     finally:
-                        self._bulk = None
-                self._bulk = None
+                        self.bulk = None
+                self.bulk = None
 
     def _abort_write(self, conn: sqlite3.Connection, what: str, exc: BaseException) -> None:
         """Roll back after ``exc`` ended a write; raise it as StorageError when it is a
         database or encoding error (the caller re-raises anything else)."""
-        self._forget()  # the memo may describe what was just rolled back
+        self.on_rollback()  # the memo may describe what was just rolled back
         rollback_error: sqlite3.Error | None = None
         undone = False
-        if conn.in_transaction and self._bulk is not None:
+        if conn.in_transaction and self.bulk is not None:
             try:  # this write only: the batch's earlier writes stay
                 conn.execute("ROLLBACK TO bulk_write")
                 conn.execute("RELEASE bulk_write")
@@ -527,9 +595,9 @@ class SqliteConnection:
     @contextmanager
     def read_transaction(self) -> Iterator[sqlite3.Connection]:
         """A read transaction: one consistent snapshot across several SELECTs."""
-        with self._lock:
-            conn = self._connection()
-            if self._bulk is not None and conn.in_transaction:
+        with self.lock:
+            conn = self.connection()
+            if self.bulk is not None and conn.in_transaction:
                 yield conn  # inside a batch of bulk_writes: it sees the batch
                 return
             try:
@@ -545,42 +613,36 @@ class SqliteConnection:
     def has_schema(self, conn: sqlite3.Connection) -> bool:
         """Whether the database holds our schema (an empty one opened without
         initialising it holds none, unless another process initialised it since)."""
-        if self._initialised:
+        if self.initialised:
             return True
         applied = self._applied(conn)
         if applied is None:
             return False
-        self._initialised = True
-        self._has_crc = "m002_record_crc" in applied
-        self._has_blobs = "m013_blobs" in applied
-        self._has_texts_tail = "m015_texts_tail" in applied
+        self.initialised = True
+        self.has_crc = "m002_record_crc" in applied
+        self.has_blobs = "m013_blobs" in applied
+        self.has_texts_tail = "m015_texts_tail" in applied
         return True
 
-    def _forget(self) -> None:
-        """Drop the append memo (a write failed, or the database changed under it)."""
-        self._memo.clear()
-        self._memo_mark = None
-        self._memo_updated_at = None
-
     @contextmanager
-    def _busy_timeout(self, seconds: float | None) -> Iterator[None]:
+    def busy_timeout(self, seconds: float | None) -> Iterator[None]:
         """Within the block, this connection waits at most ``seconds`` for another
         writer's lock (``None``: unchanged); the store's own timeout afterwards."""
         if seconds is None:
             yield
             return
-        with self._lock:
-            self._connection().execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+        with self.lock:
+            self.connection().execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
             try:
                 yield
             finally:
-                self._connection().execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+                self.connection().execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
 
     def close(self) -> None:
         """Close the connection. Idempotent; later calls raise StorageError."""
-        with self._lock:
-            self._closed = True
-            conn, self._conn = self._conn, None
+        with self.lock:
+            self.closed = True
+            conn, self.conn = self.conn, None
             if conn is not None and os.getpid() == self._pid:
                 conn.close()
             key, self._file_key = self._file_key, None

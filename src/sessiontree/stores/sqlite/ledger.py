@@ -12,22 +12,30 @@ from typing import Any
 
 from sessiontree.errors import SyncConflictError
 from sessiontree.stores.base import ArchivedFile, Provenance, SyncChange, SyncState
-from sessiontree.stores.shared import apply_sync_change_in, check_header, encode_entries, header_of, sync_expected
+from sessiontree.stores.sqlite.connection import SqliteDatabase
 from sessiontree.stores.sqlite.derived import from_db, to_db
 from sessiontree.stores.sqlite.writes import SqliteWrites
+from sessiontree.stores.storable import check_header, encode_entries
+from sessiontree.stores.syncing import apply_sync_change_in, header_of, sync_expected
 
 __all__ = ["SqliteLedger"]
 
 
-class SqliteLedger(SqliteWrites):
+class SqliteLedger:
     """The ``SyncLedger`` of :class:`~sessiontree.stores.sqlite.store.SqliteStore`
-    (:class:`sessiontree.stores.base.SyncLedger`); a sync commit is a write, so it
-    builds on :class:`~sessiontree.stores.sqlite.writes.SqliteWrites`."""
+    (:class:`sessiontree.stores.base.SyncLedger`), over the store's
+    :class:`~.connection.SqliteDatabase`; a sync commit is a write, so it holds the
+    store's :class:`~sessiontree.stores.sqlite.writes.SqliteWrites` part and runs its
+    in-transaction bodies."""
+
+    def __init__(self, db: SqliteDatabase, writes: SqliteWrites) -> None:
+        self.db = db
+        self.writes = writes
 
     def sync_states(self) -> dict[str, SyncState]:
         """Every recorded sync state, by source path (one query; ``{}`` before the first sync)."""
-        with self.read_transaction() as conn:
-            if not self.has_schema(conn) or not conn.execute(
+        with self.db.read_transaction() as conn:
+            if not self.db.has_schema(conn) or not conn.execute(
                     "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sync_state'").fetchone():
                 return {}
             rows = conn.execute(f"SELECT {_SYNC_SQL} FROM sync_state").fetchall()
@@ -46,20 +54,20 @@ class SqliteLedger(SqliteWrites):
         header = header_of(change) if change.kind in ("create", "replace") else None
         if header is not None:
             check_header(header)
-        with self.write_transaction("sync create" if change.kind == "create" else "sync") as conn:
+        with self.db.write_transaction("sync create" if change.kind == "create" else "sync") as conn:
             row = conn.execute(f"SELECT {_SYNC_SQL} FROM sync_state WHERE path = ?", (to_db(state.path),)).fetchone()
             if not sync_expected(expect, _sync_state(row) if row is not None else None):
                 raise SyncConflictError(state.path)
-            apply_sync_change_in(self, conn, change, header, texts, _insert_provenance)
+            apply_sync_change_in(self.writes, conn, change, header, texts, _insert_provenance)
             if change.kind == "create" and change.entries:
                 # A new session is whole in hand: its search text and usage rows are written
                 # from it, as a bulk import's are, not read back and parsed again by the
                 # settle; in a batch (bulk_writes) with the batch's other new sessions.
                 created = (to_db(change.session_id), change.entries)
-                if self._bulk is not None:
-                    self._bulk[4].append(created)
+                if self.db.bulk is not None:
+                    self.db.bulk[4].append(created)
                 else:
-                    self._settle_created_in(conn, [created])
+                    self.writes.settle_created_in(conn, [created])
             values = [to_db(state.path), to_db(state.session_id), state.size, state.mtime_ns, state.inode, state.dev,
                       state.consumed, state.lines, state.entries, state.version, state.header_hash,
                       state.tail_hash, state.shape]
@@ -68,16 +76,16 @@ class SqliteLedger(SqliteWrites):
 
     def sync_shape(self, path: str) -> bytes | None:
         """The recorded file shape of ``path`` (one query). See :meth:`SessionStore.sync_shape`."""
-        with self.read_transaction() as conn:
-            if not self.has_schema(conn) or not _has_agent_files(conn):
+        with self.db.read_transaction() as conn:
+            if not self.db.has_schema(conn) or not _has_agent_files(conn):
                 return None
             row = conn.execute("SELECT shape FROM sync_state WHERE path = ?", (to_db(path),)).fetchone()
         return None if row is None or row[0] is None else bytes(row[0])
 
     def archived_files(self) -> list[ArchivedFile]:
         """Every archive record, oldest first. See :meth:`SessionStore.archived_files`."""
-        with self.read_transaction() as conn:
-            if not self.has_schema(conn) or not _has_agent_files(conn):
+        with self.db.read_transaction() as conn:
+            if not self.db.has_schema(conn) or not _has_agent_files(conn):
                 return []
             rows = conn.execute(f"SELECT {_ARCHIVE_SQL} FROM archived_files ORDER BY rowid").fetchall()
         return [ArchivedFile(from_db(row[0]), from_db(row[2]), bytes(row[1]), row[3], row[4], row[5], row[6], row[7])
@@ -92,7 +100,7 @@ class SqliteLedger(SqliteWrites):
         """
         values = [to_db(record.path), record.sha256, to_db(record.session_id), record.size, record.agent,
                   record.archived_at, record.destination, record.state]
-        with self.write_transaction("archive record") as conn:
+        with self.db.write_transaction("archive record") as conn:
             conn.execute(f"INSERT INTO archived_files ({_ARCHIVE_SQL}) VALUES ({', '.join('?' * len(values))})"
                          " ON CONFLICT (path, sha256) DO UPDATE SET session_id = excluded.session_id,"
                          " size = excluded.size, agent = excluded.agent, archived_at = excluded.archived_at,"
@@ -100,8 +108,8 @@ class SqliteLedger(SqliteWrites):
 
     def provenances(self) -> dict[str, Provenance]:
         """Every recorded origin by session id (one query). See :meth:`SessionStore.provenances`."""
-        with self.read_transaction() as conn:
-            if not self.has_schema(conn) or not conn.execute(
+        with self.db.read_transaction() as conn:
+            if not self.db.has_schema(conn) or not conn.execute(
                     "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'provenance'").fetchone():
                 return {}
             rows = conn.execute(f"SELECT {_PROVENANCE_SQL} FROM provenance").fetchall()
@@ -116,7 +124,7 @@ class SqliteLedger(SqliteWrites):
         """
         if not records:
             return
-        with self.write_transaction("provenance record") as conn:
+        with self.db.write_transaction("provenance record") as conn:
             _insert_provenance(conn, records)
 
 

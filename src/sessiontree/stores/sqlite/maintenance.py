@@ -13,20 +13,21 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from sessiontree.core.listing import InfoAccumulator
 from sessiontree.core.usagerecords import UsageQuery, UsageRows, aggregate
 from sessiontree.errors import SessionError
-from sessiontree.stores.base import ProgressCallback, StoreProblem
-from sessiontree.stores.shared import cwd_matches, resolve_cwd
-from sessiontree.stores.sqlite import blobs
+from sessiontree.stores.base import ProgressCallback, StoreProblem, TimeBound
+from sessiontree.stores.listing import cwd_matches, resolve_cwd
+from sessiontree.stores.sqlite import blobs, searchquery
 from sessiontree.stores.sqlite import search as search_index
-from sessiontree.stores.sqlite.connection import step_names
+from sessiontree.stores.sqlite.connection import SqliteDatabase, step_names
 from sessiontree.stores.sqlite.derived import (
     STATE_ASSIGN,
     STATE_COLUMNS,
     STATE_SELECT,
+    SqliteTransactions,
     from_db,
     header_columns,
     record_bytes,
@@ -55,6 +56,19 @@ SETTLE_BUDGET = 2048
 _SESSION_TABLES = ("entries", "message_texts", "search_entries", "search_merged", "usage_ledger", "usage_merged",
                    "entry_blobs")
 
+class SqliteTwin(SqliteTransactions, Protocol):
+    """What :class:`SqliteMaintenance` asks of a second, writable store on the same file."""
+
+    @property
+    def db(self) -> SqliteDatabase:
+        """Its open database."""
+        ...
+
+    def close(self) -> None:
+        """Close it."""
+        ...
+
+
 class _Answered(Exception):  # a control-flow signal, not an error
     """Carries a usage answer out of a write transaction that must roll back."""
 
@@ -63,21 +77,23 @@ class _Answered(Exception):  # a control-flow signal, not an error
         self.rows = rows
 
 
-class SqliteMaintenance(SqliteReads):
+class SqliteMaintenance:
     """The ``DerivedData`` of :class:`~sessiontree.stores.sqlite.store.SqliteStore`
-    (:class:`sessiontree.stores.base.DerivedData`) and its ``verify``. It builds on
-    :class:`~sessiontree.stores.sqlite.reads.SqliteReads`: a rebuild and a check parse
-    stored records, and ``usage`` without a ledger reads whole sessions."""
+    (:class:`sessiontree.stores.base.DerivedData`) and its ``verify``, over the store's
+    :class:`~.connection.SqliteDatabase`. It holds the store's
+    :class:`~sessiontree.stores.sqlite.reads.SqliteReads` part (a rebuild and a check parse
+    stored records, and ``usage`` without a ledger reads whole sessions), the store's
+    public face as the index modules' :class:`~.derived.SqliteTransactions` (a search scans
+    through its public reads), and ``twin``: a second, writable store on the same file,
+    busy the given seconds (:meth:`settle_search_tail` of a read-only store; it raises
+    ``StoreOpenError`` when the file cannot be opened for writing)."""
 
-    def _writable_twin(self, timeout: float) -> SqliteMaintenance:
-        """A second, writable handle on this store's file, busy ``timeout`` seconds
-        (:meth:`settle_search_tail` of a read-only store). The concrete store opens it:
-        this module cannot name that class without importing :mod:`.store`, which imports it.
-
-        Raises:
-            StoreOpenError: the file cannot be opened for writing.
-        """
-        raise NotImplementedError
+    def __init__(self, db: SqliteDatabase, reads: SqliteReads, store: searchquery.SearchedStore,
+                 twin: Callable[[float], SqliteTwin]) -> None:
+        self.db = db
+        self.reads = reads
+        self.store = store
+        self.twin = twin
 
     def settle_derived(self, *, lock_timeout: float | None = None, pending: int | None = None,
                        on_progress: Callable[[int, int], None] | None = None) -> int:
@@ -105,12 +121,12 @@ class SqliteMaintenance(SqliteReads):
                 stays pending).
         """
         if pending is None:
-            with self.read_transaction() as conn:
+            with self.db.read_transaction() as conn:
                 # Each transaction settles every index by a budget: the longest tail sets the rounds.
-                pending = max(index.pending(conn) for index in DERIVED_INDEXES) if self.has_schema(conn) else 0
+                pending = max(index.pending(conn) for index in DERIVED_INDEXES) if self.db.has_schema(conn) else 0
         total = 0
         for _ in range(pending // SETTLE_BUDGET + 1):
-            with self._busy_timeout(lock_timeout), self.write_transaction("settle derived data") as conn:
+            with self.db.busy_timeout(lock_timeout), self.db.write_transaction("settle derived data") as conn:
                 done = [index.settle(conn, SETTLE_BUDGET) for index in DERIVED_INDEXES]
             total += max(done)  # the indexes settle the same entries, each for itself
             if on_progress is not None:
@@ -137,20 +153,20 @@ class SqliteMaintenance(SqliteReads):
             InvalidSessionError: a stored record is not valid JSON.
             StorageError: the write failed; nothing changed.
         """
-        with self.write_transaction("reindex") as conn:
+        with self.db.write_transaction("reindex") as conn:
             if session_id is None:
                 keys = [row[0] for row in conn.execute("SELECT id FROM sessions")]
             else:
                 keys = [row[0] for row in conn.execute("SELECT id FROM sessions WHERE id = ?", (to_db(session_id),))]
             for key in keys:
                 header_raw = conn.execute("SELECT header_json FROM sessions WHERE id = ?", (key,)).fetchone()[0]
-                header = self._parse_record(header_raw, key, 1)
+                header = self.reads.parse_record(header_raw, key, 1)
                 info = InfoAccumulator()
                 text_rows = []
                 rows: list[tuple[int, dict[str, Any], bytes]] = []
                 for seq, text in conn.execute("SELECT seq, json FROM entries WHERE session_id = ? ORDER BY seq",
                                               (key,)).fetchall():
-                    entry = self._parse_record(text, key, seq + 2)
+                    entry = self.reads.parse_record(text, key, seq + 2)
                     listed = info.add(entry)
                     if listed is not None:
                         text_rows.append((key, seq, to_db(listed)))
@@ -164,7 +180,7 @@ class SqliteMaintenance(SqliteReads):
                 for index in DERIVED_INDEXES:
                     index.remove(conn, key)
                     index.add(conn, key, rows)
-            if session_id is None and self._has_blobs:
+            if session_id is None and self.db.has_blobs:
                 # Blobs no entry names (only a hand edit leaves any: deletes collect theirs).
                 conn.execute("DELETE FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM entry_blobs)")
             for index in DERIVED_INDEXES:
@@ -196,8 +212,8 @@ class SqliteMaintenance(SqliteReads):
         def answer(conn: Any) -> UsageRows:
             return UsageRows(query_usage(conn, query, lambda cwd: cwd_matches(cwd, wanted)))
 
-        with self.read_transaction() as conn:
-            if not self.has_schema(conn):
+        with self.db.read_transaction() as conn:
+            if not self.db.has_schema(conn):
                 return UsageRows()
             has_ledger = conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'usage_calls'").fetchone()
@@ -208,11 +224,11 @@ class SqliteMaintenance(SqliteReads):
             settled = self._usage_with_tail(pending, answer)
             if settled is not None:
                 return settled
-            with self.read_transaction() as conn:
+            with self.db.read_transaction() as conn:
                 # Settled for good above, unless another writer appended since: then the entries.
                 if pending_usage(conn) == 0:
                     return answer(conn)
-        sessions = ((parsed.header, parsed.entries) for parsed in map(self.read, self.session_ids()))
+        sessions = ((parsed.header, parsed.entries) for parsed in map(self.reads.read, self.reads.session_ids()))
         return UsageRows(aggregate(sessions, query, lambda cwd: cwd_matches(cwd, wanted)))
 
     def _usage_with_tail(self, pending: int, answer: Callable[[Any], UsageRows]) -> UsageRows | None:
@@ -222,20 +238,20 @@ class SqliteMaintenance(SqliteReads):
         transaction rolled back once ``answer`` ran on it and return that answer. Only
         on a current schema, so a reading command never migrates a store; ``None``
         without writing anything when it cannot write."""
-        if self.readonly and self.path == ":memory:":
+        if self.db.readonly and self.db.path == ":memory:":
             return None
         try:
-            if self.applied_migrations() != step_names():
+            if self.db.applied_migrations() != step_names():
                 return None
-            writer = self if not self.readonly else self._writable_twin(
-                min(self.timeout, search_index.SETTLE_TIMEOUT))
+            twin = None if not self.db.readonly else self.twin(min(self.db.timeout, search_index.SETTLE_TIMEOUT))
         except (SessionError, OSError):
             return None
+        writer = self.db if twin is None else twin.db
         try:
             # A writable store waits its own busy timeout; a twin opened for a read, briefly.
-            wait = None if writer is self else min(self.timeout, search_index.SETTLE_TIMEOUT)
-            keep = writer is self or pending > search_index.MAX_PENDING
-            with writer._busy_timeout(wait), writer.write_transaction("settle usage") as conn:
+            wait = None if twin is None else min(self.db.timeout, search_index.SETTLE_TIMEOUT)
+            keep = twin is None or pending > search_index.MAX_PENDING
+            with writer.busy_timeout(wait), writer.write_transaction("settle usage") as conn:
                 merge_usage(conn)
                 if not keep:
                     raise _Answered(answer(conn))  # rolls the settle back: the file is unchanged
@@ -245,15 +261,15 @@ class SqliteMaintenance(SqliteReads):
         except (SessionError, OSError):
             return None
         finally:
-            if writer is not self:
-                writer.close()
+            if twin is not None:
+                twin.close()
 
     def search(self, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
-               since: Any = None, until: Any = None, session: str | None = None,
+               since: TimeBound | None = None, until: TimeBound | None = None, session: str | None = None,
                limit: int | None = 50) -> list[Any]:
         """Full-text search through the FTS5 index (:mod:`.search`). See
         :meth:`SessionStore.search` for arguments, results and errors."""
-        return search_index.search_store(self, query, cwd=cwd, roles=roles, since=since, until=until,
+        return searchquery.search_store(self.store, query, cwd=cwd, roles=roles, since=since, until=until,
                                          session=session, limit=limit)
 
     def settle_search_tail(self, on_merge: Callable[[int], None] | None = None) -> int:
@@ -277,22 +293,22 @@ class SqliteMaintenance(SqliteReads):
         Returns:
             The number of records merged.
         """
-        if self.path == ":memory:":
+        if self.db.path == ":memory:":
             return 0
         try:
-            if self.applied_migrations() != step_names():
+            if self.db.applied_migrations() != step_names():
                 return 0  # an older schema: a writable open would migrate it
-            with self.read_transaction() as conn:
-                pending = search_index.pending_records(conn) if self.has_schema(conn) else 0
+            with self.db.read_transaction() as conn:
+                pending = search_index.pending_records(conn) if self.db.has_schema(conn) else 0
             if pending <= search_index.MAX_PENDING:
                 return 0
             if on_merge is not None:
                 on_merge(pending)
-            if not self.readonly:
-                return search_index.settle_if_due(self, pending)
+            if not self.db.readonly:
+                return search_index.settle_if_due(self.store, pending)
             # A short busy timeout for opening it too: the search must not wait out another
             # writer's long transaction (settle_if_due gives up as quickly).
-            writer = self._writable_twin(min(self.timeout, search_index.SETTLE_TIMEOUT))
+            writer = self.twin(min(self.db.timeout, search_index.SETTLE_TIMEOUT))
             try:
                 return search_index.settle_if_due(writer, pending)
             finally:
@@ -324,8 +340,8 @@ class SqliteMaintenance(SqliteReads):
             StorageError: the database cannot be read at all (e.g. closed).
         """
         problems: list[StoreProblem] = []
-        with self._lock:
-            conn = self._connection()
+        with self.db.lock:
+            conn = self.db.connection()
             conn.execute("BEGIN")
             try:
                 try:
@@ -335,7 +351,7 @@ class SqliteMaintenance(SqliteReads):
                 if messages != ["ok"]:
                     problems.extend(StoreProblem("integrity", f"SQLite integrity check: {message}")
                                     for message in messages)
-                if not self.has_schema(conn):
+                if not self.db.has_schema(conn):
                     return problems
                 try:
                     keys = [row[0] for row in conn.execute("SELECT id FROM sessions ORDER BY rowid")]
@@ -347,7 +363,7 @@ class SqliteMaintenance(SqliteReads):
                         problems.extend(self._verify_session(conn, key))
                     except sqlite3.DatabaseError as exc:
                         problems.append(StoreProblem("integrity", f"reading the session failed: {exc}",
-                                                     session_id=from_db(key), path=f"{self.url}#{from_db(key)}"))
+                                                     session_id=from_db(key), path=f"{self.db.url}#{from_db(key)}"))
                     if on_progress is not None:
                         on_progress(done, len(keys))
                 problems.extend(self._verify_store_wide(conn))
@@ -376,7 +392,7 @@ class SqliteMaintenance(SqliteReads):
                 problems.append(StoreProblem(
                     "orphan-rows", f"{table}: {count} rows belong to no stored session (such as "
                     f"{from_db(example)!r}); reindex does not remove them"))
-        if self._has_blobs:
+        if self.db.has_blobs:
             count, size = conn.execute("SELECT count(*), coalesce(sum(size), 0) FROM blobs WHERE sha256 NOT IN"
                                        " (SELECT sha256 FROM entry_blobs)").fetchone()
             if count:
@@ -397,7 +413,7 @@ class SqliteMaintenance(SqliteReads):
         """The problems of the session stored under ``key`` (:func:`~sessiontree.stores.verify.verify_stored_session`
         on its rows, read in the caller's snapshot)."""
         session_id = from_db(key)
-        has_crc = self._has_crc
+        has_crc = self.db.has_crc
         row = conn.execute(
             f"SELECT header_json, {'header_crc' if has_crc else 'NULL'}, created_at, cwd, parent_session_id,"
             f" classified, entry_count, {STATE_SELECT} FROM sessions WHERE id = ?", (key,)).fetchone()
@@ -412,7 +428,7 @@ class SqliteMaintenance(SqliteReads):
             # them; a stored row in the tail would appear twice, so it is drift.
             texts = [(seq, from_db(text)) for seq, text in conn.execute(
                 "SELECT seq, text FROM message_texts WHERE session_id = ? ORDER BY seq", (key,))]
-            if self._has_texts_tail:
+            if self.db.has_texts_tail:
                 start = conn.execute("SELECT texts_from FROM sessions WHERE id = ?", (key,)).fetchone()[0]
                 if start is not None:
                     texts = sorted(texts + tail_texts(conn, key, start), key=lambda item: item[0])
@@ -423,7 +439,7 @@ class SqliteMaintenance(SqliteReads):
             header_intact=not has_crc or (row[1] is not None and record_crc(row[0]) == row[1]),
             entry_count=row[6],
             header_columns=[from_db(value) for value in row[2:6]],
-            parse=lambda text, line: self._parse_record(text, key, line),
+            parse=lambda text, line: self.reads.parse_record(text, key, line),
             copied_columns=lambda entry: (entry.get("id"), entry.get("parentId"), entry.get("type"),
                                           entry.get("timestamp")),
             rebuilt_header_columns=lambda header: [from_db(value) for value in header_columns(header)],
@@ -436,17 +452,17 @@ class SqliteMaintenance(SqliteReads):
             for seq, entry_key, parent, kind, stamp, text, crc in conn.execute(
                 f"SELECT seq, id, parent_id, type, timestamp, json, {'crc' if has_crc else 'NULL'} FROM entries"
                 " WHERE session_id = ? ORDER BY seq", (key,)))
-        problems = verify_stored_session(session_id, f"{self.url}#{session_id}", stored, records)
+        problems = verify_stored_session(session_id, f"{self.db.url}#{session_id}", stored, records)
         return problems + self._verify_blobs(conn, key)
 
     def _verify_blobs(self, conn: sqlite3.Connection, key: Any) -> list[StoreProblem]:
         """``hash-mismatch`` for each record of the session stored cut whose blob is
         missing, fails its CRC-32 or has another length than its splice, and for a
         splice naming no stored entry or an offset past the cut text's end."""
-        if not self._has_blobs:
+        if not self.db.has_blobs:
             return []
         session_id = from_db(key)
-        where = f"{self.url}#{session_id}"
+        where = f"{self.db.url}#{session_id}"
         splices = blobs.splices_of(conn, key)
         if not splices:
             return []

@@ -5,12 +5,12 @@
 ``PartialReads`` (``read_skeleton``, ``read_outline``, ``read_entries``,
 ``read_entries_at``, and ``recent_entry_types`` for the lazy open), ``read_texts``
 (``RawTexts``), with what they
-share: parsing a stored record (``_parse_record``), ``_Parser`` (a whole session, a
-chunk at a time), ``_RecordCheck`` (single records checked as ``load`` checks them)
-and ``_rows_in`` (some records looked up by an indexed column). Records whose large
+share: parsing a stored record (``parse_record``); :mod:`.parsing` has ``SessionParser``
+(a whole session, a chunk at a time), ``RecordCheck`` (single records checked as ``load``
+checks them) and ``rows_in`` (some records looked up by an indexed column). Records whose large
 images are stored apart (docs/blobs.md) are checked as stored, then completed or given
-references by the base class (:mod:`.blobreads`): ``load`` through ``_expand_chunk`` /
-``_apply_fixups``, the single-record reads through ``_RecordCheck``'s swap.
+references by the part of :mod:`.blobreads`: ``load`` through ``_expand_chunk`` /
+``_apply_fixups``, the single-record reads through ``RecordCheck``'s swap.
 """
 
 from __future__ import annotations
@@ -18,55 +18,58 @@ from __future__ import annotations
 import functools
 import sqlite3
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
-
-import orjson
 
 from sessiontree.errors import CorruptEntryError, InvalidSessionError, SessionChangedError, SessionNotFoundError
 from sessiontree.format import jsonio
-from sessiontree.format.codec import CURRENT_VERSION, ParsedSession
+from sessiontree.format.codec import ParsedSession
 from sessiontree.format.gcpause import gc_paused
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, SessionOutline, SessionTexts
-from sessiontree.stores.shared import (
-    ROLE_HEAD_BYTES,
-    Progress,
-    cwd_matches,
-    resolve_cwd,
-    skeletons_from_rows,
-    sort_listing,
-    stored_header,
-    validated,
-)
+from sessiontree.stores.listing import Progress, cwd_matches, resolve_cwd, sort_listing
+from sessiontree.stores.skeleton import ROLE_HEAD_BYTES, skeletons_from_rows
 from sessiontree.stores.sqlite import blobs
-from sessiontree.stores.sqlite.blobreads import SqliteBlobReads, _SplicedTexts, _Swap
+from sessiontree.stores.sqlite.blobreads import SplicedTexts, SqliteBlobReads
+from sessiontree.stores.sqlite.connection import SqliteDatabase
 from sessiontree.stores.sqlite.derived import STATE_SELECT, from_db, record_crc, state_from_row, tail_texts, to_db
+from sessiontree.stores.sqlite.parsing import HeldSession, RecordCheck, SessionParser, held_records_check, rows_in
+from sessiontree.stores.storable import stored_header
 
 __all__ = ["HeldSession", "SqliteReads"]
 
 
-class SqliteReads(SqliteBlobReads):
+class SqliteReads:
     """The ``StoreCore`` reads and the ``PartialReads`` of
     :class:`~sessiontree.stores.sqlite.store.SqliteStore` (documented there and in
-    :mod:`sessiontree.stores.base`), each in one read snapshot."""
+    :mod:`sessiontree.stores.base`), each in one read snapshot, over the store's
+    :class:`~.connection.SqliteDatabase` (its public members only); records stored cut
+    are completed by the :class:`~.blobreads.SqliteBlobReads` part it holds."""
 
-    def _parse_record(self, text: Any, key: Any, line: int) -> dict[str, Any]:
+    def __init__(self, db: SqliteDatabase) -> None:
+        self.db = db
+        self.blobs = SqliteBlobReads(db)
+
+    def parse_record(self, text: Any, key: Any, line: int) -> dict[str, Any]:
+        """A stored record's JSON object (``line``: its 1-based line, the header's is 1).
+
+        Raises:
+            InvalidSessionError: not valid JSON, or not an object."""
         if isinstance(text, str):
             text = text.encode("utf-8", "surrogatepass")
         try:
             record = jsonio.loads(text)
         except ValueError as exc:
-            raise InvalidSessionError(f"stored record is not valid JSON ({exc})", f"{self.url}#{from_db(key)}",
+            raise InvalidSessionError(f"stored record is not valid JSON ({exc})", f"{self.db.url}#{from_db(key)}",
                                       line) from exc
         if not isinstance(record, dict):
-            raise InvalidSessionError("stored record is not a JSON object", f"{self.url}#{from_db(key)}", line)
+            raise InvalidSessionError("stored record is not a JSON object", f"{self.db.url}#{from_db(key)}", line)
         return record
 
-    def _parse_header(self, text: Any, key: Any) -> dict[str, Any]:
-        """A stored header row parsed and checked (:func:`~sessiontree.stores.shared.stored_header`):
+    def parse_header(self, text: Any, key: Any) -> dict[str, Any]:
+        """A stored header row parsed and checked (:func:`~sessiontree.stores.storable.stored_header`):
         the header of every read, never of ``verify`` or ``reindex``, which must go on past it."""
         session_id = from_db(key)
-        return stored_header(self._parse_record(text, key, 1), session_id, f"{self.url}#{session_id}")
+        return stored_header(self.parse_record(text, key, 1), session_id, f"{self.db.url}#{session_id}")
 
     def read(self, session_id: str) -> ParsedSession:
         """Same as :meth:`load`: stored sessions are always format 4, loading writes nothing."""
@@ -84,36 +87,36 @@ class SqliteReads(SqliteBlobReads):
             SessionNotFoundError, CorruptEntryError, StorageError: as :meth:`load`.
             InvalidSessionError: the header is not a valid header.
         """
-        if not self._has_crc:
+        if not self.db.has_crc:
             return SessionTexts.of(session_id, self.load(session_id))
         key = to_db(session_id)
         # gc_paused: a row tuple per entry and no cycle (see sessiontree.format.gcpause)
-        with self.read_transaction() as conn, gc_paused():
-            if not self.has_schema(conn):
-                raise SessionNotFoundError(session_id, self.url)
+        with self.db.read_transaction() as conn, gc_paused():
+            if not self.db.has_schema(conn):
+                raise SessionNotFoundError(session_id, self.db.url)
             row = conn.execute("SELECT header_json, header_crc FROM sessions WHERE id = ?", (key,)).fetchone()
             if row is None:
-                raise SessionNotFoundError(session_id, self.url)
+                raise SessionNotFoundError(session_id, self.db.url)
             rows = conn.execute("SELECT json, crc, type FROM entries WHERE session_id = ? ORDER BY seq",
                                 (key,)).fetchall()
             texts, crcs, types = zip(*rows, strict=False) if rows else ((), (), ())  # split in C
             del rows
             self._check_crcs(conn, session_id, row, texts, crcs)
-            plan = self._blob_plan(conn, key)
+            plan = self.blobs.plan(conn, key)
             if plan:  # records stored cut: their bytes put back as each is taken (docs/blobs.md)
                 for position, splices in plan.items():
                     for _, digest, length in splices:
                         found = conn.execute("SELECT size FROM blobs WHERE sha256 = ?", (digest,)).fetchone()
                         if found is None or found[0] != length:
-                            raise self._blob_fail(conn, session_id, key, position)()
-        header = self._parse_header(row[0] if isinstance(row[0], bytes)
+                            raise self.blobs.fail(conn, session_id, key, position)()
+        header = self.parse_header(row[0] if isinstance(row[0], bytes)
                                     else row[0].encode("utf-8", "surrogatepass"), key)
         if {*map(type, texts)} - {bytes}:  # a str stored by hand: its bytes, as load gives them
             texts = tuple(text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
                           for text in texts)
         if {*map(type, types)} - {str}:  # a type with a lone surrogate is stored as a BLOB
             types = tuple(from_db(kind) for kind in types)
-        return SessionTexts(session_id, header, _SplicedTexts(self, session_id, key, texts, plan) if plan else texts,
+        return SessionTexts(session_id, header, SplicedTexts(self.blobs, session_id, key, texts, plan) if plan else texts,
                             types)
 
     def _scan(self, conn: sqlite3.Connection, session_id: str, entry_columns: str,
@@ -129,18 +132,18 @@ class SqliteReads(SqliteBlobReads):
             CorruptEntryError: the header's bytes fail their checksum.
             InvalidSessionError: the header is not a JSON object.
         """
-        if not self.has_schema(conn):
-            raise SessionNotFoundError(session_id, self.url)
+        if not self.db.has_schema(conn):
+            raise SessionNotFoundError(session_id, self.db.url)
         key = to_db(session_id)
-        crc = self._has_crc
+        crc = self.db.has_crc
         row = conn.execute(f"SELECT header_json, {'header_crc' if crc else 'NULL'} FROM sessions WHERE id = ?",
                            (key,)).fetchone()
         if row is None:
-            raise SessionNotFoundError(session_id, self.url)
+            raise SessionNotFoundError(session_id, self.db.url)
         header_raw = row[0] if isinstance(row[0], bytes) else row[0].encode("utf-8", "surrogatepass")
         if crc and (row[1] is None or record_crc(header_raw) != row[1]):
-            raise CorruptEntryError(session_id, None, 1, f"{self.url}#{session_id}")
-        header = self._parse_header(header_raw, key)
+            raise CorruptEntryError(session_id, None, 1, f"{self.db.url}#{session_id}")
+        header = self.parse_header(header_raw, key)
         return header, header_raw, conn.execute(
             f"SELECT {entry_columns} FROM entries WHERE session_id = ? ORDER BY seq", (*params, key)).fetchall()
 
@@ -157,7 +160,7 @@ class SqliteReads(SqliteBlobReads):
 
         key = to_db(session_id)
         kinds = ("compaction", *SKELETON_FIELDS)
-        with self.read_transaction() as conn:
+        with self.db.read_transaction() as conn:
             header, header_raw, rows = self._scan(
                 conn, session_id,
                 "id, parent_id, type, timestamp, CASE WHEN type = 'message'"
@@ -165,19 +168,19 @@ class SqliteReads(SqliteBlobReads):
                 f" CASE WHEN type IN ({', '.join('?' * len(kinds))}) THEN json END, seq", kinds)
 
             def fetch_whole(seqs: list[Any]) -> dict[Any, Any]:
-                return {seq: text for batch in _rows_in(conn, "seq, json", key, "seq", seqs) for seq, text in batch}
+                return {seq: text for batch in rows_in(conn, "seq, json", key, "seq", seqs) for seq, text in batch}
 
             with gc_paused():  # see sessiontree.format.gcpause
                 entries = skeletons_from_rows(
-                    rows, lambda text, line: self._parse_record(text, key, line), fetch_whole, from_db)
+                    rows, lambda text, line: self.parse_record(text, key, line), fetch_whole, from_db)
         return ParsedSession(header, entries, [None] * len(entries), header_raw, 4,
                              lines=list(range(2, len(entries) + 2)))
 
     def read_entries(self, session_id: str, ids: Sequence[str]) -> list[dict[str, Any]]:
         """The stored entries of ``ids`` (see ``SessionStore.read_entries``), looked up by
-        the ``(session_id, id)`` index (``_rows_in``, as :meth:`read_entries_at` looks
+        the ``(session_id, id)`` index (``rows_in``, as :meth:`read_entries_at` looks
         up by ``seq``), each given the checks :meth:`load` gives it by the same code
-        as :meth:`read_entries_at` (``_RecordCheck``); the line reported is ``seq + 2``.
+        as :meth:`read_entries_at` (``RecordCheck``); the line reported is ``seq + 2``.
 
         Raises:
             SessionNotFoundError: no such session.
@@ -186,16 +189,16 @@ class SqliteReads(SqliteBlobReads):
             InvalidSessionError: a returned record is not a valid entry.
         """
         key = to_db(session_id)
-        with self.read_transaction() as conn:
-            if not self.has_schema(conn) or conn.execute(
+        with self.db.read_transaction() as conn:
+            if not self.db.has_schema(conn) or conn.execute(
                     "SELECT 1 FROM sessions WHERE id = ?", (key,)).fetchone() is None:
-                raise SessionNotFoundError(session_id, self.url)
+                raise SessionNotFoundError(session_id, self.db.url)
             wanted = [to_db(i) for i in dict.fromkeys(ids)]
-            rows = [row for batch in _rows_in(conn, f"seq, id, json, {'crc' if self._has_crc else 'NULL'}", key,
+            rows = [row for batch in rows_in(conn, f"seq, id, json, {'crc' if self.db.has_crc else 'NULL'}", key,
                                               "id", wanted) for row in batch]
             rows.sort(key=lambda row: row[0])  # the checks take the records in file order
-            swaps = self._swaps(conn, session_id, key, [(row[0], row[0], row[2]) for row in rows])
-        check = _RecordCheck(self, session_id, key, self._has_crc)
+            swaps = self.blobs.swaps(conn, session_id, key, [(row[0], row[0], row[2]) for row in rows])
+        check = RecordCheck(self, session_id, key, self.db.has_crc)
         found: dict[str, dict[str, Any]] = {}
         with gc_paused():  # see sessiontree.format.gcpause
             for seq, entry_id, text, crc in rows:
@@ -241,17 +244,17 @@ class SqliteReads(SqliteBlobReads):
         key = to_db(session_id)
         plan: dict[int, list[blobs.Splice]] = {}
         fixups: list[tuple[int, bytes | None, bool]] = []
-        with self.read_transaction() as conn:
-            if not self.has_schema(conn):
-                raise SessionNotFoundError(session_id, self.url)
+        with self.db.read_transaction() as conn:
+            if not self.db.has_schema(conn):
+                raise SessionNotFoundError(session_id, self.db.url)
             texts: Sequence[Any]
-            if self._has_crc:
+            if self.db.has_crc:
                 row = conn.execute("SELECT header_json, header_crc FROM sessions WHERE id = ?", (key,)).fetchone()
                 if row is None:
-                    raise SessionNotFoundError(session_id, self.url)
-                plan = self._blob_plan(conn, key)
+                    raise SessionNotFoundError(session_id, self.db.url)
+                plan = self.blobs.plan(conn, key)
                 cursor = conn.execute("SELECT json, crc FROM entries WHERE session_id = ? ORDER BY seq", (key,))
-                if self.journal_mode == "wal":
+                if self.db.journal_mode == "wal":
                     return self._stream(conn, session_id, key, row, cursor, keep_raw, plan)
                 rows = cursor.fetchall()
                 texts, crcs = zip(*rows, strict=False) if rows else ((), ())  # two tuples, split in C
@@ -262,14 +265,14 @@ class SqliteReads(SqliteBlobReads):
             else:  # an older schema opened read-only: nothing to check against
                 row = conn.execute("SELECT header_json FROM sessions WHERE id = ?", (key,)).fetchone()
                 if row is None:
-                    raise SessionNotFoundError(session_id, self.url)
+                    raise SessionNotFoundError(session_id, self.db.url)
                 texts = [text for (text,) in conn.execute(
                     "SELECT json FROM entries WHERE session_id = ? ORDER BY seq", (key,))]
         with gc_paused():  # see sessiontree.format.gcpause: the collector would rescan every parsed entry
-            parser = _Parser(self, session_id, key, row[0], keep_raw)
+            parser = SessionParser(self, session_id, key, row[0], keep_raw)
             parser.feed(texts, 0)
             del texts
-            if self._has_crc and plan:
+            if self.db.has_crc and plan:
                 self._apply_fixups(session_id, parser, fixups, plan)
             return parser.result()
 
@@ -303,7 +306,7 @@ class SqliteReads(SqliteBlobReads):
             SessionNotFoundError: no such id.
             StorageError: the database could not be read.
         """
-        if not self._has_crc:
+        if not self.db.has_crc:
             return None
         key = to_db(session_id)
         ids: list[Any] = []
@@ -314,16 +317,16 @@ class SqliteReads(SqliteBlobReads):
         kinds: dict[str, str] = {}
         position = position_of.get  # None for a root's parent: no id is None
         crc32 = zlib.crc32
-        with self.read_transaction() as conn:
-            if not self.has_schema(conn):
-                raise SessionNotFoundError(session_id, self.url)
+        with self.db.read_transaction() as conn:
+            if not self.db.has_schema(conn):
+                raise SessionNotFoundError(session_id, self.db.url)
             row = conn.execute("SELECT header_json, header_crc FROM sessions WHERE id = ?", (key,)).fetchone()
             if row is None:
-                raise SessionNotFoundError(session_id, self.url)
+                raise SessionNotFoundError(session_id, self.db.url)
             # The records stored cut, by seq; their positions are taken from the scan
             # itself (one statement fewer than _blob_plan's position look-up).
-            cut = blobs.splices_of(conn, key) if self._has_blobs else {}
-            if cut and self.blob_refs:
+            cut = blobs.splices_of(conn, key) if self.db.has_blobs else {}
+            if cut and self.db.blob_refs:
                 return None  # records stored cut, read with references: the plain load gives them
             plan: dict[int, list[blobs.Splice]] = {}
             cursor = conn.execute(f"SELECT id, parent_id, type, json, crc{', seq' if cut else ''} FROM entries"
@@ -335,8 +338,8 @@ class SqliteReads(SqliteBlobReads):
             # mode (readers never block writers) each chunk's records are also parsed
             # and checked at once, while its bytes are still in the CPU's caches; in
             # any other mode after the transaction, as load does.
-            where = f"{self.url}#{session_id}"
-            now = self.journal_mode == "wal"
+            where = f"{self.db.url}#{session_id}"
+            now = self.db.journal_mode == "wal"
             for rows in iter(functools.partial(cursor.fetchmany, self._CHUNK), []):
                 if cut:
                     chunk_ids, chunk_parents, chunk_types, chunk_texts, chunk_crcs, chunk_seqs = zip(
@@ -359,7 +362,7 @@ class SqliteReads(SqliteBlobReads):
                                                                False)[0])
                     except CorruptEntryError:
                         return None  # a blob missing or damaged: the plain load reports it
-                if now and not _held_records_check(self, chunk_texts, chunk_ids, chunk_parents, chunk_types,
+                if now and not held_records_check(self, chunk_texts, chunk_ids, chunk_parents, chunk_types,
                                                    key, where, len(ids)):
                     return None
                 position_of.update(zip(chunk_ids, range(len(ids), len(ids) + len(chunk_ids)), strict=False))
@@ -372,7 +375,7 @@ class SqliteReads(SqliteBlobReads):
         if header_raw.__class__ is not bytes or row[1] is None or crc32(header_raw) != row[1]:
             return None
         try:
-            header = self._parse_header(header_raw, key)
+            header = self.parse_header(header_raw, key)
         except InvalidSessionError:
             return None
         count = len(ids)
@@ -380,7 +383,7 @@ class SqliteReads(SqliteBlobReads):
             return None  # two entries share an id: the plain load reports it
         if count and types[-1] == "leaf":
             return None  # the loaded leaf is its target (docs/rules/tree.md F.1): the plain load decides
-        if not now and not _held_records_check(self, texts, ids, parents, types, key, where, 0):
+        if not now and not held_records_check(self, texts, ids, parents, types, key, where, 0):
             return None
         outline = SessionOutline(session_id, header, ids, parents, types, range(count), None)
         return HeldSession(outline, position_of, texts, self, key)
@@ -389,7 +392,7 @@ class SqliteReads(SqliteBlobReads):
                       plan: dict[int, list[blobs.Splice]],
                       keep_raw: bool) -> tuple[Sequence[Any], list[tuple[int, bytes | None, bool]]]:
         """The records ``texts`` (from position ``start``) with those stored cut made
-        readable (:meth:`_expand`), and per such record ``(position, full bytes, refs)``
+        readable (:meth:`SqliteBlobReads.expand`), and per such record ``(position, full bytes, refs)``
         for :meth:`_apply_fixups` once they are parsed."""
         fixups = []
         whole: list[Any] | None = None
@@ -399,13 +402,13 @@ class SqliteReads(SqliteBlobReads):
                 continue
             if whole is None:
                 whole = list(texts)
-            parse_text, full, refs = self._expand(conn, session_id, key, position, whole[position - start],
+            parse_text, full, refs = self.blobs.expand(conn, session_id, key, position, whole[position - start],
                                                   splices, keep_raw)
             whole[position - start] = parse_text
             fixups.append((position, full, refs))
         return (texts if whole is None else whole), fixups
 
-    def _apply_fixups(self, session_id: str, parser: _Parser, fixups: list[tuple[int, bytes | None, bool]],
+    def _apply_fixups(self, session_id: str, parser: SessionParser, fixups: list[tuple[int, bytes | None, bool]],
                       plan: dict[int, list[blobs.Splice]]) -> None:
         """After :meth:`_expand_chunk`'s records are parsed: references in place of the
         markers, and the full bytes as the raw text where the parser kept the parsed one."""
@@ -413,7 +416,7 @@ class SqliteReads(SqliteBlobReads):
             if position >= len(parser.entries):
                 break  # a parse error stopped the parser: it is raised, nothing is returned
             if refs:
-                self._finish_refs(session_id, parser.entries[position], position + 2, plan[position])
+                self.blobs.finish_refs(session_id, parser.entries[position], position + 2, plan[position])
                 if parser.keep_raw:
                     parser.raw[position] = full
 
@@ -428,7 +431,7 @@ class SqliteReads(SqliteBlobReads):
         first and parsing afterwards: a parse error is held back while the
         remaining rows' CRCs are checked, and a mismatch anywhere wins.
         """
-        where = f"{self.url}#{session_id}"
+        where = f"{self.db.url}#{session_id}"
         if header_row[1] is None or record_crc(header_row[0]) != header_row[1]:
             raise CorruptEntryError(session_id, None, 1, where)
         crc32, fetch, size = zlib.crc32, cursor.fetchmany, self._CHUNK
@@ -436,7 +439,7 @@ class SqliteReads(SqliteBlobReads):
         start = 0
         with gc_paused():  # see sessiontree.format.gcpause
             try:
-                parser = _Parser(self, session_id, key, header_row[0], keep_raw)
+                parser = SessionParser(self, session_id, key, header_row[0], keep_raw)
             except InvalidSessionError as exc:
                 pending, parser = exc, None
             while True:
@@ -474,7 +477,7 @@ class SqliteReads(SqliteBlobReads):
         """Raise :class:`CorruptEntryError` for the first record whose bytes differ from
         the CRC-32 recorded when it was written (a missing CRC counts as different).
         ``texts`` and ``crcs`` are the rows from position ``offset`` of the session on."""
-        where = f"{self.url}#{session_id}"
+        where = f"{self.db.url}#{session_id}"
         if header_row[1] is None or record_crc(header_row[0]) != header_row[1]:
             raise CorruptEntryError(session_id, None, 1, where)
         try:
@@ -498,8 +501,8 @@ class SqliteReads(SqliteBlobReads):
         Raises:
             StorageError: the database could not be read.
         """
-        with self.read_transaction() as conn:
-            if not self.has_schema(conn):
+        with self.db.read_transaction() as conn:
+            if not self.db.has_schema(conn):
                 return set()
             rows = conn.execute("SELECT DISTINCT type FROM (SELECT type FROM entries WHERE session_id = ?"
                                 " ORDER BY seq DESC LIMIT ?)", (to_db(session_id), count)).fetchall()
@@ -520,8 +523,8 @@ class SqliteReads(SqliteBlobReads):
             InvalidSessionError: the header is not a JSON object.
             StorageError: the database could not be read.
         """
-        crc = self._has_crc
-        with self.read_transaction() as conn:
+        crc = self.db.has_crc
+        with self.db.read_transaction() as conn:
             header, _, rows = self._scan(conn, session_id, f"seq, id, parent_id, type{', crc' if crc else ''}")
         columns: list[Sequence[Any]] = list(zip(*rows, strict=False)) if rows else [()] * (5 if crc else 4)
         del rows
@@ -542,7 +545,7 @@ class SqliteReads(SqliteBlobReads):
         so the stored texts of a chunk are freed before the next. Each row must
         still have the outline's id, parent id, type and CRC
         (``SessionChangedError`` otherwise); then its bytes are checked against
-        the CRC, parsed and validated as :meth:`load` does (``_RecordCheck``, shared
+        the CRC, parsed and validated as :meth:`load` does (``RecordCheck``, shared
         with :meth:`read_entries`).
 
         Raises:
@@ -570,12 +573,12 @@ class SqliteReads(SqliteBlobReads):
         columns = f"seq, id, parent_id, type, json, {'crc' if stamps is not None else 'NULL'}"
         found: dict[int, dict[str, Any]] = {}
         matched = 0
-        check = _RecordCheck(self, session_id, key, stamps is not None)
-        with self.read_transaction() as conn, gc_paused():
-            if not self.has_schema(conn) or conn.execute(
+        check = RecordCheck(self, session_id, key, stamps is not None)
+        with self.db.read_transaction() as conn, gc_paused():
+            if not self.db.has_schema(conn) or conn.execute(
                     "SELECT 1 FROM sessions WHERE id = ?", (key,)).fetchone() is None:
                 raise SessionChangedError(session_id, "it was deleted")
-            spliced = blobs.splices_of(conn, key) if self._has_blobs else {}
+            spliced = blobs.splices_of(conn, key) if self.db.has_blobs else {}
             if len(wanted) * 4 >= size:
                 cursor = conn.execute(f"SELECT {columns} FROM entries WHERE session_id = ? AND seq BETWEEN ? AND ?"
                                       " ORDER BY seq", (key, keys[wanted[0]], keys[wanted[-1]]))
@@ -583,7 +586,7 @@ class SqliteReads(SqliteBlobReads):
                 batches: Iterable[list[Any]] = iter(functools.partial(cursor.fetchmany, self._CHUNK), [])
             else:
                 take = None
-                batches = _rows_in(conn, columns, key, "seq", [keys[p] for p in wanted])
+                batches = rows_in(conn, columns, key, "seq", [keys[p] for p in wanted])
             for batch in batches:
                 for seq, entry_id, parent_id, kind, text, crc in batch:
                     try:
@@ -599,7 +602,7 @@ class SqliteReads(SqliteBlobReads):
                     matched += 1
                     swap = None
                     if spliced and seq in spliced:
-                        swap = self._swaps(conn, session_id, key, [(seq, position, text)], spliced)[seq]
+                        swap = self.blobs.swaps(conn, session_id, key, [(seq, position, text)], spliced)[seq]
                     entry = check(entry_id, position + 2, text, crc, swap)
                     if entry is not None:
                         found[position] = entry
@@ -611,15 +614,15 @@ class SqliteReads(SqliteBlobReads):
 
     def exists(self, session_id: str) -> bool:
         """Whether the id is stored."""
-        with self.read_transaction() as conn:
-            if not self.has_schema(conn):
+        with self.db.read_transaction() as conn:
+            if not self.db.has_schema(conn):
                 return False
             return conn.execute("SELECT 1 FROM sessions WHERE id = ?", (to_db(session_id),)).fetchone() is not None
 
     def session_ids(self) -> list[str]:
         """Every stored id, oldest row first."""
-        with self.read_transaction() as conn:
-            if not self.has_schema(conn):
+        with self.db.read_transaction() as conn:
+            if not self.db.has_schema(conn):
                 return []
             return [from_db(row[0]) for row in conn.execute("SELECT id FROM sessions ORDER BY rowid")]
 
@@ -644,8 +647,8 @@ class SqliteReads(SqliteBlobReads):
         wanted = resolve_cwd(cwd) if cwd is not None else None
         if cancel is not None:
             Progress(0, None, cancel)  # cancelled before starting: do not even query
-        with self.read_transaction() as conn:
-            if not self.has_schema(conn):
+        with self.db.read_transaction() as conn:
+            if not self.db.has_schema(conn):
                 return SessionListing()
             rows = conn.execute(
                 f"SELECT id, header_json, classified, cwd, updated_at, entry_count, {STATE_SELECT} FROM sessions"
@@ -674,12 +677,12 @@ class SqliteReads(SqliteBlobReads):
         """A listing row's ``all_messages_text``: the ``message_texts`` rows, then the
         texts of the pending tail (``sessions.texts_from`` on) derived from the
         entries, in one snapshot: the same text whichever of them holds it."""
-        with self.read_transaction() as conn:
-            if not self.has_schema(conn):
+        with self.db.read_transaction() as conn:
+            if not self.db.has_schema(conn):
                 return ""
             key = to_db(session_id)
             start = None
-            if self._has_texts_tail:
+            if self.db.has_texts_tail:
                 row = conn.execute("SELECT texts_from FROM sessions WHERE id = ?", (key,)).fetchone()
                 start = None if row is None else row[0]
             if start is None:
@@ -693,8 +696,8 @@ class SqliteReads(SqliteBlobReads):
     def find_most_recent(self, cwd: str | None = None, include_internal: bool = False) -> str | None:
         """Id of the session written last (``updated_at``), optionally only for ``cwd``."""
         wanted = resolve_cwd(cwd) if cwd is not None else None
-        with self.read_transaction() as conn:
-            if not self.has_schema(conn):
+        with self.db.read_transaction() as conn:
+            if not self.db.has_schema(conn):
                 return None
             cursor = conn.execute("SELECT id, classified, cwd FROM sessions ORDER BY updated_at DESC")
             try:
@@ -707,249 +710,3 @@ class SqliteReads(SqliteBlobReads):
             finally:
                 cursor.close()
         return None
-
-
-class _Parser:
-    """Parses a session's stored records into a :class:`ParsedSession`, a chunk at a time.
-
-    The header is parsed on construction; :meth:`feed` parses and validates
-    entries in order (raising :class:`InvalidSessionError` with the record's
-    line for the first bad one); :meth:`result` gives the session.
-    """
-
-    __slots__ = ("entries", "header", "header_raw", "keep_raw", "key", "raw", "store", "where")
-
-    def __init__(self, store: SqliteReads, session_id: str, key: Any, header_text: bytes | str,
-                 keep_raw: bool) -> None:
-        self.store, self.key, self.keep_raw = store, key, keep_raw
-        self.where = f"{store.url}#{session_id}"
-        self.header_raw = (header_text if isinstance(header_text, bytes)
-                           else header_text.encode("utf-8", "surrogatepass"))
-        self.header = store._parse_header(self.header_raw, key)
-        self.entries: list[dict[str, Any]] = []
-        self.raw: list[bytes | None] = []
-
-    def feed(self, texts: Sequence[bytes | str], start: int) -> None:
-        """Parse ``texts``, the records from entry position ``start`` on."""
-        entries, raw, keep_raw = self.entries, self.raw, self.keep_raw
-        parse, key, where = self.store._parse_record, self.key, self.where
-        loads, decode_error, limit, too_deep = orjson.loads, orjson.JSONDecodeError, 2 * jsonio.MAX_DEPTH, _too_deep
-        push = entries.append
-        for index, text in enumerate(texts, start + 2):
-            # Fast path, the same result as jsonio.loads: bytes that orjson
-            # reads into an object and that have too few brackets to nest
-            # beyond MAX_DEPTH; anything else takes the full rules.
-            entry = None
-            if text.__class__ is bytes:
-                try:
-                    entry = loads(text)
-                except decode_error:
-                    entry = None
-                if entry.__class__ is not dict or (len(text) > limit and too_deep(text, entry)):
-                    entry = None
-            if entry is None:
-                entry = parse(text, key, index)
-            push(validated(entry, where, index))
-            if keep_raw:
-                raw.append(text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass"))
-
-    def result(self) -> ParsedSession:
-        """The parsed session (format 4, as stored)."""
-        count = len(self.entries)
-        return ParsedSession(header=self.header, entries=self.entries,
-                             raw=self.raw if self.keep_raw else [None] * count, header_raw=self.header_raw,
-                             source_version=CURRENT_VERSION, upgraded=False,
-                             lines=list(range(2, count + 2)), path=None)
-
-
-#: Records longer than this have the nesting of their parsed value walked rather than
-#: their brackets counted: a long record is mostly long strings, few containers.
-_WALK_ABOVE = 16384
-
-
-def _too_deep(text: bytes, value: Any) -> bool:
-    """Whether ``value``, orjson's parse of ``text``, nests deeper than
-    ``jsonio.MAX_DEPTH``: the rule ``jsonio.loads`` applies, at the least cost. A text
-    of at most ``2 * MAX_DEPTH`` bytes, or with no more opening brackets than that
-    depth, cannot; beyond :data:`_WALK_ABOVE` bytes the value's containers are
-    walked instead (``jsonio.depth``), cheaper than counting every byte there."""
-    size = len(text)
-    if size <= 2 * jsonio.MAX_DEPTH:
-        return False
-    if size > _WALK_ABOVE:
-        return jsonio.depth(value, jsonio.MAX_DEPTH) > jsonio.MAX_DEPTH
-    # The opening brackets, counted in one pass (what is left once every other byte
-    # is deleted): cheaper than two counts.
-    return len(text.translate(None, _NOT_OPENING)) > jsonio.MAX_DEPTH
-
-
-#: Every byte but ``[`` and ``{`` (see :func:`_too_deep`).
-_NOT_OPENING = bytes(b for b in range(256) if b not in b"[{")
-
-
-def _parse_entry(store: SqliteReads, text: bytes | str, key: Any, where: str, line: int) -> dict[str, Any]:
-    """One stored record parsed and validated as :meth:`_Parser.feed` does it (the
-    same fast path and the same errors), for reads of single records."""
-    entry = None
-    if text.__class__ is bytes:
-        try:
-            entry = orjson.loads(text)
-        except orjson.JSONDecodeError:
-            entry = None
-        if entry.__class__ is not dict or _too_deep(text, entry):
-            entry = None
-    if entry is None:
-        entry = store._parse_record(text, key, line)
-    return validated(entry, where, line)
-
-
-def _held_records_check(store: SqliteReads, texts: Sequence[bytes], ids: Sequence[Any], parents: Sequence[Any],
-                        types: Sequence[Any], key: Any, where: str, start: int) -> bool:
-    """Whether every record (from entry position ``start`` on) parses and validates as
-    :meth:`SqliteReads.load` parses and validates it (:func:`_parse_entry`) and agrees
-    with its copied columns; each parsed object is dropped at once. ``False`` at the
-    first that does not.
-
-    The usual record, a ``message`` entry read by orjson's fast path, is checked
-    inline: the same fields ``validate_entry`` checks, by exact type, so it
-    accepts only what ``validate_entry`` accepts; anything else goes the whole way.
-    """
-    loads, decode_error, limit = orjson.loads, orjson.JSONDecodeError, 2 * jsonio.MAX_DEPTH
-    str_, dict_, too_deep = str, dict, _too_deep
-    line = start + 1
-    for text, entry_id, parent_id, kind in zip(texts, ids, parents, types, strict=True):
-        line += 1
-        try:
-            entry = loads(text)
-        except decode_error:
-            entry = None
-        if entry.__class__ is not dict_ or (len(text) > limit and too_deep(text, entry)):
-            entry = None
-        elif kind == "message" and entry.get("type") == "message":
-            found_id, parent, message = entry.get("id"), entry.get("parentId", 0), entry.get("message")
-            if (found_id.__class__ is str_ and found_id and (parent is None or parent.__class__ is str_)
-                    and entry.get("timestamp").__class__ is str_ and message.__class__ is dict_
-                    and message.get("role").__class__ is str_):
-                if found_id != entry_id or parent != parent_id:
-                    return False  # edited by hand: the JSON is the truth, the plain load reads it
-                continue
-        try:
-            entry = _parse_entry(store, text, key, where, line)
-        except InvalidSessionError:
-            return False
-        if entry["id"] != entry_id or entry["parentId"] != parent_id or entry["type"] != kind:
-            return False
-    return True
-
-
-#: Values bound per ``IN (...)`` look-up, well under SQLite's bound-parameter limit.
-_IN_CHUNK = 500
-
-
-def _rows_in(conn: sqlite3.Connection, columns: str, key: Any, column: str,
-             values: Sequence[Any]) -> Iterator[list[Any]]:
-    """The rows (``columns``) of the session ``key``'s entries whose ``column``
-    (``id`` or ``seq``, both indexed) is one of ``values``: one statement and one
-    batch per :data:`_IN_CHUNK` values. The look-up path of every read of some
-    records (:meth:`SqliteStore.read_entries`, :meth:`SqliteStore.read_entries_at`,
-    the records a skeleton parses whole). A ``seq`` batch comes in file order (the
-    primary key's); an ``id`` batch in the index's order, for the caller to sort:
-    ``ORDER BY seq`` there makes SQLite scan the whole session by its primary key
-    instead, far slower for a few ids of a long session."""
-    order = " ORDER BY seq" if column == "seq" else ""
-    for at in range(0, len(values), _IN_CHUNK):
-        chunk = values[at:at + _IN_CHUNK]
-        yield conn.execute(f"SELECT {columns} FROM entries WHERE session_id = ?"
-                           f" AND {column} IN ({', '.join('?' * len(chunk))}){order}", (key, *chunk)).fetchall()
-
-
-class _RecordCheck:
-    """The checks :meth:`SqliteStore.load` gives each record, for the reads of some
-    records (:meth:`SqliteStore.read_entries`, :meth:`SqliteStore.read_entries_at`):
-    its bytes against the CRC-32 recorded at write time (``CorruptEntryError`` at
-    once; a missing CRC counts as different), then parsing and entry validation
-    (:func:`_parse_entry`). Fed the records in file order, it reports what ``load``
-    would of them: a checksum failure anywhere wins over a parse error, which is
-    held back until :meth:`finish`, and the first failure in file order is the
-    one raised (docs/stores.md, "Lazy open")."""
-
-    __slots__ = ("crcs", "key", "pending", "session_id", "store", "where")
-
-    def __init__(self, store: SqliteReads, session_id: str, key: Any, crcs: bool) -> None:
-        """Check records of ``session_id`` (stored under ``key``); ``crcs``: whether
-        the rows carry CRCs (``False`` on an older schema: nothing to check against)."""
-        self.store, self.session_id, self.key, self.crcs = store, session_id, key, crcs
-        self.where = f"{store.url}#{session_id}"
-        self.pending: InvalidSessionError | None = None
-
-    def __call__(self, entry_id: Any, line: int, text: bytes | str, crc: Any,
-                 swap: _Swap | None = None) -> dict[str, Any] | None:
-        """The record (stored ``text``, its ``crc``) at JSONL ``line``, parsed and
-        validated; ``None`` once a parse error is pending (later records only get
-        their checksum checked). A record stored cut is checked as stored and
-        parsed from ``swap`` (its full text, or the marked one for references).
-
-        Raises:
-            CorruptEntryError: the bytes differ from ``crc``.
-        """
-        if self.crcs and record_crc(text) != crc:
-            raise CorruptEntryError(self.session_id, from_db(entry_id), line, self.where)
-        if self.pending is None:
-            try:
-                if swap is None:
-                    return _parse_entry(self.store, text, self.key, self.where, line)
-                entry = _parse_entry(self.store, swap.text, self.key, self.where, line)
-                if swap.splices is not None:
-                    blobs.unmark(entry, swap.splices, swap.loader)
-                return entry
-            except InvalidSessionError as exc:
-                self.pending = exc  # raised once every CRC is known to match
-        return None
-
-    def finish(self) -> None:
-        """Raise the first parse or validation error met, if any (``InvalidSessionError``)."""
-        if self.pending is not None:
-            raise self.pending
-
-
-
-class HeldSession:
-    """A session checked in full and held as its records' stored bytes (what
-    :meth:`SqliteReads.load_held` returns): the outline (from the copied columns,
-    which every record was checked to agree with), ``{id: position}``, and one
-    ``bytes`` per entry. :meth:`read_entries_at` parses records on demand, by the
-    code :meth:`SqliteReads.load` parses them with, so every entry is the dict a
-    load gives; it reads nothing from the store, so it cannot see later changes
-    there, nor fail (every record passed its checks when the session was held).
-    """
-
-    __slots__ = ("_key", "_reads", "_texts", "_where", "outline", "position_of", "url")
-
-    def __init__(self, outline: SessionOutline, position_of: dict[str, int], texts: list[bytes | None],
-                 reads: SqliteReads, key: Any) -> None:
-        """Hold ``texts`` (one per outline position) of the session ``outline`` describes,
-        read from ``reads`` (its ``url`` is :attr:`url`) where it is stored under ``key``."""
-        self.url, self.outline, self.position_of = reads.url, outline, position_of
-        self._texts, self._reads, self._key = texts, reads, key
-        self._where = f"{reads.url}#{outline.session_id}"
-
-    def read_entries_at(self, outline: SessionOutline, positions: Sequence[int]) -> list[dict[str, Any]]:
-        """The entries at ``positions`` (of :attr:`outline`), each parsed from its held bytes.
-
-        Each position is given once: its bytes are let go as it is parsed, since the
-        tree keeps the entry (``LazySessionTree`` never asks for a position twice), so
-        a session used whole ends up holding its entries, not its entries and its bytes.
-
-        Raises:
-            IndexError: a position outside the session.
-            RuntimeError: a position asked for a second time (a caller's bug).
-        """
-        texts, reads, key, where = self._texts, self._reads, self._key, self._where
-        entries = []
-        for p in positions:
-            text = texts[p]
-            if text is None:
-                raise RuntimeError(f"{where}: held record {p + 2} was already given out")
-            entries.append(_parse_entry(reads, text, key, where, p + 2))
-            texts[p] = None
-        return entries

@@ -33,10 +33,10 @@ from __future__ import annotations
 
 import sqlite3
 
-from sessiontree.stores.shared import schema_steps
 from sessiontree.stores.sqlite import blobs, search, usage
 from sessiontree.stores.sqlite.derived import DerivedIndex, Migration, record_crc
 from sessiontree.stores.sqlite.retention import m017_retention
+from sessiontree.stores.steps import schema_steps
 
 __all__ = ["DERIVED_INDEXES", "MIGRATIONS"]
 

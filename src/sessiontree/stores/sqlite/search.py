@@ -107,27 +107,16 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sessiontree.core.searchtext import (
-    SearchFilters,
-    SearchHit,
     SearchQuery,
     entry_text,
     fold,
-    make_filters,
-    parse_query,
-    scan_score,
 )
 from sessiontree.errors import StorageError
 from sessiontree.format import jsonio
 from sessiontree.stores.scan import (
-    SessionFacts,
     active_ids,
-    check_limit,
-    make_hit,
-    scan_store,
-    title_of,
 )
-from sessiontree.stores.shared import cwd_matches
-from sessiontree.stores.sqlite.derived import STATE_SELECT, SqliteTransactions, from_db, state_from_row, to_db
+from sessiontree.stores.sqlite.derived import SqliteTransactions, from_db, to_db
 from sessiontree.stores.verify import row_drift
 
 __all__ = [
@@ -136,13 +125,17 @@ __all__ = [
     "SETTLE_TIMEOUT",
     "TOKENIZER",
     "SearchIndex",
+    "branch_ids",
     "fill_index",
+    "has_text_column",
     "mark_off_branch_everywhere",
+    "matching",
     "merge_pending",
     "merge_store",
+    "parsed_records",
     "pending_records",
-    "search_store",
     "settle_if_due",
+    "table_names",
 ]
 
 #: The FTS5 tokenizer of ``search_fts`` (see the module docstring for why).
@@ -163,7 +156,7 @@ MAX_PENDING = 2048
 SETTLE_TIMEOUT = 0.5
 
 
-def _parsed(conn: sqlite3.Connection, key: Any, after: int,
+def parsed_records(conn: sqlite3.Connection, key: Any, after: int,
             limit: int | None = None) -> tuple[list[tuple[int, dict[str, Any]]], int, int]:
     """Entries of session ``key`` with ``seq > after`` (the first ``limit`` records when
     given), parsed; damaged records are skipped (``load()`` reports them, ``reindex()``
@@ -214,7 +207,7 @@ def _entry_text_of(data: Any) -> str | None:
     return None if found is None else found.text
 
 
-def _matching(query: SearchQuery, data: Any) -> tuple[str, str] | None:
+def matching(query: SearchQuery, data: Any) -> tuple[str, str] | None:
     """``(text, folded text)`` of the stored record ``data`` (``entries.json``, or ``None``
     when the row is gone) when its indexed text matches ``query`` by the rule
     (docs/search.md, "Matching"), else ``None``: also for a record deleted or damaged
@@ -259,7 +252,7 @@ def rebuild_fts(conn: sqlite3.Connection) -> None:
     conn.executemany(_INSERT_FTS, texts)
 
 
-def _branch_ids(conn: sqlite3.Connection, key: Any, upto: int | None = None) -> frozenset[str]:
+def branch_ids(conn: sqlite3.Connection, key: Any, upto: int | None = None) -> frozenset[str]:
     """Ids of the entries on the active branch of session ``key`` (root to the leaf
     :func:`~sessiontree.core.tree.loaded_leaf_id` gives), counting only records with
     ``seq <= upto`` when given. Read from the ``id``/``parent_id``/``type`` columns
@@ -359,9 +352,9 @@ def _merge(conn: sqlite3.Connection, work: Iterable[_Work]) -> int:
         rowid += len(out)
         if last > after:
             if after < 0:  # nothing merged before: the new rows are all the session's rows
-                _mark_off_branch(conn, key, branch if branch is not None else _branch_ids(conn, key, last), new)
+                _mark_off_branch(conn, key, branch if branch is not None else branch_ids(conn, key, last), new)
             elif not _extends_branch(conn, key, after, last):
-                _mark_off_branch(conn, key, _branch_ids(conn, key, last))
+                _mark_off_branch(conn, key, branch_ids(conn, key, last))
         conn.execute("INSERT INTO search_merged (session_id, seq) VALUES (?, ?)"
                      " ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq", (key, last))
     if texts:
@@ -391,7 +384,7 @@ def merge_pending(conn: sqlite3.Connection, budget: int | None = None) -> int:
     for key, after in dirty:
         if budget is not None and taken >= budget:
             break
-        rows, last, count = _parsed(conn, key, after, None if budget is None else budget - taken)
+        rows, last, count = parsed_records(conn, key, after, None if budget is None else budget - taken)
         taken += count
         if count:
             work.append((key, after, last, rows, None))
@@ -405,7 +398,7 @@ def pending_records(conn: sqlite3.Connection) -> int:
     """How many records are pending (after their session's watermark), from the
     sessions written since the last full merge: one index range and one
     primary-key probe per such session, no record read."""
-    if "search_merged" not in _tables(conn):
+    if "search_merged" not in table_names(conn):
         return 0
     count: int = conn.execute(
         "SELECT coalesce(sum((SELECT coalesce(max(seq), -1) FROM entries WHERE session_id = s.id)"
@@ -498,7 +491,7 @@ class SearchIndex:
         work: list[_Work] = []
         for key, in conn.execute("SELECT id FROM sessions WHERE id NOT IN"
                                  " (SELECT session_id FROM search_merged)").fetchall():
-            rows, last, count = _parsed(conn, key, -1)
+            rows, last, count = parsed_records(conn, key, -1)
             if count:
                 work.append((key, -1, last, rows, None))
         _merge(conn, work)
@@ -528,7 +521,7 @@ class _SessionCheck:
     def drift(self) -> list[str]:
         # The text is not stored (contentless FTS5): the rows are its metadata and its
         # length (a layout before m014_contentless_search, read-only, has the text).
-        chars = "length(text)" if _has_text_column(self.conn) else "chars"
+        chars = "length(text)" if has_text_column(self.conn) else "chars"
         stored = [hash(tuple(row)) for row in self.conn.execute(
             f"SELECT session_id, seq, entry_id, type, role, ts_ms, {chars} FROM search_entries"
             " WHERE session_id = ? ORDER BY seq", (self.key,))]
@@ -547,11 +540,19 @@ def fill_index(conn: sqlite3.Connection) -> None:
     # The layout step m004 creates (to_contentless converts it afterwards).
     for key in keys:
         conn.executemany("INSERT INTO search_entries (session_id, seq, entry_id, type, role, ts_ms, text)"
-                         " VALUES (?, ?, ?, ?, ?, ?, ?)", _text_rows(key, _parsed(conn, key, -1)[0]))
+                         " VALUES (?, ?, ?, ?, ?, ?, ?)", _text_rows(key, parsed_records(conn, key, -1)[0]))
     conn.execute("INSERT INTO search_fts (rowid, text) SELECT rowid, text FROM search_entries")
 
 
-def _has_text_column(conn: sqlite3.Connection) -> bool:
+def table_names(conn: sqlite3.Connection) -> set[str]:
+    """Which of the search tables the database holds (older schemas lack some)."""
+    return {row[0] for row in conn.execute(
+        "SELECT name FROM sqlite_master WHERE name IN ('search_fts', 'search_merged', 'search_off_branch')")}
+
+
+def has_text_column(conn: sqlite3.Connection) -> bool:
+    """Whether ``search_entries`` still has its ``text`` column (a layout before
+    ``m014_contentless_search``, opened read-only: searched by scanning)."""
     return any(row[1] == "text" for row in conn.execute("PRAGMA table_info(search_entries)"))
 
 
@@ -560,7 +561,7 @@ def to_contentless(conn: sqlite3.Connection) -> None:
     column and ``search_fts`` a contentless ``detail=none`` FTS5 table over the same
     rowids (so ``search_off_branch`` stays valid), filled from the old text. Does
     nothing when the layout is already the new one."""
-    if not _has_text_column(conn):
+    if not has_text_column(conn):
         return
     conn.execute("DROP TABLE IF EXISTS search_fts")
     conn.execute("ALTER TABLE search_entries RENAME TO search_entries_old")
@@ -602,7 +603,7 @@ def mark_off_branch_everywhere(conn: sqlite3.Connection) -> None:
     """Fill ``search_off_branch`` for every session, as of its watermark (the schema
     steps creating or refilling it)."""
     for key, mark in conn.execute("SELECT session_id, seq FROM search_merged WHERE seq >= 0").fetchall():
-        branch = _branch_ids(conn, key, mark)
+        branch = branch_ids(conn, key, mark)
         records = conn.execute("SELECT count(*) FROM entries WHERE session_id = ? AND seq <= ?",
                                (key, mark)).fetchone()[0]
         if len(branch) < records:  # something is off the branch (else no row to write)
@@ -612,266 +613,6 @@ def mark_off_branch_everywhere(conn: sqlite3.Connection) -> None:
 
 
 # -- queries ----------------------------------------------------------------------------------
-
-
-def _tables(conn: sqlite3.Connection) -> set[str]:
-    """Which of the search tables the database holds (older schemas lack some)."""
-    return {row[0] for row in conn.execute(
-        "SELECT name FROM sqlite_master WHERE name IN ('search_fts', 'search_merged', 'search_off_branch')")}
-
-
-#: A found entry before it becomes a hit: ``(key, seq, rowid, entry_id, type, role,
-#: ts_ms, text, folded, rank)``; ``rowid`` is its ``search_entries`` row (``None`` when pending).
-_Found = tuple[Any, int, "int | None", str, str, "str | None", "float | None", str, str, float]
-
-#: Rows of a ``VALUES`` list or ``IN`` list per statement (well under SQLite's limits).
-_CHUNK = 400
-
-
-def _chunks(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
-    for start in range(0, len(items), _CHUNK):
-        yield items[start:start + _CHUNK]
-
-
-def _allowed(conn: sqlite3.Connection, filters: SearchFilters) -> set[Any] | None:
-    """Session keys passing the session and cwd filters, or ``None`` for every session."""
-    if filters.session is None and filters.cwd is None:
-        return None
-    if filters.session is not None:
-        rows = conn.execute("SELECT id, cwd FROM sessions WHERE id = ?", (to_db(filters.session),)).fetchall()
-    else:
-        rows = conn.execute("SELECT id, cwd FROM sessions").fetchall()
-    return {key for key, cwd in rows if cwd_matches(from_db(cwd), filters.cwd)}
-
-
-def _pending(conn: sqlite3.Connection, query: SearchQuery, filters: SearchFilters,
-             allowed: set[Any] | None, tables: set[str]) -> list[_Found]:
-    """Matches among the pending entries (appended since their session's last merge),
-    found by the scan's rule, scored by :func:`~sessiontree.core.searchtext.scan_score`."""
-    if "search_merged" not in tables:
-        return []  # an older schema opened read-only: FTS5 holds every entry
-    sql = ("SELECT s.id, coalesce(m.seq, -1) FROM sessions AS s LEFT JOIN search_merged AS m ON m.session_id = s.id"
-           " WHERE s.updated_at > (SELECT updated_at FROM search_state)")
-    params: list[Any] = []
-    if filters.session is not None:
-        sql += " AND s.id = ?"
-        params.append(to_db(filters.session))
-    found: list[_Found] = []
-    for key, after in conn.execute(sql, params).fetchall():
-        if allowed is not None and key not in allowed:
-            continue
-        for seq, entry in _parsed(conn, key, after)[0]:
-            text = entry_text(entry)
-            if text is None or not filters.keeps(entry["type"], text.role, text.ts_ms):
-                continue
-            folded = fold(text.text)
-            if query.matches(folded):
-                found.append((key, seq, None, entry["id"], entry["type"], text.role, text.ts_ms, text.text, folded,
-                              scan_score(folded, query)))
-    return found
-
-
-def _best_first(found: list[_Found], limit: int | None) -> list[_Found]:
-    """``found`` in :func:`~sessiontree.core.searchtext.hit_order`'s order (rank, then newer,
-    then ids; ``ts_ms`` is the parsed ``timestamp`` that order reads), cut to ``limit``,
-    before any hit is built."""
-    found.sort(key=lambda row: (-row[9], -(row[6] or 0.0), from_db(row[0]), row[3]))
-    return found if limit is None else found[:limit]
-
-
-def _hits_from_index(conn: sqlite3.Connection, query: SearchQuery, filters: SearchFilters,
-                     limit: int | None, tables: set[str]) -> list[SearchHit]:
-    allowed = _allowed(conn, filters)
-    if allowed is not None and not allowed:
-        return []
-    expression = query.fts_expression()
-    pending = _pending(conn, query, filters, allowed, tables)
-    found: list[_Found] = []
-    if expression is not None:
-        # The best `limit` pending matches by hit_order's key, before snippets are made.
-        pending = _best_first(pending, limit)
-        wanted = None if limit is None else limit - len(pending)
-        if wanted == 0:
-            return _make_hits(conn, pending, query, tables)
-        where = " AND e.session_id = ?" if filters.session is not None else ""
-        params: list[Any] = [expression] + ([to_db(filters.session)] if filters.session is not None else [])
-        # Best first, ties newest first then by ids: the order of searchtext.hit_order, so
-        # stopping at `limit` keeps exactly the best hits. The index holds no text: each
-        # candidate's record is read and its text extracted. With a limit per candidate
-        # (below), not carried through the sort of every candidate; without one every
-        # candidate is read anyway, so it comes with the row.
-        record_column, record_join = ("en.json", " JOIN entries AS en ON en.session_id = e.session_id"
-                                      " AND en.seq = e.seq") if wanted is None else ("NULL", "")
-        cursor = conn.execute(
-            "SELECT e.rowid, e.session_id, e.seq, e.entry_id, e.type, e.role, e.ts_ms, e.chars,"
-            f" {record_column} FROM search_fts JOIN search_entries AS e ON e.rowid = search_fts.rowid{record_join}"
-            f" WHERE search_fts MATCH ?{where}"
-            " ORDER BY e.chars, coalesce(e.ts_ms, 0) DESC, e.session_id, e.entry_id", params)
-        record_of = conn.cursor()
-        once = sum(len(term) for term in query.folded)
-        for rowid, key, seq, entry_id, kind, role, ts_ms, chars, data in cursor:
-            if allowed is not None and key not in allowed:
-                continue
-            role, kind = from_db(role), from_db(kind)
-            if not filters.keeps(kind, role, ts_ms):
-                continue
-            if data is None:
-                row = record_of.execute("SELECT json FROM entries WHERE session_id = ? AND seq = ?",
-                                        (key, seq)).fetchone()
-                data = None if row is None else row[0]
-            # A term is only "all its trigrams somewhere" to FTS5 (detail=none), and short
-            # terms not even that: the rule decides, so the index finds what a scan finds.
-            matched = _matching(query, data)
-            if matched is None:
-                continue
-            text, folded = matched
-            # scan_score of a text holding each term once: decreasing in the length, as the order.
-            found.append((key, seq, rowid, from_db(entry_id), kind, role, ts_ms, text, folded, once / (chars + 200)))
-            if wanted is not None and len(found) >= wanted:
-                break
-        cursor.close()
-        # Pending entries first (the newest activity, ranked by scan_score among
-        # themselves), then the merged ones shortest first (module docstring).
-        return _make_hits(conn, pending + found, query, tables)
-    # Only terms of one or two characters: trigrams cannot answer, scan the records.
-    sql = ("SELECT e.rowid, e.session_id, e.seq, e.entry_id, e.type, e.role, e.ts_ms, en.json"
-           " FROM search_entries AS e JOIN entries AS en ON en.session_id = e.session_id AND en.seq = e.seq WHERE 1")
-    params = []
-    if filters.session is not None:
-        sql += " AND e.session_id = ?"
-        params.append(to_db(filters.session))
-    for condition, values in record_prefilter(query.folded):
-        sql += f" AND {condition}"
-        params.extend(values)
-    for rowid, key, seq, entry_id, kind, role, ts_ms, data in conn.execute(sql, params):
-        if allowed is not None and key not in allowed:
-            continue
-        role, kind = from_db(role), from_db(kind)
-        if not filters.keeps(kind, role, ts_ms):
-            continue
-        matched = _matching(query, data)
-        if matched is not None:
-            text, folded = matched
-            found.append((key, seq, rowid, from_db(entry_id), kind, role, ts_ms, text, folded,
-                          scan_score(folded, query)))
-    # Every hit scored by scan_score, merged or pending alike: the order a rebuild gives.
-    return _make_hits(conn, _best_first(pending + found, limit), query, tables)
-
-
-#: Characters of a float's ``repr`` (tool-call argument values, ``searchtext._argument_parts``):
-#: the one part of an entry's text that is not a substring of its JSON text.
-_FLOAT_CHARS = frozenset("0123456789.e+-infa")
-#: Characters JSON may write only escaped (``\"``, ``\\``, ``\/``, controls): a term holding
-#: one is not found as written in the record.
-_ESCAPED = frozenset('"\\/') | frozenset(map(chr, range(32))) | {"\x7f"}
-
-
-def record_prefilter(terms: Iterable[str]) -> list[tuple[str, list[Any]]]:
-    r"""SQL conditions on a stored record ``en.json`` (with their parameters) that every
-    entry whose text holds all the folded ``terms`` passes: a superset, in C, of the
-    rule's matches, for the scan of queries made only of short terms. Python checks
-    every record that passes.
-
-    Why a superset: a match lies inside one part of the text (parts are joined by a
-    newline, which no term holds unless it is a control character, excluded below);
-    a part is a JSON string value, a ``true``/``false``, an integer (the same digits as
-    the JSON) or a float's ``repr`` (tool-call arguments only). For an ASCII term
-    without a character JSON must escape, a string part holding it holds it in the
-    record as written, up to case (SQLite's ``lower()`` folds A-Z) or one of the two
-    code points folding into ASCII (U+017F, U+212A), unless some character of the
-    record is written as a ``\u`` escape: those records pass. A term of float
-    characters may come from a float argument: records with a tool call pass too.
-    Terms that are not ASCII, or hold an escaped character, add no condition."""
-    out: list[tuple[str, list[Any]]] = []
-    for term in terms:
-        if not term.isascii() or any(char in _ESCAPED for char in term):
-            continue
-        condition = ("(instr(lower(en.json), ?) > 0 OR instr(en.json, '\\u') > 0"
-                     " OR instr(en.json, char(383)) > 0 OR instr(en.json, char(8490)) > 0")
-        values: list[Any] = [term]
-        if all(char in _FLOAT_CHARS for char in term):
-            condition += " OR instr(en.json, '\"toolCall\"') > 0"
-        out.append((condition + ")", values))
-    return out
-
-
-def _make_hits(conn: sqlite3.Connection, found: Sequence[_Found], query: SearchQuery,
-               tables: set[str]) -> list[SearchHit]:
-    """Hits from found rows, in their order, with a fixed number of statements per
-    :data:`_CHUNK` hits: the sessions' titles and watermarks, the off-branch marks and
-    the stored timestamps are each read for all hits at once. A session whose records
-    all lie at or below its watermark (nothing pending) takes its active-branch flags
-    from ``search_off_branch``; any other hit session has its tree walked
-    (:func:`_branch_ids`), as the marks may be stale there."""
-    if not found:
-        return []
-    keys = list(dict.fromkeys(row[0] for row in found))
-    marks = "search_off_branch" in tables and "search_merged" in tables
-    facts: dict[Any, SessionFacts] = {}
-    trusted: set[Any] = set()
-    extra = (", coalesce(m.seq, -1), (SELECT max(seq) FROM entries WHERE session_id = s.id)"
-             " FROM sessions AS s LEFT JOIN search_merged AS m ON m.session_id = s.id") if marks else \
-        ", -1, NULL FROM sessions AS s"
-    for chunk in _chunks(keys):
-        for key, header_json, *state, mark, last in conn.execute(
-                f"SELECT s.id, s.header_json, {', '.join('s.' + c for c in STATE_SELECT.split(', '))}{extra}"
-                f" WHERE s.id IN ({', '.join('?' * len(chunk))})", chunk):
-            header = jsonio.loads(header_json)
-            info = state_from_row(state)
-            cwd = header.get("cwd") if isinstance(header, dict) else None
-            clean = marks and last is not None and last == mark
-            if clean:
-                trusted.add(key)
-            facts[key] = SessionFacts(from_db(key), title_of(info), info.name, cwd if isinstance(cwd, str) else "",
-                                      frozenset() if clean else _branch_ids(conn, key))
-    off: set[int] = set()
-    rowids = [row[2] for row in found if row[0] in trusted]
-    for chunk in _chunks(rowids):
-        off.update(rowid for rowid, in conn.execute(
-            f"SELECT rowid FROM search_off_branch WHERE rowid IN ({', '.join('?' * len(chunk))})", chunk))
-    stamps: dict[tuple[Any, int], Any] = {}
-    pairs = [(row[0], row[1]) for row in found]
-    for chunk in _chunks(pairs):
-        stamps.update(((key, seq), stamp) for key, seq, stamp in conn.execute(
-            f"SELECT e.session_id, e.seq, e.timestamp FROM (VALUES {', '.join('(?, ?)' for _ in chunk)}) AS v"
-            " JOIN entries AS e ON e.session_id = v.column1 AND e.seq = v.column2",
-            [value for pair in chunk for value in pair]))
-    hits = []
-    for key, seq, rowid, entry_id, kind, role, _, text, folded, rank in found:
-        stamp = stamps.get((key, seq))
-        hits.append(make_hit(facts[key], entry_id, kind, from_db(stamp) if stamp is not None else None, text, role,
-                             query, rank, folded=folded,
-                             on_branch=(rowid not in off) if key in trusted else None))
-    return hits
-
-
-def search_store(store: SqliteTransactions, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
-                 since: Any = None, until: Any = None, session: str | None = None,
-                 limit: int | None = 50) -> list[SearchHit]:
-    """:meth:`SqliteStore.search <sessiontree.stores.sqlite.SqliteStore.search>`: one read snapshot.
-
-    A database without the index, or with the index of a schema before
-    ``m014_contentless_search`` (an older schema opened read-only), is searched
-    by loading and scanning every session, with the same result.
-
-    Raises:
-        SearchQueryError, ValueError: see :meth:`SessionStore.search`.
-        StorageError: the database could not be read.
-    """
-    parsed = parse_query(query)
-    filters = make_filters(cwd=cwd, roles=roles, since=since, until=until, session=session)
-    limit = check_limit(limit)
-    if not store.readonly:
-        settle_if_due(store)
-    with store.read_transaction() as conn:
-        if not store.has_schema(conn):
-            return []
-        tables = _tables(conn)
-        # A layout before m014_contentless_search (an older schema opened read-only)
-        # is answered by the scan, as a database without the index is.
-        if "search_fts" in tables and not _has_text_column(conn):
-            return _hits_from_index(conn, parsed, filters, limit, tables)
-    return scan_store(store, parsed, filters, limit)
 
 
 def settle_if_due(store: SqliteTransactions, pending: int | None = None) -> int:

@@ -31,14 +31,15 @@ Strings from sessions may hold lone UTF-16 surrogates (JSON ``"\\ud83d"``
 escapes); SQLite text must be UTF-8, so such values are stored as BLOBs of
 their ``surrogatepass`` encoding and decoded back on read.
 
-The class is assembled from one mixin per capability of the store protocol
-(:mod:`sessiontree.stores.base`), each in its own module: :mod:`.connection`
-(opening the file, the schema check or migration, the transactions, ``close``),
-:mod:`.reads` (``StoreCore`` reads and ``PartialReads``, on :mod:`.blobreads` for records
-whose large images are stored apart by :mod:`.blobs`), :mod:`.writes`
-(``StoreCore`` writes), :mod:`.ledger` (``SyncLedger``) and :mod:`.maintenance`
-(``DerivedData`` and ``verify``). This module opens the store (``__init__``) and
-re-exports the public names.
+The store is composed, not chained (docs/architecture.md, "The store seam"): it opens one
+:class:`~.connection.SqliteDatabase` (the file, the schema check or migration, the
+transactions, ``close``) and hands it to its parts, each in its own module and each using
+only the database's public members: :mod:`.reads` (``StoreCore`` reads and ``PartialReads``,
+with the :mod:`.blobreads` part for records whose large images are stored apart by
+:mod:`.blobs`), :mod:`.writes` (``StoreCore`` writes and the append memo), :mod:`.ledger`
+(``SyncLedger``), :mod:`.maintenance` (``DerivedData`` and ``verify``) and :mod:`.retention`
+(where holds and the deletion log live; the prune is :mod:`sessiontree.stores.retention`'s).
+Each public method of :class:`SqliteStore` is one line handing the call to its part.
 """
 
 
@@ -46,18 +47,34 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import threading
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
 
-from sessiontree.core.listing import InfoAccumulator
-from sessiontree.errors import StoreOpenError
-from sessiontree.stores.shared import StoreBase
-from sessiontree.stores.sqlite.connection import OPEN_FILES, OPEN_FILES_LOCK, file_header, file_key
+from sessiontree.core.usagerecords import UsageQuery, UsageRows
+from sessiontree.format.codec import ParsedSession
+from sessiontree.stores import retention
+from sessiontree.stores.base import (
+    ArchivedFile,
+    CancelEvent,
+    ProgressCallback,
+    Provenance,
+    PruneRecord,
+    SessionListing,
+    SessionOutline,
+    SessionTexts,
+    StoreProblem,
+    SyncChange,
+    SyncState,
+    TimeBound,
+)
+from sessiontree.stores.fallbacks import StoreBase
+from sessiontree.stores.sqlite.connection import SqliteDatabase, file_header
 from sessiontree.stores.sqlite.derived import STATE_COLUMNS, DerivedIndex
 from sessiontree.stores.sqlite.ledger import SqliteLedger
 from sessiontree.stores.sqlite.maintenance import SETTLE_BUDGET, SqliteMaintenance
-from sessiontree.stores.sqlite.reads import SqliteReads
-from sessiontree.stores.sqlite.retention import SqliteRetention
+from sessiontree.stores.sqlite.reads import HeldSession, SqliteReads
+from sessiontree.stores.sqlite.retention import SqliteHolds
 from sessiontree.stores.sqlite.schema import DERIVED_INDEXES, MIGRATIONS
 from sessiontree.stores.sqlite.writes import SqliteWrites
 from sessiontree.stores.traits import StoreTraits
@@ -73,11 +90,13 @@ __all__ = [
     "file_header",
 ]
 
+_T = TypeVar("_T")
+
 #: Seconds a connection waits for another writer's lock before failing.
 DEFAULT_TIMEOUT = 30.0
 
 
-class SqliteStore(SqliteRetention, SqliteLedger, SqliteWrites, SqliteMaintenance, SqliteReads, StoreBase):
+class SqliteStore(StoreBase):
     """A :class:`~sessiontree.stores.base.SessionStore` in one SQLite database file.
 
     Opening never writes to a database that is not ours: an
@@ -142,6 +161,32 @@ class SqliteStore(SqliteRetention, SqliteLedger, SqliteWrites, SqliteMaintenance
     #: read_skeleton and read_entries answer from columns and the (session_id, id) index.
     partial_reads = True
 
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = DEFAULT_TIMEOUT,
+                 create: bool = True, readonly: bool = False, synchronous: str = "full",
+                 quick_check: bool = False, blob_refs: bool = False) -> None:
+        #: The open database file and its transactions (shared by the parts; tools and
+        #: tests reach the raw connection through it).
+        self.db = SqliteDatabase(os.fspath(path), timeout=timeout, create=create, readonly=readonly,
+                                 synchronous=synchronous, quick_check=quick_check, blob_refs=blob_refs)
+        # Fixed at open: copied so the store answers them as plain attributes.
+        self.url, self.path, self.timeout = self.db.url, self.db.path, self.db.timeout
+        self.synchronous, self.readonly, self.blob_refs = self.db.synchronous, self.db.readonly, self.db.blob_refs
+        self._reads = SqliteReads(self.db)
+        self._writes = SqliteWrites(self.db)
+        self._ledger = SqliteLedger(self.db, self._writes)
+        # The twin is looked up on the store at call time, so a test may replace it.
+        self._maintenance = SqliteMaintenance(self.db, self._reads, self, lambda seconds: self._writable_twin(seconds))
+        self._holds = SqliteHolds(self.db)
+
+    def _writable_twin(self, timeout: float) -> SqliteStore:
+        """A second, writable store on the same file, busy ``timeout`` seconds (what
+        :class:`~.maintenance.SqliteMaintenance` settles a read-only store's tail through).
+
+        Raises:
+            StoreOpenError: the file cannot be opened for writing.
+        """
+        return SqliteStore(self.db.path, create=False, timeout=timeout)
+
     def traits(self) -> StoreTraits:
         """SQLite's traits (docs/decisions/store-traits.md): a load only reads (reader threads
         may run it beside the writer), the lazy open reads the outline and chosen records,
@@ -154,91 +199,231 @@ class SqliteStore(SqliteRetention, SqliteLedger, SqliteWrites, SqliteMaintenance
                            run_lock_path=f"{self.path}.sync-lock" if on_disk else None,
                            change_files=(self.path, f"{self.path}-wal") if on_disk else ())
 
-    def __init__(self, path: str | os.PathLike[str], *, timeout: float = DEFAULT_TIMEOUT,
-                 create: bool = True, readonly: bool = False, synchronous: str = "full",
-                 quick_check: bool = False, blob_refs: bool = False) -> None:
-        raw_path = os.fspath(path)
-        if synchronous.lower() not in ("full", "normal"):
-            raise ValueError('synchronous must be "full" or "normal"')
-        self.synchronous = synchronous.lower()
-        self.path = raw_path if raw_path == ":memory:" else os.path.abspath(raw_path)
-        self.url = "sqlite:///" + self.path
-        self.timeout = timeout
-        self.readonly = bool(readonly) and self.path != ":memory:"
-        self.open_mode = "readonly" if self.readonly else "readwrite"
-        self.journal_mode = "memory"
-        self._lock = threading.RLock()
-        self._conn: sqlite3.Connection | None = None
-        self._pid = os.getpid()
-        self._closed = False
-        #: (st_dev, st_ino) of the database file while this store counts in OPEN_FILES.
-        self._file_key: tuple[int, int] | None = None
-        #: Per session this store appended to: (entry_count, next seq, listing state,
-        #: texts_from, the pending message_texts rows) as its last write left them, trusted only while _memo_mark still holds
-        #: (see _memo_fresh); saves an append re-reading them.
-        self._memo: dict[Any, tuple[int, int, InfoAccumulator, int | None, list[tuple[Any, int, Any]]]] = {}
-        self._memo_mark: tuple[Any, int, int] | None = None
-        #: The store's max(sessions.updated_at) as our last append left it (same validity).
-        self._memo_updated_at: int | None = None
-        #: The database holds our schema (False: an empty database left uninitialised).
-        self._initialised = True
-        #: Records carry a CRC-32 (schema step m002); False only for an older
-        #: schema opened read-only.
-        self._has_crc = True
-        #: Large image data may be stored out of line (schema step m013); False only for
-        #: an older schema opened read-only.
-        self._has_blobs = True
-        self.blob_refs = bool(blob_refs)
-        #: sessions.texts_from exists (schema step m015); False only for an older
-        #: schema opened read-only.
-        self._has_texts_tail = True
-        #: (connection, the derived indexes whose add() writes rows on it): see _index_adders.
-        self._adders = None
-        state = "missing"
-        if self.path != ":memory:":
-            if os.path.isdir(self.path):
-                raise StoreOpenError(f"cannot open {self.url}: it is a directory")
-            if os.path.exists(self.path):
-                # "empty" or "ours"; another program's database raises, and so does a
-                # damaged one when a quick_check was asked for before writing.
-                state = self._identify(quick_check=quick_check and not self.readonly)
-            elif self.readonly or not create:
-                # Read-only callers: a mistyped path must not look like an empty store.
-                raise StoreOpenError(f"no session store at {self.path}")
-            if not self.readonly:
-                self._check_writable(state)
-            if state == "missing":
-                directory = os.path.dirname(self.path)
-                try:
-                    os.makedirs(directory, exist_ok=True)
-                except OSError as exc:
-                    raise StoreOpenError(f"cannot create directory {directory} for {self.url}: {exc}") from exc
-        initialise = state != "empty" or (create and not self.readonly)
-        conn = self._connect(wal=initialise and not self.readonly)
-        try:
-            if self.readonly:
-                self._inspect(conn)
-            elif not initialise:
-                self._initialised = False  # create=False on an empty database: leave it as it is
-            else:
-                self._migrate(conn)
-        except sqlite3.Error as exc:
-            conn.close()
-            raise StoreOpenError(f"cannot open {self.url}: {exc}") from exc
-        except BaseException:
-            conn.close()
-            raise
-        self._conn = conn
-        self._file_key = None if self.path == ":memory:" else file_key(self.path)
-        if self._file_key is not None:
-            with OPEN_FILES_LOCK:
-                OPEN_FILES[self._file_key] = OPEN_FILES.get(self._file_key, 0) + 1
+    # -- the database's attributes (documented on the class) -----------------------------
 
-    def _writable_twin(self, timeout: float) -> SqliteStore:
-        """A second, writable store on the same file, busy ``timeout`` seconds (see
-        :meth:`SqliteMaintenance._writable_twin`).
+    @property
+    def open_mode(self) -> str:
+        """``"readwrite"``, ``"query_only"``, ``"readonly"`` or ``"immutable"``."""
+        return self.db.open_mode
 
-        Raises:
-            StoreOpenError: the file cannot be opened for writing.
-        """
-        return SqliteStore(self.path, create=False, timeout=timeout)
+    @property
+    def journal_mode(self) -> str:
+        """What SQLite reports as the journal mode (``"wal"`` normally)."""
+        return self.db.journal_mode
+
+    @journal_mode.setter
+    def journal_mode(self, value: str) -> None:
+        self.db.journal_mode = value
+
+    @property
+    def settled_in_hand(self) -> int:
+        """Entries whose derived data a write settled from the entries in hand, over this
+        handle's life (a sync reports them as indexed)."""
+        return self.db.settled_in_hand
+
+    def close(self) -> None:
+        """Close the connection. Idempotent; later calls raise StorageError."""
+        self.db.close()
+
+    # -- Retention (sessiontree.stores.retention over this store and its holds part) --------
+
+    def prune(self, older_than_ms: float, *, agent: str | None = None, dry_run: bool = False,
+              everyone: bool = False) -> list[PruneRecord]:
+        """See :func:`sessiontree.stores.retention.prune` (``everyone`` changes nothing here:
+        every session of a SQLite store is its user's)."""
+        return retention.prune(self, self._holds, older_than_ms, agent=agent, dry_run=dry_run)
+
+    def set_hold(self, session_id: str, held: bool) -> bool:
+        """See :func:`sessiontree.stores.retention.set_hold`."""
+        return retention.set_hold(self, self._holds, session_id, held)
+
+    def holds(self) -> list[str]:
+        """See :func:`sessiontree.stores.retention.holds`."""
+        return retention.holds(self, self._holds)
+
+    # -- SqliteReads (reads) -----------------------------------------
+
+    def read(self, session_id: str) -> ParsedSession:
+        """See :meth:`SqliteReads.read`."""
+        return self._reads.read(session_id)
+
+    def read_texts(self, session_id: str) -> SessionTexts:
+        """See :meth:`SqliteReads.read_texts`."""
+        return self._reads.read_texts(session_id)
+
+    def read_skeleton(self, session_id: str) -> ParsedSession:
+        """See :meth:`SqliteReads.read_skeleton`."""
+        return self._reads.read_skeleton(session_id)
+
+    def read_entries(self, session_id: str, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """See :meth:`SqliteReads.read_entries`."""
+        return self._reads.read_entries(session_id, ids)
+
+    def load(self, session_id: str, *, keep_raw: bool = True) -> ParsedSession:
+        """See :meth:`SqliteReads.load`."""
+        return self._reads.load(session_id, keep_raw=keep_raw)
+
+    def load_held(self, session_id: str) -> HeldSession | None:
+        """See :meth:`SqliteReads.load_held`."""
+        return self._reads.load_held(session_id)
+
+    def recent_entry_types(self, session_id: str, count: int) -> set[str]:
+        """See :meth:`SqliteReads.recent_entry_types`."""
+        return self._reads.recent_entry_types(session_id, count)
+
+    def read_outline(self, session_id: str) -> SessionOutline:
+        """See :meth:`SqliteReads.read_outline`."""
+        return self._reads.read_outline(session_id)
+
+    def read_entries_at(self, outline: SessionOutline, positions: Sequence[int]) -> list[dict[str, Any]]:
+        """See :meth:`SqliteReads.read_entries_at`."""
+        return self._reads.read_entries_at(outline, positions)
+
+    def exists(self, session_id: str) -> bool:
+        """See :meth:`SqliteReads.exists`."""
+        return self._reads.exists(session_id)
+
+    def session_ids(self) -> list[str]:
+        """See :meth:`SqliteReads.session_ids`."""
+        return self._reads.session_ids()
+
+    def location(self, session_id: str) -> str | None:
+        """See :meth:`SqliteReads.location`."""
+        return self._reads.location(session_id)
+
+    def list_sessions(self, *, cwd: str | None = None, include_internal: bool = False,
+                      on_progress: ProgressCallback | None = None,
+                      cancel: CancelEvent | None = None) -> SessionListing:
+        """See :meth:`SqliteReads.list_sessions`."""
+        return self._reads.list_sessions(cwd=cwd, include_internal=include_internal, on_progress=on_progress, cancel=cancel)
+
+    def find_most_recent(self, cwd: str | None = None, include_internal: bool = False) -> str | None:
+        """See :meth:`SqliteReads.find_most_recent`."""
+        return self._reads.find_most_recent(cwd, include_internal)
+
+    # -- SqliteBlobReads (blobreads) ---------------------------------
+
+    def read_blob(self, sha256: str) -> bytes | None:
+        """See :meth:`SqliteBlobReads.read_blob`."""
+        return self._reads.blobs.read_blob(sha256)
+
+    # -- SqliteWrites (writes) ---------------------------------------
+
+    def create(self, header: dict[str, Any], entries: Sequence[dict[str, Any]] = (),
+               raw: Sequence[bytes | None] | None = None, *, path: str | None = None) -> None:
+        """See :meth:`SqliteWrites.create`."""
+        return self._writes.create(header, entries, raw, path=path)
+
+    def create_many(self, sessions: Iterable[tuple[dict[str, Any], Sequence[dict[str, Any]],
+                                                   Sequence[bytes | None] | None]], *, settle: bool = False) -> int:
+        """See :meth:`SqliteWrites.create_many`."""
+        return self._writes.create_many(sessions, settle=settle)
+
+    def append(self, session_id: str, entries: Sequence[dict[str, Any]],
+               raw: Sequence[bytes | None] | None = None) -> None:
+        """See :meth:`SqliteWrites.append`."""
+        return self._writes.append(session_id, entries, raw)
+
+    def replace_header(self, session_id: str, header: dict[str, Any]) -> None:
+        """See :meth:`SqliteWrites.replace_header`."""
+        return self._writes.replace_header(session_id, header)
+
+    def replace_session(self, header: dict[str, Any], entries: Sequence[dict[str, Any]],
+                        raw: Sequence[bytes | None] | None = None) -> None:
+        """See :meth:`SqliteWrites.replace_session`."""
+        return self._writes.replace_session(header, entries, raw)
+
+    def delete(self, session_id: str) -> None:
+        """See :meth:`SqliteWrites.delete`."""
+        return self._writes.delete(session_id)
+
+    # -- SqliteLedger (ledger) ---------------------------------------
+
+    def sync_states(self) -> dict[str, SyncState]:
+        """See :meth:`SqliteLedger.sync_states`."""
+        return self._ledger.sync_states()
+
+    def sync_commit(self, expect: SyncState | None, state: SyncState, change: SyncChange) -> None:
+        """See :meth:`SqliteLedger.sync_commit`."""
+        return self._ledger.sync_commit(expect, state, change)
+
+    def sync_shape(self, path: str) -> bytes | None:
+        """See :meth:`SqliteLedger.sync_shape`."""
+        return self._ledger.sync_shape(path)
+
+    def archived_files(self) -> list[ArchivedFile]:
+        """See :meth:`SqliteLedger.archived_files`."""
+        return self._ledger.archived_files()
+
+    def record_archived(self, record: ArchivedFile) -> None:
+        """See :meth:`SqliteLedger.record_archived`."""
+        return self._ledger.record_archived(record)
+
+    def provenances(self) -> dict[str, Provenance]:
+        """See :meth:`SqliteLedger.provenances`."""
+        return self._ledger.provenances()
+
+    def record_provenance(self, records: Sequence[Provenance]) -> None:
+        """See :meth:`SqliteLedger.record_provenance`."""
+        return self._ledger.record_provenance(records)
+
+    # -- SqliteMaintenance (maintenance) -----------------------------
+
+    def settle_derived(self, *, lock_timeout: float | None = None, pending: int | None = None,
+                       on_progress: Callable[[int, int], None] | None = None) -> int:
+        """See :meth:`SqliteMaintenance.settle_derived`."""
+        return self._maintenance.settle_derived(lock_timeout=lock_timeout, pending=pending, on_progress=on_progress)
+
+    def reindex(self, session_id: str | None = None) -> int:
+        """See :meth:`SqliteMaintenance.reindex`."""
+        return self._maintenance.reindex(session_id)
+
+    def usage(self, query: UsageQuery | None = None) -> UsageRows:
+        """See :meth:`SqliteMaintenance.usage`."""
+        return self._maintenance.usage(query)
+
+    def search(self, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
+               since: TimeBound | None = None, until: TimeBound | None = None, session: str | None = None,
+               limit: int | None = 50) -> list[Any]:
+        """See :meth:`SqliteMaintenance.search`."""
+        return self._maintenance.search(query, cwd=cwd, roles=roles, since=since, until=until, session=session, limit=limit)
+
+    def settle_search_tail(self, on_merge: Callable[[int], None] | None = None) -> int:
+        """See :meth:`SqliteMaintenance.settle_search_tail`."""
+        return self._maintenance.settle_search_tail(on_merge)
+
+    def verify(self, on_progress: ProgressCallback | None = None) -> list[StoreProblem]:
+        """See :meth:`SqliteMaintenance.verify`."""
+        return self._maintenance.verify(on_progress)
+
+    # -- SqliteHolds (retention) -------------------------------------
+
+    def deletion_log(self) -> list[dict[str, Any]]:
+        """See :meth:`SqliteHolds.deletion_log`."""
+        return self._holds.deletion_log()
+
+    # -- SqliteDatabase (connection) ---------------------------------
+
+    def applied_migrations(self) -> list[str]:
+        """See :meth:`SqliteDatabase.applied_migrations`."""
+        return self.db.applied_migrations()
+
+    def write_transaction(self, what: str) -> AbstractContextManager[sqlite3.Connection]:
+        """See :meth:`SqliteDatabase.write_transaction`."""
+        return self.db.write_transaction(what)
+
+    def run_write(self, what: str, body: Callable[..., _T], *args: Any) -> _T:
+        """See :meth:`SqliteDatabase.run_write`."""
+        return self.db.run_write(what, body, *args)
+
+    def bulk_writes(self, *, seconds: float = 1.0, writes: int = 1000) -> AbstractContextManager[None]:
+        """See :meth:`SqliteDatabase.bulk_writes`."""
+        return self.db.bulk_writes(seconds=seconds, writes=writes)
+
+    def read_transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        """See :meth:`SqliteDatabase.read_transaction`."""
+        return self.db.read_transaction()
+
+    def has_schema(self, conn: sqlite3.Connection) -> bool:
+        """See :meth:`SqliteDatabase.has_schema`."""
+        return self.db.has_schema(conn)

@@ -33,8 +33,8 @@ from typing import Any
 
 from sessiontree.core.usagerecords import BUCKET_MS, UsageQuery, UsageRow, records_from_entry
 from sessiontree.format import jsonio
-from sessiontree.stores.shared import ledger_row_owner
 from sessiontree.stores.sqlite.derived import IndexedRow, from_db, to_db
+from sessiontree.stores.syncing import ledger_row_owner
 from sessiontree.stores.verify import row_drift
 
 __all__ = ["LEDGER", "UsageLedger", "ensure_hour_columns", "query_usage", "rebuild_rollup"]

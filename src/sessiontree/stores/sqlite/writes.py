@@ -3,7 +3,7 @@
 :class:`SqliteWrites` holds the ``StoreCore`` writes (``create``/``create_many``,
 ``append``, ``replace_header``, ``replace_session``, ``delete``), each one
 ``BEGIN IMMEDIATE`` transaction; the bodies that run inside a caller's transaction
-(``_create_in``, ``_append_in``, ``_replace_in``, which the sync ledger of
+(``create_in``, ``append_in``, ``replace_in``, which the sync ledger of
 :mod:`.ledger` shares); the append memo that spares an append re-reading its
 session's row; and the row inserts (``_insert_entry_rows``, ``_insert_text_rows``).
 """
@@ -19,15 +19,8 @@ from typing import Any
 from sessiontree.core.listing import InfoAccumulator
 from sessiontree.errors import SessionExistsError, SessionNotFoundError
 from sessiontree.format import jsonio
-from sessiontree.stores.shared import (
-    check_header,
-    check_replacement_header,
-    encode_entries,
-    id_in_use_error,
-    prepare_creates,
-)
 from sessiontree.stores.sqlite import blobs
-from sessiontree.stores.sqlite.connection import SqliteConnection
+from sessiontree.stores.sqlite.connection import SqliteDatabase
 from sessiontree.stores.sqlite.derived import (
     STATE_ASSIGN,
     STATE_COLUMNS,
@@ -41,6 +34,13 @@ from sessiontree.stores.sqlite.derived import (
     to_db,
 )
 from sessiontree.stores.sqlite.schema import DERIVED_INDEXES
+from sessiontree.stores.storable import (
+    check_header,
+    check_replacement_header,
+    encode_entries,
+    id_in_use_error,
+    prepare_creates,
+)
 
 __all__ = ["SqliteWrites"]
 
@@ -49,14 +49,37 @@ __all__ = ["SqliteWrites"]
 _EntryRows = tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[int, blobs.Cut]]]
 
 
-class SqliteWrites(SqliteConnection):
+class SqliteWrites:
     """The ``StoreCore`` writes of :class:`~sessiontree.stores.sqlite.store.SqliteStore`
-    (documented there and in :mod:`sessiontree.stores.base`)."""
+    (documented there and in :mod:`sessiontree.stores.base`), over the store's
+    :class:`~.connection.SqliteDatabase` (its public members only). It owns the append
+    memo, and gives the database the two hooks a write transaction needs from it:
+    dropping the memo when a write rolls back, and settling the sessions a batch created."""
+
+    def __init__(self, db: SqliteDatabase) -> None:
+        self.db = db
+        #: Per session this store appended to: (entry_count, next seq, listing state,
+        #: texts_from, the pending message_texts rows) as its last write left them, trusted
+        #: only while memo_mark still holds (see _memo_fresh); saves an append re-reading them.
+        self._memo: dict[Any, tuple[int, int, InfoAccumulator, int | None, list[tuple[Any, int, Any]]]] = {}
+        self._memo_mark: tuple[Any, int, int] | None = None
+        #: The store's max(sessions.updated_at) as our last append left it (same validity).
+        self._memo_updated_at: int | None = None
+        #: (connection, the derived indexes whose add() writes rows on it): see _index_adders.
+        self._adders: tuple[sqlite3.Connection, tuple[Any, ...]] | None = None
+        db.on_rollback = self.forget
+        db.settle_created = self.settle_created_in
+
+    def forget(self) -> None:
+        """Drop the append memo (a write failed, or the database changed under it)."""
+        self._memo.clear()
+        self._memo_mark = None
+        self._memo_updated_at = None
 
     def _memo_fresh(self, conn: sqlite3.Connection) -> int:
         """Inside a write transaction: forget the memo unless nothing changed the database
         since this connection's last append, and return ``PRAGMA data_version`` for the
-        mark :meth:`_append_in` leaves.
+        mark :meth:`append_in` leaves.
 
         The memo holds while the mark ``(connection, data_version, total_changes)`` is the
         one the last append left: ``data_version`` moves when any other connection (any
@@ -66,7 +89,7 @@ class SqliteWrites(SqliteConnection):
         """
         version: int = conn.execute("PRAGMA data_version").fetchone()[0]
         if self._memo_mark != (conn, version, conn.total_changes):
-            self._forget()
+            self.forget()
         return version
 
     @staticmethod
@@ -111,20 +134,20 @@ class SqliteWrites(SqliteConnection):
             StorageError: the write failed; nothing was stored.
         """
         prepared = prepare_creates(sessions)
-        with self.write_transaction("create") as conn:
+        with self.db.write_transaction("create") as conn:
             last: int | None = None  # the store's newest updated_at, read once per transaction
             for session_id, header, header_raw, entries, texts in prepared:
-                last = self._create_in(conn, session_id, header, header_raw, entries, texts, last)
+                last = self.create_in(conn, session_id, header, header_raw, entries, texts, last)
             if settle:
                 settle_created_in(conn, [(to_db(session_id), entries) for session_id, _, _, entries, _ in prepared])
         return len(prepared)
 
-    def _settle_created_in(self, conn: sqlite3.Connection, created: list[tuple[Any, Any]]) -> None:
-        """The batch's new sessions settled (:meth:`SqliteConnection._settle_created`)."""
+    def settle_created_in(self, conn: sqlite3.Connection, created: list[tuple[Any, Any]]) -> None:
+        """The batch's new sessions settled (the :attr:`SqliteDatabase.settle_created` hook)."""
         settle_created_in(conn, created)
-        self.settled_in_hand += sum(len(entries) for _, entries in created)
+        self.db.settled_in_hand += sum(len(entries) for _, entries in created)
 
-    def _create_in(self, conn: sqlite3.Connection, session_id: str, header: dict[str, Any], header_raw: bytes,
+    def create_in(self, conn: sqlite3.Connection, session_id: str, header: dict[str, Any], header_raw: bytes,
                    entries: Sequence[dict[str, Any]], texts: list[bytes], last: int | None = None) -> int:
         """Store one new session inside the caller's transaction: its row (listing state
         included, computed from the entries first: one statement), then its entries.
@@ -168,9 +191,9 @@ class SqliteWrites(SqliteConnection):
             StorageError: the write failed; nothing was appended.
         """
         texts = encode_entries(entries, raw)
-        self.run_write("append", self._append_in, session_id, entries, texts)
+        self.db.run_write("append", self.append_in, session_id, entries, texts)
 
-    def _append_in(self, conn: sqlite3.Connection, session_id: str, entries: Sequence[dict[str, Any]],
+    def append_in(self, conn: sqlite3.Connection, session_id: str, entries: Sequence[dict[str, Any]],
                    texts: list[bytes]) -> None:
         """The body of :meth:`append`, inside the caller's transaction.
 
@@ -195,7 +218,7 @@ class SqliteWrites(SqliteConnection):
             row = conn.execute(f"SELECT entry_count, texts_from, {STATE_SELECT} FROM sessions WHERE id = ?",
                                (key,)).fetchone()
             if row is None:
-                raise SessionNotFoundError(session_id, self.url)
+                raise SessionNotFoundError(session_id, self.db.url)
             if not texts:
                 return
             count, texts_from, info = row[0], row[1], state_from_row(row[2:])
@@ -322,14 +345,14 @@ class SqliteWrites(SqliteConnection):
         """
         check_replacement_header(session_id, header)
         header_raw = jsonio.dumps(header)
-        with self.write_transaction("replace header") as conn:
+        with self.db.write_transaction("replace header") as conn:
             updated_at = self._next_updated_at(conn)
             cursor = conn.execute(
                 "UPDATE sessions SET header_json = ?, header_crc = ?, created_at = ?, cwd = ?,"
                 " parent_session_id = ?, classified = ?, updated_at = ? WHERE id = ?",
                 (header_raw, record_crc(header_raw), *header_columns(header), updated_at, to_db(session_id)))
             if cursor.rowcount == 0:
-                raise SessionNotFoundError(session_id, self.url)
+                raise SessionNotFoundError(session_id, self.db.url)
 
     def replace_session(self, header: dict[str, Any], entries: Sequence[dict[str, Any]],
                         raw: Sequence[bytes | None] | None = None) -> None:
@@ -345,14 +368,18 @@ class SqliteWrites(SqliteConnection):
         """
         session_id = check_header(header)
         texts = encode_entries(entries, raw)
-        with self.write_transaction("replace session") as conn:
-            self._replace_in(conn, session_id, header, entries, texts)
+        with self.db.write_transaction("replace session") as conn:
+            self.replace_in(conn, session_id, header, entries, texts)
 
-    def _replace_in(self, conn: sqlite3.Connection, session_id: str, header: dict[str, Any],
+    def replace_in(self, conn: sqlite3.Connection, session_id: str, header: dict[str, Any],
                     entries: Sequence[dict[str, Any]], texts: list[bytes]) -> None:
+        """The body of :meth:`replace_session`, inside the caller's transaction.
+
+        Raises:
+            SessionNotFoundError: no such session."""
         key = to_db(session_id)
         if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (key,)).fetchone() is None:
-            raise SessionNotFoundError(session_id, self.url)
+            raise SessionNotFoundError(session_id, self.db.url)
         for index in DERIVED_INDEXES:
             index.remove(conn, key)
         conn.execute("DELETE FROM message_texts WHERE session_id = ?", (key,))
@@ -361,7 +388,7 @@ class SqliteWrites(SqliteConnection):
         # The old rows' splices go first; blobs the new entries share are kept, not rewritten.
         old = [row[0] for row in conn.execute("SELECT DISTINCT sha256 FROM entry_blobs WHERE session_id = ?", (key,))]
         conn.execute("DELETE FROM entry_blobs WHERE session_id = ?", (key,))
-        self._create_in(conn, session_id, header, jsonio.dumps(header), entries, texts)
+        self.create_in(conn, session_id, header, jsonio.dumps(header), entries, texts)
         blobs.drop_unused(conn, old)
 
     def delete(self, session_id: str) -> None:
@@ -371,7 +398,7 @@ class SqliteWrites(SqliteConnection):
             StorageError: the delete failed; nothing changed.
         """
         key = to_db(session_id)
-        with self.write_transaction("delete") as conn:
+        with self.db.write_transaction("delete") as conn:
             # Explicit rather than relying on ON DELETE CASCADE, which only works
             # on connections that enabled foreign keys.
             for index in DERIVED_INDEXES:
