@@ -229,3 +229,35 @@ def test_the_plain_table_is_the_text_rich_prints_or_declines(monkeypatch):
     assert plain_table([["x" * 100, "y" * 60]], [False, False]) is None
     monkeypatch.setenv("COLUMNS", "100")
     assert plain_table([["a"]], [False]) is None
+
+
+#: What the session-reading commands must not load unless they need it: the session manager
+#: and what it brings (import, check, the JSONL store), rich's progress bar.
+_NOT_FOR_READS = ("sessiontree.session.manager", "sessiontree.session.importing", "sessiontree.check",
+                  "sessiontree.stores.jsonl", "sessiontree.stores.jsonl.store", "rich.progress")
+
+
+def test_list_show_and_stats_load_only_what_they_print(small_store):
+    # list --json: the store's listing and JSON, nothing of rich (no terminal, so no progress bar).
+    loaded, out = _imported(["list", "--json"], small_store)
+    assert {item["id"] for item in json.loads(out)} == {_SID, "pi-one"}
+    assert sorted(m for m in (*_NOT_FOR_READS, *RUN_HEAVY) if m in loaded) == []
+    # list (the table, piped): rich's table, but no progress bar, session manager or JSONL store.
+    loaded, out = _imported(["list"], small_store)
+    assert _SID[:8] in out and "pi-one" in out
+    assert "rich.table" in loaded
+    assert sorted(m for m in _NOT_FOR_READS if m in loaded) == []
+    # stats (the table, piped): printed without rich (cli/common.py plain_table); the first
+    # run fills the price cache (which loads the catalogue), the second is measured.
+    _imported(["stats", "--json"], small_store)
+    loaded, out = _imported(["stats", "--by", "agent"], small_store)
+    lines = out.splitlines()
+    # Two calls: claude-code's priced at $0.0205, pi's recorded $1.00 (see the test above).
+    assert lines[0].split() == ["agent", "calls", "input", "output", "cache", "read", "cache", "write", "total",
+                                "tokens", "cost"]
+    assert lines[-2].split()[:2] == ["total", "2"]
+    assert sorted(m for m in (*_NOT_FOR_READS, *RUN_HEAVY) if m in loaded) == []
+    # show of a small session: read whole, without the session manager.
+    loaded, out = _imported(["show", "pi-one"], small_store)
+    assert out.startswith("id ") and "pi-one" in out
+    assert sorted(m for m in _NOT_FOR_READS if m in loaded) == []
