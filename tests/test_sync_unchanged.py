@@ -26,13 +26,13 @@ def _session_file(folder: Path, session_id: str) -> Path:
 def checks(monkeypatch) -> list[str]:
     """The paths of the databases ``PRAGMA quick_check`` ran on, in this process."""
     seen: list[str] = []
-    real = sqlite_connection.SqliteConnection._quick_check
+    real = sqlite_connection.SqliteDatabase._quick_check
 
     def counting(self, conn):
         seen.append(self.path)
         return real(self, conn)
 
-    monkeypatch.setattr(sqlite_connection.SqliteConnection, "_quick_check", counting)
+    monkeypatch.setattr(sqlite_connection.SqliteDatabase, "_quick_check", counting)
     return seen
 
 
