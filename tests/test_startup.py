@@ -214,7 +214,8 @@ def test_the_plain_table_is_the_text_rich_prints_or_declines(monkeypatch):
         columns = rng.randint(1, 8)
         right = [rng.random() < 0.6 for _ in range(columns)]
         limits: list[int | None] = [rng.choice([None, None, 5, 20, 80]) for _ in range(columns)]
-        rows = [["".join(rng.choice(alphabet) for _ in range(rng.choice([0, 1, 4, 12, 30])))
+        rows = [[" " * rng.choice([1, 4, 40]) if rng.random() < 0.1 else
+                 "".join(rng.choice(alphabet) for _ in range(rng.choice([0, 1, 4, 12, 30])))
                  for _ in range(columns)] for _ in range(rng.randint(2, 6))]
         text = plain_table(rows, right, limits)
         if text is None:

@@ -275,8 +275,9 @@ def plain_table(rows: Sequence[Sequence[str]], right: Sequence[bool],
     ``right`` says, line ends stripped as :func:`print_rich` strips them. Used only when that
     is certain: stdout not a terminal and nothing that changes rich's choice
     (``TTY_COMPATIBLE``, ``FORCE_COLOR``, ``COLUMNS``), every cell printable ASCII (or a
-    bar character) and no colon, none starting with a space or, flush right, ending with one, no cell over its column's ``max_widths`` (rich would cut it), and the
-    table within :data:`PIPE_WIDTH` columns (rich would shrink columns).
+    bar character) and no colon, none starting with a space (but a blank one flush left) or,
+    flush right, ending with one, no cell over its column's ``max_widths`` (rich would cut
+    it), and the table within :data:`PIPE_WIDTH` columns (rich would shrink columns).
     """
     if any(name in os.environ for name in ("TTY_COMPATIBLE", "FORCE_COLOR", "COLUMNS")):
         return None
@@ -287,8 +288,10 @@ def plain_table(rows: Sequence[Sequence[str]], right: Sequence[bool],
         return None
     for row in rows:
         for flush_right, cell in zip(right, row, strict=True):
-            if cell.startswith(" ") or (flush_right and cell.endswith(" ")):
-                return None  # rich strips such spaces when it justifies a cell
+            if cell.startswith(" ") if cell.strip(" ") else (cell and flush_right):
+                return None  # rich may strip such spaces when it justifies a cell (blank, flush left: kept)
+            if flush_right and cell.endswith(" "):
+                return None
             if ":" in cell or not all(" " <= ch <= "~" or ch in _PLAIN_EXTRA for ch in cell):
                 return None  # rich reads ":name:" in a plain string as an emoji code
     count = len(right)
