@@ -28,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(os.path.dirname(HERE), "src")
 sys.path.insert(0, SRC)
 
-from sessiontree.compare import diff_branches  # noqa: E402
+from sessiontree.diff import diff_branches  # noqa: E402
 from sessiontree.session.manager import SessionManager  # noqa: E402
 from sessiontree.stores import SqliteStore  # noqa: E402
 

@@ -128,7 +128,7 @@ def measure(store: Any, sessions: int) -> dict[str, str]:
         results["stats: usage(), whole store"] = "n/a (not on this branch)"
         results["stats: usage(), per session"] = "n/a (not on this branch)"
     else:
-        from sessiontree.core.usagerecords import UsageQuery
+        from sessiontree.core.usage import UsageQuery
 
         for label, query in (("stats: usage(), whole store", UsageQuery(by_time=False)),
                              ("stats: usage(), per session", UsageQuery(per_session=True, by_time=False))):

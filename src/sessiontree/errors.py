@@ -321,7 +321,7 @@ class SyncConflictError(SessionError):
 
 class SearchQueryError(SessionError, ValueError):
     """A search query that cannot be run: empty (no term once quotes and
-    whitespace are removed), or over the limits of :mod:`sessiontree.core.searchtext`
+    whitespace are removed), or over the limits of :mod:`sessiontree.core.search`
     (``MAX_QUERY_CHARS`` characters, ``MAX_TERMS`` terms).
 
     Attributes:

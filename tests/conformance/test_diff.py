@@ -8,7 +8,7 @@ import pytest
 
 from builders import header
 from diff_trees import fork_of_two_approaches, two_approaches
-from sessiontree.compare import DiffInputError, diff_branches
+from sessiontree.diff import DiffInputError, diff_branches
 from sessiontree.session.manager import SessionManager
 
 SOURCE = "019cadb4-0000-7000-8000-000000000001"

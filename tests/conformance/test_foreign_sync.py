@@ -15,7 +15,7 @@ from foreign_support import (
     write_claude,
     write_codex,
 )
-from sessiontree.core.usagerecords import records_from_entries
+from sessiontree.core.usage import records_from_entries
 from sessiontree.format.foreign import source_bytes
 from sessiontree.sync.engine import Syncer, opened_files
 

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from corpus import foreign_files
-from sessiontree.core.usagerecords import records_from_entries
+from sessiontree.core.usage import records_from_entries
 from sessiontree.format.foreign import map_foreign, source_bytes
 from sessiontree.sync.engine import Syncer
 

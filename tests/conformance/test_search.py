@@ -1,7 +1,7 @@
 """Full-text search on every store: the same hits for every query of the hand-made
 corpus (``search_corpus``), the fields of a hit, the filters, and hostile queries.
 
-``tests/test_search.py`` runs these tests again on a SQLite store whose entries are
+``tests/search/test_search.py`` runs these tests again on a SQLite store whose entries are
 still in the pending tail (not yet merged into the index), with a ``store`` fixture of its own.
 
 The ``store`` fixture here overrides the conformance one by name and takes it as its

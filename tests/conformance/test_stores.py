@@ -1,5 +1,5 @@
 """The SessionStore conformance suite, run unchanged against every store (the store
-specifics are in tests/test_sqlite_store.py, test_jsonl_store.py, test_memory_store.py
+specifics are in tests/stores/test_sqlite_store.py, test_jsonl_store.py, test_memory_store.py
 and test_postgres_store.py).
 
 Expected values are worked out by hand from the rules (``seed:stores``; docs/rules/format.md

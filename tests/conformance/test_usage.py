@@ -15,7 +15,7 @@ import pytest
 from builders import billed_assistant as _assistant
 from builders import usage as _usage
 from builders import usage_header as _header
-from sessiontree.core.usagerecords import (
+from sessiontree.core.usage import (
     records_from_entry,
 )
 from sessiontree.session.manager import SessionManager
@@ -212,7 +212,7 @@ def test_local_zone_is_the_default(store, monkeypatch):
 
 def test_counts_beyond_what_an_agent_can_record_are_unusable_and_never_break_a_write(store):
     # 2**53 - 1 is JavaScript's largest exact integer: taken. One more, or 2**64: 0 tokens.
-    from sessiontree.core.usagerecords import MAX_COUNT, records_from_entry
+    from sessiontree.core.usage import MAX_COUNT, records_from_entry
 
     def assistant(entry_id, tokens):
         return {"type": "message", "id": entry_id, "parentId": None, "timestamp": "2026-01-01T00:00:00.000Z",

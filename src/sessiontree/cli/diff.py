@@ -1,7 +1,7 @@
 """``sessiontree diff``: two branches of a session (or a fork and its source) compared
 (docs/diff.md).
 
-A thin edge over :func:`sessiontree.compare.diff_branches`: parse flags, call it,
+A thin edge over :func:`sessiontree.diff.diff_branches`: parse flags, call it,
 print the summary table and the aligned paths (or the model-context delta), or the
 JSON form. Exit status (docs/diff.md): 0 a difference was shown, 1 the branches are
 identical, 2 bad input (one line on stderr).
@@ -35,7 +35,7 @@ from sessiontree.usage.choices import COST_MODES
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from sessiontree.compare.branches import BranchComparison
+    from sessiontree.diff.branches import BranchComparison
 
 #: The narrowest terminal that gets the side-by-side layout by default.
 SIDE_BY_SIDE_WIDTH = 110
@@ -74,7 +74,7 @@ def diff_cmd(app: App, session_id: str, leaf_a: str | None, leaf_b: str | None,
     Exit status: 0 when a difference is shown, 1 when the branches are identical,
     2 on bad input.
     """
-    from sessiontree.compare.branches import diff_branches
+    from sessiontree.diff.branches import diff_branches
 
     try:
         with busy_spinner("Comparing branches…"), bulk_read():

@@ -32,7 +32,7 @@ from sessiontree.format.types import ENTRY_TYPES, MESSAGE_ROLES
 if TYPE_CHECKING:
     from rich.text import Text
 
-    from sessiontree.core.searchtext import SearchHit
+    from sessiontree.core.search import SearchHit
 
 
 def _query(words: tuple[str, ...]) -> str:

@@ -35,8 +35,8 @@ from sessiontree.core.textsafe import safe_block, safe_json_text, safe_line
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from sessiontree.compare.branches import BranchComparison
     from sessiontree.core.listing import SessionInfo
+    from sessiontree.diff.branches import BranchComparison
     from sessiontree.session.reading import ReadOnlySession
 
 # --------------------------------------------------------------------------- list
@@ -317,7 +317,7 @@ def _show_entry(manager: ReadOnlySession, session_id: str, entry_id: str, as_jso
     from rich.text import Text
 
     from sessiontree.core import render
-    from sessiontree.core.searchtext import entry_text
+    from sessiontree.core.search import entry_text
 
     entry = manager.get_entry(entry_id)
     on_branch = entry_id in {e["id"] for e in manager.get_branch()}
@@ -595,7 +595,7 @@ def export_cmd(app: App, session: str, output: Path | None, fmt: str, redact: bo
 def _export_comparison(manager: ReadOnlySession, session_id: str, leaf: str) -> BranchComparison:
     """``export --compare``: the active branch (A) compared with the branch ending at ``leaf``
     (B), or a one-line error, exit status 2, when there is nothing to compare with."""
-    from sessiontree.compare.branches import diff_branches
+    from sessiontree.diff.branches import diff_branches
     from sessiontree.errors import SessionError
 
     active = manager.get_leaf_id()

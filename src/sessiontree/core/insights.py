@@ -4,7 +4,7 @@ Pure functions of a session's format-4 entries (every branch, in file order):
 they read the tree (``id``/``parentId``, the loaded leaf: docs/rules/tree.md F.1),
 ``toolCall`` blocks of assistant messages, ``toolResult`` messages and their
 ``isError``, ``compaction`` entries and billed usage records
-(:mod:`sessiontree.core.usagerecords`). Pricing lives above, in
+(:mod:`sessiontree.core.usage`). Pricing lives above, in
 :mod:`sessiontree.usage.insights`. The definitions, each with a hand-counted
 example, are in docs/insights.md; the names below follow them:
 
@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sessiontree.core.tree import LEAF_ENTRY_TYPE, loaded_leaf_id, parse_timestamp_ms
-from sessiontree.core.usagerecords import UsageRecord, records_from_entries
+from sessiontree.core.usage import UsageRecord, records_from_entries
 
 __all__ = [
     "EDIT_TOOLS",

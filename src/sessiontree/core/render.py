@@ -43,7 +43,7 @@ from sessiontree.core.projection import (
 from sessiontree.core.textsafe import safe_block, safe_line
 from sessiontree.core.transcript import bash_text, format_tool_call
 from sessiontree.core.tree import TreeNode
-from sessiontree.core.usagerecords import UsageRecord, records_from_entry
+from sessiontree.core.usage import UsageRecord, records_from_entry
 
 __all__ = [
     "RETIRED_NOTE",
@@ -607,7 +607,7 @@ def markdown_transcript(header: Mapping[str, Any], branch: Sequence[Mapping[str,
     # _code_span, _fence; a turn line through _md_block), the rest is literal text. The
     # escaping is per character, so the joined document is as safe as its fragments: a
     # second pass over the whole document (0.9 s for a 100,000-entry branch) would change
-    # nothing (tests/test_export_golden.py, tests/test_terminal_safety.py).
+    # nothing (tests/core/test_export_golden.py, tests/core/test_terminal_safety.py).
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -318,7 +318,7 @@ _OWN_GATES: tuple[str, ...] = ("sk-ant-", "sk-", "github_pat_", "AIza", "hf_", "
 # substring every one of its matches contains (a literal, or a looser pattern). A string with no
 # candidate at all, most of a session, costs a few C-speed passes and no plugin. The conditions
 # are necessary, never sufficient: the plugins confirm, so the findings are those of
-# :func:`scan_text_reference` (proven by tests/test_secrets_fast.py). Case-blind conditions run
+# :func:`scan_text_reference` (proven by tests/core/test_secrets_fast.py). Case-blind conditions run
 # on the lowered text, with the three letters Python's case-blind matching also folds to ASCII
 # (dotless i, dotted I, long s) mapped first.
 

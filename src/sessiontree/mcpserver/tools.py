@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sessiontree.compare.branches import diff_branches
 from sessiontree.core import render
 from sessiontree.core.listing import session_info_from_entries
+from sessiontree.diff.branches import diff_branches
 from sessiontree.errors import (
     AmbiguousEntryPrefixError,
     AmbiguousSessionPrefixError,

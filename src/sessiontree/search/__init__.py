@@ -1,6 +1,6 @@
 """Search across sessions: the one entry point of the command line and the viewer.
 
-The matching rule itself is :mod:`sessiontree.core.searchtext`, which every store follows;
+The matching rule itself is :mod:`sessiontree.core.search`, which every store follows;
 :mod:`.query` runs a search over a store and settles its pending index tail first.
 
 May import :mod:`sessiontree.session`, :mod:`sessiontree.stores` (through the

@@ -1,7 +1,7 @@
 """Search across sessions: the one entry point of the command line and the web viewer.
 
 The rules (what is indexed, how a query matches, how hits look) live in
-:mod:`sessiontree.core.searchtext`; each store answers with
+:mod:`sessiontree.core.search`; each store answers with
 :meth:`~sessiontree.stores.base.SessionStore.search` (SQLite through its FTS5
 index, JSONL and memory by scanning, the same hits everywhere). This module
 adds what a front end needs on top: whether there are more hits than shown,
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sessiontree.core.searchtext import MAX_QUERY_CHARS, SearchHit, SearchQuery, hit_order, parse_query
+from sessiontree.core.search import MAX_QUERY_CHARS, SearchHit, SearchQuery, hit_order, parse_query
 from sessiontree.errors import SearchCursorError
 from sessiontree.stores.base import SessionStore
 
@@ -128,7 +128,7 @@ def encode_cursor(shape: str, hit: SearchHit) -> str:
 
 
 def decode_cursor(cursor: str, shape: str) -> tuple[float, float, str, str]:
-    """The sort key (:func:`~sessiontree.core.searchtext.hit_order`) of the hit ``cursor``
+    """The sort key (:func:`~sessiontree.core.search.hit_order`) of the hit ``cursor``
     continues after, checked against the search of fingerprint ``shape``.
 
     Raises:

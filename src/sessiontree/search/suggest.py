@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from sessiontree.core.searchtext import fold, parse_query
+from sessiontree.core.search import fold, parse_query
 from sessiontree.errors import SearchQueryError
 from sessiontree.stores.base import SessionStore
 

@@ -15,7 +15,7 @@ Invariants:
 
 * **Same answers.** Every getter, projection and append of a manager over a
   lazy tree gives what it gives over the fully loaded tree (a Hypothesis
-  property in ``tests/test_lazy_open.py`` compares them on random trees).
+  property in ``tests/session/test_lazy_open.py`` compares them on random trees).
 * **The snapshot of the open.** Records are read later from the rows the
   outline saw; rows appended since by other writers are never taken in (as
   with a full open, which reads them neither). If the session was replaced or

@@ -43,8 +43,8 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from sessiontree.core.searchtext import SearchHit
-from sessiontree.core.usagerecords import UsageQuery, UsageRows
+from sessiontree.core.search import SearchHit
+from sessiontree.core.usage import UsageQuery, UsageRows
 from sessiontree.format.codec import ParsedSession
 from sessiontree.stores.records import (
     ArchivedFile,
@@ -88,7 +88,7 @@ __all__ = [
 
 #: A time bound of a search (``since``, ``until``): a :class:`~datetime.datetime` (naive =
 #: UTC), an ISO-8601 string (``"2026-01-31"`` is midnight UTC) or milliseconds since the epoch
-#: (:func:`sessiontree.core.searchtext.make_filters` reads it).
+#: (:func:`sessiontree.core.search.make_filters` reads it).
 TimeBound = datetime | str | float
 
 #: ``on_progress(loaded, total)``, called once per session examined.
@@ -423,12 +423,12 @@ class DerivedData(Protocol):
                limit: int | None = 50) -> list[SearchHit]:
         """Full-text search over every stored session, internal ones included (docs/search.md).
 
-        Matching is :mod:`sessiontree.core.searchtext`'s rule on every store: each
+        Matching is :mod:`sessiontree.core.search`'s rule on every store: each
         term of the query (whitespace-separated; ``"a phrase"`` is one term)
         must occur in an entry's indexed text as a case-folded substring. The
         same query gives the same set of hits on every store; the order
         (``rank``) is bm25 on SQLite, ``ts_rank`` on PostgreSQL and
-        :func:`~sessiontree.core.searchtext.scan_score` on the scanning stores.
+        :func:`~sessiontree.core.search.scan_score` on the scanning stores.
 
         Args:
             query: the query text.
@@ -440,7 +440,7 @@ class DerivedData(Protocol):
             limit: at most this many hits (``None``: all).
 
         Returns:
-            :class:`~sessiontree.core.searchtext.SearchHit` objects, best first.
+            :class:`~sessiontree.core.search.SearchHit` objects, best first.
 
         Raises:
             SearchQueryError: an empty or over-long query.
@@ -508,18 +508,18 @@ class DerivedData(Protocol):
         """Billed usage summed over de-duplicated records (docs/usage.md), the input of
         :mod:`sessiontree.usage` and ``sessiontree stats``.
 
-        Every store follows the rules of :mod:`sessiontree.core.usagerecords` (what a
+        Every store follows the rules of :mod:`sessiontree.core.usage` (what a
         billed record is, its content key, one bill per key across the store,
         the earliest session owning it); the SQLite store answers from its usage
         ledger without reading entries, the others compute the same rows from
-        the entries (:func:`~sessiontree.core.usagerecords.aggregate`).
+        the entries (:func:`~sessiontree.core.usage.aggregate`).
 
         Args:
             query: time range, project, per-session or one-session mode
-                (:class:`~sessiontree.core.usagerecords.UsageQuery`); ``None``: everything.
+                (:class:`~sessiontree.core.usage.UsageQuery`); ``None``: everything.
 
         Returns:
-            :class:`~sessiontree.core.usagerecords.UsageRows`: sums per group (tokens,
+            :class:`~sessiontree.core.usage.UsageRows`: sums per group (tokens,
             calls, recorded cost in nano-dollars), and in ``skipped`` how many
             sessions could not be read (their usage is missing).
 

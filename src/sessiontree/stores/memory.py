@@ -22,8 +22,8 @@ from functools import partial
 from typing import Any, cast
 
 from sessiontree.core.listing import InfoAccumulator, SessionInfo, is_classified
-from sessiontree.core.searchtext import SearchHit, make_filters, parse_query
-from sessiontree.core.usagerecords import UsageQuery, UsageRows, aggregate
+from sessiontree.core.search import SearchHit, make_filters, parse_query
+from sessiontree.core.usage import UsageQuery, UsageRows, aggregate
 from sessiontree.errors import InvalidSessionError, SessionExistsError, SessionNotFoundError, SyncConflictError
 from sessiontree.format import jsonio
 from sessiontree.format.codec import CURRENT_VERSION, ParsedSession
@@ -42,7 +42,7 @@ from sessiontree.stores.base import (
 )
 from sessiontree.stores.fallbacks import StoreBase
 from sessiontree.stores.listing import Progress, cwd_matches, resolve_cwd, sort_listing
-from sessiontree.stores.scan import check_limit, scan
+from sessiontree.stores.search import check_limit, scan
 from sessiontree.stores.storable import (
     check_header,
     check_replacement_header,

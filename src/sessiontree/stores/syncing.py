@@ -136,10 +136,10 @@ def ledger_row_owner(query: Any, owner: tuple[str | None, str | None],
                      cwd_filter: Callable[[Any], bool] | None) -> tuple[str | None, str | None] | None:
     """The ``(session_id, cwd)`` a usage-ledger row owned by ``owner`` (its owning
     session's id and cwd) is reported under for ``query`` (a
-    :class:`~sessiontree.core.usagerecords.UsageQuery`), or ``None`` when the query's
+    :class:`~sessiontree.core.usage.UsageQuery`), or ``None`` when the query's
     ``cwd`` filter (``cwd_filter(cwd) -> bool``) drops it. A store-wide query that
     is not per session reports ``(None, None)``: rows of several owners become
-    one, as :func:`~sessiontree.core.usagerecords.aggregate` sums them (docs/usage.md).
+    one, as :func:`~sessiontree.core.usage.aggregate` sums them (docs/usage.md).
     """
     if query.session_id is not None:
         return owner

@@ -31,7 +31,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from sessiontree.core.usagerecords import NANOS_PER_USD
+from sessiontree.core.usage import NANOS_PER_USD
 from sessiontree.stores.base import SessionStore
 from sessiontree.usage.report import Totals, nanos_to_decimal, resolve_timezone, usage_report
 

@@ -9,7 +9,7 @@ therefore kept in a small SQLite file in the user's cache folder, keyed by the c
 priced shape and day, one file per ``genai-prices`` version: a later report reads the
 answers from it and never imports the catalogue unless it meets a shape it has not priced
 yet. The answers are the catalogue's own, so a cached price equals an uncached one to the
-nano-dollar (tests/test_price_cache.py).
+nano-dollar (tests/usage/test_price_cache.py).
 
 The cache is best effort: a folder that cannot be written, a damaged or locked file, or a
 read-only file system leave it out (prices are then worked out each time, as before).
@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Protocol
 
-from sessiontree.core.usagerecords import NANOS_PER_USD
+from sessiontree.core.usage import NANOS_PER_USD
 
 __all__ = ["CACHE_ENV", "GenaiPricesCatalog", "PriceCatalog", "catalog_version", "default_catalog"]
 

@@ -2,7 +2,7 @@
 (docs/usage.md).
 
 Layering: stores answer :meth:`~sessiontree.stores.base.SessionStore.usage`
-with de-duplicated sums (the rule is :mod:`sessiontree.core.usagerecords`); this
+with de-duplicated sums (the rule is :mod:`sessiontree.core.usage`); this
 module groups them by day, week, month (in a time zone), session, model, provider,
 project, agent, host or user, and builds the report and its JSON form. Split by
 concern (issue 40), each re-exported here: :mod:`.totals` (the sums and how a row is
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta, tzinfo
 from typing import Any, Literal
 
-from sessiontree.core.usagerecords import UsageQuery, UsageRow
+from sessiontree.core.usage import UsageQuery, UsageRow
 from sessiontree.stores.base import SessionStore
 from sessiontree.usage.choices import COST_MODES, GROUPINGS
 from sessiontree.usage.days import local_time, parse_date_bound, resolve_timezone

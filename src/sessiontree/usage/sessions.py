@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sessiontree.core.usagerecords import UsageQuery
+from sessiontree.core.usage import UsageQuery
 from sessiontree.stores.base import SessionStore
 from sessiontree.usage.prices import PriceCatalog
 from sessiontree.usage.totals import SCHEMA_VERSION, LazyCatalog, Totals, check_mode, model_name, row_totals

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sessiontree.core.usagerecords import TokenCounts, UsageQuery, UsageRecord, UsageRow, rows_from_records
+from sessiontree.core.usage import TokenCounts, UsageQuery, UsageRecord, UsageRow, rows_from_records
 from sessiontree.usage.choices import COST_MODES
 from sessiontree.usage.money import nanos_to_decimal
 from sessiontree.usage.prices import GenaiPricesCatalog, PriceCatalog, default_catalog
@@ -208,7 +208,7 @@ def price_rows(rows: Iterable[UsageRow], *, cost: str = "auto",
                catalog: PriceCatalog | None = None) -> tuple[Totals, str | None]:
     """:func:`price_records` for records already summed into rows grouped by
     :func:`rows_query` of the same ``cost`` (e.g.
-    :func:`~sessiontree.core.usagerecords.rows_from_entries`).
+    :func:`~sessiontree.core.usage.rows_from_entries`).
 
     Returns:
         The totals and the name of the catalogue used (``None`` when none was needed).

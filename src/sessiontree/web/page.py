@@ -27,9 +27,9 @@ from urllib.parse import quote, urlencode
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
-from sessiontree.compare.branches import BranchComparison
 from sessiontree.core.listing import is_unknown_time
 from sessiontree.core.render import entry_summary
+from sessiontree.diff.branches import BranchComparison
 from sessiontree.format.foreign.common import agent_of_header
 from sessiontree.session.manager import SessionManager
 from sessiontree.session.reading import ReadOnlySession, readonly_of_manager

@@ -494,8 +494,8 @@ def scan_up(entries: Sequence[Entry], leaf_id: LeafArg, by_id: Mapping[str, Entr
     nearly every entry of a session, is looked at inline. Each inline check copies a
     rule kept elsewhere, and each copy is pinned against the rule by tests comparing
     the walk with :func:`_scan_down`, which applies the rules themselves
-    (``tests/test_scan_context_only.py``; ``tests/test_projection.py`` and
-    ``tests/test_fast_path_equivalence.py`` through the builds):
+    (``tests/session/test_scan_context_only.py``; ``tests/core/test_projection.py`` and
+    ``tests/core/test_fast_path_equivalence.py`` through the builds):
 
     ==========================================  ======================  ==========================================
     inline check                                the rule it copies      pinned by (test_scan_context_only.py)

@@ -210,7 +210,7 @@ class ProjectionBuilder:
         outside the context, and each is passed to :meth:`build` as a stand-in
         (a run of them as one stand-in that links the run's ends), so the
         build is exactly the full one (checked by a Hypothesis property in
-        ``tests/test_lazy_open.py``).
+        ``tests/session/test_lazy_open.py``).
 
         Args:
             ids, parent_ids, types: the branch root first (leaf last), each
@@ -363,9 +363,9 @@ class ProjectionBuilder:
         # Hot path (a cold build): one pass reading each entry once, with an inlined
         # copy of pairing.ToolWindow (accept, close, open) on the window's own
         # sets, for speed. The Hypothesis tests
-        # tests/test_fast_path_equivalence.py::test_the_one_pass_build_equals_the_general_build
+        # tests/core/test_fast_path_equivalence.py::test_the_one_pass_build_equals_the_general_build
         # (against the general build) and
-        # tests/test_plain_replay.py::test_a_rebuild_from_the_kept_steps_equals_the_general_build
+        # tests/core/test_plain_replay.py::test_a_rebuild_from_the_kept_steps_equals_the_general_build
         # (the recorded steps against plain_step) check it.
         message: Any
         call_id: Any
@@ -468,7 +468,7 @@ class ProjectionBuilder:
         # Hot path (a rebuild): one iteration per step, with an inlined copy of
         # pairing.ToolWindow (accept, close, open) on the window's own sets, for
         # speed; the ops are local names, most frequent first. The Hypothesis tests
-        # tests/test_plain_replay.py::test_a_rebuild_from_the_kept_steps_equals_the_general_build
+        # tests/core/test_plain_replay.py::test_a_rebuild_from_the_kept_steps_equals_the_general_build
         # and ::test_steps_grown_by_advance_rebuild_what_the_general_build_gives check it.
         messages, window, ends = self.messages, self.window, self.ends
         push, mark, own = messages.append, ends.append, self.owned.append
@@ -533,7 +533,7 @@ class ProjectionBuilder:
         # with an inlined copy of pairing.ToolWindow (accept, close, open) on the
         # window's own sets and list, mutated in place (never rebound) so that the
         # window stays the state, for speed. The Hypothesis test
-        # tests/test_projection.py::test_property_projection_never_mutates_input
+        # tests/core/test_projection.py::test_property_projection_never_mutates_input
         # checks that ToolWindow (repair_orphan_tool_results) changes nothing in
         # its result. A synthetic result belongs to the entry whose message closes
         # its window.

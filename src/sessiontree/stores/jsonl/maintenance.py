@@ -12,8 +12,8 @@ import os
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from sessiontree.core.searchtext import SearchHit, make_filters, parse_query
-from sessiontree.core.usagerecords import UsageQuery, UsageRows, aggregate
+from sessiontree.core.search import SearchHit, make_filters, parse_query
+from sessiontree.core.usage import UsageQuery, UsageRows, aggregate
 from sessiontree.errors import InvalidSessionError, SessionNotFoundError, StorageError
 from sessiontree.format.files import TEMP_NAME as _TEMP_NAME
 from sessiontree.format.files import locked as _locked
@@ -24,7 +24,7 @@ from sessiontree.stores.jsonl.files import JsonlFiles
 from sessiontree.stores.jsonl.layout import FILE_SUFFIX
 from sessiontree.stores.jsonl.reads import JsonlReads, read_file
 from sessiontree.stores.listing import cwd_matches, resolve_cwd
-from sessiontree.stores.scan import check_limit, scan
+from sessiontree.stores.search import check_limit, scan
 from sessiontree.stores.storable import file_rule_problems
 
 __all__ = ["JsonlMaintenance"]

@@ -61,8 +61,8 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sessiontree.core.searchtext import SearchHit
-from sessiontree.core.usagerecords import UsageQuery, UsageRows
+from sessiontree.core.search import SearchHit
+from sessiontree.core.usage import UsageQuery, UsageRows
 from sessiontree.format.codec import ParsedSession
 from sessiontree.stores import retention
 from sessiontree.stores.base import (

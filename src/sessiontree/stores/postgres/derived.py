@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from sessiontree.core.listing import InfoAccumulator, is_classified
 from sessiontree.format import jsonio
-from sessiontree.stores.scan import ScannedStore
+from sessiontree.stores.search import ScannedStore
 
 __all__ = [
     "DerivedIndex",

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from sessiontree.core.listing import InfoAccumulator
-from sessiontree.core.usagerecords import UsageQuery, UsageRows, aggregate
+from sessiontree.core.usage import UsageQuery, UsageRows, aggregate
 from sessiontree.format import jsonio
 from sessiontree.stores.base import ProgressCallback, StoreProblem
 from sessiontree.stores.listing import cwd_matches, resolve_cwd
@@ -135,14 +135,14 @@ class PostgresMaintenance(PostgresStoreReads):
         """Billed usage summed with SQL aggregates over the usage ledger
         (:mod:`.usage`): no entry is read. A database without
         the ledger (an older schema opened read-only) is answered from its entries by
-        :func:`~sessiontree.core.usagerecords.aggregate`, with the same rows. See
+        :func:`~sessiontree.core.usage.aggregate`, with the same rows. See
         :meth:`SessionStore.usage <sessiontree.stores.base.SessionStore.usage>`.
 
         Args:
-            query: a :class:`~sessiontree.core.usagerecords.UsageQuery`, or ``None`` for everything.
+            query: a :class:`~sessiontree.core.usage.UsageQuery`, or ``None`` for everything.
 
         Returns:
-            :class:`~sessiontree.core.usagerecords.UsageRows` (``skipped`` is always 0: every
+            :class:`~sessiontree.core.usage.UsageRows` (``skipped`` is always 0: every
             stored session can be read).
 
         Raises:

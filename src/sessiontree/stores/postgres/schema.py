@@ -25,7 +25,7 @@ From ``m008_team`` on, every table is private by construction (docs/team.md): a
 step creating a table must enable row-level security on it with a policy (as
 :func:`~sessiontree.stores.postgres.team.m008_team` does for each kind of table) and
 add its grants to :func:`~sessiontree.stores.postgres.team.grant_team`;
-``tests/test_team_store.py`` fails on a table without row-level security.
+``tests/stores/test_team_store.py`` fails on a table without row-level security.
 
 Add new steps at the end; never edit one that has been applied (its name and
 SQL are what existing databases recorded). The steps creating derived tables
@@ -165,7 +165,7 @@ def m003_search_index(conn: Any) -> None:
             -- Copied from the entry for the role filter (U+FFFD for what text cannot hold;
             -- the exact values are checked on the hits).
             type text NOT NULL,
-            -- searchtext.entry_text's role (NULL for session_info/session_summary).
+            -- core.search.entry_text's role (NULL for session_info/session_summary).
             role text,
             -- The entry's timestamp in ms (NULL when it does not parse), for since/until.
             ts_ms double precision,
@@ -191,7 +191,7 @@ def m004_usage_ledger(conn: Any) -> None:
             session_id text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
             seq integer NOT NULL,
             n integer NOT NULL,
-            -- usagerecords.dedup_key: 16 bytes identifying the billed call by content,
+            -- core.usage.dedup_key: 16 bytes identifying the billed call by content,
             -- equal in every copy of the entry (forks, imports).
             dedup_key bytea NOT NULL,
             -- assistant, toolResult, session_summary, compaction, branch_summary, usage.

@@ -7,7 +7,7 @@ Invariants (the same as :mod:`sessiontree.stores.sqlite.search`):
   in the transaction that writes their entries, removed with their session,
   and rebuilt from the entries alone by ``store.reindex()``.
 * **The same hits as every other store.** Each row holds ``fold(entry_text(entry).text)``
-  (:mod:`sessiontree.core.searchtext`: the text the JSONL and memory stores scan and
+  (:mod:`sessiontree.core.search`: the text the JSONL and memory stores scan and
   SQLite indexes, folded by the one rule). A query's terms are folded the same
   way and matched as substrings of that column *by the server*: ``LIKE
   '%term%'`` (``%``, ``_`` and ``\\`` escaped) for terms of three or more
@@ -17,7 +17,7 @@ Invariants (the same as :mod:`sessiontree.stores.sqlite.search`):
   query has only short terms). Both are exact substring tests on
   code points (``LIKE`` is rechecked on every row the lossy trigram index
   returns), and every row is checked once more with
-  :meth:`~sessiontree.core.searchtext.SearchQuery.matches` before it becomes a hit.
+  :meth:`~sessiontree.core.search.SearchQuery.matches` before it becomes a hit.
   The folding is done in Python, never by the server's ``lower()``, so the
   database's locale and collation cannot change what matches.
 * **Every user token is a parameter**: no query text reaches SQL or tsquery syntax.
@@ -52,7 +52,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sessiontree.core.searchtext import (
+from sessiontree.core.search import (
     TRIGRAM,
     SearchFilters,
     SearchHit,
@@ -67,7 +67,7 @@ from sessiontree.stores.listing import cwd_matches
 from sessiontree.stores.postgres import recent
 from sessiontree.stores.postgres.derived import IndexedRow, PostgresReads, info_from_listing, text_copy
 from sessiontree.stores.postgres.team import own_rows_apply, own_rows_keys
-from sessiontree.stores.scan import (
+from sessiontree.stores.search import (
     SessionFacts,
     active_ids,
     check_limit,
@@ -292,7 +292,7 @@ def _limit_first_sql(score: str, cond: str) -> str:
     """The ranked, limited query of :func:`_hits_from_index`, planned limit first.
 
     Its rows are the first ``limit`` of the full order (score, newest, session id,
-    entry id, ids in code-point order: :func:`~sessiontree.core.searchtext.hit_order`),
+    entry id, ids in code-point order: :func:`~sessiontree.core.search.hit_order`),
     exactly those of sorting every match, but the entry id (a join with ``entries``)
     and the folded text are read for about ``limit`` rows only, and the sort over the
     matches is a bounded one on small keys (a top-N heap in memory: sorting every
@@ -332,7 +332,7 @@ def _conditions(query: SearchQuery, filters: SearchFilters, allowed: list[str] |
                 *, scan: bool, own_keys: list[tuple[str, int]] | None = None) -> tuple[list[str], list[Any]]:
     """The ``WHERE`` conditions on ``search_entries AS s`` and their parameters.
 
-    A term of :data:`~sessiontree.core.searchtext.TRIGRAM` or more characters is a
+    A term of :data:`~sessiontree.core.search.TRIGRAM` or more characters is a
     ``LIKE '%term%'`` that the trigram index answers, or, with ``scan``, a
     ``strpos(folded, term) > 0``: the same exact substring test, about twice as fast
     when every row is read anyway (a sequential scan), and useless to the index."""
@@ -459,7 +459,7 @@ def _hits_from_index(conn: Any, query: SearchQuery, filters: SearchFilters, limi
                " FROM search_entries AS s JOIN entries AS e ON e.session_id = s.session_id AND e.seq = s.seq"
                f" WHERE {cond}"
                # Best first, then newest, then ids in code-point order (COLLATE "C"): the
-               # order of searchtext.hit_order.
+               # order of core.search.hit_order.
                " ORDER BY score DESC, coalesce(s.ts_ms, 0) DESC, s.session_id COLLATE \"C\", e.id COLLATE \"C\"")
         rows = conn.execute(sql, rank_params + params).fetchall()
     else:
@@ -497,7 +497,7 @@ def search_store(store: PostgresReads, query: str, *, cwd: str | None = None, ro
 
     A database without the index (an older schema opened read-only) is searched by
     loading and scanning every session, with the same hits (ranked by
-    :func:`~sessiontree.core.searchtext.scan_score`).
+    :func:`~sessiontree.core.search.scan_score`).
 
     Raises:
         SearchQueryError, ValueError: see :meth:`SessionStore.search`.

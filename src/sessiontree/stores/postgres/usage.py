@@ -1,7 +1,7 @@
 """The usage ledger of :class:`~sessiontree.stores.postgres.store.PostgresStore`:
 derived data, so ``sessiontree stats`` on a team database reads no transcript.
 
-One row per billed usage record (:mod:`sessiontree.core.usagerecords` decides what
+One row per billed usage record (:mod:`sessiontree.core.usage` decides what
 one is and computes its content key), written in the transaction that writes
 its entry (a :class:`~sessiontree.stores.postgres.derived.DerivedIndex`), removed with
 its session, rebuilt by ``store.reindex()``. Its table comes from the schema step
@@ -22,8 +22,8 @@ copied call (a fork and its parent) contend for the same rows. The query:
 3. ``sum()`` per group, rows that may need a catalogue price kept apart by
    their four token counts.
 
-The result equals :func:`sessiontree.core.usagerecords.aggregate` over the same
-sessions (tests/test_postgres_usage.py checks it on random stores). **Rollups** (schema step ``m009_usage_rollup``, docs/postgres.md "Usage rollups"):
+The result equals :func:`sessiontree.core.usage.aggregate` over the same
+sessions (tests/stores/test_postgres_usage.py checks it on random stores). **Rollups** (schema step ``m009_usage_rollup``, docs/postgres.md "Usage rollups"):
 a store-wide report sums ``usage_rollup``, per (session, provider, model, 15-minute
 UTC bucket, priced shape), as SQLite's does, instead of every ledger row. A ledger
 row is *settled* by :func:`settle` in the transaction that writes it, into one of
@@ -57,7 +57,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sessiontree.core.usagerecords import BUCKET_MS, UsageQuery, UsageRow, records_from_entry
+from sessiontree.core.usage import BUCKET_MS, UsageQuery, UsageRow, records_from_entry
 from sessiontree.format import jsonio
 from sessiontree.stores.postgres.derived import IndexedRow, text_copy
 from sessiontree.stores.syncing import ledger_row_owner
@@ -170,7 +170,7 @@ def fill_ledger(conn: Any) -> None:
 #: first 4 bytes): an arbitrary constant, apart from the schema lock's single key.
 SETTLE_LOCK_CLASS = 0x5E55
 
-# A ledger row's rollup key: provider and model '' for NULL (usagerecords never records
+# A ledger row's rollup key: provider and model '' for NULL (core.usage never records
 # an empty name), the floored 15-minute bucket, and the priced shape: '' when the
 # recorded cost is usable, else the token counts, so calls to be priced from the
 # catalogue keep theirs (tiered prices are not linear in tokens).
@@ -341,14 +341,14 @@ def query_usage(conn: Any, query: UsageQuery, cwd_of: Callable[[list[str]], dict
 
     Args:
         conn: a connection inside a read transaction.
-        query: what to sum (:class:`~sessiontree.core.usagerecords.UsageQuery`).
+        query: what to sum (:class:`~sessiontree.core.usage.UsageQuery`).
         cwd_of: ``(session ids) -> {id: exact header cwd}`` for the owners that matter.
         cwd_filter: ``(cwd) -> bool`` for :attr:`UsageQuery.cwd`, applied to the owning
             sessions, or ``None``.
         rollup: whether ``usage_rollup`` and the ledger's ``shared`` states exist.
 
     Returns:
-        The rows of :func:`sessiontree.core.usagerecords.aggregate` for the same sessions,
+        The rows of :func:`sessiontree.core.usage.aggregate` for the same sessions,
         in no particular order.
     """
     where, params = [], []

@@ -102,7 +102,7 @@ STATE_ASSIGN = ", ".join(f"{column} = ?" for _, column in STATE_COLUMNS)
 def state_values(info: InfoAccumulator) -> list[Any]:
     """The values of :data:`STATE_COLUMNS` for ``info``, in that order, as stored
     (``to_state()``'s values, read from the attributes in :data:`STATE_COLUMNS` order:
-    tests/test_sqlite_append_path.py keeps the two in step)."""
+    tests/stores/test_sqlite_append_path.py keeps the two in step)."""
     return [info.message_count, to_db(info.first_message), info.modified_ms, int(info.has_name),
             to_db(info.name), to_db(info.anchor_id), to_db(info.summary_through), to_db(info.summary_text)]
 

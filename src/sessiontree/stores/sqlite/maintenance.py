@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from sessiontree.core.listing import InfoAccumulator
-from sessiontree.core.usagerecords import UsageQuery, UsageRows, aggregate
+from sessiontree.core.usage import UsageQuery, UsageRows, aggregate
 from sessiontree.errors import SessionError
 from sessiontree.stores.base import ProgressCallback, StoreProblem, TimeBound
 from sessiontree.stores.listing import cwd_matches, resolve_cwd

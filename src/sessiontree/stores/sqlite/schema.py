@@ -177,11 +177,11 @@ def m004_search_index(conn: sqlite3.Connection) -> None:
             -- Copied from the entry for hits and filters, so a hit needs no JSON parse.
             entry_id TEXT NOT NULL,
             type TEXT NOT NULL,
-            -- searchtext.entry_text's role (NULL for session_info/session_summary).
+            -- core.search.entry_text's role (NULL for session_info/session_summary).
             role TEXT,
             -- The entry's timestamp in ms (NULL when it does not parse), for since/until.
             ts_ms REAL,
-            -- searchtext.entry_text's text: the one copy snippets and checks read.
+            -- core.search.entry_text's text: the one copy snippets and checks read.
             text TEXT NOT NULL,
             UNIQUE (session_id, seq)
         )""")
@@ -233,7 +233,7 @@ def m006_usage_ledger(conn: sqlite3.Connection) -> None:
     # lookups (measured: benchmarks/bench_stats.py).
     conn.execute("""
         CREATE TABLE usage_ledger (
-            -- usagerecords.dedup_key: 16 bytes identifying the billed call by
+            -- core.usage.dedup_key: 16 bytes identifying the billed call by
             -- content, equal in every copy of the entry (forks, imports).
             dedup_key BLOB NOT NULL,
             -- sessions.id of the session holding the entry.
@@ -292,7 +292,7 @@ def m007_usage_rollup(conn: sqlite3.Connection) -> None:
             -- usage_calls.owner: hex(sessions.id) of the session owning the calls.
             owner TEXT NOT NULL,
             -- usage_calls.provider and .model, '' for NULL (a recorded name is never
-            -- empty: usagerecords reads an empty one as not recorded).
+            -- empty: core.usage reads an empty one as not recorded).
             provider TEXT NOT NULL,
             model TEXT NOT NULL,
             -- Start of the 15-minute UTC bucket, Unix ms (floored): every UTC offset in

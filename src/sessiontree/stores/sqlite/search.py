@@ -9,15 +9,15 @@ Invariants:
   session's watermark in ``search_merged``), and a query answers from both.
   It is never stale; ``store.reindex()`` rebuilds it from the entries alone.
 * **The same hits as a scan.** The indexed text of an entry is exactly
-  :func:`sessiontree.core.searchtext.entry_text`, the text the JSONL and memory
+  :func:`sessiontree.core.search.entry_text`, the text the JSONL and memory
   stores scan. Each candidate FTS5 returns is checked again with
-  :meth:`~sessiontree.core.searchtext.SearchQuery.matches` before it becomes a hit,
+  :meth:`~sessiontree.core.search.SearchQuery.matches` before it becomes a hit,
   pending entries are matched by that same rule, and the fold of
-  :mod:`sessiontree.core.searchtext` is FTS5's own, so the index neither adds nor
+  :mod:`sessiontree.core.search` is FTS5's own, so the index neither adds nor
   loses a hit (the conformance test runs every store, and a SQLite store whose
   entries are all pending, opened read-only).
 * **Every user token is quoted**: the MATCH expression is built by
-  :meth:`~sessiontree.core.searchtext.SearchQuery.fts_expression`, so no query can
+  :meth:`~sessiontree.core.search.SearchQuery.fts_expression`, so no query can
   reach FTS5's syntax (``-``, ``*``, ``NEAR``, ``:``, ``"``, ``AND``).
 
 Tables (schema steps ``m004_search_index``, ``m005_search_pending``,
@@ -64,7 +64,7 @@ write does any:
   index range, then entries after each watermark; JSON parsed, text
   extracted, matched by the rule). Read-only opens never write: they only scan.
 * **Order.** Pending hits first, ranked among themselves by
-  :func:`~sessiontree.core.searchtext.scan_score` (they are the newest activity,
+  :func:`~sessiontree.core.search.scan_score` (they are the newest activity,
   and the index does not hold them), then merged hits shortest text first.
   For queries made only of short terms every hit is ranked by ``scan_score``,
   as after a rebuild. After any merge of everything (a rebuild, a settle,
@@ -85,16 +85,16 @@ Design (docs/search.md has the reasons and the measurements that chose it):
   contentless (``content=''``) and keeps only which rows hold which trigram
   (``detail=none``, no positions, no column sizes): a sixth of the index with
   positions, and half its build time. The text of an entry lives in its record
-  only: a query extracts it again (:func:`~sessiontree.core.searchtext.entry_text`
+  only: a query extracts it again (:func:`~sessiontree.core.search.entry_text`
   on ``entries.json``) for each candidate it checks and each snippet, and a
   removal extracts it to tell FTS5 what to forget.
 * **A term is all its trigrams.** ``detail=none`` answers no phrase, so a term
   of ``n`` characters becomes the AND of its trigrams
-  (:meth:`~sessiontree.core.searchtext.SearchQuery.fts_expression`): a superset of
+  (:meth:`~sessiontree.core.search.SearchQuery.fts_expression`): a superset of
   the entries holding it, every one checked by the rule.
 * **Ranking** of merged entries: shortest text first (``search_entries.chars``),
   ties newest first, then by session and entry id; ``rank`` is the sum of the
-  term lengths over ``chars + 200``, :func:`~sessiontree.core.searchtext.scan_score`
+  term lengths over ``chars + 200``, :func:`~sessiontree.core.search.scan_score`
   of a text holding each term once. With no term frequency in the index this is
   what bm25 itself would order by (its other factor, the terms' rarity, is the
   same for every hit of a query); FTS5's ``bm25()`` returns 0 on such a table.
@@ -106,14 +106,14 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sessiontree.core.searchtext import (
+from sessiontree.core.search import (
     SearchQuery,
     entry_text,
     fold,
 )
 from sessiontree.errors import StorageError
 from sessiontree.format import jsonio
-from sessiontree.stores.scan import (
+from sessiontree.stores.search import (
     active_ids,
 )
 from sessiontree.stores.sqlite.derived import SqliteTransactions, from_db, to_db
@@ -580,13 +580,13 @@ def create_tables(conn: sqlite3.Connection) -> None:
             -- Also the rowid of search_fts (contentless: FTS5 holds only the trigrams).
             rowid INTEGER PRIMARY KEY,
             -- sessions.id and entries.seq of the entry the text comes from: the text
-            -- is searchtext.entry_text of that record, extracted when a query needs it.
+            -- is core.search.entry_text of that record, extracted when a query needs it.
             session_id TEXT NOT NULL,
             seq INTEGER NOT NULL,
             -- Copied from the entry for hits and filters, so a filter needs no JSON parse.
             entry_id TEXT NOT NULL,
             type TEXT NOT NULL,
-            -- searchtext.entry_text's role (NULL for session_info/session_summary).
+            -- core.search.entry_text's role (NULL for session_info/session_summary).
             role TEXT,
             -- The entry's timestamp in ms (NULL when it does not parse), for since/until.
             ts_ms REAL,

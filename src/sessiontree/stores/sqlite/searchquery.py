@@ -2,7 +2,7 @@
 a query in one read snapshot, the pending tail scanned beside the merged rows, the
 record prefilter, and :func:`search_store`, which ``SqliteStore.search`` calls. A database
 without the index (an older schema opened read-only) is answered by scanning every
-session (:func:`~sessiontree.stores.scan.scan_store`), with the same hits.
+session (:func:`~sessiontree.stores.search.scan_store`), with the same hits.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
-from sessiontree.core.searchtext import (
+from sessiontree.core.search import (
     SearchFilters,
     SearchHit,
     SearchQuery,
@@ -24,7 +24,7 @@ from sessiontree.core.searchtext import (
 from sessiontree.format import jsonio
 from sessiontree.stores.base import TimeBound
 from sessiontree.stores.listing import cwd_matches
-from sessiontree.stores.scan import (
+from sessiontree.stores.search import (
     ScannedStore,
     SessionFacts,
     check_limit,
@@ -72,7 +72,7 @@ def _allowed(conn: sqlite3.Connection, filters: SearchFilters) -> set[Any] | Non
 def _pending(conn: sqlite3.Connection, query: SearchQuery, filters: SearchFilters,
              allowed: set[Any] | None, tables: set[str]) -> list[_Found]:
     """Matches among the pending entries (appended since their session's last merge),
-    found by the scan's rule, scored by :func:`~sessiontree.core.searchtext.scan_score`."""
+    found by the scan's rule, scored by :func:`~sessiontree.core.search.scan_score`."""
     if "search_merged" not in tables:
         return []  # an older schema opened read-only: FTS5 holds every entry
     sql = ("SELECT s.id, coalesce(m.seq, -1) FROM sessions AS s LEFT JOIN search_merged AS m ON m.session_id = s.id"
@@ -97,7 +97,7 @@ def _pending(conn: sqlite3.Connection, query: SearchQuery, filters: SearchFilter
 
 
 def _best_first(found: list[_Found], limit: int | None) -> list[_Found]:
-    """``found`` in :func:`~sessiontree.core.searchtext.hit_order`'s order (rank, then newer,
+    """``found`` in :func:`~sessiontree.core.search.hit_order`'s order (rank, then newer,
     then ids; ``ts_ms`` is the parsed ``timestamp`` that order reads), cut to ``limit``,
     before any hit is built."""
     found.sort(key=lambda row: (-row[9], -(row[6] or 0.0), from_db(row[0]), row[3]))
@@ -120,7 +120,7 @@ def _hits_from_index(conn: sqlite3.Connection, query: SearchQuery, filters: Sear
             return _make_hits(conn, pending, query, tables)
         where = " AND e.session_id = ?" if filters.session is not None else ""
         params: list[Any] = [expression] + ([to_db(filters.session)] if filters.session is not None else [])
-        # Best first, ties newest first then by ids: the order of searchtext.hit_order, so
+        # Best first, ties newest first then by ids: the order of core.search.hit_order, so
         # stopping at `limit` keeps exactly the best hits. The index holds no text: each
         # candidate's record is read and its text extracted. With a limit per candidate
         # (below), not carried through the sort of every candidate; without one every
@@ -183,7 +183,7 @@ def _hits_from_index(conn: sqlite3.Connection, query: SearchQuery, filters: Sear
     return _make_hits(conn, _best_first(pending + found, limit), query, tables)
 
 
-#: Characters of a float's ``repr`` (tool-call argument values, ``searchtext._argument_parts``):
+#: Characters of a float's ``repr`` (tool-call argument values, ``core.search._argument_parts``):
 #: the one part of an entry's text that is not a substring of its JSON text.
 _FLOAT_CHARS = frozenset("0123456789.e+-infa")
 #: Characters JSON may write only escaped (``\"``, ``\\``, ``\/``, controls): a term holding

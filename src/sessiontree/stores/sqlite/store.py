@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
-from sessiontree.core.usagerecords import UsageQuery, UsageRows
+from sessiontree.core.usage import UsageQuery, UsageRows
 from sessiontree.format.codec import ParsedSession
 from sessiontree.stores import retention
 from sessiontree.stores.base import (

@@ -1,7 +1,7 @@
 """The usage ledger of :class:`~sessiontree.stores.sqlite.store.SqliteStore`: derived data
 (docs/stores.md, "Derived data"), so ``sessiontree stats`` reads no transcript.
 
-One row per billed usage record (:mod:`sessiontree.core.usagerecords` decides what
+One row per billed usage record (:mod:`sessiontree.core.usage` decides what
 one is), removed with its session, rebuilt by ``store.reindex()``.
 :data:`LEDGER` is the :class:`~sessiontree.stores.sqlite.derived.DerivedIndex`; its
 tables come from the schema steps ``m006_usage_ledger``, ``m007_usage_rollup`` and
@@ -31,7 +31,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from sessiontree.core.usagerecords import BUCKET_MS, UsageQuery, UsageRow, records_from_entry
+from sessiontree.core.usage import BUCKET_MS, UsageQuery, UsageRow, records_from_entry
 from sessiontree.format import jsonio
 from sessiontree.stores.sqlite.derived import IndexedRow, from_db, to_db
 from sessiontree.stores.syncing import ledger_row_owner
@@ -44,7 +44,7 @@ _RECORD_TYPES = frozenset(("message", "session_summary", "compaction", "branch_s
 
 #: A Unix-millisecond column's 15-minute UTC bucket, floored (SQL's ``%`` truncates
 #: toward zero; a record dated before 1970 belongs to the bucket below it, as in
-#: :mod:`sessiontree.core.usagerecords`).
+#: :mod:`sessiontree.core.usage`).
 def _bucket_sql(column: str) -> str:
     return f"({column} - (({column} % {BUCKET_MS}) + {BUCKET_MS}) % {BUCKET_MS})"
 
@@ -317,7 +317,7 @@ _ATTRS = "provider, model, ts_ms, input, output, cache_read, cache_write, cost_n
 
 def _refresh_calls(conn: sqlite3.Connection, keys: set[bytes], rollup: bool = True) -> None:
     """Recompute the ``usage_calls`` rows of ``keys`` from the ledger (the rule of
-    :mod:`sessiontree.core.usagerecords`: multiplicity = most rows in one session, owner
+    :mod:`sessiontree.core.usage`: multiplicity = most rows in one session, owner
     = earliest session). A key no session holds any more loses its row.
 
     With ``rollup``, ``usage_rollup`` moves with them: the old rows' sums are
@@ -511,7 +511,7 @@ LEDGER = UsageLedger()
 def query_usage(conn: sqlite3.Connection, query: UsageQuery, cwd_filter: Any = None) -> list[UsageRow]:
     """Answer :meth:`SqliteStore.usage` from the ledger alone (no entry is read).
 
-    The same result as :func:`sessiontree.core.usagerecords.aggregate` over the
+    The same result as :func:`sessiontree.core.usage.aggregate` over the
     sessions' entries. Records sharing a content key have the same content, so
     ``usage_calls`` holds each billed call once with its multiplicity and owner
     (:func:`_refresh_calls`), and a store-wide report sums ``usage_rollup``, its

@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
-from sessiontree.compare import DiffInputError, diff_branches
+from sessiontree.diff import DiffInputError, diff_branches
 from sessiontree.web import page
 from sessiontree.web import views as view
 from sessiontree.web.handlers.common import requested_session, to_full_id

@@ -1,7 +1,7 @@
 """The compare page: two branches side by side (docs/diff.md, docs/viewer.md).
 
 Builds what ``compare.html`` shows from a
-:class:`~sessiontree.compare.branches.BranchComparison`: the summary table, the
+:class:`~sessiontree.diff.branches.BranchComparison`: the summary table, the
 aligned rows (entries, or the messages of the model's view) with their status,
 what shaped each context, and the branch tips the two pickers offer. Every
 string reaches the page through Jinja2 autoescaping.
@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sessiontree.compare.branches import BranchComparison
-from sessiontree.core.branchdiff import leaf_ids
+from sessiontree.core.diff import leaf_ids
 from sessiontree.core.render import entry_kind, entry_summary
+from sessiontree.diff.branches import BranchComparison
 from sessiontree.format.types import Entry
 from sessiontree.usage.report import format_usd
 

@@ -16,7 +16,7 @@ from markupsafe import Markup
 from sessiontree.core.projection import is_active_compaction, is_retired_record
 from sessiontree.core.render import RETIRED_NOTE, entry_kind, entry_summary, retired_record_text
 from sessiontree.core.transcript import bash_text
-from sessiontree.core.usagerecords import UsageRecord, records_from_entry
+from sessiontree.core.usage import UsageRecord, records_from_entry
 from sessiontree.errors import EntryNotFoundError
 from sessiontree.session.manager import SessionManager
 from sessiontree.session.reading import ReadOnlySession, readonly_of_manager

@@ -402,7 +402,7 @@ def _timestamp_ms(entry: Mapping[str, Any]) -> float:
 def _build_tree_data_nodes(manager: SessionManager | ReadOnlySession, *, summaries: bool = True) -> TreeData:
     """:func:`build_tree_data` over :meth:`SessionManager.get_tree`: the general path,
     for sessions with a parent cycle (same rows as the position layout elsewhere;
-    tests/test_web.py checks both agree)."""
+    tests/web/test_web.py checks both agree)."""
     roots = manager.get_tree()
     leaf_id = manager.get_leaf_id()
     active = {e.get("id") for e in manager.get_branch()}

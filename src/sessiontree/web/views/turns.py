@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from sessiontree.core.usagerecords import UsageRecord
+from sessiontree.core.usage import UsageRecord
 
 #: An item of :mod:`sessiontree.web.views.conversation` (``Item``; named loosely here so that
 #: this module, which that one imports, does not import it back).

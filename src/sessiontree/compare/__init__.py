@@ -1,6 +1,0 @@
-"""Comparing branches: two branches of a session, or a fork and its source, with what
-each one cost (docs/diff.md). Reads through the store protocol only."""
-
-from sessiontree.compare.branches import BranchComparison, DiffInputError, diff_branches
-
-__all__ = ["BranchComparison", "DiffInputError", "diff_branches"]
