@@ -302,7 +302,7 @@ def _damage(store: Any, session_id: str) -> None:
     elif store.kind == "postgres":
         import psycopg
 
-        with psycopg.connect(store._conninfo, autocommit=True) as raw:
+        with psycopg.connect(store.db.conninfo, autocommit=True) as raw:
             raw.execute("UPDATE sessions SET header_json = '\\x7b6e6f74'::bytea WHERE id = %s", (session_id,))
 
 

@@ -29,7 +29,7 @@ def pg(pg_url):
 
 
 def index_rows(store):
-    with store._transaction("test", write=False) as conn:
+    with store.db.transaction("test", write=False) as conn:
         return conn.execute("SELECT session_id, seq, type, role, ts_ms, folded, tsv::text FROM search_entries"
                             " ORDER BY session_id, seq").fetchall()
 
@@ -94,7 +94,7 @@ def test_rank_query_quotes_everything():
 
 
 def test_the_trigram_index_answers_long_terms(pg):
-    with pg._transaction("test", write=False) as conn:
+    with pg.db.transaction("test", write=False) as conn:
         assert postgres_search.trigram_available(conn)
         conn.execute("SET LOCAL enable_seqscan = off")
         plan = "\n".join(row[0] for row in conn.execute(
@@ -125,7 +125,7 @@ def test_a_word_in_a_large_share_of_the_entries_is_scanned(pg_url):
         chain = [msg(f"f{n:07d}", f"f{n - 1:07d}" if n else None, "user",
                      "common words" + (" rarely" if n == 7 else ""), 0) for n in range(40)]
         store.create(header("share", "/w"), chain)
-        with store._transaction("test", write=True) as conn:
+        with store.db.transaction("test", write=True) as conn:
             conn.execute("ANALYZE search_entries")
             conn.execute("SET LOCAL enable_seqscan = off")  # a table this small is scanned anyway
             assert postgres_search._trigram_pays(conn, "s.folded LIKE %s", ["%rarely%"])
@@ -147,13 +147,13 @@ def test_without_pg_trgm_search_scans_with_the_same_hits(pg_url, monkeypatch):
 
     monkeypatch.setattr(postgres_search, "_create_trigram_index", refused)
     store = fill(PostgresStore(pg_url))
-    with store._transaction("test", write=False) as conn:
+    with store.db.transaction("test", write=False) as conn:
         assert not postgres_search.trigram_available(conn)
     for query in ("retry", "dedup", "py", "東京"):
         assert ids(store.search(query, limit=None)) == EXPECTED[query]
     monkeypatch.undo()  # the extension is installed now: a full reindex creates the index
     assert store.reindex() == 3
-    with store._transaction("test", write=False) as conn:
+    with store.db.transaction("test", write=False) as conn:
         assert postgres_search.trigram_available(conn)
     assert ids(store.search("retry", limit=None)) == EXPECTED["retry"]
     store.close()

@@ -253,7 +253,7 @@ def test_prepared_statements_can_be_switched_off_for_pgbouncer(pg_url):
         store.create(header("p"), [custom("e0")])
         for i in range(1, 8):
             store.append("p", [custom(f"e{i}", f"e{i - 1}")])
-        with store._get_pool().connection() as conn:
+        with store.db.pool().connection() as conn:
             assert conn.prepare_threshold == expected
             prepared = conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()[0]
         assert (prepared == 0) == (expected is None)

@@ -94,11 +94,11 @@ def test_ledger_is_derived_data(pg_url):
     store.create(_header("two", created="2026-02-01T00:00:00.000Z"), entries[:1])  # a copy
     before = _rows(store.usage(UsageQuery(per_session=True)))
     assert [row[8] for row in before] == [1, 1]  # two calls, the copy counted once, owned by "one"
-    with store._transaction("test", write=False) as conn:
+    with store.db.transaction("test", write=False) as conn:
         ledger = conn.execute("SELECT * FROM usage_ledger ORDER BY session_id, seq").fetchall()
     assert len(ledger) == 3
     assert store.reindex() == 2
-    with store._transaction("test", write=False) as conn:
+    with store.db.transaction("test", write=False) as conn:
         assert conn.execute("SELECT * FROM usage_ledger ORDER BY session_id, seq").fetchall() == ledger
     store.delete("one")  # the copy's owner is now "two"
     assert _rows(store.usage(UsageQuery(per_session=True)))[0][0] == "two"
@@ -124,7 +124,7 @@ def test_an_older_schema_read_only_is_answered_from_the_entries(pg_url):
         assert _rows(readonly.usage()) == expected
     with PostgresStore(pg_url) as migrated:  # the step fills the ledger from the entries
         assert _rows(migrated.usage()) == expected
-        with migrated._transaction("test", write=False) as conn:
+        with migrated.db.transaction("test", write=False) as conn:
             assert conn.execute("SELECT count(*) FROM usage_ledger").fetchone()[0] == 1
 
 
@@ -136,7 +136,7 @@ def test_huge_token_counts_do_not_fail_an_append(pg_url):
 
 
 def _ledger_states(store):
-    with store._transaction("test", write=False) as conn:
+    with store.db.transaction("test", write=False) as conn:
         return {(sid, seq): shared for sid, seq, shared in conn.execute(
             "SELECT session_id, seq, shared FROM usage_ledger")}
 

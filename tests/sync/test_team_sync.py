@@ -120,7 +120,7 @@ def test_four_hosts_watching_stay_exact(pg_url, tmp_path):
     for session_id, want in expected.items():
         ids = [entry["id"] for entry in store.read(session_id).entries]
         assert ids == [f"{n:08x}" for n in range(1, want + 1)], (session_id, outputs)
-    with store._transaction("count", write=False) as conn:
+    with store.db.transaction("count", write=False) as conn:
         total = conn.execute("SELECT count(*) FROM entries").fetchone()[0]
         sessions = conn.execute("SELECT count(*) FROM sessions").fetchone()[0]
     assert (sessions, total) == (HOSTS * OWN + 2, (HOSTS * OWN + 2) * (ENTRIES + 1))

@@ -18,10 +18,12 @@ __all__ = ["StoreBase"]
 class StoreBase:
     """Mixin of what every store class shares: ``with store:`` closes it, and
     ``repr()`` names the class and the store's URL. Subclasses set ``url`` and
-    ``kind`` and define ``close()``."""
+    ``kind`` and define ``close()`` and ``read()``."""
 
     url: str
     kind: str
+    #: Every store defines ``read`` (``SessionStore.read``); the generic reads below use it.
+    read: Callable[[str], ParsedSession]
     #: See ``SessionStore.partial_reads``: the generic read_skeleton/read_entries read everything.
     partial_reads = False
 
@@ -48,7 +50,7 @@ class StoreBase:
         Costs a full read; stores with cheaper access override it."""
         from sessiontree.core.tree import skeleton_entry
 
-        parsed = self.read(session_id)  # type: ignore[attr-defined]
+        parsed = self.read(session_id)
         entries = [skeleton_entry(e) for e in parsed.entries]
         return ParsedSession(parsed.header, entries, [None] * len(entries), parsed.header_raw,
                              parsed.source_version, False, [], list(parsed.lines), parsed.path)
@@ -81,7 +83,7 @@ class StoreBase:
         Stores that can list their entries' ids, parents and types without
         parsing the records (SQLite) override it."""
 
-        parsed = self.read(session_id)  # type: ignore[attr-defined]
+        parsed = self.read(session_id)
         entries = parsed.entries
         return SessionOutline(session_id, parsed.header, [e["id"] for e in entries],
                               [e.get("parentId") for e in entries], [e["type"] for e in entries],
@@ -92,7 +94,7 @@ class StoreBase:
         :meth:`read` and its texts, so the errors are :meth:`read`'s. Stores that can
         give the stored texts without parsing them (SQLite, PostgreSQL) override it."""
 
-        return SessionTexts.of(session_id, self.read(session_id))  # type: ignore[attr-defined]
+        return SessionTexts.of(session_id, self.read(session_id))
 
     def read_entries_at(self, outline: SessionOutline, positions: Sequence[int]) -> list[dict[str, Any]]:
         """Generic ``read_entries_at`` (docs in :class:`~sessiontree.stores.base.SessionStore`):
@@ -113,7 +115,7 @@ class StoreBase:
         if outline.entries is not None:
             return [outline.entries[p] for p in positions]
         try:
-            entries = self.read(outline.session_id).entries  # type: ignore[attr-defined]
+            entries = self.read(outline.session_id).entries
         except SessionNotFoundError:
             raise SessionChangedError(outline.session_id, "it was deleted") from None
         out = []

@@ -1,13 +1,13 @@
-"""Connecting a PostgreSQL store to its database, and the transactions every capability runs in.
+"""Connecting a PostgreSQL store to its database, and the transactions every part runs in.
 
-:class:`PostgresConnection` is the common base of the store's capability mixins
-(:mod:`.reads`, :mod:`.writes`, :mod:`.ledger`, :mod:`.maintenance`): it declares the
-attributes :class:`~sessiontree.stores.postgres.store.PostgresStore` sets when it opens,
-connects (a probe connection, then the pool, which a forked process replaces), checks
-or migrates the schema (the steps of :mod:`.schema`) under the advisory lock
-:data:`MIGRATION_LOCK`, and owns the transactions (with their error mapping), the read
-snapshots and :meth:`PostgresConnection.close`. The store URL's parsing and
-:func:`redact_url` live here too.
+:class:`PostgresDatabase` is the one handle a
+:class:`~sessiontree.stores.postgres.store.PostgresStore` opens and hands to its parts
+(:mod:`.reads`, :mod:`.writes`, :mod:`.ledger`, :mod:`.maintenance`, :mod:`.team`), which
+use only its public members (docs/decisions/store-composition.md): it connects (a probe
+connection, then the pool, which a forked process replaces), checks or migrates the
+schema (the steps of :mod:`.schema`) under the advisory lock :data:`MIGRATION_LOCK`, and
+owns the transactions (with their error mapping), the read snapshots and
+:meth:`PostgresDatabase.close`. The store URL's parsing and :func:`redact_url` live here too.
 """
 
 from __future__ import annotations
@@ -19,12 +19,14 @@ import threading
 import urllib.parse
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessiontree.errors import StorageError, StoreOpenError
+from sessiontree.stores.origin import host_name
 from sessiontree.stores.postgres.schema import MIGRATIONS
 from sessiontree.stores.steps import check_known_steps
 from sessiontree.stores.storable import id_in_use_error
+from sessiontree.stores.transactions import Transactions
 
 try:  # an optional extra: sessiontree[postgres]
     import psycopg
@@ -42,9 +44,10 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
 
 __all__ = [
+    "DEFAULT_TIMEOUT",
     "MIGRATION_LOCK",
     "URL_OPTIONS",
-    "PostgresConnection",
+    "PostgresDatabase",
     "error_first_line",
     "parse_threshold",
     "redact_url",
@@ -56,6 +59,9 @@ __all__ = [
 #: migrated (``pg_advisory_xact_lock``). A constant, so every sessiontree process
 #: on any host takes the same lock: the bytes of "sessiontree" as a number.
 MIGRATION_LOCK = int.from_bytes(b"sesstree", "big") & 0x7FFF_FFFF_FFFF_FFFF
+
+#: Seconds to wait for a pooled connection (and for connecting) before ``StorageError``.
+DEFAULT_TIMEOUT = 30.0
 
 #: Query parameters of a store URL that are ours, not libpq's; removed before connecting.
 URL_OPTIONS = ("prepare_threshold", "pool_size", "pool_timeout")
@@ -147,41 +153,77 @@ def _is_unique_violation(exc: BaseException, constraint: str) -> bool:
     return isinstance(exc, psycopg.errors.UniqueViolation) and getattr(diag, "constraint_name", None) == constraint
 
 
-class PostgresConnection:
-    """The connection pool of a PostgreSQL store and what every capability mixin shares.
+class PostgresDatabase:
+    """The connection pool of a PostgreSQL store, its schema and its transactions: what
+    the store's parts share (arguments and errors: :class:`~.store.PostgresStore`). It is
+    a :class:`~sessiontree.stores.transactions.Transactions` (docs/architecture.md, "The
+    store seam"); the parts use :meth:`transaction`, which also takes a snapshot flag and
+    the session id whose duplicate entry ids a unique violation names.
 
-    It declares the attributes :class:`~sessiontree.stores.postgres.store.PostgresStore`
-    sets when it opens (documented there); the mixins read them.
+    Attributes:
+        url: the URL without password and without our parameters.
+        conninfo: the URL libpq is given (with the password; never shown).
+        readonly: whether the store was opened read-only.
+        prepare_threshold, pool_size, timeout: as opened (see the store).
+        sync_host: the host whose files the ledger's sync states and archive records are
+            (``$SESSIONTREE_SYNC_HOST``, else the host name); settable.
+        applied_steps: schema steps present in the database.
+
+    Raises:
+        StoreOpenError: the server cannot be reached or refuses us, the database holds
+            objects we did not create, or its schema has a step this version does not know.
     """
 
-    url: str
-    kind: str
-    readonly: bool
-    prepare_threshold: int | str | None
-    pool_size: int
-    timeout: float
-    sync_host: str
-    applied_steps: frozenset[str]
-    _conninfo: str
-    _lock: threading.Lock
-    _pool: Any
-    _pid: int
-    _closed: bool
-    _initialised: bool
+    def __init__(self, url: str, *, create: bool, readonly: bool, prepare_threshold: int | str | None,
+                 pool_size: int | None, timeout: float | None) -> None:
+        self.conninfo, options = split_url(url)
+        self.url = redact_url(url)
+        self.readonly = bool(readonly)
+        if prepare_threshold == "url":
+            prepare_threshold = parse_threshold(options["prepare_threshold"]) if "prepare_threshold" in options else 5
+        self.prepare_threshold = prepare_threshold
+        self.pool_size = int(pool_size if pool_size is not None else options.get("pool_size", 4))
+        self.timeout = float(timeout if timeout is not None else options.get("pool_timeout", DEFAULT_TIMEOUT))
+        self._lock = threading.Lock()
+        self._pool: Any = None
+        self._pid = os.getpid()
+        self._closed = False
+        self._initialised = True
+        self.sync_host: str = host_name()
+        self.applied_steps: frozenset[str] = frozenset(step_names())
+        try:
+            probe = self.connect()
+        except psycopg.Error as exc:
+            raise StoreOpenError(f"cannot open {self.url}: {error_first_line(exc)}") from exc
+        try:
+            with probe:
+                if self.readonly:
+                    self._inspect(probe)
+                else:
+                    self._migrate(probe, create)
+        except psycopg.Error as exc:
+            raise StoreOpenError(f"cannot open {self.url}: {error_first_line(exc)}") from exc
+        self._pool = self._new_pool()
 
     # -- connections -------------------------------------------------------------------------
 
     def _connect_kwargs(self) -> dict[str, Any]:
         return {"prepare_threshold": self.prepare_threshold, "autocommit": False}
 
-    def _connect(self) -> Any:
-        params: dict[str, Any] = psycopg.conninfo.conninfo_to_dict(self._conninfo)
+    def connect(self) -> Any:
+        """A new connection of its own, outside the pool (the open's probe, a run lock's
+        long transaction); the caller closes it.
+
+        Raises:
+            psycopg.Error: the server cannot be reached or refuses us.
+        """
+        params: dict[str, Any] = psycopg.conninfo.conninfo_to_dict(self.conninfo)
         params.setdefault("connect_timeout", str(max(1, int(self.timeout))))
         params.setdefault("application_name", "sessiontree")
         return psycopg.connect(**params, **self._connect_kwargs())
 
     def _new_pool(self) -> Any:
-        params: dict[str, Any] = psycopg.conninfo.conninfo_to_dict(self._conninfo)
+        params: dict[str, Any] = psycopg.conninfo.conninfo_to_dict(self.conninfo)
         params.setdefault("connect_timeout", str(max(1, int(self.timeout))))
         params.setdefault("application_name", "sessiontree")
         # check: a pooled connection is tested before it is handed out, so a server
@@ -191,7 +233,12 @@ class PostgresConnection:
                               check=_check_connection, reconnect_timeout=max(self.timeout, 1.0),
                               name="sessiontree")
 
-    def _get_pool(self) -> Any:
+    def pool(self) -> Any:
+        """This process's connection pool (a forked process starts its own).
+
+        Raises:
+            StorageError: the store is closed.
+        """
         with self._lock:
             if self._closed:
                 raise StorageError(f"{self.url} is closed")
@@ -203,7 +250,7 @@ class PostgresConnection:
             return self._pool
 
     @contextmanager
-    def _transaction(self, what: str, *, write: bool, snapshot: bool = False,
+    def transaction(self, what: str, *, write: bool, snapshot: bool = False,
                      session_id: str | None = None) -> Iterator[Any]:
         """One transaction on a pooled connection; database and connection errors become
         ``StorageError`` and everything rolls back.
@@ -218,7 +265,7 @@ class PostgresConnection:
         (reads only; writers stay ``READ COMMITTED`` and serialize with row locks)."""
         if write and self.readonly:
             raise StorageError(f"{what}: {self.url} is opened read-only")
-        pool = self._get_pool()
+        pool = self.pool()
         characteristics = ", ".join(filter(None, ["ISOLATION LEVEL REPEATABLE READ" if snapshot else "",
                                                   "READ ONLY" if self.readonly or snapshot else ""]))
         try:
@@ -332,8 +379,22 @@ class PostgresConnection:
 
     def applied_migrations(self) -> list[str]:
         """Names of the schema steps recorded in this database, in order."""
-        with self._transaction("reading the schema", write=False) as conn:
+        with self.transaction("reading the schema", write=False) as conn:
             return self._applied(conn) or []
+
+    def read_transaction(self) -> AbstractContextManager[Any]:
+        """A read snapshot (:meth:`read_snapshot`): the
+        :class:`~sessiontree.stores.transactions.Transactions` protocol's read."""
+        return self.read_snapshot("read")
+
+    def write_transaction(self, what: str) -> AbstractContextManager[Any]:
+        """One write transaction (:meth:`transaction` with ``write=True``): the
+        :class:`~sessiontree.stores.transactions.Transactions` protocol's write.
+
+        Raises:
+            StorageError: read-only, or the write failed (``what`` names it).
+        """
+        return self.transaction(what, write=True)
 
     def read_snapshot(self, what: str) -> AbstractContextManager[Any]:
         """A ``REPEATABLE READ``, read-only transaction on a pooled connection: several
@@ -342,7 +403,7 @@ class PostgresConnection:
         Raises:
             StorageError: the database could not be read (``what`` names the read).
         """
-        return self._transaction(what, write=False, snapshot=True)
+        return self.transaction(what, write=False, snapshot=True)
 
     def close(self) -> None:
         """Close the pool (its connections and threads). Idempotent; later calls raise StorageError."""
@@ -374,3 +435,7 @@ def error_first_line(exc: BaseException) -> str:
     ``StorageError`` and ``StoreOpenError`` messages quote of a psycopg error."""
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0]
+
+
+if TYPE_CHECKING:  # mypy checks that the handle is the parts' transactions protocol
+    _HANDLE: type[Transactions[Any]] = PostgresDatabase

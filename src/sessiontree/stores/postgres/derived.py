@@ -122,8 +122,10 @@ class PostgresReads(ScannedStore, Protocol):
     """What an index module may ask of a ``PostgresStore``: a read snapshot, whether
     the database holds the schema, and which schema steps it has."""
 
-    #: Schema steps present in the database (an older schema opened read-only lacks some).
-    applied_steps: frozenset[str]
+    @property
+    def applied_steps(self) -> frozenset[str]:
+        """Schema steps present in the database (an older schema opened read-only lacks some)."""
+        ...
 
     def read_snapshot(self, what: str) -> AbstractContextManager[Any]:
         """A ``REPEATABLE READ``, read-only transaction on a pooled connection.

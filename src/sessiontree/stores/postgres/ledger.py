@@ -17,7 +17,7 @@ from typing import Any
 
 from sessiontree.errors import StorageError, SyncConflictError
 from sessiontree.stores.base import ArchivedFile, Provenance, SyncChange, SyncState
-from sessiontree.stores.postgres.connection import error_first_line
+from sessiontree.stores.postgres.connection import PostgresDatabase, error_first_line
 from sessiontree.stores.postgres.derived import text_copy
 from sessiontree.stores.postgres.writes import PostgresWrites, exact_id
 from sessiontree.stores.storable import check_header, encode_entries, id_in_use_error
@@ -26,10 +26,15 @@ from sessiontree.stores.syncing import apply_sync_change_in, header_of, sync_exp
 __all__ = ["RUN_LOCK", "SYNC_LOCK", "PostgresLedger"]
 
 
-class PostgresLedger(PostgresWrites):
+class PostgresLedger:
     """The ``SyncLedger`` of :class:`~sessiontree.stores.postgres.store.PostgresStore`
-    (:class:`sessiontree.stores.base.SyncLedger`); a sync commit is a write, so it
-    builds on :class:`~sessiontree.stores.postgres.writes.PostgresWrites`."""
+    (:class:`sessiontree.stores.base.SyncLedger`) over ``db``; a sync commit is a write,
+    so it writes entries through the ``writes`` part's in-transaction bodies
+    (``create_in``, ``append_in``, ``replace_in``)."""
+
+    def __init__(self, db: PostgresDatabase, writes: PostgresWrites) -> None:
+        self.db = db
+        self.writes = writes
 
     @contextmanager
     def run_lock(self, on_busy: Callable[[], None] | None = None) -> Iterator[None]:
@@ -49,13 +54,13 @@ class PostgresLedger(PostgresWrites):
         """
         import psycopg  # an optional extra: present once a store of this class is open
 
-        if self.readonly:
-            raise StorageError(f"sync run: {self.url} is opened read-only")
-        key = (RUN_LOCK, _lock_key(self.sync_host.encode("utf-8", "surrogatepass")))
+        if self.db.readonly:
+            raise StorageError(f"sync run: {self.db.url} is opened read-only")
+        key = (RUN_LOCK, _lock_key(self.db.sync_host.encode("utf-8", "surrogatepass")))
         try:
-            conn = self._connect()
+            conn = self.db.connect()
         except psycopg.Error as exc:
-            raise StorageError(f"sync run lock on {self.url}: {error_first_line(exc)}") from exc
+            raise StorageError(f"sync run lock on {self.db.url}: {error_first_line(exc)}") from exc
         try:
             try:
                 # The run's transaction stays idle between the run's own (pooled) transactions:
@@ -67,7 +72,7 @@ class PostgresLedger(PostgresWrites):
                         on_busy()
                     conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", key)
             except psycopg.Error as exc:
-                raise StorageError(f"sync run lock on {self.url}: {error_first_line(exc)}") from exc
+                raise StorageError(f"sync run lock on {self.db.url}: {error_first_line(exc)}") from exc
             yield
         finally:
             try:
@@ -84,12 +89,12 @@ class PostgresLedger(PostgresWrites):
         Raises:
             StorageError: the database could not be read.
         """
-        with self._transaction("reading sync states", write=False) as conn:
-            if not self.has_schema(conn) or "m002_sync_state" not in self.applied_steps:
+        with self.db.transaction("reading sync states", write=False) as conn:
+            if not self.db.has_schema(conn) or "m002_sync_state" not in self.db.applied_steps:
                 return {}
             with conn.cursor(binary=True) as cur:
                 rows = cur.execute(f"SELECT {_SYNC_SQL} FROM sync_state WHERE host = %s",
-                                   (self.sync_host,)).fetchall()
+                                   (self.db.sync_host,)).fetchall()
         return {state.path: state for state in map(_sync_state, rows)}
 
     def sync_commit(self, expect: SyncState | None, state: SyncState, change: SyncChange) -> None:
@@ -125,18 +130,18 @@ class PostgresLedger(PostgresWrites):
         for entry in change.entries:
             exact_id(entry["id"], "entry id")
         path = state.path.encode("utf-8", "surrogatepass")
-        with self._transaction("sync", write=True, session_id=change.session_id) as conn:
+        with self.db.transaction("sync", write=True, session_id=change.session_id) as conn:
             conn.execute("SELECT pg_advisory_xact_lock(%s, %s)",
-                         (SYNC_LOCK, _lock_key(self.sync_host.encode("utf-8", "surrogatepass") + b"\0" + path)))
+                         (SYNC_LOCK, _lock_key(self.db.sync_host.encode("utf-8", "surrogatepass") + b"\0" + path)))
             with conn.cursor(binary=True) as cur:
                 row = cur.execute(f"SELECT {_SYNC_SQL} FROM sync_state WHERE host = %s AND path = %s",
-                                  (self.sync_host, path)).fetchone()
+                                  (self.db.sync_host, path)).fetchone()
             if not sync_expected(expect, _sync_state(row) if row is not None else None):
                 raise SyncConflictError(state.path)
             if change.kind == "append" and change.entries:
                 _refuse_stored_ids(conn, change.session_id, [entry["id"] for entry in change.entries])
-            apply_sync_change_in(self, conn, change, header, texts, _insert_provenance)
-            values = (self.sync_host, path, exact_id(state.session_id, "session id"), state.size, state.mtime_ns, state.inode,
+            apply_sync_change_in(self.writes, conn, change, header, texts, _insert_provenance)
+            values = (self.db.sync_host, path, exact_id(state.session_id, "session id"), state.size, state.mtime_ns, state.inode,
                       state.dev, state.consumed, state.lines, state.entries, state.version,
                       bytes(state.header_hash), bytes(state.tail_hash), state.shape)
             conn.execute(
@@ -151,12 +156,12 @@ class PostgresLedger(PostgresWrites):
         Raises:
             StorageError: the database could not be read.
         """
-        with self._transaction("reading a file shape", write=False) as conn:
-            if not self.has_schema(conn) or "m005_agent_files" not in self.applied_steps:
+        with self.db.transaction("reading a file shape", write=False) as conn:
+            if not self.db.has_schema(conn) or "m005_agent_files" not in self.db.applied_steps:
                 return None
             with conn.cursor(binary=True) as cur:
                 row = cur.execute("SELECT shape FROM sync_state WHERE host = %s AND path = %s",
-                                  (self.sync_host, path.encode("utf-8", "surrogatepass"))).fetchone()
+                                  (self.db.sync_host, path.encode("utf-8", "surrogatepass"))).fetchone()
         return None if row is None or row[0] is None else bytes(row[0])
 
     def archived_files(self) -> list[ArchivedFile]:
@@ -166,12 +171,12 @@ class PostgresLedger(PostgresWrites):
         Raises:
             StorageError: the database could not be read.
         """
-        with self._transaction("reading archive records", write=False) as conn:
-            if not self.has_schema(conn) or "m005_agent_files" not in self.applied_steps:
+        with self.db.transaction("reading archive records", write=False) as conn:
+            if not self.db.has_schema(conn) or "m005_agent_files" not in self.db.applied_steps:
                 return []
             with conn.cursor(binary=True) as cur:
                 rows = cur.execute("SELECT path, sha256, session_id, size, agent, archived_at, destination, state"
-                                   " FROM archived_files WHERE host = %s ORDER BY seq", (self.sync_host,)).fetchall()
+                                   " FROM archived_files WHERE host = %s ORDER BY seq", (self.db.sync_host,)).fetchall()
         return [ArchivedFile(bytes(row[0]).decode("utf-8", "surrogatepass"), row[2], bytes(row[1]), int(row[3]),
                              row[4], int(row[5]), row[6], row[7]) for row in rows]
 
@@ -182,10 +187,10 @@ class PostgresLedger(PostgresWrites):
         Raises:
             StorageError: the write failed or the store is read-only; nothing written.
         """
-        values = (self.sync_host, record.path.encode("utf-8", "surrogatepass"), bytes(record.sha256),
+        values = (self.db.sync_host, record.path.encode("utf-8", "surrogatepass"), bytes(record.sha256),
                   exact_id(record.session_id, "session id"), record.size, record.agent, record.archived_at,
                   record.destination, record.state)
-        with self._transaction("archive record", write=True) as conn:
+        with self.db.transaction("archive record", write=True) as conn:
             conn.execute("INSERT INTO archived_files (host, path, sha256, session_id, size, agent, archived_at,"
                          " destination, state) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
                          " ON CONFLICT (host, path, sha256) DO UPDATE SET session_id = excluded.session_id,"
@@ -199,8 +204,8 @@ class PostgresLedger(PostgresWrites):
         Raises:
             StorageError: the database could not be read.
         """
-        with self._transaction("reading provenance", write=False) as conn:
-            if not self.has_schema(conn) or "m006_provenance" not in self.applied_steps:
+        with self.db.transaction("reading provenance", write=False) as conn:
+            if not self.db.has_schema(conn) or "m006_provenance" not in self.db.applied_steps:
                 return {}
             rows = conn.execute(f"SELECT {_PROVENANCE_SQL} FROM provenance").fetchall()
         return {row[0]: Provenance(row[0], row[1], row[2], row[3], row[4], row[5], int(row[6])) for row in rows}
@@ -217,7 +222,7 @@ class PostgresLedger(PostgresWrites):
             return
         for record in records:
             exact_id(record.session_id, "session id")
-        with self._transaction("provenance record", write=True) as conn:
+        with self.db.transaction("provenance record", write=True) as conn:
             _insert_provenance(conn, records)
 
 

@@ -19,11 +19,18 @@ from typing import Any
 from sessiontree.core.listing import InfoAccumulator
 from sessiontree.core.usage import UsageQuery, UsageRows, aggregate
 from sessiontree.format import jsonio
-from sessiontree.stores.base import ProgressCallback, StoreProblem
+from sessiontree.stores.base import ProgressCallback, StoreProblem, TimeBound
 from sessiontree.stores.listing import cwd_matches, resolve_cwd
 from sessiontree.stores.postgres import search as search_index
-from sessiontree.stores.postgres.connection import MIGRATION_LOCK
-from sessiontree.stores.postgres.derived import header_columns, is_exact_text, listing_values, record_crc, text_copy
+from sessiontree.stores.postgres.connection import MIGRATION_LOCK, PostgresDatabase
+from sessiontree.stores.postgres.derived import (
+    PostgresReads,
+    header_columns,
+    is_exact_text,
+    listing_values,
+    record_crc,
+    text_copy,
+)
 from sessiontree.stores.postgres.reads import PostgresStoreReads
 from sessiontree.stores.postgres.schema import DERIVED_INDEXES
 from sessiontree.stores.postgres.usage import ROLLUP_STEP, query_usage, rebuild_rollup
@@ -39,11 +46,17 @@ _SESSION_TABLES = ("entries", "message_texts", "search_entries", "usage_ledger")
 #: The table of each derived index (by its ``name``), compared with a rebuild when present.
 _INDEX_TABLES = {"search": "search_entries", "usage": "usage_ledger"}
 
-class PostgresMaintenance(PostgresStoreReads):
+class PostgresMaintenance:
     """The ``DerivedData`` of :class:`~sessiontree.stores.postgres.store.PostgresStore`
-    (:class:`sessiontree.stores.base.DerivedData`) and its ``verify``. It builds on
-    :class:`~sessiontree.stores.postgres.reads.PostgresStoreReads`: a rebuild and a check
-    parse stored records, and ``usage`` without a ledger reads whole sessions."""
+    (:class:`sessiontree.stores.base.DerivedData`) and its ``verify``, over ``db``. It
+    uses the ``reads`` part (a rebuild and a check parse stored records, and ``usage``
+    without a ledger reads whole sessions) and hands ``store``, the store's public face
+    (:class:`~sessiontree.stores.postgres.derived.PostgresReads`), to the search module."""
+
+    def __init__(self, db: PostgresDatabase, reads: PostgresStoreReads, store: PostgresReads) -> None:
+        self.db = db
+        self.reads = reads
+        self.store = store
 
     def reindex(self, session_id: str | None = None) -> int:
         """Recompute all derived data from the entries: the listing state and its SQL
@@ -66,7 +79,7 @@ class PostgresMaintenance(PostgresStoreReads):
             return 0
         if session_id is None:
             self._prepare_derived()
-        with self._transaction("reindex", write=True) as conn:
+        with self.db.transaction("reindex", write=True) as conn:
             if session_id is None:
                 ids = [row[0] for row in conn.execute("SELECT id FROM sessions ORDER BY rowno FOR UPDATE")]
             else:
@@ -74,14 +87,14 @@ class PostgresMaintenance(PostgresStoreReads):
                                                       (session_id,))]
             for sid in ids:
                 header_raw = conn.execute("SELECT header_json FROM sessions WHERE id = %s", (sid,)).fetchone()[0]
-                header = self._parse_record(header_raw, sid, 1)
+                header = self.reads.parse_record(header_raw, sid, 1)
                 info = InfoAccumulator()
                 text_rows = []
                 rows: list[tuple[int, dict[str, Any], bytes]] = []
                 with conn.cursor(binary=True) as cur:
                     for seq, text in cur.execute("SELECT seq, json FROM entries WHERE session_id = %s ORDER BY seq",
                                                  (sid,)).fetchall():
-                        entry = self._parse_record(text, sid, seq + 2)
+                        entry = self.reads.parse_record(text, sid, seq + 2)
                         listed = info.add(entry)
                         if listed is not None:
                             text_rows.append((sid, seq, listed.encode("utf-8", "surrogatepass")))
@@ -100,7 +113,7 @@ class PostgresMaintenance(PostgresStoreReads):
                 for index in DERIVED_INDEXES:
                     index.remove(conn, sid)
                     index.add(conn, sid, rows)
-            if session_id is None and ROLLUP_STEP in self.applied_steps and not conn.execute(
+            if session_id is None and ROLLUP_STEP in self.db.applied_steps and not conn.execute(
                     "SELECT row_security_active('usage_rollup')").fetchone()[0]:
                 # Keys left shared by deleted sessions become rolled again (docs/postgres.md).
                 # Only where every row is visible: a member's settles above are already exact.
@@ -111,24 +124,24 @@ class PostgresMaintenance(PostgresStoreReads):
         """Before a full reindex: let each derived index fix its own schema (the search
         index creates its trigram index if ``pg_trgm`` has become available), each in
         its own transaction under the schema lock."""
-        if self.readonly:
+        if self.db.readonly:
             return  # the reindex itself refuses
         for index in DERIVED_INDEXES:
             prepare = getattr(index, "prepare", None)
             if prepare is None:
                 continue
-            with self._transaction(f"preparing the {index.name} index", write=False) as conn:
+            with self.db.transaction(f"preparing the {index.name} index", write=False) as conn:
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
                 prepare(conn)
 
     def search(self, query: str, *, cwd: str | None = None, roles: Iterable[str] | None = None,
-               since: Any = None, until: Any = None, session: str | None = None,
+               since: TimeBound | None = None, until: TimeBound | None = None, session: str | None = None,
                limit: int | None = 50) -> list[Any]:
         """Full-text search through the ``pg_trgm`` index, ranked by ``ts_rank``
         (:mod:`.search`): the same hits as every store.
         See :meth:`SessionStore.search <sessiontree.stores.base.SessionStore.search>` for
         arguments, results and errors."""
-        return search_index.search_store(self, query, cwd=cwd, roles=roles, since=since, until=until,
+        return search_index.search_store(self.store, query, cwd=cwd, roles=roles, since=since, until=until,
                                          session=session, limit=limit)
 
     def usage(self, query: UsageQuery | None = None) -> UsageRows:
@@ -152,14 +165,14 @@ class PostgresMaintenance(PostgresStoreReads):
         wanted = resolve_cwd(query.cwd) if query.cwd is not None else None
         if query.session_id is not None and not is_exact_text(query.session_id):
             return UsageRows()
-        with self._transaction("usage", write=False, snapshot=True) as conn:
-            if not self.has_schema(conn):
+        with self.db.transaction("usage", write=False, snapshot=True) as conn:
+            if not self.db.has_schema(conn):
                 return UsageRows()
-            if "m004_usage_ledger" in self.applied_steps:
+            if "m004_usage_ledger" in self.db.applied_steps:
                 return UsageRows(query_usage(conn, query, functools.partial(self._exact_cwds, conn),
                                              lambda cwd: cwd_matches(cwd, wanted),
-                                             rollup=ROLLUP_STEP in self.applied_steps))
-        sessions = ((parsed.header, parsed.entries) for parsed in map(self.read, self.session_ids()))
+                                             rollup=ROLLUP_STEP in self.db.applied_steps))
+        sessions = ((parsed.header, parsed.entries) for parsed in map(self.reads.read, self.reads.session_ids()))
         return UsageRows(aggregate(sessions, query, lambda cwd: cwd_matches(cwd, wanted)))
 
     def _exact_cwds(self, conn: Any, session_ids: list[str]) -> dict[str, str | None]:
@@ -196,8 +209,8 @@ class PostgresMaintenance(PostgresStoreReads):
             StorageError: the database cannot be read.
         """
         problems: list[StoreProblem] = []
-        with self._transaction("verify", write=False, snapshot=True) as conn:
-            if not self.has_schema(conn):
+        with self.db.transaction("verify", write=False, snapshot=True) as conn:
+            if not self.db.has_schema(conn):
                 return problems
             ids = [row[0] for row in conn.execute("SELECT id FROM sessions ORDER BY rowno")]
             present = {name for name in _SESSION_TABLES if conn.execute(
@@ -246,7 +259,7 @@ class PostgresMaintenance(PostgresStoreReads):
             header_intact=record_crc(header_text) == row[1],
             entry_count=row[6],
             header_columns=row[2:6],
-            parse=lambda text, line: self._parse_record(text, session_id, line),
+            parse=lambda text, line: self.reads.parse_record(text, session_id, line),
             copied_columns=lambda entry: (entry.get("id"), text_copy(entry.get("parentId")),
                                           text_copy(entry.get("type")), text_copy(entry.get("timestamp"))),
             rebuilt_header_columns=header_columns,
@@ -256,4 +269,4 @@ class PostgresMaintenance(PostgresStoreReads):
         records = (StoredRecord(seq, entry_id, (entry_id, parent, kind, stamp), bytes(text),
                                 record_crc(bytes(text)) == crc)
                    for seq, entry_id, parent, kind, stamp, text, crc in rows)
-        return verify_stored_session(session_id, f"{self.url}#{session_id}", stored, records)
+        return verify_stored_session(session_id, f"{self.db.url}#{session_id}", stored, records)

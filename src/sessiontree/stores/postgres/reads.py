@@ -25,7 +25,7 @@ from sessiontree.format.codec import CURRENT_VERSION, ParsedSession
 from sessiontree.format.gcpause import gc_paused
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, SessionTexts
 from sessiontree.stores.listing import Progress, cwd_matches, resolve_cwd, sort_listing
-from sessiontree.stores.postgres.connection import PostgresConnection
+from sessiontree.stores.postgres.connection import PostgresDatabase
 from sessiontree.stores.postgres.derived import info_from_listing, is_exact_text, record_crc
 from sessiontree.stores.skeleton import ROLE_HEAD_BYTES, skeletons_from_rows
 from sessiontree.stores.storable import stored_header, validated
@@ -33,26 +33,35 @@ from sessiontree.stores.storable import stored_header, validated
 __all__ = ["PostgresStoreReads"]
 
 
-class PostgresStoreReads(PostgresConnection):
+class PostgresStoreReads:
     """The ``StoreCore`` reads and the ``PartialReads`` of
     :class:`~sessiontree.stores.postgres.store.PostgresStore` (documented there and in
-    :mod:`sessiontree.stores.base`), each in one transaction (a snapshot where it
-    takes several statements)."""
+    :mod:`sessiontree.stores.base`), each in one transaction of ``db`` (a snapshot where
+    it takes several statements). It offers the other parts :meth:`parse_record` and
+    :meth:`parsed`."""
 
-    def _parse_record(self, text: Any, session_id: str, line: int) -> dict[str, Any]:
+    def __init__(self, db: PostgresDatabase) -> None:
+        self.db = db
+
+    def parse_record(self, text: Any, session_id: str, line: int) -> dict[str, Any]:
+        """A stored record's bytes parsed as a JSON object (no entry check).
+
+        Raises:
+            InvalidSessionError: not JSON, or not an object (``line`` is the record's JSONL line).
+        """
         try:
             record = jsonio.loads(bytes(text))
         except ValueError as exc:
-            raise InvalidSessionError(f"stored record is not valid JSON ({exc})", f"{self.url}#{session_id}",
+            raise InvalidSessionError(f"stored record is not valid JSON ({exc})", f"{self.db.url}#{session_id}",
                                       line) from exc
         if not isinstance(record, dict):
-            raise InvalidSessionError("stored record is not a JSON object", f"{self.url}#{session_id}", line)
+            raise InvalidSessionError("stored record is not a JSON object", f"{self.db.url}#{session_id}", line)
         return record
 
     def _parse_header(self, text: Any, session_id: str) -> dict[str, Any]:
         """A stored header row parsed and checked (:func:`~sessiontree.stores.storable.stored_header`):
         the header of every read, never of ``verify`` or ``reindex``, which must go on past it."""
-        return stored_header(self._parse_record(text, session_id, 1), session_id, f"{self.url}#{session_id}")
+        return stored_header(self.parse_record(text, session_id, 1), session_id, f"{self.db.url}#{session_id}")
 
     def read_skeleton(self, session_id: str) -> ParsedSession:
         """The session's header and skeleton entries (see ``SessionStore.read_skeleton``),
@@ -80,7 +89,7 @@ class PostgresStoreReads(PostgresConnection):
 
             with gc_paused():
                 entries = skeletons_from_rows(
-                    rows, lambda text, line: self._parse_record(text, session_id, line), fetch_whole,
+                    rows, lambda text, line: self.parse_record(text, session_id, line), fetch_whole,
                     lossy=lambda r: any(isinstance(v, str) and "\ufffd" in v for v in r[:4]))
         return ParsedSession(header=header, entries=entries, raw=[None] * len(entries), header_raw=header_raw,
                              source_version=CURRENT_VERSION, upgraded=False,
@@ -100,19 +109,19 @@ class PostgresStoreReads(PostgresConnection):
                 in file order).
         """
         if not is_exact_text(session_id):
-            raise SessionNotFoundError(session_id, self.url)
+            raise SessionNotFoundError(session_id, self.db.url)
         wanted = [i for i in dict.fromkeys(ids) if isinstance(i, str) and is_exact_text(i)]
-        with self._transaction("reading entries", write=False) as conn:
-            if not self.has_schema(conn) or conn.execute(
+        with self.db.transaction("reading entries", write=False) as conn:
+            if not self.db.has_schema(conn) or conn.execute(
                     "SELECT 1 FROM sessions WHERE id = %s", (session_id,)).fetchone() is None:
-                raise SessionNotFoundError(session_id, self.url)
+                raise SessionNotFoundError(session_id, self.db.url)
             with conn.cursor(binary=True) as cur:
                 rows = cur.execute("SELECT id, seq, json, crc FROM entries WHERE session_id = %s AND id = ANY(%s)",
                                    (session_id, wanted)).fetchall() if wanted else []
         # The checks load gives these records, in file order: every CRC first, then parsing
         # and validation (the same errors as load and SQLite's read_entries).
         rows = sorted((seq, entry_id, bytes(text), crc) for entry_id, seq, text, crc in rows)
-        where = f"{self.url}#{session_id}"
+        where = f"{self.db.url}#{session_id}"
         for seq, entry_id, text, crc in rows:
             if record_crc(text) != crc:
                 raise CorruptEntryError(session_id, entry_id, seq + 2, where)
@@ -137,18 +146,18 @@ class PostgresStoreReads(PostgresConnection):
             StorageError: the database could not be read.
         """
         if not is_exact_text(session_id):
-            raise SessionNotFoundError(session_id, self.url)
-        with self._transaction(what, write=False, snapshot=True) as conn:
-            if not self.has_schema(conn):
-                raise SessionNotFoundError(session_id, self.url)
+            raise SessionNotFoundError(session_id, self.db.url)
+        with self.db.transaction(what, write=False, snapshot=True) as conn:
+            if not self.db.has_schema(conn):
+                raise SessionNotFoundError(session_id, self.db.url)
             with conn.cursor(binary=True) as cur:
                 row = cur.execute("SELECT header_json, header_crc FROM sessions WHERE id = %s",
                                   (session_id,)).fetchone()
                 if row is None:
-                    raise SessionNotFoundError(session_id, self.url)
+                    raise SessionNotFoundError(session_id, self.db.url)
                 header_raw = bytes(row[0])
                 if record_crc(header_raw) != row[1]:
-                    raise CorruptEntryError(session_id, None, 1, f"{self.url}#{session_id}")
+                    raise CorruptEntryError(session_id, None, 1, f"{self.db.url}#{session_id}")
                 yield cur, header_raw
 
     def load(self, session_id: str, *, keep_raw: bool = True) -> ParsedSession:
@@ -164,14 +173,14 @@ class PostgresStoreReads(PostgresConnection):
         with self._session_cursor(session_id, "load") as (cur, header_raw):
             rows = cur.execute("SELECT json, crc, id FROM entries WHERE session_id = %s ORDER BY seq",
                                (session_id,)).fetchall()
-        where = f"{self.url}#{session_id}"
+        where = f"{self.db.url}#{session_id}"
         texts = [bytes(text) for text, _, _ in rows]
         computed = list(map(zlib.crc32, texts))
         for index, (value, (_, crc, entry_id)) in enumerate(zip(computed, rows, strict=False)):
             if value != crc:
                 raise CorruptEntryError(session_id, entry_id, index + 2, where)
         with gc_paused():
-            return self._parsed(session_id, header_raw, texts, keep_raw)
+            return self.parsed(session_id, header_raw, texts, keep_raw)
 
     def read_texts(self, session_id: str) -> SessionTexts:
         """The session's header and each entry's stored text and ``type`` column (see
@@ -187,21 +196,27 @@ class PostgresStoreReads(PostgresConnection):
         with self._session_cursor(session_id, "reading texts") as (cur, header_raw):
             rows = cur.execute("SELECT json, crc, id, type FROM entries WHERE session_id = %s ORDER BY seq",
                                (session_id,)).fetchall()
-        where = f"{self.url}#{session_id}"
+        where = f"{self.db.url}#{session_id}"
         texts = [bytes(text) for text, _, _, _ in rows]
         for index, (value, (_, crc, entry_id, _)) in enumerate(zip(map(zlib.crc32, texts), rows, strict=False)):
             if value != crc:
                 raise CorruptEntryError(session_id, entry_id, index + 2, where)
         header = self._parse_header(header_raw, session_id)
-        types = [row[3] if "\ufffd" not in row[3] else str(self._parse_record(text, session_id, index).get("type"))
+        types = [row[3] if "\ufffd" not in row[3] else str(self.parse_record(text, session_id, index).get("type"))
                  for index, (row, text) in enumerate(zip(rows, texts, strict=False), 2)]
         return SessionTexts(session_id, header, texts, types)
 
-    def _parsed(self, session_id: str, header_raw: bytes, texts: list[bytes],
-                keep_raw: bool = True) -> ParsedSession:
+    def parsed(self, session_id: str, header_raw: bytes, texts: list[bytes],
+               keep_raw: bool = True) -> ParsedSession:
+        """A session from its stored header and entry bytes (CRCs already checked): the
+        header checked, each entry parsed and validated (:meth:`_entry`).
+
+        Raises:
+            InvalidSessionError: the header or an entry is not valid.
+        """
         header = self._parse_header(header_raw, session_id)
         entries = []
-        where = f"{self.url}#{session_id}"
+        where = f"{self.db.url}#{session_id}"
         for index, text in enumerate(texts):
             entries.append(self._entry(text, session_id, index + 2, where))
         raw: list[bytes | None] = list(texts) if keep_raw else [None] * len(texts)
@@ -216,21 +231,21 @@ class PostgresStoreReads(PostgresConnection):
         Raises:
             InvalidSessionError: not a JSON object, or not a valid entry.
         """
-        return validated(self._parse_record(text, session_id, line), where, line)
+        return validated(self.parse_record(text, session_id, line), where, line)
 
     def exists(self, session_id: str) -> bool:
         """Whether the id is stored."""
         if not is_exact_text(session_id):
             return False
-        with self._transaction("exists", write=False) as conn:
-            if not self.has_schema(conn):
+        with self.db.transaction("exists", write=False) as conn:
+            if not self.db.has_schema(conn):
                 return False
             return conn.execute("SELECT 1 FROM sessions WHERE id = %s", (session_id,)).fetchone() is not None
 
     def session_ids(self) -> list[str]:
         """Every stored id, oldest first."""
-        with self._transaction("session ids", write=False) as conn:
-            if not self.has_schema(conn):
+        with self.db.transaction("session ids", write=False) as conn:
+            if not self.db.has_schema(conn):
                 return []
             return [row[0] for row in conn.execute("SELECT id FROM sessions ORDER BY rowno")]
 
@@ -254,8 +269,8 @@ class PostgresStoreReads(PostgresConnection):
         wanted = resolve_cwd(cwd) if cwd is not None else None
         if cancel is not None:
             Progress(0, None, cancel)
-        with self._transaction("listing", write=False) as conn:
-            if not self.has_schema(conn):
+        with self.db.transaction("listing", write=False) as conn:
+            if not self.db.has_schema(conn):
                 return SessionListing()
             with conn.cursor(binary=True) as cur:
                 rows = cur.execute("SELECT id, header_json, classified, cwd, updated_at, listing, entry_count"
@@ -281,7 +296,7 @@ class PostgresStoreReads(PostgresConnection):
         return sort_listing(infos, skipped)
 
     def _load_text(self, session_id: str) -> str:
-        with self._transaction("reading listing text", write=False) as conn:
+        with self.db.transaction("reading listing text", write=False) as conn:
             with conn.cursor(binary=True) as cur:
                 return " ".join(bytes(text).decode("utf-8", "surrogatepass") for (text,) in cur.execute(
                     "SELECT text FROM message_texts WHERE session_id = %s ORDER BY seq", (session_id,)))
@@ -289,8 +304,8 @@ class PostgresStoreReads(PostgresConnection):
     def find_most_recent(self, cwd: str | None = None, include_internal: bool = False) -> str | None:
         """Id of the session written last (``write_seq``), optionally only for ``cwd``."""
         wanted = resolve_cwd(cwd) if cwd is not None else None
-        with self._transaction("find most recent", write=False) as conn:
-            if not self.has_schema(conn):
+        with self.db.transaction("find most recent", write=False) as conn:
+            if not self.db.has_schema(conn):
                 return None
             sql = ("SELECT id, cwd FROM sessions" + ("" if include_internal else " WHERE NOT classified")
                    + " ORDER BY write_seq DESC")

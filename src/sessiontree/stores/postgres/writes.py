@@ -18,7 +18,7 @@ from typing import Any
 from sessiontree.core.listing import InfoAccumulator
 from sessiontree.errors import InvalidSessionError, SessionExistsError, SessionNotFoundError
 from sessiontree.format import jsonio
-from sessiontree.stores.postgres.connection import PostgresConnection
+from sessiontree.stores.postgres.connection import PostgresDatabase
 from sessiontree.stores.postgres.derived import (
     header_columns,
     info_from_listing,
@@ -46,9 +46,13 @@ def exact_id(value: str, what: str) -> str:
     return value
 
 
-class PostgresWrites(PostgresConnection):
+class PostgresWrites:
     """The ``StoreCore`` writes of :class:`~sessiontree.stores.postgres.store.PostgresStore`
     (documented there and in :mod:`sessiontree.stores.base`)."""
+
+    def __init__(self, db: PostgresDatabase) -> None:
+        self.db = db
+
 
     def create(self, header: dict[str, Any], entries: Sequence[dict[str, Any]] = (),
                raw: Sequence[bytes | None] | None = None, *, path: str | None = None) -> None:
@@ -77,7 +81,7 @@ class PostgresWrites(PostgresConnection):
                 nothing is stored.
         """
         prepared = prepare_creates(sessions, exact_id)
-        with self._transaction("create", write=True, session_id=prepared[0][0] if prepared else None) as conn:
+        with self.db.transaction("create", write=True, session_id=prepared[0][0] if prepared else None) as conn:
             for session_id, header, header_raw, entries, texts in prepared:
                 self.create_in(conn, session_id, header, header_raw, entries, texts)
         return len(prepared)
@@ -122,10 +126,10 @@ class PostgresWrites(PostgresConnection):
         """
         texts = encode_entries(entries, raw)
         if not is_exact_text(session_id):
-            raise SessionNotFoundError(session_id, self.url)
+            raise SessionNotFoundError(session_id, self.db.url)
         for entry in entries:
             exact_id(entry["id"], "entry id")
-        with self._transaction("append", write=True, session_id=session_id) as conn:
+        with self.db.transaction("append", write=True, session_id=session_id) as conn:
             self.append_in(conn, session_id, entries, texts)
 
     def append_in(self, conn: Any, session_id: str, entries: Sequence[dict[str, Any]], texts: list[bytes]) -> None:
@@ -135,7 +139,7 @@ class PostgresWrites(PostgresConnection):
         row = conn.execute("SELECT entry_count, listing FROM sessions WHERE id = %s FOR UPDATE",
                            (session_id,)).fetchone()
         if row is None:
-            raise SessionNotFoundError(session_id, self.url)
+            raise SessionNotFoundError(session_id, self.db.url)
         if not texts:
             return
         info = info_from_listing(row[1])
@@ -166,15 +170,15 @@ class PostgresWrites(PostgresConnection):
         for entry in entries:
             exact_id(entry["id"], "entry id")
         if not is_exact_text(session_id):
-            raise SessionNotFoundError(session_id, self.url)
-        with self._transaction("replace session", write=True, session_id=session_id) as conn:
+            raise SessionNotFoundError(session_id, self.db.url)
+        with self.db.transaction("replace session", write=True, session_id=session_id) as conn:
             self.replace_in(conn, session_id, header, entries, texts)
 
     def replace_in(self, conn: Any, session_id: str, header: dict[str, Any], entries: Sequence[dict[str, Any]],
                     texts: list[bytes]) -> None:
         """The body of :meth:`replace_session`, inside the caller's transaction (row-locked)."""
         if conn.execute("SELECT 1 FROM sessions WHERE id = %s FOR UPDATE", (session_id,)).fetchone() is None:
-            raise SessionNotFoundError(session_id, self.url)
+            raise SessionNotFoundError(session_id, self.db.url)
         for index in DERIVED_INDEXES:
             index.remove(conn, session_id)
         conn.execute("DELETE FROM message_texts WHERE session_id = %s", (session_id,))
@@ -203,7 +207,7 @@ class PostgresWrites(PostgresConnection):
                          text_copy(entry["timestamp"]), text, zlib.crc32(text)))
         info.texts.clear()  # they are in message_texts rows
         # A duplicate id violates UNIQUE (session_id, id); the error arrives at the next
-        # sync and _transaction names it. No savepoint: the whole write rolls back anyway.
+        # sync and PostgresDatabase.transaction names it. No savepoint: the whole write rolls back anyway.
         _insert_entry_rows(conn, rows)
         if text_rows:
             with conn.cursor() as cur:
@@ -224,9 +228,9 @@ class PostgresWrites(PostgresConnection):
         """
         check_replacement_header(session_id, header)
         if not is_exact_text(session_id):
-            raise SessionNotFoundError(session_id, self.url)
+            raise SessionNotFoundError(session_id, self.db.url)
         header_raw = jsonio.dumps(header)
-        with self._transaction("replace header", write=True) as conn:
+        with self.db.transaction("replace header", write=True) as conn:
             # RETURNING, not rowcount: in pipeline mode the count is known only after a sync.
             found = conn.execute(
                 "UPDATE sessions SET header_json = %s, header_crc = %s, created_at = %s, cwd = %s,"
@@ -235,7 +239,7 @@ class PostgresWrites(PostgresConnection):
                 (header_raw, record_crc(header_raw), *header_columns(header), time.time_ns() // 1000,
                  session_id)).fetchone()
             if found is None:
-                raise SessionNotFoundError(session_id, self.url)
+                raise SessionNotFoundError(session_id, self.db.url)
 
     def delete(self, session_id: str) -> None:
         """Delete the session's rows in one transaction; a missing id does nothing.
@@ -245,7 +249,7 @@ class PostgresWrites(PostgresConnection):
         """
         if not is_exact_text(session_id):
             return
-        with self._transaction("delete", write=True) as conn:
+        with self.db.transaction("delete", write=True) as conn:
             for index in DERIVED_INDEXES:
                 index.remove(conn, session_id)
             conn.execute("DELETE FROM message_texts WHERE session_id = %s", (session_id,))
