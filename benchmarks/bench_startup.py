@@ -12,8 +12,9 @@ reversed every other repetition), so all rows meet the same load:
 * **ccusage 20.0.24** (installed by :func:`peers.install`): ``--version``, ``claude daily
   --json --offline`` and ``statusline --offline`` (the JSON Claude Code sends on stdin);
 * **sessiontree** (``python -m sessiontree``, the console script's path): ``--version``,
-  ``--help``, commands' ``--help``, and real small runs: ``list``, ``stats``, ``stats --json``
-  and ``statusline`` (the same JSON on stdin).
+  ``--help``, commands' ``--help``, and real small runs: ``list``, ``list --json``, ``stats``,
+  ``stats --json``, ``stats --by agent --json``, ``statusline`` (the same JSON on stdin),
+  ``show`` of the first session and ``search`` of a common word.
 
 The real runs read a small generated Claude Code home (``--sessions``, :mod:`home`) synced
 into a SQLite store once before timing, with a warm price cache (one untimed run each):
@@ -89,8 +90,9 @@ def _importtime(args: list[str], env: dict[str, str], stdin: str | None) -> tupl
     return total / 1000, modules
 
 
-def _setup(sessions: int) -> tuple[Path, str]:
-    """The small home synced into the store; returns the home and the status line's stdin."""
+def _setup(sessions: int) -> tuple[Path, str, str]:
+    """The small home synced into the store; returns the home, the status line's stdin and
+    the first session's id."""
     home = WORK / "home"
     if WORK.exists():
         shutil.rmtree(WORK)
@@ -102,7 +104,7 @@ def _setup(sessions: int) -> tuple[Path, str]:
                         "model": {"id": "claude-opus-4-5", "display_name": "Opus"},
                         "workspace": {"current_dir": str(home), "project_dir": str(home)}, "version": "1.0.80",
                         "cost": {"total_cost_usd": 0.01}})
-    return home, stdin
+    return home, stdin, path.stem
 
 
 def main() -> None:
@@ -115,7 +117,7 @@ def main() -> None:
     parser.add_argument("--no-ccusage", action="store_true")
     args = parser.parse_args()
     ccusage = None if args.no_ccusage else install()[0]
-    home, stdin = _setup(args.sessions)
+    home, stdin, first = _setup(args.sessions)
     if args.all_help:
         from sessiontree.cli import COMMANDS
 
@@ -123,7 +125,8 @@ def main() -> None:
     else:
         helps = HELPS
     ours = [["--version"], ["--help"], *([name, "--help"] for name in helps),
-            ["list"], ["stats"], ["stats", "--json"], ["statusline"]]
+            ["list"], ["list", "--json"], ["stats"], ["stats", "--json"], ["stats", "--by", "agent", "--json"],
+            ["statusline"], ["show", first], ["search", "the"]]
     trees: list[tuple[str, str | None]] = [("", None)]
     if args.before:
         trees = [("before: ", args.before), ("after: ", None)]

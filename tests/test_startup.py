@@ -13,6 +13,7 @@ Deterministic: module names are compared, never a clock.
 from __future__ import annotations
 
 import importlib
+import io
 import json
 import os
 import subprocess
@@ -174,3 +175,90 @@ def test_list_loads_neither_the_catalogue_nor_the_viewer(small_store):
     assert {item["id"] for item in json.loads(out)} == {_SID, "pi-one"}
     heavy = ("starlette", "jinja2", "detect_secrets", "re2", "genai_prices", "pydantic", "psycopg", "mcp")
     assert sorted(m for m in heavy if m in loaded) == []
+
+
+def _rich_table(rows: list[list[str]], right: list[bool], max_widths: list[int | None]) -> str:
+    """What rich prints for the table on a 160-column console that is not a terminal, line
+    ends stripped as ``print_rich`` strips them: the oracle ``plain_table`` must equal."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console(file=io.StringIO(), width=160, highlight=False, markup=False, force_terminal=False)
+    table = Table(box=None, pad_edge=False, header_style="bold", show_footer=True, footer_style="bold")
+    for index, (flush_right, limit) in enumerate(zip(right, max_widths, strict=True)):
+        table.add_column(rows[0][index], rows[-1][index], justify="right" if flush_right else "left",
+                         no_wrap=True, overflow="ellipsis", max_width=limit)
+    for row in rows[1:-1]:
+        table.add_row(*(Text(cell) for cell in row))
+    with console.capture() as capture:
+        console.print(table)
+    text = "\n".join(line.rstrip() for line in capture.get().split("\n"))
+    assert text.endswith("\n")
+    return text[:-1]  # the newline click.echo adds after plain_table's text
+
+
+def test_the_plain_table_is_the_text_rich_prints_or_declines(monkeypatch):
+    # The piped table stats prints without rich (cli/common.py plain_table) must be rich's text, byte for byte.
+    import random
+
+    from sessiontree.cli.common import plain_table
+
+    for name in ("TTY_COMPATIBLE", "FORCE_COLOR", "COLUMNS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    rng = random.Random(42)
+    alphabet = "abcxyz-/_.~$,0123456789" * 4 + " :\u2588"
+    taken = declined = 0
+    for _ in range(600):
+        columns = rng.randint(1, 8)
+        right = [rng.random() < 0.6 for _ in range(columns)]
+        limits: list[int | None] = [rng.choice([None, None, 5, 20, 80]) for _ in range(columns)]
+        rows = [[" " * rng.choice([1, 4, 40]) if rng.random() < 0.1 else
+                 "".join(rng.choice(alphabet) for _ in range(rng.choice([0, 1, 4, 12, 30])))
+                 for _ in range(columns)] for _ in range(rng.randint(2, 6))]
+        text = plain_table(rows, right, limits)
+        if text is None:
+            declined += 1
+            continue
+        taken += 1
+        assert text == _rich_table(rows, right, limits), (rows, right, limits)
+    assert taken > 50 and declined > 10
+    # Outside ASCII, over a column's limit, or wider than the pipe: rich decides.
+    assert plain_table([["é"]], [False]) is None
+    assert plain_table([["abcdef"]], [False], [5]) is None
+    assert plain_table([["x" * 100, "y" * 60]], [False, False]) is None
+    monkeypatch.setenv("COLUMNS", "100")
+    assert plain_table([["a"]], [False]) is None
+
+
+#: What the session-reading commands must not load unless they need it: the session manager
+#: and what it brings (import, check, the JSONL store), rich's progress bar.
+_NOT_FOR_READS = ("sessiontree.session.manager", "sessiontree.session.importing", "sessiontree.check",
+                  "sessiontree.stores.jsonl", "sessiontree.stores.jsonl.store", "rich.progress")
+
+
+def test_list_show_and_stats_load_only_what_they_print(small_store):
+    # list --json: the store's listing and JSON, nothing of rich (no terminal, so no progress bar).
+    loaded, out = _imported(["list", "--json"], small_store)
+    assert {item["id"] for item in json.loads(out)} == {_SID, "pi-one"}
+    assert sorted(m for m in (*_NOT_FOR_READS, *RUN_HEAVY) if m in loaded) == []
+    # list (the table, piped): rich's table, but no progress bar, session manager or JSONL store.
+    loaded, out = _imported(["list"], small_store)
+    assert _SID[:8] in out and "pi-one" in out
+    assert "rich.table" in loaded
+    assert sorted(m for m in _NOT_FOR_READS if m in loaded) == []
+    # stats (the table, piped): printed without rich (cli/common.py plain_table); the first
+    # run fills the price cache (which loads the catalogue), the second is measured.
+    _imported(["stats", "--json"], small_store)
+    loaded, out = _imported(["stats", "--by", "agent"], small_store)
+    lines = out.splitlines()
+    # Two calls: claude-code's priced at $0.0205, pi's recorded $1.00 (see the test above).
+    assert lines[0].split() == ["agent", "calls", "input", "output", "cache", "read", "cache", "write", "total",
+                                "tokens", "cost"]
+    assert lines[-2].split()[:2] == ["total", "2"]
+    assert sorted(m for m in (*_NOT_FOR_READS, *RUN_HEAVY) if m in loaded) == []
+    # show of a small session: read whole, without the session manager.
+    loaded, out = _imported(["show", "pi-one"], small_store)
+    assert out.startswith("id ") and "pi-one" in out
+    assert sorted(m for m in _NOT_FOR_READS if m in loaded) == []

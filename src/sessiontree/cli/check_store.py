@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from sessiontree.cli.common import App, UserError, echo_line, plural, print_json, progress_bar, stderr_console
+from sessiontree.cli.common import App, UserError, echo_line, plural, print_json, progress_bar
 
 
 def _where(problem: dict[str, Any], url: str) -> str:
@@ -53,7 +53,7 @@ def verify_store_cmd(store_url: str, paths: tuple[str, ...], repair: bool, outpu
     else:  # pragma: no cover - check always runs under the group
         own = store = open_store(None, create=False, readonly=True)
     try:
-        with progress_bar(stderr_console()) as progress:
+        with progress_bar() as progress:
             task = progress.add_task("Verifying", total=None)
 
             def on_progress(done: int, total: int) -> None:

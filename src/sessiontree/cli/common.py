@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import import_module
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import click
 
@@ -266,6 +266,55 @@ def print_rich(console: Console, *renderables: Any, **options: Any) -> None:
     click.echo(text, nl=False)
 
 
+#: Characters a plain table may hold besides printable ASCII: one cell each, in rich too
+#: (the day chart's bars).
+_PLAIN_EXTRA = frozenset("\u2588\u258f")
+
+
+def plain_table(rows: Sequence[Sequence[str]], right: Sequence[bool],
+                max_widths: Sequence[int | None] | None = None) -> str | None:
+    """The text rich prints for a borderless table (``box=None, pad_edge=False``) of ``rows``
+    on stdout that is not a terminal, built without importing rich (start-up,
+    docs/architecture.md), one line per row without the last newline; ``None`` where the
+    caller must use rich instead.
+
+    The layout is rich's when the table fits: each column as wide as its widest cell (the
+    header and footer rows are rows here), cells joined by two spaces, right-aligned where
+    ``right`` says, line ends stripped as :func:`print_rich` strips them. Used only when that
+    is certain: stdout not a terminal and nothing that changes rich's choice
+    (``TTY_COMPATIBLE``, ``FORCE_COLOR``, ``COLUMNS``), every cell printable ASCII (or a
+    bar character) and no colon, none starting with a space (but a blank one flush left) or,
+    flush right, ending with one, no cell over its column's ``max_widths`` (rich would cut
+    it), and the table within :data:`PIPE_WIDTH` columns (rich would shrink columns).
+    """
+    if any(name in os.environ for name in ("TTY_COMPATIBLE", "FORCE_COLOR", "COLUMNS")):
+        return None
+    try:
+        if sys.stdout.isatty():
+            return None
+    except (AttributeError, ValueError, OSError):
+        return None
+    for row in rows:
+        for flush_right, cell in zip(right, row, strict=True):
+            if cell.startswith(" ") if cell.strip(" ") else (cell and flush_right):
+                return None  # rich may strip such spaces when it justifies a cell (blank, flush left: kept)
+            if flush_right and cell.endswith(" "):
+                return None
+            if ":" in cell or not all(" " <= ch <= "~" or ch in _PLAIN_EXTRA for ch in cell):
+                return None  # rich reads ":name:" in a plain string as an emoji code
+    count = len(right)
+    widths = [max(len(row[i]) for row in rows) for i in range(count)]
+    if count == 1:
+        widths[0] = max(1, widths[0])  # rich gives an empty column one cell when it has no padding
+    if max_widths is not None and any(limit is not None and width > limit
+                                      for width, limit in zip(widths, max_widths, strict=True)):
+        return None
+    if sum(widths) + 2 * (count - 1) > PIPE_WIDTH:
+        return None
+    return "\n".join("  ".join(cell.rjust(widths[i]) if right[i] else cell.ljust(widths[i])
+                               for i, cell in enumerate(row)).rstrip() for row in rows)
+
+
 def print_json(data: Any) -> None:
     """Print ``data`` as indented JSON on stdout. Control, bidi and invisible
     characters inside strings are written as ``\\uXXXX`` escapes
@@ -327,9 +376,39 @@ def bulk_read() -> Iterator[None]:
             gc.enable()
 
 
-def progress_bar(console: Console) -> Progress:
-    """A transient progress bar (description, bar, done/total, elapsed) on ``console``,
-    disabled when it is not a terminal."""
+class _NoProgress:
+    """What :func:`progress_bar` gives when stderr is not a terminal: rich's ``Progress``
+    calls the commands make (``add_task``, ``update``, ``advance``, ``disable``), doing nothing,
+    so a piped or scripted run never imports rich (docs/architecture.md, "Start-up")."""
+
+    disable = True
+
+    def __enter__(self) -> _NoProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, description: str, *args: Any, **kwargs: Any) -> int:
+        """A task id (always 0)."""
+        return 0
+
+    def update(self, task: int, **kwargs: Any) -> None:
+        """Nothing."""
+
+    def advance(self, task: int, advance: float = 1) -> None:
+        """Nothing."""
+
+
+def progress_bar(console: Console | None = None) -> Progress:
+    """A transient progress bar (description, bar, done/total, elapsed) on ``console``
+    (default: :func:`stderr_console`), disabled when it is not a terminal. Without a console
+    and with stderr not a terminal, a stand-in that draws nothing (:class:`_NoProgress`):
+    rich is not imported."""
+    if console is None:
+        if not _stderr_may_be_terminal():
+            return cast("Progress", _NoProgress())
+        console = stderr_console()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),

@@ -412,7 +412,7 @@ def check_cmd(ctx: click.Context, paths: tuple[str, ...], repair: bool, output: 
     for row in rejected:
         reports.append({"path": row["path"], "error": row["reason"], "problems": []})
     errors = bool(rejected)
-    with progress_bar(stderr_console()) as progress:
+    with progress_bar() as progress:
         task = progress.add_task("Checking", total=len(files))
         for path in files:
             report: dict[str, Any] = {"path": str(path)}

@@ -28,13 +28,15 @@ from sessiontree.cli.common import (
     resolve_entry_id,
     resolve_session_id,
     session_title,
-    stderr_console,
     stdout_console,
     utc_minutes,
 )
 from sessiontree.core.textsafe import safe_block, safe_json_text, safe_line
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
+    from sessiontree.core.listing import SessionInfo
     from sessiontree.diff.branches import BranchComparison
     from sessiontree.session.reading import ReadOnlySession
 
@@ -78,27 +80,26 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, hosts: tuple
     sessions come from more than one. --since/--until bound the last
     activity (modified), as the viewer's and MCP's filters do (docs/listing.md).
     """
-    from rich.cells import cell_len
-    from rich.table import Table
-    from rich.text import Text
-
-    from sessiontree.cli.search import when_option
-    from sessiontree.core.listing import SessionInfo
-    from sessiontree.format.idprefix import short_session_ids
+    # Start-up (docs/architecture.md): rich's table only for a table, the --since/--until
+    # parser only when given, no progress bar unless stderr is a terminal.
     from sessiontree.session.listing import ListingFilter, list_sessions
 
     if all_ and cwd is not None:
         raise click.UsageError("--all lists every session; it cannot be combined with --cwd")
     include_internal = internal or all_
-    err = stderr_console()
-    with progress_bar(err) as progress:
+    bounds: tuple[datetime | None, datetime | None] = (None, None)
+    if since is not None or until is not None:
+        from sessiontree.cli.search import when_option
+
+        bounds = (when_option(since, "--since", False), when_option(until, "--until", True))
+    with progress_bar() as progress:
         task = progress.add_task("Listing sessions", total=None)
 
         def on_progress(loaded: int, total: int) -> None:
             progress.update(task, completed=loaded, total=total)
 
         listing = list_sessions(app.store, ListingFilter(
-            cwd=cwd, since=when_option(since, "--since", False), until=when_option(until, "--until", True), named_only=named, hosts=hosts, users=users,
+            cwd=cwd, since=bounds[0], until=bounds[1], named_only=named, hosts=hosts, users=users,
             include_internal=include_internal), on_progress=on_progress)
     if listing.skipped:
         click.echo(f"{plural(listing.skipped, 'session', 'sessions')} could not be loaded; "
@@ -118,6 +119,12 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, hosts: tuple
                 item["usage"] = _cost_json(costs.get(item["id"]))
         print_json(rows_json)
         return
+    from rich.cells import cell_len
+    from rich.table import Table
+    from rich.text import Text
+
+    from sessiontree.format.idprefix import short_session_ids
+
     console = stdout_console()
     if not infos:
         print_rich(console, "No sessions." if cwd is None else safe_line(f"No sessions for {os.path.abspath(cwd)}."))

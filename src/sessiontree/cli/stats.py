@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING
 import click
 
 from sessiontree.cli.common import (
+    PIPE_WIDTH,
     App,
     busy_spinner,
     cli,
     cost_cell,
     echo_line,
     pass_app,
+    plain_table,
     plural,
     print_json,
     print_rich,
@@ -28,8 +30,6 @@ from sessiontree.sync.sources import SESSION_AGENTS, agent_choice_text
 from sessiontree.usage.choices import COST_MODES, GROUPINGS
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
     from sessiontree.usage.budgets import BudgetStatus
     from sessiontree.usage.report import UsageReport
 
@@ -142,54 +142,85 @@ def budget_line(status: BudgetStatus) -> str:
 
 
 def _print_table(report: UsageReport, by: str, filtered: bool) -> None:
-    """The report as ``stats`` prints it: the table, the day chart, the notes."""
-    from rich.table import Table
-    from rich.text import Text
-
-    console = stdout_console()
+    """The report as ``stats`` prints it: the table, the day chart, the notes. Piped, the
+    tables are printed without rich where :func:`print_plain_table` can (start-up), the same
+    bytes either way."""
     if not report.groups:
-        print_rich(console, "No usage recorded" + (" in that range." if filtered else "."))
+        print_rich(stdout_console(), "No usage recorded" + (" in that range." if filtered else "."))
         _notes(report)
         return
-    table = Table(box=None, pad_edge=False, header_style="bold", show_footer=True, footer_style="bold")
-    table.add_column(_GROUP_TITLES[by], "total", no_wrap=True, overflow="ellipsis",
-                     max_width=max(20, console.width - 80))
     columns = (("calls", attrgetter("calls")), ("input", attrgetter("input")), ("output", attrgetter("output")),
                ("cache read", attrgetter("cache_read")), ("cache write", attrgetter("cache_write")),
                ("total tokens", attrgetter("total_tokens")))
-    for title, getter in columns:
-        table.add_column(title, f"{getter(report.totals):,}", justify="right", no_wrap=True)
-    table.add_column("cost", cost_cell(report.totals), justify="right", no_wrap=True)
+    header = [_GROUP_TITLES[by], *(title for title, _ in columns), "cost"]
+    footer = ["total", *(f"{getter(report.totals):,}" for _, getter in columns), cost_cell(report.totals)]
+    body = []
     for group in report.groups:
         label = group.key or "(none)"
         if by == "session" and group.cwd:
             label = f"{label}  {group.cwd}"
-        table.add_row(Text(safe_line(label)), *(f"{getter(group.totals):,}" for _, getter in columns),
-                      cost_cell(group.totals))
-    print_rich(console, table)
-    if by == "day" and len(report.groups) > 1:
-        print_rich(console)
-        print_rich(console, _day_chart(report))
+        body.append([safe_line(label), *(f"{getter(group.totals):,}" for _, getter in columns),
+                     cost_cell(group.totals)])
+    chart = _day_chart(report) if by == "day" and len(report.groups) > 1 else None
+    right = [False] + [True] * (len(header) - 1)
+    # The label column's limit is rich's below at the pipe width (160 - 80 = 80 cells).
+    text = plain_table([header, *body, footer], right, [max(20, PIPE_WIDTH - 80)] + [None] * (len(header) - 1))
+    if text is not None:
+        click.echo(text)
+    else:
+        _print_rich_table(header, body, footer)
+    if chart is not None:
+        text = plain_table(chart, [False, False, True])
+        if text is not None:
+            click.echo("\n" + text)
+        else:
+            _print_rich_chart(chart)
     _notes(report)
 
 
-def _day_chart(report: UsageReport) -> Table:
-    """Cost per day as horizontal bars (``█`` scaled to the most expensive day)."""
+def _print_rich_table(header: list[str], body: list[list[str]], footer: list[str]) -> None:
+    """The usage table through rich (a terminal, or what :func:`print_plain_table` declines)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    console = stdout_console()
+    table = Table(box=None, pad_edge=False, header_style="bold", show_footer=True, footer_style="bold")
+    table.add_column(header[0], footer[0], no_wrap=True, overflow="ellipsis", max_width=max(20, console.width - 80))
+    for title, total in zip(header[1:], footer[1:], strict=True):
+        table.add_column(title, total, justify="right", no_wrap=True)
+    for row in body:
+        table.add_row(Text(row[0]), *row[1:])
+    print_rich(console, table)
+
+
+def _print_rich_chart(chart: list[list[str]]) -> None:
+    """The day chart through rich, after a blank line (a terminal, or what :func:`print_plain_table` declines)."""
     from rich.table import Table
 
+    table = Table(box=None, pad_edge=False, show_header=False)
+    table.add_column(no_wrap=True)
+    table.add_column(no_wrap=True, style="green")
+    table.add_column(justify="right", no_wrap=True)
+    for row in chart:
+        table.add_row(*row)
+    console = stdout_console()
+    print_rich(console)
+    print_rich(console, table)
+
+
+def _day_chart(report: UsageReport) -> list[list[str]]:
+    """Cost per day as horizontal bars (``█`` scaled to the most expensive day): rows of
+    day, bar, cost."""
     from sessiontree.usage.money import format_usd
 
     top = max(group.totals.cost_nanos for group in report.groups) or 1
-    chart = Table(box=None, pad_edge=False, show_header=False)
-    chart.add_column(no_wrap=True)
-    chart.add_column(no_wrap=True, style="green")
-    chart.add_column(justify="right", no_wrap=True)
+    rows = []
     for group in report.groups:
         cells = group.totals.cost_nanos * BAR_WIDTH / top
         whole = int(cells)
         bar = "█" * whole + ("▏" if cells - whole >= 0.5 or (whole == 0 and group.totals.cost_nanos) else "")
-        chart.add_row(group.key, bar.ljust(BAR_WIDTH), format_usd(group.totals.cost_nanos))
-    return chart
+        rows.append([group.key, bar.ljust(BAR_WIDTH), format_usd(group.totals.cost_nanos)])
+    return rows
 
 
 def _notes(report: UsageReport) -> None:

@@ -21,15 +21,17 @@ The order is the store's listing order, newest ``modified`` first (L.17).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from sessiontree.core.listing import SessionInfo
-from sessiontree.session.manager import SessionManager
-from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, SessionStore
-from sessiontree.stores.listing import cwd_matches, resolve_cwd
-from sessiontree.stores.origin import matching_sessions
+from sessiontree.stores.base import SessionListing
+
+if TYPE_CHECKING:
+    from sessiontree.core.listing import SessionInfo
+    from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionStore
 
 __all__ = ["ListingFilter", "list_sessions"]
 
@@ -77,17 +79,18 @@ def list_sessions(store: SessionStore, wanted: ListingFilter = ListingFilter(), 
         StorageError: the store could not be read.
     """
     if infos is None:
-        if wanted.cwd is not None:
-            infos = SessionManager.list(wanted.cwd, store, on_progress, include_internal=wanted.include_internal,
-                                        cancel=cancel)
-        else:
-            infos = SessionManager.list_all(store, on_progress, include_internal=wanted.include_internal,
-                                            cancel=cancel)
+        # The store's own listing (what SessionManager.list and list_all ask), without
+        # importing the session manager: `sessiontree list` never opens a session (start-up).
+        infos = store.list_sessions(cwd=os.path.abspath(wanted.cwd) if wanted.cwd is not None else None,
+                                    include_internal=wanted.include_internal, on_progress=on_progress,
+                                    cancel=cancel)
     skipped = infos.skipped if isinstance(infos, SessionListing) else 0
     rows = list(infos)
     if not wanted.include_internal:
         rows = [i for i in rows if not i.internal]
     if wanted.cwd is not None:
+        from sessiontree.stores.listing import cwd_matches, resolve_cwd
+
         resolved = resolve_cwd(wanted.cwd)
         rows = [i for i in rows if cwd_matches(i.cwd, resolved)]
     if wanted.since is not None:
@@ -99,6 +102,8 @@ def list_sessions(store: SessionStore, wanted: ListingFilter = ListingFilter(), 
     if wanted.agent:
         rows = [i for i in rows if i.agent == wanted.agent]
     if wanted.hosts or wanted.users:
+        from sessiontree.stores.origin import matching_sessions
+
         keep = matching_sessions(store.provenances(), wanted.hosts, wanted.users)
         rows = [i for i in rows if i.id in keep]
     return SessionListing(rows, skipped)

@@ -34,18 +34,21 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from sessiontree.core import projection as _projection
 from sessiontree.core.tree import Entry, NameState, SessionTree, TreeNode
 from sessiontree.format.codec import ParsedSession
 from sessiontree.format.gcpause import gc_paused
 from sessiontree.format.types import SessionHeader
-from sessiontree.session.manager import SessionManager
 from sessiontree.stores.base import SessionStore
 from sessiontree.stores.changes import change_hint
-from sessiontree.stores.memory import MemoryStore
 from sessiontree.stores.traits import store_traits
+
+if TYPE_CHECKING:
+    # Start-up (docs/architecture.md): a whole read (show, export) never loads the session
+    # manager and what it brings (import, check, the JSONL store); the lazy open does.
+    from sessiontree.session.manager import SessionManager
 
 __all__ = [
     "Need",
@@ -287,6 +290,8 @@ def readonly_of_parsed(parsed: ParsedSession, *, redacted: bool = False) -> Read
     """
     with gc_paused():  # one index entry per entry; no cycles (see sessiontree.format.gcpause)
         tree = SessionTree(parsed.entries)
+    from sessiontree.stores.memory import MemoryStore
+
     return ReadOnlySession(MemoryStore(), parsed.header, tree, redacted=redacted)
 
 
@@ -331,6 +336,8 @@ def open_readonly(store: SessionStore, session_id: str, need: Need = "whole", *,
         return ReadOnlySession(store, parsed.header, tree, partial=True)
     if need == "context" and traits.opens_lazily:
         # The lazy open reads and never writes (docs/stores.md, "Lazy open").
+        from sessiontree.session.manager import SessionManager
+
         manager = SessionManager.open(store, session_id)
         # The manager's own (lazy) tree: this module is its package's reader of it.
         return ReadOnlySession(store, dict(manager.get_header()), manager._tree, manager=manager)
