@@ -781,3 +781,20 @@ def test_files_over_the_size_limit_are_refused_before_they_are_read(tmp_path, mo
     run(db, "import", str(source))
     with open_store(db, readonly=True) as store:
         assert len(store.read("0190f000-0000-7000-8000-0000000000aa").entries) == 20
+
+
+def test_emoji_codes_in_session_text_stay_text(tmp_path):
+    """Rich turns ``:x:`` into an emoji unless told not to; a session's name and text are data
+    (docs/terminal-output.md), so ``show`` and ``list`` print them as written."""
+    from builders import header, jsonl_line, session_info, user_entry
+
+    sid = "5e55f1a0-0000-4000-8000-00000000e0e0"
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"".join(jsonl_line(r) for r in (
+        header(sid), user_entry("e1", None, "ship it :rocket:"), session_info("e2", "e1", "fix :x:"))))
+    db = str(tmp_path / "s.db")
+    run_cli(db, "import", str(path))
+    shown = run_cli(db, "show", sid[:8]).output
+    listed = run_cli(db, "list").output
+    assert "fix :x:" in shown and "❌" not in shown
+    assert ":x:" in listed and "❌" not in listed and "🚀" not in listed

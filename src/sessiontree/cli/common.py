@@ -221,8 +221,8 @@ def stdout_console() -> Console:
     when stdout is not a terminal and ``$COLUMNS`` is unset."""
     from rich.console import Console
 
-    # markup=False: session text such as "[/x]" is data, never rich markup.
-    console = Console(highlight=False, markup=False)
+    # markup=False, emoji=False: session text such as "[/x]" or ":x:" is data, never rich markup or an emoji code.
+    console = Console(highlight=False, markup=False, emoji=False)
     if not console.is_terminal and not os.environ.get("COLUMNS"):
         console.width = PIPE_WIDTH
     return console
@@ -232,7 +232,7 @@ def stderr_console() -> Console:
     """A rich console on stderr, without markup or highlighting (progress, spinners)."""
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False, markup=False)
+    return Console(stderr=True, highlight=False, markup=False, emoji=False)
 
 
 def echo_line(line: str = "", *, err: bool = False) -> None:
