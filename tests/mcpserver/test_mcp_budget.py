@@ -17,6 +17,7 @@ import pytest
 
 import corpus
 from cli_support import cli_runner
+from mcp_support import call_tools
 from sessiontree.cli import cli
 from sessiontree.mcpserver.paging import json_size
 from sessiontree.mcpserver.tools import SessionReader
@@ -42,21 +43,7 @@ def db(tmp_path_factory) -> str:
     return path
 
 
-def _calls(store_path: str, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
-    from mcp import Client
-
-    from sessiontree.mcpserver.server import build_server
-
-    store = open_store(store_path, create=False, readonly=True)
-
-    async def main() -> list[Any]:
-        async with Client(build_server(store)) as client:
-            return [await client.call_tool(name, args) for name, args in calls]
-
-    try:
-        return anyio.run(main)
-    finally:
-        store.close()
+_calls = call_tools
 
 
 def _biggest(store_path: str, n: int = 3) -> list[str]:
