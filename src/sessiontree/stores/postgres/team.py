@@ -80,17 +80,23 @@ BEGIN
     RETURN NEW;
 END $$"""
 
-# A session handed to someone else (UPDATE sessions SET owner, by the tables' owner)
-# takes its rows along.
-_MOVE_OWNER = """
-CREATE OR REPLACE FUNCTION session_owner_moved() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    UPDATE entries SET owner = NEW.owner WHERE session_id = NEW.id;
-    UPDATE message_texts SET owner = NEW.owner WHERE session_id = NEW.id;
-    UPDATE search_entries SET owner = NEW.owner WHERE session_id = NEW.id;
-    UPDATE usage_ledger SET owner = NEW.owner WHERE session_id = NEW.id;
-    RETURN NULL;
-END $$"""
+#: The tables whose rows carry their session's owner, as of step ``m008_team``.
+OWNED_TABLES = ("entries", "message_texts", "search_entries", "usage_ledger")
+
+
+def move_owner_sql(tables: tuple[str, ...]) -> str:
+    """The trigger function ``session_owner_moved()``: a session handed to someone else (``UPDATE
+    sessions SET owner``, by the tables' owner) takes its rows in ``tables`` along (docs/team.md).
+
+    A later step that adds an owned table restates the function with it (``CREATE OR REPLACE``);
+    the text for a given list is the same whichever step builds it.
+    """
+    moves = "".join(f"\n    UPDATE {table} SET owner = NEW.owner WHERE session_id = NEW.id;" for table in tables)
+    return ("\nCREATE OR REPLACE FUNCTION session_owner_moved() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN"
+            f"{moves}\n    RETURN NULL;\nEND $$")
+
+
+_MOVE_OWNER = move_owner_sql(OWNED_TABLES)
 
 # The aggregate views: per billed call de-duplicated within a user as ``stats`` does
 # (largest number of rows of one content key in one session), the session attributes

@@ -60,6 +60,7 @@ from typing import Any
 from sessiontree.core.usage import BUCKET_MS, UsageQuery, UsageRow, records_from_entry
 from sessiontree.format import jsonio
 from sessiontree.stores.postgres.derived import IndexedRow, text_copy
+from sessiontree.stores.postgres.team import OWNED_TABLES, move_owner_sql
 from sessiontree.stores.syncing import ledger_row_owner
 from sessiontree.stores.verify import row_drift
 
@@ -232,16 +233,8 @@ BEGIN
 END $$"""
 
 
-_MOVE_OWNER = """
-CREATE OR REPLACE FUNCTION session_owner_moved() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    UPDATE entries SET owner = NEW.owner WHERE session_id = NEW.id;
-    UPDATE message_texts SET owner = NEW.owner WHERE session_id = NEW.id;
-    UPDATE search_entries SET owner = NEW.owner WHERE session_id = NEW.id;
-    UPDATE usage_ledger SET owner = NEW.owner WHERE session_id = NEW.id;
-    UPDATE usage_rollup SET owner = NEW.owner WHERE session_id = NEW.id;
-    RETURN NULL;
-END $$"""
+# The rollup rows carry their session's owner too (step m008's function, restated with them).
+_MOVE_OWNER = move_owner_sql((*OWNED_TABLES, "usage_rollup"))
 
 
 #: Connections known to see ``usage_rollup`` (a table is never taken away by a schema
