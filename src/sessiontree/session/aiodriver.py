@@ -139,6 +139,8 @@ def writer_for(store: SessionStore) -> concurrent.futures.ThreadPoolExecutor:
 
 
 def readers() -> concurrent.futures.ThreadPoolExecutor:
+    """The process's one pool of :data:`READER_THREADS` reader threads (made on first use), where
+    the async driver runs loads that cannot write (docs/aio.md)."""
     global _READERS
     with _WRITERS_LOCK:
         if _READERS is None:
@@ -148,11 +150,13 @@ def readers() -> concurrent.futures.ThreadPoolExecutor:
 
 
 def inline(store: SessionStore | None) -> bool:
-    # A store without I/O (memory): a thread hop would cost more than the call.
+    """Whether calls on ``store`` run inline on the event loop: a store whose traits declare no I/O
+    (memory), where a thread hop would cost more than the call. ``None`` (no store): ``False``."""
     return store is not None and not store_traits(store).does_io
 
 
 def load_writes(store: SessionStore) -> bool:
+    """Whether a load of ``store`` must go to its writer thread (its traits' ``loads_may_write``)."""
     # A JSONL load may persist a format upgrade (docs/rules/decisions.md D-9), and a store that
     # declares nothing may write too: both go to the writer. A SQLite load only reads.
     return store_traits(store).loads_may_write

@@ -124,6 +124,7 @@ class JsonlFiles:
         LIVE_STORES.add(self)
 
     def require_writable(self, what: str) -> None:
+        """Raise :class:`StorageError` naming ``what`` (the operation) when the folder is opened read-only."""
         if self.readonly:
             raise StorageError(f"{what}: {self.url} is opened read-only")
 
@@ -180,6 +181,8 @@ class JsonlFiles:
         return found
 
     def find(self, session_id: str) -> str | None:
+        """The path of ``session_id``'s file in the folder, or ``None``: the cached path when its
+        header still names the session (same inode), else a scan of the folder (docs/stores.md)."""
         with self.mutex:
             path = self.paths.get(session_id)
             cached = self.headers.get(path) if path is not None else None
@@ -202,10 +205,12 @@ class JsonlFiles:
         return paths[0] if paths else None
 
     def forget(self, session_id: str) -> None:
+        """Drop ``session_id``'s cached path (after its file is deleted or replaced)."""
         with self.mutex:
             self.paths.pop(session_id, None)
 
     def require(self, session_id: str) -> str:
+        """:meth:`find`, raising :class:`SessionNotFoundError` (with the folder) when there is no file."""
         path = self.find(session_id)
         if path is None:
             raise SessionNotFoundError(session_id, self.directory)
@@ -238,6 +243,7 @@ class JsonlFiles:
 
     @staticmethod
     def close_one(held: HeldFile) -> None:
+        """Close one kept descriptor once (later calls do nothing)."""
         # Waits for an append that is using the descriptor (never called holding _held_lock).
         with held.lock:
             if not held.closed:
@@ -248,6 +254,7 @@ class JsonlFiles:
                     pass
 
     def after_fork_in_child(self) -> None:
+        """Forget locks and kept descriptors inherited from the parent (called in a forked child)."""
         # Runs in the child right after fork(), before anything else can reuse
         # descriptor numbers: the inherited descriptors share their flocks with
         # the parent, and the locks may have been held by a thread that does
