@@ -49,6 +49,8 @@ def test_corpus_imports_lists_exports_and_reimports(store, tmp_path):
             assert row.first_message == expected["first_message"]
         else:
             assert row.first_message.startswith(expected["first_message_prefix"])
+            # 668 characters (counted in the raw file): under the listing's 1,000, kept whole.
+            assert len(row.first_message) == 668 and not row.first_message.endswith("…")
         assert row.modified == datetime.fromtimestamp(expected["modified_ms"] / 1000, tz=UTC)
         assert row.cwd == "/Users/badlogic/workspaces/pi-mono"
     # newest first

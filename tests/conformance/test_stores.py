@@ -166,6 +166,28 @@ def test_raw_entry_bytes_are_kept_verbatim(store):
     assert row.all_messages_text == "half \ud83d caf\u00e9"
 
 
+def test_listing_keeps_only_a_prefix_of_a_long_first_message(store):
+    # docs/listing.md, "First message": a listing holds at most 1,000 characters of it, cut at
+    # a space in the second half and marked with "…"; the search text keeps the whole.
+    # Synthetic: no first message in ../shared/corpus is over 1,000 characters (668 at most).
+    words = "word " * 6_000  # 30,000 characters, a space every fifth
+    solid = "x" * 5_000  # no space to cut at
+    wide = "\ud83d" + "\u00e9" * 3_000  # a lone surrogate (SQLite keeps a BLOB) and two-byte characters
+    for session_id, text in (("w", words), ("x", solid), ("s", wide)):
+        store.create(header(session_id), [message("m1", None, "user", text), message("m2", "m1", "assistant", "ok")])
+    rows = {row.id: row for row in store.list_sessions()}
+    # 199 words: the last space of the first 999 characters is the 199th (offset 994).
+    assert rows["w"].first_message == " ".join(["word"] * 199) + "…"
+    assert rows["x"].first_message == "x" * 999 + "…"
+    assert rows["s"].first_message == "\ud83d" + "\u00e9" * 998 + "…"
+    assert all(len(row.first_message) <= 1_000 for row in rows.values())
+    assert rows["w"].to_dict()["firstMessage"] == rows["w"].first_message
+    # Nothing is lost: the session and its listing text keep every character.
+    assert rows["w"].all_messages_text == words + " ok"
+    assert store.load("x").entries[0]["message"]["content"] == solid
+    assert not [p for p in store.verify() if p.code == "metadata-drift"]
+
+
 def test_replace_header(store):
     store.create(header("s1"), [custom("e1")])
     entries_before = store.load("s1").raw

@@ -9,6 +9,7 @@ expected values are worked out by hand.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import re
 import threading
@@ -543,3 +544,28 @@ def msg_entry(entry_id: str, text: str) -> dict:
     """A user message with no parent."""
     return {"type": "message", "id": entry_id, "parentId": None, "timestamp": "2026-02-01T09:00:00.000Z",
             "message": {"role": "user", "content": text, "timestamp": 5}}
+
+
+def test_a_listing_state_holding_a_whole_long_first_message_is_cut_and_no_drift(pg_url):
+    # A row written before 0.2.0 keeps the whole first message in ``sessions.listing``
+    # (synthetic: no corpus file has one over 1,000 characters). The listing shows the
+    # same prefix as a row written now, check sees no drift, reindex stores the prefix
+    # (docs/listing.md, "First message").
+    store = PostgresStore(pg_url)
+    whole = "x" * 3_000
+    store.create(header("s1"), [{"type": "message", "id": "e1", "parentId": None, "timestamp": "t",
+                                 "message": {"role": "user", "content": whole, "timestamp": 5}}])
+    with _raw(pg_url) as conn:
+        state = conn.execute("SELECT convert_from(listing, 'UTF8')::jsonb FROM sessions WHERE id = 's1'").fetchone()[0]
+        assert state["firstMessage"] == "x" * 999 + "…"
+        state["firstMessage"] = whole
+        conn.execute("UPDATE sessions SET listing = convert_to(%s::jsonb::text, 'UTF8') WHERE id = 's1'",
+                     (json.dumps(state),))
+    [row] = store.list_sessions()
+    assert row.first_message == "x" * 999 + "…"
+    assert [p.code for p in store.verify() if p.code == "metadata-drift"] == []
+    assert store.reindex("s1") == 1
+    with _raw(pg_url) as conn:
+        state = conn.execute("SELECT convert_from(listing, 'UTF8')::jsonb FROM sessions WHERE id = 's1'").fetchone()[0]
+    assert len(state["firstMessage"]) == 1_000
+    store.close()

@@ -283,3 +283,38 @@ def test_schema_steps_run_in_number_order_whoever_registers_first():
     with pytest.raises(ValueError, match="m001_initial"):
         register_step(steps, step_without_number)
     assert [name for name, _ in steps] == ["m001_first", "m002_second"]
+
+
+def test_sqlite_listing_reads_a_prefix_of_a_first_message_stored_whole(tmp_path, sqlite_store):
+    # A row written before 0.2.0 keeps the whole first message (synthetic: no corpus file has
+    # one over 1,000 characters). The listing asks SQLite for its first 1,001 characters and
+    # shows 1,000 at most (docs/listing.md, "First message"); check --store sees no drift.
+    whole = "word " * 600_000  # 3,000,000 characters
+    sqlite_store.create(header("A"), [message("m1", None, "user", "short")])
+    raw = sqlite3.connect(tmp_path / "sessions.db")
+    raw.execute("UPDATE sessions SET first_message = ? WHERE id = 'A'", (whole,))
+    raw.commit()
+    statements: list[str] = []
+    sqlite_store.db.conn.set_trace_callback(statements.append)  # type: ignore[union-attr]
+    try:
+        [row] = sqlite_store.list_sessions()
+    finally:
+        sqlite_store.db.conn.set_trace_callback(None)  # type: ignore[union-attr]
+    assert row.first_message == " ".join(["word"] * 199) + "…"
+    assert any("substr(first_message, 1, 1001)" in sql for sql in statements)
+    # The entries say "short": that is drift of another kind, not of the cut.
+    drift = [p.message for p in sqlite_store.verify() if p.code == "metadata-drift"]
+    assert len(drift) == 1 and "first_message 'word word" in drift[0]
+    raw.close()
+    # Whole text whose prefix equals the rebuilt one: no drift.
+    sqlite_store.create(header("B"), [message("m1", None, "user", "x" * 3_000)])
+    raw = sqlite3.connect(tmp_path / "sessions.db")
+    raw.execute("UPDATE sessions SET first_message = ? WHERE id = 'B'", ("x" * 3_000,))
+    raw.commit()
+    assert raw.execute("SELECT length(first_message) FROM sessions WHERE id = 'B'").fetchone() == (3_000,)
+    problems = [p for p in sqlite_store.verify() if p.code == "metadata-drift"]
+    assert [p.session_id for p in problems] == ["A"]
+    assert sqlite_store.reindex("B") == 1
+    # reindex writes the listing's prefix: 999 characters and the mark.
+    assert raw.execute("SELECT length(first_message) FROM sessions WHERE id = 'B'").fetchone() == (1_000,)
+    raw.close()

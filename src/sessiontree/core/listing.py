@@ -22,10 +22,12 @@ from sessiontree.format.foreign.common import agent_of_header
 from sessiontree.format.types import Entry
 
 __all__ = [
+    "FIRST_MESSAGE_CHARS",
     "NO_MESSAGES",
     "UNKNOWN_TIME",
     "InfoAccumulator",
     "SessionInfo",
+    "first_message_prefix",
     "is_classified",
     "is_unknown_time",
     "message_text",
@@ -38,6 +40,30 @@ NO_MESSAGES = "(no messages)"
 #: (absent, unparsable, or outside years 1-9999): the Unix epoch, so it sorts
 #: oldest; front ends show it as ``unknown`` (docs/listing.md, "Unknown times").
 UNKNOWN_TIME = datetime(1970, 1, 1, tzinfo=UTC)
+#: The most characters of the first message a listing keeps and shows
+#: (``SessionInfo.first_message``, docs/listing.md "First message"): wider than any
+#: terminal line or viewer title, so every title shows the same as with the whole text.
+FIRST_MESSAGE_CHARS = 1000
+
+
+def first_message_prefix(text: str) -> str:
+    """What a listing keeps of a first message ``text`` (docs/listing.md, "First message").
+
+    A text of at most :data:`FIRST_MESSAGE_CHARS` characters is itself. A longer one
+    is cut to fewer characters and ends with ``…``, so the cut is never silent: at
+    the last whitespace of its first ``FIRST_MESSAGE_CHARS - 1`` characters when that
+    lies in their second half (a secret or a word is not cut in two), else exactly
+    there. The result has at most ``FIRST_MESSAGE_CHARS`` characters and depends only on
+    the first ``FIRST_MESSAGE_CHARS + 1``, so a store may read just those and cut
+    again (the function is idempotent).
+    """
+    if len(text) <= FIRST_MESSAGE_CHARS:
+        return text
+    head = text[:FIRST_MESSAGE_CHARS - 1]
+    cut = max(head.rfind(" "), head.rfind("\n"), head.rfind("\t"))
+    if cut >= len(head) // 2:
+        head = head[:cut]
+    return head + "…"
 
 
 def is_classified(header: Mapping[str, Any]) -> bool:
@@ -95,7 +121,9 @@ class SessionInfo:
             (docs/rules/listing.md L.16), aware UTC. Either is
             :data:`UNKNOWN_TIME` when no timestamp gives a date in years 1-9999.
         message_count: ``message`` entries over all roles and branches (docs/rules/listing.md L.14).
-        first_message: text of the first user message with text, or ``(no messages)``.
+        first_message: text of the first user message with text, at most
+            :data:`FIRST_MESSAGE_CHARS` characters (:func:`first_message_prefix`), or
+            ``(no messages)``.
         summary: the session summary while fresh (docs/rules/listing.md K.4), else ``None``.
         entry_count: entries stored (every type and branch, header excluded),
             as the store keeps it (SQLite and PostgreSQL: their ``entry_count``
@@ -222,7 +250,8 @@ class InfoAccumulator:
             if text:
                 self.texts.append(text)
                 if role == "user" and self.first_message is None:
-                    self.first_message = text
+                    # Only what a listing shows is kept (docs/listing.md, "First message").
+                    self.first_message = first_message_prefix(text)
                 return text
         elif entry_type == "session_info":
             name = entry.get("name")
@@ -323,7 +352,9 @@ class InfoAccumulator:
             created=_datetime_from_ms(created_ms if created_ms is not None else modified_ms or 0.0),
             modified=_datetime_from_ms(modified_ms or 0.0),
             message_count=self.message_count,
-            first_message=self.first_message if self.first_message is not None else NO_MESSAGES,
+            # State written before 0.2.0 may hold the whole text: cut it the same way.
+            first_message=first_message_prefix(self.first_message) if self.first_message is not None
+            else NO_MESSAGES,
             summary=self.summary,
             entry_count=entry_count,
             agent=agent_of_header(header),

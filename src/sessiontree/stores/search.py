@@ -17,7 +17,7 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-from sessiontree.core.listing import InfoAccumulator
+from sessiontree.core.listing import InfoAccumulator, first_message_prefix
 from sessiontree.core.search import (
     EntryText,
     SearchFilters,
@@ -78,8 +78,10 @@ def active_ids(entries: Sequence[dict[str, Any]]) -> frozenset[str]:
 
 
 def title_of(info: InfoAccumulator) -> str:
-    """Name, else fresh summary, else first user message (``sessiontree list``'s title)."""
-    return info.name or info.summary or (info.first_message if info.first_message is not None else "(no messages)")
+    """Name, else fresh summary, else first user message (``sessiontree list``'s title; the
+    message cut as a listing cuts it, docs/listing.md "First message")."""
+    return info.name or info.summary or (
+        first_message_prefix(info.first_message) if info.first_message is not None else "(no messages)")
 
 
 def session_facts(header: Mapping[str, Any], entries: Sequence[dict[str, Any]]) -> SessionFacts:

@@ -16,7 +16,7 @@ import functools
 from collections.abc import Iterable
 from typing import Any
 
-from sessiontree.core.listing import InfoAccumulator
+from sessiontree.core.listing import InfoAccumulator, first_message_prefix
 from sessiontree.core.usage import UsageQuery, UsageRows, aggregate
 from sessiontree.format import jsonio
 from sessiontree.stores.base import ProgressCallback, StoreProblem, TimeBound
@@ -247,7 +247,12 @@ class PostgresMaintenance:
 
         def state_drift(info: InfoAccumulator) -> list[str]:
             rebuilt_listing = listing_values(info)
-            drift = [] if jsonio.loads(bytes(row[7])) == jsonio.loads(rebuilt_listing[0]) else ["listing state"]
+            stored_listing = jsonio.loads(bytes(row[7]))
+            if isinstance(stored_listing, dict) and isinstance(stored_listing.get("firstMessage"), str):
+                # A row written before 0.2.0 keeps the whole first message; the listing
+                # shows the same prefix of it (docs/listing.md, "First message"): no drift.
+                stored_listing["firstMessage"] = first_message_prefix(stored_listing["firstMessage"])
+            drift = [] if stored_listing == jsonio.loads(rebuilt_listing[0]) else ["listing state"]
             drift.extend(f"{name} {value!r} (rebuilt: {rebuilt!r})" for name, value, rebuilt in zip(
                 ("message_count", "modified_ms", "name"), row[8:11], rebuilt_listing[1:], strict=True)
                 if value != rebuilt)

@@ -18,10 +18,11 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from sessiontree.core.listing import InfoAccumulator, is_classified
+from sessiontree.core.listing import FIRST_MESSAGE_CHARS, InfoAccumulator, is_classified
 from sessiontree.format import jsonio
 
 __all__ = [
+    "LISTING_STATE_SELECT",
     "STATE_ASSIGN",
     "STATE_COLUMNS",
     "STATE_SELECT",
@@ -95,6 +96,15 @@ STATE_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 #: The state columns as a ``SELECT`` list (``message_count, first_message, ...``).
 STATE_SELECT = ", ".join(column for _, column in STATE_COLUMNS)
+#: :data:`STATE_SELECT` for a listing, which shows only a prefix of the first message
+#: (docs/listing.md, "First message"): its first ``FIRST_MESSAGE_CHARS + 1`` characters
+#: (a BLOB, text with lone surrogates, counts bytes: four a character at most), all that
+#: :func:`~sessiontree.core.listing.first_message_prefix` looks at. A row written before
+#: 0.2.0 holds the whole text; this keeps listing it from reading megabytes into Python.
+LISTING_STATE_SELECT = STATE_SELECT.replace(
+    "first_message",
+    f"CASE WHEN typeof(first_message) = 'blob' THEN substr(first_message, 1, {4 * (FIRST_MESSAGE_CHARS + 1)})"
+    f" ELSE substr(first_message, 1, {FIRST_MESSAGE_CHARS + 1}) END", 1)
 #: The state columns as an ``UPDATE ... SET`` list with one ``?`` each.
 STATE_ASSIGN = ", ".join(f"{column} = ?" for _, column in STATE_COLUMNS)
 
@@ -110,11 +120,25 @@ def state_values(info: InfoAccumulator) -> list[Any]:
 
 def state_from_row(values: Sequence[Any]) -> InfoAccumulator:
     """The listing accumulator stored in a row's :data:`STATE_COLUMNS` (``values`` in
-    that order): the inverse of :func:`state_values`."""
-    state = {key: from_db(value) for (key, _), value in zip(STATE_COLUMNS, values, strict=False)}
+    that order, :data:`STATE_SELECT` or :data:`LISTING_STATE_SELECT`): the inverse of
+    :func:`state_values`."""
+    state = {key: _prefix_from_db(value) if key == "firstMessage" else from_db(value)
+             for (key, _), value in zip(STATE_COLUMNS, values, strict=False)}
     state["hasName"] = bool(state["hasName"])
     state["modifiedMs"] = float(state["modifiedMs"] or 0.0)
     return InfoAccumulator.from_state(state)
+
+
+def _prefix_from_db(value: Any) -> Any:
+    """:func:`from_db` of a text column that may have been cut by bytes
+    (:data:`LISTING_STATE_SELECT`): a character cut in two at the end is dropped."""
+    if isinstance(value, bytes):
+        for end in range(len(value), max(len(value) - 4, -1), -1):
+            try:
+                return value[:end].decode("utf-8", "surrogatepass")
+            except UnicodeDecodeError:
+                continue
+    return from_db(value)
 
 
 # -- the listing texts' pending tail (``sessions.texts_from``) --------------------------------

@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from sessiontree.core.listing import InfoAccumulator
+from sessiontree.core.listing import InfoAccumulator, first_message_prefix
 from sessiontree.core.usage import UsageQuery, UsageRows, aggregate
 from sessiontree.errors import SessionError
 from sessiontree.stores.base import ProgressCallback, StoreProblem, TimeBound
@@ -419,9 +419,15 @@ class SqliteMaintenance:
             f" classified, entry_count, {STATE_SELECT} FROM sessions WHERE id = ?", (key,)).fetchone()
 
         def state_drift(info: InfoAccumulator) -> list[str]:
-            return [f"{column} {from_db(value)!r} (rebuilt: {from_db(rebuilt)!r})"
-                    for (_, column), value, rebuilt in zip(STATE_COLUMNS, row[7:], state_values(info), strict=True)
-                    if from_db(value) != from_db(rebuilt)]
+            stored = [from_db(value) for value in row[7:]]
+            # A row written before 0.2.0 keeps the whole first message; the listing
+            # shows the same prefix of it (docs/listing.md, "First message"): no drift.
+            first = STATE_COLUMNS.index(("firstMessage", "first_message"))
+            if isinstance(stored[first], str):
+                stored[first] = first_message_prefix(stored[first])
+            return [f"{column} {value!r} (rebuilt: {from_db(rebuilt)!r})"
+                    for (_, column), value, rebuilt in zip(STATE_COLUMNS, stored, state_values(info), strict=True)
+                    if value != from_db(rebuilt)]
 
         def stored_texts() -> list[tuple[int, str]]:
             # The pending tail's texts are derived from the entries, as a listing reads

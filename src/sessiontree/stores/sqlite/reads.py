@@ -31,7 +31,14 @@ from sessiontree.stores.skeleton import ROLE_HEAD_BYTES, skeletons_from_rows
 from sessiontree.stores.sqlite import blobs
 from sessiontree.stores.sqlite.blobreads import SplicedTexts, SqliteBlobReads
 from sessiontree.stores.sqlite.connection import SqliteDatabase
-from sessiontree.stores.sqlite.derived import STATE_SELECT, from_db, record_crc, state_from_row, tail_texts, to_db
+from sessiontree.stores.sqlite.derived import (
+    LISTING_STATE_SELECT,
+    from_db,
+    record_crc,
+    state_from_row,
+    tail_texts,
+    to_db,
+)
 from sessiontree.stores.sqlite.parsing import HeldSession, RecordCheck, SessionParser, held_records_check, rows_in
 from sessiontree.stores.storable import stored_header
 
@@ -651,7 +658,7 @@ class SqliteReads:
             if not self.db.has_schema(conn):
                 return SessionListing()
             rows = conn.execute(
-                f"SELECT id, header_json, classified, cwd, updated_at, entry_count, {STATE_SELECT} FROM sessions"
+                f"SELECT id, header_json, classified, cwd, updated_at, entry_count, {LISTING_STATE_SELECT} FROM sessions"
                 " ORDER BY rowid").fetchall()
         progress = Progress(len(rows), on_progress, cancel)
         infos = []
