@@ -46,7 +46,8 @@ if TYPE_CHECKING:
 @cli.command("list", short_help='List sessions, newest first.')
 @click.option("--cwd", "cwd", metavar="DIR", type=click.Path(file_okay=False, path_type=str),
               help="Only sessions of this project directory.")
-@click.option("--internal", is_flag=True, help="Include internal workflow sessions.")
+@click.option("--internal", is_flag=True,
+              help="Include internal sessions: workflow stages and Claude Code subagents (as PARENT/AGENT).")
 @click.option("--all", "all_", is_flag=True, help="Every session in the store (same as --internal; not with --cwd).")
 @click.option("--host", "hosts", metavar="HOST", multiple=True,
               help="Only sessions first synced or imported on this host (its name or machine id). Repeatable.")
@@ -69,8 +70,9 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, hosts: tuple
     """List sessions, newest first.
 
     By default every regular session of every project; --cwd DIR keeps one
-    project. Internal workflow sessions (headers marked internal with a
-    complete workflow link) are hidden unless --internal or --all is given.
+    project. Internal sessions (headers marked internal with a complete
+    workflow link: workflow stages, and Claude Code subagent transcripts)
+    are hidden unless --internal or --all is given.
     Ids are shown as the shortest prefix that is unique in the store (at
     least 8 characters, like git), which every command accepts; a subagent
     session (a Claude Code Task's transcript) as PARENT/AGENT, on the rows
