@@ -224,7 +224,8 @@ def test_stats_sanitises_session_strings_and_rejects_bad_flags(tmp_path):
         out = runner.invoke(cli, ["--store", str(tmp_path / "s.db"), "stats", "--by", by]).output
         assert "\x1b" not in out and "\x07" not in out
     bad = runner.invoke(cli, ["--store", str(tmp_path / "s.db"), "stats", "--since", "last tuesday"])
-    assert bad.exit_code == 1 and "invalid date" in bad.output
+    # A bad option value is a usage error, exit 2, on every command (docs/usage.md, "Dates on the command line").
+    assert bad.exit_code == 2 and "invalid date" in bad.output
     empty = runner.invoke(cli, ["--store", str(tmp_path / "s.db"), "stats", "--since", "2030-01-01"])
     assert empty.exit_code == 0 and "No usage recorded in that range." in empty.output
 

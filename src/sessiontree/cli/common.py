@@ -57,6 +57,43 @@ class UserError(click.ClickException):
         click.echo(f"sessiontree: error: {self.format_message()}", err=True)
 
 
+class DateBound(click.ParamType[Any]):
+    """The one parser of every date option (``--since``, ``--until``): a bad value is the
+    option's usage error, exit 2, as click reports any bad option value (docs/usage.md,
+    "Dates on the command line").
+
+    ``times=True`` (``list``, ``search``): ``search.query.parse_when``'s forms, UTC days,
+    ``Nd``/``Nw`` for a start, or an ISO-8601 instant; the value becomes an aware
+    ``datetime`` (a day's first instant, or with ``end=True`` the next day's).
+    ``times=False`` (``stats``): ``usage.days.parse_date_bound``'s forms, days only
+    (``YYYY-MM-DD``, ``YYYYMMDD``, ``Nd``/``Nw`` for a start); the value stays the checked
+    text, since its days are those of the ``--timezone`` the command resolves later.
+    The parsers are imported on first use (start-up, docs/architecture.md).
+    """
+
+    name = "date"
+
+    def __init__(self, *, end: bool, times: bool) -> None:
+        self.end = end
+        self.times = times
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The checked value (class docstring); ``self.fail`` (exit 2) when it is not a date."""
+        if not isinstance(value, str):
+            return value  # already converted (a default, or a value passed twice through click)
+        try:
+            if self.times:
+                from sessiontree.search.query import parse_when
+
+                return parse_when(value, end=self.end)
+            from sessiontree.usage.days import parse_date_bound
+
+            parse_date_bound(value, UTC, end=self.end)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        return value
+
+
 def failure_reason(exc: BaseException) -> str:
     """Why one file of a batch failed, without repeating its path."""
     if isinstance(exc, InvalidSessionError):

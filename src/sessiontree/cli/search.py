@@ -8,13 +8,13 @@ highlighted, so the highlight never splits an escape.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 import click
 
 from sessiontree.cli.common import (
     App,
+    DateBound,
     cli,
     echo_line,
     pass_app,
@@ -30,6 +30,8 @@ from sessiontree.errors import SearchCursorError, SearchQueryError
 from sessiontree.format.types import ENTRY_TYPES, MESSAGE_ROLES
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from rich.text import Text
 
     from sessiontree.core.search import SearchHit
@@ -45,19 +47,6 @@ def _query(words: tuple[str, ...]) -> str:
         else:
             parts.append(word)
     return " ".join(parts)
-
-
-def when_option(value: str | None, option: str, end: bool) -> datetime | None:
-    """A ``--since``/``--until`` value as an instant (``parse_when``: a day's first or last
-    one, UTC); a bad value is ``option``'s usage error. ``search`` and ``list`` share it."""
-    from sessiontree.search.query import parse_when
-
-    if value is None:
-        return None
-    try:
-        return parse_when(value, end=end)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint=option) from None
 
 
 def _time(hit: SearchHit) -> str:
@@ -122,9 +111,9 @@ def _alternatives(items: list[str]) -> str:
               help="Only entries of this role (user, assistant, toolResult, bashExecution, custom, "
                    "branchSummary, compactionSummary) or entry type (session_info, session_summary, ...). "
                    "Repeatable.")
-@click.option("--since", metavar="DATE|Nd", help="Only entries from DATE on (YYYY-MM-DD or YYYYMMDD, UTC; "
+@click.option("--since", type=DateBound(end=False, times=True), metavar="DATE|Nd", help="Only entries from DATE on (YYYY-MM-DD or YYYYMMDD, UTC; "
                                                  "an ISO-8601 time; or the last N days including today: 7d, also Nw).")
-@click.option("--until", metavar="DATE", help="Only entries up to DATE, that day included (or before an "
+@click.option("--until", type=DateBound(end=True, times=True), metavar="DATE", help="Only entries up to DATE, that day included (or before an "
                                               "ISO-8601 time).")
 @click.option("--session", "session", metavar="ID", help="Only this session (a unique id prefix).")
 @click.option("--host", "hosts", metavar="HOST", multiple=True,
@@ -138,8 +127,8 @@ def _alternatives(items: list[str]) -> str:
                                                   "query and filters.")
 @click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON (whole ids, highlight offsets).")
 @pass_app
-def search_cmd(app: App, words: tuple[str, ...], cwd: str | None, roles: tuple[str, ...], since: str | None,
-               until: str | None, session: str | None, hosts: tuple[str, ...], users: tuple[str, ...], limit: int,
+def search_cmd(app: App, words: tuple[str, ...], cwd: str | None, roles: tuple[str, ...], since: datetime | None,
+               until: datetime | None, session: str | None, hosts: tuple[str, ...], users: tuple[str, ...], limit: int,
                cursor: str | None, as_json: bool) -> None:
     """Find entries whose text holds every term of QUERY, best first, grouped by session.
 
@@ -173,8 +162,8 @@ def search_cmd(app: App, words: tuple[str, ...], cwd: str | None, roles: tuple[s
         raise click.UsageError("give a search query, e.g. sessiontree search 'flaky test'")
     session_id = resolve_session_id(app, session) if session is not None else None
     try:
-        result = search_request(app.store, query, cwd=cwd, roles=roles or None, since=when_option(since, "--since", False),
-                                until=when_option(until, "--until", True), session=session_id, limit=limit,
+        result = search_request(app.store, query, cwd=cwd, roles=roles or None, since=since,
+                                until=until, session=session_id, limit=limit,
                                 sessions=matching_sessions(app.store.provenances(), hosts, users)
                                 if hosts or users else None, cursor=cursor, on_merge=_merging)
     except SearchQueryError as exc:
@@ -182,8 +171,8 @@ def search_cmd(app: App, words: tuple[str, ...], cwd: str | None, roles: tuple[s
     except SearchCursorError as exc:
         raise click.BadParameter(str(exc), param_hint="--cursor") from None
     # No hits: up to three close queries from the stored words (search/suggest.py).
-    suggestions = suggest(app.store, query, cwd=cwd, roles=roles or None, since=when_option(since, "--since", False),
-                          until=when_option(until, "--until", True), session=session_id
+    suggestions = suggest(app.store, query, cwd=cwd, roles=roles or None, since=since,
+                          until=until, session=session_id
                           ) if not result.hits and not cursor else []
     if as_json:
         data = result.to_dict()

@@ -11,6 +11,7 @@ import click
 
 from sessiontree.cli.common import (
     App,
+    DateBound,
     UserError,
     busy_spinner,
     cli,
@@ -53,9 +54,9 @@ if TYPE_CHECKING:
               help="Only sessions first synced or imported on this host (its name or machine id). Repeatable.")
 @click.option("--user", "users", metavar="USER", multiple=True,
               help="Only sessions first synced or imported by this user. Repeatable.")
-@click.option("--since", metavar="DATE|Nd", help="Only sessions active on or after DATE (last activity; "
+@click.option("--since", type=DateBound(end=False, times=True), metavar="DATE|Nd", help="Only sessions active on or after DATE (last activity; "
                                                  "YYYY-MM-DD, UTC, or 7d for the last seven days).")
-@click.option("--until", metavar="DATE", help="Only sessions last active on or before DATE (UTC, the whole day).")
+@click.option("--until", type=DateBound(end=True, times=True), metavar="DATE", help="Only sessions last active on or before DATE (UTC, the whole day).")
 @click.option("--named", is_flag=True, help="Only sessions with a name.")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=None, help="Show at most N sessions.")
 @click.option("--full-ids", is_flag=True, help="Show whole session ids (default: the shortest unique prefix, "
@@ -66,7 +67,8 @@ if TYPE_CHECKING:
 @click.option("--json", "as_json", is_flag=True, help="Print the sessions as JSON (always whole ids).")
 @pass_app
 def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, hosts: tuple[str, ...], users: tuple[str, ...],
-             since: str | None, until: str | None, named: bool, limit: int | None, full_ids: bool, with_cost: bool, as_json: bool) -> None:
+             since: datetime | None, until: datetime | None, named: bool, limit: int | None, full_ids: bool,
+             with_cost: bool, as_json: bool) -> None:
     """List sessions, newest first.
 
     By default every regular session of every project; --cwd DIR keeps one
@@ -89,11 +91,6 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, hosts: tuple
     if all_ and cwd is not None:
         raise click.UsageError("--all lists every session; it cannot be combined with --cwd")
     include_internal = internal or all_
-    bounds: tuple[datetime | None, datetime | None] = (None, None)
-    if since is not None or until is not None:
-        from sessiontree.cli.search import when_option
-
-        bounds = (when_option(since, "--since", False), when_option(until, "--until", True))
     with progress_bar() as progress:
         task = progress.add_task("Listing sessions", total=None)
 
@@ -101,7 +98,7 @@ def list_cmd(app: App, cwd: str | None, internal: bool, all_: bool, hosts: tuple
             progress.update(task, completed=loaded, total=total)
 
         listing = list_sessions(app.store, ListingFilter(
-            cwd=cwd, since=bounds[0], until=bounds[1], named_only=named, hosts=hosts, users=users,
+            cwd=cwd, since=since, until=until, named_only=named, hosts=hosts, users=users,
             include_internal=include_internal), on_progress=on_progress)
     if listing.skipped:
         click.echo(f"{plural(listing.skipped, 'session', 'sessions')} could not be loaded; "

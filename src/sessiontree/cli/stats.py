@@ -14,6 +14,7 @@ import click
 from sessiontree.cli.common import (
     PIPE_WIDTH,
     App,
+    DateBound,
     busy_spinner,
     cli,
     cost_cell,
@@ -45,9 +46,9 @@ _GROUP_TITLES = {"day": "day", "week": "week of", "month": "month", "session": "
                                  "host or user.")
 @click.option("--by", "by", type=click.Choice(GROUPINGS), default="day", show_default=True,
               help="How to group the calls (week: weeks starting on Monday).")
-@click.option("--since", metavar="DATE|Nd", help="From this day on (YYYY-MM-DD or YYYYMMDD), or the last N "
+@click.option("--since", type=DateBound(end=False, times=False), metavar="DATE|Nd", help="From this day on (YYYY-MM-DD or YYYYMMDD), or the last N "
                                                  "days including today (7d; also Nw).")
-@click.option("--until", metavar="DATE", help="Up to and including this day (YYYY-MM-DD or YYYYMMDD).")
+@click.option("--until", type=DateBound(end=True, times=False), metavar="DATE", help="Up to and including this day (YYYY-MM-DD or YYYYMMDD).")
 @click.option("--cwd", "cwd", metavar="DIR", type=click.Path(file_okay=False, path_type=str),
               help="Only calls first made in sessions of this project directory.")
 @click.option("--host", "hosts", metavar="HOST", multiple=True,
