@@ -203,7 +203,7 @@ def test_the_command_and_the_store_view_agree(tmp_path):
         SessionManager.import_from_jsonl(str(EXAMPLES / name), target=store)
     store.close()
     one = run_cli_json(db, "insights", "019cadb4")
-    assert (one["toolCalls"], one["abandonedCost"], one["filesEdited"]) == (2, "0.0045", ["src/routes/forecast.py"])
+    assert (one["toolCalls"], one["abandonedCost"], one["filesEditedList"]) == (2, "0.0045", ["src/routes/forecast.py"])
     assert one["abandonedBranches"][0]["leafId"] == "a1000007"
     every = run_cli_json(db, "insights")
     # Hand sums of the three examples: calls read 1 + edit 1 + bash 1 + bash 2; one interrupted call;
@@ -213,6 +213,37 @@ def test_the_command_and_the_store_view_agree(tmp_path):
     assert [b["leafId"] for b in every["expensiveAbandonedBranches"]] == ["a1000007"]
     text = run_cli(db, "insights", "019cadb4").stdout
     assert "Abandoned branches: 1, cost $0.00" in text and "leaf a1000007 (from a1000005)" in text
+
+
+def test_a_name_has_one_json_shape_in_a_session_and_in_the_store(tmp_path):
+    # docs/insights.md, "JSON": a count is a number in both objects (the new-user test found
+    # `interruptedCalls` a list for one session and a number for the store); its items are
+    # in `<name>List`. Hand counts of the examples: interrupted.jsonl has one call without a
+    # result (bash call_21), compaction.jsonl one compaction, branching.jsonl one edited file.
+    db = str(tmp_path / "s.db")
+    store = SqliteStore(db)
+    for name in ("branching.jsonl", "interrupted.jsonl", "compaction.jsonl"):
+        SessionManager.import_from_jsonl(str(EXAMPLES / name), target=store)
+    store.close()
+    every = run_cli_json(db, "insights")
+    sessions = {sid: run_cli_json(db, "insights", sid) for sid in ("019cadb4", "019cadc9", "019cadd2")}
+    counts = ("toolCalls", "toolErrors", "errorLoops", "repeatedCalls", "interruptedCalls", "compactions",
+              "tokensCut", "filesEdited", "abandonedCostNanos")
+    lists = {"errorLoops": "errorLoopList", "interruptedCalls": "interruptedCallList",
+             "compactions": "compactionList", "filesEdited": "filesEditedList"}
+    for one in sessions.values():
+        shared_keys = set(one) & set(every)
+        for key in shared_keys:
+            assert type(one[key]) is type(every[key]), key
+        for key in counts:
+            assert isinstance(one[key], int) and isinstance(every[key], int), key
+        for count, items in lists.items():
+            assert isinstance(one[items], list) and one[count] == len(one[items]), items
+            assert items not in every
+    assert sessions["019cadd2"]["interruptedCallList"] == [
+        {"tool": "bash", "callId": "call_21", "entryId": sessions["019cadd2"]["interruptedCallList"][0]["entryId"]}]
+    assert (every["interruptedCalls"], every["compactions"], every["filesEdited"]) == (1, 1, 1)
+    assert sum(one["interruptedCalls"] for one in sessions.values()) == every["interruptedCalls"]
 
 
 @needs_shared
@@ -236,13 +267,15 @@ def test_the_mcp_tool_answers_a_session_and_the_store_within_its_budget(tmp_path
     for name in ("branching.jsonl", "compaction.jsonl"):
         SessionManager.import_from_jsonl(str(EXAMPLES / name), target=store)
     store.close()
-    one, every, small, missing = _call(db, [
+    one, every, small, missing, redacted = _call(db, [
         ("session_insights", {"session_id": "019cadb4"}), ("session_insights", {}),
         ("session_insights", {"session_id": "019cadc9", "max_chars": 1000}),
-        ("session_insights", {"session_id": "nope"})])
-    assert (one.structured_content["abandonedCostNanos"], one.structured_content["filesEdited"]) == (
+        ("session_insights", {"session_id": "nope"}), ("session_insights", {"redact": True})])
+    # The store's answer redacted: its filesEdited is a count, nothing to scrub (it was scrubbed as a list).
+    assert not redacted.is_error and redacted.structured_content["filesEdited"] == 1
+    assert (one.structured_content["abandonedCostNanos"], one.structured_content["filesEditedList"]) == (
         4_500_000, ["src/routes/forecast.py"])
     assert (every.structured_content["sessions"], every.structured_content["tokensCut"]) == (2, 930)
-    assert small.structured_content["compactions"][0]["tokensCut"] == 930
+    assert small.structured_content["compactionList"][0]["tokensCut"] == 930
     assert len(small.content[0].text.splitlines()[-1]) <= 1000
     assert missing.is_error and "nope" in missing.content[0].text

@@ -20,8 +20,8 @@ from sessiontree.usage.insights import session_insights, store_insights
 __all__ = ["insights_answer"]
 
 #: Lists an answer may cut to fit, in the order they are cut.
-_CUTTABLE = ("repeatedGroups", "interruptedCalls", "filesEdited", "longestWaits", "abandonedBranches",
-             "errorLoops", "tools", "expensiveAbandonedBranches", "errorLoopSessions")
+_CUTTABLE = ("repeatedGroups", "interruptedCallList", "filesEditedList", "longestWaits", "abandonedBranches",
+             "errorLoopList", "tools", "expensiveAbandonedBranches", "errorLoopSessions")
 
 
 def insights_answer(reader: SessionReader, session: str | None = None, *, limit: int = 10,
@@ -43,8 +43,8 @@ def insights_answer(reader: SessionReader, session: str | None = None, *, limit:
         scrub = Scrubber()
         for group in data.get("repeatedGroups", []):
             group["arguments"] = scrub.text(group["arguments"])
-        if "filesEdited" in data:
-            data["filesEdited"] = [scrub.text(path) for path in data["filesEdited"]]
+        if "filesEditedList" in data:  # one session's; the store's answer has the count only
+            data["filesEditedList"] = [scrub.text(path) for path in data["filesEditedList"]]
         data["redactedSecrets"] = scrub.secrets
     truncated: dict[str, int] = {}
     for name in _CUTTABLE:

@@ -109,20 +109,26 @@ class SessionInsights:
             "toolErrors": f.tool_errors,
             "tools": [{"name": t.name, "calls": t.calls, "errors": t.errors}
                       for t in sorted(f.tools.values(), key=lambda t: (-t.calls, -t.errors, t.name))],
-            "errorLoops": [{"tool": loop.tool, "length": loop.length, "firstEntryId": loop.first_entry_id,
-                            "lastEntryId": loop.last_entry_id} for loop in f.error_loops],
+            # A name holds one shape in both objects (docs/insights.md, "JSON"): the counts the
+            # store's object has too, and each count's items in ``<name>List``.
+            "errorLoops": len(f.error_loops),
+            "errorLoopList": [{"tool": loop.tool, "length": loop.length, "firstEntryId": loop.first_entry_id,
+                               "lastEntryId": loop.last_entry_id} for loop in f.error_loops],
             "repeatedCalls": f.repeats,
             "repeatedGroups": [{"tool": r.tool, "arguments": r.arguments, "count": r.count, "entryIds": r.entry_ids}
                                for r in sorted(f.repeated_calls, key=lambda r: -r.count)],
-            "interruptedCalls": [{"tool": c.tool, "callId": c.call_id, "entryId": c.entry_id}
-                                 for c in f.interrupted_calls],
-            "compactions": [{"entryId": c.entry_id, "tokensBefore": c.tokens_before, "tokensAfter": c.tokens_after,
-                             "tokensCut": c.tokens_cut} for c in f.compactions],
+            "interruptedCalls": len(f.interrupted_calls),
+            "interruptedCallList": [{"tool": c.tool, "callId": c.call_id, "entryId": c.entry_id}
+                                    for c in f.interrupted_calls],
+            "compactions": len(f.compactions),
+            "compactionList": [{"entryId": c.entry_id, "tokensBefore": c.tokens_before,
+                                "tokensAfter": c.tokens_after, "tokensCut": c.tokens_cut} for c in f.compactions],
             "tokensCut": self.tokens_cut,
             "abandonedBranches": [b.to_dict() for b in self.branches],
             "abandonedCost": str(nanos_to_decimal(self.abandoned_nanos)),
             "abandonedCostNanos": self.abandoned_nanos,
-            "filesEdited": f.files_edited,
+            "filesEdited": len(f.files_edited),
+            "filesEditedList": f.files_edited,
             "costPerFileEdited": str(nanos_to_decimal(per_file)) if per_file is not None else None,
             "costPerFileEditedNanos": per_file,
             "longestWaits": [{"tool": w.tool, "callId": w.call_id, "callEntryId": w.call_entry_id,
