@@ -15,7 +15,7 @@ import corpus
 from sessiontree.format import jsonio
 from sessiontree.format.shape import FileShape
 from sessiontree.stores.base import ArchivedFile
-from sessiontree.sync.archive import archive
+from sessiontree.sync.archive import archive, archived_state
 from sessiontree.sync.engine import Syncer, discover
 from sessiontree.sync.restore import agent_file, restore
 from sync_support import SID, append, entries, stored_entries, sync_one
@@ -114,6 +114,31 @@ def test_archive_then_restore_gives_every_example_back_where_it_was(store, _fake
         result = restore(store, record.session_id)
         assert result.path == record.path and result.file.byte_exact
     assert {p.name: _sha(p) for p in folder.iterdir()} == before
+
+
+def test_a_restored_file_is_no_longer_listed_as_archived(store, _fake_home, tmp_path):
+    # The new-user test: `archived` still listed a file restore had put back
+    # (docs/agent-loop.md, "The audit records").
+    folder = _fake_home / ".pi" / "agent" / "sessions" / "--home-me-project--"
+    folder.mkdir(parents=True)
+    for name in ("branching.jsonl", "compaction.jsonl"):
+        shutil.copy(ROOT / "examples" / name, folder / name)
+        os.utime(folder / name, (1_000_000_000, 1_000_000_000))
+    Syncer(store).sync_files(discover([str(folder)])[0])
+    assert [r.status for r in archive(store, older_than=86400.0).files] == ["archived", "archived"]
+
+    def states() -> dict[str, str]:
+        return {Path(r.path).name: archived_state(r) for r in store.archived_files()}
+
+    assert states() == {"branching.jsonl": "done", "compaction.jsonl": "done"}
+    branching = next(r for r in store.archived_files() if r.path.endswith("branching.jsonl"))
+    result = restore(store, branching.session_id)
+    assert (result.status, result.path) == ("written", branching.path)
+    assert states() == {"branching.jsonl": "restored", "compaction.jsonl": "done"}
+    # Other bytes under the name (the agent wrote on): away again, the archived bytes are not back.
+    with open(branching.path, "ab") as handle:
+        handle.write(b"\n")
+    assert states()["branching.jsonl"] == "done"
 
 
 def test_a_glued_agent_file_is_synced_grows_and_comes_back_byte_for_byte(store, _fake_home, tmp_path):

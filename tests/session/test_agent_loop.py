@@ -305,6 +305,11 @@ def test_the_commands_from_sync_to_archive_to_resume(_fake_home, tmp_path):
     out = run_cli(db, "resume", SID[:8]).stdout
     assert path.read_bytes() == before
     assert out.splitlines()[-1] == f"cd /home/me/project && pi --session {path}"
+    # resume put the file back: it is no longer away (docs/agent-loop.md, "The audit records").
+    assert run_cli_json(db, "archived")["archived"] == []
+    assert run_cli(db, "archived").stdout == "No archived files.\n"
+    assert [r["state"] for r in run_cli_json(db, "archived", "--all")["archived"]] == ["restored"]
+    assert run_cli(db, "archived", "--all").stdout.rstrip().endswith(f"{path} [restored]")
     again = run_cli_json(db, "restore", SID[:8])
     assert (again["status"], again["byteExact"], again["sha256"]) == (
         "present", True, hashlib.sha256(before).hexdigest())

@@ -300,12 +300,24 @@ def archive_cmd(app: App, older_than: str | None, keep_newest: int | None, agent
 
 @cli.command("archived", short_help="List the agent files archive moved away.")
 @click.option("--session", "session", metavar="SESSION", help="Only this session's files.")
+@click.option("--all", "all_", is_flag=True, help="Also the files restore has put back ([restored]).")
 @click.option("--json", "as_json", is_flag=True, help="Print the records as JSON.")
 @pass_app
-def archived_cmd(app: App, session: str | None, as_json: bool) -> None:
-    """The audit records of `sessiontree archive`: which file, when, its sha256, where it went."""
+def archived_cmd(app: App, session: str | None, all_: bool, as_json: bool) -> None:
+    """The audit records of `sessiontree archive`: which file, when, its sha256, where it went.
+
+    A file that is back at its path with the archived bytes (restore, resume, or
+    taken out of the trash) is no longer away: it is listed only with --all,
+    marked [restored] (docs/agent-loop.md, "The audit records").
+    """
+    from dataclasses import replace
+
+    from sessiontree.sync.archive import archived_state
+
     session_id = resolve_session_id(app, session) if session is not None else None
-    records = [r for r in app.store.archived_files() if session_id is None or r.session_id == session_id]
+    records = [replace(r, state=archived_state(r)) for r in app.store.archived_files()
+               if session_id is None or r.session_id == session_id]
+    records = [r for r in records if all_ or r.state != "restored"]
     if as_json:
         print_json({"archived": [record.to_dict() for record in records]})
         return

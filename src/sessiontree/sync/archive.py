@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -41,7 +42,7 @@ from sessiontree.sync.safepath import UnsafePathError, check_under
 from sessiontree.sync.sources import AGENTS, agent_sources
 from sessiontree.sync.trash import trash_file
 
-__all__ = ["ARCHIVING_SUFFIX", "PROBLEMS", "ArchiveReport", "ArchivedResult", "archive"]
+__all__ = ["ARCHIVING_SUFFIX", "PROBLEMS", "ArchiveReport", "ArchivedResult", "archive", "archived_state"]
 
 #: Suffix of a file being archived (renamed beside itself): no agent or sync reads it.
 ARCHIVING_SUFFIX = ".sessiontree-archiving"
@@ -367,6 +368,23 @@ def _holds(path: str, sha: bytes) -> bool:
         return _sha_file(path)[0] == sha
     except OSError:
         return False
+
+
+def archived_state(record: ArchivedFile) -> str:
+    """What ``archived`` shows of ``record`` (docs/agent-loop.md, "The audit records"): its
+    recorded state, except that a ``done`` record whose file is back at its path with the
+    archived bytes (``restore``, ``resume``, or a person taking it out of the trash) is
+    ``"restored"``. Only a regular file of the recorded size is read (hashed), never a
+    link or a FIFO; the record itself is not changed (a read-only store can answer)."""
+    if record.state != "done":
+        return record.state
+    try:
+        st = os.lstat(record.path)
+    except OSError:
+        return record.state
+    if stat.S_ISREG(st.st_mode) and st.st_size == record.size and _holds(record.path, record.sha256):
+        return "restored"
+    return record.state
 
 
 def _put_back(moved: str, path: str) -> None:
