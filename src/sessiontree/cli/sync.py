@@ -317,8 +317,15 @@ def sync_cmd(ctx: click.Context, app: App, paths: tuple[str, ...], watching: boo
             links: list[str] | None = [] if not paths else None
             files, rejected = discover(folders, exclude=exclude, links=links)
             report.files.extend(rejected)
-            report.notes.extend(f"not followed: {link} is a symbolic link to a folder (give it as PATH to sync it)"
-                                for link in links or [])
+            # Said once per link (and again when it points elsewhere), then counted quietly;
+            # --verbose and --json name every one (docs/sync.md, "Quiet repeats").
+            ledger = SetAsideLedger(ledger_path(store))
+            noted_before = set(ledger.sort_links(links or [], strict=strict))
+            for link in links or []:
+                if link not in noted_before or verbose or as_json:
+                    report.notes.append(f"not followed: {link} is a symbolic link to a folder (give it as PATH "
+                                        "to sync it)" + (" (noted before)" if link in noted_before else ""))
+            report.links_noted_before = len(noted_before)
             with progress_bar(err) as progress:
                 task = progress.add_task("Syncing", total=len(files))
 
@@ -339,7 +346,6 @@ def sync_cmd(ctx: click.Context, app: App, paths: tuple[str, ...], watching: boo
                         break
                     _merge(report, _sync_store_source(syncer, store, url, stop))
         interrupted = report.interrupted
-        ledger = SetAsideLedger(ledger_path(store))
         ledger.sort(report.files, strict=strict)
         if not dry_run:
             _save(ledger)

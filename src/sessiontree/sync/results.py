@@ -72,6 +72,9 @@ class SyncReport:
             its final settle; after it, searches read the index alone.
         index_left: that settle stopped early (a lock held too long, a write error):
             what is left stays pending, and searches and reports still see it.
+        links_noted_before: symbolic links to folders not followed that an earlier run
+            noted, pointing to the same place: counted in the summary, not noted again
+            (docs/sync.md, "Quiet repeats").
     """
 
     files: list[FileResult] = field(default_factory=list)
@@ -80,6 +83,7 @@ class SyncReport:
     left: int = 0
     indexed: int = 0
     index_left: bool = False
+    links_noted_before: int = 0
 
     def counts(self) -> dict[str, int]:
         """``{status: number of files}`` for every status (zeros included)."""
@@ -119,6 +123,10 @@ class SyncReport:
         parts += [f"{c['diverged']} diverged", f"{c['rejected']} rejected"]
         if self.set_aside:
             parts.append(f"{self.set_aside} set aside (reported before; --verbose lists them)")
+        if self.links_noted_before:
+            many = self.links_noted_before > 1
+            parts.append(f"{self.links_noted_before} symbolic link{'s' if many else ''} to a folder not followed "
+                         f"(noted before; --verbose lists {'them' if many else 'it'})")
         return ", ".join(parts)
 
     def index_line(self) -> str | None:
@@ -133,7 +141,8 @@ class SyncReport:
     def to_dict(self) -> dict[str, Any]:
         """JSON data: per-file results, the counts, entries added, notes."""
         data: dict[str, Any] = {"files": [r.to_dict() for r in self.files], **self.counts(),
-                                "setAside": self.set_aside, "entriesAdded": self.added, "notes": list(self.notes)}
+                                "setAside": self.set_aside, "entriesAdded": self.added, "notes": list(self.notes),
+                                "linksNotedBefore": self.links_noted_before}
         if self.interrupted:
             data.update(interrupted=True, left=self.left)
         if self.indexed or self.index_left:

@@ -8,7 +8,9 @@ reported (outcome, reason, line) and the file's ``stat`` signature (size,
 reason and line for a file with the same signature is *set aside*
 (:attr:`~sessiontree.sync.engine.FileResult.set_aside`): counted in the summary,
 listed with ``--verbose``, not a failure. A file that changed, or a new reason, is
-reported again; a file that syncs cleanly leaves the ledger.
+reported again; a file that syncs cleanly leaves the ledger. A symbolic link to a
+folder that sync does not follow is noted once too, then counted quietly while it
+points to the same place (:meth:`SetAsideLedger.sort_links`).
 
 Where the ledger lives (it is not the store's data, and never read by anything but
 the sync command's reporting):
@@ -83,6 +85,8 @@ class SetAsideLedger:
     def __init__(self, path: str | None) -> None:
         self.path = path
         self.files: dict[str, list[Any]] = {}
+        #: Symbolic links to folders noted as not followed: link path -> where it pointed.
+        self.links: dict[str, str] = {}
         if path is None:
             return
         try:
@@ -90,9 +94,31 @@ class SetAsideLedger:
                 data = orjson.loads(handle.read())
         except (OSError, ValueError):
             return  # none yet, or damaged: everything is reported once more
-        files = data.get("files") if isinstance(data, dict) and data.get("version") == _VERSION else None
+        ours = isinstance(data, dict) and data.get("version") == _VERSION
+        files = data.get("files") if ours else None
         if isinstance(files, dict):
             self.files = {k: v for k, v in files.items() if isinstance(k, str) and isinstance(v, list)}
+        links = data.get("links") if ours else None  # absent in a ledger written before 0.2.0
+        if isinstance(links, dict):
+            self.links = {k: v for k, v in links.items() if isinstance(k, str) and isinstance(v, str)}
+
+    def sort_links(self, links: Iterable[str], *, strict: bool = False) -> list[str]:
+        """The links among ``links`` (symbolic links to folders that sync did not follow) that
+        an earlier run noted pointing where they point now: said once, then counted quietly
+        (docs/sync.md, "Quiet repeats"). The ledger then holds this run's links only, so a
+        link removed and made again is news. ``strict``: none is quiet (still remembered)."""
+        seen: dict[str, str] = {}
+        repeated = []
+        for link in links:
+            try:
+                target = os.readlink(link)
+            except (OSError, ValueError):
+                target = ""
+            if not strict and target and self.links.get(link) == target:
+                repeated.append(link)
+            seen[link] = target
+        self.links = seen
+        return repeated
 
     def sort(self, results: Iterable[FileResult], *, strict: bool = False) -> None:
         """Mark each result reported before for the same unchanged file as set aside, and
@@ -119,4 +145,4 @@ class SetAsideLedger:
         folder = os.path.dirname(self.path)
         if folder:
             os.makedirs(folder, exist_ok=True)
-        write_atomic(self.path, orjson.dumps({"version": _VERSION, "files": kept}))
+        write_atomic(self.path, orjson.dumps({"version": _VERSION, "files": kept, "links": self.links}))
