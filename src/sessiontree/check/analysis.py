@@ -68,7 +68,8 @@ def check_bytes(data: bytes, path: str) -> list[Problem]:
 
 def _foreign_problems(data: bytes, path: str) -> list[Problem] | None:
     """The report on a Claude Code or Codex file (docs/agents/README.md): every record,
-    or part of one, its mapping did not understand, with its line; ``None`` when the
+    or part of one, its mapping did not understand, and every value it did not take as
+    written (docs/usage.md, "Bad values in agent files"), with its line; ``None`` when the
     file is not one (its first record is a pi/Atomic header or no agent's)."""
     mapped = map_foreign(data, path)  # what sync reads: mapped and validated (docs/agents/README.md)
     if mapped is None:
@@ -82,6 +83,11 @@ def _foreign_problems(data: bytes, path: str) -> list[Problem] | None:
     problems += [Problem("foreign-record-unmapped", info.severity, path, line,
                          f"{mapped.agent} record: {reason}; its bytes are kept verbatim")
                  for line, reason in sorted(mapped.unmapped)]
+    bad = CODES["foreign-bad-value"]
+    problems += [Problem("foreign-bad-value", bad.severity, path, value.line,
+                         f"{mapped.agent} record: {value.field} {value.value} is {value.problem} "
+                         f"(taken as {value.taken}; docs/usage.md); its bytes are kept verbatim")
+                 for value in sorted(mapped.bad_values, key=lambda v: v.line)]
     return problems
 
 

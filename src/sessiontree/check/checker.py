@@ -71,6 +71,7 @@ edit-target-missing               warning   no      context edit of a missing en
 summary-target-missing            warning   no      session_summary anchor missing
 header-id-mismatch                warning   no      file name id differs from header
 foreign-record-unmapped           warning   no      Claude Code/Codex record not mapped
+foreign-bad-value                 warning   no      agent's count or time not taken
 nesting-too-deep                  error     no      record deeper than jsonio.MAX_DEPTH
 record-too-large                  error     no      record over bounds.MAX_RECORD_BYTES
 ================================  ========  ======  =================================

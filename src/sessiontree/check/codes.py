@@ -171,6 +171,9 @@ CODES: dict[str, CodeInfo] = {
     "foreign-record-unmapped": CodeInfo(
         "warning", False, "a Claude Code or Codex record (or part) the mapping to format 4 did not understand",
         import_accepts=False),
+    "foreign-bad-value": CodeInfo(
+        "warning", False, "a Claude Code, Codex or Gemini CLI value not taken as written (a count or time that "
+        "is none; docs/usage.md)", import_accepts=False),
     "nesting-too-deep": CodeInfo(
         "error", False, f"a record nested more than {jsonio.MAX_DEPTH} levels deep (readers and writers refuse it)",
         import_accepts=False),

@@ -24,6 +24,7 @@ from sessiontree.errors import (
 from sessiontree.format.codec import ParsedSession
 from sessiontree.format.files import first_line
 from sessiontree.format.foreign import map_records
+from sessiontree.format.foreign.common import ForeignSession, bad_values_note
 from sessiontree.format.ids import is_valid_session_id
 from sessiontree.format.inputlimit import check_input_size
 from sessiontree.format.shape import FileShape, ShapeError, shape_of
@@ -441,6 +442,21 @@ class Syncer:
         mapped = map_records(agent, body, path)  # ``agent``: the caller's one sniff of the file
         if mapped is None:
             return None
+        result = self._whole_mapped(path, body, fst, state, pending, mapped)
+        if result is not None and mapped.bad_values and result.status in ("new", "grown", "replaced"):
+            # Values taken otherwise are said once: those of the lines this run added (all of
+            # them for a new or replaced session), as sync reports other flaws of a file.
+            before = state.lines if (result.status == "grown" and state is not None
+                                     and state.session_id == result.session_id) else 0
+            fresh = [value for value in mapped.bad_values if value.line > before]
+            if fresh:
+                note = bad_values_note(fresh)
+                result.note = f"{result.note}; {note}" if result.note else note
+        return result
+
+    def _whole_mapped(self, path: str, body: bytes, fst: os.stat_result, state: SyncState | None,
+                      pending: int, mapped: ForeignSession) -> FileResult | None:
+        """:meth:`_whole_foreign` once the file is mapped (``mapped``)."""
         if not mapped.header_known:
             return FileResult(path, "in-progress", reason="no record names the session yet",
                               pending=pending + len(body))

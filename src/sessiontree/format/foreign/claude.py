@@ -28,6 +28,7 @@ from sessiontree.format.foreign.common import (
     iso_to_ms,
     iter_records,
     text_blocks,
+    token_count,
 )
 from sessiontree.format.ids import is_valid_session_id
 
@@ -51,9 +52,13 @@ _ANNOTATION = "annotation"
 _WALK_LIMIT = 100_000
 
 
+#: The counts of Anthropic's ``usage`` that bill, and of its ``cache_creation`` split.
+USAGE_COUNTS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+_SPLIT_COUNTS = ("ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens")
+
+
 def _count(usage: dict[str, Any], key: str) -> int:
-    value = usage.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+    return token_count(usage.get(key))
 
 
 def claude_usage(raw: Any) -> dict[str, Any]:
@@ -62,7 +67,8 @@ def claude_usage(raw: Any) -> dict[str, Any]:
     ``cache_read_input_tokens``, ``cacheWrite`` = ``cache_creation_input_tokens``; when the
     record splits its cache writes by lifetime, ``cacheWrite1h`` = the 1-hour part
     (``cache_creation.ephemeral_1h_input_tokens``, priced at its own rate), the rest being
-    5-minute writes. Counts that are not non-negative integers are 0."""
+    5-minute writes. A count that is not a whole number from 0 to 2^53-1 is 0 (docs/usage.md,
+    "Bad values in agent files"; :meth:`_Mapper.check_usage` reports it)."""
     usage = raw if isinstance(raw, dict) else {}
     counts = {"input": _count(usage, "input_tokens"), "output": _count(usage, "output_tokens"),
               "cacheRead": _count(usage, "cache_read_input_tokens"),
@@ -271,12 +277,24 @@ class _Mapper:
                             parent=self.place(value), shape=_ANNOTATION)
         self.link(uuid, entry_id)
 
+    def check_usage(self, record: Record, message: dict[str, Any], place: str) -> None:
+        """Report the bad counts of ``message``'s ``usage`` (``place``: the message's place in
+        the record) and a bad ``costUSD`` of the record (docs/usage.md, "Bad values in agent files")."""
+        assert self.result is not None
+        usage = message.get("usage")
+        self.result.check_counts(record.line, usage, f"{place}.usage", USAGE_COUNTS)
+        if isinstance(usage, dict):
+            self.result.check_counts(record.line, usage.get("cache_creation"), f"{place}.usage.cache_creation",
+                                     _SPLIT_COUNTS)
+
     def usage_entry(self, record: Record, message: dict[str, Any], key: Any, stream: Any,
-                    data: dict[str, Any], stamp: Any) -> None:
+                    data: dict[str, Any], stamp: Any, place: str = "message") -> None:
         """A subagent's API call seen in this file: a billed ``usage`` entry, an annotation.
         ``stamp`` is the time of the subagent's own record of the call: as ``call`` it keys
-        the call as the subagent's transcript does, so a call held by both files counts once."""
+        the call as the subagent's transcript does, so a call held by both files counts once.
+        ``place``: where ``message`` is in the record, for reports of its bad values."""
         assert self.result is not None
+        self.check_usage(record, message, place)
         value = record.value or {}
         uuid = value.get("uuid") if isinstance(value.get("uuid"), str) else None
         entry: dict[str, Any] = {"type": "usage", "kind": SUBAGENT_USAGE, "provider": "anthropic",
@@ -284,6 +302,8 @@ class _Mapper:
                                  "usage": claude_usage(message.get("usage")), "data": data}
         if isinstance(stamp, str):
             entry["call"] = {"timestamp": stamp, "messageTimestamp": iso_to_ms(stamp)}
+        if place != "message":
+            self.result.check_time(record.line, stamp, place.rsplit(".", 1)[0] + ".timestamp")
         entry_id = self.add(record, entry, uuid=uuid, parent=self.last_id, shape=_ANNOTATION)
         self.link(uuid, entry_id)
         self.bill(key, stream, self.result.entries[-1])
@@ -309,7 +329,7 @@ class _Mapper:
             agent = data.get("agentId") if isinstance(data.get("agentId"), str) else None
             self.usage_entry(record, message, _call_key(message, inner.get("requestId")), ("agent", agent),
                              {"recordType": "progress", "subtype": "agent_progress", "agentId": agent},
-                             inner.get("timestamp"))
+                             inner.get("timestamp"), "data.message.message")
         else:
             self.inert(record, "progress")
 
@@ -399,6 +419,7 @@ class _Mapper:
         reason = message.get("stop_reason")
         stop = _STOP.get(reason, "stop") if isinstance(reason, str) else (
             "toolUse" if any(b["type"] == "toolCall" for b in content) else "stop")
+        self.check_usage(record, message, "message")
         msg: dict[str, Any] = {"role": "assistant", "content": content, "api": "anthropic-messages",
                                "provider": "anthropic", "model": str(message.get("model", "")),
                                "usage": claude_usage(message.get("usage")), "stopReason": stop,
@@ -407,9 +428,14 @@ class _Mapper:
             # One API response written as several records: the projection pairs its tool
             # calls as one turn (core/projection/pairing.py ToolWindow).
             msg["responseId"] = message["id"]
-        if isinstance(value.get("costUSD"), (int, float)) and not isinstance(value.get("costUSD"), bool):
-            msg["usage"]["cost"] = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0,
-                                    "total": value["costUSD"]}
+        cost = value.get("costUSD")
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0:
+            msg["usage"]["cost"] = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": cost}
+        elif cost is not None:
+            # A cost that is no amount is not taken: the call is priced from its tokens,
+            # as a record without costUSD is (docs/usage.md, "Bad values in agent files").
+            self.result.bad_value(record.line, "costUSD", cost, "negative" if isinstance(cost, (int, float))
+                                  and not isinstance(cost, bool) else "not a number", "absent: priced from its tokens")
         if value.get("isApiErrorMessage") is True:
             msg["stopReason"] = "error"
             msg["errorMessage"] = " ".join(b["text"] for b in content if b["type"] == "text")

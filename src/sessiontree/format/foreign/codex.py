@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from sessiontree.format.foreign.common import ForeignSession, Record, iso_to_ms, iter_records
+from sessiontree.format.foreign.common import ForeignSession, Record, iso_to_ms, iter_records, token_count
 from sessiontree.format.ids import is_valid_session_id
 
 __all__ = ["AGENT", "map_codex"]
@@ -30,13 +30,11 @@ Counts = tuple[int, int, int, int]
 
 def _counts(raw: Any) -> Counts | None:
     """``(input_tokens, cached_input_tokens, output_tokens, reasoning_output_tokens)`` of a
-    Codex usage object (a missing or non-count field is 0)."""
+    Codex usage object (a missing field, or one that is not a whole number from 0 to 2^53-1,
+    is 0: docs/usage.md, "Bad values in agent files")."""
     if not isinstance(raw, dict):
         return None
-    out = []
-    for key in _TOKENS:
-        value = raw.get(key, 0)
-        out.append(value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0)
+    out = [token_count(raw.get(key)) for key in _TOKENS]
     return out[0], out[1], out[2], out[3]
 
 
@@ -141,6 +139,10 @@ class _Mapper:
 
     def token_count(self, record: Record, payload: dict[str, Any]) -> None:
         info = payload.get("info")
+        if isinstance(info, dict):
+            assert self.result is not None
+            for name in ("total_token_usage", "last_token_usage"):
+                self.result.check_counts(record.line, info.get(name), f"payload.info.{name}", _TOKENS)
         total = _counts(info.get("total_token_usage")) if isinstance(info, dict) else None
         last = _counts(info.get("last_token_usage")) if isinstance(info, dict) else None
         if total is None or total == self.total:

@@ -45,9 +45,13 @@ from sessiontree.format.types import Entry
 
 __all__ = [
     "AGENT_NAMES",
+    "MAX_COUNT",
+    "BadValue",
     "ForeignSession",
     "Record",
     "agent_of_header",
+    "bad_values_note",
+    "count_problem",
     "foreign_info",
     "iso_to_ms",
     "iter_records",
@@ -55,6 +59,8 @@ __all__ = [
     "sniff_agent",
     "source_bytes",
     "text_blocks",
+    "time_problem",
+    "token_count",
 ]
 
 #: Agents with a mapping, as the header's ``foreign.agent`` names them.
@@ -64,6 +70,98 @@ _CLAUDE_KEYS = ("parentUuid", "sessionId", "leafUuid")
 _CLAUDE_TYPES = frozenset({"user", "assistant", "system", "summary", "file-history-snapshot", "custom-title",
                            "queue-operation", "progress"})
 _CODEX_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
+
+
+#: The largest token count taken: JavaScript's ``Number.MAX_SAFE_INTEGER`` (Claude Code and
+#: Gemini CLI read and write these files in JavaScript, where a larger integer is not exact).
+MAX_COUNT = 2**53 - 1
+#: Unix milliseconds of 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z: a time outside
+#: them names no date (docs/listing.md, "Unknown times").
+_FIRST_MS, _LAST_MS = -62_135_596_800_000, 253_402_300_799_999
+
+
+@dataclass(frozen=True)
+class BadValue:
+    """A value of a source record the mapping could not take as it is: kept verbatim in the
+    record's ``raw``, accounted as ``taken`` says, and reported (``sync``'s note, ``check``'s
+    ``foreign-bad-value``; docs/usage.md, "Bad values in agent files").
+
+    Attributes:
+        line: the record's 1-based line in the file.
+        field: the value's place in the record (``message.usage.input_tokens``, ``timestamp``).
+        value: the value as JSON text, cut to 40 characters.
+        problem: what is wrong (``not a number``, ``negative``, ``not an ISO-8601 time``, ...).
+        taken: what was accounted instead (``0``, ``no time``, ``priced from its tokens``).
+    """
+
+    line: int
+    field: str
+    value: str
+    problem: str
+    taken: str
+
+    def describe(self) -> str:
+        """``line 12: message.usage.input_tokens "12" is not a number (taken as 0)``."""
+        return f"line {self.line}: {self.field} {self.value} is {self.problem} (taken as {self.taken})"
+
+
+def bad_values_note(values: Sequence[BadValue], shown: int = 3) -> str:
+    """One line for ``sync``'s report on the values of a file taken otherwise: how many, the
+    first ``shown`` with line, field, value and what was taken, and where to read the rest."""
+    many = len(values) > 1
+    text = (f"{len(values)} value{'s' if many else ''} not taken as written (docs/usage.md, \"Bad values in "
+            f"agent files\"): " + "; ".join(value.describe() for value in values[:shown]))
+    if len(values) > shown:
+        text += f"; {len(values) - shown} more"
+    return text + " (`sessiontree check FILE` lists each)"
+
+
+def _json_text(value: Any) -> str:
+    try:
+        text = orjson.dumps(value).decode("utf-8")
+    except (TypeError, orjson.JSONEncodeError):
+        text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def count_problem(value: Any) -> str | None:
+    """Why ``value`` is not a token count, or ``None`` when it is one or is absent (``None``).
+
+    A count is a whole number from 0 to :data:`MAX_COUNT`; ``12.0`` is 12, as JavaScript
+    reads it (docs/usage.md, "Bad values in agent files")."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "not a number"
+    if isinstance(value, float) and not value.is_integer():
+        return "not a whole number"
+    if value < 0:
+        return "negative"
+    if value > MAX_COUNT:
+        return "above 2^53-1"
+    return None
+
+
+def token_count(value: Any) -> int:
+    """``value`` as a token count: itself when :func:`count_problem` finds nothing wrong
+    (``12.0`` is 12), else 0 (absent included)."""
+    if value is None or count_problem(value) is not None:
+        return 0
+    return int(value)
+
+
+def time_problem(value: Any) -> str | None:
+    """Why a record's ``timestamp`` names no instant, or ``None`` when it does or is absent:
+    it must be an ISO-8601 text within years 1-9999 (docs/listing.md, "Unknown times")."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return "not a text"
+    try:
+        ms = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000
+    except (ValueError, OverflowError):
+        return "not an ISO-8601 time"
+    return None if _FIRST_MS <= ms <= _LAST_MS else "outside years 1-9999"
 
 
 @dataclass
@@ -108,6 +206,28 @@ class ForeignSession:
     header_known: bool = True
     settled: int | None = None
     moves: list[tuple[int, int]] = field(default_factory=list)
+    bad_values: list[BadValue] = field(default_factory=list)
+
+    def bad_value(self, line: int, place: str, value: Any, problem: str, taken: str) -> None:
+        """Report a value the mapping did not take as it is (:class:`BadValue`)."""
+        self.bad_values.append(BadValue(line, place, _json_text(value), problem, taken))
+
+    def check_counts(self, line: int, usage: Any, place: str, keys: Sequence[str]) -> None:
+        """Report each of ``keys`` in the usage object ``usage`` (at ``place`` in the record)
+        that is present and not a token count (:func:`count_problem`); it is accounted as 0."""
+        if not isinstance(usage, dict):
+            return
+        for key in keys:
+            problem = count_problem(usage.get(key))
+            if problem is not None:
+                self.bad_value(line, f"{place}.{key}", usage[key], problem, "0")
+
+    def check_time(self, line: int, value: Any, place: str = "timestamp") -> None:
+        """Report a time that is present and names no instant (:func:`time_problem`): the
+        entry keeps the text, and its time is unknown (0, as for no time)."""
+        problem = time_problem(value)
+        if problem is not None:
+            self.bad_value(line, place, value, problem, "no time")
 
     def prefix_stable(self, count: int) -> bool:
         """Whether this mapping's first ``count`` entries are exactly what the mapping of
@@ -128,6 +248,8 @@ class ForeignSession:
             info.update(extra)
         value = record.value or {}
         stamp = value.get("timestamp")
+        if part == 1:
+            self.check_time(record.line, stamp)
         full: dict[str, Any] = {"type": entry.pop("type"), "id": entry_id, "parentId": parent,
                                 "timestamp": stamp if isinstance(stamp, str) else
                                 (self.header.get("createdAt") or "1970-01-01T00:00:00.000Z")}
@@ -297,10 +419,8 @@ def text_blocks(content: Any) -> list[dict[str, Any]]:
 
 
 def iso_to_ms(value: Any) -> int:
-    """An ISO timestamp as Unix ms (0 when it does not parse)."""
-    if not isinstance(value, str):
+    """An ISO timestamp as Unix ms: 0 (no time) when :func:`time_problem` finds it names no
+    instant in years 1-9999, or it is absent."""
+    if value is None or time_problem(value) is not None:
         return 0
-    try:
-        return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
-    except ValueError:
-        return 0
+    return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)

@@ -33,7 +33,7 @@ from typing import Any
 
 import orjson
 
-from sessiontree.format.foreign.common import ForeignSession, Record, iso_to_ms
+from sessiontree.format.foreign.common import ForeignSession, Record, iso_to_ms, token_count
 from sessiontree.format.ids import is_valid_session_id
 
 __all__ = [
@@ -183,9 +183,12 @@ def compare_messages(stored: list[tuple[str, bytes]], new: list[tuple[str, bytes
 # -- the mapping ---------------------------------------------------------------------------
 
 
+#: The counts of a Gemini CLI message's ``tokens`` that bill.
+_TOKENS = ("input", "output", "cached", "thoughts", "tool")
+
+
 def _count(tokens: dict[str, Any], key: str) -> int:
-    value = tokens.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+    return token_count(tokens.get(key))  # docs/usage.md, "Bad values in agent files"
 
 
 def _usage(tokens: dict[str, Any]) -> dict[str, Any]:
@@ -305,6 +308,8 @@ class _Mapper:
                             "arguments": args if isinstance(args, dict) else {"value": args}})
         tokens = value.get("tokens")
         billed = isinstance(tokens, dict)
+        assert self.result is not None
+        self.result.check_counts(record.line, tokens, "tokens", _TOKENS)
         model = value.get("model") if isinstance(value.get("model"), str) else ""
         usage = _usage(tokens) if isinstance(tokens, dict) else \
             {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0}

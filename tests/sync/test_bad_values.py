@@ -1,0 +1,136 @@
+"""Bad counts and times in agent files (docs/usage.md, "Bad values in agent files"): the
+entry is kept, the value is accounted as the rule says, and sync says so once, naming the
+file's line and the field; ``check FILE`` lists each.
+
+Synthetic files: no file of ../shared/corpus holds such a value (the 23 Claude Code, Codex
+and Gemini CLI files were read for it: none), so the expected totals below are hand sums
+of the records written here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cli_support import run_cli, run_cli_json
+from sessiontree.stores import SqliteStore
+from sessiontree.sync.engine import Syncer
+
+SID = "5c1d0d6c-0d4e-4f55-9f0a-6a2b8c3d4e51"
+CODEX_SID = "019ab730-4906-7b12-8569-c53c5dde1150"
+
+
+def _claude(uuid: str, parent: str | None, kind: str, stamp: object, **extra: object) -> dict:
+    record = {"parentUuid": parent, "isSidechain": False, "cwd": "/w", "sessionId": SID, "type": kind,
+              "uuid": uuid, "timestamp": stamp}
+    record.update(extra)
+    return record
+
+
+def _answer(uuid: str, parent: str, mid: str, usage: dict, stamp: object = "2026-03-02T09:00:02.000Z",
+            **extra: object) -> dict:
+    return _claude(uuid, parent, "assistant", stamp, requestId=f"r-{mid}", message={
+        "id": mid, "role": "assistant", "model": "claude-sonnet-4-5", "content": [{"type": "text", "text": "ok"}],
+        "stop_reason": "end_turn", "usage": usage}, **extra)
+
+
+def _write(path: Path, records: list[dict]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def _claude_file(tmp_path: Path) -> Path:
+    folder = tmp_path / "claude" / "projects" / "-w"
+    folder.mkdir(parents=True)
+    path = folder / f"{SID}.jsonl"
+    _write(path, [
+        _claude("u1", None, "user", "2026-03-02T09:00:01.000Z", message={"role": "user", "content": "hi"}),
+        # line 2: a good call, input 10, output 20, cache read 300, cache write 4,000, written 12.0-style
+        _answer("a1", "u1", "m1", {"input_tokens": 10.0, "output_tokens": 20, "cache_read_input_tokens": 300,
+                                   "cache_creation_input_tokens": 4000}),
+        _claude("u2", "a1", "user", "yesterday", message={"role": "user", "content": "again"}),  # line 3
+        # line 4: input "12" (text), output 7, cache read -5, cache write 1.5, and a negative costUSD
+        _answer("a2", "u2", "m2", {"input_tokens": "12", "output_tokens": 7, "cache_read_input_tokens": -5,
+                                   "cache_creation_input_tokens": 1.5}, costUSD=-1),
+        # line 5: a time past year 9999 as JavaScript writes it, and a count above 2^53-1
+        _answer("a3", "a2", "m3", {"input_tokens": 1, "output_tokens": 2 ** 53}, stamp="+010000-01-01T00:00:00.000Z"),
+    ])
+    return path
+
+
+def test_a_claude_code_file_with_bad_values_is_kept_accounted_and_noted_once(tmp_path):
+    path = _claude_file(tmp_path)
+    db = tmp_path / "s.db"
+    store = SqliteStore(str(db))
+    result = Syncer(store).sync_file(str(path))
+    assert result.status == "new"
+    note = result.note or ""
+    assert note.startswith("7 values not taken as written (docs/usage.md, \"Bad values in agent files\"): ")
+    assert 'line 3: timestamp "yesterday" is not an ISO-8601 time (taken as no time)' in note
+    assert 'line 4: message.usage.input_tokens "12" is not a number (taken as 0)' in note
+    assert "line 4: message.usage.cache_read_input_tokens -5 is negative (taken as 0)" in note
+    assert note.endswith("; 4 more (`sessiontree check FILE` lists each)")
+    # Every record is kept: 5 entries, the bad ones byte for byte in their raw text.
+    entries = store.load(SID).entries
+    assert len(entries) == 5
+    assert entries[3]["foreign"]["raw"] == path.read_text().splitlines(keepends=True)[3]
+    store.close()
+
+    # Accounted: 3 calls; input 10 + 0 + 1, output 20 + 7 + 0, cache read 300 + 0 + 0,
+    # cache write 4,000 + 0 + 0 (hand sums of the records above).
+    totals = run_cli_json(f"sqlite:///{db}", "stats", "--by", "session", "--json")["totals"]
+    assert (totals["calls"], totals["inputTokens"], totals["outputTokens"], totals["cacheReadTokens"],
+            totals["cacheWriteTokens"]) == (3, 11, 27, 300, 4000)
+
+    # check FILE names each one, with its line and field.
+    checked = run_cli(None, "check", str(path), "--json")
+    found = [(p["line"], p["message"].split(" record: ", 1)[1].split(" ", 1)[0])
+             for p in json.loads(checked.stdout)[0]["problems"] if p["code"] == "foreign-bad-value"]
+    assert found == [(3, "timestamp"), (4, "message.usage.input_tokens"), (4, "message.usage.cache_read_input_tokens"),
+                     (4, "message.usage.cache_creation_input_tokens"), (4, "costUSD"),
+                     (5, "message.usage.output_tokens"), (5, "timestamp")]
+
+
+def test_a_grown_file_notes_only_the_new_lines(tmp_path):
+    path = _claude_file(tmp_path)
+    store = SqliteStore(str(tmp_path / "s.db"))
+    syncer = Syncer(store)
+    assert syncer.sync_file(str(path)).status == "new"
+    assert syncer.sync_file(str(path)).note is None  # unchanged: nothing said again
+    with open(path, "a") as handle:
+        handle.write(json.dumps(_answer("a4", "a3", "m4", {"input_tokens": -1, "output_tokens": 3})) + "\n")
+    grown = syncer.sync_file(str(path))
+    assert grown.status == "grown"
+    assert grown.note == ('1 value not taken as written (docs/usage.md, "Bad values in agent files"): line 6: '
+                          "message.usage.input_tokens -1 is negative (taken as 0) (`sessiontree check FILE` "
+                          "lists each)")
+    store.close()
+
+
+def test_a_codex_token_count_with_bad_values(tmp_path):
+    folder = tmp_path / "codex" / "sessions" / "2025" / "11" / "24"
+    folder.mkdir(parents=True)
+    path = folder / f"rollout-2025-11-24T12-46-26-{CODEX_SID}.jsonl"
+    meta = {"timestamp": "2025-11-24T18:46:26.000Z", "type": "session_meta",
+            "payload": {"id": CODEX_SID, "timestamp": "2025-11-24T18:46:26.000Z", "cwd": "/w"}}
+
+    def count(total: dict, last: dict) -> dict:
+        return {"timestamp": "2025-11-24T18:47:00.000Z", "type": "event_msg",
+                "payload": {"type": "token_count", "info": {"total_token_usage": total, "last_token_usage": last}}}
+
+    good = {"input_tokens": 100, "cached_input_tokens": 40, "output_tokens": 10, "reasoning_output_tokens": 0}
+    bad = {"input_tokens": 150, "cached_input_tokens": "lots", "output_tokens": 15, "reasoning_output_tokens": -2}
+    _write(path, [meta, count(good, good), count({**good, "input_tokens": 250, "output_tokens": 25}, bad)])
+    db = tmp_path / "c.db"
+    store = SqliteStore(str(db))
+    result = Syncer(store).sync_file(str(path))
+    assert result.status == "new"
+    assert ("line 3: payload.info.last_token_usage.cached_input_tokens \"lots\" is not a number (taken as 0)"
+            in (result.note or ""))
+    assert "line 3: payload.info.last_token_usage.reasoning_output_tokens -2 is negative (taken as 0)" in (
+        result.note or "")
+    store.close()
+    # Call 1: input 100 of which 40 cached, output 10. Call 2 (its last_token_usage): input 150,
+    # cached taken as 0, output 15. Uncached input 60 + 150, cache read 40 + 0, output 10 + 15.
+    totals = run_cli_json(f"sqlite:///{db}", "stats", "--by", "session", "--json")["totals"]
+    assert (totals["calls"], totals["inputTokens"], totals["cacheReadTokens"], totals["outputTokens"]) == (
+        2, 210, 40, 25)
