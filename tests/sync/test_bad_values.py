@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 
 from cli_support import run_cli, run_cli_json
+from corpus import needs_shared
+from corpus import shared as corpus_file
 from sessiontree.stores import SqliteStore
 from sessiontree.sync.engine import Syncer
 
@@ -134,3 +136,20 @@ def test_a_codex_token_count_with_bad_values(tmp_path):
     totals = run_cli_json(f"sqlite:///{db}", "stats", "--by", "session", "--json")["totals"]
     assert (totals["calls"], totals["inputTokens"], totals["cacheReadTokens"], totals["outputTokens"]) == (
         2, 210, 40, 25)
+
+
+@needs_shared
+def test_a_gemini_chat_with_a_bad_count_is_noted_with_its_message_line(tmp_path):
+    # The real chat faff42ab with one count made a text: its second message starts on line 13
+    # (counted in the file), its tokens.input is 12874 on line 26.
+    real = corpus_file("gemini/tmp/7e8989f71805c3147f6be9b7a71de2a156f8face69f9380beeeb8a777414f21c/chats/"
+                       "session-2026-01-10T02-08-faff42ab.json").read_bytes()
+    assert real.splitlines()[12] == b"    {" and real.splitlines()[25] == b'        "input": 12874,'
+    chat = tmp_path / "session-2026-01-10T02-08-faff42ab.json"
+    chat.write_bytes(real.replace(b'"input": 12874,', b'"input": "12874",', 1))
+    store = SqliteStore(str(tmp_path / "g.db"))
+    result = Syncer(store).sync_file(str(chat))
+    assert result.status == "new"
+    assert result.note == ('1 value not taken as written (docs/usage.md, "Bad values in agent files"): line 13: '
+                           'tokens.input "12874" is not a number (taken as 0) (`sessiontree check FILE` lists each)')
+    store.close()

@@ -25,11 +25,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Sequence
 
 import orjson
 
 from sessiontree.errors import InvalidSessionError
 from sessiontree.format.codec import ParsedSession
+from sessiontree.format.foreign.common import BadValue, bad_values_note
 from sessiontree.format.foreign.gemini import AGENT, compare_messages, map_gemini
 from sessiontree.format.ids import is_valid_session_id
 from sessiontree.stores.base import SyncChange, SyncState
@@ -78,6 +80,16 @@ def stored_messages(stored: ParsedSession) -> list[tuple[str, bytes]]:
     return out
 
 
+def _noted(result: Outcome, values: Sequence[BadValue], before: int) -> Outcome:
+    """``result`` with the note on the values taken otherwise of the lines past ``before``
+    (docs/usage.md, "Bad values in agent files"), said once as for the other agents' files."""
+    fresh = [value for value in values if value.line > before]
+    if fresh:
+        note = bad_values_note(fresh)
+        result.note = f"{result.note}; {note}" if result.note else note
+    return result
+
+
 def sync_gemini(syncer: SyncerView, path: str, data: bytes, fst: os.stat_result,
                 state: SyncState | None) -> Outcome | None:
     """Sync one Gemini chat document (module docstring), or ``None`` when ``data`` is not one.
@@ -118,7 +130,7 @@ def sync_gemini(syncer: SyncerView, path: str, data: bytes, fst: os.stat_result,
                               provenance=syncer.origin(session_id, path)))
         except InvalidSessionError as exc:
             return Outcome("rejected", session_id, reason=exc.reason, line=exc.line)
-        return Outcome("new", session_id, added=len(raw))
+        return _noted(Outcome("new", session_id, added=len(raw)), mapped.bad_values, 0)
     kind, why = compare_messages(stored_messages(stored), mapped.messages)
     from_file = sum(1 for entry in stored.entries if isinstance(entry.get("foreign"), dict))
     if kind == "same":
@@ -136,6 +148,8 @@ def sync_gemini(syncer: SyncerView, path: str, data: bytes, fst: os.stat_result,
             result = Outcome("grown", session_id, added=max(0, len(raw) - from_file))
             if kind == "same":
                 result.note = "rewritten by Gemini CLI with the same messages (the frame, e.g. lastUpdated)"
-            return result
+            # Messages are added at the end: the values of the lines past the stored ones are news.
+            before = state.lines if state is not None and state.session_id == session_id else 0
+            return _noted(result, mapped.bad_values, before)
         return Outcome("replaced", session_id, added=len(raw), reason=f"diverged ({kind}): {why}")
     return Outcome("diverged", session_id, reason=f"diverged: a {kind} rewrite: {why}", line=1)
