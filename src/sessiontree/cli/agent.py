@@ -7,13 +7,13 @@ docs/agent-loop.md describes what is verified and the remaining race window.
 from __future__ import annotations
 
 import os
-import re
 import time
 from typing import TYPE_CHECKING
 
 import click
 
 from sessiontree.cli.common import (
+    Age,
     App,
     UserError,
     cli,
@@ -31,20 +31,6 @@ if TYPE_CHECKING:
     from sessiontree.sync.restore import RestoreResult
 
 _AGENT_NAMES = [name for name, _, _ in AGENTS]
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in ``30d``, ``12h``, ``2w``, ``90m``, ``45s`` (one number and one unit).
-
-    Raises:
-        UserError: anything else.
-    """
-    match = _DURATION.fullmatch(text.strip().lower())
-    if match is None:
-        raise UserError(f"invalid duration {text!r}: use a number and a unit, such as 30d, 12h, 2w")
-    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
 
 
 def _resolve_entry(app: App, session_id: str, prefix: str) -> str:
@@ -256,7 +242,7 @@ _STATUS_WORDS = {"archived": "archived", "would archive": "would archive", "kept
 
 
 @cli.command("archive", short_help="Move old synced agent files out of the agents' folders.")
-@click.option("--older-than", "older_than", metavar="AGE",
+@click.option("--older-than", "older_than", type=Age(), metavar="AGE",
               help="Only files last modified longer ago than AGE (30d, 12h, 2w). Default: 30d unless "
                    "--keep-newest is given.")
 @click.option("--keep-newest", "keep_newest", type=click.IntRange(min=0), metavar="N",
@@ -267,7 +253,7 @@ _STATUS_WORDS = {"archived": "archived", "would archive": "would archive", "kept
 @click.option("--delete", is_flag=True, help="Delete the files instead of moving them to the trash.")
 @click.option("--json", "as_json", is_flag=True, help="Print the per-file report as JSON.")
 @pass_app
-def archive_cmd(app: App, older_than: str | None, keep_newest: int | None, agents: tuple[str, ...],
+def archive_cmd(app: App, older_than: float | None, keep_newest: int | None, agents: tuple[str, ...],
                 dry_run: bool, delete: bool, as_json: bool) -> None:
     """Archive agent files the store can give back byte for byte.
 
@@ -279,7 +265,7 @@ def archive_cmd(app: App, older_than: str | None, keep_newest: int | None, agent
     """
     from sessiontree.sync.archive import ArchivedResult, archive
 
-    age = parse_duration(older_than) if older_than is not None else (None if keep_newest is not None else 30 * 86400.0)
+    age = older_than if older_than is not None else (None if keep_newest is not None else 30 * 86400.0)
 
     def show(result: ArchivedResult) -> None:
         if as_json or result.status == "kept":

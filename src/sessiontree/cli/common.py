@@ -13,12 +13,13 @@ import contextlib
 import gc
 import json
 import os
+import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import import_module
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, cast
 
 import click
 
@@ -92,6 +93,25 @@ class DateBound(click.ParamType[Any]):
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
         return value
+
+
+class Age(click.ParamType[Any]):
+    """An age option (``archive --older-than``, ``team prune --older-than``): one number and one
+    unit, ``30d``, ``12h``, ``2w``, ``90m``, ``45s``, as seconds (a float). A bad value is the
+    option's usage error, exit 2, as for a bad date (:class:`DateBound`)."""
+
+    name = "age"
+    _PATTERN = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+    _UNIT_SECONDS: ClassVar[dict[str, int]] = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """Seconds of ``value``; ``self.fail`` (exit 2) when it is not one number and one unit."""
+        if not isinstance(value, str):
+            return value
+        match = self._PATTERN.fullmatch(value.strip().lower())
+        if match is None:
+            self.fail(f"invalid duration {value!r}: use a number and a unit, such as 30d, 12h, 2w", param, ctx)
+        return float(match.group(1)) * self._UNIT_SECONDS[match.group(2)]
 
 
 def failure_reason(exc: BaseException) -> str:

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from sessiontree.cli.agent import parse_duration
 from sessiontree.cli.common import (
+    Age,
     App,
     UserError,
     cli,
@@ -179,7 +179,7 @@ def team_audit(app: App, as_json: bool) -> None:
 
 
 @cli.command("prune", short_help="Delete sessions older than AGE (held ones spared), with a deletion log.")
-@click.option("--older-than", "age", required=True, metavar="AGE",
+@click.option("--older-than", "age", type=Age(), required=True, metavar="AGE",
               help="Last activity longer ago than AGE (30d, 12w, 90d...).")
 @click.option("--agent", metavar="AGENT",
               help="Only sessions this agent wrote, as their provenance names it (pi, atomic, "
@@ -188,12 +188,12 @@ def team_audit(app: App, as_json: bool) -> None:
 @click.option("--everyone", is_flag=True, help="A team store's admin: every owner's sessions, by policy.")
 @click.option("--json", "as_json", is_flag=True, help="Print the sessions as JSON.")
 @pass_app
-def prune_cmd(app: App, age: str, agent: str | None, dry_run: bool, everyone: bool, as_json: bool) -> None:
+def prune_cmd(app: App, age: float, agent: str | None, dry_run: bool, everyone: bool, as_json: bool) -> None:
     """Delete whole sessions (and what the store derives from them) whose last activity is
     older than AGE, sparing held sessions (`sessiontree hold`). Each deletion is
     logged with the session id, entry count and size, never content (docs/team.md). On
     a team store a member prunes their own sessions; --everyone is for admins."""
-    cutoff_ms = time.time() * 1000.0 - parse_duration(age) * 1000.0
+    cutoff_ms = time.time() * 1000.0 - age * 1000.0
     try:
         records = _retention(app).prune(cutoff_ms, agent=agent, dry_run=dry_run, everyone=everyone)
     except StorageError as exc:
