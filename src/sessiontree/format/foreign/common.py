@@ -30,6 +30,7 @@ source file byte for byte (:func:`source_bytes`).
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -129,8 +130,8 @@ def count_problem(value: Any) -> str | None:
 
     A count is a whole number from 0 to :data:`MAX_COUNT`; ``12.0`` is 12, as JavaScript
     reads it (docs/usage.md, "Bad values in agent files")."""
-    if value is None:
-        return None
+    if value is None or (type(value) is int and 0 <= value <= MAX_COUNT):
+        return None  # the common case first: every count of every call passes here
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return "not a number"
     if isinstance(value, float) and not value.is_integer():
@@ -145,9 +146,22 @@ def count_problem(value: Any) -> str | None:
 def token_count(value: Any) -> int:
     """``value`` as a token count: itself when :func:`count_problem` finds nothing wrong
     (``12.0`` is 12), else 0 (absent included)."""
+    if type(value) is int and 0 <= value <= MAX_COUNT:
+        return value
     if value is None or count_problem(value) is not None:
         return 0
     return int(value)
+
+
+@functools.lru_cache(maxsize=64)
+def _time_ms(value: str) -> float | str:
+    """Unix ms of an ISO-8601 text, or why it names no instant in years 1-9999. Cached: a
+    record's time is read for its entry and again for its message (first-sync speed)."""
+    try:
+        ms = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000
+    except (ValueError, OverflowError):
+        return "not an ISO-8601 time"
+    return ms if _FIRST_MS <= ms <= _LAST_MS else "outside years 1-9999"
 
 
 def time_problem(value: Any) -> str | None:
@@ -157,11 +171,8 @@ def time_problem(value: Any) -> str | None:
         return None
     if not isinstance(value, str):
         return "not a text"
-    try:
-        ms = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000
-    except (ValueError, OverflowError):
-        return "not an ISO-8601 time"
-    return None if _FIRST_MS <= ms <= _LAST_MS else "outside years 1-9999"
+    ms = _time_ms(value)
+    return ms if isinstance(ms, str) else None
 
 
 @dataclass
@@ -218,9 +229,12 @@ class ForeignSession:
         if not isinstance(usage, dict):
             return
         for key in keys:
-            problem = count_problem(usage.get(key))
+            value = usage.get(key)
+            if value is None or (type(value) is int and 0 <= value <= MAX_COUNT):
+                continue  # the common case, without a call (first-sync speed)
+            problem = count_problem(value)
             if problem is not None:
-                self.bad_value(line, f"{place}.{key}", usage[key], problem, "0")
+                self.bad_value(line, f"{place}.{key}", value, problem, "0")
 
     def check_time(self, line: int, value: Any, place: str = "timestamp") -> None:
         """Report a time that is present and names no instant (:func:`time_problem`): the
@@ -248,7 +262,7 @@ class ForeignSession:
             info.update(extra)
         value = record.value or {}
         stamp = value.get("timestamp")
-        if part == 1:
+        if part == 1 and stamp is not None and (type(stamp) is not str or isinstance(_time_ms(stamp), str)):
             self.check_time(record.line, stamp)
         full: dict[str, Any] = {"type": entry.pop("type"), "id": entry_id, "parentId": parent,
                                 "timestamp": stamp if isinstance(stamp, str) else
@@ -421,6 +435,7 @@ def text_blocks(content: Any) -> list[dict[str, Any]]:
 def iso_to_ms(value: Any) -> int:
     """An ISO timestamp as Unix ms: 0 (no time) when :func:`time_problem` finds it names no
     instant in years 1-9999, or it is absent."""
-    if value is None or time_problem(value) is not None:
+    if not isinstance(value, str):
         return 0
-    return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
+    ms = _time_ms(value)
+    return 0 if isinstance(ms, str) else int(ms)
