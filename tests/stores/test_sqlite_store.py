@@ -317,4 +317,15 @@ def test_sqlite_listing_reads_a_prefix_of_a_first_message_stored_whole(tmp_path,
     assert sqlite_store.reindex("B") == 1
     # reindex writes the listing's prefix: 999 characters and the mark.
     assert raw.execute("SELECT length(first_message) FROM sessions WHERE id = 'B'").fetchone() == (1_000,)
+    # A first message with a lone surrogate is a BLOB (derived.to_db): its first 4,004 bytes are
+    # read, the surrogate (3 bytes) and 2,000 two-byte characters, the last one cut in two dropped.
+    wide = "\ud83d" + "\u00e9" * 3_000
+    sqlite_store.create(header("C"), [message("m1", None, "user", wide)])
+    raw.execute("UPDATE sessions SET first_message = ? WHERE id = 'C'", (wide.encode("utf-8", "surrogatepass"),))
+    raw.commit()
+    assert raw.execute("SELECT typeof(first_message), length(CAST(first_message AS BLOB)) FROM sessions"
+                       " WHERE id = 'C'").fetchone() == ("blob", 6_003)
     raw.close()
+    [row] = [r for r in sqlite_store.list_sessions() if r.id == "C"]
+    assert row.first_message == "\ud83d" + "\u00e9" * 998 + "…"
+    assert [p.session_id for p in sqlite_store.verify() if p.code == "metadata-drift"] == ["A"]
