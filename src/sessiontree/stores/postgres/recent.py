@@ -27,10 +27,24 @@ Every function here takes an open connection inside the caller's transaction.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SAMPLE", "m011_owner_recent", "member_recent_keys", "own_recent_keys", "walk_available"]
+from sessiontree.core.search import SearchFilters
+from sessiontree.stores.postgres.derived import text_copy
+
+__all__ = [
+    "SAMPLE",
+    "WalkFilters",
+    "m011_owner_recent",
+    "m013_filtered_walk",
+    "member_recent_keys",
+    "own_recent_keys",
+    "walk_available",
+    "walk_filters",
+]
 
 #: Newest own rows a member's search reads to decide whether its words are frequent.
 #: Measured at 10,000,000 entries (docs/postgres.md): about 10 ms for 2,000 rows.
@@ -65,8 +79,103 @@ CURRENT_OWNER = 'current_user::text COLLATE "default"'
 _SESSION_ROWS = ("entries", "message_texts", "search_entries", "usage_ledger", "usage_rollup")
 _OWN_ROWS = ("sessions", "sync_state", "archived_files")
 
-#: The function's signature, for grants and checks.
+#: The function's signature, for grants and checks (step ``m011_owner_recent``).
 FUNCTION = "own_recent_rows(text[], integer, integer)"
+
+#: The signature step ``m013_filtered_walk`` gives it instead: the search filters too.
+FILTERED = "own_recent_rows(text[], integer, integer, bigint, bigint, text[], text[])"
+
+# Step m013_filtered_walk: the walk with the search's filters, each an SQL condition on
+# the member's rows before the visit limit (so the sample and the early stop count
+# rows that pass them). Dynamic SQL, so each call is planned with its values: a
+# session filter is answered through the primary key (a session's rows, sorted), a
+# time window through the owner-recent index's time column, the rest as the plain
+# walk. The time bounds are whole milliseconds (the caller rounds up: ts >= x and
+# ts < y hold for an integer ts exactly when they hold for ceil(x), ceil(y)); the
+# coalesce form is the one the index holds, the plain form keeps out rows without a
+# time, as the plain search does. Arguments after the first three default to NULL (no
+# filter), so the three-argument calls of step m011 still answer the same.
+_OWN_RECENT_FILTERED = """
+CREATE OR REPLACE FUNCTION own_recent_rows(p_terms text[], p_cap integer, p_visit integer,
+    p_since bigint DEFAULT NULL, p_until bigint DEFAULT NULL, p_roles text[] DEFAULT NULL,
+    p_sessions text[] DEFAULT NULL)
+RETURNS TABLE (session_id text, seq integer)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
+DECLARE
+    q text := 'SELECT s.session_id, s.seq, s.folded FROM search_entries AS s WHERE s.owner = $1';
+BEGIN
+    IF p_since IS NOT NULL THEN
+        q := q || ' AND coalesce(s.ts_ms, 0) >= $2 AND s.ts_ms >= $2';
+    END IF;
+    IF p_until IS NOT NULL THEN
+        q := q || ' AND coalesce(s.ts_ms, 0) < $3 AND s.ts_ms < $3';
+    END IF;
+    IF p_roles IS NOT NULL THEN
+        q := q || ' AND (s.role = ANY($4) OR s.type = ANY($4))';
+    END IF;
+    IF p_sessions IS NOT NULL THEN
+        q := q || ' AND s.session_id = ANY($5)';
+    END IF;
+    RETURN QUERY EXECUTE
+        'SELECT w.session_id, w.seq FROM (' || q
+        || ' ORDER BY s.owner, coalesce(s.ts_ms, 0) DESC, s.session_id COLLATE "C", s.seq LIMIT $6) AS w'
+        || ' WHERE NOT EXISTS (SELECT 1 FROM unnest($7) AS t (term) WHERE strpos(w.folded, t.term) = 0)'
+        || ' LIMIT $8'
+        USING {owner}, p_since, p_until, p_roles, p_sessions, p_visit, coalesce(p_terms, '{{}}'::text[]), p_cap;
+END $$"""
+
+
+def m013_filtered_walk(conn: Any) -> None:
+    """Schema step ``m013_filtered_walk``: ``own_recent_rows`` takes the search filters
+    (time window, roles, sessions: :class:`WalkFilters`), so a member's filtered search
+    walks their rows as an unfiltered one does instead of asking the trigram index for
+    every owner's matches (docs/postgres.md, "A member's frequent words"). The
+    three-argument form of step ``m011_owner_recent`` is replaced (the new arguments
+    default to no filter). No new table, so no new policy; the grant moves to the new
+    signature (:func:`~sessiontree.stores.postgres.team.grant_team`)."""
+    from sessiontree.stores.postgres.team import grant_team
+
+    schema = conn.execute("SELECT quote_ident(current_schema())").fetchone()[0]
+    conn.execute(f"DROP FUNCTION IF EXISTS {FUNCTION}")
+    conn.execute(_OWN_RECENT_FILTERED.format(schema=schema, owner=f"({SESSION_OWNER})"))
+    conn.execute(f"REVOKE ALL ON FUNCTION {FILTERED} FROM PUBLIC")
+    grant_team(conn)
+
+
+@dataclass(frozen=True)
+class WalkFilters:
+    """The search filters a walk applies to the member's rows (step ``m013_filtered_walk``).
+
+    Attributes:
+        since_ms: keep rows at or after this time (Unix ms, whole), or ``None``.
+        until_ms: keep rows before this time (Unix ms, whole), or ``None``.
+        roles: keep rows whose role or entry type is one of these, or ``None``.
+        sessions: keep rows of these sessions, or ``None`` (every session).
+    """
+
+    since_ms: int | None = None
+    until_ms: int | None = None
+    roles: list[str] | None = None
+    sessions: list[str] | None = None
+
+
+def walk_filters(filters: SearchFilters, allowed: list[str] | None) -> WalkFilters | None:
+    """The :class:`WalkFilters` of a search's ``filters`` and the session ids its session
+    and cwd filters allow (``allowed``, ``None`` for all); ``None`` when nothing filters.
+
+    The time bounds are rounded up to whole milliseconds, which keeps the same integer
+    times (``ts >= x`` exactly when ``ts >= ceil(x)``, and ``ts < y`` when ``ts < ceil(y)``);
+    roles are the column copies the plain search compares (docs/postgres.md, "Search":
+    a role PostgreSQL text cannot hold is decided exactly on the hits)."""
+    if allowed is None and filters.roles is None and filters.since_ms is None and filters.until_ms is None:
+        return None
+    roles = None
+    if filters.roles is not None:
+        roles = [value for value in (text_copy(role) for role in filters.roles) if value is not None]
+    return WalkFilters(
+        since_ms=None if filters.since_ms is None else math.ceil(filters.since_ms),
+        until_ms=None if filters.until_ms is None else math.ceil(filters.until_ms),
+        roles=roles, sessions=allowed)
 
 
 def m011_owner_recent(conn: Any) -> None:
@@ -127,20 +236,36 @@ def usage_by_user_view() -> str:
 
 
 def walk_available(conn: Any) -> bool:
-    """Whether the database has ``own_recent_rows`` (step ``m011_owner_recent``)."""
-    return bool(conn.execute(f"SELECT to_regprocedure('{FUNCTION}') IS NOT NULL").fetchone()[0])
+    """Whether the database has ``own_recent_rows`` (step ``m011_owner_recent``, or its
+    filtered form of step ``m013_filtered_walk``)."""
+    return bool(conn.execute(f"SELECT to_regprocedure('{FUNCTION}') IS NOT NULL"
+                             f" OR to_regprocedure('{FILTERED}') IS NOT NULL").fetchone()[0])
 
 
-def own_recent_keys(conn: Any, terms: Sequence[str], cap: int, visit: int | None) -> list[tuple[str, int]]:
+def walk_takes_filters(conn: Any) -> bool:
+    """Whether ``own_recent_rows`` takes the search filters (step ``m013_filtered_walk``)."""
+    return bool(conn.execute(f"SELECT to_regprocedure('{FILTERED}') IS NOT NULL").fetchone()[0])
+
+
+def own_recent_keys(conn: Any, terms: Sequence[str], cap: int, visit: int | None,
+                    where: WalkFilters | None = None) -> list[tuple[str, int]]:
     """The ``(session_id, seq)`` of the caller's own search rows holding every one of
     ``terms`` (folded, exact substrings), newest first, from the newest ``visit`` rows
-    (``None``: all), at most ``cap``."""
-    rows = conn.execute("SELECT session_id, seq FROM own_recent_rows(%s::text[], %s, %s)",
-                        (list(terms), cap, visit)).fetchall()
+    (``None``: all) that pass ``where`` (``None``: every row; a filter needs step
+    ``m013_filtered_walk``), at most ``cap``."""
+    if where is None:
+        rows = conn.execute("SELECT session_id, seq FROM own_recent_rows(%s::text[], %s, %s)",
+                            (list(terms), cap, visit)).fetchall()
+    else:
+        rows = conn.execute(
+            "SELECT session_id, seq FROM own_recent_rows(%s::text[], %s, %s, %s::bigint, %s::bigint, %s::text[],"
+            " %s::text[])", (list(terms), cap, visit, where.since_ms, where.until_ms, where.roles,
+                             where.sessions)).fetchall()
     return [(row[0], row[1]) for row in rows]
 
 
-def member_recent_keys(conn: Any, terms: Sequence[str], cap: int, share: float) -> list[tuple[str, int]] | None:
+def member_recent_keys(conn: Any, terms: Sequence[str], cap: int, share: float,
+                       where: WalkFilters | None = None) -> list[tuple[str, int]] | None:
     """A member's candidates when the walk answers (see the module), else ``None`` (the
     words are not frequent in the member's newest :data:`SAMPLE` rows: ask the trigram
     index).
@@ -149,15 +274,19 @@ def member_recent_keys(conn: Any, terms: Sequence[str], cap: int, share: float) 
         terms: the query's folded terms.
         cap: most matches to keep (the early stop).
         share: the share of the sample that makes the words frequent.
+        where: the search's filters (:func:`walk_filters`); the sample and the walk
+            count only the rows passing them, so "frequent" and "every row" are decided
+            among the rows the search may return.
     """
-    found = own_recent_keys(conn, terms, cap, SAMPLE)
-    if len(found) < SAMPLE and _own_rows_at_most(conn, SAMPLE):
+    found = own_recent_keys(conn, terms, cap, SAMPLE, where)
+    if len(found) < SAMPLE and _own_rows_at_most(conn, SAMPLE, where):
         return found  # the sample read every row the member has: all the matches
     if len(found) < share * SAMPLE:
         return None
-    return own_recent_keys(conn, terms, cap, None)
+    return own_recent_keys(conn, terms, cap, None, where)
 
 
-def _own_rows_at_most(conn: Any, n: int) -> bool:
-    """Whether the caller has at most ``n`` search rows (an empty-terms walk)."""
-    return len(own_recent_keys(conn, [], n + 1, n + 1)) <= n
+def _own_rows_at_most(conn: Any, n: int, where: WalkFilters | None = None) -> bool:
+    """Whether the caller has at most ``n`` search rows passing ``where`` (an
+    empty-terms walk)."""
+    return len(own_recent_keys(conn, [], n + 1, n + 1, where)) <= n

@@ -20,6 +20,8 @@ order at open, under the schema lock, and recorded by name in
 ``m011_owner_recent``    ``search_entries_owner_recent``, ``own_recent_rows``: a member's frequent
                          words, their own newest matches (:mod:`.recent`)
 ``m012_usage_daily``     ``usage_daily``: per owner and UTC day, what the aggregates by user read (:mod:`.daily`)
+``m013_filtered_walk``   ``own_recent_rows`` with the search filters: a member's filtered search walks
+                         their newest rows too (:mod:`.recent`)
 =======================  =====================================================
 
 From ``m008_team`` on, every table is private by construction (docs/team.md): a
@@ -41,7 +43,7 @@ from typing import Any
 from sessiontree.stores.postgres import search, team, usage
 from sessiontree.stores.postgres.daily import m012_usage_daily
 from sessiontree.stores.postgres.derived import DerivedIndex, Migration
-from sessiontree.stores.postgres.recent import m011_owner_recent
+from sessiontree.stores.postgres.recent import m011_owner_recent, m013_filtered_walk
 from sessiontree.stores.postgres.search import TSV_CHARS
 from sessiontree.stores.postgres.team import m008_team
 from sessiontree.stores.steps import schema_steps
@@ -306,6 +308,7 @@ MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m010_search_recent,
     m011_owner_recent,
     m012_usage_daily,
+    m013_filtered_walk,
 )
 
 #: Every derived index, maintained by each write in this order (their tables come

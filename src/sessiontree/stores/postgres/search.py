@@ -424,19 +424,21 @@ def _hits_from_index(conn: Any, query: SearchQuery, filters: SearchFilters, limi
         return []
     likes = [_like(term) for term in query.folded if len(term) >= TRIGRAM]
     if team and likes and own_rows_apply(conn):
-        # A member. With a limit, no filter and step m011: frequent words are decided
-        # from the member's own newest rows, and answered by walking them newest first
-        # (stores/postgres/recent.py); else candidates through own_search_rows, or, when
-        # the words are too frequent for it, a read of the member's own rows (the scan form).
-        walk = limit is not None and allowed is None and filters.roles is None and filters.since_ms is None \
-            and filters.until_ms is None and recent.walk_available(conn)
-        own_keys = recent.member_recent_keys(conn, query.folded, EARLY_STOP, SCAN_SHARE) if walk else None
+        # A member. With a limit and step m011 (with a filter, step m013): frequent words
+        # are decided from the member's own newest rows that pass the filters, and
+        # answered by walking them newest first (stores/postgres/recent.py); else
+        # candidates through own_search_rows, or, when the words are too frequent for
+        # it, a read of the member's own rows (the scan form).
+        kept = recent.walk_filters(filters, allowed)
+        walk = limit is not None and recent.walk_available(conn) and (
+            kept is None or recent.walk_takes_filters(conn))
+        own_keys = recent.member_recent_keys(conn, query.folded, EARLY_STOP, SCAN_SHARE, kept) if walk else None
         if own_keys is None:
             own_keys = own_rows_keys(conn, likes)
             if own_keys is None and walk:
                 # More matches than the trigram cap, yet not frequent among the newest:
                 # the newest EARLY_STOP of them, as for frequent words.
-                own_keys = recent.own_recent_keys(conn, query.folded, EARLY_STOP, None)
+                own_keys = recent.own_recent_keys(conn, query.folded, EARLY_STOP, None, kept)
         if own_keys is not None and not own_keys:
             return []
         where, params = _conditions(query, filters, allowed, scan=own_keys is None, own_keys=own_keys)
