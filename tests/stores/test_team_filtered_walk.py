@@ -133,7 +133,7 @@ def test_a_filtered_search_walks_and_finds_what_the_plain_paths_find(team, monke
     walked = {query: _keys(stores["alice"].search(query, limit=50, **filters)) for query in QUERIES}
     if filters.get("session") != "b-1":  # bob's session: no session of alice's to search at all
         assert calls and all(where is not None for where in calls), "the filtered search did not walk"
-    monkeypatch.setattr(recent, "walk_available", lambda conn: False)
+    monkeypatch.setattr(recent, "walk_level", lambda conn: 0)
     for query in QUERIES:
         plain = _keys(stores["alice"].search(query, limit=50, **filters))
         assert walked[query] == plain, query
@@ -182,11 +182,37 @@ def test_the_filtered_walk_keeps_to_the_callers_rows(team):
         rows = conn.execute("SELECT * FROM own_recent_rows(ARRAY['zebra'], 10, NULL, %s, %s)",
                             (since, until)).fetchall()
         assert rows == [("b-2", 4), ("b-2", 3), ("b-2", 2)]
+        # The ranking walk: bob's matches only, with their times and ranks, never text.
+        rows = conn.execute("SELECT * FROM own_recent_scored(ARRAY['zebra'], 'zebra:*', 100, NULL, NULL, NULL,"
+                            " ARRAY['a-1', 'b-1'])").fetchall()
+        assert [row[:2] for row in rows] == [("b-1", seq) for seq in range(_PER_SESSION - 1, -1, -1)]
+        assert all(row[3] > 0 for row in rows) and [row[2] for row in rows] == sorted(
+            (row[2] for row in rows), reverse=True)
+        assert conn.execute("SELECT * FROM own_recent_scored(ARRAY['alice'], NULL, 100)").fetchall() == []
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("CREATE ROLE mallory LOGIN")
     with psycopg.connect(_as(pg_url, "mallory")) as conn:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("SELECT * FROM own_recent_rows(ARRAY['zebra'], 3, NULL, NULL, NULL, NULL, ARRAY['a-1'])")
+        conn.rollback()
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT * FROM own_recent_scored(ARRAY['zebra'], NULL, 3)")
+
+
+@pytest.mark.parametrize("early_stop", [5, 1_000])
+def test_the_ranking_walk_gives_the_hits_of_ranking_the_walks_keys(team, monkeypatch, early_stop):
+    """Step m013's walk ranks its matches itself; step m011's gave keys that the search
+    ranked in a second query. Same hits, same order, with and without an early stop."""
+    _url, _owner, stores = team
+    monkeypatch.setattr(recent, "SAMPLE", 4)
+    monkeypatch.setattr(pg_search, "EARLY_STOP", early_stop)
+    for query in [*QUERIES, "n1", "zebra alice"]:
+        for limit in (1, 3, 50):
+            scored = [(h.session_id, h.entry_id, h.rank) for h in stores["alice"].search(query, limit=limit)]
+            with monkeypatch.context() as patch:
+                patch.setattr(recent, "walk_level", lambda conn: 1)
+                keyed = [(h.session_id, h.entry_id, h.rank) for h in stores["alice"].search(query, limit=limit)]
+            assert scored == keyed, (query, limit)
 
 
 def test_the_step_replaces_the_unfiltered_walk(pg_url, monkeypatch):
@@ -214,3 +240,22 @@ def test_the_step_replaces_the_unfiltered_walk(pg_url, monkeypatch):
         # The three-argument call of step m011 answers as before (the new arguments default).
         assert conn.execute("SELECT count(*) FROM own_recent_rows(ARRAY['zebra'], 100, NULL)").fetchone()[0] \
             == _PER_SESSION
+
+
+def test_the_lean_indexes_still_answer_the_walk(team):
+    """Step m014_lean_indexes: search_entries_tsv (which no query asked) is gone, and the
+    walk seeks on the narrowed (owner, time) index."""
+    pg_url, _owner, _stores = team
+    with psycopg.connect(pg_url) as conn:
+        indexes = dict(conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'search_entries'")
+                       .fetchall())
+        assert "search_entries_tsv" not in indexes
+        assert indexes["search_entries_owner_recent"].endswith(
+            "(owner, COALESCE(ts_ms, (0)::double precision) DESC)"), indexes
+        # A few rows: the planner would sort them all; forbid that, the table being large.
+        for setting in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
+            conn.execute(f"SET {setting} = off")
+        plan = "\n".join(row[0] for row in conn.execute(
+            "EXPLAIN SELECT session_id, seq FROM search_entries WHERE owner = 'alice'"
+            " ORDER BY owner, coalesce(ts_ms, 0) DESC, session_id COLLATE \"C\", seq LIMIT 10"))
+        assert "search_entries_owner_recent" in plan and "Presorted Key" in plan, plan
