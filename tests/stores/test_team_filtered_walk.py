@@ -243,8 +243,9 @@ def test_the_step_replaces_the_unfiltered_walk(pg_url, monkeypatch):
 
 
 def test_the_lean_indexes_still_answer_the_walk(team):
-    """Step m014_lean_indexes: search_entries_tsv (which no query asked) is gone, and the
-    walk seeks on the narrowed (owner, time) index."""
+    """Step m014_lean_indexes: search_entries_tsv (which no query asked) is gone, the
+    walk seeks on the narrowed (owner, time) index, message_texts is found by a hash of
+    its session id (its primary key is gone)."""
     pg_url, _owner, _stores = team
     with psycopg.connect(pg_url) as conn:
         indexes = dict(conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'search_entries'")
@@ -252,6 +253,11 @@ def test_the_lean_indexes_still_answer_the_walk(team):
         assert "search_entries_tsv" not in indexes
         assert indexes["search_entries_owner_recent"].endswith(
             "(owner, COALESCE(ts_ms, (0)::double precision) DESC)"), indexes
+        texts = dict(conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'message_texts'")
+                     .fetchall())
+        assert list(texts) == ["message_texts_session"] and "USING hash (session_id)" in texts["message_texts_session"]
+        key = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'usage_ledger_key'").fetchone()[0]
+        assert "USING hash (dedup_key)" in key
         # A few rows: the planner would sort them all; forbid that, the table being large.
         for setting in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
             conn.execute(f"SET {setting} = off")

@@ -23,7 +23,8 @@ order at open, under the schema lock, and recorded by name in
 ``m013_filtered_walk``   ``own_recent_rows`` with the search filters: a member's filtered search walks
                          their newest rows too (:mod:`.recent`)
 ``m014_lean_indexes``    ``search_entries_tsv`` dropped (unused), ``search_entries_owner_recent``
-                         narrowed to ``(owner, time)``
+                         narrowed to ``(owner, time)``; hash indexes for ``message_texts`` and
+                         ``usage_ledger_key``
 =======================  =====================================================
 
 From ``m008_team`` on, every table is private by construction (docs/team.md): a
@@ -297,7 +298,7 @@ def m010_search_recent(conn: Any) -> None:
 
 
 def m014_lean_indexes(conn: Any) -> None:
-    """Two indexes of ``search_entries`` made smaller (docs/postgres.md, "Database size"):
+    """Four indexes made smaller or dropped (docs/postgres.md, "Database size"):
 
     * ``search_entries_tsv`` (GIN over ``tsv``, step ``m003_search_index``) is dropped: no
       query asks it (matching is ``LIKE``/``strpos`` on ``folded``; ranking reads ``tsv``
@@ -308,13 +309,31 @@ def m014_lean_indexes(conn: Any) -> None:
       that broke ties in the index (about 45 of its 80 bytes per row) are sorted by the
       walk on the few rows of one millisecond (an incremental sort). Same name, same
       use: the ``own_rows`` policies and the walk.
+    * ``message_texts`` is only ever looked up by whole session (the listing text of one
+      session, in ``seq`` order; deleted, re-owned and rebuilt by session), so its
+      primary key ``(session_id, seq)``, 37 bytes of session id in every entry, becomes
+      a hash index on ``session_id`` (a 4-byte hash per row, full pages): 959 -> about
+      300 MB at 10,000,000 entries. The rows are derived (written with their entries,
+      compared with a rebuild by ``check --store``), so nothing relies on the key's
+      uniqueness; a table without a primary key needs ``REPLICA IDENTITY FULL`` before
+      it can be in a logical-replication publication (physical replicas, the documented
+      way to scale reads, are unaffected).
+    * ``usage_ledger_key`` (a btree over the 16-byte ``dedup_key``, step
+      ``m004_usage_ledger``) is only asked for equal keys (does another session hold
+      this call?), so it becomes a hash index of the same name: 255 -> 128 MB at
+      10,000,000 entries.
 
-    Both are rebuilt or dropped under the step's lock: at 10,000,000 entries the new
-    index takes about 20 seconds to build on an idle 2-core machine, during which writes to
-    ``search_entries`` wait (docs/postgres.md gives the measured time)."""
+    Done under the step's lock: at 10,000,000 entries the three builds take about a
+    minute on a 2-core machine, during which writes to those tables wait (docs/postgres.md
+    gives the measured time)."""
     conn.execute("DROP INDEX IF EXISTS search_entries_tsv")
     conn.execute("DROP INDEX IF EXISTS search_entries_owner_recent")
     conn.execute("CREATE INDEX search_entries_owner_recent ON search_entries (owner, (coalesce(ts_ms, 0)) DESC)")
+    conn.execute("ALTER TABLE message_texts DROP CONSTRAINT IF EXISTS message_texts_pkey")
+    conn.execute("CREATE INDEX IF NOT EXISTS message_texts_session ON message_texts USING hash (session_id)"
+                 " WITH (fillfactor = 100)")
+    conn.execute("DROP INDEX IF EXISTS usage_ledger_key")
+    conn.execute("CREATE INDEX usage_ledger_key ON usage_ledger USING hash (dedup_key) WITH (fillfactor = 100)")
 
 
 #: Schema steps ``(name, function)`` in number order; add new steps, never edit applied ones.
