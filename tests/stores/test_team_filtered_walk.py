@@ -265,3 +265,29 @@ def test_the_lean_indexes_still_answer_the_walk(team):
             "EXPLAIN SELECT session_id, seq FROM search_entries WHERE owner = 'alice'"
             " ORDER BY owner, coalesce(ts_ms, 0) DESC, session_id COLLATE \"C\", seq LIMIT 10"))
         assert "search_entries_owner_recent" in plan and "Presorted Key" in plan, plan
+
+
+def test_the_step_keeps_an_index_built_beforehand(pg_url, monkeypatch):
+    """docs/postgres.md, "Database size": a large database builds m014's indexes
+    concurrently before the upgrade; the step keeps them (same name and definition)."""
+    import sessiontree.stores.postgres.connection as connection_module
+    from sessiontree.stores.postgres.schema import MIGRATIONS
+
+    names = [name for name, _ in MIGRATIONS]
+    monkeypatch.setattr(connection_module, "MIGRATIONS", MIGRATIONS[:names.index("m014_lean_indexes")])
+    with PostgresStore(pg_url):
+        pass
+    monkeypatch.undo()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE INDEX CONCURRENTLY ledger_key_new ON usage_ledger USING hash (dedup_key)"
+                     " WITH (fillfactor = 100)")
+        conn.execute("DROP INDEX CONCURRENTLY usage_ledger_key")
+        conn.execute("ALTER INDEX ledger_key_new RENAME TO usage_ledger_key")
+        before = conn.execute("SELECT 'usage_ledger_key'::regclass::oid").fetchone()[0]
+        old_recent = conn.execute("SELECT 'search_entries_owner_recent'::regclass::oid").fetchone()[0]
+    with PostgresStore(pg_url) as store:
+        assert store.applied_migrations() == names
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT 'usage_ledger_key'::regclass::oid").fetchone()[0] == before  # kept
+        # The old, wide owner-recent index was replaced.
+        assert conn.execute("SELECT 'search_entries_owner_recent'::regclass::oid").fetchone()[0] != old_recent
