@@ -65,6 +65,16 @@ PROJECT = "--work-team--"
 SESSIONS_PER_HOST = 3
 #: Words the readers search for: common in the pre-filled data, rare, and none.
 SEARCHES = ("advisory locks", "trigram", "pool recovers", "zzqx-not-there")
+#: With ``--filtered``, the readers also search with filters (label, words, search keyword
+#: arguments): a role, a time window, and both (step m013's walk for a member). Only
+#: ``until``: a bulk copy's search rows are up to a year later than its entries' own
+#: times (:func:`prefill_bulk`), so a row before ``until`` is an entry before it too,
+#: while a ``since`` would find rows whose entries the exact check then drops.
+FILTERED = (
+    ("advisory locks --role user", "advisory locks", {"roles": ["user"]}),
+    ("pool recovers --until 2026-04-01", "pool recovers", {"until": "2026-04-01"}),
+    ("trigram --role user --until 2026-06-01", "trigram", {"roles": ["user"], "until": "2026-06-01"}),
+)
 STATS_GROUPINGS = ("model", "host", "day")
 
 
@@ -279,6 +289,8 @@ def agent(homes: list[str], rate: float, duration: float, probes: Any, sample: i
 #: ``--index-probe``: the prober asks the search index for every pending word at once
 #: (an environment variable, so the spawned prober sees it).
 INDEX_PROBE = os.environ.get("SESSIONTREE_BENCH_INDEX_PROBE") == "1"
+#: ``--filtered``: the readers' searches include :data:`FILTERED` (set from the environment).
+FILTERED_SEARCHES = os.environ.get("SESSIONTREE_BENCH_FILTERED") == "1"
 #: The hosts' session ids the index probe looks in (set from the environment too).
 PROBE_SESSIONS = os.environ.get("SESSIONTREE_BENCH_SESSIONS", "").split()
 
@@ -312,7 +324,7 @@ def prober(url: str, probes: Any, results: Any) -> None:
             # readers' to measure; polling search() word by word measured the prober's
             # backlog once a search took longer than the probes' spacing (10,000,000
             # entries on a loaded machine). The first word found is checked by search().
-            with store._transaction("probe", write=False) as conn:
+            with store.read_snapshot("probe") as conn:
                 found = {row[0] for row in conn.execute(
                     "SELECT w FROM unnest(%s::text[]) AS w WHERE EXISTS (SELECT 1 FROM search_entries AS s"
                     " WHERE s.session_id = ANY(%s) AND strpos(s.folded, w) > 0)",
@@ -348,12 +360,15 @@ def reader(url: str, stop: Any, results: Any, seed: int, role: str = "owner") ->
     from sessiontree.usage.report import usage_report
 
     rng = random.Random(seed)
+    choices: list[tuple[str, str, dict[str, Any]]] = [(words, words, {}) for words in SEARCHES]
+    if FILTERED_SEARCHES:
+        choices += list(FILTERED)
     if role == "member-old":
         # The same member without the walk of their newest rows (before step m011's
         # search path): the trigram lookup, or the read of all their rows.
         from sessiontree.stores.postgres import recent
 
-        recent.walk_available = lambda conn: False  # type: ignore[assignment]
+        recent.walk_level = lambda conn: 0  # type: ignore[assignment]
     store = PostgresStore(_as_role(url, {"member": "h00", "member-old": "h00", "lead": "lead00"}.get(role)),
                           readonly=True)
     searches: list[tuple[str, float]] = []
@@ -370,10 +385,10 @@ def reader(url: str, stop: Any, results: Any, seed: int, role: str = "owner") ->
                 usage_report(store, by=by, tz="UTC")
             stats[by].append(time.perf_counter() - start)
         else:
-            words = rng.choice(SEARCHES)
+            label, words, kwargs = rng.choice(choices)
             start = time.perf_counter()
-            search(store, words, limit=50)
-            searches.append((words, time.perf_counter() - start))
+            search(store, words, limit=50, **kwargs)
+            searches.append((label, time.perf_counter() - start))
         time.sleep(0.05)
     results.put(("reader", role, searches, stats))
     store.close()
@@ -461,7 +476,7 @@ def run(url: str, args: argparse.Namespace, tmp: str) -> dict[str, Any]:
     deadline = time.time() + 60
     stored: dict[str, int] = {}
     while time.time() < deadline:
-        with store._transaction("count", write=False) as conn:
+        with store.read_snapshot("count") as conn:
             rows = conn.execute("SELECT session_id, count(*), count(DISTINCT id) FROM entries"
                                 " WHERE session_id = ANY(%s) GROUP BY session_id", (expected_ids,)).fetchall()
         stored = {row[0]: row[1] for row in rows}
@@ -495,7 +510,7 @@ def run(url: str, args: argparse.Namespace, tmp: str) -> dict[str, Any]:
         if proc.returncode != 0:
             errors.append(f"exit {proc.returncode}: {err.strip().splitlines()[-1:] if err else ''}")
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    with store._transaction("size", write=False) as conn:
+    with store.read_snapshot("size") as conn:
         size = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
         total = conn.execute("SELECT count(*) FROM entries").fetchone()[0]
     pg_by_host = {g.key: (g.totals.calls, g.totals.total_tokens, g.totals.cost_nanos)
@@ -568,6 +583,8 @@ def main() -> None:
                         help="write-to-searchable: one index query per poll for all pending words (see prober)")
     parser.add_argument("--compare", action="store_true",
                         help="with --team: a third reader, the member without the walk of step m011 (use --readers 3)")
+    parser.add_argument("--filtered", action="store_true",
+                        help="the readers also search with filters (role, time window: FILTERED)")
     parser.add_argument("--keep", action="store_true", help="leave the throwaway cluster running; print its URL")
     parser.add_argument("--reuse", action="store_true",
                         help="with --url: a database of an earlier run (--keep): its roles, its entries")
@@ -579,6 +596,8 @@ def main() -> None:
     global ROUND
     ROUND = args.round
     os.environ["SESSIONTREE_BENCH_ROUND"] = str(args.round)
+    if args.filtered:
+        os.environ["SESSIONTREE_BENCH_FILTERED"] = "1"
     if args.index_probe:
         os.environ["SESSIONTREE_BENCH_INDEX_PROBE"] = "1"
         os.environ["SESSIONTREE_BENCH_SESSIONS"] = " ".join(

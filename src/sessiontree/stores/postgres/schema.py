@@ -20,6 +20,11 @@ order at open, under the schema lock, and recorded by name in
 ``m011_owner_recent``    ``search_entries_owner_recent``, ``own_recent_rows``: a member's frequent
                          words, their own newest matches (:mod:`.recent`)
 ``m012_usage_daily``     ``usage_daily``: per owner and UTC day, what the aggregates by user read (:mod:`.daily`)
+``m013_filtered_walk``   ``own_recent_rows`` with the search filters: a member's filtered search walks
+                         their newest rows too (:mod:`.recent`)
+``m014_lean_indexes``    ``search_entries_tsv`` dropped (unused), ``search_entries_owner_recent``
+                         narrowed to ``(owner, time)``; hash indexes for ``message_texts`` and
+                         ``usage_ledger_key``
 =======================  =====================================================
 
 From ``m008_team`` on, every table is private by construction (docs/team.md): a
@@ -41,7 +46,7 @@ from typing import Any
 from sessiontree.stores.postgres import search, team, usage
 from sessiontree.stores.postgres.daily import m012_usage_daily
 from sessiontree.stores.postgres.derived import DerivedIndex, Migration
-from sessiontree.stores.postgres.recent import m011_owner_recent
+from sessiontree.stores.postgres.recent import m011_owner_recent, m013_filtered_walk
 from sessiontree.stores.postgres.search import TSV_CHARS
 from sessiontree.stores.postgres.team import m008_team
 from sessiontree.stores.steps import schema_steps
@@ -292,6 +297,58 @@ def m010_search_recent(conn: Any) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS search_entries_recent ON search_entries ((coalesce(ts_ms, 0)) DESC)")
 
 
+def m014_lean_indexes(conn: Any) -> None:
+    """Four indexes made smaller or dropped (docs/postgres.md, "Database size"):
+
+    * ``search_entries_tsv`` (GIN over ``tsv``, step ``m003_search_index``) is dropped: no
+      query asks it (matching is ``LIKE``/``strpos`` on ``folded``; ranking reads ``tsv``
+      from the row), and every write paid for it (a GIN entry per word, pending-list
+      merges). The ``tsv`` column stays: ranking reads it.
+    * ``search_entries_owner_recent`` (step ``m011_owner_recent``) keeps only what the
+      member's walk seeks on, ``(owner, time newest first)``; the session id and ``seq``
+      that broke ties in the index (about 45 of its 80 bytes per row) are sorted by the
+      walk on the few rows of one millisecond (an incremental sort). Same name, same
+      use: the ``own_rows`` policies and the walk.
+    * ``message_texts`` is only ever looked up by whole session (the listing text of one
+      session, in ``seq`` order; deleted, re-owned and rebuilt by session), so its
+      primary key ``(session_id, seq)``, 37 bytes of session id in every entry, becomes
+      a hash index on ``session_id`` (a 4-byte hash per row, full pages): 959 -> about
+      300 MB at 10,000,000 entries. The rows are derived (written with their entries,
+      compared with a rebuild by ``check --store``), so nothing relies on the key's
+      uniqueness; a table without a primary key needs ``REPLICA IDENTITY FULL`` before
+      it can be in a logical-replication publication (physical replicas, the documented
+      way to scale reads, are unaffected).
+    * ``usage_ledger_key`` (a btree over the 16-byte ``dedup_key``, step
+      ``m004_usage_ledger``) is only asked for equal keys (does another session hold
+      this call?), so it becomes a hash index of the same name: 255 -> 128 MB at
+      10,000,000 entries.
+
+    Done under the step's lock: at 10,000,000 entries the three builds took 67 s on a
+    2-core machine, during which writes to those tables wait. An index already built
+    with the new definition under its name (``CREATE INDEX CONCURRENTLY`` beforehand,
+    for a large database) is kept as it is."""
+    conn.execute("DROP INDEX IF EXISTS search_entries_tsv")
+    _replace_index(conn, "search_entries_owner_recent", "(owner, COALESCE(ts_ms, (0)::double precision) DESC)",
+                   "CREATE INDEX search_entries_owner_recent ON search_entries (owner, (coalesce(ts_ms, 0)) DESC)")
+    conn.execute("ALTER TABLE message_texts DROP CONSTRAINT IF EXISTS message_texts_pkey")
+    conn.execute("CREATE INDEX IF NOT EXISTS message_texts_session ON message_texts USING hash (session_id)"
+                 " WITH (fillfactor = 100)")
+    _replace_index(conn, "usage_ledger_key", "USING hash (dedup_key)",
+                   "CREATE INDEX usage_ledger_key ON usage_ledger USING hash (dedup_key) WITH (fillfactor = 100)")
+
+
+def _replace_index(conn: Any, name: str, wanted: str, create: str) -> None:
+    """Create index ``name`` with ``create`` unless it exists already with a definition
+    holding ``wanted`` (built beforehand with ``CREATE INDEX CONCURRENTLY`` and renamed,
+    docs/postgres.md, "Database size"), dropping a different one of that name first."""
+    row = conn.execute("SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() AND indexname = %s",
+                       (name,)).fetchone()
+    if row is not None and wanted in row[0]:
+        return
+    conn.execute(f"DROP INDEX IF EXISTS {name}")
+    conn.execute(create)
+
+
 #: Schema steps ``(name, function)`` in number order; add new steps, never edit applied ones.
 MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m001_initial,
@@ -306,6 +363,8 @@ MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m010_search_recent,
     m011_owner_recent,
     m012_usage_daily,
+    m013_filtered_walk,
+    m014_lean_indexes,
 )
 
 #: Every derived index, maintained by each write in this order (their tables come

@@ -27,7 +27,9 @@ Tables (schema step ``m003_search_index`` in :mod:`.schema`)::
     search_entries(session_id, seq, type, role, ts_ms, folded,
                    tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', left(folded, 100000))) STORED)
     search_entries_trgm  GIN (folded gin_trgm_ops)      -- substrings (pg_trgm)
-    search_entries_tsv   GIN (tsv)                      -- words (ranking, @@)
+
+(``search_entries_tsv``, a GIN over ``tsv`` that no query used, was dropped by step
+``m014_lean_indexes``: ranking reads ``tsv`` from the row.)
 
 Ranking: ``ts_rank(tsv, q, 1)`` (term frequency over the document, divided
 by ``1 + log(length)``) where ``q`` ORs every word of every term as a
@@ -328,6 +330,36 @@ def _limit_first_sql(score: str, cond: str) -> str:
         LIMIT %s"""
 
 
+def _scored_walk_sql(walk_from: str) -> str:
+    """:func:`_limit_first_sql` for a member's frequent words from step
+    ``m013_filtered_walk`` on: the matches come ranked from the walk of the member's
+    rows (``walk_from``, :func:`~sessiontree.stores.postgres.recent.scored_walk_sql`:
+    at most :data:`EARLY_STOP`, newest first, each with its time and score), so the
+    bounded sort, the last kept match and its ties are taken from those rows without
+    reading any of them again; only the kept ones (about ``limit``) are joined with
+    ``entries`` and ``search_entries``. The same rows as :func:`_limit_first_sql` over
+    the walk's keys (the same keys, scores and order).
+
+    Parameters, in order: the walk's (terms, rank query, cap, filters), ``limit``, ``limit``.
+    """
+    return f"""
+        WITH m AS MATERIALIZED (SELECT w.session_id, w.seq, w.score, w.ts_ms FROM {walk_from} AS w),
+        best AS (
+            SELECT * FROM m ORDER BY score DESC, coalesce(ts_ms, 0) DESC, session_id COLLATE "C", seq LIMIT %s),
+        last AS (
+            SELECT * FROM best ORDER BY score, coalesce(ts_ms, 0), session_id COLLATE "C" DESC, seq DESC LIMIT 1),
+        tied AS (
+            SELECT m.* FROM m JOIN last ON m.session_id = last.session_id AND m.score = last.score
+            AND coalesce(m.ts_ms, 0) = coalesce(last.ts_ms, 0)),
+        kept AS (SELECT * FROM best UNION SELECT * FROM tied)
+        SELECT k.session_id, k.seq, e.id, s.folded, k.score, k.ts_ms
+        FROM kept AS k
+        JOIN entries AS e ON e.session_id = k.session_id AND e.seq = k.seq
+        JOIN search_entries AS s ON s.session_id = k.session_id AND s.seq = k.seq
+        ORDER BY k.score DESC, coalesce(k.ts_ms, 0) DESC, k.session_id COLLATE "C", e.id COLLATE "C"
+        LIMIT %s"""
+
+
 def _conditions(query: SearchQuery, filters: SearchFilters, allowed: list[str] | None,
                 *, scan: bool, own_keys: list[tuple[str, int]] | None = None) -> tuple[list[str], list[Any]]:
     """The ``WHERE`` conditions on ``search_entries AS s`` and their parameters.
@@ -423,24 +455,31 @@ def _hits_from_index(conn: Any, query: SearchQuery, filters: SearchFilters, limi
     if allowed is not None and not allowed:
         return []
     likes = [_like(term) for term in query.folded if len(term) >= TRIGRAM]
+    scored: tuple[str, list[Any]] | None = None
     if team and likes and own_rows_apply(conn):
-        # A member. With a limit, no filter and step m011: frequent words are decided
-        # from the member's own newest rows, and answered by walking them newest first
-        # (stores/postgres/recent.py); else candidates through own_search_rows, or, when
+        # A member. With a limit and step m011 (with a filter, step m013): frequent words
+        # are decided from the member's own newest rows that pass the filters, and
+        # answered by walking them newest first (stores/postgres/recent.py; from m013 the
+        # walk ranks its matches too); else candidates through own_search_rows, or, when
         # the words are too frequent for it, a read of the member's own rows (the scan form).
-        walk = limit is not None and allowed is None and filters.roles is None and filters.since_ms is None \
-            and filters.until_ms is None and recent.walk_available(conn)
-        own_keys = recent.member_recent_keys(conn, query.folded, EARLY_STOP, SCAN_SHARE) if walk else None
-        if own_keys is None:
+        kept = recent.walk_filters(filters, allowed)
+        level = recent.walk_level(conn) if limit is not None else 0
+        walk = level == 2 or (level == 1 and kept is None)
+        walk_all, own_keys = (recent.member_sample(conn, query.folded, EARLY_STOP, SCAN_SHARE, kept) if walk
+                              else (False, None))
+        if not walk_all and own_keys is None:
             own_keys = own_rows_keys(conn, likes)
-            if own_keys is None and walk:
-                # More matches than the trigram cap, yet not frequent among the newest:
-                # the newest EARLY_STOP of them, as for frequent words.
-                own_keys = recent.own_recent_keys(conn, query.folded, EARLY_STOP, None)
-        if own_keys is not None and not own_keys:
+            # More matches than the trigram cap, yet not frequent among the newest: the
+            # newest EARLY_STOP of them, as for frequent words.
+            walk_all = own_keys is None and walk
+        if walk_all and level == 2:
+            scored = recent.scored_walk_sql(kept)
+        elif walk_all:
+            own_keys = recent.own_recent_keys(conn, query.folded, EARLY_STOP, None, kept)
+        if scored is None and own_keys is not None and not own_keys:
             return []
         where, params = _conditions(query, filters, allowed, scan=own_keys is None, own_keys=own_keys)
-        frequent = own_keys is None
+        frequent = own_keys is None and scored is None
     else:
         where, params = _conditions(query, filters, allowed, scan=False)
         # Conditions are SQL text with %s placeholders: no query text is looked at here.
@@ -454,7 +493,11 @@ def _hits_from_index(conn: Any, query: SearchQuery, filters: SearchFilters, limi
     rank_params = [ranking] if ranking is not None else []
     score = "ts_rank(s.tsv, %s::tsquery, 1)" if ranking is not None else "0::real"
     cond = " AND ".join(where)
-    if limit is None:
+    if scored is not None and limit is not None:
+        walk_from, walk_params = scored
+        rows = conn.execute(_scored_walk_sql(walk_from),
+                            [list(query.folded), ranking, EARLY_STOP, *walk_params, limit, limit]).fetchall()
+    elif limit is None:
         sql = (f"SELECT s.session_id, s.seq, e.id, s.folded, {score} AS score, s.ts_ms"
                " FROM search_entries AS s JOIN entries AS e ON e.session_id = s.session_id AND e.seq = s.seq"
                f" WHERE {cond}"

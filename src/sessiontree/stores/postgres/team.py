@@ -378,6 +378,14 @@ def grant_team(conn: Any) -> bool:
         # Step m011_owner_recent: a member's frequent-word search (stores/postgres/recent.py).
         statements.append(sql.SQL("GRANT EXECUTE ON FUNCTION own_recent_rows(text[], integer, integer) TO {}")
                           .format(member))
+    if conn.execute("SELECT to_regprocedure('own_recent_scored(text[], tsquery, integer, double precision,"
+                    " double precision, text[], text[])') IS NOT NULL").fetchone()[0]:
+        # Step m013_filtered_walk: the walk with the search filters (it replaces m011's),
+        # and the same walk ranking its matches (stores/postgres/recent.py).
+        statements.append(sql.SQL(
+            "GRANT EXECUTE ON FUNCTION own_recent_rows(text[], integer, integer, double precision, double precision,"
+            " text[], text[]), own_recent_scored(text[], tsquery, integer, double precision, double precision,"
+            " text[], text[]) TO {}").format(member))
     if conn.execute("SELECT to_regclass('usage_daily') IS NOT NULL").fetchone()[0]:  # m012 (stores/postgres/daily.py)
         statements.append(sql.SQL("GRANT SELECT ON usage_daily TO {}").format(member))  # own rows; written by triggers
     for statement in statements:
