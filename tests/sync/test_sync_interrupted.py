@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from sessiontree.stores.sqlite.search import pending_records
 from sessiontree.stores.sqlite.store import SqliteStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,6 +96,22 @@ def _contents(home: Path, db: Path) -> tuple[dict[str, list[bytes]], dict[str, d
     return sessions, usage
 
 
+def _search_index(db: Path) -> tuple[int, set[tuple[str, int, str]], dict[str, set[tuple[str, int]]]]:
+    """The search index as a query sees it: the entries still pending (none once a sync
+    returned: search is ready), every indexed entry (session, seq, entry id), and the
+    entries FTS5 itself finds for a few common trigrams (its trigrams, not only its rows)."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        pending = pending_records(conn)
+        rows = set(conn.execute("SELECT session_id, seq, entry_id FROM search_entries"))
+        found = {term: set(conn.execute(
+            "SELECT e.session_id, e.seq FROM search_fts JOIN search_entries AS e ON e.rowid = search_fts.rowid"
+            " WHERE search_fts MATCH ?", (f'"{term}"',))) for term in ("the", "ing", "err", "tes")}
+    finally:
+        conn.close()
+    return pending, rows, found
+
+
 @pytest.fixture(scope="module")
 def reference(home: Path, tmp_path_factory) -> tuple[int, dict[str, list[bytes]], dict[str, dict[str, int]]]:
     """An uninterrupted first sync of the home: (files, sessions, usage)."""
@@ -105,13 +122,17 @@ def reference(home: Path, tmp_path_factory) -> tuple[int, dict[str, list[bytes]]
     assert report["rejected"] == 0 and report["new"] >= 390, report
     sessions, usage = _contents(home, db)
     assert len(sessions) == report["new"] and len(usage) > 300
-    return report["new"], sessions, usage
+    pending, rows, found = _search_index(db)
+    # Search is ready when the sync returns: every entry with text indexed, nothing pending.
+    assert pending == 0 and report["entriesIndexed"] == report["entriesAdded"]
+    assert len(rows) > 1000 and all(found.values())
+    return report["new"], sessions, usage, (rows, found)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT], ids=["kill-9", "ctrl-c"])
 def test_an_interrupted_first_sync_loses_nothing_and_resumes(home, tmp_path, reference, how):
-    files, sessions, usage = reference
+    files, sessions, usage, index = reference
     db = tmp_path / "store.db"
     process = subprocess.Popen([sys.executable, "-m", "sessiontree", "--store", f"sqlite:///{db}", "sync", "--json"],
                                env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -129,3 +150,8 @@ def test_an_interrupted_first_sync_loses_nothing_and_resumes(home, tmp_path, ref
     # It resumes: the files committed before the stop are not read again.
     assert report["unchanged"] == stopped_at and report["new"] == files - stopped_at, report
     assert _contents(home, db) == (sessions, usage)
+    # The rerun finished the search index: the same entries indexed, the same trigrams
+    # found, nothing left pending (the killed batch's index rows went with its entries).
+    pending, rows, found = _search_index(db)
+    assert pending == 0
+    assert (rows, found) == index

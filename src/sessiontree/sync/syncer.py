@@ -30,7 +30,7 @@ from sessiontree.format.inputlimit import check_input_size
 from sessiontree.format.shape import FileShape, ShapeError, shape_of
 from sessiontree.session.importing import check_record_sizes
 from sessiontree.stores.base import Provenance, SessionStore, SyncChange, SyncState
-from sessiontree.stores.origin import origin_here
+from sessiontree.stores.origin import Here, here, origin_here
 from sessiontree.stores.traits import BulkWrites
 from sessiontree.sync.comparison import compare, mapped_again, merge_for_replace, remapped, rewritten, upgrade_rewrite
 from sessiontree.sync.discovery import artifact_note, is_header_line, os_reason
@@ -79,6 +79,7 @@ class Syncer:
         self.replace = replace
         self.dry_run = dry_run
         self.finished_after = finished_after
+        self._here: Here | None = None  # this host, machine and user, read at the first origin
         # Which agent's folder a file is in, for the provenance of the sessions it creates.
         self._folders = sorted(((source.path.rstrip(os.sep) + os.sep, source.agent) for source in agent_sources()),
                                key=lambda item: -len(item[0]))
@@ -202,7 +203,9 @@ class Syncer:
         its agent is the agent whose folder holds it, else ``""``; docs/sync.md, "Provenance")."""
         if agent is None:
             agent = next((name for folder, name in self._folders if source.startswith(folder)), "")
-        return origin_here(session_id, agent=agent, source=source)
+        if self._here is None:
+            self._here = here()  # read once a run: the host, machine and user do not change within it
+        return origin_here(session_id, agent=agent, source=source, where=self._here)
 
     def _commit(self, expect: SyncState | None, state: SyncState, change: SyncChange) -> None:
         if self.dry_run:
