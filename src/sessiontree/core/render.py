@@ -549,8 +549,15 @@ def _turn_lines(branch: Sequence[Mapping[str, Any]],
             kind = entry.get("type")
             if kind not in _BILLED_KINDS:
                 continue  # no billed record, not an assistant message
-            records.extend(records_from_entry(entry if isinstance(entry, dict) else dict(entry), keyed=False))
             message = entry.get("message")
+            if kind == "message" and message.__class__ is dict and message.get("role") != "assistant":
+                # A user message bills nothing, a tool result only its own usage object
+                # (records_from_entry's rule), so most need no call.
+                if message.get("role") == "toolResult" and isinstance(message.get("usage"), dict):
+                    records.extend(records_from_entry(entry if isinstance(entry, dict) else dict(entry),
+                                                      keyed=False))
+                continue
+            records.extend(records_from_entry(entry if isinstance(entry, dict) else dict(entry), keyed=False))
             if kind != "message" or not _is_mapping(message) or message.get("role") != "assistant":
                 continue
             response = message.get("responseId")

@@ -530,8 +530,8 @@ def rows_from_entries(entries: Iterable[Entry], query: UsageQuery | None = None)
                 continue  # no record (records_from_entry)
             role = message.get("role")
             if role != "assistant":
-                if role != "toolResult":
-                    continue  # no record
+                if role != "toolResult" or message.get("usage").__class__ is not dict:
+                    continue  # no record (a tool result bills only its own usage object)
             elif fast and "foreign" not in entry:
                 usage = message.get("usage")
                 if usage.__class__ is dict:
