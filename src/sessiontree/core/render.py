@@ -649,10 +649,14 @@ def markdown_transcript(header: Mapping[str, Any], branch: Sequence[Mapping[str,
             # After the entry's own rendering (below) would split fences from their
             # entry; given first, as the record the entry was read from.
             lines += _raw_lines(entry)
-        if is_retired_record(entry):
+        message = entry.get("message") if kind == "message" else None
+        # The usual entry, a message held in a dict, is retired only as a compactionSummary:
+        # is_retired_record's rule, decided here without its abstract-class check per entry.
+        if (message.get("role") == "compactionSummary" if message.__class__ is dict
+                else is_retired_record(entry)):
             lines += _md_retired(entry)
-        elif kind == "message" and _is_mapping(entry.get("message")):
-            heading, parts = _md_message(entry["message"])
+        elif kind == "message" and _is_mapping(message):
+            heading, parts = _md_message(message)
             if not parts:
                 continue
             lines += [f"## {heading}", "", "\n\n".join(parts), ""]
