@@ -76,6 +76,7 @@ __all__ = [
     "aggregate",
     "cost_to_nanos",
     "dedup_key",
+    "extend_rows",
     "records_from_entries",
     "records_from_entry",
     "rows_from_entries",
@@ -503,6 +504,24 @@ def rows_from_records(records: Iterable[UsageRecord], query: UsageQuery | None =
     for record in records:
         _add(rows, _row_key(None, None, record, False, query), record, 1)
     return list(rows.values())
+
+
+def extend_rows(rows: Iterable[UsageRow], records: Iterable[UsageRecord],
+                query: UsageQuery | None = None) -> list[UsageRow]:
+    """``rows`` (what :func:`rows_from_records` gave for some records, same ``query``) with
+    ``records`` added after them: the rows :func:`rows_from_records` gives for all of them
+    in that order. A per-call row's token counts are those of each of its calls."""
+    query = query or UsageQuery(by_time=False)
+    held: dict[tuple[Any, ...], UsageRow] = {}
+    for row in rows:
+        calls = row.calls or 1
+        tokens = ((row.input // calls, row.output // calls, row.cache_read // calls, row.cache_write // calls,
+                   row.cache_write_1h // calls) if row.per_call else None)
+        held[(row.session_id, row.cwd, row.provider, row.model, row.bucket, row.recorded, row.copied,
+              row.per_call, tokens)] = row
+    for record in records:
+        _add(held, _row_key(None, None, record, False, query), record, 1)
+    return list(held.values())
 
 
 def rows_from_entries(entries: Iterable[Entry], query: UsageQuery | None = None) -> list[UsageRow]:
