@@ -28,6 +28,7 @@ from sessiontree.core.projection import SessionProjection
 from sessiontree.core.render import entry_kind, entry_summary
 from sessiontree.core.tree import loaded_leaf_id
 from sessiontree.core.usage import (
+    UsageQuery,
     UsageRecord,
     UsageRow,
     records_from_entries,
@@ -96,7 +97,6 @@ class DiffInputError(SessionError, ValueError):
 @dataclass
 class _Side:
     session_id: str
-    entries: Sequence[Entry]
     leaf: str
 
 
@@ -266,7 +266,38 @@ def _entry_ids(entries: Sequence[Entry]) -> list[str]:
     return [e["id"] for e in entries if isinstance(e.get("id"), str) and e.get("type") != "leaf"]
 
 
-def _side(sessions: _Sessions, session_id: str, spec: str) -> _Side:
+class _Leaves(Protocol):
+    """What resolving a side asks of one session: its loaded leaf, its leaves most recent
+    first (:func:`~sessiontree.core.diff.leaf_ids`), whether an id is a whole entry id
+    (not a ``leaf`` record), and its entry ids for a prefix."""
+
+    def loaded(self) -> str | None: ...
+    def recent(self) -> list[str]: ...
+    def has(self, entry_id: str) -> bool: ...
+    def ids(self) -> list[str]: ...
+
+
+class _EntryLeaves:
+    """:class:`_Leaves` of a session's loaded entries."""
+
+    def __init__(self, sessions: _Sessions, session_id: str) -> None:
+        self.sessions, self.session_id = sessions, session_id
+
+    def loaded(self) -> str | None:
+        return loaded_leaf_id(self.sessions.entries(self.session_id))
+
+    def recent(self) -> list[str]:
+        return leaf_ids(self.sessions.entries(self.session_id))
+
+    def has(self, entry_id: str) -> bool:
+        whole = self.sessions.index(self.session_id).get(entry_id)
+        return whole is not None and whole.get("type") != "leaf"
+
+    def ids(self) -> list[str]:
+        return _entry_ids(self.sessions.entries(self.session_id))
+
+
+def _side(sessions: _Sessions, leaves: _Leaves, session_id: str, spec: str) -> _Side:
     """``LEAF`` (an entry of ``session_id``) or ``SESSION:LEAF`` (``SESSION:`` alone: that
     session's leaf as loaded); ids may be unique prefixes."""
     sid = session_id
@@ -276,39 +307,38 @@ def _side(sessions: _Sessions, session_id: str, spec: str) -> _Side:
         if not other:
             raise DiffInputError(f"{spec!r}: expected SESSION:LEAF")
         sid = sessions.resolve(other)
-    entries = sessions.entries(sid)
+        leaves = _EntryLeaves(sessions, sid)
     if not leaf_text:
-        leaf = loaded_leaf_id(entries)
+        leaf = leaves.loaded()
         if leaf is None:
             raise DiffInputError(f"session {sid} has no leaf to compare")
-        return _Side(sid, entries, leaf)
-    whole = sessions.index(sid).get(leaf_text)
-    if whole is not None and whole.get("type") != "leaf":  # a whole id: no need to list them all
-        return _Side(sid, entries, leaf_text)
-    return _Side(sid, entries, _unique(leaf_text, _entry_ids(entries), f"entry of session {sid}"))
+        return _Side(sid, leaf)
+    if leaves.has(leaf_text):  # a whole id: no need to list them all
+        return _Side(sid, leaf_text)
+    return _Side(sid, _unique(leaf_text, leaves.ids(), f"entry of session {sid}"))
 
 
-def _defaults(sessions: _Sessions, session_id: str, a: str | None, b: str | None) -> tuple[_Side, _Side]:
+def _defaults(sessions: _Sessions, leaves: _Leaves, session_id: str, a: str | None,
+              b: str | None) -> tuple[_Side, _Side]:
     """The sides to compare; a missing side is the session's active leaf, or its most recent
     other leaf when the given side is the active one; with neither given, the two most
     recent leaves (the older is A)."""
-    entries = sessions.entries(session_id)
     if a is not None and b is not None:
-        return _side(sessions, session_id, a), _side(sessions, session_id, b)
-    leaves = leaf_ids(entries)
+        return _side(sessions, leaves, session_id, a), _side(sessions, leaves, session_id, b)
+    recent = leaves.recent()
     if a is None and b is None:
-        if len(leaves) < 2:
-            raise DiffInputError(f"session {session_id} has {len(leaves)} branch(es): give the leaves to compare")
-        return _Side(session_id, entries, leaves[1]), _Side(session_id, entries, leaves[0])
-    given = _side(sessions, session_id, a if a is not None else b)  # type: ignore[arg-type]
-    active = loaded_leaf_id(entries)
+        if len(recent) < 2:
+            raise DiffInputError(f"session {session_id} has {len(recent)} branch(es): give the leaves to compare")
+        return _Side(session_id, recent[1]), _Side(session_id, recent[0])
+    given = _side(sessions, leaves, session_id, a if a is not None else b)  # type: ignore[arg-type]
+    active = leaves.loaded()
     other = active if active is not None and (active != given.leaf or given.session_id != session_id) else None
     if other is None:
-        rest = [leaf for leaf in leaves if leaf != given.leaf]
+        rest = [leaf for leaf in recent if leaf != given.leaf]
         if not rest:
             raise DiffInputError(f"session {session_id} has no other branch to compare {given.leaf} with")
         other = rest[0]
-    second = _Side(session_id, entries, other)
+    second = _Side(session_id, other)
     return (given, second) if a is not None else (second, given)
 
 
@@ -328,8 +358,15 @@ def _split_usage(diff: BranchDiff, cost: str) -> dict[str, list[UsageRow]]:
             break
         same += 1
     query = rows_query(cost)
-    records_a = list(records_from_entries(diff.path_a[same:]))
-    records_b = list(records_from_entries(diff.path_b[same:]))
+    return _split_rest(rows_from_entries(diff.path_a[:same], query), diff.path_a[same:], diff.path_b[same:], query)
+
+
+def _split_rest(same: list[UsageRow], rest_a: Sequence[Entry], rest_b: Sequence[Entry],
+                query: UsageQuery) -> dict[str, list[UsageRow]]:
+    """:func:`_split_usage` given the rows of the shared entries (``same``) and the entries
+    after them on each side."""
+    records_a = list(records_from_entries(rest_a))
+    records_b = list(records_from_entries(rest_b))
     shared = Counter(r.key for r in records_a) & Counter(r.key for r in records_b)
     common: list[UsageRecord] = []
     only_a: list[UsageRecord] = []
@@ -347,7 +384,7 @@ def _split_usage(diff: BranchDiff, cost: str) -> dict[str, list[UsageRow]]:
             left[record.key] -= 1
         else:
             only_b.append(record)
-    return {"common": rows_from_entries(diff.path_a[:same], query) + rows_from_records(common, query),
+    return {"common": same + rows_from_records(common, query),
             "a": rows_from_records(only_a, query), "b": rows_from_records(only_b, query)}
 
 
@@ -392,15 +429,25 @@ def _diff(source: OpenSession | SessionStore, session_id: str, a: str | None, b:
           cost: str, catalog: PriceCatalog | None) -> BranchComparison:
     sessions = _Sessions(source)
     sid = sessions.resolve(session_id)
-    side_a, side_b = _defaults(sessions, sid, a, b)
-    same_session = side_a.session_id == side_b.session_id
-    projections = (sessions.projection(side_a), sessions.projection(side_b)) if context else (None, None)
-    diff = compare_paths(side_a.entries, side_a.leaf, side_b.entries, side_b.leaf, same_session=same_session,
-                         with_context=context, projections=projections,
-                         indexes=(sessions.index(side_a.session_id), sessions.index(side_b.session_id)))
+    summarised = None
+    if sessions.manager is None:
+        # The shared history counted from the store's summaries where it has them (docs/diff.md, "Speed").
+        from sessiontree.diff.summarised import summarised_diff
+
+        summarised = summarised_diff(sessions, sid, a, b, context, cost)
+    if summarised is not None:
+        diff, split, side_a, side_b = summarised
+    else:
+        side_a, side_b = _defaults(sessions, _EntryLeaves(sessions, sid), sid, a, b)
+        same_session = side_a.session_id == side_b.session_id
+        projections = (sessions.projection(side_a), sessions.projection(side_b)) if context else (None, None)
+        diff = compare_paths(sessions.entries(side_a.session_id), side_a.leaf, sessions.entries(side_b.session_id),
+                             side_b.leaf, same_session=same_session, with_context=context, projections=projections,
+                             indexes=(sessions.index(side_a.session_id), sessions.index(side_b.session_id)))
+        split = _split_usage(diff, cost)
     usage: dict[str, Totals] = {}
     used: str | None = None
-    for name, rows in _split_usage(diff, cost).items():
+    for name, rows in split.items():
         usage[name], name_used = price_rows(rows, cost=cost, catalog=catalog)
         used = used or name_used
     return BranchComparison(side_a.session_id, side_b.session_id, diff, usage, cost, used)
