@@ -14,7 +14,7 @@ from builders import entry, header, text_block, tool_call
 from cli_support import run_cli
 from diff_trees import assistant_at, at, result_at, user_at
 from sessiontree.diff import diff_branches
-from sessiontree.diff.branches import _Sessions
+from sessiontree.diff.sides import _Sessions
 from sessiontree.diff.summarised import summarised_diff
 from sessiontree.stores.memory import MemoryStore
 from sessiontree.stores.traits import EntrySummaries

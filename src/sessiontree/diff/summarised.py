@@ -43,7 +43,8 @@ from sessiontree.core.diff import (
 from sessiontree.core.projection import ProjectionBuilder, SessionProjection, latest_edits
 from sessiontree.core.tree import LEAF_ENTRY_TYPE, parse_timestamp_ms
 from sessiontree.core.usage import UsageQuery, UsageRow, extend_rows, records_from_entry
-from sessiontree.diff.branches import _defaults, _Sessions, _Side, _split_rest
+from sessiontree.diff.cost import split_rest
+from sessiontree.diff.sides import _defaults, _Sessions, _Side
 from sessiontree.errors import InvalidSessionError, SessionChangedError, StorageError
 from sessiontree.format.types import Entry
 from sessiontree.stores.base import SessionOutline, SessionStore
@@ -255,7 +256,7 @@ def _compare(sessions: _Sessions, store: _SummaryStore, summaries: SessionSummar
     fork_b = ids[path_b[common - 1]] if common else None
     diff = BranchDiff(side_a.leaf, side_b.leaf, stored_a, stored_b, common, fork_a, fork_b, rows, stats, delta)
     query = rows_query(cost)
-    return diff, _split_rest(_shared_rows(store, summaries, records, shared, query), tail_a, tail_b,
+    return diff, split_rest(_shared_rows(store, summaries, records, shared, query), tail_a, tail_b,
                              query), side_a, side_b
 
 
