@@ -47,7 +47,7 @@ def test_written_with_the_entries_and_by_appends(tmp_path) -> None:
     assert _rows(path) == EXPECTED
 
 
-def test_deleted_with_the_session_and_rebuilt_by_reindex(tmp_path) -> None:
+def test_deleted_with_the_session_checked_and_rebuilt_by_reindex(tmp_path) -> None:
     path = tmp_path / "s.db"
     with SqliteStore(path) as store:
         store.create(header(SID), _entries())
@@ -57,8 +57,12 @@ def test_deleted_with_the_session_and_rebuilt_by_reindex(tmp_path) -> None:
         conn.commit()
         conn.close()
         assert _rows(path) != EXPECTED
+        # Two rows deleted, one stale row added: 3 stored, 4 rebuilt (check --store).
+        drift = [p.message for p in store.verify() if p.code == "metadata-drift"]
+        assert len(drift) == 1 and "tool_calls (3 rows; rebuilt: 4)" in drift[0]
         store.reindex()
         assert _rows(path) == EXPECTED
+        assert [p for p in store.verify() if p.code == "metadata-drift"] == []
         store.delete(SID)
     assert _rows(path) == []
 

@@ -330,8 +330,8 @@ class SqliteMaintenance:
         session, each record's CRC-32 against the one recorded at write time,
         that each record parses and is a valid header or entry, that an entry's
         copied columns (id, parentId, type, timestamp) match its JSON, and that
-        the listing columns, ``entry_count``, header columns and
-        ``message_texts`` equal a rebuild from the records
+        the listing columns, ``entry_count``, header columns,
+        ``message_texts`` and ``tool_calls`` equal a rebuild from the records
         (:meth:`reindex` repairs drift; a hash mismatch can only be
         repaired by re-importing the session from its original file).
 
@@ -450,7 +450,8 @@ class SqliteMaintenance:
             rebuilt_header_columns=lambda header: [from_db(value) for value in header_columns(header)],
             state_drift=state_drift,
             stored_texts=stored_texts,
-            derived=[index.checker(conn, key) for index in DERIVED_INDEXES if hasattr(index, "checker")])
+            derived=[*(index.checker(conn, key) for index in DERIVED_INDEXES if hasattr(index, "checker")),
+                     *([toolcalls.ToolCallsCheck(conn, key)] if self.db.has_tool_calls else [])])
         records = (
             StoredRecord(seq, from_db(entry_key), (from_db(entry_key), from_db(parent), from_db(kind), from_db(stamp)),
                          record_bytes(text), not has_crc or (crc is not None and record_crc(text) == crc))

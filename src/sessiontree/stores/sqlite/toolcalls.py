@@ -7,8 +7,8 @@ tool calls and files of a long shared history without parsing it (the rest of it
 columns come from the ``entries`` columns and the usage ledger). Kept like
 ``message_texts``: written by every write with the entry (``create``, ``append``,
 ``replace``, so ``import`` and ``sync``), deleted with its session, rebuilt by
-``reindex``; filled for the entries already stored by the schema step
-:func:`m018_tool_calls`.
+``reindex``, compared with a rebuild by ``check --store`` (:class:`ToolCallsCheck`);
+filled for the entries already stored by the schema step :func:`m018_tool_calls`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from typing import Any
 from sessiontree.core.toolcalls import tool_calls
 from sessiontree.format import jsonio
 from sessiontree.stores.sqlite.derived import from_db, to_db
+from sessiontree.stores.verify import row_drift
 
-__all__ = ["insert_rows", "m018_tool_calls", "read_rows", "rows_of"]
+__all__ = ["ToolCallsCheck", "insert_rows", "m018_tool_calls", "read_rows", "rows_of"]
 
 _INSERT = "INSERT INTO tool_calls (session_id, seq, n, name, path) VALUES (?, ?, ?, ?, ?)"
 
@@ -47,6 +48,25 @@ def read_rows(conn: sqlite3.Connection, key: Any) -> list[tuple[int, str, str | 
     if any(isinstance(name, bytes) or isinstance(path, bytes) for _, name, path in rows):
         rows = [(seq, from_db(name), from_db(path)) for seq, name, path in rows]
     return rows
+
+
+class ToolCallsCheck:
+    """The ``DerivedCheck`` (``stores/verify.py``) of one session's ``tool_calls`` rows for
+    ``check --store``: fed the session's sound entries, it compares the stored rows with
+    the rows a rebuild writes (drift is repaired by ``reindex``)."""
+
+    def __init__(self, conn: sqlite3.Connection, key: Any) -> None:
+        self.conn, self.key = conn, key
+        self.rebuilt: list[tuple[int, str, str | None]] = []
+
+    def add(self, seq: int, entry: dict[str, Any]) -> None:
+        """Take one parsed, valid entry (its ``seq``)."""
+        if entry.get("type") == "message":
+            self.rebuilt.extend((seq, name, path) for name, path in tool_calls(entry.get("message")))
+
+    def drift(self) -> list[str]:
+        """``["tool_calls (...)"]`` when the stored rows differ from the rebuild, else ``[]``."""
+        return row_drift("tool_calls", read_rows(self.conn, self.key), self.rebuilt)
 
 
 def m018_tool_calls(conn: sqlite3.Connection) -> None:
