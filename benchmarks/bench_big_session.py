@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_big_session.py                       # 100,000 entries, 3 repetitions
     .venv/bin/python benchmarks/bench_big_session.py --before /tmp/old/src --redacted
+    .venv/bin/python benchmarks/bench_big_session.py --before /tmp/old/src --before-store /tmp/old.db
 
 A generated session (``generate.py``, format 3, cached in ``benchmarks/.work/big/``) is
 imported into a SQLite store once. Then, interleaved per repetition, each in a fresh
@@ -71,6 +72,8 @@ def main() -> None:
     parser.add_argument("-n", "--entries", type=int, default=100_000)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--before", metavar="SRC", help="another tree's src/, run in the same repetitions")
+    parser.add_argument("--before-store", metavar="DB", help="the store the --before tree reads (a copy made before "
+                        "a schema step it does not know: it refuses a store carrying one); default: the same store")
     parser.add_argument("--redacted", action="store_true", help="also the default (redacted) Markdown export")
     args = parser.parse_args()
     path, db, sid = _prepare(args.entries)
@@ -87,6 +90,7 @@ def main() -> None:
     trees: list[tuple[str, str | None]] = [("after", None)]
     if args.before:
         trees.insert(0, ("before", args.before))
+    stores = {"after": db, "before": args.before_store or db}
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     pi_cmd = {"op": "resume", "module": os.path.abspath(module), "file": os.path.abspath(path),
               "tmp": os.path.abspath(tmp), "warmup": 0, "iters": 1, "first_timed": True}
@@ -103,7 +107,8 @@ def main() -> None:
         for name, command in order:
             for label, src in trees if rep % 2 == 0 else reversed(trees):
                 tree_env = dict(env, PYTHONPATH=src) if src else env
-                wall, cpu, _ = _timed([sys.executable, "-m", "sessiontree", "--store", db, *command], tree_env)
+                wall, cpu, _ = _timed([sys.executable, "-m", "sessiontree", "--store", stores[label], *command],
+                                      tree_env)
                 rows.setdefault(f"{label}: {name}", []).append((wall, cpu))
         print(f"repetition {rep + 1} done, load average {os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True)
     pi = statistics.median(pi_inner)

@@ -262,3 +262,12 @@ def test_list_show_and_stats_load_only_what_they_print(small_store):
     loaded, out = _imported(["show", "pi-one"], small_store)
     assert out.startswith("id ") and "pi-one" in out
     assert sorted(m for m in _NOT_FOR_READS if m in loaded) == []
+
+
+def test_a_markdown_export_loads_nothing_of_the_viewer(small_store, tmp_path):
+    # The turn lines' cost rule lives beside price_records (usage/totals.py), so the export
+    # prices them without importing the viewer's view models (0.08 s of imports).
+    out = tmp_path / "out.md"
+    loaded, _ = _imported(["export", "pi-one", "--format", "markdown", "--no-redact", "-o", str(out)], small_store)
+    assert out.read_text().startswith("# pi-one\n")
+    assert sorted(m for m in loaded if m.startswith("sessiontree.web")) == []

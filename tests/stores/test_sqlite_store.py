@@ -43,7 +43,7 @@ def test_sqlite_wal_and_migrations(tmp_path, sqlite_store):
             "m001_initial", "m002_record_crc", "m003_sync_state", "m004_search_index",
             "m005_search_pending", "m006_usage_ledger", "m007_usage_rollup", "m008_search_branch", "m009_agent_files",
             "m010_provenance", "m011_bulk_settle", "m012_outline_index", "m013_blobs", "m014_contentless_search",
-            "m015_texts_tail", "m016_cache_write_1h", "m017_retention"]
+            "m015_texts_tail", "m016_cache_write_1h", "m017_retention", "m018_tool_calls"]
         tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {"sessions", "entries", "message_texts", "schema_migrations"} <= tables
         sql = raw.execute("SELECT sql FROM sqlite_master WHERE name = 'entries'").fetchone()[0]
@@ -53,16 +53,16 @@ def test_sqlite_wal_and_migrations(tmp_path, sqlite_store):
     assert sqlite_store.applied_migrations() == ["m001_initial", "m002_record_crc", "m003_sync_state", "m004_search_index",
             "m005_search_pending", "m006_usage_ledger", "m007_usage_rollup", "m008_search_branch", "m009_agent_files",
             "m010_provenance", "m011_bulk_settle", "m012_outline_index", "m013_blobs", "m014_contentless_search",
-            "m015_texts_tail", "m016_cache_write_1h", "m017_retention"]
+            "m015_texts_tail", "m016_cache_write_1h", "m017_retention", "m018_tool_calls"]
     SqliteStore(path).close()  # reopening applies nothing twice
     assert sqlite_store.applied_migrations() == ["m001_initial", "m002_record_crc", "m003_sync_state", "m004_search_index",
             "m005_search_pending", "m006_usage_ledger", "m007_usage_rollup", "m008_search_branch", "m009_agent_files",
             "m010_provenance", "m011_bulk_settle", "m012_outline_index", "m013_blobs", "m014_contentless_search",
-            "m015_texts_tail", "m016_cache_write_1h", "m017_retention"]
+            "m015_texts_tail", "m016_cache_write_1h", "m017_retention", "m018_tool_calls"]
     assert [name for name, _ in sqlite_module.MIGRATIONS] == ["m001_initial", "m002_record_crc", "m003_sync_state", "m004_search_index",
             "m005_search_pending", "m006_usage_ledger", "m007_usage_rollup", "m008_search_branch", "m009_agent_files",
             "m010_provenance", "m011_bulk_settle", "m012_outline_index", "m013_blobs", "m014_contentless_search",
-            "m015_texts_tail", "m016_cache_write_1h", "m017_retention"]
+            "m015_texts_tail", "m016_cache_write_1h", "m017_retention", "m018_tool_calls"]
 
 
 def test_sqlite_state_columns_cover_the_accumulator():

@@ -19,6 +19,7 @@ from corpus import needs_shared, shared
 from sessiontree import SessionManager, open_store
 from sessiontree.cli import cli
 from sessiontree.core import render
+from sessiontree.core.usage import UsageRecord
 from sessiontree.format.foreign import map_foreign
 from sessiontree.web import page
 from sessiontree.web import views as view
@@ -222,3 +223,18 @@ def test_a_task_call_links_to_its_subagent_session_when_stored(tmp_path, with_ch
     assert "subagent abc1234" in page_html  # the result names the agent either way
     link = f'href="/s/{session}-agent-abc1234"'
     assert (link in page_html) is with_child
+
+
+def _call(cost_nanos: int | None, tokens: int = 1000) -> UsageRecord:
+    return UsageRecord("assistant", "anthropic", "claude-sonnet-4-5", tokens, 10, 0, 0, cost_nanos,
+                       1_767_225_600_000, b"")
+
+
+def test_turn_cost_of_recorded_calls_is_their_sum_and_an_unrecorded_one_is_priced():
+    # Recorded costs are summed as recorded (docs/usage.md): 0.105 + 0.02 USD, rounded half-even.
+    assert view.turn_cost([_call(105_000_000), _call(20_000_000)]) == "$0.12"
+    assert view.turn_cost([_call(0, tokens=0)]) == "$0.00"  # a call that used nothing is free
+    assert view.turn_cost([]) == ""
+    # One call without a recorded cost: the catalogue estimates it ("~"), beside the recorded one.
+    mixed = view.turn_cost([_call(105_000_000), _call(None)])
+    assert mixed.startswith("~$") and mixed != "~$0.10"

@@ -40,6 +40,7 @@ from typing import Any, Final
 import orjson
 
 from sessiontree.core.projection import INTERRUPTED_TEXT, ProjectionBuilder, SessionProjection, latest_edits
+from sessiontree.core.toolcalls import FILE_TOOLS, tool_calls
 from sessiontree.core.tree import LEAF_ENTRY_TYPE, get_branch, parse_timestamp_ms
 from sessiontree.format import jsonio
 from sessiontree.format.gcpause import gc_paused
@@ -55,22 +56,21 @@ __all__ = [
     "ContextRow",
     "SideContext",
     "align",
+    "align_tails",
     "column_stats",
+    "common_length",
     "compare_paths",
     "content_key",
     "context_delta",
     "leaf_ids",
     "message_key",
+    "stats_of",
+    "tool_calls",
 ]
 
 #: Row statuses, in the order docs/diff.md lists them.
 STATUSES: Final = ("same", "onlyA", "onlyB", "changed")
 
-#: Tools whose ``path`` argument names a file the call touched, as the agent records
-#: them (lower-cased tool name). Other tools' arguments are not guessed at.
-FILE_TOOLS: Final = frozenset({"read", "edit", "write"})
-#: Argument names read as the file path of a file tool, first found wins.
-_PATH_ARGS: Final = ("path", "file_path", "filePath")
 
 _ENTRY_NOISE: Final = frozenset({"id", "parentId", "timestamp"})
 
@@ -174,6 +174,19 @@ def align(items_a: Sequence[Any], items_b: Sequence[Any], keys_a: Sequence[bytes
         else:
             rows.extend(_pair_run(items_a[i1:i2], items_b[j1:j2], kinds_a[i1:i2], kinds_b[j1:j2], make))
     return rows
+
+
+def align_tails(tail_a: Sequence[Entry], tail_b: Sequence[Entry]) -> list[AlignedRow]:
+    """The rows of two tails below the fork point: :func:`align` by content keys, entries of
+    the same kind (type and role) paired as ``changed`` (docs/diff.md)."""
+    return align(tail_a, tail_b, [content_key(e) for e in tail_a], [content_key(e) for e in tail_b],
+                 [_kind(e) for e in tail_a], [_kind(e) for e in tail_b], AlignedRow)
+
+
+def common_length(tail_a: Sequence[Entry], tail_b: Sequence[Entry], same_session: bool) -> int:
+    """How many entries from the start of two tails match (the rule of the fork point,
+    module docstring): what a caller that knows the shared history adds to it."""
+    return _common_length(tail_a, tail_b, same_session)
 
 
 def _body(entry: Mapping[str, Any]) -> dict[str, Any]:
@@ -280,25 +293,25 @@ class ColumnStats:
         return sum(self.tool_calls.values())
 
 
-def _file_path(arguments: Any) -> str | None:
-    if arguments.__class__ is not dict and not isinstance(arguments, Mapping):
-        return None
-    for name in _PATH_ARGS:
-        value = arguments.get(name)
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
 def column_stats(entries: Iterable[Entry]) -> ColumnStats:
     """Entries, messages, tool calls by name, files touched and time span of ``entries``
     (the rule of :class:`ColumnStats`)."""
     entries = entries if isinstance(entries, list) else list(entries)
-    stats = ColumnStats(entries=len(entries))
-    files: dict[str, set[str]] = {}
     # Comprehensions rather than one loop doing everything: each pass runs in C as far as
     # it can, which counts over a long shared history.
     stamps = [entry.get("timestamp") for entry in entries]
+    messages = [entry.get("message") for entry in entries if entry.get("type") == "message"]
+    calls = [call for message in messages for call in tool_calls(message)]
+    return stats_of(len(entries), len(messages), stamps, calls)
+
+
+def stats_of(entries: int, messages: int, stamps: Sequence[Any],
+             calls: Iterable[tuple[str, str | None]]) -> ColumnStats:
+    """A :class:`ColumnStats` from its parts: the counts of entries and ``message``
+    entries, every entry's ``timestamp`` (any value) and the :func:`tool_calls` pairs of
+    the column's messages in path order. :func:`column_stats` is this over entries; a
+    caller holding the parts (a stored summary) gets the same column without them."""
+    stats = ColumnStats(entries=entries, messages=messages)
     # Format-4 stamps ("2026-03-02T09:00:00.000Z", 24 characters) order as strings, so
     # only the earliest and latest are parsed; any other form is parsed where it stands.
     plain = [raw for raw in stamps if isinstance(raw, str) and len(raw) == 24 and raw[-1] == "Z"]
@@ -309,22 +322,12 @@ def column_stats(entries: Iterable[Entry]) -> ColumnStats:
     if plain:
         _widen(stats, parse_timestamp_ms(min(plain)))
         _widen(stats, parse_timestamp_ms(max(plain)))
-    messages = [entry.get("message") for entry in entries if entry.get("type") == "message"]
-    stats.messages = len(messages)
-    for message in messages:
-        if not (message.__class__ is dict or isinstance(message, Mapping)) or message.get("role") != "assistant":
-            continue
-        content = message.get("content")
-        for block in content if isinstance(content, list) else ():
-            if (block.__class__ is not dict and not isinstance(block, Mapping)) or block.get("type") != "toolCall":
-                continue
-            name = block.get("name")
-            name = name if isinstance(name, str) else "?"
-            stats.tool_calls[name] = stats.tool_calls.get(name, 0) + 1
-            if name.lower() in FILE_TOOLS:
-                path = _file_path(block.get("arguments"))
-                if path is not None:
-                    files.setdefault(path, set()).add(name)
+    files: dict[str, set[str]] = {}
+    counts = stats.tool_calls
+    for name, path in calls:
+        counts[name] = counts.get(name, 0) + 1
+        if path is not None:
+            files.setdefault(path, set()).add(name)
     stats.files = {path: sorted(tools) for path, tools in sorted(files.items())}
     return stats
 
@@ -426,7 +429,8 @@ def _count_synthetic(messages: Iterable[Mapping[str, Any]]) -> int:
     return sum(1 for m in messages if m.get("role") == "toolResult" and _is_synthetic(m))
 
 
-def _side(projection: SessionProjection, path: Sequence[Entry], edits: Iterable[str], synthetic: int) -> SideContext:
+def _side(projection: SessionProjection, path: Sequence[Entry], edits: Iterable[str], synthetic: int,
+          path_ids: Sequence[str] | None = None) -> SideContext:
     boundary: str | None = None
     kept = 0
     sources = projection.sources
@@ -435,7 +439,8 @@ def _side(projection: SessionProjection, path: Sequence[Entry], edits: Iterable[
         boundary = bid if isinstance(bid, str) else None
         # sources = [boundary, *kept tail, *every path entry after the boundary].
         for index in range(len(path) - 1, -1, -1):
-            if path[index] is sources[0] or path[index].get("id") == boundary:
+            if (path[index] is sources[0] or path[index].get("id") == boundary if path_ids is None
+                    else path_ids[index] == boundary):
                 kept = len(sources) - 1 - (len(path) - 1 - index)
                 break
     return SideContext(len(projection.messages), boundary, kept, sorted(edits), synthetic, projection.model,
@@ -452,7 +457,8 @@ def context_delta(entries_a: Sequence[Entry], leaf_a: str, path_a: Sequence[Entr
                   entries_b: Sequence[Entry], leaf_b: str, path_b: Sequence[Entry], *,
                   by_a: Mapping[str, Entry] | None = None, by_b: Mapping[str, Entry] | None = None,
                   projections: tuple[SessionProjection | None, SessionProjection | None] = (None, None),
-                  shared: int = 0) -> ContextDelta:
+                  shared: int = 0, shared_edits: Mapping[str, Entry] | None = None,
+                  path_ids: tuple[Sequence[str], Sequence[str]] | None = None) -> ContextDelta:
     """Compare what each side's next request would carry (docs/rules/projection.md
     seed:context-building, via :func:`build_session_projection` with trailing calls
     repaired, as for a stored session).
@@ -466,6 +472,10 @@ def context_delta(entries_a: Sequence[Entry], leaf_a: str, path_a: Sequence[Entr
             manager's, for its active leaf); ``None`` builds it.
         shared: how many entries from the roots down both paths hold as the very same
             entries (their context edits are read once).
+        shared_edits: :func:`latest_edits` of those ``shared`` entries when the caller
+            has it (a diff over a store's outline, whose shared entries are not read).
+        path_ids: each path's entry ids when the caller has them (all unique): the
+            kept tail is then found by id without reading the path's entries.
     """
     if by_a is None:
         by_a = {e["id"]: e for e in entries_a if isinstance(e.get("id"), str)}
@@ -487,12 +497,13 @@ def context_delta(entries_a: Sequence[Entry], leaf_a: str, path_a: Sequence[Entr
     rows = align(owned_a, owned_b, keys_a, keys_b, kinds_a, kinds_b, ContextRow)
     # What both sides share is looked at once: the edits of the shared entries, the
     # synthetic results among the shared messages.
-    edits = latest_edits(path_a[:shared])
+    edits = dict(shared_edits) if shared_edits is not None else latest_edits(path_a[:shared])
     edits_a = {**edits, **latest_edits(path_a[shared:])}
     edits_b = {**edits, **latest_edits(path_b[shared:])}
     synthetic = _count_synthetic(ma[:common])
-    side_a = _side(proj_a, path_a, edits_a, synthetic + _count_synthetic(ma[common:]))
-    side_b = _side(proj_b, path_b, edits_b, synthetic + _count_synthetic(mb[common:]))
+    ids_a, ids_b = path_ids if path_ids is not None else (None, None)
+    side_a = _side(proj_a, path_a, edits_a, synthetic + _count_synthetic(ma[common:]), ids_a)
+    side_b = _side(proj_b, path_b, edits_b, synthetic + _count_synthetic(mb[common:]), ids_b)
     settings: dict[str, tuple[Any, Any]] = {}
     for name, va, vb in (("model", side_a.model, side_b.model),
                          ("thinkingLevel", side_a.thinking_level, side_b.thinking_level),
@@ -512,7 +523,8 @@ class BranchDiff:
 
     Attributes:
         leaf_a, leaf_b: the leaves compared.
-        path_a, path_b: their root-to-leaf paths.
+        path_a, path_b: their root-to-leaf paths (a list, or, compared from a store's
+            summaries, a sequence reading the entries above the fork point on first use).
         common: how many entries from the roots down match.
         fork_a, fork_b: the fork point's id on each side (equal unless a copy
             renamed it), or ``None`` when the roots already differ.
@@ -523,8 +535,8 @@ class BranchDiff:
 
     leaf_a: str
     leaf_b: str
-    path_a: list[Entry]
-    path_b: list[Entry]
+    path_a: Sequence[Entry]
+    path_b: Sequence[Entry]
     common: int
     fork_a: str | None
     fork_b: str | None
@@ -535,12 +547,12 @@ class BranchDiff:
     @property
     def tail_a(self) -> list[Entry]:
         """Side A below the fork point."""
-        return self.path_a[self.common:]
+        return list(self.path_a[self.common:])
 
     @property
     def tail_b(self) -> list[Entry]:
         """Side B below the fork point."""
-        return self.path_b[self.common:]
+        return list(self.path_b[self.common:])
 
     @property
     def identical(self) -> bool:
@@ -578,8 +590,7 @@ def compare_paths(entries_a: Sequence[Entry], leaf_a: str, entries_b: Sequence[E
     path_a, path_b, known = _paths(by_a, leaf_a, by_b, leaf_b)
     common = _common_length(path_a, path_b, same_session, known)
     tail_a, tail_b = path_a[common:], path_b[common:]
-    rows = align(tail_a, tail_b, [content_key(e) for e in tail_a], [content_key(e) for e in tail_b],
-                 [_kind(e) for e in tail_a], [_kind(e) for e in tail_b], AlignedRow)
+    rows = align_tails(tail_a, tail_b)
     stats = {"common": column_stats(path_a[:common]), "a": column_stats(tail_a), "b": column_stats(tail_b)}
     context = (context_delta(entries_a, leaf_a, path_a, entries_b, leaf_b, path_b, by_a=by_a, by_b=by_b,
                              projections=projections, shared=known) if with_context else None)

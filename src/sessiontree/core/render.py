@@ -549,8 +549,15 @@ def _turn_lines(branch: Sequence[Mapping[str, Any]],
             kind = entry.get("type")
             if kind not in _BILLED_KINDS:
                 continue  # no billed record, not an assistant message
-            records.extend(records_from_entry(entry if isinstance(entry, dict) else dict(entry), keyed=False))
             message = entry.get("message")
+            if kind == "message" and message.__class__ is dict and message.get("role") != "assistant":
+                # A user message bills nothing, a tool result only its own usage object
+                # (records_from_entry's rule), so most need no call.
+                if message.get("role") == "toolResult" and isinstance(message.get("usage"), dict):
+                    records.extend(records_from_entry(entry if isinstance(entry, dict) else dict(entry),
+                                                      keyed=False))
+                continue
+            records.extend(records_from_entry(entry if isinstance(entry, dict) else dict(entry), keyed=False))
             if kind != "message" or not _is_mapping(message) or message.get("role") != "assistant":
                 continue
             response = message.get("responseId")
@@ -642,10 +649,14 @@ def markdown_transcript(header: Mapping[str, Any], branch: Sequence[Mapping[str,
             # After the entry's own rendering (below) would split fences from their
             # entry; given first, as the record the entry was read from.
             lines += _raw_lines(entry)
-        if is_retired_record(entry):
+        message = entry.get("message") if kind == "message" else None
+        # The usual entry, a message held in a dict, is retired only as a compactionSummary:
+        # is_retired_record's rule, decided here without its abstract-class check per entry.
+        if (message.get("role") == "compactionSummary" if message.__class__ is dict
+                else is_retired_record(entry)):
             lines += _md_retired(entry)
-        elif kind == "message" and _is_mapping(entry.get("message")):
-            heading, parts = _md_message(entry["message"])
+        elif kind == "message" and _is_mapping(message):
+            heading, parts = _md_message(message)
             if not parts:
                 continue
             lines += [f"## {heading}", "", "\n\n".join(parts), ""]
@@ -672,7 +683,15 @@ def markdown_transcript(header: Mapping[str, Any], branch: Sequence[Mapping[str,
     # escaping is per character, so the joined document is as safe as its fragments: a
     # second pass over the whole document (0.9 s for a 100,000-entry branch) would change
     # nothing (tests/core/test_export_golden.py, tests/test_terminal_safety.py).
-    return "\n".join(lines).rstrip("\n") + "\n"
+    # The trailing newlines stripped to one on the last lines, not on the joined document:
+    # strip and append would each copy it whole (140 MB for a 100,000-entry branch).
+    while lines and not lines[-1].rstrip("\n"):
+        lines.pop()
+    if not lines:
+        return "\n"
+    lines[-1] = lines[-1].rstrip("\n")
+    lines.append("")
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- historical context

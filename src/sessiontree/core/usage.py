@@ -76,6 +76,7 @@ __all__ = [
     "aggregate",
     "cost_to_nanos",
     "dedup_key",
+    "extend_rows",
     "records_from_entries",
     "records_from_entry",
     "rows_from_entries",
@@ -505,6 +506,24 @@ def rows_from_records(records: Iterable[UsageRecord], query: UsageQuery | None =
     return list(rows.values())
 
 
+def extend_rows(rows: Iterable[UsageRow], records: Iterable[UsageRecord],
+                query: UsageQuery | None = None) -> list[UsageRow]:
+    """``rows`` (what :func:`rows_from_records` gave for some records, same ``query``) with
+    ``records`` added after them: the rows :func:`rows_from_records` gives for all of them
+    in that order. A per-call row's token counts are those of each of its calls."""
+    query = query or UsageQuery(by_time=False)
+    held: dict[tuple[Any, ...], UsageRow] = {}
+    for row in rows:
+        calls = row.calls or 1
+        tokens = ((row.input // calls, row.output // calls, row.cache_read // calls, row.cache_write // calls,
+                   row.cache_write_1h // calls) if row.per_call else None)
+        held[(row.session_id, row.cwd, row.provider, row.model, row.bucket, row.recorded, row.copied,
+              row.per_call, tokens)] = row
+    for record in records:
+        _add(held, _row_key(None, None, record, False, query), record, 1)
+    return list(held.values())
+
+
 def rows_from_entries(entries: Iterable[Entry], query: UsageQuery | None = None) -> list[UsageRow]:
     """``rows_from_records(records_from_entries(entries, keyed=False), query)``, the same
     rows, without a :class:`UsageRecord` per call: the sum of a long history (the part
@@ -530,8 +549,8 @@ def rows_from_entries(entries: Iterable[Entry], query: UsageQuery | None = None)
                 continue  # no record (records_from_entry)
             role = message.get("role")
             if role != "assistant":
-                if role != "toolResult":
-                    continue  # no record
+                if role != "toolResult" or message.get("usage").__class__ is not dict:
+                    continue  # no record (a tool result bills only its own usage object)
             elif fast and "foreign" not in entry:
                 usage = message.get("usage")
                 if usage.__class__ is dict:

@@ -1,10 +1,13 @@
 """``diff_branches``: two branches compared from a store or an open manager (docs/diff.md).
 
-This module owns resolving what to compare (leaf ids, unique prefixes, ``session:leaf``
-for another session such as a fork and its source, the defaults), loading the
-sessions through the store protocol, and the cost columns: the tokens and cost of
-each side, with the calls both sides hold counted once in a ``common`` column. The
-comparison itself is :func:`sessiontree.core.diff.compare_paths`.
+This module owns the comparison's entry point and result: what to compare is resolved
+by :mod:`sessiontree.diff.sides` (leaf ids, unique prefixes, ``session:leaf`` for
+another session such as a fork and its source, the defaults), the sessions are read
+through the store protocol (from the store's summaries where it has them,
+:mod:`sessiontree.diff.summarised`, else whole), and the cost columns are the tokens
+and cost of each side, with the calls both sides hold counted once in a ``common``
+column (:mod:`sessiontree.diff.cost` below the shared entries). The comparison itself
+is :func:`sessiontree.core.diff.compare_paths`.
 
 Cost rule (docs/diff.md, the rules of docs/usage.md): the billed records of each
 path (:func:`sessiontree.core.usage.records_from_entries`) are matched by
@@ -17,32 +20,20 @@ estimate where missing, unpriced calls named).
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from sessiontree.core.diff import BranchDiff, ColumnStats, ContextRow, SideContext, compare_paths, leaf_ids
-from sessiontree.core.projection import SessionProjection
+from sessiontree.core.diff import BranchDiff, ColumnStats, ContextRow, SideContext, compare_paths
 from sessiontree.core.render import entry_kind, entry_summary
-from sessiontree.core.tree import loaded_leaf_id
 from sessiontree.core.usage import (
-    UsageRecord,
     UsageRow,
-    records_from_entries,
     rows_from_entries,
-    rows_from_records,
 )
-from sessiontree.errors import (
-    AmbiguousEntryPrefixError,
-    AmbiguousSessionPrefixError,
-    SessionError,
-    UnknownEntryPrefixError,
-    UnknownSessionPrefixError,
-)
+from sessiontree.diff.cost import split_rest
+from sessiontree.diff.sides import DiffInputError, OpenSession, _defaults, _EntryLeaves, _Sessions
+from sessiontree.diff.summarised import summarised_diff
 from sessiontree.format.gcpause import gc_paused
-from sessiontree.format.idprefix import resolve_entry_prefix, resolve_session_prefix
 from sessiontree.format.types import Entry
 from sessiontree.stores.base import SessionStore
 from sessiontree.usage.report import PriceCatalog, Totals, price_rows, rows_query
@@ -54,50 +45,6 @@ SCHEMA_VERSION = 1
 
 #: Characters of an entry or message summary in the JSON rows.
 SUMMARY_CHARS = 200
-
-
-@runtime_checkable
-class OpenSession(Protocol):
-    """What :func:`diff_branches` uses of an open manager (a
-    :class:`~sessiontree.session.manager.SessionManager` is one; naming the protocol
-    keeps this module off the concrete stores the manager module imports)."""
-
-    def get_session_id(self) -> str:
-        """The open session's id."""
-        ...
-
-    def get_entries(self) -> list[Entry]:
-        """Its entries in file order."""
-        ...
-
-    def get_session_store(self) -> SessionStore:
-        """The store it belongs to."""
-        ...
-
-    def get_leaf_id(self) -> str | None:
-        """Its active leaf."""
-        ...
-
-    def get_entry_index(self) -> Mapping[str, Entry]:
-        """Its ``{entry id: entry}`` index as kept (no copy)."""
-        ...
-
-    def build_session_projection(self) -> SessionProjection:
-        """The projection of its active leaf (kept between calls)."""
-        ...
-
-
-class DiffInputError(SessionError, ValueError):
-    """What to compare cannot be resolved: an unknown or ambiguous session or entry
-    id, a malformed ``session:leaf``, or a session with fewer than two branches when
-    no leaf is given. The message is one line naming the value."""
-
-
-@dataclass
-class _Side:
-    session_id: str
-    entries: Sequence[Entry]
-    leaf: str
 
 
 @dataclass(frozen=True)
@@ -192,126 +139,6 @@ def _side_dict(side: SideContext) -> dict[str, Any]:
             "systemMessage": side.system_message}
 
 
-# --------------------------------------------------------------------------- resolving
-
-
-class _Sessions:
-    """Sessions loaded once each, from the manager when it holds them, else read from the store
-    (read-only, docs/rules/decisions.md D-9)."""
-
-    def __init__(self, source: OpenSession | SessionStore) -> None:
-        if isinstance(source, OpenSession):
-            self.manager: OpenSession | None = source
-            self.store: SessionStore = source.get_session_store()
-        else:
-            self.manager = None
-            self.store = source
-        self.loaded: dict[str, Sequence[Entry]] = {}
-        self.indexes: dict[str, Mapping[str, Entry]] = {}
-
-    def resolve(self, text: str) -> str:
-        """The one session id equal to or starting with ``text``."""
-        if self.manager is not None and text == self.manager.get_session_id():
-            return text
-        if self.store.exists(text) if text else False:
-            return text
-        ids = self.store.session_ids()
-        if self.manager is not None:
-            ids = [*ids, self.manager.get_session_id()]
-        try:
-            # The one session-prefix rule of every edge (format/idprefix.py: subagents under their parent).
-            return resolve_session_prefix(text, dict.fromkeys(ids))
-        except (UnknownSessionPrefixError, AmbiguousSessionPrefixError) as exc:
-            raise DiffInputError(str(exc)) from exc
-
-    def projection(self, side: _Side) -> SessionProjection | None:
-        """The manager's kept projection when ``side`` is its session's active leaf, else ``None``."""
-        if (self.manager is not None and side.session_id == self.manager.get_session_id()
-                and side.leaf == self.manager.get_leaf_id()):
-            return self.manager.build_session_projection()
-        return None
-
-    def entries(self, session_id: str) -> Sequence[Entry]:
-        found = self.loaded.get(session_id)
-        if found is None:
-            if self.manager is not None and session_id == self.manager.get_session_id():
-                found = self.manager.get_entries()
-            else:
-                found = self.store.read(session_id).entries
-            self.loaded[session_id] = found
-        return found
-
-    def index(self, session_id: str) -> Mapping[str, Entry]:
-        """``{id: entry}`` of a loaded session's entries: the manager's own index for its
-        session (:meth:`OpenSession.get_entry_index`), else built once."""
-        found = self.indexes.get(session_id)
-        if found is None:
-            if self.manager is not None and session_id == self.manager.get_session_id():
-                found = self.manager.get_entry_index()
-            else:
-                found = {e["id"]: e for e in self.entries(session_id) if isinstance(e.get("id"), str)}
-            self.indexes[session_id] = found
-        return found
-
-
-def _unique(prefix: str, candidates: Sequence[str], what: str) -> str:
-    """The one entry id ``prefix`` names: the rule of every edge (format/idprefix.py)."""
-    try:
-        return resolve_entry_prefix(prefix, candidates, what=what)
-    except (UnknownEntryPrefixError, AmbiguousEntryPrefixError) as exc:
-        raise DiffInputError(str(exc)) from None
-
-
-def _entry_ids(entries: Sequence[Entry]) -> list[str]:
-    return [e["id"] for e in entries if isinstance(e.get("id"), str) and e.get("type") != "leaf"]
-
-
-def _side(sessions: _Sessions, session_id: str, spec: str) -> _Side:
-    """``LEAF`` (an entry of ``session_id``) or ``SESSION:LEAF`` (``SESSION:`` alone: that
-    session's leaf as loaded); ids may be unique prefixes."""
-    sid = session_id
-    leaf_text = spec
-    if ":" in spec:
-        other, _, leaf_text = spec.partition(":")
-        if not other:
-            raise DiffInputError(f"{spec!r}: expected SESSION:LEAF")
-        sid = sessions.resolve(other)
-    entries = sessions.entries(sid)
-    if not leaf_text:
-        leaf = loaded_leaf_id(entries)
-        if leaf is None:
-            raise DiffInputError(f"session {sid} has no leaf to compare")
-        return _Side(sid, entries, leaf)
-    whole = sessions.index(sid).get(leaf_text)
-    if whole is not None and whole.get("type") != "leaf":  # a whole id: no need to list them all
-        return _Side(sid, entries, leaf_text)
-    return _Side(sid, entries, _unique(leaf_text, _entry_ids(entries), f"entry of session {sid}"))
-
-
-def _defaults(sessions: _Sessions, session_id: str, a: str | None, b: str | None) -> tuple[_Side, _Side]:
-    """The sides to compare; a missing side is the session's active leaf, or its most recent
-    other leaf when the given side is the active one; with neither given, the two most
-    recent leaves (the older is A)."""
-    entries = sessions.entries(session_id)
-    if a is not None and b is not None:
-        return _side(sessions, session_id, a), _side(sessions, session_id, b)
-    leaves = leaf_ids(entries)
-    if a is None and b is None:
-        if len(leaves) < 2:
-            raise DiffInputError(f"session {session_id} has {len(leaves)} branch(es): give the leaves to compare")
-        return _Side(session_id, entries, leaves[1]), _Side(session_id, entries, leaves[0])
-    given = _side(sessions, session_id, a if a is not None else b)  # type: ignore[arg-type]
-    active = loaded_leaf_id(entries)
-    other = active if active is not None and (active != given.leaf or given.session_id != session_id) else None
-    if other is None:
-        rest = [leaf for leaf in leaves if leaf != given.leaf]
-        if not rest:
-            raise DiffInputError(f"session {session_id} has no other branch to compare {given.leaf} with")
-        other = rest[0]
-    second = _Side(session_id, entries, other)
-    return (given, second) if a is not None else (second, given)
-
-
 # --------------------------------------------------------------------------- cost columns
 
 
@@ -328,27 +155,7 @@ def _split_usage(diff: BranchDiff, cost: str) -> dict[str, list[UsageRow]]:
             break
         same += 1
     query = rows_query(cost)
-    records_a = list(records_from_entries(diff.path_a[same:]))
-    records_b = list(records_from_entries(diff.path_b[same:]))
-    shared = Counter(r.key for r in records_a) & Counter(r.key for r in records_b)
-    common: list[UsageRecord] = []
-    only_a: list[UsageRecord] = []
-    only_b: list[UsageRecord] = []
-    left = Counter(shared)
-    for record in records_a:
-        if left[record.key] > 0:
-            left[record.key] -= 1
-            common.append(record)
-        else:
-            only_a.append(record)
-    left = Counter(shared)
-    for record in records_b:
-        if left[record.key] > 0:
-            left[record.key] -= 1
-        else:
-            only_b.append(record)
-    return {"common": rows_from_entries(diff.path_a[:same], query) + rows_from_records(common, query),
-            "a": rows_from_records(only_a, query), "b": rows_from_records(only_b, query)}
+    return split_rest(rows_from_entries(diff.path_a[:same], query), diff.path_a[same:], diff.path_b[same:], query)
 
 
 def diff_branches(source: OpenSession | SessionStore, session_id: str, a: str | None = None,
@@ -392,15 +199,23 @@ def _diff(source: OpenSession | SessionStore, session_id: str, a: str | None, b:
           cost: str, catalog: PriceCatalog | None) -> BranchComparison:
     sessions = _Sessions(source)
     sid = sessions.resolve(session_id)
-    side_a, side_b = _defaults(sessions, sid, a, b)
-    same_session = side_a.session_id == side_b.session_id
-    projections = (sessions.projection(side_a), sessions.projection(side_b)) if context else (None, None)
-    diff = compare_paths(side_a.entries, side_a.leaf, side_b.entries, side_b.leaf, same_session=same_session,
-                         with_context=context, projections=projections,
-                         indexes=(sessions.index(side_a.session_id), sessions.index(side_b.session_id)))
+    summarised = None
+    if sessions.manager is None:
+        # The shared history counted from the store's summaries where it has them (docs/diff.md, "Speed").
+        summarised = summarised_diff(sessions, sid, a, b, context, cost)
+    if summarised is not None:
+        diff, split, side_a, side_b = summarised
+    else:
+        side_a, side_b = _defaults(sessions, _EntryLeaves(sessions, sid), sid, a, b)
+        same_session = side_a.session_id == side_b.session_id
+        projections = (sessions.projection(side_a), sessions.projection(side_b)) if context else (None, None)
+        diff = compare_paths(sessions.entries(side_a.session_id), side_a.leaf, sessions.entries(side_b.session_id),
+                             side_b.leaf, same_session=same_session, with_context=context, projections=projections,
+                             indexes=(sessions.index(side_a.session_id), sessions.index(side_b.session_id)))
+        split = _split_usage(diff, cost)
     usage: dict[str, Totals] = {}
     used: str | None = None
-    for name, rows in _split_usage(diff, cost).items():
+    for name, rows in split.items():
         usage[name], name_used = price_rows(rows, cost=cost, catalog=catalog)
         used = used or name_used
     return BranchComparison(side_a.session_id, side_b.session_id, diff, usage, cost, used)

@@ -512,6 +512,8 @@ def js_stringify(value: Any) -> str:
     Raises:
         ValueError: a value that is not JSON data.
     """
+    if value.__class__ is str:
+        return _js_string(value)  # the usual tool argument: no work stack for one string
     out: list[str] = []
     # Work stack of either ("v", value) to render or ("s", literal) to emit.
     stack: list[tuple[str, Any]] = [("v", value)]

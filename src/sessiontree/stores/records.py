@@ -15,7 +15,7 @@ from typing import Any
 from sessiontree.core.listing import SessionInfo
 from sessiontree.format.codec import ParsedSession
 
-__all__ = ["ArchivedFile", "AuditRecord", "Provenance", "PruneRecord", "SessionListing", "SessionOutline", "SessionTexts", "StoreProblem", "SyncChange", "SyncState", "TeamMember"]
+__all__ = ["ArchivedFile", "AuditRecord", "Provenance", "PruneRecord", "SessionListing", "SessionOutline", "SessionSummaries", "SessionTexts", "StoreProblem", "SyncChange", "SyncState", "TeamMember"]
 
 
 class SessionListing(list[SessionInfo]):
@@ -313,6 +313,29 @@ class SessionOutline:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+
+@dataclass(frozen=True)
+class SessionSummaries:
+    """A session's outline with what ``diff`` counts per entry, from derived data only
+    (no record parsed): what :meth:`sessiontree.stores.traits.EntrySummaries.read_summaries`
+    returns, all read in one snapshot (docs/decisions/diff-summaries.md).
+
+    Attributes:
+        outline: the session's :class:`SessionOutline`.
+        timestamps: each entry's ``timestamp`` (a string: every stored entry has one), by position.
+        tool_calls: ``(position, name, path)`` of every tool call, in position and call
+            order: :func:`sessiontree.core.toolcalls.tool_calls` of each entry.
+        settled: how many positions from the first have their billed records in the
+            store's usage ledger (``EntrySummaries.sum_usage`` sums them); the records of
+            the others (the ledger's pending tail) are the caller's to derive from the
+            entries.
+    """
+
+    outline: SessionOutline
+    timestamps: Sequence[str]
+    tool_calls: Sequence[tuple[int, str, str | None]]
+    settled: int
 
 
 @dataclass(frozen=True)

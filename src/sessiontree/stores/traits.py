@@ -5,7 +5,8 @@ Layers above ``stores/`` never test ``store.kind`` nor probe a store's attribute
 (``getattr``/``hasattr``; a test over ``src/`` keeps it so): they ask
 :func:`store_traits` for the facts of :class:`StoreTraits`, and ``isinstance``
 against an optional capability protocol for methods: :class:`HeldLoads`,
-:class:`RecentEntryTypes`, :class:`CreateMany`, :class:`OwnRunLock`, :class:`BulkWrites` here, and
+:class:`RecentEntryTypes`, :class:`CreateMany`, :class:`OwnRunLock`, :class:`BulkWrites`,
+:class:`EntrySummaries` here, and
 ``SessionFiles``, ``RawTexts``, ``Retention``, ``TeamAccess`` of
 :mod:`sessiontree.stores.base`.
 """
@@ -18,13 +19,16 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from sessiontree.core.usage import UsageQuery, UsageRow
 from sessiontree.stores.base import SessionOutline
+from sessiontree.stores.records import SessionSummaries
 
 __all__ = [
     "UNDECLARED",
     "BulkWrites",
     "CreateMany",
     "DeclaresTraits",
+    "EntrySummaries",
     "HeldLoads",
     "HeldRecords",
     "OwnRunLock",
@@ -165,6 +169,39 @@ class BulkWrites(Protocol):
 
         Raises:
             StorageError: a commit failed.
+        """
+        ...
+
+
+@runtime_checkable
+class EntrySummaries(Protocol):
+    """Optional capability: a session's outline with each entry's timestamp and tool
+    calls, and the sums of its billed usage records, read from derived data without
+    parsing a record (SQLite from schema step ``m018_tool_calls``;
+    docs/decisions/diff-summaries.md). ``diff`` counts a long shared history from it and
+    reads in full only where the branches differ; a store without it is read whole and
+    gives the same answer."""
+
+    def read_summaries(self, session_id: str) -> SessionSummaries | None:
+        """The session's :class:`~sessiontree.stores.records.SessionSummaries` (one
+        snapshot), or ``None`` when this store cannot give them (an older schema opened
+        read-only): the caller then reads the session whole.
+
+        Raises:
+            SessionNotFoundError: no such session.
+            CorruptEntryError, InvalidSessionError: the header fails its checks.
+            StorageError: the store could not be read.
+        """
+        ...
+
+    def sum_usage(self, summaries: SessionSummaries, positions: Sequence[int], query: UsageQuery) -> list[UsageRow]:
+        """``rows_from_records`` of the billed records of the entries at ``positions`` (in
+        ascending order, each below ``summaries.settled``), for ``query``, from the usage
+        ledger: the same rows in the same order.
+
+        Raises:
+            SessionChangedError: the session is no longer the one ``summaries`` saw.
+            StorageError: the store could not be read (or a sum overflowed).
         """
         ...
 

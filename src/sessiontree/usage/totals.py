@@ -16,11 +16,11 @@ from typing import Any
 
 from sessiontree.core.usage import TokenCounts, UsageQuery, UsageRecord, UsageRow, rows_from_records
 from sessiontree.usage.choices import COST_MODES
-from sessiontree.usage.money import nanos_to_decimal
+from sessiontree.usage.money import format_usd, nanos_to_decimal
 from sessiontree.usage.prices import GenaiPricesCatalog, PriceCatalog, default_catalog
 
 __all__ = ["SCHEMA_VERSION", "UNKNOWN", "LazyCatalog", "Totals", "check_mode", "model_name", "price_records",
-           "price_rows", "row_totals", "rows_query"]
+           "price_rows", "row_totals", "rows_query", "turn_cost"]
 
 #: Version of the JSON shape of the reports' ``to_dict`` (docs/usage.md). Raised only when
 #: a field changes meaning or disappears; new fields may appear.
@@ -196,6 +196,30 @@ def price_records(records: Iterable[UsageRecord], *, cost: str = "auto",
     """
     check_mode(cost)
     return price_rows(rows_from_records(records, rows_query(cost)), cost=cost, catalog=catalog)
+
+
+def turn_cost(records: Iterable[UsageRecord]) -> str:
+    """The cost of a turn's records as the CLI shows costs (docs/usage.md): ``$0.12``,
+    ``~`` when any part was priced from the catalogue, `` +?`` when calls stayed
+    unpriced; ``""`` when the turn billed nothing. The viewer's turn line and the
+    Markdown export's (docs/viewer.md, "Turns"); here, beside :func:`price_records`,
+    so that the export does not import the viewer's modules for it."""
+    records = records if isinstance(records, list) else list(records)
+    if not records:
+        return ""
+    recorded = [r.cost_nanos for r in records]
+    if None not in recorded:
+        # Every call's cost recorded (the usual case): their sum, which is what
+        # price_records gives then (recorded costs are taken as they are, nothing is
+        # estimated or unpriced), without grouping the records into rows per turn.
+        return format_usd(sum(recorded))  # type: ignore[arg-type]
+    totals, _ = price_records(records)
+    text = format_usd(totals.cost_nanos)
+    if totals.estimated_calls:
+        text = "~" + text
+    if totals.unpriced_calls:
+        text += " +?"
+    return text
 
 
 def rows_query(cost: str) -> UsageQuery:

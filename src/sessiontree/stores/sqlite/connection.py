@@ -139,9 +139,9 @@ class SqliteDatabase:
         lock: the re-entrant lock every transaction holds (one connection per store).
         initialised: the database holds our schema (``False``: an empty database left
             uninitialised by ``create=False``).
-        has_crc, has_blobs, has_texts_tail: the schema has steps ``m002_record_crc``,
-            ``m013_blobs``, ``m015_texts_tail`` (``False`` only for an older schema opened
-            read-only).
+        has_crc, has_blobs, has_texts_tail, has_tool_calls: the schema has steps
+            ``m002_record_crc``, ``m013_blobs``, ``m015_texts_tail``, ``m018_tool_calls``
+            (``False`` only for an older schema opened read-only).
         bulk: the open batch of :meth:`bulk_writes`: ``[opened at (monotonic s), writes in it,
             seconds, writes, created]`` (``seconds`` and ``writes``: when to commit it;
             ``created``: the ``(key, entries)`` of the sessions a sync created in it, whose
@@ -180,6 +180,7 @@ class SqliteDatabase:
         self.has_blobs = True
         self.blob_refs = bool(blob_refs)
         self.has_texts_tail = True
+        self.has_tool_calls = True
         self.bulk: list[Any] | None = None
         self.settled_in_hand = 0
         self.on_rollback: Callable[[], None] = _nothing
@@ -383,6 +384,7 @@ class SqliteDatabase:
         self.has_crc = applied is not None and "m002_record_crc" in applied
         self.has_blobs = applied is not None and "m013_blobs" in applied
         self.has_texts_tail = applied is not None and "m015_texts_tail" in applied
+        self.has_tool_calls = applied is not None and "m018_tool_calls" in applied
 
     def _quick_check(self, conn: sqlite3.Connection) -> None:
         """Refuse to write into a database that fails ``PRAGMA quick_check``."""
@@ -622,6 +624,7 @@ class SqliteDatabase:
         self.has_crc = "m002_record_crc" in applied
         self.has_blobs = "m013_blobs" in applied
         self.has_texts_tail = "m015_texts_tail" in applied
+        self.has_tool_calls = "m018_tool_calls" in applied
         return True
 
     @contextmanager

@@ -20,7 +20,7 @@ from sessiontree.core.usage import UsageQuery, UsageRows, aggregate
 from sessiontree.errors import SessionError
 from sessiontree.stores.base import ProgressCallback, StoreProblem, TimeBound
 from sessiontree.stores.listing import cwd_matches, resolve_cwd
-from sessiontree.stores.sqlite import blobs, searchquery
+from sessiontree.stores.sqlite import blobs, searchquery, toolcalls
 from sessiontree.stores.sqlite import search as search_index
 from sessiontree.stores.sqlite.connection import SqliteDatabase, step_names
 from sessiontree.stores.sqlite.derived import (
@@ -54,7 +54,7 @@ SETTLE_BUDGET = 2048
 #: The tables whose rows belong to a session by their ``session_id`` column (``check --store``
 #: reports rows of a session that is not stored).
 _SESSION_TABLES = ("entries", "message_texts", "search_entries", "search_merged", "usage_ledger", "usage_merged",
-                   "entry_blobs")
+                   "entry_blobs", "tool_calls")
 
 class SqliteTwin(SqliteTransactions, Protocol):
     """What :class:`SqliteMaintenance` asks of a second, writable store on the same file."""
@@ -137,7 +137,7 @@ class SqliteMaintenance:
 
     def reindex(self, session_id: str | None = None) -> int:
         """Recompute all derived data from the entries: the listing columns,
-        ``message_texts`` and every :data:`DERIVED_INDEXES` table.
+        ``message_texts``, ``tool_calls`` and every :data:`DERIVED_INDEXES` table.
 
         The one rebuild path (docs/stores.md, "Derived data"): proves that entries
         and headers are the only truth, and repairs drift. ``updated_at`` is kept:
@@ -163,6 +163,7 @@ class SqliteMaintenance:
                 header = self.reads.parse_record(header_raw, key, 1)
                 info = InfoAccumulator()
                 text_rows = []
+                call_rows: list[tuple[Any, ...]] = []
                 rows: list[tuple[int, dict[str, Any], bytes]] = []
                 for seq, text in conn.execute("SELECT seq, json FROM entries WHERE session_id = ? ORDER BY seq",
                                               (key,)).fetchall():
@@ -170,9 +171,13 @@ class SqliteMaintenance:
                     listed = info.add(entry)
                     if listed is not None:
                         text_rows.append((key, seq, to_db(listed)))
+                    if entry.get("type") == "message":
+                        call_rows.extend(toolcalls.rows_of(key, seq, entry.get("message")))
                     rows.append((seq, entry, record_bytes(text)))
                 conn.execute("DELETE FROM message_texts WHERE session_id = ?", (key,))
                 _insert_text_rows(conn, text_rows)
+                conn.execute("DELETE FROM tool_calls WHERE session_id = ?", (key,))
+                toolcalls.insert_rows(conn, call_rows)
                 conn.execute(
                     "UPDATE sessions SET created_at = ?, cwd = ?, parent_session_id = ?, classified = ?,"
                     f" entry_count = ?, texts_from = NULL, {STATE_ASSIGN} WHERE id = ?",
@@ -325,8 +330,8 @@ class SqliteMaintenance:
         session, each record's CRC-32 against the one recorded at write time,
         that each record parses and is a valid header or entry, that an entry's
         copied columns (id, parentId, type, timestamp) match its JSON, and that
-        the listing columns, ``entry_count``, header columns and
-        ``message_texts`` equal a rebuild from the records
+        the listing columns, ``entry_count``, header columns,
+        ``message_texts`` and ``tool_calls`` equal a rebuild from the records
         (:meth:`reindex` repairs drift; a hash mismatch can only be
         repaired by re-importing the session from its original file).
 
@@ -451,7 +456,8 @@ class SqliteMaintenance:
             rebuilt_header_columns=lambda header: [from_db(value) for value in header_columns(header)],
             state_drift=state_drift,
             stored_texts=stored_texts,
-            derived=[index.checker(conn, key) for index in DERIVED_INDEXES if hasattr(index, "checker")])
+            derived=[*(index.checker(conn, key) for index in DERIVED_INDEXES if hasattr(index, "checker")),
+                     *([toolcalls.ToolCallsCheck(conn, key)] if self.db.has_tool_calls else [])])
         records = (
             StoredRecord(seq, from_db(entry_key), (from_db(entry_key), from_db(parent), from_db(kind), from_db(stamp)),
                          record_bytes(text), not has_crc or (crc is not None and record_crc(text) == crc))

@@ -15,20 +15,24 @@ references by the part of :mod:`.blobreads`: ``load`` through ``_expand_chunk`` 
 
 from __future__ import annotations
 
+import bisect
 import functools
 import sqlite3
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from sessiontree.core.usage import UsageQuery, UsageRow
 from sessiontree.errors import CorruptEntryError, InvalidSessionError, SessionChangedError, SessionNotFoundError
 from sessiontree.format import jsonio
 from sessiontree.format.codec import ParsedSession
 from sessiontree.format.gcpause import gc_paused
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, SessionOutline, SessionTexts
 from sessiontree.stores.listing import Progress, cwd_matches, resolve_cwd, sort_listing
+from sessiontree.stores.records import SessionSummaries
 from sessiontree.stores.skeleton import ROLE_HEAD_BYTES, skeletons_from_rows
-from sessiontree.stores.sqlite import blobs
+from sessiontree.stores.sqlite import blobs, toolcalls
+from sessiontree.stores.sqlite import summaries as summaries_sql
 from sessiontree.stores.sqlite.blobreads import SplicedTexts, SqliteBlobReads
 from sessiontree.stores.sqlite.connection import SqliteDatabase
 from sessiontree.stores.sqlite.derived import (
@@ -533,15 +537,52 @@ class SqliteReads:
         crc = self.db.has_crc
         with self.db.read_transaction() as conn:
             header, _, rows = self._scan(conn, session_id, f"seq, id, parent_id, type{', crc' if crc else ''}")
-        columns: list[Sequence[Any]] = list(zip(*rows, strict=False)) if rows else [()] * (5 if crc else 4)
+        return _outline(session_id, header, rows, crc)[0]
+
+    def read_summaries(self, session_id: str) -> SessionSummaries | None:
+        """The session's outline with each entry's timestamp (the ``entries`` column) and
+        tool calls (``tool_calls``, :mod:`.toolcalls`), and how far the usage ledger is
+        settled, in one read snapshot; no record is parsed. ``None`` on a schema without
+        ``tool_calls`` or checksums (an older one opened read-only). See
+        ``EntrySummaries.read_summaries``.
+
+        Raises:
+            SessionNotFoundError, CorruptEntryError, InvalidSessionError, StorageError:
+                as :meth:`read_outline`.
+        """
+        if not (self.db.has_tool_calls and self.db.has_crc):
+            return None
+        with self.db.read_transaction() as conn:
+            header, _, rows = self._scan(conn, session_id, "seq, id, parent_id, type, crc, timestamp")
+            key = to_db(session_id)
+            calls = toolcalls.read_rows(conn, key)
+            mark = conn.execute("SELECT seq FROM usage_merged WHERE session_id = ?", (key,)).fetchone()
+        outline, stamps = _outline(session_id, header, rows, True)
         del rows
-        for index in (1, 2, 3):
-            # Values holding lone surrogates are stored as BLOBs (see derived.to_db); rare, so
-            # the column is converted only when its set of value types says so.
-            if bytes in set(map(type, columns[index])):
-                columns[index] = tuple(map(from_db, columns[index]))
-        return SessionOutline(session_id, header, columns[1], columns[2], columns[3], columns[0],
-                              columns[4] if crc else None)
+        keys = outline.keys
+        settled = bisect.bisect_right(keys, -1 if mark is None else mark[0])
+        if keys and keys[-1] - keys[0] == len(keys) - 1:  # seq = position + first (no row removed by hand)
+            first = keys[0]
+            placed = [(seq - first, name, path) for seq, name, path in calls if seq - first < len(keys)]
+        else:
+            position_of = dict(zip(keys, range(len(keys)), strict=False))
+            placed = [(position_of[seq], name, path) for seq, name, path in calls if seq in position_of]
+        return SessionSummaries(outline, stamps, placed, settled)
+
+    def sum_usage(self, summaries: SessionSummaries, positions: Sequence[int], query: UsageQuery) -> list[UsageRow]:
+        """The usage rows of the ledger's records of ``positions`` (each below
+        ``summaries.settled``), grouped as ``rows_from_records`` groups them for ``query``,
+        in the order of each row's first record in file order (:mod:`.summaries`). See
+        ``EntrySummaries.sum_usage``.
+
+        Raises:
+            SessionChangedError: the session's records are no longer those of the outline.
+            StorageError: the store could not be read.
+        """
+        keys = summaries.outline.keys
+        seqs = [keys[p] for p in positions]
+        with self.db.read_transaction() as conn:
+            return summaries_sql.sum_usage(conn, summaries, seqs, query, self.db.url)
 
     def read_entries_at(self, outline: SessionOutline, positions: Sequence[int]) -> list[dict[str, Any]]:
         """The full entries at ``positions`` of ``outline`` (see
@@ -717,3 +758,19 @@ class SqliteReads:
             finally:
                 cursor.close()
         return None
+
+
+def _outline(session_id: str, header: dict[str, Any], rows: list[Any], crc: bool,
+             ) -> tuple[SessionOutline, Sequence[Any]]:
+    """The :class:`SessionOutline` of scanned rows ``(seq, id, parent_id, type[, crc[, x]])``,
+    and the column after them (``()`` when there is none), values as stored decoded."""
+    width = len(rows[0]) if rows else (5 if crc else 4)
+    columns: list[Sequence[Any]] = list(zip(*rows, strict=False)) if rows else [()] * width
+    for index in (1, 2, 3, *range(5, width)):
+        # Values holding lone surrogates are stored as BLOBs (see derived.to_db); rare, so
+        # the column is converted only when its set of value types says so.
+        if bytes in set(map(type, columns[index])):
+            columns[index] = tuple(map(from_db, columns[index]))
+    outline = SessionOutline(session_id, header, columns[1], columns[2], columns[3], columns[0],
+                             columns[4] if crc else None)
+    return outline, columns[5] if width > 5 else ()

@@ -21,6 +21,7 @@ order at open and recorded by name in ``schema_migrations`` (``SqliteStore``):
 ``m015_texts_tail``           ``sessions.texts_from`` (the listing texts' pending tail)
 ``m016_cache_write_1h``       ``usage_ledger.cache_write_1h`` (the 1-hour part of a call's cache writes)
 ``m017_retention``            ``holds``, ``deletion_log`` (:mod:`.retention`, docs/team.md)
+``m018_tool_calls``           ``tool_calls``: each entry's tool calls (:mod:`.toolcalls`, for ``diff``)
 ============================  =====================================================
 
 Add new steps at the end; never edit one that has been applied (its name and
@@ -36,6 +37,7 @@ import sqlite3
 from sessiontree.stores.sqlite import blobs, search, usage
 from sessiontree.stores.sqlite.derived import DerivedIndex, Migration, record_crc
 from sessiontree.stores.sqlite.retention import m017_retention
+from sessiontree.stores.sqlite.toolcalls import m018_tool_calls
 from sessiontree.stores.steps import schema_steps
 
 __all__ = ["DERIVED_INDEXES", "MIGRATIONS"]
@@ -517,6 +519,7 @@ MIGRATIONS: list[tuple[str, Migration]] = schema_steps(
     m015_texts_tail,
     m016_cache_write_1h,
     m017_retention,
+    m018_tool_calls,
 )
 
 #: Every derived index, maintained by each write in this order (their tables come

@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
-from sessiontree.core.usage import UsageQuery, UsageRows
+from sessiontree.core.usage import UsageQuery, UsageRow, UsageRows
 from sessiontree.format.codec import ParsedSession
 from sessiontree.stores import retention
 from sessiontree.stores.base import (
@@ -69,6 +69,7 @@ from sessiontree.stores.base import (
     TimeBound,
 )
 from sessiontree.stores.fallbacks import StoreBase
+from sessiontree.stores.records import SessionSummaries
 from sessiontree.stores.sqlite.connection import SqliteDatabase, file_header
 from sessiontree.stores.sqlite.derived import STATE_COLUMNS, DerivedIndex
 from sessiontree.stores.sqlite.ledger import SqliteLedger
@@ -274,6 +275,14 @@ class SqliteStore(StoreBase):
     def read_outline(self, session_id: str) -> SessionOutline:
         """See :meth:`SqliteReads.read_outline`."""
         return self._reads.read_outline(session_id)
+
+    def read_summaries(self, session_id: str) -> SessionSummaries | None:
+        """See :meth:`SqliteReads.read_summaries` (``EntrySummaries``)."""
+        return self._reads.read_summaries(session_id)
+
+    def sum_usage(self, summaries: SessionSummaries, positions: Sequence[int], query: UsageQuery) -> list[UsageRow]:
+        """See :meth:`SqliteReads.sum_usage` (``EntrySummaries``)."""
+        return self._reads.sum_usage(summaries, positions, query)
 
     def read_entries_at(self, outline: SessionOutline, positions: Sequence[int]) -> list[dict[str, Any]]:
         """See :meth:`SqliteReads.read_entries_at`."""

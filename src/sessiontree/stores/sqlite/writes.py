@@ -19,7 +19,7 @@ from typing import Any
 from sessiontree.core.listing import InfoAccumulator
 from sessiontree.errors import SessionExistsError, SessionNotFoundError
 from sessiontree.format import jsonio
-from sessiontree.stores.sqlite import blobs
+from sessiontree.stores.sqlite import blobs, toolcalls
 from sessiontree.stores.sqlite.connection import SqliteDatabase
 from sessiontree.stores.sqlite.derived import (
     STATE_ASSIGN,
@@ -45,8 +45,8 @@ from sessiontree.stores.storable import (
 __all__ = ["SqliteWrites"]
 
 #: What :meth:`SqliteWrites._entry_rows` builds: ``entries`` rows, ``message_texts`` rows,
-#: and the large images cut out of records (``(seq, cut)``).
-_EntryRows = tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[int, blobs.Cut]]]
+#: the large images cut out of records (``(seq, cut)``) and ``tool_calls`` rows.
+_EntryRows = tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[int, blobs.Cut]], list[tuple[Any, ...]]]
 
 
 class SqliteWrites:
@@ -276,10 +276,12 @@ class SqliteWrites:
     def _entry_rows(key: Any, start: int, entries: Sequence[dict[str, Any]], texts: list[bytes],
                     info: InfoAccumulator) -> _EntryRows:
         """The ``entries`` and ``message_texts`` rows of entries stored from ``seq`` =
-        ``start`` on, and their large images cut out (docs/blobs.md); ``info`` takes
-        the entries in order."""
+        ``start`` on, their large images cut out (docs/blobs.md) and their ``tool_calls``
+        rows (:mod:`.toolcalls`, from the parsed entry in hand); ``info`` takes the
+        entries in order."""
         rows = []
         text_rows = []
+        call_rows: list[tuple[Any, ...]] = []
         cuts: list[tuple[int, blobs.Cut]] = []
         threshold = blobs.THRESHOLD
         add = info.add
@@ -296,6 +298,10 @@ class SqliteWrites:
                     cuts.append((seq, cut))
                     stored = cut.text
             entry_id, parent, entry_type, stamp = entry["id"], entry["parentId"], entry["type"], entry["timestamp"]
+            if entry_type == "message":
+                message = entry.get("message")
+                if message.__class__ is dict and message.get("role") == "assistant":
+                    call_rows.extend(toolcalls.rows_of(key, seq, message))
             # to_db only changes non-ASCII strings: most ids, types and times skip the call.
             if not (entry_id.isascii() and entry_type.isascii() and stamp.isascii()
                     and (parent is None or parent.isascii())):
@@ -303,7 +309,7 @@ class SqliteWrites:
             rows.append((key, seq, entry_id, parent, entry_type, stamp, stored, crc32(stored)))
             seq += 1
         info.texts.clear()  # they are in message_texts rows; the accumulator need not hold them
-        return rows, text_rows, cuts
+        return rows, text_rows, cuts, call_rows
 
     def _write_entry_rows(self, conn: sqlite3.Connection, session_id: str, key: Any, start: int,
                           entries: Sequence[dict[str, Any]], texts: list[bytes], built: _EntryRows,
@@ -315,7 +321,7 @@ class SqliteWrites:
         Raises:
             InvalidSessionError: an entry id is already used in the session.
         """
-        rows, text_rows, cuts = built
+        rows, text_rows, cuts, call_rows = built
         try:
             _insert_entry_rows(conn, rows)
         except sqlite3.IntegrityError as exc:
@@ -328,6 +334,8 @@ class SqliteWrites:
             pending.extend(text_rows)
         if cuts:
             blobs.insert_cuts(conn, key, cuts)
+        if call_rows:
+            toolcalls.insert_rows(conn, call_rows)
         adders = self._index_adders(conn)
         if adders:
             indexed = [(start + offset, entry, text)
@@ -383,6 +391,7 @@ class SqliteWrites:
         for index in DERIVED_INDEXES:
             index.remove(conn, key)
         conn.execute("DELETE FROM message_texts WHERE session_id = ?", (key,))
+        conn.execute("DELETE FROM tool_calls WHERE session_id = ?", (key,))
         conn.execute("DELETE FROM entries WHERE session_id = ?", (key,))
         conn.execute("DELETE FROM sessions WHERE id = ?", (key,))
         # The old rows' splices go first; blobs the new entries share are kept, not rewritten.
@@ -404,6 +413,7 @@ class SqliteWrites:
             for index in DERIVED_INDEXES:
                 index.remove(conn, key)
             conn.execute("DELETE FROM message_texts WHERE session_id = ?", (key,))
+            conn.execute("DELETE FROM tool_calls WHERE session_id = ?", (key,))
             blobs.drop_refs(conn, key)
             conn.execute("DELETE FROM entries WHERE session_id = ?", (key,))
             conn.execute("DELETE FROM sessions WHERE id = ?", (key,))

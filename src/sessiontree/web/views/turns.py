@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from sessiontree.core.usage import UsageRecord
+from sessiontree.usage.totals import turn_cost
 
 #: An item of :mod:`sessiontree.web.views.conversation` (``Item``; named loosely here so that
 #: this module, which that one imports, does not import it back).
@@ -310,20 +311,3 @@ def build_turns(items: Sequence[Item]) -> list[Turn]:
                 if part.result is not None:
                     turn.records.extend(part.result.records)
     return turns
-
-
-def turn_cost(records: Sequence[UsageRecord]) -> str:
-    """The cost of a turn's records as the CLI shows costs (docs/usage.md): ``$0.12``,
-    ``~`` when any part was priced from the catalogue, `` +?`` when calls stayed
-    unpriced; ``""`` when the turn billed nothing."""
-    if not records:
-        return ""
-    from sessiontree.usage.report import format_usd, price_records
-
-    totals, _ = price_records(records)
-    text = format_usd(totals.cost_nanos)
-    if totals.estimated_calls:
-        text = "~" + text
-    if totals.unpriced_calls:
-        text += " +?"
-    return text

@@ -1,0 +1,99 @@
+"""``diff`` from a store's summaries gives the whole read's answer, on every store
+(docs/decisions/diff-summaries.md): SQLite counts the shared history from its derived
+data (``EntrySummaries``), the others read the session whole; the JSON of each is
+compared with the whole read's of the same entries held in memory, and a few figures
+are checked against a count by hand of the tree below."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from builders import entry, header, text_block, tool_call
+from cli_support import run_cli
+from diff_trees import assistant_at, at, result_at, user_at
+from sessiontree.diff import diff_branches
+from sessiontree.diff.sides import _Sessions
+from sessiontree.diff.summarised import summarised_diff
+from sessiontree.stores.memory import MemoryStore
+from sessiontree.stores.traits import EntrySummaries
+
+SID = "019cadb6-0000-7000-8000-000000000003"
+
+
+def _compaction(entry_id: str, parent: str, first_kept: str, ts: str) -> dict:
+    return {"type": "compaction", "id": entry_id, "parentId": parent, "timestamp": ts, "summary": "[User]: s",
+            "firstKeptEntryId": first_kept, "tokensBefore": 10, "details": {"strategy": "verbatim-lines"}}
+
+
+def _session() -> list[dict]:
+    """A compacted history with a context edit, then two branches::
+
+        u1 user; a1 read(src/x.py) bills 100/10 $0.001; r1; a2 edit(src/x.py) + bash, bills
+        200/20 with no cost; r2; r3; k1 compaction keeping a2..; x1 context edit of r1
+        ├── aA1 write(src/y.py) bills 300/30 $0.003; rA1              (09:01:01)
+        └── aB1 Read(file_path=src/z.py) bills 400/40 $0.004; rB1; uB2 (09:02:02, the newest)
+    """
+    return [
+        user_at("u1", None, "start", at(0, 0)),
+        assistant_at("a1", "u1", at(0, 1), [text_block("look"), tool_call("c1", "read", {"path": "src/x.py"})],
+                     bill=(100, 10, 0.001)),
+        result_at("r1", "a1", "c1", "read", "contents", at(0, 2)),
+        assistant_at("a2", "r1", at(0, 3), [tool_call("c2", "edit", {"path": "src/x.py"}),
+                                            tool_call("c3", "bash", {"command": "ls"})], bill=(200, 20, None)),
+        result_at("r2", "a2", "c2", "edit", "ok", at(0, 4)),
+        result_at("r3", "r2", "c3", "bash", "x.py", at(0, 5)),
+        _compaction("k1", "r3", "a2", at(0, 6)),
+        entry("context_edit", "x1", "k1", at(0, 7), targetId="r1", replacement={"content": "trimmed"}),
+        assistant_at("aA1", "x1", at(1, 0), [tool_call("cA", "write", {"path": "src/y.py"})], bill=(300, 30, 0.003)),
+        result_at("rA1", "aA1", "cA", "write", "ok", at(1, 1)),
+        assistant_at("aB1", "x1", at(2, 0), [tool_call("cB", "Read", {"file_path": "src/z.py"})],
+                     bill=(400, 40, 0.004)),
+        result_at("rB1", "aB1", "cB", "Read", "z", at(2, 1)),
+        user_at("uB2", "rB1", "more", at(2, 2)),
+    ]
+
+
+def _whole(args: tuple[str | None, str | None], cost: str) -> dict:
+    memory = MemoryStore()
+    memory.create(header(SID), _session())
+    return diff_branches(memory, SID, *args, cost=cost).to_dict()
+
+
+@pytest.mark.parametrize("settled", [False, True])
+@pytest.mark.parametrize(("args", "cost"), [((None, None), "auto"), ((None, None), "catalog"),
+                                            (("aA", None), "recorded"), (("x1", "uB2"), "auto")])
+def test_diff_from_summaries_equals_the_whole_read(store, settled, args, cost) -> None:
+    store.create(header(SID), _session())
+    if settled:
+        store.settle_derived()
+    result = diff_branches(store, SID, *args, cost=cost).to_dict()
+    assert json.dumps(result) == json.dumps(_whole(args, cost))
+    if isinstance(store, EntrySummaries):  # the summaries were used, not the whole read
+        assert summarised_diff(_Sessions(store), SID, *args, True, cost) is not None
+
+
+def test_diff_json_counts_by_hand(store) -> None:
+    store.create(header(SID), _session())
+    data = diff_branches(store, SID).to_dict()
+    # The two newest leaves: rA1 (09:01:01) as A, uB2 (09:02:02) as B; u1..x1 shared.
+    assert (data["a"]["leafId"], data["b"]["leafId"], data["commonEntries"]) == ("rA1", "uB2", 8)
+    common, side_a, side_b = (data["summary"][name] for name in ("common", "a", "b"))
+    assert (common["entries"], common["messages"], common["toolCalls"]) == (8, 6, {"bash": 1, "edit": 1, "read": 1})
+    assert common["files"] == [{"path": "src/x.py", "tools": ["edit", "read"]}]
+    assert (common["firstTimestamp"], common["lastTimestamp"]) == ("2026-03-02T09:00:00.000Z",
+                                                                  "2026-03-02T09:00:07.000Z")
+    assert common["usage"]["calls"] == 2 and common["usage"]["totalTokens"] == 330
+    assert side_a["files"] == [{"path": "src/y.py", "tools": ["write"]}]
+    assert side_b["files"] == [{"path": "src/z.py", "tools": ["Read"]}] and side_b["usage"]["totalTokens"] == 440
+    assert data["context"]["a"]["contextEdits"] == ["r1"]
+
+
+def test_diff_json_command_equals_the_whole_read(store) -> None:
+    if store.kind == "memory":
+        pytest.skip("the command line opens stores by URL")
+    store.create(header(SID), _session())
+    store.settle_derived()
+    out = run_cli(store.url, "diff", SID, "--json").stdout
+    assert json.dumps(json.loads(out)) == json.dumps(_whole((None, None), "auto"))
