@@ -27,12 +27,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
 from collections.abc import Iterable
 from typing import Any
 
 import orjson
-import platformdirs
 
 from sessiontree.format.outfile import write_atomic
 from sessiontree.stores.base import SessionStore
@@ -56,6 +54,10 @@ def ledger_path(store: SessionStore) -> str | None:
     url = store.url or ""
     if not url or not store_traits(store).persisted:
         return None  # nothing outlives the process (memory, an in-memory SQLite database)
+    import socket  # only a store without a lock file beside it (PostgreSQL): not at start-up
+
+    import platformdirs
+
     host = os.environ.get("SESSIONTREE_SYNC_HOST") or socket.gethostname()
     digest = hashlib.sha256(f"{url}\n{host}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return os.path.join(platformdirs.user_state_dir("sessiontree"), f"sync-reported-{digest}.json")
