@@ -85,11 +85,14 @@ class SetAsideLedger:
     def __init__(self, path: str | None) -> None:
         self.path = path
         self.files: dict[str, list[Any]] = {}
+        #: The file's bytes as read: a run that leaves them the same does not write them again.
+        self._read: bytes | None = None
         if path is None:
             return
         try:
             with open(path, "rb") as handle:
-                data = orjson.loads(handle.read())
+                self._read = handle.read()
+            data = orjson.loads(self._read)
         except (OSError, ValueError):
             return  # none yet, or damaged: everything is reported once more
         files = data.get("files") if isinstance(data, dict) and data.get("version") == _VERSION else None
@@ -118,7 +121,11 @@ class SetAsideLedger:
         if self.path is None:
             return
         kept = {path: record for path, record in self.files.items() if os.path.lexists(path)}
+        data = orjson.dumps({"version": _VERSION, "files": kept})
+        if data == self._read:
+            return  # what the file holds (a quiet repeat): no temporary file, no fsync
         folder = os.path.dirname(self.path)
         if folder:
             os.makedirs(folder, exist_ok=True)
-        write_atomic(self.path, orjson.dumps({"version": _VERSION, "files": kept}))
+        write_atomic(self.path, data)
+        self._read = data

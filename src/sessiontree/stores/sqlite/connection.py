@@ -15,7 +15,6 @@ import os
 import sqlite3
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -229,6 +228,8 @@ class SqliteDatabase:
                 OPEN_FILES[self._file_key] = OPEN_FILES.get(self._file_key, 0) + 1
 
     def _uri(self, immutable: bool) -> str:
+        import urllib.parse  # only a read-only open asks for a URI
+
         return "file:" + urllib.parse.quote(self.path) + ("?mode=ro&immutable=1" if immutable else "?mode=ro")
 
     def _identify(self, quick_check: bool = False) -> str:
