@@ -283,3 +283,24 @@ def test_schema_steps_run_in_number_order_whoever_registers_first():
     with pytest.raises(ValueError, match="m001_initial"):
         register_step(steps, step_without_number)
     assert [name for name, _ in steps] == ["m001_first", "m002_second"]
+
+
+def test_the_read_only_uri_quotes_a_path_as_urllib_does(tmp_path):
+    # connection._quote stands in for urllib.parse.quote (start-up): the same text for any path.
+    import random
+    import urllib.parse
+
+    from sessiontree.stores.sqlite.connection import _quote
+
+    rng = random.Random(3)
+    alphabet = [chr(i) for i in range(1, 300)] + ["é", "\U0001f600", "/", "%", "?", "#", " "]
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+        assert _quote(text) == urllib.parse.quote(text), text
+    # And a real read-only open of a path that needs quoting.
+    path = tmp_path / "a ?#%é" / "s.db"
+    path.parent.mkdir()
+    SqliteStore(str(path)).close()
+    store = SqliteStore(str(path), readonly=True)
+    assert store.session_ids() == []
+    store.close()
