@@ -394,10 +394,10 @@ def _nothing() -> Iterator[None]:
 def _target(app: App, dry_run: bool) -> SessionStore:
     """The store to sync into: for ``--dry-run`` opened read-only (a memory store stands
     in for one that does not exist yet, so everything is "new")."""
-    from sessiontree.stores import MemoryStore, open_store, resolve_store
-
     if not dry_run:
         return app.store
+    from sessiontree.stores import MemoryStore, open_store, resolve_store
+
     where = resolve_store(app.store_arg)
     if not where.exists:
         return MemoryStore()
