@@ -223,11 +223,12 @@ def main(argv: list[str] | None = None) -> int:
     for name, (wall, cpu) in med.items():
         peak = f"   peak RSS {PEAK[name]:7.1f} MiB" if name in PEAK else ""
         print(f"  {name:<45} wall {wall:7.2f} s   CPU {cpu:7.2f} s{peak}")
-    print("ratios")
+    print("ratios (wall; CPU: at a high load the wall times are mostly waiting, read the CPU ratio)")
     for agent in args.agents.split(","):
         def ratio(a: str, b: str, agent: str = agent) -> None:
             if f"{agent} {a}" in med and f"{agent} {b}" in med:
-                print(f"  {agent}: {a} / {b}: {med[f'{agent} {a}'][0] / med[f'{agent} {b}'][0]:.2f}")
+                (wall_a, cpu_a), (wall_b, cpu_b) = med[f"{agent} {a}"], med[f"{agent} {b}"]
+                print(f"  {agent}: {a} / {b}: {wall_a / wall_b:.2f}; CPU {cpu_a / cpu_b:.2f}")
         for tool in ("new", "old"):
             ratio(f"{tool} first sync", "floor (orjson, every line)")
             ratio(f"{tool} first sync", "agentsview first sync")

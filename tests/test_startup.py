@@ -232,6 +232,41 @@ def test_the_plain_table_is_the_text_rich_prints_or_declines(monkeypatch):
     assert plain_table([["a"]], [False]) is None
 
 
+def test_plain_lines_are_the_text_rich_prints_or_decline(monkeypatch):
+    # The piped search hits printed without rich (cli/common.py plain_lines) must be what
+    # print_rich prints for the same lines with no_wrap and an ellipsis, byte for byte.
+    import random
+
+    from rich.console import Console
+    from rich.text import Text
+
+    from sessiontree.cli.common import PIPE_WIDTH, plain_lines
+
+    for name in ("TTY_COMPATIBLE", "FORCE_COLOR", "COLUMNS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    rng = random.Random(7)
+    alphabet = "abcxyz-/_.~$,:[]()0123456789" * 4 + "  " * 20 + "\u2026\t"
+    taken = declined = 0
+    for _ in range(400):
+        lines = ["".join(rng.choice(alphabet) for _ in range(rng.choice([0, 5, 80, 159, 160, 161, 300])))
+                 for _ in range(rng.randint(1, 5))]
+        text = plain_lines(lines)
+        if text is None:
+            declined += 1
+            continue
+        taken += 1
+        console = Console(file=io.StringIO(), width=PIPE_WIDTH, highlight=False, markup=False, emoji=False,
+                          force_terminal=False)
+        with console.capture() as capture:
+            console.print(Text("\n").join(Text(line) for line in lines), no_wrap=True, overflow="ellipsis")
+        assert text + "\n" == "\n".join(line.rstrip() for line in capture.get().split("\n")), lines
+    assert taken > 50 and declined > 50
+    assert plain_lines(["x" * 161]) == "x" * 159 + "\u2026"
+    monkeypatch.setenv("COLUMNS", "100")
+    assert plain_lines(["a"]) is None
+
+
 #: What the session-reading commands must not load unless they need it: the session manager
 #: and what it brings (import, check, the JSONL store), rich's progress bar.
 _NOT_FOR_READS = ("sessiontree.session.manager", "sessiontree.session.importing", "sessiontree.check",
@@ -271,3 +306,27 @@ def test_a_markdown_export_loads_nothing_of_the_viewer(small_store, tmp_path):
     loaded, _ = _imported(["export", "pi-one", "--format", "markdown", "--no-redact", "-o", str(out)], small_store)
     assert out.read_text().startswith("# pi-one\n")
     assert sorted(m for m in loaded if m.startswith("sessiontree.web")) == []
+def test_a_piped_search_loads_no_rich_and_prints_what_rich_did(tmp_path):
+    # search, piped: the hits as plain lines (cli/common.py plain_lines), no rich; the filters'
+    # and the suggestions' modules (stores.origin, difflib) only when asked for.
+    from builders import header, user_entry
+    from sessiontree.stores.sqlite.store import SqliteStore
+
+    db = tmp_path / "s.db"
+    store = SqliteStore(str(db))
+    store.create(header("one"), [user_entry("e1", None, "the flaky retry " + "word " * 60)])
+    store.create(header("two"), [user_entry("e2", None, "a flaky parser")])
+    store.close()
+    env = {**os.environ, "SESSIONTREE_STORE": f"sqlite:///{db}", "SESSIONTREE_CONFIG": str(tmp_path / "none.toml")}
+    for name in ("PYTHONDONTWRITEBYTECODE", "FORCE_COLOR", "TTY_COMPATIBLE", "COLUMNS"):
+        env.pop(name, None)
+    loaded, out = _imported(["search", "flaky"], env)
+    lines = out.splitlines()
+    assert sorted(line.split()[:3] for line in lines if not line.startswith(" ")) == [["one", "(1", "hit)"],
+                                                                                      ["two", "(1", "hit)"]]
+    cut = [line for line in lines if line.endswith("\u2026")]
+    assert len(lines) == 4 and [len(line) for line in cut] == [160, 160]  # title and hit, cut as rich cuts them
+    assert sorted(m for m in ("rich", "rich.console", "rich.text", "sessiontree.stores.origin", "difflib")
+                  if m in loaded) == []
+    loaded, out = _imported(["search", "flakx"], env)
+    assert out == "No matches. Did you mean flaky?\n" and "difflib" in loaded

@@ -24,6 +24,7 @@ from sessiontree.stores.traits import (
     HeldLoads,
     OwnRunLock,
     RecentEntryTypes,
+    SessionAgents,
     StoreTraits,
     store_traits,
 )
@@ -47,12 +48,13 @@ def _expected(kind: str, store: Any) -> StoreTraits:
     return StoreTraits(partial_reads=True)
 
 
-#: Which optional capability protocols each kind has: HeldLoads, RecentEntryTypes, CreateMany, OwnRunLock, SessionFiles.
+#: Which optional capability protocols each kind has: HeldLoads, RecentEntryTypes, CreateMany, OwnRunLock, SessionFiles,
+#: SessionAgents.
 CAPABILITIES = {
-    "memory": (False, False, False, False, False),
-    "sqlite": (True, True, True, False, False),
-    "jsonl": (False, False, False, False, True),
-    "postgres": (False, False, True, True, False),
+    "memory": (False, False, False, False, False, False),
+    "sqlite": (True, True, True, False, False, True),
+    "jsonl": (False, False, False, False, True, False),
+    "postgres": (False, False, True, True, False, False),
 }
 
 
@@ -66,8 +68,29 @@ def test_declared_traits(store: Any) -> None:
 def test_capability_protocols(store: Any) -> None:
     """The optional capabilities are found by ``isinstance``, each where the store has it."""
     found = tuple(isinstance(store, proto) for proto in (HeldLoads, RecentEntryTypes, CreateMany, OwnRunLock,
-                                                         SessionFiles))
+                                                         SessionFiles, SessionAgents))
     assert found == CAPABILITIES[store.kind]
+
+
+def test_session_agents_are_the_listings_agents(store: Any) -> None:
+    """Where a store names the agents itself (``SessionAgents``), it names the sessions the
+    listing lists (internal ones too) and each one's agent as the listing does: pi for a
+    plain header, the header's ``foreign.agent`` for a mapped file's."""
+    if not isinstance(store, SessionAgents):
+        return
+    from builders import header, user_entry
+
+    store.create(header("s-pi"), [user_entry("e1", None, "hello")])
+    store.create(header("s-claude", foreign={"agent": "claude-code"}), [user_entry("e2", None, "hi")])
+    store.create(header("s-codex", foreign={"agent": "codex"}), [])
+    store.create(header("s-odd", foreign="not an object"), [])
+    store.create(header("s-internal", internal=True, workflow={"runId": "r", "stageId": "s", "stageName": "n"}),
+                 [])  # a workflow-owned session (docs/rules/listing.md O.1): listed only with include_internal
+    expected = {"s-pi": "pi", "s-claude": "claude-code", "s-codex": "codex", "s-odd": "pi", "s-internal": "pi"}
+    assert "s-internal" not in {info.id for info in store.list_sessions()}
+    listed = {info.id: info.agent for info in store.list_sessions(include_internal=True)}
+    assert listed == expected
+    assert store.session_agents() == listed
 
 
 def test_in_memory_sqlite_is_not_persisted() -> None:

@@ -329,3 +329,22 @@ def test_sqlite_listing_reads_a_prefix_of_a_first_message_stored_whole(tmp_path,
     [row] = [r for r in sqlite_store.list_sessions() if r.id == "C"]
     assert row.first_message == "\ud83d" + "\u00e9" * 998 + "…"
     assert [p.session_id for p in sqlite_store.verify() if p.code == "metadata-drift"] == ["A"]
+def test_the_read_only_uri_quotes_a_path_as_urllib_does(tmp_path):
+    # connection._quote stands in for urllib.parse.quote (start-up): the same text for any path.
+    import random
+    import urllib.parse
+
+    from sessiontree.stores.sqlite.connection import _quote
+
+    rng = random.Random(3)
+    alphabet = [chr(i) for i in range(1, 300)] + ["é", "\U0001f600", "/", "%", "?", "#", " "]
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+        assert _quote(text) == urllib.parse.quote(text), text
+    # And a real read-only open of a path that needs quoting.
+    path = tmp_path / "a ?#%é" / "s.db"
+    path.parent.mkdir()
+    SqliteStore(str(path)).close()
+    store = SqliteStore(str(path), readonly=True)
+    assert store.session_ids() == []
+    store.close()

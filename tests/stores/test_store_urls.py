@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import platformdirs
 import pytest
 
-import sessiontree.stores as stores
 from sessiontree.errors import StoreOpenError
 from sessiontree.stores import JsonlStore, MemoryStore, SqliteStore, default_store_url, open_store, resolve_store
 
@@ -17,7 +17,7 @@ def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """No SESSIONTREE_STORE from the environment, the data dir under tmp_path, cwd = tmp_path."""
     monkeypatch.delenv("SESSIONTREE_STORE", raising=False)
     data = tmp_path / "data"
-    monkeypatch.setattr(stores.platformdirs, "user_data_dir", lambda name: str(data / name))
+    monkeypatch.setattr(platformdirs, "user_data_dir", lambda name: str(data / name))
     monkeypatch.chdir(tmp_path)
     return data
 

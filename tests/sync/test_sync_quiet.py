@@ -95,6 +95,22 @@ def test_the_ledger_lives_beside_the_store(home, tmp_path):
     assert (folder / ".sessiontree-sync-reported").is_file()
 
 
+def test_a_quiet_repeat_does_not_write_the_ledger_again(home, tmp_path):
+    good = agent_file(home)
+    bad = good.parent / "x.jsonl"
+    bad.write_bytes(b"[]\n")
+    db = tmp_path / "s.db"
+    ledger = tmp_path / "s.db.sync-reported"
+    _sync(str(db), code=1)
+    written = ledger.stat()
+    _sync(str(db))  # the same report set aside: the ledger holds it already
+    assert (ledger.stat().st_ino, ledger.stat().st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
+    bad.unlink()  # the file is gone: the ledger forgets it, so it is written
+    _sync(str(db))
+    assert json.loads(ledger.read_bytes())["files"] == {}
+    assert ledger.stat().st_ino != written.st_ino  # replaced atomically, not edited in place
+
+
 def _codex_copy(home: Path, *, rested: bool, whole_record: bool = False) -> tuple[Path, bytes]:
     """The real Codex rollout, as an agent killed while writing its last line leaves it: cut
     in the middle of that line, or (``whole_record``) only its newline missing, as in a copy

@@ -4,6 +4,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,3 +51,40 @@ def test_sync_does_not_quick_check_the_store_and_import_still_does(tmp_path, mon
     # The counter counts: import, the bulk writer that may create a store, checks it.
     run_cli(store, "import", str(_session_file(tmp_path / "other", "s2")))
     assert checks == [str(tmp_path / "s.db")]
+
+
+#: What a sync that opens no file has no use for: the parser and checker of session files,
+#: the importer, the provenance probe (socket, getpass), rich (stdout and stderr are pipes).
+_NOT_FOR_UNCHANGED = ("sessiontree.check", "sessiontree.check.glued", "sessiontree.session.importing", "socket",
+                      "sessiontree.stores.origin", "rich", "rich.console", "rich.progress", "rich.markup")
+
+
+def _imported(argv: list[str], env: dict[str, str]) -> tuple[set[str], str]:
+    """The import closure (``-X importtime``) and stdout of a fresh ``python -m sessiontree ARGV``."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "sessiontree", *argv], env=env,
+                          capture_output=True, text=True, check=True)
+    names = {text.rsplit("|", 1)[1].strip() for text in proc.stderr.splitlines()
+             if text.startswith("import time:") and text.count("|") == 2}
+    return names, proc.stdout
+
+
+def test_an_unchanged_sync_loads_no_reader_and_a_grown_file_is_still_read(tmp_path):
+    folder = tmp_path / "agent"
+    path = _session_file(folder, "s1")
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "SESSIONTREE_STORE": f"sqlite:///{tmp_path / 's.db'}",
+           "SESSIONTREE_CONFIG": str(tmp_path / "none.toml")}
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE"):
+        env.pop(name, None)
+    first, out = _imported(["sync", str(folder), "--json"], env)
+    assert json.loads(out)["new"] == 1
+    assert "sessiontree.check.glued" in first  # the probe sees a reader when there is one
+    loaded, out = _imported(["sync", str(folder), "--json"], env)
+    assert json.loads(out)["unchanged"] == 1
+    assert sorted(m for m in _NOT_FOR_UNCHANGED if m in loaded) == []
+    # The same cheap path still notices growth: one more line is read and stored.
+    with open(path, "ab") as handle:
+        handle.write(jsonio.dumps(msg("e2", "e1", "again")) + b"\n")
+    loaded, out = _imported(["sync", str(folder), "--json"], env)
+    report = json.loads(out)
+    assert (report["grown"], report["files"][0]["added"]) == (1, 1)
+    assert "sessiontree.check.glued" in loaded

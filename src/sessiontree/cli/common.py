@@ -372,6 +372,34 @@ def plain_table(rows: Sequence[Sequence[str]], right: Sequence[bool],
                                for i, cell in enumerate(row)).rstrip() for row in rows)
 
 
+def plain_lines(lines: Sequence[str]) -> str | None:
+    """The text rich prints for ``lines`` (one ``Text`` each, joined by newlines) with
+    ``no_wrap=True, overflow="ellipsis"`` on stdout that is not a terminal, built without
+    importing rich (start-up, docs/architecture.md), without the last newline; ``None``
+    where the caller must use rich instead.
+
+    Rich cuts a line longer than the console's width to one cell less plus "…" and
+    :func:`print_rich` strips line ends. Used only when that is certain, as for
+    :func:`plain_table`: stdout not a terminal, none of ``TTY_COMPATIBLE``, ``FORCE_COLOR``,
+    ``COLUMNS`` set (the width is then :data:`PIPE_WIDTH`), every character printable ASCII
+    or "…" (a snippet's cut ends; one cell each; no tab, which rich expands).
+    """
+    if any(name in os.environ for name in ("TTY_COMPATIBLE", "FORCE_COLOR", "COLUMNS")):
+        return None
+    try:
+        if sys.stdout.isatty():
+            return None
+    except (AttributeError, ValueError, OSError):
+        return None
+    out = []
+    for line in lines:
+        if not (line.isascii() and line.isprintable()) and not all(" " <= ch <= "~" or ch == "\u2026"
+                                                                    for ch in line):
+            return None
+        out.append((line if len(line) <= PIPE_WIDTH else line[:PIPE_WIDTH - 1] + "\u2026").rstrip())
+    return "\n".join(out)
+
+
 def print_json(data: Any) -> None:
     """Print ``data`` as indented JSON on stdout. Control, bidi and invisible
     characters inside strings are written as ``\\uXXXX`` escapes

@@ -18,6 +18,7 @@ from sessiontree.cli.common import (
     cli,
     echo_line,
     pass_app,
+    plain_lines,
     plural,
     print_json,
     print_rich,
@@ -31,8 +32,6 @@ from sessiontree.format.types import ENTRY_TYPES, MESSAGE_ROLES
 
 if TYPE_CHECKING:
     from datetime import datetime
-
-    from rich.text import Text
 
     from sessiontree.core.search import SearchHit
 
@@ -58,18 +57,16 @@ def _time(hit: SearchHit) -> str:
     return when.strftime("%Y-%m-%d %H:%MZ")
 
 
-def _snippet(hit: SearchHit) -> Text:
-    """The snippet with its matches in bold yellow; every piece sanitised first."""
-    from rich.text import Text
-
-    text = Text()
+def _snippet(hit: SearchHit) -> list[tuple[str, str | None]]:
+    """The snippet as ``(text, style)`` pieces, its matches in bold yellow; every piece sanitised first."""
+    pieces: list[tuple[str, str | None]] = []
     at = 0
     for start, end in hit.highlights:
-        text.append(safe_line(hit.snippet[at:start]))
-        text.append(safe_line(hit.snippet[start:end]), style="bold yellow")
+        pieces.append((safe_line(hit.snippet[at:start]), None))
+        pieces.append((safe_line(hit.snippet[start:end]), "bold yellow"))
         at = end
-    text.append(safe_line(hit.snippet[at:]))
-    return text
+    pieces.append((safe_line(hit.snippet[at:]), None))
+    return pieces
 
 
 #: What --role accepts: message roles (and the roles summaries and custom messages
@@ -149,66 +146,78 @@ def search_cmd(app: App, words: tuple[str, ...], cwd: str | None, roles: tuple[s
     (--json: "nextCursor"), the same query and filters; it continues after the
     last hit shown even when entries were added since.
     """
-    from rich.text import Text
-
-    from sessiontree.format.idprefix import short_session_ids
-    from sessiontree.search.query import group_by_session, search_request
-    from sessiontree.search.suggest import suggest
-    from sessiontree.stores.origin import matching_sessions
+    from sessiontree.search.query import search_request
 
     roles = _known_roles(roles)
     query = _query(words)
     if not query.strip():
         raise click.UsageError("give a search query, e.g. sessiontree search 'flaky test'")
     session_id = resolve_session_id(app, session) if session is not None else None
+    sessions = None
+    if hosts or users:
+        from sessiontree.stores.origin import matching_sessions  # socket, getpass: only for these filters
+
+        sessions = matching_sessions(app.store.provenances(), hosts, users)
     try:
         result = search_request(app.store, query, cwd=cwd, roles=roles or None, since=since,
                                 until=until, session=session_id, limit=limit,
-                                sessions=matching_sessions(app.store.provenances(), hosts, users)
-                                if hosts or users else None, cursor=cursor, on_merge=_merging)
+                                sessions=sessions, cursor=cursor, on_merge=_merging)
     except SearchQueryError as exc:
         raise click.UsageError(str(exc)) from None
     except SearchCursorError as exc:
         raise click.BadParameter(str(exc), param_hint="--cursor") from None
     # No hits: up to three close queries from the stored words (search/suggest.py).
-    suggestions = suggest(app.store, query, cwd=cwd, roles=roles or None, since=since,
-                          until=until, session=session_id
-                          ) if not result.hits and not cursor else []
+    suggestions: list[str] = []
+    if not result.hits and not cursor:
+        from sessiontree.search.suggest import suggest  # difflib: only when nothing was found
+
+        suggestions = suggest(app.store, query, cwd=cwd, roles=roles or None, since=since,
+                              until=until, session=session_id)
     if as_json:
         data = result.to_dict()
         if not result.hits:
             data["suggestions"] = suggestions
         print_json(data)
         return
-    console = stdout_console()
     if not result.hits:
-        print_rich(console, ("No more matches." if cursor else "No matches.")
+        print_rich(stdout_console(), ("No more matches." if cursor else "No matches.")
                    + (f" Did you mean {_alternatives(suggestions)}?" if suggestions else ""))
         return
+    from sessiontree.format.idprefix import short_session_ids
+    from sessiontree.search.query import group_by_session
+
     short = short_session_ids(app.store.session_ids())
-    lines: list[Text] = []
+    # Each line as (text, style) pieces: printed as plain text on a pipe where that is
+    # certainly what rich prints (cli/common.py plain_lines), else through rich.
+    lines: list[list[tuple[str, str | None]]] = []
     for sid, hits in group_by_session(result.hits):
         first = hits[0]
         title = " ".join(first.title.split())
-        head = Text()
-        head.append(safe_line(short.get(sid, sid)), style="bold cyan")
         # The count before the title: a long title is cut at the line's end, never the count.
-        head.append(f"  ({plural(len(hits), 'hit', 'hits')})  ", style="dim")
-        head.append(safe_line(title), style="bold")
-        lines.append(head)
+        lines.append([(safe_line(short.get(sid, sid)), "bold cyan"),
+                      (f"  ({plural(len(hits), 'hit', 'hits')})  ", "dim"), (safe_line(title), "bold")])
         for hit in hits:
-            row = Text("  ")
-            row.append(safe_line(hit.entry_id), style="cyan")
-            row.append("  ")
-            row.append(safe_line(hit.role or hit.entry_type).ljust(_ROLE_WIDTH)[:_ROLE_WIDTH])
-            row.append("  ")
-            row.append(_time(hit), style="dim")
-            row.append("  ")
+            row: list[tuple[str, str | None]] = [
+                ("  ", None), (safe_line(hit.entry_id), "cyan"), ("  ", None),
+                (safe_line(hit.role or hit.entry_type).ljust(_ROLE_WIDTH)[:_ROLE_WIDTH], None), ("  ", None),
+                (_time(hit), "dim"), ("  ", None)]
             if not hit.on_active_branch:
-                row.append("[off branch] ", style="magenta")
-            row.append_text(_snippet(hit))
+                row.append(("[off branch] ", "magenta"))
+            row.extend(_snippet(hit))
             lines.append(row)
-    print_rich(console, Text("\n").join(lines), no_wrap=True, overflow="ellipsis")
+    plain = plain_lines(["".join(text for text, _ in pieces) for pieces in lines])
+    if plain is not None:
+        click.echo(plain)
+    else:
+        from rich.text import Text
+
+        texts = []
+        for pieces in lines:
+            text = Text()
+            for piece, style in pieces:
+                text.append(piece, style=style)
+            texts.append(text)
+        print_rich(stdout_console(), Text("\n").join(texts), no_wrap=True, overflow="ellipsis")
     if result.more:
         echo_line(f"showing {'the best ' if not cursor else ''}{plural(len(result.hits), 'hit', 'hits')}; "
                   f"more with --cursor {result.next_cursor} (or -n {limit * 4})", err=True)

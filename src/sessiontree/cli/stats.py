@@ -31,7 +31,7 @@ from sessiontree.sync.sources import SESSION_AGENTS, agent_choice_text
 from sessiontree.usage.choices import COST_MODES, GROUPINGS
 
 if TYPE_CHECKING:
-    from sessiontree.usage.budgets import BudgetStatus
+    from sessiontree.usage.budgets import Budget, BudgetStatus
     from sessiontree.usage.report import UsageReport
 
 #: Width of the longest bar of the per-day chart, in cells.
@@ -87,12 +87,13 @@ def stats_cmd(ctx: click.Context, app: App, by: str, since: str | None, until: s
     (or --since/--until without a period) and ends with the spend against it;
     the exit status is 1 when the spend is over the budget, 0 at or under it.
     """
-    from sessiontree.usage.budgets import Budget, budget_status, parse_budget
     from sessiontree.usage.report import usage_report
 
     status: BudgetStatus | None = None
     budget: Budget | None = None
     if budget_text is not None:
+        from sessiontree.usage.budgets import Budget, parse_budget
+
         # Exit status 2 for a bad budget: 1 means "over" (and other errors).
         try:
             amount, period = parse_budget(budget_text)
@@ -105,6 +106,8 @@ def stats_cmd(ctx: click.Context, app: App, by: str, since: str | None, until: s
         budget = Budget("", amount, period, agents=agents, cwd=cwd, hosts=hosts, users=users)
     with busy_spinner("Summing usage…"):
         if budget is not None:
+            from sessiontree.usage.budgets import budget_status
+
             status, report = budget_status(app.store, budget, tz=tz, since=since, until=until, by=by)
         else:
             report = usage_report(app.store, by=by, since=since, until=until, cwd=cwd, tz=tz, cost=cost,

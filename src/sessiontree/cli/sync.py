@@ -25,7 +25,6 @@ from sessiontree.cli.common import (
     print_json,
     print_rich,
     progress_bar,
-    stderr_console,
     stdout_console,
 )
 from sessiontree.core.textsafe import safe_line
@@ -132,14 +131,14 @@ def _shown_path(path: str, width: int, folders: list[tuple[str, str]], home: str
 
 def _print_report(report: SyncReport, as_json: bool, *, show_unchanged: bool = False,
                   verbose: bool = False) -> None:
+    if as_json:
+        print_json(report.to_dict())
+        return
     from rich.table import Table
     from rich.text import Text
 
     from sessiontree.sync.sources import agent_sources
 
-    if as_json:
-        print_json(report.to_dict())
-        return
     console = stdout_console()
     # Results set aside (reported by an earlier run, the file unchanged since) only with --verbose.
     rows = [r for r in report.files if (show_unchanged or r.status != "unchanged") and (verbose or not r.set_aside)]
@@ -276,8 +275,6 @@ def sync_cmd(ctx: click.Context, app: App, paths: tuple[str, ...], watching: boo
     anything is, as reported every run); 130 when interrupted (Ctrl-C stops
     after the current file). See docs/sync.md.
     """
-    from rich.markup import escape
-
     from sessiontree.sync.engine import Syncer, SyncReport, discover, run_lock
     from sessiontree.sync.setaside import SetAsideLedger, ledger_path
 
@@ -302,7 +299,6 @@ def sync_cmd(ctx: click.Context, app: App, paths: tuple[str, ...], watching: boo
     if exclude is not None and any(os.path.realpath(os.path.abspath(f)) == os.path.realpath(exclude)
                                    for f in folders):
         notes.append(f"{exclude} is the store itself: its files are not synced into it")
-    err = stderr_console()
     report = SyncReport(notes=list(notes))
     interrupted = False
 
@@ -326,10 +322,13 @@ def sync_cmd(ctx: click.Context, app: App, paths: tuple[str, ...], watching: boo
                     report.notes.append(f"not followed: {link} is a symbolic link to a folder (give it as PATH "
                                         "to sync it)" + (" (noted before)" if link in noted_before else ""))
             report.links_noted_before = len(noted_before)
-            with progress_bar(err) as progress:
+            # No console given: on a pipe or a file the bar is a stand-in and rich is not imported.
+            with progress_bar() as progress:
                 task = progress.add_task("Syncing", total=len(files))
 
                 def step(path: str) -> None:
+                    from rich.markup import escape  # only with a bar on a terminal: rich is loaded
+
                     name = safe_line(os.path.basename(path))
                     progress.update(task, advance=1, description=escape(f"Syncing {name}"))
 
@@ -401,10 +400,10 @@ def _nothing() -> Iterator[None]:
 def _target(app: App, dry_run: bool) -> SessionStore:
     """The store to sync into: for ``--dry-run`` opened read-only (a memory store stands
     in for one that does not exist yet, so everything is "new")."""
-    from sessiontree.stores import MemoryStore, open_store, resolve_store
-
     if not dry_run:
         return app.store
+    from sessiontree.stores import MemoryStore, open_store, resolve_store
+
     where = resolve_store(app.store_arg)
     if not where.exists:
         return MemoryStore()

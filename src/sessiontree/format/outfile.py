@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 
 from sessiontree.errors import SessionError
 
@@ -106,6 +105,8 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int | None 
         mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
     mode &= _PERMISSION_BITS  # never setuid, setgid or sticky
     directory = os.path.dirname(os.path.abspath(target))
+    import tempfile  # with shutil and random, ~3 ms: only when a file is written
+
     try:
         fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
     except OSError as exc:

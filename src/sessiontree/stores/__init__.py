@@ -28,8 +28,6 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import platformdirs
-
 from sessiontree.errors import StoreOpenError
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, SessionStore, StoreProblem
 
@@ -65,6 +63,8 @@ _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]+):")
 
 def default_sqlite_path() -> str:
     """``<platformdirs.user_data_dir("sessiontree")>/sessions.db``, absolute."""
+    import platformdirs  # with pathlib and tempfile, ~8 ms: not for a store named by URL or path
+
     return os.path.abspath(os.path.join(platformdirs.user_data_dir(_APP_NAME), "sessions.db"))
 
 

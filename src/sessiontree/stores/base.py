@@ -30,7 +30,7 @@ Optional capabilities sit beside them, each a small runtime-checkable protocol t
 callers test with ``isinstance`` (never ``getattr`` or ``store.kind``):
 :class:`RawTexts` (a session's stored texts without parsing its entries),
 :class:`SessionFiles`, :class:`Retention` and :class:`TeamAccess` here, and
-``HeldLoads``, ``RecentEntryTypes``, ``CreateMany`` and ``OwnRunLock`` in
+``HeldLoads``, ``RecentEntryTypes``, ``SessionAgents``, ``CreateMany`` and ``OwnRunLock`` in
 :mod:`sessiontree.stores.traits`, beside the facts a store states about itself that
 are not methods (``StoreTraits``: does it do I/O, may a load write, ...;
 docs/decisions/store-traits.md).

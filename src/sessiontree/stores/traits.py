@@ -5,7 +5,7 @@ Layers above ``stores/`` never test ``store.kind`` nor probe a store's attribute
 (``getattr``/``hasattr``; a test over ``src/`` keeps it so): they ask
 :func:`store_traits` for the facts of :class:`StoreTraits`, and ``isinstance``
 against an optional capability protocol for methods: :class:`HeldLoads`,
-:class:`RecentEntryTypes`, :class:`CreateMany`, :class:`OwnRunLock`, :class:`BulkWrites`,
+:class:`RecentEntryTypes`, :class:`SessionAgents`, :class:`CreateMany`, :class:`OwnRunLock`, :class:`BulkWrites`,
 :class:`EntrySummaries` here, and
 ``SessionFiles``, ``RawTexts``, ``Retention``, ``TeamAccess`` of
 :mod:`sessiontree.stores.base`.
@@ -33,6 +33,7 @@ __all__ = [
     "HeldRecords",
     "OwnRunLock",
     "RecentEntryTypes",
+    "SessionAgents",
     "StoreTraits",
     "store_traits",
 ]
@@ -127,6 +128,18 @@ class RecentEntryTypes(Protocol):
 
     def recent_entry_types(self, session_id: str, count: int) -> set[str]:
         """The entry types among the session's last ``count`` records (empty when none)."""
+        ...
+
+
+@runtime_checkable
+class SessionAgents(Protocol):
+    """Optional capability: which agent wrote each session, without building the listing
+    (SQLite: one query of the stored headers); ``stats --by agent`` and ``--agent`` map
+    each call's owner with it (docs/usage.md)."""
+
+    def session_agents(self) -> dict[str, str]:
+        """``{session id: agent}`` for exactly the sessions ``list_sessions(include_internal=True)``
+        lists, each agent as the listing's ``agent`` (the header's ``foreign.agent``, else ``pi``)."""
         ...
 
 

@@ -29,12 +29,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
 from collections.abc import Iterable
 from typing import Any
 
 import orjson
-import platformdirs
 
 from sessiontree.format.outfile import write_atomic
 from sessiontree.stores.base import SessionStore
@@ -58,6 +56,10 @@ def ledger_path(store: SessionStore) -> str | None:
     url = store.url or ""
     if not url or not store_traits(store).persisted:
         return None  # nothing outlives the process (memory, an in-memory SQLite database)
+    import socket  # only a store without a lock file beside it (PostgreSQL): not at start-up
+
+    import platformdirs
+
     host = os.environ.get("SESSIONTREE_SYNC_HOST") or socket.gethostname()
     digest = hashlib.sha256(f"{url}\n{host}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return os.path.join(platformdirs.user_state_dir("sessiontree"), f"sync-reported-{digest}.json")
@@ -87,11 +89,14 @@ class SetAsideLedger:
         self.files: dict[str, list[Any]] = {}
         #: Symbolic links to folders noted as not followed: link path -> where it pointed.
         self.links: dict[str, str] = {}
+        #: The file's bytes as read: a run that leaves them the same does not write them again.
+        self._read: bytes | None = None
         if path is None:
             return
         try:
             with open(path, "rb") as handle:
-                data = orjson.loads(handle.read())
+                self._read = handle.read()
+            data = orjson.loads(self._read)
         except (OSError, ValueError):
             return  # none yet, or damaged: everything is reported once more
         ours = isinstance(data, dict) and data.get("version") == _VERSION
@@ -142,7 +147,11 @@ class SetAsideLedger:
         if self.path is None:
             return
         kept = {path: record for path, record in self.files.items() if os.path.lexists(path)}
+        data = orjson.dumps({"version": _VERSION, "files": kept, "links": self.links})
+        if data == self._read:
+            return  # what the file holds (a quiet repeat): no temporary file, no fsync
         folder = os.path.dirname(self.path)
         if folder:
             os.makedirs(folder, exist_ok=True)
-        write_atomic(self.path, orjson.dumps({"version": _VERSION, "files": kept, "links": self.links}))
+        write_atomic(self.path, data)
+        self._read = data

@@ -11,8 +11,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from sessiontree.check.glued import parse_unglued
 from sessiontree.errors import (
     InvalidSessionError,
     SessionError,
@@ -28,9 +28,7 @@ from sessiontree.format.foreign.common import ForeignSession, bad_values_note
 from sessiontree.format.ids import is_valid_session_id
 from sessiontree.format.inputlimit import check_input_size
 from sessiontree.format.shape import FileShape, ShapeError, shape_of
-from sessiontree.session.importing import check_record_sizes
 from sessiontree.stores.base import Provenance, SessionStore, SyncChange, SyncState
-from sessiontree.stores.origin import Here, here, origin_here
 from sessiontree.stores.traits import BulkWrites
 from sessiontree.sync.comparison import compare, mapped_again, merge_for_replace, remapped, rewritten, upgrade_rewrite
 from sessiontree.sync.discovery import artifact_note, is_header_line, os_reason
@@ -51,6 +49,9 @@ from sessiontree.sync.reading import (
 )
 from sessiontree.sync.results import FileResult, SyncReport
 from sessiontree.sync.sources import agent_sources
+
+if TYPE_CHECKING:
+    from sessiontree.stores.origin import Here
 
 __all__ = ["Syncer"]
 
@@ -201,6 +202,8 @@ class Syncer:
     def origin(self, session_id: str, source: str, agent: str | None = None) -> Provenance:
         """The :class:`Provenance` of a session this run creates from ``source`` (a file:
         its agent is the agent whose folder holds it, else ``""``; docs/sync.md, "Provenance")."""
+        from sessiontree.stores.origin import here, origin_here  # socket, getpass: only when a session is created
+
         if agent is None:
             agent = next((name for folder, name in self._folders if source.startswith(folder)), "")
         if self._here is None:
@@ -284,6 +287,9 @@ class Syncer:
                 moved = replace(moved, shape=self._previous_blob(path))
             self._commit(state, moved, SyncChange("none", state.session_id))
             return FileResult(path, "in-progress" if pending else "unchanged", state.session_id, pending=pending)
+        from sessiontree.check.glued import parse_unglued  # deferred: an unchanged run reads no file
+        from sessiontree.session.importing import check_record_sizes
+
         try:
             parsed, split = parse_unglued(header + b"\n" + chunk, path)
             check_record_sizes(parsed, path)
@@ -373,6 +379,9 @@ class Syncer:
             foreign = self._whole_foreign(path, body, fst, state, pending, agent)
             if foreign is not None:
                 return foreign
+        from sessiontree.check.glued import parse_unglued  # deferred: an unchanged run reads no file
+        from sessiontree.session.importing import check_record_sizes
+
         try:
             parsed, split = parse_unglued(body, path)
             check_record_sizes(parsed, path)

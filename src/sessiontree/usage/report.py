@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 from sessiontree.core.usage import UsageQuery, UsageRow
 from sessiontree.stores.base import SessionStore
+from sessiontree.stores.traits import SessionAgents
 from sessiontree.usage.choices import COST_MODES, GROUPINGS
 from sessiontree.usage.days import local_time, parse_date_bound, resolve_timezone
 from sessiontree.usage.money import format_usd, nanos_to_decimal
@@ -303,8 +304,11 @@ def _owner_maps(store: SessionStore, rows: Iterable[UsageRow], dims: set[str], b
     {session id: value}}`` for the groupings and filters that need them."""
     maps: dict[str, dict[str, str]] = {}
     if "agent" in dims or wanted_agents:
-        # The agent is a header field: one listing (headers only, no entries) maps each owner.
-        if agent_of is None:
+        # The agent is a header field: the store's map of it (SQLite), else one listing
+        # (headers only, no entries) maps each owner.
+        if agent_of is None and isinstance(store, SessionAgents):
+            agent_of = store.session_agents()
+        elif agent_of is None:
             agent_of = {info.id: info.agent for info in store.list_sessions(include_internal=True)}
         if wanted_agents:
             rows = [row for row in rows if agent_of.get(row.session_id or "", "pi") in wanted_agents]

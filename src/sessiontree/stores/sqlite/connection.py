@@ -15,7 +15,6 @@ import os
 import sqlite3
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -230,7 +229,7 @@ class SqliteDatabase:
                 OPEN_FILES[self._file_key] = OPEN_FILES.get(self._file_key, 0) + 1
 
     def _uri(self, immutable: bool) -> str:
-        return "file:" + urllib.parse.quote(self.path) + ("?mode=ro&immutable=1" if immutable else "?mode=ro")
+        return "file:" + _quote(self.path) + ("?mode=ro&immutable=1" if immutable else "?mode=ro")
 
     def _identify(self, quick_check: bool = False) -> str:
         """Whether an existing file is ``"empty"`` or ``"ours"``, without writing to it.
@@ -656,3 +655,14 @@ class SqliteDatabase:
                         OPEN_FILES[key] = left
                     else:
                         OPEN_FILES.pop(key, None)
+
+
+#: What :func:`urllib.parse.quote` leaves as it is (its default ``safe="/"``).
+_URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
+
+
+def _quote(path: str) -> str:
+    """``urllib.parse.quote(path)``: each UTF-8 byte outside letters, digits, ``_.-~/`` as
+    ``%XX`` (a path with lone surrogates raises UnicodeEncodeError, as quote does); written
+    out so that a read-only open does not import :mod:`urllib.parse` (start-up)."""
+    return "".join(chr(b) if b in _URI_SAFE else f"%{b:02X}" for b in path.encode("utf-8"))

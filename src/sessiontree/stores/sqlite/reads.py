@@ -26,6 +26,7 @@ from sessiontree.core.usage import UsageQuery, UsageRow
 from sessiontree.errors import CorruptEntryError, InvalidSessionError, SessionChangedError, SessionNotFoundError
 from sessiontree.format import jsonio
 from sessiontree.format.codec import ParsedSession
+from sessiontree.format.foreign.common import agent_of_header
 from sessiontree.format.gcpause import gc_paused
 from sessiontree.stores.base import CancelEvent, ProgressCallback, SessionListing, SessionOutline, SessionTexts
 from sessiontree.stores.listing import Progress, cwd_matches, resolve_cwd, sort_listing
@@ -720,6 +721,30 @@ class SqliteReads:
                     skipped += 1
             progress.step()
         return sort_listing(infos, skipped)
+
+    def session_agents(self) -> dict[str, str]:
+        """``{session id: agent}`` of the sessions :meth:`list_sessions` lists with
+        ``include_internal=True`` (a header that parses to an object with a string ``id``),
+        from the ``header_json`` column alone: no listing row is built (``stats --by agent``
+        on 1,000 sessions: 11 -> 1.5 ms).
+
+        Raises:
+            StorageError: the database could not be read.
+        """
+        with self.db.read_transaction() as conn:
+            if not self.db.has_schema(conn):
+                return {}
+            rows = conn.execute("SELECT header_json FROM sessions ORDER BY rowid").fetchall()
+        agents: dict[str, str] = {}
+        loads = jsonio.loads
+        for (raw,) in rows:
+            try:
+                header = loads(raw)
+            except ValueError:
+                continue  # not listed either
+            if isinstance(header, dict) and isinstance(header.get("id"), str):
+                agents[header["id"]] = agent_of_header(header)
+        return agents
 
     def _load_text(self, session_id: str) -> str:
         """A listing row's ``all_messages_text``: the ``message_texts`` rows, then the

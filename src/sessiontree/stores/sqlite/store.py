@@ -306,6 +306,10 @@ class SqliteStore(StoreBase):
         """See :meth:`SqliteReads.list_sessions`."""
         return self._reads.list_sessions(cwd=cwd, include_internal=include_internal, on_progress=on_progress, cancel=cancel)
 
+    def session_agents(self) -> dict[str, str]:
+        """See :meth:`SqliteReads.session_agents`."""
+        return self._reads.session_agents()
+
     def find_most_recent(self, cwd: str | None = None, include_internal: bool = False) -> str | None:
         """See :meth:`SqliteReads.find_most_recent`."""
         return self._reads.find_most_recent(cwd, include_internal)

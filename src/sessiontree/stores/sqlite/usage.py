@@ -577,12 +577,33 @@ def _query_rollup(conn: sqlite3.Connection, query: UsageQuery, cwd_filter: Any) 
     # Calls with a usable recorded cost sum across buckets unless time matters;
     # calls to be priced keep their bucket (prices change over time).
     bucket = "bucket" if query.by_time else "(CASE WHEN shape = '' THEN 0 ELSE bucket END)"
-    rows = conn.execute(f"""
-        SELECT {owner}, nullif(provider, ''), nullif(model, ''), {bucket}, shape = '', shape != '',
-               sum(calls), sum(input), sum(output), sum(cache_read), sum(cache_write), sum(cost_nanos),
-               sum(cache_write_1h)
-        FROM usage_rollup WHERE {time_sql}
-        GROUP BY {owner}, provider, model, {bucket}, shape""", params).fetchall()
+    if sessions:
+        # Grouped by owner, a rollup row whose group key is its whole primary key (every row
+        # when time matters, else every row to be priced) is its own group: read as stored,
+        # without the temporary B-tree a GROUP BY builds (4,412 rows: 15 -> 9 ms). Row order
+        # does not matter: every caller sums the rows.
+        kept = "1" if query.by_time else "shape != ''"
+        plain = f"""
+            SELECT owner, nullif(provider, ''), nullif(model, ''), bucket, shape = '', shape != '',
+                   calls, input, output, cache_read, cache_write, cost_nanos, cache_write_1h
+            FROM usage_rollup WHERE {time_sql} AND {kept}"""
+        if query.by_time:
+            rows = conn.execute(plain, params).fetchall()
+        else:
+            rows = conn.execute(f"""{plain}
+                UNION ALL
+                SELECT owner, nullif(provider, ''), nullif(model, ''), 0, 1, 0,
+                       sum(calls), sum(input), sum(output), sum(cache_read), sum(cache_write), sum(cost_nanos),
+                       sum(cache_write_1h)
+                FROM usage_rollup WHERE {time_sql} AND shape = ''
+                GROUP BY owner, provider, model""", [*params, *params]).fetchall()
+    else:
+        rows = conn.execute(f"""
+            SELECT {owner}, nullif(provider, ''), nullif(model, ''), {bucket}, shape = '', shape != '',
+                   sum(calls), sum(input), sum(output), sum(cache_read), sum(cache_write), sum(cost_nanos),
+                   sum(cache_write_1h)
+            FROM usage_rollup WHERE {time_sql}
+            GROUP BY {owner}, provider, model, {bucket}, shape""", params).fetchall()
     owners = _owners(conn, {row[0] for row in rows}) if sessions else {None: (None, None)}
     result = []
     for row in rows:
