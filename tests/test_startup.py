@@ -306,6 +306,8 @@ def test_a_markdown_export_loads_nothing_of_the_viewer(small_store, tmp_path):
     loaded, _ = _imported(["export", "pi-one", "--format", "markdown", "--no-redact", "-o", str(out)], small_store)
     assert out.read_text().startswith("# pi-one\n")
     assert sorted(m for m in loaded if m.startswith("sessiontree.web")) == []
+
+
 def test_a_piped_search_loads_no_rich_and_prints_what_rich_did(tmp_path):
     # search, piped: the hits as plain lines (cli/common.py plain_lines), no rich; the filters'
     # and the suggestions' modules (stores.origin, difflib) only when asked for.

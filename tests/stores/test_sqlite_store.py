@@ -329,6 +329,8 @@ def test_sqlite_listing_reads_a_prefix_of_a_first_message_stored_whole(tmp_path,
     [row] = [r for r in sqlite_store.list_sessions() if r.id == "C"]
     assert row.first_message == "\ud83d" + "\u00e9" * 998 + "…"
     assert [p.session_id for p in sqlite_store.verify() if p.code == "metadata-drift"] == ["A"]
+
+
 def test_the_read_only_uri_quotes_a_path_as_urllib_does(tmp_path):
     # connection._quote stands in for urllib.parse.quote (start-up): the same text for any path.
     import random
