@@ -405,6 +405,11 @@ class PostgresDatabase:
         """
         return self.transaction(what, write=False, snapshot=True)
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
     def close(self) -> None:
         """Close the pool (its connections and threads). Idempotent; later calls raise StorageError."""
         with self._lock:
@@ -412,6 +417,12 @@ class PostgresDatabase:
             pool, self._pool = self._pool, None
         if pool is not None and os.getpid() == self._pid:
             pool.close()
+
+
+def check_idle(conn: Any) -> None:
+    """Raise if an idle connection of our own is no longer usable (:func:`_check_connection`,
+    the pool's test; for the run lock's connection kept between runs)."""
+    _check_connection(conn)
 
 
 def _check_connection(conn: Any) -> None:

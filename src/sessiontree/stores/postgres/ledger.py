@@ -10,6 +10,8 @@ runs take (docs/postgres.md, "Sync and archive runs").
 
 from __future__ import annotations
 
+import os
+import threading
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -17,7 +19,7 @@ from typing import Any
 
 from sessiontree.errors import StorageError, SyncConflictError
 from sessiontree.stores.base import ArchivedFile, Provenance, SyncChange, SyncState
-from sessiontree.stores.postgres.connection import PostgresDatabase, error_first_line
+from sessiontree.stores.postgres.connection import PostgresDatabase, check_idle, error_first_line
 from sessiontree.stores.postgres.derived import text_copy
 from sessiontree.stores.postgres.writes import PostgresWrites, exact_id
 from sessiontree.stores.storable import check_header, encode_entries, id_in_use_error
@@ -35,6 +37,33 @@ class PostgresLedger:
     def __init__(self, db: PostgresDatabase, writes: PostgresWrites) -> None:
         self.db = db
         self.writes = writes
+        #: The run lock's connection between two runs of this process (``sync --watch``'s
+        #: batches), with the process id that opened it; see :meth:`run_lock`.
+        self._lock_conn: tuple[Any, int] | None = None
+        self._lock_guard = threading.Lock()
+
+    def _lock_connection(self) -> Any:
+        """The run lock's connection: the one the previous run of this process left idle
+        when it is still sound (:func:`.connection.check_idle`), else a new one."""
+        with self._lock_guard:
+            held, self._lock_conn = self._lock_conn, None
+        if held is not None:
+            conn, pid = held
+            if pid == os.getpid():
+                try:
+                    check_idle(conn)
+                    return conn
+                except Exception:  # any failure: a new connection instead
+                    pass
+                conn.close()
+        return self.db.connect()
+
+    def close(self) -> None:
+        """Close the connection a run left for the next one (idempotent)."""
+        with self._lock_guard:
+            held, self._lock_conn = self._lock_conn, None
+        if held is not None and held[1] == os.getpid():
+            held[0].close()
 
     @contextmanager
     def run_lock(self, on_busy: Callable[[], None] | None = None) -> Iterator[None]:
@@ -45,7 +74,9 @@ class PostgresLedger:
         The lock is ``pg_advisory_xact_lock(RUN_LOCK, crc32(host))`` in a transaction
         held open on a connection of its own (not the pool's) for the whole run, so it
         works behind PgBouncer in transaction mode and is released by the server when
-        the process dies (its connection closes). Runs of different hosts do not wait
+        the process dies (its connection closes). The transaction ends with the run; the
+        connection stays open, idle, for the process's next run (a watch's next batch)
+        until the store is closed, and is replaced when the server has closed it. Runs of different hosts do not wait
         for each other: each works on its own files and its own sync and archive
         records. ``on_busy`` is called once, before waiting, when another run holds it.
 
@@ -58,15 +89,18 @@ class PostgresLedger:
             raise StorageError(f"sync run: {self.db.url} is opened read-only")
         key = (RUN_LOCK, _lock_key(self.db.sync_host.encode("utf-8", "surrogatepass")))
         try:
-            conn = self.db.connect()
+            conn = self._lock_connection()
         except psycopg.Error as exc:
             raise StorageError(f"sync run lock on {self.db.url}: {error_first_line(exc)}") from exc
+        keep = False
         try:
             try:
                 # The run's transaction stays idle between the run's own (pooled) transactions:
                 # a server-wide idle timeout must not end it, and the lock with it, mid-run.
-                conn.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
-                got = conn.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", key).fetchone()[0]
+                # (set_config(..., true) is SET LOCAL: one round trip with the lock's try.)
+                got = conn.execute("SELECT pg_try_advisory_xact_lock(%s, %s),"
+                                   " set_config('idle_in_transaction_session_timeout', '0', true)",
+                                   key).fetchone()[0]
                 if not got:
                     if on_busy is not None:
                         on_busy()
@@ -74,12 +108,23 @@ class PostgresLedger:
             except psycopg.Error as exc:
                 raise StorageError(f"sync run lock on {self.db.url}: {error_first_line(exc)}") from exc
             yield
+            keep = True
         finally:
             try:
                 conn.rollback()  # ends the transaction: the lock goes with it
             except psycopg.Error:
-                pass  # a dead connection: the server released the lock with it
-            conn.close()
+                keep = False  # a dead connection: the server released the lock with it
+            if keep and not self.db.closed:
+                # Kept idle for the next run of this process: a watch takes the lock once a
+                # batch, and a new connection each time (a server process started, its
+                # authentication) was most of a batch's wait under CPU contention
+                # (docs/postgres.md, "The watcher under CPU contention").
+                with self._lock_guard:
+                    spare, self._lock_conn = self._lock_conn, (conn, os.getpid())
+                if spare is not None:
+                    spare[0].close()
+            else:
+                conn.close()
 
     def sync_states(self) -> dict[str, SyncState]:
         """Every :class:`~sessiontree.stores.base.SyncState` recorded by this host
