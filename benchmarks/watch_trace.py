@@ -38,6 +38,31 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
+def _cpu(pid: int, children: bool = False) -> float:
+    """CPU seconds (user + system) of process ``pid``, with its reaped children's too."""
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rpartition(")")[2].split()
+    ticks = sum(int(x) for x in fields[11:15 if children else 13])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _server_cpu(pgdata: str) -> float:
+    """CPU seconds of a PostgreSQL server so far: the postmaster, its exited server
+    processes (reaped by it) and its live ones."""
+    with open(os.path.join(pgdata, "postmaster.pid")) as handle:
+        master = int(handle.readline())
+    total = _cpu(master, children=True)
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as handle:
+                    if int(handle.read().rpartition(")")[2].split()[1]) == master:
+                        total += _cpu(int(name))
+            except (OSError, ValueError, IndexError):
+                pass
+    return total
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", required=True, help="the owner's URL (members h00.. exist: team.py --team)")
@@ -47,6 +72,7 @@ def main() -> None:
     parser.add_argument("--busy", type=int, default=8, help="processes spinning on the CPU meanwhile")
     parser.add_argument("--debounce", type=int, default=100)
     parser.add_argument("--round", type=int, default=1, help="a number no earlier run on the database used")
+    parser.add_argument("--pgdata", help="the server's data folder: its CPU time over the appends is reported")
     parser.add_argument("--src", default=SRC, help="the watchers' sessiontree (another tree's src: before/after)")
     args = parser.parse_args()
     os.environ["SESSIONTREE_BENCH_ROUND"] = str(args.round)
@@ -85,6 +111,8 @@ def main() -> None:
         busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
         time.sleep(1)
         writes: list[tuple[str, float]] = []
+        server_before = _server_cpu(args.pgdata) if args.pgdata else 0.0
+        watchers_before = sum(_cpu(proc.pid) for proc in watchers)
         counters = {path: 1 for _, path in files}
         loads = [os.getloadavg()[0]]
         start = time.time()
@@ -108,6 +136,8 @@ def main() -> None:
             if stored >= sum(counters.values()):
                 break
             time.sleep(1)
+        server_cpu = _server_cpu(args.pgdata) - server_before if args.pgdata else float("nan")
+        watchers_cpu = sum(_cpu(proc.pid) for proc in watchers) - watchers_before
     finally:
         for proc in busy:
             proc.kill()
@@ -158,6 +188,8 @@ def main() -> None:
     if alerts:
         print(f"alerts: {len(alerts)}, wall p50 {_pct([e[2] for e in alerts], .5) * 1000:.0f} ms,"
               f" p99 {_pct([e[2] for e in alerts], .99) * 1000:.0f} ms, CPU p50 {_pct([e[3] for e in alerts], .5) * 1000:.0f} ms")
+    print(f"CPU from the first append until all were stored: watchers {watchers_cpu:.1f} s in all,"
+          f" PostgreSQL server {server_cpu:.1f} s")
     print("slowest 5 (ms): " + "; ".join(
         " ".join(f"{k} {r[k] * 1000:.0f}" for k in ("total", "event", "lock", "sync", "sync_cpu"))
         for r in sorted(rows, key=lambda r: -r["total"])[:5]))
