@@ -150,8 +150,15 @@ def test_a_process_reuses_its_run_lock_connection_and_releases_the_lock_between_
         time.sleep(0.2)
         with store.run_lock():  # the ended connection replaced, no error
             assert _run_lock_holder(pg_url) != holders[0]
+        other.close()
         store.close()
-        assert store._ledger._lock_conn is None  # type: ignore[attr-defined]
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            deadline = time.monotonic() + 10
+            while conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                               " AND pid <> pg_backend_pid()").fetchone()[0] and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                                " AND pid <> pg_backend_pid()").fetchone()[0] == 0  # the kept one closed too
     finally:
         store.close()
         other.close()

@@ -10,8 +10,6 @@ runs take (docs/postgres.md, "Sync and archive runs").
 
 from __future__ import annotations
 
-import os
-import threading
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -19,7 +17,7 @@ from typing import Any
 
 from sessiontree.errors import StorageError, SyncConflictError
 from sessiontree.stores.base import ArchivedFile, Provenance, SyncChange, SyncState
-from sessiontree.stores.postgres.connection import PostgresDatabase, check_idle, error_first_line
+from sessiontree.stores.postgres.connection import PostgresDatabase, error_first_line
 from sessiontree.stores.postgres.derived import text_copy
 from sessiontree.stores.postgres.writes import PostgresWrites, exact_id
 from sessiontree.stores.storable import check_header, encode_entries, id_in_use_error
@@ -37,33 +35,6 @@ class PostgresLedger:
     def __init__(self, db: PostgresDatabase, writes: PostgresWrites) -> None:
         self.db = db
         self.writes = writes
-        #: The run lock's connection between two runs of this process (``sync --watch``'s
-        #: batches), with the process id that opened it; see :meth:`run_lock`.
-        self._lock_conn: tuple[Any, int] | None = None
-        self._lock_guard = threading.Lock()
-
-    def _lock_connection(self) -> Any:
-        """The run lock's connection: the one the previous run of this process left idle
-        when it is still sound (:func:`.connection.check_idle`), else a new one."""
-        with self._lock_guard:
-            held, self._lock_conn = self._lock_conn, None
-        if held is not None:
-            conn, pid = held
-            if pid == os.getpid():
-                try:
-                    check_idle(conn)
-                    return conn
-                except Exception:  # any failure: a new connection instead
-                    pass
-                conn.close()
-        return self.db.connect()
-
-    def close(self) -> None:
-        """Close the connection a run left for the next one (idempotent)."""
-        with self._lock_guard:
-            held, self._lock_conn = self._lock_conn, None
-        if held is not None and held[1] == os.getpid():
-            held[0].close()
 
     @contextmanager
     def run_lock(self, on_busy: Callable[[], None] | None = None) -> Iterator[None]:
@@ -89,7 +60,7 @@ class PostgresLedger:
             raise StorageError(f"sync run: {self.db.url} is opened read-only")
         key = (RUN_LOCK, _lock_key(self.db.sync_host.encode("utf-8", "surrogatepass")))
         try:
-            conn = self._lock_connection()
+            conn = self.db.own_connection()
         except psycopg.Error as exc:
             raise StorageError(f"sync run lock on {self.db.url}: {error_first_line(exc)}") from exc
         keep = False
@@ -114,15 +85,12 @@ class PostgresLedger:
                 conn.rollback()  # ends the transaction: the lock goes with it
             except psycopg.Error:
                 keep = False  # a dead connection: the server released the lock with it
-            if keep and not self.db.closed:
+            if keep:
                 # Kept idle for the next run of this process: a watch takes the lock once a
                 # batch, and a new connection each time (a server process started, its
-                # authentication) was most of a batch's wait under CPU contention
+                # authentication) cost the server about 4 ms of CPU a batch
                 # (docs/postgres.md, "The watcher under CPU contention").
-                with self._lock_guard:
-                    spare, self._lock_conn = self._lock_conn, (conn, os.getpid())
-                if spare is not None:
-                    spare[0].close()
+                self.db.keep_connection(conn)
             else:
                 conn.close()
 

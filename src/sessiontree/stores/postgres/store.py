@@ -207,8 +207,7 @@ class PostgresStore(StoreBase):
     # -- PostgresDatabase (connection) ---------------------------------
 
     def close(self) -> None:
-        """See :meth:`PostgresDatabase.close`; also the run lock's idle connection."""
-        self._ledger.close()
+        """See :meth:`PostgresDatabase.close`."""
         self.db.close()
 
     def applied_migrations(self) -> list[str]:
