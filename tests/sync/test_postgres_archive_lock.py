@@ -114,3 +114,51 @@ def test_runs_of_one_host_take_turns_and_other_hosts_do_not_wait(pg_url, monkeyp
     finally:
         store.close()
         other.close()
+
+
+def _run_lock_holder(url: str) -> int:
+    """The server process holding the (one) granted advisory lock: the run lock's connection."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        pids = [row[0] for row in conn.execute(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted").fetchall()]
+    assert len(pids) == 1, pids
+    return pids[0]
+
+
+def test_a_process_reuses_its_run_lock_connection_and_releases_the_lock_between_runs(pg_url):
+    # A watch takes the run lock once a batch: one connection for all its batches
+    # (docs/postgres.md, "The watcher under CPU contention"), the lock itself not held
+    # between them, a connection the server ended replaced, and nothing left at close.
+    import psycopg
+
+    store = PostgresStore(pg_url, create=True)
+    other = PostgresStore(pg_url)
+    try:
+        holders = []
+        for _ in range(3):
+            with store.run_lock():
+                holders.append(_run_lock_holder(pg_url))
+        assert len(set(holders)) == 1, holders  # one server process for the three runs
+        busy: list[str] = []
+        with other.run_lock(lambda: busy.append("busy")):  # the same host: free between runs
+            pass
+        assert busy == []
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(%s)", (holders[0],))
+        time.sleep(0.2)
+        with store.run_lock():  # the ended connection replaced, no error
+            assert _run_lock_holder(pg_url) != holders[0]
+        other.close()
+        store.close()
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            deadline = time.monotonic() + 10
+            while conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                               " AND pid <> pg_backend_pid()").fetchone()[0] and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                                " AND pid <> pg_backend_pid()").fetchone()[0] == 0  # the kept one closed too
+    finally:
+        store.close()
+        other.close()

@@ -357,7 +357,8 @@ def plain_table(rows: Sequence[Sequence[str]], right: Sequence[bool],
                 return None  # rich may strip such spaces when it justifies a cell (blank, flush left: kept)
             if flush_right and cell.endswith(" "):
                 return None
-            if ":" in cell or not all(" " <= ch <= "~" or ch in _PLAIN_EXTRA for ch in cell):
+            if ":" in cell or not ((cell.isascii() and cell.isprintable())  # printable ASCII, at C speed
+                                   or all(" " <= ch <= "~" or ch in _PLAIN_EXTRA for ch in cell)):
                 return None  # rich reads ":name:" in a plain string as an emoji code
     count = len(right)
     widths = [max(len(row[i]) for row in rows) for i in range(count)]

@@ -188,6 +188,8 @@ class PostgresDatabase:
         self._pool: Any = None
         self._pid = os.getpid()
         self._closed = False
+        #: A connection of our own left idle by a run lock for the next (:meth:`own_connection`).
+        self._spare: Any = None
         self._initialised = True
         self.sync_host: str = host_name()
         self.applied_steps: frozenset[str] = frozenset(step_names())
@@ -405,11 +407,44 @@ class PostgresDatabase:
         """
         return self.transaction(what, write=False, snapshot=True)
 
+    def own_connection(self) -> Any:
+        """A connection of its own (as :meth:`connect`), the one :meth:`keep_connection`
+        kept when it is still sound (the pool's test), else a new one.
+
+        Raises:
+            psycopg.Error: the server cannot be reached or refuses us.
+        """
+        with self._lock:
+            spare, self._spare = self._spare, None
+            mine = os.getpid() == self._pid
+        if spare is not None and mine:
+            try:
+                _check_connection(spare)
+                return spare
+            except Exception:  # any failure: a new connection instead
+                spare.close()
+        return self.connect()
+
+    def keep_connection(self, conn: Any) -> None:
+        """Keep ``conn`` (idle, outside a transaction) for the next :meth:`own_connection`
+        of this process, closing the one kept before; closed at once if the store is."""
+        with self._lock:
+            if self._closed or os.getpid() != self._pid:
+                spare = conn
+            else:
+                spare, self._spare = self._spare, conn
+        if spare is not None:
+            spare.close()
+
     def close(self) -> None:
-        """Close the pool (its connections and threads). Idempotent; later calls raise StorageError."""
+        """Close the pool (its connections and threads) and the connection kept by
+        :meth:`keep_connection`. Idempotent; later calls raise StorageError."""
         with self._lock:
             self._closed = True
             pool, self._pool = self._pool, None
+            spare, self._spare = self._spare, None
+        if spare is not None and os.getpid() == self._pid:
+            spare.close()
         if pool is not None and os.getpid() == self._pid:
             pool.close()
 

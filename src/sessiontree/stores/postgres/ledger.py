@@ -45,7 +45,9 @@ class PostgresLedger:
         The lock is ``pg_advisory_xact_lock(RUN_LOCK, crc32(host))`` in a transaction
         held open on a connection of its own (not the pool's) for the whole run, so it
         works behind PgBouncer in transaction mode and is released by the server when
-        the process dies (its connection closes). Runs of different hosts do not wait
+        the process dies (its connection closes). The transaction ends with the run; the
+        connection stays open, idle, for the process's next run (a watch's next batch)
+        until the store is closed, and is replaced when the server has closed it. Runs of different hosts do not wait
         for each other: each works on its own files and its own sync and archive
         records. ``on_busy`` is called once, before waiting, when another run holds it.
 
@@ -58,15 +60,18 @@ class PostgresLedger:
             raise StorageError(f"sync run: {self.db.url} is opened read-only")
         key = (RUN_LOCK, _lock_key(self.db.sync_host.encode("utf-8", "surrogatepass")))
         try:
-            conn = self.db.connect()
+            conn = self.db.own_connection()
         except psycopg.Error as exc:
             raise StorageError(f"sync run lock on {self.db.url}: {error_first_line(exc)}") from exc
+        keep = False
         try:
             try:
                 # The run's transaction stays idle between the run's own (pooled) transactions:
                 # a server-wide idle timeout must not end it, and the lock with it, mid-run.
-                conn.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
-                got = conn.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", key).fetchone()[0]
+                # (set_config(..., true) is SET LOCAL: one round trip with the lock's try.)
+                got = conn.execute("SELECT pg_try_advisory_xact_lock(%s, %s),"
+                                   " set_config('idle_in_transaction_session_timeout', '0', true)",
+                                   key).fetchone()[0]
                 if not got:
                     if on_busy is not None:
                         on_busy()
@@ -74,12 +79,20 @@ class PostgresLedger:
             except psycopg.Error as exc:
                 raise StorageError(f"sync run lock on {self.db.url}: {error_first_line(exc)}") from exc
             yield
+            keep = True
         finally:
             try:
                 conn.rollback()  # ends the transaction: the lock goes with it
             except psycopg.Error:
-                pass  # a dead connection: the server released the lock with it
-            conn.close()
+                keep = False  # a dead connection: the server released the lock with it
+            if keep:
+                # Kept idle for the next run of this process: a watch takes the lock once a
+                # batch, and a new connection each time (a server process started, its
+                # authentication) cost the server about 4 ms of CPU a batch
+                # (docs/postgres.md, "The watcher under CPU contention").
+                self.db.keep_connection(conn)
+            else:
+                conn.close()
 
     def sync_states(self) -> dict[str, SyncState]:
         """Every :class:`~sessiontree.stores.base.SyncState` recorded by this host
