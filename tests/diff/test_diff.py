@@ -149,3 +149,22 @@ def test_content_key_ignores_ids_and_timestamps_only() -> None:
 def test_leaves_most_recent_first() -> None:
     assert leaf_ids(two_approaches()) == ["aB1", "aA2"]
     assert leaf_ids(compacted_on_one_side()) == ["u3b", "u3"]
+
+
+def test_time_span_of_stamps_of_24_characters_in_another_layout() -> None:
+    # Hostile or hand-written stamps of 24 characters ending in "Z" that do not order as
+    # their times do: a space for "T" (10:00, sorts before every "T" stamp of the day), an
+    # impossible month (sorts last), letters, a non-ASCII digit. The span is the earliest
+    # and latest time that parses: 09:00 (u3) .. 10:00 (u1).
+    stamps = ["2026-03-02 10:00:00.000Z", "2026-03-02T09:30:00.000Z", "2026-03-02T09:00:00.000Z",
+              "2026-13-02T09:30:00.000Z", "zzzzzzzzzzzzzzzzzzzzzzzZ", "2026-03-02T1\u0660:00:00.000Z"]
+    parent = None
+    entries = []
+    for n, stamp in enumerate(stamps, 1):
+        entries.append(user_at(f"u{n}", parent, "x", stamp))
+        parent = f"u{n}"
+    entries.append(user_at("v", "u6", "y", at(0, 0)))
+    d = compare_paths(entries, "u6", entries, "v", same_session=True)
+    base = 1772442000000  # 2026-03-02T09:00:00Z
+    assert (d.stats["common"].first_ms, d.stats["common"].last_ms) == (base, base + 3_600_000)
+    assert (d.stats["b"].first_ms, d.stats["b"].last_ms) == (base, base)

@@ -314,14 +314,24 @@ def stats_of(entries: int, messages: int, stamps: Sequence[Any],
     stats = ColumnStats(entries=entries, messages=messages)
     # Format-4 stamps ("2026-03-02T09:00:00.000Z", 24 characters) order as strings, so
     # only the earliest and latest are parsed; any other form is parsed where it stands.
+    # Their layout is checked first, all at once: a 24-character string ending in "Z" with
+    # another layout ("2026-03-02 10:00:00.000Z") does not order as its time does.
     plain = [raw for raw in stamps if isinstance(raw, str) and len(raw) == 24 and raw[-1] == "Z"]
+    if plain and not _plain_layout("".join(plain)):
+        plain = [raw for raw in plain if _plain_layout(raw)]
     if len(plain) != len(stamps):
+        rest = set(plain)
         for raw in stamps:
-            if not (isinstance(raw, str) and len(raw) == 24 and raw[-1] == "Z"):
+            if raw.__class__ is not str or raw not in rest:
                 _widen(stats, parse_timestamp_ms(raw))
     if plain:
-        _widen(stats, parse_timestamp_ms(min(plain)))
-        _widen(stats, parse_timestamp_ms(max(plain)))
+        low, high = parse_timestamp_ms(min(plain)), parse_timestamp_ms(max(plain))
+        if low is None or high is None:  # an impossible date in the layout ("2026-13-45..."): parse each
+            for raw in plain:
+                _widen(stats, parse_timestamp_ms(raw))
+        else:
+            _widen(stats, low)
+            _widen(stats, high)
     files: dict[str, set[str]] = {}
     counts = stats.tool_calls
     for name, path in calls:
@@ -330,6 +340,22 @@ def stats_of(entries: int, messages: int, stamps: Sequence[Any],
             files.setdefault(path, set()).add(name)
     stats.files = {path: sorted(tools) for path, tools in sorted(files.items())}
     return stats
+
+
+#: Where a format-4 timestamp ("2026-03-02T09:00:00.000Z") holds which separator; every
+#: other place but the last ("Z") holds an ASCII digit.
+_SEPARATORS: Final = ((4, "-"), (7, "-"), (10, "T"), (13, ":"), (16, ":"), (19, "."))
+_DIGITS: Final = tuple(sorted(set(range(23)) - {at for at, _ in _SEPARATORS}))
+
+
+def _plain_layout(joined: str) -> bool:
+    """Whether ``joined``, 24-character strings ending in "Z" put end to end, holds only
+    the format-4 layout (which orders as its time does): one slice per place, in C."""
+    if not joined.isascii():
+        return False
+    count = len(joined) // 24
+    return (all(joined[at::24] == mark * count for at, mark in _SEPARATORS)
+            and all(joined[at::24].isdigit() for at in _DIGITS))
 
 
 def _widen(stats: ColumnStats, stamp: float | None) -> None:
