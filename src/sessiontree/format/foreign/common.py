@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import base64
 import functools
+import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -56,6 +58,7 @@ __all__ = [
     "foreign_info",
     "iso_to_ms",
     "iter_records",
+    "loads_record",
     "settle",
     "sniff_agent",
     "source_bytes",
@@ -118,6 +121,8 @@ def bad_values_note(values: Sequence[BadValue], shown: int = 3) -> str:
 
 
 def _json_text(value: Any) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "Infinity" if value > 0 else "-Infinity"  # JavaScript's name (orjson writes null)
     try:
         text = orjson.dumps(value).decode("utf-8")
     except (TypeError, orjson.JSONEncodeError):
@@ -134,7 +139,7 @@ def count_problem(value: Any) -> str | None:
         return None  # the common case first: every count of every call passes here
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return "not a number"
-    if isinstance(value, float) and not value.is_integer():
+    if isinstance(value, float) and not value.is_integer() and not math.isinf(value):
         return "not a whole number"
     if value < 0:
         return "negative"
@@ -337,6 +342,45 @@ def settle(result: ForeignSession) -> ForeignSession:
     return result
 
 
+def _constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _integer(digits: str) -> int | float:
+    try:
+        return int(digits)
+    except ValueError:  # beyond Python's 4,300 digits: no count either way
+        return float(digits)
+
+
+def loads_record(text: bytes) -> Any:
+    """The JSON value of a source record or document, as the agents (JavaScript) read it.
+
+    ``orjson`` refuses a number beyond a double (``1e309``, an integer of 400 digits),
+    which JSON allows and JavaScript reads as ``Infinity``: such a text is read again,
+    that number an infinite float, so the record stays a record and its mapping notes
+    the value (docs/usage.md, "Bad values in agent files") instead of losing the whole
+    call. ``NaN`` and ``Infinity`` written as words are not JSON and stay refused.
+
+    Raises:
+        ValueError: ``text`` is not JSON (``orjson.JSONDecodeError`` is one).
+    """
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        return _beyond_double(text, exc)
+
+
+def _beyond_double(text: bytes, exc: orjson.JSONDecodeError) -> Any:
+    """:func:`loads_record` once ``orjson`` refused ``text`` with ``exc``."""
+    if "infinity" not in str(exc):
+        raise exc
+    try:
+        return json.loads(text, parse_constant=_constant, parse_int=_integer)
+    except RecursionError:  # deeper than Python's parser goes: not taken, as orjson's own limit
+        raise exc from None
+
+
 def iter_records(data: bytes) -> Iterable[Record]:
     """The records of complete JSONL bytes: one per non-blank line, each keeping the
     blank lines before it. A last line without ``\\n`` is a record too (callers pass
@@ -355,8 +399,11 @@ def iter_records(data: bytes) -> Iterable[Record]:
             value: Any
             try:
                 value = loads(text)
-            except orjson.JSONDecodeError:
-                value = None
+            except orjson.JSONDecodeError as exc:
+                try:  # the first-sync loop calls orjson itself; the rare refusal is looked at here
+                    value = _beyond_double(text, exc)
+                except ValueError:
+                    value = None
             yield Record(line, data[pending_from:stop], value if isinstance(value, dict) else None)
             pending_from = stop
         start = stop
