@@ -206,3 +206,35 @@ def test_a_gemini_chat_with_a_count_beyond_a_double_is_still_read(tmp_path):
     assert result.note == ('1 value not taken as written (docs/usage.md, "Bad values in agent files"): line 13: '
                            'tokens.input Infinity is above 2^53-1 (taken as 0) (`sessiontree check FILE` lists each)')
     store.close()
+
+
+def test_a_time_without_a_zone_is_utc_whatever_the_machine_zone(tmp_path, monkeypatch):
+    # A record time without an offset ("2026-03-02T09:00:00", written by hand or another
+    # tool) is UTC, as everywhere else (core.tree.parse_timestamp_ms; docs/listing.md): the
+    # message time and the usage ledger's time must not move with the machine's zone.
+    # 2026-03-02T09:00:00Z is 20,514 days and 9 hours after the epoch: 1,772,442,000,000 ms.
+    import time
+
+    from sessiontree.core.usage import timestamp_ms
+    from sessiontree.format.foreign.common import iso_to_ms
+
+    monkeypatch.setenv("TZ", "Pacific/Kiritimati")  # UTC+14: local 09:00 is 19:00 the day before in UTC
+    time.tzset()
+    try:
+        assert iso_to_ms("2026-03-02T09:00:00") == 1772442000000
+        assert timestamp_ms({"timestamp": "2026-03-02T09:00:00"}) == 1772442000000
+        folder = tmp_path / "claude" / "projects" / "-w"
+        folder.mkdir(parents=True)
+        path = folder / f"{SID}.jsonl"
+        _write(path, [_claude("u1", None, "user", "2026-03-02T09:00:00", message={"role": "user", "content": "hi"}),
+                      _answer("a1", "u1", "m1", {"input_tokens": 1, "output_tokens": 2}, stamp="2026-03-02T09:00:00")])
+        db = tmp_path / "s.db"
+        store = SqliteStore(str(db))
+        assert Syncer(store).sync_file(str(path)).note is None  # an ISO-8601 time: nothing to note
+        assert store.load(SID).entries[1]["message"]["timestamp"] == 1772442000000
+        store.close()
+        days = run_cli_json(f"sqlite:///{db}", "stats", "--by", "day", "--timezone", "UTC", "--json")["groups"]
+        assert [group["key"] for group in days] == ["2026-03-02"]
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()

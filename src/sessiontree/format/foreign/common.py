@@ -35,7 +35,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -163,7 +163,10 @@ def _time_ms(value: str) -> float | str:
     """Unix ms of an ISO-8601 text, or why it names no instant in years 1-9999. Cached: a
     record's time is read for its entry and again for its message (first-sync speed)."""
     try:
-        ms = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        if parsed.tzinfo is None:  # no offset: UTC, not the machine's zone (core.tree.parse_timestamp_ms)
+            parsed = parsed.replace(tzinfo=UTC)
+        ms = parsed.timestamp() * 1000
     except (ValueError, OverflowError):
         return "not an ISO-8601 time"
     return ms if _FIRST_MS <= ms <= _LAST_MS else "outside years 1-9999"
