@@ -105,13 +105,13 @@ def _entry(draw: st.DrawFn, entry_id: str, parent: str | None, ids: list[str]) -
 
 
 @st.composite
-def _entries(draw: st.DrawFn, start: list[str], count: int) -> list[dict[str, Any]]:
+def _entries(draw: st.DrawFn, start: list[str], count: int, tail: str = "") -> list[dict[str, Any]]:
     """``count`` entries after the ids ``start``, each under an earlier entry (mostly the
     previous one, so branches are long), now and then a root or a missing parent."""
     ids = list(start)
     out = []
     for _ in range(count):
-        entry_id = f"e{len(ids)}"
+        entry_id = f"e{len(ids)}{tail}"
         choice = draw(st.integers(0, 19))
         if not ids or choice == 0:
             parent = None
@@ -140,7 +140,8 @@ def _run(store: Any, a: str | None, b: str | None, context: bool, cost: str) -> 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.data())
 def test_diff_from_summaries_is_the_whole_read_s(data: st.DataObject) -> None:
-    first = data.draw(_entries([], data.draw(st.integers(1, 25))))
+    tail = data.draw(st.sampled_from(["", "\ud800", "\u00e9", " x"]))  # ids a SQLite store keeps as BLOBs too
+    first = data.draw(_entries([], data.draw(st.integers(1, 25)), tail))
     memory, sqlite = MemoryStore(), SqliteStore(":memory:")
     try:
         for store in (memory, sqlite):
@@ -154,7 +155,7 @@ def test_diff_from_summaries_is_the_whole_read_s(data: st.DataObject) -> None:
             a, b = data.draw(sides), data.draw(sides)
             context, cost = data.draw(st.booleans()), data.draw(st.sampled_from(["auto", "recorded", "catalog"]))
             assert _run(sqlite, a, b, context, cost) == _run(memory, a, b, context, cost)
-            more = data.draw(_entries(ids, data.draw(st.integers(1, 6))))
+            more = data.draw(_entries(ids, data.draw(st.integers(1, 6)), tail))
             for store in (memory, sqlite):
                 store.append(SID, more)
             entries += more
