@@ -181,7 +181,7 @@ def test_numbers_beyond_a_double_keep_the_call_and_are_noted(tmp_path):
     note = result.note or ""
     assert note.startswith("3 values not taken as written")
     assert "line 2: message.usage.input_tokens Infinity is above 2^53-1 (taken as 0)" in note
-    assert "line 3: message.usage.output_tokens -" + "9" * 38 + "… is negative (taken as 0)" in note
+    assert "line 3: message.usage.output_tokens -Infinity is negative (taken as 0)" in note
     assert "line 4: costUSD 1e+300 is above $4,611,686,018 (taken as absent: priced from its tokens)" in note
     assert len(store.load(SID).entries) == 5
     store.close()

@@ -349,13 +349,6 @@ def _constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _integer(digits: str) -> int | float:
-    try:
-        return int(digits)
-    except ValueError:  # beyond Python's 4,300 digits: no count either way
-        return float(digits)
-
-
 def loads_record(text: bytes) -> Any:
     """The JSON value of a source record or document, as the agents (JavaScript) read it.
 
@@ -379,7 +372,7 @@ def _beyond_double(text: bytes, exc: orjson.JSONDecodeError) -> Any:
     if "infinity" not in str(exc):
         raise exc
     try:
-        return json.loads(text, parse_constant=_constant, parse_int=_integer)
+        return json.loads(text, parse_constant=_constant, parse_int=jsonio.parse_int)
     except RecursionError:  # deeper than Python's parser goes: not taken, as orjson's own limit
         raise exc from None
 
