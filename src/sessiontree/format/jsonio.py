@@ -47,8 +47,8 @@ __all__ = [
     "js_number",
     "js_stringify",
     "loads",
-    "parse_int",
     "orjson_text_is_exact",
+    "parse_int",
     "sorted_keys",
     "utf16_len",
 ]
