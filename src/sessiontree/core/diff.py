@@ -41,7 +41,7 @@ import orjson
 
 from sessiontree.core.projection import INTERRUPTED_TEXT, ProjectionBuilder, SessionProjection, latest_edits
 from sessiontree.core.toolcalls import FILE_TOOLS, tool_calls
-from sessiontree.core.tree import LEAF_ENTRY_TYPE, get_branch, parse_timestamp_ms
+from sessiontree.core.tree import LEAF_ENTRY_TYPE, get_branch, parse_timestamp_ms, time_in_range
 from sessiontree.format import jsonio
 from sessiontree.format.gcpause import gc_paused
 from sessiontree.format.types import Entry
@@ -359,7 +359,9 @@ def _plain_layout(joined: str) -> bool:
 
 
 def _widen(stats: ColumnStats, stamp: float | None) -> None:
-    if stamp is not None:
+    # A time outside years 1-9999 is no time (docs/listing.md, "Unknown times"): the JSON
+    # could not write it ("0001-01-01T00:00:00+14:00" is in year 0 in UTC).
+    if time_in_range(stamp):
         stats.first_ms = stamp if stats.first_ms is None else min(stats.first_ms, stamp)
         stats.last_ms = stamp if stats.last_ms is None else max(stats.last_ms, stamp)
 
