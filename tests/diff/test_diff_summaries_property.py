@@ -2,7 +2,7 @@
 read (docs/decisions/diff-summaries.md, "Same answer or none"), for random session trees:
 branches, compactions (active and retired), branch summaries, custom, label and context
 edit entries, tool calls with odd names and paths, usage on some entries, odd timestamps,
-sessions grown after a first diff. The memory store reads whole; an error must be the
+sessions grown or replaced after a first diff. The memory store reads whole; an error must be the
 same error."""
 
 from __future__ import annotations
@@ -157,10 +157,15 @@ def test_diff_from_summaries_is_the_whole_read_s(data: st.DataObject) -> None:
             a, b = data.draw(sides), data.draw(sides)
             context, cost = data.draw(st.booleans()), data.draw(st.sampled_from(["auto", "recorded", "catalog"]))
             assert _run(sqlite, a, b, context, cost) == _run(memory, a, b, context, cost)
-            more = data.draw(_entries(ids, data.draw(st.integers(1, 6)), tail))
-            for store in (memory, sqlite):
-                store.append(SID, more)
-            entries += more
+            if data.draw(st.integers(0, 4)) == 0:  # replaced whole (sync --replace): a new tree
+                entries = data.draw(_entries([], data.draw(st.integers(1, 25)), tail))
+                for store in (memory, sqlite):
+                    store.replace_session(header(SID), entries)
+            else:
+                more = data.draw(_entries(ids, data.draw(st.integers(1, 6)), tail))
+                for store in (memory, sqlite):
+                    store.append(SID, more)
+                entries += more
             if data.draw(st.booleans()):
                 sqlite.settle_derived()
     finally:
