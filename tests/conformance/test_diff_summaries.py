@@ -97,3 +97,76 @@ def test_diff_json_command_equals_the_whole_read(store) -> None:
     store.settle_derived()
     out = run_cli(store.url, "diff", SID, "--json").stdout
     assert json.dumps(json.loads(out)) == json.dumps(_whole((None, None), "auto"))
+
+
+def _changed() -> list[dict]:
+    """:func:`_session` with a1 (shared) reading src/w.py and billing $0.005 instead: the same
+    outline (ids, parents, types), other records."""
+    entries = _session()
+    entries[1] = assistant_at("a1", "u1", at(0, 1), [tool_call("c1", "read", {"path": "src/w.py"})],
+                              bill=(500, 50, 0.005))
+    return entries
+
+
+@pytest.mark.parametrize("settled", [False, True])
+@pytest.mark.parametrize("context", [False, True])
+@pytest.mark.parametrize("change", ["replaced", "grown"])
+def test_a_session_changed_between_the_summaries_and_the_records(tmp_path, settled, context, change) -> None:
+    # The session is replaced (same outline, other records) or grown right after the
+    # summaries are read: the answer is the whole read's of one version, never a mix.
+    from sessiontree.stores.sqlite import SqliteStore
+
+    grown = [*_session(), user_at("uA2", "rA1", "later", at(3, 0))]
+    with SqliteStore(tmp_path / "s.db") as store:
+        store.create(header(SID), _session())
+        if settled:
+            store.settle_derived()
+        read = store.read_summaries
+
+        def read_then_change(session_id: str):
+            summaries = read(session_id)
+            if change == "replaced":
+                store.replace_session(header(SID), _changed())
+            else:
+                store.append(SID, grown[-1:])
+            return summaries
+
+        store.read_summaries = read_then_change  # type: ignore[method-assign]
+        result = json.dumps(diff_branches(store, SID, "rA1", "uB2", context=context).to_dict())
+    answers = []
+    for entries in (_session(), _changed() if change == "replaced" else grown):
+        memory = MemoryStore()
+        memory.create(header(SID), entries)
+        answers.append(json.dumps(diff_branches(memory, SID, "rA1", "uB2", context=context).to_dict()))
+    assert answers[0] != answers[1] or change == "grown"
+    assert result in answers
+    if change == "replaced":
+        assert result == answers[1]  # the shared a1 was read or summed: the change is seen
+
+
+def test_a_store_migrated_to_m018_with_a_damaged_record(tmp_path) -> None:
+    # A store made before m018, its ledger settled, whose shared a2 record is then damaged
+    # (not JSON; its CRC left as it was): the step skips it and the store opens; diff
+    # answers from the summaries (records it never reads are not checked,
+    # docs/decisions/diff-summaries.md) without a2's two calls, and check --store reports
+    # the record. With the ledger pending, a2 is read to be summed: the whole read's error.
+    import sqlite3
+
+    from sessiontree.stores.sqlite import SqliteStore
+
+    path = tmp_path / "s.db"
+    with SqliteStore(path) as store:
+        store.create(header(SID), _session())
+        store.settle_derived()
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE tool_calls")
+    conn.execute("DELETE FROM schema_migrations WHERE name = 'm018_tool_calls'")
+    conn.execute("UPDATE entries SET json = '{\"type\": \"message\", torn' WHERE id = 'a2'")
+    conn.commit()
+    conn.close()
+    with SqliteStore(path) as store:
+        data = diff_branches(store, SID, context=False).to_dict()
+        assert data["commonEntries"] == 8
+        assert data["summary"]["common"]["toolCalls"] == {"read": 1}  # a1's read only
+        problems = store.verify()
+    assert [p.code for p in problems if "a2" in p.message] == ["hash-mismatch"], problems

@@ -485,3 +485,35 @@ def test_load_without_the_stored_texts_gives_the_same_session(store):
     assert (lean.header, lean.entries) == (full.header, full.entries)
     assert lean.raw == [None, None] and all(isinstance(text, bytes) for text in full.raw)
     assert [lean.entry_bytes(i) for i in range(2)] == [jsonio.dumps(e) for e in full.entries]
+
+
+#: First messages at the edges of the listing's prefix (docs/listing.md, "First message"),
+#: each with the prefix worked out by hand: ``(content, expected)``.
+_EDGES: dict[str, tuple[Any, str]] = {
+    "exact": ("a" * 1_000, "a" * 1_000),
+    "one-over": ("a" * 1_001, "a" * 999 + "…"),
+    "space-at-end": ("a" * 998 + " b", "a" * 998 + " b"),
+    "space-before-cut": ("a" * 998 + " bc", "a" * 998 + "…"),
+    "astral": ("\U0001f600" * 1_001, "\U0001f600" * 999 + "…"),
+    "combining": ("e\u0301" * 501, "e\u0301" * 499 + "e…"),  # code points, not graphemes
+    "wide": ("\u4e2d" * 1_001, "\u4e2d" * 999 + "…"),
+    "bidi": ("\u202e" + "x" * 1_000, "\u202e" + "x" * 998 + "…"),
+    "control": ("\x1b[31m\x00\x07" + "y" * 1_000, "\x1b[31m\x00\x07" + "y" * 992 + "…"),
+    "tabs": ("\t" * 1_001, "\t" * 998 + "…"),
+    "surrogate-at-cut": ("a" * 998 + "\udc00bb", "a" * 998 + "\udc00…"),
+    "blocks": ([{"type": "text", "text": "a" * 600}, {"type": "image", "data": "", "mimeType": "image/png"},
+                {"type": "text", "text": "b" * 600}], "a" * 600 + "…"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_EDGES))
+def test_listing_prefix_at_its_edges_is_the_same_on_every_store(store, name):
+    content, expected = _EDGES[name]
+    store.create(header("p"), [message("m1", None, "user", content), message("m2", "m1", "assistant", "ok")])
+    # A first user message of images only gives no title: the next user message with text does.
+    store.create(header("i"), [message("m1", None, "user", [{"type": "image", "data": "", "mimeType": "image/png"}]),
+                               message("m2", "m1", "assistant", "ok"), message("m3", "m2", "user", content)])
+    rows = {row.id: row for row in store.list_sessions()}
+    assert rows["p"].first_message == expected
+    assert rows["i"].first_message == expected
+    assert not [p for p in store.verify() if p.code == "metadata-drift"]

@@ -149,3 +149,39 @@ def test_content_key_ignores_ids_and_timestamps_only() -> None:
 def test_leaves_most_recent_first() -> None:
     assert leaf_ids(two_approaches()) == ["aB1", "aA2"]
     assert leaf_ids(compacted_on_one_side()) == ["u3b", "u3"]
+
+
+def test_time_span_of_stamps_of_24_characters_in_another_layout() -> None:
+    # Hostile or hand-written stamps of 24 characters ending in "Z" that do not order as
+    # their times do: a space for "T" (10:00, sorts before every "T" stamp of the day), an
+    # impossible month (sorts last), letters, a non-ASCII digit. The span is the earliest
+    # and latest time that parses: 09:00 (u3) .. 10:00 (u1).
+    stamps = ["2026-03-02 10:00:00.000Z", "2026-03-02T09:30:00.000Z", "2026-03-02T09:00:00.000Z",
+              "2026-13-02T09:30:00.000Z", "zzzzzzzzzzzzzzzzzzzzzzzZ", "2026-03-02T1\u0660:00:00.000Z"]
+    parent = None
+    entries = []
+    for n, stamp in enumerate(stamps, 1):
+        entries.append(user_at(f"u{n}", parent, "x", stamp))
+        parent = f"u{n}"
+    entries.append(user_at("v", "u6", "y", at(0, 0)))
+    d = compare_paths(entries, "u6", entries, "v", same_session=True)
+    base = 1772442000000  # 2026-03-02T09:00:00Z
+    assert (d.stats["common"].first_ms, d.stats["common"].last_ms) == (base, base + 3_600_000)
+    assert (d.stats["b"].first_ms, d.stats["b"].last_ms) == (base, base)
+
+
+def test_a_time_outside_years_1_to_9999_is_no_time_in_the_span() -> None:
+    # "0001-01-01T00:00:00+14:00" is 0000-12-31T10:00Z and "9999-12-31T23:59:59.999-14:00"
+    # is in year 10000: no date (docs/listing.md, "Unknown times"); the JSON's span could not
+    # be written (diff raised ValueError: year 0 is out of range). The span is the rest: 09:00:01.
+    from sessiontree.diff import diff_branches
+    from sessiontree.stores.memory import MemoryStore
+
+    for stamp in ("0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59.999-14:00"):
+        store = MemoryStore()
+        store.create({"type": "session", "version": 4, "id": "s", "createdAt": at(0, 0), "cwd": "/w"},
+                     [user_at("u1", None, "x", stamp), user_at("u2", "u1", "y", at(0, 1)),
+                      user_at("a", "u2", "a", at(0, 2)), user_at("b", "u2", "b", at(0, 3))])
+        common = diff_branches(store, "s", "a", "b").to_dict()["summary"]["common"]
+        assert (common["entries"], common["firstTimestamp"], common["lastTimestamp"]) == (
+            2, "2026-03-02T09:00:01.000Z", "2026-03-02T09:00:01.000Z")

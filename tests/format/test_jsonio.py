@@ -232,3 +232,13 @@ def test_sorted_keys_sorts_every_object_by_code_point_and_keeps_lists_in_order()
     assert list(out["a"]) == ["e", "é"] and list(out["b"][0]) == ["a", "z"] and out["b"][1] == 3
     assert out == value  # same content, only the order differs
     assert jsonio.dumps(out) == b'{"B":"x","a":{"e":true,"\xc3\xa9":null},"b":[{"a":2,"z":1},3]}'
+
+
+def test_an_integer_beyond_a_double_is_infinity_not_an_error() -> None:
+    # orjson refuses a number past 1.8e308; the standard parser's fallback read the integer
+    # and then raised OverflowError converting it to float (a crash of sync's sniff, found by
+    # fuzzing agent files). JavaScript reads it as Infinity; an integer past 64 bits is the
+    # nearest double, as orjson reads 18446744073709551616.
+    assert jsonio.loads('{"a": ' + "9" * 400 + "}") == {"a": float("inf")}
+    assert jsonio.loads('{"a": -' + "9" * 400 + "}") == {"a": float("-inf")}
+    assert jsonio.loads('{"a": 1e309, "b": 18446744073709551616}') == {"a": float("inf"), "b": 2.0**64}

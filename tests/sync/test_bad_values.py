@@ -153,3 +153,88 @@ def test_a_gemini_chat_with_a_bad_count_is_noted_with_its_message_line(tmp_path)
     assert result.note == ('1 value not taken as written (docs/usage.md, "Bad values in agent files"): line 13: '
                            'tokens.input "12874" is not a number (taken as 0) (`sessiontree check FILE` lists each)')
     store.close()
+
+
+def test_numbers_beyond_a_double_keep_the_call_and_are_noted(tmp_path):
+    # 1e309 and a 400-digit integer are JSON (RFC 8259 lets a reader bound its numbers);
+    # JavaScript, Claude Code's language, reads them as Infinity. The record is still a
+    # call: its other counts are taken, the bad one is 0 and noted; a costUSD beyond what
+    # the store can hold ($4,611,686,018, 2^62 nano-dollars) is noted and priced from the
+    # tokens. Hand sums: calls 3, input 0 + 5 + 1, output 7 + 0 + 2.
+    folder = tmp_path / "claude" / "projects" / "-w"
+    folder.mkdir(parents=True)
+    path = folder / f"{SID}.jsonl"
+    lines = [
+        json.dumps(_claude("u1", None, "user", "2026-03-02T09:00:01.000Z", message={"role": "user", "content": "hi"})),
+        json.dumps(_answer("a1", "u1", "m1", {"input_tokens": 11, "output_tokens": 7})).replace(
+            '"input_tokens": 11', '"input_tokens": 1e309'),
+        json.dumps(_answer("a2", "a1", "m2", {"input_tokens": 5, "output_tokens": 12})).replace(
+            '"output_tokens": 12', '"output_tokens": -' + "9" * 400),
+        json.dumps(_answer("a3", "a2", "m3", {"input_tokens": 1, "output_tokens": 2}, costUSD=1e300)),
+        '{"type": "assistant", "a": NaN}',  # not JSON: no record, as before
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    db = tmp_path / "s.db"
+    store = SqliteStore(str(db))
+    result = Syncer(store).sync_file(str(path))
+    assert result.status == "new"
+    note = result.note or ""
+    assert note.startswith("3 values not taken as written")
+    assert "line 2: message.usage.input_tokens Infinity is above 2^53-1 (taken as 0)" in note
+    assert "line 3: message.usage.output_tokens -Infinity is negative (taken as 0)" in note
+    assert "line 4: costUSD 1e+300 is above $4,611,686,018 (taken as absent: priced from its tokens)" in note
+    assert len(store.load(SID).entries) == 5
+    store.close()
+    totals = run_cli_json(f"sqlite:///{db}", "stats", "--by", "session", "--json")["totals"]
+    assert (totals["calls"], totals["inputTokens"], totals["outputTokens"], totals["recordedCalls"]) == (3, 6, 9, 0)
+    checked = json.loads(run_cli(None, "check", str(path), "--json").stdout)[0]["problems"]
+    assert sorted((p["line"], p["code"]) for p in checked) == [
+        (2, "foreign-bad-value"), (3, "foreign-bad-value"), (4, "foreign-bad-value"), (5, "foreign-record-unmapped")]
+
+
+@needs_shared
+def test_a_gemini_chat_with_a_count_beyond_a_double_is_still_read(tmp_path):
+    # The real chat faff42ab with its tokens.input of line 26 made 1e309: the chat is read
+    # (it was refused whole: "not a chat document") and the count noted.
+    real = corpus_file("gemini/tmp/7e8989f71805c3147f6be9b7a71de2a156f8face69f9380beeeb8a777414f21c/chats/"
+                       "session-2026-01-10T02-08-faff42ab.json").read_bytes()
+    chat = tmp_path / "session-2026-01-10T02-08-faff42ab.json"
+    chat.write_bytes(real.replace(b'"input": 12874,', b'"input": 1e309,', 1))
+    store = SqliteStore(str(tmp_path / "g.db"))
+    result = Syncer(store).sync_file(str(chat))
+    assert result.status == "new"
+    assert result.note == ('1 value not taken as written (docs/usage.md, "Bad values in agent files"): line 13: '
+                           'tokens.input Infinity is above 2^53-1 (taken as 0) (`sessiontree check FILE` lists each)')
+    store.close()
+
+
+def test_a_time_without_a_zone_is_utc_whatever_the_machine_zone(tmp_path, monkeypatch):
+    # A record time without an offset ("2026-03-02T09:00:00", written by hand or another
+    # tool) is UTC, as everywhere else (core.tree.parse_timestamp_ms; docs/listing.md): the
+    # message time and the usage ledger's time must not move with the machine's zone.
+    # 2026-03-02T09:00:00Z is 20,514 days and 9 hours after the epoch: 1,772,442,000,000 ms.
+    import time
+
+    from sessiontree.core.usage import timestamp_ms
+    from sessiontree.format.foreign.common import iso_to_ms
+
+    monkeypatch.setenv("TZ", "Pacific/Kiritimati")  # UTC+14: local 09:00 is 19:00 the day before in UTC
+    time.tzset()
+    try:
+        assert iso_to_ms("2026-03-02T09:00:00") == 1772442000000
+        assert timestamp_ms({"timestamp": "2026-03-02T09:00:00"}) == 1772442000000
+        folder = tmp_path / "claude" / "projects" / "-w"
+        folder.mkdir(parents=True)
+        path = folder / f"{SID}.jsonl"
+        _write(path, [_claude("u1", None, "user", "2026-03-02T09:00:00", message={"role": "user", "content": "hi"}),
+                      _answer("a1", "u1", "m1", {"input_tokens": 1, "output_tokens": 2}, stamp="2026-03-02T09:00:00")])
+        db = tmp_path / "s.db"
+        store = SqliteStore(str(db))
+        assert Syncer(store).sync_file(str(path)).note is None  # an ISO-8601 time: nothing to note
+        assert store.load(SID).entries[1]["message"]["timestamp"] == 1772442000000
+        store.close()
+        days = run_cli_json(f"sqlite:///{db}", "stats", "--by", "day", "--timezone", "UTC", "--json")["groups"]
+        assert [group["key"] for group in days] == ["2026-03-02"]
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()

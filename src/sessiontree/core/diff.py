@@ -41,7 +41,7 @@ import orjson
 
 from sessiontree.core.projection import INTERRUPTED_TEXT, ProjectionBuilder, SessionProjection, latest_edits
 from sessiontree.core.toolcalls import FILE_TOOLS, tool_calls
-from sessiontree.core.tree import LEAF_ENTRY_TYPE, get_branch, parse_timestamp_ms
+from sessiontree.core.tree import LEAF_ENTRY_TYPE, get_branch, parse_timestamp_ms, time_in_range
 from sessiontree.format import jsonio
 from sessiontree.format.gcpause import gc_paused
 from sessiontree.format.types import Entry
@@ -314,14 +314,24 @@ def stats_of(entries: int, messages: int, stamps: Sequence[Any],
     stats = ColumnStats(entries=entries, messages=messages)
     # Format-4 stamps ("2026-03-02T09:00:00.000Z", 24 characters) order as strings, so
     # only the earliest and latest are parsed; any other form is parsed where it stands.
+    # Their layout is checked first, all at once: a 24-character string ending in "Z" with
+    # another layout ("2026-03-02 10:00:00.000Z") does not order as its time does.
     plain = [raw for raw in stamps if isinstance(raw, str) and len(raw) == 24 and raw[-1] == "Z"]
+    if plain and not _plain_layout("".join(plain)):
+        plain = [raw for raw in plain if _plain_layout(raw)]
     if len(plain) != len(stamps):
+        rest = set(plain)
         for raw in stamps:
-            if not (isinstance(raw, str) and len(raw) == 24 and raw[-1] == "Z"):
+            if raw.__class__ is not str or raw not in rest:
                 _widen(stats, parse_timestamp_ms(raw))
     if plain:
-        _widen(stats, parse_timestamp_ms(min(plain)))
-        _widen(stats, parse_timestamp_ms(max(plain)))
+        low, high = parse_timestamp_ms(min(plain)), parse_timestamp_ms(max(plain))
+        if low is None or high is None:  # an impossible date in the layout ("2026-13-45..."): parse each
+            for raw in plain:
+                _widen(stats, parse_timestamp_ms(raw))
+        else:
+            _widen(stats, low)
+            _widen(stats, high)
     files: dict[str, set[str]] = {}
     counts = stats.tool_calls
     for name, path in calls:
@@ -332,8 +342,26 @@ def stats_of(entries: int, messages: int, stamps: Sequence[Any],
     return stats
 
 
+#: Where a format-4 timestamp ("2026-03-02T09:00:00.000Z") holds which separator; every
+#: other place but the last ("Z") holds an ASCII digit.
+_SEPARATORS: Final = ((4, "-"), (7, "-"), (10, "T"), (13, ":"), (16, ":"), (19, "."))
+_DIGITS: Final = tuple(sorted(set(range(23)) - {at for at, _ in _SEPARATORS}))
+
+
+def _plain_layout(joined: str) -> bool:
+    """Whether ``joined``, 24-character strings ending in "Z" put end to end, holds only
+    the format-4 layout (which orders as its time does): one slice per place, in C."""
+    if not joined.isascii():
+        return False
+    count = len(joined) // 24
+    return (all(joined[at::24] == mark * count for at, mark in _SEPARATORS)
+            and all(joined[at::24].isdigit() for at in _DIGITS))
+
+
 def _widen(stats: ColumnStats, stamp: float | None) -> None:
-    if stamp is not None:
+    # A time outside years 1-9999 is no time (docs/listing.md, "Unknown times"): the JSON
+    # could not write it ("0001-01-01T00:00:00+14:00" is in year 0 in UTC).
+    if time_in_range(stamp):
         stats.first_ms = stamp if stats.first_ms is None else min(stats.first_ms, stamp)
         stats.last_ms = stamp if stats.last_ms is None else max(stats.last_ms, stamp)
 

@@ -54,7 +54,7 @@ import hashlib
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -190,13 +190,17 @@ def cost_to_nanos(value: Any) -> int | None:
 
 
 def timestamp_ms(entry: Entry, message: dict[str, Any] | None = None) -> int:
-    """Unix milliseconds of an entry: its ISO ``timestamp``, else the message's
+    """Unix milliseconds of an entry: its ISO ``timestamp`` (without an offset: UTC, as
+    :func:`sessiontree.core.tree.parse_timestamp_ms` reads it), else the message's
     numeric ``timestamp``, else 0. A time outside years 1-9999 (:func:`time_in_range`)
     counts as absent, so a report never meets a day it cannot show."""
     stamp = entry.get("timestamp")
     if isinstance(stamp, str):
         try:
-            ms = datetime.fromisoformat(stamp).timestamp() * 1000
+            parsed = datetime.fromisoformat(stamp)
+            if parsed.tzinfo is None:  # no offset: UTC, not the machine's zone (core.tree.parse_timestamp_ms)
+                parsed = parsed.replace(tzinfo=UTC)
+            ms = parsed.timestamp() * 1000
         except (ValueError, OverflowError):
             ms = None
         if ms is not None and time_in_range(ms):

@@ -48,6 +48,7 @@ __all__ = [
     "js_stringify",
     "loads",
     "orjson_text_is_exact",
+    "parse_int",
     "sorted_keys",
     "utf16_len",
 ]
@@ -55,11 +56,13 @@ __all__ = [
 _SURROGATE = re.compile("[\ud800-\udbff][\udc00-\udfff]|[\ud800-\udfff]")
 
 
-def _parse_int(text: str) -> int | float:
+def parse_int(text: str) -> int | float:
     """An integer literal as orjson reads it: an ``int`` within 64 bits (signed or
     unsigned), a ``float`` beyond, so that both parsers give the same value."""
     value = int(text)
-    return value if -(2 ** 63) <= value < 2 ** 64 else float(value)
+    # float of the text, not of the int: past 1.8e308 it is infinity (as orjson and JavaScript
+    # read it), where float(int) raises OverflowError.
+    return value if -(2 ** 63) <= value < 2 ** 64 else float(text)
 
 _MAX_SAFE_INTEGER = 2**53 - 1  # Number.MAX_SAFE_INTEGER
 
@@ -147,7 +150,7 @@ def _loads_fallback(data: bytes | str) -> Any:
     text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
     # json.loads accepts NaN/Infinity, which JSON forbids; refuse them.
     try:
-        return json.loads(text, parse_constant=_reject_constant, parse_int=_parse_int)
+        return json.loads(text, parse_constant=_reject_constant, parse_int=parse_int)
     except RecursionError:  # its recursive parser gave up: deeper than we accept anyway
         raise NestingError() from None
 

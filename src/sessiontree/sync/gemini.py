@@ -31,7 +31,7 @@ import orjson
 
 from sessiontree.errors import InvalidSessionError
 from sessiontree.format.codec import ParsedSession
-from sessiontree.format.foreign.common import BadValue, bad_values_note
+from sessiontree.format.foreign.common import BadValue, bad_values_note, loads_record
 from sessiontree.format.foreign.gemini import AGENT, compare_messages, map_gemini
 from sessiontree.format.ids import is_valid_session_id
 from sessiontree.stores.base import SyncChange, SyncState
@@ -73,8 +73,8 @@ def stored_messages(stored: ParsedSession) -> list[tuple[str, bytes]]:
             continue
         text = info["raw"].lstrip(" \t\r\n,")
         try:
-            value = orjson.loads(text)
-        except orjson.JSONDecodeError:
+            value = loads_record(text)
+        except ValueError:
             value = None
         out.append((entry["id"], orjson.dumps(value, option=orjson.OPT_SORT_KEYS)))
     return out
@@ -101,8 +101,8 @@ def sync_gemini(syncer: SyncerView, path: str, data: bytes, fst: os.stat_result,
     if mapped is None:
         if b'"sessionId"' in data[:512] and b'"messages"' not in data[-2:]:
             try:
-                orjson.loads(data)
-            except orjson.JSONDecodeError:
+                loads_record(data)
+            except ValueError:
                 return Outcome("in-progress", reason="the chat document does not parse yet "
                                   "(Gemini CLI rewrites it whole; caught half-way)", pending=len(data))
         return None

@@ -19,7 +19,9 @@ where a bill moved; docs/agents/README.md).
 
 from __future__ import annotations
 
+import math
 import os
+from decimal import Decimal
 from typing import Any
 
 from sessiontree.format.foreign.common import (
@@ -430,7 +432,11 @@ class _Mapper:
             msg["responseId"] = message["id"]
         cost = value.get("costUSD")
         if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0:
-            msg["usage"]["cost"] = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": cost}
+            if _cost_held(cost):
+                msg["usage"]["cost"] = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": cost}
+            else:
+                self.result.bad_value(record.line, "costUSD", cost, "above $4,611,686,018",
+                                      "absent: priced from its tokens")
         elif cost is not None:
             # A cost that is no amount is not taken: the call is priced from its tokens,
             # as a record without costUSD is (docs/usage.md, "Bad values in agent files").
@@ -443,6 +449,15 @@ class _Mapper:
                             shape=turn)
         self.link(uuid, entry_id)
         self.bill(_call_key(message, value.get("requestId")), "main", self.result.entries[-1])
+
+
+def _cost_held(cost: int | float) -> bool:
+    """Whether a cost of 0 or more in USD is one the usage ledger can hold: at most 2^62
+    nano-dollars, rounded as ``core.usage.cost_to_nanos`` rounds (a larger one would be
+    dropped there without a word, so the mapping notes it instead)."""
+    if isinstance(cost, float) and not math.isfinite(cost):
+        return False
+    return int((Decimal(repr(cost)) * 1_000_000_000).to_integral_value()) <= 2**62
 
 
 def map_claude(data: bytes, path: str | None = None) -> ForeignSession:

@@ -31,9 +31,11 @@ from __future__ import annotations
 
 import base64
 import functools
+import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -56,6 +58,7 @@ __all__ = [
     "foreign_info",
     "iso_to_ms",
     "iter_records",
+    "loads_record",
     "settle",
     "sniff_agent",
     "source_bytes",
@@ -118,6 +121,8 @@ def bad_values_note(values: Sequence[BadValue], shown: int = 3) -> str:
 
 
 def _json_text(value: Any) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "Infinity" if value > 0 else "-Infinity"  # JavaScript's name (orjson writes null)
     try:
         text = orjson.dumps(value).decode("utf-8")
     except (TypeError, orjson.JSONEncodeError):
@@ -134,7 +139,7 @@ def count_problem(value: Any) -> str | None:
         return None  # the common case first: every count of every call passes here
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return "not a number"
-    if isinstance(value, float) and not value.is_integer():
+    if isinstance(value, float) and not value.is_integer() and not math.isinf(value):
         return "not a whole number"
     if value < 0:
         return "negative"
@@ -158,7 +163,10 @@ def _time_ms(value: str) -> float | str:
     """Unix ms of an ISO-8601 text, or why it names no instant in years 1-9999. Cached: a
     record's time is read for its entry and again for its message (first-sync speed)."""
     try:
-        ms = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        if parsed.tzinfo is None:  # no offset: UTC, not the machine's zone (core.tree.parse_timestamp_ms)
+            parsed = parsed.replace(tzinfo=UTC)
+        ms = parsed.timestamp() * 1000
     except (ValueError, OverflowError):
         return "not an ISO-8601 time"
     return ms if _FIRST_MS <= ms <= _LAST_MS else "outside years 1-9999"
@@ -337,6 +345,38 @@ def settle(result: ForeignSession) -> ForeignSession:
     return result
 
 
+def _constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads_record(text: bytes) -> Any:
+    """The JSON value of a source record or document, as the agents (JavaScript) read it.
+
+    ``orjson`` refuses a number beyond a double (``1e309``, an integer of 400 digits),
+    which JSON allows and JavaScript reads as ``Infinity``: such a text is read again,
+    that number an infinite float, so the record stays a record and its mapping notes
+    the value (docs/usage.md, "Bad values in agent files") instead of losing the whole
+    call. ``NaN`` and ``Infinity`` written as words are not JSON and stay refused.
+
+    Raises:
+        ValueError: ``text`` is not JSON (``orjson.JSONDecodeError`` is one).
+    """
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        return _beyond_double(text, exc)
+
+
+def _beyond_double(text: bytes, exc: orjson.JSONDecodeError) -> Any:
+    """:func:`loads_record` once ``orjson`` refused ``text`` with ``exc``."""
+    if "infinity" not in str(exc):
+        raise exc
+    try:
+        return json.loads(text, parse_constant=_constant, parse_int=jsonio.parse_int)
+    except RecursionError:  # deeper than Python's parser goes: not taken, as orjson's own limit
+        raise exc from None
+
+
 def iter_records(data: bytes) -> Iterable[Record]:
     """The records of complete JSONL bytes: one per non-blank line, each keeping the
     blank lines before it. A last line without ``\\n`` is a record too (callers pass
@@ -355,8 +395,11 @@ def iter_records(data: bytes) -> Iterable[Record]:
             value: Any
             try:
                 value = loads(text)
-            except orjson.JSONDecodeError:
-                value = None
+            except orjson.JSONDecodeError as exc:
+                try:  # the first-sync loop calls orjson itself; the rare refusal is looked at here
+                    value = _beyond_double(text, exc)
+                except ValueError:
+                    value = None
             yield Record(line, data[pending_from:stop], value if isinstance(value, dict) else None)
             pending_from = stop
         start = stop

@@ -33,7 +33,7 @@ from typing import Any
 
 import orjson
 
-from sessiontree.format.foreign.common import ForeignSession, Record, iso_to_ms, token_count
+from sessiontree.format.foreign.common import ForeignSession, Record, iso_to_ms, loads_record, token_count
 from sessiontree.format.ids import is_valid_session_id
 
 __all__ = [
@@ -343,8 +343,8 @@ def map_gemini(data: bytes, path: str | None = None) -> GeminiSession | None:
         not a chat document.
     """
     try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError:
+        value = loads_record(data)
+    except ValueError:
         return None
     if not looks_like_gemini(value):
         return None

@@ -101,9 +101,12 @@ STATE_SELECT = ", ".join(column for _, column in STATE_COLUMNS)
 #: (a BLOB, text with lone surrogates, counts bytes: four a character at most), all that
 #: :func:`~sessiontree.core.listing.first_message_prefix` looks at. A row written before
 #: 0.2.0 holds the whole text; this keeps listing it from reading megabytes into Python.
+#: A text holding a NUL character is cut as a BLOB too: SQLite's ``substr`` of a TEXT
+#: value stops at its first NUL (a first message "\x1b[31m\x00..." was listed as "\x1b[31m").
 LISTING_STATE_SELECT = STATE_SELECT.replace(
     "first_message",
-    f"CASE WHEN typeof(first_message) = 'blob' THEN substr(first_message, 1, {4 * (FIRST_MESSAGE_CHARS + 1)})"
+    f"CASE WHEN typeof(first_message) = 'blob' OR instr(CAST(first_message AS BLOB), x'00')"
+    f" THEN substr(CAST(first_message AS BLOB), 1, {4 * (FIRST_MESSAGE_CHARS + 1)})"
     f" ELSE substr(first_message, 1, {FIRST_MESSAGE_CHARS + 1}) END", 1)
 #: The state columns as an ``UPDATE ... SET`` list with one ``?`` each.
 STATE_ASSIGN = ", ".join(f"{column} = ?" for _, column in STATE_COLUMNS)
