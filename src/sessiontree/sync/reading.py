@@ -12,7 +12,7 @@ import threading
 from sessiontree.errors import SessionError
 from sessiontree.format import jsonio
 from sessiontree.format.codec import ParsedSession
-from sessiontree.format.files import sha256_prefix
+from sessiontree.format.files import O_CLOEXEC, sha256_prefix
 from sessiontree.format.foreign import sniff_agent
 from sessiontree.format.shape import ShapeError, shape_of
 from sessiontree.stores.base import SyncState
@@ -39,7 +39,6 @@ __all__ = [
 TAIL_CHECK = 4096
 JSON_WS = b" \t\r\n"
 SUFFIX = ".jsonl"
-O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _opened = 0
 _opened_lock = threading.Lock()
 

@@ -10,10 +10,11 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from sessiontree.errors import StorageError
+from sessiontree.format.files import O_CLOEXEC, unlock_and_close
 from sessiontree.stores.base import SessionStore
 from sessiontree.stores.traits import OwnRunLock, store_traits
 from sessiontree.sync.gemini import is_gemini_name
-from sessiontree.sync.reading import O_CLOEXEC, SUFFIX
+from sessiontree.sync.reading import SUFFIX
 
 try:
     import fcntl
@@ -63,10 +64,7 @@ def run_lock(store: SessionStore, on_busy: Callable[[], None] | None = None) -> 
             fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
+        unlock_and_close(fd)
 
 
 def watch(roots: Sequence[str], on_change: Callable[[list[str]], None], stop: threading.Event,
