@@ -290,6 +290,20 @@ def _facts(conn: Any, session_id: str) -> SessionFacts:
                         active_ids(entries))
 
 
+# The parts of _limit_first_sql and _scored_walk_sql that are one rule: ``last`` is the
+# last of ``best`` in (score, newest, session id, seq) order; the kept rows (``best`` and
+# the ties of ``last``) are joined for their entry id and text and ordered as hit_order.
+_LAST = """last AS (
+            SELECT * FROM best ORDER BY score, coalesce(ts_ms, 0), session_id COLLATE "C" DESC, seq DESC LIMIT 1),"""
+_KEPT_HITS = """kept AS (SELECT * FROM best UNION SELECT * FROM tied)
+        SELECT k.session_id, k.seq, e.id, s.folded, k.score, k.ts_ms
+        FROM kept AS k
+        JOIN entries AS e ON e.session_id = k.session_id AND e.seq = k.seq
+        JOIN search_entries AS s ON s.session_id = k.session_id AND s.seq = k.seq
+        ORDER BY k.score DESC, coalesce(k.ts_ms, 0) DESC, k.session_id COLLATE "C", e.id COLLATE "C"
+        LIMIT %s"""
+
+
 def _limit_first_sql(score: str, cond: str) -> str:
     """The ranked, limited query of :func:`_hits_from_index`, planned limit first.
 
@@ -316,18 +330,11 @@ def _limit_first_sql(score: str, cond: str) -> str:
         WITH best AS (
             SELECT {keys} FROM search_entries AS s WHERE {cond}
             ORDER BY score DESC, coalesce(s.ts_ms, 0) DESC, s.session_id COLLATE "C", s.seq LIMIT %s),
-        last AS (
-            SELECT * FROM best ORDER BY score, coalesce(ts_ms, 0), session_id COLLATE "C" DESC, seq DESC LIMIT 1),
+        {_LAST}
         tied AS (
             SELECT {keys} FROM search_entries AS s JOIN last ON s.session_id = last.session_id
             WHERE {cond} AND {score} = last.score AND coalesce(s.ts_ms, 0) = coalesce(last.ts_ms, 0)),
-        kept AS (SELECT * FROM best UNION SELECT * FROM tied)
-        SELECT k.session_id, k.seq, e.id, s.folded, k.score, k.ts_ms
-        FROM kept AS k
-        JOIN entries AS e ON e.session_id = k.session_id AND e.seq = k.seq
-        JOIN search_entries AS s ON s.session_id = k.session_id AND s.seq = k.seq
-        ORDER BY k.score DESC, coalesce(k.ts_ms, 0) DESC, k.session_id COLLATE "C", e.id COLLATE "C"
-        LIMIT %s"""
+        {_KEPT_HITS}"""
 
 
 def _scored_walk_sql(walk_from: str) -> str:
@@ -346,18 +353,11 @@ def _scored_walk_sql(walk_from: str) -> str:
         WITH m AS MATERIALIZED (SELECT w.session_id, w.seq, w.score, w.ts_ms FROM {walk_from} AS w),
         best AS (
             SELECT * FROM m ORDER BY score DESC, coalesce(ts_ms, 0) DESC, session_id COLLATE "C", seq LIMIT %s),
-        last AS (
-            SELECT * FROM best ORDER BY score, coalesce(ts_ms, 0), session_id COLLATE "C" DESC, seq DESC LIMIT 1),
+        {_LAST}
         tied AS (
             SELECT m.* FROM m JOIN last ON m.session_id = last.session_id AND m.score = last.score
             AND coalesce(m.ts_ms, 0) = coalesce(last.ts_ms, 0)),
-        kept AS (SELECT * FROM best UNION SELECT * FROM tied)
-        SELECT k.session_id, k.seq, e.id, s.folded, k.score, k.ts_ms
-        FROM kept AS k
-        JOIN entries AS e ON e.session_id = k.session_id AND e.seq = k.seq
-        JOIN search_entries AS s ON s.session_id = k.session_id AND s.seq = k.seq
-        ORDER BY k.score DESC, coalesce(k.ts_ms, 0) DESC, k.session_id COLLATE "C", e.id COLLATE "C"
-        LIMIT %s"""
+        {_KEPT_HITS}"""
 
 
 def _conditions(query: SearchQuery, filters: SearchFilters, allowed: list[str] | None,
