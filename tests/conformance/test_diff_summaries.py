@@ -170,3 +170,58 @@ def test_a_store_migrated_to_m018_with_a_damaged_record(tmp_path) -> None:
         assert data["summary"]["common"]["toolCalls"] == {"read": 1}  # a1's read only
         problems = store.verify()
     assert [p.code for p in problems if "a2" in p.message] == ["hash-mismatch"], problems
+
+
+def _variant(name: str) -> list[dict]:
+    """:func:`_session` changed as ``name`` says (each one rule of the seed's "Context Building")."""
+    entries = _session()
+    if name in ("kept-null", "kept-absent"):
+        entries[6] = _compaction("k1", "r3", "a2", at(0, 6)) | {
+            "firstKeptEntryId": None if name == "kept-null" else "ffffffff"}
+    elif name == "branch-summary":  # B goes through a branch summary: x1 -> s1 -> aB1
+        entries.insert(10, entry("branch_summary", "s1", "x1", at(1, 59), fromId="rA1", summary="tried y.py"))
+        entries[11] = entries[11] | {"parentId": "s1"}
+    elif name == "inert":  # A ends with a retired (non-verbatim) compaction
+        entries.append({**_compaction("k2", "rA1", "aA1", at(1, 2)), "details": {"strategy": "summary"}})
+    elif name == "newer-boundary":  # A ends with a second active boundary keeping aA1..
+        entries.append(_compaction("k2", "rA1", "aA1", at(1, 2)))
+    return entries
+
+
+# The seed's "Context Building" (../shared/seed/session-format.md), counted by hand on
+# _session(): k1 keeps a2, r2, r3 ("the entries from that ID up to the boundary") folded into
+# one compaction message; x1 (a context edit) gives none; A then has aA1 rA1, B aB1 rB1 uB2.
+# (boundaryId, keptTailEntries, messages) per side.
+_CONTEXTS = {
+    "kept-string": (("k1", 3, 3), ("k1", 3, 4)),
+    # firstKeptEntryId null: the boundary and post-boundary messages, no pre-boundary one.
+    "kept-null": (("k1", 0, 3), ("k1", 0, 4)),
+    # a non-null firstKeptEntryId that is absent: the same, older content not resurrected.
+    "kept-absent": (("k1", 0, 3), ("k1", 0, 4)),
+    # post-boundary branch-summary entries are messages of the context: B has one more.
+    "branch-summary": (("k1", 3, 3), ("k1", 3, 5)),
+    # a non-verbatim compaction is skipped as inert: A's boundary stays k1, no message added.
+    "inert": (("k1", 3, 3), ("k1", 3, 4)),
+    # the latest verbatim-lines compaction is selected: A's context is k2's message alone.
+    "newer-boundary": (("k2", 2, 1), ("k1", 3, 4)),
+}
+
+
+@pytest.mark.parametrize("settled", [False, True])
+@pytest.mark.parametrize("name", list(_CONTEXTS))
+def test_diff_context_follows_the_seed_context_building(store, settled, name) -> None:
+    entries = _variant(name)
+    store.create(header(SID), entries)
+    if settled:
+        store.settle_derived()
+    leaf_b = "uB2"
+    leaf_a = "k2" if name in ("inert", "newer-boundary") else "rA1"
+    data = diff_branches(store, SID, leaf_a, leaf_b).to_dict()
+    got = tuple((data["context"][side]["boundaryId"], data["context"][side]["keptTailEntries"],
+                 data["context"][side]["messages"]) for side in ("a", "b"))
+    assert got == _CONTEXTS[name]
+    memory = MemoryStore()
+    memory.create(header(SID), entries)
+    assert json.dumps(data) == json.dumps(diff_branches(memory, SID, leaf_a, leaf_b).to_dict())
+    if isinstance(store, EntrySummaries):  # this is the summaries' answer, not the whole read's
+        assert summarised_diff(_Sessions(store), SID, leaf_a, leaf_b, True, "auto") is not None
