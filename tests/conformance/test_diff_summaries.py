@@ -225,3 +225,27 @@ def test_diff_context_follows_the_seed_context_building(store, settled, name) ->
     assert json.dumps(data) == json.dumps(diff_branches(memory, SID, leaf_a, leaf_b).to_dict())
     if isinstance(store, EntrySummaries):  # this is the summaries' answer, not the whole read's
         assert summarised_diff(_Sessions(store), SID, leaf_a, leaf_b, True, "auto") is not None
+
+
+@pytest.mark.parametrize("settled", [False, True])
+def test_diff_time_spans_are_the_earliest_and_latest_entry_timestamps(store, settled) -> None:
+    # docs/diff.md: each row's time span is the earliest and latest *entry* timestamp (the
+    # seed's "Entry Base": an ISO string; not the message's Unix-ms one), not its first and
+    # last entry's; the two most recent leaves by entry timestamp, the older as A. Here r1
+    # predates the root and r2 is the newest shared entry; rA1 (09:03:00) is now newer than uB2.
+    entries = _session()
+    entries[2] = entries[2] | {"timestamp": "2026-03-02T08:59:59.000Z"}
+    entries[4] = entries[4] | {"timestamp": at(0, 30)}
+    entries[9] = entries[9] | {"timestamp": at(3, 0)}
+    store.create(header(SID), entries)
+    if settled:
+        store.settle_derived()
+    data = diff_branches(store, SID).to_dict()
+    assert (data["a"]["leafId"], data["b"]["leafId"]) == ("uB2", "rA1")
+    spans = {row: (data["summary"][row]["firstTimestamp"], data["summary"][row]["lastTimestamp"])
+             for row in ("common", "a", "b")}
+    assert spans == {"common": ("2026-03-02T08:59:59.000Z", "2026-03-02T09:00:30.000Z"),
+                     "a": ("2026-03-02T09:02:00.000Z", "2026-03-02T09:02:02.000Z"),
+                     "b": ("2026-03-02T09:01:00.000Z", "2026-03-02T09:03:00.000Z")}
+    if isinstance(store, EntrySummaries):
+        assert summarised_diff(_Sessions(store), SID, None, None, True, "auto") is not None
