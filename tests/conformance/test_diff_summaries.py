@@ -249,3 +249,33 @@ def test_diff_time_spans_are_the_earliest_and_latest_entry_timestamps(store, set
                      "b": ("2026-03-02T09:01:00.000Z", "2026-03-02T09:03:00.000Z")}
     if isinstance(store, EntrySummaries):
         assert summarised_diff(_Sessions(store), SID, None, None, True, "auto") is not None
+
+
+@pytest.mark.parametrize("settled", [False, True])
+@pytest.mark.parametrize(("edits", "messages_a"), [
+    # replacement null omits aA1 from A's context, and rA1, its call gone, is an orphan result
+    # and dropped (docs/rules/projection.md): k1's message alone.
+    ([None], 1),
+    # several edits of one target: the latest on the branch wins, so aA1 is back with the
+    # replacement content (no tool call: rA1 is still an orphan): k1's message and aA1.
+    ([None, {"content": "redone"}], 2),
+])
+def test_diff_context_edits_are_branch_relative_and_the_latest_wins(store, settled, edits, messages_a) -> None:
+    # The seed's "ContextEditEntry": edits change only future context, the latest edit on the
+    # active branch wins, and they are branch-relative: B (a sibling branch) keeps aB1 rB1 uB2
+    # after k1's message (4) and does not list aA1 as edited.
+    entries = _session()
+    parent = "rA1"
+    for number, replacement in enumerate(edits):
+        entries.append(entry("context_edit", f"e{number}", parent, at(1, 10 + number), targetId="aA1",
+                             replacement=replacement))
+        parent = f"e{number}"
+    store.create(header(SID), entries)
+    if settled:
+        store.settle_derived()
+    data = diff_branches(store, SID, parent, "uB2").to_dict()
+    side_a, side_b = data["context"]["a"], data["context"]["b"]
+    assert (side_a["messages"], side_b["messages"]) == (messages_a, 4)
+    assert "aA1" in side_a["contextEdits"] and "aA1" not in side_b["contextEdits"]
+    if isinstance(store, EntrySummaries):
+        assert summarised_diff(_Sessions(store), SID, parent, "uB2", True, "auto") is not None
