@@ -170,3 +170,112 @@ def test_a_store_migrated_to_m018_with_a_damaged_record(tmp_path) -> None:
         assert data["summary"]["common"]["toolCalls"] == {"read": 1}  # a1's read only
         problems = store.verify()
     assert [p.code for p in problems if "a2" in p.message] == ["hash-mismatch"], problems
+
+
+def _variant(name: str) -> list[dict]:
+    """:func:`_session` changed as ``name`` says (each one rule of the seed's "Context Building")."""
+    entries = _session()
+    if name in ("kept-null", "kept-absent"):
+        entries[6] = _compaction("k1", "r3", "a2", at(0, 6)) | {
+            "firstKeptEntryId": None if name == "kept-null" else "ffffffff"}
+    elif name == "branch-summary":  # B goes through a branch summary: x1 -> s1 -> aB1
+        entries.insert(10, entry("branch_summary", "s1", "x1", at(1, 59), fromId="rA1", summary="tried y.py"))
+        entries[11] = entries[11] | {"parentId": "s1"}
+    elif name == "inert":  # A ends with a retired (non-verbatim) compaction
+        entries.append({**_compaction("k2", "rA1", "aA1", at(1, 2)), "details": {"strategy": "summary"}})
+    elif name == "newer-boundary":  # A ends with a second active boundary keeping aA1..
+        entries.append(_compaction("k2", "rA1", "aA1", at(1, 2)))
+    return entries
+
+
+# The seed's "Context Building" (../shared/seed/session-format.md), counted by hand on
+# _session(): k1 keeps a2, r2, r3 ("the entries from that ID up to the boundary") folded into
+# one compaction message; x1 (a context edit) gives none; A then has aA1 rA1, B aB1 rB1 uB2.
+# (boundaryId, keptTailEntries, messages) per side.
+_CONTEXTS = {
+    "kept-string": (("k1", 3, 3), ("k1", 3, 4)),
+    # firstKeptEntryId null: the boundary and post-boundary messages, no pre-boundary one.
+    "kept-null": (("k1", 0, 3), ("k1", 0, 4)),
+    # a non-null firstKeptEntryId that is absent: the same, older content not resurrected.
+    "kept-absent": (("k1", 0, 3), ("k1", 0, 4)),
+    # post-boundary branch-summary entries are messages of the context: B has one more.
+    "branch-summary": (("k1", 3, 3), ("k1", 3, 5)),
+    # a non-verbatim compaction is skipped as inert: A's boundary stays k1, no message added.
+    "inert": (("k1", 3, 3), ("k1", 3, 4)),
+    # the latest verbatim-lines compaction is selected: A's context is k2's message alone.
+    "newer-boundary": (("k2", 2, 1), ("k1", 3, 4)),
+}
+
+
+@pytest.mark.parametrize("settled", [False, True])
+@pytest.mark.parametrize("name", list(_CONTEXTS))
+def test_diff_context_follows_the_seed_context_building(store, settled, name) -> None:
+    entries = _variant(name)
+    store.create(header(SID), entries)
+    if settled:
+        store.settle_derived()
+    leaf_b = "uB2"
+    leaf_a = "k2" if name in ("inert", "newer-boundary") else "rA1"
+    data = diff_branches(store, SID, leaf_a, leaf_b).to_dict()
+    got = tuple((data["context"][side]["boundaryId"], data["context"][side]["keptTailEntries"],
+                 data["context"][side]["messages"]) for side in ("a", "b"))
+    assert got == _CONTEXTS[name]
+    memory = MemoryStore()
+    memory.create(header(SID), entries)
+    assert json.dumps(data) == json.dumps(diff_branches(memory, SID, leaf_a, leaf_b).to_dict())
+    if isinstance(store, EntrySummaries):  # this is the summaries' answer, not the whole read's
+        assert summarised_diff(_Sessions(store), SID, leaf_a, leaf_b, True, "auto") is not None
+
+
+@pytest.mark.parametrize("settled", [False, True])
+def test_diff_time_spans_are_the_earliest_and_latest_entry_timestamps(store, settled) -> None:
+    # docs/diff.md: each row's time span is the earliest and latest *entry* timestamp (the
+    # seed's "Entry Base": an ISO string; not the message's Unix-ms one), not its first and
+    # last entry's; the two most recent leaves by entry timestamp, the older as A. Here r1
+    # predates the root and r2 is the newest shared entry; rA1 (09:03:00) is now newer than uB2.
+    entries = _session()
+    entries[2] = entries[2] | {"timestamp": "2026-03-02T08:59:59.000Z"}
+    entries[4] = entries[4] | {"timestamp": at(0, 30)}
+    entries[9] = entries[9] | {"timestamp": at(3, 0)}
+    store.create(header(SID), entries)
+    if settled:
+        store.settle_derived()
+    data = diff_branches(store, SID).to_dict()
+    assert (data["a"]["leafId"], data["b"]["leafId"]) == ("uB2", "rA1")
+    spans = {row: (data["summary"][row]["firstTimestamp"], data["summary"][row]["lastTimestamp"])
+             for row in ("common", "a", "b")}
+    assert spans == {"common": ("2026-03-02T08:59:59.000Z", "2026-03-02T09:00:30.000Z"),
+                     "a": ("2026-03-02T09:02:00.000Z", "2026-03-02T09:02:02.000Z"),
+                     "b": ("2026-03-02T09:01:00.000Z", "2026-03-02T09:03:00.000Z")}
+    if isinstance(store, EntrySummaries):
+        assert summarised_diff(_Sessions(store), SID, None, None, True, "auto") is not None
+
+
+@pytest.mark.parametrize("settled", [False, True])
+@pytest.mark.parametrize(("edits", "messages_a"), [
+    # replacement null omits aA1 from A's context, and rA1, its call gone, is an orphan result
+    # and dropped (docs/rules/projection.md): k1's message alone.
+    ([None], 1),
+    # several edits of one target: the latest on the branch wins, so aA1 is back with the
+    # replacement content (no tool call: rA1 is still an orphan): k1's message and aA1.
+    ([None, {"content": "redone"}], 2),
+])
+def test_diff_context_edits_are_branch_relative_and_the_latest_wins(store, settled, edits, messages_a) -> None:
+    # The seed's "ContextEditEntry": edits change only future context, the latest edit on the
+    # active branch wins, and they are branch-relative: B (a sibling branch) keeps aB1 rB1 uB2
+    # after k1's message (4) and does not list aA1 as edited.
+    entries = _session()
+    parent = "rA1"
+    for number, replacement in enumerate(edits):
+        entries.append(entry("context_edit", f"e{number}", parent, at(1, 10 + number), targetId="aA1",
+                             replacement=replacement))
+        parent = f"e{number}"
+    store.create(header(SID), entries)
+    if settled:
+        store.settle_derived()
+    data = diff_branches(store, SID, parent, "uB2").to_dict()
+    side_a, side_b = data["context"]["a"], data["context"]["b"]
+    assert (side_a["messages"], side_b["messages"]) == (messages_a, 4)
+    assert "aA1" in side_a["contextEdits"] and "aA1" not in side_b["contextEdits"]
+    if isinstance(store, EntrySummaries):
+        assert summarised_diff(_Sessions(store), SID, parent, "uB2", True, "auto") is not None

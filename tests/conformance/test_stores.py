@@ -188,6 +188,29 @@ def test_listing_keeps_only_a_prefix_of_a_long_first_message(store):
     assert not [p for p in store.verify() if p.code == "metadata-drift"]
 
 
+def test_listing_first_message_is_the_first_user_text_in_file_order(store):
+    # docs/rules/listing.md L.15 and docs/listing.md "First message" (the seed's "SessionInfoEntry":
+    # the selector shows the first message when no name is set): the first user message with a
+    # non-empty text in file order, over every branch; images, tool results and custom messages
+    # give none. Each store computes it its own way (listing state, parse), so each is checked.
+    image = {"type": "image", "data": "QQ==", "mimeType": "image/png"}
+    store.create(header("f"), [
+        message("a0", None, "assistant", [{"type": "text", "text": "assistant first"}]),
+        message("u0", "a0", "user", ""),  # empty: skipped
+        message("u1", "u0", "user", [image]),  # an image alone has no text
+        message("t1", "u1", "toolResult", [{"type": "text", "text": "tool out"}], toolCallId="c", toolName="x"),
+        message("c1", "t1", "custom", "custom text", customType="x", display=True),
+        message("u2", "u1", "user", [image, {"type": "text", "text": "on a side branch"}]),  # a sibling of t1
+        message("u3", "c1", "user", "on the active branch"),
+    ])
+    # Exactly 1,000 characters are kept whole; 1,001 are cut to 999 and marked.
+    store.create(header("k"), [message("m1", None, "user", "y" * 1_000)])
+    store.create(header("c"), [message("m1", None, "user", "z" * 1_001)])
+    store.create(header("n"), [message("m1", None, "assistant", "only the assistant")])
+    rows = {row.id: row.first_message for row in store.list_sessions()}
+    assert rows == {"f": "on a side branch", "k": "y" * 1_000, "c": "z" * 999 + "…", "n": "(no messages)"}
+
+
 def test_replace_header(store):
     store.create(header("s1"), [custom("e1")])
     entries_before = store.load("s1").raw

@@ -182,7 +182,18 @@ def _projection(records: _Records, outline: SessionOutline, path: list[int]) -> 
 def summarised_diff(sessions: _Sessions, session_id: str, a: str | None, b: str | None, context: bool,
                     cost: str) -> tuple[BranchDiff, dict[str, list[UsageRow]], _Side, _Side] | None:
     """The comparison of :func:`~sessiontree.diff.branches.diff_branches` from the store's
-    summaries (module docstring), or ``None`` where it falls back.
+    summaries (module docstring), or ``None`` where it falls back (the caller then reads
+    the session whole and gives the same answer).
+
+    Args:
+        sessions: the opened store (:class:`~sessiontree.diff.sides._Sessions`).
+        session_id: the session compared, already resolved.
+        a, b: the sides as ``--a``/``--b`` take them (an entry id or unique prefix), or
+            ``None`` for the defaults of docs/diff.md ("What is compared"); a
+            ``SESSION:LEAF`` side falls back.
+        context: whether the context delta (the seed's "Context Building" on each side's
+            projection, docs/diff.md "What the model saw") is computed.
+        cost: the cost mode (``auto``, ``recorded``, ``catalog``; docs/diff.md "Columns and cost", docs/usage.md "Costs").
 
     Returns:
         ``(diff, usage rows by column, side A, side B)``.

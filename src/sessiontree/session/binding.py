@@ -75,7 +75,24 @@ def child_header(parent_id: str, cwd: str, session_id: str | None,
 
 def new_header(session_id: str | None, cwd: str, parent_session: str | None = None,
                 classification: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A format-4 header in the key order of docs/rules/format.md A.3."""
+    """A format-4 header in the key order of docs/rules/format.md A.3 (the seed's
+    "SessionHeader" and "Session Version": ``createdAt`` and ``parentSessionId``).
+
+    Args:
+        session_id: the id to use, or ``None`` for a new UUIDv7 (docs/rules/format.md B.5).
+        cwd: the working directory, stored as given.
+        parent_session: the parent session's id, or a legacy path to its file that is
+            looked up for the id (docs/rules/versions.md §3.3, decisions.md D-8); a path
+            whose id cannot be found adds no ``parentSessionId`` (nothing is raised).
+        classification: ``internal``/``workflow`` keys added last, or ``None``.
+
+    Returns:
+        A new dict ``{"type", "version": 4, "id", "createdAt", "cwd"[, "parentSessionId"]
+        [, classification]}``; ``createdAt`` is now, ISO-8601 UTC with milliseconds.
+
+    Raises:
+        InvalidSessionIdError: ``session_id`` is not a valid session id (B.5).
+    """
     header: dict[str, Any] = {
         "type": "session",
         "version": 4,

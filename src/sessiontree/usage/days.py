@@ -40,7 +40,9 @@ def local_time(ms: int, tz: tzinfo | None) -> datetime:
 
 
 def start_of_day_ms(day: date, tz: tzinfo | None) -> int:
-    """The first millisecond of ``day`` in ``tz`` (local when ``None``)."""
+    """The first millisecond of ``day`` in ``tz`` (local time when ``None``), as Unix
+    milliseconds (an ``int``): the lower bound of a day's usage (docs/usage.md, "Time"). In local
+    time the C library applies the day's DST offset; raises nothing for a valid ``date``."""
     midnight = datetime(day.year, day.month, day.day)
     if tz is not None:
         midnight = midnight.replace(tzinfo=tz)
