@@ -54,7 +54,6 @@ import hashlib
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -62,6 +61,7 @@ import orjson
 
 from sessiontree.core.tree import time_in_range
 from sessiontree.format import jsonio
+from sessiontree.format.times import iso_datetime
 from sessiontree.format.types import Entry
 
 __all__ = [
@@ -191,17 +191,15 @@ def cost_to_nanos(value: Any) -> int | None:
 
 def timestamp_ms(entry: Entry, message: dict[str, Any] | None = None) -> int:
     """Unix milliseconds of an entry: its ISO ``timestamp`` (without an offset: UTC, as
-    :func:`sessiontree.core.tree.parse_timestamp_ms` reads it), else the message's
+    :func:`sessiontree.format.times.iso_datetime` reads it), else the message's
     numeric ``timestamp``, else 0. A time outside years 1-9999 (:func:`time_in_range`)
     counts as absent, so a report never meets a day it cannot show."""
     stamp = entry.get("timestamp")
     if isinstance(stamp, str):
+        parsed = iso_datetime(stamp)
         try:
-            parsed = datetime.fromisoformat(stamp)
-            if parsed.tzinfo is None:  # no offset: UTC, not the machine's zone (core.tree.parse_timestamp_ms)
-                parsed = parsed.replace(tzinfo=UTC)
-            ms = parsed.timestamp() * 1000
-        except (ValueError, OverflowError):
+            ms = None if parsed is None else parsed.timestamp() * 1000
+        except OverflowError:
             ms = None
         if ms is not None and time_in_range(ms):
             return int(ms)
