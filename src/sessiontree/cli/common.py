@@ -660,11 +660,6 @@ def cut_left(text: str, width: int) -> str:
 def cost_cell(totals: Totals) -> str:
     """A cost for a table cell, as ``stats`` and ``diff`` show it: ``$42.60``; a leading ``~``
     marks a cost with estimated parts, a trailing ``+?`` one missing unpriced calls (docs/usage.md)."""
-    from sessiontree.usage.money import format_usd
+    from sessiontree.usage.totals import cost_text
 
-    text = format_usd(totals.cost_nanos)
-    if totals.estimated_calls:
-        text = "~" + text
-    if totals.unpriced_calls:
-        text += " +?"
-    return text
+    return cost_text(totals)
