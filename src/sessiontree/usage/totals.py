@@ -216,11 +216,11 @@ def turn_cost(records: Iterable[UsageRecord]) -> str:
     return cost_text(price_records(records)[0])
 
 
-def cost_text(totals: Totals) -> str:
+def cost_text(totals: Totals, places: int = 2) -> str:
     """The cost of ``totals`` as the CLI, the viewer and the export show costs (docs/usage.md):
-    ``$42.60``; a leading ``~`` marks a cost with estimated parts, a trailing `` +?`` one
-    missing unpriced calls."""
-    text = format_usd(totals.cost_nanos)
+    ``$42.60`` (``places`` decimals, :func:`format_usd`); a leading ``~`` marks a cost with
+    estimated parts, a trailing `` +?`` one missing unpriced calls."""
+    text = format_usd(totals.cost_nanos, places)
     if totals.estimated_calls:
         text = "~" + text
     if totals.unpriced_calls:
