@@ -65,6 +65,7 @@ from sessiontree.format.times import iso_datetime
 from sessiontree.format.types import Entry
 
 __all__ = [
+    "BILLED_TYPES",
     "BUCKET_MS",
     "NANOS_PER_USD",
     "SOURCES",
@@ -312,8 +313,9 @@ def records_from_entry(entry: Entry, *, keyed: bool = True) -> list[UsageRecord]
     return []
 
 
-#: Entry types that can carry a billed record (:func:`records_from_entry`).
-_BILLED_KINDS = frozenset({"message", "session_summary", "compaction", "branch_summary", "usage"})
+#: Entry types that can carry a billed record (:func:`records_from_entry`): an entry of
+#: another type yields none, so a reader may skip it unread.
+BILLED_TYPES = frozenset({"message", "session_summary", "compaction", "branch_summary", "usage"})
 
 
 def records_from_entries(entries: Iterable[Entry], *, keyed: bool = True) -> Iterator[UsageRecord]:
@@ -321,7 +323,7 @@ def records_from_entries(entries: Iterable[Entry], *, keyed: bool = True) -> Ite
     abandoned branch were billed too); ``keyed`` as in :func:`records_from_entry`."""
     for entry in entries:
         kind = entry.get("type")
-        if kind in _BILLED_KINDS:
+        if kind in BILLED_TYPES:
             yield from records_from_entry(entry, keyed=keyed)
 
 
@@ -543,7 +545,7 @@ def rows_from_entries(entries: Iterable[Entry], query: UsageQuery | None = None)
     nanos_of: dict[tuple[type, Any], int | None] = {}
     for entry in entries:
         kind = entry.get("type")
-        if kind not in _BILLED_KINDS:
+        if kind not in BILLED_TYPES:
             continue
         if kind == "message":
             message = entry.get("message")
