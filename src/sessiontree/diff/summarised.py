@@ -37,11 +37,12 @@ from sessiontree.core.diff import (
     column_stats,
     common_length,
     context_delta,
+    leaves_by_recency,
     stats_of,
     tool_calls,
 )
 from sessiontree.core.projection import ProjectionBuilder, SessionProjection, latest_edits
-from sessiontree.core.tree import LEAF_ENTRY_TYPE, parse_timestamp_ms
+from sessiontree.core.tree import LEAF_ENTRY_TYPE
 from sessiontree.core.usage import BILLED_TYPES, UsageQuery, UsageRow, extend_rows, records_from_entry
 from sessiontree.diff.cost import split_rest
 from sessiontree.diff.sides import _defaults, _Sessions, _Side
@@ -124,12 +125,8 @@ class _OutlineLeaves:
         return self.summaries.outline.ids[-1]
 
     def recent(self) -> list[str]:
-        outline, stamps = self.summaries.outline, self.summaries.timestamps
-        parents = set(outline.parent_ids)
-        found = [(parse_timestamp_ms(stamps[position]) or 0.0, position, entry_id)
-                 for position, entry_id in enumerate(outline.ids) if entry_id not in parents]
-        found.sort(reverse=True)
-        return [entry_id for _, _, entry_id in found]
+        outline = self.summaries.outline
+        return leaves_by_recency(outline.ids, outline.parent_ids, self.summaries.timestamps)
 
     def has(self, entry_id: str) -> bool:
         return entry_id in self.position_of
