@@ -328,6 +328,18 @@ def print_rich(console: Console, *renderables: Any, **options: Any) -> None:
 _PLAIN_EXTRA = frozenset("\u2588\u258f")
 
 
+def _plain_pipe() -> bool:
+    """Whether rich would print plainly at :data:`PIPE_WIDTH`: stdout is not a terminal (or
+    cannot say) and none of ``TTY_COMPATIBLE``, ``FORCE_COLOR``, ``COLUMNS`` (which change
+    rich's choice) is set. The first check of :func:`plain_table` and :func:`plain_lines`."""
+    if any(name in os.environ for name in ("TTY_COMPATIBLE", "FORCE_COLOR", "COLUMNS")):
+        return False
+    try:
+        return not sys.stdout.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
 def plain_table(rows: Sequence[Sequence[str]], right: Sequence[bool],
                 max_widths: Sequence[int | None] | None = None) -> str | None:
     """The text rich prints for a borderless table (``box=None, pad_edge=False``) of ``rows``
@@ -344,12 +356,7 @@ def plain_table(rows: Sequence[Sequence[str]], right: Sequence[bool],
     flush right, ending with one, no cell over its column's ``max_widths`` (rich would cut
     it), and the table within :data:`PIPE_WIDTH` columns (rich would shrink columns).
     """
-    if any(name in os.environ for name in ("TTY_COMPATIBLE", "FORCE_COLOR", "COLUMNS")):
-        return None
-    try:
-        if sys.stdout.isatty():
-            return None
-    except (AttributeError, ValueError, OSError):
+    if not _plain_pipe():
         return None
     for row in rows:
         for flush_right, cell in zip(right, row, strict=True):
@@ -385,12 +392,7 @@ def plain_lines(lines: Sequence[str]) -> str | None:
     ``COLUMNS`` set (the width is then :data:`PIPE_WIDTH`), every character printable ASCII
     or "…" (a snippet's cut ends; one cell each; no tab, which rich expands).
     """
-    if any(name in os.environ for name in ("TTY_COMPATIBLE", "FORCE_COLOR", "COLUMNS")):
-        return None
-    try:
-        if sys.stdout.isatty():
-            return None
-    except (AttributeError, ValueError, OSError):
+    if not _plain_pipe():
         return None
     out = []
     for line in lines:
@@ -658,11 +660,6 @@ def cut_left(text: str, width: int) -> str:
 def cost_cell(totals: Totals) -> str:
     """A cost for a table cell, as ``stats`` and ``diff`` show it: ``$42.60``; a leading ``~``
     marks a cost with estimated parts, a trailing ``+?`` one missing unpriced calls (docs/usage.md)."""
-    from sessiontree.usage.money import format_usd
+    from sessiontree.usage.totals import cost_text
 
-    text = format_usd(totals.cost_nanos)
-    if totals.estimated_calls:
-        text = "~" + text
-    if totals.unpriced_calls:
-        text += " +?"
-    return text
+    return cost_text(totals)

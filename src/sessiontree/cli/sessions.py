@@ -218,12 +218,11 @@ def _session_costs(app: App) -> dict[str, Any]:
 
 def _cost_text(totals: Any) -> str:
     """A cost cell: ``$1.23``, ``~$1.23`` with estimates, ``+?`` with unpriced calls, ``-`` for none."""
-    from sessiontree.usage.money import format_usd
+    from sessiontree.usage.totals import cost_text
 
     if totals is None or not totals.calls:
         return "-"
-    text = ("~" if totals.estimated_calls else "") + format_usd(totals.cost_nanos)
-    return text + (" +?" if totals.unpriced_calls else "")
+    return cost_text(totals)
 
 
 def _cost_json(totals: Any) -> dict[str, Any]:

@@ -63,6 +63,7 @@ __all__ = [
     "content_key",
     "context_delta",
     "leaf_ids",
+    "leaves_by_recency",
     "message_key",
     "stats_of",
     "tool_calls",
@@ -630,12 +631,19 @@ def compare_paths(entries_a: Sequence[Entry], leaf_a: str, entries_b: Sequence[E
 def leaf_ids(entries: Sequence[Entry]) -> list[str]:
     """The session's leaves (entries with no child; ``leaf`` records are not tree
     entries), most recent first: by entry timestamp, then by file position."""
-    parents = {e.get("parentId") for e in entries if e.get("type") != LEAF_ENTRY_TYPE}
-    found: list[tuple[float, int, str]] = []
-    for position, entry in enumerate(entries):
-        entry_id = entry.get("id")
-        if entry.get("type") == LEAF_ENTRY_TYPE or not isinstance(entry_id, str) or entry_id in parents:
-            continue
-        found.append((parse_timestamp_ms(entry.get("timestamp")) or 0.0, position, entry_id))
+    tree = [e.get("type") != LEAF_ENTRY_TYPE for e in entries]
+    return leaves_by_recency([e.get("id") if keep else None for e, keep in zip(entries, tree, strict=True)],
+                             [e.get("parentId") for e, keep in zip(entries, tree, strict=True) if keep],
+                             [e.get("timestamp") for e in entries])
+
+
+def leaves_by_recency(ids: Sequence[Any], parent_ids: Iterable[Any], timestamps: Sequence[Any]) -> list[str]:
+    """The ids (text ones; position ``i`` is ``timestamps[i]``'s) that no entry names in
+    ``parent_ids``, most recent first: by timestamp (:func:`parse_timestamp_ms`, an
+    unparsable one as 0), then by position, later first. The one order of a session's leaves
+    (:func:`leaf_ids` over entries, the summarised diff over a store's outline columns)."""
+    parents = set(parent_ids)
+    found = [(parse_timestamp_ms(timestamps[position]) or 0.0, position, entry_id)
+             for position, entry_id in enumerate(ids) if isinstance(entry_id, str) and entry_id not in parents]
     found.sort(reverse=True)
     return [entry_id for _, _, entry_id in found]

@@ -43,7 +43,7 @@ from sessiontree.core.projection import (
 from sessiontree.core.textsafe import safe_block, safe_line
 from sessiontree.core.transcript import bash_text, format_tool_call
 from sessiontree.core.tree import TreeNode
-from sessiontree.core.usage import UsageRecord, records_from_entry
+from sessiontree.core.usage import BILLED_TYPES, UsageRecord, records_from_entry
 
 __all__ = [
     "RETIRED_NOTE",
@@ -547,7 +547,7 @@ def _turn_lines(branch: Sequence[Mapping[str, Any]],
         for index in range(start, stop):
             entry = branch[index]
             kind = entry.get("type")
-            if kind not in _BILLED_KINDS:
+            if kind not in BILLED_TYPES:
                 continue  # no billed record, not an assistant message
             message = entry.get("message")
             if kind == "message" and message.__class__ is dict and message.get("role") != "assistant":
@@ -580,10 +580,6 @@ def _turn_lines(branch: Sequence[Mapping[str, Any]],
                 parts.append(price)
         lines[start] = _md_block(f"**Turn {number}:** " + " · ".join(parts))  # the price is the caller's text
     return lines
-
-
-#: Entry types that can carry a billed record (``records_from_entry`` gives nothing for the rest).
-_BILLED_KINDS = frozenset({"message", "session_summary", "compaction", "branch_summary", "usage"})
 
 
 def _raw_lines(entry: Mapping[str, Any]) -> list[str]:

@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeGuard
 
 from sessiontree.errors import EntryNotFoundError, InvalidSessionError
+from sessiontree.format.times import iso_datetime
 from sessiontree.format.types import Entry
 
 __all__ = [
@@ -208,18 +209,14 @@ def parse_timestamp_ms(value: Any) -> float | None:
     """Milliseconds since the epoch of an ISO-8601 string, or ``None`` if unparsable.
 
     Exact to the microsecond (``"...00.123Z"`` gives ``...123.0``). A string
-    without a zone is read as UTC: format-4 writers always add ``Z``, and a
-    result must not depend on the machine's time zone (JavaScript's
-    ``Date.parse`` would read it as local time).
+    without a zone is read as UTC (the one rule:
+    :func:`sessiontree.format.times.iso_datetime`).
     """
     if not isinstance(value, str):
         return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
+    parsed = iso_datetime(value)
+    if parsed is None:
         return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
     return ((parsed - _EPOCH) // timedelta(microseconds=1)) / 1000.0
 
 

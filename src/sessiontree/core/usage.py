@@ -54,7 +54,6 @@ import hashlib
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -62,9 +61,11 @@ import orjson
 
 from sessiontree.core.tree import time_in_range
 from sessiontree.format import jsonio
+from sessiontree.format.times import iso_datetime
 from sessiontree.format.types import Entry
 
 __all__ = [
+    "BILLED_TYPES",
     "BUCKET_MS",
     "NANOS_PER_USD",
     "SOURCES",
@@ -191,17 +192,15 @@ def cost_to_nanos(value: Any) -> int | None:
 
 def timestamp_ms(entry: Entry, message: dict[str, Any] | None = None) -> int:
     """Unix milliseconds of an entry: its ISO ``timestamp`` (without an offset: UTC, as
-    :func:`sessiontree.core.tree.parse_timestamp_ms` reads it), else the message's
+    :func:`sessiontree.format.times.iso_datetime` reads it), else the message's
     numeric ``timestamp``, else 0. A time outside years 1-9999 (:func:`time_in_range`)
     counts as absent, so a report never meets a day it cannot show."""
     stamp = entry.get("timestamp")
     if isinstance(stamp, str):
+        parsed = iso_datetime(stamp)
         try:
-            parsed = datetime.fromisoformat(stamp)
-            if parsed.tzinfo is None:  # no offset: UTC, not the machine's zone (core.tree.parse_timestamp_ms)
-                parsed = parsed.replace(tzinfo=UTC)
-            ms = parsed.timestamp() * 1000
-        except (ValueError, OverflowError):
+            ms = None if parsed is None else parsed.timestamp() * 1000
+        except OverflowError:
             ms = None
         if ms is not None and time_in_range(ms):
             return int(ms)
@@ -314,8 +313,9 @@ def records_from_entry(entry: Entry, *, keyed: bool = True) -> list[UsageRecord]
     return []
 
 
-#: Entry types that can carry a billed record (:func:`records_from_entry`).
-_BILLED_KINDS = frozenset({"message", "session_summary", "compaction", "branch_summary", "usage"})
+#: Entry types that can carry a billed record (:func:`records_from_entry`): an entry of
+#: another type yields none, so a reader may skip it unread.
+BILLED_TYPES = frozenset({"message", "session_summary", "compaction", "branch_summary", "usage"})
 
 
 def records_from_entries(entries: Iterable[Entry], *, keyed: bool = True) -> Iterator[UsageRecord]:
@@ -323,7 +323,7 @@ def records_from_entries(entries: Iterable[Entry], *, keyed: bool = True) -> Ite
     abandoned branch were billed too); ``keyed`` as in :func:`records_from_entry`."""
     for entry in entries:
         kind = entry.get("type")
-        if kind in _BILLED_KINDS:
+        if kind in BILLED_TYPES:
             yield from records_from_entry(entry, keyed=keyed)
 
 
@@ -545,7 +545,7 @@ def rows_from_entries(entries: Iterable[Entry], query: UsageQuery | None = None)
     nanos_of: dict[tuple[type, Any], int | None] = {}
     for entry in entries:
         kind = entry.get("type")
-        if kind not in _BILLED_KINDS:
+        if kind not in BILLED_TYPES:
             continue
         if kind == "message":
             message = entry.get("message")

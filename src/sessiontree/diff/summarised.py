@@ -37,12 +37,13 @@ from sessiontree.core.diff import (
     column_stats,
     common_length,
     context_delta,
+    leaves_by_recency,
     stats_of,
     tool_calls,
 )
 from sessiontree.core.projection import ProjectionBuilder, SessionProjection, latest_edits
-from sessiontree.core.tree import LEAF_ENTRY_TYPE, parse_timestamp_ms
-from sessiontree.core.usage import UsageQuery, UsageRow, extend_rows, records_from_entry
+from sessiontree.core.tree import LEAF_ENTRY_TYPE
+from sessiontree.core.usage import BILLED_TYPES, UsageQuery, UsageRow, extend_rows, records_from_entry
 from sessiontree.diff.cost import split_rest
 from sessiontree.diff.sides import _defaults, _Sessions, _Side
 from sessiontree.errors import InvalidSessionError, SessionChangedError, StorageError
@@ -53,9 +54,6 @@ from sessiontree.stores.traits import EntrySummaries
 from sessiontree.usage.report import rows_query
 
 __all__ = ["summarised_diff"]
-
-#: Entry types that can carry billed usage (``records_from_entry``).
-_BILLED = frozenset(("message", "session_summary", "compaction", "branch_summary", "usage"))
 
 
 class _SummaryStore(SessionStore, EntrySummaries, Protocol):
@@ -127,12 +125,8 @@ class _OutlineLeaves:
         return self.summaries.outline.ids[-1]
 
     def recent(self) -> list[str]:
-        outline, stamps = self.summaries.outline, self.summaries.timestamps
-        parents = set(outline.parent_ids)
-        found = [(parse_timestamp_ms(stamps[position]) or 0.0, position, entry_id)
-                 for position, entry_id in enumerate(outline.ids) if entry_id not in parents]
-        found.sort(reverse=True)
-        return [entry_id for _, _, entry_id in found]
+        outline = self.summaries.outline
+        return leaves_by_recency(outline.ids, outline.parent_ids, self.summaries.timestamps)
 
     def has(self, entry_id: str) -> bool:
         return entry_id in self.position_of
@@ -282,7 +276,7 @@ def _shared_rows(store: EntrySummaries, summaries: SessionSummaries, records: _R
         rows = store.sum_usage(summaries, shared[:cut], query)
     except StorageError:
         raise _Fallback from None  # changed meanwhile, or a sum beyond 64 bits: the whole read sums it
-    pending = [p for p in shared[cut:] if types[p] in _BILLED]
+    pending = [p for p in shared[cut:] if types[p] in BILLED_TYPES]
     if pending:
         rows = extend_rows(rows, [record for entry in records.at(pending)
                                   for record in records_from_entry(entry, keyed=False)], query)

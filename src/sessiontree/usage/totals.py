@@ -19,7 +19,7 @@ from sessiontree.usage.choices import COST_MODES
 from sessiontree.usage.money import format_usd, nanos_to_decimal
 from sessiontree.usage.prices import GenaiPricesCatalog, PriceCatalog, default_catalog
 
-__all__ = ["SCHEMA_VERSION", "UNKNOWN", "LazyCatalog", "Totals", "check_mode", "model_name", "price_records",
+__all__ = ["SCHEMA_VERSION", "UNKNOWN", "LazyCatalog", "Totals", "check_mode", "cost_text", "model_name", "price_records",
            "price_rows", "row_totals", "rows_query", "turn_cost"]
 
 #: Version of the JSON shape of the reports' ``to_dict`` (docs/usage.md). Raised only when
@@ -213,8 +213,14 @@ def turn_cost(records: Iterable[UsageRecord]) -> str:
         # price_records gives then (recorded costs are taken as they are, nothing is
         # estimated or unpriced), without grouping the records into rows per turn.
         return format_usd(sum(recorded))  # type: ignore[arg-type]
-    totals, _ = price_records(records)
-    text = format_usd(totals.cost_nanos)
+    return cost_text(price_records(records)[0])
+
+
+def cost_text(totals: Totals, places: int = 2) -> str:
+    """The cost of ``totals`` as the CLI, the viewer and the export show costs (docs/usage.md):
+    ``$42.60`` (``places`` decimals, :func:`format_usd`); a leading ``~`` marks a cost with
+    estimated parts, a trailing `` +?`` one missing unpriced calls."""
+    text = format_usd(totals.cost_nanos, places)
     if totals.estimated_calls:
         text = "~" + text
     if totals.unpriced_calls:

@@ -35,7 +35,6 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -44,6 +43,7 @@ from sessiontree.errors import InvalidSessionError
 from sessiontree.format import jsonio
 from sessiontree.format.codec import ParsedSession, validate_entry
 from sessiontree.format.ids import is_valid_session_id
+from sessiontree.format.times import iso_datetime
 from sessiontree.format.types import Entry
 
 __all__ = [
@@ -162,12 +162,12 @@ def token_count(value: Any) -> int:
 def _time_ms(value: str) -> float | str:
     """Unix ms of an ISO-8601 text, or why it names no instant in years 1-9999. Cached: a
     record's time is read for its entry and again for its message (first-sync speed)."""
+    parsed = iso_datetime(value)  # no offset: UTC, not the machine's zone
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        if parsed.tzinfo is None:  # no offset: UTC, not the machine's zone (core.tree.parse_timestamp_ms)
-            parsed = parsed.replace(tzinfo=UTC)
-        ms = parsed.timestamp() * 1000
-    except (ValueError, OverflowError):
+        ms = None if parsed is None else parsed.timestamp() * 1000
+    except OverflowError:
+        ms = None
+    if ms is None:
         return "not an ISO-8601 time"
     return ms if _FIRST_MS <= ms <= _LAST_MS else "outside years 1-9999"
 

@@ -17,7 +17,7 @@ from sessiontree.core.diff import leaf_ids
 from sessiontree.core.render import entry_kind, entry_summary
 from sessiontree.diff.branches import BranchComparison
 from sessiontree.format.types import Entry
-from sessiontree.usage.report import format_usd
+from sessiontree.usage.totals import cost_text
 
 __all__ = ["ComparePage", "CompareRow", "SummaryRow", "build_compare_page"]
 
@@ -116,11 +116,7 @@ def build_compare_page(result: BranchComparison, session_id: str, view: str,
     summary = []
     for name, label in (("common", "common"), ("a", "A only"), ("b", "B only")):
         stats, usage = d.stats[name], result.usage[name]
-        cost = format_usd(usage.cost_nanos, 4)
-        if usage.estimated_calls:
-            cost = "~" + cost
-        if usage.unpriced_calls:
-            cost += " +?"
+        cost = cost_text(usage, 4)
         calls = ", ".join(f"{tool}: {n}" for tool, n in sorted(stats.tool_calls.items()))
         summary.append(SummaryRow(label, stats.entries, stats.messages, calls or "—",
                                   [f"{path} ({'/'.join(tools)})" for path, tools in stats.files.items()],

@@ -26,6 +26,7 @@ from urllib.parse import urlencode
 
 from sessiontree.stores.base import SessionStore
 from sessiontree.usage.report import Group, Totals, UsageReport, format_usd, nanos_to_decimal, usage_reports
+from sessiontree.usage.totals import cost_text
 
 __all__ = [
     "CSV_TABLES",
@@ -102,10 +103,7 @@ def parse_usage_params(get: Callable[[str], str | None]) -> UsageParams:
 def money(totals: Totals) -> str:
     """A cost as the CLI shows it: ``$42.60``, ``~`` when any part is estimated, ``+?`` when
     unpriced calls are left out (docs/usage.md)."""
-    text = format_usd(totals.cost_nanos)
-    if totals.estimated_calls:
-        text = "~" + text
-    return text + (" +?" if totals.unpriced_calls else "")
+    return cost_text(totals)
 
 
 @dataclass
