@@ -193,3 +193,23 @@ def chromium(width: int = 1400, height: int = 900) -> Iterator[object]:
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def css(driver, selector: str) -> list:
+    """The elements of the page matching the CSS ``selector`` (maybe none)."""
+    from selenium.webdriver.common.by import By
+
+    return driver.find_elements(By.CSS_SELECTOR, selector)
+
+
+def wait(driver, condition, timeout: float = 10.0):
+    """``condition(driver)``'s first true value, tried every 50 ms for ``timeout`` seconds
+    (selenium's ``TimeoutException`` after that)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    # The pages redraw parts of themselves (the tree pane its rows when a window of them
+    # arrives): an element found just before a redraw goes stale, and the condition is
+    # simply tried again.
+    return WebDriverWait(driver, timeout, poll_frequency=0.05,
+                         ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: condition(d))

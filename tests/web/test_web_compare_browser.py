@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from web_support import EXAMPLES, HOSTILE_ASSISTANT, HOSTILE_USER, chromium, chromium_missing, running_server
+from web_support import EXAMPLES, HOSTILE_ASSISTANT, HOSTILE_USER, chromium_missing, css, running_server, wait
 
 _missing = chromium_missing()
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(_missing is not None, reason=_missing or "")]
@@ -36,24 +36,6 @@ def server(tmp_path_factory):
     with running_server(store) as url:
         yield url
     store.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as driver:
-        yield driver
-
-
-def wait(driver, condition, timeout=10.0):
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(lambda d: condition(d))
-
-
-def css(driver, selector):
-    from selenium.webdriver.common.by import By
-
-    return driver.find_elements(By.CSS_SELECTOR, selector)
 
 
 def statuses(driver) -> list[str]:
