@@ -46,6 +46,21 @@ def add_hostile_session(store: SessionStore) -> str:
     return HOSTILE_ID
 
 
+HOSTILE_BRANCHES_ID = "0cmp0000-0000-4000-8000-000000000003"
+
+
+def add_hostile_branches(store: SessionStore) -> str:
+    """Two branches below one prompt, both carrying script-injection attempts (the
+    compare page's hostile pair, docs/diff.md); returns the session's id."""
+    m = SessionManager.create("/w", store=store, id=HOSTILE_BRANCHES_ID)
+    root = m.append_message({"role": "user", "content": "start", "timestamp": 1767225600000})
+    m.append_message({"role": "user", "content": HOSTILE_USER, "timestamp": 1767225601000})
+    m.branch(root)
+    m.append_message({"role": "assistant", "content": [{"type": "text", "text": HOSTILE_ASSISTANT}],
+                      "provider": "x<b>", "model": "m<i>", "stopReason": "stop", "timestamp": 1767225602000})
+    return HOSTILE_BRANCHES_ID
+
+
 #: Payloads planted in every field of :func:`evil_session`: each would set
 #: ``window.__pwned`` or the page title if it ran.
 EVIL = ('"\'><img src=x onerror="window.__pwned=1;document.title=\'PWNED\'"><script>window.__pwned=2</script>'

@@ -5,25 +5,21 @@ from __future__ import annotations
 
 import pytest
 
-from web_support import EXAMPLES, HOSTILE_ASSISTANT, HOSTILE_USER, chromium_missing, css, running_server, wait
+from web_support import (
+    EXAMPLES,
+    HOSTILE_BRANCHES_ID,
+    add_hostile_branches,
+    chromium_missing,
+    css,
+    running_server,
+    wait,
+)
 
 _missing = chromium_missing()
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(_missing is not None, reason=_missing or "")]
 
 BRANCHING = "019cadb4-6e80-7a3c-9b1d-2f4e6a8c0b01"
-EVIL = "0cmp0000-0000-4000-8000-000000000003"
-
-
-def add_hostile_branches(store) -> None:
-    """Two branches below one prompt, both carrying script-injection attempts."""
-    from sessiontree import SessionManager
-
-    m = SessionManager.create("/w", store=store, id=EVIL)
-    root = m.append_message({"role": "user", "content": "start", "timestamp": 1767225600000})
-    m.append_message({"role": "user", "content": HOSTILE_USER, "timestamp": 1767225601000})
-    m.branch(root)
-    m.append_message({"role": "assistant", "content": [{"type": "text", "text": HOSTILE_ASSISTANT}],
-                      "provider": "x<b>", "model": "m<i>", "stopReason": "stop", "timestamp": 1767225602000})
+EVIL = HOSTILE_BRANCHES_ID
 
 
 @pytest.fixture(scope="module")
