@@ -46,6 +46,21 @@ def add_hostile_session(store: SessionStore) -> str:
     return HOSTILE_ID
 
 
+HOSTILE_BRANCHES_ID = "0cmp0000-0000-4000-8000-000000000003"
+
+
+def add_hostile_branches(store: SessionStore) -> str:
+    """Two branches below one prompt, both carrying script-injection attempts (the
+    compare page's hostile pair, docs/diff.md); returns the session's id."""
+    m = SessionManager.create("/w", store=store, id=HOSTILE_BRANCHES_ID)
+    root = m.append_message({"role": "user", "content": "start", "timestamp": 1767225600000})
+    m.append_message({"role": "user", "content": HOSTILE_USER, "timestamp": 1767225601000})
+    m.branch(root)
+    m.append_message({"role": "assistant", "content": [{"type": "text", "text": HOSTILE_ASSISTANT}],
+                      "provider": "x<b>", "model": "m<i>", "stopReason": "stop", "timestamp": 1767225602000})
+    return HOSTILE_BRANCHES_ID
+
+
 #: Payloads planted in every field of :func:`evil_session`: each would set
 #: ``window.__pwned`` or the page title if it ran.
 EVIL = ('"\'><img src=x onerror="window.__pwned=1;document.title=\'PWNED\'"><script>window.__pwned=2</script>'
@@ -193,3 +208,23 @@ def chromium(width: int = 1400, height: int = 900) -> Iterator[object]:
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def css(driver, selector: str) -> list:
+    """The elements of the page matching the CSS ``selector`` (maybe none)."""
+    from selenium.webdriver.common.by import By
+
+    return driver.find_elements(By.CSS_SELECTOR, selector)
+
+
+def wait(driver, condition, timeout: float = 10.0):
+    """``condition(driver)``'s first true value, tried every 50 ms for ``timeout`` seconds
+    (selenium's ``TimeoutException`` after that)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    # The pages redraw parts of themselves (the tree pane its rows when a window of them
+    # arrives): an element found just before a redraw goes stale, and the condition is
+    # simply tried again.
+    return WebDriverWait(driver, timeout, poll_frequency=0.05,
+                         ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: condition(d))

@@ -493,19 +493,27 @@ def test_file_name_id_check(name: str, expect_problem: bool) -> None:
     assert codes == (["header-id-mismatch"] if expect_problem else [])
 
 
+#: a1, below USER: an assistant message calling the ``read`` tool as c1.
+CALL = (b'{"type":"message","id":"a1","parentId":"u1","timestamp":"t","message":{"role":"assistant",'
+        b'"content":[{"type":"toolCall","id":"c1","name":"read","arguments":{}}],"stopReason":"toolUse"}}')
+
+
+def _read_result(entry_id: str, parent: str) -> bytes:
+    """The record of ``read``'s result for c1 (of :data:`CALL`), as ``entry_id`` below ``parent``."""
+    return (b'{"type":"message","id":"' + entry_id.encode() + b'","parentId":"' + parent.encode()
+            + b'","timestamp":"t","message":{"role":"toolResult","toolCallId":"c1","toolName":"read",'
+            b'"content":[],"isError":false}}')
+
+
 def test_tool_pairing_is_checked_per_branch() -> None:
-    call = (b'{"type":"message","id":"a1","parentId":"u1","timestamp":"t","message":{"role":"assistant",'
-            b'"content":[{"type":"toolCall","id":"c1","name":"read","arguments":{}}],"stopReason":"toolUse"}}')
-    answer = (b'{"type":"message","id":"r1","parentId":"a1","timestamp":"t","message":{"role":"toolResult",'
-              b'"toolCallId":"c1","toolName":"read","content":[],"isError":false}}')
+    answer = _read_result("r1", "a1")
     system = (b'{"type":"message","id":"s1","parentId":"a1","timestamp":"t","message":{"role":"system",'
               b'"content":"be brief"}}')
-    late = (b'{"type":"message","id":"r2","parentId":"s1","timestamp":"t","message":{"role":"toolResult",'
-            b'"toolCallId":"c1","toolName":"read","content":[],"isError":false}}')
+    late = _read_result("r2", "s1")
     other = b'{"type":"message","id":"u2","parentId":"a1","timestamp":"t","message":{"role":"user","content":"no"}}'
     # Branch 1 answers c1; branch 2 answers it after a transparent system
     # message; branch 3 leaves it open. One warning, on the call.
-    data = HEADER + b"\n" + USER + b"\n" + b"\n".join([call, answer, system, late, other]) + b"\n"
+    data = HEADER + b"\n" + USER + b"\n" + b"\n".join([CALL, answer, system, late, other]) + b"\n"
     problems = check_bytes(data, "p.jsonl")
     assert [(p.code, p.line, p.entry_id) for p in problems] == [("tool-call-without-result", 3, "a1")]
 
@@ -514,20 +522,15 @@ def test_a_blank_user_message_by_javascript_rules_is_transparent_to_pairing() ->
     # U+FEFF is whitespace for JavaScript's trim (not for Python's str.strip): the
     # user message is invisible, conversion drops it, and the later result still
     # answers c1, exactly as the projection pairs it. No warning.
-    call = (b'{"type":"message","id":"a1","parentId":"u1","timestamp":"t","message":{"role":"assistant",'
-            b'"content":[{"type":"toolCall","id":"c1","name":"read","arguments":{}}],"stopReason":"toolUse"}}')
     blank = (b'{"type":"message","id":"u2","parentId":"a1","timestamp":"t","message":{"role":"user",'
              b'"content":"\\ufeff"}}')
-    answer = (b'{"type":"message","id":"r1","parentId":"u2","timestamp":"t","message":{"role":"toolResult",'
-              b'"toolCallId":"c1","toolName":"read","content":[],"isError":false}}')
-    data = HEADER + b"\n" + USER + b"\n" + b"\n".join([call, blank, answer]) + b"\n"
+    answer = _read_result("r1", "u2")
+    data = HEADER + b"\n" + USER + b"\n" + b"\n".join([CALL, blank, answer]) + b"\n"
     assert check_bytes(data, "p.jsonl") == []
 
 
 def test_trailing_unanswered_call_is_reported() -> None:
-    call = (b'{"type":"message","id":"a1","parentId":"u1","timestamp":"t","message":{"role":"assistant",'
-            b'"content":[{"type":"toolCall","id":"c1","name":"read","arguments":{}}],"stopReason":"toolUse"}}')
-    problems = check_bytes(HEADER + b"\n" + USER + b"\n" + call + b"\n", "p.jsonl")
+    problems = check_bytes(HEADER + b"\n" + USER + b"\n" + CALL + b"\n", "p.jsonl")
     assert [p.code for p in problems] == ["tool-call-without-result"]
 
 

@@ -631,21 +631,30 @@ def test_check_of_a_missing_path_says_so(tmp_path):
     assert result.stderr.strip() == "sessiontree: error: some paths could not be checked"
 
 
-def test_ctrl_c_during_import_reports_what_was_done_and_exits_130(db, tmp_path, monkeypatch):
+def _interrupt_read(monkeypatch, nth: int):
+    """Make the importer's ``read_file`` raise ``KeyboardInterrupt`` (Ctrl-C) on its
+    ``nth`` call; the real ``read_file``, to put back."""
     import sessiontree.session.importing as importing_module
 
     real = importing_module.read_file
     calls = []
 
-    def interrupt_on_second(path):
+    def interrupt_on_nth(path):
         calls.append(path)
-        if len(calls) == 2:
+        if len(calls) == nth:
             raise KeyboardInterrupt
         return real(path)
 
+    monkeypatch.setattr(importing_module, "read_file", interrupt_on_nth)
+    return real
+
+
+def test_ctrl_c_during_import_reports_what_was_done_and_exits_130(db, tmp_path, monkeypatch):
+    import sessiontree.session.importing as importing_module
+
     # Groups of one file: the first file's group commits before the second is read.
     monkeypatch.setattr(importing_module, "IMPORT_BATCH_SESSIONS", 1)
-    monkeypatch.setattr(importing_module, "read_file", interrupt_on_second)
+    real = _interrupt_read(monkeypatch, 2)
     result = _runner().invoke(cli, ["--store", db, "import", str(EXAMPLES)])
     assert result.exit_code == 130
     # The three examples in name order: branching imported, compaction interrupted, interrupted.jsonl not reached.
@@ -659,17 +668,8 @@ def test_ctrl_c_during_import_reports_what_was_done_and_exits_130(db, tmp_path, 
 def test_ctrl_c_inside_a_group_reports_none_of_it_and_rerunning_imports_all(db, monkeypatch):
     import sessiontree.session.importing as importing_module
 
-    real = importing_module.read_file
-    calls = []
-
-    def interrupt_on_third(path):
-        calls.append(path)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return real(path)
-
     # One group of up to 100 files: two were read, none written, so none is reported.
-    monkeypatch.setattr(importing_module, "read_file", interrupt_on_third)
+    real = _interrupt_read(monkeypatch, 3)
     result = _runner().invoke(cli, ["--store", db, "import", str(EXAMPLES)])
     assert result.exit_code == 130
     assert "0 imported, 0 already present, 0 rejected, 3 not done (interrupted)" in result.stdout

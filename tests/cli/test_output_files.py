@@ -248,20 +248,16 @@ def test_repair_output_failure_says_the_copy_could_not_be_written(tmp_path: Path
     assert leftovers(tmp_path) == []
 
 
-def test_repaired_copy_keeps_the_input_mode(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("input_mode", "copy_mode"), [
+    pytest.param(0o640, 0o640, id="keeps-the-input-mode"),
+    pytest.param(0o6750, 0o750, id="drops-setuid-and-setgid"),
+])
+def test_repaired_copy_mode(tmp_path: Path, input_mode: int, copy_mode: int) -> None:
     source = damaged(tmp_path / "s.jsonl")
-    source.chmod(0o640)
+    source.chmod(input_mode)
     result = invoke("check", "--repair", str(source))
     assert result.exit_code == 0, result.stdout
-    assert stat.S_IMODE((tmp_path / "s.repaired.jsonl").stat().st_mode) == 0o640
-
-
-def test_repaired_copy_drops_setuid_and_setgid(tmp_path: Path) -> None:
-    source = damaged(tmp_path / "s.jsonl")
-    source.chmod(0o6750)
-    result = invoke("check", "--repair", str(source))
-    assert result.exit_code == 0, result.stdout
-    assert stat.S_IMODE((tmp_path / "s.repaired.jsonl").stat().st_mode) == 0o750
+    assert stat.S_IMODE((tmp_path / "s.repaired.jsonl").stat().st_mode) == copy_mode
 
 
 def test_repair_refuses_a_fifo_at_the_output_path(tmp_path: Path) -> None:

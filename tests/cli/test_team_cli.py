@@ -15,6 +15,7 @@ import pytest
 from cli_support import run_cli, run_cli_json
 from sessiontree.stores.postgres.store import PostgresStore
 from sync_support import PROJECT, head, line, record
+from team_support import as_role
 
 pytestmark = pytest.mark.postgres
 
@@ -26,10 +27,6 @@ def _sid(n: int) -> str:
 
 
 SIDS = {"alice": [_sid(1), _sid(2)], "bob": [_sid(3)], "carol": [_sid(4)]}
-
-
-def _as(url: str, role: str) -> str:
-    return url.replace("postgres@", f"{role}@", 1)
 
 
 def _write_home(tmp_path, name: str):
@@ -54,14 +51,14 @@ def synced(pg_url, tmp_path, monkeypatch):
         monkeypatch.setenv("SESSIONTREE_SYNC_HOST", f"{name}-laptop")
         for var in ("PI_CODING_AGENT_DIR", "ATOMIC_CODING_AGENT_DIR", "CLAUDE_CONFIG_DIR", "CODEX_HOME"):
             monkeypatch.delenv(var, raising=False)
-        run_cli(_as(pg_url, name), "sync")
+        run_cli(as_role(pg_url, name), "sync")
     return pg_url
 
 
 def test_members_sync_and_read_only_their_own(synced):
     url = synced
     for name, own in SIDS.items():
-        me = _as(url, name)
+        me = as_role(url, name)
         listed = run_cli_json(me, "list")
         assert sorted(row["id"] for row in listed) == sorted(own)
         for other, theirs in SIDS.items():
@@ -82,7 +79,7 @@ def test_members_sync_and_read_only_their_own(synced):
     # The owner's reindex rebuilds everyone's derived rows, each still its owner's.
     run_cli(url, "reindex")
     for name, own in SIDS.items():
-        assert {hit["sessionId"] for hit in run_cli_json(_as(url, name), "search", WORDS[name])["hits"]} == set(own)
+        assert {hit["sessionId"] for hit in run_cli_json(as_role(url, name), "search", WORDS[name])["hits"]} == set(own)
     # The owner's role sees every session; its `team list` counts them per person.
     people = {row["name"]: (row["role"], row["sessions"]) for row in run_cli_json(url, "team", "list")}
     assert people == {"alice": ("member", 2), "bob": ("member", 1), "carol": ("lead", 1), "dana": ("admin", 0)}
@@ -90,26 +87,26 @@ def test_members_sync_and_read_only_their_own(synced):
 
 def test_team_stats_and_the_audited_door(synced):
     url = synced
-    counts = run_cli_json(_as(url, "alice"), "team", "stats", "--sessions")
+    counts = run_cli_json(as_role(url, "alice"), "team", "stats", "--sessions")
     assert sum(row["sessions"] for row in counts) == 4
     assert all("user_name" not in row for row in counts)
-    run_cli(_as(url, "alice"), "team", "stats", "--by-user", code=1)
-    by_user = run_cli_json(_as(url, "carol"), "team", "stats", "--sessions", "--by-user")
+    run_cli(as_role(url, "alice"), "team", "stats", "--by-user", code=1)
+    by_user = run_cli_json(as_role(url, "carol"), "team", "stats", "--sessions", "--by-user")
     assert {row["user_name"]: row["sessions"] for row in by_user} == {"alice": 2, "bob": 1, "carol": 1}
     # The lead is refused content: bob's session does not exist for her.
-    run_cli(_as(url, "carol"), "show", SIDS["bob"][0], code=1)
-    run_cli(_as(url, "carol"), "team", "open", SIDS["bob"][0], "--reason", "curious", code=1)
-    opened = run_cli(_as(url, "dana"), "team", "open", SIDS["bob"][0], "--reason", "ticket 42")
+    run_cli(as_role(url, "carol"), "show", SIDS["bob"][0], code=1)
+    run_cli(as_role(url, "carol"), "team", "open", SIDS["bob"][0], "--reason", "curious", code=1)
+    opened = run_cli(as_role(url, "dana"), "team", "open", SIDS["bob"][0], "--reason", "ticket 42")
     data = json.loads(opened.stdout)
     assert data["header"]["id"] == SIDS["bob"][0] and len(data["entries"]) == 2
-    audit = run_cli_json(_as(url, "bob"), "team", "audit")
+    audit = run_cli_json(as_role(url, "bob"), "team", "audit")
     assert [(r["reader"], r["sessionId"], r["reason"]) for r in audit] == [("dana", SIDS["bob"][0], "ticket 42")]
-    assert run_cli_json(_as(url, "alice"), "team", "audit") == []
+    assert run_cli_json(as_role(url, "alice"), "team", "audit") == []
 
 
 def test_a_member_prunes_their_own_and_holds(synced):
     url = synced
-    alice = _as(url, "alice")
+    alice = as_role(url, "alice")
     run_cli(alice, "hold", SIDS["alice"][0])
     # Every session is older than a day (written 2026-03-01).
     dry = run_cli_json(alice, "prune", "--older-than", "1d", "--dry-run")
@@ -119,10 +116,10 @@ def test_a_member_prunes_their_own_and_holds(synced):
         (SIDS["alice"][1], 2, "alice")]
     assert sorted(row["id"] for row in run_cli_json(alice, "list")) == [SIDS["alice"][0]]
     # Bob's session is untouched; a member may not prune everyone's.
-    assert [row["id"] for row in run_cli_json(_as(url, "bob"), "list")] == SIDS["bob"]
+    assert [row["id"] for row in run_cli_json(as_role(url, "bob"), "list")] == SIDS["bob"]
     run_cli(alice, "prune", "--older-than", "1d", "--everyone", code=1)
     # The admin prunes by policy: every owner's old, unheld sessions.
-    done = run_cli_json(_as(url, "dana"), "prune", "--older-than", "1d", "--everyone")
+    done = run_cli_json(as_role(url, "dana"), "prune", "--older-than", "1d", "--everyone")
     assert sorted(row["sessionId"] for row in done["sessions"]) == sorted(SIDS["bob"] + SIDS["carol"])
     with PostgresStore(url) as owner:
         assert owner.session_ids() == [SIDS["alice"][0]]

@@ -81,6 +81,20 @@ def test_fast_path_does_not_append_onto_a_torn_record_after_a_late_hold(tmp_path
     assert ids_in_complete_lines(path) == ["a0", "a1"]
 
 
+def _fork_appending(store: JsonlStore, session_id: str, entries: list[dict], delay: float = 0.0) -> int:
+    """Fork a child that waits ``delay`` seconds, appends ``entries`` to ``session_id`` and
+    exits 0 (1 on any error; a hang is the caller's ``wait_child`` timeout); its pid."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        try:
+            time.sleep(delay)
+            store.append(session_id, entries)
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    return pid
+
+
 def test_forked_child_does_not_deadlock_when_another_thread_was_appending(tmp_path):
     """Fast path + fork: _held_lock is held for the whole fast-path append (flock
     wait, write, fsync). A fork() from another thread during that time gives the child a
@@ -93,13 +107,7 @@ def test_forked_child_does_not_deadlock_when_another_thread_was_appending(tmp_pa
     store.create(header("b"), [custom("b0")])
     store.append("a", [custom("a1", "a0")])  # keeps a's descriptor
     worker, release = start_append_paused_in_write(store, "a", [custom("a2", "a1")])  # holding its locks
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - child
-        try:
-            store.append("b", [custom("b1", "b0")])  # another session entirely
-            os._exit(0)
-        except BaseException:
-            os._exit(1)
+    pid = _fork_appending(store, "b", [custom("b1", "b0")])  # another session entirely
     release.set()
     worker.join(5)
     status = wait_child(pid, 2.5)
@@ -457,14 +465,7 @@ def test_forked_child_deadlocks_on_a_lock_inherited_from_a_full_path_append(tmp_
     store = JsonlStore(tmp_path, fsync=False)
     store.create(header("a"), [custom("a0")])
     worker, release = start_append_paused_in_write(store, "a", [custom("a1", "a0")])  # holding its locks
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - child
-        try:
-            time.sleep(0.3)  # the parent's append has finished by now
-            store.append("a", [custom("c1", "a1")])
-            os._exit(0)
-        except BaseException:
-            os._exit(1)
+    pid = _fork_appending(store, "a", [custom("c1", "a1")], delay=0.3)  # the parent's append has finished by then
     release.set()
     worker.join(5)
     status = wait_child(pid, 2.5)

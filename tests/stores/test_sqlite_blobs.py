@@ -41,6 +41,24 @@ def _count(sqlite_store: SqliteStore, sql: str) -> Any:
     return sqlite_store.db.connection().execute(sql).fetchone()[0]
 
 
+def _stored(path: Path) -> list[dict[str, Any]]:
+    """Write ``_session()`` to a store file at ``path`` and close it; its entries."""
+    head, entries = _session()
+    with SqliteStore(path) as writer:
+        writer.create(head, entries)
+    return entries
+
+
+def _tamper(path: Path, sql: str) -> None:
+    """Run ``sql`` on the closed store file behind the store's back (damage, as a disk would)."""
+    raw = sqlite3.connect(path)
+    try:
+        raw.execute(sql)
+        raw.commit()
+    finally:
+        raw.close()
+
+
 @pytest.fixture
 def sqlite_store(tmp_path: Path) -> Any:
     opened = SqliteStore(tmp_path / "s.db")
@@ -206,13 +224,8 @@ def test_a_marker_lookalike_in_a_session_stays_a_string(tmp_path: Path) -> None:
 
 def test_a_damaged_blob_is_an_error_never_other_bytes(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
-    with SqliteStore(path) as writer:
-        head, entries = _session()
-        writer.create(head, entries)
-    raw = sqlite3.connect(path)
-    raw.execute("UPDATE blobs SET data = CAST(replace(CAST(data AS TEXT), 'A', 'B') AS BLOB)")
-    raw.commit()
-    raw.close()
+    entries = _stored(path)
+    _tamper(path, "UPDATE blobs SET data = CAST(replace(CAST(data AS TEXT), 'A', 'B') AS BLOB)")
     with SqliteStore(path) as reader:
         with pytest.raises(CorruptEntryError) as caught:
             reader.load("s1")
@@ -273,13 +286,8 @@ def test_read_texts_puts_blobs_back_one_record_at_a_time(sqlite_store: SqliteSto
 
 def test_a_missing_blob_fails_read_texts_at_once(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
-    with SqliteStore(path) as writer:
-        head, entries = _session()
-        writer.create(head, entries)
-    raw = sqlite3.connect(path)
-    raw.execute("DELETE FROM blobs")
-    raw.commit()
-    raw.close()
+    _stored(path)
+    _tamper(path, "DELETE FROM blobs")
     with SqliteStore(path) as reader:
         with pytest.raises(CorruptEntryError) as caught:
             reader.read_texts("s1")
@@ -298,9 +306,7 @@ def test_read_blob_gives_an_image_by_its_name(sqlite_store: SqliteStore) -> None
 
 def test_a_branched_session_of_a_manager_with_references_keeps_the_images(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
-    with SqliteStore(path) as writer:
-        head, entries = _session()
-        writer.create(head, entries)
+    _stored(path)
     with SqliteStore(path, blob_refs=True) as reader:
         manager = SessionManager.open(reader, "s1")
         manager.create_branched_session("a3")
@@ -338,8 +344,7 @@ def test_a_held_open_refuses_a_missing_blob_as_load_does(sqlite_store) -> None:
 
 
 def test_a_store_giving_references_opens_records_stored_cut_the_plain_way(tmp_path) -> None:
-    with SqliteStore(tmp_path / "s.db") as writer:
-        writer.create(*_session())
+    _stored(tmp_path / "s.db")
     with SqliteStore(tmp_path / "s.db", blob_refs=True) as reader:
         manager = SessionManager.open(reader, "s1", lazy=False)
         assert type(manager._tree).__name__ == "SessionTree"

@@ -19,15 +19,12 @@ from builders import assistant, chain, message_entry, text_block, usage_header, 
 from sessiontree.stores.base import Provenance
 from sessiontree.stores.postgres import daily, recent
 from sessiontree.stores.postgres.store import PostgresStore
+from team_support import as_role, team_stores
 
 pytestmark = pytest.mark.postgres
 
 DAY = 86_400_000
 T0 = 1767225600000  # 2026-01-01T00:00:00Z
-
-
-def _as(url: str, role: str) -> str:
-    return url.replace("postgres@", f"{role}@", 1)
 
 
 def _iso(ms: int) -> str:
@@ -56,20 +53,12 @@ def team(pg_url):
     """Two members (alice: 2 sessions on two days, bob: 1) and a lead (carol: 1 session).
     bob's two calls have the times and tokens of alice's first two, so their content keys
     are the same: shared keys, which the views read from the ledger (per user)."""
-    owner = PostgresStore(pg_url)
-    for name, role in (("alice", "member"), ("bob", "member"), ("carol", "lead")):
-        owner.team_add(name, role)
-    stores = {name: PostgresStore(_as(pg_url, name)) for name in ("alice", "bob", "carol")}
-    stores["alice"].create(*_session("s-alice-1", "zebra", 3, "/home/alice/proj/alpha"))
-    stores["alice"].create(*_session("s-alice-2", "zebra", 1, "/home/alice/proj/beta", start=DAY))
-    stores["bob"].create(*_session("s-bob-1", "yak", 2, "/home/bob/src/alpha/"))
-    stores["carol"].create(*_session("s-carol-1", "xerus", 1, "/home/carol/gamma", start=-DAY - 1000))
-    try:
+    with team_stores(pg_url, {"alice": "member", "bob": "member", "carol": "lead"}) as (owner, stores):
+        stores["alice"].create(*_session("s-alice-1", "zebra", 3, "/home/alice/proj/alpha"))
+        stores["alice"].create(*_session("s-alice-2", "zebra", 1, "/home/alice/proj/beta", start=DAY))
+        stores["bob"].create(*_session("s-bob-1", "yak", 2, "/home/bob/src/alpha/"))
+        stores["carol"].create(*_session("s-carol-1", "xerus", 1, "/home/carol/gamma", start=-DAY - 1000))
         yield owner, stores
-    finally:
-        for store in stores.values():
-            store.close()
-        owner.close()
 
 
 def _old_view(conn) -> None:
@@ -167,7 +156,7 @@ def test_members_read_only_their_own_daily_rows_and_write_none(team, pg_url):
     # ledger): one of his own in the rollup.
     team[1]["bob"].create(*_session("s-bob-2", "yak", 1, "/b", start=5 * DAY))
     for name in ("alice", "bob"):
-        with psycopg.connect(_as(pg_url, name)) as conn:
+        with psycopg.connect(as_role(pg_url, name)) as conn:
             assert {r[0] for r in conn.execute("SELECT owner FROM usage_daily")} == {name}
             for statement in ("INSERT INTO usage_daily VALUES (current_user, 0, '', '', '', '', 1, 1, 1, 1, 1, 1, 1)",
                               "UPDATE usage_daily SET calls = 0", "DELETE FROM usage_daily"):
@@ -189,7 +178,7 @@ def test_the_step_fills_the_daily_rollup_from_an_older_schema(pg_url, monkeypatc
     monkeypatch.setattr(connection_module, "MIGRATIONS", MIGRATIONS[:names.index(daily.DAILY_STEP)])
     with PostgresStore(pg_url) as old:
         old.team_add("alice", "member")
-        with PostgresStore(_as(pg_url, "alice")) as alice:
+        with PostgresStore(as_role(pg_url, "alice")) as alice:
             alice.create(*_session("s-1", "zebra", 3, "/p/alpha"))
             alice.create(*_session("s-2", "zebra", 2, "/p/beta", start=DAY))
         with psycopg.connect(pg_url) as conn:

@@ -18,6 +18,7 @@ from builders import assistant_at, header, user_at
 from sessiontree.stores.postgres import recent
 from sessiontree.stores.postgres import search as pg_search
 from sessiontree.stores.postgres.store import PostgresStore
+from team_support import as_role, team_stores
 
 pytestmark = pytest.mark.postgres
 
@@ -27,10 +28,6 @@ _SESSIONS = {
     "bob": [("b-1", "/w/alpha", 200), ("b-2", "/w/beta", 400)],
 }
 _PER_SESSION = 12
-
-
-def _as(url: str, role: str) -> str:
-    return url.replace("postgres@", f"{role}@", 1)
 
 
 def _entries(who: str, session_id: str, start: int) -> list[dict]:
@@ -52,19 +49,11 @@ def _entries(who: str, session_id: str, start: int) -> list[dict]:
 
 @pytest.fixture
 def team(pg_url):
-    owner = PostgresStore(pg_url)
-    for name in _SESSIONS:
-        owner.team_add(name, "member")
-    stores = {name: PostgresStore(_as(pg_url, name)) for name in _SESSIONS}
-    for name, sessions in _SESSIONS.items():
-        for session_id, cwd, start in sessions:
-            stores[name].create(header(session_id, cwd=cwd), _entries(name, session_id, start))
-    try:
+    with team_stores(pg_url, dict.fromkeys(_SESSIONS, "member")) as (owner, stores):
+        for name, sessions in _SESSIONS.items():
+            for session_id, cwd, start in sessions:
+                stores[name].create(header(session_id, cwd=cwd), _entries(name, session_id, start))
         yield pg_url, owner, stores
-    finally:
-        for store in stores.values():
-            store.close()
-        owner.close()
 
 
 _START = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -170,7 +159,7 @@ def test_a_session_filter_smaller_than_the_sample_reads_every_row(team, monkeypa
 
 def test_the_filtered_walk_keeps_to_the_callers_rows(team):
     pg_url, _owner, _stores = team
-    with psycopg.connect(_as(pg_url, "bob")) as conn:
+    with psycopg.connect(as_role(pg_url, "bob")) as conn:
         # Alice's session asked for by name: none of bob's rows are in it.
         assert conn.execute("SELECT * FROM own_recent_rows(ARRAY['zebra'], 10, NULL, NULL, NULL, NULL,"
                             " ARRAY['a-1'])").fetchall() == []
@@ -191,7 +180,7 @@ def test_the_filtered_walk_keeps_to_the_callers_rows(team):
         assert conn.execute("SELECT * FROM own_recent_scored(ARRAY['alice'], NULL, 100)").fetchall() == []
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("CREATE ROLE mallory LOGIN")
-    with psycopg.connect(_as(pg_url, "mallory")) as conn:
+    with psycopg.connect(as_role(pg_url, "mallory")) as conn:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("SELECT * FROM own_recent_rows(ARRAY['zebra'], 3, NULL, NULL, NULL, NULL, ARRAY['a-1'])")
         conn.rollback()
@@ -223,7 +212,7 @@ def test_the_step_replaces_the_unfiltered_walk(pg_url, monkeypatch):
     monkeypatch.setattr(connection_module, "MIGRATIONS", MIGRATIONS[:names.index("m013_filtered_walk")])
     with PostgresStore(pg_url) as old:
         old.team_add("alice", "member")
-        with PostgresStore(_as(pg_url, "alice")) as alice:
+        with PostgresStore(as_role(pg_url, "alice")) as alice:
             alice.create(header("a-1", cwd="/w/alpha"), _entries("alice", "a-1", 100))
             # Step m011's walk, without filters; with one, the search takes the old path.
             assert len(alice.search("zebra", limit=50, roles=["user"])) == _PER_SESSION // 2
@@ -234,9 +223,9 @@ def test_the_step_replaces_the_unfiltered_walk(pg_url, monkeypatch):
         signatures = {row[0] for row in conn.execute(
             "SELECT oid::regprocedure::text FROM pg_proc WHERE proname = 'own_recent_rows'")}
     assert signatures == {recent.FILTERED.replace(", ", ",")}
-    with PostgresStore(_as(pg_url, "alice")) as alice:
+    with PostgresStore(as_role(pg_url, "alice")) as alice:
         assert len(alice.search("zebra", limit=50, roles=["user"])) == _PER_SESSION // 2
-    with psycopg.connect(_as(pg_url, "alice")) as conn:
+    with psycopg.connect(as_role(pg_url, "alice")) as conn:
         # The three-argument call of step m011 answers as before (the new arguments default).
         assert conn.execute("SELECT count(*) FROM own_recent_rows(ARRAY['zebra'], 100, NULL)").fetchone()[0] \
             == _PER_SESSION

@@ -13,13 +13,9 @@ import pytest
 from builders import header, user_at
 from sessiontree.stores.postgres import recent
 from sessiontree.stores.postgres import search as pg_search
-from sessiontree.stores.postgres.store import PostgresStore
+from team_support import as_role, team_stores
 
 pytestmark = pytest.mark.postgres
-
-
-def _as(url: str, role: str) -> str:
-    return url.replace("postgres@", f"{role}@", 1)
 
 
 def _entries(who: str) -> list[dict]:
@@ -33,23 +29,15 @@ def _entries(who: str) -> list[dict]:
 
 @pytest.fixture
 def team(pg_url):
-    owner = PostgresStore(pg_url)
-    owner.team_add("alice", "member")
-    owner.team_add("bob", "member")
-    stores = {name: PostgresStore(_as(pg_url, name)) for name in ("alice", "bob")}
-    stores["alice"].create(header("s-alice"), _entries("alice"))
-    stores["bob"].create(header("s-bob"), _entries("bob"))
-    try:
+    with team_stores(pg_url, {"alice": "member", "bob": "member"}) as (owner, stores):
+        stores["alice"].create(header("s-alice"), _entries("alice"))
+        stores["bob"].create(header("s-bob"), _entries("bob"))
         yield pg_url, owner, stores
-    finally:
-        for store in stores.values():
-            store.close()
-        owner.close()
 
 
 def test_own_recent_rows_returns_the_callers_rows_newest_first(team):
     pg_url, _owner, _stores = team
-    with psycopg.connect(_as(pg_url, "bob")) as conn:
+    with psycopg.connect(as_role(pg_url, "bob")) as conn:
         rows = conn.execute("SELECT * FROM own_recent_rows(ARRAY['zebra'], 3, NULL)").fetchall()
         assert rows == [("s-bob", 9), ("s-bob", 8), ("s-bob", 7)]  # e10, e9, e8
         # p_visit: only the newest two rows are looked at.
@@ -60,7 +48,7 @@ def test_own_recent_rows_returns_the_callers_rows_newest_first(team):
         assert conn.execute("SELECT * FROM own_recent_rows(ARRAY['alice'], 10, NULL)").fetchall() == []
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("CREATE ROLE eve LOGIN")
-    with psycopg.connect(_as(pg_url, "eve")) as conn:
+    with psycopg.connect(as_role(pg_url, "eve")) as conn:
         # Not on the team: no grant, so the function is refused (not an empty answer).
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("SELECT * FROM own_recent_rows(ARRAY['zebra'], 3, NULL)")
@@ -101,7 +89,7 @@ def test_the_policies_are_answered_by_the_owner_indexes(team):
     index on owner answers them; compared with current_user (a name, collation "C")
     they were a filter over every row."""
     pg_url, _owner, _stores = team
-    with psycopg.connect(_as(pg_url, "bob")) as conn:
+    with psycopg.connect(as_role(pg_url, "bob")) as conn:
         conn.execute("SET enable_seqscan = off")
         for table, index in (("usage_rollup", "usage_rollup_owner"), ("sessions", "sessions_owner"),
                              ("search_entries", "search_entries_owner_recent")):

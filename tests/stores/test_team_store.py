@@ -13,14 +13,11 @@ import pytest
 from builders import assistant, chain, message_entry, text_block, usage_header, user
 from sessiontree.errors import SessionNotFoundError, StorageError
 from sessiontree.stores.postgres.store import PostgresStore
+from team_support import as_role, team_stores
 
 pytestmark = pytest.mark.postgres
 
 PEOPLE = {"alice": "member", "bob": "member", "carol": "lead", "dana": "admin"}
-
-
-def _as(url: str, role: str) -> str:
-    return url.replace("postgres@", f"{role}@", 1)
 
 
 def _session(sid: str, word: str, n_calls: int, cwd: str, start: int = 0) -> tuple[dict, list[dict]]:
@@ -40,20 +37,12 @@ def _session(sid: str, word: str, n_calls: int, cwd: str, start: int = 0) -> tup
 def team(pg_url):
     """The database owner's store with the four people added, and a store per person
     holding their own sessions (alice: 2 sessions, bob: 1, carol: 1)."""
-    owner = PostgresStore(pg_url)
-    for name, role in PEOPLE.items():
-        owner.team_add(name, role)
-    stores = {name: PostgresStore(_as(pg_url, name)) for name in PEOPLE}
-    stores["alice"].create(*_session("s-alice-1", "zebra", 3, "/home/alice/proj/alpha"))
-    stores["alice"].create(*_session("s-alice-2", "zebra", 1, "/home/alice/proj/beta", start=86_400_000))
-    stores["bob"].create(*_session("s-bob-1", "yak", 2, "/home/bob/src/alpha"))
-    stores["carol"].create(*_session("s-carol-1", "xerus", 1, "/home/carol/gamma"))
-    try:
+    with team_stores(pg_url, PEOPLE) as (owner, stores):
+        stores["alice"].create(*_session("s-alice-1", "zebra", 3, "/home/alice/proj/alpha"))
+        stores["alice"].create(*_session("s-alice-2", "zebra", 1, "/home/alice/proj/beta", start=86_400_000))
+        stores["bob"].create(*_session("s-bob-1", "yak", 2, "/home/bob/src/alpha"))
+        stores["carol"].create(*_session("s-carol-1", "xerus", 1, "/home/carol/gamma"))
         yield owner, stores
-    finally:
-        for store in stores.values():
-            store.close()
-        owner.close()
 
 
 def _totals(rows) -> tuple[int, int, int, int]:
@@ -106,7 +95,7 @@ def test_direct_sql_as_a_member_sees_only_their_rows(team, pg_url):
     # Every table of the store but the list of schema steps is under row-level security.
     assert {t for t, on in rls.items() if not on} == {"schema_migrations"}
     for name, own in (("alice", {"s-alice-1", "s-alice-2"}), ("bob", {"s-bob-1"}), ("carol", {"s-carol-1"})):
-        with psycopg.connect(_as(pg_url, name)) as conn:
+        with psycopg.connect(as_role(pg_url, name)) as conn:
             for table in tables:
                 columns = {row[0] for row in conn.execute(
                     "SELECT column_name FROM information_schema.columns WHERE table_name = %s", (table,))}
@@ -133,7 +122,7 @@ def test_direct_sql_as_a_member_sees_only_their_rows(team, pg_url):
                 conn.rollback()
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute("SELECT * FROM team_read(1)")
-    with psycopg.connect(_as(pg_url, "bob")) as conn:
+    with psycopg.connect(as_role(pg_url, "bob")) as conn:
         # A row claiming bob as its owner may not hang off alice's session.
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("INSERT INTO entries (session_id, seq, id, type, timestamp, json, crc)"
@@ -178,7 +167,7 @@ def test_team_open_writes_the_audit_record_before_the_content(team, pg_url):
     _owner, stores = team
     dana = stores["dana"]
     # Without a committed audit record of hers, team_read returns nothing.
-    with psycopg.connect(_as(pg_url, "dana")) as conn:
+    with psycopg.connect(as_role(pg_url, "dana")) as conn:
         with conn.transaction():
             audit_id = conn.execute("SELECT team_open('s-bob-1', 'incident 7')").fetchone()[0]
             # The same transaction's record is not enough: it is not committed yet.
@@ -202,7 +191,7 @@ def test_team_open_writes_the_audit_record_before_the_content(team, pg_url):
 def test_the_audit_table_refuses_update_and_delete(team, pg_url, who):
     _, stores = team
     stores["dana"].team_open("s-alice-1", "review")
-    url = pg_url if who == "postgres" else _as(pg_url, who)
+    url = pg_url if who == "postgres" else as_role(pg_url, who)
     with psycopg.connect(url, autocommit=True) as conn:
         for statement in ("UPDATE team_audit SET reason = 'nothing'", "DELETE FROM team_audit",
                           "TRUNCATE team_audit"):
@@ -220,7 +209,7 @@ def test_team_list_and_remove(team):
     assert [(m.name, m.role, m.sessions) for m in owner.team_list()] == [
         ("alice", "member", 2), ("bob", "member", 1), ("carol", "lead", 1), ("dana", "admin", 0)]
     owner.team_add("erin_h45", "member")
-    with PostgresStore(_as(owner.url, "erin_h45")) as erin:
+    with PostgresStore(as_role(owner.url, "erin_h45")) as erin:
         erin.create(*_session("s-erin-1", "emu", 1, "/home/erin/delta"))
     owner.team_remove("erin_h45")
     assert [m.name for m in owner.team_list()] == ["alice", "bob", "carol", "dana"]
@@ -245,7 +234,7 @@ def test_migration_from_todays_schema_keeps_every_session_owned_by_the_migrating
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("CREATE ROLE ops_h45 LOGIN")  # not a superuser, no CREATEROLE
         conn.execute(f'ALTER DATABASE "{pg_url.rsplit("/", 1)[1]}" OWNER TO ops_h45')
-    ops_url = _as(pg_url, "ops_h45")
+    ops_url = as_role(pg_url, "ops_h45")
     try:
         monkeypatch.setattr(connection_module, "MIGRATIONS", [step for step in MIGRATIONS if step[0] in before])
         with PostgresStore(ops_url) as old:
@@ -264,7 +253,7 @@ def test_migration_from_todays_schema_keeps_every_session_owned_by_the_migrating
             superuser.team_add("alice", "member")
         with psycopg.connect(pg_url) as conn:
             conn.execute("UPDATE sessions SET owner = 'alice' WHERE id = 's-old-1'")
-        with PostgresStore(_as(pg_url, "alice")) as alice:
+        with PostgresStore(as_role(pg_url, "alice")) as alice:
             assert alice.session_ids() == ["s-old-1"]
             assert len(alice.load("s-old-1").entries) == 2
             assert {hit.session_id for hit in alice.search("walrus")} == {"s-old-1"}

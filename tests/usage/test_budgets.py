@@ -36,14 +36,6 @@ NOW_MS = int(datetime(2026, 1, 7, 12, tzinfo=UTC).timestamp() * 1000)
 USD = 1_000_000_000
 
 
-@pytest.fixture(autouse=True)
-def _config(tmp_path, monkeypatch):
-    """Every test keeps its config file in its own folder, never the user's."""
-    path = tmp_path / "config" / "config.toml"
-    monkeypatch.setenv("SESSIONTREE_CONFIG", str(path))
-    return path
-
-
 def _store(path):
     """Calls with recorded costs on chosen days (UTC):
 

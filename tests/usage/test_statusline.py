@@ -16,8 +16,6 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pytest
-
 from builders import billed_assistant as _assistant
 from builders import header as _header
 from builders import usage as _usage
@@ -46,13 +44,6 @@ CLAUDE_INPUT = {
              "total_lines_added": 156, "total_lines_removed": 23},
     "exceeds_200k_tokens": False,
 }
-
-
-@pytest.fixture(autouse=True)
-def _config(tmp_path, monkeypatch):
-    path = tmp_path / "config" / "config.toml"
-    monkeypatch.setenv("SESSIONTREE_CONFIG", str(path))
-    return path
 
 
 def _store(path):

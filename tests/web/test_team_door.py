@@ -12,33 +12,19 @@ from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
 from builders import header, user_at
-from sessiontree.stores.postgres.store import PostgresStore
 from sessiontree.web.teamdoor import team_door_routes
+from team_support import team_stores
 
 pytestmark = pytest.mark.postgres
 
 SECRET = "<script>alert('pasted key sk-123')</script>"
 
 
-def _as(url: str, role: str) -> str:
-    return url.replace("postgres@", f"{role}@", 1)
-
-
 @pytest.fixture
 def door(pg_url):
-    owner = PostgresStore(pg_url)
-    owner.team_add("alice", "member")
-    owner.team_add("dana", "admin")
-    with PostgresStore(_as(pg_url, "alice")) as alice:
-        alice.create(header("s-alice"), [user_at("e1", None, f"deploy with {SECRET}", 1)])
-    stores = {name: PostgresStore(_as(pg_url, name)) for name in ("alice", "dana")}
-    clients = {name: TestClient(Starlette(routes=team_door_routes(store))) for name, store in stores.items()}
-    try:
-        yield pg_url, clients
-    finally:
-        for store in stores.values():
-            store.close()
-        owner.close()
+    with team_stores(pg_url, {"alice": "member", "dana": "admin"}) as (_owner, stores):
+        stores["alice"].create(header("s-alice"), [user_at("e1", None, f"deploy with {SECRET}", 1)])
+        yield pg_url, {name: TestClient(Starlette(routes=team_door_routes(store))) for name, store in stores.items()}
 
 
 def _audit_rows(url: str) -> list[tuple[str, str, str]]:

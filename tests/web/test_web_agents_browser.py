@@ -14,10 +14,13 @@ import pytest
 from click.testing import CliRunner
 
 from corpus import NEEDS_SHARED, shared
-from web_support import REPO, chromium, chromium_missing, running_server
+from web_support import REPO, chromium_missing, css, running_server, wait
 
 _missing = chromium_missing()
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(_missing is not None, reason=_missing or ""), *NEEDS_SHARED]
+
+#: The browser window (tests/web/conftest.py's browser fixture).
+WINDOW = (1280, 860)
 
 PI = "pi-v1/pi-mono-before-compaction.jsonl"
 CLAUDE = "claude-code/projects/-Users-paul-src-entireio-cli/61cb3ba8-484b-4a21-bf99-34f7dc361170.jsonl"
@@ -48,26 +51,6 @@ def server(tmp_path_factory):
     with running_server(store) as url:
         yield url, store
     store.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium(1280, 860) as driver:
-        yield driver
-
-
-def _css(driver, selector):
-    from selenium.webdriver.common.by import By
-
-    return driver.find_elements(By.CSS_SELECTOR, selector)
-
-
-def _wait(driver, condition, timeout=10.0):
-    from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    return WebDriverWait(driver, timeout, poll_frequency=0.05,
-                         ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: condition(d))
 
 
 #: Elements whose visible right edge lies past the viewport (a scroll pane's content scrolls
@@ -107,9 +90,9 @@ def test_session_page_of_each_agent(browser, server, agent, rel, prefix, resume)
     url, store = server
     session = _session_id(store, agent, prefix)
     browser.get(f"{url}/s/{session}")
-    _wait(browser, lambda d: _css(d, "#tree .row") and _css(d, "#conv .turn"))
-    assert _css(browser, "#agent-badge")[0].text == agent
-    command = _css(browser, "#resume-command")[0].get_attribute("textContent")
+    wait(browser, lambda d: css(d, "#tree .row") and css(d, "#conv .turn"))
+    assert css(browser, "#agent-badge")[0].text == agent
+    command = css(browser, "#resume-command")[0].get_attribute("textContent")
     assert resume in command and not (agent != "pi" and "pi --session" in command), command
     if agent == "pi":
         assert " && pi --session " in command and command.endswith(".jsonl")
@@ -121,7 +104,7 @@ def test_session_page_of_each_agent(browser, server, agent, rel, prefix, resume)
         "var pane = document.getElementById('tree').getBoundingClientRect();"
         "return Array.prototype.filter.call(document.querySelectorAll('#tree .row .id'),"
         " function (e) { return e.getBoundingClientRect().left > pane.right - 60; }).length;") == 0
-    heads = [h.text for h in _css(browser, "#conv .turn-head")]
+    heads = [h.text for h in css(browser, "#conv .turn-head")]
     assert heads and all("assistant message" in h and "tool call" in h for h in heads)
     if os.environ.get("SCREENSHOTS"):
         # The last turn from its user message: its counts, folded records and parts.
@@ -133,8 +116,8 @@ def test_session_page_of_each_agent(browser, server, agent, rel, prefix, resume)
 def test_a_subagent_folded_at_its_task_call_opens(browser, server):
     url, _ = server
     browser.get(f"{url}/s/61cb3ba8#{TASK_ENTRY}")
-    _wait(browser, lambda d: _css(d, f"[id='{TASK_ENTRY}'] details.subagent"))
-    fold = _css(browser, f"[id='{TASK_ENTRY}'] details.subagent")[0]
+    wait(browser, lambda d: css(d, f"[id='{TASK_ENTRY}'] details.subagent"))
+    fold = css(browser, f"[id='{TASK_ENTRY}'] details.subagent")[0]
     summary = fold.find_element("css selector", "summary")
     assert summary.text == "subagent a1f8104 · 43 messages"
     assert fold.get_attribute("open") is None
@@ -142,15 +125,15 @@ def test_a_subagent_folded_at_its_task_call_opens(browser, server):
     assert len(steps) == 43 and not steps[0].is_displayed()
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", summary)
     summary.click()
-    _wait(browser, lambda d: fold.get_attribute("open") is not None and steps[0].is_displayed())
+    wait(browser, lambda d: fold.get_attribute("open") is not None and steps[0].is_displayed())
     assert "Find and read all files related to shell completion" in steps[0].text
     # Folded hook and progress records open the same way, never as boxes of their own.
-    records = _css(browser, f"[id='{TASK_ENTRY}'] details.annotations")[0]
+    records = css(browser, f"[id='{TASK_ENTRY}'] details.annotations")[0]
     head = records.find_element("css selector", "summary")
     assert "progress" in head.text
     head.click()
     items = records.find_elements("css selector", "li")
-    _wait(browser, lambda d: items[0].is_displayed())
+    wait(browser, lambda d: items[0].is_displayed())
     assert head.text.startswith(f"{len(items)} records: ")
     if os.environ.get("SCREENSHOTS"):
         browser.execute_script("arguments[0].scrollIntoView({block: 'start'})", fold)

@@ -19,9 +19,10 @@ from web_support import (
     HOSTILE_ID,
     add_evil_session,
     add_hostile_session,
-    chromium,
     chromium_missing,
+    css,
     running_server,
+    wait,
 )
 
 _missing = chromium_missing()
@@ -55,32 +56,10 @@ def server(corpus_store):
         yield url
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as driver:
-        yield driver
-
-
-def wait(driver, condition, timeout=10.0):
-    from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    # The tree pane redraws its rows when a window of them arrives: an element found
-    # just before a redraw goes stale, and the condition is simply tried again.
-    return WebDriverWait(driver, timeout, poll_frequency=0.05,
-                         ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: condition(d))
-
-
 def click(driver, selector, index=0):
     """Click the ``index``-th element matching ``selector``, found again if a redraw
     made it stale first (a stale element is reported before the click is sent)."""
     wait(driver, lambda d: css(d, selector)[index].click() or True)
-
-
-def css(driver, selector):
-    from selenium.webdriver.common.by import By
-
-    return driver.find_elements(By.CSS_SELECTOR, selector)
 
 
 def conv_text(driver) -> str:

@@ -12,22 +12,17 @@ from starlette.testclient import TestClient
 
 from sessiontree import MemoryStore, SessionManager
 from sessiontree.web.app import create_app
-from web_support import EXAMPLES, HOSTILE_ASSISTANT, HOSTILE_USER
+from web_support import EXAMPLES, HOSTILE_BRANCHES_ID, add_hostile_branches
 
 BRANCHING = "019cadb4-6e80-7a3c-9b1d-2f4e6a8c0b01"
-EVIL = "0cmp0000-0000-4000-8000-000000000003"
+EVIL = HOSTILE_BRANCHES_ID
 
 
 @pytest.fixture
 def client():
     store = MemoryStore()
     SessionManager.import_from_jsonl(EXAMPLES / "branching.jsonl", None, store)
-    m = SessionManager.create("/w", store=store, id=EVIL)
-    root = m.append_message({"role": "user", "content": "start", "timestamp": 1767225600000})
-    m.append_message({"role": "user", "content": HOSTILE_USER, "timestamp": 1767225601000})
-    m.branch(root)
-    m.append_message({"role": "assistant", "content": [{"type": "text", "text": HOSTILE_ASSISTANT}],
-                      "provider": "x<b>", "model": "m<i>", "stopReason": "stop", "timestamp": 1767225602000})
+    add_hostile_branches(store)
     return TestClient(create_app(store), base_url="http://127.0.0.1:8765")
 
 

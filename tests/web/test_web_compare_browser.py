@@ -5,25 +5,21 @@ from __future__ import annotations
 
 import pytest
 
-from web_support import EXAMPLES, HOSTILE_ASSISTANT, HOSTILE_USER, chromium, chromium_missing, running_server
+from web_support import (
+    EXAMPLES,
+    HOSTILE_BRANCHES_ID,
+    add_hostile_branches,
+    chromium_missing,
+    css,
+    running_server,
+    wait,
+)
 
 _missing = chromium_missing()
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(_missing is not None, reason=_missing or "")]
 
 BRANCHING = "019cadb4-6e80-7a3c-9b1d-2f4e6a8c0b01"
-EVIL = "0cmp0000-0000-4000-8000-000000000003"
-
-
-def add_hostile_branches(store) -> None:
-    """Two branches below one prompt, both carrying script-injection attempts."""
-    from sessiontree import SessionManager
-
-    m = SessionManager.create("/w", store=store, id=EVIL)
-    root = m.append_message({"role": "user", "content": "start", "timestamp": 1767225600000})
-    m.append_message({"role": "user", "content": HOSTILE_USER, "timestamp": 1767225601000})
-    m.branch(root)
-    m.append_message({"role": "assistant", "content": [{"type": "text", "text": HOSTILE_ASSISTANT}],
-                      "provider": "x<b>", "model": "m<i>", "stopReason": "stop", "timestamp": 1767225602000})
+EVIL = HOSTILE_BRANCHES_ID
 
 
 @pytest.fixture(scope="module")
@@ -36,24 +32,6 @@ def server(tmp_path_factory):
     with running_server(store) as url:
         yield url
     store.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as driver:
-        yield driver
-
-
-def wait(driver, condition, timeout=10.0):
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(lambda d: condition(d))
-
-
-def css(driver, selector):
-    from selenium.webdriver.common.by import By
-
-    return driver.find_elements(By.CSS_SELECTOR, selector)
 
 
 def statuses(driver) -> list[str]:

@@ -17,10 +17,13 @@ from builders import billed_assistant as _assistant
 from builders import header as _header
 from builders import usage as _usage
 from corpus import vendored
-from web_support import EXAMPLES, chromium, chromium_missing, running_server
+from web_support import EXAMPLES, chromium_missing, css, running_server
 
 _missing = chromium_missing()
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(_missing is not None, reason=_missing or "")]
+
+#: The browser window (tests/web/conftest.py's browser fixture).
+WINDOW = (1280, 1400)
 
 QUERY = "since=2020-01-01&tz=UTC"
 
@@ -46,18 +49,6 @@ def server(usage_store):
         yield url
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with chromium(1280, 1400) as driver:
-        yield driver
-
-
-def _css(driver, selector):
-    from selenium.webdriver.common.by import By
-
-    return driver.find_elements(By.CSS_SELECTOR, selector)
-
-
 def _severe(driver):
     return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
 
@@ -78,19 +69,19 @@ def _shot(driver, name, tmp_path):
 def test_charts_tables_and_the_light_theme(server, browser, tmp_path):
     browser.get_log("browser")  # drain
     browser.get(f"{server}/usage?{QUERY}&theme=light")
-    bars = _css(browser, "#period-chart rect")
+    bars = css(browser, "#period-chart rect")
     # Days with calls (hand count): 2025-11-20, 2025-11-21 (the large pi session), 2026-02-01
     # (Claude Code), 2026-03-02 (the examples): at least one segment each.
-    assert len(_css(browser, "#period-chart g.bar")) == 4 and len(bars) >= 4
+    assert len(css(browser, "#period-chart g.bar")) == 4 and len(bars) >= 4
     assert all(float(bar.get_attribute("height")) >= 0 for bar in bars)
-    assert len(_css(browser, "#heatmap rect")) == 7 * 24
-    assert _css(browser, "#heatmap rect.h9"), "the busiest hour is drawn darkest"
-    table = _css(browser, "#period-table table")[0]
+    assert len(css(browser, "#heatmap rect")) == 7 * 24
+    assert css(browser, "#heatmap rect.h9"), "the busiest hour is drawn darkest"
+    table = css(browser, "#period-table table")[0]
     assert not table.is_displayed()
-    _css(browser, "#period-table summary")[0].click()
+    css(browser, "#period-table summary")[0].click()
     assert table.is_displayed()
-    assert len(_css(browser, "#period-table tbody tr")) == 4
-    assert "~$" in _css(browser, "#total-cost")[0].text  # the Claude Code call is estimated
+    assert len(css(browser, "#period-table tbody tr")) == 4
+    assert "~$" in css(browser, "#total-cost")[0].text  # the Claude Code call is estimated
     assert _background(browser) == "rgb(253, 253, 252)"
     assert _severe(browser) == []
     _shot(browser, "usage-light.png", tmp_path)
@@ -123,13 +114,13 @@ def test_filters_submit_and_links_lead_to_sessions(server, browser):
     from selenium.webdriver.support.ui import Select
 
     browser.get(f"{server}/usage?{QUERY}")
-    Select(_css(browser, "select[name=agent]")[0]).select_by_value("claude-code")
+    Select(css(browser, "select[name=agent]")[0]).select_by_value("claude-code")
     from selenium.webdriver.support.ui import WebDriverWait
 
-    _css(browser, "form.filters button")[0].click()
+    css(browser, "form.filters button")[0].click()
     # The submit navigates: wait for the new page rather than read the URL mid-navigation.
     WebDriverWait(browser, 10).until(lambda b: "agent=claude-code" in b.current_url)
-    assert len(_css(browser, "#period-chart g.bar")) == 1
-    _css(browser, "#session-table a")[0].click()
+    assert len(css(browser, "#period-chart g.bar")) == 1
+    css(browser, "#session-table a")[0].click()
     WebDriverWait(browser, 10).until(lambda b: "/s/7f0c1e2a-0000-4000-8000-00000000d45b" in b.current_url)
     assert _severe(browser) == []
