@@ -57,7 +57,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sessiontree.core.usage import BUCKET_MS, UsageQuery, UsageRow, records_from_entry
+from sessiontree.core.usage import BILLED_TYPES, BUCKET_MS, UsageQuery, UsageRow, records_from_entry
 from sessiontree.format import jsonio
 from sessiontree.stores.postgres.derived import IndexedRow, text_copy
 from sessiontree.stores.postgres.team import OWNED_TABLES, move_owner_sql
@@ -70,7 +70,7 @@ __all__ = ["LEDGER", "ROLLUP_STEP", "UsageLedger", "create_rollup", "fill_ledger
 #: schema opened read-only, or the steps that fill the ledger) nothing is settled.
 ROLLUP_STEP = "m009_usage_rollup"
 
-_RECORD_TYPES = ("message", "session_summary", "compaction", "branch_summary", "usage")
+_RECORD_TYPES = tuple(sorted(BILLED_TYPES))  # a fixed order for the SQL parameters
 
 _INSERT = ("INSERT INTO usage_ledger (session_id, seq, n, dedup_key, source, provider, model, ts_ms,"
            " input, output, cache_read, cache_write, cost_nanos, cache_write_1h)"

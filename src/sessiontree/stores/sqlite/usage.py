@@ -31,16 +31,13 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from sessiontree.core.usage import BUCKET_MS, UsageQuery, UsageRow, records_from_entry
+from sessiontree.core.usage import BILLED_TYPES, BUCKET_MS, UsageQuery, UsageRow, records_from_entry
 from sessiontree.format import jsonio
 from sessiontree.stores.sqlite.derived import IndexedRow, from_db, to_db
 from sessiontree.stores.syncing import ledger_row_owner
 from sessiontree.stores.verify import row_drift
 
 __all__ = ["LEDGER", "UsageLedger", "ensure_hour_columns", "query_usage", "rebuild_rollup"]
-
-_RECORD_TYPES = frozenset(("message", "session_summary", "compaction", "branch_summary", "usage"))
-
 
 #: A Unix-millisecond column's 15-minute UTC bucket, floored (SQL's ``%`` truncates
 #: toward zero; a record dated before 1970 belongs to the bucket below it, as in
@@ -149,7 +146,7 @@ class UsageLedger:
              rollup: bool) -> None:
         values = []
         for seq, entry, _text in rows:
-            if entry.get("type") not in _RECORD_TYPES:
+            if entry.get("type") not in BILLED_TYPES:
                 continue
             for n, r in enumerate(records_from_entry(entry)):
                 values.append((key, seq, n, r.key, r.source, to_db(r.provider), to_db(r.model), r.timestamp_ms,
@@ -300,7 +297,7 @@ class _SessionCheck:
     def add(self, seq: int, entry: dict[str, Any]) -> None:
         if self.watermark is not None and seq > self.watermark:
             return  # pending: no ledger row yet
-        if entry.get("type") in _RECORD_TYPES:
+        if entry.get("type") in BILLED_TYPES:
             for n, r in enumerate(records_from_entry(entry)):
                 self.rows.append((seq, n, r.key, r.source, to_db(r.provider), to_db(r.model), r.timestamp_ms,
                                   r.input, r.output, r.cache_read, r.cache_write, r.cost_nanos, r.cache_write_1h))
@@ -457,7 +454,7 @@ def settle_created(conn: sqlite3.Connection, sessions: Sequence[tuple[Any, Seque
     marks: list[tuple[Any, int]] = []
     for key, entries in sessions:
         for seq, entry in enumerate(entries):
-            if entry.get("type") not in _RECORD_TYPES:
+            if entry.get("type") not in BILLED_TYPES:
                 continue
             _collect(values, owners, key, seq, entry)
         if entries:
